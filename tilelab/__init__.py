@@ -1,0 +1,74 @@
+"""tilelab: an interactive lab for TileLang GPU kernels.
+
+``%load_ext tilelab`` registers the ``%%tilelang`` cell magic. ``tilelab.inspect(kernel)`` returns
+a :class:`KernelReport` of everything TileLang generated. Importing tilelab does not import
+TileLang, torch or IPython: each is loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._model import (
+    Argument,
+    DeviceKernel,
+    KernelReport,
+    L2Window,
+    LauncherSource,
+    Layout,
+    Sources,
+    TmaDescriptor,
+    WgmmaInstruction,
+    WgmmaOperand,
+)
+
+__version__ = "0.1.0"
+
+# Public names that live in modules with heavy imports, loaded on first access.
+_LAZY = {
+    "inspect": ("._inspect", "inspect"),
+    "run": (".launch", "run"),
+    "bench": (".launch", "bench"),
+    "sweep": (".launch", "sweep"),
+    "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
+    "Inspector": (".widgets.inspector", "Inspector"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module, __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tilelab' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tilelab``: registers ``%%tilelang`` and nothing else."""
+    from ._magic import TileLangMagics
+
+    ipython.register_magics(TileLangMagics)
+
+
+__all__ = [
+    "Argument",
+    "DeviceKernel",
+    "Inspector",
+    "KernelReport",
+    "L2Window",
+    "LauncherSource",
+    "Layout",
+    "Sources",
+    "TmaDescriptor",
+    "WgmmaInstruction",
+    "WgmmaOperand",
+    "bench",
+    "inspect",
+    "load_ipython_extension",
+    "run",
+    "sweep",
+    "swizzle_explorer",
+]

@@ -1,0 +1,672 @@
+"""Pure data models: what TileLang generated for a kernel, as frozen, JSON-serialisable records.
+
+Nothing here imports TileLang, IPython or ipywidgets. Every model round-trips through
+``to_dict``/``from_dict`` (plain JSON types only), so a report can be saved, cached, diffed
+and rendered in a process that never saw the kernel.
+
+Symbolic sizes (a dynamic ``M``) are kept as strings (``"m"``, ``"m * 2"``); concrete ones are
+ints. ``Dim`` names that union.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+Dim = Union[int, str]
+
+SCHEMA_VERSION = 1
+BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
+
+
+def _dims(values: Any) -> tuple[Dim, ...]:
+    return tuple(v if isinstance(v, (int, str)) else int(v) for v in values)
+
+
+@dataclass(frozen=True)
+class DeviceKernel:
+    """One ``__global__`` function: its launch configuration as the host code sets it."""
+
+    name: str
+    grid: tuple[Dim, Dim, Dim]
+    block: tuple[Dim, Dim, Dim]
+    dynamic_shared_memory_bytes: Dim = 0
+    cluster_dims: tuple[int, int, int] | None = None
+    programmatic_dependent_launch: bool = False
+    cooperative: bool = False
+
+    @property
+    def threads_per_block(self) -> Dim:
+        x, y, z = self.block
+        if all(isinstance(v, int) for v in self.block):
+            return int(x) * int(y) * int(z)
+        return f"{x} * {y} * {z}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "grid": list(self.grid),
+            "block": list(self.block),
+            "dynamic_shared_memory_bytes": self.dynamic_shared_memory_bytes,
+            "cluster_dims": list(self.cluster_dims) if self.cluster_dims else None,
+            "programmatic_dependent_launch": self.programmatic_dependent_launch,
+            "cooperative": self.cooperative,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DeviceKernel:
+        return cls(
+            name=d["name"],
+            grid=_dims(d["grid"]),  # type: ignore[arg-type]
+            block=_dims(d["block"]),  # type: ignore[arg-type]
+            dynamic_shared_memory_bytes=d.get("dynamic_shared_memory_bytes", 0),
+            cluster_dims=tuple(d["cluster_dims"]) if d.get("cluster_dims") else None,  # type: ignore[arg-type]
+            programmatic_dependent_launch=bool(d.get("programmatic_dependent_launch", False)),
+            cooperative=bool(d.get("cooperative", False)),
+        )
+
+
+@dataclass(frozen=True)
+class LauncherSource:
+    """Host launcher text of one execution backend, or the reason it could not be generated."""
+
+    backend: str
+    text: str | None
+    reason: str | None = None
+    language: str = "c++"  # "c", "c++" or "python": what a highlighter should use
+    extra: tuple[tuple[str, str], ...] = ()  # further named texts (cutedsl: the C++ launcher)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "text": self.text,
+            "reason": self.reason,
+            "language": self.language,
+            "extra": {k: v for k, v in self.extra},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LauncherSource:
+        return cls(
+            backend=d["backend"],
+            text=d.get("text"),
+            reason=d.get("reason"),
+            language=d.get("language", "c++"),
+            extra=tuple((k, v) for k, v in (d.get("extra") or {}).items()),
+        )
+
+
+@dataclass(frozen=True)
+class Sources:
+    device: str
+    launchers: tuple[LauncherSource, ...] = ()
+
+    def launcher(self, backend: str) -> LauncherSource | None:
+        for item in self.launchers:
+            if item.backend == backend:
+                return item
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "launchers": {item.backend: item.to_dict() for item in self.launchers},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Sources:
+        return cls(
+            device=d["device"],
+            launchers=tuple(LauncherSource.from_dict(v) for v in d.get("launchers", {}).values()),
+        )
+
+
+# Element sizes of the driver's CUtensorMapDataType values (bytes; packed sub-byte types count
+# as the 16-byte-aligned container the driver describes them with: 16 4-bit values in 8 bytes).
+TMA_DTYPE_BYTES: dict[str, float] = {
+    "UINT8": 1, "UINT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
+    "FLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "BFLOAT16": 2, "FLOAT32_FTZ": 4,
+    "TFLOAT32": 4, "TFLOAT32_FTZ": 4, "16U4_ALIGN8B": 0.5, "16U4_ALIGN16B": 0.5,
+    "16U6_ALIGN16B": 0.75,
+}
+SWIZZLE_SPAN_BYTES: dict[str, int | None] = {
+    "NONE": None, "32B": 32, "64B": 64, "128B": 128,
+    "128B_ATOM_32B": 128, "128B_ATOM_32B_FLIP_8B": 128, "128B_ATOM_64B": 128,
+}
+
+
+@dataclass(frozen=True)
+class TmaDescriptor:
+    """A ``CUtensorMap`` as the host code encodes it (``cuTensorMapEncodeTiled``/``Im2col``).
+
+    Dimensions are innermost first, as the driver takes them. ``global_stride_bytes[0]`` is the
+    element size (TileLang's convention); the driver receives ``global_stride_bytes[1:]``.
+    Enumerators are the driver's names with their prefix stripped.
+    """
+
+    name: str
+    buffer: str | None
+    kind: str  # "tiled" | "im2col"
+    dtype: str
+    rank: int
+    global_dim: tuple[Dim, ...]
+    global_stride_bytes: tuple[Dim, ...]
+    element_strides: tuple[Dim, ...]
+    interleave: str
+    swizzle: str
+    l2_promotion: str
+    oob_fill: str
+    box_dim: tuple[Dim, ...] = ()
+    lower_corner: tuple[int, ...] = ()
+    upper_corner: tuple[int, ...] = ()
+    channels_per_pixel: Dim | None = None
+    pixels_per_column: Dim | None = None
+    kernel: str | None = None
+    problems: tuple[str, ...] = ()
+    launch_conditions: tuple[str, ...] = ()  # rules that depend on sizes known only at launch
+
+    @property
+    def element_bytes(self) -> float | None:
+        return TMA_DTYPE_BYTES.get(self.dtype)
+
+    @property
+    def swizzle_span_bytes(self) -> int | None:
+        return SWIZZLE_SPAN_BYTES.get(self.swizzle)
+
+    @property
+    def inner_box_elements(self) -> Dim | None:
+        if self.kind == "im2col":
+            return self.channels_per_pixel
+        return self.box_dim[0] if self.box_dim else None
+
+    @property
+    def inner_box_bytes(self) -> float | None:
+        inner, size = self.inner_box_elements, self.element_bytes
+        if isinstance(inner, int) and size is not None:
+            return inner * size
+        return None
+
+    @property
+    def box_elements(self) -> int | None:
+        if self.kind == "im2col":
+            c, p = self.channels_per_pixel, self.pixels_per_column
+            return c * p if isinstance(c, int) and isinstance(p, int) else None
+        if not self.box_dim or not all(isinstance(b, int) for b in self.box_dim):
+            return None
+        total = 1
+        for b in self.box_dim:
+            total *= int(b)
+        return total
+
+    @property
+    def box_bytes(self) -> float | None:
+        n, size = self.box_elements, self.element_bytes
+        return n * size if n is not None and size is not None else None
+
+    def derived(self) -> dict[str, Any]:
+        return {
+            "element_bytes": self.element_bytes,
+            "box_elements": self.box_elements,
+            "box_bytes": self.box_bytes,
+            "inner_box_bytes": self.inner_box_bytes,
+            "swizzle_span_bytes": self.swizzle_span_bytes,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "buffer": self.buffer,
+            "kind": self.kind,
+            "kernel": self.kernel,
+            "dtype": self.dtype,
+            "rank": self.rank,
+            "global_dim": list(self.global_dim),
+            "global_stride_bytes": list(self.global_stride_bytes),
+            "box_dim": list(self.box_dim),
+            "element_strides": list(self.element_strides),
+            "interleave": self.interleave,
+            "swizzle": self.swizzle,
+            "l2_promotion": self.l2_promotion,
+            "oob_fill": self.oob_fill,
+            "problems": list(self.problems),
+            "launch_conditions": list(self.launch_conditions),
+            "derived": self.derived(),
+        }
+        if self.kind == "im2col":
+            d.update(
+                lower_corner=list(self.lower_corner),
+                upper_corner=list(self.upper_corner),
+                channels_per_pixel=self.channels_per_pixel,
+                pixels_per_column=self.pixels_per_column,
+            )
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TmaDescriptor:
+        return cls(
+            name=d["name"],
+            buffer=d.get("buffer"),
+            kind=d["kind"],
+            kernel=d.get("kernel"),
+            dtype=d["dtype"],
+            rank=int(d["rank"]),
+            global_dim=_dims(d["global_dim"]),
+            global_stride_bytes=_dims(d["global_stride_bytes"]),
+            box_dim=_dims(d.get("box_dim", ())),
+            element_strides=_dims(d["element_strides"]),
+            interleave=d["interleave"],
+            swizzle=d["swizzle"],
+            l2_promotion=d["l2_promotion"],
+            oob_fill=d["oob_fill"],
+            lower_corner=tuple(int(v) for v in d.get("lower_corner", ())),
+            upper_corner=tuple(int(v) for v in d.get("upper_corner", ())),
+            channels_per_pixel=d.get("channels_per_pixel"),
+            pixels_per_column=d.get("pixels_per_column"),
+            problems=tuple(d.get("problems", ())),
+            launch_conditions=tuple(d.get("launch_conditions", ())),
+        )
+
+
+# Layout type field of the WGMMA shared-memory descriptor (PTX ISA, "Matrix Descriptor Format"
+# for sm_90: bits 62-63; TileLang's ``tl::initialize_wgmma_descriptor<LAYOUT_TYPE, ...>``).
+WGMMA_LAYOUT_TYPES: dict[int, str] = {0: "INTERLEAVE", 1: "128B", 2: "64B", 3: "32B"}
+
+
+@dataclass(frozen=True)
+class WgmmaOperand:
+    """The shared-memory matrix descriptor of one WGMMA operand.
+
+    ``lbo``/``sbo`` are the encoded 14-bit fields (byte offsets >> 4), exactly as the template
+    arguments of ``tl::initialize_wgmma_descriptor<LAYOUT, LBO, SBO>`` in the generated CUDA.
+    """
+
+    buffer: str | None
+    layout_type: int
+    lbo: int
+    sbo: int
+    major: str  # "K" or "MN"
+
+    @property
+    def swizzle(self) -> str:
+        return WGMMA_LAYOUT_TYPES.get(self.layout_type, f"unknown({self.layout_type})")
+
+    @property
+    def lbo_bytes(self) -> int:
+        return self.lbo << 4
+
+    @property
+    def sbo_bytes(self) -> int:
+        return self.sbo << 4
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "buffer": self.buffer,
+            "layout_type": self.layout_type,
+            "swizzle": self.swizzle,
+            "lbo": self.lbo,
+            "sbo": self.sbo,
+            "lbo_bytes": self.lbo_bytes,
+            "sbo_bytes": self.sbo_bytes,
+            "major": self.major,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WgmmaOperand:
+        return cls(
+            buffer=d.get("buffer"),
+            layout_type=int(d["layout_type"]),
+            lbo=int(d["lbo"]),
+            sbo=int(d["sbo"]),
+            major=d["major"],
+        )
+
+
+@dataclass(frozen=True)
+class WgmmaInstruction:
+    """One distinct ``wgmma.mma_async`` shape as the kernel issues it."""
+
+    instruction: str  # e.g. "m64n128k16"
+    variant: str  # "ss" (both operands in shared memory) or "rs" (A in registers)
+    a_dtype: str
+    b_dtype: str
+    accum_dtype: str
+    a: WgmmaOperand | None  # None for "rs": A comes from registers
+    b: WgmmaOperand | None
+    a_major: str = "K"
+    b_major: str = "K"
+    count: int = 1  # how many call sites in the device code issue this exact form
+    kernel: str | None = None
+
+    @property
+    def m(self) -> int:
+        return int(self.instruction.split("n")[0][1:])
+
+    @property
+    def n(self) -> int:
+        return int(self.instruction.split("n")[1].split("k")[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.instruction.split("k")[1])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instruction": self.instruction,
+            "variant": self.variant,
+            "a_dtype": self.a_dtype,
+            "b_dtype": self.b_dtype,
+            "accum_dtype": self.accum_dtype,
+            "a_major": self.a_major,
+            "b_major": self.b_major,
+            "a": self.a.to_dict() if self.a else None,
+            "b": self.b.to_dict() if self.b else None,
+            "count": self.count,
+            "kernel": self.kernel,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WgmmaInstruction:
+        return cls(
+            instruction=d["instruction"],
+            variant=d["variant"],
+            a_dtype=d["a_dtype"],
+            b_dtype=d["b_dtype"],
+            accum_dtype=d["accum_dtype"],
+            a_major=d.get("a_major", "K"),
+            b_major=d.get("b_major", "K"),
+            a=WgmmaOperand.from_dict(d["a"]) if d.get("a") else None,
+            b=WgmmaOperand.from_dict(d["b"]) if d.get("b") else None,
+            count=int(d.get("count", 1)),
+            kernel=d.get("kernel"),
+        )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each logical element of an on-chip buffer lives.
+
+    ``scope == "shared"``: ``offsets`` holds, for each logical index in row-major order, the
+    physical element offset in the buffer after the compiler's (swizzled) layout.
+    ``scope == "fragment"``: ``threads`` and ``locals_`` hold the owning thread (relative to
+    ``thread_base``) and the register index within that thread; a replicated fragment
+    (``replicate > 1``) records replica 0 and says how many threads hold each element.
+    Arrays are flat tuples; ``array(name)`` gives them as numpy arrays of ``shape``.
+    """
+
+    buffer: str
+    scope: str  # "shared" | "fragment"
+    dtype: str
+    shape: tuple[int, ...]
+    offsets: tuple[int, ...] = ()
+    threads: tuple[int, ...] = ()
+    locals_: tuple[int, ...] = ()
+    replicate: int = 1
+    thread_base: int = 0
+    thread_count: int | None = None
+    description: str = ""  # the compiler's own printout of the layout
+    kernel: str | None = None
+
+    def array(self, which: str):  # -> numpy.ndarray
+        import numpy as np
+
+        data = {"offsets": self.offsets, "threads": self.threads, "locals": self.locals_}[which]
+        return np.asarray(data, dtype=np.int64).reshape(self.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "buffer": self.buffer,
+            "scope": self.scope,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "replicate": self.replicate,
+            "thread_base": self.thread_base,
+            "thread_count": self.thread_count,
+            "description": self.description,
+            "kernel": self.kernel,
+        }
+        if self.scope == "shared":
+            d["offsets"] = list(self.offsets)
+        else:
+            d["threads"] = list(self.threads)
+            d["locals"] = list(self.locals_)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Layout:
+        return cls(
+            buffer=d["buffer"],
+            scope=d["scope"],
+            dtype=d["dtype"],
+            shape=tuple(int(v) for v in d["shape"]),
+            offsets=tuple(d.get("offsets", ())),
+            threads=tuple(d.get("threads", ())),
+            locals_=tuple(d.get("locals", ())),
+            replicate=int(d.get("replicate", 1)),
+            thread_base=int(d.get("thread_base", 0)),
+            thread_count=d.get("thread_count"),
+            description=d.get("description", ""),
+            kernel=d.get("kernel"),
+        )
+
+
+@dataclass(frozen=True)
+class L2Window:
+    """An L2 access-policy window from ``T.annotate_l2_hit_ratio``."""
+
+    buffer: str
+    hit_ratio: float
+    bytes: int
+    emitted_by: tuple[str, ...] = ()  # backends whose launcher sets the window
+    missing_in: tuple[str, ...] = ()  # backends whose launcher omits it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "buffer": self.buffer,
+            "hit_ratio": self.hit_ratio,
+            "bytes": self.bytes,
+            "emitted_by": list(self.emitted_by),
+            "missing_in": list(self.missing_in),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> L2Window:
+        return cls(
+            buffer=d["buffer"],
+            hit_ratio=float(d["hit_ratio"]),
+            bytes=int(d["bytes"]),
+            emitted_by=tuple(d.get("emitted_by", ())),
+            missing_in=tuple(d.get("missing_in", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Argument:
+    """How one parameter of the kernel is read.
+
+    kind: "tensor", "strided_tensor", "scalar", "dynamic_dim" or "constant".
+    ``binds_from`` maps each symbolic dim of the shape to where its value comes from at launch
+    (``{"M": "A.shape[0]"}``). ``cache_key`` is the part of the JIT cache key this argument
+    contributes, as text (None when it contributes none).
+    """
+
+    name: str
+    kind: str
+    dtype: str | None = None
+    shape: tuple[Dim, ...] | None = None
+    strides: tuple[Dim, ...] | None = None
+    passed_at_launch: bool = True
+    binds_from: tuple[tuple[str, str], ...] = ()
+    cache_key: str | None = None
+    value: str | None = None  # compile-time constants: the value they were specialised with
+    is_output: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "strides": list(self.strides) if self.strides is not None else None,
+            "passed_at_launch": self.passed_at_launch,
+            "binds_from": dict(self.binds_from),
+            "cache_key": self.cache_key,
+            "value": self.value,
+            "is_output": self.is_output,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Argument:
+        return cls(
+            name=d["name"],
+            kind=d["kind"],
+            dtype=d.get("dtype"),
+            shape=_dims(d["shape"]) if d.get("shape") is not None else None,
+            strides=_dims(d["strides"]) if d.get("strides") is not None else None,
+            passed_at_launch=bool(d.get("passed_at_launch", True)),
+            binds_from=tuple((k, v) for k, v in (d.get("binds_from") or {}).items()),
+            cache_key=d.get("cache_key"),
+            value=d.get("value"),
+            is_output=bool(d.get("is_output", False)),
+        )
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """Everything TileLang generated for one kernel, as one checked model."""
+
+    name: str
+    target: str  # "sm_90a"
+    kernels: tuple[DeviceKernel, ...]
+    sources: Sources
+    tma_descriptors: tuple[TmaDescriptor, ...] = ()
+    wgmma: tuple[WgmmaInstruction, ...] = ()
+    layouts: tuple[Layout, ...] = ()
+    l2_persistence: tuple[L2Window, ...] = ()
+    arguments: tuple[Argument, ...] = ()
+    notes: tuple[str, ...] = ()  # what the engine chose or could not do, in sentences
+    versions: tuple[tuple[str, str], ...] = ()
+    cache_key: str | None = None  # the JIT cache key parts, as text
+    pass_configs: tuple[tuple[str, str], ...] = ()
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(f"{d.name}: {p}" for d in self.tma_descriptors for p in d.problems)
+
+    def layout(self, buffer: str) -> Layout:
+        for item in self.layouts:
+            if item.buffer == buffer:
+                return item
+        raise KeyError(f"no layout for buffer {buffer!r}; have {[x.buffer for x in self.layouts]}")
+
+    def tma(self, name_or_buffer: str) -> TmaDescriptor:
+        for item in self.tma_descriptors:
+            if name_or_buffer in (item.name, item.buffer):
+                return item
+        have = [(d.name, d.buffer) for d in self.tma_descriptors]
+        raise KeyError(f"no TMA descriptor named or over {name_or_buffer!r}; have {have}")
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "name": self.name,
+            "target": self.target,
+            "kernels": [k.to_dict() for k in self.kernels],
+            "sources": self.sources.to_dict(),
+            "tma_descriptors": [d.to_dict() for d in self.tma_descriptors],
+            "wgmma": [w.to_dict() for w in self.wgmma],
+            "l2_persistence": [w.to_dict() for w in self.l2_persistence],
+            "arguments": [a.to_dict() for a in self.arguments],
+            "layouts": [x.to_dict() for x in self.layouts],
+            "notes": list(self.notes),
+            "versions": dict(self.versions),
+            "cache_key": self.cache_key,
+            "pass_configs": dict(self.pass_configs),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KernelReport:
+        schema = d.get("schema", SCHEMA_VERSION)
+        if schema != SCHEMA_VERSION:
+            raise ValueError(
+                f"this report was written with schema {schema}; tilelab reads schema "
+                f"{SCHEMA_VERSION}. Re-run tilelab.inspect on the kernel to regenerate it."
+            )
+        return cls(
+            name=d["name"],
+            target=d["target"],
+            kernels=tuple(DeviceKernel.from_dict(k) for k in d["kernels"]),
+            sources=Sources.from_dict(d["sources"]),
+            tma_descriptors=tuple(TmaDescriptor.from_dict(x) for x in d.get("tma_descriptors", ())),
+            wgmma=tuple(WgmmaInstruction.from_dict(x) for x in d.get("wgmma", ())),
+            l2_persistence=tuple(L2Window.from_dict(x) for x in d.get("l2_persistence", ())),
+            arguments=tuple(Argument.from_dict(x) for x in d.get("arguments", ())),
+            layouts=tuple(Layout.from_dict(x) for x in d.get("layouts", ())),
+            notes=tuple(d.get("notes", ())),
+            versions=tuple((d.get("versions") or {}).items()),
+            cache_key=d.get("cache_key"),
+            pass_configs=tuple((d.get("pass_configs") or {}).items()),
+        )
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> KernelReport:
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json(indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> KernelReport:
+        return cls.from_json(Path(path).read_text())
+
+    def replace(self, **changes: Any) -> KernelReport:
+        return dataclasses.replace(self, **changes)
+
+    # -- rich display ----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return (
+            f"KernelReport(name={self.name!r}, target={self.target!r}, kernels={len(self.kernels)}, "
+            f"tma={len(self.tma_descriptors)}, wgmma={len(self.wgmma)}, problems={len(self.problems)})"
+        )
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        from .render.text import render_text
+
+        p.text(render_text(self) if not cycle else repr(self))
+
+    def _repr_html_(self) -> str:
+        from .render.html import render_html
+
+        return render_html(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from .render.html import render_html
+        from .render.text import render_text
+
+        return {"text/plain": render_text(self), "text/html": render_html(self)}
+
+
+__all__ = [
+    "Argument",
+    "BACKENDS",
+    "DeviceKernel",
+    "Dim",
+    "KernelReport",
+    "L2Window",
+    "LauncherSource",
+    "Layout",
+    "Sources",
+    "TmaDescriptor",
+    "WgmmaInstruction",
+    "WgmmaOperand",
+    "field",
+]
