@@ -1,0 +1,40 @@
+"""Hopper fp16 GEMM: C = A @ B with TMA loads and WGMMA (sm_90a).
+
+    python -m tilelab inspect "examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)"
+
+The default configuration below (128x256x64 tiles, 3 stages, 256 threads, rasterised grid)
+is the one `benchmarks/sweep_gemm.py` selects at 8192^3 fp16 on an H100.
+"""
+
+import tilelang
+import tilelang.language as T
+
+
+def matmul(M, N, K, block_M=128, block_N=256, block_K=64, dtype=T.float16, accum_dtype=T.float32,
+           num_stages=3, threads=256, raster=10):
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((M, K), dtype),
+        B: T.Tensor((K, N), dtype),
+        C: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            if raster:
+                T.use_swizzle(raster)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return gemm
+
+
+if __name__ == "__main__":
+    import tilelab
+
+    print(tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32)))

@@ -1,0 +1,923 @@
+"""The one module that touches TileLang internals.
+
+Everything tilelab knows about TileLang 0.1.15's private layout lives here: how to lower a kernel
+without nvcc or a GPU, where the launcher of each execution backend is generated, which IR
+attributes hold the TMA descriptors, launch configuration, L2 windows and layouts, and how the
+JIT front ends are unwrapped. An upgrade of TileLang should touch this file only.
+
+Functions return plain Python values or tilelab models; no TVM object escapes this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ._errors import LoweringError, NotAKernelError
+from ._model import (
+    Argument,
+    DeviceKernel,
+    L2Window,
+    LauncherSource,
+    Layout,
+    TmaDescriptor,
+    WgmmaInstruction,
+    WgmmaOperand,
+)
+
+# Driver enumerators in CUDA driver order (CUtensorMapDataType etc.), prefixes stripped.
+TMA_DTYPES = (
+    "UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
+    "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ", "16U4_ALIGN8B", "16U4_ALIGN16B",
+    "16U6_ALIGN16B",
+)
+TMA_INTERLEAVES = ("NONE", "16B", "32B")
+TMA_SWIZZLES = ("NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B")
+TMA_L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
+TMA_OOB_FILLS = ("NONE", "NAN_REQUEST_ZERO_FMA")
+
+
+def _enum(table: tuple[str, ...], value: Any) -> str:
+    try:
+        return table[int(value)]
+    except (IndexError, TypeError, ValueError):
+        return f"UNKNOWN({value})"
+
+
+# --------------------------------------------------------------------------------------------
+# Import and environment
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def tilelang():  # -> module
+    """Import TileLang quietly (its compile banner is on by default and floods notebooks)."""
+    os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+    import tilelang as _tl
+
+    return _tl
+
+
+def tilelang_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tilelang")
+    except Exception:  # pragma: no cover - only when metadata is missing
+        return str(getattr(tilelang(), "__version__", "unknown"))
+
+
+@functools.lru_cache(maxsize=None)
+def local_gpu_arch() -> str | None:
+    """The local GPU's arch as a TileLang target name ("sm_90a" on Hopper), or None."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability()
+    except Exception:
+        return None
+    suffix = "a" if (major, minor) in ((9, 0), (10, 0), (10, 3)) else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def has_gpu() -> bool:
+    return local_gpu_arch() is not None
+
+
+def _target(arch: str, *, cutedsl: bool = False):
+    tvm = tilelang().tvm
+    spec: dict[str, Any] = {"kind": "cuda", "arch": arch}
+    if cutedsl:
+        spec["keys"] = ["cuda", "gpu", "cutedsl"]
+    return tvm.target.Target(spec)
+
+
+def normalize_pass_configs(pass_configs: dict[str, Any] | None) -> dict[str, Any]:
+    """TileLang's own normalisation (one default comes from an environment variable)."""
+    from tilelang.transform.pass_config import normalize_pass_configs as _normalize
+
+    tilelang()
+    return dict(_normalize(dict(pass_configs or {})))
+
+
+def known_pass_config_keys() -> list[str]:
+    tilelang()
+    from tilelang.transform.pass_config import PassConfigKey
+
+    return sorted(str(k.value) for k in PassConfigKey)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel objects
+# --------------------------------------------------------------------------------------------
+
+
+def kernel_kind(obj: Any) -> str | None:
+    """What kind of TileLang object ``obj`` is: "prim_func", "jit", "compiled", or None."""
+    cls = type(obj)
+    module = getattr(cls, "__module__", "") or ""
+    if not (module.startswith("tvm") or module.startswith("tilelang")):
+        return None
+    tl = tilelang()
+    from tilelang.jit import JITImpl
+    from tilelang.jit.kernel import JITKernel
+
+    if isinstance(obj, JITKernel):
+        return "compiled"
+    if isinstance(obj, JITImpl):
+        return "jit"
+    if isinstance(obj, tl.tvm.tirx.PrimFunc):
+        return "prim_func"
+    return None
+
+
+@dataclass
+class KernelSource:
+    """A kernel reduced to what lowering needs, with what the front end said about it."""
+
+    prim_func: Any
+    name: str
+    kind: str
+    out_idx: list[int] | None = None
+    pass_configs: dict[str, Any] = field(default_factory=dict)
+    target_hint: Any = None
+    constants: list[tuple[str, Any]] = field(default_factory=list)  # factory parameters
+    cache_key: str | None = None
+
+
+def _factory_constants(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    import inspect as _inspect
+
+    try:
+        bound = _inspect.signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return list(bound.arguments.items())
+    except (TypeError, ValueError):
+        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> KernelSource:
+    """Turn any kernel-like object into a PrimFunc plus the front end's settings."""
+    kwargs = dict(kwargs or {})
+    kind = kernel_kind(obj)
+    if kind == "prim_func":
+        if args or kwargs:
+            raise NotAKernelError(
+                "this is a T.prim_func, already specialised: it takes no arguments to inspect. "
+                "Pass the factory or @tilelang.jit function that builds it if you want to vary them."
+            )
+        name = str(obj.attrs["global_symbol"]) if obj.attrs and "global_symbol" in obj.attrs else "kernel"
+        return KernelSource(obj, name, kind)
+    if kind == "compiled":
+        func = obj.prim_func
+        name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+        return KernelSource(
+            func, name, kind,
+            out_idx=list(obj.out_idx) if getattr(obj, "out_idx", None) else None,
+            pass_configs=dict(getattr(obj, "pass_configs", None) or {}),
+            target_hint=getattr(obj, "target", None),
+        )
+    if kind == "jit":
+        inner = getattr(obj.func, "orig_func", None) or getattr(obj.func, "__wrapped__", None) or obj.func
+        try:
+            func = obj.get_tir(*args, **kwargs)
+        except TypeError as err:
+            raise NotAKernelError(
+                f"{_callable_name(obj)} needs the arguments that specialise it ({err}). "
+                f"Pass them: tilelab.inspect(kernel, args=(...)) or %%tilelang --args \"...\"."
+            ) from err
+        except Exception as err:
+            raise _lowering_error(err, _callable_name(obj), stage="elaboration") from err
+        key = repr(obj.parse_cache_key(*args, **kwargs))
+        out_idx = obj.out_idx
+        return KernelSource(
+            func, _callable_name(obj), kind,
+            out_idx=([out_idx] if isinstance(out_idx, int) else list(out_idx)) if out_idx is not None else None,
+            pass_configs=dict(obj.pass_configs or {}),
+            target_hint=obj.target,
+            constants=_factory_constants(inner, args, kwargs) if callable(inner) else [],
+            cache_key=f"JIT call key {key}",
+        )
+    if callable(obj) and not isinstance(obj, type):
+        # A plain factory returning a T.prim_func (examples/gemm.py: matmul(M, N, K, ...)).
+        try:
+            produced = obj(*args, **kwargs)
+        except TypeError as err:
+            raise NotAKernelError(
+                f"{_callable_name(obj)} could not be called with the arguments given ({err}). "
+                "Pass the arguments that specialise it."
+            ) from err
+        if kernel_kind(produced) is None:
+            raise NotAKernelError(
+                f"{_callable_name(obj)} returned {type(produced).__name__}, not a TileLang kernel. "
+                "tilelab inspects a T.prim_func, a tilelang.compile result, a @tilelang.jit function, "
+                "or a function that returns one of these."
+            )
+        inner = resolve_kernel(produced)
+        inner.constants = _factory_constants(obj, args, kwargs)
+        inner.kind = f"factory:{inner.kind}"
+        return inner
+    raise NotAKernelError(
+        f"{type(obj).__name__} is not a TileLang kernel. tilelab inspects a T.prim_func, a "
+        "tilelang.compile result, or a @tilelang.jit function (with the arguments that specialise it)."
+    )
+
+
+def _callable_name(obj: Any) -> str:
+    for attr in ("__name__", "__qualname__"):
+        if hasattr(obj, attr):
+            return str(getattr(obj, attr))
+    inner = getattr(obj, "func", None)
+    if inner is not None:
+        return _callable_name(inner)
+    return type(obj).__name__
+
+
+def script_text(prim_func: Any) -> str:
+    """The TVMScript of the kernel: the content its cache key is computed from."""
+    return prim_func.script(show_meta=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Lowered:
+    device_source: str
+    host_mod: Any
+    device_mod: Any
+    layout_mod: Any | None
+    launchers: dict[str, LauncherSource]
+    prim_func: Any
+
+
+def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    message = str(err).strip().splitlines()
+    # TVM errors end with the useful sentence; Python ones start with it.
+    summary = next((line.strip() for line in reversed(message) if line.strip()), type(err).__name__)
+    summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
+    kernel_line = None
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        filename = frame.filename or ""
+        if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
+            continue
+        kernel_line = (filename, frame.lineno or 0, frame.line or "")
+        break
+    return LoweringError(
+        f"TileLang {stage} failed: {summary}",
+        kernel=kernel, kernel_line=kernel_line, trace=trace,
+    )
+
+
+class _CaptureLayouts:
+    """Pass instrument keeping the module right after ``tl.LayoutInference``."""
+
+    def __init__(self) -> None:
+        self.module = None
+
+    def build(self):
+        tvm = tilelang().tvm
+        outer = self
+
+        @tvm.instrument.pass_instrument
+        class Capture:
+            def run_after_pass(self, mod, info):
+                if info.name == "tl.LayoutInference":
+                    outer.module = mod
+
+        return Capture()
+
+
+def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
+          pass_configs: dict[str, Any], backends: tuple[str, ...]) -> Lowered:
+    """Lower once for the device code, IR and the C++/Python launchers; cutedsl once more.
+
+    Nothing here compiles device code or links host code, so no nvcc, libcuda or GPU is needed.
+    """
+    tl = tilelang()
+    tvm = tl.tvm
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import device_codegen_without_compile, host_codegen, lower_to_host_device_ir
+    from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
+
+    func = source.prim_func
+    name = source.name
+    capture = _CaptureLayouts()
+    try:
+        context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+        with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
+            host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
+            device_source = device_codegen_without_compile(device_mod, context).inspect_source()
+    except Exception as err:
+        raise _lowering_error(err, name) from err
+
+    launchers: dict[str, LauncherSource] = {}
+    scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
+
+    if "tvm_ffi" in backends:
+        try:
+            prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
+                func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
+            )
+            with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
+                ffi_host = host_mod
+                if not prepared.same_as(func):  # out_idx changes the packed ABI: lower that variant
+                    ffi_host, _, _, _, _ = lower_to_host_device_ir(prepared, context)
+                text = host_codegen(ffi_host, context).inspect_source()
+            launchers["tvm_ffi"] = LauncherSource("tvm_ffi", str(text), language="c")
+        except Exception as err:
+            launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, _reason(err))
+
+    if "cython" in backends:
+        try:
+            from tilelang.jit.adapter.wrapper import TLWrapper
+
+            wrapper = TLWrapper(context.target)
+            wrapper.assign_optimized_module(scheduled)
+            wrapper.assign_pass_configs(pass_configs)
+            wrapper.assign_host_module(host_mod)
+            wrapper.assign_device_module(device_mod)
+            launchers["cython"] = LauncherSource("cython", str(wrapper.wrap(device_source)), language="c++")
+        except Exception as err:
+            launchers["cython"] = LauncherSource("cython", None, _reason(err))
+
+    if "nvrtc" in backends:
+        try:
+            from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
+
+            text = TLNVRTCSourceWrapper(
+                scheduled_ir_module=scheduled, source=device_source, target=context.target,
+                device_mod=device_mod, host_mod=host_mod, pass_configs=pass_configs,
+            ).host_func
+            launchers["nvrtc"] = LauncherSource("nvrtc", str(text), language="python")
+        except Exception as err:
+            launchers["nvrtc"] = LauncherSource("nvrtc", None, _reason(err))
+
+    if "cutedsl" in backends:
+        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, arch, pass_configs)
+
+    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func)
+
+
+def _reason(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    last = next((line.strip() for line in reversed(text) if line.strip()), "")
+    return f"{type(err).__name__}: {last}" if last else type(err).__name__
+
+
+def _cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[str, Any]) -> LauncherSource:
+    """The CuTeDSL backend's Python host and C++ launcher, generated without CuTeDSL installed.
+
+    ``create_backend_context`` refuses the cutedsl target when nvidia-cutlass-dsl is missing, so
+    the context is assembled from the registered backend module directly.
+    """
+    tl = tilelang()
+    tvm = tl.tvm
+    try:
+        from tilelang.backend.module import BackendContext, get_backend
+        from tilelang.engine.lower import lower_with_context
+        from tilelang.jit.adapter.cutedsl.wrapper import TLCuTeDSLSourceWrapper
+
+        module = get_backend("cutedsl")
+        spec = next(s for s in module.execution_backends if s.name == "cutedsl")
+        host = tvm.target.Target("c")
+        target = tvm.target.Target({"kind": "cuda", "arch": arch, "keys": ["cuda", "gpu", "cutedsl"]}, host)
+        context = BackendContext(module=module, target=target, target_host=host, execution_backend=spec)
+        with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
+            art = lower_with_context(func, context, enable_device_compile=False)
+        wrapper = TLCuTeDSLSourceWrapper(
+            scheduled_ir_module=scheduled, source=art.kernel_source, target=context.target,
+            device_mod=art.device_mod, host_mod=art.host_mod, pass_configs=pass_configs,
+        )
+        host_func = str(wrapper.host_func)
+        extra = []
+        if getattr(wrapper, "launcher_cpp_code", None):
+            extra.append(("launcher.cpp", str(wrapper.launcher_cpp_code)))
+        extra.append(("device.py", str(art.kernel_source)))
+        return LauncherSource("cutedsl", host_func, language="python", extra=tuple(extra))
+    except Exception as err:
+        return LauncherSource("cutedsl", None, f"CuTeDSL launcher cannot be generated for {arch}: {_reason(err)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the IR
+# --------------------------------------------------------------------------------------------
+
+
+def _dim(value: Any) -> int | str:
+    """An int for constants; the expression's text for symbolic sizes (``m``, ``k * 2``)."""
+    tvm = tilelang().tvm
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tvm.tirx.IntImm):
+        return int(value.value)
+    if isinstance(value, tvm.tirx.FloatImm):
+        return float(value.value)  # type: ignore[return-value]
+    try:
+        simplified = tvm.arith.Analyzer().simplify(value)
+        if isinstance(simplified, tvm.tirx.IntImm):
+            return int(simplified.value)
+        value = simplified
+    except Exception:
+        pass
+    return _expr_text(value)
+
+
+def _expr_text(expr: Any) -> str:
+    text = str(expr)
+    # TVMScript wraps some constants/casts: T.int64(2) -> 2, T.Cast("int64", m) -> m
+    text = re.sub(r"T\.(?:u?int\d+|float\d+)\((-?\d+)\)", r"\1", text)
+    text = re.sub(r'T\.Cast\("\w+", (\w+)\)', r"\1", text)
+    return text
+
+
+def _device_funcs(device_mod: Any) -> list[tuple[str, Any]]:
+    return [(g.name_hint, f) for g, f in device_mod.functions.items()]
+
+
+def _host_func(host_mod: Any) -> tuple[str, Any]:
+    items = list(host_mod.functions.items())
+    return items[0][0].name_hint, items[0][1]
+
+
+def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
+    host_name, host = _host_func(lowered.host_mod)
+    host_text = str(host)
+    result = []
+    for name, func in _device_funcs(lowered.device_mod):
+        attrs = func.attrs
+        grid: list[int | str] = [1, 1, 1]
+        block: list[int | str] = [1, 1, 1]
+        if attrs is not None and "thread_extent" in attrs:
+            for tag, extent in attrs["thread_extent"].items():
+                tag = str(tag)
+                axis = "xyz".index(tag[-1])
+                if "threadIdx" in tag:
+                    block[axis] = _dim(extent)
+                elif "blockIdx" in tag:
+                    grid[axis] = _dim(extent)
+        smem = _dim(attrs["dyn_shared_memory_buf"]) if attrs is not None and "dyn_shared_memory_buf" in attrs else 0
+        cluster = None
+        if attrs is not None and "cluster_dims" in attrs:
+            dims = [int(v) for v in attrs["cluster_dims"]]
+            cluster = tuple((dims + [1, 1, 1])[:3])
+        order = host_text.find(f'"{name}"')
+        result.append((order if order >= 0 else 1 << 30, DeviceKernel(
+            name=name,
+            grid=tuple(grid),  # type: ignore[arg-type]
+            block=tuple(block),  # type: ignore[arg-type]
+            dynamic_shared_memory_bytes=smem,
+            cluster_dims=cluster,  # type: ignore[arg-type]
+            programmatic_dependent_launch=bool(attrs is not None and "has_cuda_pdl_sync" in attrs),
+            cooperative=bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"])),
+        )))
+    return [k for _, k in sorted(result, key=lambda item: item[0])]
+
+
+def _device_param_names(lowered: Lowered) -> dict[str, str]:
+    """descriptor/param name -> device kernel that takes it."""
+    owner: dict[str, str] = {}
+    for name, func in _device_funcs(lowered.device_mod):
+        for param in func.params:
+            owner.setdefault(param.name, name)
+    return owner
+
+
+def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
+    """Decode ``tma_descriptor_args`` of the host function, in the order the host encodes them."""
+    _, host = _host_func(lowered.host_mod)
+    attrs = host.attrs
+    if attrs is None or "tma_descriptor_args" not in attrs:
+        return []
+    buffer_of = {buf.data.name: buf.name for buf in lowered.prim_func.buffer_map.values()}
+    owner = _device_param_names(lowered)
+    host_text = str(host)
+    found = []
+    for desc_var, raw in attrs["tma_descriptor_args"].items():
+        args = list(raw)
+        call = str(args[0])
+        name = desc_var.name
+        address = args[4]
+        address_name = getattr(address, "name", None) or _expr_text(address)
+        buffer = buffer_of.get(address_name, address_name)
+        dtype = _enum(TMA_DTYPES, _dim(args[2]))
+        rank = int(_dim(args[3]))
+        rest = args[5:]
+
+        def take(n: int) -> list[Any]:
+            nonlocal rest
+            head, rest = rest[:n], rest[n:]
+            return [_dim(v) for v in head]
+
+        if "im2col" in call:
+            global_dim, global_stride, element_strides = take(rank), take(rank), take(rank)
+            lower_corner, upper_corner = take(rank - 2), take(rank - 2)
+            # IR order: pixelsPerColumn then channelsPerPixel (the driver call takes channels first).
+            pixels, channels = take(1)[0], take(1)[0]
+            interleave, swizzle, l2, oob = take(4)
+            desc = TmaDescriptor(
+                name=name, buffer=buffer, kind="im2col", dtype=dtype, rank=rank,
+                global_dim=tuple(global_dim), global_stride_bytes=tuple(global_stride),
+                element_strides=tuple(element_strides),
+                lower_corner=tuple(int(v) for v in lower_corner), upper_corner=tuple(int(v) for v in upper_corner),
+                pixels_per_column=pixels, channels_per_pixel=channels,
+                interleave=_enum(TMA_INTERLEAVES, interleave), swizzle=_enum(TMA_SWIZZLES, swizzle),
+                l2_promotion=_enum(TMA_L2_PROMOTIONS, l2), oob_fill=_enum(TMA_OOB_FILLS, oob),
+                kernel=owner.get(name),
+            )
+        else:
+            global_dim, global_stride, box, element_strides = take(rank), take(rank), take(rank), take(rank)
+            interleave, swizzle, l2, oob = take(4)
+            desc = TmaDescriptor(
+                name=name, buffer=buffer, kind="tiled", dtype=dtype, rank=rank,
+                global_dim=tuple(global_dim), global_stride_bytes=tuple(global_stride),
+                box_dim=tuple(box), element_strides=tuple(element_strides),
+                interleave=_enum(TMA_INTERLEAVES, interleave), swizzle=_enum(TMA_SWIZZLES, swizzle),
+                l2_promotion=_enum(TMA_L2_PROMOTIONS, l2), oob_fill=_enum(TMA_OOB_FILLS, oob),
+                kernel=owner.get(name),
+            )
+        position = host_text.find(f"{name} = T.tvm_stack_alloca")
+        found.append((position if position >= 0 else 1 << 30, desc))
+    return [d for _, d in sorted(found, key=lambda item: item[0])]
+
+
+def _calls(func: Any, op_names: set[str]) -> list[Any]:
+    tvm = tilelang().tvm
+    out: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.tirx.Call) and hasattr(node.op, "name") and node.op.name in op_names:
+            out.append(node)
+
+    tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    return out
+
+
+_WGMMA_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32": "tfloat32",
+                 "e4m3": "float8_e4m3", "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "s32": "int32"}
+
+
+def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
+    """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use."""
+    tvm = tilelang().tvm
+    result: dict[tuple, WgmmaInstruction] = {}
+    for kname, func in _device_funcs(lowered.device_mod):
+        calls = _calls(func, {"tl.initialize_wgmma_descriptor", "tl.ptx_wgmma_ss", "tl.ptx_wgmma_rs"})
+        descriptors: dict[str, WgmmaOperand] = {}
+        for call in calls:
+            if call.op.name != "tl.initialize_wgmma_descriptor":
+                continue
+            target, pointer, layout_type, lbo, sbo = call.args[:5]
+            desc_name = target.buffer.data.name if isinstance(target, tvm.tirx.BufferLoad) else _expr_text(target)
+            buffer = None
+            if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
+                buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+            descriptors[desc_name] = WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
+        for call in calls:
+            op = call.op.name
+            if op == "tl.initialize_wgmma_descriptor":
+                continue
+            args = list(call.args)
+            shape = str(args[0].value)
+            if op == "tl.ptx_wgmma_ss":
+                a_k, b_k = bool(_dim(args[1])), bool(_dim(args[2]))
+                a_t, b_t, c_t = (str(a.value) for a in args[3:6])
+                a_desc = descriptors.get(getattr(args[6], "name", ""))
+                b_desc = descriptors.get(getattr(args[8], "name", ""))
+                variant = "ss"
+            else:
+                a_k, b_k = True, bool(_dim(args[1]))
+                a_t, b_t, c_t = (str(a.value) for a in args[2:5])
+                a_desc = None
+                b_desc = descriptors.get(getattr(args[7], "name", ""))
+                variant = "rs"
+            a_major, b_major = ("K" if a_k else "MN"), ("K" if b_k else "MN")
+            if a_desc is not None:
+                a_desc = WgmmaOperand(a_desc.buffer, a_desc.layout_type, a_desc.lbo, a_desc.sbo, a_major)
+            if b_desc is not None:
+                b_desc = WgmmaOperand(b_desc.buffer, b_desc.layout_type, b_desc.lbo, b_desc.sbo, b_major)
+            instr = WgmmaInstruction(
+                instruction=shape, variant=variant,
+                a_dtype=_WGMMA_DTYPES.get(a_t, a_t), b_dtype=_WGMMA_DTYPES.get(b_t, b_t),
+                accum_dtype=_WGMMA_DTYPES.get(c_t, c_t),
+                a=a_desc, b=b_desc, a_major=a_major, b_major=b_major, kernel=kname,
+            )
+            key = (kname, shape, variant, a_t, b_t, c_t, a_major, b_major,
+                   a_desc.to_dict() if a_desc else None, b_desc.to_dict() if b_desc else None)
+            key = repr(key)  # type: ignore[assignment]
+            if key in result:
+                prev = result[key]
+                result[key] = WgmmaInstruction(**{**prev.__dict__, "count": prev.count + 1})
+            else:
+                result[key] = instr
+    return list(result.values())
+
+
+def l2_windows(lowered: Lowered) -> list[L2Window]:
+    _, host = _host_func(lowered.host_mod)
+    attrs = host.attrs
+    if attrs is None or "l2_persistent_map" not in attrs:
+        return []
+    windows = []
+    for buffer, value in attrs["l2_persistent_map"].items():
+        hit_ratio, size = value
+        emitted, missing = [], []
+        for backend, launcher in lowered.launchers.items():
+            if launcher.text is None:
+                continue
+            texts = [launcher.text, *(v for _, v in launcher.extra)]
+            if any(_sets_access_policy(t) for t in texts):
+                emitted.append(backend)
+            else:
+                missing.append(backend)
+        windows.append(L2Window(
+            buffer=str(buffer), hit_ratio=round(float(_float(hit_ratio)), 6), bytes=int(_dim(size)),
+            emitted_by=tuple(emitted), missing_in=tuple(missing),
+        ))
+    return windows
+
+
+def _float(value: Any) -> float:
+    return float(getattr(value, "value", value))
+
+
+def _sets_access_policy(text: str) -> bool:
+    return any(marker in text for marker in (
+        "access_policy_window", "accessPolicyWindow", "AccessPolicyWindow", "ACCESS_POLICY_WINDOW",
+    ))
+
+
+# --------------------------------------------------------------------------------------------
+# Layouts
+# --------------------------------------------------------------------------------------------
+
+
+def layouts(lowered: Lowered, *, max_elements: int = 1 << 16) -> list[Layout]:
+    """The compiler's inferred layouts, evaluated for every logical element.
+
+    Shared buffers that the software pipeline replicates across stages are reported for one
+    stage when every stage is the first one shifted by a constant (the description says so).
+    """
+    if lowered.layout_mod is None:
+        return []
+    tvm = tilelang().tvm
+    found: dict[str, tuple[Any, Any, str]] = {}
+    for gvar, func in lowered.layout_mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+
+        def visit(node: Any, _k=gvar.name_hint) -> None:
+            if isinstance(node, tvm.tirx.SBlock) and "layout_map" in node.annotations:
+                for buf, lay in node.annotations["layout_map"].items():
+                    found.setdefault(buf.name, (buf, lay, _k))
+
+        tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+
+    result = []
+    for name, (buf, lay, kname) in found.items():
+        try:
+            item = _layout_record(name, buf, lay, max_elements)
+        except Exception:
+            continue
+        if item is not None:
+            result.append(item)
+    return result
+
+
+def _layout_record(name: str, buf: Any, lay: Any, max_elements: int) -> Layout | None:
+    import numpy as np
+
+    shape = tuple(int(_dim(s)) for s in lay.get_input_shape())
+    total = int(np.prod(shape)) if shape else 0
+    is_fragment = type(lay).__name__ == "Fragment"
+    variables = list(lay.get_forward_vars())
+    dtype = str(buf.dtype)
+    if is_fragment:
+        replicate = int(_dim(lay.replicate_size))
+        # A replicated fragment puts its replica variable first among the forward vars.
+        index_vars = variables[-len(shape):]
+        env = _grid(index_vars, shape)
+        if replicate > 1 and len(variables) > len(shape):
+            env[variables[0].name] = np.zeros(shape, dtype=np.int64)
+        threads = _evaluate(lay.forward_thread, env, shape)
+        index = list(lay.forward_index)
+        locals_ = _linearize([_evaluate(e, env, shape) for e in index], lay.get_output_shape())
+        rng = lay.thread_range
+        base = int(_dim(rng.min)) if rng is not None else 0
+        count = int(_dim(rng.extent)) if rng is not None else None
+        if total > max_elements:
+            return Layout(buffer=name, scope="fragment", dtype=dtype, shape=shape, replicate=replicate,
+                          thread_base=base, thread_count=count, description=f"{lay} (too large to tabulate)")
+        return Layout(
+            buffer=name, scope="fragment", dtype=dtype, shape=shape,
+            threads=tuple(int(v) for v in threads.ravel()), locals_=tuple(int(v) for v in locals_.ravel()),
+            replicate=replicate, thread_base=base, thread_count=count, description=str(lay),
+        )
+    env = _grid(variables, shape)
+    offsets = _linearize([_evaluate(e, env, shape) for e in lay.forward_index], lay.get_output_shape())
+    description = str(lay)
+    if len(shape) >= 3:
+        stage = int(np.prod(shape[1:]))
+        stages = shape[0]
+        if all((offsets[s] == offsets[0] + s * stage).all() for s in range(stages)):
+            offsets = offsets[0]
+            shape = shape[1:]
+            description = f"stage 0 of {stages} pipeline stages (stage s is stage 0 + s * {stage} elements); {description}"
+    if int(np.prod(shape)) > max_elements:
+        return None
+    if (offsets.ravel() == np.arange(offsets.size)).all():
+        return None  # row-major identity: nothing to show
+    return Layout(buffer=name, scope="shared", dtype=dtype, shape=tuple(shape),
+                  offsets=tuple(int(v) for v in offsets.ravel()), description=description)
+
+
+def _grid(variables: list[Any], shape: tuple[int, ...]) -> dict[str, Any]:
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in shape], indexing="ij")
+    return {v.name: g for v, g in zip(variables, grids)}
+
+
+def _linearize(parts: list[Any], out_shape: Any) -> Any:
+    import numpy as np
+
+    dims = [int(_dim(s)) for s in out_shape]
+    total = np.zeros_like(parts[0])
+    for value, extent in zip(parts, dims):
+        total = total * extent + value
+    return total.astype(np.int64)
+
+
+def _evaluate(expr: Any, env: dict[str, Any], shape: tuple[int, ...]) -> Any:
+    """Evaluate an index expression over numpy grids (TileLang's floordiv/floormod semantics)."""
+    import numpy as np
+
+    tir = tilelang().tvm.tirx
+
+    def ev(e: Any) -> Any:
+        if isinstance(e, tir.IntImm):
+            return np.int64(e.value)
+        if isinstance(e, tir.Var):
+            return env[e.name]
+        if isinstance(e, tir.Add):
+            return ev(e.a) + ev(e.b)
+        if isinstance(e, tir.Sub):
+            return ev(e.a) - ev(e.b)
+        if isinstance(e, tir.Mul):
+            return ev(e.a) * ev(e.b)
+        if isinstance(e, (tir.FloorDiv, tir.Div)):
+            return np.floor_divide(ev(e.a), ev(e.b))
+        if isinstance(e, (tir.FloorMod, tir.Mod)):
+            return np.mod(ev(e.a), ev(e.b))
+        if isinstance(e, tir.Min):
+            return np.minimum(ev(e.a), ev(e.b))
+        if isinstance(e, tir.Max):
+            return np.maximum(ev(e.a), ev(e.b))
+        if isinstance(e, tir.Cast):
+            return ev(e.value)
+        if isinstance(e, tir.Select):
+            return np.where(ev(e.condition), ev(e.true_value), ev(e.false_value))
+        for cls, fn in ((tir.EQ, np.equal), (tir.NE, np.not_equal), (tir.LT, np.less),
+                        (tir.LE, np.less_equal), (tir.GT, np.greater), (tir.GE, np.greater_equal),
+                        (tir.And, np.logical_and), (tir.Or, np.logical_or)):
+            if isinstance(e, cls):
+                return fn(ev(e.a), ev(e.b))
+        if isinstance(e, tir.Call):
+            name = getattr(e.op, "name", "")
+            ops = {"tir.bitwise_xor": np.bitwise_xor, "tir.bitwise_and": np.bitwise_and,
+                   "tir.bitwise_or": np.bitwise_or, "tir.shift_right": np.right_shift,
+                   "tir.shift_left": np.left_shift}
+            if name in ops:
+                return ops[name](ev(e.args[0]), ev(e.args[1]))
+            if name == "tir.if_then_else":
+                return np.where(ev(e.args[0]), ev(e.args[1]), ev(e.args[2]))
+        raise NotImplementedError(f"cannot evaluate {type(e).__name__}: {e}")
+
+    return np.broadcast_to(ev(expr), shape).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------------------------
+
+
+def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]:
+    """How each parameter is read at launch, and where each symbolic size binds from."""
+    tvm = tilelang().tvm
+    func = source.prim_func
+    params = list(func.params)
+    outputs = {i % len(params) for i in (out_idx or [])}
+    binds: dict[str, str] = {}
+    records: list[Argument] = []
+    symbols: list[str] = []
+    for position, param in enumerate(params):
+        if param in func.buffer_map:
+            buf = func.buffer_map[param]
+            shape = tuple(_dim(s) for s in buf.shape)
+            for axis, extent in enumerate(buf.shape):
+                if isinstance(extent, tvm.tirx.Var):
+                    binds.setdefault(extent.name, f"{buf.name}.shape[{axis}]")
+                for var in _free_vars(extent):
+                    if var not in symbols:
+                        symbols.append(var)
+            strides = tuple(_dim(s) for s in buf.strides) if len(buf.strides) else None
+            strided = strides is not None and strides != _contiguous(shape)
+            if strided and strides is not None:
+                for axis, stride in enumerate(buf.strides):
+                    if isinstance(stride, tvm.tirx.Var):
+                        binds.setdefault(stride.name, f"{buf.name}.stride({axis})")
+                        if stride.name not in symbols:
+                            symbols.append(stride.name)
+            is_output = position in outputs
+            records.append(Argument(
+                name=buf.name, kind="strided_tensor" if strided else "tensor", dtype=str(buf.dtype),
+                shape=shape, strides=strides if strided else None,
+                # With out_idx the tvm_ffi launcher allocates the output itself and returns it.
+                passed_at_launch=not is_output, is_output=is_output,
+                cache_key=f"dtype {buf.dtype}, shape {list(shape)}",
+            ))
+        else:
+            records.append(Argument(name=param.name, kind="scalar", dtype=str(param.dtype),
+                                    passed_at_launch=True, cache_key=None))
+    params_by_name = {r.name for r in records}
+    for symbol in symbols:
+        if symbol in params_by_name:
+            continue
+        records.append(Argument(
+            name=symbol, kind="dynamic_dim", dtype="int32", passed_at_launch=False,
+            binds_from=((symbol, binds[symbol]),) if symbol in binds else (),
+            cache_key=None,
+        ))
+    for name, value in source.constants:
+        records.append(Argument(
+            name=name, kind="constant", dtype=type(value).__name__, passed_at_launch=False,
+            value=_constant_text(value), cache_key=_constant_text(value),
+        ))
+    return records
+
+
+def _constant_text(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def _free_vars(expr: Any) -> list[str]:
+    tvm = tilelang().tvm
+    names: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.tirx.Var) and node.name not in names:
+            names.append(node.name)
+
+    if isinstance(expr, tvm.tirx.Var):
+        return [expr.name]
+    try:
+        tvm.tirx.stmt_functor.post_order_visit(tvm.tirx.Evaluate(expr), visit)
+    except Exception:
+        pass
+    return names
+
+
+def _contiguous(shape: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    strides, acc = [], 1
+    for extent in reversed(shape):
+        strides.append(acc)
+        acc *= int(extent)
+    return tuple(reversed(strides))
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling (needs nvcc; launching needs a GPU)
+# --------------------------------------------------------------------------------------------
+
+
+def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_ffi",
+                   out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
+                   args: tuple = (), kwargs: dict | None = None) -> Any:
+    """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel."""
+    tl = tilelang()
+    source = resolve_kernel(obj, args, kwargs)
+    arch = target or local_gpu_arch() or "sm_90a"
+    configs = {**source.pass_configs, **(pass_configs or {})}
+    try:
+        return tl.compile(
+            source.prim_func,
+            out_idx=out_idx if out_idx is not None else source.out_idx,
+            target={"kind": "cuda", "arch": arch} if backend != "cutedsl" else
+            {"kind": "cuda", "arch": arch, "keys": ["cuda", "gpu", "cutedsl"]},
+            execution_backend=backend,
+            pass_configs=configs or None,
+        )
+    except Exception as err:
+        raise _lowering_error(err, source.name, stage="compilation") from err
