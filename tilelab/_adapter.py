@@ -830,7 +830,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
                     if var not in symbols:
                         symbols.append(var)
             strides = tuple(_dim(s) for s in buf.strides) if len(buf.strides) else None
-            strided = strides is not None and strides != _contiguous(shape)
+            strided = strides is not None and strides != _contiguous(buf.shape)
             if strided and strides is not None:
                 for axis, stride in enumerate(buf.strides):
                     if isinstance(stride, tvm.tirx.Var):
@@ -887,13 +887,13 @@ def _free_vars(expr: Any) -> list[str]:
     return names
 
 
-def _contiguous(shape: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    if not all(isinstance(s, int) for s in shape):
-        return None
-    strides, acc = [], 1
-    for extent in reversed(shape):
-        strides.append(acc)
-        acc *= int(extent)
+def _contiguous(shape: Any) -> tuple[Any, ...]:
+    """Row-major strides of a buffer shape, as ``_dim`` values (symbolic where an extent is)."""
+    strides: list[Any] = []
+    acc: Any = 1
+    for extent in reversed(list(shape)):
+        strides.append(acc if isinstance(acc, int) else _dim(acc))
+        acc = extent if isinstance(acc, int) and acc == 1 else acc * extent
     return tuple(reversed(strides))
 
 

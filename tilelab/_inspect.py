@@ -25,9 +25,9 @@ _TARGET_FORMS = (
 )
 
 L2_BUG_NOTE = (
-    "TileLang 0.1.15 bug: the cython and nvrtc launchers look up l2_persistent_map by device "
-    "kernel name while it is keyed by the host function name, so they set no L2 access-policy "
-    "window; only launchers listed under 'emitted by' apply the annotation."
+    "TileLang 0.1.15 bug: the {missing} launcher(s) set no L2 access-policy window for {buffers} "
+    "(the cython and nvrtc wrappers look up l2_persistent_map by device kernel name while it is "
+    "keyed by the host function name). Only {emitted} applies T.annotate_l2_hit_ratio."
 )
 
 
@@ -162,8 +162,13 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
     descriptors = [_checked(d) for d in _adapter.tma_descriptors(lowered)]
     windows = _adapter.l2_windows(lowered)
-    if any(w.missing_in for w in windows):
-        notes.append(L2_BUG_NOTE)
+    missing = [w for w in windows if w.missing_in]
+    if missing:
+        notes.append(L2_BUG_NOTE.format(
+            missing=", ".join(sorted({b for w in missing for b in w.missing_in})),
+            buffers=", ".join(w.buffer for w in missing),
+            emitted=", ".join(sorted({b for w in windows for b in w.emitted_by})) or "no launcher",
+        ))
     report = KernelReport(
         name=source.name,
         target=arch,

@@ -1,0 +1,118 @@
+"""``python -m tilelab inspect FILE.py:EXPR``: the inspection engine from a shell.
+
+EXPR is evaluated in FILE's namespace, e.g.
+``python -m tilelab inspect "examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)" --json out.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ._errors import TilelabError
+
+
+class CliError(Exception):
+    """One clear message for the user; the CLI prints it and exits non-zero."""
+
+
+def _load_namespace(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        hint = " (the part before ':' is a Python file)" if path.suffix != ".py" else ""
+        raise CliError(f"no such file: {path}{hint}")
+    name = f"_tilelab_cli_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # so inspect.getsource finds kernels defined in it
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:
+        raise CliError(f"{path}:{err.lineno}: syntax error: {err.msg}") from err
+    except Exception as err:
+        raise CliError(f"running {path} failed: {type(err).__name__}: {err}") from err
+    return vars(module)
+
+
+def _split_spec(spec: str) -> tuple[Path, str]:
+    file_part, sep, expr = spec.partition(".py:")
+    if not sep:
+        if spec.endswith(".py"):
+            raise CliError(f"{spec!r} names a file but no expression: write FILE.py:EXPR, "
+                           "e.g. examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)")
+        raise CliError(f"{spec!r} is not FILE.py:EXPR, e.g. examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)")
+    if not expr.strip():
+        raise CliError(f"no expression after ':' in {spec!r}")
+    return Path(file_part + ".py"), expr.strip()
+
+
+def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
+    try:
+        code = compile(expr, f"<{path.name}:EXPR>", "eval")
+    except SyntaxError as err:
+        raise CliError(f"bad expression {expr!r}: {err.msg}") from err
+    try:
+        return eval(code, namespace)
+    except NameError as err:
+        names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
+        raise CliError(f"{err} in {path}; it defines: {', '.join(names) or 'nothing callable'}") from err
+    except Exception as err:
+        raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}") from err
+
+
+def _inspect_command(args: argparse.Namespace) -> int:
+    from ._inspect import inspect
+
+    path, expr = _split_spec(args.spec)
+    namespace = _load_namespace(path)
+    kernel = _evaluate(expr, namespace, path)
+    try:
+        report = inspect(kernel, args.target, force=args.force)
+    except TilelabError as err:
+        raise CliError(str(err)) from err
+    if args.json:
+        Path(args.json).write_text(report.to_json(indent=1))
+    if args.html:
+        from .render.html import render_html
+
+        Path(args.html).write_text("<!doctype html><meta charset='utf-8'>\n" + render_html(report, standalone=True))
+    if not args.json and not args.html:
+        from .render.text import render_text
+
+        print(render_text(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tilelab", description="Inspect what TileLang generated for a kernel.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="inspect FILE.py:EXPR")
+    p.add_argument("spec", metavar="FILE.py:EXPR", help="a Python file and an expression evaluated in its namespace")
+    p.add_argument("--target", default=None, help='"sm_90a" (default without a GPU), "sm_80", ...')
+    p.add_argument("--json", metavar="PATH", help="write KernelReport.to_dict() as JSON")
+    p.add_argument("--html", metavar="PATH", help="write the static HTML report")
+    p.add_argument("--force", action="store_true", help="bypass the report cache")
+    p.set_defaults(func=_inspect_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as err:
+        print(f"tilelab: error: {err}", file=sys.stderr)
+        return 2
+    except TilelabError as err:
+        print(f"tilelab: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
