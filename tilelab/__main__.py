@@ -56,8 +56,13 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
         code = compile(expr, f"<{path.name}:EXPR>", "eval")
     except SyntaxError as err:
         raise CliError(f"bad expression {expr!r}: {err.msg}") from err
+    from . import _adapter
+
     try:
-        return eval(code, namespace)
+        with _adapter.tilelang_errors(expr.split("(")[0].strip()):
+            return eval(code, namespace)
+    except TilelabError as err:
+        raise CliError(str(err)) from err
     except NameError as err:
         names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
         raise CliError(f"{err} in {path}; it defines: {', '.join(names) or 'nothing callable'}") from err

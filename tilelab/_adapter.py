@@ -10,6 +10,7 @@ Functions return plain Python values or tilelab models; no TVM object escapes th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -147,19 +148,24 @@ class KernelSource:
     out_idx: list[int] | None = None
     pass_configs: dict[str, Any] = field(default_factory=dict)
     target_hint: Any = None
-    constants: list[tuple[str, Any]] = field(default_factory=list)  # factory parameters
+    constants: list[tuple[str, Any, bool]] = field(default_factory=list)  # factory parameters
     cache_key: str | None = None
 
 
-def _factory_constants(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+def _factory_constants(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any, bool]]:
+    """(name, value, passed explicitly) for each parameter of a kernel factory.
+
+    TileLang's JIT call key holds only the arguments actually passed; defaults are not part of it.
+    """
     import inspect as _inspect
 
     try:
         bound = _inspect.signature(fn).bind(*args, **kwargs)
+        explicit = set(bound.arguments)
         bound.apply_defaults()
-        return list(bound.arguments.items())
+        return [(k, v, k in explicit) for k, v in bound.arguments.items()]
     except (TypeError, ValueError):
-        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+        return [(f"arg{i}", a, True) for i, a in enumerate(args)] + [(k, v, True) for k, v in kwargs.items()]
 
 
 def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> KernelSource:
@@ -186,7 +192,8 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
     if kind == "jit":
         inner = getattr(obj.func, "orig_func", None) or getattr(obj.func, "__wrapped__", None) or obj.func
         try:
-            func = obj.get_tir(*args, **kwargs)
+            with tilelang_errors(_callable_name(obj)):
+                func = obj.get_tir(*args, **kwargs)
         except TypeError as err:
             raise NotAKernelError(
                 f"{_callable_name(obj)} needs the arguments that specialise it ({err}). "
@@ -207,7 +214,8 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
     if callable(obj) and not isinstance(obj, type):
         # A plain factory returning a T.prim_func (examples/gemm.py: matmul(M, N, K, ...)).
         try:
-            produced = obj(*args, **kwargs)
+            with tilelang_errors(_callable_name(obj)):
+                produced = obj(*args, **kwargs)
         except TypeError as err:
             raise NotAKernelError(
                 f"{_callable_name(obj)} could not be called with the arguments given ({err}). "
@@ -259,14 +267,77 @@ class Lowered:
     prim_func: Any
 
 
+def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
+    """The kernel line TileLang's eager builder was elaborating when ``err`` was raised.
+
+    The builder's generated closure keeps the builder in a local named ``__tb`` and records the
+    user's file and line before each statement (``__tb.set_fileline``).
+    """
+    import linecache
+
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        builder = tb.tb_frame.f_locals.get("__tb")
+        if builder is not None and getattr(builder, "current_line", None):
+            found = (str(builder.current_file), int(builder.current_line))
+        tb = tb.tb_next
+    if found is None:
+        return None
+    return found[0], found[1], linecache.getline(found[0], found[1]).rstrip("\n")
+
+
+def _from_tilelang(err: BaseException) -> bool:
+    tb = err.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if "/tilelang/" in filename or "/tvm/" in filename or "tvm_ffi" in filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+@contextlib.contextmanager
+def tilelang_errors(kernel: str | None = None, stage: str = "elaboration"):
+    """Run user code that builds or lowers a kernel: TileLang's log records are kept out of the
+    user's stderr (folded into the error's trace), and a failure raised inside TileLang becomes
+    a LoweringError that names the kernel line. Other errors pass through unchanged.
+    """
+    import io
+    import logging
+
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setLevel(logging.DEBUG)
+    logger = logging.getLogger("tilelang")
+    saved = [(h, h.level) for h in logger.handlers]
+    for h, _ in saved:
+        h.setLevel(logging.CRITICAL + 10)
+    logger.addHandler(handler)
+    try:
+        yield buffer
+    except LoweringError:
+        raise
+    except Exception as err:
+        if not _from_tilelang(err):
+            raise
+        error = _lowering_error(err, kernel, stage)
+        error.trace = buffer.getvalue() + error.trace
+        raise error from err
+    finally:
+        logger.removeHandler(handler)
+        for h, level in saved:
+            h.setLevel(level)
+
+
 def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
     trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     message = str(err).strip().splitlines()
     # TVM errors end with the useful sentence; Python ones start with it.
     summary = next((line.strip() for line in reversed(message) if line.strip()), type(err).__name__)
     summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
-    kernel_line = None
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+    kernel_line = _builder_line(err)
+    for frame in ([] if kernel_line else reversed(traceback.extract_tb(err.__traceback__))):
         filename = frame.filename or ""
         if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
             continue
@@ -313,10 +384,13 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
     name = source.name
     capture = _CaptureLayouts()
     try:
-        context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
-        with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
-            host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
-            device_source = device_codegen_without_compile(device_mod, context).inspect_source()
+        with tilelang_errors(name, stage="lowering"):
+            context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+            with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
+                host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
+                device_source = device_codegen_without_compile(device_mod, context).inspect_source()
+    except LoweringError:
+        raise
     except Exception as err:
         raise _lowering_error(err, name) from err
 
@@ -857,10 +931,10 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
             binds_from=((symbol, binds[symbol]),) if symbol in binds else (),
             cache_key=None,
         ))
-    for name, value in source.constants:
+    for name, value, explicit in source.constants:
         records.append(Argument(
             name=name, kind="constant", dtype=type(value).__name__, passed_at_launch=False,
-            value=_constant_text(value), cache_key=_constant_text(value),
+            value=_constant_text(value), cache_key=_constant_text(value) if explicit else None,
         ))
     return records
 

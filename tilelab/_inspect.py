@@ -78,7 +78,7 @@ def _cache_key(script: str, arch: str, out_idx: Any, pass_configs: dict[str, Any
     payload = json.dumps({
         "script": hashlib.sha256(script.encode()).hexdigest(),
         "arch": arch, "out_idx": out_idx, "pass_configs": {k: repr(v) for k, v in sorted(pass_configs.items())},
-        "backends": list(backends), "constants": [(k, repr(v)) for k, v in constants],
+        "backends": list(backends), "constants": [(k, repr(v), e) for k, v, e in constants],
         "tilelang": tilelang_version, "tilelab": TILELAB_VERSION, "schema": SCHEMA_VERSION,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -142,8 +142,6 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     elif target is None and isinstance(source.target_hint, (str, dict)) and source.target_hint not in ("auto", "cuda"):
         target = source.target_hint
     arch, target_note = resolve_target(target)
-    if target_note:
-        notes.append(target_note)
     if out_idx is None:
         out_idx_list = source.out_idx
     else:
@@ -156,7 +154,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     if not force:
         cached = _cache_read(key)
         if cached is not None:
-            return cached
+            return _with_target_note(cached, target_note)
 
     lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
@@ -185,7 +183,12 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
     )
     _cache_write(key, report)
-    return report
+    return _with_target_note(report, target_note)
+
+
+def _with_target_note(report: KernelReport, note: str | None) -> KernelReport:
+    """How the target was chosen depends on the call, not on the kernel: it is not cached."""
+    return report.replace(notes=(note, *report.notes)) if note else report
 
 
 def _checked(desc):

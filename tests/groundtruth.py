@@ -1,0 +1,65 @@
+"""Ground truth read straight from TileLang's generated texts, independently of tilelab's engine.
+
+Each function parses a launcher or the device CUDA with regular expressions; the engine reads
+the IR instead, so agreement between the two is evidence, not tautology.
+"""
+
+from __future__ import annotations
+
+import re
+
+# CUDA driver enumerators in cuda.h order (CUtensorMapDataType, CUtensorMapSwizzle, ...),
+# written out here by hand from the CUDA Driver API reference.
+DRIVER_DTYPE = ["UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
+                "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ", "16U4_ALIGN8B", "16U4_ALIGN16B",
+                "16U6_ALIGN16B"]
+DRIVER_SWIZZLE = ["NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B"]
+DRIVER_L2 = ["NONE", "L2_64B", "L2_128B", "L2_256B"]
+DRIVER_INTERLEAVE = ["NONE", "16B", "32B"]
+DRIVER_OOB = ["NONE", "NAN_REQUEST_ZERO_FMA"]
+
+
+def _value(text: str):
+    text = text.strip()
+    cast = re.fullmatch(r"\(\w+\)\s*(-?\d+)", text)
+    if cast:
+        return int(cast.group(1))
+    if text.startswith("{") and text.endswith("}"):
+        return [_value(part) for part in text[1:-1].split(",")]
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
+
+
+def cython_tma_fields(launcher: str, desc: str) -> dict:
+    """Every ``<desc>_<field> = value;`` the cython C++ launcher writes before encoding ``desc``."""
+    fields = {}
+    for match in re.finditer(rf"\b{re.escape(desc)}_(\w+?)(?:\[[^\]]*\])?\s*=\s*([^;]+);", launcher):
+        fields[match.group(1)] = _value(match.group(2))
+    return fields
+
+
+def cython_launch(launcher: str, kernel: str) -> dict:
+    """Grid, block and dynamic shared memory of the cudaLaunchKernelEx that launches ``kernel``."""
+    start = launcher.index(f"cudaLaunchKernelEx(&config, {kernel}")
+    block = launcher[:start]
+    grid = re.findall(r"config\.gridDim = dim3\(([^;]+)\);", block)[-1]
+    threads = re.findall(r"config\.blockDim = dim3\(([^;]+)\);", block)[-1]
+    smem = re.findall(r"config\.dynamicSmemBytes = ([^;]+);", block)[-1]
+    split = lambda s: [p.strip() for p in re.split(r",(?![^(]*\))", s)]  # noqa: E731
+    return {"grid": split(grid), "block": split(threads), "smem": smem.strip()}
+
+
+def device_wgmma(device: str) -> dict:
+    """initialize_wgmma_descriptor<LAYOUT, LBO, SBO> per shared buffer, and each wgmma_ss/rs form."""
+    descs = {}
+    for m in re.finditer(r"tl::initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), \(&\(\(\(\w+\*\)(\w+)\)", device):
+        layout, lbo, sbo, var, buffer = m.groups()
+        descs[var] = {"buffer": buffer, "layout_type": int(layout), "lbo": int(lbo), "sbo": int(sbo)}
+    forms = []
+    for m in re.finditer(r"tl::wgmma_(ss|rs)<tl::DataType::k(\w+), tl::DataType::k(\w+), tl::DataType::k(\w+), "
+                         r"(\d+), (\d+), (\d+), (true|false), (true|false)", device):
+        variant, a, b, c, mm, nn, kk, tnsp_a, tnsp_b = m.groups()
+        forms.append({"variant": variant, "instruction": f"m{mm}n{nn}k{kk}", "a": a, "b": b, "c": c,
+                      "a_major": "MN" if tnsp_a == "true" else "K", "b_major": "MN" if tnsp_b == "true" else "K"})
+    return {"descriptors": descs, "forms": forms}

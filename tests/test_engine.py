@@ -1,0 +1,431 @@
+"""The inspection engine against ground truth read from TileLang's own generated texts.
+
+Expected values come from two places the engine does not use: figures derived by hand from the
+kernel's parameters (tile sizes, stages, warp specialisation), and the cython C++ launcher and
+device CUDA parsed with regular expressions (tests/groundtruth.py). The engine reads the IR.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tilelab
+from groundtruth import (
+    DRIVER_DTYPE,
+    DRIVER_INTERLEAVE,
+    DRIVER_L2,
+    DRIVER_OOB,
+    DRIVER_SWIZZLE,
+    cython_launch,
+    cython_tma_fields,
+    device_wgmma,
+)
+
+from conv_im2col import convolution
+from elementwise_sm80 import elementwise_add
+from gemm import matmul
+from gemm_bf16_nt import matmul_nt
+from gemm_dynamic import matmul_dynamic_m
+from l2_persist import bias_add
+
+EXAMPLES = {
+    "gemm": (lambda: matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a"),
+    "gemm_bf16_nt": (lambda: matmul_nt(1024, 1024, 1024), "sm_90a"),
+    "gemm_dynamic": (lambda: matmul_dynamic_m(1024, 1024), "sm_90a"),
+    "conv_im2col": (lambda: convolution(8, 64, 56, 56, 64, 3, 1, 1, 1), "sm_90a"),
+    "elementwise_sm80": (lambda: elementwise_add(4096, 4096), "sm_80"),
+    "l2_persist": (lambda: bias_add(8192, 8192), "sm_90a"),
+}
+
+_REPORTS: dict[str, tilelab.KernelReport] = {}
+
+
+def report(name: str) -> tilelab.KernelReport:
+    if name not in _REPORTS:
+        factory, target = EXAMPLES[name]
+        _REPORTS[name] = tilelab.inspect(factory(), target)
+    return _REPORTS[name]
+
+
+def _c_value(text: str, m: int = 1000) -> int:
+    """Evaluate a launcher's C integer expression (int division) with the dynamic size m."""
+    return int(eval(str(text).replace("/", "//"), {"m": m}))
+
+
+def _py_value(value, m: int = 1000) -> int:
+    return int(eval(str(value), {"m": m})) if isinstance(value, str) else int(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Hand-derived figures for the Hopper GEMM (1024^3, 128x128x32 tiles, 3 stages, 256 threads)
+# --------------------------------------------------------------------------------------------
+
+
+def test_hopper_gemm_hand_derived_figures():
+    r = report("gemm")
+    assert r.target == "sm_90a"
+    (kernel,) = r.kernels
+    assert kernel.grid == (1024 // 128, 1024 // 128, 1)
+    # 256 consumer threads + one producer warpgroup of 128 added by warp specialisation
+    assert kernel.block == (256 + 128, 1, 1)
+    # 3 stages x (A tile 128x32 + B tile 32x128) x 2 bytes
+    assert kernel.dynamic_shared_memory_bytes == 3 * (128 * 32 + 32 * 128) * 2
+    a, b = r.tma("A"), r.tma("B")
+    # A tile: 32 fp16 along K (64 bytes -> 64B swizzle) by 128 rows of M
+    assert (a.dtype, a.box_dim, a.swizzle) == ("FLOAT16", (32, 128), "64B")
+    # B tile: 128 along N is 256 bytes, wider than the 128B span: two boxes of 64 x 32
+    assert (b.dtype, b.box_dim, b.swizzle) == ("FLOAT16", (64, 32), "128B")
+    for d in (a, b):
+        assert d.global_dim == (1024, 1024)
+        assert d.global_stride_bytes == (2, 1024 * 2)
+        assert (d.l2_promotion, d.interleave, d.oob_fill) == ("L2_128B", "NONE", "NONE")
+        assert d.problems == ()
+    assert a.box_bytes == 32 * 128 * 2 and a.inner_box_bytes == 64 == a.swizzle_span_bytes
+    assert b.inner_box_bytes == 128 == b.swizzle_span_bytes
+    (w,) = r.wgmma
+    assert (w.variant, w.a_major, w.b_major) == ("ss", "K", "MN")
+    assert (w.a_dtype, w.b_dtype, w.accum_dtype) == ("float16", "float16", "float32")
+    assert w.a.buffer == "A_shared" and w.b.buffer == "B_shared"
+    # A: K-major, 64B swizzle (layout type 2); SBO = 8 rows x 64 bytes = 512 bytes = 32 << 4
+    assert (w.a.layout_type, w.a.swizzle, w.a.sbo_bytes) == (2, "64B", 8 * 64)
+
+
+# --------------------------------------------------------------------------------------------
+# Every example against the cython launcher and the device CUDA
+# --------------------------------------------------------------------------------------------
+
+TMA_EXAMPLES = ["gemm", "gemm_bf16_nt", "gemm_dynamic", "conv_im2col"]
+
+
+@pytest.mark.parametrize("name", TMA_EXAMPLES)
+def test_tma_descriptors_match_the_launcher(name):
+    r = report(name)
+    launcher = r.sources.launcher("cython").text
+    assert r.tma_descriptors, "these examples load through TMA"
+    assert launcher.count("cuTensorMapEncode") == len(r.tma_descriptors)
+    for d in r.tma_descriptors:
+        f = cython_tma_fields(launcher, d.name)
+        assert DRIVER_DTYPE[f["type"]] == d.dtype
+        assert f["tensorRank"] == d.rank
+        # the address is the kernel argument itself or a flat view of it (conv: kernel_flat)
+        assert d.buffer in {a.name for a in r.arguments if a.kind in ("tensor", "strided_tensor")}
+        assert f["globalAddress"] in (d.buffer, d.name.removesuffix("_desc"))
+        assert f["globalDim"] == list(d.global_dim)
+        assert f["globalStride"] == list(d.global_stride_bytes)
+        assert f["elementStrides"] == list(d.element_strides)
+        assert DRIVER_INTERLEAVE[f["interleave"]] == d.interleave
+        assert DRIVER_SWIZZLE[f["swizzle"]] == d.swizzle
+        assert DRIVER_L2[f["l2Promotion"]] == d.l2_promotion
+        assert DRIVER_OOB[f["oobFill"]] == d.oob_fill
+        if d.kind == "tiled":
+            assert f["boxDim"] == list(d.box_dim)
+            assert f"cuTensorMapEncodeTiled)(\n    &{d.name}," in launcher
+        else:
+            assert f["channelsPerPixel"] == d.channels_per_pixel
+            assert f["pixelsPerColumn"] == d.pixels_per_column
+            assert f["lowerCorner"] == list(d.lower_corner)
+            assert f["upperCorner"] == list(d.upper_corner)
+        # the nvrtc launcher encodes the same descriptor from Python
+        assert f"{d.name}_swizzle = CUtensorMapSwizzle({DRIVER_SWIZZLE.index(d.swizzle)})" in r.sources.launcher("nvrtc").text
+
+
+def test_im2col_descriptor_hand_derived():
+    d = report("conv_im2col").tma("data")
+    assert d.kind == "im2col" and d.rank == 4
+    # NHWC input, innermost first: C, W, H, N; strides in bytes
+    assert d.global_dim == (64, 56, 56, 8)
+    assert d.global_stride_bytes == (2, 64 * 2, 56 * 64 * 2, 56 * 56 * 64 * 2)
+    # 3x3 filter, pad 1, dilation 1: lower corner -pad, upper corner pad - (K-1)*D
+    assert d.lower_corner == (-1, -1) and d.upper_corner == (1 - 2, 1 - 2)
+    # one block_K slice of channels per pixel, block_M pixels per column
+    assert (d.channels_per_pixel, d.pixels_per_column) == (64, 128)
+    assert d.inner_box_bytes == 128 and d.swizzle == "128B" and d.problems == ()
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_launch_configuration_matches_the_launcher(name):
+    r = report(name)
+    launcher = r.sources.launcher("cython").text
+    for k in r.kernels:
+        launch = cython_launch(launcher, k.name)
+        assert [_c_value(g) for g in launch["grid"]] == [_py_value(g) for g in k.grid]
+        assert [_c_value(b) for b in launch["block"]] == [_py_value(b) for b in k.block]
+        assert _c_value(launch["smem"]) == _py_value(k.dynamic_shared_memory_bytes)
+        assert f"__launch_bounds__({_py_value(k.threads_per_block)}" in r.sources.device
+
+
+@pytest.mark.parametrize("name", ["gemm", "gemm_bf16_nt", "gemm_dynamic", "conv_im2col"])
+def test_wgmma_matches_the_device_code(name):
+    r = report(name)
+    truth = device_wgmma(r.sources.device)
+    distinct = {tuple(sorted(f.items())) for f in truth["forms"]}
+    assert len(r.wgmma) == len(distinct) >= 1
+    by_buffer = {d["buffer"]: d for d in truth["descriptors"].values()}
+    dtype_names = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32"}
+    for w in r.wgmma:
+        form = next(f for f in truth["forms"] if f["instruction"] == w.instruction and f["variant"] == w.variant)
+        assert (form["a_major"], form["b_major"]) == (w.a_major, w.b_major)
+        assert (dtype_names[form["a"]], dtype_names[form["c"]]) == (w.a_dtype, w.accum_dtype)
+        for operand in (w.a, w.b):
+            if operand is None:
+                continue
+            t = by_buffer[operand.buffer]
+            assert (operand.layout_type, operand.lbo, operand.sbo) == (t["layout_type"], t["lbo"], t["sbo"])
+            assert operand.lbo_bytes == t["lbo"] * 16 and operand.sbo_bytes == t["sbo"] * 16
+
+
+def test_bf16_nt_gemm_both_operands_k_major():
+    r = report("gemm_bf16_nt")
+    (w,) = r.wgmma
+    assert (w.a_dtype, w.a_major, w.b_major) == ("bfloat16", "K", "K")
+    # B stored (N, K): its TMA box runs 64 bf16 along K (128 bytes) by 128 rows of N
+    b = r.tma("B")
+    assert (b.dtype, b.global_dim, b.box_dim, b.swizzle) == ("BFLOAT16", (1024, 1024), (64, 128), "128B")
+
+
+def test_dynamic_m_stays_symbolic():
+    r = report("gemm_dynamic")
+    (k,) = r.kernels
+    assert isinstance(k.grid[1], str) and "m" in k.grid[1]
+    assert _py_value(k.grid[1], m=1000) == -(-1000 // 128)
+    assert r.tma("A").global_dim == (1024, "m")
+    m = next(a for a in r.arguments if a.name == "m")
+    assert (m.kind, m.passed_at_launch, dict(m.binds_from)) == ("dynamic_dim", False, {"m": "A.shape[0]"})
+    a = next(a for a in r.arguments if a.name == "A")
+    assert a.kind == "tensor" and a.shape == ("m", 1024) and a.passed_at_launch
+    # the cython launcher takes m as a launch argument after the tensors
+    assert "int m, cudaStream_t stream" in r.sources.launcher("cython").text
+
+
+def test_sm80_elementwise_has_no_tma_and_no_wgmma():
+    r = report("elementwise_sm80")
+    assert r.target == "sm_80"
+    assert r.tma_descriptors == () and r.wgmma == ()
+    assert "CUtensorMap" not in r.sources.device and "wgmma" not in r.sources.device
+    (k,) = r.kernels
+    assert k.grid == (4096 // 128, 4096 // 64, 1) and k.block == (256, 1, 1)
+    assert k.dynamic_shared_memory_bytes == 0
+
+
+def test_l2_window_and_the_launchers_that_omit_it():
+    r = report("l2_persist")
+    (w,) = r.l2_persistence
+    assert (w.buffer, w.hit_ratio, w.bytes) == ("bias", 0.8, 8192 * 2)
+    texts = {x.backend: x.text for x in r.sources.launchers}
+    assert "__tvm_cuda_stream_set_access_policy_window" in texts["tvm_ffi"]
+    assert w.emitted_by == ("tvm_ffi",)
+    for backend in ("cython", "nvrtc"):
+        assert "ccessPolicyWindow" not in texts[backend] and backend in w.missing_in
+    assert any("bug" in note and "L2" in note for note in r.notes)
+
+
+@pytest.mark.parametrize("name", ["gemm", "gemm_bf16_nt", "conv_im2col"])
+def test_shared_layouts_are_permutations_and_fragments_cover_threads(name):
+    import numpy as np
+
+    r = report(name)
+    shared = [x for x in r.layouts if x.scope == "shared"]
+    fragments = [x for x in r.layouts if x.scope == "fragment"]
+    assert shared and fragments
+    for lay in shared:
+        offsets = lay.array("offsets")
+        assert sorted(offsets.ravel().tolist()) == list(range(offsets.size)), lay.buffer
+    for lay in fragments:
+        threads, locals_ = lay.array("threads"), lay.array("locals")
+        pairs = set(zip(threads.ravel().tolist(), locals_.ravel().tolist()))
+        assert len(pairs) == threads.size  # no two elements in one register
+        assert set(threads.ravel().tolist()) == set(range(lay.thread_count))
+
+
+def test_fragment_layout_matches_the_epilogue_store():
+    """The accumulator's thread/register map equals the address the device code stores to."""
+    r = report("gemm")
+    lay = r.layout("C_local")
+    threads, locals_ = lay.array("threads"), lay.array("locals")
+    # From the device store: C[... + ((tx & 127) >> 5) * 16384 + (i & 1) * 8192 + ((tx & 31) >> 2) * 1024
+    #   + (tx >> 7) * 64 + ((i & 15) >> 1) * 8 + (tx & 3) * 2 - 64] for register pair i (i_3 loop),
+    # with tx the absolute thread (128..383) and blockIdx 0.
+    for tx in range(128, 384, 37):
+        for i in range(32):
+            flat = ((i >> 4) * 65536 + (((tx & 127) >> 5) * 16384) + ((i & 1) * 8192)
+                    + (((tx & 31) >> 2) * 1024) + ((tx >> 7) * 64) + (((i & 15) >> 1) * 8) + ((tx & 3) * 2) - 64)
+            row, col = divmod(flat, 1024)
+            assert threads[row, col] + lay.thread_base == tx
+            assert locals_[row, col] == 2 * i and locals_[row, col + 1] == 2 * i + 1
+
+
+# --------------------------------------------------------------------------------------------
+# Launchers, arguments, front ends
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_backend_launcher_text():
+    r = report("gemm")
+    texts = {x.backend: x for x in r.sources.launchers}
+    assert set(texts) == {"tvm_ffi", "cython", "nvrtc", "cutedsl"}
+    assert all(x.text and x.reason is None for x in texts.values())
+    assert "__tvm_tensormap_create_tiled" in texts["tvm_ffi"].text and "gemm_kernel" in texts["tvm_ffi"].text
+    cy = texts["cython"].text
+    assert "cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152)" in cy
+    assert "cudaLaunchKernelEx(&config, gemm_kernel" in cy
+    assert "from cuda.bindings.driver import" in texts["nvrtc"].text
+    assert texts["nvrtc"].language == "python"
+    cute = dict(texts["cutedsl"].extra)
+    assert "launcher.cpp" in cute and "cuTensorMapEncodeTiled" in cute["launcher.cpp"]
+
+
+def test_a_backend_that_fails_is_absent_with_its_reason(monkeypatch):
+    from tilelang.jit.adapter.nvrtc import wrapper as nvrtc_wrapper
+
+    class Refuses:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("NVRTC wrapper refuses this kernel")
+
+    monkeypatch.setattr(nvrtc_wrapper, "TLNVRTCSourceWrapper", Refuses)
+    r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a", force=True)
+    nv = r.sources.launcher("nvrtc")
+    assert nv.text is None and "refuses this kernel" in nv.reason
+    assert r.sources.launcher("cython").text  # the others are still there
+
+
+def test_jit_function_with_out_idx():
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.jit(out_idx=[-1])
+    def scale(N, block=256, factor=2.0):
+        @T.prim_func
+        def scale_kernel(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+            with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * factor
+
+        return scale_kernel
+
+    r = tilelab.inspect(scale, "sm_90a", args=(4096,))
+    args = {a.name: a for a in r.arguments}
+    assert args["X"].passed_at_launch and not args["X"].is_output
+    # out_idx=[-1]: the tvm_ffi launcher allocates Y and returns it
+    assert args["Y"].is_output and not args["Y"].passed_at_launch
+    assert (args["N"].kind, args["N"].value, args["N"].cache_key) == ("constant", "4096", "4096")
+    # defaults are not part of TileLang's JIT call key
+    assert args["block"].value == "256" and args["block"].cache_key is None
+    assert "4096" in r.cache_key
+    assert r.kernels[0].grid == (4096 // 256, 1, 1)
+
+
+def test_compiled_kernel_is_relowered():
+    import tilelang
+
+    class FakeCompiled:  # the three attributes inspect reads from a JITKernel
+        pass
+
+    # A real JITKernel needs nvcc; inspecting its prim_func with its own options is what matters.
+    from tilelab import _adapter
+
+    source = _adapter.resolve_kernel(matmul(256, 256, 256, 128, 128, 32))
+    assert source.kind == "prim_func" and source.name == "gemm"
+    assert _adapter.kernel_kind(FakeCompiled()) is None
+    assert _adapter.kernel_kind(tilelang) is None
+
+
+@pytest.mark.parametrize("bad, message", [
+    (42, "not a TileLang kernel"),
+    ("sm_90a", "not a TileLang kernel"),
+    (lambda: 7, "returned int"),
+])
+def test_not_a_kernel(bad, message):
+    with pytest.raises(tilelab._errors.NotAKernelError, match=message):
+        tilelab.inspect(bad, "sm_90a")
+
+
+def test_prim_func_takes_no_arguments():
+    with pytest.raises(tilelab._errors.NotAKernelError, match="already specialised"):
+        tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a", args=(1,))
+
+
+# --------------------------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, arch", [
+    ("sm_90a", "sm_90a"), ("sm_80", "sm_80"), ("cuda -arch=sm_90a", "sm_90a"),
+    ({"kind": "cuda", "arch": "sm_89"}, "sm_89"),
+])
+def test_target_forms(spec, arch):
+    from tilelab._inspect import resolve_target
+
+    assert resolve_target(spec) == (arch, None)
+
+
+def test_target_object():
+    from tilelang import tvm
+
+    from tilelab._inspect import resolve_target
+
+    assert resolve_target(tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))[0] == "sm_90a"
+
+
+@pytest.mark.parametrize("spec", ["sm_9x", "cuda", "hopper", {"kind": "llvm"}, 90])
+def test_bad_targets_list_the_valid_forms(spec):
+    from tilelab._errors import TargetError
+    from tilelab._inspect import resolve_target
+
+    with pytest.raises(TargetError) as info:
+        resolve_target(spec)
+    assert "sm_90a" in str(info.value) and "arch" in str(info.value)
+
+
+def test_no_target_and_no_gpu_says_sm_90a():
+    import os
+
+    if os.environ.get("TILELAB_NVCC_HIDDEN") != "1":
+        pytest.skip("this machine has a GPU: the default is its arch")
+    r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32))
+    assert r.target == "sm_90a"
+    assert any("no GPU" in n and "sm_90a" in n for n in r.notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Serialisation
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_json_round_trip(name, tmp_path):
+    r = report(name)
+    data = json.loads(json.dumps(r.to_dict()))
+    assert tilelab.KernelReport.from_dict(data) == r
+    path = r.save(tmp_path / "report.json")
+    assert tilelab.KernelReport.load(path) == r
+    with pytest.raises(Exception):
+        r.name = "changed"  # frozen
+
+
+def test_json_keys_named_in_the_issue():
+    d = report("conv_im2col").to_dict()
+    for key in ("name", "target", "kernels", "sources", "tma_descriptors", "wgmma", "l2_persistence",
+                "arguments", "layouts"):
+        assert key in d
+    assert set(d["sources"]) >= {"device", "launchers"}
+    tiled = report("gemm").to_dict()["tma_descriptors"][0]
+    for key in ("name", "buffer", "kind", "dtype", "rank", "global_dim", "global_stride_bytes", "box_dim",
+                "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "problems"):
+        assert key in tiled
+    im2col = d["tma_descriptors"][0]
+    for key in ("lower_corner", "upper_corner", "channels_per_pixel", "pixels_per_column"):
+        assert key in im2col
+    w = d["wgmma"][0]
+    for key in ("instruction", "variant", "a", "b"):
+        assert key in w
+    assert {"layout_type", "lbo", "sbo"} <= set(w["a"])
+
+
+def test_old_schema_is_refused_with_advice():
+    d = report("gemm").to_dict()
+    d["schema"] = 0
+    with pytest.raises(ValueError, match="Re-run tilelab.inspect"):
+        tilelab.KernelReport.from_dict(d)
