@@ -5,7 +5,6 @@ kernel's parameters (tile sizes, stages, warp specialisation), and the cython C+
 device CUDA parsed with regular expressions (tests/groundtruth.py). The engine reads the IR.
 """
 
-from __future__ import annotations
 
 import json
 
@@ -429,3 +428,32 @@ def test_old_schema_is_refused_with_advice():
     d["schema"] = 0
     with pytest.raises(ValueError, match="Re-run tilelab.inspect"):
         tilelab.KernelReport.from_dict(d)
+
+
+def test_strided_tensor_scalar_and_stride_symbol():
+    import tilelang.language as T
+
+    def axpy(M, N, block=128):
+        S = T.dynamic("s")
+
+        @T.prim_func
+        def axpy_kernel(X: T.StridedTensor((M, N), (S, 1), T.float32), Y: T.Tensor((M, N), T.float32),
+                        alpha: T.float32):
+            with T.Kernel(T.ceildiv(N, block), M, threads=block) as (bx, by):
+                for j in T.Parallel(block):
+                    Y[by, bx * block + j] = Y[by, bx * block + j] + alpha * X[by, bx * block + j]
+
+        return axpy_kernel
+
+    r = tilelab.inspect(axpy, "sm_90a", args=(256, 1024))
+    args = {a.name: a for a in r.arguments}
+    assert (args["X"].kind, args["X"].strides) == ("strided_tensor", ("s", 1))
+    assert "strides" in args["X"].cache_key
+    assert (args["Y"].kind, args["Y"].strides) == ("tensor", None)
+    assert (args["alpha"].kind, args["alpha"].dtype, args["alpha"].passed_at_launch) == ("scalar", "float32", True)
+    assert dict(args["s"].binds_from) == {"s": "X.stride(0)"} and not args["s"].passed_at_launch
+    # a plain factory bakes defaults in: block is part of what the kernel was built from
+    assert (args["block"].kind, args["block"].value, args["block"].cache_key) == ("constant", "128", "128")
+    # ground truth: the cython launcher's entry takes alpha and the stride symbol s
+    call = r.sources.launcher("cython").text.split('extern "C" TL_EXPORT int call(')[1].split(")")[0]
+    assert "float alpha" in call and "int s" in call

@@ -228,7 +228,8 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
                 "or a function that returns one of these."
             )
         inner = resolve_kernel(produced)
-        inner.constants = _factory_constants(obj, args, kwargs)
+        # A plain factory bakes every parameter, default or not, into the kernel it returns.
+        inner.constants = [(k, v, True) for k, v, _ in _factory_constants(obj, args, kwargs)]
         inner.kind = f"factory:{inner.kind}"
         return inner
     raise NotAKernelError(
@@ -917,7 +918,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
                 shape=shape, strides=strides if strided else None,
                 # With out_idx the tvm_ffi launcher allocates the output itself and returns it.
                 passed_at_launch=not is_output, is_output=is_output,
-                cache_key=f"dtype {buf.dtype}, shape {list(shape)}",
+                cache_key=f"dtype {buf.dtype}, shape {list(shape)}" + (f", strides {list(strides)}" if strided and strides else ""),
             ))
         else:
             records.append(Argument(name=param.name, kind="scalar", dtype=str(param.dtype),
