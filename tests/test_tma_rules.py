@@ -1,0 +1,193 @@
+"""The TMA descriptor rule checker (tilelab/_tma_rules.py), on hand-made descriptors; no GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from tilelab import TmaDescriptor
+from tilelab import _tma_rules as rules
+
+ALIGNED = 0x7F00_0000_0000  # a 256-byte aligned device address, as torch allocations are
+EXAMPLES = rules.bad_examples()
+
+# The first field each rule's message must name (the driver's parameter name).
+FIELD = {
+    "enum_known": "swizzle", "tensor_rank": "tensorRank", "im2col_rank": "tensorRank",
+    "interleave_rank": "tensorRank", "global_address_align": "globalAddress",
+    "global_address_align_32": "globalAddress", "global_dim_nonzero": "globalDim[1]",
+    "global_dim_max": "globalDim[1]", "packed_global_dim": "globalDim[0]",
+    "global_stride_multiple": "globalStrides[1]", "global_stride_max": "globalStrides[1]",
+    "global_stride_multiple_32": "globalStrides[1]", "box_dim_nonzero": "boxDim[1]", "box_dim_max": "boxDim[1]",
+    "box_inner_bytes_multiple_16": "boxDim[0]", "packed_box_dim": "boxDim[0]",
+    "element_stride_nonzero": "elementStrides[1]", "element_stride_max": "elementStrides[1]",
+    "swizzle_span": "boxDim[0]", "packed_interleave": "interleave", "interleave_32b_swizzle": "swizzle",
+    "packed_swizzle": "swizzle", "oob_fill_float": "oobFill", "im2col_corner_range": "pixelBoxLowerCorner[0]",
+    "im2col_box_area": "pixelBoxUpperCorner[0]", "channels_per_pixel_max": "channelsPerPixel",
+    "packed_channels_per_pixel": "channelsPerPixel", "pixels_per_column_max": "pixelsPerColumn",
+}
+
+
+def test_every_rule_has_a_bad_example_and_a_field():
+    assert set(EXAMPLES) == set(rules.RULES) == set(FIELD)
+
+
+def test_every_rule_quotes_the_driver_documentation():
+    for r in rules.RULES.values():
+        assert r.doc and re.search(r"\b(must|requires?|has to|supported|can only)\b", r.doc), r.id
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_bad_example_breaks_exactly_its_rule(rule_id):
+    bad, good = EXAMPLES[rule_id]
+    r = rules.RULES[rule_id]
+    assert bad.kind in r.kinds
+    found = rules.findings(bad, global_address=ALIGNED + r.address_offset)
+    broken = {i for i, fs in found.items() if any(not f.at_launch for f in fs)}
+    assert broken == {rule_id}
+    problems, conditions = rules.check(bad, global_address=ALIGNED + r.address_offset)
+    assert len(problems) == 1 and conditions == ()
+    (problem,) = problems
+    assert FIELD[rule_id] in problem.split(" is ")[0], problem
+    assert " but " in problem and ": " in problem  # "<field> is <value> but <rule>: <what to change>"
+    # the good variant passes every rule
+    assert rules.check(good, global_address=ALIGNED) == ((), ())
+
+
+@pytest.mark.parametrize("rule_id", ["global_address_align", "global_address_align_32"])
+def test_an_unknown_address_is_a_launch_condition(rule_id):
+    bad, _ = EXAMPLES[rule_id]
+    problems, conditions = rules.check(bad)
+    unit = 32 if rule_id.endswith("32") else 16
+    assert problems == ()
+    assert conditions == (f"the data pointer of {bad.buffer} must be {unit}-byte aligned at launch "
+                          "(a tensor view that starts at an offset may not be)",)
+
+
+def test_ranges_are_checked_at_both_ends():
+    tiled, _ = EXAMPLES["global_dim_nonzero"]
+    assert rules.check(dataclasses.replace(tiled, global_dim=(2**32 + 1, 4)), global_address=ALIGNED)[0]
+    assert rules.check(dataclasses.replace(tiled, box_dim=(64, 257)), global_address=ALIGNED)[0]
+    assert not rules.check(dataclasses.replace(tiled, box_dim=(64, 256), global_dim=(1024, 1)),
+                           global_address=ALIGNED)[0]
+    assert rules.check(dataclasses.replace(tiled, rank=0), global_address=ALIGNED)[0]
+
+
+def test_first_element_stride_is_ignored_without_interleave():
+    # "when interleave is CU_TENSOR_MAP_INTERLEAVE_NONE, the first element of this array is ignored"
+    good = EXAMPLES["element_stride_max"][1]
+    assert rules.check(dataclasses.replace(good, element_strides=(9, 1)), global_address=ALIGNED) == ((), ())
+    interleaved = EXAMPLES["global_address_align_32"][1]
+    assert rules.check(dataclasses.replace(interleaved, element_strides=(9, 1, 1)), global_address=ALIGNED)[0]
+
+
+def test_swizzle_span_applies_to_im2col_channels():
+    conv = EXAMPLES["pixels_per_column_max"][1]
+    (problem,) = rules.check(dataclasses.replace(conv, channels_per_pixel=128), global_address=ALIGNED)[0]
+    assert problem.startswith("channelsPerPixel is 128 elements of FLOAT16 = 256 bytes but swizzle 128B spans 128")
+    # a wider swizzle is suggested when one fits
+    tiled = EXAMPLES["swizzle_span"][1]
+    (problem,) = rules.check(dataclasses.replace(tiled, swizzle="32B"), global_address=ALIGNED)[0]
+    assert "use swizzle 128B, or use at most 16 elements" in problem
+
+
+def test_packed_types_need_32_byte_alignment():
+    packed = EXAMPLES["packed_box_dim"][1]
+    assert rules.check(packed, global_address=ALIGNED + 16)[0]
+    assert rules.check(packed, global_address=ALIGNED) == ((), ())
+
+
+# --------------------------------------------------------------------------------------------
+# Symbolic sizes become launch conditions, stated on the symbol where possible
+# --------------------------------------------------------------------------------------------
+
+HOPPER_A = TmaDescriptor(
+    name="A_desc", buffer="A", kind="tiled", dtype="FLOAT16", rank=2, global_dim=(1024, 1024),
+    global_stride_bytes=(2, 2048), box_dim=(64, 128), element_strides=(1, 1), interleave="NONE",
+    swizzle="128B", l2_promotion="L2_128B", oob_fill="NONE",
+)
+ALIGN_CONDITION = "the data pointer of A must be 16-byte aligned at launch (a tensor view that starts at an offset may not be)"
+
+
+def _symbolic(**changes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return rules.check(dataclasses.replace(HOPPER_A, **changes))
+
+
+def test_realistic_hopper_gemm_descriptor_is_clean():
+    assert rules.check(HOPPER_A, global_address=ALIGNED) == ((), ())
+    assert rules.check(HOPPER_A) == ((), (ALIGN_CONDITION,))
+    checked = rules.with_checks(HOPPER_A)
+    assert (checked.problems, checked.launch_conditions) == ((), (ALIGN_CONDITION,))
+    assert checked.inner_box_bytes == 128 == checked.swizzle_span_bytes
+
+
+def test_dynamic_m_dimension_must_be_non_empty_at_launch():
+    problems, conditions = _symbolic(global_dim=(1024, "m"))
+    assert problems == ()
+    assert conditions == (ALIGN_CONDITION, "globalDim[1] = m must be between 1 and 2^32 at launch")
+
+
+def test_symbolic_stride_condition_is_solved_for_the_symbol():
+    problems, conditions = _symbolic(global_dim=("k", 1024), global_stride_bytes=(2, "k * 2"))
+    assert problems == ()
+    assert "globalStrides[1] = k * 2 must be a multiple of 16 at launch: k must be a multiple of 8" in conditions
+    # 3k + 8 = 0 (mod 16)  <=>  k = 8 (mod 16)
+    _, conditions = _symbolic(global_stride_bytes=(2, "k * 3 + 8"))
+    assert "globalStrides[1] = k * 3 + 8 must be a multiple of 16 at launch: k must leave 8 when divided by 16" in conditions
+    assert all(((k * 3 + 8) % 16 == 0) == (k % 16 == 8) for k in range(64))
+
+
+def test_symbolic_stride_that_is_always_or_never_aligned():
+    problems, conditions = _symbolic(global_stride_bytes=(2, "m * 64"))
+    assert problems == () and conditions == (ALIGN_CONDITION,)
+    problems, _ = _symbolic(global_stride_bytes=(2, "k * 2 + 1"))
+    assert problems and problems[0].startswith("globalStrides[1] = k * 2 + 1 is never a multiple of 16")
+
+
+def test_unparsed_expression_gives_a_plain_condition():
+    _, conditions = _symbolic(global_stride_bytes=(2, "n // 2"))
+    assert "globalStrides[1] = n // 2 must be a multiple of 16 at launch" in conditions
+
+
+def test_concretize_replaces_every_symbol():
+    desc = dataclasses.replace(HOPPER_A, global_dim=("k", "m"), global_stride_bytes=(2, "k * 2"))
+    assert rules.symbols(desc) == {"k", "m"}
+    concrete = rules.concretize(desc, {"k": 1024, "m": 512})
+    assert concrete.global_dim == (1024, 512) and concrete.global_stride_bytes == (2, 2048)
+    assert rules.concretize(desc, 64).global_stride_bytes == (2, 128)
+
+
+# --------------------------------------------------------------------------------------------
+# Enumerators: the driver's order, written out from cuda.h's typedefs
+# --------------------------------------------------------------------------------------------
+
+DRIVER_ENUMS = {
+    "dtype": {0: "UINT8", 1: "UINT16", 2: "UINT32", 3: "INT32", 4: "UINT64", 5: "INT64", 6: "FLOAT16",
+              7: "FLOAT32", 8: "FLOAT64", 9: "BFLOAT16", 10: "FLOAT32_FTZ", 11: "TFLOAT32", 12: "TFLOAT32_FTZ",
+              13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"},
+    "interleave": {0: "NONE", 1: "16B", 2: "32B"},
+    "swizzle": {0: "NONE", 1: "32B", 2: "64B", 3: "128B", 4: "128B_ATOM_32B", 5: "128B_ATOM_32B_FLIP_8B",
+                6: "128B_ATOM_64B"},
+    "l2_promotion": {0: "NONE", 1: "L2_64B", 2: "L2_128B", 3: "L2_256B"},
+    "oob_fill": {0: "NONE", 1: "NAN_REQUEST_ZERO_FMA"},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DRIVER_ENUMS))
+def test_enum_decode_and_encode(kind):
+    table = DRIVER_ENUMS[kind]
+    assert rules.ENUMS[kind] == tuple(table[i] for i in range(len(table)))
+    for value, name in table.items():
+        assert rules.decode(kind, value) == name
+        assert rules.encode(kind, name) == value
+    assert rules.decode(kind, len(table)) == f"UNKNOWN({len(table)})"
+    assert rules.encode(kind, f"UNKNOWN({len(table)})") == len(table)
+    with pytest.raises(ValueError, match="not a CUtensorMap"):
+        rules.encode(kind, "NOT_A_NAME")
+
+
+def test_enum_tables_are_the_named_tuples():
+    assert (rules.DTYPES, rules.INTERLEAVES, rules.SWIZZLES, rules.L2_PROMOTIONS, rules.OOB_FILLS) == tuple(
+        rules.ENUMS[k] for k in ("dtype", "interleave", "swizzle", "l2_promotion", "oob_fill"))
