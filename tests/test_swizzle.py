@@ -1,0 +1,274 @@
+"""tilelab.swizzle against tables derived by hand in this file (not by the code under test)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tilelab import swizzle as sw
+from tilelab._model import WgmmaOperand
+from tilelab.swizzle import SharedTile, bank_conflicts, wgmma_descriptor
+
+# 128B, fp16, 8 x 64 (one 128-byte row per tile row): physical 16-byte chunk of logical chunk k
+# in row r is k XOR r. Written out by hand, row by row.
+CHUNK_128B = [
+    [0, 1, 2, 3, 4, 5, 6, 7],
+    [1, 0, 3, 2, 5, 4, 7, 6],
+    [2, 3, 0, 1, 6, 7, 4, 5],
+    [3, 2, 1, 0, 7, 6, 5, 4],
+    [4, 5, 6, 7, 0, 1, 2, 3],
+    [5, 4, 7, 6, 1, 0, 3, 2],
+    [6, 7, 4, 5, 2, 3, 0, 1],
+    [7, 6, 5, 4, 3, 2, 1, 0],
+]
+# 64B, fp16, 8 x 32 (64-byte rows): chunk k of row r goes to k XOR ((r / 2) mod 4), within the row.
+CHUNK_64B_IN_ROW = [
+    [0, 1, 2, 3], [0, 1, 2, 3],
+    [1, 0, 3, 2], [1, 0, 3, 2],
+    [2, 3, 0, 1], [2, 3, 0, 1],
+    [3, 2, 1, 0], [3, 2, 1, 0],
+]
+# 32B, fp16, 8 x 16 (32-byte rows): chunk k of row r goes to k XOR ((r / 4) mod 2).
+CHUNK_32B_IN_ROW = [[0, 1]] * 4 + [[1, 0]] * 4
+
+
+def _chunk_in_row(tile: SharedTile, r: int, k: int) -> int:
+    per = 16 // tile.element_bytes
+    byte = tile.byte_offset(r, k * per)
+    assert byte // tile.panel_bytes == r  # the swizzle never moves data to another row
+    return (byte % tile.panel_bytes) // 16
+
+
+def test_128b_table_fp16():
+    tile = SharedTile(8, 64, "float16", "128B")
+    got = [[_chunk_in_row(tile, r, k) for k in range(8)] for r in range(8)]
+    assert got == CHUNK_128B
+    # every element keeps its place inside its chunk: element 5 of chunk 2 in row 3 (2^3 = 1)
+    assert tile.byte_offset(3, 2 * 8 + 5) == 3 * 128 + 1 * 16 + 5 * 2
+
+
+def test_128b_table_fp32_and_int8_same_bytes():
+    # the mode is a byte map: fp32 has 4 elements per chunk, int8 16, the chunk table is the same
+    for dtype, per in (("float32", 4), ("int8", 16)):
+        tile = SharedTile(8, 8 * per, dtype, "128B")
+        got = [[_chunk_in_row(tile, r, k) for k in range(8)] for r in range(8)]
+        assert got == CHUNK_128B, dtype
+
+
+def test_64b_and_32b_tables():
+    t64 = SharedTile(8, 32, "float16", "64B")
+    assert [[_chunk_in_row(t64, r, k) for k in range(4)] for r in range(8)] == CHUNK_64B_IN_ROW
+    t32 = SharedTile(8, 16, "float16", "32B")
+    assert [[_chunk_in_row(t32, r, k) for k in range(2)] for r in range(8)] == CHUNK_32B_IN_ROW
+
+
+def test_pattern_repeats_after_8_rows_and_none_is_identity():
+    tile = SharedTile(16, 64, "bfloat16", "128B")
+    assert tile.byte_offset(8 + 5, 3 * 8) - 8 * 128 == tile.byte_offset(5, 3 * 8)
+    plain = SharedTile(16, 24, "float16", "NONE")  # 48-byte rows are fine without swizzle
+    r, c = plain.grid()
+    assert (plain.offsets() == r * 24 + c).all()
+
+
+def test_panels_are_stored_one_after_another():
+    # 16 x 128 fp16 with 128B: two 64-column panels, each 16 rows x 128 B = 2048 B
+    tile = SharedTile(16, 128, "float16", "128B")
+    assert tile.panels == 2 and tile.panel_cols == 64
+    assert tile.byte_offset(0, 64) == 2048
+    assert tile.byte_offset(1, 64) == 2048 + 128 + 16  # row 1: chunk 0 -> 1
+    # 64B on a 64-column fp16 tile: two panels of 32 columns, 8 rows x 64 B = 512 B each
+    t = SharedTile(8, 64, "float16", "64B")
+    assert t.byte_offset(0, 32) == 512 and t.byte_offset(2, 32) == 512 + 2 * 64 + 16
+
+
+def test_banks_by_hand():
+    tile = SharedTile(8, 64, "float16", "128B")
+    # (1, 0): byte 128 + 16 -> word 36 -> bank 4; (7, 9): chunk 1^7=6, element 1 -> byte 7*128+96+2 -> bank 24
+    assert tile.bank(1, 0) == 4
+    assert tile.bank(7, 9) == 24
+    assert tile.chunk(7, 9) == 6
+    plain = SharedTile(8, 64, "float16", "NONE")
+    assert [plain.bank(r, 0) for r in range(8)] == [0] * 8  # the textbook column conflict
+
+
+def test_inverse_map_all_modes():
+    for mode in sw.MODES:
+        tile = SharedTile(16, 128, "float16", mode)
+        r, c = tile.grid()
+        phys = tile.byte_offset(r, c)
+        assert len(np.unique(phys)) == phys.size, mode  # a permutation
+        rr, cc = tile.logical(phys)
+        assert (rr == r).all() and (cc == c).all(), mode
+        assert tile.logical(int(phys[3, 17])) == (3, 17)
+
+
+def test_atom_variants_by_hand():
+    # 128B_ATOM_32B: 32-byte chunk q of row r -> q XOR (r mod 4) (CuTe Swizzle<2,5,2>)
+    t = SharedTile(8, 64, "float16", "128B_ATOM_32B")
+    table = [[(t.byte_offset(r, q * 16) % 128) // 32 for q in range(4)] for r in range(4)]
+    assert table == [[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]]
+    # 128B_ATOM_64B: 64-byte half h of row r -> h XOR (r mod 2)
+    t = SharedTile(4, 64, "float16", "128B_ATOM_64B")
+    assert [[(t.byte_offset(r, h * 32) % 128) // 64 for h in range(2)] for r in range(4)] == [[0, 1], [1, 0]] * 2
+    # FLIP_8B: as ATOM_32B, and odd rows swap the 8-byte halves of every 16 B:
+    # row 1, element 0 -> 32-byte chunk 1, upper 8 B -> byte 128 + 32 + 8
+    t = SharedTile(8, 64, "float16", "128B_ATOM_32B_FLIP_8B")
+    assert t.byte_offset(1, 0) == 128 + 32 + 8
+    assert t.byte_offset(2, 0) == 256 + 64
+
+
+def test_modes_by_name_and_enum():
+    assert sw.swizzle_mode("CU_TENSOR_MAP_SWIZZLE_128B").name == "128B"
+    assert sw.swizzle_mode(2).name == "64B"
+    assert sw.swizzle_mode("none").name == "NONE"
+    assert sw.mode_for_layout_type(1).name == "128B"
+    assert sw.MODES["128B"].repeat_bytes == 1024 and sw.MODES["32B"].repeat_bytes == 256
+    assert sw.default_swizzle(128) == "128B" and sw.default_swizzle(96) == "32B" and sw.default_swizzle(48) == "NONE"
+    with pytest.raises(ValueError, match="unknown swizzle mode"):
+        sw.swizzle_mode("96B")
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def test_inner_extent_narrower_than_span():
+    with pytest.raises(ValueError, match=r"64-byte rows, narrower than the 128-byte span.*swizzle='64B'"):
+        SharedTile(64, 32, "float16", "128B")
+
+
+def test_inner_extent_not_a_whole_number_of_panels():
+    with pytest.raises(ValueError, match=r"192-byte rows, not a whole number of 128-byte.*multiple of 64"):
+        SharedTile(64, 96, "float16", "128B")
+
+
+def test_misaligned_base():
+    with pytest.raises(ValueError, match="not 16-byte aligned"):
+        SharedTile(8, 64, "float16", "NONE", base=8)
+    with pytest.raises(ValueError, match=r"not aligned to the 1024-byte repeat.*align the buffer to 1024 bytes"):
+        SharedTile(8, 64, "float16", "128B", base=512)
+    assert SharedTile(8, 64, "float16", "128B", base=2048).byte_offset(1, 0) == 128 + 16
+
+
+def test_bad_dtype_and_shape():
+    with pytest.raises(ValueError, match="unknown dtype"):
+        SharedTile(8, 64, "float12", "128B")
+    with pytest.raises(ValueError, match="rows must be a positive int"):
+        SharedTile(0, 64)
+
+
+def test_wgmma_cannot_read():
+    with pytest.raises(ValueError, match="only K-major"):
+        wgmma_descriptor(SharedTile(32, 32, "float32", "128B"), "MN", operand="B")
+    with pytest.raises(ValueError, match="only K-major"):
+        wgmma_descriptor(SharedTile(32, 128, "float8_e4m3", "128B"), "MN", operand="B")
+    with pytest.raises(ValueError, match="cannot read a 128B_ATOM_32B tile"):
+        wgmma_descriptor(SharedTile(64, 64, "float16", "128B_ATOM_32B"), "K")
+    with pytest.raises(ValueError, match="no float64 input"):
+        wgmma_descriptor(SharedTile(64, 16, "float64", "128B"), "K")
+    with pytest.raises(ValueError, match="128 contiguous bytes.*48 B apart"):
+        wgmma_descriptor(SharedTile(64, 24, "float16", "NONE"), "K")
+
+
+# -- WGMMA descriptors: values from the PTX ISA rules, by hand ----------------------------------
+# K-major swizzled: SBO = 8 rows x span bytes, LBO unused (1); MN-major swizzled: SBO = 8 K rows x
+# span, LBO = panel stride = K rows x span bytes. Encoded values are bytes >> 4.
+
+
+@pytest.mark.parametrize("shape, dtype, mode, major, mn, expect", [
+    ((128, 64), "float16", "128B", "K", 64, (1, 1, 64)),       # 1024 B >> 4
+    ((128, 32), "float16", "64B", "K", 64, (2, 1, 32)),        # 512 B
+    ((64, 16), "float16", "32B", "K", 64, (3, 1, 16)),         # 256 B
+    ((64, 32), "float32", "128B", "K", 64, (1, 1, 64)),        # tf32: 32 fp32 per 128-byte row
+    ((64, 128), "float8_e4m3", "128B", "K", 64, (1, 1, 64)),
+    ((32, 128), "float16", "128B", "MN", 64, (1, 256, 64)),    # panel 32 x 128 B = 4096 B
+    ((64, 256), "float16", "128B", "MN", 128, (1, 512, 64)),   # panel 64 x 128 B = 8192 B
+    ((64, 64), "float16", "64B", "MN", 32, (2, 256, 32)),      # panel 64 x 64 B = 4096 B
+    ((16, 64), "float16", "128B", "MN", 64, (1, 0, 64)),       # one panel: LBO unused, 0
+])
+def test_descriptor_fields(shape, dtype, mode, major, mn, expect):
+    d = wgmma_descriptor(SharedTile(*shape, dtype, mode), major, operand="A" if mn == 64 and major == "K" else "B", mn=mn)
+    assert (d.layout_type, d.lbo, d.sbo) == expect
+    assert d.to_operand("X") == WgmmaOperand("X", expect[0], expect[1], expect[2], major)
+
+
+def test_core_matrices_of_an_a_operand():
+    # m64 x 32 bytes of K: 8 x 2 core matrices of 8 rows x 16 B; each row a distinct 16-byte slot
+    d = wgmma_descriptor(SharedTile(128, 64, "float16", "128B"), "K")
+    assert len(d.core_matrices) == 16
+    rows = [b for cm in d.core_matrices for b in cm.row_bytes]
+    assert len(set(rows)) == 128 and all(b % 16 == 0 for b in rows)
+    # core matrix (1, 1): rows 8..15, K chunk 1 -> row 9 (r % 8 = 1): chunk 1 ^ 1 = 0
+    cm = next(c for c in d.core_matrices if (c.mn, c.k) == (1, 1))
+    assert cm.cells[1] == (9, 8) and cm.row_bytes[1] == 9 * 128 + 0
+    # the second K step starts 32 B further along the row
+    d2 = wgmma_descriptor(SharedTile(128, 64, "float16", "128B"), "K", k_step=1)
+    assert d2.start_byte == 32 and d2.sbo == 64
+    json.dumps(d.to_dict())
+
+
+# -- bank conflicts: textbook cases --------------------------------------------------------------
+
+
+def test_column_of_16_byte_vectors():
+    # fp16 tile, 64 columns (128-byte rows); a warp reads 16 B down one column: 4 phases of 8
+    # threads. Without swizzle all 8 land on banks 0-3 -> 8 wavefronts per phase (8-way).
+    plain = bank_conflicts(SharedTile(64, 64, "float16", "NONE"), "column_read")
+    assert plain.wavefronts_per_phase == (8, 8, 8, 8) and plain.conflict_degree == 8
+    swz = bank_conflicts(SharedTile(64, 64, "float16", "128B"), "column_read")
+    assert swz.wavefronts == 4 and swz.conflict_free
+    assert swz.accesses[9].banks == (4, 5, 6, 7)  # row 9 chunk 0 -> physical chunk 1
+
+
+def test_scalar_column_store():
+    # one fp16 per thread down a column, 32 threads in one phase: 32 words of bank 0 without
+    # swizzle; with 128B, rows r and r+8 share a chunk: 4 words per bank
+    assert bank_conflicts(SharedTile(64, 64, "float16", "NONE"), "column_store").wavefronts == 32
+    assert bank_conflicts(SharedTile(64, 64, "float16", "128B"), "column_store").wavefronts == 4
+
+
+def test_row_store_and_why_128b():
+    # A warp storing a row of 16-byte vectors: 128B keeps the 8 chunks of a row in one 128-byte
+    # line; 32B splits the row over 4 panels 2 KB apart (same banks): 4-way; 64B: 2-way.
+    table = sw.compare_modes(64, 64, "float16", patterns=("row_store", "column_read"))
+    way = {m: tuple(r.conflict_degree for r in reps) for m, reps in table.results}
+    assert way == {"NONE": (1, 8), "32B": (4, 1), "64B": (2, 1), "128B": (1, 1)}
+    assert "128B | 4/4 (1-way) | 4/4 (1-way)" in table.to_text()
+    json.dumps(table.to_dict())
+
+
+def test_ldmatrix_and_tma():
+    assert bank_conflicts(SharedTile(64, 64, "float16", "NONE"), "ldmatrix_x4").wavefronts == 32
+    assert bank_conflicts(SharedTile(64, 64, "float16", "128B"), "ldmatrix_x4").wavefronts == 4
+    tma = bank_conflicts(SharedTile(64, 64, "float16", "128B"), "tma_box_write")
+    assert tma.ideal_wavefronts == 64 * 128 // 128 and tma.conflict_free and len(tma.accesses) == 32
+
+
+def test_conflict_validation():
+    with pytest.raises(ValueError, match="unknown access pattern"):
+        bank_conflicts(SharedTile(8, 64), "diagonal")
+    with pytest.raises(ValueError, match="chunk 8 is outside"):
+        bank_conflicts(SharedTile(8, 64), "column_read", chunk=8)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        bank_conflicts(SharedTile(8, 12, "float16", "NONE"), "column_read")
+
+
+def test_models_round_trip_and_layout():
+    tile = SharedTile(16, 64, "bf16", "64B")
+    assert SharedTile.from_dict(json.loads(json.dumps(tile.to_dict()))) == tile
+    layout = tile.to_layout("A_shared")
+    assert layout.scope == "shared" and layout.shape == (16, 64)
+    assert sw.match_layout(layout) == tile
+    rep = bank_conflicts(tile, "column_read")
+    assert json.loads(json.dumps(rep.to_dict()))["wavefronts"] == rep.wavefronts
+
+
+def test_pure_modules_import_no_tilelang_or_ipython():
+    import subprocess
+    import sys
+
+    code = ("import sys, tilelab.swizzle, tilelab.render.svg; "
+            "bad = [m for m in ('tilelang', 'tvm', 'IPython', 'ipywidgets', 'torch') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,560 @@
+"""SVG pictures of shared-memory layouts, WGMMA operands and fragments: functions model -> str.
+
+Every picture is a self-contained ``<svg>`` that renders in JupyterLab, nbconvert HTML and
+GitHub: cells have explicit light fills with explicit dark text (readable on light and dark
+themes alike); captions and outlines use JupyterLab's CSS variables with a fallback colour, set
+through inline ``style`` so a page without those variables still gets the fallback. Every text
+that comes from a user or the compiler is escaped.
+
+Size is kept small on purpose: rows whose cells look the same (a swizzle repeats every few rows)
+are drawn once inside ``<defs>`` and reused with ``<use>``; adjacent cells of one colour merge into
+one rectangle; per-cell labels and hover titles appear only on small tiles. Past ``max_cells``
+rectangles a picture shows its top-left part and says so in its caption.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import swizzle as sw
+
+TEXT = "var(--jp-ui-font-color1, #222)"
+MUTED = "var(--jp-ui-font-color2, #555)"
+ACCENT = "var(--jp-brand-color1, #d6336c)"
+CELL_TEXT = "#111"  # on the light cell fills, in every theme
+FONT = "font-family: var(--jp-code-font-family, monospace);"
+
+# 8 hues for 16-byte chunks (4-bank groups); banks vary the lightness within their chunk's hue,
+# so "bank" and "chunk" pictures read alike.
+_HUES = (4, 32, 55, 110, 170, 205, 250, 300)
+_WARP_HUES = (205, 32, 110, 300, 55, 170, 4, 250)
+
+
+def _chunk_fill(chunk: int) -> str:
+    return f"hsl({_HUES[chunk % 8]}, 75%, 80%)"
+
+
+def _bank_fill(bank: int) -> str:
+    return f"hsl({_HUES[(bank // 4) % 8]}, {60 + 10 * (bank % 2)}%, {70 + 5 * (bank % 4)}%)"
+
+
+def _warp_fill(warp: int, shade: int = 0) -> str:
+    return f"hsl({_WARP_HUES[warp % 8]}, 70%, {78 + 6 * (shade % 2)}%)"
+
+
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _n(value: float) -> str:
+    """A coordinate with at most one decimal and none when whole (keeps big pictures small)."""
+    v = round(float(value), 1)
+    return str(int(v)) if v == int(v) else str(v)
+
+
+def _uid(*parts: Any) -> str:
+    """An id prefix unique to the picture's content, so that several pictures on one page (whose
+    ``<defs>`` share one id space) never borrow each other's rows."""
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(part.tobytes() if isinstance(part, np.ndarray) else repr(part).encode())
+    return "tl" + h.hexdigest()[:12]
+
+
+def _svg_open(width: float, height: float, label: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+            f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
+            f'role="img" aria-label="{_esc(label)}" style="{FONT}">')
+
+
+def _text(x: float, y: float, text: Any, *, size: int = 12, color: str = TEXT, anchor: str = "start",
+          weight: str = "normal") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" '
+            f'style="fill: {color}">{_esc(text)}</text>')
+
+
+def _message_svg(title: str, lines: Sequence[str]) -> str:
+    width = max(320, 7 * max([len(title)] + [len(s) for s in lines]) + 20)
+    height = 28 + 16 * len(lines)
+    body = [_svg_open(width, height, title), _text(8, 18, title, weight="bold")]
+    body += [_text(8, 36 + 16 * i, s, color=MUTED) for i, s in enumerate(lines)]
+    return "".join(body) + "</svg>"
+
+
+# --------------------------------------------------------------------------------------------
+# The grid engine: colour indices + labels -> deduplicated rows of merged runs
+# --------------------------------------------------------------------------------------------
+
+
+def _row_runs(row: Any) -> tuple[Any, Any, Any]:
+    """Starts, lengths and values of the runs of equal values in one row of colour indices."""
+    n = len(row)
+    starts = np.r_[0, np.flatnonzero(np.diff(row)) + 1]
+    lengths = np.diff(np.r_[starts, n])
+    return starts, lengths, row[starts]
+
+
+def _fit(index: Any, max_cells: int) -> tuple[int, int]:
+    """How many rows and columns to draw so that the rectangles of distinct rows stay under
+    ``max_cells`` (identical rows cost nothing: they are reused)."""
+    rows, cols = index.shape
+    seen: set[bytes] = set()
+    cost = 0
+    for r in range(rows):
+        key = index[r].tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        runs = len(_row_runs(index[r])[0])
+        if runs > max_cells:  # one row alone is too busy: crop columns too
+            return 1, max(1, max_cells)
+        cost += runs
+        if cost > max_cells:
+            return max(r, 1), cols
+    return rows, cols
+
+
+def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
+          label_of: Sequence[str] | None = None, titles: list[list[str]] | None = None,
+          cell_labels: list[list[str]] | None = None) -> str:
+    """Cells coloured by ``fill_of[index]``. Small grids (``titles`` given): one rect per cell
+    with a hover title. Otherwise runs of one colour merge into one rect, and identical rows are
+    drawn once in ``<defs>`` and placed with ``<use>``. Labels: ``cell_labels`` per cell, or
+    ``label_of[index]`` once per run."""
+    out: list[str] = []
+    font = max(7, min(11, int(ch * 0.65)))
+    rows, cols = index.shape
+    fits = ch >= 9
+
+    def fits_label(length: int, lab: str) -> bool:
+        return bool(lab) and fits and length * cw >= 7 * len(lab)
+
+    if titles is not None:
+        out.append('<g stroke="#fff" stroke-width="0.5">')
+        for i in range(rows):
+            y = _n(y0 + i * ch)
+            for j in range(cols):
+                out.append(f'<rect x="{_n(x0 + j * cw)}" y="{y}" width="{_n(cw)}" height="{_n(ch)}" '
+                           f'fill="{fill_of[int(index[i, j])]}"><title>{_esc(titles[i][j])}</title></rect>')
+        out.append("</g>")
+        out.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">')
+        for i in range(rows):
+            ty = _n(y0 + i * ch + ch * 0.72)
+            if cell_labels is not None:
+                for j in range(cols):
+                    if fits_label(1, cell_labels[i][j]):
+                        out.append(f'<text x="{_n(x0 + (j + 0.5) * cw)}" y="{ty}">{_esc(cell_labels[i][j])}</text>')
+            elif label_of is not None:
+                for start, length, value in zip(*_row_runs(index[i])):
+                    lab = label_of[int(value)]
+                    if fits_label(int(length), lab):
+                        out.append(f'<text x="{_n(x0 + (start + length / 2) * cw)}" y="{ty}">{_esc(lab)}</text>')
+        out.append("</g>")
+        return "".join(out)
+    defs: dict[bytes, int] = {}
+    parts: list[str] = []
+    uses: list[str] = []
+    for i in range(rows):
+        key = index[i].tobytes()
+        sid = defs.get(key)
+        if sid is None:
+            sid = defs[key] = len(defs)
+            parts.append(f'<g id="{uid}r{sid}">')
+            texts = []
+            for start, length, value in zip(*_row_runs(index[i])):
+                parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
+                             f'fill="{fill_of[int(value)]}"/>')
+                lab = label_of[int(value)] if label_of is not None else ""
+                if fits_label(int(length), lab):
+                    texts.append(f'<text x="{_n((start + length / 2) * cw)}" y="{_n(ch * 0.72)}">{_esc(lab)}</text>')
+            if texts:
+                parts.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}">{"".join(texts)}</g>')
+            parts.append("</g>")
+        uses.append(f'<use xlink:href="#{uid}r{sid}" x="{_n(x0)}" y="{_n(y0 + i * ch)}"/>')
+    return "<defs>" + "".join(parts) + "</defs>" + "".join(uses)
+
+
+def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
+    cw = max(2.0, min(24.0, max_width / max(cols, 1)))
+    ch = max(2.0, min(18.0, max_height / max(rows, 1)))
+    return cw, ch
+
+
+def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, width: float = 2.0,
+             dash: str | None = None) -> str:
+    d = f' stroke-dasharray="{dash}"' if dash else ""
+    return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" '
+            f'style="stroke: {color}" stroke-width="{width}"{d}/>')
+
+
+# --------------------------------------------------------------------------------------------
+# Shared tiles
+# --------------------------------------------------------------------------------------------
+
+
+def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
+                    highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
+                    max_width: float = 900) -> str:
+    e = sw.dtype_bytes(dtype)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rows, cols = offsets.shape
+    byte = offsets * e
+    if color_by not in ("chunk", "bank"):
+        raise ValueError(f"color_by must be 'chunk' or 'bank', got {color_by!r}")
+    if color_by == "chunk":
+        index = (byte // sw.CHUNK_BYTES) % 8
+        fill_of = [_chunk_fill(k) for k in range(8)]
+    else:
+        index = (byte // sw.BANK_BYTES) % sw.BANKS
+        fill_of = [_bank_fill(k) for k in range(32)]
+    per_chunk = max(sw.CHUNK_BYTES // e, 1)
+    show_rows, show_cols = _fit(index, max_cells)
+    if show_cols < cols:
+        show_cols = max(per_chunk, (show_cols // per_chunk) * per_chunk)
+    cropped = show_rows < rows or show_cols < cols
+    sub = index[:show_rows, :show_cols]
+    small = show_rows * show_cols <= 1024
+    label_of = [str(k) for k in range(len(fill_of))]
+    titles = None
+    if small:
+        titles = [[f"({i}, {j}) -> element {offsets[i, j]}, byte {byte[i, j]}, bank {(byte[i, j] // 4) % 32}, "
+                   f"chunk {(byte[i, j] // 16) % 8}" for j in range(show_cols)] for i in range(show_rows)]
+    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
+    left, top = 34.0, 44.0
+    width = left + show_cols * cw + 12
+    height = top + show_rows * ch + 40
+    width = max(width, 360.0)
+    uid = _uid("shared", name, dtype, color_by, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
+    out = [_svg_open(width, height, f"{name} shared layout")]
+    out.append(_text(4, 16, f"{name}", weight="bold"))
+    out.append(_text(4, 32, subtitle, size=11, color=MUTED))
+    out.append(_grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles))
+    # chunk boundaries along columns and 8-row bands, thin, so the XOR blocks read as blocks
+    grid_lines = []
+    if cw * per_chunk >= 6:
+        for j in range(0, show_cols + 1, per_chunk):
+            grid_lines.append(f"M{left + j * cw:.1f} {top:.1f}V{top + show_rows * ch:.1f}")
+    for i in range(0, show_rows + 1, 8):
+        grid_lines.append(f"M{left:.1f} {top + i * ch:.1f}H{left + show_cols * cw:.1f}")
+    if grid_lines:
+        out.append(f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
+    # axis ticks every 8 rows and every 16-byte chunk (when room)
+    for i in range(0, show_rows, 8):
+        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    step = per_chunk * max(1, int(np.ceil(24 / max(cw * per_chunk, 1e-9))))
+    for j in range(0, show_cols, step):
+        out.append(_text(left + j * cw, top - 4, j, size=9, color=MUTED))
+    # accesses of a conflict report: dashed outlines; highlighted items: solid outlines
+    hl = dict(highlight or {})
+    for acc in accesses:
+        r, c = int(acc.row), int(acc.col)
+        if r < show_rows and c < show_cols:
+            n = max(1, int(acc.nbytes) // e)
+            solid = hl.get("thread") is not None and int(hl["thread"]) == int(acc.thread)
+            out.append(_outline(left + c * cw, top + r * ch, n * cw, ch, width=2.5 if solid else 1.0,
+                                dash=None if solid else "2 2", color=ACCENT if solid else TEXT))
+    caption = []
+    if "row" in hl and hl["row"] is not None:
+        r = int(hl["row"])
+        if 0 <= r < show_rows:
+            out.append(_outline(left, top + r * ch, show_cols * cw, ch))
+            caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in ((byte[r, ::per_chunk] // 16) % 8)[:16]))
+    if "chunk" in hl and hl["chunk"] is not None:
+        k = int(hl["chunk"])
+        if 0 <= k * per_chunk < show_cols:
+            out.append(_outline(left + k * per_chunk * cw, top, per_chunk * cw, show_rows * ch))
+            caption.append(f"logical chunk {k}: physical chunks by row " +
+                           " ".join(str(int(v)) for v in ((byte[:16, k * per_chunk] // 16) % 8)))
+    if hl.get("thread") is not None and accesses:
+        t = int(hl["thread"])
+        for acc in accesses:
+            if int(acc.thread) == t:
+                caption.append(f"thread {t}: ({acc.row}, {acc.col}), byte {acc.byte}, banks "
+                               f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
+    if cropped:
+        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} "
+                       f"(max_cells={max_cells})")
+    legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
+        else "colour and number: bank (0-31) of each element's 4-byte word"
+    out.append(_text(4, top + show_rows * ch + 16, legend, size=10, color=MUTED))
+    if caption:
+        out.append(_text(4, top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
+    # widen to the longest caption line (monospace: about 0.62 em per character)
+    longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
+    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout")
+    return "".join(out) + "</svg>"
+
+
+def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
+             report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
+             max_width: float = 900) -> str:
+    """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
+    16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
+    row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
+    ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
+    are outlined)."""
+    name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
+    sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
+           if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
+    if report is not None:
+        sub += f" | {report.summary().split(': ', 1)[-1]}"
+    return _shared_picture(tile.offsets(), tile.dtype, name=name, subtitle=sub, color_by=color_by,
+                           max_cells=max_cells, highlight=highlight,
+                           accesses=report.accesses if report is not None else (),
+                           uid_parts=(tile.swizzle, tile.base), max_width=max_width)
+
+
+def layout_svg(layout: Any, *, max_cells: int = 4096, color_by: str = "chunk",
+               highlight: dict[str, Any] | None = None) -> str:
+    """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
+    bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp."""
+    if layout.scope == "fragment":
+        return fragment_svg(layout, max_cells=max_cells, highlight=highlight)
+    shape = tuple(layout.shape)
+    if not layout.offsets:
+        return _message_svg(f"{layout.buffer}: {layout.dtype} {shape}",
+                            ["no per-element offsets recorded (too large to tabulate)", str(layout.description)[:120]])
+    arr = np.asarray(layout.offsets, dtype=np.int64)
+    if len(shape) != 2:
+        flat = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+        arr = arr.reshape(flat, shape[-1] if shape else arr.size)
+    else:
+        arr = arr.reshape(shape)
+    tile = sw.match_layout(layout) if len(shape) == 2 else None
+    sub = f"{layout.dtype} {' x '.join(str(s) for s in shape)}"
+    sub += f"; matches tilelab's {tile.swizzle} swizzle" if tile is not None else "; not one of tilelab's swizzle modes"
+    try:
+        return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
+                               color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,))
+    except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
+        return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
+
+
+def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
+    """Several SVGs in one row, each kept whole (nested ``<svg>`` elements)."""
+    import re
+
+    sizes = []
+    for s in svgs:
+        m = re.search(r'width="([\d.]+)" height="([\d.]+)"', s)
+        sizes.append((float(m.group(1)), float(m.group(2))) if m else (400.0, 300.0))
+    width = sum(w for w, _ in sizes) + gap * (len(svgs) - 1)
+    height = max((h for _, h in sizes), default=0)
+    out = [_svg_open(width, height, "comparison")]
+    x = 0.0
+    for s, (w, _) in zip(svgs, sizes):
+        out.append(s.replace("<svg ", f'<svg x="{x:.0f}" y="0" ', 1))
+        x += w + gap
+    return "".join(out) + "</svg>"
+
+
+def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[str] = ("NONE", "128B"), *,
+                color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> str:
+    """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count."""
+    parts = []
+    for mode in modes:
+        try:
+            tile = sw.SharedTile(rows, cols, dtype, mode)
+        except ValueError as err:
+            parts.append(_message_svg(f"{mode}: not applicable", [str(err)[i:i + 90] for i in range(0, min(len(str(err)), 270), 90)]))
+            continue
+        report = sw.bank_conflicts(tile, pattern) if pattern else None
+        parts.append(tile_svg(tile, color_by=color_by, report=report, max_cells=max_cells,
+                              max_width=max(320.0, 1100.0 / max(len(modes), 1))))
+    return side_by_side(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# WGMMA operand: core matrices with LBO/SBO arrows
+# --------------------------------------------------------------------------------------------
+
+
+def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dtype: str = "float16",
+                      operand_name: str = "A", mn: int | None = None, max_chunks: int = 2048) -> str:
+    """Core-matrix overlay of one WGMMA operand: the tile as 16-byte chunks coloured by physical
+    chunk, the core matrices one instruction reads outlined and numbered, and arrows for SBO (next
+    8 rows) and LBO (next core matrix along the leading dimension).
+
+    ``operand`` is a :class:`~tilelab.swizzle.WgmmaDescriptor`, or a report's
+    :class:`~tilelab._model.WgmmaOperand` together with the buffer's ``shape`` and ``dtype``
+    (tilelab recomputes the core matrices and says whether its LBO/SBO agree with the compiler's).
+    """
+    compiler = None
+    if not isinstance(operand, sw.WgmmaDescriptor):
+        compiler = operand
+        if shape is None:
+            return _message_svg(
+                f"WGMMA operand {getattr(operand, 'buffer', '') or ''}",
+                [f"layout {getattr(operand, 'swizzle', '?')}, LBO {operand.lbo_bytes} B (enc {operand.lbo}), "
+                 f"SBO {operand.sbo_bytes} B (enc {operand.sbo}), {operand.major}-major",
+                 "pass shape=(rows, cols) and dtype= to draw its core matrices"])
+        try:
+            tile = sw.SharedTile(shape[0], shape[1], dtype, sw.mode_for_layout_type(operand.layout_type).name)
+            operand = sw.wgmma_descriptor(tile, operand.major, operand=operand_name, mn=mn)
+        except ValueError as err:
+            return _message_svg(f"WGMMA operand {getattr(compiler, 'buffer', '')}: cannot draw", [str(err)[:160]])
+    desc: sw.WgmmaDescriptor = operand
+    tile = desc.tile
+    e = tile.element_bytes
+    per_chunk = sw.CHUNK_BYTES // e
+    n_chunks = tile.row_bytes // sw.CHUNK_BYTES
+    rows = tile.rows
+    if rows * n_chunks > max_chunks:
+        rows = max(8, (max_chunks // max(n_chunks, 1)) // 8 * 8)
+    cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
+    cw = max(cw, 14.0)
+    left, top = 40.0, 58.0
+    grid_w, grid_h = n_chunks * cw, rows * ch
+    width = max(left + grid_w + 400, 560.0)
+    height = top + grid_h + 60
+    byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
+    phys_chunk = (byte // 16) % 8
+    uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
+    buffer = getattr(compiler, "buffer", None) or desc.operand
+    dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
+    out = [_svg_open(width, height, f"WGMMA operand {buffer}")]
+    out.append(_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}", weight="bold"))
+    out.append(_text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
+                            f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = 16 bytes", size=11, color=MUTED))
+    if compiler is not None:
+        same = (compiler.layout_type, compiler.lbo, compiler.sbo) == (desc.layout_type, desc.lbo, desc.sbo)
+        out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
+                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, SBO {compiler.sbo}: "
+                                 "differs from tilelab"), size=11, color=TEXT if same else ACCENT))
+    out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
+                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid))
+    for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
+        out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
+    for i in range(0, rows, 8):
+        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    # core matrices: in tile coordinates every core matrix is 8 rows x one 16-byte chunk column
+    first: dict[tuple[int, int], tuple[float, float]] = {}
+    for cm in desc.core_matrices:
+        if not cm.cells:
+            continue
+        r0, c0 = cm.cells[0]
+        if r0 >= rows:
+            continue
+        x, y = left + (c0 // per_chunk) * cw, top + r0 * ch
+        first[(cm.mn, cm.k)] = (x, y)
+        out.append(_outline(x, y, cw, min(8, rows - r0) * ch, width=1.6))
+    marker = f"{uid}arrow"
+    out.append(f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+               f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>')
+    label_x = left + grid_w + 10
+
+    def arrow(x1: float, y1: float, x2: float, y2: float, label: str, label_y: float) -> None:
+        out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
+                   f'fill="none" marker-end="url(#{marker})"/>')
+        out.append(_text(label_x, label_y, label, size=11, color=ACCENT, weight="bold"))
+
+    # Arrows start at core matrix (0, 0) of the instruction, in tile coordinates.
+    r0 = desc.core_matrices[0].cells[0][0] if desc.core_matrices and desc.core_matrices[0].cells else 0
+    c0 = (desc.core_matrices[0].cells[0][1] // per_chunk) if desc.core_matrices and desc.core_matrices[0].cells else 0
+    cx, cy = left + (c0 + 0.5) * cw, top + (r0 + 4) * ch
+    what = "MN" if desc.major == "K" else "K"
+    if r0 + 8 < rows:
+        arrow(cx, cy, cx, cy + 8 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next 8 rows of {what}", top + (r0 + 12) * ch)
+    if desc.major == "K":
+        if c0 + 1 < n_chunks:
+            text = ("LBO: next 16 B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
+                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next 16 B of K")
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, top + (r0 + 2) * ch)
+    else:
+        w = tile.panel_cols // per_chunk
+        if tile.mode.is_swizzled and c0 + w < n_chunks:
+            arrow(cx, cy - 2 * ch, cx + w * cw, cy - 2 * ch,
+                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", top + (r0 + 2) * ch)
+        elif tile.mode.is_swizzled:
+            out.append(_text(label_x, top + (r0 + 2) * ch, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
+                             size=11, color=ACCENT))
+    notes = list(desc.notes)
+    y = top + rows * ch + 16
+    if rows < tile.rows:
+        notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
+    out.append(_text(4, y, "outlined: the core matrices (8 rows x 16 B) one instruction reads; number in a cell: "
+                           "its physical 16-byte chunk", size=10, color=MUTED))
+    for i, note in enumerate(notes[:3]):
+        out.append(_text(4, y + 14 * (i + 1), note, size=10, color=TEXT))
+    return "".join(out) + "</svg>"
+
+
+# --------------------------------------------------------------------------------------------
+# Fragments
+# --------------------------------------------------------------------------------------------
+
+
+def fragment_svg(layout: Any, *, max_cells: int = 4096, highlight: dict[str, Any] | None = None) -> str:
+    """A fragment layout as a grid of owning thread ids coloured by warp (CuTe's thread-value
+    picture): ``T<thread>`` and, on small grids, ``v<register>``. ``highlight={"thread": t}``
+    outlines that thread's elements; ``{"warp": w}`` a warp's."""
+    shape = tuple(layout.shape)
+    if not layout.threads:
+        return _message_svg(f"{layout.buffer}: fragment {shape}",
+                            ["no per-element threads recorded (too large to tabulate)", str(layout.description)[:120]])
+    threads = np.asarray(layout.threads, dtype=np.int64)
+    locals_ = np.asarray(layout.locals_, dtype=np.int64) if layout.locals_ else np.zeros_like(threads)
+    if len(shape) == 1:
+        threads, locals_ = threads.reshape(1, -1), locals_.reshape(1, -1)
+    else:
+        threads = threads.reshape(int(np.prod(shape[:-1])), shape[-1])
+        locals_ = locals_.reshape(threads.shape)
+    rows, cols = threads.shape
+    base = int(layout.thread_base or 0)
+    absolute = threads + base
+    warp = absolute // 32
+    show_rows, show_cols = rows, cols
+    while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
+        if show_cols >= show_rows and show_cols > 8:
+            show_cols = max(8, show_cols // 2)
+        else:
+            show_rows = max(8, show_rows // 2)
+    small = show_rows * show_cols <= 1024
+    cw, ch = (34.0, 16.0) if small else _cell_size(show_rows, show_cols)
+    left, top = 34.0, 44.0
+    width = max(left + show_cols * cw + 12, 380.0)
+    height = top + show_rows * ch + 40
+    n_warps = int(warp.max()) + 1
+    colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
+    fill_of = [_warp_fill(w, shade) for w in range(n_warps) for shade in (0, 1)]
+    labels = [[f"T{int(absolute[i, j])}" for j in range(show_cols)] for i in range(show_rows)] if small else None
+    titles = ([[f"({i}, {j}): thread {int(absolute[i, j])} (warp {int(warp[i, j])}), register {int(locals_[i, j])}"
+                for j in range(show_cols)] for i in range(show_rows)] if small else None)
+    uid = _uid("frag", layout.buffer, shape, show_rows, show_cols, np.ascontiguousarray(colour))
+    out = [_svg_open(width, height, f"{layout.buffer} fragment")]
+    out.append(_text(4, 16, f"{layout.buffer} (fragment)", weight="bold"))
+    count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
+    sub = f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; colour: warp"
+    if layout.replicate > 1:
+        sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
+    out.append(_text(4, 32, sub, size=11, color=MUTED))
+    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles, cell_labels=labels))
+    hl = dict(highlight or {})
+    caption = []
+    if hl.get("thread") is not None:
+        t = int(hl["thread"])
+        mask = absolute[:show_rows, :show_cols] == t
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=2.0))
+        regs = sorted(int(v) for v in locals_[:show_rows, :show_cols][mask])
+        caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
+    if hl.get("warp") is not None:
+        w = int(hl["warp"])
+        mask = warp[:show_rows, :show_cols] == w
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=1.2))
+        caption.append(f"warp {w}: {int(mask.sum())} element(s)")
+    for i in range(0, show_rows, 8):
+        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    if show_rows < rows or show_cols < cols:
+        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
+    if caption:
+        out.append(_text(4, top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
+    return "".join(out) + "</svg>"
+
+
+__all__ = ["compare_svg", "fragment_svg", "layout_svg", "side_by_side", "tile_svg", "wgmma_operand_svg"]

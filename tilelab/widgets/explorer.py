@@ -1,0 +1,129 @@
+"""``tilelab.swizzle_explorer()``: a thin ipywidgets view over :mod:`tilelab.swizzle` and
+:mod:`tilelab.render.svg`.
+
+The controls choose a tile (dtype, swizzle mode, rows, columns) and an access pattern; the
+highlight controls pick one row, one 16-byte chunk or one thread. Every change rebuilds the
+pure models and re-renders the SVG, so the widget holds no maths of its own and works with no GPU
+and no front-end code beyond ipywidgets 8. Hovering a cell of a small tile shows its byte offset,
+bank and chunk (SVG titles); the highlight controls do what a click would.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as widgets
+
+from .. import swizzle as sw
+from ..render import svg
+
+DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
+HIGHLIGHTS = ("none", "row", "chunk", "thread")
+
+
+class SwizzleExplorer(widgets.VBox):
+    """The explorer widget. ``state()`` returns the current models (tile, conflict report,
+    comparison) so a notebook can keep working with what the picture shows."""
+
+    def __init__(self, *, dtype: str = "float16", swizzle: str = "128B", rows: int = 32, cols: int = 64,
+                 pattern: str = "column_read", color_by: str = "chunk", max_cells: int = 4096) -> None:
+        self.max_cells = max_cells
+        style = {"description_width": "initial"}
+        self.dtype = widgets.Dropdown(options=DTYPES, value=sw.normalize_dtype(dtype), description="dtype", style=style)
+        self.swizzle = widgets.Dropdown(options=tuple(sw.MODES), value=sw.swizzle_mode(swizzle).name,
+                                        description="swizzle", style=style)
+        self.rows = widgets.BoundedIntText(value=rows, min=1, max=1024, description="rows", style=style,
+                                           layout=widgets.Layout(width="140px"))
+        self.cols = widgets.BoundedIntText(value=cols, min=1, max=1024, description="cols", style=style,
+                                           layout=widgets.Layout(width="140px"))
+        self.pattern = widgets.Dropdown(options=tuple(sw.PATTERNS), value=pattern, description="access", style=style)
+        self.color_by = widgets.ToggleButtons(options=("chunk", "bank"), value=color_by, description="colour by",
+                                              style=style)
+        self.highlight = widgets.Dropdown(options=HIGHLIGHTS, value="none", description="highlight", style=style)
+        self.index = widgets.BoundedIntText(value=0, min=0, max=1023, description="#", style=style,
+                                            layout=widgets.Layout(width="120px"))
+        self.start_row = widgets.BoundedIntText(value=0, min=0, max=1023, description="start row", style=style,
+                                                layout=widgets.Layout(width="150px"))
+        self.chunk = widgets.BoundedIntText(value=0, min=0, max=127, description="chunk", style=style,
+                                            layout=widgets.Layout(width="130px"))
+        self.conflicts = widgets.HTML()
+        self.picture = widgets.HTML()
+        self.comparison = widgets.HTML()
+        self._tile: sw.SharedTile | None = None
+        self._report: sw.ConflictReport | None = None
+        self._comparison: sw.ModeComparison | None = None
+        self._error: str | None = None
+        rows_box = [
+            widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols]),
+            widgets.HBox([self.pattern, self.start_row, self.chunk]),
+            widgets.HBox([self.highlight, self.index, self.color_by]),
+            self.conflicts, self.picture, self.comparison,
+        ]
+        super().__init__(rows_box)
+        for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by,
+                        self.highlight, self.index, self.start_row, self.chunk):
+            control.observe(self._on_change, names="value")
+        self.refresh()
+
+    # -- the one place that turns control values into models and pictures ---------------------
+    def _on_change(self, _change: Any = None) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        self._error = None
+        try:
+            tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
+            report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
+                                       chunk=self.chunk.value)
+        except ValueError as err:
+            self._tile, self._report = None, None
+            self._error = str(err)
+            self.conflicts.value = (f'<div style="color: var(--jp-error-color1, #b00020)"><b>cannot build this tile:</b> '
+                                    f"{html.escape(str(err))}</div>")
+            self.picture.value = ""
+            self.comparison.value = ""
+            return
+        self._tile, self._report = tile, report
+        kind = self.highlight.value
+        highlight = {kind: self.index.value} if kind != "none" else None
+        self.conflicts.value = self._conflict_html(report)
+        self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
+                                          max_cells=self.max_cells)
+        self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
+        self.comparison.value = self._comparison_html(self._comparison)
+
+    @staticmethod
+    def _conflict_html(report: sw.ConflictReport) -> str:
+        ok = report.conflict_free
+        colour = "var(--jp-success-color1, #2e7d32)" if ok else "var(--jp-warn-color1, #b35900)"
+        phases = ", ".join(str(w) for w in report.wavefronts_per_phase[:16])
+        notes = "".join(f"<br><i>{html.escape(n)}</i>" for n in report.notes)
+        return (f'<div style="color: {colour}"><b>{report.wavefronts} wavefront(s)</b> for an ideal '
+                f"{report.ideal_wavefronts}: "
+                f"{'no bank conflicts' if ok else f'{report.conflict_degree:g}-way bank conflict'}"
+                f" (per phase: {phases})</div>"
+                f'<div style="color: var(--jp-ui-font-color2, #555)">{html.escape(report.description)}{notes}</div>')
+
+    @staticmethod
+    def _comparison_html(cmp: sw.ModeComparison) -> str:
+        pattern = cmp.patterns[0]
+        cells = []
+        for mode, reports in cmp.results:
+            value = (html.escape(reports.split(":")[0][:60] + "...") if isinstance(reports, str)
+                     else f"{reports[0].wavefronts}/{reports[0].ideal_wavefronts} ({reports[0].conflict_degree:g}-way)")
+            cells.append(f'<td style="padding: 0 8px">{html.escape(mode)}: {value}</td>')
+        return (f'<table style="color: var(--jp-ui-font-color1, #222)"><tr><td><b>{html.escape(pattern)} by mode</b>'
+                f"</td>{''.join(cells)}</tr></table>")
+
+    def state(self) -> dict[str, Any]:
+        return {"tile": self._tile, "report": self._report, "comparison": self._comparison, "error": self._error}
+
+
+def swizzle_explorer(**kwargs: Any) -> SwizzleExplorer:
+    """An interactive swizzle and bank-conflict explorer (dtype, mode, rows, columns, access
+    pattern; highlight a row, a 16-byte chunk or a thread). Needs no GPU."""
+    return SwizzleExplorer(**kwargs)
+
+
+__all__ = ["SwizzleExplorer", "swizzle_explorer"]
