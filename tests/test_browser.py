@@ -1,0 +1,209 @@
+"""The whole thing in a real JupyterLab, driven in headless Chromium (Debian's, via Playwright).
+
+Starts ``jupyter lab`` on a free local port with a temporary root holding a copy of
+``notebooks/00_first_kernel.ipynb``, runs all cells (``%load_ext tilelab`` and the ``%%tilelang``
+Hopper GEMM, inspected for sm_90a here since there is no GPU), opens the inspector's TMA tab and
+checks the box dims and swizzle it shows against the values the cython launcher's own
+``cuTensorMapEncodeTiled`` set-up writes. Screenshots of the light and the dark theme are saved
+in the test's temporary folder; in each theme the report's text colour must contrast with its
+background.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+NOTEBOOK = ROOT / "notebooks" / "00_first_kernel.ipynb"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+
+
+def _requirements() -> str | None:
+    if not CHROMIUM.exists():
+        return ("Debian's chromium is not installed at /usr/bin/chromium (`make chromium` installs it "
+                "with apt-get; it could not be installed on this machine)")
+    for module in ("playwright", "jupyterlab", "nbformat", "ipykernel"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (make test installs the [dev] extra)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _luminance(css: str) -> float:
+    parts = [float(v) for v in re.findall(r"[\d.]+", css)[:3]]
+    def channel(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in parts)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a: str, b: str) -> float:
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def _ground_truth(tmp_path: Path, code: str) -> dict[str, dict]:
+    """box dims and swizzle per descriptor, parsed from the cython launcher's encode set-up."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from groundtruth import DRIVER_SWIZZLE, cython_tma_fields
+
+    import tilelab
+
+    module_path = tmp_path / "first_kernel_cell.py"
+    module_path.write_text(code)  # a real file: T.prim_func needs inspect.getsource
+    spec = importlib.util.spec_from_file_location("first_kernel_cell", module_path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["first_kernel_cell"] = module
+    spec.loader.exec_module(module)
+    report = tilelab.inspect(module.gemm, "sm_90a")
+    launcher = report.sources.launcher("cython").text
+    assert launcher
+    truth = {}
+    for name in sorted(set(re.findall(r"CUtensorMap (\w+);", launcher))):
+        fields = cython_tma_fields(launcher, name)
+        truth[name] = {"box": ", ".join(str(v) for v in fields["boxDim"]),
+                       "swizzle": DRIVER_SWIZZLE[fields["swizzle"]]}
+    assert truth, "the cython launcher encodes no TMA descriptor"
+    return truth
+
+
+@pytest.fixture
+def lab(tmp_path: Path):
+    reason = _requirements()
+    if reason:
+        pytest.skip(reason)
+    import nbformat
+
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.write(nb, root / "first.ipynb")
+    port = _free_port()
+    env = dict(os.environ)
+    env.update({
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "lab-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "TILELAB_CACHE_DIR": str(tmp_path / "reports"),
+        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        "TILELANG_PRINT_ON_COMPILATION": "0",
+    })
+    log = open(tmp_path / "jupyter-lab.log", "w")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    log.flush()
+                    raise AssertionError("jupyter lab did not start:\n" + (tmp_path / "jupyter-lab.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield url, nb
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, nb = lab
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%tilelang"))
+    truth = _ground_truth(tmp_path, cell.split("\n", 1)[1])
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1100},
+        )
+        try:
+            page = context.new_page()
+            page.goto(f"{url}/lab/tree/first.ipynb", timeout=90_000)
+            page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
+            # Wait for the kernel, then run every cell.
+            page.wait_for_selector(".jp-Notebook", timeout=60_000)
+            page.wait_for_function(
+                "() => { const w = window.jupyterapp.shell.currentWidget;"
+                " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
+                " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=90_000)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            inspector = page.locator(".tilelab-inspector").first
+            inspector.wait_for(timeout=240_000)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            tab = inspector.locator(".lm-TabBar-tab", has_text=re.compile(r"^TMA")).first
+            tab.click()
+            table = inspector.locator("table.tl-table:visible").first
+            table.wait_for(timeout=30_000)
+            for name, want in truth.items():
+                row = inspector.locator(f"tr[data-descriptor='{name}']:visible")
+                assert row.count() == 1, f"no visible TMA row for {name}"
+                cells = row.locator("td").all_inner_texts()
+                box = row.locator(".tl-box").inner_text().strip()
+                assert box == want["box"], (name, box, want)
+                assert want["swizzle"] in cells, (name, cells, want)
+            inspector.scroll_into_view_if_needed()
+            inspector.screenshot(path=str(tmp_path / "inspector-light.png"))
+            page.screenshot(path=str(tmp_path / "lab-light.png"))
+            light = _colours(page, inspector)
+            assert _contrast(*light) >= 4.5, light
+            assert _luminance(light[1]) > 0.5, f"light theme background should be light: {light}"
+
+            page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+            page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
+            page.wait_for_timeout(500)
+            inspector.scroll_into_view_if_needed()
+            inspector.screenshot(path=str(tmp_path / "inspector-dark.png"))
+            page.screenshot(path=str(tmp_path / "lab-dark.png"))
+            dark = _colours(page, inspector)
+            assert _contrast(*dark) >= 4.5, dark
+            assert _luminance(dark[1]) < 0.2, f"dark theme background should be dark: {dark}"
+            assert dark[0] != light[0]
+            assert errors.count() == 0 or "Traceback" not in " ".join(errors.all_inner_texts())
+        finally:
+            context.close()
+    for name in ("inspector-light.png", "inspector-dark.png", "lab-light.png", "lab-dark.png"):
+        assert (tmp_path / name).stat().st_size > 10_000, name
+
+
+def _colours(page, inspector) -> tuple[str, str]:
+    """(text colour of a TMA table cell, background of the report root) as computed in the page."""
+    return inspector.locator(".tilelab-report:visible td").first.evaluate(
+        "td => [getComputedStyle(td).color, getComputedStyle(td.closest('.tilelab-report')).backgroundColor]"
+    )

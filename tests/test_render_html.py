@@ -1,0 +1,317 @@
+"""The static HTML report (tilelab.render.html), checked on strings with no IPython at all.
+
+Expected values come from the report's own source texts (the cython launcher and the device CUDA
+parsed by tests/groundtruth.py), never from the renderer. Escaping is checked with a report whose
+every user- or compiler-provided string is hostile markup.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+import tilelab
+from groundtruth import DRIVER_SWIZZLE, cython_tma_fields, device_wgmma
+from tilelab import (
+    Argument,
+    DeviceKernel,
+    KernelReport,
+    LauncherSource,
+    Layout,
+    Sources,
+    TmaDescriptor,
+    WgmmaInstruction,
+    WgmmaOperand,
+)
+from tilelab.render.html import SECTIONS, render_html, report_id, section_body
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = '"><img src=x onerror=alert(1)>'
+EVIL = f"k{SCRIPT}{IMG}"
+
+
+def gemm_report() -> KernelReport:
+    from gemm import matmul
+
+    return tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a")
+
+
+_CACHE: dict[str, KernelReport] = {}
+
+
+def gemm() -> KernelReport:
+    if "gemm" not in _CACHE:
+        _CACHE["gemm"] = gemm_report()
+    return _CACHE["gemm"]
+
+
+def hostile_report() -> KernelReport:
+    """A hand-built report in which every free-text field carries markup."""
+    launcher = (
+        f"// {SCRIPT}\n"
+        f"CUtensorMap {'A_desc'};\n"
+        f"cuuint32_t A_desc_boxDim[2]= {{64,128}}; /* {IMG} */\n"
+        "CUresult A_desc_result = cuTensorMapEncodeTiled(\n"
+        "    &A_desc, A_desc_type, 2, A, A_desc_globalDim, A_desc_globalStride + 1, A_desc_boxDim,\n"
+        "    A_desc_elementStrides, A_desc_interleave, A_desc_swizzle, A_desc_l2Promotion, A_desc_oobFill);\n"
+    )
+    desc = TmaDescriptor(
+        name="A_desc", buffer=f"A{IMG}", kind="tiled", dtype="FLOAT16", rank=2, global_dim=(1024, 1024),
+        global_stride_bytes=(2, 2048), element_strides=(1, 1), interleave="NONE", swizzle="128B",
+        l2_promotion="L2_128B", oob_fill="NONE", box_dim=(64, 128), kernel=EVIL,
+        problems=(f"inner box of {SCRIPT} exceeds the swizzle span",),
+        launch_conditions=(f"the address of {IMG} is 16-byte aligned",),
+    )
+    return KernelReport(
+        name=EVIL,
+        target="sm_90a",
+        kernels=(DeviceKernel(name=EVIL, grid=(8, "m // 128", 1), block=(256, 1, 1), dynamic_shared_memory_bytes=49152),),
+        sources=Sources(
+            device=f"// kernel comment {SCRIPT}\n__global__ void k() {{ /* {IMG} */ }}\n",
+            launchers=(
+                LauncherSource("tvm_ffi", f"/* {IMG} */\nint x;", language="c"),
+                LauncherSource("cython", launcher, language="c++"),
+                LauncherSource("nvrtc", None, reason=f"ImportError: {SCRIPT}"),
+                LauncherSource("cutedsl", f"# {SCRIPT}\nx = 1\n", language="python",
+                               extra=(("launcher.cpp", f"// {IMG}\n"),)),
+            ),
+        ),
+        tma_descriptors=(desc,),
+        wgmma=(WgmmaInstruction("m64n128k16", "ss", "float16", "float16", "float32",
+                                WgmmaOperand(f"A{SCRIPT}", 1, 1, 64, "K"), WgmmaOperand(f"B{IMG}", 1, 1, 64, "K"),
+                                kernel=EVIL),),
+        layouts=(Layout(buffer=f"S{SCRIPT}", scope="shared", dtype="float16", shape=(2, 2), offsets=(0, 1, 3, 2),
+                        description=f"Layout {IMG}"),),
+        arguments=(Argument(name=f"X{IMG}", kind="tensor", dtype="float16", shape=("m", 64),
+                            cache_key=f"dtype {SCRIPT}"),),
+        notes=(f"note {SCRIPT}",),
+        versions=(("tilelang", "0.1.15"),),
+        cache_key=f"key {IMG}",
+        pass_configs=((f"tl.{SCRIPT}", f"{IMG}"),),
+    )
+
+
+class _Collect(HTMLParser):
+    """Tags, attributes, and the text of every code line (without its number and back links)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.lines: dict[str, str] = {}
+        self._stack: list[tuple[str, str | None]] = []  # (tag, role)
+        self._line: str | None = None
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        cls = (a.get("class") or "").split()
+        role = None
+        if tag == "span" and "tl-line" in cls:
+            self._line = a.get("id")
+            self.lines[self._line or ""] = ""
+            role = "line"
+        elif tag in ("span", "a") and ("tl-ln" in cls or "tl-back" in cls):
+            self._skip += 1
+            role = "skip"
+        self._stack.append((tag, role))
+
+    def handle_endtag(self, tag):
+        while self._stack:
+            t, role = self._stack.pop()
+            if role == "skip":
+                self._skip -= 1
+            if role == "line":
+                self._line = None
+            if t == tag:
+                break
+
+    def handle_data(self, data):
+        if self._line is not None and not self._skip:
+            self.lines[self._line] += data
+
+
+def parse(markup: str) -> _Collect:
+    p = _Collect()
+    p.feed(markup)
+    p.close()
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tma_rows_show_the_launchers_box_dims_and_swizzle():
+    report = gemm()
+    out = render_html(report)
+    launcher = report.sources.launcher("cython").text
+    names = re.findall(r"CUtensorMap (\w+);", launcher)
+    assert names == ["A_desc", "B_desc"]
+    for name in names:
+        fields = cython_tma_fields(launcher, name)
+        row = re.search(rf'<tr id="[^"]+" data-descriptor="{name}">(.*?)</tr>', out, re.S)
+        assert row, name
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+        box = re.search(r'<span class="tl-box">([^<]*)</span>', row.group(1)).group(1)
+        assert box == ", ".join(str(v) for v in fields["boxDim"])
+        assert DRIVER_SWIZZLE[fields["swizzle"]] in cells
+        assert ", ".join(str(v) for v in fields["globalDim"]) in cells
+
+
+def test_every_tma_row_links_to_its_encode_lines_and_back():
+    report = gemm()
+    out = render_html(report)
+    rid = report_id(report)
+    ids = {a.get("id") for _, a in parse(out).tags if a.get("id")}
+    launchers = {item.backend: item for item in report.sources.launchers}
+    for i, desc in enumerate(report.tma_descriptors):
+        row_id = f"{rid}-tma-{i}"
+        assert row_id in ids
+        row = re.search(rf'<tr id="{row_id}"[^>]*>(.*?)</tr>', out, re.S).group(1)
+        hrefs = re.findall(r'href="#([^"]+)"', row)
+        targets = [h for h in hrefs if h != row_id]
+        backends = {re.match(rf"{rid}-src-(\w+?)-\d+-L\d+$", h).group(1) for h in targets}
+        assert {"tvm_ffi", "cython", "nvrtc", "cutedsl"} <= backends
+        for href in targets:
+            assert href in ids, f"dangling link {href}"
+            m = re.match(rf"{rid}-src-(\w+?)-(\d+)-L(\d+)$", href)
+            backend, part, first = m.group(1), int(m.group(2)), int(m.group(3))
+            item = launchers[backend]
+            text = item.text if part == 0 else item.extra[part - 1][1]
+            last = int(re.search(rf'#{href}">[^<]*L{first}&ndash;(\d+)', row).group(1))
+            span = "\n".join(text.split("\n")[first - 1:last])
+            # The lines linked to are the encode call for this descriptor, in the source text itself.
+            assert re.search(r"cuTensorMapEncodeTiled|create_tensor_map_tiled|__tvm_tensormap_create_tiled", span), (backend, span)
+            assert desc.name in span or f"Descriptor {i}" in span
+            other = report.tma_descriptors[1 - i].name
+            assert other not in span, (backend, span)
+            # ... and the first of those lines links back to the row.
+            line = re.search(rf'<span class="tl-line tl-mark" id="{href}">.*?</span>(?=<span class="tl-line|</pre>)', out, re.S)
+            assert line and f'href="#{row_id}"' in line.group(0), href
+
+
+def test_sources_are_complete_and_collapsible():
+    report = gemm()
+    out = render_html(report)
+    rid = report_id(report)
+    lines = parse(out).lines
+    texts = [(f"{rid}-cuda", report.sources.device)]
+    for item in report.sources.launchers:
+        if item.text is not None:
+            texts.append((f"{rid}-src-{item.backend}-0", item.text))
+        for p, (_, extra) in enumerate(item.extra, 1):
+            texts.append((f"{rid}-src-{item.backend}-{p}", extra))
+    assert len(texts) >= 7
+    for prefix, text in texts:
+        source_lines = text.split("\n")
+        for n, want in enumerate(source_lines, 1):
+            assert lines[f"{prefix}-L{n}"] == want, (prefix, n)
+        assert f"{prefix}-L{len(source_lines) + 1}" not in lines
+    # Sources sit in closed <details>; the section blocks exist for every inspector tab.
+    assert re.search(r'<details class="tl-sub"><summary>device code \(\d+ lines\)</summary><pre', out)
+    for name in SECTIONS:
+        assert f'<details class="tl-section" id="{rid}-{name}"' in out
+    assert "<script" not in out.lower()
+
+
+def test_summary_figures_come_from_the_launcher():
+    from groundtruth import cython_launch
+
+    report = gemm()
+    body = section_body(report, "summary")
+    launch = cython_launch(report.sources.launcher("cython").text, report.kernels[0].name)
+    assert f"<td>{', '.join(launch['grid'])}</td>" in body
+    assert f"<td>{', '.join(launch['block'])}</td>" in body
+    assert f"{launch['smem']} B" in body
+    assert "<td>TMA descriptors</td><td>2</td>" in body
+
+
+def test_wgmma_section_matches_the_device_code():
+    report = gemm()
+    body = section_body(report, "wgmma")
+    truth = device_wgmma(report.sources.device)
+    assert truth["forms"]
+    for form in truth["forms"]:
+        assert f"<td>{form['instruction']}</td>" in body
+    for desc in truth["descriptors"].values():
+        row = re.search(rf"<tr><td>[^<]*</td><td>[AB]</td><td>{desc['buffer']}</td>(.*?)</tr>", body)
+        assert row, desc
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+        assert cells[0] == str(desc["layout_type"]) and cells[2] == str(desc["lbo"]) and cells[4] == str(desc["sbo"])
+
+
+def test_css_is_scoped_and_uses_jupyterlab_variables_with_fallbacks():
+    out = render_html(gemm())
+    assert out.startswith('<div class="tilelab-report"')
+    style = re.search(r"<style>(.*?)</style>", out, re.S).group(1)
+    assert "var(--jp-layout-color1,#fff)" in style and "var(--jp-ui-font-color1,#222)" in style
+    for rule in re.findall(r"([^{}]+)\{", style):
+        for selector in rule.split(","):
+            assert selector.strip().startswith(".tilelab-report"), selector
+    # every var() has a fallback, so the page reads outside Jupyter
+    assert not re.findall(r"var\(--[\w-]+\)", style)
+
+
+@pytest.mark.parametrize("renderer", ["full", "standalone", *SECTIONS])
+def test_hostile_strings_are_escaped(renderer):
+    report = hostile_report()
+    if renderer == "full":
+        out = render_html(report)
+    elif renderer == "standalone":
+        out = render_html(report, standalone=True)
+    else:
+        out = section_body(report, renderer)
+    tags = parse(out).tags
+    assert not [t for t, _ in tags if t in ("script", "img")]
+    assert not [(t, k) for t, a in tags for k in a if k.startswith("on")]
+    assert "<script>alert" not in out and "<img" not in out
+
+
+def test_hostile_strings_still_read_as_text():
+    out = render_html(hostile_report())
+    assert html.escape(SCRIPT) in out
+    assert html.escape(IMG) in out
+    assert html.escape(f"inner box of {SCRIPT} exceeds the swizzle span") in out
+    # a hostile comment in a source line comes back exactly as the source had it
+    rid = report_id(hostile_report())
+    assert parse(out).lines[f"{rid}-cuda-L1"] == f"// kernel comment {SCRIPT}"
+
+
+def test_problems_are_highlighted_and_absent_launchers_give_their_reason():
+    report = hostile_report()
+    out = render_html(report)
+    row = re.search(r'<tr id="[^"]+" class="tl-problem" data-descriptor="A_desc">(.*?)</tr>', out, re.S)
+    assert row and "exceeds the swizzle span" in row.group(1)
+    assert '<ul class="tl-problems"><li>&#9888; A_desc: inner box of' in out
+    assert f"<b>nvrtc</b>: absent &mdash; ImportError: {html.escape(SCRIPT)}" in out
+    # the hand-built launcher's encode lines (2-6) link back to the row
+    rid = report_id(report)
+    assert f'href="#{rid}-src-cython-0-L2">cython L2&ndash;6</a>' in out
+
+
+def test_layouts_use_the_svg_drawing_or_fall_back_to_a_table(monkeypatch):
+    report = hostile_report()
+    body = section_body(report, "layouts")
+    assert "<svg" in body
+    monkeypatch.setitem(sys.modules, "tilelab.render.svg", None)  # import fails
+    from tilelab.render import html as render
+
+    fallback = render.layouts_html.__wrapped__(report) if hasattr(render.layouts_html, "__wrapped__") else render.layouts_html(report)
+    cells = re.findall(r"<td>(\d+)</td>", fallback)
+    assert cells == ["0", "1", "3", "2"]  # the offsets, row by row
+
+
+def test_unknown_section_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="choose from summary, cuda, launcher, tma, wgmma, layouts, arguments"):
+        render_html(hostile_report(), sections=["nope"])
+
+
+def test_report_repr_html_is_render_html():
+    report = hostile_report()
+    assert report._repr_html_() == render_html(report)
+    bundle = report._repr_mimebundle_()
+    assert bundle["text/html"] == render_html(report)

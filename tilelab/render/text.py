@@ -1,0 +1,152 @@
+"""``render_text(report) -> str``: a readable plain-text summary of a KernelReport.
+
+Used by ``KernelReport``'s ``text/plain`` repr and by ``python -m tilelab inspect``. Sources are
+not printed (the HTML report and the inspector show them); everything else is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .._model import BACKENDS, KernelReport, TmaDescriptor
+
+
+def dims(values: Sequence[Any] | None) -> str:
+    """``(32, 128)`` -> ``"32, 128"``; the form every renderer uses for a dims tuple."""
+    if values is None:
+        return "-"
+    return ", ".join(str(v) for v in values)
+
+
+def size_text(n: Any) -> str:
+    """Bytes as "49152 B (48 KiB)"; symbolic sizes as their expression."""
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if not isinstance(n, int):
+        return f"{n} B" if isinstance(n, float) else str(n)
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n} B ({n // 1024} KiB)"
+    if n >= 1024:
+        return f"{n} B ({n / 1024:.1f} KiB)"
+    return f"{n} B"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, row in enumerate(cells):
+        out.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if n == 0:
+            out.append(indent + "  ".join("-" * w for w in widths))
+    return out
+
+
+def tma_rows(report: KernelReport) -> list[list[Any]]:
+    return [_tma_row(d) for d in report.tma_descriptors]
+
+
+def _tma_row(d: TmaDescriptor) -> list[Any]:
+    box = dims(d.box_dim) if d.kind == "tiled" else f"C={d.channels_per_pixel} x P={d.pixels_per_column}"
+    return [d.name, d.buffer or "-", d.kind, d.dtype, dims(d.global_dim), dims(d.global_stride_bytes), box,
+            dims(d.element_strides), d.swizzle, _num(d.inner_box_bytes), _num(d.box_bytes),
+            "; ".join(d.problems) or "ok"]
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def render_text(report: KernelReport) -> str:
+    lines: list[str] = []
+    n_wgmma_sites = sum(w.count for w in report.wgmma)
+    lines.append(
+        f"KernelReport {report.name} for {report.target}: {len(report.kernels)} kernel(s), "
+        f"{len(report.tma_descriptors)} TMA descriptor(s), {n_wgmma_sites} WGMMA instruction(s) "
+        f"({len(report.wgmma)} distinct), {len(report.problems)} problem(s)"
+    )
+    if report.kernels:
+        lines.append("")
+        lines.append("Kernels")
+        lines += _table(
+            ["name", "grid", "block", "threads", "dynamic shared memory", "cluster", "PDL", "cooperative"],
+            [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
+              dims(k.cluster_dims) if k.cluster_dims else "-", "yes" if k.programmatic_dependent_launch else "no",
+              "yes" if k.cooperative else "no"] for k in report.kernels],
+        )
+    if report.problems:
+        lines.append("")
+        lines.append("Problems")
+        lines += [f"  ! {p}" for p in report.problems]
+    if report.tma_descriptors:
+        lines.append("")
+        lines.append("TMA descriptors (dimensions innermost first; strides in bytes)")
+        lines += _table(["name", "buffer", "kind", "dtype", "global dim", "global stride", "box dim",
+                         "elem strides", "swizzle", "inner box B", "box B", "problems"], tma_rows(report))
+        for d in report.tma_descriptors:
+            for cond in d.launch_conditions:
+                lines.append(f"  {d.name}: at launch: {cond}")
+    if report.wgmma:
+        lines.append("")
+        lines.append("WGMMA")
+        rows = []
+        for w in report.wgmma:
+            rows.append([w.instruction, w.variant, f"{w.a_dtype} x {w.b_dtype} -> {w.accum_dtype}",
+                         f"A {w.a_major}, B {w.b_major}", w.count,
+                         _operand(w.a) if w.a else "registers", _operand(w.b) if w.b else "-"])
+        lines += _table(["instruction", "variant", "types", "major", "sites", "A descriptor", "B descriptor"], rows)
+    if report.l2_persistence:
+        lines.append("")
+        lines.append("L2 persistence windows")
+        for w in report.l2_persistence:
+            lines.append(f"  {w.buffer}: hit ratio {w.hit_ratio}, {size_text(w.bytes)}; set by "
+                         f"{', '.join(w.emitted_by) or 'no launcher'}; missing in {', '.join(w.missing_in) or 'none'}")
+    if report.layouts:
+        lines.append("")
+        lines.append("Layouts")
+        for lay in report.layouts:
+            extra = f", threads {lay.thread_base}+{lay.thread_count}" if lay.scope == "fragment" else ""
+            lines.append(f"  {lay.buffer}: {lay.scope} {lay.dtype} [{dims(lay.shape)}]{extra}")
+    if report.arguments:
+        lines.append("")
+        lines.append("Arguments")
+        rows = []
+        for a in report.arguments:
+            how = "passed at launch" if a.passed_at_launch else ("returned" if a.is_output else "not passed")
+            if a.binds_from:
+                how += "; " + ", ".join(f"{k} from {v}" for k, v in a.binds_from)
+            if a.value is not None:
+                how += f"; value {a.value}"
+            rows.append([a.name, a.kind, a.dtype or "-", dims(a.shape) if a.shape is not None else "-", how])
+        lines += _table(["name", "kind", "dtype", "shape", "how it is read"], rows)
+    lines.append("")
+    launchers = []
+    for backend in BACKENDS:
+        item = report.sources.launcher(backend)
+        if item is None:
+            launchers.append(f"{backend}: not generated")
+        elif item.text is None:
+            launchers.append(f"{backend}: absent ({item.reason})")
+        else:
+            launchers.append(f"{backend}: {item.text.count(chr(10)) + 1} lines")
+    lines.append("Launchers: " + "; ".join(launchers))
+    lines.append(f"Device code: {report.sources.device.count(chr(10)) + 1} lines")
+    if report.cache_key:
+        lines.append(f"Cache key: {report.cache_key}")
+    if report.pass_configs:
+        lines.append("Pass configs: " + ", ".join(f"{k}={v}" for k, v in report.pass_configs))
+    for note in report.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines)
+
+
+def _operand(op: Any) -> str:
+    return (f"{op.buffer or '?'}: {op.swizzle}, LBO {op.lbo} ({op.lbo_bytes} B), "
+            f"SBO {op.sbo} ({op.sbo_bytes} B), {op.major}-major")
+
+
+__all__ = ["dims", "render_text", "size_text"]

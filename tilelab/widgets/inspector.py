@@ -1,0 +1,101 @@
+"""``Inspector(report)``: the kernel inspector, a thin ``ipywidgets.Tab`` over the HTML renderers.
+
+Tabs: Summary, CUDA, Launcher (one sub-tab per execution backend), TMA, WGMMA, Layouts,
+Arguments, and Timing when launch results are given. Every tab's content is the markup of
+``tilelab.render.html``; the widget adds no logic of its own. Its mime bundle also carries the
+full static ``text/html`` report, so a saved notebook shows it where widgets do not run
+(GitHub, nbviewer, nbconvert).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import ipywidgets as widgets
+
+from .._model import BACKENDS, KernelReport
+from ..render import html as render
+
+TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments")
+
+
+def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``"summary,tma"`` -> ("summary", "tma"); raises ValueError naming the valid tabs."""
+    if spec is None:
+        return TABS
+    items = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    unknown = [s for s in items if s not in TABS and s != "timing"]
+    if unknown:
+        raise ValueError(f"unknown tab(s) {', '.join(unknown)}; choose from {', '.join(TABS)} (comma-separated)")
+    return tuple(s for s in items if s != "timing")
+
+
+class Inspector(widgets.Tab):
+    """Tabbed view of a :class:`KernelReport`.
+
+    ``show`` picks and orders tabs (names from ``TABS``); ``timing`` is a list of launch results
+    (anything with ``_repr_html_``) shown in a Timing tab.
+    """
+
+    def __init__(self, report: KernelReport, *, show: Sequence[str] | str | None = None,
+                 timing: Sequence[Any] = (), **kwargs: Any) -> None:
+        self.report = report
+        self.tabs = parse_tabs(show)
+        children, titles = [], []
+        for name in self.tabs:
+            children.append(self._view(name))
+            titles.append(render.section_title(report, name))
+        if timing:
+            children.append(widgets.HTML(render.wrap("".join(_result_html(r) for r in timing))))
+            titles.append("Timing")
+        super().__init__(children=children, **kwargs)
+        self.titles = tuple(titles)
+        self.add_class("tilelab-inspector")
+
+    def _view(self, name: str) -> widgets.Widget:
+        if name == "launcher":
+            subs = [widgets.HTML(render.wrap(render.launcher_html(self.report, b))) for b in BACKENDS]
+            tab = widgets.Tab(children=subs)
+            tab.titles = tuple(_backend_title(self.report, b) for b in BACKENDS)
+            return tab
+        if name == "tma":
+            return widgets.HTML(render.wrap(render.tma_html(self.report, excerpts=True)))
+        return widgets.HTML(render.render_section(self.report, name))
+
+    def tab(self, title_or_name: str) -> widgets.Widget:
+        """The child widget of a tab, by its name ("tma") or its title ("TMA (2)")."""
+        for i, name in enumerate(self.tabs):
+            if title_or_name in (name, self.titles[i]):
+                return self.children[i]
+        for i, title in enumerate(self.titles):
+            if title_or_name == title or title.lower() == title_or_name.lower():
+                return self.children[i]
+        raise KeyError(f"no tab {title_or_name!r}; have {list(self.titles)}")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, tuple):  # (data, metadata)
+            data, metadata = bundle
+        else:
+            data, metadata = bundle, None
+        data = dict(data or {})
+        data["text/html"] = render.render_html(self.report)
+        from ..render.text import render_text
+
+        data["text/plain"] = render_text(self.report)
+        return (data, metadata) if metadata is not None else data
+
+
+def _backend_title(report: KernelReport, backend: str) -> str:
+    item = report.sources.launcher(backend)
+    return backend if item is not None and item.text is not None else f"{backend} (absent)"
+
+
+def _result_html(result: Any) -> str:
+    rich = getattr(result, "_repr_html_", None)
+    if callable(rich):
+        return str(rich())
+    return f"<pre>{render.esc(result)}</pre>"
+
+
+__all__ = ["Inspector", "TABS", "parse_tabs"]
