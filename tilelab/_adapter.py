@@ -248,6 +248,25 @@ def _callable_name(obj: Any) -> str:
     return type(obj).__name__
 
 
+def kernel_fingerprint(obj: Any) -> str:
+    """What a kernel object is made of, cheaply: TVM's structural hash of its PrimFunc, or the
+    source of a @tilelang.jit / factory function (its arguments are hashed separately)."""
+    import hashlib
+    import inspect as _inspect
+
+    kind = kernel_kind(obj)
+    try:
+        if kind == "prim_func":
+            return "pf:" + str(tilelang().tvm.ir.structural_hash(obj))
+        if kind == "compiled":
+            return "jk:" + str(tilelang().tvm.ir.structural_hash(obj.prim_func))
+        target = getattr(obj, "func", obj)
+        target = getattr(target, "orig_func", None) or getattr(target, "__wrapped__", None) or target
+        return "src:" + hashlib.sha256(_inspect.getsource(target).encode()).hexdigest()
+    except Exception:
+        return f"id:{id(obj)}"  # unknown: never a false cache hit across objects
+
+
 def script_text(prim_func: Any) -> str:
     """The TVMScript of the kernel: the content its cache key is computed from."""
     return prim_func.script(show_meta=True)

@@ -425,23 +425,9 @@ def _first_use(cell: str, name: str) -> int:
 
 
 def _fingerprint(obj: Any) -> str:
-    """What a kernel object is made of, cheaply: TVM's structural hash of its PrimFunc, or the
-    source of a @tilelang.jit / factory function (its arguments are hashed separately)."""
     from . import _adapter
 
-    kind = _adapter.kernel_kind(obj)
-    try:
-        if kind == "prim_func":
-            return "pf:" + str(_adapter.tilelang().tvm.ir.structural_hash(obj))
-        if kind == "compiled":
-            return "jk:" + str(_adapter.tilelang().tvm.ir.structural_hash(obj.prim_func))
-        import inspect as _inspect
-
-        target = getattr(obj, "func", obj)
-        target = getattr(target, "orig_func", None) or getattr(target, "__wrapped__", None) or target
-        return "src:" + hashlib.sha256(_inspect.getsource(target).encode()).hexdigest()
-    except Exception:
-        return f"id:{id(obj)}"  # unknown: never a false cache hit across objects
+    return _adapter.kernel_fingerprint(obj)
 
 
 __all__ = ["CellResult", "TileLangMagics"]
