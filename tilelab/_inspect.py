@@ -158,7 +158,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
 
     lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
-    descriptors = [_checked(d) for d in _adapter.tma_descriptors(lowered)]
+    descriptors = [_checked(d, arch) for d in _adapter.tma_descriptors(lowered)]
     windows = _adapter.l2_windows(lowered)
     missing = [w for w in windows if w.missing_in]
     if missing:
@@ -191,9 +191,7 @@ def _with_target_note(report: KernelReport, note: str | None) -> KernelReport:
     return report.replace(notes=(note, *report.notes)) if note else report
 
 
-def _checked(desc):
-    try:
-        from ._tma_rules import with_checks
-    except ImportError:  # the rule checker lands separately; a report without it stays usable
-        return desc
-    return with_checks(desc)
+def _checked(desc, arch: str):
+    from ._tma_rules import with_checks
+
+    return with_checks(desc, arch)

@@ -516,8 +516,10 @@ def _packed_interleave(d: TmaDescriptor, address: int | None) -> Findings:
                       f"use interleave NONE")
 
 
+# Held against the driver (H200, driver 580.159.04, 2026-11-22): cuTensorMapEncodeTiled ACCEPTED
+# interleave 32B with swizzle 64B, so this documented rule is not reported.
 @rule("interleave_32b_swizzle", """When interleave is CU_TENSOR_MAP_INTERLEAVE_32B, swizzle must be
-      CU_TENSOR_MAP_SWIZZLE_32B.""")
+      CU_TENSOR_MAP_SWIZZLE_32B.""", driver_enforced=False)
 def _interleave_32b_swizzle(d: TmaDescriptor, address: int | None) -> Findings:
     if d.interleave == "32B" and d.swizzle != "32B":
         yield Finding(f"swizzle is {d.swizzle} with interleave 32B but the driver requires swizzle 32B "
@@ -628,7 +630,30 @@ def _pixels_per_column_max(d: TmaDescriptor, address: int | None) -> Findings:
 # --------------------------------------------------------------------------------------------
 
 
-def findings(desc: TmaDescriptor, *, global_address: int | None = None) -> dict[str, list[Finding]]:
+# Seen on the driver (H200, sm_90, driver 580.159.04, 2026-11-22): cuTensorMapEncodeTiled returns
+# CUDA_ERROR_INVALID_VALUE for every descriptor using the 128B_ATOM_* swizzles or the packed
+# 16U4/16U6 types, whatever its other fields. The reference ties them to newer GPUs; the driver
+# refuses them on Hopper outright, so a kernel built for sm_9x must not use them.
+_NEWER_THAN_HOPPER_SWIZZLES = ("128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B")
+_NEWER_THAN_HOPPER_DTYPES = ("16U4_ALIGN8B", "16U4_ALIGN16B", "16U6_ALIGN16B")
+
+
+def arch_findings(desc: TmaDescriptor, arch: str | None) -> list[Finding]:
+    """What the driver refuses on the target's GPU generation (sm_9x) whatever the other fields."""
+    if not arch or not arch.startswith("sm_9"):
+        return []
+    out = []
+    if desc.swizzle in _NEWER_THAN_HOPPER_SWIZZLES:
+        out.append(Finding(f"swizzle {desc.swizzle} is refused by the driver on {arch} (Hopper); it exists "
+                           f"for newer GPUs: use swizzle 128B"))
+    if desc.dtype in _NEWER_THAN_HOPPER_DTYPES:
+        out.append(Finding(f"data type {desc.dtype} is refused by the driver on {arch} (Hopper); packed "
+                           f"sub-byte types need a newer GPU: store the data as UINT8"))
+    return out
+
+
+def findings(desc: TmaDescriptor, *, global_address: int | None = None,
+             arch: str | None = None) -> dict[str, list[Finding]]:
     """Each enforced rule's findings, by rule id (rules with none are left out)."""
     out: dict[str, list[Finding]] = {}
     for r in RULES.values():
@@ -636,23 +661,26 @@ def findings(desc: TmaDescriptor, *, global_address: int | None = None) -> dict[
             found = list(r.check(desc, global_address))
             if found:
                 out[r.id] = found
+    by_arch = arch_findings(desc, arch)
+    if by_arch:
+        out["arch_support"] = by_arch
     return out
 
 
-def check(desc: TmaDescriptor, *,
-          global_address: int | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def check(desc: TmaDescriptor, *, global_address: int | None = None,
+          arch: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(problems, launch_conditions)``: the driver rules ``desc`` breaks, and those that depend on
     sizes or an address known only at launch. ``global_address`` decides the alignment rules."""
     problems: list[str] = []
     conditions: list[str] = []
-    for found in findings(desc, global_address=global_address).values():
+    for found in findings(desc, global_address=global_address, arch=arch).values():
         for f in found:
             (conditions if f.at_launch else problems).append(f.text)
     return tuple(dict.fromkeys(problems)), tuple(dict.fromkeys(conditions))
 
 
-def with_checks(desc: TmaDescriptor) -> TmaDescriptor:
-    problems, conditions = check(desc)
+def with_checks(desc: TmaDescriptor, arch: str | None = None) -> TmaDescriptor:
+    problems, conditions = check(desc, arch=arch)
     return dataclasses.replace(desc, problems=problems, launch_conditions=conditions)
 
 
