@@ -2,8 +2,9 @@
 
     python -m tilelab inspect "examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)"
 
-The default configuration below (128x256x64 tiles, 3 stages, 256 threads, rasterised grid)
-is the one `benchmarks/sweep_gemm.py` selects at 8192^3 fp16 on an H100.
+The default configuration below (128x256x64 tiles, 3 stages, 256 threads, rasterised grid) is
+the best family `benchmarks/sweep_gemm.py` found at 8192^3 fp16: on an H200 (2026-11-22) the best
+row (raster=16) ran 1.725 ms, 0.96x torch.matmul (1.655 ms), short of the 0.98x target.
 """
 
 import tilelang

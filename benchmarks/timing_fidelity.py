@@ -1,0 +1,170 @@
+"""How tilelab.bench's two modes compare with Nsight Compute and triton.testing.do_bench.
+
+    source .gpu/setup.sh && python benchmarks/timing_fidelity.py [--out DIR] [--idle 2,20,100]
+
+For the 8192^3 fp16 TileLang GEMM (examples/gemm.py, default configuration), torch.matmul at
+the same size, and a 1 GiB fp16 copy kernel (examples/tile_copy.py, 16384 x 32768), each timed twice:
+
+* tilelab sustained (back to back, L2 flushed)      vs  do_bench(return_mode="median")
+* tilelab isolated (idle gap, L2 flushed, 1 launch) vs  ncu --clock-control none gpu__time_duration.sum
+
+ncu runs this same file with ``--child NAME`` (a few warm-up launches, then the profiled ones)
+and the CSV it prints is parsed here. Prints a table last; writes JSON to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+
+WARMUP_LAUNCHES = 5
+PROFILED_LAUNCHES = 30
+GEMM = 8192
+COPY_SHAPE = (16384, 32768)  # fp16: 1 GiB read, 1 GiB written
+
+
+def make(name: str):
+    """(zero-arg launch function, flops, bytes, kernel-name regex for ncu)."""
+    import torch
+
+    if name == "tilelang_gemm":
+        import gemm
+
+        from tilelab.launch import prepare_kernel
+        from tilelab.launch._run import call_kernel
+
+        prepared = prepare_kernel(gemm.matmul(GEMM, GEMM, GEMM), out_idx=-1)
+        a = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
+        b = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
+        return (lambda: call_kernel(prepared, [a, b])), 2.0 * GEMM**3, 3 * GEMM * GEMM * 2.0, "regex:^gemm"
+    if name == "torch_matmul":
+        a = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
+        b = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
+        return (lambda: torch.matmul(a, b)), 2.0 * GEMM**3, 3 * GEMM * GEMM * 2.0, "regex:nvjet|gemm|cutlass|sm90"
+    if name == "tilelang_copy_1GiB":
+        import tile_copy
+
+        from tilelab.launch import prepare_kernel
+        from tilelab.launch._run import call_kernel
+
+        prepared = prepare_kernel(tile_copy.copy(*COPY_SHAPE), out_idx=-1)
+        a = torch.randn(*COPY_SHAPE, device="cuda", dtype=torch.float16)
+        return (lambda: call_kernel(prepared, [a])), None, 2.0 * a.numel() * 2, "regex:tile_copy"
+    raise KeyError(name)
+
+
+def child(name: str) -> None:
+    import torch
+
+    fn, *_ = make(name)
+    for _ in range(WARMUP_LAUNCHES + PROFILED_LAUNCHES):
+        fn()
+    torch.cuda.synchronize()
+
+
+def ncu_median_ms(name: str, regex: str) -> tuple[float, list[float]]:
+    cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+           "-k", regex, "--launch-skip", str(WARMUP_LAUNCHES), "--launch-count", str(PROFILED_LAUNCHES),
+           sys.executable, __file__, "--child", name]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    text = out.stdout
+    start = text.find('"ID"')
+    if start < 0:
+        raise RuntimeError(f"ncu printed no CSV (rc {out.returncode}): {out.stdout[-1500:]} {out.stderr[-1500:]}")
+    values = []
+    scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            values.append(float(row["Metric Value"].replace(",", "")) * scale.get(row["Metric Unit"], 1e-6))
+    if not values:
+        raise RuntimeError(f"no gpu__time_duration rows for {name}: {text[-1500:]}")
+    return statistics.median(values), values
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--idle", default="20", help="idle gaps (ms) to try in isolated mode, comma-separated")
+    ap.add_argument("--kernels", default="tilelang_gemm,torch_matmul,tilelang_copy_1GiB")
+    ap.add_argument("--rep-ms", type=float, default=600.0)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return
+
+    import torch
+    import triton.testing
+
+    import tilelab
+
+    idles = [float(x) for x in args.idle.split(",")]
+    records = []
+    table = []
+    for name in args.kernels.split(","):
+        fn, flops, nbytes, regex = make(name)
+        fn()
+        torch.cuda.synchronize()
+        rec: dict = {"kernel": name, "flops": flops, "bytes": nbytes}
+        for run in (1, 2):
+            t0 = time.time()
+            rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms, return_mode="median")
+            s = tilelab.bench(fn, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes, name=name)
+            rec[f"sustained_{run}"] = s.median_ms
+            rec[f"sustained_spread_{run}"] = s.spread
+            for idle in idles:
+                i = tilelab.bench(fn, mode="isolated", idle_ms=idle, rep_ms=args.rep_ms / 4, min_rep=40,
+                                  max_rep=60, flops=flops, bytes=nbytes, name=name)
+                rec[f"isolated{idle:g}_{run}"] = i.median_ms
+                rec[f"isolated{idle:g}_spread_{run}"] = i.spread
+            g = tilelab.bench(fn, mode="graph", rep_ms=args.rep_ms / 2, flops=flops, bytes=nbytes, name=name)
+            rec[f"graph_{run}"] = g.median_ms
+            rec[f"ncu_{run}"], rec[f"ncu_samples_{run}"] = ncu_median_ms(name, regex)
+            print(f"{name} run {run}: {time.time() - t0:.0f} s", flush=True)
+        records.append(rec)
+
+        def pair(key: str) -> tuple[float, float, float]:
+            a, b = rec[f"{key}_1"], rec[f"{key}_2"]
+            return a, b, abs(a - b) / min(a, b)
+
+        db = statistics.fmean([rec["do_bench_1"], rec["do_bench_2"]])
+        nc = statistics.fmean([rec["ncu_1"], rec["ncu_2"]])
+        for key, against, against_name in ([("sustained", db, "do_bench")]
+                                           + [(f"isolated{x:g}", nc, "ncu") for x in idles]
+                                           + [("graph", db, "do_bench"), ("do_bench", db, "do_bench"),
+                                              ("ncu", nc, "ncu")]):
+            a, b, rr = pair(key)
+            med = (a + b) / 2
+            rate = f"{flops / (med * 1e-3) / 1e12:.1f} TFLOP/s" if flops else f"{nbytes / (med * 1e-3) / 1e9:.0f} GB/s"
+            table.append((name, key, a, b, 100 * rr, against_name, 100 * (med - against) / against, rate))
+
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "timing_fidelity.json").write_text(json.dumps(records, indent=1))
+    try:
+        ceilings = tilelab.launch.measure_ceilings(force=True)
+        print(repr(ceilings))
+        (Path(args.out) / "ceilings.json").write_text(json.dumps(ceilings.to_dict(), indent=1))
+    except Exception as err:  # the table matters more
+        print("ceilings failed:", err)
+    print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}; medians in ms; "
+          "run-to-run = |run1 - run2| / min; 'vs' = mean of the two runs against the reference's mean")
+    print(f"{'kernel':20s} {'method':14s} {'run 1':>9s} {'run 2':>9s} {'run-to-run':>10s}  {'vs':9s} {'diff':>7s}  rate")
+    for name, key, a, b, rr, ref, diff, rate in table:
+        print(f"{name:20s} {key:14s} {a:9.4f} {b:9.4f} {rr:9.2f}%  {ref:9s} {diff:+6.2f}%  {rate}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Launch, verify and time TileLang kernels on the notebook's GPU.
+
+``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
+``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
+each execution backend), ``sweep`` (configurations x sizes) and ``plots`` (static figures).
+Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
+GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works.
+"""
+
+from __future__ import annotations
+
+from ..render import plots
+from ._bench import bench, count_work, gemm_flops
+from ._ceilings import measure_ceilings
+from ._inputs import TOLERANCES, tolerance_for
+from ._overhead import launch_overhead
+from ._run import KernelLaunchError, classify_cuda_error, prepare_kernel, run
+from ._sweep import sweep
+from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable
+
+__all__ = [
+    "BenchResult",
+    "Ceilings",
+    "KernelLaunchError",
+    "LaunchOverhead",
+    "RunResult",
+    "SweepRow",
+    "SweepTable",
+    "TOLERANCES",
+    "bench",
+    "classify_cuda_error",
+    "count_work",
+    "gemm_flops",
+    "launch_overhead",
+    "measure_ceilings",
+    "plots",
+    "prepare_kernel",
+    "run",
+    "sweep",
+    "tolerance_for",
+]

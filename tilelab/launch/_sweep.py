@@ -1,0 +1,222 @@
+"""``tilelab.sweep``: compile configurations in parallel, benchmark each, tabulate.
+
+Elaboration (calling the factory to get a ``T.prim_func``) runs in the calling thread; the
+compiles (TileLang lowering + nvcc, mostly in subprocesses) run in a thread pool across the
+machine's cores with a progress bar; benchmarks run one at a time on the GPU. Every
+configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
+The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the tests use a fake.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .models import BenchResult, SweepRow, SweepTable
+
+Config = dict[str, Any]
+
+
+def expand(space: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None) -> list[Config]:
+    """A dict of lists -> the cartesian product (in order); a list of dicts -> itself."""
+    if space is None:
+        return [{}]
+    if isinstance(space, Mapping):
+        keys = list(space)
+        return [dict(zip(keys, values)) for values in itertools.product(*(list(space[k]) for k in keys))]
+    return [dict(item) for item in space]
+
+
+def _short_error(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    first = text.splitlines()[0]
+    return f"{type(err).__name__}: {first[:300]}"
+
+
+class _Progress:
+    """tqdm when installed (tqdm.auto: a widget in notebooks), else a line on stderr."""
+
+    def __init__(self, total: int, desc: str, enabled: bool) -> None:
+        self.bar = None
+        self.total, self.done, self.desc, self.enabled = total, 0, desc, enabled
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=total, desc=desc, leave=False)
+            except ImportError:
+                self.bar = None
+
+    def update(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.enabled:
+            sys.stderr.write(f"\r{self.desc}: {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled:
+            sys.stderr.write("\n")
+
+
+def default_compile(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
+                    out_idx: Any) -> Callable[[], Any]:
+    """Elaborate now (in the caller's thread); return the compile step to run in the pool."""
+    from ._run import prepare_kernel
+
+    func = factory(**size, **config)
+    return lambda: prepare_kernel(func, backend=backend, out_idx=out_idx)
+
+
+def default_bench(prepared: Any, size: Config, config: Config, **kwargs: Any) -> BenchResult:
+    from ._bench import bench
+
+    return bench(prepared, **kwargs)
+
+
+def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None = None,
+          sizes: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None = None, *,
+          mode: str = "sustained", flops: Callable[..., float] | None = None,
+          bytes: Callable[..., float] | None = None, ref: Callable[..., Any] | None = None,
+          baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None,
+          workers: int | None = None, backend: str = "tvm_ffi", out_idx: Any = -1,
+          bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
+          compile_fn: Callable[..., Callable[[], Any]] | None = None,
+          bench_fn: Callable[..., BenchResult] | None = None,
+          check_fn: Callable[..., Any] | None = None, name: str | None = None) -> SweepTable:
+    """Benchmark every configuration of ``factory`` at every size; mark the best per size.
+
+    ``factory(**size, **config)`` returns a TileLang kernel (``examples/gemm.py:matmul``).
+    ``params``/``sizes``: a dict of lists (cartesian product) or a list of dicts. ``flops`` and
+    ``bytes`` are callables of the size's keywords (counted from the signature when omitted);
+    ``ref`` checks each configuration with :func:`tilelab.run` before it is timed;
+    ``baseline`` maps a label to ``f(**size) -> zero-argument callable`` timed on the same terms
+    (``{"torch.matmul": lambda M, N, K: ...}``).
+    """
+    configs, size_list = expand(params), expand(sizes)
+    compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
+    bench_kwargs = dict(bench_kwargs or {})
+    bench_kwargs.setdefault("mode", mode)
+    bench_fn = bench_fn or default_bench
+    jobs: list[tuple[int, Config, Config]] = [(i, s, c) for i, (s, c) in
+                                             enumerate(itertools.product(size_list, configs))]
+    compiled: dict[int, Any] = {}
+    failures: dict[int, tuple[str, str]] = {}
+    compile_time: dict[int, float] = {}
+    steps: dict[int, Callable[[], Any]] = {}
+    for i, size, config in jobs:
+        try:
+            steps[i] = compile_fn(factory, size, config)
+        except Exception as err:
+            failures[i] = ("elaborate", _short_error(err))
+    bar = _Progress(len(steps), f"compiling {len(steps)} configurations", progress)
+
+    def timed(step: Callable[[], Any]) -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        return step(), time.perf_counter() - t0
+
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        futures = {pool.submit(timed, step): i for i, step in steps.items()}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                compiled[i], compile_time[i] = fut.result()
+            except Exception as err:
+                failures[i] = ("compile", _short_error(err))
+            bar.update()
+    bar.close()
+
+    rows: list[SweepRow] = []
+    for i, size, config in jobs:
+        key_c, key_s = tuple(config.items()), tuple((k, int(v)) for k, v in size.items())
+        if i in failures:
+            stage, error = failures[i]
+            rows.append(SweepRow(key_c, key_s, error=error, stage=stage))
+            continue
+        kernel = compiled[i]
+        try:
+            if ref is not None:
+                result = (check_fn or _check)(kernel, ref, size)
+                if not result:
+                    rows.append(SweepRow(key_c, key_s, error=f"wrong result: rel error {result.rel_error}",
+                                         stage="check", compile_s=compile_time.get(i)))
+                    continue
+            extra = dict(bench_kwargs)
+            if flops is not None:
+                extra["flops"] = flops(**size)
+            if bytes is not None:
+                extra["bytes"] = bytes(**size)
+            res = bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
+        except Exception as err:
+            rows.append(SweepRow(key_c, key_s, error=_short_error(err), stage="bench", compile_s=compile_time.get(i)))
+            continue
+        rows.append(SweepRow(key_c, key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
+                             tflops=res.tflops, gbps=res.gbps, compile_s=compile_time.get(i)))
+    for label, make in (baseline or {}).items():
+        for size in size_list:
+            key_s = tuple((k, int(v)) for k, v in size.items())
+            try:
+                extra = dict(bench_kwargs)
+                if flops is not None:
+                    extra["flops"] = flops(**size)
+                if bytes is not None:
+                    extra["bytes"] = bytes(**size)
+                res = bench_fn(make(**size), size, {}, name=label, **extra)
+                rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
+                                     tflops=res.tflops, gbps=res.gbps, label=label))
+            except Exception as err:
+                rows.append(SweepRow((), key_s, error=_short_error(err), stage="bench", label=label))
+    rows = mark_best(rows)
+    device = ""
+    try:
+        from ._run import device_name
+
+        device = device_name()
+    except Exception:
+        pass
+    return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
+                      mode=str(bench_kwargs.get("mode", mode)), device=device)
+
+
+def _size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
+    """Dynamic sizes for bench: only those the kernel's signature names symbolically."""
+    params = getattr(kernel, "params", None)
+    if not params:
+        return {}
+    symbols = {d for p in params for d in getattr(p, "shape", ()) if isinstance(d, str)}
+    return {k: int(v) for k, v in size.items() if k in symbols}
+
+
+def _check(kernel: Any, ref: Callable[..., Any], size: Config) -> Any:
+    from ._run import run
+
+    return run(kernel.compiled if hasattr(kernel, "compiled") else kernel, ref=ref, **_size_kwargs(kernel, size))
+
+
+def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
+    """Mark the fastest successful configuration (baselines excluded) at each size."""
+    import dataclasses
+
+    rows = [dataclasses.replace(r, best=False) for r in rows]
+    best: dict[tuple, int] = {}
+    for i, r in enumerate(rows):
+        if not r.ok or r.label is not None:
+            continue
+        j = best.get(r.size)
+        if j is None or (r.median_ms or 0) < (rows[j].median_ms or 0):
+            best[r.size] = i
+    for i in best.values():
+        rows[i] = dataclasses.replace(rows[i], best=True)
+    return rows
+
+
+def format_traceback(err: BaseException) -> str:  # kept for the magic's "details" fold
+    return "".join(traceback.format_exception(type(err), err, err.__traceback__))

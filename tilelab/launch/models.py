@@ -1,0 +1,627 @@
+"""Pure result models of launching and timing: what ``run``, ``bench``, ``sweep``,
+``measure_ceilings`` and ``launch_overhead`` return.
+
+Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types), a text ``__repr__``, an
+HTML table and, where a picture says more, a PNG (drawn by :mod:`tilelab.render.plots`). Nothing
+here imports torch, TileLang or IPython, so a result can be saved on the GPU machine and shown
+anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "BenchResult",
+    "Ceilings",
+    "LaunchOverhead",
+    "RunResult",
+    "SweepRow",
+    "SweepTable",
+    "WorstElement",
+]
+
+_TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
+_CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(header: list[str], rows: list[list[Any]], highlight: set[int] | None = None) -> str:
+    out = [f'<table style="{_TABLE}"><thead><tr>']
+    out += [f'<th style="{_CELL}">{_esc(h)}</th>' for h in header]
+    out.append("</tr></thead><tbody>")
+    for i, row in enumerate(rows):
+        style = ' style="font-weight:bold;background:var(--jp-layout-color2,#eef)"' if highlight and i in highlight else ""
+        out.append(f"<tr{style}>" + "".join(f'<td style="{_CELL}">{_esc(c)}</td>' for c in row) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _fmt(value: float | None, spec: str = ".4g") -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _png(figure_fn: Any, *args: Any) -> bytes | None:
+    try:
+        from ..render.plots import figure_png
+    except ImportError:  # matplotlib missing: text and HTML still work
+        return None
+    return figure_png(figure_fn(*args))
+
+
+# ------------------------------------------------------------------------------------------
+# run
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorstElement:
+    """One of the elements furthest from the reference."""
+
+    output: str
+    index: tuple[int, ...]
+    got: float
+    expected: float
+    abs_error: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output": self.output, "index": list(self.index), "got": self.got,
+                "expected": self.expected, "abs_error": self.abs_error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorstElement:
+        return cls(d["output"], tuple(int(i) for i in d["index"]), float(d["got"]),
+                   float(d["expected"]), float(d["abs_error"]))
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """How one output compared: unwritten elements (still the poison) and error figures."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    unwritten: int = 0
+    first_unwritten: tuple[int, ...] | None = None
+    poison_checked: bool = True  # False where tilelab could not poison this output
+    nonfinite: int = 0
+    rel_error: float | None = None  # ||out - ref|| / ||ref||, None without a reference
+    max_abs_error: float | None = None
+    tolerance: float | None = None
+    worst: tuple[WorstElement, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        if self.unwritten or self.nonfinite:
+            return False
+        if self.rel_error is None:
+            return True
+        if math.isnan(self.rel_error):
+            return False
+        return self.tolerance is None or self.rel_error <= self.tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "dtype": self.dtype, "shape": list(self.shape),
+            "unwritten": self.unwritten,
+            "first_unwritten": list(self.first_unwritten) if self.first_unwritten is not None else None,
+            "poison_checked": self.poison_checked, "nonfinite": self.nonfinite,
+            "rel_error": self.rel_error, "max_abs_error": self.max_abs_error,
+            "tolerance": self.tolerance, "worst": [w.to_dict() for w in self.worst],
+            "passed": self.passed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OutputCheck:
+        fu = d.get("first_unwritten")
+        return cls(
+            name=d["name"], dtype=d["dtype"], shape=tuple(d["shape"]),
+            unwritten=int(d.get("unwritten", 0)),
+            first_unwritten=tuple(fu) if fu is not None else None,
+            poison_checked=bool(d.get("poison_checked", True)), nonfinite=int(d.get("nonfinite", 0)),
+            rel_error=d.get("rel_error"), max_abs_error=d.get("max_abs_error"),
+            tolerance=d.get("tolerance"),
+            worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", ())),
+        )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One verified launch: pass or fail, error figures, worst elements and where they are."""
+
+    kernel: str
+    outputs: tuple[OutputCheck, ...]
+    backend: str = "tvm_ffi"
+    device: str = ""
+    sizes: tuple[tuple[str, int], ...] = ()
+    reference: str | None = None  # the reference's name, None when none was given
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    @property
+    def rel_error(self) -> float | None:
+        errs = [o.rel_error for o in self.outputs if o.rel_error is not None]
+        return max(errs) if errs else None
+
+    @property
+    def worst(self) -> tuple[WorstElement, ...]:
+        return tuple(w for o in self.outputs for w in o.worst)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def verdict(self) -> str:
+        if self.passed:
+            return "PASS" if self.reference else "RAN (every element written; no reference given)"
+        return "FAIL"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "backend": self.backend, "device": self.device,
+            "sizes": dict(self.sizes), "reference": self.reference, "passed": self.passed,
+            "outputs": [o.to_dict() for o in self.outputs], "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        return cls(
+            kernel=d["kernel"], backend=d.get("backend", "tvm_ffi"), device=d.get("device", ""),
+            sizes=tuple((k, int(v)) for k, v in (d.get("sizes") or {}).items()),
+            reference=d.get("reference"),
+            outputs=tuple(OutputCheck.from_dict(o) for o in d["outputs"]),
+            notes=tuple(d.get("notes", ())),
+        )
+
+    def _lines(self) -> list[str]:
+        lines = [f"{self.kernel}: {self.verdict()}  [{self.backend} on {self.device or 'GPU'}]"]
+        for o in self.outputs:
+            figures = []
+            if o.rel_error is not None:
+                figures.append(f"rel error {_fmt(o.rel_error, '.3e')} (tolerance {_fmt(o.tolerance, '.1e')})")
+                figures.append(f"max abs error {_fmt(o.max_abs_error, '.3e')}")
+            if o.unwritten:
+                figures.append(f"{o.unwritten} elements never written (first at {list(o.first_unwritten or ())})")
+            elif not o.poison_checked:
+                figures.append("unwritten elements not checked (output could not be poisoned)")
+            if o.nonfinite:
+                figures.append(f"{o.nonfinite} NaN/inf elements")
+            lines.append(f"  {o.name} {o.dtype}{list(o.shape)}: " + ("; ".join(figures) or "written"))
+            for w in o.worst[:5]:
+                lines.append(f"    at {list(w.index)}: got {w.got:.6g}, expected {w.expected:.6g} "
+                             f"(|err| {w.abs_error:.3g})")
+        lines += [f"  note: {n}" for n in self.notes]
+        return lines
+
+    def __repr__(self) -> str:
+        return "\n".join(self._lines())
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        colour = "var(--jp-success-color1,#2a2)" if self.passed else "var(--jp-error-color1,#c22)"
+        head = (f'<div><b style="color:{colour}">{_esc(self.verdict())}</b> '
+                f'<code>{_esc(self.kernel)}</code> on {_esc(self.device or "GPU")} ({_esc(self.backend)})</div>')
+        rows = [[o.name, f"{o.dtype}{list(o.shape)}", _fmt(o.rel_error, ".3e"), _fmt(o.tolerance, ".1e"),
+                 _fmt(o.max_abs_error, ".3e"), o.unwritten if o.poison_checked else "not checked",
+                 o.nonfinite, "pass" if o.passed else "FAIL"] for o in self.outputs]
+        body = _table(["output", "shape", "rel error", "tolerance", "max |err|", "unwritten", "NaN/inf", ""], rows)
+        worst = self.worst
+        if worst:
+            body += "<div>worst elements</div>" + _table(
+                ["output", "index", "got", "expected", "|err|"],
+                [[w.output, list(w.index), f"{w.got:.6g}", f"{w.expected:.6g}", f"{w.abs_error:.3g}"] for w in worst])
+        notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
+        return f"<div>{head}{body}{notes}</div>"
+
+
+# ------------------------------------------------------------------------------------------
+# bench
+# ------------------------------------------------------------------------------------------
+
+BENCH_MODES = {
+    "sustained": "back-to-back launches, CUDA events around each, L2 flushed before each "
+                 "(the GPU never idles: sustained clocks, as triton.testing.do_bench)",
+    "isolated": "one launch at a time after an idle gap, L2 flushed, CUDA events around it "
+                "(boost clocks, as Nsight Compute's gpu__time_duration with --clock-control none)",
+    "graph": "CUDA-graph replays of many launches, timed as a whole and divided "
+             "(no host launch cost, rotating input copies instead of an L2 flush)",
+}
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Timed launches of one kernel: every sample (ms), the method, and derived rates."""
+
+    kernel: str
+    samples_ms: tuple[float, ...]
+    mode: str = "sustained"
+    method: str = ""
+    flops: float | None = None
+    bytes: float | None = None
+    device: str = ""
+    backend: str = ""
+    sizes: tuple[tuple[str, int], ...] = ()
+    l2_flush: bool = True
+    rotating_copies: int = 1
+    warmup: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms) if self.samples_ms else float("nan")
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms) if self.samples_ms else float("nan")
+
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms) if self.samples_ms else float("nan")
+
+    @property
+    def iqr_ms(self) -> float:
+        s = sorted(self.samples_ms)
+        return _quantile(s, 0.75) - _quantile(s, 0.25)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median: the relative run-to-run noise of a sample."""
+        med = self.median_ms
+        return self.iqr_ms / med if med and not math.isnan(med) else float("nan")
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / (self.median_ms * 1e-3) / 1e12 if self.flops else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.bytes / (self.median_ms * 1e-3) / 1e9 if self.bytes else None
+
+    @property
+    def intensity(self) -> float | None:
+        """Operations per byte: where the kernel sits on the roofline's x axis."""
+        return self.flops / self.bytes if self.flops and self.bytes else None
+
+    def fraction_of(self, ceilings: Ceilings) -> float | None:
+        """Achieved rate over the roofline bound at this kernel's intensity."""
+        bound = ceilings.bound_tflops(self.intensity) if self.intensity else None
+        if bound and self.tflops:
+            return self.tflops / bound
+        if self.gbps and not self.flops:
+            return self.gbps / ceilings.copy_gbps
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "mode": self.mode, "method": self.method,
+            "samples_ms": list(self.samples_ms), "median_ms": self.median_ms, "min_ms": self.min_ms,
+            "spread": self.spread, "flops": self.flops, "bytes": self.bytes, "tflops": self.tflops,
+            "gbps": self.gbps, "device": self.device, "backend": self.backend, "sizes": dict(self.sizes),
+            "l2_flush": self.l2_flush, "rotating_copies": self.rotating_copies, "warmup": self.warmup,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchResult:
+        return cls(
+            kernel=d["kernel"], samples_ms=tuple(float(s) for s in d["samples_ms"]),
+            mode=d.get("mode", "sustained"), method=d.get("method", ""), flops=d.get("flops"),
+            bytes=d.get("bytes"), device=d.get("device", ""), backend=d.get("backend", ""),
+            sizes=tuple((k, int(v)) for k, v in (d.get("sizes") or {}).items()),
+            l2_flush=bool(d.get("l2_flush", True)), rotating_copies=int(d.get("rotating_copies", 1)),
+            warmup=int(d.get("warmup", 0)), notes=tuple(d.get("notes", ())),
+        )
+
+    def summary(self) -> str:
+        rate = []
+        if self.tflops is not None:
+            rate.append(f"{self.tflops:.1f} TFLOP/s")
+        if self.gbps is not None:
+            rate.append(f"{self.gbps:.0f} GB/s")
+        return (f"median {self.median_ms:.4f} ms (min {self.min_ms:.4f}, spread {100 * self.spread:.2f}%, "
+                f"n={len(self.samples_ms)})" + (", " + ", ".join(rate) if rate else ""))
+
+    def __repr__(self) -> str:
+        lines = [f"{self.kernel} [{self.mode}] {self.summary()}",
+                 f"  method: {self.method or BENCH_MODES.get(self.mode, self.mode)}"]
+        if self.device:
+            lines.append(f"  device: {self.device}" + (f", backend {self.backend}" if self.backend else ""))
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        rows = [["median", f"{self.median_ms:.4f} ms"], ["min", f"{self.min_ms:.4f} ms"],
+                ["spread (IQR/median)", f"{100 * self.spread:.2f}%"], ["samples", len(self.samples_ms)],
+                ["TFLOP/s", _fmt(self.tflops, ".1f")], ["GB/s", _fmt(self.gbps, ".0f")],
+                ["mode", self.mode], ["method", self.method or BENCH_MODES.get(self.mode, "")],
+                ["device", self.device], ["backend", self.backend]]
+        notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
+        return f"<div><b>{_esc(self.kernel)}</b>{_table(['', ''], rows)}{notes}</div>"
+
+    def _repr_png_(self) -> bytes | None:
+        from ..render import plots
+
+        return _png(plots.samples_plot, self)
+
+
+# ------------------------------------------------------------------------------------------
+# ceilings
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The device's measured ceilings: copy bandwidth (read + written) and matmul rate."""
+
+    device: str
+    copy_gbps: float
+    matmul_tflops: float
+    matmul_dtype: str = "float16"
+    matmul_shape: tuple[int, int, int] = (8192, 8192, 8192)
+    copy_bytes: int = 0
+    driver: str = ""
+    torch_version: str = ""
+    measured_at: str = ""
+    method: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.device} | driver {self.driver} | torch {self.torch_version}"
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOP per byte where the memory roof meets the compute roof."""
+        return self.matmul_tflops * 1e12 / (self.copy_gbps * 1e9)
+
+    def bound_tflops(self, intensity: float) -> float:
+        return min(self.matmul_tflops, intensity * self.copy_gbps * 1e9 / 1e12)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "copy_gbps": self.copy_gbps, "matmul_tflops": self.matmul_tflops,
+            "matmul_dtype": self.matmul_dtype, "matmul_shape": list(self.matmul_shape),
+            "copy_bytes": self.copy_bytes, "driver": self.driver, "torch_version": self.torch_version,
+            "measured_at": self.measured_at, "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Ceilings:
+        return cls(
+            device=d["device"], copy_gbps=float(d["copy_gbps"]), matmul_tflops=float(d["matmul_tflops"]),
+            matmul_dtype=d.get("matmul_dtype", "float16"),
+            matmul_shape=tuple(d.get("matmul_shape", (8192, 8192, 8192))),  # type: ignore[arg-type]
+            copy_bytes=int(d.get("copy_bytes", 0)), driver=d.get("driver", ""),
+            torch_version=d.get("torch_version", ""), measured_at=d.get("measured_at", ""),
+            method=d.get("method", ""),
+        )
+
+    def __repr__(self) -> str:
+        m, n, k = self.matmul_shape
+        return (f"Ceilings({self.device}: copy {self.copy_gbps:.0f} GB/s (read+written), "
+                f"matmul {self.matmul_tflops:.0f} TFLOP/s ({self.matmul_dtype} {m}x{n}x{k}), "
+                f"ridge {self.ridge_intensity:.0f} FLOP/B; driver {self.driver}, torch {self.torch_version})")
+
+    def _repr_html_(self) -> str:
+        rows = [["device", self.device], ["copy (read + written)", f"{self.copy_gbps:.0f} GB/s"],
+                ["matmul", f"{self.matmul_tflops:.0f} TFLOP/s ({self.matmul_dtype} {list(self.matmul_shape)})"],
+                ["ridge point", f"{self.ridge_intensity:.0f} FLOP/byte"], ["driver", self.driver],
+                ["torch", self.torch_version], ["measured", self.measured_at], ["method", self.method]]
+        return _table(["ceiling", "value"], rows)
+
+    def _repr_png_(self) -> bytes | None:
+        from ..render import plots
+
+        return _png(plots.roofline_plot, self, [])
+
+
+# ------------------------------------------------------------------------------------------
+# launch overhead
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchOverhead:
+    """Host microseconds per call of the same kernel through each execution backend."""
+
+    kernel: str
+    per_backend_us: tuple[tuple[str, tuple[float, ...]], ...]  # backend -> samples (us per call)
+    errors: tuple[tuple[str, str], ...] = ()  # backend -> why it could not be measured
+    device: str = ""
+    method: str = ""
+
+    def median_us(self, backend: str) -> float:
+        for name, samples in self.per_backend_us:
+            if name == backend:
+                return statistics.median(samples)
+        raise KeyError(backend)
+
+    @property
+    def medians(self) -> dict[str, float]:
+        return {b: statistics.median(s) for b, s in self.per_backend_us if s}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "per_backend_us": {b: list(s) for b, s in self.per_backend_us},
+                "medians_us": self.medians, "errors": dict(self.errors), "device": self.device,
+                "method": self.method}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchOverhead:
+        return cls(kernel=d["kernel"],
+                   per_backend_us=tuple((b, tuple(float(x) for x in s)) for b, s in d["per_backend_us"].items()),
+                   errors=tuple((d.get("errors") or {}).items()), device=d.get("device", ""),
+                   method=d.get("method", ""))
+
+    def __repr__(self) -> str:
+        lines = [f"launch overhead of {self.kernel} ({self.method or 'host us per call'}):"]
+        lines += [f"  {b:8s} {med:8.1f} us" for b, med in self.medians.items()]
+        lines += [f"  {b:8s} not measured: {e}" for b, e in self.errors]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = [[b, f"{m:.1f}"] for b, m in self.medians.items()] + [[b, f"n/a: {e}"] for b, e in self.errors]
+        return f"<div><b>{_esc(self.kernel)}</b> {_esc(self.method)}{_table(['backend', 'host us/call'], rows)}</div>"
+
+    def _repr_png_(self) -> bytes | None:
+        from ..render import plots
+
+        return _png(plots.overhead_plot, self)
+
+
+# ------------------------------------------------------------------------------------------
+# sweep
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One configuration at one size: its timing, or the error that stopped it."""
+
+    config: tuple[tuple[str, Any], ...]
+    size: tuple[tuple[str, int], ...]
+    median_ms: float | None = None
+    min_ms: float | None = None
+    spread: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    error: str | None = None
+    stage: str | None = None  # "compile", "check" or "bench" for failed rows
+    best: bool = False
+    label: str | None = None  # baselines: "torch.matmul"; configurations: None
+    compile_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.median_ms is not None
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return self.label
+        return ", ".join(f"{k}={v}" for k, v in self.config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": dict(self.config), "size": dict(self.size), "median_ms": self.median_ms,
+                "min_ms": self.min_ms, "spread": self.spread, "tflops": self.tflops, "gbps": self.gbps,
+                "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
+                "compile_s": self.compile_s}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepRow:
+        return cls(config=tuple((d.get("config") or {}).items()),
+                   size=tuple((k, int(v)) for k, v in (d.get("size") or {}).items()),
+                   median_ms=d.get("median_ms"), min_ms=d.get("min_ms"), spread=d.get("spread"),
+                   tflops=d.get("tflops"), gbps=d.get("gbps"), error=d.get("error"), stage=d.get("stage"),
+                   best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"))
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """One row per configuration and size (baselines included), the best per size marked."""
+
+    kernel: str
+    rows: tuple[SweepRow, ...]
+    mode: str = "sustained"
+    device: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def sizes(self) -> list[tuple[tuple[str, int], ...]]:
+        seen: list[tuple[tuple[str, int], ...]] = []
+        for r in self.rows:
+            if r.size not in seen:
+                seen.append(r.size)
+        return seen
+
+    @property
+    def failed(self) -> tuple[SweepRow, ...]:
+        return tuple(r for r in self.rows if not r.ok and r.label is None)
+
+    @property
+    def baselines(self) -> tuple[SweepRow, ...]:
+        return tuple(r for r in self.rows if r.label is not None)
+
+    def best(self, size: dict[str, int] | None = None) -> SweepRow | None:
+        """The best configuration at ``size`` (the only or last size by default)."""
+        sizes = self.sizes
+        if not sizes:
+            return None
+        key = tuple(size.items()) if size else sizes[-1]
+        for r in self.rows:
+            if r.best and r.size == key:
+                return r
+        return None
+
+    def best_config(self, size: dict[str, int] | None = None) -> dict[str, Any] | None:
+        row = self.best(size)
+        return dict(row.config) if row else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "mode": self.mode, "device": self.device,
+                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepTable:
+        return cls(kernel=d["kernel"], rows=tuple(SweepRow.from_dict(r) for r in d["rows"]),
+                   mode=d.get("mode", "sustained"), device=d.get("device", ""), notes=tuple(d.get("notes", ())))
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    def _row_cells(self, r: SweepRow) -> list[Any]:
+        size = "x".join(str(v) for _, v in r.size) or "-"
+        if r.ok:
+            status = "BEST" if r.best else ""
+        else:
+            status = f"failed ({r.stage}): {r.error}"
+        return [size, r.name, _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
+                _fmt(100 * r.spread if r.spread is not None else None, ".2f"), status]
+
+    _HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
+
+    def __repr__(self) -> str:
+        cells = [self._HEADER] + [[str(c) for c in self._row_cells(r)] for r in self.rows]
+        widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(self._HEADER))]
+        lines = [f"sweep of {self.kernel} ({self.mode}, {self.device or 'GPU'}): {len(self.rows)} rows, "
+                 f"{len(self.failed)} failed"]
+        for row in cells:
+            lines.append("  ".join(c[:60].ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        best = {i for i, r in enumerate(self.rows) if r.best}
+        return (f"<div><b>sweep of {_esc(self.kernel)}</b> ({_esc(self.mode)}, {_esc(self.device)})"
+                + _table(self._HEADER, [self._row_cells(r) for r in self.rows], best) + "</div>")
+
+    def _repr_png_(self) -> bytes | None:
+        from ..render import plots
+
+        if len(self.sizes) > 1:
+            return _png(plots.throughput_vs_size, self)
+        return _png(plots.configs_compared, self)

@@ -1,0 +1,192 @@
+"""Static plots of timing results: functions ``model -> matplotlib Figure``.
+
+Figures are built with ``matplotlib.figure.Figure`` and the Agg canvas directly, never through
+pyplot, so no global figure state leaks into the user's session and exported notebooks keep
+the PNG. ``figure_png(fig)`` gives the bytes an ``image/png`` repr needs.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Sequence
+
+__all__ = [
+    "configs_compared",
+    "figure_png",
+    "latency_vs_size",
+    "overhead_plot",
+    "roofline_plot",
+    "samples_plot",
+    "throughput_vs_size",
+]
+
+
+def _figure(width: float = 6.4, height: float = 3.6):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def figure_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def samples_plot(result: Any):
+    """Every sample of one BenchResult in launch order, with the median and quartiles."""
+    fig = _figure(6.4, 2.8)
+    ax = fig.add_subplot()
+    samples = list(result.samples_ms)
+    ax.plot(range(len(samples)), samples, ".", markersize=3, label="samples")
+    ax.axhline(result.median_ms, color="C1", label=f"median {result.median_ms:.4f} ms")
+    ax.set_xlabel("launch")
+    ax.set_ylabel("ms")
+    ax.set_title(f"{result.kernel} [{result.mode}]", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def _size_label(size: Sequence[tuple[str, int]]) -> str:
+    return "x".join(str(v) for _, v in size) or "-"
+
+
+def _size_value(size: Sequence[tuple[str, int]]) -> float:
+    """One number per size for the x axis: the product of its extents (problem volume)."""
+    return float(math.prod(v for _, v in size)) if size else 0.0
+
+
+def _series(table: Any, top: int | None) -> list[tuple[str, list[Any], bool]]:
+    """(label, rows ordered by size, is_baseline) for the configurations worth drawing."""
+    by_name: dict[str, list[Any]] = {}
+    baseline: dict[str, bool] = {}
+    for r in table.rows:
+        if not r.ok:
+            continue
+        by_name.setdefault(r.name, []).append(r)
+        baseline[r.name] = r.label is not None
+    configs = [n for n in by_name if not baseline[n]]
+    if top is not None and len(configs) > top:
+        ranked = sorted(configs, key=lambda n: min(x.median_ms for x in by_name[n]) / max(1, len(by_name[n])))
+        best = {r.name for r in table.rows if r.best}
+        keep = list(dict.fromkeys([n for n in configs if n in best] + ranked))[:top]
+        configs = [n for n in configs if n in keep]
+    names = configs + [n for n in by_name if baseline[n]]
+    return [(n, sorted(by_name[n], key=lambda r: _size_value(r.size)), baseline[n]) for n in names]
+
+
+def _against_size(table: Any, metric: str, ylabel: str, top: int | None):
+    fig = _figure()
+    ax = fig.add_subplot()
+    for label, rows, is_base in _series(table, top):
+        xs = [_size_value(r.size) for r in rows]
+        ys = [getattr(r, metric) for r in rows]
+        if any(y is None for y in ys):
+            continue
+        ax.plot(xs, ys, "--" if is_base else "-o", color="black" if is_base else None,
+                label=label, markersize=4, linewidth=1.5 if is_base else 1)
+    sizes = table.sizes
+    if len(sizes) > 1:
+        ax.set_xscale("log")
+        ax.set_xticks([_size_value(s) for s in sizes], [_size_label(s) for s in sizes], fontsize=7, rotation=30)
+        ax.minorticks_off()
+    ax.set_xlabel("size")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{table.kernel} ({table.mode})", fontsize=10)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def latency_vs_size(table: Any, top: int | None = 6):
+    """Median latency of each configuration (best ``top``) and of each baseline against size."""
+    fig = _against_size(table, "median_ms", "median ms", top)
+    fig.axes[0].set_yscale("log")
+    return fig
+
+
+def throughput_vs_size(table: Any, top: int | None = 6):
+    """TFLOP/s (or GB/s for kernels without an operation count) against size, baselines dashed."""
+    use_flops = any(r.tflops for r in table.rows if r.ok)
+    return _against_size(table, "tflops" if use_flops else "gbps", "TFLOP/s" if use_flops else "GB/s", top)
+
+
+def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | None = 20):
+    """Horizontal bars: every configuration (and baseline) at one size, fastest on top."""
+    sizes = table.sizes
+    key = tuple(size.items()) if size else (sizes[-1] if sizes else ())
+    rows = [r for r in table.rows if r.size == key]
+    ok = sorted([r for r in rows if r.ok], key=lambda r: r.median_ms)
+    if top is not None:
+        ok = ok[:top]
+    failed = [r for r in rows if not r.ok]
+    use_flops = any(r.tflops for r in ok)
+    fig = _figure(6.4, max(2.0, 0.28 * (len(ok) + 2)))
+    ax = fig.add_subplot()
+    values = [(r.tflops if use_flops else (r.gbps or 1.0 / r.median_ms)) for r in ok]
+    colours = ["black" if r.label else ("C2" if r.best else "C0") for r in ok]
+    ax.barh(range(len(ok)), values, color=colours)
+    ax.set_yticks(range(len(ok)), [r.name for r in ok], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("TFLOP/s" if use_flops else ("GB/s" if any(r.gbps for r in ok) else "1 / ms"))
+    title = f"{table.kernel} at {_size_label(key)}"
+    if failed:
+        title += f" ({len(failed)} failed, not drawn)"
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
+    """The roofline of measured ceilings with each (label, BenchResult) placed on it."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    ridge = ceilings.ridge_intensity
+    xs = [ridge / 1000.0, ridge, ridge * 100.0]
+    for _, r in points:
+        if r.intensity:
+            xs.append(r.intensity)
+    lo, hi = min(xs) / 2, max(xs) * 2
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [ceilings.bound_tflops(x) for x in grid], color="black", linewidth=1.5,
+            label=f"roof: {ceilings.copy_gbps:.0f} GB/s, {ceilings.matmul_tflops:.0f} TFLOP/s")
+    for i, (label, r) in enumerate(points):
+        if r.intensity and r.tflops:
+            frac = r.fraction_of(ceilings)
+            ax.plot([r.intensity], [r.tflops], "o", color=f"C{i}",
+                    label=f"{label}: {r.tflops:.1f} TFLOP/s" + (f" ({100 * frac:.0f}% of roof)" if frac else ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP / byte")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"roofline, {ceilings.device}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def overhead_plot(overhead: Any):
+    """Host microseconds per call for each execution backend (median, with quartile whiskers)."""
+    import statistics
+
+    fig = _figure(5.0, 2.6)
+    ax = fig.add_subplot()
+    names, medians, lows, highs = [], [], [], []
+    for backend, samples in overhead.per_backend_us:
+        s = sorted(samples)
+        q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0], s[0], s[0]]
+        med = statistics.median(s)
+        names.append(backend)
+        medians.append(med)
+        lows.append(med - q[0])
+        highs.append(q[2] - med)
+    ax.barh(range(len(names)), medians, xerr=[lows, highs], color="C0")
+    ax.set_yticks(range(len(names)), names)
+    for i, m in enumerate(medians):
+        ax.text(m, i, f" {m:.1f} us", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("host us per call")
+    missing = ", ".join(b for b, _ in overhead.errors)
+    ax.set_title(f"launch overhead, {overhead.kernel}" + (f" (not run: {missing})" if missing else ""), fontsize=9)
+    return fig
