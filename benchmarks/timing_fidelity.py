@@ -98,7 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--idle", default="20", help="idle gaps (ms) to try in isolated mode, comma-separated")
+    ap.add_argument("--idle", default="2", help="idle gaps (ms) to try in isolated mode, comma-separated")
     ap.add_argument("--kernels", default="tilelang_gemm,torch_matmul,tilelang_copy_1GiB")
     ap.add_argument("--rep-ms", type=float, default=600.0)
     args = ap.parse_args()
