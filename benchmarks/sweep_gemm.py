@@ -21,10 +21,11 @@ sys.path.insert(0, str(ROOT / "examples"))
 os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 
 PARAMS = [
-    dict(block_M=bm, block_N=bn, block_K=64, num_stages=st, threads=256, raster=r)
-    for bm, bn in ((128, 256), (256, 128), (128, 128))
+    dict(block_M=bm, block_N=bn, block_K=64, num_stages=st, threads=256, raster=r, smem_epilogue=e)
+    for bm, bn in ((128, 256), (256, 128))
     for st in (3, 4)
-    for r in (0, 8, 10, 16)
+    for r in (10, 16)
+    for e in (False, True)
 ]
 
 

@@ -46,7 +46,7 @@ def make(name: str):
         from tilelab.launch import prepare_kernel
         from tilelab.launch._run import call_kernel
 
-        prepared = prepare_kernel(gemm.matmul(GEMM, GEMM, GEMM), out_idx=-1)
+        prepared = prepare_kernel(gemm.matmul_best(GEMM, GEMM, GEMM), out_idx=-1)
         a = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
         b = torch.randn(GEMM, GEMM, device="cuda", dtype=torch.float16)
         return (lambda: call_kernel(prepared, [a, b])), 2.0 * GEMM**3, 3 * GEMM * GEMM * 2.0, "regex:^gemm"

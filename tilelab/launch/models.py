@@ -578,6 +578,23 @@ class SweepTable:
         row = self.best(size)
         return dict(row.config) if row else None
 
+    @property
+    def common_config(self) -> dict[str, Any]:
+        """The parameters every configuration shares (said once, not on every row)."""
+        configs = [dict(r.config) for r in self.rows if r.label is None]
+        if len(configs) < 2:
+            return {}
+        first = configs[0]
+        return {k: v for k, v in first.items() if all(k in c and c[k] == v for c in configs[1:])}
+
+    def short_name(self, row: SweepRow) -> str:
+        """A row's name with the shared parameters left out: what tells configurations apart."""
+        if row.label:
+            return row.label
+        common = self.common_config
+        varying = [(k, v) for k, v in row.config if k not in common]
+        return ", ".join(f"{k}={v}" for k, v in varying) or row.name or "(defaults)"
+
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "mode": self.mode, "device": self.device,
                 "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
@@ -596,18 +613,20 @@ class SweepTable:
             status = "BEST" if r.best else ""
         else:
             status = f"failed ({r.stage}): {r.error}"
-        return [size, r.name, _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
+        return [size, self.short_name(r), _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
                 _fmt(100 * r.spread if r.spread is not None else None, ".2f"), status]
 
     _HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
 
     def __repr__(self) -> str:
         cells = [self._HEADER] + [[str(c) for c in self._row_cells(r)] for r in self.rows]
-        widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(self._HEADER))]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self._HEADER))]
         lines = [f"sweep of {self.kernel} ({self.mode}, {self.device or 'GPU'}): {len(self.rows)} rows, "
                  f"{len(self.failed)} failed"]
+        if self.common_config:
+            lines.append("every configuration: " + ", ".join(f"{k}={v}" for k, v in self.common_config.items()))
         for row in cells:
-            lines.append("  ".join(c[:60].ljust(w) for c, w in zip(row, widths)).rstrip())
+            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -616,7 +635,9 @@ class SweepTable:
 
     def _repr_html_(self) -> str:
         best = {i for i, r in enumerate(self.rows) if r.best}
+        common = ", ".join(f"{k}={v}" for k, v in self.common_config.items())
         return (f"<div><b>sweep of {_esc(self.kernel)}</b> ({_esc(self.mode)}, {_esc(self.device)})"
+                + (f"<div>every configuration: <code>{_esc(common)}</code></div>" if common else "")
                 + _table(self._HEADER, [self._row_cells(r) for r in self.rows], best) + "</div>")
 
     def _repr_png_(self) -> bytes | None:

@@ -61,43 +61,62 @@ def _size_value(size: Sequence[tuple[str, int]]) -> float:
 
 
 def _series(table: Any, top: int | None) -> list[tuple[str, list[Any], bool]]:
-    """(label, rows ordered by size, is_baseline) for the configurations worth drawing."""
+    """(label, rows ordered by size, is_baseline) for the configurations worth drawing.
+
+    Labels name only the parameters that differ between configurations; the shared ones go in
+    the title (``_fixed_note``)."""
     by_name: dict[str, list[Any]] = {}
     baseline: dict[str, bool] = {}
     for r in table.rows:
         if not r.ok:
             continue
-        by_name.setdefault(r.name, []).append(r)
-        baseline[r.name] = r.label is not None
+        name = table.short_name(r)
+        by_name.setdefault(name, []).append(r)
+        baseline[name] = r.label is not None
     configs = [n for n in by_name if not baseline[n]]
     if top is not None and len(configs) > top:
-        ranked = sorted(configs, key=lambda n: min(x.median_ms for x in by_name[n]) / max(1, len(by_name[n])))
-        best = {r.name for r in table.rows if r.best}
+        # rank by the geometric mean of the speed-up over the slowest row at each size
+        ranked = sorted(configs, key=lambda n: sum(math.log(x.median_ms) for x in by_name[n]) / len(by_name[n])
+                        - 0.01 * len(by_name[n]))
+        best = {table.short_name(r) for r in table.rows if r.best}
         keep = list(dict.fromkeys([n for n in configs if n in best] + ranked))[:top]
         configs = [n for n in configs if n in keep]
     names = configs + [n for n in by_name if baseline[n]]
     return [(n, sorted(by_name[n], key=lambda r: _size_value(r.size)), baseline[n]) for n in names]
 
 
+def _fixed_note(table: Any) -> str:
+    common = getattr(table, "common_config", {}) or {}
+    text = ", ".join(f"{k}={v}" for k, v in common.items())
+    return f"\nevery configuration: {text}" if text else ""
+
+
 def _against_size(table: Any, metric: str, ylabel: str, top: int | None):
-    fig = _figure()
+    series = _series(table, top)
+    fig = _figure(7.6, 3.8)
     ax = fig.add_subplot()
-    for label, rows, is_base in _series(table, top):
-        xs = [_size_value(r.size) for r in rows]
+    sizes = table.sizes
+    # Several sizes: a log axis of problem volume, labelled with the sizes; one size: one tick.
+    position = {s: (_size_value(s) if len(sizes) > 1 else 0.0) for s in sizes}
+    for label, rows, is_base in series:
+        xs = [position[r.size] for r in rows]
         ys = [getattr(r, metric) for r in rows]
         if any(y is None for y in ys):
             continue
-        ax.plot(xs, ys, "--" if is_base else "-o", color="black" if is_base else None,
+        ax.plot(xs, ys, "--s" if is_base else "-o", color="black" if is_base else None,
                 label=label, markersize=4, linewidth=1.5 if is_base else 1)
-    sizes = table.sizes
     if len(sizes) > 1:
         ax.set_xscale("log")
-        ax.set_xticks([_size_value(s) for s in sizes], [_size_label(s) for s in sizes], fontsize=7, rotation=30)
+        ax.set_xticks([position[s] for s in sizes], [_size_label(s) for s in sizes], fontsize=7, rotation=30)
         ax.minorticks_off()
-    ax.set_xlabel("size")
+    else:
+        ax.set_xticks([0.0], [_size_label(s) for s in sizes] or ["-"], fontsize=8)
+        ax.set_xlim(-1, 1)
+    ax.set_xlabel("size (" + "x".join(k for k, _ in sizes[0]) + ")" if sizes and sizes[0] else "size")
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{table.kernel} ({table.mode})", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title(f"{table.kernel} ({table.mode}){_fixed_note(table)}", fontsize=9)
+    if series:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
 
@@ -115,7 +134,8 @@ def throughput_vs_size(table: Any, top: int | None = 6):
 
 
 def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | None = 20):
-    """Horizontal bars: every configuration (and baseline) at one size, fastest on top."""
+    """Horizontal bars: every configuration (and baseline) at one size, fastest on top, each
+    labelled with what sets it apart and its value; the shared parameters are in the title."""
     sizes = table.sizes
     key = tuple(size.items()) if size else (sizes[-1] if sizes else ())
     rows = [r for r in table.rows if r.size == key]
@@ -124,18 +144,23 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
         ok = ok[:top]
     failed = [r for r in rows if not r.ok]
     use_flops = any(r.tflops for r in ok)
-    fig = _figure(6.4, max(2.0, 0.28 * (len(ok) + 2)))
+    use_gbps = not use_flops and any(r.gbps for r in ok)
+    fig = _figure(7.6, max(2.0, 0.26 * (len(ok) + 3)))
     ax = fig.add_subplot()
-    values = [(r.tflops if use_flops else (r.gbps or 1.0 / r.median_ms)) for r in ok]
+    values = [(r.tflops if use_flops else (r.gbps if use_gbps else 1.0 / r.median_ms)) or 0.0 for r in ok]
     colours = ["black" if r.label else ("C2" if r.best else "C0") for r in ok]
     ax.barh(range(len(ok)), values, color=colours)
-    ax.set_yticks(range(len(ok)), [r.name for r in ok], fontsize=7)
+    ax.set_yticks(range(len(ok)), [table.short_name(r) for r in ok], fontsize=7)
+    unit = "TFLOP/s" if use_flops else ("GB/s" if use_gbps else "1 / ms")
+    for i, (v, r) in enumerate(zip(values, ok)):
+        ax.text(v, i, f" {v:.1f} ({r.median_ms:.3f} ms)" + (" best" if r.best else ""), va="center", fontsize=6.5)
     ax.invert_yaxis()
-    ax.set_xlabel("TFLOP/s" if use_flops else ("GB/s" if any(r.gbps for r in ok) else "1 / ms"))
+    ax.set_xlim(0, (max(values) if values else 1.0) * 1.35)
+    ax.set_xlabel(unit)
     title = f"{table.kernel} at {_size_label(key)}"
     if failed:
         title += f" ({len(failed)} failed, not drawn)"
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title + _fixed_note(table), fontsize=9)
     return fig
 
 
