@@ -32,6 +32,7 @@ _LAZY = {
     "sweep": (".launch", "sweep"),
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "Inspector": (".widgets.inspector", "Inspector"),
+    "has_gpu": ("._adapter", "has_gpu"),
 }
 
 
@@ -66,6 +67,7 @@ __all__ = [
     "WgmmaInstruction",
     "WgmmaOperand",
     "bench",
+    "has_gpu",
     "inspect",
     "load_ipython_extension",
     "run",
