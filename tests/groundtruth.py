@@ -63,3 +63,51 @@ def device_wgmma(device: str) -> dict:
         forms.append({"variant": variant, "instruction": f"m{mm}n{nn}k{kk}", "a": a, "b": b, "c": c,
                       "a_major": "MN" if tnsp_a == "true" else "K", "b_major": "MN" if tnsp_b == "true" else "K"})
     return {"descriptors": descs, "forms": forms}
+
+
+def cython_launch_attributes(launcher: str, kernel: str) -> dict:
+    """How the cython launcher launches ``kernel``: the launch attributes of its
+    ``cudaLaunchKernelEx`` block, or ``cooperative`` for ``cudaLaunchCooperativeKernel``."""
+    cooperative = re.search(rf"cudaLaunchCooperativeKernel\(\(void\*\){re.escape(kernel)},", launcher)
+    if cooperative:
+        return {"cooperative": True, "cluster": None, "serialization": False}
+    end = launcher.index(f"cudaLaunchKernelEx(&config, {kernel}")
+    start = launcher.rindex("cudaLaunchConfig_t config;", 0, end)
+    block = launcher[start:end]
+    cluster = re.search(r"clusterDim = \{(\d+), (\d+), (\d+)\};", block)
+    return {
+        "cooperative": False,
+        "cluster": [int(v) for v in cluster.groups()] if cluster else None,
+        "serialization": "programmaticStreamSerializationAllowed = 1;" in block,
+    }
+
+
+def cython_call_parameters(launcher: str) -> dict:
+    """``name -> C type`` of the parameters of the cython launcher's ``call(...)`` entry."""
+    signature = launcher.split('extern "C" TL_EXPORT int call(')[1].split(")")[0]
+    params = {}
+    for part in signature.split(","):
+        decl = part.split("=")[0].strip()
+        ctype, name = decl.rsplit(" ", 1)
+        params[name] = ctype.strip()
+    return params
+
+
+# Bounds the CUDA Driver API reference ("Tensor Map Object Management", cuTensorMapEncodeTiled /
+# cuTensorMapEncodeIm2col) states, written out by hand: (rule id, field, largest allowed value,
+# the number as the reference writes it).
+DRIVER_BOUNDS = [
+    ("tensor_rank", "rank", 5, "5"),
+    ("box_dim_max", "box_dim[1]", 256, "256"),
+    ("element_stride_max", "element_strides[1]", 8, "8"),
+    ("global_dim_max", "global_dim[1]", 2**32, "2^32"),
+    ("channels_per_pixel_max", "channels_per_pixel", 256, "256"),
+    ("pixels_per_column_max", "pixels_per_column", 1024, "1024"),
+]
+# Alignment the reference demands, in bytes: (rule id, unit, the reference's words).
+DRIVER_ALIGNMENTS = [
+    ("global_address_align", 16, "16 byte aligned"),
+    ("global_stride_multiple", 16, "multiple of 16"),
+    ("global_stride_multiple_32", 32, "multiple of 32"),
+    ("box_inner_bytes_multiple_16", 16, "multiple of 16 bytes"),
+]

@@ -142,3 +142,172 @@ def test_cli_lowering_error_points_at_the_kernel_line(tmp_path):
 def test_cli_bad_target_lists_valid_ones():
     out = cli("inspect", GEMM, "--target", "hopper")
     assert out.returncode == 2 and "sm_90a" in out.stderr and "sm_80" in out.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# The cache follows the engine's code; failures that may not repeat are not cached
+# --------------------------------------------------------------------------------------------
+
+_INSPECT_512 = ("import tilelab, json; from gemm import matmul\n"
+                "r = tilelab.inspect(matmul(512, 512, 512, 128, 128, 32), 'sm_90a')\n"
+                "print(tilelab.__file__)\n")
+
+
+def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
+    """A copy of the package in a new process: the same code hits, an edited engine file misses."""
+    import shutil
+
+    shutil.copytree(ROOT / "tilelab", tmp_path / "pkg" / "tilelab", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TILELAB_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), str(ROOT / "examples")])}
+
+    def run() -> None:  # from tmp_path, so that the copy (not the checkout) is imported
+        out = subprocess.run([sys.executable, "-c", _INSPECT_512], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(tmp_path / "pkg" / "tilelab" / "__init__.py")
+
+    for _ in range(2):
+        run()
+    assert len(list(cache.glob("*.json"))) == 1
+    for n, name in enumerate(("_model.py", "_tma_rules.py"), start=2):
+        with open(tmp_path / "pkg" / "tilelab" / name, "a") as f:
+            f.write("\n# an edit\n")
+        run()
+        assert len(list(cache.glob("*.json"))) == n, name
+    # a change outside the engine (a renderer) keeps the entries
+    with open(tmp_path / "pkg" / "tilelab" / "render" / "text.py", "a") as f:
+        f.write("\n# an edit\n")
+    run()
+    assert len(list(cache.glob("*.json"))) == 3
+
+
+def test_a_transient_launcher_failure_is_not_cached(tmp_path, monkeypatch):
+    import tilelab
+    from tilelab import _inspect
+    from tilelang.jit.adapter.nvrtc import wrapper as nvrtc_wrapper
+
+    from gemm import matmul
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    _inspect._MEMORY.clear()
+    real = nvrtc_wrapper.TLNVRTCSourceWrapper
+
+    class Flaky:
+        def __init__(self, *args, **kwargs):
+            raise OSError("disk full while generating")
+
+    kernel = matmul(256, 256, 256, 128, 128, 32)
+    first = tilelab.inspect(kernel, "sm_90a")  # cached: every launcher generated
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(nvrtc_wrapper, "TLNVRTCSourceWrapper", Flaky)
+    failed = tilelab.inspect(kernel, "sm_90a", force=True)
+    assert failed.sources.launcher("nvrtc").text is None
+    assert any("nvrtc launcher failed to generate" in n and "not cached" in n for n in failed.notes)
+    assert list(tmp_path.glob("*.json")) == []  # the forced run also dropped the old entry
+    monkeypatch.setattr(nvrtc_wrapper, "TLNVRTCSourceWrapper", real)
+    again = tilelab.inspect(kernel, "sm_90a")  # not served the failed report
+    assert again.sources.launcher("nvrtc").text == first.sources.launcher("nvrtc").text
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
+    """TileLang's own "this backend does not support this target" is a decision: it is cached."""
+    import dataclasses
+
+    import tilelab
+    from tilelab import _inspect
+    from tilelang.backend import module as backend_module
+
+    from gemm import matmul
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    _inspect._MEMORY.clear()
+    real_get = backend_module.get_backend
+
+    def get_backend(name):
+        module = real_get(name)
+        specs = tuple(dataclasses.replace(s, supports_target=lambda t: False) if s.name == "nvrtc" else s
+                      for s in module.execution_backends)
+        return dataclasses.replace(module, execution_backends=specs) if dataclasses.is_dataclass(module) else module
+
+    monkeypatch.setattr(backend_module, "get_backend", get_backend)
+    r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
+    nv = r.sources.launcher("nvrtc")
+    assert nv.text is None and nv.reason == "TileLang's nvrtc backend does not support target sm_90a"
+    assert not any("not cached" in n for n in r.notes)
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
+    import tilelab
+    from tilelab import _inspect
+
+    from gemm import matmul
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    _inspect._MEMORY.clear()
+    kernel = matmul(256, 256, 256, 128, 128, 32)
+    real = tilelab.inspect(kernel, "sm_90a")
+    (entry,) = tmp_path.glob("*.json")
+    entry.write_text(real.replace(name="stale").to_json())
+    _inspect._MEMORY.clear()
+    assert tilelab.inspect(kernel, "sm_90a").name == "stale"  # served from the cache
+    assert tilelab.inspect(kernel, "sm_90a", force=True).name == "gemm"
+    _inspect._MEMORY.clear()
+    assert json.loads(entry.read_text())["name"] == "gemm"  # overwritten on disk
+    assert tilelab.inspect(kernel, "sm_90a").name == "gemm"
+
+
+# --------------------------------------------------------------------------------------------
+# The command line: output paths and unexpected errors
+# --------------------------------------------------------------------------------------------
+
+SMALL = "examples/gemm.py:matmul(256, 256, 256, 128, 128, 32)"
+
+
+@pytest.mark.parametrize("option", ["--json", "--html"])
+def test_cli_output_into_a_missing_folder(option, tmp_path):
+    target = tmp_path / "no-such-folder" / "report.out"
+    out = cli("inspect", SMALL, option, str(target))
+    assert out.returncode == 2
+    assert out.stderr == f"tilelab: error: {option} {target}: the folder {target.parent} does not exist; create it first\n"
+
+
+def test_cli_output_onto_a_folder_or_an_unwritable_place(tmp_path):
+    out = cli("inspect", SMALL, "--json", str(tmp_path))
+    assert out.returncode == 2 and "is a folder" in out.stderr and "Traceback" not in out.stderr
+    # /proc takes no new files, even for root (permission bits would not stop root)
+    out = cli("inspect", SMALL, "--html", "/proc/tilelab-report.html")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("tilelab: error: --html /proc/tilelab-report.html: ")
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+CRASHING = '''
+import sys
+sys.path.insert(0, {examples!r})
+from tilelab import _adapter
+from l2_persist import bias_add
+
+def crash(lowered):
+    raise ValueError("invalid literal for int() with base 10: 'm * 16384'")
+
+_adapter.l2_windows = crash  # a bug inside the engine, as the reviewer's L2 crash was
+'''
+
+
+def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
+    (tmp_path / "crashing.py").write_text(CRASHING.format(examples=str(ROOT / "examples")))
+    spec = f"{tmp_path / 'crashing.py'}:bias_add(256, 256)"
+    out = cli("inspect", spec, "--force")
+    assert out.returncode == 3
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith("tilelab: error: internal error: ValueError: invalid literal for int()")
+    assert "please report" in out.stderr and "TILELAB_DEBUG=1" in out.stderr
+    debug = subprocess.run([sys.executable, "-m", "tilelab", "inspect", spec, "--force"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "TILELAB_DEBUG": "1"})
+    assert debug.returncode == 3
+    assert "Traceback (most recent call last)" in debug.stderr and "def crash" not in debug.stdout
+    assert "please report" in debug.stderr

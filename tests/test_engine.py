@@ -17,7 +17,9 @@ from groundtruth import (
     DRIVER_L2,
     DRIVER_OOB,
     DRIVER_SWIZZLE,
+    cython_call_parameters,
     cython_launch,
+    cython_launch_attributes,
     cython_tma_fields,
     device_wgmma,
 )
@@ -28,6 +30,7 @@ from gemm import matmul
 from gemm_bf16_nt import matmul_nt
 from gemm_dynamic import matmul_dynamic_m
 from l2_persist import bias_add
+from l2_persist_dynamic import scaled_rows
 
 EXAMPLES = {
     "gemm": (lambda: matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a"),
@@ -36,6 +39,7 @@ EXAMPLES = {
     "conv_im2col": (lambda: convolution(8, 64, 56, 56, 64, 3, 1, 1, 1), "sm_90a"),
     "elementwise_sm80": (lambda: elementwise_add(4096, 4096), "sm_80"),
     "l2_persist": (lambda: bias_add(8192, 8192), "sm_90a"),
+    "l2_persist_dynamic": (lambda: scaled_rows(8192), "sm_90a"),
 }
 
 _REPORTS: dict[str, tilelab.KernelReport] = {}
@@ -166,7 +170,8 @@ def test_wgmma_matches_the_device_code(name):
     for w in r.wgmma:
         form = next(f for f in truth["forms"] if f["instruction"] == w.instruction and f["variant"] == w.variant)
         assert (form["a_major"], form["b_major"]) == (w.a_major, w.b_major)
-        assert (dtype_names[form["a"]], dtype_names[form["c"]]) == (w.a_dtype, w.accum_dtype)
+        assert (dtype_names[form["a"]], dtype_names[form["b"]], dtype_names[form["c"]]) == (
+            w.a_dtype, w.b_dtype, w.accum_dtype)
         for operand in (w.a, w.b):
             if operand is None:
                 continue
@@ -457,3 +462,308 @@ def test_strided_tensor_scalar_and_stride_symbol():
     # ground truth: the cython launcher's entry takes alpha and the stride symbol s
     call = r.sources.launcher("cython").text.split('extern "C" TL_EXPORT int call(')[1].split(")")[0]
     assert "float alpha" in call and "int s" in call
+
+
+# --------------------------------------------------------------------------------------------
+# Review fixes: symbolic L2 windows, symbol dtypes, layouts left out, launch flags, front ends
+# --------------------------------------------------------------------------------------------
+
+
+def test_l2_window_over_a_dynamic_buffer_is_symbolic():
+    r = report("l2_persist_dynamic")
+    (w,) = r.l2_persistence
+    assert (w.buffer, w.hit_ratio) == ("X", 0.5)
+    # X is (m, 8192) fp16: 2 * 8192 bytes per row, m rows
+    assert isinstance(w.bytes, str) and _py_value(w.bytes, m=1000) == 1000 * 8192 * 2
+    assert w.emitted_by == ("tvm_ffi",)
+    assert "__tvm_cuda_stream_set_access_policy_window" in r.sources.launcher("tvm_ffi").text
+    assert tilelab.KernelReport.from_json(r.to_json()).l2_persistence == (w,)
+    from tilelab.render.html import render_html
+    from tilelab.render.text import render_text
+
+    assert f"X: hit ratio 0.5, {w.bytes} B" in render_text(r)
+    assert f"{w.bytes} B" in render_html(r)
+
+
+def test_l2_notes_give_each_backend_its_own_reason():
+    import re
+    from pathlib import Path
+
+    import tilelang
+
+    adapters = Path(tilelang.__file__).parent / "jit" / "adapter"
+    # Ground truth from TileLang's sources: cython/nvrtc have L2 code (keyed wrongly), cutedsl none.
+    assert "l2_persistent_map" in (adapters / "wrapper.py").read_text()
+    assert "l2_persistent_map" in (adapters / "nvrtc" / "wrapper.py").read_text()
+    assert "l2_persistent_map" not in (adapters / "cutedsl" / "wrapper.py").read_text()
+    (note,) = [n for n in report("l2_persist").notes if "L2" in n]
+    lookup, no_code = re.split(r"(?<=\.) (?=TileLang 0\.1\.15's cutedsl)", note)[:2]
+    assert "cython and nvrtc" in lookup and "kernel name" in lookup and "cutedsl" not in lookup
+    assert "cutedsl launcher has no L2 persistence code" in no_code and "kernel name" not in no_code
+    assert note.endswith("Only tvm_ffi applies T.annotate_l2_hit_ratio.")
+
+
+def test_dynamic_dim_dtype_is_the_symbols_own():
+    import tilelang.language as T
+
+    def copy_rows(N=1024, block=128, dtype="int64"):
+        M = T.dynamic("m", dtype)
+
+        @T.prim_func
+        def copy_rows_kernel(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+            with T.Kernel(T.ceildiv(M, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    for j in T.serial(N):
+                        B[bx * block + i, j] = A[bx * block + i, j]
+
+        return copy_rows_kernel
+
+    c_types = {"int64": "int64_t", "int32": "int"}
+    for dtype in ("int64", "int32"):
+        r = tilelab.inspect(copy_rows(dtype=dtype), "sm_90a")
+        m = next(a for a in r.arguments if a.name == "m")
+        assert (m.kind, m.dtype) == ("dynamic_dim", dtype)
+        # ground truth: the type of m in the cython launcher's entry point
+        assert cython_call_parameters(r.sources.launcher("cython").text)["m"] == c_types[dtype]
+
+
+def _big_tile_copy():
+    import tilelang.language as T
+
+    @T.prim_func
+    def big_tile(A: T.Tensor((4096, 4096), T.float16), B: T.Tensor((4096, 4096), T.float16)):
+        with T.Kernel(4096 // 512, 4096 // 256, threads=256) as (bx, by):
+            tile = T.alloc_shared((256, 512), T.float16)  # 131,072 elements
+            T.copy(A[by * 256, bx * 512], tile)
+            T.copy(tile, B[by * 256, bx * 512])
+
+    return big_tile
+
+
+def test_a_big_shared_layout_is_tabulated():
+    import numpy as np
+
+    r = tilelab.inspect(_big_tile_copy(), "sm_90a")
+    lay = r.layout("tile")
+    assert lay.shape == (256, 512) and len(lay.offsets) == 256 * 512
+    assert sorted(lay.array("offsets").ravel().tolist()) == list(range(256 * 512))
+    assert not np.array_equal(lay.array("offsets").ravel(), np.arange(256 * 512))  # swizzled
+    assert not any("tile" in n and "left out" in n for n in r.notes)
+
+
+def test_layouts_left_out_are_named_in_the_notes(monkeypatch):
+    from tilelab import _adapter
+
+    monkeypatch.setattr(_adapter, "MAX_LAYOUT_ELEMENTS", 1 << 16)
+    r = tilelab.inspect(_big_tile_copy(), "sm_90a", force=True)
+    assert [x.buffer for x in r.layouts] == []
+    assert "layout of tile left out: 131,072 elements, more than the 65,536 tilelab tabulates" in r.notes
+
+    real = _adapter._evaluate
+
+    def refuse_fragments(expr, env, shape):
+        if tuple(shape) == (128, 128):  # only C_local (the accumulator) has this shape here
+            raise NotImplementedError("cannot evaluate Foo: bar")
+        return real(expr, env, shape)
+
+    monkeypatch.setattr(_adapter, "MAX_LAYOUT_ELEMENTS", 1 << 18)
+    monkeypatch.setattr(_adapter, "_evaluate", refuse_fragments)
+    r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a", force=True)
+    assert "C_local" not in {x.buffer for x in r.layouts}
+    assert {"A_shared", "B_shared"} <= {x.buffer for x in r.layouts}
+    assert ("layout of C_local left out: tilelab could not evaluate it "
+            "(NotImplementedError: cannot evaluate Foo: bar)") in r.notes
+
+
+def _swizzled(lin, span_bytes: int, element_bytes: int):
+    """TMA/CuTe swizzle by hand: the 16-byte chunk index (byte bits 4..) is XORed with the 128-byte
+    row index (byte bits 7..) modulo span / 16; ``lin`` in elements."""
+    mask = span_bytes // 16 - 1
+    byte = lin * element_bytes
+    return (byte ^ (((byte >> 7) & mask) << 4)) // element_bytes
+
+
+def test_hopper_gemm_shared_layout_values_follow_the_tma_swizzle():
+    import numpy as np
+
+    r = report("gemm")
+    for buffer, rows, cols in (("A_shared", 128, 32), ("B_shared", 32, 128)):
+        lay = r.layout(buffer)
+        desc = r.tma(buffer[0])
+        assert lay.shape == (rows, cols)
+        span = {"64B": 64, "128B": 128}[desc.swizzle]
+        box_cols, box_rows = desc.box_dim  # innermost first
+        row, col = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+        # TMA writes box after box along the inner dimension; within a box, rows of box_cols elements
+        box, in_box = col // box_cols, col % box_cols
+        expected = box * (box_rows * box_cols) + _swizzled(row * box_cols + in_box, span, 2)
+        assert np.array_equal(lay.array("offsets"), expected), buffer
+    # the brief's formulas, in elements: 64B lin ^ (((lin >> 6) & 3) << 3); 128B with & 7
+    lin = np.arange(128 * 32)
+    assert np.array_equal(r.layout("A_shared").array("offsets").ravel(), lin ^ (((lin >> 6) & 3) << 3))
+
+
+def test_rs_wgmma_takes_a_from_registers():
+    import tilelang.language as T
+
+    def gemm_rs(M=1024, N=1024, K=1024, bM=128, bN=128, bK=64):
+        @T.prim_func
+        def gemm_rs_kernel(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+                           C: T.Tensor((M, N), T.float16)):
+            with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+                A_shared = T.alloc_shared((bM, bK), T.float16)
+                A_frag = T.alloc_fragment((bM, bK), T.float16)
+                B_shared = T.alloc_shared((bK, bN), T.float16)
+                C_local = T.alloc_fragment((bM, bN), T.float32)
+                T.clear(C_local)
+                for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                    T.copy(A[by * bM, k * bK], A_shared)
+                    T.copy(A_shared, A_frag)
+                    T.copy(B[k * bK, bx * bN], B_shared)
+                    T.gemm(A_frag, B_shared, C_local)
+                T.copy(C_local, C[by * bM, bx * bN])
+
+        return gemm_rs_kernel
+
+    r = tilelab.inspect(gemm_rs(), "sm_90a")
+    truth = device_wgmma(r.sources.device)
+    (form,) = truth["forms"]
+    (w,) = r.wgmma
+    assert form["variant"] == w.variant == "rs" and w.a is None
+    assert (w.instruction, w.b_major) == (form["instruction"], form["b_major"])
+    assert (w.a_dtype, w.b_dtype, w.accum_dtype) == ("float16", "float16", "float32")
+    (desc,) = truth["descriptors"].values()
+    assert (w.b.buffer, w.b.layout_type, w.b.lbo, w.b.sbo) == (desc["buffer"], desc["layout_type"], desc["lbo"], desc["sbo"])
+
+
+def _launch_kernels():
+    import tilelang.language as T
+
+    def body(A, B, block, bx, by):
+        for j in T.Parallel(block):
+            B[by, bx * block + j] = A[by, bx * block + j]
+
+    @T.prim_func
+    def clustered(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16)):
+        with T.Kernel(8, 1024, threads=128, cluster_dims=(2, 1, 1)) as (bx, by):
+            for j in T.Parallel(128):
+                B[by, bx * 128 + j] = A[by, bx * 128 + j]
+
+    @T.prim_func
+    def pdl(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16)):
+        with T.Kernel(8, 1024, threads=128) as (bx, by):
+            T.pdl_sync()
+            for j in T.Parallel(128):
+                B[by, bx * 128 + j] = A[by, bx * 128 + j]
+            T.pdl_trigger()
+
+    @T.prim_func
+    def cooperative(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16)):
+        with T.Kernel(8, 1024, threads=128) as (bx, by):
+            for j in T.Parallel(128):
+                B[by, bx * 128 + j] = A[by, bx * 128 + j]
+            T.sync_grid()
+            for j in T.Parallel(128):
+                B[by, bx * 128 + j] = B[by, bx * 128 + j] + A[by, bx * 128 + j]
+
+    return {"clustered": clustered, "pdl": pdl, "cooperative": cooperative}
+
+
+@pytest.mark.parametrize("name", ["clustered", "pdl", "cooperative"])
+def test_cluster_pdl_and_cooperative_flags_match_the_cython_launcher(name):
+    r = tilelab.inspect(_launch_kernels()[name], "sm_90a")
+    (k,) = r.kernels
+    truth = cython_launch_attributes(r.sources.launcher("cython").text, k.name)
+    assert k.cooperative == truth["cooperative"] == (name == "cooperative")
+    assert list(k.cluster_dims or []) == (truth["cluster"] or []) == ([2, 1, 1] if name == "clustered" else [])
+    assert ("cython" in k.programmatic_serialization_by) == truth["serialization"]
+    # the kernel's own PDL wait: cudaGridDependencySynchronize in the device code
+    assert k.programmatic_dependent_launch == ("cudaGridDependencySynchronize()" in r.sources.device) == (name == "pdl")
+    # nvrtc allows the early start only for kernels that wait (its PDL_SYNC_PY block)
+    nvrtc_sets = "programmaticStreamSerializationAllowed = 1" in r.sources.launcher("nvrtc").text
+    assert ("nvrtc" in k.programmatic_serialization_by) == nvrtc_sets == (name == "pdl")
+    assert "tvm_ffi" not in k.programmatic_serialization_by
+    unsynced = [n for n in r.notes if n.startswith("programmatic dependent launch")]
+    assert bool(unsynced) == (truth["serialization"] and not k.programmatic_dependent_launch)
+
+
+def test_cython_sets_programmatic_serialization_on_an_ordinary_launch():
+    r = report("gemm")
+    (k,) = r.kernels
+    assert cython_launch_attributes(r.sources.launcher("cython").text, k.name)["serialization"]
+    assert not k.programmatic_dependent_launch and k.programmatic_serialization_by == ("cython",)
+    (note,) = [n for n in r.notes if n.startswith("programmatic dependent launch")]
+    assert "gemm_kernel never call(s) T.pdl_sync" in note and "cython launcher(s)" in note
+
+
+@pytest.mark.filterwarnings("ignore:`tl.disable_tma_lower` is deprecated")
+def test_compiled_kernel_brings_its_target_out_idx_and_pass_configs():
+    """A tilelang.compile result built through TileLang's own constructor without compiling
+    (``from_database=True``, the path TileLang's disk cache uses); its adapter supplies out_idx."""
+    import types
+
+    from tilelang.jit.kernel import JITKernel
+
+    func = matmul(256, 256, 256, 128, 128, 32)
+    compiled = JITKernel(func, out_idx=[-1], execution_backend="tvm_ffi", target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs={"tl.disable_tma_lower": True}, from_database=True)
+    compiled.adapter = types.SimpleNamespace(result_idx=[2])  # what a compile would set for out_idx=[-1]
+    assert tilelab._adapter.kernel_kind(compiled) == "compiled"
+    r = tilelab.inspect(compiled)  # no target: the kernel's own
+    assert r.target == "sm_90a" and not any("no GPU" in n for n in r.notes)
+    assert {a.name: a.is_output for a in r.arguments if a.kind == "tensor"} == {"A": False, "B": False, "C": True}
+    assert dict(r.pass_configs)["tl.disable_tma_lower"] == "True"
+    direct = tilelab.inspect(func, "sm_90a", out_idx=[-1], pass_configs={"tl.disable_tma_lower": True})
+    assert (r.kernels, r.tma_descriptors, r.wgmma, r.arguments) == (
+        direct.kernels, direct.tma_descriptors, direct.wgmma, direct.arguments)
+    assert r.sources.device == direct.sources.device
+
+
+@pytest.mark.filterwarnings("ignore:`tl.disable_tma_lower` is deprecated")
+def test_pass_configs_and_explicit_out_idx():
+    """In TileLang 0.1.15 ``tl.disable_tma_lower`` stops plain T.copy from lowering to a TMA *store*
+    (its docstring: "prevents plain T.copy() from auto-lowering to TMA store"); TMA loads stay."""
+    from tile_copy import copy
+
+    off = {"tl.disable_tma_lower": True}
+    plain, no_tma = tilelab.inspect(copy(1024, 1024), "sm_90a"), tilelab.inspect(copy(1024, 1024), "sm_90a", pass_configs=off)
+    assert [d.buffer for d in plain.tma_descriptors] == ["B"] and no_tma.tma_descriptors == ()
+    assert plain.sources.launcher("cython").text.count("cuTensorMapEncode") == 1
+    assert "cuTensorMapEncode" not in no_tma.sources.launcher("cython").text
+    assert dict(no_tma.pass_configs)["tl.disable_tma_lower"] == "True"
+    # the GEMM's staged epilogue store goes; its TMA loads stay
+    func = matmul(1024, 1024, 1024, 128, 128, 32, smem_epilogue=True)
+    staged = tilelab.inspect(func, "sm_90a")
+    unstaged = tilelab.inspect(func, "sm_90a", pass_configs=off, out_idx=[-1])
+    assert [d.buffer for d in staged.tma_descriptors] == ["A", "B", "C"]
+    assert [d.buffer for d in unstaged.tma_descriptors] == ["A", "B"]
+    assert unstaged.sources.launcher("cython").text.count("cuTensorMapEncode") == 2
+    # explicit out_idx=[-1]: C is the output, allocated by the tvm_ffi launcher
+    args = {a.name: a for a in unstaged.arguments}
+    assert args["C"].is_output and not args["C"].passed_at_launch and args["A"].passed_at_launch
+    assert not any(a.is_output for a in staged.arguments)
+    # ground truth: TileLang's tvm_ffi host code then allocates C instead of taking it as a tensor
+    taken = "kernel gemm input C expected pointer or tensor handle"
+    assert taken in staged.sources.launcher("tvm_ffi").text and "TVMFFIEnvTensorAlloc" not in staged.sources.launcher("tvm_ffi").text
+    assert taken not in unstaged.sources.launcher("tvm_ffi").text and "TVMFFIEnvTensorAlloc" in unstaged.sources.launcher("tvm_ffi").text
+
+
+def test_jit_cache_key_is_tilelangs_own():
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.jit(out_idx=[-1])
+    def scale(N, block=256):
+        @T.prim_func
+        def scale_kernel(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+            with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * 2.0
+
+        return scale_kernel
+
+    for args in ((4096,), (8192,), (4096, 128)):
+        key = scale.parse_cache_key(*args)  # TileLang's JIT call key, asked directly
+        r = tilelab.inspect(scale, "sm_90a", args=args)
+        assert r.cache_key == f"JIT call key {key!r}"
+    assert scale.parse_cache_key(4096) != scale.parse_cache_key(4096, 128)

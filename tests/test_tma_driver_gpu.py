@@ -4,6 +4,9 @@ For every rule of tilelab/_tma_rules.py, one test id per rule:
 * ``test_driver_accepts_good_variant[<rule>]``: the good variant encodes (CUDA_SUCCESS);
 * ``test_driver_rejects_bad_example[<rule>]``: the hand-made bad descriptor is refused. A failure
   here names a rule the driver does not enforce: set ``driver_enforced=False`` on it.
+* ``test_driver_refuses_what_arch_findings_predict[<rule>]``: on sm_9x, every good example
+  that ``_tma_rules.arch_findings`` says the driver refuses there (128B_ATOM swizzles, packed
+  16U4/16U6 types) is refused; such examples cannot verify their own rule on that GPU.
 And every example kernel's descriptors, symbolic sizes set to 1024, encode on real buffers.
 """
 
@@ -55,8 +58,18 @@ def _capability() -> str:
     return f"sm_{major}{minor}"
 
 
+def _arch() -> str:
+    return _capability() + ("a" if _capability() == "sm_90" else "")
+
+
 def _good_or_skip(rule_id: str, base: int) -> None:
     _, good = EXAMPLES[rule_id]
+    if rules.arch_findings(good, _arch()):
+        # tilelab reports these as refused on this GPU: test_driver_refuses_what_arch_findings_predict
+        # holds that finding against the driver; the rule itself cannot be verified here.
+        pytest.skip(f"{rule_id}: tilelab predicts the driver on {_capability()} refuses "
+                    f"{', '.join(_blackwell_features(good))} outright (asserted by "
+                    f"test_driver_refuses_what_arch_findings_predict)")
     result = encode_with_driver(good, base)
     features = _blackwell_features(good)
     if result != "CUDA_SUCCESS" and features:
@@ -88,13 +101,35 @@ def test_driver_rejects_bad_example(rule_id, base_address):
             f"({result}): set driver_enforced=True")
 
 
+# Good variants break no rule, so a refusal of one of these can only be the arch's.
+_ARCH_EXAMPLES = [rule_id for rule_id in sorted(EXAMPLES) if rules.arch_findings(EXAMPLES[rule_id][1], "sm_90a")]
+
+
+@pytest.mark.parametrize("rule_id", _ARCH_EXAMPLES)
+def test_driver_refuses_what_arch_findings_predict(rule_id, base_address):
+    """Each good example tilelab flags as refused on Hopper is refused by the driver on sm_9x."""
+    if not _capability().startswith("sm_9"):
+        pytest.skip(f"arch findings are stated for sm_9x; this GPU is {_capability()}")
+    _, good = EXAMPLES[rule_id]
+    predicted = rules.arch_findings(good, _arch())
+    assert predicted and rules.check(good, global_address=base_address) == ((), ())
+    result = encode_with_driver(good, base_address)
+    assert result != "CUDA_SUCCESS", (
+        f"the driver on {_capability()} ACCEPTED the good example of {rule_id}, which tilelab reports as "
+        f"refused ({'; '.join(f.text for f in predicted)}): drop that case from _tma_rules.arch_findings.\n{good}")
+
+
 @pytest.mark.parametrize("swizzle", ["128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B"])
 def test_which_blackwell_swizzles_this_driver_takes(swizzle, base_address):
-    """Informational: the reference states no compute capability for these, so tilelab reports none."""
+    """Without an arch the checker reports nothing for these; on sm_9x tilelab reports them as
+    refused (arch_findings), and the driver must then refuse them."""
     desc = dataclasses.replace(EXAMPLES["swizzle_span"][1], swizzle=swizzle)
     assert rules.check(desc, global_address=base_address) == ((), ())
     result = encode_with_driver(desc, base_address)
-    if result != "CUDA_SUCCESS":
+    if rules.arch_findings(desc, _arch()):
+        assert result != "CUDA_SUCCESS", (
+            f"the driver on {_capability()} ACCEPTED swizzle {swizzle}, which tilelab reports as refused there")
+    elif result != "CUDA_SUCCESS":
         pytest.skip(f"informational: the driver on {_capability()} refuses swizzle {swizzle} ({result})")
 
 

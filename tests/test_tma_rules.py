@@ -7,6 +7,15 @@ import re
 
 import pytest
 
+from groundtruth import (
+    DRIVER_ALIGNMENTS,
+    DRIVER_BOUNDS,
+    DRIVER_DTYPE,
+    DRIVER_INTERLEAVE,
+    DRIVER_L2,
+    DRIVER_OOB,
+    DRIVER_SWIZZLE,
+)
 from tilelab import TmaDescriptor
 from tilelab import _tma_rules as rules
 
@@ -34,9 +43,42 @@ def test_every_rule_has_a_bad_example_and_a_field():
     assert set(EXAMPLES) == set(rules.RULES) == set(FIELD)
 
 
-def test_every_rule_quotes_the_driver_documentation():
-    for r in rules.RULES.values():
-        assert r.doc and re.search(r"\b(must|requires?|has to|supported|can only)\b", r.doc), r.id
+def _set(desc: TmaDescriptor, field: str, value: int) -> TmaDescriptor:
+    """``desc`` with ``field`` (``"box_dim[1]"`` or ``"pixels_per_column"``) set to ``value``."""
+    match = re.fullmatch(r"(\w+)\[(\d+)\]", field)
+    if not match:
+        return dataclasses.replace(desc, **{field: value})
+    name, index = match.group(1), int(match.group(2))
+    values = list(getattr(desc, name))
+    values[index] = value
+    return dataclasses.replace(desc, **{name: tuple(values)})
+
+
+@pytest.mark.parametrize("rule_id, field, bound, words", DRIVER_BOUNDS)
+def test_each_bound_is_the_driver_references_and_is_enforced_at_it(rule_id, field, bound, words):
+    """The bound, from tests/groundtruth.py (written out from the driver reference), is the one the
+    rule quotes and the one it enforces: the bound itself passes, one more is refused."""
+    rule = rules.RULES[rule_id]
+    assert re.search(rf"(?<![\d^]){re.escape(words)}(?![\d])", rule.doc), (rule_id, rule.doc)
+    _, good = EXAMPLES[rule_id]
+    if field == "rank":  # a rank change needs every per-dimension array resized: use the examples
+        bad = EXAMPLES[rule_id][0]
+        assert (good.rank, bad.rank) == (bound, bound + 1)
+    else:
+        good, bad = _set(good, field, bound), _set(good, field, bound + 1)
+    assert rule_id not in rules.findings(good, global_address=ALIGNED)
+    assert rule_id in rules.findings(bad, global_address=ALIGNED)
+
+
+@pytest.mark.parametrize("rule_id, unit, words", DRIVER_ALIGNMENTS)
+def test_each_alignment_is_the_driver_references(rule_id, unit, words):
+    rule = rules.RULES[rule_id]
+    assert words in rule.doc, (rule_id, rule.doc)
+    bad, good = EXAMPLES[rule_id]
+    found = rules.findings(bad, global_address=ALIGNED + rule.address_offset)
+    assert rule_id in found and rule_id not in rules.findings(good, global_address=ALIGNED)
+    # the finding names the unit the reference gives
+    assert any(str(unit) in f.text for f in found[rule_id])
 
 
 ENFORCED = sorted(k for k in EXAMPLES if rules.RULES[k].driver_enforced)
@@ -191,9 +233,20 @@ def test_enum_decode_and_encode(kind):
         rules.encode(kind, "NOT_A_NAME")
 
 
-def test_enum_tables_are_the_named_tuples():
-    assert (rules.DTYPES, rules.INTERLEAVES, rules.SWIZZLES, rules.L2_PROMOTIONS, rules.OOB_FILLS) == tuple(
-        rules.ENUMS[k] for k in ("dtype", "interleave", "swizzle", "l2_promotion", "oob_fill"))
+def test_enum_tables_match_the_hand_written_driver_order():
+    """Both tables tilelab decodes with (the rule checker's and the adapter's, which reads the IR)
+    against the cuda.h order written out by hand in tests/groundtruth.py."""
+    from tilelab import _adapter
+
+    truth = (DRIVER_DTYPE, DRIVER_INTERLEAVE, DRIVER_SWIZZLE, DRIVER_L2, DRIVER_OOB)
+    checker = (rules.DTYPES, rules.INTERLEAVES, rules.SWIZZLES, rules.L2_PROMOTIONS, rules.OOB_FILLS)
+    adapter = (_adapter.TMA_DTYPES, _adapter.TMA_INTERLEAVES, _adapter.TMA_SWIZZLES, _adapter.TMA_L2_PROMOTIONS,
+               _adapter.TMA_OOB_FILLS)
+    for want, got_checker, got_adapter in zip(truth, checker, adapter):
+        assert list(got_checker) == want and list(got_adapter) == want
+    # spot checks of cuda.h values, independent of list order: FLOAT16 = 6, BFLOAT16 = 9, SWIZZLE_128B = 3
+    assert (rules.encode("dtype", "FLOAT16"), rules.encode("dtype", "BFLOAT16")) == (6, 9)
+    assert rules.encode("swizzle", "128B") == 3 and rules.encode("l2_promotion", "L2_128B") == 2
 
 
 @pytest.mark.parametrize("field, value", [("swizzle", "128B_ATOM_32B"), ("swizzle", "128B_ATOM_64B"),

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -70,9 +72,33 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
         raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}") from err
 
 
+def _check_output(option: str, value: str | None) -> Path | None:
+    """Refuse an output path that cannot be written before the (slow) inspection, not after."""
+    if not value:
+        return None
+    path = Path(value)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CliError(f"{option} {value}: is a folder; give a file name, e.g. {path / ('report.' + option[2:])}")
+    if not folder.is_dir():
+        raise CliError(f"{option} {value}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CliError(f"{option} {value}: cannot write there (permission denied)")
+    return path
+
+
+def _write(option: str, path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise CliError(f"{option} {path}: cannot write it: {err.strerror or err}") from err
+
+
 def _inspect_command(args: argparse.Namespace) -> int:
     from ._inspect import inspect
 
+    json_path = _check_output("--json", args.json)
+    html_path = _check_output("--html", args.html)
     path, expr = _split_spec(args.spec)
     namespace = _load_namespace(path)
     kernel = _evaluate(expr, namespace, path)
@@ -80,13 +106,13 @@ def _inspect_command(args: argparse.Namespace) -> int:
         report = inspect(kernel, args.target, force=args.force)
     except TilelabError as err:
         raise CliError(str(err)) from err
-    if args.json:
-        Path(args.json).write_text(report.to_json(indent=1))
-    if args.html:
+    if json_path:
+        _write("--json", json_path, report.to_json(indent=1))
+    if html_path:
         from .render.html import render_html
 
-        Path(args.html).write_text("<!doctype html><meta charset='utf-8'>\n" + render_html(report, standalone=True))
-    if not args.json and not args.html:
+        _write("--html", html_path, "<!doctype html><meta charset='utf-8'>\n" + render_html(report, standalone=True))
+    if not json_path and not html_path:
         from .render.text import render_text
 
         print(render_text(report))
@@ -117,6 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TilelabError as err:
         print(f"tilelab: error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # a bug in tilelab (or TileLang): one message, the trace on request
+        if os.environ.get("TILELAB_DEBUG") == "1":
+            traceback.print_exc()
+        print(f"tilelab: error: internal error: {type(err).__name__}: {err}\n"
+              "This is a bug in tilelab; please report it with the command you ran"
+              + ("." if os.environ.get("TILELAB_DEBUG") == "1"
+                 else " and the traceback that TILELAB_DEBUG=1 prints."), file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

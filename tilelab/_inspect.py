@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,11 +25,54 @@ _TARGET_FORMS = (
     "or a tvm.target.Target of kind cuda"
 )
 
-L2_BUG_NOTE = (
-    "TileLang 0.1.15 bug: the {missing} launcher(s) set no L2 access-policy window for {buffers} "
-    "(the cython and nvrtc wrappers look up l2_persistent_map by device kernel name while it is "
-    "keyed by the host function name). Only {emitted} applies T.annotate_l2_hit_ratio."
+# Why a launcher sets no L2 access-policy window, per backend (read in TileLang 0.1.15's
+# jit/adapter/{wrapper.py,nvrtc/wrapper.py,cutedsl/wrapper.py}).
+L2_LOOKUP_BUG = (
+    "TileLang 0.1.15 bug: the {backends} launcher(s) set no L2 access-policy window for {buffers}: "
+    "they look up l2_persistent_map by device kernel name while it is keyed by the host function name"
 )
+L2_UNSUPPORTED = (
+    "TileLang 0.1.15's {backends} launcher has no L2 persistence code at all (its wrapper never reads "
+    "l2_persistent_map): no window for {buffers}"
+)
+_L2_REASONS = {"cython": L2_LOOKUP_BUG, "nvrtc": L2_LOOKUP_BUG, "cutedsl": L2_UNSUPPORTED}
+L2_UNKNOWN = "the {backends} launcher(s) set no L2 access-policy window for {buffers}"
+
+PDL_SERIALIZATION_NOTE = (
+    "programmatic dependent launch: {kernels} never call(s) T.pdl_sync, yet the {backends} launcher(s) "
+    "set programmaticStreamSerializationAllowed on its launch (TileLang 0.1.15's cython launcher does "
+    "so for every non-cooperative launch; nvrtc only for kernels that call T.pdl_sync; tvm_ffi never). "
+    "After a kernel that calls T.pdl_trigger, such a launch may start before that kernel's writes "
+    "are complete"
+)
+
+
+def _l2_notes(windows: list) -> list[str]:
+    """One sentence per reason a launcher omits a window, naming the backends and buffers."""
+    groups: dict[str, list[str]] = {}
+    buffers: dict[str, list[str]] = {}
+    for w in windows:
+        for backend in w.missing_in:
+            template = _L2_REASONS.get(backend, L2_UNKNOWN)
+            if backend not in groups.setdefault(template, []):
+                groups[template].append(backend)
+            if w.buffer not in buffers.setdefault(template, []):
+                buffers[template].append(w.buffer)
+    if not groups:
+        return []
+    emitted = sorted({b for w in windows for b in w.emitted_by})
+    notes = [t.format(backends=" and ".join(groups[t]), buffers=", ".join(buffers[t])) + "." for t in groups]
+    notes.append(f"Only {', '.join(emitted) or 'no launcher'} applies T.annotate_l2_hit_ratio.")
+    return [" ".join(notes)]
+
+
+def _pdl_notes(kernels: list) -> list[str]:
+    unsynced = [k for k in kernels if k.programmatic_serialization_by and not k.programmatic_dependent_launch]
+    if not unsynced:
+        return []
+    backends = list(dict.fromkeys(b for k in unsynced for b in k.programmatic_serialization_by))
+    return [PDL_SERIALIZATION_NOTE.format(kernels=", ".join(k.name for k in unsynced),
+                                          backends=" and ".join(backends)) + "."]
 
 
 def resolve_target(spec: Any) -> tuple[str, str | None]:
@@ -73,6 +117,26 @@ def cache_dir() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "tilelab" / "reports"
 
 
+# The engine's own sources: a report is only as current as the code that built it, and tilelab's
+# version string does not change with every edit.
+ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py")
+
+
+@functools.lru_cache(maxsize=None)
+def engine_fingerprint() -> str:
+    """SHA-256 over the engine's source files, computed once per process."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ENGINE_SOURCES:
+        digest.update(name.encode() + b"\0")
+        try:
+            digest.update((here / name).read_bytes())
+        except OSError:  # pragma: no cover - an installed copy without sources
+            digest.update(b"missing")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
 def _cache_key(script: str, arch: str, out_idx: Any, pass_configs: dict[str, Any],
                backends: tuple[str, ...], constants: Any, tilelang_version: str) -> str:
     payload = json.dumps({
@@ -80,6 +144,7 @@ def _cache_key(script: str, arch: str, out_idx: Any, pass_configs: dict[str, Any
         "arch": arch, "out_idx": out_idx, "pass_configs": {k: repr(v) for k, v in sorted(pass_configs.items())},
         "backends": list(backends), "constants": [(k, repr(v), e) for k, v, e in constants],
         "tilelang": tilelang_version, "tilelab": TILELAB_VERSION, "schema": SCHEMA_VERSION,
+        "engine": engine_fingerprint(),
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -108,6 +173,14 @@ def _cache_write(key: str, report: KernelReport) -> None:
         pass  # a read-only home must not break inspection
 
 
+def _cache_forget(key: str) -> None:
+    _MEMORY.pop(key, None)
+    try:
+        (cache_dir() / f"{key}.json").unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def clear_cache() -> None:
     _MEMORY.clear()
     directory = cache_dir()
@@ -127,8 +200,10 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     ``kernel`` is a ``T.prim_func``, a ``tilelang.compile`` result, a ``@tilelang.jit`` function
     or a function returning a prim_func, with ``args``/``kwargs`` that specialise the last two.
     ``target`` is "sm_90a"-style, a TileLang target dict or a ``Target``; by default the local
-    GPU's arch, else sm_90a (the report's notes say which). Reports are cached on disk by content;
-    ``force=True`` bypasses the cache.
+    GPU's arch, else sm_90a (the report's notes say which). Reports are cached on disk by content
+    (the kernel, options, TileLang's version and the engine's own source files); ``force=True``
+    recomputes and overwrites the entry. A report in which a launcher failed with an exception is
+    not cached (the failure may not repeat); its notes say so.
     """
     from . import _adapter
 
@@ -160,21 +235,23 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
     descriptors = [_checked(d, arch) for d in _adapter.tma_descriptors(lowered)]
     windows = _adapter.l2_windows(lowered)
-    missing = [w for w in windows if w.missing_in]
-    if missing:
-        notes.append(L2_BUG_NOTE.format(
-            missing=", ".join(sorted({b for w in missing for b in w.missing_in})),
-            buffers=", ".join(w.buffer for w in missing),
-            emitted=", ".join(sorted({b for w in windows for b in w.emitted_by})) or "no launcher",
-        ))
+    notes += _l2_notes(windows)
+    kernels = _adapter.kernel_launches(lowered)
+    notes += _pdl_notes(kernels)
+    left_out: list[str] = []
+    layouts = _adapter.layouts(lowered, left_out=left_out)
+    notes += left_out
+    for backend in lowered.transient_failures:
+        notes.append(f"the {backend} launcher failed to generate ({lowered.launchers[backend].reason}); "
+                     "this report is not cached, so the next inspect tries again")
     report = KernelReport(
         name=source.name,
         target=arch,
-        kernels=tuple(_adapter.kernel_launches(lowered)),
+        kernels=tuple(kernels),
         sources=Sources(device=lowered.device_source, launchers=launchers),
         tma_descriptors=tuple(descriptors),
         wgmma=tuple(_adapter.wgmma_instructions(lowered)),
-        layouts=tuple(_adapter.layouts(lowered)),
+        layouts=tuple(layouts),
         l2_persistence=tuple(windows),
         arguments=tuple(_adapter.arguments(source, out_idx_list)),
         notes=tuple(notes),
@@ -182,7 +259,10 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
     )
-    _cache_write(key, report)
+    if lowered.transient_failures:
+        _cache_forget(key)  # a stale entry must not outlive this run either
+    else:
+        _cache_write(key, report)
     return _with_target_note(report, target_note)
 
 

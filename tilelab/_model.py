@@ -28,7 +28,15 @@ def _dims(values: Any) -> tuple[Dim, ...]:
 
 @dataclass(frozen=True)
 class DeviceKernel:
-    """One ``__global__`` function: its launch configuration as the host code sets it."""
+    """One ``__global__`` function: its launch configuration as the host code sets it.
+
+    ``programmatic_dependent_launch``: the kernel's code waits on the previous kernel of the
+    stream (``T.pdl_sync``, compiled to ``cudaGridDependencySynchronize``).
+    ``programmatic_serialization_by``: the backends whose launcher sets the launch attribute
+    ``programmaticStreamSerializationAllowed``, which lets this kernel start before the previous
+    one ends. The two differ: TileLang 0.1.15's cython launcher sets the attribute on every
+    non-cooperative launch, a kernel that calls ``T.pdl_sync`` or not, while tvm_ffi never sets it.
+    """
 
     name: str
     grid: tuple[Dim, Dim, Dim]
@@ -37,6 +45,7 @@ class DeviceKernel:
     cluster_dims: tuple[int, int, int] | None = None
     programmatic_dependent_launch: bool = False
     cooperative: bool = False
+    programmatic_serialization_by: tuple[str, ...] = ()
 
     @property
     def threads_per_block(self) -> Dim:
@@ -54,6 +63,7 @@ class DeviceKernel:
             "cluster_dims": list(self.cluster_dims) if self.cluster_dims else None,
             "programmatic_dependent_launch": self.programmatic_dependent_launch,
             "cooperative": self.cooperative,
+            "programmatic_serialization_by": list(self.programmatic_serialization_by),
         }
 
     @classmethod
@@ -66,6 +76,7 @@ class DeviceKernel:
             cluster_dims=tuple(d["cluster_dims"]) if d.get("cluster_dims") else None,  # type: ignore[arg-type]
             programmatic_dependent_launch=bool(d.get("programmatic_dependent_launch", False)),
             cooperative=bool(d.get("cooperative", False)),
+            programmatic_serialization_by=tuple(d.get("programmatic_serialization_by", ())),
         )
 
 
@@ -454,11 +465,15 @@ class Layout:
 
 @dataclass(frozen=True)
 class L2Window:
-    """An L2 access-policy window from ``T.annotate_l2_hit_ratio``."""
+    """An L2 access-policy window from ``T.annotate_l2_hit_ratio``.
+
+    ``bytes`` is the annotated buffer's size: an int, or an expression (``"m * 16384"``) where the
+    buffer has a dynamic dimension.
+    """
 
     buffer: str
     hit_ratio: float
-    bytes: int
+    bytes: Dim
     emitted_by: tuple[str, ...] = ()  # backends whose launcher sets the window
     missing_in: tuple[str, ...] = ()  # backends whose launcher omits it
 
@@ -476,7 +491,7 @@ class L2Window:
         return cls(
             buffer=d["buffer"],
             hit_ratio=float(d["hit_ratio"]),
-            bytes=int(d["bytes"]),
+            bytes=d["bytes"] if isinstance(d["bytes"], str) else int(d["bytes"]),
             emitted_by=tuple(d.get("emitted_by", ())),
             missing_in=tuple(d.get("missing_in", ())),
         )

@@ -19,16 +19,23 @@ def dims(values: Sequence[Any] | None) -> str:
 
 
 def size_text(n: Any) -> str:
-    """Bytes as "49152 B (48 KiB)"; symbolic sizes as their expression."""
+    """Bytes as "49152 B (48 KiB)"; symbolic sizes as their expression ("m * 16384 B")."""
     if isinstance(n, float) and n.is_integer():
         n = int(n)
     if not isinstance(n, int):
-        return f"{n} B" if isinstance(n, float) else str(n)
+        return f"{n} B" if isinstance(n, (float, str)) else str(n)
     if n >= 1024 and n % 1024 == 0:
         return f"{n} B ({n // 1024} KiB)"
     if n >= 1024:
         return f"{n} B ({n / 1024:.1f} KiB)"
     return f"{n} B"
+
+
+def pdl_text(kernel: Any) -> str:
+    """Programmatic dependent launch of one DeviceKernel: whether its code waits (T.pdl_sync) and
+    which launchers allow it to start early, e.g. "no T.pdl_sync; early start: cython"."""
+    sync = "T.pdl_sync" if kernel.programmatic_dependent_launch else "no T.pdl_sync"
+    return f"{sync}; early start: {', '.join(kernel.programmatic_serialization_by) or 'none'}"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
@@ -75,7 +82,7 @@ def render_text(report: KernelReport) -> str:
         lines += _table(
             ["name", "grid", "block", "threads", "dynamic shared memory", "cluster", "PDL", "cooperative"],
             [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
-              dims(k.cluster_dims) if k.cluster_dims else "-", "yes" if k.programmatic_dependent_launch else "no",
+              dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
               "yes" if k.cooperative else "no"] for k in report.kernels],
         )
     if report.problems:
@@ -149,4 +156,4 @@ def _operand(op: Any) -> str:
             f"SBO {op.sbo} ({op.sbo_bytes} B), {op.major}-major")
 
 
-__all__ = ["dims", "render_text", "size_text"]
+__all__ = ["dims", "pdl_text", "render_text", "size_text"]
