@@ -6,6 +6,7 @@ These tests check behaviour, never timings: figures are only printed.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -41,7 +42,11 @@ from tilelab.launch import KernelLaunchError, launch_overhead, run  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "examples"))
 import gemm as gemm_example  # noqa: E402
+import gemm_bf16_nt  # noqa: E402
+import gemm_dynamic  # noqa: E402
 import tile_copy  # noqa: E402
+
+from tilelab.launch import MisalignedTensorError, bench, measure_ceilings, sweep  # noqa: E402
 
 
 def skipping_copy(M, N, skip_x, skip_y, block=64):
@@ -55,6 +60,19 @@ def skipping_copy(M, N, skip_x, skip_y, block=64):
                     B[by * block + i, bx * block + j] = A[by * block + i, bx * block + j]
 
     return skip_copy
+
+
+def byte_copy(n, dtype, skip_block=-1):
+    """B = A on 8-bit integers, 256 per block; block ``skip_block`` writes nothing."""
+
+    @T.prim_func
+    def copy_bytes(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, 256), threads=256) as bx:
+            if bx != skip_block:
+                for i in T.Parallel(256):
+                    B[bx * 256 + i] = T.cast(A[bx * 256 + i], dtype)  # dtype in the body: a closure cell
+
+    return copy_bytes
 
 
 def identity(a):
@@ -73,7 +91,7 @@ def test_gemm_is_correct_with_launcher_allocated_output():
     assert out.name == "C" and out.shape == (1024, 1024)
     assert out.poison_checked, result.notes  # the allocator-poison trick reached the launcher's output
     assert out.unwritten == 0
-    assert 0 < out.rel_error < out.tolerance == 2e-3
+    assert 0 < out.rel_error < out.tolerance == 2 * 2**-11 + 2 * 32 * 2**-24  # fp16 out, K=1024
     assert len(result.worst) == 5
 
 
@@ -159,3 +177,96 @@ def test_bench_modes_return_samples_and_name_their_method():
         assert res.method and res.median_ms > 0
     res = tilelab.bench(gemm_example.matmul(1024, 1024, 1024, 128, 128, 32), rep_ms=5, min_rep=5)
     assert res.flops == 2 * 1024**3 and res.tflops > 0
+
+
+def test_bf16_nt_gemm_matches_matmul_with_b_transposed():
+    result = run(gemm_bf16_nt.matmul_nt(256, 256, 512, 128, 128, 64), ref=lambda a, b: a @ b.T, out_idx=-1, seed=4)
+    print(result)
+    out = result.outputs[0]
+    assert result.passed, result
+    assert out.tolerance == 2 * 2**-8 + 2 * math.sqrt(512) * 2**-24  # bf16 output, K=512
+    assert 0 < out.rel_error < out.tolerance
+    # the wrong operand layout must fail: the check tells A @ B from A @ B^T (square, so both run)
+    assert not run(gemm_bf16_nt.matmul_nt(256, 256, 256, 128, 128, 64), ref=torch.matmul, out_idx=-1, seed=4).passed
+
+
+def test_dynamic_m_gemm_runs_at_two_sizes():
+    compiled = tilelab.launch.prepare_kernel(gemm_dynamic.matmul_dynamic_m(512, 256), out_idx=-1).compiled
+    for m in (256, 384):
+        result = run(compiled, ref=torch.matmul, m=m, seed=m)
+        print(result)
+        assert result.passed, result
+        assert dict(result.sizes) == {"m": m} and result.outputs[0].shape == (m, 512)
+    a = torch.randn(320, 256, device="cuda", dtype=torch.float16)  # m read off the tensor given
+    assert dict(run(compiled, a, ref=torch.matmul).sizes) == {"m": 320}
+    with pytest.raises(ValueError, match="A must have shape"):
+        run(compiled, torch.randn(320, 128, device="cuda", dtype=torch.float16))
+
+
+def test_graph_mode_with_launcher_allocated_output():
+    res = bench(gemm_example.matmul(512, 512, 512, 128, 128, 32), mode="graph", out_idx=-1, rep_ms=5,
+                warmup_ms=1, min_rep=3)
+    print(res)
+    assert res.mode == "graph" and len(res.samples_ms) >= 3 and res.median_ms > 0
+    assert not res.l2_flush and res.rotating_copies > 1  # 1.5 MiB of operands: rotation instead of a flush
+    batch = int(res.method.split("; ")[-1].split(" launches per replay")[0])
+    assert batch >= 20 and batch % res.rotating_copies == 0
+    assert any("MiB of L2" in n for n in res.notes)
+    assert res.flops == 2 * 512**3  # counted: the source calls wgmma
+
+
+def test_sweep_of_gemm_configs_with_reference_and_torch_baseline():
+    n = 1024
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    table = sweep(gemm_example.matmul,
+                  params=[dict(block_M=128, block_N=128, block_K=32), dict(block_M=128, block_N=256, block_K=64),
+                          dict(block_M=64, block_N=128, block_K=64, threads=128)],
+                  sizes={"M": [n], "N": [n], "K": [n]}, ref=torch.matmul,
+                  baseline={"torch.matmul": lambda M, N, K: (lambda: torch.matmul(a, b))},
+                  bench_kwargs={"rep_ms": 10, "warmup_ms": 2}, progress=False)
+    print(table)
+    kernels = [r for r in table.rows if r.label is None]
+    assert len(kernels) == 3 and all(r.ok for r in kernels), table
+    assert sum(r.best for r in table.rows) == 1
+    best = table.best()
+    assert best.median_ms == min(r.median_ms for r in kernels)
+    (base,) = table.baselines
+    assert base.ok and base.tflops == pytest.approx(2 * n**3 / (base.median_ms * 1e-3) / 1e12)
+    assert all(r.tflops for r in kernels)
+
+
+def test_measure_ceilings_is_plausible_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELAB_CEILINGS", str(tmp_path / "ceilings.json"))
+    ceilings = measure_ceilings(force=True, copy_bytes=1 << 30, rep_ms=50)
+    print(ceilings)
+    assert ceilings.copy_gbps > 500 and (tmp_path / "ceilings.json").exists()
+    if "H100" in ceilings.device or "H200" in ceilings.device:
+        assert ceilings.matmul_tflops > 100
+    assert measure_ceilings() == ceilings  # read back, not measured again
+
+
+def test_misaligned_tensor_for_a_tma_gemm_is_a_clear_error():
+    kernel = gemm_example.matmul(256, 256, 256, 128, 128, 32)
+    base = torch.randn(256 * 256 + 8, device="cuda", dtype=torch.float16)
+    a = base[1:1 + 256 * 256].view(256, 256)  # one element in: 2 bytes past a 16-byte boundary
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    with pytest.raises(MisalignedTensorError, match=r"tensor A .*16-byte boundary.*16-byte rule") as info:
+        run(kernel, a, b, ref=torch.matmul, out_idx=-1)
+    print(info.value)
+    assert run(kernel, a.clone(), b, ref=torch.matmul, out_idx=-1).passed  # the context is still fine
+
+
+@pytest.mark.parametrize("dtype, torch_dtype, value", [(T.uint8, torch.uint8, 255), (T.int8, torch.int8, -1)])
+def test_integer_copy_writing_the_poison_byte_passes(dtype, torch_dtype, value):
+    n = 4096
+    a = torch.full((n,), value, device="cuda", dtype=torch_dtype)
+    a[::3] = 7
+    for ref in (identity, None):  # with and without a reference
+        result = run(byte_copy(n, dtype), a, ref=ref)
+        print(result)
+        assert result.passed and result.outputs[0].unwritten == 0 and result.outputs[0].poison_checked
+        assert any("launched twice" in note for note in result.notes)
+    skipped = run(byte_copy(n, dtype, skip_block=3), a)  # and a block that writes nothing is still caught
+    assert not skipped.passed and skipped.outputs[0].unwritten == 256
+    assert skipped.outputs[0].first_unwritten == (3 * 256,)

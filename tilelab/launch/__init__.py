@@ -12,9 +12,9 @@ from __future__ import annotations
 from ..render import plots
 from ._bench import bench, count_work, gemm_flops
 from ._ceilings import measure_ceilings
-from ._inputs import TOLERANCES, tolerance_for
+from ._inputs import UNIT_ROUNDOFF, tolerance_for
 from ._overhead import launch_overhead
-from ._run import KernelLaunchError, classify_cuda_error, prepare_kernel, run
+from ._run import KernelLaunchError, MisalignedTensorError, classify_cuda_error, prepare_kernel, run
 from ._sweep import sweep
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable
 
@@ -23,10 +23,11 @@ __all__ = [
     "Ceilings",
     "KernelLaunchError",
     "LaunchOverhead",
+    "MisalignedTensorError",
     "RunResult",
     "SweepRow",
     "SweepTable",
-    "TOLERANCES",
+    "UNIT_ROUNDOFF",
     "bench",
     "classify_cuda_error",
     "count_work",

@@ -8,7 +8,9 @@
   recover between launches, as under Nsight Compute's replay (``gpu__time_duration`` with
   ``--clock-control none``). The idle gap matters: on an H200 (2026-11-22) 0 ms read 10-12% above
   ncu (sustained power), 20 ms read 3-13% above (clocks drop while idle), 2 ms within 0.6-0.9%.
-* ``graph`` — ``graph_batch`` launches captured in a CUDA graph, each replay timed and divided;
+  Repetitions are bounded by wall time (``rep_ms``, idle gaps included) and by 300.
+* ``graph`` — at least ``graph_batch`` launches captured in a CUDA graph (a multiple of the
+  rotating copies, so each replay uses every copy equally), each replay timed and divided;
   inputs rotate among copies when they would fit in L2 (a flush cannot go inside the graph).
 
 Samples are milliseconds per launch. Tests never call the timing loops; the benchmarks do.
@@ -17,15 +19,22 @@ Samples are milliseconds per launch. Tests never call the timing loops; the benc
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any, Callable, Sequence
 
 from . import _inputs
-from ._run import Prepared, call_kernel, device_name, is_tilelang_kernel, launch_error, prepare_kernel, require_gpu
+from ._run import (Prepared, call_kernel, check_tma_alignment, device_name, is_out_of_memory, is_tilelang_kernel,
+                   launch_error, out_of_memory_error, prepare_kernel, require_gpu)
 from .models import BENCH_MODES, BenchResult
 
 SPIN_CYCLES = 200_000  # about 100 us at Hopper clocks: longer than any host launch path here
+SPIN_MS = 0.1
+ISOLATED_MAX_REP = 300  # isolated launches each wait idle_ms: a few hundred is enough for a median
+ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included
 FLUSH_BYTES = 256 << 20  # what triton.testing.do_bench zeroes between launches
+
+MAX_COPIES = 64  # rotating input copies at most
 
 _FLUSH: dict[int, Any] = {}
 
@@ -47,35 +56,45 @@ def l2_bytes(torch: Any) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def count_work(params: Sequence[_inputs.Param], sizes: dict[str, int]) -> tuple[float | None, float]:
-    """(flops, bytes) for a kernel's signature: bytes = every tensor read or written once;
-    flops = 2*M*N*K when it looks like a GEMM (two 2-D inputs, one 2-D output sharing M, N, K),
-    None otherwise (a copy-like kernel is timed by bytes alone)."""
+# What a compiled kernel's source calls when it multiplies matrices on tensor cores (TileLang's
+# tl::wgmma_ss/rs, tl::gemm_ss/rs/sr, tl::mma*, tcgen05 on Blackwell) or in inline PTX.
+_MATMUL_CALL = re.compile(
+    r"\btl::(?:wgmma_\w+|gemm_\w+|mma\w*|tcgen05\w*|utcmma\w*)\b|\bwgmma\.mma_async\b|\bmma\.sync\b|"
+    r"\bwmma::mma_sync\b|\bcute::gemm\b|\btcgen05\.mma\b")
+
+
+def is_matrix_multiply(source: str | None) -> bool:
+    """True when the generated source calls a matrix-multiply instruction or TileLang GEMM
+    template (``#include`` lines, which every kernel carries, are ignored)."""
+    if not source:
+        return False
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
+    return _MATMUL_CALL.search(code) is not None
+
+
+def count_work(params: Sequence[_inputs.Param], sizes: dict[str, int], source: str | None = None
+               ) -> tuple[float | None, float]:
+    """(flops, bytes) for a kernel's signature.
+
+    bytes = every tensor read or written once. flops = 2*M*N*K only when the shapes read as a
+    GEMM *and* ``source`` (the compiled kernel's ``get_kernel_source()``) calls a matrix
+    multiply (:func:`is_matrix_multiply`): shapes alone take C = A + B on square tensors for a
+    GEMM. Otherwise None, and the kernel is rated by bytes alone (pass ``flops=`` to override)."""
     total = 0.0
     for p in params:
         if p.kind == "tensor":
             numel = math.prod(_inputs.eval_dim(d, sizes) for d in p.shape)
             total += numel * _inputs.element_bytes(p.dtype)
-    flops = gemm_flops([tuple(_inputs.eval_dim(d, sizes) for d in p.shape) for p in params
-                        if p.kind == "tensor" and not p.is_output],
-                       [tuple(_inputs.eval_dim(d, sizes) for d in p.shape) for p in params
-                        if p.kind == "tensor" and p.is_output])
+    flops = None
+    if is_matrix_multiply(source):
+        flops = gemm_flops(*_inputs.param_shapes(params, sizes))
     return flops, total
 
 
 def gemm_flops(inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]]) -> float | None:
     """2*M*N*K when shapes read as C(M,N) = A(M,K|K,M) @ B(K,N|N,K); None when they do not."""
-    if len(outputs) != 1 or len(inputs) != 2:
-        return None
-    out, (a, b) = outputs[0], inputs
-    if len(out) != 2 or len(a) != 2 or len(b) != 2:
-        return None
-    m, n = out
-    for a_mk in (a, a[::-1]):
-        for b_kn in (b, b[::-1]):
-            if a_mk[0] == m and b_kn[1] == n and a_mk[1] == b_kn[0]:
-                return 2.0 * m * n * a_mk[1]
-    return None
+    mnk = _inputs.gemm_shape(inputs, outputs)
+    return 2.0 * mnk[0] * mnk[1] * mnk[2] if mnk else None
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,13 +130,24 @@ def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, 
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
+def isolated_reps(estimate_ms: float, idle_ms: float, budget_ms: float, min_rep: int, max_rep: int) -> int:
+    """Launches that fit ``budget_ms`` of wall time when each costs its idle gap, the spin, the
+    kernel and about 50 us of host synchronisation; at least ``min_rep``, at most
+    ``min(max_rep, ISOLATED_MAX_REP)``."""
+    per_launch = idle_ms + SPIN_MS + estimate_ms + 0.05
+    return int(min(max_rep, ISOLATED_MAX_REP, max(min_rep, budget_ms / per_launch)))
+
+
 def time_isolated(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_rep: int,
-                  flush: Any | None, idle_ms: float) -> list[float]:
+                  flush: Any | None, idle_ms: float, budget_ms: float | None = None, min_rep: int = 1) -> list[float]:
     for i in range(n_warmup):
         fns[i % len(fns)]()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
+    samples: list[float] = []
+    began = time.perf_counter()
     for i in range(n_rep):
+        if budget_ms is not None and len(samples) >= min_rep and (time.perf_counter() - began) * 1e3 > 2 * budget_ms:
+            break  # the estimate was off (slow host): the wall-time budget still holds
         torch.cuda.synchronize()
         if idle_ms > 0:
             time.sleep(idle_ms / 1e3)
@@ -163,8 +193,25 @@ def time_graph(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_re
 # ------------------------------------------------------------------------------------------
 
 
+def _rotation_note(n_copies: int, work_bytes: float, l2: int) -> str:
+    working = n_copies * work_bytes
+    mib = 1 << 20
+    if working >= l2:
+        return (f"inputs rotate among {n_copies} copies: a working set of {working / mib:.1f} MiB against "
+                f"{l2 / mib:.0f} MiB of L2, so launches read from DRAM as after a flush")
+    return (f"inputs rotate among {n_copies} copies (the most tilelab makes): a working set of "
+            f"{working / mib:.1f} MiB still fits in {l2 / mib:.0f} MiB of L2, so launches may read cached data")
+
+
+def graph_launches(graph_batch: int, n_copies: int) -> int:
+    """Launches captured per graph: at least ``graph_batch``, a multiple of the copies so that
+    every copy is used equally in each replay."""
+    n_copies = max(1, n_copies)
+    return n_copies * max(1, math.ceil(graph_batch / n_copies))
+
+
 def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None = None,
-          bytes: float | None = None, warmup_ms: float = 25.0, rep_ms: float = 100.0,
+          bytes: float | None = None, warmup_ms: float = 25.0, rep_ms: float | None = None,
           min_rep: int = 10, max_rep: int = 10_000, flush_l2: bool | None = None, rotate: int | None = None,
           idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
@@ -172,36 +219,55 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
-    Inputs are built as for :func:`tilelab.run`. Rates come from ``flops``/``bytes`` when given,
-    else from the signature (bytes of every tensor; 2*M*N*K for GEMM-like kernels).
-    Warm-up and repetition counts are derived, as in ``do_bench``, from ``warmup_ms``/``rep_ms``
-    over a first estimate, bounded by ``min_rep``/``max_rep``.
+    Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
+    ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
+    for kernels whose compiled source multiplies matrices, see :func:`count_work`).
+    Repetitions: ``sustained`` and ``graph`` derive them, as ``do_bench``, from ``warmup_ms`` and
+    ``rep_ms`` (default 100 ms of kernel time) over a first estimate, bounded by
+    ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
+    ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
+    ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
     """
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
+    if rep_ms is None:
+        rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
     torch = require_gpu()
     notes: list[str] = []
     bound: dict[str, int] = {}
     backend_used = ""
+    kname = name or "kernel"
     if is_tilelang_kernel(kernel) or isinstance(kernel, Prepared):
         prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
             kernel, backend=backend, out_idx=out_idx, outputs=outputs)
         kname, backend_used = prepared.name, prepared.backend
-        launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=seed)
-        auto_flops, auto_bytes = count_work(prepared.params, bound)
+        try:
+            launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=seed)
+        except Exception as err:
+            if is_out_of_memory(err):
+                raise out_of_memory_error(kname, "the inputs and outputs", err) from err
+            raise
+        check_tma_alignment(prepared, launch_args)
+        auto_flops, auto_bytes = count_work(prepared.params, bound, prepared.kernel_source())
         flops = flops if flops is not None else auto_flops
         bytes = bytes if bytes is not None else auto_bytes
         copies = [launch_args]
         flush = flush_l2 if flush_l2 is not None else mode != "graph"
         n_copies = rotate if rotate is not None else 1
-        if rotate is None and not flush and auto_bytes and auto_bytes < 2 * l2_bytes(torch):
-            n_copies = min(64, math.ceil(3 * l2_bytes(torch) / auto_bytes))
+        l2 = l2_bytes(torch)
+        if rotate is None and not flush and auto_bytes and auto_bytes < 2 * l2:
+            n_copies = min(MAX_COPIES, math.ceil(3 * l2 / auto_bytes))
         launch = [p for p in prepared.params if p.passed_at_launch]
-        for _ in range(n_copies - 1):
-            copies.append([a.clone() if hasattr(a, "clone") and not p.is_output else
-                           (torch.empty_like(a) if hasattr(a, "clone") else a) for a, p in zip(launch_args, launch)])
+        try:
+            for _ in range(n_copies - 1):
+                copies.append([a.clone() if hasattr(a, "clone") and not p.is_output else
+                               (torch.empty_like(a) if hasattr(a, "clone") else a) for a, p in zip(launch_args, launch)])
+        except Exception as err:
+            if is_out_of_memory(err):
+                raise out_of_memory_error(kname, f"{n_copies} rotating copies of the inputs", err) from err
+            raise
         if n_copies > 1:
-            notes.append(f"inputs rotate among {n_copies} copies so that the working set exceeds L2")
+            notes.append(_rotation_note(n_copies, auto_bytes, l2))
         fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
         try:
             fns[0]()
@@ -215,31 +281,40 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
         fns = [kernel]
         n_copies = 1
         flush = flush_l2 if flush_l2 is not None else mode != "graph"
+        if mode == "graph":
+            notes.append("a callable is captured as it is: its inputs do not rotate and L2 is not flushed inside "
+                         "the graph, so it may read data left in L2 by the previous launch")
         fns[0]()
         torch.cuda.synchronize()
     else:
         raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
-    flush_buf = _flush_buffer(torch) if flush else None
+    try:
+        flush_buf = _flush_buffer(torch) if flush else None
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise out_of_memory_error(kname, f"the {FLUSH_BYTES >> 20} MiB L2-flush buffer", err) from err
+        raise
     estimate = _estimate_ms(torch, fns[0], flush_buf)
     n_warmup = max(1, int(warmup_ms / estimate))
     n_rep = int(min(max_rep, max(min_rep, rep_ms / estimate)))
+    method = BENCH_MODES[mode]
     if mode == "sustained":
         samples = time_sustained(torch, fns, n_warmup, n_rep, flush_buf)
     elif mode == "isolated":
-        samples = time_isolated(torch, fns, min(n_warmup, 3), n_rep, flush_buf, idle_ms)
+        n_rep = isolated_reps(estimate, idle_ms, rep_ms, min_rep, max_rep)
+        samples = time_isolated(torch, fns, min(n_warmup, 3), n_rep, flush_buf, idle_ms, rep_ms, min_rep)
+        method += (f"; idle {idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time budget of "
+                   f"{rep_ms:g} ms that counts the idle gaps (at most {ISOLATED_MAX_REP})")
     else:
-        if flush:
+        if flush_l2:
             notes.append("no L2 flush inside a CUDA graph: flush_l2 ignored")
-        samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // graph_batch), graph_batch)
-    method = BENCH_MODES[mode]
-    if mode == "isolated":
-        method += f"; idle {idle_ms:g} ms before each"
-    if mode == "graph":
-        method += f"; {graph_batch} launches per replay"
+        batch = graph_launches(graph_batch, n_copies)
+        samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // batch), batch)
+        method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
+                                                      if n_copies > 1 else "")
     return BenchResult(
         kernel=kname or "kernel", samples_ms=tuple(float(s) for s in samples), mode=mode, method=method,
         flops=flops, bytes=bytes, device=device_name(), backend=backend_used,
         sizes=tuple(sorted(bound.items())), l2_flush=bool(flush and mode != "graph"), rotating_copies=n_copies,
         warmup=n_warmup, notes=tuple(notes),
     )
-

@@ -22,17 +22,13 @@ TORCH_DTYPES: dict[str, str] = {
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
 }
 
-# Relative-error-norm tolerances, ||out - ref|| / ||ref||, by the least precise dtype involved.
-# float32 arithmetic lands far under 1e-3; tf32 (Hopper's matrix units on fp32) near 3e-4;
-# fp16 operands with fp32 accumulation and an fp16 result near 3e-4 (rounding of the result);
-# bf16 between 1e-3 and 1e-2; fp8 a few percent. Integers must match exactly.
-TOLERANCES: dict[str, float] = {
-    "float64": 1e-10, "float32": 1e-3, "float16": 2e-3, "bfloat16": 1.6e-2,
-    "float8_e4m3": 8e-2, "float8_e4m3fn": 8e-2, "float8_e4m3fnuz": 8e-2,
-    "float8_e5m2": 1.5e-1, "float8_e5m2fnuz": 1.5e-1,
+# Unit roundoff u = 2^-(stored mantissa bits + 1): the largest relative error of rounding one
+# value to the type. "tfloat32" is what Hopper's tensor cores may round float32 operands to.
+UNIT_ROUNDOFF: dict[str, float] = {
+    "float64": 2.0 ** -53, "float32": 2.0 ** -24, "tfloat32": 2.0 ** -11, "float16": 2.0 ** -11,
+    "bfloat16": 2.0 ** -8, "float8_e4m3": 2.0 ** -4, "float8_e4m3fn": 2.0 ** -4,
+    "float8_e4m3fnuz": 2.0 ** -4, "float8_e5m2": 2.0 ** -3, "float8_e5m2fnuz": 2.0 ** -3,
 }
-_PRECISION_ORDER = ["float64", "float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn",
-                    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
 
 
 def canonical_dtype(dtype: Any) -> str:
@@ -68,20 +64,45 @@ def is_float(dtype: Any) -> bool:
     return canonical_dtype(dtype).startswith(("float", "bfloat"))
 
 
-def tolerance_for(dtypes: Sequence[Any], *, integer_exact: bool = True) -> float:
-    """The relative-error tolerance for a kernel whose tensors have these dtypes.
+def tolerance_for(output_dtype: Any, input_dtypes: Sequence[Any] = (), *, reduction: int = 1) -> float:
+    """The tolerance on ``||out - ref|| / ||ref||`` for one output; the rule, term by term:
 
-    The least precise floating dtype among inputs and outputs decides; all-integer kernels must
-    match exactly (0.0).
+    ``2*u(output) + 2*u(operands) + 2*sqrt(reduction)*u(accumulator)``, ``u`` the unit roundoff
+    (:data:`UNIT_ROUNDOFF`), where
+
+    * the output term covers rounding each result to the output dtype once (the norm of
+      uniformly distributed rounding errors is about ``u/sqrt(3)`` of the reference's: 2u leaves
+      a 3x margin);
+    * the operand term is 0 when the inputs are 16- or 8-bit floats or integers: the reference
+      sees the same rounded input values (upcast to float64), and tensor cores multiply such
+      operands exactly. float32 inputs may be rounded to tf32 by the tensor cores: ``u(tfloat32)``;
+    * the accumulation term is the usual random-walk bound of a sum of ``reduction`` products
+      (``K`` of a GEMM; 1 for elementwise kernels): relative error about ``sqrt(K)*u`` of the
+      accumulator, assumed float32 (what wgmma/mma accumulate 16- and 8-bit floats in), float64
+      when an input is float64, exact (0) for integer inputs.
+
+    So an fp16 GEMM with K=4096 and an fp16 output gets 2*2^-11 + 2*64*2^-24 = 9.84e-4: fp32
+    accumulation (error about 3e-4, the output's rounding) passes, fp16 accumulation (about
+    sqrt(K)*2^-11 ~ 1e-2) fails. Integer outputs must match exactly (0.0).
     """
-    names = [canonical_dtype(d) for d in dtypes]
-    floats = [n for n in names if n in TOLERANCES]
-    if not floats:
-        unknown_float = [n for n in names if is_float(n)]
-        if unknown_float:
-            return 1e-1
-        return 0.0 if integer_exact else 1e-6
-    return max(TOLERANCES[n] for n in floats)
+    if isinstance(output_dtype, (list, tuple)):
+        raise TypeError("tolerance_for takes the output's dtype first, then the inputs' dtypes: "
+                        "tolerance_for('float16', ['float16', 'float16'], reduction=K)")
+    out = canonical_dtype(output_dtype)
+    if not is_float(out):
+        return 0.0
+    names = [canonical_dtype(d) for d in input_dtypes]
+    float_inputs = [n for n in names if is_float(n)]
+    u_out = UNIT_ROUNDOFF.get(out, 2.0 ** -3)  # an unknown float type: as coarse as fp8
+    u_operands = UNIT_ROUNDOFF["tfloat32"] if "float32" in float_inputs else 0.0
+    if not float_inputs:
+        u_acc = 0.0  # integer products summed in integers: exact
+    elif "float64" in float_inputs:
+        u_acc = UNIT_ROUNDOFF["float64"]
+        u_operands = 0.0
+    else:
+        u_acc = UNIT_ROUNDOFF["float32"]
+    return 2.0 * u_out + 2.0 * u_operands + 2.0 * math.sqrt(max(1, int(reduction))) * u_acc
 
 
 # ------------------------------------------------------------------------------------------
@@ -99,6 +120,7 @@ class Param:
     shape: tuple[Any, ...] = ()  # ints and symbolic text ("M", "m * 2")
     is_output: bool = False
     passed_at_launch: bool = True
+    strided: bool = False  # True for a strided_tensor parameter: any strides are taken
 
 
 def params_from_arguments(arguments: Sequence[Any]) -> list[Param]:
@@ -107,7 +129,7 @@ def params_from_arguments(arguments: Sequence[Any]) -> list[Param]:
     for a in arguments:
         if a.kind in ("tensor", "strided_tensor"):
             out.append(Param(a.name, "tensor", canonical_dtype(a.dtype), tuple(a.shape or ()),
-                             bool(a.is_output), bool(a.passed_at_launch)))
+                             bool(a.is_output), bool(a.passed_at_launch), a.kind == "strided_tensor"))
         elif a.kind == "scalar":
             out.append(Param(a.name, "scalar", canonical_dtype(a.dtype), (), False, True))
     return out
@@ -139,22 +161,81 @@ def eval_dim(dim: Any, sizes: dict[str, int]) -> int:
     return int(value)
 
 
+def _shape_text(p: Param) -> str:
+    return "(" + ", ".join(str(d) for d in p.shape) + ")"
+
+
 def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, int]) -> dict[str, int]:
-    """Symbolic sizes: those passed by name plus those read off tensors or shapes given."""
-    bound = dict(sizes)
+    """Symbolic sizes: those passed by name plus those read off tensors or shapes given.
+
+    Checks, for every tensor or shape given, the number of dimensions, every static extent and
+    every extent named by a plain symbol (``m``) against the others; extents and sizes must be
+    positive. Extents given by expressions (``m * 2``) are checked once every size is bound
+    (:func:`check_extents`)."""
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+            raise ValueError(f"size {key}={value!r} must be a positive integer")
+        if int(value) <= 0:
+            raise ValueError(f"size {key}={int(value)} must be positive: pass {key}=1 or more")
+    bound = {k: int(v) for k, v in sizes.items()}
     launch = [p for p in params if p.passed_at_launch]
     for p, value in zip(launch, given):
         if p.kind != "tensor" or value is None:
             continue
+        what = "tensor" if hasattr(value, "data_ptr") else "shape"
         shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
         if len(shape) != len(p.shape):
-            raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got shape {list(shape)}")
-        for dim, extent in zip(p.shape, shape):
-            if isinstance(dim, str) and dim.isidentifier():
-                if dim in bound and bound[dim] != int(extent):
-                    raise ValueError(f"{dim} is {bound[dim]} but {p.name} has extent {int(extent)}")
-                bound[dim] = int(extent)
+            raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got {what} of shape {list(shape)}")
+        for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
+            extent = int(extent)
+            if extent <= 0:
+                raise ValueError(f"{p.name} needs a positive extent in dim {axis} (expected {dim}); the {what} "
+                                 f"given has shape {list(shape)}: an empty tensor cannot be launched on")
+            if isinstance(dim, int):
+                if dim != extent:
+                    raise ValueError(f"{p.name} must have shape {_shape_text(p)}; the {what} given has shape "
+                                     f"{list(shape)} (dim {axis} is {extent}, the kernel was compiled for {dim})")
+            elif isinstance(dim, str) and dim.isidentifier():
+                if dim in bound and bound[dim] != extent:
+                    raise ValueError(f"{dim} is {bound[dim]} but {p.name} has extent {extent} in dim {axis} "
+                                     f"(shape {_shape_text(p)}): give every tensor the same {dim}")
+                bound[dim] = extent
     return bound
+
+
+def check_extents(p: Param, shape: Sequence[int], bound: dict[str, int], what: str = "tensor") -> None:
+    """Every extent of ``shape`` equals the parameter's, symbolic expressions evaluated."""
+    for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
+        expected = eval_dim(dim, bound)
+        if expected != int(extent):
+            raise ValueError(f"{p.name} must have shape {_shape_text(p)} = {[eval_dim(d, bound) for d in p.shape]} "
+                             f"with {', '.join(f'{k}={v}' for k, v in sorted(bound.items())) or 'these sizes'}; "
+                             f"the {what} given has shape {[int(x) for x in shape]} (dim {axis})")
+        if expected <= 0:
+            raise ValueError(f"{p.name} would have extent {expected} in dim {axis} ({dim}): sizes must make "
+                             "every extent positive")
+
+
+def validate_tensor(p: Param, value: Any, bound: dict[str, int], device: Any = None) -> None:
+    """A tensor given for ``p``: extents, dtype, device and layout, or ValueError saying what to change."""
+    import torch
+
+    check_extents(p, tuple(value.shape), bound)
+    try:
+        expected = torch_dtype(p.dtype)
+    except TypeError:
+        expected = None
+    if expected is not None and value.dtype != expected:
+        raise ValueError(f"{p.name} must be {expected} (the kernel's {p.dtype}); got {value.dtype}: "
+                         f"pass {p.name}.to({expected})")
+    if device is not None:
+        want = torch.device(device).type
+        if value.device.type != want:
+            raise ValueError(f"{p.name} must be on the {want} device; got a tensor on {value.device}: "
+                             f"pass {p.name}.to('{want}')" + (" (is_cuda is False)" if want == "cuda" else ""))
+    if not p.strided and not value.is_contiguous():
+        raise ValueError(f"{p.name} must be contiguous (row-major, the kernel reads it with the strides of shape "
+                         f"{list(value.shape)}); got strides {list(value.stride())}: pass {p.name}.contiguous()")
 
 
 def random_tensor(shape: Sequence[int], dtype: Any, *, device: Any = "cuda", generator: Any = None):
@@ -178,22 +259,23 @@ def build_inputs(params: Sequence[Param], given: Sequence[Any], sizes: dict[str,
                  device: Any = "cuda", seed: int | None = None) -> tuple[list[Any], dict[str, int]]:
     """Arguments for every parameter passed at launch, in order.
 
-    Each given value may be a tensor (used as is), a shape tuple (a random tensor of that shape)
-    or, for scalars, a number. Parameters not given are built from the signature, with dynamic
-    sizes from ``sizes``. Output tensors passed at launch are allocated (``torch.empty``) and left
-    for the caller to poison.
+    Each given value may be a tensor (used as is, once its shape, dtype, device and layout are
+    checked), a shape tuple (a random tensor of that shape) or, for scalars, a number.
+    Parameters not given are built from the signature, with dynamic sizes from ``sizes``.
+    Output tensors passed at launch are allocated (``torch.empty``) and left for the caller to
+    poison. Bad input raises ValueError naming the parameter, what it needs and what it got.
     """
     import torch
 
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-    bound = bind_sizes(params, given, sizes)
     launch = [p for p in params if p.passed_at_launch]
     if len(given) > len(launch):
         raise TypeError(f"the kernel takes {len(launch)} arguments at launch "
                         f"({', '.join(p.name for p in launch)}); got {len(given)}")
+    bound = bind_sizes(params, given, sizes)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
     args: list[Any] = []
     for i, p in enumerate(launch):
         value = given[i] if i < len(given) else None
@@ -206,9 +288,19 @@ def build_inputs(params: Sequence[Param], given: Sequence[Any], sizes: dict[str,
             args.append(value)
             continue
         if value is not None and hasattr(value, "data_ptr"):
+            validate_tensor(p, value, bound, device)
             args.append(value)
             continue
-        shape = tuple(int(v) for v in value) if value is not None else tuple(eval_dim(d, bound) for d in p.shape)
+        if value is not None:
+            shape = tuple(int(v) for v in value)
+            check_extents(p, shape, bound, what="shape")
+        else:
+            shape = tuple(eval_dim(d, bound) for d in p.shape)
+            bad = [(d, e) for d, e in zip(p.shape, shape) if e <= 0]
+            if bad:
+                raise ValueError(f"{p.name} would have shape {list(shape)} ({_shape_text(p)} with "
+                                 f"{', '.join(f'{k}={v}' for k, v in sorted(bound.items()))}): every extent must "
+                                 "be positive")
         if p.is_output:
             args.append(torch.empty(shape, dtype=torch_dtype(p.dtype), device=device))
         else:
@@ -221,31 +313,56 @@ def build_inputs(params: Sequence[Param], given: Sequence[Any], sizes: dict[str,
 # ------------------------------------------------------------------------------------------
 
 
-def poison_(tensor: Any) -> Any:
-    """Fill with the poison pattern: every byte 0xFF (a NaN for every float type, -1 for ints)."""
+POISON = 0xFF  # every byte: a NaN in float16/bfloat16/float32/float64/e4m3fn/e5m2
+SECOND_POISON = 0x5A  # the second launch's pattern where 0xFF bytes are a value the kernel may write
+
+
+def poison_is_value(dtype: Any) -> bool:
+    """True where all-0xFF bytes are an ordinary value: integers (-1, 255, ...), bool, and the
+    fnuz float8 types (whose only NaN is 0x80, so 0xFF is -240 or -57344). Outputs of these
+    types are launched twice, with :data:`POISON` and :data:`SECOND_POISON`."""
+    name = canonical_dtype(dtype)
+    return not is_float(name) or name.endswith("fnuz")
+
+
+def poison_(tensor: Any, pattern: int = POISON) -> Any:
+    """Fill with the poison pattern: every byte ``pattern`` (0xFF: a NaN for IEEE-like floats)."""
     import torch
 
     if tensor.is_contiguous():
-        tensor.view(torch.uint8).fill_(0xFF)
+        tensor.view(torch.uint8).fill_(pattern)
     else:
         filled = torch.empty(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
-        filled.view(torch.uint8).fill_(0xFF)
+        filled.view(torch.uint8).fill_(pattern)
         tensor.copy_(filled)
     return tensor
 
 
-def unwritten_mask(tensor: Any):  # -> torch.BoolTensor
+def unwritten_mask(tensor: Any, pattern: int = POISON):  # -> torch.BoolTensor
     """Elements whose bytes are still exactly the poison pattern."""
     import torch
 
     size = tensor.element_size()
     as_bytes = tensor.contiguous().view(torch.uint8).reshape(*tensor.shape, size)
-    return (as_bytes == 0xFF).all(dim=-1)
+    return (as_bytes == pattern).all(dim=-1)
+
+
+def unwritten_in_both(first: Any, second: Any):  # -> torch.BoolTensor
+    """Elements never written by either of two launches: still :data:`POISON` after the first
+    (poisoned with it) and still :data:`SECOND_POISON` after the second. A deterministic kernel
+    writes the same value both times, which cannot equal two different patterns."""
+    return unwritten_mask(first, POISON) & unwritten_mask(second, SECOND_POISON)
 
 
 def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, poisoned: bool = True,
-            worst: int = 5) -> OutputCheck:
-    """Unwritten elements, NaN/inf and the relative error norm of one output against ``ref``."""
+            worst: int = 5, second: Any | None = None) -> OutputCheck:
+    """Unwritten elements, NaN/inf and the relative error norm of one output against ``ref``.
+
+    ``out`` was poisoned with :data:`POISON` before the launch. ``second`` is the same output
+    from a second launch poisoned with :data:`SECOND_POISON` (for dtypes where the poison is a
+    value, :func:`poison_is_value`): an element is unwritten only if it kept the poison in both.
+    Without ``second`` such an element counts as written where the reference also holds it.
+    """
     import torch
 
     shape = tuple(int(s) for s in out.shape)
@@ -263,10 +380,13 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
                 raise ValueError(f"the reference for {name} has shape {list(expected.shape)}, the output "
                                  f"{list(shape)}") from err
     if poisoned:
-        mask = unwritten_mask(out)
-        if expected is not None and not is_float(dtype):
-            # An integer kernel may legitimately write -1: it is unwritten only where ref differs.
-            mask &= ~unwritten_mask(expected.to(out.dtype))
+        if second is not None:
+            mask = unwritten_in_both(out, second)
+        else:
+            mask = unwritten_mask(out)
+            if expected is not None and poison_is_value(dtype):
+                # The poison is a value this kernel may write: unwritten only where ref differs.
+                mask &= ~unwritten_mask(expected.to(out.dtype))
         unwritten = int(mask.sum().item())
         if unwritten:
             first = tuple(int(i) for i in torch.nonzero(mask)[0].tolist())
@@ -323,15 +443,62 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
+_EXACT_INTEGER_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+
+
 def upcast(values: Sequence[Any], dtype: Any = None) -> list[Any]:
-    """Copies of the tensors in higher precision for the reference (float64 by default)."""
+    """Copies of the tensors in higher precision for the reference (float64 by default).
+
+    Floating tensors are converted; integer tensors too where every value is exactly
+    representable in the target (int8/int16/int32/uint8 in float64 always, int64 when every
+    |value| <= 2^53), so ``ref=torch.matmul`` works on an int8 GEMM. Other values pass as given.
+    """
     import torch
 
     target = dtype or torch.float64
+    bits = _EXACT_INTEGER_BITS.get(canonical_dtype(target))
     out = []
     for v in values:
         if hasattr(v, "is_floating_point") and v.is_floating_point():
             out.append(v.detach().to(target))
+        elif (bits is not None and hasattr(v, "is_floating_point") and v.dtype != torch.bool
+              and not v.is_complex() and _fits(v, bits)):
+            out.append(v.detach().to(target))
         else:
             out.append(v)
     return out
+
+
+def _fits(tensor: Any, bits: int) -> bool:
+    if tensor.numel() == 0:
+        return True
+    if tensor.element_size() * 8 <= bits:
+        return True  # every value of a narrow integer type fits the mantissa
+    return int(tensor.abs().max().item()) <= 2 ** bits
+
+
+def gemm_shape(inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]]) -> tuple[int, int, int] | None:
+    """(M, N, K) when the shapes read as C(M,N) = A(M,K|K,M) @ B(K,N|N,K); None when they do not.
+
+    Shapes alone cannot tell a GEMM from an elementwise kernel on square tensors: callers that
+    count FLOPs also ask the compiled source (``_bench.is_matrix_multiply``)."""
+    if len(outputs) != 1 or len(inputs) != 2:
+        return None
+    out, (a, b) = outputs[0], inputs
+    if len(out) != 2 or len(a) != 2 or len(b) != 2:
+        return None
+    m, n = out
+    for a_mk in (a, a[::-1]):
+        for b_kn in (b, b[::-1]):
+            if a_mk[0] == m and b_kn[1] == n and a_mk[1] == b_kn[0]:
+                return int(m), int(n), int(a_mk[1])
+    return None
+
+
+def param_shapes(params: Sequence[Param], sizes: dict[str, int]) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """Concrete (input shapes, output shapes) of the tensor parameters."""
+    ins, outs = [], []
+    for p in params:
+        if p.kind == "tensor":
+            (outs if p.is_output else ins).append(tuple(eval_dim(d, sizes) for d in p.shape))
+    return ins, outs

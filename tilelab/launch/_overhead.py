@@ -1,9 +1,11 @@
 """Host launch overhead of each execution backend, for the same kernel.
 
-Host microseconds per call, measured with ``time.perf_counter`` around each call (no
-synchronisation inside the timed region; the GPU is drained every ``sync_every`` calls so the
-launch queue never fills). The default kernel is a 4096-element vector add: its GPU time is far
-below the host cost, so what is measured is the launcher.
+Host microseconds per call of the compiled kernel itself (``JITKernel.__call__`` with arguments
+built beforehand, so none of tilelab's own Python is timed): ``time.perf_counter`` around a batch
+of calls, divided by their number; one sample per batch, several batches for a spread. The GPU
+is drained before each batch (outside the timed region), and a batch is short enough (100 calls
+by default) that the launch queue never fills. The default kernel is a 4096-element vector add:
+its GPU time is far below the host cost, so what is measured is the launcher.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any, Sequence
 
 from ._run import device_name, prepare_kernel, require_gpu
 from . import _inputs
-from ._run import call_kernel
 from .models import LaunchOverhead
 
 RUNNABLE_BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
@@ -43,16 +44,36 @@ def backend_available(backend: str) -> str | None:
     return None
 
 
+def time_calls(call: Any, args: Sequence[Any], batches: int, per_batch: int, sync: Any) -> list[float]:
+    """Host microseconds per call: ``per_batch`` calls of ``call(*args)`` timed together, divided,
+    once per batch; ``sync()`` drains the GPU between batches, outside the timed region."""
+    clock = time.perf_counter
+    samples = []
+    for _ in range(batches):
+        sync()
+        t0 = clock()
+        for _ in range(per_batch):
+            call(*args)
+        samples.append((clock() - t0) * 1e6 / per_batch)
+    sync()
+    return samples
+
+
 def launch_overhead(kernel: Any = None, *args: Any, backends: Sequence[str] = RUNNABLE_BACKENDS,
-                    calls: int = 2000, warmup: int = 200, sync_every: int = 100, out_idx: Any = -1,
+                    calls: int = 2000, batches: int = 20, warmup: int = 200, out_idx: Any = -1,
                     **sizes: int) -> LaunchOverhead:
     """Host microseconds per call of ``kernel`` through each backend (compiled with ``out_idx``,
-    so the figure includes output allocation, as a notebook user's call would)."""
+    so the figure includes output allocation, as a notebook user's call would).
+
+    ``calls`` calls in ``batches`` batches: each sample is the mean of one batch."""
+    if batches < 1 or calls < batches:
+        raise ValueError(f"calls ({calls}) must be at least batches ({batches}), and batches at least 1")
     torch = require_gpu()
     source = kernel if kernel is not None else default_kernel()
     per_backend: list[tuple[str, tuple[float, ...]]] = []
     errors: list[tuple[str, str]] = []
     name = "vector_add" if kernel is None else ""
+    per_batch = calls // batches
     for backend in backends:
         why = backend_available(backend)
         if why:
@@ -62,25 +83,18 @@ def launch_overhead(kernel: Any = None, *args: Any, backends: Sequence[str] = RU
             prepared = prepare_kernel(source, backend=backend, out_idx=out_idx)
             name = name or prepared.name
             launch_args, _ = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=0)
+            compiled = prepared.compiled
             for _ in range(warmup):
-                call_kernel(prepared, launch_args)
+                compiled(*launch_args)
             torch.cuda.synchronize()
-            samples = []
-            clock = time.perf_counter
-            for i in range(calls):
-                t0 = clock()
-                call_kernel(prepared, launch_args)
-                samples.append((clock() - t0) * 1e6)
-                if (i + 1) % sync_every == 0:
-                    torch.cuda.synchronize()
-            torch.cuda.synchronize()
+            samples = time_calls(compiled, launch_args, batches, per_batch, torch.cuda.synchronize)
             per_backend.append((backend, tuple(samples)))
         except Exception as err:  # one backend failing must not hide the others
             errors.append((backend, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"))
     return LaunchOverhead(kernel=name or "kernel", per_backend_us=tuple(per_backend), errors=tuple(errors),
                           device=device_name(),
-                          method=f"host us per call (perf_counter), {calls} calls after {warmup} warm-up, "
-                                 "outputs allocated by the launcher")
+                          method=f"host us per call of the compiled kernel (perf_counter over {batches} batches of "
+                                 f"{per_batch} calls, after {warmup} warm-up), outputs allocated by the launcher")
 
 
 def summary(result: LaunchOverhead) -> dict[str, float]:

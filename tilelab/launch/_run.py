@@ -6,6 +6,7 @@ both go through ``tilelab._adapter`` and touch only the public call of a compile
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -66,15 +67,17 @@ CUDA_ERROR_KINDS: dict[str, tuple[str, str]] = {
     "launch_failure": ("the kernel failed", "an exception inside the kernel (trap, assert, timeout)"),
     "other": ("launch failed", ""),
 }
+# Word boundaries everywhere: "TMA" must not match inside "bitmap", "tensor map" not inside a name.
 _PATTERNS: list[tuple[str, str, bool]] = [
-    (r"tensor ?map|tensormap|cuTensorMapEncode|TMA", "tma_descriptor", False),
-    (r"illegal memory access|illegal address|ILLEGAL_ADDRESS|address space|InvalidAddressSpace",
-     "illegal_address", True),
-    (r"misaligned address|MISALIGNED", "misaligned_address", True),
-    (r"out of memory|OUT_OF_MEMORY", "out_of_memory", False),
-    (r"too many resources|shared memory|OUT_OF_RESOURCES|invalid configuration", "resources", False),
-    (r"unspecified launch failure|LAUNCH_FAILED|launch failure|device-side assert|illegal instruction|"
-     r"LAUNCH_TIMEOUT|unknown error", "launch_failure", True),
+    (r"\btensor ?map\b|\bCUtensorMap\w*|\bcuTensorMapEncode\w*|\bTMA\b", "tma_descriptor", False),
+    (r"\billegal memory access\b|\billegal address\b|\bILLEGAL_ADDRESS\b|\bIllegalAddress\b|"
+     r"\baddress space\b|\bInvalidAddressSpace\b", "illegal_address", True),
+    (r"\bmisaligned address\b|\bMISALIGNED_ADDRESS\b|\bMisalignedAddress\b", "misaligned_address", True),
+    (r"\bout of memory\b|\bOUT_OF_MEMORY\b|\bMemoryAllocation\b", "out_of_memory", False),
+    (r"\btoo many resources\b|\bshared memory\b|\bOUT_OF_RESOURCES\b|\bLaunchOutOfResources\b|"
+     r"\binvalid configuration\b", "resources", False),
+    (r"\bunspecified launch failure\b|\bLAUNCH_FAILED\b|\blaunch failure\b|\bdevice-side assert|"
+     r"\billegal instruction\b|\bLAUNCH_TIMEOUT\b|\bunknown error\b", "launch_failure", True),
 ]
 
 
@@ -99,6 +102,54 @@ def launch_error(kernel_name: str, err: BaseException, flagged: Callable[[], Seq
         if problems and kind in ("other", "misaligned_address"):
             cause = "the TMA descriptor problem that inspection had already flagged (below)"
     return KernelLaunchError(kernel_name, kind, f"{type(err).__name__}: {err}", cause, sticky, problems)
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    import torch
+
+    oom = getattr(torch.cuda, "OutOfMemoryError", None) or getattr(torch, "OutOfMemoryError", None)
+    return (oom is not None and isinstance(err, oom)) or classify_cuda_error(str(err))[0] == "out_of_memory"
+
+
+def out_of_memory_error(kernel_name: str, what: str, err: BaseException) -> KernelLaunchError:
+    """OOM before the launch (inputs, rotating copies, the L2-flush buffer) as a KernelLaunchError."""
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return KernelLaunchError(kernel_name, "out_of_memory", f"while allocating {what}: {first}",
+                             f"{what} do not fit in the GPU's free memory: use smaller sizes, free tensors "
+                             "you hold (del x; torch.cuda.empty_cache()) or fewer rotating copies")
+
+
+class MisalignedTensorError(TilelabError, ValueError):
+    """A tensor read or written through a TMA descriptor does not start on the driver's boundary."""
+
+
+def check_tma_alignment(prepared: Prepared, args: Sequence[Any]) -> None:
+    """Raise :class:`MisalignedTensorError` naming the tensor when a TMA descriptor would get a
+    ``globalAddress`` that ``cuTensorMapEncodeTiled`` refuses (16-byte alignment, 32 for some
+    layouts), instead of letting the launcher fail. Inspection runs only when some tensor is not
+    16-byte aligned (torch's own allocations always are)."""
+    from .. import _tma_rules
+
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    suspects = [(p, a) for p, a in zip(launch, args)
+                if p.kind == "tensor" and hasattr(a, "data_ptr") and a.data_ptr() % 32]
+    if not suspects:
+        return
+    descriptors = prepared.tma_descriptors()
+    for p, a in suspects:
+        for desc in descriptors:
+            if desc.buffer != p.name:
+                continue
+            problems, _ = _tma_rules.check(desc, global_address=a.data_ptr())
+            broken = [t for t in problems if "globalAddress" in t]
+            if broken:
+                unit = 32 if "32-byte" in broken[0] else 16
+                raise MisalignedTensorError(
+                    f"{prepared.name}: tensor {p.name} starts at {a.data_ptr():#x}, {a.data_ptr() % unit} bytes past "
+                    f"a {unit}-byte boundary, but the kernel reads it through the TMA descriptor {desc.name}, and "
+                    f"cuTensorMapEncodeTiled needs its globalAddress {unit}-byte aligned (the {unit}-byte rule). "
+                    f"Pass {p.name}.clone() (a fresh, aligned copy) or a view whose offset is a multiple of "
+                    f"{unit // a.element_size()} elements.")
 
 
 def require_gpu():  # -> torch module
@@ -141,6 +192,26 @@ class Prepared:
         from .._inspect import inspect
 
         return list(inspect(self.compiled).problems)
+
+    def tma_descriptors(self) -> tuple[Any, ...]:
+        """The kernel's TMA descriptors from ``tilelab.inspect`` (empty when it cannot tell)."""
+        from .._inspect import inspect
+
+        try:
+            return tuple(inspect(self.compiled).tma_descriptors)
+        except Exception:  # best effort: without it, the driver's own error still comes
+            return ()
+
+    def kernel_source(self) -> str | None:
+        """The device source TileLang generated (the JITKernel's public ``get_kernel_source``)."""
+        get = getattr(self.compiled, "get_kernel_source", None)
+        if get is None:
+            return None
+        try:
+            text = get()
+        except Exception:
+            return None
+        return text if isinstance(text, str) else None
 
 
 def is_tilelang_kernel(obj: Any) -> bool:
@@ -212,7 +283,7 @@ def call_kernel(prepared: Prepared, args: Sequence[Any]) -> list[Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def _poison_allocator(torch: Any, nbytes: list[int]) -> list[tuple[int, int]]:
+def _poison_allocator(torch: Any, nbytes: list[int], pattern: int = _inputs.POISON) -> list[tuple[int, int]]:
     """Poison the blocks the caching allocator will hand to outputs the kernel allocates itself.
 
     Kernels compiled with ``out_idx`` allocate their outputs inside the call (``torch.empty``);
@@ -223,11 +294,34 @@ def _poison_allocator(torch: Any, nbytes: list[int]) -> list[tuple[int, int]]:
     torch.cuda.empty_cache()
     blocks = [torch.empty(max(n, 1), dtype=torch.uint8, device="cuda") for n in nbytes]
     for b in blocks:
-        b.fill_(0xFF)
+        b.fill_(pattern)
     torch.cuda.synchronize()
     ranges = [(b.data_ptr(), b.data_ptr() + b.numel()) for b in blocks]
     del blocks
     return ranges
+
+
+def _poisoned_launch(torch: Any, prepared: Prepared, args: list[Any], bound: dict[str, int],
+                     pattern: int) -> tuple[list[Any], list[bool]]:
+    """Poison every output with ``pattern``, launch, synchronise: (outputs, poisoned per output)."""
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    for a, p in zip(args, launch):
+        if p.is_output:
+            _inputs.poison_(a, pattern)
+    callee = [p for p in prepared.outputs if not p.passed_at_launch]
+    ranges: list[tuple[int, int]] = []
+    if callee:
+        nbytes = [math.prod(_inputs.eval_dim(d, bound) for d in p.shape)
+                  * torch.empty((), dtype=_inputs.torch_dtype(p.dtype)).element_size() for p in callee]
+        ranges = _poison_allocator(torch, nbytes, pattern)
+    try:
+        outs = call_kernel(prepared, args)
+        torch.cuda.synchronize()
+    except Exception as err:
+        raise launch_error(prepared.name, err, prepared.flagged_problems) from err
+    poisoned = [True if p.passed_at_launch else any(lo <= o.data_ptr() < hi for lo, hi in ranges)
+                for p, o in zip(prepared.outputs, outs)]
+    return outs, poisoned
 
 
 def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = None,
@@ -237,14 +331,25 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     """Launch ``kernel`` once on the GPU and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
-    dynamic sizes come from keyword arguments (``M=4096``) or from the tensors and shapes given.
+    dynamic sizes come from keyword arguments (``M=4096``) or from the tensors and shapes given,
+    and tensors given are checked (shape, dtype, device, contiguity, TMA alignment) first.
     Outputs are poisoned (every byte 0xFF) before the launch and checked for elements never
-    written. With ``ref``, a callable on the same inputs (upcast to float64, or ``ref_dtype``),
-    each output is compared by relative error norm against a tolerance chosen from the dtypes.
+    written; where 0xFF bytes are a valid value of the output's dtype (integers, fnuz float8)
+    the kernel is launched a second time with another pattern, and an element counts as
+    unwritten only if it kept the poison both times. With ``ref``, a callable on the same inputs
+    (upcast to float64, integers too where exact, or ``ref_dtype``), each output is compared by
+    relative error norm against ``tolerance``, by default :func:`tilelab.launch.tolerance_for`
+    of the output's dtype, the inputs' dtypes and the reduction length K of a GEMM-shaped kernel.
     """
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-    args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cuda", seed=seed)
+    try:
+        args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cuda", seed=seed)
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise out_of_memory_error(prepared.name, "the inputs and outputs", err) from err
+        raise
+    check_tma_alignment(prepared, args)
     launch = [p for p in prepared.params if p.passed_at_launch]
     notes: list[str] = []
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
@@ -252,40 +357,36 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     expected: list[Any] | None = None
     if ref is not None:
         expected = _reference(torch, ref, inputs, ref_dtype, notes)
-    for a, p in zip(args, launch):
-        if p.is_output:
-            _inputs.poison_(a)
-    callee = [p for p in prepared.outputs if not p.passed_at_launch]
-    ranges: list[tuple[int, int]] = []
-    if callee:
-        nbytes = []
-        for p in callee:
-            numel = 1
-            for d in p.shape:
-                numel *= _inputs.eval_dim(d, bound)
-            nbytes.append(numel * torch.empty((), dtype=_inputs.torch_dtype(p.dtype)).element_size())
-        ranges = _poison_allocator(torch, nbytes)
-    try:
-        outs = call_kernel(prepared, args)
-        torch.cuda.synchronize()
-    except Exception as err:
-        raise launch_error(prepared.name, err, prepared.flagged_problems) from err
+    outs, poisoned = _poisoned_launch(torch, prepared, args, bound, _inputs.POISON)
+    seconds: list[Any] = [None] * len(outs)
+    twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
+    if twice:
+        # 0xFF bytes are a value of these dtypes: launch again with another pattern, keeping the
+        # first launch's outputs (passed-at-launch ones are re-poisoned, so copy them first).
+        outs = [o.clone() if p.passed_at_launch else o for o, p in zip(outs, prepared.outputs)]
+        outs2, poisoned2 = _poisoned_launch(torch, prepared, args, bound, _inputs.SECOND_POISON)
+        for i in twice:
+            if poisoned2[i]:
+                seconds[i] = outs2[i]
+            else:
+                poisoned[i] = False
+        notes.append(f"launched twice ({', '.join(prepared.outputs[i].name for i in twice)} poisoned with "
+                     f"0x{_inputs.POISON:02X}, then 0x{_inputs.SECOND_POISON:02X} bytes, since 0xFF is a valid "
+                     "value of their dtype)")
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
                          f"({', '.join(p.name for p in prepared.outputs)})")
-    dtypes = [p.dtype for p in prepared.params if p.kind == "tensor"]
-    tol = tolerance if tolerance is not None else _inputs.tolerance_for(dtypes)
+    input_dtypes = [p.dtype for p in prepared.params if p.kind == "tensor" and not p.is_output]
+    mnk = _inputs.gemm_shape(*_inputs.param_shapes(prepared.params, bound))
     checks = []
     for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
-        poisoned = True
-        if not p.passed_at_launch:
-            ptr = out.data_ptr()
-            poisoned = any(lo <= ptr < hi for lo, hi in ranges)
-            if not poisoned:
-                notes.append(f"{p.name} is allocated by the kernel's launcher and did not reuse the poisoned "
-                             "block: unwritten elements were not checked")
+        if not poisoned[i]:
+            notes.append(f"{p.name} is allocated by the kernel's launcher and did not reuse the poisoned "
+                         "block: unwritten elements were not checked")
+        tol = tolerance if tolerance is not None else _inputs.tolerance_for(
+            p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
         checks.append(_inputs.compare(p.name, out, expected[i] if expected is not None else None,
-                                      tolerance=tol, poisoned=poisoned, worst=worst))
+                                      tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i]))
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
                      device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
                      reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))

@@ -2,7 +2,7 @@
 
 Elaboration (calling the factory to get a ``T.prim_func``) runs in the calling thread; the
 compiles (TileLang lowering + nvcc, mostly in subprocesses) run in a thread pool across the
-machine's cores with a progress bar; benchmarks run one at a time on the GPU. Every
+machine's cores with a progress bar; benchmarks run one at a time on the GPU, with another. Every
 configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
 The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the tests use a fake.
 """
@@ -99,7 +99,13 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     ``bytes`` are callables of the size's keywords (counted from the signature when omitted);
     ``ref`` checks each configuration with :func:`tilelab.run` before it is timed;
     ``baseline`` maps a label to ``f(**size) -> zero-argument callable`` timed on the same terms
-    (``{"torch.matmul": lambda M, N, K: ...}``).
+    (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
+    that size unless ``flops``/``bytes`` say otherwise.
+
+    Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
+    a row of stage "check". A sticky CUDA error (``KernelLaunchError.sticky``) leaves the context
+    unusable: the sweep stops there, and every row after it is "not run", with a note naming
+    the configuration that caused it.
     """
     configs, size_list = expand(params), expand(sizes)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
@@ -135,20 +141,33 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     bar.close()
 
     rows: list[SweepRow] = []
+    notes: list[str] = []
+    work: dict[tuple, tuple[float | None, float | None]] = {}  # size -> the kernels' counted (flops, bytes)
+    lost: str | None = None  # set when a sticky CUDA error made the context unusable
+    runnable = [i for i, _, _ in jobs if i not in failures]
+    n_baselines = len(baseline or {}) * len(size_list)
+    bar = _Progress(len(runnable) + n_baselines, f"benchmarking {len(runnable) + n_baselines} rows", progress)
     for i, size, config in jobs:
         key_c, key_s = tuple(config.items()), tuple((k, int(v)) for k, v in size.items())
         if i in failures:
             stage, error = failures[i]
             rows.append(SweepRow(key_c, key_s, error=error, stage=stage))
             continue
+        if lost is not None:
+            rows.append(SweepRow(key_c, key_s, error=lost, stage="not run", compile_s=compile_time.get(i)))
+            bar.update()
+            continue
         kernel = compiled[i]
+        stage = "check"
         try:
             if ref is not None:
                 result = (check_fn or _check)(kernel, ref, size)
                 if not result:
                     rows.append(SweepRow(key_c, key_s, error=f"wrong result: rel error {result.rel_error}",
                                          stage="check", compile_s=compile_time.get(i)))
+                    bar.update()
                     continue
+            stage = "bench"
             extra = dict(bench_kwargs)
             if flops is not None:
                 extra["flops"] = flops(**size)
@@ -156,24 +175,48 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
                 extra["bytes"] = bytes(**size)
             res = bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
         except Exception as err:
-            rows.append(SweepRow(key_c, key_s, error=_short_error(err), stage="bench", compile_s=compile_time.get(i)))
+            rows.append(SweepRow(key_c, key_s, error=_short_error(err), stage=stage, compile_s=compile_time.get(i)))
+            if getattr(err, "sticky", False):
+                lost = _lost_context(err, key_c, key_s, stage)
+                notes.append(lost)
+            bar.update()
             continue
+        work.setdefault(key_s, (res.flops, res.bytes))
         rows.append(SweepRow(key_c, key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
                              tflops=res.tflops, gbps=res.gbps, compile_s=compile_time.get(i)))
+        bar.update()
     for label, make in (baseline or {}).items():
         for size in size_list:
             key_s = tuple((k, int(v)) for k, v in size.items())
+            if lost is not None:
+                rows.append(SweepRow((), key_s, error=lost, stage="not run", label=label))
+                bar.update()
+                continue
             try:
                 extra = dict(bench_kwargs)
+                # the same operation count as the kernels at this size, so rates compare
+                counted_flops, counted_bytes = work.get(key_s, (None, None))
                 if flops is not None:
                     extra["flops"] = flops(**size)
+                elif counted_flops is not None:
+                    extra["flops"] = counted_flops
                 if bytes is not None:
                     extra["bytes"] = bytes(**size)
+                elif counted_bytes is not None:
+                    extra["bytes"] = counted_bytes
                 res = bench_fn(make(**size), size, {}, name=label, **extra)
                 rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
                                      tflops=res.tflops, gbps=res.gbps, label=label))
             except Exception as err:
                 rows.append(SweepRow((), key_s, error=_short_error(err), stage="bench", label=label))
+                if getattr(err, "sticky", False):
+                    lost = _lost_context(err, (("baseline", label),), key_s, "bench")
+                    notes.append(lost)
+            bar.update()
+    bar.close()
+    if baseline and str(bench_kwargs.get("mode", mode)) == "graph":
+        notes.append("graph mode: the kernels' inputs rotate among copies, but a baseline callable is replayed "
+                     "as captured, without rotating its inputs or flushing L2, so it may read cached data")
     rows = mark_best(rows)
     device = ""
     try:
@@ -183,7 +226,16 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     except Exception:
         pass
     return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
-                      mode=str(bench_kwargs.get("mode", mode)), device=device)
+                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes))
+
+
+def _lost_context(err: BaseException, config: tuple, size: tuple, stage: str) -> str:
+    """The note for rows after a sticky CUDA error, naming the configuration that caused it."""
+    culprit = ", ".join(f"{k}={v}" for k, v in config) or "(defaults)"
+    at = "x".join(str(v) for _, v in size) or "-"
+    kind = getattr(err, "kind", "error")
+    return (f"not run: the CUDA context was lost ({kind}, sticky) in the {stage} step of {culprit} at size {at}; "
+            "restart the Python kernel and sweep again without that configuration")
 
 
 def _size_kwargs(kernel: Any, size: Config) -> dict[str, int]:

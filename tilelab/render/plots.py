@@ -165,29 +165,47 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
 
 
 def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
-    """The roofline of measured ceilings with each (label, BenchResult) placed on it."""
-    fig = _figure()
-    ax = fig.add_subplot()
+    """The roofline of measured ceilings with each (label, BenchResult) placed on it.
+
+    Kernels with an operation count sit on the roofline (x: FLOP per byte, from their counted
+    FLOPs and bytes; y: TFLOP/s). Kernels with bytes but no FLOPs (copies, elementwise kernels
+    rated by bytes) have no place on that x axis: a second panel on the right draws their
+    achieved GB/s as bars against the bandwidth roof, a vertical line at the measured copy
+    bandwidth, each labelled with its fraction of it."""
+    on_roof = [(label, r) for label, r in points if r.intensity and r.tflops]
+    by_bytes = [(label, r) for label, r in points if not r.flops and r.gbps]
+    fig = _figure(9.6 if by_bytes else 6.4, 3.6)
+    ax = fig.add_subplot(1, 2, 1) if by_bytes else fig.add_subplot()
     ridge = ceilings.ridge_intensity
-    xs = [ridge / 1000.0, ridge, ridge * 100.0]
-    for _, r in points:
-        if r.intensity:
-            xs.append(r.intensity)
+    xs = [ridge / 1000.0, ridge, ridge * 100.0] + [r.intensity for _, r in on_roof]
     lo, hi = min(xs) / 2, max(xs) * 2
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [ceilings.bound_tflops(x) for x in grid], color="black", linewidth=1.5,
             label=f"roof: {ceilings.copy_gbps:.0f} GB/s, {ceilings.matmul_tflops:.0f} TFLOP/s")
-    for i, (label, r) in enumerate(points):
-        if r.intensity and r.tflops:
-            frac = r.fraction_of(ceilings)
-            ax.plot([r.intensity], [r.tflops], "o", color=f"C{i}",
-                    label=f"{label}: {r.tflops:.1f} TFLOP/s" + (f" ({100 * frac:.0f}% of roof)" if frac else ""))
+    for i, (label, r) in enumerate(on_roof):
+        frac = r.fraction_of(ceilings)
+        ax.plot([r.intensity], [r.tflops], "o", color=f"C{i}",
+                label=f"{label}: {r.tflops:.1f} TFLOP/s" + (f" ({100 * frac:.0f}% of roof)" if frac else ""))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("FLOP / byte")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"roofline, {ceilings.device}", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
+    if by_bytes:
+        bw = fig.add_subplot(1, 2, 2)
+        values = [r.gbps for _, r in by_bytes]
+        bw.barh(range(len(by_bytes)), values, color=[f"C{len(on_roof) + i}" for i in range(len(by_bytes))])
+        bw.set_yticks(range(len(by_bytes)), [label for label, _ in by_bytes], fontsize=7)
+        bw.axvline(ceilings.copy_gbps, color="black", linewidth=1.5,
+                   label=f"bandwidth roof {ceilings.copy_gbps:.0f} GB/s")
+        for i, v in enumerate(values):
+            bw.text(v, i, f" {v:.0f} GB/s ({100 * v / ceilings.copy_gbps:.0f}%)", va="center", fontsize=7)
+        bw.invert_yaxis()
+        bw.set_xlim(0, max(values + [ceilings.copy_gbps]) * 1.35)
+        bw.set_xlabel("GB/s (read + written)")
+        bw.set_title("kernels rated by bytes (no FLOP count)", fontsize=9)
+        bw.legend(fontsize=7, loc="lower right")
     return fig
 
 
