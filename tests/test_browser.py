@@ -6,7 +6,9 @@ Hopper GEMM, inspected for sm_90a here since there is no GPU), opens the inspect
 checks the box dims and swizzle it shows against the values the cython launcher's own
 ``cuTensorMapEncodeTiled`` set-up writes. Screenshots of the light and the dark theme are saved
 in the test's temporary folder; in each theme the report's text colour must contrast with its
-background.
+background. Then the Layouts tab: its SVG cells are laid out (nonzero boxes), and hovering a cell
+of the bank-coloured A_shared picture (pure CSS, no JavaScript) strokes every cell of the same bank
+and no cell of another bank; a screenshot of that is saved too.
 """
 
 from __future__ import annotations
@@ -196,10 +198,42 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
             assert _luminance(dark[1]) < 0.2, f"dark theme background should be dark: {dark}"
             assert dark[0] != light[0]
             assert errors.count() == 0 or "Traceback" not in " ".join(errors.all_inner_texts())
+            _layouts_tab_hover(page, inspector, tmp_path)
         finally:
             context.close()
-    for name in ("inspector-light.png", "inspector-dark.png", "lab-light.png", "lab-dark.png"):
+    for name in ("inspector-light.png", "inspector-dark.png", "lab-light.png", "lab-dark.png", "layouts-hover.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
+
+
+def _layouts_tab_hover(page, inspector, tmp_path: Path) -> None:
+    """Layouts tab: visible SVG cells; hover a bank-5 cell and read the computed strokes."""
+    inspector.locator(".lm-TabBar-tab", has_text=re.compile(r"^Layouts")).first.click()
+    first_svg = inspector.locator(".tilelab-report:visible svg").first
+    first_svg.wait_for(timeout=30_000)
+    boxes = inspector.locator(".tilelab-report:visible svg rect").evaluate_all(
+        "rs => rs.slice(0, 200).map(r => { const b = r.getBoundingClientRect(); return [b.width, b.height]; })")
+    assert boxes and sum(1 for w, h in boxes if w > 0 and h > 0) >= len(boxes) // 2, boxes[:10]
+    # the WGMMA overlays are there, each saying whether tilelab agrees with the compiler
+    checks = inspector.locator(".tilelab-report:visible .tl-wgmma-check").all_inner_texts()
+    assert len(checks) >= 2 and all("agrees with the compiler" in c for c in checks), checks
+    # the bank-coloured picture of the first shared buffer (A_shared), folded by default
+    bank = inspector.locator(".tilelab-report:visible details.tl-bank-colour").first
+    bank.locator("summary").click()
+    picture = bank.locator("svg").first
+    picture.wait_for(timeout=10_000)
+    target = picture.locator("g.tlcells rect.b5").nth(3)
+    target.scroll_into_view_if_needed()
+    before = picture.locator("g.tlcells rect.b5").nth(0).evaluate("r => getComputedStyle(r).stroke")
+    target.hover()
+    page.wait_for_timeout(200)
+    strokes = picture.evaluate(
+        "svg => ['b5', 'b6'].map(c => [...svg.querySelectorAll('g.tlcells rect.' + c)].map("
+        "r => getComputedStyle(r).stroke + ' ' + getComputedStyle(r).strokeWidth))")
+    same, other = strokes
+    assert len(same) >= 8 and len(set(same)) == 1, same[:8]  # every bank-5 cell, one style
+    assert same[0] != before and same[0].endswith("2.5px"), (same[0], before)
+    assert other and not any(s == same[0] for s in other), other[:4]
+    bank.screenshot(path=str(tmp_path / "layouts-hover.png"))
 
 
 def _colours(page, inspector) -> tuple[str, str]:

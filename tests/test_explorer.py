@@ -18,6 +18,7 @@ def test_public_entry_point_and_layout():
     assert tilelab.swizzle_explorer is swizzle_explorer
     kinds = [type(c).__name__ for c in w.children]
     assert kinds == ["HBox", "HBox", "HBox", "HTML", "HTML", "HTML"]
+    assert w.hover.value == "bank" and w.hover in w.children[2].children
     assert w.picture.value.startswith("<svg") and "32x64 float16, 128B swizzle" in w.picture.value
 
 
@@ -78,3 +79,33 @@ def test_state_the_front_end_would_receive():
     assert state["value"].startswith("<svg") and "NONE swizzle" in state["value"]
     assert "8-way bank conflict" in w.conflicts.get_state()["value"]
     assert w.swizzle.get_state()["index"] == list(w.swizzle.options).index("NONE")
+
+
+def test_hover_is_pure_css_in_the_picture_and_the_buttons_choose_it():
+    import re
+
+    w = swizzle_explorer()  # the default 32x64 fp16 128B tile
+    pic = w.picture.value
+    uid = re.search(r'<svg [^>]*id="(tl[0-9a-f]+)"', pic).group(1)
+    assert f"#{uid}:has(.b5:hover) .b5{{" in pic  # bank hover by default
+    # every cell of the default tile has a title: 32 rows x 32 four-byte words (two fp16 each)
+    assert pic.count("<title>") == 32 * 32
+    assert "<title>(1, 0-1): byte 144, bank 4, chunk 1</title>" in pic  # row 1: chunk 0 ^ 1
+    w.hover.value = "chunk"
+    assert ":has(.k5:hover) .k5{" in w.picture.value and ":has(.b5:hover)" not in w.picture.value
+    w.hover.value = "row"
+    assert "g.tlcells > g:hover > rect{" in w.picture.value
+    w.hover.value = "none"
+    assert "<style>" not in w.picture.value
+    # the keyboard path is unchanged: dropdown + index outline a row
+    w.highlight.value = "row"
+    w.index.value = 2
+    assert "row 2: physical chunks 2 3 0 1 6 7 4 5" in w.picture.value
+
+
+def test_interleave_is_a_mode_of_the_explorer():
+    w = swizzle_explorer(rows=16, cols=16, swizzle="INTERLEAVE", pattern="column_read")
+    assert w.state()["error"] is None and "INTERLEAVE swizzle" in w.picture.value
+    # 16 rows x 16 fp16, core matrices column-first: chunk 0 of rows 0-15 is 256 contiguous bytes:
+    # a column read is conflict-free (each phase of 8 rows is one 128-byte block)
+    assert w.state()["report"].wavefronts == 4

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tilelab import swizzle as sw
 from tilelab._model import Layout, WgmmaOperand
 from tilelab.render import svg
@@ -25,20 +27,20 @@ def _texts(root: ET.Element) -> list[str]:
 def test_tile_colours_follow_the_xor():
     tile = sw.SharedTile(8, 64, "float16", "128B")
     root = _parse(svg.tile_svg(tile))
-    # small tile: one rect per element with a hover title naming its byte, bank and chunk
+    # small tile: one rect per 4-byte word (one bank) with a hover title naming its byte, bank and chunk
     titles = ["".join(t.itertext()) for t in root.iter(f"{NS}title")]
-    assert len(titles) == 8 * 64
-    assert "(3, 8) -> element 208, byte 416, bank 8, chunk 2" in titles  # chunk 1 ^ 3 = 2
-    # the labels of row 3 read the XOR pattern 3 2 1 0 7 6 5 4 (one label per 16-byte run)
+    assert len(titles) == 8 * 64 // 2
+    assert "(3, 8-9): byte 416, bank 8, chunk 2" in titles  # chunk 1 ^ 3 = 2
     labels = _texts(root)
-    assert "colour and number: physical 16-byte chunk (4-bank group) of each element" in labels
+    assert ("colour and number: physical 16-byte chunk (4-bank group) of each element; "
+            "hover a cell: every cell of its bank") in labels
 
 
 def test_text_colours_and_theme_variables():
     text = svg.tile_svg(sw.SharedTile(8, 64, "float16", "128B"))
     assert "var(--jp-ui-font-color1, #222)" in text  # captions and grid lines follow the theme
     assert 'fill="#111"' in text  # cell labels are dark on light fills in every theme
-    assert "hsl(" in text
+    assert re.search(r'fill="#[0-9a-f]{6}"', text)
 
 
 def test_highlight_row_chunk_and_thread():
@@ -60,7 +62,7 @@ def test_escaping_of_compiler_and_user_text():
 
 
 def test_256x256_is_small_and_complete():
-    for mode in ("NONE", "128B"):
+    for mode in ("NONE", "32B", "64B", "128B", "INTERLEAVE"):
         for color_by in ("chunk", "bank"):
             text = svg.tile_svg(sw.SharedTile(256, 256, "float16", mode), color_by=color_by)
             _parse(text)
@@ -99,11 +101,14 @@ def test_fragment_thread_grid():
     text = svg.layout_svg(_fragment(), highlight={"thread": 128 + 5})
     root = _parse(text)
     labels = _texts(root)
-    assert "T128" in labels and "T133" in labels and "T191" in labels
-    assert "threads 128-191; colour: warp" in text
+    # T<thread> over v<register>, by the hand formula of _fragment: (0, 2) -> thread 1, register 0;
+    # (8, 3) -> thread 1, register 3; (15, 15) -> thread 7 * 4 + 3 + 32 = 63, register 3
+    assert labels.count("T129v0") == 1 and "T129v3" in labels and "T191v3" in labels
+    assert any("threads 128-191; cell: T<thread> v<register>; colour: warp" in t for t in labels)
     assert "thread 133: 4 element(s), registers [0, 1, 2, 3]" in text
-    titles = ["".join(t.itertext()) for t in root.iter(f"{NS}title")]
-    assert "(0, 2): thread 129 (warp 4), register 0" in titles
+    # readable: cells wide enough for the label at 9 px monospace (about 0.62 em a character)
+    rect = next(r for r in root.iter(f"{NS}rect") if r.get("class") == "t129")
+    assert float(rect.get("width")) >= 0.62 * 9 * 4 + 4 and float(rect.get("height")) >= 2 * 9
 
 
 def test_fragment_large_is_cropped():
@@ -144,3 +149,135 @@ def test_compare_two_modes():
     assert "4 wavefront(s) for an ideal 4: no bank conflicts" in text
     # a mode that cannot hold the tile says why instead of failing
     assert "not applicable" in svg.compare_svg(32, 32, "float16", ("128B", "64B"))
+
+
+# -- cell colours rebuilt from the SVG, against chunk/bank tables computed here by hand ---------------
+
+
+def _hand_chunk_bank(mode: str, r: int, c: int) -> tuple[int, int]:
+    """Physical 16-byte chunk of the 128-byte line and bank of fp16 element (r, c), by hand:
+    NONE (rows of whole 128-byte lines): (c / 8) mod 8. 128B: ((c / 8) mod 8) XOR (r mod 8). 64B (panels of
+    32 columns, 64-byte rows, 2 rows a line): (r mod 2) * 4 + ((c mod 32) / 8 XOR (r / 2) mod 4).
+    32B (panels of 16 columns, 4 rows a line): (r mod 4) * 2 + ((c mod 16) / 8 XOR (r / 4) mod 2).
+    Panels start at multiples of 128 B, so they keep the line position. bank = 4 chunk + (c mod 8) / 2."""
+    k = c // 8
+    chunk = {"NONE": k % 8, "128B": (k % 8) ^ (r % 8), "64B": (r % 2) * 4 + ((k % 4) ^ ((r // 2) % 4)),
+             "32B": (r % 4) * 2 + ((k % 2) ^ ((r // 4) % 2))}[mode]
+    return chunk, 4 * chunk + (c % 8) // 2
+
+
+def _cell_fills(text: str, rows: int, cols: int) -> dict[tuple[int, int], str]:
+    """(row, col) -> fill, rebuilt from the SVG: explicit cells (each row a <g class="r<i>"> of rects)
+    or rows drawn once in <defs> and placed with <use>. Runs are cut into cells of grid width / cols."""
+    root = _parse(text)
+    runs: dict[int, list[tuple[float, float, str]]] = {}
+    explicit = [g for g in root.iter(f"{NS}g") if re.fullmatch(r"r\d+", g.get("class") or "")]
+    if explicit:
+        for g in explicit:
+            runs[int(g.get("class")[1:])] = [(float(r.get("x")), float(r.get("width")), r.get("fill"))
+                                             for r in g.findall(f"{NS}rect")]
+    else:
+        defs = {g.get("id"): g for g in root.iter(f"{NS}g") if g.get("id")}
+        for use in root.iter(f"{NS}use"):
+            row = defs[use.get("{http://www.w3.org/1999/xlink}href")[1:]]
+            i = int(use.get("class").split()[0][1:])
+            runs[i] = [(float(r.get("x")), float(r.get("width")), r.get("fill")) for r in row.findall(f"{NS}rect")]
+    assert sorted(runs) == list(range(rows))
+    out: dict[tuple[int, int], str] = {}
+    for i, items in runs.items():
+        items.sort()
+        cw = (items[-1][0] + items[-1][1] - items[0][0]) / cols
+        for x, w, fill in items:
+            first = round((x - items[0][0]) / cw)
+            for j in range(first, first + round(w / cw)):
+                out[(i, j)] = fill
+    assert len(out) == rows * cols
+    return out
+
+
+@pytest.mark.parametrize("mode", ["NONE", "32B", "64B", "128B"])
+@pytest.mark.parametrize("shape", [(32, 64), (256, 256)])  # explicit cells, and <defs>/<use> rows
+def test_cell_colours_rebuilt_from_the_svg_follow_the_hand_tables(mode, shape):
+    rows, cols = shape
+    tile = sw.SharedTile(rows, cols, "float16", mode)
+    for color_by, which in (("chunk", 0), ("bank", 1)):
+        fills = _cell_fills(svg.tile_svg(tile, color_by=color_by), rows, cols)
+        colour_of: dict[int, str] = {}
+        for (r, c), fill in fills.items():
+            want = _hand_chunk_bank(mode, r, c)[which]  # NONE: rows are whole 128-byte lines
+            assert colour_of.setdefault(want, fill) == fill, (mode, color_by, r, c)
+        # one colour per chunk (8) or bank (32), never shared between two
+        assert len(set(colour_of.values())) == len(colour_of) == (8 if which == 0 else 32)
+
+
+def test_hover_classes_and_css_are_structural():
+    tile = sw.SharedTile(32, 64, "float16", "128B")
+    text = svg.tile_svg(tile)
+    root = _parse(text)
+    uid = root.get("id")
+    assert uid and uid.startswith("tl")
+    style = "".join(s.text for s in root.iter(f"{NS}style"))
+    for b in range(32):  # one rule per bank: hovering a bank-b cell strokes every bank-b cell
+        assert f"#{uid}:has(.b{b}:hover) .b{b}{{stroke: var(--jp-brand-color1, #d6336c)" in style
+    rows = [g for g in root.iter(f"{NS}g") if re.fullmatch(r"r\d+", g.get("class") or "")]
+    assert len(rows) == 32
+    for g in rows:
+        r = int(g.get("class")[1:])
+        rects = g.findall(f"{NS}rect")
+        assert len(rects) == 32  # one per 4-byte word (two fp16, one bank)
+        for word, rect in enumerate(rects):
+            chunk, bank = _hand_chunk_bank("128B", r, 2 * word)
+            assert rect.get("class") == f"k{chunk} b{bank}", (r, word, rect.get("class"))
+    chunk_css = svg.tile_svg(tile, hover="chunk")
+    assert ":has(.k7:hover) .k7{" in chunk_css and ":has(.b7:hover)" not in chunk_css
+    assert "g.tlcells > g:hover > rect{" in svg.tile_svg(tile, hover="row")
+    assert "<style>" not in svg.tile_svg(tile, hover="none")
+    # big tiles are drawn with <use>: whole rows hover (cells inside <use> cannot), the caption says so
+    big = svg.tile_svg(sw.SharedTile(256, 256, "float16", "128B"))
+    broot = _parse(big)
+    uses = list(broot.iter(f"{NS}use"))
+    assert len(uses) == 256 and uses[9].get("class") == "r9 p1"  # row 9 repeats row 1's pattern
+    assert f"#{broot.get('id')} use:hover{{" in big and ":has(.p1:hover) .p1{" in big
+    assert "hover a row: it and every row with its pattern" in big
+
+
+def test_fragment_thread_hover():
+    text = svg.layout_svg(_fragment())
+    root = _parse(text)
+    uid = root.get("id")
+    threads = {int(r.get("class")[1:]) for r in root.iter(f"{NS}rect") if (r.get("class") or "").startswith("t")}
+    assert threads == set(range(128, 192))
+    for t in (128, 191):
+        assert f"#{uid}:has(.t{t}:hover) .t{t}{{" in text
+    # thread 129 owns (0, 2), (0, 3), (8, 2), (8, 3) by the hand formula: two runs of two cells
+    runs = [r for r in root.iter(f"{NS}rect") if r.get("class") == "t129"]
+    assert len(runs) == 2 and all(float(r.get("width")) > 50 for r in runs)
+
+
+def test_interleave_overlay_arrows():
+    desc = sw.wgmma_descriptor(sw.SharedTile(32, 64, "float16", "INTERLEAVE", core_order="chunks"), "MN",
+                               operand="B", mn=64)
+    text = svg.wgmma_operand_svg(desc)
+    _parse(text)
+    # MN-major without swizzle: LBO steps 8 K rows (8 chunks x 128 B), SBO 16 B of MN (128 B)
+    assert "LBO 1024 B (enc 64): next 8 rows of K" in text and "SBO 128 B (enc 8): next 16 B of MN" in text
+    k = sw.wgmma_descriptor(sw.SharedTile(64, 32, "float16", "INTERLEAVE"), "K", operand="A")
+    ktext = svg.wgmma_operand_svg(k, compiler=WgmmaOperand("A_shared", 0, 64, 8, "K"))
+    assert "SBO 128 B (enc 8): next 8 rows of MN" in ktext and "LBO 1024 B (enc 64): next 16 B of K" in ktext
+    assert "agrees with tilelab" in ktext
+
+
+def test_render_speed_benchmark_fails_when_a_target_is_missed(monkeypatch, capsys):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "render_speed.py"
+    spec = importlib.util.spec_from_file_location("render_speed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(sys, "argv", ["render_speed.py", "--repeat", "1"])
+    assert bench.main() == 0  # this machine meets the targets
+    monkeypatch.setattr(bench, "TARGET_KB", 1.0)  # nothing weighs under 1 KB
+    assert bench.main() == 1
+    assert "missed the target: tile_svg 256x256 fp16 NONE by chunk" in capsys.readouterr().err

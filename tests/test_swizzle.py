@@ -272,3 +272,154 @@ def test_pure_modules_import_no_tilelang_or_ipython():
             "bad = [m for m in ('tilelang', 'tvm', 'IPython', 'ipywidgets', 'torch') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- INTERLEAVE: WGMMA's no-swizzle canonical layout (core matrices of 128 contiguous bytes) -------
+# By hand for a 16 x 16 fp16 tile: 2 bands of 8 rows x 2 chunks of 16 B = 4 core matrices.
+# "rows" order: block (band b, chunk c) = c * 2 + b; "chunks" order: block = b * 2 + c;
+# element (r, col) at block * 128 + (r % 8) * 16 + (col % 8) * 2.
+
+
+@pytest.mark.parametrize("order, cells", [
+    ("rows", {(0, 0): 0, (9, 0): 128 + 16, (0, 8): 256, (9, 9): 384 + 16 + 2, (7, 15): 256 + 112 + 14}),
+    ("chunks", {(0, 0): 0, (9, 0): 256 + 16, (0, 8): 128, (9, 9): 384 + 16 + 2, (7, 15): 128 + 112 + 14}),
+])
+def test_interleave_offsets_by_hand(order, cells):
+    tile = SharedTile(16, 16, "float16", "INTERLEAVE", core_order=order)
+    for (r, c), byte in cells.items():
+        assert tile.byte_offset(r, c) == byte, (order, r, c)
+        assert tile.logical(byte) == (r, c)
+    # each core matrix is 128 contiguous bytes: rows 8..15 of chunk 0 step by 16 B
+    assert [tile.byte_offset(8 + i, 0) - tile.byte_offset(8, 0) for i in range(8)] == [16 * i for i in range(8)]
+
+
+@pytest.mark.parametrize("shape, major, order, expect", [
+    # K-major (MN, K) 64 x 32 fp16: 8 bands x 4 chunks. rows order: next 8 MN rows +128 B (SBO 8),
+    # next 16 B of K + 8 * 128 B (LBO 64). chunks order: SBO = 4 * 128 B (32), LBO = 128 B (8).
+    ((64, 32), "K", "rows", (0, 64, 8)),
+    ((64, 32), "K", "chunks", (0, 8, 32)),
+    # MN-major (K, MN) 32 x 64 fp16: 4 bands of K x 8 chunks of MN. LBO steps 8 K rows, SBO 16 B of MN.
+    # chunks order: LBO = 8 * 128 B (64), SBO = 128 B (8); rows order: LBO = 128 B (8), SBO = 4 * 128 B (32).
+    ((32, 64), "MN", "chunks", (0, 64, 8)),
+    ((32, 64), "MN", "rows", (0, 8, 32)),
+    # fp32 (tf32) K-major: 4 elements per 16 B, 64 x 16 -> 8 bands x 4 chunks, same bytes as fp16 above
+    ((64, 16), "K", "rows", (0, 64, 8)),
+])
+def test_interleave_descriptors_by_hand(shape, major, order, expect):
+    dtype = "float32" if shape == (64, 16) else "float16"
+    tile = SharedTile(*shape, dtype, "INTERLEAVE", core_order=order)
+    mn = shape[0] if major == "K" else shape[1]
+    d = wgmma_descriptor(tile, major, operand="B", mn=mn)
+    assert (d.layout_type, d.lbo, d.sbo) == expect
+    # every core matrix the instruction reads is 8 consecutive 16-byte rows
+    for cm in d.core_matrices:
+        assert list(cm.row_bytes) == [cm.row_bytes[0] + 16 * i for i in range(len(cm.row_bytes))]
+    assert len(d.core_matrices) == (mn // 8) * 2 if major == "K" else (mn * tile.element_bytes // 16) * 2
+
+
+def test_interleave_second_k_step_and_mn_offset():
+    # K-major 64 x 64 fp16 rows order (8 bands, 8 chunks): K step 1 starts at chunk 2 = block 2 * 8 -> byte 2048
+    tile = SharedTile(64, 64, "float16", "INTERLEAVE")
+    assert wgmma_descriptor(tile, "K", operand="A", k_step=1).start_byte == 2048
+    # B at mn_offset 8: band 1 -> byte 128
+    assert wgmma_descriptor(tile, "K", operand="B", mn=8, mn_offset=8).start_byte == 128
+
+
+def test_row_major_without_swizzle_points_to_interleave():
+    with pytest.raises(ValueError, match=r"48 B apart; store it as core-matrix blocks \(swizzle='INTERLEAVE'\)"):
+        wgmma_descriptor(SharedTile(64, 24, "float16", "NONE"), "K")
+    with pytest.raises(ValueError, match="swizzle='INTERLEAVE'"):
+        wgmma_descriptor(SharedTile(16, 64, "float16", "NONE"), "MN", operand="B")
+    with pytest.raises(ValueError, match="multiple of 8"):
+        SharedTile(12, 16, "float16", "INTERLEAVE")
+    # 16-byte-wide tiles: row-major NONE is already canonical, and equals INTERLEAVE
+    none = SharedTile(64, 8, "float16", "NONE")
+    inter = SharedTile(64, 8, "float16", "INTERLEAVE")
+    assert (none.offsets() == inter.offsets()).all()
+    assert sw.mode_for_layout_type(0).name == "NONE" and sw.swizzle_mode("INTERLEAVE").name == "INTERLEAVE"
+
+
+def test_inverse_map_with_base_and_other_dtypes():
+    for dtype, cols in (("float32", 64), ("int8", 256)):
+        for mode, base in (("128B", 3 * 1024), ("64B", 512), ("32B", 256), ("NONE", 48), ("INTERLEAVE", 16)):
+            tile = SharedTile(16, cols, dtype, mode, base=base)
+            r, c = tile.grid()
+            phys = tile.byte_offset(r, c)
+            rr, cc = tile.logical(phys)
+            assert (rr == r).all() and (cc == c).all(), (dtype, mode)
+    # by hand: fp32 128B at base 2048, (1, 0): chunk 0 ^ 1 = 1 -> byte 128 + 16, bank (2048 + 144) / 4 % 32 = 4
+    t = SharedTile(8, 32, "float32", "128B", base=2048)
+    assert t.logical(144) == (1, 0) and t.bank(1, 0) == 4
+    # int8 128B, (2, 16): chunk 1 ^ 2 = 3 -> byte 256 + 48
+    assert SharedTile(8, 128, "int8", "128B", base=1024).logical(256 + 48) == (2, 16)
+
+
+# -- access patterns ----------------------------------------------------------------------------
+
+
+def test_stmatrix_x4_by_hand():
+    # NONE, 128-byte rows: each phase's 8 rows of one chunk share banks 0-3: 8 wavefronts x 4 phases
+    assert bank_conflicts(SharedTile(64, 64, "float16", "NONE"), "stmatrix_x4").wavefronts == 32
+    # 64B, 32 x 32 fp16 (64-byte rows, 2 rows a line): rows 0-7 of chunk 0 land on line chunks
+    # 0, 4, 1, 5, 2, 6, 3, 7 (row r: (r % 2) * 4 + (0 ^ (r // 2) % 4)): all distinct, 1 wavefront a phase
+    rep = bank_conflicts(SharedTile(32, 32, "float16", "64B"), "stmatrix_x4")
+    assert rep.wavefronts_per_phase == (1, 1, 1, 1)
+    assert [a.banks[0] // 4 for a in rep.accesses[:8]] == [0, 4, 1, 5, 2, 6, 3, 7]
+    # 32B, 32 x 16 fp16 (32-byte rows): row r chunk 0 -> line chunk (r % 4) * 2 + (r // 4) % 2
+    rep = bank_conflicts(SharedTile(32, 16, "float16", "32B"), "stmatrix_x4")
+    assert [a.banks[0] // 4 for a in rep.accesses[:8]] == [0, 2, 4, 6, 1, 3, 5, 7] and rep.conflict_free
+    assert "store twin of ldmatrix" in sw.PATTERNS["stmatrix_x4"]
+
+
+def test_row_store_element_by_hand():
+    # one fp16 per thread along row 0: 64 contiguous bytes, 16 words, one wavefront
+    assert bank_conflicts(SharedTile(64, 64, "float16", "128B"), "row_store_element").wavefronts == 1
+    # fp32, 64 columns, 32B swizzle: panels of 8 columns, 8 rows x 32 B = 256 B apart -> threads 0-7,
+    # 8-15, 16-23, 24-31 all hit banks 0-7: 4 wavefronts (4-way). 128B: 32 fp32 = one 128-byte row.
+    rep = bank_conflicts(SharedTile(8, 64, "float32", "32B"), "row_store_element")
+    assert rep.wavefronts == 4 and rep.conflict_degree == 4
+    assert [a.banks for a in rep.accesses[::8]] == [(0,), (0,), (0,), (0,)]
+    assert bank_conflicts(SharedTile(8, 64, "float32", "128B"), "row_store_element").wavefronts == 1
+    # fp64: 16 threads a phase, 16 x 8 B = 128 B each: 2 phases, 1 wavefront each
+    assert bank_conflicts(SharedTile(8, 32, "float64", "NONE"), "row_store_element").wavefronts_per_phase == (1, 1)
+    # continues into the next row: 24 fp32 a row, thread 30 -> (1, 6)
+    acc = bank_conflicts(SharedTile(8, 24, "float32", "NONE"), "row_store_element").accesses[30]
+    assert (acc.row, acc.col) == (1, 6)
+
+
+def test_tma_box_writes_are_conflict_free_by_construction():
+    assert "conflict-free by construction" in sw.PATTERNS["tma_box_write"]
+    for mode in ("NONE", "32B", "64B", "128B", "INTERLEAVE"):
+        for dtype, cols in (("float16", 64), ("float32", 32), ("int8", 128), ("float16", 128)):
+            tile = SharedTile(16, cols, dtype, mode)
+            rep = bank_conflicts(tile, "tma_box_write")
+            assert rep.wavefronts_per_phase == (1,) * (tile.nbytes // 128), (mode, dtype)
+            # the first phase: 8 granules on 32 distinct banks
+            assert sorted(b for a in rep.accesses[:8] for b in a.banks) == list(range(32))
+    # and the granules' logical cells are the swizzle's inverse: 128B row 1, physical chunk 0 = logical chunk 1
+    rep = bank_conflicts(SharedTile(16, 64, "float16", "128B"), "tma_box_write")
+    assert (rep.accesses[8].row, rep.accesses[8].col) == (1, 8)
+
+
+# -- TileLang's swizzle rule for WGMMA operands ---------------------------------------------------
+
+
+def test_select_wgmma_inst_n_by_hand():
+    # widest multiple of 16 up to 256 dividing the warp's columns; else gcd with 256
+    assert [sw.select_wgmma_inst_n(n) for n in (32, 64, 96, 128, 256, 512, 24, 40, 160, 48)] == \
+        [32, 64, 96, 128, 256, 256, 8, 8, 160, 48]
+
+
+def test_wgmma_operand_swizzle_follows_the_instruction_for_mn_major():
+    # the conv example's kernel_shared: 64 x 64 fp16, MN-major B, instruction m64n32k16:
+    # continuity 32 fp16 = 64 B -> 64B, although its 128-byte rows alone would give 128B
+    assert sw.wgmma_operand_swizzle("float16", "MN", inst_mn=32) == "64B"
+    assert sw.default_swizzle(64 * 2) == "128B"
+    assert sw.wgmma_operand_swizzle("float16", "MN", inst_mn=64) == "128B"  # A is always m64
+    assert sw.wgmma_operand_swizzle("float16", "MN", inst_mn=8) == "NONE"  # 16 bytes: linear
+    # K-major: the K extent: 32 fp16 = 64 B -> 64B; 64 bf16 -> 128B; 16 fp32 = 64 B -> 64B
+    assert sw.wgmma_operand_swizzle("float16", "K", k=32) == "64B"
+    assert sw.wgmma_operand_swizzle("bfloat16", "K", k=64) == "128B"
+    assert sw.wgmma_operand_swizzle("float32", "K", k=16) == "64B"
+    with pytest.raises(ValueError, match="pass inst_mn="):
+        sw.wgmma_operand_swizzle("float16", "MN", k=64)

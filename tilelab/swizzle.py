@@ -22,6 +22,10 @@ XOR terms it prints (``(_j // 32 + _i % 8 // 4) % 2 * 32 + ...``) are the three 
 XOR. Its column panels come first in the output shape (``_j // 64``), exactly the panel-major
 order above. ``tests/test_swizzle_compiler.py`` checks this element by element.
 
+Without a swizzle WGMMA needs each 8-row x 16-byte core matrix as 128 contiguous bytes: mode
+``INTERLEAVE`` stores the tile so (core-matrix blocks, ``core_order`` "rows" or "chunks"); a
+row-major ``NONE`` tile is readable only when it is 16 bytes wide, where the two coincide.
+
 Why addresses and not elements: the hardware (TMA, WGMMA) swizzles absolute shared-memory
 addresses, which is why a buffer must be aligned to the pattern's repeat (1024 B for 128B) and why
 the same mode means different element tables for different dtypes.
@@ -106,7 +110,7 @@ class SwizzleMode:
     name: str
     span_bytes: int | None  # None: no swizzle
     atom_bytes: int = 16
-    tma_enum: int = 0  # CUtensorMapSwizzle value
+    tma_enum: int | None = 0  # CUtensorMapSwizzle value; None: no TMA swizzle writes it in one box
     layout_type: int | None = None  # WGMMA descriptor layout_type field; None: WGMMA cannot read it
     flip_8b: bool = False
     cute: str = ""
@@ -152,6 +156,9 @@ class SwizzleMode:
 MODES: dict[str, SwizzleMode] = {
     m.name: m for m in (
         SwizzleMode("NONE", None, 16, 0, 0, cute="Swizzle<0,4,3>"),
+        # WGMMA's no-swizzle canonical layout: no XOR, but every 8-row x 16-byte core matrix is
+        # one contiguous 128-byte block (CuTe Layout_K_INTER_Atom / Layout_MN_INTER_Atom).
+        SwizzleMode("INTERLEAVE", None, 16, None, 0, cute="Swizzle<0,4,3> o 8x16-byte core-matrix blocks"),
         SwizzleMode("32B", 32, 16, 1, 3, cute="Swizzle<1,4,3>"),
         SwizzleMode("64B", 64, 16, 2, 2, cute="Swizzle<2,4,3>"),
         SwizzleMode("128B", 128, 16, 3, 1, cute="Swizzle<3,4,3>"),
@@ -162,7 +169,10 @@ MODES: dict[str, SwizzleMode] = {
     )
 }
 WGMMA_MODES = ("NONE", "32B", "64B", "128B")
-_LAYOUT_TYPE_TO_MODE = {m.layout_type: m.name for m in MODES.values() if m.layout_type is not None}
+_LAYOUT_TYPE_TO_MODE: dict[int, str] = {}
+for _m in MODES.values():  # layout_type 0 names NONE first: row-major and INTERLEAVE agree on 16-byte-wide tiles
+    if _m.layout_type is not None:
+        _LAYOUT_TYPE_TO_MODE.setdefault(_m.layout_type, _m.name)
 
 
 def swizzle_mode(mode: Any) -> SwizzleMode:
@@ -178,7 +188,7 @@ def swizzle_mode(mode: Any) -> SwizzleMode:
         return MODES["NONE"]
     else:
         key = str(mode).upper().replace("CU_TENSOR_MAP_SWIZZLE_", "").replace("SWIZZLE_", "")
-        key = {"INTERLEAVE": "NONE", "LINEAR": "NONE", "0": "NONE", "128": "128B", "64": "64B", "32": "32B",
+        key = {"INTER": "INTERLEAVE", "LINEAR": "NONE", "0": "NONE", "128": "128B", "64": "64B", "32": "32B",
                "FULL": "128B", "HALF": "64B", "QUARTER": "32B"}.get(key, key)
         if key in MODES:
             return MODES[key]
@@ -186,20 +196,65 @@ def swizzle_mode(mode: Any) -> SwizzleMode:
 
 
 def mode_for_layout_type(layout_type: int) -> SwizzleMode:
-    """The swizzle a WGMMA descriptor's ``layout_type`` field names (0 none, 1 128B, 2 64B, 3 32B)."""
+    """The swizzle a WGMMA descriptor's ``layout_type`` field names (0 none, 1 128B, 2 64B, 3 32B).
+
+    0 gives ``NONE`` (row-major), which equals ``INTERLEAVE`` on the 16-byte-wide tiles TileLang
+    0.1.15 feeds WGMMA without a swizzle; ask for ``INTERLEAVE`` by name for wider tiles."""
     if layout_type not in _LAYOUT_TYPE_TO_MODE:
         raise ValueError(f"WGMMA layout_type {layout_type} is not one of 0 (none), 1 (128B), 2 (64B), 3 (32B)")
     return MODES[_LAYOUT_TYPE_TO_MODE[layout_type]]
 
 
 def default_swizzle(inner_bytes: int) -> str:
-    """TileLang 0.1.15's choice for a WGMMA operand (``GemmWGMMA.infer_shared_layout``): the widest
-    span that divides the contiguous extent in bytes. TileLang measures that extent per warp for
-    some operands, so a report's own descriptor is the authority; this is the rule for a whole tile."""
+    """The widest swizzle span that divides a contiguous extent of ``inner_bytes`` bytes.
+
+    This is TileLang 0.1.15's rule (``GemmWGMMA.infer_shared_layout``: 128B if the extent is a
+    multiple of 8 x 16 bytes, else 64B, 32B, else linear) *applied to the extent TileLang
+    measures*, which is not always the tile's row: see :func:`wgmma_operand_swizzle`."""
     for span, name in ((128, "128B"), (64, "64B"), (32, "32B")):
         if inner_bytes % span == 0:
             return name
     return "NONE"
+
+
+def select_wgmma_inst_n(warp_col_tiles: int) -> int:
+    """The N of the wgmma instruction TileLang 0.1.15 issues for a warp's ``warp_col_tiles``
+    columns (port of ``wgmma_macro_generator.select_wgmma_inst_n``): the widest multiple of 16 up
+    to 256 that divides it, else ``gcd(warp_col_tiles, 256)``."""
+    import math
+
+    fallback = math.gcd(int(warp_col_tiles), 256)
+    if warp_col_tiles % 16:
+        return fallback
+    for cand in range(256, fallback, -16):
+        if warp_col_tiles % cand == 0:
+            return cand
+    return fallback
+
+
+def wgmma_operand_swizzle(dtype: Any, major: str, *, k: int | None = None, inst_mn: int | None = None) -> str:
+    """The swizzle TileLang 0.1.15 infers for a shared WGMMA operand (``GemmWGMMA.infer_layout``).
+
+    TileLang feeds :func:`default_swizzle` the operand's *continuity*: the tile's K extent ``k``
+    (elements) for a K-major operand, but for an MN-major one the MN extent of **one
+    instruction**, ``inst_mn``: 64 for A, and for B the instruction's N, which is
+    ``select_wgmma_inst_n(N // n_warp)`` with ``n_warp`` from TileLang's C++ warp partition
+    (``GemmWarpPolicyComputeWarpPartition``). A report has that N as the ``wgmma`` instruction's
+    ``n``. Example: the im2col convolution's ``kernel_shared`` is 64x64 fp16 (128-byte rows), but 8
+    warps split N=64 in two, the instruction is m64n32k16, the continuity is 32 fp16 = 64 bytes,
+    so TileLang picks 64B, not the 128B the row width alone would give.
+    """
+    e = dtype_bytes(dtype)
+    major = str(major).upper().replace("_MAJOR", "")
+    if major == "K":
+        if k is None:
+            raise ValueError("a K-major operand's swizzle follows its K extent: pass k=")
+        return default_swizzle(int(k) * e)
+    if major != "MN":
+        raise ValueError(f"major must be 'K' or 'MN', got {major!r}")
+    if inst_mn is None:
+        raise ValueError("an MN-major operand's swizzle follows the instruction's M (A: 64) or N (B): pass inst_mn=")
+    return default_swizzle(int(inst_mn) * e)
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,6 +270,13 @@ class SharedTile:
     16-byte aligned and, when swizzled, aligned to the pattern's repeat, because the hardware
     XORs absolute address bits and TileLang writes WGMMA descriptors with base_offset 0.
     Construction validates and raises ``ValueError`` saying what to change.
+
+    ``swizzle="INTERLEAVE"`` is WGMMA's no-swizzle canonical layout: the tile is cut into core
+    matrices of 8 rows x 16 bytes, each stored as 128 contiguous bytes (row ``r % 8`` at
+    ``16 * (r % 8)``); ``core_order`` says how the blocks follow each other: ``"rows"`` (the
+    8-row blocks of one 16-byte column first, then the next column: CuTe's ``tile_to_shape`` of
+    ``Layout_K_INTER_Atom`` over an ``(MN, K)`` tile) or ``"chunks"`` (the 16-byte columns of one
+    8-row band first: ``Layout_MN_INTER_Atom`` over a ``(K, MN)`` tile).
     """
 
     rows: int
@@ -222,6 +284,7 @@ class SharedTile:
     dtype: str = "float16"
     swizzle: str = "128B"
     base: int = 0
+    core_order: str = "rows"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
@@ -252,6 +315,14 @@ class SharedTile:
                     f"{self.panels} panels of {self.rows} rows x {span} B would start off the "
                     f"{mode.repeat_bytes}-byte pattern repeat: make rows a multiple of "
                     f"{mode.repeat_bytes // span} or use one panel"
+                )
+        if mode.name == "INTERLEAVE":
+            if self.core_order not in ("rows", "chunks"):
+                raise ValueError(f"core_order must be 'rows' or 'chunks', got {self.core_order!r}")
+            if self.rows % 8 or row_bytes % CHUNK_BYTES:
+                raise ValueError(
+                    f"an INTERLEAVE tile is made of 8-row x 16-byte core matrices: a {self.rows}x{self.cols} "
+                    f"{self.dtype} tile needs rows a multiple of 8 and cols a multiple of {CHUNK_BYTES // e}"
                 )
         if self.base % CHUNK_BYTES:
             raise ValueError(
@@ -305,11 +376,28 @@ class SharedTile:
             raise ValueError(f"index out of the {self.rows}x{self.cols} tile: row {row!r}, col {col!r}")
         return r, c
 
+    @property
+    def core_matrix_strides(self) -> tuple[int, int]:
+        """Bytes from one 8-row x 16-byte core matrix to the next (down 8 rows, across 16 bytes),
+        before the swizzle. For swizzled tiles 'across' is 16 inside a panel."""
+        if self.mode.name == "INTERLEAVE":
+            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            if self.core_order == "rows":
+                return 8 * CHUNK_BYTES, blocks_down * 8 * CHUNK_BYTES
+            return blocks_across * 8 * CHUNK_BYTES, 8 * CHUNK_BYTES
+        return 8 * self.panel_bytes, CHUNK_BYTES
+
     def linear_byte_offset(self, row: Any, col: Any) -> Any:
-        """Byte offset before the swizzle (panel-major, rows ``panel_bytes`` apart)."""
+        """Byte offset before the swizzle (panel-major, rows ``panel_bytes`` apart; INTERLEAVE:
+        core-matrix blocks of 128 bytes)."""
         r, c = self._check_index(row, col)
         e, w = self.element_bytes, self.panel_cols
-        lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
+        if self.mode.name == "INTERLEAVE":
+            down, across = self.core_matrix_strides
+            byte = c * e
+            lin = (r // 8) * down + (byte // CHUNK_BYTES) * across + (r % 8) * CHUNK_BYTES + byte % CHUNK_BYTES
+        else:
+            lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
         return lin if lin.ndim else int(lin)
 
     def byte_offset(self, row: Any, col: Any) -> Any:
@@ -339,6 +427,16 @@ class SharedTile:
         if (phys < 0).any() or (phys >= self.nbytes).any():
             raise ValueError(f"byte offset {byte_offset!r} is outside the tile's {self.nbytes} bytes")
         lin = np.asarray(self.mode.apply(phys + self.base), dtype=np.int64) - self.base
+        if self.mode.name == "INTERLEAVE":
+            block, within = lin // (8 * CHUNK_BYTES), lin % (8 * CHUNK_BYTES)
+            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            if self.core_order == "rows":
+                band, chunk = block % blocks_down, block // blocks_down
+            else:
+                band, chunk = block // blocks_across, block % blocks_across
+            r = band * 8 + within // CHUNK_BYTES
+            c = (chunk * CHUNK_BYTES + within % CHUNK_BYTES) // self.element_bytes
+            return (r, c) if r.ndim else (int(r), int(c))
         panel_size = self.rows * self.panel_bytes
         p, rem = lin // panel_size, lin % panel_size
         r = rem // self.panel_bytes
@@ -359,17 +457,19 @@ class SharedTile:
 
         return Layout(buffer=buffer, scope="shared", dtype=self.dtype, shape=(self.rows, self.cols),
                       offsets=tuple(int(v) for v in self.offsets().ravel()),
-                      description=f"tilelab {self.swizzle} swizzle, {self.panels} panel(s) of {self.panel_cols} columns")
+                      description=f"tilelab {self.swizzle} swizzle, {self.panels} panel(s) of {self.panel_cols} columns"
+                      + (f", core matrices in {self.core_order} order" if self.swizzle == "INTERLEAVE" else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "cols": self.cols, "dtype": self.dtype, "swizzle": self.swizzle,
-                "base": self.base, "element_bytes": self.element_bytes, "row_bytes": self.row_bytes,
+                "base": self.base, "core_order": self.core_order, "element_bytes": self.element_bytes,
+                "row_bytes": self.row_bytes,
                 "panel_cols": self.panel_cols, "panels": self.panels, "nbytes": self.nbytes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SharedTile:
         return cls(int(d["rows"]), int(d["cols"]), d.get("dtype", "float16"), d.get("swizzle", "128B"),
-                   int(d.get("base", 0)))
+                   int(d.get("base", 0)), d.get("core_order", "rows"))
 
 
 def match_layout(layout: Any, modes: Iterable[str] = tuple(MODES)) -> SharedTile | None:
@@ -385,9 +485,11 @@ def match_layout(layout: Any, modes: Iterable[str] = tuple(MODES)) -> SharedTile
         return None
     want = np.asarray(layout.offsets, dtype=np.int64).reshape(layout.shape)
     head = min(want.shape[0], 16)  # every mode repeats within 8 rows: a cheap first filter
-    for name in modes:
+    candidates = [(name, order) for name in modes
+                  for order in (("rows", "chunks") if swizzle_mode(name).name == "INTERLEAVE" else ("rows",))]
+    for name, order in candidates:
         try:
-            tile = SharedTile(layout.shape[0], layout.shape[1], dtype, name)
+            tile = SharedTile(layout.shape[0], layout.shape[1], dtype, name, core_order=order)
         except ValueError:
             continue
         r, c = np.meshgrid(np.arange(head), np.arange(tile.cols), indexing="ij")
@@ -549,55 +651,42 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
             f"the tile holds {k_extent_bytes} B of K; one instruction reads {WGMMA_K_BYTES} B "
             f"({WGMMA_K_BYTES // e} {tile.dtype}), so it cannot feed a whole K step"
         )
+    if mode.name == "NONE" and tile.row_bytes != CHUNK_BYTES:
+        raise ValueError(
+            f"without a swizzle WGMMA reads each 8-row x 16-byte core matrix as 128 contiguous bytes, but this "
+            f"row-major tile puts its rows {tile.row_bytes} B apart; store it as core-matrix blocks "
+            f"(swizzle='INTERLEAVE') or use the swizzle TileLang would pick for these rows "
+            + (f"(swizzle={default_swizzle(tile.row_bytes)!r})" if default_swizzle(tile.row_bytes) != "NONE"
+               else "(no swizzle span divides these rows)")
+        )
     span = tile.panel_bytes
-    k_cols_per_step = WGMMA_K_BYTES // e
-    if major == "K":
-        if not mode.is_swizzled and tile.row_bytes != CHUNK_BYTES:
-            raise ValueError(
-                f"a K-major operand without swizzle must store each 8x16-byte core matrix as 128 contiguous "
-                f"bytes, but this row-major tile puts its rows {tile.row_bytes} B apart; make K a multiple of "
-                f"{32 // e} elements ({tile.dtype}) and use the swizzle TileLang would pick for it "
-                + (f"(swizzle={default_swizzle(tile.row_bytes)!r} fits these rows)"
-                   if default_swizzle(tile.row_bytes) != "NONE" else "(no swizzle span divides these rows)")
-            )
-        rows_start = mn_offset
-        col_start = min(k_step * k_cols_per_step, tile.cols - 1)
-        start_lin = tile.linear_byte_offset(rows_start, col_start)
-        sbo_bytes = tile.linear_byte_offset(rows_start + 8, col_start) - start_lin if mn_extent > 8 + rows_start else 8 * span
+    k_per_step = WGMMA_K_BYTES // e  # K elements one instruction reads
+    down, across = tile.core_matrix_strides  # unswizzled bytes to the next core matrix: 8 rows down, 16 B across
+    if major == "K":  # rows are MN, columns K
+        row0, col0 = mn_offset, k_step * k_per_step
         if mode.is_swizzled:
-            lbo_bytes = 16
+            sbo_bytes, lbo_bytes = down, CHUNK_BYTES
             notes.append("LBO is unused for a swizzled K-major operand (PTX ISA); CuTe and TileLang write 1")
-        else:
-            if tile.cols * e > CHUNK_BYTES:
-                lbo_bytes = tile.linear_byte_offset(rows_start, col_start + CHUNK_BYTES // e) - start_lin
-            else:
-                lbo_bytes = 16
+        else:  # PTX canonical K-major, no swizzle: SBO steps 8 MN rows, LBO steps 16 bytes of K
+            sbo_bytes, lbo_bytes = down, across
+            if tile.row_bytes == CHUNK_BYTES:
+                lbo_bytes = CHUNK_BYTES
                 notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; TileLang writes 1")
         n_mn, n_k = mn // 8, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
-    else:
-        if not mode.is_swizzled and tile.row_bytes != CHUNK_BYTES:
-            raise ValueError(
-                f"an MN-major operand without swizzle must store each core matrix (8 K rows x 16 bytes of "
-                f"MN) as 128 contiguous bytes, but this row-major tile puts its K rows {tile.row_bytes} B "
-                f"apart; use swizzle={default_swizzle(tile.row_bytes)!r} for rows of {tile.row_bytes} B"
-            )
-        col_start = mn_offset
-        row_start = k_step * k_cols_per_step if tile.rows > k_step * k_cols_per_step else 0
-        start_lin = tile.linear_byte_offset(row_start, col_start)
-        if mode.is_swizzled:
-            sbo_bytes = 8 * span
-            if tile.panels > 1:
-                lbo_bytes = tile.linear_byte_offset(row_start, col_start + tile.panel_cols) - start_lin \
-                    if col_start + tile.panel_cols < tile.cols else tile.rows * span
-            else:
+    else:  # rows are K, columns MN
+        row0, col0 = k_step * k_per_step, mn_offset
+        if mode.is_swizzled:  # SBO steps 8 K rows; LBO steps one span-wide panel of MN
+            sbo_bytes, lbo_bytes = down, tile.rows * span
+            if tile.panels == 1:
                 lbo_bytes = 0
                 notes.append("the tile is one swizzle panel wide, so LBO (the panel stride) addresses nothing; "
                              "CuTe and TileLang write 0")
-        else:
-            lbo_bytes = 8 * CHUNK_BYTES
-            sbo_bytes = 0
-            notes.append("the tile is one 16-byte core matrix wide, so SBO addresses nothing")
-        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(WGMMA_K_BYTES // e, tile.rows) // 8, 1)
+        else:  # PTX canonical MN-major, no swizzle: LBO steps 8 K rows, SBO steps 16 bytes of MN
+            lbo_bytes, sbo_bytes = down, across
+            if tile.row_bytes == CHUNK_BYTES:
+                notes.append("the tile is one 16-byte core matrix wide, so SBO addresses nothing")
+        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // 8, 1)
+    start_lin = int(tile.linear_byte_offset(row0, col0))
     if lbo_bytes % 16 or sbo_bytes % 16 or not 0 <= lbo_bytes >> 4 < 1 << 14 or not 0 <= sbo_bytes >> 4 < 1 << 14:
         raise ValueError(
             f"LBO {lbo_bytes} B / SBO {sbo_bytes} B do not fit the descriptor's 14-bit fields of 16-byte "
@@ -610,10 +699,10 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
             rows_b, cells = [], []
             for r in range(8):
                 if major == "K":
-                    row, col = mn_offset + 8 * i + r, k_step * k_cols_per_step + j * (CHUNK_BYTES // e)
+                    row, col = row0 + 8 * i + r, col0 + j * (CHUNK_BYTES // e)
                     mn_unit, k_unit = 8 * i + r, j
                 else:
-                    row, col = row_start + 8 * j + r, mn_offset + i * (CHUNK_BYTES // e)
+                    row, col = row0 + 8 * j + r, col0 + i * (CHUNK_BYTES // e)
                     mn_unit, k_unit = i, 8 * j + r
                 if row >= tile.rows or col >= tile.cols:
                     continue
@@ -624,7 +713,7 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
                         f"the tile is not a canonical WGMMA {major}-major layout: core matrix ({i}, {j}) row {r} "
                         f"(logical {row}, {col}) is at byte {actual - tile.base}, but the descriptor would read "
                         f"byte {canon - tile.base}; use TileLang's layout for this shape (swizzle="
-                        f"{default_swizzle(tile.row_bytes)!r})"
+                        f"{default_swizzle(tile.row_bytes)!r}) or swizzle='INTERLEAVE'"
                     )
                 rows_b.append(actual - tile.base)
                 cells.append((row, col))
@@ -632,9 +721,75 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
     return WgmmaDescriptor(
         operand=operand, major=major, tile=tile, layout_type=int(mode.layout_type), lbo_bytes=int(lbo_bytes),
         sbo_bytes=int(sbo_bytes), mn=mn, k_step=k_step, mn_offset=mn_offset,
-        start_byte=int(tile.byte_offset(*((rows_start, col_start) if major == "K" else (row_start, col_start)))),
+        start_byte=int(tile.byte_offset(row0, col0)),
         core_matrices=tuple(cms), notes=tuple(notes),
     )
+
+
+@dataclass(frozen=True)
+class OperandCheck:
+    """tilelab's own reading of one WGMMA operand of a report, next to the compiler's descriptor.
+
+    ``tile`` is matched from the compiler's inferred shared layout *offsets* (never from its
+    descriptor); ``descriptor`` is computed from that tile; ``predicted`` is the swizzle TileLang's
+    rule gives (:func:`wgmma_operand_swizzle`). ``agrees``: tilelab's layout_type, LBO and SBO equal
+    the compiler's. ``reason`` says why there is no descriptor when there is none.
+    """
+
+    buffer: str | None
+    role: str
+    compiler: Any
+    tile: SharedTile | None
+    descriptor: WgmmaDescriptor | None
+    predicted: str | None
+    reason: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        return self.descriptor is not None and (self.descriptor.layout_type, self.descriptor.lbo, self.descriptor.sbo) == (
+            self.compiler.layout_type, self.compiler.lbo, self.compiler.sbo)
+
+    def summary(self) -> str:
+        c = self.compiler
+        theirs = f"layout_type {c.layout_type}, LBO {c.lbo}, SBO {c.sbo}"
+        if self.descriptor is None:
+            return f"tilelab could not compute a descriptor ({self.reason}); the compiler wrote {theirs}"
+        d = self.descriptor
+        if self.agrees:
+            text = f"tilelab's descriptor agrees with the compiler's: {theirs}"
+        else:
+            text = (f"tilelab's descriptor differs from the compiler's: tilelab layout_type {d.layout_type}, LBO {d.lbo}, "
+                    f"SBO {d.sbo}; compiler {theirs}")
+        if self.predicted is not None and self.tile is not None:
+            text += (f" (layout {self.tile.swizzle}; TileLang's rule predicts {self.predicted})"
+                     if self.predicted == self.tile.swizzle else
+                     f" (layout {self.tile.swizzle}, but TileLang's rule predicts {self.predicted})")
+        return text
+
+
+def check_wgmma_operand(layout: Any, operand: Any, role: str, inst_mn: int) -> OperandCheck:
+    """Recompute one WGMMA operand of a report from its shared ``layout`` (a report ``Layout``):
+    match the offsets to a mode, compute the descriptor for ``role`` ("A"/"B") with an instruction
+    of MN extent ``inst_mn`` (A: 64, B: the instruction's N), and compare with ``operand`` (the
+    compiler's ``WgmmaOperand``)."""
+    buffer = getattr(operand, "buffer", None)
+    predicted = None
+    try:
+        shape = tuple(layout.shape)
+        if len(shape) == 2:
+            k = shape[1] if operand.major == "K" else None
+            predicted = wgmma_operand_swizzle(layout.dtype, operand.major, k=k, inst_mn=inst_mn)
+    except ValueError:
+        predicted = None
+    tile = match_layout(layout)
+    if tile is None:
+        return OperandCheck(buffer, role, operand, None, None, predicted,
+                            "its shared layout is not one of tilelab's swizzle modes")
+    try:
+        desc = wgmma_descriptor(tile, operand.major, operand=role, mn=inst_mn)
+    except ValueError as err:
+        return OperandCheck(buffer, role, operand, tile, None, predicted, str(err))
+    return OperandCheck(buffer, role, operand, tile, desc, predicted)
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,13 +801,20 @@ PATTERNS: dict[str, str] = {
                  "tile in row-major order from the start row",
     "column_read": "a warp reads 16-byte vectors down one column: thread t reads the 16 B of "
                    "chunk `chunk` in row start+t",
+    "row_store_element": "a warp stores one element per thread along a row: thread t writes element "
+                         "(start, col + t), continuing into the next row",
     "column_store": "a warp stores one element per thread down one column (thread t: row start+t)",
-    "ldmatrix_x4": "ldmatrix.x4 (and stmatrix.x4): four 8x8 matrices of 16-byte rows; thread t gives "
+    "ldmatrix_x4": "ldmatrix.x4: four 8x8 matrices of 16-byte rows; thread t gives the address of "
                    "row start + t % 16 of chunk `chunk` + t // 16; one matrix per phase",
-    "tma_box_write": "a TMA box write, modelled as the box's 16-byte granules in row-major order within "
-                     "each panel (one box per panel, as TileLang issues them), 8 granules per wavefront",
+    "stmatrix_x4": "stmatrix.x4 (the store twin of ldmatrix.x4): thread t gives the address of row "
+                   "start + t % 16 of chunk `chunk` + t // 16, and each 8x8 matrix is written in its own phase",
+    "tma_box_write": "a TMA box write: conflict-free by construction. The box lands in a dense region of "
+                     "shared memory written 128-byte line by 128-byte line; every swizzle mode only permutes "
+                     "the eight 16-byte chunks inside one 128-byte line, so each line is 8 granules on 32 "
+                     "distinct banks: one wavefront per 128 bytes, whatever the mode",
 }
-PATTERN_WIDTH = {"row_store": 16, "column_read": 16, "column_store": None, "ldmatrix_x4": 16, "tma_box_write": 16}
+PATTERN_WIDTH = {"row_store": 16, "column_read": 16, "row_store_element": None, "column_store": None,
+                 "ldmatrix_x4": 16, "stmatrix_x4": 16, "tma_box_write": 16}
 
 
 @dataclass(frozen=True)
@@ -751,7 +913,7 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
             f"{tile.row_bytes} B: make cols a multiple of {CHUNK_BYTES // e}"
         )
     chunks_per_row = max(tile.row_bytes // CHUNK_BYTES, 1)
-    if pattern in ("column_read", "ldmatrix_x4") and not 0 <= chunk < chunks_per_row:
+    if pattern in ("column_read", "ldmatrix_x4", "stmatrix_x4") and not 0 <= chunk < chunks_per_row:
         raise ValueError(f"chunk {chunk} is outside the tile's {chunks_per_row} 16-byte chunks per row")
     if not 0 <= row < tile.rows:
         raise ValueError(f"row {row} is outside the tile's {tile.rows} rows")
@@ -766,6 +928,14 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
     elif pattern == "column_read":
         for t in range(32):
             cells.append((t, (row + t) % tile.rows, chunk * (CHUNK_BYTES // e), t // 8))
+    elif pattern == "row_store_element":
+        c0 = 0 if col is None else col
+        if not 0 <= c0 < tile.cols:
+            raise ValueError(f"col {c0} is outside the tile's {tile.cols} columns")
+        phase_size = 32 if e <= 4 else 16
+        for t in range(32):
+            v = (row * tile.cols + c0 + t) % (tile.rows * tile.cols)
+            cells.append((t, v // tile.cols, v % tile.cols, t // phase_size))
     elif pattern == "column_store":
         c = chunk * (CHUNK_BYTES // e) if col is None else col
         if not 0 <= c < tile.cols:
@@ -773,7 +943,7 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
         phase_size = 32 if e <= 4 else 16
         for t in range(32):
             cells.append((t, (row + t) % tile.rows, c, t // phase_size))
-    elif pattern == "ldmatrix_x4":
+    elif pattern in ("ldmatrix_x4", "stmatrix_x4"):
         if chunks_per_row < 2:
             notes.append("the tile has one 16-byte chunk per row; matrices 2 and 3 reuse chunk 0")
         for t in range(32):
@@ -801,26 +971,20 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
 
 
 def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
+    # Granules in physical address order: the box's destination is dense, written line by line.
     e = tile.element_bytes
-    per_chunk = CHUNK_BYTES // e
-    rows, cols = np.meshgrid(np.arange(tile.rows), np.arange(0, tile.cols, per_chunk), indexing="ij")
-    # order granules panel by panel (one TMA box per panel), row-major within a panel
-    panel = cols // tile.panel_cols
-    order = np.lexsort((cols.ravel(), rows.ravel(), panel.ravel()))
-    r_all, c_all = rows.ravel()[order], cols.ravel()[order]
-    words = (np.asarray(tile.byte_offset(r_all, c_all)) + tile.base) // BANK_BYTES
-    n = len(words)
-    per_phase = []
-    for start in range(0, n, 8):
-        group = words[start:start + 8]
-        per_phase.append(_phase_wavefronts([[int(w) + i for i in range(4)] for w in group]))
+    phys = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
+    r_all, c_all = tile.logical(phys)
+    words = (phys + tile.base) // BANK_BYTES
+    per_phase = [_phase_wavefronts([[int(w) + i for i in range(4)] for w in words[s:s + 8]])
+                 for s in range(0, len(words), 8)]
     accesses = tuple(
-        Access(i, int(r_all[i]), int(c_all[i]), CHUNK_BYTES, int(words[i]) * BANK_BYTES - tile.base,
-               tuple((int(words[i]) + k) % BANKS for k in range(4)), i // 8)
-        for i in range(min(n, 32))
+        Access(i, int(r_all[i]), int(c_all[i]) - int(c_all[i]) % max(CHUNK_BYTES // e, 1), CHUNK_BYTES,
+               int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(4)), i // 8)
+        for i in range(min(len(phys), 32))
     )
-    notes.append("NVIDIA does not document the order in which the TMA unit writes shared memory; "
-                 "this is a model. accesses lists the first 32 granules")
+    notes.append("NVIDIA does not document the order in which the TMA unit writes shared memory; any order "
+                 "that fills whole 128-byte lines is conflict-free. accesses lists the first 32 granules")
     return ConflictReport("tma_box_write", PATTERNS["tma_box_write"], tile, accesses, tuple(per_phase),
                           len(per_phase), tuple(notes))
 
@@ -878,7 +1042,7 @@ def compare_modes(rows: int, cols: int, dtype: str = "float16",
 
 __all__ = [
     "BANKS", "BANK_BYTES", "DTYPE_BYTES", "MODES", "PATTERNS", "WGMMA_MODES",
-    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "SharedTile", "SwizzleMode", "WgmmaDescriptor",
-    "bank_conflicts", "compare_modes", "default_swizzle", "dtype_bytes", "match_layout", "mode_for_layout_type",
-    "normalize_dtype", "swizzle_mode", "wgmma_descriptor",
+    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "OperandCheck", "SharedTile", "SwizzleMode", "WgmmaDescriptor",
+    "bank_conflicts", "check_wgmma_operand", "compare_modes", "default_swizzle", "dtype_bytes", "match_layout", "mode_for_layout_type",
+    "normalize_dtype", "select_wgmma_inst_n", "swizzle_mode", "wgmma_descriptor", "wgmma_operand_swizzle",
 ]

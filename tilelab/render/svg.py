@@ -34,16 +34,24 @@ _HUES = (4, 32, 55, 110, 170, 205, 250, 300)
 _WARP_HUES = (205, 32, 110, 300, 55, 170, 4, 250)
 
 
+def _hsl(hue: float, sat: float, light: float) -> str:
+    """``#rrggbb`` of an HSL colour: a third of the bytes of ``hsl(...)`` in pictures of many cells."""
+    import colorsys
+
+    r, g, b = colorsys.hls_to_rgb(hue / 360, light / 100, sat / 100)
+    return "#{:02x}{:02x}{:02x}".format(*(round(v * 255) for v in (r, g, b)))
+
+
 def _chunk_fill(chunk: int) -> str:
-    return f"hsl({_HUES[chunk % 8]}, 75%, 80%)"
+    return _hsl(_HUES[chunk % 8], 75, 80)
 
 
 def _bank_fill(bank: int) -> str:
-    return f"hsl({_HUES[(bank // 4) % 8]}, {60 + 10 * (bank % 2)}%, {70 + 5 * (bank % 4)}%)"
+    return _hsl(_HUES[(bank // 4) % 8], 60 + 10 * (bank % 2), 70 + 5 * (bank % 4))
 
 
 def _warp_fill(warp: int, shade: int = 0) -> str:
-    return f"hsl({_WARP_HUES[warp % 8]}, 70%, {78 + 6 * (shade % 2)}%)"
+    return _hsl(_WARP_HUES[warp % 8], 70, 78 + 6 * (shade % 2))
 
 
 def _esc(text: Any) -> str:
@@ -65,10 +73,37 @@ def _uid(*parts: Any) -> str:
     return "tl" + h.hexdigest()[:12]
 
 
-def _svg_open(width: float, height: float, label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+def _svg_open(width: float, height: float, label: str, uid: str | None = None) -> str:
+    ident = f' id="{uid}"' if uid else ""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"{ident} '
             f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
             f'role="img" aria-label="{_esc(label)}" style="{FONT}">')
+
+
+# Pure-CSS hover highlighting. Cells carry classes (b<bank>, k<physical 16-byte chunk>, t<thread>;
+# each row of cells is a <g class="r<row>">), and one rule per value, e.g.
+#   #<id>:has(.b5:hover) .b5 {stroke: ...}
+# strokes every cell of the hovered cell's bank (CSS :has, Chromium 105+, Firefox 121+, Safari 15.4+).
+# Cells placed with <use> cannot take part (their instances live in shadow trees that selectors do
+# not see), so big pictures, drawn with <use>, highlight whole rows instead: the hovered row and every
+# row with the same pattern (class p<pattern>).
+HOVER_KINDS = ("bank", "chunk", "row", "none")
+HOVER_STROKE = "stroke: var(--jp-brand-color1, #d6336c); stroke-width: 2.5px"
+EXPLICIT_CELLS = 2048  # up to this many cells (the explorer's default 32x64 tile), cells are elements: hover works
+TITLE_CELLS = 2048  # and each cell (a 4-byte word of 1- and 2-byte types) has its own title
+
+
+def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, rows: bool = False,
+                 patterns: int = 0) -> str:
+    rules = []
+    if prefix:
+        rules += [f"#{uid}:has(.{prefix}{v}:hover) .{prefix}{v}{{{HOVER_STROKE}}}" for v in values]
+    if rows:
+        rules.append(f"#{uid} g.tlcells > g:hover > rect{{{HOVER_STROKE}}}")
+        rules.append(f"#{uid} use:hover{{{HOVER_STROKE}}}")
+    rules += [f"#{uid}:has(.p{v}:hover) .p{v}{{stroke: var(--jp-ui-font-color1, #222); stroke-width: 1.5px}}"
+              for v in range(patterns)]
+    return f"<style>{''.join(rules)}</style>" if rules else ""
 
 
 def _text(x: float, y: float, text: Any, *, size: int = 12, color: str = TEXT, anchor: str = "start",
@@ -119,42 +154,65 @@ def _fit(index: Any, max_cells: int) -> tuple[int, int]:
 
 
 def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
-          label_of: Sequence[str] | None = None, titles: list[list[str]] | None = None,
-          cell_labels: list[list[str]] | None = None) -> str:
-    """Cells coloured by ``fill_of[index]``. Small grids (``titles`` given): one rect per cell
-    with a hover title. Otherwise runs of one colour merge into one rect, and identical rows are
-    drawn once in ``<defs>`` and placed with ``<use>``. Labels: ``cell_labels`` per cell, or
-    ``label_of[index]`` once per run."""
+          label_of: Sequence[str] | None = None, titles: Any = None,
+          cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
+          label_font: int | None = None) -> tuple[str, int]:
+    """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
+
+    Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
+    given): each row is a ``<g class="r<i>">`` of rects, one per run of equal colour and class,
+    carrying ``classes`` for hover highlighting and a title each. Otherwise runs of one colour merge into one rect, and
+    identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
+    Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run."""
     out: list[str] = []
-    font = max(7, min(11, int(ch * 0.65)))
+    font = label_font or max(7, min(11, int(ch * 0.65)))
     rows, cols = index.shape
     fits = ch >= 9
 
     def fits_label(length: int, lab: str) -> bool:
-        return bool(lab) and fits and length * cw >= 7 * len(lab)
+        widest = max((len(part) for part in lab.split("\n")), default=0)
+        return bool(lab) and fits and length * cw >= 0.62 * font * widest + 2
 
-    if titles is not None:
-        out.append('<g stroke="#fff" stroke-width="0.5">')
+    if titles is not None or classes is not None:
+        # one rect per run of equal colour and class (a 4-byte word of fp16 shares its bank class),
+        # each row a <g class="r<i>"> moved into place, so rects need no y
+        out.append('<g class="tlcells" stroke="#fff" stroke-width="0.5">')
         for i in range(rows):
-            y = _n(y0 + i * ch)
-            for j in range(cols):
-                out.append(f'<rect x="{_n(x0 + j * cw)}" y="{y}" width="{_n(cw)}" height="{_n(ch)}" '
-                           f'fill="{fill_of[int(index[i, j])]}"><title>{_esc(titles[i][j])}</title></rect>')
+            out.append(f'<g class="r{i}" transform="translate(0 {_n(y0 + i * ch)})">')
+            j = 0
+            while j < cols:
+                k = j + 1
+                while k < cols and index[i, k] == index[i, j] and (classes is None or classes[i][k] == classes[i][j]):
+                    k += 1
+                cls = f' class="{classes[i][j]}"' if classes is not None and classes[i][j] else ""
+                head = (f'<rect x="{_n(x0 + j * cw)}" width="{_n((k - j) * cw)}" height="{_n(ch)}" '
+                        f'fill="{fill_of[int(index[i, j])]}"{cls}')
+                out.append(f"{head}><title>{_esc(titles(i, j, k))}</title></rect>" if titles is not None else head + "/>")
+                j = k
+            out.append("</g>")
         out.append("</g>")
         out.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">')
         for i in range(rows):
-            ty = _n(y0 + i * ch + ch * 0.72)
+            ty = y0 + i * ch + ch * 0.5 + font * 0.35
             if cell_labels is not None:
                 for j in range(cols):
-                    if fits_label(1, cell_labels[i][j]):
-                        out.append(f'<text x="{_n(x0 + (j + 0.5) * cw)}" y="{ty}">{_esc(cell_labels[i][j])}</text>')
+                    lab = cell_labels[i][j]
+                    if not fits_label(1, lab):
+                        continue
+                    parts = lab.split("\n")
+                    x = _n(x0 + (j + 0.5) * cw)
+                    if len(parts) == 1:
+                        out.append(f'<text x="{x}" y="{_n(ty)}">{_esc(lab)}</text>')
+                    else:  # two lines: thread over register
+                        out.append(f'<text x="{x}" y="{_n(ty - font * 0.5)}">{_esc(parts[0])}'
+                                   f'<tspan x="{x}" dy="{font}">{_esc(parts[1])}</tspan></text>')
             elif label_of is not None:
                 for start, length, value in zip(*_row_runs(index[i])):
                     lab = label_of[int(value)]
                     if fits_label(int(length), lab):
-                        out.append(f'<text x="{_n(x0 + (start + length / 2) * cw)}" y="{ty}">{_esc(lab)}</text>')
+                        out.append(f'<text x="{_n(x0 + (start + length / 2) * cw)}" y="{_n(ty)}">{_esc(lab)}</text>')
         out.append("</g>")
-        return "".join(out)
+        return "".join(out), 0
     defs: dict[bytes, int] = {}
     parts: list[str] = []
     uses: list[str] = []
@@ -174,8 +232,8 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
             if texts:
                 parts.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}">{"".join(texts)}</g>')
             parts.append("</g>")
-        uses.append(f'<use xlink:href="#{uid}r{sid}" x="{_n(x0)}" y="{_n(y0 + i * ch)}"/>')
-    return "<defs>" + "".join(parts) + "</defs>" + "".join(uses)
+        uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" x="{_n(x0)}" y="{_n(y0 + i * ch)}"/>')
+    return "<defs>" + "".join(parts) + "</defs>" + "".join(uses), len(defs)
 
 
 def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
@@ -198,13 +256,15 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
-                    max_width: float = 900) -> str:
+                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0) -> str:
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
-    byte = offsets * e
+    byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
     if color_by not in ("chunk", "bank"):
         raise ValueError(f"color_by must be 'chunk' or 'bank', got {color_by!r}")
+    if hover not in HOVER_KINDS:
+        raise ValueError(f"hover must be one of {', '.join(HOVER_KINDS)}, got {hover!r}")
     if color_by == "chunk":
         index = (byte // sw.CHUNK_BYTES) % 8
         fill_of = [_chunk_fill(k) for k in range(8)]
@@ -215,24 +275,51 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     show_rows, show_cols = _fit(index, max_cells)
     if show_cols < cols:
         show_cols = max(per_chunk, (show_cols // per_chunk) * per_chunk)
+    limit = min(int(hover_crop), EXPLICIT_CELLS)
+    if limit and show_rows * show_cols > limit:
+        # fewer rows, every cell hoverable: the swizzle patterns repeat within 8 rows anyway
+        show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
+        if show_rows * show_cols > EXPLICIT_CELLS:
+            show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
     cropped = show_rows < rows or show_cols < cols
     sub = index[:show_rows, :show_cols]
-    small = show_rows * show_cols <= 1024
+    n_shown = show_rows * show_cols
     label_of = [str(k) for k in range(len(fill_of))]
-    titles = None
-    if small:
-        titles = [[f"({i}, {j}) -> element {offsets[i, j]}, byte {byte[i, j]}, bank {(byte[i, j] // 4) % 32}, "
-                   f"chunk {(byte[i, j] // 16) % 8}" for j in range(show_cols)] for i in range(show_rows)]
+    titles = classes = None
+    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
+    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
+    if n_shown <= TITLE_CELLS:
+        def titles(i: int, j: int, k: int) -> str:
+            cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
+            return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+    if n_shown <= EXPLICIT_CELLS:
+        extra = [f" b{(b + 1) % 32}" for b in range(32)] if e == 8 else [""] * 32  # an 8-byte element spans 2 banks
+        classes = [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(show_cols)]
+                   for i in range(show_rows)]
     cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
     left, top = 34.0, 44.0
     width = left + show_cols * cw + 12
     height = top + show_rows * ch + 40
     width = max(width, 360.0)
-    uid = _uid("shared", name, dtype, color_by, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
-    out = [_svg_open(width, height, f"{name} shared layout")]
+    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
+    out = [_svg_open(width, height, f"{name} shared layout", uid)]
+    grid, patterns = _grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles,
+                           classes=classes)
+    if classes is not None:
+        prefix = {"bank": "b", "chunk": "k"}.get(hover)
+        present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
+        if prefix == "b" and e == 8:
+            present = sorted(set(present) | {(v + 1) % 32 for v in present})
+        out.append(_hover_style(uid, prefix, present, rows=hover == "row"))
+        hover_note = {"bank": "hover a cell: every cell of its bank", "chunk": "hover a cell: every cell of its "
+                      "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
+    else:
+        out.append(_hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0))
+        hover_note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
+                                                 f"below {EXPLICIT_CELLS} cells)")
     out.append(_text(4, 16, f"{name}", weight="bold"))
     out.append(_text(4, 32, subtitle, size=11, color=MUTED))
-    out.append(_grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles))
+    out.append(grid)
     # chunk boundaries along columns and 8-row bands, thin, so the XOR blocks read as blocks
     grid_lines = []
     if cw * per_chunk >= 6:
@@ -276,27 +363,31 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                 caption.append(f"thread {t}: ({acc.row}, {acc.col}), byte {acc.byte}, banks "
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
     if cropped:
-        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} "
-                       f"(max_cells={max_cells})")
+        why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
+            else f"max_cells={max_cells}"
+        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
     legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
         else "colour and number: bank (0-31) of each element's 4-byte word"
+    if hover_note:
+        legend += f"; {hover_note}"
     out.append(_text(4, top + show_rows * ch + 16, legend, size=10, color=MUTED))
     if caption:
         out.append(_text(4, top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
     # widen to the longest caption line (monospace: about 0.62 em per character)
     longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
-    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout")
+    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
     return "".join(out) + "</svg>"
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
-             max_width: float = 900) -> str:
+             max_width: float = 900, hover: str = "bank") -> str:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
     ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
-    are outlined)."""
+    are outlined). ``hover``: what hovering a cell highlights (``"bank"``, ``"chunk"``, ``"row"``,
+    ``"none"``), pure CSS inside the SVG."""
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -305,15 +396,20 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     return _shared_picture(tile.offsets(), tile.dtype, name=name, subtitle=sub, color_by=color_by,
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
-                           uid_parts=(tile.swizzle, tile.base), max_width=max_width)
+                           uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
+                           base=tile.base % sw.LINE_BYTES)
 
 
-def layout_svg(layout: Any, *, max_cells: int = 4096, color_by: str = "chunk",
-               highlight: dict[str, Any] | None = None) -> str:
+def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
+               highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
-    bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp."""
+    bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
+    ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
+    ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
+    rows, at most 2,048 cells), so that every cell shown is hoverable."""
     if layout.scope == "fragment":
-        return fragment_svg(layout, max_cells=max_cells, highlight=highlight)
+        return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
+    max_cells = max_cells or 4096
     shape = tuple(layout.shape)
     if not layout.offsets:
         return _message_svg(f"{layout.buffer}: {layout.dtype} {shape}",
@@ -329,7 +425,8 @@ def layout_svg(layout: Any, *, max_cells: int = 4096, color_by: str = "chunk",
     sub += f"; matches tilelab's {tile.swizzle} swizzle" if tile is not None else "; not one of tilelab's swizzle modes"
     try:
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
-                               color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,))
+                               color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
+                               hover=hover, hover_crop=hover_crop)
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -374,7 +471,8 @@ def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[st
 
 
 def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dtype: str = "float16",
-                      operand_name: str = "A", mn: int | None = None, max_chunks: int = 2048) -> str:
+                      operand_name: str = "A", mn: int | None = None, max_chunks: int = 2048,
+                      compiler: Any = None) -> str:
     """Core-matrix overlay of one WGMMA operand: the tile as 16-byte chunks coloured by physical
     chunk, the core matrices one instruction reads outlined and numbered, and arrows for SBO (next
     8 rows) and LBO (next core matrix along the leading dimension).
@@ -382,8 +480,9 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     ``operand`` is a :class:`~tilelab.swizzle.WgmmaDescriptor`, or a report's
     :class:`~tilelab._model.WgmmaOperand` together with the buffer's ``shape`` and ``dtype``
     (tilelab recomputes the core matrices and says whether its LBO/SBO agree with the compiler's).
+    A descriptor tilelab computed from the layout's own offsets may come with ``compiler=``, the
+    report's operand: the caption then says whether the two agree (what the Layouts tab does).
     """
-    compiler = None
     if not isinstance(operand, sw.WgmmaDescriptor):
         compiler = operand
         if shape is None:
@@ -426,7 +525,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
                                  f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, SBO {compiler.sbo}: "
                                  "differs from tilelab"), size=11, color=TEXT if same else ACCENT))
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
-                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid))
+                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid)[0])
     for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
         out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
     for i in range(0, rows, 8):
@@ -457,9 +556,15 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     c0 = (desc.core_matrices[0].cells[0][1] // per_chunk) if desc.core_matrices and desc.core_matrices[0].cells else 0
     cx, cy = left + (c0 + 0.5) * cw, top + (r0 + 4) * ch
     what = "MN" if desc.major == "K" else "K"
-    if r0 + 8 < rows:
-        arrow(cx, cy, cx, cy + 8 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next 8 rows of {what}", top + (r0 + 12) * ch)
-    if desc.major == "K":
+    interleaved_mn = desc.major == "MN" and not tile.mode.is_swizzled
+    if r0 + 8 < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
+        field, enc, nbytes = ("LBO", desc.lbo, desc.lbo_bytes) if interleaved_mn else ("SBO", desc.sbo, desc.sbo_bytes)
+        arrow(cx, cy, cx, cy + 8 * ch, f"{field} {nbytes} B (enc {enc}): next 8 rows of {what}", top + (r0 + 12) * ch)
+    if interleaved_mn:
+        if c0 + 1 < n_chunks:
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next 16 B of MN",
+                  top + (r0 + 2) * ch)
+    elif desc.major == "K":
         if c0 + 1 < n_chunks:
             text = ("LBO: next 16 B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
                     else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next 16 B of K")
@@ -488,10 +593,14 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
 # --------------------------------------------------------------------------------------------
 
 
-def fragment_svg(layout: Any, *, max_cells: int = 4096, highlight: dict[str, Any] | None = None) -> str:
-    """A fragment layout as a grid of owning thread ids coloured by warp (CuTe's thread-value
-    picture): ``T<thread>`` and, on small grids, ``v<register>``. ``highlight={"thread": t}``
-    outlines that thread's elements; ``{"warp": w}`` a warp's."""
+def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any] | None = None,
+                 hover: bool = True) -> str:
+    """A fragment layout as CuTe draws thread-value pictures: every cell labelled ``T<thread>``
+    over ``v<register>`` and coloured by warp (two shades per warp alternate every 4 threads).
+    Hovering a cell highlights every cell of its thread (pure CSS; cells carry class ``t<thread>``).
+    ``highlight={"thread": t}`` outlines that thread's elements; ``{"warp": w}`` a warp's. Past
+    ``max_cells`` the top-left part is shown (the default keeps labels readable) and the caption
+    says so."""
     shape = tuple(layout.shape)
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",
@@ -513,34 +622,52 @@ def fragment_svg(layout: Any, *, max_cells: int = 4096, highlight: dict[str, Any
             show_cols = max(8, show_cols // 2)
         else:
             show_rows = max(8, show_rows // 2)
-    small = show_rows * show_cols <= 1024
-    cw, ch = (34.0, 16.0) if small else _cell_size(show_rows, show_cols)
+    n_shown = show_rows * show_cols
+    shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
+    labelled = n_shown <= 1024
+    font = 9
+    if labelled:  # wide enough for "T383" / "v127" on two lines at 9 px
+        widest = max(len(f"T{int(shown_t.max())}"), len(f"v{int(shown_v.max())}"))
+        cw, ch = max(30.0, 0.62 * font * widest + 8), 24.0
+    else:
+        cw, ch = _cell_size(show_rows, show_cols)
     left, top = 34.0, 44.0
     width = max(left + show_cols * cw + 12, 380.0)
     height = top + show_rows * ch + 40
     n_warps = int(warp.max()) + 1
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
     fill_of = [_warp_fill(w, shade) for w in range(n_warps) for shade in (0, 1)]
-    labels = [[f"T{int(absolute[i, j])}" for j in range(show_cols)] for i in range(show_rows)] if small else None
-    titles = ([[f"({i}, {j}): thread {int(absolute[i, j])} (warp {int(warp[i, j])}), register {int(locals_[i, j])}"
-                for j in range(show_cols)] for i in range(show_rows)] if small else None)
-    uid = _uid("frag", layout.buffer, shape, show_rows, show_cols, np.ascontiguousarray(colour))
-    out = [_svg_open(width, height, f"{layout.buffer} fragment")]
+    labels = ([[f"T{int(shown_t[i, j])}\nv{int(shown_v[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
+              if labelled else None)
+    # labelled cells already say thread and register: no per-cell titles (they would double the size)
+    def titles(i: int, j: int, k: int) -> str:
+        regs = ", ".join(str(int(v)) for v in shown_v[i, j:k])
+        return f"({i}, {j if k == j + 1 else f'{j}-{k - 1}'}): thread {int(shown_t[i, j])} (warp {int(warp[i, j])}), register(s) {regs}"
+    classes = ([[f"t{int(shown_t[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
+               if hover and n_shown <= EXPLICIT_CELLS else None)
+    uid = _uid("frag", layout.buffer, shape, show_rows, show_cols, np.ascontiguousarray(colour),
+               np.ascontiguousarray(shown_t), np.ascontiguousarray(shown_v))
+    out = [_svg_open(width, height, f"{layout.buffer} fragment", uid)]
+    if classes is not None:
+        out.append(_hover_style(uid, "t", sorted(int(v) for v in np.unique(shown_t))))
     out.append(_text(4, 16, f"{layout.buffer} (fragment)", weight="bold"))
     count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
-    sub = f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; colour: warp"
+    sub = (f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; "
+           f"cell: T<thread> v<register>; colour: warp")
     if layout.replicate > 1:
         sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
     out.append(_text(4, 32, sub, size=11, color=MUTED))
-    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles, cell_labels=labels))
+    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+                     titles=titles if classes is not None and not labelled else None, cell_labels=labels,
+                     classes=classes, label_font=font)[0])
     hl = dict(highlight or {})
     caption = []
     if hl.get("thread") is not None:
         t = int(hl["thread"])
-        mask = absolute[:show_rows, :show_cols] == t
+        mask = shown_t == t
         for i, j in zip(*np.nonzero(mask)):
             out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=2.0))
-        regs = sorted(int(v) for v in locals_[:show_rows, :show_cols][mask])
+        regs = sorted(int(v) for v in shown_v[mask])
         caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
     if hl.get("warp") is not None:
         w = int(hl["warp"])
@@ -552,6 +679,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 4096, highlight: dict[str, Any
         out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
+    if classes is not None:
+        caption.append("hover a cell: every element of its thread")
     if caption:
         out.append(_text(4, top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
     return "".join(out) + "</svg>"

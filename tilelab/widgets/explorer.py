@@ -4,8 +4,12 @@
 The controls choose a tile (dtype, swizzle mode, rows, columns) and an access pattern; the
 highlight controls pick one row, one 16-byte chunk or one thread. Every change rebuilds the
 pure models and re-renders the SVG, so the widget holds no maths of its own and works with no GPU
-and no front-end code beyond ipywidgets 8. Hovering a cell of a small tile shows its byte offset,
-bank and chunk (SVG titles); the highlight controls do what a click would.
+and no front-end code beyond ipywidgets 8.
+
+Hover is pure CSS inside the SVG (no JavaScript, no round trip to the kernel): hovering a cell
+strokes every cell of its bank, its physical 16-byte chunk or its row (the ``hover`` buttons
+choose), and on tiles up to 2,048 cells (the default 32x64 included) its title gives the element,
+byte, bank and chunk. The highlight dropdown and index stay the keyboard path to the same answers.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class SwizzleExplorer(widgets.VBox):
     comparison) so a notebook can keep working with what the picture shows."""
 
     def __init__(self, *, dtype: str = "float16", swizzle: str = "128B", rows: int = 32, cols: int = 64,
-                 pattern: str = "column_read", color_by: str = "chunk", max_cells: int = 4096) -> None:
+                 pattern: str = "column_read", color_by: str = "chunk", max_cells: int = 4096,
+                 hover: str = "bank") -> None:
         self.max_cells = max_cells
         style = {"description_width": "initial"}
         self.dtype = widgets.Dropdown(options=DTYPES, value=sw.normalize_dtype(dtype), description="dtype", style=style)
@@ -40,6 +45,11 @@ class SwizzleExplorer(widgets.VBox):
         self.pattern = widgets.Dropdown(options=tuple(sw.PATTERNS), value=pattern, description="access", style=style)
         self.color_by = widgets.ToggleButtons(options=("chunk", "bank"), value=color_by, description="colour by",
                                               style=style)
+        self.hover = widgets.ToggleButtons(options=("bank", "chunk", "row", "none"), value=hover,
+                                           description="hover", style=style,
+                                           tooltips=("hovering a cell strokes every cell of its bank",
+                                                     "... of its physical 16-byte chunk (4 banks)",
+                                                     "... of its row", "no hover highlight"))
         self.highlight = widgets.Dropdown(options=HIGHLIGHTS, value="none", description="highlight", style=style)
         self.index = widgets.BoundedIntText(value=0, min=0, max=1023, description="#", style=style,
                                             layout=widgets.Layout(width="120px"))
@@ -57,11 +67,11 @@ class SwizzleExplorer(widgets.VBox):
         rows_box = [
             widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols]),
             widgets.HBox([self.pattern, self.start_row, self.chunk]),
-            widgets.HBox([self.highlight, self.index, self.color_by]),
+            widgets.HBox([self.highlight, self.index, self.color_by, self.hover]),
             self.conflicts, self.picture, self.comparison,
         ]
         super().__init__(rows_box)
-        for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by,
+        for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
         self.refresh()
@@ -89,7 +99,7 @@ class SwizzleExplorer(widgets.VBox):
         highlight = {kind: self.index.value} if kind != "none" else None
         self.conflicts.value = self._conflict_html(report)
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells)
+                                          max_cells=self.max_cells, hover=self.hover.value)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
 
