@@ -99,3 +99,79 @@ def test_mimebundle_carries_the_static_report():
     assert "application/vnd.jupyter.widget-view+json" in data
     assert data["text/html"] == render_html(report)
     assert data["text/plain"].startswith("KernelReport ")
+
+
+def _html_children(w, path=()):
+    """(tab path, HTML value) of every HTML view inside ``w``."""
+    if isinstance(w, widgets.HTML):
+        yield path, w.value
+    titles = getattr(w, "titles", ()) or ()
+    for i, child in enumerate(getattr(w, "children", ())):
+        yield from _html_children(child, path + ((titles[i] if i < len(titles) else str(i)),))
+
+
+def test_every_in_page_link_of_each_tab_resolves_in_that_tab():
+    """A tab hides the others: a link may only point at an anchor of its own tab."""
+    class Result:
+        def _repr_html_(self):
+            return '<a href="https://example.com/x">docs</a>'
+
+    for report in (gemm(), hostile_report()):
+        view = Inspector(report, timing=[Result()])
+        checked = 0
+        for path, value in _html_children(view):
+            tags = parse(value).tags
+            ids = {a.get("id") for _, a in tags if a.get("id")}
+            hrefs = [a["href"][1:] for t, a in tags if t == "a" and (a.get("href") or "").startswith("#")]
+            dangling = [h for h in hrefs if h not in ids]
+            assert not dangling, (path, dangling[:3])
+            checked += len(hrefs)
+        assert checked > 0
+    # The launcher code still marks the lines that encode each descriptor, without the links.
+    report = gemm()
+    cython = Inspector(report).tab("launcher").children[1].value
+    assert cython.count("tl-line tl-mark") >= 2 and 'class="tl-back"' not in cython
+    # ... which the single-page static report keeps, where the TMA rows are on the same page.
+    assert 'class="tl-back" href="#' in render_html(report)
+
+
+def test_static_bundle_carries_the_timing_results():
+    class Result:
+        def _repr_html_(self):
+            return "<b>1.00 ms</b>"
+
+    report = hostile_report()
+    view = Inspector(report, timing=[Result()])
+    data = view._repr_mimebundle_()
+    data = data[0] if isinstance(data, tuple) else data
+    assert "<b>1.00 ms</b>" in data["text/html"]
+    assert re.search(r"<summary>Timing</summary><b>1.00 ms</b></details>", data["text/html"])
+    plain = Inspector(report)._repr_mimebundle_()
+    plain = plain[0] if isinstance(plain, tuple) else plain
+    assert "<summary>Timing</summary>" not in plain["text/html"]
+
+
+def test_timing_of_several_sizes_adds_a_latency_plot():
+    import base64
+
+    from tilelab.launch.models import BenchResult
+    from tilelab.widgets.inspector import latency_figure, timing_html
+
+    results = [BenchResult(kernel="gemm", samples_ms=(m / 1000,) * 3, sizes=(("M", m),)) for m in (1024, 2048, 4096)]
+    page = timing_html(results)
+    assert page.count("<b>gemm</b>") == 3
+    png = re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(png).startswith(b"\x89PNG\r\n\x1a\n")
+    fig = latency_figure(results)
+    ax = fig.axes[0]
+    assert list(ax.lines[0].get_ydata()) == [1.024, 2.048, 4.096]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["M=1024", "M=2048", "M=4096"]
+    assert "data:image/png" not in timing_html(results[:1])  # one size: no plot
+
+
+def test_close_closes_every_inner_widget():
+    view = Inspector(gemm())
+    inner = [view, *view.children, *view.tab("launcher").children]
+    assert all(w.comm is not None for w in inner)
+    view.close()
+    assert all(w.comm is None for w in inner)

@@ -83,6 +83,42 @@ if not CHILD:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr  # and prints nothing
 
+    def test_the_extension_registers_one_cell_magic_and_no_line_magic():
+        code = (
+            "from IPython.testing.globalipapp import start_ipython\n"
+            "ip = start_ipython()\n"
+            "before = {kind: set(ip.magics_manager.magics[kind]) for kind in ('line', 'cell')}\n"
+            "ip.run_line_magic('load_ext', 'tilelab')\n"
+            "after = {kind: set(ip.magics_manager.magics[kind]) for kind in ('line', 'cell')}\n"
+            "print(sorted(after['cell'] - before['cell']), sorted(after['line'] - before['line']))\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "['tilelang'] []"
+
+    def test_a_first_cell_that_fails_to_build_prints_no_tilelang_log(tmp_path):
+        """TileLang installs its log handler when the cell imports it: the dump is quiet even then."""
+        cell = ("import tilelang.language as T\n\n@T.prim_func\n"
+                "def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):\n"
+                "    with T.Kernel(1, threads=128) as bx:\n"
+                "        S = T.alloc_shared((128, 64), T.float16)\n"
+                "        T.copy(S, B, 1, 2, 3, 4)\n")
+        code = (
+            "from IPython.core.displaypub import CapturingDisplayPublisher\n"
+            "from IPython.testing.globalipapp import start_ipython\n"
+            "ip = start_ipython()\n"
+            "ip.display_pub = CapturingDisplayPublisher()\n"
+            "ip.run_line_magic('load_ext', 'tilelab')\n"
+            f"r = ip.run_cell('%%tilelang\\n' + {cell!r})\n"
+            "print('ERROR', type(r.error_in_exec).__name__)\n"
+        )
+        env = dict(os.environ, TILELAB_CACHE_DIR=str(tmp_path))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert "ERROR LoweringError" in proc.stdout, proc.stdout + proc.stderr
+        both = proc.stdout + proc.stderr
+        assert "CRITICAL" not in both and "Failed to build prim_func" not in both and "make_closure" not in both
+        assert "cell line 8: T.copy(S, B, 1, 2, 3, 4)" in proc.stdout  # line 1 is %%tilelang
+
     def test_first_notebook_runs_and_its_static_html_shows_the_report(tmp_path):
         """notebooks/00_first_kernel.ipynb executed headless; its saved output renders with no kernel."""
         nbformat = pytest.importorskip("nbformat")
@@ -106,6 +142,8 @@ else:
     from IPython.core.displaypub import CapturingDisplayPublisher
     from IPython.core.error import UsageError
     from IPython.testing.globalipapp import start_ipython
+
+    from tilelab._errors import LoweringError
 
     @pytest.fixture(scope="module")
     def ip():
@@ -184,10 +222,21 @@ else:
         assert magics(ip).last.seconds < 1.0
         assert run(ip, "--force", cell).success
         assert calls == [False, True] and not magics(ip).last.cache_hit
-        # a different option is a different cache entry
-        assert run(ip, "--show summary,tma", cell).success
-        assert not magics(ip).last.cache_hit
-        assert magics(ip).last.inspector.titles == ("Summary", "TMA (2)")
+        forced = magics(ip).last.report
+        # options that do not shape the build share the entry, which --force replaced
+        for line in ("--show summary,tma", "--quiet", "--run --quiet", "--bench --show tma"):
+            assert run(ip, line, cell).success, line
+            assert magics(ip).last.cache_hit and magics(ip).last.report is forced, line
+        assert calls == [False, True]
+        assert magics(ip).last.inspector.titles == ("TMA (2)",)
+        # options that do shape it are other entries
+        for line in ("--target sm_80 --quiet", '--pass-config tl.disable_tma_lower=True --quiet',
+                     "--out-idx -1 --quiet", "--kernel gemm --quiet"):
+            assert run(ip, line, cell).success, line
+            assert not magics(ip).last.cache_hit, line
+        assert len(calls) == 6
+        # the cache keeps reports and kernels, never widgets
+        assert all(entry.inspector is None for entry in magics(ip)._cache.values())
 
     def test_a_changed_earlier_cell_is_not_a_stale_hit(ip, shown):
         ip.run_cell(GEMM_CELL.replace("gemm = matmul(1024, 1024, 1024)", ""))
@@ -243,11 +292,16 @@ else:
         ("--pass-config tl.no_such_key=1", "Valid keys: "),
         ("--kernel nothere", "It defines: gemm"),
         ("--sizes M", "--sizes takes NAME=INT"),
+        ("--sizes M=1;;M=2", "empty size set"),
+        ("--target sm_999", "Valid targets: sm_70, sm_75, sm_80"),
+        ("--rep-ms -3", "--rep-ms takes a positive number"),
     ])
     def test_bad_options_say_what_is_valid(ip, shown, line, needle):
+        ip.user_ns.pop("gemm", None)
         result = run(ip, line, GEMM_CELL)
         assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
         assert needle in str(result.error_in_exec)
+        assert "gemm" not in ip.user_ns  # nothing of the cell stays bound
 
     def test_compiles_and_binds_on_a_gpu(ip, shown, monkeypatch):
         import tilelab._adapter as adapter
@@ -266,6 +320,8 @@ else:
         assert run(ip, "--backend cython --quiet --target sm_90a", GEMM_CELL).success
         assert isinstance(ip.user_ns["gemm"], FakeKernel)
         assert compiled[-1]["backend"] == "cython" and compiled[-1]["target"] == "sm_90a"
+        assert compiled[-1]["force"] is False
+        assert magics(ip).last.bound == {"gemm": "compiled gemm"}
         # a re-run is a cache hit and binds the same compiled kernel again
         first = ip.user_ns["gemm"]
         assert run(ip, "--backend cython --quiet --target sm_90a", GEMM_CELL).success
@@ -283,3 +339,373 @@ else:
         assert ip.user_ns["plain_value"] == 42
         assert "defines no TileLang kernel" in capsys.readouterr().out
         assert not shown
+
+    # -- stale-cache regressions: values from earlier cells ----------------------------------
+    FACTORY_GLOBAL_BK = '''import tilelang.language as T
+
+
+def matmul_bk(M, N, K):
+    @T.prim_func
+    def gemm_bk(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((128, BK), T.float16)
+            B_shared = T.alloc_shared((BK, 128), T.float16)
+            C_local = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, BK), num_stages=3):
+                T.copy(A[by * 128, k * BK], A_shared)
+                T.copy(B[k * BK, bx * 128], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * 128, bx * 128])
+    return gemm_bk
+'''
+
+    JIT_DEFAULT_BLOCK = '''import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def add_one(N, block=BLOCK):
+    @T.prim_func
+    def add_one_kernel(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] + 1
+    return add_one_kernel
+'''
+
+    def test_a_factory_global_from_an_earlier_cell_is_not_a_stale_hit(ip, shown):
+        for bk in (32, 64, 32):
+            ip.run_cell(f"BK = {bk}")
+            assert run(ip, '--args "1024, 1024, 1024" --quiet', FACTORY_GLOBAL_BK).success
+            a_desc = magics(ip).last.report.tma_descriptors[0]
+            # A's box is BK elements wide (innermost) and 128 rows: set by BK, not by the cache
+            assert a_desc.box_dim == (bk, 128), (bk, a_desc.box_dim)
+        assert magics(ip).last.cache_hit  # BK = 32 again: the first entry is still right
+
+    def test_a_jit_default_from_an_earlier_cell_is_not_a_stale_hit(ip, shown):
+        grids = []
+        for block in (128, 256):
+            ip.run_cell(f"BLOCK = {block}")
+            assert run(ip, '--args "1024" --quiet', JIT_DEFAULT_BLOCK).success
+            last = magics(ip).last
+            assert not last.cache_hit
+            grids.append(last.report.kernels[0].grid[0])
+            assert last.report.kernels[0].block[0] == block
+        assert grids == [1024 // 128, 1024 // 256]
+
+    # -- which functions --args specialise ---------------------------------------------------
+    def test_a_helper_function_beside_the_factory_is_not_a_kernel(ip, shown):
+        ip.run_cell("BK = 32")
+        cell = "def helper(x):\n    return x * 2\n\n\n" + FACTORY_GLOBAL_BK
+        result = run(ip, '--args "1024, 1024, 1024" --quiet', cell)
+        assert result.success, result.error_in_exec
+        assert magics(ip).last.kernels == ["matmul_bk"] and callable(ip.user_ns["helper"])
+        # a helper whose signature fits too: called, it gives no kernel, so it is left out
+        cell = "def helper(*args):\n    return sum(args)\n\n\n" + FACTORY_GLOBAL_BK
+        assert run(ip, '--args "1024, 1024, 1024" --quiet', cell).success
+        assert magics(ip).last.kernels == ["matmul_bk"]
+
+    def test_two_factories_fitting_args_need_kernel(ip, shown):
+        ip.run_cell("BK = 32")
+        ip.user_ns.pop("matmul_bk2", None)
+        cell = FACTORY_GLOBAL_BK + "\n\n" + FACTORY_GLOBAL_BK.split("\n", 2)[2].replace("matmul_bk", "matmul_bk2")
+        result = run(ip, '--args "1024, 1024, 1024" --quiet', cell)
+        assert isinstance(result.error_in_exec, UsageError)
+        message = str(result.error_in_exec)
+        assert "matmul_bk(M, N, K)" in message and "matmul_bk2(M, N, K)" in message and "--kernel" in message
+        assert "matmul_bk2" not in ip.user_ns  # the failed cell bound nothing
+        assert run(ip, '--args "1024, 1024, 1024" --kernel matmul_bk2 --quiet', cell).success
+        assert magics(ip).last.shown == "matmul_bk2"
+
+    def test_args_fitting_no_function_say_so(ip, shown):
+        result = run(ip, '--args "1, 2, 3"', "def helper(x):\n    return x\n")
+        assert isinstance(result.error_in_exec, UsageError)
+        assert "fits none of the functions" in str(result.error_in_exec) and "helper(x)" in str(result.error_in_exec)
+
+    def test_a_jit_kernel_without_args_says_which_are_missing(ip, shown):
+        ip.run_cell("BLOCK = 128")
+        result = run(ip, "--quiet", JIT_DEFAULT_BLOCK)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError), err
+        message = str(err)
+        assert "add_one(N, block=128)" in message and "N is missing" in message
+        assert '--args "1024"' in message
+        assert message.count("failed") == 0 and "contextlib" not in message
+
+    # -- errors ------------------------------------------------------------------------------
+    ELAB_CELL = '''import tilelang.language as T
+
+@T.prim_func
+def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((128, 64), T.float16)
+        T.copy(A, S)
+        T.copy(S, B, 1, 2, 3, 4)
+'''
+
+    def test_an_error_while_a_prim_func_is_built_is_short(ip, shown, capfd):
+        ip.user_ns["keep_me"] = "before"
+        ip.user_ns.pop("bad_copy", None)
+        result = run(ip, "", "keep_me = 'after'\n" + ELAB_CELL)
+        err = result.error_in_exec
+        assert type(err).__name__ == "LoweringError", err
+        assert ip.user_ns["keep_me"] == "before" and "bad_copy" not in ip.user_ns
+        lines = err._render_traceback_()
+        assert len(lines) <= 4
+        assert lines[0].startswith("LoweringError: ") and "copy() takes 2 positional arguments" in lines[0]
+        cell_lines = ("%%tilelang\nkeep_me = 'after'\n" + ELAB_CELL).split("\n")
+        number = next(n for n, text in enumerate(cell_lines, 1) if "T.copy(S, B, 1, 2, 3, 4)" in text)
+        assert lines[1].strip() == f"cell line {number}: T.copy(S, B, 1, 2, 3, 4)"
+        folded = shown[-1]["data"]["text/html"]
+        assert "<b>bad_copy</b>" in folded and "Full TileLang trace" in folded
+        assert "Failed to build prim_func from bad_copy" in folded  # TileLang's log, folded
+        err_out = capfd.readouterr().err
+        assert "CRITICAL" not in err_out and "Failed to build prim_func" not in err_out
+
+    def test_a_syntax_error_shows_only_the_cell_line(ip, shown, capsys):
+        ip.user_ns.pop("before_syntax", None)
+        capsys.readouterr()
+        result = run(ip, "", "before_syntax = 1\ny = (\n")
+        err = result.error_in_exec
+        assert isinstance(err.error, SyntaxError) and err.lineno == 3
+        printed = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # what IPython showed
+        for text in (printed, re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(err._render_traceback_()))):
+            assert "y = (" in text and "SyntaxError: '(' was never closed" in text
+            assert re.search(r":3\b|line 3\b", text), text
+            assert "_magic.py" not in text and "interactiveshell.py" not in text and "run_cell_magic" not in text
+        assert "before_syntax" not in ip.user_ns
+
+    def test_a_python_error_as_printed_has_no_magic_frames(ip, shown, capsys):
+        capsys.readouterr()
+        result = run(ip, "", "import tilelang\nx = 1\nundefined_name_here\n")
+        assert isinstance(result.error_in_exec, NameError)
+        printed = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+        assert "undefined_name_here" in printed and re.search(r"line 4\b", printed)
+        assert "_magic.py" not in printed and "contextlib.py" not in printed and "interactiveshell.py" not in printed
+
+    def test_the_error_html_escapes_what_the_kernel_says(ip, shown):
+        from tilelab._errors import LoweringError
+
+        cell = ('import tilelang.language as T\n\n@T.prim_func\n'
+                'def says(A: T.Tensor((128,), T.float16)):\n'
+                '    with T.Kernel(1, threads=128) as bx:\n'
+                '        raise ValueError("<script>alert(1)</script>")\n')
+        result = run(ip, "", cell)
+        assert type(result.error_in_exec).__name__ == "LoweringError", result.error_in_exec
+        page = shown[-1]["data"]["text/html"]
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page.lower()
+        # a kernel name with markup (possible through a factory's __name__) is escaped too
+        magics(ip)._show_lowering_error(LoweringError("x <img src=y>", kernel="<script>k</script>"), cell, "f")
+        page = shown[-1]["data"]["text/html"]
+        assert "<b>&lt;script&gt;k&lt;/script&gt;</b>" in page and "<img" not in page and "<script" not in page
+
+    # -- options reaching the report -----------------------------------------------------------
+    def test_pass_config_and_target_reach_the_report(ip, shown):
+        result = run(ip, "--target sm_80 --pass-config tl.disable_warp_specialized=True --quiet", GEMM_CELL)
+        assert result.success, result.error_in_exec
+        report = magics(ip).last.report
+        assert report.target == "sm_80"
+        # Ampere has neither the tensor memory accelerator nor warpgroup MMA
+        assert report.tma_descriptors == () and report.wgmma == ()
+        assert "cuTensorMapEncode" not in report.sources.launcher("cython").text
+        assert "wgmma" not in report.sources.device
+        assert ("tl.disable_warp_specialized", "True") in report.pass_configs
+
+    # -- GPU paths, faked: binding, --force, transactions, launching ----------------------------
+    class FakeKernel:
+        def __init__(self, obj=None, **kwargs):
+            self.obj, self.kwargs = obj, kwargs
+
+    @pytest.fixture
+    def fake_gpu(monkeypatch):
+        import tilelab._adapter as adapter
+
+        compiled = []
+
+        def fake_compile(obj, **kwargs):
+            compiled.append(kwargs)
+            return FakeKernel(obj, **kwargs)
+
+        monkeypatch.setattr(adapter, "has_gpu", lambda: True)
+        monkeypatch.setattr(adapter, "compile_kernel", fake_compile)
+        return compiled
+
+    def test_a_factory_stays_and_its_kernel_is_bound_under_the_kernels_name(ip, shown, fake_gpu, capsys):
+        ip.run_cell("BK = 32")
+        for name in ("gemm_bk", "matmul_bk_kernel"):
+            ip.user_ns.pop(name, None)
+        assert run(ip, '--args "1024, 1024, 1024"', FACTORY_GLOBAL_BK).success
+        assert callable(ip.user_ns["matmul_bk"]) and not isinstance(ip.user_ns["matmul_bk"], FakeKernel)
+        kernel = ip.user_ns["gemm_bk"]
+        assert isinstance(kernel, FakeKernel) and kernel.kwargs["args"] == (1024, 1024, 1024)
+        assert magics(ip).last.bound == {"gemm_bk": "matmul_bk(1024, 1024, 1024)"}
+        assert "bound gemm_bk = matmul_bk(1024, 1024, 1024)" in capsys.readouterr().out
+        # the kernel's name holds something of the user's: it stays, the kernel goes beside it
+        ip.user_ns["gemm_bk"] = "mine"
+        assert run(ip, '--args "1024, 1024, 1024" --quiet', FACTORY_GLOBAL_BK).success
+        assert ip.user_ns["gemm_bk"] == "mine" and isinstance(ip.user_ns["matmul_bk_kernel"], FakeKernel)
+        assert magics(ip).last.bound == {"matmul_bk_kernel": "matmul_bk(1024, 1024, 1024)"}
+        assert capsys.readouterr().out == ""  # --quiet
+
+    def test_a_jit_function_stays_and_its_kernel_is_bound(ip, shown, fake_gpu):
+        ip.run_cell("BLOCK = 128")
+        ip.user_ns.pop("add_one_kernel", None)
+        assert run(ip, '--args "2048" --quiet', JIT_DEFAULT_BLOCK).success
+        assert type(ip.user_ns["add_one"]).__name__ == "JITImpl"
+        assert isinstance(ip.user_ns["add_one_kernel"], FakeKernel)
+        assert magics(ip).last.bound == {"add_one_kernel": "add_one(2048)"}
+
+    def test_force_recompiles_with_tilelangs_cache_off(ip, shown, monkeypatch):
+        import tilelang
+        from tilelang.env import CacheState
+
+        import tilelab._adapter as adapter
+
+        seen = []
+
+        def fake_tilelang_compile(func, **kwargs):
+            seen.append(tilelang.is_cache_enabled())
+            return FakeKernel(func, **kwargs)
+
+        monkeypatch.setattr(tilelang, "compile", fake_tilelang_compile)
+        monkeypatch.setattr(adapter, "has_gpu", lambda: True)
+        ip.user_ns.pop("gemm", None)
+        assert run(ip, "--quiet --target sm_90a", GEMM_CELL).success
+        assert run(ip, "--quiet --target sm_90a --force", GEMM_CELL).success
+        assert seen == [True, False]  # the forced compile ran with TileLang's cache off ...
+        assert CacheState.is_enabled() and tilelang.is_cache_enabled()  # ... and it is back on
+        forced = ip.user_ns["gemm"]
+        assert run(ip, "--quiet --target sm_90a", GEMM_CELL).success
+        assert magics(ip).last.cache_hit and ip.user_ns["gemm"] is forced  # --force replaced the entry
+        # a failing forced compile restores the cache switch too
+        monkeypatch.setattr(tilelang, "compile", lambda func, **kw: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(LoweringError):
+            adapter.compile_kernel(ip.user_ns["matmul"](256, 256, 256), target="sm_90a", force=True)
+        assert CacheState.is_enabled()
+
+    def test_a_late_failure_restores_every_name(ip, shown, fake_gpu, monkeypatch):
+        import tilelab.launch as launch
+        import tilelab.widgets.inspector as inspector_module
+
+        ip.user_ns["gemm"] = "earlier gemm"
+        ip.user_ns.pop("matmul", None)
+
+        def broken_run(kernel, **kwargs):
+            raise RuntimeError("the launch broke")
+
+        monkeypatch.setattr(launch, "run", broken_run)
+        result = run(ip, "--run", GEMM_CELL)
+        assert isinstance(result.error_in_exec, RuntimeError)
+        assert ip.user_ns["gemm"] == "earlier gemm" and "matmul" not in ip.user_ns
+
+        class BrokenInspector:
+            def __init__(self, *args, **kwargs):
+                raise RuntimeError("the widget broke")
+
+        monkeypatch.setattr(inspector_module, "Inspector", BrokenInspector)
+        result = run(ip, "", GEMM_CELL)
+        assert isinstance(result.error_in_exec, RuntimeError)
+        assert ip.user_ns["gemm"] == "earlier gemm" and "matmul" not in ip.user_ns
+
+    def _run_result(passed):
+        from tilelab.launch.models import OutputCheck, RunResult
+
+        check = OutputCheck("C", "float16", (1024, 1024), rel_error=1e-4 if passed else 0.5, tolerance=1e-2)
+        return RunResult(kernel="gemm", outputs=(check,), device="Fake GPU", reference="matmul")
+
+    def _bench_result(sizes, ms):
+        from tilelab.launch.models import BenchResult
+
+        return BenchResult(kernel="gemm", samples_ms=(ms, ms * 1.01, ms * 0.99), sizes=tuple(sizes.items()))
+
+    def test_run_and_bench_use_the_compiled_kernel_ref_and_each_size_set(ip, shown, fake_gpu, monkeypatch):
+        import base64
+
+        import tilelab.launch as launch
+
+        calls = []
+
+        def fake_run(kernel, *args, ref=None, **sizes):
+            calls.append(("run", kernel, ref, sizes))
+            return _run_result(True)
+
+        def fake_bench(kernel, *args, **kwargs):
+            calls.append(("bench", kernel, None, kwargs))
+            m = kwargs["M"]
+            return _bench_result({"M": m}, m / 1024 * 0.1)
+
+        monkeypatch.setattr(launch, "run", fake_run)
+        monkeypatch.setattr(launch, "bench", fake_bench)
+        ip.run_cell("def my_reference(a, b):\n    return a @ b")
+        line = ('--run --bench --ref my_reference --sizes "M=1024;M=2048;M=4096" --backend cython --out-idx -1 '
+                '--rep-ms 5 --args "1024, 1024, 1024"')
+        ip.user_ns.pop("gemm", None)
+        assert run(ip, line, GEMM_CELL.replace("gemm = matmul(1024, 1024, 1024)", "")).success
+        last = magics(ip).last
+        assert last.bound == {"gemm": "matmul(1024, 1024, 1024)"} and last.shown == "matmul"
+        kernel = ip.user_ns["gemm"]
+        assert isinstance(kernel, FakeKernel) and kernel.kwargs["backend"] == "cython"
+        assert kernel.kwargs["out_idx"] == [-1] and kernel.kwargs["args"] == (1024, 1024, 1024)
+        runs = [c for c in calls if c[0] == "run"]
+        benches = [c for c in calls if c[0] == "bench"]
+        assert [c[3] for c in runs] == [{"M": 1024}, {"M": 2048}, {"M": 4096}]
+        assert all(c[1] is kernel and c[2] is ip.user_ns["my_reference"] for c in runs)
+        assert [c[3]["M"] for c in benches] == [1024, 2048, 4096]
+        assert all(c[1] is kernel and c[3]["rep_ms"] == 5.0 for c in benches)
+        assert len(last.timing) == 6
+        assert last.inspector.titles[-1] == "Timing"
+        timing_tab = last.inspector.children[-1].value
+        assert timing_tab.count("<b>gemm</b>") == 3 and timing_tab.count("PASS") == 3
+        png = re.search(r'src="data:image/png;base64,([^"]+)"', timing_tab)
+        assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG\r\n\x1a\n")
+        static = shown[-1]["data"]["text/html"]  # the saved notebook's view has the timings too
+        assert "Timing" in static and static.count("PASS") == 3 and "data:image/png;base64," in static
+
+    def test_a_bad_ref_is_a_usage_error_naming_it(ip, shown, fake_gpu):
+        ip.user_ns.pop("gemm", None)
+        result = run(ip, "--run --ref no_such_reference", GEMM_CELL)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError) and "--ref 'no_such_reference'" in str(err)
+        assert "NameError" in str(err) and "gemm" not in ip.user_ns
+        result = run(ip, "--run --ref 42", GEMM_CELL)
+        assert isinstance(result.error_in_exec, UsageError) and "not a callable" in str(result.error_in_exec)
+
+    def test_a_missing_dynamic_size_says_which_to_pass(ip, shown, fake_gpu, monkeypatch):
+        import tilelab.launch as launch
+        from tilelab.launch._inputs import eval_dim
+
+        def fake_run(kernel, *args, ref=None, **sizes):
+            eval_dim("m * 2", sizes)  # what the real input builder does with a dynamic extent
+            return _run_result(True)
+
+        monkeypatch.setattr(launch, "run", fake_run)
+        ip.user_ns.pop("gemm", None)
+        result = run(ip, "--run", GEMM_CELL)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError), err
+        assert "size m is dynamic" in str(err) and '--sizes "m=4096"' in str(err)
+        assert "gemm" not in ip.user_ns
+        ip.user_ns.pop("gemm", None)
+        assert run(ip, '--run --sizes "m=512" --quiet', GEMM_CELL).success
+
+    def test_a_failed_verification_is_shown_and_printed_even_quiet(ip, shown, fake_gpu, monkeypatch, capsys):
+        import tilelab.launch as launch
+
+        monkeypatch.setattr(launch, "run", lambda kernel, *a, ref=None, **sizes: _run_result(False))
+        assert run(ip, "--run --quiet", GEMM_CELL).success  # not an error: the kernel ran
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and "FAIL" in out[0] and out[0].startswith("%%tilelang --run: gemm")
+        assert isinstance(ip.user_ns["gemm"], FakeKernel)  # bound: the cell succeeded
+        assert magics(ip).last.timing and not magics(ip).last.timing[0].passed
+
+    # -- widgets -----------------------------------------------------------------------------
+    def test_a_rerun_closes_the_previous_inspector(ip, shown):
+        assert run(ip, "", GEMM_CELL).success
+        first = magics(ip).last.inspector
+        inner = [first, *first.children, *first.tab("launcher").children]
+        assert all(w.comm is not None for w in inner)
+        assert run(ip, "", GEMM_CELL).success
+        assert magics(ip).last.cache_hit and magics(ip).last.inspector is not first
+        assert all(w.comm is None for w in inner)  # closed: the front end drops the old models
+        assert magics(ip).last.inspector.comm is not None

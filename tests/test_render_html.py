@@ -139,7 +139,14 @@ def parse(markup: str) -> _Collect:
     p = _Collect()
     p.feed(markup)
     p.close()
+    # Each line's markup ends with its newline (see test_sources_read_line_by_line_without_styles).
+    p.lines = {k: v[:-1] if v.endswith("\n") else v for k, v in p.lines.items()}
     return p
+
+
+def stripped_lines(pre: str) -> list[str]:
+    """A ``<pre>``'s text as a page without styles shows it: tags removed, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", pre)).split("\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,3 +322,53 @@ def test_report_repr_html_is_render_html():
     assert report._repr_html_() == render_html(report)
     bundle = report._repr_mimebundle_()
     assert bundle["text/html"] == render_html(report)
+
+
+def test_sources_read_line_by_line_without_styles():
+    """GitHub and nbviewer drop <style>: the code must still be one source line per line."""
+    from tilelab.render.code import highlight_code
+
+    report = gemm()
+    out = render_html(report)
+    sources = {"cuda": report.sources.device, "cython": report.sources.launcher("cython").text,
+               "tvm_ffi": report.sources.launcher("tvm_ffi").text}
+    rid = report_id(report)
+    pres = {
+        "cuda": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-cuda-L1">.*?</pre>', out, re.S),
+        "cython": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-src-cython-0-L1">.*?</pre>',
+                            out, re.S),
+        "tvm_ffi": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-src-tvm_ffi-0-L1">.*?</pre>',
+                             out, re.S),
+    }
+    names = [d.name for d in report.tma_descriptors]
+    for key, text in sources.items():
+        source = text.split("\n")
+        shown = stripped_lines(pres[key].group(0))
+        assert shown[-1] == "" and len(shown) - 1 == len(source), key  # one newline per line
+        for n, (got, want) in enumerate(zip(shown, source), 1):
+            # "12 " (the number), the line itself, then any back link ("↩ A_desc") on marked lines
+            assert got.startswith(f"{n} {want}"), (key, n, got, want)
+            rest = got[len(f"{n} {want}"):]
+            assert rest == "" or re.fullmatch("(\u21a9 (" + "|".join(names) + "))+", rest), (key, n, rest)
+    # plain text and an empty source too
+    assert stripped_lines(highlight_code("a < b\n\n  c", "text", anchor_prefix="p")) == ["1 a < b", "2 ", "3   c", ""]
+    assert stripped_lines(highlight_code("", "cuda", anchor_prefix="p")) == ["1 ", ""]
+
+
+def test_every_in_page_link_of_the_static_page_resolves():
+    for report in (gemm(), hostile_report()):
+        out = render_html(report)
+        ids = {a.get("id") for _, a in parse(out).tags if a.get("id")}
+        hrefs = [a["href"][1:] for t, a in parse(out).tags if t == "a" and (a.get("href") or "").startswith("#")]
+        assert hrefs and not [h for h in hrefs if h not in ids]
+        assert len(ids) == len([a.get("id") for _, a in parse(out).tags if a.get("id")])  # ids are unique
+
+
+def test_extra_sections_are_appended_open_with_escaped_titles():
+    report = hostile_report()
+    out = render_html(report, extra=(("Timing <b>", "<p>1.00 ms</p>"),))
+    section = re.search(r'<details class="tl-section" id="[^"]+-timing-b" open><summary>(.*?)</summary>(.*?)</details>',
+                        out, re.S)
+    assert section and section.group(1) == "Timing &lt;b&gt;" and section.group(2) == "<p>1.00 ms</p>"
+    assert out.index("Arguments") < out.index("Timing &lt;b&gt;")
+    assert render_html(report) == render_html(report, extra=())

@@ -262,9 +262,63 @@ def kernel_fingerprint(obj: Any) -> str:
             return "jk:" + str(tilelang().tvm.ir.structural_hash(obj.prim_func))
         target = getattr(obj, "func", obj)
         target = getattr(target, "orig_func", None) or getattr(target, "__wrapped__", None) or target
-        return "src:" + hashlib.sha256(_inspect.getsource(target).encode()).hexdigest()
+        digest = hashlib.sha256(_inspect.getsource(target).encode())
+        # The source is not enough: defaults (block=BLOCK), closure cells and globals the
+        # function or its nested kernels read (BK from an earlier cell) shape the kernel too.
+        digest.update(_function_values(target, set()).encode())
+        return "src:" + digest.hexdigest()
     except Exception:
         return f"id:{id(obj)}"  # unknown: never a false cache hit across objects
+
+
+def _plain_value(value: Any, depth: int = 0) -> str | None:
+    """A stable text for values that can shape a kernel (numbers, strings, dtypes, tuples of
+    them); None for anything else (modules, tensors, objects with an address in their repr)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (tuple, list, frozenset)) and depth < 3:
+        items = [_plain_value(v, depth + 1) for v in value]
+        return None if any(i is None for i in items) else f"{type(value).__name__}({','.join(items)})"
+    module = type(value).__module__ or ""
+    if module.split(".")[0] in ("tvm", "tilelang", "torch", "numpy") and (
+            "dtype" in type(value).__name__.lower() or type(value).__name__ == "DataType"):
+        return f"dtype:{value!s}"
+    return None
+
+
+def _function_values(fn: Any, seen: set[int]) -> str:
+    """Defaults, keyword defaults, closure values and referenced globals of ``fn`` and of the
+    functions nested in it (``co_consts``), and of plain functions it calls from the notebook."""
+    import types
+
+    if not isinstance(fn, types.FunctionType) or id(fn) in seen:
+        return ""
+    seen.add(id(fn))
+    parts: list[str] = []
+    for value in fn.__defaults__ or ():
+        parts.append(f"d={_plain_value(value)}")
+    for key, value in sorted((fn.__kwdefaults__ or {}).items()):
+        parts.append(f"kw:{key}={_plain_value(value)}")
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            parts.append(f"c:{name}={_plain_value(cell.cell_contents)}")
+        except ValueError:  # an empty cell
+            parts.append(f"c:{name}=<empty>")
+    codes, names = [fn.__code__], []
+    while codes:
+        code = codes.pop()
+        names += code.co_names
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    for name in sorted(set(names)):
+        if name not in fn.__globals__:
+            continue
+        value = fn.__globals__[name]
+        text = _plain_value(value)
+        if text is not None:
+            parts.append(f"g:{name}={text}")
+        elif isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
+            parts.append(f"f:{name}={_function_values(value, seen)}")  # a helper from the notebook
+    return "\n".join(parts)
 
 
 def script_text(prim_func: Any) -> str:
@@ -285,6 +339,8 @@ class Lowered:
     layout_mod: Any | None
     launchers: dict[str, LauncherSource]
     prim_func: Any
+    # Backends whose launcher generation raised: the failure may not repeat (not cacheable).
+    transient_failures: tuple[str, ...] = ()
 
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
@@ -416,6 +472,9 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
 
     launchers: dict[str, LauncherSource] = {}
     scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
+    refused = {b: why for b in backends if (why := _backend_refuses(b, context.target))}
+    launchers.update({b: LauncherSource(b, None, why) for b, why in refused.items()})
+    backends = tuple(b for b in backends if b not in refused)
 
     if "tvm_ffi" in backends:
         try:
@@ -459,7 +518,24 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
     if "cutedsl" in backends:
         launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, arch, pass_configs)
 
-    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func)
+    # Every absence not decided above came from an exception while generating the text.
+    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None)
+    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient)
+
+
+def _backend_refuses(backend: str, target: Any) -> str | None:
+    """TileLang's own decision that an execution backend cannot target ``target`` (its
+    ``ExecutionBackendSpec.supports_target``), as a reason; None where it can, or cannot tell."""
+    try:
+        from tilelang.backend.module import get_backend
+
+        module = get_backend("cutedsl" if backend == "cutedsl" else "cuda")
+        spec = next(s for s in module.execution_backends if s.name == backend)
+        if spec.matches(target):
+            return None
+    except Exception:
+        return None  # no decision: try to generate, and a failure then counts as transient
+    return f"TileLang's {backend} backend does not support target {target.attrs.get('arch', target)}"
 
 
 def _reason(err: BaseException) -> str:
@@ -565,16 +641,48 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
             dims = [int(v) for v in attrs["cluster_dims"]]
             cluster = tuple((dims + [1, 1, 1])[:3])
         order = host_text.find(f'"{name}"')
+        pdl_sync = bool(attrs is not None and "has_cuda_pdl_sync" in attrs)
+        cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
+        launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
+            attrs is not None and "tirx.kernel_launch_params" in attrs) else []
+        serialised = _programmatic_serialization(
+            [b for b, item in lowered.launchers.items() if item.text is not None],
+            pdl_sync=pdl_sync, cooperative=cooperative,
+            clustered=cluster is not None and cluster != (1, 1, 1), launch_params=launch_params,
+        )
         result.append((order if order >= 0 else 1 << 30, DeviceKernel(
             name=name,
             grid=tuple(grid),  # type: ignore[arg-type]
             block=tuple(block),  # type: ignore[arg-type]
             dynamic_shared_memory_bytes=smem,
             cluster_dims=cluster,  # type: ignore[arg-type]
-            programmatic_dependent_launch=bool(attrs is not None and "has_cuda_pdl_sync" in attrs),
-            cooperative=bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"])),
+            programmatic_dependent_launch=pdl_sync,
+            cooperative=cooperative,
+            programmatic_serialization_by=serialised,
         )))
     return [k for _, k in sorted(result, key=lambda item: item[0])]
+
+
+def _programmatic_serialization(backends: list[str], *, pdl_sync: bool, cooperative: bool, clustered: bool,
+                                launch_params: list[str]) -> tuple[str, ...]:
+    """The backends whose TileLang 0.1.15 launcher sets the programmatic-stream-serialisation
+    launch attribute for a kernel (it may then start before the previous kernel in the stream ends).
+
+    * cython (``jit/adapter/wrapper.py``, ``KERNEL_LAUNCH_FUNC_CODE`` and the cluster variant):
+      every ``cudaLaunchKernelEx``, whatever the kernel; only ``cudaLaunchCooperativeKernel`` sets none.
+    * nvrtc (``nvrtc/wrapper.py``, ``PDL_SYNC_PY``): only kernels marked ``has_cuda_pdl_sync``.
+    * cutedsl, C++ launcher (the default, ``TILELANG_CUTEDSL_HOST_LAUNCHER=cpp``): the cluster and
+      PDL templates set it; plain and cooperative launches do not.
+    * tvm_ffi (TVM's CUDA module): only when the kernel's ``tirx.kernel_launch_params`` carry
+      TVM's tag ``tirx.use_programtic_dependent_launch`` (spelt so), which 0.1.15 never adds.
+    """
+    rules = {
+        "tvm_ffi": "tirx.use_programtic_dependent_launch" in launch_params,
+        "cython": not cooperative,
+        "nvrtc": pdl_sync,
+        "cutedsl": not cooperative and (clustered or pdl_sync),
+    }
+    return tuple(b for b in backends if rules.get(b, False))
 
 
 def _device_param_names(lowered: Lowered) -> dict[str, str]:
@@ -734,7 +842,7 @@ def l2_windows(lowered: Lowered) -> list[L2Window]:
             else:
                 missing.append(backend)
         windows.append(L2Window(
-            buffer=str(buffer), hit_ratio=round(float(_float(hit_ratio)), 6), bytes=int(_dim(size)),
+            buffer=str(buffer), hit_ratio=round(float(_float(hit_ratio)), 6), bytes=_dim(size),
             emitted_by=tuple(emitted), missing_in=tuple(missing),
         ))
     return windows
@@ -755,12 +863,22 @@ def _sets_access_policy(text: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def layouts(lowered: Lowered, *, max_elements: int = 1 << 16) -> list[Layout]:
+# Layout tables past this many elements are not tabulated (measured on 2 cores: 256 x 512 fp16 shared,
+# 131,072 elements, evaluates in 13 ms, adds 0.94 MB to the report's JSON, and the whole HTML report
+# renders in 0.15 s, the SVG cropping what it draws). Each layout left out is named in report.notes.
+MAX_LAYOUT_ELEMENTS = 1 << 18
+
+
+def layouts(lowered: Lowered, *, max_elements: int | None = None,
+            left_out: list[str] | None = None) -> list[Layout]:
     """The compiler's inferred layouts, evaluated for every logical element.
 
     Shared buffers that the software pipeline replicates across stages are reported for one
     stage when every stage is the first one shifted by a constant (the description says so).
+    Each layout not tabulated gets a sentence in ``left_out`` saying which and why.
     """
+    left_out = [] if left_out is None else left_out
+    max_elements = MAX_LAYOUT_ELEMENTS if max_elements is None else max_elements
     if lowered.layout_mod is None:
         return []
     tvm = tilelang().tvm
@@ -779,15 +897,16 @@ def layouts(lowered: Lowered, *, max_elements: int = 1 << 16) -> list[Layout]:
     result = []
     for name, (buf, lay, kname) in found.items():
         try:
-            item = _layout_record(name, buf, lay, max_elements)
-        except Exception:
+            item = _layout_record(name, buf, lay, max_elements, left_out)
+        except Exception as err:
+            left_out.append(f"layout of {name} left out: tilelab could not evaluate it ({_reason(err)})")
             continue
         if item is not None:
             result.append(item)
     return result
 
 
-def _layout_record(name: str, buf: Any, lay: Any, max_elements: int) -> Layout | None:
+def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: list[str]) -> Layout | None:
     import numpy as np
 
     shape = tuple(int(_dim(s)) for s in lay.get_input_shape())
@@ -799,18 +918,20 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int) -> Layout |
         replicate = int(_dim(lay.replicate_size))
         # A replicated fragment puts its replica variable first among the forward vars.
         index_vars = variables[-len(shape):]
+        rng = lay.thread_range
+        base = int(_dim(rng.min)) if rng is not None else 0
+        count = int(_dim(rng.extent)) if rng is not None else None
+        if total > max_elements:
+            left_out.append(f"layout of {name} not tabulated: {total:,} elements, more than the "
+                            f"{max_elements:,} tilelab evaluates; only its description is kept")
+            return Layout(buffer=name, scope="fragment", dtype=dtype, shape=shape, replicate=replicate,
+                          thread_base=base, thread_count=count, description=f"{lay} (too large to tabulate)")
         env = _grid(index_vars, shape)
         if replicate > 1 and len(variables) > len(shape):
             env[variables[0].name] = np.zeros(shape, dtype=np.int64)
         threads = _evaluate(lay.forward_thread, env, shape)
         index = list(lay.forward_index)
         locals_ = _linearize([_evaluate(e, env, shape) for e in index], lay.get_output_shape())
-        rng = lay.thread_range
-        base = int(_dim(rng.min)) if rng is not None else 0
-        count = int(_dim(rng.extent)) if rng is not None else None
-        if total > max_elements:
-            return Layout(buffer=name, scope="fragment", dtype=dtype, shape=shape, replicate=replicate,
-                          thread_base=base, thread_count=count, description=f"{lay} (too large to tabulate)")
         return Layout(
             buffer=name, scope="fragment", dtype=dtype, shape=shape,
             threads=tuple(int(v) for v in threads.ravel()), locals_=tuple(int(v) for v in locals_.ravel()),
@@ -827,9 +948,12 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int) -> Layout |
             shape = shape[1:]
             description = f"stage 0 of {stages} pipeline stages (stage s is stage 0 + s * {stage} elements); {description}"
     if int(np.prod(shape)) > max_elements:
+        left_out.append(f"layout of {name} left out: {int(np.prod(shape)):,} elements, more than the "
+                        f"{max_elements:,} tilelab tabulates")
         return None
     if (offsets.ravel() == np.arange(offsets.size)).all():
-        return None  # row-major identity: nothing to show
+        left_out.append(f"layout of {name} not listed: plain row-major, no swizzle")
+        return None
     return Layout(buffer=name, scope="shared", dtype=dtype, shape=tuple(shape),
                   offsets=tuple(int(v) for v in offsets.ravel()), description=description)
 
@@ -913,6 +1037,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
     binds: dict[str, str] = {}
     records: list[Argument] = []
     symbols: list[str] = []
+    symbol_dtypes: dict[str, str] = {}  # T.dynamic("m", "int64"): the launchers take an int64_t m
     for position, param in enumerate(params):
         if param in func.buffer_map:
             buf = func.buffer_map[param]
@@ -920,7 +1045,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
             for axis, extent in enumerate(buf.shape):
                 if isinstance(extent, tvm.tirx.Var):
                     binds.setdefault(extent.name, f"{buf.name}.shape[{axis}]")
-                for var in _free_vars(extent):
+                for var in _free_vars(extent, symbol_dtypes):
                     if var not in symbols:
                         symbols.append(var)
             strides = tuple(_dim(s) for s in buf.strides) if len(buf.strides) else None
@@ -929,6 +1054,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
                 for axis, stride in enumerate(buf.strides):
                     if isinstance(stride, tvm.tirx.Var):
                         binds.setdefault(stride.name, f"{buf.name}.stride({axis})")
+                        symbol_dtypes.setdefault(stride.name, str(stride.dtype))
                         if stride.name not in symbols:
                             symbols.append(stride.name)
             is_output = position in outputs
@@ -947,7 +1073,7 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
         if symbol in params_by_name:
             continue
         records.append(Argument(
-            name=symbol, kind="dynamic_dim", dtype="int32", passed_at_launch=False,
+            name=symbol, kind="dynamic_dim", dtype=symbol_dtypes.get(symbol, "int32"), passed_at_launch=False,
             binds_from=((symbol, binds[symbol]),) if symbol in binds else (),
             cache_key=None,
         ))
@@ -964,15 +1090,19 @@ def _constant_text(value: Any) -> str:
     return text if len(text) < 200 else text[:197] + "..."
 
 
-def _free_vars(expr: Any) -> list[str]:
+def _free_vars(expr: Any, dtypes: dict[str, str] | None = None) -> list[str]:
+    """Names of the variables in ``expr``; ``dtypes`` (if given) collects each one's dtype."""
     tvm = tilelang().tvm
     names: list[str] = []
+    dtypes = {} if dtypes is None else dtypes
 
     def visit(node: Any) -> None:
         if isinstance(node, tvm.tirx.Var) and node.name not in names:
             names.append(node.name)
+            dtypes.setdefault(node.name, str(node.dtype))
 
     if isinstance(expr, tvm.tirx.Var):
+        dtypes.setdefault(expr.name, str(expr.dtype))
         return [expr.name]
     try:
         tvm.tirx.stmt_functor.post_order_visit(tvm.tirx.Evaluate(expr), visit)
@@ -998,12 +1128,21 @@ def _contiguous(shape: Any) -> tuple[Any, ...]:
 
 def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_ffi",
                    out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
-                   args: tuple = (), kwargs: dict | None = None) -> Any:
-    """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel."""
+                   args: tuple = (), kwargs: dict | None = None, force: bool = False) -> Any:
+    """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel.
+
+    ``force`` compiles afresh: TileLang's kernel cache (in memory and on disk) is off for this
+    compile and restored to its previous state afterwards.
+    """
     tl = tilelang()
     source = resolve_kernel(obj, args, kwargs)
     arch = target or local_gpu_arch() or "sm_90a"
     configs = {**source.pass_configs, **(pass_configs or {})}
+    from tilelang.env import CacheState  # the switch itself: is_cache_enabled also reads the env var
+
+    was_enabled = CacheState.is_enabled()
+    if force:
+        tl.disable_cache()
     try:
         return tl.compile(
             source.prim_func,
@@ -1015,3 +1154,6 @@ def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_f
         )
     except Exception as err:
         raise _lowering_error(err, source.name, stage="compilation") from err
+    finally:
+        if force and was_enabled:
+            tl.enable_cache()

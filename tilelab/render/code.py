@@ -108,9 +108,12 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
             f"&#8617; {html.escape(m.label)}</a>"
             for m in line_marks
         )
-        out.append(f'<span class="{css}" id="{anchor}"><span class="tl-ln">{number}</span>{body}{backs}</span>')
+        # A real newline ends each line, inside its span: where styles are stripped (GitHub,
+        # nbviewer sanitisers) the <pre> still shows one source line per line; with the
+        # stylesheet the spans are blocks and a trailing newline adds no empty line. The space
+        # after the number keeps it apart from the code when the number's box style is gone.
+        out.append(f'<span class="{css}" id="{anchor}"><span class="tl-ln">{number} </span>{body}{backs}\n</span>')
     out.append("</pre>")
-    # Lines are display:block spans; no newline between them keeps copy/paste to one per line.
     return "".join(out)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 from .._model import BACKENDS, KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, highlight_code
-from .text import dims, size_text
+from .text import dims, pdl_text, size_text
 
 SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments")
 SECTION_TITLES = {
@@ -223,7 +223,7 @@ def summary_html(report: KernelReport) -> str:
         out.append(_table(
             ["device kernel", "grid", "block", "threads / block", "dynamic shared memory", "cluster", "PDL", "cooperative"],
             [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
-              dims(k.cluster_dims) if k.cluster_dims else "-", "yes" if k.programmatic_dependent_launch else "no",
+              dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
               "yes" if k.cooperative else "no"] for k in report.kernels],
         ))
     if report.problems:
@@ -252,8 +252,13 @@ def cuda_html(report: KernelReport) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def launcher_html(report: KernelReport, backend: str | None = None) -> str:
-    """One collapsible block per backend (or only ``backend``), with the reason where absent."""
+def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True) -> str:
+    """One collapsible block per backend (or only ``backend``), with the reason where absent.
+
+    The lines that encode a TMA descriptor are highlighted; with ``back_links`` they also link to
+    the descriptor's row of the TMA table. The inspector widget turns the links off: its TMA
+    table is in another tab, where an in-page link cannot reach (it shows excerpts instead).
+    """
     rid = report_id(report)
     links = tma_links(report)
     names = [d.name for d in report.tma_descriptors]
@@ -275,7 +280,7 @@ def launcher_html(report: KernelReport, backend: str | None = None) -> str:
                         continue
                     for line in range(first, last + 1):
                         label = names[i] if line == first else ""
-                        if label:
+                        if label and back_links:
                             marks.setdefault(line, []).append(
                                 LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
                         else:
@@ -324,6 +329,15 @@ def _tma_excerpts(report: KernelReport, rid: str, links: dict[int, list[tuple[st
     for item in report.sources.launchers:
         for p, (part, text, language) in enumerate(_launcher_parts(item)):
             texts[_part_anchor(rid, item.backend, p).replace("-src-", "-x-")] = (text, language)
+
+    def numbered(code: str, tmp_prefix: str, prefix: str, offset: int) -> str:
+        # The excerpt's lines get the ids and numbers of the lines in the whole source (the
+        # number span ends with a space: see ``highlight_code``).
+        def line(m: re.Match[str]) -> str:
+            n = int(m.group(1)) + offset
+            return f'id="{prefix}-L{n}"><span class="tl-ln">{n}{m.group(2)}</span>'
+        return re.sub(rf'id="{re.escape(tmp_prefix)}-L(\d+)"><span class="tl-ln">\d+( ?)</span>', line, code)
+
     out = ["<p>Where each launcher encodes each descriptor:</p>"]
     for i, d in enumerate(report.tma_descriptors):
         for backend, part, anchor, (first, last) in links.get(i, []):
@@ -333,7 +347,7 @@ def _tma_excerpts(report: KernelReport, rid: str, links: dict[int, list[tuple[st
             excerpt = "\n".join(lines[first - 1:last])
             code = highlight_code(excerpt, language, anchor_prefix=f"{anchor}-o{first - 1}",
                                   marks={1: [LineMark(f"#{rid}-tma-{i}", d.name, f"TMA descriptor {d.name}")]})
-            code = _renumber(code, f"{anchor}-o{first - 1}", anchor, first - 1)
+            code = numbered(code, f"{anchor}-o{first - 1}", anchor, first - 1)
             where = backend if part == "main" else f"{backend} {part}"
             out.append(f'<details class="tl-sub" open><summary>{esc(d.name)} in {esc(where)} '
                        f'<span class="tl-muted">lines {first}&ndash;{last}</span></summary>{code}</details>')
@@ -379,27 +393,54 @@ def wgmma_html(report: KernelReport) -> str:
     ops: list[list[Any]] = []
     for w in report.wgmma:
         for role, op in (("A", w.a), ("B", w.b)):
-            ops.append(_operand_row(w.instruction, role, op))
-    out.append("<p>Shared-memory matrix descriptors (LBO/SBO as encoded: byte offsets &gt;&gt; 4)</p>")
+            ops.append(_operand_row(w.instruction, role, op, report, w.n))
+    out.append("<p>Shared-memory matrix descriptors (LBO/SBO as encoded: byte offsets &gt;&gt; 4). "
+               "&ldquo;tilelab&rdquo;: the descriptor tilelab computes from the buffer&rsquo;s inferred layout "
+               "(offsets only), compared with the compiler&rsquo;s; the Layouts section draws its core matrices.</p>")
     out.append(_table(["instruction", "operand", "buffer", "layout type", "swizzle", "LBO", "LBO bytes", "SBO",
-                       "SBO bytes", "major"], ops, numeric=(3, 5, 6, 7, 8)))
+                       "SBO bytes", "major", "tilelab"], ops, numeric=(3, 5, 6, 7, 8)))
     return "".join(out)
 
 
-def _operand_row(instruction: str, role: str, op: WgmmaOperand | None) -> list[Any]:
+def _operand_row(instruction: str, role: str, op: WgmmaOperand | None, report: KernelReport | None = None,
+                 inst_n: int | None = None) -> list[Any]:
     if op is None:
-        return [instruction, role, "registers", "-", "-", "-", "-", "-", "-", "-"]
+        return [instruction, role, "registers", "-", "-", "-", "-", "-", "-", "-", "-"]
+    verdict = "-"
+    layout = next((x for x in (report.layouts if report else ()) if x.buffer == op.buffer and x.scope == "shared"), None)
+    if layout is not None:
+        from .. import swizzle as sw
+
+        check = sw.check_wgmma_operand(layout, op, role, 64 if role == "A" else int(inst_n or 0))
+        verdict = ("agrees" if check.agrees else
+                   "differs" if check.descriptor is not None else f"n/a: {check.reason[:80]}")
     return [instruction, role, op.buffer or "-", op.layout_type, op.swizzle, op.lbo, op.lbo_bytes, op.sbo,
-            op.sbo_bytes, op.major]
+            op.sbo_bytes, op.major, verdict]
 
 
-def _layout_drawing(layout: Layout) -> str:
+def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = ()) -> str:
+    """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
+    operand ``(role, compiler operand, instruction MN)`` that reads it, tilelab's core-matrix
+    overlay with LBO/SBO arrows and whether tilelab's descriptor agrees with the compiler's."""
     try:
-        from .svg import layout_svg  # another module draws layouts; optional
+        from .. import swizzle as sw
+        from .svg import layout_svg, wgmma_operand_svg  # another module draws layouts; optional
     except ImportError:
         return _layout_table(layout)
     try:
-        return str(layout_svg(layout))
+        out = [f'<div class="tl-scroll">{layout_svg(layout)}</div>']
+        if layout.scope == "shared" and layout.offsets:
+            out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
+                       'its bank)</summary>'
+                       f'<div class="tl-scroll">{layout_svg(layout, color_by="bank", hover_crop=1024)}</div></details>')
+        for role, op, inst_mn in operands:
+            check = sw.check_wgmma_operand(layout, op, role, inst_mn)
+            cls = "tl-ok" if check.agrees else "tl-absent"
+            out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
+                       f"(m64n{inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
+            if check.descriptor is not None:
+                out.append(f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}</div>')
+        return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
 
@@ -431,6 +472,14 @@ def layouts_html(report: KernelReport) -> str:
     if not report.layouts:
         return '<p class="tl-muted">No shared-memory or fragment layouts were recorded.</p>'
     out = []
+    # which WGMMA operands read each shared buffer: (role, compiler's descriptor, instruction MN extent)
+    operands: dict[str, list[tuple[str, WgmmaOperand, int]]] = {}
+    for w in report.wgmma:
+        for role, op in (("A", w.a), ("B", w.b)):
+            if op is not None and op.buffer:
+                entry = (role, op, 64 if role == "A" else w.n)
+                if entry not in operands.setdefault(op.buffer, []):
+                    operands[op.buffer].append(entry)
     for lay in report.layouts:
         extra = ""
         if lay.scope == "fragment":
@@ -440,7 +489,7 @@ def layouts_html(report: KernelReport) -> str:
         out.append(
             f'<details class="tl-sub" open><summary>{esc(lay.buffer)} '
             f'<span class="tl-muted">({esc(lay.scope)} {esc(lay.dtype)} [{esc(dims(lay.shape))}]{esc(extra)})</span></summary>'
-            f"<p><code>{esc(lay.description)}</code></p>{_layout_drawing(lay)}</details>"
+            f"<p><code>{esc(lay.description)}</code></p>{_layout_drawing(lay, operands.get(lay.buffer, ()))}</details>"
         )
     return "".join(out)
 
@@ -499,8 +548,13 @@ def render_section(report: KernelReport, name: str) -> str:
     return wrap(section_body(report, name))
 
 
-def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None) -> str:
-    """The whole report as static HTML; ``standalone`` adds a page title and page colours."""
+def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
+                extra: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole report as static HTML; ``standalone`` adds a page title and page colours.
+
+    ``extra`` appends (title, markup) sections after the report's own, open (the inspector puts
+    its Timing results there); the markup is inserted as is, the title escaped.
+    """
     chosen = tuple(sections) if sections is not None else SECTIONS
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
@@ -515,6 +569,10 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         opened = " open" if name in _OPEN else ""
         parts.append(f'<details class="tl-section" id="{rid}-{name}"{opened}>'
                      f"<summary>{esc(section_title(report, name))}</summary>{section_body(report, name)}</details>")
+    for n, (title, markup) in enumerate(extra):
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"extra-{n}"
+        parts.append(f'<details class="tl-section" id="{rid}-{slug}" open>'
+                     f"<summary>{esc(title)}</summary>{markup}</details>")
     body = wrap("".join(parts), root_id=rid)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"

@@ -45,8 +45,9 @@ class Inspector(widgets.Tab):
         for name in self.tabs:
             children.append(self._view(name))
             titles.append(render.section_title(report, name))
-        if timing:
-            children.append(widgets.HTML(render.wrap("".join(_result_html(r) for r in timing))))
+        self.timing = tuple(timing)
+        if self.timing:
+            children.append(widgets.HTML(render.wrap(timing_html(self.timing))))
             titles.append("Timing")
         super().__init__(children=children, **kwargs)
         self.titles = tuple(titles)
@@ -54,7 +55,9 @@ class Inspector(widgets.Tab):
 
     def _view(self, name: str) -> widgets.Widget:
         if name == "launcher":
-            subs = [widgets.HTML(render.wrap(render.launcher_html(self.report, b))) for b in BACKENDS]
+            # No back links to TMA rows here: they live in the TMA tab, hidden while this one shows.
+            subs = [widgets.HTML(render.wrap(render.launcher_html(self.report, b, back_links=False)))
+                    for b in BACKENDS]
             tab = widgets.Tab(children=subs)
             tab.titles = tuple(_backend_title(self.report, b) for b in BACKENDS)
             return tab
@@ -72,6 +75,15 @@ class Inspector(widgets.Tab):
                 return self.children[i]
         raise KeyError(f"no tab {title_or_name!r}; have {list(self.titles)}")
 
+    def close(self) -> None:
+        """Close this view and every widget inside it (the launcher sub-tabs too)."""
+        stack = list(self.children)
+        while stack:
+            child = stack.pop()
+            stack += list(getattr(child, "children", ()) or ())
+            child.close()
+        super().close()
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)
         if isinstance(bundle, tuple):  # (data, metadata)
@@ -79,7 +91,8 @@ class Inspector(widgets.Tab):
         else:
             data, metadata = bundle, None
         data = dict(data or {})
-        data["text/html"] = render.render_html(self.report)
+        extra = (("Timing", timing_html(self.timing)),) if self.timing else ()
+        data["text/html"] = render.render_html(self.report, extra=extra)
         from ..render.text import render_text
 
         data["text/plain"] = render_text(self.report)
@@ -98,4 +111,41 @@ def _result_html(result: Any) -> str:
     return f"<pre>{render.esc(result)}</pre>"
 
 
-__all__ = ["Inspector", "TABS", "parse_tabs"]
+def _size_label(result: Any) -> str:
+    return ", ".join(f"{k}={v}" for k, v in getattr(result, "sizes", ())) or "-"
+
+
+def latency_figure(results: Sequence[Any]):
+    """Median latency of each timing result (anything with ``median_ms`` and ``sizes``) against
+    its sizes, in the order given: a matplotlib Figure, built without pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 3.2), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs = list(range(len(results)))
+    ax.plot(xs, [r.median_ms for r in results], "-o", markersize=4)
+    ax.set_xticks(xs, [_size_label(r) for r in results], fontsize=8, rotation=20)
+    ax.set_xlabel("sizes")
+    ax.set_ylabel("median ms")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{getattr(results[0], 'kernel', 'kernel')}: latency against size", fontsize=10)
+    return fig
+
+
+def timing_html(results: Sequence[Any]) -> str:
+    """Every launch result's HTML, then (for more than one timing) a latency-vs-size PNG."""
+    parts = [_result_html(r) for r in results]
+    timed = [r for r in results if hasattr(r, "median_ms") and hasattr(r, "sizes")]
+    if len(timed) > 1:
+        import base64
+
+        from ..render.plots import figure_png
+
+        png = base64.b64encode(figure_png(latency_figure(timed))).decode("ascii")
+        parts.append(f'<img class="tl-latency" alt="median latency against size" src="data:image/png;base64,{png}">')
+    return "".join(parts)
+
+
+__all__ = ["Inspector", "TABS", "latency_figure", "parse_tabs", "timing_html"]

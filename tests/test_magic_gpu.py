@@ -1,0 +1,135 @@
+"""``%%tilelang`` on a real GPU, through IPython's test shell: compile, bind, run, bench.
+
+Every test needs a CUDA GPU (marker ``gpu``; skipped elsewhere). Expected values come from
+torch (``torch.matmul`` on the same inputs), never from tilelab. Sizes and timing budgets are
+small so the module runs in well under a minute after the first compile.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+GEMM_CELL = """import torch
+from gemm import matmul
+
+gemm = matmul(1024, 1024, 1024, 128, 128, 32)
+"""
+
+DYNAMIC_CELL = """from gemm_dynamic import matmul_dynamic_m
+
+gemm_dyn = matmul_dynamic_m(512, 512)
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "tilelab")
+    return shell
+
+
+@pytest.fixture
+def shown(ip):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    ip.display_pub = CapturingDisplayPublisher()
+    return ip.display_pub.outputs
+
+
+def magics(ip):
+    return ip.magics_manager.registry["TileLangMagics"]
+
+
+def run(ip, line, cell):
+    return ip.run_cell(f"%%tilelang {line}\n{cell}")
+
+
+def _rel_error(got, want) -> float:
+    got, want = got.double(), want.double()
+    return float((got - want).norm() / want.norm())
+
+
+def test_gemm_cell_compiles_runs_against_torch_and_benches(ip, shown):
+    import torch
+
+    from tilelab import _adapter
+
+    result = run(ip, "--out-idx -1 --run --ref torch.matmul --bench --rep-ms 10", GEMM_CELL)
+    assert result.success, result.error_in_exec
+    last = magics(ip).last
+    kernel = ip.user_ns["gemm"]
+    assert _adapter.kernel_kind(kernel) == "compiled" and callable(kernel)
+    assert last.bound == {"gemm": "compiled gemm"}
+
+    # The bound kernel computes A @ B: checked against torch on fresh random fp16 inputs.
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(1024, 1024, dtype=torch.float16, device="cuda", generator=gen)
+    b = torch.randn(1024, 1024, dtype=torch.float16, device="cuda", generator=gen)
+    c = kernel(a, b)  # --out-idx -1: the kernel allocates and returns C
+    torch.cuda.synchronize()
+    assert c.shape == (1024, 1024) and c.dtype == torch.float16
+    assert _rel_error(c, torch.matmul(a.double(), b.double())) < 1e-2
+
+    # --run verified it against torch.matmul and passed; --bench timed it.
+    runs = [r for r in last.timing if hasattr(r, "passed")]
+    benches = [r for r in last.timing if hasattr(r, "median_ms")]
+    assert len(runs) == 1 and runs[0].passed and runs[0].reference == "matmul"
+    assert len(benches) == 1 and benches[0].median_ms > 0 and len(benches[0].samples_ms) >= 10
+    # ... and the inspector shows both in its Timing tab
+    assert last.inspector.titles[-1] == "Timing"
+    timing = last.inspector.children[-1].value
+    assert "PASS" in timing and "median" in timing
+    assert "Timing" in shown[-1]["data"]["text/html"]
+
+
+def test_a_factory_is_left_alone_and_its_kernel_is_bound_by_name(ip, shown):
+    import torch
+
+    from tilelab import _adapter
+
+    ip.user_ns.pop("gemm", None)
+    result = run(ip, '--kernel matmul --args "256, 256, 256, 128, 128, 32" --out-idx -1 --quiet',
+                 "from gemm import matmul\n")
+    assert result.success, result.error_in_exec
+    assert callable(ip.user_ns["matmul"]) and _adapter.kernel_kind(ip.user_ns["matmul"]) is None
+    kernel = ip.user_ns["gemm"]
+    assert _adapter.kernel_kind(kernel) == "compiled"
+    a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    assert _rel_error(kernel(a, b), torch.matmul(a.double(), b.double())) < 1e-2
+
+
+def test_dynamic_m_benches_each_size_set(ip, shown):
+    result = run(ip, '--bench --sizes "m=1024;m=2048" --rep-ms 5', DYNAMIC_CELL)
+    assert result.success, result.error_in_exec
+    benches = [r for r in magics(ip).last.timing if hasattr(r, "median_ms")]
+    assert [r.sizes for r in benches] == [(("m", 1024),), (("m", 2048),)]
+    assert all(r.median_ms > 0 for r in benches)
+    timing = magics(ip).last.inspector.children[-1].value
+    assert re.search(r'src="data:image/png;base64,', timing)  # latency against size
+
+
+def test_a_missing_dynamic_size_is_a_usage_error(ip, shown):
+    from IPython.core.error import UsageError
+
+    ip.user_ns.pop("gemm_dyn", None)
+    result = run(ip, "--run --quiet", DYNAMIC_CELL)
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    message = str(result.error_in_exec)
+    assert "--sizes" in message and re.search(r"\bm\b", message), message  # names the size to pass
+    assert "gemm_dyn" not in ip.user_ns  # the failed run bound nothing
+
+
+def test_force_recompiles(ip, shown):
+    assert run(ip, "--quiet", DYNAMIC_CELL).success
+    first = ip.user_ns["gemm_dyn"]
+    assert run(ip, "--quiet", DYNAMIC_CELL).success
+    assert magics(ip).last.cache_hit and ip.user_ns["gemm_dyn"] is first
+    assert run(ip, "--quiet --force", DYNAMIC_CELL).success
+    assert not magics(ip).last.cache_hit and ip.user_ns["gemm_dyn"] is not first
