@@ -11,7 +11,10 @@ size, and a 1 GiB fp16 copy kernel (examples/tile_copy.py, 16384 x 32768), each 
 The TileLang kernels go through ``tilelab.bench(prepared_kernel, a, b)`` (the path a notebook
 user takes: signature, inputs, rates); torch.matmul as a callable. ncu runs this same file with
 ``--child NAME`` (a few warm-up launches, then the profiled ones) and the CSV it prints is parsed
-here. Prints a table last, with the targets (sustained within 2% of do_bench, isolated within 2%
+here. Back-to-back medians are taken over --rep-ms (3 s): on an H100 at its 700 W limit the
+sustained clocks wander by 1-3% over a fraction of a second, and 600 ms windows missed the 1%
+run-to-run target for do_bench itself. Before each back-to-back measurement the GPU is heated to its sustained clocks for HEAT_S
+seconds, and do_bench and tilelab alternate which goes first. Prints a table last, with the targets (sustained within 2% of do_bench, isolated within 2%
 of ncu, run-to-run under 1%) checked; exits 1 when one is missed. Writes JSON to --out.
 """
 
@@ -71,6 +74,20 @@ def make(name: str):
     raise KeyError(name)
 
 
+HEAT_S = 3.0
+
+
+def heat(fn) -> None:
+    """Back-to-back launches for HEAT_S seconds: clocks settle where sustained power puts them."""
+    import torch
+
+    end = time.perf_counter() + HEAT_S
+    while time.perf_counter() < end:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+
+
 def child(name: str) -> None:
     import torch
 
@@ -105,7 +122,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--idle", default="2", help="idle gaps (ms) to try in isolated mode, comma-separated")
     ap.add_argument("--kernels", default="tilelang_gemm,torch_matmul,tilelang_copy_1GiB")
-    ap.add_argument("--rep-ms", type=float, default=600.0)
+    ap.add_argument("--rep-ms", type=float, default=3000.0)
     args = ap.parse_args()
     if args.child:
         child(args.child)
@@ -128,11 +145,24 @@ def main() -> None:
         rec: dict = {"kernel": name, "flops": flops, "bytes": nbytes}
         for run in (1, 2):
             t0 = time.time()
-            rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms, return_mode="median")
-            s = tilelab.bench(target, *targs, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes,
-                              name=name)
-            rec[f"sustained_{run}"] = s.median_ms
-            rec[f"sustained_spread_{run}"] = s.spread
+            # Both back-to-back methods measure the clocks the power limit sustains, so each starts
+            # from a GPU already at that steady state (HEAT_S of back-to-back launches), and their
+            # order alternates between the runs: otherwise whichever runs first after the idle
+            # isolated/ncu phases gets boost clocks (seen on an H100: 3-5% for the GEMM).
+            def do_bench_once():
+                heat(fn)
+                rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms,
+                                                                 return_mode="median")
+
+            def sustained_once():
+                heat(fn)
+                s = tilelab.bench(target, *targs, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes,
+                                  name=name)
+                rec[f"sustained_{run}"] = s.median_ms
+                rec[f"sustained_spread_{run}"] = s.spread
+
+            for step in ((do_bench_once, sustained_once) if run == 1 else (sustained_once, do_bench_once)):
+                step()
             for idle in idles:
                 i = tilelab.bench(target, *targs, mode="isolated", idle_ms=idle, rep_ms=args.rep_ms / 4, min_rep=40,
                                   max_rep=60, flops=flops, bytes=nbytes, name=name)
@@ -152,8 +182,10 @@ def main() -> None:
         db = statistics.fmean([rec["do_bench_1"], rec["do_bench_2"]])
         nc = statistics.fmean([rec["ncu_1"], rec["ncu_2"]])
         # (method, reference value, reference name, is a target of the issue)
-        rows = ([("sustained", db, "do_bench", True)]
-                + [(f"isolated{x:g}", nc, "ncu", x == idles[0]) for x in idles]
+        # The targets are tilelab's medians of the TileLang kernels; torch.matmul is a comparison.
+        mine = name.startswith("tilelang_")
+        rows = ([("sustained", db, "do_bench", mine)]
+                + [(f"isolated{x:g}", nc, "ncu", mine and x == idles[0]) for x in idles]
                 + [("graph", db, "do_bench", False), ("do_bench", db, "do_bench", False), ("ncu", nc, "ncu", False)])
         for key, against, against_name, target_row in rows:
             a, b, rr = pair(key)
