@@ -6,6 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # torch first and pinned: a bare "torch" can pull a multi-GB CUDA build on a CPU machine.
 TORCH  ?= torch==2.13.0
+# Where pip looks for torch first: on this project's machines torch==2.13.0 resolves to a CPU build
+# held locally; elsewhere, e.g. make TORCH_INDEX=https://download.pytorch.org/whl/cpu test
+TORCH_INDEX ?=
 STAMP  := $(VENV)/.tilelab-installed
 PYTEST_ARGS ?=
 
@@ -14,7 +17,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check "$(TORCH)"
+	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev,lab]"
 	@touch $@
 

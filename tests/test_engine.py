@@ -767,3 +767,22 @@ def test_jit_cache_key_is_tilelangs_own():
         r = tilelab.inspect(scale, "sm_90a", args=args)
         assert r.cache_key == f"JIT call key {key!r}"
     assert scale.parse_cache_key(4096) != scale.parse_cache_key(4096, 128)
+
+
+def test_only_tilelangs_memory_cache_advice_is_dropped():
+    """tilelab compiles the same kernel for run, bench and sweep; TileLang's "consider @tilelang.jit"
+    advice on each in-process cache hit is dropped, every other message of that logger kept."""
+    import logging
+
+    from tilelab import _adapter
+
+    _adapter._quiet_memory_cache_advice()
+    _adapter._quiet_memory_cache_advice()  # idempotent: one filter
+    log = logging.getLogger("tilelang.cache.kernel_cache")
+    assert log.filters.count(_adapter._drop_memory_cache_advice) == 1
+    advice = logging.LogRecord(log.name, logging.WARNING, __file__, 1,
+                               "Found kernel '%s' in memory cache. For better performance, consider using "
+                               "`@tilelang.jit` instead of direct kernel caching.", ("gemm",), None)
+    other = logging.LogRecord(log.name, logging.WARNING, __file__, 1, "cache directory %s is not writable",
+                              ("/x",), None)
+    assert not log.filter(advice) and log.filter(other)

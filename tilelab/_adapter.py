@@ -1126,6 +1126,21 @@ def _contiguous(shape: Any) -> tuple[Any, ...]:
 # --------------------------------------------------------------------------------------------
 
 
+def _drop_memory_cache_advice(record: Any) -> bool:
+    return not str(record.getMessage()).startswith("Found kernel")
+
+
+def _quiet_memory_cache_advice() -> None:
+    """TileLang warns "Found kernel ... in memory cache. ... consider using @tilelang.jit" on every
+    in-process cache hit; tilelab compiles through that cache on purpose (run, bench and sweep of
+    the same kernel), so that one advisory is dropped. Every other TileLang message stays."""
+    import logging
+
+    log = logging.getLogger("tilelang.cache.kernel_cache")
+    if _drop_memory_cache_advice not in log.filters:
+        log.addFilter(_drop_memory_cache_advice)
+
+
 def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_ffi",
                    out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
                    args: tuple = (), kwargs: dict | None = None, force: bool = False) -> Any:
@@ -1135,6 +1150,7 @@ def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_f
     compile and restored to its previous state afterwards.
     """
     tl = tilelang()
+    _quiet_memory_cache_advice()
     source = resolve_kernel(obj, args, kwargs)
     arch = target or local_gpu_arch() or "sm_90a"
     configs = {**source.pass_configs, **(pass_configs or {})}
