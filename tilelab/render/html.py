@@ -354,14 +354,6 @@ def _tma_excerpts(report: KernelReport, rid: str, links: dict[int, list[tuple[st
     return "".join(out)
 
 
-def _renumber(code: str, tmp_prefix: str, prefix: str, offset: int) -> str:
-    """Give an excerpt's lines the ids and numbers of the lines in the whole source."""
-    def line(m: re.Match[str]) -> str:
-        n = int(m.group(1)) + offset
-        return f'id="{prefix}-L{n}"><span class="tl-ln">{n}</span>'
-    return re.sub(rf'id="{re.escape(tmp_prefix)}-L(\d+)"><span class="tl-ln">\d+</span>', line, code)
-
-
 def _tma_cells(d: TmaDescriptor, i: int, rid: str, links: list[tuple[str, str, str, tuple[int, int]]]) -> list[Any]:
     if d.kind == "im2col":
         box = (f"channels/pixel {esc(d.channels_per_pixel)}, pixels/column {esc(d.pixels_per_column)}"
