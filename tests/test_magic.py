@@ -139,28 +139,11 @@ if not CHILD:
         assert 'data-descriptor="A_desc"' in body and '<span class="tl-box">' in body
 
 else:
-    from IPython.core.displaypub import CapturingDisplayPublisher
     from IPython.core.error import UsageError
-    from IPython.testing.globalipapp import start_ipython
 
     from tilelab._errors import LoweringError
 
-    @pytest.fixture(scope="module")
-    def ip():
-        shell = start_ipython()
-        shell.run_line_magic("load_ext", "tilelab")
-        return shell
-
-    @pytest.fixture
-    def shown(ip):
-        ip.display_pub = CapturingDisplayPublisher()
-        return ip.display_pub.outputs
-
-    def magics(ip):
-        return ip.magics_manager.registry["TileLangMagics"]
-
-    def run(ip, line, cell):
-        return ip.run_cell(f"%%tilelang {line}\n{cell}")
+    from ipython_shell import ip, magics, run, shown  # noqa: F401  (fixtures)
 
     def truth(report):
         sys.path.insert(0, str(Path(__file__).parent))

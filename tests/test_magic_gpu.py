@@ -25,29 +25,7 @@ gemm_dyn = matmul_dynamic_m(512, 512)
 """
 
 
-@pytest.fixture(scope="module")
-def ip():
-    from IPython.testing.globalipapp import start_ipython
-
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "tilelab")
-    return shell
-
-
-@pytest.fixture
-def shown(ip):
-    from IPython.core.displaypub import CapturingDisplayPublisher
-
-    ip.display_pub = CapturingDisplayPublisher()
-    return ip.display_pub.outputs
-
-
-def magics(ip):
-    return ip.magics_manager.registry["TileLangMagics"]
-
-
-def run(ip, line, cell):
-    return ip.run_cell(f"%%tilelang {line}\n{cell}")
+from ipython_shell import ip, magics, run, shown  # noqa: E402,F401  (fixtures)
 
 
 def _rel_error(got, want) -> float:

@@ -1,0 +1,30 @@
+"""The IPython test shell the magic tests drive (tests/test_magic.py, tests/test_magic_gpu.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def ip():
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "tilelab")
+    return shell
+
+
+@pytest.fixture
+def shown(ip):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    ip.display_pub = CapturingDisplayPublisher()
+    return ip.display_pub.outputs
+
+
+def magics(ip):
+    return ip.magics_manager.registry["TileLangMagics"]
+
+
+def run(ip, line, cell):
+    return ip.run_cell(f"%%tilelang {line}\n{cell}")
