@@ -119,7 +119,8 @@ def cache_dir() -> Path:
 
 # The engine's own sources: a report is only as current as the code that built it, and tilelab's
 # version string does not change with every edit.
-ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py")
+ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py", "_toolchain.py",
+                  "occupancy.py", "cuda_facts.py")
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,8 +139,9 @@ def engine_fingerprint() -> str:
 
 
 def _cache_key(script: str, arch: str, out_idx: Any, pass_configs: dict[str, Any],
-               backends: tuple[str, ...], constants: Any, tilelang_version: str) -> str:
-    payload = json.dumps({
+               backends: tuple[str, ...], constants: Any, tilelang_version: str, tiers: tuple = ()) -> str:
+    extra = {"tiers": list(tiers)} if tiers else {}
+    payload = json.dumps({**extra,
         "script": hashlib.sha256(script.encode()).hexdigest(),
         "arch": arch, "out_idx": out_idx, "pass_configs": {k: repr(v) for k, v in sorted(pass_configs.items())},
         "backends": list(backends), "constants": [(k, repr(v), e) for k, v, e in constants],
@@ -194,7 +196,8 @@ def clear_cache() -> None:
 
 def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None = None,
             pass_configs: dict[str, Any] | None = None, args: tuple = (), kwargs: dict | None = None,
-            force: bool = False, backends: tuple[str, ...] = BACKENDS) -> KernelReport:
+            force: bool = False, backends: tuple[str, ...] = BACKENDS, toolchain: bool = False,
+            cuda_home: str | os.PathLike | None = None, passes: bool = False) -> KernelReport:
     """Inspect what TileLang 0.1.15 generates for ``kernel``; needs no GPU, nvcc or libcuda.
 
     ``kernel`` is a ``T.prim_func``, a ``tilelang.compile`` result, a ``@tilelang.jit`` function
@@ -204,6 +207,12 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     (the kernel, options, TileLang's version and the engine's own source files); ``force=True``
     recomputes and overwrites the entry. A report in which a launcher failed with an exception is
     not cached (the failure may not repeat); its notes say so.
+
+    ``toolchain=True`` also compiles the device source with the CUDA toolkit (nvcc, ptxas,
+    nvdisasm; found as :func:`tilelab._toolchain.find_toolchain` says, or under ``cuda_home``) into
+    ``report.machine``: PTX, SASS, registers, spills, shared memory, occupancy and the links from
+    the kernel's Python lines to device lines to PTX/SASS. A missing toolkit is reported there, not
+    raised. ``passes=True`` records TileLang's lowering pass by pass into ``report.passes``.
     """
     from . import _adapter
 
@@ -225,7 +234,8 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     version = _adapter.tilelang_version()
 
     key = _cache_key(_adapter.script_text(source.prim_func), arch, out_idx_list, configs,
-                     tuple(backends), source.constants, version)
+                     tuple(backends), source.constants, version,
+                     tiers=(("toolchain", str(cuda_home)) if toolchain else ()) + (("passes",) if passes else ()))
     if not force:
         cached = _cache_read(key)
         if cached is not None:
@@ -259,6 +269,10 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
     )
+    if toolchain:
+        report = report.replace(machine=_machine_code(source, arch, configs, report, cuda_home))
+    if passes:
+        report = report.replace(passes=_adapter.pass_trace(source, arch, configs))
     if lowered.transient_failures:
         _cache_forget(key)  # a stale entry must not outlive this run either
     else:
@@ -275,3 +289,21 @@ def _checked(desc, arch: str):
     from ._tma_rules import with_checks
 
     return with_checks(desc, arch)
+
+
+def _machine_code(source: Any, arch: str, configs: dict[str, Any], report: KernelReport, cuda_home: Any):
+    """PTX/SASS/resources of the report's device source, with the Python line of each device line."""
+    import linecache
+
+    from . import _adapter
+    from ._toolchain import machine_code, strip_line_directives
+
+    with_lines = _adapter.device_source_with_line_directives(source, arch, configs)
+    stripped, origins = strip_line_directives(with_lines, is_user_file=lambda f: not _adapter.is_tilelang_file(f))
+    if stripped != report.sources.device:
+        origins = ()  # the line-directive build differs from the one shown: its lines would mislead
+    files = list(dict.fromkeys(o.file for o in origins if o.user))
+    python_sources = tuple((f, "".join(linecache.getlines(f))) for f in files if linecache.getlines(f))
+    return machine_code(report.sources.device, arch, include_dirs=_adapter.device_include_dirs(),
+                        kernels=report.kernels, origins=origins, python_sources=python_sources,
+                        cuda_home=cuda_home)

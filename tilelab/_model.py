@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from ._machine import MachineCode, PassTrace
+
 Dim = Union[int, str]
 
 SCHEMA_VERSION = 1
@@ -565,6 +567,9 @@ class KernelReport:
     versions: tuple[tuple[str, str], ...] = ()
     cache_key: str | None = None  # the JIT cache key parts, as text
     pass_configs: tuple[tuple[str, str], ...] = ()
+    # Opt-in tiers: what the CUDA toolchain made of the device source, and TileLang's passes.
+    machine: MachineCode | None = None
+    passes: PassTrace | None = None
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -601,6 +606,8 @@ class KernelReport:
             "versions": dict(self.versions),
             "cache_key": self.cache_key,
             "pass_configs": dict(self.pass_configs),
+            "machine": self.machine.to_dict() if self.machine else None,
+            "passes": self.passes.to_dict() if self.passes else None,
         }
 
     @classmethod
@@ -625,6 +632,8 @@ class KernelReport:
             versions=tuple((d.get("versions") or {}).items()),
             cache_key=d.get("cache_key"),
             pass_configs=tuple((d.get("pass_configs") or {}).items()),
+            machine=MachineCode.from_dict(d["machine"]) if d.get("machine") else None,
+            passes=PassTrace.from_dict(d["passes"]) if d.get("passes") else None,
         )
 
     def to_json(self, indent: int | None = None) -> str:

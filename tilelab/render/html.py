@@ -20,13 +20,14 @@ from typing import Any, Iterable, Sequence
 
 from .._model import BACKENDS, KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
 from .code import STYLE_CSS as CODE_CSS
+from . import machine
 from .code import LineMark, highlight_code
 from .text import dims, pdl_text, size_text
 
-SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments")
+SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
 SECTION_TITLES = {
     "summary": "Summary", "cuda": "CUDA", "launcher": "Launcher", "tma": "TMA", "wgmma": "WGMMA",
-    "layouts": "Layouts", "arguments": "Arguments",
+    "layouts": "Layouts", "arguments": "Arguments", "lines": "Lines", "ptx": "PTX", "sass": "SASS", "ir": "IR passes",
 }
 # Sections open by default in the static report; sources start folded.
 _OPEN = {"summary", "tma", "wgmma"}
@@ -239,6 +240,7 @@ def summary_html(report: KernelReport) -> str:
         ))
     if report.notes:
         out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
+    out.append(machine.resources_html(report, report_id(report)))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
@@ -247,8 +249,10 @@ def summary_html(report: KernelReport) -> str:
 def cuda_html(report: KernelReport) -> str:
     rid = report_id(report)
     text = report.sources.device
+    marks = {n: [LineMark(href, label, title) for href, label, title in items]
+             for n, items in machine.cuda_marks(report, rid).items()}
     return (f'<details class="tl-sub"><summary>device code ({_lines(text)} lines)</summary>'
-            f"{highlight_code(text, 'cuda', anchor_prefix=f'{rid}-cuda')}</details>")
+            f"{highlight_code(text, 'cuda', anchor_prefix=f'{rid}-cuda', marks=marks)}</details>")
 
 
 @functools.lru_cache(maxsize=64)
@@ -507,7 +511,19 @@ def arguments_html(report: KernelReport) -> str:
 _SECTION_BODIES = {
     "summary": summary_html, "cuda": cuda_html, "launcher": launcher_html, "tma": tma_html,
     "wgmma": wgmma_html, "layouts": layouts_html, "arguments": arguments_html,
+    "lines": lambda r: machine.lines_html(r, report_id(r)), "ptx": lambda r: machine.ptx_html(r, report_id(r)),
+    "sass": lambda r: machine.sass_html(r, report_id(r)), "ir": lambda r: machine.ir_html(r, report_id(r)),
 }
+
+
+def default_sections(report: KernelReport) -> tuple[str, ...]:
+    """Every section with something to show: the opt-in tiers only when they were computed."""
+    skip = set()
+    if report.machine is None:
+        skip |= {"lines", "ptx", "sass"}
+    if report.passes is None:
+        skip.add("ir")
+    return tuple(s for s in SECTIONS if s not in skip)
 
 
 def section_title(report: KernelReport, name: str) -> str:
@@ -547,7 +563,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     ``extra`` appends (title, markup) sections after the report's own, open (the inspector puts
     its Timing results there); the markup is inserted as is, the title escaped.
     """
-    chosen = tuple(sections) if sections is not None else SECTIONS
+    chosen = tuple(sections) if sections is not None else default_sections(report)
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 from .._model import BACKENDS, KernelReport
 from ..render import html as render
 
-TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments")
+TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
 
 
 def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -40,7 +40,7 @@ class Inspector(widgets.Tab):
     def __init__(self, report: KernelReport, *, show: Sequence[str] | str | None = None,
                  timing: Sequence[Any] = (), **kwargs: Any) -> None:
         self.report = report
-        self.tabs = parse_tabs(show)
+        self.tabs = parse_tabs(show) if show is not None else render.default_sections(report)
         children, titles = [], []
         for name in self.tabs:
             children.append(self._view(name))

@@ -1,0 +1,204 @@
+"""Pure records of what the CUDA toolchain made of a kernel's device source, and of TileLang's passes.
+
+``MachineCode``: PTX and SASS with, for each of their lines, the device-CUDA line it came from
+(the toolchain's own line info), ptxas's resource counts per kernel, the theoretical occupancy,
+and, from TileLang's ``#line`` directives, the Python line each device line came from.
+``PassTrace``: TileLang's lowering pipeline pass by pass. Nothing here imports TileLang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .occupancy import Occupancy
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """``ptxas -v`` for one ``__global__`` function."""
+
+    kernel: str
+    registers: int
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    stack_bytes: int = 0
+    static_shared_bytes: int = 0
+    dynamic_shared_bytes: int = 0  # from the launch configuration, not from ptxas
+    barriers: int = 0
+    constant_bytes: int = 0
+    occupancy: Occupancy | None = None
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.spill_store_bytes or self.spill_load_bytes)
+
+    def flags(self) -> list[str]:
+        """Sentences for what deserves attention: spills and occupancy limits."""
+        out = []
+        if self.spills:
+            out.append(f"{self.kernel} spills registers: {self.spill_store_bytes} bytes stored and "
+                       f"{self.spill_load_bytes} bytes loaded per thread through local memory")
+        occ = self.occupancy
+        if occ is not None and occ.blocks_per_sm == 0:
+            out.append(f"{self.kernel} {occ.sentence()}")
+        elif occ is not None and occ.limited:
+            out.append(f"{self.kernel}: occupancy {occ.sentence()}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "registers": self.registers, "spill_store_bytes": self.spill_store_bytes,
+            "spill_load_bytes": self.spill_load_bytes, "stack_bytes": self.stack_bytes,
+            "static_shared_bytes": self.static_shared_bytes, "dynamic_shared_bytes": self.dynamic_shared_bytes,
+            "barriers": self.barriers, "constant_bytes": self.constant_bytes,
+            "occupancy": self.occupancy.to_dict() if self.occupancy else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KernelResources:
+        occ = d.get("occupancy")
+        return cls(
+            kernel=d["kernel"], registers=int(d["registers"]), spill_store_bytes=int(d.get("spill_store_bytes", 0)),
+            spill_load_bytes=int(d.get("spill_load_bytes", 0)), stack_bytes=int(d.get("stack_bytes", 0)),
+            static_shared_bytes=int(d.get("static_shared_bytes", 0)),
+            dynamic_shared_bytes=int(d.get("dynamic_shared_bytes", 0)), barriers=int(d.get("barriers", 0)),
+            constant_bytes=int(d.get("constant_bytes", 0)),
+            occupancy=Occupancy.from_dict(occ) if occ else None,
+        )
+
+
+@dataclass(frozen=True)
+class SourceOrigin:
+    """Where a run of device-CUDA lines came from, per TileLang's ``#line`` directive."""
+
+    first: int  # device lines first..last (1-based, in the source tilelab shows)
+    last: int
+    file: str
+    line: int
+    user: bool  # False for lines inside TileLang's own Python (its GEMM macros, ...)
+
+    def to_dict(self) -> list[Any]:
+        return [self.first, self.last, self.file, self.line, self.user]
+
+    @classmethod
+    def from_dict(cls, d: list[Any]) -> SourceOrigin:
+        return cls(int(d[0]), int(d[1]), str(d[2]), int(d[3]), bool(d[4]))
+
+
+@dataclass(frozen=True)
+class MachineCode:
+    """PTX, SASS, resources and line links for a report's device source.
+
+    ``ptx_device_lines[i]`` / ``sass_device_lines[i]``: the device-CUDA line that line ``i + 1`` of
+    the PTX / SASS text belongs to (0: none, e.g. a directive or label). ``missing`` says why
+    there is no machine code (no toolchain, a failed compile) and what to do about it.
+    """
+
+    arch: str
+    ptx: str = ""
+    sass: str = ""
+    ptx_device_lines: tuple[int, ...] = ()
+    sass_device_lines: tuple[int, ...] = ()
+    resources: tuple[KernelResources, ...] = ()
+    origins: tuple[SourceOrigin, ...] = ()
+    python_sources: tuple[tuple[str, str], ...] = ()  # (file, text) of the user's files that #line names
+    tools: tuple[tuple[str, str], ...] = ()  # (tool, path and version)
+    missing: str | None = None
+    log: str = ""  # the compiler's diagnostics when it failed
+
+    # -- queries ---------------------------------------------------------------------------
+    def origin(self, device_line: int) -> SourceOrigin | None:
+        for item in self.origins:
+            if item.first <= device_line <= item.last:
+                return item
+        return None
+
+    def device_lines_of(self, file: str, line: int) -> list[int]:
+        """Device-CUDA lines that a Python line generated."""
+        return [n for o in self.origins if o.file == file and o.line == line for n in range(o.first, o.last + 1)]
+
+    def sass_lines_of(self, device_line: int) -> list[int]:
+        return [i + 1 for i, d in enumerate(self.sass_device_lines) if d == device_line]
+
+    def ptx_lines_of(self, device_line: int) -> list[int]:
+        return [i + 1 for i, d in enumerate(self.ptx_device_lines) if d == device_line]
+
+    def flags(self) -> list[str]:
+        return [f for r in self.resources for f in r.flags()]
+
+    def resource(self, kernel: str) -> KernelResources:
+        for item in self.resources:
+            if item.kernel == kernel:
+                return item
+        raise KeyError(f"no resources for kernel {kernel!r}; have {[r.kernel for r in self.resources]}")
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch, "ptx": self.ptx, "sass": self.sass,
+            "ptx_device_lines": list(self.ptx_device_lines), "sass_device_lines": list(self.sass_device_lines),
+            "resources": [r.to_dict() for r in self.resources], "origins": [o.to_dict() for o in self.origins],
+            "python_sources": [list(x) for x in self.python_sources], "tools": [list(x) for x in self.tools],
+            "missing": self.missing, "log": self.log,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MachineCode:
+        return cls(
+            arch=d["arch"], ptx=d.get("ptx", ""), sass=d.get("sass", ""),
+            ptx_device_lines=tuple(int(x) for x in d.get("ptx_device_lines", ())),
+            sass_device_lines=tuple(int(x) for x in d.get("sass_device_lines", ())),
+            resources=tuple(KernelResources.from_dict(r) for r in d.get("resources", ())),
+            origins=tuple(SourceOrigin.from_dict(o) for o in d.get("origins", ())),
+            python_sources=tuple((str(a), str(b)) for a, b in d.get("python_sources", ())),
+            tools=tuple((str(a), str(b)) for a, b in d.get("tools", ())),
+            missing=d.get("missing"), log=d.get("log", ""),
+        )
+
+
+@dataclass(frozen=True)
+class PassStep:
+    """One top-level pass of TileLang's lowering pipeline."""
+
+    name: str
+    seconds: float
+    changed: bool
+    diff: str = ""  # unified diff of the TVMScript, when changed (may be cut, see ``diff_cut``)
+    diff_cut: bool = False
+    phase: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "seconds": self.seconds, "changed": self.changed, "diff": self.diff,
+                "diff_cut": self.diff_cut, "phase": self.phase}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PassStep:
+        return cls(d["name"], float(d["seconds"]), bool(d["changed"]), d.get("diff", ""),
+                   bool(d.get("diff_cut", False)), d.get("phase"))
+
+
+@dataclass(frozen=True)
+class PassTrace:
+    """TileLang's lowering, pass by pass, as its own pass instrumentation saw it."""
+
+    steps: tuple[PassStep, ...]
+    input_script: str = ""
+
+    @property
+    def changed(self) -> tuple[PassStep, ...]:
+        return tuple(s for s in self.steps if s.changed)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": [s.to_dict() for s in self.steps], "input_script": self.input_script}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PassTrace:
+        return cls(tuple(PassStep.from_dict(s) for s in d.get("steps", ())), d.get("input_script", ""))
+
+
+__all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin"]

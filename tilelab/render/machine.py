@@ -1,0 +1,266 @@
+"""HTML for the toolchain tier (PTX, SASS, resources, line links) and the IR pass tab.
+
+Functions of a KernelReport only: every fact was derived before (``tilelab._toolchain``,
+``tilelab.occupancy``, TileLang's pass instrumentation); here it is laid out and escaped.
+Anchors: ``{rid}-ptx-L{n}``, ``{rid}-sass-L{n}`` (line n of the shown listing), ``{rid}-cuda-L{n}``
+(the CUDA tab), ``{rid}-py{f}-L{n}`` (line n of the f-th Python file).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from typing import Any
+
+from .._machine import MachineCode
+from .._model import KernelReport
+
+# Listings longer than this are cut in the HTML (the record keeps the whole text).
+MAX_LISTING_LINES = 4000
+NOT_ASKED = ("Not computed: the toolchain tier is opt-in. Use <code>tilelab.inspect(kernel, toolchain=True)</code> "
+             "or <code>%%tilelang --sass</code> (needs nvcc and ptxas; "
+             '<code>pip install "tilelab[toolchain]"</code> provides them).')
+IR_NOT_ASKED = ("Not recorded: use <code>tilelab.inspect(kernel, passes=True)</code> or "
+                "<code>%%tilelang --passes</code> to record TileLang's lowering pass by pass.")
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+
+
+def _missing(mc: MachineCode | None) -> str | None:
+    if mc is None:
+        return f'<p class="tl-absent">{NOT_ASKED}</p>'
+    if mc.missing and not mc.ptx and not mc.sass:
+        log = (f'<details class="tl-sub"><summary>compiler log</summary><pre>{esc(mc.log)}</pre></details>'
+               if mc.log else "")
+        return f'<p class="tl-absent">&#9888; {esc(mc.missing)}</p>{log}'
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Summary additions
+# --------------------------------------------------------------------------------------------
+
+
+def resources_html(report: KernelReport, rid: str) -> str:
+    """Resources and occupancy per kernel, and the flags (spills, occupancy limits)."""
+    mc = report.machine
+    if mc is None:
+        return ""
+    if not mc.resources:
+        return f'<p class="tl-absent">&#9888; machine code: {esc(mc.missing or "no resources reported")}</p>'
+    rows, attrs = [], []
+    for r in mc.resources:
+        occ = r.occupancy
+        rows.append("".join(f"<td>{c}</td>" for c in (
+            esc(r.kernel), r.registers, f"{r.spill_store_bytes} / {r.spill_load_bytes}", r.stack_bytes,
+            esc(_size(r.static_shared_bytes)), esc(_size(r.dynamic_shared_bytes)),
+            esc(occ.sentence()) if occ else "unknown (symbolic launch shape)",
+            esc(", ".join(f"{k} {v}" for k, v in occ.limit_blocks)) if occ else "-",
+        )))
+        attrs.append(' class="tl-problem"' if r.flags() else "")
+    head = "".join(f"<th>{h}</th>" for h in ("kernel", "registers / thread", "spill stores / loads (B)", "stack (B)",
+                                             "static smem", "dynamic smem", f"occupancy on {esc(mc.arch)}",
+                                             "blocks / SM allowed by"))
+    body = "".join(f"<tr{a}>{r}</tr>" for r, a in zip(rows, attrs))
+    out = f'<table class="tl-table"><tr>{head}</tr>{body}</table>'
+    flags = mc.flags()
+    if flags:
+        out += '<ul class="tl-problems">' + "".join(f"<li>&#9888; {esc(f)}</li>" for f in flags) + "</ul>"
+    out += ('<p class="tl-muted">ptxas -v via ' + esc(", ".join(f"{k} {v}" for k, v in mc.tools)) + "</p>")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Listings
+# --------------------------------------------------------------------------------------------
+
+
+def _shown_ptx(mc: MachineCode) -> list[tuple[int, str, int]]:
+    """(PTX line number, text, device line) for the lines worth showing (no .loc/.file noise)."""
+    out = []
+    for i, text in enumerate(mc.ptx.split("\n")):
+        s = text.strip()
+        if s.startswith((".loc", ".file", "$L__info", "//")) or (not s and out and not out[-1][1].strip()):
+            continue
+        out.append((i + 1, text, mc.ptx_device_lines[i] if i < len(mc.ptx_device_lines) else 0))
+    return out
+
+
+def _shown_sass(mc: MachineCode) -> list[tuple[int, str, int]]:
+    return [(i + 1, text, mc.sass_device_lines[i] if i < len(mc.sass_device_lines) else 0)
+            for i, text in enumerate(mc.sass.split("\n"))]
+
+
+def _listing(rows: list[tuple[int, str, int]], rid: str, kind: str, mc: MachineCode) -> str:
+    """A <pre> in which each run of lines from one device line starts with an anchor and a link to it.
+
+    Only run starts carry markup (an id and the link): a Hopper GEMM's SASS is ~2,000 lines and
+    per-line spans would triple its weight.
+    """
+    total = len(rows)
+    rows = rows[:MAX_LISTING_LINES]
+    out = [f'<pre class="tl-src tl-asm" data-lines="{total}">']
+    previous = None
+    for number, text, device in rows:
+        text = " ".join(text.split()) if kind == "sass" else text.replace("\t", "  ")
+        if device and device != previous:
+            origin = mc.origin(device)
+            where = f" {origin.file.rsplit('/', 1)[-1]}:{origin.line}" if origin else ""
+            out.append(f'<span class="tl-mark" id="{rid}-{kind}-L{number}">{esc(text)} '
+                       f'<a class="tl-back" href="#{rid}-cuda-L{device}">CUDA {device}{esc(where)}</a></span>\n')
+        else:
+            out.append(esc(text) + "\n")
+        previous = device or previous
+    out.append("</pre>")
+    if total > MAX_LISTING_LINES:
+        out.append(f'<p class="tl-muted">first {MAX_LISTING_LINES} of {total} lines shown; the whole text is in '
+                   f"report.machine.{kind}</p>")
+    return "".join(out)
+
+
+def ptx_html(report: KernelReport, rid: str) -> str:
+    missing = _missing(report.machine)
+    if missing:
+        return missing
+    mc = report.machine
+    assert mc is not None
+    return f'<p class="tl-muted">PTX from nvcc -lineinfo for {esc(mc.arch)}</p>' + _listing(_shown_ptx(mc), rid, "ptx", mc)
+
+
+def sass_html(report: KernelReport, rid: str) -> str:
+    missing = _missing(report.machine)
+    if missing:
+        return missing
+    mc = report.machine
+    assert mc is not None
+    note = f'<p class="tl-absent">&#9888; {esc(mc.missing)}</p>' if mc.missing else ""
+    if not mc.sass:
+        return note
+    ops = Counter(_opcode(t) for _, t, _d in _shown_sass(mc) if _opcode(t))
+    top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
+    return (note + f'<p class="tl-muted">SASS for {esc(mc.arch)} ({sum(ops.values())} instructions; most frequent: '
+            f"{esc(top)})</p>" + _listing(_shown_sass(mc), rid, "sass", mc))
+
+
+def _opcode(text: str) -> str | None:
+    import re
+
+    m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
+    return m.group(1).split(".")[0] if m else None
+
+
+# --------------------------------------------------------------------------------------------
+# Python line -> device line -> PTX/SASS
+# --------------------------------------------------------------------------------------------
+
+
+def cuda_marks(report: KernelReport, rid: str) -> dict[int, list[tuple[str, str, str]]]:
+    """Per device line: (href, label, title) links to its Python line and first SASS/PTX line."""
+    mc = report.machine
+    if mc is None:
+        return {}
+    files = [f for f, _ in mc.python_sources]
+    first_sass: dict[int, int] = {}
+    for i, d in enumerate(mc.sass_device_lines):
+        if d and d not in first_sass:
+            first_sass[d] = i + 1
+    counts = Counter(d for d in mc.sass_device_lines if d)
+    marks: dict[int, list[tuple[str, str, str]]] = {}
+    for o in mc.origins:
+        for n in range(o.first, o.last + 1):
+            name = o.file.rsplit("/", 1)[-1]
+            href = f"#{rid}-py{files.index(o.file)}-L{o.line}" if o.file in files else f"#{rid}-lines"
+            marks.setdefault(n, []).append((href, f"{name}:{o.line}", o.file))
+    for d, line in first_sass.items():
+        marks.setdefault(d, []).append((f"#{rid}-sass-L{line}", f"SASS x{counts[d]}", "first SASS instruction"))
+    return marks
+
+
+def lines_html(report: KernelReport, rid: str) -> str:
+    """The user's Python lines, each with the device lines and the SASS they became."""
+    missing = _missing(report.machine)
+    if missing:
+        return missing
+    mc = report.machine
+    assert mc is not None
+    if not mc.origins:
+        return ('<p class="tl-absent">No #line directives could be matched to this device source, so its lines '
+                "are not linked to Python lines.</p>")
+    sass_lines = mc.sass.split("\n") if mc.sass else []
+    device_lines = report.sources.device.split("\n")
+    out = []
+    groups: dict[tuple[str, int], list[int]] = {}
+    for o in mc.origins:
+        groups.setdefault((o.file, o.line), []).extend(range(o.first, o.last + 1))
+    files = [f for f, _ in mc.python_sources]
+    texts = dict(mc.python_sources)
+    rows = []
+    for (file, line), devs in groups.items():
+        src_line = texts[file].split("\n")[line - 1].strip() if file in texts and line <= texts[file].count("\n") + 1 else ""
+        sass = [n for d in devs for n in mc.sass_lines_of(d)]
+        ops = Counter(_opcode(sass_lines[n - 1]) for n in sass if n <= len(sass_lines))
+        ops.pop(None, None)
+        user = file in files
+        anchor = f' id="{rid}-py{files.index(file)}-L{line}"' if user else ""
+        cuda = ", ".join(f'<a href="#{rid}-cuda-L{d}">{d}</a>' for d in sorted(set(devs))[:12])
+        first = f' <a href="#{rid}-sass-L{sass[0]}">first</a>' if sass else ""
+        where = f"{file.rsplit('/', 1)[-1]}:{line}" + ("" if user else " (inside TileLang)")
+        excerpt = esc(device_lines[devs[0] - 1].strip()[:120]) if devs and devs[0] <= len(device_lines) else ""
+        rows.append(f"<tr{anchor}><td><code>{esc(where)}</code></td><td><code>{esc(src_line[:100])}</code></td>"
+                    f"<td>{cuda}<br><code class=\"tl-muted\">{excerpt}</code></td>"
+                    f'<td class="tl-num">{len(sass)}{first}</td>'
+                    f"<td>{esc(', '.join(f'{k} {v}' for k, v in ops.most_common(6)))}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("Python line", "source", "device CUDA lines", "SASS instructions",
+                                             "opcodes"))
+    out.append(f'<table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>')
+    out.append('<p class="tl-muted">From TileLang\'s #line directives (pass config tl.emit_line_directives) and the '
+               "toolchain's line info; lines inside TileLang are its macros (e.g. the GEMM lowering).</p>")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# IR passes
+# --------------------------------------------------------------------------------------------
+
+MAX_DIFF_HTML_LINES = 40  # per pass; the record keeps up to 400
+
+
+def ir_html(report: KernelReport, rid: str) -> str:
+    trace = report.passes
+    if trace is None:
+        return f'<p class="tl-absent">{IR_NOT_ASKED}</p>'
+    rows = []
+    for i, step in enumerate(trace.steps):
+        state = '<span class="tl-ok">changed</span>' if step.changed else '<span class="tl-muted">unchanged</span>'
+        diff = ""
+        if step.changed:
+            lines = step.diff.split("\n")
+            shown = "".join(_diff_line(t) for t in lines[:MAX_DIFF_HTML_LINES])
+            more = (f"\n... {len(lines) - MAX_DIFF_HTML_LINES} more diff lines" if len(lines) > MAX_DIFF_HTML_LINES else "")
+            more += "\n... diff cut by the recorder" if step.diff_cut else ""
+            diff = (f'<details class="tl-sub"><summary>diff ({len(lines)} lines)</summary>'
+                    f'<pre class="tl-src">{shown}{esc(more)}</pre></details>')
+        rows.append(f'<tr id="{rid}-pass-{i}"><td class="tl-num">{i + 1}</td><td><code>{esc(step.name)}</code></td>'
+                    f'<td>{state}</td><td class="tl-num">{step.seconds * 1000:.2f}</td><td>{diff}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("#", "pass", "", "ms", "TVMScript diff"))
+    summary = (f"<p>{len(trace.steps)} passes, {len(trace.changed)} changed the module, "
+               f"{trace.total_seconds * 1000:.1f} ms in all (TileLang's pass instrumentation).</p>")
+    return summary + f'<table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _diff_line(text: str) -> str:
+    color = ""
+    if text.startswith("+") and not text.startswith("+++"):
+        color = ' style="background:rgba(46,160,67,.18)"'
+    elif text.startswith("-") and not text.startswith("---"):
+        color = ' style="background:rgba(229,57,53,.16)"'
+    return f"<span{color}>{esc(text)}\n</span>"
+
+
+__all__ = ["cuda_marks", "ir_html", "lines_html", "ptx_html", "resources_html", "sass_html"]
