@@ -33,6 +33,7 @@ _LAZY = {
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
+    "profile": (".launch._profile", "profile"),
 }
 
 
@@ -70,6 +71,7 @@ __all__ = [
     "has_gpu",
     "inspect",
     "load_ipython_extension",
+    "profile",
     "run",
     "sweep",
     "swizzle_explorer",

@@ -1269,3 +1269,8 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
         seconds = top[i].duration_s if i < len(top) and top[i].name == event.name else 0.0
         steps.append(PassStep(event.name, seconds, changed, diff, cut, event.phase))
     return PassTrace(tuple(steps), state.get("input") or "")
+
+
+def prim_func_json(prim_func: Any) -> str:
+    """TVM's own JSON serialisation of a prim_func (read back with ``tvm.ir.load_json``)."""
+    return tilelang().tvm.ir.save_json(prim_func)

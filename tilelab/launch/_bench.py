@@ -18,12 +18,14 @@ Samples are milliseconds per launch. Tests never call the timing loops; the benc
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
 import time
 from typing import Any, Callable, Sequence
 
-from . import _inputs
+from . import _inputs, _stability
 from ._run import (Prepared, call_kernel, check_tma_alignment, device_name, is_out_of_memory, is_tilelang_kernel,
                    launch_error, out_of_memory_error, prepare_kernel, require_gpu)
 from .models import BENCH_MODES, BenchResult
@@ -215,7 +217,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           min_rep: int = 10, max_rep: int = 10_000, flush_l2: bool | None = None, rotate: int | None = None,
           idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
-          seed: int | None = None, name: str | None = None, **sizes: int) -> BenchResult:
+          seed: int | None = None, name: str | None = None, ci_target: float | None = None,
+          max_rounds: int = 20, telemetry: bool = True, **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -227,7 +230,13 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
     ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
     ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
+    ``ci_target`` (e.g. 0.005): measure again, up to ``max_rounds`` rounds in all, until the
+    95% confidence interval of the median is within +-ci_target of it; the result carries the
+    interval either way. ``telemetry``: sample clocks, power, temperature and throttle reasons
+    through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
     """
+    if ci_target is not None and not (isinstance(ci_target, (int, float)) and 0 < ci_target < 1):
+        raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {ci_target!r}")
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
     if rep_ms is None:
@@ -298,23 +307,57 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     n_warmup = max(1, int(warmup_ms / estimate))
     n_rep = int(min(max_rep, max(min_rep, rep_ms / estimate)))
     method = BENCH_MODES[mode]
-    if mode == "sustained":
-        samples = time_sustained(torch, fns, n_warmup, n_rep, flush_buf)
-    elif mode == "isolated":
-        n_rep = isolated_reps(estimate, idle_ms, rep_ms, min_rep, max_rep)
-        samples = time_isolated(torch, fns, min(n_warmup, 3), n_rep, flush_buf, idle_ms, rep_ms, min_rep)
-        method += (f"; idle {idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time budget of "
-                   f"{rep_ms:g} ms that counts the idle gaps (at most {ISOLATED_MAX_REP})")
-    else:
-        if flush_l2:
-            notes.append("no L2 flush inside a CUDA graph: flush_l2 ignored")
-        batch = graph_launches(graph_batch, n_copies)
-        samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // batch), batch)
-        method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
-                                                      if n_copies > 1 else "")
-    return BenchResult(
+    sampler = _telemetry_sampler(torch) if telemetry else None
+    with sampler if sampler is not None else contextlib.nullcontext():
+        if mode == "sustained":
+            samples = time_sustained(torch, fns, n_warmup, n_rep, flush_buf)
+        elif mode == "isolated":
+            n_rep = isolated_reps(estimate, idle_ms, rep_ms, min_rep, max_rep)
+            samples = time_isolated(torch, fns, min(n_warmup, 3), n_rep, flush_buf, idle_ms, rep_ms, min_rep)
+            method += (f"; idle {idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time budget of "
+                       f"{rep_ms:g} ms that counts the idle gaps (at most {ISOLATED_MAX_REP})")
+        else:
+            if flush_l2:
+                notes.append("no L2 flush inside a CUDA graph: flush_l2 ignored")
+            batch = graph_launches(graph_batch, n_copies)
+            samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // batch), batch)
+            method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
+                                                          if n_copies > 1 else "")
+        rounds = 1
+        while ci_target is not None and rounds < max_rounds and _stability.relative_half_width(samples) > ci_target:
+            rounds += 1
+            if mode == "sustained":
+                samples += time_sustained(torch, fns, 1, n_rep, flush_buf)
+            elif mode == "isolated":
+                samples += time_isolated(torch, fns, 1, n_rep, flush_buf, idle_ms, rep_ms, min_rep)
+            else:
+                samples += time_graph(torch, fns, 1, max(min_rep, n_rep // batch), batch)
+    ci = _stability.median_ci(samples) if len(samples) >= 6 else None
+    if ci_target is not None:
+        reached = _stability.relative_half_width(samples) <= ci_target
+        notes.append(f"{rounds} round(s) of measurement until the median's 95% interval was "
+                     + (f"within +-{100 * ci_target:g}%" if reached else
+                        f"still wider than +-{100 * ci_target:g}% (max_rounds={max_rounds} reached)"))
+    tele = sampler.result() if sampler is not None else None
+    if tele is not None and tele.throttled:
+        notes.append("the GPU throttled during this measurement (" + ", ".join(tele.reasons) + "): "
+                     "the timings are slower than the GPU's sustained rate")
+    return BenchResult(telemetry=tele, ci_ms=ci, ci_target=ci_target,
         kernel=kname or "kernel", samples_ms=tuple(float(s) for s in samples), mode=mode, method=method,
         flops=flops, bytes=bytes, device=device_name(), backend=backend_used,
         sizes=tuple(sorted(bound.items())), l2_flush=bool(flush and mode != "graph"), rotating_copies=n_copies,
         warmup=n_warmup, notes=tuple(notes),
     )
+
+
+def _telemetry_sampler(torch: Any):
+    """An NVML sampler for the current CUDA device (NVML counts devices as CUDA does by PCI bus)."""
+    from ._telemetry import NvmlSampler
+
+    index = torch.cuda.current_device()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        parts = [p.strip() for p in visible.split(",") if p.strip()]
+        if index < len(parts) and parts[index].isdigit():
+            index = int(parts[index])
+    return NvmlSampler(index)

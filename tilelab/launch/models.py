@@ -16,6 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._telemetry import Telemetry
+
 __all__ = [
     "BenchResult",
     "Ceilings",
@@ -265,6 +267,20 @@ class BenchResult:
     rotating_copies: int = 1
     warmup: int = 0
     notes: tuple[str, ...] = ()
+    telemetry: Telemetry | None = None  # NVML samples taken during the measurement
+    ci_ms: tuple[float, float] | None = None  # 95% confidence interval of the median
+    ci_target: float | None = None  # the relative half-width asked for, if any
+
+    @property
+    def ci_half_width(self) -> float | None:
+        """Half the median's 95% interval over the median (0.005: +-0.5%)."""
+        if not self.ci_ms or not self.median_ms:
+            return None
+        return (self.ci_ms[1] - self.ci_ms[0]) / 2 / self.median_ms
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.telemetry is not None and self.telemetry.throttled)
 
     @property
     def median_ms(self) -> float:
@@ -318,7 +334,8 @@ class BenchResult:
             "spread": self.spread, "flops": self.flops, "bytes": self.bytes, "tflops": self.tflops,
             "gbps": self.gbps, "device": self.device, "backend": self.backend, "sizes": dict(self.sizes),
             "l2_flush": self.l2_flush, "rotating_copies": self.rotating_copies, "warmup": self.warmup,
-            "notes": list(self.notes),
+            "notes": list(self.notes), "telemetry": self.telemetry.to_dict() if self.telemetry else None,
+            "ci_ms": list(self.ci_ms) if self.ci_ms else None, "ci_target": self.ci_target,
         }
 
     @classmethod
@@ -330,6 +347,9 @@ class BenchResult:
             sizes=tuple((k, int(v)) for k, v in (d.get("sizes") or {}).items()),
             l2_flush=bool(d.get("l2_flush", True)), rotating_copies=int(d.get("rotating_copies", 1)),
             warmup=int(d.get("warmup", 0)), notes=tuple(d.get("notes", ())),
+            telemetry=Telemetry.from_dict(d["telemetry"]) if d.get("telemetry") else None,
+            ci_ms=tuple(float(x) for x in d["ci_ms"]) if d.get("ci_ms") else None,  # type: ignore[arg-type]
+            ci_target=d.get("ci_target"),
         )
 
     def summary(self) -> str:
@@ -338,14 +358,18 @@ class BenchResult:
             rate.append(f"{self.tflops:.1f} TFLOP/s")
         if self.gbps is not None:
             rate.append(f"{self.gbps:.0f} GB/s")
-        return (f"median {self.median_ms:.4f} ms (min {self.min_ms:.4f}, spread {100 * self.spread:.2f}%, "
-                f"n={len(self.samples_ms)})" + (", " + ", ".join(rate) if rate else ""))
+        ci = (f", 95% CI +-{100 * self.ci_half_width:.2f}%" if self.ci_half_width is not None else "")
+        flag = ", THROTTLED" if self.throttled else ""
+        return (f"median {self.median_ms:.4f} ms (min {self.min_ms:.4f}, spread {100 * self.spread:.2f}%{ci}, "
+                f"n={len(self.samples_ms)}{flag})" + (", " + ", ".join(rate) if rate else ""))
 
     def __repr__(self) -> str:
         lines = [f"{self.kernel} [{self.mode}] {self.summary()}",
                  f"  method: {self.method or BENCH_MODES.get(self.mode, self.mode)}"]
         if self.device:
             lines.append(f"  device: {self.device}" + (f", backend {self.backend}" if self.backend else ""))
+        if self.telemetry is not None:
+            lines.append(f"  telemetry: {self.telemetry.summary()}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -358,6 +382,11 @@ class BenchResult:
                 ["TFLOP/s", _fmt(self.tflops, ".1f")], ["GB/s", _fmt(self.gbps, ".0f")],
                 ["mode", self.mode], ["method", self.method or BENCH_MODES.get(self.mode, "")],
                 ["device", self.device], ["backend", self.backend]]
+        if self.ci_ms:
+            rows.insert(2, ["median 95% interval", f"{self.ci_ms[0]:.4f} - {self.ci_ms[1]:.4f} ms "
+                                                    f"(+-{100 * (self.ci_half_width or 0):.2f}%)"])
+        if self.telemetry is not None:
+            rows.append(["GPU telemetry", self.telemetry.summary()])
         notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
         return f"<div><b>{_esc(self.kernel)}</b>{_table(['', ''], rows)}{notes}</div>"
 

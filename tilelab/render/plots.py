@@ -44,9 +44,23 @@ def samples_plot(result: Any):
     samples = list(result.samples_ms)
     ax.plot(range(len(samples)), samples, ".", markersize=3, label="samples")
     ax.axhline(result.median_ms, color="C1", label=f"median {result.median_ms:.4f} ms")
+    ci = getattr(result, "ci_ms", None)
+    if ci:
+        ax.axhspan(ci[0], ci[1], color="C1", alpha=0.2, label="median 95% interval")
     ax.set_xlabel("launch")
     ax.set_ylabel("ms")
-    ax.set_title(f"{result.kernel} [{result.mode}]", fontsize=10)
+    tele = getattr(result, "telemetry", None)
+    title = f"{result.kernel} [{result.mode}]"
+    if tele is not None and tele.samples and len(samples) > 1:
+        # SM clock over the measurement, stretched onto the launch axis (NVML samples by time)
+        span = tele.samples[-1][0] or 1.0
+        twin = ax.twinx()
+        twin.plot([s[0] / span * (len(samples) - 1) for s in tele.samples], [s[1] for s in tele.samples],
+                  color="C2", linewidth=1, label="SM clock (MHz)")
+        twin.set_ylabel("SM MHz", color="C2")
+        if tele.throttled:
+            title += "  THROTTLED: " + ", ".join(tele.reasons)
+    ax.set_title(title, fontsize=10, color="C3" if tele is not None and tele.throttled else None)
     ax.legend(fontsize=8, loc="upper right")
     return fig
 

@@ -1,0 +1,82 @@
+"""Median confidence intervals, telemetry records and the Profile record/parsers (no GPU needed)."""
+
+import math
+import random
+
+import pytest
+
+from tilelab.launch._stability import median_ci, relative_half_width
+from tilelab.launch._telemetry import NvmlSampler, Telemetry
+from tilelab.launch.models import BenchResult
+from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
+
+
+def test_median_ci_ranks_by_hand():
+    # n = 100, 95%: half = 1.96 * 10 / 2 = 9.8 -> ranks floor(50 - 9.8 - 0.5) = 39 and ceil(60.3) - 1 = 60 (0-based)
+    samples = list(range(100))
+    random.Random(1).shuffle(samples)
+    assert median_ci(samples) == (39, 60)
+    # n = 10, 90%: half = 1.6449 * sqrt(10) / 2 = 2.60 -> ranks floor(1.9) = 1 and ceil(8.1) - 1 = 8
+    assert median_ci(list(range(10)), 0.90) == (1, 8)
+    assert relative_half_width([10.0] * 50) == 0.0
+
+
+def test_median_ci_covers_the_true_median():
+    rng = random.Random(7)
+    hits = 0
+    for _ in range(400):
+        xs = [rng.expovariate(1.0) for _ in range(60)]
+        lo, hi = median_ci(xs)
+        hits += lo <= math.log(2) <= hi
+    assert hits / 400 >= 0.93  # nominal 95%; the rank rounding makes it a little conservative
+
+
+def test_median_ci_refuses_bad_input():
+    with pytest.raises(ValueError, match="at least 6 samples"):
+        median_ci([1.0, 2.0])
+    with pytest.raises(ValueError, match="confidence must be one of"):
+        median_ci([1.0] * 10, 0.5)
+
+
+def test_telemetry_record_and_throttle_flags():
+    t = Telemetry(((0.0, 1980, 2619, 350.0, 60, 0x0), (0.01, 1755, 2619, 699.0, 71, 0x4)), max_sm_mhz=1980)
+    assert t.throttled and t.reasons == ["software power cap"]
+    assert "THROTTLED: software power cap" in t.summary()
+    assert Telemetry.from_dict(t.to_dict()) == t
+    idle = Telemetry(((0.0, 345, 2619, 70.0, 35, 0x1),))
+    assert not idle.throttled and "gpu idle" in idle.reasons
+    r = BenchResult("k", (1.0, 1.1, 0.9, 1.0, 1.0, 1.05), telemetry=t, ci_ms=(0.95, 1.05), ci_target=0.005)
+    assert BenchResult.from_dict(r.to_dict()) == r
+    assert r.throttled and "THROTTLED" in r.summary() and "95% CI +-5.00%" in r.summary()
+    assert "GPU telemetry" in r._repr_html_()
+
+
+def test_sampler_without_nvml_says_why():
+    with NvmlSampler(0) as s:
+        pass
+    result = s.result()
+    assert result.samples or result.note  # either a GPU answered, or the reason it did not
+
+
+RAW = '''==PROF== Connected to process 1
+"ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum","smsp__inst_executed_op_shared_st.sum","sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
+"","","usecond","%","Mbyte","register/thread","ratio","ratio","","inst",""
+"0","gemm_kernel","1,234.50","87.5","3.25","168","0.5","2.25","2048","64","1000"
+'''
+
+
+def test_parse_raw_csv_and_profile():
+    (row,) = parse_raw_csv(RAW)
+    p = profile_from_metrics(row)
+    assert p.kernel == "gemm_kernel" and p.duration_ns == pytest.approx(1234500.0)
+    assert p.sol_compute_pct == 87.5 and p.registers == 168 and p.dram_read_bytes == pytest.approx(3.25e6)
+    assert p.stalls == (("barrier", 2.25), ("long_scoreboard", 0.5))
+    assert p.wavefronts_per_request("st") == 32.0 and p.flops == 2000.0
+    assert Profile.from_dict(p.to_dict()) == p
+    assert "gemm_kernel" in p._repr_html_() and "barrier" in p._repr_html_()
+
+
+def test_parse_source_csv():
+    text = '"#","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n' \
+           '"12","  x = 1;","30","20"\n"13","  y = 2;","0","0"\n"14","  z;","7","1"\n'
+    assert parse_source_csv(text) == [(12, 30.0), (14, 7.0)]

@@ -1,0 +1,254 @@
+"""Nsight Compute profiles as records: what the hardware counters said about one kernel launch.
+
+``Profile`` is plain data (JSON round trip); ``parse_raw_csv`` and ``parse_source_csv`` read what
+``ncu --import REPORT --csv --page raw`` / ``--page source`` print; ``profile_from_metrics`` picks
+the figures tilelab shows. Nothing here runs ncu (see :mod:`tilelab.launch._profile`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Metrics asked for on top of ncu's sections (shared-memory wavefronts and requests per op,
+# for the bank-conflict comparison; FLOP counters for the roofline).
+EXTRA_METRICS = (
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "lts__t_bytes.sum",
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+)
+
+_FIELDS = {
+    "duration_ns": ("gpu__time_duration.sum",),
+    "sol_compute_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "sol_memory_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
+    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
+    "registers": ("launch__registers_per_thread",),
+    "dram_read_bytes": ("dram__bytes_read.sum",),
+    "dram_write_bytes": ("dram__bytes_write.sum",),
+    "l2_bytes": ("lts__t_bytes.sum",),
+    "l2_hit_pct": ("lts__t_sector_hit_rate.pct",),
+    "l1_hit_pct": ("l1tex__t_sector_hit_rate.pct",),
+    "tensor_pipe_pct": ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+                        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+                        "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active"),
+    "shared_ld_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",),
+    "shared_st_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",),
+    "shared_ld_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",),
+    "shared_st_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",),
+    "shared_ld_requests": ("smsp__inst_executed_op_shared_ld.sum",),
+    "shared_st_requests": ("smsp__inst_executed_op_shared_st.sum",),
+}
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+_UNIT_SCALE = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9,
+               "second": 1e9, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+               "KB": 1e3, "MB": 1e6, "GB": 1e9, "B": 1.0}
+
+
+def _number(text: str) -> float | None:
+    text = (text or "").strip().replace(",", "")
+    if not text or text in ("n/a", "N/A", "-"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> list[dict[str, tuple[float | str | None, str]]]:
+    """``ncu --csv --page raw``: a header of metric names, a row of units, one row per launch.
+
+    Returns one dict per launch: metric name -> (value as float where numeric, else text; unit).
+    Lines ncu prints before the table (``==PROF==`` and the like) are skipped.
+    """
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, units, data = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
+    if units and units[0].strip() not in ("", "ID") and _number(units[0]) is not None:
+        data, units = rows[1:], [""] * len(header)  # no unit row
+    out = []
+    for row in data:
+        record = {}
+        for i, name in enumerate(header):
+            raw = row[i] if i < len(row) else ""
+            num = _number(raw)
+            record[name] = (num if num is not None else raw, units[i] if i < len(units) else "")
+        out.append(record)
+    return out
+
+
+def _scaled(value: tuple[Any, str] | None, to: str) -> float | None:
+    if value is None or not isinstance(value[0], float):
+        return None
+    v, unit = value
+    if to == "ns" and unit in _UNIT_SCALE:
+        return v * _UNIT_SCALE[unit]
+    if to == "byte" and unit in _UNIT_SCALE:
+        return v * _UNIT_SCALE[unit]
+    return v
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Nsight Compute's view of one launch of one kernel."""
+
+    kernel: str
+    device: str = ""
+    duration_ns: float | None = None
+    sol_compute_pct: float | None = None
+    sol_memory_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    registers: int | None = None
+    dram_read_bytes: float | None = None
+    dram_write_bytes: float | None = None
+    l2_bytes: float | None = None
+    l2_hit_pct: float | None = None
+    l1_hit_pct: float | None = None
+    tensor_pipe_pct: float | None = None
+    stalls: tuple[tuple[str, float], ...] = ()  # warp-stall reason -> cycles per issued instruction, top first
+    shared_ld_conflicts: float | None = None
+    shared_st_conflicts: float | None = None
+    shared_ld_wavefronts: float | None = None
+    shared_st_wavefronts: float | None = None
+    shared_ld_requests: float | None = None
+    shared_st_requests: float | None = None
+    flops: float | None = None  # counted by the SASS counters (FMA = 2), tensor ops included where ncu has them
+    hot_device_lines: tuple[tuple[int, float], ...] = ()  # device-CUDA line -> warp-stall samples
+    ncu: str = ""  # path and version
+    overhead_s: float | None = None  # wall time of the ncu run
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dram_bytes(self) -> float | None:
+        if self.dram_read_bytes is None and self.dram_write_bytes is None:
+            return None
+        return (self.dram_read_bytes or 0.0) + (self.dram_write_bytes or 0.0)
+
+    def wavefronts_per_request(self, op: str) -> float | None:
+        """Measured shared-memory wavefronts per warp-level request (``op``: "ld" or "st")."""
+        w, r = getattr(self, f"shared_{op}_wavefronts"), getattr(self, f"shared_{op}_requests")
+        return w / r if w is not None and r else None
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.dram_bytes if self.flops and self.dram_bytes else None
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / (self.duration_ns * 1e-9) / 1e12 if self.flops and self.duration_ns else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["stalls"] = [list(x) for x in self.stalls]
+        d["hot_device_lines"] = [list(x) for x in self.hot_device_lines]
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Profile:
+        kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
+        kw["stalls"] = tuple((str(a), float(b)) for a, b in d.get("stalls", ()))
+        kw["hot_device_lines"] = tuple((int(a), float(b)) for a, b in d.get("hot_device_lines", ()))
+        kw["notes"] = tuple(d.get("notes", ()))
+        return cls(**kw)
+
+    def _repr_html_(self) -> str:
+        from .render.html import wrap
+        from .render.profile import profile_html
+
+        return wrap(profile_html(self))
+
+    def __repr__(self) -> str:
+        ms = f"{self.duration_ns / 1e6:.4f} ms" if self.duration_ns else "?"
+        return (f"Profile({self.kernel!r}: {ms}, SOL compute {self.sol_compute_pct}%, memory "
+                f"{self.sol_memory_pct}%, occupancy {self.achieved_occupancy_pct}% of "
+                f"{self.theoretical_occupancy_pct}%)")
+
+
+def profile_from_metrics(row: dict[str, tuple[Any, str]], *, kernel: str | None = None, **extra: Any) -> Profile:
+    """The figures tilelab shows, from one launch's raw metrics."""
+    kw: dict[str, Any] = {}
+    for field, names in _FIELDS.items():
+        for name in names:
+            if name in row and isinstance(row[name][0], float):
+                to = "ns" if field == "duration_ns" else ("byte" if field.endswith("_bytes") else "")
+                kw[field] = _scaled(row[name], to)
+                break
+    if kw.get("registers") is not None:
+        kw["registers"] = int(kw["registers"])
+    stalls = sorted(((m.group(1), v[0]) for n, v in row.items() if (m := _STALL.match(n)) and isinstance(v[0], float)
+                     and v[0] > 0), key=lambda x: -x[1])
+    kw["stalls"] = tuple(stalls[:8])
+    kw["flops"] = _flops(row)
+    name = kernel or str(row.get("Kernel Name", ("kernel", ""))[0])
+    device = str(row.get("device__attribute_display_name", row.get("Device Name", ("", "")))[0])
+    return Profile(kernel=name, device=device, **kw, **extra)
+
+
+def _flops(row: dict[str, tuple[Any, str]]) -> float | None:
+    def get(name: str) -> float:
+        v = row.get(name)
+        return v[0] if v is not None and isinstance(v[0], float) else 0.0
+
+    scalar = (2 * get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum")
+              + get("sm__sass_thread_inst_executed_op_fadd_pred_on.sum")
+              + get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum")
+              + 4 * get("sm__sass_thread_inst_executed_op_hfma_pred_on.sum"))
+    # ncu's ops_path counters count multiply-adds of the tensor path: 2 FLOPs each.
+    tensor = 2 * (get("sm__ops_path_tensor_src_fp16_dst_fp32.sum") + get("sm__ops_path_tensor_src_bf16_dst_fp32.sum"))
+    total = scalar + tensor
+    return total if total > 0 and not math.isnan(total) else None
+
+
+def parse_source_csv(text: str) -> list[tuple[int, float]]:
+    """``ncu --page source --csv --print-source cuda``: (source line, warp-stall samples) per line.
+
+    Looks for the line-number column ("#" or "Line") and the first "Warp Stall Sampling (All
+    Samples)" column; rows without a number are skipped.
+    """
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header = rows[0]
+    try:
+        num = next(i for i, h in enumerate(header) if h.strip() in ("#", "Line", "# Line", "Line Number"))
+        samp = next(i for i, h in enumerate(header) if h.startswith("Warp Stall Sampling (All"))
+    except StopIteration:
+        return []
+    out = []
+    for row in rows[1:]:
+        if len(row) <= max(num, samp):
+            continue
+        n, s = _number(row[num]), _number(row[samp])
+        if n is not None and s:
+            out.append((int(n), s))
+    return out
+
+
+__all__ = ["EXTRA_METRICS", "Profile", "parse_raw_csv", "parse_source_csv", "profile_from_metrics"]
