@@ -15,7 +15,9 @@ here. Back-to-back medians are taken over --rep-ms (3 s): on an H100 at its 700 
 sustained clocks wander by 1-3% over a fraction of a second, and 600 ms windows missed the 1%
 run-to-run target for do_bench itself. Before each back-to-back measurement the GPU is heated to its sustained clocks for HEAT_S
 seconds, and do_bench and tilelab alternate which goes first. Prints a table last, with the targets (sustained within 2% of do_bench, isolated within 2%
-of ncu, run-to-run under 1%) checked; exits 1 when one is missed. Writes JSON to --out.
+of ncu, run-to-run under 1%) checked; exits 1 when one is missed. The sustained measurements
+repeat until the median's 95% interval is within --ci-target (0.5%) and print that interval and
+the NVML telemetry taken during them (throttled runs are marked). Writes JSON to --out.
 """
 
 from __future__ import annotations
@@ -123,6 +125,8 @@ def main() -> None:
     ap.add_argument("--idle", default="2", help="idle gaps (ms) to try in isolated mode, comma-separated")
     ap.add_argument("--kernels", default="tilelang_gemm,torch_matmul,tilelang_copy_1GiB")
     ap.add_argument("--rep-ms", type=float, default=3000.0)
+    ap.add_argument("--ci-target", type=float, default=0.005,
+                    help="sustained mode repeats until the median's 95%% interval is within +-this (0.5%%)")
     args = ap.parse_args()
     if args.child:
         child(args.child)
@@ -157,9 +161,12 @@ def main() -> None:
             def sustained_once():
                 heat(fn)
                 s = tilelab.bench(target, *targs, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes,
-                                  name=name)
+                                  name=name, ci_target=args.ci_target)
                 rec[f"sustained_{run}"] = s.median_ms
                 rec[f"sustained_spread_{run}"] = s.spread
+                rec[f"sustained_ci_{run}"] = s.ci_half_width
+                rec[f"sustained_throttled_{run}"] = s.throttled
+                rec[f"sustained_telemetry_{run}"] = s.telemetry.summary() if s.telemetry else None
 
             for step in ((do_bench_once, sustained_once) if run == 1 else (sustained_once, do_bench_once)):
                 step()
@@ -212,6 +219,13 @@ def main() -> None:
           f"{'rate':18s} target")
     for name, key, a, b, rr, ref, diff, rate, verdict in table:
         print(f"{name:20s} {key:14s} {a:9.4f} {b:9.4f} {rr:9.2f}%  {ref:9s} {diff:+6.2f}%  {rate:18s} {verdict}")
+    for rec in records:
+        for run in (1, 2):
+            ci = rec.get(f"sustained_ci_{run}")
+            print(f"{rec['kernel']} sustained run {run}: median 95% interval +-{100 * ci:.2f}%" if ci is not None else
+                  f"{rec['kernel']} sustained run {run}: no interval",
+                  "(THROTTLED)" if rec.get(f"sustained_throttled_{run}") else "",
+                  rec.get(f"sustained_telemetry_{run}") or "")
     missed = [f"{name} {key}" for name, key, *_, verdict in table if verdict == "MISSED"]
     if missed:
         print("targets missed: " + "; ".join(missed))

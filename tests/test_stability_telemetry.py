@@ -59,9 +59,9 @@ def test_sampler_without_nvml_says_why():
 
 
 RAW = '''==PROF== Connected to process 1
-"ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum","smsp__inst_executed_op_shared_st.sum","sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
+"ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum","smsp__inst_executed_op_shared_st.sum","derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2","sm__ops_path_tensor_op_hgmma_src_fp16_dst_fp32_sparsity_off.sum"
 "","","usecond","%","Mbyte","register/thread","ratio","ratio","","inst",""
-"0","gemm_kernel","1,234.50","87.5","3.25","168","0.5","2.25","2048","64","1000"
+"0","gemm_kernel","1,234.50","87.5","3.25","168","0.5","2.25","2048","64","2000","1,000,000"
 '''
 
 
@@ -71,12 +71,20 @@ def test_parse_raw_csv_and_profile():
     assert p.kernel == "gemm_kernel" and p.duration_ns == pytest.approx(1234500.0)
     assert p.sol_compute_pct == 87.5 and p.registers == 168 and p.dram_read_bytes == pytest.approx(3.25e6)
     assert p.stalls == (("barrier", 2.25), ("long_scoreboard", 0.5))
-    assert p.wavefronts_per_request("st") == 32.0 and p.flops == 2000.0
+    assert p.wavefronts_per_request("st") == 32.0 and p.flops == 1_002_000.0
     assert Profile.from_dict(p.to_dict()) == p
     assert "gemm_kernel" in p._repr_html_() and "barrier" in p._repr_html_()
 
 
 def test_parse_source_csv():
-    text = '"#","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n' \
-           '"12","  x = 1;","30","20"\n"13","  y = 2;","0","0"\n"14","  z;","7","1"\n'
-    assert parse_source_csv(text) == [(12, 30.0), (14, 7.0)]
+    # the shape of `ncu --csv --page source --print-source cuda,sass` (Nsight Compute 2025.3)
+    text = ('"File Path","/tmp/x/tl_templates/cuda/gemm.h"\n"Function Name","k"\n'
+            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n'
+            '"40","<Unable to open source file>","-","-","99","1"\n'
+            '"File Path","/tmp/x/tvm_kernels.cu"\n"Function Name","k"\n'
+            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n'
+            '"18","<Unable to open source file>","-","-","0","0"\n'
+            '"","","0x7f17","      LDC R1, c[0x0][0x28]","5","0"\n'
+            '"22","<Unable to open source file>","-","-","30","20"\n'
+            '"27","<Unable to open source file>","-","-","7","1"\n')
+    assert parse_source_csv(text) == [(22, 30.0), (27, 7.0)]

@@ -320,5 +320,21 @@ def _with_occupancy(resources: list[KernelResources], arch: str, kernels: tuple)
     return out
 
 
-__all__ = ["Toolchain", "find_toolchain", "machine_code", "parse_ptxas", "parse_sass", "ptx_device_lines",
+__all__ = ["Toolchain", "compile_cubin", "find_toolchain", "machine_code", "parse_ptxas", "parse_sass", "ptx_device_lines",
            "strip_line_directives"]
+
+
+def compile_cubin(device_source: str, arch: str, *, include_dirs: list[str],
+                  cuda_home: str | os.PathLike | None = None, extra: list[str] | None = None) -> tuple[bytes, str]:
+    """nvcc straight to a cubin (for loading with the driver API); (cubin bytes, ptxas -v log)."""
+    tools = find_toolchain(cuda_home)
+    if tools.nvcc is None:
+        raise FileNotFoundError(f"no nvcc found: {INSTALL_ADVICE}")
+    with tempfile.TemporaryDirectory(prefix="tilelab-cubin-") as tmp:
+        work = Path(tmp)
+        (work / DEVICE_FILE).write_text(device_source)
+        run = _run([tools.nvcc, "-cubin", "-lineinfo", "-std=c++17", "-w", f"-arch={arch}", "-Xptxas", "-v",
+                    *[f"-I{d}" for d in include_dirs], *(extra or []), "-o", "kernel.cubin", DEVICE_FILE], work)
+        if run.returncode != 0:
+            raise RuntimeError(f"nvcc failed (exit {run.returncode}):\n{(run.stderr + run.stdout)[-4000:]}")
+        return (work / "kernel.cubin").read_bytes(), run.stderr + run.stdout

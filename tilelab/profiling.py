@@ -26,13 +26,12 @@ EXTRA_METRICS = (
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "lts__t_bytes.sum",
-    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
     "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
     "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
     "sm__inst_executed_pipe_tensor_op_gmma.sum",
-    "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
-    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2",
+    "derived__sm__sass_thread_inst_executed_op_hfma_pred_on_x4",
+    "derived__sm__sass_thread_inst_executed_op_dfma_pred_on_x2",
     "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
@@ -210,45 +209,64 @@ def profile_from_metrics(row: dict[str, tuple[Any, str]], *, kernel: str | None 
     return Profile(kernel=name, device=device, **kw, **extra)
 
 
+_TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_op_[a-z0-9]+_src_\w+\.sum$")
+
+
 def _flops(row: dict[str, tuple[Any, str]]) -> float | None:
+    """FLOPs as Nsight Compute's roofline counts them: scalar FMAs twice (its derived ``_x2``
+    metrics), adds and multiplies once, and the tensor path's ``ops_path`` counters (their
+    peak is the GPU's dense FLOPs per cycle: 4,096 fp16 per SM per cycle on an H100)."""
     def get(name: str) -> float:
         v = row.get(name)
         return v[0] if v is not None and isinstance(v[0], float) else 0.0
 
-    scalar = (2 * get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum")
+    scalar = (get("derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2")
+              + get("derived__sm__sass_thread_inst_executed_op_hfma_pred_on_x4")
+              + get("derived__sm__sass_thread_inst_executed_op_dfma_pred_on_x2")
               + get("sm__sass_thread_inst_executed_op_fadd_pred_on.sum")
-              + get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum")
-              + 4 * get("sm__sass_thread_inst_executed_op_hfma_pred_on.sum"))
-    # ncu's ops_path counters count multiply-adds of the tensor path: 2 FLOPs each.
-    tensor = 2 * (get("sm__ops_path_tensor_src_fp16_dst_fp32.sum") + get("sm__ops_path_tensor_src_bf16_dst_fp32.sum"))
+              + get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum"))
+    tensor = sum(v[0] for n, v in row.items() if _TENSOR_OPS.match(n) and isinstance(v[0], float))
     total = scalar + tensor
     return total if total > 0 and not math.isnan(total) else None
 
 
-def parse_source_csv(text: str) -> list[tuple[int, float]]:
-    """``ncu --page source --csv --print-source cuda``: (source line, warp-stall samples) per line.
+def parse_source_csv(text: str, device_file: str = "tvm_kernels.cu") -> list[tuple[int, float]]:
+    """``ncu --page source --csv --print-source cuda,sass``: (line, warp-stall samples) per line of
+    the kernel's CUDA file.
 
-    Looks for the line-number column ("#" or "Line") and the first "Warp Stall Sampling (All
-    Samples)" column; rows without a number are skipped.
+    ncu prints a ``"File Path"`` row per source file, then a header with ``"Line No"`` and
+    ``"Warp Stall Sampling (All Samples)"``, then rows: a line's own row (its number, the samples
+    summed over its instructions) followed by its SASS rows (no number). Only the file whose path
+    ends with ``device_file`` (TileLang writes its device source as tvm_kernels.cu) is read, or
+    the only file when there is one.
     """
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    if not lines:
-        return []
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    header = rows[0]
-    try:
-        num = next(i for i, h in enumerate(header) if h.strip() in ("#", "Line", "# Line", "Line Number"))
-        samp = next(i for i, h in enumerate(header) if h.startswith("Warp Stall Sampling (All"))
-    except StopIteration:
-        return []
-    out = []
-    for row in rows[1:]:
-        if len(row) <= max(num, samp):
+    sections: list[tuple[str, list[tuple[int, float]]]] = []
+    current: list[tuple[int, float]] | None = None
+    num = samp = None
+    for row in csv.reader(io.StringIO("\n".join(ln for ln in text.splitlines() if ln.startswith('"')))):
+        if not row:
+            continue
+        if row[0] == "File Path":
+            current = []
+            sections.append((row[1] if len(row) > 1 else "", current))
+            num = samp = None
+            continue
+        if row[0] in ("Line No", "#", "Line") and any(c.startswith("Warp Stall Sampling (All") for c in row):
+            num = 0
+            samp = next(i for i, c in enumerate(row) if c.startswith("Warp Stall Sampling (All"))
+            if current is None:
+                current = []
+                sections.append(("", current))
+            continue
+        if current is None or num is None or samp is None or len(row) <= samp:
             continue
         n, s = _number(row[num]), _number(row[samp])
         if n is not None and s:
-            out.append((int(n), s))
-    return out
+            current.append((int(n), s))
+    chosen = [rows for path, rows in sections if path.endswith(device_file)]
+    if not chosen and len(sections) == 1:
+        chosen = [sections[0][1]]
+    return [x for rows in chosen for x in rows]
 
 
 __all__ = ["EXTRA_METRICS", "Profile", "parse_raw_csv", "parse_source_csv", "profile_from_metrics"]

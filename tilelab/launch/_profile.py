@@ -59,7 +59,7 @@ def read_report(ncu: str, report: Path, *, kernel: str | None = None) -> tuple[P
     rows = parse_raw_csv(raw.stdout)
     if not rows:
         raise ProfileError(f"ncu's report {report} has no profiled launch: {raw.stderr.strip()[-2000:]}")
-    source = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "cuda"],
+    source = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "cuda,sass"],
                             capture_output=True, text=True, timeout=300, check=False)
     hot = tuple(sorted(parse_source_csv(source.stdout), key=lambda x: -x[1]))
     notes = () if hot else ("no per-line warp-stall samples in the report (ncu's source page gave none)",)
