@@ -303,7 +303,19 @@ def _machine_code(source: Any, arch: str, configs: dict[str, Any], report: Kerne
     if stripped != report.sources.device:
         origins = ()  # the line-directive build differs from the one shown: its lines would mislead
     files = list(dict.fromkeys(o.file for o in origins if o.user))
-    python_sources = tuple((f, "".join(linecache.getlines(f))) for f in files if linecache.getlines(f))
+    python_sources = tuple((f, "".join(_source_lines(f))) for f in files if _source_lines(f))
     return machine_code(report.sources.device, arch, include_dirs=_adapter.device_include_dirs(),
                         kernels=report.kernels, origins=origins, python_sources=python_sources,
                         cuda_home=cuda_home)
+
+
+def _source_lines(path: str) -> list[str]:
+    """The lines of a kernel's Python file; notebook cells live only in linecache, under names
+    such as ``<ipython-input-3-ab12>`` that TileLang's #line directives make absolute."""
+    import linecache
+
+    lines = linecache.getlines(path)
+    name = os.path.basename(path)
+    if not lines and name.startswith("<"):
+        lines = linecache.getlines(name)
+    return lines

@@ -239,6 +239,10 @@ class TileLangMagics(Magics):
     @argument("--sizes", default=None, metavar='"M=1024,N=..."',
               help='sizes of dynamic dimensions for --run/--bench; several sets separated by ";" (e.g. "M=1024;M=2048")')
     @argument("--rep-ms", default=None, metavar="MS", help="--bench: milliseconds of timed repetitions (default 100)")
+    @argument("--sass", action="store_true",
+              help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy, Python-line links")
+    @argument("--passes", action="store_true", help="record TileLang's lowering pass by pass (IR passes tab)")
+    @argument("--profile", action="store_true", help="profile one launch with Nsight Compute (GPU and ncu only)")
     @cell_magic
     def tilelang(self, line: str, cell: str) -> None:
         """Run the cell, inspect the TileLang kernels it defines, and show the kernel inspector.
@@ -318,7 +322,7 @@ class TileLangMagics(Magics):
         gpu = _adapter.has_gpu()
         compile_now = gpu and not args.no_compile
         key = self._key(cell, names, ns, arch, args.backend, out_idx, pass_configs, call_args, call_kwargs,
-                        args.kernel, compile_now, gpu)
+                        args.kernel, compile_now, gpu, tiers=(args.sass, args.passes))
         cached = None if args.force else self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
@@ -326,7 +330,7 @@ class TileLangMagics(Magics):
                                 cache_hit=True, key=key)
         else:
             result = self._build(ns, names, shown, arch, out_idx, pass_configs, call_args, call_kwargs,
-                                 args.backend, compile_now, args.force, key)
+                                 args.backend, compile_now, args.force, key, toolchain=args.sass, passes=args.passes)
             # A forced build replaces the entry; the cache never holds widgets or timings.
             self._cache[key] = dataclasses.replace(result, inspector=None, timing=[], bound={})
             self._cache.move_to_end(key)
@@ -338,13 +342,13 @@ class TileLangMagics(Magics):
             target = arch or result.report.target
             print(f"%%tilelang: compiled for {target} ({args.backend}) and bound "
                   + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
-        if args.run or args.bench:
+        if args.run or args.bench or args.profile:
             result.timing = self._launch(result, ns, args, size_sets, ref, rep_ms, gpu, arch, out_idx,
                                          pass_configs, call_args, call_kwargs)
         if not args.quiet:
             from .widgets.inspector import Inspector
 
-            result.inspector = Inspector(result.report, show=tabs, timing=result.timing)
+            result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing)
             self._display(result.inspector)
         return result
 
@@ -505,20 +509,20 @@ class TileLangMagics(Magics):
     # -- caching ---------------------------------------------------------------------------
     def _key(self, cell: str, names: list[str], ns: dict[str, Any], arch: str | None, backend: str,
              out_idx: list[int] | None, pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict,
-             kernel: str | None, compile_now: bool, gpu: bool) -> str:
+             kernel: str | None, compile_now: bool, gpu: bool, tiers: tuple = ()) -> str:
         from . import __version__, _adapter
 
         # Only what shapes the build: --show/--quiet/--force/--run/--bench do not.
         parts = [cell, _adapter.tilelang_version(), __version__, str(gpu), str(compile_now), repr(arch), backend,
                  repr(out_idx), repr(sorted((k, repr(v)) for k, v in pass_configs.items())), repr(kernel),
-                 repr(call_args), repr(sorted(call_kwargs.items()))]
+                 repr(call_args), repr(sorted(call_kwargs.items())), repr(tiers)]
         # The cell's text alone is not enough: a kernel may use names from earlier cells.
         parts += [f"{n}:{_fingerprint(ns[n])}" for n in names]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def _build(self, ns: dict[str, Any], names: list[str], shown: str, arch: str | None, out_idx: list[int] | None,
                pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict, backend: str,
-               compile_now: bool, force: bool, key: str) -> CellResult:
+               compile_now: bool, force: bool, key: str, toolchain: bool = False, passes: bool = False) -> CellResult:
         from . import _adapter
         from ._inspect import inspect
 
@@ -526,7 +530,7 @@ class TileLangMagics(Magics):
         specialise = _adapter.kernel_kind(kernel) != "prim_func"
         report = inspect(kernel, arch, out_idx=out_idx, pass_configs=pass_configs or None,
                          args=call_args if specialise else (), kwargs=call_kwargs if specialise else None,
-                         force=force)
+                         force=force, toolchain=toolchain, passes=passes)
         compiled: dict[str, Any] = {}
         if compile_now:
             for name in names:
@@ -573,7 +577,7 @@ class TileLangMagics(Magics):
                 rep_ms: float | None, gpu: bool, arch: str | None, out_idx: list[int] | None,
                 pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict) -> list[Any]:
         if not gpu:
-            print("%%tilelang: no CUDA GPU here, so --run/--bench were skipped; inspection still works "
+            print("%%tilelang: no CUDA GPU here, so --run/--bench/--profile were skipped; inspection still works "
                   "(the inspector below shows what TileLang generated for the target).")
             return []
         from . import _adapter
@@ -608,6 +612,14 @@ class TileLangMagics(Magics):
                         print(f"%%tilelang --run: {head}" + (f" at {_sizes_text(sizes)}" if sizes else ""))
                 if args.bench:
                     out.append(launch.bench(kernel, **bench_options, **sizes))
+                if args.profile:
+                    from .launch._profile import ProfileError, profile
+                    from .render.profile import ProfileView
+
+                    try:
+                        out.append(ProfileView(profile(kernel, **sizes), result.report))
+                    except ProfileError as err:
+                        print(f"%%tilelang --profile: {err}")
             except (ValueError, TypeError) as err:
                 raise UsageError(_launch_message(err, sizes)) from None
             except TilelabError as err:  # e.g. a launch failure: its message says what to change

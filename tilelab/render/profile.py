@@ -110,4 +110,19 @@ def hot_python_lines(profile: Profile, machine: Any) -> list[tuple[tuple[str, in
     return sorted(sums.items(), key=lambda x: -x[1])
 
 
-__all__ = ["hot_python_lines", "profile_html"]
+class ProfileView:
+    """A Profile shown with a KernelReport's line links (what ``%%tilelang --profile`` displays)."""
+
+    def __init__(self, profile: Profile, report: Any = None) -> None:
+        self.profile, self.report = profile, report
+
+    def __repr__(self) -> str:
+        return repr(self.profile)
+
+    def _repr_html_(self) -> str:
+        from .html import wrap
+
+        return wrap(profile_html(self.profile, report=self.report))
+
+
+__all__ = ["ProfileView", "hot_python_lines", "profile_html"]
