@@ -1274,3 +1274,54 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
 def prim_func_json(prim_func: Any) -> str:
     """TVM's own JSON serialisation of a prim_func (read back with ``tvm.ir.load_json``)."""
     return tilelang().tvm.ir.save_json(prim_func)
+
+
+def tile_ops(prim_func: Any) -> list[dict[str, Any]]:
+    """The tile operators of a prim_func in program order, as TileLang's front end built them.
+
+    Each: ``op`` ("copy", "gemm", "fill", "reduce", ...), ``operands``: (buffer, scope, dtype,
+    region extents) per region argument, ``stages``: the ``num_stages`` of the enclosing
+    ``T.Pipelined`` loop (None outside one).
+    """
+    tvm = tilelang().tvm
+    visit = tvm.tirx.stmt_functor.post_order_visit
+    calls: list[Any] = []
+
+    def is_tile_op(node: Any) -> bool:
+        return (isinstance(node, tvm.tirx.Call) and hasattr(node.op, "name")
+                and str(node.op.name).startswith("tl.tileop.") and str(node.op.name) != "tl.tileop.region")
+
+    visit(prim_func.body, lambda n: calls.append(n) if is_tile_op(n) else None)
+    loops = _pipelined_calls(prim_func, is_tile_op)
+    out = []
+    for call in calls:
+        operands = []
+        for arg in call.args:
+            if isinstance(arg, tvm.tirx.Call) and str(getattr(arg.op, "name", "")) in ("tl.region", "tl.tileop.region"):
+                load = arg.args[0]
+                buf = load.buffer
+                extents = [_dim(e) for e in list(arg.args)[2:]]
+                operands.append((str(buf.name), str(buf.scope()), str(buf.dtype), extents))
+        out.append({"op": str(call.op.name).split(".")[-1], "operands": operands, "stages": None, "_call": call})
+    # the calls inside each pipelined loop, matched by identity of their IR nodes
+    for item in out:
+        for stages_n, members in loops:
+            if any(item["_call"].same_as(m) for m in members):
+                item["stages"] = stages_n
+        del item["_call"]
+    return out
+
+
+def _pipelined_calls(prim_func: Any, is_tile_op: Callable[[Any], bool]) -> list[tuple[int, list[Any]]]:
+    tvm = tilelang().tvm
+    visit = tvm.tirx.stmt_functor.post_order_visit
+    loops: list[tuple[int, list[Any]]] = []
+
+    def find(node: Any) -> None:
+        if isinstance(node, tvm.tirx.For) and "num_stages" in node.annotations:
+            members: list[Any] = []
+            visit(node.body, lambda c: members.append(c) if is_tile_op(c) else None)
+            loops.append((int(node.annotations["num_stages"]), members))
+
+    visit(prim_func.body, find)
+    return loops

@@ -120,7 +120,7 @@ def cache_dir() -> Path:
 # The engine's own sources: a report is only as current as the code that built it, and tilelab's
 # version string does not change with every edit.
 ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py", "_toolchain.py",
-                  "occupancy.py", "cuda_facts.py")
+                  "occupancy.py", "cuda_facts.py", "_explain.py")
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,6 +269,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
     )
+    report = report.replace(lowering=_lowering(source, arch, report))
     if toolchain:
         report = report.replace(machine=_machine_code(source, arch, configs, report, cuda_home))
     if passes:
@@ -319,3 +320,17 @@ def _source_lines(path: str) -> list[str]:
     if not lines and name.startswith("<"):
         lines = linecache.getlines(name)
     return lines
+
+
+def _lowering(source: Any, arch: str, report: KernelReport):
+    """The lowering explainer's record; None (with nothing claimed) if the tile ops cannot be read."""
+    from . import _adapter
+    from ._explain import explain
+
+    try:
+        ops = _adapter.tile_ops(source.prim_func)
+    except Exception:  # an unusual prim_func: the explainer is a bonus, never a failure
+        return None
+    threads = next((k.threads_per_block for k in report.kernels if isinstance(k.threads_per_block, int)), None)
+    shapes = {a.name: tuple(a.shape) for a in report.arguments if a.shape}
+    return explain(ops, report.sources.device, arch, dict(report.pass_configs), threads, shapes)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from ._explain import Lowering
 from ._machine import MachineCode, PassTrace
 
 Dim = Union[int, str]
@@ -570,6 +571,7 @@ class KernelReport:
     # Opt-in tiers: what the CUDA toolchain made of the device source, and TileLang's passes.
     machine: MachineCode | None = None
     passes: PassTrace | None = None
+    lowering: Lowering | None = None  # per tile op: the hardware path and why not the fast one
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -608,6 +610,7 @@ class KernelReport:
             "pass_configs": dict(self.pass_configs),
             "machine": self.machine.to_dict() if self.machine else None,
             "passes": self.passes.to_dict() if self.passes else None,
+            "lowering": self.lowering.to_dict() if self.lowering else None,
         }
 
     @classmethod
@@ -634,6 +637,7 @@ class KernelReport:
             pass_configs=tuple((d.get("pass_configs") or {}).items()),
             machine=MachineCode.from_dict(d["machine"]) if d.get("machine") else None,
             passes=PassTrace.from_dict(d["passes"]) if d.get("passes") else None,
+            lowering=Lowering.from_dict(d["lowering"]) if d.get("lowering") else None,
         )
 
     def to_json(self, indent: int | None = None) -> str:

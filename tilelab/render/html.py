@@ -240,6 +240,7 @@ def summary_html(report: KernelReport) -> str:
         ))
     if report.notes:
         out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
+    out.append(machine.lowering_html(report, report_id(report)))
     out.append(machine.resources_html(report, report_id(report)))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")

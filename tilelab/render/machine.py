@@ -76,6 +76,30 @@ def resources_html(report: KernelReport, rid: str) -> str:
     return out
 
 
+def lowering_html(report: KernelReport, rid: str) -> str:
+    """The lowering explainer: each tile op's hardware path, its evidence line, and fallbacks."""
+    low = report.lowering
+    if low is None or not low.ops:
+        return ""
+    rows = []
+    for o in low.ops:
+        ev = (f'<a href="#{rid}-cuda-L{o.evidence_line}" title="{esc(o.evidence)}">CUDA {o.evidence_line}</a>'
+              if o.evidence_line else "")
+        css = "" if o.fast else ' class="tl-problem"'
+        stage = f" (stage of {o.stages})" if o.stages else ""
+        rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td><td>{ev}</td>"
+                    f"<td>{esc(o.reason)}</td></tr>")
+    head = "<tr><th>tile op</th><th>hardware path</th><th>where</th><th>why not the fast path</th></tr>"
+    ws = ("warp-specialized: " + ("yes, " if low.warp_specialized else "no, ") + low.warp_specialization_reason)
+    pipe = ""
+    if low.stages:
+        per = f"{low.stage_bytes / 1024:.1f} KiB of shared memory per stage" if low.stage_bytes else ""
+        total = f", {low.stages * low.stage_bytes / 1024:.1f} KiB in all" if low.stage_bytes else ""
+        pipe = f"; pipeline: {low.stages} stages{', ' + per if per else ''}{total}"
+    return (f'<p><b>Lowering</b> <span class="tl-muted">({esc(ws)}{esc(pipe)})</span></p>'
+            f'<table class="tl-table">{head}{"".join(rows)}</table>')
+
+
 # --------------------------------------------------------------------------------------------
 # Listings
 # --------------------------------------------------------------------------------------------
@@ -263,4 +287,4 @@ def _diff_line(text: str) -> str:
     return f"<span{color}>{esc(text)}\n</span>"
 
 
-__all__ = ["cuda_marks", "ir_html", "lines_html", "ptx_html", "resources_html", "sass_html"]
+__all__ = ["cuda_marks", "ir_html", "lines_html", "lowering_html", "ptx_html", "resources_html", "sass_html"]
