@@ -224,3 +224,23 @@ def test_html_sections_link_both_ways_and_stay_small():
         assert title in full
     assert "occupancy on sm_90a" in section_body(report, "summary")
     assert tilelab.KernelReport.from_json(report.to_json()) == report
+
+
+@needs_toolkit
+def test_inspector_widget_tabs_have_no_dangling_links():
+    from tilelab.widgets.inspector import Inspector
+
+    report = gemm_report()
+    insp = Inspector(report)
+    assert [t for t in insp.titles if t in ("Lines", "PTX", "SASS", "IR passes")] == ["Lines", "PTX", "SASS",
+                                                                                     "IR passes"]
+    for title, child in zip(insp.titles, insp.children):
+        values = [c.value for c in getattr(child, "children", ())] or [child.value]
+        for html in values:
+            ids = set(re.findall(r'id="([^"]+)"', html))
+            dangling = [h for h in re.findall(r'href="#([^"]+)"', html) if h not in ids]
+            assert not dangling, (title, dangling[:3])
+    # and the text of a tab still names the device line of each SASS block
+    sass = insp.tab("SASS").value
+    assert re.search(r'<span class="tl-back">CUDA \d+', sass)
+    insp.close()

@@ -103,7 +103,7 @@ def _inspect_command(args: argparse.Namespace) -> int:
     namespace = _load_namespace(path)
     kernel = _evaluate(expr, namespace, path)
     try:
-        report = inspect(kernel, args.target, force=args.force)
+        report = inspect(kernel, args.target, force=args.force, toolchain=args.sass, passes=args.passes)
     except TilelabError as err:
         raise CliError(str(err)) from err
     if json_path:
@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write KernelReport.to_dict() as JSON")
     p.add_argument("--html", metavar="PATH", help="write the static HTML report")
     p.add_argument("--force", action="store_true", help="bypass the report cache")
+    p.add_argument("--sass", action="store_true",
+                   help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy")
+    p.add_argument("--passes", action="store_true", help="record TileLang's lowering pass by pass")
     p.set_defaults(func=_inspect_command)
     return parser
 

@@ -210,7 +210,7 @@ def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple
 # --------------------------------------------------------------------------------------------
 
 
-def summary_html(report: KernelReport) -> str:
+def summary_html(report: KernelReport, links: bool = True) -> str:
     out = []
     sites = sum(w.count for w in report.wgmma)
     facts = [
@@ -240,18 +240,19 @@ def summary_html(report: KernelReport) -> str:
         ))
     if report.notes:
         out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
-    out.append(machine.lowering_html(report, report_id(report)))
+    out.append(machine.lowering_html(report, report_id(report), links))
     out.append(machine.resources_html(report, report_id(report)))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
 
 
-def cuda_html(report: KernelReport) -> str:
+def cuda_html(report: KernelReport, links: bool = True) -> str:
     rid = report_id(report)
     text = report.sources.device
+    # Links to the PTX/SASS/Lines tabs only where those share the page (the static report).
     marks = {n: [LineMark(href, label, title) for href, label, title in items]
-             for n, items in machine.cuda_marks(report, rid).items()}
+             for n, items in machine.cuda_marks(report, rid).items()} if links else {}
     return (f'<details class="tl-sub"><summary>device code ({_lines(text)} lines)</summary>'
             f"{highlight_code(text, 'cuda', anchor_prefix=f'{rid}-cuda', marks=marks)}</details>")
 
@@ -510,10 +511,14 @@ def arguments_html(report: KernelReport) -> str:
 
 
 _SECTION_BODIES = {
-    "summary": summary_html, "cuda": cuda_html, "launcher": launcher_html, "tma": tma_html,
-    "wgmma": wgmma_html, "layouts": layouts_html, "arguments": arguments_html,
-    "lines": lambda r: machine.lines_html(r, report_id(r)), "ptx": lambda r: machine.ptx_html(r, report_id(r)),
-    "sass": lambda r: machine.sass_html(r, report_id(r)), "ir": lambda r: machine.ir_html(r, report_id(r)),
+    "summary": summary_html, "cuda": cuda_html,
+    "launcher": lambda r, links: launcher_html(r), "tma": lambda r, links: tma_html(r),
+    "wgmma": lambda r, links: wgmma_html(r), "layouts": lambda r, links: layouts_html(r),
+    "arguments": lambda r, links: arguments_html(r),
+    "lines": lambda r, links: machine.lines_html(r, report_id(r), links),
+    "ptx": lambda r, links: machine.ptx_html(r, report_id(r), links),
+    "sass": lambda r, links: machine.sass_html(r, report_id(r), links),
+    "ir": lambda r, links: machine.ir_html(r, report_id(r)),
 }
 
 
@@ -533,17 +538,20 @@ def section_title(report: KernelReport, name: str) -> str:
     return SECTION_TITLES[name] + (f" ({count})" if count is not None else "")
 
 
-def section_body(report: KernelReport, name: str) -> str:
-    """The inner markup of one section (no root wrapper, no stylesheet)."""
+def section_body(report: KernelReport, name: str, *, cross_links: bool = True) -> str:
+    """The inner markup of one section (no root wrapper, no stylesheet).
+
+    ``cross_links=False`` leaves out links into other sections (the widget shows each section
+    in its own tab, where such links cannot resolve)."""
     if name not in _SECTION_BODIES:
         raise ValueError(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
-    return _section_body(report, name)
+    return _section_body(report, name, cross_links)
 
 
 @functools.lru_cache(maxsize=64)
-def _section_body(report: KernelReport, name: str) -> str:
+def _section_body(report: KernelReport, name: str, cross_links: bool = True) -> str:
     # Reports are frozen and hashable; re-displaying one (a re-run cell) reuses its markup.
-    return _SECTION_BODIES[name](report)
+    return _SECTION_BODIES[name](report, cross_links)
 
 
 def wrap(body: str, *, root_id: str | None = None) -> str:
@@ -552,9 +560,9 @@ def wrap(body: str, *, root_id: str | None = None) -> str:
     return f'<div class="tilelab-report"{rid}><style>{ROOT_CSS}{CODE_CSS}</style>{body}</div>'
 
 
-def render_section(report: KernelReport, name: str) -> str:
+def render_section(report: KernelReport, name: str, *, cross_links: bool = True) -> str:
     """One section alone, styled (what the inspector widget shows in a tab)."""
-    return wrap(section_body(report, name))
+    return wrap(section_body(report, name, cross_links=cross_links))
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,

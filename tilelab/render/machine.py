@@ -28,6 +28,15 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _ref(href: str, text: str, *, links: bool, title: str = "", css: str = "") -> str:
+    """A link, or (where its target is in another tab of the widget) the same text unlinked."""
+    cls = f' class="{css}"' if css else ""
+    tip = f' title="{esc(title)}"' if title else ""
+    if links:
+        return f'<a{cls} href="{esc(href)}"{tip}>{text}</a>'
+    return f"<span{cls}{tip}>{text}</span>"
+
+
 def _size(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
 
@@ -76,15 +85,15 @@ def resources_html(report: KernelReport, rid: str) -> str:
     return out
 
 
-def lowering_html(report: KernelReport, rid: str) -> str:
+def lowering_html(report: KernelReport, rid: str, links: bool = True) -> str:
     """The lowering explainer: each tile op's hardware path, its evidence line, and fallbacks."""
     low = report.lowering
     if low is None or not low.ops:
         return ""
     rows = []
     for o in low.ops:
-        ev = (f'<a href="#{rid}-cuda-L{o.evidence_line}" title="{esc(o.evidence)}">CUDA {o.evidence_line}</a>'
-              if o.evidence_line else "")
+        ev = (_ref(f"#{rid}-cuda-L{o.evidence_line}", f"CUDA {o.evidence_line}", links=links, title=o.evidence)
+              + f'<br><code class="tl-muted">{esc(o.evidence[:90])}</code>' if o.evidence_line else "")
         css = "" if o.fast else ' class="tl-problem"'
         stage = f" (stage of {o.stages})" if o.stages else ""
         rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td><td>{ev}</td>"
@@ -121,7 +130,7 @@ def _shown_sass(mc: MachineCode) -> list[tuple[int, str, int]]:
             for i, text in enumerate(mc.sass.split("\n"))]
 
 
-def _listing(rows: list[tuple[int, str, int]], rid: str, kind: str, mc: MachineCode) -> str:
+def _listing(rows: list[tuple[int, str, int]], rid: str, kind: str, mc: MachineCode, links: bool = True) -> str:
     """A <pre> in which each run of lines from one device line starts with an anchor and a link to it.
 
     Only run starts carry markup (an id and the link): a Hopper GEMM's SASS is ~2,000 lines and
@@ -137,7 +146,8 @@ def _listing(rows: list[tuple[int, str, int]], rid: str, kind: str, mc: MachineC
             origin = mc.origin(device)
             where = f" {origin.file.rsplit('/', 1)[-1]}:{origin.line}" if origin else ""
             out.append(f'<span class="tl-mark" id="{rid}-{kind}-L{number}">{esc(text)} '
-                       f'<a class="tl-back" href="#{rid}-cuda-L{device}">CUDA {device}{esc(where)}</a></span>\n')
+                       + _ref(f"#{rid}-cuda-L{device}", f"CUDA {device}{esc(where)}", links=links, css="tl-back")
+                       + "</span>\n")
         else:
             out.append(esc(text) + "\n")
         previous = device or previous
@@ -148,16 +158,16 @@ def _listing(rows: list[tuple[int, str, int]], rid: str, kind: str, mc: MachineC
     return "".join(out)
 
 
-def ptx_html(report: KernelReport, rid: str) -> str:
+def ptx_html(report: KernelReport, rid: str, links: bool = True) -> str:
     missing = _missing(report.machine)
     if missing:
         return missing
     mc = report.machine
     assert mc is not None
-    return f'<p class="tl-muted">PTX from nvcc -lineinfo for {esc(mc.arch)}</p>' + _listing(_shown_ptx(mc), rid, "ptx", mc)
+    return f'<p class="tl-muted">PTX from nvcc -lineinfo for {esc(mc.arch)}</p>' + _listing(_shown_ptx(mc), rid, "ptx", mc, links)
 
 
-def sass_html(report: KernelReport, rid: str) -> str:
+def sass_html(report: KernelReport, rid: str, links: bool = True) -> str:
     missing = _missing(report.machine)
     if missing:
         return missing
@@ -169,7 +179,7 @@ def sass_html(report: KernelReport, rid: str) -> str:
     ops = Counter(_opcode(t) for _, t, _d in _shown_sass(mc) if _opcode(t))
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
     return (note + f'<p class="tl-muted">SASS for {esc(mc.arch)} ({sum(ops.values())} instructions; most frequent: '
-            f"{esc(top)})</p>" + _listing(_shown_sass(mc), rid, "sass", mc))
+            f"{esc(top)})</p>" + _listing(_shown_sass(mc), rid, "sass", mc, links))
 
 
 def _opcode(text: str) -> str | None:
@@ -206,7 +216,7 @@ def cuda_marks(report: KernelReport, rid: str) -> dict[int, list[tuple[str, str,
     return marks
 
 
-def lines_html(report: KernelReport, rid: str) -> str:
+def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
     """The user's Python lines, each with the device lines and the SASS they became."""
     missing = _missing(report.machine)
     if missing:
@@ -232,8 +242,8 @@ def lines_html(report: KernelReport, rid: str) -> str:
         ops.pop(None, None)
         user = file in files
         anchor = f' id="{rid}-py{files.index(file)}-L{line}"' if user else ""
-        cuda = ", ".join(f'<a href="#{rid}-cuda-L{d}">{d}</a>' for d in sorted(set(devs))[:12])
-        first = f' <a href="#{rid}-sass-L{sass[0]}">first</a>' if sass else ""
+        cuda = ", ".join(_ref(f"#{rid}-cuda-L{d}", str(d), links=links) for d in sorted(set(devs))[:12])
+        first = " " + _ref(f"#{rid}-sass-L{sass[0]}", "first", links=links) if sass and links else ""
         where = f"{file.rsplit('/', 1)[-1]}:{line}" + ("" if user else " (inside TileLang)")
         excerpt = esc(device_lines[devs[0] - 1].strip()[:120]) if devs and devs[0] <= len(device_lines) else ""
         rows.append(f"<tr{anchor}><td><code>{esc(where)}</code></td><td><code>{esc(src_line[:100])}</code></td>"

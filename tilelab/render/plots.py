@@ -60,7 +60,7 @@ def samples_plot(result: Any):
         twin.set_ylabel("SM MHz", color="C2")
         if tele.throttled:
             title += "  THROTTLED: " + ", ".join(tele.reasons)
-    ax.set_title(title, fontsize=10, color="C3" if tele is not None and tele.throttled else None)
+    ax.set_title(title, fontsize=10, **({"color": "C3"} if tele is not None and tele.throttled else {}))
     ax.legend(fontsize=8, loc="upper right")
     return fig
 

@@ -63,7 +63,7 @@ class Inspector(widgets.Tab):
             return tab
         if name == "tma":
             return widgets.HTML(render.wrap(render.tma_html(self.report, excerpts=True)))
-        return widgets.HTML(render.render_section(self.report, name))
+        return widgets.HTML(render.render_section(self.report, name, cross_links=False))
 
     def tab(self, title_or_name: str) -> widgets.Widget:
         """The child widget of a tab, by its name ("tma") or its title ("TMA (2)")."""
