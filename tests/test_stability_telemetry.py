@@ -88,3 +88,29 @@ def test_parse_source_csv():
             '"22","<Unable to open source file>","-","-","30","20"\n'
             '"27","<Unable to open source file>","-","-","7","1"\n')
     assert parse_source_csv(text) == [(22, 30.0), (27, 7.0)]
+
+
+def test_profile_tab_and_measured_roofline_work():
+    import sys
+
+    sys.path.insert(0, "examples")
+    import tilelab
+    from tilelab.profiling import measured_work
+    from tilelab.render.profile import ProfileView
+    from tilelab.widgets.inspector import Inspector
+    from elementwise_sm80 import elementwise_add
+
+    (row,) = parse_raw_csv(RAW)
+    prof = profile_from_metrics(row)
+    bench = BenchResult("gemm_kernel", (1.0,) * 10, flops=5.0, bytes=7.0)
+    placed = measured_work(bench, prof)
+    assert placed.flops == prof.flops and placed.bytes == prof.dram_bytes == pytest.approx(3.25e6)
+    assert "measured by Nsight Compute" in placed.notes[-1]
+    report = tilelab.inspect(elementwise_add(4096, 4096), "sm_80")
+    insp = Inspector(report, timing=[placed, ProfileView(prof, report)])
+    assert insp.titles[-2:] == ("Timing", "Profile")
+    assert "Top warp stalls" in insp.tab("Profile").value
+    html = insp._repr_mimebundle_()["text/html"] if isinstance(insp._repr_mimebundle_(), dict) else \
+        insp._repr_mimebundle_()[0]["text/html"]
+    assert ">Profile<" in html and "Nsight Compute profile of gemm_kernel" in html
+    insp.close()

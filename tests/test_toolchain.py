@@ -215,6 +215,9 @@ def test_html_sections_link_both_ways_and_stay_small():
     first = report.machine.sass_lines_of(wgmma_line)[0]
     assert f'id="{rid}-sass-L{first}"' in sass and f'href="#{rid}-sass-L{first}"' in cuda  # CUDA -> SASS
     lines = section_body(report, "lines")
+    # T.gemm -> its wgmma_ss line -> HGMMA instructions, through the explainer's evidence line
+    gemm_row = lines[lines.index("T.gemm A_shared -&gt; B_shared -&gt; C_local"):].split("</tr>")[0]
+    assert "WGMMA" in gemm_row and "HGMMA" in gemm_row and f">{wgmma_line}<" in gemm_row
     assert "gemm.py:43" in lines and "T.copy(C_local, C[by * block_M, bx * block_N])" in lines.replace("&#x27;", "'")
     assert f'href="#{rid}-cuda-L' in section_body(report, "ptx")
     for name in ("ptx", "sass", "ir", "lines"):

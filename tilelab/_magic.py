@@ -614,12 +614,18 @@ class TileLangMagics(Magics):
                     out.append(launch.bench(kernel, **bench_options, **sizes))
                 if args.profile:
                     from .launch._profile import ProfileError, profile
+                    from .profiling import measured_work
                     from .render.profile import ProfileView
 
                     try:
-                        out.append(ProfileView(profile(kernel, **sizes), result.report))
+                        measured = profile(kernel, **sizes)
                     except ProfileError as err:
                         print(f"%%tilelang --profile: {err}")
+                    else:
+                        # the roofline places this size's timing by the work the counters measured
+                        if out and hasattr(out[-1], "median_ms"):
+                            out[-1] = measured_work(out[-1], measured)
+                        out.append(ProfileView(measured, result.report))
             except (ValueError, TypeError) as err:
                 raise UsageError(_launch_message(err, sizes)) from None
             except TilelabError as err:  # e.g. a launch failure: its message says what to change

@@ -252,10 +252,38 @@ def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
                     f"<td>{esc(', '.join(f'{k} {v}' for k, v in ops.most_common(6)))}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("Python line", "source", "device CUDA lines", "SASS instructions",
                                              "opcodes"))
+    out.append(_tile_op_rows(report, rid, sass_lines, links))
     out.append(f'<table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>')
     out.append('<p class="tl-muted">From TileLang\'s #line directives (pass config tl.emit_line_directives) and the '
                "toolchain's line info; lines inside TileLang are its macros (e.g. the GEMM lowering).</p>")
     return "".join(out)
+
+
+def _tile_op_rows(report: KernelReport, rid: str, sass_lines: list[str], links: bool) -> str:
+    """Each tile op -> the device line that carries it (the lowering explainer's evidence) -> its SASS.
+
+    TileLang lowers T.gemm through its own macros, so the #line directives of the GEMM's code
+    name TileLang's files, not the user's line: the op's identity comes from the IR instead."""
+    low, mc = report.lowering, report.machine
+    if low is None or mc is None:
+        return ""
+    rows = []
+    for o in low.ops:
+        if not o.evidence_line:
+            continue
+        sass = mc.sass_lines_of(o.evidence_line)
+        ops = Counter(_opcode(sass_lines[n - 1]) for n in sass if n <= len(sass_lines))
+        ops.pop(None, None)
+        first = " " + _ref(f"#{rid}-sass-L{sass[0]}", "first", links=links) if sass and links else ""
+        rows.append(f"<tr><td><code>{esc(o.op)}</code></td><td>{esc(o.path)}</td>"
+                    f"<td>{_ref(f'#{rid}-cuda-L{o.evidence_line}', str(o.evidence_line), links=links)}"
+                    f'<br><code class="tl-muted">{esc(o.evidence[:100])}</code></td>'
+                    f'<td class="tl-num">{len(sass)}{first}</td>'
+                    f"<td>{esc(', '.join(f'{k} {v}' for k, v in ops.most_common(6)))}</td></tr>")
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("tile op", "path", "device line", "SASS instructions", "opcodes"))
+    return f'<p><b>Tile ops</b></p><table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table><p><b>Python lines</b></p>'
 
 
 # --------------------------------------------------------------------------------------------

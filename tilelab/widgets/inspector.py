@@ -45,10 +45,15 @@ class Inspector(widgets.Tab):
         for name in self.tabs:
             children.append(self._view(name))
             titles.append(render.section_title(report, name))
-        self.timing = tuple(timing)
+        # Nsight Compute profiles (anything carrying a .profile) get their own tab.
+        self.profiles = tuple(t for t in timing if hasattr(t, "profile"))
+        self.timing = tuple(t for t in timing if not hasattr(t, "profile"))
         if self.timing:
             children.append(widgets.HTML(render.wrap(timing_html(self.timing))))
             titles.append("Timing")
+        if self.profiles:
+            children.append(widgets.HTML(render.wrap(timing_html(self.profiles))))
+            titles.append("Profile")
         super().__init__(children=children, **kwargs)
         self.titles = tuple(titles)
         self.add_class("tilelab-inspector")
@@ -91,7 +96,8 @@ class Inspector(widgets.Tab):
         else:
             data, metadata = bundle, None
         data = dict(data or {})
-        extra = (("Timing", timing_html(self.timing)),) if self.timing else ()
+        extra = ((("Timing", timing_html(self.timing)),) if self.timing else ()) + \
+            ((("Profile", timing_html(self.profiles)),) if self.profiles else ())
         data["text/html"] = render.render_html(self.report, extra=extra)
         from ..render.text import render_text
 
