@@ -186,8 +186,6 @@ def ptx_device_lines(ptx: str, device_file: str = DEVICE_FILE) -> tuple[int, ...
     out = []
     current = 0
     for line in lines:
-        if line.startswith(".visible .entry") or line.startswith(".entry") or line.strip() == "}":
-            pass
         m = _LOC.match(line)
         if m:
             if m.group(1) in files:
@@ -223,10 +221,6 @@ def parse_sass(listing: str, device_file: str = DEVICE_FILE) -> tuple[str, tuple
             elif m.group(3) and m.group(3).endswith(device_file):
                 current = int(m.group(4))
             continue
-        if raw.strip().startswith("//--") or raw.strip().startswith("//") and "File" in raw:
-            kept.append(raw)
-            lines.append(0)
-            continue
         kept.append(raw)
         lines.append(current if _SASS_INSTR.match(raw) else 0)
         if not _SASS_INSTR.match(raw) and raw.strip().startswith(".text."):
@@ -255,18 +249,17 @@ def machine_code(device_source: str, arch: str, *, include_dirs: list[str], kern
         names = " and ".join(t for t in ("nvcc", "ptxas") if getattr(tools, t) is None)
         return _replace(base, missing=f"no {names} found{where}: {INSTALL_ADVICE}")
     used = [("nvcc", f"{tools.nvcc} ({tool_version(tools.nvcc)})"), ("ptxas", f"{tools.ptxas} ({tool_version(tools.ptxas)})")]
-    gpu_arch = arch if re.fullmatch(r"sm_\d+[af]?", arch) else arch
     with tempfile.TemporaryDirectory(prefix="tilelab-sass-") as tmp:
         work = Path(tmp)
         (work / DEVICE_FILE).write_text(device_source)
         incs = [f"-I{d}" for d in include_dirs]
-        nvcc = _run([tools.nvcc, "-ptx", "-lineinfo", "-std=c++17", "-w", f"-arch={gpu_arch}", *incs,
+        nvcc = _run([tools.nvcc, "-ptx", "-lineinfo", "-std=c++17", "-w", f"-arch={arch}", *incs,
                      "-o", "kernel.ptx", DEVICE_FILE], work)
         if nvcc.returncode != 0:
             return _replace(base, tools=tuple(used), log=(nvcc.stderr + nvcc.stdout)[-20000:],
                             missing=f"nvcc failed (exit {nvcc.returncode}) on the device source; its log is in .log")
         ptx = (work / "kernel.ptx").read_text()
-        ptxas = _run([tools.ptxas, "-v", "-lineinfo", f"-arch={gpu_arch}", "-o", "kernel.cubin", "kernel.ptx"], work)
+        ptxas = _run([tools.ptxas, "-v", "-lineinfo", f"-arch={arch}", "-o", "kernel.cubin", "kernel.ptx"], work)
         if ptxas.returncode != 0:
             return _replace(base, ptx=ptx, ptx_device_lines=ptx_device_lines(ptx), tools=tuple(used),
                             log=(ptxas.stderr + ptxas.stdout)[-20000:],
