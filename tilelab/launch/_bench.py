@@ -215,7 +215,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           min_rep: int = 10, max_rep: int = 10_000, flush_l2: bool | None = None, rotate: int | None = None,
           idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
-          seed: int | None = None, name: str | None = None, **sizes: int) -> BenchResult:
+          seed: int | None = None, name: str | None = None, isolate: bool = True, timeout: float | None = None,
+          **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -227,12 +228,28 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
     ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
     ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
+
+    A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
+    see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
+    and repetition time). A zero-argument callable runs in this process: it cannot be sent to
+    another one.
     """
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
     if rep_ms is None:
         rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
     torch = require_gpu()
+    from . import _worker
+
+    if isolate and not _worker.in_worker() and (is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)):
+        from . import _isolated
+
+        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
+            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+        options = dict(mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms, min_rep=min_rep,
+                       max_rep=max_rep, flush_l2=flush_l2, rotate=rotate, idle_ms=idle_ms, graph_batch=graph_batch,
+                       seed=seed, name=name, **sizes)
+        return _isolated.bench(_worker.default_worker(), prepared, args, options, timeout)
     notes: list[str] = []
     bound: dict[str, int] = {}
     backend_used = ""

@@ -82,8 +82,11 @@ def driver_version() -> str:
 
 
 def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n: int = 8192,
-                     dtype: str = "float16", rep_ms: float = 300.0) -> Ceilings:
-    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU."""
+                     dtype: str = "float16", rep_ms: float = 300.0, isolate: bool = True,
+                     timeout: float | None = 600.0) -> Ceilings:
+    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU, in
+    tilelab's worker process unless ``isolate=False``."""
+    from . import _worker
     from ._bench import bench
     from ._run import require_gpu
 
@@ -94,6 +97,12 @@ def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n
         cached = read_cache(key)
         if cached is not None:
             return cached
+    if isolate and not _worker.in_worker():
+        from . import _isolated
+
+        return _isolated.call(_worker.default_worker(), measure_ceilings, (),
+                              dict(force=True, copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms),
+                              timeout, "measure_ceilings")
     src = torch.randn(copy_bytes // 2, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     copy = bench(lambda: dst.copy_(src), bytes=2.0 * copy_bytes, flush_l2=False, rep_ms=rep_ms, name="copy")
