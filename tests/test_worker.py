@@ -113,3 +113,23 @@ def test_launch_timeout_error_names_kernel_grid_and_causes():
     assert "spin_forever" in text and "2 s" in text and "M=128" in text
     assert "loop whose exit condition is never met" in text and "mbarrier" in text and "deadlock" in text
     assert "restart" not in text
+
+
+def test_kernel_payload_unpickles_in_a_fresh_worker():
+    """A prim_func refers to TileLang operators: the worker imports TileLang before unpickling."""
+    import pickle
+
+    import tilelang.language as T
+
+    from tilelab.launch import _isolated
+
+    @T.prim_func
+    def scale(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            B[tx] = A[tx] * 2.0
+
+    payload = pickle.dumps((scale, None, None, "tvm_ffi", {}, None, ("B",)))
+    with Worker(device=0) as fresh:
+        func, *_rest, outputs = fresh.call(_isolated.unpack, payload, timeout=300)
+    assert func.script() == scale.script() and outputs == ("B",)

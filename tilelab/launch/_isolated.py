@@ -38,7 +38,7 @@ class KernelRef:
 
     key: str
     name: str
-    payload: tuple | None  # (prim_func, out_idx, target, backend, pass_configs, compile_flags, outputs)
+    payload: bytes | None  # pickled (prim_func, out_idx, target, backend, pass_configs, compile_flags, outputs)
 
 
 _KEYS: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
@@ -57,9 +57,10 @@ def kernel_ref(prepared: Prepared, worker: _worker.Worker) -> KernelRef:
     try:
         key, payload = _KEYS[prepared.compiled]
     except (KeyError, TypeError):
-        payload = _payload(prepared)
-        data = pickle.dumps(payload)
-        key = hashlib.sha256(data).hexdigest()
+        # Pickled here, unpickled in the worker only after it has imported TileLang (whose
+        # operators a prim_func refers to must be registered first).
+        payload = pickle.dumps(_payload(prepared))
+        key = hashlib.sha256(payload).hexdigest()
         try:
             _KEYS[prepared.compiled] = (key, payload)
         except TypeError:
@@ -93,11 +94,18 @@ def load_in_worker(ref: KernelRef) -> str:
 
     from ._run import prepare_kernel
 
-    func, out_idx, target, backend, pass_configs, flags, outputs = ref.payload
+    func, out_idx, target, backend, pass_configs, flags, outputs = unpack(ref.payload)
     compiled = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
                                 pass_configs=pass_configs or None, compile_flags=flags)
     _LOADED[ref.key] = prepare_kernel(compiled, outputs=list(outputs) or None)
     return ref.key
+
+
+def unpack(payload: bytes) -> tuple:
+    """The kernel payload, unpickled after TileLang is imported."""
+    import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
+
+    return pickle.loads(payload)
 
 
 def _mark_isolated(err: BaseException) -> BaseException:
