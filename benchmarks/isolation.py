@@ -83,7 +83,7 @@ def main() -> int:
     if opts.save_sanitizer:
         out = Path(opts.save_sanitizer)
         out.mkdir(parents=True, exist_ok=True)
-        cases = [("memcheck_oob_store", bk.oob_store(1000), True, "memcheck"),
+        cases = [("memcheck_oob_store", bk.oob_store(), True, "memcheck"),
                  ("racecheck_shared_race", bk.shared_race(), False, "racecheck"),
                  ("initcheck_copy_uninitialised", bk.copy(), False, "initcheck"),
                  ("synccheck_shared_race", bk.shared_race(), False, "synccheck"),

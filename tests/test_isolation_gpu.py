@@ -111,7 +111,7 @@ def test_illegal_address_leaves_the_notebook_context_usable():
 
 def test_memcheck_names_the_overrun_buffer():
     r = _fresh("""
-        report = tilelab.sanitize(bk.compile(bk.oob_store(1000), unguarded=True), tool="memcheck")
+        report = tilelab.sanitize(bk.compile(bk.oob_store(), unguarded=True), tool="memcheck")
         f = [f.to_dict() for f in report.findings]
         print("RESULT " + json.dumps({"findings": f, "raw": report.raw, "text": repr(report)}))
     """, timeout=400)

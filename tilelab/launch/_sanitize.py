@@ -136,7 +136,7 @@ _AT = re.compile(r"\bat (?:0x[0-9a-fA-F]+ in )?(?P<func>[\w:~<>]+?)(?:\(.*?\))?(
                  r"(?: in (?P<file>[^\s:]+(?:[^\s:]*)):(?P<line>\d+))?\s*$")
 _IN_FILE = re.compile(r"in (?P<file>\S+?):(?P<line>\d+)")
 _THREAD = re.compile(r"by thread \((\d+),\s*(\d+),\s*(\d+)\) in block \((\d+),\s*(\d+),\s*(\d+)\)")
-_ADDRESS = re.compile(r"\bAddress (0x[0-9a-fA-F]+)")
+_ADDRESS = re.compile(r"\b(?:Address|Access to) (0x[0-9a-fA-F]+)")
 _SIZE = re.compile(r"of size (\d+) bytes?")
 _HAZARDS = re.compile(r"\[(\d[\d,]*) hazards?\]")
 _RACE = re.compile(r"Race reported between (\w+) access at .*? in (?P<file>\S+?):(?P<line>\d+)")
@@ -188,8 +188,8 @@ def parse(text: str) -> tuple[list[Finding], str]:
     summary = ""
     for raw in text.splitlines():
         m = _PREFIX.match(raw)
-        if m and re.match(r"(ERROR|RACECHECK) SUMMARY", m.group(1).strip()):
-            summary = m.group(1).strip()
+        if m and not summary and re.match(r"(ERROR|RACECHECK) SUMMARY", m.group(1).strip()):
+            summary = m.group(1).strip()  # the first: later ones say how many were not printed
     findings: list[Finding] = []
     for rec in _records(text):
         headline = rec[0]
