@@ -189,5 +189,9 @@ def test_interrupt_during_a_sweep_keeps_finished_rows():
     r = json.loads(line[-1][7:])
     rows = r["rows"]
     assert rows[0][1] and rows[1][1], rows  # measured before the interrupt: kept
-    assert all("interrupted" in (e or "") for e, _ in rows[2:]), rows
-    assert r["elapsed"] < 120
+    # the configuration being timed keeps the launches measured before the stop
+    assert rows[2][1] or "interrupted" in rows[2][0], rows
+    assert all("interrupted" in (e or "") for e, _ in rows[3:]), rows
+    assert any("interrupted" in n for n in r["notes"])
+    print("sweep interrupted; rows", rows, "in", r["elapsed"], "s")
+    assert r["elapsed"] < 60  # the third configuration asked for 60 s of timing

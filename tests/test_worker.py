@@ -133,3 +133,36 @@ def test_kernel_payload_unpickles_in_a_fresh_worker():
     with Worker(device=0) as fresh:
         func, *_rest, outputs = fresh.call(_isolated.unpack, payload, timeout=300)
     assert func.script() == scale.script() and outputs == ("B",)
+
+
+def test_interrupt_returns_what_was_measured_within_a_second(worker):
+    import signal
+    import threading
+
+    from tilelab.launch._worker import LaunchInterrupted
+
+    pid = worker.call(fakes.pid)
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchInterrupted) as info:
+        worker.call(fakes.measure_until_stopped, 60.0, label="bench")
+    assert time.monotonic() - t0 < 0.5 + 1.0
+    assert isinstance(info.value, KeyboardInterrupt)
+    assert info.value.partial and all(s == 1.0 for s in info.value.partial)
+    assert worker.pid == pid  # it answered: kept warm
+
+
+def test_interrupt_of_a_stuck_call_kills_it_within_a_second(worker):
+    import signal
+    import threading
+
+    from tilelab.launch._worker import LaunchInterrupted
+
+    worker.call(fakes.pid)
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchInterrupted) as info:
+        worker.call(fakes.hang, 60.0)
+    assert time.monotonic() - t0 < 0.5 + 1.0 + 1.5  # grace, then the kill
+    assert info.value.partial is None and not worker.alive
+    assert worker.call(fakes.add, 1, 1) == 2

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from . import _inputs
 from ._run import (Prepared, call_kernel, check_tma_alignment, device_name, is_out_of_memory, is_tilelang_kernel,
                    launch_error, out_of_memory_error, prepare_kernel, require_gpu)
+from ._worker import stop_requested
 from .models import BENCH_MODES, BenchResult
 
 SPIN_CYCLES = 200_000  # about 100 us at Hopper clocks: longer than any host launch path here
@@ -120,14 +121,22 @@ def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, 
         fns[i % len(fns)]()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    done = 0
     for i in range(n_rep):
+        if stop_requested():
+            break
         if flush is not None:
             flush.zero_()
         starts[i].record()
         fns[i % len(fns)]()
         ends[i].record()
+        done += 1
+        if i >= 64:
+            # The host stays at most 64 launches ahead (so that a stop request takes effect soon)
+            # while the GPU always has work queued: the timings are those of back-to-back launches.
+            ends[i - 64].synchronize()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) for s, e in zip(starts[:done], ends[:done])]
 
 
 def isolated_reps(estimate_ms: float, idle_ms: float, budget_ms: float, min_rep: int, max_rep: int) -> int:
@@ -146,6 +155,8 @@ def time_isolated(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n
     samples: list[float] = []
     began = time.perf_counter()
     for i in range(n_rep):
+        if stop_requested():
+            break
         if budget_ms is not None and len(samples) >= min_rep and (time.perf_counter() - began) * 1e3 > 2 * budget_ms:
             break  # the estimate was off (slow host): the wall-time budget still holds
         torch.cuda.synchronize()
@@ -180,12 +191,18 @@ def time_graph(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_re
         graph.replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    done = 0
     for i in range(n_rep):
+        if stop_requested():
+            break
         starts[i].record()
         graph.replay()
         ends[i].record()
+        done += 1
+        if i >= 4:
+            ends[i - 4].synchronize()  # at most 4 replays queued: a stop request takes effect soon
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) / batch for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) / batch for s, e in zip(starts[:done], ends[:done])]
 
 
 # ------------------------------------------------------------------------------------------
@@ -329,6 +346,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
         samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // batch), batch)
         method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
                                                       if n_copies > 1 else "")
+    if stop_requested():
+        notes.append(f"interrupted: {len(samples)} launches measured before the stop")
     return BenchResult(
         kernel=kname or "kernel", samples_ms=tuple(float(s) for s in samples), mode=mode, method=method,
         flops=flops, bytes=bytes, device=device_name(), backend=backend_used,

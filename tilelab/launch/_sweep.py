@@ -186,10 +186,18 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
             if bytes is not None:
                 extra["bytes"] = bytes(**size)
             res = bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
             interrupted = _INTERRUPTED
-            notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
-            rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
+            partial = getattr(err, "partial", None)
+            if isinstance(partial, BenchResult) and partial.samples_ms:
+                notes.append(f"interrupted while timing {_describe(key_c, key_s)}: its row has the "
+                             f"{len(partial.samples_ms)} launches measured before the stop")
+                rows.append(SweepRow(key_c, key_s, median_ms=partial.median_ms, min_ms=partial.min_ms,
+                                     spread=partial.spread, tflops=partial.tflops, gbps=partial.gbps,
+                                     compile_s=compile_time.get(i)))
+            else:
+                notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
+                rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
             bar.update()
             continue
         except Exception as err:

@@ -21,7 +21,10 @@ pickled (CUDA tensors by IPC handle). ``call`` returns ``fn``'s value, or raises
 * the exception ``fn`` raised, re-created in this process (its traceback text is kept in
   ``err.worker_traceback``); when the error left the worker's CUDA context unusable
   (``err.sticky``), the worker is discarded so the next call gets a fresh one;
-* ``KeyboardInterrupt`` (the notebook's stop button) within a second: the worker is killed.
+* :class:`LaunchInterrupted` (a ``KeyboardInterrupt``) within a second of the notebook's stop
+  button: the worker is asked to stop (SIGUSR1; long loops poll :func:`stop_requested` and return
+  what they have, which the exception carries as ``partial``); one that does not answer within
+  INTERRUPT_GRACE_S (a kernel still running) is killed.
 
 Whatever ``fn`` (or the kernel: device ``printf``) writes to the worker's stdout is captured at the
 file-descriptor level and written to this process's ``sys.stdout`` before ``call`` returns, in
@@ -50,6 +53,7 @@ from .._errors import TilelabError
 
 START_TIMEOUT_S = 300.0  # importing torch (and later TileLang) in a fresh process, on a busy machine
 KILL_WAIT_S = 1.5  # how long a killed worker may take to go
+INTERRUPT_GRACE_S = 0.7  # how long an interrupted call may take to hand back what it measured
 
 
 class WorkerError(TilelabError, RuntimeError):
@@ -67,6 +71,29 @@ class WorkerTimeout(WorkerError, TimeoutError):
 
 class WorkerDied(WorkerError):
     """The worker process ended while running a call."""
+
+
+class LaunchInterrupted(KeyboardInterrupt):
+    """The notebook was interrupted during a call; ``partial`` is what the call had measured by
+    then (None when it could not say: the worker was killed)."""
+
+    def __init__(self, label: str = "", partial: Any = None) -> None:
+        self.label, self.partial = label, partial
+        kept = "; what was measured so far is in .partial" if partial is not None else ""
+        super().__init__(f"{label or 'the call'} was interrupted{kept}")
+
+
+_STOP = False
+
+
+def stop_requested() -> bool:
+    """True in the worker once the notebook asked the current call to stop (long loops poll it)."""
+    return _STOP
+
+
+def _on_stop(signum: int, frame: Any) -> None:
+    global _STOP
+    _STOP = True
 
 
 @dataclass(frozen=True)
@@ -126,7 +153,9 @@ def _failure(err: BaseException) -> _Failure:
 def _serve(conn: Any, device: int) -> None:
     """The worker's loop: receive (fn, args, kwargs), answer ("ok", value, printed) or
     ("error", _Failure, printed); None ends it."""
+    global _STOP
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _on_stop)
     os.environ["TILELAB_IN_WORKER"] = "1"
     os.environ["TILELAB_WORKER_DEVICE"] = str(device)
     conn.send(("ready", os.getpid(), ""))
@@ -136,6 +165,7 @@ def _serve(conn: Any, device: int) -> None:
         except (EOFError, OSError):
             return
         state = _capture_start()
+        _STOP = False
         try:
             request = pickle.loads(message)
             if request is None:
@@ -281,8 +311,7 @@ class Worker:
                     raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
                                      f"({_exit_text(code)}); the next launch starts a fresh one") from err
             except KeyboardInterrupt:
-                self.kill()  # the stop button: what runs there cannot be interrupted any other way
-                raise
+                raise self._interrupt(label) from None
             if printed:
                 sys.stdout.write(printed)
                 sys.stdout.flush()
@@ -292,6 +321,21 @@ class Worker:
             if failure.sticky:
                 self.kill()  # its CUDA context is lost: the next call gets a fresh process
             raise _recreate(failure)
+
+    def _interrupt(self, label: str) -> LaunchInterrupted:
+        """Ask the running call to stop and take what it hands back; kill it if it cannot."""
+        try:
+            os.kill(self._process.pid, signal.SIGUSR1)
+            if self._conn.poll(INTERRUPT_GRACE_S):
+                status, value, printed = self._conn.recv()
+                if printed:
+                    sys.stdout.write(printed)
+                    sys.stdout.flush()
+                return LaunchInterrupted(label, value if status == "ok" else None)
+        except Exception:
+            pass
+        self.kill()
+        return LaunchInterrupted(label)
 
     def __enter__(self) -> "Worker":
         return self
