@@ -307,9 +307,18 @@ def test_out_of_memory_before_launch_names_the_kernel():
     err = _run.out_of_memory_error("gemm", "the inputs and outputs",
                                    torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"))
     assert isinstance(err, _run.KernelLaunchError) and err.kind == "out_of_memory" and not err.sticky
-    assert str(err).startswith("gemm: out of GPU memory (while allocating the inputs and outputs: CUDA out")
+    assert str(err).startswith("gemm: out of GPU memory (while allocating the inputs and outputs: asked for 8.00 GiB")
+    assert "CUDA out of memory" in str(err)
     assert _run.is_out_of_memory(torch.cuda.OutOfMemoryError("x"))
     assert not _run.is_out_of_memory(ValueError("bad shape"))
+
+
+def test_out_of_memory_says_what_was_asked_and_what_is_free():
+    torch_message = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                     "which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.9 GiB memory in use.")
+    text = _run.memory_text(torch_message, free_total=(int(1.25 * 2**30), int(79.19 * 2**30)))
+    assert text == "asked for 20.00 GiB, 1.25 GiB free of 79.19 GiB"
+    assert _run.memory_text("out of memory", free_total=(0, 2**30)) == "0.00 GiB free of 1.00 GiB"
 
 
 def test_misaligned_tensor_under_a_tma_descriptor_is_named():

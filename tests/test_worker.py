@@ -166,3 +166,25 @@ def test_interrupt_of_a_stuck_call_kills_it_within_a_second(worker):
     assert time.monotonic() - t0 < 0.5 + 1.0 + 1.5  # grace, then the kill
     assert info.value.partial is None and not worker.alive
     assert worker.call(fakes.add, 1, 1) == 2
+
+
+def test_launch_shape_is_read_from_the_prim_func_with_sizes_substituted():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import buggy_kernels as bk
+    import gemm_dynamic
+
+    from tilelab.launch import _isolated
+    from tilelab.launch._run import Prepared
+
+    def shape(func, bound):
+        return _isolated.launch_shape(Prepared(compiled=func, name="k", params=[], backend="tvm_ffi"), bound)
+
+    assert shape(bk.half_written(), {}) == "grid (4, 4, 1), block (128, 1, 1)"
+    assert shape(bk.spin_forever(), {}) == "grid (1, 1, 1), block (256, 1, 1)"
+    # a dynamic M: (m + 127) // 128 blocks along y, as matmul_dynamic_m's T.Kernel writes it
+    assert shape(gemm_dynamic.matmul_dynamic_m(1024, 1024), {"m": 1000}) == "grid (8, 8, 1), block (256, 1, 1)"
+    assert shape(gemm_dynamic.matmul_dynamic_m(1024, 1024), {}) == "grid (8, '(m + 127) // 128', 1), block (256, 1, 1)"
+    assert shape(object(), {}) == ""

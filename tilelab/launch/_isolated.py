@@ -159,20 +159,19 @@ def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
 
 
 def launch_shape(prepared: Prepared, bound: dict[str, int] | None = None) -> str:
-    """"grid (8, 8, 1), block (256, 1, 1)" for each device kernel, from tilelab's report
-    (best effort: empty when inspection fails)."""
-    try:
-        from .._inspect import inspect
+    """"grid (8, 8, 1), block (256, 1, 1)" as the kernel's ``T.Kernel`` wrote them, sizes
+    substituted (read from the prim_func in microseconds; empty when it cannot tell)."""
+    from .. import _adapter
 
-        report = inspect(prepared.compiled)
+    try:
+        dims = _adapter.launch_dims(prepared.compiled)
     except Exception:
+        dims = None
+    if dims is None:
         return ""
-    parts = []
-    for k in report.kernels:
-        grid = tuple(_evaluate(d, bound or {}) for d in k.grid)
-        block = tuple(_evaluate(d, bound or {}) for d in k.block)
-        parts.append(f"{k.name}: grid {grid}, block {block}")
-    return "; ".join(parts)
+    grid = tuple(_evaluate(d, bound or {}) for d in dims[0])
+    block = tuple(_evaluate(d, bound or {}) for d in dims[1])
+    return f"grid {grid}, block {block}"
 
 
 def _evaluate(dim: Any, bound: dict[str, int]) -> Any:

@@ -138,9 +138,27 @@ def is_out_of_memory(err: BaseException) -> bool:
 def out_of_memory_error(kernel_name: str, what: str, err: BaseException) -> KernelLaunchError:
     """OOM before the launch (inputs, rotating copies, the L2-flush buffer) as a KernelLaunchError."""
     first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    return KernelLaunchError(kernel_name, "out_of_memory", f"while allocating {what}: {first}",
+    return KernelLaunchError(kernel_name, "out_of_memory", f"while allocating {what}: {memory_text(str(err))}; {first}",
                              f"{what} do not fit in the GPU's free memory: use smaller sizes, free tensors "
                              "you hold (del x; torch.cuda.empty_cache()) or fewer rotating copies")
+
+
+def memory_text(message: str, free_total: tuple[int, int] | None = None) -> str:
+    """"asked for 2.00 GiB, 1.25 GiB free of 79.19 GiB": the request from the allocator's message
+    (torch's "Tried to allocate X") and the device's free memory (cudaMemGetInfo, or ``free_total``)."""
+    asked = re.search(r"[Tt]ried to allocate ([\d.]+ ?[KMGT]?i?B)", message)
+    parts = [f"asked for {asked.group(1)}"] if asked else []
+    if free_total is None:
+        try:
+            import torch
+
+            free_total = tuple(int(v) for v in torch.cuda.mem_get_info())  # type: ignore[assignment]
+        except Exception:
+            free_total = None
+    if free_total is not None:
+        free, total = free_total
+        parts.append(f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB")
+    return ", ".join(parts) or "the allocator did not say how much"
 
 
 class MisalignedTensorError(TilelabError, ValueError):
@@ -458,13 +476,14 @@ def _tile_map(prepared: Prepared, check: Any, out: Any, expected: Any, poisoned:
 
 
 def _launch_grid(prepared: Prepared, bound: dict[str, int]) -> tuple[int, int, int] | None:
-    """The grid of the kernel's (last) device kernel, sizes substituted; None when unknown."""
-    try:
-        from .._inspect import inspect
+    """The kernel's grid as its ``T.Kernel`` wrote it, sizes substituted; None when unknown."""
+    from .. import _adapter
 
-        kernels = inspect(prepared.compiled).kernels
-        grid = tuple(int(_inputs.eval_dim(d, bound)) if not isinstance(d, int) else d for d in kernels[-1].grid)
-        return grid  # type: ignore[return-value]
+    try:
+        dims = _adapter.launch_dims(prepared.compiled)
+        if dims is None:
+            return None
+        return tuple(int(_inputs.eval_dim(d, bound)) for d in dims[0])  # type: ignore[return-value]
     except Exception:
         return None
 

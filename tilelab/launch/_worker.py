@@ -306,7 +306,10 @@ class Worker:
                 try:
                     status, value, printed = self._conn.recv()
                 except (EOFError, OSError) as err:
-                    code = self._process.exitcode if self._process is not None else None
+                    code = None
+                    if self._process is not None:
+                        self._process.join(KILL_WAIT_S)  # the pipe closes a moment before the exit is reaped
+                        code = self._process.exitcode
                     self._discard()
                     raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
                                      f"({_exit_text(code)}); the next launch starts a fresh one") from err
