@@ -188,3 +188,26 @@ def test_launch_shape_is_read_from_the_prim_func_with_sizes_substituted():
     assert shape(gemm_dynamic.matmul_dynamic_m(1024, 1024), {"m": 1000}) == "grid (8, 8, 1), block (256, 1, 1)"
     assert shape(gemm_dynamic.matmul_dynamic_m(1024, 1024), {}) == "grid (8, '(m + 127) // 128', 1), block (256, 1, 1)"
     assert shape(object(), {}) == ""
+
+
+def test_a_script_without_a_main_guard_is_not_rerun_in_the_worker(tmp_path):
+    """The spawn start method would import the script again in the worker; tilelab hides it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    marker = tmp_path / "ran.txt"
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(root)!r}, {str(root / 'tests')!r}]\n"
+        f"open({str(marker)!r}, 'a').write('x')\n"
+        "import worker_fakes\n"
+        "from tilelab.launch import Worker\n"
+        "w = Worker()\n"
+        "print('RESULT', w.call(worker_fakes.add, 20, 22))\n"
+        "w.close()\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert "RESULT 42" in proc.stdout, proc.stderr[-2000:]
+    assert marker.read_text() == "x"  # the script's top level ran once: not again in the worker

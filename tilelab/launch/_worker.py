@@ -198,6 +198,31 @@ def _context() -> Any:
         return mp.get_context("spawn")
 
 
+def _start_without_main(process: Any) -> None:
+    """Start a spawned process without re-running the caller's main script in it.
+
+    The spawn start method imports the parent's ``__main__`` (a script's file) in the child; a
+    script that launches at top level, without an ``if __name__ == "__main__"`` guard, would then
+    launch again in the worker. The worker needs nothing from ``__main__``, so it is hidden from
+    multiprocessing while the process starts."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        process.start()
+        return
+    missing = object()
+    saved = {k: main.__dict__.get(k, missing) for k in ("__file__", "__spec__")}
+    try:
+        main.__dict__.pop("__file__", None)
+        main.__dict__["__spec__"] = None
+        process.start()
+    finally:
+        for k, v in saved.items():
+            if v is missing:
+                main.__dict__.pop(k, None)
+            else:
+                main.__dict__[k] = v
+
+
 class Worker:
     """One worker process on ``device`` (see the module doc). Thread-safe: calls are serialised."""
 
@@ -228,7 +253,7 @@ class Worker:
             parent, child = ctx.Pipe(duplex=True)
             process = ctx.Process(target=_serve, args=(child, self.device), daemon=True,
                                   name=f"tilelab-worker-{self.device}")
-            process.start()
+            _start_without_main(process)
             child.close()
             self._process, self._conn = process, parent
             self.starts += 1
