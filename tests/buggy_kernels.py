@@ -3,8 +3,6 @@
 Each factory returns a ``T.prim_func``; ``compile(func)`` compiles it with the pass configs the bug
 needs (the out-of-bounds store must not be guarded by TileLang's safe-memory pass)."""
 
-from __future__ import annotations
-
 import tilelang
 import tilelang.language as T
 
