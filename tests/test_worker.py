@@ -211,3 +211,19 @@ def test_a_script_without_a_main_guard_is_not_rerun_in_the_worker(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert "RESULT 42" in proc.stdout, proc.stderr[-2000:]
     assert marker.read_text() == "x"  # the script's top level ran once: not again in the worker
+
+
+def test_a_killed_worker_is_replaced_in_the_background():
+    with Worker(device=0, prestart=True) as w:
+        first = w.call(fakes.pid)
+        with pytest.raises(WorkerTimeout):
+            w.call(fakes.hang, timeout=0.5)
+        deadline = time.monotonic() + 120
+        while not w.alive and time.monotonic() < deadline:
+            time.sleep(0.05)  # nobody calls: the replacement starts by itself
+        assert w.alive and w.pid != first
+        replacement = w.pid
+        t0 = time.monotonic()
+        assert w.call(fakes.pid) == replacement  # the next launch uses it
+        assert time.monotonic() - t0 < 60
+        assert w.starts == 2

@@ -226,9 +226,14 @@ def _start_without_main(process: Any) -> None:
 class Worker:
     """One worker process on ``device`` (see the module doc). Thread-safe: calls are serialised."""
 
-    def __init__(self, device: int = 0, *, start_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(self, device: int = 0, *, start_timeout: float = START_TIMEOUT_S, prestart: bool = False) -> None:
+        """``prestart``: after a hang, a crash or a lost CUDA context kills the worker, start its
+        replacement at once in the background (and import torch and TileLang there), so that the
+        next launch does not wait for a fresh process."""
         self.device = int(device)
         self.start_timeout = start_timeout
+        self.prestart = prestart
+        self._closed = False
         self._process: Any = None
         self._conn: Any = None
         self._lock = threading.RLock()
@@ -272,6 +277,7 @@ class Worker:
 
     def close(self) -> None:
         """Stop the worker (politely, then by force); a later call starts a fresh one."""
+        self._closed = True
         with self._lock:
             if self._conn is not None and self.alive:
                 try:
@@ -307,6 +313,7 @@ class Worker:
              **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` in the worker; see the module doc for what it raises."""
         with self._lock:
+            self._closed = False
             self.start()
             from multiprocessing.reduction import ForkingPickler
 
@@ -322,10 +329,12 @@ class Worker:
                 while not self._conn.poll(0.05):
                     if timeout is not None and time.monotonic() - began > timeout:
                         self.kill()
+                        self._replace_soon()
                         raise WorkerTimeout(label, timeout)
                     if not self._process.is_alive():
                         code = self._process.exitcode
                         self._discard()
+                        self._replace_soon()
                         raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
                                          f"({_exit_text(code)}); the next launch starts a fresh one")
                 try:
@@ -336,6 +345,7 @@ class Worker:
                         self._process.join(KILL_WAIT_S)  # the pipe closes a moment before the exit is reaped
                         code = self._process.exitcode
                     self._discard()
+                    self._replace_soon()
                     raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
                                      f"({_exit_text(code)}); the next launch starts a fresh one") from err
             except KeyboardInterrupt:
@@ -348,7 +358,21 @@ class Worker:
             failure: _Failure = value
             if failure.sticky:
                 self.kill()  # its CUDA context is lost: the next call gets a fresh process
+                self._replace_soon()
             raise _recreate(failure)
+
+    def _replace_soon(self) -> None:
+        if not self.prestart or self._closed:
+            return
+
+        def warm() -> None:
+            try:
+                if not self._closed:
+                    self.call(_warm_up, timeout=self.start_timeout, label="starting a replacement worker")
+            except BaseException:
+                pass  # the next call starts one itself and reports what goes wrong
+
+        threading.Thread(target=warm, name="tilelab-worker-prestart", daemon=True).start()
 
     def _interrupt(self, label: str) -> LaunchInterrupted:
         """Ask the running call to stop and take what it hands back; kill it if it cannot."""
@@ -363,6 +387,7 @@ class Worker:
         except Exception:
             pass
         self.kill()
+        self._replace_soon()
         return LaunchInterrupted(label)
 
     def __enter__(self) -> "Worker":
@@ -373,6 +398,22 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker(device={self.device}, pid={self.pid}, alive={self.alive})"
+
+
+def _warm_up() -> None:
+    """In a replacement worker: import what launches need (torch with its CUDA context, TileLang)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("TILELAB_WORKER_DEVICE", "0")))
+            torch.zeros(1, device="cuda")
+    except Exception:
+        pass
+    try:
+        import tilelang  # noqa: F401
+    except Exception:
+        pass
 
 
 def _exit_text(code: int | None) -> str:
@@ -414,7 +455,7 @@ def default_worker(device: int | None = None) -> Worker:
     with _DEFAULT_LOCK:
         worker = _DEFAULT.get(int(device))
         if worker is None:
-            worker = _DEFAULT[int(device)] = Worker(int(device))
+            worker = _DEFAULT[int(device)] = Worker(int(device), prestart=True)
         return worker
 
 
