@@ -10,12 +10,9 @@ Run on a GPU machine:  python -m pytest -m gpu tests/test_isolation_gpu.py
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest

@@ -186,7 +186,8 @@ def _evaluate(dim: Any, bound: dict[str, int]) -> Any:
 def timeout_error(prepared: Prepared, err: _worker.WorkerTimeout, bound: dict[str, int] | None) -> KernelLaunchError:
     shape = launch_shape(prepared, bound)
     sizes = ", ".join(f"{k}={v}" for k, v in sorted((bound or {}).items()))
-    detail = f"no answer within {err.timeout:g} s" + (f"; {shape}" if shape else "") + (f"; sizes {sizes}" if sizes else "")
+    detail = (f"no answer within {err.timeout:g} s" + (f"; {shape}" if shape else "")
+              + (f"; sizes {sizes}" if sizes else ""))
     out = KernelLaunchError(prepared.name, "timeout", detail, LIKELY_HANG_CAUSES)
     out.isolated = True
     return out

@@ -56,7 +56,8 @@ def element_masks(out: Any, expected: Any | None, tolerance: float | None, unwri
     if expected is not None:
         ref = torch.as_tensor(expected, device=got.device).to(torch.float64).expand(got.shape)
         wrong &= torch.isfinite(ref)
-        rms = float(torch.sqrt(torch.mean(torch.nan_to_num(ref, posinf=0.0, neginf=0.0) ** 2)).item()) if ref.numel() else 0.0
+        finite = torch.nan_to_num(ref, posinf=0.0, neginf=0.0)
+        rms = float(torch.sqrt(torch.mean(finite**2)).item()) if ref.numel() else 0.0
         tol = tolerance if tolerance is not None else 0.0
         diff = torch.nan_to_num((got - ref).abs(), nan=float("inf"))
         wrong |= diff > tol * (ref.abs() + rms)
