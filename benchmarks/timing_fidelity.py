@@ -7,6 +7,10 @@ size, and a 1 GiB fp16 copy kernel (examples/tile_copy.py, 16384 x 32768), each 
 
 * tilelab sustained (back to back, L2 flushed)      vs  do_bench(return_mode="median")
 * tilelab isolated (idle gap, L2 flushed, 1 launch) vs  ncu --clock-control none gpu__time_duration.sum
+* tilelab sustained in its worker process (the default) vs the same in this process (isolate=False):
+  the TileLang GEMM and copy within 1%
+
+``--quick`` measures only the last comparison (no do_bench, ncu, isolated or graph rows).
 
 The TileLang kernels go through ``tilelab.bench(prepared_kernel, a, b)`` (the path a notebook
 user takes: signature, inputs, rates); torch.matmul as a callable. ncu runs this same file with
@@ -127,6 +131,7 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=float, default=3000.0)
     ap.add_argument("--ci-target", type=float, default=0.005,
                     help="sustained mode repeats until the median's 95%% interval is within +-this (0.5%%)")
+    ap.add_argument("--quick", action="store_true", help="only worker vs in-process, sustained")
     args = ap.parse_args()
     if args.child:
         child(args.child)
@@ -146,6 +151,10 @@ def main() -> None:
         torch.cuda.synchronize()
         # What bench times: the TileLang kernel with its own inputs, or the torch callable.
         target, targs = (kernel_args[0], kernel_args[1:]) if kernel_args else (fn, ())
+        # Load the kernel in tilelab's worker before anything is timed: a first load between the
+        # heating and the measurement leaves the GPU idle long enough to boost (seen on an H100:
+        # a first worker median 6% faster than every later one, with a 13% spread).
+        tilelab.bench(target, *targs, mode="sustained", rep_ms=50, warmup_ms=5, name=name)
         rec: dict = {"kernel": name, "flops": flops, "bytes": nbytes}
         for run in (1, 2):
             t0 = time.time()
@@ -158,18 +167,28 @@ def main() -> None:
                 rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms,
                                                                  return_mode="median")
 
-            def sustained_once():
+            def sustained_once(isolate: bool = True):
                 heat(fn)
                 s = tilelab.bench(target, *targs, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes,
-                                  name=name, ci_target=args.ci_target)
-                rec[f"sustained_{run}"] = s.median_ms
-                rec[f"sustained_spread_{run}"] = s.spread
-                rec[f"sustained_ci_{run}"] = s.ci_half_width
-                rec[f"sustained_throttled_{run}"] = s.throttled
-                rec[f"sustained_telemetry_{run}"] = s.telemetry.summary() if s.telemetry else None
+                                  name=name, ci_target=args.ci_target, isolate=isolate)
+                key = "sustained" if isolate else "in_process"
+                rec[f"{key}_{run}"] = s.median_ms
+                rec[f"{key}_spread_{run}"] = s.spread
+                rec[f"{key}_ci_{run}"] = s.ci_half_width
+                rec[f"{key}_throttled_{run}"] = s.throttled
+                rec[f"{key}_telemetry_{run}"] = s.telemetry.summary() if s.telemetry else None
 
-            for step in ((do_bench_once, sustained_once) if run == 1 else (sustained_once, do_bench_once)):
+            def in_process_once():
+                sustained_once(isolate=False)
+
+            steps = [do_bench_once, sustained_once, in_process_once]
+            if args.quick:
+                steps = [sustained_once, in_process_once]
+            for step in (steps if run == 1 else steps[::-1]):
                 step()
+            if args.quick:
+                print(f"{name} run {run}: {time.time() - t0:.0f} s", flush=True)
+                continue
             for idle in idles:
                 i = tilelab.bench(target, *targs, mode="isolated", idle_ms=idle, rep_ms=args.rep_ms / 4, min_rep=40,
                                   max_rep=60, flops=flops, bytes=nbytes, name=name)
@@ -186,27 +205,33 @@ def main() -> None:
             a, b = rec[f"{key}_1"], rec[f"{key}_2"]
             return a, b, abs(a - b) / min(a, b)
 
-        db = statistics.fmean([rec["do_bench_1"], rec["do_bench_2"]])
-        nc = statistics.fmean([rec["ncu_1"], rec["ncu_2"]])
-        # (method, reference value, reference name, is a target of the issue)
-        # The targets are tilelab's medians of the TileLang kernels; torch.matmul is a comparison.
+        ip = statistics.fmean([rec["in_process_1"], rec["in_process_2"]])
+        # (method, reference value, reference name, target in % or None)
+        # The targets are tilelab's medians of the TileLang kernels; torch.matmul is a comparison
+        # (a callable always runs in this process, so its worker row is not a target).
         mine = name.startswith("tilelang_")
-        rows = ([("sustained", db, "do_bench", mine)]
-                + [(f"isolated{x:g}", nc, "ncu", mine and x == idles[0]) for x in idles]
-                + [("graph", db, "do_bench", False), ("do_bench", db, "do_bench", False), ("ncu", nc, "ncu", False)])
-        for key, against, against_name, target_row in rows:
+        rows = [("sustained", ip, "in-process", 1.0 if mine else None), ("in_process", ip, "in-process", None)]
+        if not args.quick:
+            db = statistics.fmean([rec["do_bench_1"], rec["do_bench_2"]])
+            nc = statistics.fmean([rec["ncu_1"], rec["ncu_2"]])
+            rows += ([("sustained", db, "do_bench", 2.0 if mine else None)]
+                     + [(f"isolated{x:g}", nc, "ncu", 2.0 if mine and x == idles[0] else None) for x in idles]
+                     + [("graph", db, "do_bench", None), ("do_bench", db, "do_bench", None), ("ncu", nc, "ncu", None)])
+        for key, against, against_name, target_pct in rows:
             a, b, rr = pair(key)
             med = (a + b) / 2
             diff = 100 * (med - against) / against
             rate = f"{flops / (med * 1e-3) / 1e12:.1f} TFLOP/s" if flops else f"{nbytes / (med * 1e-3) / 1e9:.0f} GB/s"
             verdict = ""
-            if target_row:
-                verdict = "ok" if abs(diff) <= 2.0 and 100 * rr < 1.0 else "MISSED"
+            if target_pct is not None:
+                verdict = "ok" if abs(diff) <= target_pct and 100 * rr < 1.0 else "MISSED"
             table.append((name, key, a, b, 100 * rr, against_name, diff, rate, verdict))
 
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "timing_fidelity.json").write_text(json.dumps(records, indent=1))
     try:
+        if args.quick:
+            raise RuntimeError("skipped with --quick")
         ceilings = tilelab.launch.measure_ceilings(force=True)
         print(repr(ceilings))
         (Path(args.out) / "ceilings.json").write_text(json.dumps(ceilings.to_dict(), indent=1))
@@ -214,7 +239,7 @@ def main() -> None:
         print("ceilings failed:", err)
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}; medians in ms; "
           "run-to-run = |run1 - run2| / min; 'vs' = mean of the two runs against the reference's mean; "
-          "target: |diff| <= 2% and run-to-run < 1%")
+          "target: |diff| <= 2% (1% worker vs in-process) and run-to-run < 1%")
     print(f"{'kernel':20s} {'method':14s} {'run 1':>9s} {'run 2':>9s} {'run-to-run':>10s}  {'vs':9s} {'diff':>7s}  "
           f"{'rate':18s} target")
     for name, key, a, b, rr, ref, diff, rate, verdict in table:

@@ -307,9 +307,18 @@ def test_out_of_memory_before_launch_names_the_kernel():
     err = _run.out_of_memory_error("gemm", "the inputs and outputs",
                                    torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"))
     assert isinstance(err, _run.KernelLaunchError) and err.kind == "out_of_memory" and not err.sticky
-    assert str(err).startswith("gemm: out of GPU memory (while allocating the inputs and outputs: CUDA out")
+    assert str(err).startswith("gemm: out of GPU memory (while allocating the inputs and outputs: asked for 8.00 GiB")
+    assert "CUDA out of memory" in str(err)
     assert _run.is_out_of_memory(torch.cuda.OutOfMemoryError("x"))
     assert not _run.is_out_of_memory(ValueError("bad shape"))
+
+
+def test_out_of_memory_says_what_was_asked_and_what_is_free():
+    torch_message = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                     "which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.9 GiB memory in use.")
+    text = _run.memory_text(torch_message, free_total=(int(1.25 * 2**30), int(79.19 * 2**30)))
+    assert text == "asked for 20.00 GiB, 1.25 GiB free of 79.19 GiB"
+    assert _run.memory_text("out of memory", free_total=(0, 2**30)) == "0.00 GiB free of 1.00 GiB"
 
 
 def test_misaligned_tensor_under_a_tma_descriptor_is_named():
@@ -368,6 +377,40 @@ def test_sweep_stops_after_a_sticky_cuda_error():
     # a non-sticky failure does not stop the sweep
     table, _ = _fake_sweep({2: _run.KernelLaunchError("gemm", "resources", "too many resources")})
     assert [r.ok for r in table.rows] == [True, False, True]
+
+
+def test_sweep_goes_on_after_a_crash_or_hang_in_the_worker():
+    from tilelab.launch import _isolated
+    from tilelab.launch._run import Prepared
+    from tilelab.launch._worker import WorkerDied, WorkerTimeout
+
+    prepared = Prepared(compiled=None, name="gemm", params=[], backend="tvm_ffi")
+    crash = _isolated.died_error(prepared, WorkerDied("the tilelab worker process died (killed by SIGSEGV)"))
+    hang = _isolated.timeout_error(prepared, WorkerTimeout("gemm", 5.0), {})
+    assert crash.sticky and crash.isolated and not hang.sticky
+    table, seen = _fake_sweep({1: crash, 2: hang}, baseline={"torch": lambda N: (lambda: None)})
+    by_block = {dict(r.config).get("block"): r for r in table.rows if r.label is None}
+    assert "SIGSEGV" in by_block[1].error and by_block[1].stage == "bench"
+    assert "did not finish" in by_block[2].error
+    assert by_block[4].ok and table.baselines[0].ok  # a fresh worker took the next configuration
+    assert [p for p, _ in seen if not callable(p)] == [1, 2, 4] and not table.notes
+
+
+def test_sweep_interrupted_keeps_rows_and_the_partial_measurement():
+    from tilelab.launch._worker import LaunchInterrupted
+
+    partial = BenchResult(kernel="k", samples_ms=(2.0, 2.0, 2.0))
+    table, seen = _fake_sweep({2: LaunchInterrupted("gemm", partial)}, baseline={"torch": lambda N: (lambda: None)})
+    by_block = {dict(r.config).get("block"): r for r in table.rows if r.label is None}
+    assert by_block[1].ok and by_block[2].ok and by_block[2].median_ms == 2.0
+    assert by_block[4].stage == "not run" and "interrupted" in by_block[4].error
+    assert table.baselines[0].stage == "not run"
+    assert [p for p, _ in seen] == [1, 2]  # nothing launched after the stop
+    assert any("3 launches measured before the stop" in n for n in table.notes)
+    # without a partial measurement the interrupted row says so
+    table, _ = _fake_sweep({2: KeyboardInterrupt()})
+    assert [r.ok for r in table.rows] == [True, False, False]
+    assert all("interrupted" in r.error and r.stage == "not run" for r in table.rows[1:])
 
 
 def test_sweep_labels_check_failures_and_gives_baselines_the_kernels_work():

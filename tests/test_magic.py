@@ -278,6 +278,9 @@ else:
         ("--sizes M=1;;M=2", "empty size set"),
         ("--target sm_999", "Valid targets: sm_70, sm_75, sm_80"),
         ("--rep-ms -3", "--rep-ms takes a positive number"),
+        ("--run --timeout 0", "--timeout: expected a positive number of seconds"),
+        ("--run --timeout soon", "--timeout: expected a positive number of seconds"),
+        ("--sanitize leakcheck", "choose one of memcheck, racecheck, synccheck, initcheck"),
     ])
     def test_bad_options_say_what_is_valid(ip, shown, line, needle):
         ip.user_ns.pop("gemm", None)
@@ -609,11 +612,13 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
 
         calls = []
 
-        def fake_run(kernel, *args, ref=None, **sizes):
+        def fake_run(kernel, *args, ref=None, isolate=True, timeout=None, **sizes):
+            assert isolate is True and timeout is None  # by default: the worker, default timeout
             calls.append(("run", kernel, ref, sizes))
             return _run_result(True)
 
         def fake_bench(kernel, *args, **kwargs):
+            assert kwargs.pop("isolate") is True and kwargs.pop("timeout") is None
             calls.append(("bench", kernel, None, kwargs))
             m = kwargs["M"]
             return _bench_result({"M": m}, m / 1024 * 0.1)
@@ -644,6 +649,41 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG\r\n\x1a\n")
         static = shown[-1]["data"]["text/html"]  # the saved notebook's view has the timings too
         assert "Timing" in static and static.count("PASS") == 3 and "data:image/png;base64," in static
+
+    def test_in_process_timeout_and_sanitize_reach_the_launch_functions(ip, shown, fake_gpu, monkeypatch, capsys):
+        import tilelab.launch as launch
+        from tilelab.launch._sanitize import Finding, SanitizerReport
+
+        calls = []
+
+        def fake_run(kernel, *args, ref=None, **kwargs):
+            calls.append(("run", kwargs))
+            return _run_result(True)
+
+        def fake_bench(kernel, *args, **kwargs):
+            calls.append(("bench", kwargs))
+            return _bench_result({}, 0.1)
+
+        def fake_sanitize(kernel, *args, tool="memcheck", **sizes):
+            calls.append(("sanitize", {"tool": tool, **sizes}))
+            return SanitizerReport("gemm", tool, (Finding("shared-memory race", "Race reported", line=20),), "raw text")
+
+        monkeypatch.setattr(launch, "run", fake_run)
+        monkeypatch.setattr(launch, "bench", fake_bench)
+        monkeypatch.setattr(launch, "sanitize", fake_sanitize)
+        ip.user_ns.pop("gemm", None)
+        assert run(ip, "--run --bench --in-process --timeout 7.5 --quiet", GEMM_CELL).success
+        assert calls[0] == ("run", {"isolate": False, "timeout": 7.5})
+        assert calls[1][1]["isolate"] is False and calls[1][1]["timeout"] == 7.5
+        calls.clear()
+        assert run(ip, "--sanitize racecheck --sizes M=64", GEMM_CELL).success
+        assert calls == [("sanitize", {"tool": "racecheck", "M": 64})]
+        assert "compute-sanitizer --tool racecheck: 1 finding" in capsys.readouterr().out
+        timing_tab = magics(ip).last.inspector.children[-1].value
+        assert "shared-memory race" in timing_tab and "raw compute-sanitizer output" in timing_tab
+        calls.clear()
+        assert run(ip, "--sanitize --quiet", GEMM_CELL).success
+        assert calls == [("sanitize", {"tool": "memcheck"})]
 
     def test_a_bad_ref_is_a_usage_error_naming_it(ip, shown, fake_gpu):
         ip.user_ns.pop("gemm", None)

@@ -30,6 +30,7 @@ _LAZY = {
     "run": (".launch", "run"),
     "bench": (".launch", "bench"),
     "sweep": (".launch", "sweep"),
+    "sanitize": (".launch", "sanitize"),
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
@@ -73,6 +74,7 @@ __all__ = [
     "load_ipython_extension",
     "profile",
     "run",
+    "sanitize",
     "sweep",
     "swizzle_explorer",
 ]

@@ -1325,3 +1325,31 @@ def _pipelined_calls(prim_func: Any, is_tile_op: Callable[[Any], bool]) -> list[
 
     visit(prim_func.body, find)
     return loops
+
+
+def launch_dims(obj: Any) -> tuple[tuple[int | str, ...], tuple[int | str, ...]] | None:
+    """(grid, block) as the kernel's ``T.Kernel`` wrote them, read from its prim_func without
+    lowering (microseconds: used when a launch has to be described at once, e.g. after a
+    timeout): grid from the ``blockIdx`` thread bindings, block from ``tl.launch_threads``.
+    Symbolic extents come back as text (``(m + 63) // 64``); None when there is no prim_func."""
+    tvm = tilelang().tvm
+    func = getattr(obj, "prim_func", obj)
+    if not isinstance(func, tvm.tirx.PrimFunc):
+        return None
+    grid: dict[str, Any] = {}
+    block: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.tirx.For) and node.thread_binding is not None:
+            tag = str(node.thread_binding.thread_tag)
+            if tag.startswith("blockIdx."):
+                grid.setdefault(tag[-1], node.extent)
+        elif isinstance(node, tvm.tirx.SBlock) and "tl.launch_threads" in node.annotations and not block:
+            block.extend(node.annotations["tl.launch_threads"])
+
+    tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    if not grid and not block:
+        return None
+    dims = tuple(_dim(grid[a]) if a in grid else 1 for a in "xyz")
+    threads = tuple(_dim(v) for v in (list(block) + [1, 1, 1])[:3])
+    return dims, threads

@@ -165,6 +165,22 @@ def _parse_sizes(text: str | None) -> list[dict[str, int]]:
     return sets
 
 
+_SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+def _parse_timeout(text: str | None) -> float | None:
+    """--timeout S: a positive number of seconds."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value != value or value == float("inf"):
+        raise UsageError(f"%%tilelang --timeout: expected a positive number of seconds, e.g. --timeout 10; got {text!r}")
+    return value
+
+
 def _parse_rep_ms(text: str | None) -> float | None:
     if text is None:
         return None
@@ -243,6 +259,12 @@ class TileLangMagics(Magics):
               help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy, Python-line links")
     @argument("--passes", action="store_true", help="record TileLang's lowering pass by pass (IR passes tab)")
     @argument("--profile", action="store_true", help="profile one launch with Nsight Compute (GPU and ncu only)")
+    @argument("--timeout", default=None, metavar="S",
+              help="--run/--bench: seconds before a launch that has not finished is stopped (default 30 for --run)")
+    @argument("--in-process", action="store_true",
+              help="--run/--bench: launch in this Python process instead of tilelab's worker process")
+    @argument("--sanitize", nargs="?", const="memcheck", default=None, metavar="TOOL",
+              help="run the kernel once under compute-sanitizer: memcheck (default), racecheck, synccheck or initcheck")
     @cell_magic
     def tilelang(self, line: str, cell: str) -> None:
         """Run the cell, inspect the TileLang kernels it defines, and show the kernel inspector.
@@ -261,7 +283,7 @@ class TileLangMagics(Magics):
             parser = self.tilelang.parser
             raise UsageError(f"%%tilelang: {err}. Valid options: {_valid_options(parser)}") from None
         # IPython splits the line keeping quotes (--args "1, 2" arrives as '"1, 2"').
-        for name in ("target", "out_idx", "kernel", "args", "show", "sizes", "ref", "rep_ms"):
+        for name in ("target", "out_idx", "kernel", "args", "show", "sizes", "ref", "rep_ms", "timeout", "sanitize"):
             setattr(args, name, _unquote(getattr(args, name)))
         args.pass_config = [_unquote(v) for v in args.pass_config] if args.pass_config else None
 
@@ -270,6 +292,10 @@ class TileLangMagics(Magics):
         pass_configs = _parse_pass_configs(args.pass_config)
         size_sets = _parse_sizes(args.sizes)
         rep_ms = _parse_rep_ms(args.rep_ms)
+        args.timeout = _parse_timeout(args.timeout)
+        if args.sanitize is not None and args.sanitize not in _SANITIZER_TOOLS:
+            raise UsageError(f"%%tilelang --sanitize: unknown tool {args.sanitize!r}; choose one of "
+                             f"{', '.join(_SANITIZER_TOOLS)} (or --sanitize alone for memcheck)")
         try:
             from .widgets.inspector import parse_tabs
 
@@ -342,7 +368,7 @@ class TileLangMagics(Magics):
             target = arch or result.report.target
             print(f"%%tilelang: compiled for {target} ({args.backend}) and bound "
                   + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
-        if args.run or args.bench or args.profile:
+        if args.run or args.bench or args.profile or args.sanitize:
             result.timing = self._launch(result, ns, args, size_sets, ref, rep_ms, gpu, arch, out_idx,
                                          pass_configs, call_args, call_kwargs)
         if not args.quiet:
@@ -577,7 +603,7 @@ class TileLangMagics(Magics):
                 rep_ms: float | None, gpu: bool, arch: str | None, out_idx: list[int] | None,
                 pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict) -> list[Any]:
         if not gpu:
-            print("%%tilelang: no CUDA GPU here, so --run/--bench/--profile were skipped; inspection still works "
+            print("%%tilelang: no CUDA GPU here, so --run/--bench/--profile/--sanitize were skipped; inspection still works "
                   "(the inspector below shows what TileLang generated for the target).")
             return []
         from . import _adapter
@@ -602,16 +628,21 @@ class TileLangMagics(Magics):
         if rep_ms is not None:
             bench_options = {"rep_ms": rep_ms, "warmup_ms": min(25.0, rep_ms)}
         out: list[Any] = []
+        where = {"isolate": not args.in_process, "timeout": args.timeout}
         for sizes in size_sets or [{}]:
             try:
+                if args.sanitize:
+                    found = launch.sanitize(kernel, tool=args.sanitize, **sizes)
+                    out.append(found)
+                    print(f"%%tilelang --sanitize: {repr(found).splitlines()[0]}")
                 if args.run:
-                    checked = launch.run(kernel, ref=ref, **sizes)
+                    checked = launch.run(kernel, ref=ref, **where, **sizes)
                     out.append(checked)
                     if not getattr(checked, "passed", True):
                         head = repr(checked).split("\n", 1)[0]
                         print(f"%%tilelang --run: {head}" + (f" at {_sizes_text(sizes)}" if sizes else ""))
                 if args.bench:
-                    out.append(launch.bench(kernel, **bench_options, **sizes))
+                    out.append(launch.bench(kernel, **bench_options, **where, **sizes))
                 if args.profile:
                     from .launch._profile import ProfileError, profile
                     from .profiling import measured_work

@@ -1,7 +1,7 @@
 """Launch, verify and time TileLang kernels on the notebook's GPU.
 
 ``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
-``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
+``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
 each execution backend), ``sweep`` (configurations x sizes) and ``plots`` (static figures).
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
 GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works.
@@ -14,29 +14,41 @@ from ._bench import bench, count_work, gemm_flops
 from ._ceilings import measure_ceilings
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
 from ._overhead import launch_overhead
+from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._run import KernelLaunchError, MisalignedTensorError, classify_cuda_error, prepare_kernel, run
 from ._sweep import sweep
-from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable
+from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
+from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
 
 __all__ = [
     "BenchResult",
     "Ceilings",
+    "Finding",
     "KernelLaunchError",
     "LaunchOverhead",
     "MisalignedTensorError",
     "RunResult",
+    "SanitizerMissing",
+    "SanitizerReport",
     "SweepRow",
     "SweepTable",
+    "TileMap",
+    "Worker",
+    "WorkerDied",
+    "WorkerError",
+    "WorkerTimeout",
     "UNIT_ROUNDOFF",
     "bench",
     "classify_cuda_error",
     "count_work",
+    "default_worker",
     "gemm_flops",
     "launch_overhead",
     "measure_ceilings",
     "plots",
     "prepare_kernel",
     "run",
+    "sanitize",
     "sweep",
     "tolerance_for",
 ]

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from . import _inputs, _stability
 from ._run import (Prepared, call_kernel, check_tma_alignment, device_name, is_out_of_memory, is_tilelang_kernel,
                    launch_error, out_of_memory_error, prepare_kernel, require_gpu)
+from ._worker import stop_requested
 from .models import BENCH_MODES, BenchResult
 
 SPIN_CYCLES = 200_000  # about 100 us at Hopper clocks: longer than any host launch path here
@@ -122,14 +123,22 @@ def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, 
         fns[i % len(fns)]()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    done = 0
     for i in range(n_rep):
+        if stop_requested():
+            break
         if flush is not None:
             flush.zero_()
         starts[i].record()
         fns[i % len(fns)]()
         ends[i].record()
+        done += 1
+        if i >= 64:
+            # The host stays at most 64 launches ahead (so that a stop request takes effect soon)
+            # while the GPU always has work queued: the timings are those of back-to-back launches.
+            ends[i - 64].synchronize()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) for s, e in zip(starts[:done], ends[:done])]
 
 
 def isolated_reps(estimate_ms: float, idle_ms: float, budget_ms: float, min_rep: int, max_rep: int) -> int:
@@ -148,6 +157,8 @@ def time_isolated(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n
     samples: list[float] = []
     began = time.perf_counter()
     for i in range(n_rep):
+        if stop_requested():
+            break
         if budget_ms is not None and len(samples) >= min_rep and (time.perf_counter() - began) * 1e3 > 2 * budget_ms:
             break  # the estimate was off (slow host): the wall-time budget still holds
         torch.cuda.synchronize()
@@ -182,12 +193,18 @@ def time_graph(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_re
         graph.replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    done = 0
     for i in range(n_rep):
+        if stop_requested():
+            break
         starts[i].record()
         graph.replay()
         ends[i].record()
+        done += 1
+        if i >= 4:
+            ends[i - 4].synchronize()  # at most 4 replays queued: a stop request takes effect soon
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) / batch for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) / batch for s, e in zip(starts[:done], ends[:done])]
 
 
 # ------------------------------------------------------------------------------------------
@@ -218,7 +235,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
           seed: int | None = None, name: str | None = None, ci_target: float | None = None,
-          max_rounds: int = 20, telemetry: bool = True, **sizes: int) -> BenchResult:
+          max_rounds: int = 20, telemetry: bool = True, isolate: bool = True, timeout: float | None = None,
+          **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -234,6 +252,11 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     95% confidence interval of the median is within +-ci_target of it; the result carries the
     interval either way. ``telemetry``: sample clocks, power, temperature and throttle reasons
     through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
+
+    A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
+    see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
+    and repetition time). A zero-argument callable runs in this process: it cannot be sent to
+    another one.
     """
     if ci_target is not None and not (isinstance(ci_target, (int, float)) and 0 < ci_target < 1):
         raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {ci_target!r}")
@@ -242,6 +265,17 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     if rep_ms is None:
         rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
     torch = require_gpu()
+    from . import _worker
+
+    if isolate and not _worker.in_worker() and (is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)):
+        from . import _isolated
+
+        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
+            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+        options = dict(mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms, min_rep=min_rep,
+                       max_rep=max_rep, flush_l2=flush_l2, rotate=rotate, idle_ms=idle_ms, graph_batch=graph_batch,
+                       seed=seed, name=name, ci_target=ci_target, max_rounds=max_rounds, telemetry=telemetry, **sizes)
+        return _isolated.bench(_worker.default_worker(), prepared, args, options, timeout)
     notes: list[str] = []
     bound: dict[str, int] = {}
     backend_used = ""
@@ -324,7 +358,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
             method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
                                                           if n_copies > 1 else "")
         rounds = 1
-        while ci_target is not None and rounds < max_rounds and _stability.relative_half_width(samples) > ci_target:
+        while (ci_target is not None and rounds < max_rounds and not stop_requested()
+               and _stability.relative_half_width(samples) > ci_target):
             rounds += 1
             if mode == "sustained":
                 samples += time_sustained(torch, fns, 1, n_rep, flush_buf)
@@ -332,6 +367,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
                 samples += time_isolated(torch, fns, 1, n_rep, flush_buf, idle_ms, rep_ms, min_rep)
             else:
                 samples += time_graph(torch, fns, 1, max(min_rep, n_rep // batch), batch)
+    if stop_requested():
+        notes.append(f"interrupted: {len(samples)} launches measured before the stop")
     ci = _stability.median_ci(samples) if len(samples) >= 6 else None
     if ci_target is not None:
         reached = _stability.relative_half_width(samples) <= ci_target

@@ -82,9 +82,11 @@ def driver_version() -> str:
 
 
 def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n: int = 8192,
-                     dtype: str = "float16", rep_ms: float = 300.0) -> Ceilings:
-    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU."""
-    from ._bench import bench
+                     dtype: str = "float16", rep_ms: float = 300.0, isolate: bool = True,
+                     timeout: float | None = 600.0) -> Ceilings:
+    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU, in
+    tilelab's worker process unless ``isolate=False``."""
+    from . import _worker
     from ._run import require_gpu
 
     torch = require_gpu()
@@ -94,6 +96,28 @@ def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n
         cached = read_cache(key)
         if cached is not None:
             return cached
+    options = dict(copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms, key=key)
+    if isolate and not _worker.in_worker():
+        from . import _isolated
+
+        ceilings = _isolated.call(_worker.default_worker(), measure_once, (), options, timeout, "measure_ceilings")
+    else:
+        ceilings = measure_once(**options)
+    try:
+        write_cache(ceilings)
+    except OSError:
+        pass  # a read-only home still gets the measurement
+    return ceilings
+
+
+def measure_once(*, copy_bytes: int, matmul_n: int, dtype: str, rep_ms: float, key: str,
+                 isolate: bool = False) -> Ceilings:
+    """The two measurements, uncached (in whichever process calls it)."""
+    from ._bench import bench
+    from ._run import require_gpu
+
+    torch = require_gpu()
+    device = torch.cuda.get_device_name()
     src = torch.randn(copy_bytes // 2, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     copy = bench(lambda: dst.copy_(src), bytes=2.0 * copy_bytes, flush_l2=False, rep_ms=rep_ms, name="copy")
@@ -112,10 +136,6 @@ def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n
         method=(f"median of sustained CUDA-event timings: Tensor.copy_ of {copy_bytes >> 20} MiB "
                 f"(bytes read + written), torch.matmul {dtype} {matmul_n}^3 on random data"),
     )
-    try:
-        write_cache(ceilings)
-    except OSError:
-        pass  # a read-only home still gets the measurement
     return ceilings
 
 

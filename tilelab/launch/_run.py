@@ -6,6 +6,7 @@ both go through ``tilelab._adapter`` and touch only the public call of a compile
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -35,7 +36,13 @@ class KernelLaunchError(TilelabError, RuntimeError):
                  sticky: bool = False, flagged: Sequence[str] = ()) -> None:
         self.kernel, self.kind, self.detail, self.cause = kernel, kind, detail, cause
         self.sticky, self.flagged = sticky, tuple(flagged)
+        self.isolated = False  # True when it happened in a worker process (the notebook's context is intact)
+        self.located: str | None = None  # compute-sanitizer's finding, when tilelab could locate the fault
         super().__init__(str(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses from the worker process intact
+        return (_rebuild_launch_error, (self.kernel, self.kind, self.detail, self.cause, self.sticky, self.flagged,
+                                        self.isolated, self.located))
 
     def __str__(self) -> str:
         text = f"{self.kernel}: {CUDA_ERROR_KINDS.get(self.kind, ('launch failed', ''))[0]} ({self.detail.strip()[:300]})"
@@ -43,10 +50,25 @@ class KernelLaunchError(TilelabError, RuntimeError):
             text += f"\n  likely cause: {self.cause}"
         for item in self.flagged:
             text += f"\n  flagged by inspection: {item}"
-        if self.sticky:
+        if self.located:
+            text += f"\n  compute-sanitizer located it: {self.located}"
+        elif self.kind in ("illegal_address", "misaligned_address"):
+            text += ("\n  To find the line and the buffer: tilelab.sanitize(kernel, ...) or %%tilelang --sanitize "
+                     "runs it once under compute-sanitizer.")
+        if self.sticky and self.isolated:
+            text += ("\n  It happened in tilelab's worker process, which was discarded: this notebook's CUDA context "
+                     "is untouched and the next launch starts a fresh worker.")
+        elif self.sticky:
             text += ("\n  The CUDA context is now unusable (the error is sticky): restart the Python kernel "
                      "before launching again.")
         return text
+
+
+def _rebuild_launch_error(kernel: str, kind: str, detail: str, cause: str | None, sticky: bool,
+                          flagged: Sequence[str], isolated: bool, located: str | None) -> "KernelLaunchError":
+    err = KernelLaunchError(kernel, kind, detail, cause, sticky, flagged)
+    err.isolated, err.located = isolated, located
+    return err
 
 
 # kind -> (headline, likely cause), matched against the driver/runtime message in order.
@@ -65,6 +87,8 @@ CUDA_ERROR_KINDS: dict[str, tuple[str, str]] = {
     "resources": ("the launch asked for more than the device allows",
                   "too much shared memory or too many registers or threads per block for this GPU"),
     "launch_failure": ("the kernel failed", "an exception inside the kernel (trap, assert, timeout)"),
+    "timeout": ("the kernel did not finish", "a loop that never exits, an mbarrier phase that never completes, "
+                "or a producer/consumer deadlock"),
     "other": ("launch failed", ""),
 }
 # Word boundaries everywhere: "TMA" must not match inside "bitmap", "tensor map" not inside a name.
@@ -114,9 +138,27 @@ def is_out_of_memory(err: BaseException) -> bool:
 def out_of_memory_error(kernel_name: str, what: str, err: BaseException) -> KernelLaunchError:
     """OOM before the launch (inputs, rotating copies, the L2-flush buffer) as a KernelLaunchError."""
     first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    return KernelLaunchError(kernel_name, "out_of_memory", f"while allocating {what}: {first}",
+    return KernelLaunchError(kernel_name, "out_of_memory", f"while allocating {what}: {memory_text(str(err))}; {first}",
                              f"{what} do not fit in the GPU's free memory: use smaller sizes, free tensors "
                              "you hold (del x; torch.cuda.empty_cache()) or fewer rotating copies")
+
+
+def memory_text(message: str, free_total: tuple[int, int] | None = None) -> str:
+    """"asked for 2.00 GiB, 1.25 GiB free of 79.19 GiB": the request from the allocator's message
+    (torch's "Tried to allocate X") and the device's free memory (cudaMemGetInfo, or ``free_total``)."""
+    asked = re.search(r"[Tt]ried to allocate ([\d.]+ ?[KMGT]?i?B)", message)
+    parts = [f"asked for {asked.group(1)}"] if asked else []
+    if free_total is None:
+        try:
+            import torch
+
+            free_total = tuple(int(v) for v in torch.cuda.mem_get_info())  # type: ignore[assignment]
+        except Exception:
+            free_total = None
+    if free_total is not None:
+        free, total = free_total
+        parts.append(f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB")
+    return ", ".join(parts) or "the allocator did not say how much"
 
 
 class MisalignedTensorError(TilelabError, ValueError):
@@ -327,7 +369,8 @@ def _poisoned_launch(torch: Any, prepared: Prepared, args: list[Any], bound: dic
 def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = None,
         tolerance: float | None = None, backend: str | None = None, out_idx: int | list[int] | None = None,
         outputs: Sequence[str] | None = None, seed: int | None = None, ref_dtype: Any = None,
-        worst: int = 5, **sizes: int) -> RunResult:
+        worst: int = 5, isolate: bool = True, timeout: float | None = None, tile: Sequence[int] | None = None,
+        **sizes: int) -> RunResult:
     """Launch ``kernel`` once on the GPU and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -340,6 +383,13 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     (upcast to float64, integers too where exact, or ``ref_dtype``), each output is compared by
     relative error norm against ``tolerance``, by default :func:`tilelab.launch.tolerance_for`
     of the output's dtype, the inputs' dtypes and the reduction length K of a GEMM-shaped kernel.
+    An output that fails carries a map of its tiles (``OutputCheck.tiles``: wrong, unwritten or
+    right per tile of the kernel's block shape, or of ``tile=(rows, cols)``).
+
+    The launch happens in tilelab's warm worker process (``isolate=True``, the default): a kernel
+    that hangs ends in :class:`KernelLaunchError` (kind "timeout") after ``timeout`` seconds
+    (default 30), and an illegal address loses the worker's CUDA context, not this process's.
+    ``isolate=False`` launches in this process.
     """
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
@@ -357,14 +407,15 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     expected: list[Any] | None = None
     if ref is not None:
         expected = _reference(torch, ref, inputs, ref_dtype, notes)
-    outs, poisoned = _poisoned_launch(torch, prepared, args, bound, _inputs.POISON)
+    launcher = _launcher(torch, isolate, timeout)
+    outs, poisoned = launcher(prepared, args, bound, _inputs.POISON)
     seconds: list[Any] = [None] * len(outs)
     twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
     if twice:
         # 0xFF bytes are a value of these dtypes: launch again with another pattern, keeping the
         # first launch's outputs (passed-at-launch ones are re-poisoned, so copy them first).
         outs = [o.clone() if p.passed_at_launch else o for o, p in zip(outs, prepared.outputs)]
-        outs2, poisoned2 = _poisoned_launch(torch, prepared, args, bound, _inputs.SECOND_POISON)
+        outs2, poisoned2 = launcher(prepared, args, bound, _inputs.SECOND_POISON)
         for i in twice:
             if poisoned2[i]:
                 seconds[i] = outs2[i]
@@ -385,11 +436,69 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
                          "block: unwritten elements were not checked")
         tol = tolerance if tolerance is not None else _inputs.tolerance_for(
             p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
-        checks.append(_inputs.compare(p.name, out, expected[i] if expected is not None else None,
-                                      tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i]))
+        check = _inputs.compare(p.name, out, expected[i] if expected is not None else None,
+                                tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i])
+        if not check.passed:
+            check = dataclasses.replace(check, tiles=_tile_map(
+                prepared, check, out, expected[i] if expected is not None else None, poisoned[i], seconds[i], bound,
+                tile))
+        checks.append(check)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
                      device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
                      reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
+
+
+def _tile_map(prepared: Prepared, check: Any, out: Any, expected: Any, poisoned: bool, second: Any,
+              bound: dict[str, int], tile: Sequence[int] | None) -> Any:
+    """The failed output's map of tiles (None when it cannot be drawn); best effort."""
+    from . import _tiles
+
+    try:
+        unwritten = None
+        if poisoned:
+            if second is not None:
+                unwritten = _inputs.unwritten_in_both(out, second)
+            else:
+                unwritten = _inputs.unwritten_mask(out)
+                if expected is not None and _inputs.poison_is_value(check.dtype):
+                    unwritten &= ~_inputs.unwritten_mask(expected.to(out.dtype))
+        unwritten, wrong = _tiles.element_masks(out, expected, check.tolerance, unwritten)
+        source = f"tile={tuple(tile)}" if tile else ""
+        if not tile:
+            grid = _launch_grid(prepared, bound)
+            if grid is None:
+                return None
+            tile = _tiles.tile_from_grid(check.shape, grid)
+            source = f"the launch grid {tuple(grid)}"
+        return _tiles.tile_map(check.name, unwritten, wrong, tuple(tile), source=source)
+    except Exception:
+        return None
+
+
+def _launch_grid(prepared: Prepared, bound: dict[str, int]) -> tuple[int, int, int] | None:
+    """The kernel's grid as its ``T.Kernel`` wrote it, sizes substituted; None when unknown."""
+    from .. import _adapter
+
+    try:
+        dims = _adapter.launch_dims(prepared.compiled)
+        if dims is None:
+            return None
+        return tuple(int(_inputs.eval_dim(d, bound)) for d in dims[0])  # type: ignore[return-value]
+    except Exception:
+        return None
+
+
+def _launcher(torch: Any, isolate: bool, timeout: float | None) -> Callable[..., tuple[list[Any], list[bool]]]:
+    """The poisoned launch, here or in the worker (never a worker inside the worker)."""
+    from . import _worker
+
+    if isolate and not _worker.in_worker():
+        from . import _isolated
+
+        worker = _worker.default_worker()
+        return lambda prepared, args, bound, pattern: _isolated.poisoned_launch(
+            worker, prepared, args, bound, pattern, timeout)
+    return lambda prepared, args, bound, pattern: _poisoned_launch(torch, prepared, args, bound, pattern)
 
 
 def _reference(torch: Any, ref: Callable[..., Any], inputs: list[Any], ref_dtype: Any, notes: list[str]) -> list[Any]:

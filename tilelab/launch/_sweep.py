@@ -91,7 +91,8 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
           bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
           compile_fn: Callable[..., Callable[[], Any]] | None = None,
           bench_fn: Callable[..., BenchResult] | None = None,
-          check_fn: Callable[..., Any] | None = None, name: str | None = None) -> SweepTable:
+          check_fn: Callable[..., Any] | None = None, name: str | None = None, isolate: bool = True,
+          timeout: float | None = None) -> SweepTable:
     """Benchmark every configuration of ``factory`` at every size; mark the best per size.
 
     ``factory(**size, **config)`` returns a TileLang kernel (``examples/gemm.py:matmul``).
@@ -103,14 +104,21 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     that size unless ``flops``/``bytes`` say otherwise.
 
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
-    a row of stage "check". A sticky CUDA error (``KernelLaunchError.sticky``) leaves the context
-    unusable: the sweep stops there, and every row after it is "not run", with a note naming
-    the configuration that caused it.
+    a row of stage "check". Checks and benchmarks run in tilelab's worker process
+    (``isolate=True``, the default), each within ``timeout`` seconds (see :func:`tilelab.bench`):
+    a configuration that hangs or crashes is a failed row with its reason, and the sweep goes on
+    with a fresh worker. With ``isolate=False`` a sticky CUDA error
+    (``KernelLaunchError.sticky``) leaves this process's context unusable: the sweep stops there,
+    and every row after it is "not run", with a note naming the configuration that caused it.
+    Interrupting (the stop button, Ctrl-C) keeps the rows measured so far: the rest are "not run".
     """
     configs, size_list = expand(params), expand(sizes)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
     bench_kwargs = dict(bench_kwargs or {})
     bench_kwargs.setdefault("mode", mode)
+    bench_kwargs.setdefault("isolate", isolate)
+    if timeout is not None:
+        bench_kwargs.setdefault("timeout", timeout)
     bench_fn = bench_fn or default_bench
     jobs: list[tuple[int, Config, Config]] = [(i, s, c) for i, (s, c) in
                                              enumerate(itertools.product(size_list, configs))]
@@ -147,8 +155,12 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     runnable = [i for i, _, _ in jobs if i not in failures]
     n_baselines = len(baseline or {}) * len(size_list)
     bar = _Progress(len(runnable) + n_baselines, f"benchmarking {len(runnable) + n_baselines} rows", progress)
+    interrupted: str | None = None
     for i, size, config in jobs:
         key_c, key_s = tuple(config.items()), tuple((k, int(v)) for k, v in size.items())
+        if interrupted is not None and i not in failures:
+            rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
+            continue
         if i in failures:
             stage, error = failures[i]
             rows.append(SweepRow(key_c, key_s, error=error, stage=stage))
@@ -161,7 +173,7 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
         stage = "check"
         try:
             if ref is not None:
-                result = (check_fn or _check)(kernel, ref, size)
+                result = check_fn(kernel, ref, size) if check_fn else _check(kernel, ref, size, isolate, timeout)
                 if not result:
                     rows.append(SweepRow(key_c, key_s, error=f"wrong result: rel error {result.rel_error}",
                                          stage="check", compile_s=compile_time.get(i)))
@@ -174,9 +186,23 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
             if bytes is not None:
                 extra["bytes"] = bytes(**size)
             res = bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
+        except KeyboardInterrupt as err:
+            interrupted = _INTERRUPTED
+            partial = getattr(err, "partial", None)
+            if isinstance(partial, BenchResult) and partial.samples_ms:
+                notes.append(f"interrupted while timing {_describe(key_c, key_s)}: its row has the "
+                             f"{len(partial.samples_ms)} launches measured before the stop")
+                rows.append(SweepRow(key_c, key_s, median_ms=partial.median_ms, min_ms=partial.min_ms,
+                                     spread=partial.spread, tflops=partial.tflops, gbps=partial.gbps,
+                                     compile_s=compile_time.get(i)))
+            else:
+                notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
+                rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
+            bar.update()
+            continue
         except Exception as err:
             rows.append(SweepRow(key_c, key_s, error=_short_error(err), stage=stage, compile_s=compile_time.get(i)))
-            if getattr(err, "sticky", False):
+            if getattr(err, "sticky", False) and not getattr(err, "isolated", False):
                 lost = _lost_context(err, key_c, key_s, stage)
                 notes.append(lost)
             bar.update()
@@ -188,8 +214,8 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     for label, make in (baseline or {}).items():
         for size in size_list:
             key_s = tuple((k, int(v)) for k, v in size.items())
-            if lost is not None:
-                rows.append(SweepRow((), key_s, error=lost, stage="not run", label=label))
+            if lost is not None or interrupted is not None:
+                rows.append(SweepRow((), key_s, error=lost or interrupted, stage="not run", label=label))
                 bar.update()
                 continue
             try:
@@ -207,6 +233,10 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
                 res = bench_fn(make(**size), size, {}, name=label, **extra)
                 rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
                                      tflops=res.tflops, gbps=res.gbps, label=label))
+            except KeyboardInterrupt:
+                interrupted = _INTERRUPTED
+                notes.append(f"interrupted at baseline {label}: the rows before it were measured")
+                rows.append(SweepRow((), key_s, error=interrupted, stage="not run", label=label))
             except Exception as err:
                 rows.append(SweepRow((), key_s, error=_short_error(err), stage="bench", label=label))
                 if getattr(err, "sticky", False):
@@ -229,6 +259,14 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
                       mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes))
 
 
+_INTERRUPTED = "not run: the sweep was interrupted"
+
+
+def _describe(config: tuple, size: tuple) -> str:
+    culprit = ", ".join(f"{k}={v}" for k, v in config) or "(defaults)"
+    return f"{culprit} at size " + ("x".join(str(v) for _, v in size) or "-")
+
+
 def _lost_context(err: BaseException, config: tuple, size: tuple, stage: str) -> str:
     """The note for rows after a sticky CUDA error, naming the configuration that caused it."""
     culprit = ", ".join(f"{k}={v}" for k, v in config) or "(defaults)"
@@ -247,10 +285,11 @@ def _size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
     return {k: int(v) for k, v in size.items() if k in symbols}
 
 
-def _check(kernel: Any, ref: Callable[..., Any], size: Config) -> Any:
+def _check(kernel: Any, ref: Callable[..., Any], size: Config, isolate: bool = True, timeout: float | None = None) -> Any:
     from ._run import run
 
-    return run(kernel.compiled if hasattr(kernel, "compiled") else kernel, ref=ref, **_size_kwargs(kernel, size))
+    return run(kernel.compiled if hasattr(kernel, "compiled") else kernel, ref=ref, isolate=isolate, timeout=timeout,
+               **_size_kwargs(kernel, size))
 
 
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:

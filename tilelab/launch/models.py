@@ -25,6 +25,7 @@ __all__ = [
     "RunResult",
     "SweepRow",
     "SweepTable",
+    "TileMap",
     "WorstElement",
 ]
 
@@ -84,6 +85,52 @@ class WorstElement:
                    float(d["expected"]), float(d["abs_error"]))
 
 
+TILE_STATES = ("right", "wrong", "unwritten", "partial")
+
+
+@dataclass(frozen=True)
+class TileMap:
+    """One output by tile: each cell is "right", "wrong" (some element wrong), "unwritten" (no
+    element written) or "partial" (some elements unwritten, the rest right). ``tile`` is the
+    tile's (rows, cols) in elements, over the output folded to 2-D (leading dimensions into rows);
+    ``merged`` says neighbouring tiles were merged to keep the map small; ``source`` says where
+    the tile shape came from."""
+
+    output: str
+    shape: tuple[int, ...]
+    tile: tuple[int, int]
+    cells: tuple[tuple[str, ...], ...]
+    merged: bool = False
+    source: str = ""
+
+    def count(self, state: str) -> int:
+        return sum(row.count(state) for row in self.cells)
+
+    def where(self, state: str) -> tuple[tuple[int, int], ...]:
+        """(tile row, tile column) of every tile in ``state``."""
+        return tuple((i, j) for i, row in enumerate(self.cells) for j, c in enumerate(row) if c == state)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output": self.output, "shape": list(self.shape), "tile": list(self.tile),
+                "cells": [list(r) for r in self.cells], "merged": self.merged, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TileMap:
+        return cls(output=d["output"], shape=tuple(d["shape"]), tile=tuple(d["tile"]),  # type: ignore[arg-type]
+                   cells=tuple(tuple(r) for r in d["cells"]), merged=bool(d.get("merged", False)),
+                   source=d.get("source", ""))
+
+    def __repr__(self) -> str:
+        from ..render.tiles import tile_map_text
+
+        return tile_map_text(self)
+
+    def _repr_html_(self) -> str:
+        from ..render.tiles import tile_map_html
+
+        return tile_map_html(self)
+
+
 @dataclass(frozen=True)
 class OutputCheck:
     """How one output compared: unwritten elements (still the poison) and error figures."""
@@ -99,6 +146,7 @@ class OutputCheck:
     max_abs_error: float | None = None
     tolerance: float | None = None
     worst: tuple[WorstElement, ...] = ()
+    tiles: TileMap | None = None  # where it is wrong, by tile, when it failed
 
     @property
     def passed(self) -> bool:
@@ -118,7 +166,7 @@ class OutputCheck:
             "poison_checked": self.poison_checked, "nonfinite": self.nonfinite,
             "rel_error": self.rel_error, "max_abs_error": self.max_abs_error,
             "tolerance": self.tolerance, "worst": [w.to_dict() for w in self.worst],
-            "passed": self.passed,
+            "passed": self.passed, "tiles": self.tiles.to_dict() if self.tiles is not None else None,
         }
 
     @classmethod
@@ -132,6 +180,7 @@ class OutputCheck:
             rel_error=d.get("rel_error"), max_abs_error=d.get("max_abs_error"),
             tolerance=d.get("tolerance"),
             worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", ())),
+            tiles=TileMap.from_dict(d["tiles"]) if d.get("tiles") else None,
         )
 
 
@@ -202,6 +251,10 @@ class RunResult:
             for w in o.worst[:5]:
                 lines.append(f"    at {list(w.index)}: got {w.got:.6g}, expected {w.expected:.6g} "
                              f"(|err| {w.abs_error:.3g})")
+            if o.tiles is not None:
+                from ..render.tiles import tile_map_text
+
+                lines += ["    " + line for line in tile_map_text(o.tiles).splitlines()]
         lines += [f"  note: {n}" for n in self.notes]
         return lines
 
@@ -224,6 +277,9 @@ class RunResult:
             body += "<div>worst elements</div>" + _table(
                 ["output", "index", "got", "expected", "|err|"],
                 [[w.output, list(w.index), f"{w.got:.6g}", f"{w.expected:.6g}", f"{w.abs_error:.3g}"] for w in worst])
+        from ..render.tiles import tile_map_html
+
+        body += "".join(tile_map_html(o.tiles) for o in self.outputs if o.tiles is not None)
         notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
         return f"<div>{head}{body}{notes}</div>"
 

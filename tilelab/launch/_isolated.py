@@ -1,0 +1,262 @@
+"""Launch paths through the worker process (:mod:`tilelab.launch._worker`).
+
+The notebook's side keeps everything that cannot hang or corrupt a CUDA context: compiling (no
+launch), building inputs, the reference, verification. The worker gets the kernel once, as a
+:class:`KernelRef` (its ``T.prim_func`` and the options it was compiled with; the worker compiles
+it again, which TileLang's disk cache answers from the artifact the notebook's compile just
+wrote) and keeps it loaded by key; each launch then sends only the key and the tensors (by CUDA IPC).
+
+Functions named ``*_in_worker`` run in the worker; the others run in the notebook and call them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from . import _inputs, _worker
+from ._run import KernelLaunchError, Prepared
+
+RUN_TIMEOUT_S = 30.0  # one verified launch: honest kernels take milliseconds
+BENCH_TIMEOUT_S = 60.0  # added to the bench's own warm-up and repetition time
+LOAD_TIMEOUT_S = 900.0  # loading a kernel may compile it (TileLang lowering + nvcc)
+
+LIKELY_HANG_CAUSES = (
+    "a loop whose exit condition is never met (a while loop or a spin on a flag), an mbarrier wait on a phase "
+    "that never completes (a wrong parity, or fewer arrivals than the barrier expects), or a producer/consumer "
+    "deadlock in a warp-specialised pipeline (a consumer waiting on a stage the producer never fills). "
+    "If the kernel is only slow at this size, pass a larger timeout= (%%tilelang --timeout S)")
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """A compiled kernel as the worker receives it: ``payload`` is None once the worker has it."""
+
+    key: str
+    name: str
+    payload: bytes | None  # pickled (prim_func, out_idx, target, backend, pass_configs, compile_flags, outputs)
+
+
+_KEYS: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _payload(prepared: Prepared) -> tuple:
+    compiled = prepared.compiled
+    outputs = tuple(p.name for p in prepared.outputs if p.passed_at_launch)
+    return (compiled.prim_func, list(compiled.out_idx) if compiled.out_idx else None, compiled.target,
+            prepared.backend, dict(getattr(compiled, "pass_configs", None) or {}),
+            getattr(compiled, "compile_flags", None), outputs)
+
+
+def kernel_ref(prepared: Prepared, worker: _worker.Worker) -> KernelRef:
+    """The reference to send: with its payload only the first time this worker process sees it."""
+    try:
+        key, payload = _KEYS[prepared.compiled]
+    except (KeyError, TypeError):
+        # Pickled here, unpickled in the worker only after it has imported TileLang (whose
+        # operators a prim_func refers to must be registered first).
+        payload = pickle.dumps(_payload(prepared))
+        key = hashlib.sha256(payload).hexdigest()
+        try:
+            _KEYS[prepared.compiled] = (key, payload)
+        except TypeError:
+            pass
+    return KernelRef(key, prepared.name, None if key in worker.loaded else payload)
+
+
+# ------------------------------------------------------------------------------------------
+# In the worker
+# ------------------------------------------------------------------------------------------
+
+_LOADED: dict[str, Prepared] = {}
+
+
+def _torch() -> Any:
+    import torch
+
+    device = int(os.environ.get("TILELAB_WORKER_DEVICE", "0"))
+    if torch.cuda.is_available() and torch.cuda.current_device() != device:
+        torch.cuda.set_device(device)
+    return torch
+
+
+def load_in_worker(ref: KernelRef) -> str:
+    """Compile (TileLang's cache answers) and keep the kernel; returns its key."""
+    if ref.key in _LOADED:
+        return ref.key
+    if ref.payload is None:
+        raise KeyError(f"kernel {ref.name} is not loaded in this worker")
+    import tilelang
+
+    from ._run import prepare_kernel
+
+    func, out_idx, target, backend, pass_configs, flags, outputs = unpack(ref.payload)
+    compiled = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
+                                pass_configs=pass_configs or None, compile_flags=flags)
+    _LOADED[ref.key] = prepare_kernel(compiled, outputs=list(outputs) or None)
+    return ref.key
+
+
+def unpack(payload: bytes) -> tuple:
+    """The kernel payload, unpickled after TileLang is imported."""
+    import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
+
+    return pickle.loads(payload)
+
+
+def _mark_isolated(err: BaseException) -> BaseException:
+    if isinstance(err, KernelLaunchError):
+        err.isolated = True
+    return err
+
+
+def poisoned_launch_in_worker(ref: KernelRef, args: list[Any], bound: dict[str, int], pattern: int,
+                              dests: list[Any]) -> list[bool]:
+    """``_run._poisoned_launch`` on the shared tensors; outputs the launcher allocates are copied
+    into ``dests`` (the notebook's tensors). Returns the poisoned flags."""
+    from ._run import _poisoned_launch
+
+    torch = _torch()
+    prepared = _LOADED[load_in_worker(ref)]
+    try:
+        outs, poisoned = _poisoned_launch(torch, prepared, list(args), bound, pattern)
+        callee = iter(dests)
+        for p, out in zip(prepared.outputs, outs):
+            if not p.passed_at_launch:
+                next(callee).copy_(out)
+        torch.cuda.synchronize()
+    except BaseException as err:
+        raise _mark_isolated(err)
+    return poisoned
+
+
+def bench_in_worker(ref: KernelRef, args: tuple, options: dict[str, Any]) -> Any:
+    from ._bench import bench
+
+    prepared = _LOADED[load_in_worker(ref)]
+    try:
+        return bench(prepared, *args, isolate=False, **options)
+    except BaseException as err:
+        raise _mark_isolated(err)
+
+
+def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Any module-level launch function (ceilings, launch overhead) with ``isolate=False``."""
+    _torch()
+    try:
+        return fn(*args, isolate=False, **kwargs)
+    except BaseException as err:
+        raise _mark_isolated(err)
+
+
+# ------------------------------------------------------------------------------------------
+# In the notebook
+# ------------------------------------------------------------------------------------------
+
+
+def launch_shape(prepared: Prepared, bound: dict[str, int] | None = None) -> str:
+    """"grid (8, 8, 1), block (256, 1, 1)" as the kernel's ``T.Kernel`` wrote them, sizes
+    substituted (read from the prim_func in microseconds; empty when it cannot tell)."""
+    from .. import _adapter
+
+    try:
+        dims = _adapter.launch_dims(prepared.compiled)
+    except Exception:
+        dims = None
+    if dims is None:
+        return ""
+    grid = tuple(_evaluate(d, bound or {}) for d in dims[0])
+    block = tuple(_evaluate(d, bound or {}) for d in dims[1])
+    return f"grid {grid}, block {block}"
+
+
+def _evaluate(dim: Any, bound: dict[str, int]) -> Any:
+    if isinstance(dim, int) or not bound:
+        return dim
+    try:
+        return _inputs.eval_dim(dim, bound)
+    except Exception:
+        return dim
+
+
+def timeout_error(prepared: Prepared, err: _worker.WorkerTimeout, bound: dict[str, int] | None) -> KernelLaunchError:
+    shape = launch_shape(prepared, bound)
+    sizes = ", ".join(f"{k}={v}" for k, v in sorted((bound or {}).items()))
+    detail = (f"no answer within {err.timeout:g} s" + (f"; {shape}" if shape else "")
+              + (f"; sizes {sizes}" if sizes else ""))
+    out = KernelLaunchError(prepared.name, "timeout", detail, LIKELY_HANG_CAUSES)
+    out.isolated = True
+    return out
+
+
+def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError:
+    out = KernelLaunchError(prepared.name, "launch_failure", str(err),
+                            "the worker process crashed during the launch (a fault in the launcher or the driver)",
+                            sticky=True)
+    out.isolated = True
+    return out
+
+
+def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
+          fn: Any, *args: Any) -> Any:
+    ref = kernel_ref(prepared, worker)
+    try:
+        if ref.payload is not None:
+            worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {prepared.name}")
+            worker.loaded.add(ref.key)
+            ref = KernelRef(ref.key, ref.name, None)
+        return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
+    except _worker.WorkerTimeout as err:
+        raise timeout_error(prepared, err, bound) from None
+    except _worker.WorkerDied as err:
+        raise died_error(prepared, err) from None
+
+
+def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any], bound: dict[str, int],
+                    pattern: int, timeout: float | None) -> tuple[list[Any], list[bool]]:
+    """The isolated counterpart of ``_run._poisoned_launch``: same answer, launched in ``worker``."""
+    import torch
+
+    dests = []
+    for p in prepared.outputs:
+        if not p.passed_at_launch:
+            shape = tuple(_inputs.eval_dim(d, bound) for d in p.shape)
+            dests.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype), device="cuda"))
+    torch.cuda.synchronize()  # the inputs this process wrote are complete before the worker reads them
+    poisoned = _call(worker, prepared, bound, timeout if timeout is not None else RUN_TIMEOUT_S,
+                     poisoned_launch_in_worker, list(args), dict(bound), pattern, dests)
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    outs, callee = [], iter(dests)
+    for p in prepared.outputs:
+        outs.append(args[launch.index(p)] if p.passed_at_launch else next(callee))
+    return outs, list(poisoned)
+
+
+def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], options: dict[str, Any],
+          timeout: float | None) -> Any:
+    if timeout is None:
+        rep = options.get("rep_ms") or 500.0
+        timeout = BENCH_TIMEOUT_S + 4 * (float(options.get("warmup_ms", 25.0)) + float(rep)) / 1e3
+    try:
+        import torch
+
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+    sizes = {k: v for k, v in options.items() if isinstance(v, int) and k[:1].isupper()}
+    return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options))
+
+
+def call(worker: _worker.Worker, fn: Any, args: tuple, kwargs: dict[str, Any], timeout: float | None,
+         label: str) -> Any:
+    """``fn(*args, isolate=False, **kwargs)`` in the worker (ceilings, launch overhead)."""
+    try:
+        return worker.call(call_in_worker, fn, tuple(args), dict(kwargs), timeout=timeout, label=label)
+    except _worker.WorkerTimeout as err:
+        out = KernelLaunchError(label, "timeout", f"no answer within {err.timeout:g} s", LIKELY_HANG_CAUSES)
+        out.isolated = True
+        raise out from None

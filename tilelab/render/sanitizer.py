@@ -1,0 +1,77 @@
+"""Renderers of a :class:`~tilelab.launch._sanitize.SanitizerReport`: a table of findings, each
+linked to its line of the device CUDA source (shown below it, numbered and highlighted), and the
+sanitizer's raw text one click away."""
+
+from __future__ import annotations
+
+import html
+import itertools
+from typing import Any
+
+_COUNTER = itertools.count()
+
+
+def _row_text(f: Any) -> list[str]:
+    where = f.where or ""
+    if f.element is not None:
+        where += f" [{', '.join(str(i) for i in f.element)}]"
+    line = "" if f.line is None else str(f.line) + (f" / {f.other_line}" if f.other_line is not None else "")
+    bt = "" if f.block is None else f"block {f.block} thread {f.thread}"
+    return [f.kind, where.strip(), bt, line, f.message]
+
+
+def sanitizer_text(report: Any) -> str:
+    head = (f"{report.kernel}: compute-sanitizer --tool {report.tool}: "
+            + ("no problems found" if report.clean else f"{len(report.findings)} finding(s)")
+            + (f" ({report.summary})" if report.summary else ""))
+    lines = [head]
+    for f in report.findings:
+        kind, where, bt, line, message = _row_text(f)
+        parts = [kind] + [p for p in (where, bt, f"line {line}" if line else "") if p]
+        lines.append("  " + "; ".join(parts))
+        lines.append(f"    {message}")
+    if report.launch_error:
+        lines.append(f"  the launch raised: {report.launch_error}")
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def sanitizer_html(report: Any) -> str:
+    from .code import STYLE_CSS, highlight_code
+
+    rid = f"tl-san-{next(_COUNTER)}"
+    esc = html.escape
+    colour = "var(--jp-success-color1,#2a2)" if report.clean else "var(--jp-error-color1,#c22)"
+    head = (f'<div><b style="color:{colour}">{"clean" if report.clean else f"{len(report.findings)} finding(s)"}'
+            f'</b> <code>{esc(report.kernel)}</code> under compute-sanitizer --tool {esc(report.tool)}'
+            + (f" ({esc(report.summary)})" if report.summary else "") + "</div>")
+    cell = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
+    rows = []
+    for f in report.findings:
+        kind, where, bt, line, message = _row_text(f)
+        link = ""
+        if f.line is not None and report.source:
+            link = f'<a href="#{rid}-L{f.line}">line {f.line}</a>'
+            if f.other_line is not None:
+                link += f' / <a href="#{rid}-L{f.other_line}">{f.other_line}</a>'
+        elif line:
+            link = esc(line)
+        rows.append("<tr>" + "".join(f'<td style="{cell}">{v}</td>' for v in
+                                     (esc(kind), esc(where), esc(bt), link, esc(message))) + "</tr>")
+    table = ""
+    if rows:
+        table = (f'<table style="border-collapse:collapse;font-size:12px"><tr>'
+                 + "".join(f'<th style="{cell}">{h}</th>' for h in ("kind", "buffer / element", "block, thread",
+                                                                   "CUDA line", "sanitizer says"))
+                 + "</tr>" + "".join(rows) + "</table>")
+    extra = ""
+    if report.launch_error:
+        extra += f"<div>the launch raised: <code>{esc(report.launch_error)}</code></div>"
+    extra += "".join(f"<div><i>{esc(n)}</i></div>" for n in report.notes)
+    source = ""
+    if report.source:
+        marked = {n: [] for f in report.findings for n in (f.line, f.other_line) if n is not None}
+        source = (f"<details><summary>device CUDA source</summary>"
+                  f"{highlight_code(report.source, 'cuda', anchor_prefix=rid, marks=marked)}</details>")
+    raw = f"<details><summary>raw compute-sanitizer output</summary><pre>{esc(report.raw)}</pre></details>"
+    return f'<div class="tilelab-report"><style>{STYLE_CSS}</style>{head}{table}{extra}{source}{raw}</div>'
