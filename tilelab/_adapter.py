@@ -11,6 +11,7 @@ Functions return plain Python values or tilelab models; no TVM object escapes th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -768,57 +769,167 @@ _WGMMA_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32
                  "e4m3": "float8_e4m3", "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "s32": "int32"}
 
 
-def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
-    """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use."""
+def _object_identity(obj: Any) -> int:
+    """The address of the TVM object behind ``obj``: two variables that share a name differ here."""
+    handle = getattr(obj, "__chandle__", None)
+    return int(handle()) if callable(handle) else id(obj)
+
+
+def _descriptor_operand(pointer: Any, layout_type: Any, lbo: Any, sbo: Any) -> WgmmaOperand:
+    buffer = None
+    if isinstance(pointer, tilelang().tvm.tirx.Call) and len(pointer.args) > 1:
+        buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+    return WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
+
+
+def _wgmma_calls(func: Any) -> list[dict[str, Any]]:
+    """Every wgmma call of ``func`` in program order, with the descriptors it reads.
+
+    Descriptors are keyed by their variable itself, not by its name: TileLang names the
+    descriptors of every ``T.gemm`` ``desc_a``/``desc_b``, so a kernel with two GEMMs (Q·Kᵀ then
+    P·V) has two variables called ``desc_b``. Walking in program order, each wgmma reads the
+    latest initialisation of the variable it names.
+    """
     tvm = tilelang().tvm
-    result: dict[tuple, WgmmaInstruction] = {}
-    for kname, func in _device_funcs(lowered.device_mod):
-        calls = _calls(func, {"tl.initialize_wgmma_descriptor", "tl.ptx_wgmma_ss", "tl.ptx_wgmma_rs"})
-        descriptors: dict[str, WgmmaOperand] = {}
-        for call in calls:
-            if call.op.name != "tl.initialize_wgmma_descriptor":
+    current: dict[int, WgmmaOperand] = {}
+    found: list[dict[str, Any]] = []
+    for call in _calls(func, {"tl.initialize_wgmma_descriptor", "tl.ptx_wgmma_ss", "tl.ptx_wgmma_rs"}):
+        op = call.op.name
+        args = list(call.args)
+        if op == "tl.initialize_wgmma_descriptor":
+            target, pointer, layout_type, lbo, sbo = args[:5]
+            var = target.buffer.data if isinstance(target, tvm.tirx.BufferLoad) else target
+            current[_object_identity(var)] = _descriptor_operand(pointer, layout_type, lbo, sbo)
+            continue
+        if op == "tl.ptx_wgmma_ss":
+            a_k, b_k = bool(_dim(args[1])), bool(_dim(args[2]))
+            dtypes = tuple(str(a.value) for a in args[3:6])
+            a_var, b_var, variant = args[6], args[8], "ss"
+        else:
+            a_k, b_k = True, bool(_dim(args[1]))
+            dtypes = tuple(str(a.value) for a in args[2:5])
+            a_var, b_var, variant = None, args[7], "rs"
+        found.append({
+            "shape": str(args[0].value), "variant": variant, "dtypes": dtypes,
+            "a_major": "K" if a_k else "MN", "b_major": "K" if b_k else "MN",
+            "a": current.get(_object_identity(a_var)) if a_var is not None else None,
+            "b": current.get(_object_identity(b_var)),
+            "a_name": getattr(a_var, "name", None), "b_name": getattr(b_var, "name", None),
+        })
+    return found
+
+
+_SOURCE_KERNEL = re.compile(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\([^;{]*\)\s*\{')
+_SOURCE_DESC_INIT = re.compile(
+    r"tl::initialize_wgmma_descriptor<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\(\s*(\w+)\s*,\s*\(&\(\(\([^)]*\)(\w+)\)")
+_SOURCE_WGMMA = re.compile(r"tl::wgmma_(ss|rs)<[^>]*>\(([^;]*)\);")
+_SOURCE_DESC_USE = re.compile(r"uint64_t\(\s*(\w+)")
+
+
+def source_wgmma_calls(device_source: str) -> dict[str, list[dict[str, Any]]]:
+    """Per kernel, each ``tl::wgmma_ss/rs`` call of the generated CUDA in source order, with the
+    ``(buffer, layout_type, lbo, sbo)`` of the latest ``tl::initialize_wgmma_descriptor`` of each
+    descriptor variable it reads (the code generator gives every variable a distinct name)."""
+    starts = [(m.start(), m.group(1)) for m in _SOURCE_KERNEL.finditer(device_source)]
+    result: dict[str, list[dict[str, Any]]] = {}
+    for index, (start, name) in enumerate(starts):
+        stop = starts[index + 1][0] if index + 1 < len(starts) else len(device_source)
+        body = device_source[start:stop]
+        events = sorted([(m.start(), "init", m) for m in _SOURCE_DESC_INIT.finditer(body)]
+                        + [(m.start(), "mma", m) for m in _SOURCE_WGMMA.finditer(body)], key=lambda e: e[0])
+        current: dict[str, tuple] = {}
+        calls: list[dict[str, Any]] = []
+        for _, kind, m in events:
+            if kind == "init":
+                layout, lbo, sbo, var, buffer = m.groups()
+                current[var] = (buffer, int(layout), int(lbo), int(sbo))
                 continue
-            target, pointer, layout_type, lbo, sbo = call.args[:5]
-            desc_name = target.buffer.data.name if isinstance(target, tvm.tirx.BufferLoad) else _expr_text(target)
-            buffer = None
-            if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
-                buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
-            descriptors[desc_name] = WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
-        for call in calls:
-            op = call.op.name
-            if op == "tl.initialize_wgmma_descriptor":
-                continue
-            args = list(call.args)
-            shape = str(args[0].value)
-            if op == "tl.ptx_wgmma_ss":
-                a_k, b_k = bool(_dim(args[1])), bool(_dim(args[2]))
-                a_t, b_t, c_t = (str(a.value) for a in args[3:6])
-                a_desc = descriptors.get(getattr(args[6], "name", ""))
-                b_desc = descriptors.get(getattr(args[8], "name", ""))
-                variant = "ss"
+            used = _SOURCE_DESC_USE.findall(m.group(2))
+            if m.group(1) == "ss":
+                a_var, b_var = (used + [None, None])[:2]
             else:
-                a_k, b_k = True, bool(_dim(args[1]))
-                a_t, b_t, c_t = (str(a.value) for a in args[2:5])
-                a_desc = None
-                b_desc = descriptors.get(getattr(args[7], "name", ""))
-                variant = "rs"
-            a_major, b_major = ("K" if a_k else "MN"), ("K" if b_k else "MN")
+                a_var, b_var = None, (used + [None])[0]
+            calls.append({"variant": m.group(1), "a_var": a_var, "b_var": b_var,
+                          "a": current.get(a_var) if a_var else None, "b": current.get(b_var) if b_var else None})
+        if calls or name not in result:
+            result.setdefault(name, []).extend(calls)
+    return result
+
+
+def _same_buffer(ir_name: str | None, source_name: str) -> bool:
+    """The code generator may suffix a buffer's name to keep it unique (``v_s`` -> ``v_s_1``)."""
+    return ir_name is not None and re.fullmatch(re.escape(ir_name) + r"(?:_\d+)?", source_name) is not None
+
+
+def _association_problems(ir_calls: list[dict[str, Any]], source_calls: list[dict[str, Any]] | None,
+                          kernel: str) -> list[list[str]]:
+    """For each IR wgmma call, the ways its descriptors disagree with the generated CUDA."""
+    problems: list[list[str]] = [[] for _ in ir_calls]
+    if source_calls is None:
+        for found in problems:
+            found.append(f"the generated CUDA has no kernel {kernel}: the descriptors could not be checked")
+        return problems
+    if len(source_calls) != len(ir_calls):
+        for found in problems:
+            found.append(f"{kernel} issues {len(ir_calls)} wgmma call(s) in the IR but {len(source_calls)} "
+                         "in the generated CUDA: the descriptors could not be matched call by call")
+        return problems
+    for found, ir, src in zip(problems, ir_calls, source_calls):
+        if ir["variant"] != src["variant"]:
+            found.append(f"the IR issues wgmma_{ir['variant']} where the generated CUDA issues wgmma_{src['variant']}")
+            continue
+        for side in ("a", "b"):
+            mine, theirs = ir[side], src[side]
+            if mine is None and theirs is None:
+                continue
+            if mine is None:
+                found.append(f"operand {side.upper()}: tilelab found no descriptor for {ir[side + '_name']}, "
+                             f"the generated CUDA initialises {src[side + '_var']} over {theirs[0]}")
+                continue
+            if theirs is None:
+                found.append(f"operand {side.upper()}: the generated CUDA initialises no descriptor "
+                             f"{src[side + '_var']} before this wgmma, tilelab associated {mine.buffer}")
+                continue
+            buffer, layout, lbo, sbo = theirs
+            if not _same_buffer(mine.buffer, buffer) or (mine.layout_type, mine.lbo, mine.sbo) != (layout, lbo, sbo):
+                found.append(
+                    f"operand {side.upper()}: tilelab associated {mine.buffer} <{mine.layout_type}, {mine.lbo}, "
+                    f"{mine.sbo}> but the generated CUDA reads {src[side + '_var']} = {buffer} "
+                    f"<{layout}, {lbo}, {sbo}>")
+    return problems
+
+
+def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
+    """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use, each
+    association checked against the generated CUDA (a disagreement is one of its ``problems``)."""
+    result: dict[str, WgmmaInstruction] = {}
+    in_source = source_wgmma_calls(lowered.device_source or "")
+    for kname, func in _device_funcs(lowered.device_mod):
+        calls = _wgmma_calls(func)
+        if not calls:
+            continue
+        checks = _association_problems(calls, in_source.get(kname), kname)
+        for call, problems in zip(calls, checks):
+            a_t, b_t, c_t = call["dtypes"]
+            a_major, b_major = call["a_major"], call["b_major"]
+            a_desc, b_desc = call["a"], call["b"]
             if a_desc is not None:
                 a_desc = WgmmaOperand(a_desc.buffer, a_desc.layout_type, a_desc.lbo, a_desc.sbo, a_major)
             if b_desc is not None:
                 b_desc = WgmmaOperand(b_desc.buffer, b_desc.layout_type, b_desc.lbo, b_desc.sbo, b_major)
             instr = WgmmaInstruction(
-                instruction=shape, variant=variant,
+                instruction=call["shape"], variant=call["variant"],
                 a_dtype=_WGMMA_DTYPES.get(a_t, a_t), b_dtype=_WGMMA_DTYPES.get(b_t, b_t),
                 accum_dtype=_WGMMA_DTYPES.get(c_t, c_t),
                 a=a_desc, b=b_desc, a_major=a_major, b_major=b_major, kernel=kname,
+                problems=tuple(problems),
             )
-            key = (kname, shape, variant, a_t, b_t, c_t, a_major, b_major,
-                   a_desc.to_dict() if a_desc else None, b_desc.to_dict() if b_desc else None)
-            key = repr(key)  # type: ignore[assignment]
+            key = repr((kname, call["shape"], call["variant"], a_t, b_t, c_t, a_major, b_major,
+                        a_desc.to_dict() if a_desc else None, b_desc.to_dict() if b_desc else None,
+                        tuple(problems)))
             if key in result:
                 prev = result[key]
-                result[key] = WgmmaInstruction(**{**prev.__dict__, "count": prev.count + 1})
+                result[key] = dataclasses.replace(prev, count=prev.count + 1)
             else:
                 result[key] = instr
     return list(result.values())

@@ -350,6 +350,8 @@ class WgmmaInstruction:
     b_major: str = "K"
     count: int = 1  # how many call sites in the device code issue this exact form
     kernel: str | None = None
+    # where the descriptors tilelab associated with this instruction disagree with the generated CUDA
+    problems: tuple[str, ...] = ()
 
     @property
     def m(self) -> int:
@@ -376,6 +378,7 @@ class WgmmaInstruction:
             "b": self.b.to_dict() if self.b else None,
             "count": self.count,
             "kernel": self.kernel,
+            "problems": list(self.problems),
         }
 
     @classmethod
@@ -392,6 +395,7 @@ class WgmmaInstruction:
             b=WgmmaOperand.from_dict(d["b"]) if d.get("b") else None,
             count=int(d.get("count", 1)),
             kernel=d.get("kernel"),
+            problems=tuple(d.get("problems", ())),
         )
 
 
@@ -569,7 +573,9 @@ class KernelReport:
     # -- queries ---------------------------------------------------------------------------
     @property
     def problems(self) -> tuple[str, ...]:
-        return tuple(f"{d.name}: {p}" for d in self.tma_descriptors for p in d.problems)
+        tma = tuple(f"{d.name}: {p}" for d in self.tma_descriptors for p in d.problems)
+        wgmma = tuple(f"wgmma {w.instruction} in {w.kernel}: {p}" for w in self.wgmma for p in w.problems)
+        return tma + wgmma
 
     def layout(self, buffer: str) -> Layout:
         for item in self.layouts:
