@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ._errors import LoweringError, NotAKernelError
+from ._errors import KernelFactoryError, LoweringError, NotAKernelError, PassConfigError
 from ._model import (
     Argument,
     DeviceKernel,
@@ -115,6 +115,38 @@ def known_pass_config_keys() -> list[str]:
     return sorted(str(k.value) for k in PassConfigKey)
 
 
+_CONFIG_TYPES = {"ir.IntImm": "an integer or a bool (e.g. True)", "ir.FloatImm": "a number (e.g. 0.5)",
+                 "str": "a string", "ffi.String": "a string", "ffi.Array": "a list (e.g. [\"-O3\"])"}
+
+
+def check_pass_configs(pass_configs: dict[str, Any], where: str = "pass config") -> None:
+    """Refuse, naming the key, a pass config TileLang does not register or a value of a type it
+    does not take (TVM itself fails later, inside lowering, with a message about the kernel)."""
+    import difflib
+
+    if not pass_configs:
+        return
+    tl = tilelang()
+    registered = tl.tvm.ir.transform.PassContext.list_configs()
+    known = sorted(str(k) for k in registered)
+    for key, value in pass_configs.items():
+        if not isinstance(key, str) or key not in registered:
+            near = difflib.get_close_matches(str(key), known, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(near)}?" if near else ""
+            raise PassConfigError(
+                f"{where} {key!r} is not a pass config TileLang {tilelang_version()} knows.{hint} "
+                f"Valid keys: {', '.join(k for k in known if k.startswith('tl.'))} (and TVM's tirx.* keys)")
+        try:
+            tl.transform.PassContext(opt_level=3, config={key: value})
+        except Exception as err:
+            wanted = str(registered[key].get("type", "")) if hasattr(registered[key], "get") else ""
+            expected = _CONFIG_TYPES.get(wanted, wanted or "another type")
+            summary, _ = explain_error(err)
+            raise PassConfigError(
+                f"{where} {key}={value!r} is refused by TileLang: it takes {expected}, not "
+                f"{type(value).__name__} ({summary}). Change the value of {key}") from err
+
+
 # --------------------------------------------------------------------------------------------
 # Kernel objects
 # --------------------------------------------------------------------------------------------
@@ -196,6 +228,8 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
             with tilelang_errors(_callable_name(obj)):
                 func = obj.get_tir(*args, **kwargs)
         except TypeError as err:
+            if _binds(inner, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), err) from err
             raise NotAKernelError(
                 f"{_callable_name(obj)} needs the arguments that specialise it ({err}). "
                 f"Pass them: tilelab.inspect(kernel, args=(...)) or %%tilelang --args \"...\"."
@@ -218,6 +252,8 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
             with tilelang_errors(_callable_name(obj)):
                 produced = obj(*args, **kwargs)
         except TypeError as err:
+            if _binds(obj, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), err) from err
             raise NotAKernelError(
                 f"{_callable_name(obj)} could not be called with the arguments given ({err}). "
                 "Pass the arguments that specialise it."
@@ -237,6 +273,29 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         f"{type(obj).__name__} is not a TileLang kernel. tilelab inspects a T.prim_func, a "
         "tilelang.compile result, or a @tilelang.jit function (with the arguments that specialise it)."
     )
+
+
+def _binds(fn: Any, args: tuple, kwargs: dict) -> bool | None:
+    """Whether ``fn``'s signature accepts these arguments; None when it has no readable signature."""
+    import inspect as _inspect
+
+    try:
+        signature = _inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _factory_error(name: str, err: TypeError) -> KernelFactoryError:
+    """A TypeError raised inside the user's factory (the call itself fitted its signature)."""
+    where = _user_frame(err.__traceback__)
+    return KernelFactoryError(
+        f"{name} raised TypeError while building the kernel: {err}. The arguments fit {name}'s "
+        "signature; the error is in its own code (the line below)", where=where)
 
 
 def _callable_name(obj: Any) -> str:
@@ -407,19 +466,72 @@ def tilelang_errors(kernel: str | None = None, stage: str = "elaboration"):
             h.setLevel(level)
 
 
-def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
-    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-    message = str(err).strip().splitlines()
-    # TVM errors end with the useful sentence; Python ones start with it.
-    summary = next((line.strip() for line in reversed(message) if line.strip()), type(err).__name__)
+# TVM appends to a message a pointer into the user's source and an excerpt of it:
+#   --> /path/kernel.py:17:1
+#      |
+#   17 |     l_i = T.alloc_fragment((block_m,), "float32")
+#      |     ^
+_SOURCE_POINTER = re.compile(r"^\s*-->\s*(.+?):(\d+)(?::\d+)?\s*$")
+_SNIPPET_LINE = re.compile(r"^\s*(\d+\s*)?\|")
+_SUMMARY_LIMIT = 800
+
+
+def explain_error(err: BaseException) -> tuple[str, tuple[str, int, str] | None]:
+    """The sentence that explains ``err`` and the user's source line TVM points at, if any.
+
+    The sentence is the message without TVM's source excerpt: for a failed check, from
+    "Check failed:" on (the condition, its operands and the reason); otherwise the whole message,
+    its lines joined, so that a detail on a line of its own (a shape such as "(32, 16)") stays
+    with the sentence it belongs to.
+    """
+    import linecache
+
+    lines = str(err).strip().splitlines()
+    body: list[str] = []
+    pointer = None
+    for line in lines:
+        match = _SOURCE_POINTER.match(line)
+        if match:
+            filename, lineno = match.group(1), int(match.group(2))
+            pointer = (filename, lineno, linecache.getline(filename, lineno).rstrip("\n"))
+            break
+        if _SNIPPET_LINE.match(line):
+            continue
+        body.append(line.strip())
+    body = [line for line in body if line]
+    # Older TVM messages carry a C++ backtrace before the sentence; keep what follows it.
+    for index in range(len(body) - 1, -1, -1):
+        if re.match(r"^\w*(Error|Exception):\s", body[index]) and index > 0:
+            body = body[index:]
+            break
+    check = next((i for i, line in enumerate(body) if "Check failed" in line), None)
+    if check is not None:
+        body = body[check:]
+        body[0] = body[0][body[0].index("Check failed"):]
+    summary = " ".join(body) or type(err).__name__
     summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
-    kernel_line = _builder_line(err)
-    for frame in ([] if kernel_line else reversed(traceback.extract_tb(err.__traceback__))):
+    if len(summary) > _SUMMARY_LIMIT:
+        summary = summary[:_SUMMARY_LIMIT].rstrip() + " ..."
+    return summary, pointer
+
+
+def _user_frame(tb: Any) -> tuple[str, int, str] | None:
+    """The innermost traceback frame in the user's own Python code (not TileLang, TVM, tilelab,
+    an installed package, or a C++/Cython frame that TVM's FFI adds to the traceback)."""
+    for frame in reversed(traceback.extract_tb(tb)):
         filename = frame.filename or ""
         if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
             continue
-        kernel_line = (filename, frame.lineno or 0, frame.line or "")
-        break
+        if filename.startswith("<unknown") or filename.endswith((".cc", ".h", ".cpp", ".pxi", ".pyx")):
+            continue
+        return (filename, frame.lineno or 0, frame.line or "")
+    return None
+
+
+def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    summary, pointer = explain_error(err)
+    kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
     return LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,
@@ -540,9 +652,8 @@ def _backend_refuses(backend: str, target: Any) -> str | None:
 
 
 def _reason(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    last = next((line.strip() for line in reversed(text) if line.strip()), "")
-    return f"{type(err).__name__}: {last}" if last else type(err).__name__
+    summary, _ = explain_error(err)
+    return f"{type(err).__name__}: {summary}" if str(err).strip() else type(err).__name__
 
 
 def _cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[str, Any]) -> LauncherSource:

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import __version__ as TILELAB_VERSION
 from . import _cache
-from ._errors import TargetError
+from ._errors import LoweringError, OptionError, TargetError
 from ._model import BACKENDS, KernelReport, Sources
 
 DEFAULT_ARCH = "sm_90a"
@@ -138,7 +138,11 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         out_idx_list = source.out_idx
     else:
         out_idx_list = [out_idx] if isinstance(out_idx, int) else list(out_idx)
-    configs = _adapter.normalize_pass_configs({**source.pass_configs, **(pass_configs or {})})
+    _check_out_idx(out_idx_list, source, shown=out_idx if out_idx is not None else source.out_idx,
+                   given=out_idx is not None)
+    user_configs = {**source.pass_configs, **(pass_configs or {})}
+    _adapter.check_pass_configs(user_configs)
+    configs = _adapter.normalize_pass_configs(user_configs)
     version = _adapter.tilelang_version()
 
     material = _cache.key_material(
@@ -150,7 +154,15 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         if cached is not None:
             return _with_target_note(cached, target_note)
 
-    lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+    try:
+        lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+    except LoweringError as err:
+        if user_configs:  # the user's options may be the cause: say which were in force
+            given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
+            err.summary += (f" (lowered with your pass configs {given}: inspect once without them to see "
+                            "whether they cause this)")
+            err.args = (err.summary,)
+        raise
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
     descriptors = [_checked(d, arch) for d in _adapter.tma_descriptors(lowered)]
     windows = _adapter.l2_windows(lowered)
@@ -183,6 +195,29 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     else:
         _cache.write(key, material, report)
     return _with_target_note(report, target_note)
+
+
+def _check_out_idx(out_idx: list[int] | None, source: Any, *, shown: Any, given: bool) -> None:
+    """Each output index must name one of the kernel's parameters, once."""
+    if out_idx is None:
+        return
+    func = source.prim_func
+    params = [func.buffer_map[p].name if p in func.buffer_map else getattr(p, "name", str(p)) for p in func.params]
+    count = len(params)
+    origin = "out_idx" if given else f"out_idx of the @tilelang.jit decorator of {source.name}"
+    for index in out_idx:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise OptionError(f"{origin}={shown!r}: each index must be an integer, got {index!r}. "
+                              f"Give parameter positions of {source.name}({', '.join(params)}), e.g. -1 for the last")
+        if not -count <= index < count:
+            raise OptionError(
+                f"{origin}={shown!r}: index {index} is out of range for {source.name}, which has {count} "
+                f"parameter(s) ({', '.join(params)}). Give an index from 0 to {count - 1} "
+                f"or from {-count} to -1 (e.g. -1 for {params[-1] if params else 'the last'})")
+    positions = [i % count for i in out_idx]
+    if len(set(positions)) != len(positions):
+        raise OptionError(f"{origin}={shown!r} names the same parameter twice "
+                          f"({source.name} has {count}: {', '.join(params)}). Give each output once")
 
 
 def _with_target_note(report: KernelReport, note: str | None) -> KernelReport:
