@@ -227,6 +227,12 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         try:
             with tilelang_errors(_callable_name(obj)):
                 func = obj.get_tir(*args, **kwargs)
+        except LoweringError as err:
+            # TileLang calls the function: its own TypeError arrives wrapped, as TileLang's failure
+            cause = err.__cause__
+            if isinstance(cause, TypeError) and _raised_in_user_code(cause) and _binds(inner, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), cause) from cause
+            raise
         except TypeError as err:
             if _binds(inner, args, kwargs) is True:
                 raise _factory_error(_callable_name(obj), err) from err
@@ -251,6 +257,11 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         try:
             with tilelang_errors(_callable_name(obj)):
                 produced = obj(*args, **kwargs)
+        except LoweringError as err:
+            cause = err.__cause__
+            if isinstance(cause, TypeError) and _raised_in_user_code(cause) and _binds(obj, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), cause) from cause
+            raise
         except TypeError as err:
             if _binds(obj, args, kwargs) is True:
                 raise _factory_error(_callable_name(obj), err) from err
@@ -515,17 +526,30 @@ def explain_error(err: BaseException) -> tuple[str, tuple[str, int, str] | None]
     return summary, pointer
 
 
+def _is_user_file(filename: str) -> bool:
+    """Whether a traceback frame's file is the user's own Python code: not TileLang, TVM, tilelab,
+    an installed package, the standard library, or a C++/Cython frame TVM's FFI adds."""
+    import sysconfig
+
+    if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
+        return False
+    if filename.startswith("<unknown") or filename.endswith((".cc", ".h", ".cpp", ".pxi", ".pyx")):
+        return False
+    stdlib = sysconfig.get_paths().get("stdlib")
+    return not (stdlib and filename.startswith(stdlib))
+
+
 def _user_frame(tb: Any) -> tuple[str, int, str] | None:
-    """The innermost traceback frame in the user's own Python code (not TileLang, TVM, tilelab,
-    an installed package, or a C++/Cython frame that TVM's FFI adds to the traceback)."""
+    """The innermost traceback frame in the user's own Python code."""
     for frame in reversed(traceback.extract_tb(tb)):
-        filename = frame.filename or ""
-        if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
-            continue
-        if filename.startswith("<unknown") or filename.endswith((".cc", ".h", ".cpp", ".pxi", ".pyx")):
-            continue
-        return (filename, frame.lineno or 0, frame.line or "")
+        if _is_user_file(frame.filename or ""):
+            return (frame.filename, frame.lineno or 0, frame.line or "")
     return None
+
+
+def _raised_in_user_code(err: BaseException) -> bool:
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and _is_user_file(frames[-1].filename or "")
 
 
 def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
