@@ -471,3 +471,12 @@ def test_cli_expression_that_exits_fails_with_a_message(tmp_path):
     out = cli("inspect", f"{script}:main()")
     assert out.returncode == 2
     assert "tilelab: error: evaluating 'main()' called sys.exit(0)" in out.stderr
+
+
+def test_cli_factory_error_shows_the_factorys_line(tmp_path):
+    script = tmp_path / "factory.py"
+    script.write_text("def build(n, pad):\n    width = n + pad\n    return width\n")
+    out = cli("inspect", f"{script}:build(64, '8')")
+    assert out.returncode == 2
+    assert "TypeError: unsupported operand type(s) for +: 'int' and 'str'" in out.stderr
+    assert f"at {script}:2: width = n + pad" in out.stderr

@@ -85,7 +85,9 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
         names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
         raise CliError(f"{err} in {path}; it defines: {', '.join(names) or 'nothing callable'}") from err
     except Exception as err:
-        raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}") from err
+        where = _adapter._user_frame(err.__traceback__)
+        at = f"\n  at {where[0]}:{where[1]}: {where[2].strip()}" if where and where[0] == str(path.resolve()) else ""
+        raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}{at}") from err
 
 
 def _check_output(option: str, value: str | None) -> Path | None:
