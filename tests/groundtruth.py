@@ -65,6 +65,27 @@ def device_wgmma(device: str) -> dict:
     return {"descriptors": descs, "forms": forms}
 
 
+def device_wgmma_operands(device: str) -> list[dict]:
+    """Each ``tl::wgmma_ss/rs`` call of the device CUDA in source order, with the buffer and
+    <LAYOUT, LBO, SBO> of the descriptor each operand reads: the last
+    ``tl::initialize_wgmma_descriptor`` of that variable above the call (the printed variables
+    have distinct names, e.g. ``desc_b`` and ``desc_b_1``)."""
+    latest: dict[str, dict] = {}
+    calls = []
+    for line in device.splitlines():
+        init = re.search(r"initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), \(&\(\(\(\w+\*\)(\w+)\)", line)
+        if init:
+            layout, lbo, sbo, var, buffer = init.groups()
+            latest[var] = {"buffer": buffer, "layout_type": int(layout), "lbo": int(lbo), "sbo": int(sbo)}
+            continue
+        call = re.search(r"tl::wgmma_(ss|rs)<.*?>\((.*)\);", line)
+        if call:
+            descs = re.findall(r"uint64_t\((\w+)", call.group(2))
+            a, b = (descs[0], descs[1]) if call.group(1) == "ss" else (None, descs[0])
+            calls.append({"variant": call.group(1), "a": latest[a] if a else None, "b": latest[b]})
+    return calls
+
+
 def cython_launch_attributes(launcher: str, kernel: str) -> dict:
     """How the cython launcher launches ``kernel``: the launch attributes of its
     ``cudaLaunchKernelEx`` block, or ``cooperative`` for ``cudaLaunchCooperativeKernel``."""

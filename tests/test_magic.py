@@ -732,3 +732,32 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert magics(ip).last.cache_hit and magics(ip).last.inspector is not first
         assert all(w.comm is None for w in inner)  # closed: the front end drops the old models
         assert magics(ip).last.inspector.comm is not None
+
+    # -- options that do not fit the kernel are refused by name ------------------------------
+    COPY_CELL = '''import tilelang.language as T
+
+
+@T.prim_func
+def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+    with T.Kernel(1, threads=128) as bx:
+        for i, j in T.Parallel(128, 64):
+            B[i, j] = A[i, j]
+'''
+
+    def test_args_given_to_a_prim_func_are_refused(ip, shown):
+        ip.user_ns.pop("copy_tile", None)
+        result = run(ip, '--args "1024" --quiet', COPY_CELL)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError), err
+        assert "copy_tile is a T.prim_func, already specialised" in str(err) and "Drop --args" in str(err)
+        assert "copy_tile" not in ip.user_ns  # the refused cell bound nothing
+
+    def test_out_of_range_out_idx_and_bad_pass_config_name_the_option(ip, shown):
+        result = run(ip, "--out-idx 7 --quiet", COPY_CELL)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError), err
+        assert "out_idx=[7]: index 7 is out of range for copy_tile, which has 2 parameter(s) (A, B)" in str(err)
+        result = run(ip, "--pass-config tl.disable_tma_lower=banana --quiet", COPY_CELL)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError), err
+        assert "pass config tl.disable_tma_lower='banana' is refused by TileLang" in str(err)

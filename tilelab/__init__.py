@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._errors import (
+    KernelFactoryError,
+    LoweringError,
+    NoGpuError,
+    NotAKernelError,
+    OptionError,
+    PassConfigError,
+    ReportFileError,
+    TargetError,
+    TilelabError,
+)
 from ._model import (
     Argument,
     DeviceKernel,
@@ -60,11 +71,20 @@ __all__ = [
     "Argument",
     "DeviceKernel",
     "Inspector",
+    "KernelFactoryError",
     "KernelReport",
     "L2Window",
     "LauncherSource",
     "Layout",
+    "LoweringError",
+    "NoGpuError",
+    "NotAKernelError",
+    "OptionError",
+    "PassConfigError",
+    "ReportFileError",
     "Sources",
+    "TargetError",
+    "TilelabError",
     "TmaDescriptor",
     "WgmmaInstruction",
     "WgmmaOperand",

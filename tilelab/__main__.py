@@ -11,6 +11,7 @@ import importlib.util
 import os
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,9 +37,21 @@ def _load_namespace(path: Path) -> dict[str, Any]:
         spec.loader.exec_module(module)
     except SyntaxError as err:
         raise CliError(f"{path}:{err.lineno}: syntax error: {err.msg}") from err
+    except SystemExit as err:
+        raise CliError(
+            f"{path} called sys.exit({err.code!r}) while tilelab ran it to find the kernel, so nothing was "
+            "inspected. Put the script's own main code under `if __name__ == \"__main__\":` "
+            "(tilelab runs the file under another name)") from None
     except Exception as err:
         raise CliError(f"running {path} failed: {type(err).__name__}: {err}") from err
-    return vars(module)
+    namespace = vars(module)
+    defined = [k for k, v in namespace.items() if not k.startswith("__") and not isinstance(v, types.ModuleType)]
+    if not defined:
+        raise CliError(
+            f"{path} defines nothing to inspect: no function, kernel or value at its top level. Define the "
+            "kernel (or the function that builds it) at the top level of the file, not only inside "
+            "`if __name__ == \"__main__\":` or another function")
+    return namespace
 
 
 def _split_spec(spec: str) -> tuple[Path, str]:
@@ -65,11 +78,16 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
             return eval(code, namespace)
     except TilelabError as err:
         raise CliError(str(err)) from err
+    except SystemExit as err:
+        raise CliError(f"evaluating {expr!r} called sys.exit({err.code!r}), so nothing was inspected. Give an "
+                       "expression that returns the kernel, e.g. the function that builds it") from None
     except NameError as err:
         names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
         raise CliError(f"{err} in {path}; it defines: {', '.join(names) or 'nothing callable'}") from err
     except Exception as err:
-        raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}") from err
+        where = _adapter._user_frame(err.__traceback__)
+        at = f"\n  at {where[0]}:{where[1]}: {where[2].strip()}" if where and where[0] == str(path.resolve()) else ""
+        raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}{at}") from err
 
 
 def _check_output(option: str, value: str | None) -> Path | None:

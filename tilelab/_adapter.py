@@ -11,6 +11,7 @@ Functions return plain Python values or tilelab models; no TVM object escapes th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -18,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ._errors import LoweringError, NotAKernelError
+from ._errors import KernelFactoryError, LoweringError, NotAKernelError, PassConfigError
 from ._model import (
     Argument,
     DeviceKernel,
@@ -114,6 +115,38 @@ def known_pass_config_keys() -> list[str]:
     return sorted(str(k.value) for k in PassConfigKey)
 
 
+_CONFIG_TYPES = {"ir.IntImm": "an integer or a bool (e.g. True)", "ir.FloatImm": "a number (e.g. 0.5)",
+                 "str": "a string", "ffi.String": "a string", "ffi.Array": "a list (e.g. [\"-O3\"])"}
+
+
+def check_pass_configs(pass_configs: dict[str, Any], where: str = "pass config") -> None:
+    """Refuse, naming the key, a pass config TileLang does not register or a value of a type it
+    does not take (TVM itself fails later, inside lowering, with a message about the kernel)."""
+    import difflib
+
+    if not pass_configs:
+        return
+    tl = tilelang()
+    registered = tl.tvm.ir.transform.PassContext.list_configs()
+    known = sorted(str(k) for k in registered)
+    for key, value in pass_configs.items():
+        if not isinstance(key, str) or key not in registered:
+            near = difflib.get_close_matches(str(key), known, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(near)}?" if near else ""
+            raise PassConfigError(
+                f"{where} {key!r} is not a pass config TileLang {tilelang_version()} knows.{hint} "
+                f"Valid keys: {', '.join(k for k in known if k.startswith('tl.'))} (and TVM's tirx.* keys)")
+        try:
+            tl.transform.PassContext(opt_level=3, config={key: value})
+        except Exception as err:
+            wanted = str(registered[key].get("type", "")) if hasattr(registered[key], "get") else ""
+            expected = _CONFIG_TYPES.get(wanted, wanted or "another type")
+            summary, _ = explain_error(err)
+            raise PassConfigError(
+                f"{where} {key}={value!r} is refused by TileLang: it takes {expected}, not "
+                f"{type(value).__name__} ({summary}). Change the value of {key}") from err
+
+
 # --------------------------------------------------------------------------------------------
 # Kernel objects
 # --------------------------------------------------------------------------------------------
@@ -194,7 +227,15 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         try:
             with tilelang_errors(_callable_name(obj)):
                 func = obj.get_tir(*args, **kwargs)
+        except LoweringError as err:
+            # TileLang calls the function: its own TypeError arrives wrapped, as TileLang's failure
+            cause = err.__cause__
+            if isinstance(cause, TypeError) and _raised_in_user_code(cause) and _binds(inner, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), cause) from cause
+            raise
         except TypeError as err:
+            if _binds(inner, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), err) from err
             raise NotAKernelError(
                 f"{_callable_name(obj)} needs the arguments that specialise it ({err}). "
                 f"Pass them: tilelab.inspect(kernel, args=(...)) or %%tilelang --args \"...\"."
@@ -216,7 +257,14 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         try:
             with tilelang_errors(_callable_name(obj)):
                 produced = obj(*args, **kwargs)
+        except LoweringError as err:
+            cause = err.__cause__
+            if isinstance(cause, TypeError) and _raised_in_user_code(cause) and _binds(obj, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), cause) from cause
+            raise
         except TypeError as err:
+            if _binds(obj, args, kwargs) is True:
+                raise _factory_error(_callable_name(obj), err) from err
             raise NotAKernelError(
                 f"{_callable_name(obj)} could not be called with the arguments given ({err}). "
                 "Pass the arguments that specialise it."
@@ -236,6 +284,29 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
         f"{type(obj).__name__} is not a TileLang kernel. tilelab inspects a T.prim_func, a "
         "tilelang.compile result, or a @tilelang.jit function (with the arguments that specialise it)."
     )
+
+
+def _binds(fn: Any, args: tuple, kwargs: dict) -> bool | None:
+    """Whether ``fn``'s signature accepts these arguments; None when it has no readable signature."""
+    import inspect as _inspect
+
+    try:
+        signature = _inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _factory_error(name: str, err: TypeError) -> KernelFactoryError:
+    """A TypeError raised inside the user's factory (the call itself fitted its signature)."""
+    where = _user_frame(err.__traceback__)
+    return KernelFactoryError(
+        f"{name} raised TypeError while building the kernel: {err}. The arguments fit {name}'s "
+        "signature; the error is in its own code (the line below)", where=where)
 
 
 def _callable_name(obj: Any) -> str:
@@ -406,19 +477,85 @@ def tilelang_errors(kernel: str | None = None, stage: str = "elaboration"):
             h.setLevel(level)
 
 
+# TVM appends to a message a pointer into the user's source and an excerpt of it:
+#   --> /path/kernel.py:17:1
+#      |
+#   17 |     l_i = T.alloc_fragment((block_m,), "float32")
+#      |     ^
+_SOURCE_POINTER = re.compile(r"^\s*-->\s*(.+?):(\d+)(?::\d+)?\s*$")
+_SNIPPET_LINE = re.compile(r"^\s*(\d+\s*)?\|")
+_SUMMARY_LIMIT = 800
+
+
+def explain_error(err: BaseException) -> tuple[str, tuple[str, int, str] | None]:
+    """The sentence that explains ``err`` and the user's source line TVM points at, if any.
+
+    The sentence is the message without TVM's source excerpt: for a failed check, from
+    "Check failed:" on (the condition, its operands and the reason); otherwise the whole message,
+    its lines joined, so that a detail on a line of its own (a shape such as "(32, 16)") stays
+    with the sentence it belongs to.
+    """
+    import linecache
+
+    lines = str(err).strip().splitlines()
+    body: list[str] = []
+    pointer = None
+    for line in lines:
+        match = _SOURCE_POINTER.match(line)
+        if match:
+            filename, lineno = match.group(1), int(match.group(2))
+            pointer = (filename, lineno, linecache.getline(filename, lineno).rstrip("\n"))
+            break
+        if _SNIPPET_LINE.match(line):
+            continue
+        body.append(line.strip())
+    body = [line for line in body if line]
+    # Older TVM messages carry a C++ backtrace before the sentence; keep what follows it.
+    for index in range(len(body) - 1, -1, -1):
+        if re.match(r"^\w*(Error|Exception):\s", body[index]) and index > 0:
+            body = body[index:]
+            break
+    check = next((i for i, line in enumerate(body) if "Check failed" in line), None)
+    if check is not None:
+        body = body[check:]
+        body[0] = body[0][body[0].index("Check failed"):]
+    summary = " ".join(body) or type(err).__name__
+    summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
+    if len(summary) > _SUMMARY_LIMIT:
+        summary = summary[:_SUMMARY_LIMIT].rstrip() + " ..."
+    return summary, pointer
+
+
+def _is_user_file(filename: str) -> bool:
+    """Whether a traceback frame's file is the user's own Python code: not TileLang, TVM, tilelab,
+    an installed package, the standard library, or a C++/Cython frame TVM's FFI adds."""
+    import sysconfig
+
+    if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
+        return False
+    if filename.startswith("<unknown") or filename.endswith((".cc", ".h", ".cpp", ".pxi", ".pyx")):
+        return False
+    stdlib = sysconfig.get_paths().get("stdlib")
+    return not (stdlib and filename.startswith(stdlib))
+
+
+def _user_frame(tb: Any) -> tuple[str, int, str] | None:
+    """The innermost traceback frame in the user's own Python code."""
+    for frame in reversed(traceback.extract_tb(tb)):
+        if _is_user_file(frame.filename or ""):
+            return (frame.filename, frame.lineno or 0, frame.line or "")
+    return None
+
+
+def _raised_in_user_code(err: BaseException) -> bool:
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and _is_user_file(frames[-1].filename or "")
+
+
 def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
     trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-    message = str(err).strip().splitlines()
-    # TVM errors end with the useful sentence; Python ones start with it.
-    summary = next((line.strip() for line in reversed(message) if line.strip()), type(err).__name__)
-    summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
-    kernel_line = _builder_line(err)
-    for frame in ([] if kernel_line else reversed(traceback.extract_tb(err.__traceback__))):
-        filename = frame.filename or ""
-        if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
-            continue
-        kernel_line = (filename, frame.lineno or 0, frame.line or "")
-        break
+    summary, pointer = explain_error(err)
+    kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
     return LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,
@@ -539,9 +676,8 @@ def _backend_refuses(backend: str, target: Any) -> str | None:
 
 
 def _reason(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    last = next((line.strip() for line in reversed(text) if line.strip()), "")
-    return f"{type(err).__name__}: {last}" if last else type(err).__name__
+    summary, _ = explain_error(err)
+    return f"{type(err).__name__}: {summary}" if str(err).strip() else type(err).__name__
 
 
 def _cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[str, Any]) -> LauncherSource:
@@ -768,57 +904,167 @@ _WGMMA_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32
                  "e4m3": "float8_e4m3", "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "s32": "int32"}
 
 
-def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
-    """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use."""
+def _object_identity(obj: Any) -> int:
+    """The address of the TVM object behind ``obj``: two variables that share a name differ here."""
+    handle = getattr(obj, "__chandle__", None)
+    return int(handle()) if callable(handle) else id(obj)
+
+
+def _descriptor_operand(pointer: Any, layout_type: Any, lbo: Any, sbo: Any) -> WgmmaOperand:
+    buffer = None
+    if isinstance(pointer, tilelang().tvm.tirx.Call) and len(pointer.args) > 1:
+        buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+    return WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
+
+
+def _wgmma_calls(func: Any) -> list[dict[str, Any]]:
+    """Every wgmma call of ``func`` in program order, with the descriptors it reads.
+
+    Descriptors are keyed by their variable itself, not by its name: TileLang names the
+    descriptors of every ``T.gemm`` ``desc_a``/``desc_b``, so a kernel with two GEMMs (Q·Kᵀ then
+    P·V) has two variables called ``desc_b``. Walking in program order, each wgmma reads the
+    latest initialisation of the variable it names.
+    """
     tvm = tilelang().tvm
-    result: dict[tuple, WgmmaInstruction] = {}
-    for kname, func in _device_funcs(lowered.device_mod):
-        calls = _calls(func, {"tl.initialize_wgmma_descriptor", "tl.ptx_wgmma_ss", "tl.ptx_wgmma_rs"})
-        descriptors: dict[str, WgmmaOperand] = {}
-        for call in calls:
-            if call.op.name != "tl.initialize_wgmma_descriptor":
+    current: dict[int, WgmmaOperand] = {}
+    found: list[dict[str, Any]] = []
+    for call in _calls(func, {"tl.initialize_wgmma_descriptor", "tl.ptx_wgmma_ss", "tl.ptx_wgmma_rs"}):
+        op = call.op.name
+        args = list(call.args)
+        if op == "tl.initialize_wgmma_descriptor":
+            target, pointer, layout_type, lbo, sbo = args[:5]
+            var = target.buffer.data if isinstance(target, tvm.tirx.BufferLoad) else target
+            current[_object_identity(var)] = _descriptor_operand(pointer, layout_type, lbo, sbo)
+            continue
+        if op == "tl.ptx_wgmma_ss":
+            a_k, b_k = bool(_dim(args[1])), bool(_dim(args[2]))
+            dtypes = tuple(str(a.value) for a in args[3:6])
+            a_var, b_var, variant = args[6], args[8], "ss"
+        else:
+            a_k, b_k = True, bool(_dim(args[1]))
+            dtypes = tuple(str(a.value) for a in args[2:5])
+            a_var, b_var, variant = None, args[7], "rs"
+        found.append({
+            "shape": str(args[0].value), "variant": variant, "dtypes": dtypes,
+            "a_major": "K" if a_k else "MN", "b_major": "K" if b_k else "MN",
+            "a": current.get(_object_identity(a_var)) if a_var is not None else None,
+            "b": current.get(_object_identity(b_var)),
+            "a_name": getattr(a_var, "name", None), "b_name": getattr(b_var, "name", None),
+        })
+    return found
+
+
+_SOURCE_KERNEL = re.compile(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\([^;{]*\)\s*\{')
+_SOURCE_DESC_INIT = re.compile(
+    r"tl::initialize_wgmma_descriptor<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\(\s*(\w+)\s*,\s*\(&\(\(\([^)]*\)(\w+)\)")
+_SOURCE_WGMMA = re.compile(r"tl::wgmma_(ss|rs)<[^>]*>\(([^;]*)\);")
+_SOURCE_DESC_USE = re.compile(r"uint64_t\(\s*(\w+)")
+
+
+def source_wgmma_calls(device_source: str) -> dict[str, list[dict[str, Any]]]:
+    """Per kernel, each ``tl::wgmma_ss/rs`` call of the generated CUDA in source order, with the
+    ``(buffer, layout_type, lbo, sbo)`` of the latest ``tl::initialize_wgmma_descriptor`` of each
+    descriptor variable it reads (the code generator gives every variable a distinct name)."""
+    starts = [(m.start(), m.group(1)) for m in _SOURCE_KERNEL.finditer(device_source)]
+    result: dict[str, list[dict[str, Any]]] = {}
+    for index, (start, name) in enumerate(starts):
+        stop = starts[index + 1][0] if index + 1 < len(starts) else len(device_source)
+        body = device_source[start:stop]
+        events = sorted([(m.start(), "init", m) for m in _SOURCE_DESC_INIT.finditer(body)]
+                        + [(m.start(), "mma", m) for m in _SOURCE_WGMMA.finditer(body)], key=lambda e: e[0])
+        current: dict[str, tuple] = {}
+        calls: list[dict[str, Any]] = []
+        for _, kind, m in events:
+            if kind == "init":
+                layout, lbo, sbo, var, buffer = m.groups()
+                current[var] = (buffer, int(layout), int(lbo), int(sbo))
                 continue
-            target, pointer, layout_type, lbo, sbo = call.args[:5]
-            desc_name = target.buffer.data.name if isinstance(target, tvm.tirx.BufferLoad) else _expr_text(target)
-            buffer = None
-            if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
-                buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
-            descriptors[desc_name] = WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
-        for call in calls:
-            op = call.op.name
-            if op == "tl.initialize_wgmma_descriptor":
-                continue
-            args = list(call.args)
-            shape = str(args[0].value)
-            if op == "tl.ptx_wgmma_ss":
-                a_k, b_k = bool(_dim(args[1])), bool(_dim(args[2]))
-                a_t, b_t, c_t = (str(a.value) for a in args[3:6])
-                a_desc = descriptors.get(getattr(args[6], "name", ""))
-                b_desc = descriptors.get(getattr(args[8], "name", ""))
-                variant = "ss"
+            used = _SOURCE_DESC_USE.findall(m.group(2))
+            if m.group(1) == "ss":
+                a_var, b_var = (used + [None, None])[:2]
             else:
-                a_k, b_k = True, bool(_dim(args[1]))
-                a_t, b_t, c_t = (str(a.value) for a in args[2:5])
-                a_desc = None
-                b_desc = descriptors.get(getattr(args[7], "name", ""))
-                variant = "rs"
-            a_major, b_major = ("K" if a_k else "MN"), ("K" if b_k else "MN")
+                a_var, b_var = None, (used + [None])[0]
+            calls.append({"variant": m.group(1), "a_var": a_var, "b_var": b_var,
+                          "a": current.get(a_var) if a_var else None, "b": current.get(b_var) if b_var else None})
+        if calls or name not in result:
+            result.setdefault(name, []).extend(calls)
+    return result
+
+
+def _same_buffer(ir_name: str | None, source_name: str) -> bool:
+    """The code generator may suffix a buffer's name to keep it unique (``v_s`` -> ``v_s_1``)."""
+    return ir_name is not None and re.fullmatch(re.escape(ir_name) + r"(?:_\d+)?", source_name) is not None
+
+
+def _association_problems(ir_calls: list[dict[str, Any]], source_calls: list[dict[str, Any]] | None,
+                          kernel: str) -> list[list[str]]:
+    """For each IR wgmma call, the ways its descriptors disagree with the generated CUDA."""
+    problems: list[list[str]] = [[] for _ in ir_calls]
+    if source_calls is None:
+        for found in problems:
+            found.append(f"the generated CUDA has no kernel {kernel}: the descriptors could not be checked")
+        return problems
+    if len(source_calls) != len(ir_calls):
+        for found in problems:
+            found.append(f"{kernel} issues {len(ir_calls)} wgmma call(s) in the IR but {len(source_calls)} "
+                         "in the generated CUDA: the descriptors could not be matched call by call")
+        return problems
+    for found, ir, src in zip(problems, ir_calls, source_calls):
+        if ir["variant"] != src["variant"]:
+            found.append(f"the IR issues wgmma_{ir['variant']} where the generated CUDA issues wgmma_{src['variant']}")
+            continue
+        for side in ("a", "b"):
+            mine, theirs = ir[side], src[side]
+            if mine is None and theirs is None:
+                continue
+            if mine is None:
+                found.append(f"operand {side.upper()}: tilelab found no descriptor for {ir[side + '_name']}, "
+                             f"the generated CUDA initialises {src[side + '_var']} over {theirs[0]}")
+                continue
+            if theirs is None:
+                found.append(f"operand {side.upper()}: the generated CUDA initialises no descriptor "
+                             f"{src[side + '_var']} before this wgmma, tilelab associated {mine.buffer}")
+                continue
+            buffer, layout, lbo, sbo = theirs
+            if not _same_buffer(mine.buffer, buffer) or (mine.layout_type, mine.lbo, mine.sbo) != (layout, lbo, sbo):
+                found.append(
+                    f"operand {side.upper()}: tilelab associated {mine.buffer} <{mine.layout_type}, {mine.lbo}, "
+                    f"{mine.sbo}> but the generated CUDA reads {src[side + '_var']} = {buffer} "
+                    f"<{layout}, {lbo}, {sbo}>")
+    return problems
+
+
+def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
+    """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use, each
+    association checked against the generated CUDA (a disagreement is one of its ``problems``)."""
+    result: dict[str, WgmmaInstruction] = {}
+    in_source = source_wgmma_calls(lowered.device_source or "")
+    for kname, func in _device_funcs(lowered.device_mod):
+        calls = _wgmma_calls(func)
+        if not calls:
+            continue
+        checks = _association_problems(calls, in_source.get(kname), kname)
+        for call, problems in zip(calls, checks):
+            a_t, b_t, c_t = call["dtypes"]
+            a_major, b_major = call["a_major"], call["b_major"]
+            a_desc, b_desc = call["a"], call["b"]
             if a_desc is not None:
                 a_desc = WgmmaOperand(a_desc.buffer, a_desc.layout_type, a_desc.lbo, a_desc.sbo, a_major)
             if b_desc is not None:
                 b_desc = WgmmaOperand(b_desc.buffer, b_desc.layout_type, b_desc.lbo, b_desc.sbo, b_major)
             instr = WgmmaInstruction(
-                instruction=shape, variant=variant,
+                instruction=call["shape"], variant=call["variant"],
                 a_dtype=_WGMMA_DTYPES.get(a_t, a_t), b_dtype=_WGMMA_DTYPES.get(b_t, b_t),
                 accum_dtype=_WGMMA_DTYPES.get(c_t, c_t),
                 a=a_desc, b=b_desc, a_major=a_major, b_major=b_major, kernel=kname,
+                problems=tuple(problems),
             )
-            key = (kname, shape, variant, a_t, b_t, c_t, a_major, b_major,
-                   a_desc.to_dict() if a_desc else None, b_desc.to_dict() if b_desc else None)
-            key = repr(key)  # type: ignore[assignment]
+            key = repr((kname, call["shape"], call["variant"], a_t, b_t, c_t, a_major, b_major,
+                        a_desc.to_dict() if a_desc else None, b_desc.to_dict() if b_desc else None,
+                        tuple(problems)))
             if key in result:
                 prev = result[key]
-                result[key] = WgmmaInstruction(**{**prev.__dict__, "count": prev.count + 1})
+                result[key] = dataclasses.replace(prev, count=prev.count + 1)
             else:
                 result[key] = instr
     return list(result.values())

@@ -40,5 +40,35 @@ class LoweringError(TilelabError):
         return f"{name}{self.summary}{where}"
 
 
+class OptionError(TilelabError, ValueError):
+    """An option given with a kernel (``out_idx``, ``args``) that does not fit it."""
+
+
+class PassConfigError(OptionError):
+    """A pass config TileLang does not know, or a value of the wrong type; names the key."""
+
+
+class KernelFactoryError(TilelabError, TypeError):
+    """The user's kernel factory raised while building the kernel (its own error, not the call's).
+
+    ``where`` is the (filename, lineno, text) of the factory's line that raised, when found.
+    """
+
+    def __init__(self, message: str, *, where: tuple[str, int, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        if not self.where:
+            return self.message
+        filename, lineno, text = self.where
+        return f"{self.message}\n  at {filename}:{lineno}: {text.strip()}"
+
+
+class ReportFileError(TilelabError, ValueError):
+    """A saved report that cannot be read; the message names the file and what is wrong."""
+
+
 class NoGpuError(TilelabError, RuntimeError):
     """Launching needs a CUDA GPU; inspection still works without one."""

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 from . import __version__ as TILELAB_VERSION
-from ._errors import TargetError
-from ._model import BACKENDS, SCHEMA_VERSION, KernelReport, Sources
+from . import _cache
+from ._errors import LoweringError, OptionError, TargetError
+from ._model import BACKENDS, KernelReport, Sources
 
 DEFAULT_ARCH = "sm_90a"
 KNOWN_ARCHS = (
@@ -105,90 +102,12 @@ def resolve_target(spec: Any) -> tuple[str, str | None]:
     return arch, None
 
 
-# --------------------------------------------------------------------------------------------
-# The report cache: content-addressed by the kernel's script, target, options and versions.
-# --------------------------------------------------------------------------------------------
-
-_MEMORY: dict[str, KernelReport] = {}
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("TILELAB_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "tilelab" / "reports"
-
-
-# The engine's own sources: a report is only as current as the code that built it, and tilelab's
-# version string does not change with every edit.
-ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py", "_toolchain.py",
-                  "occupancy.py", "cuda_facts.py", "_explain.py")
-
-
-@functools.lru_cache(maxsize=None)
-def engine_fingerprint() -> str:
-    """SHA-256 over the engine's source files, computed once per process."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in ENGINE_SOURCES:
-        digest.update(name.encode() + b"\0")
-        try:
-            digest.update((here / name).read_bytes())
-        except OSError:  # pragma: no cover - an installed copy without sources
-            digest.update(b"missing")
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _cache_key(script: str, arch: str, out_idx: Any, pass_configs: dict[str, Any],
-               backends: tuple[str, ...], constants: Any, tilelang_version: str, tiers: tuple = ()) -> str:
-    extra = {"tiers": list(tiers)} if tiers else {}
-    payload = json.dumps({**extra,
-        "script": hashlib.sha256(script.encode()).hexdigest(),
-        "arch": arch, "out_idx": out_idx, "pass_configs": {k: repr(v) for k, v in sorted(pass_configs.items())},
-        "backends": list(backends), "constants": [(k, repr(v), e) for k, v, e in constants],
-        "tilelang": tilelang_version, "tilelab": TILELAB_VERSION, "schema": SCHEMA_VERSION,
-        "engine": engine_fingerprint(),
-    }, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def _cache_read(key: str) -> KernelReport | None:
-    if key in _MEMORY:
-        return _MEMORY[key]
-    path = cache_dir() / f"{key}.json"
-    try:
-        report = KernelReport.load(path)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    _MEMORY[key] = report
-    return report
-
-
-def _cache_write(key: str, report: KernelReport) -> None:
-    _MEMORY[key] = report
-    directory = cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(report.to_json())
-        tmp.replace(directory / f"{key}.json")
-    except OSError:
-        pass  # a read-only home must not break inspection
-
-
-def _cache_forget(key: str) -> None:
-    _MEMORY.pop(key, None)
-    try:
-        (cache_dir() / f"{key}.json").unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def clear_cache() -> None:
-    _MEMORY.clear()
-    directory = cache_dir()
-    if directory.is_dir():
-        for path in directory.glob("*.json"):
-            path.unlink(missing_ok=True)
+# The report cache lives in _cache.py (one store, one validating read path); these names stay.
+_MEMORY = _cache._MEMORY
+cache_dir = _cache.cache_dir
+engine_fingerprint = _cache.engine_fingerprint
+ENGINE_SOURCES = _cache.ENGINE_SOURCES
+clear_cache = _cache.clear
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,18 +149,32 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         out_idx_list = source.out_idx
     else:
         out_idx_list = [out_idx] if isinstance(out_idx, int) else list(out_idx)
-    configs = _adapter.normalize_pass_configs({**source.pass_configs, **(pass_configs or {})})
+    _check_out_idx(out_idx_list, source, shown=out_idx if out_idx is not None else source.out_idx,
+                   given=out_idx is not None)
+    user_configs = {**source.pass_configs, **(pass_configs or {})}
+    _adapter.check_pass_configs(user_configs)
+    configs = _adapter.normalize_pass_configs(user_configs)
     version = _adapter.tilelang_version()
 
-    key = _cache_key(_adapter.script_text(source.prim_func), arch, out_idx_list, configs,
-                     tuple(backends), source.constants, version,
-                     tiers=(("toolchain", str(cuda_home)) if toolchain else ()) + (("passes",) if passes else ()))
+    material = _cache.key_material(
+        script=_adapter.script_text(source.prim_func), kernel=source.name, arch=arch, out_idx=out_idx_list,
+        pass_configs=configs, backends=tuple(backends), constants=source.constants, tilelang_version=version,
+        tiers=(("toolchain", str(cuda_home)) if toolchain else ()) + (("passes",) if passes else ()))
+    key = _cache.key_of(material)
     if not force:
-        cached = _cache_read(key)
+        cached = _cache.read(key, material)
         if cached is not None:
             return _with_target_note(cached, target_note)
 
-    lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+    try:
+        lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+    except LoweringError as err:
+        if user_configs:  # the user's options may be the cause: say which were in force
+            given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
+            err.summary += (f" (lowered with your pass configs {given}: inspect once without them to see "
+                            "whether they cause this)")
+            err.args = (err.summary,)
+        raise
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
     descriptors = [_checked(d, arch) for d in _adapter.tma_descriptors(lowered)]
     windows = _adapter.l2_windows(lowered)
@@ -275,10 +208,33 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     if passes:
         report = report.replace(passes=_adapter.pass_trace(source, arch, configs))
     if lowered.transient_failures:
-        _cache_forget(key)  # a stale entry must not outlive this run either
+        _cache.forget(key)  # a stale entry must not outlive this run either
     else:
-        _cache_write(key, report)
+        _cache.write(key, material, report)
     return _with_target_note(report, target_note)
+
+
+def _check_out_idx(out_idx: list[int] | None, source: Any, *, shown: Any, given: bool) -> None:
+    """Each output index must name one of the kernel's parameters, once."""
+    if out_idx is None:
+        return
+    func = source.prim_func
+    params = [func.buffer_map[p].name if p in func.buffer_map else getattr(p, "name", str(p)) for p in func.params]
+    count = len(params)
+    origin = "out_idx" if given else f"out_idx of the @tilelang.jit decorator of {source.name}"
+    for index in out_idx:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise OptionError(f"{origin}={shown!r}: each index must be an integer, got {index!r}. "
+                              f"Give parameter positions of {source.name}({', '.join(params)}), e.g. -1 for the last")
+        if not -count <= index < count:
+            raise OptionError(
+                f"{origin}={shown!r}: index {index} is out of range for {source.name}, which has {count} "
+                f"parameter(s) ({', '.join(params)}). Give an index from 0 to {count - 1} "
+                f"or from {-count} to -1 (e.g. -1 for {params[-1] if params else 'the last'})")
+    positions = [i % count for i in out_idx]
+    if len(set(positions)) != len(positions):
+        raise OptionError(f"{origin}={shown!r} names the same parameter twice "
+                          f"({source.name} has {count}: {', '.join(params)}). Give each output once")
 
 
 def _with_target_note(report: KernelReport, note: str | None) -> KernelReport:

@@ -511,6 +511,12 @@ class TileLangMagics(Magics):
 
         kind = _adapter.kernel_kind(obj)
         if kind in ("prim_func", "compiled"):
+            if call_args or call_kwargs:
+                what = "T.prim_func" if kind == "prim_func" else "compiled kernel"
+                raise UsageError(
+                    f"%%tilelang --args {_args_text(call_args, call_kwargs)}: {name} is a {what}, already "
+                    "specialised, so it takes no arguments. Drop --args, or define the @tilelang.jit function "
+                    "or the factory that builds it in this cell (--kernel NAME picks it)")
             return
         sig = _signature(obj)
         if sig is None:

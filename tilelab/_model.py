@@ -353,6 +353,8 @@ class WgmmaInstruction:
     b_major: str = "K"
     count: int = 1  # how many call sites in the device code issue this exact form
     kernel: str | None = None
+    # where the descriptors tilelab associated with this instruction disagree with the generated CUDA
+    problems: tuple[str, ...] = ()
 
     @property
     def m(self) -> int:
@@ -379,6 +381,7 @@ class WgmmaInstruction:
             "b": self.b.to_dict() if self.b else None,
             "count": self.count,
             "kernel": self.kernel,
+            "problems": list(self.problems),
         }
 
     @classmethod
@@ -395,6 +398,7 @@ class WgmmaInstruction:
             b=WgmmaOperand.from_dict(d["b"]) if d.get("b") else None,
             count=int(d.get("count", 1)),
             kernel=d.get("kernel"),
+            problems=tuple(d.get("problems", ())),
         )
 
 
@@ -576,7 +580,9 @@ class KernelReport:
     # -- queries ---------------------------------------------------------------------------
     @property
     def problems(self) -> tuple[str, ...]:
-        return tuple(f"{d.name}: {p}" for d in self.tma_descriptors for p in d.problems)
+        tma = tuple(f"{d.name}: {p}" for d in self.tma_descriptors for p in d.problems)
+        wgmma = tuple(f"wgmma {w.instruction} in {w.kernel}: {p}" for w in self.wgmma for p in w.problems)
+        return tma + wgmma
 
     def layout(self, buffer: str) -> Layout:
         for item in self.layouts:
@@ -654,7 +660,39 @@ class KernelReport:
 
     @classmethod
     def load(cls, path: str | Path) -> KernelReport:
-        return cls.from_json(Path(path).read_text())
+        """Read a report written by ``save``; a file that is not one is refused, naming the file."""
+        from ._errors import ReportFileError
+
+        path = Path(path)
+        advice = "Load a file written by KernelReport.save or `python -m tilelab inspect --json`"
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise ReportFileError(f"{path}: no such file. {advice}") from None
+        except IsADirectoryError:
+            raise ReportFileError(f"{path}: is a folder, not a report file. {advice}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ReportFileError(f"{path}: cannot be read ({err}). {advice}") from err
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise ReportFileError(f"{path}: not a tilelab report: it is not JSON ({err}). {advice}") from err
+        if not isinstance(data, dict):
+            raise ReportFileError(f"{path}: not a tilelab report: it holds a JSON {type(data).__name__}, "
+                                  f"not an object. {advice}")
+        missing = [k for k in ("name", "target", "kernels", "sources") if k not in data]
+        if missing:
+            raise ReportFileError(f"{path}: not a tilelab report: it has no {', '.join(repr(k) for k in missing)} "
+                                  f"field{'s' if len(missing) > 1 else ''}. {advice}")
+        try:
+            return cls.from_dict(data)
+        except ValueError as err:
+            if "schema" in str(err):
+                raise ReportFileError(f"{path}: {err}") from err
+            raise ReportFileError(f"{path}: a malformed tilelab report: {err}. {advice}") from err
+        except (KeyError, TypeError, AttributeError, IndexError) as err:
+            what = f"missing field {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+            raise ReportFileError(f"{path}: a malformed tilelab report ({what}). {advice}") from err
 
     def replace(self, **changes: Any) -> KernelReport:
         return dataclasses.replace(self, **changes)
