@@ -87,6 +87,7 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
           mode: str = "sustained", flops: Callable[..., float] | None = None,
           bytes: Callable[..., float] | None = None, ref: Callable[..., Any] | None = None,
           baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None,
+          devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
           workers: int | None = None, backend: str = "tvm_ffi", out_idx: Any = -1,
           bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
           compile_fn: Callable[..., Callable[[], Any]] | None = None,
@@ -102,12 +103,27 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
     that size unless ``flops``/``bytes`` say otherwise.
 
+    ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
+    on every listed GPU at once, one configuration per GPU; ``client=`` (a
+    ``dask.distributed.Client``) does the same on a Dask cluster (see
+    :mod:`tilelab.launch._distribute`). Those sweeps show one progress bar and, in a notebook, the
+    table growing as rows finish; each row says where it ran and how long its compile and bench
+    took; finished rows are cached on disk, so an interrupted sweep resumes when called again
+    (``force=True`` measures everything again).
+
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
     a row of stage "check". A sticky CUDA error (``KernelLaunchError.sticky``) leaves the context
     unusable: the sweep stops there, and every row after it is "not run", with a note naming
     the configuration that caused it.
     """
     configs, size_list = expand(params), expand(sizes)
+    if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
+        from ._distribute import distributed_sweep
+
+        return distributed_sweep(factory, configs, size_list, devices=devices, client=client, mode=mode, flops=flops,
+                                 bytes=bytes, ref=ref, baseline=baseline, workers=workers, backend=backend,
+                                 out_idx=out_idx, bench_kwargs=bench_kwargs, progress=progress, compile_fn=compile_fn,
+                                 bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
     bench_kwargs = dict(bench_kwargs or {})
     bench_kwargs.setdefault("mode", mode)

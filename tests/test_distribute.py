@@ -1,0 +1,380 @@
+"""Sweeps over several GPUs and over a Dask cluster, on the CPU: fake compile and bench steps stand
+in for TileLang and the GPU, so what is tested is the distribution itself (which task ran where,
+the merged table, failures, interruption and resume, the dashboard)."""
+
+from __future__ import annotations
+
+import _thread
+import functools
+import os
+import threading
+import time
+
+import pytest
+
+from tilelab.launch import _distribute
+from tilelab.launch._sweep import sweep
+from tilelab.launch.models import BenchResult, SweepRow, SweepTable
+
+TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
+PARAMS = {"block": [8, 16, 32, 64, 128, 256]}
+SIZES = {"N": [1024, 2048]}
+
+
+def factory(N, block, dtype="float16"):
+    return ("kernel", N, block, dtype)
+
+
+def _compile(block):
+    """A compile task: runs wherever the sweep sends compiles; says where that was."""
+    if block == 256:
+        raise RuntimeError("ptxas: too many resources requested")
+    return {"block": block, "pid": os.getpid(), "where": _distribute.where_am_i()}
+
+
+def fake_compile(factory, size, config):
+    if config["block"] == 8:  # elaboration happens in the caller, before any task
+        raise ValueError("block 8 does not fit the tile")
+    return functools.partial(_compile, config["block"])
+
+
+class Recorder:
+    """The bench step: records the artifact, the thread and the Dask worker of every call."""
+
+    def __init__(self, barrier: threading.Barrier | None = None, on_call=None):
+        self.calls, self.lock, self.barrier, self.on_call = [], threading.Lock(), barrier, on_call
+        self.waited: set[str] = set()
+
+    def __call__(self, artifact, size, config, **kwargs):
+        if callable(artifact):  # a baseline's callable
+            return BenchResult(kwargs["name"], samples_ms=(0.5,) * 3, flops=kwargs.get("flops"))
+        me = threading.current_thread().name
+        with self.lock:
+            self.calls.append((artifact, dict(size), me, _distribute.where_am_i(), kwargs))
+            first = me not in self.waited
+            self.waited.add(me)
+        if self.barrier is not None and first:
+            self.barrier.wait()  # both GPUs hold a configuration at the same time, or this times out
+        if self.on_call is not None:
+            self.on_call(artifact, size)
+        if artifact["block"] == 128 and size["N"] == 2048:
+            raise RuntimeError("bench exploded")
+        return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3,
+                           flops=kwargs.get("flops"))
+
+
+@pytest.fixture
+def compile_in_threads(monkeypatch):
+    """Compile steps in threads, not spawned processes: the process pool has its own test, and each
+    spawned process costs seconds on a small machine."""
+    monkeypatch.setattr(_distribute, "_dumps", lambda obj: None)
+
+
+def _by(table: SweepTable) -> dict[tuple[int, int], SweepRow]:
+    return {(dict(r.size)["N"], dict(r.config)["block"]): r for r in table.rows if r.label is None}
+
+
+def _check_merged_table(table: SweepTable) -> None:
+    rows = _by(table)
+    assert [(dict(r.size)["N"], dict(r.config)["block"]) for r in table.rows if r.label is None] == [
+        (n, b) for n in SIZES["N"] for b in PARAMS["block"]]  # job order, whatever order they finished in
+    assert {k: r.stage for k, r in rows.items() if not r.ok} == {
+        (1024, 8): "elaborate", (2048, 8): "elaborate", (1024, 256): "compile", (2048, 256): "compile",
+        (2048, 128): "bench"}
+    assert "does not fit the tile" in rows[(1024, 8)].error and "too many resources" in rows[(1024, 256)].error
+    assert "bench exploded" in rows[(2048, 128)].error
+    assert {n: dict(table.best({"N": n}).config)["block"] for n in SIZES["N"]} == {1024: 32, 2048: 32}
+    assert rows[(2048, 32)].median_ms == pytest.approx(2.0) and rows[(2048, 32)].tflops == pytest.approx(2 * 2048 / 2e-3 / 1e12)
+    for r in table.rows:
+        if r.ok and r.label is None:
+            assert r.compile_s is not None and r.bench_s is not None and r.device
+    # the dashboard: the best configuration as a call that rebuilds it
+    call = table.best_call({"N": 2048})
+    assert call == "factory(N=2048, block=32)"
+    assert eval(call, {"factory": factory}) == factory(N=2048, block=32)
+    assert SweepTable.from_dict(table.to_dict()) == table
+
+
+# ---------------------------------------------------------------------------------------------
+# devices=: the host's GPUs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
+    bench = Recorder(barrier=threading.Barrier(2, timeout=60))
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=bench,
+                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True)
+    _check_merged_table(table)
+    compiled_in = {artifact["pid"] for artifact, *_ in bench.calls}
+    assert os.getpid() not in compiled_in  # compile tasks ran in the process pool
+    threads = {thread for _, _, thread, _, _ in bench.calls}
+    assert threads == {"tilelab-bench-cuda:0", "tilelab-bench-cuda:1"}
+    devices = {r.device for r in table.rows if r.ok}
+    assert devices == {"cuda:0", "cuda:1"}
+    assert len(bench.calls) == 8  # 12 rows: 2 never elaborated, 2 failed to compile, 8 benchmarked
+    text = repr(table)
+    assert "compile s" in text and "bench s" in text and "device" in text
+    assert "best at 2048: factory(N=2048, block=32)" in text
+
+
+def test_unpicklable_compile_steps_run_in_threads(compile_in_threads):  # as if neither pickle nor cloudpickle could
+    bench = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=bench,
+                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True)
+    _check_merged_table(table)
+    assert {artifact["pid"] for artifact, *_ in bench.calls} == {os.getpid()}
+
+
+def test_devices_are_checked_by_name():
+    for bad, words in (("some", '"all" or a list'), ([], "names no GPU"), ([0, 0], "each GPU once"),
+                       (["x"], '"all" or a list')):
+        with pytest.raises(_distribute.DevicesError, match=words):
+            sweep(factory, PARAMS, SIZES, devices=bad, compile_fn=fake_compile, bench_fn=Recorder(), progress=False)
+    with pytest.raises(ValueError, match="not both"):
+        sweep(factory, PARAMS, SIZES, devices=[0], client=object(), bench_fn=Recorder(), progress=False)
+
+
+@pytest.mark.skipif(_distribute.probe_device()[0] != "", reason="this machine has a GPU")
+def test_all_devices_without_a_gpu_says_what_still_works():
+    from tilelab._errors import NoGpuError
+
+    with pytest.raises(NoGpuError, match="Inspection still works"):
+        sweep(factory, PARAMS, SIZES, devices="all", progress=False)
+
+
+def test_gpus_of_different_models_are_refused_not_averaged():
+    assert _distribute.check_one_model({"cuda:0": "NVIDIA H100", "cuda:1": "NVIDIA H100"}) == "NVIDIA H100"
+    with pytest.raises(_distribute.MixedDevicesError) as info:
+        _distribute.check_one_model({"cuda:0": "NVIDIA H100 80GB HBM3", "cuda:1": "NVIDIA A100-SXM4-40GB"})
+    message = str(info.value)
+    assert "cuda:0: NVIDIA H100 80GB HBM3" in message and "cuda:1: NVIDIA A100-SXM4-40GB" in message
+    assert "devices=[...]" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress: one bar; in a notebook the table grows as rows finish
+# ---------------------------------------------------------------------------------------------
+
+
+def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, compile_in_threads):
+    bars, live = [], []
+
+    class Bar:
+        def __init__(self, total, desc, enabled):
+            self.total, self.desc, self.updates, self.closed = total, desc, 0, False
+            bars.append(self)
+
+        def update(self):
+            self.updates += 1
+
+        def close(self):
+            self.closed = True
+
+    class Live:
+        def __init__(self, enabled):
+            pass
+
+        def update(self, table, final=False):
+            live.append(None if final else len(table().rows))
+
+    monkeypatch.setattr(_distribute, "_Progress", Bar)
+    monkeypatch.setattr(_distribute, "_LiveTable", Live)
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=Recorder(),
+                  baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True)
+    (bar,) = bars
+    assert (bar.total, bar.updates, bar.closed) == (12 + 2, 12 + 2, True)
+    assert "12 configurations on cuda:0, cuda:1" in bar.desc
+    assert live == list(range(1, 13)) + [None]  # one more row each time, then the cell's own table
+    assert len(table.baselines) == 2 and all(b.ok for b in table.baselines)
+
+
+def test_baselines_are_rated_with_the_kernels_counted_work(compile_in_threads):
+    bench = Recorder()
+
+    def base_bench(artifact, size, config, **kwargs):
+        if config == {} and "name" in kwargs:
+            bench.calls.append(("baseline", dict(size), kwargs))
+            return BenchResult(kwargs["name"], samples_ms=(0.5,) * 3, flops=kwargs.get("flops"))
+        return bench(artifact, size, config, **kwargs)
+
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=base_bench,
+                  flops=lambda N: 2.0 * N**3, baseline={"torch.matmul": lambda N: (lambda: None)}, progress=False,
+                  force=True)
+    seen = {c[1]["N"]: c[2] for c in bench.calls if c[0] == "baseline"}
+    assert seen[1024]["flops"] == 2.0 * 1024**3 and seen[2048]["flops"] == 2.0 * 2048**3
+    base = {dict(r.size)["N"]: r for r in table.baselines}
+    assert base[1024].tflops == pytest.approx(2.0 * 1024**3 / 0.5e-3 / 1e12) and base[1024].label == "torch.matmul"
+    assert not any(r.best for r in table.baselines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interrupt and resume
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(compile_in_threads):
+    def stop_at_64(artifact, size):
+        if artifact["block"] == 64 and size["N"] == 1024:
+            _thread.interrupt_main()  # what the stop button does: KeyboardInterrupt in the notebook's thread
+            time.sleep(1.0)  # still timing this one when the interrupt lands
+
+    first = Recorder(on_call=stop_at_64)
+    kwargs = dict(compile_fn=fake_compile, flops=lambda N: 2.0 * N, workers=1, progress=False)
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=first, **kwargs)
+    rows = _by(table)
+    not_run = {k for k, r in rows.items() if r.stage == "not run"}
+    assert not_run and all("interrupted" in rows[k].error for k in not_run)
+    assert any("resumes" in n for n in table.notes)
+    finished = {k for k, r in rows.items() if r.stage != "not run"}
+    assert {(1024, 8), (1024, 16), (1024, 32)} <= finished
+
+    second = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=second, **kwargs)
+    _check_merged_table(table)
+    rows = _by(table)
+    cached = {k for k, r in rows.items() if r.cached}
+    # every finished row came back from the cache, except bench failures (measured again)
+    assert {k for k in finished if rows[k].stage != "bench"} <= cached
+    benched_again = {(s["N"], a["block"]) for a, s, *_ in second.calls}
+    assert not benched_again & cached
+    assert benched_again | cached >= {k for k, r in rows.items() if r.stage not in ("elaborate", "compile")}
+    assert "from the row cache" in repr(table) and "cached" in repr(table)
+
+    third = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=third, force=True, **kwargs)
+    assert not any(r.cached for r in table.rows) and len(third.calls) == 8
+
+
+def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_options():
+    ident = functools.partial(_distribute.sweep_identity, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
+                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H100", flops=None, bytes=None)
+    base = ident(factory, bench_kwargs={"mode": "sustained"})
+    assert base == ident(factory, bench_kwargs={"mode": "sustained", "isolate": True})  # how, not what, it measures
+    assert base != ident(factory, bench_kwargs={"mode": "graph"})
+    assert base != ident(_compile, bench_kwargs={"mode": "sustained"})
+    assert base != _distribute.sweep_identity(factory, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
+                                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H200", flops=None,
+                                              bytes=None, bench_kwargs={"mode": "sustained"})
+    key = _distribute.row_key(base, {"N": 1024}, {"block": 32})
+    assert key != _distribute.row_key(base, {"N": 2048}, {"block": 32})
+    assert key != _distribute.row_key(base, {"N": 1024}, {"block": 64})
+
+
+# ---------------------------------------------------------------------------------------------
+# TileLang's cache entry travels from the compile task to the bench task
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_kernel_cache_entry_is_packed_and_installed_whole(tmp_path, monkeypatch):
+    from tilelang.cache.kernel_cache import KernelCache
+
+    from tilelab import _adapter
+
+    built = tmp_path / "there" / "kernels" / ("ab" * 32)
+    built.mkdir(parents=True)
+    files = {"executable.so": b"\x7fELF...", "params.json": b"[]", "manifest.json": b"{}"}
+    for name, data in files.items():
+        (built / name).write_bytes(data)
+
+    class Kernel:
+        _tilelang_cache_path = str(built)
+
+    entry = _adapter.kernel_cache_entry(Kernel())
+    assert entry == ("ab" * 32, files)
+    here = tmp_path / "here" / "kernels"
+    monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
+    assert _adapter.install_kernel_cache_entry(entry) is True
+    assert {p.name: p.read_bytes() for p in (here / ("ab" * 32)).iterdir()} == files
+    assert [p.name for p in here.iterdir()] == ["ab" * 32]  # no staging directory left behind
+    assert _adapter.install_kernel_cache_entry(entry) is False  # already there
+    assert _adapter.kernel_cache_entry(object()) is None
+    with pytest.raises(ValueError, match="not a TileLang cache entry"):
+        _adapter.install_kernel_cache_entry(("../escape", files))
+
+
+# ---------------------------------------------------------------------------------------------
+# client=: a Dask cluster of CPU workers, one declaring "compile" and one "GPU"
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed", reason="Dask is the optional extra tilelab[cluster]")
+    spec = {
+        "cpu": {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"compile": 1}}},
+        "gpu": {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}},
+    }
+    cluster = distributed.SpecCluster(workers=spec, scheduler={"cls": distributed.Scheduler,
+                                                               "options": {"dashboard_address": ":0"}})
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+DASK_CALLS: list[tuple] = []  # what the bench tasks saw (Dask pickles the step: functions by reference)
+
+
+def dask_bench(artifact, size, config, **kwargs):
+    if callable(artifact):
+        DASK_CALLS.append(("baseline", dict(size), _distribute.where_am_i(), kwargs))
+        return BenchResult(kwargs["name"], samples_ms=(1.0,) * 3, flops=kwargs.get("flops"))
+    DASK_CALLS.append((artifact, dict(size), _distribute.where_am_i(), kwargs))
+    if artifact["block"] == 128 and size["N"] == 2048:
+        raise RuntimeError("bench exploded")
+    return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3, flops=kwargs.get("flops"))
+
+
+def dask_flops(N):
+    return 2.0 * N
+
+
+def test_dask_compile_tasks_go_to_compile_workers_and_bench_tasks_to_gpu_workers(dask_client):
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, bench_fn=dask_bench,
+                  flops=dask_flops, progress=False, force=True)
+    _check_merged_table(table)
+    assert len(DASK_CALLS) == 8
+    assert {artifact["where"] for artifact, *_ in DASK_CALLS} == {"cpu"}  # compiled on the "compile" worker
+    assert {where for _, _, where, _ in DASK_CALLS} == {"gpu"}  # benchmarked on the "GPU" worker
+    assert {r.device for r in table.rows if r.ok} == {"gpu"}
+
+
+def test_dask_sweep_resumes_and_baselines_run_on_gpu_workers(dask_client):
+    kwargs = dict(client=dask_client, compile_fn=fake_compile, bench_fn=dask_bench, flops=dask_flops, progress=False,
+                  baseline={"torch": lambda N: (lambda: None)})
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, force=True, **kwargs)
+    assert [c[2] for c in DASK_CALLS if c[0] == "baseline"] == ["gpu", "gpu"]
+    assert [dict(b.size)["N"] for b in table.baselines] == [1024, 2048] and all(b.ok for b in table.baselines)
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, **kwargs)
+    _check_merged_table(table)
+    assert all(r.cached for r in table.rows if r.label is None and r.stage != "bench")
+    assert not any(r.cached for r in table.baselines)
+    # only the bench failure and the baselines ran again
+    assert sorted((c[1]["N"], str(c[0] if c[0] == "baseline" else c[0]["block"])) for c in DASK_CALLS) == [
+        (1024, "baseline"), (2048, "128"), (2048, "baseline")]
+
+
+def test_dask_gpu_workers_of_different_models_or_without_a_gpu_are_refused(dask_client, monkeypatch):
+    def probe(models):  # client.run hands a function its worker when it takes dask_worker
+        return lambda dask_worker: models[dask_worker.name]
+
+    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("NVIDIA A100", "sm_80")}))
+    # with no "GPU" declared anywhere every worker may bench, so both are probed
+    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_without_resources)
+    with pytest.raises(_distribute.MixedDevicesError, match="NVIDIA A100.*NVIDIA H100|NVIDIA H100.*NVIDIA A100"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("", None)}))
+    with pytest.raises(_distribute.DevicesError, match=r"see no CUDA GPU.*resources=\{'GPU': 1\}"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+
+
+_original_init = _distribute.DaskRunner.__init__
+
+
+def _runner_without_resources(self, client, events):
+    _original_init(self, client, events)
+    self.compile_resources = self.bench_resources = None
+    self.gpu_workers = list(client.scheduler_info()["workers"])
