@@ -9,6 +9,7 @@ import functools
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -378,3 +379,84 @@ def _runner_without_resources(self, client, events):
     _original_init(self, client, events)
     self.compile_resources = self.bench_resources = None
     self.gpu_workers = list(client.scheduler_info()["workers"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The real compile step: compiled in one process, loaded in another without compiling again
+# ---------------------------------------------------------------------------------------------
+
+REAL_NVCC = Path(os.environ.get("TILELAB_TEST_CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+
+_COMPILE_ELSEWHERE = """
+import pickle, sys
+sys.path.insert(0, sys.argv[2])
+import gemm
+from tilelab.launch import _distribute
+step = _distribute.default_compile_step(gemm.matmul, {"M": 256, "N": 256, "K": 256},
+                                        {"block_M": 128, "block_N": 128, "block_K": 32},
+                                        backend="tvm_ffi", out_idx=-1, target="sm_90a")
+step = pickle.loads(pickle.dumps(step))  # what a process pool or a Dask worker receives
+done = _distribute.compile_task(0, step)
+open(sys.argv[1], "wb").write(pickle.dumps(done))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_NVCC.exists(), reason=f"compiling needs nvcc; none at {REAL_NVCC}")
+def test_a_kernel_compiled_elsewhere_loads_here_without_compiling(tmp_path, monkeypatch, nvcc_log):
+    import pickle
+    import subprocess
+    import sys
+
+    from tilelang.cache.kernel_cache import KernelCache
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "compile-host"), CUDA_HOME=str(REAL_NVCC.parents[1]),
+               PATH=f"{REAL_NVCC.parent}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(root))
+    out = tmp_path / "compiled.pkl"
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_ELSEWHERE, str(out), str(root / "examples")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = pickle.loads(out.read_bytes())
+    assert done.error is None and done.compile_s > 0, done.error
+    key, files = done.artifact.cache_entry
+    assert {"executable.so", "params.json", "device_kernel.cu"} <= set(files)
+    assert "wgmma" in files["device_kernel.cu"].decode() or "mma" in files["device_kernel.cu"].decode()
+
+    # this process: nvcc is the recording shim (without a GPU), and TileLang's cache is empty
+    calls_before = nvcc_log.read_text() if nvcc_log.exists() else ""
+    here = tmp_path / "gpu-host" / "kernels"
+    monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
+    prepared = _distribute.load_artifact(done.artifact)
+    assert [p.name for p in prepared.params] == ["A", "B", "C"] and [p.name for p in prepared.outputs] == ["C"]
+    assert (here / key / "executable.so").read_bytes() == files["executable.so"]
+    assert (nvcc_log.read_text() if nvcc_log.exists() else "") == calls_before  # loaded, not compiled
+
+
+def test_a_gpu_whose_context_is_lost_takes_no_more_work(compile_in_threads):
+    from tilelab.launch._run import KernelLaunchError
+
+    def sticky_at_16(artifact, size):
+        if artifact["block"] == 16 and size["N"] == 1024:
+            raise KernelLaunchError("gemm", "illegal_address", "an illegal memory access", sticky=True)
+
+    bench = Recorder(on_call=sticky_at_16)
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=bench,
+                  workers=1, progress=False, force=True)
+    rows = _by(table)
+    assert rows[(1024, 16)].stage == "bench" and "illegal memory access" in rows[(1024, 16)].error
+    lost_on = rows[(1024, 16)].device
+    after = [(s["N"], a["block"]) for a, s, thread, *_ in bench.calls if thread.endswith(lost_on)]
+    assert after[-1] == (1024, 16)  # nothing more ran on that GPU
+    assert {k for k, r in rows.items() if r.stage == "not run"} == set()  # the other GPU did the rest
+    assert any(f"context of {lost_on} was lost" in n and "block=16 at size 1024" in n for n in table.notes)
+
+    bench = Recorder(on_call=sticky_at_16)
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=bench,
+                  baseline={"torch": lambda N: (lambda: None)}, workers=1, progress=False, force=True)
+    rows = _by(table)
+    assert [(s["N"], a["block"]) for a, s, *_ in bench.calls] == [(1024, 16)]
+    not_run = {k for k, r in rows.items() if r.stage == "not run"}
+    assert not_run == {(1024, 32), (1024, 64), (1024, 128), (2048, 16), (2048, 32), (2048, 64), (2048, 128)}
+    assert all("block=16 at size 1024" in rows[k].error for k in not_run)
+    assert all(b.stage == "not run" for b in table.baselines)

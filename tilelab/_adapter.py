@@ -1225,3 +1225,19 @@ def install_kernel_cache_entry(entry: tuple[str, dict[str, bytes]]) -> bool:
             raise
         return False
     return True
+
+
+def kernel_ir_to_text(prim_func: Any) -> str:
+    """A ``T.prim_func`` as TVM's JSON text: it travels to processes that have not imported
+    TileLang yet (unpickling the object itself needs TileLang's bundled ``tvm`` importable)."""
+    tilelang()
+    import tvm
+
+    return tvm.ir.save_json(prim_func)
+
+
+def kernel_ir_from_text(text: str) -> Any:
+    tilelang()  # puts TileLang's bundled tvm on the path
+    import tvm
+
+    return tvm.ir.load_json(text)

@@ -81,14 +81,29 @@ class Job:
 
 
 @dataclass(frozen=True)
-class KernelArtifact:
-    """A compiled configuration as a bench task receives it (picklable)."""
+class KernelRecipe:
+    """A configuration's kernel as a compile task receives it: the ``T.prim_func`` as TVM's JSON
+    text (unpickling TVM objects needs TileLang imported first) and how to compile it."""
 
-    prim_func: Any
+    ir_text: str
     backend: str
     out_idx: Any
     target: str | None
-    cache_entry: tuple[str, dict[str, bytes]] | None  # TileLang's disk cache entry, see _adapter
+    pass_configs: dict[str, Any]
+
+    def kernel(self) -> Any:
+        from .. import _adapter
+
+        return _adapter.kernel_ir_from_text(self.ir_text)
+
+
+@dataclass(frozen=True)
+class KernelArtifact:
+    """A compiled configuration as a bench task receives it: the recipe, and TileLang's disk cache
+    entry that the compile wrote (None when TileLang's cache is off: the GPU side compiles again)."""
+
+    recipe: KernelRecipe
+    cache_entry: tuple[str, dict[str, bytes]] | None
 
 
 @dataclass(frozen=True)
@@ -133,20 +148,30 @@ class BenchPlan:
 # ------------------------------------------------------------------------------------------
 
 
-def compile_artifact(func: Any, *, backend: str, out_idx: Any, target: str | None) -> KernelArtifact:
-    """Compile ``func`` (TileLang writes its disk cache entry) and package what a GPU needs."""
+def _compile(recipe: KernelRecipe) -> Any:
     from .. import _adapter
 
-    idx = [out_idx] if isinstance(out_idx, int) else out_idx
-    compiled = _adapter.compile_kernel(func, backend=backend, target=target, out_idx=idx)
-    return KernelArtifact(compiled.prim_func, backend, out_idx, target, _adapter.kernel_cache_entry(compiled))
+    idx = [recipe.out_idx] if isinstance(recipe.out_idx, int) else recipe.out_idx
+    return _adapter.compile_kernel(recipe.kernel(), backend=recipe.backend, target=recipe.target, out_idx=idx,
+                                   pass_configs=recipe.pass_configs or None)
+
+
+def compile_artifact(recipe: KernelRecipe) -> KernelArtifact:
+    """The compile task's work: compile (TileLang writes its disk cache entry) and pack the entry."""
+    from .. import _adapter
+
+    return KernelArtifact(recipe, _adapter.kernel_cache_entry(_compile(recipe)))
 
 
 def default_compile_step(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
                          out_idx: Any, target: str | None) -> Callable[[], KernelArtifact]:
     """Elaborate here (cheap; the factory may live in a notebook cell), compile in the task."""
-    func = factory(**size, **config)
-    return functools.partial(compile_artifact, func, backend=backend, out_idx=out_idx, target=target)
+    from .. import _adapter
+
+    source = _adapter.resolve_kernel(factory(**size, **config))
+    recipe = KernelRecipe(_adapter.kernel_ir_to_text(source.prim_func), backend,
+                          out_idx if out_idx is not None else source.out_idx, target, dict(source.pass_configs))
+    return functools.partial(compile_artifact, recipe)
 
 
 def where_am_i() -> str:
@@ -208,8 +233,7 @@ def load_artifact(artifact: Any) -> Any:
     with _LOAD_LOCK:
         if artifact.cache_entry is not None:
             _adapter.install_kernel_cache_entry(artifact.cache_entry)
-        return prepare_kernel(artifact.prim_func, backend=artifact.backend, out_idx=artifact.out_idx,
-                              target=artifact.target)
+        return prepare_kernel(_compile(artifact.recipe), backend=artifact.recipe.backend)
 
 
 def _launch_options(bench_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -315,6 +339,7 @@ class LocalRunner:
         self._lock = threading.Lock()
         self._alive = len(self.devices)
         self._lost: str | None = None
+        self._lost_devices: set[int] = set()
         self._closed = False
         self._bench_threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
                                                 name=f"tilelab-bench-cuda:{d}") for d in self.devices]
@@ -347,7 +372,14 @@ class LocalRunner:
             if self._alive == 0:
                 self.events.put(("benched", job.index, Benched(job.index, error=self._lost, stage="not run")))
                 return
-            self._queue.put((plan, job, compiled))
+            if compiled is not None:
+                self._queue.put((plan, job, compiled))
+                return
+        # A baseline runs here, on the first GPU, once the configurations are done: its callable
+        # may hold tensors the notebook made on the current device.
+        device = next(d for d in self.devices if d not in self._lost_devices)
+        with _on_device(device, self.use_cuda):
+            self.events.put(("benched", job.index, bench_task(plan, job, None, device=f"cuda:{device}")))
 
     def _serve(self, device: int) -> None:
         label = f"cuda:{device}"
@@ -360,6 +392,7 @@ class LocalRunner:
                 outcome = bench_task(plan, job, compiled, device=label)
             self.events.put(("benched", job.index, outcome))
             if outcome.lost:
+                self._lost_devices.add(device)
                 self._retire(outcome.lost)
                 return
 
