@@ -1241,4 +1241,3 @@ def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_f
     finally:
         if force and was_enabled:
             tl.enable_cache()
-
