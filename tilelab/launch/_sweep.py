@@ -87,10 +87,10 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
           mode: str = "sustained", flops: Callable[..., float] | None = None,
           bytes: Callable[..., float] | None = None, ref: Callable[..., Any] | None = None,
           baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None,
-          devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
           workers: int | None = None, backend: str = "tvm_ffi", out_idx: Any = -1,
           bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
           compile_fn: Callable[..., Callable[[], Any]] | None = None,
+          devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
           bench_fn: Callable[..., BenchResult] | None = None,
           check_fn: Callable[..., Any] | None = None, name: str | None = None) -> SweepTable:
     """Benchmark every configuration of ``factory`` at every size; mark the best per size.
@@ -116,14 +116,14 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     unusable: the sweep stops there, and every row after it is "not run", with a note naming
     the configuration that caused it.
     """
-    configs, size_list = expand(params), expand(sizes)
     if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
         from ._distribute import distributed_sweep
 
-        return distributed_sweep(factory, configs, size_list, devices=devices, client=client, mode=mode, flops=flops,
+        return distributed_sweep(factory, expand(params), expand(sizes), devices=devices, client=client, mode=mode, flops=flops,
                                  bytes=bytes, ref=ref, baseline=baseline, workers=workers, backend=backend,
                                  out_idx=out_idx, bench_kwargs=bench_kwargs, progress=progress, compile_fn=compile_fn,
                                  bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
+    configs, size_list = expand(params), expand(sizes)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
     bench_kwargs = dict(bench_kwargs or {})
     bench_kwargs.setdefault("mode", mode)
