@@ -119,10 +119,10 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
         from ._distribute import distributed_sweep
 
-        return distributed_sweep(factory, expand(params), expand(sizes), devices=devices, client=client, mode=mode, flops=flops,
-                                 bytes=bytes, ref=ref, baseline=baseline, workers=workers, backend=backend,
-                                 out_idx=out_idx, bench_kwargs=bench_kwargs, progress=progress, compile_fn=compile_fn,
-                                 bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
+        return distributed_sweep(factory, expand(params), expand(sizes), devices=devices, client=client, mode=mode,
+                                 flops=flops, bytes=bytes, ref=ref, baseline=baseline, workers=workers,
+                                 backend=backend, out_idx=out_idx, bench_kwargs=bench_kwargs, progress=progress,
+                                 compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
     configs, size_list = expand(params), expand(sizes)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
     bench_kwargs = dict(bench_kwargs or {})
