@@ -460,3 +460,68 @@ def test_a_gpu_whose_context_is_lost_takes_no_more_work(compile_in_threads):
     assert not_run == {(1024, 32), (1024, 64), (1024, 128), (2048, 16), (2048, 32), (2048, 64), (2048, 128)}
     assert all("block=16 at size 1024" in rows[k].error for k in not_run)
     assert all(b.stage == "not run" for b in table.baselines)
+
+
+def test_in_a_daemonic_dask_worker_launches_fall_back_to_the_worker_itself_and_say_so(monkeypatch):
+    from tilelab.launch import _bench
+
+    seen = []
+
+    def bench_with_isolation(kernel, *args, isolate=True, **kwargs):
+        seen.append(isolate)
+        return BenchResult("k", samples_ms=(1.0,) * 3)
+
+    def bench_without(kernel, *args, **kwargs):
+        seen.append("no choice")
+        return BenchResult("k", samples_ms=(1.0,) * 3)
+
+    plan = _distribute.BenchPlan(None, None, None, {"mode": "sustained"})
+    job = _distribute.Job(0, (("N", 64),), (("block", 32),))
+    compiled = _distribute.Compiled(0, artifact="a kernel")
+    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: True)
+    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert out.result is not None and seen == [False] and out.note == _distribute.DAEMON_NOTE
+    assert "distributed.worker.daemon" in out.note
+    # the user's own choice stands
+    _distribute.bench_task(dataclasses_replace(plan, bench_kwargs={"isolate": True}), job, compiled, device="w")
+    assert seen[-1] is True
+    # where bench offers no such choice nothing is passed and nothing is said
+    monkeypatch.setattr(_bench, "bench", bench_without)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert seen[-1] == "no choice" and out.note is None
+    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: False)
+    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert seen[-1] is True and out.note is None
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
+    import IPython
+    import IPython.display
+
+    class Handle:
+        def __init__(self):
+            self.shown = []
+
+        def update(self, obj):
+            self.shown.append(obj)
+
+    handle = Handle()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", lambda obj, display_id=None: handle if display_id else None)
+    monkeypatch.setattr(_distribute, "LIVE_TABLE_EVERY_S", 0.0)
+    live = _distribute._LiveTable(True)
+    partial = SweepTable("k", (SweepRow((("block", 32),), (("N", 64),), median_ms=1.0),))
+    live.update(lambda: partial)
+    live.update(lambda: partial, final=True)
+    assert handle.shown[0] is partial and handle.shown[1].data == ""  # the table, then cleared for the cell's own
+    # outside a notebook kernel (a terminal, a script) nothing is displayed
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert _distribute._LiveTable(True).handle is None

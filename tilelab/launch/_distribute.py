@@ -129,6 +129,7 @@ class Benched:
     bench_s: float | None = None
     device: str = ""
     lost: str | None = None
+    note: str | None = None  # something the table's notes should say (once)
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,30 @@ def _launch_options(bench_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: bench_kwargs[k] for k in ("isolate", "timeout") if k in bench_kwargs}
 
 
+DAEMON_NOTE = ("the Dask workers are daemonic processes, which may not start tilelab's launch worker process: "
+               "launches ran in the Dask worker itself, so a crashing configuration costs that worker (Dask restarts "
+               "it). Start the cluster under dask.config.set({'distributed.worker.daemon': False}) to isolate them")
+
+
+def _in_daemon_process() -> bool:
+    import multiprocessing
+
+    return bool(multiprocessing.current_process().daemon)
+
+
+def _isolation_fallback(bench_kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A daemonic process (a Dask worker under its nanny, by default) may not start child
+    processes, so tilelab.run/bench cannot launch in their worker process there: ask them to
+    launch in this process instead, and say so. Nothing changes where bench has no such choice."""
+    if "isolate" in bench_kwargs or not _in_daemon_process():
+        return {}, None
+    from . import _bench
+
+    if "isolate" not in _pyinspect.signature(_bench.bench).parameters:
+        return {}, None
+    return {"isolate": False}, DAEMON_NOTE
+
+
 def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str | None = None) -> Benched:
     """Check and time one configuration (or one baseline when ``compiled`` is None), here."""
     from . import _sweep
@@ -249,13 +274,17 @@ def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str
     t0 = time.perf_counter()
     size = dict(job.size)
     stage = "bench" if compiled is None else "check"
+    note = None
     try:
         bench_fn = plan.bench_fn or _sweep.default_bench
         extra = dict(plan.bench_kwargs)
+        if plan.bench_fn is None:
+            fallback, note = _isolation_fallback(extra)
+            extra.update(fallback)
         if compiled is None:  # a baseline: job.config carries its callable's maker and the work to rate it by
             spec = dict(job.config)
             result = bench_fn(spec["make"](**size), size, {}, name=job.label, **extra, **spec["work"])
-            return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device)
+            return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
         if plan.flops is not None:
             extra["flops"] = plan.flops(**size)
         if plan.bytes is not None:
@@ -265,10 +294,10 @@ def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str
             if plan.check_fn is not None:
                 checked = plan.check_fn(kernel, plan.ref, size)
             else:
-                checked = _sweep._check(kernel, plan.ref, size, **_launch_options(plan.bench_kwargs))
+                checked = _sweep._check(kernel, plan.ref, size, **_launch_options(extra))
             if not checked:
                 return Benched(job.index, error=f"wrong result: rel error {checked.rel_error}", stage="check",
-                               bench_s=time.perf_counter() - t0, device=device)
+                               bench_s=time.perf_counter() - t0, device=device, note=note)
         stage = "bench"
         result = bench_fn(kernel, size, dict(job.config), **extra, **_size_kwargs(kernel, size))
     except Exception as err:
@@ -277,8 +306,8 @@ def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str
             lost = (f"not run: the CUDA context of {device} was lost ({getattr(err, 'kind', 'error')}, sticky) in the "
                     f"{stage} step of {_describe(job)}; restart the Python kernel and sweep again without it")
         return Benched(job.index, error=_short_error(err), stage=stage, bench_s=time.perf_counter() - t0,
-                       device=device, lost=lost)
-    return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device)
+                       device=device, lost=lost, note=note)
+    return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
 
 
 def _device_label() -> str:
@@ -716,7 +745,7 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
         counted: dict[tuple, tuple[float | None, float | None]] = {}
         _run_jobs(factory, jobs, make_step, plan, runner, events, cache, force, rows, compile_s, bar, live, notes,
                   name, model, counted, factory_name=getattr(factory, "__name__", ""), mode=str(kwargs["mode"]))
-        _run_baselines(baseline or {}, size_list, jobs, plan, runner, events, rows, bar, counted)
+        _run_baselines(baseline or {}, size_list, jobs, plan, runner, events, rows, bar, counted, notes)
     except KeyboardInterrupt:
         runner.close(cancel=True)
         done = sum(1 for j in jobs if j.index in rows)
@@ -797,8 +826,9 @@ def _run_jobs(factory: Callable[..., Any], jobs: list[Job], make_step: Callable[
             finish(job, SweepRow(job.config, job.size, error=value.error, stage=value.stage or "compile",
                                  compile_s=value.compile_s))
             return True
-        if value.lost and value.lost not in notes:
-            notes.append(value.lost)
+        for said in (value.lost, value.note):
+            if said and said not in notes:
+                notes.append(said)
         if value.result is not None:
             counted.setdefault(job.size, (value.result.flops, value.result.bytes))
         finish(job, _row(job, value, compile_s.get(index)), store=value.stage != "not run")
@@ -818,7 +848,7 @@ def _run_jobs(factory: Callable[..., Any], jobs: list[Job], make_step: Callable[
 
 def _run_baselines(baseline: Mapping[str, Callable[..., Any]], size_list: list[Config], jobs: list[Job],
                    plan: BenchPlan, runner: Any, events: queue.Queue, rows: dict[int, SweepRow], bar: Any,
-                   counted: dict[tuple, tuple[float | None, float | None]]) -> None:
+                   counted: dict[tuple, tuple[float | None, float | None]], notes: list[str]) -> None:
     """Each baseline at each size, on a GPU, rated with the kernels' counted work at that size."""
     if not baseline:
         return
@@ -849,6 +879,8 @@ def _run_baselines(baseline: Mapping[str, Callable[..., Any]], size_list: list[C
     while waiting:
         kind, i, value = _next_event(events)
         job = waiting.pop(i)
+        if value.note and value.note not in notes:
+            notes.append(value.note)
         row = _row(job, value, None)
         rows[i] = dataclasses.replace(row, config=())
         bar.update()
