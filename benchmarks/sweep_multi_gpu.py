@@ -108,7 +108,8 @@ def main() -> int:
               f"{100 * SAME_TIME_TARGET:g}%): {'PASS' if good else 'FAIL'}")
     spread_best = spread.best()
     if spread_best is not None:
-        print(f"  best on {len(many)} GPUs: {spread.best_call()}  {spread_best.median_ms:.4f} ms on {spread_best.device}")
+        print(f"  best on {len(many)} GPUs: {spread.best_call()}  {spread_best.median_ms:.4f} ms "
+              f"on {spread_best.device}")
     return 0 if verdict_speed and verdict_same else 1
 
 

@@ -85,7 +85,8 @@ def _check_merged_table(table: SweepTable) -> None:
     assert "does not fit the tile" in rows[(1024, 8)].error and "too many resources" in rows[(1024, 256)].error
     assert "bench exploded" in rows[(2048, 128)].error
     assert {n: dict(table.best({"N": n}).config)["block"] for n in SIZES["N"]} == {1024: 32, 2048: 32}
-    assert rows[(2048, 32)].median_ms == pytest.approx(2.0) and rows[(2048, 32)].tflops == pytest.approx(2 * 2048 / 2e-3 / 1e12)
+    assert rows[(2048, 32)].median_ms == pytest.approx(2.0)
+    assert rows[(2048, 32)].tflops == pytest.approx(2 * 2048 / 2e-3 / 1e12)
     for r in table.rows:
         if r.ok and r.label is None:
             assert r.compile_s is not None and r.bench_s is not None and r.device
@@ -362,7 +363,8 @@ def test_dask_gpu_workers_of_different_models_or_without_a_gpu_are_refused(dask_
     def probe(models):  # client.run hands a function its worker when it takes dask_worker
         return lambda dask_worker: models[dask_worker.name]
 
-    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("NVIDIA A100", "sm_80")}))
+    monkeypatch.setattr(_distribute, "probe_device",
+                        probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("NVIDIA A100", "sm_80")}))
     # with no "GPU" declared anywhere every worker may bench, so both are probed
     monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_without_resources)
     with pytest.raises(_distribute.MixedDevicesError, match="NVIDIA A100.*NVIDIA H100|NVIDIA H100.*NVIDIA A100"):
