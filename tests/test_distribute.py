@@ -372,6 +372,12 @@ def test_dask_gpu_workers_of_different_models_or_without_a_gpu_are_refused(dask_
     monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("", None)}))
     with pytest.raises(_distribute.DevicesError, match=r"see no CUDA GPU.*resources=\{'GPU': 1\}"):
         sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+    # every worker sees an H100, but one of them would time two configurations at once
+    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"),
+                                                            "cpu": ("NVIDIA H100", "sm_90a")}))
+    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_with_two_threads_on_cpu)
+    with pytest.raises(_distribute.DevicesError, match=r"several tasks at once.*resources=\{'GPU': 1\}"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
 
 
 _original_init = _distribute.DaskRunner.__init__
@@ -381,6 +387,12 @@ def _runner_without_resources(self, client, events):
     _original_init(self, client, events)
     self.compile_resources = self.bench_resources = None
     self.gpu_workers = list(client.scheduler_info()["workers"])
+
+
+def _runner_with_two_threads_on_cpu(self, client, events):
+    _runner_without_resources(self, client, events)
+    workers = client.scheduler_info()["workers"]
+    self.threads = {addr: 2 if w["name"] == "cpu" else 1 for addr, w in workers.items()}
 
 
 # ---------------------------------------------------------------------------------------------

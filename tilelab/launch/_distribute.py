@@ -470,6 +470,7 @@ class DaskRunner:
         self.bench_resources = {"GPU": 1} if "GPU" in declared else None
         self.gpu_workers = [addr for addr, w in workers.items()
                             if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
+        self.threads = {addr: int(w.get("nthreads") or 1) for addr, w in workers.items()}
         self._futures: list[Any] = []
 
     def probe(self) -> dict[str, tuple[str, str | None]]:
@@ -705,6 +706,12 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
                 raise DevicesError(f"Dask workers {missing} would take bench tasks but see no CUDA GPU: give the GPU "
                                    "workers resources={'GPU': 1} (LocalCUDACluster(resources={'GPU': 1}), "
                                    "dask worker --resources GPU=1) so bench tasks go only there")
+            crowded = [w for w in runner.gpu_workers if runner.threads.get(w, 1) > 1]
+            if runner.bench_resources is None and crowded:
+                raise DevicesError(f"Dask workers {crowded} run several tasks at once, so two configurations could be "
+                                   "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
+                                   "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
+                                   "GPU times one configuration at a time")
             model = check_one_model({w: m for w, (m, _) in found.items()})
             arch = next(iter(found.values()))[1]
         where = f"Dask, {len(runner.gpu_workers)} GPU workers"
