@@ -535,7 +535,9 @@ def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
     partial = SweepTable("k", (SweepRow((("block", 32),), (("N", 64),), median_ms=1.0),))
     live.update(lambda: partial)
     live.update(lambda: partial, final=True)
-    assert handle.shown[0] is partial and handle.shown[1].data == ""  # the table, then cleared for the cell's own
+    # the table (as HTML: no plots drawn for every row), then cleared for the one the cell returns
+    assert handle.shown[0].data == partial._repr_html_() and "block=32" in handle.shown[0].data
+    assert handle.shown[1].data == ""
     # outside a notebook kernel (a terminal, a script) nothing is displayed
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
     assert _distribute._LiveTable(True).handle is None

@@ -665,12 +665,10 @@ class _LiveTable:
         if not final and now - self.last < LIVE_TABLE_EVERY_S:
             return
         self.last = now
-        if final:  # the cell shows the returned table; the live one goes
-            from IPython.display import HTML
+        from IPython.display import HTML
 
-            self.handle.update(HTML(""))
-        else:
-            self.handle.update(table())
+        # the table's HTML only: its PNG plots are drawn once, for the table the cell returns
+        self.handle.update(HTML("" if final else table()._repr_html_()))
 
 
 # ------------------------------------------------------------------------------------------

@@ -242,7 +242,8 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     except Exception:
         pass
     return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
-                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes))
+                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes),
+                      factory=getattr(factory, "__name__", ""))
 
 
 def _lost_context(err: BaseException, config: tuple, size: tuple, stage: str) -> str:
