@@ -692,46 +692,7 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
     notes: list[str] = []
     real_gpu = bench_fn is None  # a custom bench step may need no GPU at all (the tests' fake)
 
-    # where the tasks run, and the one GPU model they run on
-    runner: LocalRunner | DaskRunner
-    if client is not None:
-        runner = DaskRunner(client, events)
-        model, arch = "", None
-        if real_gpu:
-            found = runner.probe()
-            missing = [w for w, (m, _) in found.items() if not m]
-            if missing:
-                raise DevicesError(f"Dask workers {missing} would take bench tasks but see no CUDA GPU: give the GPU "
-                                   "workers resources={'GPU': 1} (LocalCUDACluster(resources={'GPU': 1}), "
-                                   "dask worker --resources GPU=1) so bench tasks go only there")
-            crowded = [w for w in runner.gpu_workers if runner.threads.get(w, 1) > 1]
-            if runner.bench_resources is None and crowded:
-                raise DevicesError(f"Dask workers {crowded} run several tasks at once, so two configurations could be "
-                                   "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
-                                   "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
-                                   "GPU times one configuration at a time")
-            model = check_one_model({w: m for w, (m, _) in found.items()})
-            arch = next(iter(found.values()))[1]
-        where = f"Dask, {len(runner.gpu_workers)} GPU workers"
-    else:
-        indices = local_devices(devices, need_cuda=real_gpu)  # type: ignore[arg-type]
-        models = {}
-        if real_gpu:
-            import torch
-
-            models = {f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices}
-        model = check_one_model(models)
-        arch = None
-        if real_gpu:
-            import torch
-
-            from .. import _adapter
-
-            with torch.cuda.device(indices[0]):
-                arch = _adapter.local_gpu_arch()
-        runner = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
-        where = ", ".join(f"cuda:{d}" for d in indices)
-
+    runner, model, arch, where = _runner(devices, client, events, workers=workers, real_gpu=real_gpu)
     make_step = compile_fn or (lambda f, s, c: default_compile_step(f, s, c, backend=backend, out_idx=out_idx,
                                                                      target=arch))
     plan = BenchPlan(bench_fn, check_fn, ref, kwargs, flops, bytes)
@@ -771,6 +732,41 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
                      "flushing L2, so it may read cached data")
         table = dataclasses.replace(table, notes=tuple(notes))
     return table
+
+
+def _runner(devices: str | Sequence[int] | None, client: Any, events: queue.Queue, *, workers: int | None,
+            real_gpu: bool) -> tuple[LocalRunner | DaskRunner, str, str | None, str]:
+    """Where the tasks run, the one GPU model they run on, its TileLang arch, and a description."""
+    if client is not None:
+        runner = DaskRunner(client, events)
+        if not real_gpu:
+            return runner, "", None, f"Dask, {len(runner.gpu_workers)} bench workers"
+        found = runner.probe()
+        missing = [w for w, (m, _) in found.items() if not m]
+        if missing:
+            raise DevicesError(f"Dask workers {missing} would take bench tasks but see no CUDA GPU: give the GPU "
+                               "workers resources={'GPU': 1} (LocalCUDACluster(resources={'GPU': 1}), "
+                               "dask worker --resources GPU=1) so bench tasks go only there")
+        crowded = [w for w in runner.gpu_workers if runner.threads.get(w, 1) > 1]
+        if runner.bench_resources is None and crowded:
+            raise DevicesError(f"Dask workers {crowded} run several tasks at once, so two configurations could be "
+                               "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
+                               "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
+                               "GPU times one configuration at a time")
+        model = check_one_model({w: m for w, (m, _) in found.items()})
+        return runner, model, next(iter(found.values()))[1], f"Dask, {len(runner.gpu_workers)} GPU workers"
+    indices = local_devices(devices, need_cuda=real_gpu)  # type: ignore[arg-type]
+    model, arch = "", None
+    if real_gpu:
+        import torch
+
+        from .. import _adapter
+
+        model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
+        with torch.cuda.device(indices[0]):
+            arch = _adapter.local_gpu_arch()
+    runner = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
+    return runner, model, arch, ", ".join(f"cuda:{d}" for d in indices)
 
 
 def _table(rows: list[SweepRow], kernel: str, mode: str, model: str, notes: list[str], factory: str) -> SweepTable:
