@@ -14,8 +14,11 @@ saying where it ran.
   the resource ``"GPU"`` (``LocalCUDACluster(resources={"GPU": 1})``, ``dask worker --resources
   GPU=1``) take the bench tasks; workers that declare ``"compile"`` take the compile tasks, so CPU-only
   hosts compile while GPU hosts benchmark. Without those declarations every worker may take either.
-  Each bench task launches through ``tilelab.run``/``tilelab.bench``, so a configuration that fails
-  costs its own row, not the sweep.
+  Workers that run several tasks at once must declare ``"GPU"``, so that a GPU times one
+  configuration at a time. Each bench task launches through ``tilelab.run``/``tilelab.bench``, so a
+  configuration that fails costs its own row, not the sweep; in a daemonic Dask worker (the
+  default under a nanny), which may not start child processes, launches run in the worker itself
+  and the table says so.
 
 Every finished row is written to a row cache (``$TILELAB_CACHE_DIR/sweeps``) under a key of the
 factory's source, the size, the configuration, the bench options and the GPU model: a sweep that
