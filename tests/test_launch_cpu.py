@@ -133,6 +133,8 @@ def test_sweep_bookkeeping_with_a_fake_compile_step():
     assert all("too many resources" in r.error for r in table.failed if r.stage == "compile")
     best = {dict(r.size)["N"]: dict(r.config)["block"] for r in table.rows if r.best}
     assert best == {1024: 128, 2048: 128}
+    assert table.best_call({"N": 2048}) == "factory(N=2048, block=128)"  # the factory, ready to call
+    assert "best at 2048: factory(N=2048, block=128)" in repr(table)
     assert SweepTable.from_dict(table.to_dict()) == table
 
 

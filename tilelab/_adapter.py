@@ -148,6 +148,74 @@ def check_pass_configs(pass_configs: dict[str, Any], where: str = "pass config")
 
 
 # --------------------------------------------------------------------------------------------
+# TileLang's disk cache entry of a compiled kernel: how a kernel compiled on one machine (a CPU
+# worker of a sweep) reaches another (a GPU worker) without compiling again there.
+# --------------------------------------------------------------------------------------------
+
+
+def kernel_cache_entry(compiled: Any) -> tuple[str, dict[str, bytes]] | None:
+    """(key, {file name: bytes}) of the disk cache entry TileLang wrote or read for ``compiled``;
+    None when the kernel has none (TileLang's cache is disabled)."""
+    path = getattr(compiled, "_tilelang_cache_path", None)
+    if not path or not os.path.isdir(path):
+        return None
+    files = {}
+    for entry in os.scandir(path):
+        if entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as f:
+                files[entry.name] = f.read()
+    return os.path.basename(path), files
+
+
+def install_kernel_cache_entry(entry: tuple[str, dict[str, bytes]]) -> bool:
+    """Write a cache entry from :func:`kernel_cache_entry` into this machine's TileLang cache, so
+    the next ``tilelang.compile`` of the same kernel and options loads it. Returns False when the
+    entry is already there (the same machine, or an earlier task). TileLang verifies the entry's
+    manifest when it loads it."""
+    import shutil
+    import tempfile
+
+    from tilelang.cache.kernel_cache import KernelCache
+
+    key, files = entry
+    if not re.fullmatch(r"[0-9A-Za-z_.-]+", key) or any(os.sep in name or name.startswith(".") for name in files):
+        raise ValueError(f"not a TileLang cache entry: key {key!r}, files {sorted(files)}")
+    root = KernelCache._get_cache_root()
+    dest = os.path.join(root, key)
+    if os.path.isdir(dest):
+        return False
+    os.makedirs(root, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=root)
+    try:
+        for name, data in files.items():
+            with open(os.path.join(staging, name), "wb") as f:
+                f.write(data)
+        os.rename(staging, dest)  # atomic: a reader sees no entry or a whole one
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not os.path.isdir(dest):
+            raise
+        return False
+    return True
+
+
+def kernel_ir_to_text(prim_func: Any) -> str:
+    """A ``T.prim_func`` as TVM's JSON text: it travels to processes that have not imported
+    TileLang yet (unpickling the object itself needs TileLang's bundled ``tvm`` importable)."""
+    tilelang()
+    import tvm
+
+    return tvm.ir.save_json(prim_func)
+
+
+def kernel_ir_from_text(text: str) -> Any:
+    tilelang()  # puts TileLang's bundled tvm on the path
+    import tvm
+
+    return tvm.ir.load_json(text)
+
+
+# --------------------------------------------------------------------------------------------
 # Kernel objects
 # --------------------------------------------------------------------------------------------
 

@@ -90,6 +90,7 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
           workers: int | None = None, backend: str = "tvm_ffi", out_idx: Any = -1,
           bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
           compile_fn: Callable[..., Callable[[], Any]] | None = None,
+          devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
           bench_fn: Callable[..., BenchResult] | None = None,
           check_fn: Callable[..., Any] | None = None, name: str | None = None, isolate: bool = True,
           timeout: float | None = None) -> SweepTable:
@@ -103,6 +104,14 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
     that size unless ``flops``/``bytes`` say otherwise.
 
+    ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
+    on every listed GPU at once, one configuration per GPU; ``client=`` (a
+    ``dask.distributed.Client``) does the same on a Dask cluster (see
+    :mod:`tilelab.launch._distribute`). Those sweeps show one progress bar and, in a notebook, the
+    table growing as rows finish; each row says where it ran and how long its compile and bench
+    took; finished rows are cached on disk, so an interrupted sweep resumes when called again
+    (``force=True`` measures everything again).
+
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
     a row of stage "check". Checks and benchmarks run in tilelab's worker process
     (``isolate=True``, the default), each within ``timeout`` seconds (see :func:`tilelab.bench`):
@@ -112,6 +121,17 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     and every row after it is "not run", with a note naming the configuration that caused it.
     Interrupting (the stop button, Ctrl-C) keeps the rows measured so far: the rest are "not run".
     """
+    if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
+        from ._distribute import distributed_sweep
+
+        # isolate is forwarded only when False: a daemonic Dask worker falls back to in-process
+        # launches by itself (and says so) when the caller did not ask for isolation explicitly.
+        launch = {**({"isolate": False} if not isolate else {}), **({"timeout": timeout} if timeout is not None else {})}
+        return distributed_sweep(factory, expand(params), expand(sizes), devices=devices, client=client, mode=mode,
+                                 flops=flops, bytes=bytes, ref=ref, baseline=baseline, workers=workers,
+                                 backend=backend, out_idx=out_idx, bench_kwargs={**(bench_kwargs or {}), **launch},
+                                 progress=progress,
+                                 compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
     configs, size_list = expand(params), expand(sizes)
     compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
     bench_kwargs = dict(bench_kwargs or {})
@@ -256,7 +276,8 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     except Exception:
         pass
     return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
-                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes))
+                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes),
+                      factory=getattr(factory, "__name__", ""))
 
 
 _INTERRUPTED = "not run: the sweep was interrupted"

@@ -52,6 +52,13 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
+def _literal(value: Any) -> str:
+    """A value as Python source: repr for literals, the name for everything else (``T.float16``)."""
+    if value is None or isinstance(value, (bool, int, float, str, tuple, list)):
+        return repr(value)
+    return str(value)
+
+
 def _png(figure_fn: Any, *args: Any) -> bytes | None:
     try:
         from ..render.plots import figure_png
@@ -596,6 +603,9 @@ class SweepRow:
     best: bool = False
     label: str | None = None  # baselines: "torch.matmul"; configurations: None
     compile_s: float | None = None
+    bench_s: float | None = None  # wall time of the check and bench step
+    device: str | None = None  # where it was benchmarked ("cuda:1", a Dask worker), when several could
+    cached: bool = False  # taken from the sweep's row cache instead of measured in this call
 
     @property
     def ok(self) -> bool:
@@ -611,7 +621,7 @@ class SweepRow:
         return {"config": dict(self.config), "size": dict(self.size), "median_ms": self.median_ms,
                 "min_ms": self.min_ms, "spread": self.spread, "tflops": self.tflops, "gbps": self.gbps,
                 "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
-                "compile_s": self.compile_s}
+                "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRow:
@@ -619,7 +629,8 @@ class SweepRow:
                    size=tuple((k, int(v)) for k, v in (d.get("size") or {}).items()),
                    median_ms=d.get("median_ms"), min_ms=d.get("min_ms"), spread=d.get("spread"),
                    tflops=d.get("tflops"), gbps=d.get("gbps"), error=d.get("error"), stage=d.get("stage"),
-                   best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"))
+                   best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"),
+                   bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)))
 
 
 @dataclass(frozen=True)
@@ -631,6 +642,7 @@ class SweepTable:
     mode: str = "sustained"
     device: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    factory: str = ""  # the factory's name, for best_call (the kernel's name when empty)
 
     @property
     def sizes(self) -> list[tuple[tuple[str, int], ...]]:
@@ -680,38 +692,76 @@ class SweepTable:
         varying = [(k, v) for k, v in row.config if k not in common]
         return ", ".join(f"{k}={v}" for k, v in varying) or row.name or "(defaults)"
 
+    def best_call(self, size: dict[str, int] | None = None) -> str | None:
+        """The best configuration at ``size`` as a call of the factory, ready to paste:
+        ``matmul(M=8192, N=8192, K=8192, block_M=128, num_stages=4)``."""
+        row = self.best(size)
+        if row is None:
+            return None
+        args = [f"{k}={_literal(v)}" for k, v in (*row.size, *row.config)]
+        return f"{self.factory or self.kernel}({', '.join(args)})"
+
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "mode": self.mode, "device": self.device,
-                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
+                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "factory": self.factory}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepTable:
         return cls(kernel=d["kernel"], rows=tuple(SweepRow.from_dict(r) for r in d["rows"]),
-                   mode=d.get("mode", "sustained"), device=d.get("device", ""), notes=tuple(d.get("notes", ())))
+                   mode=d.get("mode", "sustained"), device=d.get("device", ""), notes=tuple(d.get("notes", ())),
+                   factory=d.get("factory", ""))
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
+    # The dashboard: the timing columns, then compile and bench seconds and the device when any row has
+    # them, then the verdict (BEST, cached, or the stage and reason of a failure).
+    _HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
+
+    def _optional_columns(self) -> list[str]:
+        cols = []
+        if any(r.compile_s is not None for r in self.rows):
+            cols.append("compile s")
+        if any(r.bench_s is not None for r in self.rows):
+            cols.append("bench s")
+        if any(r.device for r in self.rows):
+            cols.append("device")
+        return cols
+
+    def _header(self) -> list[str]:
+        return self._HEADER[:-1] + self._optional_columns() + self._HEADER[-1:]
+
     def _row_cells(self, r: SweepRow) -> list[Any]:
         size = "x".join(str(v) for _, v in r.size) or "-"
         if r.ok:
-            status = "BEST" if r.best else ""
+            status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached)) if on)
         else:
-            status = f"failed ({r.stage}): {r.error}"
-        return [size, self.short_name(r), _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
-                _fmt(100 * r.spread if r.spread is not None else None, ".2f"), status]
+            status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
+        optional = {"compile s": _fmt(r.compile_s, ".2f"), "bench s": _fmt(r.bench_s, ".2f"), "device": r.device or ""}
+        return ([size, self.short_name(r), _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
+                 _fmt(100 * r.spread if r.spread is not None else None, ".2f")]
+                + [optional[c] for c in self._optional_columns()] + [status])
 
-    _HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
+    def _best_lines(self) -> list[str]:
+        lines = []
+        for size in self.sizes:
+            call = self.best_call(dict(size))
+            if call:
+                lines.append(f"best at {'x'.join(str(v) for _, v in size) or '-'}: {call}")
+        return lines
 
     def __repr__(self) -> str:
-        cells = [self._HEADER] + [[str(c) for c in self._row_cells(r)] for r in self.rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(self._HEADER))]
+        header = self._header()
+        cells = [header] + [[str(c) for c in self._row_cells(r)] for r in self.rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+        cached = sum(r.cached for r in self.rows)
         lines = [f"sweep of {self.kernel} ({self.mode}, {self.device or 'GPU'}): {len(self.rows)} rows, "
-                 f"{len(self.failed)} failed"]
+                 f"{len(self.failed)} failed" + (f", {cached} from the row cache" if cached else "")]
         if self.common_config:
             lines.append("every configuration: " + ", ".join(f"{k}={v}" for k, v in self.common_config.items()))
         for row in cells:
             lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines += self._best_lines()
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -723,7 +773,9 @@ class SweepTable:
         common = ", ".join(f"{k}={v}" for k, v in self.common_config.items())
         return (f"<div><b>sweep of {_esc(self.kernel)}</b> ({_esc(self.mode)}, {_esc(self.device)})"
                 + (f"<div>every configuration: <code>{_esc(common)}</code></div>" if common else "")
-                + _table(self._HEADER, [self._row_cells(r) for r in self.rows], best) + "</div>")
+                + _table(self._header(), [self._row_cells(r) for r in self.rows], best)
+                + "".join(f"<div><code>{_esc(line)}</code></div>" for line in self._best_lines())
+                + "".join(f"<div>note: {_esc(n)}</div>" for n in self.notes) + "</div>")
 
     def _repr_png_(self) -> bytes | None:
         from ..render import plots

@@ -1,0 +1,128 @@
+"""A 32-configuration sweep of examples/gemm.py at 8192^3 fp16 on one GPU and on every GPU of the host.
+
+    python benchmarks/sweep_multi_gpu.py [--devices all|0,1] [--rep-ms 300] [--size 8192] [--out DIR]
+
+1. warm-up: the single-GPU sweep once, so every configuration is compiled (TileLang's disk cache)
+   and both timed sweeps measure the same work: loading, checking against torch.matmul, timing;
+2. the sweep on GPU 0 alone (``devices=[0]``) and on all of them (``devices=...``), each with the
+   row cache bypassed (``force=True``), each timed by wall clock: configurations per second;
+3. the single-GPU sweep's best configuration timed again on each GPU alone (``devices=[d]``).
+
+Targets: speed-up >= 0.9 x the number of GPUs (1.8x on 2), and the best configuration's median
+within 1% of the single-GPU sweep's figure both where the multi-GPU sweep ran it (with the other
+GPUs busy) and on each GPU alone. Prints a table and PASS/FAIL; exits 1 on a
+miss. Writes the tables (JSON) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+
+PARAMS = [
+    dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=256, raster=r, smem_epilogue=e)
+    for bm, bn in ((128, 256), (256, 128))
+    for bk in (32, 64)
+    for st in (3, 4)
+    for r in (8, 16)
+    for e in (False, True)
+]
+assert len(PARAMS) == 32
+
+SCALING_TARGET = 0.9  # speed-up per GPU: 1.8x on 2
+SAME_TIME_TARGET = 0.01  # the best configuration on each GPU vs the single-GPU sweep
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--devices", default="all", help='"all" or a comma-separated list of GPU indices')
+    ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--rep-ms", type=float, default=300.0)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    import gemm
+    import torch
+
+    import tilelab
+
+    devices: str | list[int] = "all" if args.devices == "all" else [int(d) for d in args.devices.split(",")]
+    many = list(range(torch.cuda.device_count())) if devices == "all" else list(devices)
+    n = args.size
+    sizes = {"M": [n], "N": [n], "K": [n]}
+    common = dict(flops=lambda M, N, K: 2.0 * M * N * K, ref=torch.matmul, bench_kwargs={"rep_ms": args.rep_ms},
+                  force=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def timed_sweep(devs: list[int], params: list[dict], label: str) -> tuple[float, object]:
+        t0 = time.perf_counter()
+        table = tilelab.sweep(gemm.matmul, params, sizes, devices=devs, **common)
+        wall = time.perf_counter() - t0
+        (out / f"sweep_multi_gpu_{label}.json").write_text(table.to_json(indent=1))
+        return wall, table
+
+    cold, _ = timed_sweep(many[:1], PARAMS, "warmup")
+    one_s, one = timed_sweep(many[:1], PARAMS, "1gpu")
+    all_s, spread = timed_sweep(many, PARAMS, f"{len(many)}gpu")
+    print(repr(one))
+    print(repr(spread))
+    best = one.best()
+    if best is None:
+        print("FAIL: no configuration ran on one GPU")
+        return 1
+    per_gpu = {}
+    for d in many:
+        _, t = timed_sweep([d], [dict(best.config)], f"best_cuda{d}")
+        row = t.best()
+        per_gpu[d] = row.median_ms if row is not None else None
+
+    ok_one = sum(r.ok for r in one.rows)
+    ok_all = sum(r.ok for r in spread.rows)
+    speedup = one_s / all_s
+    target = SCALING_TARGET * len(many)
+    print()
+    print(f"{len(PARAMS)} configurations of gemm.matmul at {n}^3 fp16, {one.device}, rep_ms={args.rep_ms:g}")
+    print(f"  warm-up (compiles included), 1 GPU: {cold:8.1f} s")
+    print(f"  1 GPU  : {one_s:8.1f} s  {len(PARAMS) / one_s:6.3f} configurations/s  ({ok_one} ok)")
+    print(f"  {len(many)} GPUs : {all_s:8.1f} s  {len(PARAMS) / all_s:6.3f} configurations/s  ({ok_all} ok)")
+    verdict_speed = speedup >= target
+    print(f"  speed-up {speedup:.2f}x (target >= {target:.2f}x): {'PASS' if verdict_speed else 'FAIL'}")
+    print(f"  best configuration on one GPU: {one.best_call()}  {best.median_ms:.4f} ms")
+    verdict_same = True
+    same = [r for r in spread.rows if r.config == best.config and r.ok]
+    if same:
+        diff = same[0].median_ms / best.median_ms - 1.0
+        verdict_same &= abs(diff) <= SAME_TIME_TARGET
+        print(f"    in the {len(many)}-GPU sweep, on {same[0].device}: {same[0].median_ms:.4f} ms "
+              f"({100 * diff:+.2f}% vs 1 GPU, target within {100 * SAME_TIME_TARGET:g}%): "
+              f"{'PASS' if abs(diff) <= SAME_TIME_TARGET else 'FAIL'}")
+    else:
+        verdict_same = False
+        print(f"    in the {len(many)}-GPU sweep: did not run: FAIL")
+    for d, ms in per_gpu.items():
+        if ms is None:
+            verdict_same = False
+            print(f"    cuda:{d}: did not run: FAIL")
+            continue
+        diff = ms / best.median_ms - 1.0
+        good = abs(diff) <= SAME_TIME_TARGET
+        verdict_same &= good
+        print(f"    cuda:{d} alone: {ms:.4f} ms ({100 * diff:+.2f}% vs 1 GPU, target within "
+              f"{100 * SAME_TIME_TARGET:g}%): {'PASS' if good else 'FAIL'}")
+    spread_best = spread.best()
+    if spread_best is not None:
+        print(f"  best on {len(many)} GPUs: {spread.best_call()}  {spread_best.median_ms:.4f} ms "
+              f"on {spread_best.device}")
+    return 0 if verdict_speed and verdict_same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,543 @@
+"""Sweeps over several GPUs and over a Dask cluster, on the CPU: fake compile and bench steps stand
+in for TileLang and the GPU, so what is tested is the distribution itself (which task ran where,
+the merged table, failures, interruption and resume, the dashboard)."""
+
+from __future__ import annotations
+
+import _thread
+import functools
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tilelab.launch import _distribute
+from tilelab.launch._sweep import sweep
+from tilelab.launch.models import BenchResult, SweepRow, SweepTable
+
+TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
+PARAMS = {"block": [8, 16, 32, 64, 128, 256]}
+SIZES = {"N": [1024, 2048]}
+
+
+def factory(N, block, dtype="float16"):
+    return ("kernel", N, block, dtype)
+
+
+def _compile(block):
+    """A compile task: runs wherever the sweep sends compiles; says where that was."""
+    if block == 256:
+        raise RuntimeError("ptxas: too many resources requested")
+    return {"block": block, "pid": os.getpid(), "where": _distribute.where_am_i()}
+
+
+def fake_compile(factory, size, config):
+    if config["block"] == 8:  # elaboration happens in the caller, before any task
+        raise ValueError("block 8 does not fit the tile")
+    return functools.partial(_compile, config["block"])
+
+
+class Recorder:
+    """The bench step: records the artifact, the thread and the Dask worker of every call."""
+
+    def __init__(self, barrier: threading.Barrier | None = None, on_call=None):
+        self.calls, self.lock, self.barrier, self.on_call = [], threading.Lock(), barrier, on_call
+        self.waited: set[str] = set()
+
+    def __call__(self, artifact, size, config, **kwargs):
+        if callable(artifact):  # a baseline's callable
+            return BenchResult(kwargs["name"], samples_ms=(0.5,) * 3, flops=kwargs.get("flops"))
+        me = threading.current_thread().name
+        with self.lock:
+            self.calls.append((artifact, dict(size), me, _distribute.where_am_i(), kwargs))
+            first = me not in self.waited
+            self.waited.add(me)
+        if self.barrier is not None and first:
+            self.barrier.wait()  # both GPUs hold a configuration at the same time, or this times out
+        if self.on_call is not None:
+            self.on_call(artifact, size)
+        if artifact["block"] == 128 and size["N"] == 2048:
+            raise RuntimeError("bench exploded")
+        return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3,
+                           flops=kwargs.get("flops"))
+
+
+@pytest.fixture
+def compile_in_threads(monkeypatch):
+    """Compile steps in threads, not spawned processes: the process pool has its own test, and each
+    spawned process costs seconds on a small machine."""
+    monkeypatch.setattr(_distribute, "_dumps", lambda obj: None)
+
+
+def _by(table: SweepTable) -> dict[tuple[int, int], SweepRow]:
+    return {(dict(r.size)["N"], dict(r.config)["block"]): r for r in table.rows if r.label is None}
+
+
+def _check_merged_table(table: SweepTable) -> None:
+    rows = _by(table)
+    assert [(dict(r.size)["N"], dict(r.config)["block"]) for r in table.rows if r.label is None] == [
+        (n, b) for n in SIZES["N"] for b in PARAMS["block"]]  # job order, whatever order they finished in
+    assert {k: r.stage for k, r in rows.items() if not r.ok} == {
+        (1024, 8): "elaborate", (2048, 8): "elaborate", (1024, 256): "compile", (2048, 256): "compile",
+        (2048, 128): "bench"}
+    assert "does not fit the tile" in rows[(1024, 8)].error and "too many resources" in rows[(1024, 256)].error
+    assert "bench exploded" in rows[(2048, 128)].error
+    assert {n: dict(table.best({"N": n}).config)["block"] for n in SIZES["N"]} == {1024: 32, 2048: 32}
+    assert rows[(2048, 32)].median_ms == pytest.approx(2.0)
+    assert rows[(2048, 32)].tflops == pytest.approx(2 * 2048 / 2e-3 / 1e12)
+    for r in table.rows:
+        if r.ok and r.label is None:
+            assert r.compile_s is not None and r.bench_s is not None and r.device
+    # the dashboard: the best configuration as a call that rebuilds it
+    call = table.best_call({"N": 2048})
+    assert call == "factory(N=2048, block=32)"
+    assert eval(call, {"factory": factory}) == factory(N=2048, block=32)
+    assert SweepTable.from_dict(table.to_dict()) == table
+
+
+# ---------------------------------------------------------------------------------------------
+# devices=: the host's GPUs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
+    bench = Recorder(barrier=threading.Barrier(2, timeout=60))
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=bench,
+                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True)
+    _check_merged_table(table)
+    compiled_in = {artifact["pid"] for artifact, *_ in bench.calls}
+    assert os.getpid() not in compiled_in  # compile tasks ran in the process pool
+    threads = {thread for _, _, thread, _, _ in bench.calls}
+    assert threads == {"tilelab-bench-cuda:0", "tilelab-bench-cuda:1"}
+    devices = {r.device for r in table.rows if r.ok}
+    assert devices == {"cuda:0", "cuda:1"}
+    assert len(bench.calls) == 8  # 12 rows: 2 never elaborated, 2 failed to compile, 8 benchmarked
+    text = repr(table)
+    assert "compile s" in text and "bench s" in text and "device" in text
+    assert "best at 2048: factory(N=2048, block=32)" in text
+
+
+def test_unpicklable_compile_steps_run_in_threads(compile_in_threads):  # as if neither pickle nor cloudpickle could
+    bench = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=bench,
+                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True)
+    _check_merged_table(table)
+    assert {artifact["pid"] for artifact, *_ in bench.calls} == {os.getpid()}
+
+
+def test_devices_are_checked_by_name():
+    for bad, words in (("some", '"all" or a list'), ([], "names no GPU"), ([0, 0], "each GPU once"),
+                       (["x"], '"all" or a list')):
+        with pytest.raises(_distribute.DevicesError, match=words):
+            sweep(factory, PARAMS, SIZES, devices=bad, compile_fn=fake_compile, bench_fn=Recorder(), progress=False)
+    with pytest.raises(ValueError, match="not both"):
+        sweep(factory, PARAMS, SIZES, devices=[0], client=object(), bench_fn=Recorder(), progress=False)
+
+
+@pytest.mark.skipif(_distribute.probe_device()[0] != "", reason="this machine has a GPU")
+def test_all_devices_without_a_gpu_says_what_still_works():
+    from tilelab._errors import NoGpuError
+
+    with pytest.raises(NoGpuError, match="Inspection still works"):
+        sweep(factory, PARAMS, SIZES, devices="all", progress=False)
+
+
+def test_gpus_of_different_models_are_refused_not_averaged():
+    assert _distribute.check_one_model({"cuda:0": "NVIDIA H100", "cuda:1": "NVIDIA H100"}) == "NVIDIA H100"
+    with pytest.raises(_distribute.MixedDevicesError) as info:
+        _distribute.check_one_model({"cuda:0": "NVIDIA H100 80GB HBM3", "cuda:1": "NVIDIA A100-SXM4-40GB"})
+    message = str(info.value)
+    assert "cuda:0: NVIDIA H100 80GB HBM3" in message and "cuda:1: NVIDIA A100-SXM4-40GB" in message
+    assert "devices=[...]" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress: one bar; in a notebook the table grows as rows finish
+# ---------------------------------------------------------------------------------------------
+
+
+def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, compile_in_threads):
+    bars, live = [], []
+
+    class Bar:
+        def __init__(self, total, desc, enabled):
+            self.total, self.desc, self.updates, self.closed = total, desc, 0, False
+            bars.append(self)
+
+        def update(self):
+            self.updates += 1
+
+        def close(self):
+            self.closed = True
+
+    class Live:
+        def __init__(self, enabled):
+            pass
+
+        def update(self, table, final=False):
+            live.append(None if final else len(table().rows))
+
+    monkeypatch.setattr(_distribute, "_Progress", Bar)
+    monkeypatch.setattr(_distribute, "_LiveTable", Live)
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=Recorder(),
+                  baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True)
+    (bar,) = bars
+    assert (bar.total, bar.updates, bar.closed) == (12 + 2, 12 + 2, True)
+    assert "12 configurations on cuda:0, cuda:1" in bar.desc
+    assert live == list(range(1, 13)) + [None]  # one more row each time, then the cell's own table
+    assert len(table.baselines) == 2 and all(b.ok for b in table.baselines)
+
+
+def test_baselines_are_rated_with_the_kernels_counted_work(compile_in_threads):
+    bench = Recorder()
+
+    def base_bench(artifact, size, config, **kwargs):
+        if config == {} and "name" in kwargs:
+            bench.calls.append(("baseline", dict(size), kwargs))
+            return BenchResult(kwargs["name"], samples_ms=(0.5,) * 3, flops=kwargs.get("flops"))
+        return bench(artifact, size, config, **kwargs)
+
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=base_bench,
+                  flops=lambda N: 2.0 * N**3, baseline={"torch.matmul": lambda N: (lambda: None)}, progress=False,
+                  force=True)
+    seen = {c[1]["N"]: c[2] for c in bench.calls if c[0] == "baseline"}
+    assert seen[1024]["flops"] == 2.0 * 1024**3 and seen[2048]["flops"] == 2.0 * 2048**3
+    base = {dict(r.size)["N"]: r for r in table.baselines}
+    assert base[1024].tflops == pytest.approx(2.0 * 1024**3 / 0.5e-3 / 1e12) and base[1024].label == "torch.matmul"
+    assert not any(r.best for r in table.baselines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interrupt and resume
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(compile_in_threads):
+    def stop_at_64(artifact, size):
+        if artifact["block"] == 64 and size["N"] == 1024:
+            _thread.interrupt_main()  # what the stop button does: KeyboardInterrupt in the notebook's thread
+            time.sleep(1.0)  # still timing this one when the interrupt lands
+
+    first = Recorder(on_call=stop_at_64)
+    kwargs = dict(compile_fn=fake_compile, flops=lambda N: 2.0 * N, workers=1, progress=False)
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=first, **kwargs)
+    rows = _by(table)
+    not_run = {k for k, r in rows.items() if r.stage == "not run"}
+    assert not_run and all("interrupted" in rows[k].error for k in not_run)
+    assert any("resumes" in n for n in table.notes)
+    finished = {k for k, r in rows.items() if r.stage != "not run"}
+    assert {(1024, 8), (1024, 16), (1024, 32)} <= finished
+
+    second = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=second, **kwargs)
+    _check_merged_table(table)
+    rows = _by(table)
+    cached = {k for k, r in rows.items() if r.cached}
+    # every finished row came back from the cache, except bench failures (measured again)
+    assert {k for k in finished if rows[k].stage != "bench"} <= cached
+    benched_again = {(s["N"], a["block"]) for a, s, *_ in second.calls}
+    assert not benched_again & cached
+    assert benched_again | cached >= {k for k, r in rows.items() if r.stage not in ("elaborate", "compile")}
+    assert "from the row cache" in repr(table) and "cached" in repr(table)
+
+    third = Recorder()
+    table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=third, force=True, **kwargs)
+    assert not any(r.cached for r in table.rows) and len(third.calls) == 8
+
+
+def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_options():
+    ident = functools.partial(_distribute.sweep_identity, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
+                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H100", flops=None, bytes=None)
+    base = ident(factory, bench_kwargs={"mode": "sustained"})
+    assert base == ident(factory, bench_kwargs={"mode": "sustained", "isolate": True})  # how, not what, it measures
+    assert base != ident(factory, bench_kwargs={"mode": "graph"})
+    assert base != ident(_compile, bench_kwargs={"mode": "sustained"})
+    assert base != _distribute.sweep_identity(factory, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
+                                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H200", flops=None,
+                                              bytes=None, bench_kwargs={"mode": "sustained"})
+    key = _distribute.row_key(base, {"N": 1024}, {"block": 32})
+    assert key != _distribute.row_key(base, {"N": 2048}, {"block": 32})
+    assert key != _distribute.row_key(base, {"N": 1024}, {"block": 64})
+
+
+# ---------------------------------------------------------------------------------------------
+# TileLang's cache entry travels from the compile task to the bench task
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_kernel_cache_entry_is_packed_and_installed_whole(tmp_path, monkeypatch):
+    from tilelang.cache.kernel_cache import KernelCache
+
+    from tilelab import _adapter
+
+    built = tmp_path / "there" / "kernels" / ("ab" * 32)
+    built.mkdir(parents=True)
+    files = {"executable.so": b"\x7fELF...", "params.json": b"[]", "manifest.json": b"{}"}
+    for name, data in files.items():
+        (built / name).write_bytes(data)
+
+    class Kernel:
+        _tilelang_cache_path = str(built)
+
+    entry = _adapter.kernel_cache_entry(Kernel())
+    assert entry == ("ab" * 32, files)
+    here = tmp_path / "here" / "kernels"
+    monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
+    assert _adapter.install_kernel_cache_entry(entry) is True
+    assert {p.name: p.read_bytes() for p in (here / ("ab" * 32)).iterdir()} == files
+    assert [p.name for p in here.iterdir()] == ["ab" * 32]  # no staging directory left behind
+    assert _adapter.install_kernel_cache_entry(entry) is False  # already there
+    assert _adapter.kernel_cache_entry(object()) is None
+    with pytest.raises(ValueError, match="not a TileLang cache entry"):
+        _adapter.install_kernel_cache_entry(("../escape", files))
+
+
+# ---------------------------------------------------------------------------------------------
+# client=: a Dask cluster of CPU workers, one declaring "compile" and one "GPU"
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed", reason="Dask is the optional extra tilelab[cluster]")
+    spec = {
+        "cpu": {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"compile": 1}}},
+        "gpu": {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}},
+    }
+    cluster = distributed.SpecCluster(workers=spec, scheduler={"cls": distributed.Scheduler,
+                                                               "options": {"dashboard_address": ":0"}})
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+DASK_CALLS: list[tuple] = []  # what the bench tasks saw (Dask pickles the step: functions by reference)
+
+
+def dask_bench(artifact, size, config, **kwargs):
+    if callable(artifact):
+        DASK_CALLS.append(("baseline", dict(size), _distribute.where_am_i(), kwargs))
+        return BenchResult(kwargs["name"], samples_ms=(1.0,) * 3, flops=kwargs.get("flops"))
+    DASK_CALLS.append((artifact, dict(size), _distribute.where_am_i(), kwargs))
+    if artifact["block"] == 128 and size["N"] == 2048:
+        raise RuntimeError("bench exploded")
+    return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3, flops=kwargs.get("flops"))
+
+
+def dask_flops(N):
+    return 2.0 * N
+
+
+def test_dask_compile_tasks_go_to_compile_workers_and_bench_tasks_to_gpu_workers(dask_client):
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, bench_fn=dask_bench,
+                  flops=dask_flops, progress=False, force=True)
+    _check_merged_table(table)
+    assert len(DASK_CALLS) == 8
+    assert {artifact["where"] for artifact, *_ in DASK_CALLS} == {"cpu"}  # compiled on the "compile" worker
+    assert {where for _, _, where, _ in DASK_CALLS} == {"gpu"}  # benchmarked on the "GPU" worker
+    assert {r.device for r in table.rows if r.ok} == {"gpu"}
+
+
+def test_dask_sweep_resumes_and_baselines_run_on_gpu_workers(dask_client):
+    kwargs = dict(client=dask_client, compile_fn=fake_compile, bench_fn=dask_bench, flops=dask_flops, progress=False,
+                  baseline={"torch": lambda N: (lambda: None)})
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, force=True, **kwargs)
+    assert [c[2] for c in DASK_CALLS if c[0] == "baseline"] == ["gpu", "gpu"]
+    assert [dict(b.size)["N"] for b in table.baselines] == [1024, 2048] and all(b.ok for b in table.baselines)
+    DASK_CALLS.clear()
+    table = sweep(factory, PARAMS, SIZES, **kwargs)
+    _check_merged_table(table)
+    assert all(r.cached for r in table.rows if r.label is None and r.stage != "bench")
+    assert not any(r.cached for r in table.baselines)
+    # only the bench failure and the baselines ran again
+    assert sorted((c[1]["N"], str(c[0] if c[0] == "baseline" else c[0]["block"])) for c in DASK_CALLS) == [
+        (1024, "baseline"), (2048, "128"), (2048, "baseline")]
+
+
+def test_dask_gpu_workers_of_different_models_or_without_a_gpu_are_refused(dask_client, monkeypatch):
+    def probe(models):  # client.run hands a function its worker when it takes dask_worker
+        return lambda dask_worker: models[dask_worker.name]
+
+    monkeypatch.setattr(_distribute, "probe_device",
+                        probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("NVIDIA A100", "sm_80")}))
+    # with no "GPU" declared anywhere every worker may bench, so both are probed
+    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_without_resources)
+    with pytest.raises(_distribute.MixedDevicesError, match="NVIDIA A100.*NVIDIA H100|NVIDIA H100.*NVIDIA A100"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("", None)}))
+    with pytest.raises(_distribute.DevicesError, match=r"see no CUDA GPU.*resources=\{'GPU': 1\}"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+    # every worker sees an H100, but one of them would time two configurations at once
+    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"),
+                                                            "cpu": ("NVIDIA H100", "sm_90a")}))
+    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_with_two_threads_on_cpu)
+    with pytest.raises(_distribute.DevicesError, match=r"several tasks at once.*resources=\{'GPU': 1\}"):
+        sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
+
+
+_original_init = _distribute.DaskRunner.__init__
+
+
+def _runner_without_resources(self, client, events):
+    _original_init(self, client, events)
+    self.compile_resources = self.bench_resources = None
+    self.gpu_workers = list(client.scheduler_info()["workers"])
+
+
+def _runner_with_two_threads_on_cpu(self, client, events):
+    _runner_without_resources(self, client, events)
+    workers = client.scheduler_info()["workers"]
+    self.threads = {addr: 2 if w["name"] == "cpu" else 1 for addr, w in workers.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The real compile step: compiled in one process, loaded in another without compiling again
+# ---------------------------------------------------------------------------------------------
+
+REAL_NVCC = Path(os.environ.get("TILELAB_TEST_CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+
+_COMPILE_ELSEWHERE = """
+import pickle, sys
+sys.path.insert(0, sys.argv[2])
+import gemm
+from tilelab.launch import _distribute
+step = _distribute.default_compile_step(gemm.matmul, {"M": 256, "N": 256, "K": 256},
+                                        {"block_M": 128, "block_N": 128, "block_K": 32},
+                                        backend="tvm_ffi", out_idx=-1, target="sm_90a")
+step = pickle.loads(pickle.dumps(step))  # what a process pool or a Dask worker receives
+done = _distribute.compile_task(0, step)
+open(sys.argv[1], "wb").write(pickle.dumps(done))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_NVCC.exists(), reason=f"compiling needs nvcc; none at {REAL_NVCC}")
+def test_a_kernel_compiled_elsewhere_loads_here_without_compiling(tmp_path, monkeypatch, nvcc_log):
+    import pickle
+    import subprocess
+    import sys
+
+    from tilelang.cache.kernel_cache import KernelCache
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "compile-host"), CUDA_HOME=str(REAL_NVCC.parents[1]),
+               PATH=f"{REAL_NVCC.parent}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(root))
+    out = tmp_path / "compiled.pkl"
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_ELSEWHERE, str(out), str(root / "examples")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = pickle.loads(out.read_bytes())
+    assert done.error is None and done.compile_s > 0, done.error
+    key, files = done.artifact.cache_entry
+    assert {"executable.so", "params.json", "device_kernel.cu"} <= set(files)
+    assert "wgmma" in files["device_kernel.cu"].decode() or "mma" in files["device_kernel.cu"].decode()
+
+    # this process: nvcc is the recording shim (without a GPU), and TileLang's cache is empty
+    calls_before = nvcc_log.read_text() if nvcc_log.exists() else ""
+    here = tmp_path / "gpu-host" / "kernels"
+    monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
+    prepared = _distribute.load_artifact(done.artifact)
+    assert [p.name for p in prepared.params] == ["A", "B", "C"] and [p.name for p in prepared.outputs] == ["C"]
+    assert (here / key / "executable.so").read_bytes() == files["executable.so"]
+    assert (nvcc_log.read_text() if nvcc_log.exists() else "") == calls_before  # loaded, not compiled
+
+
+def test_a_gpu_whose_context_is_lost_takes_no_more_work(compile_in_threads):
+    from tilelab.launch._run import KernelLaunchError
+
+    def sticky_at_16(artifact, size):
+        if artifact["block"] == 16 and size["N"] == 1024:
+            raise KernelLaunchError("gemm", "illegal_address", "an illegal memory access", sticky=True)
+
+    bench = Recorder(on_call=sticky_at_16)
+    table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=bench,
+                  workers=1, progress=False, force=True)
+    rows = _by(table)
+    assert rows[(1024, 16)].stage == "bench" and "illegal memory access" in rows[(1024, 16)].error
+    lost_on = rows[(1024, 16)].device
+    after = [(s["N"], a["block"]) for a, s, thread, *_ in bench.calls if thread.endswith(lost_on)]
+    assert after[-1] == (1024, 16)  # nothing more ran on that GPU
+    assert {k for k, r in rows.items() if r.stage == "not run"} == set()  # the other GPU did the rest
+    assert any(f"context of {lost_on} was lost" in n and "block=16 at size 1024" in n for n in table.notes)
+
+    bench = Recorder(on_call=sticky_at_16)
+    table = sweep(factory, PARAMS, SIZES, devices=[0], compile_fn=fake_compile, bench_fn=bench,
+                  baseline={"torch": lambda N: (lambda: None)}, workers=1, progress=False, force=True)
+    rows = _by(table)
+    assert [(s["N"], a["block"]) for a, s, *_ in bench.calls] == [(1024, 16)]
+    not_run = {k for k, r in rows.items() if r.stage == "not run"}
+    assert not_run == {(1024, 32), (1024, 64), (1024, 128), (2048, 16), (2048, 32), (2048, 64), (2048, 128)}
+    assert all("block=16 at size 1024" in rows[k].error for k in not_run)
+    assert all(b.stage == "not run" for b in table.baselines)
+
+
+def test_in_a_daemonic_dask_worker_launches_fall_back_to_the_worker_itself_and_say_so(monkeypatch):
+    from tilelab.launch import _bench
+
+    seen = []
+
+    def bench_with_isolation(kernel, *args, isolate=True, **kwargs):
+        seen.append(isolate)
+        return BenchResult("k", samples_ms=(1.0,) * 3)
+
+    def bench_without(kernel, *args, **kwargs):
+        seen.append("no choice")
+        return BenchResult("k", samples_ms=(1.0,) * 3)
+
+    plan = _distribute.BenchPlan(None, None, None, {"mode": "sustained"})
+    job = _distribute.Job(0, (("N", 64),), (("block", 32),))
+    compiled = _distribute.Compiled(0, artifact="a kernel")
+    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: True)
+    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert out.result is not None and seen == [False] and out.note == _distribute.DAEMON_NOTE
+    assert "distributed.worker.daemon" in out.note
+    # the user's own choice stands
+    _distribute.bench_task(dataclasses_replace(plan, bench_kwargs={"isolate": True}), job, compiled, device="w")
+    assert seen[-1] is True
+    # where bench offers no such choice nothing is passed and nothing is said
+    monkeypatch.setattr(_bench, "bench", bench_without)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert seen[-1] == "no choice" and out.note is None
+    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: False)
+    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
+    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    assert seen[-1] is True and out.note is None
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
+    import IPython
+    import IPython.display
+
+    class Handle:
+        def __init__(self):
+            self.shown = []
+
+        def update(self, obj):
+            self.shown.append(obj)
+
+    handle = Handle()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", lambda obj, display_id=None: handle if display_id else None)
+    monkeypatch.setattr(_distribute, "LIVE_TABLE_EVERY_S", 0.0)
+    live = _distribute._LiveTable(True)
+    partial = SweepTable("k", (SweepRow((("block", 32),), (("N", 64),), median_ms=1.0),))
+    live.update(lambda: partial)
+    live.update(lambda: partial, final=True)
+    # the table (as HTML: no plots drawn for every row), then cleared for the one the cell returns
+    assert handle.shown[0].data == partial._repr_html_() and "block=32" in handle.shown[0].data
+    assert handle.shown[1].data == ""
+    # outside a notebook kernel (a terminal, a script) nothing is displayed
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert _distribute._LiveTable(True).handle is None

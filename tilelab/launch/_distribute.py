@@ -1,0 +1,898 @@
+"""Sweeps beyond one GPU: every GPU of the host (``devices=``), or a Dask cluster (``client=``).
+
+A sweep is two kinds of task per configuration. A *compile task* (TileLang lowering + nvcc: CPU
+work) turns the configuration's kernel into a :class:`KernelArtifact`: the ``T.prim_func``, its
+compile options and TileLang's disk cache entry. A *bench task* (on a GPU) installs that entry into
+its machine's TileLang cache, so loading the kernel compiles nothing, then checks the kernel
+against ``ref`` and times it. Rows are merged into one :class:`SweepTable` as they finish, each
+saying where it ran.
+
+* ``devices="all"`` or ``[0, 1]``: compile tasks run in a pool of processes on this host (steps that
+  cannot be pickled run in threads); bench tasks run one per GPU at a time, each GPU taking the next
+  compiled configuration. The GPUs must be one model: timings of different models are not merged.
+* ``client=dask.distributed.Client(...)``: the same tasks on a Dask cluster. Workers that declare
+  the resource ``"GPU"`` (``LocalCUDACluster(resources={"GPU": 1})``, ``dask worker --resources
+  GPU=1``) take the bench tasks; workers that declare ``"compile"`` take the compile tasks, so CPU-only
+  hosts compile while GPU hosts benchmark. Without those declarations every worker may take either.
+  Workers that run several tasks at once must declare ``"GPU"``, so that a GPU times one
+  configuration at a time. Each bench task launches through ``tilelab.run``/``tilelab.bench``, so a
+  configuration that fails costs its own row, not the sweep; in a daemonic Dask worker (the
+  default under a nanny), which may not start child processes, launches run in the worker itself
+  and the table says so.
+
+Every finished row is written to a row cache (``$TILELAB_CACHE_DIR/sweeps``) under a key of the
+factory's source, the size, the configuration, the bench options and the GPU model: a sweep that
+was interrupted (the stop button, Ctrl-C) returns the rows it has, and the same call again takes
+those from the cache (marked "cached") and runs only the rest. ``force=True`` measures everything
+again. Rows that failed in the bench step are not cached (a timeout may not recur); compile and
+check failures are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import inspect as _pyinspect
+import json
+import os
+import pickle
+import queue
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from .._errors import NoGpuError, TilelabError
+from ._sweep import _Progress, _short_error, _size_kwargs, mark_best
+from .models import BenchResult, SweepRow, SweepTable
+
+Config = dict[str, Any]
+
+INTERRUPTED = "not run: the sweep was interrupted; the same call again resumes it (finished rows are cached)"
+# Failed rows from these stages are cached: the same code fails the same way. Bench failures
+# (a timeout, a lost context) are measured again.
+CACHED_FAILURES = ("elaborate", "compile", "check")
+LIVE_TABLE_EVERY_S = 0.5
+
+
+class MixedDevicesError(TilelabError, ValueError):
+    """The GPUs of a sweep are not all one model."""
+
+
+class DevicesError(TilelabError, ValueError):
+    """``devices=`` names no GPU this process can use."""
+
+
+# ------------------------------------------------------------------------------------------
+# Records that travel between the caller, the compile tasks and the bench tasks
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row to produce: a configuration at a size, or a baseline (``label``) at a size."""
+
+    index: int
+    size: tuple[tuple[str, int], ...]
+    config: tuple[tuple[str, Any], ...]
+    key: str = ""  # the row cache key ("" for baselines: they are measured every time)
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelRecipe:
+    """A configuration's kernel as a compile task receives it: the ``T.prim_func`` as TVM's JSON
+    text (unpickling TVM objects needs TileLang imported first) and how to compile it."""
+
+    ir_text: str
+    backend: str
+    out_idx: Any
+    target: str | None
+    pass_configs: dict[str, Any]
+
+    def kernel(self) -> Any:
+        from .. import _adapter
+
+        return _adapter.kernel_ir_from_text(self.ir_text)
+
+
+@dataclass(frozen=True)
+class KernelArtifact:
+    """A compiled configuration as a bench task receives it: the recipe, and TileLang's disk cache
+    entry that the compile wrote (None when TileLang's cache is off: the GPU side compiles again)."""
+
+    recipe: KernelRecipe
+    cache_entry: tuple[str, dict[str, bytes]] | None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What a compile task returns: the artifact, or why there is none."""
+
+    index: int
+    artifact: Any = None
+    compile_s: float | None = None
+    error: str | None = None
+    stage: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Benched:
+    """What a bench task returns. ``lost``: the device's CUDA context is unusable from now on."""
+
+    index: int
+    result: BenchResult | None = None
+    error: str | None = None
+    stage: str | None = None
+    bench_s: float | None = None
+    device: str = ""
+    lost: str | None = None
+    note: str | None = None  # something the table's notes should say (once)
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """Everything a bench task needs besides the artifact (picklable by cloudpickle for Dask)."""
+
+    bench_fn: Callable[..., BenchResult] | None  # None: tilelab.bench of the loaded kernel
+    check_fn: Callable[..., Any] | None
+    ref: Callable[..., Any] | None
+    bench_kwargs: Mapping[str, Any]
+    flops: Callable[..., float] | None = None
+    bytes: Callable[..., float] | None = None
+
+
+# ------------------------------------------------------------------------------------------
+# Compile tasks
+# ------------------------------------------------------------------------------------------
+
+
+def _compile(recipe: KernelRecipe) -> Any:
+    from .. import _adapter
+
+    idx = [recipe.out_idx] if isinstance(recipe.out_idx, int) else recipe.out_idx
+    return _adapter.compile_kernel(recipe.kernel(), backend=recipe.backend, target=recipe.target, out_idx=idx,
+                                   pass_configs=recipe.pass_configs or None)
+
+
+def compile_artifact(recipe: KernelRecipe) -> KernelArtifact:
+    """The compile task's work: compile (TileLang writes its disk cache entry) and pack the entry."""
+    from .. import _adapter
+
+    return KernelArtifact(recipe, _adapter.kernel_cache_entry(_compile(recipe)))
+
+
+def default_compile_step(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
+                         out_idx: Any, target: str | None) -> Callable[[], KernelArtifact]:
+    """Elaborate here (cheap; the factory may live in a notebook cell), compile in the task."""
+    from .. import _adapter
+
+    source = _adapter.resolve_kernel(factory(**size, **config))
+    recipe = KernelRecipe(_adapter.kernel_ir_to_text(source.prim_func), backend,
+                          out_idx if out_idx is not None else source.out_idx, target, dict(source.pass_configs))
+    return functools.partial(compile_artifact, recipe)
+
+
+def where_am_i() -> str:
+    """The Dask worker's name inside a Dask task, else this process's id."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"pid {os.getpid()}"
+
+
+def compile_task(index: int, step: Callable[[], Any]) -> Compiled:
+    t0 = time.perf_counter()
+    try:
+        artifact = step()
+    except Exception as err:
+        return Compiled(index, compile_s=time.perf_counter() - t0, error=_short_error(err), stage="compile",
+                        where=where_am_i())
+    return Compiled(index, artifact, time.perf_counter() - t0, where=where_am_i())
+
+
+def _compile_pickled(index: int, blob: bytes) -> Compiled:
+    """A compile task in a pool process: the step arrives pickled (by cloudpickle when installed)."""
+    return compile_task(index, pickle.loads(blob))
+
+
+def _dumps(obj: Any) -> bytes | None:
+    """Pickle ``obj`` for another process (cloudpickle: notebook-defined functions too), or None."""
+    try:
+        import cloudpickle
+
+        return cloudpickle.dumps(obj)
+    except ImportError:
+        pass
+    except Exception:
+        return None
+    try:
+        return pickle.dumps(obj)
+    except Exception:
+        return None
+
+
+# ------------------------------------------------------------------------------------------
+# Bench tasks
+# ------------------------------------------------------------------------------------------
+
+_LOAD_LOCK = threading.Lock()  # bench threads load one at a time (TileLang's cache is not re-entrant)
+
+
+def load_artifact(artifact: Any) -> Any:
+    """A :class:`KernelArtifact` -> a launchable kernel (installs the cache entry first, so
+    TileLang loads what the compile task built). Anything else is what a custom compile step made."""
+    if not isinstance(artifact, KernelArtifact):
+        return artifact
+    from .. import _adapter
+    from ._run import prepare_kernel
+
+    with _LOAD_LOCK:
+        if artifact.cache_entry is not None:
+            _adapter.install_kernel_cache_entry(artifact.cache_entry)
+        return prepare_kernel(_compile(artifact.recipe), backend=artifact.recipe.backend)
+
+
+def _launch_options(bench_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of tilelab.run that a sweep shares with tilelab.bench (isolation, timeouts)."""
+    return {k: bench_kwargs[k] for k in ("isolate", "timeout") if k in bench_kwargs}
+
+
+DAEMON_NOTE = ("the Dask workers are daemonic processes, which may not start tilelab's launch worker process: "
+               "launches ran in the Dask worker itself, so a crashing configuration costs that worker (Dask restarts "
+               "it). Start the cluster under dask.config.set({'distributed.worker.daemon': False}) to isolate them")
+
+
+def _in_daemon_process() -> bool:
+    import multiprocessing
+
+    return bool(multiprocessing.current_process().daemon)
+
+
+def _isolation_fallback(bench_kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A daemonic process (a Dask worker under its nanny, by default) may not start child
+    processes, so tilelab.run/bench cannot launch in their worker process there: ask them to
+    launch in this process instead, and say so. Nothing changes where bench has no such choice."""
+    if "isolate" in bench_kwargs or not _in_daemon_process():
+        return {}, None
+    from . import _bench
+
+    if "isolate" not in _pyinspect.signature(_bench.bench).parameters:
+        return {}, None
+    return {"isolate": False}, DAEMON_NOTE
+
+
+def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str | None = None) -> Benched:
+    """Check and time one configuration (or one baseline when ``compiled`` is None), here."""
+    from . import _sweep
+
+    device = device or _device_label()
+    t0 = time.perf_counter()
+    size = dict(job.size)
+    stage = "bench" if compiled is None else "check"
+    note = None
+    try:
+        bench_fn = plan.bench_fn or _sweep.default_bench
+        extra = dict(plan.bench_kwargs)
+        if plan.bench_fn is None:
+            fallback, note = _isolation_fallback(extra)
+            extra.update(fallback)
+        if compiled is None:  # a baseline: job.config carries its callable's maker and the work to rate it by
+            spec = dict(job.config)
+            result = bench_fn(spec["make"](**size), size, {}, name=job.label, **extra, **spec["work"])
+            return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
+        if plan.flops is not None:
+            extra["flops"] = plan.flops(**size)
+        if plan.bytes is not None:
+            extra["bytes"] = plan.bytes(**size)
+        kernel = load_artifact(compiled.artifact) if plan.bench_fn is None else compiled.artifact
+        if plan.ref is not None:
+            if plan.check_fn is not None:
+                checked = plan.check_fn(kernel, plan.ref, size)
+            else:
+                checked = _sweep._check(kernel, plan.ref, size, **_launch_options(extra))
+            if not checked:
+                return Benched(job.index, error=f"wrong result: rel error {checked.rel_error}", stage="check",
+                               bench_s=time.perf_counter() - t0, device=device, note=note)
+        stage = "bench"
+        result = bench_fn(kernel, size, dict(job.config), **extra, **_size_kwargs(kernel, size))
+    except Exception as err:
+        lost = None
+        if getattr(err, "sticky", False) and not getattr(err, "isolated", False):
+            lost = (f"not run: the CUDA context of {device} was lost ({getattr(err, 'kind', 'error')}, sticky) in the "
+                    f"{stage} step of {_describe(job)}; restart the Python kernel and sweep again without it")
+        return Benched(job.index, error=_short_error(err), stage=stage, bench_s=time.perf_counter() - t0,
+                       device=device, lost=lost, note=note)
+    return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
+
+
+def _device_label() -> str:
+    """Where a bench task runs: the Dask worker (and its GPU when it sees one), or this process."""
+    where = where_am_i()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return f"{where} (GPU {visible})" if visible else where
+
+
+def _describe(job: Job) -> str:
+    name = job.label or ", ".join(f"{k}={v}" for k, v in job.config) or "(defaults)"
+    return f"{name} at size " + ("x".join(str(v) for _, v in job.size) or "-")
+
+
+def probe_device() -> tuple[str, str | None]:
+    """(model name, TileLang arch) of the GPU this process sees, ("", None) without one."""
+    from .. import _adapter
+
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "", None
+        return torch.cuda.get_device_name(), _adapter.local_gpu_arch()
+    except Exception:
+        return "", None
+
+
+# ------------------------------------------------------------------------------------------
+# Where tasks run: the host's GPUs, or a Dask cluster. Both report to one event queue:
+# ("compiled", index, Compiled) and ("benched", index, Benched).
+# ------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
+    """Make ``device`` current in this thread: tilelab.run/bench allocate and launch there (and,
+    where they launch in a worker process, pick that device's worker)."""
+    if not use_cuda:
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(device):
+        yield
+
+
+class LocalRunner:
+    """Compile tasks in a process pool (threads for steps that cannot be pickled); one bench
+    thread per GPU, each taking the next compiled configuration."""
+
+    def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
+        self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
+        self.workers = workers or os.cpu_count() or 1
+        self._processes: ProcessPoolExecutor | None = None
+        self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
+        self._queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._alive = len(self.devices)
+        self._lost: str | None = None
+        self._lost_devices: set[int] = set()
+        self._closed = False
+        self._bench_threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
+                                                name=f"tilelab-bench-cuda:{d}") for d in self.devices]
+        for t in self._bench_threads:
+            t.start()
+
+    def compile(self, index: int, step: Callable[[], Any]) -> None:
+        blob = _dumps(step)
+        if blob is not None:
+            if self._processes is None:
+                import multiprocessing
+
+                self._processes = ProcessPoolExecutor(max_workers=self.workers,
+                                                      mp_context=multiprocessing.get_context("spawn"))
+            fut = self._processes.submit(_compile_pickled, index, blob)
+        else:
+            fut = self._threads.submit(compile_task, index, step)
+
+        def done(f: Any) -> None:
+            try:
+                value = f.result()
+            except BaseException as err:  # the pool itself failed (a compile process died)
+                value = Compiled(index, error=_short_error(err), stage="compile")
+            self.events.put(("compiled", index, value))
+
+        fut.add_done_callback(done)
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
+        with self._lock:
+            if self._alive == 0:
+                self.events.put(("benched", job.index, Benched(job.index, error=self._lost, stage="not run")))
+                return
+            if compiled is not None:
+                self._queue.put((plan, job, compiled))
+                return
+        # A baseline runs here, on the first GPU, once the configurations are done: its callable
+        # may hold tensors the notebook made on the current device.
+        device = next(d for d in self.devices if d not in self._lost_devices)
+        with _on_device(device, self.use_cuda):
+            self.events.put(("benched", job.index, bench_task(plan, job, None, device=f"cuda:{device}")))
+
+    def _serve(self, device: int) -> None:
+        label = f"cuda:{device}"
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            plan, job, compiled = item
+            with _on_device(device, self.use_cuda):
+                outcome = bench_task(plan, job, compiled, device=label)
+            self.events.put(("benched", job.index, outcome))
+            if outcome.lost:
+                self._lost_devices.add(device)
+                self._retire(outcome.lost)
+                return
+
+    def _retire(self, lost: str) -> None:
+        """A device lost its context: it takes no more work; the last one answers what is queued."""
+        with self._lock:
+            self._alive -= 1
+            self._lost = lost
+            if self._alive:
+                return
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+                if item is not None:
+                    self.events.put(("benched", item[1].index, Benched(item[1].index, error=lost, stage="not run")))
+
+    def close(self, cancel: bool = False) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if cancel:
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in self._bench_threads:
+            self._queue.put(None)
+        self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
+        if self._processes is not None:
+            self._processes.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+class DaskRunner:
+    """Compile and bench tasks on a Dask cluster, routed by the workers' declared resources."""
+
+    def __init__(self, client: Any, events: queue.Queue) -> None:
+        self.client, self.events = client, events
+        workers = client.scheduler_info()["workers"]
+        if not workers:
+            raise ValueError("the Dask client's cluster has no workers: start some (cluster.scale(n)) before sweeping")
+        declared = {name for w in workers.values() for name in (w.get("resources") or {})}
+        self.compile_resources = {"compile": 1} if "compile" in declared else None
+        self.bench_resources = {"GPU": 1} if "GPU" in declared else None
+        self.gpu_workers = [addr for addr, w in workers.items()
+                            if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
+        self.threads = {addr: int(w.get("nthreads") or 1) for addr, w in workers.items()}
+        self._futures: list[Any] = []
+
+    def probe(self) -> dict[str, tuple[str, str | None]]:
+        """(model, arch) of each worker that may take bench tasks."""
+        return self.client.run(probe_device, workers=self.gpu_workers)
+
+    def compile(self, index: int, step: Callable[[], Any]) -> Any:
+        fut = self.client.submit(compile_task, index, step, pure=False, resources=self.compile_resources,
+                                 key=f"tilelab-compile-{index}-{os.urandom(4).hex()}")
+        self._watch(fut, "compiled", index)
+        return fut
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        # ``compiled`` is the compile task's future: the artifact goes from worker to worker
+        fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
+                                 key=f"tilelab-bench-{job.index}-{os.urandom(4).hex()}")
+        self._watch(fut, "benched", job.index)
+
+    def _watch(self, fut: Any, kind: str, index: int) -> None:
+        self._futures.append(fut)
+
+        def done(f: Any) -> None:
+            try:
+                value = f.result()
+            except BaseException as err:  # the task never ran to its end (its worker died, or cancelled)
+                reason = f"the Dask task failed: {_short_error(err)}"
+                value = (Compiled(index, error=reason, stage="compile") if kind == "compiled"
+                         else Benched(index, error=reason, stage="bench"))
+            self.events.put((kind, index, value))
+
+        fut.add_done_callback(done)
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            self.client.cancel([f for f in self._futures if not f.done()])
+        self._futures = []
+
+
+# ------------------------------------------------------------------------------------------
+# Devices and their models
+# ------------------------------------------------------------------------------------------
+
+
+def local_devices(devices: str | Sequence[int], need_cuda: bool) -> list[int]:
+    """``"all"`` or a list of GPU indices -> the indices, checked against this host's GPUs."""
+    count = None
+    try:
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:  # pragma: no cover - torch is a dependency
+        count = 0
+    if isinstance(devices, str):
+        if devices != "all":
+            raise DevicesError(f'devices={devices!r}: pass "all" or a list of GPU indices such as [0, 1]')
+        if not count:
+            raise NoGpuError("devices='all': this process sees no CUDA GPU. Inspection still works without one; "
+                             "to sweep on another machine's GPUs pass client= (a Dask client)")
+        return list(range(count))
+    try:
+        indices = [int(d) for d in devices]
+    except (TypeError, ValueError):
+        raise DevicesError(f"devices={devices!r}: pass \"all\" or a list of GPU indices such as [0, 1]") from None
+    if not indices:
+        raise DevicesError("devices=[] names no GPU: pass \"all\" or a list of GPU indices such as [0, 1]")
+    if len(set(indices)) != len(indices):
+        raise DevicesError(f"devices={indices}: each GPU once (a GPU times one configuration at a time)")
+    if need_cuda:
+        if not count:
+            raise NoGpuError(f"devices={indices}: this process sees no CUDA GPU")
+        bad = [d for d in indices if not 0 <= d < count]
+        if bad:
+            raise DevicesError(f"devices={indices}: no GPU {bad} here; this process sees {count} "
+                               f"(indices 0..{count - 1}, after CUDA_VISIBLE_DEVICES)")
+    return indices
+
+
+def check_one_model(models: Mapping[str, str]) -> str:
+    """The one model name of ``{device: model}``; mixed models are refused, never averaged."""
+    names = sorted(set(models.values()))
+    if len(names) > 1:
+        listing = ", ".join(f"{d}: {m or 'no GPU'}" for d, m in models.items())
+        raise MixedDevicesError(
+            f"the sweep's GPUs are not one model ({listing}); timings of different GPUs are not comparable. "
+            "Sweep on one model at a time: devices=[...] with those of one model, or a Dask cluster whose "
+            "GPU workers (resources={'GPU': 1}) are one model")
+    return names[0] if names else ""
+
+
+# ------------------------------------------------------------------------------------------
+# The row cache (resume)
+# ------------------------------------------------------------------------------------------
+
+
+def _source_of(fn: Any) -> str:
+    fn = getattr(fn, "func", fn)  # functools.partial
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    try:
+        return name + "\n" + _pyinspect.getsource(fn)
+    except (OSError, TypeError):
+        return name
+
+
+def sweep_identity(factory: Any, *, compile_fn: Any, bench_fn: Any, check_fn: Any, ref: Any, backend: str,
+                   out_idx: Any, bench_kwargs: Mapping[str, Any], model: str, flops: Any, bytes: Any) -> str:
+    """What every row key of one sweep shares: the code that makes and measures a row, and the GPU."""
+    parts = {
+        "factory": _source_of(factory), "compile_fn": compile_fn and _source_of(compile_fn),
+        "bench_fn": bench_fn and _source_of(bench_fn), "check_fn": check_fn and _source_of(check_fn),
+        "ref": ref and _source_of(ref), "flops": flops and _source_of(flops), "bytes": bytes and _source_of(bytes),
+        "backend": backend, "out_idx": repr(out_idx), "model": model,
+        "bench": {k: repr(v) for k, v in sorted(bench_kwargs.items()) if k not in ("isolate", "timeout")},
+        "versions": _versions(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _versions() -> str:
+    from .. import __version__
+
+    try:
+        from importlib.metadata import version
+
+        tilelang = version("tilelang")
+    except Exception:
+        tilelang = "?"
+    return f"tilelab {__version__}, tilelang {tilelang}"
+
+
+def row_key(identity: str, size: Config, config: Config) -> str:
+    text = json.dumps([identity, sorted((k, repr(v)) for k, v in size.items()),
+                       sorted((k, repr(v)) for k, v in config.items())])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class RowCache:
+    """Finished rows on disk, one JSON file per key (written whole, then renamed into place)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def default(cls) -> RowCache:
+        from .._inspect import cache_dir
+
+        return cls(cache_dir() / "sweeps")
+
+    def get(self, key: str) -> SweepRow | None:
+        try:
+            return SweepRow.from_dict(json.loads((self.root / f"{key}.json").read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, row: SweepRow) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(json.dumps(dataclasses.replace(row, best=False, cached=False).to_dict(), default=str))
+            os.replace(tmp, self.root / f"{key}.json")
+        except OSError:
+            pass  # a read-only cache costs resuming, not the sweep
+
+
+# ------------------------------------------------------------------------------------------
+# Showing progress: one bar, and in a notebook the table growing as rows finish
+# ------------------------------------------------------------------------------------------
+
+
+class _LiveTable:
+    """The partial table in a notebook output that is updated in place (nothing outside a kernel)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.handle = None
+        self.last = 0.0
+        if not enabled:
+            return
+        try:
+            from IPython import get_ipython
+            from IPython.display import HTML, display
+
+            shell = get_ipython()
+            if shell is None or not hasattr(shell, "kernel"):
+                return
+            self.handle = display(HTML(""), display_id=True)
+        except Exception:
+            self.handle = None
+
+    def update(self, table: Callable[[], SweepTable], final: bool = False) -> None:
+        if self.handle is None:
+            return
+        now = time.monotonic()
+        if not final and now - self.last < LIVE_TABLE_EVERY_S:
+            return
+        self.last = now
+        from IPython.display import HTML
+
+        # the table's HTML only: its PNG plots are drawn once, for the table the cell returns
+        self.handle.update(HTML("" if final else table()._repr_html_()))
+
+
+# ------------------------------------------------------------------------------------------
+# The sweep
+# ------------------------------------------------------------------------------------------
+
+
+def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_list: list[Config], *,
+                      devices: str | Sequence[int] | None, client: Any, mode: str,
+                      flops: Callable[..., float] | None, bytes: Callable[..., float] | None,
+                      ref: Callable[..., Any] | None, baseline: Mapping[str, Callable[..., Any]] | None,
+                      workers: int | None, backend: str, out_idx: Any, bench_kwargs: Mapping[str, Any] | None,
+                      progress: bool, compile_fn: Callable[..., Any] | None, bench_fn: Callable[..., Any] | None,
+                      check_fn: Callable[..., Any] | None, name: str | None, force: bool) -> SweepTable:
+    """``tilelab.sweep`` with ``devices=`` or ``client=``; see the module doc."""
+    if devices is not None and client is not None:
+        raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
+    kwargs = dict(bench_kwargs or {})
+    kwargs.setdefault("mode", mode)
+    events: queue.Queue = queue.Queue()
+    notes: list[str] = []
+    real_gpu = bench_fn is None  # a custom bench step may need no GPU at all (the tests' fake)
+
+    runner, model, arch, where = _runner(devices, client, events, workers=workers, real_gpu=real_gpu)
+    make_step = compile_fn or (lambda f, s, c: default_compile_step(f, s, c, backend=backend, out_idx=out_idx,
+                                                                     target=arch))
+    plan = BenchPlan(bench_fn, check_fn, ref, kwargs, flops, bytes)
+    identity = sweep_identity(factory, compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, ref=ref,
+                              backend=backend, out_idx=out_idx, bench_kwargs=kwargs, model=model, flops=flops,
+                              bytes=bytes)
+    cache = RowCache.default()
+    jobs = [Job(i, tuple((k, int(v)) for k, v in s.items()), tuple(c.items()), row_key(identity, s, c))
+            for i, (s, c) in enumerate((s, c) for s in size_list for c in configs)]
+    n_base = len(baseline or {}) * len(size_list)
+    rows: dict[int, SweepRow] = {}
+    compile_s: dict[int, float | None] = {}
+    bar = _Progress(len(jobs) + n_base, f"sweeping {len(jobs)} configurations on {where}", progress)
+    live = _LiveTable(progress)
+    try:
+        counted: dict[tuple, tuple[float | None, float | None]] = {}
+        _run_jobs(factory, jobs, make_step, plan, runner, events, cache, force, rows, compile_s, bar, live, notes,
+                  name, model, counted, factory_name=getattr(factory, "__name__", ""), mode=str(kwargs["mode"]))
+        _run_baselines(baseline or {}, size_list, jobs, plan, runner, events, rows, bar, counted, notes)
+    except KeyboardInterrupt:
+        runner.close(cancel=True)
+        done = sum(1 for j in jobs if j.index in rows)
+        notes.append(f"interrupted after {done} of {len(jobs)} configurations: the same call again resumes "
+                     "from the row cache")
+        for j in jobs:
+            rows.setdefault(j.index, SweepRow(j.config, j.size, error=INTERRUPTED, stage="not run",
+                                              compile_s=compile_s.get(j.index)))
+    finally:
+        runner.close()
+        bar.close()
+    ordered = [rows[j.index] for j in jobs] + [rows[i] for i in sorted(rows) if i >= len(jobs)]
+    table = _table(ordered, name or getattr(factory, "__name__", "kernel"), str(kwargs["mode"]), model, notes,
+                   getattr(factory, "__name__", ""))
+    live.update(lambda: table, final=True)
+    if baseline and str(kwargs["mode"]) == "graph":
+        notes.append("graph mode: a baseline callable is replayed as captured, without rotating its inputs or "
+                     "flushing L2, so it may read cached data")
+        table = dataclasses.replace(table, notes=tuple(notes))
+    return table
+
+
+def _runner(devices: str | Sequence[int] | None, client: Any, events: queue.Queue, *, workers: int | None,
+            real_gpu: bool) -> tuple[LocalRunner | DaskRunner, str, str | None, str]:
+    """Where the tasks run, the one GPU model they run on, its TileLang arch, and a description."""
+    if client is not None:
+        runner = DaskRunner(client, events)
+        if not real_gpu:
+            return runner, "", None, f"Dask, {len(runner.gpu_workers)} bench workers"
+        found = runner.probe()
+        missing = [w for w, (m, _) in found.items() if not m]
+        if missing:
+            raise DevicesError(f"Dask workers {missing} would take bench tasks but see no CUDA GPU: give the GPU "
+                               "workers resources={'GPU': 1} (LocalCUDACluster(resources={'GPU': 1}), "
+                               "dask worker --resources GPU=1) so bench tasks go only there")
+        crowded = [w for w in runner.gpu_workers if runner.threads.get(w, 1) > 1]
+        if runner.bench_resources is None and crowded:
+            raise DevicesError(f"Dask workers {crowded} run several tasks at once, so two configurations could be "
+                               "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
+                               "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
+                               "GPU times one configuration at a time")
+        model = check_one_model({w: m for w, (m, _) in found.items()})
+        return runner, model, next(iter(found.values()))[1], f"Dask, {len(runner.gpu_workers)} GPU workers"
+    indices = local_devices(devices, need_cuda=real_gpu)  # type: ignore[arg-type]
+    model, arch = "", None
+    if real_gpu:
+        import torch
+
+        from .. import _adapter
+
+        model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
+        with torch.cuda.device(indices[0]):
+            arch = _adapter.local_gpu_arch()
+    runner = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
+    return runner, model, arch, ", ".join(f"cuda:{d}" for d in indices)
+
+
+def _table(rows: list[SweepRow], kernel: str, mode: str, model: str, notes: list[str], factory: str) -> SweepTable:
+    return SweepTable(kernel=kernel, rows=tuple(mark_best(rows)), mode=mode, device=model, notes=tuple(notes),
+                      factory=factory)
+
+
+def _row(job: Job, outcome: Benched, compile_s: float | None) -> SweepRow:
+    if outcome.error is not None or outcome.result is None:
+        return SweepRow(job.config, job.size, error=outcome.error or "no result", stage=outcome.stage or "bench",
+                        compile_s=compile_s, bench_s=outcome.bench_s, device=outcome.device or None, label=job.label)
+    r = outcome.result
+    return SweepRow(job.config, job.size, median_ms=r.median_ms, min_ms=r.min_ms, spread=r.spread, tflops=r.tflops,
+                    gbps=r.gbps, compile_s=compile_s, bench_s=outcome.bench_s, device=outcome.device or None,
+                    label=job.label)
+
+
+def _run_jobs(factory: Callable[..., Any], jobs: list[Job], make_step: Callable[..., Any], plan: BenchPlan,
+              runner: Any, events: queue.Queue, cache: RowCache, force: bool, rows: dict[int, SweepRow],
+              compile_s: dict[int, float | None], bar: Any, live: _LiveTable, notes: list[str], name: str | None,
+              model: str, counted: dict[tuple, tuple[float | None, float | None]], *, factory_name: str,
+              mode: str) -> None:
+    """Submit every configuration's compile task; each compiled one goes to a GPU as it arrives;
+    rows are final when benched (or failed, or taken from the cache)."""
+    by_index = {j.index: j for j in jobs}
+    compile_futures: dict[int, Any] = {}
+    pending = 0
+
+    def finish(job: Job, row: SweepRow, store: bool = True) -> None:
+        if store and (row.ok or row.stage in CACHED_FAILURES):
+            cache.put(job.key, row)  # first: a stop that lands between the two loses no measurement
+        rows[job.index] = row
+        bar.update()
+        live.update(lambda: _table([rows[i] for i in sorted(rows)], name or factory_name or "kernel", mode, model,
+                                   notes, factory_name))
+
+    for job in jobs:
+        hit = None if force else cache.get(job.key)
+        if hit is not None:
+            finish(job, dataclasses.replace(hit, cached=True), store=False)
+            continue
+        try:
+            step = make_step(factory, dict(job.size), dict(job.config))
+        except Exception as err:
+            finish(job, SweepRow(job.config, job.size, error=_short_error(err), stage="elaborate"))
+            continue
+        compile_futures[job.index] = runner.compile(job.index, step)
+        pending += 1
+    def handle(kind: str, index: int, value: Any, submit: bool = True) -> bool:
+        """One event; True when it made a row final."""
+        job = by_index[index]
+        if kind == "compiled":
+            compile_s[index] = value.compile_s
+            if value.error is None:
+                if submit:  # Dask: the bench task gets the compile task's future (worker to worker)
+                    runner.bench(plan, job, compile_futures.get(index) if isinstance(runner, DaskRunner) else value)
+                return False
+            finish(job, SweepRow(job.config, job.size, error=value.error, stage=value.stage or "compile",
+                                 compile_s=value.compile_s))
+            return True
+        for said in (value.lost, value.note):
+            if said and said not in notes:
+                notes.append(said)
+        if value.result is not None:
+            counted.setdefault(job.size, (value.result.flops, value.result.bytes))
+        finish(job, _row(job, value, compile_s.get(index)), store=value.stage != "not run")
+        return True
+
+    try:
+        while pending:
+            pending -= handle(*_next_event(events))
+    except KeyboardInterrupt:
+        while True:  # keep what finished before the stop: results already sent, not yet read
+            try:
+                handle(*events.get_nowait(), submit=False)
+            except queue.Empty:
+                break
+        raise
+
+
+def _run_baselines(baseline: Mapping[str, Callable[..., Any]], size_list: list[Config], jobs: list[Job],
+                   plan: BenchPlan, runner: Any, events: queue.Queue, rows: dict[int, SweepRow], bar: Any,
+                   counted: dict[tuple, tuple[float | None, float | None]], notes: list[str]) -> None:
+    """Each baseline at each size, on a GPU, rated with the kernels' counted work at that size."""
+    if not baseline:
+        return
+    index = len(jobs)
+    waiting: dict[int, Job] = {}
+    for label, make in baseline.items():
+        for size in size_list:
+            key_s = tuple((k, int(v)) for k, v in size.items())
+            # the kernels' counted work at this size (rate = work / time), so the rates compare
+            work: dict[str, float] = {}
+            done = [r for r in (rows.get(j.index) for j in jobs) if r is not None and r.size == key_s and r.ok]
+            measured = counted.get(key_s)
+            if measured is not None:
+                work.update({k: v for k, v in zip(("flops", "bytes"), measured) if v is not None})
+            elif done and done[0].median_ms:  # every row came from the row cache: its rates give the work back
+                if done[0].tflops:
+                    work["flops"] = done[0].tflops * 1e9 * done[0].median_ms
+                if done[0].gbps:
+                    work["bytes"] = done[0].gbps * 1e6 * done[0].median_ms
+            if plan.flops is not None:
+                work["flops"] = plan.flops(**size)
+            if plan.bytes is not None:
+                work["bytes"] = plan.bytes(**size)
+            job = Job(index, key_s, (("make", make), ("work", work)), label=label)
+            waiting[index] = job
+            runner.bench(plan, job, None)
+            index += 1
+    while waiting:
+        kind, i, value = _next_event(events)
+        job = waiting.pop(i)
+        if value.note and value.note not in notes:
+            notes.append(value.note)
+        row = _row(job, value, None)
+        rows[i] = dataclasses.replace(row, config=())
+        bar.update()
+
+
+def _next_event(events: queue.Queue) -> tuple[str, int, Any]:
+    while True:  # a short timeout keeps the stop button (KeyboardInterrupt) responsive
+        try:
+            return events.get(timeout=0.2)
+        except queue.Empty:
+            continue
