@@ -341,6 +341,7 @@ class Lowered:
     prim_func: Any
     # Backends whose launcher generation raised: the failure may not repeat (not cacheable).
     transient_failures: tuple[str, ...] = ()
+    family: str = "cuda"
 
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
@@ -444,12 +445,19 @@ class _CaptureLayouts:
         return Capture()
 
 
-def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
+def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
           pass_configs: dict[str, Any], backends: tuple[str, ...]) -> Lowered:
-    """Lower once for the device code, IR and the C++/Python launchers; cutedsl once more.
+    """Lower once for the device code, IR and the launchers of ``backends``; cutedsl once more.
 
-    Nothing here compiles device code or links host code, so no nvcc, libcuda or GPU is needed.
+    ``target`` is a :class:`tilelab.targets.Target` (or an arch name, read as one). Nothing here
+    compiles device code or links host code, so no nvcc, hipcc, Metal toolchain, libcuda or GPU is
+    needed. Each family's launchers come from TileLang's own wrappers: the ``cython`` launcher is
+    ``TLWrapper`` (``TLCUDASourceWrapper``, ``TLHIPSourceWrapper``, ``TLCPUSourceWrapper`` or
+    ``TLMetalSourceWrapper`` by target kind), ``tvm_ffi`` is TVM's host C codegen.
     """
+    from .targets import parse_target
+
+    target = parse_target(target)
     tl = tilelang()
     tvm = tl.tvm
     from tilelang.backend.module import create_backend_context
@@ -459,20 +467,26 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
     func = source.prim_func
     name = source.name
     capture = _CaptureLayouts()
+    # The execution backend only decides host codegen; lowering is the same for each of a family's.
+    lowering_backend = "tvm_ffi" if target.family in ("cuda", "hip", "metal") else "cython"
     try:
-        with tilelang_errors(name, stage="lowering"):
-            context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+        with tilelang_errors(name, stage=f"lowering for {target.name}"):
+            context = create_backend_context(target.tilelang_target(), None, lowering_backend)
             with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
                 host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
-    except LoweringError:
-        raise
+    except LoweringError as err:
+        raise _for_target(err, target) from err
     except Exception as err:
-        raise _lowering_error(err, name) from err
+        raise _for_target(_lowering_error(err, name), target) from err
 
     launchers: dict[str, LauncherSource] = {}
     scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
-    refused = {b: why for b in backends if (why := _backend_refuses(b, context.target))}
+    not_for_target = {b: f"TileLang has no {b} launcher for {target.name} ({target.family}); its launchers there: "
+                      + ", ".join(target.backends) for b in backends if b not in target.backends}
+    launchers.update({b: LauncherSource(b, None, why) for b, why in not_for_target.items()})
+    backends = tuple(b for b in backends if b not in not_for_target)
+    refused = {b: why for b in backends if (why := _backend_refuses(b, context))}
     launchers.update({b: LauncherSource(b, None, why) for b, why in refused.items()})
     backends = tuple(b for b in backends if b not in refused)
 
@@ -488,7 +502,13 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
                 text = host_codegen(ffi_host, context).inspect_source()
             launchers["tvm_ffi"] = LauncherSource("tvm_ffi", str(text), language="c")
         except Exception as err:
-            launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, _reason(err))
+            reason = _reason(err)
+            if target.family == "cpu":  # a fixed limitation, not a passing failure
+                launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, (
+                    f"TileLang 0.1.15's tvm_ffi backend cannot build C-target kernels (its host codegen fails: {reason}); "
+                    "the cython launcher runs them"))
+            else:
+                launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, reason)
 
     if "cython" in backends:
         try:
@@ -499,9 +519,24 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
             wrapper.assign_pass_configs(pass_configs)
             wrapper.assign_host_module(host_mod)
             wrapper.assign_device_module(device_mod)
-            launchers["cython"] = LauncherSource("cython", str(wrapper.wrap(device_source)), language="c++")
+            wrapped = str(wrapper.wrap(device_source))
+            # TLHIP/TLCPU/TLMetal wrappers return the device source followed by the host code.
+            text = wrapped[len(device_source):].lstrip("\n") if wrapped.startswith(device_source) and target.family != "cuda" else wrapped
+            language = {"cuda": "c++", "hip": "c++", "cpu": "c"}.get(target.family, "c++")
+            if text.strip():
+                launchers["cython"] = LauncherSource("cython", text, language=language)
+            else:
+                launchers["cython"] = LauncherSource("cython", None, (
+                    f"TileLang's {target.family} source wrapper adds no host code: its output is the device "
+                    "source unchanged (TLMetalSourceWrapper), so there is no launcher to show"))
         except Exception as err:
             launchers["cython"] = LauncherSource("cython", None, _reason(err))
+
+    if "torch" in backends:  # Metal: tilelang/jit/adapter/torch/metal.py, no generated host code
+        launchers["torch"] = LauncherSource("torch", None, (
+            "TileLang's torch backend generates no host code for Metal: it compiles the device source with "
+            "torch.mps.compile_shader and launches each kernel with threads = grid x threadgroup size and "
+            "group_size = threadgroup size (see the launch configuration)"))
 
     if "nvrtc" in backends:
         try:
@@ -516,20 +551,56 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
             launchers["nvrtc"] = LauncherSource("nvrtc", None, _reason(err))
 
     if "cutedsl" in backends:
-        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, arch, pass_configs)
+        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, target.name, pass_configs)
 
     # Every absence not decided above came from an exception while generating the text.
-    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None)
-    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient)
+    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None
+                      and b != "torch" and not (b == "tvm_ffi" and target.family == "cpu"))
+    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family)
 
 
-def _backend_refuses(backend: str, target: Any) -> str | None:
-    """TileLang's own decision that an execution backend cannot target ``target`` (its
+# Operations TileLang lowers only for some targets, recognised in its error messages: the message
+# fragment, then what to tell the user. Kept here because the messages are TileLang's.
+_TARGET_OPERATIONS = (
+    ("wgmma", "WGMMA (T.gemm on Hopper warpgroups)"),
+    ("tma", "TMA copies"),
+    ("warp_special", "warp specialization"),
+    ("cluster", "thread-block clusters"),
+    ("fragment", "register fragments (T.alloc_fragment)"),
+    ("shared.dyn", "shared memory (T.alloc_shared)"),
+    ("local_buf must be a fragment", "a T.gemm accumulator outside T.alloc_fragment"),
+    ("Unsupported gemm combination", "this T.gemm operand combination"),
+)
+
+
+def _for_target(err: LoweringError, target: Any) -> LoweringError:
+    """Say which target could not be lowered and, when TileLang's message names it, which operation."""
+    if target.family == "cuda":
+        return err
+    text = f"{err.summary}\n{err.trace}"
+    ops = [what for needle, what in _TARGET_OPERATIONS if needle in text]
+    summary = err.summary
+    if not re.search(r"[A-Za-z]{3}", summary.split("failed:", 1)[-1]):
+        # TVM's message ended with a source pointer ("|   ^"): keep the sentence that explains it.
+        checks = re.findall(r"(?:Error|Fatal): (?:Check failed: .*?: )?(.+)", err.trace)
+        if checks:
+            summary = summary.split("failed:", 1)[0] + "failed: " + checks[-1].strip()
+    why = f" (the kernel uses {ops[0]}, which TileLang 0.1.15 does not lower for {target.name} this way)" if ops else ""
+    summary = f"{summary} -- TileLang cannot lower this kernel for {target.name} ({target.description}){why}"
+    if target.family == "cpu":
+        summary += ("; a CPU kernel keeps its tiles in T.alloc_local or global buffers and uses no GPU-only "
+                    "operations (fragments, shared memory, TMA, WGMMA, warp specialization)")
+    return LoweringError(summary, kernel=err.kernel, kernel_line=err.kernel_line, trace=err.trace)
+
+
+def _backend_refuses(backend: str, context: Any) -> str | None:
+    """TileLang's own decision that an execution backend cannot target ``context.target`` (its
     ``ExecutionBackendSpec.supports_target``), as a reason; None where it can, or cannot tell."""
+    target = context.target
     try:
         from tilelang.backend.module import get_backend
 
-        module = get_backend("cutedsl" if backend == "cutedsl" else "cuda")
+        module = get_backend("cutedsl") if backend == "cutedsl" else context.module
         spec = next(s for s in module.execution_backends if s.name == backend)
         if spec.matches(target):
             return None
@@ -645,7 +716,7 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
         cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
         launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
             attrs is not None and "tirx.kernel_launch_params" in attrs) else []
-        serialised = _programmatic_serialization(
+        serialised = () if lowered.family != "cuda" else _programmatic_serialization(
             [b for b, item in lowered.launchers.items() if item.text is not None],
             pdl_sync=pdl_sync, cooperative=cooperative,
             clustered=cluster is not None and cluster != (1, 1, 1), launch_params=launch_params,
@@ -1141,18 +1212,36 @@ def _quiet_memory_cache_advice() -> None:
         log.addFilter(_drop_memory_cache_advice)
 
 
-def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_ffi",
+def default_backend(target: Any) -> str:
+    """The execution backend tilelab compiles with for ``target``: tvm_ffi, or cython for the CPU
+    (TileLang 0.1.15's tvm_ffi cannot build C-target kernels)."""
+    from .targets import parse_target
+
+    return "cython" if target is not None and parse_target(target).family == "cpu" else "tvm_ffi"
+
+
+def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
                    out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
                    args: tuple = (), kwargs: dict | None = None, force: bool = False) -> Any:
     """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel.
 
-    ``force`` compiles afresh: TileLang's kernel cache (in memory and on disk) is off for this
-    compile and restored to its previous state afterwards.
+    ``target`` is any spec :func:`tilelab.targets.parse_target` accepts (default: the local GPU,
+    else sm_90a); ``backend`` defaults to :func:`default_backend`. ``force`` compiles afresh:
+    TileLang's kernel cache (in memory and on disk) is off for this compile and restored after.
     """
+    from .targets import parse_target
+
     tl = tilelang()
     _quiet_memory_cache_advice()
     source = resolve_kernel(obj, args, kwargs)
-    arch = target or local_gpu_arch() or "sm_90a"
+    resolved = parse_target(target or local_gpu_arch() or "sm_90a")
+    backend = backend or default_backend(resolved)
+    if resolved.family == "cpu" and backend != "cython":
+        raise ValueError(f"execution backend {backend!r} cannot run target c kernels in TileLang 0.1.15; "
+                         "use backend='cython' (the default for target c)")
+    tilelang_target = resolved.tilelang_target()
+    if backend == "cutedsl":
+        tilelang_target["keys"] = ["cuda", "gpu", "cutedsl"]  # type: ignore[assignment]
     configs = {**source.pass_configs, **(pass_configs or {})}
     from tilelang.env import CacheState  # the switch itself: is_cache_enabled also reads the env var
 
@@ -1163,13 +1252,13 @@ def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_f
         return tl.compile(
             source.prim_func,
             out_idx=out_idx if out_idx is not None else source.out_idx,
-            target={"kind": "cuda", "arch": arch} if backend != "cutedsl" else
-            {"kind": "cuda", "arch": arch, "keys": ["cuda", "gpu", "cutedsl"]},
+            target=tilelang_target,
             execution_backend=backend,
             pass_configs=configs or None,
         )
     except Exception as err:
-        raise _lowering_error(err, source.name, stage="compilation") from err
+        raise _for_target(_lowering_error(err, source.name, stage=f"compilation for {resolved.name}"),
+                          resolved) from err
     finally:
         if force and was_enabled:
             tl.enable_cache()
