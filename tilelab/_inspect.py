@@ -101,7 +101,7 @@ def cache_dir() -> Path:
 
 # The engine's own sources: a report is only as current as the code that built it, and tilelab's
 # version string does not change with every edit.
-ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py")
+ENGINE_SOURCES = ("_adapter.py", "_inspect.py", "_model.py", "_tma_rules.py", "mfma.py", "targets.py")
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,6 +225,12 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     notes += _l2_notes(windows)
     kernels = _adapter.kernel_launches(lowered)
     notes += _pdl_notes(kernels)
+    mfma_records, lds_records = [], []
+    if resolved.mfma:  # read from the generated HIP itself: what the GPU will run
+        from . import mfma
+
+        mfma_records = mfma.mfma_instructions(lowered.device_source)
+        lds_records = mfma.lds_reads(lowered.device_source, mfma_records)
     left_out: list[str] = []
     layouts = _adapter.layouts(lowered, left_out=left_out)
     notes += left_out
@@ -245,6 +251,8 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         versions=(("tilelang", version), ("tilelab", TILELAB_VERSION)),
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
+        mfma=tuple(mfma_records),
+        lds_reads=tuple(lds_records),
     )
     if lowered.transient_failures:
         _cache_forget(key)  # a stale entry must not outlive this run either

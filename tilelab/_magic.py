@@ -345,7 +345,7 @@ class TileLangMagics(Magics):
         if not args.quiet:
             from .widgets.inspector import Inspector
 
-            result.inspector = Inspector(result.report, show=tabs, timing=result.timing)
+            result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing)
             self._display(result.inspector)
         return result
 
