@@ -27,7 +27,7 @@ from tilelab import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-from tilelab.render.html import SECTIONS, render_html, report_id, section_body
+from tilelab.render.html import SECTIONS, default_sections, render_html, report_id, section_body
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -220,7 +220,7 @@ def test_sources_are_complete_and_collapsible():
         assert f"{prefix}-L{len(source_lines) + 1}" not in lines
     # Sources sit in closed <details>; the section blocks exist for every inspector tab.
     assert re.search(r'<details class="tl-sub"><summary>device code \(\d+ lines\)</summary><pre', out)
-    for name in SECTIONS:
+    for name in default_sections(report):
         assert f'<details class="tl-section" id="{rid}-{name}"' in out
     assert "<script" not in out.lower()
 
@@ -313,7 +313,7 @@ def test_layouts_use_the_svg_drawing_or_fall_back_to_a_table(monkeypatch):
 
 
 def test_unknown_section_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="choose from summary, cuda, launcher, tma, wgmma, layouts, arguments"):
+    with pytest.raises(ValueError, match="choose from summary, cuda, launcher, tma, wgmma, mfma, layouts, arguments"):
         render_html(hostile_report(), sections=["nope"])
 
 

@@ -1212,6 +1212,27 @@ def _quiet_memory_cache_advice() -> None:
         log.addFilter(_drop_memory_cache_advice)
 
 
+def compiled_target_name(kernel: Any) -> str | None:
+    """The registered target name of a compiled JITKernel ("sm_90a", "c"), or None."""
+    target = getattr(kernel, "target", None)
+    if target is None or not hasattr(target, "kind"):
+        return None
+    kind = str(target.kind.name)
+    if kind == "cuda":
+        return str(target.attrs["arch"]) if "arch" in target.attrs else None
+    if kind == "hip":
+        return str(target.attrs["mcpu"]).split(":")[0] if "mcpu" in target.attrs else None
+    return kind
+
+
+def compiled_target_family(kernel: Any) -> str | None:
+    """"cuda", "hip", "metal" or "cpu" for a compiled JITKernel; None for anything else."""
+    target = getattr(kernel, "target", None)
+    if target is None or not hasattr(target, "kind") or kernel_kind(kernel) != "compiled":
+        return None
+    return {"cuda": "cuda", "hip": "hip", "metal": "metal", "c": "cpu", "llvm": "cpu"}.get(str(target.kind.name))
+
+
 def default_backend(target: Any) -> str:
     """The execution backend tilelab compiles with for ``target``: tvm_ffi, or cython for the CPU
     (TileLang 0.1.15's tvm_ffi cannot build C-target kernels)."""

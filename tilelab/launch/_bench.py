@@ -215,7 +215,7 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           min_rep: int = 10, max_rep: int = 10_000, flush_l2: bool | None = None, rotate: int | None = None,
           idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
-          seed: int | None = None, name: str | None = None, **sizes: int) -> BenchResult:
+          seed: int | None = None, name: str | None = None, target: Any = None, **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -227,9 +227,16 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
     ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
     ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
+    ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
+    from . import _cpu
+
+    if _cpu.wants_cpu(kernel, target):
+        return _cpu.bench(kernel, args, mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms,
+                          min_rep=min_rep, max_rep=max_rep, backend=backend, out_idx=out_idx, outputs=outputs,
+                          seed=seed, name=name, sizes=sizes)
     if rep_ms is None:
         rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
     torch = require_gpu()

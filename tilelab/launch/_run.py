@@ -17,7 +17,8 @@ from ._inputs import Param
 from .models import RunResult
 
 NO_GPU_MESSAGE = (
-    "no CUDA GPU is visible to this Python process, so tilelab cannot launch or time kernels here. "
+    "no CUDA GPU is visible to this Python process, so tilelab cannot launch or time CUDA kernels here "
+    "(a kernel written for the CPU launches with target=\"c\"). "
     "Inspection still works without one: tilelab.inspect(kernel) and the %%tilelang magic show the "
     "generated CUDA, launchers, TMA descriptors, WGMMA instructions and layouts."
 )
@@ -245,7 +246,7 @@ def prepare_kernel(kernel: Any, *, backend: str | None = None, out_idx: int | li
                                                pass_configs=pass_configs)
     else:
         idx = [out_idx] if isinstance(out_idx, int) else out_idx
-        compiled = _adapter.compile_kernel(kernel, backend=backend or "tvm_ffi", target=target, out_idx=idx,
+        compiled = _adapter.compile_kernel(kernel, backend=backend, target=target, out_idx=idx,
                                            pass_configs=pass_configs, args=tuple(args), kwargs=kwargs)
     source = _adapter.resolve_kernel(compiled)
     params = _inputs.params_from_arguments(_adapter.arguments(source, source.out_idx))
@@ -327,7 +328,7 @@ def _poisoned_launch(torch: Any, prepared: Prepared, args: list[Any], bound: dic
 def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = None,
         tolerance: float | None = None, backend: str | None = None, out_idx: int | list[int] | None = None,
         outputs: Sequence[str] | None = None, seed: int | None = None, ref_dtype: Any = None,
-        worst: int = 5, **sizes: int) -> RunResult:
+        worst: int = 5, target: Any = None, **sizes: int) -> RunResult:
     """Launch ``kernel`` once on the GPU and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -340,7 +341,15 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     (upcast to float64, integers too where exact, or ``ref_dtype``), each output is compared by
     relative error norm against ``tolerance``, by default :func:`tilelab.launch.tolerance_for`
     of the output's dtype, the inputs' dtypes and the reduction length K of a GEMM-shaped kernel.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
+    (``tilelab.launch._cpu``); AMD and Apple targets are inspect-only and refused with a reason.
     """
+    from . import _cpu
+
+    if _cpu.wants_cpu(kernel, target):
+        return _cpu.run(kernel, tensors_or_shapes, ref=ref, tolerance=tolerance, backend=backend, out_idx=out_idx,
+                        outputs=outputs, seed=seed, ref_dtype=ref_dtype, worst=worst, sizes=sizes)
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     try:
