@@ -16,11 +16,14 @@ from ._model import (
     L2Window,
     LauncherSource,
     Layout,
+    LdsRead,
+    MfmaInstruction,
     Sources,
     TmaDescriptor,
     WgmmaInstruction,
     WgmmaOperand,
 )
+from .targets import Target, parse_target
 
 __version__ = "0.1.0"
 
@@ -62,7 +65,10 @@ __all__ = [
     "L2Window",
     "LauncherSource",
     "Layout",
+    "LdsRead",
+    "MfmaInstruction",
     "Sources",
+    "Target",
     "TmaDescriptor",
     "WgmmaInstruction",
     "WgmmaOperand",
@@ -70,6 +76,7 @@ __all__ = [
     "has_gpu",
     "inspect",
     "load_ipython_extension",
+    "parse_target",
     "run",
     "sweep",
     "swizzle_explorer",

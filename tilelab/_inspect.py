@@ -231,6 +231,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
 
         mfma_records = mfma.mfma_instructions(lowered.device_source)
         lds_records = mfma.lds_reads(lowered.device_source, mfma_records)
+        mfma_records = mfma.with_lds_sources(mfma_records, lds_records)
     left_out: list[str] = []
     layouts = _adapter.layouts(lowered, left_out=left_out)
     notes += left_out

@@ -574,7 +574,7 @@ class TileLangMagics(Magics):
                 rep_ms: float | None, refusal: str | None, arch: str | None, out_idx: list[int] | None,
                 pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict) -> list[Any]:
         if refusal is not None:
-            print(f"%%tilelang: --run/--bench were skipped: {refusal}. Inspection still works "
+            print(f"%%tilelang: --run/--bench were skipped: {refusal}; inspection still works "
                   "(the inspector below shows what TileLang generated for the target).")
             return []
         from . import _adapter

@@ -421,6 +421,8 @@ class MfmaInstruction:
     count: int = 1  # call sites in the device code issuing this exact form
     kernel: str | None = None
     lines: tuple[int, ...] = ()  # 1-based lines of the device source
+    a_lds: str | None = None  # the LDS buffer the A operand's registers are loaded from
+    b_lds: str | None = None
 
     @property
     def shape(self) -> str:

@@ -356,3 +356,12 @@ def lds_reads(source: str, instructions: list[Any]) -> list[Any]:
                     expression=r["expression"], byte_addresses=r["byte_addresses"], phase_clocks=r["phase_clocks"],
                     loop_variables=r["loop_variables"], line=r["line"], kernel=r["kernel"])
             for r in lds_operand_reads(source, operands)]
+
+
+def with_lds_sources(instructions: list[Any], reads: list[Any]) -> list[Any]:
+    """Each instruction with the LDS buffers its A and B registers are loaded from."""
+    import dataclasses
+
+    source = {(r.kernel, r.destination): r.buffer for r in reads}
+    return [dataclasses.replace(i, a_lds=source.get((i.kernel, i.a_operand)), b_lds=source.get((i.kernel, i.b_operand)))
+            for i in instructions]

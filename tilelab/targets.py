@@ -124,7 +124,7 @@ REGISTRY: tuple[Target, ...] = (
            tilelang_kind="metal", launch=INSPECT_ONLY, backends=("torch", "tvm_ffi", "cython"),
            source_language="metal"),
     Target(name="c", family="cpu", description="the host CPU, through C source", tilelang_kind="c",
-           launch=LAUNCH_CPU, backends=("cython",), source_language="c"),
+           launch=LAUNCH_CPU, backends=("cython", "tvm_ffi"), source_language="c"),
 )
 
 DEFAULT_CUDA = "sm_90a"

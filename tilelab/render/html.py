@@ -614,9 +614,10 @@ def mfma_html(report: KernelReport) -> str:
     for m in report.mfma:
         where = ", ".join(f'<a href="#{rid}-cuda-L{n}">L{n}</a>' for n in m.lines)
         rows.append([m.kernel or "-", m.intrinsic, m.variant, m.shape, m.a_dtype, m.b_dtype, m.accum_dtype,
-                     m.a_operand, m.b_operand, m.accumulator, m.count, where])
-    out = [_table(["kernel", "intrinsic", "variant", "M\u00d7N\u00d7K", "A dtype", "B dtype", "accum", "A operand",
-                   "B operand", "accumulator", "call sites", "in HIP"], rows, numeric=(10,), raw=(11,))]
+                     m.a_operand + (f" \u2190 {m.a_lds}" if m.a_lds else ""),
+                     m.b_operand + (f" \u2190 {m.b_lds}" if m.b_lds else ""), m.accumulator, m.count, where])
+    out = [_table(["kernel", "intrinsic", "variant", "M\u00d7N\u00d7K", "A dtype", "B dtype", "accum", "A operand (\u2190 LDS)",
+                   "B operand (\u2190 LDS)", "accumulator", "call sites", "in HIP"], rows, numeric=(10,), raw=(11,))]
     out.append("<p>What each of the 64 lanes of a wavefront holds (AMD CDNA3 ISA, MFMA register layouts):</p>")
     lane_rows = []
     for m in report.mfma:
