@@ -18,7 +18,8 @@ from typing import Any
 
 from ._errors import TargetError
 
-__all__ = ["Target", "REGISTRY", "FAMILIES", "parse_target", "accepted_names", "DEFAULT_CUDA"]
+__all__ = ["Target", "REGISTRY", "FAMILIES", "TargetComparison", "compare_reports", "parse_target", "accepted_names",
+           "DEFAULT_CUDA"]
 
 FAMILIES = ("cuda", "hip", "metal", "cpu")
 
@@ -63,8 +64,7 @@ class Target:
     @property
     def shared_memory_name(self) -> str:
         """What the family calls a block's on-chip scratch memory."""
-        return {"hip": "LDS", "metal": "threadgroup memory", "cpu": "stack/heap buffers"}.get(self.family,
-                                                                                             "shared memory")
+        return {"hip": "LDS", "metal": "threadgroup memory", "cpu": "local arrays"}.get(self.family, "shared memory")
 
     def not_applicable(self, feature: str) -> str:
         """Why a CUDA-only inspector section (``tma``, ``wgmma``, ``l2``) shows nothing here."""
@@ -214,3 +214,83 @@ def launch_refusal(target: Target, *, has_cuda_gpu: bool) -> str | None:
     return (f"{target.name} ({target.description}) is inspect-only in tilelab: it has no launch path for "
             f"{target.family.upper() if target.family == 'hip' else target.family.capitalize()} GPUs "
             "(none was available to test one on). Inspect the kernel, or launch it on the CPU with target \"c\"")
+
+
+# --------------------------------------------------------------------------------------------
+# One kernel, several targets, side by side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetComparison:
+    """The facts of several reports of one kernel, one column per target (rows: label, values)."""
+
+    targets: tuple[str, ...]
+    rows: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"targets": list(self.targets), "rows": [[label, list(values)] for label, values in self.rows]}
+
+    def __repr__(self) -> str:
+        width = max(len(label) for label, _ in self.rows) if self.rows else 0
+        lines = [" " * width + "  " + " | ".join(self.targets)]
+        lines += [f"{label:<{width}}  " + " | ".join(values) for label, values in self.rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from .render.html import comparison_html
+
+        return comparison_html(self)
+
+
+def compare_reports(reports: Any) -> TargetComparison:
+    """What TileLang generated for each target: launch shape, on-chip memory, matrix instructions,
+    TMA, launchers and whether tilelab can launch it here. ``reports`` are KernelReports."""
+    reports = list(reports)
+    targets = [parse_target(r.target) for r in reports]
+
+    def per(fn: Any) -> tuple[str, ...]:
+        return tuple(str(fn(r, t)) for r, t in zip(reports, targets))
+
+    def launch_shape(r: Any, t: Target) -> str:
+        if t.family == "cpu":
+            return "no threads: the tile grid is the C function's loop nest"
+        return "; ".join(f"grid {'x'.join(map(str, k.grid))}, {k.threads_per_block} threads" for k in r.kernels)
+
+    def matrix(r: Any, t: Target) -> str:
+        if r.wgmma:
+            return ", ".join(f"WGMMA {w.instruction} x{w.count}" for w in r.wgmma)
+        if r.mfma:
+            return ", ".join(f"MFMA {m.shape} {m.a_dtype} -> {m.accum_dtype} x{m.count}" for m in r.mfma)
+        if t.family == "cpu":
+            return "none: T.gemm is a scalar loop nest"
+        return "none"
+
+    def tma(r: Any, t: Target) -> str:
+        return str(len(r.tma_descriptors)) if t.tma else "does not apply"
+
+    def lds(r: Any, t: Target) -> str:
+        if not r.lds_reads:
+            return "-"
+        worst = max(x.conflict_degree for x in r.lds_reads)
+        return "none" if worst <= 1 else f"worst {worst:g}-way (CDNA model)"
+
+    def launchers(r: Any, t: Target) -> str:
+        return ", ".join(item.backend for item in r.sources.launchers if item.text is not None) or "none"
+
+    rows = (
+        ("target", per(lambda r, t: f"{t.name}: {t.description}")),
+        ("device code", per(lambda r, t: f"{ {'cuda': 'CUDA', 'hip': 'HIP', 'metal': 'Metal', 'cpu': 'C'}[t.family]}, "
+                                         f"{r.sources.device.count(chr(10)) + 1} lines")),
+        ("launch", per(launch_shape)),
+        ("on-chip tile memory", per(lambda r, t: (
+            f"{t.shared_memory_name}: " + ", ".join(f"{k.dynamic_shared_memory_bytes} B" for k in r.kernels))
+            if t.family != "cpu" else "none: the tiles are local arrays (T.alloc_local)")),
+        ("matrix instructions", per(matrix)),
+        ("TMA descriptors", per(tma)),
+        ("LDS bank conflicts", per(lds)),
+        ("launchers generated", per(launchers)),
+        ("launch here", per(lambda r, t: {"cpu": "yes, on the CPU", "cuda-gpu": "on a CUDA GPU"}.get(
+            t.launch, "inspect only"))),
+    )
+    return TargetComparison(tuple(t.name for t in targets), rows)

@@ -656,6 +656,12 @@ def _bank_strip(read: Any) -> str:
             "bank of each lane</summary>" + _table(["phase", "clocks", "first bank per lane"], rows) + "</details>")
 
 
+def comparison_html(comparison: Any) -> str:
+    """A :class:`tilelab.targets.TargetComparison` as one table, a column per target."""
+    rows = [[label, *values] for label, values in comparison.rows]
+    return wrap(_table(["", *comparison.targets], rows))
+
+
 _SECTION_BODIES = {
     "summary": summary_html, "cuda": cuda_html, "launcher": launcher_html, "tma": tma_html,
     "wgmma": wgmma_html, "mfma": mfma_html, "layouts": layouts_html, "arguments": arguments_html,
@@ -729,6 +735,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 
 __all__ = [
-    "SECTIONS", "default_sections", "encode_spans", "launch_links", "mfma_html", "esc", "launcher_html", "render_html", "render_section", "report_id",
+    "SECTIONS", "comparison_html", "default_sections", "encode_spans", "launch_links", "mfma_html", "esc", "launcher_html", "render_html", "render_section", "report_id",
     "section_body", "section_title", "tma_links",
 ]
