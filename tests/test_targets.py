@@ -303,6 +303,18 @@ def test_metal_source_launchers_and_threadgroup_memory():
     from tilelab.render.html import summary_html
 
     assert "dynamic threadgroup memory" in summary_html(report)
+    # TileLang's metal target declares 32 KiB of threadgroup memory per threadgroup: two stages of
+    # a 128x32 and a 32x128 fp16 tile fit exactly (2 x 16384 B); three stages do not, and the
+    # report says so.
+    from gemm import matmul  # examples/gemm.py: 3 stages
+    from tilelang import tvm
+
+    limit = int(tvm.target.Target({"kind": "metal"}).attrs["max_shared_memory_per_block"])
+    assert kernel.dynamic_shared_memory_bytes == 2 * (128 * 32 + 32 * 128) * 2 == limit
+    assert not any("per block" in n for n in report.notes)
+    big = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32, threads=256, raster=0), target="metal")
+    assert big.kernels[0].dynamic_shared_memory_bytes == 3 * (128 * 32 + 32 * 128) * 2 > limit
+    assert any(f"allows {limit} B per block" in n and "threadgroup memory" in n for n in big.notes)
 
 
 def test_metal_names_what_tilelang_cannot_lower():

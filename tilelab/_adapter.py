@@ -342,6 +342,8 @@ class Lowered:
     # Backends whose launcher generation raised: the failure may not repeat (not cacheable).
     transient_failures: tuple[str, ...] = ()
     family: str = "cuda"
+    # Per-block limits TileLang's target declares (Metal's threadgroup memory and threads).
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
@@ -556,7 +558,10 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     # Every absence not decided above came from an exception while generating the text.
     transient = tuple(b for b in backends if b in launchers and launchers[b].text is None
                       and b != "torch" and not (b == "tvm_ffi" and target.family == "cpu"))
-    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family)
+    limits = {key: int(context.target.attrs[key]) for key in ("max_shared_memory_per_block", "max_threads_per_block")
+              if key in context.target.attrs and target.family != "cuda"}
+    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family,
+                   limits)
 
 
 # Operations TileLang lowers only for some targets, recognised in its error messages: the message
@@ -591,6 +596,22 @@ def _for_target(err: LoweringError, target: Any) -> LoweringError:
         summary += ("; a CPU kernel keeps its tiles in T.alloc_local or global buffers and uses no GPU-only "
                     "operations (fragments, shared memory, TMA, WGMMA, warp specialization)")
     return LoweringError(summary, kernel=err.kernel, kernel_line=err.kernel_line, trace=err.trace)
+
+
+def limit_notes(lowered: Lowered, kernels: list[DeviceKernel], target: Any) -> list[str]:
+    """Kernels that ask for more than the per-block limits TileLang's target declares."""
+    notes = []
+    smem = lowered.limits.get("max_shared_memory_per_block")
+    threads = lowered.limits.get("max_threads_per_block")
+    for k in kernels:
+        if smem and isinstance(k.dynamic_shared_memory_bytes, int) and k.dynamic_shared_memory_bytes > smem:
+            notes.append(f"{k.name} asks for {k.dynamic_shared_memory_bytes} B of {target.shared_memory_name}; "
+                         f"TileLang's {target.name} target allows {smem} B per block: a launch would fail. "
+                         "Use smaller tiles or fewer pipeline stages")
+        if threads and isinstance(k.threads_per_block, int) and k.threads_per_block > threads:
+            notes.append(f"{k.name} runs {k.threads_per_block} threads per block; TileLang's {target.name} target "
+                         f"allows {threads}")
+    return notes
 
 
 def _backend_refuses(backend: str, context: Any) -> str | None:

@@ -225,6 +225,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     notes += _l2_notes(windows)
     kernels = _adapter.kernel_launches(lowered)
     notes += _pdl_notes(kernels)
+    notes += _adapter.limit_notes(lowered, kernels, resolved)
     mfma_records, lds_records = [], []
     if resolved.mfma:  # read from the generated HIP itself: what the GPU will run
         from . import mfma

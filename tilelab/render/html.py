@@ -628,7 +628,8 @@ def mfma_html(report: KernelReport) -> str:
         out.append("<p>LDS reads that fill the operand registers, per 64-lane wavefront. Model: 32 banks &times; "
                    "4 bytes; a read of W bytes per lane is served 128/W lanes at a time (W &le; 4: 32 lanes); "
                    "each phase takes as many clocks as the most distinct 4-byte words one bank delivers. "
-                   "The Layouts section draws each buffer&rsquo;s layout.</p>")
+                   "The Layouts section draws each LDS buffer&rsquo;s layout; its bank colours hold on CDNA too "
+                   "(the same 32 banks of 4 bytes).</p>")
         lds_rows = []
         for r in report.lds_reads:
             verdict = "conflict-free" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"
