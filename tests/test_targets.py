@@ -364,6 +364,17 @@ def test_a_hopper_kernel_on_the_cpu_names_the_operation():
         tilelab.run(matmul(256, 256, 256, 128, 128, 32), target="c")
 
 
+def test_c_that_the_host_compiler_rejects_is_named_as_tilelangs(capfd):
+    import tilelang.language as T
+
+    with pytest.raises(LoweringError) as info:
+        tilelab.run(tk.gemm_cpu(dtype=T.float16), target="c")
+    text = str(info.value)
+    assert "host C++ compiler rejects the code it generated" in text and "first error:" in text
+    assert "float32" in text and "Compilation Failed" in info.value.trace
+    assert "error:" not in capfd.readouterr().err  # the compiler's output stays in the trace
+
+
 def test_run_on_the_cpu_checks_against_the_reference():
     import torch
 

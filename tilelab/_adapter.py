@@ -583,6 +583,15 @@ def _for_target(err: LoweringError, target: Any) -> LoweringError:
     if target.family == "cuda":
         return err
     text = f"{err.summary}\n{err.trace}"
+    if "Compilation Failed" in text:
+        # TileLang lowered the kernel, but the host compiler rejects the C it generated
+        first = re.search(r"error: (.+)", text)
+        why = f" (first error: {first.group(1).strip()})" if first else ""
+        return LoweringError(
+            f"TileLang 0.1.15 lowered {err.kernel or 'the kernel'} for {target.name}, but the host C++ compiler "
+            f"rejects the code it generated{why}. This is a limitation of TileLang's {target.name} code generator; "
+            "on the CPU, float32 data avoids the fp16 vector conversions it cannot emit",
+            kernel=err.kernel, kernel_line=None, trace=err.trace)
     ops = [what for needle, what in _TARGET_OPERATIONS if needle in text]
     summary = err.summary
     if not re.search(r"[A-Za-z]{3}", summary.split("failed:", 1)[-1]):
@@ -621,7 +630,7 @@ def _backend_refuses(backend: str, context: Any) -> str | None:
     try:
         from tilelang.backend.module import get_backend
 
-        module = get_backend("cutedsl") if backend == "cutedsl" else context.module
+        module = get_backend("cutedsl" if backend == "cutedsl" else context.module.name)
         spec = next(s for s in module.execution_backends if s.name == backend)
         if spec.matches(target):
             return None
@@ -1254,6 +1263,30 @@ def compiled_target_family(kernel: Any) -> str | None:
     return {"cuda": "cuda", "hip": "hip", "metal": "metal", "c": "cpu", "llvm": "cpu"}.get(str(target.kind.name))
 
 
+@contextlib.contextmanager
+def _host_compiler_output(sink: list[str], active: bool):
+    """Keep the host compiler's diagnostics (TileLang 0.1.15 lets g++ write straight to file
+    descriptor 2 when a CPU kernel fails to build) out of the user's stderr, into ``sink``."""
+    if not active:
+        yield
+        return
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            sink.append(capture.read().decode("utf-8", errors="replace"))
+
+
 def default_backend(target: Any) -> str:
     """The execution backend tilelab compiles with for ``target``: tvm_ffi, or cython for the CPU
     (TileLang 0.1.15's tvm_ffi cannot build C-target kernels)."""
@@ -1290,17 +1323,24 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
     was_enabled = CacheState.is_enabled()
     if force:
         tl.disable_cache()
+    compiler_output: list[str] = []
     try:
-        return tl.compile(
-            source.prim_func,
-            out_idx=out_idx if out_idx is not None else source.out_idx,
-            target=tilelang_target,
-            execution_backend=backend,
-            pass_configs=configs or None,
-        )
+        with tilelang_errors(source.name, stage=f"compilation for {resolved.name}"), \
+                _host_compiler_output(compiler_output, resolved.family == "cpu"):
+            return tl.compile(
+                source.prim_func,
+                out_idx=out_idx if out_idx is not None else source.out_idx,
+                target=tilelang_target,
+                execution_backend=backend,
+                pass_configs=configs or None,
+            )
+    except LoweringError as err:
+        err.trace += "".join(compiler_output)
+        raise _for_target(err, resolved) from err
     except Exception as err:
-        raise _for_target(_lowering_error(err, source.name, stage=f"compilation for {resolved.name}"),
-                          resolved) from err
+        error = _lowering_error(err, source.name, stage=f"compilation for {resolved.name}")
+        error.trace += "".join(compiler_output)
+        raise _for_target(error, resolved) from err
     finally:
         if force and was_enabled:
             tl.enable_cache()
