@@ -483,6 +483,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
         raise _for_target(_lowering_error(err, name), target) from err
 
     launchers: dict[str, LauncherSource] = {}
+    decided: set[str] = set()  # absences that are TileLang's design, not a passing failure
     scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
     not_for_target = {b: f"TileLang has no {b} launcher for {target.name} ({target.family}); its launchers there: "
                       + ", ".join(target.backends) for b in backends if b not in target.backends}
@@ -506,6 +507,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
         except Exception as err:
             reason = _reason(err)
             if target.family == "cpu":  # a fixed limitation, not a passing failure
+                decided.add("tvm_ffi")
                 launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, (
                     f"TileLang 0.1.15's tvm_ffi backend cannot build C-target kernels (its host codegen fails: {reason}); "
                     "the cython launcher runs them"))
@@ -528,6 +530,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
             if text.strip():
                 launchers["cython"] = LauncherSource("cython", text, language=language)
             else:
+                decided.add("cython")
                 launchers["cython"] = LauncherSource("cython", None, (
                     f"TileLang's {target.family} source wrapper adds no host code: its output is the device "
                     "source unchanged (TLMetalSourceWrapper), so there is no launcher to show"))
@@ -535,6 +538,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
             launchers["cython"] = LauncherSource("cython", None, _reason(err))
 
     if "torch" in backends:  # Metal: tilelang/jit/adapter/torch/metal.py, no generated host code
+        decided.add("torch")
         launchers["torch"] = LauncherSource("torch", None, (
             "TileLang's torch backend generates no host code for Metal: it compiles the device source with "
             "torch.mps.compile_shader and launches each kernel with threads = grid x threadgroup size and "
@@ -556,8 +560,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
         launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, target.name, pass_configs)
 
     # Every absence not decided above came from an exception while generating the text.
-    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None
-                      and b != "torch" and not (b == "tvm_ffi" and target.family == "cpu"))
+    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None and b not in decided)
     limits = {key: int(context.target.attrs[key]) for key in ("max_shared_memory_per_block", "max_threads_per_block")
               if key in context.target.attrs and target.family != "cuda"}
     return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family,
