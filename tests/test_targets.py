@@ -203,6 +203,40 @@ def test_a_flash_attention_forward_lowers_for_hip_with_two_mfma_products():
     assert src.count("__builtin_amdgcn_mfma") == sum(m.count for m in report.mfma)
 
 
+@pytest.mark.parametrize("dtype, intrinsic, width", [
+    ("bfloat16", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k", 8),
+    ("float8_e4m3fn", "__builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8", 8),
+    ("int8", "__builtin_amdgcn_mfma_i32_16x16x32_i8", 8),
+    ("float32", "__builtin_amdgcn_mfma_f32_16x16x4f32", 4),
+])
+def test_mfma_forms_per_dtype_with_their_lds_operand_reads(dtype, intrinsic, width):
+    import tilelang.language as T
+
+    dt = getattr(T, dtype)
+    acc = T.int32 if dtype == "int8" else T.float32
+
+    @T.prim_func
+    def nt_gemm(A: T.Tensor((256, 256), dt), B: T.Tensor((256, 256), dt), C: T.Tensor((256, 256), acc)):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), dt)
+            B_s = T.alloc_shared((128, 64), dt)
+            C_l = T.alloc_fragment((128, 128), acc)
+            T.clear(C_l)
+            for k in T.Pipelined(4, num_stages=1):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[bx * 128, k * 64], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    report = tilelab.inspect(nt_gemm, target="gfx942")
+    (form,) = report.mfma
+    assert form.intrinsic == intrinsic and re.search(rf"{intrinsic}\(", report.sources.device)
+    assert (form.a_lds, form.b_lds) == ("B_s", "A_s")
+    lines = report.sources.device.split("\n")
+    for read in report.lds_reads:
+        assert read.width_bytes == width and read.buffer in lines[read.line - 1]
+
+
 @pytest.mark.parametrize("arch", ["gfx90a", "gfx950"])
 def test_other_cdna_archs_lower_and_name_their_arch(arch):
     report = tilelab.inspect(tk.scale_add(), target=arch)

@@ -216,9 +216,19 @@ def mfma_calls(source: str) -> list[dict[str, Any]]:
 # The vector types a HIP LDS access moves, in bytes.
 _WIDTHS = {"uint4": 16, "int4": 16, "float4": 16, "uint2": 8, "int2": 8, "float2": 8, "uint1": 4, "uint": 4,
            "int": 4, "float": 4, "half_t": 2, "half": 2, "bfloat16_t": 2, "short": 2, "uchar": 1, "int8_t": 1,
-           "char": 1, "float16x4": 8, "bfloat16x4": 8, "float16x8": 16, "fp8_e4_t": 1, "fp8_e5_t": 1}
+           "char": 1, "float16x4": 8, "bfloat16x4": 8, "float16x8": 16, "fp8_e4_t": 1, "fp8_e5_t": 1,
+           "long": 8, "int64_t": 8}
 _ELEMENT_BYTES = {"half_t": 2, "bfloat16_t": 2, "float": 4, "int8_t": 1, "fp8_e4_t": 1, "fp8_e5_t": 1,
-                  "double": 8, "int": 4, "uint8_t": 1}
+                  "double": 8, "int": 4, "uint8_t": 1, "signed char": 1, "char": 1, "unsigned char": 1,
+                  "uchar": 1}
+
+
+def access_width(type_name: str) -> int:
+    """Bytes one lane moves with a HIP access of ``type_name`` (0 when unknown)."""
+    if type_name in _WIDTHS:
+        return _WIDTHS[type_name]
+    packed = re.fullmatch(r"fp8_e[45]_(\d+)_t", type_name)  # TileLang's packed fp8 vectors
+    return int(packed.group(1)) if packed else _ELEMENT_BYTES.get(type_name, 0)
 
 
 def shared_buffers(source: str) -> dict[str, int]:
@@ -232,9 +242,10 @@ def shared_buffers(source: str) -> dict[str, int]:
 
 _LOOP = re.compile(r"for \(int (\w+) = 0; \1 < (\d+); \+\+\1\)")
 # *(uint2*)(A_local + (i * 4)) = *(uint2*)(((half_t*)A_shared) + (EXPR));
-_VECTOR_READ = re.compile(r"^\s*\*\((\w+)\*\)\((\w+) \+ .*?\)\s*=\s*\*\((\w+)\*\)\(\(\((\w+)\*\)(\w+)\) \+ (.+)\);\s*$")
+_VECTOR_READ = re.compile(
+    r"^\s*\*\((\w+)\*\)\((\w+) \+ .*?\)\s*=\s*\*\((\w+)\*\)\(\(\(([\w ]+?)\*\)(\w+)\) \+ (.+)\);\s*$")
 # B_local[(j * 4) + local_id] = ((half_t*)B_shared)[EXPR];
-_SCALAR_READ = re.compile(r"^\s*(\w+)\[.*?\]\s*=\s*\(\((\w+)\*\)(\w+)\)\[(.+)\];\s*$")
+_SCALAR_READ = re.compile(r"^\s*(\w+)\[.*?\]\s*=\s*\(\(([\w ]+?)\*\)(\w+)\)\[(.+)\];\s*$")
 
 
 def _python_expr(c_expr: str) -> str:
@@ -264,7 +275,7 @@ def lds_operand_reads(source: str, operand_buffers: set[str]) -> list[dict[str, 
         loop = _LOOP.search(line)
         match = _VECTOR_READ.match(line)
         if match and match.group(2) in operand_buffers and match.group(5) in shared:
-            width, dest, element, buffer, expr = (_WIDTHS.get(match.group(1), 0), match.group(2),
+            width, dest, element, buffer, expr = (access_width(match.group(1)), match.group(2),
                                                   match.group(4), match.group(5), match.group(6))
         else:
             scalar = _SCALAR_READ.match(line)
