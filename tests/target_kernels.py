@@ -126,3 +126,34 @@ def attention_forward(batch=1, heads=2, seq=256, dim=64, block_M=64, block_N=64,
             T.copy(acc, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return attention
+
+
+def half_copy(N=256):
+    """Copies only the first half of A into B: the second half of B is never written."""
+
+    @T.prim_func
+    def half_copy(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(1) as _:
+            for i in T.serial(N // 2):
+                B[i] = A[i]
+
+    return half_copy
+
+
+def nt_gemm(dtype, accum):
+    """C = A B^T on 128x128 tiles, K staged 64 at a time (for the per-dtype MFMA tests)."""
+
+    @T.prim_func
+    def nt_gemm(A: T.Tensor((256, 256), dtype), B: T.Tensor((256, 256), dtype), C: T.Tensor((256, 256), accum)):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), dtype)
+            B_s = T.alloc_shared((128, 64), dtype)
+            C_l = T.alloc_fragment((128, 128), accum)
+            T.clear(C_l)
+            for k in T.Pipelined(4, num_stages=1):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[bx * 128, k * 64], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    return nt_gemm

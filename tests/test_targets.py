@@ -212,23 +212,8 @@ def test_a_flash_attention_forward_lowers_for_hip_with_two_mfma_products():
 def test_mfma_forms_per_dtype_with_their_lds_operand_reads(dtype, intrinsic, width):
     import tilelang.language as T
 
-    dt = getattr(T, dtype)
     acc = T.int32 if dtype == "int8" else T.float32
-
-    @T.prim_func
-    def nt_gemm(A: T.Tensor((256, 256), dt), B: T.Tensor((256, 256), dt), C: T.Tensor((256, 256), acc)):
-        with T.Kernel(2, 2, threads=256) as (bx, by):
-            A_s = T.alloc_shared((128, 64), dt)
-            B_s = T.alloc_shared((128, 64), dt)
-            C_l = T.alloc_fragment((128, 128), acc)
-            T.clear(C_l)
-            for k in T.Pipelined(4, num_stages=1):
-                T.copy(A[by * 128, k * 64], A_s)
-                T.copy(B[bx * 128, k * 64], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * 128, bx * 128])
-
-    report = tilelab.inspect(nt_gemm, target="gfx942")
+    report = tilelab.inspect(tk.nt_gemm(getattr(T, dtype), acc), target="gfx942")
     (form,) = report.mfma
     assert form.intrinsic == intrinsic and re.search(rf"{intrinsic}\(", report.sources.device)
     assert (form.a_lds, form.b_lds) == ("B_s", "A_s")
@@ -425,15 +410,7 @@ def test_run_on_the_cpu_checks_against_the_reference():
 
 
 def test_unwritten_outputs_are_found_on_the_cpu():
-    import tilelang.language as T
-
-    @T.prim_func
-    def half_copy(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
-        with T.Kernel(1) as _:
-            for i in T.serial(128):
-                B[i] = A[i]
-
-    result = tilelab.run(half_copy, target="c", ref=lambda a: a)
+    result = tilelab.run(tk.half_copy(), target="c", ref=lambda a: a)
     (check,) = result.outputs
     assert not result.passed and check.unwritten == 128 and check.first_unwritten == (128,)
 

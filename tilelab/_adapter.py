@@ -472,7 +472,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     # The execution backend only decides host codegen; lowering is the same for each of a family's.
     lowering_backend = "tvm_ffi" if target.family in ("cuda", "hip", "metal") else "cython"
     try:
-        with tilelang_errors(name, stage=f"lowering for {target.name}"):
+        with tilelang_errors(name, stage="lowering" if target.family == "cuda" else f"lowering for {target.name}"):
             context = create_backend_context(target.tilelang_target(), None, lowering_backend)
             with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
                 host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
@@ -1327,8 +1327,9 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
     if force:
         tl.disable_cache()
     compiler_output: list[str] = []
+    stage = "compilation" if resolved.family == "cuda" else f"compilation for {resolved.name}"
     try:
-        with tilelang_errors(source.name, stage=f"compilation for {resolved.name}"), \
+        with tilelang_errors(source.name, stage=stage), \
                 _host_compiler_output(compiler_output, resolved.family == "cpu"):
             return tl.compile(
                 source.prim_func,
@@ -1341,7 +1342,7 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
         err.trace += "".join(compiler_output)
         raise _for_target(err, resolved) from err
     except Exception as err:
-        error = _lowering_error(err, source.name, stage=f"compilation for {resolved.name}")
+        error = _lowering_error(err, source.name, stage=stage)
         error.trace += "".join(compiler_output)
         raise _for_target(error, resolved) from err
     finally:

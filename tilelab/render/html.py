@@ -36,7 +36,7 @@ def default_sections(report: KernelReport) -> tuple[str, ...]:
     """The sections shown when none are asked for: MFMA only for AMD targets."""
     return tuple(s for s in SECTIONS if s != "mfma" or report.family == "hip")
 # Sections open by default in the static report; sources start folded.
-_OPEN = {"summary", "tma", "wgmma"}
+_OPEN = {"summary", "tma", "wgmma", "mfma"}
 # A fallback table of a layout lists every element; past this many, only the description is shown.
 _LAYOUT_TABLE_LIMIT = 4096
 
@@ -715,9 +715,14 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
     rid = report_id(report)
     sites = sum(w.count for w in report.wgmma)
+    if report.family == "cuda":
+        counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
+    elif report.family == "hip":
+        counts = f"{sum(m.count for m in report.mfma)} MFMA"
+    else:
+        counts = _DEVICE_TITLES.get(report.family, report.family) + " source"
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
-            f"{len(report.kernels)} kernel(s), {len(report.tma_descriptors)} TMA, {sites} WGMMA, "
-            f"{len(report.problems)} problem(s)</span></div>")
+            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>")
     parts = [head]
     for name in chosen:
         opened = " open" if name in _OPEN else ""
