@@ -323,6 +323,12 @@ def test_metal_source_launchers_and_threadgroup_memory():
     from tilelab.render.html import summary_html
 
     assert "dynamic threadgroup memory" in summary_html(report)
+    # the tvm_ffi host code's call of the kernel links to its launch configuration
+    from tilelab.render.html import launch_links
+
+    host = report.sources.launcher("tvm_ffi").text
+    (line,) = launch_links(report, host)
+    assert "TVMFFIFunctionCall(gemm_kernel_packed" in host.split("\n")[line - 1]
     # TileLang's metal target declares 32 KiB of threadgroup memory per threadgroup: two stages of
     # a 128x32 and a 32x128 fp16 tile fit exactly (2 x 16384 B); three stages do not, and the
     # report says so.

@@ -317,8 +317,8 @@ def cuda_html(report: KernelReport) -> str:
 _LAUNCH_LINE = {
     # how each family's launchers start a device kernel (HIP's <<< >>>, the CPU's direct call,
     # tvm_ffi's packed function handle)
-    "hip": r"{name}\s*<<<|{name}_packed",
-    "metal": r"{name}_packed",
+    "hip": r"{name}\s*<<<|TVMFFIFunctionCall\({name}_packed",
+    "metal": r"TVMFFIFunctionCall\({name}_packed",
     "cpu": r"(?<![\w\"]){name}\s*\(",
 }
 
