@@ -610,9 +610,15 @@ def mfma_html(report: KernelReport) -> str:
             return f'<p class="tl-muted">{esc(target.not_applicable("mfma"))}</p>'
         return '<p class="tl-muted">This kernel issues no MFMA instructions.</p>'
     rid = report_id(report)
+    source_lines = report.sources.device.split("\n")
+
+    def at(n: int) -> str:  # the line itself rides along as a tooltip (the HIP tab may be elsewhere)
+        text = source_lines[n - 1].strip() if 0 < n <= len(source_lines) else ""
+        return f'<a href="#{rid}-cuda-L{n}" title="{esc(text)}">L{n}</a>'
+
     rows = []
     for m in report.mfma:
-        where = ", ".join(f'<a href="#{rid}-cuda-L{n}">L{n}</a>' for n in m.lines)
+        where = ", ".join(at(n) for n in m.lines)
         rows.append([m.kernel or "-", m.intrinsic, m.variant, m.shape, m.a_dtype, m.b_dtype, m.accum_dtype,
                      m.a_operand + (f" \u2190 {m.a_lds}" if m.a_lds else ""),
                      m.b_operand + (f" \u2190 {m.b_lds}" if m.b_lds else ""), m.accumulator, m.count, where])
@@ -635,7 +641,7 @@ def mfma_html(report: KernelReport) -> str:
             verdict = "conflict-free" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"
             lds_rows.append([r.buffer, r.destination, f"{r.width_bytes} B", len(r.phase_clocks),
                              " ".join(str(c) for c in r.phase_clocks), r.clocks, verdict,
-                             ", ".join(r.loop_variables) or "-", f'<a href="#{rid}-cuda-L{r.line}">L{r.line}</a>'])
+                             ", ".join(r.loop_variables) or "-", at(r.line)])
         out.append(_table(["LDS buffer", "into", "per lane", "phases", "clocks per phase (worst loop step)",
                            "clocks", "bank conflicts", "loop variables", "in HIP"], lds_rows,
                           row_attrs=[' class="tl-problem"' if r.conflict_degree > 1 else "" for r in report.lds_reads],
