@@ -122,6 +122,34 @@ def test_hip_device_source_is_tilelangs(hip_gemm):
     assert "__global__" in report.sources.device and "hip_runtime.h" in report.sources.device
 
 
+@pytest.mark.parametrize("make", [tk.scale_add, tk.row_sum, tk.attention_forward])
+def test_hip_kernels_of_every_kind_match_tilelangs_source_and_launcher(make):
+    func = make()
+    report = tilelab.inspect(func, target="gfx942")
+    assert report.sources.device == tilelang_device_source(func, {"kind": "hip", "mcpu": "gfx942"})
+    launcher = report.sources.launcher("cython").text
+    for kernel in report.kernels:
+        match = re.search(rf"{kernel.name}<<<dim3\((\d+), (\d+), (\d+)\), dim3\((\d+), (\d+), (\d+)\), (\d+), stream>>>",
+                          launcher)
+        assert match, launcher
+        values = [int(v) for v in match.groups()]
+        assert (tuple(values[:3]), tuple(values[3:6]), values[6]) == (
+            kernel.grid, kernel.block, kernel.dynamic_shared_memory_bytes)
+    # every tensor argument is a parameter of the launcher's call(), in order
+    call = re.search(r"int call\(([^)]*)\)", launcher).group(1)
+    assert [a.name for a in report.arguments if a.kind == "tensor"] == re.findall(r"\*\s*(?:__restrict__\s+)?(\w+)", call)
+
+
+@pytest.mark.parametrize("make", [tk.scale_add, tk.gemm_gpu])
+def test_metal_kernels_match_tilelangs_source(make):
+    func = make()
+    report = tilelab.inspect(func, target="metal")
+    assert report.sources.device == tilelang_device_source(func, {"kind": "metal"})
+    (kernel,) = report.kernels
+    assert re.search(rf"void {kernel.name}\(", report.sources.device)
+    assert f'"{kernel.name}"' in report.sources.launcher("tvm_ffi").text
+
+
 def test_hip_launcher_launches_what_the_report_says(hip_gemm):
     _, report = hip_gemm
     assert [item.backend for item in report.sources.launchers] == ["cython", "tvm_ffi"]
