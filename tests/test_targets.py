@@ -397,6 +397,9 @@ def test_c_source_and_launcher_are_what_tilelang_compiles_and_runs(make):
     (kernel,) = report.kernels
     assert f"return {kernel.name}(" in launcher.text
     assert "cannot build C-target kernels" in report.sources.launcher("tvm_ffi").reason
+    if make is tk.scale_add:  # the reason holds: TileLang's tvm_ffi backend refuses target c
+        with pytest.raises(Exception, match="does not support lowering with compilation"):
+            tilelang.compile(func, target="c", execution_backend="tvm_ffi")
     from tilelab.render.html import render_html, report_id
 
     out = render_html(report)
