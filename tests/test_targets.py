@@ -86,6 +86,18 @@ def test_capabilities_follow_the_hardware():
     assert parse_target("gfx942").tilelang_target() == {"kind": "hip", "mcpu": "gfx942"}
 
 
+def test_a_local_gpu_of_an_arch_the_registry_lacks_is_still_its_target(monkeypatch):
+    from tilelab import _adapter, _inspect
+    from tilelab.targets import local_cuda_target
+
+    assert local_cuda_target("sm_90a") is parse_target("sm_90a")
+    made = local_cuda_target("sm_121")
+    assert (made.name, made.family, made.tma, made.wgmma) == ("sm_121", "cuda", True, False)
+    monkeypatch.setattr(_adapter, "local_gpu_arch", lambda: "sm_121")
+    resolved, note = _inspect.resolve_target(None)
+    assert resolved.name == "sm_121" and note == "target sm_121: the local GPU's arch"
+
+
 def test_inspect_refuses_an_unknown_cuda_arch():
     with pytest.raises(TargetError, match="sm_10 is not a CUDA arch"):
         tilelab.inspect(tk.scale_add(), target="sm_10")

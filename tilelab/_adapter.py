@@ -1310,12 +1310,13 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
     else sm_90a); ``backend`` defaults to :func:`default_backend`. ``force`` compiles afresh:
     TileLang's kernel cache (in memory and on disk) is off for this compile and restored after.
     """
-    from .targets import parse_target
+    from .targets import local_cuda_target, parse_target
 
     tl = tilelang()
     _quiet_memory_cache_advice()
     source = resolve_kernel(obj, args, kwargs)
-    resolved = parse_target(target or local_gpu_arch() or "sm_90a")
+    local = None if target else local_gpu_arch()
+    resolved = local_cuda_target(local) if local else parse_target(target or "sm_90a")
     backend = backend or default_backend(resolved)
     if resolved.family == "cpu" and backend != "cython":
         raise ValueError(f"execution backend {backend!r} cannot run target c kernels in TileLang 0.1.15; "

@@ -13,7 +13,7 @@ from typing import Any
 from . import __version__ as TILELAB_VERSION
 from ._errors import TargetError
 from ._model import BACKENDS, SCHEMA_VERSION, KernelReport, Sources
-from .targets import DEFAULT_CUDA, REGISTRY, Target, parse_target
+from .targets import DEFAULT_CUDA, REGISTRY, Target, local_cuda_target, parse_target
 
 DEFAULT_ARCH = DEFAULT_CUDA
 # The CUDA archs of the registry (kept for callers that list them).
@@ -78,10 +78,7 @@ def resolve_target(spec: Any) -> tuple[Target, str | None]:
 
         local = local_gpu_arch()
         if local:
-            try:
-                return parse_target(local), f"target {local}: the local GPU's arch"
-            except TargetError:
-                pass
+            return local_cuda_target(local), f"target {local}: the local GPU's arch"
         return parse_target(DEFAULT_ARCH), (
             f"no GPU found: inspected for {DEFAULT_ARCH} (pass target=... to choose another)")
     return parse_target(spec), None

@@ -202,6 +202,15 @@ def _from_kind(kind: str, arch: Any, mcpu: Any, spec: Any) -> Target:
     raise TargetError(f"unknown target kind {kind!r} in {spec!r}. {_accepted_text()}")
 
 
+def local_cuda_target(arch: str) -> Target:
+    """The target of the local CUDA GPU: its registry entry, or one made for an arch the registry
+    does not list (the GPU is real, so its arch is taken as the driver reports it)."""
+    try:
+        return parse_target(arch)
+    except TargetError:
+        return _cuda(arch, "the local CUDA GPU")
+
+
 def launch_refusal(target: Target, *, has_cuda_gpu: bool) -> str | None:
     """Why a kernel for ``target`` cannot be launched here, or None when it can."""
     if target.launch == LAUNCH_CPU:
