@@ -6,12 +6,10 @@ import functools
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from . import __version__ as TILELAB_VERSION
-from ._errors import TargetError
 from ._model import BACKENDS, SCHEMA_VERSION, KernelReport, Sources
 from .targets import DEFAULT_CUDA, REGISTRY, Target, local_cuda_target, parse_target
 
