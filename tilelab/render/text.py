@@ -82,7 +82,16 @@ def render_text(report: KernelReport) -> str:
                 if report.family == "hip" else "")
         lines.append(f"KernelReport {report.name} for {report.target}: {len(report.kernels)} kernel(s){mfma}; "
                      "TMA, WGMMA and L2 windows do not apply (CUDA features)")
-    if report.kernels:
+    if report.kernels and report.family != "cuda":
+        from ..targets import parse_target
+
+        memory = parse_target(report.target).shared_memory_name
+        lines.append("")
+        lines.append("Kernels")
+        lines += _table(["name", "grid", "block", "threads", f"dynamic {memory}"],
+                        [[k.name, dims(k.grid), dims(k.block), k.threads_per_block,
+                          size_text(k.dynamic_shared_memory_bytes)] for k in report.kernels])
+    elif report.kernels:
         lines.append("")
         lines.append("Kernels")
         lines += _table(
