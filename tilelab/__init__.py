@@ -27,11 +27,14 @@ from ._model import (
     L2Window,
     LauncherSource,
     Layout,
+    LdsRead,
+    MfmaInstruction,
     Sources,
     TmaDescriptor,
     WgmmaInstruction,
     WgmmaOperand,
 )
+from .targets import Target, parse_target
 
 __version__ = "0.1.0"
 
@@ -76,13 +79,16 @@ __all__ = [
     "L2Window",
     "LauncherSource",
     "Layout",
+    "LdsRead",
     "LoweringError",
+    "MfmaInstruction",
     "NoGpuError",
     "NotAKernelError",
     "OptionError",
     "PassConfigError",
     "ReportFileError",
     "Sources",
+    "Target",
     "TargetError",
     "TilelabError",
     "TmaDescriptor",
@@ -93,6 +99,7 @@ __all__ = [
     "inspect",
     "load_ipython_extension",
     "profile",
+    "parse_target",
     "run",
     "sanitize",
     "sweep",

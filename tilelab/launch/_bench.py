@@ -236,7 +236,7 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
           seed: int | None = None, name: str | None = None, ci_target: float | None = None,
           max_rounds: int = 20, telemetry: bool = True, isolate: bool = True, timeout: float | None = None,
-          **sizes: int) -> BenchResult:
+          target: Any = None, **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -257,11 +257,19 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
     and repetition time). A zero-argument callable runs in this process: it cannot be sent to
     another one.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
     if ci_target is not None and not (isinstance(ci_target, (int, float)) and 0 < ci_target < 1):
         raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {ci_target!r}")
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
+    from . import _cpu
+
+    if _cpu.wants_cpu(kernel, target):
+        return _cpu.bench(kernel, args, mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms,
+                          min_rep=min_rep, max_rep=max_rep, backend=backend, out_idx=out_idx, outputs=outputs,
+                          seed=seed, name=name, sizes=sizes)
     if rep_ms is None:
         rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
     torch = require_gpu()

@@ -67,13 +67,13 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def default_compile(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
-                    out_idx: Any) -> Callable[[], Any]:
+def default_compile(factory: Callable[..., Any], size: Config, config: Config, *, backend: str | None,
+                    out_idx: Any, target: Any = None) -> Callable[[], Any]:
     """Elaborate now (in the caller's thread); return the compile step to run in the pool."""
     from ._run import prepare_kernel
 
     func = factory(**size, **config)
-    return lambda: prepare_kernel(func, backend=backend, out_idx=out_idx)
+    return lambda: prepare_kernel(func, backend=backend, out_idx=out_idx, target=target)
 
 
 def default_bench(prepared: Any, size: Config, config: Config, **kwargs: Any) -> BenchResult:
@@ -87,13 +87,13 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
           mode: str = "sustained", flops: Callable[..., float] | None = None,
           bytes: Callable[..., float] | None = None, ref: Callable[..., Any] | None = None,
           baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None,
-          workers: int | None = None, backend: str = "tvm_ffi", out_idx: Any = -1,
+          workers: int | None = None, backend: str | None = None, out_idx: Any = -1,
           bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
           compile_fn: Callable[..., Callable[[], Any]] | None = None,
           devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
           bench_fn: Callable[..., BenchResult] | None = None,
           check_fn: Callable[..., Any] | None = None, name: str | None = None, isolate: bool = True,
-          timeout: float | None = None) -> SweepTable:
+          timeout: float | None = None, target: Any = None) -> SweepTable:
     """Benchmark every configuration of ``factory`` at every size; mark the best per size.
 
     ``factory(**size, **config)`` returns a TileLang kernel (``examples/gemm.py:matmul``).
@@ -120,6 +120,9 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     (``KernelLaunchError.sticky``) leaves this process's context unusable: the sweep stops there,
     and every row after it is "not run", with a note naming the configuration that caused it.
     Interrupting (the stop button, Ctrl-C) keeps the rows measured so far: the rest are "not run".
+
+    ``target="c"`` compiles every configuration for the CPU and times it there (wall clock);
+    ``backend`` defaults to tvm_ffi (cython for the CPU).
     """
     if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
         from ._distribute import distributed_sweep
@@ -133,7 +136,8 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
                                  progress=progress,
                                  compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
     configs, size_list = expand(params), expand(sizes)
-    compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx))
+    compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx,
+                                                                 target=target))
     bench_kwargs = dict(bench_kwargs or {})
     bench_kwargs.setdefault("mode", mode)
     bench_kwargs.setdefault("isolate", isolate)
@@ -270,9 +274,10 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     rows = mark_best(rows)
     device = ""
     try:
+        from ._cpu import cpu_name, wants_cpu
         from ._run import device_name
 
-        device = device_name()
+        device = cpu_name() if wants_cpu(None, target) else device_name()
     except Exception:
         pass
     return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
