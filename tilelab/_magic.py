@@ -214,7 +214,7 @@ class TileLangMagics(Magics):
         super().__init__(shell, **kwargs)
         # Reports and compiled kernels only: widgets are never cached (they are closed on re-run).
         self._cache: OrderedDict[str, CellResult] = OrderedDict()
-        self._inspectors: dict[str, Any] = {}  # cell identity -> the inspector it shows
+        self._inspectors: dict[str, Any] = {}  # cell identity -> the inspector it showed last (for its Diff tab)
         self._bound: dict[str, Any] = {}  # names this magic bound -> the kernel it bound there
         self.last: CellResult | None = None
 
@@ -250,12 +250,12 @@ class TileLangMagics(Magics):
         ``<factory>_kernel`` when that name is taken). Without a GPU they are inspected for the target.
         """
         started = time.perf_counter()
-        self._close_previous(self._cell_identity(cell))
         try:
             args = parse_argstring(self.tilelang, line)
         except UsageError as err:
             parser = self.tilelang.parser
             raise UsageError(f"%%tilelang: {err}. Valid options: {_valid_options(parser)}") from None
+        args.line = line.strip()
         # IPython splits the line keeping quotes (--args "1, 2" arrives as '"1, 2"').
         for name in ("target", "out_idx", "kernel", "args", "show", "sizes", "ref", "rep_ms"):
             setattr(args, name, _unquote(getattr(args, name)))
@@ -344,7 +344,10 @@ class TileLangMagics(Magics):
         if not args.quiet:
             from .widgets.inspector import Inspector
 
-            result.inspector = Inspector(result.report, show=tabs, timing=result.timing)
+            previous = self._inspectors.get(self._cell_identity(cell))
+            source = "%%tilelang" + (f" {args.line}" if args.line else "") + "\n" + cell
+            result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing,
+                                         source=source, previous=getattr(previous, "report", None))
             self._display(result.inspector)
         return result
 
@@ -628,14 +631,6 @@ class TileLangMagics(Magics):
         parent = parent or getattr(self.shell, "parent_header", None) or {}
         cell_id = (parent.get("metadata") or {}).get("cellId") if isinstance(parent, dict) else None
         return f"id:{cell_id}" if cell_id else "text:" + hashlib.sha256(cell.encode()).hexdigest()
-
-    def _close_previous(self, identity: str) -> None:
-        old = self._inspectors.pop(identity, None)
-        if old is not None:
-            try:
-                old.close()
-            except Exception:
-                pass  # a widget that cannot close must not stop the cell
 
     def _display(self, obj: Any) -> None:
         # Through this shell's own formatter and publisher (display() would use the global one).

@@ -1,63 +1,93 @@
-"""``render_html(report) -> str``: the whole inspector as static HTML (no JavaScript).
+"""``render_html(report) -> str``: the whole inspector as one static HTML page (no JavaScript).
 
-Every section of the inspector (Summary, CUDA, Launcher, TMA, WGMMA, Layouts, Arguments) is a
-``<details>`` block, so the same markup works in JupyterLab, nbconvert output, GitHub and
-nbviewer. Sources are never truncated: long ones are collapsed. Each TMA row has an id and links
-to the lines of every launcher that encode that descriptor; those lines link back to the row.
+The inspector is a row of tabs over panels, made of plain links and CSS: a tab is a link to its
+panel, and a panel shows while it, or a line inside it, is the page's ``:target``. So the same
+markup is the live inspector in JupyterLab, a saved notebook reopened without its kernel, an
+``nbconvert`` export (every tab works offline), and, where styles are stripped (GitHub), every
+panel one after the other. Every fact links to the lines that say it: a TMA row to the cell line
+that asked for the copy, the device CUDA lines that use the descriptor and every launcher's
+encode call; those lines link back (see :mod:`tilelab._links`, which finds them).
 
-Every string that comes from user code or the compiler goes through ``html.escape``. Styles are
-scoped under ``.tilelab-report`` and read JupyterLab's CSS variables with fallbacks, so the
-report follows the light and the dark theme and stays readable outside Jupyter.
+The page stays light at any kernel size: only lines something links to carry an id, line numbers
+are CSS counters, long launchers are coloured only for comments, layouts are drawn cropped to a
+readable part (the caption says how to draw all of it), and repeated layouts are drawn once.
+
+A new tab is one function registered in one place: :func:`register_section`. Every string that
+comes from user code or the compiler goes through ``html.escape``. Styles are scoped under
+``.tilelab-report`` and read JupyterLab's CSS variables with fallbacks, so the report follows the
+light and the dark theme and stays readable outside Jupyter.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
+import inspect as _pyinspect
 import re
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
 
-from .._model import BACKENDS, KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
+from .._links import EncodeSite, ReportLinks, encode_spans, launcher_parts, report_links, thread_note, wgmma_shape_note
+from .._model import BACKENDS, KernelReport, Layout, TmaDescriptor, WgmmaOperand
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, highlight_code
 from .text import dims, pdl_text, size_text
 
-SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments")
-SECTION_TITLES = {
-    "summary": "Summary", "cuda": "CUDA", "launcher": "Launcher", "tma": "TMA", "wgmma": "WGMMA",
-    "layouts": "Layouts", "arguments": "Arguments",
-}
-# Sections open by default in the static report; sources start folded.
-_OPEN = {"summary", "tma", "wgmma"}
 # A fallback table of a layout lists every element; past this many, only the description is shown.
 _LAYOUT_TABLE_LIMIT = 4096
+# Cells drawn per layout picture on the page (the caption says how to draw the rest).
+_PAGE_SHARED_CELLS = 512
+_PAGE_BANK_CELLS = 256
+_PAGE_FRAGMENT_CELLS = 128
+# Layouts listed on the page with a picture; past this many, the rest are listed in a table.
+_PAGE_LAYOUTS = 12
+# Lines of a source excerpt shown under the TMA table.
+_EXCERPT_LINES = 8
 
 ROOT_CSS = """
 .tilelab-report{color-scheme:light dark;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222);
  font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
- padding:4px 6px;line-height:1.45}
+ padding:4px 6px;line-height:1.45;max-width:100%;box-sizing:border-box;overflow-wrap:anywhere}
 .tilelab-report a{color:var(--jp-content-link-color,#1565c0)}
 .tilelab-report details{margin:4px 0}
 .tilelab-report .tl-scroll{overflow-x:auto;max-width:100%}
-.tilelab-report details.tl-section>summary{font-weight:600;cursor:pointer;padding:3px 0;
- border-bottom:1px solid var(--jp-border-color2,#ddd)}
+.tilelab-report .tl-scroll svg{max-width:none}
+.tilelab-report .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid var(--jp-border-color1,#bbb);
+ margin:2px 0 6px}
+.tilelab-report .tl-tabs a{padding:3px 10px;text-decoration:none;color:var(--jp-ui-font-color1,#222);
+ border:1px solid transparent;border-bottom:none;border-radius:3px 3px 0 0;white-space:nowrap}
+.tilelab-report .tl-tabs a:hover{background:var(--jp-layout-color2,#eee)}
+.tilelab-report .tl-panel{scroll-margin-top:3em}
+.tilelab-report .tl-ptitle{font-size:var(--jp-ui-font-size2,15px);margin:8px 0 4px}
 .tilelab-report details.tl-sub>summary{cursor:pointer;font-family:var(--jp-code-font-family,monospace)}
 .tilelab-report .tl-head{font-weight:600;font-size:var(--jp-ui-font-size2,15px);margin-bottom:2px}
 .tilelab-report table.tl-table{border-collapse:collapse;margin:4px 0;font-size:var(--jp-ui-font-size1,13px)}
 .tilelab-report table.tl-table th,.tilelab-report table.tl-table td{border:1px solid var(--jp-border-color2,#ddd);
- padding:2px 6px;text-align:left;vertical-align:top;color:var(--jp-ui-font-color1,#222)}
+ padding:2px 6px;text-align:left;vertical-align:top;color:var(--jp-ui-font-color1,#222);overflow-wrap:normal}
 .tilelab-report table.tl-table th{background:var(--jp-layout-color2,#f0f0f0);font-weight:600}
 .tilelab-report table.tl-table td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tilelab-report code{font-family:var(--jp-code-font-family,monospace)}
 .tilelab-report tr.tl-problem td,.tilelab-report .tl-problems li{background:rgba(229,57,53,.16)}
 .tilelab-report tr.tl-problem td:first-child,.tilelab-report .tl-problems li{box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report tr:target td{outline:2px solid var(--jp-brand-color1,#1976d2)}
+.tilelab-report tr{scroll-margin:3em 0}
 .tilelab-report .tl-ok{color:var(--jp-success-color1,#2e7d32)}
 .tilelab-report .tl-muted{color:var(--jp-ui-font-color2,#555)}
 .tilelab-report .tl-absent{color:var(--jp-warn-color0,#8a5300)}
+.tilelab-report .tl-where a{white-space:nowrap}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
+.tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
+.tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
+@supports selector(:has(a)){
+.tilelab-report .tl-panel{display:none}
+.tilelab-report .tl-panel:target,.tilelab-report .tl-panel:has(:target){display:block}
+.tilelab-report:not(:has(.tl-panel:target,.tl-panel :target)) .tl-panel:first-child{display:block}
+.tilelab-report .tl-ptitle{display:none}
+.tilelab-report:not(:has(.tl-panel:target,.tl-panel :target)) .tl-tabs a:first-child{border-color:var(--jp-border-color1,#bbb);
+ background:var(--jp-layout-color1,#fff);font-weight:600;margin-bottom:-1px}
+}
 """
+
 
 # --------------------------------------------------------------------------------------------
 # Small helpers
@@ -79,7 +109,7 @@ def report_id(report: KernelReport) -> str:
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
            numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
-    """A table; cells are escaped except the columns in ``raw`` (already-built markup)."""
+    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
     out = [f'<div class="tl-scroll"><table class="{css}"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
@@ -107,101 +137,81 @@ def _lines(text: str) -> int:
     return text.count("\n") + 1
 
 
-# --------------------------------------------------------------------------------------------
-# Where each launcher encodes each TMA descriptor
-# --------------------------------------------------------------------------------------------
-
-# Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
-# helper, CuTeDSL's Python helpers).
-_ENCODE_CALL = re.compile(
-    r"cuTensorMapEncode(?:Tiled|Im2col)\s*\)?\s*\(|TVMFFIFunctionCall\(\s*__tvm_tensormap_create|create_tensor_map_\w+\s*\("
-)
-
-
-def _mentions(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w]){re.escape(name)}(?![A-Za-z0-9])")
-
-
-def _declares(name: str) -> re.Pattern[str]:
-    # "CUtensorMap A_desc;", "void* A_desc = ...", "A_desc_type = ...", "A_desc__dtype, ... =",
-    # "// Descriptor 0: A_desc (tensor: A)"
-    n = re.escape(name)
-    return re.compile(
-        rf"(?<![\w]){n}(?:_\w*)?\s*(?:=(?!=)|;|,\s*\w+\s*=)|CUtensorMap\s+{n}\s*;|Descriptor\s+\d+:\s*{n}\b"
-    )
-
-
-def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """For each descriptor name, the (first, last) 1-based lines of ``text`` that encode it.
-
-    Found from the launcher text alone: each encode call is attributed to the descriptor it
-    names (or, when the call names none, the nearest descriptor mentioned above it); the span
-    starts at that descriptor's first declaration after the previous encode call.
-    """
-    lines = text.split("\n")
-    calls: list[tuple[int, int]] = []  # (call line, end line), 0-based
-    for i, line in enumerate(lines):
-        if _ENCODE_CALL.search(line):
-            depth, j = 0, i
-            while j < len(lines):
-                depth += lines[j].count("(") - lines[j].count(")")
-                if depth <= 0:
-                    break
-                j += 1
-            calls.append((i, min(j, len(lines) - 1)))
-    mention = {n: _mentions(n) for n in names}
-    declare = {n: _declares(n) for n in names}
-    spans: dict[str, tuple[int, int]] = {}
-    previous_end = -1
-    for call, end in calls:
-        owner = None
-        for n in names:  # named inside the call itself
-            if any(mention[n].search(lines[k]) or re.search(rf"(?<![\w]){re.escape(n)}_", lines[k])
-                   for k in range(call, end + 1)):
-                owner = n
-                break
-        if owner is None:  # nearest mention above, back to the previous call
-            for k in range(call - 1, previous_end, -1):
-                owner = next((n for n in names if mention[n].search(lines[k])), None)
-                if owner:
-                    break
-        if owner is not None and owner not in spans:
-            start = next((k for k in range(previous_end + 1, call + 1) if declare[owner].search(lines[k])), call)
-            spans[owner] = (start + 1, end + 1)
-        previous_end = end
-    return spans
-
-
-def _launcher_parts(item: LauncherSource) -> list[tuple[str, str, str]]:
-    """(part name, text, language) of a launcher: its main text and its extra named texts."""
-    parts: list[tuple[str, str, str]] = []
-    if item.text is not None:
-        parts.append(("main", item.text, item.language))
-    for name, text in item.extra:
-        language = "python" if name.endswith(".py") else "c++" if name.endswith((".cpp", ".cu", ".h")) else "text"
-        parts.append((name, text, language))
-    return parts
-
-
 def _part_anchor(rid: str, backend: str, part_index: int) -> str:
     return f"{rid}-src-{re.sub(r'[^A-Za-z0-9_]', '_', backend)}-{part_index}"
 
 
-@functools.lru_cache(maxsize=64)
+def _span_text(first: int, last: int) -> str:
+    return f"L{first}" if first == last else f"L{first}&ndash;{last}"
+
+
+# --------------------------------------------------------------------------------------------
+# The page: what every section may link to
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a section needs beyond its report: the anchor prefix, the line links, the user's
+    source text (the cell) when known, and which panels are on the page (links go only there)."""
+
+    rid: str
+    links: ReportLinks
+    source: str | None = None
+    panels: frozenset[str] = field(default_factory=frozenset)
+
+    def has(self, panel: str) -> bool:
+        return panel in self.panels
+
+
+def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None) -> Page:
+    chosen = frozenset(panels) if panels is not None else frozenset(default_sections(source is not None))
+    return Page(report_id(report), report_links(report, source), source, chosen)
+
+
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
     """For each TMA descriptor index: (backend, part name, anchor prefix, (first, last)) links."""
     rid = report_id(report)
-    names = [d.name for d in report.tma_descriptors]
-    result: dict[int, list[tuple[str, str, str, tuple[int, int]]]] = {i: [] for i in range(len(names))}
-    if not names:
-        return result
-    for item in report.sources.launchers:
-        for p, (part, text, _) in enumerate(_launcher_parts(item)):
-            spans = encode_spans(text, names)
-            for i, name in enumerate(names):
-                if name in spans:
-                    result[i].append((item.backend, part, _part_anchor(rid, item.backend, p), spans[name]))
-    return result
+    links = report_links(report)
+    return {i: [(s.backend, s.part_name, _part_anchor(rid, s.backend, s.part), (s.first, s.last)) for s in sites]
+            for i, sites in links.encode.items()}
+
+
+def _where(page: Page, i: int, kind: str) -> str:
+    """Links from a TMA (``kind="tma"``) or WGMMA row to the lines that ask for, use and encode it."""
+    rid, out = page.rid, []
+    source = (page.links.tma_source if kind == "tma" else page.links.wgmma_source).get(i, ())
+    device = (page.links.tma_device if kind == "tma" else page.links.wgmma_device).get(i, ())
+    if source and page.has("cell"):
+        out.append("cell " + ", ".join(f'<a href="#{rid}-cell-L{n}">L{n}</a>' for n in source))
+    if device and page.has("cuda"):
+        out.append("CUDA " + ", ".join(f'<a href="#{rid}-cuda-L{n}">L{n}</a>' for n in device))
+    if kind == "tma" and page.has("launcher"):
+        sites = page.links.encode.get(i, ())
+        out.append("encoded: " + (" ".join(
+            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.first}">'
+            f'{esc(s.backend if s.part_name == "main" else f"{s.backend} {s.part_name}")} {_span_text(s.first, s.last)}</a>'
+            for s in sites) or '<span class="tl-muted">not found</span>'))
+    return '<span class="tl-where">' + "<br>".join(out) + "</span>" if out else '<span class="tl-muted">-</span>'
+
+
+def _back_marks(report: KernelReport, page: Page) -> tuple[dict[int, list[LineMark]], dict[int, list[LineMark]]]:
+    """Back links on the CUDA lines and the cell lines: to the TMA and WGMMA rows they concern."""
+    device: dict[int, list[LineMark]] = {}
+    cell: dict[int, list[LineMark]] = {}
+    for kind, items, on_device, on_cell in (
+        ("tma", [d.name for d in report.tma_descriptors], page.links.tma_device, page.links.tma_source),
+        ("wgmma", [w.instruction for w in report.wgmma], page.links.wgmma_device, page.links.wgmma_source),
+    ):
+        if not page.has(kind):
+            continue
+        for i, label in enumerate(items):
+            mark = LineMark(f"#{page.rid}-{kind}-{i}", label, f"{'TMA descriptor' if kind == 'tma' else 'WGMMA'} {label}")
+            for lines, target in ((on_device.get(i, ()), device), (on_cell.get(i, ()), cell)):
+                for n in lines:
+                    if mark not in target.setdefault(n, []):
+                        target[n].append(mark)
+    return device, cell
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,7 +219,7 @@ def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple
 # --------------------------------------------------------------------------------------------
 
 
-def summary_html(report: KernelReport) -> str:
+def summary_html(report: KernelReport, page: Page | None = None) -> str:
     out = []
     sites = sum(w.count for w in report.wgmma)
     facts = [
@@ -226,6 +236,9 @@ def summary_html(report: KernelReport) -> str:
               dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
               "yes" if k.cooperative else "no"] for k in report.kernels],
         ))
+    why = [n for n in [thread_note(report), *(wgmma_shape_note(report, i) for i in range(len(report.wgmma)))] if n]
+    if why:
+        out.append('<ul class="tl-why">' + "".join(f"<li>{esc(n)}</li>" for n in why) + "</ul>")
     if report.problems:
         out.append('<ul class="tl-problems">' + "".join(f"<li>&#9888; {esc(p)}</li>" for p in report.problems) + "</ul>")
     else:
@@ -244,25 +257,25 @@ def summary_html(report: KernelReport) -> str:
     return "".join(out)
 
 
-def cuda_html(report: KernelReport) -> str:
-    rid = report_id(report)
+def cuda_html(report: KernelReport, page: Page | None = None) -> str:
+    page = page or make_page(report)
     text = report.sources.device
-    return (f'<details class="tl-sub"><summary>device code ({_lines(text)} lines)</summary>'
-            f"{highlight_code(text, 'cuda', anchor_prefix=f'{rid}-cuda')}</details>")
+    marks, _ = _back_marks(report, page)
+    return (f'<p class="tl-muted">device code, {_lines(text)} lines; marked lines use a TMA descriptor or issue a '
+            "WGMMA (&#8617; goes to its row)</p>"
+            + highlight_code(text, "cuda", anchor_prefix=f"{page.rid}-cuda", marks=marks))
 
 
-@functools.lru_cache(maxsize=64)
-def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True) -> str:
-    """One collapsible block per backend (or only ``backend``), with the reason where absent.
-
-    The lines that encode a TMA descriptor are highlighted; with ``back_links`` they also link to
-    the descriptor's row of the TMA table. The inspector widget turns the links off: its TMA
-    table is in another tab, where an in-page link cannot reach (it shows excerpts instead).
-    """
-    rid = report_id(report)
-    links = tma_links(report)
+def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True,
+                  page: Page | None = None) -> str:
+    """One collapsible block per backend (or only ``backend``), with the reason where absent;
+    the first is open. The lines that encode a TMA descriptor are highlighted; with
+    ``back_links`` (and a TMA tab on the page) their first line links to the descriptor's row."""
+    page = page or make_page(report)
+    rid = page.rid
     names = [d.name for d in report.tma_descriptors]
     out = []
+    first_open = True
     for b in (BACKENDS if backend is None else (backend,)):
         item = report.sources.launcher(b)
         if item is None:
@@ -271,117 +284,128 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
         if item.text is None:
             out.append(f'<p class="tl-absent"><b>{esc(b)}</b>: absent &mdash; {esc(item.reason or "no reason given")}</p>')
             continue
-        for p, (part, text, language) in enumerate(_launcher_parts(item)):
+        for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = _part_anchor(rid, b, p)
             marks: dict[int, list[LineMark]] = {}
-            for i, entries in links.items():
-                for eb, epart, eanchor, (first, last) in entries:
-                    if eanchor != anchor:
+            for i, sites in page.links.encode.items():
+                for s in sites:
+                    if s.backend != b or s.part != p:
                         continue
-                    for line in range(first, last + 1):
-                        label = names[i] if line == first else ""
-                        if label and back_links:
-                            marks.setdefault(line, []).append(
-                                LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
-                        else:
-                            marks.setdefault(line, [])
+                    for line in range(s.first, s.last + 1):
+                        marks.setdefault(line, [])
+                    if back_links and page.has("tma"):
+                        marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
-            code = highlight_code(text, language, anchor_prefix=anchor, marks=marks)
-            out.append(f'<details class="tl-sub" id="{anchor}"><summary>{title} '
+            code = highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments")
+            opened = " open" if first_open else ""
+            first_open = False
+            out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
                        f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines)</span></summary>{code}</details>')
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=64)
-def tma_html(report: KernelReport, *, excerpts: bool = False) -> str:
-    """The decoded TMA table; rows link to the launcher lines that encode each descriptor.
+_TMA_FIELDS = (
+    ("kind", lambda d: d.kind), ("kernel", lambda d: d.kernel or "-"), ("rank", lambda d: d.rank),
+    ("global stride (bytes)", lambda d: dims(d.global_stride_bytes)),
+    ("element strides", lambda d: dims(d.element_strides)), ("interleave", lambda d: d.interleave),
+    ("L2 promotion", lambda d: d.l2_promotion), ("OOB fill", lambda d: d.oob_fill),
+    ("element size (bytes)", lambda d: _num(d.element_bytes)), ("box elements", lambda d: _num(d.box_elements)),
+    ("box size (bytes)", lambda d: _num(d.box_bytes)),
+)
 
-    With ``excerpts`` the encode lines of every launcher are also shown under the table and the
-    rows link there (the inspector widget, whose launcher code sits in another tab, uses this).
-    """
+
+def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None = None) -> str:
+    """The decoded TMA table, narrow enough to read: one row per descriptor with the fields that
+    decide whether it works, and links to the lines that ask for it (cell), use it (CUDA) and
+    encode it (every launcher); every other field in a folded table; then one short excerpt per
+    descriptor (the first open): the cell line, the device use and one launcher's encode call."""
     if not report.tma_descriptors:
         return '<p class="tl-muted">This kernel encodes no TMA descriptors.</p>'
-    rid = report_id(report)
-    links = tma_links(report)
-    if excerpts:
-        links = {i: [(b, part, anchor.replace("-src-", "-x-"), span) for b, part, anchor, span in entries]
-                 for i, entries in links.items()}
-    headers = ["name", "buffer", "kernel", "kind", "dtype", "rank", "global dim", "global stride (B)", "box dim",
-               "element strides", "swizzle", "interleave", "L2 promotion", "OOB fill", "element B", "box elements",
-               "box B", "inner box B", "swizzle span B", "problems", "encoded at"]
+    page = page or make_page(report)
+    rid = page.rid
+    headers = ["descriptor", "tensor", "dtype", "global dim", "box dim", "swizzle", "inner box (bytes)",
+               "swizzle span (bytes)", "problems", "where"]
     rows, attrs = [], []
     for i, d in enumerate(report.tma_descriptors):
-        rows.append(_tma_cells(d, i, rid, links.get(i, [])))
+        rows.append(_tma_cells(d, i, rid, page))
         cls = ' class="tl-problem"' if d.problems else ""
         attrs.append(f' id="{rid}-tma-{i}"{cls} data-descriptor="{esc(d.name)}"')
-    table = _table(headers, rows, row_attrs=attrs, numeric=(5, 14, 15, 16, 17, 18), raw=(0, 8, 19, 20))
+    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 4, 8, 9))
     note = ('<p class="tl-muted">Dimensions innermost first, as the driver takes them; '
-            "global stride[0] is the element size (TileLang's convention).</p>")
+            "global stride[0] is the element size (TileLang's convention). Sizes in bytes.</p>")
+    more = _table(["field", *(d.name for d in report.tma_descriptors)],
+                  [[label, *(get(d) for d in report.tma_descriptors)] for label, get in _TMA_FIELDS])
+    extra = f'<details class="tl-sub"><summary>every field</summary>{more}</details>'
     conditions = [f"<li><b>{esc(d.name)}</b>: {esc(c)}</li>" for d in report.tma_descriptors for c in d.launch_conditions]
-    extra = f"<p>Checked at launch:</p><ul>{''.join(conditions)}</ul>" if conditions else ""
+    if conditions:
+        extra += f"<p>Checked at launch:</p><ul>{''.join(conditions)}</ul>"
     if excerpts:
-        extra += _tma_excerpts(report, rid, links)
+        extra += _tma_excerpts(report, page)
     return note + table + extra
 
 
-def _tma_excerpts(report: KernelReport, rid: str, links: dict[int, list[tuple[str, str, str, tuple[int, int]]]]) -> str:
-    texts = {}
-    for item in report.sources.launchers:
-        for p, (part, text, language) in enumerate(_launcher_parts(item)):
-            texts[_part_anchor(rid, item.backend, p).replace("-src-", "-x-")] = (text, language)
+def _excerpt(text: str, language: str, lines: Sequence[int], anchor: str, title: str) -> str:
+    """A few lines of ``text`` (their own numbers kept) and a link to them in their tab."""
+    if not lines:
+        return ""
+    first, last = min(lines), max(lines)
+    if last - first >= _EXCERPT_LINES:
+        last = first + _EXCERPT_LINES - 1
+    body = "\n".join(text.split("\n")[first - 1:last])
+    code = highlight_code(body, language, anchor_prefix=f"{anchor}-x", first_line=first, colour="comments")
+    return (f'<div class="tl-excerpt"><a href="#{anchor}-L{min(lines)}">{esc(title)} {_span_text(first, last)}</a>'
+            f"{code}</div>")
 
-    def numbered(code: str, tmp_prefix: str, prefix: str, offset: int) -> str:
-        # The excerpt's lines get the ids and numbers of the lines in the whole source (the
-        # number span ends with a space: see ``highlight_code``).
-        def line(m: re.Match[str]) -> str:
-            n = int(m.group(1)) + offset
-            return f'id="{prefix}-L{n}"><span class="tl-ln">{n}{m.group(2)}</span>'
-        return re.sub(rf'id="{re.escape(tmp_prefix)}-L(\d+)"><span class="tl-ln">\d+( ?)</span>', line, code)
 
-    out = ["<p>Where each launcher encodes each descriptor:</p>"]
+def _tma_excerpts(report: KernelReport, page: Page) -> str:
+    rid = page.rid
+    out = ["<p>Where each descriptor comes from (more in the Cell, CUDA and Launcher tabs):</p>"]
+    texts = {(item.backend, p): (text, language) for item in report.sources.launchers
+             for p, (_, text, language) in enumerate(launcher_parts(item))}
     for i, d in enumerate(report.tma_descriptors):
-        for backend, part, anchor, (first, last) in links.get(i, []):
-            text, language = texts[anchor]
-            lines = text.split("\n")
-            # Blank lines keep the real line numbers; only the span is shown.
-            excerpt = "\n".join(lines[first - 1:last])
-            code = highlight_code(excerpt, language, anchor_prefix=f"{anchor}-o{first - 1}",
-                                  marks={1: [LineMark(f"#{rid}-tma-{i}", d.name, f"TMA descriptor {d.name}")]})
-            code = numbered(code, f"{anchor}-o{first - 1}", anchor, first - 1)
-            where = backend if part == "main" else f"{backend} {part}"
-            out.append(f'<details class="tl-sub" open><summary>{esc(d.name)} in {esc(where)} '
-                       f'<span class="tl-muted">lines {first}&ndash;{last}</span></summary>{code}</details>')
+        parts = []
+        if page.source and page.has("cell"):
+            parts.append(_excerpt(page.source, "python", page.links.tma_source.get(i, ()), f"{rid}-cell", "cell"))
+        if page.has("cuda"):
+            parts.append(_excerpt(report.sources.device, "cuda", page.links.tma_device.get(i, ()), f"{rid}-cuda", "CUDA"))
+        sites = page.links.encode.get(i, ())
+        if sites and page.has("launcher"):
+            s = sites[0]
+            text, language = texts[(s.backend, s.part)]
+            # the driver call itself, not the argument packing before it
+            parts.append(_excerpt(text, language, tuple(range(s.call, s.last + 1)), _part_anchor(rid, s.backend, s.part),
+                                  f"encoded by {s.backend}"))
+        opened = " open" if i == 0 else ""
+        out.append(f'<details class="tl-sub"{opened}><summary>{esc(d.name)}</summary>{"".join(parts)}</details>')
     return "".join(out)
 
 
-def _tma_cells(d: TmaDescriptor, i: int, rid: str, links: list[tuple[str, str, str, tuple[int, int]]]) -> list[Any]:
+def _tma_cells(d: TmaDescriptor, i: int, rid: str, page: Page) -> list[Any]:
     if d.kind == "im2col":
         box = (f"channels/pixel {esc(d.channels_per_pixel)}, pixels/column {esc(d.pixels_per_column)}"
                f"<br>corners {esc(dims(d.lower_corner))} .. {esc(dims(d.upper_corner))}")
     else:
         box = f'<span class="tl-box">{esc(dims(d.box_dim))}</span>'
     problems = ("<ul>" + "".join(f"<li>&#9888; {esc(p)}</li>" for p in d.problems) + "</ul>") if d.problems else "ok"
-    where = "<br>".join(
-        f'<a href="#{esc(anchor)}-L{first}">{esc(backend if part == "main" else f"{backend} {part}")} '
-        f"L{first}&ndash;{last}</a>"
-        for backend, part, anchor, (first, last) in links
-    ) or '<span class="tl-muted">not found</span>'
     name = f'<a href="#{rid}-tma-{i}"><code>{esc(d.name)}</code></a>'
-    return [name, d.buffer or "-", d.kernel or "-", d.kind, d.dtype, d.rank, dims(d.global_dim),
-            dims(d.global_stride_bytes), box, dims(d.element_strides), d.swizzle, d.interleave, d.l2_promotion,
-            d.oob_fill, _num(d.element_bytes), _num(d.box_elements), _num(d.box_bytes), _num(d.inner_box_bytes),
-            _num(d.swizzle_span_bytes), problems, where]
+    return [name, d.buffer or "-", d.dtype, dims(d.global_dim), box, d.swizzle, _num(d.inner_box_bytes),
+            _num(d.swizzle_span_bytes), problems, _where(page, i, "tma")]
 
 
-def wgmma_html(report: KernelReport) -> str:
+def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
     if not report.wgmma:
         return '<p class="tl-muted">This kernel issues no WGMMA instructions.</p>'
-    rows = []
-    for w in report.wgmma:
+    page = page or make_page(report)
+    rows, attrs = [], []
+    for i, w in enumerate(report.wgmma):
         rows.append([w.kernel or "-", w.instruction, w.variant, w.m, w.n, w.k, w.a_dtype, w.b_dtype, w.accum_dtype,
-                     w.a_major, w.b_major, w.count])
+                     w.a_major, w.b_major, w.count, _where(page, i, "wgmma")])
+        attrs.append(f' id="{page.rid}-wgmma-{i}"')
     out = [_table(["kernel", "instruction", "variant", "M", "N", "K", "A dtype", "B dtype", "accum", "A major",
-                   "B major", "call sites"], rows, numeric=(3, 4, 5, 11))]
+                   "B major", "call sites", "where"], rows, numeric=(3, 4, 5, 11), raw=(12,), row_attrs=attrs)]
+    why = [n for n in (wgmma_shape_note(report, i) for i in range(len(report.wgmma))) if n]
+    if why:
+        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in why) + "</ul>")
     ops: list[list[Any]] = []
     for w in report.wgmma:
         for role, op in (("A", w.a), ("B", w.b)):
@@ -410,6 +434,16 @@ def _operand_row(instruction: str, role: str, op: WgmmaOperand | None, report: K
             op.sbo_bytes, op.major, verdict]
 
 
+def cell_html(report: KernelReport, page: Page | None = None) -> str:
+    """The user's source (the cell), its T.copy / T.gemm lines linked to the rows they made."""
+    page = page or make_page(report)
+    if not page.source:
+        return '<p class="tl-muted">No source text was given for this report.</p>'
+    _, marks = _back_marks(report, page)
+    return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
+            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks))
+
+
 def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = ()) -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand ``(role, compiler operand, instruction MN)`` that reads it, tilelab's core-matrix
@@ -420,18 +454,29 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
     except ImportError:
         return _layout_table(layout)
     try:
-        out = [f'<div class="tl-scroll">{layout_svg(layout)}</div>']
+        cells = _PAGE_FRAGMENT_CELLS if layout.scope == "fragment" else _PAGE_SHARED_CELLS
+        out = [f'<div class="tl-scroll">{layout_svg(layout, max_cells=cells)}</div>']
         if layout.scope == "shared" and layout.offsets:
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
                        'its bank)</summary>'
-                       f'<div class="tl-scroll">{layout_svg(layout, color_by="bank", hover_crop=1024)}</div></details>')
+                       f'<div class="tl-scroll">{layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS)}'
+                       "</div></details>")
+        total = 1
+        for extent in layout.shape:
+            total *= int(extent)
+        if total > cells:
+            out.append(f'<p class="tl-muted tl-show-all">Drawn in part ({total} elements). Show all: '
+                       f"<code>tilelab.draw(report.layout({layout.buffer!r}))</code> in a cell, or "
+                       f"<code>report.layout({layout.buffer!r})</code> for every element.</p>")
         for role, op, inst_mn in operands:
             check = sw.check_wgmma_operand(layout, op, role, inst_mn)
             cls = "tl-ok" if check.agrees else "tl-absent"
             out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
                        f"(m64n{inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
-                out.append(f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}</div>')
+                out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
+                           f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}'
+                           "</div></details>")
         return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
@@ -460,7 +505,13 @@ def _layout_table(layout: Layout) -> str:
             f'<table class="tl-table tl-layout-table"><tbody>{body}</tbody></table></details>')
 
 
+def _layout_key(lay: Layout) -> tuple:
+    return (lay.scope, lay.dtype, lay.shape, lay.offsets, lay.threads, lay.locals_, lay.replicate, lay.thread_base)
+
+
 def layouts_html(report: KernelReport) -> str:
+    """Each layout with its picture (drawn in part when large); a layout equal to one drawn
+    already is named, not drawn again; past a dozen, the rest are listed in a table."""
     if not report.layouts:
         return '<p class="tl-muted">No shared-memory or fragment layouts were recorded.</p>'
     out = []
@@ -472,17 +523,32 @@ def layouts_html(report: KernelReport) -> str:
                 entry = (role, op, 64 if role == "A" else w.n)
                 if entry not in operands.setdefault(op.buffer, []):
                     operands[op.buffer].append(entry)
+    drawn: dict[tuple, str] = {}
+    rest: list[list[Any]] = []
     for lay in report.layouts:
         extra = ""
         if lay.scope == "fragment":
             extra = f", threads {lay.thread_base}..{lay.thread_base + (lay.thread_count or 0) - 1}"
             if lay.replicate > 1:
                 extra += f", replicated {lay.replicate}x"
+        key = _layout_key(lay)
+        same = drawn.get(key)
+        if same is not None and not operands.get(lay.buffer):
+            rest.append([lay.buffer, lay.scope, lay.dtype, dims(lay.shape), f"same layout as {same}"])
+            continue
+        if len(drawn) >= _PAGE_LAYOUTS:
+            rest.append([lay.buffer, lay.scope, lay.dtype, dims(lay.shape), lay.description[:120]])
+            continue
+        drawn.setdefault(key, lay.buffer)
+        opened = " open" if len(drawn) == 1 else ""
         out.append(
-            f'<details class="tl-sub" open><summary>{esc(lay.buffer)} '
+            f'<details class="tl-sub"{opened}><summary>{esc(lay.buffer)} '
             f'<span class="tl-muted">({esc(lay.scope)} {esc(lay.dtype)} [{esc(dims(lay.shape))}]{esc(extra)})</span></summary>'
             f"<p><code>{esc(lay.description)}</code></p>{_layout_drawing(lay, operands.get(lay.buffer, ()))}</details>"
         )
+    if rest:
+        out.append(f"<p>{len(rest)} more layout(s), not drawn (repeated or past the first {_PAGE_LAYOUTS}):</p>")
+        out.append(_table(["buffer", "scope", "dtype", "shape", "layout"], rest))
     return "".join(out)
 
 
@@ -504,76 +570,150 @@ def arguments_html(report: KernelReport) -> str:
     return "".join(out)
 
 
-_SECTION_BODIES = {
-    "summary": summary_html, "cuda": cuda_html, "launcher": launcher_html, "tma": tma_html,
-    "wgmma": wgmma_html, "layouts": layouts_html, "arguments": arguments_html,
-}
+# --------------------------------------------------------------------------------------------
+# The registry of sections: a new tab is one call to register_section
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    """One tab: ``body(report)`` or ``body(report, page)`` gives its markup; ``count(report)``
+    (optional) is shown in its title, e.g. "TMA (2)"."""
+
+    name: str
+    title: str
+    body: Callable[..., str]
+    count: Callable[[KernelReport], int] | None = None
+
+    def render(self, report: KernelReport, page: Page) -> str:
+        if "page" in _pyinspect.signature(self.body).parameters:
+            return self.body(report, page=page)
+        return self.body(report)
+
+
+_REGISTRY: dict[str, Section] = {}
+
+
+def register_section(name: str, title: str, body: Callable[..., str], *,
+                     count: Callable[[KernelReport], int] | None = None, after: str | None = None) -> Section:
+    """Add (or replace) a tab. ``body`` takes the report, and may take ``page`` (a :class:`Page`:
+    anchor prefix, line links, source text). ``after`` places it after that tab, else last."""
+    section = Section(name, title, body, count)
+    items = [(k, v) for k, v in _REGISTRY.items() if k != name]
+    at = next((n + 1 for n, (k, _) in enumerate(items) if k == after), len(items))
+    items.insert(at, (name, section))
+    _REGISTRY.clear()
+    _REGISTRY.update(items)
+    return section
+
+
+def sections() -> tuple[str, ...]:
+    """The names of every registered tab, in order."""
+    return tuple(_REGISTRY)
+
+
+def default_sections(with_source: bool = False) -> tuple[str, ...]:
+    """The tabs a page shows by default: every registered one (the Cell tab only with a source)."""
+    return tuple(n for n in _REGISTRY if n != "cell" or with_source)
+
+
+register_section("summary", "Summary", summary_html)
+register_section("cell", "Cell", cell_html)
+register_section("cuda", "CUDA", cuda_html)
+register_section("launcher", "Launcher", launcher_html)
+register_section("tma", "TMA", tma_html, count=lambda r: len(r.tma_descriptors))
+register_section("wgmma", "WGMMA", wgmma_html, count=lambda r: len(r.wgmma))
+register_section("layouts", "Layouts", layouts_html, count=lambda r: len(r.layouts))
+register_section("arguments", "Arguments", arguments_html, count=lambda r: len(r.arguments))
+
+# The built-in tabs (``--show`` names); the Cell tab appears when a source is given.
+SECTIONS = tuple(n for n in _REGISTRY if n != "cell")
+SECTION_TITLES = {k: v.title for k, v in _REGISTRY.items()}
 
 
 def section_title(report: KernelReport, name: str) -> str:
-    count = {"tma": len(report.tma_descriptors), "wgmma": len(report.wgmma), "layouts": len(report.layouts),
-             "arguments": len(report.arguments)}.get(name)
-    return SECTION_TITLES[name] + (f" ({count})" if count is not None else "")
+    section = _section(name)
+    return section.title + (f" ({section.count(report)})" if section.count is not None else "")
 
 
-def section_body(report: KernelReport, name: str) -> str:
-    """The inner markup of one section (no root wrapper, no stylesheet)."""
-    if name not in _SECTION_BODIES:
+def _section(name: str) -> Section:
+    if name not in _REGISTRY:
         raise ValueError(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
-    return _section_body(report, name)
+    return _REGISTRY[name]
 
 
-@functools.lru_cache(maxsize=64)
-def _section_body(report: KernelReport, name: str) -> str:
-    # Reports are frozen and hashable; re-displaying one (a re-run cell) reuses its markup.
-    return _SECTION_BODIES[name](report)
+def section_body(report: KernelReport, name: str, page: Page | None = None) -> str:
+    """The inner markup of one section (no root wrapper, no stylesheet)."""
+    section = _section(name)
+    return section.render(report, page or make_page(report))
 
 
-def wrap(body: str, *, root_id: str | None = None) -> str:
+def wrap(body: str, *, root_id: str | None = None, css: str = "") -> str:
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
-    return f'<div class="tilelab-report"{rid}><style>{ROOT_CSS}{CODE_CSS}</style>{body}</div>'
+    return f'<div class="tilelab-report"{rid}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
 
 
 def render_section(report: KernelReport, name: str) -> str:
-    """One section alone, styled (what the inspector widget shows in a tab)."""
+    """One section alone, styled."""
     return wrap(section_body(report, name))
 
 
-def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
-                extra: Sequence[tuple[str, str]] = ()) -> str:
-    """The whole report as static HTML; ``standalone`` adds a page title and page colours.
+def _slug(title: str, n: int) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"extra-{n}"
 
-    ``extra`` appends (title, markup) sections after the report's own, open (the inspector puts
-    its Timing results there); the markup is inserted as is, the title escaped.
+
+def _tab_css(rid: str, names: Sequence[str]) -> str:
+    """Per page: the tab of the panel being shown looks selected."""
+    rules = [f'.tilelab-report:has(#{rid}-{n}:target,#{rid}-{n} :target) .tl-tabs a[href="#{rid}-{n}"]'
+             for n in names]
+    return ("@supports selector(:has(a)){" + ",".join(rules) +
+            "{border-color:var(--jp-border-color1,#bbb);background:var(--jp-layout-color1,#fff);font-weight:600;"
+            "margin-bottom:-1px}}")
+
+
+def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+    """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
+
+    ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
+    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): it adds
+    the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
+    appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
+    there); the markup is inserted as is, the title escaped.
     """
-    chosen = tuple(sections) if sections is not None else SECTIONS
-    unknown = [s for s in chosen if s not in SECTIONS]
+    chosen = tuple(sections) if sections is not None else default_sections(source is not None)
+    unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    rid = report_id(report)
+    if source is not None and sections is not None and "cell" not in chosen:
+        chosen = ("cell", *chosen) if chosen[:1] != ("summary",) else ("summary", "cell", *chosen[1:])
+    page = make_page(report, source, chosen)
+    rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
             f"{len(report.kernels)} kernel(s), {len(report.tma_descriptors)} TMA, {sites} WGMMA, "
             f"{len(report.problems)} problem(s)</span></div>")
-    parts = [head]
+    panels: list[tuple[str, str, str]] = []  # (slug, title, body)
     for name in chosen:
-        opened = " open" if name in _OPEN else ""
-        parts.append(f'<details class="tl-section" id="{rid}-{name}"{opened}>'
-                     f"<summary>{esc(section_title(report, name))}</summary>{section_body(report, name)}</details>")
+        panels.append((name, section_title(report, name), _section(name).render(report, page)))
     for n, (title, markup) in enumerate(extra):
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"extra-{n}"
-        parts.append(f'<details class="tl-section" id="{rid}-{slug}" open>'
-                     f"<summary>{esc(title)}</summary>{markup}</details>")
-    body = wrap("".join(parts), root_id=rid)
+        panels.append((_slug(title, n), esc(title), markup))
+    tabs = "".join(f'<a href="#{rid}-{slug}">{esc(title) if slug in _REGISTRY else title}</a>'
+                   for slug, title, _ in panels)
+    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}"><h3 class="tl-ptitle">'
+                   f"{esc(title) if slug in _REGISTRY else title}</h3>{markup}</section>"
+                   for slug, title, markup in panels)
+    page_html = wrap(f'{head}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]))
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
                 "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"
-                + body)
-    return body
+                + page_html)
+    return page_html
 
 
 __all__ = [
-    "SECTIONS", "encode_spans", "esc", "launcher_html", "render_html", "render_section", "report_id",
-    "section_body", "section_title", "tma_links",
+    "Page", "SECTIONS", "Section", "encode_spans", "esc", "launcher_html", "make_page", "register_section",
+    "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]
