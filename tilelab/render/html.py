@@ -41,6 +41,10 @@ _PAGE_BANK_CELLS = 256
 _PAGE_FRAGMENT_CELLS = 128
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
+# A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
+_LONG_LINES = 1500
+_LONG_HEAD = 300
+_LONG_TAIL = 100
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -296,11 +300,40 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
                     if back_links and page.has("tma"):
                         marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
-            code = highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments")
+            code = _long_code(text, language, anchor, marks, f"report.sources.launcher({b!r})"
+                              + (".text" if part == "main" else f".extra[{p - 1}][1]"))
             opened = " open" if first_open else ""
             first_open = False
             out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
                        f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines)</span></summary>{code}</details>')
+    return "".join(out)
+
+
+def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str) -> str:
+    """A launcher's code; past ``_LONG_LINES`` lines only its head, its tail and the lines around
+    every marked line are drawn, each gap a visible line saying how to read all of it."""
+    lines = text.split("\n")
+    if len(lines) <= _LONG_LINES:
+        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments")
+    keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
+    for n in marks:
+        keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
+    out, n = [], 1
+    while n <= len(lines):
+        if n in keep:
+            end = n
+            while end + 1 <= len(lines) and end + 1 in keep:
+                end += 1
+            chunk = "\n".join(lines[n - 1:end])
+            out.append(highlight_code(chunk, language, anchor_prefix=anchor, first_line=n, colour="comments",
+                                      marks={k: v for k, v in marks.items() if n <= k <= end}))
+        else:
+            end = n
+            while end + 1 <= len(lines) and end + 1 not in keep:
+                end += 1
+            out.append(f'<p class="tl-muted tl-show-all">&#8942; lines {n}&ndash;{end} of {len(lines)} not drawn here. '
+                       f"Show all: <code>print({esc(whole)})</code></p>")
+        n = end + 1
     return "".join(out)
 
 
@@ -677,8 +710,8 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
-    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): it adds
-    the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
+    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
+    default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
     there); the markup is inserted as is, the title escaped.
     """
@@ -686,8 +719,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    if source is not None and sections is not None and "cell" not in chosen:
-        chosen = ("cell", *chosen) if chosen[:1] != ("summary",) else ("summary", "cell", *chosen[1:])
     page = make_page(report, source, chosen)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)

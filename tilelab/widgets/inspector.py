@@ -68,8 +68,6 @@ class Inspector:
     @property
     def titles(self) -> tuple[str, ...]:
         names = self.tabs if self.tabs is not None else render.default_sections(self.source is not None)
-        if self.source is not None and "cell" not in names:
-            names = ("cell", *names) if names[:1] != ("summary",) else ("summary", "cell", *names[1:])
         return tuple(render.section_title(self.report, n) for n in names) + tuple(t for t, _ in self.extra)
 
     def tab(self, title_or_name: str) -> str:

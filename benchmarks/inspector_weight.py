@@ -1,0 +1,122 @@
+"""How heavy and how fast the inspector page is (issues 13 and 14). Prints a table.
+
+- the README's Hopper GEMM: static HTML bytes and element count (target: at most 200 KB);
+- a kernel with 50 buffers: inspect + page time and page bytes (targets: under 3 s, under 1 MB);
+- in Chromium (when installed): the time from a click on a tab to the next painted frame, and
+  the page's DOM node count (target: under 100 ms).
+
+    .venv/bin/python benchmarks/inspector_weight.py [--repeat 5] [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def many_buffers(n_pairs: int = 25):
+    """A kernel with ``2 * n_pairs`` tensors: each input copied through shared memory to an output."""
+    import tilelang.language as T
+
+    names = [f"X{i}" for i in range(n_pairs)] + [f"Y{i}" for i in range(n_pairs)]
+    params = ", ".join(f"{n}: T.Tensor((1024, 256), T.float16)" for n in names)
+    body = "\n".join(
+        f"        S{i} = T.alloc_shared((64, 64), T.float16)\n"
+        f"        T.copy(X{i}[by * 64, bx * 64], S{i})\n"
+        f"        T.copy(S{i}, Y{i}[by * 64, bx * 64])" for i in range(n_pairs))
+    source = (f"import tilelang.language as T\n\n@T.prim_func\ndef many({params}):\n"
+              f"    with T.Kernel(4, 16, threads=128) as (bx, by):\n{body}\n")
+    path = Path(tempfile.mkdtemp()) / "many_buffers.py"
+    path.write_text(source)  # T.prim_func reads its source from a real file
+    scope: dict = {}
+    exec(compile(source, str(path), "exec"), scope)
+    return scope["many"], source
+
+
+def page_figures(report, source=None):
+    from tilelab.widgets.inspector import Inspector
+
+    start = time.perf_counter()
+    page = Inspector(report, source=source).html
+    return time.perf_counter() - start, page
+
+
+def browser_figures(page: str, repeat: int) -> dict[str, float] | None:
+    chromium = Path("/usr/bin/chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if not chromium.exists():
+        return None
+    html_file = Path(tempfile.mkdtemp()) / "inspector.html"
+    html_file.write_text(f"<!doctype html><meta charset=utf-8><body style='width:1000px'>{page}</body>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        tab.goto(html_file.as_uri())
+        nodes = tab.evaluate("document.getElementsByTagName('*').length")
+        links = tab.evaluate("[...document.querySelectorAll('.tl-tabs a')].map(a => a.getAttribute('href'))")
+        times = []
+        for _ in range(repeat):
+            for href in links[1:] + links[:1]:
+                ms = tab.evaluate("""(href) => new Promise(done => {
+                    const a = document.querySelector(`.tl-tabs a[href="${href}"]`);
+                    const t0 = performance.now();
+                    a.click();
+                    requestAnimationFrame(() => setTimeout(() => done(performance.now() - t0), 0));
+                })""", href)
+                times.append(ms)
+        browser.close()
+    return {"nodes": nodes, "median_ms": statistics.median(times), "max_ms": max(times), "min_ms": min(times),
+            "clicks": len(times)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-browser", action="store_true")
+    args = parser.parse_args()
+    import tilelab
+    from examples.gemm import matmul
+
+    gemm = tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a")
+    gemm_source = (ROOT / "examples" / "gemm.py").read_text()
+    seconds, page = page_figures(gemm, gemm_source)
+    rows = [("README Hopper GEMM: page KB", f"{len(page.encode()) / 1024:.0f}", "747-766", "<= 200"),
+            ("README Hopper GEMM: elements", str(page.count("<") - page.count("</")), "-", "-"),
+            ("README Hopper GEMM: page s", f"{seconds:.2f}", "-", "-")]
+    kernel, source = many_buffers()
+    start = time.perf_counter()
+    many = tilelab.inspect(kernel, "sm_90a", force=True)
+    inspect_s = time.perf_counter() - start
+    seconds, big = page_figures(many, source)
+    rows += [(f"{len(many.arguments)}-buffer kernel: inspect s", f"{inspect_s:.2f}", "-", "-"),
+             (f"{len(many.arguments)}-buffer kernel: page s", f"{seconds:.2f}", "21 (cell)", "< 3 (cell)"),
+             (f"{len(many.arguments)}-buffer kernel: page KB", f"{len(big.encode()) / 1024:.0f}", "7000 + 7900 state",
+              "< 1024")]
+    if not args.no_browser:
+        figures = browser_figures(page, args.repeat)
+        if figures is None:
+            rows.append(("tab switch (Chromium)", "skipped: no Chromium or Playwright", "", ""))
+        else:
+            rows.append(("README GEMM page: DOM nodes", str(figures["nodes"]), "17268", "-"))
+            rows.append((f"tab switch ms, median of {figures['clicks']} (min-max)",
+                         f"{figures['median_ms']:.1f} ({figures['min_ms']:.1f}-{figures['max_ms']:.1f})",
+                         "84-301", "< 100"))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'figure':<{width}}  {'now':>22}  {'before':>18}  target")
+    for name, now, before, target in rows:
+        print(f"{name:<{width}}  {now:>22}  {before:>18}  {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
