@@ -159,3 +159,23 @@ def test_the_readme_gemm_page_is_light():
     page = Inspector(gemm()).html
     assert len(page.encode()) < 400 * 1024
     assert page.count("<") < 15000
+
+
+def test_large_layouts_are_drawn_in_part_with_a_show_all_and_repeats_once():
+    import tilelab
+    from tilelab.render.html import section_body
+
+    report = gemm()
+    body = section_body(report, "layouts")
+    frag = report.layout("C_local")
+    part = re.search(r"<details class=\"tl-sub\"><summary>C_local .*?</details>", body, re.S).group(0)
+    assert "showing rows 0-" in part and f"of {frag.shape[0]}x{frag.shape[1]}" in part
+    assert "tilelab.draw(report.layout(&#x27;C_local&#x27;))" in part
+    full = tilelab.draw(frag)
+    assert full._repr_html_() == str(full) and "showing rows" not in full
+    # a second buffer with the same layout is named, not drawn again
+    a = report.layout("A_shared")
+    twin = dataclasses.replace(a, buffer="A2_shared")
+    body = section_body(dataclasses.replace(report, layouts=report.layouts + (twin,)), "layouts")
+    assert "<td>A2_shared</td>" in body and "same layout as A_shared" in body
+    assert body.count("<svg") == section_body(report, "layouts").count("<svg")

@@ -276,6 +276,9 @@ else:
         folded = shown[-1]["data"]["text/html"]
         assert "<details><summary" in folded and "Full TileLang trace" in folded
         assert "Traceback" in folded or "File " in folded
+        # shown once: the box holds only the folded trace, the traceback the message and the line
+        outside = re.sub(r"<pre.*?</pre>", "", folded, flags=re.S)
+        assert "cell line" not in outside and err.summary[:40] not in outside
 
     @pytest.mark.parametrize("line, needle", [
         ("--bogus", "Valid options: --target TARGET, --backend {tvm_ffi,cython,nvrtc,cutedsl}"),

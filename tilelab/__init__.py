@@ -31,6 +31,7 @@ _LAZY = {
     "bench": (".launch", "bench"),
     "sweep": (".launch", "sweep"),
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
+    "draw": (".render.svg", "draw"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
 }
@@ -67,6 +68,7 @@ __all__ = [
     "WgmmaInstruction",
     "WgmmaOperand",
     "bench",
+    "draw",
     "has_gpu",
     "inspect",
     "load_ipython_extension",

@@ -83,7 +83,7 @@ def resolve_target(spec: Any) -> tuple[str, str | None]:
         local = local_gpu_arch()
         if local:
             return local, f"target {local}: the local GPU's arch"
-        return DEFAULT_ARCH, f"no GPU found: inspected for {DEFAULT_ARCH} (pass target=... to choose another)"
+        return DEFAULT_ARCH, f"no GPU found: inspected for {DEFAULT_ARCH} (choose another with --target in %%tilelang, target=... in tilelab.inspect)"
     arch: Any = None
     if isinstance(spec, str):
         text = spec.strip()

@@ -667,21 +667,21 @@ class TileLangMagics(Magics):
             lines.append(f"  cell line {where[0]}: {where[1].strip()}")
         elif err.kernel_line:
             lines.append(f"  {err.kernel_line[0]}:{err.kernel_line[1]}: {err.kernel_line[2].strip()}")
-        lines.append("  (the full TileLang trace is folded in the output above)")
+        lines.append("  (the full TileLang trace is folded above)")
         return lines
 
     def _show_lowering_error(self, err: LoweringError, cell: str, filename: str) -> None:
-        where = self._kernel_line(err, cell, filename)
+        """The full TileLang trace, folded: the only part of the error the traceback below it
+        (message and cell line, see ``_lowering_lines``) does not already say."""
         esc = html.escape
-        line_html = (f"<div>cell line {where[0]}: <code>{esc(where[1].strip())}</code></div>" if where else "")
         body = (
             '<div class="tilelab-report tl-error" style="color:var(--jp-ui-font-color1,#222);'
-            'background:rgba(229,57,53,.12);border-left:3px solid var(--jp-error-color1,#d32f2f);padding:4px 8px">'
-            f"<div><b>{esc(err.kernel or 'kernel')}</b>: {esc(err.summary)}</div>{line_html}"
-            '<details><summary style="cursor:pointer">Full TileLang trace</summary>'
-            f'<pre style="white-space:pre-wrap">{esc(err.trace)}</pre></details></div>'
+            'border-left:3px solid var(--jp-error-color1,#d32f2f);padding:2px 8px">'
+            f'<details><summary style="cursor:pointer">Full TileLang trace of <b>{esc(err.kernel or "the kernel")}</b>'
+            f'</summary><pre style="white-space:pre-wrap">{esc(err.trace)}</pre></details></div>'
         )
-        text = err.summary + (f"\n  cell line {where[0]}: {where[1].strip()}" if where else "")
+        text = f"(the full TileLang trace of {err.kernel or 'the kernel'}: {len(err.trace.splitlines())} lines, " \
+               "folded in the HTML view)"
         self.shell.display_pub.publish(data={"text/plain": text, "text/html": body}, metadata={})
 
 

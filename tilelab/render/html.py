@@ -255,10 +255,18 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
             row_attrs=[' class="tl-problem"' if w.missing_in else "" for w in report.l2_persistence],
         ))
     if report.notes:
-        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
+        out.append('<ul class="tl-notes">' + "".join(_note(n) for n in report.notes) + "</ul>")
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
+
+
+def _note(text: str) -> str:
+    """A note of the engine: one line; a long one folds after its first clause."""
+    if len(text) <= 140:
+        return f"<li>{esc(text)}</li>"
+    cut = next((i for i in (text.find(", yet "), text.find(" ("), text.find(". ")) if 20 < i < 140), 120)
+    return (f'<li><details class="tl-note"><summary>{esc(text[:cut])} &hellip;</summary>{esc(text)}</details></li>')
 
 
 def cuda_html(report: KernelReport, page: Page | None = None) -> str:
@@ -498,9 +506,9 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
         for extent in layout.shape:
             total *= int(extent)
         if total > cells:
-            out.append(f'<p class="tl-muted tl-show-all">Drawn in part ({total} elements). Show all: '
-                       f"<code>tilelab.draw(report.layout({layout.buffer!r}))</code> in a cell, or "
-                       f"<code>report.layout({layout.buffer!r})</code> for every element.</p>")
+            out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
+                       f"<code>tilelab.draw(report.layout({esc(repr(layout.buffer))}))</code> in a cell, with "
+                       "<code>report = tilelab.inspect(kernel)</code>.</p>")
         for role, op, inst_mn in operands:
             check = sw.check_wgmma_operand(layout, op, role, inst_mn)
             cls = "tl-ok" if check.agrees else "tl-absent"

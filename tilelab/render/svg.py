@@ -686,4 +686,23 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     return "".join(out) + "</svg>"
 
 
-__all__ = ["compare_svg", "fragment_svg", "layout_svg", "side_by_side", "tile_svg", "wgmma_operand_svg"]
+class Picture(str):
+    """An SVG string that notebooks display as the picture."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
+    """Every element of a report's layout (``report.layout("C_local")``), however large: the
+    inspector draws large layouts in part and points here for the rest."""
+    total = 1
+    for extent in layout.shape:
+        total *= int(extent)
+    if layout.scope == "fragment":
+        return Picture(fragment_svg(layout, max_cells=max(total, 1)))
+    return Picture(layout_svg(layout, max_cells=max(total, 1), color_by=color_by))
+
+
+__all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
+           "wgmma_operand_svg"]
