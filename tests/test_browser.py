@@ -173,7 +173,7 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
             inspector = page.locator(".jp-OutputArea-output .tilelab-report").first
             inspector.wait_for(timeout=240_000)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            tab = inspector.locator(".tl-tabs a", has_text=re.compile(r"^TMA")).first
+            tab = inspector.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first
             tab.click()
             table = inspector.locator("table.tl-table:visible").first
             table.wait_for(timeout=30_000)
@@ -217,7 +217,7 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
 
 def _layouts_tab_hover(page, inspector, tmp_path: Path) -> None:
     """Layouts tab: visible SVG cells; hover a bank-5 cell and read the computed strokes."""
-    inspector.locator(".tl-tabs a", has_text=re.compile(r"^Layouts")).first.click()
+    inspector.locator(".tl-tabs label", has_text=re.compile(r"^Layouts")).first.click()
     first_svg = inspector.locator(".tl-panel:visible svg").first
     first_svg.wait_for(timeout=30_000)
     boxes = inspector.locator(".tl-panel:visible svg rect").evaluate_all(
@@ -240,7 +240,7 @@ def _layouts_tab_hover(page, inspector, tmp_path: Path) -> None:
         "svg => ['b5', 'b6'].map(c => [...svg.querySelectorAll('g.tlcells rect.' + c)].map("
         "r => getComputedStyle(r).stroke + ' ' + getComputedStyle(r).strokeWidth))")
     same, other = strokes
-    assert len(same) >= 8 and len(set(same)) == 1, same[:8]  # every bank-5 cell, one style
+    assert len(same) >= 4 and len(set(same)) == 1, same[:8]  # every bank-5 cell drawn, one style
     assert same[0] != before and same[0].endswith("2.5px"), (same[0], before)
     assert other and not any(s == same[0] for s in other), other[:4]
     bank.screenshot(path=str(tmp_path / "layouts-hover.png"))
@@ -273,7 +273,7 @@ def _follow(page, inspector, link, tmp_path: Path, shot: str) -> str:
 def _links_bring_lines_into_view(page, inspector, tmp_path: Path) -> None:
     """A TMA row links to the launcher line that encodes it, the CUDA line that uses it and the
     cell line that asked for it; the cell line links back to the row."""
-    tma = inspector.locator(".tl-tabs a", has_text=re.compile(r"^TMA")).first
+    tma = inspector.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first
     row = inspector.locator("tr[data-descriptor='A_desc']")
     _no_overflow(inspector)
     text = _follow(page, inspector, row.locator("a", has_text=re.compile(r"^tvm_ffi L")).first, tmp_path,
@@ -307,7 +307,7 @@ def _saved_notebook_reopened(page, url: str, tmp_path: Path) -> None:
     inspector = page.locator(".jp-OutputArea-output .tilelab-report").first
     inspector.wait_for(timeout=60_000)
     assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
-    inspector.locator(".tl-tabs a", has_text=re.compile(r"^TMA")).first.click()
+    inspector.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first.click()
     page.wait_for_timeout(300)
     assert inspector.locator("tr[data-descriptor='A_desc']").is_visible()
     inspector.scroll_into_view_if_needed()
@@ -331,16 +331,16 @@ def _export_offline_shows_every_tab(tmp_path: Path) -> None:
                        else route.continue_())
             page.goto(exported.as_uri())
             report = page.locator(".tilelab-report").first
-            tabs = report.locator(".tl-tabs a")
+            tabs = report.locator(".tl-tabs label")
             assert tabs.count() >= 8
             for i in range(tabs.count()):
                 tab = tabs.nth(i)
                 tab.click()
-                panel = page.locator(f"[id='{tab.get_attribute('href')[1:]}']")
+                panel = page.locator(f"[data-tab='{tab.get_attribute('for')}']")
                 assert panel.is_visible() and panel.bounding_box()["height"] > 20, tab.inner_text()
                 shown = report.locator(".tl-panel").evaluate_all("ps => ps.filter(p => p.offsetParent).length")
                 assert shown == 1, (tab.inner_text(), shown)
-            report.locator(".tl-tabs a", has_text=re.compile(r"^TMA")).first.click()
+            report.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first.click()
             page.screenshot(path=str(tmp_path / "export-offline.png"))
         finally:
             browser.close()

@@ -23,9 +23,9 @@ def test_tabs_and_titles():
     assert view.titles == ("Summary", "CUDA", "Launcher", "TMA (2)", "WGMMA (1)",
                            f"Layouts ({len(report.layouts)})", f"Arguments ({len(report.arguments)})")
     rid = report_id(report)
-    tabs = re.findall(r'<a href="#([^"]+)">([^<]*)</a>', re.search(r'<nav class="tl-tabs">(.*?)</nav>', view.html).group(1))
+    tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', re.search(r'<nav class="tl-tabs">(.*?)</nav>', view.html).group(1))
     assert [t for _, t in tabs] == list(view.titles)
-    assert [h for h, _ in tabs] == [f"{rid}-{n}" for n in ("summary", "cuda", "launcher", "tma", "wgmma", "layouts",
+    assert [h for h, _ in tabs] == [f"{rid}-t-{n}" for n in ("summary", "cuda", "launcher", "tma", "wgmma", "layouts",
                                                             "arguments")]
     launcher = view.tab("launcher")
     for item in report.sources.launchers:
@@ -92,7 +92,7 @@ def test_mimebundle_is_the_static_report_only():
     assert bundle["text/plain"].startswith("KernelReport ")
     tags = parse(bundle["text/html"]).tags
     assert not [t for t, _ in tags if t in ("script", "img")]
-    assert not [k for _, a in tags for k in a if k.startswith("on")]
+    assert [(t, k) for t, a in tags for k in a if k.startswith("on")] == [("div", "onclick")]  # the link follower
 
 
 def test_every_in_page_link_resolves():

@@ -28,6 +28,7 @@ from tilelab import (
     WgmmaInstruction,
     WgmmaOperand,
 )
+from tilelab.render import html as render_module
 from tilelab.render.html import SECTIONS, render_html, report_id, section_body
 
 SCRIPT = "<script>alert(1)</script>"
@@ -230,10 +231,14 @@ def test_sources_are_complete_and_each_section_is_a_tab():
     # One tab link and one panel per section, the first launcher open, the CUDA not folded.
     tabs = re.search(r'<nav class="tl-tabs">(.*?)</nav>', out).group(1)
     for name in SECTIONS:
-        assert f'<a href="#{rid}-{name}">' in tabs
-        assert f'<section class="tl-panel" id="{rid}-{name}">' in out
+        assert f'<label for="{rid}-t-{name}">' in tabs
+        assert f'<section class="tl-panel" id="{rid}-{name}" data-tab="{rid}-t-{name}">' in out
+        assert re.search(rf'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{name}"', out)
+    # the first tab's radio is the checked one; CSS shows the panel of the checked radio
+    assert out.count(" checked ") == 1 and f'id="{rid}-t-summary" checked' in out
+    assert f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma{{" in out or f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma," in out
     assert re.search(rf'<details class="tl-sub" id="{rid}-src-tvm_ffi-0" open>', out)
-    cuda = re.search(rf'<section class="tl-panel" id="{rid}-cuda">(.*?)</section>', out, re.S).group(1)
+    cuda = re.search(rf'<section class="tl-panel" id="{rid}-cuda"[^>]*>(.*?)</section>', out, re.S).group(1)
     assert "<details" not in cuda and f'data-src="{rid}-cuda"' in cuda
     assert "<script" not in out.lower()
 
@@ -265,7 +270,7 @@ def test_a_source_text_adds_the_cell_tab_linked_both_ways():
     out = render_html(report, source=cell)
     rid = report_id(report)
     lines = cell.split("\n")
-    assert f'<a href="#{rid}-cell">Cell</a>' in out
+    assert f'<label for="{rid}-t-cell">Cell</label>' in out
     for i, desc in enumerate(report.tma_descriptors):
         row = re.search(rf'<tr id="{rid}-tma-{i}"[^>]*>(.*?)</tr>', out, re.S).group(1)
         asked = [int(n) for n in re.findall(rf'href="#{rid}-cell-L(\d+)"', row)]
@@ -353,7 +358,9 @@ def test_hostile_strings_are_escaped(renderer):
         out = section_body(report, renderer)
     tags = parse(out).tags
     assert not [t for t, _ in tags if t in ("script", "img")]
-    assert not [(t, k) for t, a in tags for k in a if k.startswith("on")]
+    # the only handler is the page's own link follower, on its root, never text from the report
+    handlers = [(t, k, v) for t, a in tags for k, v in a.items() if k.startswith("on")]
+    assert all(t == "div" and k == "onclick" and v == html.unescape(render_module._FOLLOW_JS) for t, k, v in handlers)
     assert "<script>alert" not in out and "<img" not in out
 
 
@@ -448,10 +455,10 @@ def test_extra_sections_are_appended_as_tabs_with_escaped_titles():
     report = hostile_report()
     out = render_html(report, extra=(("Timing <b>", "<p>1.00 ms</p>"),))
     rid = report_id(report)
-    section = re.search(rf'<section class="tl-panel" id="{rid}-timing-b"><h3 class="tl-ptitle">(.*?)</h3>(.*?)</section>',
+    section = re.search(rf'<section class="tl-panel" id="{rid}-timing-b"[^>]*><h3 class="tl-ptitle">(.*?)</h3>(.*?)</section>',
                         out, re.S)
     assert section and section.group(1) == "Timing &lt;b&gt;" and section.group(2) == "<p>1.00 ms</p>"
-    assert f'<a href="#{rid}-timing-b">Timing &lt;b&gt;</a>' in out
+    assert f'<label for="{rid}-t-timing-b">Timing &lt;b&gt;</label>' in out
     assert out.index("Arguments") < out.index("Timing &lt;b&gt;")
     assert render_html(report) == render_html(report, extra=())
 
@@ -468,7 +475,7 @@ def test_a_new_section_is_one_registered_function():
         out = render_html(report)
         rid = report_id(report)
         assert render.sections()[:2] == ("summary", "notes")
-        assert f'<a href="#{rid}-notes">Notes ({len(report.notes)})</a>' in out
+        assert f'<label for="{rid}-t-notes">Notes ({len(report.notes)})</label>' in out
         assert out.index(f'id="{rid}-summary"') < out.index(f'id="{rid}-notes"') < out.index(f'id="{rid}-cuda"')
         assert f"has {len(report.notes)} note(s)" in section_body(report, "notes")
     finally:

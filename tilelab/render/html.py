@@ -1,10 +1,11 @@
-"""``render_html(report) -> str``: the whole inspector as one static HTML page (no JavaScript).
+"""``render_html(report) -> str``: the whole inspector as one static HTML page.
 
-The inspector is a row of tabs over panels, made of plain links and CSS: a tab is a link to its
-panel, and a panel shows while it, or a line inside it, is the page's ``:target``. So the same
-markup is the live inspector in JupyterLab, a saved notebook reopened without its kernel, an
-``nbconvert`` export (every tab works offline), and, where styles are stripped (GitHub), every
-panel one after the other. Every fact links to the lines that say it: a TMA row to the cell line
+The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no script, no
+widget model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened
+without its kernel, and an ``nbconvert`` export (every tab works offline); where styles are
+stripped (GitHub) every panel shows, one after the other. One small click handler on the root
+makes in-page links cross tabs: it selects the tab holding the link's target, unfolds it and
+scrolls it into view (JupyterLab handles in-page links itself and never sets ``:target``). Every fact links to the lines that say it: a TMA row to the cell line
 that asked for the copy, the device CUDA lines that use the descriptor and every launcher's
 encode call; those lines link back (see :mod:`tilelab._links`, which finds them).
 
@@ -58,9 +59,10 @@ ROOT_CSS = """
 .tilelab-report .tl-scroll svg{max-width:none}
 .tilelab-report .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid var(--jp-border-color1,#bbb);
  margin:2px 0 6px}
-.tilelab-report .tl-tabs a{padding:3px 10px;text-decoration:none;color:var(--jp-ui-font-color1,#222);
+.tilelab-report .tl-tabs label{padding:3px 10px;cursor:pointer;color:var(--jp-ui-font-color1,#222);
  border:1px solid transparent;border-bottom:none;border-radius:3px 3px 0 0;white-space:nowrap}
-.tilelab-report .tl-tabs a:hover{background:var(--jp-layout-color2,#eee)}
+.tilelab-report .tl-tabs label:hover{background:var(--jp-layout-color2,#eee)}
+.tilelab-report .tl-radio{position:absolute;opacity:0;width:1px;height:1px;margin:0;pointer-events:none}
 .tilelab-report .tl-panel{scroll-margin-top:3em}
 .tilelab-report .tl-ptitle{font-size:var(--jp-ui-font-size2,15px);margin:8px 0 4px}
 .tilelab-report details.tl-sub>summary{cursor:pointer;font-family:var(--jp-code-font-family,monospace)}
@@ -82,14 +84,8 @@ ROOT_CSS = """
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
-@supports selector(:has(a)){
 .tilelab-report .tl-panel{display:none}
-.tilelab-report .tl-panel:target,.tilelab-report .tl-panel:has(:target){display:block}
-.tilelab-report:not(:has(.tl-panel:target,.tl-panel :target)) .tl-panel:first-child{display:block}
-.tilelab-report .tl-ptitle{display:none}
-.tilelab-report:not(:has(.tl-panel:target,.tl-panel :target)) .tl-tabs a:first-child{border-color:var(--jp-border-color1,#bbb);
- background:var(--jp-layout-color1,#fff);font-weight:600;margin-bottom:-1px}
-}
+.tilelab-report .tl-hit{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
 """
 
 
@@ -386,16 +382,22 @@ def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None =
 
 
 def _excerpt(text: str, language: str, lines: Sequence[int], anchor: str, title: str) -> str:
-    """A few lines of ``text`` (their own numbers kept) and a link to them in their tab."""
+    """Just the given lines of ``text`` (their own numbers kept; at most ``_EXCERPT_LINES``), each
+    run of consecutive lines one block, and a link to the first of them in its tab."""
     if not lines:
         return ""
-    first, last = min(lines), max(lines)
-    if last - first >= _EXCERPT_LINES:
-        last = first + _EXCERPT_LINES - 1
-    body = "\n".join(text.split("\n")[first - 1:last])
-    code = highlight_code(body, language, anchor_prefix=f"{anchor}-x", first_line=first, colour="comments")
-    return (f'<div class="tl-excerpt"><a href="#{anchor}-L{min(lines)}">{esc(title)} {_span_text(first, last)}</a>'
-            f"{code}</div>")
+    chosen = sorted(set(lines))[:_EXCERPT_LINES]
+    source = text.split("\n")
+    runs: list[list[int]] = []
+    for n in chosen:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    code = "".join(highlight_code("\n".join(source[r[0] - 1:r[-1]]), language, anchor_prefix=f"{anchor}-x",
+                                  first_line=r[0], colour="comments") for r in runs)
+    where = ", ".join(_span_text(r[0], r[-1]) for r in runs)
+    return f'<div class="tl-excerpt"><a href="#{anchor}-L{chosen[0]}">{esc(title)} {where}</a>{code}</div>'
 
 
 def _tma_excerpts(report: KernelReport, page: Page) -> str:
@@ -689,10 +691,15 @@ def section_body(report: KernelReport, name: str, page: Page | None = None) -> s
     return section.render(report, page or make_page(report))
 
 
-def wrap(body: str, *, root_id: str | None = None, css: str = "") -> str:
+def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str = "") -> str:
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
-    return f'<div class="tilelab-report"{rid}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
+    click = f' onclick="{esc(onclick)}"' if onclick else ""
+    return f'<div class="tilelab-report"{rid}{click}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
+
+
+def _plain(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def render_section(report: KernelReport, name: str) -> str:
@@ -705,12 +712,29 @@ def _slug(title: str, n: int) -> str:
 
 
 def _tab_css(rid: str, names: Sequence[str]) -> str:
-    """Per page: the tab of the panel being shown looks selected."""
-    rules = [f'.tilelab-report:has(#{rid}-{n}:target,#{rid}-{n} :target) .tl-tabs a[href="#{rid}-{n}"]'
-             for n in names]
-    return ("@supports selector(:has(a)){" + ",".join(rules) +
+    """Per page: the panel whose radio is checked shows, and its tab looks selected."""
+    shown = ",".join(f"#{rid}-t-{n}:checked~.tl-panels>#{rid}-{n}" for n in names)
+    active = ",".join(f'#{rid}-t-{n}:checked~.tl-tabs>label[for="{rid}-t-{n}"]' for n in names)
+    focus = ",".join(f'#{rid}-t-{n}:focus-visible~.tl-tabs>label[for="{rid}-t-{n}"]' for n in names)
+    return (f".tilelab-report {shown.replace(',', ',.tilelab-report ')}{{display:block}}"
+            f".tilelab-report {active.replace(',', ',.tilelab-report ')}"
             "{border-color:var(--jp-border-color1,#bbb);background:var(--jp-layout-color1,#fff);font-weight:600;"
-            "margin-bottom:-1px}}")
+            "margin-bottom:-1px}"
+            f".tilelab-report {focus.replace(',', ',.tilelab-report ')}{{outline:2px solid var(--jp-brand-color1,#1976d2)}}")
+
+
+# One click handler on the page's root: an in-page link first selects the tab that holds its
+# target (and opens folded blocks around it), then brings the target into view, centred. Tabs
+# themselves need no script (radio buttons and CSS), so where scripts do not run the tabs still
+# work and a link still lands when its target's tab is open.
+_FOLLOW_JS = (
+    "var a=event.target.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
+    "var t=document.getElementById(a.getAttribute('href').slice(1));if(!t)return;"
+    "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
+    "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
+    "this.querySelectorAll('.tl-hit').forEach(function(e){e.classList.remove('tl-hit')});t.classList.add('tl-hit');"
+    "event.preventDefault();requestAnimationFrame(function(){t.scrollIntoView({block:'center',inline:'nearest'})})"
+)
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
@@ -738,13 +762,16 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         panels.append((name, section_title(report, name), _section(name).render(report, page)))
     for n, (title, markup) in enumerate(extra):
         panels.append((_slug(title, n), esc(title), markup))
-    tabs = "".join(f'<a href="#{rid}-{slug}">{esc(title) if slug in _REGISTRY else title}</a>'
+    radios = "".join(f'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{slug}"'
+                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}">'
+                     for n, (slug, title, _) in enumerate(panels))
+    tabs = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
                    for slug, title, _ in panels)
-    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}"><h3 class="tl-ptitle">'
+    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}"><h3 class="tl-ptitle">'
                    f"{esc(title) if slug in _REGISTRY else title}</h3>{markup}</section>"
                    for slug, title, markup in panels)
-    page_html = wrap(f'{head}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
-                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]))
+    page_html = wrap(f'{head}{radios}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]), onclick=_FOLLOW_JS)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
                 "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"
