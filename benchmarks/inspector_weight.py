@@ -108,16 +108,16 @@ def browser_figures(page: str, repeat: int) -> dict[str, float] | None:
         tab = browser.new_page(viewport={"width": 1400, "height": 1000})
         tab.goto(html_file.as_uri())
         nodes = tab.evaluate("document.getElementsByTagName('*').length")
-        links = tab.evaluate("[...document.querySelectorAll('.tl-tabs a')].map(a => a.getAttribute('href'))")
+        tabs = tab.evaluate("[...document.querySelectorAll('.tl-tabs label')].map(l => l.getAttribute('for'))")
         times = []
         for _ in range(repeat):
-            for href in links[1:] + links[:1]:
-                ms = tab.evaluate("""(href) => new Promise(done => {
-                    const a = document.querySelector(`.tl-tabs a[href="${href}"]`);
+            for target in tabs[1:] + tabs[:1]:
+                ms = tab.evaluate("""(target) => new Promise(done => {
+                    const label = document.querySelector(`.tl-tabs label[for="${target}"]`);
                     const t0 = performance.now();
-                    a.click();
+                    label.click();
                     requestAnimationFrame(() => setTimeout(() => done(performance.now() - t0), 0));
-                })""", href)
+                })""", target)
                 times.append(ms)
         browser.close()
     return {"nodes": nodes, "median_ms": statistics.median(times), "max_ms": max(times), "min_ms": min(times),
