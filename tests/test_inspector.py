@@ -171,6 +171,8 @@ def test_large_layouts_are_drawn_in_part_with_a_show_all_and_repeats_once():
     part = re.search(r"<details class=\"tl-sub\"><summary>C_local .*?</details>", body, re.S).group(0)
     assert "showing rows 0-" in part and f"of {frag.shape[0]}x{frag.shape[1]}" in part
     assert "tilelab.draw(report.layout(&#x27;C_local&#x27;))" in part
+    # the legend sits above each picture, not in small print under it
+    assert part.index('<p class="tl-legend">each cell: the thread (T) and register (v)') < part.index("<svg")
     full = tilelab.draw(frag)
     assert full._repr_html_() == str(full) and "showing rows" not in full
     # a second buffer with the same layout is named, not drawn again

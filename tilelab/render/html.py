@@ -81,6 +81,7 @@ ROOT_CSS = """
 .tilelab-report .tl-muted{color:var(--jp-ui-font-color2,#555)}
 .tilelab-report .tl-absent{color:var(--jp-warn-color0,#8a5300)}
 .tilelab-report .tl-where a{white-space:nowrap}
+.tilelab-report .tl-legend{margin:2px 0;font-size:var(--jp-ui-font-size1,13px)}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
@@ -498,7 +499,12 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
         return _layout_table(layout)
     try:
         cells = _PAGE_FRAGMENT_CELLS if layout.scope == "fragment" else _PAGE_SHARED_CELLS
-        out = [f'<div class="tl-scroll">{layout_svg(layout, max_cells=cells)}</div>']
+        legend = ("each cell: the thread (T) and register (v) holding that element; colour: warp"
+                  if layout.scope == "fragment" else
+                  "colour and number: the physical 16-byte chunk (4 banks) each element is stored in; "
+                  "a swizzle pattern repeats within every 1,024 bytes")
+        out = [f'<p class="tl-legend">{legend}</p>',
+               f'<div class="tl-scroll">{layout_svg(layout, max_cells=cells)}</div>']
         if layout.scope == "shared" and layout.offsets:
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
                        'its bank)</summary>'
