@@ -481,3 +481,15 @@ def test_a_new_section_is_one_registered_function():
     finally:
         render._REGISTRY.pop("notes")
     assert "notes" not in render.sections()
+
+
+def test_long_launchers_colour_only_their_comments_and_keep_every_character():
+    from tilelab.render.code import highlight_code
+
+    c = 'int x = 1; // set <x> & "y"\nf("//not a comment");\n  // whole line\nchar* s = "a";'
+    out = highlight_code(c, "c++", anchor_prefix="p", colour="comments")
+    assert stripped_lines(out)[:-1] == c.split("\n")  # every character, escaped and back
+    comments = re.findall(r'<span class="c1">(.*?)</span>', out)
+    assert comments == ['// set &lt;x&gt; &amp; "y"', "// whole line"]
+    py = highlight_code("x = '#'\n    # note", "python", anchor_prefix="p", colour="comments")
+    assert re.findall(r'<span class="c1">(.*?)</span>', py) == ["# note"]
