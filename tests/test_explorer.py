@@ -114,3 +114,13 @@ def test_interleave_is_a_mode_of_the_explorer():
     # 16 rows x 16 fp16, core matrices column-first: chunk 0 of rows 0-15 is 256 contiguous bytes:
     # a column read is conflict-free (each phase of 8 rows is one 128-byte block)
     assert w.state()["report"].wavefronts == 4
+
+
+def test_a_large_tile_draws_the_rows_its_access_pattern_reaches():
+    w = swizzle_explorer(rows=256, cols=256, swizzle="128B", pattern="column_read")
+    reached = max(int(a.row) for a in w.state()["report"].accesses) + 1
+    assert reached <= 32
+    assert "showing rows 0-31, cols 0-255 of 256x256 (max_rows=32" in w.picture.value
+    w.start_row.value = 100  # the pattern moves down: the picture follows it
+    reached = max(int(a.row) for a in w.state()["report"].accesses) + 1
+    assert reached > 100 and f"showing rows 0-{reached - 1}," in w.picture.value

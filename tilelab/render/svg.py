@@ -256,7 +256,8 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
-                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0) -> str:
+                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
+                    max_rows: int = 0) -> str:
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
@@ -281,6 +282,9 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
         if show_rows * show_cols > EXPLICIT_CELLS:
             show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
+    row_capped = bool(max_rows) and show_rows > max_rows
+    if row_capped:
+        show_rows = max_rows
     cropped = show_rows < rows or show_cols < cols
     sub = index[:show_rows, :show_cols]
     n_shown = show_rows * show_cols
@@ -364,6 +368,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
     if cropped:
         why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
+            else f"max_rows={max_rows}: swizzles repeat within 8 rows of 128 bytes" if row_capped \
             else f"max_cells={max_cells}"
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
     legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
@@ -381,13 +386,13 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
-             max_width: float = 900, hover: str = "bank") -> str:
+             max_width: float = 900, hover: str = "bank", max_rows: int = 0) -> str:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
     ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
     are outlined). ``hover``: what hovering a cell highlights (``"bank"``, ``"chunk"``, ``"row"``,
-    ``"none"``), pure CSS inside the SVG."""
+    ``"none"``), pure CSS inside the SVG. ``max_rows``: draw at most this many rows (0: no cap)."""
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -397,7 +402,7 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
-                           base=tile.base % sw.LINE_BYTES)
+                           base=tile.base % sw.LINE_BYTES, max_rows=max_rows)
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",

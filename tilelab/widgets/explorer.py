@@ -24,6 +24,7 @@ from ..render import svg
 
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
+MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -99,8 +100,11 @@ class SwizzleExplorer(widgets.VBox):
         kind = self.highlight.value
         highlight = {kind: self.index.value} if kind != "none" else None
         self.conflicts.value = self._conflict_html(report)
+        # A large tile draws its first rows only (the swizzle repeats within 8 rows of 128 bytes),
+        # enough for the access pattern: a 256x256 tile stays quick to draw and to paint.
+        rows_needed = max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS])
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells, hover=self.hover.value)
+                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
 
