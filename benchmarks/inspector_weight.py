@@ -25,8 +25,6 @@ sys.path.insert(0, str(ROOT))
 
 def many_buffers(n_pairs: int = 25):
     """A kernel with ``2 * n_pairs`` tensors: each input copied through shared memory to an output."""
-    import tilelang.language as T
-
     names = [f"X{i}" for i in range(n_pairs)] + [f"Y{i}" for i in range(n_pairs)]
     params = ", ".join(f"{n}: T.Tensor((1024, 256), T.float16)" for n in names)
     body = "\n".join(

@@ -1,11 +1,12 @@
-"""Syntax-highlighted source with an anchor on every line: ``text -> HTML`` (pygments).
+"""Syntax-highlighted source, one ``<span>`` per line: ``text -> HTML`` (pygments).
 
-Each line is a ``<span id="{prefix}-L{n}">`` with its number, so other parts of a
-report (a TMA table row) can point at the lines that encode something and those lines can point
-back. Colours come from a stylesheet scoped under ``.tilelab-report`` (see ``STYLE_CSS``) that
-reads JupyterLab's editor CSS variables, so the code follows the light and the dark theme and
-still has readable fallbacks outside Jupyter. Pygments' own token classes are kept (short names,
-``k``, ``s``, ``c``...), with no inline colours.
+Only the lines something links to carry an id, ``{prefix}-L{n}``, so other parts of a report (a
+TMA table row) can point at the lines that encode something and those lines can point back; line
+numbers are CSS counters (they weigh nothing and are not copied with the code). Colours come from
+a stylesheet scoped under ``.tilelab-report`` (see ``STYLE_CSS``) that reads JupyterLab's editor
+CSS variables, so the code follows the light and the dark theme and still has readable fallbacks
+outside Jupyter. Pygments' own token classes are kept (short names, ``k``, ``s``, ``c``...), with
+no inline colours; long launchers are coloured for comments only, by a regex per line.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from .._links import EncodeSite, ReportLinks, encode_spans, launcher_parts, report_links, thread_note, wgmma_shape_note
+from .._links import ReportLinks, encode_spans, launcher_parts, report_links, thread_note, wgmma_shape_note
 from .._model import BACKENDS, KernelReport, Layout, TmaDescriptor, WgmmaOperand
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, highlight_code
