@@ -214,7 +214,8 @@ class TileLangMagics(Magics):
         super().__init__(shell, **kwargs)
         # Reports and compiled kernels only: widgets are never cached (they are closed on re-run).
         self._cache: OrderedDict[str, CellResult] = OrderedDict()
-        self._inspectors: dict[str, Any] = {}  # cell identity -> the inspector it showed last (for its Diff tab)
+        # cell identity -> the report its inspector showed last (the Diff tab compares with it)
+        self._shown_reports: dict[str, KernelReport] = {}
         self._bound: dict[str, Any] = {}  # names this magic bound -> the kernel it bound there
         self.last: CellResult | None = None
 
@@ -297,7 +298,7 @@ class TileLangMagics(Magics):
         result.seconds = time.perf_counter() - started
         self.last = result
         if result.inspector is not None:
-            self._inspectors[self._cell_identity(cell)] = result.inspector
+            self._shown_reports[self._cell_identity(cell)] = result.report
 
     def _process(self, cell: str, filename: str, ns: dict[str, Any], before: dict[str, Any], args: Any,
                  arch: str | None, out_idx: list[int] | None, pass_configs: dict[str, Any],
@@ -344,10 +345,10 @@ class TileLangMagics(Magics):
         if not args.quiet:
             from .widgets.inspector import Inspector
 
-            previous = self._inspectors.get(self._cell_identity(cell))
+            previous = self._shown_reports.get(self._cell_identity(cell))
             source = "%%tilelang" + (f" {args.line}" if args.line else "") + "\n" + cell
             result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing,
-                                         source=source, previous=getattr(previous, "report", None))
+                                         source=source, previous=previous)
             self._display(result.inspector)
         return result
 
@@ -620,7 +621,7 @@ class TileLangMagics(Magics):
     # -- display ---------------------------------------------------------------------------
     def _cell_identity(self, cell: str) -> str:
         """The notebook cell being run: the front end's cell id when the kernel has one, else
-        the cell's text (a re-run of the same text closes the previous inspector)."""
+        the cell's text (a re-run compares with what that cell showed last: the Diff tab)."""
         parent: Any = None
         getter = getattr(self.shell, "get_parent", None)
         if callable(getter):
