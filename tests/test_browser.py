@@ -223,6 +223,14 @@ def _layouts_tab_hover(page, inspector, tmp_path: Path) -> None:
     boxes = inspector.locator(".tl-panel:visible svg rect").evaluate_all(
         "rs => rs.slice(0, 200).map(r => { const b = r.getBoundingClientRect(); return [b.width, b.height]; })")
     assert boxes and sum(1 for w, h in boxes if w > 0 and h > 0) >= len(boxes) // 2, boxes[:10]
+    # zoom x2 (a checkbox, no script): the picture doubles and scrolls inside its own box
+    picture = inspector.locator(".tl-panel:visible .tl-picture svg").first
+    width = picture.bounding_box()["width"]
+    inspector.locator(".tl-panel:visible .tl-zoom-label").first.click()
+    page.wait_for_timeout(200)
+    assert abs(picture.bounding_box()["width"] - 2 * width) < 2, (width, picture.bounding_box())
+    _no_overflow(inspector)
+    inspector.locator(".tl-panel:visible .tl-zoom-label").first.click()
     # the WGMMA overlays are there, each saying whether tilelab agrees with the compiler
     checks = inspector.locator(".tl-panel:visible .tl-wgmma-check").evaluate_all("es => es.map(e => e.textContent)")
     assert len(checks) >= 2 and all("agrees with the compiler" in c for c in checks), checks

@@ -181,3 +181,11 @@ def test_large_layouts_are_drawn_in_part_with_a_show_all_and_repeats_once():
     body = section_body(dataclasses.replace(report, layouts=report.layouts + (twin,)), "layouts")
     assert "<td>A2_shared</td>" in body and "same layout as A_shared" in body
     assert body.count("<svg") == section_body(report, "layouts").count("<svg")
+
+
+def test_each_drawn_layout_has_a_zoom_toggle_of_its_own():
+    from tilelab.render.html import section_body
+
+    body = section_body(gemm(), "layouts")
+    ids = re.findall(r'<input type="checkbox" class="tl-zoom" id="([^"]+)"><label for="\1"', body)
+    assert len(ids) == len(gemm().layouts) and len(set(ids)) == len(ids)

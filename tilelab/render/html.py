@@ -82,6 +82,9 @@ ROOT_CSS = """
 .tilelab-report .tl-absent{color:var(--jp-warn-color0,#8a5300)}
 .tilelab-report .tl-where a{white-space:nowrap}
 .tilelab-report .tl-legend{margin:2px 0;font-size:var(--jp-ui-font-size1,13px)}
+.tilelab-report .tl-zoom{margin:0 4px 0 0;vertical-align:middle}
+.tilelab-report .tl-zoom-label{cursor:pointer;font-size:var(--jp-ui-font-size1,13px)}
+.tilelab-report .tl-zoom:checked~.tl-picture svg{zoom:2}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
@@ -488,7 +491,7 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
             + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks))
 
 
-def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = ()) -> str:
+def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand ``(role, compiler operand, instruction MN)`` that reads it, tilelab's core-matrix
     overlay with LBO/SBO arrows and whether tilelab's descriptor agrees with the compiler's."""
@@ -503,8 +506,11 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
                   if layout.scope == "fragment" else
                   "colour and number: the physical 16-byte chunk (4 banks) each element is stored in; "
                   "a swizzle pattern repeats within every 1,024 bytes")
-        out = [f'<p class="tl-legend">{legend}</p>',
-               f'<div class="tl-scroll">{layout_svg(layout, max_cells=cells)}</div>']
+        # zoom x2 is a checkbox and CSS (no script): the picture scrolls inside its own box
+        zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
+                'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
+        out = [f'<p class="tl-legend">{legend}</p>{zoom}',
+               f'<div class="tl-scroll tl-picture">{layout_svg(layout, max_cells=cells)}</div>']
         if layout.scope == "shared" and layout.offsets:
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
                        'its bank)</summary>'
@@ -574,6 +580,7 @@ def layouts_html(report: KernelReport) -> str:
                     operands[op.buffer].append(entry)
     drawn: dict[tuple, str] = {}
     rest: list[list[Any]] = []
+    rid = report_id(report)
     for lay in report.layouts:
         extra = ""
         if lay.scope == "fragment":
@@ -593,7 +600,8 @@ def layouts_html(report: KernelReport) -> str:
         out.append(
             f'<details class="tl-sub"{opened}><summary>{esc(lay.buffer)} '
             f'<span class="tl-muted">({esc(lay.scope)} {esc(lay.dtype)} [{esc(dims(lay.shape))}]{esc(extra)})</span></summary>'
-            f"<p><code>{esc(lay.description)}</code></p>{_layout_drawing(lay, operands.get(lay.buffer, ()))}</details>"
+            f"<p><code>{esc(lay.description)}</code></p>"
+            f"{_layout_drawing(lay, operands.get(lay.buffer, ()), f'{rid}-zoom-{len(drawn)}')}</details>"
         )
     if rest:
         out.append(f"<p>{len(rest)} more layout(s), not drawn (repeated or past the first {_PAGE_LAYOUTS}):</p>")
