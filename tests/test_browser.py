@@ -12,7 +12,7 @@ and no cell of another bank; a screenshot of that is saved too. The TMA row's li
 launcher, CUDA and cell lines into view with no sideways scrolling and nothing overflows the
 inspector; the saved notebook reopened with its kernel gone still shows the inspector; the
 ``nbconvert`` export opened with the network refused shows every tab. The folder holding the
-screenshots is printed (``pytest -s`` shows it).
+screenshots is printed.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def lab(tmp_path: Path):
         log.close()
 
 
-def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
+def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path, capsys) -> None:
     from playwright.sync_api import sync_playwright
 
     url, nb = lab
@@ -209,7 +209,8 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, tmp_path: Path) -> None:
         finally:
             context.close()
     _export_offline_shows_every_tab(tmp_path)
-    print(f"\nscreenshots of the browser test: {tmp_path}")
+    with capsys.disabled():  # shown even when pytest captures output: where a reviewer finds the pictures
+        print(f"\nscreenshots of the browser test: {tmp_path}")
     for name in ("inspector-light.png", "inspector-dark.png", "lab-light.png", "lab-dark.png", "layouts-hover.png",
                  "link-launcher.png", "link-cuda.png", "link-cell.png", "reopened.png", "export-offline.png"):
         assert (tmp_path / name).stat().st_size > 5_000, name
