@@ -43,7 +43,7 @@ def _requirements() -> str | None:
     if not CHROMIUM.exists():
         return ("Debian's chromium is not installed at /usr/bin/chromium (`make chromium` installs it "
                 "with apt-get; it could not be installed on this machine)")
-    for module in ("playwright", "jupyterlab", "nbformat", "ipykernel"):
+    for module in ("playwright", "jupyterlab", "nbformat", "nbconvert", "ipykernel"):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (make test installs the [dev] extra)"
     return None
