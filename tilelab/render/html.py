@@ -510,12 +510,12 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
         zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
                 'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
         out = [f'<p class="tl-legend">{legend}</p>{zoom}',
-               f'<div class="tl-scroll tl-picture">{layout_svg(layout, max_cells=cells)}</div>']
+               f'<div class="tl-scroll tl-picture">{layout_svg(layout, max_cells=cells, titles=False)}</div>']
         if layout.scope == "shared" and layout.offsets:
+            bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
+                                  titles=False)
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
-                       'its bank)</summary>'
-                       f'<div class="tl-scroll">{layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS)}'
-                       "</div></details>")
+                       f'its bank)</summary><div class="tl-scroll">{bank_svg}</div></details>')
         total = 1
         for extent in layout.shape:
             total *= int(extent)

@@ -257,7 +257,7 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0) -> str:
+                    max_rows: int = 0, titles: bool = True) -> str:
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
@@ -289,10 +289,10 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     sub = index[:show_rows, :show_cols]
     n_shown = show_rows * show_cols
     label_of = [str(k) for k in range(len(fill_of))]
-    titles = classes = None
+    with_titles, titles, classes = titles, None, None
     banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
     chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
-    if n_shown <= TITLE_CELLS:
+    if with_titles and n_shown <= TITLE_CELLS:
         def titles(i: int, j: int, k: int) -> str:
             cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
             return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
@@ -406,12 +406,14 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
-               highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0) -> str:
+               highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
+               titles: bool = True) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
     ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
-    rows, at most 2,048 cells), so that every cell shown is hoverable."""
+    rows, at most 2,048 cells), so that every cell shown is hoverable. ``titles=False`` leaves out
+    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain."""
     if layout.scope == "fragment":
         return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
     max_cells = max_cells or 4096
@@ -431,7 +433,7 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     try:
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
-                               hover=hover, hover_crop=hover_crop)
+                               hover=hover, hover_crop=hover_crop, titles=titles)
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
