@@ -17,8 +17,12 @@ def test_public_entry_point_and_layout():
     assert isinstance(w, SwizzleExplorer) and isinstance(w, widgets.VBox)
     assert tilelab.swizzle_explorer is swizzle_explorer
     kinds = [type(c).__name__ for c in w.children]
-    assert kinds == ["HBox", "HBox", "HBox", "HTML", "HTML", "HTML"]
-    assert w.hover.value == "bank" and w.hover in w.children[2].children
+    assert kinds == ["HBox", "HBox", "HBox", "HBox", "HTML", "HTML", "HTML"]
+    assert w.hover.value == "bank" and w.hover in w.children[3].children
+    # the verdict and the per-mode comparison come before the picture; no unexplained labels
+    assert list(w.children[4:]) == [w.conflicts, w.comparison, w.picture]
+    assert w.index.description != "#" and "thread" in w.index.description
+    assert not [c for c in w.children for c in getattr(c, "children", ()) if type(c).__name__ == "ToggleButtons"]
     assert w.picture.value.startswith("<svg") and "32x64 float16, 128B swizzle" in w.picture.value
 
 
@@ -31,7 +35,8 @@ def test_changing_the_mode_updates_picture_and_conflict_count():
     assert w.picture.value != before and "NONE swizzle" in w.picture.value
     assert w.state()["report"].wavefronts == 32
     # the per-mode table answers "why 128B?" for the chosen pattern
-    assert "NONE: 32/4 (8-way)" in w.comparison.value and "128B: 4/4 (1-way)" in w.comparison.value
+    assert "NONE: 32/4 wavefronts (8-way conflict)" in w.comparison.value
+    assert "128B: 4/4 wavefronts (no conflict)" in w.comparison.value and "1-way" not in w.comparison.value
 
 
 def test_pattern_dtype_and_size_controls():
@@ -109,3 +114,13 @@ def test_interleave_is_a_mode_of_the_explorer():
     # 16 rows x 16 fp16, core matrices column-first: chunk 0 of rows 0-15 is 256 contiguous bytes:
     # a column read is conflict-free (each phase of 8 rows is one 128-byte block)
     assert w.state()["report"].wavefronts == 4
+
+
+def test_a_large_tile_draws_the_rows_its_access_pattern_reaches():
+    w = swizzle_explorer(rows=256, cols=256, swizzle="128B", pattern="column_read")
+    reached = max(int(a.row) for a in w.state()["report"].accesses) + 1
+    assert reached <= 32
+    assert "showing rows 0-31, cols 0-255 of 256x256 (max_rows=32" in w.picture.value
+    w.start_row.value = 100  # the pattern moves down: the picture follows it
+    reached = max(int(a.row) for a in w.state()["report"].accesses) + 1
+    assert reached > 100 and f"showing rows 0-{reached - 1}," in w.picture.value

@@ -143,11 +143,15 @@ if not CHILD:
         outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
         assert not [o for o in outputs if o.output_type == "error"]
         rich = [o for o in outputs if o.output_type == "display_data"]
-        assert rich and "application/vnd.jupyter.widget-view+json" in rich[-1].data
+        assert rich and set(rich[-1].data) == {"text/html", "text/plain"}
         static = rich[-1].data["text/html"]
         assert '<div class="tilelab-report"' in static and "<script" not in static.lower()
         body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
         assert 'data-descriptor="A_desc"' in body and '<span class="tl-box">' in body
+        # every tab's panel is in the export, and the run notebook stays light (one copy of the page)
+        for name in ("summary", "cell", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments"):
+            assert re.search(rf'<section class="tl-panel"[^>]* id="tl-[0-9a-f]+-{name}"', body), name
+        assert len(nbformat.writes(nb).encode()) < 400 * 1024
 
 else:
     from IPython.core.error import UsageError
@@ -186,9 +190,17 @@ else:
         got = {d.name: (d.box_dim, d.swizzle) for d in report.tma_descriptors}
         assert got == truth(report)
         bundle = shown[-1]["data"]
-        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert set(bundle) == {"text/html", "text/plain"}  # no widget view to go missing after a restart
         assert '<span class="tl-box">' in bundle["text/html"]
-        assert last.inspector.titles[3] == "TMA (2)"
+        assert last.inspector.titles[:5] == ("Summary", "Cell", "CUDA", "Launcher", "TMA (2)")
+        # the Cell tab is the cell as the user sees it, line 1 the magic's line; T.copy lines link to the rows
+        cell = last.inspector.tab("cell")
+        rid = re.search(r'data-src="([^"]+)-cell"', cell).group(1)
+        lines = ("%%tilelang\n" + GEMM_CELL).split("\n")
+        marked = [int(n) for n in re.findall(rf'<span class="tl-mark" id="{rid}-cell-L(\d+)">', cell)]
+        assert [lines[n - 1].strip() for n in marked] == ["T.copy(A[by * block_M, k * block_K], A_shared)",
+                                                         "T.copy(B[k * block_K, bx * block_N], B_shared)",
+                                                         "T.gemm(A_shared, B_shared, C_local)"]
 
     def test_kernels_in_the_cell_have_their_source(ip, shown):
         import inspect
@@ -275,6 +287,9 @@ else:
         folded = shown[-1]["data"]["text/html"]
         assert "<details><summary" in folded and "Full TileLang trace" in folded
         assert "Traceback" in folded or "File " in folded
+        # shown once: the box holds only the folded trace, the traceback the message and the line
+        outside = re.sub(r"<pre.*?</pre>", "", folded, flags=re.S)
+        assert "cell line" not in outside and err.summary[:40] not in outside
 
     @pytest.mark.parametrize("line, needle", [
         ("--bogus", "Valid options: --target TARGET, --backend {tvm_ffi,cython,nvrtc,cutedsl}"),
@@ -351,7 +366,7 @@ else:
         assert "gfx942" in out and "inspect-only" in out and "inspection still works" in out
         last = magics(ip).last
         assert last.report.target == "gfx942" and last.report.mfma and not last.compiled
-        assert last.inspector.titles[1] == "HIP" and "MFMA (1)" in last.inspector.titles
+        assert last.inspector.titles[:3] == ("Summary", "Cell", "HIP") and "MFMA (1)" in last.inspector.titles
 
     def test_a_cell_without_kernels_runs_normally(ip, shown, capsys):
         assert run(ip, "", "plain_value = 41 + 1").success
@@ -676,7 +691,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert all(c[1] is kernel and c[3]["rep_ms"] == 5.0 for c in benches)
         assert len(last.timing) == 6
         assert last.inspector.titles[-1] == "Timing"
-        timing_tab = last.inspector.children[-1].value
+        timing_tab = last.inspector.tab("Timing")
         assert timing_tab.count("<b>gemm</b>") == 3 and timing_tab.count("PASS") == 3
         png = re.search(r'src="data:image/png;base64,([^"]+)"', timing_tab)
         assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG\r\n\x1a\n")
@@ -712,7 +727,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert run(ip, "--sanitize racecheck --sizes M=64", GEMM_CELL).success
         assert calls == [("sanitize", {"tool": "racecheck", "M": 64})]
         assert "compute-sanitizer --tool racecheck: 1 finding" in capsys.readouterr().out
-        timing_tab = magics(ip).last.inspector.children[-1].value
+        timing_tab = magics(ip).last.inspector.tab("Timing")
         assert "shared-memory race" in timing_tab and "raw compute-sanitizer output" in timing_tab
         calls.clear()
         assert run(ip, "--sanitize --quiet", GEMM_CELL).success
@@ -755,16 +770,22 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert isinstance(ip.user_ns["gemm"], FakeKernel)  # bound: the cell succeeded
         assert magics(ip).last.timing and not magics(ip).last.timing[0].passed
 
-    # -- widgets -----------------------------------------------------------------------------
-    def test_a_rerun_closes_the_previous_inspector(ip, shown):
+    # -- the inspector across runs --------------------------------------------------------------
+    def test_a_changed_rerun_of_a_cell_shows_a_diff_tab(ip, shown, monkeypatch):
+        magic = magics(ip)
+        monkeypatch.setattr(magic, "_cell_identity", lambda cell: "id:one-cell")  # the front end's cell id
         assert run(ip, "", GEMM_CELL).success
-        first = magics(ip).last.inspector
-        inner = [first, *first.children, *first.tab("launcher").children]
-        assert all(w.comm is not None for w in inner)
-        assert run(ip, "", GEMM_CELL).success
-        assert magics(ip).last.cache_hit and magics(ip).last.inspector is not first
-        assert all(w.comm is None for w in inner)  # closed: the front end drops the old models
-        assert magics(ip).last.inspector.comm is not None
+        assert "Diff" not in magic.last.inspector.titles  # a first run has nothing to compare
+        assert run(ip, "", GEMM_CELL.replace("num_stages=3", "num_stages=2")).success
+        view = magic.last.inspector
+        assert view.titles[-1] == "Diff"
+        diff = view.tab("Diff")
+        # the generated code's own pipeline depth changed: "% 3" stage indices became "% 2"
+        removed = re.findall(r'<span class="gd">-([^\n]*)', diff)
+        added = re.findall(r'<span class="gi">\+([^\n]*)', diff)
+        assert any("% 3)" in line for line in removed) and added and not any("% 3)" in line for line in added)
+        assert run(ip, "", GEMM_CELL.replace("num_stages=3", "num_stages=2")).success
+        assert "Diff" not in magic.last.inspector.titles  # the same report again: nothing changed
 
     # -- options that do not fit the kernel are refused by name ------------------------------
     COPY_CELL = '''import tilelang.language as T

@@ -61,7 +61,7 @@ def test_gemm_cell_compiles_runs_against_torch_and_benches(ip, shown):
     assert len(benches) == 1 and benches[0].median_ms > 0 and len(benches[0].samples_ms) >= 10
     # ... and the inspector shows both in its Timing tab
     assert last.inspector.titles[-1] == "Timing"
-    timing = last.inspector.children[-1].value
+    timing = last.inspector.tab("Timing")
     assert "PASS" in timing and "median" in timing
     assert "Timing" in shown[-1]["data"]["text/html"]
 
@@ -89,7 +89,7 @@ def test_dynamic_m_benches_each_size_set(ip, shown):
     benches = [r for r in magics(ip).last.timing if hasattr(r, "median_ms")]
     assert [r.sizes for r in benches] == [(("m", 1024),), (("m", 2048),)]
     assert all(r.median_ms > 0 for r in benches)
-    timing = magics(ip).last.inspector.children[-1].value
+    timing = magics(ip).last.inspector.tab("Timing")
     assert re.search(r'src="data:image/png;base64,', timing)  # latency against size
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 import sys
+from pathlib import Path
 from html.parser import HTMLParser
 
 import pytest
@@ -27,7 +28,9 @@ from tilelab import (
     WgmmaInstruction,
     WgmmaOperand,
 )
+from tilelab.render import html as render_module
 from tilelab.render.html import SECTIONS, default_sections, render_html, report_id, section_body
+
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -96,7 +99,8 @@ def hostile_report() -> KernelReport:
 
 
 class _Collect(HTMLParser):
-    """Tags, attributes, and the text of every code line (without its number and back links)."""
+    """Tags, attributes, and the text of every code line (without its back links), keyed
+    ``{pre's data-src}-L{n}`` whether or not the line carries that id."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -105,17 +109,22 @@ class _Collect(HTMLParser):
         self._stack: list[tuple[str, str | None]] = []  # (tag, role)
         self._line: str | None = None
         self._skip = 0
+        self._pre: list = []  # [prefix, next line number, depth of the pre]
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         self.tags.append((tag, a))
         cls = (a.get("class") or "").split()
         role = None
-        if tag == "span" and "tl-line" in cls:
-            self._line = a.get("id")
-            self.lines[self._line or ""] = ""
+        if tag == "pre" and "tl-src" in cls:
+            self._pre = [a.get("data-src"), int(a.get("data-first") or 1), len(self._stack) + 1]
+            role = "pre"
+        elif tag == "span" and self._pre and len(self._stack) == self._pre[2]:
+            self._line = f"{self._pre[0]}-L{self._pre[1]}"
+            self._pre[1] += 1
+            self.lines[self._line] = ""
             role = "line"
-        elif tag in ("span", "a") and ("tl-ln" in cls or "tl-back" in cls):
+        elif tag == "a" and "tl-back" in cls:
             self._skip += 1
             role = "skip"
         self._stack.append((tag, role))
@@ -127,6 +136,8 @@ class _Collect(HTMLParser):
                 self._skip -= 1
             if role == "line":
                 self._line = None
+            if role == "pre":
+                self._pre = []
             if t == tag:
                 break
 
@@ -180,7 +191,7 @@ def test_every_tma_row_links_to_its_encode_lines_and_back():
         assert row_id in ids
         row = re.search(rf'<tr id="{row_id}"[^>]*>(.*?)</tr>', out, re.S).group(1)
         hrefs = re.findall(r'href="#([^"]+)"', row)
-        targets = [h for h in hrefs if h != row_id]
+        targets = [h for h in hrefs if "-src-" in h]
         backends = {re.match(rf"{rid}-src-(\w+?)-\d+-L\d+$", h).group(1) for h in targets}
         assert {"tvm_ffi", "cython", "nvrtc", "cutedsl"} <= backends
         for href in targets:
@@ -197,11 +208,11 @@ def test_every_tma_row_links_to_its_encode_lines_and_back():
             other = report.tma_descriptors[1 - i].name
             assert other not in span, (backend, span)
             # ... and the first of those lines links back to the row.
-            line = re.search(rf'<span class="tl-line tl-mark" id="{href}">.*?</span>(?=<span class="tl-line|</pre>)', out, re.S)
+            line = re.search(rf'<span class="tl-mark" id="{href}">(.*?)\n</span>', out, re.S)
             assert line and f'href="#{row_id}"' in line.group(0), href
 
 
-def test_sources_are_complete_and_collapsible():
+def test_sources_are_complete_and_each_section_is_a_tab():
     report = gemm()
     out = render_html(report)
     rid = report_id(report)
@@ -218,13 +229,77 @@ def test_sources_are_complete_and_collapsible():
         for n, want in enumerate(source_lines, 1):
             assert lines[f"{prefix}-L{n}"] == want, (prefix, n)
         assert f"{prefix}-L{len(source_lines) + 1}" not in lines
-    # Sources sit in closed <details>; the section blocks exist for every inspector tab; the
-    # opt-in tiers (toolchain, IR passes) only when they were computed.
-    assert re.search(r'<details class="tl-sub"><summary>device code \(\d+ lines\)</summary><pre', out)
+    # One tab link and one panel per section, the first launcher open, the CUDA not folded; the
+    # opt-in tiers (toolchain, IR passes) and MFMA (AMD targets) only when they were computed.
+    tabs = re.search(r'<nav class="tl-tabs">(.*?)</nav>', out).group(1)
     for name in SECTIONS:
         shown = name in default_sections(report) and name not in ("lines", "ptx", "sass", "ir", "mfma")
-        assert (f'<details class="tl-section" id="{rid}-{name}"' in out) == shown, name
+        assert (f'<label for="{rid}-t-{name}">' in tabs) == shown, name
+        assert (f'<section class="tl-panel" id="{rid}-{name}" data-tab="{rid}-t-{name}">' in out) == shown, name
+        assert bool(re.search(rf'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{name}"', out)) == shown
+    # the first tab's radio is the checked one; CSS shows the panel of the checked radio
+    assert out.count(" checked ") == 1 and f'id="{rid}-t-summary" checked' in out
+    assert f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma{{" in out or f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma," in out
+    assert re.search(rf'<details class="tl-sub" id="{rid}-src-tvm_ffi-0" open>', out)
+    cuda = re.search(rf'<section class="tl-panel" id="{rid}-cuda"[^>]*>(.*?)</section>', out, re.S).group(1)
+    assert "<details" not in cuda and f'data-src="{rid}-cuda"' in cuda
     assert "<script" not in out.lower()
+
+
+def test_descriptors_and_wgmma_link_to_their_device_lines_and_back():
+    report = gemm()
+    out = render_html(report)
+    rid = report_id(report)
+    device = report.sources.device.split("\n")
+    for i, desc in enumerate(report.tma_descriptors):
+        row = re.search(rf'<tr id="{rid}-tma-{i}"[^>]*>(.*?)</tr>', out, re.S).group(1)
+        uses = [int(n) for n in re.findall(rf'href="#{rid}-cuda-L(\d+)"', row)]
+        # the device code's own tma_load of this descriptor (read from the text, not from the report)
+        loads = [n for n, line in enumerate(device, 1) if re.search(rf"tma_load\({desc.name}\b", line)]
+        assert loads and set(loads) <= set(uses)
+        for n in uses:
+            assert re.search(rf"\b{desc.name}\b", device[n - 1])
+            line = re.search(rf'<span class="tl-mark" id="{rid}-cuda-L{n}">(.*?)\n</span>', out, re.S).group(1)
+            assert f'href="#{rid}-tma-{i}"' in line
+    row = re.search(rf'<tr id="{rid}-wgmma-0"[^>]*>(.*?)</tr>', out, re.S).group(1)
+    issues = [n for n, line in enumerate(device, 1) if "tl::wgmma_ss<" in line]
+    linked = [int(n) for n in re.findall(rf'href="#{rid}-cuda-L(\d+)"', row)]
+    assert issues and set(issues) <= set(linked)
+
+
+def test_a_source_text_adds_the_cell_tab_linked_both_ways():
+    report = gemm()
+    cell = Path(__file__).resolve().parents[1].joinpath("examples", "gemm.py").read_text()
+    out = render_html(report, source=cell)
+    rid = report_id(report)
+    lines = cell.split("\n")
+    assert f'<label for="{rid}-t-cell">Cell</label>' in out
+    for i, desc in enumerate(report.tma_descriptors):
+        row = re.search(rf'<tr id="{rid}-tma-{i}"[^>]*>(.*?)</tr>', out, re.S).group(1)
+        asked = [int(n) for n in re.findall(rf'href="#{rid}-cell-L(\d+)"', row)]
+        assert asked, desc.name
+        for n in asked:
+            assert re.match(rf"\s*T\.copy\({desc.buffer}\[", lines[n - 1]), lines[n - 1]
+            mark = re.search(rf'<span class="tl-mark" id="{rid}-cell-L{n}">(.*?)\n</span>', out, re.S).group(1)
+            assert f'href="#{rid}-tma-{i}"' in mark
+    row = re.search(rf'<tr id="{rid}-wgmma-0"[^>]*>(.*?)</tr>', out, re.S).group(1)
+    gemm_lines = [int(n) for n in re.findall(rf'href="#{rid}-cell-L(\d+)"', row)]
+    assert gemm_lines and all("T.gemm(" in lines[n - 1] for n in gemm_lines)
+    # without a source there is no Cell tab and no link to one
+    assert f"{rid}-cell" not in render_html(report)
+
+
+def test_summary_explains_the_block_size_and_the_instruction_shape():
+    report = gemm()
+    body = section_body(report, "summary")
+    k = report.kernels[0]
+    frag = next(lay for lay in report.layouts if lay.scope == "fragment")
+    # TileLang's producer warp group: threads below the consumers' first thread
+    assert frag.thread_base == 128 and k.threads_per_block == 384
+    assert "block 384 = the 256 threads the kernel asks for" in body and "producer warp group" in body
+    w = report.wgmma[0]
+    assert (f"{w.instruction}: the 128x128 accumulator {frag.buffer} is split over 2 consumer warp group(s)"
+            in body) and "= 2 x m64n64" in body
 
 
 def test_summary_figures_come_from_the_launcher():
@@ -259,7 +334,17 @@ def test_css_is_scoped_and_uses_jupyterlab_variables_with_fallbacks():
     style = re.search(r"<style>(.*?)</style>", out, re.S).group(1)
     assert "var(--jp-layout-color1,#fff)" in style and "var(--jp-ui-font-color1,#222)" in style
     for rule in re.findall(r"([^{}]+)\{", style):
-        for selector in rule.split(","):
+        if rule.strip().startswith("@supports"):
+            continue
+        depth, selectors, current = 0, [], ""
+        for ch in rule:  # split at top-level commas only (":has(a, b)" is one selector)
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                selectors.append(current)
+                current = ""
+            else:
+                current += ch
+        for selector in selectors + [current]:
             assert selector.strip().startswith(".tilelab-report"), selector
     # every var() has a fallback, so the page reads outside Jupyter
     assert not re.findall(r"var\(--[\w-]+\)", style)
@@ -276,7 +361,9 @@ def test_hostile_strings_are_escaped(renderer):
         out = section_body(report, renderer)
     tags = parse(out).tags
     assert not [t for t, _ in tags if t in ("script", "img")]
-    assert not [(t, k) for t, a in tags for k in a if k.startswith("on")]
+    # the only handler is the page's own link follower, on its root, never text from the report
+    handlers = [(t, k, v) for t, a in tags for k, v in a.items() if k.startswith("on")]
+    assert all(t == "div" and k == "onclick" and v == html.unescape(render_module._FOLLOW_JS) for t, k, v in handlers)
     assert "<script>alert" not in out and "<img" not in out
 
 
@@ -336,25 +423,26 @@ def test_sources_read_line_by_line_without_styles():
                "tvm_ffi": report.sources.launcher("tvm_ffi").text}
     rid = report_id(report)
     pres = {
-        "cuda": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-cuda-L1">.*?</pre>', out, re.S),
-        "cython": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-src-cython-0-L1">.*?</pre>',
-                            out, re.S),
-        "tvm_ffi": re.search(rf'<pre class="tl-src"[^>]*><span class="tl-line[^"]*" id="{rid}-src-tvm_ffi-0-L1">.*?</pre>',
-                             out, re.S),
+        "cuda": re.search(rf'<pre class="tl-src" data-src="{rid}-cuda"[^>]*>.*?</pre>', out, re.S),
+        "cython": re.search(rf'<pre class="tl-src" data-src="{rid}-src-cython-0"[^>]*>.*?</pre>', out, re.S),
+        "tvm_ffi": re.search(rf'<pre class="tl-src" data-src="{rid}-src-tvm_ffi-0"[^>]*>.*?</pre>', out, re.S),
     }
-    names = [d.name for d in report.tma_descriptors]
+    names = [d.name for d in report.tma_descriptors] + [w.instruction for w in report.wgmma]
     for key, text in sources.items():
         source = text.split("\n")
         shown = stripped_lines(pres[key].group(0))
         assert shown[-1] == "" and len(shown) - 1 == len(source), key  # one newline per line
         for n, (got, want) in enumerate(zip(shown, source), 1):
-            # "12 " (the number), the line itself, then any back link ("↩ A_desc") on marked lines
-            assert got.startswith(f"{n} {want}"), (key, n, got, want)
-            rest = got[len(f"{n} {want}"):]
+            # the line itself, then any back link ("↩ A_desc") on marked lines; numbers are CSS
+            assert got.startswith(want), (key, n, got, want)
+            rest = got[len(want):]
             assert rest == "" or re.fullmatch("(\u21a9 (" + "|".join(names) + "))+", rest), (key, n, rest)
-    # plain text and an empty source too
-    assert stripped_lines(highlight_code("a < b\n\n  c", "text", anchor_prefix="p")) == ["1 a < b", "2 ", "3   c", ""]
-    assert stripped_lines(highlight_code("", "cuda", anchor_prefix="p")) == ["1 ", ""]
+    # plain text and an empty source too; an excerpt keeps its own line numbers
+    assert stripped_lines(highlight_code("a < b\n\n  c", "text", anchor_prefix="p")) == ["a < b", "", "  c", ""]
+    assert stripped_lines(highlight_code("", "cuda", anchor_prefix="p")) == ["", ""]
+    excerpt = highlight_code("x\ny", "text", anchor_prefix="p", first_line=40, anchors=[41])
+    assert 'style="counter-reset:tl-ln 39"' in excerpt and '<span id="p-L41">y' in excerpt
+    assert parse(excerpt).lines == {"p-L40": "x", "p-L41": "y"}
 
 
 def test_every_in_page_link_of_the_static_page_resolves():
@@ -366,11 +454,45 @@ def test_every_in_page_link_of_the_static_page_resolves():
         assert len(ids) == len([a.get("id") for _, a in parse(out).tags if a.get("id")])  # ids are unique
 
 
-def test_extra_sections_are_appended_open_with_escaped_titles():
+def test_extra_sections_are_appended_as_tabs_with_escaped_titles():
     report = hostile_report()
     out = render_html(report, extra=(("Timing <b>", "<p>1.00 ms</p>"),))
-    section = re.search(r'<details class="tl-section" id="[^"]+-timing-b" open><summary>(.*?)</summary>(.*?)</details>',
+    rid = report_id(report)
+    section = re.search(rf'<section class="tl-panel" id="{rid}-timing-b"[^>]*><h3 class="tl-ptitle">(.*?)</h3>(.*?)</section>',
                         out, re.S)
     assert section and section.group(1) == "Timing &lt;b&gt;" and section.group(2) == "<p>1.00 ms</p>"
+    assert f'<label for="{rid}-t-timing-b">Timing &lt;b&gt;</label>' in out
     assert out.index("Arguments") < out.index("Timing &lt;b&gt;")
     assert render_html(report) == render_html(report, extra=())
+
+
+def test_a_new_section_is_one_registered_function():
+    from tilelab.render import html as render
+
+    def notes_html(report):
+        return f"<p>{render.esc(report.name)} has {len(report.notes)} note(s)</p>"
+
+    render.register_section("notes", "Notes", notes_html, count=lambda r: len(r.notes), after="summary")
+    try:
+        report = hostile_report()
+        out = render_html(report)
+        rid = report_id(report)
+        assert render.sections()[:2] == ("summary", "notes")
+        assert f'<label for="{rid}-t-notes">Notes ({len(report.notes)})</label>' in out
+        assert out.index(f'id="{rid}-summary"') < out.index(f'id="{rid}-notes"') < out.index(f'id="{rid}-cuda"')
+        assert f"has {len(report.notes)} note(s)" in section_body(report, "notes")
+    finally:
+        render._REGISTRY.pop("notes")
+    assert "notes" not in render.sections()
+
+
+def test_long_launchers_colour_only_their_comments_and_keep_every_character():
+    from tilelab.render.code import highlight_code
+
+    c = 'int x = 1; // set <x> & "y"\nf("//not a comment");\n  // whole line\nchar* s = "a";'
+    out = highlight_code(c, "c++", anchor_prefix="p", colour="comments")
+    assert stripped_lines(out)[:-1] == c.split("\n")  # every character, escaped and back
+    comments = re.findall(r'<span class="c1">(.*?)</span>', out)
+    assert comments == ['// set &lt;x&gt; &amp; "y"', "// whole line"]
+    py = highlight_code("x = '#'\n    # note", "python", anchor_prefix="p", colour="comments")
+    assert re.findall(r'<span class="c1">(.*?)</span>', py) == ["# note"]

@@ -109,7 +109,7 @@ def test_profile_tab_and_measured_roofline_work():
     report = tilelab.inspect(elementwise_add(4096, 4096), "sm_80")
     insp = Inspector(report, timing=[placed, ProfileView(prof, report)])
     assert insp.titles[-2:] == ("Timing", "Profile")
-    assert "Top warp stalls" in insp.tab("Profile").value
+    assert "Top warp stalls" in insp.tab("Profile")
     html = insp._repr_mimebundle_()["text/html"] if isinstance(insp._repr_mimebundle_(), dict) else \
         insp._repr_mimebundle_()[0]["text/html"]
     assert ">Profile<" in html and "Nsight Compute profile of gemm_kernel" in html

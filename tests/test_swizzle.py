@@ -234,7 +234,8 @@ def test_row_store_and_why_128b():
     table = sw.compare_modes(64, 64, "float16", patterns=("row_store", "column_read"))
     way = {m: tuple(r.conflict_degree for r in reps) for m, reps in table.results}
     assert way == {"NONE": (1, 8), "32B": (4, 1), "64B": (2, 1), "128B": (1, 1)}
-    assert "128B | 4/4 (1-way) | 4/4 (1-way)" in table.to_text()
+    assert "128B | 4/4 (no conflict) | 4/4 (no conflict)" in table.to_text()
+    assert "NONE | 4/4 (no conflict) | 32/4 (8-way)" in table.to_text()
     json.dumps(table.to_dict())
 
 

@@ -243,6 +243,13 @@ def test_hip_renders_mfma_and_says_cuda_sections_do_not_apply(hip_gemm):
     rid = report_id(report)
     assert re.search(rf'gemm_kernel.*?&lt;&lt;&lt;.*?href="#{rid}-kernel-0"', out)
     assert f'id="{rid}-kernel-0"' in out
+    # every tab is on one page: the MFMA rows' HIP lines are real links, and no link dangles
+    (mfma,) = report.mfma
+    for n in mfma.lines:
+        assert f'href="#{rid}-cuda-L{n}"' in out and f'id="{rid}-cuda-L{n}"' in out
+        assert "__builtin_amdgcn_mfma" in report.sources.device.split("\n")[n - 1]
+    ids = set(re.findall(r'id="([^"]+)"', out))
+    assert not [h for h in re.findall(r'href="#([^"]+)"', out) if h not in ids]
 
 
 def test_a_flash_attention_forward_lowers_for_hip_with_two_mfma_products():

@@ -146,6 +146,7 @@ def _run(name: str, tmp_path: Path, solved: bool):
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors, "\n".join("\n".join(o.traceback[-3:]) for o in errors)
+    _answers_wait_for_their_checks(nb)
     statuses = {}
     for cell in nb.cells:
         ex = cell.metadata.get("tilelab", {}).get("check")
@@ -154,6 +155,26 @@ def _run(name: str, tmp_path: Path, solved: bool):
             assert html_out, f"check {ex} showed nothing"
             statuses[ex] = re.search(r'data-status="(\w+)"', html_out[0]).group(1)
     return statuses
+
+
+# What would give an exercise's answer away if shown before its check cell ran: the text each
+# revealing output has (the wavefront counts, the SBO label of the descriptor picture, the box).
+_REVEALS = {"01.2": ("wavefront",), "01.3": ("wavefront",), "01.5": ("SBO",), "02.1": ("box_dim=",)}
+
+
+def _answers_wait_for_their_checks(nb) -> None:
+    """No output above an exercise's check cell shows that exercise's answer (predict first)."""
+    shown: list[str] = []
+    for cell in nb.cells:
+        ex = cell.metadata.get("tilelab", {}).get("check")
+        if ex:
+            for needle in _REVEALS.get(ex, ()):
+                leaked = [text[:120] for text in shown if needle in text]
+                assert not leaked, f"exercise {ex}'s answer is on screen before its check: {leaked}"
+        if cell.cell_type == "code" and not ex:  # a check's feedback speaks of its own exercise only
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                shown.append(str(out.get("text", "")) + str(data.get("text/plain", "")) + str(data.get("text/html", "")))
 
 
 @pytest.mark.parametrize("key", ["01", "02", "03", "04"])

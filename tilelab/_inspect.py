@@ -77,7 +77,7 @@ def resolve_target(spec: Any) -> tuple[Target, str | None]:
         if local:
             return local_cuda_target(local), f"target {local}: the local GPU's arch"
         return parse_target(DEFAULT_ARCH), (
-            f"no GPU found: inspected for {DEFAULT_ARCH} (pass target=... to choose another)")
+            f"no GPU found: inspected for {DEFAULT_ARCH} (choose another with --target in %%tilelang, target=... in tilelab.inspect)")
     return parse_target(spec), None
 
 

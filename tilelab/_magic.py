@@ -228,7 +228,8 @@ class TileLangMagics(Magics):
         super().__init__(shell, **kwargs)
         # Reports and compiled kernels only: widgets are never cached (they are closed on re-run).
         self._cache: OrderedDict[str, CellResult] = OrderedDict()
-        self._inspectors: dict[str, Any] = {}  # cell identity -> the inspector it shows
+        # cell identity -> the report its inspector showed last (the Diff tab compares with it)
+        self._shown_reports: dict[str, KernelReport] = {}
         self._bound: dict[str, Any] = {}  # names this magic bound -> the kernel it bound there
         self.last: CellResult | None = None
 
@@ -276,12 +277,12 @@ class TileLangMagics(Magics):
         ``<factory>_kernel`` when that name is taken). Without a GPU they are inspected for the target.
         """
         started = time.perf_counter()
-        self._close_previous(self._cell_identity(cell))
         try:
             args = parse_argstring(self.tilelang, line)
         except UsageError as err:
             parser = self.tilelang.parser
             raise UsageError(f"%%tilelang: {err}. Valid options: {_valid_options(parser)}") from None
+        args.line = line.strip()
         # IPython splits the line keeping quotes (--args "1, 2" arrives as '"1, 2"').
         for name in ("target", "out_idx", "kernel", "args", "show", "sizes", "ref", "rep_ms", "timeout", "sanitize"):
             setattr(args, name, _unquote(getattr(args, name)))
@@ -327,7 +328,7 @@ class TileLangMagics(Magics):
         result.seconds = time.perf_counter() - started
         self.last = result
         if result.inspector is not None:
-            self._inspectors[self._cell_identity(cell)] = result.inspector
+            self._shown_reports[self._cell_identity(cell)] = result.report
 
     def _process(self, cell: str, filename: str, ns: dict[str, Any], before: dict[str, Any], args: Any,
                  arch: str | None, out_idx: list[int] | None, pass_configs: dict[str, Any],
@@ -375,7 +376,10 @@ class TileLangMagics(Magics):
         if not args.quiet:
             from .widgets.inspector import Inspector
 
-            result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing)
+            previous = self._shown_reports.get(self._cell_identity(cell))
+            source = "%%tilelang" + (f" {args.line}" if args.line else "") + "\n" + cell
+            result.inspector = Inspector(result.report, show=tabs if args.show else None, timing=result.timing,
+                                         source=source, previous=previous)
             self._display(result.inspector)
         return result
 
@@ -683,7 +687,7 @@ class TileLangMagics(Magics):
 
     def _cell_identity(self, cell: str) -> str:
         """The notebook cell being run: the front end's cell id when the kernel has one, else
-        the cell's text (a re-run of the same text closes the previous inspector)."""
+        the cell's text (a re-run compares with what that cell showed last: the Diff tab)."""
         parent: Any = None
         getter = getattr(self.shell, "get_parent", None)
         if callable(getter):
@@ -694,14 +698,6 @@ class TileLangMagics(Magics):
         parent = parent or getattr(self.shell, "parent_header", None) or {}
         cell_id = (parent.get("metadata") or {}).get("cellId") if isinstance(parent, dict) else None
         return f"id:{cell_id}" if cell_id else "text:" + hashlib.sha256(cell.encode()).hexdigest()
-
-    def _close_previous(self, identity: str) -> None:
-        old = self._inspectors.pop(identity, None)
-        if old is not None:
-            try:
-                old.close()
-            except Exception:
-                pass  # a widget that cannot close must not stop the cell
 
     def _display(self, obj: Any) -> None:
         # Through this shell's own formatter and publisher (display() would use the global one).
@@ -738,21 +734,21 @@ class TileLangMagics(Magics):
             lines.append(f"  cell line {where[0]}: {where[1].strip()}")
         elif err.kernel_line:
             lines.append(f"  {err.kernel_line[0]}:{err.kernel_line[1]}: {err.kernel_line[2].strip()}")
-        lines.append("  (the full TileLang trace is folded in the output above)")
+        lines.append("  (the full TileLang trace is folded above)")
         return lines
 
     def _show_lowering_error(self, err: LoweringError, cell: str, filename: str) -> None:
-        where = self._kernel_line(err, cell, filename)
+        """The full TileLang trace, folded: the only part of the error the traceback below it
+        (message and cell line, see ``_lowering_lines``) does not already say."""
         esc = html.escape
-        line_html = (f"<div>cell line {where[0]}: <code>{esc(where[1].strip())}</code></div>" if where else "")
         body = (
             '<div class="tilelab-report tl-error" style="color:var(--jp-ui-font-color1,#222);'
-            'background:rgba(229,57,53,.12);border-left:3px solid var(--jp-error-color1,#d32f2f);padding:4px 8px">'
-            f"<div><b>{esc(err.kernel or 'kernel')}</b>: {esc(err.summary)}</div>{line_html}"
-            '<details><summary style="cursor:pointer">Full TileLang trace</summary>'
-            f'<pre style="white-space:pre-wrap">{esc(err.trace)}</pre></details></div>'
+            'border-left:3px solid var(--jp-error-color1,#d32f2f);padding:2px 8px">'
+            f'<details><summary style="cursor:pointer">Full TileLang trace of <b>{esc(err.kernel or "the kernel")}</b>'
+            f'</summary><pre style="white-space:pre-wrap">{esc(err.trace)}</pre></details></div>'
         )
-        text = err.summary + (f"\n  cell line {where[0]}: {where[1].strip()}" if where else "")
+        text = f"(the full TileLang trace of {err.kernel or 'the kernel'}: {len(err.trace.splitlines())} lines, " \
+               "folded in the HTML view)"
         self.shell.display_pub.publish(data={"text/plain": text, "text/html": body}, metadata={})
 
 

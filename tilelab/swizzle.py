@@ -1013,7 +1013,9 @@ class ModeComparison:
             if isinstance(reports, str):
                 lines.append(f"{name} | n/a: {reports}")
             else:
-                lines.append(" | ".join([name] + [f"{r.wavefronts}/{r.ideal_wavefronts} ({r.conflict_degree:g}-way)" for r in reports]))
+                lines.append(" | ".join([name] + [f"{r.wavefronts}/{r.ideal_wavefronts} "
+                                                  f"({'no conflict' if r.conflict_free else f'{r.conflict_degree:g}-way'})"
+                                                  for r in reports]))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""Syntax-highlighted source with an anchor on every line: ``text -> HTML`` (pygments).
+"""Syntax-highlighted source, one ``<span>`` per line: ``text -> HTML`` (pygments).
 
-Each line is a ``<span id="{prefix}-L{n}">`` with its number, so other parts of a
-report (a TMA table row) can point at the lines that encode something and those lines can point
-back. Colours come from a stylesheet scoped under ``.tilelab-report`` (see ``STYLE_CSS``) that
-reads JupyterLab's editor CSS variables, so the code follows the light and the dark theme and
-still has readable fallbacks outside Jupyter. Pygments' own token classes are kept (short names,
-``k``, ``s``, ``c``...), with no inline colours.
+Only the lines something links to carry an id, ``{prefix}-L{n}``, so other parts of a report (a
+TMA table row) can point at the lines that encode something and those lines can point back; line
+numbers are CSS counters (they weigh nothing and are not copied with the code). Colours come from
+a stylesheet scoped under ``.tilelab-report`` (see ``STYLE_CSS``) that reads JupyterLab's editor
+CSS variables, so the code follows the light and the dark theme and still has readable fallbacks
+outside Jupyter. Pygments' own token classes are kept (short names, ``k``, ``s``, ``c``...), with
+no inline colours; long launchers are coloured for comments only, by a regex per line.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ _LEXERS = {"c": "c", "c++": "cpp", "cpp": "cpp", "cuda": "cuda", "python": "pyth
 
 # Token colours: JupyterLab's editor variables (themed), with GitHub-like light fallbacks.
 STYLE_CSS = """
-.tilelab-report .tl-src{margin:0;padding:4px 0;overflow-x:auto;font-family:var(--jp-code-font-family,monospace);
+.tilelab-report .tl-src{margin:0;padding:4px 0;font-family:var(--jp-code-font-family,monospace);
  font-size:var(--jp-code-font-size,12px);line-height:1.4;background:var(--jp-cell-editor-background,#f7f7f7);
  color:var(--jp-content-font-color1,#1f2328);border:1px solid var(--jp-border-color2,#ddd);border-radius:2px;
- white-space:pre;tab-size:4}
-.tilelab-report .tl-line{display:block;padding-right:8px}
-.tilelab-report .tl-line:target,.tilelab-report .tl-line.tl-mark:target{outline:2px solid var(--jp-brand-color1,#1976d2)}
-.tilelab-report .tl-ln{display:inline-block;min-width:4.5em;padding-right:8px;margin-right:8px;text-align:right;
- color:var(--jp-content-font-color3,#8c959f);border-right:1px solid var(--jp-border-color2,#ddd);
- text-decoration:none;user-select:none}
-.tilelab-report .tl-mark{background:rgba(255,179,0,.18);box-shadow:inset 3px 0 0 rgba(255,160,0,.8)}
+ white-space:pre-wrap;overflow-wrap:anywhere;tab-size:4;counter-reset:tl-ln;max-width:100%;box-sizing:border-box}
+.tilelab-report .tl-src>span{display:block;padding:0 8px 0 5.5em;text-indent:-5.5em;counter-increment:tl-ln;
+ scroll-margin:3em 0}
+.tilelab-report .tl-src>span::before{content:counter(tl-ln);display:inline-block;width:4.5em;padding-right:.5em;
+ margin-right:.5em;text-align:right;text-indent:0;color:var(--jp-content-font-color3,#8c959f);
+ border-right:1px solid var(--jp-border-color2,#ddd);user-select:none}
+.tilelab-report .tl-src>span:target{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
+.tilelab-report .tl-src>span.tl-mark{background:rgba(255,179,0,.18);box-shadow:inset 3px 0 0 rgba(255,160,0,.8)}
 .tilelab-report .tl-back{margin-left:1em;font-family:var(--jp-ui-font-family,sans-serif);font-size:90%;
  color:var(--jp-brand-color1,#1565c0)}
 .tilelab-report .tl-src span[class^="k"]{color:var(--jp-mirror-editor-keyword-color,#cf222e);font-weight:bold}
@@ -87,32 +89,66 @@ def _highlight_lines(text: str, lexer: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
-                   marks: Mapping[int, Iterable[LineMark]] | None = None) -> str:
-    """``<pre class="tl-src">`` of ``text`` with line anchors ``{anchor_prefix}-L{n}`` (1-based).
+# Where a comment starts, for the comments-only colouring of long launchers: a line comment
+# after code that has no quote before it, or a whole-line comment ("#" in Python).
+_LINE_COMMENT = {"python": re.compile(r"^(\s*)(#.*)$"), "text": None}
+_C_COMMENT = re.compile(r"^([^\"']*?)(//.*)$")
 
-    ``marks`` maps line numbers to highlight to the back links shown at the end of those lines
-    (an empty list highlights the line with no link). Every character of ``text`` is escaped (pygments escapes token text; the
-    plain-text path uses ``html.escape``).
+
+@functools.lru_cache(maxsize=64)
+def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
+    """The source escaped, with only its comments coloured: a regex per line instead of a lexer
+    (a launcher of 10,000 lines takes milliseconds, not seconds)."""
+    pattern = _LINE_COMMENT.get(lexer, _C_COMMENT)
+    out = []
+    for line in text.split("\n"):
+        m = pattern.match(line) if pattern is not None else None
+        if m:
+            out.append(f'{html.escape(m.group(1), quote=False)}<span class="c1">{html.escape(m.group(2), quote=False)}</span>')
+        else:
+            out.append(html.escape(line, quote=False))
+    return tuple(out)
+
+
+def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
+                   marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
+                   first_line: int = 1, colour: str = "all") -> str:
+    """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
+
+    Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
+    ``first_line``): the lines in ``anchors`` and in ``marks``. ``marks`` maps line numbers to
+    highlight to the back links shown at the end of those lines (an empty list highlights the line
+    with no link). Line numbers are drawn by CSS counters, so they weigh nothing and are not
+    copied with the code. ``colour="comments"`` keeps only comment colours (long launchers stay
+    light); ``"none"`` none. Every character of ``text`` is escaped (pygments escapes token
+    text; the plain-text path uses ``html.escape``).
     """
     marks = marks or {}
-    lines = _highlight_lines(text, lexer_name(language))
+    wanted = set(anchors) | set(marks)
+    if colour == "comments":
+        lines = _comment_lines(text, lexer_name(language))
+    else:
+        lines = _highlight_lines(text, lexer_name(language) if colour != "none" else "text")
     prefix = html.escape(anchor_prefix, quote=True)
-    out = [f'<pre class="tl-src" data-lines="{len(lines)}">']
-    for number, body in enumerate(lines, 1):
-        anchor = f"{prefix}-L{number}"
-        line_marks = list(marks.get(number, ()))
-        css = "tl-line tl-mark" if number in marks else "tl-line"
+    reset = f' style="counter-reset:tl-ln {first_line - 1}"' if first_line != 1 else ""
+    out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}"{reset}>']
+    for number, body in enumerate(lines, first_line):
+        # Quotes need no escape in element content (only in attributes): C strings stay light.
+        body = body.replace("&quot;", '"').replace("&#x27;", "'").replace("&#39;", "'")
+        attrs = ""
+        if number in wanted:
+            attrs = f' id="{prefix}-L{number}"'
+        if number in marks:
+            attrs = ' class="tl-mark"' + attrs
         backs = "".join(
             f'<a class="tl-back" href="{html.escape(m.href, quote=True)}" title="{html.escape(m.title, quote=True)}">'
             f"&#8617; {html.escape(m.label)}</a>"
-            for m in line_marks
+            for m in marks.get(number, ())
         )
         # A real newline ends each line, inside its span: where styles are stripped (GitHub,
         # nbviewer sanitisers) the <pre> still shows one source line per line; with the
-        # stylesheet the spans are blocks and a trailing newline adds no empty line. The space
-        # after the number keeps it apart from the code when the number's box style is gone.
-        out.append(f'<span class="{css}" id="{anchor}"><span class="tl-ln">{number} </span>{body}{backs}\n</span>')
+        # stylesheet the spans are blocks and a trailing newline adds no empty line.
+        out.append(f"<span{attrs}>{body}{backs}\n</span>")
     out.append("</pre>")
     return "".join(out)
 

@@ -1,70 +1,100 @@
-"""``render_html(report) -> str``: the whole inspector as static HTML (no JavaScript).
+"""``render_html(report) -> str``: the whole inspector as one static HTML page.
 
-Every section of the inspector (Summary, CUDA, Launcher, TMA, WGMMA, Layouts, Arguments) is a
-``<details>`` block, so the same markup works in JupyterLab, nbconvert output, GitHub and
-nbviewer. Sources are never truncated: long ones are collapsed. Each TMA row has an id and links
-to the lines of every launcher that encode that descriptor; those lines link back to the row.
+The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no script, no
+widget model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened
+without its kernel, and an ``nbconvert`` export (every tab works offline); where styles are
+stripped (GitHub) every panel shows, one after the other. One small click handler on the root
+makes in-page links cross tabs: it selects the tab holding the link's target, unfolds it and
+scrolls it into view (JupyterLab handles in-page links itself and never sets ``:target``). Every fact links to the lines that say it: a TMA row to the cell line
+that asked for the copy, the device CUDA lines that use the descriptor and every launcher's
+encode call; those lines link back (see :mod:`tilelab._links`, which finds them).
 
-Every string that comes from user code or the compiler goes through ``html.escape``. Styles are
-scoped under ``.tilelab-report`` and read JupyterLab's CSS variables with fallbacks, so the
-report follows the light and the dark theme and stays readable outside Jupyter.
+The page stays light at any kernel size: only lines something links to carry an id, line numbers
+are CSS counters, long launchers are coloured only for comments, layouts are drawn cropped to a
+readable part (the caption says how to draw all of it), and repeated layouts are drawn once.
+
+A new tab is one function registered in one place: :func:`register_section`. Every string that
+comes from user code or the compiler goes through ``html.escape``. Styles are scoped under
+``.tilelab-report`` and read JupyterLab's CSS variables with fallbacks, so the report follows the
+light and the dark theme and stays readable outside Jupyter.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
+import inspect as _pyinspect
 import re
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
 
-from .._model import KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
-from .code import STYLE_CSS as CODE_CSS
+from .._links import ReportLinks, encode_spans, launcher_parts, report_links, thread_note, wgmma_shape_note
+from .._model import KernelReport, Layout, TmaDescriptor, WgmmaOperand
 from . import machine
+from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, highlight_code
 from .text import dims, pdl_text, size_text
 
-SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "mfma", "layouts", "arguments", "lines", "ptx", "sass",
-            "ir")
-SECTION_TITLES = {
-    "summary": "Summary", "cuda": "CUDA", "launcher": "Launcher", "tma": "TMA", "wgmma": "WGMMA",
-    "mfma": "MFMA", "layouts": "Layouts", "arguments": "Arguments", "lines": "Lines", "ptx": "PTX", "sass": "SASS",
-    "ir": "IR passes",
-}
-# The device-code section is named after the language the target's code is written in.
+# The device-code tab is named after the language the target's code is written in.
 _DEVICE_TITLES = {"cuda": "CUDA", "hip": "HIP", "metal": "Metal", "cpu": "C"}
-
-
-# Sections open by default in the static report; sources start folded.
-_OPEN = {"summary", "tma", "wgmma", "mfma"}
 # A fallback table of a layout lists every element; past this many, only the description is shown.
 _LAYOUT_TABLE_LIMIT = 4096
+# Cells drawn per layout picture on the page (the caption says how to draw the rest).
+_PAGE_SHARED_CELLS = 512
+_PAGE_BANK_CELLS = 256
+_PAGE_FRAGMENT_CELLS = 128
+# Layouts listed on the page with a picture; past this many, the rest are listed in a table.
+_PAGE_LAYOUTS = 12
+# A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
+_LONG_LINES = 1500
+_LONG_HEAD = 300
+_LONG_TAIL = 100
+# Lines of a source excerpt shown under the TMA table.
+_EXCERPT_LINES = 8
 
 ROOT_CSS = """
 .tilelab-report{color-scheme:light dark;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222);
  font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
- padding:4px 6px;line-height:1.45}
+ padding:4px 6px;line-height:1.45;max-width:100%;box-sizing:border-box;overflow-wrap:anywhere}
 .tilelab-report a{color:var(--jp-content-link-color,#1565c0)}
 .tilelab-report details{margin:4px 0}
 .tilelab-report .tl-scroll{overflow-x:auto;max-width:100%}
-.tilelab-report details.tl-section>summary{font-weight:600;cursor:pointer;padding:3px 0;
- border-bottom:1px solid var(--jp-border-color2,#ddd)}
+.tilelab-report .tl-scroll svg{max-width:none}
+.tilelab-report .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid var(--jp-border-color1,#bbb);
+ margin:2px 0 6px}
+.tilelab-report .tl-tabs label{padding:3px 10px;cursor:pointer;color:var(--jp-ui-font-color1,#222);
+ border:1px solid transparent;border-bottom:none;border-radius:3px 3px 0 0;white-space:nowrap}
+.tilelab-report .tl-tabs label:hover{background:var(--jp-layout-color2,#eee)}
+.tilelab-report .tl-radio{position:absolute;opacity:0;width:1px;height:1px;margin:0;pointer-events:none}
+.tilelab-report .tl-panel{scroll-margin-top:3em}
+.tilelab-report .tl-ptitle{font-size:var(--jp-ui-font-size2,15px);margin:8px 0 4px}
 .tilelab-report details.tl-sub>summary{cursor:pointer;font-family:var(--jp-code-font-family,monospace)}
 .tilelab-report .tl-head{font-weight:600;font-size:var(--jp-ui-font-size2,15px);margin-bottom:2px}
 .tilelab-report table.tl-table{border-collapse:collapse;margin:4px 0;font-size:var(--jp-ui-font-size1,13px)}
 .tilelab-report table.tl-table th,.tilelab-report table.tl-table td{border:1px solid var(--jp-border-color2,#ddd);
- padding:2px 6px;text-align:left;vertical-align:top;color:var(--jp-ui-font-color1,#222)}
+ padding:2px 6px;text-align:left;vertical-align:top;color:var(--jp-ui-font-color1,#222);overflow-wrap:normal}
 .tilelab-report table.tl-table th{background:var(--jp-layout-color2,#f0f0f0);font-weight:600}
 .tilelab-report table.tl-table td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tilelab-report code{font-family:var(--jp-code-font-family,monospace)}
 .tilelab-report tr.tl-problem td,.tilelab-report .tl-problems li{background:rgba(229,57,53,.16)}
 .tilelab-report tr.tl-problem td:first-child,.tilelab-report .tl-problems li{box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report tr:target td{outline:2px solid var(--jp-brand-color1,#1976d2)}
+.tilelab-report tr{scroll-margin:3em 0}
 .tilelab-report .tl-ok{color:var(--jp-success-color1,#2e7d32)}
 .tilelab-report .tl-muted{color:var(--jp-ui-font-color2,#555)}
 .tilelab-report .tl-absent{color:var(--jp-warn-color0,#8a5300)}
+.tilelab-report .tl-where a{white-space:nowrap}
+.tilelab-report .tl-legend{margin:2px 0;font-size:var(--jp-ui-font-size1,13px)}
+.tilelab-report .tl-zoom{margin:0 4px 0 0;vertical-align:middle}
+.tilelab-report .tl-zoom-label{cursor:pointer;font-size:var(--jp-ui-font-size1,13px)}
+.tilelab-report .tl-zoom:checked~.tl-picture svg{zoom:2}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
+.tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
+.tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
+.tilelab-report .tl-panel{display:none}
+.tilelab-report .tl-hit{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
 """
+
 
 # --------------------------------------------------------------------------------------------
 # Small helpers
@@ -86,7 +116,7 @@ def report_id(report: KernelReport) -> str:
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
            numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
-    """A table; cells are escaped except the columns in ``raw`` (already-built markup)."""
+    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
     out = [f'<div class="tl-scroll"><table class="{css}"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
@@ -114,101 +144,81 @@ def _lines(text: str) -> int:
     return text.count("\n") + 1
 
 
-# --------------------------------------------------------------------------------------------
-# Where each launcher encodes each TMA descriptor
-# --------------------------------------------------------------------------------------------
-
-# Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
-# helper, CuTeDSL's Python helpers).
-_ENCODE_CALL = re.compile(
-    r"cuTensorMapEncode(?:Tiled|Im2col)\s*\)?\s*\(|TVMFFIFunctionCall\(\s*__tvm_tensormap_create|create_tensor_map_\w+\s*\("
-)
-
-
-def _mentions(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w]){re.escape(name)}(?![A-Za-z0-9])")
-
-
-def _declares(name: str) -> re.Pattern[str]:
-    # "CUtensorMap A_desc;", "void* A_desc = ...", "A_desc_type = ...", "A_desc__dtype, ... =",
-    # "// Descriptor 0: A_desc (tensor: A)"
-    n = re.escape(name)
-    return re.compile(
-        rf"(?<![\w]){n}(?:_\w*)?\s*(?:=(?!=)|;|,\s*\w+\s*=)|CUtensorMap\s+{n}\s*;|Descriptor\s+\d+:\s*{n}\b"
-    )
-
-
-def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """For each descriptor name, the (first, last) 1-based lines of ``text`` that encode it.
-
-    Found from the launcher text alone: each encode call is attributed to the descriptor it
-    names (or, when the call names none, the nearest descriptor mentioned above it); the span
-    starts at that descriptor's first declaration after the previous encode call.
-    """
-    lines = text.split("\n")
-    calls: list[tuple[int, int]] = []  # (call line, end line), 0-based
-    for i, line in enumerate(lines):
-        if _ENCODE_CALL.search(line):
-            depth, j = 0, i
-            while j < len(lines):
-                depth += lines[j].count("(") - lines[j].count(")")
-                if depth <= 0:
-                    break
-                j += 1
-            calls.append((i, min(j, len(lines) - 1)))
-    mention = {n: _mentions(n) for n in names}
-    declare = {n: _declares(n) for n in names}
-    spans: dict[str, tuple[int, int]] = {}
-    previous_end = -1
-    for call, end in calls:
-        owner = None
-        for n in names:  # named inside the call itself
-            if any(mention[n].search(lines[k]) or re.search(rf"(?<![\w]){re.escape(n)}_", lines[k])
-                   for k in range(call, end + 1)):
-                owner = n
-                break
-        if owner is None:  # nearest mention above, back to the previous call
-            for k in range(call - 1, previous_end, -1):
-                owner = next((n for n in names if mention[n].search(lines[k])), None)
-                if owner:
-                    break
-        if owner is not None and owner not in spans:
-            start = next((k for k in range(previous_end + 1, call + 1) if declare[owner].search(lines[k])), call)
-            spans[owner] = (start + 1, end + 1)
-        previous_end = end
-    return spans
-
-
-def _launcher_parts(item: LauncherSource) -> list[tuple[str, str, str]]:
-    """(part name, text, language) of a launcher: its main text and its extra named texts."""
-    parts: list[tuple[str, str, str]] = []
-    if item.text is not None:
-        parts.append(("main", item.text, item.language))
-    for name, text in item.extra:
-        language = "python" if name.endswith(".py") else "c++" if name.endswith((".cpp", ".cu", ".h")) else "text"
-        parts.append((name, text, language))
-    return parts
-
-
 def _part_anchor(rid: str, backend: str, part_index: int) -> str:
     return f"{rid}-src-{re.sub(r'[^A-Za-z0-9_]', '_', backend)}-{part_index}"
 
 
-@functools.lru_cache(maxsize=64)
+def _span_text(first: int, last: int) -> str:
+    return f"L{first}" if first == last else f"L{first}&ndash;{last}"
+
+
+# --------------------------------------------------------------------------------------------
+# The page: what every section may link to
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a section needs beyond its report: the anchor prefix, the line links, the user's
+    source text (the cell) when known, and which panels are on the page (links go only there)."""
+
+    rid: str
+    links: ReportLinks
+    source: str | None = None
+    panels: frozenset[str] = field(default_factory=frozenset)
+
+    def has(self, panel: str) -> bool:
+        return panel in self.panels
+
+
+def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None) -> Page:
+    chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
+    return Page(report_id(report), report_links(report, source), source, chosen)
+
+
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
     """For each TMA descriptor index: (backend, part name, anchor prefix, (first, last)) links."""
     rid = report_id(report)
-    names = [d.name for d in report.tma_descriptors]
-    result: dict[int, list[tuple[str, str, str, tuple[int, int]]]] = {i: [] for i in range(len(names))}
-    if not names:
-        return result
-    for item in report.sources.launchers:
-        for p, (part, text, _) in enumerate(_launcher_parts(item)):
-            spans = encode_spans(text, names)
-            for i, name in enumerate(names):
-                if name in spans:
-                    result[i].append((item.backend, part, _part_anchor(rid, item.backend, p), spans[name]))
-    return result
+    links = report_links(report)
+    return {i: [(s.backend, s.part_name, _part_anchor(rid, s.backend, s.part), (s.first, s.last)) for s in sites]
+            for i, sites in links.encode.items()}
+
+
+def _where(page: Page, i: int, kind: str) -> str:
+    """Links from a TMA (``kind="tma"``) or WGMMA row to the lines that ask for, use and encode it."""
+    rid, out = page.rid, []
+    source = (page.links.tma_source if kind == "tma" else page.links.wgmma_source).get(i, ())
+    device = (page.links.tma_device if kind == "tma" else page.links.wgmma_device).get(i, ())
+    if source and page.has("cell"):
+        out.append("cell " + ", ".join(f'<a href="#{rid}-cell-L{n}">L{n}</a>' for n in source))
+    if device and page.has("cuda"):
+        out.append("CUDA " + ", ".join(f'<a href="#{rid}-cuda-L{n}">L{n}</a>' for n in device))
+    if kind == "tma" and page.has("launcher"):
+        sites = page.links.encode.get(i, ())
+        out.append("encoded: " + (" ".join(
+            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.first}">'
+            f'{esc(s.backend if s.part_name == "main" else f"{s.backend} {s.part_name}")} {_span_text(s.first, s.last)}</a>'
+            for s in sites) or '<span class="tl-muted">not found</span>'))
+    return '<span class="tl-where">' + "<br>".join(out) + "</span>" if out else '<span class="tl-muted">-</span>'
+
+
+def _back_marks(report: KernelReport, page: Page) -> tuple[dict[int, list[LineMark]], dict[int, list[LineMark]]]:
+    """Back links on the CUDA lines and the cell lines: to the TMA and WGMMA rows they concern."""
+    device: dict[int, list[LineMark]] = {}
+    cell: dict[int, list[LineMark]] = {}
+    for kind, items, on_device, on_cell in (
+        ("tma", [d.name for d in report.tma_descriptors], page.links.tma_device, page.links.tma_source),
+        ("wgmma", [w.instruction for w in report.wgmma], page.links.wgmma_device, page.links.wgmma_source),
+    ):
+        if not page.has(kind):
+            continue
+        for i, label in enumerate(items):
+            mark = LineMark(f"#{page.rid}-{kind}-{i}", label, f"{'TMA descriptor' if kind == 'tma' else 'WGMMA'} {label}")
+            for lines, target in ((on_device.get(i, ()), device), (on_cell.get(i, ()), cell)):
+                for n in lines:
+                    if mark not in target.setdefault(n, []):
+                        target[n].append(mark)
+    return device, cell
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,9 +235,10 @@ def _target_record(report: KernelReport) -> Any:
         return None
 
 
-def summary_html(report: KernelReport, links: bool = True) -> str:
+def summary_html(report: KernelReport, page: Page | None = None) -> str:
+    page = page or make_page(report)
     if report.family != "cuda":
-        return _other_summary_html(report)
+        return _other_summary_html(report, page)
     out = []
     sites = sum(w.count for w in report.wgmma)
     facts = [
@@ -244,6 +255,9 @@ def summary_html(report: KernelReport, links: bool = True) -> str:
               dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
               "yes" if k.cooperative else "no"] for k in report.kernels],
         ))
+    why = [n for n in [thread_note(report), *(wgmma_shape_note(report, i) for i in range(len(report.wgmma)))] if n]
+    if why:
+        out.append('<ul class="tl-why">' + "".join(f"<li>{esc(n)}</li>" for n in why) + "</ul>")
     if report.problems:
         out.append('<ul class="tl-problems">' + "".join(f"<li>&#9888; {esc(p)}</li>" for p in report.problems) + "</ul>")
     else:
@@ -256,19 +270,19 @@ def summary_html(report: KernelReport, links: bool = True) -> str:
             row_attrs=[' class="tl-problem"' if w.missing_in else "" for w in report.l2_persistence],
         ))
     if report.notes:
-        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
-    out.append(machine.lowering_html(report, report_id(report), links))
-    out.append(machine.resources_html(report, report_id(report)))
+        out.append('<ul class="tl-notes">' + "".join(_note(n) for n in report.notes) + "</ul>")
+    out.append(machine.lowering_html(report, page.rid, page.has("cuda")))
+    out.append(machine.resources_html(report, page.rid))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
 
 
-def _other_summary_html(report: KernelReport) -> str:
+def _other_summary_html(report: KernelReport, page: Page) -> str:
     """Summary of a HIP, Metal or CPU report: the launch configuration in the family's words, the
     matrix instructions, and which CUDA-only features do not apply."""
     target = _target_record(report)
-    rid = report_id(report)
+    rid = page.rid
     smem = target.shared_memory_name if target else "shared memory"
     facts: list[list[Any]] = [["kernel", report.name],
                               ["target", f"{report.target} ({target.description})" if target else report.target],
@@ -301,22 +315,56 @@ def _other_summary_html(report: KernelReport) -> str:
                 row_attrs=[f' id="{rid}-kernel-{i}"' for i in range(len(report.kernels))],
             ))
     if report.notes:
-        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
+        out.append('<ul class="tl-notes">' + "".join(_note(n) for n in report.notes) + "</ul>")
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
 
 
-def cuda_html(report: KernelReport, links: bool = True) -> str:
-    rid = report_id(report)
+def _note(text: str) -> str:
+    """A note of the engine: one line; a long one folds after its first clause."""
+    if len(text) <= 140:
+        return f"<li>{esc(text)}</li>"
+    cut = next((i for i in (text.find(", yet "), text.find(" ("), text.find(". ")) if 20 < i < 140), 120)
+    return (f'<li><details class="tl-note"><summary>{esc(text[:cut])} &hellip;</summary>{esc(text)}</details></li>')
+
+
+def cuda_html(report: KernelReport, page: Page | None = None) -> str:
+    page = page or make_page(report)
     text = report.sources.device
     target = _target_record(report)
     language = target.source_language if target else "cuda"
-    # Links to the PTX/SASS/Lines tabs only where those share the page (the static report).
-    marks = {n: [LineMark(href, label, title) for href, label, title in items]
-             for n, items in machine.cuda_marks(report, rid).items()} if links else {}
-    return (f'<details class="tl-sub"><summary>device code ({_lines(text)} lines)</summary>'
-            f"{highlight_code(text, language, anchor_prefix=f'{rid}-cuda', marks=marks)}</details>")
+    marks, _ = _back_marks(report, page)
+    # Links to the Lines, PTX and SASS tabs (toolchain tier), where those are on the page.
+    for n, items in machine.cuda_marks(report, page.rid).items():
+        for href, label, title in items:
+            kind = "lines" if "-py" in href or href.endswith("-lines") else "sass"
+            if page.has(kind):
+                marks.setdefault(n, []).append(LineMark(href, label, title))
+    if report.family == "cuda":
+        what = ("device code, {n} lines; marked lines use a TMA descriptor or issue a WGMMA, or link to the "
+                "Python line and SASS they came from and became (&#8617; follows the link)")
+    else:
+        what = f"{esc(_DEVICE_TITLES.get(report.family, report.family))} device code, {{n}} lines"
+    return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
+            + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
+                             anchors=_device_anchors(report)))
+
+
+def _device_anchors(report: KernelReport) -> set[int]:
+    """Device lines that other tabs link to (MFMA rows, the lowering explainer, Lines, PTX, SASS)."""
+    wanted: set[int] = set()
+    for m in report.mfma:
+        wanted.update(m.lines)
+    wanted.update(r.line for r in report.lds_reads)
+    if report.lowering is not None:
+        wanted.update(o.evidence_line for o in report.lowering.ops if o.evidence_line)
+    mc = report.machine
+    if mc is not None:
+        for o in mc.origins:
+            wanted.update(range(o.first, o.last + 1))
+        wanted.update(d for d in (*mc.sass_device_lines, *mc.ptx_device_lines) if d)
+    return wanted
 
 
 _LAUNCH_LINE = {
@@ -342,18 +390,16 @@ def launch_links(report: KernelReport, text: str) -> dict[int, list[int]]:
     return found
 
 
-@functools.lru_cache(maxsize=64)
-def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True) -> str:
-    """One collapsible block per backend (or only ``backend``), with the reason where absent.
-
-    The lines that encode a TMA descriptor are highlighted; with ``back_links`` they also link to
-    the descriptor's row of the TMA table. The inspector widget turns the links off: its TMA
-    table is in another tab, where an in-page link cannot reach (it shows excerpts instead).
-    """
-    rid = report_id(report)
-    links = tma_links(report)
+def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True,
+                  page: Page | None = None) -> str:
+    """One collapsible block per backend (or only ``backend``), with the reason where absent;
+    the first is open. The lines that encode a TMA descriptor are highlighted; with
+    ``back_links`` (and a TMA tab on the page) their first line links to the descriptor's row."""
+    page = page or make_page(report)
+    rid = page.rid
     names = [d.name for d in report.tma_descriptors]
     out = []
+    first_open = True
     for b in (report.launcher_backends if backend is None else (backend,)):
         item = report.sources.launcher(b)
         if item is None:
@@ -362,128 +408,175 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
         if item.text is None:
             out.append(f'<p class="tl-absent"><b>{esc(b)}</b>: absent &mdash; {esc(item.reason or "no reason given")}</p>')
             continue
-        for p, (part, text, language) in enumerate(_launcher_parts(item)):
+        for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = _part_anchor(rid, b, p)
             marks: dict[int, list[LineMark]] = {}
-            for i, entries in links.items():
-                for eb, epart, eanchor, (first, last) in entries:
-                    if eanchor != anchor:
+            for i, sites in page.links.encode.items():
+                for s in sites:
+                    if s.backend != b or s.part != p:
                         continue
-                    for line in range(first, last + 1):
-                        label = names[i] if line == first else ""
-                        if label and back_links:
-                            marks.setdefault(line, []).append(
-                                LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
-                        else:
-                            marks.setdefault(line, [])
-            for line, kernels in launch_links(report, text).items():
-                for i in kernels:
-                    name = report.kernels[i].name
-                    marks.setdefault(line, []).append(
-                        LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
+                    for line in range(s.first, s.last + 1):
+                        marks.setdefault(line, [])
+                    if back_links and page.has("tma"):
+                        marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
+            if page.has("summary"):
+                for line, kernels in launch_links(report, text).items():
+                    for i in kernels:
+                        name = report.kernels[i].name
+                        marks.setdefault(line, []).append(
+                            LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
-            code = highlight_code(text, language, anchor_prefix=anchor, marks=marks)
-            out.append(f'<details class="tl-sub" id="{anchor}"><summary>{title} '
+            code = _long_code(text, language, anchor, marks, f"report.sources.launcher({b!r})"
+                              + (".text" if part == "main" else f".extra[{p - 1}][1]"))
+            opened = " open" if first_open else ""
+            first_open = False
+            out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
                        f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines)</span></summary>{code}</details>')
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=64)
-def tma_html(report: KernelReport, *, excerpts: bool = False) -> str:
-    """The decoded TMA table; rows link to the launcher lines that encode each descriptor.
+def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str) -> str:
+    """A launcher's code; past ``_LONG_LINES`` lines only its head, its tail and the lines around
+    every marked line are drawn, each gap a visible line saying how to read all of it."""
+    lines = text.split("\n")
+    if len(lines) <= _LONG_LINES:
+        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments")
+    keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
+    for n in marks:
+        keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
+    out, n = [], 1
+    while n <= len(lines):
+        if n in keep:
+            end = n
+            while end + 1 <= len(lines) and end + 1 in keep:
+                end += 1
+            chunk = "\n".join(lines[n - 1:end])
+            out.append(highlight_code(chunk, language, anchor_prefix=anchor, first_line=n, colour="comments",
+                                      marks={k: v for k, v in marks.items() if n <= k <= end}))
+        else:
+            end = n
+            while end + 1 <= len(lines) and end + 1 not in keep:
+                end += 1
+            out.append(f'<p class="tl-muted tl-show-all">&#8942; lines {n}&ndash;{end} of {len(lines)} not drawn here. '
+                       f"Show all: <code>print({esc(whole)})</code></p>")
+        n = end + 1
+    return "".join(out)
 
-    With ``excerpts`` the encode lines of every launcher are also shown under the table and the
-    rows link there (the inspector widget, whose launcher code sits in another tab, uses this).
-    """
+
+_TMA_FIELDS = (
+    ("kind", lambda d: d.kind), ("kernel", lambda d: d.kernel or "-"), ("rank", lambda d: d.rank),
+    ("global stride (bytes)", lambda d: dims(d.global_stride_bytes)),
+    ("element strides", lambda d: dims(d.element_strides)), ("interleave", lambda d: d.interleave),
+    ("L2 promotion", lambda d: d.l2_promotion), ("OOB fill", lambda d: d.oob_fill),
+    ("element size (bytes)", lambda d: _num(d.element_bytes)), ("box elements", lambda d: _num(d.box_elements)),
+    ("box size (bytes)", lambda d: _num(d.box_bytes)),
+)
+
+
+def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None = None) -> str:
+    """The decoded TMA table, narrow enough to read: one row per descriptor with the fields that
+    decide whether it works, and links to the lines that ask for it (cell), use it (CUDA) and
+    encode it (every launcher); every other field in a folded table; then one short excerpt per
+    descriptor (the first open): the cell line, the device use and one launcher's encode call."""
     if not report.tma_descriptors:
         target = _target_record(report)
         if target is not None and not target.tma:
             return f'<p class="tl-muted">{esc(target.not_applicable("tma"))}</p>'
         return '<p class="tl-muted">This kernel encodes no TMA descriptors.</p>'
-    rid = report_id(report)
-    links = tma_links(report)
-    if excerpts:
-        links = {i: [(b, part, anchor.replace("-src-", "-x-"), span) for b, part, anchor, span in entries]
-                 for i, entries in links.items()}
-    headers = ["name", "buffer", "kernel", "kind", "dtype", "rank", "global dim", "global stride (B)", "box dim",
-               "element strides", "swizzle", "interleave", "L2 promotion", "OOB fill", "element B", "box elements",
-               "box B", "inner box B", "swizzle span B", "problems", "encoded at"]
+    page = page or make_page(report)
+    rid = page.rid
+    headers = ["descriptor", "tensor", "dtype", "global dim", "box dim", "swizzle", "inner box (bytes)",
+               "swizzle span (bytes)", "problems", "where"]
     rows, attrs = [], []
     for i, d in enumerate(report.tma_descriptors):
-        rows.append(_tma_cells(d, i, rid, links.get(i, [])))
+        rows.append(_tma_cells(d, i, rid, page))
         cls = ' class="tl-problem"' if d.problems else ""
         attrs.append(f' id="{rid}-tma-{i}"{cls} data-descriptor="{esc(d.name)}"')
-    table = _table(headers, rows, row_attrs=attrs, numeric=(5, 14, 15, 16, 17, 18), raw=(0, 8, 19, 20))
+    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 4, 8, 9))
     note = ('<p class="tl-muted">Dimensions innermost first, as the driver takes them; '
-            "global stride[0] is the element size (TileLang's convention).</p>")
+            "global stride[0] is the element size (TileLang's convention). Sizes in bytes.</p>")
+    more = _table(["field", *(d.name for d in report.tma_descriptors)],
+                  [[label, *(get(d) for d in report.tma_descriptors)] for label, get in _TMA_FIELDS])
+    extra = f'<details class="tl-sub"><summary>every field</summary>{more}</details>'
     conditions = [f"<li><b>{esc(d.name)}</b>: {esc(c)}</li>" for d in report.tma_descriptors for c in d.launch_conditions]
-    extra = f"<p>Checked at launch:</p><ul>{''.join(conditions)}</ul>" if conditions else ""
+    if conditions:
+        extra += f"<p>Checked at launch:</p><ul>{''.join(conditions)}</ul>"
     if excerpts:
-        extra += _tma_excerpts(report, rid, links)
+        extra += _tma_excerpts(report, page)
     return note + table + extra
 
 
-def _tma_excerpts(report: KernelReport, rid: str, links: dict[int, list[tuple[str, str, str, tuple[int, int]]]]) -> str:
-    texts = {}
-    for item in report.sources.launchers:
-        for p, (part, text, language) in enumerate(_launcher_parts(item)):
-            texts[_part_anchor(rid, item.backend, p).replace("-src-", "-x-")] = (text, language)
+def _excerpt(text: str, language: str, lines: Sequence[int], anchor: str, title: str) -> str:
+    """Just the given lines of ``text`` (their own numbers kept; at most ``_EXCERPT_LINES``), each
+    run of consecutive lines one block, and a link to the first of them in its tab."""
+    if not lines:
+        return ""
+    chosen = sorted(set(lines))[:_EXCERPT_LINES]
+    source = text.split("\n")
+    runs: list[list[int]] = []
+    for n in chosen:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    code = "".join(highlight_code("\n".join(source[r[0] - 1:r[-1]]), language, anchor_prefix=f"{anchor}-x",
+                                  first_line=r[0], colour="comments") for r in runs)
+    where = ", ".join(_span_text(r[0], r[-1]) for r in runs)
+    return f'<div class="tl-excerpt"><a href="#{anchor}-L{chosen[0]}">{esc(title)} {where}</a>{code}</div>'
 
-    def numbered(code: str, tmp_prefix: str, prefix: str, offset: int) -> str:
-        # The excerpt's lines get the ids and numbers of the lines in the whole source (the
-        # number span ends with a space: see ``highlight_code``).
-        def line(m: re.Match[str]) -> str:
-            n = int(m.group(1)) + offset
-            return f'id="{prefix}-L{n}"><span class="tl-ln">{n}{m.group(2)}</span>'
-        return re.sub(rf'id="{re.escape(tmp_prefix)}-L(\d+)"><span class="tl-ln">\d+( ?)</span>', line, code)
 
-    out = ["<p>Where each launcher encodes each descriptor:</p>"]
+def _tma_excerpts(report: KernelReport, page: Page) -> str:
+    rid = page.rid
+    out = ["<p>Where each descriptor comes from (more in the Cell, CUDA and Launcher tabs):</p>"]
+    texts = {(item.backend, p): (text, language) for item in report.sources.launchers
+             for p, (_, text, language) in enumerate(launcher_parts(item))}
     for i, d in enumerate(report.tma_descriptors):
-        for backend, part, anchor, (first, last) in links.get(i, []):
-            text, language = texts[anchor]
-            lines = text.split("\n")
-            # Blank lines keep the real line numbers; only the span is shown.
-            excerpt = "\n".join(lines[first - 1:last])
-            code = highlight_code(excerpt, language, anchor_prefix=f"{anchor}-o{first - 1}",
-                                  marks={1: [LineMark(f"#{rid}-tma-{i}", d.name, f"TMA descriptor {d.name}")]})
-            code = numbered(code, f"{anchor}-o{first - 1}", anchor, first - 1)
-            where = backend if part == "main" else f"{backend} {part}"
-            out.append(f'<details class="tl-sub" open><summary>{esc(d.name)} in {esc(where)} '
-                       f'<span class="tl-muted">lines {first}&ndash;{last}</span></summary>{code}</details>')
+        parts = []
+        if page.source and page.has("cell"):
+            parts.append(_excerpt(page.source, "python", page.links.tma_source.get(i, ()), f"{rid}-cell", "cell"))
+        if page.has("cuda"):
+            parts.append(_excerpt(report.sources.device, "cuda", page.links.tma_device.get(i, ()), f"{rid}-cuda", "CUDA"))
+        sites = page.links.encode.get(i, ())
+        if sites and page.has("launcher"):
+            s = sites[0]
+            text, language = texts[(s.backend, s.part)]
+            # the driver call itself, not the argument packing before it
+            parts.append(_excerpt(text, language, tuple(range(s.call, s.last + 1)), _part_anchor(rid, s.backend, s.part),
+                                  f"encoded by {s.backend}"))
+        opened = " open" if i == 0 else ""
+        out.append(f'<details class="tl-sub"{opened}><summary>{esc(d.name)}</summary>{"".join(parts)}</details>')
     return "".join(out)
 
 
-def _tma_cells(d: TmaDescriptor, i: int, rid: str, links: list[tuple[str, str, str, tuple[int, int]]]) -> list[Any]:
+def _tma_cells(d: TmaDescriptor, i: int, rid: str, page: Page) -> list[Any]:
     if d.kind == "im2col":
         box = (f"channels/pixel {esc(d.channels_per_pixel)}, pixels/column {esc(d.pixels_per_column)}"
                f"<br>corners {esc(dims(d.lower_corner))} .. {esc(dims(d.upper_corner))}")
     else:
         box = f'<span class="tl-box">{esc(dims(d.box_dim))}</span>'
     problems = ("<ul>" + "".join(f"<li>&#9888; {esc(p)}</li>" for p in d.problems) + "</ul>") if d.problems else "ok"
-    where = "<br>".join(
-        f'<a href="#{esc(anchor)}-L{first}">{esc(backend if part == "main" else f"{backend} {part}")} '
-        f"L{first}&ndash;{last}</a>"
-        for backend, part, anchor, (first, last) in links
-    ) or '<span class="tl-muted">not found</span>'
     name = f'<a href="#{rid}-tma-{i}"><code>{esc(d.name)}</code></a>'
-    return [name, d.buffer or "-", d.kernel or "-", d.kind, d.dtype, d.rank, dims(d.global_dim),
-            dims(d.global_stride_bytes), box, dims(d.element_strides), d.swizzle, d.interleave, d.l2_promotion,
-            d.oob_fill, _num(d.element_bytes), _num(d.box_elements), _num(d.box_bytes), _num(d.inner_box_bytes),
-            _num(d.swizzle_span_bytes), problems, where]
+    return [name, d.buffer or "-", d.dtype, dims(d.global_dim), box, d.swizzle, _num(d.inner_box_bytes),
+            _num(d.swizzle_span_bytes), problems, _where(page, i, "tma")]
 
 
-def wgmma_html(report: KernelReport) -> str:
+def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
     if not report.wgmma:
         target = _target_record(report)
         if target is not None and not target.wgmma:
             return f'<p class="tl-muted">{esc(target.not_applicable("wgmma"))}</p>'
         return '<p class="tl-muted">This kernel issues no WGMMA instructions.</p>'
-    rows = []
-    for w in report.wgmma:
+    page = page or make_page(report)
+    rows, attrs = [], []
+    for i, w in enumerate(report.wgmma):
         rows.append([w.kernel or "-", w.instruction, w.variant, w.m, w.n, w.k, w.a_dtype, w.b_dtype, w.accum_dtype,
-                     w.a_major, w.b_major, w.count])
+                     w.a_major, w.b_major, w.count, _where(page, i, "wgmma")])
+        attrs.append(f' id="{page.rid}-wgmma-{i}"')
     out = [_table(["kernel", "instruction", "variant", "M", "N", "K", "A dtype", "B dtype", "accum", "A major",
-                   "B major", "call sites"], rows, numeric=(3, 4, 5, 11))]
+                   "B major", "call sites", "where"], rows, numeric=(3, 4, 5, 11), raw=(12,), row_attrs=attrs)]
+    why = [n for n in (wgmma_shape_note(report, i) for i in range(len(report.wgmma))) if n]
+    if why:
+        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in why) + "</ul>")
     ops: list[list[Any]] = []
     for w in report.wgmma:
         for role, op in (("A", w.a), ("B", w.b)):
@@ -512,7 +605,17 @@ def _operand_row(instruction: str, role: str, op: WgmmaOperand | None, report: K
             op.sbo_bytes, op.major, verdict]
 
 
-def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = ()) -> str:
+def cell_html(report: KernelReport, page: Page | None = None) -> str:
+    """The user's source (the cell), its T.copy / T.gemm lines linked to the rows they made."""
+    page = page or make_page(report)
+    if not page.source:
+        return '<p class="tl-muted">No source text was given for this report.</p>'
+    _, marks = _back_marks(report, page)
+    return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
+            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks))
+
+
+def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand ``(role, compiler operand, instruction MN)`` that reads it, tilelab's core-matrix
     overlay with LBO/SBO arrows and whether tilelab's descriptor agrees with the compiler's."""
@@ -522,18 +625,37 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
     except ImportError:
         return _layout_table(layout)
     try:
-        out = [f'<div class="tl-scroll">{layout_svg(layout)}</div>']
+        cells = _PAGE_FRAGMENT_CELLS if layout.scope == "fragment" else _PAGE_SHARED_CELLS
+        legend = ("each cell: the thread (T) and register (v) holding that element; colour: warp"
+                  if layout.scope == "fragment" else
+                  "colour and number: the physical 16-byte chunk (4 banks) each element is stored in; "
+                  "a swizzle pattern repeats within every 1,024 bytes")
+        # zoom x2 is a checkbox and CSS (no script): the picture scrolls inside its own box
+        zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
+                'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
+        out = [f'<p class="tl-legend">{legend}</p>{zoom}',
+               f'<div class="tl-scroll tl-picture">{layout_svg(layout, max_cells=cells, titles=False)}</div>']
         if layout.scope == "shared" and layout.offsets:
+            bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
+                                  titles=False)
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
-                       'its bank)</summary>'
-                       f'<div class="tl-scroll">{layout_svg(layout, color_by="bank", hover_crop=1024)}</div></details>')
+                       f'its bank)</summary><div class="tl-scroll">{bank_svg}</div></details>')
+        total = 1
+        for extent in layout.shape:
+            total *= int(extent)
+        if total > cells:
+            out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
+                       f"<code>tilelab.draw(report.layout({esc(repr(layout.buffer))}))</code> in a cell, with "
+                       "<code>report = tilelab.inspect(kernel)</code>.</p>")
         for role, op, inst_mn in operands:
             check = sw.check_wgmma_operand(layout, op, role, inst_mn)
             cls = "tl-ok" if check.agrees else "tl-absent"
             out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
                        f"(m64n{inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
-                out.append(f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}</div>')
+                out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
+                           f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}'
+                           "</div></details>")
         return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
@@ -562,7 +684,13 @@ def _layout_table(layout: Layout) -> str:
             f'<table class="tl-table tl-layout-table"><tbody>{body}</tbody></table></details>')
 
 
+def _layout_key(lay: Layout) -> tuple:
+    return (lay.scope, lay.dtype, lay.shape, lay.offsets, lay.threads, lay.locals_, lay.replicate, lay.thread_base)
+
+
 def layouts_html(report: KernelReport) -> str:
+    """Each layout with its picture (drawn in part when large); a layout equal to one drawn
+    already is named, not drawn again; past a dozen, the rest are listed in a table."""
     if not report.layouts:
         return '<p class="tl-muted">No shared-memory or fragment layouts were recorded.</p>'
     out = []
@@ -574,17 +702,34 @@ def layouts_html(report: KernelReport) -> str:
                 entry = (role, op, 64 if role == "A" else w.n)
                 if entry not in operands.setdefault(op.buffer, []):
                     operands[op.buffer].append(entry)
+    drawn: dict[tuple, str] = {}
+    rest: list[list[Any]] = []
+    rid = report_id(report)
     for lay in report.layouts:
         extra = ""
         if lay.scope == "fragment":
             extra = f", threads {lay.thread_base}..{lay.thread_base + (lay.thread_count or 0) - 1}"
             if lay.replicate > 1:
                 extra += f", replicated {lay.replicate}x"
+        key = _layout_key(lay)
+        same = drawn.get(key)
+        if same is not None and not operands.get(lay.buffer):
+            rest.append([lay.buffer, lay.scope, lay.dtype, dims(lay.shape), f"same layout as {same}"])
+            continue
+        if len(drawn) >= _PAGE_LAYOUTS:
+            rest.append([lay.buffer, lay.scope, lay.dtype, dims(lay.shape), lay.description[:120]])
+            continue
+        drawn.setdefault(key, lay.buffer)
+        opened = " open" if len(drawn) == 1 else ""
         out.append(
-            f'<details class="tl-sub" open><summary>{esc(lay.buffer)} '
+            f'<details class="tl-sub"{opened}><summary>{esc(lay.buffer)} '
             f'<span class="tl-muted">({esc(lay.scope)} {esc(lay.dtype)} [{esc(dims(lay.shape))}]{esc(extra)})</span></summary>'
-            f"<p><code>{esc(lay.description)}</code></p>{_layout_drawing(lay, operands.get(lay.buffer, ()))}</details>"
+            f"<p><code>{esc(lay.description)}</code></p>"
+            f"{_layout_drawing(lay, operands.get(lay.buffer, ()), f'{rid}-zoom-{len(drawn)}')}</details>"
         )
+    if rest:
+        out.append(f"<p>{len(rest)} more layout(s), not drawn (repeated or past the first {_PAGE_LAYOUTS}):</p>")
+        out.append(_table(["buffer", "scope", "dtype", "shape", "layout"], rest))
     return "".join(out)
 
 
@@ -606,7 +751,7 @@ def arguments_html(report: KernelReport) -> str:
     return "".join(out)
 
 
-def mfma_html(report: KernelReport) -> str:
+def mfma_html(report: KernelReport, page: Page | None = None) -> str:
     """Each MFMA form (intrinsic, shape, types, operands, per-lane layouts) and the LDS reads that
     feed its operands, with their bank conflicts under the CDNA LDS model (tilelab.mfma)."""
     if not report.mfma:
@@ -614,11 +759,14 @@ def mfma_html(report: KernelReport) -> str:
         if target is not None and not target.mfma:
             return f'<p class="tl-muted">{esc(target.not_applicable("mfma"))}</p>'
         return '<p class="tl-muted">This kernel issues no MFMA instructions.</p>'
-    rid = report_id(report)
+    page = page or make_page(report)
+    rid = page.rid
     source_lines = report.sources.device.split("\n")
 
-    def at(n: int) -> str:  # the line itself rides along as a tooltip (the HIP tab may be elsewhere)
+    def at(n: int) -> str:  # a link to the line in the HIP tab; the line itself rides along as a tooltip
         text = source_lines[n - 1].strip() if 0 < n <= len(source_lines) else ""
+        if not page.has("cuda"):
+            return f'<span title="{esc(text)}">L{n}</span>'
         return f'<a href="#{rid}-cuda-L{n}" title="{esc(text)}">L{n}</a>'
 
     rows = []
@@ -674,78 +822,167 @@ def comparison_html(comparison: Any) -> str:
     return wrap(_table(["", *comparison.targets], rows))
 
 
-_SECTION_BODIES = {
-    "summary": summary_html, "cuda": cuda_html,
-    "launcher": lambda r, links: launcher_html(r), "tma": lambda r, links: tma_html(r),
-    "wgmma": lambda r, links: wgmma_html(r), "layouts": lambda r, links: layouts_html(r),
-    "arguments": lambda r, links: arguments_html(r),
-    "lines": lambda r, links: machine.lines_html(r, report_id(r), links),
-    "ptx": lambda r, links: machine.ptx_html(r, report_id(r), links),
-    "sass": lambda r, links: machine.sass_html(r, report_id(r), links),
-    "ir": lambda r, links: machine.ir_html(r, report_id(r)),
-    "mfma": lambda r, links: mfma_html(r),
-}
+# --------------------------------------------------------------------------------------------
+# The registry of sections: a new tab is one call to register_section
+# --------------------------------------------------------------------------------------------
 
 
-def default_sections(report: KernelReport) -> tuple[str, ...]:
-    """Every section with something to show: MFMA only for AMD targets, the opt-in tiers only
-    when they were computed."""
-    skip = set() if report.family == "hip" else {"mfma"}
-    if report.machine is None:
-        skip |= {"lines", "ptx", "sass"}
-    if report.passes is None:
-        skip.add("ir")
-    return tuple(s for s in SECTIONS if s not in skip)
+@dataclass(frozen=True)
+class Section:
+    """One tab: ``body(report)`` or ``body(report, page)`` gives its markup; ``count(report)``
+    (optional) is shown in its title, e.g. "TMA (2)"."""
+
+    name: str
+    title: str
+    body: Callable[..., str]
+    count: Callable[[KernelReport], int] | None = None
+
+    def render(self, report: KernelReport, page: Page) -> str:
+        if "page" in _pyinspect.signature(self.body).parameters:
+            return self.body(report, page=page)
+        return self.body(report)
+
+
+_REGISTRY: dict[str, Section] = {}
+
+
+def register_section(name: str, title: str, body: Callable[..., str], *,
+                     count: Callable[[KernelReport], int] | None = None, after: str | None = None) -> Section:
+    """Add (or replace) a tab. ``body`` takes the report, and may take ``page`` (a :class:`Page`:
+    anchor prefix, line links, source text). ``after`` places it after that tab, else last."""
+    section = Section(name, title, body, count)
+    items = [(k, v) for k, v in _REGISTRY.items() if k != name]
+    at = next((n + 1 for n, (k, _) in enumerate(items) if k == after), len(items))
+    items.insert(at, (name, section))
+    _REGISTRY.clear()
+    _REGISTRY.update(items)
+    return section
+
+
+def sections() -> tuple[str, ...]:
+    """The names of every registered tab, in order."""
+    return tuple(_REGISTRY)
+
+
+def default_sections(report: KernelReport | None = None, with_source: bool = False) -> tuple[str, ...]:
+    """The tabs a page shows by default: every registered one with something to show for
+    ``report`` (MFMA only for AMD targets, the opt-in Lines/PTX/SASS and IR tabs only when they
+    were computed; the Cell tab only with a source)."""
+    skip = set() if with_source else {"cell"}
+    if report is not None:
+        if report.family != "hip":
+            skip.add("mfma")
+        if report.machine is None:
+            skip |= {"lines", "ptx", "sass"}
+        if report.passes is None:
+            skip.add("ir")
+    return tuple(n for n in _REGISTRY if n not in skip)
+
+
+register_section("summary", "Summary", summary_html)
+register_section("cell", "Cell", cell_html)
+register_section("cuda", "CUDA", cuda_html)
+register_section("launcher", "Launcher", launcher_html)
+register_section("tma", "TMA", tma_html, count=lambda r: len(r.tma_descriptors))
+register_section("wgmma", "WGMMA", wgmma_html, count=lambda r: len(r.wgmma))
+register_section("layouts", "Layouts", layouts_html, count=lambda r: len(r.layouts))
+register_section("mfma", "MFMA", mfma_html, count=lambda r: len(r.mfma), after="wgmma")
+register_section("arguments", "Arguments", arguments_html, count=lambda r: len(r.arguments))
+# The opt-in tiers: toolchain (Lines, PTX, SASS; links run both ways with the CUDA tab) and IR passes.
+register_section("lines", "Lines",
+                 lambda r, page: machine.lines_html(r, page.rid, page.has("cuda") and page.has("sass")))
+register_section("ptx", "PTX", lambda r, page: machine.ptx_html(r, page.rid, page.has("cuda")))
+register_section("sass", "SASS", lambda r, page: machine.sass_html(r, page.rid, page.has("cuda")))
+register_section("ir", "IR passes", lambda r, page: machine.ir_html(r, page.rid))
+
+# The built-in tabs (``--show`` names); the Cell tab appears when a source is given.
+SECTIONS = tuple(n for n in _REGISTRY if n != "cell")
+SECTION_TITLES = {k: v.title for k, v in _REGISTRY.items()}
 
 
 def section_title(report: KernelReport, name: str) -> str:
-    count = {"tma": len(report.tma_descriptors), "wgmma": len(report.wgmma), "layouts": len(report.layouts),
-             "arguments": len(report.arguments), "mfma": len(report.mfma)}.get(name)
+    section = _section(name)
+    count = section.count(report) if section.count is not None else None
     if name in ("tma", "wgmma") and report.family != "cuda":
         count = None  # "does not apply", not zero
-    title = _DEVICE_TITLES.get(report.family, "CUDA") if name == "cuda" else SECTION_TITLES[name]
+    title = _DEVICE_TITLES.get(report.family, "CUDA") if name == "cuda" else section.title
     return title + (f" ({count})" if count is not None else "")
 
 
-def section_body(report: KernelReport, name: str, *, cross_links: bool = True) -> str:
-    """The inner markup of one section (no root wrapper, no stylesheet).
-
-    ``cross_links=False`` leaves out links into other sections (the widget shows each section
-    in its own tab, where such links cannot resolve)."""
-    if name not in _SECTION_BODIES:
+def _section(name: str) -> Section:
+    if name not in _REGISTRY:
         raise ValueError(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
-    return _section_body(report, name, cross_links)
+    return _REGISTRY[name]
 
 
-@functools.lru_cache(maxsize=64)
-def _section_body(report: KernelReport, name: str, cross_links: bool = True) -> str:
-    # Reports are frozen and hashable; re-displaying one (a re-run cell) reuses its markup.
-    return _SECTION_BODIES[name](report, cross_links)
+def section_body(report: KernelReport, name: str, page: Page | None = None) -> str:
+    """The inner markup of one section (no root wrapper, no stylesheet)."""
+    section = _section(name)
+    return section.render(report, page or make_page(report))
 
 
-def wrap(body: str, *, root_id: str | None = None) -> str:
+def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str = "") -> str:
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
-    return f'<div class="tilelab-report"{rid}><style>{ROOT_CSS}{CODE_CSS}</style>{body}</div>'
+    click = f' onclick="{esc(onclick)}"' if onclick else ""
+    return f'<div class="tilelab-report"{rid}{click}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
 
 
-def render_section(report: KernelReport, name: str, *, cross_links: bool = True) -> str:
-    """One section alone, styled (what the inspector widget shows in a tab)."""
-    return wrap(section_body(report, name, cross_links=cross_links))
+def _plain(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def render_section(report: KernelReport, name: str) -> str:
+    """One section alone, styled."""
+    return wrap(section_body(report, name))
+
+
+def _slug(title: str, n: int) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"extra-{n}"
+
+
+def _tab_css(rid: str, names: Sequence[str]) -> str:
+    """Per page: the panel whose radio is checked shows, and its tab looks selected."""
+    shown = ",".join(f"#{rid}-t-{n}:checked~.tl-panels>#{rid}-{n}" for n in names)
+    active = ",".join(f'#{rid}-t-{n}:checked~.tl-tabs>label[for="{rid}-t-{n}"]' for n in names)
+    focus = ",".join(f'#{rid}-t-{n}:focus-visible~.tl-tabs>label[for="{rid}-t-{n}"]' for n in names)
+    return (f".tilelab-report {shown.replace(',', ',.tilelab-report ')}{{display:block}}"
+            f".tilelab-report {active.replace(',', ',.tilelab-report ')}"
+            "{border-color:var(--jp-border-color1,#bbb);background:var(--jp-layout-color1,#fff);font-weight:600;"
+            "margin-bottom:-1px}"
+            f".tilelab-report {focus.replace(',', ',.tilelab-report ')}{{outline:2px solid var(--jp-brand-color1,#1976d2)}}")
+
+
+# One click handler on the page's root: an in-page link first selects the tab that holds its
+# target (and opens folded blocks around it), then brings the target into view, centred. Tabs
+# themselves need no script (radio buttons and CSS), so where scripts do not run the tabs still
+# work and a link still lands when its target's tab is open.
+_FOLLOW_JS = (
+    "var a=event.target.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
+    "var t=document.getElementById(a.getAttribute('href').slice(1));if(!t)return;"
+    "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
+    "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
+    "this.querySelectorAll('.tl-hit').forEach(function(e){e.classList.remove('tl-hit')});t.classList.add('tl-hit');"
+    "event.preventDefault();requestAnimationFrame(function(){t.scrollIntoView({block:'center',inline:'nearest'})})"
+)
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
-                extra: Sequence[tuple[str, str]] = ()) -> str:
-    """The whole report as static HTML; ``standalone`` adds a page title and page colours.
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+    """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
-    ``extra`` appends (title, markup) sections after the report's own, open (the inspector puts
-    its Timing results there); the markup is inserted as is, the title escaped.
+    ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
+    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
+    default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
+    appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
+    there); the markup is inserted as is, the title escaped.
     """
-    chosen = tuple(sections) if sections is not None else default_sections(report)
-    unknown = [s for s in chosen if s not in SECTIONS]
+    chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
+    unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    rid = report_id(report)
+    page = make_page(report, source, chosen)
+    rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
         counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
@@ -755,24 +992,30 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         counts = _DEVICE_TITLES.get(report.family, report.family) + " source"
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
             f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>")
-    parts = [head]
+    panels: list[tuple[str, str, str]] = []  # (slug, title, body)
     for name in chosen:
-        opened = " open" if name in _OPEN else ""
-        parts.append(f'<details class="tl-section" id="{rid}-{name}"{opened}>'
-                     f"<summary>{esc(section_title(report, name))}</summary>{section_body(report, name)}</details>")
+        panels.append((name, section_title(report, name), _section(name).render(report, page)))
     for n, (title, markup) in enumerate(extra):
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or f"extra-{n}"
-        parts.append(f'<details class="tl-section" id="{rid}-{slug}" open>'
-                     f"<summary>{esc(title)}</summary>{markup}</details>")
-    body = wrap("".join(parts), root_id=rid)
+        panels.append((_slug(title, n), esc(title), markup))
+    radios = "".join(f'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{slug}"'
+                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}">'
+                     for n, (slug, title, _) in enumerate(panels))
+    tabs = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
+                   for slug, title, _ in panels)
+    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}"><h3 class="tl-ptitle">'
+                   f"{esc(title) if slug in _REGISTRY else title}</h3>{markup}</section>"
+                   for slug, title, markup in panels)
+    page_html = wrap(f'{head}{radios}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]), onclick=_FOLLOW_JS)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
                 "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"
-                + body)
-    return body
+                + page_html)
+    return page_html
 
 
 __all__ = [
-    "SECTIONS", "comparison_html", "default_sections", "encode_spans", "launch_links", "mfma_html", "esc", "launcher_html", "render_html", "render_section", "report_id",
-    "section_body", "section_title", "tma_links",
+    "Page", "SECTIONS", "Section", "comparison_html", "default_sections", "encode_spans", "esc", "launch_links",
+    "launcher_html", "make_page", "mfma_html", "register_section",
+    "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]

@@ -29,7 +29,7 @@ def esc(value: Any) -> str:
 
 
 def _ref(href: str, text: str, *, links: bool, title: str = "", css: str = "") -> str:
-    """A link, or (where its target is in another tab of the widget) the same text unlinked."""
+    """A link, or (where the tab it would point into is not on the page) the same text unlinked."""
     cls = f' class="{css}"' if css else ""
     tip = f' title="{esc(title)}"' if title else ""
     if links:

@@ -256,7 +256,8 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
-                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0) -> str:
+                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
+                    max_rows: int = 0, titles: bool = True) -> str:
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
@@ -281,14 +282,17 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
         if show_rows * show_cols > EXPLICIT_CELLS:
             show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
+    row_capped = bool(max_rows) and show_rows > max_rows
+    if row_capped:
+        show_rows = max_rows
     cropped = show_rows < rows or show_cols < cols
     sub = index[:show_rows, :show_cols]
     n_shown = show_rows * show_cols
     label_of = [str(k) for k in range(len(fill_of))]
-    titles = classes = None
+    with_titles, titles, classes = titles, None, None
     banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
     chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
-    if n_shown <= TITLE_CELLS:
+    if with_titles and n_shown <= TITLE_CELLS:
         def titles(i: int, j: int, k: int) -> str:
             cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
             return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
@@ -364,6 +368,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
     if cropped:
         why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
+            else f"max_rows={max_rows}: swizzles repeat within 8 rows of 128 bytes" if row_capped \
             else f"max_cells={max_cells}"
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
     legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
@@ -381,13 +386,13 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
-             max_width: float = 900, hover: str = "bank") -> str:
+             max_width: float = 900, hover: str = "bank", max_rows: int = 0) -> str:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
     ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
     are outlined). ``hover``: what hovering a cell highlights (``"bank"``, ``"chunk"``, ``"row"``,
-    ``"none"``), pure CSS inside the SVG."""
+    ``"none"``), pure CSS inside the SVG. ``max_rows``: draw at most this many rows (0: no cap)."""
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -397,16 +402,18 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
-                           base=tile.base % sw.LINE_BYTES)
+                           base=tile.base % sw.LINE_BYTES, max_rows=max_rows)
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
-               highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0) -> str:
+               highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
+               titles: bool = True) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
     ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
-    rows, at most 2,048 cells), so that every cell shown is hoverable."""
+    rows, at most 2,048 cells), so that every cell shown is hoverable. ``titles=False`` leaves out
+    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain."""
     if layout.scope == "fragment":
         return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
     max_cells = max_cells or 4096
@@ -426,7 +433,7 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     try:
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
-                               hover=hover, hover_crop=hover_crop)
+                               hover=hover, hover_crop=hover_crop, titles=titles)
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -686,4 +693,23 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     return "".join(out) + "</svg>"
 
 
-__all__ = ["compare_svg", "fragment_svg", "layout_svg", "side_by_side", "tile_svg", "wgmma_operand_svg"]
+class Picture(str):
+    """An SVG string that notebooks display as the picture."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
+    """Every element of a report's layout (``report.layout("C_local")``), however large: the
+    inspector draws large layouts in part and points here for the rest."""
+    total = 1
+    for extent in layout.shape:
+        total *= int(extent)
+    if layout.scope == "fragment":
+        return Picture(fragment_svg(layout, max_cells=max(total, 1)))
+    return Picture(layout_svg(layout, max_cells=max(total, 1), color_by=color_by))
+
+
+__all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
+           "wgmma_operand_svg"]

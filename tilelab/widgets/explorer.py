@@ -24,6 +24,7 @@ from ..render import svg
 
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
+MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -43,16 +44,15 @@ class SwizzleExplorer(widgets.VBox):
         self.cols = widgets.BoundedIntText(value=cols, min=1, max=1024, description="cols", style=style,
                                            layout=widgets.Layout(width="140px"))
         self.pattern = widgets.Dropdown(options=tuple(sw.PATTERNS), value=pattern, description="access", style=style)
-        self.color_by = widgets.ToggleButtons(options=("chunk", "bank"), value=color_by, description="colour by",
-                                              style=style)
-        self.hover = widgets.ToggleButtons(options=("bank", "chunk", "row", "none"), value=hover,
-                                           description="hover", style=style,
-                                           tooltips=("hovering a cell strokes every cell of its bank",
-                                                     "... of its physical 16-byte chunk (4 banks)",
-                                                     "... of its row", "no hover highlight"))
+        # Dropdowns, not toggle buttons: a row of buttons wraps into a grid in a narrow notebook.
+        self.color_by = widgets.Dropdown(options=("chunk", "bank"), value=color_by, description="colour by",
+                                         style=style, layout=widgets.Layout(width="170px"))
+        self.hover = widgets.Dropdown(options=("bank", "chunk", "row", "none"), value=hover,
+                                      description="hover strokes every cell of the same", style=style,
+                                      layout=widgets.Layout(width="330px"))
         self.highlight = widgets.Dropdown(options=HIGHLIGHTS, value="none", description="highlight", style=style)
-        self.index = widgets.BoundedIntText(value=0, min=0, max=1023, description="#", style=style,
-                                            layout=widgets.Layout(width="120px"))
+        self.index = widgets.BoundedIntText(value=0, min=0, max=1023, description="which (row / chunk / thread)",
+                                            style=style, layout=widgets.Layout(width="250px"))
         self.start_row = widgets.BoundedIntText(value=0, min=0, max=1023, description="start row", style=style,
                                                 layout=widgets.Layout(width="150px"))
         self.chunk = widgets.BoundedIntText(value=0, min=0, max=127, description="chunk", style=style,
@@ -67,8 +67,10 @@ class SwizzleExplorer(widgets.VBox):
         rows_box = [
             widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols]),
             widgets.HBox([self.pattern, self.start_row, self.chunk]),
-            widgets.HBox([self.highlight, self.index, self.color_by, self.hover]),
-            self.conflicts, self.picture, self.comparison,
+            widgets.HBox([self.highlight, self.index]),
+            widgets.HBox([self.color_by, self.hover]),
+            # the verdict and the per-mode comparison above the picture: they are what is read first
+            self.conflicts, self.comparison, self.picture,
         ]
         super().__init__(rows_box)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
@@ -98,8 +100,11 @@ class SwizzleExplorer(widgets.VBox):
         kind = self.highlight.value
         highlight = {kind: self.index.value} if kind != "none" else None
         self.conflicts.value = self._conflict_html(report)
+        # A large tile draws its first rows only (the swizzle repeats within 8 rows of 128 bytes),
+        # enough for the access pattern: a 256x256 tile stays quick to draw and to paint.
+        rows_needed = max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS])
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells, hover=self.hover.value)
+                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
 
@@ -120,8 +125,12 @@ class SwizzleExplorer(widgets.VBox):
         pattern = cmp.patterns[0]
         cells = []
         for mode, reports in cmp.results:
-            value = (html.escape(reports.split(":")[0][:60] + "...") if isinstance(reports, str)
-                     else f"{reports[0].wavefronts}/{reports[0].ideal_wavefronts} ({reports[0].conflict_degree:g}-way)")
+            if isinstance(reports, str):
+                value = html.escape(reports.split(":")[0][:60] + "...")
+            else:
+                r = reports[0]
+                verdict = "no conflict" if r.conflict_free else f"{r.conflict_degree:g}-way conflict"
+                value = f"{r.wavefronts}/{r.ideal_wavefronts} wavefronts ({verdict})"
             cells.append(f'<td style="padding: 0 8px">{html.escape(mode)}: {value}</td>')
         return (f'<table style="color: var(--jp-ui-font-color1, #222)"><tr><td><b>{html.escape(pattern)} by mode</b>'
                 f"</td>{''.join(cells)}</tr></table>")

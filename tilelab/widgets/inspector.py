@@ -1,22 +1,27 @@
-"""``Inspector(report)``: the kernel inspector, a thin ``ipywidgets.Tab`` over the HTML renderers.
+"""``Inspector(report)``: the kernel inspector, one static HTML page of tabs (no widget model).
 
-Tabs: Summary, CUDA, Launcher (one sub-tab per execution backend), TMA, WGMMA, Layouts,
-Arguments, and Timing when launch results are given. Every tab's content is the markup of
-``tilelab.render.html``; the widget adds no logic of its own. Its mime bundle also carries the
-full static ``text/html`` report, so a saved notebook shows it where widgets do not run
-(GitHub, nbviewer, nbconvert).
+The page is :func:`tilelab.render.html.render_html`: tabs are links and CSS, so the same output
+works live in JupyterLab, in a saved notebook reopened without its kernel, and in an ``nbconvert``
+export with no network. (An ipywidgets view would take priority over the HTML in the output and
+show "model not found" once its kernel is gone; the tabs never needed Python.) Its display
+bundle is ``text/html`` and ``text/plain`` only, one copy of the report.
+
+Tabs: Summary, Cell (when the source is given), CUDA (HIP, Metal or C for other targets), Launcher,
+TMA, WGMMA, MFMA (AMD targets), Layouts, Arguments, the opt-in Lines, PTX, SASS (toolchain tier) and
+IR passes when computed, then Timing (launch results, sanitizer reports), Profile (Nsight Compute
+profiles) and Diff (against the previous run of the same cell) when given.
 """
 
 from __future__ import annotations
 
+import difflib
+import html as _html
 from typing import Any, Iterable, Sequence
-
-import ipywidgets as widgets
 
 from .._model import KernelReport
 from ..render import html as render
 
-TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "mfma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
+TABS = render.SECTIONS
 
 
 def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -24,90 +29,100 @@ def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     if spec is None:
         return TABS
     items = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    unknown = [s for s in items if s not in TABS and s != "timing"]
+    valid = render.sections()
+    unknown = [s for s in items if s not in valid and s != "timing"]
     if unknown:
         raise ValueError(f"unknown tab(s) {', '.join(unknown)}; choose from {', '.join(TABS)} (comma-separated)")
     return tuple(s for s in items if s != "timing")
 
 
-class Inspector(widgets.Tab):
+class Inspector:
     """Tabbed view of a :class:`KernelReport`.
 
     ``show`` picks and orders tabs (names from ``TABS``); ``timing`` is a list of launch results
-    (anything with ``_repr_html_``) shown in a Timing tab.
+    (anything with ``_repr_html_``) shown in a Timing tab; ``source`` is the user's source text
+    (the cell) whose T.copy / T.gemm lines link to what they made; ``previous`` is the report of
+    the previous run of the same cell: a Diff tab shows what changed.
     """
 
     def __init__(self, report: KernelReport, *, show: Sequence[str] | str | None = None,
-                 timing: Sequence[Any] = (), **kwargs: Any) -> None:
+                 timing: Sequence[Any] = (), source: str | None = None,
+                 previous: KernelReport | None = None) -> None:
         self.report = report
-        self.tabs = parse_tabs(show) if show is not None else render.default_sections(report)
-        children, titles = [], []
-        for name in self.tabs:
-            children.append(self._view(name))
-            titles.append(render.section_title(report, name))
-        # Nsight Compute profiles (anything carrying a .profile) get their own tab.
+        self.tabs = parse_tabs(show) if show is not None else None
+        # Nsight Compute profiles (anything carrying a .profile) get their own tab, after Timing.
         self.profiles = tuple(t for t in timing if hasattr(t, "profile"))
         self.timing = tuple(t for t in timing if not hasattr(t, "profile"))
+        self.source = source
+        self.previous = previous if previous is not None and previous != report else None
+        extra = []
         if self.timing:
-            children.append(widgets.HTML(render.wrap(timing_html(self.timing))))
-            titles.append("Timing")
+            extra.append(("Timing", timing_html(self.timing)))
         if self.profiles:
-            children.append(widgets.HTML(render.wrap(timing_html(self.profiles))))
-            titles.append("Profile")
-        super().__init__(children=children, **kwargs)
-        self.titles = tuple(titles)
-        self.add_class("tilelab-inspector")
+            extra.append(("Profile", timing_html(self.profiles)))
+        if self.previous is not None:
+            extra.append(("Diff", diff_html(self.previous, report)))
+        self.extra = tuple(extra)
+        self._html: str | None = None
 
-    def _view(self, name: str) -> widgets.Widget:
-        if name == "launcher":
-            # No back links to TMA rows here: they live in the TMA tab, hidden while this one shows.
-            subs = [widgets.HTML(render.wrap(render.launcher_html(self.report, b, back_links=False)))
-                    for b in self.report.launcher_backends]
-            tab = widgets.Tab(children=subs)
-            tab.titles = tuple(_backend_title(self.report, b) for b in self.report.launcher_backends)
-            return tab
-        if name == "tma":
-            return widgets.HTML(render.wrap(render.tma_html(self.report, excerpts=True)))
-        return widgets.HTML(render.render_section(self.report, name, cross_links=False))
+    @property
+    def html(self) -> str:
+        if self._html is None:
+            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source)
+        return self._html
 
-    def tab(self, title_or_name: str) -> widgets.Widget:
-        """The child widget of a tab, by its name ("tma") or its title ("TMA (2)")."""
-        for i, name in enumerate(self.tabs):
-            if title_or_name in (name, self.titles[i]):
-                return self.children[i]
-        for i, title in enumerate(self.titles):
-            if title_or_name == title or title.lower() == title_or_name.lower():
-                return self.children[i]
+    @property
+    def titles(self) -> tuple[str, ...]:
+        names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
+        return tuple(render.section_title(self.report, n) for n in names) + tuple(t for t, _ in self.extra)
+
+    def tab(self, title_or_name: str) -> str:
+        """The markup of one tab's panel, by its name ("tma") or its title ("TMA (2)")."""
+        import re
+
+        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><h3 class="tl-ptitle">(.*?)</h3>', m)
+                 for m in re.findall(r'<section class="tl-panel".*?</h3>', self.html)]
+        panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
+        wanted = title_or_name.lower()
+        for m, panel in zip(names, panels):
+            slug, title = m.group(1), _html.unescape(m.group(2))
+            if wanted in (slug, title.lower()):
+                return panel
         raise KeyError(f"no tab {title_or_name!r}; have {list(self.titles)}")
 
     def close(self) -> None:
-        """Close this view and every widget inside it (the launcher sub-tabs too)."""
-        stack = list(self.children)
-        while stack:
-            child = stack.pop()
-            stack += list(getattr(child, "children", ()) or ())
-            child.close()
-        super().close()
+        """Nothing to release: the inspector holds no widget model (kept for older callers)."""
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, tuple):  # (data, metadata)
-            data, metadata = bundle
-        else:
-            data, metadata = bundle, None
-        data = dict(data or {})
-        extra = ((("Timing", timing_html(self.timing)),) if self.timing else ()) + \
-            ((("Profile", timing_html(self.profiles)),) if self.profiles else ())
-        data["text/html"] = render.render_html(self.report, extra=extra)
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
         from ..render.text import render_text
 
-        data["text/plain"] = render_text(self.report)
-        return (data, metadata) if metadata is not None else data
+        return {"text/html": self.html, "text/plain": render_text(self.report)}
 
 
-def _backend_title(report: KernelReport, backend: str) -> str:
-    item = report.sources.launcher(backend)
-    return backend if item is not None and item.text is not None else f"{backend} (absent)"
+def diff_html(before: KernelReport, after: KernelReport) -> str:
+    """What changed between two runs of a cell: the report as text, then the device CUDA, as
+    unified diffs (changed lines only, three lines of context)."""
+    from ..render.text import render_text
+
+    parts = []
+    for title, a, b in (("report", render_text(before), render_text(after)),
+                        ("device CUDA", before.sources.device, after.sources.device)):
+        lines = list(difflib.unified_diff(a.split("\n"), b.split("\n"), "previous run", "this run", lineterm="", n=3))
+        if not lines:
+            parts.append(f"<p><b>{title}</b>: unchanged.</p>")
+            continue
+        body = []
+        for line in lines:
+            cls = "gi" if line.startswith("+") and not line.startswith("+++") else \
+                "gd" if line.startswith("-") and not line.startswith("---") else ""
+            body.append(f'<span class="{cls}">{_html.escape(line)}\n</span>' if cls else f"{_html.escape(line)}\n")
+        changed = sum(1 for x in lines if x[:1] in "+-") - 2
+        parts.append(f"<p><b>{title}</b>: {changed} line(s) changed</p>"
+                     f'<pre class="tl-diff" style="white-space:pre-wrap;overflow-wrap:anywhere">{"".join(body)}</pre>')
+    return "".join(parts)
 
 
 def _result_html(result: Any) -> str:
@@ -154,4 +169,4 @@ def timing_html(results: Sequence[Any]) -> str:
     return "".join(parts)
 
 
-__all__ = ["Inspector", "TABS", "latency_figure", "parse_tabs", "timing_html"]
+__all__ = ["Inspector", "TABS", "diff_html", "latency_figure", "parse_tabs", "timing_html"]

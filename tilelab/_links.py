@@ -1,0 +1,228 @@
+"""Which lines of which text say each fact of a report: analysis, no markup.
+
+A TMA descriptor is *encoded* by some lines of each launcher, *used* by some lines of the device
+CUDA (``tl::tma_load(A_desc, ...)``), and *asked for* by a line of the user's source
+(``T.copy(A[...], A_shared)``); a WGMMA instruction is issued by ``tl::wgmma_ss<..., 64, 64, 16,
+...>`` lines whose descriptors ``tl::initialize_wgmma_descriptor<...>`` sets up, and asked for by
+``T.gemm(...)``. :func:`report_links` finds all of them from the texts alone, once, so that the
+renderers only draw links (source and generated lines linked both ways, as Compiler Explorer and
+Nsight Compute's source view do).
+
+Also here: the plain-language reasons for numbers a reader meets in the summary (why the block
+has more threads than the cell asked for; why a 128x128 tile issues m64n64k16).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ._model import KernelReport, LauncherSource
+
+# Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
+# helper, CuTeDSL's Python helpers).
+_ENCODE_CALL = re.compile(
+    r"cuTensorMapEncode(?:Tiled|Im2col)\s*\)?\s*\(|TVMFFIFunctionCall\(\s*__tvm_tensormap_create|create_tensor_map_\w+\s*\("
+)
+
+
+@dataclass(frozen=True)
+class EncodeSite:
+    """Lines ``first..last`` (1-based) of one text of one backend's launcher encode a descriptor;
+    the driver call itself starts at ``call``."""
+
+    backend: str
+    part: int  # 0: the launcher's main text; 1..: its extra texts, in order
+    part_name: str  # "main" or the extra text's name
+    first: int
+    last: int
+    call: int
+
+
+@dataclass(frozen=True)
+class ReportLinks:
+    """Line numbers (1-based) of every fact, per text. Keys are indices into the report's
+    ``tma_descriptors`` and ``wgmma``; ``source`` lines are lines of the user's source text."""
+
+    encode: dict[int, tuple[EncodeSite, ...]] = field(default_factory=dict)
+    tma_device: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    tma_source: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    wgmma_device: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    wgmma_source: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def launcher_parts(item: LauncherSource) -> list[tuple[str, str, str]]:
+    """(part name, text, language) of a launcher: its main text and its extra named texts."""
+    parts: list[tuple[str, str, str]] = []
+    if item.text is not None:
+        parts.append(("main", item.text, item.language))
+    for name, text in item.extra:
+        language = "python" if name.endswith(".py") else "c++" if name.endswith((".cpp", ".cu", ".h")) else "text"
+        parts.append((name, text, language))
+    return parts
+
+
+def _mentions(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w]){re.escape(name)}(?![A-Za-z0-9])")
+
+
+def _declares(name: str) -> re.Pattern[str]:
+    # "CUtensorMap A_desc;", "void* A_desc = ...", "A_desc_type = ...", "A_desc__dtype, ... =",
+    # "// Descriptor 0: A_desc (tensor: A)"
+    n = re.escape(name)
+    return re.compile(
+        rf"(?<![\w]){n}(?:_\w*)?\s*(?:=(?!=)|;|,\s*\w+\s*=)|CUtensorMap\s+{n}\s*;|Descriptor\s+\d+:\s*{n}\b"
+    )
+
+
+def encode_calls(text: str, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+    """For each descriptor name, the (first, call, last) 1-based lines of ``text`` that encode it.
+
+    Found from the launcher text alone: each encode call is attributed to the descriptor it
+    names (or, when the call names none, the nearest descriptor mentioned above it); the span
+    starts at that descriptor's first declaration after the previous encode call.
+    """
+    lines = text.split("\n")
+    calls: list[tuple[int, int]] = []  # (call line, end line), 0-based
+    for i, line in enumerate(lines):
+        if _ENCODE_CALL.search(line):
+            depth, j = 0, i
+            while j < len(lines):
+                depth += lines[j].count("(") - lines[j].count(")")
+                if depth <= 0:
+                    break
+                j += 1
+            calls.append((i, min(j, len(lines) - 1)))
+    mention = {n: _mentions(n) for n in names}
+    declare = {n: _declares(n) for n in names}
+    spans: dict[str, tuple[int, int, int]] = {}
+    previous_end = -1
+    for call, end in calls:
+        owner = None
+        for n in names:  # named inside the call itself
+            if any(mention[n].search(lines[k]) or re.search(rf"(?<![\w]){re.escape(n)}_", lines[k])
+                   for k in range(call, end + 1)):
+                owner = n
+                break
+        if owner is None:  # nearest mention above, back to the previous call
+            for k in range(call - 1, previous_end, -1):
+                owner = next((n for n in names if mention[n].search(lines[k])), None)
+                if owner:
+                    break
+        if owner is not None and owner not in spans:
+            start = next((k for k in range(previous_end + 1, call + 1) if declare[owner].search(lines[k])), call)
+            spans[owner] = (start + 1, call + 1, end + 1)
+        previous_end = end
+    return spans
+
+
+def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """For each descriptor name, the (first, last) 1-based lines of ``text`` that encode it."""
+    return {n: (first, last) for n, (first, _, last) in encode_calls(text, names).items()}
+
+
+def _device_declaration(line: str) -> bool:
+    return "__global__" in line
+
+
+def _source_lines(source: str, pattern: re.Pattern[str]) -> tuple[int, ...]:
+    out = []
+    for n, line in enumerate(source.split("\n"), 1):
+        code = line.split("#", 1)[0]
+        if pattern.search(code):
+            out.append(n)
+    return tuple(out)
+
+
+def report_links(report: KernelReport, source: str | None = None) -> ReportLinks:
+    """Every line link of ``report`` (and of the user's ``source`` text, when given)."""
+    names = [d.name for d in report.tma_descriptors]
+    encode: dict[int, list[EncodeSite]] = {i: [] for i in range(len(names))}
+    if names:
+        for item in report.sources.launchers:
+            for p, (part, text, _) in enumerate(launcher_parts(item)):
+                calls = encode_calls(text, names)
+                for i, name in enumerate(names):
+                    if name in calls:
+                        first, call, last = calls[name]
+                        encode[i].append(EncodeSite(item.backend, p, part, first, last, call))
+    device = report.sources.device.split("\n")
+    tma_device = {}
+    for i, name in enumerate(names):
+        m = _mentions(name)
+        tma_device[i] = tuple(n for n, line in enumerate(device, 1) if m.search(line) and not _device_declaration(line))
+    wgmma_device = {}
+    for i, w in enumerate(report.wgmma):
+        shape = re.match(r"m(\d+)n(\d+)k(\d+)", w.instruction)
+        issue = re.compile(rf"\btl::wgmma_{re.escape(w.variant)}<[^>]*?\b{shape.group(1)},\s*{shape.group(2)},\s*"
+                           rf"{shape.group(3)}\b") if shape else re.compile(r"\btl::wgmma_")
+        descs = [re.compile(rf"\binitialize_wgmma_descriptor<\s*{op.layout_type},\s*{op.lbo},\s*{op.sbo}\s*>")
+                 for op in (w.a, w.b) if op is not None]
+        wgmma_device[i] = tuple(n for n, line in enumerate(device, 1)
+                                if issue.search(line) or any(d.search(line) for d in descs))
+    tma_source: dict[int, tuple[int, ...]] = {}
+    wgmma_source: dict[int, tuple[int, ...]] = {}
+    if source:
+        for i, d in enumerate(report.tma_descriptors):
+            if d.buffer:
+                tma_source[i] = _source_lines(source, re.compile(
+                    rf"\bT\.(?:copy|c2d_im2col|tma_copy)\s*\((?:[^#]*?[(,\s])?{re.escape(d.buffer)}\b(?!\w)"))
+        for i, w in enumerate(report.wgmma):
+            buffers = [op.buffer for op in (w.a, w.b) if op is not None and op.buffer]
+            if buffers:
+                alts = "|".join(re.escape(b) for b in buffers)
+                wgmma_source[i] = _source_lines(source, re.compile(rf"\bT\.(?:gemm|wgmma_gemm)\s*\(.*\b(?:{alts})\b"))
+    return ReportLinks({i: tuple(v) for i, v in encode.items()}, tma_device, tma_source, wgmma_device, wgmma_source)
+
+
+# --------------------------------------------------------------------------------------------
+# Reasons for numbers a reader cannot explain from the cell alone
+# --------------------------------------------------------------------------------------------
+
+
+def thread_note(report: KernelReport) -> str | None:
+    """Why the block has more threads than the fragments use: TileLang's producer warp group.
+
+    A warp-specialized kernel's fragments (the consumer's accumulators) start at thread
+    ``thread_base`` > 0; the threads below are the producer TileLang added to issue TMA loads.
+    """
+    frags = [lay for lay in report.layouts if lay.scope == "fragment" and lay.thread_count]
+    if not frags or not report.kernels:
+        return None
+    base = min(lay.thread_base for lay in frags)
+    used = max(lay.thread_base + int(lay.thread_count or 0) for lay in frags)
+    block = report.kernels[0].threads_per_block
+    if not isinstance(block, int) or base <= 0 or used != block:
+        return None
+    return (f"block {block} = the {used - base} threads the kernel asks for (threads {base}-{used - 1}, the consumers "
+            f"that compute) + {base} threads (threads 0-{base - 1}) of a producer warp group TileLang adds to issue "
+            "the TMA loads (warp specialization)")
+
+
+def wgmma_shape_note(report: KernelReport, index: int) -> str | None:
+    """Why this instruction shape: how the accumulator tile splits over the consumer warp groups."""
+    w = report.wgmma[index]
+    shape = re.match(r"m(\d+)n(\d+)k(\d+)", w.instruction)
+    if not shape:
+        return None
+    m, n, k = (int(v) for v in shape.groups())
+    accum = [lay for lay in report.layouts if lay.scope == "fragment" and len(lay.shape) == 2 and lay.thread_count
+             and (w.kernel is None or lay.kernel in (None, w.kernel))]
+    if not accum:
+        return None
+    lay = max(accum, key=lambda x: x.shape[0] * x.shape[1])
+    rows, cols = lay.shape
+    groups = max(1, int(lay.thread_count or 0) // 128)
+    per_group = rows * cols // groups
+    count = per_group // (m * n) if m * n else 0
+    text = (f"{w.instruction}: the {rows}x{cols} accumulator {lay.buffer} is split over {groups} consumer warp "
+            f"group(s) of 128 threads, {per_group} elements each")
+    if count >= 1 and count * m * n == per_group:
+        text += f" = {count} x m{m}n{n}"
+    text += f"; M is always 64 per WGMMA, and K is {k} for {w.a_dtype} inputs (32 bytes of K per instruction)"
+    return text
+
+
+__all__ = ["EncodeSite", "ReportLinks", "encode_calls", "encode_spans", "launcher_parts", "report_links",
+           "thread_note", "wgmma_shape_note"]
