@@ -1,0 +1,239 @@
+"""``python -m tilelab corpus DIR`` on a folder of our own example scripts, and the checks it makes.
+
+The scripts are written the way TileLang's examples are: kernels built inside ``main()`` with the
+example's sizes, inputs allocated as CUDA tensors, results compared with torch. None of it may
+need a GPU: the corpus runs each script with compiles intercepted and tensors on the CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+
+import pytest
+
+import tilelab
+from tilelab import _corpus
+from tilelab.__main__ import main as cli_main
+
+GEMM = '''
+import tilelang
+import tilelang.language as T
+import torch
+
+
+def matmul(M, N, K, block_M=128, block_N=128, block_K=64, dtype=T.float16):
+    @T.prim_func
+    def gemm_tma(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm_tma
+'''
+
+SCRIPTS = {
+    # builds its kernel in main() with CUDA tensors and checks the result against torch
+    "gpu_main.py": GEMM + '''
+
+def main():
+    kernel = tilelang.compile(matmul(512, 256, 384), out_idx=[-1])
+    a = torch.randn(512, 384, device="cuda", dtype=torch.float16)
+    b = torch.randn(384, 256).cuda().half()
+    c = kernel(a, b)
+    assert c.shape == (512, 256) and c.device.type == "cpu"
+    torch.testing.assert_close(c, a @ b)  # fails on the stand-in's zeros: the run ends here
+
+
+if __name__ == "__main__":
+    main()
+''',
+    # a @tilelang.jit factory specialised by main(), two distinct kernels
+    "jit_factory.py": '''
+import tilelang
+import tilelang.language as T
+import torch
+
+
+@tilelang.jit(out_idx=[1])
+def scale_rows(n, block=256, dtype=T.float32):
+    @T.prim_func
+    def scale(X: T.Tensor((n, 64), dtype), Y: T.Tensor((n, 64), dtype)):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i, j in T.Parallel(block, 64):
+                Y[bx * block + i, j] = X[bx * block + i, j] * 2
+    return scale
+
+
+def main():
+    for n in (1024, 4096, 1024):
+        x = torch.ones(n, 64, device="cuda")
+        y = scale_rows(n)(x)
+        assert tuple(y.shape) == (n, 64)
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
+''',
+    "syntax_error.py": "def main(:\n    pass\n",
+    "no_kernel.py": "print('a helper module with no kernel')\n",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus_rows(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    for name, text in SCRIPTS.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    (folder / "test_ignored.py").write_text("raise SystemExit('tests are not examples')\n")
+    return _corpus.run_corpus(folder, jobs=2, timeout_s=240)
+
+
+def _rows(rows, script):
+    return [r for r in rows if r.script == script]
+
+
+def test_a_main_that_needs_a_gpu_yields_its_kernel(corpus_rows):
+    (row,) = _rows(corpus_rows, "gpu_main.py")
+    assert (row.kernel, row.target, row.verdict) == ("gemm_tma", "sm_90a", _corpus.OK), row
+    assert row.lower_s > 0 and row.inspect_s > 0 and row.ratio == row.inspect_s / row.lower_s
+
+
+def test_a_jit_factory_yields_each_distinct_specialisation_once(corpus_rows):
+    rows = _rows(corpus_rows, "jit_factory.py")
+    assert [r.verdict for r in rows] == [_corpus.OK, _corpus.OK], rows
+    assert {r.kernel for r in rows} == {"scale"}
+
+
+def test_scripts_without_kernels_say_why(corpus_rows):
+    (syntax,) = _rows(corpus_rows, "syntax_error.py")
+    assert syntax.verdict == _corpus.NO_KERNEL and "SyntaxError" in syntax.reason
+    (helper,) = _rows(corpus_rows, "no_kernel.py")
+    assert helper.verdict == _corpus.NO_KERNEL and helper.reason == "finished"
+    assert not _rows(corpus_rows, "test_ignored.py")
+
+
+def test_table_totals(corpus_rows):
+    table = _corpus.render_table(corpus_rows)
+    assert "total: ok 3, mismatch 0, inspect error 0, TileLang cannot lower 0, no kernel 2" in table
+    assert "consistent: 3/3 kernels that TileLang lowers (100.0%)" in table
+    assert "inspect/lower time ratio: median" in table
+
+
+# -- the checks, on reports we corrupt on purpose ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gemm_report():
+    from gemm import matmul  # examples/gemm.py: TMA loads of A and B, one WGMMA form
+
+    return tilelab.inspect(matmul(512, 256, 384, 128, 128, 64), "sm_90a")
+
+
+def test_a_consistent_report_passes(gemm_report):
+    assert _corpus.check_report(gemm_report) == ([], [])
+
+
+def test_a_wrong_tma_box_is_a_mismatch(gemm_report):
+    d = gemm_report.tma_descriptors[0]
+    wrong = dataclasses.replace(d, box_dim=(d.box_dim[0], d.box_dim[1] * 2))
+    report = gemm_report.replace(tma_descriptors=(wrong, *gemm_report.tma_descriptors[1:]))
+    problems, _ = _corpus.check_report(report)
+    assert problems == [f"TMA {d.name}.boxDim: report {list(wrong.box_dim)}, launcher {list(d.box_dim)}"]
+
+
+def test_a_missing_descriptor_and_a_wrong_grid_are_mismatches(gemm_report):
+    k = gemm_report.kernels[0]
+    report = gemm_report.replace(tma_descriptors=gemm_report.tma_descriptors[1:],
+                                 kernels=(dataclasses.replace(k, grid=(k.grid[0] + 1, *k.grid[1:])),))
+    problems, _ = _corpus.check_report(report)
+    assert f"{k.name} grid[0]: report {k.grid[0] + 1}, launcher {k.grid[0]}" in problems
+    assert any(p.startswith("TMA: the launcher encodes 2 descriptor(s), the report has 1") for p in problems)
+
+
+def test_a_wgmma_operand_read_from_another_buffer_is_a_mismatch(gemm_report):
+    w = gemm_report.wgmma[0]
+    swapped = dataclasses.replace(w, a=w.b, b=w.a)
+    problems, _ = _corpus.check_report(gemm_report.replace(wgmma=(swapped,)))
+    assert any(p.startswith(f"WGMMA {w.instruction} in {w.kernel}: the source reads A ('{w.a.buffer}'")
+               for p in problems), problems
+
+
+def test_source_wgmma_follows_the_last_initialisation_of_a_reused_variable():
+    # Hand-written device code: one descriptor variable initialised for K, used, then for V.
+    device = textwrap.dedent('''
+        extern "C" __global__ void __launch_bounds__(256, 1) attn_kernel(half_t* __restrict__ O) {
+          tl::initialize_wgmma_descriptor<1, 1, 64>(desc_b, (&(((half_t*)K_shared)[0])));
+          tl::wgmma_ss<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 128, 16, false, false, 1, 1>(uint64_t(desc_a + 0), uint64_t(desc_b + 2), ((uint32_t*)(acc_s + 0)), 1);
+          tl::initialize_wgmma_descriptor<1, 1024, 64>(desc_b, (&(((half_t*)V_shared)[0])));
+          tl::wgmma_rs<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 128, 16, true, 1, 1>(((uint32_t*)(p + 0)), uint64_t(desc_b + 0), ((uint32_t*)(acc_o + 0)), 1);
+        }
+    ''')
+    sites = _corpus.source_wgmma(device)
+    assert [s[5:] for s in sites] == [(("?", -1, -1, -1), ("K_shared", 1, 1, 64)),
+                                      (None, ("V_shared", 1, 1024, 64))]
+    assert [s[1:5] for s in sites] == [("m64n128k16", "ss", "K", "K"), ("m64n128k16", "rs", "K", "MN")]
+
+
+def test_cli_corpus_refuses_a_folder_without_scripts(tmp_path, capsys):
+    (tmp_path / "test_only.py").write_text("pass\n")
+    assert cli_main(["corpus", str(tmp_path)]) == 2
+    assert "no example scripts in it" in capsys.readouterr().err
+    assert cli_main(["corpus", str(tmp_path / "missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_rows_round_trip_as_json():
+    row = _corpus.CorpusRow("a.py", "k", "sm_90a", _corpus.OK, "", 0.5, 1.0)
+    assert _corpus.CorpusRow.from_dict(json.loads(json.dumps(row.to_dict()))) == row
+    assert row.ratio == 2.0
+
+
+def test_one_lowering_serves_every_launcher_with_out_idx():
+    """inspect lowers once (the variant tvm_ffi compiles, out_idx stamped) to stay within 3x of
+    TileLang's own lowering; the cython and nvrtc launchers must still be those TileLang writes
+    for the function as given, which it lowers without the stamp."""
+    import tilelang
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
+    from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
+    from tilelang.jit.adapter.wrapper import TLWrapper
+
+    from gemm import matmul
+
+    func = matmul(256, 256, 128, 128, 128, 64)
+    report = tilelab.inspect(func, "sm_90a", out_idx=[2], force=True)
+    context = create_backend_context({"kind": "cuda", "arch": "sm_90a"}, None, "cython")
+    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), context.target:
+        host, device, *_ = lower_to_host_device_ir(func, context)
+        source = device_codegen_without_compile(device, context).inspect_source()
+    scheduled = tilelang.tvm.IRModule({str(func.attrs["global_symbol"]): func})
+    wrapper = TLWrapper(context.target)
+    wrapper.assign_optimized_module(scheduled)
+    wrapper.assign_pass_configs({})
+    wrapper.assign_host_module(host)
+    wrapper.assign_device_module(device)
+    nvrtc = TLNVRTCSourceWrapper(scheduled_ir_module=scheduled, source=source, target=context.target,
+                                 device_mod=device, host_mod=host, pass_configs={}).host_func
+    assert report.sources.device == source
+    assert report.sources.launcher("cython").text == wrapper.wrap(source)
+    assert report.sources.launcher("nvrtc").text == nvrtc
+    # and the tvm_ffi host code is TileLang's own for the function with out_idx stamped
+    from tilelang.engine.lower import lower_with_context
+    from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
+
+    ffi = create_backend_context({"kind": "cuda", "arch": "sm_90a"}, None, "tvm_ffi")
+    prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
+        func, [2], supports_callee_allocated_outputs=ffi.execution_backend.supports_callee_allocated_outputs)
+    assert not prepared.same_as(func)
+    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), ffi.target:
+        artifact = lower_with_context(prepared, ffi, enable_host_codegen=True, enable_device_compile=False)
+    assert report.sources.launcher("tvm_ffi").text == artifact.rt_mod.inspect_source()
