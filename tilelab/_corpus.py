@@ -360,8 +360,8 @@ def _is_cuda(device: Any) -> bool:
     return text == "cuda" or text.startswith("cuda:") or (isinstance(device, int) and not isinstance(device, bool))
 
 
-def _cpu_everywhere():  # -> context manager
-    """CUDA tensors become CPU tensors, and torch.cuda answers as a Hopper GPU would."""
+def _cpu_everywhere(arch: str = DEFAULT_ARCH):  # -> context manager
+    """CUDA tensors become CPU tensors, and torch.cuda answers as a GPU of ``arch`` would."""
     import contextlib
     import types
 
@@ -378,14 +378,19 @@ def _cpu_everywhere():  # -> context manager
             kwargs = dict(kwargs or {})
             if func is torch.Tensor.cuda:
                 return args[0]
+            if func is torch.device:  # torch.device(0) means the accelerator
+                return torch.device("cpu") if args and (_is_cuda(args[0])) else func(*args, **kwargs)
             if "device" in kwargs:
                 kwargs["device"] = "cpu" if _is_cuda(kwargs["device"]) else kwargs["device"]
             if func in (torch.Tensor.to,):
                 args = tuple(fix(a) for a in args)
             return func(*args, **kwargs)
 
-    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
-                                  total_memory=80 * 2**30, shared_memory_per_block_optin=232448,
+    digits = re.sub(r"\D", "", arch) or "90"
+    major, minor = int(digits[:-1]), int(digits[-1])
+    props = types.SimpleNamespace(name=f"NVIDIA GPU {arch} (stand-in)", major=major, minor=minor,
+                                  multi_processor_count=132, total_memory=80 * 2**30, shared_memory_per_block=49152,
+                                  shared_memory_per_block_optin=232448,
                                   shared_memory_per_multiprocessor=233472, max_threads_per_multi_processor=2048,
                                   L2_cache_size=50 * 2**20, warp_size=32, regs_per_multiprocessor=65536)
 
@@ -520,6 +525,30 @@ def _arch_for(script: Path, request_target: Any, default: str) -> str | None:
     return default
 
 
+def _needs_blackwell(func: Any, _adapter: Any) -> bool:
+    """A kernel written with tcgen05 MMA or tensor memory (sm_100) left to the local GPU's arch."""
+    try:
+        text = _adapter.script_text(func)
+    except Exception:
+        return False
+    return "tcgen05" in text or "shared.tmem" in text
+
+
+def _tilelang_reason(err: BaseException) -> str:
+    """The sentence of a TileLang/TVM failure that explains it: the check that failed or the
+    fatal message, not the source excerpt TVM appends after it."""
+    text = str(err.__cause__ or err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in lines:
+        found = re.search(r"(Check failed:.*|Fatal:.*|InternalError:.*|\w+Error:.*)", line)
+        if found:
+            return re.sub(r"^(Fatal|InternalError):\s*", "", found.group(1))[:300]
+    for line in lines:
+        if not line.startswith(("|", "-->", "File ", "^")) and not re.match(r"^\d+\s*\|", line):
+            return line[:300]
+    return type(err).__name__
+
+
 def _kernel_name(func: Any) -> str:
     return str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
 
@@ -561,6 +590,8 @@ class _Worker:
             return self.seen[key]
         name = _kernel_name(func)
         arch = _arch_for(self.script, request.target, self.default_arch)
+        if arch is not None and not arch.startswith("sm_10") and _needs_blackwell(func, _adapter):
+            arch = "sm_100a"
         stand_in = StandInKernel(request)
         self.seen[key] = stand_in
         self.captured += 1
@@ -583,7 +614,7 @@ class _Worker:
             if not self.warm:  # the first lowering in a process also pays for one-time set-up
                 row["lower_s"] = lower_once()
         except LoweringError as err:
-            self.emit({**row, "verdict": CANNOT_LOWER, "reason": str(err).splitlines()[0][:300]})
+            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err)})
             return stand_in
         except Exception as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
@@ -626,7 +657,8 @@ class _Worker:
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
-            with _adapter.tilelang_errors(self.script.name), _cpu_everywhere(), _adapter.intercept_compiles(self.on_compile):
+            with _adapter.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
+                    _adapter.intercept_compiles(self.on_compile):
                 runpy.run_path(str(self.script), run_name="__main__")
         except _Stop as err:
             outcome = f"stopped: {err}"
@@ -634,6 +666,10 @@ class _Worker:
             outcome = f"exited ({err.code})"
         except BaseException as err:  # the script's own failure, reported with its reason
             outcome = f"{type(err).__name__}: {_short(err)}"
+            if os.environ.get("TILELAB_DEBUG") == "1":
+                import traceback
+
+                traceback.print_exc()
         finally:
             signal.alarm(0)
         extra = self.captured - MAX_KERNELS_PER_SCRIPT
@@ -689,9 +725,14 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
 
 
 def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 30.0) -> list[CorpusRow]:
+               grace_s: float = 10.0) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
+    parts = {p.lower() for p in Path(rel).parts[:-1]}
+    foreign = sorted(parts & set(_NOT_CUDA_HINTS))
+    if foreign:
+        return [CorpusRow(rel, "-", "", SKIPPED, f"in a folder named {foreign[0]!r}: written for a non-CUDA "
+                                                 "target; the corpus inspects CUDA kernels")]
     with tempfile.TemporaryDirectory(prefix="tilelab-corpus-") as tmp:
         out = Path(tmp) / "rows.jsonl"
         out.touch()
@@ -713,7 +754,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 30.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
+               grace_s: float = 10.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
     """Every script under ``directory``, ``jobs`` at a time; rows in script order."""
     root = Path(directory).resolve()
     if not root.is_dir():
