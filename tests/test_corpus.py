@@ -83,8 +83,36 @@ def main():
 if __name__ == "__main__":
     main()
 ''',
+    # reads the SM count through TileLang's device driver (torch.device(0)) for a persistent grid
+    "persistent.py": """
+import tilelang
+import tilelang.language as T
+from tilelang.carver.arch import driver
+
+
+def copy_persistent(n):
+    sms = driver.get_num_sms()
+
+    @T.prim_func
+    def persistent_copy(X: T.Tensor((n,), T.float16), Y: T.Tensor((n,), T.float16)):
+        with T.Kernel(sms, threads=128) as bx:
+            for t in T.serial(T.ceildiv(n, sms * 128)):
+                for i in T.Parallel(128):
+                    if (t * sms + bx) * 128 + i < n:
+                        Y[(t * sms + bx) * 128 + i] = X[(t * sms + bx) * 128 + i]
+    return persistent_copy
+
+
+if __name__ == "__main__":
+    kernel = tilelang.compile(copy_persistent(1 << 20), out_idx=[1])
+""",
+    # tensor memory and tcgen05 MMA, target left to the local GPU: inspected for sm_100a
+    "blackwell_auto.py": 'import tilelang\nimport tilelang.language as T\nimport torch\n\n\ndef tmem_gemm(M, N, K, bm=128, bn=128, bk=64):\n    @T.prim_func\n    def gemm_tmem(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16), C: T.Tensor((M, N), T.float32)):\n        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):\n            a = T.alloc_shared((bm, bk), T.bfloat16)\n            b = T.alloc_shared((bn, bk), T.bfloat16)\n            acc = T.alloc_tmem([bm, bn], T.float32)\n            done = T.alloc_barrier(1)\n            out = T.alloc_fragment((bm, bn), T.float32)\n            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=1):\n                T.copy(A[by * bm, k * bk], a)\n                T.copy(B[bx * bn, k * bk], b)\n                T.gemm(a, b, acc, transpose_B=True, mbar=done, clear_accum=k == 0)\n            T.copy(acc, out)\n            T.copy(out, C[by * bm, bx * bn])\n    return gemm_tmem\n\n\ndef main():\n    kernel = tilelang.compile(tmem_gemm(256, 256, 256), out_idx=[2])\n    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n    b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n    print(kernel(a, b).shape)\n\n\nif __name__ == "__main__":\n    main()\n',
+    # a symbolic size used in the body but bound by no argument: TileLang refuses to lower it
+    "unbound_symbol.py": 'import tilelang\nimport tilelang.language as T\n\ndef fill(block=128):\n    n = T.symbolic("n")\n\n    @T.prim_func\n    def fill_n(A: T.Tensor((1024,), T.float32)):\n        with T.Kernel(T.ceildiv(1024, block), threads=block) as bx:\n            for i in T.Parallel(block):\n                A[bx * block + i] = T.cast(n, T.float32)\n    return fill_n\n\ndef main():\n    kernel = tilelang.compile(fill(), out_idx=[0])\n    print(kernel())\n\nif __name__ == "__main__":\n    main()\n',
     "syntax_error.py": "def main(:\n    pass\n",
-    "no_kernel.py": "print('a helper module with no kernel')\n",
+    "no_kernel.py": "import tilelang\nprint('a helper module with no kernel')\n",
+    "not_tilelang.py": "import sys\nsys.exit(3)\n",
 }
 
 
@@ -113,18 +141,34 @@ def test_a_jit_factory_yields_each_distinct_specialisation_once(corpus_rows):
     assert {r.kernel for r in rows} == {"scale"}
 
 
+def test_device_properties_and_tensor_memory_kernels(corpus_rows):
+    (persistent,) = _rows(corpus_rows, "persistent.py")
+    assert (persistent.kernel, persistent.verdict) == ("persistent_copy", _corpus.OK), persistent
+    (blackwell,) = _rows(corpus_rows, "blackwell_auto.py")
+    assert (blackwell.kernel, blackwell.target, blackwell.verdict) == ("gemm_tmem", "sm_100a", _corpus.OK), blackwell
+
+
+def test_a_kernel_tilelang_cannot_lower_names_tilelangs_check(corpus_rows):
+    (row,) = _rows(corpus_rows, "unbound_symbol.py")
+    assert row.verdict == _corpus.CANNOT_LOWER and row.lower_s is None and row.inspect_s is None
+    assert row.reason == ("Check failed: undefined.size() == 0 (1 vs. 0) : In PrimFunc fill_n variables (n,) "
+                          "are used, but are not passed in as API arguments")
+
+
 def test_scripts_without_kernels_say_why(corpus_rows):
     (syntax,) = _rows(corpus_rows, "syntax_error.py")
     assert syntax.verdict == _corpus.NO_KERNEL and "SyntaxError" in syntax.reason
     (helper,) = _rows(corpus_rows, "no_kernel.py")
     assert helper.verdict == _corpus.NO_KERNEL and helper.reason == "finished"
+    (plain,) = _rows(corpus_rows, "not_tilelang.py")
+    assert plain.verdict == _corpus.NO_KERNEL and plain.reason == "does not use TileLang (not run)"
     assert not _rows(corpus_rows, "test_ignored.py")
 
 
 def test_table_totals(corpus_rows):
     table = _corpus.render_table(corpus_rows)
-    assert "total: ok 3, mismatch 0, inspect error 0, TileLang cannot lower 0, no kernel 2" in table
-    assert "consistent: 3/3 kernels that TileLang lowers (100.0%)" in table
+    assert "total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, no kernel 3, skipped 0" in table
+    assert "consistent: 5/5 kernels that TileLang lowers (100.0%)" in table
     assert "inspect/lower time ratio: median" in table
 
 

@@ -728,6 +728,12 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
                grace_s: float = 10.0) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
+    try:
+        text = script.read_text(errors="replace")
+    except OSError as err:
+        return [CorpusRow(rel, "-", "", NO_KERNEL, f"cannot read it: {err.strerror or err}")]
+    if "tilelang" not in text:
+        return [CorpusRow(rel, "-", "", NO_KERNEL, "does not use TileLang (not run)")]
     parts = {p.lower() for p in Path(rel).parts[:-1]}
     foreign = sorted(parts & set(_NOT_CUDA_HINTS))
     if foreign:
