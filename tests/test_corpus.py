@@ -281,3 +281,26 @@ def test_one_lowering_serves_every_launcher_with_out_idx():
     with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), ffi.target:
         artifact = lower_with_context(prepared, ffi, enable_host_codegen=True, enable_device_compile=False)
     assert report.sources.launcher("tvm_ffi").text == artifact.rt_mod.inspect_source()
+
+
+# -- regression kernels for the failure classes the upstream corpus showed ---------------------
+
+
+def test_a_layout_annotated_on_a_global_tensor_is_described_not_evaluated():
+    """Backward attention kernels annotate the layout of a global gradient (an element order for
+    atomic adds): millions of elements, which tilelab once evaluated one by one (46x TileLang's
+    lowering time) before leaving them out."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def atomic_reordered(G: T.Tensor((4, 4096, 128), T.float32), X: T.Tensor((4, 4096, 128), T.float32)):
+        with T.Kernel(4096 // 64, 4, threads=128) as (bx, b):
+            T.annotate_layout({G: T.Layout(G.shape, lambda i, s, d: [i, s // 8, d // 8, s % 8, d % 8])})
+            for s, d in T.Parallel(64, 128):
+                T.atomic_add(G[b, bx * 64 + s, d], X[b, bx * 64 + s, d])
+
+    report = tilelab.inspect(atomic_reordered, "sm_90a", force=True)
+    assert "G" not in [x.buffer for x in report.layouts]
+    (note,) = [n for n in report.notes if n.startswith("layout of G")]
+    assert note.startswith("layout of G (global memory, 2,097,152 elements) not tabulated")
+    assert "(4, 4096, 128) -> (4, 512, 16, 8, 8)" in note  # TileLang's own description of the order

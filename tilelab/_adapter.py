@@ -912,6 +912,17 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
     shape = tuple(int(_dim(s)) for s in lay.get_input_shape())
     total = int(np.prod(shape)) if shape else 0
     is_fragment = type(lay).__name__ == "Fragment"
+    scope = str(buf.scope())
+    if not is_fragment and not scope.startswith("shared"):
+        # T.annotate_layout on a global tensor (an element order for atomics, say): its size is
+        # the problem's, not a tile's, so it is described, never evaluated element by element.
+        left_out.append(f"layout of {name} ({scope} memory, {total:,} elements) not tabulated: tilelab "
+                        f"tabulates on-chip layouts; TileLang's description: {lay}")
+        return None
+    if not is_fragment and (int(np.prod(shape[1:])) if len(shape) >= 3 else total) > max_elements:
+        left_out.append(f"layout of {name} left out: {total:,} elements, more than the "
+                        f"{max_elements:,} tilelab tabulates")
+        return None
     variables = list(lay.get_forward_vars())
     dtype = str(buf.dtype)
     if is_fragment:
