@@ -193,7 +193,7 @@ def source_wgmma(device: str) -> list[tuple]:
                 continue
             variant, params, args = m.group(6), _split_top(m.group(7)), _split_top(m.group(8))
             mm, nn, kk = params[3:6]
-            tnsp_a, tnsp_b = (params[6], params[7]) if variant == "ss" else ("false", params[6])
+            tnsp_a, tnsp_b = params[6], params[7]  # rs keeps both template arguments (A's is false)
 
             def operand(expr: str) -> tuple | None:
                 for ident in re.findall(r"[A-Za-z_]\w*", expr):
