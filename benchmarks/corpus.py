@@ -38,9 +38,16 @@ def main() -> int:
     start = time.perf_counter()
     done = []
 
+    partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
+    if partial:
+        partial.write_text("")
+
     def progress(rows: list) -> None:
         done.append(rows)
         print(f"[{len(done)}] {rows[0].script}: {', '.join(r.verdict for r in rows)}", file=sys.stderr, flush=True)
+        if partial:  # rows as they come, so an interrupted run still leaves its table
+            with partial.open("a") as f:
+                f.writelines(json.dumps(r.to_dict()) + "\n" for r in rows)
 
     rows = _corpus.run_corpus(args.directory, jobs=args.jobs, arch=args.target, timeout_s=args.timeout,
                               on_script=progress)

@@ -725,7 +725,7 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
 
 
 def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 10.0) -> list[CorpusRow]:
+               grace_s: float = 5.0) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     try:
@@ -760,7 +760,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 10.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
+               grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
     """Every script under ``directory``, ``jobs`` at a time; rows in script order."""
     root = Path(directory).resolve()
     if not root.is_dir():
