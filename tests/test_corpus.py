@@ -233,6 +233,11 @@ def test_cli_corpus_refuses_a_folder_without_scripts(tmp_path, capsys):
     assert "no example scripts in it" in capsys.readouterr().err
     assert cli_main(["corpus", str(tmp_path / "missing")]) == 2
     assert "not a folder" in capsys.readouterr().err
+    (tmp_path / "example.py").write_text("import tilelang\n")
+    assert cli_main(["corpus", str(tmp_path), "--target", "sm_999x"]) == 2
+    assert "--target: unknown target 'sm_999x'" in capsys.readouterr().err
+    assert cli_main(["corpus", str(tmp_path), "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
 
 
 def test_rows_round_trip_as_json():
@@ -304,3 +309,16 @@ def test_a_layout_annotated_on_a_global_tensor_is_described_not_evaluated():
     (note,) = [n for n in report.notes if n.startswith("layout of G")]
     assert note.startswith("layout of G (global memory, 2,097,152 elements) not tabulated")
     assert "(4, 4096, 128) -> (4, 512, 16, 8, 8)" in note  # TileLang's own description of the order
+
+
+def test_cli_corpus_prints_the_table_and_writes_json(tmp_path, capsys):
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "unbound_symbol.py").write_text(SCRIPTS["unbound_symbol.py"])
+    out = tmp_path / "rows.json"
+    assert cli_main(["corpus", str(folder), "--quiet", "--json", str(out)]) == 0  # no mismatch, no inspect error
+    printed = capsys.readouterr().out
+    assert "unbound_symbol.py  fill_n  sm_90a  TileLang cannot lower" in printed
+    assert "total: ok 0, mismatch 0, inspect error 0, TileLang cannot lower 1" in printed
+    (row,) = json.loads(out.read_text())
+    assert (row["script"], row["kernel"], row["verdict"]) == ("unbound_symbol.py", "fill_n", _corpus.CANNOT_LOWER)

@@ -129,6 +129,12 @@ def _corpus_command(args: argparse.Namespace) -> int:
     if not _corpus.find_scripts(folder):
         raise CliError(f"{folder}: no example scripts in it (*.py other than test_*.py, regression_*.py, conftest.py)")
     json_path = _check_output("--json", args.json)
+    from ._inspect import resolve_target
+
+    try:
+        arch, _ = resolve_target(args.target)  # the one target validation inspect uses
+    except TilelabError as err:
+        raise CliError(f"--target: {err}") from err
     if args.jobs < 1 or args.timeout <= 0:
         raise CliError("--jobs must be at least 1 and --timeout positive (seconds per script)")
 
@@ -136,7 +142,7 @@ def _corpus_command(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"  {rows[0].script}: " + ", ".join(r.verdict for r in rows), file=sys.stderr, flush=True)
 
-    rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=args.target, timeout_s=args.timeout, on_script=progress)
+    rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress)
     print(_corpus.render_table(rows))
     if json_path:
         import json
