@@ -322,3 +322,45 @@ def test_cli_corpus_prints_the_table_and_writes_json(tmp_path, capsys):
     assert "total: ok 0, mismatch 0, inspect error 0, TileLang cannot lower 1" in printed
     (row,) = json.loads(out.read_text())
     assert (row["script"], row["kernel"], row["verdict"]) == ("unbound_symbol.py", "fill_n", _corpus.CANNOT_LOWER)
+
+
+def test_wgmma_descriptor_of_a_later_pipeline_stage_names_its_buffer():
+    """A warp-specialised, two-stage pipeline initialises the second stage's descriptors at a
+    byte offset into the same buffer (``handle_add_byte_offset`` in the IR); the report once
+    named the offset ("4096") as the buffer."""
+    import re
+
+    import tilelang.language as T
+
+    def ws_gemm(M=1024, N=512, K=1024, bm=64, bn=128, bk=32):
+        @T.prim_func
+        def ws_two_stage(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16), C: T.Tensor((M, N), T.float32)):
+            with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+                a = T.alloc_shared((bm, bk), T.bfloat16)
+                b = T.alloc_shared((bk, bn), T.bfloat16)
+                acc = T.alloc_fragment((bm, bn), T.float32)
+                full = T.alloc_barrier(arrive_count=128)
+                empty = T.alloc_barrier(arrive_count=128)
+                with T.ws(0):
+                    T.clear(acc)
+                for k in T.Pipelined(K // bk, num_stages=2):
+                    with T.ws(1):
+                        T.barrier_wait(empty, (k + 1) % 2)
+                        T.tma_copy(A[by * bm, k * bk], a, barrier=full)
+                        T.tma_copy(B[k * bk, bx * bn], b, barrier=full)
+                        T.barrier_arrive(full)
+                    with T.ws(0):
+                        T.barrier_wait(full, k % 2)
+                        T.gemm(a, b, acc)
+                        T.barrier_arrive(empty)
+                with T.ws(0):
+                    T.copy(acc, C[by * bm, bx * bn])
+        return ws_two_stage
+
+    report = tilelab.inspect(ws_gemm(), "sm_90a", force=True)
+    device = report.sources.device
+    assert re.search(r"initialize_wgmma_descriptor<2, 1, 32>\(desc_a_1, \(\(void\*\)\(\(char\*\)\(&\(\(\(bfloat16_t\*\)a\)\[0\]\)\) \+ 4096\)\)\)", device)
+    sites = _corpus.source_wgmma(device)
+    assert [(s[5], s[6]) for s in sites] == [(("a", 2, 1, 32), ("b", 1, 256, 64))] * 2
+    assert [(w.a.buffer, w.b.buffer, w.count) for w in report.wgmma] == [("a", "b", 2)]
+    assert _corpus.check_report(report)[0] == []

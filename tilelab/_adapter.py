@@ -768,6 +768,18 @@ _WGMMA_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32
                  "e4m3": "float8_e4m3", "e5m2": "float8_e5m2", "s8": "int8", "u8": "uint8", "s32": "int32"}
 
 
+def _pointer_buffer(pointer: Any) -> str | None:
+    """The buffer a WGMMA descriptor's start address points into: ``tvm_access_ptr(type, data,
+    ...)``, possibly shifted by ``handle_add_byte_offset`` (a later stage of a multi-versioned
+    buffer, e.g. the second pipeline stage of a warp-specialised GEMM)."""
+    tvm = tilelang().tvm
+    while isinstance(pointer, tvm.tirx.Call) and getattr(pointer.op, "name", "") == "tirx.handle_add_byte_offset":
+        pointer = pointer.args[0]
+    if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
+        return getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+    return None
+
+
 def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
     """Distinct ``wgmma.mma_async`` forms with the descriptors their shared operands use."""
     tvm = tilelang().tvm
@@ -780,9 +792,7 @@ def wgmma_instructions(lowered: Lowered) -> list[WgmmaInstruction]:
                 continue
             target, pointer, layout_type, lbo, sbo = call.args[:5]
             desc_name = target.buffer.data.name if isinstance(target, tvm.tirx.BufferLoad) else _expr_text(target)
-            buffer = None
-            if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
-                buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+            buffer = _pointer_buffer(pointer)
             descriptors[desc_name] = WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
         for call in calls:
             op = call.op.name
