@@ -364,3 +364,30 @@ def test_wgmma_descriptor_of_a_later_pipeline_stage_names_its_buffer():
     assert [(s[5], s[6]) for s in sites] == [(("a", 2, 1, 32), ("b", 1, 256, 64))] * 2
     assert [(w.a.buffer, w.b.buffer, w.count) for w in report.wgmma] == [("a", "b", 2)]
     assert _corpus.check_report(report)[0] == []
+
+
+def test_wgmma_descriptor_over_statically_declared_shared_memory():
+    """Shared buffers of scope "shared" are declared with their type, so the generated CUDA
+    initialises their descriptors at ``(&(a[0]))``, with no cast: the source parser must read that
+    form too, and the report's own association check must not flag it."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def static_smem(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+                    C: T.Tensor((256, 256), T.float32)):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), T.float16, scope="shared")
+            b = T.alloc_shared((64, 64), T.float16, scope="shared")
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.clear(acc)
+            for k in T.serial(4):
+                T.copy(A[by * 64, k * 64], a)
+                T.copy(B[k * 64, bx * 64], b)
+                T.gemm(a, b, acc)
+            T.copy(acc, C[by * 64, bx * 64])
+
+    report = tilelab.inspect(static_smem, "sm_90a", force=True)
+    assert "initialize_wgmma_descriptor<1, 1, 64>(desc_a, (&(a[0])))" in report.sources.device
+    assert [s[5:] for s in _corpus.source_wgmma(report.sources.device)] == [(("a", 1, 1, 64), ("b", 1, 0, 64))]
+    assert report.problems == ()
+    assert _corpus.check_report(report) == ([], [])

@@ -187,7 +187,10 @@ def source_wgmma(device: str) -> list[tuple]:
         current: dict[str, tuple] = {}
         for m in event.finditer(body):
             if m.group(1) is not None:
-                pointer = re.search(r"\(\w+\s*\*\)\s*\(?(\w+)", m.group(5))
+                # (&(((half_t*)A_shared)[0])), at a byte offset ((void*)((char*)(&(...)) + 4096)),
+                # or, for a statically declared buffer, (&(A_shared[0]))
+                pointer = (re.search(r"\(\w+\s*\*\)(\w+)\)\[", m.group(5))
+                           or re.search(r"&\((\w+)\[", m.group(5)))
                 buffer = pointer.group(1) if pointer else None
                 current[m.group(4)] = (buffer, int(m.group(1)), int(m.group(2)), int(m.group(3)))
                 continue
