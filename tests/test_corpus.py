@@ -167,7 +167,7 @@ def test_scripts_without_kernels_say_why(corpus_rows):
 
 def test_table_totals(corpus_rows):
     table = _corpus.render_table(corpus_rows)
-    assert "total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, no kernel 3, skipped 0" in table
+    assert "total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, timed out 0, no kernel 3, skipped 0" in table
     assert "consistent: 5/5 kernels that TileLang lowers (100.0%)" in table
     assert "inspect/lower time ratio: median" in table
 
@@ -391,3 +391,15 @@ def test_wgmma_descriptor_over_statically_declared_shared_memory():
     assert [s[5:] for s in _corpus.source_wgmma(report.sources.device)] == [(("a", 1, 1, 64), ("b", 1, 0, 64))]
     assert report.problems == ()
     assert _corpus.check_report(report) == ([], [])
+
+
+def test_a_script_cut_short_says_which_kernel_and_stage():
+    lines = [json.dumps({"kernel": "a", "target": "sm_90a", "verdict": "ok", "reason": "", "lower_s": 1.0, "inspect_s": 2.0}),
+             json.dumps({"progress": "lowering", "kernel": "b", "target": "sm_90a"}),
+             json.dumps({"progress": "inspecting", "kernel": "b", "target": "sm_90a", "lower_s": 40.0})]
+    rows = _corpus._rows_from("big.py", lines, None, True, 150.0, "")
+    assert [(r.kernel, r.verdict) for r in rows] == [("a", _corpus.OK), ("b", _corpus.INSPECT_ERROR)]
+    assert rows[1].reason == "inspect did not finish within the script's 150 s (TileLang lowered it in 40.0 s)"
+    rows = _corpus._rows_from("big.py", lines[:2], None, True, 150.0, "")
+    assert (rows[1].verdict, rows[1].reason) == (_corpus.TIMED_OUT, "TileLang's lowering did not finish within "
+                                                                    "the script's 150 s")

@@ -44,7 +44,8 @@ INSPECT_ERROR = "inspect error"
 CANNOT_LOWER = "TileLang cannot lower"
 NO_KERNEL = "no kernel"  # a script-level row: the script built no kernel (with the reason)
 SKIPPED = "skipped"
-KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER)
+TIMED_OUT = "timed out"  # TileLang's own lowering did not finish within the script's budget
+KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT)
 
 DEFAULT_ARCH = "sm_90a"
 # Directory-name hints for scripts that leave the target to the local GPU ("auto").
@@ -609,6 +610,8 @@ class _Worker:
         row: dict[str, Any] = {"kernel": name, "target": arch}
         configs = _adapter.normalize_pass_configs(request.pass_configs)
 
+        self.emit({"progress": "lowering", **row})  # so a run cut short by its timeout says where
+
         def lower_once() -> float:
             start = time.perf_counter()
             _adapter.tilelang_lower(func, arch, out_idx=request.out_idx, pass_configs=configs)
@@ -624,6 +627,8 @@ class _Worker:
         except Exception as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
             return stand_in
+
+        self.emit({"progress": "inspecting", **row})
 
         def inspect_once() -> tuple[Any, float]:
             start = time.perf_counter()
@@ -704,6 +709,7 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
                stderr: str) -> list[CorpusRow]:
     rows: list[CorpusRow] = []
     done = None
+    pending: dict[str, Any] | None = None  # the kernel the worker was busy with
     for line in lines:
         try:
             d = json.loads(line)
@@ -712,7 +718,23 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
         if "done" in d:
             done = d
             continue
+        if "progress" in d:
+            pending = d
+            continue
+        pending = None
         rows.append(CorpusRow.from_dict({**d, "script": script}))
+    if pending is not None and done is None:
+        where = pending["progress"]
+        if where == "lowering":
+            rows.append(CorpusRow(script, pending["kernel"], pending["target"], TIMED_OUT,
+                                  f"TileLang's lowering did not finish within the script's {timeout_s:.0f} s"
+                                  if timed_out else f"the worker died (exit {rc}) in TileLang's lowering"))
+        else:
+            rows.append(CorpusRow(script, pending["kernel"], pending["target"], INSPECT_ERROR,
+                                  (f"inspect did not finish within the script's {timeout_s:.0f} s "
+                                   if timed_out else f"the worker died (exit {rc}) in inspect ")
+                                  + f"(TileLang lowered it in {pending.get('lower_s') or 0:.1f} s)",
+                                  lower_s=pending.get("lower_s")))
     if done is not None and done.get("left_out"):
         rows.append(CorpusRow(script, f"({done['left_out']} more)", "", SKIPPED,
                               f"more than {MAX_KERNELS_PER_SCRIPT} distinct kernels; the rest are not inspected"))
