@@ -1,4 +1,5 @@
-"""``python -m tilelab inspect FILE.py:EXPR``: the inspection engine from a shell.
+"""``python -m tilelab inspect FILE.py:EXPR``: the inspection engine from a shell;
+``python -m tilelab corpus DIR``: inspect and check every kernel a folder of scripts builds.
 
 EXPR is evaluated in FILE's namespace, e.g.
 ``python -m tilelab inspect "examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)" --json out.json``
@@ -144,6 +145,42 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _corpus_command(args: argparse.Namespace) -> int:
+    from . import _corpus
+
+    folder = Path(args.directory)
+    if not folder.is_dir():
+        raise CliError(f"{folder}: not a folder; give the folder of TileLang example scripts, e.g. tilelang/examples")
+    if not _corpus.find_scripts(folder):
+        raise CliError(f"{folder}: no example scripts in it (*.py other than test_*.py, regression_*.py, conftest.py)")
+    json_path = _check_output("--json", args.json)
+    from ._inspect import resolve_target
+
+    try:
+        resolved, _ = resolve_target(args.target)  # the one target validation inspect uses
+    except (TilelabError, ValueError) as err:
+        raise CliError(f"--target: {err}") from err
+    if resolved.family != "cuda":
+        raise CliError(f"--target {resolved.name}: the corpus checks reports against CUDA launchers; "
+                       "give a CUDA arch such as sm_90a")
+    arch = resolved.name
+    if args.jobs < 1 or args.timeout <= 0:
+        raise CliError("--jobs must be at least 1 and --timeout positive (seconds per script)")
+
+    def progress(rows: list) -> None:
+        if not args.quiet:
+            print(f"  {rows[0].script}: " + ", ".join(r.verdict for r in rows), file=sys.stderr, flush=True)
+
+    rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress)
+    print(_corpus.render_table(rows))
+    if json_path:
+        import json
+
+        _write("--json", json_path, json.dumps([r.to_dict() for r in rows], indent=1))
+    bad = _corpus.totals(rows)
+    return 1 if bad[_corpus.MISMATCH] or bad[_corpus.INSPECT_ERROR] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tilelab", description="Inspect what TileLang generated for a kernel.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -157,6 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy")
     p.add_argument("--passes", action="store_true", help="record TileLang's lowering pass by pass")
     p.set_defaults(func=_inspect_command)
+    c = sub.add_parser("corpus", help="inspect and check every kernel a folder of TileLang scripts builds")
+    c.add_argument("directory", metavar="DIR", help="a folder of TileLang example scripts (searched recursively)")
+    c.add_argument("--target", default="sm_90a",
+                   help="arch for scripts whose own target is the local GPU (default sm_90a)")
+    c.add_argument("--jobs", type=int, default=2, help="scripts run at once, each in its own process (default 2)")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds each script may run (default 300)")
+    c.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    c.add_argument("--quiet", action="store_true", help="no per-script progress on stderr")
+    c.set_defaults(func=_corpus_command)
     return parser
 
 

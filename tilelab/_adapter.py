@@ -679,8 +679,16 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     try:
         with tilelang_errors(name, stage="lowering" if target.family == "cuda" else f"lowering for {target.name}"):
             context = create_backend_context(target.tilelang_target(), None, lowering_backend)
+            prepared = func
+            if lowering_backend == "tvm_ffi":
+                # Lower once, the variant tvm_ffi compiles: out_idx only stamps attributes that its
+                # host ABI reads; the device code and the cython/nvrtc launchers generated from this
+                # lowering are byte-identical to those of the unprepared function (a test holds it).
+                prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
+                    func, out_idx,
+                    supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs)
             with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
-                host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
+                host_mod, device_mod, _, _, _ = lower_to_host_device_ir(prepared, context)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
     except LoweringError as err:
         raise _for_target(err, target) from err
@@ -710,14 +718,8 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
 
     if "tvm_ffi" in backends:
         try:
-            prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
-                func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
-            )
             with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
-                ffi_host = host_mod
-                if not prepared.same_as(func):  # out_idx changes the packed ABI: lower that variant
-                    ffi_host, _, _, _, _ = lower_to_host_device_ir(prepared, context)
-                text = host_codegen(ffi_host, context).inspect_source()
+                text = host_codegen(host_mod, context).inspect_source()
             launchers["tvm_ffi"] = LauncherSource("tvm_ffi", str(text), language="c")
         except Exception as err:
             launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, _reason(err))
@@ -1085,11 +1087,20 @@ def _object_identity(obj: Any) -> int:
     return int(handle()) if callable(handle) else id(obj)
 
 
+def _pointer_buffer(pointer: Any) -> str | None:
+    """The buffer a WGMMA descriptor's start address points into: ``tvm_access_ptr(type, data,
+    ...)``, possibly shifted by ``handle_add_byte_offset`` (a later stage of a multi-versioned
+    buffer, e.g. the second pipeline stage of a warp-specialised GEMM)."""
+    tvm = tilelang().tvm
+    while isinstance(pointer, tvm.tirx.Call) and getattr(pointer.op, "name", "") == "tirx.handle_add_byte_offset":
+        pointer = pointer.args[0]
+    if isinstance(pointer, tvm.tirx.Call) and len(pointer.args) > 1:
+        return getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
+    return None
+
+
 def _descriptor_operand(pointer: Any, layout_type: Any, lbo: Any, sbo: Any) -> WgmmaOperand:
-    buffer = None
-    if isinstance(pointer, tilelang().tvm.tirx.Call) and len(pointer.args) > 1:
-        buffer = getattr(pointer.args[1], "name", None) or _expr_text(pointer.args[1])
-    return WgmmaOperand(buffer, int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
+    return WgmmaOperand(_pointer_buffer(pointer), int(_dim(layout_type)), int(_dim(lbo)), int(_dim(sbo)), major="K")
 
 
 def _wgmma_calls(func: Any) -> list[dict[str, Any]]:
@@ -1131,7 +1142,7 @@ def _wgmma_calls(func: Any) -> list[dict[str, Any]]:
 
 _SOURCE_KERNEL = re.compile(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\([^;{]*\)\s*\{')
 _SOURCE_DESC_INIT = re.compile(
-    r"tl::initialize_wgmma_descriptor<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\(\s*(\w+)\s*,\s*\(&\(\(\([^)]*\)(\w+)\)")
+    r"tl::initialize_wgmma_descriptor<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\(\s*(\w+)\s*,\s*(?:\(\(void\*\)\(\(char\*\))?\(&\((?:\(\([^)]*\))?(\w+)\)?\[")
 _SOURCE_WGMMA = re.compile(r"tl::wgmma_(ss|rs)<[^>]*>\(([^;]*)\);")
 _SOURCE_DESC_USE = re.compile(r"uint64_t\(\s*(\w+)")
 
@@ -1333,6 +1344,17 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
     shape = tuple(int(_dim(s)) for s in lay.get_input_shape())
     total = int(np.prod(shape)) if shape else 0
     is_fragment = type(lay).__name__ == "Fragment"
+    scope = str(buf.scope())
+    if not is_fragment and not scope.startswith("shared"):
+        # T.annotate_layout on a global tensor (an element order for atomics, say): its size is
+        # the problem's, not a tile's, so it is described, never evaluated element by element.
+        left_out.append(f"layout of {name} ({scope} memory, {total:,} elements) not tabulated: tilelab "
+                        f"tabulates on-chip layouts; TileLang's description: {lay}")
+        return None
+    if not is_fragment and (int(np.prod(shape[1:])) if len(shape) >= 3 else total) > max_elements:
+        left_out.append(f"layout of {name} left out: {total:,} elements, more than the "
+                        f"{max_elements:,} tilelab tabulates")
+        return None
     variables = list(lay.get_forward_vars())
     dtype = str(buf.dtype)
     if is_fragment:
@@ -1846,3 +1868,89 @@ def launch_dims(obj: Any) -> tuple[tuple[int | str, ...], tuple[int | str, ...]]
     dims = tuple(_dim(grid[a]) if a in grid else 1 for a in "xyz")
     threads = tuple(_dim(v) for v in (list(block) + [1, 1, 1])[:3])
     return dims, threads
+
+
+# -- corpus: capturing the kernels a script compiles, and TileLang's own lowering -------------
+# (used by ``python -m tilelab corpus``; kept apart from the inspection engine above)
+
+
+@dataclass
+class CompileRequest:
+    """One ``tilelang.compile`` (or ``@tilelang.jit`` compile) a script asked for."""
+
+    prim_func: Any
+    out_idx: list[int] | None
+    pass_configs: dict[str, Any]
+    target: Any  # as the script gave it: None, "auto", "cuda", a dict or a Target
+    execution_backend: str | None
+
+
+@contextlib.contextmanager
+def intercept_compiles(on_compile: Callable[[CompileRequest], Any]):
+    """Route every compile TileLang is asked for to ``on_compile`` instead of the device compiler.
+
+    TileLang funnels ``tilelang.compile``, ``@tilelang.jit`` and ``par_compile`` into its kernel
+    cache's ``cached``: replacing it there (and where ``tilelang.jit`` imported it) catches each
+    compile after the front end merged the PrimFunc's own out_idx/pass configs, before any target
+    is resolved, nvcc runs or a GPU is touched. ``on_compile``'s result is what the script gets
+    back in place of the JITKernel.
+    """
+    import importlib
+
+    tilelang()
+    # import_module, not ``import tilelang.cache``: the package attribute ``cache`` is a function.
+    tl_cache, tl_jit = importlib.import_module("tilelang.cache"), importlib.import_module("tilelang.jit")
+
+    def cached(func=None, out_idx=None, *args, target=None, target_host=None, execution_backend=None,
+               verbose=None, pass_configs=None, compile_flags=None):
+        if isinstance(out_idx, int):
+            out_idx = [out_idx]
+        return on_compile(CompileRequest(func, list(out_idx) if out_idx is not None else None,
+                                         dict(pass_configs or {}), target, execution_backend))
+
+    saved = (tl_cache.cached, tl_jit.cached)
+    tl_cache.cached = tl_jit.cached = cached
+    try:
+        yield
+    finally:
+        tl_cache.cached, tl_jit.cached = saved
+
+
+def target_arch(target: Any) -> str | None:
+    """The CUDA arch a script's own target names ("sm_90a"), or None where it names none
+    ("auto", "cuda", None) or is not CUDA."""
+    tvm = tilelang().tvm
+    if target is None or (isinstance(target, str) and target.strip() in ("auto", "cuda", "")):
+        return None
+    try:
+        resolved = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    except Exception:
+        match = re.search(r"sm_\d+a?", str(target))
+        return match.group(0) if match else None
+    if resolved.kind.name != "cuda":
+        return None
+    arch = resolved.attrs.get("arch")
+    return str(arch) if arch else None
+
+
+def tilelang_lower(func: Any, arch: str, *, out_idx: list[int] | None, pass_configs: dict[str, Any]) -> None:
+    """What ``tilelang.compile`` does for the tvm_ffi backend short of running nvcc: prepare the
+    outputs, lower, and generate host and device code. Raises LoweringError with TileLang's reason."""
+    tl = tilelang()
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import lower_with_context
+    from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
+
+    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+    try:
+        with tilelang_errors(name, stage="lowering"):
+            context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+            prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
+                func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
+            )
+            with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
+                lower_with_context(prepared, context, enable_host_codegen=True, enable_device_compile=False)
+    except LoweringError:
+        raise
+    except Exception as err:
+        raise _lowering_error(err, name) from err

@@ -1,0 +1,841 @@
+"""``python -m tilelab corpus DIR``: inspect every kernel a directory of TileLang scripts builds,
+and check each report against the texts TileLang generated.
+
+Each script runs in its own process (``python -m tilelab._corpus SCRIPT OUT``) as ``__main__``,
+with its own default sizes, CUDA tensors redirected to the CPU and every compile intercepted
+before the device compiler (``_adapter.intercept_compiles``): the script gets a stand-in kernel
+whose calls return zero-filled outputs, so its ``main()`` runs on without a GPU until it needs
+real results. For each kernel the worker times TileLang's own lowering, then ``tilelab.inspect``,
+then checks the report:
+
+- kernel count and names: the ``__global__`` functions of the device source;
+- grid, block and dynamic shared memory: the ``cudaLaunchKernelEx`` blocks of the C++ launcher;
+- every TMA descriptor: the ``cuTensorMapEncode*`` calls of the launcher and each field written
+  before them;
+- every WGMMA instruction: each ``tl::wgmma_ss/rs`` call site of the device source, with the
+  descriptor its operand variable was last initialised to (``initialize_wgmma_descriptor``),
+  against the report's instruction and operand descriptors;
+- the report's own cross-checks: TMA descriptors breaking a driver rule, and WGMMA descriptors
+  that disagree with the one recomputed from the buffer's inferred layout.
+
+The texts are parsed here with regular expressions; the engine reads TileLang's IR instead, so
+agreement is evidence.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+OK = "ok"
+MISMATCH = "mismatch"
+INSPECT_ERROR = "inspect error"
+CANNOT_LOWER = "TileLang cannot lower"
+NO_KERNEL = "no kernel"  # a script-level row: the script built no kernel (with the reason)
+SKIPPED = "skipped"
+TIMED_OUT = "timed out"  # TileLang's own lowering did not finish within the script's budget
+KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT)
+
+DEFAULT_ARCH = "sm_90a"
+# Directory-name hints for scripts that leave the target to the local GPU ("auto").
+_ARCH_HINTS = (("sm100", "sm_100a"), ("tcgen05", "sm_100a"), ("blackwell", "sm_100a"), ("sm120", "sm_120a"))
+_NOT_CUDA_HINTS = ("amd", "rocm", "hip", "ascend", "metal")
+SKIP_FILES = ("conftest.py", "__init__.py", "setup.py")
+MAX_KERNELS_PER_SCRIPT = 8
+
+
+@dataclass(frozen=True)
+class CorpusRow:
+    """One kernel of one script (or, with verdict ``no kernel``/``skipped``, one script)."""
+
+    script: str
+    kernel: str
+    target: str
+    verdict: str
+    reason: str = ""
+    lower_s: float | None = None  # TileLang's own lowering (tvm_ffi, no nvcc)
+    inspect_s: float | None = None  # tilelab.inspect, uncached
+
+    @property
+    def ratio(self) -> float | None:
+        if self.lower_s and self.inspect_s is not None:
+            return self.inspect_s / self.lower_s
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
+        return cls(**{k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")})
+
+
+# ---------------------------------------------------------------------------------------------
+# Ground truth from the generated texts
+
+
+def _int_or_none(text: str) -> int | None:
+    text = re.sub(r"^\((?:u?int\d*_t|unsigned|int|long)\)\s*", "", text.strip())
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def source_kernels(device: str) -> list[str]:
+    """Names of the ``__global__`` functions the device source defines, in order."""
+    names: list[str] = []
+    for m in re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(', device):
+        if m.group(1) not in names:
+            names.append(m.group(1))
+    return names
+
+
+def launcher_launches(cpp: str) -> dict[str, dict[str, list[str] | str]]:
+    """Grid, block and dynamic shared memory of each kernel launch in the C++ launcher."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in re.finditer(r"cudaLaunchKernelEx\(&config, (\w+)", cpp):
+        block = cpp[:m.start()]
+        start = block.rfind("cudaLaunchConfig_t config;")
+        block = block[start:] if start >= 0 else block
+        grid = re.findall(r"config\.gridDim = dim3\((.*?)\);", block)
+        threads = re.findall(r"config\.blockDim = dim3\((.*?)\);", block)
+        smem = re.findall(r"config\.dynamicSmemBytes = (.*?);", block)
+        if grid and threads and smem:
+            out[m.group(1)] = {"grid": _split_top(grid[-1]), "block": _split_top(threads[-1]), "smem": smem[-1]}
+    for m in re.finditer(r"cudaLaunchCooperativeKernel\(\(void\*\)(\w+), (.*?), \w+_args, (.*?), stream\)", cpp):
+        dims = _split_top(m.group(2))
+        # grid_str, block_str are dim3(...) expressions
+        found = re.findall(r"dim3\((.*?)\)", m.group(2))
+        if len(found) == 2:
+            out[m.group(1)] = {"grid": _split_top(found[0]), "block": _split_top(found[1]), "smem": m.group(3)}
+        elif len(dims) == 2:
+            out[m.group(1)] = {"grid": [dims[0]], "block": [dims[1]], "smem": m.group(3)}
+    return out
+
+
+_TMA_FIELDS = ("type", "tensorRank", "globalDim", "globalStride", "boxDim", "elementStrides", "interleave", "swizzle",
+               "l2Promotion", "oobFill", "lowerCorner", "upperCorner", "channelsPerPixel", "pixelsPerColumn")
+
+
+def launcher_tma(cpp: str) -> list[dict[str, Any]]:
+    """Each ``cuTensorMapEncodeTiled/Im2col`` of the C++ launcher with the fields written for it."""
+    out = []
+    for m in re.finditer(r"cuTensorMapEncode(Tiled|Im2col)\)\(\s*&(\w+),", cpp):
+        kind, name = m.group(1), m.group(2)
+        start = cpp.rfind(f"CUtensorMap {name};", 0, m.start())
+        block = cpp[start:m.start()]
+        fields: dict[str, Any] = {"name": name, "kind": "tiled" if kind == "Tiled" else "im2col"}
+        for f in re.finditer(rf"\b{re.escape(name)}_(\w+?)(?:\[[^\]]*\])?\s*=\s*([^;]+);", block):
+            value = f.group(2).strip()
+            if value.startswith("{"):
+                fields[f.group(1)] = [_int_or_none(v) if _int_or_none(v) is not None else v
+                                      for v in _split_top(value[1:-1])]
+            else:
+                iv = _int_or_none(value)
+                fields[f.group(1)] = iv if iv is not None else value
+        out.append(fields)
+    return out
+
+
+def _kernel_bodies(device: str) -> list[tuple[str, str]]:
+    """(kernel name, body text) for each ``__global__`` definition."""
+    spans = [(m.group(1), m.end()) for m in
+             re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\([^;{]*\)\s*\{', device)]
+    return [(name, device[start:spans[i + 1][1] if i + 1 < len(spans) else len(device)])
+            for i, (name, start) in enumerate(spans)]
+
+
+_WGMMA_TYPES = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32", "TensorFloat32": "tfloat32",
+                "Float8_e4m3": "float8_e4m3", "Float8_e5m2": "float8_e5m2", "Int8": "int8", "UInt8": "uint8",
+                "Int32": "int32"}
+
+
+def source_wgmma(device: str) -> list[tuple]:
+    """One record per ``tl::wgmma_ss/rs`` call site: (kernel, instruction, variant, a_major, b_major,
+    a operand, b operand), an operand being (buffer, layout type, LBO, SBO) of the descriptor its
+    variable was last initialised to before the call, or None when it comes from registers."""
+    sites = []
+    event = re.compile(
+        r"tl::initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), (.*?)\);"
+        r"|tl::wgmma_(ss|rs)<([^>]*)>\((.*?)\);")
+    for kernel, body in _kernel_bodies(device):
+        current: dict[str, tuple] = {}
+        for m in event.finditer(body):
+            if m.group(1) is not None:
+                # (&(((half_t*)A_shared)[0])), at a byte offset ((void*)((char*)(&(...)) + 4096)),
+                # or, for a statically declared buffer, (&(A_shared[0]))
+                pointer = (re.search(r"\(\w+\s*\*\)(\w+)\)\[", m.group(5))
+                           or re.search(r"&\((\w+)\[", m.group(5)))
+                buffer = pointer.group(1) if pointer else None
+                current[m.group(4)] = (buffer, int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                continue
+            variant, params, args = m.group(6), _split_top(m.group(7)), _split_top(m.group(8))
+            mm, nn, kk = params[3:6]
+            tnsp_a, tnsp_b = params[6], params[7]  # rs keeps both template arguments (A's is false)
+
+            def operand(expr: str) -> tuple | None:
+                for ident in re.findall(r"[A-Za-z_]\w*", expr):
+                    if ident in current:
+                        return current[ident]
+                return ("?", -1, -1, -1)
+
+            a = operand(args[0]) if variant == "ss" else None
+            b = operand(args[1])
+            sites.append((kernel, f"m{mm}n{nn}k{kk}", variant, "MN" if tnsp_a == "true" else "K",
+                          "MN" if tnsp_b == "true" else "K", a, b))
+    return sites
+
+
+def _report_wgmma(report: Any) -> list[tuple]:
+    sites = []
+    for w in report.wgmma:
+        def operand(op: Any) -> tuple | None:
+            return None if op is None else (op.buffer, op.layout_type, op.lbo, op.sbo)
+
+        sites += [(w.kernel, w.instruction, w.variant, w.a_major, w.b_major, operand(w.a), operand(w.b))] * w.count
+    return sites
+
+
+def _same_operand(truth: tuple | None, mine: tuple | None) -> bool:
+    if truth is None or mine is None:
+        return truth is mine
+    # A descriptor over the merged dynamic shared memory names no buffer in the source; the code
+    # generator suffixes a name that would clash (a buffer named ``do``, a C++ keyword, is ``do_1``).
+    buffer_ok = truth[0] in ("buf_dyn_shmem", None) or (
+        mine[0] is not None and re.fullmatch(re.escape(mine[0]) + r"(?:_\d+)?", truth[0]) is not None)
+    return buffer_ok and truth[1:] == mine[1:]
+
+
+def _check_wgmma(report: Any) -> list[str]:
+    truth = source_wgmma(report.sources.device)
+    mine = _report_wgmma(report)
+    problems = []
+    if len(truth) != len(mine):
+        problems.append(f"WGMMA: the device code has {len(truth)} wgmma call site(s), the report {len(mine)}")
+    left = list(mine)
+    for site in truth:
+        match = next((m for m in left if m[:5] == site[:5] and _same_operand(site[5], m[5])
+                      and _same_operand(site[6], m[6])), None)
+        if match is None:
+            near = next((m for m in left if m[:5] == site[:5]), None)
+            problems.append(f"WGMMA {site[1]} in {site[0]}: the source reads A {site[5]}, B {site[6]}; "
+                            + (f"the report has A {near[5]}, B {near[6]}" if near else "the report has no such instruction"))
+            continue
+        left.remove(match)
+    return problems[:4]
+
+
+def _check_launch(report: Any, launcher: str) -> list[str]:
+    launches = launcher_launches(launcher)
+    problems = []
+    for k in report.kernels:
+        got = launches.get(k.name)
+        if got is None:
+            problems.append(f"launch of {k.name}: not found in the C++ launcher")
+            continue
+        for what, mine, theirs in (("grid", list(k.grid), got["grid"]), ("block", list(k.block), got["block"])):
+            theirs = list(theirs) + ["1"] * (3 - len(theirs))
+            for axis, (a, b) in enumerate(zip(mine, theirs)):
+                bi = _int_or_none(str(b))
+                if isinstance(a, int) and bi is not None and a != bi:
+                    problems.append(f"{k.name} {what}[{axis}]: report {a}, launcher {bi}")
+        smem = _int_or_none(str(got["smem"]))
+        if isinstance(k.dynamic_shared_memory_bytes, int) and smem is not None and smem != k.dynamic_shared_memory_bytes:
+            problems.append(f"{k.name} dynamic shared memory: report {k.dynamic_shared_memory_bytes}, launcher {smem}")
+    return problems
+
+
+def _check_tma(report: Any, launcher: str) -> list[str]:
+    from ._adapter import TMA_DTYPES, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS, TMA_SWIZZLES
+
+    truth = launcher_tma(launcher)
+    mine = list(report.tma_descriptors)
+    problems = []
+    if len(truth) != len(mine):
+        problems.append(f"TMA: the launcher encodes {len(truth)} descriptor(s), the report has {len(mine)}")
+    used: set[int] = set()
+    for t in truth:
+        i = next((i for i, d in enumerate(mine) if i not in used and d.name == t["name"]), None)
+        if i is None:
+            problems.append(f"TMA {t['name']}: in the launcher, not in the report")
+            continue
+        used.add(i)
+        d = mine[i]
+        expected = {
+            "type": TMA_DTYPES.index(d.dtype) if d.dtype in TMA_DTYPES else d.dtype,
+            "tensorRank": d.rank,
+            "globalDim": list(d.global_dim), "globalStride": list(d.global_stride_bytes),
+            "elementStrides": list(d.element_strides),
+            "interleave": TMA_INTERLEAVES.index(d.interleave), "swizzle": TMA_SWIZZLES.index(d.swizzle),
+            "l2Promotion": TMA_L2_PROMOTIONS.index(d.l2_promotion), "oobFill": TMA_OOB_FILLS.index(d.oob_fill),
+        }
+        if d.kind == "tiled":
+            expected["boxDim"] = list(d.box_dim)
+        else:
+            expected.update(lowerCorner=list(d.lower_corner), upperCorner=list(d.upper_corner),
+                            channelsPerPixel=d.channels_per_pixel, pixelsPerColumn=d.pixels_per_column)
+        if t["kind"] != d.kind:
+            problems.append(f"TMA {d.name}: launcher encodes {t['kind']}, report says {d.kind}")
+        for field_name, want in expected.items():
+            have = t.get(field_name)
+            if isinstance(want, list) and isinstance(have, list):
+                if len(want) != len(have) or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                                 for a, b in zip(want, have)):
+                    problems.append(f"TMA {d.name}.{field_name}: report {want}, launcher {have}")
+            elif isinstance(want, int) and isinstance(have, int) and want != have:
+                problems.append(f"TMA {d.name}.{field_name}: report {want}, launcher {have}")
+            elif have is None:
+                problems.append(f"TMA {d.name}.{field_name}: not written by the launcher")
+    return problems
+
+
+def _check_self(report: Any) -> list[str]:
+    from . import swizzle as sw
+
+    problems = [f"report flags {p}" for p in report.problems]
+    for w in report.wgmma:
+        for role, op in (("A", w.a), ("B", w.b)):
+            layout = next((x for x in report.layouts if op is not None and x.buffer == op.buffer
+                           and x.scope == "shared"), None)
+            if layout is None:
+                continue
+            check = sw.check_wgmma_operand(layout, op, role, 64 if role == "A" else w.n)
+            if check.descriptor is not None and not check.agrees:
+                problems.append(f"WGMMA {w.instruction} {role} over {op.buffer}: the descriptor recomputed from "
+                                f"the inferred layout differs from the compiler's")
+    return problems
+
+
+def check_report(report: Any) -> tuple[list[str], list[str]]:
+    """(mismatches, notes): every disagreement between ``report`` and the texts it carries, and
+    what could not be checked."""
+    problems: list[str] = []
+    notes: list[str] = []
+    names = source_kernels(report.sources.device)
+    if names != [k.name for k in report.kernels]:
+        if sorted(names) != sorted(k.name for k in report.kernels):
+            problems.append(f"kernels: the device source defines {names}, the report {[k.name for k in report.kernels]}")
+    cython = report.sources.launcher("cython")
+    if cython is not None and cython.text:
+        problems += _check_launch(report, cython.text)
+        problems += _check_tma(report, cython.text)
+    else:
+        why = cython.reason if cython is not None else "not generated"
+        notes.append(f"launch configuration and TMA fields not checked: no C++ launcher ({why})")
+    problems += _check_wgmma(report)
+    problems += _check_self(report)
+    return problems, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: one script, in its own process
+
+
+class _Stop(BaseException):
+    """Ends a script's run (not an Exception, so the script's own handlers let it through)."""
+
+
+def _is_cuda(device: Any) -> bool:
+    text = str(device)
+    return text == "cuda" or text.startswith("cuda:") or (isinstance(device, int) and not isinstance(device, bool))
+
+
+def _cpu_everywhere(arch: str = DEFAULT_ARCH):  # -> context manager
+    """CUDA tensors become CPU tensors, and torch.cuda answers as a GPU of ``arch`` would."""
+    import contextlib
+    import types
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, (str, torch.device)) and _is_cuda(value):
+            return "cpu"
+        return value
+
+    class CpuDevices(TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if func is torch.device:  # torch.device(0) means the accelerator
+                return torch.device("cpu") if args and (_is_cuda(args[0])) else func(*args, **kwargs)
+            if "device" in kwargs:
+                kwargs["device"] = "cpu" if _is_cuda(kwargs["device"]) else kwargs["device"]
+            if func in (torch.Tensor.to,):
+                args = tuple(fix(a) for a in args)
+            return func(*args, **kwargs)
+
+    digits = re.sub(r"\D", "", arch) or "90"
+    major, minor = int(digits[:-1]), int(digits[-1])
+    props = types.SimpleNamespace(name=f"NVIDIA GPU {arch} (stand-in)", major=major, minor=minor,
+                                  multi_processor_count=132, total_memory=80 * 2**30, shared_memory_per_block=49152,
+                                  shared_memory_per_block_optin=232448,
+                                  shared_memory_per_multiprocessor=233472, max_threads_per_multi_processor=2048,
+                                  L2_cache_size=50 * 2**20, warp_size=32, regs_per_multiprocessor=65536)
+
+    class _Event:
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def record(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, other: Any) -> float:
+            return 1.0
+
+    class _Stream(_Event):
+        def wait_stream(self, *a: Any) -> None:
+            pass
+
+    fakes = {
+        "is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
+        "get_device_capability": lambda *a: (props.major, props.minor), "get_device_name": lambda *a: props.name,
+        "get_device_properties": lambda *a: props, "synchronize": lambda *a: None, "set_device": lambda *a: None,
+        "manual_seed": lambda *a: None, "manual_seed_all": lambda *a: None, "empty_cache": lambda: None,
+        "Event": _Event, "Stream": _Stream, "current_stream": lambda *a: _Stream(), "default_stream": lambda *a: _Stream(),
+        "stream": lambda *a: contextlib.nullcontext(), "max_memory_allocated": lambda *a: 0,
+        "reset_peak_memory_stats": lambda *a: None, "memory_allocated": lambda *a: 0,
+    }
+    saved_default = torch.set_default_device
+
+    @contextlib.contextmanager
+    def patched():
+        old = {k: getattr(torch.cuda, k, None) for k in fakes}
+        for k, v in fakes.items():
+            setattr(torch.cuda, k, v)
+        torch.set_default_device = lambda device: saved_default(fix(device))  # type: ignore[assignment]
+        try:
+            with CpuDevices():
+                yield
+        finally:
+            for k, v in old.items():
+                setattr(torch.cuda, k, v)
+            torch.set_default_device = saved_default
+
+    return patched()
+
+
+_TORCH_DTYPES = {"float8_e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+                 "bool": "bool"}
+
+
+class StandInKernel:
+    """What the script gets in place of a compiled kernel: calling it returns zero-filled outputs
+    of the right shapes (bound from the inputs where symbolic), and it does no work."""
+
+    def __init__(self, request: Any, source: str = "") -> None:
+        self.prim_func = request.prim_func
+        self.out_idx = request.out_idx or []
+        self._source = source
+
+    def _outputs(self, args: tuple) -> Any:
+        import torch
+
+        params = list(self.prim_func.params)
+        buffers = [self.prim_func.buffer_map.get(p) for p in params]
+        inputs = [i for i in range(len(params)) if i not in {o % len(params) for o in self.out_idx}]
+        bound: dict[str, int] = {}
+        for i, arg in zip(inputs, args):
+            buf = buffers[i]
+            if buf is None or not hasattr(arg, "shape"):
+                continue
+            for dim, size in zip(buf.shape, arg.shape):
+                if not str(dim).lstrip("-").isdigit():
+                    bound[str(dim)] = int(size)
+        outs = []
+        for o in self.out_idx:
+            buf = buffers[o % len(params)]
+            shape = [int(d) if str(d).isdigit() else bound.get(str(d)) for d in buf.shape]
+            if any(s is None for s in shape):
+                raise _Stop("an output's shape depends on a size the inputs do not bind")
+            name = str(buf.dtype)
+            dtype = getattr(torch, _TORCH_DTYPES.get(name, name), None)
+            if dtype is None:
+                raise _Stop(f"no torch dtype for {name}")
+            outs.append(torch.zeros(shape, dtype=dtype))
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else outs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._outputs(args)
+
+    def get_kernel_source(self, *a: Any, **k: Any) -> str:
+        return self._source
+
+    def get_host_source(self, *a: Any, **k: Any) -> str:
+        return ""
+
+    def get_profiler(self, *a: Any, **k: Any) -> Any:
+        return _StandInProfiler()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *a, **k: None
+
+
+class _StandInProfiler:
+    def do_bench(self, *a: Any, **k: Any) -> float:
+        return 1.0
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *a, **k: None
+
+
+def _arch_for(script: Path, request_target: Any, default: str) -> str | None:
+    from . import _adapter
+
+    arch = _adapter.target_arch(request_target)
+    if arch:
+        return arch
+    target = str(request_target or "").lower()
+    if any(t in target for t in ("hip", "rocm", "metal", "llvm", "c ")) or target == "c":
+        return None
+    lowered = str(script).lower()
+    for hint, hinted in _ARCH_HINTS:
+        if hint in lowered:
+            return hinted
+    return default
+
+
+def _needs_blackwell(func: Any, _adapter: Any) -> bool:
+    """A kernel written with tcgen05 MMA or tensor memory (sm_100) left to the local GPU's arch."""
+    try:
+        text = _adapter.script_text(func)
+    except Exception:
+        return False
+    return "tcgen05" in text or "shared.tmem" in text
+
+
+def _tilelang_reason(err: BaseException) -> str:
+    """The sentence of a TileLang/TVM failure that explains it: the check that failed or the
+    fatal message, not the source excerpt TVM appends after it."""
+    text = str(err.__cause__ or err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in lines:
+        found = re.search(r"(Check failed:.*|Fatal:.*|InternalError:.*|\w+Error:.*)", line)
+        if found:
+            return re.sub(r"^(Fatal|InternalError):\s*", "", found.group(1))[:300]
+    for line in lines:
+        if not line.startswith(("|", "-->", "File ", "^")) and not re.match(r"^\d+\s*\|", line):
+            return line[:300]
+    return type(err).__name__
+
+
+def _kernel_name(func: Any) -> str:
+    return str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else type(err).__name__
+    return line[:300]
+
+
+class _Worker:
+    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float) -> None:
+        self.script, self.out, self.default_arch, self.grace_s = script, out, default_arch, grace_s
+        self.seen: dict[str, StandInKernel] = {}
+        self.warm = False
+        self.captured = 0
+
+    def emit(self, row: dict[str, Any]) -> None:
+        with self.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def on_compile(self, request: Any) -> Any:
+        from . import _adapter
+
+        signal.alarm(0)
+        try:
+            return self._inspect(request, _adapter)
+        finally:
+            signal.alarm(max(1, int(self.grace_s)))
+
+    def _inspect(self, request: Any, _adapter: Any) -> Any:
+        from ._errors import LoweringError
+        from ._inspect import inspect
+
+        tvm = _adapter.tilelang().tvm
+        func = request.prim_func
+        key = f"{tvm.ir.structural_hash(func)}|{request.out_idx}|{sorted(map(str, request.pass_configs.items()))}"
+        if key in self.seen:
+            return self.seen[key]
+        name = _kernel_name(func)
+        arch = _arch_for(self.script, request.target, self.default_arch)
+        if arch is not None and not arch.startswith("sm_10") and _needs_blackwell(func, _adapter):
+            arch = "sm_100a"
+        stand_in = StandInKernel(request)
+        self.seen[key] = stand_in
+        self.captured += 1
+        if arch is None:
+            self.emit({"kernel": name, "target": str(request.target), "verdict": SKIPPED,
+                       "reason": f"target {request.target}: not CUDA"})
+            return stand_in
+        if self.captured > MAX_KERNELS_PER_SCRIPT:
+            return stand_in
+        row: dict[str, Any] = {"kernel": name, "target": arch}
+        configs = _adapter.normalize_pass_configs(request.pass_configs)
+
+        self.emit({"progress": "lowering", **row})  # so a run cut short by its timeout says where
+
+        def lower_once() -> float:
+            start = time.perf_counter()
+            _adapter.tilelang_lower(func, arch, out_idx=request.out_idx, pass_configs=configs)
+            return time.perf_counter() - start
+
+        try:
+            row["lower_s"] = lower_once()
+            if not self.warm:  # the first lowering in a process also pays for one-time set-up
+                row["lower_s"] = lower_once()
+        except LoweringError as err:
+            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err)})
+            return stand_in
+        except Exception as err:
+            self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
+            return stand_in
+
+        self.emit({"progress": "inspecting", **row})
+
+        def inspect_once() -> tuple[Any, float]:
+            start = time.perf_counter()
+            report = inspect(func, arch, out_idx=request.out_idx, pass_configs=request.pass_configs, force=True)
+            return report, time.perf_counter() - start
+
+        try:
+            report, row["inspect_s"] = inspect_once()
+            if not self.warm:
+                report, row["inspect_s"] = inspect_once()
+        except Exception as err:
+            self.emit({**row, "verdict": INSPECT_ERROR, "reason": f"{type(err).__name__}: {_short(err)}"})
+            return stand_in
+        finally:
+            self.warm = True
+        stand_in._source = report.sources.device
+        try:
+            problems, notes = check_report(report)
+        except Exception as err:
+            problems, notes = [f"checking the report failed: {type(err).__name__}: {_short(err)}"], []
+        verdict = MISMATCH if problems else OK
+        self.emit({**row, "verdict": verdict, "reason": "; ".join(problems or notes)[:600]})
+        return stand_in
+
+    def run(self) -> None:
+        import runpy
+
+        from . import _adapter
+
+        def stop(signum: int, frame: Any) -> None:
+            raise _Stop(f"no new kernel within {self.grace_s:.0f} s of the last one")
+
+        signal.signal(signal.SIGALRM, stop)
+        outcome = "finished"
+        sys.argv = [str(self.script)]
+        sys.path.insert(0, str(self.script.parent))
+        os.chdir(self.script.parent)
+        try:
+            with _adapter.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
+                    _adapter.intercept_compiles(self.on_compile):
+                runpy.run_path(str(self.script), run_name="__main__")
+        except _Stop as err:
+            outcome = f"stopped: {err}"
+        except SystemExit as err:
+            outcome = f"exited ({err.code})"
+        except BaseException as err:  # the script's own failure, reported with its reason
+            outcome = f"{type(err).__name__}: {_short(err)}"
+            if os.environ.get("TILELAB_DEBUG") == "1":
+                import traceback
+
+                traceback.print_exc()
+        finally:
+            signal.alarm(0)
+        extra = self.captured - MAX_KERNELS_PER_SCRIPT
+        self.emit({"done": outcome, "captured": self.captured,
+                   "left_out": max(0, extra)})
+
+
+def _worker_main(argv: list[str]) -> int:
+    script, out, arch, grace = Path(argv[0]).resolve(), Path(argv[1]).resolve(), argv[2], float(argv[3])
+    _Worker(script, out, arch, grace).run()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+
+
+def find_scripts(directory: Path) -> list[Path]:
+    """Every example script under ``directory``: ``*.py`` except tests (``test_*``, ``regression_*``)
+    and package plumbing."""
+    return sorted(p for p in directory.rglob("*.py")
+                  if not p.name.startswith(("test_", "regression_")) and p.name not in SKIP_FILES
+                  and not any(part.startswith(".") or part == "__pycache__" for part in p.parts))
+
+
+def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: bool, timeout_s: float,
+               stderr: str) -> list[CorpusRow]:
+    rows: list[CorpusRow] = []
+    done = None
+    pending: dict[str, Any] | None = None  # the kernel the worker was busy with
+    for line in lines:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "done" in d:
+            done = d
+            continue
+        if "progress" in d:
+            pending = d
+            continue
+        pending = None
+        rows.append(CorpusRow.from_dict({**d, "script": script}))
+    if pending is not None and done is None:
+        where = pending["progress"]
+        if where == "lowering":
+            rows.append(CorpusRow(script, pending["kernel"], pending["target"], TIMED_OUT,
+                                  f"TileLang's lowering did not finish within the script's {timeout_s:.0f} s"
+                                  if timed_out else f"the worker died (exit {rc}) in TileLang's lowering"))
+        else:
+            rows.append(CorpusRow(script, pending["kernel"], pending["target"], INSPECT_ERROR,
+                                  (f"inspect did not finish within the script's {timeout_s:.0f} s "
+                                   if timed_out else f"the worker died (exit {rc}) in inspect ")
+                                  + f"(TileLang lowered it in {pending.get('lower_s') or 0:.1f} s)",
+                                  lower_s=pending.get("lower_s")))
+    if done is not None and done.get("left_out"):
+        rows.append(CorpusRow(script, f"({done['left_out']} more)", "", SKIPPED,
+                              f"more than {MAX_KERNELS_PER_SCRIPT} distinct kernels; the rest are not inspected"))
+    kernels = [r for r in rows if r.verdict in KERNEL_VERDICTS]
+    if not kernels and not any(r.verdict == SKIPPED for r in rows):
+        if timed_out:
+            reason = f"timed out after {timeout_s:.0f} s before building a kernel"
+        elif done is not None:
+            reason = done["done"]
+        else:
+            tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+            reason = f"the worker died (exit {rc}): {tail[-1][:200] if tail else 'no message'}"
+        rows.append(CorpusRow(script, "-", "", NO_KERNEL, reason))
+    return rows
+
+
+def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
+               grace_s: float = 5.0) -> list[CorpusRow]:
+    """Run one script in a fresh process and return its rows."""
+    rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
+    try:
+        text = script.read_text(errors="replace")
+    except OSError as err:
+        return [CorpusRow(rel, "-", "", NO_KERNEL, f"cannot read it: {err.strerror or err}")]
+    if "tilelang" not in text:
+        return [CorpusRow(rel, "-", "", NO_KERNEL, "does not use TileLang (not run)")]
+    parts = {p.lower() for p in Path(rel).parts[:-1]}
+    foreign = sorted(parts & set(_NOT_CUDA_HINTS))
+    if foreign:
+        return [CorpusRow(rel, "-", "", SKIPPED, f"in a folder named {foreign[0]!r}: written for a non-CUDA "
+                                                 "target; the corpus inspects CUDA kernels")]
+    with tempfile.TemporaryDirectory(prefix="tilelab-corpus-") as tmp:
+        out = Path(tmp) / "rows.jsonl"
+        out.touch()
+        env = dict(os.environ)
+        env.setdefault("TILELAB_CACHE_DIR", str(Path(tmp) / "cache"))
+        env.setdefault("CUDA_HOME", "/usr/local/cuda")
+        env["TILELANG_PRINT_ON_COMPILATION"] = "0"
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s)]
+        timed_out, rc, stderr = False, None, ""
+        try:
+            proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
+            rc, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as err:
+            timed_out = True
+            stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
+        return _rows_from(rel, out.read_text().splitlines(), rc, timed_out, timeout_s, stderr)
+
+
+def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
+               grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
+    """Every script under ``directory``, ``jobs`` at a time; rows in script order."""
+    root = Path(directory).resolve()
+    if not root.is_dir():
+        raise NotADirectoryError(f"{directory}: not a directory; give the folder of TileLang example scripts")
+    scripts = find_scripts(root)
+    results: dict[Path, list[CorpusRow]] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s): s
+                   for s in scripts}
+        for future in concurrent.futures.as_completed(futures):
+            rows = future.result()
+            results[futures[future]] = rows
+            if on_script is not None:
+                on_script(rows)
+    return [row for s in scripts for row in results[s]]
+
+
+def totals(rows: list[CorpusRow]) -> dict[str, int]:
+    counts = collections.Counter(r.verdict for r in rows)
+    return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED)}
+
+
+def render_table(rows: list[CorpusRow]) -> str:
+    """The table: one line per kernel, then the totals and the worst inspect/lower ratio."""
+    header = ("script", "kernel", "target", "verdict", "lower s", "inspect s", "ratio", "reason")
+    body = [(r.script, r.kernel, r.target, r.verdict,
+             f"{r.lower_s:.2f}" if r.lower_s is not None else "-",
+             f"{r.inspect_s:.2f}" if r.inspect_s is not None else "-",
+             f"{r.ratio:.2f}" if r.ratio is not None else "-", r.reason) for r in rows]
+    widths = [max(len(h), *(len(str(b[i])) for b in body)) if body else len(h) for i, h in enumerate(header[:-1])]
+    widths = [min(w, 60) for w in widths]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
+    for b in body:
+        lines.append("  ".join(str(v)[:60].ljust(w) for v, w in zip(b[:-1], widths)) + "  " + str(b[-1]))
+    t = totals(rows)
+    lowered = t[OK] + t[MISMATCH] + t[INSPECT_ERROR]
+    lines.append("")
+    lines.append("total: " + ", ".join(f"{v} {n}" for v, n in t.items()) + f" ({len(rows)} rows)")
+    if lowered:
+        lines.append(f"consistent: {t[OK]}/{lowered} kernels that TileLang lowers ({100 * t[OK] / lowered:.1f}%)")
+    ratios = [r for r in rows if r.ratio is not None]
+    if ratios:
+        worst = max(ratios, key=lambda r: r.ratio or 0)
+        ordered = sorted(r.ratio or 0 for r in ratios)
+        lines.append(f"inspect/lower time ratio: median {ordered[len(ordered) // 2]:.2f}, worst {worst.ratio:.2f} "
+                     f"({worst.script} {worst.kernel}: {worst.inspect_s:.2f} s vs {worst.lower_s:.2f} s)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))
