@@ -38,28 +38,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .cuda_facts import DTYPE_BYTES, dtype_bytes, normalize_dtype
+
 BANKS = 32
 BANK_BYTES = 4
 LINE_BYTES = BANKS * BANK_BYTES  # one wavefront serves at most one 128-byte line per bank set
 CHUNK_BYTES = 16  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
-
-# Element sizes in bytes, TileLang/torch spelling first, then accepted aliases.
-DTYPE_BYTES: dict[str, int] = {
-    "float16": 2, "bfloat16": 2, "float32": 4, "tfloat32": 4, "float64": 8,
-    "float8_e4m3": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
-    "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-}
-_DTYPE_ALIASES = {
-    "fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16",
-    "fp32": "float32", "float": "float32", "f32": "float32", "tf32": "tfloat32",
-    "fp64": "float64", "double": "float64", "fp8": "float8_e4m3", "e4m3": "float8_e4m3",
-    "e5m2": "float8_e5m2", "float8_e4m3fn": "float8_e4m3", "float8_e5m2fnuz": "float8_e5m2",
-    "float8_e4m3fnuz": "float8_e4m3", "s8": "int8", "u8": "uint8", "s32": "int32",
-    # the driver's CUtensorMapDataType names
-    "FLOAT16": "float16", "BFLOAT16": "bfloat16", "FLOAT32": "float32", "TFLOAT32": "tfloat32",
-    "FLOAT64": "float64", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "INT32": "int32",
-    "UINT64": "uint64", "INT64": "int64", "FLOAT32_FTZ": "float32", "TFLOAT32_FTZ": "tfloat32",
-}
 
 # What wgmma.mma_async reads from shared memory (PTX ISA 9.7.15). Transposed (MN-major) operands
 # exist only for .f16/.bf16 ("imm-trans-a/b ... only valid for .f16/.bf16 types").
@@ -67,27 +51,6 @@ WGMMA_INPUT_DTYPES = ("float16", "bfloat16", "tfloat32", "float32", "float8_e4m3
                       "int8", "uint8")
 WGMMA_MN_MAJOR_DTYPES = ("float16", "bfloat16")
 WGMMA_K_BYTES = 32  # every wgmma shape reads 32 bytes of K per instruction (k16 f16, k8 tf32, k32 fp8)
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """The canonical dtype name (``"float16"``), from TileLang, torch, numpy or driver spellings."""
-    text = str(dtype).replace("torch.", "").replace("T.", "").strip()
-    if text in DTYPE_BYTES:
-        return text
-    if text in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[text]
-    if text.lower() in DTYPE_BYTES:
-        return text.lower()
-    if text.lower() in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[text.lower()]
-    raise ValueError(
-        f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)} "
-        f"(aliases such as fp16, bf16, tf32, e4m3 are accepted)"
-    )
-
-
-def dtype_bytes(dtype: Any) -> int:
-    return DTYPE_BYTES[normalize_dtype(dtype)]
 
 
 # --------------------------------------------------------------------------------------------
