@@ -74,14 +74,6 @@ def has_gpu() -> bool:
     return local_gpu_arch() is not None
 
 
-def _target(arch: str, *, cutedsl: bool = False):
-    tvm = tilelang().tvm
-    spec: dict[str, Any] = {"kind": "cuda", "arch": arch}
-    if cutedsl:
-        spec["keys"] = ["cuda", "gpu", "cutedsl"]
-    return tvm.target.Target(spec)
-
-
 def normalize_pass_configs(pass_configs: dict[str, Any] | None) -> dict[str, Any]:
     """TileLang's own normalisation (one default comes from an environment variable)."""
     from tilelang.transform.pass_config import normalize_pass_configs as _normalize

@@ -102,14 +102,6 @@ def resolve_target(spec: Any) -> tuple[str, str | None]:
     return arch, None
 
 
-# The report cache lives in _cache.py (one store, one validating read path); these names stay.
-_MEMORY = _cache._MEMORY
-cache_dir = _cache.cache_dir
-engine_fingerprint = _cache.engine_fingerprint
-ENGINE_SOURCES = _cache.ENGINE_SOURCES
-clear_cache = _cache.clear
-
-
 # --------------------------------------------------------------------------------------------
 
 
@@ -250,8 +242,6 @@ def _checked(desc, arch: str):
 
 def _machine_code(source: Any, arch: str, configs: dict[str, Any], report: KernelReport, cuda_home: Any):
     """PTX/SASS/resources of the report's device source, with the Python line of each device line."""
-    import linecache
-
     from . import _adapter
     from ._toolchain import machine_code, strip_line_directives
 

@@ -13,7 +13,6 @@ import itertools
 import os
 import sys
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -328,7 +327,3 @@ def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
     for i in best.values():
         rows[i] = dataclasses.replace(rows[i], best=True)
     return rows
-
-
-def format_traceback(err: BaseException) -> str:  # kept for the magic's "details" fold
-    return "".join(traceback.format_exception(type(err), err, err.__traceback__))
