@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import tilelab
-from tilelab.launch import _inputs, plots
+from tilelab.launch import _inputs
+from tilelab.render import plots
 from tilelab.launch._sweep import sweep
 from tilelab.launch.models import BenchResult, SweepTable
 
@@ -563,3 +564,25 @@ def test_roofline_places_flop_kernels_and_shows_bytes_only_kernels_against_bandw
     assert bw_ax.get_lines()[0].get_xdata()[0] == 3000.0  # the bandwidth roof
     assert any("80%" in t.get_text() for t in bw_ax.texts)
     assert len(plots.roofline_plot(ceilings, [("gemm", gemm)]).axes) == 1  # no bytes-only kernel: one panel
+
+
+def test_launch_records_import_no_renderer_and_delegate_their_display():
+    """The records stay pure: importing them loads no renderer, matplotlib or IPython; showing
+    one draws it through tilelab.render.launch, with the record's own values escaped."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tilelab.launch.models as m\n"
+             "bad = [n for n in ('tilelab.render.launch', 'tilelab.render.plots', 'matplotlib', 'IPython')"
+             " if n in sys.modules]\n"
+             "print(bad)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+    from tilelab.launch.models import BenchResult
+    from tilelab.render import launch as render_launch
+
+    r = BenchResult(kernel="<gemm&1>", samples_ms=(1.0, 2.0, 3.0), mode="sustained")
+    assert r._repr_html_() == render_launch.bench_result_html(r)
+    assert "&lt;gemm&amp;1&gt;" in r._repr_html_() and "<gemm&1>" not in r._repr_html_()
+    assert repr(r).startswith("<gemm&1> [sustained] median 2.0000 ms (min 1.0000")

@@ -2,14 +2,14 @@
 
 ``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
 ``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
-each execution backend), ``sweep`` (configurations x sizes) and ``plots`` (static figures).
+each execution backend), and ``sweep`` (configurations x sizes);
+their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
 GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works.
 """
 
 from __future__ import annotations
 
-from ..render import plots
 from ._bench import bench, count_work, gemm_flops
 from ._ceilings import measure_ceilings
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
@@ -45,7 +45,6 @@ __all__ = [
     "gemm_flops",
     "launch_overhead",
     "measure_ceilings",
-    "plots",
     "prepare_kernel",
     "run",
     "sanitize",
