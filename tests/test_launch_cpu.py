@@ -1,6 +1,8 @@
 """The launch layer's CPU side: tolerances, sizes, poison and comparison, result models, sweep
 bookkeeping with a fake compile step, plots from recorded samples, the no-GPU message."""
 
+import dataclasses
+import json
 import math
 
 import pytest
@@ -586,3 +588,66 @@ def test_launch_records_import_no_renderer_and_delegate_their_display():
     assert r._repr_html_() == render_launch.bench_result_html(r)
     assert "&lt;gemm&amp;1&gt;" in r._repr_html_() and "<gemm&1>" not in r._repr_html_()
     assert repr(r).startswith("<gemm&1> [sustained] median 2.0000 ms (min 1.0000")
+
+
+def test_bench_options_record_and_keywords_are_one_call():
+    """bench's measurement options are one frozen record; keywords that name its fields fill it,
+    every other keyword is a size; the worker receives exactly to_dict() plus the sizes."""
+    import tilelab
+    from tilelab.launch import BenchOptions
+
+    opts, sizes = BenchOptions.split(None, {"mode": "isolated", "idle_ms": 5.0, "M": 4096, "N": 128})
+    assert opts == BenchOptions(mode="isolated", idle_ms=5.0) and sizes == {"M": 4096, "N": 128}
+    assert opts.repetition_ms == 500.0 and BenchOptions().repetition_ms == 100.0
+    assert BenchOptions(rep_ms=7.0, mode="isolated").repetition_ms == 7.0
+    assert BenchOptions().flushes and not BenchOptions(mode="graph").flushes
+    assert BenchOptions(mode="graph", flush_l2=True).flushes
+    # a keyword beside options= replaces that field only
+    base = BenchOptions(mode="graph", graph_batch=40)
+    assert BenchOptions.split(base, {"graph_batch": 8})[0] == BenchOptions(mode="graph", graph_batch=8)
+    # what travels to the worker comes back as the same record and sizes
+    wire = {**opts.to_dict(), **sizes}
+    assert json.loads(json.dumps(wire)) == wire
+    assert BenchOptions.split(None, wire) == (opts, sizes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.mode = "graph"
+    # bad options are refused by name before anything needs a GPU
+    with pytest.raises(ValueError, match="mode must be one of .*'graph'.*got 'fast'"):
+        tilelab.bench(lambda: None, mode="fast")
+    with pytest.raises(ValueError, match="ci_target is a relative half-width"):
+        tilelab.bench(lambda: None, options=BenchOptions(), ci_target=5)
+    if not _has_cuda():
+        with pytest.raises(tilelab.NoGpuError):
+            tilelab.bench(lambda: None, options=BenchOptions(mode="isolated"))
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_sweep_options_record_equals_its_keywords_and_unknown_options_are_named():
+    from tilelab.launch import SweepOptions
+
+    seen = []
+
+    def fake_bench(prepared, size, config, **kwargs):
+        seen.append(kwargs)
+        return BenchResult(kernel="k", samples_ms=(float(config["block"]) / size["N"],) * 3)
+
+    def factory(N, block):
+        return None
+
+    common = dict(compile_fn=lambda f, s, c: (lambda: c["block"]), bench_fn=fake_bench, progress=False)
+    by_keywords = sweep(factory, {"block": [64, 128]}, {"N": [1024]}, mode="graph", timeout=9.0, **common)
+    by_record = sweep(factory, {"block": [64, 128]}, {"N": [1024]},
+                      options=SweepOptions(mode="graph", timeout=9.0, **common))
+    def untimed(table):  # compile seconds are measured, so they differ run to run
+        return [dataclasses.replace(r, compile_s=None) for r in table.rows]
+
+    assert untimed(by_keywords) == untimed(by_record) and by_record.mode == "graph"
+    assert [dict(r.config)["block"] for r in by_record.rows if r.best] == [64]
+    assert seen[0] == seen[2] == {"mode": "graph", "isolate": True, "timeout": 9.0}
+    with pytest.raises(TypeError, match="sweep\\(\\) has no option 'repeats'; its options are mode, flops"):
+        sweep(factory, {"block": [64]}, {"N": [1024]}, repeats=3, **common)

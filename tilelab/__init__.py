@@ -40,6 +40,8 @@ _LAZY = {
     "inspect": ("._inspect", "inspect"),
     "run": (".launch", "run"),
     "bench": (".launch", "bench"),
+    "BenchOptions": (".launch", "BenchOptions"),
+    "SweepOptions": (".launch", "SweepOptions"),
     "sweep": (".launch", "sweep"),
     "sanitize": (".launch", "sanitize"),
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
@@ -69,6 +71,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 __all__ = [
     "Argument",
+    "BenchOptions",
     "DeviceKernel",
     "Inspector",
     "KernelFactoryError",
@@ -83,6 +86,7 @@ __all__ = [
     "PassConfigError",
     "ReportFileError",
     "Sources",
+    "SweepOptions",
     "TargetError",
     "TilelabError",
     "TmaDescriptor",

@@ -10,17 +10,18 @@ GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection st
 
 from __future__ import annotations
 
-from ._bench import bench, count_work, gemm_flops
+from ._bench import BenchOptions, bench, count_work, gemm_flops
 from ._ceilings import measure_ceilings
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
 from ._overhead import launch_overhead
 from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._run import KernelLaunchError, MisalignedTensorError, classify_cuda_error, prepare_kernel, run
-from ._sweep import sweep
+from ._sweep import SweepOptions, sweep
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
 
 __all__ = [
+    "BenchOptions",
     "BenchResult",
     "Ceilings",
     "Finding",
@@ -30,6 +31,7 @@ __all__ = [
     "RunResult",
     "SanitizerMissing",
     "SanitizerReport",
+    "SweepOptions",
     "SweepRow",
     "SweepTable",
     "TileMap",
