@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -254,6 +255,24 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """Where the shown cells of a shared tile sit in the picture."""
+
+    left: float
+    top: float
+    cw: float
+    ch: float
+    rows: int  # shown
+    cols: int
+
+    def x(self, col: float) -> float:
+        return self.left + col * self.cw
+
+    def y(self, row: float) -> float:
+        return self.top + row * self.ch
+
+
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0) -> str:
@@ -272,6 +291,44 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         index = (byte // sw.BANK_BYTES) % sw.BANKS
         fill_of = [_bank_fill(k) for k in range(32)]
     per_chunk = max(sw.CHUNK_BYTES // e, 1)
+    show_rows, show_cols, limit = _shared_crop(index, per_chunk, max_cells, hover_crop)
+    sub = index[:show_rows, :show_cols]
+    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
+    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
+    titles, classes = _shared_cell_hover(byte, base, e, banks, chunks)
+    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
+    frame = _Frame(34.0, 44.0, cw, ch, show_rows, show_cols)
+    width = max(frame.x(show_cols) + 12, 360.0)
+    height = frame.y(show_rows) + 40
+    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
+    out = [_svg_open(width, height, f"{name} shared layout", uid)]
+    grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))], cw=cw, ch=ch,
+                           x0=frame.left, y0=frame.top, uid=uid, titles=titles, classes=classes)
+    style, hover_note = _shared_hover(uid, hover, classes is not None, banks, chunks, e, patterns)
+    out += [style, _text(4, 16, f"{name}", weight="bold"), _text(4, 32, subtitle, size=11, color=MUTED), grid]
+    out += _shared_guides(frame, per_chunk)
+    marks, caption = _shared_marks(frame, byte, e, per_chunk, dict(highlight or {}), accesses)
+    out += marks
+    if show_rows < rows or show_cols < cols:
+        why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
+            else f"max_cells={max_cells}"
+        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
+    legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
+        else "colour and number: bank (0-31) of each element's 4-byte word"
+    if hover_note:
+        legend += f"; {hover_note}"
+    out.append(_text(4, frame.y(show_rows) + 16, legend, size=10, color=MUTED))
+    if caption:
+        out.append(_text(4, frame.y(show_rows) + 31, "; ".join(caption), size=10, color=TEXT))
+    # widen to the longest caption line (monospace: about 0.62 em per character)
+    longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
+    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
+    return "".join(out) + "</svg>"
+
+
+def _shared_crop(index: Any, per_chunk: int, max_cells: int, hover_crop: int) -> tuple[int, int, int]:
+    """(rows, cols) to draw, whole 16-byte chunks wide, and the hover limit that cropped them (0: none)."""
+    rows, cols = index.shape
     show_rows, show_cols = _fit(index, max_cells)
     if show_cols < cols:
         show_cols = max(per_chunk, (show_cols // per_chunk) * per_chunk)
@@ -281,79 +338,83 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
         if show_rows * show_cols > EXPLICIT_CELLS:
             show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
-    cropped = show_rows < rows or show_cols < cols
-    sub = index[:show_rows, :show_cols]
+    return show_rows, show_cols, limit
+
+
+def _shared_cell_hover(byte: Any, base: int, e: int, banks: Any, chunks: Any) -> tuple[Any, Any]:
+    """(title function, per-cell hover classes) for the shown cells, each None past its size limit."""
+    show_rows, show_cols = banks.shape
     n_shown = show_rows * show_cols
-    label_of = [str(k) for k in range(len(fill_of))]
-    titles = classes = None
-    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
-    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
-    if n_shown <= TITLE_CELLS:
-        def titles(i: int, j: int, k: int) -> str:
-            cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
-            return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+    def title(i: int, j: int, k: int) -> str:
+        cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
+        return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+
+    titles = title if n_shown <= TITLE_CELLS else None
+    classes = None
     if n_shown <= EXPLICIT_CELLS:
         extra = [f" b{(b + 1) % 32}" for b in range(32)] if e == 8 else [""] * 32  # an 8-byte element spans 2 banks
         classes = [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(show_cols)]
                    for i in range(show_rows)]
-    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
-    left, top = 34.0, 44.0
-    width = left + show_cols * cw + 12
-    height = top + show_rows * ch + 40
-    width = max(width, 360.0)
-    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
-    out = [_svg_open(width, height, f"{name} shared layout", uid)]
-    grid, patterns = _grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles,
-                           classes=classes)
-    if classes is not None:
+    return titles, classes
+
+
+def _shared_hover(uid: str, hover: str, per_cell: bool, banks: Any, chunks: Any, e: int,
+                  patterns: int) -> tuple[str, str]:
+    """The CSS of the hover and the sentence that tells the reader what hovering shows."""
+    if per_cell:
         prefix = {"bank": "b", "chunk": "k"}.get(hover)
         present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
         if prefix == "b" and e == 8:
             present = sorted(set(present) | {(v + 1) % 32 for v in present})
-        out.append(_hover_style(uid, prefix, present, rows=hover == "row"))
-        hover_note = {"bank": "hover a cell: every cell of its bank", "chunk": "hover a cell: every cell of its "
-                      "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
-    else:
-        out.append(_hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0))
-        hover_note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
-                                                 f"below {EXPLICIT_CELLS} cells)")
-    out.append(_text(4, 16, f"{name}", weight="bold"))
-    out.append(_text(4, 32, subtitle, size=11, color=MUTED))
-    out.append(grid)
-    # chunk boundaries along columns and 8-row bands, thin, so the XOR blocks read as blocks
-    grid_lines = []
-    if cw * per_chunk >= 6:
-        for j in range(0, show_cols + 1, per_chunk):
-            grid_lines.append(f"M{left + j * cw:.1f} {top:.1f}V{top + show_rows * ch:.1f}")
-    for i in range(0, show_rows + 1, 8):
-        grid_lines.append(f"M{left:.1f} {top + i * ch:.1f}H{left + show_cols * cw:.1f}")
-    if grid_lines:
-        out.append(f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
-    # axis ticks every 8 rows and every 16-byte chunk (when room)
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
-    step = per_chunk * max(1, int(np.ceil(24 / max(cw * per_chunk, 1e-9))))
-    for j in range(0, show_cols, step):
-        out.append(_text(left + j * cw, top - 4, j, size=9, color=MUTED))
-    # accesses of a conflict report: dashed outlines; highlighted items: solid outlines
-    hl = dict(highlight or {})
+        note = {"bank": "hover a cell: every cell of its bank", "chunk": "hover a cell: every cell of its "
+                "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
+        return _hover_style(uid, prefix, present, rows=hover == "row"), note
+    style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
+    note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
+                                       f"below {EXPLICIT_CELLS} cells)")
+    return style, note
+
+
+def _shared_guides(f: _Frame, per_chunk: int) -> list[str]:
+    """Chunk boundaries and 8-row bands (thin, so the XOR blocks read as blocks), and axis ticks."""
+    out = []
+    lines = []
+    if f.cw * per_chunk >= 6:
+        for j in range(0, f.cols + 1, per_chunk):
+            lines.append(f"M{f.x(j):.1f} {f.top:.1f}V{f.y(f.rows):.1f}")
+    for i in range(0, f.rows + 1, 8):
+        lines.append(f"M{f.left:.1f} {f.y(i):.1f}H{f.x(f.cols):.1f}")
+    if lines:
+        out.append(f'<path d="{"".join(lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
+    for i in range(0, f.rows, 8):
+        out.append(_text(f.left - 4, f.y(i) + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    step = per_chunk * max(1, int(np.ceil(24 / max(f.cw * per_chunk, 1e-9))))
+    for j in range(0, f.cols, step):
+        out.append(_text(f.x(j), f.top - 4, j, size=9, color=MUTED))
+    return out
+
+
+def _shared_marks(f: _Frame, byte: Any, e: int, per_chunk: int, hl: dict[str, Any],
+                  accesses: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """Outlines of a conflict report's accesses (dashed) and of highlighted items (solid), with
+    the caption phrases that describe the highlighted ones."""
+    out, caption = [], []
     for acc in accesses:
         r, c = int(acc.row), int(acc.col)
-        if r < show_rows and c < show_cols:
+        if r < f.rows and c < f.cols:
             n = max(1, int(acc.nbytes) // e)
             solid = hl.get("thread") is not None and int(hl["thread"]) == int(acc.thread)
-            out.append(_outline(left + c * cw, top + r * ch, n * cw, ch, width=2.5 if solid else 1.0,
+            out.append(_outline(f.x(c), f.y(r), n * f.cw, f.ch, width=2.5 if solid else 1.0,
                                 dash=None if solid else "2 2", color=ACCENT if solid else TEXT))
-    caption = []
     if "row" in hl and hl["row"] is not None:
         r = int(hl["row"])
-        if 0 <= r < show_rows:
-            out.append(_outline(left, top + r * ch, show_cols * cw, ch))
+        if 0 <= r < f.rows:
+            out.append(_outline(f.left, f.y(r), f.cols * f.cw, f.ch))
             caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in ((byte[r, ::per_chunk] // 16) % 8)[:16]))
     if "chunk" in hl and hl["chunk"] is not None:
         k = int(hl["chunk"])
-        if 0 <= k * per_chunk < show_cols:
-            out.append(_outline(left + k * per_chunk * cw, top, per_chunk * cw, show_rows * ch))
+        if 0 <= k * per_chunk < f.cols:
+            out.append(_outline(f.x(k * per_chunk), f.top, per_chunk * f.cw, f.rows * f.ch))
             caption.append(f"logical chunk {k}: physical chunks by row " +
                            " ".join(str(int(v)) for v in ((byte[:16, k * per_chunk] // 16) % 8)))
     if hl.get("thread") is not None and accesses:
@@ -362,21 +423,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
             if int(acc.thread) == t:
                 caption.append(f"thread {t}: ({acc.row}, {acc.col}), byte {acc.byte}, banks "
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
-    if cropped:
-        why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
-            else f"max_cells={max_cells}"
-        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
-    legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
-        else "colour and number: bank (0-31) of each element's 4-byte word"
-    if hover_note:
-        legend += f"; {hover_note}"
-    out.append(_text(4, top + show_rows * ch + 16, legend, size=10, color=MUTED))
-    if caption:
-        out.append(_text(4, top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
-    # widen to the longest caption line (monospace: about 0.62 em per character)
-    longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
-    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
-    return "".join(out) + "</svg>"
+    return out, caption
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
