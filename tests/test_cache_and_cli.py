@@ -69,7 +69,7 @@ def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
     (entry,) = tmp_path.glob("*.json")
     entry.write_text("{not json")
     _cache.drop_memory()
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     with pytest.warns(CacheEntryWarning, match="not JSON"):
         assert tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a") == r

@@ -141,7 +141,7 @@ def _entries(folder: Path) -> list[Path]:
 
 def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
     from tilelab import _cache
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     from gemm import matmul
 
@@ -174,7 +174,7 @@ def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
 
 def test_an_entry_for_another_target_is_not_served(cache):
     from tilelab import _cache
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     from gemm import matmul
 
@@ -198,7 +198,7 @@ def test_an_entry_for_another_target_is_not_served(cache):
 ])
 def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, reason):
     from tilelab import _cache
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     from gemm import matmul
 
@@ -214,7 +214,7 @@ def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, 
 
 def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache):
     from tilelab import _cache
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     from gemm import matmul
 
@@ -232,7 +232,7 @@ def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache
 
 def test_a_bare_report_file_from_an_older_tilelab_is_not_served(cache):
     from tilelab import _cache
-    from tilelab._cache import CacheEntryWarning
+    from tilelab import CacheEntryWarning
 
     from gemm import matmul
 

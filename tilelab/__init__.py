@@ -47,6 +47,7 @@ _LAZY = {
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
+    "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
     "profile": (".launch._profile", "profile"),
 }
 
@@ -72,6 +73,7 @@ def load_ipython_extension(ipython: Any) -> None:
 __all__ = [
     "Argument",
     "BenchOptions",
+    "CacheEntryWarning",
     "DeviceKernel",
     "Inspector",
     "KernelFactoryError",

@@ -60,9 +60,6 @@ class WorstElement:
                    float(d["expected"]), float(d["abs_error"]))
 
 
-TILE_STATES = ("right", "wrong", "unwritten", "partial")
-
-
 @dataclass(frozen=True)
 class TileMap:
     """One output by tile: each cell is "right", "wrong" (some element wrong), "unwritten" (no
