@@ -362,7 +362,8 @@ def test_prim_func_takes_no_arguments():
 def test_target_forms(spec, arch):
     from tilelab._inspect import resolve_target
 
-    assert resolve_target(spec) == (arch, None)
+    resolved, note = resolve_target(spec)
+    assert (resolved.name, note) == (arch, None)
 
 
 def test_target_object():
@@ -370,7 +371,7 @@ def test_target_object():
 
     from tilelab._inspect import resolve_target
 
-    assert resolve_target(tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))[0] == "sm_90a"
+    assert resolve_target(tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))[0].name == "sm_90a"
 
 
 @pytest.mark.parametrize("spec", ["sm_9x", "cuda", "hopper", {"kind": "llvm"}, 90])

@@ -30,6 +30,17 @@ def _gemm_cell() -> str:
 
 GEMM_CELL = _gemm_cell()
 
+CPU_ADD_CELL = '''import torch
+import tilelang.language as T
+
+
+@T.prim_func
+def vadd(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32), C: T.Tensor((1024,), T.float32)):
+    with T.Kernel(4) as bx:
+        for i in T.Parallel(256):
+            C[bx * 256 + i] = A[bx * 256 + i] + B[bx * 256 + i]
+'''
+
 BAD_CELL = '''import tilelang.language as T
 
 
@@ -264,7 +275,9 @@ else:
         ("--kernel nothere", "It defines: gemm"),
         ("--sizes M", "--sizes takes NAME=INT"),
         ("--sizes M=1;;M=2", "empty size set"),
-        ("--target sm_999", "Valid targets: sm_70, sm_75, sm_80"),
+        ("--target sm_999", "Accepted targets (cuda: sm_70, sm_75, sm_80"),
+        ("--target llvm", 'use "c"'),
+        ("--target gfx1100", "hip: gfx90a, gfx942, gfx950"),
         ("--rep-ms -3", "--rep-ms takes a positive number"),
         ("--run --timeout 0", "--timeout: expected a positive number of seconds"),
         ("--run --timeout soon", "--timeout: expected a positive number of seconds"),
@@ -307,6 +320,26 @@ else:
         assert run(ip, "--run --bench --quiet", GEMM_CELL).success
         out = capsys.readouterr().out
         assert "no CUDA GPU" in out and "inspection still works" in out
+
+    def test_target_c_runs_and_benches_on_the_cpu(ip, shown, capsys):
+        assert run(ip, "--target c --run --bench --rep-ms 5 --ref torch.add", CPU_ADD_CELL).success
+        out = capsys.readouterr().out
+        assert "compiled for c (cython)" in out
+        last = magics(ip).last
+        checked, timed = last.timing
+        assert checked.passed and checked.device.startswith("CPU")
+        assert timed.method.startswith("wall clock") and timed.samples_ms
+        assert last.report.target == "c" and "vadd_kernel" in last.report.sources.device
+        # the prim_func's name now holds the kernel compiled for the CPU
+        assert ip.user_ns["vadd"].target.kind.name == "c"
+
+    def test_an_amd_target_is_inspected_and_its_launch_refused_by_name(ip, shown, capsys):
+        assert run(ip, "--target gfx942 --run", GEMM_CELL).success
+        out = capsys.readouterr().out
+        assert "gfx942" in out and "inspect-only" in out and "inspection still works" in out
+        last = magics(ip).last
+        assert last.report.target == "gfx942" and last.report.mfma and not last.compiled
+        assert last.inspector.titles[1] == "HIP" and "MFMA (1)" in last.inspector.titles
 
     def test_a_cell_without_kernels_runs_normally(ip, shown, capsys):
         assert run(ip, "", "plain_value = 41 + 1").success

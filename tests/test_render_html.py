@@ -27,7 +27,7 @@ from tilelab import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-from tilelab.render.html import SECTIONS, render_html, report_id, section_body
+from tilelab.render.html import SECTIONS, default_sections, render_html, report_id, section_body
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -222,7 +222,7 @@ def test_sources_are_complete_and_collapsible():
     # opt-in tiers (toolchain, IR passes) only when they were computed.
     assert re.search(r'<details class="tl-sub"><summary>device code \(\d+ lines\)</summary><pre', out)
     for name in SECTIONS:
-        shown = name not in ("lines", "ptx", "sass", "ir")
+        shown = name in default_sections(report) and name not in ("lines", "ptx", "sass", "ir", "mfma")
         assert (f'<details class="tl-section" id="{rid}-{name}"' in out) == shown, name
     assert "<script" not in out.lower()
 
@@ -315,7 +315,7 @@ def test_layouts_use_the_svg_drawing_or_fall_back_to_a_table(monkeypatch):
 
 
 def test_unknown_section_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="choose from summary, cuda, launcher, tma, wgmma, layouts, arguments"):
+    with pytest.raises(ValueError, match="choose from summary, cuda, launcher, tma, wgmma, mfma, layouts, arguments"):
         render_html(hostile_report(), sections=["nope"])
 
 

@@ -18,7 +18,7 @@ from workshop_solutions import SOLUTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"01": "01_swizzle_and_banks.ipynb", "02": "02_reading_the_inspector.ipynb",
-             "03": "03_launch_verify_time.ipynb"}
+             "03": "03_launch_verify_time.ipynb", "04": "04_one_kernel_many_targets.ipynb"}
 
 
 # -- the checks, against hand-derived truths ---------------------------------------------------
@@ -98,6 +98,31 @@ def test_placeholder_unknown_exercise_and_escaping():
     assert set(SOLUTIONS) == set(workshop.EXERCISES)  # every exercise has a tested solution
 
 
+def test_many_targets_answers_against_the_generated_sources():
+    # The MFMA shape, read from the HIP source by regular expression (not from the engine).
+    import re as _re
+
+    from tilelab import inspect
+
+    hip = inspect(workshop.tiled_gemm(*workshop.TARGETS_GEMM_ARGS, target="gfx942"), "gfx942")
+    (shape,) = {"x".join(m) for m in _re.findall(r"__builtin_amdgcn_mfma_f32_(\d+)x(\d+)x(\d+)", hip.sources.device)}
+    assert check("04.1", shape).passed and check("04.1", f"__builtin_amdgcn_mfma_f32_{shape}f16").passed
+    assert check("04.1", "32x32x8").status == "failed" and check("04.1", 16).status == "failed"
+    # One stage: a 128x32 and a 32x128 fp16 tile = 2 x 4096 x 2 B = 16384 B; the HIP source puts
+    # B's tile right after A's, at byte 8192 of the dynamic LDS.
+    assert "buf_dyn_shmem + 8192" in hip.sources.device
+    assert check("04.2", 16384).passed
+    one_tile = check("04.2", 8192)
+    assert one_tile.status == "failed" and "one tile" in one_tile.message
+    assert check("04.2", "16384").status == "failed"
+    # TMA: the Hopper launcher encodes two tensor maps (A and B); MI300 has no TMA unit.
+    hopper = inspect(workshop.tiled_gemm(*workshop.TARGETS_GEMM_ARGS, target="sm_90a"), "sm_90a")
+    assert hopper.sources.launcher("cython").text.count("(cuTensorMapEncodeTiled)(") == 2
+    assert check("04.3", (2, 0)).passed and check("04.3", [2, 0]).passed
+    assert "no Tensor Memory Accelerator" in check("04.3", (2, 2)).message
+    assert check("04.3", 2).status == "failed"
+
+
 @pytest.mark.skipif(GPU_PRESENT, reason="this machine has a GPU: the no-GPU path is not taken")
 def test_launch_exercises_say_they_need_a_gpu():
     result = check("03.1", object())
@@ -131,14 +156,14 @@ def _run(name: str, tmp_path: Path, solved: bool):
     return statuses
 
 
-@pytest.mark.parametrize("key", ["01", "02", "03"])
+@pytest.mark.parametrize("key", ["01", "02", "03", "04"])
 def test_notebook_as_committed_runs_top_to_bottom(key, tmp_path):
     statuses = _run(NOTEBOOKS[key], tmp_path, solved=False)
     assert set(statuses) == {e.id for e in workshop.exercises(key)}
     assert set(statuses.values()) == {"unanswered"}
 
 
-@pytest.mark.parametrize("key", ["01", "02"])
+@pytest.mark.parametrize("key", ["01", "02", "04"])
 def test_notebook_with_the_solutions_passes_every_check(key, tmp_path):
     statuses = _run(NOTEBOOKS[key], tmp_path, solved=True)
     assert statuses and set(statuses.values()) == {"passed"}, statuses

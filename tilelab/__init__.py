@@ -27,11 +27,14 @@ from ._model import (
     L2Window,
     LauncherSource,
     Layout,
+    LdsRead,
+    MfmaInstruction,
     Sources,
     TmaDescriptor,
     WgmmaInstruction,
     WgmmaOperand,
 )
+from .targets import Target, parse_target
 
 __version__ = "0.1.0"
 
@@ -81,7 +84,9 @@ __all__ = [
     "L2Window",
     "LauncherSource",
     "Layout",
+    "LdsRead",
     "LoweringError",
+    "MfmaInstruction",
     "NoGpuError",
     "NotAKernelError",
     "OptionError",
@@ -89,6 +94,7 @@ __all__ = [
     "ReportFileError",
     "Sources",
     "SweepOptions",
+    "Target",
     "TargetError",
     "TilelabError",
     "TmaDescriptor",
@@ -99,6 +105,7 @@ __all__ = [
     "inspect",
     "load_ipython_extension",
     "profile",
+    "parse_target",
     "run",
     "sanitize",
     "sweep",

@@ -115,6 +115,13 @@ def _write(option: str, path: Path, text: str) -> None:
 def _inspect_command(args: argparse.Namespace) -> int:
     from ._inspect import inspect
 
+    if args.target is not None:  # refused before the (slow) script runs, as the API and magic do
+        from .targets import parse_target
+
+        try:
+            parse_target(args.target)
+        except TilelabError as err:
+            raise CliError(f"--target {args.target}: {err}") from err
     json_path = _check_output("--json", args.json)
     html_path = _check_output("--html", args.html)
     path, expr = _split_spec(args.spec)
@@ -142,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="inspect FILE.py:EXPR")
     p.add_argument("spec", metavar="FILE.py:EXPR", help="a Python file and an expression evaluated in its namespace")
-    p.add_argument("--target", default=None, help='"sm_90a" (default without a GPU), "sm_80", ...')
+    p.add_argument("--target", default=None, help='a CUDA arch ("sm_90a", the default without a GPU; "sm_80", ...), an AMD one ("gfx942"), "metal" or "c"')
     p.add_argument("--json", metavar="PATH", help="write KernelReport.to_dict() as JSON")
     p.add_argument("--html", metavar="PATH", help="write the static HTML report")
     p.add_argument("--force", action="store_true", help="bypass the report cache")

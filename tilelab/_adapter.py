@@ -454,6 +454,9 @@ class Lowered:
     prim_func: Any
     # Backends whose launcher generation raised: the failure may not repeat (not cacheable).
     transient_failures: tuple[str, ...] = ()
+    family: str = "cuda"
+    # Per-block limits TileLang's target declares (Metal's threadgroup memory and threads).
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
@@ -623,12 +626,19 @@ class _CaptureLayouts:
         return Capture()
 
 
-def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
+def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
           pass_configs: dict[str, Any], backends: tuple[str, ...]) -> Lowered:
-    """Lower once for the device code, IR and the C++/Python launchers; cutedsl once more.
+    """Lower once for the device code, IR and the launchers of ``backends``; cutedsl once more.
 
-    Nothing here compiles device code or links host code, so no nvcc, libcuda or GPU is needed.
+    ``target`` is a :class:`tilelab.targets.Target` (or an arch name, read as one). Nothing here
+    compiles device code or links host code, so no nvcc, hipcc, Metal toolchain, libcuda or GPU is
+    needed. Each family's launchers come from TileLang's own wrappers: the ``cython`` launcher is
+    ``TLWrapper`` (``TLCUDASourceWrapper``, ``TLHIPSourceWrapper``, ``TLCPUSourceWrapper`` or
+    ``TLMetalSourceWrapper`` by target kind), ``tvm_ffi`` is TVM's host C codegen.
     """
+    from .targets import parse_target
+
+    target = parse_target(target)
     tl = tilelang()
     tvm = tl.tvm
     from tilelang.backend.module import create_backend_context
@@ -638,22 +648,39 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
     func = source.prim_func
     name = source.name
     capture = _CaptureLayouts()
+    # The execution backend only decides host codegen; lowering is the same for each of a family's.
+    lowering_backend = "tvm_ffi" if target.family in ("cuda", "hip", "metal") else "cython"
     try:
-        with tilelang_errors(name, stage="lowering"):
-            context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+        with tilelang_errors(name, stage="lowering" if target.family == "cuda" else f"lowering for {target.name}"):
+            context = create_backend_context(target.tilelang_target(), None, lowering_backend)
             with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
                 host_mod, device_mod, _, _, _ = lower_to_host_device_ir(func, context)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
-    except LoweringError:
-        raise
+    except LoweringError as err:
+        raise _for_target(err, target) from err
     except Exception as err:
-        raise _lowering_error(err, name) from err
+        raise _for_target(_lowering_error(err, name), target) from err
 
     launchers: dict[str, LauncherSource] = {}
+    decided: set[str] = set()  # absences that are TileLang's design, not a passing failure
     scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
-    refused = {b: why for b in backends if (why := _backend_refuses(b, context.target))}
+    not_for_target = {b: f"TileLang has no {b} launcher for {target.name} ({target.family}); its launchers there: "
+                      + ", ".join(target.backends) for b in backends if b not in target.backends}
+    launchers.update({b: LauncherSource(b, None, why) for b, why in not_for_target.items()})
+    backends = tuple(b for b in backends if b not in not_for_target)
+    refused = {b: why for b in backends if (why := _backend_refuses(b, context))}
     launchers.update({b: LauncherSource(b, None, why) for b, why in refused.items()})
     backends = tuple(b for b in backends if b not in refused)
+
+    if "tvm_ffi" in backends and target.family == "cpu":
+        # TileLang 0.1.15's tvm_ffi backend refuses C-target kernels ("Device codegen 'c' for target
+        # 'c' does not support lowering with compilation") and its host codegen fails on them; the
+        # attempt costs most of an inspection, so the known answer is given without it.
+        decided.add("tvm_ffi")
+        launchers["tvm_ffi"] = LauncherSource("tvm_ffi", None, (
+            "TileLang 0.1.15's tvm_ffi backend cannot build C-target kernels (tilelang.compile refuses them); "
+            "the cython launcher runs them"))
+        backends = tuple(b for b in backends if b != "tvm_ffi")
 
     if "tvm_ffi" in backends:
         try:
@@ -678,9 +705,26 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
             wrapper.assign_pass_configs(pass_configs)
             wrapper.assign_host_module(host_mod)
             wrapper.assign_device_module(device_mod)
-            launchers["cython"] = LauncherSource("cython", str(wrapper.wrap(device_source)), language="c++")
+            wrapped = str(wrapper.wrap(device_source))
+            # TLHIP/TLCPU/TLMetal wrappers return the device source followed by the host code.
+            text = wrapped[len(device_source):].lstrip("\n") if wrapped.startswith(device_source) and target.family != "cuda" else wrapped
+            language = {"cuda": "c++", "hip": "c++", "cpu": "c"}.get(target.family, "c++")
+            if text.strip():
+                launchers["cython"] = LauncherSource("cython", text, language=language)
+            else:
+                decided.add("cython")
+                launchers["cython"] = LauncherSource("cython", None, (
+                    f"TileLang's {target.family} source wrapper adds no host code: its output is the device "
+                    "source unchanged (TLMetalSourceWrapper), so there is no launcher to show"))
         except Exception as err:
             launchers["cython"] = LauncherSource("cython", None, _reason(err))
+
+    if "torch" in backends:  # Metal: tilelang/jit/adapter/torch/metal.py, no generated host code
+        decided.add("torch")
+        launchers["torch"] = LauncherSource("torch", None, (
+            "TileLang's torch backend generates no host code for Metal: it compiles the device source with "
+            "torch.mps.compile_shader and launches each kernel with threads = grid x threadgroup size and "
+            "group_size = threadgroup size (see the launch configuration)"))
 
     if "nvrtc" in backends:
         try:
@@ -695,20 +739,83 @@ def lower(source: KernelSource, arch: str, *, out_idx: list[int] | None,
             launchers["nvrtc"] = LauncherSource("nvrtc", None, _reason(err))
 
     if "cutedsl" in backends:
-        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, arch, pass_configs)
+        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, target.name, pass_configs)
 
     # Every absence not decided above came from an exception while generating the text.
-    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None)
-    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient)
+    transient = tuple(b for b in backends if b in launchers and launchers[b].text is None and b not in decided)
+    limits = {key: int(context.target.attrs[key]) for key in ("max_shared_memory_per_block", "max_threads_per_block")
+              if key in context.target.attrs and target.family != "cuda"}
+    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family,
+                   limits)
 
 
-def _backend_refuses(backend: str, target: Any) -> str | None:
-    """TileLang's own decision that an execution backend cannot target ``target`` (its
+# Operations TileLang lowers only for some targets, recognised in its error messages: the message
+# fragment, then what to tell the user. Kept here because the messages are TileLang's.
+_TARGET_OPERATIONS = (
+    ("wgmma", "WGMMA (T.gemm on Hopper warpgroups)"),
+    ("tma", "TMA copies"),
+    ("warp_special", "warp specialization"),
+    ("cluster", "thread-block clusters"),
+    ("fragment", "register fragments (T.alloc_fragment)"),
+    ("shared.dyn", "shared memory (T.alloc_shared)"),
+    ("local_buf must be a fragment", "a T.gemm accumulator outside T.alloc_fragment"),
+    ("Unsupported gemm combination", "this T.gemm operand combination"),
+)
+
+
+def _for_target(err: LoweringError, target: Any) -> LoweringError:
+    """Say which target could not be lowered and, when TileLang's message names it, which operation."""
+    if target.family == "cuda":
+        return err
+    text = f"{err.summary}\n{err.trace}"
+    if "Compilation Failed" in text:
+        # TileLang lowered the kernel, but the host compiler rejects the C it generated
+        first = re.search(r"error: (.+)", text)
+        why = f" (first error: {first.group(1).strip()})" if first else ""
+        return LoweringError(
+            f"TileLang 0.1.15 lowered {err.kernel or 'the kernel'} for {target.name}, but the host C++ compiler "
+            f"rejects the code it generated{why}. This is a limitation of TileLang's {target.name} code generator; "
+            "on the CPU, float32 data avoids the fp16 vector conversions it cannot emit",
+            kernel=err.kernel, kernel_line=None, trace=err.trace)
+    ops = [what for needle, what in _TARGET_OPERATIONS if needle in text]
+    summary = err.summary
+    if not re.search(r"[A-Za-z]{3}", summary.split("failed:", 1)[-1]):
+        # TVM's message ended with a source pointer ("|   ^"): keep the sentence that explains it.
+        checks = re.findall(r"(?:Error|Fatal): (?:Check failed: .*?: )?(.+)", err.trace)
+        if checks:
+            summary = summary.split("failed:", 1)[0] + "failed: " + checks[-1].strip()
+    why = f" (the kernel uses {ops[0]}, which TileLang 0.1.15 does not lower for {target.name} this way)" if ops else ""
+    summary = f"{summary} -- TileLang cannot lower this kernel for {target.name} ({target.description}){why}"
+    if target.family == "cpu":
+        summary += ("; a CPU kernel keeps its tiles in T.alloc_local or global buffers and uses no GPU-only "
+                    "operations (fragments, shared memory, TMA, WGMMA, warp specialization)")
+    return LoweringError(summary, kernel=err.kernel, kernel_line=err.kernel_line, trace=err.trace)
+
+
+def limit_notes(lowered: Lowered, kernels: list[DeviceKernel], target: Any) -> list[str]:
+    """Kernels that ask for more than the per-block limits TileLang's target declares."""
+    notes = []
+    smem = lowered.limits.get("max_shared_memory_per_block")
+    threads = lowered.limits.get("max_threads_per_block")
+    for k in kernels:
+        if smem and isinstance(k.dynamic_shared_memory_bytes, int) and k.dynamic_shared_memory_bytes > smem:
+            notes.append(f"{k.name} asks for {k.dynamic_shared_memory_bytes} B of {target.shared_memory_name}; "
+                         f"TileLang's {target.name} target allows {smem} B per block: a launch would fail. "
+                         "Use smaller tiles or fewer pipeline stages")
+        if threads and isinstance(k.threads_per_block, int) and k.threads_per_block > threads:
+            notes.append(f"{k.name} runs {k.threads_per_block} threads per block; TileLang's {target.name} target "
+                         f"allows {threads}")
+    return notes
+
+
+def _backend_refuses(backend: str, context: Any) -> str | None:
+    """TileLang's own decision that an execution backend cannot target ``context.target`` (its
     ``ExecutionBackendSpec.supports_target``), as a reason; None where it can, or cannot tell."""
+    target = context.target
     try:
         from tilelang.backend.module import get_backend
 
-        module = get_backend("cutedsl" if backend == "cutedsl" else "cuda")
+        module = get_backend("cutedsl" if backend == "cutedsl" else context.module.name)
         spec = next(s for s in module.execution_backends if s.name == backend)
         if spec.matches(target):
             return None
@@ -823,7 +930,7 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
         cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
         launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
             attrs is not None and "tirx.kernel_launch_params" in attrs) else []
-        serialised = _programmatic_serialization(
+        serialised = () if lowered.family != "cuda" else _programmatic_serialization(
             [b for b, item in lowered.launchers.items() if item.text is not None],
             pdl_sync=pdl_sync, cooperative=cooperative,
             clustered=cluster is not None and cluster != (1, 1, 1), launch_params=launch_params,
@@ -1429,35 +1536,107 @@ def _quiet_memory_cache_advice() -> None:
         log.addFilter(_drop_memory_cache_advice)
 
 
-def compile_kernel(obj: Any, *, target: str | None = None, backend: str = "tvm_ffi",
+def compiled_target_name(kernel: Any) -> str | None:
+    """The registered target name of a compiled JITKernel ("sm_90a", "c"), or None."""
+    target = getattr(kernel, "target", None)
+    if target is None or not hasattr(target, "kind"):
+        return None
+    kind = str(target.kind.name)
+    if kind == "cuda":
+        return str(target.attrs["arch"]) if "arch" in target.attrs else None
+    if kind == "hip":
+        return str(target.attrs["mcpu"]).split(":")[0] if "mcpu" in target.attrs else None
+    return kind
+
+
+def compiled_target_family(kernel: Any) -> str | None:
+    """"cuda", "hip", "metal" or "cpu" for a compiled JITKernel; None for anything else."""
+    target = getattr(kernel, "target", None)
+    if target is None or not hasattr(target, "kind") or kernel_kind(kernel) != "compiled":
+        return None
+    return {"cuda": "cuda", "hip": "hip", "metal": "metal", "c": "cpu", "llvm": "cpu"}.get(str(target.kind.name))
+
+
+@contextlib.contextmanager
+def _host_compiler_output(sink: list[str], active: bool):
+    """Keep the host compiler's diagnostics (TileLang 0.1.15 lets g++ write straight to file
+    descriptor 2 when a CPU kernel fails to build) out of the user's stderr, into ``sink``."""
+    if not active:
+        yield
+        return
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            sink.append(capture.read().decode("utf-8", errors="replace"))
+
+
+def default_backend(target: Any) -> str:
+    """The execution backend tilelab compiles with for ``target``: tvm_ffi, or cython for the CPU
+    (TileLang 0.1.15's tvm_ffi cannot build C-target kernels)."""
+    from .targets import parse_target
+
+    return "cython" if target is not None and parse_target(target).family == "cpu" else "tvm_ffi"
+
+
+def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
                    out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
                    args: tuple = (), kwargs: dict | None = None, force: bool = False) -> Any:
     """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel.
 
-    ``force`` compiles afresh: TileLang's kernel cache (in memory and on disk) is off for this
-    compile and restored to its previous state afterwards.
+    ``target`` is any spec :func:`tilelab.targets.parse_target` accepts (default: the local GPU,
+    else sm_90a); ``backend`` defaults to :func:`default_backend`. ``force`` compiles afresh:
+    TileLang's kernel cache (in memory and on disk) is off for this compile and restored after.
     """
+    from .targets import local_cuda_target, parse_target
+
     tl = tilelang()
     _quiet_memory_cache_advice()
     source = resolve_kernel(obj, args, kwargs)
-    arch = target or local_gpu_arch() or "sm_90a"
+    local = None if target else local_gpu_arch()
+    resolved = local_cuda_target(local) if local else parse_target(target or "sm_90a")
+    backend = backend or default_backend(resolved)
+    if resolved.family == "cpu" and backend != "cython":
+        raise ValueError(f"execution backend {backend!r} cannot run target c kernels in TileLang 0.1.15; "
+                         "use backend='cython' (the default for target c)")
+    tilelang_target = resolved.tilelang_target()
+    if backend == "cutedsl":
+        tilelang_target["keys"] = ["cuda", "gpu", "cutedsl"]  # type: ignore[assignment]
     configs = {**source.pass_configs, **(pass_configs or {})}
     from tilelang.env import CacheState  # the switch itself: is_cache_enabled also reads the env var
 
     was_enabled = CacheState.is_enabled()
     if force:
         tl.disable_cache()
+    compiler_output: list[str] = []
+    stage = "compilation" if resolved.family == "cuda" else f"compilation for {resolved.name}"
     try:
-        return tl.compile(
-            source.prim_func,
-            out_idx=out_idx if out_idx is not None else source.out_idx,
-            target={"kind": "cuda", "arch": arch} if backend != "cutedsl" else
-            {"kind": "cuda", "arch": arch, "keys": ["cuda", "gpu", "cutedsl"]},
-            execution_backend=backend,
-            pass_configs=configs or None,
-        )
+        with tilelang_errors(source.name, stage=stage), \
+                _host_compiler_output(compiler_output, resolved.family == "cpu"):
+            return tl.compile(
+                source.prim_func,
+                out_idx=out_idx if out_idx is not None else source.out_idx,
+                target=tilelang_target,
+                execution_backend=backend,
+                pass_configs=configs or None,
+            )
+    except LoweringError as err:
+        err.trace += "".join(compiler_output)
+        raise _for_target(err, resolved) from err
     except Exception as err:
-        raise _lowering_error(err, source.name, stage="compilation") from err
+        error = _lowering_error(err, source.name, stage=stage)
+        error.trace += "".join(compiler_output)
+        raise _for_target(error, resolved) from err
     finally:
         if force and was_enabled:
             tl.enable_cache()

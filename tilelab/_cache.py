@@ -27,7 +27,7 @@ ENTRY_FORMAT = 2
 # The engine's own sources: a report is only as current as the code that built it, and tilelab's
 # version string does not change with every edit.
 ENGINE_SOURCES = ("_adapter.py", "_cache.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py",
-                  "_toolchain.py", "occupancy.py", "cuda_facts.py", "_explain.py")
+                  "_toolchain.py", "occupancy.py", "cuda_facts.py", "_explain.py", "mfma.py", "targets.py")
 
 
 class CacheEntryWarning(UserWarning):

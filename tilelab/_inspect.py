@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from . import __version__ as TILELAB_VERSION
 from . import _cache
-from ._errors import LoweringError, OptionError, TargetError
+from ._errors import LoweringError, OptionError
 from ._model import BACKENDS, KernelReport, Sources
+from .targets import DEFAULT_CUDA, REGISTRY, Target, local_cuda_target, parse_target
 
-DEFAULT_ARCH = "sm_90a"
-KNOWN_ARCHS = (
-    "sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
-    "sm_100", "sm_100a", "sm_103a", "sm_120", "sm_120a",
-)
-_TARGET_FORMS = (
-    'an arch name such as "sm_90a" or "sm_80" (known: ' + ", ".join(KNOWN_ARCHS) + "), "
-    '"cuda -arch=sm_90a", a TileLang target dict {"kind": "cuda", "arch": "sm_90a"}, '
-    "or a tvm.target.Target of kind cuda"
-)
+DEFAULT_ARCH = DEFAULT_CUDA
+# The CUDA archs of the registry (kept for callers that list them).
+KNOWN_ARCHS = tuple(t.name for t in REGISTRY if t.family == "cuda")
 
 # Why a launcher sets no L2 access-policy window, per backend (read in TileLang 0.1.15's
 # jit/adapter/{wrapper.py,nvrtc/wrapper.py,cutedsl/wrapper.py}).
@@ -72,34 +65,19 @@ def _pdl_notes(kernels: list) -> list[str]:
                                           backends=" and ".join(backends)) + "."]
 
 
-def resolve_target(spec: Any) -> tuple[str, str | None]:
-    """Normalise a target spec to an arch name; returns (arch, note about the choice or None)."""
+def resolve_target(spec: Any) -> tuple[Target, str | None]:
+    """The registered target ``spec`` names (:func:`tilelab.targets.parse_target`, the one
+    validation the API, CLI and magic share), and a note when the choice was tilelab's: with no
+    spec, the local GPU's arch, else sm_90a."""
     if spec is None:
         from ._adapter import local_gpu_arch
 
         local = local_gpu_arch()
         if local:
-            return local, f"target {local}: the local GPU's arch"
-        return DEFAULT_ARCH, f"no GPU found: inspected for {DEFAULT_ARCH} (pass target=... to choose another)"
-    arch: Any = None
-    if isinstance(spec, str):
-        text = spec.strip()
-        match = re.fullmatch(r"(?:cuda\s+)?(?:-arch=)?(sm_\d+[af]?)", text)
-        if match:
-            arch = match.group(1)
-        elif text in ("cuda", "auto"):
-            raise TargetError(f"target {spec!r} names no arch. Use {_TARGET_FORMS}.")
-    elif isinstance(spec, dict):
-        if spec.get("kind", "cuda") != "cuda":
-            raise TargetError(f"tilelab inspects CUDA targets; got kind {spec.get('kind')!r}. Use {_TARGET_FORMS}.")
-        arch = spec.get("arch")
-    elif type(spec).__name__ == "Target":
-        if str(spec.kind.name) != "cuda":
-            raise TargetError(f"tilelab inspects CUDA targets; got a {spec.kind.name} Target. Use {_TARGET_FORMS}.")
-        arch = str(spec.attrs.get("arch", "")) or None
-    if not isinstance(arch, str) or not re.fullmatch(r"sm_\d+[af]?", arch):
-        raise TargetError(f"unknown target {spec!r}. Use {_TARGET_FORMS}.")
-    return arch, None
+            return local_cuda_target(local), f"target {local}: the local GPU's arch"
+        return parse_target(DEFAULT_ARCH), (
+            f"no GPU found: inspected for {DEFAULT_ARCH} (pass target=... to choose another)")
+    return parse_target(spec), None
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,14 +85,16 @@ def resolve_target(spec: Any) -> tuple[str, str | None]:
 
 def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None = None,
             pass_configs: dict[str, Any] | None = None, args: tuple = (), kwargs: dict | None = None,
-            force: bool = False, backends: tuple[str, ...] = BACKENDS, toolchain: bool = False,
+            force: bool = False, backends: tuple[str, ...] | None = None, toolchain: bool = False,
             cuda_home: str | os.PathLike | None = None, passes: bool = False) -> KernelReport:
     """Inspect what TileLang 0.1.15 generates for ``kernel``; needs no GPU, nvcc or libcuda.
 
     ``kernel`` is a ``T.prim_func``, a ``tilelang.compile`` result, a ``@tilelang.jit`` function
     or a function returning a prim_func, with ``args``/``kwargs`` that specialise the last two.
-    ``target`` is "sm_90a"-style, a TileLang target dict or a ``Target``; by default the local
-    GPU's arch, else sm_90a (the report's notes say which). Reports are cached on disk by content
+    ``target`` is any target :func:`tilelab.targets.parse_target` accepts: a CUDA arch
+    ("sm_90a"), an AMD one ("gfx942"), "metal", "c" (the CPU), a TileLang target dict or a
+    ``tvm.target.Target``; by default the local GPU's arch, else sm_90a (the report's notes say
+    which). ``backends`` defaults to every launcher TileLang has for the target's family. Reports are cached on disk by content
     (the kernel, options, TileLang's version and the engine's own source files); ``force=True``
     recomputes and overwrites the entry. A report in which a launcher failed with an exception is
     not cached (the failure may not repeat); its notes say so.
@@ -127,16 +107,19 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     """
     from . import _adapter
 
-    unknown = [b for b in backends if b not in BACKENDS]
+    known = tuple(dict.fromkeys(BACKENDS + tuple(b for t in REGISTRY for b in t.backends)))
+    unknown = [b for b in (backends or ()) if b not in known]
     if unknown:
-        raise ValueError(f"unknown backend(s) {unknown}; choose from {list(BACKENDS)}")
+        raise ValueError(f"unknown backend(s) {unknown}; choose from {list(known)}")
     source = _adapter.resolve_kernel(kernel, tuple(args), kwargs)
     notes: list[str] = []
     if target is None and source.target_hint is not None and not isinstance(source.target_hint, str):
         target = source.target_hint
     elif target is None and isinstance(source.target_hint, (str, dict)) and source.target_hint not in ("auto", "cuda"):
         target = source.target_hint
-    arch, target_note = resolve_target(target)
+    resolved, target_note = resolve_target(target)
+    arch = resolved.name
+    backends = tuple(backends) if backends is not None else resolved.backends
     if out_idx is None:
         out_idx_list = source.out_idx
     else:
@@ -159,7 +142,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
             return _with_target_note(cached, target_note)
 
     try:
-        lowered = _adapter.lower(source, arch, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+        lowered = _adapter.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
     except LoweringError as err:
         if user_configs:  # the user's options may be the cause: say which were in force
             given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
@@ -173,6 +156,14 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     notes += _l2_notes(windows)
     kernels = _adapter.kernel_launches(lowered)
     notes += _pdl_notes(kernels)
+    notes += _adapter.limit_notes(lowered, kernels, resolved)
+    mfma_records, lds_records = [], []
+    if resolved.mfma:  # read from the generated HIP itself: what the GPU will run
+        from . import mfma
+
+        mfma_records = mfma.mfma_instructions(lowered.device_source)
+        lds_records = mfma.lds_reads(lowered.device_source, mfma_records)
+        mfma_records = mfma.with_lds_sources(mfma_records, lds_records)
     left_out: list[str] = []
     layouts = _adapter.layouts(lowered, left_out=left_out)
     notes += left_out
@@ -193,12 +184,20 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         versions=(("tilelang", version), ("tilelab", TILELAB_VERSION)),
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
+        mfma=tuple(mfma_records),
+        lds_reads=tuple(lds_records),
     )
-    report = report.replace(lowering=_lowering(source, arch, report))
-    if toolchain:
-        report = report.replace(machine=_machine_code(source, arch, configs, report, cuda_home))
-    if passes:
-        report = report.replace(passes=_adapter.pass_trace(source, arch, configs))
+    if resolved.family == "cuda":  # the explainer and both tiers read CUDA source and CUDA tools
+        report = report.replace(lowering=_lowering(source, arch, report))
+        if toolchain:
+            report = report.replace(machine=_machine_code(source, arch, configs, report, cuda_home))
+        if passes:
+            report = report.replace(passes=_adapter.pass_trace(source, arch, configs))
+    elif toolchain or passes:
+        asked = " and ".join(n for n, on in (("toolchain=True (--sass)", toolchain), ("passes=True (--passes)", passes)) if on)
+        report = report.replace(notes=report.notes + (
+            f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the pass trace follows "
+            f"TileLang's CUDA pipeline); {arch} is a {resolved.family} target, so it was not recorded",))
     if lowered.transient_failures:
         _cache.forget(key)  # a stale entry must not outlive this run either
     else:

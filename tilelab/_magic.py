@@ -93,17 +93,15 @@ def _valid_options(parser: Any) -> str:
 
 
 def _parse_target(text: str | None) -> str | None:
+    """The registered target's name (tilelab.targets.parse_target, shared with the API and CLI)."""
     if text is None:
         return None
-    from ._inspect import KNOWN_ARCHS, resolve_target
+    from .targets import parse_target
 
     try:
-        arch, _ = resolve_target(text)
+        return parse_target(text).name
     except TargetError as err:
-        raise UsageError(f"%%tilelang --target: {err}") from None
-    if arch not in KNOWN_ARCHS:
-        raise UsageError(f"%%tilelang --target {text!r}: unknown arch {arch}. Valid targets: {', '.join(KNOWN_ARCHS)}")
-    return arch
+        raise UsageError(f"%%tilelang --target {text!r}: {err}") from None
 
 
 def _parse_out_idx(text: str | None) -> list[int] | None:
@@ -236,8 +234,10 @@ class TileLangMagics(Magics):
 
     @magic_arguments()
     @argument("--target", default=None,
-              help='arch to inspect/compile for: "sm_90a", "sm_80", "cuda -arch=sm_90a" (default: the GPU here, else sm_90a)')
-    @argument("--backend", default="tvm_ffi", choices=BACKENDS, help="execution backend when compiling (default tvm_ffi)")
+              help='target to inspect/compile for: a CUDA arch ("sm_90a", "sm_80"), an AMD one ("gfx942"), '
+                   '"metal", or "c" (the CPU, which --run/--bench launch here) (default: the GPU here, else sm_90a)')
+    @argument("--backend", default=None, choices=BACKENDS,
+              help="execution backend when compiling (default tvm_ffi; cython for target c)")
     @argument("--out-idx", default=None, metavar="IDX", help="output parameter index or indices, e.g. -1 or 0,2")
     @argument("--pass-config", action="append", metavar="KEY=VALUE", help="a TileLang pass config (repeatable)")
     @argument("--kernel", default=None, metavar="NAME", help="the kernel to show when the cell defines several")
@@ -346,7 +346,8 @@ class TileLangMagics(Magics):
         shown = self._choose(names, args.kernel)
         self._check_call(shown, ns[shown], call_args, call_kwargs)
         gpu = _adapter.has_gpu()
-        compile_now = gpu and not args.no_compile
+        refusal = self._launch_refusal(arch, gpu)
+        compile_now = refusal is None and not args.no_compile
         key = self._key(cell, names, ns, arch, args.backend, out_idx, pass_configs, call_args, call_kwargs,
                         args.kernel, compile_now, gpu, tiers=(args.sass, args.passes))
         cached = None if args.force else self._cache.get(key)
@@ -366,10 +367,10 @@ class TileLangMagics(Magics):
         result.bound = self._bind(result, ns, call_args, call_kwargs)
         if result.bound and not args.quiet:
             target = arch or result.report.target
-            print(f"%%tilelang: compiled for {target} ({args.backend}) and bound "
+            print(f"%%tilelang: compiled for {target} ({args.backend or _adapter.default_backend(target)}) and bound "
                   + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
         if args.run or args.bench or args.profile or args.sanitize:
-            result.timing = self._launch(result, ns, args, size_sets, ref, rep_ms, gpu, arch, out_idx,
+            result.timing = self._launch(result, ns, args, size_sets, ref, rep_ms, refusal, arch, out_idx,
                                          pass_configs, call_args, call_kwargs)
         if not args.quiet:
             from .widgets.inspector import Inspector
@@ -539,13 +540,13 @@ class TileLangMagics(Magics):
                          f"{problem}. Change --args to match its parameters.")
 
     # -- caching ---------------------------------------------------------------------------
-    def _key(self, cell: str, names: list[str], ns: dict[str, Any], arch: str | None, backend: str,
+    def _key(self, cell: str, names: list[str], ns: dict[str, Any], arch: str | None, backend: str | None,
              out_idx: list[int] | None, pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict,
              kernel: str | None, compile_now: bool, gpu: bool, tiers: tuple = ()) -> str:
         from . import __version__, _adapter
 
         # Only what shapes the build: --show/--quiet/--force/--run/--bench do not.
-        parts = [cell, _adapter.tilelang_version(), __version__, str(gpu), str(compile_now), repr(arch), backend,
+        parts = [cell, _adapter.tilelang_version(), __version__, str(gpu), str(compile_now), repr(arch), repr(backend),
                  repr(out_idx), repr(sorted((k, repr(v)) for k, v in pass_configs.items())), repr(kernel),
                  repr(call_args), repr(sorted(call_kwargs.items())), repr(tiers)]
         # The cell's text alone is not enough: a kernel may use names from earlier cells.
@@ -553,7 +554,7 @@ class TileLangMagics(Magics):
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def _build(self, ns: dict[str, Any], names: list[str], shown: str, arch: str | None, out_idx: list[int] | None,
-               pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict, backend: str,
+               pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict, backend: str | None,
                compile_now: bool, force: bool, key: str, toolchain: bool = False, passes: bool = False) -> CellResult:
         from . import _adapter
         from ._inspect import inspect
@@ -606,10 +607,10 @@ class TileLangMagics(Magics):
 
     # -- launching -------------------------------------------------------------------------
     def _launch(self, result: CellResult, ns: dict[str, Any], args: Any, size_sets: list[dict[str, int]], ref: Any,
-                rep_ms: float | None, gpu: bool, arch: str | None, out_idx: list[int] | None,
+                rep_ms: float | None, refusal: str | None, arch: str | None, out_idx: list[int] | None,
                 pass_configs: dict[str, Any], call_args: tuple, call_kwargs: dict) -> list[Any]:
-        if not gpu:
-            print("%%tilelang: no CUDA GPU here, so --run/--bench/--profile/--sanitize were skipped; inspection still works "
+        if refusal is not None:
+            print(f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {refusal}; inspection still works "
                   "(the inspector below shows what TileLang generated for the target).")
             return []
         from . import _adapter
@@ -670,6 +671,16 @@ class TileLangMagics(Magics):
         return out
 
     # -- display ---------------------------------------------------------------------------
+    @staticmethod
+    def _launch_refusal(arch: str | None, gpu: bool) -> str | None:
+        """Why kernels of this cell cannot be compiled and launched here (None: they can)."""
+        from .targets import launch_refusal, parse_target
+
+        if arch is None:
+            return None if gpu else ("there is no CUDA GPU here; for a kernel written for the CPU, "
+                                     "pass --target c to launch it on the CPU")
+        return launch_refusal(parse_target(arch), has_cuda_gpu=gpu)
+
     def _cell_identity(self, cell: str) -> str:
         """The notebook cell being run: the front end's cell id when the kernel has one, else
         the cell's text (a re-run of the same text closes the previous inspector)."""

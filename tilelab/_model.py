@@ -390,6 +390,101 @@ class WgmmaInstruction:
 
 
 @dataclass(frozen=True)
+class MfmaInstruction:
+    """One distinct AMD matrix-core instruction (``__builtin_amdgcn_mfma_*``) as the HIP source issues it.
+
+    ``a_operand``/``b_operand``/``accumulator`` name the register buffers the call passes as the
+    instruction's A, B and C (TileLang may pass the kernel's B tile as the instruction's A: it
+    computes the transposed product). The per-lane layouts are those of the instruction.
+    """
+
+    intrinsic: str  # e.g. "__builtin_amdgcn_mfma_f32_16x16x16f16"
+    variant: str  # "dense", "scaled (gfx950)", "sparse (smfmac)"
+    m: int
+    n: int
+    k: int
+    a_dtype: str
+    b_dtype: str
+    accum_dtype: str
+    a_operand: str
+    b_operand: str
+    accumulator: str
+    a_lanes: str = ""
+    b_lanes: str = ""
+    c_lanes: str = ""
+    count: int = 1  # call sites in the device code issuing this exact form
+    kernel: str | None = None
+    lines: tuple[int, ...] = ()  # 1-based lines of the device source
+    a_lds: str | None = None  # the LDS buffer the A operand's registers are loaded from
+    b_lds: str | None = None
+
+    @property
+    def shape(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["lines"] = list(self.lines)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MfmaInstruction:
+        values = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
+        values["lines"] = tuple(values.get("lines", ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LdsRead:
+    """One LDS read that fills an MFMA operand, under the CDNA LDS bank model (``tilelab.mfma``).
+
+    ``byte_addresses``: the LDS byte each lane 0..63 of the first wavefront reads first (loop
+    variables at 0); ``phase_clocks``: clocks per phase for the worst value of the enclosing loop
+    variables; ``ideal`` clocks are one per phase.
+    """
+
+    buffer: str
+    destination: str
+    width_bytes: int
+    expression: str
+    byte_addresses: tuple[int, ...]
+    phase_clocks: tuple[int, ...]
+    loop_variables: tuple[str, ...] = ()
+    line: int = 0
+    kernel: str | None = None
+
+    @property
+    def clocks(self) -> int:
+        return int(sum(self.phase_clocks))
+
+    @property
+    def ideal_clocks(self) -> int:
+        return len(self.phase_clocks)
+
+    @property
+    def conflict_degree(self) -> float:
+        return self.clocks / self.ideal_clocks if self.ideal_clocks else 1.0
+
+    @property
+    def banks(self) -> tuple[int, ...]:
+        """The first bank each lane touches (4-byte banks, 32 of them)."""
+        return tuple((a // 4) % 32 for a in self.byte_addresses)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"buffer": self.buffer, "destination": self.destination, "width_bytes": self.width_bytes,
+                "expression": self.expression, "byte_addresses": list(self.byte_addresses),
+                "phase_clocks": list(self.phase_clocks), "loop_variables": list(self.loop_variables),
+                "line": self.line, "kernel": self.kernel}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LdsRead:
+        return cls(buffer=d["buffer"], destination=d["destination"], width_bytes=int(d["width_bytes"]),
+                   expression=d["expression"], byte_addresses=tuple(d["byte_addresses"]),
+                   phase_clocks=tuple(d["phase_clocks"]), loop_variables=tuple(d.get("loop_variables", ())),
+                   line=int(d.get("line", 0)), kernel=d.get("kernel"))
+
+
+@dataclass(frozen=True)
 class Layout:
     """Where each logical element of an on-chip buffer lives.
 
@@ -563,6 +658,26 @@ class KernelReport:
     machine: MachineCode | None = None
     passes: PassTrace | None = None
     lowering: Lowering | None = None  # per tile op: the hardware path and why not the fast one
+    mfma: tuple[MfmaInstruction, ...] = ()  # AMD targets
+    lds_reads: tuple[LdsRead, ...] = ()  # AMD targets: LDS reads feeding MFMA operands
+
+    @property
+    def family(self) -> str:
+        """The target's family: "cuda", "hip", "metal" or "cpu" (tilelab.targets)."""
+        from .targets import parse_target
+
+        try:
+            return parse_target(self.target).family
+        except ValueError:
+            return "cuda"
+
+    @property
+    def launcher_backends(self) -> tuple[str, ...]:
+        """The backends whose launchers the renderers list: every CUDA backend for a CUDA report
+        (absent ones say why), else the launchers TileLang has for the target."""
+        if self.family == "cuda":
+            return BACKENDS
+        return tuple(item.backend for item in self.sources.launchers)
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -604,6 +719,8 @@ class KernelReport:
             "machine": self.machine.to_dict() if self.machine else None,
             "passes": self.passes.to_dict() if self.passes else None,
             "lowering": self.lowering.to_dict() if self.lowering else None,
+            "mfma": [x.to_dict() for x in self.mfma],
+            "lds_reads": [x.to_dict() for x in self.lds_reads],
         }
 
     @classmethod
@@ -631,6 +748,8 @@ class KernelReport:
             machine=MachineCode.from_dict(d["machine"]) if d.get("machine") else None,
             passes=PassTrace.from_dict(d["passes"]) if d.get("passes") else None,
             lowering=Lowering.from_dict(d["lowering"]) if d.get("lowering") else None,
+            mfma=tuple(MfmaInstruction.from_dict(x) for x in d.get("mfma", ())),
+            lds_reads=tuple(LdsRead.from_dict(x) for x in d.get("lds_reads", ())),
         )
 
     def to_json(self, indent: int | None = None) -> str:
@@ -717,6 +836,8 @@ __all__ = [
     "L2Window",
     "LauncherSource",
     "Layout",
+    "LdsRead",
+    "MfmaInstruction",
     "Sources",
     "TmaDescriptor",
     "WgmmaInstruction",

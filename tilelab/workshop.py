@@ -1,4 +1,4 @@
-"""Auto-checked exercises for the workshop notebooks (``notebooks/01_*`` ... ``03_*``).
+"""Auto-checked exercises for the workshop notebooks (``notebooks/01_*`` ... ``04_*``).
 
 ``check("01.1", answer)`` returns a :class:`Check`: passed, failed (with what was expected and
 why), not answered yet (the notebook's ``...`` placeholder), or needs a GPU (a launching exercise
@@ -13,6 +13,7 @@ The model is pure (frozen dataclasses, ``to_dict``); the rich reprs are for the 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -235,6 +236,99 @@ def _copy_bandwidth(kernel: Any) -> tuple[bool, str]:
     return True, f"{res.gbps:.0f} GB/s, {100 * frac:.0f}% of the copy ceiling ({ceilings.copy_gbps:.0f} GB/s)"
 
 
+# ------------------------------------------------------------------------------------------
+# 04: one kernel, many targets (no GPU needed)
+# ------------------------------------------------------------------------------------------
+
+TARGETS_GEMM_ARGS = (1024, 1024, 1024, 128, 128, 32)
+
+
+def tiled_gemm(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, block_K: int = 32,
+               target: str = "sm_90a"):
+    """One tiled GEMM for every target of notebook 04: the same tiles, loop and ``T.gemm``.
+
+    GPUs stage the tiles in shared memory (LDS on AMD) and accumulate in a register fragment; the
+    CPU has neither, so there the tiles are ``T.alloc_local`` buffers, and the data are float32
+    (TileLang 0.1.15's C code cannot convert float32 vectors to fp16 in the epilogue).
+    """
+    import tilelang.language as T
+
+    from .targets import parse_target
+
+    cpu = parse_target(target).family == "cpu"
+    dtype = T.float32 if cpu else T.float16
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            if cpu:
+                A_tile = T.alloc_local((block_M, block_K), dtype)
+                B_tile = T.alloc_local((block_K, block_N), dtype)
+                C_tile = T.alloc_local((block_M, block_N), T.float32)
+            else:
+                A_tile = T.alloc_shared((block_M, block_K), dtype)
+                B_tile = T.alloc_shared((block_K, block_N), dtype)
+                C_tile = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(C_tile)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=0 if cpu else 2):
+                T.copy(A[by * block_M, k * block_K], A_tile)
+                T.copy(B[k * block_K, bx * block_N], B_tile)
+                T.gemm(A_tile, B_tile, C_tile)
+            T.copy(C_tile, C[by * block_M, bx * block_N])
+
+    return gemm
+
+
+def _targets_report(target: str):
+    from ._inspect import inspect
+
+    return inspect(tiled_gemm(*TARGETS_GEMM_ARGS, target=target), target)
+
+
+def _mfma_shape(answer: Any) -> tuple[bool, str]:
+    report = _targets_report("gfx942")
+    forms = sorted({(m.shape, m.intrinsic) for m in report.mfma})
+    _expect(isinstance(answer, str), f"answer with the shape as text, e.g. '32x32x8', got {answer!r}")
+    text = answer.strip().lower().replace("×", "x").replace(" ", "")
+    shapes = {shape for shape, _ in forms}
+    intrinsics = {intrinsic.lower() for _, intrinsic in forms}
+    if text in intrinsics:
+        return True, f"{answer.strip()}: an M x N x K = {forms[0][0]} matrix-core instruction"
+    _expect(re.fullmatch(r"\d+x\d+x\d+", text) is not None,
+            f"{answer!r} is not MxNxK (e.g. '32x32x8') or an intrinsic name")
+    _expect(text in shapes, f"{text} is not what the MI300 build issues; the MFMA tab's M\u00d7N\u00d7K column says")
+    return True, f"{text}: {forms[0][1]} ({'; '.join(f'{m.shape} A: {m.a_lanes}' for m in report.mfma[:1])})"
+
+
+def _lds_bytes_per_stage(answer: Any) -> tuple[bool, str]:
+    report = _targets_report("gfx942")
+    from .swizzle import dtype_bytes
+
+    tiles = [lay for lay in report.layouts if lay.scope == "shared"]
+    per_stage = sum(int(dtype_bytes(lay.dtype)) * int(lay.shape[0]) * int(lay.shape[1]) for lay in tiles)
+    _expect(isinstance(answer, int) and not isinstance(answer, bool), f"answer with a whole number of bytes, got {answer!r}")
+    one_tile = per_stage // max(1, len(tiles))
+    if answer == one_tile and len(tiles) > 1:
+        raise _Wrong(f"{answer} B is one tile; a stage holds a tile of A and a tile of B")
+    _expect(answer == per_stage, f"{answer} B is not one stage: A's tile is block_M x block_K fp16 values and "
+                                 "B's block_K x block_N, 2 bytes each")
+    total = report.kernels[0].dynamic_shared_memory_bytes
+    return True, (f"{per_stage} B per stage ({', '.join(lay.buffer for lay in tiles)}); the kernel asks for "
+                  f"{total} B of LDS in all")
+
+
+def _tma_counts(answer: Any) -> tuple[bool, str]:
+    hopper, mi300 = _targets_report("sm_90a"), _targets_report("gfx942")
+    want = (len(hopper.tma_descriptors), len(mi300.tma_descriptors))
+    _expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
+            f"answer with a pair (Hopper, MI300), got {answer!r}")
+    got = tuple(answer)
+    _expect(got[1] == want[1], f"MI300 has no Tensor Memory Accelerator: it encodes {want[1]} descriptors, not {got[1]}")
+    _expect(got[0] == want[0], f"the Hopper build encodes {want[0]} TMA descriptors (one per T.copy into shared "
+                               f"memory), not {got[0]}")
+    return True, f"Hopper {want[0]} (A and B), MI300 {want[1]}: on AMD each thread loads its part of the tile"
+
+
 EXERCISES: dict[str, Exercise] = {e.id: e for e in [
     Exercise("01.1", "the 128B swizzle", "Write chunk(row, chunk): the physical 16-byte chunk where the 128B "
              "swizzle stores logical chunk `chunk` of row `row` (128-byte rows).",
@@ -261,11 +355,19 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
              "look at which tiles are never written: the FAIL lists the first one", _copy_passes, needs_gpu=True),
     Exercise("03.2", "a fast copy", "Reach 75% of the GPU's copy ceiling with your copy kernel.",
              "bigger tiles per block (block_N=256) and TMA loads and stores", _copy_bandwidth, needs_gpu=True),
+    Exercise("04.1", "the MI300 matrix instruction", "Which MFMA shape (MxNxK) does the MI300 build of the GEMM issue?",
+             "the MFMA tab of the gfx942 inspector, M\u00d7N\u00d7K column", _mfma_shape),
+    Exercise("04.2", "LDS bytes per stage", "How many bytes of LDS does one pipeline stage of the MI300 build take "
+             "(a tile of A and a tile of B)?", "block_M x block_K + block_K x block_N values, 2 bytes each (fp16)",
+             _lds_bytes_per_stage),
+    Exercise("04.3", "TMA on two GPUs", "How many TMA descriptors do the Hopper and the MI300 builds encode? "
+             "Answer a pair (Hopper, MI300).", "the TMA tab of each inspector; AMD GPUs have no TMA unit",
+             _tma_counts),
 ]}
 
 
 def exercises(notebook: str | None = None) -> list[Exercise]:
-    """The exercises, or those of one notebook ("01", "02", "03")."""
+    """The exercises, or those of one notebook ("01" ... "04")."""
     return [e for e in EXERCISES.values() if notebook is None or e.id.split(".")[0] == notebook]
 
 

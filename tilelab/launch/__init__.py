@@ -1,11 +1,12 @@
-"""Launch, verify and time TileLang kernels on the notebook's GPU.
+"""Launch, verify and time TileLang kernels on the notebook's GPU, or on the CPU (target ``c``).
 
 ``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
 ``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
 each execution backend), and ``sweep`` (configurations x sizes);
 their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
-GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works.
+GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works;
+``target="c"`` (or a kernel compiled for it) runs on the CPU instead (``_cpu.py``).
 """
 
 from __future__ import annotations

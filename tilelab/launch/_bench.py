@@ -303,7 +303,7 @@ class _Timed:
 
 def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-          timeout: float | None = None, **keywords: Any) -> BenchResult:
+          timeout: float | None = None, target: Any = None, **keywords: Any) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -330,8 +330,16 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
     and repetition time). A zero-argument callable runs in this process: it cannot be sent to
     another one.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
     opts, sizes = BenchOptions.split(options, keywords)
+    from . import _cpu
+
+    if _cpu.wants_cpu(kernel, target):
+        return _cpu.bench(kernel, args, mode=opts.mode, flops=opts.flops, bytes=opts.bytes, warmup_ms=opts.warmup_ms,
+                          rep_ms=opts.rep_ms, min_rep=opts.min_rep, max_rep=opts.max_rep, backend=backend,
+                          out_idx=out_idx, outputs=outputs, seed=opts.seed, name=opts.name, sizes=sizes)
     opts = dataclasses.replace(opts, rep_ms=opts.repetition_ms)
     torch = require_gpu()
     from . import _worker

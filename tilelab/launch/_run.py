@@ -18,7 +18,8 @@ from ._inputs import Param
 from .models import RunResult
 
 NO_GPU_MESSAGE = (
-    "no CUDA GPU is visible to this Python process, so tilelab cannot launch or time kernels here. "
+    "no CUDA GPU is visible to this Python process, so tilelab cannot launch or time CUDA kernels here "
+    "(a kernel written for the CPU launches with target=\"c\"). "
     "Inspection still works without one: tilelab.inspect(kernel) and the %%tilelang magic show the "
     "generated CUDA, launchers, TMA descriptors, WGMMA instructions and layouts."
 )
@@ -287,7 +288,7 @@ def prepare_kernel(kernel: Any, *, backend: str | None = None, out_idx: int | li
                                                pass_configs=pass_configs)
     else:
         idx = [out_idx] if isinstance(out_idx, int) else out_idx
-        compiled = _adapter.compile_kernel(kernel, backend=backend or "tvm_ffi", target=target, out_idx=idx,
+        compiled = _adapter.compile_kernel(kernel, backend=backend, target=target, out_idx=idx,
                                            pass_configs=pass_configs, args=tuple(args), kwargs=kwargs)
     source = _adapter.resolve_kernel(compiled)
     params = _inputs.params_from_arguments(_adapter.arguments(source, source.out_idx))
@@ -370,7 +371,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
         tolerance: float | None = None, backend: str | None = None, out_idx: int | list[int] | None = None,
         outputs: Sequence[str] | None = None, seed: int | None = None, ref_dtype: Any = None,
         worst: int = 5, isolate: bool = True, timeout: float | None = None, tile: Sequence[int] | None = None,
-        **sizes: int) -> RunResult:
+        target: Any = None, **sizes: int) -> RunResult:
     """Launch ``kernel`` once on the GPU and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -390,7 +391,15 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     that hangs ends in :class:`KernelLaunchError` (kind "timeout") after ``timeout`` seconds
     (default 30), and an illegal address loses the worker's CUDA context, not this process's.
     ``isolate=False`` launches in this process.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
+    (``tilelab.launch._cpu``); AMD and Apple targets are inspect-only and refused with a reason.
     """
+    from . import _cpu
+
+    if _cpu.wants_cpu(kernel, target):
+        return _cpu.run(kernel, tensors_or_shapes, ref=ref, tolerance=tolerance, backend=backend, out_idx=out_idx,
+                        outputs=outputs, seed=seed, ref_dtype=ref_dtype, worst=worst, sizes=sizes)
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     try:

@@ -68,13 +68,13 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def default_compile(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
-                    out_idx: Any) -> Callable[[], Any]:
+def default_compile(factory: Callable[..., Any], size: Config, config: Config, *, backend: str | None,
+                    out_idx: Any, target: Any = None) -> Callable[[], Any]:
     """Elaborate now (in the caller's thread); return the compile step to run in the pool."""
     from ._run import prepare_kernel
 
     func = factory(**size, **config)
-    return lambda: prepare_kernel(func, backend=backend, out_idx=out_idx)
+    return lambda: prepare_kernel(func, backend=backend, out_idx=out_idx, target=target)
 
 
 def default_bench(prepared: Any, size: Config, config: Config, **kwargs: Any) -> BenchResult:
@@ -101,7 +101,7 @@ class SweepOptions:
     ref: Callable[..., Any] | None = None
     baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None
     workers: int | None = None
-    backend: str = "tvm_ffi"
+    backend: str | None = None  # None: tvm_ffi (cython for the CPU)
     out_idx: Any = -1
     bench_kwargs: Mapping[str, Any] | None = None
     progress: bool = True
@@ -114,6 +114,7 @@ class SweepOptions:
     name: str | None = None
     isolate: bool = True
     timeout: float | None = None
+    target: Any = None  # "c": compile every configuration for the CPU and time it there
 
     @classmethod
     def merge(cls, options: SweepOptions | None, keywords: dict[str, Any]) -> SweepOptions:
@@ -165,6 +166,9 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     (``KernelLaunchError.sticky``) leaves this process's context unusable: the sweep stops there,
     and every row after it is "not run", with a note naming the configuration that caused it.
     Interrupting (the stop button, Ctrl-C) keeps the rows measured so far: the rest are "not run".
+
+    ``target="c"`` compiles every configuration for the CPU and times it there (wall clock);
+    ``backend`` defaults to tvm_ffi (cython for the CPU).
     """
     opts = SweepOptions.merge(options, keywords)
     if opts.devices is not None or opts.client is not None:  # every GPU of the host, or a Dask cluster
@@ -209,7 +213,7 @@ def _compile_all(factory: Callable[..., Any], jobs: list[tuple[int, Config, Conf
                  opts: SweepOptions) -> _Compiled:
     """Elaborate every job here, then compile them in a pool of threads, timing each compile."""
     compile_fn = opts.compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=opts.backend,
-                                                                      out_idx=opts.out_idx))
+                                                                      out_idx=opts.out_idx, target=opts.target))
     out = _Compiled()
     steps: dict[int, Callable[[], Any]] = {}
     for i, size, config in jobs:
@@ -352,9 +356,10 @@ def _table(factory: Callable[..., Any], run: _SweepRun, opts: SweepOptions) -> S
                      "as captured, without rotating its inputs or flushing L2, so it may read cached data")
     device = ""
     try:
+        from ._cpu import cpu_name, wants_cpu
         from ._run import device_name
 
-        device = device_name()
+        device = cpu_name() if wants_cpu(None, opts.target) else device_name()
     except Exception:
         pass
     return SweepTable(kernel=opts.name or getattr(factory, "__name__", "kernel"), rows=tuple(mark_best(run.rows)),

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 # Pygments lexer names by the LauncherSource.language values and the names we use elsewhere.
 _LEXERS = {"c": "c", "c++": "cpp", "cpp": "cpp", "cuda": "cuda", "python": "python", "py": "python",
-           "text": "text"}
+           "text": "text", "hip": "cuda", "metal": "cpp"}
 
 # Token colours: JupyterLab's editor variables (themed), with GitHub-like light fallbacks.
 STYLE_CSS = """

@@ -18,19 +18,25 @@ import html
 import re
 from typing import Any, Iterable, Sequence
 
-from .._model import BACKENDS, KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
+from .._model import KernelReport, Layout, LauncherSource, TmaDescriptor, WgmmaOperand
 from .code import STYLE_CSS as CODE_CSS
 from . import machine
 from .code import LineMark, highlight_code
 from .text import dims, pdl_text, size_text
 
-SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
+SECTIONS = ("summary", "cuda", "launcher", "tma", "wgmma", "mfma", "layouts", "arguments", "lines", "ptx", "sass",
+            "ir")
 SECTION_TITLES = {
     "summary": "Summary", "cuda": "CUDA", "launcher": "Launcher", "tma": "TMA", "wgmma": "WGMMA",
-    "layouts": "Layouts", "arguments": "Arguments", "lines": "Lines", "ptx": "PTX", "sass": "SASS", "ir": "IR passes",
+    "mfma": "MFMA", "layouts": "Layouts", "arguments": "Arguments", "lines": "Lines", "ptx": "PTX", "sass": "SASS",
+    "ir": "IR passes",
 }
+# The device-code section is named after the language the target's code is written in.
+_DEVICE_TITLES = {"cuda": "CUDA", "hip": "HIP", "metal": "Metal", "cpu": "C"}
+
+
 # Sections open by default in the static report; sources start folded.
-_OPEN = {"summary", "tma", "wgmma"}
+_OPEN = {"summary", "tma", "wgmma", "mfma"}
 # A fallback table of a layout lists every element; past this many, only the description is shown.
 _LAYOUT_TABLE_LIMIT = 4096
 
@@ -210,7 +216,18 @@ def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple
 # --------------------------------------------------------------------------------------------
 
 
+def _target_record(report: KernelReport) -> Any:
+    from ..targets import parse_target
+
+    try:
+        return parse_target(report.target)
+    except ValueError:
+        return None
+
+
 def summary_html(report: KernelReport, links: bool = True) -> str:
+    if report.family != "cuda":
+        return _other_summary_html(report)
     out = []
     sites = sum(w.count for w in report.wgmma)
     facts = [
@@ -247,14 +264,82 @@ def summary_html(report: KernelReport, links: bool = True) -> str:
     return "".join(out)
 
 
+def _other_summary_html(report: KernelReport) -> str:
+    """Summary of a HIP, Metal or CPU report: the launch configuration in the family's words, the
+    matrix instructions, and which CUDA-only features do not apply."""
+    target = _target_record(report)
+    rid = report_id(report)
+    smem = target.shared_memory_name if target else "shared memory"
+    facts: list[list[Any]] = [["kernel", report.name],
+                              ["target", f"{report.target} ({target.description})" if target else report.target],
+                              ["device kernels", len(report.kernels)]]
+    if report.family == "hip":
+        sites = sum(m.count for m in report.mfma)
+        facts.append(["MFMA instructions", f"{sites} call site(s), {len(report.mfma)} distinct form(s)"])
+        worst = max((r.conflict_degree for r in report.lds_reads), default=None)
+        if worst is not None:
+            facts.append(["LDS operand reads", f"{len(report.lds_reads)}, worst {worst:g}-way bank conflict (CDNA model)"])
+    if target is not None:
+        facts.append(["TMA, WGMMA, L2 windows", "do not apply: CUDA features"])
+        facts.append(["launch here", "yes, on the CPU" if target.launch == "cpu" else
+                      "no: inspect only (no such GPU to test a launch path on)"])
+    out = [_table(["", ""], facts)]
+    if report.kernels:
+        if report.family == "cpu":
+            out.append(_table(
+                ["function", "grid (outer loops)", "threads"],
+                [[k.name, "the tile loops are in the function body (see C)", "none: one CPU thread runs every tile"]
+                 for k in report.kernels],
+                row_attrs=[f' id="{rid}-kernel-{i}"' for i in range(len(report.kernels))],
+            ))
+        else:
+            group = "threadgroup" if report.family == "metal" else "block"
+            out.append(_table(
+                ["device kernel", "grid", group, f"threads / {group}", f"dynamic {smem}"],
+                [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes)]
+                 for k in report.kernels],
+                row_attrs=[f' id="{rid}-kernel-{i}"' for i in range(len(report.kernels))],
+            ))
+    if report.notes:
+        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report.notes) + "</ul>")
+    if report.versions:
+        out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
+    return "".join(out)
+
+
 def cuda_html(report: KernelReport, links: bool = True) -> str:
     rid = report_id(report)
     text = report.sources.device
+    target = _target_record(report)
+    language = target.source_language if target else "cuda"
     # Links to the PTX/SASS/Lines tabs only where those share the page (the static report).
     marks = {n: [LineMark(href, label, title) for href, label, title in items]
              for n, items in machine.cuda_marks(report, rid).items()} if links else {}
     return (f'<details class="tl-sub"><summary>device code ({_lines(text)} lines)</summary>'
-            f"{highlight_code(text, 'cuda', anchor_prefix=f'{rid}-cuda', marks=marks)}</details>")
+            f"{highlight_code(text, language, anchor_prefix=f'{rid}-cuda', marks=marks)}</details>")
+
+
+_LAUNCH_LINE = {
+    # how each family's launchers start a device kernel (HIP's <<< >>>, the CPU's direct call,
+    # tvm_ffi's packed function handle)
+    "hip": r"{name}\s*<<<|TVMFFIFunctionCall\({name}_packed",
+    "metal": r"TVMFFIFunctionCall\({name}_packed",
+    "cpu": r"(?<![\w\"]){name}\s*\(",
+}
+
+
+def launch_links(report: KernelReport, text: str) -> dict[int, list[int]]:
+    """1-based lines of a non-CUDA launcher ``text`` that launch each device kernel -> kernel indices."""
+    pattern = _LAUNCH_LINE.get(report.family)
+    found: dict[int, list[int]] = {}
+    if pattern is None:
+        return found
+    for i, k in enumerate(report.kernels):
+        regex = re.compile(pattern.format(name=re.escape(k.name)))
+        for number, line in enumerate(text.split("\n"), 1):
+            if regex.search(line) and not re.match(r"\s*(?:static|//|extern|int32_t\s+\w+\s*\()", line):
+                found.setdefault(number, []).append(i)
+    return found
 
 
 @functools.lru_cache(maxsize=64)
@@ -269,7 +354,7 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
     links = tma_links(report)
     names = [d.name for d in report.tma_descriptors]
     out = []
-    for b in (BACKENDS if backend is None else (backend,)):
+    for b in (report.launcher_backends if backend is None else (backend,)):
         item = report.sources.launcher(b)
         if item is None:
             out.append(f'<p class="tl-absent"><b>{esc(b)}</b>: not generated for this report.</p>')
@@ -291,6 +376,11 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
                                 LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
                         else:
                             marks.setdefault(line, [])
+            for line, kernels in launch_links(report, text).items():
+                for i in kernels:
+                    name = report.kernels[i].name
+                    marks.setdefault(line, []).append(
+                        LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
             code = highlight_code(text, language, anchor_prefix=anchor, marks=marks)
             out.append(f'<details class="tl-sub" id="{anchor}"><summary>{title} '
@@ -306,6 +396,9 @@ def tma_html(report: KernelReport, *, excerpts: bool = False) -> str:
     rows link there (the inspector widget, whose launcher code sits in another tab, uses this).
     """
     if not report.tma_descriptors:
+        target = _target_record(report)
+        if target is not None and not target.tma:
+            return f'<p class="tl-muted">{esc(target.not_applicable("tma"))}</p>'
         return '<p class="tl-muted">This kernel encodes no TMA descriptors.</p>'
     rid = report_id(report)
     links = tma_links(report)
@@ -381,6 +474,9 @@ def _tma_cells(d: TmaDescriptor, i: int, rid: str, links: list[tuple[str, str, s
 
 def wgmma_html(report: KernelReport) -> str:
     if not report.wgmma:
+        target = _target_record(report)
+        if target is not None and not target.wgmma:
+            return f'<p class="tl-muted">{esc(target.not_applicable("wgmma"))}</p>'
         return '<p class="tl-muted">This kernel issues no WGMMA instructions.</p>'
     rows = []
     for w in report.wgmma:
@@ -510,6 +606,74 @@ def arguments_html(report: KernelReport) -> str:
     return "".join(out)
 
 
+def mfma_html(report: KernelReport) -> str:
+    """Each MFMA form (intrinsic, shape, types, operands, per-lane layouts) and the LDS reads that
+    feed its operands, with their bank conflicts under the CDNA LDS model (tilelab.mfma)."""
+    if not report.mfma:
+        target = _target_record(report)
+        if target is not None and not target.mfma:
+            return f'<p class="tl-muted">{esc(target.not_applicable("mfma"))}</p>'
+        return '<p class="tl-muted">This kernel issues no MFMA instructions.</p>'
+    rid = report_id(report)
+    source_lines = report.sources.device.split("\n")
+
+    def at(n: int) -> str:  # the line itself rides along as a tooltip (the HIP tab may be elsewhere)
+        text = source_lines[n - 1].strip() if 0 < n <= len(source_lines) else ""
+        return f'<a href="#{rid}-cuda-L{n}" title="{esc(text)}">L{n}</a>'
+
+    rows = []
+    for m in report.mfma:
+        where = ", ".join(at(n) for n in m.lines)
+        rows.append([m.kernel or "-", m.intrinsic, m.variant, m.shape, m.a_dtype, m.b_dtype, m.accum_dtype,
+                     m.a_operand + (f" \u2190 {m.a_lds}" if m.a_lds else ""),
+                     m.b_operand + (f" \u2190 {m.b_lds}" if m.b_lds else ""), m.accumulator, m.count, where])
+    out = [_table(["kernel", "intrinsic", "variant", "M\u00d7N\u00d7K", "A dtype", "B dtype", "accum", "A operand (\u2190 LDS)",
+                   "B operand (\u2190 LDS)", "accumulator", "call sites", "in HIP"], rows, numeric=(10,), raw=(11,))]
+    out.append("<p>What each of the 64 lanes of a wavefront holds (AMD CDNA3 ISA, MFMA register layouts):</p>")
+    lane_rows = []
+    for m in report.mfma:
+        lane_rows += [[m.shape, f"A ({m.a_operand})", m.a_lanes], [m.shape, f"B ({m.b_operand})", m.b_lanes],
+                      [m.shape, f"C/D ({m.accumulator})", m.c_lanes]]
+    out.append(_table(["shape", "operand", "per lane"], lane_rows))
+    if report.lds_reads:
+        out.append("<p>LDS reads that fill the operand registers, per 64-lane wavefront. Model: 32 banks &times; "
+                   "4 bytes; a read of W bytes per lane is served 128/W lanes at a time (W &le; 4: 32 lanes); "
+                   "each phase takes as many clocks as the most distinct 4-byte words one bank delivers. "
+                   "The Layouts section draws each LDS buffer&rsquo;s layout; its bank colours hold on CDNA too "
+                   "(the same 32 banks of 4 bytes).</p>")
+        lds_rows = []
+        for r in report.lds_reads:
+            verdict = "conflict-free" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"
+            lds_rows.append([r.buffer, r.destination, f"{r.width_bytes} B", len(r.phase_clocks),
+                             " ".join(str(c) for c in r.phase_clocks), r.clocks, verdict,
+                             ", ".join(r.loop_variables) or "-", at(r.line)])
+        out.append(_table(["LDS buffer", "into", "per lane", "phases", "clocks per phase (worst loop step)",
+                           "clocks", "bank conflicts", "loop variables", "in HIP"], lds_rows,
+                          row_attrs=[' class="tl-problem"' if r.conflict_degree > 1 else "" for r in report.lds_reads],
+                          numeric=(3, 5), raw=(8,)))
+        for r in report.lds_reads:
+            out.append(_bank_strip(r))
+    return "".join(out)
+
+
+def _bank_strip(read: Any) -> str:
+    """The bank each lane of the first loop step reads first, one row per phase."""
+    per = len(read.byte_addresses) // max(1, len(read.phase_clocks))
+    rows = []
+    for p, clocks in enumerate(read.phase_clocks):
+        lanes = range(p * per, (p + 1) * per)
+        rows.append([f"lanes {lanes.start}-{lanes.stop - 1}", clocks,
+                     " ".join(str(read.banks[lane]) for lane in lanes)])
+    return (f'<details class="tl-sub"><summary>{esc(read.buffer)} &rarr; {esc(read.destination)}: '
+            "bank of each lane</summary>" + _table(["phase", "clocks", "first bank per lane"], rows) + "</details>")
+
+
+def comparison_html(comparison: Any) -> str:
+    """A :class:`tilelab.targets.TargetComparison` as one table, a column per target."""
+    rows = [[label, *values] for label, values in comparison.rows]
+    return wrap(_table(["", *comparison.targets], rows))
+
+
 _SECTION_BODIES = {
     "summary": summary_html, "cuda": cuda_html,
     "launcher": lambda r, links: launcher_html(r), "tma": lambda r, links: tma_html(r),
@@ -519,12 +683,14 @@ _SECTION_BODIES = {
     "ptx": lambda r, links: machine.ptx_html(r, report_id(r), links),
     "sass": lambda r, links: machine.sass_html(r, report_id(r), links),
     "ir": lambda r, links: machine.ir_html(r, report_id(r)),
+    "mfma": lambda r, links: mfma_html(r),
 }
 
 
 def default_sections(report: KernelReport) -> tuple[str, ...]:
-    """Every section with something to show: the opt-in tiers only when they were computed."""
-    skip = set()
+    """Every section with something to show: MFMA only for AMD targets, the opt-in tiers only
+    when they were computed."""
+    skip = set() if report.family == "hip" else {"mfma"}
     if report.machine is None:
         skip |= {"lines", "ptx", "sass"}
     if report.passes is None:
@@ -534,8 +700,11 @@ def default_sections(report: KernelReport) -> tuple[str, ...]:
 
 def section_title(report: KernelReport, name: str) -> str:
     count = {"tma": len(report.tma_descriptors), "wgmma": len(report.wgmma), "layouts": len(report.layouts),
-             "arguments": len(report.arguments)}.get(name)
-    return SECTION_TITLES[name] + (f" ({count})" if count is not None else "")
+             "arguments": len(report.arguments), "mfma": len(report.mfma)}.get(name)
+    if name in ("tma", "wgmma") and report.family != "cuda":
+        count = None  # "does not apply", not zero
+    title = _DEVICE_TITLES.get(report.family, "CUDA") if name == "cuda" else SECTION_TITLES[name]
+    return title + (f" ({count})" if count is not None else "")
 
 
 def section_body(report: KernelReport, name: str, *, cross_links: bool = True) -> str:
@@ -578,9 +747,14 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
     rid = report_id(report)
     sites = sum(w.count for w in report.wgmma)
+    if report.family == "cuda":
+        counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
+    elif report.family == "hip":
+        counts = f"{sum(m.count for m in report.mfma)} MFMA"
+    else:
+        counts = _DEVICE_TITLES.get(report.family, report.family) + " source"
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
-            f"{len(report.kernels)} kernel(s), {len(report.tma_descriptors)} TMA, {sites} WGMMA, "
-            f"{len(report.problems)} problem(s)</span></div>")
+            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>")
     parts = [head]
     for name in chosen:
         opened = " open" if name in _OPEN else ""
@@ -599,6 +773,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 
 __all__ = [
-    "SECTIONS", "encode_spans", "esc", "launcher_html", "render_html", "render_section", "report_id",
+    "SECTIONS", "comparison_html", "default_sections", "encode_spans", "launch_links", "mfma_html", "esc", "launcher_html", "render_html", "render_section", "report_id",
     "section_body", "section_title", "tma_links",
 ]

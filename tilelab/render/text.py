@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .._model import BACKENDS, KernelReport, TmaDescriptor
+from .._model import KernelReport, TmaDescriptor
 
 
 def dims(values: Sequence[Any] | None) -> str:
@@ -71,12 +71,27 @@ def _num(value: Any) -> str:
 def render_text(report: KernelReport) -> str:
     lines: list[str] = []
     n_wgmma_sites = sum(w.count for w in report.wgmma)
-    lines.append(
-        f"KernelReport {report.name} for {report.target}: {len(report.kernels)} kernel(s), "
-        f"{len(report.tma_descriptors)} TMA descriptor(s), {n_wgmma_sites} WGMMA instruction(s) "
-        f"({len(report.wgmma)} distinct), {len(report.problems)} problem(s)"
-    )
-    if report.kernels:
+    if report.family == "cuda":
+        lines.append(
+            f"KernelReport {report.name} for {report.target}: {len(report.kernels)} kernel(s), "
+            f"{len(report.tma_descriptors)} TMA descriptor(s), {n_wgmma_sites} WGMMA instruction(s) "
+            f"({len(report.wgmma)} distinct), {len(report.problems)} problem(s)"
+        )
+    else:
+        mfma = (f", {sum(m.count for m in report.mfma)} MFMA instruction(s) ({len(report.mfma)} distinct)"
+                if report.family == "hip" else "")
+        lines.append(f"KernelReport {report.name} for {report.target}: {len(report.kernels)} kernel(s){mfma}; "
+                     "TMA, WGMMA and L2 windows do not apply (CUDA features)")
+    if report.kernels and report.family != "cuda":
+        from ..targets import parse_target
+
+        memory = parse_target(report.target).shared_memory_name
+        lines.append("")
+        lines.append("Kernels")
+        lines += _table(["name", "grid", "block", "threads", f"dynamic {memory}"],
+                        [[k.name, dims(k.grid), dims(k.block), k.threads_per_block,
+                          size_text(k.dynamic_shared_memory_bytes)] for k in report.kernels])
+    elif report.kernels:
         lines.append("")
         lines.append("Kernels")
         lines += _table(
@@ -106,6 +121,20 @@ def render_text(report: KernelReport) -> str:
                          f"A {w.a_major}, B {w.b_major}", w.count,
                          _operand(w.a) if w.a else "registers", _operand(w.b) if w.b else "-"])
         lines += _table(["instruction", "variant", "types", "major", "sites", "A descriptor", "B descriptor"], rows)
+    if report.mfma:
+        lines.append("")
+        lines.append("MFMA (per-lane layouts: AMD CDNA3 ISA)")
+        lines += _table(["intrinsic", "MxNxK", "types", "A / B / C operands", "sites"],
+                        [[m.intrinsic, m.shape, f"{m.a_dtype} x {m.b_dtype} -> {m.accum_dtype}",
+                          f"{m.a_operand} / {m.b_operand} / {m.accumulator}", m.count] for m in report.mfma])
+        for m in report.mfma:
+            lines += [f"  {m.shape} A: {m.a_lanes}", f"  {m.shape} B: {m.b_lanes}", f"  {m.shape} C: {m.c_lanes}"]
+    if report.lds_reads:
+        lines.append("")
+        lines.append("LDS operand reads (CDNA model: 32 banks x 4 B, 128 B per clock)")
+        lines += _table(["buffer", "into", "per lane", "clocks per phase", "conflict"],
+                        [[r.buffer, r.destination, f"{r.width_bytes} B", " ".join(map(str, r.phase_clocks)),
+                          "none" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"] for r in report.lds_reads])
     if report.l2_persistence:
         lines.append("")
         lines.append("L2 persistence windows")
@@ -132,7 +161,7 @@ def render_text(report: KernelReport) -> str:
         lines += _table(["name", "kind", "dtype", "shape", "how it is read"], rows)
     lines.append("")
     launchers = []
-    for backend in BACKENDS:
+    for backend in report.launcher_backends:
         item = report.sources.launcher(backend)
         if item is None:
             launchers.append(f"{backend}: not generated")

@@ -13,10 +13,10 @@ from typing import Any, Iterable, Sequence
 
 import ipywidgets as widgets
 
-from .._model import BACKENDS, KernelReport
+from .._model import KernelReport
 from ..render import html as render
 
-TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
+TABS = ("summary", "cuda", "launcher", "tma", "wgmma", "mfma", "layouts", "arguments", "lines", "ptx", "sass", "ir")
 
 
 def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -62,9 +62,9 @@ class Inspector(widgets.Tab):
         if name == "launcher":
             # No back links to TMA rows here: they live in the TMA tab, hidden while this one shows.
             subs = [widgets.HTML(render.wrap(render.launcher_html(self.report, b, back_links=False)))
-                    for b in BACKENDS]
+                    for b in self.report.launcher_backends]
             tab = widgets.Tab(children=subs)
-            tab.titles = tuple(_backend_title(self.report, b) for b in BACKENDS)
+            tab.titles = tuple(_backend_title(self.report, b) for b in self.report.launcher_backends)
             return tab
         if name == "tma":
             return widgets.HTML(render.wrap(render.tma_html(self.report, excerpts=True)))

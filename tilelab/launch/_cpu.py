@@ -1,0 +1,191 @@
+"""Launching on the CPU: ``run``/``bench``/``sweep`` for kernels compiled for target ``c``.
+
+TileLang 0.1.15 compiles target ``c`` kernels to C, builds them with the host compiler and calls
+them through its cython backend on CPU torch tensors. tilelab uses the same inputs, poisoned
+outputs, tolerances and result models as on the GPU; only the clock differs: a CPU kernel is
+timed with a wall clock (``time.perf_counter_ns``) around each call, which returns when the
+kernel has finished (the call is synchronous), so no events or synchronisation are needed.
+
+The entry points here are reached through small branches at the top of ``run``, ``bench`` and
+``sweep`` (:func:`wants_cpu`), so the GPU path stays as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import time
+from typing import Any, Callable, Sequence
+
+from .._errors import TilelabError
+from . import _inputs
+from .models import BenchResult, RunResult
+
+CPU_METHOD = ("wall clock (time.perf_counter_ns) around each synchronous call on the CPU, "
+              "back to back, inputs warm in the CPU caches")
+
+
+class InspectOnlyTargetError(TilelabError, RuntimeError):
+    """A launch was asked for a target tilelab can only inspect (AMD and Apple GPUs)."""
+
+
+def wants_cpu(kernel: Any, target: Any = None) -> bool:
+    """True when ``kernel`` is to be launched on the CPU: ``target`` names the CPU, or the kernel
+    was compiled for it. Raises :class:`InspectOnlyTargetError` for targets tilelab only inspects."""
+    from .. import _adapter
+    from ..targets import launch_refusal, parse_target
+
+    if target is not None:
+        resolved = parse_target(target)
+        if resolved.family == "cpu":
+            return True
+        if resolved.family != "cuda":
+            raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_adapter.has_gpu()))
+        return False
+    compiled = getattr(kernel, "compiled", kernel)  # a Prepared, or a JITKernel
+    family = _adapter.compiled_target_family(compiled)
+    if family is not None and family not in ("cuda", "cpu"):
+        resolved = parse_target(_adapter.compiled_target_name(compiled))
+        raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_adapter.has_gpu()))
+    return family == "cpu"
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The host CPU's model name (from /proc/cpuinfo where there is one), for result models."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return "CPU: " + line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU: " + (platform.processor() or platform.machine() or "unknown")
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def prepare(kernel: Any, *, backend: str | None, out_idx: Any, outputs: Sequence[str] | None) -> Any:
+    from ._run import Prepared, prepare_kernel
+
+    if isinstance(kernel, Prepared):
+        return kernel
+    return prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs, target="c")
+
+
+def _launch(prepared: Any, args: list[Any], pattern: int) -> tuple[list[Any], list[bool]]:
+    from ._run import call_kernel
+
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    for a, p in zip(args, launch):
+        if p.is_output:
+            _inputs.poison_(a, pattern)
+    try:
+        outs = call_kernel(prepared, args)
+    except Exception as err:
+        raise TilelabError(f"{prepared.name}: the CPU kernel failed: {type(err).__name__}: {err}") from err
+    # Outputs the launcher allocates itself (out_idx) come from torch's CPU allocator, which
+    # cannot be poisoned beforehand: those are not checked for unwritten elements.
+    return outs, [p.passed_at_launch for p in prepared.outputs]
+
+
+def run(kernel: Any, tensors_or_shapes: Sequence[Any], *, ref: Callable[..., Any] | None, tolerance: float | None,
+        backend: str | None, out_idx: Any, outputs: Sequence[str] | None, seed: int | None, ref_dtype: Any,
+        worst: int, sizes: dict[str, int]) -> RunResult:
+    """:func:`tilelab.run` on the CPU (same checks and result model)."""
+    from ._run import _reference
+
+    torch = _torch()
+    prepared = prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cpu", seed=seed)
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    notes: list[str] = []
+    inputs = [a for a, p in zip(args, launch) if not p.is_output]
+    expected = _reference(torch, ref, inputs, ref_dtype, notes) if ref is not None else None
+    outs, poisoned = _launch(prepared, args, _inputs.POISON)
+    seconds: list[Any] = [None] * len(outs)
+    twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
+    if twice:
+        outs = [o.clone() if p.passed_at_launch else o for o, p in zip(outs, prepared.outputs)]
+        outs2, _ = _launch(prepared, args, _inputs.SECOND_POISON)
+        for i in twice:
+            seconds[i] = outs2[i]
+        notes.append(f"launched twice ({', '.join(prepared.outputs[i].name for i in twice)} poisoned with "
+                     f"0x{_inputs.POISON:02X}, then 0x{_inputs.SECOND_POISON:02X} bytes, since 0xFF is a valid "
+                     "value of their dtype)")
+    if expected is not None and len(expected) != len(outs):
+        raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
+                         f"({', '.join(p.name for p in prepared.outputs)})")
+    input_dtypes = [p.dtype for p in prepared.params if p.kind == "tensor" and not p.is_output]
+    mnk = _inputs.gemm_shape(*_inputs.param_shapes(prepared.params, bound))
+    checks = []
+    for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
+        if not poisoned[i]:
+            notes.append(f"{p.name} is allocated by the kernel's launcher (out_idx) from torch's CPU allocator, "
+                         "which cannot be poisoned first: unwritten elements were not checked")
+        tol = tolerance if tolerance is not None else _inputs.tolerance_for(
+            p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
+        checks.append(_inputs.compare(p.name, out, expected[i] if expected is not None else None,
+                                      tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i]))
+    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend, device=cpu_name(),
+                     sizes=tuple(sorted(bound.items())),
+                     reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
+
+
+def time_calls(fn: Callable[[], Any], n_warmup: int, n_rep: int) -> list[float]:
+    """Milliseconds of each of ``n_rep`` calls of ``fn`` after ``n_warmup`` untimed ones."""
+    for _ in range(n_warmup):
+        fn()
+    samples = []
+    for _ in range(n_rep):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - start) / 1e6)
+    return samples
+
+
+def bench(kernel: Any, args: Sequence[Any], *, mode: str, flops: float | None, bytes: float | None,
+          warmup_ms: float, rep_ms: float | None, min_rep: int, max_rep: int, backend: str | None,
+          out_idx: Any, outputs: Sequence[str] | None, seed: int | None, name: str | None,
+          sizes: dict[str, int]) -> BenchResult:
+    """:func:`tilelab.bench` on the CPU: wall-clock samples, the method named in the result."""
+    from ._bench import count_work
+    from ._run import Prepared, call_kernel, is_tilelang_kernel
+
+    notes: list[str] = []
+    if mode != "sustained":
+        notes.append(f"mode {mode!r} is a GPU timing mode; on the CPU every mode times back-to-back calls")
+    bound: dict[str, int] = {}
+    backend_used = ""
+    if is_tilelang_kernel(kernel) or isinstance(kernel, Prepared):
+        prepared = prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+        kname, backend_used = prepared.name, prepared.backend
+        launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cpu", seed=seed)
+        # TileLang's CPU T.gemm is a scalar loop nest with no marker in the C source: FLOPs are
+        # counted only when given (flops=...); bytes always.
+        auto_flops, auto_bytes = count_work(prepared.params, bound, prepared.kernel_source())
+        flops = flops if flops is not None else auto_flops
+        bytes = bytes if bytes is not None else auto_bytes
+
+        def fn() -> Any:
+            return call_kernel(prepared, launch_args)
+    elif callable(kernel):
+        kname = name or getattr(kernel, "__name__", "callable")
+        kname = "callable" if kname == "<lambda>" else kname
+        fn = kernel
+    else:
+        raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+    start = time.perf_counter()
+    fn()
+    estimate = max((time.perf_counter() - start) * 1e3, 1e-3)
+    n_warmup = max(1, int(warmup_ms / estimate))
+    n_rep = int(min(max_rep, max(min_rep, (rep_ms if rep_ms is not None else 100.0) / estimate)))
+    samples = time_calls(fn, n_warmup, n_rep)
+    return BenchResult(kernel=name or kname, samples_ms=tuple(samples), mode=mode, method=CPU_METHOD, flops=flops,
+                       bytes=bytes, device=cpu_name(), backend=backend_used, sizes=tuple(sorted(bound.items())),
+                       l2_flush=False, rotating_copies=1, warmup=n_warmup, notes=tuple(notes))
+
