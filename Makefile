@@ -6,8 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # torch first and pinned: a bare "torch" can pull a multi-GB CUDA build on a CPU machine.
 TORCH  ?= torch==2.13.0
-# Where pip looks for torch first: on this project's machines torch==2.13.0 resolves to a CPU build
-# held locally; elsewhere, e.g. make TORCH_INDEX=https://download.pytorch.org/whl/cpu test
+# Where pip also looks for torch, e.g. make TORCH_INDEX=https://download.pytorch.org/whl/cpu test
 TORCH_INDEX ?=
 STAMP  := $(VENV)/.tilelab-installed
 PYTEST_ARGS ?=
@@ -35,12 +34,35 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# On a GPU machine: the tests that launch kernels.
-test-gpu: $(STAMP)
-	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+# On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
+# (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.
+#   make test-gpu                  torch from PyTorch's CUDA 12.8 wheels (needs driver >= 570)
+#   make test-gpu CUDA=cu130       CUDA 13.0 wheels (driver >= 580); cu126 for older drivers
+#   make test-gpu SYSTEM_TORCH=1   the CUDA torch already installed for $(PYTHON), as it is
+# TileLang compiles kernels with nvcc: it must be on PATH or under $CUDA_HOME (the CUDA toolkit).
+GPU_VENV  := .venv-gpu
+GPU_STAMP := $(GPU_VENV)/.tilelab-installed
+CUDA      ?= cu128
+GPU_TORCH ?= torch
+GPU_TORCH_INDEX ?= https://download.pytorch.org/whl/$(CUDA)
+SYSTEM_TORCH ?=
+
+$(GPU_STAMP): pyproject.toml Makefile
+	@command -v nvidia-smi >/dev/null 2>&1 || { echo "make test-gpu: nvidia-smi not found: this machine has no NVIDIA driver"; exit 1; }
+	@command -v nvcc >/dev/null 2>&1 || test -x "$${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" || { \
+	  echo "make test-gpu: nvcc not found on PATH or in \$$CUDA_HOME/bin: install the CUDA toolkit or set CUDA_HOME"; exit 1; }
+	@test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(if $(SYSTEM_TORCH),--system-site-packages) $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(if $(SYSTEM_TORCH),,$(GPU_VENV)/bin/python -m pip install -q --disable-pip-version-check --index-url $(GPU_TORCH_INDEX) "$(GPU_TORCH)")
+	$(GPU_VENV)/bin/python -c "import torch, sys; torch.cuda.is_available() or sys.exit('make test-gpu: torch ' + torch.__version__ + ' sees no CUDA GPU (a CPU build, or a CUDA build newer than the driver: try CUDA=cu126)')"
+	$(GPU_VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,lab]"
+	@touch $@
+
+test-gpu: $(GPU_STAMP)
+	$(GPU_VENV)/bin/python -m pytest -m gpu $(PYTEST_ARGS)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .tilelab-cache
+	rm -rf $(VENV) $(GPU_VENV) .pytest_cache .tilelab-cache

@@ -1,6 +1,6 @@
 """Host cost per call of each TileLang execution backend, for the same kernels.
 
-    source .gpu/setup.sh && python benchmarks/launch_overhead.py [--out DIR]
+    .venv-gpu/bin/python benchmarks/launch_overhead.py [--out DIR]
 
 Two kernels: a 4096-element vector add (GPU time far below host cost) and the 1024^3 fp16 GEMM
 of examples/gemm.py (128x128x32 tiles). Outputs are allocated by each launcher (out_idx=-1),

@@ -1,6 +1,6 @@
 """Find the examples/gemm.py configuration for 8192^3 fp16 with tilelab.sweep, against torch.matmul.
 
-    source .gpu/setup.sh && python benchmarks/sweep_gemm.py [--out DIR] [--sizes 4096,8192]
+    .venv-gpu/bin/python benchmarks/sweep_gemm.py [--out DIR] [--sizes 4096,8192]
 
 Every configuration is checked against a float64 reference (tilelab.run) before it is timed
 (sustained mode: back to back, L2 flushed, as do_bench). Prints the table and the best

@@ -1,6 +1,6 @@
 """How tilelab.bench's two modes compare with Nsight Compute and triton.testing.do_bench.
 
-    source .gpu/setup.sh && python benchmarks/timing_fidelity.py [--out DIR] [--idle 2,20,100]
+    .venv-gpu/bin/python benchmarks/timing_fidelity.py [--out DIR] [--idle 2,20,100]
 
 For the 8192^3 fp16 TileLang GEMM (examples/gemm.py, ``matmul_best``), torch.matmul at the same
 size, and a 1 GiB fp16 copy kernel (examples/tile_copy.py, 16384 x 32768), each timed twice:

@@ -1,8 +1,10 @@
 """Suite-wide set-up.
 
 * nvcc is hidden unless a GPU is present: a shim named ``nvcc`` goes first on PATH and as
-  ``$CUDA_HOME/bin/nvcc``; it records every call and fails. ``test_nvcc_was_never_called``
-  (tests/test_zz_nvcc_hidden.py) then proves that inspection never needed it.
+  ``$CUDA_HOME/bin/nvcc``; it records every call and fails. The autouse fixture
+  ``_nvcc_never_called`` fails any test, wherever it runs in the order, during which the shim
+  was called: inspection must never need nvcc. (A test that calls the shim on purpose carries
+  the marker ``calls_nvcc``.)
 * tilelab's report cache lives in a fresh temporary folder for the session.
 * GPU tests (marker ``gpu``) are skipped, with the reason shown, where there is no CUDA GPU.
 """
@@ -47,7 +49,7 @@ if not GPU_PRESENT:
 def pytest_collection_modifyitems(config, items):
     if GPU_PRESENT:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU: none on this machine (run `make test-gpu` on the lent H100)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: none on this machine (run `make test-gpu` on a machine with one)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
@@ -56,3 +58,19 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def nvcc_log() -> Path:
     return NVCC_LOG
+
+
+def _nvcc_calls() -> str:
+    return NVCC_LOG.read_text() if NVCC_LOG.exists() else ""
+
+
+@pytest.fixture(autouse=True)
+def _nvcc_never_called(request):
+    """Fails the test during which the hidden nvcc was called, naming the calls."""
+    before = _nvcc_calls()
+    yield
+    if GPU_PRESENT or request.node.get_closest_marker("calls_nvcc"):
+        return
+    new = _nvcc_calls()[len(before):]
+    if new:
+        pytest.fail(f"nvcc was called during {request.node.nodeid} (inspection must not need it):\n{new}")

@@ -1,13 +1,16 @@
 """The launch layer's CPU side: tolerances, sizes, poison and comparison, result models, sweep
 bookkeeping with a fake compile step, plots from recorded samples, the no-GPU message."""
 
+import dataclasses
+import json
 import math
 
 import pytest
 import torch
 
 import tilelab
-from tilelab.launch import _inputs, plots
+from tilelab.launch import _inputs
+from tilelab.render import plots
 from tilelab.launch._sweep import sweep
 from tilelab.launch.models import BenchResult, SweepTable
 
@@ -563,3 +566,88 @@ def test_roofline_places_flop_kernels_and_shows_bytes_only_kernels_against_bandw
     assert bw_ax.get_lines()[0].get_xdata()[0] == 3000.0  # the bandwidth roof
     assert any("80%" in t.get_text() for t in bw_ax.texts)
     assert len(plots.roofline_plot(ceilings, [("gemm", gemm)]).axes) == 1  # no bytes-only kernel: one panel
+
+
+def test_launch_records_import_no_renderer_and_delegate_their_display():
+    """The records stay pure: importing them loads no renderer, matplotlib or IPython; showing
+    one draws it through tilelab.render.launch, with the record's own values escaped."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tilelab.launch.models as m\n"
+             "bad = [n for n in ('tilelab.render.launch', 'tilelab.render.plots', 'matplotlib', 'IPython')"
+             " if n in sys.modules]\n"
+             "print(bad)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+    from tilelab.launch.models import BenchResult
+    from tilelab.render import launch as render_launch
+
+    r = BenchResult(kernel="<gemm&1>", samples_ms=(1.0, 2.0, 3.0), mode="sustained")
+    assert r._repr_html_() == render_launch.bench_result_html(r)
+    assert "&lt;gemm&amp;1&gt;" in r._repr_html_() and "<gemm&1>" not in r._repr_html_()
+    assert repr(r).startswith("<gemm&1> [sustained] median 2.0000 ms (min 1.0000")
+
+
+def test_bench_options_record_and_keywords_are_one_call():
+    """bench's measurement options are one frozen record; keywords that name its fields fill it,
+    every other keyword is a size; the worker receives exactly to_dict() plus the sizes."""
+    import tilelab
+    from tilelab.launch import BenchOptions
+
+    opts, sizes = BenchOptions.split(None, {"mode": "isolated", "idle_ms": 5.0, "M": 4096, "N": 128})
+    assert opts == BenchOptions(mode="isolated", idle_ms=5.0) and sizes == {"M": 4096, "N": 128}
+    assert opts.repetition_ms == 500.0 and BenchOptions().repetition_ms == 100.0
+    assert BenchOptions(rep_ms=7.0, mode="isolated").repetition_ms == 7.0
+    assert BenchOptions().flushes and not BenchOptions(mode="graph").flushes
+    assert BenchOptions(mode="graph", flush_l2=True).flushes
+    # a keyword beside options= replaces that field only
+    base = BenchOptions(mode="graph", graph_batch=40)
+    assert BenchOptions.split(base, {"graph_batch": 8})[0] == BenchOptions(mode="graph", graph_batch=8)
+    # what travels to the worker comes back as the same record and sizes
+    wire = {**opts.to_dict(), **sizes}
+    assert json.loads(json.dumps(wire)) == wire
+    assert BenchOptions.split(None, wire) == (opts, sizes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.mode = "graph"
+    # bad options are refused by name before anything needs a GPU
+    with pytest.raises(ValueError, match="mode must be one of .*'graph'.*got 'fast'"):
+        tilelab.bench(lambda: None, mode="fast")
+    with pytest.raises(ValueError, match="ci_target is a relative half-width"):
+        tilelab.bench(lambda: None, options=BenchOptions(), ci_target=5)
+    if not _has_cuda():
+        with pytest.raises(tilelab.NoGpuError):
+            tilelab.bench(lambda: None, options=BenchOptions(mode="isolated"))
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_sweep_options_record_equals_its_keywords_and_unknown_options_are_named():
+    from tilelab.launch import SweepOptions
+
+    seen = []
+
+    def fake_bench(prepared, size, config, **kwargs):
+        seen.append(kwargs)
+        return BenchResult(kernel="k", samples_ms=(float(config["block"]) / size["N"],) * 3)
+
+    def factory(N, block):
+        return None
+
+    common = dict(compile_fn=lambda f, s, c: (lambda: c["block"]), bench_fn=fake_bench, progress=False)
+    by_keywords = sweep(factory, {"block": [64, 128]}, {"N": [1024]}, mode="graph", timeout=9.0, **common)
+    by_record = sweep(factory, {"block": [64, 128]}, {"N": [1024]},
+                      options=SweepOptions(mode="graph", timeout=9.0, **common))
+    def untimed(table):  # compile seconds are measured, so they differ run to run
+        return [dataclasses.replace(r, compile_s=None) for r in table.rows]
+
+    assert untimed(by_keywords) == untimed(by_record) and by_record.mode == "graph"
+    assert [dict(r.config)["block"] for r in by_record.rows if r.best] == [64]
+    assert seen[0] == seen[2] == {"mode": "graph", "isolate": True, "timeout": 9.0}
+    with pytest.raises(TypeError, match="sweep\\(\\) has no option 'repeats'; its options are mode, flops"):
+        sweep(factory, {"block": [64]}, {"N": [1024]}, repeats=3, **common)

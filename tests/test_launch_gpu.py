@@ -1,6 +1,6 @@
 """tilelab.run / launch_overhead on a real GPU (marker ``gpu``; skipped, with the reason, without one).
 
-Run on the lent H100/H200:  source .gpu/setup.sh && python -m pytest -m gpu tests/test_launch_gpu.py
+Run on a machine with a CUDA GPU:  make test-gpu PYTEST_ARGS=tests/test_launch_gpu.py
 These tests check behaviour, never timings: figures are only printed.
 """
 
@@ -26,7 +26,7 @@ def _cuda_reason() -> str | None:
     except ImportError:
         return "torch is not importable"
     if not torch.cuda.is_available():
-        return "needs a CUDA GPU: torch sees none on this machine (run on the lent H100: make test-gpu)"
+        return "needs a CUDA GPU: torch sees none on this machine (run `make test-gpu` on a machine with one)"
     return None
 
 

@@ -66,3 +66,23 @@ def test_published_limits_and_bad_input():
         theoretical_occupancy("sm_90", threads_per_block=0, registers_per_thread=32)
     with pytest.raises(ValueError, match="registers_per_thread must be a non-negative int"):
         theoretical_occupancy("sm_90", threads_per_block=128, registers_per_thread=-1)
+
+
+def test_one_dtype_table_answers_every_spelling_and_refuses_unknown_names():
+    """Sizes by the PTX ISA's type widths, written here by hand; aliases from TileLang, torch and
+    the driver all land on the same canonical name; an unknown dtype is refused by name."""
+    from tilelab import cuda_facts, swizzle
+    from tilelab.launch import _inputs
+
+    by_hand = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "float8_e4m3": 1, "int8": 1,
+               "uint16": 2, "int64": 8, "bool": 1}
+    for name, size in by_hand.items():
+        assert cuda_facts.dtype_bytes(name) == swizzle.dtype_bytes(name) == _inputs.element_bytes(name) == size
+    for spelling in ("torch.float16", "T.float16", "half", "fp16", "FLOAT16", "f16"):
+        assert cuda_facts.normalize_dtype(spelling) == _inputs.canonical_dtype(spelling) == "float16"
+    assert _inputs.canonical_dtype("torch.float8_e4m3fn") == swizzle.normalize_dtype("float8_e4m3fn") == "float8_e4m3"
+    assert _inputs.canonical_dtype("float8_e4m3fnuz") == "float8_e4m3fnuz"  # a different format, kept apart
+    for bad in ("int4", "float4_e2m1fn", "complex64"):
+        with pytest.raises(ValueError, match=f"unknown dtype '{bad}'"):
+            _inputs.element_bytes(bad)
+    assert _inputs.canonical_dtype("int4") == "int4"  # passed through; torch_dtype refuses it by name

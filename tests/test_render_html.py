@@ -269,7 +269,7 @@ def test_descriptors_and_wgmma_link_to_their_device_lines_and_back():
 
 def test_a_source_text_adds_the_cell_tab_linked_both_ways():
     report = gemm()
-    cell = Path(__file__).resolve().parents[1].joinpath("examples", "gemm.py").read_text()
+    cell = Path(__file__).resolve().parents[1].joinpath("tilelab", "kernels", "gemm.py").read_text()
     out = render_html(report, source=cell)
     rid = report_id(report)
     lines = cell.split("\n")

@@ -234,16 +234,17 @@ def test_enum_decode_and_encode(kind):
 
 
 def test_enum_tables_match_the_hand_written_driver_order():
-    """Both tables tilelab decodes with (the rule checker's and the adapter's, which reads the IR)
-    against the cuda.h order written out by hand in tests/groundtruth.py."""
-    from tilelab import _adapter
+    """tilelab's one table of the driver's enums (tilelab.cuda_facts, which the rule checker and
+    the IR reader both decode with) against the cuda.h order written out by hand in
+    tests/groundtruth.py, value by value through the public decode/encode."""
+    from tilelab import cuda_facts
 
-    truth = (DRIVER_DTYPE, DRIVER_INTERLEAVE, DRIVER_SWIZZLE, DRIVER_L2, DRIVER_OOB)
-    checker = (rules.DTYPES, rules.INTERLEAVES, rules.SWIZZLES, rules.L2_PROMOTIONS, rules.OOB_FILLS)
-    adapter = (_adapter.TMA_DTYPES, _adapter.TMA_INTERLEAVES, _adapter.TMA_SWIZZLES, _adapter.TMA_L2_PROMOTIONS,
-               _adapter.TMA_OOB_FILLS)
-    for want, got_checker, got_adapter in zip(truth, checker, adapter):
-        assert list(got_checker) == want and list(got_adapter) == want
+    truth = {"dtype": DRIVER_DTYPE, "interleave": DRIVER_INTERLEAVE, "swizzle": DRIVER_SWIZZLE,
+             "l2_promotion": DRIVER_L2, "oob_fill": DRIVER_OOB}
+    for kind, want in truth.items():
+        assert list(cuda_facts.TMA_ENUMS[kind]) == want
+        assert [cuda_facts.tma_enum_name(kind, i) for i in range(len(want))] == want
+        assert [rules.encode(kind, name) for name in want] == list(range(len(want)))
     # spot checks of cuda.h values, independent of list order: FLOAT16 = 6, BFLOAT16 = 9, SWIZZLE_128B = 3
     assert (rules.encode("dtype", "FLOAT16"), rules.encode("dtype", "BFLOAT16")) == (6, 9)
     assert rules.encode("swizzle", "128B") == 3 and rules.encode("l2_promotion", "L2_128B") == 2

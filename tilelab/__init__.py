@@ -43,12 +43,15 @@ _LAZY = {
     "inspect": ("._inspect", "inspect"),
     "run": (".launch", "run"),
     "bench": (".launch", "bench"),
+    "BenchOptions": (".launch", "BenchOptions"),
+    "SweepOptions": (".launch", "SweepOptions"),
     "sweep": (".launch", "sweep"),
     "sanitize": (".launch", "sanitize"),
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "draw": (".render.svg", "draw"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
+    "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
     "profile": (".launch._profile", "profile"),
 }
 
@@ -73,6 +76,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 __all__ = [
     "Argument",
+    "BenchOptions",
+    "CacheEntryWarning",
     "DeviceKernel",
     "Inspector",
     "KernelFactoryError",
@@ -89,6 +94,7 @@ __all__ = [
     "PassConfigError",
     "ReportFileError",
     "Sources",
+    "SweepOptions",
     "Target",
     "TargetError",
     "TilelabError",

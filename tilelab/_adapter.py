@@ -19,6 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .cuda_facts import tma_enum_name as _enum
 from ._errors import KernelFactoryError, LoweringError, NotAKernelError, PassConfigError
 from ._model import (
     Argument,
@@ -30,25 +31,6 @@ from ._model import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-
-# Driver enumerators in CUDA driver order (CUtensorMapDataType etc.), prefixes stripped.
-TMA_DTYPES = (
-    "UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
-    "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ", "16U4_ALIGN8B", "16U4_ALIGN16B",
-    "16U6_ALIGN16B",
-)
-TMA_INTERLEAVES = ("NONE", "16B", "32B")
-TMA_SWIZZLES = ("NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B")
-TMA_L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
-TMA_OOB_FILLS = ("NONE", "NAN_REQUEST_ZERO_FMA")
-
-
-def _enum(table: tuple[str, ...], value: Any) -> str:
-    try:
-        return table[int(value)]
-    except (IndexError, TypeError, ValueError):
-        return f"UNKNOWN({value})"
-
 
 # --------------------------------------------------------------------------------------------
 # Import and environment
@@ -90,14 +72,6 @@ def local_gpu_arch() -> str | None:
 
 def has_gpu() -> bool:
     return local_gpu_arch() is not None
-
-
-def _target(arch: str, *, cutedsl: bool = False):
-    tvm = tilelang().tvm
-    spec: dict[str, Any] = {"kind": "cuda", "arch": arch}
-    if cutedsl:
-        spec["keys"] = ["cuda", "gpu", "cutedsl"]
-    return tvm.target.Target(spec)
 
 
 def normalize_pass_configs(pass_configs: dict[str, Any] | None) -> dict[str, Any]:
@@ -1024,7 +998,7 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
         address = args[4]
         address_name = getattr(address, "name", None) or _expr_text(address)
         buffer = buffer_of.get(address_name, address_name)
-        dtype = _enum(TMA_DTYPES, _dim(args[2]))
+        dtype = _enum("dtype", _dim(args[2]))
         rank = int(_dim(args[3]))
         rest = args[5:]
 
@@ -1045,8 +1019,8 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
                 element_strides=tuple(element_strides),
                 lower_corner=tuple(int(v) for v in lower_corner), upper_corner=tuple(int(v) for v in upper_corner),
                 pixels_per_column=pixels, channels_per_pixel=channels,
-                interleave=_enum(TMA_INTERLEAVES, interleave), swizzle=_enum(TMA_SWIZZLES, swizzle),
-                l2_promotion=_enum(TMA_L2_PROMOTIONS, l2), oob_fill=_enum(TMA_OOB_FILLS, oob),
+                interleave=_enum("interleave", interleave), swizzle=_enum("swizzle", swizzle),
+                l2_promotion=_enum("l2_promotion", l2), oob_fill=_enum("oob_fill", oob),
                 kernel=owner.get(name),
             )
         else:
@@ -1056,8 +1030,8 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
                 name=name, buffer=buffer, kind="tiled", dtype=dtype, rank=rank,
                 global_dim=tuple(global_dim), global_stride_bytes=tuple(global_stride),
                 box_dim=tuple(box), element_strides=tuple(element_strides),
-                interleave=_enum(TMA_INTERLEAVES, interleave), swizzle=_enum(TMA_SWIZZLES, swizzle),
-                l2_promotion=_enum(TMA_L2_PROMOTIONS, l2), oob_fill=_enum(TMA_OOB_FILLS, oob),
+                interleave=_enum("interleave", interleave), swizzle=_enum("swizzle", swizzle),
+                l2_promotion=_enum("l2_promotion", l2), oob_fill=_enum("oob_fill", oob),
                 kernel=owner.get(name),
             )
         position = host_text.find(f"{name} = T.tvm_stack_alloca")

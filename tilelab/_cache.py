@@ -167,6 +167,11 @@ def forget(key: str) -> None:
         pass
 
 
+def drop_memory() -> None:
+    """Forget this process's entries and keep the files: what a new process would find."""
+    _MEMORY.clear()
+
+
 def clear() -> None:
     _MEMORY.clear()
     directory = cache_dir()

@@ -272,7 +272,7 @@ def _check_launch(report: Any, launcher: str) -> list[str]:
 
 
 def _check_tma(report: Any, launcher: str) -> list[str]:
-    from ._adapter import TMA_DTYPES, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS, TMA_SWIZZLES
+    from .cuda_facts import TMA_DTYPES, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS, TMA_SWIZZLES
 
     truth = launcher_tma(launcher)
     mine = list(report.tma_descriptors)

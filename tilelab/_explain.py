@@ -14,8 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int32": 4,
-               "float8_e4m3": 1, "float8_e5m2": 1, "float8_e4m3fn": 1, "int16": 2, "int64": 8}
+from .cuda_facts import DTYPE_BYTES, normalize_dtype
+
+
+def _element_bytes(dtype: str) -> int:
+    """Bytes per element, 0 for a dtype tilelab has no size for (the explainer then says less)."""
+    return DTYPE_BYTES.get(normalize_dtype(dtype, strict=False), 0)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def _bytes(operand: tuple) -> int | None:
     _, _, dtype, extents = operand
     if not all(isinstance(e, int) for e in extents):
         return None
-    return math.prod(extents) * DTYPE_BYTES.get(dtype, 0) or None
+    return math.prod(extents) * _element_bytes(dtype) or None
 
 
 def explain(ops: Sequence[dict[str, Any]], device_source: str, arch: str, pass_configs: dict[str, str],
@@ -144,7 +148,7 @@ def _global_to_shared(src: tuple, dst: tuple, device: list[str], sm: int, config
         reasons.append(f"TMA needs sm_90 or later; the target is sm_{sm}")
     if _config(configs, "tl.disable_tma_lower"):
         reasons.append("pass config tl.disable_tma_lower is set")
-    e = DTYPE_BYTES.get(src[2], 0)
+    e = _element_bytes(src[2])
     inner = src[3][-1] if src[3] else None
     if sm >= 90 and isinstance(inner, int) and e and (inner * e) % 16:
         reasons.append(f"the copied row is {inner * e} bytes; a TMA box row must be a multiple of 16 bytes")

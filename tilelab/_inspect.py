@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from . import __version__ as TILELAB_VERSION
 from . import _cache
-from ._errors import LoweringError, OptionError, TargetError
+from ._errors import LoweringError, OptionError
 from ._model import BACKENDS, KernelReport, Sources
 from .targets import DEFAULT_CUDA, REGISTRY, Target, local_cuda_target, parse_target
 
@@ -79,14 +78,6 @@ def resolve_target(spec: Any) -> tuple[Target, str | None]:
         return parse_target(DEFAULT_ARCH), (
             f"no GPU found: inspected for {DEFAULT_ARCH} (choose another with --target in %%tilelang, target=... in tilelab.inspect)")
     return parse_target(spec), None
-
-
-# The report cache lives in _cache.py (one store, one validating read path); these names stay.
-_MEMORY = _cache._MEMORY
-cache_dir = _cache.cache_dir
-engine_fingerprint = _cache.engine_fingerprint
-ENGINE_SOURCES = _cache.ENGINE_SOURCES
-clear_cache = _cache.clear
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,8 +241,6 @@ def _checked(desc, arch: str):
 
 def _machine_code(source: Any, arch: str, configs: dict[str, Any], report: KernelReport, cuda_home: Any):
     """PTX/SASS/resources of the report's device source, with the Python line of each device line."""
-    import linecache
-
     from . import _adapter
     from ._toolchain import machine_code, strip_line_directives
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ._explain import Lowering
+from .cuda_facts import SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 from ._machine import MachineCode, PassTrace
 
 Dim = Union[int, str]
@@ -136,20 +137,6 @@ class Sources:
             device=d["device"],
             launchers=tuple(LauncherSource.from_dict(v) for v in d.get("launchers", {}).values()),
         )
-
-
-# Element sizes of the driver's CUtensorMapDataType values (bytes; packed sub-byte types count
-# as the 16-byte-aligned container the driver describes them with: 16 4-bit values in 8 bytes).
-TMA_DTYPE_BYTES: dict[str, float] = {
-    "UINT8": 1, "UINT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
-    "FLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "BFLOAT16": 2, "FLOAT32_FTZ": 4,
-    "TFLOAT32": 4, "TFLOAT32_FTZ": 4, "16U4_ALIGN8B": 0.5, "16U4_ALIGN16B": 0.5,
-    "16U6_ALIGN16B": 0.75,
-}
-SWIZZLE_SPAN_BYTES: dict[str, int | None] = {
-    "NONE": None, "32B": 32, "64B": 64, "128B": 128,
-    "128B_ATOM_32B": 128, "128B_ATOM_32B_FLIP_8B": 128, "128B_ATOM_64B": 128,
-}
 
 
 @dataclass(frozen=True)

@@ -22,40 +22,23 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
 from ._model import Dim, TmaDescriptor
+from .cuda_facts import (TMA_DTYPES, TMA_ENUM_C, TMA_ENUMS, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS,
+                         TMA_SWIZZLES, tma_enum_name)
 
 # --------------------------------------------------------------------------------------------
-# Driver enumerators, in cuda.h order, prefixes stripped (CU_TENSOR_MAP_DATA_TYPE_, ...).
+# Driver enumerators (their one table is tilelab.cuda_facts), by the short names the rules use.
 # --------------------------------------------------------------------------------------------
 
-DTYPES = (
-    "UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
-    "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ", "16U4_ALIGN8B", "16U4_ALIGN16B",
-    "16U6_ALIGN16B",
-)
-INTERLEAVES = ("NONE", "16B", "32B")
-SWIZZLES = ("NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B")
-L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
-OOB_FILLS = ("NONE", "NAN_REQUEST_ZERO_FMA")
-
-ENUMS: dict[str, tuple[str, ...]] = {
-    "dtype": DTYPES, "interleave": INTERLEAVES, "swizzle": SWIZZLES,
-    "l2_promotion": L2_PROMOTIONS, "oob_fill": OOB_FILLS,
-}
-# The C names, for messages: "swizzle" is CUtensorMapSwizzle, its values CU_TENSOR_MAP_SWIZZLE_*.
-_ENUM_C = {
-    "dtype": ("tensorDataType", "CUtensorMapDataType", "CU_TENSOR_MAP_DATA_TYPE_"),
-    "interleave": ("interleave", "CUtensorMapInterleave", "CU_TENSOR_MAP_INTERLEAVE_"),
-    "swizzle": ("swizzle", "CUtensorMapSwizzle", "CU_TENSOR_MAP_SWIZZLE_"),
-    "l2_promotion": ("l2Promotion", "CUtensorMapL2promotion", "CU_TENSOR_MAP_L2_PROMOTION_"),
-    "oob_fill": ("oobFill", "CUtensorMapFloatOOBfill", "CU_TENSOR_MAP_FLOAT_OOB_FILL_"),
-}
+DTYPES, INTERLEAVES, SWIZZLES = TMA_DTYPES, TMA_INTERLEAVES, TMA_SWIZZLES
+L2_PROMOTIONS, OOB_FILLS = TMA_L2_PROMOTIONS, TMA_OOB_FILLS
+ENUMS = TMA_ENUMS
+_ENUM_C = TMA_ENUM_C
 _UNKNOWN = re.compile(r"UNKNOWN\((-?\d+)\)")
 
 
 def decode(kind: str, value: int) -> str:
     """The enumerator name of ``value`` (``decode("swizzle", 3) == "128B"``); ``UNKNOWN(n)`` if none."""
-    table = ENUMS[kind]
-    return table[value] if 0 <= value < len(table) else f"UNKNOWN({value})"
+    return tma_enum_name(kind, value)
 
 
 def encode(kind: str, name: str) -> int:

@@ -1,4 +1,6 @@
-"""Published per-architecture limits of NVIDIA GPUs: the one table tilelab's occupancy maths reads.
+"""CUDA facts, each written once: arch limits, the driver's tensor-map enums, dtypes and their sizes.
+
+Arch limits are the one table tilelab's occupancy maths reads.
 
 Figures from the CUDA C++ Programming Guide's "Technical Specifications per Compute Capability"
 table and the allocation rules of the CUDA Occupancy Calculator (``cuda_occupancy.h``): registers
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,4 +62,114 @@ def arch_limits(arch: str) -> ArchLimits:
     return ARCH_LIMITS[base]
 
 
-__all__ = ["ARCH_LIMITS", "ArchLimits", "arch_limits"]
+# --------------------------------------------------------------------------------------------
+# The driver's tensor-map enumerators (cuda.h), in declaration order so a value indexes its name;
+# prefixes stripped ("128B" is CU_TENSOR_MAP_SWIZZLE_128B).
+# --------------------------------------------------------------------------------------------
+
+TMA_DTYPES = (
+    "UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
+    "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ", "16U4_ALIGN8B", "16U4_ALIGN16B",
+    "16U6_ALIGN16B",
+)
+TMA_INTERLEAVES = ("NONE", "16B", "32B")
+TMA_SWIZZLES = ("NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B")
+TMA_L2_PROMOTIONS = ("NONE", "L2_64B", "L2_128B", "L2_256B")
+TMA_OOB_FILLS = ("NONE", "NAN_REQUEST_ZERO_FMA")
+
+TMA_ENUMS: dict[str, tuple[str, ...]] = {
+    "dtype": TMA_DTYPES, "interleave": TMA_INTERLEAVES, "swizzle": TMA_SWIZZLES,
+    "l2_promotion": TMA_L2_PROMOTIONS, "oob_fill": TMA_OOB_FILLS,
+}
+# The C spelling of each enum, for messages: (cuTensorMapEncode* parameter, C type, value prefix).
+TMA_ENUM_C: dict[str, tuple[str, str, str]] = {
+    "dtype": ("tensorDataType", "CUtensorMapDataType", "CU_TENSOR_MAP_DATA_TYPE_"),
+    "interleave": ("interleave", "CUtensorMapInterleave", "CU_TENSOR_MAP_INTERLEAVE_"),
+    "swizzle": ("swizzle", "CUtensorMapSwizzle", "CU_TENSOR_MAP_SWIZZLE_"),
+    "l2_promotion": ("l2Promotion", "CUtensorMapL2promotion", "CU_TENSOR_MAP_L2_PROMOTION_"),
+    "oob_fill": ("oobFill", "CUtensorMapFloatOOBfill", "CU_TENSOR_MAP_FLOAT_OOB_FILL_"),
+}
+
+
+def tma_enum_name(kind: str, value: Any) -> str:
+    """The enumerator name of a driver value (``tma_enum_name("swizzle", 3) == "128B"``);
+    ``UNKNOWN(n)`` for a value outside the table."""
+    table = TMA_ENUMS[kind]
+    try:
+        index = int(value)
+    except (TypeError, ValueError):
+        return f"UNKNOWN({value})"
+    return table[index] if 0 <= index < len(table) else f"UNKNOWN({index})"
+
+
+# Element sizes of CUtensorMapDataType values (bytes; packed sub-byte types count as the
+# 16-byte-aligned container the driver describes them with: 16 4-bit values in 8 bytes).
+TMA_DTYPE_BYTES: dict[str, float] = {
+    "UINT8": 1, "UINT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
+    "FLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "BFLOAT16": 2, "FLOAT32_FTZ": 4,
+    "TFLOAT32": 4, "TFLOAT32_FTZ": 4, "16U4_ALIGN8B": 0.5, "16U4_ALIGN16B": 0.5,
+    "16U6_ALIGN16B": 0.75,
+}
+# The bytes a swizzle pattern repeats over (its span; NONE has none).
+SWIZZLE_SPAN_BYTES: dict[str, int | None] = {
+    "NONE": None, "32B": 32, "64B": 64, "128B": 128,
+    "128B_ATOM_32B": 128, "128B_ATOM_32B_FLIP_8B": 128, "128B_ATOM_64B": 128,
+}
+
+# --------------------------------------------------------------------------------------------
+# Element dtypes: TileLang/torch spelling is canonical; every other spelling is an alias.
+# --------------------------------------------------------------------------------------------
+
+DTYPE_BYTES: dict[str, int] = {
+    "float16": 2, "bfloat16": 2, "float32": 4, "tfloat32": 4, "float64": 8,
+    "float8_e4m3": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+    "bool": 1,
+}
+DTYPE_ALIASES: dict[str, str] = {
+    "fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16",
+    "fp32": "float32", "float": "float32", "f32": "float32", "tf32": "tfloat32",
+    "fp64": "float64", "double": "float64", "fp8": "float8_e4m3", "e4m3": "float8_e4m3",
+    "e5m2": "float8_e5m2", "float8_e4m3fn": "float8_e4m3",  # TileLang's float8_e4m3 is the fn format
+    "s8": "int8", "u8": "uint8", "s32": "int32",
+    # the driver's CUtensorMapDataType names
+    "FLOAT16": "float16", "BFLOAT16": "bfloat16", "FLOAT32": "float32", "TFLOAT32": "tfloat32",
+    "FLOAT64": "float64", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "INT32": "int32",
+    "UINT64": "uint64", "INT64": "int64", "FLOAT32_FTZ": "float32", "TFLOAT32_FTZ": "tfloat32",
+}
+
+
+def _dtype_text(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "").replace("T.", "").strip()
+
+
+def normalize_dtype(dtype: Any, *, strict: bool = True) -> str:
+    """The canonical dtype name (``"float16"``) from TileLang, torch, numpy or driver spellings.
+
+    An unknown name raises ``ValueError`` naming the accepted ones; with ``strict=False`` it comes
+    back as written (minus a ``torch.`` prefix), for callers that pass other types through."""
+    text = _dtype_text(dtype)
+    for candidate in (text, text.lower()):
+        if candidate in DTYPE_BYTES:
+            return candidate
+        if candidate in DTYPE_ALIASES:
+            return DTYPE_ALIASES[candidate]
+    if not strict:
+        return text
+    raise ValueError(
+        f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)} "
+        f"(aliases such as fp16, bf16, tf32, e4m3 are accepted)"
+    )
+
+
+def dtype_bytes(dtype: Any) -> int:
+    """Bytes per element; an unknown dtype raises ``ValueError`` (never a guessed size)."""
+    return DTYPE_BYTES[normalize_dtype(dtype)]
+
+
+__all__ = [
+    "ARCH_LIMITS", "ArchLimits", "arch_limits",
+    "TMA_DTYPES", "TMA_INTERLEAVES", "TMA_SWIZZLES", "TMA_L2_PROMOTIONS", "TMA_OOB_FILLS", "TMA_ENUMS",
+    "TMA_ENUM_C", "tma_enum_name", "TMA_DTYPE_BYTES", "SWIZZLE_SPAN_BYTES",
+    "DTYPE_BYTES", "DTYPE_ALIASES", "normalize_dtype", "dtype_bytes",
+]

@@ -38,28 +38,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .cuda_facts import DTYPE_BYTES, dtype_bytes, normalize_dtype
+
 BANKS = 32
 BANK_BYTES = 4
 LINE_BYTES = BANKS * BANK_BYTES  # one wavefront serves at most one 128-byte line per bank set
 CHUNK_BYTES = 16  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
-
-# Element sizes in bytes, TileLang/torch spelling first, then accepted aliases.
-DTYPE_BYTES: dict[str, int] = {
-    "float16": 2, "bfloat16": 2, "float32": 4, "tfloat32": 4, "float64": 8,
-    "float8_e4m3": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
-    "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-}
-_DTYPE_ALIASES = {
-    "fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16",
-    "fp32": "float32", "float": "float32", "f32": "float32", "tf32": "tfloat32",
-    "fp64": "float64", "double": "float64", "fp8": "float8_e4m3", "e4m3": "float8_e4m3",
-    "e5m2": "float8_e5m2", "float8_e4m3fn": "float8_e4m3", "float8_e5m2fnuz": "float8_e5m2",
-    "float8_e4m3fnuz": "float8_e4m3", "s8": "int8", "u8": "uint8", "s32": "int32",
-    # the driver's CUtensorMapDataType names
-    "FLOAT16": "float16", "BFLOAT16": "bfloat16", "FLOAT32": "float32", "TFLOAT32": "tfloat32",
-    "FLOAT64": "float64", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "INT32": "int32",
-    "UINT64": "uint64", "INT64": "int64", "FLOAT32_FTZ": "float32", "TFLOAT32_FTZ": "tfloat32",
-}
 
 # What wgmma.mma_async reads from shared memory (PTX ISA 9.7.15). Transposed (MN-major) operands
 # exist only for .f16/.bf16 ("imm-trans-a/b ... only valid for .f16/.bf16 types").
@@ -67,27 +51,6 @@ WGMMA_INPUT_DTYPES = ("float16", "bfloat16", "tfloat32", "float32", "float8_e4m3
                       "int8", "uint8")
 WGMMA_MN_MAJOR_DTYPES = ("float16", "bfloat16")
 WGMMA_K_BYTES = 32  # every wgmma shape reads 32 bytes of K per instruction (k16 f16, k8 tf32, k32 fp8)
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """The canonical dtype name (``"float16"``), from TileLang, torch, numpy or driver spellings."""
-    text = str(dtype).replace("torch.", "").replace("T.", "").strip()
-    if text in DTYPE_BYTES:
-        return text
-    if text in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[text]
-    if text.lower() in DTYPE_BYTES:
-        return text.lower()
-    if text.lower() in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[text.lower()]
-    raise ValueError(
-        f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_BYTES)} "
-        f"(aliases such as fp16, bf16, tf32, e4m3 are accepted)"
-    )
-
-
-def dtype_bytes(dtype: Any) -> int:
-    return DTYPE_BYTES[normalize_dtype(dtype)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -605,13 +568,41 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
     ISA's canonical-layout formula and must land on the same bytes, or a ``ValueError`` says why
     WGMMA cannot read the tile.
     """
+    major, operand = _wgmma_readable(tile, major, operand)
+    mn = _wgmma_instruction_mn(tile, major, operand, mn, k_step, mn_offset)
+    notes: list[str] = []
+    k_extent_bytes = tile.row_bytes if major == "K" else tile.rows * tile.element_bytes
+    if k_extent_bytes < WGMMA_K_BYTES:
+        notes.append(
+            f"the tile holds {k_extent_bytes} B of K; one instruction reads {WGMMA_K_BYTES} B "
+            f"({WGMMA_K_BYTES // tile.element_bytes} {tile.dtype}), so it cannot feed a whole K step"
+        )
+    if tile.mode.name == "NONE" and tile.row_bytes != CHUNK_BYTES:
+        raise ValueError(
+            f"without a swizzle WGMMA reads each 8-row x 16-byte core matrix as 128 contiguous bytes, but this "
+            f"row-major tile puts its rows {tile.row_bytes} B apart; store it as core-matrix blocks "
+            f"(swizzle='INTERLEAVE') or use the swizzle TileLang would pick for these rows "
+            + (f"(swizzle={default_swizzle(tile.row_bytes)!r})" if default_swizzle(tile.row_bytes) != "NONE"
+               else "(no swizzle span divides these rows)")
+        )
+    geometry = _wgmma_geometry(tile, major, mn, k_step, mn_offset, notes)
+    return WgmmaDescriptor(
+        operand=operand, major=major, tile=tile, layout_type=int(tile.mode.layout_type),
+        lbo_bytes=int(geometry.lbo_bytes), sbo_bytes=int(geometry.sbo_bytes), mn=mn, k_step=k_step,
+        mn_offset=mn_offset, start_byte=int(tile.byte_offset(geometry.row0, geometry.col0)),
+        core_matrices=_wgmma_core_matrices(tile, major, geometry), notes=tuple(notes),
+    )
+
+
+def _wgmma_readable(tile: SharedTile, major: str, operand: str) -> tuple[str, str]:
+    """The canonical (major, operand) names, or a ValueError where WGMMA cannot read the tile at all."""
     major = str(major).upper().replace("_MAJOR", "")
     if major not in ("K", "MN"):
         raise ValueError(f"major must be 'K' or 'MN', got {major!r}")
     operand = str(operand).upper()
     if operand not in ("A", "B"):
         raise ValueError(f"operand must be 'A' or 'B', got {operand!r}")
-    mode, e = tile.mode, tile.element_bytes
+    mode = tile.mode
     if mode.layout_type is None:
         raise ValueError(
             f"WGMMA (sm_90) cannot read a {mode.name} tile: its descriptor knows only none, 32B, 64B and "
@@ -628,6 +619,14 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
             f"bfloat16 only): store the operand as (MN, K) with K contiguous, e.g. B as (N, K) with "
             f"T.gemm(..., transpose_B=True)"
         )
+    return major, operand
+
+
+def _wgmma_instruction_mn(tile: SharedTile, major: str, operand: str, mn: int | None, k_step: int,
+                          mn_offset: int) -> int:
+    """The MN extent one instruction reads (default: A 64, B the tile's MN up to 256), checked to
+    fit the tile in whole core matrices, with ``k_step`` inside the tile's K."""
+    e = tile.element_bytes
     mn_extent = tile.rows if major == "K" else tile.cols
     k_extent_bytes = tile.row_bytes if major == "K" else tile.rows * e
     if mn is None:
@@ -644,22 +643,27 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
     k_steps = k_extent_bytes // WGMMA_K_BYTES
     if not 0 <= k_step < max(k_steps, 1):
         raise ValueError(f"k_step {k_step} is outside the tile's {max(k_steps, 1)} 32-byte K step(s)")
+    return mn
 
-    notes: list[str] = []
-    if k_extent_bytes < WGMMA_K_BYTES:
-        notes.append(
-            f"the tile holds {k_extent_bytes} B of K; one instruction reads {WGMMA_K_BYTES} B "
-            f"({WGMMA_K_BYTES // e} {tile.dtype}), so it cannot feed a whole K step"
-        )
-    if mode.name == "NONE" and tile.row_bytes != CHUNK_BYTES:
-        raise ValueError(
-            f"without a swizzle WGMMA reads each 8-row x 16-byte core matrix as 128 contiguous bytes, but this "
-            f"row-major tile puts its rows {tile.row_bytes} B apart; store it as core-matrix blocks "
-            f"(swizzle='INTERLEAVE') or use the swizzle TileLang would pick for these rows "
-            + (f"(swizzle={default_swizzle(tile.row_bytes)!r})" if default_swizzle(tile.row_bytes) != "NONE"
-               else "(no swizzle span divides these rows)")
-        )
-    span = tile.panel_bytes
+
+@dataclass(frozen=True)
+class _DescriptorGeometry:
+    """Where one instruction's operand starts in the tile, its strides, and its core-matrix grid."""
+
+    row0: int
+    col0: int
+    lbo_bytes: int
+    sbo_bytes: int
+    n_mn: int  # core matrices along MN
+    n_k: int  # core matrices along K
+
+
+def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offset: int,
+                    notes: list[str]) -> _DescriptorGeometry:
+    """LBO and SBO measured on the tile's own address map (PTX ISA canonical layouts), with a
+    note wherever a field addresses nothing; a ValueError where they overflow the descriptor."""
+    mode, e, span = tile.mode, tile.element_bytes, tile.panel_bytes
+    k_extent_bytes = tile.row_bytes if major == "K" else tile.rows * e
     k_per_step = WGMMA_K_BYTES // e  # K elements one instruction reads
     down, across = tile.core_matrix_strides  # unswizzled bytes to the next core matrix: 8 rows down, 16 B across
     if major == "K":  # rows are MN, columns K
@@ -686,28 +690,35 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
             if tile.row_bytes == CHUNK_BYTES:
                 notes.append("the tile is one 16-byte core matrix wide, so SBO addresses nothing")
         n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // 8, 1)
-    start_lin = int(tile.linear_byte_offset(row0, col0))
     if lbo_bytes % 16 or sbo_bytes % 16 or not 0 <= lbo_bytes >> 4 < 1 << 14 or not 0 <= sbo_bytes >> 4 < 1 << 14:
         raise ValueError(
             f"LBO {lbo_bytes} B / SBO {sbo_bytes} B do not fit the descriptor's 14-bit fields of 16-byte "
             f"units (0..262128 B, multiples of 16): use a smaller tile or another swizzle"
         )
+    return _DescriptorGeometry(row0, col0, lbo_bytes, sbo_bytes, n_mn, n_k)
 
+
+def _wgmma_core_matrices(tile: SharedTile, major: str, g: _DescriptorGeometry) -> tuple[CoreMatrix, ...]:
+    """Every core matrix the instruction reads, each row recomputed from (start, LBO, SBO, layout
+    type) by the canonical formula and checked to land on the byte the tile stores it at."""
+    e, mode = tile.element_bytes, tile.mode
+    start_lin = int(tile.linear_byte_offset(g.row0, g.col0))
     cms: list[CoreMatrix] = []
-    for i in range(n_mn):
-        for j in range(n_k):
+    for i in range(g.n_mn):
+        for j in range(g.n_k):
             rows_b, cells = [], []
             for r in range(8):
                 if major == "K":
-                    row, col = row0 + 8 * i + r, col0 + j * (CHUNK_BYTES // e)
+                    row, col = g.row0 + 8 * i + r, g.col0 + j * (CHUNK_BYTES // e)
                     mn_unit, k_unit = 8 * i + r, j
                 else:
-                    row, col = row0 + 8 * j + r, col0 + i * (CHUNK_BYTES // e)
+                    row, col = g.row0 + 8 * j + r, g.col0 + i * (CHUNK_BYTES // e)
                     mn_unit, k_unit = i, 8 * j + r
                 if row >= tile.rows or col >= tile.cols:
                     continue
                 actual = int(tile.byte_offset(row, col)) + tile.base
-                canon = _canonical_byte(start_lin + tile.base, mode, major, lbo_bytes, sbo_bytes, mn_unit, k_unit, span)
+                canon = _canonical_byte(start_lin + tile.base, mode, major, g.lbo_bytes, g.sbo_bytes, mn_unit, k_unit,
+                                        tile.panel_bytes)
                 if actual != canon:
                     raise ValueError(
                         f"the tile is not a canonical WGMMA {major}-major layout: core matrix ({i}, {j}) row {r} "
@@ -718,12 +729,7 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
                 rows_b.append(actual - tile.base)
                 cells.append((row, col))
             cms.append(CoreMatrix(i, j, tuple(rows_b), tuple(cells)))
-    return WgmmaDescriptor(
-        operand=operand, major=major, tile=tile, layout_type=int(mode.layout_type), lbo_bytes=int(lbo_bytes),
-        sbo_bytes=int(sbo_bytes), mn=mn, k_step=k_step, mn_offset=mn_offset,
-        start_byte=int(tile.byte_offset(row0, col0)),
-        core_matrices=tuple(cms), notes=tuple(notes),
-    )
+    return tuple(cms)
 
 
 @dataclass(frozen=True)

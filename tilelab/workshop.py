@@ -156,23 +156,11 @@ GEMM_ARGS = (1024, 1024, 1024, 128, 128, 32)
 
 
 def workshop_gemm(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, block_K: int = 32):
-    """The fp16 Hopper GEMM of notebooks 00 and 02 (same as examples/gemm.py, 3 stages)."""
-    import tilelang.language as T
+    """The fp16 Hopper GEMM of notebooks 00 and 02: :func:`tilelab.kernels.gemm.matmul` with 3
+    stages, 256 threads and no grid rasterisation."""
+    from .kernels.gemm import matmul
 
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
-            A_shared = T.alloc_shared((block_M, block_K), T.float16)
-            B_shared = T.alloc_shared((block_K, block_N), T.float16)
-            C_local = T.alloc_fragment((block_M, block_N), T.float32)
-            T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
-                T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(B[k * block_K, bx * block_N], B_shared)
-                T.gemm(A_shared, B_shared, C_local)
-            T.copy(C_local, C[by * block_M, bx * block_N])
-
-    return gemm
+    return matmul(M, N, K, block_M, block_N, block_K, num_stages=3, threads=256, raster=0)
 
 
 def _gemm_report(*args: int):

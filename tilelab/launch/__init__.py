@@ -2,7 +2,8 @@
 
 ``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
 ``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
-each execution backend), ``sweep`` (configurations x sizes) and ``plots`` (static figures).
+each execution backend), and ``sweep`` (configurations x sizes);
+their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
 GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works;
 ``target="c"`` (or a kernel compiled for it) runs on the CPU instead (``_cpu.py``).
@@ -10,18 +11,18 @@ GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection st
 
 from __future__ import annotations
 
-from ..render import plots
-from ._bench import bench, count_work, gemm_flops
+from ._bench import BenchOptions, bench, count_work, gemm_flops
 from ._ceilings import measure_ceilings
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
 from ._overhead import launch_overhead
 from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._run import KernelLaunchError, MisalignedTensorError, classify_cuda_error, prepare_kernel, run
-from ._sweep import sweep
+from ._sweep import SweepOptions, sweep
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
 
 __all__ = [
+    "BenchOptions",
     "BenchResult",
     "Ceilings",
     "Finding",
@@ -31,6 +32,7 @@ __all__ = [
     "RunResult",
     "SanitizerMissing",
     "SanitizerReport",
+    "SweepOptions",
     "SweepRow",
     "SweepTable",
     "TileMap",
@@ -46,7 +48,6 @@ __all__ = [
     "gemm_flops",
     "launch_overhead",
     "measure_ceilings",
-    "plots",
     "prepare_kernel",
     "run",
     "sanitize",

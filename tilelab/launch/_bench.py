@@ -19,10 +19,12 @@ Samples are milliseconds per launch. Tests never call the timing loops; the benc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import _inputs, _stability
@@ -229,16 +231,87 @@ def graph_launches(graph_batch: int, n_copies: int) -> int:
     return n_copies * max(1, math.ceil(graph_batch / n_copies))
 
 
-def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None = None,
-          bytes: float | None = None, warmup_ms: float = 25.0, rep_ms: float | None = None,
-          min_rep: int = 10, max_rep: int = 10_000, flush_l2: bool | None = None, rotate: int | None = None,
-          idle_ms: float = 2.0, graph_batch: int = 20, backend: str | None = None,
-          out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
-          seed: int | None = None, name: str | None = None, ci_target: float | None = None,
-          max_rounds: int = 20, telemetry: bool = True, isolate: bool = True, timeout: float | None = None,
-          target: Any = None, **sizes: int) -> BenchResult:
+@dataclass(frozen=True)
+class BenchOptions:
+    """How :func:`bench` measures: every option that travels with a kernel to the worker process.
+
+    ``bench(kernel, mode="isolated", rep_ms=200)`` and
+    ``bench(kernel, options=BenchOptions(mode="isolated", rep_ms=200))`` are the same call; a
+    keyword given beside ``options`` replaces that field. See :func:`bench` for each field.
+    """
+
+    mode: str = "sustained"
+    flops: float | None = None
+    bytes: float | None = None
+    warmup_ms: float = 25.0
+    rep_ms: float | None = None  # None: 100 ms of kernel time, or 500 ms of wall time when isolated
+    min_rep: int = 10
+    max_rep: int = 10_000
+    flush_l2: bool | None = None  # None: flush unless mode is "graph"
+    rotate: int | None = None  # None: rotate input copies only where they would fit in L2 unflushed
+    idle_ms: float = 2.0
+    graph_batch: int = 20
+    seed: int | None = None
+    name: str | None = None
+    ci_target: float | None = None
+    max_rounds: int = 20
+    telemetry: bool = True
+
+    def __post_init__(self) -> None:
+        if self.ci_target is not None and not (isinstance(self.ci_target, (int, float)) and 0 < self.ci_target < 1):
+            raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {self.ci_target!r}")
+        if self.mode not in BENCH_MODES:
+            raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {self.mode!r}")
+
+    @property
+    def repetition_ms(self) -> float:
+        """``rep_ms``, or its default for the mode."""
+        if self.rep_ms is not None:
+            return self.rep_ms
+        return ISOLATED_BUDGET_MS if self.mode == "isolated" else 100.0
+
+    @property
+    def flushes(self) -> bool:
+        return self.flush_l2 if self.flush_l2 is not None else self.mode != "graph"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def split(cls, options: BenchOptions | None, keywords: dict[str, Any]) -> tuple[BenchOptions, dict[str, int]]:
+        """(options with the keywords that name its fields, the other keywords: the kernel's sizes)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        chosen = {k: v for k, v in keywords.items() if k in fields}
+        sizes = {k: v for k, v in keywords.items() if k not in fields}
+        return dataclasses.replace(options or cls(), **chosen), sizes
+
+
+@dataclass
+class _Timed:
+    """What the timing loops launch: one zero-argument call per rotating copy, and what is known
+    about it before the first measurement."""
+
+    fns: list[Callable[[], Any]]
+    name: str
+    backend: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)
+    flops: float | None = None
+    bytes: float | None = None
+    copies: int = 1
+    notes: list[str] = field(default_factory=list)
+
+
+def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
+          out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
+          timeout: float | None = None, target: Any = None, **keywords: Any) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
+
+    The measurement options are the fields of :class:`BenchOptions`, given as keywords
+    (``mode=``, ``flops=``, ``bytes=``, ``warmup_ms=``, ``rep_ms=``, ``min_rep=``, ``max_rep=``,
+    ``flush_l2=``, ``rotate=``, ``idle_ms=``, ``graph_batch=``, ``seed=``, ``name=``,
+    ``ci_target=``, ``max_rounds=``, ``telemetry=``) or as one ``options=`` record; every other
+    keyword is a dynamic size of the kernel (``M=4096``).
 
     Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
     ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
@@ -260,139 +333,180 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
 
     ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
-    if ci_target is not None and not (isinstance(ci_target, (int, float)) and 0 < ci_target < 1):
-        raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {ci_target!r}")
-    if mode not in BENCH_MODES:
-        raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
+    opts, sizes = BenchOptions.split(options, keywords)
     from . import _cpu
 
     if _cpu.wants_cpu(kernel, target):
-        return _cpu.bench(kernel, args, mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms,
-                          min_rep=min_rep, max_rep=max_rep, backend=backend, out_idx=out_idx, outputs=outputs,
-                          seed=seed, name=name, sizes=sizes)
-    if rep_ms is None:
-        rep_ms = ISOLATED_BUDGET_MS if mode == "isolated" else 100.0
+        return _cpu.bench(kernel, args, mode=opts.mode, flops=opts.flops, bytes=opts.bytes, warmup_ms=opts.warmup_ms,
+                          rep_ms=opts.rep_ms, min_rep=opts.min_rep, max_rep=opts.max_rep, backend=backend,
+                          out_idx=out_idx, outputs=outputs, seed=opts.seed, name=opts.name, sizes=sizes)
+    opts = dataclasses.replace(opts, rep_ms=opts.repetition_ms)
     torch = require_gpu()
     from . import _worker
 
-    if isolate and not _worker.in_worker() and (is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)):
-        from . import _isolated
+    is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
+    if is_kernel:
+        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
+            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+        if isolate and not _worker.in_worker():
+            from . import _isolated
 
-        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
-            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-        options = dict(mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms, min_rep=min_rep,
-                       max_rep=max_rep, flush_l2=flush_l2, rotate=rotate, idle_ms=idle_ms, graph_batch=graph_batch,
-                       seed=seed, name=name, ci_target=ci_target, max_rounds=max_rounds, telemetry=telemetry, **sizes)
-        return _isolated.bench(_worker.default_worker(), prepared, args, options, timeout)
-    notes: list[str] = []
-    bound: dict[str, int] = {}
-    backend_used = ""
-    kname = name or "kernel"
-    if is_tilelang_kernel(kernel) or isinstance(kernel, Prepared):
-        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
-            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-        kname, backend_used = prepared.name, prepared.backend
-        try:
-            launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=seed)
-        except Exception as err:
-            if is_out_of_memory(err):
-                raise out_of_memory_error(kname, "the inputs and outputs", err) from err
-            raise
-        check_tma_alignment(prepared, launch_args)
-        auto_flops, auto_bytes = count_work(prepared.params, bound, prepared.kernel_source())
-        flops = flops if flops is not None else auto_flops
-        bytes = bytes if bytes is not None else auto_bytes
-        copies = [launch_args]
-        flush = flush_l2 if flush_l2 is not None else mode != "graph"
-        n_copies = rotate if rotate is not None else 1
-        l2 = l2_bytes(torch)
-        if rotate is None and not flush and auto_bytes and auto_bytes < 2 * l2:
-            n_copies = min(MAX_COPIES, math.ceil(3 * l2 / auto_bytes))
-        launch = [p for p in prepared.params if p.passed_at_launch]
-        try:
-            for _ in range(n_copies - 1):
-                copies.append([a.clone() if hasattr(a, "clone") and not p.is_output else
-                               (torch.empty_like(a) if hasattr(a, "clone") else a) for a, p in zip(launch_args, launch)])
-        except Exception as err:
-            if is_out_of_memory(err):
-                raise out_of_memory_error(kname, f"{n_copies} rotating copies of the inputs", err) from err
-            raise
-        if n_copies > 1:
-            notes.append(_rotation_note(n_copies, auto_bytes, l2))
-        fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
-        try:
-            fns[0]()
-            torch.cuda.synchronize()
-        except Exception as err:
-            raise launch_error(kname, err, prepared.flagged_problems) from err
+            return _isolated.bench(_worker.default_worker(), prepared, args, {**opts.to_dict(), **sizes}, timeout)
+        timed = _prepare_kernel_launches(torch, prepared, args, sizes, opts)
     elif callable(kernel):
-        kname = name or getattr(kernel, "__name__", "callable")
-        if kname == "<lambda>":
-            kname = "callable"
-        fns = [kernel]
-        n_copies = 1
-        flush = flush_l2 if flush_l2 is not None else mode != "graph"
-        if mode == "graph":
-            notes.append("a callable is captured as it is: its inputs do not rotate and L2 is not flushed inside "
-                         "the graph, so it may read data left in L2 by the previous launch")
-        fns[0]()
-        torch.cuda.synchronize()
+        timed = _prepare_callable(torch, kernel, opts)
     else:
         raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+    return _measure(torch, timed, opts)
+
+
+def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any], sizes: dict[str, int],
+                             opts: BenchOptions) -> _Timed:
+    """Inputs (and their rotating copies) for a compiled kernel, counted work, one checked launch."""
+    name = prepared.name
     try:
-        flush_buf = _flush_buffer(torch) if flush else None
+        launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=opts.seed)
     except Exception as err:
         if is_out_of_memory(err):
-            raise out_of_memory_error(kname, f"the {FLUSH_BYTES >> 20} MiB L2-flush buffer", err) from err
+            raise out_of_memory_error(name, "the inputs and outputs", err) from err
         raise
-    estimate = _estimate_ms(torch, fns[0], flush_buf)
-    n_warmup = max(1, int(warmup_ms / estimate))
-    n_rep = int(min(max_rep, max(min_rep, rep_ms / estimate)))
-    method = BENCH_MODES[mode]
-    sampler = _telemetry_sampler(torch) if telemetry else None
+    check_tma_alignment(prepared, launch_args)
+    auto_flops, auto_bytes = count_work(prepared.params, bound, prepared.kernel_source())
+    timed = _Timed([], name, prepared.backend, bound,
+                   opts.flops if opts.flops is not None else auto_flops,
+                   opts.bytes if opts.bytes is not None else auto_bytes)
+    timed.copies = _rotating_copies(torch, opts, auto_bytes)
+    copies = _copy_inputs(torch, prepared, launch_args, timed.copies, name)
+    if timed.copies > 1:
+        timed.notes.append(_rotation_note(timed.copies, auto_bytes, l2_bytes(torch)))
+    timed.fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
+    try:
+        timed.fns[0]()
+        torch.cuda.synchronize()
+    except Exception as err:
+        raise launch_error(name, err, prepared.flagged_problems) from err
+    return timed
+
+
+def _rotating_copies(torch: Any, opts: BenchOptions, work_bytes: float) -> int:
+    """``rotate`` when given; else enough copies to overflow L2 three times where nothing flushes it."""
+    if opts.rotate is not None:
+        return opts.rotate
+    l2 = l2_bytes(torch)
+    if not opts.flushes and work_bytes and work_bytes < 2 * l2:
+        return min(MAX_COPIES, math.ceil(3 * l2 / work_bytes))
+    return 1
+
+
+def _copy_inputs(torch: Any, prepared: Prepared, launch_args: list[Any], n_copies: int, name: str) -> list[list[Any]]:
+    """The launch arguments and ``n_copies - 1`` copies: inputs cloned, outputs fresh."""
+    copies = [launch_args]
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    try:
+        for _ in range(n_copies - 1):
+            copies.append([a.clone() if hasattr(a, "clone") and not p.is_output else
+                           (torch.empty_like(a) if hasattr(a, "clone") else a) for a, p in zip(launch_args, launch)])
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise out_of_memory_error(name, f"{n_copies} rotating copies of the inputs", err) from err
+        raise
+    return copies
+
+
+def _prepare_callable(torch: Any, fn: Callable[[], Any], opts: BenchOptions) -> _Timed:
+    name = opts.name or getattr(fn, "__name__", "callable")
+    timed = _Timed([fn], "callable" if name == "<lambda>" else name, flops=opts.flops, bytes=opts.bytes)
+    if opts.mode == "graph":
+        timed.notes.append("a callable is captured as it is: its inputs do not rotate and L2 is not flushed inside "
+                           "the graph, so it may read data left in L2 by the previous launch")
+    fn()
+    torch.cuda.synchronize()
+    return timed
+
+
+def _measure(torch: Any, timed: _Timed, opts: BenchOptions) -> BenchResult:
+    """Warm up, time in the asked mode (more rounds until ``ci_target``), and make the result."""
+    name = timed.name or "kernel"
+    try:
+        flush_buf = _flush_buffer(torch) if opts.flushes else None
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise out_of_memory_error(name, f"the {FLUSH_BYTES >> 20} MiB L2-flush buffer", err) from err
+        raise
+    estimate = _estimate_ms(torch, timed.fns[0], flush_buf)
+    n_warmup = max(1, int(opts.warmup_ms / estimate))
+    n_rep = int(min(opts.max_rep, max(opts.min_rep, opts.repetition_ms / estimate)))
+    sampler = _telemetry_sampler(torch) if opts.telemetry else None
     with sampler if sampler is not None else contextlib.nullcontext():
-        if mode == "sustained":
-            samples = time_sustained(torch, fns, n_warmup, n_rep, flush_buf)
-        elif mode == "isolated":
-            n_rep = isolated_reps(estimate, idle_ms, rep_ms, min_rep, max_rep)
-            samples = time_isolated(torch, fns, min(n_warmup, 3), n_rep, flush_buf, idle_ms, rep_ms, min_rep)
-            method += (f"; idle {idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time budget of "
-                       f"{rep_ms:g} ms that counts the idle gaps (at most {ISOLATED_MAX_REP})")
-        else:
-            if flush_l2:
-                notes.append("no L2 flush inside a CUDA graph: flush_l2 ignored")
-            batch = graph_launches(graph_batch, n_copies)
-            samples = time_graph(torch, fns, n_warmup, max(min_rep, n_rep // batch), batch)
-            method += f"; {batch} launches per replay" + (f", each of the {n_copies} copies {batch // n_copies} times"
-                                                          if n_copies > 1 else "")
-        rounds = 1
-        while (ci_target is not None and rounds < max_rounds and not stop_requested()
-               and _stability.relative_half_width(samples) > ci_target):
-            rounds += 1
-            if mode == "sustained":
-                samples += time_sustained(torch, fns, 1, n_rep, flush_buf)
-            elif mode == "isolated":
-                samples += time_isolated(torch, fns, 1, n_rep, flush_buf, idle_ms, rep_ms, min_rep)
-            else:
-                samples += time_graph(torch, fns, 1, max(min_rep, n_rep // batch), batch)
+        rounds = _Rounds(torch, timed, opts, flush_buf, estimate, n_warmup, n_rep)
+        samples = rounds.first()
+        while (opts.ci_target is not None and rounds.count < opts.max_rounds and not stop_requested()
+               and _stability.relative_half_width(samples) > opts.ci_target):
+            samples += rounds.again()
+    notes = timed.notes + rounds.notes
+    tele = sampler.result() if sampler is not None else None
+    notes += _closing_notes(samples, opts, rounds.count, tele)
+    return BenchResult(telemetry=tele, ci_ms=_stability.median_ci(samples) if len(samples) >= 6 else None,
+        ci_target=opts.ci_target, kernel=timed.name or "kernel", samples_ms=tuple(float(s) for s in samples),
+        mode=opts.mode, method=rounds.method, flops=timed.flops, bytes=timed.bytes, device=device_name(),
+        backend=timed.backend, sizes=tuple(sorted(timed.sizes.items())),
+        l2_flush=bool(opts.flushes and opts.mode != "graph"), rotating_copies=timed.copies,
+        warmup=n_warmup, notes=tuple(notes))
+
+
+class _Rounds:
+    """The timing loop of one mode: a first round (with warm-up), then further rounds on request."""
+
+    def __init__(self, torch: Any, timed: _Timed, opts: BenchOptions, flush_buf: Any, estimate: float,
+                 n_warmup: int, n_rep: int) -> None:
+        self.torch, self.fns, self.opts, self.flush = torch, timed.fns, opts, flush_buf
+        self.n_warmup, self.n_rep, self.count, self.notes = n_warmup, n_rep, 0, []
+        self.method = BENCH_MODES[opts.mode]
+        if opts.mode == "isolated":
+            self.n_rep = isolated_reps(estimate, opts.idle_ms, opts.repetition_ms, opts.min_rep, opts.max_rep)
+        self.batch = graph_launches(opts.graph_batch, timed.copies)
+        self.copies = timed.copies
+
+    def first(self) -> list[float]:
+        o = self.opts
+        samples = self._round(self.n_warmup)
+        if o.mode == "isolated":
+            self.method += (f"; idle {o.idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time "
+                            f"budget of {o.repetition_ms:g} ms that counts the idle gaps (at most {ISOLATED_MAX_REP})")
+        elif o.mode == "graph":
+            if o.flush_l2:
+                self.notes.append("no L2 flush inside a CUDA graph: flush_l2 ignored")
+            self.method += f"; {self.batch} launches per replay" + (
+                f", each of the {self.copies} copies {self.batch // self.copies} times" if self.copies > 1 else "")
+        return samples
+
+    def again(self) -> list[float]:
+        return self._round(1)
+
+    def _round(self, n_warmup: int) -> list[float]:
+        self.count += 1
+        o, torch = self.opts, self.torch
+        if o.mode == "sustained":
+            return time_sustained(torch, self.fns, n_warmup, self.n_rep, self.flush)
+        if o.mode == "isolated":
+            warm = min(n_warmup, 3)
+            return time_isolated(torch, self.fns, warm, self.n_rep, self.flush, o.idle_ms, o.repetition_ms, o.min_rep)
+        return time_graph(torch, self.fns, n_warmup, max(o.min_rep, self.n_rep // self.batch), self.batch)
+
+
+def _closing_notes(samples: list[float], opts: BenchOptions, rounds: int, tele: Any) -> list[str]:
+    notes = []
     if stop_requested():
         notes.append(f"interrupted: {len(samples)} launches measured before the stop")
-    ci = _stability.median_ci(samples) if len(samples) >= 6 else None
-    if ci_target is not None:
-        reached = _stability.relative_half_width(samples) <= ci_target
+    if opts.ci_target is not None:
+        reached = _stability.relative_half_width(samples) <= opts.ci_target
         notes.append(f"{rounds} round(s) of measurement until the median's 95% interval was "
-                     + (f"within +-{100 * ci_target:g}%" if reached else
-                        f"still wider than +-{100 * ci_target:g}% (max_rounds={max_rounds} reached)"))
-    tele = sampler.result() if sampler is not None else None
+                     + (f"within +-{100 * opts.ci_target:g}%" if reached else
+                        f"still wider than +-{100 * opts.ci_target:g}% (max_rounds={opts.max_rounds} reached)"))
     if tele is not None and tele.throttled:
         notes.append("the GPU throttled during this measurement (" + ", ".join(tele.reasons) + "): "
                      "the timings are slower than the GPU's sustained rate")
-    return BenchResult(telemetry=tele, ci_ms=ci, ci_target=ci_target,
-        kernel=kname or "kernel", samples_ms=tuple(float(s) for s in samples), mode=mode, method=method,
-        flops=flops, bytes=bytes, device=device_name(), backend=backend_used,
-        sizes=tuple(sorted(bound.items())), l2_flush=bool(flush and mode != "graph"), rotating_copies=n_copies,
-        warmup=n_warmup, notes=tuple(notes),
-    )
+    return notes
 
 
 def _telemetry_sampler(torch: Any):

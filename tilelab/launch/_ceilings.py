@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from .models import Ceilings
 
@@ -137,7 +136,3 @@ def measure_once(*, copy_bytes: int, matmul_n: int, dtype: str, rep_ms: float, k
                 f"(bytes read + written), torch.matmul {dtype} {matmul_n}^3 on random data"),
     )
     return ceilings
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return value.to_dict() if hasattr(value, "to_dict") else dict(value)

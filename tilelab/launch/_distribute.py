@@ -617,7 +617,7 @@ class RowCache:
 
     @classmethod
     def default(cls) -> RowCache:
-        from .._inspect import cache_dir
+        from .._cache import cache_dir
 
         return cls(cache_dir() / "sweeps")
 

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..cuda_facts import dtype_bytes, normalize_dtype
 from .models import OutputCheck, WorstElement
 
 # TileLang / TVM dtype names -> torch attribute names.
@@ -32,13 +33,9 @@ UNIT_ROUNDOFF: dict[str, float] = {
 
 
 def canonical_dtype(dtype: Any) -> str:
-    """"float16" for T.float16, torch.float16, "float16", tvm DataType(...)."""
-    text = str(dtype)
-    if text.startswith("torch."):
-        text = text[len("torch."):]
-    aliases = {"half": "float16", "float": "float32", "double": "float64", "bf16": "bfloat16",
-               "fp16": "float16", "fp32": "float32", "float8_e4m3fn": "float8_e4m3fn"}
-    return aliases.get(text, text)
+    """"float16" for T.float16, torch.float16, "float16", tvm DataType(...); a type tilelab has no
+    table for comes back as written (:func:`torch_dtype` then says it cannot build it)."""
+    return normalize_dtype(dtype, strict=False)
 
 
 def torch_dtype(dtype: Any):  # -> torch.dtype
@@ -51,13 +48,9 @@ def torch_dtype(dtype: Any):  # -> torch.dtype
     return getattr(torch, attr)
 
 
-_ELEMENT_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4,
-                  "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2}
-
-
 def element_bytes(dtype: Any) -> int:
-    """Bytes per element (1 for 8-bit and bool types)."""
-    return _ELEMENT_BYTES.get(canonical_dtype(dtype), 1)
+    """Bytes per element; an unknown dtype raises ValueError naming it (never a guessed size)."""
+    return dtype_bytes(dtype)
 
 
 def is_float(dtype: Any) -> bool:

@@ -416,7 +416,21 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     expected: list[Any] | None = None
     if ref is not None:
         expected = _reference(torch, ref, inputs, ref_dtype, notes)
-    launcher = _launcher(torch, isolate, timeout)
+    outs, poisoned, seconds = _poisoned_launches(_launcher(torch, isolate, timeout), prepared, args, bound, notes)
+    if expected is not None and len(expected) != len(outs):
+        raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
+                         f"({', '.join(p.name for p in prepared.outputs)})")
+    checks = _check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
+                            tolerance=tolerance, worst=worst, tile=tile)
+    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
+                     device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
+                     reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
+
+
+def _poisoned_launches(launcher: Callable[..., Any], prepared: Prepared, args: list[Any], bound: dict[str, int],
+                       notes: list[str]) -> tuple[list[Any], list[bool], list[Any]]:
+    """(outputs, whether each was poisoned, its second-launch copy or None): one launch with
+    0xFF bytes, and a second with another pattern for outputs whose dtype has 0xFF as a value."""
     outs, poisoned = launcher(prepared, args, bound, _inputs.POISON)
     seconds: list[Any] = [None] * len(outs)
     twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
@@ -433,9 +447,13 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
         notes.append(f"launched twice ({', '.join(prepared.outputs[i].name for i in twice)} poisoned with "
                      f"0x{_inputs.POISON:02X}, then 0x{_inputs.SECOND_POISON:02X} bytes, since 0xFF is a valid "
                      "value of their dtype)")
-    if expected is not None and len(expected) != len(outs):
-        raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
-                         f"({', '.join(p.name for p in prepared.outputs)})")
+    return outs, poisoned, seconds
+
+
+def _check_outputs(prepared: Prepared, bound: dict[str, int], outs: list[Any], expected: list[Any] | None,
+                   poisoned: list[bool], seconds: list[Any], notes: list[str], *, tolerance: float | None,
+                   worst: int, tile: Sequence[int] | None) -> list[Any]:
+    """One OutputCheck per output (with a tile map where it fails), at each output's tolerance."""
     input_dtypes = [p.dtype for p in prepared.params if p.kind == "tensor" and not p.is_output]
     mnk = _inputs.gemm_shape(*_inputs.param_shapes(prepared.params, bound))
     checks = []
@@ -445,16 +463,14 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
                          "block: unwritten elements were not checked")
         tol = tolerance if tolerance is not None else _inputs.tolerance_for(
             p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
-        check = _inputs.compare(p.name, out, expected[i] if expected is not None else None,
-                                tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i])
+        want = expected[i] if expected is not None else None
+        check = _inputs.compare(p.name, out, want, tolerance=tol, poisoned=poisoned[i], worst=worst,
+                                second=seconds[i])
         if not check.passed:
-            check = dataclasses.replace(check, tiles=_tile_map(
-                prepared, check, out, expected[i] if expected is not None else None, poisoned[i], seconds[i], bound,
-                tile))
+            check = dataclasses.replace(check, tiles=_tile_map(prepared, check, out, want, poisoned[i], seconds[i],
+                                                               bound, tile))
         checks.append(check)
-    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
-                     device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
-                     reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
+    return checks
 
 
 def _tile_map(prepared: Prepared, check: Any, out: Any, expected: Any, poisoned: bool, second: Any,

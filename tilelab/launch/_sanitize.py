@@ -275,20 +275,6 @@ def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def one_line(f: Finding) -> str:
-    """A finding in one sentence (used in launch errors)."""
-    parts = [f.kind]
-    if f.where:
-        parts.append(f.where)
-    if f.element is not None:
-        parts.append(f"element {list(f.element)}")
-    if f.line is not None:
-        parts.append(f"at line {f.line} of the device CUDA source")
-    if f.block is not None:
-        parts.append(f"block {f.block}, thread {f.thread}")
-    return ", ".join(parts)
-
-
 # ------------------------------------------------------------------------------------------
 # Running it
 # ------------------------------------------------------------------------------------------

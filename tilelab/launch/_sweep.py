@@ -9,12 +9,13 @@ The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import sys
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .models import BenchResult, SweepRow, SweepTable
@@ -82,27 +83,72 @@ def default_bench(prepared: Any, size: Config, config: Config, **kwargs: Any) ->
     return bench(prepared, **kwargs)
 
 
-def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None = None,
-          sizes: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None = None, *,
-          mode: str = "sustained", flops: Callable[..., float] | None = None,
-          bytes: Callable[..., float] | None = None, ref: Callable[..., Any] | None = None,
-          baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None,
-          workers: int | None = None, backend: str | None = None, out_idx: Any = -1,
-          bench_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
-          compile_fn: Callable[..., Callable[[], Any]] | None = None,
-          devices: str | Sequence[int] | None = None, client: Any = None, force: bool = False,
-          bench_fn: Callable[..., BenchResult] | None = None,
-          check_fn: Callable[..., Any] | None = None, name: str | None = None, isolate: bool = True,
-          timeout: float | None = None, target: Any = None) -> SweepTable:
+Space = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How :func:`sweep` compiles, checks and times: every keyword of ``sweep`` after the two spaces.
+
+    ``sweep(f, params, sizes, mode="graph", ref=ref)`` and
+    ``sweep(f, params, sizes, options=SweepOptions(mode="graph", ref=ref))`` are the same call; a
+    keyword given beside ``options`` replaces that field. See :func:`sweep` for each field.
+    """
+
+    mode: str = "sustained"
+    flops: Callable[..., float] | None = None  # f(**size) -> FLOPs; counted from the signature when None
+    bytes: Callable[..., float] | None = None
+    ref: Callable[..., Any] | None = None
+    baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None
+    workers: int | None = None
+    backend: str | None = None  # None: tvm_ffi (cython for the CPU)
+    out_idx: Any = -1
+    bench_kwargs: Mapping[str, Any] | None = None
+    progress: bool = True
+    compile_fn: Callable[..., Callable[[], Any]] | None = None
+    devices: str | Sequence[int] | None = None
+    client: Any = None
+    force: bool = False
+    bench_fn: Callable[..., BenchResult] | None = None
+    check_fn: Callable[..., Any] | None = None
+    name: str | None = None
+    isolate: bool = True
+    timeout: float | None = None
+    target: Any = None  # "c": compile every configuration for the CPU and time it there
+
+    @classmethod
+    def merge(cls, options: SweepOptions | None, keywords: dict[str, Any]) -> SweepOptions:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(keywords) - set(fields))
+        if unknown:
+            raise TypeError(f"sweep() has no option {', '.join(map(repr, unknown))}; its options are "
+                            f"{', '.join(fields)} (sizes go in the sizes= space, not as keywords)")
+        return dataclasses.replace(options or cls(), **keywords)
+
+    def bench_options(self) -> dict[str, Any]:
+        """The keywords every benchmark of the sweep gets: ``bench_kwargs`` over mode, isolate, timeout."""
+        out = dict(self.bench_kwargs or {})
+        out.setdefault("mode", self.mode)
+        out.setdefault("isolate", self.isolate)
+        if self.timeout is not None:
+            out.setdefault("timeout", self.timeout)
+        return out
+
+
+def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None, *,
+          options: SweepOptions | None = None, **keywords: Any) -> SweepTable:
     """Benchmark every configuration of ``factory`` at every size; mark the best per size.
 
     ``factory(**size, **config)`` returns a TileLang kernel (``examples/gemm.py:matmul``).
-    ``params``/``sizes``: a dict of lists (cartesian product) or a list of dicts. ``flops`` and
-    ``bytes`` are callables of the size's keywords (counted from the signature when omitted);
-    ``ref`` checks each configuration with :func:`tilelab.run` before it is timed;
+    ``params``/``sizes``: a dict of lists (cartesian product) or a list of dicts. The options are
+    the fields of :class:`SweepOptions`, as keywords or one ``options=`` record:
+    ``flops`` and ``bytes`` are callables of the size's keywords (counted from the signature
+    when omitted); ``ref`` checks each configuration with :func:`tilelab.run` before it is timed;
     ``baseline`` maps a label to ``f(**size) -> zero-argument callable`` timed on the same terms
     (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
-    that size unless ``flops``/``bytes`` say otherwise.
+    that size unless ``flops``/``bytes`` say otherwise. ``mode`` and ``bench_kwargs`` go to
+    :func:`tilelab.bench`; ``workers`` compile threads; ``backend``/``out_idx`` to the compile;
+    ``compile_fn``/``bench_fn``/``check_fn`` replace the compile, bench and check steps.
 
     ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
     on every listed GPU at once, one configuration per GPU; ``client=`` (a
@@ -124,165 +170,200 @@ def sweep(factory: Callable[..., Any], params: Mapping[str, Sequence[Any]] | Seq
     ``target="c"`` compiles every configuration for the CPU and times it there (wall clock);
     ``backend`` defaults to tvm_ffi (cython for the CPU).
     """
-    if devices is not None or client is not None:  # every GPU of the host, or a Dask cluster
-        from ._distribute import distributed_sweep
-
-        # isolate is forwarded only when False: a daemonic Dask worker falls back to in-process
-        # launches by itself (and says so) when the caller did not ask for isolation explicitly.
-        launch = {**({"isolate": False} if not isolate else {}), **({"timeout": timeout} if timeout is not None else {})}
-        return distributed_sweep(factory, expand(params), expand(sizes), devices=devices, client=client, mode=mode,
-                                 flops=flops, bytes=bytes, ref=ref, baseline=baseline, workers=workers,
-                                 backend=backend, out_idx=out_idx, bench_kwargs={**(bench_kwargs or {}), **launch},
-                                 progress=progress,
-                                 compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, name=name, force=force)
+    opts = SweepOptions.merge(options, keywords)
+    if opts.devices is not None or opts.client is not None:  # every GPU of the host, or a Dask cluster
+        return _distributed(factory, params, sizes, opts)
     configs, size_list = expand(params), expand(sizes)
-    compile_fn = compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=backend, out_idx=out_idx,
-                                                                 target=target))
-    bench_kwargs = dict(bench_kwargs or {})
-    bench_kwargs.setdefault("mode", mode)
-    bench_kwargs.setdefault("isolate", isolate)
-    if timeout is not None:
-        bench_kwargs.setdefault("timeout", timeout)
-    bench_fn = bench_fn or default_bench
     jobs: list[tuple[int, Config, Config]] = [(i, s, c) for i, (s, c) in
                                              enumerate(itertools.product(size_list, configs))]
-    compiled: dict[int, Any] = {}
-    failures: dict[int, tuple[str, str]] = {}
-    compile_time: dict[int, float] = {}
+    compiled = _compile_all(factory, jobs, opts)
+    run = _SweepRun(opts, compiled, n_baseline_rows=len(opts.baseline or {}) * len(size_list))
+    for i, size, config in jobs:
+        run.kernel_row(i, size, config)
+    for label, make in (opts.baseline or {}).items():
+        for size in size_list:
+            run.baseline_row(label, make, size)
+    run.bar.close()
+    return _table(factory, run, opts)
+
+
+def _distributed(factory: Callable[..., Any], params: Space, sizes: Space, opts: SweepOptions) -> SweepTable:
+    from ._distribute import distributed_sweep
+
+    # isolate is forwarded only when False: a daemonic Dask worker falls back to in-process
+    # launches by itself (and says so) when the caller did not ask for isolation explicitly.
+    launch = {**({"isolate": False} if not opts.isolate else {}),
+              **({"timeout": opts.timeout} if opts.timeout is not None else {})}
+    return distributed_sweep(factory, expand(params), expand(sizes), devices=opts.devices, client=opts.client,
+                             mode=opts.mode, flops=opts.flops, bytes=opts.bytes, ref=opts.ref,
+                             baseline=opts.baseline, workers=opts.workers, backend=opts.backend,
+                             out_idx=opts.out_idx, bench_kwargs={**(opts.bench_kwargs or {}), **launch},
+                             progress=opts.progress, compile_fn=opts.compile_fn, bench_fn=opts.bench_fn,
+                             check_fn=opts.check_fn, name=opts.name, force=opts.force)
+
+
+@dataclass
+class _Compiled:
+    kernels: dict[int, Any] = field(default_factory=dict)
+    failures: dict[int, tuple[str, str]] = field(default_factory=dict)  # job -> (stage, error)
+    seconds: dict[int, float] = field(default_factory=dict)
+
+
+def _compile_all(factory: Callable[..., Any], jobs: list[tuple[int, Config, Config]],
+                 opts: SweepOptions) -> _Compiled:
+    """Elaborate every job here, then compile them in a pool of threads, timing each compile."""
+    compile_fn = opts.compile_fn or (lambda f, s, c: default_compile(f, s, c, backend=opts.backend,
+                                                                      out_idx=opts.out_idx, target=opts.target))
+    out = _Compiled()
     steps: dict[int, Callable[[], Any]] = {}
     for i, size, config in jobs:
         try:
             steps[i] = compile_fn(factory, size, config)
         except Exception as err:
-            failures[i] = ("elaborate", _short_error(err))
-    bar = _Progress(len(steps), f"compiling {len(steps)} configurations", progress)
+            out.failures[i] = ("elaborate", _short_error(err))
+    bar = _Progress(len(steps), f"compiling {len(steps)} configurations", opts.progress)
 
     def timed(step: Callable[[], Any]) -> tuple[Any, float]:
         t0 = time.perf_counter()
         return step(), time.perf_counter() - t0
 
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=opts.workers or os.cpu_count() or 1) as pool:
         futures = {pool.submit(timed, step): i for i, step in steps.items()}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
-                compiled[i], compile_time[i] = fut.result()
+                out.kernels[i], out.seconds[i] = fut.result()
             except Exception as err:
-                failures[i] = ("compile", _short_error(err))
+                out.failures[i] = ("compile", _short_error(err))
             bar.update()
     bar.close()
+    return out
 
-    rows: list[SweepRow] = []
-    notes: list[str] = []
-    work: dict[tuple, tuple[float | None, float | None]] = {}  # size -> the kernels' counted (flops, bytes)
-    lost: str | None = None  # set when a sticky CUDA error made the context unusable
-    runnable = [i for i, _, _ in jobs if i not in failures]
-    n_baselines = len(baseline or {}) * len(size_list)
-    bar = _Progress(len(runnable) + n_baselines, f"benchmarking {len(runnable) + n_baselines} rows", progress)
-    interrupted: str | None = None
-    for i, size, config in jobs:
+
+class _SweepRun:
+    """The benchmark phase: one row per job, then the baselines; stops cleanly on an interrupt or
+    a lost CUDA context, marking what remains "not run"."""
+
+    def __init__(self, opts: SweepOptions, compiled: _Compiled, n_baseline_rows: int) -> None:
+        self.opts, self.compiled = opts, compiled
+        self.bench_kwargs = opts.bench_options()
+        self.bench_fn = opts.bench_fn or default_bench
+        self.rows: list[SweepRow] = []
+        self.notes: list[str] = []
+        self.work: dict[tuple, tuple[float | None, float | None]] = {}  # size -> the kernels' (flops, bytes)
+        self.lost: str | None = None  # set when a sticky CUDA error made the context unusable
+        self.interrupted: str | None = None
+        runnable = len(compiled.kernels)
+        self.bar = _Progress(runnable + n_baseline_rows, f"benchmarking {runnable + n_baseline_rows} rows",
+                             opts.progress)
+
+    def kernel_row(self, i: int, size: Config, config: Config) -> None:
         key_c, key_s = tuple(config.items()), tuple((k, int(v)) for k, v in size.items())
-        if interrupted is not None and i not in failures:
-            rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
-            continue
-        if i in failures:
-            stage, error = failures[i]
-            rows.append(SweepRow(key_c, key_s, error=error, stage=stage))
-            continue
-        if lost is not None:
-            rows.append(SweepRow(key_c, key_s, error=lost, stage="not run", compile_s=compile_time.get(i)))
-            bar.update()
-            continue
-        kernel = compiled[i]
-        stage = "check"
+        compile_s = self.compiled.seconds.get(i)
+        if i in self.compiled.failures:
+            stage, error = self.compiled.failures[i]
+            self.rows.append(SweepRow(key_c, key_s, error=error, stage=stage))
+            return
+        if self.interrupted is not None:
+            self.rows.append(SweepRow(key_c, key_s, error=self.interrupted, stage="not run", compile_s=compile_s))
+            return
+        self.rows.append(self._measure_kernel(self.compiled.kernels[i], size, config, key_c, key_s, compile_s))
+        self.bar.update()
+
+    def _measure_kernel(self, kernel: Any, size: Config, config: Config, key_c: tuple, key_s: tuple,
+                        compile_s: float | None) -> SweepRow:
+        if self.lost is not None:
+            return SweepRow(key_c, key_s, error=self.lost, stage="not run", compile_s=compile_s)
+        opts, stage = self.opts, "check"
         try:
-            if ref is not None:
-                result = check_fn(kernel, ref, size) if check_fn else _check(kernel, ref, size, isolate, timeout)
+            if opts.ref is not None:
+                result = (opts.check_fn(kernel, opts.ref, size) if opts.check_fn
+                          else _check(kernel, opts.ref, size, opts.isolate, opts.timeout))
                 if not result:
-                    rows.append(SweepRow(key_c, key_s, error=f"wrong result: rel error {result.rel_error}",
-                                         stage="check", compile_s=compile_time.get(i)))
-                    bar.update()
-                    continue
+                    return SweepRow(key_c, key_s, error=f"wrong result: rel error {result.rel_error}",
+                                    stage="check", compile_s=compile_s)
             stage = "bench"
-            extra = dict(bench_kwargs)
-            if flops is not None:
-                extra["flops"] = flops(**size)
-            if bytes is not None:
-                extra["bytes"] = bytes(**size)
-            res = bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
+            extra = dict(self.bench_kwargs)
+            if opts.flops is not None:
+                extra["flops"] = opts.flops(**size)
+            if opts.bytes is not None:
+                extra["bytes"] = opts.bytes(**size)
+            res = self.bench_fn(kernel, size, config, **extra, **_size_kwargs(kernel, size))
         except KeyboardInterrupt as err:
-            interrupted = _INTERRUPTED
-            partial = getattr(err, "partial", None)
-            if isinstance(partial, BenchResult) and partial.samples_ms:
-                notes.append(f"interrupted while timing {_describe(key_c, key_s)}: its row has the "
-                             f"{len(partial.samples_ms)} launches measured before the stop")
-                rows.append(SweepRow(key_c, key_s, median_ms=partial.median_ms, min_ms=partial.min_ms,
-                                     spread=partial.spread, tflops=partial.tflops, gbps=partial.gbps,
-                                     compile_s=compile_time.get(i)))
-            else:
-                notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
-                rows.append(SweepRow(key_c, key_s, error=interrupted, stage="not run", compile_s=compile_time.get(i)))
-            bar.update()
-            continue
+            return self._interrupted_row(err, key_c, key_s, compile_s)
         except Exception as err:
-            rows.append(SweepRow(key_c, key_s, error=_short_error(err), stage=stage, compile_s=compile_time.get(i)))
             if getattr(err, "sticky", False) and not getattr(err, "isolated", False):
-                lost = _lost_context(err, key_c, key_s, stage)
-                notes.append(lost)
-            bar.update()
-            continue
-        work.setdefault(key_s, (res.flops, res.bytes))
-        rows.append(SweepRow(key_c, key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
-                             tflops=res.tflops, gbps=res.gbps, compile_s=compile_time.get(i)))
-        bar.update()
-    for label, make in (baseline or {}).items():
-        for size in size_list:
-            key_s = tuple((k, int(v)) for k, v in size.items())
-            if lost is not None or interrupted is not None:
-                rows.append(SweepRow((), key_s, error=lost or interrupted, stage="not run", label=label))
-                bar.update()
-                continue
-            try:
-                extra = dict(bench_kwargs)
-                # the same operation count as the kernels at this size, so rates compare
-                counted_flops, counted_bytes = work.get(key_s, (None, None))
-                if flops is not None:
-                    extra["flops"] = flops(**size)
-                elif counted_flops is not None:
-                    extra["flops"] = counted_flops
-                if bytes is not None:
-                    extra["bytes"] = bytes(**size)
-                elif counted_bytes is not None:
-                    extra["bytes"] = counted_bytes
-                res = bench_fn(make(**size), size, {}, name=label, **extra)
-                rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
-                                     tflops=res.tflops, gbps=res.gbps, label=label))
-            except KeyboardInterrupt:
-                interrupted = _INTERRUPTED
-                notes.append(f"interrupted at baseline {label}: the rows before it were measured")
-                rows.append(SweepRow((), key_s, error=interrupted, stage="not run", label=label))
-            except Exception as err:
-                rows.append(SweepRow((), key_s, error=_short_error(err), stage="bench", label=label))
-                if getattr(err, "sticky", False):
-                    lost = _lost_context(err, (("baseline", label),), key_s, "bench")
-                    notes.append(lost)
-            bar.update()
-    bar.close()
-    if baseline and str(bench_kwargs.get("mode", mode)) == "graph":
+                self.lost = _lost_context(err, key_c, key_s, stage)
+                self.notes.append(self.lost)
+            return SweepRow(key_c, key_s, error=_short_error(err), stage=stage, compile_s=compile_s)
+        self.work.setdefault(key_s, (res.flops, res.bytes))
+        return SweepRow(key_c, key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
+                        tflops=res.tflops, gbps=res.gbps, compile_s=compile_s)
+
+    def _interrupted_row(self, err: KeyboardInterrupt, key_c: tuple, key_s: tuple,
+                         compile_s: float | None) -> SweepRow:
+        self.interrupted = _INTERRUPTED
+        partial = getattr(err, "partial", None)
+        if isinstance(partial, BenchResult) and partial.samples_ms:
+            self.notes.append(f"interrupted while timing {_describe(key_c, key_s)}: its row has the "
+                              f"{len(partial.samples_ms)} launches measured before the stop")
+            return SweepRow(key_c, key_s, median_ms=partial.median_ms, min_ms=partial.min_ms,
+                            spread=partial.spread, tflops=partial.tflops, gbps=partial.gbps, compile_s=compile_s)
+        self.notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
+        return SweepRow(key_c, key_s, error=self.interrupted, stage="not run", compile_s=compile_s)
+
+    def baseline_row(self, label: str, make: Callable[..., Callable[[], Any]], size: Config) -> None:
+        key_s = tuple((k, int(v)) for k, v in size.items())
+        if self.lost is not None or self.interrupted is not None:
+            self.rows.append(SweepRow((), key_s, error=self.lost or self.interrupted, stage="not run", label=label))
+            self.bar.update()
+            return
+        try:
+            res = self.bench_fn(make(**size), size, {}, name=label, **self._baseline_work(size, key_s))
+            self.rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
+                                      tflops=res.tflops, gbps=res.gbps, label=label))
+        except KeyboardInterrupt:
+            self.interrupted = _INTERRUPTED
+            self.notes.append(f"interrupted at baseline {label}: the rows before it were measured")
+            self.rows.append(SweepRow((), key_s, error=self.interrupted, stage="not run", label=label))
+        except Exception as err:
+            self.rows.append(SweepRow((), key_s, error=_short_error(err), stage="bench", label=label))
+            if getattr(err, "sticky", False):
+                self.lost = _lost_context(err, (("baseline", label),), key_s, "bench")
+                self.notes.append(self.lost)
+        self.bar.update()
+
+    def _baseline_work(self, size: Config, key_s: tuple) -> dict[str, Any]:
+        """bench keywords for a baseline: the kernels' operation count at this size, so rates compare."""
+        extra = dict(self.bench_kwargs)
+        counted_flops, counted_bytes = self.work.get(key_s, (None, None))
+        if self.opts.flops is not None:
+            extra["flops"] = self.opts.flops(**size)
+        elif counted_flops is not None:
+            extra["flops"] = counted_flops
+        if self.opts.bytes is not None:
+            extra["bytes"] = self.opts.bytes(**size)
+        elif counted_bytes is not None:
+            extra["bytes"] = counted_bytes
+        return extra
+
+
+def _table(factory: Callable[..., Any], run: _SweepRun, opts: SweepOptions) -> SweepTable:
+    mode = str(run.bench_kwargs.get("mode", opts.mode))
+    notes = list(run.notes)
+    if opts.baseline and mode == "graph":
         notes.append("graph mode: the kernels' inputs rotate among copies, but a baseline callable is replayed "
                      "as captured, without rotating its inputs or flushing L2, so it may read cached data")
-    rows = mark_best(rows)
     device = ""
     try:
         from ._cpu import cpu_name, wants_cpu
         from ._run import device_name
 
-        device = cpu_name() if wants_cpu(None, target) else device_name()
+        device = cpu_name() if wants_cpu(None, opts.target) else device_name()
     except Exception:
         pass
-    return SweepTable(kernel=name or getattr(factory, "__name__", "kernel"), rows=tuple(rows),
-                      mode=str(bench_kwargs.get("mode", mode)), device=device, notes=tuple(notes),
-                      factory=getattr(factory, "__name__", ""))
+    return SweepTable(kernel=opts.name or getattr(factory, "__name__", "kernel"), rows=tuple(mark_best(run.rows)),
+                      mode=mode, device=device, notes=tuple(notes), factory=getattr(factory, "__name__", ""))
 
 
 _INTERRUPTED = "not run: the sweep was interrupted"
@@ -333,7 +414,3 @@ def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
     for i in best.values():
         rows[i] = dataclasses.replace(rows[i], best=True)
     return rows
-
-
-def format_traceback(err: BaseException) -> str:  # kept for the magic's "details" fold
-    return "".join(traceback.format_exception(type(err), err, err.__traceback__))

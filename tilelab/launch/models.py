@@ -1,15 +1,14 @@
 """Pure result models of launching and timing: what ``run``, ``bench``, ``sweep``,
 ``measure_ceilings`` and ``launch_overhead`` return.
 
-Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types), a text ``__repr__``, an
-HTML table and, where a picture says more, a PNG (drawn by :mod:`tilelab.render.plots`). Nothing
-here imports torch, TileLang or IPython, so a result can be saved on the GPU machine and shown
-anywhere.
+Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types). Their text, HTML and PNG
+are drawn by :mod:`tilelab.render.launch`, which each display hook imports when it is called: no
+renderer, torch, TileLang or IPython is imported here, so a result can be saved on a GPU machine
+and shown anywhere.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import statistics
@@ -29,42 +28,11 @@ __all__ = [
     "WorstElement",
 ]
 
-_TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
-_CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _table(header: list[str], rows: list[list[Any]], highlight: set[int] | None = None) -> str:
-    out = [f'<table style="{_TABLE}"><thead><tr>']
-    out += [f'<th style="{_CELL}">{_esc(h)}</th>' for h in header]
-    out.append("</tr></thead><tbody>")
-    for i, row in enumerate(rows):
-        style = ' style="font-weight:bold;background:var(--jp-layout-color2,#eef)"' if highlight and i in highlight else ""
-        out.append(f"<tr{style}>" + "".join(f'<td style="{_CELL}">{_esc(c)}</td>' for c in row) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _fmt(value: float | None, spec: str = ".4g") -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
-
-
 def _literal(value: Any) -> str:
     """A value as Python source: repr for literals, the name for everything else (``T.float16``)."""
     if value is None or isinstance(value, (bool, int, float, str, tuple, list)):
         return repr(value)
     return str(value)
-
-
-def _png(figure_fn: Any, *args: Any) -> bytes | None:
-    try:
-        from ..render.plots import figure_png
-    except ImportError:  # matplotlib missing: text and HTML still work
-        return None
-    return figure_png(figure_fn(*args))
 
 
 # ------------------------------------------------------------------------------------------
@@ -90,9 +58,6 @@ class WorstElement:
     def from_dict(cls, d: dict[str, Any]) -> WorstElement:
         return cls(d["output"], tuple(int(i) for i in d["index"]), float(d["got"]),
                    float(d["expected"]), float(d["abs_error"]))
-
-
-TILE_STATES = ("right", "wrong", "unwritten", "partial")
 
 
 @dataclass(frozen=True)
@@ -241,54 +206,18 @@ class RunResult:
             notes=tuple(d.get("notes", ())),
         )
 
-    def _lines(self) -> list[str]:
-        lines = [f"{self.kernel}: {self.verdict()}  [{self.backend} on {self.device or 'GPU'}]"]
-        for o in self.outputs:
-            figures = []
-            if o.rel_error is not None:
-                figures.append(f"rel error {_fmt(o.rel_error, '.3e')} (tolerance {_fmt(o.tolerance, '.1e')})")
-                figures.append(f"max abs error {_fmt(o.max_abs_error, '.3e')}")
-            if o.unwritten:
-                figures.append(f"{o.unwritten} elements never written (first at {list(o.first_unwritten or ())})")
-            elif not o.poison_checked:
-                figures.append("unwritten elements not checked (output could not be poisoned)")
-            if o.nonfinite:
-                figures.append(f"{o.nonfinite} NaN/inf elements")
-            lines.append(f"  {o.name} {o.dtype}{list(o.shape)}: " + ("; ".join(figures) or "written"))
-            for w in o.worst[:5]:
-                lines.append(f"    at {list(w.index)}: got {w.got:.6g}, expected {w.expected:.6g} "
-                             f"(|err| {w.abs_error:.3g})")
-            if o.tiles is not None:
-                from ..render.tiles import tile_map_text
-
-                lines += ["    " + line for line in tile_map_text(o.tiles).splitlines()]
-        lines += [f"  note: {n}" for n in self.notes]
-        return lines
-
     def __repr__(self) -> str:
-        return "\n".join(self._lines())
+        from ..render.launch import run_result_text
+
+        return run_result_text(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
-        colour = "var(--jp-success-color1,#2a2)" if self.passed else "var(--jp-error-color1,#c22)"
-        head = (f'<div><b style="color:{colour}">{_esc(self.verdict())}</b> '
-                f'<code>{_esc(self.kernel)}</code> on {_esc(self.device or "GPU")} ({_esc(self.backend)})</div>')
-        rows = [[o.name, f"{o.dtype}{list(o.shape)}", _fmt(o.rel_error, ".3e"), _fmt(o.tolerance, ".1e"),
-                 _fmt(o.max_abs_error, ".3e"), o.unwritten if o.poison_checked else "not checked",
-                 o.nonfinite, "pass" if o.passed else "FAIL"] for o in self.outputs]
-        body = _table(["output", "shape", "rel error", "tolerance", "max |err|", "unwritten", "NaN/inf", ""], rows)
-        worst = self.worst
-        if worst:
-            body += "<div>worst elements</div>" + _table(
-                ["output", "index", "got", "expected", "|err|"],
-                [[w.output, list(w.index), f"{w.got:.6g}", f"{w.expected:.6g}", f"{w.abs_error:.3g}"] for w in worst])
-        from ..render.tiles import tile_map_html
+        from ..render.launch import run_result_html
 
-        body += "".join(tile_map_html(o.tiles) for o in self.outputs if o.tiles is not None)
-        notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
-        return f"<div>{head}{body}{notes}</div>"
+        return run_result_html(self)
 
 
 # ------------------------------------------------------------------------------------------
@@ -427,36 +356,22 @@ class BenchResult:
                 f"n={len(self.samples_ms)}{flag})" + (", " + ", ".join(rate) if rate else ""))
 
     def __repr__(self) -> str:
-        lines = [f"{self.kernel} [{self.mode}] {self.summary()}",
-                 f"  method: {self.method or BENCH_MODES.get(self.mode, self.mode)}"]
-        if self.device:
-            lines.append(f"  device: {self.device}" + (f", backend {self.backend}" if self.backend else ""))
-        if self.telemetry is not None:
-            lines.append(f"  telemetry: {self.telemetry.summary()}")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        from ..render.launch import bench_result_text
+
+        return bench_result_text(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
-        rows = [["median", f"{self.median_ms:.4f} ms"], ["min", f"{self.min_ms:.4f} ms"],
-                ["spread (IQR/median)", f"{100 * self.spread:.2f}%"], ["samples", len(self.samples_ms)],
-                ["TFLOP/s", _fmt(self.tflops, ".1f")], ["GB/s", _fmt(self.gbps, ".0f")],
-                ["mode", self.mode], ["method", self.method or BENCH_MODES.get(self.mode, "")],
-                ["device", self.device], ["backend", self.backend]]
-        if self.ci_ms:
-            rows.insert(2, ["median 95% interval", f"{self.ci_ms[0]:.4f} - {self.ci_ms[1]:.4f} ms "
-                                                    f"(+-{100 * (self.ci_half_width or 0):.2f}%)"])
-        if self.telemetry is not None:
-            rows.append(["GPU telemetry", self.telemetry.summary()])
-        notes = "".join(f"<div><i>{_esc(n)}</i></div>" for n in self.notes)
-        return f"<div><b>{_esc(self.kernel)}</b>{_table(['', ''], rows)}{notes}</div>"
+        from ..render.launch import bench_result_html
+
+        return bench_result_html(self)
 
     def _repr_png_(self) -> bytes | None:
-        from ..render import plots
+        from ..render.launch import bench_result_png
 
-        return _png(plots.samples_plot, self)
+        return bench_result_png(self)
 
 
 # ------------------------------------------------------------------------------------------
@@ -511,22 +426,19 @@ class Ceilings:
         )
 
     def __repr__(self) -> str:
-        m, n, k = self.matmul_shape
-        return (f"Ceilings({self.device}: copy {self.copy_gbps:.0f} GB/s (read+written), "
-                f"matmul {self.matmul_tflops:.0f} TFLOP/s ({self.matmul_dtype} {m}x{n}x{k}), "
-                f"ridge {self.ridge_intensity:.0f} FLOP/B; driver {self.driver}, torch {self.torch_version})")
+        from ..render.launch import ceilings_text
+
+        return ceilings_text(self)
 
     def _repr_html_(self) -> str:
-        rows = [["device", self.device], ["copy (read + written)", f"{self.copy_gbps:.0f} GB/s"],
-                ["matmul", f"{self.matmul_tflops:.0f} TFLOP/s ({self.matmul_dtype} {list(self.matmul_shape)})"],
-                ["ridge point", f"{self.ridge_intensity:.0f} FLOP/byte"], ["driver", self.driver],
-                ["torch", self.torch_version], ["measured", self.measured_at], ["method", self.method]]
-        return _table(["ceiling", "value"], rows)
+        from ..render.launch import ceilings_html
+
+        return ceilings_html(self)
 
     def _repr_png_(self) -> bytes | None:
-        from ..render import plots
+        from ..render.launch import ceilings_png
 
-        return _png(plots.roofline_plot, self, [])
+        return ceilings_png(self)
 
 
 # ------------------------------------------------------------------------------------------
@@ -567,19 +479,19 @@ class LaunchOverhead:
                    method=d.get("method", ""))
 
     def __repr__(self) -> str:
-        lines = [f"launch overhead of {self.kernel} ({self.method or 'host us per call'}):"]
-        lines += [f"  {b:8s} {med:8.1f} us" for b, med in self.medians.items()]
-        lines += [f"  {b:8s} not measured: {e}" for b, e in self.errors]
-        return "\n".join(lines)
+        from ..render.launch import overhead_text
+
+        return overhead_text(self)
 
     def _repr_html_(self) -> str:
-        rows = [[b, f"{m:.1f}"] for b, m in self.medians.items()] + [[b, f"n/a: {e}"] for b, e in self.errors]
-        return f"<div><b>{_esc(self.kernel)}</b> {_esc(self.method)}{_table(['backend', 'host us/call'], rows)}</div>"
+        from ..render.launch import overhead_html
+
+        return overhead_html(self)
 
     def _repr_png_(self) -> bytes | None:
-        from ..render import plots
+        from ..render.launch import overhead_png
 
-        return _png(plots.overhead_plot, self)
+        return overhead_png(self)
 
 
 # ------------------------------------------------------------------------------------------
@@ -714,72 +626,20 @@ class SweepTable:
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
-    # The dashboard: the timing columns, then compile and bench seconds and the device when any row has
-    # them, then the verdict (BEST, cached, or the stage and reason of a failure).
-    _HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
-
-    def _optional_columns(self) -> list[str]:
-        cols = []
-        if any(r.compile_s is not None for r in self.rows):
-            cols.append("compile s")
-        if any(r.bench_s is not None for r in self.rows):
-            cols.append("bench s")
-        if any(r.device for r in self.rows):
-            cols.append("device")
-        return cols
-
-    def _header(self) -> list[str]:
-        return self._HEADER[:-1] + self._optional_columns() + self._HEADER[-1:]
-
-    def _row_cells(self, r: SweepRow) -> list[Any]:
-        size = "x".join(str(v) for _, v in r.size) or "-"
-        if r.ok:
-            status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached)) if on)
-        else:
-            status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
-        optional = {"compile s": _fmt(r.compile_s, ".2f"), "bench s": _fmt(r.bench_s, ".2f"), "device": r.device or ""}
-        return ([size, self.short_name(r), _fmt(r.median_ms, ".4f"), _fmt(r.tflops, ".1f"), _fmt(r.gbps, ".0f"),
-                 _fmt(100 * r.spread if r.spread is not None else None, ".2f")]
-                + [optional[c] for c in self._optional_columns()] + [status])
-
-    def _best_lines(self) -> list[str]:
-        lines = []
-        for size in self.sizes:
-            call = self.best_call(dict(size))
-            if call:
-                lines.append(f"best at {'x'.join(str(v) for _, v in size) or '-'}: {call}")
-        return lines
-
     def __repr__(self) -> str:
-        header = self._header()
-        cells = [header] + [[str(c) for c in self._row_cells(r)] for r in self.rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-        cached = sum(r.cached for r in self.rows)
-        lines = [f"sweep of {self.kernel} ({self.mode}, {self.device or 'GPU'}): {len(self.rows)} rows, "
-                 f"{len(self.failed)} failed" + (f", {cached} from the row cache" if cached else "")]
-        if self.common_config:
-            lines.append("every configuration: " + ", ".join(f"{k}={v}" for k, v in self.common_config.items()))
-        for row in cells:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-        lines += self._best_lines()
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        from ..render.launch import sweep_table_text
+
+        return sweep_table_text(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
-        best = {i for i, r in enumerate(self.rows) if r.best}
-        common = ", ".join(f"{k}={v}" for k, v in self.common_config.items())
-        return (f"<div><b>sweep of {_esc(self.kernel)}</b> ({_esc(self.mode)}, {_esc(self.device)})"
-                + (f"<div>every configuration: <code>{_esc(common)}</code></div>" if common else "")
-                + _table(self._header(), [self._row_cells(r) for r in self.rows], best)
-                + "".join(f"<div><code>{_esc(line)}</code></div>" for line in self._best_lines())
-                + "".join(f"<div>note: {_esc(n)}</div>" for n in self.notes) + "</div>")
+        from ..render.launch import sweep_table_html
+
+        return sweep_table_html(self)
 
     def _repr_png_(self) -> bytes | None:
-        from ..render import plots
+        from ..render.launch import sweep_table_png
 
-        if len(self.sizes) > 1:
-            return _png(plots.throughput_vs_size, self)
-        return _png(plots.configs_compared, self)
+        return sweep_table_png(self)

@@ -60,7 +60,7 @@ def sanitizer_html(report: Any) -> str:
                                      (esc(kind), esc(where), esc(bt), link, esc(message))) + "</tr>")
     table = ""
     if rows:
-        table = (f'<table style="border-collapse:collapse;font-size:12px"><tr>'
+        table = ('<table style="border-collapse:collapse;font-size:12px"><tr>'
                  + "".join(f'<th style="{cell}">{h}</th>' for h in ("kind", "buffer / element", "block, thread",
                                                                    "CUDA line", "sanitizer says"))
                  + "</tr>" + "".join(rows) + "</table>")

@@ -1,0 +1,269 @@
+"""Text, HTML and PNG of the launch records (run, bench, ceilings, launch overhead, sweep).
+
+Functions of one record each; the records in :mod:`tilelab.launch.models` only delegate here from
+their ``__repr__``/``_repr_html_``/``_repr_png_``, importing this module when they are shown.
+Every string from a user or a compiler is escaped; styles use JupyterLab's CSS variables.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+_TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
+_CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
+_HIGHLIGHT = "font-weight:bold;background:var(--jp-layout-color2,#eef)"
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def table_html(header: list[str], rows: list[list[Any]], highlight: set[int] | None = None) -> str:
+    """A plain bordered table; rows whose index is in ``highlight`` are bold."""
+    out = [f'<table style="{_TABLE}"><thead><tr>']
+    out += [f'<th style="{_CELL}">{_esc(h)}</th>' for h in header]
+    out.append("</tr></thead><tbody>")
+    for i, row in enumerate(rows):
+        style = f' style="{_HIGHLIGHT}"' if highlight and i in highlight else ""
+        out.append(f"<tr{style}>" + "".join(f'<td style="{_CELL}">{_esc(c)}</td>' for c in row) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def fmt(value: float | None, spec: str = ".4g") -> str:
+    """A number for a table cell; "-" for None and NaN."""
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _notes_html(notes: Any) -> str:
+    return "".join(f"<div><i>{_esc(n)}</i></div>" for n in notes)
+
+
+def _png(figure_fn: Any, *args: Any) -> bytes | None:
+    try:
+        from .plots import figure_png
+    except ImportError:  # matplotlib missing: text and HTML still work
+        return None
+    return figure_png(figure_fn(*args))
+
+
+# ------------------------------------------------------------------------------------------
+# RunResult
+# ------------------------------------------------------------------------------------------
+
+
+def _output_figures(o: Any) -> str:
+    figures = []
+    if o.rel_error is not None:
+        figures.append(f"rel error {fmt(o.rel_error, '.3e')} (tolerance {fmt(o.tolerance, '.1e')})")
+        figures.append(f"max abs error {fmt(o.max_abs_error, '.3e')}")
+    if o.unwritten:
+        figures.append(f"{o.unwritten} elements never written (first at {list(o.first_unwritten or ())})")
+    elif not o.poison_checked:
+        figures.append("unwritten elements not checked (output could not be poisoned)")
+    if o.nonfinite:
+        figures.append(f"{o.nonfinite} NaN/inf elements")
+    return "; ".join(figures) or "written"
+
+
+def run_result_text(result: Any) -> str:
+    from .tiles import tile_map_text
+
+    lines = [f"{result.kernel}: {result.verdict()}  [{result.backend} on {result.device or 'GPU'}]"]
+    for o in result.outputs:
+        lines.append(f"  {o.name} {o.dtype}{list(o.shape)}: " + _output_figures(o))
+        for w in o.worst[:5]:
+            lines.append(f"    at {list(w.index)}: got {w.got:.6g}, expected {w.expected:.6g} "
+                         f"(|err| {w.abs_error:.3g})")
+        if o.tiles is not None:
+            lines += ["    " + line for line in tile_map_text(o.tiles).splitlines()]
+    lines += [f"  note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def run_result_html(result: Any) -> str:
+    from .tiles import tile_map_html
+
+    colour = "var(--jp-success-color1,#2a2)" if result.passed else "var(--jp-error-color1,#c22)"
+    head = (f'<div><b style="color:{colour}">{_esc(result.verdict())}</b> '
+            f'<code>{_esc(result.kernel)}</code> on {_esc(result.device or "GPU")} ({_esc(result.backend)})</div>')
+    rows = [[o.name, f"{o.dtype}{list(o.shape)}", fmt(o.rel_error, ".3e"), fmt(o.tolerance, ".1e"),
+             fmt(o.max_abs_error, ".3e"), o.unwritten if o.poison_checked else "not checked",
+             o.nonfinite, "pass" if o.passed else "FAIL"] for o in result.outputs]
+    body = table_html(["output", "shape", "rel error", "tolerance", "max |err|", "unwritten", "NaN/inf", ""], rows)
+    worst = result.worst
+    if worst:
+        body += "<div>worst elements</div>" + table_html(
+            ["output", "index", "got", "expected", "|err|"],
+            [[w.output, list(w.index), f"{w.got:.6g}", f"{w.expected:.6g}", f"{w.abs_error:.3g}"] for w in worst])
+    body += "".join(tile_map_html(o.tiles) for o in result.outputs if o.tiles is not None)
+    return f"<div>{head}{body}{_notes_html(result.notes)}</div>"
+
+
+# ------------------------------------------------------------------------------------------
+# BenchResult
+# ------------------------------------------------------------------------------------------
+
+
+def bench_result_text(result: Any) -> str:
+    from ..launch.models import BENCH_MODES
+
+    lines = [f"{result.kernel} [{result.mode}] {result.summary()}",
+             f"  method: {result.method or BENCH_MODES.get(result.mode, result.mode)}"]
+    if result.device:
+        lines.append(f"  device: {result.device}" + (f", backend {result.backend}" if result.backend else ""))
+    if result.telemetry is not None:
+        lines.append(f"  telemetry: {result.telemetry.summary()}")
+    lines += [f"  note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def bench_result_html(result: Any) -> str:
+    from ..launch.models import BENCH_MODES
+
+    rows = [["median", f"{result.median_ms:.4f} ms"], ["min", f"{result.min_ms:.4f} ms"],
+            ["spread (IQR/median)", f"{100 * result.spread:.2f}%"], ["samples", len(result.samples_ms)],
+            ["TFLOP/s", fmt(result.tflops, ".1f")], ["GB/s", fmt(result.gbps, ".0f")],
+            ["mode", result.mode], ["method", result.method or BENCH_MODES.get(result.mode, "")],
+            ["device", result.device], ["backend", result.backend]]
+    if result.ci_ms:
+        rows.insert(2, ["median 95% interval", f"{result.ci_ms[0]:.4f} - {result.ci_ms[1]:.4f} ms "
+                                                f"(+-{100 * (result.ci_half_width or 0):.2f}%)"])
+    if result.telemetry is not None:
+        rows.append(["GPU telemetry", result.telemetry.summary()])
+    return f"<div><b>{_esc(result.kernel)}</b>{table_html(['', ''], rows)}{_notes_html(result.notes)}</div>"
+
+
+def bench_result_png(result: Any) -> bytes | None:
+    from . import plots
+
+    return _png(plots.samples_plot, result)
+
+
+# ------------------------------------------------------------------------------------------
+# Ceilings and LaunchOverhead
+# ------------------------------------------------------------------------------------------
+
+
+def ceilings_text(c: Any) -> str:
+    m, n, k = c.matmul_shape
+    return (f"Ceilings({c.device}: copy {c.copy_gbps:.0f} GB/s (read+written), "
+            f"matmul {c.matmul_tflops:.0f} TFLOP/s ({c.matmul_dtype} {m}x{n}x{k}), "
+            f"ridge {c.ridge_intensity:.0f} FLOP/B; driver {c.driver}, torch {c.torch_version})")
+
+
+def ceilings_html(c: Any) -> str:
+    rows = [["device", c.device], ["copy (read + written)", f"{c.copy_gbps:.0f} GB/s"],
+            ["matmul", f"{c.matmul_tflops:.0f} TFLOP/s ({c.matmul_dtype} {list(c.matmul_shape)})"],
+            ["ridge point", f"{c.ridge_intensity:.0f} FLOP/byte"], ["driver", c.driver],
+            ["torch", c.torch_version], ["measured", c.measured_at], ["method", c.method]]
+    return table_html(["ceiling", "value"], rows)
+
+
+def ceilings_png(c: Any) -> bytes | None:
+    from . import plots
+
+    return _png(plots.roofline_plot, c, [])
+
+
+def overhead_text(o: Any) -> str:
+    lines = [f"launch overhead of {o.kernel} ({o.method or 'host us per call'}):"]
+    lines += [f"  {b:8s} {med:8.1f} us" for b, med in o.medians.items()]
+    lines += [f"  {b:8s} not measured: {e}" for b, e in o.errors]
+    return "\n".join(lines)
+
+
+def overhead_html(o: Any) -> str:
+    rows = [[b, f"{m:.1f}"] for b, m in o.medians.items()] + [[b, f"n/a: {e}"] for b, e in o.errors]
+    return f"<div><b>{_esc(o.kernel)}</b> {_esc(o.method)}{table_html(['backend', 'host us/call'], rows)}</div>"
+
+
+def overhead_png(o: Any) -> bytes | None:
+    from . import plots
+
+    return _png(plots.overhead_plot, o)
+
+
+# ------------------------------------------------------------------------------------------
+# SweepTable: the timing columns, then compile and bench seconds and the device when any row
+# has them, then the verdict (BEST, cached, or the stage and reason of a failure).
+# ------------------------------------------------------------------------------------------
+
+_SWEEP_HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
+
+
+def _sweep_optional_columns(table: Any) -> list[str]:
+    cols = []
+    if any(r.compile_s is not None for r in table.rows):
+        cols.append("compile s")
+    if any(r.bench_s is not None for r in table.rows):
+        cols.append("bench s")
+    if any(r.device for r in table.rows):
+        cols.append("device")
+    return cols
+
+
+def _sweep_header(table: Any) -> list[str]:
+    return _SWEEP_HEADER[:-1] + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
+
+
+def _sweep_cells(table: Any, r: Any, optional_columns: list[str]) -> list[Any]:
+    size = "x".join(str(v) for _, v in r.size) or "-"
+    if r.ok:
+        status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached)) if on)
+    else:
+        status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
+    optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or ""}
+    return ([size, table.short_name(r), fmt(r.median_ms, ".4f"), fmt(r.tflops, ".1f"), fmt(r.gbps, ".0f"),
+             fmt(100 * r.spread if r.spread is not None else None, ".2f")]
+            + [optional[c] for c in optional_columns] + [status])
+
+
+def _sweep_rows(table: Any) -> list[list[Any]]:
+    optional = _sweep_optional_columns(table)
+    return [_sweep_cells(table, r, optional) for r in table.rows]
+
+
+def _sweep_best_lines(table: Any) -> list[str]:
+    lines = []
+    for size in table.sizes:
+        call = table.best_call(dict(size))
+        if call:
+            lines.append(f"best at {'x'.join(str(v) for _, v in size) or '-'}: {call}")
+    return lines
+
+
+def sweep_table_text(table: Any) -> str:
+    header = _sweep_header(table)
+    cells = [header] + [[str(c) for c in row] for row in _sweep_rows(table)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    cached = sum(r.cached for r in table.rows)
+    lines = [f"sweep of {table.kernel} ({table.mode}, {table.device or 'GPU'}): {len(table.rows)} rows, "
+             f"{len(table.failed)} failed" + (f", {cached} from the row cache" if cached else "")]
+    if table.common_config:
+        lines.append("every configuration: " + ", ".join(f"{k}={v}" for k, v in table.common_config.items()))
+    for row in cells:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    lines += _sweep_best_lines(table)
+    lines += [f"note: {n}" for n in table.notes]
+    return "\n".join(lines)
+
+
+def sweep_table_html(table: Any) -> str:
+    best = {i for i, r in enumerate(table.rows) if r.best}
+    common = ", ".join(f"{k}={v}" for k, v in table.common_config.items())
+    return (f"<div><b>sweep of {_esc(table.kernel)}</b> ({_esc(table.mode)}, {_esc(table.device)})"
+            + (f"<div>every configuration: <code>{_esc(common)}</code></div>" if common else "")
+            + table_html(_sweep_header(table), _sweep_rows(table), best)
+            + "".join(f"<div><code>{_esc(line)}</code></div>" for line in _sweep_best_lines(table))
+            + "".join(f"<div>note: {_esc(n)}</div>" for n in table.notes) + "</div>")
+
+
+def sweep_table_png(table: Any) -> bytes | None:
+    from . import plots
+
+    if len(table.sizes) > 1:
+        return _png(plots.throughput_vs_size, table)
+    return _png(plots.configs_compared, table)
