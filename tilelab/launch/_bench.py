@@ -2,7 +2,11 @@
 
 * ``sustained`` — back to back, as ``triton.testing.do_bench``: an L2 flush (zeroing a 256 MiB
   buffer) then the launch between a pair of events, many times, never waiting: the GPU stays
-  busy, so it runs at the clocks its power limit sustains.
+  busy, so it runs at the clocks its power limit sustains. First (``steady=True``, the default)
+  the GPU is brought to that steady state: batches of about 15 ms of back-to-back launches until
+  the per-batch medians stop drifting (``_stability.warm_until_steady``), at most
+  ``steady_cap_ms`` (3 s). Without it each call measures a different point of the GPU's warm-up
+  towards its power-limited clocks (seen on an H100: four calls of a 4096^3 GEMM 3.5% apart).
 * ``isolated`` — one launch at a time: wait for the GPU, leave it idle ``idle_ms``, flush L2,
   spin briefly on the device so the host's launch latency is hidden, time one launch. Clocks
   recover between launches, as under Nsight Compute's replay (``gpu__time_duration`` with
@@ -22,6 +26,7 @@ import contextlib
 import math
 import os
 import re
+import statistics
 import time
 from typing import Any, Callable, Sequence
 
@@ -141,6 +146,19 @@ def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, 
     return [s.elapsed_time(e) for s, e in zip(starts[:done], ends[:done])]
 
 
+def warm_to_steady(torch: Any, fns: Sequence[Callable[[], Any]], estimate_ms: float, flush: Any | None,
+                   min_ms: float, cap_ms: float) -> tuple[_stability.Warmup, int]:
+    """Back-to-back batches of about ``STEADY_BATCH_MS`` of kernel time until the per-batch median
+    stops drifting (:func:`_stability.warm_until_steady`); (what happened, launches per batch)."""
+    per_batch = max(1, int(round(_stability.STEADY_BATCH_MS / estimate_ms)))
+
+    def run_batch() -> float:
+        times = time_sustained(torch, fns, 0, per_batch, flush)
+        return statistics.median(times) if times else 0.0
+
+    return _stability.warm_until_steady(run_batch, min_ms=min_ms, cap_ms=cap_ms, stop=stop_requested), per_batch
+
+
 def isolated_reps(estimate_ms: float, idle_ms: float, budget_ms: float, min_rep: int, max_rep: int) -> int:
     """Launches that fit ``budget_ms`` of wall time when each costs its idle gap, the spin, the
     kernel and about 50 us of host synchronisation; at least ``min_rep``, at most
@@ -236,7 +254,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None,
           seed: int | None = None, name: str | None = None, ci_target: float | None = None,
           max_rounds: int = 20, telemetry: bool = True, isolate: bool = True, timeout: float | None = None,
-          target: Any = None, **sizes: int) -> BenchResult:
+          target: Any = None, steady: bool = True, steady_cap_ms: float = _stability.STEADY_CAP_MS,
+          **sizes: int) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
 
@@ -253,6 +272,12 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     interval either way. ``telemetry``: sample clocks, power, temperature and throttle reasons
     through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
 
+    ``steady`` (sustained mode only; default True): before measuring, launch back to back in
+    batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
+    ``warmup_ms`` and at most ``steady_cap_ms`` (then it measures anyway and says so in
+    ``result.notes``; the notes say how long the warm-up took). ``steady=False`` warms up for
+    ``warmup_ms`` only, as ``do_bench`` does.
+
     A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
     and repetition time). A zero-argument callable runs in this process: it cannot be sent to
@@ -264,6 +289,11 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
         raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {ci_target!r}")
     if mode not in BENCH_MODES:
         raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {mode!r}")
+    if not isinstance(steady, bool):
+        raise TypeError(f"steady is True (warm the GPU to its steady state first) or False; got {steady!r}")
+    if not (isinstance(steady_cap_ms, (int, float)) and steady_cap_ms > 0):
+        raise ValueError(f"steady_cap_ms is the steady-state warm-up's wall-time cap in ms (e.g. 3000); "
+                         f"got {steady_cap_ms!r}")
     from . import _cpu
 
     if _cpu.wants_cpu(kernel, target):
@@ -282,7 +312,8 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
             kernel, backend=backend, out_idx=out_idx, outputs=outputs)
         options = dict(mode=mode, flops=flops, bytes=bytes, warmup_ms=warmup_ms, rep_ms=rep_ms, min_rep=min_rep,
                        max_rep=max_rep, flush_l2=flush_l2, rotate=rotate, idle_ms=idle_ms, graph_batch=graph_batch,
-                       seed=seed, name=name, ci_target=ci_target, max_rounds=max_rounds, telemetry=telemetry, **sizes)
+                       seed=seed, name=name, ci_target=ci_target, max_rounds=max_rounds, telemetry=telemetry,
+                       steady=steady, steady_cap_ms=steady_cap_ms, **sizes)
         return _isolated.bench(_worker.default_worker(), prepared, args, options, timeout)
     notes: list[str] = []
     bound: dict[str, int] = {}
@@ -351,7 +382,13 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     method = BENCH_MODES[mode]
     sampler = _telemetry_sampler(torch) if telemetry else None
     with sampler if sampler is not None else contextlib.nullcontext():
-        if mode == "sustained":
+        if mode == "sustained" and steady:
+            warm, per_batch = warm_to_steady(torch, fns, estimate, flush_buf, warmup_ms, steady_cap_ms)
+            notes.append(warm.note(per_batch, steady_cap_ms))
+            n_warmup = len(warm.batch_ms) * per_batch
+            method += "; after a warm-up to the GPU's steady state"
+            samples = time_sustained(torch, fns, 0, n_rep, flush_buf)
+        elif mode == "sustained":
             samples = time_sustained(torch, fns, n_warmup, n_rep, flush_buf)
         elif mode == "isolated":
             n_rep = isolated_reps(estimate, idle_ms, rep_ms, min_rep, max_rep)
