@@ -25,6 +25,7 @@ def test_trend_score_by_hand():
     # pairs (i<j): 1<3 +, 1>0.5 -, 1<2 +, 3>0.5 -, 3>2 -, 0.5<2 +  -> S = 0
     assert trend_score([1, 3, 0.5, 2]) == 0.0
     assert trend_score([5]) == 0.0
+    assert trend_score([2, 2, 2]) == 0.0  # ties count neither way
 
 
 def test_drifting_then_flat_stops_in_the_flat_part():
@@ -53,6 +54,15 @@ def test_ever_drifting_never_steady():
     series = [0.2 * (1 + 0.002 * i) for i in range(300)]  # 0.2% slower each batch, forever
     assert steady_index(series) is None
     assert steady_index(series[::-1]) is None  # and when it gets faster
+
+
+def test_a_slow_monotone_drift_within_the_tolerance_is_not_steady_but_a_negligible_one_is():
+    rng = random.Random(5)
+    slow = [0.23 * (1 + 0.0006 * i + rng.uniform(-5e-5, 5e-5)) for i in range(8)]  # 0.42% over the window
+    assert (max(slow) - min(slow)) / min(slow) < _stability.STEADY_TOL
+    assert not is_steady(slow)  # still clearly heading somewhere
+    creeping = [0.23 * (1 + 0.0001 * i) for i in range(8)]  # 0.07% over the window
+    assert is_steady(creeping)
 
 
 def test_detector_rejects_bad_window():

@@ -57,17 +57,20 @@ def trend_score(values: Sequence[float]) -> float:
 
 
 def is_steady(window: Sequence[float], tol: float = STEADY_TOL, max_trend: float = 1 / 3) -> bool:
-    """True when a window of per-batch median times reads as a steady state: all within ``tol``
-    (relative, max-min over median) of each other, or without a monotone trend (|:func:`trend_score`|
-    at most ``max_trend``), so that noise wider than ``tol`` does not hold the warm-up until its cap."""
+    """True when a window of per-batch median times reads as a steady state.
+
+    Either no monotone trend (|:func:`trend_score`| at most ``max_trend``), so that noise wider
+    than ``tol`` does not hold the warm-up until its cap; or all within ``tol`` (relative,
+    max-min over the median) of each other without a strong trend (|score| under 0.6); or all
+    within ``tol / 5``, a drift too slow to matter however monotone it is."""
     if not window:
         return False
     med = statistics.median(window)
     if med <= 0:
         return False
-    if (max(window) - min(window)) / med <= tol:
-        return True
-    return abs(trend_score(window)) <= max_trend
+    span = (max(window) - min(window)) / med
+    trend = abs(trend_score(window))
+    return trend <= max_trend or (span <= tol and trend < 0.6) or span <= tol / 5
 
 
 def steady_index(batch_ms: Sequence[float], window: int = STEADY_WINDOW, tol: float = STEADY_TOL) -> int | None:
