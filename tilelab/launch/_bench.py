@@ -383,6 +383,9 @@ def bench(kernel: Any, *args: Any, mode: str = "sustained", flops: float | None 
     sampler = _telemetry_sampler(torch) if telemetry else None
     with sampler if sampler is not None else contextlib.nullcontext():
         if mode == "sustained" and steady:
+            # Inside the sampler: starting it between the warm-up and the measurement would leave
+            # the GPU idle (and its clocks recovering) just before the timed launches. The
+            # telemetry therefore spans the warm-up too.
             warm, per_batch = warm_to_steady(torch, fns, estimate, flush_buf, warmup_ms, steady_cap_ms)
             notes.append(warm.note(per_batch, steady_cap_ms))
             n_warmup = len(warm.batch_ms) * per_batch
