@@ -111,3 +111,34 @@ def test_force_recompiles(ip, shown):
     assert magics(ip).last.cache_hit and ip.user_ns["gemm_dyn"] is first
     assert run(ip, "--quiet --force", DYNAMIC_CELL).success
     assert not magics(ip).last.cache_hit and ip.user_ns["gemm_dyn"] is not first
+
+
+def test_profile_through_the_magic(ip, shown, capsys):
+    """``%%tilelang --profile``: Nsight Compute profiles the cell's kernel and the cell's output
+    carries a Profile tab with the kernel's duration and tensor-pipe utilisation."""
+    from tilelab.launch._profile import find_ncu
+
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) not found on this machine")
+    ip.user_ns.pop("gemm", None)
+    result = run(ip, "--out-idx -1 --profile", GEMM_CELL)
+    assert result.success, result.error_in_exec
+    printed = capsys.readouterr().out
+    assert "%%tilelang --profile:" not in printed, printed  # no ProfileError was reported
+    last = magics(ip).last
+    profiles = [r for r in last.timing if hasattr(r, "profile")]
+    assert len(profiles) == 1
+    prof = profiles[0].profile
+    assert prof.duration_ns and prof.duration_ns > 0
+    assert prof.tensor_pipe_pct is not None and prof.tensor_pipe_pct > 0  # a tensor-core GEMM
+    print(f"[figure] magic_profile: duration {prof.duration_ns / 1e3:.2f} us, tensor pipe "
+          f"{prof.tensor_pipe_pct:.1f}%, ncu wall {prof.overhead_s} s")
+    # The Profile tab of the inspector, and the cell's published output, show both figures.
+    assert "Profile" in last.inspector.titles
+    tab = last.inspector.children[list(last.inspector.titles).index("Profile")].value
+    duration = re.search(r"<th>duration</th><td>([0-9.]+) us</td>", tab)
+    pipe = re.search(r"<th>tensor pipe</th><td>([0-9.]+)% of peak", tab)
+    assert duration and float(duration.group(1)) == pytest.approx(prof.duration_ns / 1e3, abs=0.01), tab[:2000]
+    assert pipe and float(pipe.group(1)) == pytest.approx(prof.tensor_pipe_pct, abs=0.05), tab[:2000]
+    html = shown[-1]["data"]["text/html"]
+    assert "Profile" in html and "Nsight Compute profile of" in html and "tensor pipe" in html

@@ -183,6 +183,33 @@ def test_sustained_run_to_run_with_interval_target():
     assert all(w is not None for w in widths)
 
 
+def test_sustained_steady_state_run_to_run_under_1pct():
+    """Four back-to-back sustained benches of the 4096^3 fp16 GEMM, each first warming the GPU to
+    its power-limited steady state (the default), agree within 1% (max - min over the median).
+    The same four without the steady-state warm-up (``steady=False``) are printed beside them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from gemm import matmul
+
+    from tilelab.launch import prepare_kernel
+
+    prepared = prepare_kernel(matmul(4096, 4096, 4096, 128, 256, 64, num_stages=3, threads=256), out_idx=-1)
+    tilelab.bench(prepared, rep_ms=20, steady=False)  # load the kernel into the worker first
+    figures = {}
+    for steady in (False, True):
+        medians, warmups = [], []
+        for _ in range(4):
+            r = tilelab.bench(prepared, mode="sustained", steady=steady)
+            medians.append(r.median_ms)
+            warmups.append([n for n in r.notes if "warm" in n or "steady" in n])
+        spread = (max(medians) - min(medians)) / statistics.median(medians)
+        figures["steady" if steady else "no_steady"] = {"medians_ms": medians, "spread": spread, "warm_up": warmups}
+    _record("sustained_steady_run_to_run", figures)
+    steady = figures["steady"]
+    assert steady["spread"] < 0.01, steady
+
+
 _KERNEL = r"""
 extern "C" __global__ void busy(float* out, int n) {
   extern __shared__ float dyn[];

@@ -2,7 +2,11 @@
 
 * ``sustained`` — back to back, as ``triton.testing.do_bench``: an L2 flush (zeroing a 256 MiB
   buffer) then the launch between a pair of events, many times, never waiting: the GPU stays
-  busy, so it runs at the clocks its power limit sustains.
+  busy, so it runs at the clocks its power limit sustains. First (``steady=True``, the default)
+  the GPU is brought to that steady state: batches of about 15 ms of back-to-back launches until
+  the per-batch medians stop drifting (``_stability.warm_until_steady``), at most
+  ``steady_cap_ms`` (3 s). Without it each call measures a different point of the GPU's warm-up
+  towards its power-limited clocks (seen on an H100: four calls of a 4096^3 GEMM 3.5% apart).
 * ``isolated`` — one launch at a time: wait for the GPU, leave it idle ``idle_ms``, flush L2,
   spin briefly on the device so the host's launch latency is hidden, time one launch. Clocks
   recover between launches, as under Nsight Compute's replay (``gpu__time_duration`` with
@@ -23,6 +27,7 @@ import dataclasses
 import math
 import os
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -143,6 +148,19 @@ def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, 
     return [s.elapsed_time(e) for s, e in zip(starts[:done], ends[:done])]
 
 
+def warm_to_steady(torch: Any, fns: Sequence[Callable[[], Any]], estimate_ms: float, flush: Any | None,
+                   min_ms: float, cap_ms: float) -> tuple[_stability.Warmup, int]:
+    """Back-to-back batches of about ``STEADY_BATCH_MS`` of kernel time until the per-batch median
+    stops drifting (:func:`_stability.warm_until_steady`); (what happened, launches per batch)."""
+    per_batch = max(1, int(round(_stability.STEADY_BATCH_MS / estimate_ms)))
+
+    def run_batch() -> float:
+        times = time_sustained(torch, fns, 0, per_batch, flush)
+        return statistics.median(times) if times else 0.0
+
+    return _stability.warm_until_steady(run_batch, min_ms=min_ms, cap_ms=cap_ms, stop=stop_requested), per_batch
+
+
 def isolated_reps(estimate_ms: float, idle_ms: float, budget_ms: float, min_rep: int, max_rep: int) -> int:
     """Launches that fit ``budget_ms`` of wall time when each costs its idle gap, the spin, the
     kernel and about 50 us of host synchronisation; at least ``min_rep``, at most
@@ -256,8 +274,15 @@ class BenchOptions:
     ci_target: float | None = None
     max_rounds: int = 20
     telemetry: bool = True
+    steady: bool = True  # sustained mode: warm to the GPU's steady state before measuring
+    steady_cap_ms: float = _stability.STEADY_CAP_MS
 
     def __post_init__(self) -> None:
+        if not isinstance(self.steady, bool):
+            raise TypeError(f"steady is True (warm the GPU to its steady state first) or False; got {self.steady!r}")
+        if not (isinstance(self.steady_cap_ms, (int, float)) and self.steady_cap_ms > 0):
+            raise ValueError(f"steady_cap_ms is the steady-state warm-up's wall-time cap in ms (e.g. 3000); "
+                             f"got {self.steady_cap_ms!r}")
         if self.ci_target is not None and not (isinstance(self.ci_target, (int, float)) and 0 < self.ci_target < 1):
             raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {self.ci_target!r}")
         if self.mode not in BENCH_MODES:
@@ -325,6 +350,12 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     95% confidence interval of the median is within +-ci_target of it; the result carries the
     interval either way. ``telemetry``: sample clocks, power, temperature and throttle reasons
     through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
+
+    ``steady`` (sustained mode only; default True): before measuring, launch back to back in
+    batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
+    ``warmup_ms`` and at most ``steady_cap_ms`` (then it measures anyway and says so in
+    ``result.notes``; the notes say how long the warm-up took). ``steady=False`` warms up for
+    ``warmup_ms`` only, as ``do_bench`` does.
 
     A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
@@ -451,7 +482,7 @@ def _measure(torch: Any, timed: _Timed, opts: BenchOptions) -> BenchResult:
         mode=opts.mode, method=rounds.method, flops=timed.flops, bytes=timed.bytes, device=device_name(),
         backend=timed.backend, sizes=tuple(sorted(timed.sizes.items())),
         l2_flush=bool(opts.flushes and opts.mode != "graph"), rotating_copies=timed.copies,
-        warmup=n_warmup, notes=tuple(notes))
+        warmup=rounds.n_warmup, notes=tuple(notes))
 
 
 class _Rounds:
@@ -461,6 +492,7 @@ class _Rounds:
                  n_warmup: int, n_rep: int) -> None:
         self.torch, self.fns, self.opts, self.flush = torch, timed.fns, opts, flush_buf
         self.n_warmup, self.n_rep, self.count, self.notes = n_warmup, n_rep, 0, []
+        self.estimate = estimate
         self.method = BENCH_MODES[opts.mode]
         if opts.mode == "isolated":
             self.n_rep = isolated_reps(estimate, opts.idle_ms, opts.repetition_ms, opts.min_rep, opts.max_rep)
@@ -469,6 +501,15 @@ class _Rounds:
 
     def first(self) -> list[float]:
         o = self.opts
+        if o.mode == "sustained" and o.steady:
+            # Inside the telemetry sampler: starting it between the warm-up and the measurement
+            # would leave the GPU idle (its clocks recovering) just before the timed launches.
+            warm, per_batch = warm_to_steady(self.torch, self.fns, self.estimate, self.flush, o.warmup_ms,
+                                             o.steady_cap_ms)
+            self.notes.append(warm.note(per_batch, o.steady_cap_ms))
+            self.n_warmup = len(warm.batch_ms) * per_batch
+            self.method += "; after a warm-up to the GPU's steady state"
+            return self._round(0)
         samples = self._round(self.n_warmup)
         if o.mode == "isolated":
             self.method += (f"; idle {o.idle_ms:g} ms before each; {len(samples)} launches, capped by a wall-time "

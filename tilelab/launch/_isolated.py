@@ -240,7 +240,10 @@ def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], optio
           timeout: float | None) -> Any:
     if timeout is None:
         rep = options.get("rep_ms") or 500.0
-        timeout = BENCH_TIMEOUT_S + 4 * (float(options.get("warmup_ms", 25.0)) + float(rep)) / 1e3
+        warm = float(options.get("warmup_ms", 25.0))
+        if options.get("mode", "sustained") == "sustained" and options.get("steady", True):
+            warm = max(warm, float(options.get("steady_cap_ms", 3000.0)))  # the steady-state warm-up's cap
+        timeout = BENCH_TIMEOUT_S + 4 * (warm + float(rep)) / 1e3
     try:
         import torch
 

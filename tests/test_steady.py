@@ -1,0 +1,228 @@
+"""The sustained mode's warm-up to the GPU's steady state: the detector over synthetic series of
+per-batch medians, the warm-up loop with a fake clock, bench's batches through a fake CUDA event
+API, and the option's way through the worker process path."""
+
+import random
+
+import pytest
+
+from tilelab.launch import _bench, _isolated, _stability, _worker
+from tilelab.launch._run import Prepared
+from tilelab.launch._stability import is_steady, steady_index, trend_score, warm_until_steady
+
+
+def drifting_then_flat(n_drift=30, n_flat=30, start=0.2256, end=0.2335, noise=0.0002, seed=0):
+    """Per-batch medians that rise linearly (clocks falling towards the power limit) then hold."""
+    rng = random.Random(seed)
+    out = [start + (end - start) * i / n_drift for i in range(n_drift)]
+    out += [end] * n_flat
+    return [v * (1 + rng.uniform(-noise, noise)) for v in out]
+
+
+def test_trend_score_by_hand():
+    assert trend_score([1, 2, 3, 4]) == 1.0
+    assert trend_score([4, 3, 2, 1]) == -1.0
+    # pairs (i<j): 1<3 +, 1>0.5 -, 1<2 +, 3>0.5 -, 3>2 -, 0.5<2 +  -> S = 0
+    assert trend_score([1, 3, 0.5, 2]) == 0.0
+    assert trend_score([5]) == 0.0
+    assert trend_score([2, 2, 2]) == 0.0  # ties count neither way
+
+
+def test_drifting_then_flat_stops_in_the_flat_part():
+    series = drifting_then_flat()
+    n = steady_index(series)
+    assert n is not None
+    # Not while drifting: at least a window into the flat part would be ideal; a window that
+    # straddles the end of the drift still spans well over 0.5% until few drifting batches remain.
+    assert 30 <= n <= 30 + _stability.STEADY_WINDOW
+    flat = series[n - _stability.STEADY_WINDOW:n]
+    assert (max(flat) - min(flat)) / min(flat) < 0.01
+    # Any window wholly inside the drift is refused: it spans more than the tolerance and trends.
+    assert not is_steady(series[5:5 + _stability.STEADY_WINDOW])
+
+
+def test_noisy_flat_stops_early():
+    rng = random.Random(3)
+    series = [0.23 * (1 + rng.gauss(0, 0.02)) for _ in range(200)]  # 2% noise, 4x the tolerance
+    n = steady_index(series)
+    assert n is not None and n <= 3 * _stability.STEADY_WINDOW
+    # Quiet flat data: the first full window already counts.
+    assert steady_index([0.23 * (1 + 0.0005 * (-1) ** i) for i in range(40)]) == _stability.STEADY_WINDOW
+
+
+def test_ever_drifting_never_steady():
+    series = [0.2 * (1 + 0.002 * i) for i in range(300)]  # 0.2% slower each batch, forever
+    assert steady_index(series) is None
+    assert steady_index(series[::-1]) is None  # and when it gets faster
+
+
+def test_a_slow_monotone_drift_within_the_tolerance_is_not_steady_but_a_negligible_one_is():
+    rng = random.Random(5)
+    slow = [0.23 * (1 + 0.0006 * i + rng.uniform(-5e-5, 5e-5)) for i in range(8)]  # 0.42% over the window
+    assert (max(slow) - min(slow)) / min(slow) < _stability.STEADY_TOL
+    assert not is_steady(slow)  # still clearly heading somewhere
+    creeping = [0.23 * (1 + 0.0001 * i) for i in range(8)]  # 0.07% over the window
+    assert is_steady(creeping)
+
+
+def test_detector_rejects_bad_window():
+    with pytest.raises(ValueError, match="window"):
+        steady_index([1.0] * 10, window=1)
+
+
+class FakeClock:
+    """Seconds that advance by each batch's kernel time (the batch runs back to back)."""
+
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def driven(series, clock, batch_s=0.015):
+    it = iter(series)
+
+    def run_batch():
+        clock.t += batch_s
+        return next(it)
+
+    return run_batch
+
+
+def test_warm_until_steady_stops_at_the_flat_part_and_notes_the_time():
+    clock = FakeClock()
+    series = drifting_then_flat()
+    warm = warm_until_steady(driven(series, clock), clock=clock)
+    assert warm.reached and not warm.stopped
+    assert len(warm.batch_ms) == steady_index(series)
+    assert warm.elapsed_ms == pytest.approx(15.0 * len(warm.batch_ms))
+    note = warm.note(40, 3000)
+    assert f"in {warm.elapsed_ms:.0f} ms" in note and "40 back-to-back launches" in note
+
+
+def test_warm_until_steady_honours_the_minimum():
+    clock = FakeClock()
+    flat = [0.23] * 1000
+    warm = warm_until_steady(driven(flat, clock), clock=clock, min_ms=600)
+    assert warm.reached and len(warm.batch_ms) == 40  # 600 ms at 15 ms a batch, although steady at 8
+
+
+def test_warm_until_steady_caps_and_says_so():
+    clock = FakeClock()
+    series = [0.2 * (1 + 0.002 * i) for i in range(10_000)]
+    warm = warm_until_steady(driven(series, clock), clock=clock, cap_ms=3000)
+    assert not warm.reached
+    assert len(warm.batch_ms) == 200  # 3000 ms / 15 ms
+    note = warm.note(40, 3000)
+    assert "no steady state within the 3000 ms warm-up cap" in note and "measured anyway" in note
+    assert "0.2 to 0.2796 ms" in note
+
+
+def test_warm_until_steady_stops_on_request():
+    clock = FakeClock()
+    calls = []
+    warm = warm_until_steady(driven([0.2 * (1 + 0.01 * i) for i in range(100)], clock), clock=clock,
+                             stop=lambda: calls.append(1) or len(calls) > 3)
+    assert warm.stopped and not warm.reached and len(warm.batch_ms) == 3
+    assert "interrupted" in warm.note(1, 3000)
+
+
+class FakeCuda:
+    """Enough of torch.cuda for time_sustained: each (start, end) event pair reads the next
+    launch time of a drifting-then-flat GPU; the flush buffer counts its zeroings."""
+
+    def __init__(self, per_launch):
+        self.per_launch = iter(per_launch)
+        self.launches = 0
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = cuda.launches
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                assert end.t == self.t + 1, "one launch between the events"
+                return cuda.times[self.t]
+
+        self.Event = Event
+        self.times = []
+
+    def synchronize(self):
+        pass
+
+
+class FakeTorch:
+    def __init__(self, per_launch):
+        self.cuda = FakeCuda(per_launch)
+
+
+def test_bench_warm_up_runs_batches_of_about_15ms_until_steady(monkeypatch):
+    per_batch_ms = drifting_then_flat()
+    torch = FakeTorch(())
+    per_batch = int(round(_stability.STEADY_BATCH_MS / 0.3))  # 50 launches of 0.3 ms each
+    launches = [t for t in per_batch_ms for _ in range(per_batch)]
+    pos = iter(launches)
+
+    def launch():
+        torch.cuda.times.append(next(pos))
+        torch.cuda.launches += 1
+
+    class Flush:
+        zeroed = 0
+
+        def zero_(self):
+            Flush.zeroed += 1
+
+    clock = FakeClock()
+    real = _stability.warm_until_steady
+    monkeypatch.setattr(_stability, "warm_until_steady",
+                        lambda run_batch, **kw: real(lambda: (setattr(clock, "t", clock.t + 0.015), run_batch())[1],
+                                                     clock=clock, **kw))
+    warm, n = _bench.warm_to_steady(torch, [launch], 0.3, Flush(), 25.0, 3000.0)
+    assert n == per_batch
+    assert warm.reached
+    assert len(warm.batch_ms) == steady_index(per_batch_ms)
+    assert list(warm.batch_ms) == pytest.approx(per_batch_ms[:len(warm.batch_ms)])
+    assert Flush.zeroed == torch.cuda.launches == n * len(warm.batch_ms)  # a flush before every launch
+
+
+def _fake_gpu(monkeypatch):
+    monkeypatch.setattr(_bench, "require_gpu", lambda: object())
+    monkeypatch.setattr(_worker, "in_worker", lambda: False)
+    monkeypatch.setattr(_worker, "default_worker", lambda: "worker")
+
+
+def test_bench_forwards_steady_to_the_worker(monkeypatch):
+    _fake_gpu(monkeypatch)
+    seen = {}
+
+    def fake_call(worker, prepared, sizes, timeout, func, args, options):
+        seen.update(options=options, timeout=timeout, func=func)
+        return "result"
+
+    monkeypatch.setattr(_isolated, "_call", fake_call)
+    prepared = Prepared(compiled=lambda *a: None, name="k", params=[], backend="tvm_ffi")
+    assert _bench.bench(prepared) == "result"
+    assert seen["options"]["steady"] is True and seen["options"]["steady_cap_ms"] == 3000.0
+    assert seen["func"] is _isolated.bench_in_worker
+    # The default timeout covers the warm-up's cap: 60 s + 4 * (3 s cap + 0.1 s of repetitions).
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 3.1)
+    _bench.bench(prepared, steady=False, steady_cap_ms=500)
+    assert seen["options"]["steady"] is False and seen["options"]["steady_cap_ms"] == 500
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.125)
+    _bench.bench(prepared, mode="isolated")  # isolated mode has no steady-state warm-up
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.525)
+
+
+def test_bench_rejects_bad_steady_options():
+    with pytest.raises(TypeError, match="steady is True"):
+        _bench.bench(lambda: None, steady="yes")
+    with pytest.raises(ValueError, match="steady_cap_ms"):
+        _bench.bench(lambda: None, steady_cap_ms=0)
