@@ -598,7 +598,8 @@ def test_bench_options_record_and_keywords_are_one_call():
 
     opts, sizes = BenchOptions.split(None, {"mode": "isolated", "idle_ms": 5.0, "M": 4096, "N": 128})
     assert opts == BenchOptions(mode="isolated", idle_ms=5.0) and sizes == {"M": 4096, "N": 128}
-    assert opts.repetition_ms == 500.0 and BenchOptions().repetition_ms == 100.0
+    assert opts.repetition_ms == 500.0 and BenchOptions().repetition_ms == 1000.0
+    assert BenchOptions(steady=False).repetition_ms == 100.0 and BenchOptions(mode="graph").repetition_ms == 100.0
     assert BenchOptions(rep_ms=7.0, mode="isolated").repetition_ms == 7.0
     assert BenchOptions().flushes and not BenchOptions(mode="graph").flushes
     assert BenchOptions(mode="graph", flush_l2=True).flushes

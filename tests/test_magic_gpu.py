@@ -135,7 +135,7 @@ def test_profile_through_the_magic(ip, shown, capsys):
           f"{prof.tensor_pipe_pct:.1f}%, ncu wall {prof.overhead_s} s")
     # The Profile tab of the inspector, and the cell's published output, show both figures.
     assert "Profile" in last.inspector.titles
-    tab = last.inspector.children[list(last.inspector.titles).index("Profile")].value
+    tab = last.inspector.tab("Profile")
     duration = re.search(r"<th>duration</th><td>([0-9.]+) us</td>", tab)
     pipe = re.search(r"<th>tensor pipe</th><td>([0-9.]+)% of peak", tab)
     assert duration and float(duration.group(1)) == pytest.approx(prof.duration_ns / 1e3, abs=0.01), tab[:2000]

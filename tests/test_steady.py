@@ -212,8 +212,8 @@ def test_bench_forwards_steady_to_the_worker(monkeypatch):
     assert _bench.bench(prepared) == "result"
     assert seen["options"]["steady"] is True and seen["options"]["steady_cap_ms"] == 3000.0
     assert seen["func"] is _isolated.bench_in_worker
-    # The default timeout covers the warm-up's cap: 60 s + 4 * (3 s cap + 0.1 s of repetitions).
-    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 3.1)
+    # The default timeout covers the warm-up's cap: 60 s + 4 * (3 s cap + 1 s of repetitions).
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 4.0)
     _bench.bench(prepared, steady=False, steady_cap_ms=500)
     assert seen["options"]["steady"] is False and seen["options"]["steady_cap_ms"] == 500
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.125)

@@ -262,7 +262,8 @@ class BenchOptions:
     flops: float | None = None
     bytes: float | None = None
     warmup_ms: float = 25.0
-    rep_ms: float | None = None  # None: 100 ms of kernel time, or 500 ms of wall time when isolated
+    rep_ms: float | None = None  # None: 1 s of kernel time (steady sustained), 100 ms (graph, or steady=False),
+    # or 500 ms of wall time (isolated)
     min_rep: int = 10
     max_rep: int = 10_000
     flush_l2: bool | None = None  # None: flush unless mode is "graph"
@@ -293,7 +294,9 @@ class BenchOptions:
         """``rep_ms``, or its default for the mode."""
         if self.rep_ms is not None:
             return self.rep_ms
-        return ISOLATED_BUDGET_MS if self.mode == "isolated" else 100.0
+        if self.mode == "isolated":
+            return ISOLATED_BUDGET_MS
+        return _stability.STEADY_REP_MS if self.mode == "sustained" and self.steady else 100.0
 
     @property
     def flushes(self) -> bool:
@@ -342,7 +345,9 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
     for kernels whose compiled source multiplies matrices, see :func:`count_work`).
     Repetitions: ``sustained`` and ``graph`` derive them, as ``do_bench``, from ``warmup_ms`` and
-    ``rep_ms`` (default 100 ms of kernel time) over a first estimate, bounded by
+    ``rep_ms`` (default: 1000 ms of kernel time in steady sustained mode, long enough to average
+    the clock wander of a power-capped GPU; 100 ms for graph mode and ``steady=False``) over a
+    first estimate, bounded by
     ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
     ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
     ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
@@ -353,7 +358,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
 
     ``steady`` (sustained mode only; default True): before measuring, launch back to back in
     batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
-    ``warmup_ms`` and at most ``steady_cap_ms`` (then it measures anyway and says so in
+    ``warmup_ms`` and 1 s and at most ``steady_cap_ms`` (then it measures anyway and says so in
     ``result.notes``; the notes say how long the warm-up took). ``steady=False`` warms up for
     ``warmup_ms`` only, as ``do_bench`` does.
 
@@ -504,8 +509,8 @@ class _Rounds:
         if o.mode == "sustained" and o.steady:
             # Inside the telemetry sampler: starting it between the warm-up and the measurement
             # would leave the GPU idle (its clocks recovering) just before the timed launches.
-            warm, per_batch = warm_to_steady(self.torch, self.fns, self.estimate, self.flush, o.warmup_ms,
-                                             o.steady_cap_ms)
+            warm, per_batch = warm_to_steady(self.torch, self.fns, self.estimate, self.flush,
+                                             max(o.warmup_ms, _stability.STEADY_MIN_MS), o.steady_cap_ms)
             self.notes.append(warm.note(per_batch, o.steady_cap_ms))
             self.n_warmup = len(warm.batch_ms) * per_batch
             self.method += "; after a warm-up to the GPU's steady state"

@@ -44,6 +44,12 @@ STEADY_WINDOW = 8  # batches judged together (about 120 ms of kernel time at 15 
 STEADY_TOL = 0.005  # their spread that counts as flat however they are ordered
 STEADY_CAP_MS = 3000.0  # warm-up wall time after which the measurement starts anyway
 STEADY_BATCH_MS = 15.0  # kernel time per warm-up batch
+# At least this long back to back before a steady state is believed, and the default measuring
+# window of a steady sustained bench: under a power cap the clocks wander by a few percent over
+# fractions of a second (an H100 at 700 W: four 100 ms windows of a 4096^3 GEMM 2-4% apart even
+# after the detector called them flat), so both the heat and the window must span that.
+STEADY_MIN_MS = 1000.0
+STEADY_REP_MS = 1000.0
 
 
 def trend_score(values: Sequence[float]) -> float:
