@@ -32,7 +32,7 @@ from .._links import ReportLinks, encode_spans, launcher_parts, report_links, th
 from .._model import KernelReport, Layout, TmaDescriptor, WgmmaOperand
 from . import machine
 from .code import STYLE_CSS as CODE_CSS
-from .code import LineMark, highlight_code
+from .code import LineMark, heat_list, heat_shares, highlight_code
 from .text import dims, pdl_text, size_text
 
 # The device-code tab is named after the language the target's code is written in.
@@ -166,14 +166,17 @@ class Page:
     links: ReportLinks
     source: str | None = None
     panels: frozenset[str] = field(default_factory=frozenset)
+    heat: tuple[tuple[int, float], ...] = ()  # a profile's (device-CUDA line, warp-stall samples)
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
 
 
-def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None) -> Page:
+def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
+              profile: Any = None) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
-    return Page(report_id(report), report_links(report, source), source, chosen)
+    heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
+    return Page(report_id(report), report_links(report, source), source, chosen, heat)
 
 
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
@@ -346,9 +349,11 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
                 "Python line and SASS they came from and became (&#8617; follows the link)")
     else:
         what = f"{esc(_DEVICE_TITLES.get(report.family, report.family))} device code, {{n}} lines"
+    shares = {n: s for n, s in heat_shares(page.heat).items() if 1 <= n <= _lines(text)}
     return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
+            + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=_device_anchors(report)))
+                             anchors=_device_anchors(report), heat=shares))
 
 
 def _device_anchors(report: KernelReport) -> set[int]:
@@ -968,20 +973,21 @@ _FOLLOW_JS = (
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
-                extra: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
     user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
     default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
-    there); the markup is inserted as is, the title escaped.
+    there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
+    device lines as a heat margin on the CUDA view.
     """
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    page = make_page(report, source, chosen)
+    page = make_page(report, source, chosen, profile)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":

@@ -68,7 +68,8 @@ class Inspector:
     @property
     def html(self) -> str:
         if self._html is None:
-            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source)
+            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
+                                            profile=self.profiles[0].profile if self.profiles else None)
         return self._html
 
     @property
