@@ -77,3 +77,38 @@ def test_the_inspector_cuda_view_draws_the_profile_as_a_heat_margin():
     assert re.findall(rf'href="#{rid}-cuda-L(\d+)">L\d+</a> [\d.]+%', cuda) == [str(n // 2), "20", "10"]
     plain = render_html(report, sections=("cuda",))
     assert "tl-heat" not in re.sub(r"<style.*?</style>", "", plain, flags=re.S)
+
+
+CELL = '''%%tilelang --profile
+import tilelang.language as T
+
+def kernel(A, B):
+    T.copy(A, B)
+    T.gemm(A, B, C)
+'''
+
+
+def test_the_cell_view_sums_the_device_samples_per_cell_line():
+    import dataclasses
+
+    from tilelab._machine import MachineCode, SourceOrigin
+
+    report = gemm()
+    # The cell's file as the magic compiles it: a blank first line, then the cell's body.
+    cell_file = "<ipython-input-7-ab12>"
+    machine = MachineCode(arch="sm_90a", origins=(
+        SourceOrigin(1, 4, cell_file, 5, True),     # T.copy: device lines 1-4
+        SourceOrigin(5, 9, cell_file, 6, True),     # T.gemm: device lines 5-9
+        SourceOrigin(10, 12, "/site-packages/tilelang/macro.py", 6, False),  # another file: not the cell
+    ), python_sources=((cell_file, "\n" + CELL.split("\n", 1)[1]),))
+    report = dataclasses.replace(report, machine=machine)
+    profile = Profile(kernel="k", hot_device_lines=((2, 10.0), (3, 10.0), (6, 50.0), (9, 10.0), (11, 20.0)))
+    page = render_html(report, sections=("cell",), source=CELL, profile=profile)
+    rid = report_id(report)
+    cell = re.search(r'<section class="tl-panel"[^>]*-cell".*?</section>', page, re.S).group(0)
+    # line 5 (T.copy): 20 of 100 samples; line 6 (T.gemm): 60; the macro's 20 belong to no cell line
+    assert _hot_rows(cell, f"{rid}-cell") == {5: "20.0% of warp-stall samples", 6: "60.0% of warp-stall samples"}
+    assert re.findall(rf'href="#{rid}-cell-L(\d+)">L\d+</a> ([\d.]+)%', cell) == [("6", "60.0"), ("5", "20.0")]
+    # a cell whose text differs from the linked file gets no margin (its line numbers would mislead)
+    other = render_html(report, sections=("cell",), source=CELL.replace("T.copy", "T.fill"), profile=profile)
+    assert "tl-heat\"" not in re.sub(r"<style.*?</style>", "", other, flags=re.S)

@@ -616,8 +616,34 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
     if not page.source:
         return '<p class="tl-muted">No source text was given for this report.</p>'
     _, marks = _back_marks(report, page)
+    shares = cell_heat(report, page.source, page.heat)
     return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
-            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks))
+            + heat_list(shares, f"{page.rid}-cell")
+            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares))
+
+
+def cell_heat(report: KernelReport, source: str, samples: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Each line of the user's ``source`` and its share of a profile's warp-stall samples: the
+    device lines' samples summed through the ``#line`` links into the Python file whose text is
+    ``source`` (its first line, the ``%%tilelang`` line, aside). Empty when no linked file is it."""
+    mc = getattr(report, "machine", None)
+    shares = heat_shares(samples)
+    if mc is None or not shares or not source:
+        return {}
+    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
+        lines = [x.rstrip() for x in text.split("\n")[1:]]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    want = source.split("\n")[1:]
+    files = {f for f, text in mc.python_sources if body(text) == body(source)}
+    out: dict[int, float] = {}
+    for line, share in shares.items():
+        origin = mc.origin(line)
+        if origin is not None and origin.file in files and 1 <= origin.line <= len(want) + 1:
+            out[origin.line] = out.get(origin.line, 0.0) + share
+    return out
 
 
 def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = (), zoom_id: str = "") -> str:
@@ -1022,6 +1048,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 __all__ = [
     "Page", "SECTIONS", "Section", "comparison_html", "default_sections", "encode_spans", "esc", "launch_links",
-    "launcher_html", "make_page", "mfma_html", "register_section",
+    "cell_heat", "launcher_html", "make_page", "mfma_html", "register_section",
     "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]
