@@ -112,3 +112,31 @@ def test_the_cell_view_sums_the_device_samples_per_cell_line():
     # a cell whose text differs from the linked file gets no margin (its line numbers would mislead)
     other = render_html(report, sections=("cell",), source=CELL.replace("T.copy", "T.fill"), profile=profile)
     assert "tl-heat\"" not in re.sub(r"<style.*?</style>", "", other, flags=re.S)
+
+
+def test_sanitizer_findings_link_into_the_cuda_tab_when_the_source_is_the_same():
+    from pathlib import Path
+
+    from tilelab.launch._sanitize import SanitizerReport, parse
+    from tilelab.widgets.inspector import Inspector
+
+    report = gemm()
+    raw = (Path(__file__).parent / "data" / "sanitizer" / "memcheck_oob_store.txt").read_text()
+    findings, summary = parse(raw)
+    lines = sorted({f.line for f in findings})
+    assert lines == [19]
+    rid = report_id(report)
+    same = SanitizerReport("oob_store", "memcheck", tuple(findings), raw, summary, source=report.sources.device + "\n")
+    inspector = Inspector(report, timing=[same])
+    timing = inspector.tab("Timing")
+    assert re.findall(r'href="#([\w-]+-L\d+)">line', timing) == [f"{rid}-cuda-L19"] * len(findings)
+    assert "device CUDA source</summary>" not in timing  # no second listing
+    assert f'id="{rid}-cuda-L19"' in inspector.tab("cuda")  # the link lands on the CUDA tab's line
+
+    other_source = report.sources.device.replace("\n", "\n// rebuilt\n", 1)
+    differs = SanitizerReport("oob_store", "memcheck", tuple(findings), raw, summary, source=other_source)
+    inspector = Inspector(report, timing=[differs])
+    timing = inspector.tab("Timing")
+    local = re.findall(r'href="#([\w-]+)-L19">line', timing)
+    assert local and not local[0].endswith("-cuda") and "differs from the CUDA tab" in timing
+    assert f'id="{local[0]}-L19"' in timing  # the report's own listing

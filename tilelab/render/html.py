@@ -167,16 +167,17 @@ class Page:
     source: str | None = None
     panels: frozenset[str] = field(default_factory=frozenset)
     heat: tuple[tuple[int, float], ...] = ()  # a profile's (device-CUDA line, warp-stall samples)
+    cuda_anchors: frozenset[int] = frozenset()  # device lines other tabs (a sanitizer report) link to
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
 
 
 def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
-              profile: Any = None) -> Page:
+              profile: Any = None, cuda_anchors: Iterable[int] = ()) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
     heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
-    return Page(report_id(report), report_links(report, source), source, chosen, heat)
+    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors))
 
 
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
@@ -353,7 +354,7 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
             + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=_device_anchors(report), heat=shares))
+                             anchors=_device_anchors(report) | set(page.cuda_anchors), heat=shares))
 
 
 def _device_anchors(report: KernelReport) -> set[int]:
@@ -999,7 +1000,8 @@ _FOLLOW_JS = (
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
-                extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None) -> str:
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
+                cuda_anchors: Iterable[int] = ()) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
@@ -1007,13 +1009,14 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
     there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
-    device lines as a heat margin on the CUDA view.
+    device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
+    tabs link to (``{rid}-cuda-L{n}``).
     """
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    page = make_page(report, source, chosen, profile)
+    page = make_page(report, source, chosen, profile, cuda_anchors)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
