@@ -124,3 +124,19 @@ def test_a_large_tile_draws_the_rows_its_access_pattern_reaches():
     w.start_row.value = 100  # the pattern moves down: the picture follows it
     reached = max(int(a.row) for a in w.state()["report"].accesses) + 1
     assert reached > 100 and f"showing rows 0-{reached - 1}," in w.picture.value
+
+
+def test_a_refresh_with_unchanged_controls_draws_nothing(monkeypatch):
+    from tilelab.render import svg as svg_module
+    from tilelab.widgets.explorer import SwizzleExplorer
+
+    w = SwizzleExplorer()
+    drawn = []
+    real = svg_module.tile_svg
+    monkeypatch.setattr(svg_module, "tile_svg", lambda *a, **k: drawn.append(a[0]) or real(*a, **k))
+    w.rows.value, w.cols.value = 256, 256  # each control notifies: two pictures
+    w.refresh()
+    w.refresh()
+    assert [(t.rows, t.cols) for t in drawn] == [(256, 64), (256, 256)]
+    w.swizzle.value = "64B"  # a real change still redraws
+    assert len(drawn) == 3

@@ -281,3 +281,25 @@ def test_render_speed_benchmark_fails_when_a_target_is_missed(monkeypatch, capsy
     monkeypatch.setattr(bench, "TARGET_KB", 1.0)  # nothing weighs under 1 KB
     assert bench.main() == 1
     assert "missed the target: tile_svg 256x256 fp16 NONE by chunk" in capsys.readouterr().err
+
+
+def test_wgmma_overlay_is_legible_legend_on_top_caption_within_width():
+    import re
+
+    tile = sw.SharedTile(64, 64, "float16", "SWIZZLE_128B")
+    text = svg.wgmma_operand_svg(sw.wgmma_descriptor(tile, "K", operand="A"))
+    width, height = (float(v) for v in re.search(r'<svg[^>]*width="(\d+)" height="(\d+)"', text).groups())
+    texts = [(float(x), float(y), int(size), body) for x, y, size, body in
+             re.findall(r'<text x="([\d.]+)" y="([\d.]+)" font-size="(\d+)"[^>]*>([^<]*)</text>', text)]
+    # the legend sits above the grid: before the first cell rectangle
+    legend_y = next(y for x, y, size, body in texts if body.startswith("outlined: the core matrices"))
+    first_rect_y = min(float(y) for y in re.findall(r'<rect x="[\d.]+" y="([\d.]+)"', text))
+    assert legend_y < first_rect_y
+    # every line of text fits inside the picture (0.62 em per character) and none is tiny
+    for x, y, size, body in texts:
+        assert x + 0.62 * size * len(body) <= width + 1, body
+        assert y <= height
+    labels = re.search(r'<g font-size="(\d+)" text-anchor="middle"', text)
+    assert labels and int(labels.group(1)) >= 12  # the chunk digits
+    cells = re.findall(r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)" height="([\d.]+)"', text)
+    assert min(float(h) for w, h in cells) >= 16 and height > 300

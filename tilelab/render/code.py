@@ -34,6 +34,9 @@ STYLE_CSS = """
  border-right:1px solid var(--jp-border-color2,#ddd);user-select:none}
 .tilelab-report .tl-src>span:target{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
 .tilelab-report .tl-src>span.tl-mark{background:rgba(255,179,0,.18);box-shadow:inset 3px 0 0 rgba(255,160,0,.8)}
+.tilelab-report .tl-src>span.tl-hot{position:relative}
+.tilelab-report .tl-heat{position:absolute;left:0;top:0;bottom:0;width:6px;display:block}
+.tilelab-report .tl-heatlist{margin:2px 0 4px;font-size:90%}
 .tilelab-report .tl-back{margin-left:1em;font-family:var(--jp-ui-font-family,sans-serif);font-size:90%;
  color:var(--jp-brand-color1,#1565c0)}
 .tilelab-report .tl-src span[class^="k"]{color:var(--jp-mirror-editor-keyword-color,#cf222e);font-weight:bold}
@@ -112,7 +115,7 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
 
 def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
                    marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
-                   first_line: int = 1, colour: str = "all") -> str:
+                   first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None) -> str:
     """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
 
     Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
@@ -121,10 +124,12 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     with no link). Line numbers are drawn by CSS counters, so they weigh nothing and are not
     copied with the code. ``colour="comments"`` keeps only comment colours (long launchers stay
     light); ``"none"`` none. Every character of ``text`` is escaped (pygments escapes token
-    text; the plain-text path uses ``html.escape``).
+    text; the plain-text path uses ``html.escape``). ``heat`` maps line numbers to their share
+    of a profile's samples (0..1): those lines get a coloured margin titled with the share.
     """
     marks = marks or {}
-    wanted = set(anchors) | set(marks)
+    heat = heat or {}
+    wanted = set(anchors) | set(marks) | set(heat)
     if colour == "comments":
         lines = _comment_lines(text, lexer_name(language))
     else:
@@ -138,8 +143,13 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
         attrs = ""
         if number in wanted:
             attrs = f' id="{prefix}-L{number}"'
-        if number in marks:
-            attrs = ' class="tl-mark"' + attrs
+        classes = " ".join(c for c, on in (("tl-mark", number in marks), ("tl-hot", number in heat)) if on)
+        if classes:
+            attrs = f' class="{classes}"' + attrs
+        if number in heat:
+            share = heat[number]
+            body = (f'<i class="tl-heat" style="background:rgba(220,38,38,{0.15 + 0.85 * min(1.0, share):.2f})" '
+                    f'title="{100 * share:.1f}% of warp-stall samples"></i>' + body)
         backs = "".join(
             f'<a class="tl-back" href="{html.escape(m.href, quote=True)}" title="{html.escape(m.title, quote=True)}">'
             f"&#8617; {html.escape(m.label)}</a>"
@@ -153,4 +163,24 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     return "".join(out)
 
 
-__all__ = ["LineMark", "STYLE_CSS", "highlight_code", "lexer_name"]
+def heat_shares(samples: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """Each line's share of all samples (lines listed twice are summed; lines with none dropped)."""
+    sums: dict[int, float] = {}
+    for line, s in samples:
+        if s and s > 0:
+            sums[int(line)] = sums.get(int(line), 0.0) + float(s)
+    total = sum(sums.values())
+    return {n: s / total for n, s in sums.items()} if total > 0 else {}
+
+
+def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> str:
+    """The hottest lines, hottest first, as links to their anchors (ties: the earlier line first)."""
+    if not shares:
+        return ""
+    prefix = html.escape(anchor_prefix, quote=True)
+    hot = sorted(shares.items(), key=lambda x: (-x[1], x[0]))[:top]
+    return ('<p class="tl-heatlist">hottest lines (share of warp-stall samples): '
+            + ", ".join(f'<a href="#{prefix}-L{n}">L{n}</a> {100 * s:.1f}%' for n, s in hot) + "</p>")
+
+
+__all__ = ["LineMark", "STYLE_CSS", "heat_list", "heat_shares", "highlight_code", "lexer_name"]

@@ -32,7 +32,7 @@ from .._links import ReportLinks, encode_spans, launcher_parts, report_links, th
 from .._model import KernelReport, Layout, TmaDescriptor, WgmmaOperand
 from . import machine
 from .code import STYLE_CSS as CODE_CSS
-from .code import LineMark, highlight_code
+from .code import LineMark, heat_list, heat_shares, highlight_code
 from .text import dims, pdl_text, size_text
 
 # The device-code tab is named after the language the target's code is written in.
@@ -166,14 +166,18 @@ class Page:
     links: ReportLinks
     source: str | None = None
     panels: frozenset[str] = field(default_factory=frozenset)
+    heat: tuple[tuple[int, float], ...] = ()  # a profile's (device-CUDA line, warp-stall samples)
+    cuda_anchors: frozenset[int] = frozenset()  # device lines other tabs (a sanitizer report) link to
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
 
 
-def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None) -> Page:
+def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
+              profile: Any = None, cuda_anchors: Iterable[int] = ()) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
-    return Page(report_id(report), report_links(report, source), source, chosen)
+    heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
+    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors))
 
 
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
@@ -346,9 +350,11 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
                 "Python line and SASS they came from and became (&#8617; follows the link)")
     else:
         what = f"{esc(_DEVICE_TITLES.get(report.family, report.family))} device code, {{n}} lines"
+    shares = {n: s for n, s in heat_shares(page.heat).items() if 1 <= n <= _lines(text)}
     return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
+            + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=_device_anchors(report)))
+                             anchors=_device_anchors(report) | set(page.cuda_anchors), heat=shares))
 
 
 def _device_anchors(report: KernelReport) -> set[int]:
@@ -611,8 +617,34 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
     if not page.source:
         return '<p class="tl-muted">No source text was given for this report.</p>'
     _, marks = _back_marks(report, page)
+    shares = cell_heat(report, page.source, page.heat)
     return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
-            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks))
+            + heat_list(shares, f"{page.rid}-cell")
+            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares))
+
+
+def cell_heat(report: KernelReport, source: str, samples: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Each line of the user's ``source`` and its share of a profile's warp-stall samples: the
+    device lines' samples summed through the ``#line`` links into the Python file whose text is
+    ``source`` (its first line, the ``%%tilelang`` line, aside). Empty when no linked file is it."""
+    mc = getattr(report, "machine", None)
+    shares = heat_shares(samples)
+    if mc is None or not shares or not source:
+        return {}
+    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
+        lines = [x.rstrip() for x in text.split("\n")[1:]]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    want = source.split("\n")[1:]
+    files = {f for f, text in mc.python_sources if body(text) == body(source)}
+    out: dict[int, float] = {}
+    for line, share in shares.items():
+        origin = mc.origin(line)
+        if origin is not None and origin.file in files and 1 <= origin.line <= len(want) + 1:
+            out[origin.line] = out.get(origin.line, 0.0) + share
+    return out
 
 
 def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = (), zoom_id: str = "") -> str:
@@ -968,20 +1000,23 @@ _FOLLOW_JS = (
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
-                extra: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
+                cuda_anchors: Iterable[int] = ()) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
     user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
     default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
-    there); the markup is inserted as is, the title escaped.
+    there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
+    device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
+    tabs link to (``{rid}-cuda-L{n}``).
     """
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    page = make_page(report, source, chosen)
+    page = make_page(report, source, chosen, profile, cuda_anchors)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
@@ -1016,6 +1051,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 __all__ = [
     "Page", "SECTIONS", "Section", "comparison_html", "default_sections", "encode_spans", "esc", "launch_links",
-    "launcher_html", "make_page", "mfma_html", "register_section",
+    "cell_heat", "launcher_html", "make_page", "mfma_html", "register_section",
     "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]

@@ -36,10 +36,28 @@ def sanitizer_text(report: Any) -> str:
     return "\n".join(lines)
 
 
-def sanitizer_html(report: Any) -> str:
+def same_source(a: str | None, b: str | None) -> bool:
+    """Whether two device sources are the same text (line ends and trailing blanks aside), so
+    that line numbers of one hold for the other."""
+    if a is None or b is None:
+        return False
+    return [x.rstrip() for x in a.strip("\n").splitlines()] == [x.rstrip() for x in b.strip("\n").splitlines()]
+
+
+def finding_lines(report: Any) -> set[int]:
+    """The device-CUDA lines the report's findings name."""
+    return {n for f in report.findings for n in (f.line, f.other_line) if n is not None}
+
+
+def sanitizer_html(report: Any, cuda_view: tuple[str, str] | None = None) -> str:
+    """``cuda_view``: (anchor prefix, device source) of the inspector's CUDA view on the same page.
+    When the sanitized source is that source, the findings link to the CUDA view's lines; when it
+    differs the report says so and links to its own listing."""
     from .code import STYLE_CSS, highlight_code
 
     rid = f"tl-san-{next(_COUNTER)}"
+    linked = cuda_view is not None and same_source(report.source, cuda_view[1])
+    target = cuda_view[0] if linked else rid
     esc = html.escape
     colour = "var(--jp-success-color1,#2a2)" if report.clean else "var(--jp-error-color1,#c22)"
     head = (f'<div><b style="color:{colour}">{"clean" if report.clean else f"{len(report.findings)} finding(s)"}'
@@ -51,9 +69,9 @@ def sanitizer_html(report: Any) -> str:
         kind, where, bt, line, message = _row_text(f)
         link = ""
         if f.line is not None and report.source:
-            link = f'<a href="#{rid}-L{f.line}">line {f.line}</a>'
+            link = f'<a href="#{target}-L{f.line}">line {f.line}</a>'
             if f.other_line is not None:
-                link += f' / <a href="#{rid}-L{f.other_line}">{f.other_line}</a>'
+                link += f' / <a href="#{target}-L{f.other_line}">{f.other_line}</a>'
         elif line:
             link = esc(line)
         rows.append("<tr>" + "".join(f'<td style="{cell}">{v}</td>' for v in
@@ -68,8 +86,13 @@ def sanitizer_html(report: Any) -> str:
     if report.launch_error:
         extra += f"<div>the launch raised: <code>{esc(report.launch_error)}</code></div>"
     extra += "".join(f"<div><i>{esc(n)}</i></div>" for n in report.notes)
+    if linked:
+        extra += "<div><i>lines link to the CUDA tab: the sanitized source is the one shown there</i></div>"
+    elif cuda_view is not None and report.source:
+        extra += ("<div><i>the sanitized device source differs from the CUDA tab's (another build of the "
+                  "kernel): lines link to the listing below</i></div>")
     source = ""
-    if report.source:
+    if report.source and not linked:
         marked = {n: [] for f in report.findings for n in (f.line, f.other_line) if n is not None}
         source = (f"<details><summary>device CUDA source</summary>"
                   f"{highlight_code(report.source, 'cuda', anchor_prefix=rid, marks=marked)}</details>")

@@ -511,18 +511,23 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     rows = tile.rows
     if rows * n_chunks > max_chunks:
         rows = max(8, (max_chunks // max(n_chunks, 1)) // 8 * 8)
+    # Cells big enough for their digit (at least 28 x 16 px): a tall tile shows its top rows.
     cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
-    cw = max(cw, 14.0)
-    left, top = 40.0, 58.0
+    cw, ch = max(cw, 28.0), max(ch, 16.0)
+    if rows * ch > 1024:
+        rows = max(8, int(1024 // ch) // 8 * 8)
+    left = 40.0
     grid_w, grid_h = n_chunks * cw, rows * ch
     width = max(left + grid_w + 400, 560.0)
-    height = top + grid_h + 60
+    legend_lines = _wrap("outlined: the core matrices (8 rows x 16 B) one instruction reads; number in a cell: "
+                         "its physical 16-byte chunk", width - 8, 11)
+    top = (62.0 if compiler is not None else 47.0) + 14 * len(legend_lines) + 14
     byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
     phys_chunk = (byte // 16) % 8
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
     dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
-    out = [_svg_open(width, height, f"WGMMA operand {buffer}")]
+    out = [""]  # the <svg> opening, once the height is known
     out.append(_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}", weight="bold"))
     out.append(_text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
                             f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = 16 bytes", size=11, color=MUTED))
@@ -531,8 +536,12 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
         out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
                                  f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, SBO {compiler.sbo}: "
                                  "differs from tilelab"), size=11, color=TEXT if same else ACCENT))
+    legend_y = 62.0 if compiler is not None else 47.0
+    for i, line in enumerate(legend_lines):
+        out.append(_text(4, legend_y + 14 * i, line, size=11, color=MUTED))
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
-                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid)[0])
+                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+                     label_font=12)[0])
     for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
         out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
     for i in range(0, rows, 8):
@@ -588,11 +597,25 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     y = top + rows * ch + 16
     if rows < tile.rows:
         notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
-    out.append(_text(4, y, "outlined: the core matrices (8 rows x 16 B) one instruction reads; number in a cell: "
-                           "its physical 16-byte chunk", size=10, color=MUTED))
-    for i, note in enumerate(notes[:3]):
-        out.append(_text(4, y + 14 * (i + 1), note, size=10, color=TEXT))
+    caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
+    for i, line in enumerate(caption):
+        out.append(_text(4, y + 14 * i, line, size=11, color=TEXT))
+    height = y + 14 * len(caption) + 8
+    out[0] = _svg_open(width, height, f"WGMMA operand {buffer}")
     return "".join(out) + "</svg>"
+
+
+def _wrap(text: str, width: float, size: int) -> list[str]:
+    """``text`` broken at spaces into lines that fit ``width`` px at font ``size`` (about 0.62 em
+    per character, the widest of the fonts a notebook uses for SVG text)."""
+    per_line = max(10, int(width / (0.62 * size)))
+    lines: list[str] = []
+    for word in str(text).split():
+        if lines and len(lines[-1]) + 1 + len(word) <= per_line:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 # --------------------------------------------------------------------------------------------

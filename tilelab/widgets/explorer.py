@@ -83,6 +83,14 @@ class SwizzleExplorer(widgets.VBox):
         self.refresh()
 
     def refresh(self) -> None:
+        # A refresh with the controls unchanged since the last picture (an explicit refresh()
+        # after the controls' own notifications) draws nothing again.
+        key = tuple(c.value for c in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by,
+                                      self.hover, self.highlight, self.index, self.start_row, self.chunk))
+        key += (self.max_cells,)
+        if key == getattr(self, "_drawn", None) and self.picture.value:
+            return
+        self._drawn = key
         self._error = None
         try:
             tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)

@@ -56,8 +56,9 @@ class Inspector:
         self.source = source
         self.previous = previous if previous is not None and previous != report else None
         extra = []
+        self._cuda_anchors: set[int] = set()
         if self.timing:
-            extra.append(("Timing", timing_html(self.timing)))
+            extra.append(("Timing", timing_html(self.timing, self._cuda_view())))
         if self.profiles:
             extra.append(("Profile", timing_html(self.profiles)))
         if self.previous is not None:
@@ -65,10 +66,19 @@ class Inspector:
         self.extra = tuple(extra)
         self._html: str | None = None
 
+    def _cuda_view(self) -> Any:
+        """Where sanitizer findings link on this page: the CUDA tab's line anchors (when it is shown)."""
+        names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
+        if "cuda" not in names:
+            return None
+        return (f"{render.report_id(self.report)}-cuda", self.report.sources.device, self._cuda_anchors)
+
     @property
     def html(self) -> str:
         if self._html is None:
-            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source)
+            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
+                                            profile=self.profiles[0].profile if self.profiles else None,
+                                            cuda_anchors=self._cuda_anchors)
         return self._html
 
     @property
@@ -155,9 +165,20 @@ def latency_figure(results: Sequence[Any]):
     return fig
 
 
-def timing_html(results: Sequence[Any]) -> str:
-    """Every launch result's HTML, then (for more than one timing) a latency-vs-size PNG."""
-    parts = [_result_html(r) for r in results]
+def timing_html(results: Sequence[Any], cuda_view: Any = None) -> str:
+    """Every launch result's HTML, then (for more than one timing) a latency-vs-size PNG.
+    ``cuda_view`` (anchor prefix, device source, set of linked lines): sanitizer reports of that
+    source link into the CUDA tab, and the lines they link to are added to the set."""
+    from ..render.sanitizer import finding_lines, same_source, sanitizer_html
+
+    parts = []
+    for r in results:
+        if cuda_view is not None and hasattr(r, "findings") and hasattr(r, "tool"):
+            parts.append(sanitizer_html(r, cuda_view[:2]))
+            if same_source(r.source, cuda_view[1]):
+                cuda_view[2].update(finding_lines(r))
+        else:
+            parts.append(_result_html(r))
     timed = [r for r in results if hasattr(r, "median_ms") and hasattr(r, "sizes")]
     if len(timed) > 1:
         import base64
