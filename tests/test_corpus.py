@@ -243,7 +243,68 @@ def test_cli_corpus_refuses_a_folder_without_scripts(tmp_path, capsys):
 def test_rows_round_trip_as_json():
     row = _corpus.CorpusRow("a.py", "k", "sm_90a", _corpus.OK, "", 0.5, 1.0)
     assert _corpus.CorpusRow.from_dict(json.loads(json.dumps(row.to_dict()))) == row
-    assert row.ratio == 2.0
+    assert row.ratio == 2.0 and row.ratio_spread is None and _corpus.format_ratio(row) == "2.00"
+    rounds = _corpus.CorpusRow("a.py", "k", "sm_90a", _corpus.OK, "", 2.0, 3.0, (1.0, 2.0, 4.0), (2.0, 3.0, 20.0))
+    assert _corpus.CorpusRow.from_dict(json.loads(json.dumps(rounds.to_dict()))) == rounds
+
+
+def test_the_ratio_of_repeated_rounds_is_the_median_of_each_rounds_ratio():
+    """Rounds (lower, inspect) = (1, 2), (2, 3), (4, 20): ratios 2, 1.5 and 5 (the third round hit
+    a burst of load on inspect's side). The median ratio is 2 and the range 1.5-5; the ratio of the
+    medians (3 / 2 = 1.5) would pair measurements taken at different moments."""
+    row = _corpus.CorpusRow("a.py", "k", "sm_90a", _corpus.OK, "", 2.0, 3.0, (1.0, 2.0, 4.0), (2.0, 3.0, 20.0))
+    assert row.round_ratios == (2.0, 1.5, 5.0)
+    assert row.ratio == 2.0 and row.ratio_spread == (1.5, 5.0)
+    assert _corpus.format_ratio(row) == "2.00 (1.5-5.0)"
+    slow = dataclasses.replace(row, lower_runs=(1.0, 1.0, 1.0), inspect_runs=(3.5, 2.0, 4.0))
+    assert [r.kernel for r in _corpus.over_target([row, slow])] == ["k"] and _corpus.over_target([row]) == []
+    table = _corpus.render_table([row])
+    assert "2.00 (1.5-5.0)" in table
+    assert "worst 2.00 (1.5-5.0) (a.py k: 3.00 s vs 2.00 s); each the median of 3 interleaved rounds" in table
+
+
+def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
+    """The worker's timing loop, with TileLang's lowering and inspect replaced by recorders: the
+    first round of a process (one-time set-up) is dropped, then lower and inspect alternate."""
+    import types
+
+    from gemm import matmul
+
+    from tilelab import _adapter, _inspect
+
+    func = matmul(256, 256, 128, 128, 128, 64)
+    report = tilelab.inspect(func, "sm_90a")
+    calls = []
+    monkeypatch.setattr(_adapter, "tilelang_lower", lambda *a, **k: calls.append("lower"))
+    monkeypatch.setattr(_inspect, "inspect", lambda *a, **k: calls.append("inspect") or report)
+    out = tmp_path / "rows.jsonl"
+    worker = _corpus._Worker(tmp_path / "script.py", out, "sm_90a", 5.0, repeat=3)
+    request = types.SimpleNamespace(prim_func=func, out_idx=[-1], pass_configs={}, target="cuda")
+    worker._inspect(request, _adapter)  # not on_compile: that arms the script's SIGALRM grace timer
+    assert calls == ["lower", "inspect"] * 4  # a dropped warm-up round, then 3 timed rounds
+    (row,) = [json.loads(line) for line in out.read_text().splitlines() if "verdict" in json.loads(line)]
+    assert row["verdict"] == _corpus.OK, row
+    assert len(row["lower_runs"]) == len(row["inspect_runs"]) == 3
+    assert row["lower_s"] == sorted(row["lower_runs"])[1] and row["inspect_s"] == sorted(row["inspect_runs"])[1]
+    calls.clear()
+    worker._inspect(types.SimpleNamespace(prim_func=matmul(512, 256, 128, 128, 128, 64), out_idx=[-1],
+                                          pass_configs={}, target="cuda"), _adapter)
+    assert calls == ["lower", "inspect"] * 3  # a warm process: its first round counts
+
+
+def test_cli_corpus_repeat_and_only(tmp_path, capsys):
+    folder = tmp_path / "scripts"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "unbound_symbol.py").write_text(SCRIPTS["unbound_symbol.py"])
+    (folder / "no_kernel.py").write_text(SCRIPTS["no_kernel.py"])
+    assert [p.name for p in _corpus.select_scripts(folder, ["sub/*.py"])] == ["unbound_symbol.py"]
+    assert cli_main(["corpus", str(folder), "--only", "gemm/*.py"]) == 2
+    assert "--only 'gemm/*.py': matches no script under" in capsys.readouterr().err
+    assert cli_main(["corpus", str(folder), "--repeat", "0"]) == 2
+    assert "--repeat 0: give at least 1 round" in capsys.readouterr().err
+    assert cli_main(["corpus", str(folder), "--quiet", "--only", "sub/*.py", "--repeat", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "sub/unbound_symbol.py" in printed and "no_kernel.py" not in printed
 
 
 def test_one_lowering_serves_every_launcher_with_out_idx():

@@ -166,12 +166,19 @@ def _corpus_command(args: argparse.Namespace) -> int:
     arch = resolved.name
     if args.jobs < 1 or args.timeout <= 0:
         raise CliError("--jobs must be at least 1 and --timeout positive (seconds per script)")
+    if args.repeat < 1:
+        raise CliError(f"--repeat {args.repeat}: give at least 1 round of lowering and inspect per kernel")
+    try:
+        _corpus.select_scripts(folder, args.only)
+    except ValueError as err:
+        raise CliError(str(err)) from err
 
     def progress(rows: list) -> None:
         if not args.quiet:
             print(f"  {rows[0].script}: " + ", ".join(r.verdict for r in rows), file=sys.stderr, flush=True)
 
-    rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress)
+    rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress,
+                              repeat=args.repeat, only=args.only)
     print(_corpus.render_table(rows))
     if json_path:
         import json
@@ -200,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arch for scripts whose own target is the local GPU (default sm_90a)")
     c.add_argument("--jobs", type=int, default=2, help="scripts run at once, each in its own process (default 2)")
     c.add_argument("--timeout", type=float, default=300.0, help="seconds each script may run (default 300)")
+    c.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="time each kernel in N interleaved rounds of lowering and inspect; the ratio is "
+                        "their median, with its range (default 1)")
+    c.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="only the scripts whose path relative to DIR matches (repeatable), e.g. 'gemm/*.py'")
     c.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     c.add_argument("--quiet", action="store_true", help="no per-script progress on stderr")
     c.set_defaults(func=_corpus_command)

@@ -26,17 +26,19 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import fnmatch
 import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 OK = "ok"
 MISMATCH = "mismatch"
@@ -64,21 +66,42 @@ class CorpusRow:
     target: str
     verdict: str
     reason: str = ""
-    lower_s: float | None = None  # TileLang's own lowering (tvm_ffi, no nvcc)
-    inspect_s: float | None = None  # tilelab.inspect, uncached
+    lower_s: float | None = None  # TileLang's own lowering (tvm_ffi, no nvcc); the median of the rounds
+    inspect_s: float | None = None  # tilelab.inspect, uncached; the median of the rounds
+    # With --repeat N: the seconds of each round, lowering and inspect interleaved (lower, inspect,
+    # lower, inspect, ...), so a burst of load on a shared machine slows both sides of a round.
+    lower_runs: tuple[float, ...] = ()
+    inspect_runs: tuple[float, ...] = ()
+
+    @property
+    def round_ratios(self) -> tuple[float, ...]:
+        """inspect/lower of each round (one per pair of interleaved measurements)."""
+        return tuple(i / lo for lo, i in zip(self.lower_runs, self.inspect_runs) if lo > 0)
 
     @property
     def ratio(self) -> float | None:
+        """The median of the rounds' inspect/lower ratios (the 3x target is checked on it); with
+        a single measurement, inspect_s / lower_s."""
+        rounds = self.round_ratios
+        if rounds:
+            return statistics.median(rounds)
         if self.lower_s and self.inspect_s is not None:
             return self.inspect_s / self.lower_s
         return None
+
+    @property
+    def ratio_spread(self) -> tuple[float, float] | None:
+        """The lowest and highest round ratio; None with fewer than two rounds."""
+        rounds = self.round_ratios
+        return (min(rounds), max(rounds)) if len(rounds) > 1 else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
-        return cls(**{k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")})
+        fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
+        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,8 +589,9 @@ def _short(err: BaseException) -> str:
 
 
 class _Worker:
-    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float) -> None:
+    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1) -> None:
         self.script, self.out, self.default_arch, self.grace_s = script, out, default_arch, grace_s
+        self.repeat = max(1, repeat)
         self.seen: dict[str, StandInKernel] = {}
         self.warm = False
         self.captured = 0
@@ -617,10 +641,13 @@ class _Worker:
             _adapter.tilelang_lower(func, arch, out_idx=request.out_idx, pass_configs=configs)
             return time.perf_counter() - start
 
+        def inspect_once() -> tuple[Any, float]:
+            start = time.perf_counter()
+            report = inspect(func, arch, out_idx=request.out_idx, pass_configs=request.pass_configs, force=True)
+            return report, time.perf_counter() - start
+
         try:
-            row["lower_s"] = lower_once()
-            if not self.warm:  # the first lowering in a process also pays for one-time set-up
-                row["lower_s"] = lower_once()
+            first_lower = lower_once()
         except LoweringError as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err)})
             return stand_in
@@ -628,22 +655,27 @@ class _Worker:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
             return stand_in
 
-        self.emit({"progress": "inspecting", **row})
-
-        def inspect_once() -> tuple[Any, float]:
-            start = time.perf_counter()
-            report = inspect(func, arch, out_idx=request.out_idx, pass_configs=request.pass_configs, force=True)
-            return report, time.perf_counter() - start
-
+        self.emit({"progress": "inspecting", **row, "lower_s": first_lower})
+        lowers: list[float] = []
+        inspects: list[float] = []
         try:
-            report, row["inspect_s"] = inspect_once()
-            if not self.warm:
-                report, row["inspect_s"] = inspect_once()
+            report, first_inspect = inspect_once()
+            if self.warm:  # the first round in a process also pays for one-time set-up: not counted
+                lowers, inspects = [first_lower], [first_inspect]
+            self.warm = True
+            while len(lowers) < self.repeat:  # interleaved rounds: lower, inspect, lower, inspect, ...
+                lowers.append(lower_once())
+                report, seconds = inspect_once()
+                inspects.append(seconds)
         except Exception as err:
-            self.emit({**row, "verdict": INSPECT_ERROR, "reason": f"{type(err).__name__}: {_short(err)}"})
+            self.emit({**row, "lower_s": first_lower, "verdict": INSPECT_ERROR,
+                       "reason": f"{type(err).__name__}: {_short(err)}"})
             return stand_in
         finally:
             self.warm = True
+        row.update(lower_s=statistics.median(lowers), inspect_s=statistics.median(inspects))
+        if self.repeat > 1:
+            row.update(lower_runs=lowers, inspect_runs=inspects)
         stand_in._source = report.sources.device
         try:
             problems, notes = check_report(report)
@@ -689,7 +721,8 @@ class _Worker:
 
 def _worker_main(argv: list[str]) -> int:
     script, out, arch, grace = Path(argv[0]).resolve(), Path(argv[1]).resolve(), argv[2], float(argv[3])
-    _Worker(script, out, arch, grace).run()
+    repeat = int(argv[4]) if len(argv) > 4 else 1
+    _Worker(script, out, arch, grace, repeat).run()
     return 0
 
 
@@ -703,6 +736,20 @@ def find_scripts(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.py")
                   if not p.name.startswith(("test_", "regression_")) and p.name not in SKIP_FILES
                   and not any(part.startswith(".") or part == "__pycache__" for part in p.parts))
+
+
+def select_scripts(root: Path, only: Sequence[str] = ()) -> list[Path]:
+    """find_scripts, narrowed to the paths (relative to ``root``) matching one of the ``only``
+    glob patterns; a pattern that matches no script is an error naming it."""
+    scripts = find_scripts(root)
+    if not only:
+        return scripts
+    rel = {s: s.relative_to(root).as_posix() for s in scripts}
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(r, pattern) for r in rel.values()):
+            raise ValueError(f"--only {pattern!r}: matches no script under {root}; give a path relative to it "
+                             "such as 'gemm/example_gemm.py' or a glob such as 'gemm/*.py'")
+    return [s for s in scripts if any(fnmatch.fnmatchcase(rel[s], p) for p in only)]
 
 
 def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: bool, timeout_s: float,
@@ -752,8 +799,9 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
 
 
 def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 5.0) -> list[CorpusRow]:
-    """Run one script in a fresh process and return its rows."""
+               grace_s: float = 5.0, repeat: int = 1) -> list[CorpusRow]:
+    """Run one script in a fresh process and return its rows. ``repeat``: rounds of interleaved
+    lowering and inspect per kernel, whose medians the row reports."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     try:
         text = script.read_text(errors="replace")
@@ -775,7 +823,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s)]
+        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)]
         timed_out, rc, stderr = False, None, ""
         try:
             proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -787,15 +835,20 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None) -> list[CorpusRow]:
-    """Every script under ``directory``, ``jobs`` at a time; rows in script order."""
+               grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None,
+               repeat: int = 1, only: Sequence[str] = ()) -> list[CorpusRow]:
+    """Every script under ``directory`` (or those whose path relative to it matches one of the
+    ``only`` glob patterns), ``jobs`` at a time; rows in script order. Each kernel is lowered and
+    inspected in ``repeat`` interleaved rounds."""
     root = Path(directory).resolve()
     if not root.is_dir():
         raise NotADirectoryError(f"{directory}: not a directory; give the folder of TileLang example scripts")
-    scripts = find_scripts(root)
+    if repeat < 1:
+        raise ValueError(f"repeat={repeat}: give at least 1 round of lowering and inspect per kernel")
+    scripts = select_scripts(root, only)
     results: dict[Path, list[CorpusRow]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s): s
+        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat): s
                    for s in scripts}
         for future in concurrent.futures.as_completed(futures):
             rows = future.result()
@@ -810,13 +863,26 @@ def totals(rows: list[CorpusRow]) -> dict[str, int]:
     return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED)}
 
 
+def format_ratio(row: CorpusRow) -> str:
+    """The ratio column: the median ratio, and with several rounds their range, e.g. ``2.10 (1.9-2.4)``."""
+    if row.ratio is None:
+        return "-"
+    spread = row.ratio_spread
+    return f"{row.ratio:.2f}" + (f" ({spread[0]:.1f}-{spread[1]:.1f})" if spread else "")
+
+
+def over_target(rows: list[CorpusRow], limit: float = 3.0) -> list[CorpusRow]:
+    """Kernels whose (median) inspect/lower ratio exceeds ``limit``."""
+    return [r for r in rows if r.ratio is not None and r.ratio > limit]
+
+
 def render_table(rows: list[CorpusRow]) -> str:
     """The table: one line per kernel, then the totals and the worst inspect/lower ratio."""
     header = ("script", "kernel", "target", "verdict", "lower s", "inspect s", "ratio", "reason")
     body = [(r.script, r.kernel, r.target, r.verdict,
              f"{r.lower_s:.2f}" if r.lower_s is not None else "-",
              f"{r.inspect_s:.2f}" if r.inspect_s is not None else "-",
-             f"{r.ratio:.2f}" if r.ratio is not None else "-", r.reason) for r in rows]
+             format_ratio(r), r.reason) for r in rows]
     widths = [max(len(h), *(len(str(b[i])) for b in body)) if body else len(h) for i, h in enumerate(header[:-1])]
     widths = [min(w, 60) for w in widths]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
@@ -832,8 +898,10 @@ def render_table(rows: list[CorpusRow]) -> str:
     if ratios:
         worst = max(ratios, key=lambda r: r.ratio or 0)
         ordered = sorted(r.ratio or 0 for r in ratios)
-        lines.append(f"inspect/lower time ratio: median {ordered[len(ordered) // 2]:.2f}, worst {worst.ratio:.2f} "
-                     f"({worst.script} {worst.kernel}: {worst.inspect_s:.2f} s vs {worst.lower_s:.2f} s)")
+        rounds = max(len(r.round_ratios) or 1 for r in ratios)
+        lines.append(f"inspect/lower time ratio: median {ordered[len(ordered) // 2]:.2f}, worst {format_ratio(worst)} "
+                     f"({worst.script} {worst.kernel}: {worst.inspect_s:.2f} s vs {worst.lower_s:.2f} s)"
+                     + (f"; each the median of {rounds} interleaved rounds" if rounds > 1 else ""))
     return "\n".join(lines)
 
 
