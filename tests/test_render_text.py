@@ -48,3 +48,15 @@ def test_hostile_strings_are_plain_text_and_problems_are_listed():
 def test_plain_repr_is_render_text():
     report = hostile_report()
     assert report._repr_mimebundle_()["text/plain"] == render_text(report)
+
+
+def test_the_report_model_imports_no_renderer():
+    """Records sit below renderers: importing the report model (and the package) loads no
+    tilelab.render module, IPython or ipywidgets; the display hooks import theirs when called."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tilelab, tilelab._model\n"
+             "print(sorted(n for n in sys.modules if n.startswith('tilelab.render') or n in ('IPython', 'ipywidgets')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
