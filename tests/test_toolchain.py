@@ -249,3 +249,36 @@ def test_inspector_widget_tabs_have_no_dangling_links():
     sass = insp.tab("SASS")
     assert re.search(r'<a class="tl-back" href="#[^"]+-cuda-L\d+">CUDA \d+', sass)
     insp.close()
+
+
+def test_every_cuda_tool_is_found_by_one_rule(tmp_path, monkeypatch):
+    """compute-sanitizer and ncu are looked for as the toolchain's tools are: $CUDA_HOME/bin first,
+    then PATH; ncu also in Nsight Compute's own folders (newest version last in sort order wins)."""
+    import os
+    import stat
+
+    from tilelab._toolchain import find_cuda_tool
+    from tilelab.launch._profile import find_ncu
+    from tilelab.launch._sanitize import find_sanitizer
+
+    def tool(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        return str(path)
+
+    home, other = tmp_path / "cuda", tmp_path / "elsewhere"
+    in_home = tool(home / "bin" / "compute-sanitizer")
+    on_path = tool(other / "compute-sanitizer")
+    for var in ("TILELAB_CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{os.environ['PATH']}")
+    assert find_sanitizer() == in_home
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-such-home"))
+    assert find_sanitizer() == on_path
+    nsight = [tool(tmp_path / "nsight" / v / "ncu") for v in ("2024.1.0", "2025.3.1")]
+    if find_cuda_tool("ncu") is None:  # no ncu installed here: the install folders are the answer
+        assert find_cuda_tool("ncu", extra_globs=(str(tmp_path / "nsight" / "*" / "ncu"),)) == nsight[-1]
+    assert find_ncu(nsight[0]) == nsight[0]
+    assert find_ncu(str(tmp_path / "missing" / "ncu")) is None

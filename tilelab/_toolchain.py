@@ -72,6 +72,27 @@ def _candidate_dirs(cuda_home: str | os.PathLike | None) -> list[Path]:
     return dirs
 
 
+def find_cuda_tool(name: str, *, extra_globs: tuple[str, ...] = ()) -> str | None:
+    """One CUDA tool by name (``compute-sanitizer``, ``ncu``, ...), looked for as the toolchain's
+    tools are (``$TILELAB_CUDA_HOME``, ``$CUDA_HOME``, ``$CUDA_PATH``, ``PATH``, ``/usr/local/cuda``,
+    NVIDIA's wheels), then next to the ``nvcc`` on PATH, then in ``extra_globs`` (newest last wins)."""
+    import glob
+    import shutil
+
+    dirs = _candidate_dirs(None)
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(Path(os.path.realpath(nvcc)).parent)
+    for d in dirs:
+        if (d / name).is_file() and os.access(d / name, os.X_OK):
+            return str(d / name)
+    for pattern in extra_globs:
+        hits = [h for h in sorted(glob.glob(pattern)) if os.access(h, os.X_OK)]
+        if hits:
+            return hits[-1]
+    return None
+
+
 def find_toolchain(cuda_home: str | os.PathLike | None = None) -> Toolchain:
     """Find each tool; with ``cuda_home``, only there (and in NVIDIA's wheels for the disassemblers)."""
     dirs = _candidate_dirs(cuda_home)
@@ -312,7 +333,7 @@ def _with_occupancy(resources: list[KernelResources], arch: str, kernels: tuple)
     return out
 
 
-__all__ = ["Toolchain", "compile_cubin", "find_toolchain", "machine_code", "parse_ptxas", "parse_sass", "ptx_device_lines",
+__all__ = ["Toolchain", "compile_cubin", "find_cuda_tool", "find_toolchain", "machine_code", "parse_ptxas", "parse_sass", "ptx_device_lines",
            "strip_line_directives"]
 
 

@@ -9,11 +9,9 @@ warm-up launches, one launch is profiled with ncu's full section set plus the me
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,16 +31,13 @@ class ProfileError(RuntimeError):
 
 
 def find_ncu(explicit: str | None = None) -> str | None:
+    """``explicit`` if it runs, else ncu looked for as every CUDA tool is
+    (:func:`tilelab._toolchain.find_cuda_tool`), then in Nsight Compute's own install folders."""
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    found = shutil.which("ncu")
-    if found:
-        return found
-    for pattern in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/nsight-compute*/ncu"):
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[-1]
-    return None
+    from .._toolchain import find_cuda_tool
+
+    return find_cuda_tool("ncu", extra_globs=("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/nsight-compute*/ncu"))
 
 
 def ncu_command(ncu: str, kernel_regex: str, report: Path, argv: Sequence[str], *, skip: int = WARMUP_LAUNCHES,

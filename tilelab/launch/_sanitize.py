@@ -15,7 +15,6 @@ import json
 import os
 import pickle
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,19 +33,10 @@ class SanitizerMissing(TilelabError, FileNotFoundError):
 
 
 def find_sanitizer() -> str | None:
-    """compute-sanitizer next to nvcc ($CUDA_HOME/bin, the nvcc on PATH, /usr/local/cuda/bin) or on PATH."""
-    candidates = []
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
-        if home:
-            candidates.append(Path(home) / "bin" / "compute-sanitizer")
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(Path(os.path.realpath(nvcc)).parent / "compute-sanitizer")
-    candidates.append(Path("/usr/local/cuda/bin/compute-sanitizer"))
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c)
-    return shutil.which("compute-sanitizer")
+    """compute-sanitizer, looked for as every CUDA tool is (:func:`tilelab._toolchain.find_cuda_tool`)."""
+    from .._toolchain import find_cuda_tool
+
+    return find_cuda_tool("compute-sanitizer")
 
 
 # ------------------------------------------------------------------------------------------
@@ -295,8 +285,8 @@ def sanitize(kernel: Any, *args: Any, tool: str = "memcheck", timeout: float = D
     exe = find_sanitizer()
     if exe is None:
         raise SanitizerMissing(
-            "compute-sanitizer was not found (looked next to nvcc, in $CUDA_HOME/bin, /usr/local/cuda/bin and on "
-            "PATH). It ships with the CUDA toolkit; install the toolkit or put its bin/ folder on PATH.")
+            "compute-sanitizer was not found (looked in $CUDA_HOME/bin, on PATH, in /usr/local/cuda/bin, in NVIDIA's wheels "
+            "and next to nvcc). It ships with the CUDA toolkit; install the toolkit or put its bin/ folder on PATH.")
     require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     from ._isolated import _payload
