@@ -7,7 +7,8 @@
    same state: loading, checking against torch.matmul, timing;
 2. the sweep on GPU 0 alone (``devices=[0]``) and on all of them (``devices=...``), each with the
    row cache bypassed (``force=True``), each timed by wall clock: configurations per second;
-3. the single-GPU sweep's best configuration timed again on each GPU alone (``devices=[d]``).
+3. the single-GPU sweep's best configuration timed again on each GPU alone (``devices=[d]``), three
+   times, interleaved across the GPUs; median and spread per GPU, with the SM clocks NVML saw.
 
 Targets: speed-up >= 0.9 x the number of GPUs (1.8x on 2), and the best configuration's median
 within 1% of the single-GPU sweep's figure both where the multi-GPU sweep ran it (with the other
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +42,15 @@ assert len(PARAMS) == 32
 
 SCALING_TARGET = 0.9  # speed-up per GPU: 1.8x on 2
 SAME_TIME_TARGET = 0.01  # the best configuration on each GPU vs the single-GPU sweep
+ROUNDS = 3  # the best configuration alone on each GPU, this many times
+
+
+def _clocks(rows: list) -> str:
+    """The median SM clocks of some rows' measurements, and whether any was throttled."""
+    mhz = [r.sm_mhz for r in rows if r.sm_mhz is not None]
+    if not mhz:
+        return "clock not sampled"
+    return f"{statistics.median(mhz):.0f} MHz" + (" THROTTLED" if any(r.throttled for r in rows) else "")
 
 
 def main() -> int:
@@ -82,11 +93,15 @@ def main() -> int:
     if best is None:
         print("FAIL: no configuration ran on one GPU")
         return 1
-    per_gpu = {}
-    for d in many:
-        _, t = timed_sweep([d], [dict(best.config)], f"best_cuda{d}")
-        row = t.best()
-        per_gpu[d] = row.median_ms if row is not None else None
+    # The best configuration alone on each GPU, ROUNDS times, interleaved (0, 1, 0, 1, ...) so a slow
+    # drift of the room or the power budget falls on every GPU alike: median and spread per GPU.
+    per_gpu: dict[int, list] = {d: [] for d in many}
+    for _ in range(ROUNDS):
+        for d in many:
+            _, t = timed_sweep([d], [dict(best.config)], f"best_cuda{d}")
+            row = t.best()
+            if row is not None:
+                per_gpu[d].append(row)
 
     ok_one = sum(r.ok for r in one.rows)
     ok_all = sum(r.ok for r in spread.rows)
@@ -99,28 +114,39 @@ def main() -> int:
     print(f"  {len(many)} GPUs : {all_s:8.1f} s  {len(PARAMS) / all_s:6.3f} configurations/s  ({ok_all} ok)")
     verdict_speed = speedup >= target
     print(f"  speed-up {speedup:.2f}x (target >= {target:.2f}x): {'PASS' if verdict_speed else 'FAIL'}")
-    print(f"  best configuration on one GPU: {one.best_call()}  {best.median_ms:.4f} ms")
+    print(f"  best configuration on one GPU: {one.best_call()}  {best.median_ms:.4f} ms, SM {_clocks([best])}")
     verdict_same = True
     same = [r for r in spread.rows if r.config == best.config and r.ok]
     if same:
         diff = same[0].median_ms / best.median_ms - 1.0
         verdict_same &= abs(diff) <= SAME_TIME_TARGET
-        print(f"    in the {len(many)}-GPU sweep, on {same[0].device}: {same[0].median_ms:.4f} ms "
+        print(f"    in the {len(many)}-GPU sweep, on {same[0].device}: {same[0].median_ms:.4f} ms, SM {_clocks(same[:1])} "
               f"({100 * diff:+.2f}% vs 1 GPU, target within {100 * SAME_TIME_TARGET:g}%): "
               f"{'PASS' if abs(diff) <= SAME_TIME_TARGET else 'FAIL'}")
     else:
         verdict_same = False
         print(f"    in the {len(many)}-GPU sweep: did not run: FAIL")
-    for d, ms in per_gpu.items():
-        if ms is None:
+    alone: dict[int, float] = {}
+    for d, rows in per_gpu.items():
+        if not rows:
             verdict_same = False
-            print(f"    cuda:{d}: did not run: FAIL")
+            print(f"    cuda:{d} alone: did not run: FAIL")
             continue
-        diff = ms / best.median_ms - 1.0
+        times = [r.median_ms for r in rows]
+        alone[d] = statistics.median(times)
+        diff = alone[d] / best.median_ms - 1.0
         good = abs(diff) <= SAME_TIME_TARGET
         verdict_same &= good
-        print(f"    cuda:{d} alone: {ms:.4f} ms ({100 * diff:+.2f}% vs 1 GPU, target within "
-              f"{100 * SAME_TIME_TARGET:g}%): {'PASS' if good else 'FAIL'}")
+        print(f"    cuda:{d} alone, {len(times)} runs: median {alone[d]:.4f} ms, spread "
+              f"{100 * (max(times) - min(times)) / alone[d]:.2f}%, SM {_clocks(rows)} "
+              f"({100 * diff:+.2f}% vs the 1-GPU sweep, target within {100 * SAME_TIME_TARGET:g}%): "
+              f"{'PASS' if good else 'FAIL'}")
+    for r in same:
+        d = int(str(r.device).rsplit(":", 1)[-1]) if r.device and ":" in str(r.device) else None
+        if d in alone:  # what running beside the other GPUs costs: the same GPU, busy neighbours vs alone
+            diff = r.median_ms / alone[d] - 1.0
+            print(f"    {r.device} in the {len(many)}-GPU sweep vs alone: {100 * diff:+.2f}% "
+                  f"(SM {_clocks([r])} vs {_clocks(per_gpu[d])})")
     spread_best = spread.best()
     if spread_best is not None:
         print(f"  best on {len(many)} GPUs: {spread.best_call()}  {spread_best.median_ms:.4f} ms "

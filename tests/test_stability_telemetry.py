@@ -114,3 +114,29 @@ def test_profile_tab_and_measured_roofline_work():
         insp._repr_mimebundle_()[0]["text/html"]
     assert ">Profile<" in html and "Nsight Compute profile of gemm_kernel" in html
     insp.close()
+
+
+def test_a_sweep_row_carries_the_clocks_of_its_measurement():
+    """A sweep row keeps the median SM clock and the throttle flag of the bench that timed it, so a
+    table whose rows ran on different GPUs (or at different clocks) says so beside each time."""
+    from tilelab.launch.models import SweepRow, SweepTable
+    from tilelab.render.launch import sweep_table_text
+
+    # (t, SM MHz, mem MHz, W, C, reasons): median of 1980, 1755, 1830 is 1830; 0x4 is the software power cap
+    capped = Telemetry(((0.0, 1980, 2619, 690.0, 61, 0), (0.01, 1755, 2619, 700.0, 63, 0x4),
+                        (0.02, 1830, 2619, 699.0, 63, 0x4)), 1980)
+    cool = Telemetry(((0.0, 1980, 2619, 410.0, 50, 0), (0.01, 1980, 2619, 415.0, 50, 0)), 1980)
+    row = SweepRow.measured((("block", 128),), (("N", 8192),), BenchResult("k", samples_ms=(1.0, 1.1, 1.2), telemetry=capped),
+                            device="cuda:1")
+    assert row.sm_mhz == 1830.0 and row.throttled and row.median_ms == 1.1
+    other = SweepRow.measured((("block", 64),), (("N", 8192),), BenchResult("k", samples_ms=(1.3,) * 3, telemetry=cool))
+    assert other.sm_mhz == 1980.0 and not other.throttled
+    bare = SweepRow.measured((("block", 32),), (("N", 8192),), BenchResult("k", samples_ms=(1.4,) * 3))
+    assert bare.sm_mhz is None and not bare.throttled
+    assert SweepRow.from_dict(row.to_dict()) == row  # the row cache keeps them
+    text = sweep_table_text(SweepTable("k", (row, other, bare)))
+    header = next(line for line in text.splitlines() if line.startswith("size"))
+    assert "SM MHz" in header
+    line = next(line for line in text.splitlines() if "1830" in line)
+    assert "THROTTLED" in line and "cuda:1" in line
+    assert "THROTTLED" not in next(line for line in text.splitlines() if "1980" in line)

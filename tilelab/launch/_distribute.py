@@ -782,9 +782,8 @@ def _row(job: Job, outcome: Benched, compile_s: float | None) -> SweepRow:
         return SweepRow(job.config, job.size, error=outcome.error or "no result", stage=outcome.stage or "bench",
                         compile_s=compile_s, bench_s=outcome.bench_s, device=outcome.device or None, label=job.label)
     r = outcome.result
-    return SweepRow(job.config, job.size, median_ms=r.median_ms, min_ms=r.min_ms, spread=r.spread, tflops=r.tflops,
-                    gbps=r.gbps, compile_s=compile_s, bench_s=outcome.bench_s, device=outcome.device or None,
-                    label=job.label)
+    return SweepRow.measured(job.config, job.size, r, compile_s=compile_s, bench_s=outcome.bench_s,
+                             device=outcome.device or None, label=job.label)
 
 
 def _run_jobs(factory: Callable[..., Any], jobs: list[Job], make_step: Callable[..., Any], plan: BenchPlan,

@@ -297,8 +297,7 @@ class _SweepRun:
                 self.notes.append(self.lost)
             return SweepRow(key_c, key_s, error=_short_error(err), stage=stage, compile_s=compile_s)
         self.work.setdefault(key_s, (res.flops, res.bytes))
-        return SweepRow(key_c, key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
-                        tflops=res.tflops, gbps=res.gbps, compile_s=compile_s)
+        return SweepRow.measured(key_c, key_s, res, compile_s=compile_s)
 
     def _interrupted_row(self, err: KeyboardInterrupt, key_c: tuple, key_s: tuple,
                          compile_s: float | None) -> SweepRow:
@@ -307,8 +306,7 @@ class _SweepRun:
         if isinstance(partial, BenchResult) and partial.samples_ms:
             self.notes.append(f"interrupted while timing {_describe(key_c, key_s)}: its row has the "
                               f"{len(partial.samples_ms)} launches measured before the stop")
-            return SweepRow(key_c, key_s, median_ms=partial.median_ms, min_ms=partial.min_ms,
-                            spread=partial.spread, tflops=partial.tflops, gbps=partial.gbps, compile_s=compile_s)
+            return SweepRow.measured(key_c, key_s, partial, compile_s=compile_s)
         self.notes.append(f"interrupted at {_describe(key_c, key_s)}: the rows before it were measured")
         return SweepRow(key_c, key_s, error=self.interrupted, stage="not run", compile_s=compile_s)
 
@@ -320,8 +318,7 @@ class _SweepRun:
             return
         try:
             res = self.bench_fn(make(**size), size, {}, name=label, **self._baseline_work(size, key_s))
-            self.rows.append(SweepRow((), key_s, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread,
-                                      tflops=res.tflops, gbps=res.gbps, label=label))
+            self.rows.append(SweepRow.measured((), key_s, res, label=label))
         except KeyboardInterrupt:
             self.interrupted = _INTERRUPTED
             self.notes.append(f"interrupted at baseline {label}: the rows before it were measured")

@@ -518,6 +518,17 @@ class SweepRow:
     bench_s: float | None = None  # wall time of the check and bench step
     device: str | None = None  # where it was benchmarked ("cuda:1", a Dask worker), when several could
     cached: bool = False  # taken from the sweep's row cache instead of measured in this call
+    sm_mhz: float | None = None  # median SM clock during the measurement (NVML), when sampled
+    throttled: bool = False  # a power, thermal or hardware slowdown was reported during it
+
+    @classmethod
+    def measured(cls, config: tuple, size: tuple, res: BenchResult, **extra: Any) -> SweepRow:
+        """The row of a configuration that was timed: the timing, its rates and its clocks."""
+        tele = res.telemetry
+        sm = tele.sm_mhz if tele is not None else []
+        return cls(config, size, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread, tflops=res.tflops,
+                   gbps=res.gbps, sm_mhz=float(statistics.median(sm)) if sm else None,
+                   throttled=bool(tele is not None and tele.throttled), **extra)
 
     @property
     def ok(self) -> bool:
@@ -533,7 +544,8 @@ class SweepRow:
         return {"config": dict(self.config), "size": dict(self.size), "median_ms": self.median_ms,
                 "min_ms": self.min_ms, "spread": self.spread, "tflops": self.tflops, "gbps": self.gbps,
                 "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
-                "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached}
+                "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached,
+                "sm_mhz": self.sm_mhz, "throttled": self.throttled}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRow:
@@ -542,7 +554,8 @@ class SweepRow:
                    median_ms=d.get("median_ms"), min_ms=d.get("min_ms"), spread=d.get("spread"),
                    tflops=d.get("tflops"), gbps=d.get("gbps"), error=d.get("error"), stage=d.get("stage"),
                    best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"),
-                   bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)))
+                   bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)),
+                   sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)))
 
 
 @dataclass(frozen=True)

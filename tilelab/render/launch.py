@@ -202,6 +202,8 @@ def _sweep_optional_columns(table: Any) -> list[str]:
         cols.append("bench s")
     if any(r.device for r in table.rows):
         cols.append("device")
+    if any(r.sm_mhz is not None for r in table.rows):
+        cols.append("SM MHz")
     return cols
 
 
@@ -212,10 +214,11 @@ def _sweep_header(table: Any) -> list[str]:
 def _sweep_cells(table: Any, r: Any, optional_columns: list[str]) -> list[Any]:
     size = "x".join(str(v) for _, v in r.size) or "-"
     if r.ok:
-        status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached)) if on)
+        status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled)) if on)
     else:
         status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
-    optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or ""}
+    optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
+                "SM MHz": fmt(r.sm_mhz, ".0f")}
     return ([size, table.short_name(r), fmt(r.median_ms, ".4f"), fmt(r.tflops, ".1f"), fmt(r.gbps, ".0f"),
              fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])
