@@ -25,7 +25,8 @@ user takes: signature, inputs, rates); torch.matmul as a callable. ncu runs this
 here. Back-to-back medians are taken over --rep-ms (3 s): on an H100 at its 700 W limit the
 sustained clocks wander by 1-3% over a fraction of a second, and 600 ms windows missed the 1%
 run-to-run target for do_bench itself. Before each back-to-back measurement the GPU is heated to its sustained clocks for HEAT_S
-seconds, and do_bench and tilelab alternate which goes first. Prints a table last, with the targets (sustained within 2% of do_bench, isolated within 2%
+seconds (once per kernel, first, for --soak-s (30 s) so the die's temperature settles too), and
+do_bench and tilelab alternate which goes first. Prints a table last, with the targets (sustained within 2% of do_bench, isolated within 2%
 of ncu, run-to-run under 1%) checked; exits 1 when one is missed. The sustained measurements
 repeat until the median's 95% interval is within --ci-target (0.5%) and print that interval and
 the NVML telemetry taken during them (throttled runs are marked). Writes JSON to --out.
@@ -88,13 +89,14 @@ def make(name: str):
 
 
 HEAT_S = 3.0
+SOAK_S = 30.0
 
 
-def heat(fn) -> None:
+def heat(fn, seconds: float = HEAT_S) -> None:
     """Back-to-back launches for HEAT_S seconds: clocks settle where sustained power puts them."""
     import torch
 
-    end = time.perf_counter() + HEAT_S
+    end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         for _ in range(20):
             fn()
@@ -139,6 +141,8 @@ def main() -> None:
     ap.add_argument("--ci-target", type=float, default=0.005,
                     help="sustained mode repeats until the median's 95%% interval is within +-this (0.5%%)")
     ap.add_argument("--quick", action="store_true", help="only worker vs in-process, sustained")
+    ap.add_argument("--soak-s", type=float, default=SOAK_S,
+                    help="back-to-back launches before a kernel's first measurement, so the die's temperature settles")
     args = ap.parse_args()
     if args.child:
         child(args.child)
@@ -163,6 +167,10 @@ def main() -> None:
         # a first worker median 6% faster than every later one, with a 13% spread).
         tilelab.bench(target, *targs, mode="sustained", rep_ms=50, warmup_ms=5, name=name)
         rec: dict = {"kernel": name, "flops": flops, "bytes": nbytes}
+        # A power-limited kernel's sustained clock also depends on the die's temperature, which takes
+        # tens of seconds to settle: without a soak the first run was seen at 63 C and 1350 MHz and
+        # the last at 68 C and 1320 MHz (an H100 GEMM, 1.3% apart). Soak once, then heat per step.
+        heat(fn, args.soak_s)
         for run in (1, 2):
             t0 = time.time()
             # Both back-to-back methods measure the clocks the power limit sustains, so each starts
