@@ -142,3 +142,52 @@ def test_profile_through_the_magic(ip, shown, capsys):
     assert pipe and float(pipe.group(1)) == pytest.approx(prof.tensor_pipe_pct, abs=0.05), tab[:2000]
     html = shown[-1]["data"]["text/html"]
     assert "Profile" in html and "Nsight Compute profile of" in html and "tensor pipe" in html
+
+
+INLINE_GEMM_CELL = """import tilelang.language as T
+
+
+@T.prim_func
+def hot_gemm(A: T.Tensor((2048, 2048), T.float16), B: T.Tensor((2048, 2048), T.float16),
+             C: T.Tensor((2048, 2048), T.float32)):
+    with T.Kernel(16, 16, threads=256) as (bx, by):
+        A_s = T.alloc_shared((128, 32), T.float16)
+        B_s = T.alloc_shared((32, 128), T.float16)
+        C_l = T.alloc_fragment((128, 128), T.float32)
+        T.clear(C_l)
+        for k in T.Pipelined(64, num_stages=3):
+            T.copy(A[by * 128, k * 32], A_s)
+            T.copy(B[k * 32, bx * 128], B_s)
+            T.gemm(A_s, B_s, C_l)
+        T.copy(C_l, C[by * 128, bx * 128])
+"""
+
+_HOT = r'<span class="[^"]*tl-hot[^"]*" id="[^"]*-{view}-L(\d+)"><i class="tl-heat" style="[^"]*" title="([\d.]+)% of'
+
+
+def test_profile_heat_reaches_the_cell_lines(ip, shown):
+    """``%%tilelang --profile`` on a kernel written in the cell: Nsight Compute's per-line samples,
+    summed through TileLang's #line directives, draw a heat margin on the CUDA view and on the
+    cell's own lines, and the hot cell lines are lines of the kernel's body."""
+    from tilelab.launch._profile import find_ncu
+
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) not found on this machine")
+    result = run(ip, "--profile", INLINE_GEMM_CELL)
+    assert result.success, result.error_in_exec
+    last = magics(ip).last
+    assert "Profile" in last.inspector.titles, last.inspector.titles
+    cuda_hot = re.findall(_HOT.format(view="cuda"), last.inspector.tab("CUDA"))
+    cell_hot = re.findall(_HOT.format(view="cell"), last.inspector.tab("Cell"))
+    lines = ("%%tilelang --profile\n" + INLINE_GEMM_CELL).split("\n")
+    print(f"[figure] cell heat: {[(int(n), lines[int(n) - 1].strip(), float(s)) for n, s in cell_hot]}; "
+          f"{len(cuda_hot)} hot CUDA lines")
+    assert cuda_hot, "no heat margin on the CUDA view"
+    assert cell_hot, "no heat margin on the cell's lines"
+    body_start = next(i for i, text in enumerate(lines, 1) if "T.Kernel" in text)
+    assert all(body_start <= int(n) <= len(lines) for n, _ in cell_hot), cell_hot
+    assert 0 < sum(float(s) for _, s in cell_hot) <= 100.0 + 1e-6
+    hottest = max(cell_hot, key=lambda x: float(x[1]))
+    assert "T." in lines[int(hottest[0]) - 1], lines[int(hottest[0]) - 1]  # a tile op or the pipelined loop
+    html = shown[-1]["data"]["text/html"]
+    assert "tl-heat" in html
