@@ -184,10 +184,10 @@ def test_profile_heat_reaches_the_cell_lines(ip, shown):
           f"{len(cuda_hot)} hot CUDA lines")
     assert cuda_hot, "no heat margin on the CUDA view"
     assert cell_hot, "no heat margin on the cell's lines"
-    body_start = next(i for i, text in enumerate(lines, 1) if "T.Kernel" in text)
-    assert all(body_start <= int(n) <= len(lines) for n, _ in cell_hot), cell_hot
+    kernel_start = next(i for i, text in enumerate(lines, 1) if "@T.prim_func" in text)
+    assert all(kernel_start <= int(n) <= len(lines) for n, _ in cell_hot), cell_hot
     assert 0 < sum(float(s) for _, s in cell_hot) <= 100.0 + 1e-6
-    hottest = max(cell_hot, key=lambda x: float(x[1]))
-    assert "T." in lines[int(hottest[0]) - 1], lines[int(hottest[0]) - 1]  # a tile op or the pipelined loop
+    # the main loop's tile ops are among the hot lines (the WGMMA waits, the TMA barrier waits)
+    assert any(re.search(r"T\.(gemm|copy|Pipelined)", lines[int(n) - 1]) for n, _ in cell_hot), cell_hot
     html = shown[-1]["data"]["text/html"]
     assert "tl-heat" in html

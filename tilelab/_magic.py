@@ -259,7 +259,8 @@ class TileLangMagics(Magics):
     @argument("--sass", action="store_true",
               help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy, Python-line links")
     @argument("--passes", action="store_true", help="record TileLang's lowering pass by pass (IR passes tab)")
-    @argument("--profile", action="store_true", help="profile one launch with Nsight Compute (GPU and ncu only)")
+    @argument("--profile", action="store_true", help="profile one launch with Nsight Compute (GPU and ncu only); implies --sass, "
+              "whose line links carry the profile's hot lines onto the cell")
     @argument("--timeout", default=None, metavar="S",
               help="--run/--bench: seconds before a launch that has not finished is stopped (default 30 for --run)")
     @argument("--in-process", action="store_true",
@@ -358,7 +359,7 @@ class TileLangMagics(Magics):
                                 cache_hit=True, key=key)
         else:
             result = self._build(ns, names, shown, arch, out_idx, pass_configs, call_args, call_kwargs,
-                                 args.backend, compile_now, args.force, key, toolchain=args.sass, passes=args.passes)
+                                 args.backend, compile_now, args.force, key, toolchain=args.sass or args.profile, passes=args.passes)
             # A forced build replaces the entry; the cache never holds widgets or timings.
             self._cache[key] = dataclasses.replace(result, inspector=None, timing=[], bound={})
             self._cache.move_to_end(key)
