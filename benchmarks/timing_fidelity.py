@@ -224,6 +224,7 @@ def main() -> None:
             rec[key] = medians
             rec[f"{key}_spread"] = (max(medians) - min(medians)) / statistics.median(medians)
             rec[f"{key}_warmup"] = [[n for n in r.notes if "warm" in n or "steady" in n] for r in runs]
+            rec[f"{key}_telemetry"] = [r.telemetry.summary() if r.telemetry else None for r in runs]
         records.append(rec)
 
         def pair(key: str) -> tuple[float, float, float]:
@@ -289,8 +290,9 @@ def main() -> None:
                     missed.append(f"{rec['kernel']} back-to-back run-to-run")
             print(f"{rec['kernel']:20s} {label:13s} " + " ".join(f"{m:9.4f}" for m in medians)
                   + f" {100 * spread:7.2f}%  {verdict}")
-        for notes in rec["back_to_back_warmup"]:
+        for notes, tele in zip(rec["back_to_back_warmup"], rec["back_to_back_telemetry"]):
             print(f"  {rec['kernel']} warm-up: " + ("; ".join(notes) or "none noted"))
+            print(f"    telemetry: {tele or 'none'}")
     missed = [f"{name} {key}" for name, key, *_, verdict in table if verdict == "MISSED"] + missed
     if missed:
         print("targets missed: " + "; ".join(missed))
