@@ -117,6 +117,16 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     text = repr(table)
     assert "compile s" in text and "bench s" in text and "device" in text
     assert "best at 2048: factory(N=2048, block=32)" in text
+    # The next sweep compiles in the same processes: no new spawn (seconds of imports) per sweep.
+    again = Recorder()
+    sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=again,
+          workers=2, progress=False, force=True)
+    assert {artifact["pid"] for artifact, *_ in again.calls} <= compiled_in
+    _distribute.shutdown_compile_pools()
+    after = Recorder()
+    sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
+          workers=2, progress=False, force=True)
+    assert {artifact["pid"] for artifact, *_ in after.calls}.isdisjoint(compiled_in)  # a fresh pool
 
 
 def test_unpicklable_compile_steps_run_in_threads(compile_in_threads):  # as if neither pickle nor cloudpickle could

@@ -358,14 +358,41 @@ def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
         yield
 
 
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _compile_pool(workers: int) -> ProcessPoolExecutor:
+    """The host's pool of compile processes, kept for the next sweep: a spawned process takes
+    seconds to import torch and TileLang, which every sweep would otherwise pay again before its
+    first compile. A pool broken by a dying process is replaced."""
+    import multiprocessing
+
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None or getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            _POOLS[workers] = pool
+        return pool
+
+
+def shutdown_compile_pools() -> None:
+    """Stop the kept compile processes (they also stop when Python exits)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 class LocalRunner:
-    """Compile tasks in a process pool (threads for steps that cannot be pickled); one bench
-    thread per GPU, each taking the next compiled configuration."""
+    """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
+    one bench thread per GPU, each taking the next compiled configuration."""
 
     def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
         self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
         self.workers = workers or os.cpu_count() or 1
-        self._processes: ProcessPoolExecutor | None = None
+        self._futures: list[Any] = []  # this sweep's compile tasks in the shared pool
         self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -381,12 +408,8 @@ class LocalRunner:
     def compile(self, index: int, step: Callable[[], Any]) -> None:
         blob = _dumps(step)
         if blob is not None:
-            if self._processes is None:
-                import multiprocessing
-
-                self._processes = ProcessPoolExecutor(max_workers=self.workers,
-                                                      mp_context=multiprocessing.get_context("spawn"))
-            fut = self._processes.submit(_compile_pickled, index, blob)
+            fut = _compile_pool(self.workers).submit(_compile_pickled, index, blob)
+            self._futures.append(fut)
         else:
             fut = self._threads.submit(compile_task, index, step)
 
@@ -456,8 +479,14 @@ class LocalRunner:
         for _ in self._bench_threads:
             self._queue.put(None)
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
-        if self._processes is not None:
-            self._processes.shutdown(wait=not cancel, cancel_futures=cancel)
+        # The process pool is kept for the next sweep: an interrupted sweep cancels only its own
+        # compile tasks that have not started.
+        for fut in self._futures:
+            if cancel:
+                fut.cancel()
+            elif not fut.cancelled():
+                with contextlib.suppress(Exception):
+                    fut.exception()  # wait, as a finished sweep's pool shutdown did
 
 
 class DaskRunner:
