@@ -169,6 +169,19 @@ def test_missing_toolchain_says_what_to_install(tmp_path):
     assert "PTX" in render_html(report)
 
 
+@needs_toolkit
+def test_a_report_without_machine_code_is_not_kept_once_the_toolkit_is_there(tmp_path):
+    """No toolkit where the call looks: the report says what to install and is not cached, so the
+    same call made after installing it shows the machine code."""
+    home = tmp_path / "cuda"
+    before = tilelab.inspect(elementwise_add(2048, 2048), "sm_80", toolchain=True, cuda_home=home)
+    assert before.machine.missing and not before.machine.sass
+    home.symlink_to(CUDA)  # the toolkit appears where the call looks
+    after = tilelab.inspect(elementwise_add(2048, 2048), "sm_80", toolchain=True, cuda_home=home)
+    assert after.machine.missing is None and "EXIT" in after.machine.sass
+    assert after.machine.resources and after.machine.resources[0].registers > 0
+
+
 def test_the_toolchain_tier_is_opt_in():
     report = tilelab.inspect(elementwise_add(4096, 4096), "sm_80")
     assert report.machine is None and report.passes is None

@@ -198,7 +198,10 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         report = report.replace(notes=report.notes + (
             f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the pass trace follows "
             f"TileLang's CUDA pipeline); {arch} is a {resolved.family} target, so it was not recorded",))
-    if lowered.transient_failures:
+    # A missing or failing toolkit is the machine's state, not the kernel's: installing it must
+    # show the machine code on the next call, so such a report is not cached either.
+    no_machine = report.machine is not None and report.machine.missing is not None
+    if lowered.transient_failures or no_machine:
         _cache.forget(key)  # a stale entry must not outlive this run either
     else:
         _cache.write(key, material, report)

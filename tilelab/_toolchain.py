@@ -2,8 +2,8 @@
 
 Tools are looked for, each on its own, in: the ``cuda_home`` given, ``$TILELAB_CUDA_HOME``,
 ``$CUDA_HOME``/``$CUDA_PATH``, ``PATH``, ``/usr/local/cuda``, and NVIDIA's pip wheels
-(``pip install "tilelab[toolchain]"`` installs ``nvidia-cuda-nvcc``, ``nvidia-cuda-cuobjdump`` and
-``nvidia-cuda-nvdisasm``). nvcc makes the PTX (``-lineinfo``), ptxas the cubin and the resource
+(``pip install "tilelab[toolchain]"`` installs ``nvidia-cuda-nvcc``, the CCCL headers that nvcc's
+wheel lacks, ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm``). nvcc makes the PTX (``-lineinfo``), ptxas the cubin and the resource
 counts (``-v``), nvdisasm the SASS with line info (``-gi``: inlined template code is charged to
 the device-CUDA line that called it); cuobjdump is the fallback disassembler, without lines.
 
