@@ -91,3 +91,29 @@ def test_sweep_on_a_dask_cuda_cluster(tmp_path, monkeypatch):
     assert all(r.ok for r in table.rows), table
     assert all(r.device and "GPU" in r.device for r in table.rows)
     assert table.device == torch.cuda.get_device_name(0)
+
+
+def test_sweep_on_a_dask_cluster_of_one_worker_per_gpu(tmp_path, monkeypatch):
+    """A cluster as a user starts one by hand (``dask worker --resources GPU=1`` with
+    ``CUDA_VISIBLE_DEVICES`` per worker, which is what dask-cuda's LocalCUDACluster automates), plus
+    a CPU-only worker that declares "compile": bench tasks go to the GPU workers only, each row
+    checked against torch.matmul and labelled with the worker that timed it."""
+    distributed = pytest.importorskip("distributed", reason="distributed is the optional extra tilelab[cluster]")
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    count = torch.cuda.device_count()
+    workers = {f"gpu{i}": {"cls": Nanny, "options": {"env": {"CUDA_VISIBLE_DEVICES": str(i)}, "nthreads": 1,
+                                                     "resources": {"GPU": 1}}} for i in range(count)}
+    workers["cpu"] = {"cls": Nanny, "options": {"env": {"CUDA_VISIBLE_DEVICES": ""}, "nthreads": 2,
+                                                 "resources": {"compile": 2}}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+        client.wait_for_workers(count + 1, timeout=120)
+        table = sweep(gemm.matmul, PARAMS[:3], SIZES, ref=torch.matmul, client=client, bench_kwargs=FAST,
+                      progress=False, force=True)
+    print(table)
+    kernels = [r for r in table.rows if r.label is None]
+    assert kernels and all(r.ok for r in kernels), table
+    assert {r.device for r in kernels} <= {f"gpu{i} (GPU {i})" for i in range(count)}, [r.device for r in kernels]
+    assert table.device == torch.cuda.get_device_name(0)
