@@ -44,12 +44,10 @@ def test_cache_serves_a_new_process_without_lowering(tmp_path):
 
 def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 64), "sm_90a")  # another tile
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90")  # another target
@@ -59,16 +57,13 @@ def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     (entry,) = tmp_path.glob("*.json")
     entry.write_text("{not json")
-    _cache.drop_memory()
     from tilelab import CacheEntryWarning
 
     with pytest.warns(CacheEntryWarning, match="not JSON"):
@@ -188,13 +183,11 @@ def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
 
 def test_a_transient_launcher_failure_is_not_cached(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
     from tilelang.jit.adapter.nvrtc import wrapper as nvrtc_wrapper
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     real = nvrtc_wrapper.TLNVRTCSourceWrapper
 
     class Flaky:
@@ -220,13 +213,11 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
     import dataclasses
 
     import tilelab
-    from tilelab import _cache
     from tilelang.backend import module as backend_module
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     real_get = backend_module.get_backend
 
     def get_backend(name):
@@ -245,12 +236,10 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
 
 def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     kernel = matmul(256, 256, 256, 128, 128, 32)
     real = tilelab.inspect(kernel, "sm_90a")
     (entry,) = tmp_path.glob("*.json")
@@ -258,10 +247,8 @@ def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
     stored = json.loads(entry.read_text())
     stored["report"]["notes"] = ["stale"]
     entry.write_text(json.dumps(stored))
-    _cache.drop_memory()
     assert tilelab.inspect(kernel, "sm_90a").notes == ("stale",)  # served from the cache
     assert tilelab.inspect(kernel, "sm_90a", force=True).notes == real.notes != ("stale",)
-    _cache.drop_memory()
     assert json.loads(entry.read_text())["report"]["notes"] == list(real.notes)  # overwritten on disk
     assert tilelab.inspect(kernel, "sm_90a") == real
 
