@@ -304,3 +304,29 @@ def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
     assert debug.returncode == 3
     assert "Traceback (most recent call last)" in debug.stderr and "def crash" not in debug.stdout
     assert "please report" in debug.stderr
+
+
+def test_the_memory_mirror_follows_the_file(tmp_path, monkeypatch):
+    """A repeated inspect is served from memory while the entry file holds what it mirrors; a file
+    deleted by hand is recomputed; a cache folder that cannot be written still serves from memory."""
+    import tilelab
+    from tilelab import _adapter
+
+    from gemm import matmul
+
+    lowered = []
+    real_lower = _adapter.lower
+    monkeypatch.setattr(_adapter, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = matmul(256, 256, 256, 128, 128, 32)
+    first = tilelab.inspect(kernel, "sm_90a")
+    assert tilelab.inspect(kernel, "sm_90a") is first and len(lowered) == 1  # the mirror, no JSON parsed
+    (entry,) = (tmp_path / "cache").glob("*.json")
+    entry.unlink()
+    assert tilelab.inspect(kernel, "sm_90a") == first and len(lowered) == 2  # gone by hand: recomputed
+    assert entry.exists()
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(blocked))
+    again = tilelab.inspect(kernel, "sm_90a")
+    assert tilelab.inspect(kernel, "sm_90a") is again and len(lowered) == 3  # unwritable: memory only

@@ -184,7 +184,7 @@ def read(key: str, material: dict[str, Any]) -> KernelReport | None:
     path = _entry_path(key)
     try:
         data: bytes | None = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no entry (or no cache folder) there
         data = None
     except OSError as err:
         _discard(path, f"it cannot be read ({err})")
@@ -193,37 +193,42 @@ def read(key: str, material: dict[str, Any]) -> KernelReport | None:
     if report is not None or data is None:
         return report
     try:
-        text = data.decode()
-    except UnicodeDecodeError as err:
-        _discard(path, f"it cannot be read ({err})")
+        report = _entry_report(data, material)
+    except _BadEntry as why:
+        _discard(path, str(why))
         return None
+    _MEMORY.put((str(cache_dir()), key), (_digest(data), report), material)
+    return report
+
+
+class _BadEntry(Exception):
+    """Why an entry file cannot answer, in the words of the warning."""
+
+
+def _entry_report(data: bytes, material: dict[str, Any]) -> KernelReport:
+    """The report an entry file holds, if it was made for ``material``; else :class:`_BadEntry`."""
     try:
-        entry = json.loads(text)
+        entry = json.loads(data.decode())
+    except UnicodeDecodeError as err:
+        raise _BadEntry(f"it cannot be read ({err})") from None
     except ValueError as err:
-        _discard(path, f"it is not JSON ({err})")
-        return None
+        raise _BadEntry(f"it is not JSON ({err})") from None
     if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT:
         what = type(entry).__name__ if not isinstance(entry, dict) else f"format {entry.get('format')!r}"
-        _discard(path, f"it is not a tilelab cache entry of format {ENTRY_FORMAT} (found {what})")
-        return None
+        raise _BadEntry(f"it is not a tilelab cache entry of format {ENTRY_FORMAT} (found {what})")
     stored = entry.get("material")
     if not isinstance(stored, dict):
-        _discard(path, "it records no key material")
-        return None
+        raise _BadEntry("it records no key material")
     why = _mismatch(stored, material)
     if why:
-        _discard(path, why)
-        return None
+        raise _BadEntry(why)
     try:
         report = KernelReport.from_dict(entry.get("report"))  # type: ignore[arg-type]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        _discard(path, f"its report is malformed ({type(err).__name__}: {err})")
-        return None
+        raise _BadEntry(f"its report is malformed ({type(err).__name__}: {err})") from None
     if (report.name, report.target) != (material["kernel"], material["arch"]):
-        _discard(path, f"its report is of {report.name} for {report.target}, "
-                       f"not of {material['kernel']} for {material['arch']}")
-        return None
-    _MEMORY.put((str(cache_dir()), key), (_digest(data), report), material)
+        raise _BadEntry(f"its report is of {report.name} for {report.target}, "
+                        f"not of {material['kernel']} for {material['arch']}")
     return report
 
 
