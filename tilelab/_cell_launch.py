@@ -9,6 +9,7 @@ through ``say``. A launch that cannot be made as asked raises
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any, Callable
 
@@ -25,7 +26,7 @@ def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
             "(the inspector below shows what TileLang generated for the target).")
         return []
     try:
-        from . import launch  # noqa: F401  (an install without the launch extras has no torch)
+        importlib.import_module(".launch", __package__)  # an install without torch has none
     except ImportError:
         say("%%tilelang: --run/--bench need tilelab.launch, which this install lacks.")
         return []
