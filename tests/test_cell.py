@@ -233,3 +233,49 @@ def test_a_cell_is_known_by_its_front_end_id_else_by_its_text():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cell_identity({"metadata": None}, "x").startswith("text:")
+
+
+# -- launching, with tilelab.launch's functions replaced by recorders ------------------------------------
+def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(monkeypatch):
+    import tilelab.launch as launch
+    from tilelab._cell_kernels import Build, CellEntry, Call
+    from tilelab._cell_launch import launch_cell
+
+    calls, said = [], []
+
+    class Checked:
+        passed = False
+
+        def __repr__(self):
+            return "RunResult gemm: FAIL (C off by 0.5)\nmore lines"
+
+    monkeypatch.setattr(launch, "run", lambda kernel, ref=None, **kw: calls.append(("run", kernel, ref, kw)) or Checked())
+    monkeypatch.setattr(launch, "bench", lambda kernel, **kw: calls.append(("bench", kernel, None, kw)) or "timed")
+    options = parse_cell_line('--run --bench --sizes "M=1;M=2" --rep-ms 4 --in-process --timeout 3')
+    entry = CellEntry(report=None, compiled={"gemm": "compiled gemm"})  # type: ignore[arg-type]
+    build = Build(("gemm",), "gemm", Call(), options, gpu=True)
+    out = launch_cell(entry, build, {"gemm": object()}, max, said.append)
+    assert [c[0] for c in calls] == ["run", "bench", "run", "bench"] and all(c[1] == "compiled gemm" for c in calls)
+    assert calls[0][2] is max and calls[0][3] == {"isolate": False, "timeout": 3.0, "M": 1}
+    assert calls[3][3] == {"rep_ms": 4.0, "warmup_ms": 4.0, "isolate": False, "timeout": 3.0, "M": 2}
+    assert len(out) == 4 and out[1] == "timed"
+    assert said == ["%%tilelang --run: RunResult gemm: FAIL (C off by 0.5) at M=1",
+                    "%%tilelang --run: RunResult gemm: FAIL (C off by 0.5) at M=2"]
+    # a launch that needs a size the line did not give names --sizes
+    monkeypatch.setattr(launch, "run", lambda kernel, **kw: (_ for _ in ()).throw(ValueError("size n is dynamic")))
+    with pytest.raises(CellUsageError, match='Pass it with --sizes "n=4096"'):
+        launch_cell(entry, Build(("gemm",), "gemm", Call(), parse_cell_line("--run"), gpu=True), {}, None, said.append)
+
+
+def test_a_refused_launch_says_why_and_launches_nothing():
+    from tilelab._cell_kernels import Build, CellEntry, Call, launch_refusal
+    from tilelab._cell_launch import launch_cell
+
+    refusal = launch_refusal("gfx942", gpu=False)
+    assert "gfx942" in refusal and "inspect-only" in refusal
+    assert "pass --target c" in launch_refusal(None, gpu=False) and launch_refusal(None, gpu=True) is None
+    said = []
+    build = Build(("k",), "k", Call(), parse_cell_line("--target gfx942 --run"), gpu=False, refusal=refusal)
+    assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == []  # type: ignore[arg-type]
+    assert said == [f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {refusal}; inspection still "
+                    "works (the inspector below shows what TileLang generated for the target)."]
