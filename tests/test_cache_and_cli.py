@@ -44,12 +44,10 @@ def test_cache_serves_a_new_process_without_lowering(tmp_path):
 
 def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 64), "sm_90a")  # another tile
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90")  # another target
@@ -59,16 +57,13 @@ def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     (entry,) = tmp_path.glob("*.json")
     entry.write_text("{not json")
-    _cache.drop_memory()
     from tilelab import CacheEntryWarning
 
     with pytest.warns(CacheEntryWarning, match="not JSON"):
@@ -188,13 +183,11 @@ def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
 
 def test_a_transient_launcher_failure_is_not_cached(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
     from tilelang.jit.adapter.nvrtc import wrapper as nvrtc_wrapper
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     real = nvrtc_wrapper.TLNVRTCSourceWrapper
 
     class Flaky:
@@ -220,13 +213,11 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
     import dataclasses
 
     import tilelab
-    from tilelab import _cache
     from tilelang.backend import module as backend_module
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     real_get = backend_module.get_backend
 
     def get_backend(name):
@@ -245,12 +236,10 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
 
 def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
     import tilelab
-    from tilelab import _cache
 
     from gemm import matmul
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     kernel = matmul(256, 256, 256, 128, 128, 32)
     real = tilelab.inspect(kernel, "sm_90a")
     (entry,) = tmp_path.glob("*.json")
@@ -258,10 +247,8 @@ def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
     stored = json.loads(entry.read_text())
     stored["report"]["notes"] = ["stale"]
     entry.write_text(json.dumps(stored))
-    _cache.drop_memory()
     assert tilelab.inspect(kernel, "sm_90a").notes == ("stale",)  # served from the cache
     assert tilelab.inspect(kernel, "sm_90a", force=True).notes == real.notes != ("stale",)
-    _cache.drop_memory()
     assert json.loads(entry.read_text())["report"]["notes"] == list(real.notes)  # overwritten on disk
     assert tilelab.inspect(kernel, "sm_90a") == real
 
@@ -317,3 +304,29 @@ def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
     assert debug.returncode == 3
     assert "Traceback (most recent call last)" in debug.stderr and "def crash" not in debug.stdout
     assert "please report" in debug.stderr
+
+
+def test_the_memory_mirror_follows_the_file(tmp_path, monkeypatch):
+    """A repeated inspect is served from memory while the entry file holds what it mirrors; a file
+    deleted by hand is recomputed; a cache folder that cannot be written still serves from memory."""
+    import tilelab
+    from tilelab import _adapter
+
+    from gemm import matmul
+
+    lowered = []
+    real_lower = _adapter.lower
+    monkeypatch.setattr(_adapter, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = matmul(256, 256, 256, 128, 128, 32)
+    first = tilelab.inspect(kernel, "sm_90a")
+    assert tilelab.inspect(kernel, "sm_90a") is first and len(lowered) == 1  # the mirror, no JSON parsed
+    (entry,) = (tmp_path / "cache").glob("*.json")
+    entry.unlink()
+    assert tilelab.inspect(kernel, "sm_90a") == first and len(lowered) == 2  # gone by hand: recomputed
+    assert entry.exists()
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(blocked))
+    again = tilelab.inspect(kernel, "sm_90a")
+    assert tilelab.inspect(kernel, "sm_90a") is again and len(lowered) == 3  # unwritable: memory only

@@ -127,12 +127,9 @@ def test_wgmma_problems_survive_a_json_round_trip(attention_report):
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    from tilelab import _cache
-
+    """A fresh cache folder: tilelab's memory mirror answers per folder, so nothing earlier leaks in."""
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    _cache.drop_memory()
     yield tmp_path
-    _cache.drop_memory()
 
 
 def _entries(folder: Path) -> list[Path]:
@@ -140,7 +137,6 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
-    from tilelab import _cache
     from tilelab import CacheEntryWarning
 
     from gemm import matmul
@@ -159,13 +155,11 @@ def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
     text_first, text_second = entry_first.read_text(), entry_second.read_text()
     entry_first.write_text(text_second)
     entry_second.write_text(text_first)
-    _cache.drop_memory()
     with pytest.warns(CacheEntryWarning, match="made for another script"):
         assert tilelab.inspect(narrow(), "sm_90a") == first
     with pytest.warns(CacheEntryWarning, match="made for another script"):
         assert tilelab.inspect(wide(), "sm_90a") == second
     # both entries were rewritten for their own kernels: the next reads are silent hits
-    _cache.drop_memory()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tilelab.inspect(narrow(), "sm_90a") == first
@@ -173,7 +167,6 @@ def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
 
 
 def test_an_entry_for_another_target_is_not_served(cache):
-    from tilelab import _cache
     from tilelab import CacheEntryWarning
 
     from gemm import matmul
@@ -183,7 +176,6 @@ def test_an_entry_for_another_target_is_not_served(cache):
     for_80 = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_80")
     (other,) = [p for p in _entries(cache) if p != entry]
     other.write_text(entry.read_text())  # the sm_80 key now holds the sm_90a entry
-    _cache.drop_memory()
     with pytest.warns(CacheEntryWarning, match="another arch"):
         again = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_80")
     assert again == for_80 and again.target == "sm_80" != for_90a.target
@@ -197,7 +189,6 @@ def test_an_entry_for_another_target_is_not_served(cache):
     ("{\"format\": 2, \"material\": null, \"report\": null}", "no key material"),
 ])
 def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, reason):
-    from tilelab import _cache
     from tilelab import CacheEntryWarning
 
     from gemm import matmul
@@ -205,7 +196,6 @@ def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, 
     real = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     (entry,) = _entries(cache)
     entry.write_text(content)
-    _cache.drop_memory()
     with pytest.warns(CacheEntryWarning, match=reason) as caught:
         assert tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a") == real
     assert str(entry) in str(caught[0].message) and "recomputing" in str(caught[0].message)
@@ -213,7 +203,6 @@ def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, 
 
 
 def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache):
-    from tilelab import _cache
     from tilelab import CacheEntryWarning
 
     from gemm import matmul
@@ -225,13 +214,11 @@ def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache
     for report, reason in ((None, "malformed"), ({"name": "gemm"}, "malformed"),
                           ({**good["report"], "name": "softmax"}, "report is of softmax")):
         entry.write_text(json.dumps({**good, "report": report}))
-        _cache.drop_memory()
         with pytest.warns(CacheEntryWarning, match=reason):
             assert tilelab.inspect(kernel, "sm_90a") == real
 
 
 def test_a_bare_report_file_from_an_older_tilelab_is_not_served(cache):
-    from tilelab import _cache
     from tilelab import CacheEntryWarning
 
     from gemm import matmul
@@ -240,7 +227,6 @@ def test_a_bare_report_file_from_an_older_tilelab_is_not_served(cache):
     real = tilelab.inspect(kernel, "sm_90a")
     (entry,) = _entries(cache)
     entry.write_text(real.replace(name="stale").to_json())  # how entries used to look
-    _cache.drop_memory()
     with pytest.warns(CacheEntryWarning):
         assert tilelab.inspect(kernel, "sm_90a").name == "gemm"
 

@@ -229,8 +229,10 @@ else:
             assert run(ip, line, cell).success, line
             assert not magics(ip).last.cache_hit, line
         assert len(calls) == 6
-        # the cache keeps reports and kernels, never widgets
-        assert all(entry.inspector is None for entry in magics(ip)._cache.values())
+        # the cache keeps reports and kernels, never widgets: a hit builds a new inspector
+        shown_before = magics(ip).last.inspector
+        assert run(ip, "", cell).success
+        assert magics(ip).last.cache_hit and magics(ip).last.inspector is not shown_before
 
     def test_a_changed_earlier_cell_is_not_a_stale_hit(ip, shown):
         ip.run_cell(GEMM_CELL.replace("gemm = matmul(1024, 1024, 1024)", ""))
@@ -518,8 +520,10 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         page = shown[-1]["data"]["text/html"]
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page.lower()
         # a kernel name with markup (possible through a factory's __name__) is escaped too
-        magics(ip)._show_lowering_error(LoweringError("x <img src=y>", kernel="<script>k</script>"), cell, "f")
-        page = shown[-1]["data"]["text/html"]
+        from tilelab._cell import FoldedTrace
+
+        data, _ = ip.display_formatter.format(FoldedTrace(LoweringError("x <img src=y>", kernel="<script>k</script>")))
+        page = data["text/html"]
         assert "<b>&lt;script&gt;k&lt;/script&gt;</b>" in page and "<img" not in page and "<script" not in page
 
     # -- options reaching the report -----------------------------------------------------------
@@ -761,7 +765,8 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
     # -- the inspector across runs --------------------------------------------------------------
     def test_a_changed_rerun_of_a_cell_shows_a_diff_tab(ip, shown, monkeypatch):
         magic = magics(ip)
-        monkeypatch.setattr(magic, "_cell_identity", lambda cell: "id:one-cell")  # the front end's cell id
+        # the front end's cell id, as ipykernel's parent message carries it
+        monkeypatch.setattr(ip, "parent_header", {"metadata": {"cellId": "one-cell"}}, raising=False)
         assert run(ip, "", GEMM_CELL).success
         assert "Diff" not in magic.last.inspector.titles  # a first run has nothing to compare
         assert run(ip, "", GEMM_CELL.replace("num_stages=3", "num_stages=2")).success

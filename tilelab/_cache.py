@@ -6,6 +6,14 @@ source digest) next to the report, and a read compares that material with the ca
 returns anything. An entry that cannot be read, holds no report, or was made for something else
 (a file copied or swapped by hand, a half-written file, ``null``) is discarded with a warning and
 the caller recomputes it.
+
+What this process keeps in memory follows the same policy, through :class:`Recent`: bounded (the
+least recently used entry goes first) and validated (an entry answers only for the key material
+it was stored with). The reports read or written here are mirrored in memory, so a repeated
+``inspect`` does not parse JSON again; a mirrored report answers only while its file holds the
+bytes it was read from or written as (a file edited, swapped or deleted by hand is read again,
+hence validated). The ``%%tilelang`` magic keeps its cells' reports and compiled kernels in a
+:class:`Recent` too (``tilelab._cell``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +43,57 @@ class CacheEntryWarning(UserWarning):
     """A cache entry was discarded (unreadable, or made for another kernel, target or version)."""
 
 
-_MEMORY: dict[str, KernelReport] = {}  # this process's entries, keyed like the files
+# Reports kept in memory: a GEMM's is about a megabyte, a 50-buffer kernel's tens of them.
+REPORTS_IN_MEMORY = 32
+
+
+class Recent:
+    """A bounded store in this process's memory that answers only for what it was made for.
+
+    At most ``size`` entries; storing one more forgets the least recently used. Each entry keeps
+    the key material it was stored with (any value that compares with ``==``): ``get`` with other
+    material discards the entry with a :class:`CacheEntryWarning` and answers None, as a disk
+    entry made for another kernel is discarded. ``what`` names the entries in that warning.
+    """
+
+    def __init__(self, what: str, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"Recent({what!r}, size={size}): the size must be at least 1")
+        self.what, self.size = what, size
+        self._entries: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
+
+    def get(self, key: Any, material: Any = None) -> Any:
+        """The value stored under ``key`` for ``material``, or None."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        if found[0] != material:
+            del self._entries[key]
+            warnings.warn(f"tilelab: discarded the {self.what} kept in memory under {str(key)[:16]}: it was made "
+                          "for other key material; recomputing it", CacheEntryWarning, stacklevel=2)
+            return None
+        self._entries.move_to_end(key)
+        return found[1]
+
+    def put(self, key: Any, value: Any, material: Any = None) -> None:
+        """Store ``value`` for ``material`` under ``key`` (replacing what was there)."""
+        self._entries[key] = (material, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def discard(self, key: Any) -> None:
+        self._entries.pop(key, None)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+# (cache folder, key) -> (digest of the entry file's bytes, or None when it could not be written; report)
+_MEMORY = Recent("report", REPORTS_IN_MEMORY)
 
 
 def cache_dir() -> Path:
@@ -104,77 +163,92 @@ def _mismatch(stored: dict[str, Any], wanted: dict[str, Any]) -> str | None:
     return f"it records key parts tilelab does not use ({', '.join(extra)})" if extra else None
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _remembered(key: str, material: dict[str, Any], data: bytes | None) -> KernelReport | None:
+    """The report mirrored in memory for this entry, if the file still holds what it mirrors."""
+    found = _MEMORY.get((str(cache_dir()), key), material)
+    if found is None:
+        return None
+    digest, report = found
+    if (None if data is None else _digest(data)) != digest:
+        _MEMORY.discard((str(cache_dir()), key))  # the file changed since: read it again
+        return None
+    return report
+
+
 def read(key: str, material: dict[str, Any]) -> KernelReport | None:
     """The cached report for ``material`` (whose key is ``key``), or None; never another's report."""
-    if key in _MEMORY:
-        return _MEMORY[key]
     path = _entry_path(key)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as err:
+        data: bytes | None = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):  # no entry (or no cache folder) there
+        data = None
+    except OSError as err:
         _discard(path, f"it cannot be read ({err})")
         return None
+    report = _remembered(key, material, data)
+    if report is not None or data is None:
+        return report
     try:
-        entry = json.loads(text)
-    except ValueError as err:
-        _discard(path, f"it is not JSON ({err})")
+        report = _entry_report(data, material)
+    except _BadEntry as why:
+        _discard(path, str(why))
         return None
+    _MEMORY.put((str(cache_dir()), key), (_digest(data), report), material)
+    return report
+
+
+class _BadEntry(Exception):
+    """Why an entry file cannot answer, in the words of the warning."""
+
+
+def _entry_report(data: bytes, material: dict[str, Any]) -> KernelReport:
+    """The report an entry file holds, if it was made for ``material``; else :class:`_BadEntry`."""
+    try:
+        entry = json.loads(data.decode())
+    except UnicodeDecodeError as err:
+        raise _BadEntry(f"it cannot be read ({err})") from None
+    except ValueError as err:
+        raise _BadEntry(f"it is not JSON ({err})") from None
     if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT:
         what = type(entry).__name__ if not isinstance(entry, dict) else f"format {entry.get('format')!r}"
-        _discard(path, f"it is not a tilelab cache entry of format {ENTRY_FORMAT} (found {what})")
-        return None
+        raise _BadEntry(f"it is not a tilelab cache entry of format {ENTRY_FORMAT} (found {what})")
     stored = entry.get("material")
     if not isinstance(stored, dict):
-        _discard(path, "it records no key material")
-        return None
+        raise _BadEntry("it records no key material")
     why = _mismatch(stored, material)
     if why:
-        _discard(path, why)
-        return None
+        raise _BadEntry(why)
     try:
         report = KernelReport.from_dict(entry.get("report"))  # type: ignore[arg-type]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        _discard(path, f"its report is malformed ({type(err).__name__}: {err})")
-        return None
+        raise _BadEntry(f"its report is malformed ({type(err).__name__}: {err})") from None
     if (report.name, report.target) != (material["kernel"], material["arch"]):
-        _discard(path, f"its report is of {report.name} for {report.target}, "
-                       f"not of {material['kernel']} for {material['arch']}")
-        return None
-    _MEMORY[key] = report
+        raise _BadEntry(f"its report is of {report.name} for {report.target}, "
+                        f"not of {material['kernel']} for {material['arch']}")
     return report
 
 
 def write(key: str, material: dict[str, Any], report: KernelReport) -> None:
-    _MEMORY[key] = report
     directory = cache_dir()
-    entry = {"format": ENTRY_FORMAT, "material": material, "report": report.to_dict()}
+    data = json.dumps({"format": ENTRY_FORMAT, "material": material, "report": report.to_dict()}).encode()
+    digest: str | None = _digest(data)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(entry))
+        tmp.write_bytes(data)
         tmp.replace(_entry_path(key))
     except OSError:
-        pass  # a read-only home must not break inspection
+        digest = None  # a read-only home must not break inspection: the report lives in memory only
+    _MEMORY.put((str(directory), key), (digest, report), material)
 
 
 def forget(key: str) -> None:
-    _MEMORY.pop(key, None)
+    _MEMORY.discard((str(cache_dir()), key))
     try:
         _entry_path(key).unlink(missing_ok=True)
     except OSError:
         pass
-
-
-def drop_memory() -> None:
-    """Forget this process's entries and keep the files: what a new process would find."""
-    _MEMORY.clear()
-
-
-def clear() -> None:
-    _MEMORY.clear()
-    directory = cache_dir()
-    if directory.is_dir():
-        for path in directory.glob("*.json"):
-            path.unlink(missing_ok=True)
