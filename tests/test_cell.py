@@ -41,6 +41,8 @@ def test_a_line_becomes_a_frozen_record_of_checked_values():
     assert options.show == ("tma", "summary") and options.rep_ms == 5.0 and options.timeout == 2.5
     assert options.sanitize == "memcheck" and options.quiet and options.launches
     assert not parse_cell_line("").launches and parse_cell_line("").target is None
+    # a profile's hot lines reach the cell only through the toolchain tier's #line links
+    assert parse_cell_line("--profile").sass and not parse_cell_line("").sass
     with pytest.raises(AttributeError):
         options.force = True  # type: ignore[misc]
 
