@@ -38,19 +38,32 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .cuda_facts import DTYPE_BYTES, dtype_bytes, normalize_dtype
+from .cuda_facts import (
+    CORE_MATRIX_ROWS,
+    DTYPE_BYTES,
+    SHARED_MEMORY_BANK_BYTES,
+    SHARED_MEMORY_BANKS,
+    SHARED_MEMORY_LINE_BYTES,
+    SWIZZLE_CHUNK_BYTES,
+    WARP_SIZE,
+    WGMMA_K_BYTES,
+    WGMMA_M,
+    WGMMA_MAX_N,
+    dtype_bytes,
+    normalize_dtype,
+)
 
-BANKS = 32
-BANK_BYTES = 4
-LINE_BYTES = BANKS * BANK_BYTES  # one wavefront serves at most one 128-byte line per bank set
-CHUNK_BYTES = 16  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
+# The hardware facts this module reads, under its own short names (from tilelab.cuda_facts).
+BANKS = SHARED_MEMORY_BANKS
+BANK_BYTES = SHARED_MEMORY_BANK_BYTES
+LINE_BYTES = SHARED_MEMORY_LINE_BYTES  # one wavefront serves at most one 128-byte line per bank set
+CHUNK_BYTES = SWIZZLE_CHUNK_BYTES  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
 
 # What wgmma.mma_async reads from shared memory (PTX ISA 9.7.15). Transposed (MN-major) operands
 # exist only for .f16/.bf16 ("imm-trans-a/b ... only valid for .f16/.bf16 types").
 WGMMA_INPUT_DTYPES = ("float16", "bfloat16", "tfloat32", "float32", "float8_e4m3", "float8_e5m2",
                       "int8", "uint8")
 WGMMA_MN_MAJOR_DTYPES = ("float16", "bfloat16")
-WGMMA_K_BYTES = 32  # every wgmma shape reads 32 bytes of K per instruction (k16 f16, k8 tf32, k32 fp8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,17 +555,19 @@ def _canonical_byte(desc_start_lin: int, mode: SwizzleMode, major: str, lbo: int
     K-major:  mn_unit = MN row, k_unit = 16-byte K chunk;  MN-major: mn_unit = 16-byte MN chunk,
     k_unit = K row. Addresses are formed unswizzled, then the swizzle is applied to the address.
     """
+    rows = CORE_MATRIX_ROWS
     if major == "K":
         if mode.is_swizzled:
-            addr = desc_start_lin + (mn_unit // 8) * sbo + (mn_unit % 8) * span + k_unit * CHUNK_BYTES
+            addr = desc_start_lin + (mn_unit // rows) * sbo + (mn_unit % rows) * span + k_unit * CHUNK_BYTES
         else:
-            addr = desc_start_lin + (mn_unit // 8) * sbo + (mn_unit % 8) * CHUNK_BYTES + k_unit * lbo
+            addr = desc_start_lin + (mn_unit // rows) * sbo + (mn_unit % rows) * CHUNK_BYTES + k_unit * lbo
     else:
         if mode.is_swizzled:
             w = span // CHUNK_BYTES
-            addr = desc_start_lin + (mn_unit // w) * lbo + (mn_unit % w) * CHUNK_BYTES + (k_unit // 8) * sbo + (k_unit % 8) * span
+            addr = (desc_start_lin + (mn_unit // w) * lbo + (mn_unit % w) * CHUNK_BYTES + (k_unit // rows) * sbo
+                    + (k_unit % rows) * span)
         else:
-            addr = desc_start_lin + mn_unit * sbo + (k_unit // 8) * lbo + (k_unit % 8) * CHUNK_BYTES
+            addr = desc_start_lin + mn_unit * sbo + (k_unit // rows) * lbo + (k_unit % rows) * CHUNK_BYTES
     return int(mode.apply(addr))
 
 
@@ -630,16 +645,16 @@ def _wgmma_instruction_mn(tile: SharedTile, major: str, operand: str, mn: int | 
     mn_extent = tile.rows if major == "K" else tile.cols
     k_extent_bytes = tile.row_bytes if major == "K" else tile.rows * e
     if mn is None:
-        mn = 64 if operand == "A" else min(mn_extent, 256)
-    mn_quantum = 8 if major == "K" else CHUNK_BYTES // e
+        mn = WGMMA_M if operand == "A" else min(mn_extent, WGMMA_MAX_N)
+    mn_quantum = CORE_MATRIX_ROWS if major == "K" else CHUNK_BYTES // e
     if mn <= 0 or mn % mn_quantum or mn_offset % mn_quantum or mn_offset + mn > mn_extent:
         raise ValueError(
             f"an instruction reading {mn} MN at offset {mn_offset} does not fit the tile's MN extent "
             f"{mn_extent} in whole core matrices (multiples of {mn_quantum}); use a tile with at least "
             f"{mn_offset + mn} MN {'rows' if major == 'K' else 'columns'}"
         )
-    if operand == "A" and mn != 64:
-        raise ValueError(f"a WGMMA A operand is always 64 rows of M per instruction (got mn={mn})")
+    if operand == "A" and mn != WGMMA_M:
+        raise ValueError(f"a WGMMA A operand is always {WGMMA_M} rows of M per instruction (got mn={mn})")
     k_steps = k_extent_bytes // WGMMA_K_BYTES
     if not 0 <= k_step < max(k_steps, 1):
         raise ValueError(f"k_step {k_step} is outside the tile's {max(k_steps, 1)} 32-byte K step(s)")
@@ -676,7 +691,7 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             if tile.row_bytes == CHUNK_BYTES:
                 lbo_bytes = CHUNK_BYTES
                 notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; TileLang writes 1")
-        n_mn, n_k = mn // 8, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
+        n_mn, n_k = mn // CORE_MATRIX_ROWS, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
     else:  # rows are K, columns MN
         row0, col0 = k_step * k_per_step, mn_offset
         if mode.is_swizzled:  # SBO steps 8 K rows; LBO steps one span-wide panel of MN
@@ -689,7 +704,7 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             lbo_bytes, sbo_bytes = down, across
             if tile.row_bytes == CHUNK_BYTES:
                 notes.append("the tile is one 16-byte core matrix wide, so SBO addresses nothing")
-        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // 8, 1)
+        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // CORE_MATRIX_ROWS, 1)
     if lbo_bytes % 16 or sbo_bytes % 16 or not 0 <= lbo_bytes >> 4 < 1 << 14 or not 0 <= sbo_bytes >> 4 < 1 << 14:
         raise ValueError(
             f"LBO {lbo_bytes} B / SBO {sbo_bytes} B do not fit the descriptor's 14-bit fields of 16-byte "
@@ -707,13 +722,13 @@ def _wgmma_core_matrices(tile: SharedTile, major: str, g: _DescriptorGeometry) -
     for i in range(g.n_mn):
         for j in range(g.n_k):
             rows_b, cells = [], []
-            for r in range(8):
+            for r in range(CORE_MATRIX_ROWS):
                 if major == "K":
-                    row, col = g.row0 + 8 * i + r, g.col0 + j * (CHUNK_BYTES // e)
-                    mn_unit, k_unit = 8 * i + r, j
+                    row, col = g.row0 + CORE_MATRIX_ROWS * i + r, g.col0 + j * (CHUNK_BYTES // e)
+                    mn_unit, k_unit = CORE_MATRIX_ROWS * i + r, j
                 else:
-                    row, col = g.row0 + 8 * j + r, g.col0 + i * (CHUNK_BYTES // e)
-                    mn_unit, k_unit = i, 8 * j + r
+                    row, col = g.row0 + CORE_MATRIX_ROWS * j + r, g.col0 + i * (CHUNK_BYTES // e)
+                    mn_unit, k_unit = i, CORE_MATRIX_ROWS * j + r
                 if row >= tile.rows or col >= tile.cols:
                     continue
                 actual = int(tile.byte_offset(row, col)) + tile.base
@@ -925,36 +940,37 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
         raise ValueError(f"row {row} is outside the tile's {tile.rows} rows")
 
     cells: list[tuple[int, int, int, int]] = []  # (thread, row, col, phase)
+    vector_phase = LINE_BYTES // CHUNK_BYTES  # threads per phase of 16-byte accesses: 8
     if pattern == "row_store":
         start = row * chunks_per_row
         total = tile.rows * chunks_per_row
-        for t in range(32):
+        for t in range(WARP_SIZE):
             v = (start + t) % total
-            cells.append((t, v // chunks_per_row, (v % chunks_per_row) * (CHUNK_BYTES // e), t // 8))
+            cells.append((t, v // chunks_per_row, (v % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
     elif pattern == "column_read":
-        for t in range(32):
-            cells.append((t, (row + t) % tile.rows, chunk * (CHUNK_BYTES // e), t // 8))
+        for t in range(WARP_SIZE):
+            cells.append((t, (row + t) % tile.rows, chunk * (CHUNK_BYTES // e), t // vector_phase))
     elif pattern == "row_store_element":
         c0 = 0 if col is None else col
         if not 0 <= c0 < tile.cols:
             raise ValueError(f"col {c0} is outside the tile's {tile.cols} columns")
-        phase_size = 32 if e <= 4 else 16
-        for t in range(32):
+        phase_size = LINE_BYTES // max(e, BANK_BYTES)  # 32 threads up to 4 B, 16 of 8 B
+        for t in range(WARP_SIZE):
             v = (row * tile.cols + c0 + t) % (tile.rows * tile.cols)
             cells.append((t, v // tile.cols, v % tile.cols, t // phase_size))
     elif pattern == "column_store":
         c = chunk * (CHUNK_BYTES // e) if col is None else col
         if not 0 <= c < tile.cols:
             raise ValueError(f"col {c} is outside the tile's {tile.cols} columns")
-        phase_size = 32 if e <= 4 else 16
-        for t in range(32):
+        phase_size = LINE_BYTES // max(e, BANK_BYTES)  # 32 threads up to 4 B, 16 of 8 B
+        for t in range(WARP_SIZE):
             cells.append((t, (row + t) % tile.rows, c, t // phase_size))
     elif pattern in ("ldmatrix_x4", "stmatrix_x4"):
         if chunks_per_row < 2:
             notes.append("the tile has one 16-byte chunk per row; matrices 2 and 3 reuse chunk 0")
-        for t in range(32):
-            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // 8))
-    if tile.rows < 32 and pattern in ("column_read", "column_store"):
+        for t in range(WARP_SIZE):
+            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
+    if tile.rows < WARP_SIZE and pattern in ("column_read", "column_store"):
         notes.append(f"the tile has {tile.rows} rows; threads past them wrap to row 0")
 
     if pattern == "tma_box_write":
