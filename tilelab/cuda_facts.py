@@ -72,6 +72,7 @@ def arch_limits(arch: str) -> ArchLimits:
 # --------------------------------------------------------------------------------------------
 
 WARP_SIZE = 32
+WARPGROUP_THREADS = 4 * WARP_SIZE  # wgmma is issued by a warp group: 4 consecutive warps
 SHARED_MEMORY_BANKS = 32
 SHARED_MEMORY_BANK_BYTES = 4
 SHARED_MEMORY_LINE_BYTES = SHARED_MEMORY_BANKS * SHARED_MEMORY_BANK_BYTES  # what one wavefront serves: 128
@@ -195,7 +196,7 @@ def dtype_bytes(dtype: Any) -> int:
 
 __all__ = [
     "ARCH_LIMITS", "ArchLimits", "arch_limits",
-    "WARP_SIZE", "SHARED_MEMORY_BANKS", "SHARED_MEMORY_BANK_BYTES", "SHARED_MEMORY_LINE_BYTES", "SWIZZLE_CHUNK_BYTES",
+    "WARP_SIZE", "WARPGROUP_THREADS", "SHARED_MEMORY_BANKS", "SHARED_MEMORY_BANK_BYTES", "SHARED_MEMORY_LINE_BYTES", "SWIZZLE_CHUNK_BYTES",
     "CHUNKS_PER_LINE", "SWIZZLE_REPEAT_BYTES", "SWIZZLE_REPEAT_ROWS", "CORE_MATRIX_ROWS", "WGMMA_M", "WGMMA_MAX_N",
     "WGMMA_K_BYTES", "CDNA_WAVEFRONT_LANES", "CDNA_LDS_BANKS", "CDNA_LDS_BANK_BYTES",
     "TMA_DTYPES", "TMA_INTERLEAVES", "TMA_SWIZZLES", "TMA_L2_PROMOTIONS", "TMA_OOB_FILLS", "TMA_ENUMS",
