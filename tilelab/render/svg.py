@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import hashlib
 import html
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import swizzle as sw
+from ..cuda_facts import CORE_MATRIX_ROWS, SWIZZLE_REPEAT_ROWS, WARP_SIZE
 
 TEXT = "var(--jp-ui-font-color1, #222)"
 MUTED = "var(--jp-ui-font-color2, #555)"
 ACCENT = "var(--jp-brand-color1, #d6336c)"
 CELL_TEXT = "#111"  # on the light cell fills, in every theme
 FONT = "font-family: var(--jp-code-font-family, monospace);"
+
+# Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
+_CHUNKS = sw.LINE_BYTES // sw.CHUNK_BYTES  # 16-byte chunks in a 128-byte line: 8 colours
+_BANKS_PER_CHUNK = sw.CHUNK_BYTES // sw.BANK_BYTES  # 4
+_BAND = SWIZZLE_REPEAT_ROWS  # swizzles repeat within 8 rows: grid bands and axis ticks every 8 rows
+_CM = CORE_MATRIX_ROWS  # a WGMMA core matrix: 8 rows of one 16-byte chunk
 
 # 8 hues for 16-byte chunks (4-bank groups); banks vary the lightness within their chunk's hue,
 # so "bank" and "chunk" pictures read alike.
@@ -43,11 +51,11 @@ def _hsl(hue: float, sat: float, light: float) -> str:
 
 
 def _chunk_fill(chunk: int) -> str:
-    return _hsl(_HUES[chunk % 8], 75, 80)
+    return _hsl(_HUES[chunk % _CHUNKS], 75, 80)
 
 
 def _bank_fill(bank: int) -> str:
-    return _hsl(_HUES[(bank // 4) % 8], 60 + 10 * (bank % 2), 70 + 5 * (bank % 4))
+    return _hsl(_HUES[(bank // _BANKS_PER_CHUNK) % _CHUNKS], 60 + 10 * (bank % 2), 70 + 5 * (bank % 4))
 
 
 def _warp_fill(warp: int, shade: int = 0) -> str:
@@ -254,130 +262,206 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 # --------------------------------------------------------------------------------------------
 
 
-def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
-                    highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
-                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0, titles: bool = True) -> str:
-    e = sw.dtype_bytes(dtype)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    rows, cols = offsets.shape
-    byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
+_HOVER_NOTES = {"bank": "hover a cell: every cell of its bank",
+                "chunk": f"hover a cell: every cell of its physical {sw.CHUNK_BYTES}-byte chunk "
+                         f"({_BANKS_PER_CHUNK}-bank group)",
+                "row": "hover a cell: its row", "none": ""}
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a grid of cells lies in its picture: the part shown and each cell's size."""
+
+    show_rows: int
+    show_cols: int
+    cw: float
+    ch: float
+    left: float = 34.0
+    top: float = 44.0
+
+
+def _check_shared_options(color_by: str, hover: str) -> None:
     if color_by not in ("chunk", "bank"):
         raise ValueError(f"color_by must be 'chunk' or 'bank', got {color_by!r}")
     if hover not in HOVER_KINDS:
         raise ValueError(f"hover must be one of {', '.join(HOVER_KINDS)}, got {hover!r}")
+
+
+def _colour_index(byte: Any, color_by: str) -> tuple[Any, list[str]]:
+    """Each cell's colour number (its physical chunk in the line, or its bank) and the fills."""
     if color_by == "chunk":
-        index = (byte // sw.CHUNK_BYTES) % 8
-        fill_of = [_chunk_fill(k) for k in range(8)]
-    else:
-        index = (byte // sw.BANK_BYTES) % sw.BANKS
-        fill_of = [_bank_fill(k) for k in range(32)]
-    per_chunk = max(sw.CHUNK_BYTES // e, 1)
+        return (byte // sw.CHUNK_BYTES) % _CHUNKS, [_chunk_fill(k) for k in range(_CHUNKS)]
+    return (byte // sw.BANK_BYTES) % sw.BANKS, [_bank_fill(k) for k in range(sw.BANKS)]
+
+
+def _shown_part(index: Any, per_chunk: int, *, max_cells: int, hover_crop: int, max_rows: int
+                ) -> tuple[int, int, int, bool]:
+    """(rows, columns) to draw, the hover crop's cell limit, and whether ``max_rows`` cut rows."""
+    rows, cols = index.shape
     show_rows, show_cols = _fit(index, max_cells)
     if show_cols < cols:
         show_cols = max(per_chunk, (show_cols // per_chunk) * per_chunk)
     limit = min(int(hover_crop), EXPLICIT_CELLS)
     if limit and show_rows * show_cols > limit:
         # fewer rows, every cell hoverable: the swizzle patterns repeat within 8 rows anyway
-        show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
+        show_rows = min(show_rows, max(_BAND, (limit // max(show_cols, 1)) // _BAND * _BAND))
         if show_rows * show_cols > EXPLICIT_CELLS:
             show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
     row_capped = bool(max_rows) and show_rows > max_rows
     if row_capped:
         show_rows = max_rows
-    cropped = show_rows < rows or show_cols < cols
-    sub = index[:show_rows, :show_cols]
-    n_shown = show_rows * show_cols
-    label_of = [str(k) for k in range(len(fill_of))]
-    with_titles, titles, classes = titles, None, None
-    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
-    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
-    if with_titles and n_shown <= TITLE_CELLS:
-        def titles(i: int, j: int, k: int) -> str:
-            cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
-            return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
-    if n_shown <= EXPLICIT_CELLS:
-        extra = [f" b{(b + 1) % 32}" for b in range(32)] if e == 8 else [""] * 32  # an 8-byte element spans 2 banks
-        classes = [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(show_cols)]
-                   for i in range(show_rows)]
-    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
-    left, top = 34.0, 44.0
-    width = left + show_cols * cw + 12
-    height = top + show_rows * ch + 40
-    width = max(width, 360.0)
-    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
-    out = [_svg_open(width, height, f"{name} shared layout", uid)]
-    grid, patterns = _grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles,
-                           classes=classes)
-    if classes is not None:
+    return show_rows, show_cols, limit, row_capped
+
+
+def _cell_titles(byte: Any, base: int, banks: Any, chunks: Any) -> Any:
+    def titles(i: int, j: int, k: int) -> str:
+        cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
+        return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+    return titles
+
+
+def _cell_classes(banks: Any, chunks: Any, element_bytes: int) -> list[list[str]]:
+    """``k<chunk> b<bank>`` per cell (an 8-byte element also names the second bank it spans)."""
+    extra = ([f" b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
+             else [""] * sw.BANKS)
+    rows, cols = banks.shape
+    return [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(cols)] for i in range(rows)]
+
+
+def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, element_bytes: int,
+           patterns: int) -> tuple[str, str]:
+    """The picture's hover rules and the words saying what hovering does."""
+    if explicit:
         prefix = {"bank": "b", "chunk": "k"}.get(hover)
         present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
-        if prefix == "b" and e == 8:
-            present = sorted(set(present) | {(v + 1) % 32 for v in present})
-        out.append(_hover_style(uid, prefix, present, rows=hover == "row"))
-        hover_note = {"bank": "hover a cell: every cell of its bank", "chunk": "hover a cell: every cell of its "
-                      "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
-    else:
-        out.append(_hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0))
-        hover_note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
-                                                 f"below {EXPLICIT_CELLS} cells)")
-    out.append(_text(4, 16, f"{name}", weight="bold"))
-    out.append(_text(4, 32, subtitle, size=11, color=MUTED))
-    out.append(grid)
-    # chunk boundaries along columns and 8-row bands, thin, so the XOR blocks read as blocks
+        if prefix == "b" and element_bytes == 8:
+            present = sorted(set(present) | {(v + 1) % sw.BANKS for v in present})
+        return _hover_style(uid, prefix, present, rows=hover == "row"), _HOVER_NOTES[hover]
+    style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
+    note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
+                                       f"below {EXPLICIT_CELLS} cells)")
+    return style, note
+
+
+def _chunk_lines(f: _Frame, per_chunk: int) -> str:
+    """Thin lines on chunk boundaries and 8-row bands, so the XOR blocks read as blocks."""
     grid_lines = []
-    if cw * per_chunk >= 6:
-        for j in range(0, show_cols + 1, per_chunk):
-            grid_lines.append(f"M{left + j * cw:.1f} {top:.1f}V{top + show_rows * ch:.1f}")
-    for i in range(0, show_rows + 1, 8):
-        grid_lines.append(f"M{left:.1f} {top + i * ch:.1f}H{left + show_cols * cw:.1f}")
-    if grid_lines:
-        out.append(f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
-    # axis ticks every 8 rows and every 16-byte chunk (when room)
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
-    step = per_chunk * max(1, int(np.ceil(24 / max(cw * per_chunk, 1e-9))))
-    for j in range(0, show_cols, step):
-        out.append(_text(left + j * cw, top - 4, j, size=9, color=MUTED))
-    # accesses of a conflict report: dashed outlines; highlighted items: solid outlines
-    hl = dict(highlight or {})
+    if f.cw * per_chunk >= 6:
+        for j in range(0, f.show_cols + 1, per_chunk):
+            grid_lines.append(f"M{f.left + j * f.cw:.1f} {f.top:.1f}V{f.top + f.show_rows * f.ch:.1f}")
+    for i in range(0, f.show_rows + 1, _BAND):
+        grid_lines.append(f"M{f.left:.1f} {f.top + i * f.ch:.1f}H{f.left + f.show_cols * f.cw:.1f}")
+    if not grid_lines:
+        return ""
+    return f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>'
+
+
+def _axis_ticks(f: _Frame, per_chunk: int) -> list[str]:
+    """Row numbers every 8 rows; column numbers every chunk (or every few, when chunks are narrow)."""
+    out = [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+           for i in range(0, f.show_rows, _BAND)]
+    step = per_chunk * max(1, int(np.ceil(24 / max(f.cw * per_chunk, 1e-9))))
+    out += [_text(f.left + j * f.cw, f.top - 4, j, size=9, color=MUTED) for j in range(0, f.show_cols, step)]
+    return out
+
+
+def _access_outlines(f: _Frame, accesses: Sequence[Any], element_bytes: int, thread: Any) -> list[str]:
+    """A conflict report's accesses as dashed outlines; the highlighted thread's solid."""
+    out = []
     for acc in accesses:
         r, c = int(acc.row), int(acc.col)
-        if r < show_rows and c < show_cols:
-            n = max(1, int(acc.nbytes) // e)
-            solid = hl.get("thread") is not None and int(hl["thread"]) == int(acc.thread)
-            out.append(_outline(left + c * cw, top + r * ch, n * cw, ch, width=2.5 if solid else 1.0,
+        if r < f.show_rows and c < f.show_cols:
+            n = max(1, int(acc.nbytes) // element_bytes)
+            solid = thread is not None and int(thread) == int(acc.thread)
+            out.append(_outline(f.left + c * f.cw, f.top + r * f.ch, n * f.cw, f.ch, width=2.5 if solid else 1.0,
                                 dash=None if solid else "2 2", color=ACCENT if solid else TEXT))
-    caption = []
+    return out
+
+
+def _highlights(f: _Frame, hl: dict[str, Any], byte: Any, per_chunk: int, accesses: Sequence[Any]
+                ) -> tuple[list[str], list[str]]:
+    """Outlines and caption phrases of a highlighted row, logical chunk or thread."""
+    out, caption = [], []
     if "row" in hl and hl["row"] is not None:
         r = int(hl["row"])
-        if 0 <= r < show_rows:
-            out.append(_outline(left, top + r * ch, show_cols * cw, ch))
-            caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in ((byte[r, ::per_chunk] // 16) % 8)[:16]))
+        if 0 <= r < f.show_rows:
+            out.append(_outline(f.left, f.top + r * f.ch, f.show_cols * f.cw, f.ch))
+            physical = (byte[r, ::per_chunk] // sw.CHUNK_BYTES) % _CHUNKS
+            caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in physical[:16]))
     if "chunk" in hl and hl["chunk"] is not None:
         k = int(hl["chunk"])
-        if 0 <= k * per_chunk < show_cols:
-            out.append(_outline(left + k * per_chunk * cw, top, per_chunk * cw, show_rows * ch))
-            caption.append(f"logical chunk {k}: physical chunks by row " +
-                           " ".join(str(int(v)) for v in ((byte[:16, k * per_chunk] // 16) % 8)))
+        if 0 <= k * per_chunk < f.show_cols:
+            out.append(_outline(f.left + k * per_chunk * f.cw, f.top, per_chunk * f.cw, f.show_rows * f.ch))
+            physical = (byte[:16, k * per_chunk] // sw.CHUNK_BYTES) % _CHUNKS
+            caption.append(f"logical chunk {k}: physical chunks by row " + " ".join(str(int(v)) for v in physical))
     if hl.get("thread") is not None and accesses:
         t = int(hl["thread"])
         for acc in accesses:
             if int(acc.thread) == t:
                 caption.append(f"thread {t}: ({acc.row}, {acc.col}), byte {acc.byte}, banks "
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
-    if cropped:
-        why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
-            else f"max_rows={max_rows}: swizzles repeat within 8 rows of 128 bytes" if row_capped \
-            else f"max_cells={max_cells}"
-        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
-    legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
-        else "colour and number: bank (0-31) of each element's 4-byte word"
-    if hover_note:
-        legend += f"; {hover_note}"
-    out.append(_text(4, top + show_rows * ch + 16, legend, size=10, color=MUTED))
+    return out, caption
+
+
+def _crop_caption(f: _Frame, rows: int, cols: int, *, limit: int, row_capped: bool, max_rows: int,
+                  max_cells: int) -> str:
+    shown = f.show_rows * f.show_cols
+    why = f"the first {shown} cells, every one hoverable" if limit and shown <= limit \
+        else f"max_rows={max_rows}: swizzles repeat within {_BAND} rows of {sw.LINE_BYTES} bytes" if row_capped \
+        else f"max_cells={max_cells}"
+    return f"showing rows 0-{f.show_rows - 1}, cols 0-{f.show_cols - 1} of {rows}x{cols} ({why})"
+
+
+def _shared_legend(color_by: str, hover_note: str) -> str:
+    legend = (f"colour and number: physical {sw.CHUNK_BYTES}-byte chunk ({_BANKS_PER_CHUNK}-bank group) "
+              "of each element" if color_by == "chunk" else
+              f"colour and number: bank (0-{sw.BANKS - 1}) of each element's {sw.BANK_BYTES}-byte word")
+    return legend + (f"; {hover_note}" if hover_note else "")
+
+
+def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
+                    highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
+                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
+                    max_rows: int = 0, titles: bool = True) -> str:
+    """A shared tile's cells at their logical positions, coloured by where their bytes land: the
+    steps are named functions above (what part to show, cell classes, hover, outlines, captions)."""
+    e = sw.dtype_bytes(dtype)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rows, cols = offsets.shape
+    byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
+    _check_shared_options(color_by, hover)
+    index, fill_of = _colour_index(byte, color_by)
+    per_chunk = max(sw.CHUNK_BYTES // e, 1)
+    show_rows, show_cols, limit, row_capped = _shown_part(index, per_chunk, max_cells=max_cells,
+                                                          hover_crop=hover_crop, max_rows=max_rows)
+    sub = index[:show_rows, :show_cols]
+    n_shown = show_rows * show_cols
+    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
+    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % _CHUNKS
+    cell_titles = _cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS else None
+    classes = _cell_classes(banks, chunks, e) if n_shown <= EXPLICIT_CELLS else None
+    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
+    f = _Frame(show_rows, show_cols, cw, ch)
+    width = max(f.left + show_cols * cw + 12, 360.0)
+    height = f.top + show_rows * ch + 40
+    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
+    grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))], cw=cw, ch=ch, x0=f.left,
+                           y0=f.top, uid=uid, titles=cell_titles, classes=classes)
+    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns)
+    out = ["", style, _text(4, 16, f"{name}", weight="bold"), _text(4, 32, subtitle, size=11, color=MUTED), grid]
+    out.append(_chunk_lines(f, per_chunk))
+    out += _axis_ticks(f, per_chunk)
+    hl = dict(highlight or {})
+    out += _access_outlines(f, accesses, e, hl.get("thread"))
+    marks, caption = _highlights(f, hl, byte, per_chunk, accesses)
+    out += marks
+    if show_rows < rows or show_cols < cols:
+        caption.append(_crop_caption(f, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
+                                     max_cells=max_cells))
+    legend = _shared_legend(color_by, hover_note)
+    out.append(_text(4, f.top + show_rows * ch + 16, legend, size=10, color=MUTED))
     if caption:
-        out.append(_text(4, top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
+        out.append(_text(4, f.top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
     # widen to the longest caption line (monospace: about 0.62 em per character)
     longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
     out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
@@ -510,20 +594,20 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
     rows = tile.rows
     if rows * n_chunks > max_chunks:
-        rows = max(8, (max_chunks // max(n_chunks, 1)) // 8 * 8)
+        rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
     # Cells big enough for their digit (at least 28 x 16 px): a tall tile shows its top rows.
     cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
     cw, ch = max(cw, 28.0), max(ch, 16.0)
     if rows * ch > 1024:
-        rows = max(8, int(1024 // ch) // 8 * 8)
+        rows = max(_CM, int(1024 // ch) // _CM * _CM)
     left = 40.0
     grid_w, grid_h = n_chunks * cw, rows * ch
     width = max(left + grid_w + 400, 560.0)
-    legend_lines = _wrap("outlined: the core matrices (8 rows x 16 B) one instruction reads; number in a cell: "
-                         "its physical 16-byte chunk", width - 8, 11)
+    legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
+                         f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
     top = (62.0 if compiler is not None else 47.0) + 14 * len(legend_lines) + 14
     byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
-    phys_chunk = (byte // 16) % 8
+    phys_chunk = (byte // sw.CHUNK_BYTES) % _CHUNKS
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
     dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
@@ -539,12 +623,12 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     legend_y = 62.0 if compiler is not None else 47.0
     for i, line in enumerate(legend_lines):
         out.append(_text(4, legend_y + 14 * i, line, size=11, color=MUTED))
-    out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
-                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+    out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
+                     label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
                      label_font=12)[0])
     for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
-        out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
-    for i in range(0, rows, 8):
+        out.append(_text(left + j * cw + 2, top - 4, f"{j * sw.CHUNK_BYTES}B", size=9, color=MUTED))
+    for i in range(0, rows, _CM):
         out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
     # core matrices: in tile coordinates every core matrix is 8 rows x one 16-byte chunk column
     first: dict[tuple[int, int], tuple[float, float]] = {}
@@ -556,7 +640,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
             continue
         x, y = left + (c0 // per_chunk) * cw, top + r0 * ch
         first[(cm.mn, cm.k)] = (x, y)
-        out.append(_outline(x, y, cw, min(8, rows - r0) * ch, width=1.6))
+        out.append(_outline(x, y, cw, min(_CM, rows - r0) * ch, width=1.6))
     marker = f"{uid}arrow"
     out.append(f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
                f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>')
@@ -570,20 +654,21 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     # Arrows start at core matrix (0, 0) of the instruction, in tile coordinates.
     r0 = desc.core_matrices[0].cells[0][0] if desc.core_matrices and desc.core_matrices[0].cells else 0
     c0 = (desc.core_matrices[0].cells[0][1] // per_chunk) if desc.core_matrices and desc.core_matrices[0].cells else 0
-    cx, cy = left + (c0 + 0.5) * cw, top + (r0 + 4) * ch
+    cx, cy = left + (c0 + 0.5) * cw, top + (r0 + _CM // 2) * ch
     what = "MN" if desc.major == "K" else "K"
     interleaved_mn = desc.major == "MN" and not tile.mode.is_swizzled
-    if r0 + 8 < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
+    if r0 + _CM < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
         field, enc, nbytes = ("LBO", desc.lbo, desc.lbo_bytes) if interleaved_mn else ("SBO", desc.sbo, desc.sbo_bytes)
-        arrow(cx, cy, cx, cy + 8 * ch, f"{field} {nbytes} B (enc {enc}): next 8 rows of {what}", top + (r0 + 12) * ch)
+        arrow(cx, cy, cx, cy + _CM * ch, f"{field} {nbytes} B (enc {enc}): next {_CM} rows of {what}",
+              top + (r0 + _CM + _CM // 2) * ch)
     if interleaved_mn:
         if c0 + 1 < n_chunks:
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next 16 B of MN",
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN",
                   top + (r0 + 2) * ch)
     elif desc.major == "K":
         if c0 + 1 < n_chunks:
-            text = ("LBO: next 16 B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
-                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next 16 B of K")
+            text = (f"LBO: next {sw.CHUNK_BYTES} B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
+                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {sw.CHUNK_BYTES} B of K")
             arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, top + (r0 + 2) * ch)
     else:
         w = tile.panel_cols // per_chunk
@@ -645,7 +730,7 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     rows, cols = threads.shape
     base = int(layout.thread_base or 0)
     absolute = threads + base
-    warp = absolute // 32
+    warp = absolute // WARP_SIZE
     show_rows, show_cols = rows, cols
     while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
         if show_cols >= show_rows and show_cols > 8:
