@@ -246,3 +246,42 @@ def test_heat_shares_and_cell_heat_by_hand():
     assert cell_heat(r, cell, [(10, 1.0), (11, 1.0), (20, 2.0)]) == {3: 0.5}
     assert cell_heat(r, "%%tilelang\nsomething else\n", [(10, 1.0)]) == {}
     assert cell_heat(dataclasses.replace(r, machine=None), cell, [(10, 1.0)]) == {}
+
+
+# --------------------------------------------------------------------------------------------
+# Toolchain and profiler facts
+# --------------------------------------------------------------------------------------------
+
+
+def test_sass_opcodes_as_nvdisasm_prints_them():
+    from tilelab._machine import opcode_counts, sass_opcode
+
+    lines = ["        /*0000*/                   LDC R1, c[0x0][0x28] ;",
+             "        /*0010*/                   HMMA.16816.F32 R4, R8, R12, R4 ;",
+             "        /*0020*/              @!P0 BRA `(.L_x_1) ;",
+             "        /*0030*/              @UP1 UMOV UR4, 0x400 ;",
+             ".L_x_1:",
+             "        /*0040*/                   HMMA.16816.F32 R4, R8, R14, R4 ;",
+             ""]
+    assert [sass_opcode(x) for x in lines] == ["LDC", "HMMA", "BRA", "UMOV", None, "HMMA", None]
+    assert opcode_counts(lines, range(1, len(lines) + 1)) == {"LDC": 1, "HMMA": 2, "BRA": 1, "UMOV": 1}
+    assert opcode_counts(lines, [2, 5, 99]) == {"HMMA": 1}  # a label and a line past the end count nothing
+
+
+def test_bank_conflict_prediction_against_the_counters():
+    from tilelab.profiling import conflict_verdict
+
+    # within 5% of the prediction (of 1 wavefront, for predictions below one) agrees
+    assert conflict_verdict(2.0, 2.09) == "agrees"
+    assert conflict_verdict(2.0, 2.2) == "disagrees"
+    assert conflict_verdict(0.5, 0.54) == "agrees"
+    assert conflict_verdict(None, 1.0) == "no prediction"
+
+
+def test_hot_python_lines_sum_samples_through_the_line_directives():
+    from tilelab.profiling import Profile, hot_python_lines
+
+    mc = MachineCode(arch="sm_90a", origins=(SourceOrigin(10, 11, "/x/cell.py", 3, True),
+                                             SourceOrigin(20, 20, "/tl/gemm.py", 9, False)))
+    profile = Profile(kernel="k", hot_device_lines=((10, 5.0), (11, 3.0), (20, 9.0), (30, 4.0)))
+    assert hot_python_lines(profile, mc) == [(("/tl/gemm.py", 9), 9.0), (("/x/cell.py", 3), 8.0)]

@@ -8,8 +8,10 @@ and, from TileLang's ``#line`` directives, the Python line each device line came
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from .occupancy import Occupancy
 
@@ -157,6 +159,24 @@ class MachineCode:
         )
 
 
+# A SASS line as nvdisasm prints it: "/*0040*/  @!P0 BRA `(.L_x_1) ;" -> its opcode, before the
+# first dot of its modifiers (HMMA.16816.F32 -> HMMA); a guard predicate (@P0, @!UP1) comes first.
+_SASS_OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def sass_opcode(text: str) -> str | None:
+    """The opcode of one SASS listing line (None for a label, a comment or a blank line)."""
+    m = _SASS_OPCODE.match(text)
+    return m.group(1).split(".")[0] if m else None
+
+
+def opcode_counts(sass_lines: list[str], numbers: Iterable[int]) -> Counter:
+    """How often each opcode occurs among the 1-based ``numbers`` of ``sass_lines``."""
+    ops = Counter(sass_opcode(sass_lines[n - 1]) for n in numbers if n <= len(sass_lines))
+    ops.pop(None, None)
+    return ops
+
+
 @dataclass(frozen=True)
 class PassStep:
     """One top-level pass of TileLang's lowering pipeline."""
@@ -201,4 +221,4 @@ class PassTrace:
         return cls(tuple(PassStep.from_dict(s) for s in d.get("steps", ())), d.get("input_script", ""))
 
 
-__all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin"]
+__all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin", "opcode_counts", "sass_opcode"]

@@ -372,8 +372,7 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     marks, _ = _back_marks(report, page)
     # Links to the Lines, PTX and SASS tabs (toolchain tier), where those are on the page.
     for n, items in machine.cuda_marks(report, page.rid).items():
-        for href, label, title in items:
-            kind = "lines" if "-py" in href or href.endswith("-lines") else "sass"
+        for kind, href, label, title in items:
             if page.has(kind):
                 marks.setdefault(n, []).append(LineMark(href, label, title))
     if report.family == "cuda":
