@@ -285,3 +285,14 @@ def test_hot_python_lines_sum_samples_through_the_line_directives():
                                              SourceOrigin(20, 20, "/tl/gemm.py", 9, False)))
     profile = Profile(kernel="k", hot_device_lines=((10, 5.0), (11, 3.0), (20, 9.0), (30, 4.0)))
     assert hot_python_lines(profile, mc) == [(("/tl/gemm.py", 9), 9.0), (("/x/cell.py", 3), 8.0)]
+
+
+def test_the_analysis_modules_import_no_renderer():
+    """Analysis sits below the renderers: its modules load no tilelab.render module."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, tilelab._verdicts, tilelab._links, tilelab._machine, tilelab.profiling, tilelab.swizzle\n"
+             "print(sorted(n for n in sys.modules if n.startswith('tilelab.render')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
