@@ -295,7 +295,7 @@ class SharedTile:
         if mode.name == "INTERLEAVE":
             if self.core_order not in ("rows", "chunks"):
                 raise ValueError(f"core_order must be 'rows' or 'chunks', got {self.core_order!r}")
-            if self.rows % 8 or row_bytes % CHUNK_BYTES:
+            if self.rows % CORE_MATRIX_ROWS or row_bytes % CHUNK_BYTES:
                 raise ValueError(
                     f"an INTERLEAVE tile is made of 8-row x 16-byte core matrices: a {self.rows}x{self.cols} "
                     f"{self.dtype} tile needs rows a multiple of 8 and cols a multiple of {CHUNK_BYTES // e}"
@@ -357,11 +357,12 @@ class SharedTile:
         """Bytes from one 8-row x 16-byte core matrix to the next (down 8 rows, across 16 bytes),
         before the swizzle. For swizzled tiles 'across' is 16 inside a panel."""
         if self.mode.name == "INTERLEAVE":
-            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            block = CORE_MATRIX_ROWS * CHUNK_BYTES  # one core matrix: 128 contiguous bytes
+            blocks_down, blocks_across = self.rows // CORE_MATRIX_ROWS, self.row_bytes // CHUNK_BYTES
             if self.core_order == "rows":
-                return 8 * CHUNK_BYTES, blocks_down * 8 * CHUNK_BYTES
-            return blocks_across * 8 * CHUNK_BYTES, 8 * CHUNK_BYTES
-        return 8 * self.panel_bytes, CHUNK_BYTES
+                return block, blocks_down * block
+            return blocks_across * block, block
+        return CORE_MATRIX_ROWS * self.panel_bytes, CHUNK_BYTES
 
     def linear_byte_offset(self, row: Any, col: Any) -> Any:
         """Byte offset before the swizzle (panel-major, rows ``panel_bytes`` apart; INTERLEAVE:
@@ -371,7 +372,8 @@ class SharedTile:
         if self.mode.name == "INTERLEAVE":
             down, across = self.core_matrix_strides
             byte = c * e
-            lin = (r // 8) * down + (byte // CHUNK_BYTES) * across + (r % 8) * CHUNK_BYTES + byte % CHUNK_BYTES
+            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES
+                   + byte % CHUNK_BYTES)
         else:
             lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
         return lin if lin.ndim else int(lin)
@@ -404,13 +406,13 @@ class SharedTile:
             raise ValueError(f"byte offset {byte_offset!r} is outside the tile's {self.nbytes} bytes")
         lin = np.asarray(self.mode.apply(phys + self.base), dtype=np.int64) - self.base
         if self.mode.name == "INTERLEAVE":
-            block, within = lin // (8 * CHUNK_BYTES), lin % (8 * CHUNK_BYTES)
-            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            block, within = lin // (CORE_MATRIX_ROWS * CHUNK_BYTES), lin % (CORE_MATRIX_ROWS * CHUNK_BYTES)
+            blocks_down, blocks_across = self.rows // CORE_MATRIX_ROWS, self.row_bytes // CHUNK_BYTES
             if self.core_order == "rows":
                 band, chunk = block % blocks_down, block // blocks_down
             else:
                 band, chunk = block // blocks_across, block % blocks_across
-            r = band * 8 + within // CHUNK_BYTES
+            r = band * CORE_MATRIX_ROWS + within // CHUNK_BYTES
             c = (chunk * CHUNK_BYTES + within % CHUNK_BYTES) // self.element_bytes
             return (r, c) if r.ndim else (int(r), int(c))
         panel_size = self.rows * self.panel_bytes
@@ -998,11 +1000,12 @@ def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     phys = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
     r_all, c_all = tile.logical(phys)
     words = (phys + tile.base) // BANK_BYTES
-    per_phase = [_phase_wavefronts([[int(w) + i for i in range(4)] for w in words[s:s + 8]])
-                 for s in range(0, len(words), 8)]
+    per_line, banks = LINE_BYTES // CHUNK_BYTES, CHUNK_BYTES // BANK_BYTES  # 8 granules of 4 banks
+    per_phase = [_phase_wavefronts([[int(w) + i for i in range(banks)] for w in words[s:s + per_line]])
+                 for s in range(0, len(words), per_line)]
     accesses = tuple(
         Access(i, int(r_all[i]), int(c_all[i]) - int(c_all[i]) % max(CHUNK_BYTES // e, 1), CHUNK_BYTES,
-               int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(4)), i // 8)
+               int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(banks)), i // per_line)
         for i in range(min(len(phys), 32))
     )
     notes.append("NVIDIA does not document the order in which the TMA unit writes shared memory; any order "
