@@ -268,6 +268,15 @@ def test_sass_opcodes_as_nvdisasm_prints_them():
     assert opcode_counts(lines, [2, 5, 99]) == {"HMMA": 1}  # a label and a line past the end count nothing
 
 
+def test_device_lines_to_sass_and_python_lines_by_hand():
+    # SASS lines 1-2 came from device line 12, 3 from 13, 4-5 from 20, 6 from 12 again, 7 from none
+    mc = MachineCode(arch="sm_90a", sass_device_lines=(12, 12, 13, 20, 20, 12, 0),
+                     origins=(SourceOrigin(12, 13, "/x/cell.py", 3, True), SourceOrigin(20, 21, "/tl/gemm.py", 9, False),
+                              SourceOrigin(30, 30, "/x/cell.py", 3, True)))
+    assert mc.sass_of_device_lines() == {12: (1, 3), 13: (3, 1), 20: (4, 2)}
+    assert mc.python_line_groups() == {("/x/cell.py", 3): [12, 13, 30], ("/tl/gemm.py", 9): [20, 21]}
+
+
 def test_bank_conflict_prediction_against_the_counters():
     from tilelab.profiling import conflict_verdict
 

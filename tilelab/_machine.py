@@ -126,6 +126,23 @@ class MachineCode:
     def ptx_lines_of(self, device_line: int) -> list[int]:
         return [i + 1 for i, d in enumerate(self.ptx_device_lines) if d == device_line]
 
+    def sass_of_device_lines(self) -> dict[int, tuple[int, int]]:
+        """Each device line with SASS -> (its first SASS line, how many SASS lines it became)."""
+        first: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for i, d in enumerate(self.sass_device_lines):
+            if d:
+                first.setdefault(d, i + 1)
+                counts[d] = counts.get(d, 0) + 1
+        return {d: (line, counts[d]) for d, line in first.items()}
+
+    def python_line_groups(self) -> dict[tuple[str, int], list[int]]:
+        """Each (file, line) that ``#line`` directives name -> the device lines it became, in order."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for o in self.origins:
+            groups.setdefault((o.file, o.line), []).extend(range(o.first, o.last + 1))
+        return groups
+
     def flags(self) -> list[str]:
         return [f for r in self.resources for f in r.flags()]
 

@@ -9,7 +9,6 @@ Anchors: ``{rid}-ptx-L{n}``, ``{rid}-sass-L{n}`` (line n of the shown listing), 
 from __future__ import annotations
 
 import html
-from collections import Counter
 from typing import Any
 
 from .._machine import MachineCode, opcode_counts
@@ -194,19 +193,14 @@ def cuda_marks(report: KernelReport, rid: str) -> dict[int, list[tuple[str, str,
     if mc is None:
         return {}
     files = [f for f, _ in mc.python_sources]
-    first_sass: dict[int, int] = {}
-    for i, d in enumerate(mc.sass_device_lines):
-        if d and d not in first_sass:
-            first_sass[d] = i + 1
-    counts = Counter(d for d in mc.sass_device_lines if d)
     marks: dict[int, list[tuple[str, str, str, str]]] = {}
     for o in mc.origins:
         for n in range(o.first, o.last + 1):
             name = o.file.rsplit("/", 1)[-1]
             href = f"#{rid}-py{files.index(o.file)}-L{o.line}" if o.file in files else f"#{rid}-lines"
             marks.setdefault(n, []).append(("lines", href, f"{name}:{o.line}", o.file))
-    for d, line in first_sass.items():
-        marks.setdefault(d, []).append(("sass", f"#{rid}-sass-L{line}", f"SASS x{counts[d]}", "first SASS instruction"))
+    for d, (line, count) in mc.sass_of_device_lines().items():
+        marks.setdefault(d, []).append(("sass", f"#{rid}-sass-L{line}", f"SASS x{count}", "first SASS instruction"))
     return marks
 
 
@@ -223,9 +217,7 @@ def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
     sass_lines = mc.sass.split("\n") if mc.sass else []
     device_lines = report.sources.device.split("\n")
     out = []
-    groups: dict[tuple[str, int], list[int]] = {}
-    for o in mc.origins:
-        groups.setdefault((o.file, o.line), []).extend(range(o.first, o.last + 1))
+    groups = mc.python_line_groups()
     files = [f for f, _ in mc.python_sources]
     texts = dict(mc.python_sources)
     rows = []
