@@ -113,3 +113,27 @@ def test_a_conflict_reports_accesses_are_outlined():
     assert len(outlines) == 32
     assert sum(1 for r in outlines if r.get("stroke-dasharray") is None) == 1
     assert "thread 5: (5, 0), byte 640" in svg
+
+
+def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_reads():
+    from tilelab._model import WgmmaOperand
+
+    # A, 64x64 fp16, 128B swizzle, K-major: one instruction reads 64 rows (8 core matrices of 8
+    # rows) by 32 bytes of K (2 chunks): 16 core matrices. With 128-byte swizzled rows, the next 8
+    # rows are 8 x 128 = 1024 B away (SBO, encoded >> 4 = 64); LBO is unused (encoded 1).
+    desc = sw.wgmma_descriptor(sw.SharedTile(64, 64, "float16", "128B"), "K", operand="A")
+    from tilelab.render.svg import wgmma_operand_svg
+
+    agree = wgmma_operand_svg(desc, compiler=WgmmaOperand("A_shared", 1, 1, 64, "K"))
+    root = _parse(agree)
+    outlines = [r for r in root.findall("s:rect", NS) if r.get("fill") == "none" and r.get("stroke-width") == "1.6"]
+    assert len(outlines) == 16
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "SBO 1024 B (enc 64): next 8 rows of MN" in texts
+    assert "LBO: next 16 B of K (unused when swizzled; enc 1)" in texts
+    assert "compiler's descriptor agrees with tilelab" in texts
+    differs = wgmma_operand_svg(desc, compiler=WgmmaOperand("A_shared", 1, 1, 32, "K"))
+    assert "compiler emitted layout_type 1, LBO 1, SBO 32: differs from tilelab" in differs
+    # the 8 chunk labels of row r read k ^ r, as in the shared picture
+    first_row = [int(t.text) for t in root.findall(".//s:defs/s:g[1]//s:text", NS)]
+    assert first_row == list(range(8))

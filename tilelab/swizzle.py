@@ -534,6 +534,11 @@ class WgmmaDescriptor:
     def swizzle(self) -> str:
         return self.tile.swizzle
 
+    def agrees_with(self, operand: Any) -> bool:
+        """Whether a compiler's descriptor (a report's ``WgmmaOperand``) encodes the same layout
+        type, LBO and SBO (in the descriptor's 16-byte units) as this one."""
+        return (self.layout_type, self.lbo, self.sbo) == (operand.layout_type, operand.lbo, operand.sbo)
+
     def to_operand(self, buffer: str | None = None) -> Any:
         """As the report model's :class:`~tilelab._model.WgmmaOperand` (for direct comparison)."""
         from ._model import WgmmaOperand
@@ -769,8 +774,7 @@ class OperandCheck:
 
     @property
     def agrees(self) -> bool:
-        return self.descriptor is not None and (self.descriptor.layout_type, self.descriptor.lbo, self.descriptor.sbo) == (
-            self.compiler.layout_type, self.compiler.lbo, self.compiler.sbo)
+        return self.descriptor is not None and self.descriptor.agrees_with(self.compiler)
 
     def summary(self) -> str:
         c = self.compiler

@@ -14,6 +14,7 @@ rectangles a picture shows its top-left part and says so in its caption.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 from dataclasses import dataclass
@@ -576,118 +577,157 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     """
     if not isinstance(operand, sw.WgmmaDescriptor):
         compiler = operand
-        if shape is None:
-            return _message_svg(
-                f"WGMMA operand {getattr(operand, 'buffer', '') or ''}",
-                [f"layout {getattr(operand, 'swizzle', '?')}, LBO {operand.lbo_bytes} B (enc {operand.lbo}), "
-                 f"SBO {operand.sbo_bytes} B (enc {operand.sbo}), {operand.major}-major",
-                 "pass shape=(rows, cols) and dtype= to draw its core matrices"])
-        try:
-            tile = sw.SharedTile(shape[0], shape[1], dtype, sw.mode_for_layout_type(operand.layout_type).name)
-            operand = sw.wgmma_descriptor(tile, operand.major, operand=operand_name, mn=mn)
-        except ValueError as err:
-            return _message_svg(f"WGMMA operand {getattr(compiler, 'buffer', '')}: cannot draw", [str(err)[:160]])
+        computed = _descriptor_of(operand, shape, dtype, operand_name, mn)
+        if isinstance(computed, str):
+            return computed
+        operand = computed
     desc: sw.WgmmaDescriptor = operand
     tile = desc.tile
-    e = tile.element_bytes
-    per_chunk = sw.CHUNK_BYTES // e
+    per_chunk = sw.CHUNK_BYTES // tile.element_bytes
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
-    rows = tile.rows
-    if rows * n_chunks > max_chunks:
-        rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
-    # Cells big enough for their digit (at least 28 x 16 px): a tall tile shows its top rows.
-    cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
-    cw, ch = max(cw, 28.0), max(ch, 16.0)
-    if rows * ch > 1024:
-        rows = max(_CM, int(1024 // ch) // _CM * _CM)
-    left = 40.0
-    grid_w, grid_h = n_chunks * cw, rows * ch
-    width = max(left + grid_w + 400, 560.0)
+    rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
+    f = _Frame(rows, n_chunks, cw, ch, left=40.0)
+    width = max(f.left + n_chunks * cw + 400, 560.0)
     legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
-    top = (62.0 if compiler is not None else 47.0) + 14 * len(legend_lines) + 14
+    legend_y = 62.0 if compiler is not None else 47.0
+    f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
     byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
     phys_chunk = (byte // sw.CHUNK_BYTES) % _CHUNKS
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
-    dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
     out = [""]  # the <svg> opening, once the height is known
-    out.append(_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}", weight="bold"))
-    out.append(_text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
-                            f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = 16 bytes", size=11, color=MUTED))
-    if compiler is not None:
-        same = (compiler.layout_type, compiler.lbo, compiler.sbo) == (desc.layout_type, desc.lbo, desc.sbo)
-        out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
-                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, SBO {compiler.sbo}: "
-                                 "differs from tilelab"), size=11, color=TEXT if same else ACCENT))
-    legend_y = 62.0 if compiler is not None else 47.0
-    for i, line in enumerate(legend_lines):
-        out.append(_text(4, legend_y + 14 * i, line, size=11, color=MUTED))
+    out += _operand_header(desc, buffer, compiler)
+    out += [_text(4, legend_y + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(legend_lines)]
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
-                     label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+                     label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
                      label_font=12)[0])
-    for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
-        out.append(_text(left + j * cw + 2, top - 4, f"{j * sw.CHUNK_BYTES}B", size=9, color=MUTED))
-    for i in range(0, rows, _CM):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
-    # core matrices: in tile coordinates every core matrix is 8 rows x one 16-byte chunk column
-    first: dict[tuple[int, int], tuple[float, float]] = {}
+    out += _operand_ticks(f)
+    out += _core_matrix_outlines(desc, f, per_chunk)
+    out += _descriptor_arrows(desc, f, per_chunk, uid)
+    notes = list(desc.notes)
+    y = f.top + rows * ch + 16
+    if rows < tile.rows:
+        notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
+    caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
+    out += [_text(4, y + 14 * i, line, size=11, color=TEXT) for i, line in enumerate(caption)]
+    height = y + 14 * len(caption) + 8
+    out[0] = _svg_open(width, height, f"WGMMA operand {buffer}")
+    return "".join(out) + "</svg>"
+
+
+def _descriptor_of(operand: Any, shape: tuple[int, int] | None, dtype: str, operand_name: str,
+                   mn: int | None) -> sw.WgmmaDescriptor | str:
+    """tilelab's descriptor of a report's operand stored as a ``shape`` tile, or a picture saying
+    why there is none."""
+    if shape is None:
+        return _message_svg(
+            f"WGMMA operand {getattr(operand, 'buffer', '') or ''}",
+            [f"layout {getattr(operand, 'swizzle', '?')}, LBO {operand.lbo_bytes} B (enc {operand.lbo}), "
+             f"SBO {operand.sbo_bytes} B (enc {operand.sbo}), {operand.major}-major",
+             "pass shape=(rows, cols) and dtype= to draw its core matrices"])
+    try:
+        tile = sw.SharedTile(shape[0], shape[1], dtype, sw.mode_for_layout_type(operand.layout_type).name)
+        return sw.wgmma_descriptor(tile, operand.major, operand=operand_name, mn=mn)
+    except ValueError as err:
+        return _message_svg(f"WGMMA operand {getattr(operand, 'buffer', '')}: cannot draw", [str(err)[:160]])
+
+
+def _operand_rows(tile_rows: int, n_chunks: int, max_chunks: int) -> tuple[int, float, float]:
+    """Rows to draw (whole core matrices) and the cell size: cells big enough for their digit (at
+    least 28 x 16 px), so a tall tile shows its top rows."""
+    rows = tile_rows
+    if rows * n_chunks > max_chunks:
+        rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
+    cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
+    cw, ch = max(cw, 28.0), max(ch, 16.0)
+    if rows * ch > 1024:
+        rows = max(_CM, int(1024 // ch) // _CM * _CM)
+    return rows, cw, ch
+
+
+def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any) -> list[str]:
+    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree."""
+    tile = desc.tile
+    dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
+    out = [_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}",
+                 weight="bold"),
+           _text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
+                        f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes",
+                 size=11, color=MUTED)]
+    if compiler is not None:
+        same = desc.agrees_with(compiler)
+        out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
+                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
+                                 f"SBO {compiler.sbo}: differs from tilelab"), size=11, color=TEXT if same else ACCENT))
+    return out
+
+
+def _operand_ticks(f: _Frame) -> list[str]:
+    """Byte offsets along the chunks (every few, when narrow) and row numbers every core matrix."""
+    out = [_text(f.left + j * f.cw + 2, f.top - 4, f"{j * sw.CHUNK_BYTES}B", size=9, color=MUTED)
+           for j in range(0, f.show_cols, max(1, int(np.ceil(30 / f.cw))))]
+    out += [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+            for i in range(0, f.show_rows, _CM)]
+    return out
+
+
+def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -> list[str]:
+    """Every core matrix the instruction reads (8 rows x one 16-byte chunk column) outlined."""
+    out = []
     for cm in desc.core_matrices:
         if not cm.cells:
             continue
         r0, c0 = cm.cells[0]
-        if r0 >= rows:
+        if r0 >= f.show_rows:
             continue
-        x, y = left + (c0 // per_chunk) * cw, top + r0 * ch
-        first[(cm.mn, cm.k)] = (x, y)
-        out.append(_outline(x, y, cw, min(_CM, rows - r0) * ch, width=1.6))
+        out.append(_outline(f.left + (c0 // per_chunk) * f.cw, f.top + r0 * f.ch, f.cw,
+                            min(_CM, f.show_rows - r0) * f.ch, width=1.6))
+    return out
+
+
+def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> list[str]:
+    """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, each
+    labelled right of the grid."""
+    tile, cw, ch, top, rows, n_chunks = desc.tile, f.cw, f.ch, f.top, f.show_rows, f.show_cols
     marker = f"{uid}arrow"
-    out.append(f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-               f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>')
-    label_x = left + grid_w + 10
+    out = [f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+           f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>']
+    label_x = f.left + n_chunks * cw + 10
 
     def arrow(x1: float, y1: float, x2: float, y2: float, label: str, label_y: float) -> None:
         out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
                    f'fill="none" marker-end="url(#{marker})"/>')
         out.append(_text(label_x, label_y, label, size=11, color=ACCENT, weight="bold"))
 
-    # Arrows start at core matrix (0, 0) of the instruction, in tile coordinates.
-    r0 = desc.core_matrices[0].cells[0][0] if desc.core_matrices and desc.core_matrices[0].cells else 0
-    c0 = (desc.core_matrices[0].cells[0][1] // per_chunk) if desc.core_matrices and desc.core_matrices[0].cells else 0
-    cx, cy = left + (c0 + 0.5) * cw, top + (r0 + _CM // 2) * ch
+    start = desc.core_matrices[0].cells[0] if desc.core_matrices and desc.core_matrices[0].cells else (0, 0)
+    r0, c0 = start[0], start[1] // per_chunk
+    cx, cy = f.left + (c0 + 0.5) * cw, top + (r0 + _CM // 2) * ch
     what = "MN" if desc.major == "K" else "K"
     interleaved_mn = desc.major == "MN" and not tile.mode.is_swizzled
     if r0 + _CM < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
         field, enc, nbytes = ("LBO", desc.lbo, desc.lbo_bytes) if interleaved_mn else ("SBO", desc.sbo, desc.sbo_bytes)
         arrow(cx, cy, cx, cy + _CM * ch, f"{field} {nbytes} B (enc {enc}): next {_CM} rows of {what}",
               top + (r0 + _CM + _CM // 2) * ch)
+    across_y = top + (r0 + 2) * ch
     if interleaved_mn:
         if c0 + 1 < n_chunks:
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN",
-                  top + (r0 + 2) * ch)
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch,
+                  f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN", across_y)
     elif desc.major == "K":
         if c0 + 1 < n_chunks:
             text = (f"LBO: next {sw.CHUNK_BYTES} B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
                     else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {sw.CHUNK_BYTES} B of K")
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, top + (r0 + 2) * ch)
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, across_y)
     else:
         w = tile.panel_cols // per_chunk
         if tile.mode.is_swizzled and c0 + w < n_chunks:
             arrow(cx, cy - 2 * ch, cx + w * cw, cy - 2 * ch,
-                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", top + (r0 + 2) * ch)
+                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", across_y)
         elif tile.mode.is_swizzled:
-            out.append(_text(label_x, top + (r0 + 2) * ch, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
+            out.append(_text(label_x, across_y, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
                              size=11, color=ACCENT))
-    notes = list(desc.notes)
-    y = top + rows * ch + 16
-    if rows < tile.rows:
-        notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
-    caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
-    for i, line in enumerate(caption):
-        out.append(_text(4, y + 14 * i, line, size=11, color=TEXT))
-    height = y + 14 * len(caption) + 8
-    out[0] = _svg_open(width, height, f"WGMMA operand {buffer}")
-    return "".join(out) + "</svg>"
+    return out
 
 
 def _wrap(text: str, width: float, size: int) -> list[str]:
