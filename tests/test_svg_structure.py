@@ -137,3 +137,23 @@ def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_read
     # the 8 chunk labels of row r read k ^ r, as in the shared picture
     first_row = [int(t.text) for t in root.findall(".//s:defs/s:g[1]//s:text", NS)]
     assert first_row == list(range(8))
+
+
+def test_a_fragment_picture_labels_every_cell_with_its_thread_and_register():
+    from tilelab.render.svg import fragment_svg
+
+    # 2 x 8 accumulator: row 0 held by threads 0-7 (register 0), row 1 by threads 32-39 (register 1),
+    # with the consumer warp group starting at thread 128
+    threads = tuple(range(8)) + tuple(range(32, 40))
+    layout = Layout(buffer="C_local", scope="fragment", dtype="float32", shape=(2, 8), threads=threads,
+                    locals_=(0,) * 8 + (1,) * 8, thread_base=128, thread_count=64, description="")
+    svg_text = fragment_svg(layout, highlight={"warp": 5})
+    root = _parse(svg_text)
+    cells = [(t.text, t.find("s:tspan", NS).text) for t in root.findall(".//s:g[@pointer-events='none']/s:text", NS)]
+    assert cells == [(f"T{128 + t}", f"v{0 if t < 32 else 1}") for t in threads]
+    # warp 5 is threads 160-191: the second row
+    outlines = [r for r in root.findall("s:rect", NS) if r.get("fill") == "none"]
+    assert len(outlines) == 8
+    assert "warp 5: 8 element(s)" in svg_text
+    assert "threads 128-191" in svg_text
+    assert len(_row_groups(root)) == 2

@@ -760,23 +760,12 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",
                             ["no per-element threads recorded (too large to tabulate)", str(layout.description)[:120]])
-    threads = np.asarray(layout.threads, dtype=np.int64)
-    locals_ = np.asarray(layout.locals_, dtype=np.int64) if layout.locals_ else np.zeros_like(threads)
-    if len(shape) == 1:
-        threads, locals_ = threads.reshape(1, -1), locals_.reshape(1, -1)
-    else:
-        threads = threads.reshape(int(np.prod(shape[:-1])), shape[-1])
-        locals_ = locals_.reshape(threads.shape)
+    threads, locals_ = _fragment_grids(layout)
     rows, cols = threads.shape
     base = int(layout.thread_base or 0)
     absolute = threads + base
     warp = absolute // WARP_SIZE
-    show_rows, show_cols = rows, cols
-    while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
-        if show_cols >= show_rows and show_cols > 8:
-            show_cols = max(8, show_cols // 2)
-        else:
-            show_rows = max(8, show_rows // 2)
+    show_rows, show_cols = _fragment_shown(rows, cols, max_cells)
     n_shown = show_rows * show_cols
     shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
     labelled = n_shown <= 1024
@@ -786,14 +775,14 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         cw, ch = max(30.0, 0.62 * font * widest + 8), 24.0
     else:
         cw, ch = _cell_size(show_rows, show_cols)
-    left, top = 34.0, 44.0
-    width = max(left + show_cols * cw + 12, 380.0)
-    height = top + show_rows * ch + 40
-    n_warps = int(warp.max()) + 1
+    f = _Frame(show_rows, show_cols, cw, ch)
+    width = max(f.left + show_cols * cw + 12, 380.0)
+    height = f.top + show_rows * ch + 40
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
-    fill_of = [_warp_fill(w, shade) for w in range(n_warps) for shade in (0, 1)]
+    fill_of = [_warp_fill(w, shade) for w in range(int(warp.max()) + 1) for shade in (0, 1)]
     labels = ([[f"T{int(shown_t[i, j])}\nv{int(shown_v[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
               if labelled else None)
+
     # labelled cells already say thread and register: no per-cell titles (they would double the size)
     def titles(i: int, j: int, k: int) -> str:
         regs = ", ".join(str(int(v)) for v in shown_v[i, j:k])
@@ -806,39 +795,73 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     if classes is not None:
         out.append(_hover_style(uid, "t", sorted(int(v) for v in np.unique(shown_t))))
     out.append(_text(4, 16, f"{layout.buffer} (fragment)", weight="bold"))
-    count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
-    sub = (f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; "
-           f"cell: T<thread> v<register>; colour: warp")
-    if layout.replicate > 1:
-        sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
-    out.append(_text(4, 32, sub, size=11, color=MUTED))
-    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+    out.append(_text(4, 32, _fragment_subtitle(layout, shape, base, threads), size=11, color=MUTED))
+    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
                      titles=titles if classes is not None and not labelled else None, cell_labels=labels,
                      classes=classes, label_font=font)[0])
-    hl = dict(highlight or {})
-    caption = []
-    if hl.get("thread") is not None:
-        t = int(hl["thread"])
-        mask = shown_t == t
-        for i, j in zip(*np.nonzero(mask)):
-            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=2.0))
-        regs = sorted(int(v) for v in shown_v[mask])
-        caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
-    if hl.get("warp") is not None:
-        w = int(hl["warp"])
-        mask = warp[:show_rows, :show_cols] == w
-        for i, j in zip(*np.nonzero(mask)):
-            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=1.2))
-        caption.append(f"warp {w}: {int(mask.sum())} element(s)")
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    marks, caption = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
+    out += marks
+    out += [_text(f.left - 4, f.top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+            for i in range(0, show_rows, 8)]
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
     if classes is not None:
         caption.append("hover a cell: every element of its thread")
     if caption:
-        out.append(_text(4, top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
+        out.append(_text(4, f.top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
     return "".join(out) + "</svg>"
+
+
+def _fragment_grids(layout: Any) -> tuple[Any, Any]:
+    """The fragment's thread and register of each element as 2-D arrays (leading dimensions
+    folded into rows; a 1-D fragment is one row)."""
+    shape = tuple(layout.shape)
+    threads = np.asarray(layout.threads, dtype=np.int64)
+    locals_ = np.asarray(layout.locals_, dtype=np.int64) if layout.locals_ else np.zeros_like(threads)
+    if len(shape) == 1:
+        return threads.reshape(1, -1), locals_.reshape(1, -1)
+    threads = threads.reshape(int(np.prod(shape[:-1])), shape[-1])
+    return threads, locals_.reshape(threads.shape)
+
+
+def _fragment_shown(rows: int, cols: int, max_cells: int) -> tuple[int, int]:
+    """Rows and columns to draw: the larger side halved (to at least 8) until under ``max_cells``."""
+    show_rows, show_cols = rows, cols
+    while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
+        if show_cols >= show_rows and show_cols > 8:
+            show_cols = max(8, show_cols // 2)
+        else:
+            show_rows = max(8, show_rows // 2)
+    return show_rows, show_cols
+
+
+def _fragment_subtitle(layout: Any, shape: tuple, base: int, threads: Any) -> str:
+    count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
+    sub = (f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; "
+           f"cell: T<thread> v<register>; colour: warp")
+    if layout.replicate > 1:
+        sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
+    return sub
+
+
+def _fragment_highlights(f: _Frame, hl: dict[str, Any], shown_t: Any, shown_v: Any, warp: Any
+                         ) -> tuple[list[str], list[str]]:
+    """Outlines and caption phrases of a highlighted thread or warp."""
+    out, caption = [], []
+    if hl.get("thread") is not None:
+        t = int(hl["thread"])
+        mask = shown_t == t
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(f.left + j * f.cw, f.top + i * f.ch, f.cw, f.ch, width=2.0))
+        regs = sorted(int(v) for v in shown_v[mask])
+        caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
+    if hl.get("warp") is not None:
+        w = int(hl["warp"])
+        mask = warp[:f.show_rows, :f.show_cols] == w
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(f.left + j * f.cw, f.top + i * f.ch, f.cw, f.ch, width=1.2))
+        caption.append(f"warp {w}: {int(mask.sum())} element(s)")
+    return out, caption
 
 
 class Picture(str):
