@@ -45,6 +45,7 @@ from .cuda_facts import (
     SHARED_MEMORY_BANKS,
     SHARED_MEMORY_LINE_BYTES,
     SWIZZLE_CHUNK_BYTES,
+    SWIZZLE_SPAN_BYTES,
     WARP_SIZE,
     WGMMA_K_BYTES,
     WGMMA_M,
@@ -187,8 +188,8 @@ def default_swizzle(inner_bytes: int) -> str:
     This is TileLang 0.1.15's rule (``GemmWGMMA.infer_shared_layout``: 128B if the extent is a
     multiple of 8 x 16 bytes, else 64B, 32B, else linear) *applied to the extent TileLang
     measures*, which is not always the tile's row: see :func:`wgmma_operand_swizzle`."""
-    for span, name in ((128, "128B"), (64, "64B"), (32, "32B")):
-        if inner_bytes % span == 0:
+    for name in ("128B", "64B", "32B"):
+        if inner_bytes % SWIZZLE_SPAN_BYTES[name] == 0:
             return name
     return "NONE"
 
@@ -199,10 +200,10 @@ def select_wgmma_inst_n(warp_col_tiles: int) -> int:
     to 256 that divides it, else ``gcd(warp_col_tiles, 256)``."""
     import math
 
-    fallback = math.gcd(int(warp_col_tiles), 256)
+    fallback = math.gcd(int(warp_col_tiles), WGMMA_MAX_N)
     if warp_col_tiles % 16:
         return fallback
-    for cand in range(256, fallback, -16):
+    for cand in range(WGMMA_MAX_N, fallback, -16):
         if warp_col_tiles % cand == 0:
             return cand
     return fallback
