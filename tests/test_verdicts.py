@@ -305,3 +305,20 @@ def test_the_analysis_modules_import_no_renderer():
              "print(sorted(n for n in sys.modules if n.startswith('tilelab.render')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_sweeps_leading_configurations_by_hand():
+    from tilelab.launch.models import SweepRow, SweepTable
+
+    def row(name: str, size: int, ms: float | None, **kw) -> SweepRow:
+        return SweepRow(config=(("variant", name), ("threads", 128)), size=(("M", size),), median_ms=ms, **kw)
+
+    rows = (row("a", 1, 1.0), row("b", 1, 2.0), row("c", 1, 0.5), row("d", 1, 3.0), row("e", 1, None, error="boom"),
+            row("a", 2, 1.0), row("b", 2, 2.0), row("d", 2, 3.0, best=True),
+            SweepRow(config=(), size=(("M", 1),), median_ms=0.1, label="torch.matmul"))
+    table = SweepTable(kernel="k", rows=rows)
+    # the shared threads=128 is left out of the names; the failed and the baseline rows are not configurations
+    assert table.leading_configs() == ["variant=a", "variant=b", "variant=c", "variant=d"]
+    # log-mean medians: c -0.69 (one size), a 0, b 0.69, d 1.10; d is kept as marked best, then c
+    assert table.leading_configs(2) == ["variant=c", "variant=d"]
+    assert table.leading_configs(3) == ["variant=a", "variant=c", "variant=d"]
