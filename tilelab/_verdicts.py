@@ -6,6 +6,7 @@ The renderers (:mod:`tilelab.render.html`) only format what these functions retu
   columns of MN one instruction reads there (A: always ``WGMMA_M``; B: the instruction's N);
 * :func:`operand_verdicts`: for each WGMMA operand, whether the descriptor tilelab computes from
   the buffer's inferred layout agrees with the compiler's (:func:`tilelab.swizzle.check_wgmma_operand`);
+* :func:`layout_checks`: the same check for each operand that reads one drawn layout;
 * :func:`layout_repeats`: which layouts of a report equal an earlier one (drawn once);
 * :func:`lds_phases` and :func:`worst_lds_conflict`: the CDNA LDS reads' phases and their worst
   bank conflict.
