@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ._model import KernelReport, LauncherSource
+from .cuda_facts import WARPGROUP_THREADS, WGMMA_K_BYTES, WGMMA_M
 
 # Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
 # helper, CuTeDSL's Python helpers).
@@ -176,6 +177,84 @@ def report_links(report: KernelReport, source: str | None = None) -> ReportLinks
     return ReportLinks({i: tuple(v) for i, v in encode.items()}, tma_device, tma_source, wgmma_device, wgmma_source)
 
 
+# How each family's launchers start a device kernel (HIP's <<< >>>, the CPU's direct call,
+# tvm_ffi's packed function handle); CUDA launchers are linked through their TMA encode calls.
+_LAUNCH_LINE = {
+    "hip": r"{name}\s*<<<|TVMFFIFunctionCall\({name}_packed",
+    "metal": r"TVMFFIFunctionCall\({name}_packed",
+    "cpu": r"(?<![\w\"]){name}\s*\(",
+}
+# Lines that name a kernel without launching it: declarations, comments, the function's own head.
+_NOT_A_LAUNCH = re.compile(r"\s*(?:static|//|extern|int32_t\s+\w+\s*\()")
+
+
+def launch_lines(report: KernelReport, text: str) -> dict[int, list[int]]:
+    """1-based lines of a non-CUDA launcher ``text`` that launch each device kernel -> the
+    indices of the kernels they launch (empty for a family whose launches are not looked for)."""
+    pattern = _LAUNCH_LINE.get(report.family)
+    found: dict[int, list[int]] = {}
+    if pattern is None:
+        return found
+    for i, k in enumerate(report.kernels):
+        regex = re.compile(pattern.format(name=re.escape(k.name)))
+        for number, line in enumerate(text.split("\n"), 1):
+            if regex.search(line) and not _NOT_A_LAUNCH.match(line):
+                found.setdefault(number, []).append(i)
+    return found
+
+
+def device_anchor_lines(report: KernelReport) -> set[int]:
+    """Device-code lines that other parts of a report point at: MFMA call sites and LDS reads,
+    the lowering explainer's evidence, and the toolchain tier's ``#line`` origins, PTX and SASS."""
+    wanted: set[int] = set()
+    for m in report.mfma:
+        wanted.update(m.lines)
+    wanted.update(r.line for r in report.lds_reads)
+    if report.lowering is not None:
+        wanted.update(o.evidence_line for o in report.lowering.ops if o.evidence_line)
+    mc = report.machine
+    if mc is not None:
+        for o in mc.origins:
+            wanted.update(range(o.first, o.last + 1))
+        wanted.update(d for d in (*mc.sass_device_lines, *mc.ptx_device_lines) if d)
+    return wanted
+
+
+def heat_shares(samples: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """Each line's share of all samples (lines listed twice are summed; lines with none dropped)."""
+    sums: dict[int, float] = {}
+    for line, s in samples:
+        if s and s > 0:
+            sums[int(line)] = sums.get(int(line), 0.0) + float(s)
+    total = sum(sums.values())
+    return {n: s / total for n, s in sums.items()} if total > 0 else {}
+
+
+def cell_heat(report: KernelReport, source: str, samples: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Each line of the user's ``source`` and its share of a profile's warp-stall samples: the
+    device lines' samples summed through the ``#line`` links into the Python file whose text is
+    ``source`` (its first line, the ``%%tilelang`` line, aside). Empty when no linked file is it."""
+    mc = getattr(report, "machine", None)
+    shares = heat_shares(samples)
+    if mc is None or not shares or not source:
+        return {}
+
+    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
+        lines = [x.rstrip() for x in text.split("\n")[1:]]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    want = source.split("\n")[1:]
+    files = {f for f, text in mc.python_sources if body(text) == body(source)}
+    out: dict[int, float] = {}
+    for line, share in shares.items():
+        origin = mc.origin(line)
+        if origin is not None and origin.file in files and 1 <= origin.line <= len(want) + 1:
+            out[origin.line] = out.get(origin.line, 0.0) + share
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Reasons for numbers a reader cannot explain from the cell alone
 # --------------------------------------------------------------------------------------------
@@ -213,16 +292,17 @@ def wgmma_shape_note(report: KernelReport, index: int) -> str | None:
         return None
     lay = max(accum, key=lambda x: x.shape[0] * x.shape[1])
     rows, cols = lay.shape
-    groups = max(1, int(lay.thread_count or 0) // 128)
+    groups = max(1, int(lay.thread_count or 0) // WARPGROUP_THREADS)
     per_group = rows * cols // groups
     count = per_group // (m * n) if m * n else 0
     text = (f"{w.instruction}: the {rows}x{cols} accumulator {lay.buffer} is split over {groups} consumer warp "
-            f"group(s) of 128 threads, {per_group} elements each")
+            f"group(s) of {WARPGROUP_THREADS} threads, {per_group} elements each")
     if count >= 1 and count * m * n == per_group:
         text += f" = {count} x m{m}n{n}"
-    text += f"; M is always 64 per WGMMA, and K is {k} for {w.a_dtype} inputs (32 bytes of K per instruction)"
+    text += (f"; M is always {WGMMA_M} per WGMMA, and K is {k} for {w.a_dtype} inputs "
+             f"({WGMMA_K_BYTES} bytes of K per instruction)")
     return text
 
 
-__all__ = ["EncodeSite", "ReportLinks", "encode_calls", "encode_spans", "launcher_parts", "report_links",
-           "thread_note", "wgmma_shape_note"]
+__all__ = ["EncodeSite", "ReportLinks", "cell_heat", "device_anchor_lines", "encode_calls", "encode_spans",
+           "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note", "wgmma_shape_note"]

@@ -8,8 +8,10 @@ and, from TileLang's ``#line`` directives, the Python line each device line came
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from .occupancy import Occupancy
 
@@ -124,6 +126,23 @@ class MachineCode:
     def ptx_lines_of(self, device_line: int) -> list[int]:
         return [i + 1 for i, d in enumerate(self.ptx_device_lines) if d == device_line]
 
+    def sass_of_device_lines(self) -> dict[int, tuple[int, int]]:
+        """Each device line with SASS -> (its first SASS line, how many SASS lines it became)."""
+        first: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for i, d in enumerate(self.sass_device_lines):
+            if d:
+                first.setdefault(d, i + 1)
+                counts[d] = counts.get(d, 0) + 1
+        return {d: (line, counts[d]) for d, line in first.items()}
+
+    def python_line_groups(self) -> dict[tuple[str, int], list[int]]:
+        """Each (file, line) that ``#line`` directives name -> the device lines it became, in order."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for o in self.origins:
+            groups.setdefault((o.file, o.line), []).extend(range(o.first, o.last + 1))
+        return groups
+
     def flags(self) -> list[str]:
         return [f for r in self.resources for f in r.flags()]
 
@@ -155,6 +174,24 @@ class MachineCode:
             tools=tuple((str(a), str(b)) for a, b in d.get("tools", ())),
             missing=d.get("missing"), log=d.get("log", ""),
         )
+
+
+# A SASS line as nvdisasm prints it: "/*0040*/  @!P0 BRA `(.L_x_1) ;" -> its opcode, before the
+# first dot of its modifiers (HMMA.16816.F32 -> HMMA); a guard predicate (@P0, @!UP1) comes first.
+_SASS_OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def sass_opcode(text: str) -> str | None:
+    """The opcode of one SASS listing line (None for a label, a comment or a blank line)."""
+    m = _SASS_OPCODE.match(text)
+    return m.group(1).split(".")[0] if m else None
+
+
+def opcode_counts(sass_lines: list[str], numbers: Iterable[int]) -> Counter:
+    """How often each opcode occurs among the 1-based ``numbers`` of ``sass_lines``."""
+    ops = Counter(sass_opcode(sass_lines[n - 1]) for n in numbers if n <= len(sass_lines))
+    ops.pop(None, None)
+    return ops
 
 
 @dataclass(frozen=True)
@@ -201,4 +238,4 @@ class PassTrace:
         return cls(tuple(PassStep.from_dict(s) for s in d.get("steps", ())), d.get("input_script", ""))
 
 
-__all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin"]
+__all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin", "opcode_counts", "sass_opcode"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ._explain import Lowering
-from .cuda_facts import SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
+from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 from ._machine import MachineCode, PassTrace
 
 Dim = Union[int, str]
@@ -467,8 +467,8 @@ class LdsRead:
 
     @property
     def banks(self) -> tuple[int, ...]:
-        """The first bank each lane touches (4-byte banks, 32 of them)."""
-        return tuple((a // 4) % 32 for a in self.byte_addresses)
+        """The first bank each lane touches (the CDNA LDS: 32 banks of 4 bytes)."""
+        return tuple((a // CDNA_LDS_BANK_BYTES) % CDNA_LDS_BANKS for a in self.byte_addresses)
 
     def to_dict(self) -> dict[str, Any]:
         return {"buffer": self.buffer, "destination": self.destination, "width_bytes": self.width_bytes,

@@ -63,6 +63,33 @@ def arch_limits(arch: str) -> ArchLimits:
 
 
 # --------------------------------------------------------------------------------------------
+# Shared memory and matrix instructions. NVIDIA: CUDA C++ Programming Guide, "Shared Memory"
+# (compute capability 5.x on: 32 banks, successive 32-bit words in successive banks), PTX ISA
+# "Asynchronous Warpgroup Level Matrix Multiply-Accumulate" (wgmma: M is 64 per instruction, N a
+# multiple of 8 up to 256, K 32 bytes; operands in 8-row x 16-byte core matrices) and the driver's
+# cuTensorMapEncodeTiled (swizzles permute 16-byte chunks; the 128B pattern repeats every 1024 B).
+# AMD: CDNA3 ISA (64-lane wavefronts; the LDS has 32 banks of 4 bytes).
+# --------------------------------------------------------------------------------------------
+
+WARP_SIZE = 32
+WARPGROUP_THREADS = 4 * WARP_SIZE  # wgmma is issued by a warp group: 4 consecutive warps
+SHARED_MEMORY_BANKS = 32
+SHARED_MEMORY_BANK_BYTES = 4
+SHARED_MEMORY_LINE_BYTES = SHARED_MEMORY_BANKS * SHARED_MEMORY_BANK_BYTES  # what one wavefront serves: 128
+SWIZZLE_CHUNK_BYTES = 16  # the unit TMA swizzles permute; an ldmatrix row; a WGMMA core-matrix row
+CHUNKS_PER_LINE = SHARED_MEMORY_LINE_BYTES // SWIZZLE_CHUNK_BYTES  # 8 chunks of 16 B in a 128-byte line
+SWIZZLE_REPEAT_BYTES = 1024  # the 128B swizzle repeats every 8 lines of 128 B (the alignment it needs)
+SWIZZLE_REPEAT_ROWS = SWIZZLE_REPEAT_BYTES // SHARED_MEMORY_LINE_BYTES  # 8
+CORE_MATRIX_ROWS = 8  # a WGMMA / ldmatrix core matrix: 8 rows of 16 bytes
+WGMMA_M = 64  # rows of M one wgmma.mma_async instruction computes (its A operand's MN extent)
+WGMMA_MAX_N = 256
+WGMMA_K_BYTES = 32  # every wgmma shape reads 32 bytes of K (k16 f16, k8 tf32, k32 fp8)
+CDNA_WAVEFRONT_LANES = 64
+CDNA_LDS_BANKS = 32
+CDNA_LDS_BANK_BYTES = 4
+
+
+# --------------------------------------------------------------------------------------------
 # The driver's tensor-map enumerators (cuda.h), in declaration order so a value indexes its name;
 # prefixes stripped ("128B" is CU_TENSOR_MAP_SWIZZLE_128B).
 # --------------------------------------------------------------------------------------------
@@ -169,6 +196,9 @@ def dtype_bytes(dtype: Any) -> int:
 
 __all__ = [
     "ARCH_LIMITS", "ArchLimits", "arch_limits",
+    "WARP_SIZE", "WARPGROUP_THREADS", "SHARED_MEMORY_BANKS", "SHARED_MEMORY_BANK_BYTES", "SHARED_MEMORY_LINE_BYTES", "SWIZZLE_CHUNK_BYTES",
+    "CHUNKS_PER_LINE", "SWIZZLE_REPEAT_BYTES", "SWIZZLE_REPEAT_ROWS", "CORE_MATRIX_ROWS", "WGMMA_M", "WGMMA_MAX_N",
+    "WGMMA_K_BYTES", "CDNA_WAVEFRONT_LANES", "CDNA_LDS_BANKS", "CDNA_LDS_BANK_BYTES",
     "TMA_DTYPES", "TMA_INTERLEAVES", "TMA_SWIZZLES", "TMA_L2_PROMOTIONS", "TMA_OOB_FILLS", "TMA_ENUMS",
     "TMA_ENUM_C", "tma_enum_name", "TMA_DTYPE_BYTES", "SWIZZLE_SPAN_BYTES",
     "DTYPE_BYTES", "DTYPE_ALIASES", "normalize_dtype", "dtype_bytes",

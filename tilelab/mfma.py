@@ -33,9 +33,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-LDS_BANKS = 32
-LDS_BANK_BYTES = 4
-WAVE_LANES = 64
+from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, CDNA_WAVEFRONT_LANES
+
+LDS_BANKS = CDNA_LDS_BANKS
+LDS_BANK_BYTES = CDNA_LDS_BANK_BYTES
+WAVE_LANES = CDNA_WAVEFRONT_LANES
 
 # Operand type spellings in MFMA intrinsic names -> (A dtype, B dtype).
 _IN_TYPES = {

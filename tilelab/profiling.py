@@ -280,4 +280,30 @@ def measured_work(result: Any, profile: Profile) -> Any:
                                notes=(*result.notes, note))
 
 
-__all__ = ["EXTRA_METRICS", "Profile", "measured_work", "parse_raw_csv", "parse_source_csv", "profile_from_metrics"]
+def hot_python_lines(profile: Profile, machine: Any) -> list[tuple[tuple[str, int], float]]:
+    """Warp-stall samples summed per Python line through the #line links (device lines inside
+    TileLang's macros count for the macro's file), hottest first."""
+    sums: dict[tuple[str, int], float] = {}
+    for line, samples in profile.hot_device_lines:
+        origin = machine.origin(line)
+        if origin is not None:
+            key = (origin.file, origin.line)
+            sums[key] = sums.get(key, 0.0) + samples
+    return sorted(sums.items(), key=lambda x: -x[1])
+
+
+# Measured wavefronts per request within this fraction of tilelab's prediction count as agreeing
+# (the counters include the odd request a model of one access pattern leaves out).
+CONFLICT_TOLERANCE = 0.05
+
+
+def conflict_verdict(predicted: float | None, measured: float) -> str:
+    """tilelab's predicted wavefronts per request against the measured ones: ``"agrees"``,
+    ``"disagrees"``, or ``"no prediction"``."""
+    if predicted is None:
+        return "no prediction"
+    return "agrees" if abs(measured - predicted) <= CONFLICT_TOLERANCE * max(predicted, 1) else "disagrees"
+
+
+__all__ = ["CONFLICT_TOLERANCE", "EXTRA_METRICS", "Profile", "conflict_verdict", "hot_python_lines", "measured_work",
+           "parse_raw_csv", "parse_source_csv", "profile_from_metrics"]

@@ -38,19 +38,33 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .cuda_facts import DTYPE_BYTES, dtype_bytes, normalize_dtype
+from .cuda_facts import (
+    CORE_MATRIX_ROWS,
+    DTYPE_BYTES,
+    SHARED_MEMORY_BANK_BYTES,
+    SHARED_MEMORY_BANKS,
+    SHARED_MEMORY_LINE_BYTES,
+    SWIZZLE_CHUNK_BYTES,
+    SWIZZLE_SPAN_BYTES,
+    WARP_SIZE,
+    WGMMA_K_BYTES,
+    WGMMA_M,
+    WGMMA_MAX_N,
+    dtype_bytes,
+    normalize_dtype,
+)
 
-BANKS = 32
-BANK_BYTES = 4
-LINE_BYTES = BANKS * BANK_BYTES  # one wavefront serves at most one 128-byte line per bank set
-CHUNK_BYTES = 16  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
+# The hardware facts this module reads, under its own short names (from tilelab.cuda_facts).
+BANKS = SHARED_MEMORY_BANKS
+BANK_BYTES = SHARED_MEMORY_BANK_BYTES
+LINE_BYTES = SHARED_MEMORY_LINE_BYTES  # one wavefront serves at most one 128-byte line per bank set
+CHUNK_BYTES = SWIZZLE_CHUNK_BYTES  # the unit of TMA swizzles, ldmatrix rows, WGMMA core-matrix rows
 
 # What wgmma.mma_async reads from shared memory (PTX ISA 9.7.15). Transposed (MN-major) operands
 # exist only for .f16/.bf16 ("imm-trans-a/b ... only valid for .f16/.bf16 types").
 WGMMA_INPUT_DTYPES = ("float16", "bfloat16", "tfloat32", "float32", "float8_e4m3", "float8_e5m2",
                       "int8", "uint8")
 WGMMA_MN_MAJOR_DTYPES = ("float16", "bfloat16")
-WGMMA_K_BYTES = 32  # every wgmma shape reads 32 bytes of K per instruction (k16 f16, k8 tf32, k32 fp8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,8 +188,8 @@ def default_swizzle(inner_bytes: int) -> str:
     This is TileLang 0.1.15's rule (``GemmWGMMA.infer_shared_layout``: 128B if the extent is a
     multiple of 8 x 16 bytes, else 64B, 32B, else linear) *applied to the extent TileLang
     measures*, which is not always the tile's row: see :func:`wgmma_operand_swizzle`."""
-    for span, name in ((128, "128B"), (64, "64B"), (32, "32B")):
-        if inner_bytes % span == 0:
+    for name in ("128B", "64B", "32B"):
+        if inner_bytes % SWIZZLE_SPAN_BYTES[name] == 0:
             return name
     return "NONE"
 
@@ -186,10 +200,10 @@ def select_wgmma_inst_n(warp_col_tiles: int) -> int:
     to 256 that divides it, else ``gcd(warp_col_tiles, 256)``."""
     import math
 
-    fallback = math.gcd(int(warp_col_tiles), 256)
+    fallback = math.gcd(int(warp_col_tiles), WGMMA_MAX_N)
     if warp_col_tiles % 16:
         return fallback
-    for cand in range(256, fallback, -16):
+    for cand in range(WGMMA_MAX_N, fallback, -16):
         if warp_col_tiles % cand == 0:
             return cand
     return fallback
@@ -282,7 +296,7 @@ class SharedTile:
         if mode.name == "INTERLEAVE":
             if self.core_order not in ("rows", "chunks"):
                 raise ValueError(f"core_order must be 'rows' or 'chunks', got {self.core_order!r}")
-            if self.rows % 8 or row_bytes % CHUNK_BYTES:
+            if self.rows % CORE_MATRIX_ROWS or row_bytes % CHUNK_BYTES:
                 raise ValueError(
                     f"an INTERLEAVE tile is made of 8-row x 16-byte core matrices: a {self.rows}x{self.cols} "
                     f"{self.dtype} tile needs rows a multiple of 8 and cols a multiple of {CHUNK_BYTES // e}"
@@ -344,11 +358,12 @@ class SharedTile:
         """Bytes from one 8-row x 16-byte core matrix to the next (down 8 rows, across 16 bytes),
         before the swizzle. For swizzled tiles 'across' is 16 inside a panel."""
         if self.mode.name == "INTERLEAVE":
-            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            block = CORE_MATRIX_ROWS * CHUNK_BYTES  # one core matrix: 128 contiguous bytes
+            blocks_down, blocks_across = self.rows // CORE_MATRIX_ROWS, self.row_bytes // CHUNK_BYTES
             if self.core_order == "rows":
-                return 8 * CHUNK_BYTES, blocks_down * 8 * CHUNK_BYTES
-            return blocks_across * 8 * CHUNK_BYTES, 8 * CHUNK_BYTES
-        return 8 * self.panel_bytes, CHUNK_BYTES
+                return block, blocks_down * block
+            return blocks_across * block, block
+        return CORE_MATRIX_ROWS * self.panel_bytes, CHUNK_BYTES
 
     def linear_byte_offset(self, row: Any, col: Any) -> Any:
         """Byte offset before the swizzle (panel-major, rows ``panel_bytes`` apart; INTERLEAVE:
@@ -358,7 +373,8 @@ class SharedTile:
         if self.mode.name == "INTERLEAVE":
             down, across = self.core_matrix_strides
             byte = c * e
-            lin = (r // 8) * down + (byte // CHUNK_BYTES) * across + (r % 8) * CHUNK_BYTES + byte % CHUNK_BYTES
+            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES
+                   + byte % CHUNK_BYTES)
         else:
             lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
         return lin if lin.ndim else int(lin)
@@ -391,13 +407,13 @@ class SharedTile:
             raise ValueError(f"byte offset {byte_offset!r} is outside the tile's {self.nbytes} bytes")
         lin = np.asarray(self.mode.apply(phys + self.base), dtype=np.int64) - self.base
         if self.mode.name == "INTERLEAVE":
-            block, within = lin // (8 * CHUNK_BYTES), lin % (8 * CHUNK_BYTES)
-            blocks_down, blocks_across = self.rows // 8, self.row_bytes // CHUNK_BYTES
+            block, within = lin // (CORE_MATRIX_ROWS * CHUNK_BYTES), lin % (CORE_MATRIX_ROWS * CHUNK_BYTES)
+            blocks_down, blocks_across = self.rows // CORE_MATRIX_ROWS, self.row_bytes // CHUNK_BYTES
             if self.core_order == "rows":
                 band, chunk = block % blocks_down, block // blocks_down
             else:
                 band, chunk = block // blocks_across, block % blocks_across
-            r = band * 8 + within // CHUNK_BYTES
+            r = band * CORE_MATRIX_ROWS + within // CHUNK_BYTES
             c = (chunk * CHUNK_BYTES + within % CHUNK_BYTES) // self.element_bytes
             return (r, c) if r.ndim else (int(r), int(c))
         panel_size = self.rows * self.panel_bytes
@@ -519,6 +535,11 @@ class WgmmaDescriptor:
     def swizzle(self) -> str:
         return self.tile.swizzle
 
+    def agrees_with(self, operand: Any) -> bool:
+        """Whether a compiler's descriptor (a report's ``WgmmaOperand``) encodes the same layout
+        type, LBO and SBO (in the descriptor's 16-byte units) as this one."""
+        return (self.layout_type, self.lbo, self.sbo) == (operand.layout_type, operand.lbo, operand.sbo)
+
     def to_operand(self, buffer: str | None = None) -> Any:
         """As the report model's :class:`~tilelab._model.WgmmaOperand` (for direct comparison)."""
         from ._model import WgmmaOperand
@@ -542,17 +563,19 @@ def _canonical_byte(desc_start_lin: int, mode: SwizzleMode, major: str, lbo: int
     K-major:  mn_unit = MN row, k_unit = 16-byte K chunk;  MN-major: mn_unit = 16-byte MN chunk,
     k_unit = K row. Addresses are formed unswizzled, then the swizzle is applied to the address.
     """
+    rows = CORE_MATRIX_ROWS
     if major == "K":
         if mode.is_swizzled:
-            addr = desc_start_lin + (mn_unit // 8) * sbo + (mn_unit % 8) * span + k_unit * CHUNK_BYTES
+            addr = desc_start_lin + (mn_unit // rows) * sbo + (mn_unit % rows) * span + k_unit * CHUNK_BYTES
         else:
-            addr = desc_start_lin + (mn_unit // 8) * sbo + (mn_unit % 8) * CHUNK_BYTES + k_unit * lbo
+            addr = desc_start_lin + (mn_unit // rows) * sbo + (mn_unit % rows) * CHUNK_BYTES + k_unit * lbo
     else:
         if mode.is_swizzled:
             w = span // CHUNK_BYTES
-            addr = desc_start_lin + (mn_unit // w) * lbo + (mn_unit % w) * CHUNK_BYTES + (k_unit // 8) * sbo + (k_unit % 8) * span
+            addr = (desc_start_lin + (mn_unit // w) * lbo + (mn_unit % w) * CHUNK_BYTES + (k_unit // rows) * sbo
+                    + (k_unit % rows) * span)
         else:
-            addr = desc_start_lin + mn_unit * sbo + (k_unit // 8) * lbo + (k_unit % 8) * CHUNK_BYTES
+            addr = desc_start_lin + mn_unit * sbo + (k_unit // rows) * lbo + (k_unit % rows) * CHUNK_BYTES
     return int(mode.apply(addr))
 
 
@@ -630,16 +653,16 @@ def _wgmma_instruction_mn(tile: SharedTile, major: str, operand: str, mn: int | 
     mn_extent = tile.rows if major == "K" else tile.cols
     k_extent_bytes = tile.row_bytes if major == "K" else tile.rows * e
     if mn is None:
-        mn = 64 if operand == "A" else min(mn_extent, 256)
-    mn_quantum = 8 if major == "K" else CHUNK_BYTES // e
+        mn = WGMMA_M if operand == "A" else min(mn_extent, WGMMA_MAX_N)
+    mn_quantum = CORE_MATRIX_ROWS if major == "K" else CHUNK_BYTES // e
     if mn <= 0 or mn % mn_quantum or mn_offset % mn_quantum or mn_offset + mn > mn_extent:
         raise ValueError(
             f"an instruction reading {mn} MN at offset {mn_offset} does not fit the tile's MN extent "
             f"{mn_extent} in whole core matrices (multiples of {mn_quantum}); use a tile with at least "
             f"{mn_offset + mn} MN {'rows' if major == 'K' else 'columns'}"
         )
-    if operand == "A" and mn != 64:
-        raise ValueError(f"a WGMMA A operand is always 64 rows of M per instruction (got mn={mn})")
+    if operand == "A" and mn != WGMMA_M:
+        raise ValueError(f"a WGMMA A operand is always {WGMMA_M} rows of M per instruction (got mn={mn})")
     k_steps = k_extent_bytes // WGMMA_K_BYTES
     if not 0 <= k_step < max(k_steps, 1):
         raise ValueError(f"k_step {k_step} is outside the tile's {max(k_steps, 1)} 32-byte K step(s)")
@@ -676,7 +699,7 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             if tile.row_bytes == CHUNK_BYTES:
                 lbo_bytes = CHUNK_BYTES
                 notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; TileLang writes 1")
-        n_mn, n_k = mn // 8, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
+        n_mn, n_k = mn // CORE_MATRIX_ROWS, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
     else:  # rows are K, columns MN
         row0, col0 = k_step * k_per_step, mn_offset
         if mode.is_swizzled:  # SBO steps 8 K rows; LBO steps one span-wide panel of MN
@@ -689,7 +712,7 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             lbo_bytes, sbo_bytes = down, across
             if tile.row_bytes == CHUNK_BYTES:
                 notes.append("the tile is one 16-byte core matrix wide, so SBO addresses nothing")
-        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // 8, 1)
+        n_mn, n_k = mn * e // CHUNK_BYTES, max(min(k_per_step, tile.rows) // CORE_MATRIX_ROWS, 1)
     if lbo_bytes % 16 or sbo_bytes % 16 or not 0 <= lbo_bytes >> 4 < 1 << 14 or not 0 <= sbo_bytes >> 4 < 1 << 14:
         raise ValueError(
             f"LBO {lbo_bytes} B / SBO {sbo_bytes} B do not fit the descriptor's 14-bit fields of 16-byte "
@@ -707,13 +730,13 @@ def _wgmma_core_matrices(tile: SharedTile, major: str, g: _DescriptorGeometry) -
     for i in range(g.n_mn):
         for j in range(g.n_k):
             rows_b, cells = [], []
-            for r in range(8):
+            for r in range(CORE_MATRIX_ROWS):
                 if major == "K":
-                    row, col = g.row0 + 8 * i + r, g.col0 + j * (CHUNK_BYTES // e)
-                    mn_unit, k_unit = 8 * i + r, j
+                    row, col = g.row0 + CORE_MATRIX_ROWS * i + r, g.col0 + j * (CHUNK_BYTES // e)
+                    mn_unit, k_unit = CORE_MATRIX_ROWS * i + r, j
                 else:
-                    row, col = g.row0 + 8 * j + r, g.col0 + i * (CHUNK_BYTES // e)
-                    mn_unit, k_unit = i, 8 * j + r
+                    row, col = g.row0 + CORE_MATRIX_ROWS * j + r, g.col0 + i * (CHUNK_BYTES // e)
+                    mn_unit, k_unit = i, CORE_MATRIX_ROWS * j + r
                 if row >= tile.rows or col >= tile.cols:
                     continue
                 actual = int(tile.byte_offset(row, col)) + tile.base
@@ -752,8 +775,7 @@ class OperandCheck:
 
     @property
     def agrees(self) -> bool:
-        return self.descriptor is not None and (self.descriptor.layout_type, self.descriptor.lbo, self.descriptor.sbo) == (
-            self.compiler.layout_type, self.compiler.lbo, self.compiler.sbo)
+        return self.descriptor is not None and self.descriptor.agrees_with(self.compiler)
 
     def summary(self) -> str:
         c = self.compiler
@@ -925,36 +947,37 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
         raise ValueError(f"row {row} is outside the tile's {tile.rows} rows")
 
     cells: list[tuple[int, int, int, int]] = []  # (thread, row, col, phase)
+    vector_phase = LINE_BYTES // CHUNK_BYTES  # threads per phase of 16-byte accesses: 8
     if pattern == "row_store":
         start = row * chunks_per_row
         total = tile.rows * chunks_per_row
-        for t in range(32):
+        for t in range(WARP_SIZE):
             v = (start + t) % total
-            cells.append((t, v // chunks_per_row, (v % chunks_per_row) * (CHUNK_BYTES // e), t // 8))
+            cells.append((t, v // chunks_per_row, (v % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
     elif pattern == "column_read":
-        for t in range(32):
-            cells.append((t, (row + t) % tile.rows, chunk * (CHUNK_BYTES // e), t // 8))
+        for t in range(WARP_SIZE):
+            cells.append((t, (row + t) % tile.rows, chunk * (CHUNK_BYTES // e), t // vector_phase))
     elif pattern == "row_store_element":
         c0 = 0 if col is None else col
         if not 0 <= c0 < tile.cols:
             raise ValueError(f"col {c0} is outside the tile's {tile.cols} columns")
-        phase_size = 32 if e <= 4 else 16
-        for t in range(32):
+        phase_size = LINE_BYTES // max(e, BANK_BYTES)  # 32 threads up to 4 B, 16 of 8 B
+        for t in range(WARP_SIZE):
             v = (row * tile.cols + c0 + t) % (tile.rows * tile.cols)
             cells.append((t, v // tile.cols, v % tile.cols, t // phase_size))
     elif pattern == "column_store":
         c = chunk * (CHUNK_BYTES // e) if col is None else col
         if not 0 <= c < tile.cols:
             raise ValueError(f"col {c} is outside the tile's {tile.cols} columns")
-        phase_size = 32 if e <= 4 else 16
-        for t in range(32):
+        phase_size = LINE_BYTES // max(e, BANK_BYTES)  # 32 threads up to 4 B, 16 of 8 B
+        for t in range(WARP_SIZE):
             cells.append((t, (row + t) % tile.rows, c, t // phase_size))
     elif pattern in ("ldmatrix_x4", "stmatrix_x4"):
         if chunks_per_row < 2:
             notes.append("the tile has one 16-byte chunk per row; matrices 2 and 3 reuse chunk 0")
-        for t in range(32):
-            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // 8))
-    if tile.rows < 32 and pattern in ("column_read", "column_store"):
+        for t in range(WARP_SIZE):
+            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
+    if tile.rows < WARP_SIZE and pattern in ("column_read", "column_store"):
         notes.append(f"the tile has {tile.rows} rows; threads past them wrap to row 0")
 
     if pattern == "tma_box_write":
@@ -982,11 +1005,12 @@ def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     phys = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
     r_all, c_all = tile.logical(phys)
     words = (phys + tile.base) // BANK_BYTES
-    per_phase = [_phase_wavefronts([[int(w) + i for i in range(4)] for w in words[s:s + 8]])
-                 for s in range(0, len(words), 8)]
+    per_line, banks = LINE_BYTES // CHUNK_BYTES, CHUNK_BYTES // BANK_BYTES  # 8 granules of 4 banks
+    per_phase = [_phase_wavefronts([[int(w) + i for i in range(banks)] for w in words[s:s + per_line]])
+                 for s in range(0, len(words), per_line)]
     accesses = tuple(
         Access(i, int(r_all[i]), int(c_all[i]) - int(c_all[i]) % max(CHUNK_BYTES // e, 1), CHUNK_BYTES,
-               int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(4)), i // 8)
+               int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(banks)), i // per_line)
         for i in range(min(len(phys), 32))
     )
     notes.append("NVIDIA does not document the order in which the TMA unit writes shared memory; any order "

@@ -617,6 +617,23 @@ class SweepTable:
         varying = [(k, v) for k, v in row.config if k not in common]
         return ", ".join(f"{k}={v}" for k, v in varying) or row.name or "(defaults)"
 
+    def leading_configs(self, top: int | None = None) -> list[str]:
+        """The short names of the configurations (baselines aside) that ran, in table order; with
+        ``top``, only that many: every one marked best at some size, then the fastest overall
+        (the geometric mean of their medians over the sizes they ran at, a little in favour of
+        configurations that ran at more sizes)."""
+        runs: dict[str, list[float]] = {}
+        for r in self.rows:
+            if r.ok and r.label is None:
+                runs.setdefault(self.short_name(r), []).append(float(r.median_ms))  # type: ignore[arg-type]
+        names = list(runs)
+        if top is None or len(names) <= top:
+            return names
+        ranked = sorted(names, key=lambda n: sum(math.log(ms) for ms in runs[n]) / len(runs[n]) - 0.01 * len(runs[n]))
+        best = {self.short_name(r) for r in self.rows if r.best}
+        keep = list(dict.fromkeys([n for n in names if n in best] + ranked))[:top]
+        return [n for n in names if n in keep]
+
     def best_call(self, size: dict[str, int] | None = None) -> str | None:
         """The best configuration at ``size`` as a call of the factory, ready to paste:
         ``matmul(M=8192, N=8192, K=8192, block_M=128, num_stages=4)``."""

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from .._links import heat_shares  # analysis; exported here too, where the heat margin is drawn
+
 # Pygments lexer names by the LauncherSource.language values and the names we use elsewhere.
 _LEXERS = {"c": "c", "c++": "cpp", "cpp": "cpp", "cuda": "cuda", "python": "python", "py": "python",
            "text": "text", "hip": "cuda", "metal": "cpp"}
@@ -161,16 +163,6 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
         out.append(f"<span{attrs}>{body}{backs}\n</span>")
     out.append("</pre>")
     return "".join(out)
-
-
-def heat_shares(samples: Iterable[tuple[int, float]]) -> dict[int, float]:
-    """Each line's share of all samples (lines listed twice are summed; lines with none dropped)."""
-    sums: dict[int, float] = {}
-    for line, s in samples:
-        if s and s > 0:
-            sums[int(line)] = sums.get(int(line), 0.0) + float(s)
-    total = sum(sums.values())
-    return {n: s / total for n, s in sums.items()} if total > 0 else {}
 
 
 def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> str:

@@ -28,11 +28,42 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from .._links import ReportLinks, encode_spans, launcher_parts, report_links, thread_note, wgmma_shape_note
-from .._model import KernelReport, Layout, TmaDescriptor, WgmmaOperand
+from .._links import (
+    ReportLinks,
+    cell_heat,
+    device_anchor_lines,
+    encode_spans,
+    heat_shares,
+    launch_lines,
+    launcher_parts,
+    report_links,
+    thread_note,
+    wgmma_shape_note,
+)
+from .._model import KernelReport, Layout, TmaDescriptor
+from .._verdicts import (
+    OperandUse,
+    layout_checks,
+    layout_elements,
+    layout_repeats,
+    lds_conflicted,
+    lds_phases,
+    operand_uses,
+    operand_verdict,
+    worst_lds_conflict,
+)
+from ..cuda_facts import (
+    CDNA_LDS_BANK_BYTES,
+    CDNA_LDS_BANKS,
+    CDNA_WAVEFRONT_LANES,
+    SHARED_MEMORY_BANK_BYTES,
+    SWIZZLE_CHUNK_BYTES,
+    SWIZZLE_REPEAT_BYTES,
+    WGMMA_M,
+)
 from . import machine
 from .code import STYLE_CSS as CODE_CSS
-from .code import LineMark, heat_list, heat_shares, highlight_code
+from .code import LineMark, heat_list, highlight_code
 from .text import dims, pdl_text, size_text
 
 # The device-code tab is named after the language the target's code is written in.
@@ -294,7 +325,7 @@ def _other_summary_html(report: KernelReport, page: Page) -> str:
     if report.family == "hip":
         sites = sum(m.count for m in report.mfma)
         facts.append(["MFMA instructions", f"{sites} call site(s), {len(report.mfma)} distinct form(s)"])
-        worst = max((r.conflict_degree for r in report.lds_reads), default=None)
+        worst = worst_lds_conflict(report)
         if worst is not None:
             facts.append(["LDS operand reads", f"{len(report.lds_reads)}, worst {worst:g}-way bank conflict (CDNA model)"])
     if target is not None:
@@ -341,8 +372,7 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     marks, _ = _back_marks(report, page)
     # Links to the Lines, PTX and SASS tabs (toolchain tier), where those are on the page.
     for n, items in machine.cuda_marks(report, page.rid).items():
-        for href, label, title in items:
-            kind = "lines" if "-py" in href or href.endswith("-lines") else "sass"
+        for kind, href, label, title in items:
             if page.has(kind):
                 marks.setdefault(n, []).append(LineMark(href, label, title))
     if report.family == "cuda":
@@ -354,46 +384,12 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
             + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=_device_anchors(report) | set(page.cuda_anchors), heat=shares))
+                             anchors=device_anchor_lines(report) | set(page.cuda_anchors), heat=shares))
 
 
-def _device_anchors(report: KernelReport) -> set[int]:
-    """Device lines that other tabs link to (MFMA rows, the lowering explainer, Lines, PTX, SASS)."""
-    wanted: set[int] = set()
-    for m in report.mfma:
-        wanted.update(m.lines)
-    wanted.update(r.line for r in report.lds_reads)
-    if report.lowering is not None:
-        wanted.update(o.evidence_line for o in report.lowering.ops if o.evidence_line)
-    mc = report.machine
-    if mc is not None:
-        for o in mc.origins:
-            wanted.update(range(o.first, o.last + 1))
-        wanted.update(d for d in (*mc.sass_device_lines, *mc.ptx_device_lines) if d)
-    return wanted
-
-
-_LAUNCH_LINE = {
-    # how each family's launchers start a device kernel (HIP's <<< >>>, the CPU's direct call,
-    # tvm_ffi's packed function handle)
-    "hip": r"{name}\s*<<<|TVMFFIFunctionCall\({name}_packed",
-    "metal": r"TVMFFIFunctionCall\({name}_packed",
-    "cpu": r"(?<![\w\"]){name}\s*\(",
-}
-
-
-def launch_links(report: KernelReport, text: str) -> dict[int, list[int]]:
-    """1-based lines of a non-CUDA launcher ``text`` that launch each device kernel -> kernel indices."""
-    pattern = _LAUNCH_LINE.get(report.family)
-    found: dict[int, list[int]] = {}
-    if pattern is None:
-        return found
-    for i, k in enumerate(report.kernels):
-        regex = re.compile(pattern.format(name=re.escape(k.name)))
-        for number, line in enumerate(text.split("\n"), 1):
-            if regex.search(line) and not re.match(r"\s*(?:static|//|extern|int32_t\s+\w+\s*\()", line):
-                found.setdefault(number, []).append(i)
-    return found
+# The lines of a launcher that launch each device kernel (found in tilelab._links); kept under
+# this name, which tilelab has exported from here.
+launch_links = launch_lines
 
 
 def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True,
@@ -426,7 +422,7 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
                     if back_links and page.has("tma"):
                         marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
             if page.has("summary"):
-                for line, kernels in launch_links(report, text).items():
+                for line, kernels in launch_lines(report, text).items():
                     for i in kernels:
                         name = report.kernels[i].name
                         marks.setdefault(line, []).append(
@@ -583,10 +579,7 @@ def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
     why = [n for n in (wgmma_shape_note(report, i) for i in range(len(report.wgmma))) if n]
     if why:
         out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in why) + "</ul>")
-    ops: list[list[Any]] = []
-    for w in report.wgmma:
-        for role, op in (("A", w.a), ("B", w.b)):
-            ops.append(_operand_row(w.instruction, role, op, report, w.n))
+    ops = [_operand_row(report, i, role) for i in range(len(report.wgmma)) for role in ("A", "B")]
     out.append("<p>Shared-memory matrix descriptors (LBO/SBO as encoded: byte offsets &gt;&gt; 4). "
                "&ldquo;tilelab&rdquo;: the descriptor tilelab computes from the buffer&rsquo;s inferred layout "
                "(offsets only), compared with the compiler&rsquo;s; the Layouts section draws its core matrices.</p>")
@@ -595,19 +588,17 @@ def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
     return "".join(out)
 
 
-def _operand_row(instruction: str, role: str, op: WgmmaOperand | None, report: KernelReport | None = None,
-                 inst_n: int | None = None) -> list[Any]:
-    if op is None:
-        return [instruction, role, "registers", "-", "-", "-", "-", "-", "-", "-", "-"]
-    verdict = "-"
-    layout = next((x for x in (report.layouts if report else ()) if x.buffer == op.buffer and x.scope == "shared"), None)
-    if layout is not None:
-        from .. import swizzle as sw
+_VERDICT_WORDS = {"agrees": "agrees", "differs": "differs", "unknown": "-"}
 
-        check = sw.check_wgmma_operand(layout, op, role, 64 if role == "A" else int(inst_n or 0))
-        verdict = ("agrees" if check.agrees else
-                   "differs" if check.descriptor is not None else f"n/a: {check.reason[:80]}")
-    return [instruction, role, op.buffer or "-", op.layout_type, op.swizzle, op.lbo, op.lbo_bytes, op.sbo,
+
+def _operand_row(report: KernelReport, index: int, role: str) -> list[Any]:
+    """One row of the operand table: the compiler's descriptor and tilelab's verdict on it."""
+    v = operand_verdict(report, index, role)
+    op = v.operand
+    if op is None:
+        return [v.instruction, role, "registers", "-", "-", "-", "-", "-", "-", "-", "-"]
+    verdict = _VERDICT_WORDS.get(v.verdict, f"n/a: {v.reason[:80]}")
+    return [v.instruction, role, op.buffer or "-", op.layout_type, op.swizzle, op.lbo, op.lbo_bytes, op.sbo,
             op.sbo_bytes, op.major, verdict]
 
 
@@ -623,36 +614,11 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
             + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares))
 
 
-def cell_heat(report: KernelReport, source: str, samples: Sequence[tuple[int, float]]) -> dict[int, float]:
-    """Each line of the user's ``source`` and its share of a profile's warp-stall samples: the
-    device lines' samples summed through the ``#line`` links into the Python file whose text is
-    ``source`` (its first line, the ``%%tilelang`` line, aside). Empty when no linked file is it."""
-    mc = getattr(report, "machine", None)
-    shares = heat_shares(samples)
-    if mc is None or not shares or not source:
-        return {}
-    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
-        lines = [x.rstrip() for x in text.split("\n")[1:]]
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
-
-    want = source.split("\n")[1:]
-    files = {f for f, text in mc.python_sources if body(text) == body(source)}
-    out: dict[int, float] = {}
-    for line, share in shares.items():
-        origin = mc.origin(line)
-        if origin is not None and origin.file in files and 1 <= origin.line <= len(want) + 1:
-            out[origin.line] = out.get(origin.line, 0.0) + share
-    return out
-
-
-def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, int]] = (), zoom_id: str = "") -> str:
+def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
-    operand ``(role, compiler operand, instruction MN)`` that reads it, tilelab's core-matrix
-    overlay with LBO/SBO arrows and whether tilelab's descriptor agrees with the compiler's."""
+    operand that reads it, tilelab's core-matrix overlay with LBO/SBO arrows and whether
+    tilelab's descriptor agrees with the compiler's (:func:`tilelab._verdicts.layout_checks`)."""
     try:
-        from .. import swizzle as sw
         from .svg import layout_svg, wgmma_operand_svg  # another module draws layouts; optional
     except ImportError:
         return _layout_table(layout)
@@ -660,8 +626,9 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
         cells = _PAGE_FRAGMENT_CELLS if layout.scope == "fragment" else _PAGE_SHARED_CELLS
         legend = ("each cell: the thread (T) and register (v) holding that element; colour: warp"
                   if layout.scope == "fragment" else
-                  "colour and number: the physical 16-byte chunk (4 banks) each element is stored in; "
-                  "a swizzle pattern repeats within every 1,024 bytes")
+                  f"colour and number: the physical {SWIZZLE_CHUNK_BYTES}-byte chunk "
+                  f"({SWIZZLE_CHUNK_BYTES // SHARED_MEMORY_BANK_BYTES} banks) each element is stored in; "
+                  f"a swizzle pattern repeats within every {SWIZZLE_REPEAT_BYTES:,} bytes")
         # zoom x2 is a checkbox and CSS (no script): the picture scrolls inside its own box
         zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
                 'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
@@ -672,22 +639,20 @@ def _layout_drawing(layout: Layout, operands: Sequence[tuple[str, WgmmaOperand, 
                                   titles=False)
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
                        f'its bank)</summary><div class="tl-scroll">{bank_svg}</div></details>')
-        total = 1
-        for extent in layout.shape:
-            total *= int(extent)
+        total = layout_elements(layout)
         if total > cells:
             out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
                        f"<code>tilelab.draw(report.layout({esc(repr(layout.buffer))}))</code> in a cell, with "
                        "<code>report = tilelab.inspect(kernel)</code>.</p>")
-        for role, op, inst_mn in operands:
-            check = sw.check_wgmma_operand(layout, op, role, inst_mn)
+        for use, check in layout_checks(layout, operands):
+            role = use.role
             cls = "tl-ok" if check.agrees else "tl-absent"
             out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
-                       f"(m64n{inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
+                       f"(m{WGMMA_M}n{use.inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
                 out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
-                           f'<div class="tl-scroll tl-wgmma-overlay">{wgmma_operand_svg(check.descriptor, compiler=op)}'
-                           "</div></details>")
+                           f'<div class="tl-scroll tl-wgmma-overlay">'
+                           f"{wgmma_operand_svg(check.descriptor, compiler=use.operand)}</div></details>")
         return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
@@ -716,34 +681,24 @@ def _layout_table(layout: Layout) -> str:
             f'<table class="tl-table tl-layout-table"><tbody>{body}</tbody></table></details>')
 
 
-def _layout_key(lay: Layout) -> tuple:
-    return (lay.scope, lay.dtype, lay.shape, lay.offsets, lay.threads, lay.locals_, lay.replicate, lay.thread_base)
-
-
 def layouts_html(report: KernelReport) -> str:
     """Each layout with its picture (drawn in part when large); a layout equal to one drawn
     already is named, not drawn again; past a dozen, the rest are listed in a table."""
     if not report.layouts:
         return '<p class="tl-muted">No shared-memory or fragment layouts were recorded.</p>'
     out = []
-    # which WGMMA operands read each shared buffer: (role, compiler's descriptor, instruction MN extent)
-    operands: dict[str, list[tuple[str, WgmmaOperand, int]]] = {}
-    for w in report.wgmma:
-        for role, op in (("A", w.a), ("B", w.b)):
-            if op is not None and op.buffer:
-                entry = (role, op, 64 if role == "A" else w.n)
-                if entry not in operands.setdefault(op.buffer, []):
-                    operands[op.buffer].append(entry)
-    drawn: dict[tuple, str] = {}
+    operands = operand_uses(report)  # which WGMMA operands read each shared buffer
+    first_equal = layout_repeats(report)
+    drawn: dict[int, str] = {}  # the first of each group of equal layouts drawn -> its buffer
     rest: list[list[Any]] = []
     rid = report_id(report)
-    for lay in report.layouts:
+    for index, lay in enumerate(report.layouts):
         extra = ""
         if lay.scope == "fragment":
             extra = f", threads {lay.thread_base}..{lay.thread_base + (lay.thread_count or 0) - 1}"
             if lay.replicate > 1:
                 extra += f", replicated {lay.replicate}x"
-        key = _layout_key(lay)
+        key = first_equal[index]
         same = drawn.get(key)
         if same is not None and not operands.get(lay.buffer):
             rest.append([lay.buffer, lay.scope, lay.dtype, dims(lay.shape), f"same layout as {same}"])
@@ -809,27 +764,30 @@ def mfma_html(report: KernelReport, page: Page | None = None) -> str:
                      m.b_operand + (f" \u2190 {m.b_lds}" if m.b_lds else ""), m.accumulator, m.count, where])
     out = [_table(["kernel", "intrinsic", "variant", "M\u00d7N\u00d7K", "A dtype", "B dtype", "accum", "A operand (\u2190 LDS)",
                    "B operand (\u2190 LDS)", "accumulator", "call sites", "in HIP"], rows, numeric=(10,), raw=(11,))]
-    out.append("<p>What each of the 64 lanes of a wavefront holds (AMD CDNA3 ISA, MFMA register layouts):</p>")
+    out.append(f"<p>What each of the {CDNA_WAVEFRONT_LANES} lanes of a wavefront holds (AMD CDNA3 ISA, "
+               "MFMA register layouts):</p>")
     lane_rows = []
     for m in report.mfma:
         lane_rows += [[m.shape, f"A ({m.a_operand})", m.a_lanes], [m.shape, f"B ({m.b_operand})", m.b_lanes],
                       [m.shape, f"C/D ({m.accumulator})", m.c_lanes]]
     out.append(_table(["shape", "operand", "per lane"], lane_rows))
     if report.lds_reads:
-        out.append("<p>LDS reads that fill the operand registers, per 64-lane wavefront. Model: 32 banks &times; "
-                   "4 bytes; a read of W bytes per lane is served 128/W lanes at a time (W &le; 4: 32 lanes); "
-                   "each phase takes as many clocks as the most distinct 4-byte words one bank delivers. "
-                   "The Layouts section draws each LDS buffer&rsquo;s layout; its bank colours hold on CDNA too "
-                   "(the same 32 banks of 4 bytes).</p>")
+        banks, width = CDNA_LDS_BANKS, CDNA_LDS_BANK_BYTES
+        out.append(f"<p>LDS reads that fill the operand registers, per {CDNA_WAVEFRONT_LANES}-lane wavefront. "
+                   f"Model: {banks} banks &times; {width} bytes; a read of W bytes per lane is served "
+                   f"{banks * width}/W lanes at a time (W &le; {width}: {banks} lanes); each phase takes as many "
+                   f"clocks as the most distinct {width}-byte words one bank delivers. The Layouts section draws "
+                   "each LDS buffer&rsquo;s layout; its bank colours hold on CDNA too "
+                   f"(the same {banks} banks of {width} bytes).</p>")
         lds_rows = []
         for r in report.lds_reads:
-            verdict = "conflict-free" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"
+            verdict = f"{r.conflict_degree:g}-way" if lds_conflicted(r) else "conflict-free"
             lds_rows.append([r.buffer, r.destination, f"{r.width_bytes} B", len(r.phase_clocks),
                              " ".join(str(c) for c in r.phase_clocks), r.clocks, verdict,
                              ", ".join(r.loop_variables) or "-", at(r.line)])
         out.append(_table(["LDS buffer", "into", "per lane", "phases", "clocks per phase (worst loop step)",
                            "clocks", "bank conflicts", "loop variables", "in HIP"], lds_rows,
-                          row_attrs=[' class="tl-problem"' if r.conflict_degree > 1 else "" for r in report.lds_reads],
+                          row_attrs=[' class="tl-problem"' if lds_conflicted(r) else "" for r in report.lds_reads],
                           numeric=(3, 5), raw=(8,)))
         for r in report.lds_reads:
             out.append(_bank_strip(r))
@@ -838,12 +796,8 @@ def mfma_html(report: KernelReport, page: Page | None = None) -> str:
 
 def _bank_strip(read: Any) -> str:
     """The bank each lane of the first loop step reads first, one row per phase."""
-    per = len(read.byte_addresses) // max(1, len(read.phase_clocks))
-    rows = []
-    for p, clocks in enumerate(read.phase_clocks):
-        lanes = range(p * per, (p + 1) * per)
-        rows.append([f"lanes {lanes.start}-{lanes.stop - 1}", clocks,
-                     " ".join(str(read.banks[lane]) for lane in lanes)])
+    rows = [[f"lanes {p.first_lane}-{p.last_lane}", p.clocks, " ".join(str(b) for b in p.banks)]
+            for p in lds_phases(read)]
     return (f'<details class="tl-sub"><summary>{esc(read.buffer)} &rarr; {esc(read.destination)}: '
             "bank of each lane</summary>" + _table(["phase", "clocks", "first bank per lane"], rows) + "</details>")
 

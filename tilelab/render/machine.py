@@ -9,10 +9,9 @@ Anchors: ``{rid}-ptx-L{n}``, ``{rid}-sass-L{n}`` (line n of the shown listing), 
 from __future__ import annotations
 
 import html
-from collections import Counter
 from typing import Any
 
-from .._machine import MachineCode
+from .._machine import MachineCode, opcode_counts
 from .._model import KernelReport
 
 # Listings longer than this are cut in the HTML (the record keeps the whole text).
@@ -176,17 +175,10 @@ def sass_html(report: KernelReport, rid: str, links: bool = True) -> str:
     note = f'<p class="tl-absent">&#9888; {esc(mc.missing)}</p>' if mc.missing else ""
     if not mc.sass:
         return note
-    ops = Counter(_opcode(t) for _, t, _d in _shown_sass(mc) if _opcode(t))
+    ops = opcode_counts(mc.sass.split("\n"), range(1, len(_shown_sass(mc)) + 1))
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
     return (note + f'<p class="tl-muted">SASS for {esc(mc.arch)} ({sum(ops.values())} instructions; most frequent: '
             f"{esc(top)})</p>" + _listing(_shown_sass(mc), rid, "sass", mc, links))
-
-
-def _opcode(text: str) -> str | None:
-    import re
-
-    m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
-    return m.group(1).split(".")[0] if m else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,25 +186,21 @@ def _opcode(text: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def cuda_marks(report: KernelReport, rid: str) -> dict[int, list[tuple[str, str, str]]]:
-    """Per device line: (href, label, title) links to its Python line and first SASS/PTX line."""
+def cuda_marks(report: KernelReport, rid: str) -> dict[int, list[tuple[str, str, str, str]]]:
+    """Per device line: (tab, href, label, title) links to its Python line (tab ``"lines"``) and
+    its first SASS instruction (tab ``"sass"``)."""
     mc = report.machine
     if mc is None:
         return {}
     files = [f for f, _ in mc.python_sources]
-    first_sass: dict[int, int] = {}
-    for i, d in enumerate(mc.sass_device_lines):
-        if d and d not in first_sass:
-            first_sass[d] = i + 1
-    counts = Counter(d for d in mc.sass_device_lines if d)
-    marks: dict[int, list[tuple[str, str, str]]] = {}
+    marks: dict[int, list[tuple[str, str, str, str]]] = {}
     for o in mc.origins:
         for n in range(o.first, o.last + 1):
             name = o.file.rsplit("/", 1)[-1]
             href = f"#{rid}-py{files.index(o.file)}-L{o.line}" if o.file in files else f"#{rid}-lines"
-            marks.setdefault(n, []).append((href, f"{name}:{o.line}", o.file))
-    for d, line in first_sass.items():
-        marks.setdefault(d, []).append((f"#{rid}-sass-L{line}", f"SASS x{counts[d]}", "first SASS instruction"))
+            marks.setdefault(n, []).append(("lines", href, f"{name}:{o.line}", o.file))
+    for d, (line, count) in mc.sass_of_device_lines().items():
+        marks.setdefault(d, []).append(("sass", f"#{rid}-sass-L{line}", f"SASS x{count}", "first SASS instruction"))
     return marks
 
 
@@ -229,17 +217,14 @@ def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
     sass_lines = mc.sass.split("\n") if mc.sass else []
     device_lines = report.sources.device.split("\n")
     out = []
-    groups: dict[tuple[str, int], list[int]] = {}
-    for o in mc.origins:
-        groups.setdefault((o.file, o.line), []).extend(range(o.first, o.last + 1))
+    groups = mc.python_line_groups()
     files = [f for f, _ in mc.python_sources]
     texts = dict(mc.python_sources)
     rows = []
     for (file, line), devs in groups.items():
         src_line = texts[file].split("\n")[line - 1].strip() if file in texts and line <= texts[file].count("\n") + 1 else ""
         sass = [n for d in devs for n in mc.sass_lines_of(d)]
-        ops = Counter(_opcode(sass_lines[n - 1]) for n in sass if n <= len(sass_lines))
-        ops.pop(None, None)
+        ops = opcode_counts(sass_lines, sass)
         user = file in files
         anchor = f' id="{rid}-py{files.index(file)}-L{line}"' if user else ""
         cuda = ", ".join(_ref(f"#{rid}-cuda-L{d}", str(d), links=links) for d in sorted(set(devs))[:12])
@@ -272,8 +257,7 @@ def _tile_op_rows(report: KernelReport, rid: str, sass_lines: list[str], links: 
         if not o.evidence_line:
             continue
         sass = mc.sass_lines_of(o.evidence_line)
-        ops = Counter(_opcode(sass_lines[n - 1]) for n in sass if n <= len(sass_lines))
-        ops.pop(None, None)
+        ops = opcode_counts(sass_lines, sass)
         first = " " + _ref(f"#{rid}-sass-L{sass[0]}", "first", links=links) if sass and links else ""
         rows.append(f"<tr><td><code>{esc(o.op)}</code></td><td>{esc(o.path)}</td>"
                     f"<td>{_ref(f'#{rid}-cuda-L{o.evidence_line}', str(o.evidence_line), links=links)}"

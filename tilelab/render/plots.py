@@ -87,14 +87,7 @@ def _series(table: Any, top: int | None) -> list[tuple[str, list[Any], bool]]:
         name = table.short_name(r)
         by_name.setdefault(name, []).append(r)
         baseline[name] = r.label is not None
-    configs = [n for n in by_name if not baseline[n]]
-    if top is not None and len(configs) > top:
-        # rank by the geometric mean of the speed-up over the slowest row at each size
-        ranked = sorted(configs, key=lambda n: sum(math.log(x.median_ms) for x in by_name[n]) / len(by_name[n])
-                        - 0.01 * len(by_name[n]))
-        best = {table.short_name(r) for r in table.rows if r.best}
-        keep = list(dict.fromkeys([n for n in configs if n in best] + ranked))[:top]
-        configs = [n for n in configs if n in keep]
+    configs = [n for n in table.leading_configs(top) if n in by_name and not baseline[n]]
     names = configs + [n for n in by_name if baseline[n]]
     return [(n, sorted(by_name[n], key=lambda r: _size_value(r.size)), baseline[n]) for n in names]
 

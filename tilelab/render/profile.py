@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from ..profiling import Profile
+from ..profiling import Profile, conflict_verdict, hot_python_lines
 
 
 def esc(value: Any) -> str:
@@ -65,9 +65,9 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
     if conflicts:
         body = []
         for buffer, op, predicted, measured in conflicts:
-            agree = predicted is not None and abs(measured - predicted) <= 0.05 * max(predicted, 1)
-            verdict = "agrees" if agree else ("no prediction" if predicted is None else "DISAGREES")
-            css = "" if agree or predicted is None else ' class="tl-problem"'
+            verdict = conflict_verdict(predicted, measured)
+            css = ' class="tl-problem"' if verdict == "disagrees" else ""
+            verdict = verdict.upper() if verdict == "disagrees" else verdict
             body.append(f"<tr{css}><td><code>{esc(buffer)}</code></td><td>{esc(op)}</td>"
                         f"<td class=\"tl-num\">{_f(predicted, '.2f')}</td><td class=\"tl-num\">{measured:.2f}</td>"
                         f"<td>{verdict}</td></tr>")
@@ -96,18 +96,6 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
                     for (f, n), s in per_py[:10]) + "</table>")
     out += [f'<p class="tl-muted">{esc(n)}</p>' for n in p.notes]
     return "".join(out)
-
-
-def hot_python_lines(profile: Profile, machine: Any) -> list[tuple[tuple[str, int], float]]:
-    """Warp-stall samples summed per Python line through the #line links (device lines inside
-    TileLang's macros count for the macro's file)."""
-    sums: dict[tuple[str, int], float] = {}
-    for line, samples in profile.hot_device_lines:
-        origin = machine.origin(line)
-        if origin is not None:
-            key = (origin.file, origin.line)
-            sums[key] = sums.get(key, 0.0) + samples
-    return sorted(sums.items(), key=lambda x: -x[1])
 
 
 class ProfileView:

@@ -14,19 +14,28 @@ rectangles a picture shows its top-left part and says so in its caption.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import swizzle as sw
+from ..cuda_facts import CORE_MATRIX_ROWS, SWIZZLE_REPEAT_ROWS, WARP_SIZE
 
 TEXT = "var(--jp-ui-font-color1, #222)"
 MUTED = "var(--jp-ui-font-color2, #555)"
 ACCENT = "var(--jp-brand-color1, #d6336c)"
 CELL_TEXT = "#111"  # on the light cell fills, in every theme
 FONT = "font-family: var(--jp-code-font-family, monospace);"
+
+# Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
+_CHUNKS = sw.LINE_BYTES // sw.CHUNK_BYTES  # 16-byte chunks in a 128-byte line: 8 colours
+_BANKS_PER_CHUNK = sw.CHUNK_BYTES // sw.BANK_BYTES  # 4
+_BAND = SWIZZLE_REPEAT_ROWS  # swizzles repeat within 8 rows: grid bands and axis ticks every 8 rows
+_CM = CORE_MATRIX_ROWS  # a WGMMA core matrix: 8 rows of one 16-byte chunk
 
 # 8 hues for 16-byte chunks (4-bank groups); banks vary the lightness within their chunk's hue,
 # so "bank" and "chunk" pictures read alike.
@@ -43,11 +52,11 @@ def _hsl(hue: float, sat: float, light: float) -> str:
 
 
 def _chunk_fill(chunk: int) -> str:
-    return _hsl(_HUES[chunk % 8], 75, 80)
+    return _hsl(_HUES[chunk % _CHUNKS], 75, 80)
 
 
 def _bank_fill(bank: int) -> str:
-    return _hsl(_HUES[(bank // 4) % 8], 60 + 10 * (bank % 2), 70 + 5 * (bank % 4))
+    return _hsl(_HUES[(bank // _BANKS_PER_CHUNK) % _CHUNKS], 60 + 10 * (bank % 2), 70 + 5 * (bank % 4))
 
 
 def _warp_fill(warp: int, shade: int = 0) -> str:
@@ -254,130 +263,206 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 # --------------------------------------------------------------------------------------------
 
 
-def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
-                    highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
-                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0, titles: bool = True) -> str:
-    e = sw.dtype_bytes(dtype)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    rows, cols = offsets.shape
-    byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
+_HOVER_NOTES = {"bank": "hover a cell: every cell of its bank",
+                "chunk": f"hover a cell: every cell of its physical {sw.CHUNK_BYTES}-byte chunk "
+                         f"({_BANKS_PER_CHUNK}-bank group)",
+                "row": "hover a cell: its row", "none": ""}
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a grid of cells lies in its picture: the part shown and each cell's size."""
+
+    show_rows: int
+    show_cols: int
+    cw: float
+    ch: float
+    left: float = 34.0
+    top: float = 44.0
+
+
+def _check_shared_options(color_by: str, hover: str) -> None:
     if color_by not in ("chunk", "bank"):
         raise ValueError(f"color_by must be 'chunk' or 'bank', got {color_by!r}")
     if hover not in HOVER_KINDS:
         raise ValueError(f"hover must be one of {', '.join(HOVER_KINDS)}, got {hover!r}")
+
+
+def _colour_index(byte: Any, color_by: str) -> tuple[Any, list[str]]:
+    """Each cell's colour number (its physical chunk in the line, or its bank) and the fills."""
     if color_by == "chunk":
-        index = (byte // sw.CHUNK_BYTES) % 8
-        fill_of = [_chunk_fill(k) for k in range(8)]
-    else:
-        index = (byte // sw.BANK_BYTES) % sw.BANKS
-        fill_of = [_bank_fill(k) for k in range(32)]
-    per_chunk = max(sw.CHUNK_BYTES // e, 1)
+        return (byte // sw.CHUNK_BYTES) % _CHUNKS, [_chunk_fill(k) for k in range(_CHUNKS)]
+    return (byte // sw.BANK_BYTES) % sw.BANKS, [_bank_fill(k) for k in range(sw.BANKS)]
+
+
+def _shown_part(index: Any, per_chunk: int, *, max_cells: int, hover_crop: int, max_rows: int
+                ) -> tuple[int, int, int, bool]:
+    """(rows, columns) to draw, the hover crop's cell limit, and whether ``max_rows`` cut rows."""
+    rows, cols = index.shape
     show_rows, show_cols = _fit(index, max_cells)
     if show_cols < cols:
         show_cols = max(per_chunk, (show_cols // per_chunk) * per_chunk)
     limit = min(int(hover_crop), EXPLICIT_CELLS)
     if limit and show_rows * show_cols > limit:
         # fewer rows, every cell hoverable: the swizzle patterns repeat within 8 rows anyway
-        show_rows = min(show_rows, max(8, (limit // max(show_cols, 1)) // 8 * 8))
+        show_rows = min(show_rows, max(_BAND, (limit // max(show_cols, 1)) // _BAND * _BAND))
         if show_rows * show_cols > EXPLICIT_CELLS:
             show_cols = max(per_chunk, (EXPLICIT_CELLS // show_rows) // per_chunk * per_chunk)
     row_capped = bool(max_rows) and show_rows > max_rows
     if row_capped:
         show_rows = max_rows
-    cropped = show_rows < rows or show_cols < cols
-    sub = index[:show_rows, :show_cols]
-    n_shown = show_rows * show_cols
-    label_of = [str(k) for k in range(len(fill_of))]
-    with_titles, titles, classes = titles, None, None
-    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
-    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % 8
-    if with_titles and n_shown <= TITLE_CELLS:
-        def titles(i: int, j: int, k: int) -> str:
-            cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
-            return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
-    if n_shown <= EXPLICIT_CELLS:
-        extra = [f" b{(b + 1) % 32}" for b in range(32)] if e == 8 else [""] * 32  # an 8-byte element spans 2 banks
-        classes = [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(show_cols)]
-                   for i in range(show_rows)]
-    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
-    left, top = 34.0, 44.0
-    width = left + show_cols * cw + 12
-    height = top + show_rows * ch + 40
-    width = max(width, 360.0)
-    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
-    out = [_svg_open(width, height, f"{name} shared layout", uid)]
-    grid, patterns = _grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles,
-                           classes=classes)
-    if classes is not None:
+    return show_rows, show_cols, limit, row_capped
+
+
+def _cell_titles(byte: Any, base: int, banks: Any, chunks: Any) -> Any:
+    def titles(i: int, j: int, k: int) -> str:
+        cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
+        return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+    return titles
+
+
+def _cell_classes(banks: Any, chunks: Any, element_bytes: int) -> list[list[str]]:
+    """``k<chunk> b<bank>`` per cell (an 8-byte element also names the second bank it spans)."""
+    extra = ([f" b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
+             else [""] * sw.BANKS)
+    rows, cols = banks.shape
+    return [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(cols)] for i in range(rows)]
+
+
+def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, element_bytes: int,
+           patterns: int) -> tuple[str, str]:
+    """The picture's hover rules and the words saying what hovering does."""
+    if explicit:
         prefix = {"bank": "b", "chunk": "k"}.get(hover)
         present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
-        if prefix == "b" and e == 8:
-            present = sorted(set(present) | {(v + 1) % 32 for v in present})
-        out.append(_hover_style(uid, prefix, present, rows=hover == "row"))
-        hover_note = {"bank": "hover a cell: every cell of its bank", "chunk": "hover a cell: every cell of its "
-                      "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
-    else:
-        out.append(_hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0))
-        hover_note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
-                                                 f"below {EXPLICIT_CELLS} cells)")
-    out.append(_text(4, 16, f"{name}", weight="bold"))
-    out.append(_text(4, 32, subtitle, size=11, color=MUTED))
-    out.append(grid)
-    # chunk boundaries along columns and 8-row bands, thin, so the XOR blocks read as blocks
+        if prefix == "b" and element_bytes == 8:
+            present = sorted(set(present) | {(v + 1) % sw.BANKS for v in present})
+        return _hover_style(uid, prefix, present, rows=hover == "row"), _HOVER_NOTES[hover]
+    style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
+    note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
+                                       f"below {EXPLICIT_CELLS} cells)")
+    return style, note
+
+
+def _chunk_lines(f: _Frame, per_chunk: int) -> str:
+    """Thin lines on chunk boundaries and 8-row bands, so the XOR blocks read as blocks."""
     grid_lines = []
-    if cw * per_chunk >= 6:
-        for j in range(0, show_cols + 1, per_chunk):
-            grid_lines.append(f"M{left + j * cw:.1f} {top:.1f}V{top + show_rows * ch:.1f}")
-    for i in range(0, show_rows + 1, 8):
-        grid_lines.append(f"M{left:.1f} {top + i * ch:.1f}H{left + show_cols * cw:.1f}")
-    if grid_lines:
-        out.append(f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
-    # axis ticks every 8 rows and every 16-byte chunk (when room)
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
-    step = per_chunk * max(1, int(np.ceil(24 / max(cw * per_chunk, 1e-9))))
-    for j in range(0, show_cols, step):
-        out.append(_text(left + j * cw, top - 4, j, size=9, color=MUTED))
-    # accesses of a conflict report: dashed outlines; highlighted items: solid outlines
-    hl = dict(highlight or {})
+    if f.cw * per_chunk >= 6:
+        for j in range(0, f.show_cols + 1, per_chunk):
+            grid_lines.append(f"M{f.left + j * f.cw:.1f} {f.top:.1f}V{f.top + f.show_rows * f.ch:.1f}")
+    for i in range(0, f.show_rows + 1, _BAND):
+        grid_lines.append(f"M{f.left:.1f} {f.top + i * f.ch:.1f}H{f.left + f.show_cols * f.cw:.1f}")
+    if not grid_lines:
+        return ""
+    return f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>'
+
+
+def _axis_ticks(f: _Frame, per_chunk: int) -> list[str]:
+    """Row numbers every 8 rows; column numbers every chunk (or every few, when chunks are narrow)."""
+    out = [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+           for i in range(0, f.show_rows, _BAND)]
+    step = per_chunk * max(1, int(np.ceil(24 / max(f.cw * per_chunk, 1e-9))))
+    out += [_text(f.left + j * f.cw, f.top - 4, j, size=9, color=MUTED) for j in range(0, f.show_cols, step)]
+    return out
+
+
+def _access_outlines(f: _Frame, accesses: Sequence[Any], element_bytes: int, thread: Any) -> list[str]:
+    """A conflict report's accesses as dashed outlines; the highlighted thread's solid."""
+    out = []
     for acc in accesses:
         r, c = int(acc.row), int(acc.col)
-        if r < show_rows and c < show_cols:
-            n = max(1, int(acc.nbytes) // e)
-            solid = hl.get("thread") is not None and int(hl["thread"]) == int(acc.thread)
-            out.append(_outline(left + c * cw, top + r * ch, n * cw, ch, width=2.5 if solid else 1.0,
+        if r < f.show_rows and c < f.show_cols:
+            n = max(1, int(acc.nbytes) // element_bytes)
+            solid = thread is not None and int(thread) == int(acc.thread)
+            out.append(_outline(f.left + c * f.cw, f.top + r * f.ch, n * f.cw, f.ch, width=2.5 if solid else 1.0,
                                 dash=None if solid else "2 2", color=ACCENT if solid else TEXT))
-    caption = []
+    return out
+
+
+def _highlights(f: _Frame, hl: dict[str, Any], byte: Any, per_chunk: int, accesses: Sequence[Any]
+                ) -> tuple[list[str], list[str]]:
+    """Outlines and caption phrases of a highlighted row, logical chunk or thread."""
+    out, caption = [], []
     if "row" in hl and hl["row"] is not None:
         r = int(hl["row"])
-        if 0 <= r < show_rows:
-            out.append(_outline(left, top + r * ch, show_cols * cw, ch))
-            caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in ((byte[r, ::per_chunk] // 16) % 8)[:16]))
+        if 0 <= r < f.show_rows:
+            out.append(_outline(f.left, f.top + r * f.ch, f.show_cols * f.cw, f.ch))
+            physical = (byte[r, ::per_chunk] // sw.CHUNK_BYTES) % _CHUNKS
+            caption.append(f"row {r}: physical chunks " + " ".join(str(int(v)) for v in physical[:16]))
     if "chunk" in hl and hl["chunk"] is not None:
         k = int(hl["chunk"])
-        if 0 <= k * per_chunk < show_cols:
-            out.append(_outline(left + k * per_chunk * cw, top, per_chunk * cw, show_rows * ch))
-            caption.append(f"logical chunk {k}: physical chunks by row " +
-                           " ".join(str(int(v)) for v in ((byte[:16, k * per_chunk] // 16) % 8)))
+        if 0 <= k * per_chunk < f.show_cols:
+            out.append(_outline(f.left + k * per_chunk * f.cw, f.top, per_chunk * f.cw, f.show_rows * f.ch))
+            physical = (byte[:16, k * per_chunk] // sw.CHUNK_BYTES) % _CHUNKS
+            caption.append(f"logical chunk {k}: physical chunks by row " + " ".join(str(int(v)) for v in physical))
     if hl.get("thread") is not None and accesses:
         t = int(hl["thread"])
         for acc in accesses:
             if int(acc.thread) == t:
                 caption.append(f"thread {t}: ({acc.row}, {acc.col}), byte {acc.byte}, banks "
                                f"{', '.join(str(b) for b in acc.banks)}, phase {acc.phase}")
-    if cropped:
-        why = f"the first {show_rows * show_cols} cells, every one hoverable" if limit and show_rows * show_cols <= limit \
-            else f"max_rows={max_rows}: swizzles repeat within 8 rows of 128 bytes" if row_capped \
-            else f"max_cells={max_cells}"
-        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} ({why})")
-    legend = "colour and number: physical 16-byte chunk (4-bank group) of each element" if color_by == "chunk" \
-        else "colour and number: bank (0-31) of each element's 4-byte word"
-    if hover_note:
-        legend += f"; {hover_note}"
-    out.append(_text(4, top + show_rows * ch + 16, legend, size=10, color=MUTED))
+    return out, caption
+
+
+def _crop_caption(f: _Frame, rows: int, cols: int, *, limit: int, row_capped: bool, max_rows: int,
+                  max_cells: int) -> str:
+    shown = f.show_rows * f.show_cols
+    why = f"the first {shown} cells, every one hoverable" if limit and shown <= limit \
+        else f"max_rows={max_rows}: swizzles repeat within {_BAND} rows of {sw.LINE_BYTES} bytes" if row_capped \
+        else f"max_cells={max_cells}"
+    return f"showing rows 0-{f.show_rows - 1}, cols 0-{f.show_cols - 1} of {rows}x{cols} ({why})"
+
+
+def _shared_legend(color_by: str, hover_note: str) -> str:
+    legend = (f"colour and number: physical {sw.CHUNK_BYTES}-byte chunk ({_BANKS_PER_CHUNK}-bank group) "
+              "of each element" if color_by == "chunk" else
+              f"colour and number: bank (0-{sw.BANKS - 1}) of each element's {sw.BANK_BYTES}-byte word")
+    return legend + (f"; {hover_note}" if hover_note else "")
+
+
+def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
+                    highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
+                    max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
+                    max_rows: int = 0, titles: bool = True) -> str:
+    """A shared tile's cells at their logical positions, coloured by where their bytes land: the
+    steps are named functions above (what part to show, cell classes, hover, outlines, captions)."""
+    e = sw.dtype_bytes(dtype)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rows, cols = offsets.shape
+    byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
+    _check_shared_options(color_by, hover)
+    index, fill_of = _colour_index(byte, color_by)
+    per_chunk = max(sw.CHUNK_BYTES // e, 1)
+    show_rows, show_cols, limit, row_capped = _shown_part(index, per_chunk, max_cells=max_cells,
+                                                          hover_crop=hover_crop, max_rows=max_rows)
+    sub = index[:show_rows, :show_cols]
+    n_shown = show_rows * show_cols
+    banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
+    chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % _CHUNKS
+    cell_titles = _cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS else None
+    classes = _cell_classes(banks, chunks, e) if n_shown <= EXPLICIT_CELLS else None
+    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
+    f = _Frame(show_rows, show_cols, cw, ch)
+    width = max(f.left + show_cols * cw + 12, 360.0)
+    height = f.top + show_rows * ch + 40
+    uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
+    grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))], cw=cw, ch=ch, x0=f.left,
+                           y0=f.top, uid=uid, titles=cell_titles, classes=classes)
+    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns)
+    out = ["", style, _text(4, 16, f"{name}", weight="bold"), _text(4, 32, subtitle, size=11, color=MUTED), grid]
+    out.append(_chunk_lines(f, per_chunk))
+    out += _axis_ticks(f, per_chunk)
+    hl = dict(highlight or {})
+    out += _access_outlines(f, accesses, e, hl.get("thread"))
+    marks, caption = _highlights(f, hl, byte, per_chunk, accesses)
+    out += marks
+    if show_rows < rows or show_cols < cols:
+        caption.append(_crop_caption(f, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
+                                     max_cells=max_cells))
+    legend = _shared_legend(color_by, hover_note)
+    out.append(_text(4, f.top + show_rows * ch + 16, legend, size=10, color=MUTED))
     if caption:
-        out.append(_text(4, top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
+        out.append(_text(4, f.top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
     # widen to the longest caption line (monospace: about 0.62 em per character)
     longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
     out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
@@ -492,117 +577,157 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     """
     if not isinstance(operand, sw.WgmmaDescriptor):
         compiler = operand
-        if shape is None:
-            return _message_svg(
-                f"WGMMA operand {getattr(operand, 'buffer', '') or ''}",
-                [f"layout {getattr(operand, 'swizzle', '?')}, LBO {operand.lbo_bytes} B (enc {operand.lbo}), "
-                 f"SBO {operand.sbo_bytes} B (enc {operand.sbo}), {operand.major}-major",
-                 "pass shape=(rows, cols) and dtype= to draw its core matrices"])
-        try:
-            tile = sw.SharedTile(shape[0], shape[1], dtype, sw.mode_for_layout_type(operand.layout_type).name)
-            operand = sw.wgmma_descriptor(tile, operand.major, operand=operand_name, mn=mn)
-        except ValueError as err:
-            return _message_svg(f"WGMMA operand {getattr(compiler, 'buffer', '')}: cannot draw", [str(err)[:160]])
+        computed = _descriptor_of(operand, shape, dtype, operand_name, mn)
+        if isinstance(computed, str):
+            return computed
+        operand = computed
     desc: sw.WgmmaDescriptor = operand
     tile = desc.tile
-    e = tile.element_bytes
-    per_chunk = sw.CHUNK_BYTES // e
+    per_chunk = sw.CHUNK_BYTES // tile.element_bytes
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
-    rows = tile.rows
+    rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
+    f = _Frame(rows, n_chunks, cw, ch, left=40.0)
+    width = max(f.left + n_chunks * cw + 400, 560.0)
+    legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
+                         f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
+    legend_y = 62.0 if compiler is not None else 47.0
+    f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
+    byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
+    phys_chunk = (byte // sw.CHUNK_BYTES) % _CHUNKS
+    uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
+    buffer = getattr(compiler, "buffer", None) or desc.operand
+    out = [""]  # the <svg> opening, once the height is known
+    out += _operand_header(desc, buffer, compiler)
+    out += [_text(4, legend_y + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(legend_lines)]
+    out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
+                     label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
+                     label_font=12)[0])
+    out += _operand_ticks(f)
+    out += _core_matrix_outlines(desc, f, per_chunk)
+    out += _descriptor_arrows(desc, f, per_chunk, uid)
+    notes = list(desc.notes)
+    y = f.top + rows * ch + 16
+    if rows < tile.rows:
+        notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
+    caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
+    out += [_text(4, y + 14 * i, line, size=11, color=TEXT) for i, line in enumerate(caption)]
+    height = y + 14 * len(caption) + 8
+    out[0] = _svg_open(width, height, f"WGMMA operand {buffer}")
+    return "".join(out) + "</svg>"
+
+
+def _descriptor_of(operand: Any, shape: tuple[int, int] | None, dtype: str, operand_name: str,
+                   mn: int | None) -> sw.WgmmaDescriptor | str:
+    """tilelab's descriptor of a report's operand stored as a ``shape`` tile, or a picture saying
+    why there is none."""
+    if shape is None:
+        return _message_svg(
+            f"WGMMA operand {getattr(operand, 'buffer', '') or ''}",
+            [f"layout {getattr(operand, 'swizzle', '?')}, LBO {operand.lbo_bytes} B (enc {operand.lbo}), "
+             f"SBO {operand.sbo_bytes} B (enc {operand.sbo}), {operand.major}-major",
+             "pass shape=(rows, cols) and dtype= to draw its core matrices"])
+    try:
+        tile = sw.SharedTile(shape[0], shape[1], dtype, sw.mode_for_layout_type(operand.layout_type).name)
+        return sw.wgmma_descriptor(tile, operand.major, operand=operand_name, mn=mn)
+    except ValueError as err:
+        return _message_svg(f"WGMMA operand {getattr(operand, 'buffer', '')}: cannot draw", [str(err)[:160]])
+
+
+def _operand_rows(tile_rows: int, n_chunks: int, max_chunks: int) -> tuple[int, float, float]:
+    """Rows to draw (whole core matrices) and the cell size: cells big enough for their digit (at
+    least 28 x 16 px), so a tall tile shows its top rows."""
+    rows = tile_rows
     if rows * n_chunks > max_chunks:
-        rows = max(8, (max_chunks // max(n_chunks, 1)) // 8 * 8)
-    # Cells big enough for their digit (at least 28 x 16 px): a tall tile shows its top rows.
+        rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
     cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
     cw, ch = max(cw, 28.0), max(ch, 16.0)
     if rows * ch > 1024:
-        rows = max(8, int(1024 // ch) // 8 * 8)
-    left = 40.0
-    grid_w, grid_h = n_chunks * cw, rows * ch
-    width = max(left + grid_w + 400, 560.0)
-    legend_lines = _wrap("outlined: the core matrices (8 rows x 16 B) one instruction reads; number in a cell: "
-                         "its physical 16-byte chunk", width - 8, 11)
-    top = (62.0 if compiler is not None else 47.0) + 14 * len(legend_lines) + 14
-    byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
-    phys_chunk = (byte // 16) % 8
-    uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
-    buffer = getattr(compiler, "buffer", None) or desc.operand
+        rows = max(_CM, int(1024 // ch) // _CM * _CM)
+    return rows, cw, ch
+
+
+def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any) -> list[str]:
+    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree."""
+    tile = desc.tile
     dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
-    out = [""]  # the <svg> opening, once the height is known
-    out.append(_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}", weight="bold"))
-    out.append(_text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
-                            f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = 16 bytes", size=11, color=MUTED))
+    out = [_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}",
+                 weight="bold"),
+           _text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
+                        f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes",
+                 size=11, color=MUTED)]
     if compiler is not None:
-        same = (compiler.layout_type, compiler.lbo, compiler.sbo) == (desc.layout_type, desc.lbo, desc.sbo)
+        same = desc.agrees_with(compiler)
         out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
-                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, SBO {compiler.sbo}: "
-                                 "differs from tilelab"), size=11, color=TEXT if same else ACCENT))
-    legend_y = 62.0 if compiler is not None else 47.0
-    for i, line in enumerate(legend_lines):
-        out.append(_text(4, legend_y + 14 * i, line, size=11, color=MUTED))
-    out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
-                     label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
-                     label_font=12)[0])
-    for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
-        out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
-    for i in range(0, rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
-    # core matrices: in tile coordinates every core matrix is 8 rows x one 16-byte chunk column
-    first: dict[tuple[int, int], tuple[float, float]] = {}
+                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
+                                 f"SBO {compiler.sbo}: differs from tilelab"), size=11, color=TEXT if same else ACCENT))
+    return out
+
+
+def _operand_ticks(f: _Frame) -> list[str]:
+    """Byte offsets along the chunks (every few, when narrow) and row numbers every core matrix."""
+    out = [_text(f.left + j * f.cw + 2, f.top - 4, f"{j * sw.CHUNK_BYTES}B", size=9, color=MUTED)
+           for j in range(0, f.show_cols, max(1, int(np.ceil(30 / f.cw))))]
+    out += [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+            for i in range(0, f.show_rows, _CM)]
+    return out
+
+
+def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -> list[str]:
+    """Every core matrix the instruction reads (8 rows x one 16-byte chunk column) outlined."""
+    out = []
     for cm in desc.core_matrices:
         if not cm.cells:
             continue
         r0, c0 = cm.cells[0]
-        if r0 >= rows:
+        if r0 >= f.show_rows:
             continue
-        x, y = left + (c0 // per_chunk) * cw, top + r0 * ch
-        first[(cm.mn, cm.k)] = (x, y)
-        out.append(_outline(x, y, cw, min(8, rows - r0) * ch, width=1.6))
+        out.append(_outline(f.left + (c0 // per_chunk) * f.cw, f.top + r0 * f.ch, f.cw,
+                            min(_CM, f.show_rows - r0) * f.ch, width=1.6))
+    return out
+
+
+def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> list[str]:
+    """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, each
+    labelled right of the grid."""
+    tile, cw, ch, top, rows, n_chunks = desc.tile, f.cw, f.ch, f.top, f.show_rows, f.show_cols
     marker = f"{uid}arrow"
-    out.append(f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-               f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>')
-    label_x = left + grid_w + 10
+    out = [f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+           f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>']
+    label_x = f.left + n_chunks * cw + 10
 
     def arrow(x1: float, y1: float, x2: float, y2: float, label: str, label_y: float) -> None:
         out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
                    f'fill="none" marker-end="url(#{marker})"/>')
         out.append(_text(label_x, label_y, label, size=11, color=ACCENT, weight="bold"))
 
-    # Arrows start at core matrix (0, 0) of the instruction, in tile coordinates.
-    r0 = desc.core_matrices[0].cells[0][0] if desc.core_matrices and desc.core_matrices[0].cells else 0
-    c0 = (desc.core_matrices[0].cells[0][1] // per_chunk) if desc.core_matrices and desc.core_matrices[0].cells else 0
-    cx, cy = left + (c0 + 0.5) * cw, top + (r0 + 4) * ch
+    start = desc.core_matrices[0].cells[0] if desc.core_matrices and desc.core_matrices[0].cells else (0, 0)
+    r0, c0 = start[0], start[1] // per_chunk
+    cx, cy = f.left + (c0 + 0.5) * cw, top + (r0 + _CM // 2) * ch
     what = "MN" if desc.major == "K" else "K"
     interleaved_mn = desc.major == "MN" and not tile.mode.is_swizzled
-    if r0 + 8 < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
+    if r0 + _CM < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
         field, enc, nbytes = ("LBO", desc.lbo, desc.lbo_bytes) if interleaved_mn else ("SBO", desc.sbo, desc.sbo_bytes)
-        arrow(cx, cy, cx, cy + 8 * ch, f"{field} {nbytes} B (enc {enc}): next 8 rows of {what}", top + (r0 + 12) * ch)
+        arrow(cx, cy, cx, cy + _CM * ch, f"{field} {nbytes} B (enc {enc}): next {_CM} rows of {what}",
+              top + (r0 + _CM + _CM // 2) * ch)
+    across_y = top + (r0 + 2) * ch
     if interleaved_mn:
         if c0 + 1 < n_chunks:
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next 16 B of MN",
-                  top + (r0 + 2) * ch)
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch,
+                  f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN", across_y)
     elif desc.major == "K":
         if c0 + 1 < n_chunks:
-            text = ("LBO: next 16 B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
-                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next 16 B of K")
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, top + (r0 + 2) * ch)
+            text = (f"LBO: next {sw.CHUNK_BYTES} B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
+                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {sw.CHUNK_BYTES} B of K")
+            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, across_y)
     else:
         w = tile.panel_cols // per_chunk
         if tile.mode.is_swizzled and c0 + w < n_chunks:
             arrow(cx, cy - 2 * ch, cx + w * cw, cy - 2 * ch,
-                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", top + (r0 + 2) * ch)
+                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", across_y)
         elif tile.mode.is_swizzled:
-            out.append(_text(label_x, top + (r0 + 2) * ch, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
+            out.append(_text(label_x, across_y, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
                              size=11, color=ACCENT))
-    notes = list(desc.notes)
-    y = top + rows * ch + 16
-    if rows < tile.rows:
-        notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
-    caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
-    for i, line in enumerate(caption):
-        out.append(_text(4, y + 14 * i, line, size=11, color=TEXT))
-    height = y + 14 * len(caption) + 8
-    out[0] = _svg_open(width, height, f"WGMMA operand {buffer}")
-    return "".join(out) + "</svg>"
+    return out
 
 
 def _wrap(text: str, width: float, size: int) -> list[str]:
@@ -635,23 +760,12 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",
                             ["no per-element threads recorded (too large to tabulate)", str(layout.description)[:120]])
-    threads = np.asarray(layout.threads, dtype=np.int64)
-    locals_ = np.asarray(layout.locals_, dtype=np.int64) if layout.locals_ else np.zeros_like(threads)
-    if len(shape) == 1:
-        threads, locals_ = threads.reshape(1, -1), locals_.reshape(1, -1)
-    else:
-        threads = threads.reshape(int(np.prod(shape[:-1])), shape[-1])
-        locals_ = locals_.reshape(threads.shape)
+    threads, locals_ = _fragment_grids(layout)
     rows, cols = threads.shape
     base = int(layout.thread_base or 0)
     absolute = threads + base
-    warp = absolute // 32
-    show_rows, show_cols = rows, cols
-    while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
-        if show_cols >= show_rows and show_cols > 8:
-            show_cols = max(8, show_cols // 2)
-        else:
-            show_rows = max(8, show_rows // 2)
+    warp = absolute // WARP_SIZE
+    show_rows, show_cols = _fragment_shown(rows, cols, max_cells)
     n_shown = show_rows * show_cols
     shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
     labelled = n_shown <= 1024
@@ -661,14 +775,14 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         cw, ch = max(30.0, 0.62 * font * widest + 8), 24.0
     else:
         cw, ch = _cell_size(show_rows, show_cols)
-    left, top = 34.0, 44.0
-    width = max(left + show_cols * cw + 12, 380.0)
-    height = top + show_rows * ch + 40
-    n_warps = int(warp.max()) + 1
+    f = _Frame(show_rows, show_cols, cw, ch)
+    width = max(f.left + show_cols * cw + 12, 380.0)
+    height = f.top + show_rows * ch + 40
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
-    fill_of = [_warp_fill(w, shade) for w in range(n_warps) for shade in (0, 1)]
+    fill_of = [_warp_fill(w, shade) for w in range(int(warp.max()) + 1) for shade in (0, 1)]
     labels = ([[f"T{int(shown_t[i, j])}\nv{int(shown_v[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
               if labelled else None)
+
     # labelled cells already say thread and register: no per-cell titles (they would double the size)
     def titles(i: int, j: int, k: int) -> str:
         regs = ", ".join(str(int(v)) for v in shown_v[i, j:k])
@@ -681,39 +795,73 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     if classes is not None:
         out.append(_hover_style(uid, "t", sorted(int(v) for v in np.unique(shown_t))))
     out.append(_text(4, 16, f"{layout.buffer} (fragment)", weight="bold"))
-    count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
-    sub = (f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; "
-           f"cell: T<thread> v<register>; colour: warp")
-    if layout.replicate > 1:
-        sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
-    out.append(_text(4, 32, sub, size=11, color=MUTED))
-    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid,
+    out.append(_text(4, 32, _fragment_subtitle(layout, shape, base, threads), size=11, color=MUTED))
+    out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
                      titles=titles if classes is not None and not labelled else None, cell_labels=labels,
                      classes=classes, label_font=font)[0])
-    hl = dict(highlight or {})
-    caption = []
-    if hl.get("thread") is not None:
-        t = int(hl["thread"])
-        mask = shown_t == t
-        for i, j in zip(*np.nonzero(mask)):
-            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=2.0))
-        regs = sorted(int(v) for v in shown_v[mask])
-        caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
-    if hl.get("warp") is not None:
-        w = int(hl["warp"])
-        mask = warp[:show_rows, :show_cols] == w
-        for i, j in zip(*np.nonzero(mask)):
-            out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=1.2))
-        caption.append(f"warp {w}: {int(mask.sum())} element(s)")
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    marks, caption = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
+    out += marks
+    out += [_text(f.left - 4, f.top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
+            for i in range(0, show_rows, 8)]
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
     if classes is not None:
         caption.append("hover a cell: every element of its thread")
     if caption:
-        out.append(_text(4, top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
+        out.append(_text(4, f.top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
     return "".join(out) + "</svg>"
+
+
+def _fragment_grids(layout: Any) -> tuple[Any, Any]:
+    """The fragment's thread and register of each element as 2-D arrays (leading dimensions
+    folded into rows; a 1-D fragment is one row)."""
+    shape = tuple(layout.shape)
+    threads = np.asarray(layout.threads, dtype=np.int64)
+    locals_ = np.asarray(layout.locals_, dtype=np.int64) if layout.locals_ else np.zeros_like(threads)
+    if len(shape) == 1:
+        return threads.reshape(1, -1), locals_.reshape(1, -1)
+    threads = threads.reshape(int(np.prod(shape[:-1])), shape[-1])
+    return threads, locals_.reshape(threads.shape)
+
+
+def _fragment_shown(rows: int, cols: int, max_cells: int) -> tuple[int, int]:
+    """Rows and columns to draw: the larger side halved (to at least 8) until under ``max_cells``."""
+    show_rows, show_cols = rows, cols
+    while show_rows * show_cols > max_cells and (show_rows > 8 or show_cols > 8):
+        if show_cols >= show_rows and show_cols > 8:
+            show_cols = max(8, show_cols // 2)
+        else:
+            show_rows = max(8, show_rows // 2)
+    return show_rows, show_cols
+
+
+def _fragment_subtitle(layout: Any, shape: tuple, base: int, threads: Any) -> str:
+    count = layout.thread_count if layout.thread_count is not None else int(threads.max()) + 1
+    sub = (f"{layout.dtype} {' x '.join(str(s) for s in shape)}; threads {base}-{base + int(count) - 1}; "
+           f"cell: T<thread> v<register>; colour: warp")
+    if layout.replicate > 1:
+        sub += f"; each element held by {layout.replicate} threads (replica 0 shown)"
+    return sub
+
+
+def _fragment_highlights(f: _Frame, hl: dict[str, Any], shown_t: Any, shown_v: Any, warp: Any
+                         ) -> tuple[list[str], list[str]]:
+    """Outlines and caption phrases of a highlighted thread or warp."""
+    out, caption = [], []
+    if hl.get("thread") is not None:
+        t = int(hl["thread"])
+        mask = shown_t == t
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(f.left + j * f.cw, f.top + i * f.ch, f.cw, f.ch, width=2.0))
+        regs = sorted(int(v) for v in shown_v[mask])
+        caption.append(f"thread {t}: {int(mask.sum())} element(s), registers {regs[:16]}")
+    if hl.get("warp") is not None:
+        w = int(hl["warp"])
+        mask = warp[:f.show_rows, :f.show_cols] == w
+        for i, j in zip(*np.nonzero(mask)):
+            out.append(_outline(f.left + j * f.cw, f.top + i * f.ch, f.cw, f.ch, width=1.2))
+        caption.append(f"warp {w}: {int(mask.sum())} element(s)")
+    return out, caption
 
 
 class Picture(str):

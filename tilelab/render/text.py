@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .._model import KernelReport, TmaDescriptor
+from .._verdicts import lds_conflicted
+from ..cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS
 
 
 def dims(values: Sequence[Any] | None) -> str:
@@ -131,10 +133,11 @@ def render_text(report: KernelReport) -> str:
             lines += [f"  {m.shape} A: {m.a_lanes}", f"  {m.shape} B: {m.b_lanes}", f"  {m.shape} C: {m.c_lanes}"]
     if report.lds_reads:
         lines.append("")
-        lines.append("LDS operand reads (CDNA model: 32 banks x 4 B, 128 B per clock)")
+        lines.append(f"LDS operand reads (CDNA model: {CDNA_LDS_BANKS} banks x {CDNA_LDS_BANK_BYTES} B, "
+                     f"{CDNA_LDS_BANKS * CDNA_LDS_BANK_BYTES} B per clock)")
         lines += _table(["buffer", "into", "per lane", "clocks per phase", "conflict"],
                         [[r.buffer, r.destination, f"{r.width_bytes} B", " ".join(map(str, r.phase_clocks)),
-                          "none" if r.conflict_degree <= 1 else f"{r.conflict_degree:g}-way"] for r in report.lds_reads])
+                          f"{r.conflict_degree:g}-way" if lds_conflicted(r) else "none"] for r in report.lds_reads])
     if report.l2_persistence:
         lines.append("")
         lines.append("L2 persistence windows")
