@@ -258,15 +258,21 @@ def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(comp
 
 
 def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_options():
-    ident = functools.partial(_distribute.sweep_identity, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
-                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H100", flops=None, bytes=None)
-    base = ident(factory, bench_kwargs={"mode": "sustained"})
-    assert base == ident(factory, bench_kwargs={"mode": "sustained", "isolate": True})  # how, not what, it measures
-    assert base != ident(factory, bench_kwargs={"mode": "graph"})
-    assert base != ident(_compile, bench_kwargs={"mode": "sustained"})
-    assert base != _distribute.sweep_identity(factory, compile_fn=None, bench_fn=None, check_fn=None, ref=None,
-                                              backend="tvm_ffi", out_idx=-1, model="NVIDIA H200", flops=None,
-                                              bytes=None, bench_kwargs={"mode": "sustained"})
+    from tilelab.launch import SweepOptions
+
+    opts = SweepOptions(backend="tvm_ffi", out_idx=-1)
+
+    def ident(f, bench_kwargs, model="NVIDIA H100", options=opts):
+        return _distribute.sweep_identity(f, options, model=model, bench_kwargs=bench_kwargs)
+
+    base = ident(factory, {"mode": "sustained"})
+    assert base == ident(factory, {"mode": "sustained", "isolate": True})  # how, not what, it measures
+    assert base != ident(factory, {"mode": "graph"})
+    assert base != ident(_compile, {"mode": "sustained"})
+    assert base != ident(factory, {"mode": "sustained"}, model="NVIDIA H200")
+    assert base != ident(factory, {"mode": "sustained"}, options=SweepOptions(backend="cython", out_idx=-1))
+    assert base != ident(factory, {"mode": "sustained"}, options=SweepOptions(backend="tvm_ffi", out_idx=-1,
+                                                                              ref=lambda a, b: a @ b))
     key = _distribute.row_key(base, {"N": 1024}, {"block": 32})
     assert key != _distribute.row_key(base, {"N": 2048}, {"block": 32})
     assert key != _distribute.row_key(base, {"N": 1024}, {"block": 64})

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .._errors import NoGpuError, TilelabError
-from ._sweep import _Progress, _short_error, _size_kwargs, mark_best
+from ._sweep import SweepOptions, _Progress, _short_error, _size_kwargs, mark_best
 from .models import BenchResult, SweepRow, SweepTable
 
 Config = dict[str, Any]
@@ -606,14 +606,16 @@ def _source_of(fn: Any) -> str:
         return name
 
 
-def sweep_identity(factory: Any, *, compile_fn: Any, bench_fn: Any, check_fn: Any, ref: Any, backend: str,
-                   out_idx: Any, bench_kwargs: Mapping[str, Any], model: str, flops: Any, bytes: Any) -> str:
-    """What every row key of one sweep shares: the code that makes and measures a row, and the GPU."""
+def sweep_identity(factory: Any, opts: SweepOptions, *, model: str, bench_kwargs: Mapping[str, Any]) -> str:
+    """What every row key of one sweep shares: the code that makes and measures a row, and the GPU
+    (how a launch is isolated, and its timeout, say how it is measured, not what: not part of it)."""
+    def code(fn: Any) -> str | None:
+        return fn and _source_of(fn)
+
     parts = {
-        "factory": _source_of(factory), "compile_fn": compile_fn and _source_of(compile_fn),
-        "bench_fn": bench_fn and _source_of(bench_fn), "check_fn": check_fn and _source_of(check_fn),
-        "ref": ref and _source_of(ref), "flops": flops and _source_of(flops), "bytes": bytes and _source_of(bytes),
-        "backend": backend, "out_idx": repr(out_idx), "model": model,
+        "factory": _source_of(factory), "compile_fn": code(opts.compile_fn), "bench_fn": code(opts.bench_fn),
+        "check_fn": code(opts.check_fn), "ref": code(opts.ref), "flops": code(opts.flops), "bytes": code(opts.bytes),
+        "backend": opts.backend, "out_idx": repr(opts.out_idx), "model": model,
         "bench": {k: repr(v) for k, v in sorted(bench_kwargs.items()) if k not in ("isolate", "timeout")},
         "versions": _versions(),
     }
@@ -708,62 +710,93 @@ class _LiveTable:
 # ------------------------------------------------------------------------------------------
 
 
-def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_list: list[Config], *,
-                      devices: str | Sequence[int] | None, client: Any, mode: str,
-                      flops: Callable[..., float] | None, bytes: Callable[..., float] | None,
-                      ref: Callable[..., Any] | None, baseline: Mapping[str, Callable[..., Any]] | None,
-                      workers: int | None, backend: str, out_idx: Any, bench_kwargs: Mapping[str, Any] | None,
-                      progress: bool, compile_fn: Callable[..., Any] | None, bench_fn: Callable[..., Any] | None,
-                      check_fn: Callable[..., Any] | None, name: str | None, force: bool) -> SweepTable:
+def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_list: list[Config],
+                      opts: SweepOptions) -> SweepTable:
     """``tilelab.sweep`` with ``devices=`` or ``client=``; see the module doc."""
-    if devices is not None and client is not None:
+    if opts.devices is not None and opts.client is not None:
         raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
-    kwargs = dict(bench_kwargs or {})
-    kwargs.setdefault("mode", mode)
+    kwargs = _bench_kwargs(opts)
     events: queue.Queue = queue.Queue()
-    notes: list[str] = []
-    real_gpu = bench_fn is None  # a custom bench step may need no GPU at all (the tests' fake)
-
-    runner, model, arch, where = _runner(devices, client, events, workers=workers, real_gpu=real_gpu)
-    make_step = compile_fn or (lambda f, s, c: default_compile_step(f, s, c, backend=backend, out_idx=out_idx,
-                                                                     target=arch))
-    plan = BenchPlan(bench_fn, check_fn, ref, kwargs, flops, bytes)
-    identity = sweep_identity(factory, compile_fn=compile_fn, bench_fn=bench_fn, check_fn=check_fn, ref=ref,
-                              backend=backend, out_idx=out_idx, bench_kwargs=kwargs, model=model, flops=flops,
-                              bytes=bytes)
-    cache = RowCache.default()
+    # a custom bench step may need no GPU at all (the tests' fake)
+    runner, model, arch, where = _runner(opts.devices, opts.client, events, workers=opts.workers,
+                                         real_gpu=opts.bench_fn is None)
+    make_step = opts.compile_fn or (lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend,
+                                                                          out_idx=opts.out_idx, target=arch))
+    identity = sweep_identity(factory, opts, model=model, bench_kwargs=kwargs)
     jobs = [Job(i, tuple((k, int(v)) for k, v in s.items()), tuple(c.items()), row_key(identity, s, c))
             for i, (s, c) in enumerate((s, c) for s in size_list for c in configs)]
-    n_base = len(baseline or {}) * len(size_list)
-    rows: dict[int, SweepRow] = {}
-    compile_s: dict[int, float | None] = {}
-    bar = _Progress(len(jobs) + n_base, f"sweeping {len(jobs)} configurations on {where}", progress)
-    live = _LiveTable(progress)
+    n_base = len(opts.baseline or {}) * len(size_list)
+    factory_name = getattr(factory, "__name__", "")
+    run = _Run(jobs=jobs, plan=BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, kwargs, opts.flops, opts.bytes),
+               runner=runner, events=events, cache=RowCache.default(), force=opts.force,
+               bar=_Progress(len(jobs) + n_base, f"sweeping {len(jobs)} configurations on {where}", opts.progress),
+               live=_LiveTable(opts.progress), title=opts.name or factory_name or "kernel",
+               factory_name=factory_name, mode=str(kwargs["mode"]), model=model)
     try:
-        counted: dict[tuple, tuple[float | None, float | None]] = {}
-        _run_jobs(factory, jobs, make_step, plan, runner, events, cache, force, rows, compile_s, bar, live, notes,
-                  name, model, counted, factory_name=getattr(factory, "__name__", ""), mode=str(kwargs["mode"]))
-        _run_baselines(baseline or {}, size_list, jobs, plan, runner, events, rows, bar, counted, notes)
+        _run_jobs(run, factory, make_step)
+        _run_baselines(run, opts.baseline or {}, size_list)
     except KeyboardInterrupt:
         runner.close(cancel=True)
-        done = sum(1 for j in jobs if j.index in rows)
-        notes.append(f"interrupted after {done} of {len(jobs)} configurations: the same call again resumes "
-                     "from the row cache")
+        done = sum(1 for j in jobs if j.index in run.rows)
+        run.notes.append(f"interrupted after {done} of {len(jobs)} configurations: the same call again resumes "
+                         "from the row cache")
         for j in jobs:
-            rows.setdefault(j.index, SweepRow(j.config, j.size, error=INTERRUPTED, stage="not run",
-                                              compile_s=compile_s.get(j.index)))
+            run.rows.setdefault(j.index, SweepRow(j.config, j.size, error=INTERRUPTED, stage="not run",
+                                                  compile_s=run.compile_s.get(j.index)))
     finally:
         runner.close()
-        bar.close()
-    ordered = [rows[j.index] for j in jobs] + [rows[i] for i in sorted(rows) if i >= len(jobs)]
-    table = _table(ordered, name or getattr(factory, "__name__", "kernel"), str(kwargs["mode"]), model, notes,
-                   getattr(factory, "__name__", ""))
-    live.update(lambda: table, final=True)
-    if baseline and str(kwargs["mode"]) == "graph":
-        notes.append("graph mode: a baseline callable is replayed as captured, without rotating its inputs or "
-                     "flushing L2, so it may read cached data")
-        table = dataclasses.replace(table, notes=tuple(notes))
+        run.bar.close()
+    ordered = [run.rows[j.index] for j in jobs] + [run.rows[i] for i in sorted(run.rows) if i >= len(jobs)]
+    table = run.table(ordered)
+    run.live.update(lambda: table, final=True)
+    if opts.baseline and run.mode == "graph":
+        run.notes.append("graph mode: a baseline callable is replayed as captured, without rotating its inputs or "
+                         "flushing L2, so it may read cached data")
+        table = dataclasses.replace(table, notes=tuple(run.notes))
     return table
+
+
+def _bench_kwargs(opts: SweepOptions) -> dict[str, Any]:
+    """The keywords of every bench task: ``bench_kwargs``, the mode, and how launches are isolated.
+    ``isolate`` is forwarded only when False: a daemonic Dask worker falls back to in-process
+    launches by itself (and says so) when the caller did not ask for isolation explicitly."""
+    kwargs = {**(opts.bench_kwargs or {}), **({"isolate": False} if not opts.isolate else {}),
+              **({"timeout": opts.timeout} if opts.timeout is not None else {})}
+    kwargs.setdefault("mode", opts.mode)
+    return kwargs
+
+
+@dataclass
+class _Run:
+    """One distributed sweep under way: where its tasks go, and the rows and notes come back so far."""
+
+    jobs: list[Job]
+    plan: BenchPlan
+    runner: Any
+    events: queue.Queue
+    cache: RowCache
+    force: bool
+    bar: Any
+    live: _LiveTable
+    title: str  # the table's kernel name
+    factory_name: str
+    mode: str
+    model: str
+    rows: dict[int, SweepRow] = dataclasses.field(default_factory=dict)
+    compile_s: dict[int, float | None] = dataclasses.field(default_factory=dict)
+    counted: dict[tuple, tuple[float | None, float | None]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def table(self, rows: list[SweepRow]) -> SweepTable:
+        return _table(rows, self.title, self.mode, self.model, self.notes, self.factory_name)
+
+    def finish(self, job: Job, row: SweepRow, store: bool = True) -> None:
+        """A row is final: cached (when worth measuring once), shown, counted."""
+        if store and (row.ok or row.stage in CACHED_FAILURES):
+            self.cache.put(job.key, row)  # first: a stop that lands between the two loses no measurement
+        self.rows[job.index] = row
+        self.bar.update()
+        self.live.update(lambda: self.table([self.rows[i] for i in sorted(self.rows)]))
 
 
 def _runner(devices: str | Sequence[int] | None, client: Any, events: queue.Queue, *, workers: int | None,
@@ -815,107 +848,98 @@ def _row(job: Job, outcome: Benched, compile_s: float | None) -> SweepRow:
                              device=outcome.device or None, label=job.label)
 
 
-def _run_jobs(factory: Callable[..., Any], jobs: list[Job], make_step: Callable[..., Any], plan: BenchPlan,
-              runner: Any, events: queue.Queue, cache: RowCache, force: bool, rows: dict[int, SweepRow],
-              compile_s: dict[int, float | None], bar: Any, live: _LiveTable, notes: list[str], name: str | None,
-              model: str, counted: dict[tuple, tuple[float | None, float | None]], *, factory_name: str,
-              mode: str) -> None:
+def _run_jobs(run: _Run, factory: Callable[..., Any], make_step: Callable[..., Any]) -> None:
     """Submit every configuration's compile task; each compiled one goes to a GPU as it arrives;
     rows are final when benched (or failed, or taken from the cache)."""
-    by_index = {j.index: j for j in jobs}
+    by_index = {j.index: j for j in run.jobs}
     compile_futures: dict[int, Any] = {}
     pending = 0
-
-    def finish(job: Job, row: SweepRow, store: bool = True) -> None:
-        if store and (row.ok or row.stage in CACHED_FAILURES):
-            cache.put(job.key, row)  # first: a stop that lands between the two loses no measurement
-        rows[job.index] = row
-        bar.update()
-        live.update(lambda: _table([rows[i] for i in sorted(rows)], name or factory_name or "kernel", mode, model,
-                                   notes, factory_name))
-
-    for job in jobs:
-        hit = None if force else cache.get(job.key)
+    for job in run.jobs:
+        hit = None if run.force else run.cache.get(job.key)
         if hit is not None:
-            finish(job, dataclasses.replace(hit, cached=True), store=False)
+            run.finish(job, dataclasses.replace(hit, cached=True), store=False)
             continue
         try:
             step = make_step(factory, dict(job.size), dict(job.config))
         except Exception as err:
-            finish(job, SweepRow(job.config, job.size, error=_short_error(err), stage="elaborate"))
+            run.finish(job, SweepRow(job.config, job.size, error=_short_error(err), stage="elaborate"))
             continue
-        compile_futures[job.index] = runner.compile(job.index, step)
+        compile_futures[job.index] = run.runner.compile(job.index, step)
         pending += 1
+
     def handle(kind: str, index: int, value: Any, submit: bool = True) -> bool:
         """One event; True when it made a row final."""
         job = by_index[index]
         if kind == "compiled":
-            compile_s[index] = value.compile_s
+            run.compile_s[index] = value.compile_s
             if value.error is None:
                 if submit:  # Dask: the bench task gets the compile task's future (worker to worker)
-                    runner.bench(plan, job, compile_futures.get(index) if isinstance(runner, DaskRunner) else value)
+                    run.runner.bench(run.plan, job, compile_futures.get(index) if isinstance(run.runner, DaskRunner)
+                                     else value)
                 return False
-            finish(job, SweepRow(job.config, job.size, error=value.error, stage=value.stage or "compile",
-                                 compile_s=value.compile_s))
+            run.finish(job, SweepRow(job.config, job.size, error=value.error, stage=value.stage or "compile",
+                                     compile_s=value.compile_s))
             return True
         for said in (value.lost, value.note):
-            if said and said not in notes:
-                notes.append(said)
+            if said and said not in run.notes:
+                run.notes.append(said)
         if value.result is not None:
-            counted.setdefault(job.size, (value.result.flops, value.result.bytes))
-        finish(job, _row(job, value, compile_s.get(index)), store=value.stage != "not run")
+            run.counted.setdefault(job.size, (value.result.flops, value.result.bytes))
+        run.finish(job, _row(job, value, run.compile_s.get(index)), store=value.stage != "not run")
         return True
 
     try:
         while pending:
-            pending -= handle(*_next_event(events))
+            pending -= handle(*_next_event(run.events))
     except KeyboardInterrupt:
         while True:  # keep what finished before the stop: results already sent, not yet read
             try:
-                handle(*events.get_nowait(), submit=False)
+                handle(*run.events.get_nowait(), submit=False)
             except queue.Empty:
                 break
         raise
 
 
-def _run_baselines(baseline: Mapping[str, Callable[..., Any]], size_list: list[Config], jobs: list[Job],
-                   plan: BenchPlan, runner: Any, events: queue.Queue, rows: dict[int, SweepRow], bar: Any,
-                   counted: dict[tuple, tuple[float | None, float | None]], notes: list[str]) -> None:
+def _baseline_work(run: _Run, key_s: tuple, size: Config) -> dict[str, float]:
+    """The kernels' counted work at a size (rate = work / time), so a baseline's rates compare."""
+    work: dict[str, float] = {}
+    done = [r for r in (run.rows.get(j.index) for j in run.jobs) if r is not None and r.size == key_s and r.ok]
+    measured = run.counted.get(key_s)
+    if measured is not None:
+        work.update({k: v for k, v in zip(("flops", "bytes"), measured) if v is not None})
+    elif done and done[0].median_ms:  # every row came from the row cache: its rates give the work back
+        if done[0].tflops:
+            work["flops"] = done[0].tflops * 1e9 * done[0].median_ms
+        if done[0].gbps:
+            work["bytes"] = done[0].gbps * 1e6 * done[0].median_ms
+    if run.plan.flops is not None:
+        work["flops"] = run.plan.flops(**size)
+    if run.plan.bytes is not None:
+        work["bytes"] = run.plan.bytes(**size)
+    return work
+
+
+def _run_baselines(run: _Run, baseline: Mapping[str, Callable[..., Any]], size_list: list[Config]) -> None:
     """Each baseline at each size, on a GPU, rated with the kernels' counted work at that size."""
     if not baseline:
         return
-    index = len(jobs)
+    index = len(run.jobs)
     waiting: dict[int, Job] = {}
     for label, make in baseline.items():
         for size in size_list:
             key_s = tuple((k, int(v)) for k, v in size.items())
-            # the kernels' counted work at this size (rate = work / time), so the rates compare
-            work: dict[str, float] = {}
-            done = [r for r in (rows.get(j.index) for j in jobs) if r is not None and r.size == key_s and r.ok]
-            measured = counted.get(key_s)
-            if measured is not None:
-                work.update({k: v for k, v in zip(("flops", "bytes"), measured) if v is not None})
-            elif done and done[0].median_ms:  # every row came from the row cache: its rates give the work back
-                if done[0].tflops:
-                    work["flops"] = done[0].tflops * 1e9 * done[0].median_ms
-                if done[0].gbps:
-                    work["bytes"] = done[0].gbps * 1e6 * done[0].median_ms
-            if plan.flops is not None:
-                work["flops"] = plan.flops(**size)
-            if plan.bytes is not None:
-                work["bytes"] = plan.bytes(**size)
-            job = Job(index, key_s, (("make", make), ("work", work)), label=label)
+            job = Job(index, key_s, (("make", make), ("work", _baseline_work(run, key_s, size))), label=label)
             waiting[index] = job
-            runner.bench(plan, job, None)
+            run.runner.bench(run.plan, job, None)
             index += 1
     while waiting:
-        kind, i, value = _next_event(events)
+        kind, i, value = _next_event(run.events)
         job = waiting.pop(i)
-        if value.note and value.note not in notes:
-            notes.append(value.note)
+        if value.note and value.note not in run.notes:
+            run.notes.append(value.note)
         row = _row(job, value, None)
-        rows[i] = dataclasses.replace(row, config=())
-        bar.update()
+        run.rows[i] = dataclasses.replace(row, config=())
+        run.bar.update()
 
 
 def _next_event(events: queue.Queue) -> tuple[str, int, Any]:

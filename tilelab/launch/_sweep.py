@@ -190,16 +190,7 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
 def _distributed(factory: Callable[..., Any], params: Space, sizes: Space, opts: SweepOptions) -> SweepTable:
     from ._distribute import distributed_sweep
 
-    # isolate is forwarded only when False: a daemonic Dask worker falls back to in-process
-    # launches by itself (and says so) when the caller did not ask for isolation explicitly.
-    launch = {**({"isolate": False} if not opts.isolate else {}),
-              **({"timeout": opts.timeout} if opts.timeout is not None else {})}
-    return distributed_sweep(factory, expand(params), expand(sizes), devices=opts.devices, client=opts.client,
-                             mode=opts.mode, flops=opts.flops, bytes=opts.bytes, ref=opts.ref,
-                             baseline=opts.baseline, workers=opts.workers, backend=opts.backend,
-                             out_idx=opts.out_idx, bench_kwargs={**(opts.bench_kwargs or {}), **launch},
-                             progress=opts.progress, compile_fn=opts.compile_fn, bench_fn=opts.bench_fn,
-                             check_fn=opts.check_fn, name=opts.name, force=opts.force)
+    return distributed_sweep(factory, expand(params), expand(sizes), opts)
 
 
 @dataclass
