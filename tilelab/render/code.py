@@ -115,7 +115,8 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
 
 def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
                    marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
-                   first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None) -> str:
+                   first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None,
+                   mark_ids: bool = True) -> str:
     """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
 
     Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
@@ -126,10 +127,12 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     light); ``"none"`` none. Every character of ``text`` is escaped (pygments escapes token
     text; the plain-text path uses ``html.escape``). ``heat`` maps line numbers to their share
     of a profile's samples (0..1): those lines get a coloured margin titled with the share.
+    ``mark_ids=False``: a marked line with no back link is highlighted without an id (a long
+    highlighted span costs one id, on the line that is linked to, instead of one per line).
     """
     marks = marks or {}
     heat = heat or {}
-    wanted = set(anchors) | set(marks) | set(heat)
+    wanted = set(anchors) | set(heat) | ({n for n, m in marks.items() if m or mark_ids})
     if colour == "comments":
         lines = _comment_lines(text, lexer_name(language))
     else:

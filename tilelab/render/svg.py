@@ -70,7 +70,7 @@ def _uid(*parts: Any) -> str:
     h = hashlib.sha1()
     for part in parts:
         h.update(part.tobytes() if isinstance(part, np.ndarray) else repr(part).encode())
-    return "tl" + h.hexdigest()[:12]
+    return "tl" + h.hexdigest()[:8]
 
 
 def _svg_open(width: float, height: float, label: str, uid: str | None = None) -> str:
@@ -108,8 +108,10 @@ def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, ro
 
 def _text(x: float, y: float, text: Any, *, size: int = 12, color: str = TEXT, anchor: str = "start",
           weight: str = "normal") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" '
-            f'style="fill: {color}">{_esc(text)}</text>')
+    # SVG's defaults (start, normal) are left out: a picture carries a hundred of these captions
+    extra = (f' text-anchor="{anchor}"' if anchor != "start" else "") + (
+        f' font-weight="{weight}"' if weight != "normal" else "")
+    return f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}"{extra} style="fill: {color}">{_esc(text)}</text>'
 
 
 def _message_svg(title: str, lines: Sequence[str]) -> str:
@@ -222,18 +224,29 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
         if sid is None:
             sid = defs[key] = len(defs)
             parts.append(f'<g id="{uid}r{sid}">')
-            texts = []
+            labels: list[tuple[str, str]] = []  # (x, label) of each run whose label fits
             for start, length, value in zip(*_row_runs(index[i])):
                 parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
                              f'fill="{fill_of[int(value)]}"/>')
                 lab = label_of[int(value)] if label_of is not None else ""
                 if fits_label(int(length), lab):
-                    texts.append(f'<text x="{_n((start + length / 2) * cw)}" y="{_n(ch * 0.72)}">{_esc(lab)}</text>')
-            if texts:
-                parts.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}">{"".join(texts)}</g>')
+                    labels.append((_n((start + length / 2) * cw), lab))
+            if labels:
+                parts.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}">{_row_labels(labels, ch)}</g>')
             parts.append("</g>")
-        uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" x="{_n(x0)}" y="{_n(y0 + i * ch)}"/>')
-    return "<defs>" + "".join(parts) + "</defs>" + "".join(uses), len(defs)
+        uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" y="{_n(y0 + i * ch)}"/>')
+    # every row starts at x0: one translated group instead of an x on each <use>
+    return ("<defs>" + "".join(parts) + f'</defs><g transform="translate({_n(x0)} 0)">' + "".join(uses) + "</g>",
+            len(defs))
+
+
+def _row_labels(labels: Sequence[tuple[str, str]], ch: float) -> str:
+    """One row's cell labels. Labels of one character each (chunk digits) share one ``<text>``
+    with a list of x positions, one per character; longer ones get a ``<text>`` each."""
+    y = _n(ch * 0.72)
+    if all(len(lab) == 1 for _, lab in labels):
+        return f'<text x="{" ".join(x for x, _ in labels)}" y="{y}">{_esc("".join(lab for _, lab in labels))}</text>'
+    return "".join(f'<text x="{x}" y="{y}">{_esc(lab)}</text>' for x, lab in labels)
 
 
 def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
@@ -257,7 +270,7 @@ def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, wid
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0, titles: bool = True) -> str:
+                    max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS) -> str:
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
@@ -296,7 +309,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         def titles(i: int, j: int, k: int) -> str:
             cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
             return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
-    if n_shown <= EXPLICIT_CELLS:
+    if n_shown <= min(explicit_cells, EXPLICIT_CELLS):
         extra = [f" b{(b + 1) % 32}" for b in range(32)] if e == 8 else [""] * 32  # an 8-byte element spans 2 banks
         classes = [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(show_cols)]
                    for i in range(show_rows)]
@@ -319,8 +332,8 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                       "physical 16-byte chunk (4-bank group)", "row": "hover a cell: its row", "none": ""}[hover]
     else:
         out.append(_hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0))
-        hover_note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
-                                                 f"below {EXPLICIT_CELLS} cells)")
+        hover_note = "" if hover == "none" else "hover a row: it and every row with its pattern" + (
+            f" (cell hover below {explicit_cells} cells)" if explicit_cells else "")
     out.append(_text(4, 16, f"{name}", weight="bold"))
     out.append(_text(4, 32, subtitle, size=11, color=MUTED))
     out.append(grid)
@@ -407,13 +420,16 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
                highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
-               titles: bool = True) -> str:
+               titles: bool = True, max_rows: int = 0, cell_hover: bool = True) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
     ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
     rows, at most 2,048 cells), so that every cell shown is hoverable. ``titles=False`` leaves out
-    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain."""
+    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain.
+    ``max_rows``: draw at most this many rows of a shared tile (0: no cap); the caption says so.
+    ``cell_hover=False`` draws each distinct row once and reuses it (much lighter), hovering whole
+    rows and their repeats instead of cells (the inspector's bank picture hovers cells)."""
     if layout.scope == "fragment":
         return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
     max_cells = max_cells or 4096
@@ -433,7 +449,8 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     try:
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
-                               hover=hover, hover_crop=hover_crop, titles=titles)
+                               hover=hover, hover_crop=hover_crop, titles=titles, max_rows=max_rows,
+                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0)
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
