@@ -45,14 +45,14 @@ STYLE_CSS = """
 .tilelab-report .tl-src span[class^="c"]{color:var(--jp-mirror-editor-comment-color,#6e7781);font-style:italic}
 .tilelab-report .tl-src .cp,.tilelab-report .tl-src .cpf{color:var(--jp-mirror-editor-meta-color,#8250df);font-style:normal}
 .tilelab-report .tl-src span[class^="m"]{color:var(--jp-mirror-editor-number-color,#0550ae)}
-.tilelab-report .tl-src .o,.tilelab-report .tl-src .ow{color:var(--jp-mirror-editor-operator-color,#953800)}
+.tilelab-report .tl-src .ow{color:var(--jp-mirror-editor-operator-color,#953800)}
 .tilelab-report .tl-src .nf,.tilelab-report .tl-src .fm,.tilelab-report .tl-src .nc{color:var(--jp-mirror-editor-def-color,#8250df)}
 .tilelab-report .tl-src .nb,.tilelab-report .tl-src .bp{color:var(--jp-mirror-editor-builtin-color,#0550ae)}
 .tilelab-report .tl-src .nd{color:var(--jp-mirror-editor-meta-color,#8250df)}
 """
 
 
-_PLAIN_TOKEN = re.compile(r'<span class="(?:p|w|n|nn|nv|nx|x|g|esc|ni)">([^<]*)</span>')
+_PLAIN_TOKEN = re.compile(r'<span class="(?:p|w|n|nn|nv|nx|x|g|esc|ni|o)">([^<]*)</span>')
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,9 @@ def _highlight_lines(text: str, lexer: str) -> tuple[str, ...]:
         return tuple(html.escape(line) for line in text.split("\n"))
     formatter = HtmlFormatter(nowrap=True)
     out = highlight(text, get_lexer_by_name(lexer, stripnl=False, stripall=False, ensurenl=False), formatter)
-    # Tokens we do not colour (punctuation, whitespace, plain names) lose their span: a C launcher
-    # is mostly such tokens and the markup would be ten times the source.
+    # Tokens we do not colour (punctuation, whitespace, plain names, symbolic operators) lose their
+    # span: a C launcher is mostly such tokens and the markup would be ten times the source (an
+    # operator's span is 24 bytes around one character; the device code has hundreds).
     out = _PLAIN_TOKEN.sub(r"\1", out)
     lines = out.split("\n")
     # Pygments adds a final newline; keep exactly one entry per source line.

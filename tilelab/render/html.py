@@ -42,7 +42,7 @@ _LAYOUT_TABLE_LIMIT = 4096
 # Cells drawn per layout picture on the page (the caption says how to draw the rest).
 _PAGE_SHARED_CELLS = 512
 _PAGE_BANK_CELLS = 256
-_PAGE_FRAGMENT_CELLS = 128
+_PAGE_FRAGMENT_CELLS = 64
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
 # A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
@@ -51,9 +51,9 @@ _LONG_HEAD = 300
 _LONG_TAIL = 100
 # A launcher other than the first (open) one, past this many lines, is drawn from its interesting
 # lines: its head, the lines that launch a kernel or encode a TMA descriptor, and those around them.
-_PART_LINES = 200
+_PART_LINES = 100
 _PART_HEAD = 12
-_PART_CONTEXT = 3
+_PART_CONTEXT = 2
 _INTERESTING = re.compile(r"Launch|launch\(|TensorMap|tensormap|FuncSetAttribute|func_set_attribute|"
                           r"set_max_dynamic_shared|cluster|Cluster")
 # Lines of a source excerpt shown under the TMA table.
@@ -469,7 +469,8 @@ def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Seq
     for n in range(1, len(lines) + 1):  # a gap of a line or two costs more to announce than to draw
         if n not in keep and (n - 1 in keep or n == 1) and {n + 1, n + 2} & keep:
             keep |= {n, n + 1}
-    return keep
+    # mostly interesting (a launcher that is all encodes and launches): drawn whole
+    return keep if len(keep & set(range(1, len(lines) + 1))) < 0.7 * len(lines) else None
 
 
 def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str,

@@ -158,14 +158,15 @@ def _fit(index: Any, max_cells: int) -> tuple[int, int]:
 def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
           label_of: Sequence[str] | None = None, titles: Any = None,
           cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
-          label_font: int | None = None) -> tuple[str, int]:
+          label_font: int | None = None, paths: bool = False) -> tuple[str, int]:
     """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
 
     Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
     given): each row is a ``<g class="r<i>">`` of rects, one per run of equal colour and class,
     carrying ``classes`` for hover highlighting and a title each. Otherwise runs of one colour merge into one rect, and
     identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
-    Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run."""
+    Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run.
+    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run."""
     out: list[str] = []
     font = label_font or max(7, min(11, int(ch * 0.65)))
     rows, cols = index.shape
@@ -209,10 +210,11 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
                         out.append(f'<text x="{x}" y="{_n(ty - font * 0.5)}">{_esc(parts[0])}'
                                    f'<tspan x="{x}" dy="{font}">{_esc(parts[1])}</tspan></text>')
             elif label_of is not None:
-                for start, length, value in zip(*_row_runs(index[i])):
-                    lab = label_of[int(value)]
-                    if fits_label(int(length), lab):
-                        out.append(f'<text x="{_n(x0 + (start + length / 2) * cw)}" y="{_n(ty)}">{_esc(lab)}</text>')
+                row = [(x0 + (start + length / 2) * cw, label_of[int(value)])
+                       for start, length, value in zip(*_row_runs(index[i])) if fits_label(int(length), label_of[int(value)])]
+                if row:  # one <text> per row, each character placed (labels are short digits)
+                    xs, chars = _centred_chars(row, font)
+                    out.append(f'<text x="{xs}" y="{_n(ty)}">{_esc(chars)}</text>')
         out.append("</g>")
         return "".join(out), 0
     defs: dict[bytes, int] = {}
@@ -225,9 +227,13 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
             sid = defs[key] = len(defs)
             parts.append(f'<g id="{uid}r{sid}">')
             labels: list[tuple[str, str]] = []  # (x, label) of each run whose label fits
-            for start, length, value in zip(*_row_runs(index[i])):
-                parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
-                             f'fill="{fill_of[int(value)]}"/>')
+            runs = list(zip(*_row_runs(index[i])))
+            if paths:
+                parts.append(_row_paths(runs, fill_of, cw, ch))
+            for start, length, value in runs:
+                if not paths:
+                    parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
+                                 f'fill="{fill_of[int(value)]}"/>')
                 lab = label_of[int(value)] if label_of is not None else ""
                 if fits_label(int(length), lab):
                     labels.append((_n((start + length / 2) * cw), lab))
@@ -238,6 +244,26 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
     # every row starts at x0: one translated group instead of an x on each <use>
     return ("<defs>" + "".join(parts) + f'</defs><g transform="translate({_n(x0)} 0)">' + "".join(uses) + "</g>",
             len(defs))
+
+
+def _row_paths(runs: Sequence[tuple[int, int, int]], fill_of: Sequence[str], cw: float, ch: float) -> str:
+    """One row of runs ``(start, length, colour index)`` as one ``<path>`` per colour."""
+    by_colour: dict[int, list[str]] = {}
+    for start, length, value in runs:
+        w = _n(length * cw)
+        by_colour.setdefault(int(value), []).append(f"M{_n(start * cw)} 0h{w}v{_n(ch)}h-{w}z")
+    return "".join(f'<path fill="{fill_of[v]}" d="{"".join(d)}"/>' for v, d in by_colour.items())
+
+
+def _centred_chars(labels: Sequence[tuple[float, str]], size: int) -> tuple[str, str]:
+    """x positions (one per character) and text of labels centred at their x, for one ``<text>``
+    with ``text-anchor="middle"``: the characters of a label sit side by side at the code font's
+    advance (about 0.6 em)."""
+    xs: list[str] = []
+    for x, lab in labels:
+        for k in range(len(lab)):
+            xs.append(_n(x + (k - (len(lab) - 1) / 2) * 0.6 * size))
+    return " ".join(xs), "".join(lab for _, lab in labels)
 
 
 def _row_labels(labels: Sequence[tuple[str, str]], ch: float) -> str:
@@ -253,6 +279,24 @@ def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: floa
     cw = max(2.0, min(24.0, max_width / max(cols, 1)))
     ch = max(2.0, min(18.0, max_height / max(rows, 1)))
     return cw, ch
+
+
+def _outlines(boxes: Sequence[tuple[float, float, float, float]], *, color: str = ACCENT, width: float = 2.0) -> str:
+    """Many unfilled rectangles of one style: one group carries the style, each box only its place."""
+    if not boxes:
+        return ""
+    rects = "".join(f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" stroke-width="{width}"/>'
+                    for x, y, w, h in boxes)
+    return f'<g fill="none" style="stroke: {color}">{rects}</g>'
+
+
+def _ticks(items: Sequence[tuple[float, float, Any]], *, anchor: str = "start") -> str:
+    """Axis tick labels (9 px, muted): one group carries their style."""
+    if not items:
+        return ""
+    extra = f' text-anchor="{anchor}"' if anchor != "start" else ""
+    return (f'<g style="fill: {MUTED}">'
+            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="9"{extra}>{_esc(t)}</text>' for x, y, t in items) + "</g>")
 
 
 def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, width: float = 2.0,
@@ -321,7 +365,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
     out = [_svg_open(width, height, f"{name} shared layout", uid)]
     grid, patterns = _grid(sub, fill_of, label_of=label_of, cw=cw, ch=ch, x0=left, y0=top, uid=uid, titles=titles,
-                           classes=classes)
+                           classes=classes, paths=explicit_cells == 0)
     if classes is not None:
         prefix = {"bank": "b", "chunk": "k"}.get(hover)
         present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
@@ -347,11 +391,9 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     if grid_lines:
         out.append(f'<path d="{"".join(grid_lines)}" fill="none" style="stroke: {TEXT}" stroke-width="0.6" opacity="0.6"/>')
     # axis ticks every 8 rows and every 16-byte chunk (when room)
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    out.append(_ticks([(left - 4, top + i * ch + min(ch, 10) * 0.9, i) for i in range(0, show_rows, 8)], anchor="end"))
     step = per_chunk * max(1, int(np.ceil(24 / max(cw * per_chunk, 1e-9))))
-    for j in range(0, show_cols, step):
-        out.append(_text(left + j * cw, top - 4, j, size=9, color=MUTED))
+    out.append(_ticks([(left + j * cw, top - 4, j) for j in range(0, show_cols, step)]))
     # accesses of a conflict report: dashed outlines; highlighted items: solid outlines
     hl = dict(highlight or {})
     for acc in accesses:
@@ -558,13 +600,12 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
         out.append(_text(4, legend_y + 14 * i, line, size=11, color=MUTED))
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(8)],
                      label_of=[str(k) for k in range(8)], cw=cw, ch=ch, x0=left, y0=top, uid=uid,
-                     label_font=12)[0])
-    for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw)))):
-        out.append(_text(left + j * cw + 2, top - 4, f"{j * 16}B", size=9, color=MUTED))
-    for i in range(0, rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+                     label_font=12, paths=True)[0])
+    out.append(_ticks([(left + j * cw + 2, top - 4, f"{j * 16}B") for j in range(0, n_chunks, max(1, int(np.ceil(30 / cw))))]))
+    out.append(_ticks([(left - 4, top + i * ch + min(ch, 10) * 0.9, i) for i in range(0, rows, 8)], anchor="end"))
     # core matrices: in tile coordinates every core matrix is 8 rows x one 16-byte chunk column
     first: dict[tuple[int, int], tuple[float, float]] = {}
+    boxes = []
     for cm in desc.core_matrices:
         if not cm.cells:
             continue
@@ -573,7 +614,8 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
             continue
         x, y = left + (c0 // per_chunk) * cw, top + r0 * ch
         first[(cm.mn, cm.k)] = (x, y)
-        out.append(_outline(x, y, cw, min(8, rows - r0) * ch, width=1.6))
+        boxes.append((x, y, cw, min(8, rows - r0) * ch))
+    out.append(_outlines(boxes, width=1.6))
     marker = f"{uid}arrow"
     out.append(f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
                f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>')
@@ -722,8 +764,7 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         for i, j in zip(*np.nonzero(mask)):
             out.append(_outline(left + j * cw, top + i * ch, cw, ch, width=1.2))
         caption.append(f"warp {w}: {int(mask.sum())} element(s)")
-    for i in range(0, show_rows, 8):
-        out.append(_text(left - 4, top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end"))
+    out.append(_ticks([(left - 4, top + i * ch + min(ch, 10) * 0.9, i) for i in range(0, show_rows, 8)], anchor="end"))
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
     if classes is not None:
