@@ -458,6 +458,11 @@ class Lowered:
     # Per-block limits TileLang's target declares (Metal's threadgroup memory and threads).
     limits: dict[str, int] = field(default_factory=dict)
 
+    @functools.cached_property
+    def host_text(self) -> str:
+        """The host function as TVMScript, printed once (a large kernel's takes tens of ms)."""
+        return str(_host_func(self.host_mod)[1])
+
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
     """The kernel line TileLang's eager builder was elaborating when ``err`` was raised.
@@ -953,7 +958,7 @@ def _host_func(host_mod: Any) -> tuple[str, Any]:
 
 def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
     host_name, host = _host_func(lowered.host_mod)
-    host_text = str(host)
+    host_text = lowered.host_text
     result = []
     for name, func in _device_funcs(lowered.device_mod):
         attrs = func.attrs
@@ -1034,11 +1039,12 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
         return []
     buffer_of = {buf.data.name: buf.name for buf in lowered.prim_func.buffer_map.values()}
     owner = _device_param_names(lowered)
-    host_text = str(host)
+    host_text = lowered.host_text
     found = []
     for desc_var, raw in attrs["tma_descriptor_args"].items():
         args = list(raw)
-        call = str(args[0])
+        call = getattr(args[0], "value", None)  # the packed function's name, a StringImm
+        call = call if isinstance(call, str) else str(args[0])
         name = desc_var.name
         address = args[4]
         address_name = getattr(address, "name", None) or _expr_text(address)
