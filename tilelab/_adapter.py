@@ -1402,7 +1402,7 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
         locals_ = _linearize([_evaluate(e, env, shape) for e in index], lay.get_output_shape())
         return Layout(
             buffer=name, scope="fragment", dtype=dtype, shape=shape,
-            threads=tuple(int(v) for v in threads.ravel()), locals_=tuple(int(v) for v in locals_.ravel()),
+            threads=tuple(threads.ravel().tolist()), locals_=tuple(locals_.ravel().tolist()),  # Python ints, at C speed
             replicate=replicate, thread_base=base, thread_count=count, description=str(lay),
         )
     env = _grid(variables, shape)
@@ -1423,7 +1423,7 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
         left_out.append(f"layout of {name} not listed: plain row-major, no swizzle")
         return None
     return Layout(buffer=name, scope="shared", dtype=dtype, shape=tuple(shape),
-                  offsets=tuple(int(v) for v in offsets.ravel()), description=description)
+                  offsets=tuple(offsets.ravel().tolist()), description=description)
 
 
 def _grid(variables: list[Any], shape: tuple[int, ...]) -> dict[str, Any]:

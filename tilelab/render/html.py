@@ -56,6 +56,8 @@ _PART_HEAD = 12
 _PART_CONTEXT = 2
 _INTERESTING = re.compile(r"Launch|launch\(|TensorMap|tensormap|FuncSetAttribute|func_set_attribute|"
                           r"set_max_dynamic_shared|cluster|Cluster")
+# Device code longer than this is coloured for its comments only (syntax colouring costs ~5 us a character).
+_FULL_COLOUR_CHARS = 20_000
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -358,10 +360,13 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     else:
         what = f"{esc(_DEVICE_TITLES.get(report.family, report.family))} device code, {{n}} lines"
     shares = {n: s for n, s in heat_shares(page.heat).items() if 1 <= n <= _lines(text)}
-    return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
+    # pygments takes about 5 us a character: long device code is coloured for its comments only
+    colour = "all" if len(text) <= _FULL_COLOUR_CHARS else "comments"
+    note = "" if colour == "all" else f" (coloured for comments only: over {_FULL_COLOUR_CHARS:,} characters)"
+    return (f'<p class="tl-muted">{what.format(n=_lines(text))}{note}</p>'
             + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=_device_anchors(report) | set(page.cuda_anchors), heat=shares))
+                             anchors=_device_anchors(report) | set(page.cuda_anchors), heat=shares, colour=colour))
 
 
 def _device_anchors(report: KernelReport) -> set[int]:
