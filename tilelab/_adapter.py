@@ -459,9 +459,29 @@ class Lowered:
     limits: dict[str, int] = field(default_factory=dict)
 
     @functools.cached_property
-    def host_text(self) -> str:
-        """The host function as TVMScript, printed once (a large kernel's takes tens of ms)."""
-        return str(_host_func(self.host_mod)[1])
+    def host_order(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Where things first appear in the host function, in statement order (TVMScript's order,
+        without printing it: a large kernel's host prints in tens of ms): each variable bound to a
+        ``tvm_stack_alloca`` (a TMA descriptor's argument stack), and each string constant (the
+        names of the device kernels it launches)."""
+        tvm = tilelang().tvm
+        stacks: dict[str, int] = {}
+        strings: dict[str, int] = {}
+        count = [0]
+        # the statement binding a variable: Bind in this TVM ("A_desc = T.tvm_stack_alloca(...)")
+        binds = tuple(getattr(tvm.tirx, n) for n in ("Bind", "LetStmt") if hasattr(tvm.tirx, n))
+
+        def visit(node: Any) -> bool:
+            count[0] += 1
+            if isinstance(node, binds) and isinstance(getattr(node, "value", None), tvm.tirx.Call) and \
+                    getattr(node.value.op, "name", "").endswith("tvm_stack_alloca"):
+                stacks.setdefault(node.var.name, count[0])
+            elif isinstance(node, tvm.tirx.StringImm):
+                strings.setdefault(node.value, count[0])
+            return True  # visit the children too
+
+        tvm.tirx.stmt_functor.pre_order_visit(_host_func(self.host_mod)[1].body, visit)
+        return stacks, strings
 
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
@@ -958,7 +978,7 @@ def _host_func(host_mod: Any) -> tuple[str, Any]:
 
 def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
     host_name, host = _host_func(lowered.host_mod)
-    host_text = lowered.host_text
+    _, launched = lowered.host_order
     result = []
     for name, func in _device_funcs(lowered.device_mod):
         attrs = func.attrs
@@ -977,7 +997,7 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
         if attrs is not None and "cluster_dims" in attrs:
             dims = [int(v) for v in attrs["cluster_dims"]]
             cluster = tuple((dims + [1, 1, 1])[:3])
-        order = host_text.find(f'"{name}"')
+        order = launched.get(name, -1)
         pdl_sync = bool(attrs is not None and "has_cuda_pdl_sync" in attrs)
         cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
         launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
@@ -1039,7 +1059,7 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
         return []
     buffer_of = {buf.data.name: buf.name for buf in lowered.prim_func.buffer_map.values()}
     owner = _device_param_names(lowered)
-    host_text = lowered.host_text
+    stacks, _ = lowered.host_order
     found = []
     for desc_var, raw in attrs["tma_descriptor_args"].items():
         args = list(raw)
@@ -1085,8 +1105,7 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
                 l2_promotion=_enum("l2_promotion", l2), oob_fill=_enum("oob_fill", oob),
                 kernel=owner.get(name),
             )
-        position = host_text.find(f"{name} = T.tvm_stack_alloca")
-        found.append((position if position >= 0 else 1 << 30, desc))
+        found.append((stacks.get(name, 1 << 30), desc))
     return [d for _, d in sorted(found, key=lambda item: item[0])]
 
 
