@@ -479,7 +479,7 @@ def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Seq
 
 
 def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str,
-               keep: set[int] | None = None, anchors: set[int] = frozenset()) -> str:  # type: ignore[assignment]
+               keep: set[int] | None = None, anchors: frozenset[int] | set[int] = frozenset()) -> str:
     """A launcher's code; past ``_LONG_LINES`` lines (or where ``keep`` names the lines to draw)
     only its head, its tail and the lines around every marked line are drawn, each gap a visible
     line saying how to read all of it."""
