@@ -217,18 +217,42 @@ def test_sources_are_complete_and_each_section_is_a_tab():
     out = render_html(report)
     rid = report_id(report)
     lines = parse(out).lines
-    texts = [(f"{rid}-cuda", report.sources.device)]
+    texts = [(f"{rid}-cuda", report.sources.device, True)]
+    first = report.launcher_backends[0]
     for item in report.sources.launchers:
         if item.text is not None:
-            texts.append((f"{rid}-src-{item.backend}-0", item.text))
+            texts.append((f"{rid}-src-{item.backend}-0", item.text, item.backend == first))
         for p, (_, extra) in enumerate(item.extra, 1):
-            texts.append((f"{rid}-src-{item.backend}-{p}", extra))
+            texts.append((f"{rid}-src-{item.backend}-{p}", extra, False))
     assert len(texts) >= 7
-    for prefix, text in texts:
+    in_part = 0
+    for prefix, text, whole in texts:
         source_lines = text.split("\n")
-        for n, want in enumerate(source_lines, 1):
-            assert lines[f"{prefix}-L{n}"] == want, (prefix, n)
+        drawn = [n for n in range(1, len(source_lines) + 1) if f"{prefix}-L{n}" in lines]
+        for n in drawn:  # every line drawn is the source's line of that number
+            assert lines[f"{prefix}-L{n}"] == source_lines[n - 1], (prefix, n)
         assert f"{prefix}-L{len(source_lines) + 1}" not in lines
+        if whole or len(source_lines) <= 100:  # the open launcher, the CUDA and short launchers: every line
+            assert len(drawn) == len(source_lines), prefix
+            continue
+        if len(drawn) == len(source_lines):  # a long one that is mostly launches and encodes: whole
+            continue
+        # A long launcher other than the open one: its head, its kernel launches and TMA encodes,
+        # each line left out inside a gap that says which lines and how to print them all.
+        block = re.search(rf'<details class="tl-sub" id="{prefix}"[^>]*>(.*?)</details>', out, re.S).group(1)
+        assert "drawn in part: its kernel launches and TMA encodes" in block
+        gaps = [(int(a), int(b), int(total), html.unescape(expr)) for a, b, total, expr in re.findall(
+            r"lines (\d+)&ndash;(\d+) of (\d+) not drawn here\. Show all: <code>print\((.*?)\)</code>", block)]
+        missing = sorted(set(range(1, len(source_lines) + 1)) - set(drawn))
+        assert missing and sorted(n for a, b, _, _ in gaps for n in range(a, b + 1)) == missing, prefix
+        for _, _, total, expr in gaps:
+            assert total == len(source_lines)
+            assert eval(expr, {"report": report}) == text  # the show-all expression gives the whole text
+        assert drawn[:12] == list(range(1, 13))
+        calls = [n for n, line in enumerate(source_lines, 1) if re.search(r"cuTensorMapEncodeTiled\(|cuLaunchKernel\(", line)]
+        assert set(calls) <= set(drawn), prefix
+        in_part += len(calls)
+    assert in_part >= 3  # the cutedsl C++ launcher's two encodes and its launch, at least
     # One tab link and one panel per section, the first launcher open, the CUDA not folded; the
     # opt-in tiers (toolchain, IR passes) and MFMA (AMD targets) only when they were computed.
     tabs = re.search(r'<nav class="tl-tabs">(.*?)</nav>', out).group(1)
@@ -422,21 +446,28 @@ def test_sources_read_line_by_line_without_styles():
     sources = {"cuda": report.sources.device, "cython": report.sources.launcher("cython").text,
                "tvm_ffi": report.sources.launcher("tvm_ffi").text}
     rid = report_id(report)
-    pres = {
-        "cuda": re.search(rf'<pre class="tl-src" data-src="{rid}-cuda"[^>]*>.*?</pre>', out, re.S),
-        "cython": re.search(rf'<pre class="tl-src" data-src="{rid}-src-cython-0"[^>]*>.*?</pre>', out, re.S),
-        "tvm_ffi": re.search(rf'<pre class="tl-src" data-src="{rid}-src-tvm_ffi-0"[^>]*>.*?</pre>', out, re.S),
-    }
+    prefixes = {"cuda": f"{rid}-cuda", "cython": f"{rid}-src-cython-0", "tvm_ffi": f"{rid}-src-tvm_ffi-0"}
     names = [d.name for d in report.tma_descriptors] + [w.instruction for w in report.wgmma]
     for key, text in sources.items():
         source = text.split("\n")
-        shown = stripped_lines(pres[key].group(0))
-        assert shown[-1] == "" and len(shown) - 1 == len(source), key  # one newline per line
-        for n, (got, want) in enumerate(zip(shown, source), 1):
-            # the line itself, then any back link ("↩ A_desc") on marked lines; numbers are CSS
-            assert got.startswith(want), (key, n, got, want)
-            rest = got[len(want):]
-            assert rest == "" or re.fullmatch("(\u21a9 (" + "|".join(names) + "))+", rest), (key, n, rest)
+        # a launcher drawn in part is several <pre>s, each numbered from its first line
+        pres = re.findall(rf'<pre class="tl-src" data-src="{prefixes[key]}" data-first="(\d+)"[^>]*>.*?</pre>', out, re.S)
+        blocks = re.findall(rf'(<pre class="tl-src" data-src="{prefixes[key]}"[^>]*>.*?</pre>)', out, re.S)
+        assert pres and len(pres) == len(blocks), key
+        if key != "cython":
+            assert pres == ["1"], key  # the CUDA and the open launcher: one block, every line
+        covered = 0
+        for first, block in zip(pres, blocks):
+            shown = stripped_lines(block)
+            assert shown[-1] == "", key  # one newline per line
+            covered += len(shown) - 1
+            for n, got in enumerate(shown[:-1], int(first)):
+                want = source[n - 1]
+                # the line itself, then any back link ("↩ A_desc") on marked lines; numbers are CSS
+                assert got.startswith(want), (key, n, got, want)
+                rest = got[len(want):]
+                assert rest == "" or re.fullmatch("(\u21a9 (" + "|".join(names) + "))+", rest), (key, n, rest)
+        assert covered == len(source) or key == "cython", key
     # plain text and an empty source too; an excerpt keeps its own line numbers
     assert stripped_lines(highlight_code("a < b\n\n  c", "text", anchor_prefix="p")) == ["a < b", "", "  c", ""]
     assert stripped_lines(highlight_code("", "cuda", anchor_prefix="p")) == ["", ""]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tilelab import swizzle as sw
 from tilelab._model import Layout
 from tilelab.render.svg import layout_svg, tile_svg
@@ -52,9 +54,18 @@ def test_a_128b_fp16_tile_draws_every_word_with_its_chunk_and_bank():
             title = rect.find("s:title", NS).text
             assert title.startswith(f"({r}, {c}-{c + 1}): byte ")
             assert title.endswith(f"bank {_bank_128b(r, c, 2)}, chunk {_chunk_128b(r, c, 2)}")
-    # the number drawn on each run of one chunk is that chunk: row r reads k ^ r for k = 0..7
+    # the number drawn on each run of one chunk is that chunk: row r reads k ^ r for k = 0..7,
+    # one <text> per row with one x per digit, each at the middle of its chunk's 8 elements
     labels = root.findall(".//s:g[@pointer-events='none']/s:text", NS)
-    assert [int(t.text) for t in labels] == [k ^ r for r in range(8) for k in range(8)]
+    assert len(labels) == 8
+    first = rows[0].findall("s:rect", NS)
+    left = float(first[0].get("x"))
+    # 64 columns; each x and width is rounded to 0.1 px
+    cw = (float(first[-1].get("x")) + float(first[-1].get("width")) - left) / 64
+    for r, text in enumerate(labels):
+        assert [int(d) for d in text.text] == [k ^ r for k in range(8)]
+        xs = [float(x) for x in text.get("x").split()]
+        assert xs == pytest.approx([left + (8 * k + 4) * cw for k in range(8)], abs=0.11)
     # hover: one rule per bank present (all 32), none for chunks
     assert len(re.findall(r":has\(\.b\d+:hover\)", svg)) == 32
     assert "hover a cell: every cell of its bank" in svg
@@ -76,7 +87,7 @@ def test_a_large_tile_draws_each_of_its_8_row_patterns_once():
     tile = sw.SharedTile(256, 128, "bfloat16", "128B")
     svg = tile_svg(tile, hover="row")
     root = _parse(svg)
-    uses = root.findall("s:use", NS)
+    uses = root.findall(".//s:use", NS)
     patterns = root.findall("s:defs/s:g", NS)
     assert len(uses) == 256  # every row placed
     assert len(patterns) == 8  # the 128B swizzle repeats every 8 rows; the 8 differ
@@ -126,8 +137,17 @@ def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_read
 
     agree = wgmma_operand_svg(desc, compiler=WgmmaOperand("A_shared", 1, 1, 64, "K"))
     root = _parse(agree)
-    outlines = [r for r in root.findall("s:rect", NS) if r.get("fill") == "none" and r.get("stroke-width") == "1.6"]
+    # the outlines share one unfilled group that carries their style
+    outlines = root.findall("s:g[@fill='none']/s:rect[@stroke-width='1.6']", NS)
     assert len(outlines) == 16
+    # in a 128B-swizzled K-major A, one instruction's core matrices are the first 2 chunk columns
+    # by the 8 bands of 8 rows: each outline one chunk wide and 8 rows tall
+    xs = sorted({float(r.get("x")) for r in outlines})
+    ys = sorted({float(r.get("y")) for r in outlines})
+    assert len(xs) == 2 and len(ys) == 8
+    cw, band = xs[1] - xs[0], ys[1] - ys[0]
+    assert all(float(r.get("width")) == pytest.approx(cw) and float(r.get("height")) == pytest.approx(band)
+               for r in outlines)
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert "SBO 1024 B (enc 64): next 8 rows of MN" in texts
     assert "LBO: next 16 B of K (unused when swizzled; enc 1)" in texts
@@ -135,8 +155,8 @@ def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_read
     differs = wgmma_operand_svg(desc, compiler=WgmmaOperand("A_shared", 1, 1, 32, "K"))
     assert "compiler emitted layout_type 1, LBO 1, SBO 32: differs from tilelab" in differs
     # the 8 chunk labels of row r read k ^ r, as in the shared picture
-    first_row = [int(t.text) for t in root.findall(".//s:defs/s:g[1]//s:text", NS)]
-    assert first_row == list(range(8))
+    first_row = "".join(t.text for t in root.findall(".//s:defs/s:g[1]//s:text", NS))
+    assert [int(d) for d in first_row] == list(range(8))
 
 
 def test_a_fragment_picture_labels_every_cell_with_its_thread_and_register():

@@ -458,6 +458,31 @@ class Lowered:
     # Per-block limits TileLang's target declares (Metal's threadgroup memory and threads).
     limits: dict[str, int] = field(default_factory=dict)
 
+    @functools.cached_property
+    def host_order(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Where things first appear in the host function, in statement order (TVMScript's order,
+        without printing it: a large kernel's host prints in tens of ms): each variable bound to a
+        ``tvm_stack_alloca`` (a TMA descriptor's argument stack), and each string constant (the
+        names of the device kernels it launches)."""
+        tvm = tilelang().tvm
+        stacks: dict[str, int] = {}
+        strings: dict[str, int] = {}
+        count = [0]
+        # the statement binding a variable: Bind in this TVM ("A_desc = T.tvm_stack_alloca(...)")
+        binds = tuple(getattr(tvm.tirx, n) for n in ("Bind", "LetStmt") if hasattr(tvm.tirx, n))
+
+        def visit(node: Any) -> bool:
+            count[0] += 1
+            if isinstance(node, binds) and isinstance(getattr(node, "value", None), tvm.tirx.Call) and \
+                    getattr(node.value.op, "name", "").endswith("tvm_stack_alloca"):
+                stacks.setdefault(node.var.name, count[0])
+            elif isinstance(node, tvm.tirx.StringImm):
+                strings.setdefault(node.value, count[0])
+            return True  # visit the children too
+
+        tvm.tirx.stmt_functor.pre_order_visit(_host_func(self.host_mod)[1].body, visit)
+        return stacks, strings
+
 
 def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
     """The kernel line TileLang's eager builder was elaborating when ``err`` was raised.
@@ -628,7 +653,8 @@ class _CaptureLayouts:
 
 def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
           pass_configs: dict[str, Any], backends: tuple[str, ...]) -> Lowered:
-    """Lower once for the device code, IR and the launchers of ``backends``; cutedsl once more.
+    """Lower once for the device code, IR and the launchers of ``backends`` (cutedsl once more
+    only where a CuTeDSL-only lowering rule applies: :func:`cutedsl_shares_lowering`).
 
     ``target`` is a :class:`tilelab.targets.Target` (or an arch name, read as one). Nothing here
     compiles device code or links host code, so no nvcc, hipcc, Metal toolchain, libcuda or GPU is
@@ -741,7 +767,10 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
             launchers["nvrtc"] = LauncherSource("nvrtc", None, _reason(err))
 
     if "cutedsl" in backends:
-        launchers["cutedsl"] = _cutedsl_launcher(func, scheduled, target.name, pass_configs)
+        # The cutedsl lowering is the CUDA one unless a CuTeDSL-only rule applies (see
+        # cutedsl_shares_lowering): then only its device codegen runs, not the whole pipeline again.
+        shared = (host_mod, device_mod) if cutedsl_shares_lowering(host_mod, device_mod, target.name, pass_configs) else None
+        launchers["cutedsl"] = cutedsl_launcher(func, scheduled, target.name, pass_configs, lowered=shared)
 
     # Every absence not decided above came from an exception while generating the text.
     transient = tuple(b for b in backends if b in launchers and launchers[b].text is None and b not in decided)
@@ -831,17 +860,53 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {summary}" if str(err).strip() else type(err).__name__
 
 
-def _cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[str, Any]) -> LauncherSource:
+# TileLang 0.1.15's lowering rules that differ for a CuTeDSL target (its C++ checks of
+# TargetIsCuTeDSL): 1D bulk copies (cp.async.bulk without a tensor map) are never chosen
+# (cuda/op/copy_analysis.cc), st.bulk zero-fills of shared memory are not used on sm_100+
+# (cuda/op/fill.cc), and tl.LowerLDGSTG is skipped (cuda/transform/lower_ldg_stg.cc, off unless
+# these pass configs turn it on). Everything else lowers alike, target keys aside.
+_LDG_STG_CONFIGS = ("tl.enable_lower_ldgstg", "tl.enable_lower_ldgstg_predicated")
+_TMA_COPY_OPS = ("tl.tma_load", "tl.tma_store", "tl.tma_load_im2col")
+
+
+def cutedsl_shares_lowering(host_mod: Any, device_mod: Any, arch: str, pass_configs: dict[str, Any]) -> bool:
+    """Whether TileLang's cutedsl lowering of a kernel equals its CUDA lowering (``host_mod``,
+    ``device_mod``): no rule that differs for CuTeDSL applied. A copy the CUDA lowering made a 1D
+    bulk copy is a TMA call whose first argument is an address, not one of the host's tensor-map
+    descriptors; on sm_100+ or with LDG/STG lowering on, the answer is no without looking further."""
+    tvm = tilelang().tvm
+    digits = re.match(r"sm_(\d+)", arch)
+    if digits is None or int(digits.group(1)) >= 100:
+        return False
+    if any(pass_configs.get(key) for key in _LDG_STG_CONFIGS):
+        return False
+    descriptors: set[str] = set()
+    for _, host in host_mod.functions.items():
+        if host.attrs is not None and "tma_descriptor_args" in host.attrs:
+            descriptors |= {var.name for var in host.attrs["tma_descriptor_args"].keys()}
+    for _, func in _device_funcs(device_mod):
+        for call in _calls(func, set(_TMA_COPY_OPS)):
+            first = call.args[0] if len(call.args) else None
+            if not isinstance(first, tvm.tirx.Var) or first.name not in descriptors:
+                return False
+    return True
+
+
+def cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[str, Any], *,
+                     lowered: tuple[Any, Any] | None = None) -> LauncherSource:
     """The CuTeDSL backend's Python host and C++ launcher, generated without CuTeDSL installed.
 
     ``create_backend_context`` refuses the cutedsl target when nvidia-cutlass-dsl is missing, so
-    the context is assembled from the registered backend module directly.
+    the context is assembled from the registered backend module directly. ``lowered`` (host and
+    device modules of the CUDA lowering, where :func:`cutedsl_shares_lowering` says they are the
+    cutedsl one) skips TileLang's lowering pipeline and runs only the CuTeDSL device codegen;
+    without it, TileLang lowers ``func`` for the cutedsl target from the start.
     """
     tl = tilelang()
     tvm = tl.tvm
     try:
         from tilelang.backend.module import BackendContext, get_backend
-        from tilelang.engine.lower import lower_with_context
+        from tilelang.engine.lower import device_codegen_without_compile, lower_with_context
         from tilelang.jit.adapter.cutedsl.wrapper import TLCuTeDSLSourceWrapper
 
         module = get_backend("cutedsl")
@@ -850,16 +915,21 @@ def _cutedsl_launcher(func: Any, scheduled: Any, arch: str, pass_configs: dict[s
         target = tvm.target.Target({"kind": "cuda", "arch": arch, "keys": ["cuda", "gpu", "cutedsl"]}, host)
         context = BackendContext(module=module, target=target, target_host=host, execution_backend=spec)
         with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
-            art = lower_with_context(func, context, enable_device_compile=False)
+            if lowered is None:
+                art = lower_with_context(func, context, enable_device_compile=False)
+                host_mod, device_mod, kernel_source = art.host_mod, art.device_mod, art.kernel_source
+            else:
+                host_mod, device_mod = lowered
+                kernel_source = device_codegen_without_compile(device_mod, context).inspect_source()
         wrapper = TLCuTeDSLSourceWrapper(
-            scheduled_ir_module=scheduled, source=art.kernel_source, target=context.target,
-            device_mod=art.device_mod, host_mod=art.host_mod, pass_configs=pass_configs,
+            scheduled_ir_module=scheduled, source=kernel_source, target=context.target,
+            device_mod=device_mod, host_mod=host_mod, pass_configs=pass_configs,
         )
         host_func = str(wrapper.host_func)
         extra = []
         if getattr(wrapper, "launcher_cpp_code", None):
             extra.append(("launcher.cpp", str(wrapper.launcher_cpp_code)))
-        extra.append(("device.py", str(art.kernel_source)))
+        extra.append(("device.py", str(kernel_source)))
         return LauncherSource("cutedsl", host_func, language="python", extra=tuple(extra))
     except Exception as err:
         return LauncherSource("cutedsl", None, f"CuTeDSL launcher cannot be generated for {arch}: {_reason(err)}")
@@ -908,7 +978,7 @@ def _host_func(host_mod: Any) -> tuple[str, Any]:
 
 def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
     host_name, host = _host_func(lowered.host_mod)
-    host_text = str(host)
+    _, launched = lowered.host_order
     result = []
     for name, func in _device_funcs(lowered.device_mod):
         attrs = func.attrs
@@ -927,7 +997,7 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
         if attrs is not None and "cluster_dims" in attrs:
             dims = [int(v) for v in attrs["cluster_dims"]]
             cluster = tuple((dims + [1, 1, 1])[:3])
-        order = host_text.find(f'"{name}"')
+        order = launched.get(name, -1)
         pdl_sync = bool(attrs is not None and "has_cuda_pdl_sync" in attrs)
         cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
         launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
@@ -989,11 +1059,12 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
         return []
     buffer_of = {buf.data.name: buf.name for buf in lowered.prim_func.buffer_map.values()}
     owner = _device_param_names(lowered)
-    host_text = str(host)
+    stacks, _ = lowered.host_order
     found = []
     for desc_var, raw in attrs["tma_descriptor_args"].items():
         args = list(raw)
-        call = str(args[0])
+        call = getattr(args[0], "value", None)  # the packed function's name, a StringImm
+        call = call if isinstance(call, str) else str(args[0])
         name = desc_var.name
         address = args[4]
         address_name = getattr(address, "name", None) or _expr_text(address)
@@ -1034,8 +1105,7 @@ def tma_descriptors(lowered: Lowered) -> list[TmaDescriptor]:
                 l2_promotion=_enum("l2_promotion", l2), oob_fill=_enum("oob_fill", oob),
                 kernel=owner.get(name),
             )
-        position = host_text.find(f"{name} = T.tvm_stack_alloca")
-        found.append((position if position >= 0 else 1 << 30, desc))
+        found.append((stacks.get(name, 1 << 30), desc))
     return [d for _, d in sorted(found, key=lambda item: item[0])]
 
 
@@ -1351,7 +1421,7 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
         locals_ = _linearize([_evaluate(e, env, shape) for e in index], lay.get_output_shape())
         return Layout(
             buffer=name, scope="fragment", dtype=dtype, shape=shape,
-            threads=tuple(int(v) for v in threads.ravel()), locals_=tuple(int(v) for v in locals_.ravel()),
+            threads=tuple(threads.ravel().tolist()), locals_=tuple(locals_.ravel().tolist()),  # Python ints, at C speed
             replicate=replicate, thread_base=base, thread_count=count, description=str(lay),
         )
     env = _grid(variables, shape)
@@ -1372,7 +1442,7 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
         left_out.append(f"layout of {name} not listed: plain row-major, no swizzle")
         return None
     return Layout(buffer=name, scope="shared", dtype=dtype, shape=tuple(shape),
-                  offsets=tuple(int(v) for v in offsets.ravel()), description=description)
+                  offsets=tuple(offsets.ravel().tolist()), description=description)
 
 
 def _grid(variables: list[Any], shape: tuple[int, ...]) -> dict[str, Any]:

@@ -96,19 +96,22 @@ def encode_calls(text: str, names: Sequence[str]) -> dict[str, tuple[int, int, i
                 j += 1
             calls.append((i, min(j, len(lines) - 1)))
     mention = {n: _mentions(n) for n in names}
+    prefixed = {n: re.compile(rf"(?<![\w]){re.escape(n)}_") for n in names}
     declare = {n: _declares(n) for n in names}
     spans: dict[str, tuple[int, int, int]] = {}
     previous_end = -1
+    # A name's regexes run only where the name occurs as a substring: with fifty descriptors the
+    # regexes would otherwise run fifty times on every line of every launcher.
     for call, end in calls:
         owner = None
+        segment = "\n".join(lines[call:end + 1])  # "\n" reads as a line edge to the lookarounds
         for n in names:  # named inside the call itself
-            if any(mention[n].search(lines[k]) or re.search(rf"(?<![\w]){re.escape(n)}_", lines[k])
-                   for k in range(call, end + 1)):
+            if n in segment and (mention[n].search(segment) or prefixed[n].search(segment)):
                 owner = n
                 break
         if owner is None:  # nearest mention above, back to the previous call
             for k in range(call - 1, previous_end, -1):
-                owner = next((n for n in names if mention[n].search(lines[k])), None)
+                owner = next((n for n in names if n in lines[k] and mention[n].search(lines[k])), None)
                 if owner:
                     break
         if owner is not None and owner not in spans:
@@ -152,7 +155,8 @@ def report_links(report: KernelReport, source: str | None = None) -> ReportLinks
     tma_device = {}
     for i, name in enumerate(names):
         m = _mentions(name)
-        tma_device[i] = tuple(n for n, line in enumerate(device, 1) if m.search(line) and not _device_declaration(line))
+        tma_device[i] = tuple(n for n, line in enumerate(device, 1)
+                              if name in line and m.search(line) and not _device_declaration(line))
     wgmma_device = {}
     for i, w in enumerate(report.wgmma):
         shape = re.match(r"m(\d+)n(\d+)k(\d+)", w.instruction)

@@ -47,14 +47,14 @@ STYLE_CSS = """
 .tilelab-report .tl-src span[class^="c"]{color:var(--jp-mirror-editor-comment-color,#6e7781);font-style:italic}
 .tilelab-report .tl-src .cp,.tilelab-report .tl-src .cpf{color:var(--jp-mirror-editor-meta-color,#8250df);font-style:normal}
 .tilelab-report .tl-src span[class^="m"]{color:var(--jp-mirror-editor-number-color,#0550ae)}
-.tilelab-report .tl-src .o,.tilelab-report .tl-src .ow{color:var(--jp-mirror-editor-operator-color,#953800)}
+.tilelab-report .tl-src .ow{color:var(--jp-mirror-editor-operator-color,#953800)}
 .tilelab-report .tl-src .nf,.tilelab-report .tl-src .fm,.tilelab-report .tl-src .nc{color:var(--jp-mirror-editor-def-color,#8250df)}
 .tilelab-report .tl-src .nb,.tilelab-report .tl-src .bp{color:var(--jp-mirror-editor-builtin-color,#0550ae)}
 .tilelab-report .tl-src .nd{color:var(--jp-mirror-editor-meta-color,#8250df)}
 """
 
 
-_PLAIN_TOKEN = re.compile(r'<span class="(?:p|w|n|nn|nv|nx|x|g|esc|ni)">([^<]*)</span>')
+_PLAIN_TOKEN = re.compile(r'<span class="(?:p|w|n|nn|nv|nx|x|g|esc|ni|o)">([^<]*)</span>')
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,9 @@ def _highlight_lines(text: str, lexer: str) -> tuple[str, ...]:
         return tuple(html.escape(line) for line in text.split("\n"))
     formatter = HtmlFormatter(nowrap=True)
     out = highlight(text, get_lexer_by_name(lexer, stripnl=False, stripall=False, ensurenl=False), formatter)
-    # Tokens we do not colour (punctuation, whitespace, plain names) lose their span: a C launcher
-    # is mostly such tokens and the markup would be ten times the source.
+    # Tokens we do not colour (punctuation, whitespace, plain names, symbolic operators) lose their
+    # span: a C launcher is mostly such tokens and the markup would be ten times the source (an
+    # operator's span is 24 bytes around one character; the device code has hundreds).
     out = _PLAIN_TOKEN.sub(r"\1", out)
     lines = out.split("\n")
     # Pygments adds a final newline; keep exactly one entry per source line.
@@ -117,7 +118,8 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
 
 def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
                    marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
-                   first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None) -> str:
+                   first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None,
+                   mark_ids: bool = True) -> str:
     """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
 
     Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
@@ -128,10 +130,12 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     light); ``"none"`` none. Every character of ``text`` is escaped (pygments escapes token
     text; the plain-text path uses ``html.escape``). ``heat`` maps line numbers to their share
     of a profile's samples (0..1): those lines get a coloured margin titled with the share.
+    ``mark_ids=False``: a marked line with no back link is highlighted without an id (a long
+    highlighted span costs one id, on the line that is linked to, instead of one per line).
     """
     marks = marks or {}
     heat = heat or {}
-    wanted = set(anchors) | set(marks) | set(heat)
+    wanted = set(anchors) | set(heat) | ({n for n, m in marks.items() if m or mark_ids})
     if colour == "comments":
         lines = _comment_lines(text, lexer_name(language))
     else:

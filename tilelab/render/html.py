@@ -56,6 +56,7 @@ from ..cuda_facts import (
     CDNA_LDS_BANK_BYTES,
     CDNA_LDS_BANKS,
     CDNA_WAVEFRONT_LANES,
+    CHUNKS_PER_LINE,
     SHARED_MEMORY_BANK_BYTES,
     SWIZZLE_CHUNK_BYTES,
     SWIZZLE_REPEAT_BYTES,
@@ -73,13 +74,22 @@ _LAYOUT_TABLE_LIMIT = 4096
 # Cells drawn per layout picture on the page (the caption says how to draw the rest).
 _PAGE_SHARED_CELLS = 512
 _PAGE_BANK_CELLS = 256
-_PAGE_FRAGMENT_CELLS = 128
+_PAGE_FRAGMENT_CELLS = 64
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
 # A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
 _LONG_LINES = 1500
 _LONG_HEAD = 300
 _LONG_TAIL = 100
+# A launcher other than the first (open) one, past this many lines, is drawn from its interesting
+# lines: its head, the lines that launch a kernel or encode a TMA descriptor, and those around them.
+_PART_LINES = 100
+_PART_HEAD = 12
+_PART_CONTEXT = 2
+_INTERESTING = re.compile(r"Launch|launch\(|TensorMap|tensormap|FuncSetAttribute|func_set_attribute|"
+                          r"set_max_dynamic_shared|cluster|Cluster")
+# Device code longer than this is coloured for its comments only (syntax colouring costs ~5 us a character).
+_FULL_COLOUR_CHARS = 20_000
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -381,10 +391,14 @@ def cuda_html(report: KernelReport, page: Page | None = None) -> str:
     else:
         what = f"{esc(_DEVICE_TITLES.get(report.family, report.family))} device code, {{n}} lines"
     shares = {n: s for n, s in heat_shares(page.heat).items() if 1 <= n <= _lines(text)}
-    return (f'<p class="tl-muted">{what.format(n=_lines(text))}</p>'
+    # pygments takes about 5 us a character: long device code is coloured for its comments only
+    colour = "all" if len(text) <= _FULL_COLOUR_CHARS else "comments"
+    note = "" if colour == "all" else f" (coloured for comments only: over {_FULL_COLOUR_CHARS:,} characters)"
+    return (f'<p class="tl-muted">{what.format(n=_lines(text))}{note}</p>'
             + heat_list(shares, f"{page.rid}-cuda")
             + highlight_code(text, language, anchor_prefix=f"{page.rid}-cuda", marks=marks,
-                             anchors=device_anchor_lines(report) | set(page.cuda_anchors), heat=shares))
+                             anchors=device_anchor_lines(report) | set(page.cuda_anchors), heat=shares,
+                             colour=colour))
 
 
 # The lines of a launcher that launch each device kernel (found in tilelab._links); kept under
@@ -413,10 +427,12 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
         for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = _part_anchor(rid, b, p)
             marks: dict[int, list[LineMark]] = {}
+            anchors: set[int] = set()  # the lines the TMA tab links to: each encode span's first and its call
             for i, sites in page.links.encode.items():
                 for s in sites:
                     if s.backend != b or s.part != p:
                         continue
+                    anchors |= {s.first, s.call}
                     for line in range(s.first, s.last + 1):
                         marks.setdefault(line, [])
                     if back_links and page.has("tma"):
@@ -428,24 +444,52 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
                         marks.setdefault(line, []).append(
                             LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
-            code = _long_code(text, language, anchor, marks, f"report.sources.launcher({b!r})"
-                              + (".text" if part == "main" else f".extra[{p - 1}][1]"))
+            whole = f"report.sources.launcher({b!r})" + (".text" if part == "main" else f".extra[{p - 1}][1]")
+            keep = None if first_open else _interesting_lines(text, marks, [k.name for k in report.kernels])
+            code = _long_code(text, language, anchor, marks, whole, keep=keep, anchors=anchors)
+            in_part = "; drawn in part: its kernel launches and TMA encodes" if keep is not None else ""
             opened = " open" if first_open else ""
             first_open = False
             out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
-                       f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines)</span></summary>{code}</details>')
+                       f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines{in_part})</span></summary>'
+                       f"{code}</details>")
     return "".join(out)
 
 
-def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str) -> str:
-    """A launcher's code; past ``_LONG_LINES`` lines only its head, its tail and the lines around
-    every marked line are drawn, each gap a visible line saying how to read all of it."""
+def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Sequence[str]) -> set[int] | None:
+    """The 1-based lines of a long launcher worth drawing: its head, every marked line (TMA
+    encodes), every line that launches, names or sizes a kernel, and a few lines around each;
+    None when the launcher is short enough to draw whole."""
     lines = text.split("\n")
-    if len(lines) <= _LONG_LINES:
-        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments")
-    keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
-    for n in marks:
-        keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
+    if len(lines) <= _PART_LINES:
+        return None
+    names = re.compile("|".join(re.escape(k) for k in kernels)) if kernels else None
+    hits = set(marks) | {n for n, line in enumerate(lines, 1)
+                         if _INTERESTING.search(line) or (names is not None and names.search(line))}
+    keep = set(range(1, _PART_HEAD + 1))
+    for n in hits:
+        keep |= set(range(max(1, n - _PART_CONTEXT), min(len(lines), n + _PART_CONTEXT) + 1))
+    for n in range(1, len(lines) + 1):  # a gap of a line or two costs more to announce than to draw
+        if n not in keep and (n - 1 in keep or n == 1) and {n + 1, n + 2} & keep:
+            keep |= {n, n + 1}
+    # mostly interesting (a launcher that is all encodes and launches): drawn whole
+    return keep if len(keep & set(range(1, len(lines) + 1))) < 0.7 * len(lines) else None
+
+
+def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str,
+               keep: set[int] | None = None, anchors: frozenset[int] | set[int] = frozenset()) -> str:
+    """A launcher's code; past ``_LONG_LINES`` lines (or where ``keep`` names the lines to draw)
+    only its head, its tail and the lines around every marked line are drawn, each gap a visible
+    line saying how to read all of it."""
+    lines = text.split("\n")
+    if keep is None and len(lines) <= _LONG_LINES:
+        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments",
+                              anchors=anchors, mark_ids=False)
+    if keep is None:
+        keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
+        for n in marks:
+            keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
+    keep = {n for n in keep if 1 <= n <= len(lines)} | {n for n in marks if 1 <= n <= len(lines)}
     out, n = [], 1
     while n <= len(lines):
         if n in keep:
@@ -454,7 +498,8 @@ def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[Line
                 end += 1
             chunk = "\n".join(lines[n - 1:end])
             out.append(highlight_code(chunk, language, anchor_prefix=anchor, first_line=n, colour="comments",
-                                      marks={k: v for k, v in marks.items() if n <= k <= end}))
+                                      marks={k: v for k, v in marks.items() if n <= k <= end},
+                                      anchors={k for k in anchors if n <= k <= end}, mark_ids=False))
         else:
             end = n
             while end + 1 <= len(lines) and end + 1 not in keep:
@@ -632,8 +677,10 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
         # zoom x2 is a checkbox and CSS (no script): the picture scrolls inside its own box
         zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
                 'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
-        out = [f'<p class="tl-legend">{legend}</p>{zoom}',
-               f'<div class="tl-scroll tl-picture">{layout_svg(layout, max_cells=cells, titles=False)}</div>']
+        # the bank picture below hovers cells; this one reuses each distinct row (and hovers rows)
+        picture = layout_svg(layout, max_cells=cells, titles=False, max_rows=_repeating_rows(layout),
+                             cell_hover=False)
+        out = [f'<p class="tl-legend">{legend}</p>{zoom}', f'<div class="tl-scroll tl-picture">{picture}</div>']
         if layout.scope == "shared" and layout.offsets:
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
                                   titles=False)
@@ -656,6 +703,26 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
         return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
+
+
+def _repeating_rows(layout: Layout) -> int:
+    """Rows worth drawing of a shared tile whose rows of 16-byte chunks repeat: two periods (at
+    least 16 rows); 0 (all) when they do not repeat or the tile is no taller than that."""
+    from ..swizzle import dtype_bytes
+
+    if layout.scope != "shared" or not layout.offsets or len(layout.shape) != 2:
+        return 0
+    try:
+        byte = layout.array("offsets") * dtype_bytes(layout.dtype)
+        chunks = (byte // SWIZZLE_CHUNK_BYTES) % CHUNKS_PER_LINE
+    except ValueError:
+        return 0
+    rows = chunks.shape[0]
+    for period in range(1, rows // 2 + 1):
+        if rows % period == 0 and (chunks[period:] == chunks[:-period]).all():
+            keep = max(2 * period, 16)
+            return keep if keep < rows else 0
+    return 0
 
 
 def _layout_table(layout: Layout) -> str:

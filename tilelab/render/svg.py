@@ -79,7 +79,7 @@ def _uid(*parts: Any) -> str:
     h = hashlib.sha1()
     for part in parts:
         h.update(part.tobytes() if isinstance(part, np.ndarray) else repr(part).encode())
-    return "tl" + h.hexdigest()[:12]
+    return "tl" + h.hexdigest()[:8]
 
 
 def _svg_open(width: float, height: float, label: str, uid: str | None = None) -> str:
@@ -117,8 +117,10 @@ def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, ro
 
 def _text(x: float, y: float, text: Any, *, size: int = 12, color: str = TEXT, anchor: str = "start",
           weight: str = "normal") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" '
-            f'style="fill: {color}">{_esc(text)}</text>')
+    # SVG's defaults (start, normal) are left out: a picture carries a hundred of these captions
+    extra = (f' text-anchor="{anchor}"' if anchor != "start" else "") + (
+        f' font-weight="{weight}"' if weight != "normal" else "")
+    return f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}"{extra} style="fill: {color}">{_esc(text)}</text>'
 
 
 def _message_svg(title: str, lines: Sequence[str]) -> str:
@@ -165,90 +167,180 @@ def _fit(index: Any, max_cells: int) -> tuple[int, int]:
 def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
           label_of: Sequence[str] | None = None, titles: Any = None,
           cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
-          label_font: int | None = None) -> tuple[str, int]:
+          label_font: int | None = None, paths: bool = False) -> tuple[str, int]:
     """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
 
     Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
     given): each row is a ``<g class="r<i>">`` of rects, one per run of equal colour and class,
     carrying ``classes`` for hover highlighting and a title each. Otherwise runs of one colour merge into one rect, and
     identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
-    Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run."""
-    out: list[str] = []
-    font = label_font or max(7, min(11, int(ch * 0.65)))
-    rows, cols = index.shape
-    fits = ch >= 9
-
-    def fits_label(length: int, lab: str) -> bool:
-        widest = max((len(part) for part in lab.split("\n")), default=0)
-        return bool(lab) and fits and length * cw >= 0.62 * font * widest + 2
-
+    Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run.
+    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run."""
+    fit = _LabelFit(cw, label_font or max(7, min(11, int(ch * 0.65))), ch >= 9)
     if titles is not None or classes is not None:
-        # one rect per run of equal colour and class (a 4-byte word of fp16 shares its bank class),
-        # each row a <g class="r<i>"> moved into place, so rects need no y
-        out.append('<g class="tlcells" stroke="#fff" stroke-width="0.5">')
-        for i in range(rows):
-            out.append(f'<g class="r{i}" transform="translate(0 {_n(y0 + i * ch)})">')
-            j = 0
-            while j < cols:
-                k = j + 1
-                while k < cols and index[i, k] == index[i, j] and (classes is None or classes[i][k] == classes[i][j]):
-                    k += 1
-                cls = f' class="{classes[i][j]}"' if classes is not None and classes[i][j] else ""
-                head = (f'<rect x="{_n(x0 + j * cw)}" width="{_n((k - j) * cw)}" height="{_n(ch)}" '
-                        f'fill="{fill_of[int(index[i, j])]}"{cls}')
-                out.append(f"{head}><title>{_esc(titles(i, j, k))}</title></rect>" if titles is not None else head + "/>")
-                j = k
-            out.append("</g>")
+        cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes)
+        labels = _explicit_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
+                                  cell_labels=cell_labels)
+        return cells + labels, 0
+    return _reused_rows(index, fill_of, fit, cw=cw, ch=ch, x0=x0, y0=y0, uid=uid, label_of=label_of,
+                        paths=paths)
+
+
+@dataclass(frozen=True)
+class _LabelFit:
+    """Whether a label fits a run of cells: rows at least 9 px tall, runs as wide as the label."""
+
+    cw: float
+    font: int
+    tall_enough: bool
+
+    def __call__(self, length: int, lab: str) -> bool:
+        widest = max((len(part) for part in lab.split("\n")), default=0)
+        return bool(lab) and self.tall_enough and length * self.cw >= 0.62 * self.font * widest + 2
+
+
+def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
+                    titles: Any, classes: list[list[str]] | None) -> str:
+    """One rect per run of equal colour and class (a 4-byte word of fp16 shares its bank class),
+    each row a ``<g class="r<i>">`` moved into place, so rects need no y."""
+    rows, cols = index.shape
+    out = ['<g class="tlcells" stroke="#fff" stroke-width="0.5">']
+    for i in range(rows):
+        out.append(f'<g class="r{i}" transform="translate(0 {_n(y0 + i * ch)})">')
+        j = 0
+        while j < cols:
+            k = j + 1
+            while k < cols and index[i, k] == index[i, j] and (classes is None
+                                                               or classes[i][k] == classes[i][j]):
+                k += 1
+            cls = f' class="{classes[i][j]}"' if classes is not None and classes[i][j] else ""
+            head = (f'<rect x="{_n(x0 + j * cw)}" width="{_n((k - j) * cw)}" height="{_n(ch)}" '
+                    f'fill="{fill_of[int(index[i, j])]}"{cls}')
+            out.append(f"{head}><title>{_esc(titles(i, j, k))}</title></rect>" if titles is not None
+                       else head + "/>")
+            j = k
         out.append("</g>")
-        out.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">')
-        for i in range(rows):
-            ty = y0 + i * ch + ch * 0.5 + font * 0.35
-            if cell_labels is not None:
-                for j in range(cols):
-                    lab = cell_labels[i][j]
-                    if not fits_label(1, lab):
-                        continue
-                    parts = lab.split("\n")
-                    x = _n(x0 + (j + 0.5) * cw)
-                    if len(parts) == 1:
-                        out.append(f'<text x="{x}" y="{_n(ty)}">{_esc(lab)}</text>')
-                    else:  # two lines: thread over register
-                        out.append(f'<text x="{x}" y="{_n(ty - font * 0.5)}">{_esc(parts[0])}'
-                                   f'<tspan x="{x}" dy="{font}">{_esc(parts[1])}</tspan></text>')
-            elif label_of is not None:
-                for start, length, value in zip(*_row_runs(index[i])):
-                    lab = label_of[int(value)]
-                    if fits_label(int(length), lab):
-                        out.append(f'<text x="{_n(x0 + (start + length / 2) * cw)}" y="{_n(ty)}">{_esc(lab)}</text>')
-        out.append("</g>")
-        return "".join(out), 0
+    out.append("</g>")
+    return "".join(out)
+
+
+def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, y0: float,
+                     label_of: Sequence[str] | None, cell_labels: list[list[str]] | None) -> str:
+    """The explicit cells' labels: one per cell (two lines when it holds ``\n``), or one
+    ``<text>`` per row of run labels, each character placed."""
+    font = fit.font
+    rows, cols = index.shape
+    out = [f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">']
+    for i in range(rows):
+        ty = y0 + i * ch + ch * 0.5 + font * 0.35
+        if cell_labels is not None:
+            for j in range(cols):
+                lab = cell_labels[i][j]
+                if not fit(1, lab):
+                    continue
+                parts = lab.split("\n")
+                x = _n(x0 + (j + 0.5) * cw)
+                if len(parts) == 1:
+                    out.append(f'<text x="{x}" y="{_n(ty)}">{_esc(lab)}</text>')
+                else:  # two lines: thread over register
+                    out.append(f'<text x="{x}" y="{_n(ty - font * 0.5)}">{_esc(parts[0])}'
+                               f'<tspan x="{x}" dy="{font}">{_esc(parts[1])}</tspan></text>')
+        elif label_of is not None:
+            row = [(x0 + (start + length / 2) * cw, label_of[int(value)])
+                   for start, length, value in zip(*_row_runs(index[i]))
+                   if fit(int(length), label_of[int(value)])]
+            if row:  # one <text> per row, each character placed (labels are short digits)
+                xs, chars = _centred_chars(row, font)
+                out.append(f'<text x="{xs}" y="{_n(ty)}">{_esc(chars)}</text>')
+    out.append("</g>")
+    return "".join(out)
+
+
+def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: float, ch: float, x0: float,
+                 y0: float, uid: str, label_of: Sequence[str] | None, paths: bool) -> tuple[str, int]:
+    """Each distinct row drawn once in ``<defs>`` (runs of one colour as one rect, or one path per
+    colour) and placed with a ``<use>``; returns the markup and the number of distinct rows."""
     defs: dict[bytes, int] = {}
     parts: list[str] = []
     uses: list[str] = []
-    for i in range(rows):
+    for i in range(index.shape[0]):
         key = index[i].tobytes()
         sid = defs.get(key)
         if sid is None:
             sid = defs[key] = len(defs)
             parts.append(f'<g id="{uid}r{sid}">')
-            texts = []
-            for start, length, value in zip(*_row_runs(index[i])):
-                parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
-                             f'fill="{fill_of[int(value)]}"/>')
+            labels: list[tuple[str, str]] = []  # (x, label) of each run whose label fits
+            runs = list(zip(*_row_runs(index[i])))
+            if paths:
+                parts.append(_row_paths(runs, fill_of, cw, ch))
+            for start, length, value in runs:
+                if not paths:
+                    parts.append(f'<rect x="{_n(start * cw)}" width="{_n(length * cw)}" height="{_n(ch)}" '
+                                 f'fill="{fill_of[int(value)]}"/>')
                 lab = label_of[int(value)] if label_of is not None else ""
-                if fits_label(int(length), lab):
-                    texts.append(f'<text x="{_n((start + length / 2) * cw)}" y="{_n(ch * 0.72)}">{_esc(lab)}</text>')
-            if texts:
-                parts.append(f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}">{"".join(texts)}</g>')
+                if fit(int(length), lab):
+                    labels.append((_n((start + length / 2) * cw), lab))
+            if labels:
+                parts.append(f'<g font-size="{fit.font}" text-anchor="middle" fill="{CELL_TEXT}">'
+                             f"{_row_labels(labels, ch)}</g>")
             parts.append("</g>")
-        uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" x="{_n(x0)}" y="{_n(y0 + i * ch)}"/>')
-    return "<defs>" + "".join(parts) + "</defs>" + "".join(uses), len(defs)
+        uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" y="{_n(y0 + i * ch)}"/>')
+    # every row starts at x0: one translated group instead of an x on each <use>
+    return ("<defs>" + "".join(parts) + f'</defs><g transform="translate({_n(x0)} 0)">' + "".join(uses) + "</g>",
+            len(defs))
+
+
+def _row_paths(runs: Sequence[tuple[int, int, int]], fill_of: Sequence[str], cw: float, ch: float) -> str:
+    """One row of runs ``(start, length, colour index)`` as one ``<path>`` per colour."""
+    by_colour: dict[int, list[str]] = {}
+    for start, length, value in runs:
+        w = _n(length * cw)
+        by_colour.setdefault(int(value), []).append(f"M{_n(start * cw)} 0h{w}v{_n(ch)}h-{w}z")
+    return "".join(f'<path fill="{fill_of[v]}" d="{"".join(d)}"/>' for v, d in by_colour.items())
+
+
+def _centred_chars(labels: Sequence[tuple[float, str]], size: int) -> tuple[str, str]:
+    """x positions (one per character) and text of labels centred at their x, for one ``<text>``
+    with ``text-anchor="middle"``: the characters of a label sit side by side at the code font's
+    advance (about 0.6 em)."""
+    xs: list[str] = []
+    for x, lab in labels:
+        for k in range(len(lab)):
+            xs.append(_n(x + (k - (len(lab) - 1) / 2) * 0.6 * size))
+    return " ".join(xs), "".join(lab for _, lab in labels)
+
+
+def _row_labels(labels: Sequence[tuple[str, str]], ch: float) -> str:
+    """One row's cell labels. Labels of one character each (chunk digits) share one ``<text>``
+    with a list of x positions, one per character; longer ones get a ``<text>`` each."""
+    y = _n(ch * 0.72)
+    if all(len(lab) == 1 for _, lab in labels):
+        return f'<text x="{" ".join(x for x, _ in labels)}" y="{y}">{_esc("".join(lab for _, lab in labels))}</text>'
+    return "".join(f'<text x="{x}" y="{y}">{_esc(lab)}</text>' for x, lab in labels)
 
 
 def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
     cw = max(2.0, min(24.0, max_width / max(cols, 1)))
     ch = max(2.0, min(18.0, max_height / max(rows, 1)))
     return cw, ch
+
+
+def _outlines(boxes: Sequence[tuple[float, float, float, float]], *, color: str = ACCENT, width: float = 2.0) -> str:
+    """Many unfilled rectangles of one style: one group carries the style, each box only its place."""
+    if not boxes:
+        return ""
+    rects = "".join(f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" stroke-width="{width}"/>'
+                    for x, y, w, h in boxes)
+    return f'<g fill="none" style="stroke: {color}">{rects}</g>'
+
+
+def _ticks(items: Sequence[tuple[float, float, Any]], *, anchor: str = "start") -> str:
+    """Axis tick labels (9 px, muted): one group carries their style."""
+    if not items:
+        return ""
+    extra = f' text-anchor="{anchor}"' if anchor != "start" else ""
+    return (f'<g style="fill: {MUTED}">'
+            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="9"{extra}>{_esc(t)}</text>' for x, y, t in items) + "</g>")
 
 
 def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, width: float = 2.0,
@@ -330,8 +422,9 @@ def _cell_classes(banks: Any, chunks: Any, element_bytes: int) -> list[list[str]
 
 
 def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, element_bytes: int,
-           patterns: int) -> tuple[str, str]:
-    """The picture's hover rules and the words saying what hovering does."""
+           patterns: int, explicit_cells: int = EXPLICIT_CELLS) -> tuple[str, str]:
+    """The picture's hover rules and the words saying what hovering does (``explicit_cells``: the
+    picture's cell-hover limit, 0 when its cells never hover)."""
     if explicit:
         prefix = {"bank": "b", "chunk": "k"}.get(hover)
         present = sorted(set(int(v) for v in np.unique(banks if prefix == "b" else chunks))) if prefix else []
@@ -339,8 +432,8 @@ def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, elemen
             present = sorted(set(present) | {(v + 1) % sw.BANKS for v in present})
         return _hover_style(uid, prefix, present, rows=hover == "row"), _HOVER_NOTES[hover]
     style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
-    note = "" if hover == "none" else (f"hover a row: it and every row with its pattern (cell hover "
-                                       f"below {EXPLICIT_CELLS} cells)")
+    note = "" if hover == "none" else "hover a row: it and every row with its pattern" + (
+        f" (cell hover below {explicit_cells} cells)" if explicit_cells else "")
     return style, note
 
 
@@ -359,11 +452,10 @@ def _chunk_lines(f: _Frame, per_chunk: int) -> str:
 
 def _axis_ticks(f: _Frame, per_chunk: int) -> list[str]:
     """Row numbers every 8 rows; column numbers every chunk (or every few, when chunks are narrow)."""
-    out = [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
-           for i in range(0, f.show_rows, _BAND)]
     step = per_chunk * max(1, int(np.ceil(24 / max(f.cw * per_chunk, 1e-9))))
-    out += [_text(f.left + j * f.cw, f.top - 4, j, size=9, color=MUTED) for j in range(0, f.show_cols, step)]
-    return out
+    return [_ticks([(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i)
+                    for i in range(0, f.show_rows, _BAND)], anchor="end"),
+            _ticks([(f.left + j * f.cw, f.top - 4, j) for j in range(0, f.show_cols, step)])]
 
 
 def _access_outlines(f: _Frame, accesses: Sequence[Any], element_bytes: int, thread: Any) -> list[str]:
@@ -423,9 +515,11 @@ def _shared_legend(color_by: str, hover_note: str) -> str:
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0, titles: bool = True) -> str:
+                    max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
-    steps are named functions above (what part to show, cell classes, hover, outlines, captions)."""
+    steps are named functions above (what part to show, cell classes, hover, outlines, captions).
+    ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
+    then drawn once, as one path per colour, and reused)."""
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = offsets.shape
@@ -440,15 +534,15 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
     chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % _CHUNKS
     cell_titles = _cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS else None
-    classes = _cell_classes(banks, chunks, e) if n_shown <= EXPLICIT_CELLS else None
+    classes = _cell_classes(banks, chunks, e) if n_shown <= min(explicit_cells, EXPLICIT_CELLS) else None
     cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
     f = _Frame(show_rows, show_cols, cw, ch)
     width = max(f.left + show_cols * cw + 12, 360.0)
     height = f.top + show_rows * ch + 40
     uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
     grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))], cw=cw, ch=ch, x0=f.left,
-                           y0=f.top, uid=uid, titles=cell_titles, classes=classes)
-    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns)
+                           y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0)
+    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns, explicit_cells)
     out = ["", style, _text(4, 16, f"{name}", weight="bold"), _text(4, 32, subtitle, size=11, color=MUTED), grid]
     out.append(_chunk_lines(f, per_chunk))
     out += _axis_ticks(f, per_chunk)
@@ -492,13 +586,16 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
                highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
-               titles: bool = True) -> str:
+               titles: bool = True, max_rows: int = 0, cell_hover: bool = True) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
     ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
     rows, at most 2,048 cells), so that every cell shown is hoverable. ``titles=False`` leaves out
-    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain."""
+    the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain.
+    ``max_rows``: draw at most this many rows of a shared tile (0: no cap); the caption says so.
+    ``cell_hover=False`` draws each distinct row once and reuses it (much lighter), hovering whole
+    rows and their repeats instead of cells (the inspector's bank picture hovers cells)."""
     if layout.scope == "fragment":
         return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
     max_cells = max_cells or 4096
@@ -518,7 +615,8 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     try:
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
-                               hover=hover, hover_crop=hover_crop, titles=titles)
+                               hover=hover, hover_crop=hover_crop, titles=titles, max_rows=max_rows,
+                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0)
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -601,7 +699,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     out += [_text(4, legend_y + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(legend_lines)]
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
                      label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
-                     label_font=12)[0])
+                     label_font=12, paths=True)[0])
     out += _operand_ticks(f)
     out += _core_matrix_outlines(desc, f, per_chunk)
     out += _descriptor_arrows(desc, f, per_chunk, uid)
@@ -665,25 +763,25 @@ def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any) -> lis
 
 def _operand_ticks(f: _Frame) -> list[str]:
     """Byte offsets along the chunks (every few, when narrow) and row numbers every core matrix."""
-    out = [_text(f.left + j * f.cw + 2, f.top - 4, f"{j * sw.CHUNK_BYTES}B", size=9, color=MUTED)
-           for j in range(0, f.show_cols, max(1, int(np.ceil(30 / f.cw))))]
-    out += [_text(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
-            for i in range(0, f.show_rows, _CM)]
-    return out
+    return [_ticks([(f.left + j * f.cw + 2, f.top - 4, f"{j * sw.CHUNK_BYTES}B")
+                    for j in range(0, f.show_cols, max(1, int(np.ceil(30 / f.cw))))]),
+            _ticks([(f.left - 4, f.top + i * f.ch + min(f.ch, 10) * 0.9, i)
+                    for i in range(0, f.show_rows, _CM)], anchor="end")]
 
 
 def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -> list[str]:
-    """Every core matrix the instruction reads (8 rows x one 16-byte chunk column) outlined."""
-    out = []
+    """Every core matrix the instruction reads (8 rows x one 16-byte chunk column) outlined, all
+    under one style."""
+    boxes = []
     for cm in desc.core_matrices:
         if not cm.cells:
             continue
         r0, c0 = cm.cells[0]
         if r0 >= f.show_rows:
             continue
-        out.append(_outline(f.left + (c0 // per_chunk) * f.cw, f.top + r0 * f.ch, f.cw,
-                            min(_CM, f.show_rows - r0) * f.ch, width=1.6))
-    return out
+        boxes.append((f.left + (c0 // per_chunk) * f.cw, f.top + r0 * f.ch, f.cw,
+                      min(_CM, f.show_rows - r0) * f.ch))
+    return [_outlines(boxes, width=1.6)]
 
 
 def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> list[str]:
@@ -801,8 +899,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
                      classes=classes, label_font=font)[0])
     marks, caption = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
     out += marks
-    out += [_text(f.left - 4, f.top + i * ch + min(ch, 10) * 0.9, i, size=9, color=MUTED, anchor="end")
-            for i in range(0, show_rows, 8)]
+    out.append(_ticks([(f.left - 4, f.top + i * ch + min(ch, 10) * 0.9, i) for i in range(0, show_rows, 8)],
+                      anchor="end"))
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
     if classes is not None:
