@@ -109,6 +109,8 @@ def test_the_cell_view_sums_the_device_samples_per_cell_line():
     # line 5 (T.copy): 20 of 100 samples; line 6 (T.gemm): 60; the macro's 20 belong to no cell line
     assert _hot_rows(cell, f"{rid}-cell") == {5: "20.0% of warp-stall samples", 6: "60.0% of warp-stall samples"}
     assert re.findall(rf'href="#{rid}-cell-L(\d+)">L\d+</a> ([\d.]+)%', cell) == [("6", "60.0"), ("5", "20.0")]
+    # the 20% the cell's lines cannot carry (the macro's line) is said, with where it went
+    assert "the other 20.0% of the samples" in cell and "macro.py L6 20.0%" in cell
     # a cell whose text differs from the linked file gets no margin (its line numbers would mislead)
     other = render_html(report, sections=("cell",), source=CELL.replace("T.copy", "T.fill"), profile=profile)
     assert "tl-heat\"" not in re.sub(r"<style.*?</style>", "", other, flags=re.S)

@@ -189,5 +189,9 @@ def test_profile_heat_reaches_the_cell_lines(ip, shown):
     assert 0 < sum(float(s) for _, s in cell_hot) <= 100.0 + 1e-6
     # the main loop's tile ops are among the hot lines (the WGMMA waits, the TMA barrier waits)
     assert any(re.search(r"T\.(gemm|copy|Pipelined)", lines[int(n) - 1]) for n, _ in cell_hot), cell_hot
+    cell_share = sum(float(s) for _, s in cell_hot)
+    if cell_share < 99.9:  # the rest is said, with where it went (TileLang's macro lines)
+        rest = re.search(r"the other ([\d.]+)% of the samples", last.inspector.tab("Cell"))
+        assert rest and float(rest.group(1)) == pytest.approx(100 - cell_share, abs=0.2), rest
     html = shown[-1]["data"]["text/html"]
     assert "tl-heat" in html

@@ -254,21 +254,47 @@ def cell_heat(report: KernelReport, source: str, samples: Sequence[tuple[int, fl
     shares = heat_shares(samples)
     if mc is None or not shares or not source:
         return {}
-
-    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
-        lines = [x.rstrip() for x in text.split("\n")[1:]]
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
-
     want = source.split("\n")[1:]
-    files = {f for f, text in mc.python_sources if body(text) == body(source)}
+    files = _cell_files(mc, source)
     out: dict[int, float] = {}
     for line, share in shares.items():
         origin = mc.origin(line)
         if origin is not None and origin.file in files and 1 <= origin.line <= len(want) + 1:
             out[origin.line] = out.get(origin.line, 0.0) + share
     return out
+
+
+def _cell_files(mc: Any, source: str) -> set[str]:
+    """The files ``#line`` names whose text is ``source`` (its first line, the magic's, aside)."""
+    def body(text: str) -> list[str]:  # the lines after the first, trailing blanks aside
+        lines = [x.rstrip() for x in text.split("\n")[1:]]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    return {f for f, text in mc.python_sources if body(text) == body(source)}
+
+
+def heat_elsewhere(report: KernelReport, source: str, samples: Sequence[tuple[int, float]],
+                   top: int = 3) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """The share of a profile's samples that :func:`cell_heat` cannot put on a line of ``source``,
+    and the hottest places it went instead (``("wgmma_macro_generator.py L649", share)``, or "no
+    #line" for device lines no directive covers): TileLang's ``#line`` names the innermost Python
+    line, so code a tile op expands into inside TileLang's own macros is charged there."""
+    mc = getattr(report, "machine", None)
+    shares = heat_shares(samples)
+    if mc is None or not shares:
+        return 0.0, ()
+    files = _cell_files(mc, source) if source else set()
+    places: dict[str, float] = {}
+    for line, share in shares.items():
+        origin = mc.origin(line)
+        if origin is not None and origin.file in files:
+            continue
+        label = "no #line" if origin is None else f"{origin.file.rsplit('/', 1)[-1]} L{origin.line}"
+        places[label] = places.get(label, 0.0) + share
+    hot = tuple(sorted(places.items(), key=lambda x: (-x[1], x[0]))[:top])
+    return sum(places.values()), hot
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,4 +347,4 @@ def wgmma_shape_note(report: KernelReport, index: int) -> str | None:
 
 
 __all__ = ["EncodeSite", "ReportLinks", "cell_heat", "device_anchor_lines", "encode_calls", "encode_spans",
-           "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note", "wgmma_shape_note"]
+           "heat_elsewhere", "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note", "wgmma_shape_note"]

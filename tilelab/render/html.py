@@ -32,6 +32,7 @@ from .._links import (
     ReportLinks,
     cell_heat,
     device_anchor_lines,
+    heat_elsewhere,
     encode_spans,
     heat_shares,
     launch_lines,
@@ -655,8 +656,20 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
     _, marks = _back_marks(report, page)
     shares = cell_heat(report, page.source, page.heat)
     return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
-            + heat_list(shares, f"{page.rid}-cell")
+            + heat_list(shares, f"{page.rid}-cell") + (_heat_elsewhere_html(report, page) if shares else "")
             + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares))
+
+
+def _heat_elsewhere_html(report: KernelReport, page: Page) -> str:
+    """Where the samples the cell's lines do not carry went (TileLang's own macro lines, mostly)."""
+    rest, places = heat_elsewhere(report, page.source, page.heat)
+    if rest <= 0:
+        return ""
+    where = ", ".join(f"{esc(label)} {100 * share:.1f}%" for label, share in places)
+    return (f'<p class="tl-muted">the other {100 * rest:.1f}% of the samples are on device lines that #line '
+            f"traces to TileLang's own code or to no Python line ({where}); TileLang names the innermost "
+            "Python line, so code a tile op expands into inside TileLang's macros is counted there, not on "
+            "the cell's line (the Lines tab lists every link)</p>")
 
 
 def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id: str = "") -> str:
