@@ -14,8 +14,6 @@ has more threads than the cell asked for; why a 128x128 tile issues m64n64k16).
 
 from __future__ import annotations
 
-import functools
-
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -82,16 +80,6 @@ def _declares(name: str) -> re.Pattern[str]:
 def encode_calls(text: str, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
     """For each descriptor name, the (first, call, last) 1-based lines of ``text`` that encode it.
 
-    A pure function of two strings, asked several times per page (the TMA table, its excerpts,
-    the launcher views): the last few answers are kept, keyed by the texts themselves.
-    """
-    return dict(_encode_calls(text, tuple(names)))
-
-
-@functools.lru_cache(maxsize=16)
-def _encode_calls(text: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple[int, int, int]], ...]:
-    """:func:`encode_calls`, as an immutable answer.
-
     Found from the launcher text alone: each encode call is attributed to the descriptor it
     names (or, when the call names none, the nearest descriptor mentioned above it); the span
     starts at that descriptor's first declaration after the previous encode call.
@@ -130,7 +118,7 @@ def _encode_calls(text: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple[i
             start = next((k for k in range(previous_end + 1, call + 1) if declare[owner].search(lines[k])), call)
             spans[owner] = (start + 1, call + 1, end + 1)
         previous_end = end
-    return tuple(spans.items())
+    return spans
 
 
 def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
