@@ -69,11 +69,13 @@ def test_only_the_options_that_shape_the_build_are_its_build_options():
     ("--rep-ms 0", "--rep-ms takes a positive number"),
     ("--timeout inf", "--timeout: expected a positive number of seconds"),
     ("--sanitize leakcheck", "choose one of memcheck, racecheck, synccheck, initcheck"),
+    ('--show ""', "--show: give at least one tab"),
+    ("--show ,", "--show: give at least one tab"),
 ])
 def test_a_bad_option_names_itself_and_what_is_valid(line, needle):
     with pytest.raises(CellUsageError) as caught:
         parse_cell_line(line)
-    assert needle in str(caught.value)
+    assert needle in str(caught.value) and str(caught.value).startswith("%%tilelang")
 
 
 def test_the_help_is_generated_from_the_parser():
@@ -267,6 +269,18 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
     monkeypatch.setattr(launch, "run", lambda kernel, **kw: (_ for _ in ()).throw(ValueError("size n is dynamic")))
     with pytest.raises(CellUsageError, match='Pass it with --sizes "n=4096"'):
         launch_cell(entry, Build(("gemm",), "gemm", Call(), parse_cell_line("--run"), gpu=True), {}, None, said.append)
+    # tilelab's own errors already say what to change: no generic hint about --sizes/--ref appended,
+    # even for one that is also a ValueError (a misaligned tensor)
+    from tilelab.launch._run import MisalignedTensorError
+
+    def misaligned(kernel, **kw):
+        raise MisalignedTensorError("tensor A is not 16-byte aligned: pass a contiguous tensor")
+
+    monkeypatch.setattr(launch, "run", misaligned)
+    with pytest.raises(CellUsageError) as caught:
+        launch_cell(entry, Build(("gemm",), "gemm", Call(), parse_cell_line("--run"), gpu=True), {}, None, said.append)
+    assert str(caught.value) == ("%%tilelang --run/--bench: tensor A is not 16-byte aligned: pass a contiguous "
+                                 "tensor")
 
 
 def test_a_refused_launch_says_why_and_launches_nothing():

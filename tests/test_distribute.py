@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import functools
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -127,6 +128,79 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
           workers=2, progress=False, force=True)
     assert {artifact["pid"] for artifact, *_ in after.calls}.isdisjoint(compiled_in)  # a fresh pool
+
+
+def _versioned_step(factory, size, config):
+    import stepmod  # noqa: F401  (the module the test edits; imported in the compile process)
+
+    return functools.partial(stepmod.make, config["block"])
+
+
+def test_a_kept_compile_process_never_compiles_old_code(tmp_path, monkeypatch):
+    """The compile processes kept between sweeps are replaced when a folder joins sys.path or a
+    module of the user's is edited: the second sweep compiles what the notebook now has."""
+    (tmp_path / "stepmod.py").write_text("import os\nVERSION = 1\n\ndef make(block):\n"
+                                         "    return {'block': block, 'pid': os.getpid(), 'version': VERSION}\n")
+    first = Recorder()
+    sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=first,
+          workers=1, progress=False, force=True)
+    monkeypatch.syspath_prepend(str(tmp_path))  # after the pool started: its processes cannot see it
+    import importlib
+
+    import stepmod
+
+    second = Recorder()
+    table = sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_versioned_step, bench_fn=second,
+                  workers=1, progress=False, force=True)
+    assert all(r.ok for r in table.rows), table
+    assert [a["version"] for a, *_ in second.calls] == [1]
+    (tmp_path / "stepmod.py").write_text((tmp_path / "stepmod.py").read_text().replace("VERSION = 1", "VERSION = 2"))
+    later = time.time_ns() + 2_000_000_000
+    os.utime(tmp_path / "stepmod.py", ns=(later, later))
+    importlib.reload(stepmod)
+    third = Recorder()
+    sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_versioned_step, bench_fn=third,
+          workers=1, progress=False, force=True)
+    assert [a["version"] for a, *_ in third.calls] == [2]  # not the kept process's old copy
+    assert {a["pid"] for a, *_ in third.calls}.isdisjoint({a["pid"] for a, *_ in second.calls})
+    sys.modules.pop("stepmod", None)
+
+
+def _stuck(path, block):
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(120)  # a compile that hangs: only ending its process stops it
+
+
+def _stuck_step(path):
+    return lambda factory, size, config: functools.partial(_stuck, path, config["block"])
+
+
+def test_an_interrupt_ends_a_running_compile_and_the_next_sweep_starts_afresh(tmp_path):
+    marker = tmp_path / "pid"
+    def stop_once_it_hangs():
+        deadline = time.time() + 120
+        while not marker.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        _thread.interrupt_main()  # the stop button, while the compile hangs
+
+    threading.Thread(target=stop_once_it_hangs, daemon=True).start()
+    table = sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_stuck_step(str(marker)),
+                  bench_fn=Recorder(), workers=1, progress=False, force=True)
+    assert table.rows[0].stage == "not run" and "interrupted" in table.rows[0].error
+    stuck = int(marker.read_text())
+    deadline = time.time() + 30
+    while time.time() < deadline:  # terminated: gone once its parent has reaped it
+        try:
+            os.kill(stuck, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"the hung compile process {stuck} is still running after the interrupt")
+    after = Recorder()
+    sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
+          workers=1, progress=False, force=True)
+    assert [a["block"] for a, *_ in after.calls] == [16] and after.calls[0][0]["pid"] != stuck
 
 
 def test_unpicklable_compile_steps_run_in_threads(compile_in_threads):  # as if neither pickle nor cloudpickle could

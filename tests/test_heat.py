@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from test_render_html import gemm
 
 from tilelab.profiling import Profile, parse_source_csv
@@ -142,3 +144,27 @@ def test_sanitizer_findings_link_into_the_cuda_tab_when_the_source_is_the_same()
     local = re.findall(r'href="#([\w-]+)-L19">line', timing)
     assert local and not local[0].endswith("-cuda") and "differs from the CUDA tab" in timing
     assert f'id="{local[0]}-L19"' in timing  # the report's own listing
+
+
+def test_every_sample_is_on_a_cell_line_or_said_elsewhere():
+    """A #line into the cell's file past the cell's last line is not a cell line: it is counted
+    with the samples elsewhere, so the two always add up to every sample."""
+    import dataclasses
+
+    from tilelab._links import cell_heat, heat_elsewhere
+    from tilelab._machine import MachineCode, SourceOrigin
+
+    cell_file = "<ipython-input-9-cd34>"
+    machine = MachineCode(arch="sm_90a", origins=(
+        SourceOrigin(1, 4, cell_file, 6, True),
+        SourceOrigin(5, 6, cell_file, 99, True),  # past the cell's end
+        SourceOrigin(7, 8, "/site-packages/tilelang/macro.py", 3, False),
+    ), python_sources=((cell_file, "\n" + CELL.split("\n", 1)[1]),))
+    report = dataclasses.replace(gemm(), machine=machine)
+    samples = ((2, 50.0), (5, 20.0), (7, 20.0), (9, 10.0))  # device line 9: no #line covers it
+    on_cell = cell_heat(report, CELL, samples)
+    rest, places = heat_elsewhere(report, CELL, samples, top=5)
+    assert on_cell == {6: 0.5}
+    assert rest == pytest.approx(0.5) and sum(on_cell.values()) + rest == pytest.approx(1.0)
+    assert dict(places) == {f"{cell_file} L99": pytest.approx(0.2), "macro.py L3": pytest.approx(0.2),
+                            "no #line": pytest.approx(0.1)}

@@ -35,10 +35,10 @@ def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
     for sizes in build.options.sizes or ({},):
         try:
             out += _launch_at(kernel, build, sizes, ref, say, entry)
+        except TilelabError as err:  # first: its message already says what to change (a launch
+            raise CellUsageError(f"%%tilelang --run/--bench: {err}") from None  # failure, a misaligned tensor)
         except (ValueError, TypeError) as err:
             raise CellUsageError(launch_message(err, sizes)) from None
-        except TilelabError as err:  # e.g. a launch failure: its message says what to change
-            raise CellUsageError(f"%%tilelang --run/--bench: {err}") from None
     return out
 
 

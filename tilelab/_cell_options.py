@@ -133,7 +133,13 @@ def parse_cell_line(line: str) -> CellOptions:
         namespace = parse_argstring(_tilelang, line)
     except UsageError as err:
         raise CellUsageError(f"%%tilelang: {err}. Valid options: {valid_options()}") from None
-    return options_from_namespace(namespace, line)
+    try:
+        return options_from_namespace(namespace, line)
+    except CellUsageError as err:  # every option error says whose option it is
+        message = str(err)
+        if message.startswith("%%tilelang"):
+            raise
+        raise CellUsageError(f"%%tilelang {message}") from None
 
 
 def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
@@ -225,6 +231,9 @@ def _parse_pass_configs(items: list[str | None]) -> dict[str, Any]:
 def _parse_show(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
+    if not text.strip(" ,"):
+        raise CellUsageError("%%tilelang --show: give at least one tab, e.g. --show summary,tma "
+                             "(leave --show out for the default tabs)")
     from .widgets.inspector import parse_tabs
 
     try:

@@ -274,11 +274,12 @@ def heat_elsewhere(report: KernelReport, source: str, samples: Sequence[tuple[in
     if mc is None or not shares:
         return 0.0, ()
     files = _cell_files(mc, source) if source else set()
+    last = len(source.split("\n")) if source else 0
     places: dict[str, float] = {}
     for line, share in shares.items():
         origin = mc.origin(line)
-        if origin is not None and origin.file in files:
-            continue
+        if origin is not None and origin.file in files and 1 <= origin.line <= last:
+            continue  # on a line of the cell: cell_heat counts it
         label = "no #line" if origin is None else f"{origin.file.rsplit('/', 1)[-1]} L{origin.line}"
         places[label] = places.get(label, 0.0) + share
     hot = tuple(sorted(places.items(), key=lambda x: (-x[1], x[0]))[:top])

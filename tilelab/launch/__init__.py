@@ -21,6 +21,15 @@ from ._sweep import SweepOptions, sweep
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
 
+
+def shutdown_compile_pools() -> None:
+    """Stop the compile processes that ``sweep(..., devices=...)`` keeps for the next sweep (each
+    holds TileLang and torch in memory); the next such sweep starts new ones."""
+    from ._distribute import shutdown_compile_pools as stop
+
+    stop()
+
+
 __all__ = [
     "BenchOptions",
     "BenchResult",
@@ -43,6 +52,7 @@ __all__ = [
     "UNIT_ROUNDOFF",
     "bench",
     "classify_cuda_error",
+    "shutdown_compile_pools",
     "count_work",
     "default_worker",
     "gemm_flops",

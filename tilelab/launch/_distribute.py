@@ -358,31 +358,87 @@ def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
         yield
 
 
-_POOLS: dict[int, ProcessPoolExecutor] = {}
+# workers -> (sys.path and environment it started with, when (time.time_ns), the pool)
+_POOLS: dict[int, tuple[str, int, ProcessPoolExecutor]] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _started_with() -> str:
+    """What a compile process reads once, when it starts: the import path and the environment."""
+    import sys
+
+    return hashlib.sha256(json.dumps([list(sys.path), sorted(os.environ.items())]).encode()).hexdigest()
+
+
+def _edited_since(ns: int) -> str | None:
+    """A module of the user's own (not installed: outside the interpreter's prefixes and any
+    site-packages folder) whose file changed after ``ns`` (time.time_ns), if any."""
+    import sys
+
+    roots = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or "site-packages" in path or "dist-packages" in path:
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(roots):
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(real).st_mtime_ns > ns:
+                return name
+    return None
 
 
 def _compile_pool(workers: int) -> ProcessPoolExecutor:
     """The host's pool of compile processes, kept for the next sweep: a spawned process takes
     seconds to import torch and TileLang, which every sweep would otherwise pay again before its
-    first compile. A pool broken by a dying process is replaced."""
+    first compile. It is replaced when it broke (a process died), or when what its processes
+    started with changed: ``sys.path``, the environment, or a module of the user's own edited on
+    disk since (a kept process would compile the module's old code)."""
     import multiprocessing
 
+    token = _started_with()
     with _POOLS_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None or getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-            _POOLS[workers] = pool
-        return pool
+        kept = _POOLS.get(workers)
+        if kept is not None:
+            started, created, pool = kept
+            if (started != token or _edited_since(created) or getattr(pool, "_broken", False)
+                    or getattr(pool, "_shutdown_thread", False)):
+                _stop_pool(pool, kill=False)
+                kept = None
+        if kept is None:
+            kept = (token, time.time_ns(),
+                    ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")))
+            _POOLS[workers] = kept
+        return kept[2]
+
+
+def _stop_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
+    """Shut a pool down; with ``kill``, end its processes too (tasks already running in them,
+    which cancelling cannot stop, would otherwise hold the next sweep back)."""
+    if kill:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(Exception):
+                process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _retire_pool(pool: ProcessPoolExecutor) -> None:
+    """Take a pool out of the kept ones and end its processes."""
+    with _POOLS_LOCK:
+        for workers, (_, _, kept) in list(_POOLS.items()):
+            if kept is pool:
+                del _POOLS[workers]
+    _stop_pool(pool, kill=True)
 
 
 def shutdown_compile_pools() -> None:
     """Stop the kept compile processes (they also stop when Python exits)."""
     with _POOLS_LOCK:
-        pools = list(_POOLS.values())
+        pools = [pool for _, _, pool in _POOLS.values()]
         _POOLS.clear()
     for pool in pools:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_pool(pool, kill=False)
 
 
 class LocalRunner:
@@ -392,7 +448,8 @@ class LocalRunner:
     def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
         self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
         self.workers = workers or os.cpu_count() or 1
-        self._futures: list[Any] = []  # this sweep's compile tasks in the shared pool
+        self._pool: ProcessPoolExecutor | None = None  # the kept pool this sweep compiles in
+        self._futures: list[Any] = []  # this sweep's compile tasks in it
         self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -408,7 +465,9 @@ class LocalRunner:
     def compile(self, index: int, step: Callable[[], Any]) -> None:
         blob = _dumps(step)
         if blob is not None:
-            fut = _compile_pool(self.workers).submit(_compile_pickled, index, blob)
+            if self._pool is None:
+                self._pool = _compile_pool(self.workers)
+            fut = self._pool.submit(_compile_pickled, index, blob)
             self._futures.append(fut)
         else:
             fut = self._threads.submit(compile_task, index, step)
@@ -479,14 +538,17 @@ class LocalRunner:
         for _ in self._bench_threads:
             self._queue.put(None)
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
-        # The process pool is kept for the next sweep: an interrupted sweep cancels only its own
-        # compile tasks that have not started.
+        # The process pool is kept for the next sweep. An interrupted sweep cancels its compile
+        # tasks that have not started; one that is running (or already handed to a process)
+        # cannot be cancelled, so that pool's processes are ended and the next sweep starts anew.
         for fut in self._futures:
             if cancel:
                 fut.cancel()
             elif not fut.cancelled():
                 with contextlib.suppress(Exception):
                     fut.exception()  # wait, as a finished sweep's pool shutdown did
+        if cancel and self._pool is not None and not all(f.done() for f in self._futures):
+            _retire_pool(self._pool)
 
 
 class DaskRunner:
