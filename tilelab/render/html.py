@@ -521,16 +521,21 @@ _TMA_FIELDS = (
 )
 
 
+def _none_here(report: KernelReport, fact: str, empty: str) -> str:
+    """An empty section: why the target cannot have ``fact`` (TMA, WGMMA, MFMA), or ``empty``."""
+    target = _target_record(report)
+    if target is not None and not getattr(target, fact):
+        return f'<p class="tl-muted">{esc(target.not_applicable(fact))}</p>'
+    return f'<p class="tl-muted">{esc(empty)}</p>'
+
+
 def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None = None) -> str:
     """The decoded TMA table, narrow enough to read: one row per descriptor with the fields that
     decide whether it works, and links to the lines that ask for it (cell), use it (CUDA) and
     encode it (every launcher); every other field in a folded table; then one short excerpt per
     descriptor (the first open): the cell line, the device use and one launcher's encode call."""
     if not report.tma_descriptors:
-        target = _target_record(report)
-        if target is not None and not target.tma:
-            return f'<p class="tl-muted">{esc(target.not_applicable("tma"))}</p>'
-        return '<p class="tl-muted">This kernel encodes no TMA descriptors.</p>'
+        return _none_here(report, "tma", "This kernel encodes no TMA descriptors.")
     page = page or make_page(report)
     rid = page.rid
     headers = ["descriptor", "tensor", "dtype", "global dim", "box dim", "swizzle", "inner box (bytes)",
@@ -610,10 +615,7 @@ def _tma_cells(d: TmaDescriptor, i: int, rid: str, page: Page) -> list[Any]:
 
 def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
     if not report.wgmma:
-        target = _target_record(report)
-        if target is not None and not target.wgmma:
-            return f'<p class="tl-muted">{esc(target.not_applicable("wgmma"))}</p>'
-        return '<p class="tl-muted">This kernel issues no WGMMA instructions.</p>'
+        return _none_here(report, "wgmma", "This kernel issues no WGMMA instructions.")
     page = page or make_page(report)
     rows, attrs = [], []
     for i, w in enumerate(report.wgmma):
@@ -822,10 +824,7 @@ def mfma_html(report: KernelReport, page: Page | None = None) -> str:
     """Each MFMA form (intrinsic, shape, types, operands, per-lane layouts) and the LDS reads that
     feed its operands, with their bank conflicts under the CDNA LDS model (tilelab.mfma)."""
     if not report.mfma:
-        target = _target_record(report)
-        if target is not None and not target.mfma:
-            return f'<p class="tl-muted">{esc(target.not_applicable("mfma"))}</p>'
-        return '<p class="tl-muted">This kernel issues no MFMA instructions.</p>'
+        return _none_here(report, "mfma", "This kernel issues no MFMA instructions.")
     page = page or make_page(report)
     rid = page.rid
     source_lines = report.sources.device.split("\n")
