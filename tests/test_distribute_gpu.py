@@ -18,18 +18,9 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cuda_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not importable"
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU: torch sees none on this machine"
-    return None
+from gpu_only import skip_module_without_cuda  # noqa: E402
 
-
-if _cuda_reason():
-    pytest.skip(_cuda_reason(), allow_module_level=True)
+skip_module_without_cuda(__name__)
 
 import torch  # noqa: E402
 

@@ -375,10 +375,12 @@ def _edited_since(ns: int) -> str | None:
     site-packages folder) whose file changed after ``ns`` (time.time_ns), if any."""
     import sys
 
-    roots = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    prefixes = {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = tuple({os.path.join(p, "") for p in prefixes} | {os.path.join(os.path.realpath(p), "") for p in prefixes})
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if not path or "site-packages" in path or "dist-packages" in path:
+        # the cheap tests first: most loaded modules are installed ones (no realpath's stat calls)
+        if not path or "site-packages" in path or "dist-packages" in path or path.startswith(roots):
             continue
         real = os.path.realpath(path)
         if real.startswith(roots):
