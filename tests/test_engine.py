@@ -9,6 +9,7 @@ device CUDA parsed with regular expressions (tests/groundtruth.py). The engine r
 import json
 
 import pytest
+import tilelang.language as T
 
 import tilelab
 from groundtruth import (
@@ -278,6 +279,64 @@ def test_every_backend_launcher_text():
     assert texts["nvrtc"].language == "python"
     cute = dict(texts["cutedsl"].extra)
     assert "launcher.cpp" in cute and "cuTensorMapEncodeTiled" in cute["launcher.cpp"]
+
+
+@T.prim_func
+def _two_kernels(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32), C: T.Tensor((256,), T.float32)):
+    with T.Kernel(2, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+    with T.Kernel(4, threads=64) as bx:
+        for i in T.Parallel(64):
+            C[bx * 64 + i] = B[bx * 64 + i] + 1.0
+
+
+def test_launchers_print_the_host_function_once_and_keep_tilelangs_kernel_order(monkeypatch):
+    """TileLang's cython, nvrtc and cutedsl wrappers each print the host function to order the
+    kernels they launch; inspect prints it once for all three. The launchers must still be the
+    ones TileLang's wrappers write on their own, kernel order included, and nothing may stay
+    patched afterwards."""
+    import tilelang
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
+    from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
+    from tilelang.jit.adapter.wrapper import TLWrapper
+    Node = tilelang.tvm.ir.base.Node
+
+    printed: list[str] = []
+    original = Node.__repr__
+
+    def counting(self):
+        text = original(self)
+        if "T.call_packed" in text or "T.tvm_call_packed" in text or "__tvm_" in text:  # a host function
+            printed.append(text)
+        return text
+
+    monkeypatch.setattr(Node, "__repr__", counting)
+    report = tilelab.inspect(_two_kernels, "sm_90a", force=True)
+    host_prints = len(printed)
+    assert "__str__" not in tilelang.tvm.tirx.PrimFunc.__dict__
+    monkeypatch.setattr(Node, "__repr__", original)
+
+    context = create_backend_context({"kind": "cuda", "arch": "sm_90a"}, None, "cython")
+    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), context.target:
+        host, device, *_ = lower_to_host_device_ir(_two_kernels, context)
+        source = device_codegen_without_compile(device, context).inspect_source()
+    scheduled = tilelang.tvm.IRModule({str(_two_kernels.attrs["global_symbol"]): _two_kernels})
+    wrapper = TLWrapper(context.target)
+    wrapper.assign_optimized_module(scheduled)
+    wrapper.assign_pass_configs({})
+    wrapper.assign_host_module(host)
+    wrapper.assign_device_module(device)
+    nvrtc = TLNVRTCSourceWrapper(scheduled_ir_module=scheduled, source=source, target=context.target,
+                                 device_mod=device, host_mod=host, pass_configs={}).host_func
+    cython = report.sources.launcher("cython").text
+    assert cython == wrapper.wrap(source)
+    assert report.sources.launcher("nvrtc").text == nvrtc
+    launches = [line.strip() for line in cython.split("\n") if "cudaLaunchKernelEx(&config," in line]
+    assert len(launches) == 2 and launches[0].endswith(", A, B);") and launches[1].endswith(", B, C);"), launches
+    assert report.sources.launcher("cutedsl").text
+    assert host_prints == 1, f"the host function was printed {host_prints} times"
 
 
 def test_a_backend_that_fails_is_absent_with_its_reason(monkeypatch):

@@ -666,9 +666,8 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
 
     target = parse_target(target)
     tl = tilelang()
-    tvm = tl.tvm
     from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import device_codegen_without_compile, host_codegen, lower_to_host_device_ir
+    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
     from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
 
     func = source.prim_func
@@ -694,6 +693,54 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
         raise _for_target(err, target) from err
     except Exception as err:
         raise _for_target(_lowering_error(err, name), target) from err
+
+    with _host_printed_once(host_mod):
+        return _launchers(func, target, context, backends, pass_configs, host_mod, device_mod, device_source,
+                          capture.module)
+
+
+@contextlib.contextmanager
+def _host_printed_once(host_mod: Any):
+    """Print each host function of ``host_mod`` at most once while the launchers are generated.
+
+    Each of TileLang's source wrappers (cython, nvrtc, cutedsl) prints the whole host function
+    to find the kernels' call order (``TLCUDASourceWrapper.parse_source_information``:
+    ``str(func)``); for a kernel with fifty buffers that is 150 KB of TVMScript and about 22 ms a
+    time. Within this block the text printed first is answered again, for those functions only
+    (TVM IR is immutable, and the functions are held so their handles are not reused).
+    """
+    prim_func = tilelang().tvm.tirx.PrimFunc
+    held = list(host_mod.functions.values())
+    printed: dict[int, str] = {}
+    mine = {f.__chandle__() for f in held}
+    had = "__str__" in prim_func.__dict__
+    previous = prim_func.__dict__.get("__str__")
+
+    def __str__(self: Any) -> str:
+        handle = self.__chandle__()
+        if handle not in mine:
+            return previous(self) if previous is not None else repr(self)
+        if handle not in printed:
+            printed[handle] = previous(self) if previous is not None else repr(self)
+        return printed[handle]
+
+    prim_func.__str__ = __str__
+    try:
+        yield
+    finally:
+        if had:
+            prim_func.__str__ = previous
+        else:
+            del prim_func.__str__
+        del held
+
+
+def _launchers(func: Any, target: Any, context: Any, backends: tuple[str, ...], pass_configs: dict[str, Any],
+               host_mod: Any, device_mod: Any, device_source: str, layouts_module: Any) -> Lowered:
+    """Every launcher of ``backends`` from one lowering (see :func:`lower`)."""
+    tl = tilelang()
+    tvm = tl.tvm
+    from tilelang.engine.lower import host_codegen
 
     launchers: dict[str, LauncherSource] = {}
     decided: set[str] = set()  # absences that are TileLang's design, not a passing failure
@@ -776,7 +823,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     transient = tuple(b for b in backends if b in launchers and launchers[b].text is None and b not in decided)
     limits = {key: int(context.target.attrs[key]) for key in ("max_shared_memory_per_block", "max_threads_per_block")
               if key in context.target.attrs and target.family != "cuda"}
-    return Lowered(device_source, host_mod, device_mod, capture.module, launchers, func, transient, target.family,
+    return Lowered(device_source, host_mod, device_mod, layouts_module, launchers, func, transient, target.family,
                    limits)
 
 
