@@ -140,6 +140,19 @@ def half_copy(N=256):
     return half_copy
 
 
+def even_blocks_only(N=1024, block=128):
+    """Eight blocks of 128 elements; only the even-numbered blocks copy A into B."""
+
+    @T.prim_func
+    def even_blocks_only(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // block) as bx:
+            if bx % 2 == 0:
+                for i in T.serial(block):
+                    B[bx * block + i] = A[bx * block + i]
+
+    return even_blocks_only
+
+
 def nt_gemm(dtype, accum):
     """C = A B^T on 128x128 tiles, K staged 64 at a time (for the per-dtype MFMA tests)."""
 

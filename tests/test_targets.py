@@ -488,6 +488,18 @@ def test_unwritten_outputs_are_found_on_the_cpu():
     assert not result.passed and check.unwritten == 128 and check.first_unwritten == (128,)
 
 
+def test_a_cpu_run_draws_the_tiles_a_kernel_left_unwritten():
+    """The tile map of a failed output is drawn on the CPU as on the GPU: eight blocks of 128
+    elements (the kernel's launch grid), the odd-numbered ones never written."""
+    result = tilelab.run(tk.even_blocks_only(), target="c", ref=lambda a: a)
+    (check,) = result.outputs
+    assert not result.passed and check.unwritten == 4 * 128 and check.first_unwritten == (128,)
+    tiles = check.tiles
+    assert tiles is not None and tiles.tile == (1, 128) and "launch grid (8, 1, 1)" in tiles.source
+    assert tiles.cells == (("right", "unwritten") * 4,)
+    assert "o never written" in repr(result)
+
+
 def test_a_kernel_compiled_for_c_launches_on_the_cpu_without_target():
     import tilelang
     import torch

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from .._errors import TilelabError
-from . import _inputs
+from . import _checks, _inputs
 from .models import BenchResult, RunResult
 
 CPU_METHOD = ("wall clock (time.perf_counter_ns) around each synchronous call on the CPU, "
@@ -106,31 +106,15 @@ def run(kernel: Any, tensors_or_shapes: Sequence[Any], *, ref: Callable[..., Any
     notes: list[str] = []
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = _reference(torch, ref, inputs, ref_dtype, notes) if ref is not None else None
-    outs, poisoned = _launch(prepared, args, _inputs.POISON)
-    seconds: list[Any] = [None] * len(outs)
-    twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
-    if twice:
-        outs = [o.clone() if p.passed_at_launch else o for o, p in zip(outs, prepared.outputs)]
-        outs2, _ = _launch(prepared, args, _inputs.SECOND_POISON)
-        for i in twice:
-            seconds[i] = outs2[i]
-        notes.append(f"launched twice ({', '.join(prepared.outputs[i].name for i in twice)} poisoned with "
-                     f"0x{_inputs.POISON:02X}, then 0x{_inputs.SECOND_POISON:02X} bytes, since 0xFF is a valid "
-                     "value of their dtype)")
+    outs, poisoned, seconds = _checks.poisoned_launches(
+        lambda prepared, args, bound, pattern: _launch(prepared, args, pattern), prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
                          f"({', '.join(p.name for p in prepared.outputs)})")
-    input_dtypes = [p.dtype for p in prepared.params if p.kind == "tensor" and not p.is_output]
-    mnk = _inputs.gemm_shape(*_inputs.param_shapes(prepared.params, bound))
-    checks = []
-    for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
-        if not poisoned[i]:
-            notes.append(f"{p.name} is allocated by the kernel's launcher (out_idx) from torch's CPU allocator, "
-                         "which cannot be poisoned first: unwritten elements were not checked")
-        tol = tolerance if tolerance is not None else _inputs.tolerance_for(
-            p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
-        checks.append(_inputs.compare(p.name, out, expected[i] if expected is not None else None,
-                                      tolerance=tol, poisoned=poisoned[i], worst=worst, second=seconds[i]))
+    checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes, tolerance=tolerance,
+                                   worst=worst, tile=None,
+                                   unpoisoned="is allocated by the kernel's launcher (out_idx) from torch's CPU "
+                                              "allocator, which cannot be poisoned first")
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend, device=cpu_name(),
                      sizes=tuple(sorted(bound.items())),
                      reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))

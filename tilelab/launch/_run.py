@@ -6,14 +6,13 @@ both go through ``tilelab._adapter`` and touch only the public call of a compile
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .._errors import NoGpuError, TilelabError
-from . import _inputs
+from . import _checks, _inputs
 from ._inputs import Param
 from .models import RunResult
 
@@ -416,101 +415,16 @@ def run(kernel: Any, *tensors_or_shapes: Any, ref: Callable[..., Any] | None = N
     expected: list[Any] | None = None
     if ref is not None:
         expected = _reference(torch, ref, inputs, ref_dtype, notes)
-    outs, poisoned, seconds = _poisoned_launches(_launcher(torch, isolate, timeout), prepared, args, bound, notes)
+    outs, poisoned, seconds = _checks.poisoned_launches(_launcher(torch, isolate, timeout), prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
                          f"({', '.join(p.name for p in prepared.outputs)})")
-    checks = _check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
-                            tolerance=tolerance, worst=worst, tile=tile)
+    checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes, tolerance=tolerance,
+                                   worst=worst, tile=tile,
+                                   unpoisoned="is allocated by the kernel's launcher and did not reuse the poisoned block")
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
                      device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
                      reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
-
-
-def _poisoned_launches(launcher: Callable[..., Any], prepared: Prepared, args: list[Any], bound: dict[str, int],
-                       notes: list[str]) -> tuple[list[Any], list[bool], list[Any]]:
-    """(outputs, whether each was poisoned, its second-launch copy or None): one launch with
-    0xFF bytes, and a second with another pattern for outputs whose dtype has 0xFF as a value."""
-    outs, poisoned = launcher(prepared, args, bound, _inputs.POISON)
-    seconds: list[Any] = [None] * len(outs)
-    twice = [i for i, p in enumerate(prepared.outputs) if _inputs.poison_is_value(p.dtype) and poisoned[i]]
-    if twice:
-        # 0xFF bytes are a value of these dtypes: launch again with another pattern, keeping the
-        # first launch's outputs (passed-at-launch ones are re-poisoned, so copy them first).
-        outs = [o.clone() if p.passed_at_launch else o for o, p in zip(outs, prepared.outputs)]
-        outs2, poisoned2 = launcher(prepared, args, bound, _inputs.SECOND_POISON)
-        for i in twice:
-            if poisoned2[i]:
-                seconds[i] = outs2[i]
-            else:
-                poisoned[i] = False
-        notes.append(f"launched twice ({', '.join(prepared.outputs[i].name for i in twice)} poisoned with "
-                     f"0x{_inputs.POISON:02X}, then 0x{_inputs.SECOND_POISON:02X} bytes, since 0xFF is a valid "
-                     "value of their dtype)")
-    return outs, poisoned, seconds
-
-
-def _check_outputs(prepared: Prepared, bound: dict[str, int], outs: list[Any], expected: list[Any] | None,
-                   poisoned: list[bool], seconds: list[Any], notes: list[str], *, tolerance: float | None,
-                   worst: int, tile: Sequence[int] | None) -> list[Any]:
-    """One OutputCheck per output (with a tile map where it fails), at each output's tolerance."""
-    input_dtypes = [p.dtype for p in prepared.params if p.kind == "tensor" and not p.is_output]
-    mnk = _inputs.gemm_shape(*_inputs.param_shapes(prepared.params, bound))
-    checks = []
-    for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
-        if not poisoned[i]:
-            notes.append(f"{p.name} is allocated by the kernel's launcher and did not reuse the poisoned "
-                         "block: unwritten elements were not checked")
-        tol = tolerance if tolerance is not None else _inputs.tolerance_for(
-            p.dtype, input_dtypes, reduction=mnk[2] if mnk else 1)
-        want = expected[i] if expected is not None else None
-        check = _inputs.compare(p.name, out, want, tolerance=tol, poisoned=poisoned[i], worst=worst,
-                                second=seconds[i])
-        if not check.passed:
-            check = dataclasses.replace(check, tiles=_tile_map(prepared, check, out, want, poisoned[i], seconds[i],
-                                                               bound, tile))
-        checks.append(check)
-    return checks
-
-
-def _tile_map(prepared: Prepared, check: Any, out: Any, expected: Any, poisoned: bool, second: Any,
-              bound: dict[str, int], tile: Sequence[int] | None) -> Any:
-    """The failed output's map of tiles (None when it cannot be drawn); best effort."""
-    from . import _tiles
-
-    try:
-        unwritten = None
-        if poisoned:
-            if second is not None:
-                unwritten = _inputs.unwritten_in_both(out, second)
-            else:
-                unwritten = _inputs.unwritten_mask(out)
-                if expected is not None and _inputs.poison_is_value(check.dtype):
-                    unwritten &= ~_inputs.unwritten_mask(expected.to(out.dtype))
-        unwritten, wrong = _tiles.element_masks(out, expected, check.tolerance, unwritten)
-        source = f"tile={tuple(tile)}" if tile else ""
-        if not tile:
-            grid = _launch_grid(prepared, bound)
-            if grid is None:
-                return None
-            tile = _tiles.tile_from_grid(check.shape, grid)
-            source = f"the launch grid {tuple(grid)}"
-        return _tiles.tile_map(check.name, unwritten, wrong, tuple(tile), source=source)
-    except Exception:
-        return None
-
-
-def _launch_grid(prepared: Prepared, bound: dict[str, int]) -> tuple[int, int, int] | None:
-    """The kernel's grid as its ``T.Kernel`` wrote it, sizes substituted; None when unknown."""
-    from .. import _adapter
-
-    try:
-        dims = _adapter.launch_dims(prepared.compiled)
-        if dims is None:
-            return None
-        return tuple(int(_inputs.eval_dim(d, bound)) for d in dims[0])  # type: ignore[return-value]
-    except Exception:
-        return None
 
 
 def _launcher(torch: Any, isolate: bool, timeout: float | None) -> Callable[..., tuple[list[Any], list[bool]]]:
