@@ -124,7 +124,7 @@ def main() -> int:
     verdict_speed = speedup >= target
     print(f"  speed-up {speedup:.2f}x, final round included (target >= {target:.2f}x): "
           f"{'PASS' if verdict_speed else 'FAIL'}")
-    print(f"  best on 1 GPU: {one.best_call()}  {best.median_ms:.4f} ms on {best.device or 'cuda:0'}, "
+    print(f"  best on 1 GPU: {one.best_call()}  {best.median_ms:.4f} ms on {best.device or f'cuda:{many[0]}'}, "
           f"SM {_clocks([best])}")
     verdict_final = _compare_final(spread, best, len(many))
     same = [r for r in spread.rows if r.config == best.config and r.ok]
@@ -147,7 +147,8 @@ def _final_round_time(table) -> str:
     for note in table.notes:
         found = re.search(r"on (\S+) \((\d+) configurations, ([\d.]+) s\)", note)
         if note.startswith("final round:") and found:
-            return f"of which the final round: {found.group(2)} configurations on {found.group(1)} in {found.group(3)} s"
+            device, count, seconds = found.groups()
+            return f"of which the final round: {count} configurations on {device} in {seconds} s"
     return "no final round (its leaders had all run on one GPU)"
 
 
@@ -197,7 +198,8 @@ def _compare_alone(per_gpu: dict[int, list], best) -> tuple[bool, dict[int, floa
               f"({100 * diff:+.2f}% vs the 1-GPU sweep, {judged})")
     for d in alone:
         if d != first and first in alone:
-            print(f"    board difference, cuda:{d} alone vs cuda:{first} alone: {100 * (alone[d] / alone[first] - 1):+.2f}% "
+            diff = alone[d] / alone[first] - 1.0
+            print(f"    board difference, cuda:{d} alone vs cuda:{first} alone: {100 * diff:+.2f}% "
                   f"(SM {_clocks(per_gpu[d])} vs {_clocks(per_gpu[first])})")
     return verdict, alone
 
