@@ -876,3 +876,19 @@ def test_dask_final_round_runs_on_the_first_gpu_worker_only(dask_two_gpus):
     assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms  # the sweep alone would have picked 64
     (note,) = [n for n in table.notes if n.startswith("final round")]
     assert "on gpu0 (the cluster's first GPU worker)" in note
+
+
+def test_a_context_lost_in_the_final_round_stops_it_and_the_sweep_ranking_stands(compile_in_threads):
+    from tilelab.launch._run import KernelLaunchError
+
+    def sticky(block, n):
+        raise KernelLaunchError("gemm", "illegal_address", "an illegal memory access", sticky=True)
+
+    bench = Boards(on_final=sticky)
+    table = _final_sweep(bench, isolate=False)
+    rows = _by(table)
+    assert len(bench.final_calls()) == 1  # nothing more on a device whose context is gone
+    assert all(r.ok and r.final_ms is None for r in rows.values())
+    assert dict(table.best().config) == {"block": 64}  # the sweep's fastest median, as before the round
+    assert any("context of cuda:0 was lost" in n for n in table.notes)
+    assert any(n.startswith("final round incomplete at 1024 (it stopped") for n in table.notes)

@@ -1089,6 +1089,7 @@ class _FinalRound:
         self.applied: set[tuple] = set()
         self.busy = False
         self.stopped: str | None = None
+        self.bar: Any = None
 
     def _leaders(self) -> dict[tuple, list[Job]]:
         timed: dict[tuple, list[tuple[float, Job]]] = {}
@@ -1108,7 +1109,7 @@ class _FinalRound:
         total = sum(len(jobs) for jobs in self.sizes.values())
         if device is None:
             self.sweep.notes.append("no final round: no device of the sweep is usable any more; the best is the "
-                                  "fastest median, whichever device measured it")
+                                    "fastest median, whichever device measured it")
             return
         self.bar = _Progress(total, f"final round: {total} configurations on {device}", self.progress)
         t0 = time.perf_counter()
@@ -1197,14 +1198,14 @@ class _FinalRound:
                                                       final_device=outcome.device or None)
             else:
                 self.sweep.notes.append(f"final round: {_describe(job)} failed ({outcome.stage or 'bench'}): "
-                                      f"{outcome.error or 'no result'}; it keeps its sweep row, without a final "
-                                      "figure, so it is not ranked at that size")
+                                        f"{outcome.error or 'no result'}; it keeps its sweep row, without a final "
+                                        "figure, so it is not ranked at that size")
         self.sweep.live.update(lambda: self.sweep.table([rows[i] for i in sorted(rows)]))
 
     def _say(self, device: str, total: int, seconds: float) -> None:
         notes = self.sweep.notes
-        per = f"the {self.count} fastest configurations" if self.count > 1 else "the fastest configuration"
-        notes.append(f"final round: {per} at each size timed again, one after another, on {device} "
+        # (a round has two finalists at least: one alone would have nothing to be ranked against)
+        notes.append(f"final round: the {self.count} fastest configurations at each size timed again, one after another, on {device} "
                      f"({total} configurations, {seconds:.1f} s): {FINAL_ROUND_WHY}")
         unfinished = [size for size in self.sizes if size not in self.applied]
         if unfinished:

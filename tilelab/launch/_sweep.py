@@ -115,7 +115,9 @@ class SweepOptions:
     isolate: bool = True
     timeout: float | None = None
     target: Any = None  # "c": compile every configuration for the CPU and time it there
-    finalists: int = 3  # leaders per size timed again on one device after a sweep over several; 0: none
+    # leaders per size timed again on one device after a sweep over several (0: none; 1 changes
+    # nothing: a leader alone has nothing to be ranked against)
+    finalists: int = 3
 
     def __post_init__(self) -> None:
         if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
