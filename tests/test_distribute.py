@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import json
 import os
 import sys
 import threading
@@ -106,7 +107,7 @@ def _check_merged_table(table: SweepTable) -> None:
 def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     bench = Recorder(barrier=threading.Barrier(2, timeout=60))
     table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=bench,
-                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True)
+                  flops=lambda N: 2.0 * N, workers=2, progress=False, force=True, finalists=0)
     _check_merged_table(table)
     compiled_in = {artifact["pid"] for artifact, *_ in bench.calls}
     assert os.getpid() not in compiled_in  # compile tasks ran in the process pool
@@ -266,7 +267,8 @@ def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, compile_in_threa
     monkeypatch.setattr(_distribute, "_Progress", Bar)
     monkeypatch.setattr(_distribute, "_LiveTable", Live)
     table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=Recorder(),
-                  baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True)
+                  baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True,
+                  finalists=0)  # the final round's own bar is tested with it
     (bar,) = bars
     assert (bar.total, bar.updates, bar.closed) == (12 + 2, 12 + 2, True)
     assert "12 configurations on cuda:0, cuda:1" in bar.desc
@@ -631,3 +633,262 @@ def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
     # outside a notebook kernel (a terminal, a script) nothing is displayed
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
     assert _distribute._LiveTable(True).handle is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The final round: after a sweep over several devices, the leaders timed again on one device
+# ---------------------------------------------------------------------------------------------
+
+TRUE_MS = {32: 1.00, 64: 1.01, 16: 1.50}  # block 64 is truly 1% slower than block 32
+FINAL_PARAMS = {"block": [32, 64, 16]}
+FAST_BOARD = 0.98  # two GPUs of one model differ by about 1-2%
+
+
+class Boards:
+    """A bench step whose figures depend on the board it runs on (the device in the bench thread's
+    name): the device that first times ``lucky`` is 2% faster, the case that misleads a sweep (the
+    truly slower configuration lands on the faster board). The first call of each bench thread at
+    each size waits for the other GPU's, so the first two configurations of a size (32 and 64:
+    the compiles finish in job order with one compile worker) run on different GPUs.
+
+    A configuration's second call at a size is its final-round call."""
+
+    def __init__(self, lucky=64, pair=True, fail_final=None, on_final=None, boards_differ=True):
+        self.lucky, self.pair, self.fail_final, self.on_final = lucky, pair, fail_final, on_final
+        self.boards_differ = boards_differ
+        self.lock = threading.Lock()
+        self.calls = []  # (block, N, thread, final)
+        self.fast = None
+        self.barriers = {}
+        self.seen = set()
+
+    def __call__(self, artifact, size, config, **kwargs):
+        me, block, n = threading.current_thread().name, artifact["block"], size["N"]
+        with self.lock:
+            final = any(c[:2] == (block, n) for c in self.calls)
+            first = not final and (me, n) not in self.seen
+            self.seen.add((me, n))
+            self.calls.append((block, n, me, final))
+            if block == self.lucky and self.fast is None and self.boards_differ:
+                self.fast = me.rsplit("-", 1)[-1]
+            barrier = self.barriers.setdefault(n, threading.Barrier(2, timeout=60))
+        if first and self.pair:
+            barrier.wait()
+        if final and self.on_final is not None:
+            self.on_final(block, n)
+        if final and block == self.fail_final:
+            raise RuntimeError("the final round's launch failed")
+        board = FAST_BOARD if self.fast and me.endswith(self.fast) else 1.0
+        return BenchResult("k", samples_ms=(TRUE_MS[block] * board * n / 1024,) * 3)
+
+    def final_calls(self):
+        return [(b, n, thread) for b, n, thread, final in self.calls if final]
+
+
+def _final_sweep(bench, sizes=None, **kwargs):
+    kwargs = {"devices": [0, 1], "compile_fn": fake_compile, "bench_fn": bench, "workers": 1, "progress": False,
+              "force": True, **kwargs}
+    return sweep(factory, FINAL_PARAMS, sizes or {"N": [1024]}, **kwargs)
+
+
+def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_landed_on(monkeypatch,
+                                                                                        compile_in_threads):
+    # today's behaviour (finalists=0): block 64 wins on its faster board although it is 1% slower
+    before = Boards()
+    table = _final_sweep(before, finalists=0)
+    rows = _by(table)
+    assert rows[(1024, 32)].device != rows[(1024, 64)].device  # the two leaders ran on different GPUs
+    assert rows[(1024, 64)].median_ms == pytest.approx(1.01 * FAST_BOARD)
+    assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms
+    assert dict(table.best().config) == {"block": 64}
+    assert not before.final_calls() and all(r.final_ms is None for r in table.rows)
+    assert "final" not in repr(table) and "final" not in table._repr_html_()
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc, enabled):
+            self.total, self.desc, self.updates = total, desc, 0
+            bars.append(self)
+
+        def update(self):
+            self.updates += 1
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(_distribute, "_Progress", Bar)
+    bench = Boards()
+    table = _final_sweep(bench)  # finalists=3 by default
+    rows = _by(table)
+    assert rows[(1024, 32)].device != rows[(1024, 64)].device
+    # every finalist timed again, once, on the first GPU, one after another
+    assert sorted(bench.final_calls()) == [(16, 1024, "tilelab-bench-cuda:0"), (32, 1024, "tilelab-bench-cuda:0"),
+                                           (64, 1024, "tilelab-bench-cuda:0")]
+    assert {r.final_device for r in rows.values()} == {"cuda:0"}
+    board0 = FAST_BOARD if bench.fast == "cuda:0" else 1.0
+    assert {b: rows[(1024, b)].final_ms for b in TRUE_MS} == pytest.approx({b: t * board0 for b, t in TRUE_MS.items()})
+    assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms  # the sweep's medians still say 64 ...
+    assert dict(table.best().config) == {"block": 32}  # ... the final round says 32, which is right
+    assert [r.best for r in table.rows] == [True, False, False]
+    assert table.best_call() == "factory(N=1024, block=32)"
+    # the dashboard: a final ms column, a note saying what the final round was and why
+    assert [(b.total, b.desc, b.updates) for b in bars[1:]] == [(3, "final round: 3 configurations on cuda:0", 3)]
+    text = repr(table)
+    header = next(line for line in text.splitlines() if line.startswith("size"))
+    assert header.split()[:5] == ["size", "configuration", "median", "ms", "final"]
+    assert f"{rows[(1024, 64)].final_ms:.4f}" in text
+    (note,) = [n for n in table.notes if n.startswith("final round")]
+    assert "3 fastest configurations at each size" in note and "on cuda:0" in note and "about 1%" in note
+    html = table._repr_html_()
+    assert ">final ms</th>" in html and "about 1%" in html
+    assert SweepTable.from_dict(table.to_dict()) == table
+    old = {k: v for k, v in rows[(1024, 32)].to_dict().items() if not k.startswith("final")}
+    assert SweepRow.from_dict(old).final_ms is None and SweepRow.from_dict(old).final_device is None
+
+    # finalists=2: the two fastest by the sweep's medians, no more
+    bench = Boards()
+    table = _final_sweep(bench, finalists=2)
+    assert sorted(b for b, *_ in bench.final_calls()) == [32, 64]
+    assert _by(table)[(1024, 16)].final_ms is None and dict(table.best().config) == {"block": 32}
+    assert any("the 2 fastest configurations" in n for n in table.notes)
+
+
+def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again_on_resume(tmp_path, monkeypatch,
+                                                                                          compile_in_threads):
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    one = Boards(pair=False, boards_differ=False)
+    _final_sweep(one, devices=[0], force=False)  # cached: every row at 1024 ran on cuda:0
+    assert not one.final_calls()  # one GPU: nothing to rank again
+    bench = Boards(pair=True)
+    table = _final_sweep(bench, sizes={"N": [1024, 2048]}, force=False)
+    rows = _by(table)
+    assert all(rows[(1024, b)].cached and rows[(1024, b)].device == "cuda:0" for b in TRUE_MS)
+    assert {(b, n) for b, n, _ in bench.final_calls()} == {(32, 2048), (64, 2048), (16, 2048)}
+    assert all(rows[(1024, b)].final_ms is None for b in TRUE_MS)  # ranked by their medians, as before
+    assert all(rows[(2048, b)].final_ms is not None for b in TRUE_MS)
+    assert dict(table.best({"N": 1024}).config) == {"block": 32} == dict(table.best({"N": 2048}).config)
+    assert any(n.startswith("no final round at 1024") and "one device" in n for n in table.notes)
+    # the row cache holds the sweep's rows, never a final figure
+    cached = [json.loads(p.read_text()) for p in (tmp_path / "sweeps").glob("*.json")]
+    assert len(cached) == 6 and all(c["final_ms"] is None and c["final_device"] is None for c in cached)
+    # resumed: every row from the cache, and the final round runs again
+    again = Boards(pair=False, boards_differ=False)
+    table = _final_sweep(again, sizes={"N": [1024, 2048]}, force=False)
+    assert all(r.cached for r in table.rows)
+    # nothing measured but the final round: each leader at 2048 once, on the first GPU
+    assert sorted((b, n, t) for b, n, t, _ in again.calls) == [
+        (16, 2048, "tilelab-bench-cuda:0"), (32, 2048, "tilelab-bench-cuda:0"), (64, 2048, "tilelab-bench-cuda:0")]
+    assert dict(table.best({"N": 2048}).config) == {"block": 32}
+
+
+def test_a_finalist_that_fails_in_the_final_round_keeps_its_sweep_row_and_is_named(compile_in_threads):
+    bench = Boards(fail_final=64)
+    table = _final_sweep(bench)
+    rows = _by(table)
+    assert rows[(1024, 64)].ok and rows[(1024, 64)].median_ms == pytest.approx(1.01 * FAST_BOARD)
+    assert rows[(1024, 64)].final_ms is None and rows[(1024, 64)].final_device is None
+    assert rows[(1024, 32)].final_ms is not None and rows[(1024, 16)].final_ms is not None
+    # the fastest sweep median had no final figure: the best is the lowest final figure
+    assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms and dict(table.best().config) == {"block": 32}
+    (failed,) = [n for n in table.notes if "failed" in n]
+    assert "block=64 at size 1024" in failed and "the final round's launch failed" in failed
+    assert "keeps its sweep row" in failed
+
+
+def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_sizes(compile_in_threads):
+    def stop_at_2048(block, n):
+        if n == 2048:
+            _thread.interrupt_main()  # the stop button, while the final round times its first leader at 2048
+            time.sleep(1.0)
+
+    bench = Boards(on_final=stop_at_2048)
+    table = _final_sweep(bench, sizes={"N": [1024, 2048]})
+    rows = _by(table)
+    assert all(r.ok and not r.cached for r in rows.values())  # the sweep's rows, every one
+    assert [n for _, n, _ in bench.final_calls()] == [1024, 1024, 1024, 2048]
+    assert all(rows[(1024, b)].final_ms is not None for b in TRUE_MS)
+    assert all(rows[(2048, b)].final_ms is None for b in TRUE_MS)  # not complete there: not used
+    assert dict(table.best({"N": 1024}).config) == {"block": 32}
+    fastest = min(TRUE_MS, key=lambda b: rows[(2048, b)].median_ms)
+    assert dict(table.best({"N": 2048}).config) == {"block": fastest}  # the sweep's ranking at 2048
+    (note,) = [n for n in table.notes if n.startswith("final round incomplete")]
+    assert "at 2048" in note and "interrupted" in note and "sweep's fastest median" in note
+
+
+def test_finalists_is_checked_by_name():
+    from tilelab import OptionError
+    from tilelab.launch import SweepOptions
+
+    calls = Recorder()
+    for bad in (-1, 1.5, "3", True, None):
+        with pytest.raises(OptionError, match=r"finalists=.*non-negative int"):
+            sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=calls, finalists=bad,
+                  progress=False)
+        with pytest.raises(OptionError, match="finalists"):
+            SweepOptions(finalists=bad)
+    assert not calls.calls  # refused before anything ran
+    assert SweepOptions().finalists == 3 and SweepOptions(finalists=0).finalists == 0
+
+
+@pytest.fixture(scope="module")
+def dask_two_gpus():
+    """A Dask cluster of CPU workers: two declaring "GPU" (gpu0, gpu1), one declaring "compile"."""
+    distributed = pytest.importorskip("distributed", reason="Dask is the optional extra tilelab[cluster]")
+    spec = {name: {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}}
+            for name in ("gpu1", "gpu0")}  # listed out of order: the final round takes gpu0 by name
+    spec["cpu"] = {"cls": distributed.Worker, "options": {"nthreads": 1, "resources": {"compile": 1}}}
+    cluster = distributed.SpecCluster(workers=spec, scheduler={"cls": distributed.Scheduler,
+                                                               "options": {"dashboard_address": ":0"}})
+    client = distributed.Client(cluster)
+    client.wait_for_workers(3, timeout=60)
+    yield client
+    client.close()
+    cluster.close()
+
+
+DASK_BOARDS = Boards()  # the workers run in this process: Dask pickles the bench step by reference
+
+
+def dask_boards_bench(artifact, size, config, **kwargs):
+    """Boards, with the Dask worker's name standing for the bench thread's device."""
+    worker = _distribute.where_am_i()
+    thread = threading.current_thread()
+    name, thread.name = thread.name, f"dask-{worker}"
+    try:
+        return DASK_BOARDS(artifact, size, config, **kwargs)
+    finally:
+        thread.name = name
+
+
+def test_dask_final_round_runs_on_the_first_gpu_worker_only(dask_two_gpus):
+    global DASK_BOARDS
+    DASK_BOARDS = Boards()
+    table = sweep(factory, FINAL_PARAMS, {"N": [1024]}, client=dask_two_gpus, compile_fn=fake_compile,
+                  bench_fn=dask_boards_bench, progress=False, force=True)
+    rows = _by(table)
+    assert rows[(1024, 32)].device != rows[(1024, 64)].device  # the leaders ran on both GPU workers
+    assert {rows[(1024, b)].device for b in TRUE_MS} <= {"gpu0", "gpu1"}
+    assert sorted(DASK_BOARDS.final_calls()) == [(16, 1024, "dask-gpu0"), (32, 1024, "dask-gpu0"),
+                                                 (64, 1024, "dask-gpu0")]
+    assert {r.final_device for r in rows.values()} == {"gpu0"}
+    assert dict(table.best().config) == {"block": 32}
+    assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms  # the sweep alone would have picked 64
+    (note,) = [n for n in table.notes if n.startswith("final round")]
+    assert "on gpu0 (the cluster's first GPU worker)" in note
+
+
+def test_a_context_lost_in_the_final_round_stops_it_and_the_sweep_ranking_stands(compile_in_threads):
+    from tilelab.launch._run import KernelLaunchError
+
+    def sticky(block, n):
+        raise KernelLaunchError("gemm", "illegal_address", "an illegal memory access", sticky=True)
+
+    bench = Boards(on_final=sticky)
+    table = _final_sweep(bench, isolate=False)
+    rows = _by(table)
+    assert len(bench.final_calls()) == 1  # nothing more on a device whose context is gone
+    assert all(r.ok and r.final_ms is None for r in rows.values())
+    assert dict(table.best().config) == {"block": 64}  # the sweep's fastest median, as before the round
+    assert any("context of cuda:0 was lost" in n for n in table.notes)
+    assert any(n.startswith("final round incomplete at 1024 (it stopped") for n in table.notes)

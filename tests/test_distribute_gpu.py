@@ -2,8 +2,8 @@
 
     python -m pytest -m gpu tests/test_distribute_gpu.py
 
-Behaviour only (every row checked against torch.matmul, where each ran, the row cache); the
-speed-up is measured by benchmarks/sweep_multi_gpu.py.
+Behaviour only (every row checked against torch.matmul, where each ran, the final round on the
+first GPU, the row cache); the speed-up is measured by benchmarks/sweep_multi_gpu.py.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ def test_sweep_on_every_gpu_checks_each_configuration_and_resumes_from_the_row_c
     assert {r.device for r in kernels[:3]} <= {f"cuda:{i}" for i in range(count)}
     if count > 1:
         assert len({r.device for r in kernels[:3]}) > 1  # the GPUs shared the work
+        # so the three leaders were timed again, one after another, on the first GPU, and rank there
+        assert all(r.final_ms and r.final_device == "cuda:0" for r in kernels[:3]), table
+        assert table.best().final_ms == min(r.final_ms for r in kernels[:3])
+        assert any(n.startswith("final round:") and "on cuda:0" in n for n in table.notes)
     assert table.device == torch.cuda.get_device_name(0)
     assert all(r.compile_s and r.bench_s for r in kernels[:3])
     assert table.best_call().startswith(f"matmul(M={N}, N={N}, K={N}, block_M=")

@@ -20,6 +20,15 @@ saying where it ran.
   default under a nanny), which may not start child processes, launches run in the worker itself
   and the table says so.
 
+Two GPUs of one model differ by about 1% (their clocks under one power cap), which is as much as
+close configurations differ: a sweep over several devices ranks configurations partly by the board
+they landed on. So after it, the ``finalists`` fastest configurations at each size are compiled
+again (TileLang's disk cache answers) and timed again, one after another, on one device (the first
+of ``devices``, where the baselines run too, or the first GPU worker of the cluster): the lowest of
+those final figures is the best. A size whose leaders all ran on one device already is left as it
+is. Interrupting the final round keeps the sweep's rows: sizes whose final round did not complete
+keep the sweep's ranking.
+
 Every finished row is written to a row cache (``$TILELAB_CACHE_DIR/sweeps``) under a key of the
 factory's source, the size, the configuration, the bench options and the GPU model: a sweep that
 was interrupted (the stop button, Ctrl-C) returns the rows it has, and the same call again takes
@@ -39,6 +48,7 @@ import json
 import os
 import pickle
 import queue
+import re
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -497,6 +507,26 @@ class LocalRunner:
         with _on_device(device, self.use_cuda):
             self.events.put(("benched", job.index, bench_task(plan, job, None, device=f"cuda:{device}")))
 
+    def final_device(self) -> str | None:
+        """Where the final round runs: the first listed GPU still usable (the baselines' GPU)."""
+        live = [d for d in self.devices if d not in self._lost_devices]
+        return f"cuda:{live[0]}" if live else None
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Compiled) -> None:
+        """One configuration on :meth:`final_device`, in a thread of its own named after it (the
+        sweep is over: the device's bench thread is idle)."""
+        device = next(d for d in self.devices if d not in self._lost_devices)
+        label = f"cuda:{device}"
+
+        def work() -> None:
+            with _on_device(device, self.use_cuda):
+                outcome = bench_task(plan, job, compiled, device=label)
+            if outcome.lost:
+                self._lost_devices.add(device)
+            self.events.put(("benched", job.index, outcome))
+
+        threading.Thread(target=work, daemon=True, name=f"tilelab-bench-{label}").start()
+
     def _serve(self, device: int) -> None:
         label = f"cuda:{device}"
         while True:
@@ -567,6 +597,7 @@ class DaskRunner:
         self.gpu_workers = [addr for addr, w in workers.items()
                             if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
         self.threads = {addr: int(w.get("nthreads") or 1) for addr, w in workers.items()}
+        self.names = {addr: str(w.get("name", addr)) for addr, w in workers.items()}
         self._futures: list[Any] = []
 
     def probe(self) -> dict[str, tuple[str, str | None]]:
@@ -583,6 +614,25 @@ class DaskRunner:
         # ``compiled`` is the compile task's future: the artifact goes from worker to worker
         fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
                                  key=f"tilelab-bench-{job.index}-{os.urandom(4).hex()}")
+        self._watch(fut, "benched", job.index)
+
+    def _final_worker(self) -> str:
+        """The first GPU worker by name (gpu0 before gpu1 before gpu10): the same one every time."""
+        def natural(addr: str) -> list[Any]:
+            return [int(part) if part.isdigit() else part
+                    for part in re.split(r"(\d+)", self.names.get(addr, addr))]
+
+        return min(self.gpu_workers, key=natural)
+
+    def final_device(self) -> str | None:
+        worker = self._final_worker()
+        return f"{self.names.get(worker, worker)} (the cluster's first GPU worker)"
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        """One configuration on the final round's worker only."""
+        fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
+                                 workers=[self._final_worker()], allow_other_workers=False,
+                                 key=f"tilelab-final-{job.index}-{os.urandom(4).hex()}")
         self._watch(fut, "benched", job.index)
 
     def _watch(self, fut: Any, kind: str, index: int) -> None:
@@ -726,7 +776,8 @@ class RowCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(json.dumps(dataclasses.replace(row, best=False, cached=False).to_dict(), default=str))
+            tmp.write_text(json.dumps(dataclasses.replace(row, best=False, cached=False, final_ms=None,
+                                                        final_device=None).to_dict(), default=str))
             os.replace(tmp, self.root / f"{key}.json")
         except OSError:
             pass  # a read-only cache costs resuming, not the sweep
@@ -799,6 +850,7 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
     try:
         _run_jobs(run, factory, make_step)
         _run_baselines(run, opts.baseline or {}, size_list)
+        _FinalRound(run, factory, make_step, opts.finalists, opts.progress).run()
     except KeyboardInterrupt:
         runner.close(cancel=True)
         done = sum(1 for j in jobs if j.index in run.rows)
@@ -1004,6 +1056,167 @@ def _run_baselines(run: _Run, baseline: Mapping[str, Callable[..., Any]], size_l
         row = _row(job, value, None)
         run.rows[i] = dataclasses.replace(row, config=())
         run.bar.update()
+
+
+FINAL_ROUND_WHY = ("two GPUs of one model can differ by about 1%, as much as close configurations do, so the "
+                   "sweep's medians, taken on different devices, rank its leaders partly by the board each landed "
+                   "on; the final round ranks them on one device, and BEST is the lowest final ms")
+
+
+def _size_text(size: tuple) -> str:
+    return "x".join(str(v) for _, v in size) or "-"
+
+
+class _FinalRound:
+    """The leaders of a sweep over several devices, timed again one after another on one device.
+
+    At each size the ``count`` fastest successful configurations are compiled again (TileLang's
+    disk cache answers, so this is cheap) through the sweep's runner and benchmarked, one at a
+    time, pinned to the runner's final device; their medians become the rows' ``final_ms``, which
+    :func:`mark_best` ranks by. A size whose leaders all ran on one device already is skipped (their
+    figures compare as they are). A size's figures are applied only once all its finalists are
+    done, so a stop keeps the sweep's ranking wherever the final round did not complete.
+    """
+
+    def __init__(self, run: _Run, factory: Callable[..., Any], make_step: Callable[..., Any], count: int,
+                 progress: bool) -> None:
+        self.sweep, self.factory, self.make_step, self.count, self.progress = run, factory, make_step, count, progress
+        self.sizes = self._leaders() if count else {}
+        self.originals: dict[int, Job] = {}  # final-round index -> the sweep's job
+        self.futures: dict[int, Any] = {}  # Dask: final-round index -> its compile future
+        self.ready: list[tuple[Job, Any]] = []  # compiled, waiting for the device
+        self.outcomes: dict[int, Benched] = {}  # the sweep's job index -> its final-round outcome
+        self.applied: set[tuple] = set()
+        self.busy = False
+        self.stopped: str | None = None
+        self.bar: Any = None
+
+    def _leaders(self) -> dict[tuple, list[Job]]:
+        timed: dict[tuple, list[tuple[float, Job]]] = {}
+        for job in self.sweep.jobs:
+            row = self.sweep.rows.get(job.index)
+            if row is not None and row.ok:
+                timed.setdefault(job.size, []).append((float(row.median_ms), job))  # type: ignore[arg-type]
+        leaders = {size: [job for _, job in sorted(ranked, key=lambda t: t[0])[:self.count]]
+                   for size, ranked in timed.items()}
+        return {size: jobs for size, jobs in leaders.items()
+                if len({self.sweep.rows[j.index].device for j in jobs}) > 1}
+
+    def run(self) -> None:
+        if not self.sizes:
+            return
+        device = self.sweep.runner.final_device()
+        total = sum(len(jobs) for jobs in self.sizes.values())
+        if device is None:
+            self.sweep.notes.append("no final round: no device of the sweep is usable any more; the best is the "
+                                    "fastest median, whichever device measured it")
+            return
+        self.bar = _Progress(total, f"final round: {total} configurations on {device}", self.progress)
+        t0 = time.perf_counter()
+        try:
+            self._submit_compiles()
+            self._wait()
+        except KeyboardInterrupt:
+            self._drain()
+            self.sweep.runner.close(cancel=True)
+            self.stopped = "interrupted"
+        finally:
+            self.bar.close()
+        self._say(device, total, time.perf_counter() - t0)
+
+    def _submit_compiles(self) -> None:
+        index = max(self.sweep.rows) + 1
+        for jobs in self.sizes.values():
+            for job in jobs:
+                again = dataclasses.replace(job, index=index, key="")
+                self.originals[index] = job
+                index += 1
+                try:
+                    step = self.make_step(self.factory, dict(job.size), dict(job.config))
+                except Exception as err:
+                    self._done(again, Benched(again.index, error=_short_error(err), stage="elaborate"))
+                    continue
+                self.futures[again.index] = self.sweep.runner.compile(again.index, step)
+
+    def _waiting(self) -> bool:
+        return len(self.outcomes) < len(self.originals)
+
+    def _wait(self) -> None:
+        while self._waiting() and self.stopped is None:
+            self._handle(*_next_event(self.sweep.events))
+
+    def _drain(self) -> None:
+        """After a stop: keep what finished before it (sent, not yet read); start nothing."""
+        self.stopped = "interrupted"
+        while True:
+            try:
+                self._handle(*self.sweep.events.get_nowait())
+            except queue.Empty:
+                return
+
+    def _handle(self, kind: str, index: int, value: Any) -> None:
+        job = dataclasses.replace(self.originals[index], index=index)
+        if kind == "compiled":
+            if value.error is not None:
+                self._done(job, Benched(index, error=value.error, stage=value.stage or "compile"))
+            else:
+                dask = isinstance(self.sweep.runner, DaskRunner)
+                self.ready.append((job, self.futures.get(index) if dask else value))
+        else:
+            self.busy = False
+            self._done(job, value)
+            if value.lost:
+                self.stopped = value.lost
+                if value.lost not in self.sweep.notes:
+                    self.sweep.notes.append(value.lost)
+        if not self.busy and self.ready and self.stopped is None:  # one configuration at a time
+            job, compiled = self.ready.pop(0)
+            self.busy = True
+            self.sweep.runner.bench_pinned(self._plan(), job, compiled)
+
+    def _plan(self) -> BenchPlan:
+        # every finalist passed its check in the sweep: the final round only times
+        return dataclasses.replace(self.sweep.plan, ref=None, check_fn=None)
+
+    def _done(self, job: Job, outcome: Benched) -> None:
+        original = self.originals[job.index]
+        self.outcomes[original.index] = outcome
+        if outcome.note and outcome.note not in self.sweep.notes:
+            self.sweep.notes.append(outcome.note)
+        self.bar.update()
+        for size, jobs in self.sizes.items():
+            if size not in self.applied and all(j.index in self.outcomes for j in jobs):
+                self._apply(size, jobs)
+
+    def _apply(self, size: tuple, jobs: list[Job]) -> None:
+        self.applied.add(size)
+        rows = self.sweep.rows
+        for job in jobs:
+            outcome = self.outcomes[job.index]
+            if outcome.result is not None and outcome.error is None:
+                rows[job.index] = dataclasses.replace(rows[job.index], final_ms=outcome.result.median_ms,
+                                                      final_device=outcome.device or None)
+            else:
+                self.sweep.notes.append(f"final round: {_describe(job)} failed ({outcome.stage or 'bench'}): "
+                                        f"{outcome.error or 'no result'}; it keeps its sweep row, without a final "
+                                        "figure, so it is not ranked at that size")
+        self.sweep.live.update(lambda: self.sweep.table([rows[i] for i in sorted(rows)]))
+
+    def _say(self, device: str, total: int, seconds: float) -> None:
+        notes = self.sweep.notes
+        # (a round has two finalists at least: one alone would have nothing to be ranked against)
+        notes.append(f"final round: the {self.count} fastest configurations at each size timed again, one after another, on {device} "
+                     f"({total} configurations, {seconds:.1f} s): {FINAL_ROUND_WHY}")
+        unfinished = [size for size in self.sizes if size not in self.applied]
+        if unfinished:
+            why = ("the sweep was interrupted during it" if self.stopped == "interrupted"
+                   else f"it stopped: {self.stopped}")
+            notes.append(f"final round incomplete at {', '.join(_size_text(s) for s in unfinished)} ({why}): "
+                         "there the best is the sweep's fastest median, whichever device measured it")
+        skipped = [size for size in {j.size for j in self.sweep.jobs} if size not in self.sizes]
+        if skipped and len({j.size for j in self.sweep.jobs}) > 1:
+            notes.append(f"no final round at {', '.join(_size_text(s) for s in sorted(skipped))}: its leaders all ran "
+                         "on one device already (or fewer than two succeeded), so their medians compare as they are")
 
 
 def _next_event(events: queue.Queue) -> tuple[str, int, Any]:

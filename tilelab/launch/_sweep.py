@@ -115,6 +115,17 @@ class SweepOptions:
     isolate: bool = True
     timeout: float | None = None
     target: Any = None  # "c": compile every configuration for the CPU and time it there
+    # leaders per size timed again on one device after a sweep over several (0: none; 1 changes
+    # nothing: a leader alone has nothing to be ranked against)
+    finalists: int = 3
+
+    def __post_init__(self) -> None:
+        if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
+            from .._errors import OptionError
+
+            raise OptionError(f"sweep option finalists={self.finalists!r}: pass a non-negative int, how many of "
+                              "the fastest configurations at each size are timed again on one device after a "
+                              "sweep over several devices (default 3; 0 turns that final round off)")
 
     @classmethod
     def merge(cls, options: SweepOptions | None, keywords: dict[str, Any]) -> SweepOptions:
@@ -156,7 +167,10 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     :mod:`tilelab.launch._distribute`). Those sweeps show one progress bar and, in a notebook, the
     table growing as rows finish; each row says where it ran and how long its compile and bench
     took; finished rows are cached on disk, so an interrupted sweep resumes when called again
-    (``force=True`` measures everything again).
+    (``force=True`` measures everything again). Two GPUs of one model can differ by about 1%, as
+    much as close configurations do, so after such a sweep the ``finalists`` (default 3) fastest
+    configurations at each size are timed again, one after another, on one device (the first of
+    ``devices``, or the first GPU worker of the cluster): their ``final_ms`` decides the best.
 
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
     a row of stage "check". Checks and benchmarks run in tilelab's worker process
@@ -388,17 +402,25 @@ def _check(kernel: Any, ref: Callable[..., Any], size: Config, isolate: bool = T
 
 
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
-    """Mark the fastest successful configuration (baselines excluded) at each size."""
-    import dataclasses
-
+    """Mark the fastest successful configuration (baselines excluded) at each size: at a size with
+    a final round (rows with ``final_ms``, timed one after another on one device) the finalist
+    with the lowest ``final_ms``, since the sweep's medians came from different devices;
+    elsewhere the lowest median."""
     rows = [dataclasses.replace(r, best=False) for r in rows]
+    candidates = [i for i, r in enumerate(rows) if r.ok and r.label is None]
+    final_sizes = {rows[i].size for i in candidates if rows[i].final_ms is not None}
+
+    def figure(r: SweepRow) -> float | None:
+        return r.final_ms if r.size in final_sizes else r.median_ms
+
     best: dict[tuple, int] = {}
-    for i, r in enumerate(rows):
-        if not r.ok or r.label is not None:
+    for i in candidates:
+        ms = figure(rows[i])
+        if ms is None:  # at a size with a final round, a row without a final figure cannot be best
             continue
-        j = best.get(r.size)
-        if j is None or (r.median_ms or 0) < (rows[j].median_ms or 0):
-            best[r.size] = i
+        j = best.get(rows[i].size)
+        if j is None or ms < (figure(rows[j]) or 0):
+            best[rows[i].size] = i
     for i in best.values():
         rows[i] = dataclasses.replace(rows[i], best=True)
     return rows

@@ -520,6 +520,9 @@ class SweepRow:
     cached: bool = False  # taken from the sweep's row cache instead of measured in this call
     sm_mhz: float | None = None  # median SM clock during the measurement (NVML), when sampled
     throttled: bool = False  # a power, thermal or hardware slowdown was reported during it
+    # the final round (a sweep over several devices): this leader timed again on one device
+    final_ms: float | None = None
+    final_device: str | None = None
 
     @classmethod
     def measured(cls, config: tuple, size: tuple, res: BenchResult, **extra: Any) -> SweepRow:
@@ -545,7 +548,8 @@ class SweepRow:
                 "min_ms": self.min_ms, "spread": self.spread, "tflops": self.tflops, "gbps": self.gbps,
                 "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
                 "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached,
-                "sm_mhz": self.sm_mhz, "throttled": self.throttled}
+                "sm_mhz": self.sm_mhz, "throttled": self.throttled, "final_ms": self.final_ms,
+                "final_device": self.final_device}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRow:
@@ -555,7 +559,8 @@ class SweepRow:
                    tflops=d.get("tflops"), gbps=d.get("gbps"), error=d.get("error"), stage=d.get("stage"),
                    best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"),
                    bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)),
-                   sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)))
+                   sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)), final_ms=d.get("final_ms"),
+                   final_device=d.get("final_device"))
 
 
 @dataclass(frozen=True)

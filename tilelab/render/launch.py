@@ -187,11 +187,16 @@ def overhead_png(o: Any) -> bytes | None:
 
 
 # ------------------------------------------------------------------------------------------
-# SweepTable: the timing columns, then compile and bench seconds and the device when any row
-# has them, then the verdict (BEST, cached, or the stage and reason of a failure).
+# SweepTable: the timing columns (with the final round's figure after the median when any row
+# has one), then compile and bench seconds and the device when any row has them, then the
+# verdict (BEST, cached, or the stage and reason of a failure).
 # ------------------------------------------------------------------------------------------
 
 _SWEEP_HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
+
+
+def _has_final(table: Any) -> bool:
+    return any(r.final_ms is not None for r in table.rows)
 
 
 def _sweep_optional_columns(table: Any) -> list[str]:
@@ -208,10 +213,11 @@ def _sweep_optional_columns(table: Any) -> list[str]:
 
 
 def _sweep_header(table: Any) -> list[str]:
-    return _SWEEP_HEADER[:-1] + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
+    timing = _SWEEP_HEADER[:3] + (["final ms"] if _has_final(table) else []) + _SWEEP_HEADER[3:-1]
+    return timing + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
 
 
-def _sweep_cells(table: Any, r: Any, optional_columns: list[str]) -> list[Any]:
+def _sweep_cells(table: Any, r: Any, optional_columns: list[str], final: bool) -> list[Any]:
     size = "x".join(str(v) for _, v in r.size) or "-"
     if r.ok:
         status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled)) if on)
@@ -219,14 +225,15 @@ def _sweep_cells(table: Any, r: Any, optional_columns: list[str]) -> list[Any]:
         status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
     optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
                 "SM MHz": fmt(r.sm_mhz, ".0f")}
-    return ([size, table.short_name(r), fmt(r.median_ms, ".4f"), fmt(r.tflops, ".1f"), fmt(r.gbps, ".0f"),
-             fmt(100 * r.spread if r.spread is not None else None, ".2f")]
+    return ([size, table.short_name(r), fmt(r.median_ms, ".4f")] + ([fmt(r.final_ms, ".4f")] if final else [])
+            + [fmt(r.tflops, ".1f"), fmt(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])
 
 
 def _sweep_rows(table: Any) -> list[list[Any]]:
     optional = _sweep_optional_columns(table)
-    return [_sweep_cells(table, r, optional) for r in table.rows]
+    final = _has_final(table)
+    return [_sweep_cells(table, r, optional, final) for r in table.rows]
 
 
 def _sweep_best_lines(table: Any) -> list[str]:
