@@ -260,6 +260,51 @@ def run_to_run_verdict(results) -> "tuple[float, list[str]]":
     return spread, lines
 
 
+def back_to_back_record(key: str, runs) -> dict:
+    """What the JSON keeps of back-to-back calls, under ``key``: medians, spread and verdict, each
+    call's interval, rounds and telemetry, and the results whole."""
+    import re
+
+    spread, verdict = run_to_run_verdict(runs)
+    calls = []
+    for r in runs:
+        rounds = next((m.group(1) for m in (re.search(r"(\d+) round\(s\) of", n) for n in r.notes) if m), "1")
+        calls.append({"median_ms": r.median_ms, "ci_ms": r.ci_ms, "ci_half_width": r.ci_half_width,
+                      "ci_batches": r.ci_batches, "ci_correlated": r.ci_correlated, "n": len(r.samples_ms),
+                      "rounds": int(rounds)})
+    return {key: [r.median_ms for r in runs], f"{key}_spread": spread, f"{key}_verdict": verdict,
+            f"{key}_calls": calls, f"{key}_warmup": [[n for n in r.notes if "warm" in n or "steady" in n] for r in runs],
+            f"{key}_telemetry": [r.telemetry.summary() if r.telemetry else None for r in runs],
+            f"{key}_results": [r.to_dict() for r in runs]}
+
+
+def back_to_back_lines(rec: dict) -> "tuple[list[str], list[str]]":
+    """The back-to-back table of one kernel's record, and the targets it missed (the steady calls
+    of a TileLang kernel must spread under 1%)."""
+    lines, missed = [], []
+    for key, label in (("back_to_back", "steady=True"), ("back_to_back_no_steady", "steady=False")):
+        if key not in rec:
+            continue
+        medians, spread = rec[key], rec[f"{key}_spread"]
+        verdict = ""
+        if key == "back_to_back" and rec["kernel"].startswith("tilelang_"):
+            verdict = "ok" if spread < 0.01 else "MISSED"
+            if verdict == "MISSED":
+                missed.append(f"{rec['kernel']} back-to-back run-to-run")
+        lines.append(f"{rec['kernel']:20s} {label:13s} " + " ".join(f"{m:9.4f}" for m in medians)
+                     + f" {100 * spread:7.2f}%  {verdict}")
+        for k, (call, tele) in enumerate(zip(rec[f"{key}_calls"], rec[f"{key}_telemetry"]), 1):
+            ci = (f"+-{100 * call['ci_half_width']:.2f}% ({call['ci_batches']} batches"
+                  + (", likely too narrow" if call["ci_correlated"] else "") + ")"
+                  if call["ci_half_width"] is not None else "no interval")
+            lines.append(f"  call {k}: median {call['median_ms']:.4f} ms, 95% interval {ci}, {call['rounds']} round(s), "
+                         f"n={call['n']}; telemetry: {tele or 'none'}")
+        lines += [f"  {line}" for line in rec[f"{key}_verdict"]]
+    for notes in rec.get("back_to_back_warmup", ()):
+        lines.append(f"  {rec['kernel']} warm-up: " + ("; ".join(notes) or "none noted"))
+    return lines, missed
+
+
 def trace(name: str, seconds: float, out: Path) -> None:
     """--trace-s: every launch's time and the NVML samples of a long back-to-back run."""
     import statistics
@@ -327,7 +372,6 @@ def main() -> None:
         return
 
     import torch
-    import triton.testing
 
     import tilelab
 
@@ -356,6 +400,8 @@ def main() -> None:
             # order alternates between the runs: otherwise whichever runs first after the idle
             # isolated/ncu phases gets boost clocks (seen on an H100: 3-5% for the GEMM).
             def do_bench_once():
+                import triton.testing
+
                 heat(fn)
                 rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms,
                                                                  return_mode="median")
@@ -398,16 +444,7 @@ def main() -> None:
             key = "back_to_back" if steady else "back_to_back_no_steady"
             runs = [tilelab.bench(target, *targs, mode="sustained", flops=flops, bytes=nbytes, name=name,
                                   steady=steady) for _ in range(4)]
-            medians = [r.median_ms for r in runs]
-            rec[key] = medians
-            rec[f"{key}_spread"], rec[f"{key}_verdict"] = run_to_run_verdict(runs)
-            rec[f"{key}_calls"] = [{"median_ms": r.median_ms, "ci_ms": r.ci_ms, "ci_half_width": r.ci_half_width,
-                                    "ci_batches": r.ci_batches, "ci_correlated": r.ci_correlated, "n": len(r.samples_ms),
-                                    "rounds": next((n.split(" round")[0] for n in r.notes if " round(s) of " in n), "1")}
-                                   for r in runs]
-            rec[f"{key}_warmup"] = [[n for n in r.notes if "warm" in n or "steady" in n] for r in runs]
-            rec[f"{key}_telemetry"] = [r.telemetry.summary() if r.telemetry else None for r in runs]
-            rec[f"{key}_results"] = [r.to_dict() for r in runs]
+            rec.update(back_to_back_record(key, runs))
         records.append(rec)
 
         def pair(key: str) -> tuple[float, float, float]:
@@ -464,25 +501,9 @@ def main() -> None:
           "target < 1% with the steady-state warm-up (TileLang kernels)")
     missed = []
     for rec in records:
-        for key, label in (("back_to_back", "steady=True"), ("back_to_back_no_steady", "steady=False")):
-            medians, spread = rec[key], rec[f"{key}_spread"]
-            verdict = ""
-            if key == "back_to_back" and rec["kernel"].startswith("tilelang_"):
-                verdict = "ok" if spread < 0.01 else "MISSED"
-                if verdict == "MISSED":
-                    missed.append(f"{rec['kernel']} back-to-back run-to-run")
-            print(f"{rec['kernel']:20s} {label:13s} " + " ".join(f"{m:9.4f}" for m in medians)
-                  + f" {100 * spread:7.2f}%  {verdict}")
-            for k, (call, tele) in enumerate(zip(rec[f"{key}_calls"], rec[f"{key}_telemetry"]), 1):
-                ci = (f"+-{100 * call['ci_half_width']:.2f}% ({call['ci_batches']} batches"
-                      + (", likely too narrow" if call["ci_correlated"] else "") + ")"
-                      if call["ci_half_width"] is not None else "no interval")
-                print(f"  call {k}: median {call['median_ms']:.4f} ms, 95% interval {ci}, {call['rounds']} round(s), "
-                      f"n={call['n']}; telemetry: {tele or 'none'}")
-            for line in rec[f"{key}_verdict"]:
-                print(f"  {line}")
-        for notes in rec["back_to_back_warmup"]:
-            print(f"  {rec['kernel']} warm-up: " + ("; ".join(notes) or "none noted"))
+        lines, rec_missed = back_to_back_lines(rec)
+        print("\n".join(lines))
+        missed += rec_missed
     missed = [f"{name} {key}" for name, key, *_, verdict in table if verdict == "MISSED"] + missed
     if missed:
         print("targets missed: " + "; ".join(missed))

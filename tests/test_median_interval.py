@@ -417,3 +417,43 @@ def test_default_interval_target_narrows_back_to_back_calls_on_a_wandering_gpu(m
     assert rounds > 2 and default < 0.8 * once and default_spread < once_spread, (default, once, rounds)
     _, _, steady_rounds = calls(steady_noise, 5)
     assert steady_rounds <= 1.1
+
+
+def test_back_to_back_table_prints_each_call_with_its_interval(monkeypatch, fidelity):
+    series = wandering_clock(7, wander=0.01)
+    runs = [fake_bench(monkeypatch, series)[0] for _ in range(4)]
+    rec = {"kernel": "tilelang_gemm", **fidelity.back_to_back_record("back_to_back", runs)}
+    assert [c["rounds"] for c in rec["back_to_back_calls"]] == [round(len(r.samples_ms) / 1000) for r in runs]
+    lines, missed = fidelity.back_to_back_lines(rec)
+    medians = [r.median_ms for r in runs]
+    spread = (max(medians) - min(medians)) / statistics.median(medians)
+    assert lines[0].startswith("tilelang_gemm        steady=True") and f"{100 * spread:7.2f}%" in lines[0]
+    assert missed == ([] if spread < 0.01 else ["tilelang_gemm back-to-back run-to-run"])
+    for k, r in enumerate(runs, 1):
+        assert lines[k].startswith(f"  call {k}: median {r.median_ms:.4f} ms, 95% interval "
+                                   f"+-{100 * r.ci_half_width:.2f}% ({r.ci_batches} batches")
+        assert "telemetry: none" in lines[k]
+    assert lines[5].startswith("  spread ")
+
+
+def test_trace_mode_writes_every_launch(monkeypatch, tmp_path, fidelity, capsys):
+    import json
+
+    import torch
+
+    gpu = FakeGpu(steady_noise(9))
+    monkeypatch.setattr(fidelity, "make", lambda name: (gpu.launch, None, None, "", None))
+    monkeypatch.setattr(fidelity, "heat", lambda fn, seconds=0: None)
+    monkeypatch.setattr(_bench, "_flush_buffer", lambda torch: None)
+    monkeypatch.setattr(torch.cuda, "Event", gpu.cuda.Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "fake GPU")
+    fidelity.trace("tilelang_gemm", 3.0, tmp_path)
+    data = json.loads((tmp_path / "timing_trace.json").read_text())
+    assert 2900 <= len(data["launch_ms"]) <= 3100  # 3 s of 1 ms launches
+    assert data["decorrelation_lag"] == 1 and data["wander_period"] is None  # independent launch times
+    assert data["window_launches"] == pytest.approx(1000, abs=10)
+    assert len(data["windows"]) == len(data["launch_ms"]) // data["window_launches"]  # whole windows only
+    out = capsys.readouterr().out
+    assert "autocorrelation under 0.2 from lag 1 (1 ms)" in out and "wander period: none found" in out

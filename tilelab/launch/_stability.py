@@ -112,7 +112,7 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> Media
     the interval is likely too narrow.
 
     Simulated (``tests/test_median_interval.py``, 95%): independent samples, normal or skewed,
-    are covered 95% of the time by an interval about 1.06x as wide as the binomial
+    are covered 95% of the time by an interval about 1.1x as wide as the binomial
     order-statistic one; an AR(1) series with phi = 0.99 (600 samples, a correlation time of
     about 200) about 85% (the binomial interval: 15%); a sinusoidal wander slower than the
     window, always (the binomial interval: about 10%).
