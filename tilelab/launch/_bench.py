@@ -365,8 +365,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     The measurement options are the fields of :class:`BenchOptions`, given as keywords
     (``mode=``, ``flops=``, ``bytes=``, ``warmup_ms=``, ``rep_ms=``, ``min_rep=``, ``max_rep=``,
     ``flush_l2=``, ``rotate=``, ``idle_ms=``, ``graph_batch=``, ``seed=``, ``name=``,
-    ``ci_target=``, ``max_rounds=``, ``telemetry=``, ``steady=``, ``steady_cap_ms=``) or as one ``options=`` record; every other
-    keyword is a dynamic size of the kernel (``M=4096``).
+    ``ci_target=``, ``max_rounds=``, ``telemetry=``, ``steady=``, ``steady_cap_ms=``) or as one
+    ``options=`` record; every other keyword is a dynamic size of the kernel (``M=4096``).
 
     Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
     ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
@@ -386,8 +386,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     round of ``rep_ms`` at a time and up to ``max_rounds`` (4) rounds in all, until that
     interval is within +-ci_target of the median and its batches are not correlated; the notes
     say how many rounds it took, or that the cap stopped it. On a steady GPU one round suffices.
-    ``ci_target=None``: one round. ``telemetry``: sample clocks, power, temperature and throttle reasons
-    through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
+    ``ci_target=None``: one round. ``telemetry``: sample clocks, power, temperature and throttle
+    reasons through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
 
     ``steady`` (sustained mode only; default True): before measuring, launch back to back in
     batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
@@ -397,8 +397,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
 
     A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
-    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable runs in this process: it cannot be sent to
-    another one.
+    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable
+    runs in this process: it cannot be sent to another one.
 
     ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
