@@ -186,9 +186,20 @@ def wander_period(values, threshold: float = ACF_THRESHOLD) -> int | None:
     return first_negative + peak if rest[peak] >= threshold else None
 
 
+def independent_interval(samples) -> "tuple[float, float]":
+    """The interval a median would get if every launch were an independent look at the clock: the
+    order statistics at ranks n/2 -+ 1.96 sqrt(n)/2 (Binomial(n, 1/2)); for comparison only."""
+    import math
+
+    n, s = len(samples), sorted(samples)
+    half = 1.96 * math.sqrt(n) / 2
+    return s[max(math.floor(n / 2 - half - 0.5), 0)], s[min(math.ceil(n / 2 + half + 0.5) - 1, n - 1)]
+
+
 def trace_windows(times, window: int) -> "list[dict]":
     """bench's interval for each consecutive ``window`` launches of a trace, and whether it holds
-    the whole trace's median (the best stand-in for the GPU's sustained time there is)."""
+    the whole trace's median (the best stand-in for the GPU's sustained time there is); beside
+    it, the same for the independent-sample interval."""
     import statistics
 
     from tilelab.launch._stability import median_interval
@@ -197,8 +208,10 @@ def trace_windows(times, window: int) -> "list[dict]":
     out = []
     for start in range(0, len(times) - window + 1, window):
         ci = median_interval(times[start:start + window])
+        lo, hi = independent_interval(times[start:start + window])
         out.append({"start": start, "median_ms": ci.median, "half_width": ci.relative_half_width,
-                    "batches": ci.batches, "correlated": ci.correlated, "holds_trace_median": ci.low <= centre <= ci.high})
+                    "batches": ci.batches, "correlated": ci.correlated, "holds_trace_median": ci.low <= centre <= ci.high,
+                    "independent_half_width": (hi - lo) / 2 / ci.median, "independent_holds": lo <= centre <= hi})
     return out
 
 
@@ -313,7 +326,6 @@ def trace(name: str, seconds: float, out: Path) -> None:
 
     from tilelab.launch import _bench
     from tilelab.launch._stability import STEADY_REP_MS
-    from tilelab.launch._telemetry import NvmlSampler
 
     fn = make(name)[0]
     fn()
@@ -322,7 +334,7 @@ def trace(name: str, seconds: float, out: Path) -> None:
     flush = _bench._flush_buffer(torch)
     estimate = _bench._estimate_ms(torch, fn, flush)
     n = max(100, int(seconds * 1e3 / estimate))
-    with NvmlSampler(torch.cuda.current_device()) as sampler:
+    with _bench._telemetry_sampler(torch) as sampler:  # NVML's index of the current CUDA device
         times = _bench.time_sustained(torch, [fn], 0, n, flush)
     tele = sampler.result()
     median = statistics.median(times)
@@ -341,11 +353,13 @@ def trace(name: str, seconds: float, out: Path) -> None:
     if medians:
         print(f"{len(windows)} windows of {window} launches (bench's {STEADY_REP_MS:g} ms): medians spread "
               f"{100 * (max(medians) - min(medians)) / statistics.median(medians):.2f}%; their intervals hold the "
-              f"trace's median in {sum(w['holds_trace_median'] for w in windows)} of {len(windows)}")
+              f"trace's median in {sum(w['holds_trace_median'] for w in windows)} of {len(windows)} (independent-"
+              f"sample intervals: {sum(w['independent_holds'] for w in windows)})")
         for w in windows:
             print(f"  launch {w['start']:6d}: median {w['median_ms']:.4f} ms +-{100 * w['half_width']:.2f}% "
                   f"({w['batches']} batches{', correlated' if w['correlated'] else ''})"
-                  f"{'' if w['holds_trace_median'] else '  misses the trace median'}")
+                  f"{'' if w['holds_trace_median'] else ' misses the trace median'}; independent-sample "
+                  f"+-{100 * w['independent_half_width']:.2f}%{'' if w['independent_holds'] else ' misses it'}")
     print(f"wrote {out / 'timing_trace.json'}")
 
 

@@ -360,6 +360,12 @@ def test_trace_lag_and_period_of_known_series(fidelity):
     assert [w["start"] for w in windows] == [0, 1000, 2000, 3000, 4000]
     assert all(w["batches"] in (16, 32) and not w["correlated"] for w in windows)
     assert sum(w["holds_trace_median"] for w in windows) >= 4
+    assert all(0.5 < w["half_width"] / w["independent_half_width"] < 2 for w in windows)  # about equal
+    assert fidelity.independent_interval(list(range(100))) == (39, 60)  # ranks 50 -+ 9.8, by hand
+    # On an AR(1) wander the batched windows hold the whole series' median more often than the others
+    wander = ar1(rng, 20_000, 0.995)
+    slow = fidelity.trace_windows(wander, 1000)
+    assert sum(w["holds_trace_median"] for w in slow) > sum(w["independent_holds"] for w in slow)
 
 
 def _call(median, half, sm=None, temp=60, mask=0x4):
