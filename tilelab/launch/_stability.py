@@ -80,9 +80,9 @@ class MedianInterval:
         text = (f"median {100 * self.confidence:g}% interval +-{100 * self.relative_half_width:.2f}% from "
                 f"{self.batches} batches of {self.batch_len} consecutive launches")
         if self.correlated:
-            text += (f"; their medians still follow each other (lag-1 autocorrelation {self.lag1:.2f}): the "
-                     "timings wander more slowly than the measurement is long, so this interval is likely too "
-                     "narrow; measure longer (rep_ms=, max_rounds=)")
+            text += (f"; the medians of 8 batches still followed each other (lag-1 autocorrelation about "
+                     f"{min(self.lag1, 1.0):.2f}): the timings wander more slowly than the measurement is long, so "
+                     "this interval is likely too narrow; measure longer (rep_ms=, max_rounds=)")
         return text
 
 
