@@ -1,41 +1,11 @@
-"""Median confidence intervals, telemetry records and the Profile record/parsers (no GPU needed)."""
-
-import math
-import random
+"""Telemetry records and the Profile record/parsers (no GPU needed); the median's interval is
+tested in test_median_interval.py."""
 
 import pytest
 
-from tilelab.launch._stability import median_ci, relative_half_width
 from tilelab.launch._telemetry import NvmlSampler, Telemetry
 from tilelab.launch.models import BenchResult
 from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
-
-
-def test_median_ci_ranks_by_hand():
-    # n = 100, 95%: half = 1.96 * 10 / 2 = 9.8 -> ranks floor(50 - 9.8 - 0.5) = 39 and ceil(60.3) - 1 = 60 (0-based)
-    samples = list(range(100))
-    random.Random(1).shuffle(samples)
-    assert median_ci(samples) == (39, 60)
-    # n = 10, 90%: half = 1.6449 * sqrt(10) / 2 = 2.60 -> ranks floor(1.9) = 1 and ceil(8.1) - 1 = 8
-    assert median_ci(list(range(10)), 0.90) == (1, 8)
-    assert relative_half_width([10.0] * 50) == 0.0
-
-
-def test_median_ci_covers_the_true_median():
-    rng = random.Random(7)
-    hits = 0
-    for _ in range(400):
-        xs = [rng.expovariate(1.0) for _ in range(60)]
-        lo, hi = median_ci(xs)
-        hits += lo <= math.log(2) <= hi
-    assert hits / 400 >= 0.93  # nominal 95%; the rank rounding makes it a little conservative
-
-
-def test_median_ci_refuses_bad_input():
-    with pytest.raises(ValueError, match="at least 6 samples"):
-        median_ci([1.0, 2.0])
-    with pytest.raises(ValueError, match="confidence must be one of"):
-        median_ci([1.0] * 10, 0.5)
 
 
 def test_telemetry_record_and_throttle_flags():

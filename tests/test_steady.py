@@ -212,13 +212,22 @@ def test_bench_forwards_steady_to_the_worker(monkeypatch):
     assert _bench.bench(prepared) == "result"
     assert seen["options"]["steady"] is True and seen["options"]["steady_cap_ms"] == 3000.0
     assert seen["func"] is _isolated.bench_in_worker
-    # The default timeout covers the warm-up's cap: 60 s + 4 * (3 s cap + 1 s of repetitions).
+    # ci_target travels resolved: steady sustained mode's default interval target, 4 rounds at most.
+    assert seen["options"]["ci_target"] == 0.005 and seen["options"]["max_rounds"] == 4
+    # The default timeout covers the warm-up's cap and every round: 60 s + 4 * (3 s cap + 4 x 1 s).
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 7.0)
+    _bench.bench(prepared, ci_target=None)  # one round
+    assert seen["options"]["ci_target"] is None
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 4.0)
-    _bench.bench(prepared, steady=False, steady_cap_ms=500)
+    _bench.bench(prepared, steady=False, steady_cap_ms=500)  # no default interval target without the warm-up
     assert seen["options"]["steady"] is False and seen["options"]["steady_cap_ms"] == 500
+    assert seen["options"]["ci_target"] is None
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.125)
     _bench.bench(prepared, mode="isolated")  # isolated mode has no steady-state warm-up
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.525)
+    _bench.bench(prepared, mode="isolated", ci_target=0.01, max_rounds=3)  # asked for: 3 rounds of 500 ms
+    assert seen["options"]["ci_target"] == 0.01
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 1.525)
 
 
 def test_bench_rejects_bad_steady_options():

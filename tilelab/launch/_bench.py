@@ -7,6 +7,10 @@
   the per-batch medians stop drifting (``_stability.warm_until_steady``), at most
   ``steady_cap_ms`` (3 s). Without it each call measures a different point of the GPU's warm-up
   towards its power-limited clocks (seen on an H100: four calls of a 4096^3 GEMM 3.5% apart).
+  Then 1 s of launches, repeated (``ci_target``, 0.5% by default, at most ``max_rounds`` rounds)
+  until the median's interval, taken from batches of consecutive launches, is that narrow: at a
+  power cap the SM clock wanders by 1-3% over fractions of a second, so one second holds only a
+  few independent looks at the clock.
 * ``isolated`` — one launch at a time: wait for the GPU, leave it idle ``idle_ms``, flush L2,
   spin briefly on the device so the host's launch latency is hidden, time one launch. Clocks
   recover between launches, as under Nsight Compute's replay (``gpu__time_duration`` with
@@ -45,6 +49,16 @@ ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps in
 FLUSH_BYTES = 256 << 20  # what triton.testing.do_bench zeroes between launches
 
 MAX_COPIES = 64  # rotating input copies at most
+# Steady sustained mode measures again until the median's 95% interval is within +-0.5%, at most
+# MAX_ROUNDS rounds of rep_ms in all (1 s each by default). On a steady GPU one round suffices
+# (per-launch noise of 0.3% gives about +-0.03% over 1000 launches); a clock wandering over
+# fractions of a second (a power-capped H100: four 1 s medians 0.1-2% apart) needs about four
+# times the samples to halve a +-1% interval. Simulated (tests/test_median_interval.py), a 1%
+# AR(1) wander correlated over 200 launches of 1 ms: one round's medians land 0.42% (rms) from
+# the centre, four calls 0.80% apart; with the default about 3 rounds, 0.27% and 0.52%; a steady
+# GPU takes 1.03 rounds. The cap bounds what a 200-configuration sweep can add: 3 s a row.
+CI_TARGET = 0.005
+MAX_ROUNDS = 4
 
 _FLUSH: dict[int, Any] = {}
 
@@ -272,8 +286,8 @@ class BenchOptions:
     graph_batch: int = 20
     seed: int | None = None
     name: str | None = None
-    ci_target: float | None = None
-    max_rounds: int = 20
+    ci_target: float | str | None = "auto"  # "auto": CI_TARGET in steady sustained mode, else None (one round)
+    max_rounds: int = MAX_ROUNDS
     telemetry: bool = True
     steady: bool = True  # sustained mode: warm to the GPU's steady state before measuring
     steady_cap_ms: float = _stability.STEADY_CAP_MS
@@ -284,8 +298,14 @@ class BenchOptions:
         if not (isinstance(self.steady_cap_ms, (int, float)) and self.steady_cap_ms > 0):
             raise ValueError(f"steady_cap_ms is the steady-state warm-up's wall-time cap in ms (e.g. 3000); "
                              f"got {self.steady_cap_ms!r}")
-        if self.ci_target is not None and not (isinstance(self.ci_target, (int, float)) and 0 < self.ci_target < 1):
-            raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%); got {self.ci_target!r}")
+        if self.ci_target is not None and self.ci_target != "auto" and not (
+                isinstance(self.ci_target, (int, float)) and not isinstance(self.ci_target, bool)
+                and 0 < self.ci_target < 1):
+            raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%), \"auto\" or None; "
+                             f"got {self.ci_target!r}")
+        if not (isinstance(self.max_rounds, int) and not isinstance(self.max_rounds, bool) and self.max_rounds >= 1):
+            raise ValueError(f"max_rounds is how many rounds of rep_ms ci_target may measure in all (e.g. 4); "
+                             f"got {self.max_rounds!r}")
         if self.mode not in BENCH_MODES:
             raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {self.mode!r}")
 
@@ -297,6 +317,13 @@ class BenchOptions:
         if self.mode == "isolated":
             return ISOLATED_BUDGET_MS
         return _stability.STEADY_REP_MS if self.mode == "sustained" and self.steady else 100.0
+
+    @property
+    def interval_target(self) -> float | None:
+        """``ci_target``, with ``"auto"`` resolved: CI_TARGET in steady sustained mode, else None."""
+        if self.ci_target == "auto":
+            return CI_TARGET if self.mode == "sustained" and self.steady else None
+        return self.ci_target  # type: ignore[return-value]
 
     @property
     def flushes(self) -> bool:
@@ -338,8 +365,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     The measurement options are the fields of :class:`BenchOptions`, given as keywords
     (``mode=``, ``flops=``, ``bytes=``, ``warmup_ms=``, ``rep_ms=``, ``min_rep=``, ``max_rep=``,
     ``flush_l2=``, ``rotate=``, ``idle_ms=``, ``graph_batch=``, ``seed=``, ``name=``,
-    ``ci_target=``, ``max_rounds=``, ``telemetry=``) or as one ``options=`` record; every other
-    keyword is a dynamic size of the kernel (``M=4096``).
+    ``ci_target=``, ``max_rounds=``, ``telemetry=``, ``steady=``, ``steady_cap_ms=``) or as one
+    ``options=`` record; every other keyword is a dynamic size of the kernel (``M=4096``).
 
     Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
     ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
@@ -351,10 +378,16 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
     ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
     ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
-    ``ci_target`` (e.g. 0.005): measure again, up to ``max_rounds`` rounds in all, until the
-    95% confidence interval of the median is within +-ci_target of it; the result carries the
-    interval either way. ``telemetry``: sample clocks, power, temperature and throttle reasons
-    through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
+    ``result.ci_ms`` is the median's 95% interval, taken from batches of consecutive launches
+    (:func:`tilelab.launch._stability.median_interval`), so that it stays honest when the GPU's
+    clock wanders and neighbouring launches read the same clock; ``result.ci_correlated`` marks
+    an interval whose batches still followed each other (likely too narrow). ``ci_target``
+    (default ``"auto"``: 0.005 in steady sustained mode, None in the others): measure again, a
+    round of ``rep_ms`` at a time and up to ``max_rounds`` (4) rounds in all, until that
+    interval is within +-ci_target of the median and its batches are not correlated; the notes
+    say how many rounds it took, or that the cap stopped it. On a steady GPU one round suffices.
+    ``ci_target=None``: one round. ``telemetry``: sample clocks, power, temperature and throttle
+    reasons through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
 
     ``steady`` (sustained mode only; default True): before measuring, launch back to back in
     batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
@@ -364,8 +397,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
 
     A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
-    and repetition time). A zero-argument callable runs in this process: it cannot be sent to
-    another one.
+    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable
+    runs in this process: it cannot be sent to another one.
 
     ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
     """
@@ -376,7 +409,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
         return _cpu.bench(kernel, args, mode=opts.mode, flops=opts.flops, bytes=opts.bytes, warmup_ms=opts.warmup_ms,
                           rep_ms=opts.rep_ms, min_rep=opts.min_rep, max_rep=opts.max_rep, backend=backend,
                           out_idx=out_idx, outputs=outputs, seed=opts.seed, name=opts.name, sizes=sizes)
-    opts = dataclasses.replace(opts, rep_ms=opts.repetition_ms)
+    opts = dataclasses.replace(opts, rep_ms=opts.repetition_ms, ci_target=opts.interval_target)
     torch = require_gpu()
     from . import _worker
 
@@ -472,22 +505,40 @@ def _measure(torch: Any, timed: _Timed, opts: BenchOptions) -> BenchResult:
     estimate = _estimate_ms(torch, timed.fns[0], flush_buf)
     n_warmup = max(1, int(opts.warmup_ms / estimate))
     n_rep = int(min(opts.max_rep, max(opts.min_rep, opts.repetition_ms / estimate)))
+    target = opts.interval_target
     sampler = _telemetry_sampler(torch) if opts.telemetry else None
     with sampler if sampler is not None else contextlib.nullcontext():
         rounds = _Rounds(torch, timed, opts, flush_buf, estimate, n_warmup, n_rep)
         samples = rounds.first()
-        while (opts.ci_target is not None and rounds.count < opts.max_rounds and not stop_requested()
-               and _stability.relative_half_width(samples) > opts.ci_target):
+        interval = median_interval(samples)
+        while (target is not None and rounds.count < opts.max_rounds and not stop_requested()
+               and not within_target(interval, target)):
             samples += rounds.again()
+            interval = median_interval(samples)
     notes = timed.notes + rounds.notes
     tele = sampler.result() if sampler is not None else None
-    notes += _closing_notes(samples, opts, rounds.count, tele)
-    return BenchResult(telemetry=tele, ci_ms=_stability.median_ci(samples) if len(samples) >= 6 else None,
-        ci_target=opts.ci_target, kernel=timed.name or "kernel", samples_ms=tuple(float(s) for s in samples),
+    notes += _closing_notes(samples, opts, rounds.count, interval, tele)
+    return BenchResult(telemetry=tele, ci_ms=(interval.low, interval.high) if interval else None,
+        ci_batches=interval.batches if interval else 0, ci_correlated=bool(interval and interval.correlated),
+        ci_target=target, kernel=timed.name or "kernel", samples_ms=tuple(float(s) for s in samples),
         mode=opts.mode, method=rounds.method, flops=timed.flops, bytes=timed.bytes, device=device_name(),
         backend=timed.backend, sizes=tuple(sorted(timed.sizes.items())),
         l2_flush=bool(opts.flushes and opts.mode != "graph"), rotating_copies=timed.copies,
         warmup=rounds.n_warmup, notes=tuple(notes))
+
+
+def median_interval(samples: Sequence[float]) -> _stability.MedianInterval | None:
+    """The median's 95% interval from batches of consecutive launches; None when there are too few
+    samples for 4 batches of 3."""
+    if len(samples) < _stability.MIN_BATCHES * _stability.MIN_BATCH_LEN:
+        return None
+    return _stability.median_interval(samples)
+
+
+def within_target(interval: _stability.MedianInterval | None, target: float) -> bool:
+    """True when the interval is within +-``target`` of the median and rests on batches whose
+    medians do not follow each other (a correlated one is likely too narrow to stop on)."""
+    return interval is not None and interval.relative_half_width <= target and not interval.correlated
 
 
 class _Rounds:
@@ -540,15 +591,26 @@ class _Rounds:
         return time_graph(torch, self.fns, n_warmup, max(o.min_rep, self.n_rep // self.batch), self.batch)
 
 
-def _closing_notes(samples: list[float], opts: BenchOptions, rounds: int, tele: Any) -> list[str]:
+def _closing_notes(samples: list[float], opts: BenchOptions, rounds: int,
+                   interval: _stability.MedianInterval | None, tele: Any) -> list[str]:
     notes = []
-    if stop_requested():
+    stopped = stop_requested()
+    if stopped:
         notes.append(f"interrupted: {len(samples)} launches measured before the stop")
-    if opts.ci_target is not None:
-        reached = _stability.relative_half_width(samples) <= opts.ci_target
-        notes.append(f"{rounds} round(s) of measurement until the median's 95% interval was "
-                     + (f"within +-{100 * opts.ci_target:g}%" if reached else
-                        f"still wider than +-{100 * opts.ci_target:g}% (max_rounds={opts.max_rounds} reached)"))
+    if interval is not None:
+        notes.append(interval.note())
+    target = opts.interval_target
+    if target is not None:
+        what = f"{rounds} round(s) of {opts.repetition_ms:g} ms"
+        if within_target(interval, target):
+            notes.append(f"{what} until the median's 95% interval was within +-{100 * target:g}% (ci_target)")
+        elif not stopped and rounds >= opts.max_rounds:
+            why = ("its batches still correlated" if interval is not None and interval.correlated and
+                   interval.relative_half_width <= target else
+                   f"+-{100 * interval.relative_half_width:.2f}%" if interval is not None else "too few samples")
+            notes.append(f"the median's 95% interval missed ci_target +-{100 * target:g}% ({why}) when the cap of "
+                         f"max_rounds={opts.max_rounds} rounds stopped the measurement ({what}); raise max_rounds= "
+                         "or rep_ms= to measure longer, or pass ci_target=None for one round")
     if tele is not None and tele.throttled:
         notes.append("the GPU throttled during this measurement (" + ", ".join(tele.reasons) + "): "
                      "the timings are slower than the GPU's sustained rate")

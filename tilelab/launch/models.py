@@ -262,6 +262,8 @@ class BenchResult:
     telemetry: Telemetry | None = None  # NVML samples taken during the measurement
     ci_ms: tuple[float, float] | None = None  # 95% confidence interval of the median
     ci_target: float | None = None  # the relative half-width asked for, if any
+    ci_batches: int = 0  # batches of consecutive launches the interval was taken from
+    ci_correlated: bool = False  # even 8 batches' medians followed each other: the interval is likely too narrow
 
     @property
     def ci_half_width(self) -> float | None:
@@ -328,6 +330,7 @@ class BenchResult:
             "l2_flush": self.l2_flush, "rotating_copies": self.rotating_copies, "warmup": self.warmup,
             "notes": list(self.notes), "telemetry": self.telemetry.to_dict() if self.telemetry else None,
             "ci_ms": list(self.ci_ms) if self.ci_ms else None, "ci_target": self.ci_target,
+            "ci_half_width": self.ci_half_width, "ci_batches": self.ci_batches, "ci_correlated": self.ci_correlated,
         }
 
     @classmethod
@@ -341,7 +344,8 @@ class BenchResult:
             warmup=int(d.get("warmup", 0)), notes=tuple(d.get("notes", ())),
             telemetry=Telemetry.from_dict(d["telemetry"]) if d.get("telemetry") else None,
             ci_ms=tuple(float(x) for x in d["ci_ms"]) if d.get("ci_ms") else None,  # type: ignore[arg-type]
-            ci_target=d.get("ci_target"),
+            ci_target=d.get("ci_target"), ci_batches=int(d.get("ci_batches") or 0),
+            ci_correlated=bool(d.get("ci_correlated", False)),
         )
 
     def summary(self) -> str:
@@ -351,6 +355,8 @@ class BenchResult:
         if self.gbps is not None:
             rate.append(f"{self.gbps:.0f} GB/s")
         ci = (f", 95% CI +-{100 * self.ci_half_width:.2f}%" if self.ci_half_width is not None else "")
+        if ci and self.ci_correlated:
+            ci += " (likely too narrow: the timings wander slowly)"
         flag = ", THROTTLED" if self.throttled else ""
         return (f"median {self.median_ms:.4f} ms (min {self.min_ms:.4f}, spread {100 * self.spread:.2f}%{ci}, "
                 f"n={len(self.samples_ms)}{flag})" + (", " + ", ".join(rate) if rate else ""))

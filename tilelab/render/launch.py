@@ -129,8 +129,10 @@ def bench_result_html(result: Any) -> str:
             ["mode", result.mode], ["method", result.method or BENCH_MODES.get(result.mode, "")],
             ["device", result.device], ["backend", result.backend]]
     if result.ci_ms:
+        batches = f", {result.ci_batches} batches" if result.ci_batches else ""
+        narrow = "; likely too narrow: the timings wander slowly" if result.ci_correlated else ""
         rows.insert(2, ["median 95% interval", f"{result.ci_ms[0]:.4f} - {result.ci_ms[1]:.4f} ms "
-                                                f"(+-{100 * (result.ci_half_width or 0):.2f}%)"])
+                                                f"(+-{100 * (result.ci_half_width or 0):.2f}%{batches}{narrow})"])
     if result.telemetry is not None:
         rows.append(["GPU telemetry", result.telemetry.summary()])
     return f"<div><b>{_esc(result.kernel)}</b>{table_html(['', ''], rows)}{_notes_html(result.notes)}</div>"
