@@ -7,8 +7,8 @@
    then measure the same work from the same state: loading, checking against torch.matmul, timing;
 2. the sweep on GPU 0 alone (``devices=[0]``) and on all of them (``devices=...``), each with the
    row cache bypassed (``force=True``), each timed by wall clock: configurations per second. The
-   multi-GPU sweep ends with its final round (the 3 fastest configurations timed again, one after
-   another, on cuda:0), and its wall time includes it;
+   multi-GPU sweep ends with its final round (of the 3 fastest configurations, those measured on
+   another GPU timed again, one after another, on cuda:0), and its wall time includes it;
 3. the single-GPU sweep's best configuration timed again on each GPU alone (``devices=[d]``), three
    times, interleaved across the GPUs; median and spread per GPU, with the SM clocks NVML saw.
 
@@ -145,7 +145,7 @@ def main() -> int:
 def _final_round_time(table) -> str:
     """What the table's note says the final round took."""
     for note in table.notes:
-        found = re.search(r"on (\S+) \((\d+) configurations, ([\d.]+) s\)", note)
+        found = re.search(r"on (\S+) \((\d+) configurations, ([\d.]+) s[;)]", note)
         if note.startswith("final round:") and found:
             device, count, seconds = found.groups()
             return f"of which the final round: {count} configurations on {device} in {seconds} s"

@@ -51,7 +51,7 @@ def test_sweep_on_every_gpu_checks_each_configuration_and_resumes_from_the_row_c
     assert {r.device for r in kernels[:3]} <= {f"cuda:{i}" for i in range(count)}
     if count > 1:
         assert len({r.device for r in kernels[:3]}) > 1  # the GPUs shared the work
-        # so the three leaders were timed again, one after another, on the first GPU, and rank there
+        # so the three leaders rank on the first GPU (those measured elsewhere timed again there)
         assert all(r.final_ms and r.final_device == "cuda:0" for r in kernels[:3]), table
         assert table.best().final_ms == min(r.final_ms for r in kernels[:3])
         assert any(n.startswith("final round:") and "on cuda:0" in n for n in table.notes)

@@ -512,6 +512,10 @@ class LocalRunner:
         live = [d for d in self.devices if d not in self._lost_devices]
         return f"cuda:{live[0]}" if live else None
 
+    def on_final_device(self, device_label: str | None) -> bool:
+        """Whether a row measured at ``device_label`` was measured on :meth:`final_device`."""
+        return device_label is not None and device_label == self.final_device()
+
     def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Compiled) -> None:
         """One configuration on :meth:`final_device`, in a thread of its own named after it (the
         sweep is over: the device's bench thread is idle)."""
@@ -627,6 +631,12 @@ class DaskRunner:
     def final_device(self) -> str | None:
         worker = self._final_worker()
         return f"{self.names.get(worker, worker)} (the cluster's first GPU worker)"
+
+    def on_final_device(self, device_label: str | None) -> bool:
+        """Whether a row measured at ``device_label`` (a bench task's "worker name (GPU n)") was
+        measured on the final round's worker."""
+        worker = self._final_worker()
+        return device_label is not None and device_label.split(" (", 1)[0] == self.names.get(worker, worker)
 
     def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
         """One configuration on the final round's worker only."""
@@ -1070,12 +1080,15 @@ def _size_text(size: tuple) -> str:
 class _FinalRound:
     """The leaders of a sweep over several devices, timed again one after another on one device.
 
-    At each size the ``count`` fastest successful configurations are compiled again (TileLang's
-    disk cache answers, so this is cheap) through the sweep's runner and benchmarked, one at a
-    time, pinned to the runner's final device; their medians become the rows' ``final_ms``, which
-    :func:`mark_best` ranks by. A size whose leaders all ran on one device already is skipped (their
-    figures compare as they are). A size's figures are applied only once all its finalists are
-    done, so a stop keeps the sweep's ranking wherever the final round did not complete.
+    At each size the ``count`` fastest successful configurations are the finalists. Those the
+    sweep measured on the runner's final device keep that median as their final figure; the
+    others are compiled again (TileLang's disk cache answers, so this is cheap) through the
+    sweep's runner and benchmarked, one at a time, pinned to the final device. The figures become
+    the rows' ``final_ms``, which :func:`mark_best` ranks by. Re-timing only the finalists measured
+    elsewhere keeps the round short (on two GPUs, half the finalists on average): it is serial
+    time added to a parallel sweep. A size whose leaders all ran on one device already is skipped
+    (their figures compare as they are). A size's figures are applied only once all its finalists
+    are done, so a stop keeps the sweep's ranking wherever the final round did not complete.
     """
 
     def __init__(self, run: _Run, factory: Callable[..., Any], make_step: Callable[..., Any], count: int,
@@ -1087,6 +1100,7 @@ class _FinalRound:
         self.ready: list[tuple[Job, Any]] = []  # compiled, waiting for the device
         self.outcomes: dict[int, Benched] = {}  # the sweep's job index -> its final-round outcome
         self.applied: set[tuple] = set()
+        self.kept: set[int] = set()  # the sweep's job indices whose median on the final device stands
         self.busy = False
         self.stopped: str | None = None
         self.bar: Any = None
@@ -1106,7 +1120,8 @@ class _FinalRound:
         if not self.sizes:
             return
         device = self.sweep.runner.final_device()
-        total = sum(len(jobs) for jobs in self.sizes.values())
+        total = sum(not self.sweep.runner.on_final_device(self.sweep.rows[j.index].device)
+                    for jobs in self.sizes.values() for j in jobs)
         if device is None:
             self.sweep.notes.append("no final round: no device of the sweep is usable any more; the best is the "
                                     "fastest median, whichever device measured it")
@@ -1126,8 +1141,14 @@ class _FinalRound:
 
     def _submit_compiles(self) -> None:
         index = max(self.sweep.rows) + 1
+        runner = self.sweep.runner
         for jobs in self.sizes.values():
             for job in jobs:
+                row = self.sweep.rows[job.index]
+                if runner.on_final_device(row.device):  # measured there already: its median stands
+                    self.kept.add(job.index)
+                    self.outcomes[job.index] = Benched(job.index, device=row.device or "")
+                    continue
                 again = dataclasses.replace(job, index=index, key="")
                 self.originals[index] = job
                 index += 1
@@ -1139,7 +1160,7 @@ class _FinalRound:
                 self.futures[again.index] = self.sweep.runner.compile(again.index, step)
 
     def _waiting(self) -> bool:
-        return len(self.outcomes) < len(self.originals)
+        return len(self.outcomes) < len(self.originals) + len(self.kept)
 
     def _wait(self) -> None:
         while self._waiting() and self.stopped is None:
@@ -1184,6 +1205,8 @@ class _FinalRound:
         if outcome.note and outcome.note not in self.sweep.notes:
             self.sweep.notes.append(outcome.note)
         self.bar.update()
+        if outcome.lost:  # the final device's context is gone: where this size's round stood, the sweep's ranking stands
+            return
         for size, jobs in self.sizes.items():
             if size not in self.applied and all(j.index in self.outcomes for j in jobs):
                 self._apply(size, jobs)
@@ -1193,7 +1216,10 @@ class _FinalRound:
         rows = self.sweep.rows
         for job in jobs:
             outcome = self.outcomes[job.index]
-            if outcome.result is not None and outcome.error is None:
+            if job.index in self.kept:
+                rows[job.index] = dataclasses.replace(rows[job.index], final_ms=rows[job.index].median_ms,
+                                                      final_device=rows[job.index].device)
+            elif outcome.result is not None and outcome.error is None:
                 rows[job.index] = dataclasses.replace(rows[job.index], final_ms=outcome.result.median_ms,
                                                       final_device=outcome.device or None)
             else:
@@ -1205,8 +1231,10 @@ class _FinalRound:
     def _say(self, device: str, total: int, seconds: float) -> None:
         notes = self.sweep.notes
         # (a round has two finalists at least: one alone would have nothing to be ranked against)
-        notes.append(f"final round: the {self.count} fastest configurations at each size timed again, one after another, on {device} "
-                     f"({total} configurations, {seconds:.1f} s): {FINAL_ROUND_WHY}")
+        kept = f"; {len(self.kept)} measured there in the sweep kept that figure" if self.kept else ""
+        notes.append(f"final round: of the {self.count} fastest configurations at each size, those measured "
+                     f"elsewhere were timed again, one after another, on {device} ({total} configurations, "
+                     f"{seconds:.1f} s{kept}): {FINAL_ROUND_WHY}")
         unfinished = [size for size in self.sizes if size not in self.applied]
         if unfinished:
             why = ("the sweep was interrupted during it" if self.stopped == "interrupted"

@@ -169,8 +169,9 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     took; finished rows are cached on disk, so an interrupted sweep resumes when called again
     (``force=True`` measures everything again). Two GPUs of one model can differ by about 1%, as
     much as close configurations do, so after such a sweep the ``finalists`` (default 3) fastest
-    configurations at each size are timed again, one after another, on one device (the first of
-    ``devices``, or the first GPU worker of the cluster): their ``final_ms`` decides the best.
+    configurations at each size are ranked on one device (the first of ``devices``, or the first
+    GPU worker of the cluster): those the sweep measured elsewhere are timed again there, one after
+    another, and those it measured there keep that figure; their ``final_ms`` decides the best.
 
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
     a row of stage "check". Checks and benchmarks run in tilelab's worker process
