@@ -463,3 +463,21 @@ def test_trace_mode_writes_every_launch(monkeypatch, tmp_path, fidelity, capsys)
     assert len(data["windows"]) == len(data["launch_ms"]) // data["window_launches"]  # whole windows only
     out = capsys.readouterr().out
     assert "autocorrelation under 0.2 from lag 1 (1 ms)" in out and "wander period: none found" in out
+
+
+def test_the_first_merge_tests_thresholds_are_the_95th_percentile_under_independence():
+    """LAG1_FIRST is a simulated table: recompute it here from independent Gaussian batch medians."""
+    rng = random.Random(20261123)
+    for b, threshold in _stability.LAG1_FIRST.items():
+        values = sorted(_stability.lag1_unbiased([rng.gauss(0.0, 1.0) for _ in range(b)]) for _ in range(8000))
+        assert values[int(0.95 * len(values))] == pytest.approx(threshold, abs=0.05), b
+
+
+def test_independent_short_series_are_rarely_called_correlated():
+    """24-47 samples start at 8 batches, where a 0.2 threshold alone flagged a third of independent
+    series "likely too narrow"; the first test asks for significance, so about 5% are."""
+    rng = random.Random(7)
+    for n in (24, 40):
+        flagged = sum(_stability.median_interval([1.0 + 0.003 * rng.gauss(0.0, 1.0) for _ in range(n)]).correlated
+                      for _ in range(1500))
+        assert flagged / 1500 < 0.09, (n, flagged)
