@@ -278,7 +278,10 @@ class BenchOptions:
     warmup_ms: float = 25.0
     rep_ms: float | None = None  # None: 1 s of kernel time (steady sustained), 100 ms (graph, or steady=False),
     # or 500 ms of wall time (isolated)
-    min_rep: int = 10
+    # 24: the median's interval takes batches of at least 3 launches, and 8 batches are the fewest
+    # whose own correlation can be tested (_stability.median_interval); with 10, a graph replay of
+    # a kernel over about 0.4 ms gave no interval at all
+    min_rep: int = 24
     max_rep: int = 10_000
     flush_l2: bool | None = None  # None: flush unless mode is "graph"
     rotate: int | None = None  # None: rotate input copies only where they would fit in L2 unflushed
@@ -601,7 +604,8 @@ def _closing_notes(samples: list[float], opts: BenchOptions, rounds: int,
         notes.append(interval.note())
     target = opts.interval_target
     if target is not None:
-        what = f"{rounds} round(s) of {opts.repetition_ms:g} ms"
+        # the samples a round took, not rep_ms: max_rep caps a round of a short kernel below it
+        what = f"{rounds} round(s) of {len(samples) // max(rounds, 1)} samples"
         if within_target(interval, target):
             notes.append(f"{what} until the median's 95% interval was within +-{100 * target:g}% (ci_target)")
         elif not stopped and rounds >= opts.max_rounds:
