@@ -785,10 +785,9 @@ def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again
     again.fast = bench.fast
     table = _final_sweep(again, sizes={"N": [1024, 2048]}, force=False)
     assert all(r.cached for r in table.rows)
-    # nothing measured but the final round: each leader at 2048 that the cached sweep measured on
-    # the other GPU, once, on the first GPU
-    assert sorted((b, n, t) for b, n, t, _ in again.calls) == [
-        (b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS) if rows[(2048, b)].device != "cuda:0"]
+    # nothing measured but the final round: each leader at 2048 once, on the first GPU, those the
+    # cached rows say ran on cuda:0 too (a cached label may have named another board back then)
+    assert sorted((b, n, t) for b, n, t, _ in again.calls) == [(b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
     assert dict(table.best({"N": 2048}).config) == {"block": 32}
 
 
@@ -910,3 +909,80 @@ def test_a_context_lost_in_the_final_round_stops_it_and_the_sweep_ranking_stands
     assert dict(table.best().config) == {"block": 64}  # the sweep's fastest median, as before the round
     assert any("context of cuda:0 was lost" in n for n in table.notes)
     assert any(n.startswith("final round incomplete at 1024 (it stopped") for n in table.notes)
+
+
+def test_dask_final_round_pins_by_name_to_a_worker_alive_when_it_starts():
+    """The final round asks the scheduler which GPU workers are alive when it starts and pins by
+    name: a worker that died since the sweep began is not waited for (a task pinned to its old
+    address would stay pending), one restarted by its nanny is found at its new address, and with
+    none left there is no final device."""
+    import queue as queue_
+
+    class Client:
+        def __init__(self):
+            self.workers = {"tcp://a:1": {"name": "gpu0", "resources": {"GPU": 1}, "nthreads": 1},
+                            "tcp://b:1": {"name": "gpu1", "resources": {"GPU": 1}, "nthreads": 1},
+                            "tcp://c:1": {"name": "cpu", "resources": {"compile": 1}, "nthreads": 1}}
+            self.submitted = []
+
+        def scheduler_info(self, n_workers=5):
+            return {"workers": dict(self.workers)}
+
+        def submit(self, fn, *args, **kwargs):
+            self.submitted.append(kwargs)
+
+            class Future:
+                def add_done_callback(self, callback):
+                    pass
+
+            return Future()
+
+    client = Client()
+    runner = _distribute.DaskRunner(client, queue_.Queue())
+    del client.workers["tcp://a:1"]  # gpu0 died during the sweep
+    assert runner.final_device() == "gpu1 (the cluster's first GPU worker)"
+    assert runner.on_final_device("gpu1 (GPU 1)") and not runner.on_final_device("gpu0 (GPU 0)")
+    runner.bench_pinned(None, _distribute.Job(7, (), ()), None)
+    assert client.submitted[-1]["workers"] == ["gpu1"] and client.submitted[-1]["allow_other_workers"] is False
+
+    restarted = Client()
+    runner = _distribute.DaskRunner(restarted, queue_.Queue())
+    restarted.workers["tcp://a:2"] = restarted.workers.pop("tcp://a:1")  # its nanny restarted it elsewhere
+    assert runner.final_device() == "gpu0 (the cluster's first GPU worker)"
+
+    gone = Client()
+    runner = _distribute.DaskRunner(gone, queue_.Queue())
+    gone.workers = {"tcp://c:1": gone.workers["tcp://c:1"]}
+    assert runner.final_device() is None and not runner.on_final_device("gpu0")
+
+
+def test_cached_finalists_are_timed_again_and_a_round_where_every_one_fails_leaves_the_sweeps_ranking(
+        tmp_path, monkeypatch, compile_in_threads):
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    first = Boards()
+    _final_sweep(first, force=False)  # fills the row cache: rows on cuda:0 and cuda:1
+    failing = Boards(pair=False, boards_differ=False, fail_final="all")
+    failing.fast, failing.calls = first.fast, list(first.calls)  # the same boards; a call now is a final one
+    table = _final_sweep(failing, force=False)
+    rows = _by(table)
+    assert all(r.cached for r in rows.values())
+    # every finalist came from the cache, so every one was timed again (none kept), and all failed
+    assert sorted((b, t) for b, _, t, _ in failing.calls[len(first.calls):]) == [
+        (b, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
+    assert all(r.final_ms is None for r in rows.values())
+    fastest = min(TRUE_MS, key=lambda b: rows[(1024, b)].median_ms)
+    assert dict(table.best().config) == {"block": fastest}
+    (note,) = [n for n in table.notes if n.startswith("final round at 1024")]
+    assert "every finalist failed when timed again" in note and "the sweep's fastest median" in note
+    assert not any("not ranked" in n for n in table.notes)
+
+
+def test_an_error_inside_the_final_round_keeps_the_measured_table(monkeypatch, compile_in_threads):
+    def broken(self):
+        raise RuntimeError("the scheduler went away")
+
+    monkeypatch.setattr(_distribute._FinalRound, "_submit_compiles", broken)
+    table = _final_sweep(Boards())
+    rows = _by(table)
+    assert all(r.ok and r.final_ms is None for r in rows.values()) and table.best() is not None
+    assert any("the final round failed: RuntimeError: the scheduler went away" in n for n in table.notes)

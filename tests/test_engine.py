@@ -846,3 +846,52 @@ def test_only_tilelangs_memory_cache_advice_is_dropped():
     other = logging.LogRecord(log.name, logging.WARNING, __file__, 1, "cache directory %s is not writable",
                               ("/x",), None)
     assert not log.filter(advice) and log.filter(other)
+
+
+def test_the_host_printing_memo_is_one_block_at_a_time_across_threads():
+    """Two threads generating launchers at once: the second block waits for the first to end, so
+    the class attribute it swaps is restored in order and nothing stays installed afterwards."""
+    import threading
+
+    import tilelang
+
+    from tilelab import _adapter
+
+    prim_func = tilelang.tvm.tirx.PrimFunc
+
+    class Func:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __chandle__(self):
+            return self.handle
+
+    class Module:
+        def __init__(self, handle):
+            self.functions = {"main": Func(handle)}
+
+    events, a_inside, release_a = [], threading.Event(), threading.Event()
+
+    def first():
+        with _adapter._host_printed_once(Module(1)):
+            events.append("a in")
+            a_inside.set()
+            release_a.wait(10)
+            events.append("a out")
+
+    def second():
+        a_inside.wait(10)
+        with _adapter._host_printed_once(Module(2)):
+            events.append("b in")
+        events.append("b out")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    a_inside.wait(10)
+    threading.Event().wait(0.2)  # give the second thread the chance to enter too early
+    release_a.set()
+    for t in threads:
+        t.join(10)
+    assert events == ["a in", "a out", "b in", "b out"]
+    assert "__str__" not in prim_func.__dict__

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import os
 import re
+import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -699,6 +700,9 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
                           capture.module)
 
 
+_PRINT_ONCE_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _host_printed_once(host_mod: Any):
     """Print each host function of ``host_mod`` at most once while the launchers are generated.
@@ -713,26 +717,29 @@ def _host_printed_once(host_mod: Any):
     held = list(host_mod.functions.values())
     printed: dict[int, str] = {}
     mine = {f.__chandle__() for f in held}
-    had = "__str__" in prim_func.__dict__
-    previous = prim_func.__dict__.get("__str__")
+    # One block at a time, process-wide: two threads' blocks that did not end in reverse order
+    # would leave a stale __str__ installed (the class attribute is shared).
+    with _PRINT_ONCE_LOCK:
+        had = "__str__" in prim_func.__dict__
+        previous = prim_func.__dict__.get("__str__")
 
-    def __str__(self: Any) -> str:
-        handle = self.__chandle__()
-        if handle not in mine:
-            return previous(self) if previous is not None else repr(self)
-        if handle not in printed:
-            printed[handle] = previous(self) if previous is not None else repr(self)
-        return printed[handle]
+        def __str__(self: Any) -> str:
+            handle = self.__chandle__()
+            if handle not in mine:
+                return previous(self) if previous is not None else repr(self)
+            if handle not in printed:
+                printed[handle] = previous(self) if previous is not None else repr(self)
+            return printed[handle]
 
-    prim_func.__str__ = __str__
-    try:
-        yield
-    finally:
-        if had:
-            prim_func.__str__ = previous
-        else:
-            del prim_func.__str__
-        del held
+        prim_func.__str__ = __str__
+        try:
+            yield
+        finally:
+            if had:
+                prim_func.__str__ = previous
+            else:
+                del prim_func.__str__
+            del held
 
 
 def _launchers(func: Any, target: Any, context: Any, backends: tuple[str, ...], pass_configs: dict[str, Any],

@@ -587,12 +587,26 @@ class LocalRunner:
             _retire_pool(self._pool)
 
 
+def _workers_info(client: Any) -> dict[str, dict[str, Any]]:
+    """Every worker the scheduler knows now, by address (some versions of distributed list only
+    the first few unless asked for all)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:
+        return client.scheduler_info()["workers"]
+
+
+def _natural(name: str) -> list[Any]:
+    """gpu0 before gpu1 before gpu10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 class DaskRunner:
     """Compile and bench tasks on a Dask cluster, routed by the workers' declared resources."""
 
     def __init__(self, client: Any, events: queue.Queue) -> None:
         self.client, self.events = client, events
-        workers = client.scheduler_info()["workers"]
+        workers = _workers_info(client)
         if not workers:
             raise ValueError("the Dask client's cluster has no workers: start some (cluster.scale(n)) before sweeping")
         declared = {name for w in workers.values() for name in (w.get("resources") or {})}
@@ -603,6 +617,7 @@ class DaskRunner:
         self.threads = {addr: int(w.get("nthreads") or 1) for addr, w in workers.items()}
         self.names = {addr: str(w.get("name", addr)) for addr, w in workers.items()}
         self._futures: list[Any] = []
+        self._final: str | None = None  # the final round's worker, by name, once chosen
 
     def probe(self) -> dict[str, tuple[str, str | None]]:
         """(model, arch) of each worker that may take bench tasks."""
@@ -620,28 +635,31 @@ class DaskRunner:
                                  key=f"tilelab-bench-{job.index}-{os.urandom(4).hex()}")
         self._watch(fut, "benched", job.index)
 
-    def _final_worker(self) -> str:
-        """The first GPU worker by name (gpu0 before gpu1 before gpu10): the same one every time."""
-        def natural(addr: str) -> list[Any]:
-            return [int(part) if part.isdigit() else part
-                    for part in re.split(r"(\d+)", self.names.get(addr, addr))]
-
-        return min(self.gpu_workers, key=natural)
+    def _final_worker(self) -> str | None:
+        """The final round's worker: the first GPU worker by name among those alive when the round
+        starts (asked of the scheduler then: one that died since the sweep began is not waited
+        for, and one its nanny restarted is found at its new address), the same one for the whole
+        round; None when no GPU worker is left."""
+        if self._final is None:
+            alive = [str(w.get("name", addr)) for addr, w in _workers_info(self.client).items()
+                     if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
+            self._final = min(alive, key=_natural) if alive else None
+        return self._final
 
     def final_device(self) -> str | None:
         worker = self._final_worker()
-        return f"{self.names.get(worker, worker)} (the cluster's first GPU worker)"
+        return None if worker is None else f"{worker} (the cluster's first GPU worker)"
 
     def on_final_device(self, device_label: str | None) -> bool:
         """Whether a row measured at ``device_label`` (a bench task's "worker name (GPU n)") was
         measured on the final round's worker."""
         worker = self._final_worker()
-        return device_label is not None and device_label.split(" (", 1)[0] == self.names.get(worker, worker)
+        return worker is not None and device_label is not None and device_label.split(" (", 1)[0] == worker
 
     def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
         """One configuration on the final round's worker only."""
         fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
-                                 workers=[self._final_worker()], allow_other_workers=False,
+                                 workers=[self._final_worker()], allow_other_workers=False,  # by name
                                  key=f"tilelab-final-{job.index}-{os.urandom(4).hex()}")
         self._watch(fut, "benched", job.index)
 
@@ -1077,6 +1095,13 @@ def _size_text(size: tuple) -> str:
     return "x".join(str(v) for _, v in size) or "-"
 
 
+def _kept(runner: Any, row: SweepRow) -> bool:
+    """Whether a finalist's sweep figure stands as its final one: measured on the final device in
+    this sweep. A row from the row cache is timed again: its device label ("cuda:0", a worker's
+    name) may have named another board in the session that measured it."""
+    return not row.cached and runner.on_final_device(row.device)
+
+
 class _FinalRound:
     """The leaders of a sweep over several devices, timed again one after another on one device.
 
@@ -1120,8 +1145,7 @@ class _FinalRound:
         if not self.sizes:
             return
         device = self.sweep.runner.final_device()
-        total = sum(not self.sweep.runner.on_final_device(self.sweep.rows[j.index].device)
-                    for jobs in self.sizes.values() for j in jobs)
+        total = sum(not _kept(self.sweep.runner, self.sweep.rows[j.index]) for jobs in self.sizes.values() for j in jobs)
         if device is None:
             self.sweep.notes.append("no final round: no device of the sweep is usable any more; the best is the "
                                     "fastest median, whichever device measured it")
@@ -1135,6 +1159,9 @@ class _FinalRound:
             self._drain()
             self.sweep.runner.close(cancel=True)
             self.stopped = "interrupted"
+        except Exception as err:  # every row is measured: an error here must not lose the table
+            self.sweep.runner.close(cancel=True)
+            self.stopped = f"the final round failed: {_short_error(err)}"
         finally:
             self.bar.close()
         self._say(device, total, time.perf_counter() - t0)
@@ -1145,7 +1172,7 @@ class _FinalRound:
         for jobs in self.sizes.values():
             for job in jobs:
                 row = self.sweep.rows[job.index]
-                if runner.on_final_device(row.device):  # measured there already: its median stands
+                if _kept(runner, row):  # measured there already, in this sweep: its median stands
                     self.kept.add(job.index)
                     self.outcomes[job.index] = Benched(job.index, device=row.device or "")
                     continue
@@ -1214,6 +1241,14 @@ class _FinalRound:
     def _apply(self, size: tuple, jobs: list[Job]) -> None:
         self.applied.add(size)
         rows = self.sweep.rows
+        figures = [j for j in jobs if j.index in self.kept or (self.outcomes[j.index].result is not None
+                                                               and self.outcomes[j.index].error is None)]
+        if not figures:  # nothing to rank by: the sweep's medians decide, as without the round
+            first = self.outcomes[jobs[0].index]
+            self.sweep.notes.append(f"final round at {_size_text(size)}: every finalist failed when timed again "
+                                    f"(first: {_describe(jobs[0])}, {first.error or 'no result'}); there the best is "
+                                    "the sweep's fastest median, whichever device measured it")
+            return
         for job in jobs:
             outcome = self.outcomes[job.index]
             if job.index in self.kept:
