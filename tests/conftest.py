@@ -74,3 +74,29 @@ def _nvcc_never_called(request):
     new = _nvcc_calls()[len(before):]
     if new:
         pytest.fail(f"nvcc was called during {request.node.nodeid} (inspection must not need it):\n{new}")
+
+
+@pytest.fixture
+def record_progress(monkeypatch):
+    """``record_progress(module)`` replaces ``module._Progress`` (the sweep's progress bar) with a
+    recorder and returns the list every bar made from then on is appended to (its total, desc,
+    count of updates and whether it was closed)."""
+
+    def record(module) -> list:
+        bars: list = []
+
+        class Bar:
+            def __init__(self, total, desc, enabled):
+                self.total, self.desc, self.updates, self.closed = total, desc, 0, False
+                bars.append(self)
+
+            def update(self):
+                self.updates += 1
+
+            def close(self):
+                self.closed = True
+
+        monkeypatch.setattr(module, "_Progress", Bar)
+        return bars
+
+    return record

@@ -132,3 +132,29 @@ DRIVER_ALIGNMENTS = [
     ("global_stride_multiple_32", 32, "multiple of 32"),
     ("box_inner_bytes_multiple_16", 16, "multiple of 16 bytes"),
 ]
+
+
+def tilelang_own_launchers(func, arch: str = "sm_90a") -> tuple[str, str, str]:
+    """(device source, cython launcher, nvrtc launcher) as TileLang's own wrappers write them for
+    ``func`` lowered on its own (TLWrapper and TLNVRTCSourceWrapper, no tilelab in between)."""
+    import tilelang
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
+    from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
+    from tilelang.jit.adapter.wrapper import TLWrapper
+
+    from tilelab._adapter import normalize_pass_configs
+
+    context = create_backend_context({"kind": "cuda", "arch": arch}, None, "cython")
+    with tilelang.transform.PassContext(opt_level=3, config=normalize_pass_configs({})), context.target:
+        host, device, *_ = lower_to_host_device_ir(func, context)
+        source = device_codegen_without_compile(device, context).inspect_source()
+    scheduled = tilelang.tvm.IRModule({str(func.attrs["global_symbol"]): func})
+    wrapper = TLWrapper(context.target)
+    wrapper.assign_optimized_module(scheduled)
+    wrapper.assign_pass_configs({})
+    wrapper.assign_host_module(host)
+    wrapper.assign_device_module(device)
+    nvrtc = TLNVRTCSourceWrapper(scheduled_ir_module=scheduled, source=source, target=context.target,
+                                 device_mod=device, host_mod=host, pass_configs={}).host_func
+    return source, wrapper.wrap(source), nvrtc

@@ -170,3 +170,15 @@ def nt_gemm(dtype, accum):
             T.copy(C_l, C[by * 128, bx * 128])
 
     return nt_gemm
+
+
+# A notebook cell defining a plain copy kernel (the cell-magic tests run it through %%tilelang).
+COPY_CELL = '''import tilelang.language as T
+
+
+@T.prim_func
+def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+    with T.Kernel(1, threads=128) as bx:
+        for i, j in T.Parallel(128, 64):
+            B[i, j] = A[i, j]
+'''

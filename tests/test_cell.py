@@ -17,16 +17,7 @@ from tilelab._cell import (CellHost, CellSession, CellSource, CellSyntaxError, F
 from tilelab._cell_launch import launch_message
 from tilelab._cell_options import HELP, CellOptions, CellUsageError, parse_cell_line
 from tilelab._errors import LoweringError
-
-COPY_CELL = '''import tilelang.language as T
-
-
-@T.prim_func
-def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
-    with T.Kernel(1, threads=128) as bx:
-        for i, j in T.Parallel(128, 64):
-            B[i, j] = A[i, j]
-'''
+from target_kernels import COPY_CELL
 
 
 # -- options -------------------------------------------------------------------------------------

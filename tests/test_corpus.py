@@ -313,28 +313,15 @@ def test_one_lowering_serves_every_launcher_with_out_idx():
     for the function as given, which it lowers without the stamp."""
     import tilelang
     from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
-    from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
-    from tilelang.jit.adapter.wrapper import TLWrapper
 
     from gemm import matmul
+    from groundtruth import tilelang_own_launchers
 
     func = matmul(256, 256, 128, 128, 128, 64)
     report = tilelab.inspect(func, "sm_90a", out_idx=[2], force=True)
-    context = create_backend_context({"kind": "cuda", "arch": "sm_90a"}, None, "cython")
-    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), context.target:
-        host, device, *_ = lower_to_host_device_ir(func, context)
-        source = device_codegen_without_compile(device, context).inspect_source()
-    scheduled = tilelang.tvm.IRModule({str(func.attrs["global_symbol"]): func})
-    wrapper = TLWrapper(context.target)
-    wrapper.assign_optimized_module(scheduled)
-    wrapper.assign_pass_configs({})
-    wrapper.assign_host_module(host)
-    wrapper.assign_device_module(device)
-    nvrtc = TLNVRTCSourceWrapper(scheduled_ir_module=scheduled, source=source, target=context.target,
-                                 device_mod=device, host_mod=host, pass_configs={}).host_func
+    source, cython, nvrtc = tilelang_own_launchers(func)
     assert report.sources.device == source
-    assert report.sources.launcher("cython").text == wrapper.wrap(source)
+    assert report.sources.launcher("cython").text == cython
     assert report.sources.launcher("nvrtc").text == nvrtc
     # and the tvm_ffi host code is TileLang's own for the function with out_idx stamped
     from tilelang.engine.lower import lower_with_context

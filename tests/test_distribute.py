@@ -243,19 +243,8 @@ def test_gpus_of_different_models_are_refused_not_averaged():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, compile_in_threads):
-    bars, live = [], []
-
-    class Bar:
-        def __init__(self, total, desc, enabled):
-            self.total, self.desc, self.updates, self.closed = total, desc, 0, False
-            bars.append(self)
-
-        def update(self):
-            self.updates += 1
-
-        def close(self):
-            self.closed = True
+def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, record_progress, compile_in_threads):
+    bars, live = record_progress(_distribute), []
 
     class Live:
         def __init__(self, enabled):
@@ -264,7 +253,6 @@ def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, compile_in_threa
         def update(self, table, final=False):
             live.append(None if final else len(table().rows))
 
-    monkeypatch.setattr(_distribute, "_Progress", Bar)
     monkeypatch.setattr(_distribute, "_LiveTable", Live)
     table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=Recorder(),
                   baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True,
@@ -691,7 +679,7 @@ def _final_sweep(bench, sizes=None, **kwargs):
     return sweep(factory, FINAL_PARAMS, sizes or {"N": [1024]}, **kwargs)
 
 
-def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_landed_on(monkeypatch,
+def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_landed_on(record_progress,
                                                                                         compile_in_threads):
     # today's behaviour (finalists=0): block 64 wins on its faster board although it is 1% slower
     before = Boards()
@@ -704,20 +692,7 @@ def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_land
     assert not before.final_calls() and all(r.final_ms is None for r in table.rows)
     assert "final" not in repr(table) and "final" not in table._repr_html_()
 
-    bars = []
-
-    class Bar:
-        def __init__(self, total, desc, enabled):
-            self.total, self.desc, self.updates = total, desc, 0
-            bars.append(self)
-
-        def update(self):
-            self.updates += 1
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(_distribute, "_Progress", Bar)
+    bars = record_progress(_distribute)
     bench = Boards()
     table = _final_sweep(bench)  # finalists=3 by default
     rows = _by(table)

@@ -297,10 +297,9 @@ def test_launchers_print_the_host_function_once_and_keep_tilelangs_kernel_order(
     ones TileLang's wrappers write on their own, kernel order included, and nothing may stay
     patched afterwards."""
     import tilelang
-    from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
-    from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
-    from tilelang.jit.adapter.wrapper import TLWrapper
+
+    from groundtruth import tilelang_own_launchers
+
     Node = tilelang.tvm.ir.base.Node
 
     printed: list[str] = []
@@ -318,20 +317,9 @@ def test_launchers_print_the_host_function_once_and_keep_tilelangs_kernel_order(
     assert "__str__" not in tilelang.tvm.tirx.PrimFunc.__dict__
     monkeypatch.setattr(Node, "__repr__", original)
 
-    context = create_backend_context({"kind": "cuda", "arch": "sm_90a"}, None, "cython")
-    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), context.target:
-        host, device, *_ = lower_to_host_device_ir(_two_kernels, context)
-        source = device_codegen_without_compile(device, context).inspect_source()
-    scheduled = tilelang.tvm.IRModule({str(_two_kernels.attrs["global_symbol"]): _two_kernels})
-    wrapper = TLWrapper(context.target)
-    wrapper.assign_optimized_module(scheduled)
-    wrapper.assign_pass_configs({})
-    wrapper.assign_host_module(host)
-    wrapper.assign_device_module(device)
-    nvrtc = TLNVRTCSourceWrapper(scheduled_ir_module=scheduled, source=source, target=context.target,
-                                 device_mod=device, host_mod=host, pass_configs={}).host_func
+    source, own_cython, nvrtc = tilelang_own_launchers(_two_kernels)
     cython = report.sources.launcher("cython").text
-    assert cython == wrapper.wrap(source)
+    assert report.sources.device == source and cython == own_cython
     assert report.sources.launcher("nvrtc").text == nvrtc
     launches = [line.strip() for line in cython.split("\n") if "cudaLaunchKernelEx(&config," in line]
     assert len(launches) == 2 and launches[0].endswith(", A, B);") and launches[1].endswith(", B, C);"), launches

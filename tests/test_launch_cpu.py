@@ -438,23 +438,10 @@ def test_sweep_labels_check_failures_and_gives_baselines_the_kernels_work():
     assert base.tflops == pytest.approx(2.0 * 64**3 / 1e-3 / 1e12)  # 1 ms median
 
 
-def test_sweep_shows_progress_for_compiles_and_benchmarks(monkeypatch):
+def test_sweep_shows_progress_for_compiles_and_benchmarks(record_progress):
     from tilelab.launch import _sweep
 
-    bars = []
-
-    class Recorder:
-        def __init__(self, total, desc, enabled):
-            self.total, self.desc, self.updates = total, desc, 0
-            bars.append(self)
-
-        def update(self):
-            self.updates += 1
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(_sweep, "_Progress", Recorder)
+    bars = record_progress(_sweep)
     _fake_sweep({}, baseline={"torch": lambda N: (lambda: None)}, progress=True)
     assert [(b.desc.split()[0], b.total, b.updates) for b in bars] == [("compiling", 3, 3), ("benchmarking", 4, 4)]
 

@@ -781,15 +781,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert "Diff" not in magic.last.inspector.titles  # the same report again: nothing changed
 
     # -- options that do not fit the kernel are refused by name ------------------------------
-    COPY_CELL = '''import tilelang.language as T
-
-
-@T.prim_func
-def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
-    with T.Kernel(1, threads=128) as bx:
-        for i, j in T.Parallel(128, 64):
-            B[i, j] = A[i, j]
-'''
+    from target_kernels import COPY_CELL
 
     def test_args_given_to_a_prim_func_are_refused(ip, shown):
         ip.user_ns.pop("copy_tile", None)
