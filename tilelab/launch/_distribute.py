@@ -1169,12 +1169,15 @@ class _FinalRound:
     def _submit_compiles(self) -> None:
         index = max(self.sweep.rows) + 1
         runner = self.sweep.runner
+        # the kept ones first: a size is applied when its last outcome arrives, kept ones included
+        for job in (job for jobs in self.sizes.values() for job in jobs):
+            row = self.sweep.rows[job.index]
+            if _kept(runner, row):  # measured there already, in this sweep: its median stands
+                self.kept.add(job.index)
+                self.outcomes[job.index] = Benched(job.index, device=row.device or "")
         for jobs in self.sizes.values():
             for job in jobs:
-                row = self.sweep.rows[job.index]
-                if _kept(runner, row):  # measured there already, in this sweep: its median stands
-                    self.kept.add(job.index)
-                    self.outcomes[job.index] = Benched(job.index, device=row.device or "")
+                if job.index in self.kept:
                     continue
                 again = dataclasses.replace(job, index=index, key="")
                 self.originals[index] = job
