@@ -38,7 +38,7 @@ per-launch times' autocorrelation falls under 0.2, the period of a clock wander 
 autocorrelation rises again, and the interval bench would give for each 1 s window of the trace
 (batches, half-width, whether it holds the whole trace's median): the evidence for the batch
 length of the median's interval (tilelab/launch/_stability.py). On an H100 at its 700 W limit
-(20 s of the 8192^3 GEMM, 2457 launches): the autocorrelation fell under 0.2 at lag 85 (139 ms),
+(4.3 s of the 8192^3 GEMM back to back, 2457 launches): the autocorrelation fell under 0.2 at lag 85 (139 ms),
 the clock wandered with a period of about 915 ms (SM 1185-1620 MHz), the four 1 s windows'
 medians spread 2.68%, and the batched intervals held the trace's median in 4 of 4 windows where
 intervals from independent samples held it in 1.

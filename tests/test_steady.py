@@ -235,3 +235,45 @@ def test_bench_rejects_bad_steady_options():
         _bench.bench(lambda: None, steady="yes")
     with pytest.raises(ValueError, match="steady_cap_ms"):
         _bench.bench(lambda: None, steady_cap_ms=0)
+
+
+def test_the_launch_estimate_leaves_out_the_first_use_of_the_flush():
+    """A GPU timeline where the first zeroing of the flush buffer in a process stalls 30 ms (its
+    fill kernel loaded on first use, as CUDA's lazy module loading does): the estimate that sizes
+    every round is one launch and its flush (1.65 ms), not 7.6 ms as when the stall was timed."""
+
+    class Timeline:
+        now = 0.0
+
+    class TimelineEvent:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = Timeline.now
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    class Cuda:
+        Event = TimelineEvent
+
+        @staticmethod
+        def synchronize():
+            pass
+
+    class Torch:
+        cuda = Cuda
+
+    class Flush:
+        loaded = False
+
+        def zero_(self):
+            Timeline.now += 0.05 + (0.0 if Flush.loaded else 30.0)
+            Flush.loaded = True
+
+    def gemm():
+        Timeline.now += 1.6
+
+    assert _bench._estimate_ms(Torch, gemm, Flush()) == pytest.approx(1.65)
+    assert _bench._estimate_ms(Torch, gemm, None) == pytest.approx(1.6)
