@@ -8,6 +8,7 @@ import random
 import statistics
 
 import pytest
+from fake_gpu import FakeGpu
 
 from tilelab.launch import _bench, _stability
 from tilelab.launch._bench import BenchOptions
@@ -175,56 +176,6 @@ def test_a_slow_sinusoidal_clock_defeats_the_binomial_interval_but_not_the_batch
 # ------------------------------------------------------------------------------------------
 # bench's rounds through a fake GPU
 # ------------------------------------------------------------------------------------------
-
-
-class FakeGpu:
-    """Enough of torch for bench's sustained loop: each launch adds the next time of ``series`` (ms)
-    to the GPU's clock; an event records the clock, so an event pair around a launch reads its time."""
-
-    def __init__(self, series):
-        self.series = series
-        self.now_ms = 0.0
-        self.launches = 0
-        gpu = self
-
-        class Event:
-            def __init__(self, enable_timing=False):
-                self.t = None
-
-            def record(self):
-                self.t = gpu.now_ms
-
-            def synchronize(self):
-                pass
-
-            def elapsed_time(self, end):
-                return end.t - self.t
-
-        class Cuda:
-            def synchronize(self):
-                pass
-
-            def current_device(self):
-                return 0
-
-        self.cuda = Cuda()
-        self.cuda.Event = Event
-
-    int32 = "int32"
-
-    def empty(self, *shape, **kw):
-        class Buffer:
-            def zero_(self):
-                pass
-
-        return Buffer()
-
-    def launch(self):
-        self.now_ms += next(self.series)
-        self.launches += 1
-
-    def clock_s(self):
-        return self.now_ms / 1e3
 
 
 def steady_noise(seed, noise=0.003):

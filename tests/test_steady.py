@@ -5,6 +5,7 @@ API, and the option's way through the worker process path."""
 import random
 
 import pytest
+from fake_gpu import FakeGpu
 
 from tilelab.launch import _bench, _isolated, _stability, _worker
 from tilelab.launch._run import Prepared
@@ -128,69 +129,21 @@ def test_warm_until_steady_stops_on_request():
     assert "interrupted" in warm.note(1, 3000)
 
 
-class FakeCuda:
-    """Enough of torch.cuda for time_sustained: each (start, end) event pair reads the next
-    launch time of a drifting-then-flat GPU; the flush buffer counts its zeroings."""
-
-    def __init__(self, per_launch):
-        self.per_launch = iter(per_launch)
-        self.launches = 0
-        cuda = self
-
-        class Event:
-            def __init__(self, enable_timing=False):
-                self.t = None
-
-            def record(self):
-                self.t = cuda.launches
-
-            def synchronize(self):
-                pass
-
-            def elapsed_time(self, end):
-                assert end.t == self.t + 1, "one launch between the events"
-                return cuda.times[self.t]
-
-        self.Event = Event
-        self.times = []
-
-    def synchronize(self):
-        pass
-
-
-class FakeTorch:
-    def __init__(self, per_launch):
-        self.cuda = FakeCuda(per_launch)
-
-
 def test_bench_warm_up_runs_batches_of_about_15ms_until_steady(monkeypatch):
     per_batch_ms = drifting_then_flat()
-    torch = FakeTorch(())
     per_batch = int(round(_stability.STEADY_BATCH_MS / 0.3))  # 50 launches of 0.3 ms each
-    launches = [t for t in per_batch_ms for _ in range(per_batch)]
-    pos = iter(launches)
-
-    def launch():
-        torch.cuda.times.append(next(pos))
-        torch.cuda.launches += 1
-
-    class Flush:
-        zeroed = 0
-
-        def zero_(self):
-            Flush.zeroed += 1
-
+    gpu = FakeGpu(iter([t for t in per_batch_ms for _ in range(per_batch)]))
     clock = FakeClock()
     real = _stability.warm_until_steady
     monkeypatch.setattr(_stability, "warm_until_steady",
                         lambda run_batch, **kw: real(lambda: (setattr(clock, "t", clock.t + 0.015), run_batch())[1],
                                                      clock=clock, **kw))
-    warm, n = _bench.warm_to_steady(torch, [launch], 0.3, Flush(), 25.0, 3000.0)
+    warm, n = _bench.warm_to_steady(gpu, [gpu.launch], 0.3, gpu.empty(), 25.0, 3000.0)
     assert n == per_batch
     assert warm.reached
     assert len(warm.batch_ms) == steady_index(per_batch_ms)
     assert list(warm.batch_ms) == pytest.approx(per_batch_ms[:len(warm.batch_ms)])
-    assert Flush.zeroed == torch.cuda.launches == n * len(warm.batch_ms)  # a flush before every launch
+    assert gpu.flushes == gpu.launches == n * len(warm.batch_ms)  # a flush before every launch
 
 
 def _fake_gpu(monkeypatch):
@@ -238,42 +191,9 @@ def test_bench_rejects_bad_steady_options():
 
 
 def test_the_launch_estimate_leaves_out_the_first_use_of_the_flush():
-    """A GPU timeline where the first zeroing of the flush buffer in a process stalls 30 ms (its
-    fill kernel loaded on first use, as CUDA's lazy module loading does): the estimate that sizes
-    every round is one launch and its flush (1.65 ms), not 7.6 ms as when the stall was timed."""
-
-    class Timeline:
-        now = 0.0
-
-    class TimelineEvent:
-        def __init__(self, enable_timing=False):
-            self.t = None
-
-        def record(self):
-            self.t = Timeline.now
-
-        def elapsed_time(self, end):
-            return end.t - self.t
-
-    class Cuda:
-        Event = TimelineEvent
-
-        @staticmethod
-        def synchronize():
-            pass
-
-    class Torch:
-        cuda = Cuda
-
-    class Flush:
-        loaded = False
-
-        def zero_(self):
-            Timeline.now += 0.05 + (0.0 if Flush.loaded else 30.0)
-            Flush.loaded = True
-
-    def gemm():
-        Timeline.now += 1.6
-
-    assert _bench._estimate_ms(Torch, gemm, Flush()) == pytest.approx(1.65)
-    assert _bench._estimate_ms(Torch, gemm, None) == pytest.approx(1.6)
+    """A GPU whose first zeroing of the flush buffer in a process stalls 30 ms (its fill kernel
+    loaded on first use, as CUDA's lazy module loading does): the estimate that sizes every round
+    is one launch and its flush (1.65 ms), not 7.65 ms as when the stall was timed."""
+    gpu = FakeGpu(iter(lambda: 1.6, None), flush_ms=0.05, first_flush_ms=30.0)
+    assert _bench._estimate_ms(gpu, gpu.launch, gpu.empty()) == pytest.approx(1.65)
+    assert _bench._estimate_ms(gpu, gpu.launch, None) == pytest.approx(1.6)

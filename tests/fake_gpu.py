@@ -1,0 +1,67 @@
+"""A fake GPU timeline for bench's timing loops, shared by the tests that drive them.
+
+Enough of torch for the sustained, warm-up and estimate loops: a launch adds its time (ms) to the
+GPU's clock, an event records the clock, so an event pair around a launch reads that launch's
+time. Every time is a number the test chose; nothing is measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+class FakeGpu:
+    """``series`` yields each launch's time in ms. The L2-flush buffer from ``empty`` costs
+    ``flush_ms`` per zeroing, plus ``first_flush_ms`` the first time (a fill kernel loaded on first
+    use), and counts its zeroings in ``flushes``."""
+
+    int32 = "int32"
+
+    def __init__(self, series: Iterator[float], flush_ms: float = 0.0, first_flush_ms: float = 0.0) -> None:
+        self.series = series
+        self.now_ms = 0.0
+        self.launches = 0
+        self.flushes = 0
+        self.flush_ms, self.first_flush_ms = flush_ms, first_flush_ms
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.t: float | None = None
+
+            def record(self) -> None:
+                self.t = gpu.now_ms
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, end: "Event") -> float:
+                return end.t - self.t
+
+        class Cuda:
+            def synchronize(self) -> None:
+                pass
+
+            def current_device(self) -> int:
+                return 0
+
+        self.cuda = Cuda()
+        self.cuda.Event = Event
+
+    def empty(self, *shape, **kw) -> "FakeGpu._Flush":
+        return FakeGpu._Flush(self)
+
+    class _Flush:
+        def __init__(self, gpu: "FakeGpu") -> None:
+            self.gpu = gpu
+
+        def zero_(self) -> None:
+            g = self.gpu
+            g.now_ms += g.flush_ms + (g.first_flush_ms if g.flushes == 0 else 0.0)
+            g.flushes += 1
+
+    def launch(self) -> None:
+        self.now_ms += next(self.series)
+        self.launches += 1
+
+    def clock_s(self) -> float:
+        return self.now_ms / 1e3
