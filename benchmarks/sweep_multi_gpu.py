@@ -2,9 +2,10 @@
 
     python benchmarks/sweep_multi_gpu.py [--devices all|0,1] [--rep-ms 300] [--size 8192] [--out DIR]
 
-1. warm-up: the sweep once on every GPU (without its final round), so every configuration is
-   compiled (TileLang's disk cache) and every GPU's launch worker is running: both timed sweeps
-   then measure the same work from the same state: loading, checking against torch.matmul, timing;
+1. warm-up: the sweep once on every GPU (without its final round, each configuration timed
+   briefly: 10 ms, no steady warm-up), so every configuration is compiled (TileLang's disk cache)
+   and every GPU's launch worker is running: both timed sweeps then measure the same work from
+   the same state: loading, checking against torch.matmul, timing;
 2. the sweep on GPU 0 alone (``devices=[0]``) and on all of them (``devices=...``), each with the
    row cache bypassed (``force=True``), each timed by wall clock: configurations per second. The
    multi-GPU sweep ends with its final round (of the 3 fastest configurations, those measured on
@@ -85,14 +86,16 @@ def main() -> int:
 
     def timed_sweep(devs: list[int], params: list[dict], label: str, **extra: object) -> tuple[float, object]:
         t0 = time.perf_counter()
-        table = tilelab.sweep(gemm.matmul, params, sizes, devices=devs, **common, **extra)
+        table = tilelab.sweep(gemm.matmul, params, sizes, devices=devs, **{**common, **extra})
         wall = time.perf_counter() - t0
         (out / f"sweep_multi_gpu_{label}.json").write_text(table.to_json(indent=1))
         return wall, table
 
     # The warm-up compiles every configuration and starts the launch worker of every GPU, as a
     # notebook's earlier sweeps would have: both timed sweeps then start from the same state.
-    cold, _ = timed_sweep(many, PARAMS, "warmup", finalists=0)
+    # Its timings are not used, so each configuration is timed as briefly as bench allows.
+    brief = {"rep_ms": 10, "warmup_ms": 2, "steady": False, "ci_target": None, "telemetry": False}
+    cold, _ = timed_sweep(many, PARAMS, "warmup", finalists=0, bench_kwargs=brief)
     one_s, one = timed_sweep(many[:1], PARAMS, "1gpu")
     all_s, spread = timed_sweep(many, PARAMS, f"{len(many)}gpu")
     print(repr(one))
