@@ -11,62 +11,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ._model import Lowering, TileOpPath
 from .cuda_facts import DTYPE_BYTES, normalize_dtype
 
 
 def _element_bytes(dtype: str) -> int:
     """Bytes per element, 0 for a dtype tilelab has no size for (the explainer then says less)."""
     return DTYPE_BYTES.get(normalize_dtype(dtype, strict=False), 0)
-
-
-@dataclass(frozen=True)
-class TileOpPath:
-    """One tile op of the kernel and what it became."""
-
-    op: str  # "T.copy A -> A_shared"
-    path: str  # "TMA bulk copy", "cp.async", "plain loads (16-byte vectors)", "WGMMA", "MMA", "FMA", ...
-    fast: bool  # True when this is the fastest path the target offers for the op
-    evidence_line: int | None = None  # device-CUDA line that carries it
-    evidence: str = ""
-    reason: str = ""  # why not the fast path (empty when fast, or when tilelab cannot tell)
-    stages: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "path": self.path, "fast": self.fast, "evidence_line": self.evidence_line,
-                "evidence": self.evidence, "reason": self.reason, "stages": self.stages}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TileOpPath:
-        return cls(d["op"], d["path"], bool(d["fast"]), d.get("evidence_line"), d.get("evidence", ""),
-                   d.get("reason", ""), d.get("stages"))
-
-
-@dataclass(frozen=True)
-class Lowering:
-    """The explainer's result for a kernel: per tile op, plus warp specialization and the pipeline."""
-
-    ops: tuple[TileOpPath, ...] = ()
-    warp_specialized: bool = False
-    warp_specialization_reason: str = ""
-    stages: int | None = None
-    stage_bytes: int | None = None  # shared memory one pipeline stage holds (the copies' destinations)
-
-    @property
-    def fallbacks(self) -> tuple[TileOpPath, ...]:
-        return tuple(o for o in self.ops if not o.fast)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ops": [o.to_dict() for o in self.ops], "warp_specialized": self.warp_specialized,
-                "warp_specialization_reason": self.warp_specialization_reason, "stages": self.stages,
-                "stage_bytes": self.stage_bytes}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Lowering:
-        return cls(tuple(TileOpPath.from_dict(o) for o in d.get("ops", ())), bool(d.get("warp_specialized")),
-                   d.get("warp_specialization_reason", ""), d.get("stages"), d.get("stage_bytes"))
 
 
 def _sm(arch: str) -> int:

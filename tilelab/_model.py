@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ._explain import Lowering
 from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 from ._machine import MachineCode, PassTrace
 
@@ -28,6 +27,56 @@ BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
 
 def _dims(values: Any) -> tuple[Dim, ...]:
     return tuple(v if isinstance(v, (int, str)) else int(v) for v in values)
+
+
+# The lowering explainer's result (tilelab._explain builds it).
+
+
+@dataclass(frozen=True)
+class TileOpPath:
+    """One tile op of the kernel and what it became."""
+
+    op: str  # "T.copy A -> A_shared"
+    path: str  # "TMA bulk copy", "cp.async", "plain loads (16-byte vectors)", "WGMMA", "MMA", "FMA", ...
+    fast: bool  # True when this is the fastest path the target offers for the op
+    evidence_line: int | None = None  # device-CUDA line that carries it
+    evidence: str = ""
+    reason: str = ""  # why not the fast path (empty when fast, or when tilelab cannot tell)
+    stages: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "path": self.path, "fast": self.fast, "evidence_line": self.evidence_line,
+                "evidence": self.evidence, "reason": self.reason, "stages": self.stages}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TileOpPath:
+        return cls(d["op"], d["path"], bool(d["fast"]), d.get("evidence_line"), d.get("evidence", ""),
+                   d.get("reason", ""), d.get("stages"))
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """The explainer's result for a kernel: per tile op, plus warp specialization and the pipeline."""
+
+    ops: tuple[TileOpPath, ...] = ()
+    warp_specialized: bool = False
+    warp_specialization_reason: str = ""
+    stages: int | None = None
+    stage_bytes: int | None = None  # shared memory one pipeline stage holds (the copies' destinations)
+
+    @property
+    def fallbacks(self) -> tuple[TileOpPath, ...]:
+        return tuple(o for o in self.ops if not o.fast)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ops": [o.to_dict() for o in self.ops], "warp_specialized": self.warp_specialized,
+                "warp_specialization_reason": self.warp_specialization_reason, "stages": self.stages,
+                "stage_bytes": self.stage_bytes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Lowering:
+        return cls(tuple(TileOpPath.from_dict(o) for o in d.get("ops", ())), bool(d.get("warp_specialized")),
+                   d.get("warp_specialization_reason", ""), d.get("stages"), d.get("stage_bytes"))
 
 
 @dataclass(frozen=True)

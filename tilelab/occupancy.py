@@ -6,9 +6,7 @@ Pure arithmetic over :mod:`tilelab.cuda_facts`, following the rules the CUDA run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
+from ._machine import Occupancy
 from .cuda_facts import arch_limits
 
 LIMITS = ("registers", "shared memory", "threads", "blocks")
@@ -16,62 +14,6 @@ LIMITS = ("registers", "shared memory", "threads", "blocks")
 
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """Resident blocks and warps per SM for one kernel launch shape on one arch."""
-
-    arch: str
-    threads_per_block: int
-    registers_per_thread: int
-    shared_memory_per_block: int  # static + dynamic bytes, before the driver's reserve
-    blocks_per_sm: int
-    warps_per_sm: int
-    max_warps_per_sm: int
-    limit_blocks: tuple[tuple[str, int], ...]  # blocks each limit alone allows
-    binding: tuple[str, ...]  # the limit(s) that give blocks_per_sm
-    registers_per_block: int  # allocated, after rounding
-    shared_memory_allocated_per_block: int  # with reserve and rounding
-
-    @property
-    def ratio(self) -> float:
-        return self.warps_per_sm / self.max_warps_per_sm if self.max_warps_per_sm else 0.0
-
-    @property
-    def limited(self) -> bool:
-        """True when fewer warps than the SM's maximum can be resident."""
-        return self.warps_per_sm < self.max_warps_per_sm
-
-    def sentence(self) -> str:
-        if self.blocks_per_sm == 0:
-            return (f"does not fit on an SM of {self.arch}: {', '.join(self.binding)} "
-                    f"exceed(s) the per-block limit")
-        return (f"{self.blocks_per_sm} block(s) = {self.warps_per_sm} of {self.max_warps_per_sm} warps per SM "
-                f"({self.ratio:.0%}), bound by {' and '.join(self.binding)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch, "threads_per_block": self.threads_per_block,
-            "registers_per_thread": self.registers_per_thread,
-            "shared_memory_per_block": self.shared_memory_per_block, "blocks_per_sm": self.blocks_per_sm,
-            "warps_per_sm": self.warps_per_sm, "max_warps_per_sm": self.max_warps_per_sm,
-            "limit_blocks": dict(self.limit_blocks), "binding": list(self.binding),
-            "registers_per_block": self.registers_per_block,
-            "shared_memory_allocated_per_block": self.shared_memory_allocated_per_block,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Occupancy:
-        return cls(
-            arch=d["arch"], threads_per_block=int(d["threads_per_block"]),
-            registers_per_thread=int(d["registers_per_thread"]),
-            shared_memory_per_block=int(d["shared_memory_per_block"]), blocks_per_sm=int(d["blocks_per_sm"]),
-            warps_per_sm=int(d["warps_per_sm"]), max_warps_per_sm=int(d["max_warps_per_sm"]),
-            limit_blocks=tuple((k, int(v)) for k, v in d["limit_blocks"].items()),
-            binding=tuple(d["binding"]), registers_per_block=int(d["registers_per_block"]),
-            shared_memory_allocated_per_block=int(d["shared_memory_allocated_per_block"]),
-        )
 
 
 def theoretical_occupancy(arch: str, *, threads_per_block: int, registers_per_thread: int,
