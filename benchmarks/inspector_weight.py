@@ -1,4 +1,4 @@
-"""How heavy and how fast the inspector page is (issues 13 and 14). Prints a table.
+"""How heavy and how fast the inspector page is. Prints a table.
 
 - the README's Hopper GEMM: static HTML bytes and element count (target: at most 200 KB);
 - a kernel with 50 buffers: inspect + page time and page bytes (targets: under 3 s, under 1 MB);

@@ -1,5 +1,5 @@
 """How fast and how heavy the swizzle SVGs are: a 256x256 fp16 tile must render in under 100 ms
-and weigh under 200 KB (issue 4). Prints a table and exits with status 1 when any picture misses
+and weigh under 200 KB. Prints a table and exits with status 1 when any picture misses
 a target (timings vary by machine: the figures in the table say by how much).
 
     .venv/bin/python benchmarks/render_speed.py [--repeat 7]

@@ -31,7 +31,7 @@ PARAMS = [
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=".", help="folder for the JSON results")
     ap.add_argument("--sizes", default="4096,8192")
     ap.add_argument("--rep-ms", type=float, default=300.0)
     ap.add_argument("--no-check", action="store_true")

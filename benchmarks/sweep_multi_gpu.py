@@ -68,7 +68,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=8192)
     ap.add_argument("--rep-ms", type=float, default=None,
                     help="bench window per configuration (default: bench's own, 1 s after a steady warm-up)")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=".", help="folder for the JSON results")
     args = ap.parse_args()
     import gemm
     import torch

@@ -374,7 +374,7 @@ def trace(name: str, seconds: float, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=".", help="folder for the JSON results")
     ap.add_argument("--idle", default="2", help="idle gaps (ms) to try in isolated mode, comma-separated")
     ap.add_argument("--kernels", default="tilelang_gemm,torch_matmul,tilelang_copy_1GiB")
     ap.add_argument("--rep-ms", type=float, default=3000.0)

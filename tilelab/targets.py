@@ -24,7 +24,7 @@ __all__ = ["Target", "REGISTRY", "FAMILIES", "TargetComparison", "compare_report
 FAMILIES = ("cuda", "hip", "metal", "cpu")
 
 # How tilelab launches a family's kernels: a CUDA GPU through torch, the host CPU through
-# TileLang's cython (C) backend, or not at all (no AMD or Apple GPU to test a launch path on).
+# TileLang's cython (C) backend, or not at all (tilelab has no launch path for AMD or Apple GPUs).
 LAUNCH_CUDA, LAUNCH_CPU, INSPECT_ONLY = "cuda-gpu", "cpu", "inspect-only"
 
 
@@ -222,7 +222,7 @@ def launch_refusal(target: Target, *, has_cuda_gpu: bool) -> str | None:
                 'inspect it (tilelab.inspect, %%tilelang without --run), or launch it on the CPU with target "c"')
     return (f"{target.name} ({target.description}) is inspect-only in tilelab: it has no launch path for "
             f"{target.family.upper() if target.family == 'hip' else target.family.capitalize()} GPUs "
-            "(none was available to test one on). Inspect the kernel, or launch it on the CPU with target \"c\"")
+            "yet. Inspect the kernel, or launch it on the CPU with target \"c\"")
 
 
 # --------------------------------------------------------------------------------------------

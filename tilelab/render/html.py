@@ -342,7 +342,7 @@ def _other_summary_html(report: KernelReport, page: Page) -> str:
     if target is not None:
         facts.append(["TMA, WGMMA, L2 windows", "do not apply: CUDA features"])
         facts.append(["launch here", "yes, on the CPU" if target.launch == "cpu" else
-                      "no: inspect only (no such GPU to test a launch path on)"])
+                      "no: inspect only (tilelab has no launch path for these GPUs)"])
     out = [_table(["", ""], facts)]
     if report.kernels:
         if report.family == "cpu":
