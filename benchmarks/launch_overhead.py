@@ -23,7 +23,7 @@ os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".", help="folder for the JSON results")
+    ap.add_argument("--out", default=".", help="folder for the JSON results and the plot")
     ap.add_argument("--calls", type=int, default=3000)
     args = ap.parse_args()
     import gemm

@@ -92,7 +92,7 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
     argument("--bench", action="store_true", help="time the kernel (on the GPU, or on the CPU with --target c)"),
     argument("--sizes", default=None, metavar='"M=1024,N=..."',
              help='sizes of dynamic dimensions for --run/--bench; several sets separated by ";" (e.g. "M=1024;M=2048")'),
-    argument("--rep-ms", default=None, metavar="MS", help="--bench: milliseconds of timed repetitions per round (default: bench's, 1 s rounds after a warm-up to the GPU's steady state, until the median is known to +-0.5%%, at most 4)"),
+    argument("--rep-ms", default=None, metavar="MS", help="--bench: milliseconds of timed repetitions per round (default: bench's; on a GPU 1 s rounds after a warm-up to its steady state, until the median is known to +-0.5%%, at most 4; with --target c, 100 ms)"),
     argument("--sass", action="store_true",
              help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy, Python-line links"),
     argument("--passes", action="store_true", help="record TileLang's lowering pass by pass (IR passes tab)"),
