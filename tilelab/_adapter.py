@@ -1884,11 +1884,6 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
     return PassTrace(tuple(steps), state.get("input") or "")
 
 
-def prim_func_json(prim_func: Any) -> str:
-    """TVM's own JSON serialisation of a prim_func (read back with ``tvm.ir.load_json``)."""
-    return tilelang().tvm.ir.save_json(prim_func)
-
-
 def tile_ops(prim_func: Any) -> list[dict[str, Any]]:
     """The tile operators of a prim_func in program order, as TileLang's front end built them.
 

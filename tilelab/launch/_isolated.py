@@ -90,15 +90,21 @@ def load_in_worker(ref: KernelRef) -> str:
         return ref.key
     if ref.payload is None:
         raise KeyError(f"kernel {ref.name} is not loaded in this worker")
+    _LOADED[ref.key] = prepare_payload(unpack(ref.payload))
+    return ref.key
+
+
+def prepare_payload(payload: tuple) -> Prepared:
+    """The kernel a payload (:func:`_payload`) describes, compiled again in this process (TileLang's
+    cache answers) and prepared to launch: the worker's and the sanitizer child's way in."""
     import tilelang
 
     from ._run import prepare_kernel
 
-    func, out_idx, target, backend, pass_configs, flags, outputs = unpack(ref.payload)
+    func, out_idx, target, backend, pass_configs, flags, outputs = payload
     compiled = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
                                 pass_configs=pass_configs or None, compile_flags=flags)
-    _LOADED[ref.key] = prepare_kernel(compiled, outputs=list(outputs) or None)
-    return ref.key
+    return prepare_kernel(compiled, outputs=list(outputs) or None)
 
 
 def unpack(payload: bytes) -> tuple:

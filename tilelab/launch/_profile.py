@@ -107,7 +107,7 @@ def profile(kernel: Any, *args: Any, backend: str | None = None, out_idx: int | 
     source = _adapter.resolve_kernel(prepared.compiled)
     with tempfile.TemporaryDirectory(prefix="tilelab-profile-") as tmp:
         folder = Path(tmp)
-        (folder / "prim_func.json").write_text(_adapter.prim_func_json(source.prim_func))
+        (folder / "prim_func.json").write_text(_adapter.kernel_ir_to_text(source.prim_func))
         out = list(source.out_idx) if source.out_idx else None
         (folder / "spec.json").write_text(json.dumps({
             "backend": prepared.backend, "out_idx": out, "launches": WARMUP_LAUNCHES + 1,

@@ -15,13 +15,11 @@ def main(folder: str) -> int:
     spec_dir = Path(folder)
     spec = json.loads((spec_dir / "spec.json").read_text())
     import torch
-    import tvm
 
-    import tilelang  # noqa: F401  (registers TileLang's ops before the IR is read back)
-
+    from tilelab import _adapter
     from tilelab.launch._run import call_kernel, prepare_kernel
 
-    func = tvm.ir.load_json((spec_dir / "prim_func.json").read_text())
+    func = _adapter.kernel_ir_from_text((spec_dir / "prim_func.json").read_text())
     prepared = prepare_kernel(func, backend=spec["backend"], out_idx=spec["out_idx"],
                               pass_configs=spec["pass_configs"] or None)
     args = torch.load(spec_dir / "args.pt")

@@ -324,18 +324,16 @@ def sanitize(kernel: Any, *args: Any, tool: str = "memcheck", timeout: float = D
 
 def _child(request_path: str, result_path: str) -> None:
     """Inside compute-sanitizer: rebuild, launch once, write where each tensor lives."""
-    import tilelang
+    import tilelang  # noqa: F401  (registers the operators the pickled prim_func refers to)
     import torch
 
     from . import _inputs
-    from ._run import call_kernel, prepare_kernel
+    from ._isolated import prepare_payload
+    from ._run import call_kernel
 
     with open(request_path, "rb") as fh:
         req = pickle.load(fh)
-    func, out_idx, target, backend, pass_configs, flags, outputs = req["payload"]
-    compiled = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
-                                pass_configs=pass_configs or None, compile_flags=flags)
-    prepared = prepare_kernel(compiled, outputs=list(outputs) or None)
+    prepared = prepare_payload(req["payload"])
     args = [a.cuda() if hasattr(a, "cuda") else a for a in req["args"]]
     launch_args, _ = _inputs.build_inputs(prepared.params, args, req["sizes"], device="cuda", seed=req["seed"])
     launch = [p for p in prepared.params if p.passed_at_launch]
