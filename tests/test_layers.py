@@ -2,7 +2,9 @@
 tilelab above them, so a report loads, saves and compares without the analysis, the renderers or
 TileLang. Imports inside functions (the records' display hooks, which import their renderer only
 when called) run later and are not counted; every other import statement (at module level, in a
-class body, under a module-level ``try``/``if``/``with``) runs at import time and is."""
+class body, under a module-level ``try``/``if``/``with``) runs at import time and is. And the
+adapter is the one module that reaches into TileLang and TVM: the others use TileLang's public
+modules only (``tilelang.compile``, ``tilelang.language``)."""
 
 import ast
 import subprocess
@@ -13,6 +15,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tilelab"
+
+ADAPTER = "tilelab._adapter"
+# TileLang's public modules any tilelab module may import: the package (tilelang.compile) and the
+# language kernels are written in.
+TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry"}
@@ -86,3 +93,36 @@ def test_importing_the_launch_records_loads_no_analysis_renderer_or_tilelang():
     only when it compiles), and nothing of the analysis, the renderers, TileLang or TVM."""
     loaded = loaded_after_importing("tilelab.launch.models")
     assert all(m.startswith("tilelab.launch") or m in RECORDS | FACTS | {"tilelab"} for m in loaded), loaded
+
+
+def internals_touched(source: str) -> set[str]:
+    """What ``source`` reaches of TVM or of TileLang beyond its public modules: imports of ``tvm``
+    or of ``tilelang.<anything but language>``, and any ``.tvm`` attribute."""
+    touched = set()
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        for name in names:
+            if name.split(".")[0] == "tvm" or (name.split(".")[0] == "tilelang" and name not in TILELANG_PUBLIC):
+                touched.add(name)
+        if isinstance(node, ast.Attribute) and node.attr == "tvm":
+            touched.add(".tvm")
+    return touched
+
+
+def test_the_internals_reader_by_hand():
+    text = ("import tilelang\nimport tilelang.language as T\nfrom tilelang.env import CacheState\n"
+            "def f():\n    import tvm\n    return _adapter.tilelang().tvm.ir\n")
+    assert internals_touched(text) == {"tilelang.env", "tvm", ".tvm"}
+
+
+def test_only_the_adapter_touches_tilelang_and_tvm_internals():
+    offenders = {}
+    for path in sorted(PKG.rglob("*.py")):
+        module = "tilelab." + ".".join(path.relative_to(PKG).with_suffix("").parts)
+        if module != ADAPTER and (touched := internals_touched(path.read_text())):
+            offenders[module] = touched
+    assert not offenders

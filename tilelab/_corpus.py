@@ -613,9 +613,8 @@ class _Worker:
         from ._errors import LoweringError
         from ._inspect import inspect
 
-        tvm = _adapter.tilelang().tvm
         func = request.prim_func
-        key = f"{tvm.ir.structural_hash(func)}|{request.out_idx}|{sorted(map(str, request.pass_configs.items()))}"
+        key = f"{_adapter.kernel_fingerprint(func)}|{request.out_idx}|{sorted(map(str, request.pass_configs.items()))}"
         if key in self.seen:
             return self.seen[key]
         name = _kernel_name(func)
