@@ -41,7 +41,8 @@ length of the median's interval (tilelab/launch/_stability.py). On an H100 at it
 (4.3 s of the 8192^3 GEMM back to back, 2457 launches): the autocorrelation fell under 0.2 at lag 85 (139 ms),
 the clock wandered with a period of about 915 ms (SM 1185-1620 MHz), the four 1 s windows'
 medians spread 2.68%, and the batched intervals held the trace's median in 4 of 4 windows where
-intervals from independent samples held it in 1.
+intervals from independent samples held it in 1. A second trace (8 s, 4322 launches): lag 89
+(147 ms), period about 911 ms, 7 of 7 windows held against 3 of 7.
 
 The TileLang kernels go through ``tilelab.bench(prepared_kernel, a, b)`` (the path a notebook
 user takes: signature, inputs, rates); torch.matmul as a callable. ncu runs this same file with
