@@ -78,7 +78,7 @@ def _nvcc_never_called(request):
 
 @pytest.fixture
 def record_progress(monkeypatch):
-    """``record_progress(module)`` replaces ``module._Progress`` (the sweep's progress bar) with a
+    """``record_progress(module)`` replaces ``module.Progress`` (the sweep's progress bar) with a
     recorder and returns the list every bar made from then on is appended to (its total, desc,
     count of updates and whether it was closed)."""
 
@@ -96,7 +96,7 @@ def record_progress(monkeypatch):
             def close(self):
                 self.closed = True
 
-        monkeypatch.setattr(module, "_Progress", Bar)
+        monkeypatch.setattr(module, "Progress", Bar)
         return bars
 
     return record

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.launch import _distribute
-from tilelab.launch._sweep import sweep
+from tilelab.launch.sweep import _distributed, _final, _plan, _rowcache, _runners, _show, _tasks, sweep
 from tilelab.launch.models import BenchResult, SweepRow, SweepTable
 
 TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
@@ -32,7 +31,7 @@ def _compile(block):
     """A compile task: runs wherever the sweep sends compiles; says where that was."""
     if block == 256:
         raise RuntimeError("ptxas: too many resources requested")
-    return {"block": block, "pid": os.getpid(), "where": _distribute.where_am_i()}
+    return {"block": block, "pid": os.getpid(), "where": _tasks.where_am_i()}
 
 
 def fake_compile(factory, size, config):
@@ -53,7 +52,7 @@ class Recorder:
             return BenchResult(kwargs["name"], samples_ms=(0.5,) * 3, flops=kwargs.get("flops"))
         me = threading.current_thread().name
         with self.lock:
-            self.calls.append((artifact, dict(size), me, _distribute.where_am_i(), kwargs))
+            self.calls.append((artifact, dict(size), me, _tasks.where_am_i(), kwargs))
             first = me not in self.waited
             self.waited.add(me)
         if self.barrier is not None and first:
@@ -70,7 +69,7 @@ class Recorder:
 def compile_in_threads(monkeypatch):
     """Compile steps in threads, not spawned processes: the process pool has its own test, and each
     spawned process costs seconds on a small machine."""
-    monkeypatch.setattr(_distribute, "_dumps", lambda obj: None)
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)
 
 
 def _by(table: SweepTable) -> dict[tuple[int, int], SweepRow]:
@@ -124,7 +123,7 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=again,
           workers=2, progress=False, force=True)
     assert {artifact["pid"] for artifact, *_ in again.calls} <= compiled_in
-    _distribute.shutdown_compile_pools()
+    _runners.shutdown_compile_pools()
     after = Recorder()
     sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
           workers=2, progress=False, force=True)
@@ -215,13 +214,13 @@ def test_unpicklable_compile_steps_run_in_threads(compile_in_threads):  # as if 
 def test_devices_are_checked_by_name():
     for bad, words in (("some", '"all" or a list'), ([], "names no GPU"), ([0, 0], "each GPU once"),
                        (["x"], '"all" or a list')):
-        with pytest.raises(_distribute.DevicesError, match=words):
+        with pytest.raises(_runners.DevicesError, match=words):
             sweep(factory, PARAMS, SIZES, devices=bad, compile_fn=fake_compile, bench_fn=Recorder(), progress=False)
     with pytest.raises(ValueError, match="not both"):
         sweep(factory, PARAMS, SIZES, devices=[0], client=object(), bench_fn=Recorder(), progress=False)
 
 
-@pytest.mark.skipif(_distribute.probe_device()[0] != "", reason="this machine has a GPU")
+@pytest.mark.skipif(_tasks.probe_device()[0] != "", reason="this machine has a GPU")
 def test_all_devices_without_a_gpu_says_what_still_works():
     from tilelab._errors import NoGpuError
 
@@ -230,9 +229,9 @@ def test_all_devices_without_a_gpu_says_what_still_works():
 
 
 def test_gpus_of_different_models_are_refused_not_averaged():
-    assert _distribute.check_one_model({"cuda:0": "NVIDIA H100", "cuda:1": "NVIDIA H100"}) == "NVIDIA H100"
-    with pytest.raises(_distribute.MixedDevicesError) as info:
-        _distribute.check_one_model({"cuda:0": "NVIDIA H100 80GB HBM3", "cuda:1": "NVIDIA A100-SXM4-40GB"})
+    assert _runners.check_one_model({"cuda:0": "NVIDIA H100", "cuda:1": "NVIDIA H100"}) == "NVIDIA H100"
+    with pytest.raises(_runners.MixedDevicesError) as info:
+        _runners.check_one_model({"cuda:0": "NVIDIA H100 80GB HBM3", "cuda:1": "NVIDIA A100-SXM4-40GB"})
     message = str(info.value)
     assert "cuda:0: NVIDIA H100 80GB HBM3" in message and "cuda:1: NVIDIA A100-SXM4-40GB" in message
     assert "devices=[...]" in message
@@ -244,7 +243,7 @@ def test_gpus_of_different_models_are_refused_not_averaged():
 
 
 def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, record_progress, compile_in_threads):
-    bars, live = record_progress(_distribute), []
+    bars, live = record_progress(_show), []
 
     class Live:
         def __init__(self, enabled):
@@ -253,7 +252,7 @@ def test_one_bar_and_a_table_that_grows_row_by_row(monkeypatch, record_progress,
         def update(self, table, final=False):
             live.append(None if final else len(table().rows))
 
-    monkeypatch.setattr(_distribute, "_LiveTable", Live)
+    monkeypatch.setattr(_show, "LiveTable", Live)
     table = sweep(factory, PARAMS, SIZES, devices=[0, 1], compile_fn=fake_compile, bench_fn=Recorder(),
                   baseline={"torch.matmul": lambda N: (lambda: None)}, workers=2, progress=True, force=True,
                   finalists=0)  # the final round's own bar is tested with it
@@ -327,7 +326,7 @@ def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_
     opts = SweepOptions(backend="tvm_ffi", out_idx=-1)
 
     def ident(f, bench_kwargs, model="NVIDIA H100", options=opts):
-        return _distribute.sweep_identity(f, options, model=model, bench_kwargs=bench_kwargs)
+        return _rowcache.sweep_identity(f, options, model=model, bench_kwargs=bench_kwargs)
 
     base = ident(factory, {"mode": "sustained"})
     assert base == ident(factory, {"mode": "sustained", "isolate": True})  # how, not what, it measures
@@ -337,9 +336,9 @@ def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_
     assert base != ident(factory, {"mode": "sustained"}, options=SweepOptions(backend="cython", out_idx=-1))
     assert base != ident(factory, {"mode": "sustained"}, options=SweepOptions(backend="tvm_ffi", out_idx=-1,
                                                                               ref=lambda a, b: a @ b))
-    key = _distribute.row_key(base, {"N": 1024}, {"block": 32})
-    assert key != _distribute.row_key(base, {"N": 2048}, {"block": 32})
-    assert key != _distribute.row_key(base, {"N": 1024}, {"block": 64})
+    key = _rowcache.row_key(base, {"N": 1024}, {"block": 32})
+    assert key != _rowcache.row_key(base, {"N": 2048}, {"block": 32})
+    assert key != _rowcache.row_key(base, {"N": 1024}, {"block": 64})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,9 +398,9 @@ DASK_CALLS: list[tuple] = []  # what the bench tasks saw (Dask pickles the step:
 
 def dask_bench(artifact, size, config, **kwargs):
     if callable(artifact):
-        DASK_CALLS.append(("baseline", dict(size), _distribute.where_am_i(), kwargs))
+        DASK_CALLS.append(("baseline", dict(size), _tasks.where_am_i(), kwargs))
         return BenchResult(kwargs["name"], samples_ms=(1.0,) * 3, flops=kwargs.get("flops"))
-    DASK_CALLS.append((artifact, dict(size), _distribute.where_am_i(), kwargs))
+    DASK_CALLS.append((artifact, dict(size), _tasks.where_am_i(), kwargs))
     if artifact["block"] == 128 and size["N"] == 2048:
         raise RuntimeError("bench exploded")
     return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3, flops=kwargs.get("flops"))
@@ -443,24 +442,24 @@ def test_dask_gpu_workers_of_different_models_or_without_a_gpu_are_refused(dask_
     def probe(models):  # client.run hands a function its worker when it takes dask_worker
         return lambda dask_worker: models[dask_worker.name]
 
-    monkeypatch.setattr(_distribute, "probe_device",
+    monkeypatch.setattr(_tasks, "probe_device",
                         probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("NVIDIA A100", "sm_80")}))
     # with no "GPU" declared anywhere every worker may bench, so both are probed
-    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_without_resources)
-    with pytest.raises(_distribute.MixedDevicesError, match="NVIDIA A100.*NVIDIA H100|NVIDIA H100.*NVIDIA A100"):
+    monkeypatch.setattr(_runners.DaskRunner, "__init__", _runner_without_resources)
+    with pytest.raises(_runners.MixedDevicesError, match="NVIDIA A100.*NVIDIA H100|NVIDIA H100.*NVIDIA A100"):
         sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
-    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("", None)}))
-    with pytest.raises(_distribute.DevicesError, match=r"see no CUDA GPU.*resources=\{'GPU': 1\}"):
+    monkeypatch.setattr(_tasks, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"), "cpu": ("", None)}))
+    with pytest.raises(_runners.DevicesError, match=r"see no CUDA GPU.*resources=\{'GPU': 1\}"):
         sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
     # every worker sees an H100, but one of them would time two configurations at once
-    monkeypatch.setattr(_distribute, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"),
+    monkeypatch.setattr(_tasks, "probe_device", probe({"gpu": ("NVIDIA H100", "sm_90a"),
                                                             "cpu": ("NVIDIA H100", "sm_90a")}))
-    monkeypatch.setattr(_distribute.DaskRunner, "__init__", _runner_with_two_threads_on_cpu)
-    with pytest.raises(_distribute.DevicesError, match=r"several tasks at once.*resources=\{'GPU': 1\}"):
+    monkeypatch.setattr(_runners.DaskRunner, "__init__", _runner_with_two_threads_on_cpu)
+    with pytest.raises(_runners.DevicesError, match=r"several tasks at once.*resources=\{'GPU': 1\}"):
         sweep(factory, PARAMS, SIZES, client=dask_client, compile_fn=fake_compile, progress=False)
 
 
-_original_init = _distribute.DaskRunner.__init__
+_original_init = _runners.DaskRunner.__init__
 
 
 def _runner_without_resources(self, client, events):
@@ -485,12 +484,12 @@ _COMPILE_ELSEWHERE = """
 import pickle, sys
 sys.path.insert(0, sys.argv[2])
 import gemm
-from tilelab.launch import _distribute
-step = _distribute.default_compile_step(gemm.matmul, {"M": 256, "N": 256, "K": 256},
+from tilelab.launch.sweep import _tasks
+step = _tasks.default_compile_step(gemm.matmul, {"M": 256, "N": 256, "K": 256},
                                         {"block_M": 128, "block_N": 128, "block_K": 32},
                                         backend="tvm_ffi", out_idx=-1, target="sm_90a")
 step = pickle.loads(pickle.dumps(step))  # what a process pool or a Dask worker receives
-done = _distribute.compile_task(0, step)
+done = _tasks.compile_task(0, step)
 open(sys.argv[1], "wb").write(pickle.dumps(done))
 """
 
@@ -521,7 +520,7 @@ def test_a_kernel_compiled_elsewhere_loads_here_without_compiling(tmp_path, monk
     calls_before = nvcc_log.read_text() if nvcc_log.exists() else ""
     here = tmp_path / "gpu-host" / "kernels"
     monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
-    prepared = _distribute.load_artifact(done.artifact)
+    prepared = _tasks.load_artifact(done.artifact)
     assert [p.name for p in prepared.params] == ["A", "B", "C"] and [p.name for p in prepared.outputs] == ["C"]
     assert (here / key / "executable.so").read_bytes() == files["executable.so"]
     assert (nvcc_log.read_text() if nvcc_log.exists() else "") == calls_before  # loaded, not compiled
@@ -557,7 +556,7 @@ def test_a_gpu_whose_context_is_lost_takes_no_more_work(compile_in_threads):
 
 
 def test_in_a_daemonic_dask_worker_launches_fall_back_to_the_worker_itself_and_say_so(monkeypatch):
-    from tilelab.launch import _bench
+    from tilelab.launch import _api
 
     seen = []
 
@@ -569,24 +568,24 @@ def test_in_a_daemonic_dask_worker_launches_fall_back_to_the_worker_itself_and_s
         seen.append("no choice")
         return BenchResult("k", samples_ms=(1.0,) * 3)
 
-    plan = _distribute.BenchPlan(None, None, None, {"mode": "sustained"})
-    job = _distribute.Job(0, (("N", 64),), (("block", 32),))
-    compiled = _distribute.Compiled(0, artifact="a kernel")
-    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: True)
-    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
-    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
-    assert out.result is not None and seen == [False] and out.note == _distribute.DAEMON_NOTE
+    plan = _tasks.BenchPlan(None, None, None, {"mode": "sustained"})
+    job = _plan.Job(0, (("N", 64),), (("block", 32),))
+    compiled = _tasks.Compiled(0, artifact="a kernel")
+    monkeypatch.setattr(_tasks, "_in_daemon_process", lambda: True)
+    monkeypatch.setattr(_api, "bench", bench_with_isolation)
+    out = _tasks.bench_task(plan, job, compiled, device="worker-0")
+    assert out.result is not None and seen == [False] and out.note == _tasks.DAEMON_NOTE
     assert "distributed.worker.daemon" in out.note
     # the user's own choice stands
-    _distribute.bench_task(dataclasses_replace(plan, bench_kwargs={"isolate": True}), job, compiled, device="w")
+    _tasks.bench_task(dataclasses_replace(plan, bench_kwargs={"isolate": True}), job, compiled, device="w")
     assert seen[-1] is True
     # where bench offers no such choice nothing is passed and nothing is said
-    monkeypatch.setattr(_bench, "bench", bench_without)
-    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    monkeypatch.setattr(_api, "bench", bench_without)
+    out = _tasks.bench_task(plan, job, compiled, device="worker-0")
     assert seen[-1] == "no choice" and out.note is None
-    monkeypatch.setattr(_distribute, "_in_daemon_process", lambda: False)
-    monkeypatch.setattr(_bench, "bench", bench_with_isolation)
-    out = _distribute.bench_task(plan, job, compiled, device="worker-0")
+    monkeypatch.setattr(_tasks, "_in_daemon_process", lambda: False)
+    monkeypatch.setattr(_api, "bench", bench_with_isolation)
+    out = _tasks.bench_task(plan, job, compiled, device="worker-0")
     assert seen[-1] is True and out.note is None
 
 
@@ -610,8 +609,8 @@ def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
     handle = Handle()
     monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
     monkeypatch.setattr(IPython.display, "display", lambda obj, display_id=None: handle if display_id else None)
-    monkeypatch.setattr(_distribute, "LIVE_TABLE_EVERY_S", 0.0)
-    live = _distribute._LiveTable(True)
+    monkeypatch.setattr(_show, "LIVE_TABLE_EVERY_S", 0.0)
+    live = _show.LiveTable(True)
     partial = SweepTable("k", (SweepRow((("block", 32),), (("N", 64),), median_ms=1.0),))
     live.update(lambda: partial)
     live.update(lambda: partial, final=True)
@@ -620,7 +619,7 @@ def test_the_live_table_updates_one_notebook_output_in_place(monkeypatch):
     assert handle.shown[1].data == ""
     # outside a notebook kernel (a terminal, a script) nothing is displayed
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
-    assert _distribute._LiveTable(True).handle is None
+    assert _show.LiveTable(True).handle is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -692,7 +691,7 @@ def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_land
     assert not before.final_calls() and all(r.final_ms is None for r in table.rows)
     assert "final" not in repr(table) and "final" not in table._repr_html_()
 
-    bars = record_progress(_distribute)
+    bars = record_progress(_show)
     bench = Boards()
     table = _final_sweep(bench)  # finalists=3 by default
     rows = _by(table)
@@ -844,7 +843,7 @@ DASK_BOARDS = Boards()  # the workers run in this process: Dask pickles the benc
 
 def dask_boards_bench(artifact, size, config, **kwargs):
     """Boards, with the Dask worker's name standing for the bench thread's device."""
-    worker = _distribute.where_am_i()
+    worker = _tasks.where_am_i()
     thread = threading.current_thread()
     name, thread.name = thread.name, f"dask-{worker}"
     try:
@@ -913,20 +912,20 @@ def test_dask_final_round_pins_by_name_to_a_worker_alive_when_it_starts():
             return Future()
 
     client = Client()
-    runner = _distribute.DaskRunner(client, queue_.Queue())
+    runner = _runners.DaskRunner(client, queue_.Queue())
     del client.workers["tcp://a:1"]  # gpu0 died during the sweep
     assert runner.final_device() == "gpu1 (the cluster's first GPU worker)"
     assert runner.on_final_device("gpu1 (GPU 1)") and not runner.on_final_device("gpu0 (GPU 0)")
-    runner.bench_pinned(None, _distribute.Job(7, (), ()), None)
+    runner.bench_pinned(None, _plan.Job(7, (), ()), None)
     assert client.submitted[-1]["workers"] == ["gpu1"] and client.submitted[-1]["allow_other_workers"] is False
 
     restarted = Client()
-    runner = _distribute.DaskRunner(restarted, queue_.Queue())
+    runner = _runners.DaskRunner(restarted, queue_.Queue())
     restarted.workers["tcp://a:2"] = restarted.workers.pop("tcp://a:1")  # its nanny restarted it elsewhere
     assert runner.final_device() == "gpu0 (the cluster's first GPU worker)"
 
     gone = Client()
-    runner = _distribute.DaskRunner(gone, queue_.Queue())
+    runner = _runners.DaskRunner(gone, queue_.Queue())
     gone.workers = {"tcp://c:1": gone.workers["tcp://c:1"]}
     assert runner.final_device() is None and not runner.on_final_device("gpu0")
 
@@ -956,7 +955,7 @@ def test_an_error_inside_the_final_round_keeps_the_measured_table(monkeypatch, c
     def broken(self):
         raise RuntimeError("the scheduler went away")
 
-    monkeypatch.setattr(_distribute._FinalRound, "_submit_compiles", broken)
+    monkeypatch.setattr(_final.FinalRound, "_submit_compiles", broken)
     table = _final_sweep(Boards())
     rows = _by(table)
     assert all(r.ok and r.final_ms is None for r in rows.values()) and table.best() is not None

@@ -165,7 +165,7 @@ def test_interrupt_during_a_sweep_keeps_finished_rows():
         if True:
             # the interrupt arrives while the third configuration is being timed
             calls = []
-            from tilelab.launch import _sweep
+            from tilelab.launch.sweep import _tasks as _sweep
             real = _sweep.default_bench
             def bench(prepared, size, config, **kw):
                 calls.append(config)

@@ -11,7 +11,7 @@ import torch
 import tilelab
 from tilelab.launch import _inputs
 from tilelab.render import plots
-from tilelab.launch._sweep import sweep
+from tilelab.launch.sweep import sweep
 from tilelab.launch.models import BenchResult, SweepTable
 
 from gemm_dynamic import matmul_dynamic_m
@@ -159,7 +159,7 @@ def test_run_without_gpu_says_inspection_still_works():
 # Validation of the tensors a user passes
 # ---------------------------------------------------------------------------------------------
 
-from tilelab.launch import _bench, _run  # noqa: E402
+from tilelab.launch import _bench, _kernel, _run  # noqa: E402
 from tilelab.launch._inputs import Param  # noqa: E402
 
 GEMM_PARAMS = [Param("A", "tensor", "float16", ("m", 64)), Param("B", "tensor", "float16", (64, 32)),
@@ -234,15 +234,15 @@ def test_count_work_counts_gemm_flops_only_for_matrix_multiplies():
     square = [Param("A", "tensor", "float16", (1024, 1024)), Param("B", "tensor", "float16", (1024, 1024)),
               Param("C", "tensor", "float16", (1024, 1024), is_output=True)]
     bytes_ = 3 * 1024 * 1024 * 2  # three fp16 1024x1024 tensors, each touched once
-    assert _bench.count_work(square, {}, ADD_SOURCE) == (None, bytes_)  # C = A + B is no GEMM
-    assert _bench.count_work(square, {}, None) == (None, bytes_)  # unknown source: bytes only
+    assert _kernel.count_work(square, {}, ADD_SOURCE) == (None, bytes_)  # C = A + B is no GEMM
+    assert _kernel.count_work(square, {}, None) == (None, bytes_)  # unknown source: bytes only
     for src in (WGMMA_SOURCE, MMA_SOURCE, PTX_SOURCE):
-        assert _bench.count_work(square, {}, src) == (2 * 1024**3, bytes_)
+        assert _kernel.count_work(square, {}, src) == (2 * 1024**3, bytes_)
     # M=8, N=32, K=64 by hand: 2*8*32*64 flops; bytes (8*64 + 64*32 + 8*32) * 2
-    assert _bench.count_work(GEMM_PARAMS, {"m": 8}, WGMMA_SOURCE) == (32768.0, (512 + 2048 + 256) * 2)
-    assert _bench.gemm_flops([(64, 8), (32, 64)], [(8, 32)]) == 32768.0  # A stored (K, M), B stored (N, K)
-    assert _bench.gemm_flops([(8, 64), (63, 32)], [(8, 32)]) is None  # K disagrees
-    assert _bench.gemm_flops([(8, 64)], [(8, 32)]) is None
+    assert _kernel.count_work(GEMM_PARAMS, {"m": 8}, WGMMA_SOURCE) == (32768.0, (512 + 2048 + 256) * 2)
+    assert _kernel.gemm_flops([(64, 8), (32, 64)], [(8, 32)]) == 32768.0  # A stored (K, M), B stored (N, K)
+    assert _kernel.gemm_flops([(8, 64), (63, 32)], [(8, 32)]) is None  # K disagrees
+    assert _kernel.gemm_flops([(8, 64)], [(8, 32)]) is None
 
 
 def test_graph_batch_covers_every_copy_and_rotation_note_is_honest():
@@ -439,9 +439,9 @@ def test_sweep_labels_check_failures_and_gives_baselines_the_kernels_work():
 
 
 def test_sweep_shows_progress_for_compiles_and_benchmarks(record_progress):
-    from tilelab.launch import _sweep
+    from tilelab.launch.sweep import _show
 
-    bars = record_progress(_sweep)
+    bars = record_progress(_show)
     _fake_sweep({}, baseline={"torch": lambda N: (lambda: None)}, progress=True)
     assert [(b.desc.split()[0], b.total, b.updates) for b in bars] == [("compiling", 3, 3), ("benchmarking", 4, 4)]
 

@@ -10,7 +10,7 @@ import statistics
 import pytest
 from fake_gpu import FakeGpu
 
-from tilelab.launch import _bench, _stability
+from tilelab.launch import _api, _bench, _stability
 from tilelab.launch._bench import BenchOptions
 from tilelab.launch._stability import (T_QUANTILE, batch_medians, lag1_autocorrelation, lag1_unbiased, median_ci,
                                        median_interval, relative_half_width)
@@ -198,12 +198,12 @@ WARM_UNTIL_STEADY = _stability.warm_until_steady
 
 def fake_bench(monkeypatch, series, first_flush_ms=0.0, **options):
     gpu = FakeGpu(series, first_flush_ms=first_flush_ms)
-    monkeypatch.setattr(_bench, "require_gpu", lambda: gpu)
+    monkeypatch.setattr(_api, "require_gpu", lambda: gpu)
     monkeypatch.setattr(_bench, "_FLUSH", {})
     # The warm-up's wall clock is the fake GPU's: a second of warm-up is a second of launches.
     monkeypatch.setattr(_stability, "warm_until_steady",
                         lambda run_batch, **kw: WARM_UNTIL_STEADY(run_batch, clock=gpu.clock_s, **kw))
-    result = _bench.bench(gpu.launch, telemetry=False, **options)
+    result = _api.bench(gpu.launch, telemetry=False, **options)
     return result, gpu
 
 

@@ -7,7 +7,7 @@ import random
 import pytest
 from fake_gpu import FakeGpu
 
-from tilelab.launch import _bench, _isolated, _stability, _worker
+from tilelab.launch import _api, _bench, _isolated, _stability, _worker
 from tilelab.launch._run import Prepared
 from tilelab.launch._stability import is_steady, steady_index, trend_score, warm_until_steady
 
@@ -147,7 +147,7 @@ def test_bench_warm_up_runs_batches_of_about_15ms_until_steady(monkeypatch):
 
 
 def _fake_gpu(monkeypatch):
-    monkeypatch.setattr(_bench, "require_gpu", lambda: object())
+    monkeypatch.setattr(_api, "require_gpu", lambda: object())
     monkeypatch.setattr(_worker, "in_worker", lambda: False)
     monkeypatch.setattr(_worker, "default_worker", lambda: "worker")
 
@@ -162,32 +162,32 @@ def test_bench_forwards_steady_to_the_worker(monkeypatch):
 
     monkeypatch.setattr(_isolated, "_call", fake_call)
     prepared = Prepared(compiled=lambda *a: None, name="k", params=[], backend="tvm_ffi")
-    assert _bench.bench(prepared) == "result"
+    assert _api.bench(prepared) == "result"
     assert seen["options"]["steady"] is True and seen["options"]["steady_cap_ms"] == 3000.0
     assert seen["func"] is _isolated.bench_in_worker
     # ci_target travels resolved: steady sustained mode's default interval target, 4 rounds at most.
     assert seen["options"]["ci_target"] == 0.005 and seen["options"]["max_rounds"] == 4
     # The default timeout covers the warm-up's cap and every round: 60 s + 4 * (3 s cap + 4 x 1 s).
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 7.0)
-    _bench.bench(prepared, ci_target=None)  # one round
+    _api.bench(prepared, ci_target=None)  # one round
     assert seen["options"]["ci_target"] is None
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 4.0)
-    _bench.bench(prepared, steady=False, steady_cap_ms=500)  # no default interval target without the warm-up
+    _api.bench(prepared, steady=False, steady_cap_ms=500)  # no default interval target without the warm-up
     assert seen["options"]["steady"] is False and seen["options"]["steady_cap_ms"] == 500
     assert seen["options"]["ci_target"] is None
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.125)
-    _bench.bench(prepared, mode="isolated")  # isolated mode has no steady-state warm-up
+    _api.bench(prepared, mode="isolated")  # isolated mode has no steady-state warm-up
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 0.525)
-    _bench.bench(prepared, mode="isolated", ci_target=0.01, max_rounds=3)  # asked for: 3 rounds of 500 ms
+    _api.bench(prepared, mode="isolated", ci_target=0.01, max_rounds=3)  # asked for: 3 rounds of 500 ms
     assert seen["options"]["ci_target"] == 0.01
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 4 * 1.525)
 
 
 def test_bench_rejects_bad_steady_options():
     with pytest.raises(TypeError, match="steady is True"):
-        _bench.bench(lambda: None, steady="yes")
+        _api.bench(lambda: None, steady="yes")
     with pytest.raises(ValueError, match="steady_cap_ms"):
-        _bench.bench(lambda: None, steady_cap_ms=0)
+        _api.bench(lambda: None, steady_cap_ms=0)
 
 
 def test_the_launch_estimate_leaves_out_the_first_use_of_the_flush():

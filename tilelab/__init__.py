@@ -36,7 +36,7 @@ from ._model import (
 )
 from .targets import Target, parse_target
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Public names that live in modules with heavy imports, loaded on first access.
 _LAZY = {

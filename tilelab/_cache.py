@@ -27,7 +27,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from . import __version__ as TILELAB_VERSION
+from ._version import __version__ as TILELAB_VERSION
 from ._model import SCHEMA_VERSION, KernelReport
 
 # The layout of an entry file; a change here makes older entries unreadable, hence discarded.

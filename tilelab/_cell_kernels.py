@@ -206,7 +206,8 @@ def cell_key(cell: str, build: Build, ns: dict[str, Any]) -> tuple[str, tuple[st
     """The cell cache's key and its material: what shapes the build, and nothing else (--show,
     --quiet, --force, --run, --bench do not). The cell's text alone is not enough: a kernel may
     use names from earlier cells, so each kernel's content is part of it."""
-    from . import __version__, _adapter
+    from . import _adapter
+    from ._version import __version__
 
     material = (cell, _adapter.tilelang_version(), __version__, str(build.gpu), str(build.compile_now),
                 repr(build.options.build_options), repr(build.call.args), repr(sorted(build.call.kwargs.items())),

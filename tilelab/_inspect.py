@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import __version__ as TILELAB_VERSION
+from ._version import __version__ as TILELAB_VERSION
 from . import _cache
 from ._errors import LoweringError, OptionError
 from ._model import BACKENDS, KernelReport, Sources

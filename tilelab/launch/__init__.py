@@ -6,28 +6,21 @@ each execution backend), and ``sweep`` (configurations x sizes);
 their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
 GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works;
-``target="c"`` (or a kernel compiled for it) runs on the CPU instead (``_cpu.py``).
+``target="c"`` (or a kernel compiled for it) runs on the CPU instead (``_cpu.py``). ``_api.py`` is
+the one module that chooses where a launch happens (the CPU, the worker process, or here).
 """
 
 from __future__ import annotations
 
-from ._bench import BenchOptions, bench, count_work, gemm_flops
-from ._ceilings import measure_ceilings
+from ._api import bench, launch_overhead, measure_ceilings, run
+from ._cuda_errors import KernelLaunchError, classify_cuda_error
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
-from ._overhead import launch_overhead
+from ._kernel import MisalignedTensorError, count_work, gemm_flops, prepare_kernel
+from ._options import BenchOptions, RunOptions
 from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
-from ._run import KernelLaunchError, MisalignedTensorError, classify_cuda_error, prepare_kernel, run
-from ._sweep import SweepOptions, sweep
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
+from .sweep import SweepOptions, shutdown_compile_pools, sweep
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
-
-
-def shutdown_compile_pools() -> None:
-    """Stop the compile processes that ``sweep(..., devices=...)`` keeps for the next sweep (each
-    holds TileLang and torch in memory); the next such sweep starts new ones."""
-    from ._distribute import shutdown_compile_pools as stop
-
-    stop()
 
 
 __all__ = [
@@ -38,6 +31,7 @@ __all__ = [
     "KernelLaunchError",
     "LaunchOverhead",
     "MisalignedTensorError",
+    "RunOptions",
     "RunResult",
     "SanitizerMissing",
     "SanitizerReport",

@@ -21,44 +21,34 @@
   rotating copies, so each replay uses every copy equally), each replay timed and divided;
   inputs rotate among copies when they would fit in L2 (a flush cannot go inside the graph).
 
-Samples are milliseconds per launch. Tests never call the timing loops; the benchmarks do.
+Samples are milliseconds per launch. Tests never call the timing loops on a GPU; the benchmarks do.
+:func:`measure` times here, in this process: :func:`tilelab.bench` (``_api.py``) chooses where.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
-import re
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import _inputs, _stability
-from ._run import (Prepared, call_kernel, check_tma_alignment, device_name, is_out_of_memory, is_tilelang_kernel,
-                   launch_error, out_of_memory_error, prepare_kernel, require_gpu)
+from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
+from ._kernel import Prepared, call_kernel, check_tma_alignment, count_work, device_name
+from ._options import BenchOptions
 from ._worker import stop_requested
 from .models import BENCH_MODES, BenchResult
 
 SPIN_CYCLES = 200_000  # about 100 us at Hopper clocks: longer than any host launch path here
 SPIN_MS = 0.1
 ISOLATED_MAX_REP = 300  # isolated launches each wait idle_ms: a few hundred is enough for a median
-ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included
 FLUSH_BYTES = 256 << 20  # what triton.testing.do_bench zeroes between launches
 
 MAX_COPIES = 64  # rotating input copies at most
-# Steady sustained mode measures again until the median's 95% interval is within +-0.5%, at most
-# MAX_ROUNDS rounds of rep_ms in all (1 s each by default). On a steady GPU one round suffices
-# (per-launch noise of 0.3% gives about +-0.03% over 1000 launches); a clock wandering over
-# fractions of a second (a power-capped H100: four 1 s medians 0.1-2% apart) needs about four
-# times the samples to halve a +-1% interval. Simulated (tests/test_median_interval.py), a 1%
-# AR(1) wander correlated over 200 launches of 1 ms: one round's medians land 0.42% (rms) from
-# the centre, four calls 0.80% apart; with the default about 3 rounds, 0.27% and 0.52%; a steady
-# GPU takes 1.03 rounds. The cap bounds what a 200-configuration sweep can add: 3 s a row.
-CI_TARGET = 0.005
-MAX_ROUNDS = 4
+
 
 _FLUSH: dict[int, Any] = {}
 
@@ -73,52 +63,6 @@ def _flush_buffer(torch: Any):
 def l2_bytes(torch: Any) -> int:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return int(getattr(props, "L2_cache_size", 50 << 20))
-
-
-# ------------------------------------------------------------------------------------------
-# Operation and byte counts
-# ------------------------------------------------------------------------------------------
-
-
-# What a compiled kernel's source calls when it multiplies matrices on tensor cores (TileLang's
-# tl::wgmma_ss/rs, tl::gemm_ss/rs/sr, tl::mma*, tcgen05 on Blackwell) or in inline PTX.
-_MATMUL_CALL = re.compile(
-    r"\btl::(?:wgmma_\w+|gemm_\w+|mma\w*|tcgen05\w*|utcmma\w*)\b|\bwgmma\.mma_async\b|\bmma\.sync\b|"
-    r"\bwmma::mma_sync\b|\bcute::gemm\b|\btcgen05\.mma\b")
-
-
-def is_matrix_multiply(source: str | None) -> bool:
-    """True when the generated source calls a matrix-multiply instruction or TileLang GEMM
-    template (``#include`` lines, which every kernel carries, are ignored)."""
-    if not source:
-        return False
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
-    return _MATMUL_CALL.search(code) is not None
-
-
-def count_work(params: Sequence[_inputs.Param], sizes: dict[str, int], source: str | None = None
-               ) -> tuple[float | None, float]:
-    """(flops, bytes) for a kernel's signature.
-
-    bytes = every tensor read or written once. flops = 2*M*N*K only when the shapes read as a
-    GEMM *and* ``source`` (the compiled kernel's ``get_kernel_source()``) calls a matrix
-    multiply (:func:`is_matrix_multiply`): shapes alone take C = A + B on square tensors for a
-    GEMM. Otherwise None, and the kernel is rated by bytes alone (pass ``flops=`` to override)."""
-    total = 0.0
-    for p in params:
-        if p.kind == "tensor":
-            numel = math.prod(_inputs.eval_dim(d, sizes) for d in p.shape)
-            total += numel * _inputs.element_bytes(p.dtype)
-    flops = None
-    if is_matrix_multiply(source):
-        flops = gemm_flops(*_inputs.param_shapes(params, sizes))
-    return flops, total
-
-
-def gemm_flops(inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]]) -> float | None:
-    """2*M*N*K when shapes read as C(M,N) = A(M,K|K,M) @ B(K,N|N,K); None when they do not."""
-    mnk = _inputs.gemm_shape(inputs, outputs)
-    return 2.0 * mnk[0] * mnk[1] * mnk[2] if mnk else None
 
 
 # ------------------------------------------------------------------------------------------
@@ -269,87 +213,6 @@ def graph_launches(graph_batch: int, n_copies: int) -> int:
     return n_copies * max(1, math.ceil(graph_batch / n_copies))
 
 
-@dataclass(frozen=True)
-class BenchOptions:
-    """How :func:`bench` measures: every option that travels with a kernel to the worker process.
-
-    ``bench(kernel, mode="isolated", rep_ms=200)`` and
-    ``bench(kernel, options=BenchOptions(mode="isolated", rep_ms=200))`` are the same call; a
-    keyword given beside ``options`` replaces that field. See :func:`bench` for each field.
-    """
-
-    mode: str = "sustained"
-    flops: float | None = None
-    bytes: float | None = None
-    warmup_ms: float = 25.0
-    rep_ms: float | None = None  # None: 1 s of kernel time (steady sustained), 100 ms (graph, or steady=False),
-    # or 500 ms of wall time (isolated)
-    # 24: the median's interval takes batches of at least 3 launches, and 8 batches are the fewest
-    # whose own correlation can be tested (_stability.median_interval); with 10, a graph replay of
-    # a kernel over about 0.4 ms gave no interval at all
-    min_rep: int = 24
-    max_rep: int = 10_000
-    flush_l2: bool | None = None  # None: flush unless mode is "graph"
-    rotate: int | None = None  # None: rotate input copies only where they would fit in L2 unflushed
-    idle_ms: float = 2.0
-    graph_batch: int = 20
-    seed: int | None = None
-    name: str | None = None
-    ci_target: float | str | None = "auto"  # "auto": CI_TARGET in steady sustained mode, else None (one round)
-    max_rounds: int = MAX_ROUNDS
-    telemetry: bool = True
-    steady: bool = True  # sustained mode: warm to the GPU's steady state before measuring
-    steady_cap_ms: float = _stability.STEADY_CAP_MS
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.steady, bool):
-            raise TypeError(f"steady is True (warm the GPU to its steady state first) or False; got {self.steady!r}")
-        if not (isinstance(self.steady_cap_ms, (int, float)) and self.steady_cap_ms > 0):
-            raise ValueError(f"steady_cap_ms is the steady-state warm-up's wall-time cap in ms (e.g. 3000); "
-                             f"got {self.steady_cap_ms!r}")
-        if self.ci_target is not None and self.ci_target != "auto" and not (
-                isinstance(self.ci_target, (int, float)) and not isinstance(self.ci_target, bool)
-                and 0 < self.ci_target < 1):
-            raise ValueError(f"ci_target is a relative half-width such as 0.005 (0.5%), \"auto\" or None; "
-                             f"got {self.ci_target!r}")
-        if not (isinstance(self.max_rounds, int) and not isinstance(self.max_rounds, bool) and self.max_rounds >= 1):
-            raise ValueError(f"max_rounds is how many rounds of rep_ms ci_target may measure in all (e.g. 4); "
-                             f"got {self.max_rounds!r}")
-        if self.mode not in BENCH_MODES:
-            raise ValueError(f"mode must be one of {sorted(BENCH_MODES)}; got {self.mode!r}")
-
-    @property
-    def repetition_ms(self) -> float:
-        """``rep_ms``, or its default for the mode."""
-        if self.rep_ms is not None:
-            return self.rep_ms
-        if self.mode == "isolated":
-            return ISOLATED_BUDGET_MS
-        return _stability.STEADY_REP_MS if self.mode == "sustained" and self.steady else 100.0
-
-    @property
-    def interval_target(self) -> float | None:
-        """``ci_target``, with ``"auto"`` resolved: CI_TARGET in steady sustained mode, else None."""
-        if self.ci_target == "auto":
-            return CI_TARGET if self.mode == "sustained" and self.steady else None
-        return self.ci_target  # type: ignore[return-value]
-
-    @property
-    def flushes(self) -> bool:
-        return self.flush_l2 if self.flush_l2 is not None else self.mode != "graph"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def split(cls, options: BenchOptions | None, keywords: dict[str, Any]) -> tuple[BenchOptions, dict[str, int]]:
-        """(options with the keywords that name its fields, the other keywords: the kernel's sizes)."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        chosen = {k: v for k, v in keywords.items() if k in fields}
-        sizes = {k: v for k, v in keywords.items() if k not in fields}
-        return dataclasses.replace(options or cls(), **chosen), sizes
-
-
 @dataclass
 class _Timed:
     """What the timing loops launch: one zero-argument call per rotating copy, and what is known
@@ -365,76 +228,15 @@ class _Timed:
     notes: list[str] = field(default_factory=list)
 
 
-def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
-          out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-          timeout: float | None = None, target: Any = None, **keywords: Any) -> BenchResult:
-    """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
-    ``lambda: torch.matmul(a, b)``) with CUDA events; see the module doc for the modes.
-
-    The measurement options are the fields of :class:`BenchOptions`, given as keywords
-    (``mode=``, ``flops=``, ``bytes=``, ``warmup_ms=``, ``rep_ms=``, ``min_rep=``, ``max_rep=``,
-    ``flush_l2=``, ``rotate=``, ``idle_ms=``, ``graph_batch=``, ``seed=``, ``name=``,
-    ``ci_target=``, ``max_rounds=``, ``telemetry=``, ``steady=``, ``steady_cap_ms=``) or as one
-    ``options=`` record; every other keyword is a dynamic size of the kernel (``M=4096``).
-
-    Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
-    ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
-    for kernels whose compiled source multiplies matrices, see :func:`count_work`).
-    Repetitions: ``sustained`` and ``graph`` derive them, as ``do_bench``, from ``warmup_ms`` and
-    ``rep_ms`` (default: 1000 ms of kernel time in steady sustained mode, long enough to average
-    the clock wander of a power-capped GPU; 100 ms for graph mode and ``steady=False``) over a
-    first estimate, bounded by
-    ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
-    ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
-    ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
-    ``result.ci_ms`` is the median's 95% interval, taken from batches of consecutive launches
-    (:func:`tilelab.launch._stability.median_interval`), so that it stays honest when the GPU's
-    clock wanders and neighbouring launches read the same clock; ``result.ci_correlated`` marks
-    an interval whose batches still followed each other (likely too narrow). ``ci_target``
-    (default ``"auto"``: 0.005 in steady sustained mode, None in the others): measure again, a
-    round of ``rep_ms`` at a time and up to ``max_rounds`` (4) rounds in all, until that
-    interval is within +-ci_target of the median and its batches are not correlated; the notes
-    say how many rounds it took, or that the cap stopped it. On a steady GPU one round suffices.
-    ``ci_target=None``: one round. ``telemetry``: sample clocks, power, temperature and throttle
-    reasons through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
-
-    ``steady`` (sustained mode only; default True): before measuring, launch back to back in
-    batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
-    ``warmup_ms`` and 1 s and at most ``steady_cap_ms`` (then it measures anyway and says so in
-    ``result.notes``; the notes say how long the warm-up took). ``steady=False`` warms up for
-    ``warmup_ms`` only, as ``do_bench`` does.
-
-    A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
-    see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
-    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable
-    runs in this process: it cannot be sent to another one.
-
-    ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
-    """
-    opts, sizes = BenchOptions.split(options, keywords)
-    from . import _cpu
-
-    if _cpu.wants_cpu(kernel, target):
-        return _cpu.bench(kernel, args, mode=opts.mode, flops=opts.flops, bytes=opts.bytes, warmup_ms=opts.warmup_ms,
-                          rep_ms=opts.rep_ms, min_rep=opts.min_rep, max_rep=opts.max_rep, backend=backend,
-                          out_idx=out_idx, outputs=outputs, seed=opts.seed, name=opts.name, sizes=sizes)
-    opts = dataclasses.replace(opts, rep_ms=opts.repetition_ms, ci_target=opts.interval_target)
-    torch = require_gpu()
-    from . import _worker
-
-    is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
-    if is_kernel:
-        prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
-            kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-        if isolate and not _worker.in_worker():
-            from . import _isolated
-
-            return _isolated.bench(_worker.default_worker(), prepared, args, {**opts.to_dict(), **sizes}, timeout)
-        timed = _prepare_kernel_launches(torch, prepared, args, sizes, opts)
-    elif callable(kernel):
-        timed = _prepare_callable(torch, kernel, opts)
+def measure(torch: Any, target: Prepared | Callable[[], Any], args: Sequence[Any], opts: BenchOptions,
+            sizes: dict[str, int]) -> BenchResult:
+    """Time ``target`` (a prepared kernel, or a zero-argument callable) here, on ``torch``'s
+    current GPU; see the module doc for the modes and :func:`tilelab.bench` for the options."""
+    opts = opts.resolved()
+    if isinstance(target, Prepared):
+        timed = _prepare_kernel_launches(torch, target, args, sizes, opts)
     else:
-        raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+        timed = _prepare_callable(torch, target, opts)
     return _measure(torch, timed, opts)
 
 

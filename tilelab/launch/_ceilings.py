@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from .models import Ceilings
 
@@ -80,51 +81,29 @@ def driver_version() -> str:
         return "unknown"
 
 
-def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n: int = 8192,
-                     dtype: str = "float16", rep_ms: float = 300.0, isolate: bool = True,
-                     timeout: float | None = 600.0) -> Ceilings:
-    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU, in
-    tilelab's worker process unless ``isolate=False``."""
-    from . import _worker
-    from ._run import require_gpu
-
-    torch = require_gpu()
-    device = torch.cuda.get_device_name()
-    key = cache_key(device, driver_version(), torch.__version__)
-    if not force:
-        cached = read_cache(key)
-        if cached is not None:
-            return cached
-    options = dict(copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms, key=key)
-    if isolate and not _worker.in_worker():
-        from . import _isolated
-
-        ceilings = _isolated.call(_worker.default_worker(), measure_once, (), options, timeout, "measure_ceilings")
-    else:
-        ceilings = measure_once(**options)
-    try:
-        write_cache(ceilings)
-    except OSError:
-        pass  # a read-only home still gets the measurement
-    return ceilings
+def current_key(torch: Any) -> str:
+    """The cache key of the GPU ``torch`` sees now."""
+    return cache_key(torch.cuda.get_device_name(), driver_version(), torch.__version__)
 
 
-def measure_once(*, copy_bytes: int, matmul_n: int, dtype: str, rep_ms: float, key: str,
-                 isolate: bool = False) -> Ceilings:
-    """The two measurements, uncached (in whichever process calls it)."""
-    from ._bench import bench
-    from ._run import require_gpu
+def measure_once(*, copy_bytes: int, matmul_n: int, dtype: str, rep_ms: float, key: str) -> Ceilings:
+    """The two measurements, uncached, here (:func:`tilelab.launch.measure_ceilings` chooses where)."""
+    import torch
 
-    torch = require_gpu()
+    from ._bench import measure
+    from ._options import BenchOptions
+
     device = torch.cuda.get_device_name()
     src = torch.randn(copy_bytes // 2, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
-    copy = bench(lambda: dst.copy_(src), bytes=2.0 * copy_bytes, flush_l2=False, rep_ms=rep_ms, name="copy")
+    copy = measure(torch, lambda: dst.copy_(src), (),  # noqa: F821 (called before the del below)
+                   BenchOptions(bytes=2.0 * copy_bytes, flush_l2=False, rep_ms=rep_ms, name="copy"), {})
     del src, dst
     tdt = getattr(torch, dtype)
     a = torch.randn(matmul_n, matmul_n, device="cuda", dtype=tdt)
     b = torch.randn(matmul_n, matmul_n, device="cuda", dtype=tdt)
-    mm = bench(lambda: torch.matmul(a, b), flops=2.0 * matmul_n ** 3, rep_ms=rep_ms, name="torch.matmul")
+    mm = measure(torch, lambda: torch.matmul(a, b), (),  # noqa: F821 (called before the del below)
+                 BenchOptions(flops=2.0 * matmul_n ** 3, rep_ms=rep_ms, name="torch.matmul"), {})
     del a, b
     torch.cuda.empty_cache()
     ceilings = Ceilings(

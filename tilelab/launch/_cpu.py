@@ -6,8 +6,8 @@ outputs, tolerances and result models as on the GPU; only the clock differs: a C
 timed with a wall clock (``time.perf_counter_ns``) around each call, which returns when the
 kernel has finished (the call is synchronous), so no events or synchronisation are needed.
 
-The entry points here are reached through small branches at the top of ``run``, ``bench`` and
-``sweep`` (:func:`wants_cpu`), so the GPU path stays as it is.
+The front door (``_api.py``) chooses this path with :func:`wants_cpu` and hands a kernel
+:func:`prepare` made to :func:`run` or :func:`bench` here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any, Callable, Sequence
 
 from .._errors import TilelabError
 from . import _checks, _inputs
+from ._kernel import Prepared, call_kernel, count_work, prepare_kernel, reference
+from ._options import BenchOptions, RunOptions
 from .models import BenchResult, RunResult
 
 CPU_METHOD = ("wall clock (time.perf_counter_ns) around each synchronous call on the CPU, "
@@ -69,17 +71,14 @@ def _torch():
     return torch
 
 
-def prepare(kernel: Any, *, backend: str | None, out_idx: Any, outputs: Sequence[str] | None) -> Any:
-    from ._run import Prepared, prepare_kernel
-
+def prepare(kernel: Any, *, backend: str | None, out_idx: Any, outputs: Sequence[str] | None) -> Prepared:
+    """``kernel`` compiled for target ``c`` (unless it already is a prepared one)."""
     if isinstance(kernel, Prepared):
         return kernel
     return prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs, target="c")
 
 
-def _launch(prepared: Any, args: list[Any], pattern: int) -> tuple[list[Any], list[bool]]:
-    from ._run import call_kernel
-
+def _launch(prepared: Prepared, args: list[Any], pattern: int) -> tuple[list[Any], list[bool]]:
     launch = [p for p in prepared.params if p.passed_at_launch]
     for a, p in zip(args, launch):
         if p.is_output:
@@ -93,26 +92,22 @@ def _launch(prepared: Any, args: list[Any], pattern: int) -> tuple[list[Any], li
     return outs, [p.passed_at_launch for p in prepared.outputs]
 
 
-def run(kernel: Any, tensors_or_shapes: Sequence[Any], *, ref: Callable[..., Any] | None, tolerance: float | None,
-        backend: str | None, out_idx: Any, outputs: Sequence[str] | None, seed: int | None, ref_dtype: Any,
-        worst: int, sizes: dict[str, int]) -> RunResult:
-    """:func:`tilelab.run` on the CPU (same checks and result model)."""
-    from ._run import _reference
-
+def run(prepared: Prepared, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int]) -> RunResult:
+    """:func:`tilelab.run` on the CPU (same checks and result model) of a kernel :func:`prepare` made."""
     torch = _torch()
-    prepared = prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-    args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cpu", seed=seed)
+    ref = opts.ref
+    args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cpu", seed=opts.seed)
     launch = [p for p in prepared.params if p.passed_at_launch]
     notes: list[str] = []
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
-    expected = _reference(torch, ref, inputs, ref_dtype, notes) if ref is not None else None
+    expected = reference(torch, ref, inputs, opts.ref_dtype, notes) if ref is not None else None
     outs, poisoned, seconds = _checks.poisoned_launches(
         lambda prepared, args, bound, pattern: _launch(prepared, args, pattern), prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
                          f"({', '.join(p.name for p in prepared.outputs)})")
-    checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes, tolerance=tolerance,
-                                   worst=worst, tile=None,
+    checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
+                                   tolerance=opts.tolerance, worst=opts.worst, tile=None,
                                    unpoisoned="is allocated by the kernel's launcher (out_idx) from torch's CPU "
                                               "allocator, which cannot be poisoned first")
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend, device=cpu_name(),
@@ -132,23 +127,20 @@ def time_calls(fn: Callable[[], Any], n_warmup: int, n_rep: int) -> list[float]:
     return samples
 
 
-def bench(kernel: Any, args: Sequence[Any], *, mode: str, flops: float | None, bytes: float | None,
-          warmup_ms: float, rep_ms: float | None, min_rep: int, max_rep: int, backend: str | None,
-          out_idx: Any, outputs: Sequence[str] | None, seed: int | None, name: str | None,
+def bench(kernel: Prepared | Callable[[], Any], args: Sequence[Any], opts: BenchOptions,
           sizes: dict[str, int]) -> BenchResult:
-    """:func:`tilelab.bench` on the CPU: wall-clock samples, the method named in the result."""
-    from ._bench import count_work
-    from ._run import Prepared, call_kernel, is_tilelang_kernel
-
+    """:func:`tilelab.bench` on the CPU of a kernel :func:`prepare` made, or of a zero-argument
+    callable: wall-clock samples, the method named in the result."""
+    mode, name, flops, bytes = opts.mode, opts.name, opts.flops, opts.bytes
     notes: list[str] = []
     if mode != "sustained":
         notes.append(f"mode {mode!r} is a GPU timing mode; on the CPU every mode times back-to-back calls")
     bound: dict[str, int] = {}
     backend_used = ""
-    if is_tilelang_kernel(kernel) or isinstance(kernel, Prepared):
-        prepared = prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    if isinstance(kernel, Prepared):
+        prepared = kernel
         kname, backend_used = prepared.name, prepared.backend
-        launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cpu", seed=seed)
+        launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cpu", seed=opts.seed)
         # TileLang's CPU T.gemm is a scalar loop nest with no marker in the C source: FLOPs are
         # counted only when given (flops=...); bytes always.
         auto_flops, auto_bytes = count_work(prepared.params, bound, prepared.kernel_source())
@@ -166,8 +158,8 @@ def bench(kernel: Any, args: Sequence[Any], *, mode: str, flops: float | None, b
     start = time.perf_counter()
     fn()
     estimate = max((time.perf_counter() - start) * 1e3, 1e-3)
-    n_warmup = max(1, int(warmup_ms / estimate))
-    n_rep = int(min(max_rep, max(min_rep, (rep_ms if rep_ms is not None else 100.0) / estimate)))
+    n_warmup = max(1, int(opts.warmup_ms / estimate))
+    n_rep = int(min(opts.max_rep, max(opts.min_rep, (opts.rep_ms if opts.rep_ms is not None else 100.0) / estimate)))
     samples = time_calls(fn, n_warmup, n_rep)
     return BenchResult(kernel=name or kname, samples_ms=tuple(samples), mode=mode, method=CPU_METHOD, flops=flops,
                        bytes=bytes, device=cpu_name(), backend=backend_used, sizes=tuple(sorted(bound.items())),

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import _inputs, _worker
-from ._run import KernelLaunchError, Prepared
+from ._cuda_errors import KernelLaunchError
+from ._kernel import Prepared, prepare_kernel
 
 RUN_TIMEOUT_S = 30.0  # one verified launch: honest kernels take milliseconds
 BENCH_TIMEOUT_S = 60.0  # added to the bench's own warm-up and repetition time
@@ -99,8 +100,6 @@ def prepare_payload(payload: tuple) -> Prepared:
     cache answers) and prepared to launch: the worker's and the sanitizer child's way in."""
     import tilelang
 
-    from ._run import prepare_kernel
-
     func, out_idx, target, backend, pass_configs, flags, outputs = payload
     compiled = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
                                 pass_configs=pass_configs or None, compile_flags=flags)
@@ -122,14 +121,14 @@ def _mark_isolated(err: BaseException) -> BaseException:
 
 def poisoned_launch_in_worker(ref: KernelRef, args: list[Any], bound: dict[str, int], pattern: int,
                               dests: list[Any]) -> list[bool]:
-    """``_run._poisoned_launch`` on the shared tensors; outputs the launcher allocates are copied
+    """``_run.poisoned_launch`` on the shared tensors; outputs the launcher allocates are copied
     into ``dests`` (the notebook's tensors). Returns the poisoned flags."""
-    from ._run import _poisoned_launch
+    from ._run import poisoned_launch
 
     torch = _torch()
     prepared = _LOADED[load_in_worker(ref)]
     try:
-        outs, poisoned = _poisoned_launch(torch, prepared, list(args), bound, pattern)
+        outs, poisoned = poisoned_launch(torch, prepared, list(args), bound, pattern)
         callee = iter(dests)
         for p, out in zip(prepared.outputs, outs):
             if not p.passed_at_launch:
@@ -141,20 +140,24 @@ def poisoned_launch_in_worker(ref: KernelRef, args: list[Any], bound: dict[str, 
 
 
 def bench_in_worker(ref: KernelRef, args: tuple, options: dict[str, Any]) -> Any:
-    from ._bench import bench
+    """``_bench.measure`` of the loaded kernel; ``options`` are a :class:`BenchOptions`'s fields
+    and the kernel's sizes, in one dict."""
+    from ._bench import measure
+    from ._options import BenchOptions
 
+    opts, sizes = BenchOptions.split(None, options)
     prepared = _LOADED[load_in_worker(ref)]
     try:
-        return bench(prepared, *args, isolate=False, **options)
+        return measure(_torch(), prepared, args, opts, sizes)
     except BaseException as err:
         raise _mark_isolated(err)
 
 
 def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Any module-level launch function (ceilings, launch overhead) with ``isolate=False``."""
+    """Any module-level function that measures here (ceilings, launch overhead)."""
     _torch()
     try:
-        return fn(*args, isolate=False, **kwargs)
+        return fn(*args, **kwargs)
     except BaseException as err:
         raise _mark_isolated(err)
 
@@ -224,7 +227,7 @@ def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | No
 
 def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any], bound: dict[str, int],
                     pattern: int, timeout: float | None) -> tuple[list[Any], list[bool]]:
-    """The isolated counterpart of ``_run._poisoned_launch``: same answer, launched in ``worker``."""
+    """The isolated counterpart of ``_run.poisoned_launch``: same answer, launched in ``worker``."""
     import torch
 
     dests = []
@@ -263,7 +266,7 @@ def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], optio
 
 def call(worker: _worker.Worker, fn: Any, args: tuple, kwargs: dict[str, Any], timeout: float | None,
          label: str) -> Any:
-    """``fn(*args, isolate=False, **kwargs)`` in the worker (ceilings, launch overhead)."""
+    """``fn(*args, **kwargs)`` in the worker (ceilings, launch overhead)."""
     try:
         return worker.call(call_in_worker, fn, tuple(args), dict(kwargs), timeout=timeout, label=label)
     except _worker.WorkerTimeout as err:

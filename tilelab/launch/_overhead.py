@@ -15,8 +15,8 @@ import statistics
 import time
 from typing import Any, Sequence
 
-from ._run import device_name, prepare_kernel, require_gpu
 from . import _inputs
+from ._kernel import device_name, prepare_kernel
 from .models import LaunchOverhead
 
 RUNNABLE_BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
@@ -59,26 +59,11 @@ def time_calls(call: Any, args: Sequence[Any], batches: int, per_batch: int, syn
     return samples
 
 
-def launch_overhead(kernel: Any = None, *args: Any, backends: Sequence[str] = RUNNABLE_BACKENDS,
-                    calls: int = 2000, batches: int = 20, warmup: int = 200, out_idx: Any = -1,
-                    isolate: bool = True, timeout: float | None = 600.0, **sizes: int) -> LaunchOverhead:
-    """Host microseconds per call of ``kernel`` through each backend (compiled with ``out_idx``,
-    so the figure includes output allocation, as a notebook user's call would).
+def measure_overhead(kernel: Any, *args: Any, backends: Sequence[str], calls: int, batches: int, warmup: int,
+                     out_idx: Any, **sizes: int) -> LaunchOverhead:
+    """:func:`tilelab.launch.launch_overhead` here, in this process."""
+    import torch
 
-    ``calls`` calls in ``batches`` batches: each sample is the mean of one batch. Measured in
-    tilelab's worker process unless ``isolate=False`` (a compiled kernel travels as its prim_func)."""
-    if batches < 1 or calls < batches:
-        raise ValueError(f"calls ({calls}) must be at least batches ({batches}), and batches at least 1")
-    torch = require_gpu()
-    from . import _worker
-
-    if isolate and not _worker.in_worker():
-        from . import _isolated
-
-        shipped = getattr(kernel, "prim_func", kernel)  # a JITKernel does not pickle; its prim_func does
-        return _isolated.call(_worker.default_worker(), launch_overhead, (shipped, *args),
-                              dict(backends=tuple(backends), calls=calls, batches=batches, warmup=warmup,
-                                   out_idx=out_idx, **sizes), timeout, "launch_overhead")
     source = kernel if kernel is not None else default_kernel()
     per_backend: list[tuple[str, tuple[float, ...]]] = []
     errors: list[tuple[str, str]] = []

@@ -1,0 +1,184 @@
+"""The front door of every launch: :func:`run`, :func:`bench`, :func:`measure_ceilings` and
+:func:`launch_overhead` choose where the work happens (the CPU for target ``c``, tilelab's worker
+process, or this process) and hand it to the module that does it here (``_run.verify``,
+``_bench.measure``, ``_cpu``, ``_ceilings.measure_once``, ``_overhead.measure_overhead``), or to
+``_isolated``, which sends it to the worker. This is the only module that makes that choice; the
+worker calls the modules that do the work, never this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
+from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
+from ._options import BenchOptions, RunOptions
+from .models import BenchResult, Ceilings, LaunchOverhead, RunResult
+
+
+def worker_for(isolate: bool) -> _worker.Worker | None:
+    """The worker process to launch in, or None to launch in this process: with ``isolate`` unless
+    this process is the worker already (never a worker inside the worker)."""
+    if isolate and not _worker.in_worker():
+        return _worker.default_worker()
+    return None
+
+
+def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None, backend: str | None = None,
+        out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
+        timeout: float | None = None, target: Any = None, **keywords: Any) -> RunResult:
+    """Launch ``kernel`` once on the GPU and verify it.
+
+    Inputs not given are built from the signature (random values of each dtype, on the GPU);
+    dynamic sizes come from keyword arguments (``M=4096``) or from the tensors and shapes given,
+    and tensors given are checked (shape, dtype, device, contiguity, TMA alignment) first.
+    Outputs are poisoned (every byte 0xFF) before the launch and checked for elements never
+    written; where 0xFF bytes are a valid value of the output's dtype (integers, fnuz float8)
+    the kernel is launched a second time with another pattern, and an element counts as
+    unwritten only if it kept the poison both times. With ``ref``, a callable on the same inputs
+    (upcast to float64, integers too where exact, or ``ref_dtype``), each output is compared by
+    relative error norm against ``tolerance``, by default :func:`tilelab.launch.tolerance_for`
+    of the output's dtype, the inputs' dtypes and the reduction length K of a GEMM-shaped kernel.
+    An output that fails carries a map of its tiles (``OutputCheck.tiles``: wrong, unwritten or
+    right per tile of the kernel's block shape, or of ``tile=(rows, cols)``).
+
+    The launch happens in tilelab's warm worker process (``isolate=True``, the default): a kernel
+    that hangs ends in :class:`KernelLaunchError` (kind "timeout") after ``timeout`` seconds
+    (default 30), and an illegal address loses the worker's CUDA context, not this process's.
+    ``isolate=False`` launches in this process.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
+    (``tilelab.launch._cpu``); AMD and Apple targets are inspect-only and refused with a reason.
+
+    ``ref``, ``tolerance``, ``seed``, ``ref_dtype``, ``worst`` and ``tile`` are the fields of
+    :class:`RunOptions`, given as keywords or as one ``options=`` record; every other keyword is a
+    dynamic size of the kernel.
+    """
+    opts, sizes = RunOptions.split(options, keywords)
+    if _cpu.wants_cpu(kernel, target):
+        prepared = _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+        return _cpu.run(prepared, tensors_or_shapes, opts, sizes)
+    torch = require_gpu()
+    prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    worker = worker_for(isolate)
+    launcher: _run.Launcher
+    if worker is not None:
+        def launcher(prepared: Prepared, args: list[Any], bound: dict[str, int], pattern: int
+                     ) -> tuple[list[Any], list[bool]]:
+            return _isolated.poisoned_launch(worker, prepared, args, bound, pattern, timeout)
+    else:
+        def launcher(prepared: Prepared, args: list[Any], bound: dict[str, int], pattern: int
+                     ) -> tuple[list[Any], list[bool]]:
+            return _run.poisoned_launch(torch, prepared, args, bound, pattern)
+    return _run.verify(torch, prepared, tensors_or_shapes, opts, sizes, launcher)
+
+
+def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
+          out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
+          timeout: float | None = None, target: Any = None, **keywords: Any) -> BenchResult:
+    """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
+    ``lambda: torch.matmul(a, b)``) with CUDA events; :mod:`tilelab.launch._bench` describes the modes.
+
+    The measurement options are the fields of :class:`BenchOptions`, given as keywords
+    (``mode=``, ``flops=``, ``bytes=``, ``warmup_ms=``, ``rep_ms=``, ``min_rep=``, ``max_rep=``,
+    ``flush_l2=``, ``rotate=``, ``idle_ms=``, ``graph_batch=``, ``seed=``, ``name=``,
+    ``ci_target=``, ``max_rounds=``, ``telemetry=``, ``steady=``, ``steady_cap_ms=``) or as one
+    ``options=`` record; every other keyword is a dynamic size of the kernel (``M=4096``).
+
+    Inputs are built (and given tensors checked) as for :func:`tilelab.run`. Rates come from
+    ``flops``/``bytes`` when given, else from the signature (bytes of every tensor; 2*M*N*K
+    for kernels whose compiled source multiplies matrices, see :func:`count_work`).
+    Repetitions: ``sustained`` and ``graph`` derive them, as ``do_bench``, from ``warmup_ms`` and
+    ``rep_ms`` (default: 1000 ms of kernel time in steady sustained mode, long enough to average
+    the clock wander of a power-capped GPU; 100 ms for graph mode and ``steady=False``) over a
+    first estimate, bounded by
+    ``min_rep``/``max_rep``. ``isolated`` counts the idle gap, the spin and the kernel in
+    ``rep_ms`` (default 500 ms of wall time) and makes at most 300 launches.
+    ``graph`` captures a multiple of the rotating copies, at least ``graph_batch`` launches.
+    ``result.ci_ms`` is the median's 95% interval, taken from batches of consecutive launches
+    (:func:`tilelab.launch._stability.median_interval`), so that it stays honest when the GPU's
+    clock wanders and neighbouring launches read the same clock; ``result.ci_correlated`` marks
+    an interval whose batches still followed each other (likely too narrow). ``ci_target``
+    (default ``"auto"``: 0.005 in steady sustained mode, None in the others): measure again, a
+    round of ``rep_ms`` at a time and up to ``max_rounds`` (4) rounds in all, until that
+    interval is within +-ci_target of the median and its batches are not correlated; the notes
+    say how many rounds it took, or that the cap stopped it. On a steady GPU one round suffices.
+    ``ci_target=None``: one round. ``telemetry``: sample clocks, power, temperature and throttle
+    reasons through NVML during the measurement (needs nvidia-ml-py) into ``result.telemetry``.
+
+    ``steady`` (sustained mode only; default True): before measuring, launch back to back in
+    batches of about 15 ms until the GPU's per-batch median stops drifting, for at least
+    ``warmup_ms`` and 1 s and at most ``steady_cap_ms`` (then it measures anyway and says so in
+    ``result.notes``; the notes say how long the warm-up took). ``steady=False`` warms up for
+    ``warmup_ms`` only, as ``do_bench`` does.
+
+    A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
+    see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
+    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable
+    runs in this process: it cannot be sent to another one.
+
+    ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
+    """
+    opts, sizes = BenchOptions.split(options, keywords)
+    cpu = _cpu.wants_cpu(kernel, target)
+    torch = None if cpu else require_gpu()
+    is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
+    if not is_kernel and not callable(kernel):
+        raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+    if cpu:
+        timed: Prepared | Callable[[], Any] = (
+            _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs) if is_kernel else kernel)
+        return _cpu.bench(timed, args, opts, sizes)
+    opts = opts.resolved()
+    if not is_kernel:  # a callable cannot be sent to another process: it is timed here
+        return _bench.measure(torch, kernel, args, opts, sizes)
+    prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
+        kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    worker = worker_for(isolate)
+    if worker is not None:
+        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout)
+    return _bench.measure(torch, prepared, args, opts, sizes)
+
+
+def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n: int = 8192,
+                     dtype: str = "float16", rep_ms: float = 300.0, isolate: bool = True,
+                     timeout: float | None = 600.0) -> Ceilings:
+    """Measure (or read from the cache) the copy bandwidth and matmul rate of this GPU, in
+    tilelab's worker process unless ``isolate=False``."""
+    torch = require_gpu()
+    key = _ceilings.current_key(torch)
+    if not force:
+        cached = _ceilings.read_cache(key)
+        if cached is not None:
+            return cached
+    options = dict(copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms, key=key)
+    worker = worker_for(isolate)
+    if worker is not None:
+        ceilings = _isolated.call(worker, _ceilings.measure_once, (), options, timeout, "measure_ceilings")
+    else:
+        ceilings = _ceilings.measure_once(**options)
+    try:
+        _ceilings.write_cache(ceilings)
+    except OSError:
+        pass  # a read-only home still gets the measurement
+    return ceilings
+
+
+def launch_overhead(kernel: Any = None, *args: Any, backends: Sequence[str] = _overhead.RUNNABLE_BACKENDS,
+                    calls: int = 2000, batches: int = 20, warmup: int = 200, out_idx: Any = -1,
+                    isolate: bool = True, timeout: float | None = 600.0, **sizes: int) -> LaunchOverhead:
+    """Host microseconds per call of ``kernel`` through each backend (compiled with ``out_idx``,
+    so the figure includes output allocation, as a notebook user's call would).
+
+    ``calls`` calls in ``batches`` batches: each sample is the mean of one batch. Measured in
+    tilelab's worker process unless ``isolate=False`` (a compiled kernel travels as its prim_func)."""
+    if batches < 1 or calls < batches:
+        raise ValueError(f"calls ({calls}) must be at least batches ({batches}), and batches at least 1")
+    require_gpu()
+    options = dict(backends=tuple(backends), calls=calls, batches=batches, warmup=warmup, out_idx=out_idx, **sizes)
+    worker = worker_for(isolate)
+    if worker is not None:
+        shipped = getattr(kernel, "prim_func", kernel)  # a JITKernel does not pickle; its prim_func does
+        return _isolated.call(worker, _overhead.measure_overhead, (shipped, *args), options, timeout,
+                              "launch_overhead")
+    return _overhead.measure_overhead(kernel, *args, **options)

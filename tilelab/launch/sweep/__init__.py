@@ -1,0 +1,83 @@
+"""``tilelab.sweep``: compile configurations in parallel, benchmark each, tabulate.
+
+One package, one room per concern:
+
+* ``_plan``: the options (:class:`SweepOptions`), configurations and sizes, one ``Job`` per row,
+  and the best row at each size (:func:`mark_best`);
+* ``_tasks``: the compile task and the one row step (check against ``ref``, the work, ``bench_fn``,
+  a lost CUDA context), here or wherever a runner sends it;
+* ``_inline``: a sweep in this process (compiles in threads, rows one at a time);
+* ``_runners``: where tasks run in a sweep over devices (this host's GPUs, a Dask cluster);
+* ``_distributed``: that sweep's course (row cache, live table, baselines), ``_final`` its final
+  round on one device, ``_rowcache`` its finished rows on disk, ``_show`` the progress bar and table.
+
+Every configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
+The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the tests use a fake.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..models import SweepTable
+from ._plan import Config, Space, SweepOptions, expand, mark_best
+
+
+def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None, *,
+          options: SweepOptions | None = None, **keywords: Any) -> SweepTable:
+    """Benchmark every configuration of ``factory`` at every size; mark the best per size.
+
+    ``factory(**size, **config)`` returns a TileLang kernel (``examples/gemm.py:matmul``).
+    ``params``/``sizes``: a dict of lists (cartesian product) or a list of dicts. The options are
+    the fields of :class:`SweepOptions`, as keywords or one ``options=`` record:
+    ``flops`` and ``bytes`` are callables of the size's keywords (counted from the signature
+    when omitted); ``ref`` checks each configuration with :func:`tilelab.run` before it is timed;
+    ``baseline`` maps a label to ``f(**size) -> zero-argument callable`` timed on the same terms
+    (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
+    that size unless ``flops``/``bytes`` say otherwise. ``mode`` and ``bench_kwargs`` go to
+    :func:`tilelab.bench`; ``workers`` compile threads; ``backend``/``out_idx`` to the compile;
+    ``compile_fn``/``bench_fn``/``check_fn`` replace the compile, bench and check steps.
+
+    ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
+    on every listed GPU at once, one configuration per GPU; ``client=`` (a
+    ``dask.distributed.Client``) does the same on a Dask cluster (see
+    :mod:`tilelab.launch.sweep._distributed`). Those sweeps show one progress bar and, in a notebook, the
+    table growing as rows finish; each row says where it ran and how long its compile and bench
+    took; finished rows are cached on disk, so an interrupted sweep resumes when called again
+    (``force=True`` measures everything again). Two GPUs of one model can differ by about 1%, as
+    much as close configurations do, so after such a sweep the ``finalists`` (default 3) fastest
+    configurations at each size are ranked on one device (the first of ``devices``, or the first
+    GPU worker of the cluster): those the sweep measured elsewhere are timed again there, one after
+    another, and those it measured there keep that figure; their ``final_ms`` decides the best.
+
+    Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
+    a row of stage "check". Checks and benchmarks run in tilelab's worker process
+    (``isolate=True``, the default), each within ``timeout`` seconds (see :func:`tilelab.bench`):
+    a configuration that hangs or crashes is a failed row with its reason, and the sweep goes on
+    with a fresh worker. With ``isolate=False`` a sticky CUDA error
+    (``KernelLaunchError.sticky``) leaves this process's context unusable: the sweep stops there,
+    and every row after it is "not run", with a note naming the configuration that caused it.
+    Interrupting (the stop button, Ctrl-C) keeps the rows measured so far: the rest are "not run".
+
+    ``target="c"`` compiles every configuration for the CPU and times it there (wall clock);
+    ``backend`` defaults to tvm_ffi (cython for the CPU).
+    """
+    opts = SweepOptions.merge(options, keywords)
+    if opts.devices is not None or opts.client is not None:  # every GPU of the host, or a Dask cluster
+        from ._distributed import distributed_sweep
+
+        return distributed_sweep(factory, expand(params), expand(sizes), opts)
+    from ._inline import inline_sweep
+
+    return inline_sweep(factory, expand(params), expand(sizes), opts)
+
+
+def shutdown_compile_pools() -> None:
+    """Stop the compile processes that ``sweep(..., devices=...)`` keeps for the next sweep (each
+    holds TileLang and torch in memory); the next such sweep starts new ones."""
+    from ._runners import shutdown_compile_pools as stop
+
+    stop()
+
+
+__all__ = ["Config", "Space", "SweepOptions", "expand", "mark_best", "shutdown_compile_pools", "sweep"]

@@ -1,0 +1,171 @@
+"""What a sweep is asked to do: its options (:class:`SweepOptions`), the configurations and sizes
+(:func:`expand`), one :class:`Job` per row, the keywords every benchmark gets, and which row is the
+best at each size (:func:`mark_best`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..models import BenchResult, SweepRow
+
+Config = dict[str, Any]
+Space = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None
+
+
+def expand(space: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None) -> list[Config]:
+    """A dict of lists -> the cartesian product (in order); a list of dicts -> itself."""
+    if space is None:
+        return [{}]
+    if isinstance(space, Mapping):
+        keys = list(space)
+        return [dict(zip(keys, values)) for values in itertools.product(*(list(space[k]) for k in keys))]
+    return [dict(item) for item in space]
+
+
+def short_error(err: BaseException) -> str:
+    """"RuntimeError: the first line of its message" (at most 300 characters), for a row."""
+    text = str(err).strip() or type(err).__name__
+    first = text.splitlines()[0]
+    return f"{type(err).__name__}: {first[:300]}"
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How :func:`sweep` compiles, checks and times: every keyword of ``sweep`` after the two spaces.
+
+    ``sweep(f, params, sizes, mode="graph", ref=ref)`` and
+    ``sweep(f, params, sizes, options=SweepOptions(mode="graph", ref=ref))`` are the same call; a
+    keyword given beside ``options`` replaces that field. See :func:`sweep` for each field.
+    """
+
+    mode: str = "sustained"
+    flops: Callable[..., float] | None = None  # f(**size) -> FLOPs; counted from the signature when None
+    bytes: Callable[..., float] | None = None
+    ref: Callable[..., Any] | None = None
+    baseline: Mapping[str, Callable[..., Callable[[], Any]]] | None = None
+    workers: int | None = None
+    backend: str | None = None  # None: tvm_ffi (cython for the CPU)
+    out_idx: Any = -1
+    bench_kwargs: Mapping[str, Any] | None = None
+    progress: bool = True
+    compile_fn: Callable[..., Callable[[], Any]] | None = None
+    devices: str | Sequence[int] | None = None
+    client: Any = None
+    force: bool = False
+    bench_fn: Callable[..., BenchResult] | None = None
+    check_fn: Callable[..., Any] | None = None
+    name: str | None = None
+    isolate: bool = True
+    timeout: float | None = None
+    target: Any = None  # "c": compile every configuration for the CPU and time it there
+    # leaders per size timed again on one device after a sweep over several (0: none; 1 changes
+    # nothing: a leader alone has nothing to be ranked against)
+    finalists: int = 3
+
+    def __post_init__(self) -> None:
+        if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
+            from ..._errors import OptionError
+
+            raise OptionError(f"sweep option finalists={self.finalists!r}: pass a non-negative int, how many of "
+                              "the fastest configurations at each size are timed again on one device after a "
+                              "sweep over several devices (default 3; 0 turns that final round off)")
+
+    @classmethod
+    def merge(cls, options: SweepOptions | None, keywords: dict[str, Any]) -> SweepOptions:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(keywords) - set(fields))
+        if unknown:
+            raise TypeError(f"sweep() has no option {', '.join(map(repr, unknown))}; its options are "
+                            f"{', '.join(fields)} (sizes go in the sizes= space, not as keywords)")
+        return dataclasses.replace(options or cls(), **keywords)
+
+    def bench_options(self) -> dict[str, Any]:
+        """The keywords every benchmark of the sweep gets: ``bench_kwargs`` over mode, isolate, timeout."""
+        out = dict(self.bench_kwargs or {})
+        out.setdefault("mode", self.mode)
+        out.setdefault("isolate", self.isolate)
+        if self.timeout is not None:
+            out.setdefault("timeout", self.timeout)
+        return out
+
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row to produce: a configuration at a size, or a baseline (``label``) at a size, whose
+    ``config`` then carries its callable's maker and the work to rate it by."""
+
+    index: int
+    size: tuple[tuple[str, int], ...]
+    config: tuple[tuple[str, Any], ...]
+    key: str = ""  # the row cache key ("" for rows measured every time: baselines, a sweep on one GPU)
+    label: str | None = None
+
+
+def size_key(size: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    return tuple((k, int(v)) for k, v in size.items())
+
+
+def make_jobs(configs: list[Config], sizes: list[Config],
+              key: Callable[[Config, Config], str] | None = None) -> list[Job]:
+    """One job per size and configuration (sizes outer, configurations inner), numbered in that order."""
+    return [Job(i, size_key(size), tuple(config.items()), key(size, config) if key else "")
+            for i, (size, config) in enumerate(itertools.product(sizes, configs))]
+
+
+def describe(job: Job) -> str:
+    """"block=64 at size 1024x1024": a row's configuration (or baseline) and size, for notes."""
+    name = job.label or ", ".join(f"{k}={v}" for k, v in job.config) or "(defaults)"
+    return f"{name} at size " + size_text(job.size)
+
+
+def size_text(size: tuple) -> str:
+    return "x".join(str(v) for _, v in size) or "-"
+
+
+def size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
+    """Dynamic sizes for bench: only those the kernel's signature names symbolically."""
+    params = getattr(kernel, "params", None)
+    if not params:
+        return {}
+    symbols = {d for p in params for d in getattr(p, "shape", ()) if isinstance(d, str)}
+    return {k: int(v) for k, v in size.items() if k in symbols}
+
+
+def distributed_bench_kwargs(opts: SweepOptions) -> dict[str, Any]:
+    """The keywords of every bench task of a sweep over devices: ``bench_kwargs``, the mode, and how
+    launches are isolated. ``isolate`` is forwarded only when False: a daemonic Dask worker falls
+    back to in-process launches by itself (and says so) when the caller did not ask for isolation."""
+    kwargs = {**(opts.bench_kwargs or {}), **({"isolate": False} if not opts.isolate else {}),
+              **({"timeout": opts.timeout} if opts.timeout is not None else {})}
+    kwargs.setdefault("mode", opts.mode)
+    return kwargs
+
+
+def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
+    """Mark the fastest successful configuration (baselines excluded) at each size: at a size with
+    a final round (rows with ``final_ms``, timed one after another on one device) the finalist
+    with the lowest ``final_ms``, since the sweep's medians came from different devices;
+    elsewhere the lowest median."""
+    rows = [dataclasses.replace(r, best=False) for r in rows]
+    candidates = [i for i, r in enumerate(rows) if r.ok and r.label is None]
+    final_sizes = {rows[i].size for i in candidates if rows[i].final_ms is not None}
+
+    def figure(r: SweepRow) -> float | None:
+        return r.final_ms if r.size in final_sizes else r.median_ms
+
+    best: dict[tuple, int] = {}
+    for i in candidates:
+        ms = figure(rows[i])
+        if ms is None:  # at a size with a final round, a row without a final figure cannot be best
+            continue
+        j = best.get(rows[i].size)
+        if j is None or ms < (figure(rows[j]) or 0):
+            best[rows[i].size] = i
+    for i in best.values():
+        rows[i] = dataclasses.replace(rows[i], best=True)
+    return rows

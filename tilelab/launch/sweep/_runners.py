@@ -1,0 +1,454 @@
+"""Where a sweep's tasks run: every GPU of this host (:class:`LocalRunner`: compile tasks in a kept
+pool of processes, one bench thread per GPU), or a Dask cluster (:class:`DaskRunner`, routed by the
+workers' declared resources). Both report to one event queue: ("compiled", index, Compiled) and
+("benched", index, Benched)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, Callable
+
+from ..._errors import NoGpuError, TilelabError
+from . import _tasks
+from ._plan import Job, short_error
+from ._tasks import BenchPlan, Benched, Compiled, bench_task, compile_task
+
+
+class MixedDevicesError(TilelabError, ValueError):
+    """The GPUs of a sweep are not all one model."""
+
+
+class DevicesError(TilelabError, ValueError):
+    """``devices=`` names no GPU this process can use."""
+
+
+
+@contextlib.contextmanager
+def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
+    """Make ``device`` current in this thread: tilelab.run/bench allocate and launch there (and,
+    where they launch in a worker process, pick that device's worker)."""
+    if not use_cuda:
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(device):
+        yield
+
+
+# workers -> (sys.path and environment it started with, when (time.time_ns), the pool)
+_POOLS: dict[int, tuple[str, int, ProcessPoolExecutor]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _started_with() -> str:
+    """What a compile process reads once, when it starts: the import path and the environment."""
+    import sys
+
+    return hashlib.sha256(json.dumps([list(sys.path), sorted(os.environ.items())]).encode()).hexdigest()
+
+
+def _edited_since(ns: int) -> str | None:
+    """A module of the user's own (not installed: outside the interpreter's prefixes and any
+    site-packages folder) whose file changed after ``ns`` (time.time_ns), if any."""
+    import sys
+
+    prefixes = {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = tuple({os.path.join(p, "") for p in prefixes} | {os.path.join(os.path.realpath(p), "") for p in prefixes})
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        # the cheap tests first: most loaded modules are installed ones (no realpath's stat calls)
+        if not path or "site-packages" in path or "dist-packages" in path or path.startswith(roots):
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(roots):
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(real).st_mtime_ns > ns:
+                return name
+    return None
+
+
+def _compile_pool(workers: int) -> ProcessPoolExecutor:
+    """The host's pool of compile processes, kept for the next sweep: a spawned process takes
+    seconds to import torch and TileLang, which every sweep would otherwise pay again before its
+    first compile. It is replaced when it broke (a process died), or when what its processes
+    started with changed: ``sys.path``, the environment, or a module of the user's own edited on
+    disk since (a kept process would compile the module's old code)."""
+    import multiprocessing
+
+    token = _started_with()
+    with _POOLS_LOCK:
+        kept = _POOLS.get(workers)
+        if kept is not None:
+            started, created, pool = kept
+            if (started != token or _edited_since(created) or getattr(pool, "_broken", False)
+                    or getattr(pool, "_shutdown_thread", False)):
+                _stop_pool(pool, kill=False)
+                kept = None
+        if kept is None:
+            kept = (token, time.time_ns(),
+                    ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")))
+            _POOLS[workers] = kept
+        return kept[2]
+
+
+def _stop_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
+    """Shut a pool down; with ``kill``, end its processes too (tasks already running in them,
+    which cancelling cannot stop, would otherwise hold the next sweep back)."""
+    if kill:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(Exception):
+                process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _retire_pool(pool: ProcessPoolExecutor) -> None:
+    """Take a pool out of the kept ones and end its processes."""
+    with _POOLS_LOCK:
+        for workers, (_, _, kept) in list(_POOLS.items()):
+            if kept is pool:
+                del _POOLS[workers]
+    _stop_pool(pool, kill=True)
+
+
+def shutdown_compile_pools() -> None:
+    """Stop the kept compile processes (they also stop when Python exits)."""
+    with _POOLS_LOCK:
+        pools = [pool for _, _, pool in _POOLS.values()]
+        _POOLS.clear()
+    for pool in pools:
+        _stop_pool(pool, kill=False)
+
+
+class LocalRunner:
+    """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
+    one bench thread per GPU, each taking the next compiled configuration."""
+
+    passes_futures = False  # a bench task gets the compile task's outcome
+
+    def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
+        self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None  # the kept pool this sweep compiles in
+        self._futures: list[Any] = []  # this sweep's compile tasks in it
+        self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
+        self._queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._alive = len(self.devices)
+        self._lost: str | None = None
+        self._lost_devices: set[int] = set()
+        self._closed = False
+        self._bench_threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
+                                                name=f"tilelab-bench-cuda:{d}") for d in self.devices]
+        for t in self._bench_threads:
+            t.start()
+
+    def compile(self, index: int, step: Callable[[], Any]) -> None:
+        blob = _tasks.dumps(step)
+        if blob is not None:
+            if self._pool is None:
+                self._pool = _compile_pool(self.workers)
+            fut = self._pool.submit(_tasks.compile_pickled, index, blob)
+            self._futures.append(fut)
+        else:
+            fut = self._threads.submit(compile_task, index, step)
+
+        def done(f: Any) -> None:
+            try:
+                value = f.result()
+            except BaseException as err:  # the pool itself failed (a compile process died)
+                value = Compiled(index, error=short_error(err), stage="compile")
+            self.events.put(("compiled", index, value))
+
+        fut.add_done_callback(done)
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
+        with self._lock:
+            if self._alive == 0:
+                self.events.put(("benched", job.index, Benched(job.index, error=self._lost, stage="not run")))
+                return
+            if compiled is not None:
+                self._queue.put((plan, job, compiled))
+                return
+        # A baseline runs here, on the first GPU, once the configurations are done: its callable
+        # may hold tensors the notebook made on the current device.
+        device = next(d for d in self.devices if d not in self._lost_devices)
+        with _on_device(device, self.use_cuda):
+            self.events.put(("benched", job.index, bench_task(plan, job, None, device=f"cuda:{device}")))
+
+    def final_device(self) -> str | None:
+        """Where the final round runs: the first listed GPU still usable (the baselines' GPU)."""
+        live = [d for d in self.devices if d not in self._lost_devices]
+        return f"cuda:{live[0]}" if live else None
+
+    def on_final_device(self, device_label: str | None) -> bool:
+        """Whether a row measured at ``device_label`` was measured on :meth:`final_device`."""
+        return device_label is not None and device_label == self.final_device()
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Compiled) -> None:
+        """One configuration on :meth:`final_device`, in a thread of its own named after it (the
+        sweep is over: the device's bench thread is idle)."""
+        device = next(d for d in self.devices if d not in self._lost_devices)
+        label = f"cuda:{device}"
+
+        def work() -> None:
+            with _on_device(device, self.use_cuda):
+                outcome = bench_task(plan, job, compiled, device=label)
+            if outcome.lost:
+                self._lost_devices.add(device)
+            self.events.put(("benched", job.index, outcome))
+
+        threading.Thread(target=work, daemon=True, name=f"tilelab-bench-{label}").start()
+
+    def _serve(self, device: int) -> None:
+        label = f"cuda:{device}"
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            plan, job, compiled = item
+            with _on_device(device, self.use_cuda):
+                outcome = bench_task(plan, job, compiled, device=label)
+            self.events.put(("benched", job.index, outcome))
+            if outcome.lost:
+                self._lost_devices.add(device)
+                self._retire(outcome.lost)
+                return
+
+    def _retire(self, lost: str) -> None:
+        """A device lost its context: it takes no more work; the last one answers what is queued."""
+        with self._lock:
+            self._alive -= 1
+            self._lost = lost
+            if self._alive:
+                return
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+                if item is not None:
+                    self.events.put(("benched", item[1].index, Benched(item[1].index, error=lost, stage="not run")))
+
+    def close(self, cancel: bool = False) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if cancel:
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in self._bench_threads:
+            self._queue.put(None)
+        self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
+        # The process pool is kept for the next sweep. An interrupted sweep cancels its compile
+        # tasks that have not started; one that is running (or already handed to a process)
+        # cannot be cancelled, so that pool's processes are ended and the next sweep starts anew.
+        for fut in self._futures:
+            if cancel:
+                fut.cancel()
+            elif not fut.cancelled():
+                with contextlib.suppress(Exception):
+                    fut.exception()  # wait, as a finished sweep's pool shutdown did
+        if cancel and self._pool is not None and not all(f.done() for f in self._futures):
+            _retire_pool(self._pool)
+
+
+def _workers_info(client: Any) -> dict[str, dict[str, Any]]:
+    """Every worker the scheduler knows now, by address (some versions of distributed list only
+    the first few unless asked for all)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:
+        return client.scheduler_info()["workers"]
+
+
+def _natural(name: str) -> list[Any]:
+    """gpu0 before gpu1 before gpu10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class DaskRunner:
+    """Compile and bench tasks on a Dask cluster, routed by the workers' declared resources."""
+
+    passes_futures = True  # a bench task gets the compile task's future: the artifact goes worker to worker
+
+    def __init__(self, client: Any, events: queue.Queue) -> None:
+        self.client, self.events = client, events
+        workers = _workers_info(client)
+        if not workers:
+            raise ValueError("the Dask client's cluster has no workers: start some (cluster.scale(n)) before sweeping")
+        declared = {name for w in workers.values() for name in (w.get("resources") or {})}
+        self.compile_resources = {"compile": 1} if "compile" in declared else None
+        self.bench_resources = {"GPU": 1} if "GPU" in declared else None
+        self.gpu_workers = [addr for addr, w in workers.items()
+                            if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
+        self.threads = {addr: int(w.get("nthreads") or 1) for addr, w in workers.items()}
+        self.names = {addr: str(w.get("name", addr)) for addr, w in workers.items()}
+        self._futures: list[Any] = []
+        self._final: str | None = None  # the final round's worker, by name, once chosen
+
+    def probe(self) -> dict[str, tuple[str, str | None]]:
+        """(model, arch) of each worker that may take bench tasks."""
+        return self.client.run(_tasks.probe_device, workers=self.gpu_workers)
+
+    def compile(self, index: int, step: Callable[[], Any]) -> Any:
+        fut = self.client.submit(compile_task, index, step, pure=False, resources=self.compile_resources,
+                                 key=f"tilelab-compile-{index}-{os.urandom(4).hex()}")
+        self._watch(fut, "compiled", index)
+        return fut
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        # ``compiled`` is the compile task's future: the artifact goes from worker to worker
+        fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
+                                 key=f"tilelab-bench-{job.index}-{os.urandom(4).hex()}")
+        self._watch(fut, "benched", job.index)
+
+    def _final_worker(self) -> str | None:
+        """The final round's worker: the first GPU worker by name among those alive when the round
+        starts (asked of the scheduler then: one that died since the sweep began is not waited
+        for, and one its nanny restarted is found at its new address), the same one for the whole
+        round; None when no GPU worker is left."""
+        if self._final is None:
+            alive = [str(w.get("name", addr)) for addr, w in _workers_info(self.client).items()
+                     if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
+            self._final = min(alive, key=_natural) if alive else None
+        return self._final
+
+    def final_device(self) -> str | None:
+        worker = self._final_worker()
+        return None if worker is None else f"{worker} (the cluster's first GPU worker)"
+
+    def on_final_device(self, device_label: str | None) -> bool:
+        """Whether a row measured at ``device_label`` (a bench task's "worker name (GPU n)") was
+        measured on the final round's worker."""
+        worker = self._final_worker()
+        return worker is not None and device_label is not None and device_label.split(" (", 1)[0] == worker
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        """One configuration on the final round's worker only."""
+        fut = self.client.submit(bench_task, plan, job, compiled, pure=False, resources=self.bench_resources,
+                                 workers=[self._final_worker()], allow_other_workers=False,  # by name
+                                 key=f"tilelab-final-{job.index}-{os.urandom(4).hex()}")
+        self._watch(fut, "benched", job.index)
+
+    def _watch(self, fut: Any, kind: str, index: int) -> None:
+        self._futures.append(fut)
+
+        def done(f: Any) -> None:
+            try:
+                value = f.result()
+            except BaseException as err:  # the task never ran to its end (its worker died, or cancelled)
+                reason = f"the Dask task failed: {short_error(err)}"
+                value = (Compiled(index, error=reason, stage="compile") if kind == "compiled"
+                         else Benched(index, error=reason, stage="bench"))
+            self.events.put((kind, index, value))
+
+        fut.add_done_callback(done)
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            self.client.cancel([f for f in self._futures if not f.done()])
+        self._futures = []
+
+
+# ------------------------------------------------------------------------------------------
+# Devices and their models
+# ------------------------------------------------------------------------------------------
+
+
+def local_devices(devices: str | Sequence[int], need_cuda: bool) -> list[int]:
+    """``"all"`` or a list of GPU indices -> the indices, checked against this host's GPUs."""
+    count = None
+    try:
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:  # pragma: no cover - torch is a dependency
+        count = 0
+    if isinstance(devices, str):
+        if devices != "all":
+            raise DevicesError(f'devices={devices!r}: pass "all" or a list of GPU indices such as [0, 1]')
+        if not count:
+            raise NoGpuError("devices='all': this process sees no CUDA GPU. Inspection still works without one; "
+                             "to sweep on another machine's GPUs pass client= (a Dask client)")
+        return list(range(count))
+    try:
+        indices = [int(d) for d in devices]
+    except (TypeError, ValueError):
+        raise DevicesError(f"devices={devices!r}: pass \"all\" or a list of GPU indices such as [0, 1]") from None
+    if not indices:
+        raise DevicesError("devices=[] names no GPU: pass \"all\" or a list of GPU indices such as [0, 1]")
+    if len(set(indices)) != len(indices):
+        raise DevicesError(f"devices={indices}: each GPU once (a GPU times one configuration at a time)")
+    if need_cuda:
+        if not count:
+            raise NoGpuError(f"devices={indices}: this process sees no CUDA GPU")
+        bad = [d for d in indices if not 0 <= d < count]
+        if bad:
+            raise DevicesError(f"devices={indices}: no GPU {bad} here; this process sees {count} "
+                               f"(indices 0..{count - 1}, after CUDA_VISIBLE_DEVICES)")
+    return indices
+
+
+def check_one_model(models: Mapping[str, str]) -> str:
+    """The one model name of ``{device: model}``; mixed models are refused, never averaged."""
+    names = sorted(set(models.values()))
+    if len(names) > 1:
+        listing = ", ".join(f"{d}: {m or 'no GPU'}" for d, m in models.items())
+        raise MixedDevicesError(
+            f"the sweep's GPUs are not one model ({listing}); timings of different GPUs are not comparable. "
+            "Sweep on one model at a time: devices=[...] with those of one model, or a Dask cluster whose "
+            "GPU workers (resources={'GPU': 1}) are one model")
+    return names[0] if names else ""
+
+
+
+
+def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queue.Queue, *, workers: int | None,
+            real_gpu: bool) -> tuple[LocalRunner | DaskRunner, str, str | None, str]:
+    """Where the tasks run, the one GPU model they run on, its TileLang arch, and a description."""
+    if client is not None:
+        runner = DaskRunner(client, events)
+        if not real_gpu:
+            return runner, "", None, f"Dask, {len(runner.gpu_workers)} bench workers"
+        found = runner.probe()
+        missing = [w for w, (m, _) in found.items() if not m]
+        if missing:
+            raise DevicesError(f"Dask workers {missing} would take bench tasks but see no CUDA GPU: give the GPU "
+                               "workers resources={'GPU': 1} (LocalCUDACluster(resources={'GPU': 1}), "
+                               "dask worker --resources GPU=1) so bench tasks go only there")
+        crowded = [w for w in runner.gpu_workers if runner.threads.get(w, 1) > 1]
+        if runner.bench_resources is None and crowded:
+            raise DevicesError(f"Dask workers {crowded} run several tasks at once, so two configurations could be "
+                               "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
+                               "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
+                               "GPU times one configuration at a time")
+        model = check_one_model({w: m for w, (m, _) in found.items()})
+        return runner, model, next(iter(found.values()))[1], f"Dask, {len(runner.gpu_workers)} GPU workers"
+    indices = local_devices(devices, need_cuda=real_gpu)  # type: ignore[arg-type]
+    model, arch = "", None
+    if real_gpu:
+        import torch
+
+        from ... import _adapter
+
+        model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
+        with torch.cuda.device(indices[0]):
+            arch = _adapter.local_gpu_arch()
+    runner = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
+    return runner, model, arch, ", ".join(f"cuda:{d}" for d in indices)
+
+
