@@ -4,7 +4,9 @@ TileLang. Imports inside functions (the records' display hooks, which import the
 when called) run later and are not counted; every other import statement (at module level, in a
 class body, under a module-level ``try``/``if``/``with``) runs at import time and is. And the
 adapter is the one module that reaches into TileLang and TVM: the others use TileLang's public
-modules only (``tilelang.compile``, ``tilelang.language``)."""
+modules only (``tilelang.compile``, ``tilelang.language``). Counting every import, those inside
+functions too, tilelab's modules form no import circle but the one the display hook closes on
+purpose (a record shows itself through the render layer's dispatch, imported when it is shown)."""
 
 import ast
 import subprocess
@@ -21,8 +23,9 @@ ADAPTER = "tilelab._adapter"
 # language kernels are written in.
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
-FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version"}
-RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry"}
+FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display"}
+RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch.models",
+           "tilelab.launch._telemetry"}
 
 
 def import_time_imports(source: str, module: str) -> set[str]:
@@ -88,6 +91,11 @@ def test_importing_the_report_records_loads_only_records_and_facts():
     assert loaded - {"tilelab"} <= RECORDS | FACTS, loaded
 
 
+def test_importing_the_launch_records_loads_only_records_and_facts():
+    loaded = loaded_after_importing("tilelab._launch_model")
+    assert loaded - {"tilelab"} <= RECORDS | FACTS, loaded
+
+
 def test_importing_the_launch_records_loads_no_analysis_renderer_or_tilelang():
     """``tilelab.launch.models`` comes with its package (the launch layer, which imports TileLang
     only when it compiles), and nothing of the analysis, the renderers, TileLang or TVM."""
@@ -126,3 +134,111 @@ def test_only_the_adapter_touches_tilelang_and_tvm_internals():
         if module != ADAPTER and (touched := internals_touched(path.read_text())):
             offenders[module] = touched
     assert not offenders
+
+
+# ---------------------------------------------------------------------------------------------
+# Import circles, counting imports inside functions
+# ---------------------------------------------------------------------------------------------
+
+# The one import that closes a circle on purpose: the records' display hook asks the render
+# layer's dispatch for their renderers when a record is shown (as Rich's JupyterMixin does).
+DISPLAY_EXCEPTION = ("tilelab._display", "tilelab.render.display")
+
+
+def module_files() -> dict[str, Path]:
+    """Every tilelab module by name (a package by its own name, for its ``__init__.py``)."""
+    files = {}
+    for path in PKG.rglob("*.py"):
+        parts = [p for p in path.relative_to(PKG).with_suffix("").parts if p != "__init__"]
+        files[".".join(["tilelab", *parts])] = path
+    return files
+
+
+def all_imports(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """Every tilelab module that ``source`` imports anywhere (module level, class bodies, functions):
+    ``from . import x`` names the submodule ``x`` when there is one, else the package."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - (node.level - 1)] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                sub = f"{name}.{alias.name}"
+                found.add(sub if sub in known else name)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in known and m != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {m: all_imports(p.read_text(), m, p.name == "__init__.py", known) for m, p in files.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_the_circle_finder_by_hand():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"d"}}
+    assert circles(graph) == [{"a", "b", "c"}]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    text = "from . import _x, y\nfrom ..render import display\ndef f():\n    from ..y import z\n"
+    known = {"tilelab.launch", "tilelab.launch._x", "tilelab.render", "tilelab.render.display", "tilelab.y"}
+    assert all_imports(text, "tilelab.launch", True, known) == {"tilelab.launch._x", "tilelab.render.display",
+                                                                 "tilelab.y"}
+
+
+def test_no_import_circles_but_the_display_hook():
+    graph = import_graph()
+    source, target = DISPLAY_EXCEPTION
+    assert target in graph[source]  # the exception is real: the hook imports the dispatch
+    graph[source] = graph[source] - {target}
+    assert circles(graph) == []
+
+
+def test_only_the_display_hook_reaches_from_the_records_to_the_renderers():
+    graph = import_graph()
+    below_render = RECORDS | FACTS
+    reaching = {(m, t) for m in below_render for t in graph.get(m, set()) if t.startswith("tilelab.render")}
+    assert reaching == {DISPLAY_EXCEPTION}

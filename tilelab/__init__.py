@@ -36,7 +36,7 @@ from ._model import (
 )
 from .targets import Target, parse_target
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 # Public names that live in modules with heavy imports, loaded on first access.
 _LAZY = {

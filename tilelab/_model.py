@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
+from ._display import Displayed
 from ._machine import MachineCode, PassTrace
 
 Dim = Union[int, str]
@@ -687,7 +688,7 @@ class Argument:
 
 
 @dataclass(frozen=True)
-class KernelReport:
+class KernelReport(Displayed):
     """Everything TileLang generated for one kernel, as one checked model."""
 
     name: str
@@ -852,28 +853,15 @@ class KernelReport:
     def replace(self, **changes: Any) -> KernelReport:
         return dataclasses.replace(self, **changes)
 
-    # -- rich display ----------------------------------------------------------------------
+    # -- display: text and HTML come from the one display hook (tilelab._display) ----------
     def __repr__(self) -> str:
         return (
             f"KernelReport(name={self.name!r}, target={self.target!r}, kernels={len(self.kernels)}, "
             f"tma={len(self.tma_descriptors)}, wgmma={len(self.wgmma)}, problems={len(self.problems)})"
         )
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        from .render.text import render_text
 
-        p.text(render_text(self) if not cycle else repr(self))
 
-    def _repr_html_(self) -> str:
-        from .render.html import render_html
-
-        return render_html(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from .render.html import render_html
-        from .render.text import render_text
-
-        return {"text/plain": render_text(self), "text/html": render_html(self)}
 
 
 __all__ = [

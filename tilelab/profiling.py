@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ._display import Displayed
+
 # Metrics asked for on top of ncu's sections (shared-memory wavefronts and requests per op,
 # for the bank-conflict comparison; FLOP counters for the roofline). ncu refuses derived__
 # metrics on its command line: the full section set reports those (the _x2 FMA counts) itself.
@@ -110,7 +112,7 @@ def _scaled(value: tuple[Any, str] | None, to: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class Profile:
+class Profile(Displayed):
     """Nsight Compute's view of one launch of one kernel."""
 
     kernel: str
@@ -173,12 +175,6 @@ class Profile:
         kw["hot_device_lines"] = tuple((int(a), float(b)) for a, b in d.get("hot_device_lines", ()))
         kw["notes"] = tuple(d.get("notes", ()))
         return cls(**kw)
-
-    def _repr_html_(self) -> str:
-        from .render.html import wrap
-        from .render.profile import profile_html
-
-        return wrap(profile_html(self))
 
     def __repr__(self) -> str:
         ms = f"{self.duration_ns / 1e6:.4f} ms" if self.duration_ns else "?"

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ._display import Displayed
 from ._errors import TargetError
 
 __all__ = ["Target", "REGISTRY", "FAMILIES", "TargetComparison", "compare_reports", "parse_target", "accepted_names",
@@ -231,7 +232,7 @@ def launch_refusal(target: Target, *, has_cuda_gpu: bool) -> str | None:
 
 
 @dataclass(frozen=True)
-class TargetComparison:
+class TargetComparison(Displayed):
     """The facts of several reports of one kernel, one column per target (rows: label, values)."""
 
     targets: tuple[str, ...]
@@ -246,10 +247,6 @@ class TargetComparison:
         lines += [f"{label:<{width}}  " + " | ".join(values) for label, values in self.rows]
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        from .render.html import comparison_html
-
-        return comparison_html(self)
 
 
 def compare_reports(reports: Any) -> TargetComparison:

@@ -18,11 +18,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from .._errors import TilelabError
+from .._launch_model import Finding, SanitizerReport
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 DEFAULT_TIMEOUT_S = 600.0
@@ -44,77 +45,7 @@ def find_sanitizer() -> str | None:
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One problem compute-sanitizer reported."""
-
-    kind: str  # "out-of-bounds write", "shared-memory race", "barrier misuse", "uninitialised read", ...
-    message: str  # the sanitizer's headline
-    function: str | None = None
-    file: str | None = None
-    line: int | None = None  # line of the device CUDA source (the inspector's CUDA view)
-    block: tuple[int, int, int] | None = None
-    thread: tuple[int, int, int] | None = None
-    address: int | None = None
-    size: int | None = None  # bytes accessed
-    buffer: str | None = None  # the tensor the address belongs to (or is nearest to)
-    element: tuple[int, ...] | None = None  # its index in that tensor, when inside it
-    where: str | None = None  # "inside B", "3 elements past the end of B", "shared memory"
-    other_line: int | None = None  # racecheck: the other access's line
-    hazards: int | None = None  # racecheck: how many hazards this pair stands for
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
-        out = dict(d)
-        for k in ("block", "thread", "element"):
-            if out.get(k) is not None:
-                out[k] = tuple(out[k])
-        return cls(**out)
-
-
-@dataclass(frozen=True)
-class SanitizerReport:
-    """What one run under compute-sanitizer found; ``raw`` is the sanitizer's own text."""
-
-    kernel: str
-    tool: str
-    findings: tuple[Finding, ...]
-    raw: str
-    summary: str = ""  # the sanitizer's ERROR/RACECHECK SUMMARY line
-    launch_error: str | None = None  # what the launch itself raised in the child, if anything
-    source: str | None = None  # the device CUDA source the lines refer to
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def clean(self) -> bool:
-        return not self.findings
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "tool": self.tool, "findings": [f.to_dict() for f in self.findings],
-                "raw": self.raw, "summary": self.summary, "launch_error": self.launch_error,
-                "source": self.source, "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SanitizerReport:
-        return cls(kernel=d["kernel"], tool=d["tool"], findings=tuple(Finding.from_dict(f) for f in d["findings"]),
-                   raw=d.get("raw", ""), summary=d.get("summary", ""), launch_error=d.get("launch_error"),
-                   source=d.get("source"), notes=tuple(d.get("notes", ())))
-
-    def __repr__(self) -> str:
-        from ..render.sanitizer import sanitizer_text
-
-        return sanitizer_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
-        from ..render.sanitizer import sanitizer_html
-
-        return sanitizer_html(self)
+# Finding and SanitizerReport live with the other launch records (tilelab._launch_model).
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,77 +1,19 @@
 """GPU telemetry during a measurement: clocks, power, temperature and throttle reasons from NVML.
 
-``Telemetry`` is plain data; ``NvmlSampler`` samples in a background thread through NVIDIA's
+``Telemetry`` is a record (:mod:`tilelab._launch_model`); ``NvmlSampler`` samples in a background thread through NVIDIA's
 ``nvidia-ml-py`` bindings (``pip install "tilelab[telemetry]"``). Without them, or without a
 driver, the sampler records nothing and says why.
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
-# nvmlClocksEventReasons bits (nvml.h). Idle, application-clock and display settings are not throttling.
-THROTTLE_REASONS = {
-    0x1: "gpu idle", 0x2: "applications clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
-    0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake slowdown", 0x100: "display clock setting",
-}
-THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+from .._launch_model import THROTTLE_REASONS, Telemetry
+
 SAMPLE_INTERVAL_S = 0.01
-
-
-@dataclass(frozen=True)
-class Telemetry:
-    """Samples taken during one measurement: (seconds since start, SM MHz, memory MHz, W, deg C, reasons)."""
-
-    samples: tuple[tuple[float, int, int, float, int, int], ...] = ()
-    max_sm_mhz: int | None = None  # the GPU's maximum SM clock
-    note: str = ""
-
-    @property
-    def sm_mhz(self) -> list[int]:
-        return [s[1] for s in self.samples]
-
-    @property
-    def throttle_mask(self) -> int:
-        mask = 0
-        for s in self.samples:
-            mask |= s[5]
-        return mask
-
-    @property
-    def throttled(self) -> bool:
-        """True when any sample carries a power, thermal or hardware slowdown reason."""
-        return bool(self.throttle_mask & THROTTLING)
-
-    @property
-    def reasons(self) -> list[str]:
-        mask = self.throttle_mask
-        return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-
-    def summary(self) -> str:
-        if not self.samples:
-            return f"no telemetry ({self.note})" if self.note else "no telemetry"
-        sm, power, temp = self.sm_mhz, [s[3] for s in self.samples], [s[4] for s in self.samples]
-        text = (f"SM {min(sm)}-{max(sm)} MHz (median {statistics.median(sm):.0f}), mem {self.samples[0][2]} MHz, "
-                f"{statistics.median(power):.0f} W median (max {max(power):.0f}), {max(temp)} C max, "
-                f"{len(self.samples)} samples")
-        if self.throttled:
-            text += "; THROTTLED: " + ", ".join(r for r in self.reasons
-                                                 if any(b for b, n in THROTTLE_REASONS.items() if n == r and b & THROTTLING))
-        return text
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"samples": [list(s) for s in self.samples], "max_sm_mhz": self.max_sm_mhz, "note": self.note,
-                "throttled": self.throttled, "reasons": self.reasons}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Telemetry:
-        return cls(tuple((float(a), int(b), int(c), float(e), int(f), int(g)) for a, b, c, e, f, g in d.get("samples", ())),
-                   d.get("max_sm_mhz"), d.get("note", ""))
 
 
 class NvmlSampler:

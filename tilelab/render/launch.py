@@ -1,6 +1,6 @@
 """Text, HTML and PNG of the launch records (run, bench, ceilings, launch overhead, sweep).
 
-Functions of one record each; the records in :mod:`tilelab.launch.models` only delegate here from
+Functions of one record each; the records in :mod:`tilelab._launch_model` are shown through
 their ``__repr__``/``_repr_html_``/``_repr_png_``, importing this module when they are shown.
 Every string from a user or a compiler is escaped; styles use JupyterLab's CSS variables.
 """
@@ -10,6 +10,9 @@ from __future__ import annotations
 import html
 import math
 from typing import Any
+
+from .._launch_model import (BENCH_MODES, BenchResult, Ceilings, LaunchOverhead, OutputCheck, RunResult, SweepRow,
+                             SweepTable)
 
 _TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
 _CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
@@ -54,7 +57,7 @@ def _png(figure_fn: Any, *args: Any) -> bytes | None:
 # ------------------------------------------------------------------------------------------
 
 
-def _output_figures(o: Any) -> str:
+def _output_figures(o: OutputCheck) -> str:
     figures = []
     if o.rel_error is not None:
         figures.append(f"rel error {fmt(o.rel_error, '.3e')} (tolerance {fmt(o.tolerance, '.1e')})")
@@ -68,7 +71,7 @@ def _output_figures(o: Any) -> str:
     return "; ".join(figures) or "written"
 
 
-def run_result_text(result: Any) -> str:
+def run_result_text(result: RunResult) -> str:
     from .tiles import tile_map_text
 
     lines = [f"{result.kernel}: {result.verdict()}  [{result.backend} on {result.device or 'GPU'}]"]
@@ -83,7 +86,7 @@ def run_result_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def run_result_html(result: Any) -> str:
+def run_result_html(result: RunResult) -> str:
     from .tiles import tile_map_html
 
     colour = "var(--jp-success-color1,#2a2)" if result.passed else "var(--jp-error-color1,#c22)"
@@ -107,8 +110,7 @@ def run_result_html(result: Any) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def bench_result_text(result: Any) -> str:
-    from ..launch.models import BENCH_MODES
+def bench_result_text(result: BenchResult) -> str:
 
     lines = [f"{result.kernel} [{result.mode}] {result.summary()}",
              f"  method: {result.method or BENCH_MODES.get(result.mode, result.mode)}"]
@@ -120,8 +122,7 @@ def bench_result_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def bench_result_html(result: Any) -> str:
-    from ..launch.models import BENCH_MODES
+def bench_result_html(result: BenchResult) -> str:
 
     rows = [["median", f"{result.median_ms:.4f} ms"], ["min", f"{result.min_ms:.4f} ms"],
             ["spread (IQR/median)", f"{100 * result.spread:.2f}%"], ["samples", len(result.samples_ms)],
@@ -138,7 +139,7 @@ def bench_result_html(result: Any) -> str:
     return f"<div><b>{_esc(result.kernel)}</b>{table_html(['', ''], rows)}{_notes_html(result.notes)}</div>"
 
 
-def bench_result_png(result: Any) -> bytes | None:
+def bench_result_png(result: BenchResult) -> bytes | None:
     from . import plots
 
     return _png(plots.samples_plot, result)
@@ -149,14 +150,14 @@ def bench_result_png(result: Any) -> bytes | None:
 # ------------------------------------------------------------------------------------------
 
 
-def ceilings_text(c: Any) -> str:
+def ceilings_text(c: Ceilings) -> str:
     m, n, k = c.matmul_shape
     return (f"Ceilings({c.device}: copy {c.copy_gbps:.0f} GB/s (read+written), "
             f"matmul {c.matmul_tflops:.0f} TFLOP/s ({c.matmul_dtype} {m}x{n}x{k}), "
             f"ridge {c.ridge_intensity:.0f} FLOP/B; driver {c.driver}, torch {c.torch_version})")
 
 
-def ceilings_html(c: Any) -> str:
+def ceilings_html(c: Ceilings) -> str:
     rows = [["device", c.device], ["copy (read + written)", f"{c.copy_gbps:.0f} GB/s"],
             ["matmul", f"{c.matmul_tflops:.0f} TFLOP/s ({c.matmul_dtype} {list(c.matmul_shape)})"],
             ["ridge point", f"{c.ridge_intensity:.0f} FLOP/byte"], ["driver", c.driver],
@@ -164,25 +165,25 @@ def ceilings_html(c: Any) -> str:
     return table_html(["ceiling", "value"], rows)
 
 
-def ceilings_png(c: Any) -> bytes | None:
+def ceilings_png(c: Ceilings) -> bytes | None:
     from . import plots
 
     return _png(plots.roofline_plot, c, [])
 
 
-def overhead_text(o: Any) -> str:
+def overhead_text(o: LaunchOverhead) -> str:
     lines = [f"launch overhead of {o.kernel} ({o.method or 'host us per call'}):"]
     lines += [f"  {b:8s} {med:8.1f} us" for b, med in o.medians.items()]
     lines += [f"  {b:8s} not measured: {e}" for b, e in o.errors]
     return "\n".join(lines)
 
 
-def overhead_html(o: Any) -> str:
+def overhead_html(o: LaunchOverhead) -> str:
     rows = [[b, f"{m:.1f}"] for b, m in o.medians.items()] + [[b, f"n/a: {e}"] for b, e in o.errors]
     return f"<div><b>{_esc(o.kernel)}</b> {_esc(o.method)}{table_html(['backend', 'host us/call'], rows)}</div>"
 
 
-def overhead_png(o: Any) -> bytes | None:
+def overhead_png(o: LaunchOverhead) -> bytes | None:
     from . import plots
 
     return _png(plots.overhead_plot, o)
@@ -197,11 +198,11 @@ def overhead_png(o: Any) -> bytes | None:
 _SWEEP_HEADER = ["size", "configuration", "median ms", "TFLOP/s", "GB/s", "spread %", ""]
 
 
-def _has_final(table: Any) -> bool:
+def _has_final(table: SweepTable) -> bool:
     return any(r.final_ms is not None for r in table.rows)
 
 
-def _sweep_optional_columns(table: Any) -> list[str]:
+def _sweep_optional_columns(table: SweepTable) -> list[str]:
     cols = []
     if any(r.compile_s is not None for r in table.rows):
         cols.append("compile s")
@@ -214,12 +215,12 @@ def _sweep_optional_columns(table: Any) -> list[str]:
     return cols
 
 
-def _sweep_header(table: Any) -> list[str]:
+def _sweep_header(table: SweepTable) -> list[str]:
     timing = _SWEEP_HEADER[:3] + (["final ms"] if _has_final(table) else []) + _SWEEP_HEADER[3:-1]
     return timing + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
 
 
-def _sweep_cells(table: Any, r: Any, optional_columns: list[str], final: bool) -> list[Any]:
+def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], final: bool) -> list[Any]:
     size = "x".join(str(v) for _, v in r.size) or "-"
     if r.ok:
         status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled)) if on)
@@ -232,13 +233,13 @@ def _sweep_cells(table: Any, r: Any, optional_columns: list[str], final: bool) -
             + [optional[c] for c in optional_columns] + [status])
 
 
-def _sweep_rows(table: Any) -> list[list[Any]]:
+def _sweep_rows(table: SweepTable) -> list[list[Any]]:
     optional = _sweep_optional_columns(table)
     final = _has_final(table)
     return [_sweep_cells(table, r, optional, final) for r in table.rows]
 
 
-def _sweep_best_lines(table: Any) -> list[str]:
+def _sweep_best_lines(table: SweepTable) -> list[str]:
     lines = []
     for size in table.sizes:
         call = table.best_call(dict(size))
@@ -247,7 +248,7 @@ def _sweep_best_lines(table: Any) -> list[str]:
     return lines
 
 
-def sweep_table_text(table: Any) -> str:
+def sweep_table_text(table: SweepTable) -> str:
     header = _sweep_header(table)
     cells = [header] + [[str(c) for c in row] for row in _sweep_rows(table)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -263,7 +264,7 @@ def sweep_table_text(table: Any) -> str:
     return "\n".join(lines)
 
 
-def sweep_table_html(table: Any) -> str:
+def sweep_table_html(table: SweepTable) -> str:
     best = {i for i, r in enumerate(table.rows) if r.best}
     common = ", ".join(f"{k}={v}" for k, v in table.common_config.items())
     return (f"<div><b>sweep of {_esc(table.kernel)}</b> ({_esc(table.mode)}, {_esc(table.device)})"
@@ -273,7 +274,7 @@ def sweep_table_html(table: Any) -> str:
             + "".join(f"<div>note: {_esc(n)}</div>" for n in table.notes) + "</div>")
 
 
-def sweep_table_png(table: Any) -> bytes | None:
+def sweep_table_png(table: SweepTable) -> bytes | None:
     from . import plots
 
     if len(table.sizes) > 1:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import html
 import itertools
-from typing import Any
+
+from .._launch_model import Finding, SanitizerReport
 
 _COUNTER = itertools.count()
 
 
-def _row_text(f: Any) -> list[str]:
+def _row_text(f: Finding) -> list[str]:
     where = f.where or ""
     if f.element is not None:
         where += f" [{', '.join(str(i) for i in f.element)}]"
@@ -20,7 +21,7 @@ def _row_text(f: Any) -> list[str]:
     return [f.kind, where.strip(), bt, line, f.message]
 
 
-def sanitizer_text(report: Any) -> str:
+def sanitizer_text(report: SanitizerReport) -> str:
     head = (f"{report.kernel}: compute-sanitizer --tool {report.tool}: "
             + ("no problems found" if report.clean else f"{len(report.findings)} finding(s)")
             + (f" ({report.summary})" if report.summary else ""))
@@ -44,12 +45,12 @@ def same_source(a: str | None, b: str | None) -> bool:
     return [x.rstrip() for x in a.strip("\n").splitlines()] == [x.rstrip() for x in b.strip("\n").splitlines()]
 
 
-def finding_lines(report: Any) -> set[int]:
+def finding_lines(report: SanitizerReport) -> set[int]:
     """The device-CUDA lines the report's findings name."""
     return {n for f in report.findings for n in (f.line, f.other_line) if n is not None}
 
 
-def sanitizer_html(report: Any, cuda_view: tuple[str, str] | None = None) -> str:
+def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = None) -> str:
     """``cuda_view``: (anchor prefix, device source) of the inspector's CUDA view on the same page.
     When the sanitized source is that source, the findings link to the CUDA view's lines; when it
     differs the report says so and links to its own listing."""

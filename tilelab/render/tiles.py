@@ -1,9 +1,10 @@
-"""Renderers of a :class:`~tilelab.launch.models.TileMap` (which tiles of an output are wrong)."""
+"""Renderers of a :class:`~tilelab._launch_model.TileMap` (which tiles of an output are wrong)."""
 
 from __future__ import annotations
 
 import html
-from typing import Any
+
+from .._launch_model import TileMap
 
 GLYPHS = {"right": ".", "wrong": "X", "unwritten": "o", "partial": "/"}
 COLOURS = {"right": "var(--jp-success-color2,#8c8)", "wrong": "var(--jp-error-color1,#d33)",
@@ -12,7 +13,7 @@ LEGEND = {"right": "right", "wrong": "some element wrong", "unwritten": "never w
           "partial": "partly unwritten"}
 
 
-def _headline(m: Any) -> str:
+def _headline(m: TileMap) -> str:
     counts = ", ".join(f"{m.count(s)} {s}" for s in ("wrong", "unwritten", "partial", "right") if m.count(s))
     rows, cols = len(m.cells), len(m.cells[0]) if m.cells else 0
     merged = " (neighbouring tiles merged)" if m.merged else ""
@@ -20,7 +21,7 @@ def _headline(m: Any) -> str:
     return (f"{m.output} by tile of {m.tile[0]}x{m.tile[1]} elements{merged}: {rows}x{cols} tiles, {counts}{src}")
 
 
-def tile_map_text(m: Any) -> str:
+def tile_map_text(m: TileMap) -> str:
     """The map as text: one character per tile (. right, X wrong, o unwritten, / partly unwritten)."""
     lines = [_headline(m)]
     lines += ["  " + "".join(GLYPHS.get(c, "?") for c in row) for row in m.cells]
@@ -28,7 +29,7 @@ def tile_map_text(m: Any) -> str:
     return "\n".join(lines)
 
 
-def tile_map_html(m: Any) -> str:
+def tile_map_html(m: TileMap) -> str:
     """The map as an HTML grid of coloured cells, each titled with its tile and element range."""
     cell = 10 if max(len(m.cells), len(m.cells[0]) if m.cells else 0) > 32 else 14
     tr, tc = m.tile
