@@ -153,10 +153,10 @@ def is_placeholder(answer: Any) -> bool:
 
 
 def _short(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
+    text = str(getattr(err, "summary", "") or err).strip() or type(err).__name__
     lines = text.splitlines()
     text = "\n".join(lines[:6]) + ("\n..." if len(lines) > 6 else "")
-    return text if len(text) <= 900 else text[:900] + "..."
+    return text if len(text) <= 600 else text[:600] + "..."
 
 
 def _has_gpu() -> bool:
