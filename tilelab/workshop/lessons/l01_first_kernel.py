@@ -165,7 +165,7 @@ FLOOR_COPY = COPY_HEAD.replace("T.ceildiv(N, block_N), T.ceildiv(M, block_M)", "
                  "The grid must round up: T.ceildiv."),
           solution=(FLOOR_COPY.replace("copy_tile", "copy_floor").replace(
               "N // block_N, M // block_M", "T.ceildiv(N, block_N), T.ceildiv(M, block_M)") + COPY_BODY + COPY_TAIL),
-          answer_name="copy_floor")
+          answer_name="copy_floor", given=FLOOR_COPY.replace("copy_tile", "copy_floor") + COPY_BODY + COPY_TAIL)
 def _floor(answer: Any) -> str:
     sizes = _grade_copy(answer, 100, 70, guards=True)
     return (f"every element written ({sizes}). The blocks past the edge also run threads for rows and columns "
@@ -189,7 +189,8 @@ def _guarded(answer: Any) -> str:
             "of edge blocks that have no element")
 
 
-_FLOOR_WRONG = (FLOOR_COPY.replace("copy_tile", "copy_floor") + COPY_BODY + COPY_TAIL)
+_FLOOR_HALF_FIXED = (FLOOR_COPY.replace("copy_tile", "copy_floor").replace("N // block_N", "T.ceildiv(N, block_N)")
+                     + COPY_BODY + COPY_TAIL)
 
 wrong_answers = {
     "01.1": (COPY_HEAD + "                B[i, j] = A[i, j]\n" + COPY_TAIL,
@@ -197,7 +198,7 @@ wrong_answers = {
              + COPY_TAIL),
     "01.2": ("answer_01_2 = (7, 5)", "answer_01_2 = (4, 6)", "answer_01_2 = 35"),
     "01.3": ("answer_01_3 = (2, 3)", "answer_01_3 = (6, 1)", "answer_01_3 = (3, 3)"),
-    "01.4": (_FLOOR_WRONG,),
+    "01.4": (_FLOOR_HALF_FIXED,),
     "01.5": (COPY_HEAD.replace("copy_tile", "copy_guarded") + COPY_BODY + COPY_TAIL,
              COPY_HEAD.replace("copy_tile", "copy_guarded")
              + "                if by * block_M + i <= M and bx * block_N + j <= N:\n    " + COPY_BODY + COPY_TAIL),

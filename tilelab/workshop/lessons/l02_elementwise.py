@@ -136,7 +136,7 @@ def _outer(answer: Any) -> str:
           hints=("Run it at M=64, N=96 and look at which tiles are wrong.",
                  "Every block reads the same elements of bias. Which ones should block bx read?",
                  "bias is indexed by the matrix's column, not by the column inside the tile."),
-          solution=BIAS_HEAD + BIAS_FIXED + RETURN, answer_name="add_bias")
+          solution=BIAS_HEAD + BIAS_FIXED + RETURN, answer_name="add_bias", given=BIAS_HEAD + BIAS_BUG + RETURN)
 def _bias(answer: Any) -> str:
     import torch
 
@@ -154,5 +154,5 @@ wrong_answers = {
     "02.3": (OUTER_HEAD + OUTER_BODY.replace("x[by * block_M + i] + y[bx * block_N + j]", "x[i] + y[j]") + RETURN,
              OUTER_HEAD + "                C[by * block_M + i, bx * block_N + j] = x[by * block_M + i] + y[bx * block_N + j]\n"
              + RETURN),
-    "02.4": (BIAS_HEAD + BIAS_BUG + RETURN,),
+    "02.4": (BIAS_HEAD + BIAS_BUG.replace("bias[j]", "bias[by * block_N + j]") + RETURN,),
 }

@@ -170,7 +170,8 @@ def _axis(answer: Any) -> str:
           hints=("Launch it on rows whose values are all negative.",
                  "clear=False keeps best's old value in the maximum. What is best before the first chunk?",
                  "Start best at the identity of max: minus infinity, -T.infinity(T.float32)."),
-          solution=ROW_MAX_HEAD + ROW_MAX_FIXED + ROW_MAX_TAIL + RETURN, answer_name="row_max")
+          solution=ROW_MAX_HEAD + ROW_MAX_FIXED + ROW_MAX_TAIL + RETURN, answer_name="row_max",
+          given=ROW_MAX_HEAD + ROW_MAX_BUG + ROW_MAX_TAIL + RETURN)
 def _row_max(answer: Any) -> str:
     import torch
 
@@ -218,7 +219,8 @@ wrong_answers = {
     "03.1": (ROW_SUM_HEAD + ROW_SUM_BODY.replace("dim=1", "dim=0") + RETURN,
              ROW_SUM_HEAD + ROW_SUM_BODY.replace("            T.copy(sums, S[bx * block_M])\n", "") + RETURN),
     "03.2": ("answer_03_2 = (8,)", "answer_03_2 = (8, 64)", "answer_03_2 = (8, 1)"),
-    "03.3": (ROW_MAX_HEAD + ROW_MAX_BUG + ROW_MAX_TAIL + RETURN,),
+    "03.3": (ROW_MAX_HEAD + ROW_MAX_BUG + ROW_MAX_TAIL.replace("clear=False", "clear=True") + RETURN,
+             ROW_MAX_HEAD + ROW_MAX_FIXED + ROW_MAX_TAIL.replace("clear=False", "clear=True") + RETURN),
     "03.4": (SOFTMAX_HEAD + "                    l[i] = l[i] + chunk_sum[i]\n                    m[i] = m_new[i]\n"
              + SOFTMAX_TAIL + RETURN,
              SOFTMAX_HEAD + "                    l[i] = l[i] * T.exp(m[i] - m_new[i]) + chunk_sum[i]\n" + SOFTMAX_TAIL
