@@ -322,11 +322,11 @@ def _record(prepared: Any, traced: Any, launch_args: list[Any], outs: list[Any],
         dtype = str(param.dtype) if param is not None else ""
         reads = _per_block(entries, tid * 2, grid, numel)
         writes = _per_block(entries, tid * 2 + 1, grid, numel)
-        # Written in full is expected of a tensor some block writes, and of a named output (out_idx,
-        # outputs=); the last parameter, taken as the output by default, only when written at all.
-        named_output = bool(param is not None and param.is_output and outputs_named)
-        tensors.append(TensorTrace(name, shape, dtype, reads, writes,
-                                   expected_written=named_output or any(writes)))
+        # Written in full is expected of a tensor some block writes and of a named output (out_idx,
+        # outputs=); the last tensor, the output by default, also when no block touched it at all.
+        output = param is not None and param.is_output
+        expected = (output and outputs_named) or any(writes) or (output and not any(reads))
+        tensors.append(TensorTrace(name, shape, dtype, reads, writes, expected_written=bool(expected)))
     oob_records = []
     for row in oobs:
         tw = int(row["tw"])

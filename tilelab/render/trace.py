@@ -40,6 +40,10 @@ def block_colour(index: int) -> str:
     return f"hsl({(index * 137.508) % 360:.1f},62%,58%)"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def _block_text(block: Sequence[int]) -> str:
     return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"{block[0]}"
 
@@ -58,7 +62,8 @@ def tile_trace_text(trace: Any) -> str:
         readers = sum(1 for r in t.reads if r)
         writers = sum(1 for w in t.writes if w)
         shape = "x".join(str(s) for s in t.shape) or "scalar"
-        lines.append(f"  {t.name} ({shape} {t.dtype}): read by {readers} blocks, written by {writers}")
+        lines.append(f"  {t.name} ({shape} {t.dtype}): read by {_count(readers, 'block')}, "
+                     f"written by {_count(writers, 'block')}")
     problems = trace.problems()
     if trace.out_of_bounds_total > len(trace.out_of_bounds):
         problems.append(f"{trace.out_of_bounds_total} out-of-bounds attempts in all "
@@ -67,7 +72,8 @@ def tile_trace_text(trace: Any) -> str:
         lines.append("problems:")
         lines += [f"  - {p}" for p in problems]
     else:
-        lines.append("no problems: every element written exactly once, nothing out of bounds")
+        lines.append("no problems: each written element written by one block, none left unwritten, "
+                     "nothing out of bounds")
     lines += [f"note: {n}" for n in trace.notes]
     return "\n".join(lines)
 
@@ -358,7 +364,8 @@ def tile_trace_html(trace: Any) -> str:
         listed = "".join(f"<li>{esc(p)}</li>" for p in problems)
         verdict = f'<ul class="tl-tt-problems">{listed}</ul>'
     else:
-        verdict = "<div>every written tensor written exactly once, nothing out of bounds</div>"
+        verdict = ("<div>no problems: each written element written by one block, none left unwritten, "
+                   "nothing out of bounds</div>")
     notes = "".join(f'<div style="color:{MUTED_COLOUR}">note: {esc(n)}</div>' for n in trace.notes)
     figures = []
     for t in trace.tensors:
