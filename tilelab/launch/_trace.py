@@ -32,7 +32,8 @@ MAX_RANK = 6  # must match the adapter's TRACE_MAX_RANK
 
 CPU_PATH = ("trace_tiles runs a kernel on the CPU (TileLang target c), which supports tiles in "
             "T.alloc_local (or straight loads and stores of the tensors), T.copy, T.fill/T.clear, "
-            "T.Parallel/T.serial/T.grid loops and T.gemm of local tiles; not shared memory "
+            "T.Parallel/T.serial/T.grid loops, T.reduce_sum/T.reduce_max and T.gemm of local tiles; not "
+            "shared memory "
             "(T.alloc_shared), register fragments (T.alloc_fragment), TMA, WGMMA or warp specialisation")
 
 

@@ -96,15 +96,18 @@ class _Grid:
 
     def __init__(self, shape: Sequence[int]) -> None:
         self.rows, self.cols = _as_2d(shape)
-        self.cr = max(1, math.ceil(self.rows / MAX_CELLS))
-        self.cc = max(1, math.ceil(self.cols / MAX_CELLS))
+        self.vector = len(shape) <= 1
+        # Cells of a power of two elements per side, so that cell edges fall on tile edges.
+        self.cr = _power_of_two_at_least(math.ceil(self.rows / MAX_CELLS))
+        self.cc = _power_of_two_at_least(math.ceil(self.cols / MAX_CELLS))
         self.nr = math.ceil(self.rows / self.cr)
         self.nc = math.ceil(self.cols / self.cc)
-        self.cell = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
+        self.cw = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
+        self.ch = max(self.cw, 18) if self.nr == 1 else self.cw  # a vector is a strip tall enough to see
         self.left = 8 + FONT * 3  # room for row labels
         self.top = 6 + FONT + 4  # room for column labels
-        self.width = self.left + self.nc * self.cell + 6
-        self.height = self.top + self.nr * self.cell + 6
+        self.width = self.left + self.nc * self.cw + 6
+        self.height = self.top + self.nr * self.ch + 6
 
     def fold(self, values: Any, reduce: str) -> Any:
         """values (rows x cols) -> (nr x nc) by any/max/min/mode over each cell."""
@@ -135,8 +138,7 @@ class _Grid:
 
     def rect(self, r0: int, c0: int, r1: int, c1: int) -> tuple[int, int, int, int]:
         """Pixel (x, y, w, h) of cells r0..r1-1 x c0..c1-1."""
-        return (self.left + c0 * self.cell, self.top + r0 * self.cell, (c1 - c0) * self.cell,
-                (r1 - r0) * self.cell)
+        return (self.left + c0 * self.cw, self.top + r0 * self.ch, (c1 - c0) * self.cw, (r1 - r0) * self.ch)
 
     def span_text(self, r0: int, c0: int, r1: int, c1: int) -> str:
         rows = (r0 * self.cr, min(self.rows, r1 * self.cr) - 1)
@@ -145,20 +147,28 @@ class _Grid:
         def span(a: int, b: int) -> str:
             return f"{a}-{b}" if a != b else f"{a}"
 
+        if self.vector:
+            return f"elements {span(*cols)}"
         return f"rows {span(*rows)}, cols {span(*cols)}"
 
     def labels(self) -> str:
+        """Element indices along the top and the left, every power-of-two number of cells that
+        leaves room for the text (so they fall on tile edges)."""
         out = []
-        step_c = max(1, math.ceil((FONT * 3.2) / self.cell))
+        step_c = _power_of_two_at_least(math.ceil(FONT * 3.2 / self.cw))
         for c in range(0, self.nc, step_c):
-            x = self.left + c * self.cell
+            x = self.left + c * self.cw
             out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">{c * self.cc}</text>')
-        step_r = max(1, math.ceil((FONT * 1.3) / self.cell))
+        step_r = _power_of_two_at_least(math.ceil(FONT * 1.3 / self.ch))
         for r in range(0, self.nr, step_r):
-            y = self.top + r * self.cell + FONT
+            y = self.top + r * self.ch + FONT
             out.append(f'<text x="{self.left - 4}" y="{y}" font-size="{FONT}" text-anchor="end" '
                        f'fill="{MUTED_COLOUR}">{r * self.cr}</text>')
         return "".join(out)
+
+
+def _power_of_two_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
 def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
@@ -347,7 +357,7 @@ def _oob_table(trace: Any) -> str:
                    f"<td>{esc(list(o.index))}</td></tr>" for o in trace.out_of_bounds[:MAX_OOB_ROWS])
     rest = trace.out_of_bounds_total - min(MAX_OOB_ROWS, len(trace.out_of_bounds))
     more = f'<div style="color:{MUTED_COLOUR}">and {rest} more attempts</div>' if rest > 0 else ""
-    return (f"<details open><summary>{trace.out_of_bounds_total} out-of-bounds attempt"
+    return (f"<details><summary>{trace.out_of_bounds_total} out-of-bounds attempt"
             f"{'s' if trace.out_of_bounds_total != 1 else ''} (not performed: reads gave 0, writes were dropped)"
             f"</summary><table><tr><th>block</th><th>tensor</th><th>access</th><th>index</th></tr>{rows}</table>"
             f"{more}</details>")
