@@ -14,12 +14,11 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+import target_kernels as tk
 import torch
 
 import tilelab
 from tilelab.launch.tile_trace import OutOfBounds, TensorTrace, TileTrace, describe_elements
-
-import target_kernels as tk
 
 T = pytest.importorskip("tilelang.language")
 
@@ -280,8 +279,8 @@ def test_out_of_bounds_sentences_name_the_dimension_outside_first():
     t = TensorTrace("B", (10, 8), "float32", ((),), ((0, 80),), expected_written=True)
     oob = tuple(OutOfBounds("B", (0,), (r, c), True) for r in (10, 11) for c in range(4))
     trace = TileTrace("k", (1,), (t,), oob, out_of_bounds_total=len(oob))
-    assert trace.problems("B") == ["block 0 wrote B out of bounds (8 elements) at rows 10-11, cols 0-3; "
-                                   "B has rows 0-9"]
+    assert trace.problems("B") == [("block 0 wrote B out of bounds (8 elements) at rows 10-11, cols 0-3; "
+                                    "B has rows 0-9")]
 
 
 # ------------------------------------------------------------------------------------------------

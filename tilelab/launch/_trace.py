@@ -46,7 +46,7 @@ _RUNTIME_SOURCE = r"""
 #include <stdlib.h>
 
 typedef struct { int64_t flat; int32_t bx, by, bz, tw; } tl_entry;
-typedef struct { int64_t idx[%(rank)d]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
+typedef struct { int64_t idx[MAX_RANK]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
 
 static tl_entry* entries = 0;
 static int64_t n_entries = 0, cap_entries = 0, max_entries = 0, overflow = 0, calls = 0;
@@ -123,7 +123,7 @@ int64_t tilelab_trace_oob_total(void) { return total_oob; }
 const void* tilelab_trace_oobs(void) { return oobs; }
 
 }
-""" % {"rank": MAX_RANK}
+""".replace("MAX_RANK", str(MAX_RANK))
 
 _RUNTIME: ctypes.CDLL | None = None
 _COMPILED = Recent("traced kernel", 8)
@@ -146,7 +146,7 @@ def runtime() -> ctypes.CDLL:
             f.write(_RUNTIME_SOURCE)
         cmd = [_adapter.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise TraceError(f"trace_tiles needs a C++ compiler (as TileLang's target c does): {err}") from err
         if done.returncode != 0:

@@ -56,8 +56,8 @@ def _block_text(block: Sequence[int]) -> str:
 def tile_trace_text(trace: Any) -> str:
     """The trace in a few lines: grid, tensors (who read and wrote them), problems."""
     blocks = len(trace.blocks)
-    lines = [f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
-             f"{trace.accesses} accesses traced on the CPU"]
+    lines = [(f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
+              f"{trace.accesses} accesses traced on the CPU")]
     for t in trace.tensors:
         readers = sum(1 for r in t.reads if r)
         writers = sum(1 for w in t.writes if w)
@@ -213,8 +213,8 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
     import numpy as np
 
     g = _Grid(t.shape)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
-             f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
+              f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">')]
     frame = g.rect(0, 0, g.nr, g.nc)
     parts.append(f'<rect x="{frame[0]}" y="{frame[1]}" width="{frame[2]}" height="{frame[3]}" '
                  f'fill="var(--jp-layout-color2,#eee)"/>')
@@ -319,8 +319,8 @@ def _css(rid: str, pickable: int) -> str:
         f"#{rid} figure{{margin:0}}",
         f"#{rid} figcaption{{font-weight:600;margin-bottom:2px}}",
         f"#{rid} .tl-tt-picker{{display:grid;gap:2px;margin:6px 0;max-width:100%;overflow-x:auto}}",
-        f"#{rid} .tl-tt-picker label{{font-size:11px;padding:1px 3px;border:1px solid "
-        f"var(--jp-border-color1,#ccc);cursor:pointer;white-space:nowrap;text-align:center}}",
+        (f"#{rid} .tl-tt-picker label{{font-size:11px;padding:1px 3px;border:1px solid "
+         f"var(--jp-border-color1,#ccc);cursor:pointer;white-space:nowrap;text-align:center}}"),
         f"#{rid} .tl-tt-key{{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle}}",
         f"#{rid} table{{border-collapse:collapse;font-size:12px}}",
         f"#{rid} td,#{rid} th{{padding:1px 6px;text-align:left;border-bottom:1px solid var(--jp-border-color2,#ddd)}}",
