@@ -159,18 +159,28 @@ def problems(name: str, launched: Launched, expected: Any, *, tile: tuple[int, .
     return found
 
 
-def traced(func: Any, args: Sequence[Any], name: str) -> list[str]:
-    """``tilelab.trace_tiles``' sentences about ``name`` (which block read or wrote what twice, or
-    never), where this tilelab has it; empty otherwise."""
-    import tilelab
-
-    trace_tiles: Callable[..., Any] | None = getattr(tilelab, "trace_tiles", None)
-    if trace_tiles is None:
-        return []
+def traced(func: Any, args: Sequence[Any], name: str, *, guards: bool = True) -> list[str]:
+    """``tilelab.trace_tiles``' sentences about ``name`` (which block wrote where, twice, never, or
+    out of bounds), at most four; empty where the trace cannot be taken."""
     try:
-        return list(trace_tiles(func, *args).problems(name))
-    except Exception:  # feedback is a bonus: the grade stands on the launch above
+        import tilelab
+
+        configs = None if guards else {"tl.disable_safe_memory_legalize": True}
+        return list(tilelab.trace_tiles(func, *args, pass_configs=configs).problems(name))[:4]
+    except Exception:  # feedback is a bonus: the grade stands on the launch
         return []
+
+
+def explained(found: list[str], func: Any, args: Sequence[Any], name: str, *, guards: bool = True) -> list[str]:
+    """The problems found, with the trace's account of which block did what in place of the
+    launch's own sentences about unwritten and out-of-bounds elements where the trace has one."""
+    if not found:
+        return found
+    trace = traced(func, args, name, guards=guards)
+    if not trace:
+        return found
+    kept = [f for f in found if "never written" not in f and "past the end" not in f]
+    return trace + kept
 
 
 def grade(problems_found: list[str], *, size: str) -> None:

@@ -60,8 +60,7 @@ def _grade_copy(factory: Any, M: int, N: int, *blocks: int, guards: bool) -> str
     launched = kc.launch(kernel, {"A": a}, {"B": ((M, N), torch.float32)})
     tile = tuple(blocks) if blocks else (32, 32)
     found = kc.problems("B", launched, a, tile=tile)
-    if found:
-        found += kc.traced(func, [a, torch.empty(M, N)], "B")
+    found = kc.explained(found, func, [a, torch.empty(M, N)], "B", guards=guards)
     kc.grade(found, size=f"M={M}, N={N}, block_M={tile[0]}, block_N={tile[1]}")
     return f"M={M}, N={N}"
 

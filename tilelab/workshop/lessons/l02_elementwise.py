@@ -53,8 +53,7 @@ def _run(factory: Any, M: int, N: int, inputs: dict[str, Any], expected: Any, *,
     kernel = kc.compile_c(func, guards=guards)
     launched = kc.launch(kernel, inputs, {"C": ((M, N), torch.float32)})
     found = kc.problems("C", launched, expected, tile=(32, 32))
-    if found:
-        found += kc.traced(func, [*inputs.values(), torch.empty(M, N)], "C")
+    found = kc.explained(found, func, [*inputs.values(), torch.empty(M, N)], "C", guards=guards)
     kc.grade(found, size=f"M={M}, N={N}" + ("" if guards else " with TileLang's own guards off"))
 
 
