@@ -20,6 +20,30 @@ GEMM_OPTIONS = dict(num_stages=3, threads=256, raster=0)
 TARGET = "sm_90a"
 
 
+# The notebook's GEMM cell (06.6 and 06.7 predict what it lowers to; 06.8 edits its block_K).
+GEMM_CELL = '''\
+%%tilelang --args "1024, 1024, 1024, 128, 128, 32" --show summary
+import tilelang.language as T
+
+
+def matmul(M, N, K, block_M, block_N, block_K):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.float16)
+            B_shared = T.alloc_shared((block_K, block_N), T.float16)
+            C_local = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return gemm
+'''
+
+
 def lesson_gemm(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int):
     """The fp16 Hopper GEMM of the notebook: 3 stages, 256 threads, no grid rasterisation."""
     from tilelab.kernels.gemm import matmul
@@ -344,7 +368,7 @@ def _reveal_own_tma(kernel: Any) -> Any:
                  "block_K = 64 fills the 128-byte span exactly; 128 works too (the tile then arrives in two "
                  "boxes)."),
           solution="answer_06_8 = matmul(1024, 1024, 1024, 128, 128, 64)",
-          reveal=_reveal_own_tma)
+          reveal=_reveal_own_tma, setup=GEMM_CELL)
 def _block_k_for_128b(kernel: Any) -> str:
     import tilelab
     from tilelab import cuda_facts
@@ -375,3 +399,22 @@ def _block_k_for_128b(kernel: Any) -> str:
            f"is at most 128 bytes, so the box stays {box}") if boxes > 1 else \
         f"one box of {box} per stage, its {box[0] * 2}-byte rows exactly the 128-byte span"
     return f"block_K={block_k}: A's descriptor uses the 128B swizzle; {how}"
+
+
+wrong_answers = {
+    "06.1": ("def chunk(row, chunk):\n    return chunk\n\n\nanswer_06_1 = chunk",
+             "def chunk(row, chunk):\n    return (chunk + row) % 8\n\n\nanswer_06_1 = chunk",
+             "def chunk(row, chunk):\n    return chunk ^ row\n\n\nanswer_06_1 = chunk",
+             "def chunk(row, chunk):\n    return chunk ^ (row // 2 % 8)\n\n\nanswer_06_1 = chunk"),
+    "06.2": ("answer_06_2 = 4", "answer_06_2 = 1", "answer_06_2 = 8", "answer_06_2 = 16"),
+    "06.3": ("answer_06_3 = 32", "answer_06_3 = 1", "answer_06_3 = 2", "answer_06_3 = 8"),
+    "06.4": ('answer_06_4 = "128B"', 'answer_06_4 = "none"', 'answer_06_4 = "256B"'),
+    "06.5": ("answer_06_5 = 64", "answer_06_5 = 16", "answer_06_5 = 128", "answer_06_5 = 512"),
+    "06.6": ("answer_06_6 = (128, 32)", "answer_06_6 = (1024, 1024)", "answer_06_6 = (64, 128)"),
+    "06.7": ('answer_06_7 = "m64n128k16"', 'answer_06_7 = "m64n64k8"', 'answer_06_7 = "m128n64k16"',
+             'answer_06_7 = "m64n32k16"'),
+    "06.8": ("answer_06_8 = matmul(1024, 1024, 1024, 128, 128, 32)",
+             "answer_06_8 = matmul(1024, 1024, 1024, 128, 128, 16)",
+             "answer_06_8 = matmul(1024, 1024, 1024, 128, 128, 256)",
+             "answer_06_8 = 64"),
+}
