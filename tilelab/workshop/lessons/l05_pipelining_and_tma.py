@@ -67,11 +67,15 @@ def lesson_gemm(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int
 
 @functools.lru_cache(maxsize=16)
 def _report(num_stages: int = STAGES, smem_epilogue: bool = False, disable_tma: bool = False):
+    import warnings
+
     import tilelab
 
     configs = {DISABLE_TMA: True} if disable_tma else None
-    return tilelab.inspect(lesson_gemm(*ARGS, num_stages=num_stages, smem_epilogue=smem_epilogue), TARGET,
-                           pass_configs=configs)
+    with warnings.catch_warnings():  # TileLang's deprecation of the switch: the lesson says it in words
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return tilelab.inspect(lesson_gemm(*ARGS, num_stages=num_stages, smem_epilogue=smem_epilogue), TARGET,
+                               pass_configs=configs)
 
 
 def _limit() -> int:

@@ -207,7 +207,7 @@ def _conflict_free_mode(answer: Any) -> str:
     try:
         mode = sw.swizzle_mode(answer)
     except (ValueError, KeyError):
-        raise Wrong(f"{answer!r} is not a swizzle mode: the modes are none, 32B, 64B and 128B") from None
+        raise Wrong(f"{answer!r} is not a swizzle mode: use one of the names the question lists") from None
     best = min(sw.bank_conflicts(_tile(32, 32, m), "column_read").wavefronts
                for m in ("none", "32B", "64B"))
     try:
