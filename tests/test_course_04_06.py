@@ -17,11 +17,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import GPU_PRESENT
 
 from tilelab import workshop
 from tilelab.workshop import _answers, _core
-
-from conftest import GPU_PRESENT
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"04": "04_gemm.ipynb", "05": "05_pipelining_and_tma.ipynb", "06": "06_banks_swizzles_wgmma.ipynb"}

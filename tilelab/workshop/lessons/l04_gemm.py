@@ -121,13 +121,13 @@ def _tile_map(result: Any) -> str:
           question="Write the body of cpu_matmul: each block computes its block_M x block_N tile of C = A @ B, "
                    "looping over K a block_K slice at a time. It is launched on the CPU (target c).",
           kind="writes",
-          hints=("bx counts tiles across C's columns (N), by tiles down its rows (M): the block's tile of C "
-                 "starts at C[by * block_M, bx * block_N].",
-                 "Clear the accumulator once, then loop k over T.ceildiv(K, block_K): copy A's tile at row "
+          hints=(("bx counts tiles across C's columns (N), by tiles down its rows (M): the block's tile of C "
+                 "starts at C[by * block_M, bx * block_N]."),
+                 ("Clear the accumulator once, then loop k over T.ceildiv(K, block_K): copy A's tile at row "
                  "by * block_M, column k * block_K, and B's tile at row k * block_K, column bx * block_N; "
-                 "T.gemm adds their product into C_tile.",
-                 "T.clear(C_tile); for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=0): T.copy(...A_tile); "
-                 "T.copy(...B_tile); T.gemm(A_tile, B_tile, C_tile); then T.copy(C_tile, C[...]) after the loop."),
+                 "T.gemm adds their product into C_tile."),
+                 ("T.clear(C_tile); for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=0): T.copy(...A_tile); "
+                 "T.copy(...B_tile); T.gemm(A_tile, B_tile, C_tile); then T.copy(C_tile, C[...]) after the loop.")),
           solution=cpu_cell(_cpu_body()), answer_name="cpu_matmul")
 def _cpu_gemm(factory: Any) -> str:
     import tilelab
@@ -217,14 +217,14 @@ def _hopper_report(kernel: Any, sizes: tuple[int, int, int], blocks: tuple[int, 
                    "for C and a pipelined loop. It is graded by how TileLang lowers it for sm_90a.",
           kind="writes",
           hints=("T.alloc_shared for the tiles of A and B, T.alloc_fragment for the float32 accumulator.",
-                 "The loop is T.Pipelined(T.ceildiv(K, block_K), num_stages=3): TileLang then loads the next "
-                 "tiles with TMA while WGMMA multiplies the current ones.",
-                 "Copy cpu_matmul's body, rename the buffers, swap T.alloc_local for T.alloc_shared (A, B) and "
-                 "T.alloc_fragment (C), and give T.Pipelined num_stages=3."),
+                 ("The loop is T.Pipelined(T.ceildiv(K, block_K), num_stages=3): TileLang then loads the next "
+                 "tiles with TMA while WGMMA multiplies the current ones."),
+                 ("Copy cpu_matmul's body, rename the buffers, swap T.alloc_local for T.alloc_shared (A, B) and "
+                 "T.alloc_fragment (C), and give T.Pipelined num_stages=3.")),
           solution=hopper_cell(_hopper_body()), answer_name="matmul")
 def _hopper_gemm(factory: Any) -> str:
     expect(callable(factory), f"answer with your kernel factory matmul, got {type(factory).__name__}")
-    M, N, K, bm, bn, bk = HOPPER_ARGS
+    M, N, K, bm, bn, _ = HOPPER_ARGS
     report = _hopper_report(factory(*HOPPER_ARGS), (M, N, K), (bm, bn))
     boxes = ", ".join(f"{d.buffer} box {tuple(d.box_dim)} {d.swizzle}" for d in report.tma_descriptors)
     names = sorted({w.instruction for w in report.wgmma})
@@ -248,16 +248,16 @@ def _torch_rate(torch: Any, M: int, N: int, K: int) -> Any:
                    "rate, measured in the same check; without one, its Hopper lowering is checked and the speed "
                    "waits for a GPU.",
           kind="writes",
-          hints=("The block computes block_M x block_N outputs for every block_M + block_N values it loads per "
-                 "step of K: larger tiles reuse each load more.",
+          hints=(("The block computes block_M x block_N outputs for every block_M + block_N values it loads per "
+                 "step of K: larger tiles reuse each load more."),
                  "WGMMA's N can be up to 256: a 128 x 256 tile with block_K = 64 fits 3 stages in shared memory.",
                  f"answer_04_3 = matmul({SPEED_SIZES[0]}, {SPEED_SIZES[1]}, {SPEED_SIZES[2]}, 128, 256, 64)"),
           solution=f"answer_04_3 = matmul({SPEED_SIZES[0]}, {SPEED_SIZES[1]}, {SPEED_SIZES[2]}, 128, 256, 64)",
           setup=hopper_cell(_hopper_body()))
 def _speed(kernel: Any) -> Any:
-    import tilelab
-
     import inspect
+
+    import tilelab
 
     expect(not inspect.isfunction(kernel),
            "answer with the kernel your factory builds (matmul(4096, 4096, 4096, block_M, block_N, block_K)), "

@@ -153,11 +153,11 @@ def _most_stages() -> tuple[int, int, int]:
           question="How many pipeline stages of that GEMM fit in the shared memory one block may use on sm_90a "
                    "(tilelab.cuda_facts.arch_limits('sm_90a').max_shared_memory_per_block)?",
           kind="predict",
-          hints=("Read the limit from cuda_facts: it is the most a block may ask for with the opt-in attribute, "
-                 "which TileLang's launcher sets.",
+          hints=(("Read the limit from cuda_facts: it is the most a block may ask for with the opt-in attribute, "
+                 "which TileLang's launcher sets."),
                  "Divide the limit by the bytes of one stage (exercise 05.1) and round down.",
-                 "In Python: cuda_facts.arch_limits('sm_90a').max_shared_memory_per_block // (your answer to "
-                 "05.1)."),
+                 ("In Python: cuda_facts.arch_limits('sm_90a').max_shared_memory_per_block // (your answer to "
+                 "05.1).")),
           solution="answer_05_2 = 7")
 def _stages(answer: Any) -> str:
     got = _whole(answer, "a whole number of stages")
@@ -237,8 +237,8 @@ def _expect_gemm_fast(ops: dict[str, Any], report: Any) -> None:
           kind="fixes",
           hints=("Look at the Summary's lowering rows: what does the copy to C become now, and why?",
                  "A TMA store copies a tile from shared memory to global memory.",
-                 "Allocate C_shared = T.alloc_shared((block_M, block_N), T.float16), copy C_local into it, then "
-                 "copy C_shared to C."),
+                 ("Allocate C_shared = T.alloc_shared((block_M, block_N), T.float16), copy C_local into it, then "
+                 "copy C_shared to C.")),
           solution=cell("tma_store_gemm", epilogue=STORE_STAGED, allocs=C_SHARED),
           answer_name="tma_store_gemm")
 def _tma_store(factory: Any) -> str:
@@ -279,9 +279,9 @@ def _normalise_path(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip().lower().replace("_", ".").replace(" ", "")
-    if text.startswith("tma") or text.startswith("bulk"):
+    if text.startswith(("tma", "bulk")):
         return "TMA"
-    if text.startswith("cp.async") or text.startswith("cpasync"):
+    if text.startswith(("cp.async", "cpasync")):
         return "cp.async"
     if text.startswith("plain") or text in ("ld", "st", "ld/st", "vector", "vectorised", "vectorized", "sync",
                                              "normal", "stores", "loads"):
@@ -300,10 +300,10 @@ def _reveal_fallback(answer: Any) -> Any:
                    "lower to? Answer a dict {'A': ..., 'B': ..., 'C': ...} with 'TMA', 'cp.async' or 'plain'.",
           kind="predict",
           hints=("The Summary's warp-specialization row says who issues the loads in this kernel.",
-                 "TileLang 0.1.15 marks the pass config deprecated in favour of a per-copy switch; it is read "
-                 "where TileLang lowers an ordinary T.copy, not where it plans a warp-specialized producer's loads.",
-                 "The loads of the producer warpgroup keep their path; the epilogue's copy is an ordinary T.copy "
-                 "and cp.async cannot store."),
+                 ("TileLang 0.1.15 marks the pass config deprecated in favour of a per-copy switch; it is read "
+                 "where TileLang lowers an ordinary T.copy, not where it plans a warp-specialized producer's loads."),
+                 ("The loads of the producer warpgroup keep their path; the epilogue's copy is an ordinary T.copy "
+                 "and cp.async cannot store.")),
           solution='answer_05_4 = {"A": "TMA", "B": "TMA", "C": "plain"}',
           reveal=_reveal_fallback)
 def _fallback(answer: Any) -> str:

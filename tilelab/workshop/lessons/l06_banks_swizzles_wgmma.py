@@ -16,7 +16,7 @@ from tilelab.workshop import Wrong, exercise, expect
 NOTEBOOK = "06"
 # The GEMM the notebook inspects (its %%tilelang cell builds the same kernel: a test holds that).
 GEMM_ARGS = (1024, 1024, 1024, 128, 128, 32)
-GEMM_OPTIONS = dict(num_stages=3, threads=256, raster=0)
+GEMM_OPTIONS = {"num_stages": 3, "threads": 256, "raster": 0}
 TARGET = "sm_90a"
 
 
@@ -79,8 +79,8 @@ def _tile(rows: int, cols: int, mode: str):
                    "logical chunk `chunk` of row `row` of a tile with 128-byte rows.",
           kind="writes",
           hints=("Look at the picture: in row 0 nothing moves; in row 1 chunks swap in pairs.",
-                 "The pattern is a bitwise operation between the chunk index and the row, and it repeats "
-                 "every 8 rows.",
+                 ("The pattern is a bitwise operation between the chunk index and the row, and it repeats "
+                 "every 8 rows."),
                  "XOR (^ in Python) the chunk index with the row number modulo 8."),
           solution="def chunk(row, chunk):\n    return chunk ^ (row % 8)\n\n\nanswer_06_1 = chunk")
 def _chunk_128b(fn: Any) -> str:
@@ -287,8 +287,8 @@ def _reveal_tab(tab: str):
           kind="predict",
           hints=("A box is what one TMA copy moves: here a tile of A, block_M rows x block_K columns.",
                  "The driver lists dimensions innermost (contiguous) first: columns before rows.",
-                 "A's rows are contiguous along K, so the inner dimension is block_K elements, as long as "
-                 "block_K x 2 bytes fits the swizzle span."),
+                 ("A's rows are contiguous along K, so the inner dimension is block_K elements, as long as "
+                 "block_K x 2 bytes fits the swizzle span.")),
           solution="answer_06_6 = (32, 128)",
           reveal=_reveal_tab("tma"))
 def _box_dims(answer: Any) -> str:
@@ -317,8 +317,8 @@ def _parse_instruction(text: str) -> tuple[int, int, int] | None:
           kind="predict",
           hints=("Every wgmma instruction computes 64 rows of M; K is 32 bytes of the input dtype.",
                  "The 128 x 128 tile of C is shared by the two consumer warpgroups: each owns a part of it.",
-                 "TileLang splits this tile between the warpgroups along N: each warpgroup's N is half of "
-                 "block_N, and it issues two instructions down M."),
+                 ("TileLang splits this tile between the warpgroups along N: each warpgroup's N is half of "
+                 "block_N, and it issues two instructions down M.")),
           solution='answer_06_7 = "m64n64k16"',
           reveal=_reveal_tab("wgmma"))
 def _instruction(answer: Any) -> str:
@@ -365,8 +365,8 @@ def _reveal_own_tma(kernel: Any) -> Any:
           kind="fixes",
           hints=("The TMA swizzle span must fit inside the box's inner row, in bytes.",
                  "A's inner row is block_K fp16 values, 2 bytes each; the 128B span needs 128 bytes.",
-                 "block_K = 64 fills the 128-byte span exactly; 128 works too (the tile then arrives in two "
-                 "boxes)."),
+                 ("block_K = 64 fills the 128-byte span exactly; 128 works too (the tile then arrives in two "
+                 "boxes).")),
           solution="answer_06_8 = matmul(1024, 1024, 1024, 128, 128, 64)",
           reveal=_reveal_own_tma, setup=GEMM_CELL)
 def _block_k_for_128b(kernel: Any) -> str:
