@@ -48,12 +48,21 @@ _IND = " " * 12
 STORE_DIRECT = _IND + "T.copy(C_local, C[by * block_M, bx * block_N])"
 STORE_STAGED = _IND + "T.copy(C_local, C_shared)\n" + _IND + "T.copy(C_shared, C[by * block_M, bx * block_N])"
 C_SHARED = _IND + "C_shared = T.alloc_shared((block_M, block_N), T.float16)\n"
-PLACEHOLDER = _IND + "...  # your epilogue: C_local to C"
 
 
 def cell(name: str, *, epilogue: str = STORE_DIRECT, allocs: str = "", load: str = "") -> str:
     """The text of one of the notebook's GEMM cells."""
     return CELL.format(name=name, epilogue=epilogue, allocs=allocs, load=load)
+
+
+def function_of(cell_text: str) -> str:
+    """The kernel function of a cell (its ``def`` to the end): what a "fixes" exercise is given."""
+    return cell_text[cell_text.index("\ndef ") + 1:]
+
+
+# The kernels the two "fixes" exercises start from (their committed answer cells).
+GIVEN_TMA_STORE = cell("tma_store_gemm")
+GIVEN_CP_ASYNC = cell("cp_async_gemm", epilogue=STORE_STAGED, allocs=C_SHARED)
 
 
 def lesson_gemm(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, num_stages: int = STAGES,
@@ -240,7 +249,7 @@ def _expect_gemm_fast(ops: dict[str, Any], report: Any) -> None:
                  ("Allocate C_shared = T.alloc_shared((block_M, block_N), T.float16), copy C_local into it, then "
                  "copy C_shared to C.")),
           solution=cell("tma_store_gemm", epilogue=STORE_STAGED, allocs=C_SHARED),
-          answer_name="tma_store_gemm")
+          answer_name="tma_store_gemm", given=function_of(GIVEN_TMA_STORE))
 def _tma_store(factory: Any) -> str:
     expect(callable(factory), f"answer with your kernel factory tma_store_gemm, got {type(factory).__name__}")
     report = _inspect(factory(*ARGS))
@@ -340,7 +349,7 @@ def _fallback(answer: Any) -> str:
                  "T.copy takes a keyword that switches TMA off for that copy alone.",
                  "T.copy(A[...], A_shared, disable_tma=True), and the same for B."),
           solution=cell("cp_async_gemm", epilogue=STORE_STAGED, allocs=C_SHARED, load=", disable_tma=True"),
-          answer_name="cp_async_gemm")
+          answer_name="cp_async_gemm", given=function_of(GIVEN_CP_ASYNC))
 def _per_copy(factory: Any) -> str:
     expect(callable(factory), f"answer with your kernel factory cp_async_gemm, got {type(factory).__name__}")
     report = _inspect(factory(*ARGS))
@@ -370,14 +379,15 @@ def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
         "05.1": ("answer_05_1 = 16384", "answer_05_1 = 65536",
                  "answer_05_1 = 98304", "answer_05_1 = 32"),
         "05.2": ("answer_05_2 = 14", "answer_05_2 = 6", "answer_05_2 = 1", "answer_05_2 = 8", "answer_05_2 = 3"),
-        "05.3": (cell("tma_store_gemm"),
+        "05.3": (cell("tma_store_gemm", allocs=C_SHARED,
+                      epilogue=_IND + "T.copy(C_local, C_shared)\n" + STORE_DIRECT),
                  cell("tma_store_gemm", epilogue=STORE_STAGED,
                       allocs=C_SHARED.replace("T.float16)", "T.float32)"))),
         "05.4": ('answer_05_4 = {"A": "cp.async", "B": "cp.async", "C": "plain"}',
                  'answer_05_4 = {"A": "TMA", "B": "TMA", "C": "TMA"}',
                  'answer_05_4 = {"A": "plain", "B": "plain", "C": "cp.async"}',
                  'answer_05_4 = ("TMA", "TMA", "plain")'),
-        "05.5": (cell("cp_async_gemm", epilogue=STORE_STAGED, allocs=C_SHARED),
+        "05.5": (GIVEN_CP_ASYNC.replace("A_shared)", "A_shared, disable_tma=True)"),
                  cell("cp_async_gemm", epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
                                                                      "C[by * block_M, bx * block_N], disable_tma=True)"),
                       allocs=C_SHARED, load=", disable_tma=True")),
