@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
@@ -56,6 +57,20 @@ def _report(args: tuple[int, ...] = GEMM_ARGS):
     import tilelab
 
     return tilelab.inspect(lesson_gemm(*args), TARGET)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What a passed check reveals: a picture in the notebook, its caption as text."""
+
+    svg: str
+    caption: str
+
+    def _repr_html_(self) -> str:
+        return self.svg
+
+    def __repr__(self) -> str:
+        return self.caption
 
 
 def _whole(answer: Any, what: str) -> int:
@@ -126,7 +141,8 @@ def _reveal_column_read(mode: str):
         from tilelab.render import svg
 
         report = _column_read(mode)
-        return svg.Picture(svg.tile_svg(report.tile, color_by="bank", report=report, highlight={"chunk": 0}))
+        return Figure(svg.tile_svg(report.tile, color_by="bank", report=report, highlight={"chunk": 0}),
+                      report.summary())
 
     return reveal
 
@@ -239,7 +255,9 @@ def _descriptor():
 def _reveal_descriptor(answer: Any) -> Any:
     from tilelab.render import svg
 
-    return svg.Picture(svg.wgmma_operand_svg(_descriptor()))
+    desc = _descriptor()
+    return Figure(svg.wgmma_operand_svg(desc), f"core matrices of A with LBO {desc.lbo_bytes} B and SBO "
+                                               f"{desc.sbo_bytes} B")
 
 
 @exercise("06.5", "WGMMA stride byte offset",
