@@ -398,3 +398,33 @@ def test_an_output_no_block_writes_is_named():
     assert trace.problems("B") == ["no block wrote B"]
     assert trace.problems("A") == []  # read and written in place, every element by one block
     assert not trace.writes("B", 0).any() and trace.writes("A", 1)[32:].all()
+
+
+def _copy_xy():
+    @T.prim_func
+    def copy(X: T.Tensor((64,), T.float32), Y: T.Tensor((64,), T.float32)):
+        with T.Kernel(2) as bx:
+            for i in T.serial(32):
+                Y[bx * 32 + i] = X[bx * 32 + i]
+
+    return copy
+
+
+def _copy_pq():
+    @T.prim_func
+    def copy(P: T.Tensor((64,), T.float32), Q: T.Tensor((64,), T.float32)):
+        with T.Kernel(2) as bx:
+            for i in T.serial(32):
+                Q[bx * 32 + i] = P[bx * 32 + i]
+
+    return copy
+
+
+def test_the_traced_build_never_answers_for_a_plain_one_and_names_come_from_each_kernel():
+    import tilelang
+
+    first = tilelab.trace_tiles(_copy_xy())
+    second = tilelab.trace_tiles(_copy_pq())  # the same structure (TVM's hash ignores names), other names
+    assert [t.name for t in first.tensors] == ["X", "Y"] and [t.name for t in second.tensors] == ["P", "Q"]
+    plain = tilelang.compile(_copy_xy(), target="c", execution_backend="cython")
+    assert "tilelab_trace_access" not in plain.get_kernel_source()

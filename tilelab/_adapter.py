@@ -2213,8 +2213,11 @@ def _flatten_buffer_traced(trace: Any):
     tl = tilelang()
     tvm = tl.tvm
     original = tl.transform.FlattenBuffer
+    mine = threading.get_ident()
 
     def flatten_after_trace(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != mine:  # another thread's compile (a sweep's, for a GPU) is left alone
+            return original(*args, **kwargs)
         return tvm.transform.Sequential([trace, original(*args, **kwargs)])
 
     with _TRACE_LOCK:
@@ -2243,6 +2246,16 @@ def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: 
         compiled = compile_kernel(func, target="c", backend="cython", out_idx=idx, pass_configs=configs,
                                   force=True)
     return TracedKernel(compiled, tensors, rank, tuple(sorted(untraced)))
+
+
+def traced_kernel_key(obj: Any) -> str:
+    """What a traced compile of ``obj`` depends on: its fingerprint (TVM's structural hash, which
+    ignores names) and its tensor parameters' names (which the trace reports by)."""
+    func = getattr(obj, "prim_func", obj)
+    names: list[str] = []
+    if isinstance(func, tilelang().tvm.tirx.PrimFunc):
+        names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return f"{kernel_fingerprint(obj)}:{','.join(names)}"
 
 
 def cxx_compiler() -> str:

@@ -233,7 +233,7 @@ def _traced_kernel(kernel: Any, out_idx: list[int] | None, pass_configs: dict[st
     from .. import _adapter
 
     runtime()  # loaded first: TileLang opens the traced kernel's library as it compiles it
-    key = repr((_adapter.kernel_fingerprint(kernel), getattr(kernel, "out_idx", None), out_idx,
+    key = repr((_adapter.traced_kernel_key(kernel), getattr(kernel, "out_idx", None), out_idx,
                 sorted((k, repr(v)) for k, v in (pass_configs or {}).items())))
     traced = _COMPILED.get(key, key)
     if traced is not None:
