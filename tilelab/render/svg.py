@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import html
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -698,7 +699,6 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
 
 def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
     """Several SVGs in one row, each kept whole (nested ``<svg>`` elements)."""
-    import re
 
     sizes = []
     for s in svgs:
@@ -765,7 +765,10 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
     rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
     f = _Frame(rows, n_chunks, cw, ch, left=40.0)
-    width = max(f.left + n_chunks * cw + 400, 560.0)
+    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler)
+    header_width = max(0.62 * float(size) * len(html.unescape(body)) + 12
+                       for size, body in re.findall(r'font-size="(\d+)"[^>]*>([^<]*)<', "".join(header)))
+    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 400, 560.0, header_width))
     legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
     legend_y = 62.0 if compiler is not None else 47.0
@@ -775,7 +778,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
     out = [""]  # the <svg> opening, once the height is known
-    out += _operand_header(desc, buffer, compiler)
+    out += header
     out += [_text(4, legend_y + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(legend_lines)]
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
                      label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
