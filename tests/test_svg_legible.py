@@ -80,8 +80,9 @@ def _caption_text(root: ET.Element) -> str:
 @pytest.fixture(scope="module")
 def gemm_report():
     pytest.importorskip("tilelang", reason="TileLang is not installed: no compiler output")
-    import tilelab
     from gemm import matmul
+
+    import tilelab
 
     return tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a")
 
@@ -132,7 +133,7 @@ def test_the_inspector_pictures_of_a_hopper_gemm_read_at_1000_px(gemm_report):
     from tilelab.render.html import section_body
 
     body = section_body(gemm_report, "layouts")
-    pictures = re.findall(r"<svg .*?</svg>(?=</div>)", body, re.S)
+    pictures = re.findall(r"<svg .*?</svg>(?=</div>)", body, re.DOTALL)
     assert len(pictures) >= 5  # A, B, their bank pictures, the overlays, C_local
     for picture in pictures:
         assert_legible(picture)

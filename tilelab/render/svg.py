@@ -699,7 +699,6 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
 
 def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
     """Several SVGs in one row, each kept whole (nested ``<svg>`` elements)."""
-
     sizes = []
     for s in svgs:
         m = re.search(r'width="([\d.]+)" height="([\d.]+)"', s)
@@ -1039,11 +1038,11 @@ def _fragment_unit(absolute: Any, max_cells: int) -> tuple[int, int, str] | None
     rows, cols = absolute.shape
     warp = absolute // WARP_SIZE
     w0 = int(warp[0, 0])
-    lanes = set(int(t) for t in np.unique(absolute[warp == w0]))
+    lanes = {int(t) for t in np.unique(absolute[warp == w0])}
     own_rows = int(np.argmax(warp[:, 0] != w0)) if (warp[:, 0] != w0).any() else rows
 
     def holds_all(r: int, c: int) -> bool:
-        return lanes <= set(int(t) for t in np.unique(absolute[:r, :c]))
+        return lanes <= {int(t) for t in np.unique(absolute[:r, :c])}
 
     unit_cols = next((c for c in range(1, cols + 1) if holds_all(own_rows, c)), None)
     if unit_cols is None:
