@@ -78,8 +78,8 @@ def _esc(text: Any) -> str:
 
 def _n(value: float) -> str:
     """A coordinate with at most one decimal and none when whole (keeps big pictures small)."""
-    v = round(float(value), 1)
-    return str(int(v)) if v == int(v) else str(v)
+    tenths = round(float(value) * 10)  # an int: cheaper than rounding to a float, in pictures of many cells
+    return str(tenths // 10) if tenths % 10 == 0 else f"{tenths / 10:.1f}"
 
 
 def _uid(*parts: Any) -> str:
@@ -109,6 +109,8 @@ HOVER_KINDS = ("bank", "chunk", "row", "none")
 HOVER_STROKE = "stroke: var(--jp-brand-color1, #d6336c); stroke-width: 2.5px"
 EXPLICIT_CELLS = 2048  # up to this many cells (the explorer's default 32x64 tile), cells are elements: hover works
 TITLE_CELLS = 2048  # and each cell (a 4-byte word of 1- and 2-byte types) has its own title
+EXPLICIT_RECTS = 1024  # ... as long as that is at most this many rects (a 32 x 64 fp16 tile's words): a
+# tile of 8-byte elements draws a rect per element, twice the nodes, and would paint twice as slowly
 
 
 def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, rows: bool = False,
@@ -550,16 +552,18 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
                     max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS,
-                    max_cols: int = 0, fixed_width: bool = False) -> str:
+                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
     then drawn once, as one path per colour, and reused). The picture is at most ``MAX_WIDTH``
     wide: columns that would need cells narrower than 2 px (or, coloured by bank, narrower than
-    the bank number) are left out and the caption says so; ``max_cols`` caps them further."""
+    the bank number) are left out and the caption says so; ``max_cols`` caps them further.
+    ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
+    that knows what cannot be drawn computes no more), for the caption."""
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
-    rows, cols = offsets.shape
+    rows, cols = total_shape or offsets.shape
     byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
     _check_shared_options(color_by, hover)
     index, fill_of = _colour_index(byte, color_by)
@@ -586,8 +590,11 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     n_shown = show_rows * show_cols
     banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
     chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % _CHUNKS
-    cell_titles = _cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS else None
-    classes = _cell_classes(banks, chunks, e) if n_shown <= min(explicit_cells, EXPLICIT_CELLS) else None
+    cell_titles = (_cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS
+                   and (n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown) <= EXPLICIT_RECTS else None)
+    rects = n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown  # a rect per 4-byte word or element
+    explicit = n_shown <= min(explicit_cells, EXPLICIT_CELLS) and rects <= EXPLICIT_RECTS
+    classes = _cell_classes(banks, chunks, e) if explicit else None
     cw, ch = _cell_size(show_rows, show_cols, max_width=grid_room)
     cw = max(cw, min_cw)
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
@@ -652,12 +659,20 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
     if report is not None:
         sub += f" | {report.summary().split(': ', 1)[-1]}"
-    return _shared_picture(tile.offsets(), tile.dtype, name=name, subtitle=sub, color_by=color_by,
+    # Draw-only part: at most max_rows + 1 rows (one more than drawn tells the caption rows were
+    # cut) and the columns the widest picture could hold at 2 px, so that a 1024 x 1024 tile
+    # computes a few thousand offsets, not a million.
+    keep_rows = min(tile.rows, max_rows + 1) if max_rows else tile.rows
+    keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // 2) + 1)
+    if max_cols:
+        keep_cols = min(keep_cols, max_cols + 1)
+    r, c = np.meshgrid(np.arange(keep_rows), np.arange(keep_cols), indexing="ij")
+    return _shared_picture(tile.element_offset(r, c), tile.dtype, name=name, subtitle=sub, color_by=color_by,
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
                            base=tile.base % sw.LINE_BYTES, max_rows=max_rows, max_cols=max_cols,
-                           fixed_width=fixed_width)
+                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols))
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",

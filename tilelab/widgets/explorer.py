@@ -39,6 +39,12 @@ STATIC_CSS = ("<style>.jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
 MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
+# Columns drawn at most, in bytes of a row: four 128-byte lines, where every swizzle mode has
+# repeated (a 1024-column tile redraws in a few tens of ms; the caption says what is shown).
+MAX_ROW_BYTES = 512
+# Rows drawn at most to follow an access pattern down the tile (the conflict count above covers
+# all of it; past this, the caption says which rows are drawn).
+MAX_PATTERN_ROWS = 160
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -124,11 +130,14 @@ class SwizzleExplorer(widgets.VBox):
         kind = self.highlight.value
         highlight = {kind: self.index.value} if kind != "none" else None
         self.conflicts.value = self._conflict_html(report)
-        # A large tile draws its first rows only (the swizzle repeats within 8 rows of 128 bytes),
-        # enough for the access pattern: a 256x256 tile stays quick to draw and to paint.
-        rows_needed = max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS])
+        # A large tile draws its first rows and columns only (the swizzle repeats within 8 rows of
+        # 128 bytes), enough for the access pattern: a 1024x1024 tile stays quick to draw and paint.
+        rows_needed = min(max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS]), MAX_PATTERN_ROWS)
+        cols_needed = max([int(a.col) + 1 for a in report.accesses]
+                          + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed)
+                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
+                                          max_cols=cols_needed if cols_needed < tile.cols else 0)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
         self._update_static()
