@@ -182,7 +182,8 @@ class SwizzleExplorer(widgets.VBox):
 
         self._static_display = display(self._static_bundle(), raw=True, display_id=True)
         data = super()._repr_mimebundle_()
-        if data is not None:
+        if data is not None:  # the widget's own output: its text says what it is, not its children
+            data["text/plain"] = "Swizzle explorer controls (live while the kernel runs; the picture is above)"
             display(data, raw=True)
 
     @staticmethod
