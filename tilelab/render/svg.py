@@ -39,6 +39,7 @@ SCALE = "max-width: 100%; height: auto;"
 MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 640  # a narrow picture widens to this for its captions, then wraps them
+MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
 _CHUNKS = sw.LINE_BYTES // sw.CHUNK_BYTES  # 16-byte chunks in a 128-byte line: 8 colours
@@ -334,7 +335,7 @@ def _row_labels(labels: Sequence[tuple[str, str]], ch: float) -> str:
 
 
 def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
-    cw = max(2.0, min(24.0, max_width / max(cols, 1)))
+    cw = max(MIN_CELL, min(24.0, max_width / max(cols, 1)))
     ch = max(2.0, min(18.0, max_height / max(rows, 1)))
     return cw, ch
 
@@ -557,7 +558,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
     then drawn once, as one path per colour, and reused). The picture is at most ``MAX_WIDTH``
-    wide: columns that would need cells narrower than 2 px (or, coloured by bank, narrower than
+    wide: columns that would need cells narrower than ``MIN_CELL`` (or, coloured by bank, narrower than
     the bank number) are left out and the caption says so; ``max_cols`` caps them further.
     ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
     that knows what cannot be drawn computes no more), for the caption."""
@@ -574,13 +575,13 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     grid_room = min(max(max_width, 100.0), MAX_WIDTH - f.left - 12)
     # coloured by bank, every bank number is drawn or none is (never 0-9 without 10-31): the cells
     # widen for two digits where the columns shown fit that way
-    min_cw = _bank_cell_width(e) if color_by == "bank" else 2.0
+    min_cw = _bank_cell_width(e) if color_by == "bank" else MIN_CELL
     wanted = min(show_cols, max_cols or show_cols) * min_cw
     bank_numbers = color_by == "bank" and wanted <= (grid_room if fixed_width else MAX_WIDTH - f.left - 12)
     if bank_numbers:
         grid_room = max(grid_room, wanted)
     else:
-        min_cw = 2.0
+        min_cw = MIN_CELL
     width_cap = max(per_chunk, int(grid_room // min_cw) // per_chunk * per_chunk)
     if max_cols:
         width_cap = min(width_cap, max(per_chunk, max_cols // per_chunk * per_chunk))
@@ -608,7 +609,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         caption.append(_crop_caption(probe, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
                                      max_cells=max_cells, col_capped=col_capped))
     phrases = subtitle.split(" | ")
-    width = grid_width if fixed_width else min(MAX_WIDTH, max(grid_width, 360.0, min(CAPTION_WIDTH, max(
+    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(grid_width, 360.0, min(CAPTION_WIDTH, max(
         _caption_width([name], 12), _caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
     head = _caption_lines(phrases, width, 11)
     f = _Frame(show_rows, show_cols, cw, ch, top=34.0 + 14 * len(head))
@@ -639,16 +640,22 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
-             max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0) -> str:
+             max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
+             fit_width: float = 0) -> str:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
     ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
     are outlined). ``hover``: what hovering a cell highlights (``"bank"``, ``"chunk"``, ``"row"``,
     ``"none"``), pure CSS inside the SVG. ``max_rows``/``max_cols``: draw at most this many rows /
-    columns (0: no cap; the caption says what is shown)."""
+    columns (0: no cap; the caption says what is shown). ``fit_width``: the whole picture, cells
+    and captions, at most this wide (0: cells up to ``max_width``, captions up to 640 px), so
+    that it is shown unscaled in an output of that width."""
+    if fit_width:
+        max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
     return _tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells, title=title,
-                     max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols)
+                     max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
+                     fixed_width=bool(fit_width))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
@@ -660,10 +667,10 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
     if report is not None:
         sub += f" | {report.summary().split(': ', 1)[-1]}"
     # Draw-only part: at most max_rows + 1 rows (one more than drawn tells the caption rows were
-    # cut) and the columns the widest picture could hold at 2 px, so that a 1024 x 1024 tile
+    # cut) and the columns the widest picture could hold at MIN_CELL, so that a 1024 x 1024 tile
     # computes a few thousand offsets, not a million.
     keep_rows = min(tile.rows, max_rows + 1) if max_rows else tile.rows
-    keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // 2) + 1)
+    keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // MIN_CELL) + 1)
     if max_cols:
         keep_cols = min(keep_cols, max_cols + 1)
     r, c = np.meshgrid(np.arange(keep_rows), np.arange(keep_cols), indexing="ij")

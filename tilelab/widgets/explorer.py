@@ -45,6 +45,9 @@ MAX_ROW_BYTES = 512
 # Rows drawn at most to follow an access pattern down the tile (the conflict count above covers
 # all of it; past this, the caption says which rows are drawn).
 MAX_PATTERN_ROWS = 160
+# The picture's width: a laptop's notebook output (1000 px window, file browser open) is about
+# 550 px wide; drawn this wide, the picture is shown unscaled there and every number stays 10 px.
+PICTURE_WIDTH = 540
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -137,7 +140,8 @@ class SwizzleExplorer(widgets.VBox):
                           + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
                                           max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
-                                          max_cols=cols_needed if cols_needed < tile.cols else 0)
+                                          max_cols=cols_needed if cols_needed < tile.cols else 0,
+                                          fit_width=PICTURE_WIDTH)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
         self._update_static()
