@@ -39,6 +39,7 @@ SCALE = "max-width: 100%; height: auto;"
 MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 640  # a narrow picture widens to this for its captions, then wraps them
+COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
@@ -737,23 +738,24 @@ def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
 
 def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[str] = ("NONE", "128B"), *,
                 color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> str:
-    """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count. The
-    row is at most ``MAX_WIDTH`` wide (each picture a share of it, its captions wrapped), so that
-    shown 1000 px wide no text is under 10 px."""
-    gap = 24
-    share = max(200.0, (MAX_WIDTH - gap * (len(modes) - 1)) / max(len(modes), 1))
+    """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count.
+
+    HTML: the pictures in a row that wraps (``display: flex``), each drawn ``COMPARE_WIDTH`` wide
+    with its captions wrapped, so that they sit side by side where the output is wide and one
+    above the other where it is not (a laptop's notebook), never scaled under 10 px text."""
     parts = []
     for mode in modes:
         try:
             tile = sw.SharedTile(rows, cols, dtype, mode)
         except ValueError as err:
-            parts.append(_message_svg(f"{mode}: not applicable", [str(err)], width=share))
+            parts.append(_message_svg(f"{mode}: not applicable", [str(err)], width=COMPARE_WIDTH))
             continue
         report = sw.bank_conflicts(tile, pattern) if pattern else None
         parts.append(_tile_svg(tile, color_by=color_by, highlight=None, report=report, max_cells=max_cells, title=None,
-                               max_width=share - _Frame(0, 0, 0, 0).left - 12, hover="bank", max_rows=0, max_cols=0,
-                               fixed_width=True))
-    return side_by_side(parts, gap=gap)
+                               max_width=COMPARE_WIDTH - _Frame(0, 0, 0, 0).left - 12, hover="bank", max_rows=0,
+                               max_cols=0, fixed_width=True))
+    return ('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start">'
+            + "".join(parts) + "</div>")
 
 
 # --------------------------------------------------------------------------------------------
