@@ -140,3 +140,70 @@ def test_a_refresh_with_unchanged_controls_draws_nothing(monkeypatch):
     assert [(t.rows, t.cols) for t in drawn] == [(256, 64), (256, 256)]
     w.swizzle.value = "64B"  # a real change still redraws
     assert len(drawn) == 3
+
+
+# -- the static view: what a notebook without the live model (restarted, exported) shows ----------
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _static_svg(html_text: str):
+    import re
+    import xml.etree.ElementTree as ET
+
+    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.S).group(0))
+
+
+def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget():
+    w = swizzle_explorer(rows=16, cols=64, swizzle="NONE", pattern="column_read")
+    bundle = w._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", WIDGET_VIEW}
+    assert bundle[WIDGET_VIEW]["model_id"] == w.model_id
+    # the text is what the explorer shows, not ipywidgets' SwizzleExplorer(children=...) repr
+    assert not bundle["text/plain"].startswith("SwizzleExplorer(") and "16x64 float16, NONE swizzle" in bundle["text/plain"]
+    page = bundle["text/html"]
+    assert "<script" not in page and 'class="tl-explorer-static"' in page
+    # the verdict, the per-mode table and the picture, exactly as the widget's views hold them
+    assert w.conflicts.value in page and w.comparison.value in page and w.picture.value in page
+    report = w.state()["report"]
+    assert f"<b>{report.wavefronts} wavefront(s)</b>" in page and "8-way bank conflict" in page
+    assert _static_svg(page).get("aria-label") == "16x64 float16, NONE swizzle shared layout"
+    # a change of the controls changes the static view with it
+    w.swizzle.value = "128B"
+    after = w._repr_mimebundle_()["text/html"]
+    assert "128B swizzle" in after and "no bank conflicts" in after and "NONE swizzle shared layout" not in after
+    # the rule that hides it beside a live widget, and hides JupyterLab's "model not found" line
+    assert ".jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{display:none}" in after
+    assert "tl-explorer-live" in w._dom_classes
+
+
+def test_shown_in_a_notebook_the_static_view_has_its_own_output_kept_current(monkeypatch):
+    import IPython.display
+
+    published = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            published.append(("update", obj, raw))
+
+    def display(obj, raw=False, display_id=None):
+        published.append(("display", obj, raw))
+        return Handle() if display_id else None
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    w = swizzle_explorer()
+    w._ipython_display_()
+    (kind1, static, raw1), (kind2, widget, raw2) = published
+    assert kind1 == kind2 == "display" and raw1 and raw2
+    assert set(static) == {"text/html", "text/plain"} and w.picture.value in static["text/html"]
+    assert set(widget) == {"text/plain", WIDGET_VIEW} and "controls" in widget["text/plain"]
+    w.dtype.value = "float32"  # the saved notebook holds the last picture, not the first
+    kind, update, raw = published[-1]
+    assert kind == "update" and raw and "32x64 float32, 128B swizzle" in update["text/html"]
+    assert update["text/html"] == w.static_html()
+
+
+def test_a_closed_explorer_has_no_bundle():
+    w = swizzle_explorer()
+    w.close()
+    assert w._repr_mimebundle_ is None or w._repr_mimebundle_() is None

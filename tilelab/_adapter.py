@@ -627,6 +627,11 @@ def _lowering_error(err: BaseException, kernel: str | None, stage: str = "loweri
     trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     summary, pointer = explain_error(err)
     kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
+    if isinstance(err, NameError):  # the kernel's Python names something undefined: not TileLang's failure
+        return LoweringError(
+            f"Python {type(err).__name__} in the kernel's code: {err}",
+            kernel=kernel, kernel_line=kernel_line, trace=trace, python_error=(type(err).__name__, str(err)),
+        )
     return LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,

@@ -292,6 +292,10 @@ def lowering_lines(err: LoweringError, source: CellSource) -> list[str]:
     """What a lowering error shows as its traceback: the message and the cell line."""
     where = kernel_line(err, source)
     lines = [f"LoweringError: {err.summary}"]
+    if err.python_error:  # a Python error in the cell's code, raised while TileLang ran it
+        name, message = err.python_error
+        lines = [f"{name}: {message}",
+                 "  a Python error in the cell's kernel code, raised while TileLang ran it (nothing was lowered)"]
     if where:
         lines.append(f"  cell line {where[0]}: {where[1].strip()}")
     elif err.kernel_line:

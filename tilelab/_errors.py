@@ -20,16 +20,20 @@ class LoweringError(TilelabError):
 
     ``summary`` is the one-line explanation, ``kernel_line`` the (filename, lineno, text) of the
     user's kernel line the failure points at when it can be found, ``trace`` the full TileLang
-    output (to be folded away in displays).
+    output (to be folded away in displays). ``python_error`` is (type name, message) when the
+    failure is a plain Python error in the kernel's own code (a ``NameError``), which TileLang
+    only happened to be running: displays name that error, not TileLang.
     """
 
     def __init__(self, summary: str, *, kernel: str | None = None,
-                 kernel_line: tuple[str, int, str] | None = None, trace: str = "") -> None:
+                 kernel_line: tuple[str, int, str] | None = None, trace: str = "",
+                 python_error: tuple[str, str] | None = None) -> None:
         super().__init__(summary)
         self.summary = summary
         self.kernel = kernel
         self.kernel_line = kernel_line
         self.trace = trace
+        self.python_error = python_error
 
     def __str__(self) -> str:
         where = ""

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ._model import KernelReport, LauncherSource
-from .cuda_facts import WARPGROUP_THREADS, WGMMA_K_BYTES, WGMMA_M
+from .cuda_facts import WARPGROUP_THREADS, WGMMA_K_BYTES, WGMMA_M, WGMMA_MAX_N
 
 # Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
 # helper, CuTeDSL's Python helpers).
@@ -326,13 +326,34 @@ def wgmma_shape_note(report: KernelReport, index: int) -> str | None:
     groups = max(1, int(lay.thread_count or 0) // WARPGROUP_THREADS)
     per_group = rows * cols // groups
     count = per_group // (m * n) if m * n else 0
+    along_m, along_n = _warpgroup_split(lay)
     text = (f"{w.instruction}: the {rows}x{cols} accumulator {lay.buffer} is split over {groups} consumer warp "
-            f"group(s) of {WARPGROUP_THREADS} threads, {per_group} elements each")
+            f"group(s) of {WARPGROUP_THREADS} threads")
+    if groups > 1 and along_n == groups and along_m == 1:
+        text += (f" along N (the T.gemm warp policy): each holds all {rows} rows by {cols // groups} of the {cols} "
+                 f"columns, {per_group} elements")
+    elif groups > 1 and along_m == groups and along_n == 1:
+        text += f" along M: each holds {rows // groups} rows by all {cols} columns, {per_group} elements"
+    else:
+        text += f", {per_group} elements each"
     if count >= 1 and count * m * n == per_group:
-        text += f" = {count} x m{m}n{n}"
+        text += f" = {count} x m{m}n{n}" + (f" ({count} instructions down M)" if count > 1 and n == cols // along_n
+                                             else "")
     text += (f"; M is always {WGMMA_M} per WGMMA, and K is {k} for {w.a_dtype} inputs "
              f"({WGMMA_K_BYTES} bytes of K per instruction)")
+    if groups > 1 and along_n == groups and along_m == 1 and n < cols <= WGMMA_MAX_N and rows % (WGMMA_M * groups) == 0:
+        text += (f". For m{WGMMA_M}n{cols}k{k}, split along M instead: T.gemm(..., policy=T.GemmWarpPolicy.FullRow) "
+                 f"gives each warp group {rows // groups} rows of all {cols} columns")
     return text
+
+
+def _warpgroup_split(lay: Any) -> tuple[int, int]:
+    """How many consumer warp groups share the accumulator's rows (along M) and its columns
+    (along N), read from the fragment's own thread of each element."""
+    if not lay.threads:
+        return 1, 1
+    group = lay.array("threads") // WARPGROUP_THREADS
+    return len(set(group[:, 0].tolist())), len(set(group[0, :].tolist()))
 
 
 __all__ = ["EncodeSite", "ReportLinks", "cell_heat", "device_anchor_lines", "encode_calls", "encode_spans",

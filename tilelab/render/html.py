@@ -130,6 +130,7 @@ ROOT_CSS = """
 .tilelab-report .tl-zoom{margin:0 4px 0 0;vertical-align:middle}
 .tilelab-report .tl-zoom-label{cursor:pointer;font-size:var(--jp-ui-font-size1,13px)}
 .tilelab-report .tl-zoom:checked~.tl-picture svg{zoom:2}
+.tilelab-report .tl-zoom:checked~.tl-scroll>svg{zoom:2;max-width:none!important}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
@@ -700,7 +701,7 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
                                   titles=False)
             out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
-                       f'its bank)</summary><div class="tl-scroll">{bank_svg}</div></details>')
+                       f'its bank)</summary>{_zoom_box(zoom_id, "bank")}<div class="tl-scroll">{bank_svg}</div></details>')
         total = layout_elements(layout)
         if total > cells:
             out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
@@ -713,11 +714,30 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
                        f"(m{WGMMA_M}n{use.inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
                 out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
-                           f'<div class="tl-scroll tl-wgmma-overlay">'
+                           f'{_zoom_box(zoom_id, "wgmma-" + role)}<div class="tl-scroll tl-wgmma-overlay">'
                            f"{wgmma_operand_svg(check.descriptor, compiler=use.operand)}</div></details>")
         return "".join(out)
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
+
+
+def _zoom_box(zoom_id: str, which: str) -> str:
+    """A zoom x2 checkbox for a layout's further picture (bank colours, WGMMA overlay) after it:
+    every picture has its own; ``tl-zoom-sub`` tells them from the layout's first picture's."""
+    if not zoom_id:
+        return ""
+    ident = esc(f"{zoom_id}-{which}")
+    return (f'<input type="checkbox" class="tl-zoom tl-zoom-sub" id="{ident}"><label for="{ident}" '
+            'class="tl-zoom-label">zoom &times;2</label>')
+
+
+def _layout_words(lay: Layout) -> str:
+    """The layout in a plain sentence (:func:`tilelab.render.text.layout_sentence`); the
+    compiler's own printout in its tooltip."""
+    from .text import layout_sentence
+
+    raw = f' title="the compiler&#x27;s description: {esc(lay.description)}"' if lay.description else ""
+    return f'<p class="tl-layout-words"{raw}>{esc(layout_sentence(lay))}</p>'
 
 
 def _repeating_rows(layout: Layout) -> int:
@@ -793,7 +813,7 @@ def layouts_html(report: KernelReport) -> str:
         out.append(
             f'<details class="tl-sub"{opened}><summary>{esc(lay.buffer)} '
             f'<span class="tl-muted">({esc(lay.scope)} {esc(lay.dtype)} [{esc(dims(lay.shape))}]{esc(extra)})</span></summary>'
-            f"<p><code>{esc(lay.description)}</code></p>"
+            f"{_layout_words(lay)}"
             f"{_layout_drawing(lay, operands.get(lay.buffer, ()), f'{rid}-zoom-{len(drawn)}')}</details>"
         )
     if rest:

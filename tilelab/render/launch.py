@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from .._launch_model import (BENCH_MODES, BenchResult, Ceilings, LaunchOverhead, OutputCheck, RunResult, SweepRow,
                              SweepTable)
@@ -38,6 +38,51 @@ def table_html(header: list[str], rows: list[list[Any]], highlight: set[int] | N
 def fmt(value: float | None, spec: str = ".4g") -> str:
     """A number for a table cell; "-" for None and NaN."""
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+UNKNOWN = "\u2014"  # an em dash: a rate tilelab cannot compute (the kernel's work is not known)
+
+
+def rate(value: float | None, spec: str) -> str:
+    """A throughput for a table cell: an em dash where the work is unknown (no FLOP or byte count,
+    so no rate; never a 0), and a small rate with three significant digits instead of zeros."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value <= 0:
+        return UNKNOWN
+    text = format(value, spec)
+    return text if float(text) else format(value, ".3g")
+
+
+def launch_summary(results: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """What the Summary says of a cell's ``--run``/``--bench`` results: one row per result,
+    ``(label, text, verdict)`` with ``verdict`` "pass", "fail" or "" (a bench). A run says PASS/FAIL
+    (or that it ran with no reference) and the worst error; a bench its median and rates."""
+    rows = []
+    for result in results:
+        sizes = ", ".join(f"{k}={v}" for k, v in getattr(result, "sizes", ()) or ())
+        at = f" ({sizes})" if sizes else ""
+        if hasattr(result, "outputs") and hasattr(result, "verdict"):
+            err = result.rel_error
+            detail = f", worst rel error {err:.3e}" if err is not None else ""
+            rows.append((f"run{at}", f"{result.verdict()}{detail}", "pass" if result.passed else "fail"))
+        elif hasattr(result, "median_ms"):
+            rates = f"; TFLOP/s {rate(result.tflops, '.1f')}, GB/s {rate(result.gbps, '.0f')}"
+            spread = f" (spread {100 * result.spread:.2f}%)" if getattr(result, "spread", None) is not None else ""
+            rows.append((f"bench{at}", f"median {result.median_ms:.4f} ms{spread}{rates}", ""))
+    return rows
+
+
+def launch_summary_html(results: Sequence[Any]) -> str:
+    """:func:`launch_summary` as a small table for the inspector's Summary ("" with no results)."""
+    rows = launch_summary(results)
+    if not rows:
+        return ""
+    colour = {"pass": "var(--jp-success-color1,#2a2)", "fail": "var(--jp-error-color1,#c22)"}
+    cells = "".join(
+        f'<tr><th style="text-align:left;padding-right:8px">{_esc(label)}</th>'
+        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(",")[0])}</b>{_esc(text[len(text.split(",")[0]):])}</td>'
+           if verdict else f"<td>{_esc(text)}</td>") + "</tr>"
+        for label, text, verdict in rows)
+    return f'<table class="tl-launch-summary">{cells}</table>'
 
 
 def _notes_html(notes: Any) -> str:
@@ -126,7 +171,7 @@ def bench_result_html(result: BenchResult) -> str:
 
     rows = [["median", f"{result.median_ms:.4f} ms"], ["min", f"{result.min_ms:.4f} ms"],
             ["spread (IQR/median)", f"{100 * result.spread:.2f}%"], ["samples", len(result.samples_ms)],
-            ["TFLOP/s", fmt(result.tflops, ".1f")], ["GB/s", fmt(result.gbps, ".0f")],
+            ["TFLOP/s", rate(result.tflops, ".1f")], ["GB/s", rate(result.gbps, ".0f")],
             ["mode", result.mode], ["method", result.method or BENCH_MODES.get(result.mode, "")],
             ["device", result.device], ["backend", result.backend]]
     if result.ci_ms:
@@ -229,7 +274,7 @@ def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], fi
     optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
                 "SM MHz": fmt(r.sm_mhz, ".0f")}
     return ([size, table.short_name(r), fmt(r.median_ms, ".4f")] + ([fmt(r.final_ms, ".4f")] if final else [])
-            + [fmt(r.tflops, ".1f"), fmt(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
+            + [rate(r.tflops, ".1f"), rate(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import html
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -30,6 +31,16 @@ MUTED = "var(--jp-ui-font-color2, #555)"
 ACCENT = "var(--jp-brand-color1, #d6336c)"
 CELL_TEXT = "#111"  # on the light cell fills, in every theme
 FONT = "font-family: var(--jp-code-font-family, monospace);"
+# A picture wider than its output scales down to the width (its viewBox keeps the proportions);
+# never up. A page's zoom control lifts the cap (``max-width: none``).
+SCALE = "max-width: 100%; height: auto;"
+# The smallest text a picture draws (user units): at most 1000 units wide, a picture shown 1000 px
+# wide keeps every number and caption at 10 px or more.
+MIN_FONT = 10
+MAX_WIDTH = 1000
+CAPTION_WIDTH = 640  # a narrow picture widens to this for its captions, then wraps them
+COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
+MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
 _CHUNKS = sw.LINE_BYTES // sw.CHUNK_BYTES  # 16-byte chunks in a 128-byte line: 8 colours
@@ -69,8 +80,8 @@ def _esc(text: Any) -> str:
 
 def _n(value: float) -> str:
     """A coordinate with at most one decimal and none when whole (keeps big pictures small)."""
-    v = round(float(value), 1)
-    return str(int(v)) if v == int(v) else str(v)
+    tenths = round(float(value) * 10)  # an int: cheaper than rounding to a float, in pictures of many cells
+    return str(tenths // 10) if tenths % 10 == 0 else f"{tenths / 10:.1f}"
 
 
 def _uid(*parts: Any) -> str:
@@ -86,7 +97,7 @@ def _svg_open(width: float, height: float, label: str, uid: str | None = None) -
     ident = f' id="{uid}"' if uid else ""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"{ident} '
             f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'role="img" aria-label="{_esc(label)}" style="{FONT}">')
+            f'role="img" aria-label="{_esc(label)}" style="{FONT} {SCALE}">')
 
 
 # Pure-CSS hover highlighting. Cells carry classes (b<bank>, k<physical 16-byte chunk>, t<thread>;
@@ -100,6 +111,8 @@ HOVER_KINDS = ("bank", "chunk", "row", "none")
 HOVER_STROKE = "stroke: var(--jp-brand-color1, #d6336c); stroke-width: 2.5px"
 EXPLICIT_CELLS = 2048  # up to this many cells (the explorer's default 32x64 tile), cells are elements: hover works
 TITLE_CELLS = 2048  # and each cell (a 4-byte word of 1- and 2-byte types) has its own title
+EXPLICIT_RECTS = 1024  # ... as long as that is at most this many rects (a 32 x 64 fp16 tile's words): a
+# tile of 8-byte elements draws a rect per element, twice the nodes, and would paint twice as slowly
 
 
 def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, rows: bool = False,
@@ -123,8 +136,10 @@ def _text(x: float, y: float, text: Any, *, size: int = 12, color: str = TEXT, a
     return f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}"{extra} style="fill: {color}">{_esc(text)}</text>'
 
 
-def _message_svg(title: str, lines: Sequence[str]) -> str:
-    width = max(320, 7 * max([len(title)] + [len(s) for s in lines]) + 20)
+def _message_svg(title: str, lines: Sequence[str], width: float | None = None) -> str:
+    """A picture that is only words (why there is no drawing), wrapped to its width."""
+    width = width or min(CAPTION_WIDTH, max(320, 7.5 * max([len(title)] + [len(s) for s in lines]) + 20))
+    lines = [part for line in lines for part in _wrap(line, width - 16, 12)]
     height = 28 + 16 * len(lines)
     body = [_svg_open(width, height, title), _text(8, 18, title, weight="bold")]
     body += [_text(8, 36 + 16 * i, s, color=MUTED) for i, s in enumerate(lines)]
@@ -176,7 +191,8 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
     identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
     Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run.
     ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run."""
-    fit = _LabelFit(cw, label_font or max(7, min(11, int(ch * 0.65))), ch >= 9)
+    font = label_font or max(MIN_FONT, min(12, int(ch * 0.65)))
+    fit = _LabelFit(cw, font, ch >= font + 1)
     if titles is not None or classes is not None:
         cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes)
         labels = _explicit_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
@@ -188,7 +204,7 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
 
 @dataclass(frozen=True)
 class _LabelFit:
-    """Whether a label fits a run of cells: rows at least 9 px tall, runs as wide as the label."""
+    """Whether a label fits a run of cells: rows taller than the font, runs as wide as the label."""
 
     cw: float
     font: int
@@ -320,7 +336,7 @@ def _row_labels(labels: Sequence[tuple[str, str]], ch: float) -> str:
 
 
 def _cell_size(rows: int, cols: int, *, max_width: float = 900, max_height: float = 900) -> tuple[float, float]:
-    cw = max(2.0, min(24.0, max_width / max(cols, 1)))
+    cw = max(MIN_CELL, min(24.0, max_width / max(cols, 1)))
     ch = max(2.0, min(18.0, max_height / max(rows, 1)))
     return cw, ch
 
@@ -335,12 +351,12 @@ def _outlines(boxes: Sequence[tuple[float, float, float, float]], *, color: str 
 
 
 def _ticks(items: Sequence[tuple[float, float, Any]], *, anchor: str = "start") -> str:
-    """Axis tick labels (9 px, muted): one group carries their style."""
+    """Axis tick labels (``MIN_FONT`` px, muted): one group carries their style."""
     if not items:
         return ""
     extra = f' text-anchor="{anchor}"' if anchor != "start" else ""
     return (f'<g style="fill: {MUTED}">'
-            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="9"{extra}>{_esc(t)}</text>' for x, y, t in items) + "</g>")
+            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="{MIN_FONT}"{extra}>{_esc(t)}</text>' for x, y, t in items) + "</g>")
 
 
 def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, width: float = 2.0,
@@ -497,91 +513,174 @@ def _highlights(f: _Frame, hl: dict[str, Any], byte: Any, per_chunk: int, access
 
 
 def _crop_caption(f: _Frame, rows: int, cols: int, *, limit: int, row_capped: bool, max_rows: int,
-                  max_cells: int) -> str:
+                  max_cells: int, col_capped: bool = False) -> str:
     shown = f.show_rows * f.show_cols
-    why = f"the first {shown} cells, every one hoverable" if limit and shown <= limit \
-        else f"max_rows={max_rows}: swizzles repeat within {_BAND} rows of {sw.LINE_BYTES} bytes" if row_capped \
-        else f"max_cells={max_cells}"
-    return f"showing rows 0-{f.show_rows - 1}, cols 0-{f.show_cols - 1} of {rows}x{cols} ({why})"
+    why = [f"the first {shown} cells, every one hoverable" if limit and shown <= limit
+           else f"max_rows={max_rows}: swizzles repeat within {_BAND} rows of {sw.LINE_BYTES} bytes" if row_capped
+           else f"max_cells={max_cells}" if f.show_rows < rows or not col_capped else ""]
+    reason = f" ({why[0]})" if why[0] else ""
+    if col_capped:
+        reason += f", the columns that fit {MAX_WIDTH} px"
+    return f"showing rows 0-{f.show_rows - 1}, cols 0-{f.show_cols - 1} of {rows}x{cols}{reason}"
 
 
-def _shared_legend(color_by: str, hover_note: str) -> str:
-    legend = (f"colour and number: physical {sw.CHUNK_BYTES}-byte chunk ({_BANKS_PER_CHUNK}-bank group) "
+def _shared_legend(color_by: str, hover_note: str, numbers: bool = True) -> str:
+    what = "colour and number" if numbers else "colour"
+    legend = (f"{what}: physical {sw.CHUNK_BYTES}-byte chunk ({_BANKS_PER_CHUNK}-bank group) "
               "of each element" if color_by == "chunk" else
-              f"colour and number: bank (0-{sw.BANKS - 1}) of each element's {sw.BANK_BYTES}-byte word")
+              f"{what}: bank (0-{sw.BANKS - 1}) of each element's {sw.BANK_BYTES}-byte word")
+    if not numbers:
+        legend += " (too many columns for the bank numbers: draw fewer columns to see them)"
     return legend + (f"; {hover_note}" if hover_note else "")
+
+
+def _bank_cell_width(element_bytes: int) -> float:
+    """The cell width at which a two-digit bank number fits its run (one 4-byte word: two fp16
+    cells, four int8 cells; one cell of 4 and 8 bytes) at ``MIN_FONT``."""
+    per_word = max(1, sw.BANK_BYTES // element_bytes)
+    return (0.62 * MIN_FONT * 2 + 2) / per_word
+
+
+def _caption_lines(texts: Sequence[str], width: float, size: int) -> list[str]:
+    """Each phrase on its own line(s), broken at spaces to fit ``width``: a caption is never cut."""
+    return [line for text in texts if text for line in _wrap(text, width - 8, size)]
+
+
+def _caption_width(texts: Sequence[str], size: int) -> float:
+    return max([0.62 * size * len(t) + 12 for t in texts if t] + [0.0])
 
 
 def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color_by: str, max_cells: int,
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
-                    max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS) -> str:
+                    max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS,
+                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
-    then drawn once, as one path per colour, and reused)."""
+    then drawn once, as one path per colour, and reused). The picture is at most ``MAX_WIDTH``
+    wide: columns that would need cells narrower than ``MIN_CELL`` (or, coloured by bank, narrower than
+    the bank number) are left out and the caption says so; ``max_cols`` caps them further.
+    ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
+    that knows what cannot be drawn computes no more), for the caption."""
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
-    rows, cols = offsets.shape
+    rows, cols = total_shape or offsets.shape
     byte = offsets * e + base  # absolute address residue: banks follow the buffer's alignment
     _check_shared_options(color_by, hover)
     index, fill_of = _colour_index(byte, color_by)
     per_chunk = max(sw.CHUNK_BYTES // e, 1)
     show_rows, show_cols, limit, row_capped = _shown_part(index, per_chunk, max_cells=max_cells,
                                                           hover_crop=hover_crop, max_rows=max_rows)
+    f = _Frame(show_rows, show_cols, 2.0, 2.0)
+    grid_room = min(max(max_width, 100.0), MAX_WIDTH - f.left - 12)
+    # coloured by bank, every bank number is drawn or none is (never 0-9 without 10-31): the cells
+    # widen for two digits where the columns shown fit that way
+    min_cw = _bank_cell_width(e) if color_by == "bank" else MIN_CELL
+    wanted = min(show_cols, max_cols or show_cols) * min_cw
+    bank_numbers = color_by == "bank" and wanted <= (grid_room if fixed_width else MAX_WIDTH - f.left - 12)
+    if bank_numbers:
+        grid_room = max(grid_room, wanted)
+    else:
+        min_cw = MIN_CELL
+    width_cap = max(per_chunk, int(grid_room // min_cw) // per_chunk * per_chunk)
+    if max_cols:
+        width_cap = min(width_cap, max(per_chunk, max_cols // per_chunk * per_chunk))
+    col_capped = show_cols > width_cap
+    show_cols = min(show_cols, width_cap)
     sub = index[:show_rows, :show_cols]
     n_shown = show_rows * show_cols
     banks = (byte[:show_rows, :show_cols] // sw.BANK_BYTES) % sw.BANKS
     chunks = (byte[:show_rows, :show_cols] // sw.CHUNK_BYTES) % _CHUNKS
-    cell_titles = _cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS else None
-    classes = _cell_classes(banks, chunks, e) if n_shown <= min(explicit_cells, EXPLICIT_CELLS) else None
-    cw, ch = _cell_size(show_rows, show_cols, max_width=max_width)
-    f = _Frame(show_rows, show_cols, cw, ch)
-    width = max(f.left + show_cols * cw + 12, 360.0)
-    height = f.top + show_rows * ch + 40
+    cell_titles = (_cell_titles(byte, base, banks, chunks) if titles and n_shown <= TITLE_CELLS
+                   and (n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown) <= EXPLICIT_RECTS else None)
+    rects = n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown  # a rect per 4-byte word or element
+    explicit = n_shown <= min(explicit_cells, EXPLICIT_CELLS) and rects <= EXPLICIT_RECTS
+    classes = _cell_classes(banks, chunks, e) if explicit else None
+    cw, ch = _cell_size(show_rows, show_cols, max_width=grid_room)
+    cw = max(cw, min_cw)
+    label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
+    hl = dict(highlight or {})
+    # the words first: they set the picture's width (up to CAPTION_WIDTH) and wrap inside it
+    grid_width = f.left + show_cols * cw + 12
     uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
-    grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))], cw=cw, ch=ch, x0=f.left,
-                           y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0)
+    probe = _Frame(show_rows, show_cols, cw, ch)
+    _, caption = _highlights(probe, hl, byte, per_chunk, accesses)
+    if show_rows < rows or show_cols < cols:
+        caption.append(_crop_caption(probe, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
+                                     max_cells=max_cells, col_capped=col_capped))
+    phrases = subtitle.split(" | ")
+    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(grid_width, 360.0, min(CAPTION_WIDTH, max(
+        _caption_width([name], 12), _caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
+    head = _caption_lines(phrases, width, 11)
+    f = _Frame(show_rows, show_cols, cw, ch, top=34.0 + 14 * len(head))
+    numbers = color_by == "chunk" or bank_numbers
+    grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))] if numbers else None,
+                           cw=cw, ch=ch, x0=f.left,
+                           y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0,
+                           label_font=label_font)
     style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns, explicit_cells)
-    out = ["", style, _text(4, 16, f"{name}", weight="bold"), _text(4, 32, subtitle, size=11, color=MUTED), grid]
+    out = ["", style, _text(4, 16, f"{name}", weight="bold")]
+    out += [_text(4, 32 + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(head)]
+    out.append(grid)
     out.append(_chunk_lines(f, per_chunk))
     out += _axis_ticks(f, per_chunk)
-    hl = dict(highlight or {})
     out += _access_outlines(f, accesses, e, hl.get("thread"))
-    marks, caption = _highlights(f, hl, byte, per_chunk, accesses)
+    marks, _ = _highlights(f, hl, byte, per_chunk, accesses)
     out += marks
-    if show_rows < rows or show_cols < cols:
-        caption.append(_crop_caption(f, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
-                                     max_cells=max_cells))
-    legend = _shared_legend(color_by, hover_note)
-    out.append(_text(4, f.top + show_rows * ch + 16, legend, size=10, color=MUTED))
-    if caption:
-        out.append(_text(4, f.top + show_rows * ch + 31, "; ".join(caption), size=10, color=TEXT))
-    # widen to the longest caption line (monospace: about 0.62 em per character)
-    longest = max(6.9 * len(subtitle), 6.3 * len(legend), 6.3 * len("; ".join(caption)), 7.5 * len(name)) + 12
-    out[0] = _svg_open(max(width, longest), height, f"{name} shared layout", uid)
+    legend = _caption_lines([_shared_legend(color_by, hover_note, numbers)], width, MIN_FONT)
+    notes = _caption_lines(caption, width, MIN_FONT)
+    y = f.top + show_rows * ch + 16
+    out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=MUTED) for i, line in enumerate(legend)]
+    y += 13 * len(legend)
+    out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=TEXT) for i, line in enumerate(notes)]
+    height = y + 13 * len(notes) + 6
+    out[0] = _svg_open(width, height, f"{name} shared layout", uid)
     return "".join(out) + "</svg>"
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
-             max_width: float = 900, hover: str = "bank", max_rows: int = 0) -> str:
+             max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
+             fit_width: float = 0) -> str:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
     ``{"thread": t}`` (with ``report``, a :class:`~tilelab.swizzle.ConflictReport`, whose accesses
     are outlined). ``hover``: what hovering a cell highlights (``"bank"``, ``"chunk"``, ``"row"``,
-    ``"none"``), pure CSS inside the SVG. ``max_rows``: draw at most this many rows (0: no cap)."""
+    ``"none"``), pure CSS inside the SVG. ``max_rows``/``max_cols``: draw at most this many rows /
+    columns (0: no cap; the caption says what is shown). ``fit_width``: the whole picture, cells
+    and captions, at most this wide (0: cells up to ``max_width``, captions up to 640 px), so
+    that it is shown unscaled in an output of that width."""
+    if fit_width:
+        max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
+    return _tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells, title=title,
+                     max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
+                     fixed_width=bool(fit_width))
+
+
+def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
+              report: sw.ConflictReport | None, max_cells: int, title: str | None, max_width: float, hover: str,
+              max_rows: int, max_cols: int, fixed_width: bool = False) -> str:
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
     if report is not None:
         sub += f" | {report.summary().split(': ', 1)[-1]}"
-    return _shared_picture(tile.offsets(), tile.dtype, name=name, subtitle=sub, color_by=color_by,
+    # Draw-only part: at most max_rows + 1 rows (one more than drawn tells the caption rows were
+    # cut) and the columns the widest picture could hold at MIN_CELL, so that a 1024 x 1024 tile
+    # computes a few thousand offsets, not a million.
+    keep_rows = min(tile.rows, max_rows + 1) if max_rows else tile.rows
+    keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // MIN_CELL) + 1)
+    if max_cols:
+        keep_cols = min(keep_cols, max_cols + 1)
+    r, c = np.meshgrid(np.arange(keep_rows), np.arange(keep_cols), indexing="ij")
+    return _shared_picture(tile.element_offset(r, c), tile.dtype, name=name, subtitle=sub, color_by=color_by,
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
-                           base=tile.base % sw.LINE_BYTES, max_rows=max_rows)
+                           base=tile.base % sw.LINE_BYTES, max_rows=max_rows, max_cols=max_cols,
+                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols))
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
@@ -623,8 +722,6 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
 
 def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
     """Several SVGs in one row, each kept whole (nested ``<svg>`` elements)."""
-    import re
-
     sizes = []
     for s in svgs:
         m = re.search(r'width="([\d.]+)" height="([\d.]+)"', s)
@@ -641,18 +738,24 @@ def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
 
 def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[str] = ("NONE", "128B"), *,
                 color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> str:
-    """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count."""
+    """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count.
+
+    HTML: the pictures in a row that wraps (``display: flex``), each drawn ``COMPARE_WIDTH`` wide
+    with its captions wrapped, so that they sit side by side where the output is wide and one
+    above the other where it is not (a laptop's notebook), never scaled under 10 px text."""
     parts = []
     for mode in modes:
         try:
             tile = sw.SharedTile(rows, cols, dtype, mode)
         except ValueError as err:
-            parts.append(_message_svg(f"{mode}: not applicable", [str(err)[i:i + 90] for i in range(0, min(len(str(err)), 270), 90)]))
+            parts.append(_message_svg(f"{mode}: not applicable", [str(err)], width=COMPARE_WIDTH))
             continue
         report = sw.bank_conflicts(tile, pattern) if pattern else None
-        parts.append(tile_svg(tile, color_by=color_by, report=report, max_cells=max_cells,
-                              max_width=max(320.0, 1100.0 / max(len(modes), 1))))
-    return side_by_side(parts)
+        parts.append(_tile_svg(tile, color_by=color_by, highlight=None, report=report, max_cells=max_cells, title=None,
+                               max_width=COMPARE_WIDTH - _Frame(0, 0, 0, 0).left - 12, hover="bank", max_rows=0,
+                               max_cols=0, fixed_width=True))
+    return ('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start">'
+            + "".join(parts) + "</div>")
 
 
 # --------------------------------------------------------------------------------------------
@@ -685,7 +788,10 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
     rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
     f = _Frame(rows, n_chunks, cw, ch, left=40.0)
-    width = max(f.left + n_chunks * cw + 400, 560.0)
+    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler)
+    header_width = max(0.62 * float(size) * len(html.unescape(body)) + 12
+                       for size, body in re.findall(r'font-size="(\d+)"[^>]*>([^<]*)<', "".join(header)))
+    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 400, 560.0, header_width))
     legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
     legend_y = 62.0 if compiler is not None else 47.0
@@ -695,16 +801,17 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
     out = [""]  # the <svg> opening, once the height is known
-    out += _operand_header(desc, buffer, compiler)
+    out += header
     out += [_text(4, legend_y + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(legend_lines)]
     out.append(_grid(np.asarray(phys_chunk, dtype=np.int64), [_chunk_fill(k) for k in range(_CHUNKS)],
                      label_of=[str(k) for k in range(_CHUNKS)], cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
                      label_font=12, paths=True)[0])
     out += _operand_ticks(f)
     out += _core_matrix_outlines(desc, f, per_chunk)
-    out += _descriptor_arrows(desc, f, per_chunk, uid)
+    arrows, below = _descriptor_arrows(desc, f, per_chunk, uid)
+    out += arrows
     notes = list(desc.notes)
-    y = f.top + rows * ch + 16
+    y = f.top + rows * ch + 16 + below
     if rows < tile.rows:
         notes.append(f"showing rows 0-{rows - 1} of {tile.rows}")
     caption = [line for note in notes[:3] for line in _wrap(note, width - 8, 11)]
@@ -784,48 +891,60 @@ def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -
     return [_outlines(boxes, width=1.6)]
 
 
-def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> list[str]:
-    """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, each
-    labelled right of the grid."""
+def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> tuple[list[str], float]:
+    """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, drawn
+    outside the grid so that they never cover a cell's number: a step of 8 rows right of the
+    grid (its label beside it), a step along the row below the grid (its label after it).
+    Returns the markup and the height the marks below the grid take."""
     tile, cw, ch, top, rows, n_chunks = desc.tile, f.cw, f.ch, f.top, f.show_rows, f.show_cols
     marker = f"{uid}arrow"
     out = [f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
            f'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" style="fill: {ACCENT}"/></marker></defs>']
-    label_x = f.left + n_chunks * cw + 10
+    right = f.left + n_chunks * cw
+    bottom = top + rows * ch
+    below_y = bottom + 10  # the along-the-row arrow's line, under the grid
 
-    def arrow(x1: float, y1: float, x2: float, y2: float, label: str, label_y: float) -> None:
+    def arrow(x1: float, y1: float, x2: float, y2: float) -> None:
         out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
                    f'fill="none" marker-end="url(#{marker})"/>')
-        out.append(_text(label_x, label_y, label, size=11, color=ACCENT, weight="bold"))
+
+    def down(r0: int, label: str) -> None:  # 8 rows, right of the grid
+        y1, y2 = top + r0 * ch + 1, top + (r0 + _CM) * ch - 1
+        arrow(right + 8, y1, right + 8, y2)
+        out.append(_text(right + 18, (y1 + y2) / 2 + 4, label, size=11, color=ACCENT, weight="bold"))
+
+    def across(c0: int, steps: int, label: str) -> None:  # ``steps`` chunks along the row, below the grid
+        x1, x2 = f.left + c0 * cw + 1, f.left + (c0 + steps) * cw - 1
+        arrow(x1, below_y, x2, below_y)
+        out.append(_text(x2 + 8, below_y + 4, label, size=11, color=ACCENT, weight="bold"))
 
     start = desc.core_matrices[0].cells[0] if desc.core_matrices and desc.core_matrices[0].cells else (0, 0)
     r0, c0 = start[0], start[1] // per_chunk
-    cx, cy = f.left + (c0 + 0.5) * cw, top + (r0 + _CM // 2) * ch
     what = "MN" if desc.major == "K" else "K"
     interleaved_mn = desc.major == "MN" and not tile.mode.is_swizzled
-    if r0 + _CM < rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
+    below = False
+    if r0 + _CM <= rows:  # down 8 rows: SBO, except for an unswizzled MN-major operand, where LBO steps K
         field, enc, nbytes = ("LBO", desc.lbo, desc.lbo_bytes) if interleaved_mn else ("SBO", desc.sbo, desc.sbo_bytes)
-        arrow(cx, cy, cx, cy + _CM * ch, f"{field} {nbytes} B (enc {enc}): next {_CM} rows of {what}",
-              top + (r0 + _CM + _CM // 2) * ch)
-    across_y = top + (r0 + 2) * ch
+        down(r0, f"{field} {nbytes} B (enc {enc}): next {_CM} rows of {what}")
     if interleaved_mn:
         if c0 + 1 < n_chunks:
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch,
-                  f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN", across_y)
+            across(c0, 1, f"SBO {desc.sbo_bytes} B (enc {desc.sbo}): next {sw.CHUNK_BYTES} B of MN")
+            below = True
     elif desc.major == "K":
         if c0 + 1 < n_chunks:
-            text = (f"LBO: next {sw.CHUNK_BYTES} B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
-                    else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {sw.CHUNK_BYTES} B of K")
-            arrow(cx, cy - 2 * ch, cx + cw, cy - 2 * ch, text, across_y)
+            across(c0, 1, f"LBO: next {sw.CHUNK_BYTES} B of K (unused when swizzled; enc 1)" if tile.mode.is_swizzled
+                   else f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {sw.CHUNK_BYTES} B of K")
+            below = True
     else:
         w = tile.panel_cols // per_chunk
         if tile.mode.is_swizzled and c0 + w < n_chunks:
-            arrow(cx, cy - 2 * ch, cx + w * cw, cy - 2 * ch,
-                  f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN", across_y)
+            across(c0, w, f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN")
+            below = True
         elif tile.mode.is_swizzled:
-            out.append(_text(label_x, across_y, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
+            out.append(_text(f.left, below_y + 4, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
                              size=11, color=ACCENT))
-    return out
+            below = True
+    return out, 22.0 if below else 0.0
 
 
 def _wrap(text: str, width: float, size: int) -> list[str]:
@@ -851,9 +970,12 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     """A fragment layout as CuTe draws thread-value pictures: every cell labelled ``T<thread>``
     over ``v<register>`` and coloured by warp (two shades per warp alternate every 4 threads).
     Hovering a cell highlights every cell of its thread (pure CSS; cells carry class ``t<thread>``).
-    ``highlight={"thread": t}`` outlines that thread's elements; ``{"warp": w}`` a warp's. Past
-    ``max_cells`` the top-left part is shown (the default keeps labels readable) and the caption
-    says so."""
+    ``highlight={"thread": t}`` outlines that thread's elements; ``{"warp": w}`` a warp's.
+
+    Past ``max_cells`` the picture shows one warp's unit (:func:`_fragment_unit`): the top-left
+    block holding every thread of the first warp, as tall as that warp's rows when that fits,
+    and the caption says which block it is, what repeats beyond it and how many elements each
+    thread holds in all. A fragment with no such block shows its top-left part."""
     shape = tuple(layout.shape)
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",
@@ -863,19 +985,25 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     base = int(layout.thread_base or 0)
     absolute = threads + base
     warp = absolute // WARP_SIZE
-    show_rows, show_cols = _fragment_shown(rows, cols, max_cells)
-    n_shown = show_rows * show_cols
-    shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
-    labelled = n_shown <= 1024
-    font = 9
-    if labelled:  # wide enough for "T383" / "v127" on two lines at 9 px
-        widest = max(len(f"T{int(shown_t.max())}"), len(f"v{int(shown_v.max())}"))
-        cw, ch = max(30.0, 0.62 * font * widest + 8), 24.0
+    unit = _fragment_unit(absolute, max_cells) if rows * cols > max_cells else None
+    if unit is not None:
+        show_rows, show_cols, unit_words = unit
+    else:
+        show_rows, show_cols = _fragment_shown(rows, cols, max_cells)
+        unit_words = ""
+    font = MIN_FONT
+    labelled = show_rows * show_cols <= 1024
+    if labelled:  # wide enough for "T383" / "v127" on two lines
+        widest = max(len(f"T{int(absolute[:show_rows, :show_cols].max())}"),
+                     len(f"v{int(locals_[:show_rows, :show_cols].max())}"))
+        cw, ch = max(30.0, 0.62 * font * widest + 8), 26.0
+        fit_cols = max(1, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // cw))
+        if show_cols > fit_cols:  # labelled cells never make the picture wider than MAX_WIDTH
+            show_cols, unit_words = fit_cols, ""
     else:
         cw, ch = _cell_size(show_rows, show_cols)
-    f = _Frame(show_rows, show_cols, cw, ch)
-    width = max(f.left + show_cols * cw + 12, 380.0)
-    height = f.top + show_rows * ch + 40
+    n_shown = show_rows * show_cols
+    shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
     fill_of = [_warp_fill(w, shade) for w in range(int(warp.max()) + 1) for shade in (0, 1)]
     labels = ([[f"T{int(shown_t[i, j])}\nv{int(shown_v[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
@@ -889,25 +1017,77 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
                if hover and n_shown <= EXPLICIT_CELLS else None)
     uid = _uid("frag", layout.buffer, shape, show_rows, show_cols, np.ascontiguousarray(colour),
                np.ascontiguousarray(shown_t), np.ascontiguousarray(shown_v))
+    f0 = _Frame(show_rows, show_cols, cw, ch)
+    marks, caption = _fragment_highlights(f0, dict(highlight or {}), shown_t, shown_v, warp)
+    if show_rows < rows or show_cols < cols:
+        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} "
+                       f"(max_cells={max_cells}){unit_words}")
+    if classes is not None:
+        caption.append("hover a cell: every element of its thread")
+    subtitle = _fragment_subtitle(layout, shape, base, threads)
+    grid_width = f0.left + show_cols * cw + 12
+    width = min(MAX_WIDTH, max(grid_width, 380.0, min(CAPTION_WIDTH, max(
+        _caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
+    head = _caption_lines([subtitle], width, 11)
+    f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
+    marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
+    notes = _caption_lines(caption, width, MIN_FONT)
+    height = f.top + show_rows * ch + 10 + 13 * len(notes) + 6
     out = [_svg_open(width, height, f"{layout.buffer} fragment", uid)]
     if classes is not None:
         out.append(_hover_style(uid, "t", sorted(int(v) for v in np.unique(shown_t))))
     out.append(_text(4, 16, f"{layout.buffer} (fragment)", weight="bold"))
-    out.append(_text(4, 32, _fragment_subtitle(layout, shape, base, threads), size=11, color=MUTED))
+    out += [_text(4, 32 + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(head)]
     out.append(_grid(colour, fill_of, cw=cw, ch=ch, x0=f.left, y0=f.top, uid=uid,
                      titles=titles if classes is not None and not labelled else None, cell_labels=labels,
                      classes=classes, label_font=font)[0])
-    marks, caption = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
     out += marks
     out.append(_ticks([(f.left - 4, f.top + i * ch + min(ch, 10) * 0.9, i) for i in range(0, show_rows, 8)],
                       anchor="end"))
-    if show_rows < rows or show_cols < cols:
-        caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} (max_cells={max_cells})")
-    if classes is not None:
-        caption.append("hover a cell: every element of its thread")
-    if caption:
-        out.append(_text(4, f.top + show_rows * ch + 18, "; ".join(caption), size=10, color=TEXT))
+    y = f.top + show_rows * ch + 18
+    out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=TEXT) for i, line in enumerate(notes)]
     return "".join(out) + "</svg>"
+
+
+def _fragment_unit(absolute: Any, max_cells: int) -> tuple[int, int, str] | None:
+    """(rows, cols, words) of one warp's unit of a fragment too large to draw whole.
+
+    The first warp is the warp of element (0, 0). Columns: the fewest from the left that hold
+    every thread of that warp (and a thread's next element when it is the column's neighbour).
+    Rows: the first warp's rows (those of column 0, from the top),
+    or, when that block would pass ``max_cells``, the fewest rows that still hold every thread.
+    ``words`` says what the block is and what lies beyond it (for a WGMMA accumulator: 16 rows
+    by 8 columns, 4 registers a thread; the next 8 columns hold the same threads' next
+    registers). None when no block of at most ``max(max_cells, 64)`` cells holds the warp."""
+    rows, cols = absolute.shape
+    warp = absolute // WARP_SIZE
+    w0 = int(warp[0, 0])
+    lanes = {int(t) for t in np.unique(absolute[warp == w0])}
+    own_rows = int(np.argmax(warp[:, 0] != w0)) if (warp[:, 0] != w0).any() else rows
+
+    def holds_all(r: int, c: int) -> bool:
+        return lanes <= {int(t) for t in np.unique(absolute[:r, :c])}
+
+    unit_cols = next((c for c in range(1, cols + 1) if holds_all(own_rows, c)), None)
+    if unit_cols is None:
+        return None
+    while unit_cols < cols and (absolute[:own_rows, unit_cols] == absolute[:own_rows, unit_cols - 1]).all():
+        unit_cols += 1  # a thread's neighbouring elements (a pair of one 8-byte access) stay together
+    unit_rows = own_rows
+    if unit_rows * unit_cols > max_cells:
+        unit_rows = next(r for r in range(1, own_rows + 1) if holds_all(r, unit_cols))
+    if unit_rows * unit_cols > max(max_cells, 64) or (unit_rows, unit_cols) == (rows, cols):
+        return None
+    block = absolute[:unit_rows, :unit_cols]
+    each = int(np.count_nonzero(block == int(block[0, 0])))
+    total = int(np.count_nonzero(absolute == int(block[0, 0])))
+    words = (f": one warp's unit, every one of warp {w0}'s {len(lanes)} threads, {each} of its elements each "
+             f"(a thread holds {total} in all)")
+    if 2 * unit_cols <= cols and (absolute[:unit_rows, unit_cols:2 * unit_cols] == block).all():
+        words += f"; cols {unit_cols}-{2 * unit_cols - 1} hold the same threads' next registers"
+    if unit_rows < own_rows:
+        words += f"; rows {unit_rows}-{own_rows - 1} are warp {w0}'s too"
+    return unit_rows, unit_cols, words
 
 
 def _fragment_grids(layout: Any) -> tuple[Any, Any]:

@@ -33,6 +33,49 @@ def size_text(n: Any) -> str:
     return f"{n} B"
 
 
+def layout_sentence(layout: Any) -> str:
+    """A layout in one plain sentence for a student: its shape and type, where it lives, how it
+    is stored (the swizzle tilelab recognises in its offsets) or which threads hold it. The
+    compiler's own ``Layout(...)``/``Fragment(...)`` printout stays in ``layout.description``."""
+    import re
+
+    shape = " x ".join(str(s) for s in layout.shape)
+    if layout.scope == "fragment":
+        count = layout.thread_count
+        base = int(layout.thread_base or 0)
+        total = 1
+        for extent in layout.shape:
+            total *= int(extent)
+        text = f"A {shape} {layout.dtype} fragment held in registers"
+        if count:
+            each = total * max(1, int(layout.replicate)) // int(count)
+            text += f" by {count} threads (threads {base}-{base + int(count) - 1}), {each} elements a thread"
+        if layout.replicate > 1:
+            text += f"; each element is held by {layout.replicate} threads"
+        return text + "."
+    text = f"A {shape} {layout.dtype} tile in shared memory"
+    stages = re.match(r"stage 0 of (\d+) pipeline stages", layout.description or "")
+    if stages:
+        text += f", one of {stages.group(1)} pipeline stages (the drawing shows stage 0)"
+    if layout.offsets and len(layout.shape) == 2:
+        from ..swizzle import match_layout
+
+        try:
+            tile = match_layout(layout)
+        except ValueError:
+            tile = None
+        if tile is None:
+            text += "; its element order is none of the TMA swizzle modes"
+        elif tile.mode.is_swizzled:
+            text += (f", stored with the {tile.swizzle} swizzle: each row's 16-byte chunks are permuted "
+                     "so that reading down a column spreads over the banks")
+        elif tile.swizzle == "INTERLEAVE":
+            text += ", stored as 8-row x 16-byte core matrices one after another (interleaved, no swizzle)"
+        else:
+            text += ", stored row after row (no swizzle)"
+    return text + "."
+
+
 def pdl_text(kernel: Any) -> str:
     """Programmatic dependent launch of one DeviceKernel: whether its code waits (T.pdl_sync) and
     which launchers allow it to start early, e.g. "no T.pdl_sync; early start: cython"."""

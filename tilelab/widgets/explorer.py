@@ -6,6 +6,13 @@ highlight controls pick one row, one 16-byte chunk or one thread. Every change r
 pure models and re-renders the SVG, so the widget holds no maths of its own and works with no GPU
 and no front-end code beyond ipywidgets 8.
 
+The explorer also answers as a picture where its live model is gone (the notebook reopened after
+its kernel stopped, an nbconvert export, a notebook viewer): shown, it puts a static view of its
+current state (the verdict, the per-mode table and the picture, as last drawn) in an output of
+its own next to the widget, kept up to date as the controls change; a style rule hides that view
+while the live widget is on the page, and hides JupyterLab's "model not found" line where the
+static view stands in for it. ``_repr_mimebundle_`` carries the same view as ``text/html``.
+
 Hover is pure CSS inside the SVG (no JavaScript, no round trip to the kernel): hovering a cell
 strokes every cell of its bank, its physical 16-byte chunk or its row (the ``hover`` buttons
 choose), and on tiles up to 2,048 cells (the default 32x64 included) its title gives the element,
@@ -22,9 +29,25 @@ import ipywidgets as widgets
 from .. import swizzle as sw
 from ..render import svg
 
+# Where the live widget is on the page its static twin hides; where the widget could not be
+# drawn (no model after a restart: JupyterLab writes one line of text and no element), that line
+# hides and the static view stands. :has() is in every current browser (Chromium 105, Firefox 121).
+STATIC_CSS = ("<style>.jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{display:none}"
+              ".jp-OutputArea:has(.tl-explorer-static) .jupyter-widgets.jp-OutputArea-output:not(:has(*))"
+              "{display:none}</style>")
+
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
 MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
+# Columns drawn at most, in bytes of a row: four 128-byte lines, where every swizzle mode has
+# repeated (a 1024-column tile redraws in a few tens of ms; the caption says what is shown).
+MAX_ROW_BYTES = 512
+# Rows drawn at most to follow an access pattern down the tile (the conflict count above covers
+# all of it; past this, the caption says which rows are drawn).
+MAX_PATTERN_ROWS = 160
+# The picture's width: a laptop's notebook output (1000 px window, file browser open) is about
+# 550 px wide; drawn this wide, the picture is shown unscaled there and every number stays 10 px.
+PICTURE_WIDTH = 540
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -73,6 +96,8 @@ class SwizzleExplorer(widgets.VBox):
             self.conflicts, self.comparison, self.picture,
         ]
         super().__init__(rows_box)
+        self.add_class("tl-explorer-live")
+        self._static_display: Any = None  # the display handle of the static view, once shown
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -108,13 +133,62 @@ class SwizzleExplorer(widgets.VBox):
         kind = self.highlight.value
         highlight = {kind: self.index.value} if kind != "none" else None
         self.conflicts.value = self._conflict_html(report)
-        # A large tile draws its first rows only (the swizzle repeats within 8 rows of 128 bytes),
-        # enough for the access pattern: a 256x256 tile stays quick to draw and to paint.
-        rows_needed = max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS])
+        # A large tile draws its first rows and columns only (the swizzle repeats within 8 rows of
+        # 128 bytes), enough for the access pattern: a 1024x1024 tile stays quick to draw and paint.
+        rows_needed = min(max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS]), MAX_PATTERN_ROWS)
+        cols_needed = max([int(a.col) + 1 for a in report.accesses]
+                          + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
         self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed)
+                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
+                                          max_cols=cols_needed if cols_needed < tile.cols else 0,
+                                          fit_width=PICTURE_WIDTH)
         self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
         self.comparison.value = self._comparison_html(self._comparison)
+        self._update_static()
+
+    # -- the static view: the explorer as last drawn, for a page without the live model ----------
+    def settings_text(self) -> str:
+        """The controls' values in words (what the static view says it shows)."""
+        words = (f"{self.rows.value}x{self.cols.value} {self.dtype.value}, {self.swizzle.value} swizzle; "
+                 f"access {self.pattern.value} from row {self.start_row.value}, chunk {self.chunk.value}; "
+                 f"colour by {self.color_by.value}")
+        if self.highlight.value != "none":
+            words += f"; highlight {self.highlight.value} {self.index.value}"
+        return words
+
+    def static_html(self) -> str:
+        """The explorer's current state as plain HTML and SVG: no widget, no script."""
+        return (f'{STATIC_CSS}<div class="tl-explorer-static" style="color: var(--jp-ui-font-color1, #222)">'
+                f'<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: {html.escape(self.settings_text())}'
+                f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
+                f"controls</i></p>{self.conflicts.value}{self.comparison.value}{self.picture.value}</div>")
+
+    def _static_bundle(self) -> dict[str, str]:
+        return {"text/html": self.static_html(),
+                "text/plain": f"Swizzle explorer: {self.settings_text()} (run the cell again for the controls)"}
+
+    def _update_static(self) -> None:
+        if self._static_display is not None:
+            self._static_display.update(self._static_bundle(), raw=True)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget's view beside a static ``text/html`` view of its current state (the first a
+        notebook front end with the live model shows; the second what an export or a viewer can)."""
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is None:  # a closed widget has no view
+            return None
+        return {**data, **self._static_bundle()}
+
+    def _ipython_display_(self) -> None:
+        """Shown in a notebook: the static view in an output of its own (kept current through its
+        display id, so the saved notebook holds the last picture), then the live widget."""
+        from IPython.display import display
+
+        self._static_display = display(self._static_bundle(), raw=True, display_id=True)
+        data = super()._repr_mimebundle_()
+        if data is not None:  # the widget's own output: its text says what it is, not its children
+            data["text/plain"] = "Swizzle explorer controls (live while the kernel runs; the picture is above)"
+            display(data, raw=True)
 
     @staticmethod
     def _conflict_html(report: sw.ConflictReport) -> str:
