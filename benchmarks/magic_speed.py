@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-CELL = Path(__file__).resolve().parents[1] / "notebooks" / "00_first_kernel.ipynb"
+CELL = Path(__file__).resolve().parents[1] / "examples" / "hopper_gemm.ipynb"
 
 
 def gemm_cell() -> str:
@@ -67,7 +67,7 @@ def main() -> int:
 
     warm = [w for r in rounds for w in r["warm"]]
     first = rounds[0]
-    print(f"Hopper GEMM (notebooks/00_first_kernel.ipynb), {first['mode']}; {opts.rounds} fresh IPython shell(s)")
+    print(f"Hopper GEMM (examples/hopper_gemm.ipynb), {first['mode']}; {opts.rounds} fresh IPython shell(s)")
     print(f"  import (load_ext + import tilelang), ms:     {spread('import')}")
     print(f"  cold run to inspector ready, ms:             {spread('cold')}")
     print(f"  first re-run of the unchanged cell, ms:      {spread('first')}")

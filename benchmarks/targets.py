@@ -23,9 +23,9 @@ SETUP = """
 import json, time
 import tilelang, tilelab
 from tilelang import tvm
-from tilelab import workshop
+from tilelab.kernels.tiled_gemm import tiled_gemm
 from tilelab.targets import parse_target
-func = workshop.tiled_gemm(1024, 1024, 1024, 128, 128, 32, target={target!r})
+func = tiled_gemm(1024, 1024, 1024, 128, 128, 32, target={target!r})
 """
 
 PLAIN = SETUP + """
@@ -54,9 +54,9 @@ def cpu_launch(size: int) -> tuple[object, object]:
     import torch
 
     import tilelab
-    from tilelab import workshop
+    from tilelab.kernels.tiled_gemm import tiled_gemm
 
-    kernel = workshop.tiled_gemm(size, size, size, 32, 32, 32, target="c")
+    kernel = tiled_gemm(size, size, size, 32, 32, 32, target="c")
     checked = tilelab.run(kernel, target="c", ref=torch.matmul)
     assert checked.passed, checked
     a, b = torch.randn(size, size), torch.randn(size, size)

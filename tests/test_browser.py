@@ -1,7 +1,7 @@
 """The whole thing in a real JupyterLab, driven in headless Chromium (Debian's, via Playwright).
 
 Starts ``jupyter lab`` on a free local port with a temporary root holding a copy of
-``notebooks/00_first_kernel.ipynb``, runs all cells (``%load_ext tilelab`` and the ``%%tilelang``
+``examples/hopper_gemm.ipynb``, runs all cells (``%load_ext tilelab`` and the ``%%tilelang``
 Hopper GEMM, inspected for sm_90a here since there is no GPU), opens the inspector's TMA tab and
 checks the box dims and swizzle it shows against the values the cython launcher's own
 ``cuTensorMapEncodeTiled`` set-up writes. Screenshots of the light and the dark theme are saved
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-NOTEBOOK = ROOT / "notebooks" / "00_first_kernel.ipynb"
+NOTEBOOK = ROOT / "examples" / "hopper_gemm.ipynb"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]

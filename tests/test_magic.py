@@ -120,12 +120,12 @@ if not CHILD:
         assert "cell line 8: T.copy(S, B, 1, 2, 3, 4)" in proc.stdout  # line 1 is %%tilelang
 
     def test_first_notebook_runs_and_its_static_html_shows_the_report(tmp_path):
-        """notebooks/00_first_kernel.ipynb executed headless; its saved output renders with no kernel."""
+        """examples/hopper_gemm.ipynb executed headless; its saved output renders with no kernel."""
         nbformat = pytest.importorskip("nbformat")
         nbclient = pytest.importorskip("nbclient")
         nbconvert = pytest.importorskip("nbconvert")
-        assert re.search(r'"outputs": \[\]', (ROOT / "notebooks" / "00_first_kernel.ipynb").read_text())  # committed bare
-        nb = nbformat.read(ROOT / "notebooks" / "00_first_kernel.ipynb", as_version=4)
+        assert re.search(r'"outputs": \[\]', (ROOT / "examples" / "hopper_gemm.ipynb").read_text())  # committed bare
+        nb = nbformat.read(ROOT / "examples" / "hopper_gemm.ipynb", as_version=4)
         # As JupyterLab saves by default: without the widget state, so viewers fall back to text/html.
         nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=False,
                                 resources={"metadata": {"path": str(tmp_path)}}).execute()

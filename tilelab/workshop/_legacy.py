@@ -1,4 +1,7 @@
-"""Auto-checked exercises for the workshop notebooks (``notebooks/01_*`` ... ``04_*``).
+"""The checks of the earlier workshop notebooks (old 01.x-04.x), kept as they were and registered
+nowhere: lessons 04-10 port the good ones. Not part of the course.
+
+Auto-checked exercises for the workshop notebooks (``notebooks/01_*`` ... ``04_*``).
 
 ``check("01.1", answer)`` returns a :class:`Check`: passed, failed (with what was expected and
 why), not answered yet (the notebook's ``...`` placeholder), or needs a GPU (a launching exercise
@@ -90,7 +93,7 @@ def _expect(condition: bool, message: str) -> None:
 
 
 def _chunk_128b(fn: Any) -> tuple[bool, str]:
-    from . import swizzle as sw
+    from .. import swizzle as sw
 
     _expect(callable(fn), f"answer with a function chunk(row, chunk) -> physical chunk, got {type(fn).__name__}")
     tile = sw.SharedTile(16, 64, "float16", "128B")  # 128-byte rows: one panel, 8 chunks a row
@@ -108,7 +111,7 @@ def _chunk_128b(fn: Any) -> tuple[bool, str]:
 
 def _wavefronts(mode: str) -> Callable[[Any], tuple[bool, str]]:
     def checker(answer: Any) -> tuple[bool, str]:
-        from . import swizzle as sw
+        from .. import swizzle as sw
 
         report = sw.bank_conflicts(sw.SharedTile(32, 64, "float16", mode), "column_read")
         _expect(isinstance(answer, int) and not isinstance(answer, bool),
@@ -122,7 +125,7 @@ def _wavefronts(mode: str) -> Callable[[Any], tuple[bool, str]]:
 
 
 def _conflict_free_mode(answer: Any) -> tuple[bool, str]:
-    from . import swizzle as sw
+    from .. import swizzle as sw
 
     _expect(isinstance(answer, str), f"answer with a swizzle name such as '32B', got {answer!r}")
     try:
@@ -138,7 +141,7 @@ def _conflict_free_mode(answer: Any) -> tuple[bool, str]:
 
 
 def _sbo_bytes(answer: Any) -> tuple[bool, str]:
-    from . import swizzle as sw
+    from .. import swizzle as sw
 
     desc = sw.wgmma_descriptor(sw.SharedTile(64, 64, "float16", "128B"), "K", operand="A")
     _expect(isinstance(answer, int) and not isinstance(answer, bool), f"answer with a number of bytes, got {answer!r}")
@@ -158,13 +161,13 @@ GEMM_ARGS = (1024, 1024, 1024, 128, 128, 32)
 def workshop_gemm(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, block_K: int = 32):
     """The fp16 Hopper GEMM of notebooks 00 and 02: :func:`tilelab.kernels.gemm.matmul` with 3
     stages, 256 threads and no grid rasterisation."""
-    from .kernels.gemm import matmul
+    from ..kernels.gemm import matmul
 
     return matmul(M, N, K, block_M, block_N, block_K, num_stages=3, threads=256, raster=0)
 
 
 def _gemm_report(*args: int):
-    from ._inspect import inspect
+    from .._inspect import inspect
 
     return inspect(workshop_gemm(*args), "sm_90a")
 
@@ -216,7 +219,7 @@ def _identity(x: Any) -> Any:
 
 
 def _copy_passes(kernel: Any) -> tuple[bool, str]:
-    from . import launch
+    from .. import launch
 
     result = launch.run(kernel, ref=_identity, seed=7)
     _expect(result.passed, "tilelab.run says FAIL:\n" + repr(result))
@@ -224,7 +227,7 @@ def _copy_passes(kernel: Any) -> tuple[bool, str]:
 
 
 def _copy_bandwidth(kernel: Any) -> tuple[bool, str]:
-    from . import launch
+    from .. import launch
 
     ok = launch.run(kernel, ref=_identity, seed=8)
     _expect(ok.passed, "the kernel must first be correct:\n" + repr(ok))
@@ -253,7 +256,7 @@ def tiled_gemm(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, b
     """
     import tilelang.language as T
 
-    from .targets import parse_target
+    from ..targets import parse_target
 
     cpu = parse_target(target).family == "cpu"
     dtype = T.float32 if cpu else T.float16
@@ -280,7 +283,7 @@ def tiled_gemm(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, b
 
 
 def _targets_report(target: str):
-    from ._inspect import inspect
+    from .._inspect import inspect
 
     return inspect(tiled_gemm(*TARGETS_GEMM_ARGS, target=target), target)
 
@@ -302,7 +305,7 @@ def _mfma_shape(answer: Any) -> tuple[bool, str]:
 
 def _lds_bytes_per_stage(answer: Any) -> tuple[bool, str]:
     report = _targets_report("gfx942")
-    from .swizzle import dtype_bytes
+    from ..swizzle import dtype_bytes
 
     tiles = [lay for lay in report.layouts if lay.scope == "shared"]
     per_stage = sum(int(dtype_bytes(lay.dtype)) * int(lay.shape[0]) * int(lay.shape[1]) for lay in tiles)
@@ -383,7 +386,7 @@ def _exercise(exercise_id: str) -> Exercise:
 
 
 def _has_gpu() -> bool:
-    from . import _adapter
+    from .. import _adapter
 
     return _adapter.has_gpu()
 
@@ -396,7 +399,7 @@ def check(exercise_id: str, answer: Any = ...) -> Check:
     if ex.needs_gpu and not _has_gpu():
         return Check(ex.id, ex.title, "needs_gpu", "this exercise launches a kernel and there is no CUDA GPU here; "
                      "everything above it works without one", ex.hint)
-    from ._errors import TilelabError
+    from .._errors import TilelabError
 
     try:
         passed, message = ex.checker(answer)

@@ -1,0 +1,254 @@
+"""The course framework: lessons declare exercises, students check answers, ask for hints and
+solutions, and see their progress.
+
+A lesson is a module of :mod:`tilelab.workshop.lessons` (``l05_pipelining_and_tma.py``); the
+registry imports every one of them (``pkgutil.iter_modules``, no list to edit) the first time an
+exercise is looked up. A lesson module may also define ``wrong_answers = {"05.2": ("answer_05_2 =
+6", ...)}``: answer cells that must fail, each with a message that does not give the answer away
+(the tests run every one).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+import textwrap
+import threading
+from typing import Any, Callable
+
+from . import _progress
+from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+
+_REGISTRY: dict[str, Exercise] = {}
+_WRONG: dict[str, tuple[str, ...]] = {}
+_LOADED = False
+_LOCK = threading.RLock()
+_TRIED: set[str] = set()  # exercises tried in this process (solution() also reads the file)
+_LAST_NOTEBOOK: list[str] = []  # the notebook of the exercise touched last: progress()'s default
+_ID = re.compile(r"\d\d\.\d+")
+
+
+class Wrong(Exception):
+    """Raised by a checker: the answer is wrong, and the message says why (never the answer)."""
+
+
+def expect(condition: Any, message: str) -> None:
+    """Fail the check with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise Wrong(message)
+
+
+def exercise(id: str, title: str, *, question: str, kind: str, hints: tuple[str, ...] | list[str] = (),
+             solution: str, needs_gpu: bool = False, reveal: Callable[[Any], Any] | None = None,
+             answer_name: str | None = None, setup: str = "") -> Callable[[Callable[[Any], Any]], Exercise]:
+    """Declare an exercise: decorates its checker, ``answer -> pass message``, which raises
+    :class:`Wrong` (or fails :func:`expect`) when the answer is wrong. Returns the :class:`Exercise`.
+
+    ``answer_name`` is the name the check cell passes (default ``answer_05_2`` for "05.2");
+    ``setup`` the code the answer cell relies on from cells above it.
+    """
+    if not isinstance(id, str) or not _ID.fullmatch(id):
+        raise ValueError(f"exercise id {id!r} is not NN.M (the notebook's two digits, a dot, a number)")
+    if kind not in KINDS:
+        raise ValueError(f"exercise {id}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if not solution or not isinstance(solution, str):
+        raise ValueError(f"exercise {id}: give the answer cell's text that passes as solution=")
+
+    def register(checker: Callable[[Any], Any]) -> Exercise:
+        record = Exercise(id=id, title=title, question=question, kind=kind, hints=tuple(hints),
+                          solution=textwrap.dedent(solution).strip("\n"), needs_gpu=needs_gpu,
+                          lesson=getattr(checker, "__module__", "") or "",
+                          answer_name=answer_name or "answer_" + id.replace(".", "_"),
+                          setup=textwrap.dedent(setup).strip("\n"), checker=checker, reveal=reveal)
+        with _LOCK:
+            old = _REGISTRY.get(id)
+            if old is not None and old.lesson != record.lesson:
+                raise ValueError(f"exercise {id} is declared twice: in {old.lesson} and in {record.lesson}")
+            _REGISTRY[id] = record
+        return record
+
+    return register
+
+
+def _load() -> None:
+    global _LOADED
+    with _LOCK:
+        if _LOADED:
+            return
+        from . import lessons
+
+        for info in sorted(pkgutil.iter_modules(lessons.__path__), key=lambda m: m.name):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+            for key, sources in (getattr(module, "wrong_answers", None) or {}).items():
+                _WRONG[key] = tuple(sources)
+        _LOADED = True
+
+
+def _order(key: str) -> tuple[int, int]:
+    major, minor = key.split(".")
+    return int(major), int(minor)
+
+
+def registry() -> dict[str, Exercise]:
+    """Every exercise of the course by id, in course order."""
+    _load()
+    return {k: _REGISTRY[k] for k in sorted(_REGISTRY, key=_order)}
+
+
+def wrong_answers(exercise_id: str) -> tuple[str, ...]:
+    """The answer cells a lesson declares wrong for this exercise (for the tests)."""
+    _load()
+    return _WRONG.get(exercise_id, ())
+
+
+def _notebook_key(notebook: str | int) -> str:
+    match = re.match(r"\s*(\d+)", str(notebook))
+    if not match:
+        raise KeyError(f"no notebook {notebook!r}: name one by its number, e.g. '01' or '01_first_kernel'")
+    return f"{int(match.group(1)):02d}"
+
+
+def exercises(notebook: str | int | None = None) -> list[Exercise]:
+    """The course's exercises, or one notebook's ("01", 1 or "01_first_kernel.ipynb")."""
+    every = registry().values()
+    if notebook is None:
+        return list(every)
+    key = _notebook_key(notebook)
+    return [e for e in every if e.notebook == key]
+
+
+def get(exercise_id: str) -> Exercise:
+    """One exercise; a clear KeyError naming the notebook's exercises when there is no such id."""
+    reg = registry()
+    key = str(exercise_id).strip()
+    if key in reg:
+        return reg[key]
+    prefix = key.split(".")[0]
+    near = [k for k in reg if k.split(".")[0] == prefix] or list(reg)
+    raise KeyError(f"no exercise {exercise_id!r}: the exercises are {', '.join(near)}")
+
+
+def _touch(ex: Exercise) -> None:
+    _LAST_NOTEBOOK[:] = [ex.notebook]
+
+
+def is_placeholder(answer: Any) -> bool:
+    """Whether ``answer`` is still the notebook's ``...``: the Ellipsis itself, or a function
+    whose body still holds a ``...`` statement (a kernel cell not written yet)."""
+    if answer is ...:
+        return True
+    if inspect.isfunction(answer):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
+        except (OSError, TypeError, SyntaxError):
+            return False
+        return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is ...
+                   for node in ast.walk(tree))
+    return False
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    lines = text.splitlines()
+    text = "\n".join(lines[:6]) + ("\n..." if len(lines) > 6 else "")
+    return text if len(text) <= 900 else text[:900] + "..."
+
+
+def _has_gpu() -> bool:
+    from .. import _adapter
+
+    return _adapter.has_gpu()
+
+
+def check(exercise_id: str, answer: Any = ...) -> Check:
+    """Check ``answer`` for exercise ``exercise_id`` and record the try.
+
+    ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
+    without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
+    went wrong, never the answer; an exception from the student's code is reported, not raised.
+    A passed exercise with ``reveal`` shows what it reveals.
+    """
+    ex = get(exercise_id)
+    _touch(ex)
+    hints = len(ex.hints)
+    if is_placeholder(answer):
+        return Check(ex.id, ex.title, "unanswered", "not answered yet: replace the ... with your answer", hints)
+    if ex.needs_gpu and not _has_gpu():
+        result = Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
+                       "the rest of the notebook works without one", hints)
+        return _record(ex, result)
+    assert ex.checker is not None
+    try:
+        outcome = ex.checker(answer)
+    except Wrong as wrong:
+        return _record(ex, Check(ex.id, ex.title, "failed", str(wrong), hints))
+    except Exception as err:  # the student's code (their kernel, their function) raised
+        return _record(ex, Check(ex.id, ex.title, "failed",
+                                 f"your answer raised {type(err).__name__}: {_short(err)}", hints))
+    if isinstance(outcome, NeedsGpu):
+        return _record(ex, Check(ex.id, ex.title, "needs_gpu", str(outcome), hints))
+    revealed = None
+    if ex.reveal is not None:
+        try:
+            revealed = ex.reveal(answer)
+        except Exception as err:
+            revealed = f"(what this exercise reveals could not be drawn: {type(err).__name__}: {_short(err)})"
+    return _record(ex, Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed))
+
+
+def _record(ex: Exercise, result: Check) -> Check:
+    _TRIED.add(ex.id)
+    passed = result.passed
+    _progress.update(ex.id, tries=lambda n: (n or 0) + 1, last=result.status,
+                     passed=lambda old: bool(old) or passed)
+    return result
+
+
+def hint(exercise_id: str) -> Hint:
+    """The next hint of an exercise: the first call shows hint 1, the next 1 and 2, and so on."""
+    ex = get(exercise_id)
+    _touch(ex)
+    total = len(ex.hints)
+    if not total:
+        return Hint(ex.id, ex.title, 0, 0, ())
+    record = _progress.update(ex.id, hints=lambda n: min((n or 0) + 1, total))
+    number = int(record["hints"])
+    return Hint(ex.id, ex.title, number, total, ex.hints[:number])
+
+
+def solution(exercise_id: str) -> Solution:
+    """An exercise's solution, once it was tried (checked with an answer) at least once."""
+    ex = get(exercise_id)
+    _touch(ex)
+    tried = ex.id in _TRIED or int(_progress.read().get(ex.id, {}).get("tries") or 0) > 0
+    if not tried:
+        return Solution(ex.id, ex.title, "refused", "try it first: the solution opens after your first check "
+                        f"of {ex.id} with an answer (workshop.hint(\"{ex.id}\") helps meanwhile)")
+    _progress.update(ex.id, solution_seen=True)
+    return Solution(ex.id, ex.title, "shown", ex.solution)
+
+
+def progress(notebook: str | int | None = None) -> Progress:
+    """What has been done: per exercise passed / tried / not tried, for the whole course, with the
+    notebook of the latest exercise checked (or ``notebook``) in detail."""
+    key = _notebook_key(notebook) if notebook is not None else (_LAST_NOTEBOOK[0] if _LAST_NOTEBOOK else None)
+    records = _progress.read()
+    standings = []
+    for ex in registry().values():
+        r = records.get(ex.id, {})
+        tries = int(r.get("tries") or 0)
+        state = "passed" if r.get("passed") else "tried" if tries else "not tried"
+        standings.append(Standing(ex.id, ex.title, state, tries, int(r.get("hints") or 0), str(r.get("last") or ""),
+                                  bool(r.get("solution_seen"))))
+    return Progress(key, tuple(standings), str(_progress.path()))
+
+
+def _reset_for_tests() -> None:
+    """Forget this process's tries (the file is the caller's: point $TILELAB_PROGRESS elsewhere)."""
+    _TRIED.clear()
+    _LAST_NOTEBOOK.clear()
