@@ -113,3 +113,11 @@ __all__ = [
     "sweep",
     "swizzle_explorer",
 ]
+
+# tilelab.trace_tiles: which elements each block of a CPU launch read and wrote.
+_LAZY.update({
+    "trace_tiles": (".launch._trace", "trace_tiles"),
+    "TileTrace": (".launch.tile_trace", "TileTrace"),
+    "TraceError": (".launch._trace", "TraceError"),
+})
+__all__ += ["TileTrace", "TraceError", "trace_tiles"]

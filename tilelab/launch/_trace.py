@@ -1,0 +1,322 @@
+"""Which elements each block read and wrote: :func:`trace_tiles` for kernels launched on the CPU.
+
+The kernel is compiled again for target ``c`` with every load and store of a tensor parameter
+routed through one C function (the adapter's ``compile_traced``). That function, built here once
+per process into a small shared library (the *trace runtime*), logs ``(tensor, read or write,
+block, element)`` and answers whether the index lies inside the tensor: an out-of-bounds access is
+logged with its indices and not performed (a read gives 0, a write is dropped), so a kernel that
+would fault on a GPU is traced safely. The log is folded into a :class:`TileTrace` record: per
+tensor and block, the elements read and written, as runs of flat indices.
+
+Blocks run one after another on the CPU, so the trace says what each block touches, never in
+which order blocks ran on a GPU: two blocks writing one element is a race there, whatever order
+the trace saw.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import tempfile
+import threading
+from typing import Any, Sequence
+
+from .._errors import LoweringError, TilelabError
+from .tile_trace import OutOfBounds, TensorTrace, TileTrace
+
+MAX_ACCESSES = 50_000_000  # distinct consecutive accesses logged at most (24 bytes each)
+MAX_OUT_OF_BOUNDS = 100_000  # out-of-bounds attempts kept with their indices (all are counted)
+MAX_RANK = 6  # must match the adapter's TRACE_MAX_RANK
+
+CPU_PATH = ("trace_tiles runs a kernel on the CPU (TileLang target c), which supports tiles in "
+            "T.alloc_local (or straight loads and stores of the tensors), T.copy, T.fill/T.clear, "
+            "T.Parallel/T.serial/T.grid loops and T.gemm of local tiles; not shared memory "
+            "(T.alloc_shared), register fragments (T.alloc_fragment), TMA, WGMMA or warp specialisation")
+
+
+class TraceError(TilelabError, ValueError):
+    """A kernel or argument trace_tiles cannot trace; the message says what it supports."""
+
+
+_RUNTIME_SOURCE = r"""
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef struct { int64_t flat; int32_t bx, by, bz, tw; } tl_entry;
+typedef struct { int64_t idx[%(rank)d]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
+
+static tl_entry* entries = 0;
+static int64_t n_entries = 0, cap_entries = 0, max_entries = 0, overflow = 0, calls = 0;
+static tl_oob* oobs = 0;
+static int64_t n_oob = 0, cap_oob = 0, max_oob = 0, total_oob = 0;
+#define TL_TW 512
+static tl_entry last[TL_TW];
+static int has_last[TL_TW];
+
+extern "C" {
+
+void tilelab_trace_begin(int64_t max_accesses, int64_t max_out_of_bounds) {
+  n_entries = 0; overflow = 0; calls = 0; n_oob = 0; total_oob = 0;
+  max_entries = max_accesses; max_oob = max_out_of_bounds;
+  for (int i = 0; i < TL_TW; ++i) has_last[i] = 0;
+}
+
+int32_t tilelab_trace_access(int32_t tw, int32_t bx, int32_t by, int32_t bz, int32_t rank,
+                             int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t i4, int64_t i5,
+                             int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4, int64_t s5) {
+  int64_t idx[6] = {i0, i1, i2, i3, i4, i5};
+  int64_t shape[6] = {s0, s1, s2, s3, s4, s5};
+  int64_t flat = 0;
+  int inside = 1;
+  ++calls;
+  for (int d = 0; d < rank; ++d) {
+    if (idx[d] < 0 || idx[d] >= shape[d]) inside = 0;
+    flat = flat * shape[d] + idx[d];
+  }
+  if (!inside) {
+    ++total_oob;
+    if (n_oob > 0) {  /* the same attempt again (a loop re-reading one element): counted once */
+      tl_oob* p = &oobs[n_oob - 1];
+      int same = p->tw == tw && p->bx == bx && p->by == by && p->bz == bz && p->rank == rank;
+      for (int d = 0; same && d < rank; ++d) same = p->idx[d] == idx[d];
+      if (same) return 0;
+    }
+    if (n_oob < max_oob) {
+      if (n_oob == cap_oob) {
+        int64_t cap = cap_oob ? cap_oob * 2 : 1024;
+        tl_oob* grown = (tl_oob*)realloc(oobs, cap * sizeof(tl_oob));
+        if (!grown) return 0;
+        oobs = grown; cap_oob = cap;
+      }
+      tl_oob* p = &oobs[n_oob++];
+      for (int d = 0; d < 6; ++d) p->idx[d] = d < rank ? idx[d] : 0;
+      p->bx = bx; p->by = by; p->bz = bz; p->tw = tw; p->rank = rank; p->pad = 0;
+    }
+    return 0;
+  }
+  if (tw >= 0 && tw < TL_TW) {
+    tl_entry* l = &last[tw];
+    if (has_last[tw] && l->flat == flat && l->bx == bx && l->by == by && l->bz == bz) return 1;
+    l->flat = flat; l->bx = bx; l->by = by; l->bz = bz; l->tw = tw; has_last[tw] = 1;
+  }
+  if (n_entries >= max_entries) { overflow = 1; return 1; }
+  if (n_entries == cap_entries) {
+    int64_t cap = cap_entries ? cap_entries * 2 : 65536;
+    tl_entry* grown = (tl_entry*)realloc(entries, cap * sizeof(tl_entry));
+    if (!grown) { overflow = 1; return 1; }
+    entries = grown; cap_entries = cap;
+  }
+  tl_entry* e = &entries[n_entries++];
+  e->flat = flat; e->bx = bx; e->by = by; e->bz = bz; e->tw = tw;
+  return 1;
+}
+
+int64_t tilelab_trace_count(void) { return n_entries; }
+int64_t tilelab_trace_calls(void) { return calls; }
+int64_t tilelab_trace_overflow(void) { return overflow; }
+const void* tilelab_trace_entries(void) { return entries; }
+int64_t tilelab_trace_oob_count(void) { return n_oob; }
+int64_t tilelab_trace_oob_total(void) { return total_oob; }
+const void* tilelab_trace_oobs(void) { return oobs; }
+
+}
+""" % {"rank": MAX_RANK}
+
+_RUNTIME: ctypes.CDLL | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def runtime() -> ctypes.CDLL:
+    """The trace runtime, built once per process and loaded with its symbols global, so that the
+    traced kernels (built by TileLang with the access function left undefined) find it."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is not None:
+            return _RUNTIME
+        from .. import _adapter
+
+        folder = tempfile.mkdtemp(prefix="tilelab-trace-")
+        src = os.path.join(folder, "trace_runtime.cpp")
+        lib = os.path.join(folder, "trace_runtime.so")
+        with open(src, "w") as f:
+            f.write(_RUNTIME_SOURCE)
+        cmd = [_adapter.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise TraceError(f"trace_tiles needs a C++ compiler (as TileLang's target c does): {err}") from err
+        if done.returncode != 0:
+            raise TraceError(f"building the trace runtime failed ({' '.join(cmd)}):\n{done.stderr}")
+        rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        for name in ("tilelab_trace_count", "tilelab_trace_calls", "tilelab_trace_overflow",
+                     "tilelab_trace_oob_count", "tilelab_trace_oob_total"):
+            getattr(rt, name).restype = ctypes.c_int64
+        rt.tilelab_trace_entries.restype = ctypes.c_void_p
+        rt.tilelab_trace_oobs.restype = ctypes.c_void_p
+        rt.tilelab_trace_begin.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        _RUNTIME = rt
+        return rt
+
+
+def _entry_dtype() -> Any:
+    import numpy as np
+
+    return np.dtype([("flat", "<i8"), ("bx", "<i4"), ("by", "<i4"), ("bz", "<i4"), ("tw", "<i4")])
+
+
+def _oob_dtype() -> Any:
+    import numpy as np
+
+    return np.dtype([("idx", "<i8", (MAX_RANK,)), ("bx", "<i4"), ("by", "<i4"), ("bz", "<i4"), ("tw", "<i4"),
+                     ("rank", "<i4"), ("pad", "<i4")])
+
+
+def _read_log(rt: ctypes.CDLL) -> tuple[Any, Any, int, int, bool]:
+    """(entries, out-of-bounds entries, all out-of-bounds attempts, access calls, overflowed),
+    copied out of the runtime before the next trace reuses its buffers."""
+    import numpy as np
+
+    def copy(ptr: int | None, count: int, dtype: Any) -> Any:
+        if not count or not ptr:
+            return np.zeros(0, dtype=dtype)
+        raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+        return np.frombuffer(raw, dtype=dtype).copy()
+
+    entries = copy(rt.tilelab_trace_entries(), rt.tilelab_trace_count(), _entry_dtype())
+    oobs = copy(rt.tilelab_trace_oobs(), rt.tilelab_trace_oob_count(), _oob_dtype())
+    return entries, oobs, int(rt.tilelab_trace_oob_total()), int(rt.tilelab_trace_calls()), \
+        bool(rt.tilelab_trace_overflow())
+
+
+def _runs(sorted_flat: Any) -> tuple[int, ...]:
+    """Sorted distinct flat indices as (start, stop, start, stop, ...) of consecutive runs."""
+    import numpy as np
+
+    if len(sorted_flat) == 0:
+        return ()
+    breaks = np.nonzero(np.diff(sorted_flat) != 1)[0]
+    starts = np.concatenate(([sorted_flat[0]], sorted_flat[breaks + 1]))
+    stops = np.concatenate((sorted_flat[breaks] + 1, [sorted_flat[-1] + 1]))
+    return tuple(int(v) for pair in zip(starts.tolist(), stops.tolist()) for v in pair)
+
+
+def _per_block(entries: Any, tw: int, grid: tuple[int, int, int], numel: int) -> tuple[tuple[int, ...], ...]:
+    """For one tensor and direction: each block's elements (runs), blocks in linear order."""
+    import numpy as np
+
+    gx, gy, gz = grid
+    n_blocks = gx * gy * gz
+    mine = entries[entries["tw"] == tw]
+    out: list[tuple[int, ...]] = [()] * n_blocks
+    if len(mine) == 0:
+        return tuple(out)
+    linear = mine["bx"].astype(np.int64) + gx * (mine["by"].astype(np.int64) + gy * mine["bz"].astype(np.int64))
+    keys = np.unique(linear * max(numel, 1) + mine["flat"])
+    blocks = keys // max(numel, 1)
+    flats = keys % max(numel, 1)
+    edges = np.nonzero(np.diff(blocks))[0] + 1
+    for part_b, part_f in zip(np.split(blocks, edges), np.split(flats, edges)):
+        b = int(part_b[0])
+        if 0 <= b < n_blocks:
+            out[b] = _runs(part_f)
+    return tuple(out)
+
+
+def _block_of(bx: int, by: int, bz: int, rank: int) -> tuple[int, ...]:
+    return (bx, by, bz)[:rank]
+
+
+def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = None,
+                outputs: Sequence[str] | None = None, target: Any = "c", pass_configs: dict[str, Any] | None = None,
+                seed: int | None = 0, **sizes: int) -> TileTrace:
+    """Launch ``kernel`` once on the CPU and record, per block of its launch grid, which elements
+    of every tensor parameter it read and wrote, and every out-of-bounds attempt (logged, not
+    performed). ``args`` are tensors, shapes or numbers as for :func:`tilelab.run` (missing ones
+    are random inputs); dynamic sizes by name (``M=1000``). ``outputs`` names the tensors the
+    kernel should write in full (default: those it writes at all, and ``out_idx``'s)."""
+    from .. import _adapter
+    from ..targets import parse_target
+    from . import _checks, _inputs
+    from ._run import prepare_kernel
+
+    if target is not None:
+        resolved = parse_target(target)
+        if resolved.family != "cpu":
+            raise TraceError(f"trace_tiles traces kernels launched on the CPU (target 'c'); got target "
+                             f"{resolved.name!r}. Pass target='c' (or leave it out): {CPU_PATH}.")
+    notes: list[str] = []
+    if _adapter.kernel_kind(kernel) == "compiled" and _adapter.compiled_target_family(kernel) != "cpu":
+        notes.append("compiled again for the CPU (target c) from the kernel's prim_func")
+    idx = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
+    runtime()  # loaded first: TileLang opens the traced kernel's library as it compiles it
+    try:
+        traced = _adapter.compile_traced(kernel, out_idx=idx, pass_configs=pass_configs)
+    except LoweringError as err:
+        raise TraceError(f"{err.summary}\n\n{CPU_PATH}.") from err
+    prepared = prepare_kernel(traced.compiled, outputs=outputs)
+    launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cpu", seed=seed)
+    grid = _checks.launch_grid(prepared, bound)
+    if grid is None:
+        raise TraceError(f"{prepared.name}: its launch grid could not be read (no T.Kernel?): {CPU_PATH}.")
+    from ._run import call_kernel
+
+    rt = runtime()
+    with _RUNTIME_LOCK:
+        rt.tilelab_trace_begin(MAX_ACCESSES, MAX_OUT_OF_BOUNDS)
+        try:
+            outs = call_kernel(prepared, launch_args)
+        except Exception as err:
+            raise TilelabError(f"{prepared.name}: the traced CPU kernel failed: {type(err).__name__}: {err}") from err
+        entries, oobs, oob_total, calls, overflow = _read_log(rt)
+    if overflow:
+        notes.append(f"the trace kept the first {MAX_ACCESSES:,} accesses; later ones are missing: "
+                     "trace a smaller size")
+    for name in traced.untraced:
+        notes.append(f"{name} is also reached through a pointer or a vector access the trace cannot see: "
+                     "its reads and writes may be incomplete")
+    return _record(prepared, traced, launch_args, outs, bound, grid, entries, oobs, oob_total, calls, notes,
+                   outputs_named=bool(outputs) or idx is not None)
+
+
+def _record(prepared: Any, traced: Any, launch_args: list[Any], outs: list[Any], bound: dict[str, int],
+            grid: tuple[int, int, int], entries: Any, oobs: Any, oob_total: int, calls: int,
+            notes: list[str], *, outputs_named: bool) -> TileTrace:
+    from . import _inputs
+
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    given = {p.name: a for p, a in zip(launch, launch_args) if p.kind == "tensor"}
+    returned = {p.name: o for p, o in zip(prepared.outputs, outs)}
+    tensors = []
+    rank = traced.grid_rank
+    for tid, name in enumerate(traced.tensors):
+        param = next((p for p in prepared.params if p.name == name), None)
+        value = given.get(name, returned.get(name))
+        if value is not None:
+            shape = tuple(int(s) for s in value.shape)
+        elif param is not None:
+            shape = tuple(int(_inputs.eval_dim(d, bound)) for d in param.shape)
+        else:
+            continue
+        numel = 1
+        for s in shape:
+            numel *= s
+        dtype = str(param.dtype) if param is not None else ""
+        reads = _per_block(entries, tid * 2, grid, numel)
+        writes = _per_block(entries, tid * 2 + 1, grid, numel)
+        # Written in full is expected of a tensor some block writes, and of a named output (out_idx,
+        # outputs=); the last parameter, taken as the output by default, only when written at all.
+        named_output = bool(param is not None and param.is_output and outputs_named)
+        tensors.append(TensorTrace(name, shape, dtype, reads, writes,
+                                   expected_written=named_output or any(writes)))
+    oob_records = []
+    for row in oobs:
+        tw = int(row["tw"])
+        if tw // 2 >= len(traced.tensors):
+            continue
+        oob_records.append(OutOfBounds(traced.tensors[tw // 2], _block_of(int(row["bx"]), int(row["by"]),
+                                                                            int(row["bz"]), rank),
+                                       tuple(int(i) for i in row["idx"][:int(row["rank"])]), bool(tw % 2)))
+    return TileTrace(kernel=prepared.name, grid=tuple(grid[:rank]), tensors=tuple(tensors),
+                     out_of_bounds=tuple(oob_records), out_of_bounds_total=oob_total, accesses=calls,
+                     notes=tuple(notes))

@@ -1,0 +1,363 @@
+"""Renderers of a :class:`~tilelab.launch.tile_trace.TileTrace` (which block read and wrote what).
+
+Each tensor is drawn as a grid (tensors of rank 3 or more folded to rows x last dimension, large
+ones in cells of several elements): a written tensor coloured by the block that wrote each cell,
+cells written by two blocks outlined and crossed, cells never written hatched grey; a tensor only
+read shaded by how many blocks read each cell. Picking a block (radio buttons and CSS, no
+script, so it works in an untrusted notebook and an exported page) shows that block's reads and
+writes over every tensor. Out-of-bounds attempts and the problems are listed above the grids.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import math
+from typing import Any, Sequence
+
+MAX_CELLS = 64  # cells per side at most; larger tensors merge neighbouring elements
+DRAW_SIDE = 360  # px, the longer side of a tensor's grid
+MAX_PICKABLE = 256  # blocks offered in the picker
+MAX_OOB_ROWS = 20
+FONT = 11  # px, every label (the SVG is drawn at its natural size, never scaled below it)
+
+READ_COLOUR = "var(--jp-brand-color1,#1976d2)"
+WRITE_COLOUR = "var(--jp-warn-color0,#e65100)"
+TWICE_COLOUR = "var(--jp-error-color1,#d32f2f)"
+NEVER_COLOUR = "var(--jp-layout-color3,#9e9e9e)"
+TEXT_COLOUR = "var(--jp-ui-font-color1,#222)"
+MUTED_COLOUR = "var(--jp-ui-font-color2,#666)"
+
+_counter = itertools.count()
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def block_colour(index: int) -> str:
+    """A colour per block: hues a golden angle apart, so neighbouring blocks differ."""
+    return f"hsl({(index * 137.508) % 360:.1f},62%,58%)"
+
+
+def _block_text(block: Sequence[int]) -> str:
+    return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"({block[0]},)"
+
+
+# ------------------------------------------------------------------------------------------------
+# Text
+# ------------------------------------------------------------------------------------------------
+
+
+def tile_trace_text(trace: Any) -> str:
+    """The trace in a few lines: grid, tensors (who read and wrote them), problems."""
+    blocks = len(trace.blocks)
+    lines = [f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
+             f"{trace.accesses} accesses traced on the CPU"]
+    for t in trace.tensors:
+        readers = sum(1 for r in t.reads if r)
+        writers = sum(1 for w in t.writes if w)
+        shape = "x".join(str(s) for s in t.shape) or "scalar"
+        lines.append(f"  {t.name} ({shape} {t.dtype}): read by {readers} blocks, written by {writers}")
+    problems = trace.problems()
+    if trace.out_of_bounds_total > len(trace.out_of_bounds):
+        problems.append(f"{trace.out_of_bounds_total} out-of-bounds attempts in all "
+                        f"({len(trace.out_of_bounds)} kept with their indices)")
+    if problems:
+        lines.append("problems:")
+        lines += [f"  - {p}" for p in problems]
+    else:
+        lines.append("no problems: every element written exactly once, nothing out of bounds")
+    lines += [f"note: {n}" for n in trace.notes]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Grids
+# ------------------------------------------------------------------------------------------------
+
+
+def _as_2d(shape: Sequence[int]) -> tuple[int, int]:
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return 1, int(shape[0])
+    return math.prod(int(s) for s in shape[:-1]), int(shape[-1])
+
+
+class _Grid:
+    """A tensor folded to 2-D and cut into at most MAX_CELLS x MAX_CELLS cells."""
+
+    def __init__(self, shape: Sequence[int]) -> None:
+        self.rows, self.cols = _as_2d(shape)
+        self.cr = max(1, math.ceil(self.rows / MAX_CELLS))
+        self.cc = max(1, math.ceil(self.cols / MAX_CELLS))
+        self.nr = math.ceil(self.rows / self.cr)
+        self.nc = math.ceil(self.cols / self.cc)
+        self.cell = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
+        self.left = 8 + FONT * 3  # room for row labels
+        self.top = 6 + FONT + 4  # room for column labels
+        self.width = self.left + self.nc * self.cell + 6
+        self.height = self.top + self.nr * self.cell + 6
+
+    def fold(self, values: Any, reduce: str) -> Any:
+        """values (rows x cols) -> (nr x nc) by any/max/min/mode over each cell."""
+        import numpy as np
+
+        v = np.asarray(values).reshape(self.rows, self.cols)
+        pad_r, pad_c = self.nr * self.cr - self.rows, self.nc * self.cc - self.cols
+        fill = {"any": False, "max": np.iinfo(np.int64).min, "min": np.iinfo(np.int64).max}.get(reduce, -1)
+        if v.dtype == bool:
+            fill = False
+        padded = np.pad(v, ((0, pad_r), (0, pad_c)), constant_values=fill)
+        cells = padded.reshape(self.nr, self.cr, self.nc, self.cc).transpose(0, 2, 1, 3).reshape(
+            self.nr, self.nc, self.cr * self.cc)
+        if reduce == "any":
+            return cells.any(axis=2)
+        if reduce == "max":
+            return cells.max(axis=2)
+        return cells.min(axis=2)
+
+    def rect(self, r0: int, c0: int, r1: int, c1: int) -> tuple[int, int, int, int]:
+        """Pixel (x, y, w, h) of cells r0..r1-1 x c0..c1-1."""
+        return (self.left + c0 * self.cell, self.top + r0 * self.cell, (c1 - c0) * self.cell,
+                (r1 - r0) * self.cell)
+
+    def span_text(self, r0: int, c0: int, r1: int, c1: int) -> str:
+        rows = (r0 * self.cr, min(self.rows, r1 * self.cr) - 1)
+        cols = (c0 * self.cc, min(self.cols, c1 * self.cc) - 1)
+
+        def span(a: int, b: int) -> str:
+            return f"{a}-{b}" if a != b else f"{a}"
+
+        return f"rows {span(*rows)}, cols {span(*cols)}"
+
+    def labels(self) -> str:
+        out = []
+        step_c = max(1, math.ceil((FONT * 3.2) / self.cell))
+        for c in range(0, self.nc, step_c):
+            x = self.left + c * self.cell
+            out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">{c * self.cc}</text>')
+        step_r = max(1, math.ceil((FONT * 1.3) / self.cell))
+        for r in range(0, self.nr, step_r):
+            y = self.top + r * self.cell + FONT
+            out.append(f'<text x="{self.left - 4}" y="{y}" font-size="{FONT}" text-anchor="end" '
+                       f'fill="{MUTED_COLOUR}">{r * self.cr}</text>')
+        return "".join(out)
+
+
+def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
+    """Equal neighbouring cells of a 2-D array merged into rectangles (r0, c0, r1, c1, value):
+    runs along each row, then equal runs of consecutive rows stacked."""
+    runs_by_row = []
+    for r, row in enumerate(cells.tolist()):
+        runs = []
+        c = 0
+        while c < len(row):
+            d = c
+            while d + 1 < len(row) and row[d + 1] == row[c]:
+                d += 1
+            runs.append((c, d + 1, row[c]))
+            c = d + 1
+        runs_by_row.append(runs)
+    out: list[tuple[int, int, int, int, Any]] = []
+    open_: dict[tuple[int, int, Any], int] = {}  # (c0, c1, value) -> first row
+    for r, runs in enumerate(runs_by_row + [[]]):
+        keys = set(runs)
+        for key in list(open_):
+            if key not in keys:
+                out.append((open_.pop(key), key[0], r, key[1], key[2]))
+        for key in runs:
+            open_.setdefault(key, r)
+    return out
+
+
+def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
+    """One tensor's grid: the overview and, hidden until a block is picked, each block's layer."""
+    import numpy as np
+
+    g = _Grid(t.shape)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
+             f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">']
+    frame = g.rect(0, 0, g.nr, g.nc)
+    parts.append(f'<rect x="{frame[0]}" y="{frame[1]}" width="{frame[2]}" height="{frame[3]}" '
+                 f'fill="var(--jp-layout-color2,#eee)"/>')
+    blocks = trace.blocks
+    parts.append('<g class="tl-tt-overview">')
+    if t.written:
+        counts = t.write_counts().reshape(-1)
+        writer = t.writer().reshape(-1)
+        cell_writer = g.fold(writer, "max")
+        twice = g.fold(counts >= 2, "any")
+        never = g.fold(counts == 0, "any")
+        for r0, c0, r1, c1, b in _rects(cell_writer):
+            if b < 0:
+                continue
+            x, y, w, h = g.rect(r0, c0, r1, c1)
+            parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{block_colour(int(b))}">'
+                         f'<title>{esc(g.span_text(r0, c0, r1, c1))}: written by block '
+                         f'{esc(_block_text(blocks[int(b)]))}</title></rect>')
+        for r0, c0, r1, c1, flag in _rects(never):
+            if not flag:
+                continue
+            x, y, w, h = g.rect(r0, c0, r1, c1)
+            parts.append(f'<rect class="tl-tt-never" x="{x}" y="{y}" width="{w}" height="{h}" '
+                         f'fill="url(#{hatch})" stroke="{NEVER_COLOUR}"><title>{esc(g.span_text(r0, c0, r1, c1))}: '
+                         f'never written (at least one element)</title></rect>')
+        for r0, c0, r1, c1, flag in _rects(twice):
+            if not flag:
+                continue
+            x, y, w, h = g.rect(r0, c0, r1, c1)
+            parts.append(f'<g class="tl-tt-twice"><rect x="{x + 1}" y="{y + 1}" width="{w - 2}" height="{h - 2}" '
+                         f'fill="none" stroke="{TWICE_COLOUR}" stroke-width="2"/>'
+                         f'<path d="M{x + 1} {y + 1}L{x + w - 1} {y + h - 1}M{x + w - 1} {y + 1}L{x + 1} {y + h - 1}" '
+                         f'stroke="{TWICE_COLOUR}" stroke-width="1.5"/><title>{esc(g.span_text(r0, c0, r1, c1))}: '
+                         f'written by more than one block</title></g>')
+    elif t.read:
+        readers = np.zeros(t.numel, dtype=np.int64)
+        for runs in t.reads:
+            for start, stop in zip(runs[0::2], runs[1::2]):
+                readers[start:stop] += 1
+        cells = g.fold(readers, "max")
+        top = max(1, int(cells.max()))
+        for r0, c0, r1, c1, n in _rects(cells):
+            if n <= 0:
+                continue
+            x, y, w, h = g.rect(r0, c0, r1, c1)
+            opacity = 0.25 + 0.75 * n / top
+            parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{READ_COLOUR}" '
+                         f'fill-opacity="{opacity:.2f}"><title>{esc(g.span_text(r0, c0, r1, c1))}: read by '
+                         f'up to {int(n)} block{"s" if n != 1 else ""}</title></rect>')
+    parts.append("</g>")
+    for k in range(min(pickable, len(blocks))):
+        layer = []
+        for runs, colour, verb in ((t.reads[k], READ_COLOUR, "read"), (t.writes[k], WRITE_COLOUR, "wrote")):
+            if not runs:
+                continue
+            cells = g.fold(t.mask(runs).reshape(-1), "any")
+            for r0, c0, r1, c1, flag in _rects(cells):
+                if not flag:
+                    continue
+                x, y, w, h = g.rect(r0, c0, r1, c1)
+                fill = f'fill="{colour}" fill-opacity="0.55"' if verb == "wrote" else \
+                    f'fill="{colour}" fill-opacity="0.35"'
+                layer.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" {fill} stroke="{colour}" '
+                             f'stroke-width="1.5"><title>block {esc(_block_text(blocks[k]))} {verb} '
+                             f'{esc(g.span_text(r0, c0, r1, c1))}</title></rect>')
+        if layer:
+            parts.append(f'<g class="tl-tt-layer tl-tt-v{k}">{"".join(layer)}</g>')
+    parts.append(g.labels())
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _hatch_defs(hatch: str) -> str:
+    return (f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect width="6" height="6" fill="var(--jp-layout-color2,#eee)"/>'
+            f'<line x1="0" y1="0" x2="0" y2="6" stroke="{NEVER_COLOUR}" stroke-width="3"/></pattern></defs>')
+
+
+def tile_trace_svg(trace: Any, name: str) -> str:
+    """One tensor's grid as a standalone SVG (the overview: who wrote what, or who read it)."""
+    hatch = f"tl-tt-{next(_counter)}-hatch"
+    svg = _tensor_svg(trace, trace.tensor(name), 0, hatch)
+    head_end = svg.index(">") + 1
+    return svg[:head_end] + _hatch_defs(hatch) + svg[head_end:]
+
+
+# ------------------------------------------------------------------------------------------------
+# HTML
+# ------------------------------------------------------------------------------------------------
+
+
+def _css(rid: str, pickable: int) -> str:
+    shown = ",".join(f"#{rid}-b{k}:checked~.tl-tt-body .tl-tt-v{k}" for k in range(pickable))
+    dim = ",".join(f"#{rid}-b{k}:checked~.tl-tt-body .tl-tt-overview" for k in range(pickable))
+    picked = ",".join(f'#{rid}-b{k}:checked~.tl-tt-picker label[for="{rid}-b{k}"]' for k in range(pickable))
+    css = [
+        f"#{rid}{{font-size:13px;color:{TEXT_COLOUR};max-width:100%}}",
+        f"#{rid} .tl-tt-radio{{position:absolute;opacity:0;width:1px;height:1px;margin:0;pointer-events:none}}",
+        f"#{rid} .tl-tt-layer{{display:none}}",
+        f"#{rid} .tl-tt-grid{{max-width:100%;height:auto}}",
+        f"#{rid} .tl-tt-body{{display:flex;flex-wrap:wrap;gap:12px}}",
+        f"#{rid} figure{{margin:0}}",
+        f"#{rid} figcaption{{font-weight:600;margin-bottom:2px}}",
+        f"#{rid} .tl-tt-picker{{display:grid;gap:2px;margin:6px 0;max-width:100%;overflow-x:auto}}",
+        f"#{rid} .tl-tt-picker label{{font-size:11px;padding:1px 3px;border:1px solid "
+        f"var(--jp-border-color1,#ccc);cursor:pointer;white-space:nowrap;text-align:center}}",
+        f"#{rid} .tl-tt-key{{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle}}",
+        f"#{rid} table{{border-collapse:collapse;font-size:12px}}",
+        f"#{rid} td,#{rid} th{{padding:1px 6px;text-align:left;border-bottom:1px solid var(--jp-border-color2,#ddd)}}",
+        f"#{rid} .tl-tt-problems li{{color:{TWICE_COLOUR}}}",
+    ]
+    if pickable:
+        css.append(f"{shown}{{display:inline}}")
+        css.append(f"{dim}{{opacity:0.25}}")
+        css.append(f"{picked}{{outline:2px solid {TEXT_COLOUR};font-weight:700}}")
+    return "<style>" + "".join(css) + "</style>"
+
+
+def _picker(trace: Any, rid: str, pickable: int) -> tuple[str, str]:
+    """(radio buttons, their labels laid out as the grid: bx across, by down)."""
+    blocks = trace.blocks[:pickable]
+    radios = [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-none" checked>']
+    radios += [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-b{k}">' for k in range(len(blocks))]
+    gx = trace.grid[0] if trace.grid else 1
+    cols = min(gx, 32)
+    labels = [f'<label for="{rid}-none" style="grid-column:1/-1;text-align:left">all blocks (who wrote what)</label>']
+    labels += [f'<label for="{rid}-b{k}" title="block {esc(_block_text(b))}">{esc(_block_text(b))}</label>'
+               for k, b in enumerate(blocks)]
+    more = (f'<div style="color:{MUTED_COLOUR}">the first {pickable} of {len(trace.blocks)} blocks can be picked</div>'
+            if len(trace.blocks) > pickable else "")
+    picker = (f'<div class="tl-tt-picker" style="grid-template-columns:repeat({cols},max-content)">'
+              f'{"".join(labels)}</div>{more}')
+    return "".join(radios), picker
+
+
+def _oob_table(trace: Any) -> str:
+    if not trace.out_of_bounds:
+        return ""
+    rows = "".join(f"<tr><td>{esc(_block_text(o.block))}</td><td>{esc(o.tensor)}</td><td>{esc(o.verb)}</td>"
+                   f"<td>{esc(list(o.index))}</td></tr>" for o in trace.out_of_bounds[:MAX_OOB_ROWS])
+    rest = trace.out_of_bounds_total - min(MAX_OOB_ROWS, len(trace.out_of_bounds))
+    more = f'<div style="color:{MUTED_COLOUR}">and {rest} more attempts</div>' if rest > 0 else ""
+    return (f"<details open><summary>{trace.out_of_bounds_total} out-of-bounds attempt"
+            f"{'s' if trace.out_of_bounds_total != 1 else ''} (not performed: reads gave 0, writes were dropped)"
+            f"</summary><table><tr><th>block</th><th>tensor</th><th>access</th><th>index</th></tr>{rows}</table>"
+            f"{more}</details>")
+
+
+def tile_trace_html(trace: Any) -> str:
+    """The trace as static HTML and SVG: problems, out-of-bounds attempts, a block picker and one
+    grid per tensor."""
+    rid = f"tl-tt-{next(_counter)}"
+    pickable = min(MAX_PICKABLE, len(trace.blocks))
+    radios, picker = _picker(trace, rid, pickable)
+    problems = trace.problems()
+    if problems:
+        listed = "".join(f"<li>{esc(p)}</li>" for p in problems)
+        verdict = f'<ul class="tl-tt-problems">{listed}</ul>'
+    else:
+        verdict = "<div>every written tensor written exactly once, nothing out of bounds</div>"
+    notes = "".join(f'<div style="color:{MUTED_COLOUR}">note: {esc(n)}</div>' for n in trace.notes)
+    figures = []
+    for t in trace.tensors:
+        shape = " x ".join(str(s) for s in t.shape)
+        g = _Grid(t.shape)
+        scale = f", cells of {g.cr}x{g.cc} elements" if g.cr * g.cc > 1 else ""
+        folded = " (leading dimensions folded into rows)" if len(t.shape) > 2 else ""
+        role = "written" if t.written else ("read" if t.read else "not touched")
+        figures.append(f"<figure><figcaption>{esc(t.name)} <span style=\"font-weight:400;color:{MUTED_COLOUR}\">"
+                       f"{esc(shape)} {esc(t.dtype)}, {role}{esc(scale)}{esc(folded)}</span></figcaption>"
+                       f"{_tensor_svg(trace, t, pickable, f'{rid}-hatch')}</figure>")
+    key = (f'<div><span class="tl-tt-key" style="background:{block_colour(0)}"></span>colour: the block that wrote it'
+           f'<span class="tl-tt-key" style="border:2px solid {TWICE_COLOUR}"></span>written by two or more blocks'
+           f'<span class="tl-tt-key" style="background:{NEVER_COLOUR}"></span>never written'
+           f'<span class="tl-tt-key" style="background:{READ_COLOUR};opacity:.5"></span>read (picked block)'
+           f'<span class="tl-tt-key" style="background:{WRITE_COLOUR};opacity:.7"></span>written (picked block)</div>')
+    head = (f"<div><b>{esc(trace.kernel)}</b>: {len(trace.blocks)} blocks, grid {esc(tuple(trace.grid))}, "
+            f"{trace.accesses} accesses traced on the CPU</div>")
+    return (f'<div class="tilelab-trace" id="{rid}">{_css(rid, pickable)}'
+            f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">{_hatch_defs(rid + "-hatch")}</svg>'
+            f'{head}{verdict}{_oob_table(trace)}'
+            f"{notes}{radios}{picker}{key}<div class=\"tl-tt-body\">{''.join(figures)}</div></div>")
