@@ -43,6 +43,23 @@ def _transpose_ref(a: Any) -> Any:
     return a.T.contiguous()
 
 
+def _out_of_bounds(kernel: Any, *args: Any) -> str:
+    """What the trace of a launch with TileLang's bounds checks off says: where the stores went."""
+    import tilelab
+
+    try:
+        trace = tilelab.trace_tiles(kernel, *args, pass_configs={"tl.disable_safe_memory_legalize": True})
+    except Exception:  # the trace is extra feedback; the launch above already graded the kernel
+        return ""
+    bad = trace.out_of_bounds
+    said = " ".join(s.rstrip(".") + "." for s in trace.problems()[:3])
+    if not bad:
+        return f" {said}" if said else ""
+    blocks = sorted({tuple(o.block) for o in bad})
+    return (f" {said} With TileLang's bounds checks off, {len(bad)} accesses from {len(blocks)} block(s) land outside "
+            "a tensor: on a GPU those are out-of-bounds stores and loads")
+
+
 @exercise("10.1", "a transpose that writes out of bounds",
           question="transpose(M, N) should write B = A^T. At M=96, N=160 part of B is never written, and on a GPU with "
                    "TileLang's bounds checks off it stores past the end of B. Fix it (the check launches it on the "
@@ -63,11 +80,7 @@ def _transpose(answer: Any) -> str:
         result = run_cpu(kernel, a, ref=_transpose_ref)
         if not result.passed:
             out = result.outputs[0]
-            if out.unwritten:
-                raise Wrong(f"at M={m}, N={n}: {where_wrong(result)}. The blocks that should write those tiles were "
-                            "never launched, while others index past B's end (TileLang's bounds checks drop those "
-                            "stores here)")
-            raise Wrong(f"at M={m}, N={n} B is not A^T: {where_wrong(result)}")
+            raise Wrong(f"at M={m}, N={n}: {where_wrong(result)}.{_out_of_bounds(kernel, a)}")
     return ("every element of B written once and right, at 96x160 and 100x72: one block per 32x32 tile of A, "
             "bx over its columns and by over its rows")
 
@@ -108,6 +121,15 @@ def _row_sum_ref(a: Any) -> Any:
     return a.sum(dim=1)
 
 
+def _race(kernel: Any, a: Any) -> str:
+    import tilelab
+
+    try:
+        return " ".join(s.rstrip(".") + "." for s in tilelab.trace_tiles(kernel, a).problems("Out")[:2])
+    except Exception:
+        return ""
+
+
 @exercise("10.2", "blocks that race for one element",
           question="row_sum splits each row among `splits` blocks, and each adds its part into Out[i]. Fix it so that "
                    "Out[i] is the sum of row i whatever the order the blocks run in and whatever Out held before "
@@ -126,16 +148,22 @@ def _row_sum(answer: Any) -> str:
         a = torch.randn(m, n, generator=torch.Generator().manual_seed(m * n))
         result = run_cpu(kernel, a, ref=_row_sum_ref)
         if result.passed:
+            import tilelab
+
+            trace = tilelab.trace_tiles(kernel, a)
+            twice = int(trace.written_twice("Out").sum())
+            expect(twice == 0, "the sums are right on the CPU, where blocks run one after another, but "
+                               f"{twice} elements of Out are written by more than one block: "
+                               + "; ".join(trace.problems("Out")[:2]))
             continue
         out = result.outputs[0]
         if out.unwritten == m or out.nonfinite == m:
             raise Wrong("every Out[i] still holds the poison: your kernel reads Out[i] before anything wrote it, so "
-                        "the sum starts from whatever memory held. On a GPU the same read-add-write from several "
-                        "blocks also races")
+                        "the sum starts from whatever memory held. " + _race(kernel, a))
         for splits in (2, 3, 4, 8):
             if n % splits == 0 and run_cpu(kernel, a, ref=lambda x, s=splits: x[:, -(x.shape[1] // s):].sum(dim=1)).passed:
                 raise Wrong("Out holds only the last block's part of each row: every block writes Out[i] and the last "
-                            "one wins here; on a GPU any of them may win")
+                            "one wins here; on a GPU any of them may win. " + _race(kernel, a))
         raise Wrong(f"at {m}x{n} Out is not the row sums: {where_wrong(result)}")
     return "each Out[i] written once, by one block, from nothing but A: no race and no dependence on Out's old contents"
 
