@@ -113,7 +113,8 @@ def test_memcheck_counts_the_stores_past_the_end():
 # The notebooks, run headless
 # ------------------------------------------------------------------------------------------
 
-def _run_notebook(name: str, tmp_path: Path, solutions: bool) -> list:
+def _run_notebook(name: str, tmp_path: Path, solutions: bool, monkeypatch: pytest.MonkeyPatch) -> list:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's tilelab
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -148,8 +149,8 @@ def _stderr(cells: list) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_as_committed_with_every_check_unanswered(name, tmp_path):
-    cells = _run_notebook(name, tmp_path, solutions=False)
+def test_notebook_runs_as_committed_with_every_check_unanswered(name, tmp_path, monkeypatch):
+    cells = _run_notebook(name, tmp_path, solutions=False, monkeypatch=monkeypatch)
     checks = _checks(cells)
     assert checks and all("not answered yet" in text for text in checks.values()), checks
     assert not _stderr(cells)
@@ -157,8 +158,8 @@ def test_notebook_runs_as_committed_with_every_check_unanswered(name, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_with_the_solutions_and_every_check_passes(name, tmp_path):
-    cells = _run_notebook(name, tmp_path, solutions=True)
+def test_notebook_runs_with_the_solutions_and_every_check_passes(name, tmp_path, monkeypatch):
+    cells = _run_notebook(name, tmp_path, solutions=True, monkeypatch=monkeypatch)
     checks = _checks(cells)
     for key, text in checks.items():
         gpu_only = _core.get(key).needs_gpu
