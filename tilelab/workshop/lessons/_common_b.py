@@ -12,6 +12,19 @@ from typing import Any, Callable, Iterator
 from tilelab.workshop import Wrong, expect
 
 
+def define(source: str, name: str, label: str) -> Any:
+    """The function ``name`` that ``source`` (a lesson's given kernel, as the notebook shows it)
+    defines, with its text readable by ``inspect`` (TileLang parses a kernel from its source)."""
+    import linecache
+
+    text = "import tilelang.language as T\n\n" + source
+    filename = f"<tilelab-lesson-{label}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": f"tilelab_lesson_{label.replace('.', '_')}"}
+    exec(compile(text, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the lesson's own text
+    return namespace[name]
+
+
 def build(factory: Any, *args: Any, name: str = "your kernel factory", **kwargs: Any) -> Any:
     """Call the student's factory with the sizes the check grades at; a ``T.prim_func`` comes back."""
     expect(callable(factory), f"answer with {name} (the function that returns the @T.prim_func), "
@@ -103,4 +116,4 @@ def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: f
         return False
 
 
-__all__ = ["Wrong", "build", "expect", "inspect", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]
+__all__ = ["Wrong", "build", "define", "expect", "inspect", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, inspect, run_cpu, where_wrong
+from ._common_b import build, define, inspect, run_cpu, where_wrong
 
 FLASH_SIZE = dict(seq=1024, dim=64)
 
@@ -160,8 +160,8 @@ def _scalar(answer: Any) -> str:
         if out.unwritten:
             raise Wrong(f"at seq={seq}, dim={dim} some of O was never written: {where_wrong(result)}")
 
-        def same(ref: Any) -> bool:
-            return run_cpu(kernel, q, k, v, ref=ref).passed
+        def same(ref: Any, kernel: Any = kernel, args: tuple = (q, k, v)) -> bool:
+            return run_cpu(kernel, *args, ref=ref).passed
 
         if same(lambda q_, k_, v_: torch.softmax(q_ @ k_.T, dim=-1) @ v_):
             raise Wrong("your scores are not scaled: attention divides Q K^T by sqrt(dim) before the softmax")
@@ -352,11 +352,7 @@ def _keep_p(answer: Any) -> str:
 
 
 def _given_08_4() -> Any:
-    from .._answers import run_cell
-
-    namespace: dict[str, Any] = {}
-    run_cell("import tilelang.language as T\n" + GIVEN_08_4.format(p_alloc="T.alloc_shared"), namespace, "given-08.4")
-    return namespace["my_flash"]
+    return define(GIVEN_08_4.format(p_alloc="T.alloc_shared"), "my_flash", "08.4")
 
 
 wrong_answers = {
