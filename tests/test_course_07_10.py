@@ -165,3 +165,22 @@ def test_notebook_runs_with_the_solutions_and_every_check_passes(name, tmp_path,
         gpu_only = _core.get(key).needs_gpu
         assert text.startswith("\u2713") or (gpu_only and text.startswith("\u23f8")), (key, text)
     assert not _stderr(cells)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise_id", ["07.4", "08.4", "09.3"])
+def test_kernels_graded_by_their_lowering_are_also_right_on_a_gpu(exercise_id):
+    """On a CUDA GPU the checks of 07.4, 08.4 and 09.3 also launch the solution against torch
+    (elsewhere they grade how it was lowered): the solutions must pass that part too."""
+    ex = _core.get(exercise_id)
+    result = workshop.check(ex.id, _answers.evaluate(ex, ex.solution))
+    assert result.status == "passed" and "right against torch" in result.message, result.message
+
+
+@pytest.mark.gpu
+def test_the_lesson_flash_kernel_matches_torch_on_a_gpu():
+    import tilelab
+    from tilelab.workshop.lessons import l08_flash_attention as lesson
+
+    result = tilelab.run(lesson.flash_forward(1024, 64), ref=lesson.torch_attention, tolerance=lesson.ATTENTION_TOLERANCE)
+    assert result.passed, repr(result)

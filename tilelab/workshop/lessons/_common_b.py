@@ -109,6 +109,18 @@ def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: floa
     return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11)
 
 
+def on_gpu(kernel: Any, ref: Callable[..., Any], tolerance: float | None = None) -> str:
+    """The GPU part of a kernel check: where a CUDA GPU is present, launch ``kernel`` there against
+    ``ref`` (a wrong result fails the check); elsewhere say that this part was not run."""
+    import tilelab
+
+    if not tilelab.has_gpu():
+        return " (on a CUDA GPU the check also launches it against torch; there is none here)"
+    result = tilelab.run(kernel, ref=ref, seed=13, tolerance=tolerance)
+    expect(result.passed, "it lowers as asked, but launched on this GPU it is wrong: " + where_wrong(result))
+    return f" Launched on {result.device}: right against torch."
+
+
 def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> bool:
     try:
         return bool(run_cpu(kernel, *tensors, ref=ref, tolerance=tolerance).passed)
@@ -116,4 +128,4 @@ def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: f
         return False
 
 
-__all__ = ["Wrong", "build", "define", "expect", "inspect", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]
+__all__ = ["Wrong", "build", "define", "expect", "inspect", "on_gpu", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, inspect
+from ._common_b import build, inspect, on_gpu
 
 SIZE = (512, 512, 512)
 TILES = dict(block_M=128, block_N=128, block_K=32)
@@ -180,8 +180,9 @@ def _fix_ws(answer: Any) -> str:
         expect(block == threads + 128, f"at threads={threads} the block should be your threads plus the producer "
                                        "warpgroup")
         seen.append((threads, block, low.stages))
+    gpu = on_gpu(build(answer, 512, 512, 512, threads=256, name="my_gemm"), lambda a, b: a @ b)
     return ("warp-specialised with " + ", ".join(f"threads={t} -> {b} launched" for t, b, _ in seen)
-            + f"; {seen[0][2]} stages: the producer loads stage k+1 while the consumers multiply stage k")
+            + f"; {seen[0][2]} stages: the producer loads stage k+1 while the consumers multiply stage k." + gpu)
 
 
 wrong_answers = {

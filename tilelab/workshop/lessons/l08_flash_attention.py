@@ -10,9 +10,11 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, define, inspect, run_cpu, where_wrong
+from ._common_b import build, define, inspect, on_gpu, run_cpu, where_wrong
 
 FLASH_SIZE = dict(seq=1024, dim=64)
+# fp16 probabilities and output: a relative error norm of a few 1e-3 is the format's, not a bug
+ATTENTION_TOLERANCE = 1e-2
 
 
 def flash_forward(seq: int, dim: int, block_M: int = 64, block_N: int = 64, num_stages: int = 2,
@@ -348,7 +350,9 @@ def _keep_p(answer: Any) -> str:
     mine = int(report.kernels[0].dynamic_shared_memory_bytes)
     before = int(given.kernels[0].dynamic_shared_memory_bytes)
     expect(mine < before, "P is read from registers now, but the kernel asks for as much shared memory as before")
-    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B"
+    gpu = on_gpu(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), torch_attention,
+                 tolerance=ATTENTION_TOLERANCE)
+    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B." + gpu
 
 
 def _given_08_4() -> Any:

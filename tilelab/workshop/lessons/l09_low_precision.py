@@ -8,7 +8,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, inspect, run_cpu, where_wrong
+from ._common_b import build, inspect, on_gpu, run_cpu, where_wrong
 
 SIZE = (1024, 1024, 1024)
 
@@ -158,9 +158,10 @@ def _fp8_gemm(answer: Any) -> str:
         expect(d.swizzle == "128B", f"{name}'s box is {tuple(d.box_dim)} (innermost first), swizzle {d.swizzle}: "
                                     "its rows are too narrow for the 128B swizzle")
     expect(not rep.problems, "the report lists problems: " + "; ".join(rep.problems))
-    (shape,) = {w.instruction for w in rep.wgmma} or {"?"}
+    shape = min(w.instruction for w in rep.wgmma)
+    gpu = on_gpu(build(answer, *SIZE, name="fp8_gemm"), lambda a, b: a @ b.T)
     return (f"{shape} on fp8 operands, A and B boxes {tuple(descs['A'].box_dim)} / {tuple(descs['B'].box_dim)} "
-            "with the 128B swizzle")
+            "with the 128B swizzle." + gpu)
 
 
 # ------------------------------------------------------------------------------------------
