@@ -81,3 +81,9 @@ def test_a_wrong_answer_fails_without_giving_the_answer_away(exercise_id, index)
     value = _solution_value(ex)
     assert not leaked(result.message, value), f"{ex.id}: the message states the answer: {result.message}"
     assert workshop.solution(ex.id).shown  # tried now: the solution opens
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in EXERCISES if e.given])
+def test_the_code_a_fix_starts_from_is_unanswered(exercise_id):
+    ex = _core.get(exercise_id)
+    assert workshop.check(ex.id, _answers.evaluate(ex, ex.given)).status == "unanswered"

@@ -43,12 +43,14 @@ def expect(condition: Any, message: str) -> None:
 
 def exercise(id: str, title: str, *, question: str, kind: str, hints: tuple[str, ...] | list[str] = (),
              solution: str, needs_gpu: bool = False, reveal: Callable[[Any], Any] | None = None,
-             answer_name: str | None = None, setup: str = "") -> Callable[[Callable[[Any], Any]], Exercise]:
+             answer_name: str | None = None, setup: str = "",
+             given: str = "") -> Callable[[Callable[[Any], Any]], Exercise]:
     """Declare an exercise: decorates its checker, ``answer -> pass message``, which raises
     :class:`Wrong` (or fails :func:`expect`) when the answer is wrong. Returns the :class:`Exercise`.
 
     ``answer_name`` is the name the check cell passes (default ``answer_05_2`` for "05.2");
-    ``setup`` the code the answer cell relies on from cells above it.
+    ``setup`` the code the answer cell relies on from cells above it; ``given`` the code a "fixes"
+    exercise's answer cell starts from (an answer whose source is still that code is unanswered).
     """
     if not isinstance(id, str) or not _ID.fullmatch(id):
         raise ValueError(f"exercise id {id!r} is not NN.M (the notebook's two digits, a dot, a number)")
@@ -62,7 +64,8 @@ def exercise(id: str, title: str, *, question: str, kind: str, hints: tuple[str,
                           solution=textwrap.dedent(solution).strip("\n"), needs_gpu=needs_gpu,
                           lesson=getattr(checker, "__module__", "") or "",
                           answer_name=answer_name or "answer_" + id.replace(".", "_"),
-                          setup=textwrap.dedent(setup).strip("\n"), checker=checker, reveal=reveal)
+                          setup=textwrap.dedent(setup).strip("\n"), given=textwrap.dedent(given).strip("\n"),
+                          checker=checker, reveal=reveal)
         with _LOCK:
             old = _REGISTRY.get(id)
             if old is not None and old.lesson != record.lesson:
@@ -137,26 +140,37 @@ def _touch(ex: Exercise) -> None:
     _LAST_NOTEBOOK[:] = [ex.notebook]
 
 
-def is_placeholder(answer: Any) -> bool:
-    """Whether ``answer`` is still the notebook's ``...``: the Ellipsis itself, or a function
-    whose body still holds a ``...`` statement (a kernel cell not written yet)."""
+def _tree(source: str) -> str | None:
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(source)))
+    except SyntaxError:
+        return None
+
+
+def is_placeholder(answer: Any, given: str = "") -> bool:
+    """Whether ``answer`` is still the notebook's ``...``: the Ellipsis itself, a function whose body
+    still holds a ``...`` statement (a kernel cell not written yet), or a function whose code is
+    still ``given`` (a kernel to fix, unchanged; comments and layout aside)."""
     if answer is ...:
         return True
     if inspect.isfunction(answer):
         try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
+            source = inspect.getsource(answer)
+            tree = ast.parse(textwrap.dedent(source))
         except (OSError, TypeError, SyntaxError):
             return False
+        if given and _tree(source) == _tree(given):
+            return True
         return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is ...
                    for node in ast.walk(tree))
     return False
 
 
 def _short(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
+    text = str(getattr(err, "summary", "") or err).strip() or type(err).__name__
     lines = text.splitlines()
     text = "\n".join(lines[:6]) + ("\n..." if len(lines) > 6 else "")
-    return text if len(text) <= 900 else text[:900] + "..."
+    return text if len(text) <= 600 else text[:600] + "..."
 
 
 def _has_gpu() -> bool:
@@ -176,8 +190,9 @@ def check(exercise_id: str, answer: Any = ...) -> Check:
     ex = get(exercise_id)
     _touch(ex)
     hints = len(ex.hints)
-    if is_placeholder(answer):
-        return Check(ex.id, ex.title, "unanswered", "not answered yet: replace the ... with your answer", hints)
+    if is_placeholder(answer, ex.given):
+        what = "change the kernel above" if ex.given else "replace the ... with your answer"
+        return Check(ex.id, ex.title, "unanswered", f"not answered yet: {what}", hints)
     if ex.needs_gpu and not _has_gpu():
         result = Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
                        "the rest of the notebook works without one", hints)

@@ -35,7 +35,7 @@ def text(record: Any) -> str:
         if note:
             out += f"\n  {note}"
         if record.passed and record.revealed is not None:
-            out += f"\n{record.revealed!r}"
+            out += "\n" + (record.revealed if isinstance(record.revealed, str) else repr(record.revealed))
         return out
     if isinstance(record, Hint):
         if not record.total:
@@ -53,12 +53,16 @@ def text(record: Any) -> str:
     return repr(record)
 
 
+def _n(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
 def _progress_text(p: Progress) -> str:
     lines = []
     if p.notebook is not None:
         lines.append(f"notebook {p.notebook}:")
         for s in p.of(p.notebook):
-            extra = f" ({s.tries} tries, {s.hints} hints)" if s.tries or s.hints else ""
+            extra = f" ({_n(s.tries, 'try', 'tries')}, {_n(s.hints, 'hint', 'hints')})" if s.tries or s.hints else ""
             lines.append(f"  {_MARK[s.state]} {s.exercise} {s.title}: {s.state}{extra}")
     lines.append("the course:")
     for nb in p.notebooks():
@@ -106,6 +110,8 @@ def html(record: Any) -> str:
 
 def _rich(value: Any) -> str:
     """A revealed value's own HTML when it has one, else its text."""
+    if isinstance(value, str):
+        return f'<div style="padding:2px 12px">{_e(value)}</div>'
     method = getattr(value, "_repr_html_", None)
     if callable(method):
         try:

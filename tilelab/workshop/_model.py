@@ -38,7 +38,8 @@ class Exercise(_Shown):
     ``solution`` the answer cell's text that passes; ``answer_name`` the name the check cell
     passes to :func:`check` (``answer_05_2`` unless the lesson says otherwise); ``setup`` the code
     an answer cell relies on from the cells above it (run before a solution checked outside its
-    notebook). ``checker`` and ``reveal`` are the lesson's functions (not part of ``to_dict``).
+    notebook); ``given`` the code a "fixes" exercise starts from (an answer still equal to it is not
+    answered yet). ``checker`` and ``reveal`` are the lesson's functions (not part of ``to_dict``).
     """
 
     id: str
@@ -51,6 +52,7 @@ class Exercise(_Shown):
     lesson: str = ""
     answer_name: str = ""
     setup: str = ""
+    given: str = ""
     checker: Callable[[Any], Any] | None = field(default=None, compare=False)
     reveal: Callable[[Any], Any] | None = field(default=None, compare=False)
 
@@ -67,14 +69,14 @@ class Exercise(_Shown):
         return {"id": self.id, "title": self.title, "question": self.question, "kind": self.kind,
                 "hints": list(self.hints), "solution": self.solution, "needs_gpu": self.needs_gpu,
                 "lesson": self.lesson, "answer_name": self.answer_name, "setup": self.setup,
-                "reveals": self.reveal is not None}
+                "given": self.given, "reveals": self.reveal is not None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Exercise:
         """The exercise's description (without the lesson's checker, which is code)."""
         return cls(id=d["id"], title=d["title"], question=d["question"], kind=d["kind"], hints=tuple(d["hints"]),
                    solution=d["solution"], needs_gpu=bool(d.get("needs_gpu", False)), lesson=d.get("lesson", ""),
-                   answer_name=d.get("answer_name", ""), setup=d.get("setup", ""))
+                   answer_name=d.get("answer_name", ""), setup=d.get("setup", ""), given=d.get("given", ""))
 
 
 @dataclass(frozen=True, repr=False)

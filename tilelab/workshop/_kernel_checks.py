@@ -1,0 +1,179 @@
+"""Grading a student's kernel on the CPU (TileLang's target ``c``), for the lessons' checkers.
+
+:func:`build` calls the student's kernel function, :func:`compile_c` compiles what it returned for
+the CPU (optionally without TileLang's automatic bounds guards, so that the student's own guards
+are what keeps the kernel in bounds), and :func:`launch` runs it on tensors that live at the start
+of a larger, poisoned allocation: every element the kernel leaves unwritten keeps its poison (NaN),
+and every element it writes past the end of an output lands in the poisoned spill after it, where
+it is seen instead of corrupting memory. :func:`problems` turns what came back into sentences that
+say *where* (rows, columns, blocks), never what the right code is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from ._core import Wrong
+
+POISON = float("nan")
+SPILL_FILL = 1.0e30  # what an input holds past its end: a read out of bounds brings it in
+
+
+def build(factory: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """``factory(*args, **kwargs)``, the student's kernel function, checked to return a kernel."""
+    label = name or getattr(factory, "__name__", "your function")
+    if not callable(factory):
+        raise Wrong(f"answer with your kernel function (a def that returns the T.prim_func), got {type(factory).__name__}")
+    from .. import _adapter
+
+    with _adapter.tilelang_errors(label):  # TileLang's log of a failed build goes into the error
+        func = factory(*args, **kwargs)
+    if func is None:
+        raise Wrong(f"{label}(...) returned None: end it with `return` and the T.prim_func it defines")
+    return func
+
+
+def compile_c(func: Any, *, guards: bool = True, name: str | None = None) -> Any:
+    """The kernel compiled for the CPU; ``guards=False`` turns off TileLang's own bounds checks on
+    global loads and stores (pass config ``tl.disable_safe_memory_legalize``)."""
+    import tilelang
+
+    from .. import _adapter
+
+    configs = {} if guards else {"tl.disable_safe_memory_legalize": True}
+    with _adapter.tilelang_errors(name or getattr(func, "__name__", None), stage="compilation"):
+        return tilelang.compile(func, target="c", pass_configs=configs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """One CPU launch: each output as the kernel left it, and what it wrote past each output's end."""
+
+    outputs: dict[str, Any]
+    spills: dict[str, Any]  # name -> the flat spill region after that output (poisoned before the launch)
+
+
+def _padded(shape: Sequence[int], dtype: Any, fill: float, values: Any = None) -> tuple[Any, Any]:
+    import torch
+
+    n = 1
+    for s in shape:
+        n *= int(s)
+    storage = torch.full((2 * n + 64,), fill, dtype=dtype)
+    view = storage[:n].view(*shape)
+    if values is not None:
+        view.copy_(values)
+    return view, storage[n:]
+
+
+def launch(kernel: Any, inputs: dict[str, Any], outputs: dict[str, tuple[tuple[int, ...], Any]]) -> Launched:
+    """Run ``kernel`` once on the CPU. ``inputs`` maps names to CPU tensors, ``outputs`` names to
+    (shape, dtype); the kernel takes the inputs then the outputs, in these dicts' order."""
+    args, outs, spills = [], {}, {}
+    for value in inputs.values():
+        view, _ = _padded(tuple(value.shape), value.dtype, SPILL_FILL, value)
+        args.append(view)
+    for name, (shape, dtype) in outputs.items():
+        view, spill = _padded(shape, dtype, POISON)
+        args.append(view)
+        outs[name], spills[name] = view, spill
+    kernel(*args)
+    return Launched(outs, spills)
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """'96-99, 128' from sorted integers."""
+    parts, start, prev = [], None, None
+    for i in list(indices) + [None]:
+        if start is None:
+            start = prev = i
+        elif i is not None and i == prev + 1:
+            prev = i
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = i
+    return ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
+
+
+def where(mask: Any) -> str:
+    """Where a boolean mask of a 1-D or 2-D tensor is set, as rows and columns."""
+    if mask.dim() == 1:
+        return "elements " + _ranges(mask.nonzero().flatten().tolist())
+    # consecutive rows with the same columns set form one band: an L-shaped edge is two bands
+    bands: list[tuple[list[int], list[int]]] = []
+    for row in mask.any(dim=1).nonzero().flatten().tolist():
+        cols = mask[row].nonzero().flatten().tolist()
+        if bands and bands[-1][1] == cols and bands[-1][0][-1] == row - 1:
+            bands[-1][0].append(row)
+        else:
+            bands.append(([row], cols))
+    if len(bands) > 3:  # scattered: the bounding box says where to look
+        rows = mask.any(dim=1).nonzero().flatten().tolist()
+        cols = mask.any(dim=0).nonzero().flatten().tolist()
+        return f"elements scattered over rows {_ranges(rows)}, columns {_ranges(cols)}"
+    parts = []
+    for rows, cols in bands:
+        what = "every column" if len(cols) == mask.shape[1] else f"columns {_ranges(cols)}"
+        parts.append(f"rows {_ranges(rows)} ({what})")
+    return "; ".join(parts)
+
+
+def blocks(mask: Any, tile: tuple[int, ...]) -> str:
+    """The blocks (bx, by) whose tile of ``tile`` = (rows, cols) holds a set element of ``mask``."""
+    if mask.dim() == 1:
+        found = sorted({i // tile[0] for i in mask.nonzero().flatten().tolist()})
+        return "blocks " + ", ".join(f"bx={b}" for b in found[:6]) + (", ..." if len(found) > 6 else "")
+    found = sorted({(j // tile[1], i // tile[0]) for i, j in mask.nonzero().tolist()})
+    return "blocks (bx, by) = " + ", ".join(str(b) for b in found[:6]) + (", ..." if len(found) > 6 else "")
+
+
+def problems(name: str, launched: Launched, expected: Any, *, tile: tuple[int, ...] | None = None,
+             tolerance: float = 1e-4) -> list[str]:
+    """What is wrong with output ``name``, in sentences that say where; empty when it is right."""
+    import torch
+
+    out, spill = launched.outputs[name], launched.spills[name]
+    found = []
+    written_past = int((~torch.isnan(spill)).sum())
+    if written_past:
+        if out.dim() == 2:
+            rows = sorted({out.shape[0] + i // out.shape[1] for i in (~torch.isnan(spill)).nonzero().flatten().tolist()})
+            found.append(f"it wrote {written_past} elements past the end of {name}, where rows {_ranges(rows)} "
+                         f"would be if {name} had them: a store ran out of bounds")
+        else:
+            found.append(f"it wrote {written_past} elements past the end of {name}: a store ran out of bounds")
+    unwritten = torch.isnan(out) & ~torch.isnan(expected)
+    if unwritten.any():
+        sentence = f"{name} {where(unwritten)} were never written"
+        if tile:
+            sentence += f" (the tiles of {blocks(unwritten, tile)})"
+        found.append(sentence)
+    close = torch.isclose(out.double(), expected.double(), rtol=tolerance, atol=tolerance)
+    wrong = ~close & ~unwritten & ~(torch.isnan(out) & torch.isnan(expected))
+    if wrong.any():
+        sentence = f"{name} {where(wrong)} hold wrong values ({int(wrong.sum())} elements)"
+        if tile:
+            sentence += f", in the tiles of {blocks(wrong, tile)}"
+        found.append(sentence)
+    return found
+
+
+def traced(func: Any, args: Sequence[Any], name: str) -> list[str]:
+    """``tilelab.trace_tiles``' sentences about ``name`` (which block read or wrote what twice, or
+    never), where this tilelab has it; empty otherwise."""
+    import tilelab
+
+    trace_tiles: Callable[..., Any] | None = getattr(tilelab, "trace_tiles", None)
+    if trace_tiles is None:
+        return []
+    try:
+        return list(trace_tiles(func, *args).problems(name))
+    except Exception:  # feedback is a bonus: the grade stands on the launch above
+        return []
+
+
+def grade(problems_found: list[str], *, size: str) -> None:
+    """Fail with every problem found at ``size`` (e.g. "M=100, N=70")."""
+    if problems_found:
+        raise Wrong(f"at {size}: " + "; ".join(problems_found))
