@@ -23,6 +23,7 @@ TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry"}
+RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record
 
 
 def import_time_imports(source: str, module: str) -> set[str]:

@@ -2181,7 +2181,11 @@ def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced
                     check = call(node.buffer, node.indices, 1, scope)
                     if check is None:
                         return None
-                    return tirx.IfThenElse(check != 0, node, None)
+                    # The value first, as the kernel computes it before storing: a read feeding an
+                    # out-of-bounds write is still a read (and is traced).
+                    value = tirx.Var("tilelab_stored", node.value.dtype)
+                    store = tirx.BufferStore(node.buffer, value, node.indices, node.predicate)
+                    return tirx.SeqStmt([tirx.Bind(value, node.value), tirx.IfThenElse(check != 0, store, None)])
                 return None
 
             return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.BufferLoad", "tirx.BufferStore"])

@@ -95,6 +95,7 @@ class CellResult:
     compiled: dict[str, Any] = field(default_factory=dict)  # cell name -> TileLang JITKernel (GPU only)
     bound: dict[str, str] = field(default_factory=dict)  # name bound in the namespace -> what it compiles
     timing: list[Any] = field(default_factory=list)  # tilelab.launch results (--run/--bench)
+    traces: list[Any] = field(default_factory=list)  # --trace: TileTrace records, shown above the inspector
     inspector: Any = None
     cache_hit: bool = False
     seconds: float = 0.0
@@ -223,7 +224,14 @@ class CellSession:
         if options.launches:
             from ._cell_launch import launch_cell
 
-            result = dataclasses.replace(result, timing=launch_cell(entry, build, ns, ref, host.say))
+            from .launch.tile_trace import TileTrace
+
+            launched = launch_cell(entry, build, ns, ref, host.say)
+            result = dataclasses.replace(result, timing=[r for r in launched if not isinstance(r, TileTrace)],
+                                         traces=[r for r in launched if isinstance(r, TileTrace)])
+            if not options.quiet:
+                for traced in result.traces:
+                    host.display(traced)
         return result if options.quiet else self._shown(source, options, result, host)
 
     def _entry(self, source: CellSource, build: Build, ns: dict[str, Any]) -> tuple[CellEntry, str, bool]:

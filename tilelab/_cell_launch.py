@@ -75,7 +75,21 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
         out.append(launch.bench(kernel, **rounds, **where, **sizes))
     if options.profile:
         out = _profiled(kernel, sizes, out, entry, say)
+    if options.trace:
+        out.append(_traced(kernel, sizes, say))
     return out
+
+
+def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> Any:
+    """``--trace``: the kernel's TileTrace; its problems are said (shown even with --quiet)."""
+    from .launch._trace import trace_tiles
+
+    traced = trace_tiles(kernel, **sizes)
+    problems = traced.problems()
+    if problems:
+        at = f" at {sizes_text(sizes)}" if sizes else ""
+        say(f"%%tilelang --trace{at}: " + "; ".join(problems))
+    return traced
 
 
 def _profiled(kernel: Any, sizes: dict[str, int], out: list[Any], entry: CellEntry,

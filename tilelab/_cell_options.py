@@ -54,11 +54,12 @@ class CellOptions:
     timeout: float | None = None
     in_process: bool = False
     sanitize: str | None = None  # a compute-sanitizer tool
+    trace: bool = False  # --trace: which elements each block read and wrote (target c)
 
     @property
     def launches(self) -> bool:
-        """Whether the line asks to launch the kernel (--run, --bench, --profile, --sanitize)."""
-        return self.run or self.bench or self.profile or self.sanitize is not None
+        """Whether the line asks to launch the kernel (--run, --bench, --profile, --sanitize, --trace)."""
+        return self.run or self.bench or self.profile or self.sanitize is not None or self.trace
 
     @property
     def build_options(self) -> tuple:
@@ -105,6 +106,9 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
              help="--run/--bench: launch in this Python process instead of tilelab's worker process"),
     argument("--sanitize", nargs="?", const="memcheck", default=None, metavar="TOOL",
              help="run the kernel once under compute-sanitizer: memcheck (default), racecheck, synccheck or initcheck"),
+    argument("--trace", action="store_true",
+             help="with --target c: launch once on the CPU recording which elements of each tensor every block "
+                  "read and wrote (tilelab.trace_tiles) and show it"),
 ]
 
 
@@ -155,6 +159,7 @@ def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
         sizes=_parse_sizes(text["sizes"]), rep_ms=_parse_rep_ms(text["rep_ms"]), sass=ns.sass or ns.profile, passes=ns.passes,
         profile=ns.profile, timeout=_parse_timeout(text["timeout"]), in_process=ns.in_process,
         sanitize=_parse_sanitize(text["sanitize"]),
+        trace=_parse_trace(ns.trace, text["target"]),
     )
 
 
@@ -298,3 +303,15 @@ def _parse_sanitize(text: str | None) -> str | None:
 
 __all__ = ["CellOptions", "CellUsageError", "HELP", "PARSER", "SANITIZER_TOOLS", "options_from_namespace",
            "parse_cell_line", "valid_options"]
+
+
+def _parse_trace(trace: bool, target: str | None) -> bool:
+    """--trace records a CPU launch: it needs --target c."""
+    if not trace:
+        return False
+    from .targets import parse_target
+
+    if target is None or parse_target(target).family != "cpu":
+        raise CellUsageError("%%tilelang --trace traces a launch on the CPU: add --target c "
+                             f"(got {'no --target' if target is None else '--target ' + target})")
+    return True

@@ -269,6 +269,10 @@ class TileTrace:
 
         return tile_trace_html(self)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Text and HTML together, whatever formatters the front end has on (a terminal too)."""
+        return {"text/plain": repr(self), "text/html": self._repr_html_()}
+
 
 # ------------------------------------------------------------------------------------------------
 # Sentences
@@ -280,7 +284,7 @@ def _in_runs(runs: Sequence[int], flat: int) -> bool:
 
 
 def _block_text(block: Sequence[int]) -> str:
-    return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"({block[0]},)"
+    return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"{block[0]}"
 
 
 def _join_blocks(blocks: Sequence[Sequence[int]], limit: int = 4) -> str:

@@ -41,7 +41,7 @@ def block_colour(index: int) -> str:
 
 
 def _block_text(block: Sequence[int]) -> str:
-    return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"({block[0]},)"
+    return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"{block[0]}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -118,6 +118,15 @@ class _Grid:
             return cells.max(axis=2)
         return cells.min(axis=2)
 
+    def cells_of(self, runs: Sequence[int]) -> Any:
+        """The (nr x nc) cells holding any element of the runs."""
+        import numpy as np
+
+        flat = _run_indices(runs)
+        out = np.zeros(self.nr * self.nc, dtype=bool)
+        out[(flat // self.cols // self.cr) * self.nc + (flat % self.cols) // self.cc] = True
+        return out.reshape(self.nr, self.nc)
+
     def rect(self, r0: int, c0: int, r1: int, c1: int) -> tuple[int, int, int, int]:
         """Pixel (x, y, w, h) of cells r0..r1-1 x c0..c1-1."""
         return (self.left + c0 * self.cell, self.top + r0 * self.cell, (c1 - c0) * self.cell,
@@ -148,28 +157,39 @@ class _Grid:
 
 def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
     """Equal neighbouring cells of a 2-D array merged into rectangles (r0, c0, r1, c1, value):
-    runs along each row, then equal runs of consecutive rows stacked."""
-    runs_by_row = []
-    for r, row in enumerate(cells.tolist()):
-        runs = []
-        c = 0
-        while c < len(row):
-            d = c
-            while d + 1 < len(row) and row[d + 1] == row[c]:
-                d += 1
-            runs.append((c, d + 1, row[c]))
-            c = d + 1
-        runs_by_row.append(runs)
-    out: list[tuple[int, int, int, int, Any]] = []
-    open_: dict[tuple[int, int, Any], int] = {}  # (c0, c1, value) -> first row
-    for r, runs in enumerate(runs_by_row + [[]]):
-        keys = set(runs)
-        for key in list(open_):
-            if key not in keys:
-                out.append((open_.pop(key), key[0], r, key[1], key[2]))
-        for key in runs:
-            open_.setdefault(key, r)
-    return out
+    runs along each row, then the same run in consecutive rows stacked (in NumPy: a map of 64 x 64
+    cells per block, for hundreds of blocks)."""
+    import numpy as np
+
+    a = np.asarray(cells)
+    if a.size == 0:
+        return []
+    nr, nc = a.shape
+    starts = np.ones((nr, nc), dtype=bool)
+    starts[:, 1:] = a[:, 1:] != a[:, :-1]
+    r, c0 = np.nonzero(starts)
+    c1 = np.append(c0[1:], nc)
+    c1[np.append(r[1:] != r[:-1], True)] = nc  # a row's last run ends at the edge
+    values = a[r, c0].astype(np.int64)
+    order = np.lexsort((r, values, c1, c0))
+    r, c0, c1, values = r[order], c0[order], c1[order], values[order]
+    same_run = (c0[1:] == c0[:-1]) & (c1[1:] == c1[:-1]) & (values[1:] == values[:-1]) & (r[1:] == r[:-1] + 1)
+    first = np.flatnonzero(np.append(True, ~same_run))
+    last = np.append(first[1:], len(r)) - 1
+    kind = bool if a.dtype == bool else int
+    return [(int(r[f]), int(c0[f]), int(r[l]) + 1, int(c1[f]), kind(values[f])) for f, l in zip(first, last)]
+
+
+def _run_indices(runs: Sequence[int]) -> Any:
+    """The flat indices of (start, stop, ...) runs, as one array."""
+    import numpy as np
+
+    starts = np.asarray(runs[0::2], dtype=np.int64)
+    lengths = np.asarray(runs[1::2], dtype=np.int64) - starts
+    if not len(starts):
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) - offsets + np.repeat(starts, lengths)
 
 
 def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
@@ -234,7 +254,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
         for runs, colour, verb in ((t.reads[k], READ_COLOUR, "read"), (t.writes[k], WRITE_COLOUR, "wrote")):
             if not runs:
                 continue
-            cells = g.fold(t.mask(runs).reshape(-1), "any")
+            cells = g.cells_of(runs)
             for r0, c0, r1, c1, flag in _rects(cells):
                 if not flag:
                     continue
