@@ -1,7 +1,7 @@
 """Lessons 07-10 of the course: every exercise with its solution, with the typical wrong answers its
 lesson declares (each message names a misconception and never contains the solution's value), and
-unanswered; the four notebooks run top to bottom as committed and with every answer cell replaced
-by its solution, on the CPU. The truths come from tilelab.inspect of real lowerings and from CPU
+unanswered; notebook 10 shows no native compiler warnings (test_workshop_notebooks.py runs every notebook
+as committed and with the solutions). The truths come from tilelab.inspect of real lowerings and from CPU
 launches, so these tests fail if TileLang lowers differently or a checker stops recognising a bug."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from tilelab import workshop
 from tilelab.workshop import _answers, _core
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ("07_warp_specialisation", "08_flash_attention", "09_low_precision", "10_when_it_goes_wrong")
 # The checks that launch the student's kernel on the CPU several times (solution and every wrong one).
 SLOW = {"08.1", "09.4", "10.1", "10.2", "10.6"}
 
@@ -148,23 +147,25 @@ def _stderr(cells: list) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_as_committed_with_every_check_unanswered(name, tmp_path, monkeypatch):
-    cells = _run_notebook(name, tmp_path, solutions=False, monkeypatch=monkeypatch)
-    checks = _checks(cells)
-    assert checks and all("not answered yet" in text for text in checks.values()), checks
+def test_notebook_10_lowers_for_the_mi300_without_red_warnings(tmp_path, monkeypatch):
+    """TVM's C++ logging writes "Unable to detect ROCm version" and a vectorisation note to the
+    process's stderr when a kernel is lowered for gfx942 on a machine without ROCm; the notebook
+    shows neither (its lowering goes through the lesson, which keeps them out). The report cache
+    is empty here, so the notebook really lowers for the MI300."""
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "reports"))
+    cells = _run_notebook("10_when_it_goes_wrong", tmp_path, solutions=True, monkeypatch=monkeypatch)
+    assert all(text.startswith(("\u2713", "\u23f8")) for text in _checks(cells).values()), _checks(cells)
     assert not _stderr(cells)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_with_the_solutions_and_every_check_passes(name, tmp_path, monkeypatch):
-    cells = _run_notebook(name, tmp_path, solutions=True, monkeypatch=monkeypatch)
-    checks = _checks(cells)
-    for key, text in checks.items():
-        gpu_only = _core.get(key).needs_gpu
-        assert text.startswith("\u2713") or (gpu_only and text.startswith("\u23f8")), (key, text)
-    assert not _stderr(cells)
+def test_the_flash_kernel_shown_in_notebook_08_is_the_lessons():
+    import inspect
+
+    nbformat = pytest.importorskip("nbformat")
+    from tilelab.workshop.lessons import l08_flash_attention as lesson
+
+    nb = nbformat.read(ROOT / "notebooks" / "08_flash_attention.ipynb", as_version=4)
+    assert any(inspect.getsource(lesson.flash_forward) in c.source for c in nb.cells if c.cell_type == "markdown")
 
 
 @pytest.mark.gpu
