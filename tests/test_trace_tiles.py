@@ -14,12 +14,11 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+import target_kernels as tk
 import torch
 
 import tilelab
 from tilelab.launch.tile_trace import OutOfBounds, TensorTrace, TileTrace, describe_elements
-
-import target_kernels as tk
 
 T = pytest.importorskip("tilelang.language")
 
@@ -280,8 +279,8 @@ def test_out_of_bounds_sentences_name_the_dimension_outside_first():
     t = TensorTrace("B", (10, 8), "float32", ((),), ((0, 80),), expected_written=True)
     oob = tuple(OutOfBounds("B", (0,), (r, c), True) for r in (10, 11) for c in range(4))
     trace = TileTrace("k", (1,), (t,), oob, out_of_bounds_total=len(oob))
-    assert trace.problems("B") == ["block 0 wrote B out of bounds (8 elements) at rows 10-11, cols 0-3; "
-                                   "B has rows 0-9"]
+    assert trace.problems("B") == [("block 0 wrote B out of bounds (8 elements) at rows 10-11, cols 0-3; "
+                                    "B has rows 0-9")]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -356,7 +355,7 @@ def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
 def test_the_text_repr_lists_tensors_and_problems():
     text = repr(_hand_trace())
     assert text.splitlines()[0] == "k<&>: 4 blocks (grid (2, 2)), 200 accesses traced on the CPU"
-    assert "  B (8x8 float32): read by 0 blocks, written by 3" in text
+    assert "  B (8x8 float32): read by 0 blocks, written by 3 blocks" in text
     assert "rows 4-7, cols 4-7 of B were never written (16 of 64 elements)" in text
     assert "note: a <note>" in text
 
@@ -386,3 +385,16 @@ def test_the_trace_option_is_parsed_and_documented():
     assert parse_cell_line("--target c --trace").launches  # --trace alone launches too
     assert not parse_cell_line("--target c --run").trace
     assert "--trace" in HELP and "tilelab.trace_tiles" in HELP
+
+
+def test_an_output_no_block_writes_is_named():
+    @T.prim_func
+    def forgot(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(2) as bx:
+            for i in T.serial(32):
+                A[bx * 32 + i] = A[bx * 32 + i] * 2.0  # writes its input in place, never B
+
+    trace = tilelab.trace_tiles(forgot)
+    assert trace.problems("B") == ["no block wrote B"]
+    assert trace.problems("A") == []  # read and written in place, every element by one block
+    assert not trace.writes("B", 0).any() and trace.writes("A", 1)[32:].all()

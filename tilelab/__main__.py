@@ -1,5 +1,6 @@
 """``python -m tilelab inspect FILE.py:EXPR``: the inspection engine from a shell;
-``python -m tilelab corpus DIR``: inspect and check every kernel a folder of scripts builds.
+``python -m tilelab corpus DIR``: inspect and check every kernel a folder of scripts builds;
+``python -m tilelab workshop grade DIR``: grade a room's submitted course notebooks.
 
 EXPR is evaluated in FILE's namespace, e.g.
 ``python -m tilelab inspect "examples/gemm.py:matmul(1024, 1024, 1024, 128, 128, 32)" --json out.json``
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     c.add_argument("--quiet", action="store_true", help="no per-script progress on stderr")
     c.set_defaults(func=_corpus_command)
+    from .workshop._grade import add_parser as add_workshop_parser
+
+    add_workshop_parser(sub)  # workshop grade DIR
     return parser
 
 

@@ -32,7 +32,8 @@ MAX_RANK = 6  # must match the adapter's TRACE_MAX_RANK
 
 CPU_PATH = ("trace_tiles runs a kernel on the CPU (TileLang target c), which supports tiles in "
             "T.alloc_local (or straight loads and stores of the tensors), T.copy, T.fill/T.clear, "
-            "T.Parallel/T.serial/T.grid loops and T.gemm of local tiles; not shared memory "
+            "T.Parallel/T.serial/T.grid loops, T.reduce_sum/T.reduce_max and T.gemm of local tiles; not "
+            "shared memory "
             "(T.alloc_shared), register fragments (T.alloc_fragment), TMA, WGMMA or warp specialisation")
 
 
@@ -45,7 +46,7 @@ _RUNTIME_SOURCE = r"""
 #include <stdlib.h>
 
 typedef struct { int64_t flat; int32_t bx, by, bz, tw; } tl_entry;
-typedef struct { int64_t idx[%(rank)d]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
+typedef struct { int64_t idx[MAX_RANK]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
 
 static tl_entry* entries = 0;
 static int64_t n_entries = 0, cap_entries = 0, max_entries = 0, overflow = 0, calls = 0;
@@ -122,7 +123,7 @@ int64_t tilelab_trace_oob_total(void) { return total_oob; }
 const void* tilelab_trace_oobs(void) { return oobs; }
 
 }
-""" % {"rank": MAX_RANK}
+""".replace("MAX_RANK", str(MAX_RANK))
 
 _RUNTIME: ctypes.CDLL | None = None
 _COMPILED = Recent("traced kernel", 8)
@@ -145,7 +146,7 @@ def runtime() -> ctypes.CDLL:
             f.write(_RUNTIME_SOURCE)
         cmd = [_adapter.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise TraceError(f"trace_tiles needs a C++ compiler (as TileLang's target c does): {err}") from err
         if done.returncode != 0:
@@ -322,11 +323,11 @@ def _record(prepared: Any, traced: Any, launch_args: list[Any], outs: list[Any],
         dtype = str(param.dtype) if param is not None else ""
         reads = _per_block(entries, tid * 2, grid, numel)
         writes = _per_block(entries, tid * 2 + 1, grid, numel)
-        # Written in full is expected of a tensor some block writes, and of a named output (out_idx,
-        # outputs=); the last parameter, taken as the output by default, only when written at all.
-        named_output = bool(param is not None and param.is_output and outputs_named)
-        tensors.append(TensorTrace(name, shape, dtype, reads, writes,
-                                   expected_written=named_output or any(writes)))
+        # Written in full is expected of a tensor some block writes and of a named output (out_idx,
+        # outputs=); the last tensor, the output by default, also when no block touched it at all.
+        output = param is not None and param.is_output
+        expected = (output and outputs_named) or any(writes) or (output and not any(reads))
+        tensors.append(TensorTrace(name, shape, dtype, reads, writes, expected_written=bool(expected)))
     oob_records = []
     for row in oobs:
         tw = int(row["tw"])

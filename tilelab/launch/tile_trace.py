@@ -303,7 +303,7 @@ def _capped(sentences: list[str], rest: str) -> list[str]:
 def _spans(values: Iterable[int]) -> list[tuple[int, int]]:
     """Sorted distinct ints merged into inclusive (first, last) spans."""
     spans: list[tuple[int, int]] = []
-    for v in sorted(set(int(x) for x in values)):
+    for v in sorted({int(x) for x in values}):
         if spans and v == spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], v)
         else:
@@ -371,8 +371,8 @@ def _plane_pieces(plane: Any) -> list[tuple[str, int]]:
         count = sum(b - a + 1 for a, b in row_spans) * sum(b - a + 1 for a, b in spans)
         if [(0, rows - 1)] == row_spans:
             return [(f"{_plural('col', spans)} {_span_text(spans)}", count)]
-        return [(f"{_plural('row', row_spans)} {_span_text(row_spans)}, {_plural('col', spans)} "
-                 f"{_span_text(spans)}", count)]
+        words = f"{_plural('row', row_spans)} {_span_text(row_spans)}, {_plural('col', spans)} {_span_text(spans)}"
+        return [(words, count)]
     pieces = []
     for first, last, spans in groups:
         rows_text = f"{_plural('row', [(first, last)])} {_span_text([(first, last)])}"

@@ -40,6 +40,10 @@ def block_colour(index: int) -> str:
     return f"hsl({(index * 137.508) % 360:.1f},62%,58%)"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def _block_text(block: Sequence[int]) -> str:
     return f"({', '.join(str(b) for b in block)})" if len(block) != 1 else f"{block[0]}"
 
@@ -52,13 +56,14 @@ def _block_text(block: Sequence[int]) -> str:
 def tile_trace_text(trace: Any) -> str:
     """The trace in a few lines: grid, tensors (who read and wrote them), problems."""
     blocks = len(trace.blocks)
-    lines = [f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
-             f"{trace.accesses} accesses traced on the CPU"]
+    lines = [(f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
+              f"{trace.accesses} accesses traced on the CPU")]
     for t in trace.tensors:
         readers = sum(1 for r in t.reads if r)
         writers = sum(1 for w in t.writes if w)
         shape = "x".join(str(s) for s in t.shape) or "scalar"
-        lines.append(f"  {t.name} ({shape} {t.dtype}): read by {readers} blocks, written by {writers}")
+        lines.append(f"  {t.name} ({shape} {t.dtype}): read by {_count(readers, 'block')}, "
+                     f"written by {_count(writers, 'block')}")
     problems = trace.problems()
     if trace.out_of_bounds_total > len(trace.out_of_bounds):
         problems.append(f"{trace.out_of_bounds_total} out-of-bounds attempts in all "
@@ -67,7 +72,8 @@ def tile_trace_text(trace: Any) -> str:
         lines.append("problems:")
         lines += [f"  - {p}" for p in problems]
     else:
-        lines.append("no problems: every element written exactly once, nothing out of bounds")
+        lines.append("no problems: each written element written by one block, none left unwritten, "
+                     "nothing out of bounds")
     lines += [f"note: {n}" for n in trace.notes]
     return "\n".join(lines)
 
@@ -90,15 +96,18 @@ class _Grid:
 
     def __init__(self, shape: Sequence[int]) -> None:
         self.rows, self.cols = _as_2d(shape)
-        self.cr = max(1, math.ceil(self.rows / MAX_CELLS))
-        self.cc = max(1, math.ceil(self.cols / MAX_CELLS))
+        self.vector = len(shape) <= 1
+        # Cells of a power of two elements per side, so that cell edges fall on tile edges.
+        self.cr = _power_of_two_at_least(math.ceil(self.rows / MAX_CELLS))
+        self.cc = _power_of_two_at_least(math.ceil(self.cols / MAX_CELLS))
         self.nr = math.ceil(self.rows / self.cr)
         self.nc = math.ceil(self.cols / self.cc)
-        self.cell = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
+        self.cw = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
+        self.ch = max(self.cw, 18) if self.nr == 1 else self.cw  # a vector is a strip tall enough to see
         self.left = 8 + FONT * 3  # room for row labels
         self.top = 6 + FONT + 4  # room for column labels
-        self.width = self.left + self.nc * self.cell + 6
-        self.height = self.top + self.nr * self.cell + 6
+        self.width = self.left + self.nc * self.cw + 6
+        self.height = self.top + self.nr * self.ch + 6
 
     def fold(self, values: Any, reduce: str) -> Any:
         """values (rows x cols) -> (nr x nc) by any/max/min/mode over each cell."""
@@ -129,8 +138,7 @@ class _Grid:
 
     def rect(self, r0: int, c0: int, r1: int, c1: int) -> tuple[int, int, int, int]:
         """Pixel (x, y, w, h) of cells r0..r1-1 x c0..c1-1."""
-        return (self.left + c0 * self.cell, self.top + r0 * self.cell, (c1 - c0) * self.cell,
-                (r1 - r0) * self.cell)
+        return (self.left + c0 * self.cw, self.top + r0 * self.ch, (c1 - c0) * self.cw, (r1 - r0) * self.ch)
 
     def span_text(self, r0: int, c0: int, r1: int, c1: int) -> str:
         rows = (r0 * self.cr, min(self.rows, r1 * self.cr) - 1)
@@ -139,20 +147,28 @@ class _Grid:
         def span(a: int, b: int) -> str:
             return f"{a}-{b}" if a != b else f"{a}"
 
+        if self.vector:
+            return f"elements {span(*cols)}"
         return f"rows {span(*rows)}, cols {span(*cols)}"
 
     def labels(self) -> str:
+        """Element indices along the top and the left, every power-of-two number of cells that
+        leaves room for the text (so they fall on tile edges)."""
         out = []
-        step_c = max(1, math.ceil((FONT * 3.2) / self.cell))
+        step_c = _power_of_two_at_least(math.ceil(FONT * 3.2 / self.cw))
         for c in range(0, self.nc, step_c):
-            x = self.left + c * self.cell
+            x = self.left + c * self.cw
             out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">{c * self.cc}</text>')
-        step_r = max(1, math.ceil((FONT * 1.3) / self.cell))
+        step_r = _power_of_two_at_least(math.ceil(FONT * 1.3 / self.ch))
         for r in range(0, self.nr, step_r):
-            y = self.top + r * self.cell + FONT
+            y = self.top + r * self.ch + FONT
             out.append(f'<text x="{self.left - 4}" y="{y}" font-size="{FONT}" text-anchor="end" '
                        f'fill="{MUTED_COLOUR}">{r * self.cr}</text>')
         return "".join(out)
+
+
+def _power_of_two_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
 def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
@@ -197,8 +213,8 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
     import numpy as np
 
     g = _Grid(t.shape)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
-             f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
+              f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">')]
     frame = g.rect(0, 0, g.nr, g.nc)
     parts.append(f'<rect x="{frame[0]}" y="{frame[1]}" width="{frame[2]}" height="{frame[3]}" '
                  f'fill="var(--jp-layout-color2,#eee)"/>')
@@ -303,8 +319,8 @@ def _css(rid: str, pickable: int) -> str:
         f"#{rid} figure{{margin:0}}",
         f"#{rid} figcaption{{font-weight:600;margin-bottom:2px}}",
         f"#{rid} .tl-tt-picker{{display:grid;gap:2px;margin:6px 0;max-width:100%;overflow-x:auto}}",
-        f"#{rid} .tl-tt-picker label{{font-size:11px;padding:1px 3px;border:1px solid "
-        f"var(--jp-border-color1,#ccc);cursor:pointer;white-space:nowrap;text-align:center}}",
+        (f"#{rid} .tl-tt-picker label{{font-size:11px;padding:1px 3px;border:1px solid "
+         f"var(--jp-border-color1,#ccc);cursor:pointer;white-space:nowrap;text-align:center}}"),
         f"#{rid} .tl-tt-key{{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle}}",
         f"#{rid} table{{border-collapse:collapse;font-size:12px}}",
         f"#{rid} td,#{rid} th{{padding:1px 6px;text-align:left;border-bottom:1px solid var(--jp-border-color2,#ddd)}}",
@@ -341,7 +357,7 @@ def _oob_table(trace: Any) -> str:
                    f"<td>{esc(list(o.index))}</td></tr>" for o in trace.out_of_bounds[:MAX_OOB_ROWS])
     rest = trace.out_of_bounds_total - min(MAX_OOB_ROWS, len(trace.out_of_bounds))
     more = f'<div style="color:{MUTED_COLOUR}">and {rest} more attempts</div>' if rest > 0 else ""
-    return (f"<details open><summary>{trace.out_of_bounds_total} out-of-bounds attempt"
+    return (f"<details><summary>{trace.out_of_bounds_total} out-of-bounds attempt"
             f"{'s' if trace.out_of_bounds_total != 1 else ''} (not performed: reads gave 0, writes were dropped)"
             f"</summary><table><tr><th>block</th><th>tensor</th><th>access</th><th>index</th></tr>{rows}</table>"
             f"{more}</details>")
@@ -358,7 +374,8 @@ def tile_trace_html(trace: Any) -> str:
         listed = "".join(f"<li>{esc(p)}</li>" for p in problems)
         verdict = f'<ul class="tl-tt-problems">{listed}</ul>'
     else:
-        verdict = "<div>every written tensor written exactly once, nothing out of bounds</div>"
+        verdict = ("<div>no problems: each written element written by one block, none left unwritten, "
+                   "nothing out of bounds</div>")
     notes = "".join(f'<div style="color:{MUTED_COLOUR}">note: {esc(n)}</div>' for n in trace.notes)
     figures = []
     for t in trace.tensors:
