@@ -1,0 +1,131 @@
+"""What lessons 07-10 share: building the student's kernel from their factory, launching it on the
+CPU and saying where it went wrong (never what the right values are), and inspecting a kernel for
+a target with the native compiler's notes that a student cannot act on kept out of the notebook."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Callable, Iterator
+
+from tilelab.workshop import Wrong, expect
+
+
+def define(source: str, name: str, label: str) -> Any:
+    """The function ``name`` that ``source`` (a lesson's given kernel, as the notebook shows it)
+    defines, with its text readable by ``inspect`` (TileLang parses a kernel from its source)."""
+    import linecache
+
+    text = "import tilelang.language as T\n\n" + source
+    filename = f"<tilelab-lesson-{label}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": f"tilelab_lesson_{label.replace('.', '_')}"}
+    exec(compile(text, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the lesson's own text
+    return namespace[name]
+
+
+def build(factory: Any, *args: Any, name: str = "your kernel factory", **kwargs: Any) -> Any:
+    """Call the student's factory with the sizes the check grades at; a ``T.prim_func`` comes back."""
+    expect(callable(factory), f"answer with {name} (the function that returns the @T.prim_func), "
+                              f"got {type(factory).__name__}")
+    return factory(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Keep what TVM's C++ logging writes to file descriptor 2 (e.g. "Unable to detect ROCm
+    version" when lowering for an AMD GPU on a machine without ROCm) out of the notebook: the
+    student cannot act on it. Python's own warnings and errors are untouched."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real descriptor 2 (an embedded interpreter): nothing to hide
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def inspect(kernel: Any, target: str) -> Any:
+    """``tilelab.inspect(kernel, target)``, quiet for AMD targets (see :func:`quiet_native_stderr`)."""
+    import tilelab
+
+    if target.startswith("gfx"):
+        with quiet_native_stderr():
+            return tilelab.inspect(kernel, target)
+    return tilelab.inspect(kernel, target)
+
+
+def _tiles(cells: tuple[tuple[int, int], ...], limit: int = 4) -> str:
+    shown = ", ".join(f"({r}, {c})" for r, c in cells[:limit])
+    return shown + (f" and {len(cells) - limit} more" if len(cells) > limit else "")
+
+
+def where_wrong(result: Any) -> str:
+    """Where a failed CPU launch went wrong, by output and tile: counts and places, no values."""
+    parts = []
+    for out in result.outputs:
+        if out.passed:
+            continue
+        bits = []
+        if out.unwritten:
+            first = f" (the first at {list(out.first_unwritten)})" if out.first_unwritten is not None else ""
+            bits.append(f"{out.unwritten} of its {_size(out.shape)} elements still hold the poison the "
+                        f"launch filled it with{first}")
+        if out.nonfinite:
+            bits.append(f"{out.nonfinite} elements are NaN or infinite")
+        if not out.unwritten and not out.nonfinite and out.rel_error is not None:
+            bits.append(f"relative error {out.rel_error:.2g} (the tolerance is {out.tolerance:.2g})")
+        tiles = out.tiles
+        if tiles is not None:
+            t = f"{tiles.tile[0]}x{tiles.tile[1]}"
+            for state, label in (("unwritten", "never written"), ("partial", "partly written"), ("wrong", "wrong")):
+                cells = tiles.where(state)
+                if cells:
+                    bits.append(f"{label} in {len(cells)} tile(s) of {t} (tile row, column) {_tiles(cells)}")
+        parts.append(f"{out.name}: " + "; ".join(bits))
+    return " | ".join(parts)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> Any:
+    """Launch on the CPU (target ``c``) with poisoned outputs and compare with ``ref``."""
+    import tilelab
+
+    return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11)
+
+
+def on_gpu(kernel: Any, ref: Callable[..., Any], tolerance: float | None = None) -> str:
+    """The GPU part of a kernel check: where a CUDA GPU is present, launch ``kernel`` there against
+    ``ref`` (a wrong result fails the check); elsewhere say that this part was not run."""
+    import tilelab
+
+    if not tilelab.has_gpu():
+        return " (on a CUDA GPU the check also launches it against torch; there is none here)"
+    result = tilelab.run(kernel, ref=ref, seed=13, tolerance=tolerance)
+    expect(result.passed, "it lowers as asked, but launched on this GPU it is wrong: " + where_wrong(result))
+    return f" Launched on {result.device}: right against torch."
+
+
+def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> bool:
+    try:
+        return bool(run_cpu(kernel, *tensors, ref=ref, tolerance=tolerance).passed)
+    except Exception:
+        return False
+
+
+__all__ = ["Wrong", "build", "define", "expect", "inspect", "on_gpu", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]
