@@ -22,7 +22,8 @@ ADAPTER = "tilelab._adapter"
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors"}
-RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry"}
+RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry",
+           "tilelab._timeline_model"}
 
 
 def import_time_imports(source: str, module: str) -> set[str]:

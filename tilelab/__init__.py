@@ -53,6 +53,8 @@ _LAZY = {
     "has_gpu": ("._adapter", "has_gpu"),
     "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
     "profile": (".launch._profile", "profile"),
+    "timeline": (".launch._timeline", "timeline"),
+    "Timeline": ("._timeline_model", "Timeline"),
 }
 
 
@@ -112,4 +114,6 @@ __all__ = [
     "sanitize",
     "sweep",
     "swizzle_explorer",
+    "Timeline",
+    "timeline",
 ]

@@ -75,6 +75,10 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
         out.append(launch.bench(kernel, **rounds, **where, **sizes))
     if options.profile:
         out = _profiled(kernel, sizes, out, entry, say)
+    if options.timeline is not None:  # --timeline: the Timeline tab (render/timeline.py)
+        from .launch._timeline import timeline
+
+        out.append(timeline(kernel, blocks=options.timeline, **where, **sizes))
     return out
 
 
