@@ -347,8 +347,10 @@ class _Builder:
         return None
 
     # -- the walk
-    def walk(self, nodes: list[Node], role: str, loops: list[int | None], loop_line: int | None) -> bool:
-        """Marks for the phases among ``nodes``; True when any was placed."""
+    def walk(self, nodes: list[Node], role: str, loops: list[int | None], loop_line: int | None,
+             top: bool = False) -> bool:
+        """Marks for the phases among ``nodes``; True when any was placed. ``top``: the kernel's
+        body or one side of its warp split (where an epilogue follows the last phase)."""
         placed = False
         last_phase: Node | None = None
         pending_end: Node | None = None  # a phase whose END waits: the next sibling may be a phase itself
@@ -397,8 +399,8 @@ class _Builder:
                     continue  # a thread-dependent branch: no marks inside
                 if branch and _WARP_BRANCH.match(branch.group(1)):
                     then_role, else_role = self._branch_roles(node)
-                    placed |= self.walk(node.children, then_role, inner_loops, inner_line)
-                    placed |= self.walk(node.orelse, else_role, inner_loops, inner_line)
+                    placed |= self.walk(node.children, then_role, inner_loops, inner_line, top=top)
+                    placed |= self.walk(node.orelse, else_role, inner_loops, inner_line, top=top)
                 else:
                     placed |= self.walk(node.children, role, inner_loops, inner_line)
                     placed |= self.walk(node.orelse, role, inner_loops, inner_line)
@@ -406,7 +408,7 @@ class _Builder:
         if pending_end is not None:
             self.end_after(pending_end)
         # the epilogue: what follows the last phase of the kernel's top level (or a branch of it)
-        if placed and last_phase is not None and not loops:
+        if placed and last_phase is not None and top:
             rest = [n for n in nodes[nodes.index(last_phase) + 1:]]
             if rest:
                 first = rest[0]
@@ -502,7 +504,7 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     body = "\n".join(lines[kdef + 1:kend])
     builder.scan_barriers(body)
     nodes = _parse(lines, kdef + 1, kend)
-    placed = builder.walk(nodes, "all", [], None)
+    placed = builder.walk(nodes, "all", [], None, top=True)
     notes: list[str] = []
     if not placed:
         notes.append("no pipeline phase was recognised in this kernel (no mbarrier, TMA, WGMMA, cp.async or "
