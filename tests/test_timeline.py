@@ -406,3 +406,14 @@ def test_the_magic_option_takes_block_indices():
         parse_cell_line("--timeline=first")
     with pytest.raises(CellUsageError, match="non-negative"):
         parse_cell_line("--timeline=-1")
+
+
+def test_the_phase_table_sums_each_phase():
+    from tilelab._timeline import phase_totals
+
+    rows = phase_totals(sample_timeline().spans)
+    first = rows[0]  # the consumer's one 100 ns full wait is the largest total; the producer's two waits 20 + 50
+    assert (first["role"], first["kind"], first["count"], first["total_ns"]) == ("consumer", "barrier_wait", 1, 100.0)
+    producer_waits = next(r for r in rows if r["role"] == "producer" and r["kind"] == "barrier_wait")
+    assert (producer_waits["count"], producer_waits["total_ns"], producer_waits["mean_ns"]) == (2, 70.0, 35.0)
+    assert producer_waits["cell_line"] == 35 and producer_waits["device_line"] == 47

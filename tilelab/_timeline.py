@@ -231,4 +231,20 @@ def _run_ahead(spans: Sequence[TimelineSpan]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-__all__ = ["block_coords", "block_index", "decode", "link_flows", "summarize"]
+def phase_totals(spans: Sequence[TimelineSpan]) -> list[dict]:
+    """Where the traced warps' time went, by phase (role, kind, label): count, total and mean ns,
+    the user's line and the device line; the largest total first."""
+    groups: dict[tuple, dict] = {}
+    for s in spans:
+        key = (s.role, s.kind, s.label)
+        g = groups.setdefault(key, {"role": s.role, "kind": s.kind, "label": s.label, "count": 0, "total_ns": 0.0,
+                                    "cell_line": s.cell_line, "device_line": s.device_line})
+        g["count"] += 1
+        g["total_ns"] += s.duration_ns
+    out = sorted(groups.values(), key=lambda g: -g["total_ns"])
+    for g in out:
+        g["mean_ns"] = g["total_ns"] / g["count"]
+    return out
+
+
+__all__ = ["block_coords", "block_index", "decode", "link_flows", "phase_totals", "summarize"]

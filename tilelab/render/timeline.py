@@ -147,8 +147,24 @@ def summary_html(tl: Timeline) -> str:
     facts.append(f"SM clock {tl.clock_ghz:.3f} GHz; {len(tl.spans)} phases of {len(tl.traced_blocks)} traced "
                  f"block(s), granularity {esc(tl.granularity)}")
     notes = "".join(f"<li>{esc(n)}</li>" for n in tl.notes)
-    return (table + "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>"
+    return (table + phases_html(tl) + "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>"
             + (f'<div class="tl-muted">Notes:</div><ul>{notes}</ul>' if notes else ""))
+
+
+def phases_html(tl: Timeline, limit: int = 12) -> str:
+    """The phases with the most time (all traced warps together), each with its lines."""
+    from .._timeline import phase_totals
+
+    rows = "".join(
+        f"<tr><td>{esc(g['role'])}</td><td>{esc(g['label'] or g['kind'])}</td><td>{g['count']}</td>"
+        f"<td>{esc(_ns(g['total_ns']))}</td><td>{esc(_ns(g['mean_ns']))}</td>"
+        f"<td>{'L' + str(g['cell_line']) if g['cell_line'] is not None else '-'}</td>"
+        f"<td>{'L' + str(g['device_line']) if g['device_line'] is not None else '-'}</td></tr>"
+        for g in phase_totals(tl.spans)[:limit])
+    if not rows:
+        return ""
+    return ('<table class="tl-table"><tr><th>role</th><th>phase</th><th>count</th><th>total</th><th>mean</th>'
+            f"<th>your line</th><th>device line</th></tr>{rows}</table>")
 
 
 def timeline_html(tl: Timeline) -> str:
@@ -222,8 +238,8 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
                           "clock_ghz": tl.clock_ghz}}
 
 
-__all__ = ["KIND_STYLE", "legend_html", "perfetto_trace", "span_title", "summary_html", "timeline_html",
-           "timeline_svg"]
+__all__ = ["KIND_STYLE", "attach_timelines", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
+           "span_title", "summary_html", "timeline_html", "timeline_section", "timeline_svg"]
 
 
 # ------------------------------------------------------------------------------------------
