@@ -18,7 +18,7 @@ import pytest
 import tilelab
 from tilelab import _adapter
 from tilelab._timeline import decode, summarize
-from tilelab._timeline_model import BlockTime, Flow, Timeline, TimelineSpan
+from tilelab._timeline_model import BlockTime, Flow, Timeline
 from tilelab._timeline_rewrite import END, KERNEL_END, KERNEL_START, RewriteError, Site, instrument
 from tilelab._toolchain import find_toolchain
 from tilelab.kernels.gemm import matmul

@@ -142,3 +142,26 @@ def test_the_overhead_is_measured_side_by_side():
     print(f"overhead {tl.overhead:+.2%}: {tl.instrumented_ms:.4f} ms vs {tl.plain_ms:.4f} ms; capture {tl.capture_s:.1f} s")
     assert tl.plain_ms > 0 and tl.instrumented_ms > 0
     assert tl.overhead == pytest.approx(tl.instrumented_ms / tl.plain_ms - 1)
+
+
+from ipython_shell import ip, magics, run, shown  # noqa: E402,F401  (fixtures)
+
+GEMM_CELL = """from tilelab.kernels.gemm import matmul
+
+gemm = matmul(1024, 1024, 1024)
+"""
+
+
+@needs_hopper
+def test_the_magic_adds_a_timeline_tab(ip, shown):
+    from tilelab._timeline_model import Timeline
+
+    result = run(ip, "--out-idx -1 --timeline=0,1", GEMM_CELL)
+    assert result.success, result.error_in_exec
+    last = magics(ip).last
+    (tl,) = [t for t in last.timing if isinstance(t, Timeline)]
+    assert tl.traced_blocks == ((0, 0, 0), (1, 0, 0))
+    assert any(title.startswith("Timeline") for title in last.inspector.titles)
+    tab = last.inspector.tab("timeline")
+    assert "tlt-k-tma_issue" in tab and "tlt-k-mma" in tab
+    assert not any(title.startswith("Timing") for title in last.inspector.titles)

@@ -49,7 +49,6 @@ _IF = re.compile(r"^\s*if \((.*)\) \{$")
 _WAIT = re.compile(r"mbarrier\[(.+)\]\.wait\(")
 _ARRIVE = re.compile(r"mbarrier\[(.+)\]\.arrive\(\);")
 _TMA_LOAD = re.compile(r"tl::tma_load(?:_im2col)?\((\w+)_desc, mbarrier\[(.+?)\],")
-_EXPECT = re.compile(r"mbarrier\[(.+?)\]\.(?:arrive_and_)?expect_tx|mbarrier\[(.+?)\]\.expect_transaction")
 _TMA_STORE = re.compile(r"tl::tma_store\w*\((\w+)_desc")
 _CP_ASYNC = re.compile(r"tl::cp_async_gs\w*<\d+>\(.*?,\s*\(&\((\w+)\[")
 _ELECT = re.compile(r"tl_shuffle_elect<")
@@ -253,7 +252,6 @@ class _Builder:
         self.after: dict[int, list[str]] = {}
         self.full: dict[str, dict[str, Any] | None] = {}  # barrier -> the copy whose TMA fills it
         self.empty: set[str] = set()
-        self.notes: list[str] = []
 
     # -- the barriers' roles, read from the whole body first
     def scan_barriers(self, body: str) -> None:
@@ -511,9 +509,7 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
                       "__syncthreads pattern): each warp shows one span from kernel start to end")
 
     exact = all(s.multiplicity is not None for s in builder.sites)
-    need = 2 + sum(s.multiplicity or 0 for s in builder.sites) + sum(
-        1 for s in builder.sites if s.kind not in ("mma",))  # ENDs: at most one per site visit
-    need = 2 + sum((s.multiplicity or 0) * 2 for s in builder.sites)
+    need = capacity_needed(builder.sites)
     if capacity is None:
         capacity = need if exact else max(need, DEFAULT_CAPACITY)
     warp_step = 4 if granularity == "warpgroup" else 1
@@ -580,8 +576,9 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
                         warp_step, tuple(notes))
 
 
-def capacity_words(sites: Sequence[Site]) -> int:
-    """Records one warp can write at most: two per site visit, plus kernel start and end."""
+def capacity_needed(sites: Sequence[Site]) -> int:
+    """Records one warp writes at most: a mark and an END per site visit (an END is left out where
+    the next statement opens a phase), plus kernel start and end."""
     return 2 + sum(2 * (s.multiplicity or 0) for s in sites)
 
 
