@@ -25,7 +25,7 @@ TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch.models",
-           "tilelab.launch._telemetry"}
+           "tilelab.launch._telemetry", "tilelab._timeline_model"}
 RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record
 
 

@@ -53,6 +53,8 @@ _LAZY = {
     "has_gpu": ("._adapter", "has_gpu"),
     "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
     "profile": (".launch._profile", "profile"),
+    "timeline": (".launch._timeline", "timeline"),
+    "Timeline": ("._timeline_model", "Timeline"),
 }
 
 
@@ -112,6 +114,8 @@ __all__ = [
     "sanitize",
     "sweep",
     "swizzle_explorer",
+    "Timeline",
+    "timeline",
 ]
 
 # tilelab.trace_tiles: which elements each block of a CPU launch read and wrote.

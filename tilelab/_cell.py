@@ -249,7 +249,10 @@ class CellSession:
         from .widgets.inspector import Inspector
 
         text = "%%tilelang" + (f" {options.line}" if options.line else "") + "\n" + source.text
-        inspector = Inspector(result.report, show=options.show, timing=result.timing, source=text,
+        from .render.timeline import attach_timelines
+
+        timing = attach_timelines(result.report, result.timing)  # --timeline's go to the Timeline tab
+        inspector = Inspector(result.report, show=options.show, timing=timing, source=text,
                               previous=self.shown.get(source.identity))
         host.display(inspector)
         return dataclasses.replace(result, inspector=inspector)

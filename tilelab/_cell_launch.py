@@ -77,6 +77,10 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
         out = _profiled(kernel, sizes, out, entry, say)
     if options.trace:
         out.append(_traced(kernel, sizes, say))
+    if options.timeline is not None:  # --timeline: the Timeline tab (render/timeline.py)
+        from .launch._timeline import timeline
+
+        out.append(timeline(kernel, blocks=options.timeline, **where, **sizes))
     return out
 
 

@@ -55,11 +55,14 @@ class CellOptions:
     in_process: bool = False
     sanitize: str | None = None  # a compute-sanitizer tool
     trace: bool = False  # --trace: which elements each block read and wrote (target c)
+    timeline: tuple[int, ...] | None = None  # --timeline: the blocks whose warps record phases
 
     @property
     def launches(self) -> bool:
-        """Whether the line asks to launch the kernel (--run, --bench, --profile, --sanitize, --trace)."""
-        return self.run or self.bench or self.profile or self.sanitize is not None or self.trace
+        """Whether the line asks to launch the kernel (--run, --bench, --profile, --sanitize, --trace,
+        --timeline)."""
+        return (self.run or self.bench or self.profile or self.sanitize is not None or self.trace
+                or self.timeline is not None)
 
     @property
     def build_options(self) -> tuple:
@@ -109,6 +112,9 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
     argument("--trace", action="store_true",
              help="with --target c: launch once on the CPU recording which elements of each tensor every block "
                   "read and wrote (tilelab.trace_tiles) and show it"),
+    argument("--timeline", nargs="?", const="0", default=None, metavar="BLOCKS",
+             help="run the kernel once instrumented and add a Timeline tab: each phase (barrier waits, TMA issue, "
+                  "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time"),
 ]
 
 
@@ -159,8 +165,22 @@ def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
         sizes=_parse_sizes(text["sizes"]), rep_ms=_parse_rep_ms(text["rep_ms"]), sass=ns.sass or ns.profile, passes=ns.passes,
         profile=ns.profile, timeout=_parse_timeout(text["timeout"]), in_process=ns.in_process,
         sanitize=_parse_sanitize(text["sanitize"]),
-        trace=_parse_trace(ns.trace, text["target"]),
+        trace=_parse_trace(ns.trace, text["target"]), timeline=_parse_timeline(_unquote(ns.timeline)),
     )
+
+
+def _parse_timeline(text: str | None) -> tuple[int, ...] | None:
+    """--timeline's blocks: linear block indices separated by commas."""
+    if text is None:
+        return None
+    try:
+        blocks = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise CellUsageError(f"--timeline takes linear block indices separated by commas (e.g. --timeline=0,5), "
+                             f"not {text!r}") from None
+    if not blocks or any(b < 0 for b in blocks):
+        raise CellUsageError(f"--timeline takes non-negative block indices (e.g. --timeline=0,5), not {text!r}")
+    return blocks
 
 
 def valid_options() -> str:

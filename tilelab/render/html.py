@@ -954,6 +954,8 @@ def default_sections(report: KernelReport | None = None, with_source: bool = Fal
     ``report`` (MFMA only for AMD targets, the opt-in Lines/PTX/SASS and IR tabs only when they
     were computed; the Cell tab only with a source)."""
     skip = set() if with_source else {"cell"}
+    if report is None or not _timeline.has_timeline(report):
+        skip.add("timeline")  # only on a page the magic gave a timeline (render/timeline.py)
     if report is not None:
         if report.family != "hip":
             skip.add("mfma")
@@ -979,6 +981,10 @@ register_section("lines", "Lines",
 register_section("ptx", "PTX", lambda r, page: machine.ptx_html(r, page.rid, page.has("cuda")))
 register_section("sass", "SASS", lambda r, page: machine.sass_html(r, page.rid, page.has("cuda")))
 register_section("ir", "IR passes", lambda r, page: machine.ir_html(r, page.rid))
+
+from . import timeline as _timeline  # noqa: E402  (the Timeline tab, shown where the magic measured one)
+
+_timeline._register()
 
 # The built-in tabs (``--show`` names); the Cell tab appears when a source is given.
 SECTIONS = tuple(n for n in _REGISTRY if n != "cell")

@@ -1,0 +1,77 @@
+"""Small kernels of our own for the timeline's tests: a flash-attention forward (two GEMMs, the
+second reading P from registers: WGMMA ``rs``), an elementwise add, and a kernel that spins a known
+time on ``%globaltimer``."""
+
+import tilelang.language as T
+
+def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128):
+    scale = (1.0 / dim) ** 0.5 * 1.44269504
+    @T.prim_func
+    def attn(Q: T.Tensor((seq, dim), T.float16), K: T.Tensor((seq, dim), T.float16),
+             V: T.Tensor((seq, dim), T.float16), O: T.Tensor((seq, dim), T.float16)):
+        with T.Kernel(T.ceildiv(seq, block_M), threads=threads) as bx:
+            Q_s = T.alloc_shared((block_M, dim), T.float16)
+            K_s = T.alloc_shared((block_N, dim), T.float16)
+            V_s = T.alloc_shared((block_N, dim), T.float16)
+            S = T.alloc_fragment((block_M, block_N), T.float32)
+            P = T.alloc_fragment((block_M, block_N), T.float16)
+            acc = T.alloc_fragment((block_M, dim), T.float32)
+            m = T.alloc_fragment((block_M,), T.float32)
+            m_prev = T.alloc_fragment((block_M,), T.float32)
+            l = T.alloc_fragment((block_M,), T.float32)
+            rowsum = T.alloc_fragment((block_M,), T.float32)
+            T.copy(Q[bx * block_M, 0], Q_s)
+            T.fill(acc, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(T.float32))
+            for k in T.Pipelined(T.ceildiv(seq, block_N), num_stages=num_stages):
+                T.copy(K[k * block_N, 0], K_s)
+                T.clear(S)
+                T.gemm(Q_s, K_s, S, transpose_B=True)
+                T.copy(m, m_prev)
+                T.reduce_max(S, m, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc[i, j] = acc[i, j] * T.exp2(m_prev[i] * scale - m[i] * scale)
+                T.reduce_sum(S, rowsum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] + rowsum[i]
+                T.copy(S, P)
+                T.copy(V[k * block_N, 0], V_s)
+                T.gemm(P, V_s, acc)
+            for i, j in T.Parallel(block_M, dim):
+                acc[i, j] = acc[i, j] / l[i]
+            T.copy(acc, O[bx * block_M, 0])
+    return attn
+
+def add(n=1 << 20, block=1024, threads=256):
+    @T.prim_func
+    def vadd(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32), C: T.Tensor((n,), T.float32)):
+        with T.Kernel(T.ceildiv(n, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+    return vadd
+
+
+SPIN_SOURCE = r"""
+__device__ __forceinline__ void tl_test_spin_ns(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+def spin(ns=20000, threads=128):
+    """One block whose threads spin ``ns`` nanoseconds on %globaltimer, then write 1.0 each."""
+    @T.prim_func
+    def spin_kernel(A: T.Tensor((threads,), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            T.import_source(SPIN_SOURCE)
+            T.call_extern("handle", "tl_test_spin_ns", T.uint64(ns))
+            tx = T.get_thread_binding()
+            A[tx] = T.float32(1.0) + T.Cast(T.float32, bx)
+    return spin_kernel

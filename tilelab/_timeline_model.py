@@ -1,0 +1,240 @@
+"""The intra-kernel timeline's records: what ``tilelab.timeline`` returns.
+
+Frozen, JSON round-trip (``to_dict``/``from_dict``, ``save``/``load``), no TileLang, no IPython.
+``Timeline.to_perfetto(path)`` and the notebook display import their renderer only when called.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ._errors import ReportFileError
+
+TIMELINE_FORMAT = 1
+
+KINDS = ("barrier_wait", "tma_issue", "copy_issue", "mma", "mma_wait", "epilogue", "store", "kernel")
+WAIT_KINDS = ("barrier_wait", "mma_wait")
+
+
+@dataclass(frozen=True)
+class TimelineSpan:
+    """One phase of one warp: ``[start_ns, end_ns)`` from the grid's first block start.
+
+    ``block`` is the hardware block index (x, y, z) (before any rasterisation the kernel applies);
+    ``warp`` the warp's index in the block and ``warp_group`` ``warp // 4``; ``role`` "producer",
+    "consumer" (the two sides of a warp-specialised kernel) or "all"; ``iteration`` the n-th time
+    this warp reached this phase inside a loop (the pipeline's k), None outside loops.
+    ``device_line`` is the line in the kernel's device source, ``cell_line`` the user's line.
+    """
+
+    block: tuple[int, int, int]
+    sm: int
+    warp_group: int
+    warp: int
+    role: str
+    kind: str
+    iteration: int | None
+    start_ns: float
+    end_ns: float
+    device_line: int | None
+    cell_line: int | None
+    label: str
+    site: int = 0  # the mark's site id (which statement of the kernel opened this phase)
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["block"] = list(self.block)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TimelineSpan":
+        return cls(**{**d, "block": tuple(d["block"])})
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """When a block ran, for every block of the grid (start skew and the grid's tail)."""
+
+    block: tuple[int, int, int]
+    index: int
+    sm: int
+    start_ns: float
+    end_ns: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"block": list(self.block), "index": self.index, "sm": self.sm, "start_ns": self.start_ns,
+                "end_ns": self.end_ns}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BlockTime":
+        return cls(tuple(d["block"]), d["index"], d["sm"], d["start_ns"], d["end_ns"])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A producer's stage issue (span index ``source``) releasing a consumer's wait (``target``)."""
+
+    source: int
+    target: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Flow":
+        return cls(int(d["source"]), int(d["target"]))
+
+
+@dataclass(frozen=True)
+class RoleShare:
+    """Per role: the share of its warps' time in each phase kind (and unmarked: ``other``)."""
+
+    role: str
+    warps: int
+    lifetime_ns: float
+    busy: float  # issue, MMA, epilogue and store phases
+    waiting: float  # barrier and WGMMA waits
+    other: float  # between marked phases (address math, softmax, ...)
+    by_kind: tuple[tuple[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "warps": self.warps, "lifetime_ns": self.lifetime_ns, "busy": self.busy,
+                "waiting": self.waiting, "other": self.other, "by_kind": [list(x) for x in self.by_kind]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RoleShare":
+        return cls(d["role"], d["warps"], d["lifetime_ns"], d["busy"], d["waiting"], d["other"],
+                   tuple((k, v) for k, v in d.get("by_kind", [])))
+
+
+@dataclass(frozen=True)
+class TimelineSummary:
+    """What the chart's summary says, computed from the spans (``tilelab._timeline.summarize``)."""
+
+    roles: tuple[RoleShare, ...]
+    bubbles: int  # consumer waits on a full barrier that lasted longer than the bubble threshold
+    bubble_ns: float  # their total time (all traced consumer warps)
+    bubble_threshold_ns: float
+    run_ahead: float | None  # mean stages the producer had issued ahead when a consumer began waiting
+    start_skew_ns: float  # the spread of block start times within the first wave (blocks <= SMs)
+    tail_ns: float  # from the first SM's last block end to the grid's end
+    grid_ns: float
+    sms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["roles"] = [r.to_dict() for r in self.roles]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TimelineSummary":
+        return cls(**{**d, "roles": tuple(RoleShare.from_dict(r) for r in d["roles"])})
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The intra-kernel timeline of one instrumented launch.
+
+    ``spans``: one per phase per traced warp (every warp, or the first warp of each warp group);
+    ``blocks``: start, end and SM of every block of the grid; ``flows``: stage issue -> the
+    consumer wait it released; ``dropped``: marks that did not fit the record buffer (never
+    silent: the spans of a warp that dropped end early); ``overhead``: the instrumented launch's
+    median time over the plain kernel's, measured side by side in the same call (None when not
+    measured); ``notes``: what could not be placed or named.
+    """
+
+    kernel: str
+    device: str
+    backend: str
+    granularity: str
+    grid: tuple[int, int, int]
+    threads: int
+    traced_blocks: tuple[tuple[int, int, int], ...]
+    spans: tuple[TimelineSpan, ...]
+    blocks: tuple[BlockTime, ...]
+    flows: tuple[Flow, ...] = ()
+    dropped: int = 0
+    overhead: float | None = None
+    plain_ms: float | None = None
+    instrumented_ms: float | None = None
+    clock_ghz: float = 0.0
+    cell_file: str | None = None
+    capture_s: float | None = None
+    notes: tuple[str, ...] = ()
+    summary: TimelineSummary | None = None
+
+    def lanes(self) -> list[tuple[tuple[int, int, int], int]]:
+        """(block, warp group) of every lane the chart draws, in order."""
+        return sorted({(s.block, s.warp_group) for s in self.spans}, key=lambda x: (x[0][2], x[0][1], x[0][0], x[1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": TIMELINE_FORMAT, "kernel": self.kernel, "device": self.device, "backend": self.backend,
+            "granularity": self.granularity, "grid": list(self.grid), "threads": self.threads,
+            "traced_blocks": [list(b) for b in self.traced_blocks], "spans": [s.to_dict() for s in self.spans],
+            "blocks": [b.to_dict() for b in self.blocks], "flows": [f.to_dict() for f in self.flows],
+            "dropped": self.dropped, "overhead": self.overhead, "plain_ms": self.plain_ms,
+            "instrumented_ms": self.instrumented_ms, "clock_ghz": self.clock_ghz, "cell_file": self.cell_file,
+            "capture_s": self.capture_s, "notes": list(self.notes),
+            "summary": self.summary.to_dict() if self.summary is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Timeline":
+        if d.get("format") != TIMELINE_FORMAT:
+            raise ReportFileError(f"not a tilelab timeline of format {TIMELINE_FORMAT} (format {d.get('format')!r})")
+        return cls(
+            kernel=d["kernel"], device=d["device"], backend=d["backend"], granularity=d["granularity"],
+            grid=tuple(d["grid"]), threads=d["threads"],  # type: ignore[arg-type]
+            traced_blocks=tuple(tuple(b) for b in d["traced_blocks"]),  # type: ignore[misc]
+            spans=tuple(TimelineSpan.from_dict(s) for s in d["spans"]),
+            blocks=tuple(BlockTime.from_dict(b) for b in d["blocks"]),
+            flows=tuple(Flow.from_dict(f) for f in d.get("flows", [])), dropped=d.get("dropped", 0),
+            overhead=d.get("overhead"), plain_ms=d.get("plain_ms"), instrumented_ms=d.get("instrumented_ms"),
+            clock_ghz=d.get("clock_ghz", 0.0), cell_file=d.get("cell_file"), capture_s=d.get("capture_s"),
+            notes=tuple(d.get("notes", [])),
+            summary=TimelineSummary.from_dict(d["summary"]) if d.get("summary") else None,
+        )
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict()))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Timeline":
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as err:
+            raise ReportFileError(f"cannot read a timeline from {path}: {err}") from err
+        if not isinstance(data, dict):
+            raise ReportFileError(f"{path} does not hold a tilelab timeline (a JSON object)")
+        return cls.from_dict(data)
+
+    def to_perfetto(self, path: str | Path) -> Path:
+        """Write a trace Perfetto (ui.perfetto.dev) and chrome://tracing open: one track per
+        block x warp group, flows from each stage issue to the consumer wait it releases."""
+        from .render.timeline import perfetto_trace
+
+        path = Path(path)
+        path.write_text(json.dumps(perfetto_trace(self)))
+        return path
+
+    def _repr_html_(self) -> str:
+        from .render.timeline import timeline_html
+
+        return timeline_html(self)
+
+    def __repr__(self) -> str:
+        return (f"Timeline({self.kernel}: {len(self.spans)} spans in {len(self.lanes())} lanes, "
+                f"{len(self.blocks)} blocks, dropped {self.dropped})")
+
+
+__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "TimelineSpan", "TimelineSummary", "WAIT_KINDS"]

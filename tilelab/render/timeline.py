@@ -1,0 +1,295 @@
+"""A :class:`~tilelab._timeline_model.Timeline` as a Gantt chart (SVG), its summary (HTML), and a
+Perfetto / chrome://tracing trace (the trace-event JSON format).
+
+Functions of the record only. The chart has one lane per block x warp group (a row per warp in
+it), phases coloured by kind; each phase's ``<title>`` (the hover) gives its label, iteration,
+duration, the user's line and the device line. Every compiler or user string is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from .._timeline_model import KINDS, Timeline, TimelineSpan
+
+# kind -> (JupyterLab colour variable, fallback, legend text)
+KIND_STYLE: dict[str, tuple[str, str, str]] = {
+    "barrier_wait": ("--jp-warn-color1", "#e0a000", "barrier wait"),
+    "tma_issue": ("--jp-brand-color1", "#1976d2", "TMA issue"),
+    "copy_issue": ("--jp-brand-color2", "#64b5f6", "cp.async issue"),
+    "mma": ("--jp-success-color1", "#388e3c", "MMA issue / run"),
+    "mma_wait": ("--jp-success-color3", "#a5d6a7", "MMA wait"),
+    "epilogue": ("--jp-accent-color1", "#8e24aa", "epilogue"),
+    "store": ("--jp-accent-color2", "#ce93d8", "store"),
+    "kernel": ("--jp-layout-color3", "#9e9e9e", "kernel (setup, or no phase recognised)"),
+}
+
+CSS = "".join(
+    f".tlt-k-{k}{{fill:var({var},{fallback})}}" for k, (var, fallback, _) in KIND_STYLE.items()
+) + (".tlt-flow{stroke:var(--jp-ui-font-color2,#777);stroke-width:0.6;opacity:.55}"
+     ".tlt-text{fill:var(--jp-ui-font-color1,#222);font:11px var(--jp-code-font-family,monospace)}"
+     ".tlt-axis{stroke:var(--jp-border-color1,#bbb);stroke-width:1}"
+     ".tlt-lane{fill:var(--jp-layout-color2,#f3f3f3)}")
+
+LABEL_W = 230
+CHART_W = 900
+ROW_H = 12
+LANE_GAP = 6
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _ns(value: float) -> str:
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3f} ms"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.2f} us"
+    return f"{value:.0f} ns"
+
+
+def span_title(span: TimelineSpan, cell_file: str | None = None) -> str:
+    """The hover text of a phase."""
+    parts = [span.label or span.kind, f"{span.kind}, {_ns(span.duration_ns)} (from {_ns(span.start_ns)})"]
+    if span.iteration is not None:
+        parts.append(f"iteration {span.iteration}")
+    parts.append(f"block {span.block}, warp {span.warp} (warp group {span.warp_group}, {span.role}), SM {span.sm}")
+    if span.cell_line is not None:
+        parts.append(f"your line {span.cell_line}" + (f" ({cell_file})" if cell_file else ""))
+    if span.device_line is not None:
+        parts.append(f"device line {span.device_line} (CUDA tab)")
+    return "\n".join(parts)
+
+
+def timeline_svg(tl: Timeline) -> str:
+    """The Gantt chart: one lane per traced block x warp group, time from the first traced start."""
+    lanes = tl.lanes()
+    if not tl.spans:
+        return '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="20"><text class="tlt-text" x="4" y="14">' \
+               "no phases were recorded</text></svg>"
+    t0 = min(s.start_ns for s in tl.spans)
+    t1 = max(s.end_ns for s in tl.spans)
+    scale = CHART_W / max(t1 - t0, 1.0)
+    rows: dict[tuple, int] = {}
+    lane_top: dict[tuple, float] = {}
+    y = 18.0
+    out: list[str] = []
+    for lane in lanes:
+        warps = sorted({s.warp for s in tl.spans if (s.block, s.warp_group) == lane})
+        roles = sorted({s.role for s in tl.spans if (s.block, s.warp_group) == lane and s.role != "all"}) or ["all"]
+        sm = next(s.sm for s in tl.spans if (s.block, s.warp_group) == lane)
+        lane_top[lane] = y
+        height = ROW_H * len(warps)
+        out.append(f'<rect class="tlt-lane" x="{LABEL_W}" y="{y:.1f}" width="{CHART_W}" height="{height}"/>')
+        out.append(f'<text class="tlt-text" x="2" y="{y + 10:.1f}">block {esc(lane[0])} WG{lane[1]} '
+                   f'{esc("/".join(roles))} SM{sm}</text>')
+        for n, w in enumerate(warps):
+            rows[(lane[0], w)] = y + n * ROW_H
+        y += height + LANE_GAP
+    index = {id(s): i for i, s in enumerate(tl.spans)}
+    for s in tl.spans:
+        x = LABEL_W + (s.start_ns - t0) * scale
+        w = max(s.duration_ns * scale, 0.5)
+        top = rows[(s.block, s.warp)]
+        kind = s.kind if s.kind in KIND_STYLE else "kernel"
+        out.append(f'<rect class="tlt-k-{kind}" data-span="{index[id(s)]}" x="{x:.2f}" y="{top + 1:.1f}" '
+                   f'width="{w:.2f}" height="{ROW_H - 2}"><title>{esc(span_title(s, tl.cell_file))}</title></rect>')
+    for f in tl.flows:
+        a, b = tl.spans[f.source], tl.spans[f.target]
+        xa, xb = LABEL_W + (a.start_ns - t0) * scale, LABEL_W + (b.end_ns - t0) * scale
+        ya, yb = rows[(a.block, a.warp)] + ROW_H / 2, rows[(b.block, b.warp)] + ROW_H / 2
+        out.append(f'<line class="tlt-flow" x1="{xa:.2f}" y1="{ya:.1f}" x2="{xb:.2f}" y2="{yb:.1f}"/>')
+    # the time axis
+    out.append(f'<line class="tlt-axis" x1="{LABEL_W}" y1="14" x2="{LABEL_W + CHART_W}" y2="14"/>')
+    for n in range(5):
+        t = (t1 - t0) * n / 4
+        out.append(f'<text class="tlt-text" x="{LABEL_W + t * scale - (20 if n == 4 else 0):.1f}" y="11">'
+                   f"{esc(_ns(t))}</text>")
+    height = y + 4
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-chart" width="{LABEL_W + CHART_W + 4}" '
+            f'height="{height:.0f}" viewBox="0 0 {LABEL_W + CHART_W + 4} {height:.0f}" role="img" '
+            f'aria-label="timeline of {esc(tl.kernel)}"><style>{CSS}</style>{"".join(out)}</svg>')
+
+
+def legend_html(tl: Timeline) -> str:
+    used = [k for k in KINDS if any(s.kind == k for s in tl.spans)]
+    items = "".join(f'<span style="margin-right:10px"><svg width="10" height="10"><style>{CSS}</style>'
+                    f'<rect class="tlt-k-{k}" width="10" height="10"/></svg> {esc(KIND_STYLE[k][2])}</span>'
+                    for k in used)
+    return f'<div class="tl-muted">{items}</div>'
+
+
+def summary_html(tl: Timeline) -> str:
+    s = tl.summary
+    rows = []
+    if s is not None:
+        for r in s.roles:
+            kinds = ", ".join(f"{k} {v:.0%}" for k, v in r.by_kind[:4])
+            rows.append(f"<tr><td>{esc(r.role)}</td><td>{r.warps}</td><td>{r.busy:.0%}</td><td>{r.waiting:.0%}</td>"
+                        f"<td>{r.other:.0%}</td><td>{esc(kinds)}</td></tr>")
+    table = ('<table class="tl-table"><tr><th>role</th><th>warps traced</th><th>busy</th><th>waiting</th>'
+             "<th>other code</th><th>largest phases</th></tr>" + "".join(rows) + "</table>") if rows else ""
+    facts = []
+    if s is not None:
+        facts.append(f"pipeline bubbles: {s.bubbles} consumer waits on a full stage longer than "
+                     f"{_ns(s.bubble_threshold_ns)}, {_ns(s.bubble_ns)} in all")
+        if s.run_ahead is not None:
+            facts.append(f"producer run-ahead: {s.run_ahead:.2f} stages issued beyond the one a consumer waits for, "
+                         "on average, when it starts waiting")
+        facts.append(f"grid: {_ns(s.grid_ns)} on {s.sms} SMs; block start skew in the first wave {_ns(s.start_skew_ns)}; "
+                     f"tail (first SM idle to grid end) {_ns(s.tail_ns)}")
+    if tl.overhead is not None:
+        facts.append(f"instrumentation overhead: {tl.overhead:+.1%} (median {tl.instrumented_ms:.4f} ms instrumented "
+                     f"vs {tl.plain_ms:.4f} ms plain, side by side)")
+    facts.append(f"dropped marks: {tl.dropped}")
+    facts.append(f"SM clock {tl.clock_ghz:.3f} GHz; {len(tl.spans)} phases of {len(tl.traced_blocks)} traced "
+                 f"block(s), granularity {esc(tl.granularity)}")
+    notes = "".join(f"<li>{esc(n)}</li>" for n in tl.notes)
+    return (table + phases_html(tl) + "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>"
+            + (f'<div class="tl-muted">Notes:</div><ul>{notes}</ul>' if notes else ""))
+
+
+def phases_html(tl: Timeline, limit: int = 12) -> str:
+    """The phases with the most time (all traced warps together), each with its lines."""
+    from .._timeline import phase_totals
+
+    rows = "".join(
+        f"<tr><td>{esc(g['role'])}</td><td>{esc(g['label'] or g['kind'])}</td><td>{g['count']}</td>"
+        f"<td>{esc(_ns(g['total_ns']))}</td><td>{esc(_ns(g['mean_ns']))}</td>"
+        f"<td>{'L' + str(g['cell_line']) if g['cell_line'] is not None else '-'}</td>"
+        f"<td>{'L' + str(g['device_line']) if g['device_line'] is not None else '-'}</td></tr>"
+        for g in phase_totals(tl.spans)[:limit])
+    if not rows:
+        return ""
+    return ('<table class="tl-table"><tr><th>role</th><th>phase</th><th>count</th><th>total</th><th>mean</th>'
+            f"<th>your line</th><th>device line</th></tr>{rows}</table>")
+
+
+def timeline_html(tl: Timeline) -> str:
+    """Chart, legend and summary, as a standalone fragment (the record's notebook display)."""
+    head = (f'<div class="tl-head">{esc(tl.kernel)} <span class="tl-muted">timeline on {esc(tl.device)}, '
+            f'{esc(tl.backend)}, grid {esc(tl.grid)}</span></div>')
+    return (f'<div class="tilelab-report tlt">{head}<div style="overflow-x:auto">{timeline_svg(tl)}</div>'
+            f"{legend_html(tl)}{summary_html(tl)}</div>")
+
+
+# ------------------------------------------------------------------------------------------
+# Perfetto / chrome://tracing (the Trace Event Format, JSON object form)
+# ------------------------------------------------------------------------------------------
+
+
+def perfetto_trace(tl: Timeline) -> dict[str, Any]:
+    """One process per traced block (tracks: its warp groups, or warps at warp granularity) and
+    one "grid" process whose tracks are the SMs, each block a slice; flow arrows ("s" -> "f")
+    from each stage issue to the consumer wait it releases. Times in microseconds."""
+    events: list[dict[str, Any]] = []
+    per_warp = tl.granularity == "warp"
+    pids: dict[tuple, int] = {}
+    for lane_block in sorted({s.block for s in tl.spans}):
+        pids[lane_block] = len(pids) + 1
+        sm = next(s.sm for s in tl.spans if s.block == lane_block)
+        events.append({"ph": "M", "name": "process_name", "pid": pids[lane_block], "tid": 0,
+                       "args": {"name": f"{tl.kernel} block {lane_block} (SM {sm})"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pids[lane_block], "tid": 0,
+                       "args": {"sort_index": pids[lane_block]}})
+
+    def tid(s: TimelineSpan) -> int:
+        return s.warp if per_warp else s.warp_group
+
+    named: set[tuple[int, int]] = set()
+    for s in tl.spans:
+        key = (pids[s.block], tid(s))
+        if key not in named:
+            named.add(key)
+            what = f"warp {s.warp}" if per_warp else f"warp group {s.warp_group}"
+            events.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": key[1],
+                           "args": {"name": f"{what} ({s.role})"}})
+    for i, s in enumerate(tl.spans):
+        args: dict[str, Any] = {"kind": s.kind, "warp": s.warp, "role": s.role}
+        if s.iteration is not None:
+            args["iteration"] = s.iteration
+        if s.cell_line is not None:
+            args["cell_line"] = s.cell_line
+        if s.device_line is not None:
+            args["device_line"] = s.device_line
+        events.append({"ph": "X", "name": s.label or s.kind, "cat": s.kind, "ts": s.start_ns / 1e3,
+                       "dur": max(s.duration_ns, 0.0) / 1e3, "pid": pids[s.block], "tid": tid(s), "args": args})
+    for n, f in enumerate(tl.flows):
+        a, b = tl.spans[f.source], tl.spans[f.target]
+        # the start binds to the issue slice; the end (binding point "enclosing") lies inside the
+        # wait slice, no earlier than the start: the wait ends after the issue began
+        start = a.start_ns + min(max(a.duration_ns, 0.0) / 2, 1.0)
+        end = min(max(start, b.start_ns + min(max(b.duration_ns, 0.0) / 2, 1.0)), b.end_ns)
+        events.append({"ph": "s", "id": n + 1, "name": "stage", "cat": "stage", "ts": start / 1e3,
+                       "pid": pids[a.block], "tid": tid(a)})
+        events.append({"ph": "f", "bp": "e", "id": n + 1, "name": "stage", "cat": "stage", "ts": end / 1e3,
+                       "pid": pids[b.block], "tid": tid(b)})
+    if tl.blocks:
+        events.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
+                       "args": {"name": f"{tl.kernel} grid: every block, by SM"}})
+        for b in tl.blocks:
+            events.append({"ph": "X", "name": f"block {b.block}", "cat": "block", "ts": b.start_ns / 1e3,
+                           "dur": max(b.end_ns - b.start_ns, 0.0) / 1e3, "pid": 0, "tid": b.sm,
+                           "args": {"index": b.index}})
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"kernel": tl.kernel, "device": tl.device, "dropped": tl.dropped,
+                          "clock_ghz": tl.clock_ghz}}
+
+
+__all__ = ["KIND_STYLE", "attach_timelines", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
+           "span_title", "summary_html", "timeline_html", "timeline_section", "timeline_svg"]
+
+
+# ------------------------------------------------------------------------------------------
+# The inspector's Timeline tab (one register_section call). The magic hands the page the
+# timelines it measured for a report (attach_timelines); the tab is shown only on such a page.
+# ------------------------------------------------------------------------------------------
+
+_ATTACHED: dict[str, tuple[Timeline, ...]] = {}
+_ATTACHED_LIMIT = 16  # reports of the last cells that asked for a timeline
+
+
+def attach_timelines(report: Any, results: Any) -> list[Any]:
+    """Keep the :class:`Timeline` results for ``report``'s Timeline tab; return the others (for
+    the Timing tab). A report given no timeline loses any it had."""
+    from .html import report_id
+
+    results = list(results or ())
+    mine = tuple(r for r in results if isinstance(r, Timeline))
+    key = report_id(report)
+    _ATTACHED.pop(key, None)
+    if mine:
+        _ATTACHED[key] = mine
+        while len(_ATTACHED) > _ATTACHED_LIMIT:
+            _ATTACHED.pop(next(iter(_ATTACHED)))
+    return [r for r in results if not isinstance(r, Timeline)]
+
+
+def has_timeline(report: Any) -> bool:
+    from .html import report_id
+
+    return report_id(report) in _ATTACHED
+
+
+def timeline_section(report: Any) -> str:
+    from .html import report_id
+
+    shown = _ATTACHED.get(report_id(report), ())
+    if not shown:
+        return ('<p class="tl-muted">No timeline for this kernel: <code>%%tilelang --timeline</code> (or '
+                "<code>tilelab.timeline(kernel, ...)</code>) runs it once instrumented.</p>")
+    return "".join(timeline_html(t) for t in shown)
+
+
+def _register() -> None:
+    from .html import register_section
+
+    register_section("timeline", "Timeline", timeline_section, count=lambda r: len(_ATTACHED.get(_rid(r), ())))
+
+
+def _rid(report: Any) -> str:
+    from .html import report_id
+
+    return report_id(report)
