@@ -21,7 +21,7 @@ ADAPTER = "tilelab._adapter"
 # language kernels are written in.
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
-FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors"}
+FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._doctor"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab.launch.models", "tilelab.launch._telemetry"}
 
 

@@ -273,7 +273,11 @@ else:
         assert lines[0].startswith("LoweringError: TileLang lowering failed: ") and "warp" in lines[0]
         assert lines[1].strip() == "cell line 14: T.gemm(A_shared, B_shared, C_local)"
         assert ("%%tilelang\n" + BAD_CELL).split("\n")[13].strip() == "T.gemm(A_shared, B_shared, C_local)"
-        assert len(lines) <= 4
+        # the doctor's diagnosis: the pass, the tile op, the cause and what to change
+        assert lines[2].strip() == "failed in pass tl.LayoutInference, at T.gemm"
+        assert lines[3].strip().startswith("cause: the block's warps cannot tile the GEMM")
+        assert lines[4].strip().startswith("what to change: ")
+        assert len(lines) <= 6
         folded = shown[-1]["data"]["text/html"]
         assert "<details><summary" in folded and "Full TileLang trace" in folded
         assert "Traceback" in folded or "File " in folded

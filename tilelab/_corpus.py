@@ -72,6 +72,16 @@ class CorpusRow:
     # lower, inspect, ...), so a burst of load on a shared machine slows both sides of a round.
     lower_runs: tuple[float, ...] = ()
     inspect_runs: tuple[float, ...] = ()
+    # A kernel TileLang cannot lower: tilelab's diagnosis (tilelab._doctor): the catalogue's cause
+    # ("" when the failure is not in it), the pass that failed, and the script line ("N: text").
+    cause: str = ""
+    pass_name: str = ""
+    line: str = ""
+
+    @property
+    def explained(self) -> bool:
+        """A compile failure whose message names the pass, the kernel line and a known cause."""
+        return bool(self.cause and self.pass_name and self.line)
 
     @property
     def round_ratios(self) -> tuple[float, ...]:
@@ -101,6 +111,7 @@ class CorpusRow:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
         fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
+        fields.update({k: d.get(k) or "" for k in ("cause", "pass_name", "line")})
         return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()))
 
 
@@ -648,7 +659,10 @@ class _Worker:
         try:
             first_lower = lower_once()
         except LoweringError as err:
-            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err)})
+            line = err.kernel_line
+            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err), "cause": err.cause or "",
+                       "pass_name": err.pass_name or "",
+                       "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else ""})
             return stand_in
         except Exception as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
@@ -875,13 +889,21 @@ def over_target(rows: list[CorpusRow], limit: float = 3.0) -> list[CorpusRow]:
     return [r for r in rows if r.ratio is not None and r.ratio > limit]
 
 
+def _reason(row: CorpusRow) -> str:
+    """The reason column; a compile failure adds its diagnosis: [cause] reason (pass, line N)."""
+    if row.verdict != CANNOT_LOWER or not (row.cause or row.pass_name or row.line):
+        return row.reason
+    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}" if row.line else "") if x)
+    return f"[{row.cause or 'unknown cause'}] {row.reason}" + (f" ({where})" if where else "")
+
+
 def render_table(rows: list[CorpusRow]) -> str:
     """The table: one line per kernel, then the totals and the worst inspect/lower ratio."""
     header = ("script", "kernel", "target", "verdict", "lower s", "inspect s", "ratio", "reason")
     body = [(r.script, r.kernel, r.target, r.verdict,
              f"{r.lower_s:.2f}" if r.lower_s is not None else "-",
              f"{r.inspect_s:.2f}" if r.inspect_s is not None else "-",
-             format_ratio(r), r.reason) for r in rows]
+             format_ratio(r), _reason(r)) for r in rows]
     widths = [max(len(h), *(len(str(b[i])) for b in body)) if body else len(h) for i, h in enumerate(header[:-1])]
     widths = [min(w, 60) for w in widths]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
@@ -893,6 +915,12 @@ def render_table(rows: list[CorpusRow]) -> str:
     lines.append("total: " + ", ".join(f"{v} {n}" for v, n in t.items()) + f" ({len(rows)} rows)")
     if lowered:
         lines.append(f"consistent: {t[OK]}/{lowered} kernels that TileLang lowers ({100 * t[OK] / lowered:.1f}%)")
+    failed = [r for r in rows if r.verdict == CANNOT_LOWER]
+    if failed:
+        explained = sum(r.explained for r in failed)
+        lines.append(f"explained: {explained}/{len(failed)} compile failures name the pass, the line and a known cause "
+                     f"({100 * explained / len(failed):.1f}%); with a known cause: {sum(bool(r.cause) for r in failed)}, "
+                     f"the pass: {sum(bool(r.pass_name) for r in failed)}, the line: {sum(bool(r.line) for r in failed)}")
     ratios = [r for r in rows if r.ratio is not None]
     if ratios:
         worst = max(ratios, key=lambda r: r.ratio or 0)
