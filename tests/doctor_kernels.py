@@ -196,11 +196,24 @@ def typo_in_body(M=256):
     return k
 
 
+def copy_with_extra_arguments():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((128, 64), T.float16)
+            T.copy(A, tile)
+            T.copy(tile, B, 1, 2, 3, 4)  # <- wrong-arguments
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
 
-# cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built)
+# cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
+# copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
+# inspect: tests build it as the magic runs a cell.
 KERNELS = {
     "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),

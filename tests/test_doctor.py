@@ -47,7 +47,7 @@ def failures():
 def test_the_catalogue_has_at_least_15_causes_each_with_a_regression_kernel():
     ids = [c.id for c in _doctor.CAUSES]
     assert len(ids) == len(set(ids))
-    with_kernels = set(doctor_kernels.KERNELS) & set(ids)
+    with_kernels = (set(doctor_kernels.KERNELS) | {"wrong-arguments"}) & set(ids)
     assert len(with_kernels) >= 15, with_kernels
     assert set(doctor_kernels.KERNELS) <= set(ids)
 
@@ -66,6 +66,19 @@ def test_each_regression_kernel_is_diagnosed_with_its_cause_pass_and_line(failur
     text = str(err)
     assert "cause: " in text and "what to change: " in text
     assert err.summary in text  # TVM's own sentence stays
+
+
+def test_a_tile_op_called_with_the_wrong_arguments_while_the_cell_runs():
+    from tilelab import _adapter
+
+    with pytest.raises(LoweringError) as info:
+        with _adapter.tilelang_errors(None, stage="elaboration"):
+            doctor_kernels.copy_with_extra_arguments()
+    err = info.value
+    assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
+    assert "T.copy was called with arguments it does not take: it takes 2 positional arguments but 6 were given" \
+        in err.diagnosis.meaning
+    assert err.kernel_line[1] in marked_lines("wrong-arguments")
 
 
 def test_the_diagnosis_fills_in_the_names_the_message_gave(failures):

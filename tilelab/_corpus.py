@@ -44,10 +44,11 @@ OK = "ok"
 MISMATCH = "mismatch"
 INSPECT_ERROR = "inspect error"
 CANNOT_LOWER = "TileLang cannot lower"
+LOWERED = "lowered"  # --lower-only: TileLang lowered it; not inspected or checked
 NO_KERNEL = "no kernel"  # a script-level row: the script built no kernel (with the reason)
 SKIPPED = "skipped"
 TIMED_OUT = "timed out"  # TileLang's own lowering did not finish within the script's budget
-KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT)
+KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT, LOWERED)
 
 DEFAULT_ARCH = "sm_90a"
 # Directory-name hints for scripts that leave the target to the local GPU ("auto").
@@ -600,9 +601,11 @@ def _short(err: BaseException) -> str:
 
 
 class _Worker:
-    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1) -> None:
+    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1,
+                 lower_only: bool = False) -> None:
         self.script, self.out, self.default_arch, self.grace_s = script, out, default_arch, grace_s
         self.repeat = max(1, repeat)
+        self.lower_only = lower_only
         self.seen: dict[str, StandInKernel] = {}
         self.warm = False
         self.captured = 0
@@ -668,6 +671,9 @@ class _Worker:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
             return stand_in
 
+        if self.lower_only:
+            self.emit({**row, "verdict": LOWERED, "lower_s": first_lower})
+            return stand_in
         self.emit({"progress": "inspecting", **row, "lower_s": first_lower})
         lowers: list[float] = []
         inspects: list[float] = []
@@ -735,7 +741,8 @@ class _Worker:
 def _worker_main(argv: list[str]) -> int:
     script, out, arch, grace = Path(argv[0]).resolve(), Path(argv[1]).resolve(), argv[2], float(argv[3])
     repeat = int(argv[4]) if len(argv) > 4 else 1
-    _Worker(script, out, arch, grace, repeat).run()
+    lower_only = len(argv) > 5 and argv[5] == "lower-only"
+    _Worker(script, out, arch, grace, repeat, lower_only).run()
     return 0
 
 
@@ -812,9 +819,10 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
 
 
 def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 5.0, repeat: int = 1) -> list[CorpusRow]:
+               grace_s: float = 5.0, repeat: int = 1, lower_only: bool = False) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows. ``repeat``: rounds of interleaved
-    lowering and inspect per kernel, whose medians the row reports."""
+    lowering and inspect per kernel, whose medians the row reports; ``lower_only``: only TileLang's
+    lowering (and the diagnosis of a failure), no inspection."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     try:
         text = script.read_text(errors="replace")
@@ -836,7 +844,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)]
+        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)] + (["lower-only"] if lower_only else [])
         timed_out, rc, stderr = False, None, ""
         try:
             proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -849,7 +857,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
                grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None,
-               repeat: int = 1, only: Sequence[str] = ()) -> list[CorpusRow]:
+               repeat: int = 1, only: Sequence[str] = (), lower_only: bool = False) -> list[CorpusRow]:
     """Every script under ``directory`` (or those whose path relative to it matches one of the
     ``only`` glob patterns), ``jobs`` at a time; rows in script order. Each kernel is lowered and
     inspected in ``repeat`` interleaved rounds."""
@@ -861,7 +869,8 @@ def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH
     scripts = select_scripts(root, only)
     results: dict[Path, list[CorpusRow]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat): s
+        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat,
+                               lower_only=lower_only): s
                    for s in scripts}
         for future in concurrent.futures.as_completed(futures):
             rows = future.result()

@@ -188,6 +188,14 @@ cause("reduce-output-shape", "the reduction's output has the wrong shape",
              "(dim counts from 0)",
       tile_op="T.reduce")
 
+cause("wrong-arguments", "a tile operation called with the wrong arguments",
+      r"\b(?P<op>copy|gemm|fill|clear|reduce_\w+|atomic_\w+|annotate_layout|Pipelined|Parallel|Kernel|alloc_\w+)\(\) "
+      r"(?P<problem>takes .+? but \d+ (?:were|was) given|got an unexpected keyword argument '\w+'|"
+      r"missing \d+ required positional arguments?: .+?)(?:$|\n)",
+      meaning="T.{op} was called with arguments it does not take: it {problem}",
+      advice="call T.{op} with the arguments of its signature (help(T.{op}) lists them): for example "
+             "T.copy(src, dst), T.gemm(A, B, C, transpose_A=..., transpose_B=...)")
+
 cause("index-rank", "a buffer indexed with the wrong number of indices",
       r"Buffer (?P<buffer>\w+) is (?P<rank>\d+)-dimensional \(shape=(?P<shape>[^)]*\))\), but (?P<given>\d+) index",
       meaning="{buffer} has {rank} dimensions {shape}, but was indexed with {given}",
