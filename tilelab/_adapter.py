@@ -650,8 +650,8 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
         names, source_file, source_lines = _kernel_context(func)
         buffers = tuple(names) or buffers
     message = error.summary.split(" failed: ", 1)[-1]
-    if error.kernel_line is not None and (error.kernel_line[0].startswith("<") or not error.kernel_line[2].strip()):
-        error.kernel_line = None  # a pointer into TileLang's generated code, not a line of the kernel
+    if error.kernel_line is not None and error.kernel_line[0] == "<string>":
+        error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
     try:
         diagnosis = _doctor.diagnose(
             message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),

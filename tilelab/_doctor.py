@@ -383,7 +383,9 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         if match:
             found_cause = candidate
             break
-    tile_op = tile_op_from_trace(trace) or (found_cause.tile_op if found_cause else None)
+    named_op = match.groupdict().get("op") if match else None
+    tile_op = (f"T.{named_op}" if named_op else None) or tile_op_from_trace(trace) or \
+        (found_cause.tile_op if found_cause else None)
     if tile_op is None:
         ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
         tile_op = f"T.{ops[0]}" if ops else None
