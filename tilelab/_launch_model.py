@@ -179,6 +179,22 @@ class OutputCheck:
     tolerance: float | None = None
     worst: tuple[WorstElement, ...] = ()
     tiles: TileMap | None = None  # where it is wrong, by tile, when it failed
+    first_nonfinite: tuple[int, ...] | None = None  # the first NaN/inf the kernel wrote (row-major order)
+
+    @property
+    def nonfinite_tile(self) -> tuple[int, ...] | None:
+        """The tile (of the tile map) holding the first NaN/inf, when both are known."""
+        if self.first_nonfinite is None or self.tiles is None or not self.first_nonfinite:
+            return None
+        index = self.first_nonfinite
+        rows = 1
+        for extent in self.shape[:-1]:
+            rows *= extent
+        row = 0
+        for i, extent in zip(index[:-1], self.shape[:-1]):
+            row = row * extent + i
+        col = index[-1]
+        return (row // max(1, self.tiles.tile[0]), col // max(1, self.tiles.tile[1]))
 
     @property
     def passed(self) -> bool:
@@ -199,6 +215,7 @@ class OutputCheck:
             "rel_error": self.rel_error, "max_abs_error": self.max_abs_error,
             "tolerance": self.tolerance, "worst": [w.to_dict() for w in self.worst],
             "passed": self.passed, "tiles": self.tiles.to_dict() if self.tiles is not None else None,
+            "first_nonfinite": list(self.first_nonfinite) if self.first_nonfinite is not None else None,
         }
 
     @classmethod
@@ -213,7 +230,30 @@ class OutputCheck:
             tolerance=d.get("tolerance"),
             worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", ())),
             tiles=TileMap.from_dict(d["tiles"]) if d.get("tiles") else None,
+            first_nonfinite=tuple(d["first_nonfinite"]) if d.get("first_nonfinite") is not None else None,
         )
+
+
+@dataclass(frozen=True)
+class InputState:
+    """An input after the launch: elements the kernel changed (compared with a copy taken before
+    the launch; an input the kernel is not meant to write), and NaN/inf it held before."""
+
+    name: str
+    changed: int = 0
+    first_changed: tuple[int, ...] | None = None
+    nonfinite: int = 0  # NaN/inf in the input as it was given to the kernel
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "changed": self.changed,
+                "first_changed": list(self.first_changed) if self.first_changed is not None else None,
+                "nonfinite": self.nonfinite}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InputState:
+        first = d.get("first_changed")
+        return cls(name=d["name"], changed=int(d.get("changed", 0)),
+                   first_changed=tuple(first) if first is not None else None, nonfinite=int(d.get("nonfinite", 0)))
 
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
@@ -227,10 +267,16 @@ class RunResult(DisplayedText):
     sizes: tuple[tuple[str, int], ...] = ()
     reference: str | None = None  # the reference's name, None when none was given
     notes: tuple[str, ...] = ()
+    inputs: tuple[InputState, ...] = ()  # each input after the launch (written? NaN/inf given?)
+
+    @property
+    def inputs_written(self) -> tuple[InputState, ...]:
+        """Inputs the kernel changed: a kernel writing where it should only read fails."""
+        return tuple(i for i in self.inputs if i.changed)
 
     @property
     def passed(self) -> bool:
-        return all(o.passed for o in self.outputs)
+        return all(o.passed for o in self.outputs) and not self.inputs_written
 
     @property
     def rel_error(self) -> float | None:
@@ -254,6 +300,7 @@ class RunResult(DisplayedText):
             "kernel": self.kernel, "backend": self.backend, "device": self.device,
             "sizes": dict(self.sizes), "reference": self.reference, "passed": self.passed,
             "outputs": [o.to_dict() for o in self.outputs], "notes": list(self.notes),
+            "inputs": [i.to_dict() for i in self.inputs],
         }
 
     @classmethod
@@ -264,6 +311,7 @@ class RunResult(DisplayedText):
             reference=d.get("reference"),
             outputs=tuple(OutputCheck.from_dict(o) for o in d["outputs"]),
             notes=tuple(d.get("notes", ())),
+            inputs=tuple(InputState.from_dict(i) for i in d.get("inputs", ())),
         )
 
 

@@ -95,3 +95,57 @@ def launch_grid(prepared: Any, bound: dict[str, int]) -> tuple[int, int, int] | 
         return tuple(int(_inputs.eval_dim(d, bound)) for d in dims[0])  # type: ignore[return-value]
     except Exception:
         return None
+
+
+def snapshot_inputs(prepared: Any, args: list[Any], notes: list[str]) -> list[tuple[str, Any, Any]]:
+    """(name, the tensor passed, a copy of it) for every input tensor, taken before the launch so
+    that :func:`input_states` can tell whether the kernel wrote into an input. An input too large
+    to copy is left out, with a note."""
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    kept = []
+    for a, p in zip(args, launch):
+        if p.is_output or p.kind not in ("tensor", "strided_tensor") or not hasattr(a, "clone"):
+            continue
+        try:
+            kept.append((p.name, a, a.detach().clone()))
+        except Exception as err:  # out of memory for a copy: the check is skipped, never the launch
+            notes.append(f"{p.name} was not copied before the launch ({type(err).__name__}), so whether the kernel "
+                         "wrote into it was not checked")
+    return kept
+
+
+def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
+    """Each input after the launch: the elements that differ from the copy taken before it (NaN
+    compared equal to NaN), and the NaN/inf the input held."""
+    import torch
+
+    from .models import InputState
+
+    states = []
+    for name, after, before in snapshot:
+        same = after == before
+        if before.is_floating_point():
+            same |= torch.isnan(after) & torch.isnan(before)
+            nonfinite = int((~torch.isfinite(before)).sum().item())
+        else:
+            nonfinite = 0
+        changed_mask = ~same
+        changed = int(changed_mask.sum().item())
+        first = tuple(int(i) for i in torch.nonzero(changed_mask)[0].tolist()) if changed else None
+        states.append(InputState(name, changed, first, nonfinite))
+    return tuple(states)
+
+
+def inputs_after_launch(snapshot: list[tuple[str, Any, Any]], checks: Sequence[Any], notes: list[str]) -> tuple[Any, ...]:
+    """:func:`input_states`, with a note on where NaN/inf written into an output can come from:
+    inputs that held some before the launch, or none (then the kernel made them)."""
+    states = input_states(snapshot)
+    bad_outputs = [c.name for c in checks if c.nonfinite]
+    if bad_outputs and states:
+        holding = [s for s in states if s.nonfinite]
+        if holding:
+            notes.append(f"NaN/inf in {', '.join(bad_outputs)}: the inputs already held some ("
+                         + ", ".join(f"{s.name}: {s.nonfinite}" for s in holding) + ")")
+        else:
+            notes.append(f"NaN/inf in {', '.join(bad_outputs)}: the inputs held none, so the kernel produced them")
+    return states

@@ -101,6 +101,7 @@ def run(prepared: Prepared, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     notes: list[str] = []
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = reference(torch, ref, inputs, opts.ref_dtype, notes) if ref is not None else None
+    snapshot = _checks.snapshot_inputs(prepared, args, notes)
     outs, poisoned, seconds = _checks.poisoned_launches(
         lambda prepared, args, bound, pattern: _launch(prepared, args, pattern), prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
@@ -110,9 +111,11 @@ def run(prepared: Prepared, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                                    tolerance=opts.tolerance, worst=opts.worst, tile=None,
                                    unpoisoned="is allocated by the kernel's launcher (out_idx) from torch's CPU "
                                               "allocator, which cannot be poisoned first")
+    inputs_after = _checks.inputs_after_launch(snapshot, checks, notes)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend, device=cpu_name(),
                      sizes=tuple(sorted(bound.items())),
-                     reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes))
+                     reference=getattr(ref, "__name__", "ref") if ref is not None else None, notes=tuple(notes),
+                     inputs=inputs_after)
 
 
 def time_calls(fn: Callable[[], Any], n_warmup: int, n_rep: int) -> list[float]:

@@ -388,6 +388,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
     got = out.detach().to(torch.float64)
     written = ~mask if mask is not None else None
     nonfinite = 0
+    first_nonfinite = None
     if is_float(dtype):
         bad = ~torch.isfinite(got)
         if written is not None:
@@ -395,8 +396,11 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
         if expected is not None:
             bad &= torch.isfinite(expected.to(torch.float64))
         nonfinite = int(bad.sum().item())
+        if nonfinite:
+            first_nonfinite = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
     if expected is None:
-        return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite)
+        return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite,
+                           first_nonfinite=first_nonfinite)
     expected = expected.to(torch.float64)
     # Error figures over the elements the kernel wrote; unwritten ones are counted apart.
     diff = torch.nan_to_num((got - expected).abs(), nan=float("inf"))
@@ -425,7 +429,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
                                             float(expected[index].item()), float(v)))
     max_abs = float(ranked.max().item()) if ranked.numel() else 0.0
     return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite, rel, max_abs,
-                       tolerance, tuple(worst_items))
+                       tolerance, tuple(worst_items), first_nonfinite=first_nonfinite)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

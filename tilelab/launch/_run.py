@@ -81,6 +81,7 @@ def verify(torch: Any, prepared: Prepared, tensors_or_shapes: Sequence[Any], opt
     expected: list[Any] | None = None
     if opts.ref is not None:
         expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes)
+    snapshot = _checks.snapshot_inputs(prepared, args, notes)
     outs, poisoned, seconds = _checks.poisoned_launches(launcher, prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
@@ -88,10 +89,12 @@ def verify(torch: Any, prepared: Prepared, tensors_or_shapes: Sequence[Any], opt
     checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
                                    tolerance=opts.tolerance, worst=opts.worst, tile=opts.tile,
                                    unpoisoned="is allocated by the kernel's launcher and did not reuse the poisoned block")
+    inputs_after = _checks.inputs_after_launch(snapshot, checks, notes)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
                      device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),
                      reference=getattr(opts.ref, "__name__", "ref") if opts.ref is not None else None,
-                     notes=tuple(notes))
+                     notes=tuple(notes),
+                     inputs=inputs_after)
 
 
 __all__ = [  # what this module's users import from it (the errors and kernel helpers are re-exported)

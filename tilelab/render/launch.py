@@ -112,8 +112,18 @@ def _output_figures(o: OutputCheck) -> str:
     elif not o.poison_checked:
         figures.append("unwritten elements not checked (output could not be poisoned)")
     if o.nonfinite:
-        figures.append(f"{o.nonfinite} NaN/inf elements")
+        where = ""
+        if o.first_nonfinite is not None:
+            tile = o.nonfinite_tile
+            where = f" (first NaN/inf at {tuple(o.first_nonfinite)}" + (f", in tile {tile}" if tile else "") + ")"
+        figures.append(f"{o.nonfinite} NaN/inf elements{where}")
     return "; ".join(figures) or "written"
+
+
+def _inputs_written(result: RunResult) -> list[str]:
+    return [f"input {s.name} was written by the kernel: {s.changed} elements changed (first at "
+            f"{tuple(s.first_changed or ())}); a kernel must only read its inputs (name it an output, "
+            "outputs=[...], if it is meant to write it)" for s in result.inputs_written]
 
 
 def run_result_text(result: RunResult) -> str:
@@ -127,6 +137,7 @@ def run_result_text(result: RunResult) -> str:
                          f"(|err| {w.abs_error:.3g})")
         if o.tiles is not None:
             lines += ["    " + line for line in tile_map_text(o.tiles).splitlines()]
+    lines += [f"  {line}" for line in _inputs_written(result)]
     lines += [f"  note: {n}" for n in result.notes]
     return "\n".join(lines)
 
@@ -147,6 +158,10 @@ def run_result_html(result: RunResult) -> str:
             ["output", "index", "got", "expected", "|err|"],
             [[w.output, list(w.index), f"{w.got:.6g}", f"{w.expected:.6g}", f"{w.abs_error:.3g}"] for w in worst])
     body += "".join(tile_map_html(o.tiles) for o in result.outputs if o.tiles is not None)
+    body += "".join(f'<div style="color:var(--jp-error-color1,#c22)">{_esc(line)}</div>'
+                    for line in _inputs_written(result))
+    body += "".join(f"<div>{_esc(o.name)}: {_esc(_output_figures(o))}</div>" for o in result.outputs
+                    if o.first_nonfinite is not None)
     return f"<div>{head}{body}{_notes_html(result.notes)}</div>"
 
 
