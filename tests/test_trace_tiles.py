@@ -428,3 +428,31 @@ def test_the_traced_build_never_answers_for_a_plain_one_and_names_come_from_each
     assert [t.name for t in first.tensors] == ["X", "Y"] and [t.name for t in second.tensors] == ["P", "Q"]
     plain = tilelang.compile(_copy_xy(), target="c", execution_backend="cython")
     assert "tilelab_trace_access" not in plain.get_kernel_source()
+
+
+def test_blocks_that_race_for_one_element_are_grouped_and_counted():
+    M, N, splits = 8, 64, 4
+
+    @T.prim_func
+    def split_sum(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(splits, M) as (s, i):  # block (s, i) adds part s of row i into Out[i]
+            part = T.alloc_local((1,), T.float32)
+            part[0] = 0.0
+            for j in T.serial(N // splits):
+                part[0] += A[i, s * (N // splits) + j]
+            Out[i] = Out[i] + part[0]
+
+    trace = tilelab.trace_tiles(split_sum)
+    assert trace.written_twice("Out").all() and trace.writers("Out", (5,)) == tuple((s, 5) for s in range(splits))
+    assert trace.problems("Out") == [
+        "blocks (0, 0), (1, 0), (2, 0) and (3, 0) all wrote element 0 of Out",
+        "blocks (0, 1), (1, 1), (2, 1) and (3, 1) all wrote element 1 of Out",
+        "blocks (0, 2), (1, 2), (2, 2) and (3, 2) all wrote element 2 of Out",
+        f"{M - 3} more groups of blocks wrote the same elements of Out ({(M - 3) * splits} blocks)",
+        f"{M} elements of Out were written by more than one block (on a GPU those blocks race: the last to "
+        "write wins)",
+    ]
+    for s in range(splits):
+        part = np.zeros((M, N), dtype=bool)
+        part[3, s * (N // splits):(s + 1) * (N // splits)] = True
+        assert np.array_equal(trace.reads("A", (s, 3)), part)

@@ -214,6 +214,7 @@ class TileTrace:
                 if overlap.any():
                     groups.setdefault(describe_elements(overlap), []).append(block)
             sentences = []
+            group_blocks = list(groups.values())
             for where, blocks in groups.items():
                 if len(blocks) == 1:  # the others overlap it in different places: named in their own
                     sentences.append(f"block {_block_text(blocks[0])} wrote {where} of {name} that another "
@@ -222,7 +223,12 @@ class TileTrace:
                     sentences.append(f"blocks {_join_blocks(blocks)} all wrote {where} of {name}"
                                      if len(blocks) > 2 else
                                      f"blocks {_join_blocks(blocks)} both wrote {where} of {name}")
-            out += _capped(sentences, f"more blocks wrote parts of {name} that another block also wrote")
+            if len(sentences) > MAX_SENTENCES:
+                rest = {b for blocks in group_blocks[MAX_SENTENCES - 1:] for b in blocks}
+                sentences = sentences[:MAX_SENTENCES - 1] + [
+                    f"{len(sentences) - MAX_SENTENCES + 1} more groups of blocks wrote the same elements of "
+                    f"{name} ({len(rest)} blocks)"]
+            out += sentences
             out.append(f"{int(twice.sum())} elements of {name} were written by more than one block "
                        "(on a GPU those blocks race: the last to write wins)")
         never = counts == 0
@@ -292,12 +298,6 @@ def _join_blocks(blocks: Sequence[Sequence[int]], limit: int = 4) -> str:
     if len(blocks) > limit:
         texts.append(f"{len(blocks) - limit} more")
     return ", ".join(texts[:-1]) + " and " + texts[-1] if len(texts) > 1 else texts[0]
-
-
-def _capped(sentences: list[str], rest: str) -> list[str]:
-    if len(sentences) <= MAX_SENTENCES:
-        return sentences
-    return sentences[:MAX_SENTENCES - 1] + [f"{len(sentences) - MAX_SENTENCES + 1} {rest}"]
 
 
 def _spans(values: Iterable[int]) -> list[tuple[int, int]]:
@@ -423,4 +423,11 @@ def _out_of_bounds_sentences(t: TensorTrace, attempts: Sequence[OutOfBounds]) ->
         distinct = len({o.index for o in group})
         times = f"{distinct} element{'s' if distinct != 1 else ''}"
         sentences.append(f"block {_block_text(block)} {verb} {t.name} out of bounds ({times}) at {where}; {limit}")
-    return _capped(sentences, f"more blocks reached outside {t.name}")
+    if len(sentences) <= MAX_SENTENCES:
+        return sentences
+    keys = list(by_block)
+    shown = {block for block, _ in keys[:MAX_SENTENCES - 1]}
+    more = len({block for block, _ in keys[MAX_SENTENCES - 1:]} - shown)
+    tail = (f"{more} more block{'s' if more != 1 else ''} reached outside {t.name}" if more else
+            f"the blocks above reached outside {t.name} in {len(sentences) - MAX_SENTENCES + 1} more ways")
+    return sentences[:MAX_SENTENCES - 1] + [tail]
