@@ -342,6 +342,10 @@ def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
     assert "rows 0-3, cols 4-7: written by more than one block" in titles
     assert "rows 4-7, cols 4-7: never written (at least one element)" in titles
     assert "rows 0-3, cols 0-3: written by block (0, 0)" in titles
+    # block (1, 1)'s attempt at B[8, 0] is drawn one row past the edge of B, which is outlined
+    assert "row 8, col 0: outside B (out-of-bounds attempts, not performed)" in titles
+    assert root.find(".//{http://www.w3.org/2000/svg}rect[@class='tl-tt-edge']") is not None
+    assert tile_trace_svg(_hand_trace(), "A").count("tl-tt-oob") == 0
     # in the page, block (0, 1)'s layer draws its two tiles (merged rectangles) and nothing else
     page = tile_trace_html(trace)
     for svg_text in re.findall(r"<svg xmlns=.*?</svg>", page):
@@ -349,6 +353,7 @@ def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
     layer = re.findall(r'<g class="tl-tt-layer tl-tt-v2">(.*?)</g>', page)
     assert len(layer) == 2  # A (read) and B (written)
     assert layer[1].count("<rect") == 2 and "block (0, 1) wrote rows 0-3, cols 4-7" in layer[1]
+    assert "block (1, 1) reached row 8, col 0, outside B" in page
     assert "block (0, 1) wrote rows 4-7, cols 0-3" in layer[1]
 
 
