@@ -461,3 +461,26 @@ def test_blocks_that_race_for_one_element_are_grouped_and_counted():
         part = np.zeros((M, N), dtype=bool)
         part[3, s * (N // splits):(s + 1) * (N // splits)] = True
         assert np.array_equal(trace.reads("A", (s, 3)), part)
+
+
+def test_atomic_updates_shared_by_blocks_are_not_a_race():
+    M, N, splits = 8, 64, 4
+
+    @T.prim_func
+    def split_sum_atomic(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(splits, M) as (s, i):
+            part = T.alloc_local((1,), T.float32)
+            part[0] = 0.0
+            for j in T.serial(N // splits):
+                part[0] += A[i, s * (N // splits) + j]
+            T.atomic_add(Out[i], part[0])
+
+    a = torch.randn(M, N)
+    out = torch.zeros(M)
+    trace = tilelab.trace_tiles(split_sum_atomic, a, out)
+    assert torch.allclose(out, a.sum(dim=1), atol=1e-4)
+    assert trace.problems() == [] and not trace.written_twice("Out").any()
+    assert trace.writers("Out", (5,)) == tuple((s, 5) for s in range(splits))  # all four still wrote it
+    t = trace.tensor("Out")
+    assert np.array_equal(t.mask(t.atomic_writes[trace.block_index((2, 5))]), trace.writes("Out", (2, 5)))
+    assert TileTrace.from_dict(json.loads(trace.to_json())) == trace

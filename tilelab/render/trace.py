@@ -72,7 +72,7 @@ def tile_trace_text(trace: Any) -> str:
         lines.append("problems:")
         lines += [f"  - {p}" for p in problems]
     else:
-        lines.append("no problems: each written element written by one block, none left unwritten, "
+        lines.append("no problems: no element written by two blocks (atomic updates aside), none left unwritten, "
                      "nothing out of bounds")
     lines += [f"note: {n}" for n in trace.notes]
     return "\n".join(lines)
@@ -245,7 +245,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
         counts = t.write_counts().reshape(-1)
         writer = t.writer().reshape(-1)
         cell_writer = g.fold(writer, "max")
-        twice = g.fold(counts >= 2, "any")
+        twice = g.fold(t.contested().reshape(-1), "any")
         never = g.fold(counts == 0, "any")
         for r0, c0, r1, c1, b in _rects(cell_writer):
             if b < 0:
@@ -442,8 +442,8 @@ def tile_trace_html(trace: Any) -> str:
         listed = "".join(f"<li>{esc(p)}</li>" for p in problems)
         verdict = f'<ul class="tl-tt-problems">{listed}</ul>'
     else:
-        verdict = ("<div>no problems: each written element written by one block, none left unwritten, "
-                   "nothing out of bounds</div>")
+        verdict = ("<div>no problems: no element written by two blocks (atomic updates aside), none left "
+                   "unwritten, nothing out of bounds</div>")
     notes = "".join(f'<div style="color:{MUTED_COLOUR}">note: {esc(n)}</div>' for n in trace.notes)
     figures = []
     for t in trace.tensors:
