@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -153,6 +154,7 @@ def runtime() -> ctypes.CDLL:
         if done.returncode != 0:
             raise TraceError(f"building the trace runtime failed ({' '.join(cmd)}):\n{done.stderr}")
         rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        shutil.rmtree(folder, ignore_errors=True)  # the loaded library stays mapped; nothing is left behind
         for name in ("tilelab_trace_count", "tilelab_trace_calls", "tilelab_trace_overflow",
                      "tilelab_trace_oob_count", "tilelab_trace_oob_total"):
             getattr(rt, name).restype = ctypes.c_int64
