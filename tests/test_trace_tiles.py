@@ -342,6 +342,10 @@ def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
     assert "rows 0-3, cols 4-7: written by more than one block" in titles
     assert "rows 4-7, cols 4-7: never written (at least one element)" in titles
     assert "rows 0-3, cols 0-3: written by block (0, 0)" in titles
+    # block (1, 1)'s attempt at B[8, 0] is drawn one row past the edge of B, which is outlined
+    assert "row 8, col 0: outside B (out-of-bounds attempts, not performed)" in titles
+    assert root.find(".//{http://www.w3.org/2000/svg}rect[@class='tl-tt-edge']") is not None
+    assert tile_trace_svg(_hand_trace(), "A").count("tl-tt-oob") == 0
     # in the page, block (0, 1)'s layer draws its two tiles (merged rectangles) and nothing else
     page = tile_trace_html(trace)
     for svg_text in re.findall(r"<svg xmlns=.*?</svg>", page):
@@ -349,6 +353,7 @@ def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
     layer = re.findall(r'<g class="tl-tt-layer tl-tt-v2">(.*?)</g>', page)
     assert len(layer) == 2  # A (read) and B (written)
     assert layer[1].count("<rect") == 2 and "block (0, 1) wrote rows 0-3, cols 4-7" in layer[1]
+    assert "block (1, 1) reached row 8, col 0, outside B" in page
     assert "block (0, 1) wrote rows 4-7, cols 0-3" in layer[1]
 
 
@@ -428,3 +433,54 @@ def test_the_traced_build_never_answers_for_a_plain_one_and_names_come_from_each
     assert [t.name for t in first.tensors] == ["X", "Y"] and [t.name for t in second.tensors] == ["P", "Q"]
     plain = tilelang.compile(_copy_xy(), target="c", execution_backend="cython")
     assert "tilelab_trace_access" not in plain.get_kernel_source()
+
+
+def test_blocks_that_race_for_one_element_are_grouped_and_counted():
+    M, N, splits = 8, 64, 4
+
+    @T.prim_func
+    def split_sum(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(splits, M) as (s, i):  # block (s, i) adds part s of row i into Out[i]
+            part = T.alloc_local((1,), T.float32)
+            part[0] = 0.0
+            for j in T.serial(N // splits):
+                part[0] += A[i, s * (N // splits) + j]
+            Out[i] = Out[i] + part[0]
+
+    trace = tilelab.trace_tiles(split_sum)
+    assert trace.written_twice("Out").all() and trace.writers("Out", (5,)) == tuple((s, 5) for s in range(splits))
+    assert trace.problems("Out") == [
+        "blocks (0, 0), (1, 0), (2, 0) and (3, 0) all wrote element 0 of Out",
+        "blocks (0, 1), (1, 1), (2, 1) and (3, 1) all wrote element 1 of Out",
+        "blocks (0, 2), (1, 2), (2, 2) and (3, 2) all wrote element 2 of Out",
+        f"{M - 3} more groups of blocks wrote the same elements of Out ({(M - 3) * splits} blocks)",
+        f"{M} elements of Out were written by more than one block (on a GPU those blocks race: the last to "
+        "write wins)",
+    ]
+    for s in range(splits):
+        part = np.zeros((M, N), dtype=bool)
+        part[3, s * (N // splits):(s + 1) * (N // splits)] = True
+        assert np.array_equal(trace.reads("A", (s, 3)), part)
+
+
+def test_atomic_updates_shared_by_blocks_are_not_a_race():
+    M, N, splits = 8, 64, 4
+
+    @T.prim_func
+    def split_sum_atomic(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(splits, M) as (s, i):
+            part = T.alloc_local((1,), T.float32)
+            part[0] = 0.0
+            for j in T.serial(N // splits):
+                part[0] += A[i, s * (N // splits) + j]
+            T.atomic_add(Out[i], part[0])
+
+    a = torch.randn(M, N)
+    out = torch.zeros(M)
+    trace = tilelab.trace_tiles(split_sum_atomic, a, out)
+    assert torch.allclose(out, a.sum(dim=1), atol=1e-4)
+    assert trace.problems() == [] and not trace.written_twice("Out").any()
+    assert trace.writers("Out", (5,)) == tuple((s, 5) for s in range(splits))  # all four still wrote it
+    t = trace.tensor("Out")
+    assert np.array_equal(t.mask(t.atomic_writes[trace.block_index((2, 5))]), trace.writes("Out", (2, 5)))
+    assert TileTrace.from_dict(json.loads(trace.to_json())) == trace

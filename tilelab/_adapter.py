@@ -2179,6 +2179,8 @@ def tilelang_lower(func: Any, arch: str, *, out_idx: list[int] | None, pass_conf
 # ============================================================================================
 
 TRACE_ACCESS_FUNCTION = "tilelab_trace_access"
+TRACE_READ, TRACE_WRITE, TRACE_ATOMIC = 0, 1, 2  # kinds of access: tensor id * 4 + kind goes to the call
+TRACE_ATOMIC_ATTR = "tilelab_atomic"  # marks an atomic update from before LowerTileOp to the trace pass
 TRACE_MAX_RANK = 6  # indices per call; a tensor of higher rank is traced by its flat index
 _TRACE_LOCK = threading.RLock()
 
@@ -2246,7 +2248,7 @@ def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced
                     return entry
             return None
 
-        def call(buf: Any, indices: Any, write: int, scope: dict[str, Any]) -> Any | None:
+        def call(buf: Any, indices: Any, kind: int, scope: dict[str, Any]) -> Any | None:
             tid, param = owner(buf)  # type: ignore[misc]
             if any(i.dtype.lanes != 1 for i in indices):
                 untraced.add(param.name)
@@ -2275,26 +2277,28 @@ def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced
             idx += [tirx.const(0, i64)] * (TRACE_MAX_RANK - rank)
             shape += [tirx.const(1, i64)] * (TRACE_MAX_RANK - rank)
             blocks = [tirx.Cast("int32", scope[a]) if a in scope else tirx.const(0, "int32") for a in "xyz"]
-            return tirx.call_extern("int32", TRACE_ACCESS_FUNCTION, tirx.const(tid * 2 + write, "int32"), *blocks,
+            return tirx.call_extern("int32", TRACE_ACCESS_FUNCTION, tirx.const(tid * 4 + kind, "int32"), *blocks,
                                     tirx.const(rank, "int32"), *idx, *shape)
 
-        def rewrite(stmt: Any, scope: dict[str, Any]) -> Any:
+        def rewrite(stmt: Any, scope: dict[str, Any], atomic: bool = False) -> Any:
             def pre(node: Any) -> Any:
+                if isinstance(node, tirx.AttrStmt) and str(node.attr_key) == TRACE_ATOMIC_ATTR:
+                    return rewrite(node.body, scope, True)  # the marker goes; its stores are atomic
                 if isinstance(node, tirx.For) and node.loop_var in block_loops \
                         and block_loops[node.loop_var] not in scope:
                     inner = {**scope, block_loops[node.loop_var]: node.loop_var}
-                    return tirx.For(node.loop_var, node.min, node.extent, node.kind, rewrite(node.body, inner),
+                    return tirx.For(node.loop_var, node.min, node.extent, node.kind, rewrite(node.body, inner, atomic),
                                     node.thread_binding, node.annotations)
                 return None
 
             def post(node: Any) -> Any:
                 if isinstance(node, tirx.BufferLoad) and owner(node.buffer) is not None:
-                    check = call(node.buffer, node.indices, 0, scope)
+                    check = call(node.buffer, node.indices, TRACE_READ, scope)
                     if check is None:
                         return None
                     return tirx.if_then_else(check != 0, node, tirx.const(0, node.dtype))
                 if isinstance(node, tirx.BufferStore) and owner(node.buffer) is not None:
-                    check = call(node.buffer, node.indices, 1, scope)
+                    check = call(node.buffer, node.indices, TRACE_ATOMIC if atomic else TRACE_WRITE, scope)
                     if check is None:
                         return None
                     # The value first, as the kernel computes it before storing: a read feeding an
@@ -2304,7 +2308,8 @@ def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced
                     return tirx.SeqStmt([tirx.Bind(value, node.value), tirx.IfThenElse(check != 0, store, None)])
                 return None
 
-            return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.BufferLoad", "tirx.BufferStore"])
+            return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.AttrStmt", "tirx.BufferLoad",
+                                                                    "tirx.BufferStore"])
 
         body = rewrite(func.body, {})
 
@@ -2322,26 +2327,52 @@ def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.TraceGlobalAccesses")
 
 
+def _mark_atomics_pass() -> Any:
+    """Wraps each atomic operation (``T.atomic_add`` and kin, on an element or a tile region) in
+    an attribute the trace pass reads: TileLang's CPU lowering turns them into plain
+    read-modify-writes, after which an atomic update looks like any other store."""
+    tirx = tilelang().tvm.tirx
+
+    def transform(func: Any, mod: Any, ctx: Any) -> Any:
+        def post(node: Any) -> Any:
+            call = node.value if isinstance(node, tirx.Evaluate) else None
+            op = getattr(call, "op", None) if isinstance(call, tirx.Call) else None
+            if op is not None and "atomic" in str(getattr(op, "name", "")):
+                return tirx.AttrStmt(tirx.StringImm("tilelab"), TRACE_ATOMIC_ATTR, tirx.const(1, "int32"), node)
+            return None
+
+        return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Evaluate"]))
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.MarkAtomics")
+
+
 @contextlib.contextmanager
 def _flatten_buffer_traced(trace: Any):
-    """Within the block, TileLang's CPU pipeline runs ``trace`` before its FlattenBuffer pass (the
-    pipeline looks the pass up in ``tilelang.transform`` each time it lowers)."""
+    """Within the block, TileLang's CPU pipeline marks atomics before its LowerTileOp pass and runs
+    ``trace`` before its FlattenBuffer pass (the pipeline looks both up in ``tilelang.transform``
+    each time it lowers); compiles in other threads meanwhile are left alone."""
     tl = tilelang()
     tvm = tl.tvm
-    original = tl.transform.FlattenBuffer
+    originals = {"FlattenBuffer": tl.transform.FlattenBuffer, "LowerTileOp": tl.transform.LowerTileOp}
+    before = {"FlattenBuffer": trace, "LowerTileOp": _mark_atomics_pass()}
     mine = threading.get_ident()
 
-    def flatten_after_trace(*args: Any, **kwargs: Any) -> Any:
-        if threading.get_ident() != mine:  # another thread's compile (a sweep's, for a GPU) is left alone
-            return original(*args, **kwargs)
-        return tvm.transform.Sequential([trace, original(*args, **kwargs)])
+    def preceded(name: str) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != mine:
+                return originals[name](*args, **kwargs)
+            return tvm.transform.Sequential([before[name], originals[name](*args, **kwargs)])
+
+        return make
 
     with _TRACE_LOCK:
-        tl.transform.FlattenBuffer = flatten_after_trace
+        for name in originals:
+            setattr(tl.transform, name, preceded(name))
         try:
             yield
         finally:
-            tl.transform.FlattenBuffer = original
+            for name, original in originals.items():
+                setattr(tl.transform, name, original)
 
 
 def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -45,6 +46,7 @@ _RUNTIME_SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 
+/* tw: the tensor's id * 4 + the kind of access (0 read, 1 write, 2 atomic update) */
 typedef struct { int64_t flat; int32_t bx, by, bz, tw; } tl_entry;
 typedef struct { int64_t idx[MAX_RANK]; int32_t bx, by, bz, tw, rank, pad; } tl_oob;
 
@@ -152,6 +154,7 @@ def runtime() -> ctypes.CDLL:
         if done.returncode != 0:
             raise TraceError(f"building the trace runtime failed ({' '.join(cmd)}):\n{done.stderr}")
         rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        shutil.rmtree(folder, ignore_errors=True)  # the loaded library stays mapped; nothing is left behind
         for name in ("tilelab_trace_count", "tilelab_trace_calls", "tilelab_trace_overflow",
                      "tilelab_trace_oob_count", "tilelab_trace_oob_total"):
             getattr(rt, name).restype = ctypes.c_int64
@@ -204,13 +207,14 @@ def _runs(sorted_flat: Any) -> tuple[int, ...]:
     return tuple(int(v) for pair in zip(starts.tolist(), stops.tolist()) for v in pair)
 
 
-def _per_block(entries: Any, tw: int, grid: tuple[int, int, int], numel: int) -> tuple[tuple[int, ...], ...]:
-    """For one tensor and direction: each block's elements (runs), blocks in linear order."""
+def _per_block(entries: Any, tws: Sequence[int], grid: tuple[int, int, int], numel: int
+               ) -> tuple[tuple[int, ...], ...]:
+    """For one tensor and kinds of access: each block's elements (runs), blocks in linear order."""
     import numpy as np
 
     gx, gy, gz = grid
     n_blocks = gx * gy * gz
-    mine = entries[entries["tw"] == tw]
+    mine = entries[np.isin(entries["tw"], list(tws))]
     out: list[tuple[int, ...]] = [()] * n_blocks
     if len(mine) == 0:
         return tuple(out)
@@ -321,21 +325,23 @@ def _record(prepared: Any, traced: Any, launch_args: list[Any], outs: list[Any],
         for s in shape:
             numel *= s
         dtype = str(param.dtype) if param is not None else ""
-        reads = _per_block(entries, tid * 2, grid, numel)
-        writes = _per_block(entries, tid * 2 + 1, grid, numel)
+        reads = _per_block(entries, [tid * 4], grid, numel)
+        writes = _per_block(entries, [tid * 4 + 1, tid * 4 + 2], grid, numel)
+        atomic = _per_block(entries, [tid * 4 + 2], grid, numel)
         # Written in full is expected of a tensor some block writes and of a named output (out_idx,
         # outputs=); the last tensor, the output by default, also when no block touched it at all.
         output = param is not None and param.is_output
         expected = (output and outputs_named) or any(writes) or (output and not any(reads))
-        tensors.append(TensorTrace(name, shape, dtype, reads, writes, expected_written=bool(expected)))
+        tensors.append(TensorTrace(name, shape, dtype, reads, writes, expected_written=bool(expected),
+                                   atomic_writes=atomic if any(atomic) else ()))
     oob_records = []
     for row in oobs:
         tw = int(row["tw"])
-        if tw // 2 >= len(traced.tensors):
+        if tw // 4 >= len(traced.tensors):
             continue
-        oob_records.append(OutOfBounds(traced.tensors[tw // 2], _block_of(int(row["bx"]), int(row["by"]),
+        oob_records.append(OutOfBounds(traced.tensors[tw // 4], _block_of(int(row["bx"]), int(row["by"]),
                                                                             int(row["bz"]), rank),
-                                       tuple(int(i) for i in row["idx"][:int(row["rank"])]), bool(tw % 2)))
+                                       tuple(int(i) for i in row["idx"][:int(row["rank"])]), bool(tw % 4)))
     return TileTrace(kernel=prepared.name, grid=tuple(grid[:rank]), tensors=tuple(tensors),
                      out_of_bounds=tuple(oob_records), out_of_bounds_total=oob_total, accesses=calls,
                      notes=tuple(notes))

@@ -45,8 +45,10 @@ class OutOfBounds:
 @dataclass(frozen=True)
 class TensorTrace:
     """One tensor parameter: per block (in the order of :attr:`TileTrace.blocks`), the elements it
-    read and wrote as ``(start, stop, start, stop, ...)`` runs of flat indices. ``expected_written``:
-    every element should be written (the kernel writes this tensor, or it was named an output)."""
+    read and wrote as ``(start, stop, start, stop, ...)`` runs of flat indices; ``atomic_writes``
+    (empty when there were none) the part of each block's writes made by atomic updates
+    (``T.atomic_add`` and kin). ``expected_written``: every element should be written (the kernel
+    writes this tensor, or it was named an output)."""
 
     name: str
     shape: tuple[int, ...]
@@ -54,6 +56,7 @@ class TensorTrace:
     reads: tuple[tuple[int, ...], ...]
     writes: tuple[tuple[int, ...], ...]
     expected_written: bool = False
+    atomic_writes: tuple[tuple[int, ...], ...] = ()
 
     @property
     def numel(self) -> int:
@@ -78,16 +81,27 @@ class TensorTrace:
             flat[start:stop] = True
         return flat.reshape(self.shape)
 
-    def write_counts(self) -> Any:
-        """How many blocks wrote each element (an int array of the tensor's shape)."""
+    def write_counts(self, atomic_only: bool = False) -> Any:
+        """How many blocks wrote each element (an int array of the tensor's shape); with
+        ``atomic_only``, how many updated it atomically."""
         import numpy as np
 
+        runs = self.atomic_writes if atomic_only else self.writes
         diff = np.zeros(self.numel + 1, dtype=np.int64)
-        starts = [r[i] for r in self.writes for i in range(0, len(r), 2)]
-        stops = [r[i] for r in self.writes for i in range(1, len(r), 2)]
+        starts = [r[i] for r in runs for i in range(0, len(r), 2)]
+        stops = [r[i] for r in runs for i in range(1, len(r), 2)]
         np.add.at(diff, np.asarray(starts, dtype=np.int64), 1)
         np.add.at(diff, np.asarray(stops, dtype=np.int64), -1)
         return np.cumsum(diff[:-1]).reshape(self.shape)
+
+    def contested(self) -> Any:
+        """Elements two or more blocks wrote, not all of them by atomic updates: on a GPU those
+        blocks race (atomic updates of one element by many blocks are how a sum is meant to be
+        shared, and are not counted)."""
+        counts = self.write_counts()
+        if not self.atomic_writes:
+            return counts >= 2
+        return (counts >= 2) & (self.write_counts(atomic_only=True) < counts)
 
     def writer(self) -> Any:
         """Per element, the linear index of the last block that wrote it, -1 where none did."""
@@ -102,13 +116,14 @@ class TensorTrace:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "reads": [list(r) for r in self.reads], "writes": [list(w) for w in self.writes],
-                "expected_written": self.expected_written}
+                "expected_written": self.expected_written, "atomic_writes": [list(a) for a in self.atomic_writes]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TensorTrace:
         return cls(str(d["name"]), tuple(int(s) for s in d["shape"]), str(d["dtype"]),
                    tuple(tuple(int(v) for v in r) for r in d["reads"]),
-                   tuple(tuple(int(v) for v in w) for w in d["writes"]), bool(d.get("expected_written", False)))
+                   tuple(tuple(int(v) for v in w) for w in d["writes"]), bool(d.get("expected_written", False)),
+                   tuple(tuple(int(v) for v in a) for a in d.get("atomic_writes", ())))
 
 
 @dataclass(frozen=True)
@@ -171,8 +186,9 @@ class TileTrace:
         return t.mask(t.writes[self.block_index(block)])
 
     def written_twice(self, name: str) -> Any:
-        """Elements written by two or more blocks: on a GPU the blocks race and the last one wins."""
-        return self.tensor(name).write_counts() >= 2
+        """Elements written by two or more blocks, not all by atomic updates: on a GPU those
+        blocks race and the last one wins."""
+        return self.tensor(name).contested()
 
     def never_written(self, name: str) -> Any:
         """Elements no block wrote."""
@@ -204,7 +220,7 @@ class TileTrace:
         if not t.expected_written:
             return out
         counts = t.write_counts()
-        twice = counts >= 2
+        twice = t.contested()
         if twice.any():
             groups: dict[str, list[tuple[int, ...]]] = {}
             for block, runs in zip(self.blocks, t.writes):
@@ -214,6 +230,7 @@ class TileTrace:
                 if overlap.any():
                     groups.setdefault(describe_elements(overlap), []).append(block)
             sentences = []
+            group_blocks = list(groups.values())
             for where, blocks in groups.items():
                 if len(blocks) == 1:  # the others overlap it in different places: named in their own
                     sentences.append(f"block {_block_text(blocks[0])} wrote {where} of {name} that another "
@@ -222,7 +239,12 @@ class TileTrace:
                     sentences.append(f"blocks {_join_blocks(blocks)} all wrote {where} of {name}"
                                      if len(blocks) > 2 else
                                      f"blocks {_join_blocks(blocks)} both wrote {where} of {name}")
-            out += _capped(sentences, f"more blocks wrote parts of {name} that another block also wrote")
+            if len(sentences) > MAX_SENTENCES:
+                rest = {b for blocks in group_blocks[MAX_SENTENCES - 1:] for b in blocks}
+                sentences = sentences[:MAX_SENTENCES - 1] + [
+                    f"{len(sentences) - MAX_SENTENCES + 1} more groups of blocks wrote the same elements of "
+                    f"{name} ({len(rest)} blocks)"]
+            out += sentences
             out.append(f"{int(twice.sum())} elements of {name} were written by more than one block "
                        "(on a GPU those blocks race: the last to write wins)")
         never = counts == 0
@@ -292,12 +314,6 @@ def _join_blocks(blocks: Sequence[Sequence[int]], limit: int = 4) -> str:
     if len(blocks) > limit:
         texts.append(f"{len(blocks) - limit} more")
     return ", ".join(texts[:-1]) + " and " + texts[-1] if len(texts) > 1 else texts[0]
-
-
-def _capped(sentences: list[str], rest: str) -> list[str]:
-    if len(sentences) <= MAX_SENTENCES:
-        return sentences
-    return sentences[:MAX_SENTENCES - 1] + [f"{len(sentences) - MAX_SENTENCES + 1} {rest}"]
 
 
 def _spans(values: Iterable[int]) -> list[tuple[int, int]]:
@@ -423,4 +439,11 @@ def _out_of_bounds_sentences(t: TensorTrace, attempts: Sequence[OutOfBounds]) ->
         distinct = len({o.index for o in group})
         times = f"{distinct} element{'s' if distinct != 1 else ''}"
         sentences.append(f"block {_block_text(block)} {verb} {t.name} out of bounds ({times}) at {where}; {limit}")
-    return _capped(sentences, f"more blocks reached outside {t.name}")
+    if len(sentences) <= MAX_SENTENCES:
+        return sentences
+    keys = list(by_block)
+    shown = {block for block, _ in keys[:MAX_SENTENCES - 1]}
+    more = len({block for block, _ in keys[MAX_SENTENCES - 1:]} - shown)
+    tail = (f"{more} more block{'s' if more != 1 else ''} reached outside {t.name}" if more else
+            f"the blocks above reached outside {t.name} in {len(sentences) - MAX_SENTENCES + 1} more ways")
+    return sentences[:MAX_SENTENCES - 1] + [tail]

@@ -72,7 +72,7 @@ def tile_trace_text(trace: Any) -> str:
         lines.append("problems:")
         lines += [f"  - {p}" for p in problems]
     else:
-        lines.append("no problems: each written element written by one block, none left unwritten, "
+        lines.append("no problems: no element written by two blocks (atomic updates aside), none left unwritten, "
                      "nothing out of bounds")
     lines += [f"note: {n}" for n in trace.notes]
     return "\n".join(lines)
@@ -92,22 +92,40 @@ def _as_2d(shape: Sequence[int]) -> tuple[int, int]:
 
 
 class _Grid:
-    """A tensor folded to 2-D and cut into at most MAX_CELLS x MAX_CELLS cells."""
+    """A tensor folded to 2-D and cut into at most MAX_CELLS x MAX_CELLS cells. ``reach`` extends
+    the drawing past the tensor's last row and column (at most doubling them), to show where
+    out-of-bounds attempts would have landed."""
 
-    def __init__(self, shape: Sequence[int]) -> None:
+    def __init__(self, shape: Sequence[int], reach: tuple[int, int] = (0, 0)) -> None:
         self.rows, self.cols = _as_2d(shape)
         self.vector = len(shape) <= 1
+        self.rows_drawn = self.rows + min(max(0, reach[0]), self.rows)
+        self.cols_drawn = self.cols + min(max(0, reach[1]), self.cols)
         # Cells of a power of two elements per side, so that cell edges fall on tile edges.
-        self.cr = _power_of_two_at_least(math.ceil(self.rows / MAX_CELLS))
-        self.cc = _power_of_two_at_least(math.ceil(self.cols / MAX_CELLS))
-        self.nr = math.ceil(self.rows / self.cr)
-        self.nc = math.ceil(self.cols / self.cc)
+        self.cr = _power_of_two_at_least(math.ceil(self.rows_drawn / MAX_CELLS))
+        self.cc = _power_of_two_at_least(math.ceil(self.cols_drawn / MAX_CELLS))
+        self.nr = math.ceil(self.rows_drawn / self.cr)
+        self.nc = math.ceil(self.cols_drawn / self.cc)
         self.cw = max(4, min(28, DRAW_SIDE // max(self.nr, self.nc)))
         self.ch = max(self.cw, 18) if self.nr == 1 else self.cw  # a vector is a strip tall enough to see
         self.left = 8 + FONT * 3  # room for row labels
         self.top = 6 + FONT + 4  # room for column labels
         self.width = self.left + self.nc * self.cw + 6
         self.height = self.top + self.nr * self.ch + 6
+
+    def inside(self) -> tuple[float, float, float, float]:
+        """Pixel (x, y, w, h) of the tensor itself (cells may run past it at the ragged edge)."""
+        return (self.left, self.top, self.cols * self.cw / self.cc, self.rows * self.ch / self.cr)
+
+    def cells_at(self, rows: Any, cols: Any) -> Any:
+        """The (nr x nc) cells holding any of the (row, col) positions given (inside the drawing)."""
+        import numpy as np
+
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        keep = (rows >= 0) & (rows < self.nr * self.cr) & (cols >= 0) & (cols < self.nc * self.cc)
+        out = np.zeros((self.nr, self.nc), dtype=bool)
+        out[rows[keep] // self.cr, cols[keep] // self.cc] = True
+        return out
 
     def fold(self, values: Any, reduce: str) -> Any:
         """values (rows x cols) -> (nr x nc) by any/max/min/mode over each cell."""
@@ -141,15 +159,18 @@ class _Grid:
         return (self.left + c0 * self.cw, self.top + r0 * self.ch, (c1 - c0) * self.cw, (r1 - r0) * self.ch)
 
     def span_text(self, r0: int, c0: int, r1: int, c1: int) -> str:
-        rows = (r0 * self.cr, min(self.rows, r1 * self.cr) - 1)
-        cols = (c0 * self.cc, min(self.cols, c1 * self.cc) - 1)
+        rows = (r0 * self.cr, min(self.rows_drawn, r1 * self.cr) - 1)
+        cols = (c0 * self.cc, min(self.cols_drawn, c1 * self.cc) - 1)
 
         def span(a: int, b: int) -> str:
             return f"{a}-{b}" if a != b else f"{a}"
 
+        def words(word: str, a: int, b: int) -> str:
+            return f"{word}{'s' if a != b else ''} {span(a, b)}"
+
         if self.vector:
-            return f"elements {span(*cols)}"
-        return f"rows {span(*rows)}, cols {span(*cols)}"
+            return words("element", *cols)
+        return f"{words('row', *rows)}, {words('col', *cols)}"
 
     def labels(self) -> str:
         """Element indices along the top and the left, every power-of-two number of cells that
@@ -212,7 +233,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
     """One tensor's grid: the overview and, hidden until a block is picked, each block's layer."""
     import numpy as np
 
-    g = _Grid(t.shape)
+    g, attempts = _grid_for(trace, t)
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-tt-grid" width="{g.width}" height="{g.height}" '
               f'viewBox="0 0 {g.width} {g.height}" role="img" aria-label="{esc(t.name)}">')]
     frame = g.rect(0, 0, g.nr, g.nc)
@@ -224,7 +245,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
         counts = t.write_counts().reshape(-1)
         writer = t.writer().reshape(-1)
         cell_writer = g.fold(writer, "max")
-        twice = g.fold(counts >= 2, "any")
+        twice = g.fold(t.contested().reshape(-1), "any")
         never = g.fold(counts == 0, "any")
         for r0, c0, r1, c1, b in _rects(cell_writer):
             if b < 0:
@@ -264,7 +285,21 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
             parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{READ_COLOUR}" '
                          f'fill-opacity="{opacity:.2f}"><title>{esc(g.span_text(r0, c0, r1, c1))}: read by '
                          f'up to {int(n)} block{"s" if n != 1 else ""}</title></rect>')
+    if attempts:
+        rows, cols = _positions(t.shape, attempts)
+        for r0, c0, r1, c1, flag in _rects(g.cells_at(rows, cols)):
+            if flag:
+                x, y, w, h = g.rect(r0, c0, r1, c1)
+                parts.append(f'<rect class="tl-tt-oob" x="{x}" y="{y}" width="{w}" height="{h}" fill="{TWICE_COLOUR}" '
+                             f'fill-opacity="0.3" stroke="{TWICE_COLOUR}" stroke-dasharray="3 2"><title>'
+                             f'{esc(g.span_text(r0, c0, r1, c1))}: outside {esc(t.name)} (out-of-bounds attempts, '
+                             'not performed)</title></rect>')
     parts.append("</g>")
+    x, y, w, h = g.inside()
+    if (g.rows_drawn, g.cols_drawn) != (g.rows, g.cols):
+        parts.append(f'<rect class="tl-tt-edge" x="{x}" y="{y}" width="{w:g}" height="{h:g}" fill="none" '
+                     f'stroke="{TEXT_COLOUR}" stroke-width="1.5"><title>the edge of {esc(t.name)} '
+                     f'({esc(" x ".join(str(d) for d in t.shape))})</title></rect>')
     for k in range(min(pickable, len(blocks))):
         layer = []
         for runs, colour, verb in ((t.reads[k], READ_COLOUR, "read"), (t.writes[k], WRITE_COLOUR, "wrote")):
@@ -280,11 +315,44 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
                 layer.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" {fill} stroke="{colour}" '
                              f'stroke-width="1.5"><title>block {esc(_block_text(blocks[k]))} {verb} '
                              f'{esc(g.span_text(r0, c0, r1, c1))}</title></rect>')
+        mine = [o for o in attempts if o.block == blocks[k]]
+        if mine:
+            rows, cols = _positions(t.shape, mine)
+            for r0, c0, r1, c1, flag in _rects(g.cells_at(rows, cols)):
+                if flag:
+                    x, y, w, h = g.rect(r0, c0, r1, c1)
+                    layer.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{TWICE_COLOUR}" '
+                                 f'fill-opacity="0.55" stroke="{TWICE_COLOUR}" stroke-width="1.5"><title>block '
+                                 f'{esc(_block_text(blocks[k]))} reached {esc(g.span_text(r0, c0, r1, c1))}, '
+                                 f'outside {esc(t.name)}</title></rect>')
         if layer:
             parts.append(f'<g class="tl-tt-layer tl-tt-v{k}">{"".join(layer)}</g>')
     parts.append(g.labels())
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _grid_for(trace: Any, t: Any) -> tuple[_Grid, list[Any]]:
+    """A tensor's grid, reaching as far past its edge as its out-of-bounds attempts (drawn only for
+    1-D and 2-D tensors indexed per dimension), and those attempts."""
+    attempts = [o for o in trace.out_of_bounds_of(t.name) if len(o.index) == len(t.shape) and 1 <= len(t.shape) <= 2]
+    return _Grid(t.shape, _reach(t.shape, attempts)), attempts
+
+
+def _positions(shape: Sequence[int], attempts: Sequence[Any]) -> tuple[list[int], list[int]]:
+    """(rows, cols) of out-of-bounds attempts on a 1-D or 2-D tensor (a vector is one row)."""
+    if len(shape) == 1:
+        return [0] * len(attempts), [o.index[0] for o in attempts]
+    return [o.index[0] for o in attempts], [o.index[1] for o in attempts]
+
+
+def _reach(shape: Sequence[int], attempts: Sequence[Any]) -> tuple[int, int]:
+    """How many rows and columns past the tensor the attempts reach (the drawing shows them)."""
+    if not attempts:
+        return 0, 0
+    rows, cols = _positions(shape, attempts)
+    last_row, last_col = (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1])
+    return max(0, max(rows) + 1 - last_row), max(0, max(cols) + 1 - last_col)
 
 
 def _hatch_defs(hatch: str) -> str:
@@ -374,13 +442,13 @@ def tile_trace_html(trace: Any) -> str:
         listed = "".join(f"<li>{esc(p)}</li>" for p in problems)
         verdict = f'<ul class="tl-tt-problems">{listed}</ul>'
     else:
-        verdict = ("<div>no problems: each written element written by one block, none left unwritten, "
-                   "nothing out of bounds</div>")
+        verdict = ("<div>no problems: no element written by two blocks (atomic updates aside), none left "
+                   "unwritten, nothing out of bounds</div>")
     notes = "".join(f'<div style="color:{MUTED_COLOUR}">note: {esc(n)}</div>' for n in trace.notes)
     figures = []
     for t in trace.tensors:
         shape = " x ".join(str(s) for s in t.shape)
-        g = _Grid(t.shape)
+        g, _ = _grid_for(trace, t)
         scale = f", cells of {g.cr}x{g.cc} elements" if g.cr * g.cc > 1 else ""
         folded = " (leading dimensions folded into rows)" if len(t.shape) > 2 else ""
         role = "written" if t.written else ("read" if t.read else "not touched")
@@ -391,7 +459,9 @@ def tile_trace_html(trace: Any) -> str:
            f'<span class="tl-tt-key" style="border:2px solid {TWICE_COLOUR}"></span>written by two or more blocks'
            f'<span class="tl-tt-key" style="background:{NEVER_COLOUR}"></span>never written'
            f'<span class="tl-tt-key" style="background:{READ_COLOUR};opacity:.5"></span>read (picked block)'
-           f'<span class="tl-tt-key" style="background:{WRITE_COLOUR};opacity:.7"></span>written (picked block)</div>')
+           f'<span class="tl-tt-key" style="background:{WRITE_COLOUR};opacity:.7"></span>written (picked block)'
+           + (f'<span class="tl-tt-key" style="background:{TWICE_COLOUR};opacity:.4;border:1px dashed {TWICE_COLOUR}">'
+              '</span>outside the tensor (out-of-bounds attempts)' if trace.out_of_bounds else "") + '</div>')
     head = (f"<div><b>{esc(trace.kernel)}</b>: {len(trace.blocks)} blocks, grid {esc(tuple(trace.grid))}, "
             f"{trace.accesses} accesses traced on the CPU</div>")
     return (f'<div class="tilelab-trace" id="{rid}">{_css(rid, pickable)}'
