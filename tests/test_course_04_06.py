@@ -199,3 +199,31 @@ def test_the_notebook_inspects_the_kernel_its_lesson_computes_the_truth_from(key
         assert json.dumps(strip, default=str) == json.dumps(want, default=str), field
     assert ours.kernels[0].dynamic_shared_memory_bytes == theirs.kernels[0].dynamic_shared_memory_bytes
     assert ours.lowering.stage_bytes == theirs.lowering.stage_bytes
+
+
+def test_the_speed_check_compares_with_the_baseline_measured_in_the_same_call(monkeypatch):
+    """The GPU part's arithmetic, on the CPU: launches and timings replaced by records of known
+    medians (the kernel's lowering is still TileLang's)."""
+    import tilelab
+    from tilelab.launch.models import BenchResult, OutputCheck, RunResult
+    from tilelab.workshop.lessons import l04_gemm as lesson
+
+    flops = 2.0 * 4096 ** 3
+    timings = {"kernel": 2.0, "torch.matmul": 1.0}
+    calls = []
+
+    def bench(kernel, *args, **options):
+        name = "torch.matmul" if callable(kernel) and not hasattr(kernel, "params") else "kernel"
+        calls.append(name)
+        return BenchResult(kernel=name, samples_ms=(timings[name],) * 5, flops=flops, device="a GPU")
+
+    monkeypatch.setattr(tilelab, "has_gpu", lambda: True)
+    monkeypatch.setattr(tilelab, "run", lambda *a, **k: RunResult("gemm", (OutputCheck("C", "float16", (4096, 4096)),)))
+    monkeypatch.setattr(tilelab, "bench", bench)
+    monkeypatch.setattr(lesson, "_torch_rate", lambda torch, M, N, K: bench(lambda: None))
+    solution = _core.get("04.3").solution
+    slow = _check("04.3", solution)
+    assert slow.status == "failed" and "50% of torch.matmul" in slow.message and calls == ["kernel", "torch.matmul"]
+    timings["kernel"] = 1.25
+    fast = _check("04.3", solution)
+    assert fast.passed and "80% of torch.matmul" in fast.message, fast

@@ -112,6 +112,16 @@ def _last_k_tile(block_k: int):
     return ref
 
 
+def _traced(kernel: Any, M: int, N: int, K: int) -> list[str]:
+    """What ``tilelab.trace_tiles`` says about C (where this tilelab has it)."""
+    import torch
+
+    from tilelab.workshop import _kernel_checks
+
+    args = (torch.randn(M, K), torch.randn(K, N), torch.zeros(M, N))
+    return _kernel_checks.traced(kernel, args, "C")
+
+
 def _tile_map(result: Any) -> str:
     tiles = result.outputs[0].tiles
     return f"\n{tiles!r}" if tiles is not None else ""
@@ -143,8 +153,9 @@ def _cpu_gemm(factory: Any) -> str:
             continue
         out = result.outputs[0]
         if out.unwritten:
-            raise Wrong(f"{where}, {out.unwritten} elements of C were never written: does every block store its "
-                        f"tile where its (bx, by) say, and does the grid cover C?{_tile_map(result)}")
+            traced = "; ".join(_traced(kernel, M, N, K)) or f"{out.unwritten} elements of C were never written"
+            raise Wrong(f"{where}, {traced}: does every block store its tile where its (bx, by) say, and does the "
+                        f"grid cover C?{_tile_map(result)}")
         if tilelab.run(kernel, ref=_first_k_tile(bk), target="c", seed=4).passed:
             raise Wrong(f"{where}, C holds only the product of the first block_K slice of K: the loop over K "
                         "must visit every slice and add each product into the accumulator")
