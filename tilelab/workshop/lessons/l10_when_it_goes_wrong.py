@@ -68,7 +68,8 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
                  "written them?",
                  "bx indexes A's columns (block_N wide) and by its rows (block_M tall): how many of each are there?",
                  "T.Kernel's first extent is bx's, the second by's."),
-          solution=TRANSPOSE_FIXED + "\n\nanswer_10_1 = transpose",
+          solution=TRANSPOSE_FIXED,
+          answer_name="transpose",
           given=TRANSPOSE_BUGGY)
 def _transpose(answer: Any) -> str:
     import torch
@@ -155,7 +156,8 @@ def _race(kernel: Any, a: Any) -> str:
                  "two updates: a race. And nothing ever set Out[i] to zero first.",
                  "The poisoned launch shows the second problem on the CPU: what does Out[i] + part start from?",
                  "Give each row to one block that sums the whole row and writes Out[i] once."),
-          solution=ROW_SUM_FIXED + "\n\nanswer_10_2 = row_sum",
+          solution=ROW_SUM_FIXED,
+          answer_name="row_sum",
           given=ROW_SUM_BUGGY)
 def _row_sum(answer: Any) -> str:
     import torch
@@ -428,9 +430,9 @@ def _many(answer: Any) -> str:
 
 
 wrong_answers = {
-    "10.1": (TRANSPOSE.format(grid="N // block_N, M // block_M") + "\nanswer_10_1 = transpose",),
-    "10.2": (ROW_SUM_ACCUMULATES_IN_OUT + "\nanswer_10_2 = row_sum",
-             ROW_SUM_BUGGY.replace("Out[i] = Out[i] + part[0]", "Out[i] = part[0]") + "\nanswer_10_2 = row_sum"),
+    "10.1": (TRANSPOSE.format(grid="N // block_N, M // block_M"),),
+    "10.2": (ROW_SUM_ACCUMULATES_IN_OUT,
+             ROW_SUM_BUGGY.replace("Out[i] = Out[i] + part[0]", "Out[i] = part[0]")),
     "10.4": ("answer_10_4 = 32768", "answer_10_4 = 8192", "answer_10_4 = 8192 + 8192 // 2"),
     "10.5": ('answer_10_5 = {"sm_90a": 3, "gfx942": 0}', 'answer_10_5 = {"sm_90a": 2, "gfx942": 2}',
              'answer_10_5 = {"sm_90a": 1, "gfx942": 0}'),
