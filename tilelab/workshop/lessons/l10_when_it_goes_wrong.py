@@ -285,11 +285,10 @@ def target_report(target: str) -> Any:
     return inspect(tiled_gemm(*GEMM_SIZE, **GEMM_TILES, target=target), target)
 
 
-def _show(*targets: str) -> Any:
+def _show(target: str, tabs: str = "summary") -> Any:
     import tilelab
 
-    views = [tilelab.Inspector(target_report(t), show="summary") for t in targets]
-    return views[0] if len(views) == 1 else views
+    return tilelab.Inspector(target_report(target), show=tabs)
 
 
 def _shared_tile_bytes(report: Any) -> dict[str, int]:
@@ -348,7 +347,7 @@ def _lds(answer: Any) -> str:
                  "and shared memory.",
                  "Does the MI300 have a Tensor Memory Accelerator?"),
           solution='answer_10_5 = {"sm_90a": 2, "gfx942": 0}',
-          reveal=lambda answer: _show("sm_90a", "gfx942"))
+          reveal=lambda answer: _show("sm_90a", "summary,tma"))
 def _tma(answer: Any) -> str:
     expect(isinstance(answer, dict) and set(answer) == {"sm_90a", "gfx942"}
            and all(isinstance(x, int) and not isinstance(x, bool) for x in answer.values()),
