@@ -310,8 +310,8 @@ def _shared_tile_bytes(report: Any) -> dict[str, int]:
           kind="predict",
           hints=("The tiles in LDS are A_tile (block_M x block_K) and B_tile (block_K x block_N), 2 bytes a value.",
                  "The Hopper build keeps one copy of each per stage, because its TMA loads run ahead of the compute.",
-                 "On AMD each thread loads its part of the next tile itself: ask whether a second copy is needed, "
-                 "then check the build."),
+                 "A copy per stage is needed only where the loop is software-pipelined (the next tile loads while "
+                 "this one is used). Read the MI300 build's device code: does its K loop overlap them?"),
           solution="answer_10_4 = 16384",
           reveal=lambda answer: _show("gfx942"))
 def _lds(answer: Any) -> str:
@@ -328,14 +328,16 @@ def _lds(answer: Any) -> str:
     if tiles and answer in set(tiles.values()) and answer != truth:
         raise Wrong("that is one tile; LDS holds a tile of A and a tile of B")
     if answer == 2 * one_stage and answer != truth:
-        raise Wrong("that is a copy of both tiles per stage; TileLang's HIP build does not keep a copy per stage here")
+        raise Wrong("that is a copy of both tiles per stage, which a software-pipelined loop needs; read the MI300 "
+                    "build's K loop: does it load the next tile while it computes on this one?")
     if answer * 2 == one_stage:
         raise Wrong("count 2 bytes for each fp16 value")
     expect(answer == truth, "not quite: block_M x block_K + block_K x block_N values, 2 bytes each, and how many "
                             "copies?")
-    return (f"{truth} B: A_tile and B_tile once each ({', '.join(f'{k} {v} B' for k, v in tiles.items())}); the "
-            f"Hopper build asks for {int(hopper.kernels[0].dynamic_shared_memory_bytes)} B, a copy per stage for "
-            "its TMA pipeline")
+    return (f"{truth} B: A_tile and B_tile once each ({', '.join(f'{k} {v} B' for k, v in tiles.items())}). "
+            "TileLang 0.1.15's HIP build of this loop is not software-pipelined: each iteration waits at "
+            "__syncthreads for its loads, then computes. The Hopper build asks for "
+            f"{int(hopper.kernels[0].dynamic_shared_memory_bytes)} B: a copy per stage, so TMA can load ahead")
 
 
 @exercise("10.5", "TMA on two GPUs",
