@@ -42,6 +42,7 @@ def test_the_lessons_declare_what_the_course_asks():
         assert e.lesson.startswith("tilelab.workshop.lessons.l")
 
 
+@pytest.mark.slow
 def test_a_wrong_kernel_is_told_what_is_wrong_in_its_own_terms():
     """The messages of the kernel checks come from the student's kernel: where its tiles went wrong,
     which blocks race, which misreading of the format it matches."""
