@@ -1,8 +1,10 @@
-"""Lessons 07-10 of the course: every exercise with its solution, with the typical wrong answers its
-lesson declares (each message names a misconception and never contains the solution's value), and
-unanswered; notebook 10 shows no native compiler warnings (test_workshop_notebooks.py runs every notebook
-as committed and with the solutions). The truths come from tilelab.inspect of real lowerings and from CPU
-launches, so these tests fail if TileLang lowers differently or a checker stops recognising a bug."""
+"""Lessons 07-10 of the course, beyond what the course's generic tests check for every lesson
+(test_workshop.py: each solution passes, each declared wrong answer fails without the solution's
+value; test_workshop_notebooks.py: every notebook runs as committed and with the solutions): what
+the lessons declare, that a wrong kernel is told what is wrong in its own terms, that notebook 10
+shows no native compiler warnings, and the GPU parts. The truths come from tilelab.inspect of real
+lowerings and from CPU launches, so these tests fail if TileLang lowers differently or a checker
+stops recognising a bug."""
 
 from __future__ import annotations
 
@@ -15,8 +17,6 @@ from tilelab import workshop
 from tilelab.workshop import _answers, _core
 
 ROOT = Path(__file__).resolve().parent.parent
-# The checks that launch the student's kernel on the CPU several times (solution and every wrong one).
-SLOW = {"08.1", "09.4", "10.1", "10.2", "10.6"}
 
 
 @pytest.fixture(autouse=True)
@@ -31,21 +31,6 @@ def ours() -> list[workshop.Exercise]:
     return [e for n in ("07", "08", "09", "10") for e in workshop.exercises(n)]
 
 
-def _ids(slow: bool) -> list:
-    marks = (pytest.mark.slow,) if slow else ()
-    return [pytest.param(e.id, marks=marks, id=e.id) for e in ours() if (e.id in SLOW) == slow]
-
-
-def solution_values(ex: workshop.Exercise) -> list[str]:
-    """What of the solution a wrong answer's message must not give away: a predicted value."""
-    value = _answers.evaluate(ex, ex.solution)
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        return [str(value)]
-    if isinstance(value, tuple):
-        return [repr(value), ", ".join(map(str, value))]
-    return []
-
-
 def test_the_lessons_declare_what_the_course_asks():
     exercises = ours()
     assert len(exercises) >= 11
@@ -57,34 +42,7 @@ def test_the_lessons_declare_what_the_course_asks():
         assert e.lesson.startswith("tilelab.workshop.lessons.l")
 
 
-def _grade(exercise_id: str) -> None:
-    ex = _core.get(exercise_id)
-    assert workshop.check(ex.id).status == "unanswered"
-    answer = _answers.evaluate(ex, ex.solution)
-    result = workshop.check(ex.id, answer)
-    if ex.needs_gpu:
-        assert result.status in ("needs_gpu", "passed")
-        return
-    assert result.status == "passed", result.message
-    hidden = solution_values(ex)
-    for source in _core.wrong_answers(ex.id):
-        wrong = workshop.check(ex.id, _answers.evaluate(ex, source))
-        assert wrong.status == "failed", (source, wrong.message)
-        assert "raised" not in wrong.message or "LoweringError" in wrong.message, wrong.message
-        for value in hidden:
-            assert not re.search(rf"(?<![\w.]){re.escape(value)}(?![\w.])", wrong.message), (value, wrong.message)
-
-
-@pytest.mark.parametrize("exercise_id", _ids(slow=False))
-def test_exercise_solution_passes_and_each_wrong_answer_names_its_mistake(exercise_id):
-    _grade(exercise_id)
-
-
-@pytest.mark.parametrize("exercise_id", _ids(slow=True))
-def test_kernel_exercise_graded_on_the_cpu(exercise_id):
-    _grade(exercise_id)
-
-
+@pytest.mark.slow
 def test_a_wrong_kernel_is_told_what_is_wrong_in_its_own_terms():
     """The messages of the kernel checks come from the student's kernel: where its tiles went wrong,
     which blocks race, which misreading of the format it matches."""
@@ -94,6 +52,12 @@ def test_a_wrong_kernel_is_told_what_is_wrong_in_its_own_terms():
     ex = _core.get("09.4")
     swapped = workshop.check("09.4", _answers.evaluate(ex, _core.wrong_answers("09.4")[0])).message
     assert "swapped" in swapped
+    ex = _core.get("10.1")
+    edge = workshop.check("10.1", _answers.evaluate(ex, _core.wrong_answers("10.1")[0])).message
+    assert "at M=100, N=72" in edge and "never written" in edge  # right at whole tiles, not at the ragged size
+    ex = _core.get("07.4")
+    unchanged = workshop.check("07.4", _answers.evaluate(ex, ex.given))
+    assert unchanged.status == "unanswered"  # the given kernel, untouched, is not a wrong try
 
 
 @pytest.mark.gpu

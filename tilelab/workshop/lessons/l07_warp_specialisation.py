@@ -157,8 +157,8 @@ def my_gemm(M, N, K, block_M=128, block_N=128, block_K=32, threads=256):
                  "TileLang overlaps the loads of iteration k+1 with the compute of iteration k only in a loop that "
                  "says so.",
                  "T.Pipelined(count, num_stages=...) in place of T.serial(count)."),
-          solution=GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=3)")
-          + "\n\nanswer_07_4 = my_gemm",
+          solution=GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=3)"),
+          answer_name="my_gemm",
           given=GIVEN_07_4.format(loop="T.serial(T.ceildiv(K, block_K))"),
           reveal=lambda answer: _reveal(inspect(answer(512, 512, 512, threads=256), "sm_90a")))
 def _fix_ws(answer: Any) -> str:
@@ -190,6 +190,6 @@ wrong_answers = {
     "07.1": ("answer_07_1 = 256", "answer_07_1 = 288", "answer_07_1 = 512"),
     "07.2": ("answer_07_2 = (0, 255)", "answer_07_2 = (128, 255)", "answer_07_2 = (256, 511)"),
     "07.3": ("answer_07_3 = 1", "answer_07_3 = 384", "answer_07_3 = 128"),
-    "07.4": (GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=1)") + "\nanswer_07_4 = my_gemm",
-             GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=0)") + "\nanswer_07_4 = my_gemm"),
+    "07.4": (GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=1)"),
+             GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=0)")),
 }

@@ -328,7 +328,8 @@ def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
           hints=("The inspector's WGMMA tab gives each instruction's variant; the Summary its shared memory.",
                  "wgmma can take operand A from registers when A is a register fragment laid out as it wants.",
                  "P = T.alloc_fragment(...) instead of T.alloc_shared(...)."),
-          solution=GIVEN_08_4.format(p_alloc="T.alloc_fragment") + "\n\nanswer_08_4 = my_flash",
+          solution=GIVEN_08_4.format(p_alloc="T.alloc_fragment"),
+          answer_name="my_flash",
           given=GIVEN_08_4.format(p_alloc="T.alloc_shared"),
           reveal=lambda answer: _reveal_flash(inspect(answer(**FLASH_SIZE), "sm_90a")))
 def _keep_p(answer: Any) -> str:
@@ -368,5 +369,5 @@ wrong_answers = {
     "08.2": ('answer_08_2 = "Q_s"', 'answer_08_2 = "S"', 'answer_08_2 = "V_s"'),
     "08.3": ("answer_08_3 = 24576", "answer_08_3 = 49152", "answer_08_3 = 32768"),
     "08.4": (GIVEN_08_4.format(p_alloc="T.alloc_shared").replace("num_stages=2, threads=128", "num_stages=1, threads=128")
-             + "\nanswer_08_4 = my_flash",),
+             ,),
 }

@@ -68,7 +68,8 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
                  "written them?",
                  "bx indexes A's columns (block_N wide) and by its rows (block_M tall): how many of each are there?",
                  "T.Kernel's first extent is bx's, the second by's."),
-          solution=TRANSPOSE_FIXED + "\n\nanswer_10_1 = transpose",
+          solution=TRANSPOSE_FIXED,
+          answer_name="transpose",
           given=TRANSPOSE_BUGGY)
 def _transpose(answer: Any) -> str:
     import torch
@@ -155,7 +156,8 @@ def _race(kernel: Any, a: Any) -> str:
                  "two updates: a race. And nothing ever set Out[i] to zero first.",
                  "The poisoned launch shows the second problem on the CPU: what does Out[i] + part start from?",
                  "Give each row to one block that sums the whole row and writes Out[i] once."),
-          solution=ROW_SUM_FIXED + "\n\nanswer_10_2 = row_sum",
+          solution=ROW_SUM_FIXED,
+          answer_name="row_sum",
           given=ROW_SUM_BUGGY)
 def _row_sum(answer: Any) -> str:
     import torch
@@ -283,11 +285,10 @@ def target_report(target: str) -> Any:
     return inspect(tiled_gemm(*GEMM_SIZE, **GEMM_TILES, target=target), target)
 
 
-def _show(*targets: str) -> Any:
+def _show(target: str, tabs: str = "summary") -> Any:
     import tilelab
 
-    views = [tilelab.Inspector(target_report(t), show="summary") for t in targets]
-    return views[0] if len(views) == 1 else views
+    return tilelab.Inspector(target_report(target), show=tabs)
 
 
 def _shared_tile_bytes(report: Any) -> dict[str, int]:
@@ -309,8 +310,8 @@ def _shared_tile_bytes(report: Any) -> dict[str, int]:
           kind="predict",
           hints=("The tiles in LDS are A_tile (block_M x block_K) and B_tile (block_K x block_N), 2 bytes a value.",
                  "The Hopper build keeps one copy of each per stage, because its TMA loads run ahead of the compute.",
-                 "On AMD each thread loads its part of the next tile itself: ask whether a second copy is needed, "
-                 "then check the build."),
+                 "A copy per stage is needed only where the loop is software-pipelined (the next tile loads while "
+                 "this one is used). Read the MI300 build's device code: does its K loop overlap them?"),
           solution="answer_10_4 = 16384",
           reveal=lambda answer: _show("gfx942"))
 def _lds(answer: Any) -> str:
@@ -327,14 +328,16 @@ def _lds(answer: Any) -> str:
     if tiles and answer in set(tiles.values()) and answer != truth:
         raise Wrong("that is one tile; LDS holds a tile of A and a tile of B")
     if answer == 2 * one_stage and answer != truth:
-        raise Wrong("that is a copy of both tiles per stage; TileLang's HIP build does not keep a copy per stage here")
+        raise Wrong("that is a copy of both tiles per stage, which a software-pipelined loop needs; read the MI300 "
+                    "build's K loop: does it load the next tile while it computes on this one?")
     if answer * 2 == one_stage:
         raise Wrong("count 2 bytes for each fp16 value")
     expect(answer == truth, "not quite: block_M x block_K + block_K x block_N values, 2 bytes each, and how many "
                             "copies?")
-    return (f"{truth} B: A_tile and B_tile once each ({', '.join(f'{k} {v} B' for k, v in tiles.items())}); the "
-            f"Hopper build asks for {int(hopper.kernels[0].dynamic_shared_memory_bytes)} B, a copy per stage for "
-            "its TMA pipeline")
+    return (f"{truth} B: A_tile and B_tile once each ({', '.join(f'{k} {v} B' for k, v in tiles.items())}). "
+            "TileLang 0.1.15's HIP build of this loop is not software-pipelined: each iteration waits at "
+            "__syncthreads for its loads, then computes. The Hopper build asks for "
+            f"{int(hopper.kernels[0].dynamic_shared_memory_bytes)} B: a copy per stage, so TMA can load ahead")
 
 
 @exercise("10.5", "TMA on two GPUs",
@@ -346,7 +349,7 @@ def _lds(answer: Any) -> str:
                  "and shared memory.",
                  "Does the MI300 have a Tensor Memory Accelerator?"),
           solution='answer_10_5 = {"sm_90a": 2, "gfx942": 0}',
-          reveal=lambda answer: _show("sm_90a", "gfx942"))
+          reveal=lambda answer: _show("sm_90a", "summary,tma"))
 def _tma(answer: Any) -> str:
     expect(isinstance(answer, dict) and set(answer) == {"sm_90a", "gfx942"}
            and all(isinstance(x, int) and not isinstance(x, bool) for x in answer.values()),
@@ -428,9 +431,9 @@ def _many(answer: Any) -> str:
 
 
 wrong_answers = {
-    "10.1": (TRANSPOSE.format(grid="N // block_N, M // block_M") + "\nanswer_10_1 = transpose",),
-    "10.2": (ROW_SUM_ACCUMULATES_IN_OUT + "\nanswer_10_2 = row_sum",
-             ROW_SUM_BUGGY.replace("Out[i] = Out[i] + part[0]", "Out[i] = part[0]") + "\nanswer_10_2 = row_sum"),
+    "10.1": (TRANSPOSE.format(grid="N // block_N, M // block_M"),),
+    "10.2": (ROW_SUM_ACCUMULATES_IN_OUT,
+             ROW_SUM_BUGGY.replace("Out[i] = Out[i] + part[0]", "Out[i] = part[0]")),
     "10.4": ("answer_10_4 = 32768", "answer_10_4 = 8192", "answer_10_4 = 8192 + 8192 // 2"),
     "10.5": ('answer_10_5 = {"sm_90a": 3, "gfx942": 0}', 'answer_10_5 = {"sm_90a": 2, "gfx942": 2}',
              'answer_10_5 = {"sm_90a": 1, "gfx942": 0}'),
