@@ -428,3 +428,25 @@ def test_the_phase_table_sums_each_phase():
     producer_waits = next(r for r in rows if r["role"] == "producer" and r["kind"] == "barrier_wait")
     assert (producer_waits["count"], producer_waits["total_ns"], producer_waits["mean_ns"]) == (2, 70.0, 35.0)
     assert producer_waits["cell_line"] == 35 and producer_waits["device_line"] == 47
+
+
+def test_a_phase_in_the_tab_links_to_its_anchored_device_line():
+    import dataclasses
+
+    from tilelab._links import device_anchor_lines
+    from tilelab.render import html as render
+    from tilelab.render.timeline import attach_timelines
+
+    report = tilelab.inspect(matmul(1024, 1024, 1024), "sm_90a")
+    n = min(device_anchor_lines(report))
+    sample = sample_timeline()
+    tl = dataclasses.replace(sample, spans=tuple(dataclasses.replace(s, device_line=n, cell_line=None)
+                                                 for s in sample.spans))
+    attach_timelines(report, [tl])
+    try:
+        page = render.render_html(report)
+    finally:
+        attach_timelines(report, [])
+    rid = render.report_id(report)
+    assert page.count(f'<a href="#{rid}-cuda-L{n}"><rect class="tlt-k-') == len(tl.spans)
+    assert f'id="{rid}-cuda-L{n}"' in page  # the CUDA tab has the anchor the phases link to
