@@ -450,3 +450,15 @@ def test_a_phase_in_the_tab_links_to_its_anchored_device_line():
     rid = render.report_id(report)
     assert page.count(f'<a href="#{rid}-cuda-L{n}"><rect class="tlt-k-') == len(tl.spans)
     assert f'id="{rid}-cuda-L{n}"' in page  # the CUDA tab has the anchor the phases link to
+
+
+def test_the_grid_strip_draws_every_block_on_its_sm_row():
+    from tilelab.render.timeline import GRID_ROW_H, grid_svg
+
+    tl = sample_timeline()
+    root = ET.fromstring(grid_svg(tl))
+    rects = list(root.iter("{http://www.w3.org/2000/svg}rect"))
+    assert [int(r.get("data-block")) for r in rects] == [0, 1]
+    assert [float(r.get("y")) for r in rects] == [14, 14 + GRID_ROW_H]  # SM 3 first row, SM 7 second
+    assert rects[0].get("class") == "tlt-k-tma_issue" and rects[1].get("class") == "tlt-k-kernel"  # traced vs not
+    assert float(rects[0].get("width")) == pytest.approx(2 * float(rects[1].get("width")))  # 400 ns vs 200 ns

@@ -119,6 +119,32 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
             f'aria-label="timeline of {esc(tl.kernel)}"><style>{CSS}</style>{"".join(out)}</svg>')
 
 
+GRID_ROW_H = 3
+
+
+def grid_svg(tl: Timeline) -> str:
+    """Every block of the grid on its SM (a row per SM, time across): start skew and the tail."""
+    if not tl.blocks:
+        return ""
+    sms = sorted({b.sm for b in tl.blocks})
+    row = {sm: n for n, sm in enumerate(sms)}
+    t1 = max(b.end_ns for b in tl.blocks)
+    scale = CHART_W / max(t1, 1.0)
+    traced = set(tl.traced_blocks)
+    out = []
+    for b in tl.blocks:
+        cls = "tlt-k-tma_issue" if b.block in traced else "tlt-k-kernel"
+        out.append(f'<rect class="{cls}" data-block="{b.index}" x="{LABEL_W + b.start_ns * scale:.2f}" '
+                   f'y="{14 + row[b.sm] * GRID_ROW_H}" width="{max((b.end_ns - b.start_ns) * scale, 0.5):.2f}" '
+                   f'height="{GRID_ROW_H - 0.5}"><title>{esc(f"block {b.block} on SM {b.sm}: {_ns(b.start_ns)} to {_ns(b.end_ns)}")}'
+                   "</title></rect>")
+    height = 16 + len(sms) * GRID_ROW_H
+    label = f"grid: {len(tl.blocks)} blocks on {len(sms)} SMs (traced blocks in colour), 0 to {_ns(t1)}"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-grid" width="{LABEL_W + CHART_W + 4}" '
+            f'height="{height}" role="img" aria-label="{esc(label)}"><style>{CSS}</style>'
+            f'<text class="tlt-text" x="2" y="11">{esc(label)}</text>{"".join(out)}</svg>')
+
+
 def legend_html(tl: Timeline) -> str:
     used = [k for k in KINDS if any(s.kind == k for s in tl.spans)]
     items = "".join(f'<span style="margin-right:10px"><svg width="10" height="10"><style>{CSS}</style>'
@@ -179,7 +205,7 @@ def timeline_html(tl: Timeline, links: Links | None = None) -> str:
     head = (f'<div class="tl-head">{esc(tl.kernel)} <span class="tl-muted">timeline on {esc(tl.device)}, '
             f'{esc(tl.backend)}, grid {esc(tl.grid)}</span></div>')
     return (f'<div class="tilelab-report tlt">{head}<div style="overflow-x:auto">{timeline_svg(tl, links)}</div>'
-            f"{legend_html(tl)}{summary_html(tl)}</div>")
+            f'{legend_html(tl)}{summary_html(tl)}<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
 
 
 # ------------------------------------------------------------------------------------------
@@ -245,7 +271,7 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
                           "clock_ghz": tl.clock_ghz}}
 
 
-__all__ = ["KIND_STYLE", "attach_timelines", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
+__all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
            "span_title", "summary_html", "timeline_html", "timeline_section", "timeline_svg"]
 
 
