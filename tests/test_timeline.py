@@ -228,7 +228,7 @@ def _rec(site, d):
 
 def synthetic_words():
     grid_blocks, warps, capacity = 2, 8, 6
-    words = [0] * (grid_blocks * 4 + 1 * warps * (2 + capacity))
+    words = [0] * (grid_blocks * 4 + 1 * warps * (4 + capacity))
     words[0:4] = [1_000_000, 1_000_400, 3, BASE]  # block 0: start, end (globaltimer ns), SM, start clock
     words[4:8] = [1_000_100, 1_000_300, 7, 99]  # block 1 (not traced)
     seg = 8
@@ -236,11 +236,12 @@ def synthetic_words():
                 _rec(END, 340), _rec(KERNEL_END, 6000)]
     consumer = [_rec(KERNEL_START, 10), _rec(5, 60), _rec(6, 260), _rec(END, 300), _rec(KERNEL_END, 400)]
     for warp, recs in ((0, producer), (4, consumer)):
-        base = seg + warp * (2 + capacity)
+        base = seg + warp * (4 + capacity)
         words[base] = len(recs)  # marks attempted
         words[base + 1] = warp + 1
+        words[base + 2:base + 4] = [1_003_000, BASE + 6000]  # end pair 3 us after the start: too short to rate
         for i, r in enumerate(recs[:capacity]):
-            words[base + 2 + i] = r
+            words[base + 4 + i] = r
     return words, capacity
 
 
@@ -260,6 +261,16 @@ def test_the_decoder_reads_a_hand_written_buffer():
     assert spans[2].cell_line == 36 and spans[2].device_line == 48
     assert blocks == [BlockTime((0, 0, 0), 0, 3, 0.0, 400.0), BlockTime((1, 0, 0), 1, 7, 100.0, 300.0)]
     assert flows == [Flow(2, 5)]  # the issue of k=0 released the consumer's full wait of k=0
+
+
+def test_a_long_enough_block_is_read_at_the_clock_rate_its_own_timers_measured():
+    words, capacity = synthetic_words()
+    base = 8 + 4 * (4 + capacity)  # warp 4's header: it ended 20 us and 60000 cycles after the block began
+    words[base + 2:base + 4] = [1_020_000, BASE + 60000]
+    spans, _, _, _, notes = decode(words, sites=SITES, grid=(2, 1, 1), warps=8, capacity=capacity,
+                                   traced_blocks=(0,), clock_ghz=2.0)
+    assert [(s.start_ns, s.end_ns) for s in spans[:2]] == [(20 / 3, 100 / 3), (100 / 3, 140 / 3)]
+    assert any("3.0000 GHz" in n for n in notes)
 
 
 def test_the_summary_by_hand():
@@ -417,3 +428,37 @@ def test_the_phase_table_sums_each_phase():
     producer_waits = next(r for r in rows if r["role"] == "producer" and r["kind"] == "barrier_wait")
     assert (producer_waits["count"], producer_waits["total_ns"], producer_waits["mean_ns"]) == (2, 70.0, 35.0)
     assert producer_waits["cell_line"] == 35 and producer_waits["device_line"] == 47
+
+
+def test_a_phase_in_the_tab_links_to_its_anchored_device_line():
+    import dataclasses
+
+    from tilelab._links import device_anchor_lines
+    from tilelab.render import html as render
+    from tilelab.render.timeline import attach_timelines
+
+    report = tilelab.inspect(matmul(1024, 1024, 1024), "sm_90a")
+    n = min(device_anchor_lines(report))
+    sample = sample_timeline()
+    tl = dataclasses.replace(sample, spans=tuple(dataclasses.replace(s, device_line=n, cell_line=None)
+                                                 for s in sample.spans))
+    attach_timelines(report, [tl])
+    try:
+        page = render.render_html(report)
+    finally:
+        attach_timelines(report, [])
+    rid = render.report_id(report)
+    assert page.count(f'<a href="#{rid}-cuda-L{n}"><rect class="tlt-k-') == len(tl.spans)
+    assert f'id="{rid}-cuda-L{n}"' in page  # the CUDA tab has the anchor the phases link to
+
+
+def test_the_grid_strip_draws_every_block_on_its_sm_row():
+    from tilelab.render.timeline import GRID_ROW_H, grid_svg
+
+    tl = sample_timeline()
+    root = ET.fromstring(grid_svg(tl))
+    rects = list(root.iter("{http://www.w3.org/2000/svg}rect"))
+    assert [int(r.get("data-block")) for r in rects] == [0, 1]
+    assert [float(r.get("y")) for r in rects] == [14, 14 + GRID_ROW_H]  # SM 3 first row, SM 7 second
+    assert rects[0].get("class") == "tlt-k-tma_issue" and rects[1].get("class") == "tlt-k-kernel"  # traced vs not
+    assert float(rects[0].get("width")) == pytest.approx(2 * float(rects[1].get("width")))  # 400 ns vs 200 ns

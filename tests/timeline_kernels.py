@@ -57,21 +57,22 @@ def add(n=1 << 20, block=1024, threads=256):
 
 
 SPIN_SOURCE = r"""
-__device__ __forceinline__ void tl_test_spin_ns(unsigned long long ns) {
+__device__ __forceinline__ unsigned long long tl_test_spin_ns(unsigned long long ns) {
   unsigned long long t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  return t - t0;
 }
 """
 
 
 def spin(ns=20000, threads=128):
-    """One block whose threads spin ``ns`` nanoseconds on %globaltimer, then write 1.0 each."""
+    """One block whose threads spin ``ns`` nanoseconds on %globaltimer, then each writes the time it
+    spun as the timer saw it (ns)."""
     @T.prim_func
     def spin_kernel(A: T.Tensor((threads,), T.float32)):
         with T.Kernel(1, threads=threads) as bx:
             T.import_source(SPIN_SOURCE)
-            T.call_extern("handle", "tl_test_spin_ns", T.uint64(ns))
             tx = T.get_thread_binding()
-            A[tx] = T.float32(1.0) + T.Cast(T.float32, bx)
+            A[tx] = T.Cast(T.float32, T.call_extern("uint64", "tl_test_spin_ns", T.uint64(ns))) + T.Cast(T.float32, bx)
     return spin_kernel

@@ -2563,9 +2563,6 @@ def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, An
         with tl.transform.PassContext(opt_level=3, config=configs), context.target:
             _, device_mod, *_ = lower_to_host_device_ir(func, context)
             return device_codegen_without_compile(device_mod, context).inspect_source()
-# ============================================================================================
-# End of the timeline section
-# ============================================================================================
 
 
 def kernel_file(prim_func: Any) -> str | None:
@@ -2589,3 +2586,8 @@ def kernel_file(prim_func: Any) -> str | None:
 
     tvm.tirx.stmt_functor.post_order_visit(prim_func.body, visit)
     return found[0] if found else None
+
+
+# ============================================================================================
+# End of the timeline section
+# ============================================================================================

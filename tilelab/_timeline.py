@@ -78,8 +78,12 @@ def decode(words: Sequence[int], *, sites: Sequence[Site], grid: tuple[int, int,
         if not start_gt:
             continue
         coords = block_coords(b, grid)
-        for w in range(warps):
-            base = seg0 + (slot * warps + w) * seg_words
+        bases = [seg0 + (slot * warps + w) * seg_words for w in range(warps)]
+        ghz = _block_rate(words, bases, start_gt, start_clk) or clock_ghz
+        if ghz != clock_ghz:
+            notes.append(f"block {coords}: clock64 read at {ghz:.4f} GHz, the rate its own timers measured "
+                         f"during this launch")
+        for w, base in enumerate(bases):
             attempted, tag = int(words[base]), int(words[base + 1])
             if tag == 0:
                 continue  # this warp does not record (granularity) or did not finish
@@ -87,13 +91,28 @@ def decode(words: Sequence[int], *, sites: Sequence[Site], grid: tuple[int, int,
             if attempted > capacity:
                 dropped += attempted - capacity
             records = [int(x) for x in words[base + HEADER_WORDS:base + HEADER_WORDS + written]]
-            spans.extend(_warp_spans(records, by_id, coords, sm, w, start_gt - t0, start_clk, clock_ghz,
+            spans.extend(_warp_spans(records, by_id, coords, sm, w, start_gt - t0, start_clk, ghz,
                                      truncated=attempted > capacity))
     if dropped:
         notes.append(f"{dropped} marks did not fit the record buffer and were dropped: the spans of the warps "
                      "that dropped them stop early (a larger capacity= keeps them)")
     flows = link_flows(spans, by_id)
     return spans, blocks, flows, dropped, notes
+
+
+MIN_BASELINE_NS = 10_000.0  # shorter, and 32 ns timer steps would make the block's own rate worse than a calibration
+
+
+def _block_rate(words: Sequence[int], bases: Sequence[int], start_gt: int, start_clk: int) -> float | None:
+    """clock64 ticks per ns over the block's life: its start pair (globaltimer, clock64) and the
+    latest end pair of its recording warps; None when that baseline is under MIN_BASELINE_NS."""
+    ends = [(int(words[b + 2]), int(words[b + 3])) for b in bases if int(words[b + 1]) and int(words[b + 2])]
+    if not ends:
+        return None
+    end_gt, end_clk = max(ends)
+    if end_gt - start_gt < MIN_BASELINE_NS or end_clk <= start_clk:
+        return None
+    return (end_clk - start_clk) / (end_gt - start_gt)
 
 
 def _warp_spans(records: list[int], sites: dict[int, Site], block: tuple[int, int, int], sm: int, warp: int,

@@ -16,8 +16,10 @@ The record buffer (64-bit words):
 * a block table, ``blocks`` entries of 4 words, for every block of the grid:
   start ``%globaltimer`` (ns), end ``%globaltimer`` (the last warp's, by ``atomicMax``), ``%smid``,
   start ``clock64`` (the two clocks read together, by thread 0, to align blocks across SMs);
-* then for each traced block (``slot``) and warp: 2 header words (the number of marks the warp
-  tried to write, so drops are counted, and its warp index + 1) and ``capacity`` records.
+* then for each traced block (``slot``) and warp: 4 header words (the number of marks the warp
+  tried to write, so drops are counted; its warp index + 1; ``%globaltimer`` and ``clock64`` read
+  together at its end, which with the block's start pair give the SM clock during this launch)
+  and ``capacity`` records.
 
 Phases are recognised from TileLang 0.1.15's code shapes (mbarrier waits, the elected TMA-issue
 block, ``warpgroup_arrive`` .. ``warpgroup_wait``, ``cp.async`` issue and wait, ``__syncthreads``,
@@ -35,7 +37,7 @@ END = 0  # closes the open phase
 KERNEL_START = 1
 KERNEL_END = 2
 FIRST_SITE = 3
-HEADER_WORDS = 2
+HEADER_WORDS = 4
 BLOCK_WORDS = 4
 CLOCK_BITS = 48
 DEFAULT_CAPACITY = 1 << 14  # records per warp where a loop's trip count is not a constant
@@ -542,7 +544,8 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     finish = [
         "  // ---- tilelab timeline: kernel end ----",
         f"  TLT_MARK({KERNEL_END});",
-        "  if (tlt_seg != nullptr) { tlt_seg[-2] = tlt_n; tlt_seg[-1] = tlt_warp + 1u; }",
+        "  if (tlt_seg != nullptr) { tlt_seg[-4] = tlt_n; tlt_seg[-3] = tlt_warp + 1u; "
+        "tlt_seg[-1] = tlt_clock(); tlt_seg[-2] = tlt_globaltimer(); }",
         f"  if ((tlt_thread & 31u) == 0u && tlt_block < {blocks}u) "
         f"atomicMax(&tlt_base[tlt_block * {BLOCK_WORDS}u + 1u], tlt_globaltimer());",
         "  // ---- end of tilelab timeline end ----",

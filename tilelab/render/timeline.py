@@ -9,7 +9,7 @@ duration, the user's line and the device line. Every compiler or user string is 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 from .._timeline_model import KINDS, Timeline, TimelineSpan
 
@@ -63,8 +63,12 @@ def span_title(span: TimelineSpan, cell_file: str | None = None) -> str:
     return "\n".join(parts)
 
 
-def timeline_svg(tl: Timeline) -> str:
-    """The Gantt chart: one lane per traced block x warp group, time from the first traced start."""
+Links = Callable[[TimelineSpan], "str | None"]
+
+
+def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
+    """The Gantt chart: one lane per traced block x warp group, time from the first traced start.
+    ``links`` gives a phase's link target on the page (an anchor), or None."""
     lanes = tl.lanes()
     if not tl.spans:
         return '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="20"><text class="tlt-text" x="4" y="14">' \
@@ -94,8 +98,10 @@ def timeline_svg(tl: Timeline) -> str:
         w = max(s.duration_ns * scale, 0.5)
         top = rows[(s.block, s.warp)]
         kind = s.kind if s.kind in KIND_STYLE else "kernel"
-        out.append(f'<rect class="tlt-k-{kind}" data-span="{index[id(s)]}" x="{x:.2f}" y="{top + 1:.1f}" '
-                   f'width="{w:.2f}" height="{ROW_H - 2}"><title>{esc(span_title(s, tl.cell_file))}</title></rect>')
+        rect = (f'<rect class="tlt-k-{kind}" data-span="{index[id(s)]}" x="{x:.2f}" y="{top + 1:.1f}" '
+                f'width="{w:.2f}" height="{ROW_H - 2}"><title>{esc(span_title(s, tl.cell_file))}</title></rect>')
+        target = links(s) if links is not None else None
+        out.append(f'<a href="{esc(target)}">{rect}</a>' if target else rect)
     for f in tl.flows:
         a, b = tl.spans[f.source], tl.spans[f.target]
         xa, xb = LABEL_W + (a.start_ns - t0) * scale, LABEL_W + (b.end_ns - t0) * scale
@@ -111,6 +117,32 @@ def timeline_svg(tl: Timeline) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-chart" width="{LABEL_W + CHART_W + 4}" '
             f'height="{height:.0f}" viewBox="0 0 {LABEL_W + CHART_W + 4} {height:.0f}" role="img" '
             f'aria-label="timeline of {esc(tl.kernel)}"><style>{CSS}</style>{"".join(out)}</svg>')
+
+
+GRID_ROW_H = 3
+
+
+def grid_svg(tl: Timeline) -> str:
+    """Every block of the grid on its SM (a row per SM, time across): start skew and the tail."""
+    if not tl.blocks:
+        return ""
+    sms = sorted({b.sm for b in tl.blocks})
+    row = {sm: n for n, sm in enumerate(sms)}
+    t1 = max(b.end_ns for b in tl.blocks)
+    scale = CHART_W / max(t1, 1.0)
+    traced = set(tl.traced_blocks)
+    out = []
+    for b in tl.blocks:
+        cls = "tlt-k-tma_issue" if b.block in traced else "tlt-k-kernel"
+        out.append(f'<rect class="{cls}" data-block="{b.index}" x="{LABEL_W + b.start_ns * scale:.2f}" '
+                   f'y="{14 + row[b.sm] * GRID_ROW_H}" width="{max((b.end_ns - b.start_ns) * scale, 0.5):.2f}" '
+                   f'height="{GRID_ROW_H - 0.5}"><title>{esc(f"block {b.block} on SM {b.sm}: {_ns(b.start_ns)} to {_ns(b.end_ns)}")}'
+                   "</title></rect>")
+    height = 16 + len(sms) * GRID_ROW_H
+    label = f"grid: {len(tl.blocks)} blocks on {len(sms)} SMs (traced blocks in colour), 0 to {_ns(t1)}"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-grid" width="{LABEL_W + CHART_W + 4}" '
+            f'height="{height}" role="img" aria-label="{esc(label)}"><style>{CSS}</style>'
+            f'<text class="tlt-text" x="2" y="11">{esc(label)}</text>{"".join(out)}</svg>')
 
 
 def legend_html(tl: Timeline) -> str:
@@ -167,12 +199,13 @@ def phases_html(tl: Timeline, limit: int = 12) -> str:
             f"<th>your line</th><th>device line</th></tr>{rows}</table>")
 
 
-def timeline_html(tl: Timeline) -> str:
-    """Chart, legend and summary, as a standalone fragment (the record's notebook display)."""
+def timeline_html(tl: Timeline, links: Links | None = None) -> str:
+    """Chart, legend and summary, as a standalone fragment (the record's notebook display);
+    ``links`` as :func:`timeline_svg` takes them (the inspector's tab links phases to its lines)."""
     head = (f'<div class="tl-head">{esc(tl.kernel)} <span class="tl-muted">timeline on {esc(tl.device)}, '
             f'{esc(tl.backend)}, grid {esc(tl.grid)}</span></div>')
-    return (f'<div class="tilelab-report tlt">{head}<div style="overflow-x:auto">{timeline_svg(tl)}</div>'
-            f"{legend_html(tl)}{summary_html(tl)}</div>")
+    return (f'<div class="tilelab-report tlt">{head}<div style="overflow-x:auto">{timeline_svg(tl, links)}</div>'
+            f'{legend_html(tl)}{summary_html(tl)}<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
 
 
 # ------------------------------------------------------------------------------------------
@@ -238,7 +271,7 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
                           "clock_ghz": tl.clock_ghz}}
 
 
-__all__ = ["KIND_STYLE", "attach_timelines", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
+__all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
            "span_title", "summary_html", "timeline_html", "timeline_section", "timeline_svg"]
 
 
@@ -273,14 +306,35 @@ def has_timeline(report: Any) -> bool:
     return report_id(report) in _ATTACHED
 
 
-def timeline_section(report: Any) -> str:
+def timeline_section(report: Any, page: Any) -> str:
     from .html import report_id
 
     shown = _ATTACHED.get(report_id(report), ())
     if not shown:
         return ('<p class="tl-muted">No timeline for this kernel: <code>%%tilelang --timeline</code> (or '
                 "<code>tilelab.timeline(kernel, ...)</code>) runs it once instrumented.</p>")
-    return "".join(timeline_html(t) for t in shown)
+    links = page_links(report, page)
+    return ('<p class="tl-muted">a click on a phase goes to its line in the Cell or CUDA tab, where that line '
+            "is shown</p>" + "".join(timeline_html(t, links) for t in shown))
+
+
+def page_links(report: Any, page: Any) -> Links:
+    """A phase's anchor on the inspector page: its cell line in the Cell tab, else its device line
+    in the CUDA tab, only where that line carries an anchor on this page."""
+    from .._links import device_anchor_lines
+    from .html import _back_marks
+
+    cell = set(_back_marks(report, page)[1]) if page.has("cell") and page.source else set()
+    device = (device_anchor_lines(report) | set(page.cuda_anchors)) if page.has("cuda") else set()
+
+    def link(span: TimelineSpan) -> str | None:
+        if span.cell_line in cell:
+            return f"#{page.rid}-cell-L{span.cell_line}"
+        if span.device_line in device:
+            return f"#{page.rid}-cuda-L{span.device_line}"
+        return None
+
+    return link
 
 
 def _register() -> None:
