@@ -153,6 +153,9 @@ def test_a_kernel_tilelang_cannot_lower_names_tilelangs_check(corpus_rows):
     assert row.verdict == _corpus.CANNOT_LOWER and row.lower_s is None and row.inspect_s is None
     assert row.reason == ("Check failed: undefined.size() == 0 (1 vs. 0) : In PrimFunc fill_n variables (n,) "
                           "are used, but are not passed in as API arguments")
+    # the doctor's diagnosis: the cause, the pass and the script line that uses the unbound size
+    assert (row.cause, row.pass_name) == ("unbound-symbol", "tl.MakePackedAPI"), row
+    assert row.line == "11: A[bx * block + i] = T.cast(n, T.float32)", row
 
 
 def test_scripts_without_kernels_say_why(corpus_rows):

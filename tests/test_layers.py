@@ -23,7 +23,8 @@ ADAPTER = "tilelab._adapter"
 # language kernels are written in.
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
-FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display"}
+FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display",
+         "tilelab._doctor"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch.models",
            "tilelab.launch._telemetry"}
 

@@ -273,7 +273,11 @@ else:
         assert lines[0].startswith("LoweringError: TileLang lowering failed: ") and "warp" in lines[0]
         assert lines[1].strip() == "cell line 14: T.gemm(A_shared, B_shared, C_local)"
         assert ("%%tilelang\n" + BAD_CELL).split("\n")[13].strip() == "T.gemm(A_shared, B_shared, C_local)"
-        assert len(lines) <= 4
+        # the doctor's diagnosis: the pass, the tile op, the cause and what to change
+        assert lines[2].strip() == "failed in pass tl.LayoutInference, at T.gemm"
+        assert lines[3].strip().startswith("cause: the block's warps cannot tile the GEMM")
+        assert lines[4].strip().startswith("what to change: ")
+        assert len(lines) <= 6
         folded = shown[-1]["data"]["text/html"]
         assert "<details><summary" in folded and "Full TileLang trace" in folded
         assert "Traceback" in folded or "File " in folded
@@ -476,8 +480,10 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert type(err).__name__ == "LoweringError", err
         assert ip.user_ns["keep_me"] == "before" and "bad_copy" not in ip.user_ns
         lines = err._render_traceback_()
-        assert len(lines) <= 4
+        assert len(lines) <= 6
         assert lines[0].startswith("LoweringError: ") and "copy() takes 2 positional arguments" in lines[0]
+        assert lines[2].strip() == "failed in building the kernel from its Python source, at T.copy"
+        assert lines[3].strip().startswith("cause: a tile operation called with the wrong arguments: T.copy")
         cell_lines = ("%%tilelang\nkeep_me = 'after'\n" + ELAB_CELL).split("\n")
         number = next(n for n, text in enumerate(cell_lines, 1) if "T.copy(S, B, 1, 2, 3, 4)" in text)
         assert lines[1].strip() == f"cell line {number}: T.copy(S, B, 1, 2, 3, 4)"

@@ -52,6 +52,7 @@ _LAZY = {
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._adapter", "has_gpu"),
     "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
+    "CacheWriteWarning": ("._cache", "CacheWriteWarning"),
     "profile": (".launch._profile", "profile"),
 }
 
@@ -78,6 +79,7 @@ __all__ = [
     "Argument",
     "BenchOptions",
     "CacheEntryWarning",
+    "CacheWriteWarning",
     "DeviceKernel",
     "Inspector",
     "KernelFactoryError",

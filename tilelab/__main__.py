@@ -178,7 +178,7 @@ def _corpus_command(args: argparse.Namespace) -> int:
             print(f"  {rows[0].script}: " + ", ".join(r.verdict for r in rows), file=sys.stderr, flush=True)
 
     rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress,
-                              repeat=args.repeat, only=args.only)
+                              repeat=args.repeat, only=args.only, lower_only=args.lower_only)
     print(_corpus.render_table(rows))
     if json_path:
         import json
@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="time each kernel in N interleaved rounds of lowering and inspect; the ratio is "
                         "their median, with its range (default 1)")
+    c.add_argument("--lower-only", action="store_true",
+                   help="only TileLang's lowering of each kernel, and the diagnosis of each failure (no inspect, no "
+                        "checks): the quick way to find and explain the kernels TileLang cannot lower")
     c.add_argument("--only", action="append", default=[], metavar="GLOB",
                    help="only the scripts whose path relative to DIR matches (repeatable), e.g. 'gemm/*.py'")
     c.add_argument("--json", metavar="PATH", help="also write the rows as JSON")

@@ -623,14 +623,110 @@ def _raised_in_user_code(err: BaseException) -> bool:
     return bool(frames) and _is_user_file(frames[-1].filename or "")
 
 
-def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering") -> LoweringError:
+def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering", *, func: Any = None,
+                    pass_name: str | None = None, target_family: str | None = None) -> LoweringError:
     trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     summary, pointer = explain_error(err)
     kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
-    return LoweringError(
+    error = LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,
     )
+    return diagnosed(error, func=func, pass_name=pass_name or ("elaboration" if stage == "elaboration" else None),
+                     target_family=target_family)
+
+
+def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None = None,
+              target_family: str | None = None) -> LoweringError:
+    """Give ``error`` tilelab's diagnosis (:func:`tilelab._doctor.diagnose`), with what the kernel
+    ``func`` tells (its buffers' names, its source lines to place a tile op TileLang named no line
+    for) and the ``pass_name`` a pass instrument saw fail. Keeps what an earlier diagnosis knew."""
+    from . import _doctor
+
+    previous = error.diagnosis
+    buffers: tuple[str, ...] = tuple(getattr(previous, "buffers", ()) or ())
+    source_file, source_lines = "", []
+    if func is not None:
+        names, source_file, source_lines = _kernel_context(func)
+        buffers = tuple(names) or buffers
+    message = error.summary.split(" failed: ", 1)[-1]
+    if error.kernel_line is not None and error.kernel_line[0] == "<string>":
+        error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
+    try:
+        diagnosis = _doctor.diagnose(
+            message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),
+            target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines)
+    except Exception:  # the diagnosis never hides the failure it explains
+        return error
+    if error.kernel_line is None and diagnosis.line is not None and source_file:
+        error.kernel_line = (source_file, diagnosis.line[1], diagnosis.line[2])
+        diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
+    error.diagnosis = diagnosis
+    return error
+
+
+def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
+    """A prim_func's buffer names (arguments, then allocations), its source file and its
+    numbered source lines (from the def line to the end of its body), where the builder kept them."""
+    import linecache
+
+    names: list[str] = []
+    try:
+        names = [b.name for b in func.buffer_map.values()]
+        tvm = tilelang().tvm
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tvm.tirx.SBlock):
+                names.extend(b.name for b in node.alloc_buffers)
+
+        tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    except Exception:  # a kernel the helpers cannot walk: the names found so far
+        pass
+    filename, lines = "", []
+    try:
+        span = func.span
+        filename = str(span.source_name.name) if span is not None else ""
+        start = int(span.line) if span is not None else 0
+    except Exception:
+        filename, start = "", 0
+    if filename and start > 0:
+        first = linecache.getline(filename, start)
+        indent = len(first) - len(first.lstrip())
+        number = start
+        while True:
+            text = linecache.getline(filename, number)
+            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent):
+                break
+            lines.append((number, text.rstrip("\n")))
+            number += 1
+    return names, filename, lines
+
+
+class _PassTracker:
+    """Pass instrument knowing which passes are running: after an exception, the innermost one
+    that never finished is the pass that failed."""
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+
+    def build(self):
+        tvm = tilelang().tvm
+        outer = self
+
+        @tvm.instrument.pass_instrument
+        class Track:
+            def run_before_pass(self, mod, info):
+                outer.running.append(str(info.name))
+
+            def run_after_pass(self, mod, info):
+                if outer.running and outer.running[-1] == str(info.name):
+                    outer.running.pop()
+
+        return Track()
+
+    @property
+    def failing(self) -> str | None:
+        return self.running[-1] if self.running else None
 
 
 class _CaptureLayouts:
@@ -674,6 +770,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     func = source.prim_func
     name = source.name
     capture = _CaptureLayouts()
+    tracker = _PassTracker()
     # The execution backend only decides host codegen; lowering is the same for each of a family's.
     lowering_backend = "tvm_ffi" if target.family in ("cuda", "hip", "metal") else "cython"
     try:
@@ -687,13 +784,16 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
                 prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
                     func, out_idx,
                     supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs)
-            with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[capture.build()]), context.target:
+            with tl.transform.PassContext(opt_level=3, config=pass_configs,
+                                          instruments=[capture.build(), tracker.build()]), context.target:
                 host_mod, device_mod, _, _, _ = lower_to_host_device_ir(prepared, context)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
     except LoweringError as err:
+        diagnosed(err, func=func, pass_name=tracker.failing, target_family=target.family)
         raise _for_target(err, target) from err
     except Exception as err:
-        raise _for_target(_lowering_error(err, name), target) from err
+        raise _for_target(_lowering_error(err, name, func=func, pass_name=tracker.failing,
+                                          target_family=target.family), target) from err
 
     with _host_printed_once(host_mod):
         return _launchers(func, target, context, backends, pass_configs, host_mod, device_mod, device_source,
@@ -849,7 +949,16 @@ _TARGET_OPERATIONS = (
 
 
 def _for_target(err: LoweringError, target: Any) -> LoweringError:
-    """Say which target could not be lowered and, when TileLang's message names it, which operation."""
+    """Say which target could not be lowered and, when TileLang's message names it, which operation;
+    the diagnosis follows the new sentence (a cause that belongs to the target comes first)."""
+    said = _said_for_target(err, target)
+    if said is not err:
+        said.diagnosis = err.diagnosis
+        diagnosed(said, pass_name=err.pass_name, target_family=target.family)
+    return said
+
+
+def _said_for_target(err: LoweringError, target: Any) -> LoweringError:
     if target.family == "cuda":
         return err
     text = f"{err.summary}\n{err.trace}"
@@ -2035,15 +2144,16 @@ def tilelang_lower(func: Any, arch: str, *, out_idx: list[int] | None, pass_conf
     from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
 
     name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+    tracker = _PassTracker()
     try:
         with tilelang_errors(name, stage="lowering"):
             context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
             prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
                 func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
             )
-            with tl.transform.PassContext(opt_level=3, config=pass_configs), context.target:
+            with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[tracker.build()]), context.target:
                 lower_with_context(prepared, context, enable_host_codegen=True, enable_device_compile=False)
-    except LoweringError:
-        raise
+    except LoweringError as err:
+        raise diagnosed(err, func=func, pass_name=tracker.failing, target_family="cuda")
     except Exception as err:
-        raise _lowering_error(err, name) from err
+        raise _lowering_error(err, name, func=func, pass_name=tracker.failing, target_family="cuda") from err

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -41,6 +42,11 @@ ENGINE_SOURCES = ("_adapter.py", "_cache.py", "_inspect.py", "_model.py", "_tma_
 
 class CacheEntryWarning(UserWarning):
     """A cache entry was discarded (unreadable, or made for another kernel, target or version)."""
+
+
+class CacheWriteWarning(UserWarning):
+    """A report could not be written to the cache (a full disk, a read-only folder): it is kept in
+    memory for this process only, and the warning says why."""
 
 
 # Reports kept in memory: a GEMM's is about a megabyte, a 50-buffer kernel's tens of them.
@@ -236,13 +242,24 @@ def write(key: str, material: dict[str, Any], report: KernelReport) -> None:
     directory = cache_dir()
     data = json.dumps({"format": ENTRY_FORMAT, "material": material, "report": report.to_dict()}).encode()
     digest: str | None = _digest(data)
+    # The entry appears whole or not at all: written to a file of this process and thread, then
+    # renamed over the entry (atomic on POSIX and Windows), so a reader in another process never
+    # sees a half-written entry, and a write killed half-way leaves only its temporary file.
+    tmp = directory / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{key}.{os.getpid()}.tmp"
         tmp.write_bytes(data)
         tmp.replace(_entry_path(key))
-    except OSError:
-        digest = None  # a read-only home must not break inspection: the report lives in memory only
+    except OSError as err:
+        # A full disk or a read-only home must not break inspection: the report lives in memory only.
+        digest = None
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        warnings.warn(f"tilelab: the report of {report.name} for {report.target} was not cached in {directory} "
+                      f"({err.strerror or err}); it is kept in memory for this session only",
+                      CacheWriteWarning, stacklevel=3)
     _MEMORY.put((str(directory), key), (digest, report), material)
 
 

@@ -272,7 +272,8 @@ def kernel_line(err: LoweringError, source: CellSource) -> tuple[int, str] | Non
     start = next((n for n, text in enumerate(lines) if pattern.match(text)), None)
     if start is None:
         return None
-    for op in re.findall(r"\bT\.(\w+)", err.summary):
+    named = [err.tile_op.split(".", 1)[1]] if err.tile_op else []
+    for op in named + re.findall(r"\bT\.(\w+)", err.summary):
         call = re.compile(rf"\bT\.{re.escape(op)}\s*\(")
         for number in range(start + 1, len(lines)):
             if call.search(lines[number]):
@@ -288,6 +289,7 @@ def lowering_lines(err: LoweringError, source: CellSource) -> list[str]:
         lines.append(f"  cell line {where[0]}: {where[1].strip()}")
     elif err.kernel_line:
         lines.append(f"  {err.kernel_line[0]}:{err.kernel_line[1]}: {err.kernel_line[2].strip()}")
+    lines.extend(f"  {line}" for line in err.diagnosis_lines())
     lines.append("  (the full TileLang trace is folded above)")
     return lines
 

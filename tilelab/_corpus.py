@@ -44,10 +44,11 @@ OK = "ok"
 MISMATCH = "mismatch"
 INSPECT_ERROR = "inspect error"
 CANNOT_LOWER = "TileLang cannot lower"
+LOWERED = "lowered"  # --lower-only: TileLang lowered it; not inspected or checked
 NO_KERNEL = "no kernel"  # a script-level row: the script built no kernel (with the reason)
 SKIPPED = "skipped"
 TIMED_OUT = "timed out"  # TileLang's own lowering did not finish within the script's budget
-KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT)
+KERNEL_VERDICTS = (OK, MISMATCH, INSPECT_ERROR, CANNOT_LOWER, TIMED_OUT, LOWERED)
 
 DEFAULT_ARCH = "sm_90a"
 # Directory-name hints for scripts that leave the target to the local GPU ("auto").
@@ -72,6 +73,16 @@ class CorpusRow:
     # lower, inspect, ...), so a burst of load on a shared machine slows both sides of a round.
     lower_runs: tuple[float, ...] = ()
     inspect_runs: tuple[float, ...] = ()
+    # A kernel TileLang cannot lower: tilelab's diagnosis (tilelab._doctor): the catalogue's cause
+    # ("" when the failure is not in it), the pass that failed, and the script line ("N: text").
+    cause: str = ""
+    pass_name: str = ""
+    line: str = ""
+
+    @property
+    def explained(self) -> bool:
+        """A compile failure whose message names the pass, the kernel line and a known cause."""
+        return bool(self.cause and self.pass_name and self.line)
 
     @property
     def round_ratios(self) -> tuple[float, ...]:
@@ -101,6 +112,7 @@ class CorpusRow:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
         fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
+        fields.update({k: d.get(k) or "" for k in ("cause", "pass_name", "line")})
         return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()))
 
 
@@ -589,9 +601,11 @@ def _short(err: BaseException) -> str:
 
 
 class _Worker:
-    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1) -> None:
+    def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1,
+                 lower_only: bool = False) -> None:
         self.script, self.out, self.default_arch, self.grace_s = script, out, default_arch, grace_s
         self.repeat = max(1, repeat)
+        self.lower_only = lower_only
         self.seen: dict[str, StandInKernel] = {}
         self.warm = False
         self.captured = 0
@@ -648,12 +662,18 @@ class _Worker:
         try:
             first_lower = lower_once()
         except LoweringError as err:
-            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err)})
+            line = err.kernel_line
+            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err), "cause": err.cause or "",
+                       "pass_name": err.pass_name or "",
+                       "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else ""})
             return stand_in
         except Exception as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
             return stand_in
 
+        if self.lower_only:
+            self.emit({**row, "verdict": LOWERED, "lower_s": first_lower})
+            return stand_in
         self.emit({"progress": "inspecting", **row, "lower_s": first_lower})
         lowers: list[float] = []
         inspects: list[float] = []
@@ -721,7 +741,8 @@ class _Worker:
 def _worker_main(argv: list[str]) -> int:
     script, out, arch, grace = Path(argv[0]).resolve(), Path(argv[1]).resolve(), argv[2], float(argv[3])
     repeat = int(argv[4]) if len(argv) > 4 else 1
-    _Worker(script, out, arch, grace, repeat).run()
+    lower_only = len(argv) > 5 and argv[5] == "lower-only"
+    _Worker(script, out, arch, grace, repeat, lower_only).run()
     return 0
 
 
@@ -798,9 +819,10 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
 
 
 def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
-               grace_s: float = 5.0, repeat: int = 1) -> list[CorpusRow]:
+               grace_s: float = 5.0, repeat: int = 1, lower_only: bool = False) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows. ``repeat``: rounds of interleaved
-    lowering and inspect per kernel, whose medians the row reports."""
+    lowering and inspect per kernel, whose medians the row reports; ``lower_only``: only TileLang's
+    lowering (and the diagnosis of a failure), no inspection."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     try:
         text = script.read_text(errors="replace")
@@ -822,7 +844,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)]
+        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)] + (["lower-only"] if lower_only else [])
         timed_out, rc, stderr = False, None, ""
         try:
             proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -835,7 +857,7 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
                grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None,
-               repeat: int = 1, only: Sequence[str] = ()) -> list[CorpusRow]:
+               repeat: int = 1, only: Sequence[str] = (), lower_only: bool = False) -> list[CorpusRow]:
     """Every script under ``directory`` (or those whose path relative to it matches one of the
     ``only`` glob patterns), ``jobs`` at a time; rows in script order. Each kernel is lowered and
     inspected in ``repeat`` interleaved rounds."""
@@ -847,7 +869,8 @@ def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH
     scripts = select_scripts(root, only)
     results: dict[Path, list[CorpusRow]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat): s
+        futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat,
+                               lower_only=lower_only): s
                    for s in scripts}
         for future in concurrent.futures.as_completed(futures):
             rows = future.result()
@@ -875,13 +898,21 @@ def over_target(rows: list[CorpusRow], limit: float = 3.0) -> list[CorpusRow]:
     return [r for r in rows if r.ratio is not None and r.ratio > limit]
 
 
+def _reason(row: CorpusRow) -> str:
+    """The reason column; a compile failure adds its diagnosis: [cause] reason (pass, line N)."""
+    if row.verdict != CANNOT_LOWER or not (row.cause or row.pass_name or row.line):
+        return row.reason
+    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}" if row.line else "") if x)
+    return f"[{row.cause or 'unknown cause'}] {row.reason}" + (f" ({where})" if where else "")
+
+
 def render_table(rows: list[CorpusRow]) -> str:
     """The table: one line per kernel, then the totals and the worst inspect/lower ratio."""
     header = ("script", "kernel", "target", "verdict", "lower s", "inspect s", "ratio", "reason")
     body = [(r.script, r.kernel, r.target, r.verdict,
              f"{r.lower_s:.2f}" if r.lower_s is not None else "-",
              f"{r.inspect_s:.2f}" if r.inspect_s is not None else "-",
-             format_ratio(r), r.reason) for r in rows]
+             format_ratio(r), _reason(r)) for r in rows]
     widths = [max(len(h), *(len(str(b[i])) for b in body)) if body else len(h) for i, h in enumerate(header[:-1])]
     widths = [min(w, 60) for w in widths]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1]]
@@ -893,6 +924,12 @@ def render_table(rows: list[CorpusRow]) -> str:
     lines.append("total: " + ", ".join(f"{v} {n}" for v, n in t.items()) + f" ({len(rows)} rows)")
     if lowered:
         lines.append(f"consistent: {t[OK]}/{lowered} kernels that TileLang lowers ({100 * t[OK] / lowered:.1f}%)")
+    failed = [r for r in rows if r.verdict == CANNOT_LOWER]
+    if failed:
+        explained = sum(r.explained for r in failed)
+        lines.append(f"explained: {explained}/{len(failed)} compile failures name the pass, the line and a known cause "
+                     f"({100 * explained / len(failed):.1f}%); with a known cause: {sum(bool(r.cause) for r in failed)}, "
+                     f"the pass: {sum(bool(r.pass_name) for r in failed)}, the line: {sum(bool(r.line) for r in failed)}")
     ratios = [r for r in rows if r.ratio is not None]
     if ratios:
         worst = max(ratios, key=lambda r: r.ratio or 0)

@@ -20,16 +20,42 @@ class LoweringError(TilelabError):
 
     ``summary`` is the one-line explanation, ``kernel_line`` the (filename, lineno, text) of the
     user's kernel line the failure points at when it can be found, ``trace`` the full TileLang
-    output (to be folded away in displays).
+    output (to be folded away in displays). ``diagnosis`` is what tilelab's catalogue of known
+    compile failures makes of it (:class:`tilelab._doctor.Diagnosis`): ``cause`` (the catalogue id,
+    None when the failure is not in it), ``advice`` (what to change), ``pass_name`` (TileLang's
+    pass that failed, or ``"elaboration"``) and ``tile_op`` read through from it.
     """
 
     def __init__(self, summary: str, *, kernel: str | None = None,
-                 kernel_line: tuple[str, int, str] | None = None, trace: str = "") -> None:
+                 kernel_line: tuple[str, int, str] | None = None, trace: str = "",
+                 diagnosis: object | None = None) -> None:
         super().__init__(summary)
         self.summary = summary
         self.kernel = kernel
         self.kernel_line = kernel_line
         self.trace = trace
+        self.diagnosis = diagnosis
+
+    @property
+    def cause(self) -> str | None:
+        return getattr(self.diagnosis, "cause", None)
+
+    @property
+    def advice(self) -> str:
+        return getattr(self.diagnosis, "advice", "")
+
+    @property
+    def pass_name(self) -> str | None:
+        return getattr(self.diagnosis, "pass_name", None)
+
+    @property
+    def tile_op(self) -> str | None:
+        return getattr(self.diagnosis, "tile_op", None)
+
+    def diagnosis_lines(self) -> list[str]:
+        """The diagnosis as short lines (the pass, the tile op, the cause and what to change)."""
+        lines = getattr(self.diagnosis, "lines", None)
+        return list(lines()) if callable(lines) else []
 
     def __str__(self) -> str:
         where = ""
@@ -37,7 +63,8 @@ class LoweringError(TilelabError):
             filename, lineno, text = self.kernel_line
             where = f"\n  at {filename}:{lineno}: {text.strip()}"
         name = f"{self.kernel}: " if self.kernel else ""
-        return f"{name}{self.summary}{where}"
+        more = "".join(f"\n  {line}" for line in self.diagnosis_lines())
+        return f"{name}{self.summary}{where}{more}"
 
 
 class OptionError(TilelabError, ValueError):

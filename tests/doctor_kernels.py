@@ -1,0 +1,235 @@
+"""Small kernels of ours that TileLang 0.1.15 cannot lower, one for each known cause in
+tilelab's catalogue (``tilelab._doctor``). ``KERNELS`` maps a cause id to (factory, target, the pass
+that fails). The line each failure belongs to carries the comment ``# <- <cause id>``: the tests
+read the expected kernel line from this file's text, not from tilelab."""
+
+import tilelang.language as T
+
+
+def gemm(M=256, N=256, K=256, bM=128, bN=128, bK=32, threads=128, a_dtype=T.float16, b_dtype=T.float16,
+         acc=T.float32):
+    @T.prim_func
+    def k(A: T.Tensor((M, K), a_dtype), B: T.Tensor((K, N), b_dtype), C: T.Tensor((M, N), acc)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), a_dtype)
+            B_s = T.alloc_shared((bK, bN), b_dtype)
+            C_l = T.alloc_fragment((bM, bN), acc)  # <- gpu-only-on-cpu
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(B[ko * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l)  # <- mixed-dtype-gemm no-warp-partition
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    return k
+
+
+def accumulator_in_shared(M=256, N=256, K=256):
+    @T.prim_func
+    def k(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_s = T.alloc_shared((128, 128), T.float32)
+            T.clear(C_s)
+            for ko in T.Pipelined(K // 32, num_stages=2):
+                T.copy(A[by * 128, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_s)  # <- accumulator-not-fragment
+            T.copy(C_s, C[by * 128, bx * 128])
+
+    return k
+
+
+def mixed_dtypes():
+    return gemm(b_dtype=T.float32)
+
+
+def int4_through_tma():
+    return gemm(a_dtype=T.int4, b_dtype=T.int4, acc=T.int32)
+
+
+def three_warps():
+    return gemm(threads=96)
+
+
+def copy_shapes_differ(M=256, N=256):
+    @T.prim_func
+    def k(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            tile = T.alloc_shared((64, 32), T.float16)
+            frag = T.alloc_fragment((64, 64), T.float16)
+            T.copy(A[by * 64, bx * 64], tile)
+            T.copy(tile, frag)  # <- copy-shape-mismatch
+            T.copy(frag, B[by * 64, bx * 64])
+
+    return k
+
+
+def float_extent():
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((256 / 2,), T.float32)
+            T.copy(A, tile)  # <- non-integer-shape
+            T.copy(tile, B)
+
+    return k
+
+
+def fragment_of_runtime_size():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            frag = T.alloc_fragment((n,), T.float32)  # <- symbolic-fragment
+            T.copy(A, frag)
+            T.copy(frag, B)
+
+    return k
+
+
+def reduce_keeps_dim():
+    @T.prim_func
+    def k(A: T.Tensor((128, 128), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            frag = T.alloc_fragment((128, 128), T.float32)
+            row = T.alloc_fragment((128, 2), T.float32)
+            T.copy(A, frag)
+            T.reduce_sum(frag, row, dim=1)  # <- reduce-output-shape
+            T.copy(row[:, 0], B)
+
+    return k
+
+
+def one_index_for_two_dims():
+    @T.prim_func
+    def k(A: T.Tensor((128, 128), T.float32), B: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(128, 128):
+                B[i, j] = A[i]  # <- index-rank
+
+    return k
+
+
+def halving_layout():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((64, 64), T.float16)
+            T.annotate_layout({tile: T.Layout((64, 64), lambda i, j: [i // 2, j])})  # <- layout-not-injective
+            T.copy(A, tile)
+            T.copy(tile, B)
+
+    return k
+
+
+def row_max_indexed_by_column():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            scores = T.alloc_fragment((128, 128), T.float32)
+            row_max = T.alloc_fragment((128,), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(scores)
+            T.gemm(a, b, scores)
+            T.reduce_max(scores, row_max, dim=1)
+            for i, j in T.Parallel(128, 128):  # <- layout-conflict
+                scores[i, j] = scores[i, j] - row_max[j]
+            T.copy(scores, C)
+
+    return k
+
+
+def grid_from_unbound_size():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:  # <- unbound-symbol
+            for i in T.Parallel(128):
+                B[i] = A[i]
+
+    return k
+
+
+def loop_outside_kernel():
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        for i in T.Parallel(128):
+            B[i] = A[i]  # <- outside-kernel
+
+    return k
+
+
+def fill_with_text():
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            frag = T.alloc_fragment((128,), T.float32)
+            T.fill(frag, "0")
+            T.copy(frag, A)
+
+    return k
+
+
+def intrinsic_by_name():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), T.float16), C: T.Tensor((16, 16), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            T.call_intrin("handle", "tl.tvm_mfma", 0)  # <- string-intrinsic
+
+    return k
+
+
+def typo_in_body(M=256):
+    @T.prim_func
+    def k(A: T.Tensor((M,), T.float32), B: T.Tensor((M,), T.float32)):
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * scael  # noqa: F821  # <- python-name
+
+    return k
+
+
+def copy_with_extra_arguments():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((128, 64), T.float16)
+            T.copy(A, tile)
+            T.copy(tile, B, 1, 2, 3, 4)  # <- wrong-arguments
+
+    return k
+
+
+def fragments_on_the_cpu():
+    return gemm(M=128, N=128, K=64)
+
+
+# cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
+# copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
+# inspect: tests build it as the magic runs a cell.
+KERNELS = {
+    "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
+    "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
+    "int4-tma-copy": (int4_through_tma, "sm_90a", "tl.LowerTileOp"),
+    "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
+    "copy-shape-mismatch": (copy_shapes_differ, "sm_90a", "elaboration"),
+    "non-integer-shape": (float_extent, "sm_90a", "elaboration"),
+    "symbolic-fragment": (fragment_of_runtime_size, "sm_90a", "tl.LayoutInference"),
+    "reduce-output-shape": (reduce_keeps_dim, "sm_90a", "elaboration"),
+    "index-rank": (one_index_for_two_dims, "sm_90a", "elaboration"),
+    "layout-not-injective": (halving_layout, "sm_90a", "tl.LayoutInference"),
+    "layout-conflict": (row_max_indexed_by_column, "sm_90a", "tl.LayoutInference"),
+    "unbound-symbol": (grid_from_unbound_size, "sm_90a", "tl.MakePackedAPI"),
+    "outside-kernel": (loop_outside_kernel, "sm_90a", "tirx.VerifyMemory"),
+    "handle-as-value": (fill_with_text, "sm_90a", "tl.Simplify"),
+    "string-intrinsic": (intrinsic_by_name, "sm_90a", "elaboration"),
+    "python-name": (typo_in_body, "sm_90a", "elaboration"),
+    "gpu-only-on-cpu": (fragments_on_the_cpu, "c", "tl.LayoutInference"),
+}

@@ -1,0 +1,436 @@
+"""Why TileLang could not lower a kernel, in tile-program terms: a catalogue of known causes.
+
+TileLang's compile failures are C++ checks and Python asserts deep in its passes ("local_buf must be
+a fragment", "Check failed: (0) is false: int4"). :func:`diagnose` reads the sentence TVM gives,
+the trace and the pass that was running, and returns a :class:`Diagnosis`: the pass, the tile op
+and buffers involved, the kernel line when it can be placed, and, for a failure in the catalogue,
+what it means and what to change. A failure not in the catalogue still gets the pass, the line
+and TVM's sentence, and says so.
+
+Each cause is declared with :func:`cause` (the shape of :mod:`tilelab._tma_rules`): an id, a
+title, the patterns of TileLang 0.1.15's own wording that recognise it, what it means and what
+to change; ``tests/doctor_kernels.py`` holds a small kernel of ours that triggers each one, and
+``tests/test_doctor.py`` lowers every one of them and checks the cause it is given.
+
+Pure: imports neither TileLang nor the rest of tilelab (the adapter calls it when it builds a
+:class:`~tilelab.LoweringError`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+__all__ = ["CAUSES", "Cause", "Diagnosis", "cause", "diagnose", "pass_from_trace", "tile_op_from_trace"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What tilelab can say about one compile failure.
+
+    ``cause`` is the catalogue id (None when the failure is not in the catalogue), ``meaning``
+    and ``advice`` its explanation and what to change, filled in with the names the message gave
+    (buffers, shapes). ``pass_name`` is TileLang's pass that failed (``tl.LayoutInference``), or
+    ``"elaboration"`` when building the prim_func from the Python source failed. ``tile_op`` is
+    the tile operation involved (``T.gemm``), ``buffers`` the kernel's buffers the message names,
+    ``line`` the kernel line (file, number, text) when one is known, ``message`` TVM's sentence.
+    """
+
+    message: str
+    cause: str | None = None
+    title: str = ""
+    meaning: str = ""
+    advice: str = ""
+    pass_name: str | None = None
+    tile_op: str | None = None
+    buffers: tuple[str, ...] = ()
+    line: tuple[str, int, str] | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.cause is not None
+
+    def lines(self) -> list[str]:
+        """The diagnosis as short lines, for a traceback or a terminal."""
+        out = []
+        where = []
+        if self.pass_name:
+            where.append(f"in {'building the kernel from its Python source' if self.pass_name == 'elaboration' else 'pass ' + self.pass_name}")
+        if self.tile_op:
+            where.append(f"at {self.tile_op}" + (f" on {', '.join(self.buffers)}" if self.buffers else ""))
+        elif self.buffers:
+            where.append(f"on {', '.join(self.buffers)}")
+        if where:
+            out.append("failed " + ", ".join(where))
+        if self.known:
+            out.append(f"cause: {self.title}: {self.meaning}")
+            out.append(f"what to change: {self.advice}")
+        else:
+            out.append("cause: not in tilelab's catalogue of known compile failures; TileLang's own sentence is above")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["buffers"] = list(self.buffers)
+        data["line"] = list(self.line) if self.line else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnosis:
+        data = dict(data)
+        data["buffers"] = tuple(data.get("buffers") or ())
+        data["line"] = tuple(data["line"]) if data.get("line") else None
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str
+    title: str
+    patterns: tuple[re.Pattern[str], ...]
+    meaning: str
+    advice: str
+    tile_op: str | None = None
+    targets: tuple[str, ...] = ()  # target families it applies to; () for every one
+    fields: Callable[[re.Match[str]], dict[str, str]] | None = field(default=None, compare=False)
+
+    def match(self, text: str) -> re.Match[str] | None:
+        for pattern in self.patterns:
+            found = pattern.search(text)
+            if found:
+                return found
+        return None
+
+
+CAUSES: list[Cause] = []
+
+
+def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
+          targets: Sequence[str] = ()) -> None:
+    """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
+    named groups fill ``{name}`` in ``meaning`` and ``advice``)."""
+    if any(c.id == id for c in CAUSES):
+        raise ValueError(f"cause {id!r} is declared twice")
+    CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
+                        tuple(targets)))
+
+
+# ------------------------------------------------------------------------------------------------
+# The catalogue. Patterns quote TileLang 0.1.15's own wording; each cause has a regression kernel
+# in tests/doctor_kernels.py.
+# ------------------------------------------------------------------------------------------------
+
+cause("accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
+      r"local_buf must be a fragment",
+      meaning="T.gemm writes its result C in registers spread over the threads, so C must be a "
+              "register fragment; it was given a shared-memory (or global) buffer",
+      advice="allocate the accumulator with T.alloc_fragment((block_M, block_N), accum_dtype), and copy it to "
+             "shared or global memory after the loop with T.copy",
+      tile_op="T.gemm")
+
+cause("mixed-dtype-gemm", "T.gemm operands of two data types",
+      r"Mixed-dtype GEMM only supports (?P<family>\S+) family operands currently, got A=(?P<a>\w+), B=(?P<b>\w+)",
+      meaning="the tensor-core instruction multiplies A and B of one data type (mixing is only possible "
+              "within the fp8/fp6/fp4 family); A is {a} and B is {b}",
+      advice="give A and B the same dtype: cast one of them while it is loaded (T.copy into a shared tile of the "
+             "other's dtype, or a T.Parallel loop that converts)",
+      tile_op="T.gemm")
+
+cause("int4-tma-copy", "int4 data through a TMA copy",
+      r"to_CUtensorMapDataType[^\n]*\n[^\n]*Check failed: \(0\) is false: int4\b",
+      meaning="the copy was lowered to a TMA bulk copy, and a TMA descriptor has no 4-bit integer data type "
+              "(TileLang 0.1.15 maps int4 to none), so the copy cannot be encoded",
+      advice="move the packed data as bytes: declare the tensor as int8 with half the inner extent, copy that, "
+             "and unpack two 4-bit values per byte in a T.Parallel loop; or keep this copy off TMA with "
+             "pass_configs={'tl.disable_tma_lower': True}",
+      tile_op="T.copy")
+
+cause("int4-operand", "an int4 operand TileLang cannot lower here",
+      r"Check failed: \(0\) is false: int4\b",
+      meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
+      advice="dequantise the int4 data to int8 or fp16 first (unpack two values per byte in a T.Parallel "
+             "loop), then use the wider type in the tile operation")
+
+cause("no-warp-partition", "the block's warps cannot tile the GEMM",
+      r"No valid warp partition for T\.gemm: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by (?P<warps>\d+) warps",
+      meaning="T.gemm splits the {m}x{n} tile among the block's {warps} warps, each owning a multiple of 16 "
+              "rows and 8 columns; {warps} warps cannot divide it that way",
+      advice="give the kernel threads= a multiple of 128 for Hopper's warpgroup instructions (or of 32 that "
+             "divides the tile: 128 or 256 threads), or change block_M/block_N so the warps divide them",
+      tile_op="T.gemm")
+
+cause("non-integer-shape", "a buffer shape that is not a whole number",
+      r"StructuralEqual check failed.*T\.float\d+\((?P<value>[-\d.e+]+)\)",
+      meaning="a shape or extent was given as a float ({value}); buffer shapes and loop extents are integers",
+      advice="use integer arithmetic for shapes: // instead of /, int(...) around a computed size")
+
+cause("copy-shape-mismatch", "T.copy between regions of different shapes",
+      r"StructuralEqual check failed, caused by lhs at <root>\[\d+\](?:\.value)?: (?P<lhs>\([^)]*\)) and rhs at <root>\[\d+\](?:\.value)?: (?P<rhs>\([^)]*\))",
+      meaning="T.copy copies a region onto a region of the same extents; here one side is {lhs} and the "
+              "other {rhs}",
+      advice="make the two extents equal: slice the larger side (A[i0:i0 + 64, j0:j0 + 32]) or allocate the "
+             "tile with the shape of the region it receives",
+      tile_op="T.copy")
+
+cause("symbolic-fragment", "a fragment or local buffer of a symbolic size",
+      r"Can not use non-constant range to iterate over a fragment/local buffer\.\s*Non-constant shape expr is: (?P<expr>.+?)\.",
+      meaning="registers are allocated when the kernel is compiled, so a fragment's (or T.alloc_local's) "
+              "shape must be a constant; its extent here depends on a runtime size ({expr})",
+      advice="allocate the fragment with the block's constant tile size (block_M, not M) and loop over the "
+             "runtime size in tiles with T.ceildiv, guarding the last tile")
+
+cause("reduce-output-shape", "the reduction's output has the wrong shape",
+      r"Invalid reduce output shape, buffer shape is (?P<inp>\([^)]*\)), dim is (?P<dim>-?\d+), output shape is (?P<out>\[[^\]]*\]), expected shapes are (?P<expected>.+)",
+      meaning="T.reduce_sum/T.reduce_max over dim {dim} of a {inp} buffer removes that dimension (or keeps "
+              "it as 1), so the output must be {expected}; it is {out}",
+      advice="allocate the output fragment without the reduced dimension, or pass the dim you meant "
+             "(dim counts from 0)",
+      tile_op="T.reduce")
+
+cause("wrong-arguments", "a tile operation called with the wrong arguments",
+      r"\b(?P<op>copy|gemm|fill|clear|reduce_\w+|atomic_\w+|annotate_layout|Pipelined|Parallel|Kernel|alloc_\w+)\(\) "
+      r"(?P<problem>takes .+? but \d+ (?:were|was) given|got an unexpected keyword argument '\w+'|"
+      r"missing \d+ required positional arguments?: .+?)(?:$|\n)",
+      meaning="T.{op} was called with arguments it does not take: it {problem}",
+      advice="call T.{op} with the arguments of its signature (help(T.{op}) lists them): for example "
+             "T.copy(src, dst), T.gemm(A, B, C, transpose_A=..., transpose_B=...)")
+
+cause("index-rank", "a buffer indexed with the wrong number of indices",
+      r"Buffer (?P<buffer>\w+) is (?P<rank>\d+)-dimensional \(shape=(?P<shape>[^)]*\))\), but (?P<given>\d+) index",
+      meaning="{buffer} has {rank} dimensions {shape}, but was indexed with {given}",
+      advice="index {buffer} with {rank} indices (or slices), one per dimension, e.g. {buffer}[i, j]")
+
+cause("layout-not-injective", "a shared-memory layout that maps two elements to one place",
+      r"Invalid layout for shared buffer `?(?P<buffer>\w+)`?: the forward map must be injective",
+      meaning="the layout of shared buffer {buffer} (from T.annotate_layout or a swizzle) sends two "
+              "logical elements to the same physical address, so one would overwrite the other",
+      advice="give {buffer} a layout that is a one-to-one map of its shape (every index used once), or "
+             "remove the T.annotate_layout and let TileLang choose")
+
+cause("layout-injectivity-limit", "a layout too large to be proven one-to-one",
+      r"injectivity could not be proven: the logical input domain exceeds the exact-check limit of (?P<limit>\d+)",
+      meaning="TileLang checks a layout element by element up to {limit} points; this buffer's layout "
+              "covers more, so TileLang cannot prove that it is one-to-one",
+      advice="use smaller tiles (split the T.Parallel or the shared buffer into pieces under the limit), or "
+             "give the layout explicitly with T.annotate_layout on a smaller buffer")
+
+cause("layout-shape-not-constant", "a shared layout whose shape depends on a runtime size",
+      r"OutputShape extent (?P<expr>.+?) of a shared tensor layout must be constant",
+      meaning="a shared tile's layout is fixed when the kernel is compiled, but its extent here is "
+              "{expr}, which depends on a runtime size",
+      advice="make the shared tile's extent a constant (the block size, not a size computed from M, N or K), "
+             "and loop over the runtime size in tiles")
+
+cause("no-layout-found", "no register layout fits every use of a fragment",
+      r"no available layout found",
+      meaning="layout inference could not find a single thread/register layout that satisfies every tile "
+              "operation using the fragment",
+      advice="give the fragment its layout with T.annotate_layout, split the T.Parallel loop so each piece "
+             "uses one layout, or copy through shared memory between operations that want different layouts")
+
+cause("layout-conflict", "two fragments used together want different layouts",
+      r"Layout infer conflict between (?P<a>\w+) and (?P<b>\w+) in T\.Parallel loop",
+      meaning="a T.Parallel loop uses fragments {a} and {b} with indices that force two incompatible "
+              "thread layouts (for example a row vector indexed by the column: r[j] beside c[i, j] "
+              "after a reduction over dim=1)",
+      advice="index the vector by the dimension it was reduced over (r[i] for a reduction over dim=1), or "
+             "copy one of the fragments through shared memory",
+      tile_op="T.Parallel")
+
+cause("ws-pipeline-rewrite", "warp specialisation could not restructure the pipelined loop",
+      r"ProducerConsumerWS: failed to replace pipeline loop",
+      meaning="TileLang's automatic warp specialisation splits a T.Pipelined loop into producer (TMA) and "
+              "consumer (WGMMA) branches; this loop's shape (code around it, a nested or conditional "
+              "pipeline) does not fit the rewrite",
+      advice="keep T.Pipelined the only statement of its level with its copies first, or switch warp "
+             "specialisation off for this kernel: pass_configs={'tl.disable_warp_specialized': True}")
+
+cause("unbound-symbol", "a symbolic size no tensor argument defines",
+      r"variables \((?P<names>[^)]*)\) are used, but are not passed in as API arguments",
+      meaning="the kernel uses the symbolic size {names} (T.dynamic/T.symbolic) but no tensor argument "
+              "has it in its shape, so nothing gives it a value at launch",
+      advice="use {names} in the shape of an argument tensor (T.Tensor((M, K), ...)) or replace it by a "
+             "constant")
+
+cause("outside-kernel", "tile code outside T.Kernel",
+      r"directly accessed by host memory .*?Did you forget to bind\?",
+      meaning="the loop or access runs on the host: tile code must sit inside `with T.Kernel(...) as (bx, "
+              "by):`, which launches the blocks and threads",
+      advice="move the loop inside the `with T.Kernel(grid..., threads=...)` block")
+
+cause("handle-as-value", "a buffer or string used where a number is expected",
+      r"Can't cast a handle to other types",
+      meaning="a value of pointer/handle type (a buffer, a string) was used where the kernel expects a "
+              "number, for example T.fill(buf, \"0\") or a buffer in arithmetic",
+      advice="pass a number of the buffer's dtype (T.fill(buf, 0)), or index the buffer (A[i]) where you "
+             "meant its element")
+
+cause("string-intrinsic", "an intrinsic named by a string TVM does not know",
+      r"Cannot handle str op argument (?P<name>\w+(?:\.\w+)*)",
+      meaning="T.call_intrin was given the name {name} as a string; only TVM's own tirx intrinsics are "
+              "found that way" ,
+      advice="use the tile-language operation instead of the raw intrinsic (T.gemm rather than "
+             "tl.tvm_mfma/tl.ptx_wgmma), or look the op up with tvm.ir.Op.get(name)")
+
+cause("amd-intrinsic-on-cuda", "an AMD matrix instruction in a CUDA kernel",
+      r"\btvm_mfma\b|\bmfma\w*\b.*(?:cuda|sm_\d+)",
+      meaning="MFMA is the matrix instruction of AMD GPUs (CDNA); the kernel was lowered for an NVIDIA target",
+      advice="lower for an AMD target (target='gfx942') or write the product as T.gemm, which picks the "
+             "target's instruction", targets=("cuda",))
+
+cause("python-name", "a Python name the kernel uses is not defined",
+      r"name '(?P<name>\w+)' is not defined",
+      meaning="the kernel body refers to {name}, which is not defined where the kernel is built "
+              "(a typo, or a value that is not an argument of the factory)",
+      advice="define {name} before the kernel, or make it a parameter of the function that builds the kernel")
+
+cause("gpu-only-on-cpu", "GPU tile operations in a CPU kernel",
+      r"TileLang cannot lower this kernel for c\b",
+      meaning="target c runs the kernel as C on the CPU: shared memory, register fragments, TMA, WGMMA and "
+              "warp specialisation do not exist there",
+      advice="for the CPU keep tiles in T.alloc_local or in global buffers and write the loops with "
+             "T.serial/T.Parallel; or inspect the kernel for a GPU target (sm_90a)", targets=("cpu",))
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading the trace
+# ------------------------------------------------------------------------------------------------
+
+# TileLang's C++ tile operators, by the T.* call that creates them.
+_TILE_OPS = (("GemmNode", "T.gemm"), ("GemmPyNode", "T.gemm"), ("GemmSPNode", "T.gemm_sp"), ("CopyNode", "T.copy"),
+             ("Conv2DIm2ColOpNode", "T.c2d_im2col"), ("ReduceOpNode", "T.reduce"), ("CumSumOpNode", "T.cumsum"),
+             ("FillNode", "T.fill"), ("AtomicAddNode", "T.atomic_add"), ("ParallelOpNode", "T.Parallel"))
+_PY_TILE_OPS = (("tileop/gemm", "T.gemm"), ("tileop/copy", "T.copy"), ("/op/gemm/", "T.gemm"))
+
+# A pass run from Python: "mod = tilelang.transform.LayoutInference()(mod)" in TileLang's pipeline.
+_PY_PASS = re.compile(r"\b(tilelang|tvm|tirx)\.transform\.(\w+)\(")
+# TVM's C++ pass classes that name their pass.
+_CPP_PASSES = (("LayoutInferencer", "tl.LayoutInference"), ("LowerTileOpPass", "tl.LowerTileOp"),
+               ("MakePackedAPI", "tirx.MakePackedAPI"), ("StmtSimplifier", "tirx.Simplify"),
+               ("WarpSpecializedRewriter", "tl.WarpSpecialized"), ("ProducerConsumerWS", "tl.WarpSpecialized"),
+               ("PipelinePlanner", "tl.PipelinePlanning"), ("PipelineRewriter", "tl.InjectSoftwarePipeline"),
+               ("VerifyMemory", "tirx.VerifyMemory"))
+
+
+def pass_from_trace(trace: str) -> str | None:
+    """The pass a failure happened in, read from its trace: the innermost pass TileLang's Python
+    pipeline called, refined by a C++ frame that names one; ``"elaboration"`` when the prim_func
+    was still being built from its Python source; None when the trace says neither."""
+    cpp = [name for cls, name in _CPP_PASSES if re.search(rf"\b{cls}\b", trace)]
+    calls = _PY_PASS.findall(trace)
+    if calls:
+        ns, name = calls[-1]
+        return cpp[0] if cpp and cpp[0].split(".")[-1] == name else ("tl." if ns == "tilelang" else "tirx.") + name
+    if cpp:
+        return cpp[0]
+    if "Memory verification failed" in trace:
+        return "tirx.VerifyMemory"
+    if "Failed to build prim_func" in trace or "eager/builder.py" in trace:
+        return "elaboration"
+    return None
+
+
+def tile_op_from_trace(text: str) -> str | None:
+    """The tile operation (``T.gemm``) the trace's innermost tile-operator frame belongs to."""
+    found = None
+    for cls, op in _TILE_OPS:
+        position = max((m.start() for m in re.finditer(rf"tvm::tl::{cls}::", text)), default=-1)
+        if position >= 0 and (found is None or position > found[0]):
+            found = (position, op)
+    if found:
+        return found[1]
+    for needle, op in _PY_TILE_OPS:
+        if needle in text:
+            return op
+    return None
+
+
+def _mentioned(names: Sequence[str], text: str) -> tuple[str, ...]:
+    seen = []
+    for name in names:
+        if name and name not in seen and re.search(rf"(?<![\w.]){re.escape(name)}(?![\w(])", text):
+            seen.append(name)
+    return tuple(seen)
+
+
+def _fill(text: str, groups: dict[str, str], names: set[str]) -> str:
+    """``text`` with each ``{name}`` of the cause's pattern groups replaced by what the message
+    said there (other braces, such as a dict in the advice, stay as they are)."""
+    return re.sub(r"\{(\w+)\}", lambda m: groups.get(m.group(1), "?") if m.group(1) in names else m.group(0), text)
+
+
+def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, target_family: str | None = None,
+             buffers: Sequence[str] = (), line: tuple[str, int, str] | None = None,
+             source_lines: Sequence[tuple[int, str]] = ()) -> Diagnosis:
+    """Diagnose one failure from TileLang's sentence ``message`` and its ``trace``.
+
+    ``pass_name`` is the pass a pass instrument saw fail (read from the trace otherwise),
+    ``buffers`` the kernel's buffer names (those the message names are reported), ``line`` the
+    kernel line TileLang pointed at, and ``source_lines`` the kernel's numbered source lines, to
+    place the failure on the line of its tile operation when TileLang gave none (only where that
+    operation appears once).
+    """
+    text = f"{message}\n{trace}"
+    found_cause: Cause | None = None
+    match = None
+    # A cause that belongs to the target is the better explanation: it comes first.
+    ordered = sorted(CAUSES, key=lambda c: not (c.targets and target_family in c.targets))
+    for candidate in ordered:
+        if candidate.targets and target_family not in candidate.targets:
+            continue
+        match = candidate.match(message) or candidate.match(trace)
+        if match:
+            found_cause = candidate
+            break
+    named_op = match.groupdict().get("op") if match else None
+    tile_op = (f"T.{named_op}" if named_op else None) or tile_op_from_trace(trace) or \
+        (found_cause.tile_op if found_cause else None)
+    if tile_op is None:
+        ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
+        tile_op = f"T.{ops[0]}" if ops else None
+    if pass_name is None:
+        pass_name = pass_from_trace(trace)
+    if line is None and tile_op and source_lines:
+        line = _unique_line(tile_op, source_lines)
+    names = _mentioned(buffers, message)
+    if found_cause is None:
+        if line is None and names:
+            line = _first_use(names, source_lines)
+        return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+    names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
+    groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
+    if line is None:
+        # The names the message gave (a buffer, a symbol) lead to the line that uses them.
+        named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]
+        line = _first_use(tuple(named) or names, source_lines)
+    return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title,
+                     meaning=_fill(found_cause.meaning, groups, names_in), advice=_fill(found_cause.advice, groups, names_in),
+                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+
+
+def _unique_line(tile_op: str, source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    stem = tile_op.split(".", 1)[1]
+    call = re.compile(rf"\bT\.{re.escape(stem)}\w*\s*\(")
+    hits = [(n, text) for n, text in source_lines if call.search(text) and not text.lstrip().startswith("#")]
+    if len(hits) == 1:
+        return ("", hits[0][0], hits[0][1])
+    return None
+
+
+def _first_use(names: Sequence[str], source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    """The first line of the kernel body using one of ``names``: a T.annotate_layout of it first,
+    then any other use (the def line and the names' own T.dynamic/T.symbolic definitions aside)."""
+    body = [(n, text) for n, text in source_lines[1:] if text.strip() and not text.lstrip().startswith(("#", "@"))]
+    words = [re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)") for name in names if name]
+    if not words:
+        return None
+    for n, text in body:
+        if "annotate_layout" in text and any(w.search(text) for w in words):
+            return ("", n, text)
+    for n, text in body:
+        if re.search(r"\bT\.(dynamic|symbolic)\(", text) or re.match(r"\s*def\s", text):
+            continue
+        if any(w.search(text) for w in words):
+            return ("", n, text)
+    return None
