@@ -993,18 +993,31 @@ def _said_for_target(err: LoweringError, target: Any) -> LoweringError:
 
 
 def limit_notes(lowered: Lowered, kernels: list[DeviceKernel], target: Any) -> list[str]:
-    """Kernels that ask for more than the per-block limits TileLang's target declares."""
+    """Kernels that ask for more than the per-block limits of the target: those TileLang's target
+    declares, or for a CUDA arch the published ones (tilelab.cuda_facts: the opt-in maximum of
+    dynamic shared memory per block, threads per block)."""
+    from .cuda_facts import arch_limits
+
     notes = []
     smem = lowered.limits.get("max_shared_memory_per_block")
     threads = lowered.limits.get("max_threads_per_block")
+    whose = f"TileLang's {target.name} target allows"
+    if target.family == "cuda" and target.arch and not smem:
+        try:
+            facts = arch_limits(target.arch)
+        except ValueError:  # an arch without published limits in tilelab: nothing to compare with
+            facts = None
+        if facts is not None:
+            smem, threads = facts.max_shared_memory_per_block, threads or facts.max_threads_per_block
+            whose = f"{target.arch} allows"
     for k in kernels:
         if smem and isinstance(k.dynamic_shared_memory_bytes, int) and k.dynamic_shared_memory_bytes > smem:
             notes.append(f"{k.name} asks for {k.dynamic_shared_memory_bytes} B of {target.shared_memory_name}; "
-                         f"TileLang's {target.name} target allows {smem} B per block: a launch would fail. "
+                         f"{whose} {smem} B per block: a launch would fail. "
                          "Use smaller tiles or fewer pipeline stages")
         if threads and isinstance(k.threads_per_block, int) and k.threads_per_block > threads:
-            notes.append(f"{k.name} runs {k.threads_per_block} threads per block; TileLang's {target.name} target "
-                         f"allows {threads}")
+            notes.append(f"{k.name} runs {k.threads_per_block} threads per block; {whose} {threads}: a launch "
+                         "would fail")
     return notes
 
 

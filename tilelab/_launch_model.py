@@ -589,6 +589,11 @@ class SweepRow:
     # the final round (a sweep over several devices): this leader timed again on one device
     final_ms: float | None = None
     final_device: str | None = None
+    # strategy="halving": the rung this row was last measured in (0 the briefest), how it was
+    # measured there, and why it went no further (None for the rows that reached the last rung)
+    rung: int | None = None
+    measured_as: str = ""
+    cut: str | None = None
 
     @classmethod
     def measured(cls, config: tuple, size: tuple, res: BenchResult, **extra: Any) -> SweepRow:
@@ -615,7 +620,8 @@ class SweepRow:
                 "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
                 "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached,
                 "sm_mhz": self.sm_mhz, "throttled": self.throttled, "final_ms": self.final_ms,
-                "final_device": self.final_device}
+                "final_device": self.final_device, "rung": self.rung, "measured_as": self.measured_as,
+                "cut": self.cut}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRow:
@@ -626,7 +632,8 @@ class SweepRow:
                    best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"),
                    bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)),
                    sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)), final_ms=d.get("final_ms"),
-                   final_device=d.get("final_device"))
+                   final_device=d.get("final_device"), rung=d.get("rung"), measured_as=d.get("measured_as") or "",
+                   cut=d.get("cut"))
 
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)

@@ -272,6 +272,8 @@ def _sweep_optional_columns(table: SweepTable) -> list[str]:
         cols.append("device")
     if any(r.sm_mhz is not None for r in table.rows):
         cols.append("SM MHz")
+    if any(r.rung is not None for r in table.rows):
+        cols.append("measured")
     return cols
 
 
@@ -284,10 +286,14 @@ def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], fi
     size = "x".join(str(v) for _, v in r.size) or "-"
     if r.ok:
         status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled)) if on)
+        if r.cut:
+            status = (status + " " + r.cut).strip()
+    elif r.stage == "pruned":
+        status = f"pruned before compiling: {r.error}"
     else:
         status = f"failed ({r.stage}): {r.error}" + (" (cached)" if r.cached else "")
     optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
-                "SM MHz": fmt(r.sm_mhz, ".0f")}
+                "SM MHz": fmt(r.sm_mhz, ".0f"), "measured": r.measured_as or "-"}
     return ([size, table.short_name(r), fmt(r.median_ms, ".4f")] + ([fmt(r.final_ms, ".4f")] if final else [])
             + [rate(r.tflops, ".1f"), rate(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])

@@ -61,8 +61,26 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
 
     ``target="c"`` compiles every configuration for the CPU and times it there (wall clock);
     ``backend`` defaults to tvm_ffi (cython for the CPU).
+
+    ``strategy="halving"`` searches by successive halving: every configuration is measured
+    briefly (``brief_ms`` of launches, one round, no steady warm-up), the fastest ``1/eta`` of them
+    again ``eta`` times longer, and so on, until the last few are measured with full rounds; each
+    row says in which rung it was last measured, how, and why it was cut. ``time_budget_s`` starts
+    no rung after that many seconds (the best then comes from the last rung measured, and a note
+    says so). ``prune`` (on by default with halving) inspects each configuration before it is
+    compiled and leaves out, as rows of stage "pruned" with the reason, those whose launch would
+    fail (more shared memory or threads per block than the target allows) or that TileLang cannot
+    lower (with the doctor's cause).
     """
     opts = SweepOptions.merge(options, keywords)
+    if opts.strategy == "halving":
+        from ._halving import halving_sweep
+
+        return halving_sweep(factory, expand(params), expand(sizes), opts)
+    if opts.prune:
+        from ._halving import pruned_sweep
+
+        return pruned_sweep(factory, expand(params), expand(sizes), opts)
     if opts.devices is not None or opts.client is not None:  # every GPU of the host, or a Dask cluster
         from ._distributed import distributed_sweep
 

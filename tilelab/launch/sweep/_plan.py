@@ -65,11 +65,35 @@ class SweepOptions:
     # leaders per size timed again on one device after a sweep over several (0: none; 1 changes
     # nothing: a leader alone has nothing to be ranked against)
     finalists: int = 3
+    # How the space is searched: "grid" measures every configuration with full rounds; "halving"
+    # (successive halving) measures every one briefly, then the fastest 1/eta of them longer, and so
+    # on, the last few with full rounds (see tilelab.launch.sweep._halving).
+    strategy: str = "grid"
+    eta: int = 3  # halving: keep the fastest 1/eta at each rung
+    brief_ms: float = 20.0  # halving: rep_ms of the first rung; each later rung eta times longer
+    time_budget_s: float | None = None  # halving: start no rung after this many seconds of the sweep
+    prune: bool | None = None  # leave out, before compiling, what cannot launch (None: with halving)
 
     def __post_init__(self) -> None:
-        if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
-            from ..._errors import OptionError
+        from ..._errors import OptionError
 
+        if self.strategy not in ("grid", "halving"):
+            raise OptionError(f"sweep option strategy={self.strategy!r}: pass \"grid\" (every configuration with "
+                              "full rounds) or \"halving\" (successive halving: all briefly, the fastest longer)")
+        if isinstance(self.eta, bool) or not isinstance(self.eta, int) or self.eta < 2:
+            raise OptionError(f"sweep option eta={self.eta!r}: pass an int >= 2, the factor by which each rung of "
+                              "strategy=\"halving\" cuts the configurations (3 keeps the fastest third)")
+        if not isinstance(self.brief_ms, (int, float)) or isinstance(self.brief_ms, bool) or self.brief_ms <= 0:
+            raise OptionError(f"sweep option brief_ms={self.brief_ms!r}: pass the milliseconds of measurement of "
+                              "the first rung of strategy=\"halving\" (e.g. 20)")
+        if self.time_budget_s is not None:
+            if isinstance(self.time_budget_s, bool) or not isinstance(self.time_budget_s, (int, float)) \
+                    or self.time_budget_s <= 0:
+                raise OptionError(f"sweep option time_budget_s={self.time_budget_s!r}: pass a number of seconds > 0")
+            if self.strategy != "halving":
+                raise OptionError("sweep option time_budget_s needs strategy=\"halving\": a grid measures every "
+                                  "configuration fully, and has no earlier answer to stop at")
+        if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
             raise OptionError(f"sweep option finalists={self.finalists!r}: pass a non-negative int, how many of "
                               "the fastest configurations at each size are timed again on one device after a "
                               "sweep over several devices (default 3; 0 turns that final round off)")
