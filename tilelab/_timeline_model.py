@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ._display import Displayed
 from ._errors import ReportFileError
 
 TIMELINE_FORMAT = 1
@@ -139,7 +140,7 @@ class TimelineSummary:
 
 
 @dataclass(frozen=True)
-class Timeline:
+class Timeline(Displayed):
     """The intra-kernel timeline of one instrumented launch.
 
     ``spans``: one per phase per traced warp (every warp, or the first warp of each warp group);
@@ -221,20 +222,77 @@ class Timeline:
     def to_perfetto(self, path: str | Path) -> Path:
         """Write a trace Perfetto (ui.perfetto.dev) and chrome://tracing open: one track per
         block x warp group, flows from each stage issue to the consumer wait it releases."""
-        from .render.timeline import perfetto_trace
-
         path = Path(path)
         path.write_text(json.dumps(perfetto_trace(self)))
         return path
-
-    def _repr_html_(self) -> str:
-        from .render.timeline import timeline_html
-
-        return timeline_html(self)
 
     def __repr__(self) -> str:
         return (f"Timeline({self.kernel}: {len(self.spans)} spans in {len(self.lanes())} lanes, "
                 f"{len(self.blocks)} blocks, dropped {self.dropped})")
 
 
-__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "TimelineSpan", "TimelineSummary", "WAIT_KINDS"]
+# ------------------------------------------------------------------------------------------
+# Perfetto / chrome://tracing (the Trace Event Format, JSON object form)
+# ------------------------------------------------------------------------------------------
+
+
+def perfetto_trace(tl: Timeline) -> dict[str, Any]:
+    """One process per traced block (tracks: its warp groups, or warps at warp granularity) and
+    one "grid" process whose tracks are the SMs, each block a slice; flow arrows ("s" -> "f")
+    from each stage issue to the consumer wait it releases. Times in microseconds."""
+    events: list[dict[str, Any]] = []
+    per_warp = tl.granularity == "warp"
+    pids: dict[tuple, int] = {}
+    for lane_block in sorted({s.block for s in tl.spans}):
+        pids[lane_block] = len(pids) + 1
+        sm = next(s.sm for s in tl.spans if s.block == lane_block)
+        events.append({"ph": "M", "name": "process_name", "pid": pids[lane_block], "tid": 0,
+                       "args": {"name": f"{tl.kernel} block {lane_block} (SM {sm})"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pids[lane_block], "tid": 0,
+                       "args": {"sort_index": pids[lane_block]}})
+
+    def tid(s: TimelineSpan) -> int:
+        return s.warp if per_warp else s.warp_group
+
+    named: set[tuple[int, int]] = set()
+    for s in tl.spans:
+        key = (pids[s.block], tid(s))
+        if key not in named:
+            named.add(key)
+            what = f"warp {s.warp}" if per_warp else f"warp group {s.warp_group}"
+            events.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": key[1],
+                           "args": {"name": f"{what} ({s.role})"}})
+    for i, s in enumerate(tl.spans):
+        args: dict[str, Any] = {"kind": s.kind, "warp": s.warp, "role": s.role}
+        if s.iteration is not None:
+            args["iteration"] = s.iteration
+        if s.cell_line is not None:
+            args["cell_line"] = s.cell_line
+        if s.device_line is not None:
+            args["device_line"] = s.device_line
+        events.append({"ph": "X", "name": s.label or s.kind, "cat": s.kind, "ts": s.start_ns / 1e3,
+                       "dur": max(s.duration_ns, 0.0) / 1e3, "pid": pids[s.block], "tid": tid(s), "args": args})
+    for n, f in enumerate(tl.flows):
+        a, b = tl.spans[f.source], tl.spans[f.target]
+        # the start binds to the issue slice; the end (binding point "enclosing") lies inside the
+        # wait slice, no earlier than the start: the wait ends after the issue began
+        start = a.start_ns + min(max(a.duration_ns, 0.0) / 2, 1.0)
+        end = min(max(start, b.start_ns + min(max(b.duration_ns, 0.0) / 2, 1.0)), b.end_ns)
+        events.append({"ph": "s", "id": n + 1, "name": "stage", "cat": "stage", "ts": start / 1e3,
+                       "pid": pids[a.block], "tid": tid(a)})
+        events.append({"ph": "f", "bp": "e", "id": n + 1, "name": "stage", "cat": "stage", "ts": end / 1e3,
+                       "pid": pids[b.block], "tid": tid(b)})
+    if tl.blocks:
+        events.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
+                       "args": {"name": f"{tl.kernel} grid: every block, by SM"}})
+        for b in tl.blocks:
+            events.append({"ph": "X", "name": f"block {b.block}", "cat": "block", "ts": b.start_ns / 1e3,
+                           "dur": max(b.end_ns - b.start_ns, 0.0) / 1e3, "pid": 0, "tid": b.sm,
+                           "args": {"index": b.index}})
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"kernel": tl.kernel, "device": tl.device, "dropped": tl.dropped,
+                          "clock_ghz": tl.clock_ghz}}
+
+
+
+__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary", "WAIT_KINDS"]

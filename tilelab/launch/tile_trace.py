@@ -3,7 +3,7 @@
 Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types). Element sets are stored as
 runs of flat (row-major) indices; the query methods return NumPy boolean masks of the tensor's
 shape (NumPy is imported when they are called, never here). Its SVG/HTML is drawn by
-:mod:`tilelab.render.trace`, which the display hooks import when they are called.
+:mod:`tilelab.render.trace`, through tilelab's one display dispatch.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+from .._display import DisplayedText
 
 __all__ = ["OutOfBounds", "TensorTrace", "TileTrace", "describe_elements"]
 
@@ -126,8 +128,8 @@ class TensorTrace:
                    tuple(tuple(int(v) for v in a) for a in d.get("atomic_writes", ())))
 
 
-@dataclass(frozen=True)
-class TileTrace:
+@dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
+class TileTrace(DisplayedText):
     """Which elements of every tensor parameter each block of one CPU launch read and wrote.
 
     ``grid`` is the launch grid as ``T.Kernel`` gave it (1 to 3 extents); a block is a tuple of
@@ -277,23 +279,6 @@ class TileTrace:
     @classmethod
     def from_json(cls, text: str) -> TileTrace:
         return cls.from_dict(json.loads(text))
-
-    def __repr__(self) -> str:
-        from ..render.trace import tile_trace_text
-
-        return tile_trace_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
-        from ..render.trace import tile_trace_html
-
-        return tile_trace_html(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """Text and HTML together, whatever formatters the front end has on (a terminal too)."""
-        return {"text/plain": repr(self), "text/html": self._repr_html_()}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -21,8 +21,12 @@ def renderers() -> dict[type, dict[str, Renderer]]:
     from .._model import KernelReport
     from ..profiling import Profile
     from ..targets import TargetComparison
+    from .._timeline_model import Timeline
+    from ..launch.tile_trace import TileTrace
     from . import html, profile, sanitizer, text, tiles
     from . import launch as launch_render
+    from . import timeline as timeline_render
+    from . import trace as trace_render
 
     return {
         KernelReport: {"text/plain": text.render_text, "text/html": html.render_html},
@@ -41,11 +45,22 @@ def renderers() -> dict[type, dict[str, Renderer]]:
                             "text/html": launch_render.sweep_table_html,
                             "image/png": launch_render.sweep_table_png},
         launch.SanitizerReport: {"text/plain": sanitizer.sanitizer_text, "text/html": sanitizer.sanitizer_html},
+        Timeline: {"text/html": timeline_render.timeline_html},
+        TileTrace: {"text/plain": trace_render.tile_trace_text, "text/html": trace_render.tile_trace_html},
     }
 
 
+_REGISTERED: dict[type, dict[str, Renderer]] = {}
+
+
+def register(record: type, drawn_by: dict[str, Renderer]) -> None:
+    """Show ``record`` (a type) with ``drawn_by`` ({MIME type: renderer}): for records of a package
+    above the render layer (the course's), which hands its renderers here when it is imported."""
+    _REGISTERED[record] = dict(drawn_by)
+
+
 def _for(record: Any) -> dict[str, Renderer]:
-    table = renderers()
+    table = {**renderers(), **_REGISTERED}
     for cls in type(record).__mro__:
         if cls in table:
             return table[cls]

@@ -21,7 +21,6 @@ light and the dark theme and stays readable outside Jupyter.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import inspect as _pyinspect
 import re
@@ -64,6 +63,7 @@ from ..cuda_facts import (
     WGMMA_M,
 )
 from . import machine
+from ._ids import report_id
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, heat_list, highlight_code
 from .text import dims, pdl_text, size_text
@@ -149,12 +149,6 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def report_id(report: KernelReport) -> str:
-    """A stable id prefix for the report's anchors (same report, same ids)."""
-    digest = hashlib.sha1(
-        (report.name + "\0" + report.target + "\0" + (report.cache_key or "") + "\0" + report.sources.device).encode()
-    ).hexdigest()
-    return f"tl-{digest[:10]}"
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
@@ -984,7 +978,10 @@ register_section("ir", "IR passes", lambda r, page: machine.ir_html(r, page.rid)
 
 from . import timeline as _timeline  # noqa: E402  (the Timeline tab, shown where the magic measured one)
 
-_timeline._register()
+register_section("timeline", "Timeline",
+                 lambda r, page: _timeline.timeline_section(
+                     r, page, set(_back_marks(r, page)[1]) if page.has("cell") and page.source else set()),
+                 count=_timeline.timeline_count)
 
 # The built-in tabs (``--show`` names); the Cell tab appears when a source is given.
 SECTIONS = tuple(n for n in _REGISTRY if n != "cell")

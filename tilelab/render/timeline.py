@@ -12,6 +12,7 @@ import html
 from typing import Any, Callable
 
 from .._timeline_model import KINDS, Timeline, TimelineSpan
+from ._ids import report_id
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
 KIND_STYLE: dict[str, tuple[str, str, str]] = {
@@ -208,71 +209,6 @@ def timeline_html(tl: Timeline, links: Links | None = None) -> str:
             f'{legend_html(tl)}{summary_html(tl)}<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
 
 
-# ------------------------------------------------------------------------------------------
-# Perfetto / chrome://tracing (the Trace Event Format, JSON object form)
-# ------------------------------------------------------------------------------------------
-
-
-def perfetto_trace(tl: Timeline) -> dict[str, Any]:
-    """One process per traced block (tracks: its warp groups, or warps at warp granularity) and
-    one "grid" process whose tracks are the SMs, each block a slice; flow arrows ("s" -> "f")
-    from each stage issue to the consumer wait it releases. Times in microseconds."""
-    events: list[dict[str, Any]] = []
-    per_warp = tl.granularity == "warp"
-    pids: dict[tuple, int] = {}
-    for lane_block in sorted({s.block for s in tl.spans}):
-        pids[lane_block] = len(pids) + 1
-        sm = next(s.sm for s in tl.spans if s.block == lane_block)
-        events.append({"ph": "M", "name": "process_name", "pid": pids[lane_block], "tid": 0,
-                       "args": {"name": f"{tl.kernel} block {lane_block} (SM {sm})"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": pids[lane_block], "tid": 0,
-                       "args": {"sort_index": pids[lane_block]}})
-
-    def tid(s: TimelineSpan) -> int:
-        return s.warp if per_warp else s.warp_group
-
-    named: set[tuple[int, int]] = set()
-    for s in tl.spans:
-        key = (pids[s.block], tid(s))
-        if key not in named:
-            named.add(key)
-            what = f"warp {s.warp}" if per_warp else f"warp group {s.warp_group}"
-            events.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": key[1],
-                           "args": {"name": f"{what} ({s.role})"}})
-    for i, s in enumerate(tl.spans):
-        args: dict[str, Any] = {"kind": s.kind, "warp": s.warp, "role": s.role}
-        if s.iteration is not None:
-            args["iteration"] = s.iteration
-        if s.cell_line is not None:
-            args["cell_line"] = s.cell_line
-        if s.device_line is not None:
-            args["device_line"] = s.device_line
-        events.append({"ph": "X", "name": s.label or s.kind, "cat": s.kind, "ts": s.start_ns / 1e3,
-                       "dur": max(s.duration_ns, 0.0) / 1e3, "pid": pids[s.block], "tid": tid(s), "args": args})
-    for n, f in enumerate(tl.flows):
-        a, b = tl.spans[f.source], tl.spans[f.target]
-        # the start binds to the issue slice; the end (binding point "enclosing") lies inside the
-        # wait slice, no earlier than the start: the wait ends after the issue began
-        start = a.start_ns + min(max(a.duration_ns, 0.0) / 2, 1.0)
-        end = min(max(start, b.start_ns + min(max(b.duration_ns, 0.0) / 2, 1.0)), b.end_ns)
-        events.append({"ph": "s", "id": n + 1, "name": "stage", "cat": "stage", "ts": start / 1e3,
-                       "pid": pids[a.block], "tid": tid(a)})
-        events.append({"ph": "f", "bp": "e", "id": n + 1, "name": "stage", "cat": "stage", "ts": end / 1e3,
-                       "pid": pids[b.block], "tid": tid(b)})
-    if tl.blocks:
-        events.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
-                       "args": {"name": f"{tl.kernel} grid: every block, by SM"}})
-        for b in tl.blocks:
-            events.append({"ph": "X", "name": f"block {b.block}", "cat": "block", "ts": b.start_ns / 1e3,
-                           "dur": max(b.end_ns - b.start_ns, 0.0) / 1e3, "pid": 0, "tid": b.sm,
-                           "args": {"index": b.index}})
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"kernel": tl.kernel, "device": tl.device, "dropped": tl.dropped,
-                          "clock_ghz": tl.clock_ghz}}
-
-
-__all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "perfetto_trace", "phases_html",
-           "span_title", "summary_html", "timeline_html", "timeline_section", "timeline_svg"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -287,8 +223,6 @@ _ATTACHED_LIMIT = 16  # reports of the last cells that asked for a timeline
 def attach_timelines(report: Any, results: Any) -> list[Any]:
     """Keep the :class:`Timeline` results for ``report``'s Timeline tab; return the others (for
     the Timing tab). A report given no timeline loses any it had."""
-    from .html import report_id
-
     results = list(results or ())
     mine = tuple(r for r in results if isinstance(r, Timeline))
     key = report_id(report)
@@ -301,30 +235,26 @@ def attach_timelines(report: Any, results: Any) -> list[Any]:
 
 
 def has_timeline(report: Any) -> bool:
-    from .html import report_id
-
     return report_id(report) in _ATTACHED
 
 
-def timeline_section(report: Any, page: Any) -> str:
-    from .html import report_id
-
+def timeline_section(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> str:
+    """The Timeline tab's body (``cell_anchors``: the cell lines that carry an anchor on the page)."""
     shown = _ATTACHED.get(report_id(report), ())
     if not shown:
         return ('<p class="tl-muted">No timeline for this kernel: <code>%%tilelang --timeline</code> (or '
                 "<code>tilelab.timeline(kernel, ...)</code>) runs it once instrumented.</p>")
-    links = page_links(report, page)
+    links = page_links(report, page, cell_anchors)
     return ('<p class="tl-muted">a click on a phase goes to its line in the Cell or CUDA tab, where that line '
             "is shown</p>" + "".join(timeline_html(t, links) for t in shown))
 
 
-def page_links(report: Any, page: Any) -> Links:
+def page_links(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> Links:
     """A phase's anchor on the inspector page: its cell line in the Cell tab, else its device line
-    in the CUDA tab, only where that line carries an anchor on this page."""
+    in the CUDA tab, only where that line carries an anchor on this page (``cell_anchors``)."""
     from .._links import device_anchor_lines
-    from .html import _back_marks
 
-    cell = set(_back_marks(report, page)[1]) if page.has("cell") and page.source else set()
+    cell = set(cell_anchors) if page.has("cell") and page.source else set()
     device = (device_anchor_lines(report) | set(page.cuda_anchors)) if page.has("cuda") else set()
 
     def link(span: TimelineSpan) -> str | None:
@@ -337,13 +267,9 @@ def page_links(report: Any, page: Any) -> Links:
     return link
 
 
-def _register() -> None:
-    from .html import register_section
-
-    register_section("timeline", "Timeline", timeline_section, count=lambda r: len(_ATTACHED.get(_rid(r), ())))
+def timeline_count(report: Any) -> int:
+    return len(_ATTACHED.get(report_id(report), ()))
 
 
-def _rid(report: Any) -> str:
-    from .html import report_id
-
-    return report_id(report)
+__all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "phases_html",
+           "span_title", "summary_html", "timeline_html", "timeline_count", "timeline_section", "timeline_svg"]

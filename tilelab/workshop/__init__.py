@@ -23,6 +23,7 @@ A teacher grades a room with ``python -m tilelab workshop grade DIR``.
 
 from __future__ import annotations
 
+from . import _html  # noqa: F401  (registers the records' text and HTML with the display)
 from ._core import Wrong, check, exercise, exercises, expect, hint, progress, solution
 from ._model import STATUSES, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
 

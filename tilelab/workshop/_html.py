@@ -137,3 +137,14 @@ def _progress_html(p: Progress) -> str:
     parts.append(f"<b>the course</b>: {p.count('passed')} of {len(p.standings)} passed"
                  f"<table><tr><th>notebook</th><th>passed</th><th>tried</th></tr>{rows}</table></div>")
     return "".join(parts)
+
+
+def _register() -> None:
+    """Hand the course's records to tilelab's display dispatch (their text and HTML)."""
+    from ..render.display import register
+
+    for record in (Exercise, Check, Hint, Solution, Progress):
+        register(record, {"text/plain": text, "text/html": html})
+
+
+_register()

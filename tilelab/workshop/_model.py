@@ -8,26 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .._display import DisplayedText
+
 STATUSES = ("passed", "failed", "unanswered", "needs_gpu")
 KINDS = ("writes", "fixes", "predict", "explain")
 STATES = ("passed", "tried", "not tried")  # a student's standing on one exercise
 
 
-class _Shown:
-    """Text and HTML for the notebook, from the renderers of :mod:`tilelab.workshop._html`."""
-
-    def __repr__(self) -> str:
-        from ._html import text
-
-        return text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
-        from ._html import html
-
-        return html(self)
+class _Shown(DisplayedText):
+    """Text and HTML for the notebook, through tilelab's one display dispatch (the renderers are
+    :mod:`tilelab.workshop._html`'s, registered with it when the package is imported)."""
 
 
 @dataclass(frozen=True, repr=False)

@@ -72,10 +72,15 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
-    from . import sweep
+    """The grid sweep of ``configs`` at ``size`` (here, over the host's GPUs, or on a cluster)."""
+    opts = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
+    if opts.devices is not None or opts.client is not None:
+        from ._distributed import distributed_sweep
 
-    return sweep(factory, configs, [size],
-                 options=dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None))
+        return distributed_sweep(factory, configs, [size], opts)
+    from ._inline import inline_sweep
+
+    return inline_sweep(factory, configs, [size], opts)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
