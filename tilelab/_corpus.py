@@ -881,8 +881,9 @@ def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH
 
 
 def totals(rows: list[CorpusRow]) -> dict[str, int]:
+    """Rows by verdict; "lowered" (a --lower-only run's) only where there are such rows."""
     counts = collections.Counter(r.verdict for r in rows)
-    return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED)}
+    return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED) if v != LOWERED or counts.get(v)}
 
 
 def format_ratio(row: CorpusRow) -> str:
