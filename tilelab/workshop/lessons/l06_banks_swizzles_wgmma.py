@@ -211,7 +211,9 @@ def _wavefronts_128b(answer: Any) -> str:
 @exercise("06.4", "choose a swizzle",
           question="A 32 x 32 fp16 tile has 64-byte rows. Name a swizzle (\"none\", \"32B\", \"64B\", \"128B\") "
                    "under which the column read takes as few wavefronts as it can.",
-          kind="predict",
+          # found with the explorer, whose table lists every mode by name: an exploration, not a
+          # prediction hidden until the check
+          kind="explain",
           hints=("Try the modes in the explorer: set cols to 32 and watch the conflict count.",
                  "A swizzle permutes chunks inside its span; the span must fit inside a row.",
                  "Rows of 64 bytes take a swizzle of at most 64 bytes: try 64B (32B works too)."),
