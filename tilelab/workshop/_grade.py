@@ -180,6 +180,14 @@ def grade(directory: str | Path, *, timeout: float = 60.0, notebook_timeout: flo
         from .._errors import TilelabError
 
         raise TilelabError(f"{root} is not a folder: give the folder that holds the submitted notebooks")
+    try:
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError:
+        from .._errors import TilelabError
+
+        raise TilelabError("workshop grade runs notebooks with nbformat and nbclient, which are not installed: "
+                           "pip install 'tilelab[lab]' (JupyterLab brings both)") from None
     subs = _submissions(root)
     course_dir = Path(course) if course else None
     with ThreadPoolExecutor(max(1, jobs)) as pool:
