@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import GPU_PRESENT
 
 from tilelab import workshop
 from tilelab.workshop import _answers, _core
-
-from conftest import GPU_PRESENT
 
 EXERCISES = workshop.exercises()
 IDS = [e.id for e in EXERCISES]

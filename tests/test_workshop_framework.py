@@ -8,8 +8,7 @@ import json
 import pytest
 
 from tilelab import workshop
-from tilelab.workshop import Wrong, expect
-from tilelab.workshop import _core
+from tilelab.workshop import Wrong, _core, expect
 
 
 @pytest.fixture
