@@ -86,3 +86,8 @@ def test_a_wrong_answer_fails_without_giving_the_answer_away(exercise_id, index)
 def test_the_code_a_fix_starts_from_is_unanswered(exercise_id):
     ex = _core.get(exercise_id)
     assert workshop.check(ex.id, _answers.evaluate(ex, ex.given)).status == "unanswered"
+
+
+def test_every_lesson_module_imports():
+    assert _core.broken_lessons() == {}
+    assert len(EXERCISES) >= 9

@@ -26,6 +26,7 @@ from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, 
 _REGISTRY: dict[str, Exercise] = {}
 _WRONG: dict[str, tuple[str, ...]] = {}
 _LOADED = False
+_BROKEN: dict[str, str] = {}  # lesson module -> why it could not be imported
 _LOCK = threading.RLock()
 _TRIED: set[str] = set()  # exercises tried in this process (solution() also reads the file)
 _LAST_NOTEBOOK: list[str] = []  # the notebook of the exercise touched last: progress()'s default
@@ -87,7 +88,11 @@ def _load() -> None:
         for info in sorted(pkgutil.iter_modules(lessons.__path__), key=lambda m: m.name):
             if info.name.startswith("_"):
                 continue
-            module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+            try:
+                module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+            except Exception as err:  # noqa: BLE001 - one broken lesson must not take the others down
+                _BROKEN[info.name] = f"{type(err).__name__}: {err}"
+                continue
             for key, sources in (getattr(module, "wrong_answers", None) or {}).items():
                 _WRONG[key] = tuple(sources)
         _LOADED = True
@@ -134,7 +139,16 @@ def get(exercise_id: str) -> Exercise:
         return reg[key]
     prefix = key.split(".")[0]
     near = [k for k in reg if k.split(".")[0] == prefix] or list(reg)
+    broken = [f"{name} ({why})" for name, why in _BROKEN.items() if name[1:3] == prefix]
+    if broken:
+        raise KeyError(f"no exercise {exercise_id!r}: its lesson could not be loaded: {'; '.join(broken)}")
     raise KeyError(f"no exercise {exercise_id!r}: the exercises are {', '.join(near)}")
+
+
+def broken_lessons() -> dict[str, str]:
+    """Lesson modules that failed to import, with why (the tests require none)."""
+    _load()
+    return dict(_BROKEN)
 
 
 def _touch(ex: Exercise) -> None:
