@@ -11,7 +11,7 @@ TORCH_INDEX ?=
 STAMP  := $(VENV)/.tilelab-installed
 PYTEST_ARGS ?=
 
-.PHONY: install lab test test-gpu chromium clean
+.PHONY: install lab test test-gpu test-binder chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,8 +61,25 @@ $(GPU_STAMP): pyproject.toml Makefile
 test-gpu: $(GPU_STAMP)
 	$(GPU_VENV)/bin/python -m pytest -m gpu $(PYTEST_ARGS)
 
+# As root (a container), JupyterLab refuses to start without --allow-root: pass it then, and only then.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+
+# Binder's environment, rebuilt from scratch: binder/requirements.txt (and postBuild) in a fresh
+# venv, then the course's notebooks run headless in it (as committed and with the solutions).
+# Needs the network (PyPI and PyTorch's CPU index); not part of `make test`.
+BINDER_VENV := .venv-binder
+
+test-binder:
+	rm -rf $(BINDER_VENV)
+	$(PYTHON) -m venv $(BINDER_VENV)
+	$(BINDER_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BINDER_VENV)/bin/python -m pip install -q --disable-pip-version-check -r binder/requirements.txt
+	PATH="$(CURDIR)/$(BINDER_VENV)/bin:$$PATH" bash binder/postBuild
+	$(BINDER_VENV)/bin/python -m pip install -q --disable-pip-version-check pytest nbclient nbformat
+	$(BINDER_VENV)/bin/python -m pytest -p no:cacheprovider tests/test_workshop_notebooks.py $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(GPU_VENV) .pytest_cache .tilelab-cache
+	rm -rf $(VENV) $(GPU_VENV) $(BINDER_VENV) .pytest_cache .tilelab-cache

@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import GPU_PRESENT
 
 from tilelab import workshop
 from tilelab.workshop import _answers, _core
-
-from conftest import GPU_PRESENT
 
 EXERCISES = workshop.exercises()
 IDS = [e.id for e in EXERCISES]
@@ -87,3 +86,8 @@ def test_a_wrong_answer_fails_without_giving_the_answer_away(exercise_id, index)
 def test_the_code_a_fix_starts_from_is_unanswered(exercise_id):
     ex = _core.get(exercise_id)
     assert workshop.check(ex.id, _answers.evaluate(ex, ex.given)).status == "unanswered"
+
+
+def test_every_lesson_module_imports():
+    assert _core.broken_lessons() == {}
+    assert len(EXERCISES) >= 9

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from tilelab import workshop
-from tilelab.workshop import Wrong, expect
-from tilelab.workshop import _core
+from tilelab.workshop import Wrong, _core, expect
 
 
 @pytest.fixture
@@ -140,3 +139,11 @@ def test_records_escape_and_round_trip():
     assert "<u>" not in hint._repr_html_() and workshop.Hint.from_dict(hint.to_dict()) == hint
     sol = workshop.Solution("99.1", "t", "shown", "x = '<br>'")
     assert "&lt;br&gt;" in sol._repr_html_() and workshop.Solution.from_dict(sol.to_dict()) == sol
+
+
+def test_a_lesson_that_cannot_load_is_named_when_its_exercise_is_asked_for(monkeypatch):
+    workshop.exercises()
+    monkeypatch.setitem(_core._BROKEN, "l97_broken", "SyntaxError: invalid syntax (l97_broken.py, line 3)")
+    with pytest.raises(KeyError, match="l97_broken.*SyntaxError"):
+        workshop.check("97.1", 1)
+    assert workshop.exercises("01")  # the other lessons still work

@@ -12,11 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import GPU_PRESENT
 
 from tilelab import workshop
 from tilelab.workshop import _answers, _core
-
-from conftest import GPU_PRESENT
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -17,7 +17,8 @@ import pkgutil
 import re
 import textwrap
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _progress
 from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
@@ -25,6 +26,7 @@ from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, 
 _REGISTRY: dict[str, Exercise] = {}
 _WRONG: dict[str, tuple[str, ...]] = {}
 _LOADED = False
+_BROKEN: dict[str, str] = {}  # lesson module -> why it could not be imported
 _LOCK = threading.RLock()
 _TRIED: set[str] = set()  # exercises tried in this process (solution() also reads the file)
 _LAST_NOTEBOOK: list[str] = []  # the notebook of the exercise touched last: progress()'s default
@@ -86,7 +88,11 @@ def _load() -> None:
         for info in sorted(pkgutil.iter_modules(lessons.__path__), key=lambda m: m.name):
             if info.name.startswith("_"):
                 continue
-            module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+            try:
+                module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+            except Exception as err:  # noqa: BLE001 - one broken lesson must not take the others down
+                _BROKEN[info.name] = f"{type(err).__name__}: {err}"
+                continue
             for key, sources in (getattr(module, "wrong_answers", None) or {}).items():
                 _WRONG[key] = tuple(sources)
         _LOADED = True
@@ -133,7 +139,16 @@ def get(exercise_id: str) -> Exercise:
         return reg[key]
     prefix = key.split(".")[0]
     near = [k for k in reg if k.split(".")[0] == prefix] or list(reg)
+    broken = [f"{name} ({why})" for name, why in _BROKEN.items() if name[1:3] == prefix]
+    if broken:
+        raise KeyError(f"no exercise {exercise_id!r}: its lesson could not be loaded: {'; '.join(broken)}")
     raise KeyError(f"no exercise {exercise_id!r}: the exercises are {', '.join(near)}")
+
+
+def broken_lessons() -> dict[str, str]:
+    """Lesson modules that failed to import, with why (the tests require none)."""
+    _load()
+    return dict(_BROKEN)
 
 
 def _touch(ex: Exercise) -> None:
@@ -202,7 +217,7 @@ def check(exercise_id: str, answer: Any = ...) -> Check:
         outcome = ex.checker(answer)
     except Wrong as wrong:
         return _record(ex, Check(ex.id, ex.title, "failed", str(wrong), hints))
-    except Exception as err:  # the student's code (their kernel, their function) raised
+    except Exception as err:  # noqa: BLE001 - the student's code (their kernel, their function) raised
         return _record(ex, Check(ex.id, ex.title, "failed",
                                  f"your answer raised {type(err).__name__}: {_short(err)}", hints))
     if isinstance(outcome, NeedsGpu):
@@ -211,7 +226,7 @@ def check(exercise_id: str, answer: Any = ...) -> Check:
     if ex.reveal is not None:
         try:
             revealed = ex.reveal(answer)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a reveal that fails must not lose the pass
             revealed = f"(what this exercise reveals could not be drawn: {type(err).__name__}: {_short(err)})"
     return _record(ex, Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed))
 

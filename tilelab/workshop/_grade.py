@@ -24,10 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 STATES = ("passed", "tried", "not tried", "needs GPU")
 
@@ -112,7 +113,7 @@ def grade_one(student: str, path: Path, *, timeout: float, notebook_timeout: flo
 
     try:
         nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # not JSON, not a notebook: one row that says so
+    except Exception as err:  # noqa: BLE001 - not JSON, not a notebook: one row that says so
         return GradedNotebook(student, path.name, str(path), "error", {}, f"not a notebook: {type(err).__name__}: "
                               f"{str(err).splitlines()[0][:200] if str(err) else ''}")
     answers, checks = _exercise_cells(nb)
@@ -149,8 +150,8 @@ def grade_one(student: str, path: Path, *, timeout: float, notebook_timeout: flo
                 hung.add(ex)
     if cells:
         status = "timed out"
-        note = "; ".join(filter(None, [note, f"stopped {len(cells)} cell(s) after {timeout:g} s each: the answer or "
-                                             f"check of {', '.join(sorted(hung)) or 'no exercise'}"]))
+        note = "; ".join(filter(None, [note, (f"stopped {len(cells)} cell(s) after {timeout:g} s each: the answer or "
+                                             f"check of {', '.join(sorted(hung)) or 'no exercise'}")]))
     states = {}
     for ex in exercises:
         record = progress.get(ex, {})
@@ -180,6 +181,14 @@ def grade(directory: str | Path, *, timeout: float = 60.0, notebook_timeout: flo
         from .._errors import TilelabError
 
         raise TilelabError(f"{root} is not a folder: give the folder that holds the submitted notebooks")
+    try:
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError:
+        from .._errors import TilelabError
+
+        raise TilelabError("workshop grade runs notebooks with nbformat and nbclient, which are not installed: "
+                           "pip install 'tilelab[lab]' (JupyterLab brings both)") from None
     subs = _submissions(root)
     course_dir = Path(course) if course else None
     with ThreadPoolExecutor(max(1, jobs)) as pool:

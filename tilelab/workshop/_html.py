@@ -116,7 +116,7 @@ def _rich(value: Any) -> str:
     if callable(method):
         try:
             out = method()
-        except Exception:
+        except Exception:  # noqa: BLE001 - the value's own HTML failed: show its text
             out = None
         if out:
             return out

@@ -5,8 +5,9 @@ progress. Pure frozen dataclasses with ``to_dict``/``from_dict``; their HTML and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._display import DisplayedText
 

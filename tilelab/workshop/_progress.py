@@ -14,8 +14,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 VERSION = 1
 _MEMORY: dict[str, dict[str, Any]] = {}  # this process's view, where the file cannot be written
@@ -38,7 +39,7 @@ def path() -> Path:
 def _parse(text: str) -> dict[str, dict[str, Any]]:
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
-        raise ValueError("not a tilelab progress file")
+        raise ValueError("not a tilelab progress file")  # noqa: TRY004 - read() treats it like bad JSON
     return {str(k): dict(v) for k, v in data["exercises"].items() if isinstance(v, dict)}
 
 

@@ -96,8 +96,8 @@ def _run(factory: Any, M: int, N: int, x: Any, expected: Any, out: str, shape: t
                    "local tile, reduces it with T.reduce_sum and stores its block_M sums.",
           kind="writes",
           hints=("Three tile operations: a copy in, a reduction, a copy out.",
-                 "T.copy(X[bx * block_M, 0], tile) loads the block's rows; T.reduce_sum(src, dst, dim=...) "
-                 "reduces along dim.",
+                 ("T.copy(X[bx * block_M, 0], tile) loads the block's rows; T.reduce_sum(src, dst, dim=...) "
+                 "reduces along dim."),
                  "The row sums reduce along the columns: dim=1. Then T.copy(sums, S[bx * block_M])."),
           solution=ROW_SUM_HEAD + ROW_SUM_BODY + RETURN, answer_name="row_sum")
 def _row_sum(answer: Any) -> str:
@@ -129,7 +129,7 @@ def _accepted(shape: tuple[int, ...]) -> bool:
     try:
         with _adapter.tilelang_errors("reduce"):
             build()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any refusal of TileLang's means the shape is not accepted
         return False
     return True
 
