@@ -38,7 +38,7 @@ SCALE = "max-width: 100%; height: auto;"
 # wide keeps every number and caption at 10 px or more.
 MIN_FONT = 10
 MAX_WIDTH = 1000
-CAPTION_WIDTH = 640  # a narrow picture widens to this for its captions, then wraps them
+CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
 COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
@@ -610,8 +610,10 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         caption.append(_crop_caption(probe, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
                                      max_cells=max_cells, col_capped=col_capped))
     phrases = subtitle.split(" | ")
-    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(grid_width, 360.0, min(CAPTION_WIDTH, max(
-        _caption_width([name], 12), _caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
+    # the title (one line, bold) always fits; the other words wrap past CAPTION_WIDTH
+    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(
+        grid_width, 360.0, _caption_width([name], 12),
+        min(CAPTION_WIDTH, max(_caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
     head = _caption_lines(phrases, width, 11)
     f = _Frame(show_rows, show_cols, cw, ch, top=34.0 + 14 * len(head))
     numbers = color_by == "chunk" or bank_numbers
@@ -1026,8 +1028,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
     grid_width = f0.left + show_cols * cw + 12
-    width = min(MAX_WIDTH, max(grid_width, 380.0, min(CAPTION_WIDTH, max(
-        _caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
+    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12),
+                               min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
     head = _caption_lines([subtitle], width, 11)
     f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
     marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)

@@ -87,11 +87,12 @@ class SwizzleExplorer(widgets.VBox):
         self._report: sw.ConflictReport | None = None
         self._comparison: sw.ModeComparison | None = None
         self._error: str | None = None
+        wrap = widgets.Layout(flex_flow="row wrap")  # a narrow output wraps a row instead of clipping it
         rows_box = [
-            widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols]),
-            widgets.HBox([self.pattern, self.start_row, self.chunk]),
-            widgets.HBox([self.highlight, self.index]),
-            widgets.HBox([self.color_by, self.hover]),
+            widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols], layout=wrap),
+            widgets.HBox([self.pattern, self.start_row, self.chunk], layout=wrap),
+            widgets.HBox([self.highlight, self.index], layout=wrap),
+            widgets.HBox([self.color_by, self.hover], layout=wrap),
             # the verdict and the per-mode comparison above the picture: they are what is read first
             self.conflicts, self.comparison, self.picture,
         ]
