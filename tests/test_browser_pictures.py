@@ -28,7 +28,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from test_browser import CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, lab  # noqa: F401  (lab: the JupyterLab fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,9 +49,10 @@ MEASURE = """(root) => [...root.querySelectorAll('svg[role=img]')].filter(s => s
 })"""
 
 
-def _shots() -> Path:
-    folder = Path(os.environ.get("TILELAB_SCREENSHOTS", "")) if os.environ.get("TILELAB_SCREENSHOTS") else None
-    return folder
+def _shots() -> Path | None:
+    """Where the screenshots go: ``$TILELAB_SCREENSHOTS`` when set (kept after the run)."""
+    folder = os.environ.get("TILELAB_SCREENSHOTS")
+    return Path(folder) if folder else None
 
 
 def _notebook(root: Path) -> None:

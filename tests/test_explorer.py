@@ -151,7 +151,7 @@ def _static_svg(html_text: str):
     import re
     import xml.etree.ElementTree as ET
 
-    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.S).group(0))
+    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.DOTALL).group(0))
 
 
 def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget():

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
 _CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
