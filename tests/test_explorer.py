@@ -207,3 +207,27 @@ def test_a_closed_explorer_has_no_bundle():
     w = swizzle_explorer()
     w.close()
     assert w._repr_mimebundle_ is None or w._repr_mimebundle_() is None
+
+
+def test_a_change_of_colour_or_highlight_reuses_the_models_and_the_mode_table(monkeypatch):
+    from tilelab import swizzle as sw_module
+
+    w = swizzle_explorer()
+    calls = []
+    real_conflicts, real_compare = sw_module.bank_conflicts, sw_module.compare_modes
+    monkeypatch.setattr(sw_module, "bank_conflicts", lambda *a, **k: calls.append("conflicts") or real_conflicts(*a, **k))
+    monkeypatch.setattr(sw_module, "compare_modes", lambda *a, **k: calls.append("compare") or real_compare(*a, **k))
+    table = w.comparison.value
+    w.color_by.value = "bank"
+    w.hover.value = "chunk"
+    w.highlight.value = "row"
+    assert calls == [] and w.comparison.value == table and "bank (0-31)" in w.picture.value
+    w.swizzle.value = "NONE"  # a new tile: new conflicts; the per-mode table is the same for every mode
+    assert calls == ["conflicts"] and "NONE: 32/4 wavefronts" in w.comparison.value
+    before = len(calls)
+    w.cols.value = 32  # a new size: new conflicts and a new per-mode table
+    assert calls[before] == "conflicts" and "compare" in calls[before:]
+    w.swizzle.value = "128B"  # 64-byte rows cannot hold 128B: the reason, then back to a valid tile
+    assert w.comparison.value == "" and w.state()["error"]
+    w.swizzle.value = "64B"
+    assert w.state()["error"] is None and "64B:" in w.comparison.value

@@ -119,11 +119,20 @@ class SwizzleExplorer(widgets.VBox):
         self._drawn = key
         self._error = None
         try:
-            tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
-            report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
-                                       chunk=self.chunk.value)
+            # the models change only with the tile and the access: a change of colour, hover or
+            # highlight redraws the picture from the models it has
+            model_key = (self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value, self.pattern.value,
+                         self.start_row.value, self.chunk.value)
+            if model_key == getattr(self, "_model_key", None) and self._tile is not None:
+                tile, report = self._tile, self._report
+            else:
+                tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
+                report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
+                                           chunk=self.chunk.value)
+                self._model_key = model_key
         except ValueError as err:
             self._tile, self._report = None, None
+            self._model_key = self._compare_key = None
             self._error = str(err)
             self.conflicts.value = (f'<div style="color: var(--jp-error-color1, #b00020)"><b>cannot build this tile:</b> '
                                     f"{html.escape(str(err))}</div>")
@@ -143,8 +152,12 @@ class SwizzleExplorer(widgets.VBox):
                                           max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
                                           max_cols=cols_needed if cols_needed < tile.cols else 0,
                                           fit_width=PICTURE_WIDTH)
-        self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
-        self.comparison.value = self._comparison_html(self._comparison)
+        # every mode's count for the pattern: the same whatever the swizzle, colour or highlight
+        compare_key = (tile.rows, tile.cols, tile.dtype, self.pattern.value)
+        if compare_key != getattr(self, "_compare_key", None) or self._comparison is None:
+            self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
+            self._compare_key = compare_key
+            self.comparison.value = self._comparison_html(self._comparison)
         self._update_static()
 
     # -- the static view: the explorer as last drawn, for a page without the live model ----------
