@@ -10,6 +10,10 @@ Size is kept small on purpose: rows whose cells look the same (a swizzle repeats
 are drawn once inside ``<defs>`` and reused with ``<use>``; adjacent cells of one colour merge into
 one rectangle; per-cell labels and hover titles appear only on small tiles. Past ``max_cells``
 rectangles a picture shows its top-left part and says so in its caption.
+
+Legibility: a picture is at most ``MAX_WIDTH`` (1000) units wide and scales down to its output's
+width by its viewBox (``max-width: 100%``, never up); no text is under ``MIN_FONT`` (10) units, so
+shown 1000 px wide every number and caption is 10 px or more; captions wrap at spaces, never cut.
 """
 
 from __future__ import annotations
