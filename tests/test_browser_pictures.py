@@ -188,7 +188,9 @@ def _restart_shows_the_static_explorer(page, url: str, shots: Path) -> None:
     explorer.locator("select").nth(1).select_option("NONE")  # the swizzle control
     page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-live svg')]"
                            ".some(s => (s.getAttribute('aria-label') || '').includes('NONE swizzle'))", timeout=30_000)
-    page.wait_for_timeout(500)
+    # the hidden static view follows once the controls rest: wait for it before saving
+    page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-static svg')]"
+                           ".some(s => (s.getAttribute('aria-label') || '').includes('NONE swizzle'))", timeout=30_000)
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
     for session in json.loads(urllib.request.urlopen(f"{url}/api/sessions", timeout=10).read()):

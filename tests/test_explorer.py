@@ -231,3 +231,34 @@ def test_a_change_of_colour_or_highlight_reuses_the_models_and_the_mode_table(mo
     assert w.comparison.value == "" and w.state()["error"]
     w.swizzle.value = "64B"
     assert w.state()["error"] is None and "64B:" in w.comparison.value
+
+
+def test_in_a_running_event_loop_the_static_view_follows_once_the_controls_rest(monkeypatch):
+    import asyncio
+
+    import IPython.display
+
+    import tilelab.widgets.explorer as explorer_module
+
+    updates = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            updates.append(obj["text/html"])
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, display_id=None: Handle() if display_id else None)
+    monkeypatch.setattr(explorer_module, "STATIC_DELAY_S", 0.0)
+
+    async def explore() -> None:
+        w = swizzle_explorer()
+        w._ipython_display_()
+        for dtype in ("float32", "int8", "bfloat16"):  # three changes in a row: one update, of the last
+            w.dtype.value = dtype
+        assert updates == []
+        for _ in range(100):  # the loop runs the update once this coroutine yields to it
+            if updates:
+                break
+            await asyncio.sleep(0)
+        assert len(updates) == 1 and "32x64 bfloat16, 128B swizzle" in updates[0]
+
+    asyncio.run(explore())

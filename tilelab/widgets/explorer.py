@@ -36,6 +36,8 @@ STATIC_CSS = ("<style>.jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{
               ".jp-OutputArea:has(.tl-explorer-static) .jupyter-widgets.jp-OutputArea-output:not(:has(*))"
               "{display:none}</style>")
 
+STATIC_DELAY_S = 0.5  # the static view follows the controls once they rest this long
+
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
 MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
@@ -99,6 +101,7 @@ class SwizzleExplorer(widgets.VBox):
         super().__init__(rows_box)
         self.add_class("tl-explorer-live")
         self._static_display: Any = None  # the display handle of the static view, once shown
+        self._static_timer: Any = None  # its pending update (an event loop's timer handle)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -182,6 +185,26 @@ class SwizzleExplorer(widgets.VBox):
                 "text/plain": f"Swizzle explorer: {self.settings_text()} (run the cell again for the controls)"}
 
     def _update_static(self) -> None:
+        """Bring the static view up to date: at once outside a running event loop, else once the
+        controls have rested ``STATIC_DELAY_S`` (a drag of a control sends one update, not one
+        per step: the hidden view costs the front end nothing while the student explores)."""
+        if self._static_display is None:
+            return
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._flush_static()
+            return
+        if self._static_timer is not None:
+            self._static_timer.cancel()
+        self._static_timer = loop.call_later(STATIC_DELAY_S, self._flush_static)
+
+    def _flush_static(self) -> None:
+        self._static_timer = None
         if self._static_display is not None:
             self._static_display.update(self._static_bundle(), raw=True)
 
