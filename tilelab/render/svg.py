@@ -208,7 +208,8 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
 
 @dataclass(frozen=True)
 class _LabelFit:
-    """Whether a label fits a run of cells: rows taller than the font, runs as wide as the label."""
+    """Whether a label fits a run of cells: rows taller than the font, runs as wide as the label
+    (digits at the monospace advance, 0.6 em, and a pixel either side)."""
 
     cw: float
     font: int
@@ -216,7 +217,7 @@ class _LabelFit:
 
     def __call__(self, length: int, lab: str) -> bool:
         widest = max((len(part) for part in lab.split("\n")), default=0)
-        return bool(lab) and self.tall_enough and length * self.cw >= 0.62 * self.font * widest + 2
+        return bool(lab) and self.tall_enough and length * self.cw >= 0.6 * self.font * widest + 2
 
 
 def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
@@ -540,9 +541,10 @@ def _shared_legend(color_by: str, hover_note: str, numbers: bool = True) -> str:
 
 def _bank_cell_width(element_bytes: int) -> float:
     """The cell width at which a two-digit bank number fits its run (one 4-byte word: two fp16
-    cells, four int8 cells; one cell of 4 and 8 bytes) at ``MIN_FONT``."""
+    cells, four int8 cells; one cell of 4 and 8 bytes) at ``MIN_FONT``: 64 words (a 128-column
+    fp16 tile) draw 896 px wide, so the picture fits a 940 px output unscaled."""
     per_word = max(1, sw.BANK_BYTES // element_bytes)
-    return (0.62 * MIN_FONT * 2 + 2) / per_word
+    return (0.6 * MIN_FONT * 2 + 2) / per_word  # two digits at a monospace advance of 0.6 em, 1 px either side
 
 
 def _caption_lines(texts: Sequence[str], width: float, size: int) -> list[str]:
@@ -606,7 +608,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
     hl = dict(highlight or {})
     # the words first: they set the picture's width (up to CAPTION_WIDTH) and wrap inside it
-    grid_width = f.left + show_cols * cw + 12
+    grid_width = f.left + show_cols * cw + 4
     uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
     probe = _Frame(show_rows, show_cols, cw, ch)
     _, caption = _highlights(probe, hl, byte, per_chunk, accesses)
