@@ -28,7 +28,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from test_browser import CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, lab  # noqa: F401  (lab: the JupyterLab fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,9 +49,10 @@ MEASURE = """(root) => [...root.querySelectorAll('svg[role=img]')].filter(s => s
 })"""
 
 
-def _shots() -> Path:
-    folder = Path(os.environ.get("TILELAB_SCREENSHOTS", "")) if os.environ.get("TILELAB_SCREENSHOTS") else None
-    return folder
+def _shots() -> Path | None:
+    """Where the screenshots go: ``$TILELAB_SCREENSHOTS`` when set (kept after the run)."""
+    folder = os.environ.get("TILELAB_SCREENSHOTS")
+    return Path(folder) if folder else None
 
 
 def _notebook(root: Path) -> None:
@@ -125,6 +125,8 @@ def _layouts_read(page, inspector, shots: Path, size: str) -> None:
     assert len(pictures) >= 6, pictures  # A, B: layout, bank colours, overlay; C_local
     for pic in pictures:
         assert pic["width"] <= pic["holder"] + 1, pic  # scaled to its box, never cut
+        if size == "1400x1000":  # a desktop's output: every picture reads unzoomed
+            assert round(pic["min"], 1) >= 10, (size, pic)
     # too small to read at this width: the picture's own zoom x2 brings it to 10 px or more
     small = [p["label"] for p in pictures if p["min"] < 10]
     zooms = panel.locator(".tl-zoom-label")
@@ -163,10 +165,10 @@ def _layouts_read(page, inspector, shots: Path, size: str) -> None:
     overlay = panel.locator("svg[aria-label='WGMMA operand B_shared']").first
     overlay.scroll_into_view_if_needed()
     overlay.screenshot(path=str(shots / f"wgmma-B_shared-{size}.png"))
-    report = {p["label"]: round(p["min"], 1) for p in pictures}
-    (shots / f"layouts-{size}.json").write_text(json.dumps({"unzoomed_min_px": report,
-                                                            "zoomed_min_px": {k: round(v["min"], 1)
-                                                                              for k, v in zoomed.items()}}, indent=1))
+    # what was measured, picture by picture (a layout's picture and its bank colours share a label)
+    figures = [{"picture": p["label"], "unzoomed_min_px": round(p["min"], 2), "width_px": round(p["width"]),
+                "box_px": round(p["holder"]), "zoomed_min_px": round(zoomed[p["label"]]["min"], 2)} for p in pictures]
+    (shots / f"layouts-{size}.json").write_text(json.dumps(figures, indent=1))
 
 
 def _explorer_and_comparison_read(page, explorer, shots: Path, size: str) -> None:
@@ -188,7 +190,9 @@ def _restart_shows_the_static_explorer(page, url: str, shots: Path) -> None:
     explorer.locator("select").nth(1).select_option("NONE")  # the swizzle control
     page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-live svg')]"
                            ".some(s => (s.getAttribute('aria-label') || '').includes('NONE swizzle'))", timeout=30_000)
-    page.wait_for_timeout(500)
+    # the hidden static view follows once the controls rest: wait for it before saving
+    page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-static svg')]"
+                           ".some(s => (s.getAttribute('aria-label') || '').includes('NONE swizzle'))", timeout=30_000)
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
     for session in json.loads(urllib.request.urlopen(f"{url}/api/sessions", timeout=10).read()):

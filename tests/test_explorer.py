@@ -151,7 +151,7 @@ def _static_svg(html_text: str):
     import re
     import xml.etree.ElementTree as ET
 
-    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.S).group(0))
+    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.DOTALL).group(0))
 
 
 def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget():
@@ -207,3 +207,58 @@ def test_a_closed_explorer_has_no_bundle():
     w = swizzle_explorer()
     w.close()
     assert w._repr_mimebundle_ is None or w._repr_mimebundle_() is None
+
+
+def test_a_change_of_colour_or_highlight_reuses_the_models_and_the_mode_table(monkeypatch):
+    from tilelab import swizzle as sw_module
+
+    w = swizzle_explorer()
+    calls = []
+    real_conflicts, real_compare = sw_module.bank_conflicts, sw_module.compare_modes
+    monkeypatch.setattr(sw_module, "bank_conflicts", lambda *a, **k: calls.append("conflicts") or real_conflicts(*a, **k))
+    monkeypatch.setattr(sw_module, "compare_modes", lambda *a, **k: calls.append("compare") or real_compare(*a, **k))
+    table = w.comparison.value
+    w.color_by.value = "bank"
+    w.hover.value = "chunk"
+    w.highlight.value = "row"
+    assert calls == [] and w.comparison.value == table and "bank (0-31)" in w.picture.value
+    w.swizzle.value = "NONE"  # a new tile: new conflicts; the per-mode table is the same for every mode
+    assert calls == ["conflicts"] and "NONE: 32/4 wavefronts" in w.comparison.value
+    before = len(calls)
+    w.cols.value = 32  # a new size: new conflicts and a new per-mode table
+    assert calls[before] == "conflicts" and "compare" in calls[before:]
+    w.swizzle.value = "128B"  # 64-byte rows cannot hold 128B: the reason, then back to a valid tile
+    assert w.comparison.value == "" and w.state()["error"]
+    w.swizzle.value = "64B"
+    assert w.state()["error"] is None and "64B:" in w.comparison.value
+
+
+def test_in_a_running_event_loop_the_static_view_follows_once_the_controls_rest(monkeypatch):
+    import asyncio
+
+    import IPython.display
+
+    import tilelab.widgets.explorer as explorer_module
+
+    updates = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            updates.append(obj["text/html"])
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, display_id=None: Handle() if display_id else None)
+    monkeypatch.setattr(explorer_module, "STATIC_DELAY_S", 0.0)
+
+    async def explore() -> None:
+        w = swizzle_explorer()
+        w._ipython_display_()
+        for dtype in ("float32", "int8", "bfloat16"):  # three changes in a row: one update, of the last
+            w.dtype.value = dtype
+        assert updates == []
+        for _ in range(100):  # the loop runs the update once this coroutine yields to it
+            if updates:
+                break
+            await asyncio.sleep(0)
+        assert len(updates) == 1 and "32x64 bfloat16, 128B swizzle" in updates[0]
+
+    asyncio.run(explore())

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._launch_model import (BENCH_MODES, BenchResult, Ceilings, LaunchOverhead, OutputCheck, RunResult, SweepRow,
                              SweepTable)

@@ -10,6 +10,10 @@ Size is kept small on purpose: rows whose cells look the same (a swizzle repeats
 are drawn once inside ``<defs>`` and reused with ``<use>``; adjacent cells of one colour merge into
 one rectangle; per-cell labels and hover titles appear only on small tiles. Past ``max_cells``
 rectangles a picture shows its top-left part and says so in its caption.
+
+Legibility: a picture is at most ``MAX_WIDTH`` (1000) units wide and scales down to its output's
+width by its viewBox (``max-width: 100%``, never up); no text is under ``MIN_FONT`` (10) units, so
+shown 1000 px wide every number and caption is 10 px or more; captions wrap at spaces, never cut.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ SCALE = "max-width: 100%; height: auto;"
 # wide keeps every number and caption at 10 px or more.
 MIN_FONT = 10
 MAX_WIDTH = 1000
-CAPTION_WIDTH = 640  # a narrow picture widens to this for its captions, then wraps them
+CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
 COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
@@ -204,7 +208,8 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
 
 @dataclass(frozen=True)
 class _LabelFit:
-    """Whether a label fits a run of cells: rows taller than the font, runs as wide as the label."""
+    """Whether a label fits a run of cells: rows taller than the font, runs as wide as the label
+    (digits at the monospace advance, 0.6 em, and a pixel either side)."""
 
     cw: float
     font: int
@@ -212,7 +217,7 @@ class _LabelFit:
 
     def __call__(self, length: int, lab: str) -> bool:
         widest = max((len(part) for part in lab.split("\n")), default=0)
-        return bool(lab) and self.tall_enough and length * self.cw >= 0.62 * self.font * widest + 2
+        return bool(lab) and self.tall_enough and length * self.cw >= 0.6 * self.font * widest + 2
 
 
 def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
@@ -536,9 +541,10 @@ def _shared_legend(color_by: str, hover_note: str, numbers: bool = True) -> str:
 
 def _bank_cell_width(element_bytes: int) -> float:
     """The cell width at which a two-digit bank number fits its run (one 4-byte word: two fp16
-    cells, four int8 cells; one cell of 4 and 8 bytes) at ``MIN_FONT``."""
+    cells, four int8 cells; one cell of 4 and 8 bytes) at ``MIN_FONT``: 64 words (a 128-column
+    fp16 tile) draw 896 px wide, so the picture fits a 940 px output unscaled."""
     per_word = max(1, sw.BANK_BYTES // element_bytes)
-    return (0.62 * MIN_FONT * 2 + 2) / per_word
+    return (0.6 * MIN_FONT * 2 + 2) / per_word  # two digits at a monospace advance of 0.6 em, 1 px either side
 
 
 def _caption_lines(texts: Sequence[str], width: float, size: int) -> list[str]:
@@ -602,7 +608,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
     hl = dict(highlight or {})
     # the words first: they set the picture's width (up to CAPTION_WIDTH) and wrap inside it
-    grid_width = f.left + show_cols * cw + 12
+    grid_width = f.left + show_cols * cw + 4
     uid = _uid("shared", name, dtype, color_by, hover, show_rows, show_cols, uid_parts, np.ascontiguousarray(sub))
     probe = _Frame(show_rows, show_cols, cw, ch)
     _, caption = _highlights(probe, hl, byte, per_chunk, accesses)
@@ -610,8 +616,10 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
         caption.append(_crop_caption(probe, rows, cols, limit=limit, row_capped=row_capped, max_rows=max_rows,
                                      max_cells=max_cells, col_capped=col_capped))
     phrases = subtitle.split(" | ")
-    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(grid_width, 360.0, min(CAPTION_WIDTH, max(
-        _caption_width([name], 12), _caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
+    # the title (one line, bold) always fits; the other words wrap past CAPTION_WIDTH
+    width = max(grid_width, min(max_width + f.left + 12, 360.0)) if fixed_width else min(MAX_WIDTH, max(
+        grid_width, 360.0, _caption_width([name], 12),
+        min(CAPTION_WIDTH, max(_caption_width(phrases, 11), _caption_width(caption, MIN_FONT)))))
     head = _caption_lines(phrases, width, 11)
     f = _Frame(show_rows, show_cols, cw, ch, top=34.0 + 14 * len(head))
     numbers = color_by == "chunk" or bank_numbers
@@ -1026,8 +1034,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
     grid_width = f0.left + show_cols * cw + 12
-    width = min(MAX_WIDTH, max(grid_width, 380.0, min(CAPTION_WIDTH, max(
-        _caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
+    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12),
+                               min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
     head = _caption_lines([subtitle], width, 11)
     f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
     marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)

@@ -36,6 +36,8 @@ STATIC_CSS = ("<style>.jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{
               ".jp-OutputArea:has(.tl-explorer-static) .jupyter-widgets.jp-OutputArea-output:not(:has(*))"
               "{display:none}</style>")
 
+STATIC_DELAY_S = 0.5  # the static view follows the controls once they rest this long
+
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
 MAX_ROWS = 32  # rows drawn at most (more when the access pattern reaches further down)
@@ -87,17 +89,19 @@ class SwizzleExplorer(widgets.VBox):
         self._report: sw.ConflictReport | None = None
         self._comparison: sw.ModeComparison | None = None
         self._error: str | None = None
+        wrap = widgets.Layout(flex_flow="row wrap")  # a narrow output wraps a row instead of clipping it
         rows_box = [
-            widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols]),
-            widgets.HBox([self.pattern, self.start_row, self.chunk]),
-            widgets.HBox([self.highlight, self.index]),
-            widgets.HBox([self.color_by, self.hover]),
+            widgets.HBox([self.dtype, self.swizzle, self.rows, self.cols], layout=wrap),
+            widgets.HBox([self.pattern, self.start_row, self.chunk], layout=wrap),
+            widgets.HBox([self.highlight, self.index], layout=wrap),
+            widgets.HBox([self.color_by, self.hover], layout=wrap),
             # the verdict and the per-mode comparison above the picture: they are what is read first
             self.conflicts, self.comparison, self.picture,
         ]
         super().__init__(rows_box)
         self.add_class("tl-explorer-live")
         self._static_display: Any = None  # the display handle of the static view, once shown
+        self._static_timer: Any = None  # its pending update (an event loop's timer handle)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -118,11 +122,20 @@ class SwizzleExplorer(widgets.VBox):
         self._drawn = key
         self._error = None
         try:
-            tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
-            report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
-                                       chunk=self.chunk.value)
+            # the models change only with the tile and the access: a change of colour, hover or
+            # highlight redraws the picture from the models it has
+            model_key = (self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value, self.pattern.value,
+                         self.start_row.value, self.chunk.value)
+            if model_key == getattr(self, "_model_key", None) and self._tile is not None:
+                tile, report = self._tile, self._report
+            else:
+                tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
+                report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
+                                           chunk=self.chunk.value)
+                self._model_key = model_key
         except ValueError as err:
             self._tile, self._report = None, None
+            self._model_key = self._compare_key = None
             self._error = str(err)
             self.conflicts.value = (f'<div style="color: var(--jp-error-color1, #b00020)"><b>cannot build this tile:</b> '
                                     f"{html.escape(str(err))}</div>")
@@ -142,8 +155,12 @@ class SwizzleExplorer(widgets.VBox):
                                           max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
                                           max_cols=cols_needed if cols_needed < tile.cols else 0,
                                           fit_width=PICTURE_WIDTH)
-        self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
-        self.comparison.value = self._comparison_html(self._comparison)
+        # every mode's count for the pattern: the same whatever the swizzle, colour or highlight
+        compare_key = (tile.rows, tile.cols, tile.dtype, self.pattern.value)
+        if compare_key != getattr(self, "_compare_key", None) or self._comparison is None:
+            self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
+            self._compare_key = compare_key
+            self.comparison.value = self._comparison_html(self._comparison)
         self._update_static()
 
     # -- the static view: the explorer as last drawn, for a page without the live model ----------
@@ -168,6 +185,26 @@ class SwizzleExplorer(widgets.VBox):
                 "text/plain": f"Swizzle explorer: {self.settings_text()} (run the cell again for the controls)"}
 
     def _update_static(self) -> None:
+        """Bring the static view up to date: at once outside a running event loop, else once the
+        controls have rested ``STATIC_DELAY_S`` (a drag of a control sends one update, not one
+        per step: the hidden view costs the front end nothing while the student explores)."""
+        if self._static_display is None:
+            return
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._flush_static()
+            return
+        if self._static_timer is not None:
+            self._static_timer.cancel()
+        self._static_timer = loop.call_later(STATIC_DELAY_S, self._flush_static)
+
+    def _flush_static(self) -> None:
+        self._static_timer = None
         if self._static_display is not None:
             self._static_display.update(self._static_bundle(), raw=True)
 
