@@ -14,7 +14,6 @@ import json
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 from conftest import GPU_PRESENT
 
@@ -36,6 +35,8 @@ def _check(exercise_id: str, source: str):
 
 
 def _notebook(key: str):
+    import nbformat  # here, so the GPU tests of this file need no notebook tools
+
     return nbformat.read(ROOT / "notebooks" / NOTEBOOKS[key], as_version=4)
 
 
