@@ -31,7 +31,9 @@ from tilelab.launch import KernelLaunchError, WorkerError
 
 
 def _fresh(code: str, timeout: float = 240.0) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
+    """Run the kernels and then ``code`` (indented as a test writes it) in a fresh process."""
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + KERNELS + textwrap.dedent(code)], capture_output=True,
+                          text=True,
                           timeout=timeout, cwd=ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -74,7 +76,7 @@ def copy(N=1 << 20, block=1024):
 
 
 def test_a_kernel_that_writes_into_its_input_is_named_on_the_gpu():
-    r = _fresh(KERNELS + """
+    r = _fresh("""
         a = torch.arange(1, 4097, dtype=torch.float32, device="cuda")
         c = torch.empty(4096, device="cuda")
         res = tilelab.run(clobber(), a, c, ref=lambda x: 2 * x)
@@ -87,7 +89,7 @@ def test_a_kernel_that_writes_into_its_input_is_named_on_the_gpu():
 
 
 def test_nan_in_an_output_is_located_on_the_gpu():
-    r = _fresh(KERNELS + """
+    r = _fresh("""
         a = torch.randn(256, 256, device="cuda")
         b = a + 1
         b[200:] = a[200:]
@@ -103,7 +105,7 @@ def test_nan_in_an_output_is_located_on_the_gpu():
 
 
 def test_a_block_asking_for_too_much_shared_memory_names_the_limit_and_the_value():
-    r = _fresh(KERNELS + """
+    r = _fresh("""
         report = tilelab.inspect(big_tiles())
         asked = report.kernels[0].dynamic_shared_memory_bytes
         try:
@@ -122,7 +124,7 @@ def test_a_block_asking_for_too_much_shared_memory_names_the_limit_and_the_value
 
 
 def test_the_worker_killed_during_a_bench_leaves_the_next_call_working():
-    r = _fresh(KERNELS + """
+    r = _fresh("""
         kernel = copy()
         tilelab.bench(kernel, rep_ms=50)  # the worker is up and the kernel loaded
         worker = tilelab.launch.default_worker()
@@ -149,7 +151,7 @@ def test_the_worker_killed_during_a_bench_leaves_the_next_call_working():
 
 
 def test_two_processes_launching_on_one_gpu_at_once_are_both_correct(tmp_path):
-    code = PRELUDE + textwrap.dedent(KERNELS + """
+    code = PRELUDE + KERNELS + textwrap.dedent("""
         from tilelab.kernels.gemm import matmul
         gemm = matmul(1024, 1024, 1024, 128, 128, 32)
         barrier = sys.argv[1]
