@@ -159,7 +159,9 @@ def _fp8_gemm(answer: Any) -> str:
                                     "its rows are too narrow for the 128B swizzle")
     expect(not rep.problems, "the report lists problems: " + "; ".join(rep.problems))
     shape = min(w.instruction for w in rep.wgmma)
-    gpu = on_gpu(build(answer, *SIZE, name="fp8_gemm"), lambda a, b: a @ b.T)
+    # Hopper's fp8 WGMMA adds its products with a narrower accumulator than fp32 (an H100 gave a
+    # relative error of 5.4e-4 against an fp32 sum of the same fp8 inputs): judged at 2e-3.
+    gpu = on_gpu(build(answer, *SIZE, name="fp8_gemm"), lambda a, b: a @ b.T, tolerance=2e-3)
     return (f"{shape} on fp8 operands, A and B boxes {tuple(descs['A'].box_dim)} / {tuple(descs['B'].box_dim)} "
             "with the 128B swizzle." + gpu)
 
