@@ -225,3 +225,24 @@ def test_a_killed_worker_is_replaced_in_the_background():
         replacement = w.pid
         assert w.call(fakes.pid) == replacement  # the next launch uses it
         assert w.starts == 2
+
+
+def test_a_worker_killed_from_outside_between_calls_is_replaced_by_the_next_call():
+    import signal
+
+    with Worker(device=0) as w:
+        first = w.call(fakes.pid)
+        os.kill(first, signal.SIGKILL)
+        w._process.join(30)  # the kill has landed
+        assert w.call(fakes.pid) != first  # a fresh worker takes the call
+        assert w.starts == 2
+
+
+def test_a_broken_pipe_to_the_worker_sends_the_call_to_a_fresh_one():
+    """The pipe to the worker breaks while start() still sees its process (a kill from outside lands
+    between the two): nothing reached the old worker, so a fresh one runs the call."""
+    with Worker(device=0) as w:
+        first = w.call(fakes.pid)
+        w._conn.close()
+        assert w.call(fakes.pid) != first
+        assert w.starts == 2

@@ -323,7 +323,14 @@ class Worker:
                 raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} and its arguments to the tilelab worker: "
                                 f"{err}. Pass tensors, numbers and module-level functions, or launch in this "
                                 "process with isolate=False.") from err
-            self._conn.send_bytes(payload)
+            try:
+                self._conn.send_bytes(payload)
+            except OSError:
+                # The process died between calls (killed from outside) after start() saw it alive:
+                # nothing was sent, so a fresh worker takes the call.
+                self._discard()
+                self.start()
+                self._conn.send_bytes(payload)
             began = time.monotonic()
             try:
                 while not self._conn.poll(0.05):
