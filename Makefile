@@ -83,3 +83,9 @@ test-binder:
 
 clean:
 	rm -rf $(VENV) $(GPU_VENV) $(BINDER_VENV) .pytest_cache .tilelab-cache
+
+# Lint and types (ruff and mypy come with the dev extra; configured in pyproject.toml).
+.PHONY: lint
+lint: $(STAMP)
+	$(BIN)/ruff check tilelab tests
+	$(BIN)/mypy

@@ -178,9 +178,12 @@ def _stuck_step(path):
 def test_an_interrupt_ends_a_running_compile_and_the_next_sweep_starts_afresh(tmp_path):
     marker = tmp_path / "pid"
     def stop_once_it_hangs():
-        deadline = time.time() + 120
-        while not marker.exists() and time.time() < deadline:
-            time.sleep(0.1)
+        # the compile process writes the marker when it runs: only then is it a running compile
+        # (the cap only keeps a broken pool from hanging the test; starting one may take minutes
+        # on a busy machine)
+        deadline = time.monotonic() + 900
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         _thread.interrupt_main()  # the stop button, while the compile hangs
 
     threading.Thread(target=stop_once_it_hangs, daemon=True).start()
@@ -188,8 +191,8 @@ def test_an_interrupt_ends_a_running_compile_and_the_next_sweep_starts_afresh(tm
                   bench_fn=Recorder(), workers=1, progress=False, force=True)
     assert table.rows[0].stage == "not run" and "interrupted" in table.rows[0].error
     stuck = int(marker.read_text())
-    deadline = time.time() + 30
-    while time.time() < deadline:  # terminated: gone once its parent has reaped it
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # terminated: gone once its parent has reaped it
         try:
             os.kill(stuck, 0)
         except ProcessLookupError:
@@ -287,11 +290,33 @@ def test_baselines_are_rated_with_the_kernels_counted_work(compile_in_threads):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(compile_in_threads):
+@pytest.fixture
+def stop_button(monkeypatch):
+    """``press()``, from a thread the sweep runs (a bench step): what the stop button does, a
+    KeyboardInterrupt in the notebook's thread; then the step waits until the sweep has taken the
+    stop (it cancels its runner), so the configuration is still being timed when the stop lands,
+    however busy the machine is."""
+    taken = threading.Event()
+    close = _runners.LocalRunner.close
+
+    def closing(self, cancel=False):
+        if cancel:
+            taken.set()
+        return close(self, cancel)
+
+    monkeypatch.setattr(_runners.LocalRunner, "close", closing)
+
+    def press():
+        _thread.interrupt_main()
+        assert taken.wait(timeout=300), "the sweep never took the stop"
+
+    return press
+
+
+def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(compile_in_threads, stop_button):
     def stop_at_64(artifact, size):
         if artifact["block"] == 64 and size["N"] == 1024:
-            _thread.interrupt_main()  # what the stop button does: KeyboardInterrupt in the notebook's thread
-            time.sleep(1.0)  # still timing this one when the interrupt lands
+            stop_button()  # still timing this one when the interrupt lands
 
     first = Recorder(on_call=stop_at_64)
     kwargs = dict(compile_fn=fake_compile, flops=lambda N: 2.0 * N, workers=1, progress=False)
@@ -786,11 +811,10 @@ def test_a_finalist_that_fails_in_the_final_round_keeps_its_sweep_row_and_is_nam
         assert "the final round's launch failed" in note and "keeps its sweep row" in note
 
 
-def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_sizes(compile_in_threads):
+def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_sizes(compile_in_threads, stop_button):
     def stop_at_2048(block, n):
         if n == 2048:
-            _thread.interrupt_main()  # the stop button, while the final round times its first leader at 2048
-            time.sleep(1.0)
+            stop_button()  # while the final round times its first leader at 2048
 
     bench = Boards(on_final=stop_at_2048)
     table = _final_sweep(bench, sizes={"N": [1024, 2048]})

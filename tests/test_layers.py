@@ -244,3 +244,15 @@ def test_only_the_display_hook_reaches_from_the_records_to_the_renderers():
     below_render = RECORDS | FACTS
     reaching = {(m, t) for m in below_render for t in graph.get(m, set()) if t.startswith("tilelab.render")}
     assert reaching == {DISPLAY_EXCEPTION}
+
+
+def test_launch_has_one_front_door():
+    """Only launch/_api.py chooses where a launch happens (the CPU, the worker process, or here);
+    the modules that verify and time here never reach back to the CPU path, the worker or the
+    front door, so the worker calls them without coming back in."""
+    graph = import_graph()
+    for module in ("tilelab.launch._run", "tilelab.launch._bench"):
+        assert not graph[module] & {"tilelab.launch._cpu", "tilelab.launch._isolated", "tilelab.launch._api"}, module
+    choosers = {m for m, path in module_files().items()
+                if "in_worker()" in path.read_text() and m != "tilelab.launch._worker"}
+    assert choosers == {"tilelab.launch._api"}

@@ -3,7 +3,9 @@
 Everything tilelab knows about TileLang 0.1.15's private layout lives here: how to lower a kernel
 without nvcc or a GPU, where the launcher of each execution backend is generated, which IR
 attributes hold the TMA descriptors, launch configuration, L2 windows and layouts, and how the
-JIT front ends are unwrapped. An upgrade of TileLang should touch this file only.
+JIT front ends are unwrapped. An upgrade of TileLang should touch this file only, which is why it is
+long (about 2,000 lines in sections: resolution, errors, lowering, launchers, IR readers, compile
+and caches, passes) rather than split across modules that would each reach into TileLang.
 
 Functions return plain Python values or tilelab models; no TVM object escapes this module.
 """

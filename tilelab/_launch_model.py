@@ -81,8 +81,8 @@ class Telemetry:
                 f"{statistics.median(power):.0f} W median (max {max(power):.0f}), {max(temp)} C max, "
                 f"{len(self.samples)} samples")
         if self.throttled:
-            text += "; THROTTLED: " + ", ".join(r for r in self.reasons
-                                                 if any(b for b, n in THROTTLE_REASONS.items() if n == r and b & THROTTLING))
+            throttling = {n for b, n in THROTTLE_REASONS.items() if b & THROTTLING}
+            text += "; THROTTLED: " + ", ".join(r for r in self.reasons if r in throttling)
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,8 +91,9 @@ class Telemetry:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Telemetry:
-        return cls(tuple((float(a), int(b), int(c), float(e), int(f), int(g)) for a, b, c, e, f, g in d.get("samples", ())),
-                   d.get("max_sm_mhz"), d.get("note", ""))
+        samples = tuple((float(a), int(b), int(c), float(e), int(f), int(g))
+                        for a, b, c, e, f, g in d.get("samples", ()))
+        return cls(samples, d.get("max_sm_mhz"), d.get("note", ""))
 
 
 
@@ -156,7 +157,7 @@ class TileMap(DisplayedText):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TileMap:
-        return cls(output=d["output"], shape=tuple(d["shape"]), tile=tuple(d["tile"]),  # type: ignore[arg-type]
+        return cls(output=d["output"], shape=tuple(d["shape"]), tile=tuple(d["tile"]),
                    cells=tuple(tuple(r) for r in d["cells"]), merged=bool(d.get("merged", False)),
                    source=d.get("source", ""))
 
@@ -509,7 +510,7 @@ class Ceilings(DisplayedText):
         return cls(
             device=d["device"], copy_gbps=float(d["copy_gbps"]), matmul_tflops=float(d["matmul_tflops"]),
             matmul_dtype=d.get("matmul_dtype", "float16"),
-            matmul_shape=tuple(d.get("matmul_shape", (8192, 8192, 8192))),  # type: ignore[arg-type]
+            matmul_shape=tuple(d.get("matmul_shape", (8192, 8192, 8192))),
             copy_bytes=int(d.get("copy_bytes", 0)), driver=d.get("driver", ""),
             torch_version=d.get("torch_version", ""), measured_at=d.get("measured_at", ""),
             method=d.get("method", ""),
@@ -596,7 +597,8 @@ class SweepRow:
     cut: str | None = None
 
     @classmethod
-    def measured(cls, config: tuple, size: tuple, res: BenchResult, **extra: Any) -> SweepRow:
+    def measured(cls, config: tuple[tuple[str, Any], ...], size: tuple[tuple[str, int], ...], res: BenchResult,
+                 **extra: Any) -> SweepRow:
         """The row of a configuration that was timed: the timing, its rates and its clocks."""
         tele = res.telemetry
         sm = tele.sm_mhz if tele is not None else []

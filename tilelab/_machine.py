@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
-
+from typing import Any
 
 # Theoretical occupancy (tilelab.occupancy computes it).
 
@@ -244,11 +244,10 @@ def sass_opcode(text: str) -> str | None:
     return m.group(1).split(".")[0] if m else None
 
 
-def opcode_counts(sass_lines: list[str], numbers: Iterable[int]) -> Counter:
+def opcode_counts(sass_lines: list[str], numbers: Iterable[int]) -> Counter[str]:
     """How often each opcode occurs among the 1-based ``numbers`` of ``sass_lines``."""
-    ops = Counter(sass_opcode(sass_lines[n - 1]) for n in numbers if n <= len(sass_lines))
-    ops.pop(None, None)
-    return ops
+    opcodes = (sass_opcode(sass_lines[n - 1]) for n in numbers if n <= len(sass_lines))
+    return Counter(op for op in opcodes if op is not None)
 
 
 @dataclass(frozen=True)

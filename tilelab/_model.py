@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 from ._display import Displayed
 from ._machine import MachineCode, PassTrace
+from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 
-Dim = Union[int, str]
+Dim = Union[int, str]  # noqa: UP007 (a runtime alias: int | str needs Python 3.10 where annotations do not)
 
 SCHEMA_VERSION = 1
 BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
@@ -127,7 +127,7 @@ class DeviceKernel:
             grid=_dims(d["grid"]),  # type: ignore[arg-type]
             block=_dims(d["block"]),  # type: ignore[arg-type]
             dynamic_shared_memory_bytes=d.get("dynamic_shared_memory_bytes", 0),
-            cluster_dims=tuple(d["cluster_dims"]) if d.get("cluster_dims") else None,  # type: ignore[arg-type]
+            cluster_dims=tuple(d["cluster_dims"]) if d.get("cluster_dims") else None,
             programmatic_dependent_launch=bool(d.get("programmatic_dependent_launch", False)),
             cooperative=bool(d.get("cooperative", False)),
             programmatic_serialization_by=tuple(d.get("programmatic_serialization_by", ())),
@@ -559,7 +559,7 @@ class Layout:
     description: str = ""  # the compiler's own printout of the layout
     kernel: str | None = None
 
-    def array(self, which: str):  # -> numpy.ndarray
+    def array(self, which: str) -> Any:  # a numpy.ndarray (numpy is imported only here)
         import numpy as np
 
         data = {"offsets": self.offsets, "threads": self.threads, "locals": self.locals_}[which]

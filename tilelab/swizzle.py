@@ -1,7 +1,9 @@
 """Shared-memory maths of Hopper kernels: TMA swizzle modes, WGMMA descriptors, bank conflicts.
 
 Pure numpy; needs no TileLang, GPU or IPython. Every result is a frozen dataclass with
-``to_dict`` so it can be saved, diffed and drawn by :mod:`tilelab.render.svg`.
+``to_dict`` so it can be saved, diffed and drawn by :mod:`tilelab.render.svg`. It is one module of
+about 1,000 lines because its parts (swizzle modes, WGMMA descriptors, bank conflicts) are one
+model: each is computed from the same address map below, which lives in one place.
 
 The model of a shared tile (:class:`SharedTile`) is the one the TMA unit writes and TileLang
 0.1.15 infers for WGMMA operands:

@@ -4,12 +4,9 @@
 ``examples/gemm.py`` and ``tilelab.workshop`` build from it. ``raster`` rasterises the grid in
 panels (0: none); ``smem_epilogue`` stages the output tile through shared memory (TMA stores).
 
-`BEST_8192` is the configuration ``benchmarks/sweep_gemm.py`` found best at 8192^3 fp16 with
-tilelab.sweep: 128x256x64 tiles, 4 stages, 256 threads, grid rasterised in panels of 16, epilogue
-staged through shared memory. On an H100 (2026-11-22, sustained medians, L2 flushed):
-first sweep (300 ms windows) 1.5972 ms vs torch.matmul 1.6536 ms, 1.035x; second sweep (2 s
-windows) 1.6576 ms vs 1.6733 ms, 1.009x, where the same family with 3 stages ran 1.024x. Without
-the shared-memory epilogue the best was 0.96x. `matmul_best(M, N, K)` builds it.
+``BEST_8192`` is the configuration ``benchmarks/sweep_gemm.py`` found fastest at 8192^3 fp16 (128x256x64
+tiles, 4 stages, 256 threads, the grid rasterised in panels of 16, the epilogue staged through
+shared memory); ``matmul_best(M, N, K)`` builds it. Run that script on your GPU for the figures.
 """
 
 import tilelang.language as T

@@ -1,8 +1,9 @@
 """Launch, verify and time TileLang kernels on the notebook's GPU, or on the CPU (target ``c``).
 
 ``run`` (verify against a reference), ``bench`` (CUDA-event timing in named modes),
-``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul rate, cached), ``launch_overhead`` (host cost of
-each execution backend), and ``sweep`` (configurations x sizes);
+``sanitize`` (one launch under compute-sanitizer), ``measure_ceilings`` (copy bandwidth and matmul
+rate, cached), ``launch_overhead`` (host cost of each execution backend), and ``sweep``
+(configurations x sizes);
 their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
 GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works;
@@ -19,9 +20,8 @@ from ._kernel import MisalignedTensorError, count_work, gemm_flops, prepare_kern
 from ._options import BenchOptions, RunOptions
 from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
-from .sweep import SweepOptions, shutdown_compile_pools, sweep
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
-
+from .sweep import SweepOptions, shutdown_compile_pools, sweep
 
 __all__ = [
     "BenchOptions",

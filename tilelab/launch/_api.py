@@ -8,7 +8,8 @@ worker calls the modules that do the work, never this one.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
 from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
@@ -136,7 +137,8 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
         kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     worker = worker_for(isolate)
     if worker is not None:
-        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout)
+        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout)
+        return result
     return _bench.measure(torch, prepared, args, opts, sizes)
 
 
@@ -151,8 +153,9 @@ def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n
         cached = _ceilings.read_cache(key)
         if cached is not None:
             return cached
-    options = dict(copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms, key=key)
+    options: dict[str, Any] = dict(copy_bytes=copy_bytes, matmul_n=matmul_n, dtype=dtype, rep_ms=rep_ms, key=key)
     worker = worker_for(isolate)
+    ceilings: Ceilings
     if worker is not None:
         ceilings = _isolated.call(worker, _ceilings.measure_once, (), options, timeout, "measure_ceilings")
     else:
@@ -175,10 +178,12 @@ def launch_overhead(kernel: Any = None, *args: Any, backends: Sequence[str] = _o
     if batches < 1 or calls < batches:
         raise ValueError(f"calls ({calls}) must be at least batches ({batches}), and batches at least 1")
     require_gpu()
-    options = dict(backends=tuple(backends), calls=calls, batches=batches, warmup=warmup, out_idx=out_idx, **sizes)
+    options: dict[str, Any] = dict(backends=tuple(backends), calls=calls, batches=batches, warmup=warmup,
+                                   out_idx=out_idx, **sizes)
     worker = worker_for(isolate)
     if worker is not None:
         shipped = getattr(kernel, "prim_func", kernel)  # a JITKernel does not pickle; its prim_func does
-        return _isolated.call(worker, _overhead.measure_overhead, (shipped, *args), options, timeout,
-                              "launch_overhead")
+        overhead: LaunchOverhead = _isolated.call(worker, _overhead.measure_overhead, (shipped, *args), options,
+                                                  timeout, "launch_overhead")
+        return overhead
     return _overhead.measure_overhead(kernel, *args, **options)

@@ -28,12 +28,14 @@ Samples are milliseconds per launch. Tests never call the timing loops on a GPU;
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import _inputs, _stability
 from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
@@ -259,7 +261,7 @@ def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any]
     copies = _copy_inputs(torch, prepared, launch_args, timed.copies, name)
     if timed.copies > 1:
         timed.notes.append(_rotation_note(timed.copies, auto_bytes, l2_bytes(torch)))
-    timed.fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
+    timed.fns = [functools.partial(call_kernel, prepared, c) for c in copies]
     try:
         timed.fns[0]()
         torch.cuda.synchronize()
@@ -294,7 +296,7 @@ def _copy_inputs(torch: Any, prepared: Prepared, launch_args: list[Any], n_copie
 
 
 def _prepare_callable(torch: Any, fn: Callable[[], Any], opts: BenchOptions) -> _Timed:
-    name = opts.name or getattr(fn, "__name__", "callable")
+    name = opts.name or str(getattr(fn, "__name__", "callable"))
     timed = _Timed([fn], "callable" if name == "<lambda>" else name, flops=opts.flops, bytes=opts.bytes)
     if opts.mode == "graph":
         timed.notes.append("a callable is captured as it is: its inputs do not rotate and L2 is not flushed inside "
@@ -358,7 +360,8 @@ class _Rounds:
     def __init__(self, torch: Any, timed: _Timed, opts: BenchOptions, flush_buf: Any, estimate: float,
                  n_warmup: int, n_rep: int) -> None:
         self.torch, self.fns, self.opts, self.flush = torch, timed.fns, opts, flush_buf
-        self.n_warmup, self.n_rep, self.count, self.notes = n_warmup, n_rep, 0, []
+        self.n_warmup, self.n_rep, self.count = n_warmup, n_rep, 0
+        self.notes: list[str] = []
         self.estimate = estimate
         self.method = BENCH_MODES[opts.mode]
         if opts.mode == "isolated":

@@ -6,7 +6,8 @@ map of tiles of an output that failed."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _inputs
 

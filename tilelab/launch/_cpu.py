@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._errors import TilelabError
 from . import _checks, _inputs
@@ -153,7 +154,7 @@ def bench(kernel: Prepared | Callable[[], Any], args: Sequence[Any], opts: Bench
         def fn() -> Any:
             return call_kernel(prepared, launch_args)
     elif callable(kernel):
-        kname = name or getattr(kernel, "__name__", "callable")
+        kname = name or str(getattr(kernel, "__name__", "callable"))
         kname = "callable" if kname == "<lambda>" else kname
         fn = kernel
     else:

@@ -5,7 +5,8 @@ is lost), and out-of-memory before a launch with how much was asked and how much
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._errors import TilelabError
 
@@ -31,7 +32,8 @@ class KernelLaunchError(TilelabError, RuntimeError):
                                         self.isolated, self.located))
 
     def __str__(self) -> str:
-        text = f"{self.kernel}: {CUDA_ERROR_KINDS.get(self.kind, ('launch failed', ''))[0]} ({self.detail.strip()[:300]})"
+        headline = CUDA_ERROR_KINDS.get(self.kind, ("launch failed", ""))[0]
+        text = f"{self.kernel}: {headline} ({self.detail.strip()[:300]})"
         if self.cause:
             text += f"\n  likely cause: {self.cause}"
         for item in self.flagged:
@@ -51,7 +53,7 @@ class KernelLaunchError(TilelabError, RuntimeError):
 
 
 def _rebuild_launch_error(kernel: str, kind: str, detail: str, cause: str | None, sticky: bool,
-                          flagged: Sequence[str], isolated: bool, located: str | None) -> "KernelLaunchError":
+                          flagged: Sequence[str], isolated: bool, located: str | None) -> KernelLaunchError:
     err = KernelLaunchError(kernel, kind, detail, cause, sticky, flagged)
     err.isolated, err.located = isolated, located
     return err

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..cuda_facts import dtype_bytes, normalize_dtype
 from .models import OutputCheck, WorstElement
@@ -456,10 +457,9 @@ def upcast(values: Sequence[Any], dtype: Any = None) -> list[Any]:
     bits = _EXACT_INTEGER_BITS.get(canonical_dtype(target))
     out = []
     for v in values:
-        if hasattr(v, "is_floating_point") and v.is_floating_point():
-            out.append(v.detach().to(target))
-        elif (bits is not None and hasattr(v, "is_floating_point") and v.dtype != torch.bool
-              and not v.is_complex() and _fits(v, bits)):
+        tensor = hasattr(v, "is_floating_point")
+        if tensor and v.is_floating_point() or (bits is not None and tensor and v.dtype != torch.bool
+                                                and not v.is_complex() and _fits(v, bits)):
             out.append(v.detach().to(target))
         else:
             out.append(v)
@@ -494,7 +494,8 @@ def gemm_shape(inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, .
 
 def param_shapes(params: Sequence[Param], sizes: dict[str, int]) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     """Concrete (input shapes, output shapes) of the tensor parameters."""
-    ins, outs = [], []
+    ins: list[tuple[int, ...]] = []
+    outs: list[tuple[int, ...]] = []
     for p in params:
         if p.kind == "tensor":
             (outs if p.is_output else ins).append(tuple(eval_dim(d, sizes) for d in p.shape))

@@ -15,8 +15,9 @@ import hashlib
 import os
 import pickle
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from . import _inputs, _worker
 from ._cuda_errors import KernelLaunchError
@@ -42,7 +43,7 @@ class KernelRef:
     payload: bytes | None  # pickled (prim_func, out_idx, target, backend, pass_configs, compile_flags, outputs)
 
 
-_KEYS: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+_KEYS: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
 
 
 def _payload(prepared: Prepared) -> tuple:
@@ -135,7 +136,7 @@ def poisoned_launch_in_worker(ref: KernelRef, args: list[Any], bound: dict[str, 
                 next(callee).copy_(out)
         torch.cuda.synchronize()
     except BaseException as err:
-        raise _mark_isolated(err)
+        raise _mark_isolated(err)  # noqa: B904 (the error itself, marked, not a new one)
     return poisoned
 
 
@@ -150,7 +151,7 @@ def bench_in_worker(ref: KernelRef, args: tuple, options: dict[str, Any]) -> Any
     try:
         return measure(_torch(), prepared, args, opts, sizes)
     except BaseException as err:
-        raise _mark_isolated(err)
+        raise _mark_isolated(err)  # noqa: B904 (the error itself, marked, not a new one)
 
 
 def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -159,7 +160,7 @@ def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     try:
         return fn(*args, **kwargs)
     except BaseException as err:
-        raise _mark_isolated(err)
+        raise _mark_isolated(err)  # noqa: B904 (the error itself, marked, not a new one)
 
 
 # ------------------------------------------------------------------------------------------

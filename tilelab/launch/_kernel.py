@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .._errors import NoGpuError, TilelabError
 from . import _inputs
@@ -59,7 +60,7 @@ def check_tma_alignment(prepared: Prepared, args: Sequence[Any]) -> None:
                     f"{unit // a.element_size()} elements.")
 
 
-def require_gpu():  # -> torch module
+def require_gpu() -> Any:  # the torch module
     """torch, with a CUDA device; NoGpuError (saying inspection still works) otherwise."""
     try:
         import torch
@@ -128,8 +129,8 @@ def is_tilelang_kernel(obj: Any) -> bool:
 
 def prepare_kernel(kernel: Any, *, backend: str | None = None, out_idx: int | list[int] | None = None,
                    outputs: Sequence[str] | None = None, target: str | None = None,
-                   pass_configs: dict[str, Any] | None = None, args: tuple = (),
-                   kwargs: dict | None = None) -> Prepared:
+                   pass_configs: dict[str, Any] | None = None, args: tuple[Any, ...] = (),
+                   kwargs: dict[str, Any] | None = None) -> Prepared:
     """Compile ``kernel`` (unless it already is a compiled JITKernel) and read its signature.
 
     Every touch of TileLang is here: ``_adapter.kernel_kind``/``compile_kernel``/

@@ -7,8 +7,9 @@ is a dynamic size of the kernel (``M=4096``)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from . import _stability
 from .models import BENCH_MODES

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib.util
 import statistics
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _inputs
 from ._kernel import device_name, prepare_kernel
@@ -27,7 +28,7 @@ def default_kernel(n: int = 4096):
     import tilelang.language as T
 
     @T.prim_func
-    def vector_add(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32), C: T.Tensor((n,), T.float32)):
+    def vector_add(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32), C: T.Tensor((n,), T.float32)):  # type: ignore[valid-type]
         with T.Kernel(T.ceildiv(n, 256), threads=256) as bx:
             for i in T.Parallel(256):
                 C[bx * 256 + i] = A[bx * 256 + i] + B[bx * 256 + i]
@@ -85,7 +86,8 @@ def measure_overhead(kernel: Any, *args: Any, backends: Sequence[str], calls: in
             samples = time_calls(compiled, launch_args, batches, per_batch, torch.cuda.synchronize)
             per_backend.append((backend, tuple(samples)))
         except Exception as err:  # one backend failing must not hide the others
-            errors.append((backend, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"))
+            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            errors.append((backend, f"{type(err).__name__}: {first}"))
     return LaunchOverhead(kernel=name or "kernel", per_backend_us=tuple(per_backend), errors=tuple(errors),
                           device=device_name(),
                           method=f"host us per call of the compiled kernel (perf_counter over {batches} batches of "

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..profiling import EXTRA_METRICS, Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
@@ -37,7 +38,8 @@ def find_ncu(explicit: str | None = None) -> str | None:
         return explicit if os.access(explicit, os.X_OK) else None
     from .._toolchain import find_cuda_tool
 
-    return find_cuda_tool("ncu", extra_globs=("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/nsight-compute*/ncu"))
+    return find_cuda_tool("ncu", extra_globs=("/opt/nvidia/nsight-compute/*/ncu",
+                                              "/usr/local/cuda/nsight-compute*/ncu"))
 
 
 def ncu_command(ncu: str, kernel_regex: str, report: Path, argv: Sequence[str], *, skip: int = WARMUP_LAUNCHES,

@@ -8,13 +8,31 @@ front door (``_api.py``) chose.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _checks, _inputs
-from ._cuda_errors import (CUDA_ERROR_KINDS, KernelLaunchError, classify_cuda_error, is_out_of_memory, launch_error,
-                           memory_text, out_of_memory_error)
-from ._kernel import (NO_GPU_MESSAGE, MisalignedTensorError, Prepared, call_kernel, check_tma_alignment, device_name,
-                      is_tilelang_kernel, prepare_kernel, reference, require_gpu)
+from ._cuda_errors import (
+    CUDA_ERROR_KINDS,
+    KernelLaunchError,
+    classify_cuda_error,
+    is_out_of_memory,
+    launch_error,
+    memory_text,
+    out_of_memory_error,
+)
+from ._kernel import (
+    NO_GPU_MESSAGE,
+    MisalignedTensorError,
+    Prepared,
+    call_kernel,
+    check_tma_alignment,
+    device_name,
+    is_tilelang_kernel,
+    prepare_kernel,
+    reference,
+    require_gpu,
+)
 from ._options import RunOptions
 from .models import RunResult
 
@@ -88,7 +106,8 @@ def verify(torch: Any, prepared: Prepared, tensors_or_shapes: Sequence[Any], opt
                          f"({', '.join(p.name for p in prepared.outputs)})")
     checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
                                    tolerance=opts.tolerance, worst=opts.worst, tile=opts.tile,
-                                   unpoisoned="is allocated by the kernel's launcher and did not reuse the poisoned block")
+                                   unpoisoned="is allocated by the kernel's launcher and did not reuse the poisoned "
+                                              "block")
     inputs_after = _checks.inputs_after_launch(snapshot, checks, notes)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=prepared.backend,
                      device=torch.cuda.get_device_name(), sizes=tuple(sorted(bound.items())),

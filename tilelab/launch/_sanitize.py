@@ -18,9 +18,10 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .._errors import TilelabError
 from .._launch_model import Finding, SanitizerReport
@@ -216,8 +217,9 @@ def sanitize(kernel: Any, *args: Any, tool: str = "memcheck", timeout: float = D
     exe = find_sanitizer()
     if exe is None:
         raise SanitizerMissing(
-            "compute-sanitizer was not found (looked in $CUDA_HOME/bin, on PATH, in /usr/local/cuda/bin, in NVIDIA's wheels "
-            "and next to nvcc). It ships with the CUDA toolkit; install the toolkit or put its bin/ folder on PATH.")
+            "compute-sanitizer was not found (looked in $CUDA_HOME/bin, on PATH, in /usr/local/cuda/bin, in NVIDIA's "
+            "wheels and next to nvcc). It ships with the CUDA toolkit; install the toolkit or put its bin/ folder on "
+            "PATH.")
     require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     from ._isolated import _payload

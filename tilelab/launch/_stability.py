@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 # Student's t quantile t((1 + confidence) / 2, df) for the batch counts used (df = batches - 1).
 T_QUANTILE = {0.90: {3: 2.3534, 7: 1.8946, 15: 1.7531, 31: 1.6955},

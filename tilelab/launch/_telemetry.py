@@ -1,7 +1,7 @@
 """GPU telemetry during a measurement: clocks, power, temperature and throttle reasons from NVML.
 
-``Telemetry`` is a record (:mod:`tilelab._launch_model`); ``NvmlSampler`` samples in a background thread through NVIDIA's
-``nvidia-ml-py`` bindings (``pip install "tilelab[telemetry]"``). Without them, or without a
+``Telemetry`` is a record (:mod:`tilelab._launch_model`); ``NvmlSampler`` samples in a background
+thread through NVIDIA's ``nvidia-ml-py`` bindings (``pip install "tilelab[telemetry]"``). Without them, or without a
 driver, the sampler records nothing and says why.
 """
 
@@ -52,8 +52,9 @@ class NvmlSampler:
     def _sample(self) -> None:
         n, h = self._nvml, self._handle
         try:
-            reasons = n.nvmlDeviceGetCurrentClocksEventReasons(h) if hasattr(n, "nvmlDeviceGetCurrentClocksEventReasons") \
-                else n.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+            read_reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+                or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            reasons = read_reasons(h)
             self._samples.append((
                 time.perf_counter() - self._t0, int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
                 int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)), n.nvmlDeviceGetPowerUsage(h) / 1000.0,

@@ -13,7 +13,8 @@ leading dimensions into the rows (TileLang's convention: ``bx`` walks the column
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .models import TileMap
 

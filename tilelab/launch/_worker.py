@@ -46,8 +46,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .._errors import TilelabError
 
@@ -111,7 +112,7 @@ class _Failure:
 def _capture_start() -> tuple[int, Any]:
     sys.stdout.flush()
     saved = os.dup(1)
-    tmp = tempfile.TemporaryFile()
+    tmp = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _capture_end, after the call it captures)
     os.dup2(tmp.fileno(), 1)
     return saved, tmp
 
@@ -397,7 +398,7 @@ class Worker:
         self._replace_soon()
         return LaunchInterrupted(label)
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -6,7 +6,8 @@ record is shown by one entry in :func:`renderers` (and its renderers stay functi
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MIME_TYPES = ("text/plain", "text/html", "image/png")
 

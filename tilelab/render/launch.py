@@ -12,8 +12,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import (BENCH_MODES, BenchResult, Ceilings, LaunchOverhead, OutputCheck, RunResult, SweepRow,
-                             SweepTable)
+from .._launch_model import (
+    BENCH_MODES,
+    BenchResult,
+    Ceilings,
+    LaunchOverhead,
+    OutputCheck,
+    RunResult,
+    SweepRow,
+    SweepTable,
+)
 
 _TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
 _CELL = "border:1px solid var(--jp-border-color2,#ccc);padding:2px 6px;text-align:left"
@@ -185,7 +193,7 @@ def bench_result_text(result: BenchResult) -> str:
 
 def bench_result_html(result: BenchResult) -> str:
 
-    rows = [["median", f"{result.median_ms:.4f} ms"], ["min", f"{result.min_ms:.4f} ms"],
+    rows: list[list[Any]] = [["median", f"{result.median_ms:.4f} ms"], ["min", f"{result.min_ms:.4f} ms"],
             ["spread (IQR/median)", f"{100 * result.spread:.2f}%"], ["samples", len(result.samples_ms)],
             ["TFLOP/s", rate(result.tflops, ".1f")], ["GB/s", rate(result.gbps, ".0f")],
             ["mode", result.mode], ["method", result.method or BENCH_MODES.get(result.mode, "")],
@@ -286,7 +294,8 @@ def _sweep_header(table: SweepTable) -> list[str]:
 def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], final: bool) -> list[Any]:
     size = "x".join(str(v) for _, v in r.size) or "-"
     if r.ok:
-        status = " ".join(word for word, on in (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled)) if on)
+        flags = (("BEST", r.best), ("cached", r.cached), ("THROTTLED", r.throttled))
+        status = " ".join(word for word, on in flags if on)
         if r.cut:
             status = (status + " " + r.cut).strip()
     elif r.stage == "pruned":

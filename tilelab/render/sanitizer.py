@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import itertools
+from typing import Any
 
 from .._launch_model import Finding, SanitizerReport
 
@@ -58,7 +59,7 @@ def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = 
 
     rid = f"tl-san-{next(_COUNTER)}"
     linked = cuda_view is not None and same_source(report.source, cuda_view[1])
-    target = cuda_view[0] if linked else rid
+    target = cuda_view[0] if cuda_view is not None and linked else rid
     esc = html.escape
     colour = "var(--jp-success-color1,#2a2)" if report.clean else "var(--jp-error-color1,#c22)"
     head = (f'<div><b style="color:{colour}">{"clean" if report.clean else f"{len(report.findings)} finding(s)"}'
@@ -94,7 +95,7 @@ def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = 
                   "kernel): lines link to the listing below</i></div>")
     source = ""
     if report.source and not linked:
-        marked = {n: [] for f in report.findings for n in (f.line, f.other_line) if n is not None}
+        marked: dict[int, list[Any]] = {n: [] for f in report.findings for n in (f.line, f.other_line) if n is not None}
         source = (f"<details><summary>device CUDA source</summary>"
                   f"{highlight_code(report.source, 'cuda', anchor_prefix=rid, marks=marked)}</details>")
     raw = f"<details><summary>raw compute-sanitizer output</summary><pre>{esc(report.raw)}</pre></details>"

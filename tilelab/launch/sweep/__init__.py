@@ -17,7 +17,8 @@ The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..models import SweepTable
 from ._plan import Config, Space, SweepOptions, expand, mark_best

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import queue
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..models import SweepRow, SweepTable
 from . import _show
@@ -200,7 +200,8 @@ def _run_jobs(run: _Run, factory: Callable[..., Any], make_step: Callable[..., A
     except KeyboardInterrupt:
         while True:  # keep what finished before the stop: results already sent, not yet read
             try:
-                handle(*run.events.get_nowait(), submit=False)
+                kind, index, value = run.events.get_nowait()
+                handle(kind, index, value, submit=False)
             except queue.Empty:
                 break
         raise

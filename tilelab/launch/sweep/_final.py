@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import queue
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..models import SweepRow
-from ._plan import Job, describe, short_error, size_text
 from . import _show
+from ._plan import Job, describe, short_error, size_text
 from ._tasks import Benched, BenchPlan
 
 FINAL_ROUND_WHY = ("two GPUs of one model can differ by about 1%, as much as close configurations do, so the "
@@ -59,7 +60,7 @@ class FinalRound:
         for job in self.sweep.jobs:
             row = self.sweep.rows.get(job.index)
             if row is not None and row.ok:
-                timed.setdefault(job.size, []).append((float(row.median_ms), job))  # type: ignore[arg-type]
+                timed.setdefault(job.size, []).append((float(row.median_ms or 0.0), job))
         leaders = {size: [job for _, job in sorted(ranked, key=lambda t: t[0])[:self.count]]
                    for size, ranked in timed.items()}
         return {size: jobs for size, jobs in leaders.items()
@@ -69,7 +70,8 @@ class FinalRound:
         if not self.sizes:
             return
         device = self.sweep.runner.final_device()
-        total = sum(not _kept(self.sweep.runner, self.sweep.rows[j.index]) for jobs in self.sizes.values() for j in jobs)
+        runner, rows = self.sweep.runner, self.sweep.rows
+        total = sum(not _kept(runner, rows[j.index]) for jobs in self.sizes.values() for j in jobs)
         if device is None:
             self.sweep.notes.append("no final round: no device of the sweep is usable any more; the best is the "
                                     "fastest median, whichever device measured it")
@@ -159,7 +161,8 @@ class FinalRound:
         if outcome.note and outcome.note not in self.sweep.notes:
             self.sweep.notes.append(outcome.note)
         self.bar.update()
-        if outcome.lost:  # the final device's context is gone: where this size's round stood, the sweep's ranking stands
+        # the final device's context is gone: where this size's round stood, the sweep's ranking stands
+        if outcome.lost:
             return
         for size, jobs in self.sizes.items():
             if size not in self.applied and all(j.index in self.outcomes for j in jobs):

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..models import BenchResult, SweepRow, SweepTable
-from ._plan import Config, Job, SweepOptions, describe, make_jobs, mark_best, short_error, size_key
 from . import _show
+from ._plan import Config, Job, SweepOptions, describe, make_jobs, mark_best, short_error, size_key
 from ._tasks import BenchPlan, default_compile, row_step
 
 INTERRUPTED = "not run: the sweep was interrupted"
@@ -179,5 +180,5 @@ def _table(factory: Callable[..., Any], run: _InlineRun, opts: SweepOptions) -> 
         device = cpu_name() if wants_cpu(None, opts.target) else device_name()
     except Exception:
         pass
-    return SweepTable(kernel=opts.name or getattr(factory, "__name__", "kernel"), rows=tuple(mark_best(run.rows)),
+    return SweepTable(kernel=opts.name or str(getattr(factory, "__name__", "kernel")), rows=tuple(mark_best(run.rows)),
                       mode=mode, device=device, notes=tuple(notes), factory=getattr(factory, "__name__", ""))

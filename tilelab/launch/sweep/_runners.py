@@ -13,14 +13,14 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from ..._errors import NoGpuError, TilelabError
 from . import _tasks
 from ._plan import Job, short_error
-from ._tasks import BenchPlan, Benched, Compiled, bench_task, compile_task
+from ._tasks import Benched, BenchPlan, Compiled, bench_task, compile_task
 
 
 class MixedDevicesError(TilelabError, ValueError):
@@ -448,7 +448,7 @@ def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queu
         model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
         with torch.cuda.device(indices[0]):
             arch = _adapter.local_gpu_arch()
-    runner = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
-    return runner, model, arch, ", ".join(f"cuda:{d}" for d in indices)
+    local = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
+    return local, model, arch, ", ".join(f"cuda:{d}" for d in indices)
 
 

@@ -14,12 +14,13 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..models import BenchResult
 from ._plan import Config, Job, describe, short_error, size_kwargs
+
 
 @dataclass(frozen=True)
 class KernelRecipe:
@@ -27,7 +28,7 @@ class KernelRecipe:
     text (unpickling TVM objects needs TileLang imported first) and how to compile it."""
 
     ir_text: str
-    backend: str
+    backend: str | None
     out_idx: Any
     target: str | None
     pass_configs: dict[str, Any]
@@ -117,7 +118,7 @@ def compile_artifact(recipe: KernelRecipe) -> KernelArtifact:
     return KernelArtifact(recipe, _adapter.kernel_cache_entry(_compile(recipe)))
 
 
-def default_compile_step(factory: Callable[..., Any], size: Config, config: Config, *, backend: str,
+def default_compile_step(factory: Callable[..., Any], size: Config, config: Config, *, backend: str | None,
                          out_idx: Any, target: str | None) -> Callable[[], KernelArtifact]:
     """Elaborate here (cheap; the factory may live in a notebook cell), compile in the task."""
     from ... import _adapter
@@ -232,8 +233,9 @@ def check(kernel: Any, ref: Callable[..., Any], size: Config, isolate: bool = Tr
     """The default check: :func:`tilelab.run` of the kernel against ``ref``."""
     from .. import _api
 
+    sizes: dict[str, Any] = size_kwargs(kernel, size)
     return _api.run(kernel.compiled if hasattr(kernel, "compiled") else kernel, ref=ref, isolate=isolate,
-                    timeout=timeout, **size_kwargs(kernel, size))
+                    timeout=timeout, **sizes)
 
 
 def lost_context(err: BaseException, device: str, stage: str, job: Job) -> str:
