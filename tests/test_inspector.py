@@ -6,7 +6,9 @@ The inspector holds no widget model, so what a saved notebook or an export shows
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import re
 
 import pytest
@@ -23,14 +25,17 @@ def test_tabs_and_titles():
     assert view.titles == ("Summary", "CUDA", "Launcher", "TMA (2)", "WGMMA (1)",
                            f"Layouts ({len(report.layouts)})", f"Arguments ({len(report.arguments)})")
     rid = report_id(report)
-    tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', re.search(r'<nav class="tl-tabs">(.*?)</nav>', view.html).group(1))
+    tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', re.search(r'<nav class="tl-tabs[^"]*"[^>]*>(.*?)</nav>', view.html).group(1))
     assert [t for _, t in tabs] == list(view.titles)
     assert [h for h, _ in tabs] == [f"{rid}-t-{n}" for n in ("summary", "cuda", "launcher", "tma", "wgmma", "layouts",
                                                             "arguments")]
     launcher = view.tab("launcher")
-    for item in report.sources.launchers:
+    for item in report.sources.launchers:  # each launcher whole: drawn, or carried for its folded gaps
+        packed = re.search(rf'id="{rid}-src-{item.backend}-0"[^>]* data-z="([^"]+)"', launcher)
         lines = parse(launcher).lines
-        assert lines[f"{rid}-src-{item.backend}-0-L1"] == item.text.split("\n")[0]  # the whole launcher
+        assert (gzip.decompress(base64.b64decode(packed.group(1))).decode() if packed
+                else "\n".join(lines[f"{rid}-src-{item.backend}-0-L{n}"] for n in range(1, item.text.count("\n") + 2))
+                ) == item.text
 
 
 def test_tma_tab_rows_show_the_launchers_fields_and_short_excerpts():
@@ -116,7 +121,7 @@ def test_static_bundle_carries_the_timing_results():
 
     report = hostile_report()
     data = Inspector(report, timing=[Result()])._repr_mimebundle_()
-    assert re.search(r'<h3 class="tl-ptitle">Timing</h3><b>1.00 ms</b></section>', data["text/html"])
+    assert re.search(r'<h3 class="tl-ptitle"[^>]*>Timing</h3></summary><b>1.00 ms</b></details></section>', data["text/html"])
     assert ">Timing</h3>" not in Inspector(report)._repr_mimebundle_()["text/html"]
 
 

@@ -119,7 +119,7 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
 def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
                    marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
                    first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None,
-                   mark_ids: bool = True) -> str:
+                   mark_ids: bool = True, last_line: int | None = None) -> str:
     """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
 
     Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
@@ -132,6 +132,8 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     of a profile's samples (0..1): those lines get a coloured margin titled with the share.
     ``mark_ids=False``: a marked line with no back link is highlighted without an id (a long
     highlighted span costs one id, on the line that is linked to, instead of one per line).
+    ``last_line``: ``text`` is a whole source and only its lines ``first_line..last_line`` are
+    drawn, coloured as they are in the whole (a string or comment open across the cut stays one).
     """
     marks = marks or {}
     heat = heat or {}
@@ -140,6 +142,8 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
         lines = _comment_lines(text, lexer_name(language))
     else:
         lines = _highlight_lines(text, lexer_name(language) if colour != "none" else "text")
+    if last_line is not None:
+        lines = lines[first_line - 1:last_line]
     prefix = html.escape(anchor_prefix, quote=True)
     reset = f' style="counter-reset:tl-ln {first_line - 1}"' if first_line != 1 else ""
     out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}"{reset}>']

@@ -21,6 +21,8 @@ light and the dark theme and stays readable outside Jupyter.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import html
 import inspect as _pyinspect
@@ -78,19 +80,18 @@ _PAGE_BANK_CELLS = 256
 _PAGE_FRAGMENT_CELLS = 64
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
-# A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
-_LONG_LINES = 1500
-_LONG_HEAD = 300
-_LONG_TAIL = 100
 # A launcher other than the first (open) one, past this many lines, is drawn from its interesting
 # lines: its head, the lines that launch a kernel or encode a TMA descriptor, and those around them.
 _PART_LINES = 100
-_PART_HEAD = 12
+_PART_HEAD = 0
 _PART_CONTEXT = 2
-_INTERESTING = re.compile(r"Launch|launch\(|TensorMap|tensormap|FuncSetAttribute|func_set_attribute|"
+_INTERESTING = re.compile(r"Launch|launch\(|FuncSetAttribute|func_set_attribute|"
                           r"set_max_dynamic_shared|cluster|Cluster")
 # Device code longer than this is coloured for its comments only (syntax colouring costs ~5 us a character).
 _FULL_COLOUR_CHARS = 20_000
+# Inline styles survive a sanitiser that strips <style> (JupyterLab's keeps style attributes):
+# parts that only work with the stylesheet are hidden inline, and the stylesheet shows them.
+TRUSTED_ONLY = ' style="display:none"'
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -101,7 +102,6 @@ ROOT_CSS = """
 .tilelab-report a{color:var(--jp-content-link-color,#1565c0)}
 .tilelab-report details{margin:4px 0}
 .tilelab-report .tl-scroll{overflow-x:auto;max-width:100%}
-.tilelab-report .tl-scroll svg{max-width:none}
 .tilelab-report .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid var(--jp-border-color1,#bbb);
  margin:2px 0 6px}
 .tilelab-report .tl-tabs label{padding:3px 10px;cursor:pointer;color:var(--jp-ui-font-color1,#222);
@@ -129,12 +129,26 @@ ROOT_CSS = """
 .tilelab-report .tl-legend{margin:2px 0;font-size:var(--jp-ui-font-size1,13px)}
 .tilelab-report .tl-zoom{margin:0 4px 0 0;vertical-align:middle}
 .tilelab-report .tl-zoom-label{cursor:pointer;font-size:var(--jp-ui-font-size1,13px)}
-.tilelab-report .tl-zoom:checked~.tl-picture svg{zoom:2}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
 .tilelab-report .tl-panel{display:none}
 .tilelab-report .tl-hit{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
+.tilelab-report .tl-tabs.tl-t{display:flex!important}
+.tilelab-report .tl-radio.tl-t{display:inline-block!important}
+.tilelab-report div.tl-t{display:block!important}
+.tilelab-report span.tl-t{display:inline!important}
+.tilelab-report .tl-untrusted{display:none}
+.tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}
+.tilelab-report details.tl-fold>summary{list-style:none;pointer-events:none;margin:8px 0 4px}
+.tilelab-report details.tl-fold>summary::-webkit-details-marker{display:none}
+.tilelab-report .tl-picture svg,.tilelab-report .tl-zoomable svg{max-width:100%;height:auto}
+.tilelab-report .tl-zoom:checked~.tl-picture svg,.tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
+.tilelab-report details.tl-gap>summary{cursor:pointer;color:var(--jp-ui-font-color2,#555)}
+.tilelab-report tr.tl-slow td:first-child{box-shadow:inset 3px 0 0 var(--jp-warn-color1,#f57c00)}
+.tilelab-report .tl-diff-cell{background:rgba(255,179,0,.28)}
+.tilelab-report .tl-diff-cell del{color:var(--jp-ui-font-color2,#555)}
+.tilelab-report .tl-diff-note{border-left:3px solid var(--jp-brand-color1,#1976d2);padding-left:6px}
 """
 
 
@@ -242,7 +256,7 @@ def _where(page: Page, i: int, kind: str) -> str:
     if kind == "tma" and page.has("launcher"):
         sites = page.links.encode.get(i, ())
         out.append("encoded: " + (" ".join(
-            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.first}">'
+            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.call}">'
             f'{esc(s.backend if s.part_name == "main" else f"{s.backend} {s.part_name}")} {_span_text(s.first, s.last)}</a>'
             for s in sites) or '<span class="tl-muted">not found</span>'))
     return '<span class="tl-where">' + "<br>".join(out) + "</span>" if out else '<span class="tl-muted">-</span>'
@@ -410,8 +424,12 @@ launch_links = launch_lines
 def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True,
                   page: Page | None = None) -> str:
     """One collapsible block per backend (or only ``backend``), with the reason where absent;
-    the first is open. The lines that encode a TMA descriptor are highlighted; with
-    ``back_links`` (and a TMA tab on the page) their first line links to the descriptor's row."""
+    the first is open. Each launcher opens at what it is read for: its kernel launches and TMA
+    encode calls (coloured, a few lines around each, and its head); every other run of lines is a
+    folded gap that opens in the page (its lines come from the launcher's text, carried
+    gzip-compressed on its block) and says how to print the whole launcher. The lines that encode
+    a TMA descriptor are highlighted; with ``back_links`` (and a TMA tab on the page) the driver
+    call itself links to the descriptor's row, and the rows link to that line."""
     page = page or make_page(report)
     rid = page.rid
     names = [d.name for d in report.tma_descriptors]
@@ -428,45 +446,53 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
         for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = _part_anchor(rid, b, p)
             marks: dict[int, list[LineMark]] = {}
-            anchors: set[int] = set()  # the lines the TMA tab links to: each encode span's first and its call
+            anchors: set[int] = set()  # the lines the TMA tab links to: each encode call
+            calls: set[int] = set()
             for i, sites in page.links.encode.items():
                 for s in sites:
                     if s.backend != b or s.part != p:
                         continue
-                    anchors |= {s.first, s.call}
-                    for line in range(s.first, s.last + 1):
+                    anchors.add(s.call)
+                    calls.add(s.call)
+                    for line in range(s.call, s.last + 1):
                         marks.setdefault(line, [])
                     if back_links and page.has("tma"):
-                        marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
-            if page.has("summary"):
-                for line, kernels in launch_lines(report, text).items():
+                        marks[s.call].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
+            launches: set[int] = set()
+            for line, kernels in launch_lines(report, text).items():
+                launches.add(line)
+                if page.has("summary"):
                     for i in kernels:
                         name = report.kernels[i].name
                         marks.setdefault(line, []).append(
                             LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
             whole = f"report.sources.launcher({b!r})" + (".text" if part == "main" else f".extra[{p - 1}][1]")
-            keep = None if first_open else _interesting_lines(text, marks, [k.name for k in report.kernels])
+            keep = _interesting_lines(text, marks, [k.name for k in report.kernels], calls | launches)
             code = _long_code(text, language, anchor, marks, whole, keep=keep, anchors=anchors)
             in_part = "; drawn in part: its kernel launches and TMA encodes" if keep is not None else ""
+            packed = (' data-z="' + base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode("ascii") + '"'
+                      if keep is not None else "")
             opened = " open" if first_open else ""
             first_open = False
-            out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
+            out.append(f'<details class="tl-sub" id="{anchor}"{opened}{packed}><summary>{title} '
                        f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines{in_part})</span></summary>'
                        f"{code}</details>")
     return "".join(out)
 
 
-def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Sequence[str]) -> set[int] | None:
-    """The 1-based lines of a long launcher worth drawing: its head, every marked line (TMA
-    encodes), every line that launches, names or sizes a kernel, and a few lines around each;
-    None when the launcher is short enough to draw whole."""
+def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Sequence[str],
+                       calls: set[int] = frozenset()) -> set[int] | None:
+    """The 1-based lines of a long launcher worth drawing: its head, every driver call that
+    encodes a TMA descriptor or launches a kernel (``calls``), every marked line, every line that
+    launches, names or sizes a kernel, and a few lines around each; None when the launcher is
+    short enough to draw whole."""
     lines = text.split("\n")
     if len(lines) <= _PART_LINES:
         return None
     names = re.compile("|".join(re.escape(k) for k in kernels)) if kernels else None
-    hits = set(marks) | {n for n, line in enumerate(lines, 1)
-                         if _INTERESTING.search(line) or (names is not None and names.search(line))}
+    hits = set(marks) | set(calls) | {n for n, line in enumerate(lines, 1)
+                                      if _INTERESTING.search(line) or (names is not None and names.search(line))}
     keep = set(range(1, _PART_HEAD + 1))
     for n in hits:
         keep |= set(range(max(1, n - _PART_CONTEXT), min(len(lines), n + _PART_CONTEXT) + 1))
@@ -479,34 +505,31 @@ def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Seq
 
 def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str,
                keep: set[int] | None = None, anchors: frozenset[int] | set[int] = frozenset()) -> str:
-    """A launcher's code; past ``_LONG_LINES`` lines (or where ``keep`` names the lines to draw)
-    only its head, its tail and the lines around every marked line are drawn, each gap a visible
-    line saying how to read all of it."""
+    """A launcher's code, coloured; where ``keep`` names the lines to draw (a long launcher),
+    only those are drawn and each run of the others is a folded gap: its summary says which
+    lines and how to print them all, and opening it in the page draws them (the page's click
+    handler fills its empty ``<pre>`` from the launcher's compressed text)."""
     lines = text.split("\n")
-    if keep is None and len(lines) <= _LONG_LINES:
-        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments",
-                              anchors=anchors, mark_ids=False)
     if keep is None:
-        keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
-        for n in marks:
-            keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
-    keep = {n for n in keep if 1 <= n <= len(lines)} | {n for n in marks if 1 <= n <= len(lines)}
-    out, n = [], 1
+        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, anchors=anchors, mark_ids=False)
+    out = [f'<p class="tl-muted tl-show-all">Lines left out are folded (&#8942;; they open on a click where the '
+           f"notebook is trusted). Show all: <code>print({esc(whole)})</code>, {len(lines)} lines.</p>"]
+    keep = {n for n in keep if 1 <= n <= len(lines)} | {n for n in marks if 1 <= n <= len(lines)} | {
+        n for n in anchors if 1 <= n <= len(lines)}
+    n = 1
     while n <= len(lines):
+        end = n
         if n in keep:
-            end = n
             while end + 1 <= len(lines) and end + 1 in keep:
                 end += 1
-            chunk = "\n".join(lines[n - 1:end])
-            out.append(highlight_code(chunk, language, anchor_prefix=anchor, first_line=n, colour="comments",
+            out.append(highlight_code(text, language, anchor_prefix=anchor, first_line=n, last_line=end,
                                       marks={k: v for k, v in marks.items() if n <= k <= end},
                                       anchors={k for k in anchors if n <= k <= end}, mark_ids=False))
         else:
-            end = n
             while end + 1 <= len(lines) and end + 1 not in keep:
                 end += 1
-            out.append(f'<p class="tl-muted tl-show-all">&#8942; lines {n}&ndash;{end} of {len(lines)} not drawn here. '
-                       f"Show all: <code>print({esc(whole)})</code></p>")
+            out.append(f'<details class="tl-gap"><summary>&#8942; lines {n}&ndash;{end}</summary>'
+                       f'<pre class="tl-src" data-first="{n}" data-lines="{end - n + 1}"></pre></details>')
         n = end + 1
     return "".join(out)
 
@@ -674,6 +697,21 @@ def _heat_elsewhere_html(report: KernelReport, page: Page) -> str:
             "the cell's line (the Lines tab lists every link)</p>")
 
 
+def _zoomable(svg: str, zoom_id: str, css: str = "") -> str:
+    """A picture in its own scroller, scaled to the width, with a zoom x2 toggle (checkbox and CSS)."""
+    zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
+            'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
+    return f'{zoom}<div class="tl-scroll tl-zoomable{" " + css if css else ""}">{svg}</div>'
+
+
+def _lazy_details(css: str, summary: str, inner: str) -> str:
+    """A folded block whose content travels gzip-compressed and is drawn when it is first opened
+    (the page's click handler): folded pictures weigh a fifth of their markup until looked at."""
+    packed = base64.b64encode(gzip.compress(inner.encode(), mtime=0)).decode("ascii")
+    return (f'<details class="{css} tl-lazy" data-z="{packed}"><summary>{esc(summary)}</summary>'
+            '<div class="tl-lazy-body"></div></details>')
+
+
 def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand that reads it, tilelab's core-matrix overlay with LBO/SBO arrows and whether
@@ -699,8 +737,8 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
         if layout.scope == "shared" and layout.offsets:
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
                                   titles=False)
-            out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
-                       f'its bank)</summary><div class="tl-scroll">{bank_svg}</div></details>')
+            out.append(_lazy_details("tl-sub tl-bank-colour", "coloured by bank (hover a cell: every cell of its bank)",
+                                     _zoomable(bank_svg, f"{zoom_id}-bank" if zoom_id else "")))
         total = layout_elements(layout)
         if total > cells:
             out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
@@ -712,10 +750,11 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
             out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
                        f"(m{WGMMA_M}n{use.inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
-                out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
-                           f'<div class="tl-scroll tl-wgmma-overlay">'
-                           f"{wgmma_operand_svg(check.descriptor, compiler=use.operand)}</div></details>")
-        return "".join(out)
+                out.append(_lazy_details("tl-sub", "core matrices, LBO and SBO", _zoomable(
+                    wgmma_operand_svg(check.descriptor, compiler=use.operand), f"{zoom_id}-{role}" if zoom_id else "",
+                    "tl-wgmma-overlay")))
+        # SVG is stripped where the stylesheet is (an untrusted notebook): its numbers would run together
+        return f'<div class="tl-pics tl-t"{TRUSTED_ONLY}>' + "".join(out) + "</div>"
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
 
@@ -1018,12 +1057,23 @@ def _tab_css(rid: str, names: Sequence[str]) -> str:
             f".tilelab-report {focus.replace(',', ',.tilelab-report ')}{{outline:2px solid var(--jp-brand-color1,#1976d2)}}")
 
 
-# One click handler on the page's root: an in-page link first selects the tab that holds its
-# target (and opens folded blocks around it), then brings the target into view, centred. Tabs
-# themselves need no script (radio buttons and CSS), so where scripts do not run the tabs still
-# work and a link still lands when its target's tab is open.
+# One click handler on the page's root (it runs where the page is trusted: JupyterLab's trusted
+# outputs, an nbconvert export). A click on a tab unfolds its panel (for browsers that cannot show
+# a folded <details> by CSS); a click on a folded gap of a launcher draws the lines it hides, from
+# the launcher's gzip-compressed text carried on the page; an in-page link selects the tab that
+# holds its target (and opens folded blocks around it), then brings the target into view,
+# centred. Tabs themselves need no script (radio buttons and CSS), so where scripts do not run
+# the tabs still work and a link still lands when its target's tab is open.
 _FOLLOW_JS = (
-    "var a=event.target.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
+    "var e=event.target,l=e.closest('.tl-tabs label');"
+    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f)f.open=true;return}"
+    "var g=e.closest('details.tl-gap>summary,details.tl-lazy>summary'),z=g&&g.closest('[data-z]');"
+    "if(g){var q=g.nextElementSibling;if(z&&q&&!q.firstChild&&window.DecompressionStream)"
+    "new Response(new Blob([Uint8Array.from(atob(z.dataset.z),function(c){return c.charCodeAt(0)})]).stream()"
+    ".pipeThrough(new DecompressionStream('gzip'))).text().then(function(t){if(q.tagName!='PRE'){q.innerHTML=t;return}"
+    "var L=t.split('\\n'),a=+q.dataset.first;q.style.counterReset='tl-ln '+(a-1);for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
+    "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
+    "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
     "var t=document.getElementById(a.getAttribute('href').slice(1));if(!t)return;"
     "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
@@ -1031,25 +1081,46 @@ _FOLLOW_JS = (
     "event.preventDefault();requestAnimationFrame(function(){t.scrollIntoView({block:'center',inline:'nearest'})})"
 )
 
+# Shown only where the page's stylesheet was stripped (an untrusted notebook in JupyterLab, a
+# viewer that sanitises HTML): what the reader sees there and how to get the whole page.
+UNTRUSTED_NOTE = (
+    "This inspector is shown without its styles and script (the notebook is not trusted, or the "
+    "viewer strips them): each section is folded below, the layout pictures are left out, and a link "
+    "lands only in a section that is open. Trust the notebook (Trust Notebook in JupyterLab's command "
+    "palette, or <code>jupyter trust NOTEBOOK.ipynb</code>), or run the cell again, for tabs, the "
+    "pictures and links that open their tab."
+)
+
+
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
-                cuda_anchors: Iterable[int] = ()) -> str:
+                cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
-    ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
-    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
+    ``sections`` picks and orders the tabs (default: every registered one with something to show).
+    The sections it leaves out (``hidden``, default: every other default one) are still on the
+    page, without a tab, so that links into them work: a link opens its section. ``source`` is
+    the user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
     default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
     there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
     device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
     tabs link to (``{rid}-cuda-L{n}``).
+
+    Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
+    (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
+    line saying what trusting adds; with it, the radios and CSS make them tabs.
     """
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    page = make_page(report, source, chosen, profile, cuda_anchors)
+    if hidden is None:
+        hidden = () if sections is None else tuple(
+            n for n in default_sections(report, source is not None) if n not in chosen)
+    hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
+    page = make_page(report, source, chosen + hidden, profile, cuda_anchors)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
@@ -1059,22 +1130,28 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     else:
         counts = _DEVICE_TITLES.get(report.family, report.family) + " source"
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
-            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>")
-    panels: list[tuple[str, str, str]] = []  # (slug, title, body)
+            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>"
+            f'<p class="tl-untrusted">&#9888; {UNTRUSTED_NOTE}</p>')
+    panels: list[tuple[str, str, str, bool]] = []  # (slug, title, body, has a tab)
     for name in chosen:
-        panels.append((name, section_title(report, name), _section(name).render(report, page)))
+        panels.append((name, section_title(report, name), _section(name).render(report, page), True))
     for n, (title, markup) in enumerate(extra):
-        panels.append((_slug(title, n), esc(title), markup))
-    radios = "".join(f'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{slug}"'
-                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}">'
-                     for n, (slug, title, _) in enumerate(panels))
+        panels.append((_slug(title, n), esc(title), markup, True))
+    for name in hidden:
+        panels.append((name, section_title(report, name), _section(name).render(report, page), False))
+    radios = "".join(f'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{slug}"'
+                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}"{TRUSTED_ONLY}>'
+                     for n, (slug, title, _, _) in enumerate(panels))
     tabs = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
-                   for slug, title, _ in panels)
-    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}"><h3 class="tl-ptitle">'
-                   f"{esc(title) if slug in _REGISTRY else title}</h3>{markup}</section>"
-                   for slug, title, markup in panels)
-    page_html = wrap(f'{head}{radios}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
-                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]), onclick=_FOLLOW_JS)
+                   for slug, title, _, tab in panels if tab)
+    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}">'
+                   f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
+                   f'style="display:inline">{esc(title) if slug in _REGISTRY else title}'
+                   f'{"" if tab else " <span class=tl-muted>(no tab: opened by its links)</span>"}</h3></summary>'
+                   f"{markup}</details></section>"
+                   for n, (slug, title, markup, tab) in enumerate(panels))
+    page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{tabs}</nav><div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _, _ in panels]), onclick=_FOLLOW_JS)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
                 "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"

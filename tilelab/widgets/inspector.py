@@ -90,7 +90,8 @@ class Inspector:
         """The markup of one tab's panel, by its name ("tma") or its title ("TMA (2)")."""
         import re
 
-        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><h3 class="tl-ptitle">(.*?)</h3>', m)
+        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><details class="tl-fold"[^>]*>'
+                          r'<summary><h3 class="tl-ptitle"[^>]*>(.*?)(?: <span class=tl-muted>.*?)?</h3>', m)
                  for m in re.findall(r'<section class="tl-panel".*?</h3>', self.html)]
         panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
         wanted = title_or_name.lower()
