@@ -136,9 +136,37 @@ def test_diff_tab_shows_what_changed_since_the_previous_run():
     diff = view.tab("Diff")
     changed = sum(1 for line in report.sources.device.split("\n") if "(k % 3)" in line)
     assert f"<b>device CUDA</b>: {2 * changed} line(s) changed" in diff
-    assert re.search(r'<span class="gd">-[^\n]*\(k % 2\)', diff) and re.search(r'<span class="gi">\+[^\n]*\(k % 3\)', diff)
-    assert re.search(r'<span class="gd">-[^\n]*32768 B', diff) and re.search(r'<span class="gi">\+[^\n]*49152 B', diff)
-    assert "Diff" not in Inspector(report, previous=report).titles  # an unchanged re-run has nothing to compare
+    plain = re.sub(r"<(?!/?span class=\"g[di]\")[^>]+>", "", diff)  # the diff's code is coloured
+    assert re.search(r'<span class="gd">-[^\n]*\(k % 2\)', plain) and re.search(r'<span class="gi">\+[^\n]*\(k % 3\)', plain)
+    # the changed value in the report's own words, before and after, with no cache-key noise
+    name = kernel.name
+    assert re.search(rf"<td>kernel {name}</td><td>dynamic shared memory</td><td><del>32768 B \(32 KiB\)</del></td>"
+                     r'<td class="tl-diff-cell">49152 B \(48 KiB\)</td>', diff), diff[:600]
+    assert "cache" not in diff.lower()
+    # announced in the Summary and highlighted in the Summary's own table
+    summary = view.tab("summary")
+    assert "Changed since the previous run of this cell" in summary and f'href="#{report_id(report)}-diff"' in summary
+    assert '<span class="tl-diff-cell" title="previous run: 32768 B (32 KiB)">49152 B (48 KiB)</span>' in summary
+    assert "Diff" not in Inspector(report, previous=report).titles  # the same report: nothing to compare
+
+
+def test_diff_highlights_a_changed_tma_box_in_the_tma_table():
+    report = gemm()
+    d = report.tma_descriptors[0]
+    old = (64, 128) if tuple(d.box_dim) != (64, 128) else (32, 128)
+    before = dataclasses.replace(report, tma_descriptors=(dataclasses.replace(d, box_dim=old),)
+                                 + report.tma_descriptors[1:])
+    was = ", ".join(map(str, old))
+    view = Inspector(report, previous=before)
+    row = re.search(rf'<tr id="{report_id(report)}-tma-0"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
+    want = ", ".join(map(str, d.box_dim))
+    assert (f'<span class="tl-diff-cell" title="previous run: {was}"><span class="tl-box">{want}</span></span>'
+            in row)
+    assert f"<td>TMA {d.name}</td><td>box dim</td><td><del>{was}</del></td><td class=\"tl-diff-cell\">{want}</td>" \
+        in view.tab("Diff")
+    # the other descriptor did not change: nothing highlighted in its row
+    other = re.search(rf'<tr id="{report_id(report)}-tma-1"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
+    assert "tl-diff-cell" not in other
 
 
 def test_timing_of_several_sizes_adds_a_latency_plot():

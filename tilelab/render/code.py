@@ -173,6 +173,11 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     return "".join(out)
 
 
+def colour_lines(text: str, language: str | None) -> tuple[str, ...]:
+    """``text`` escaped and coloured, one balanced HTML string per line (for diffs and excerpts)."""
+    return tuple(line.replace("&quot;", '"').replace("&#x27;", "'") for line in _highlight_lines(text, lexer_name(language)))
+
+
 def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> str:
     """The hottest lines, hottest first, as links to their anchors (ties: the earlier line first)."""
     if not shares:
@@ -183,4 +188,4 @@ def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> 
             + ", ".join(f'<a href="#{prefix}-L{n}">L{n}</a> {100 * s:.1f}%' for n, s in hot) + "</p>")
 
 
-__all__ = ["LineMark", "STYLE_CSS", "heat_list", "heat_shares", "highlight_code", "lexer_name"]
+__all__ = ["LineMark", "STYLE_CSS", "colour_lines", "heat_list", "heat_shares", "highlight_code", "lexer_name"]

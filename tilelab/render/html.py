@@ -224,16 +224,93 @@ class Page:
     panels: frozenset[str] = field(default_factory=frozenset)
     heat: tuple[tuple[int, float], ...] = ()  # a profile's (device-CUDA line, warp-stall samples)
     cuda_anchors: frozenset[int] = frozenset()  # device lines other tabs (a sanitizer report) link to
+    previous: KernelReport | None = None  # the previous run of the same cell: changed values are highlighted
+    changes: tuple[tuple[str, str, str, str], ...] = ()  # report_changes(previous, report)
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
 
 
+
+
 def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
-              profile: Any = None, cuda_anchors: Iterable[int] = ()) -> Page:
+              profile: Any = None, cuda_anchors: Iterable[int] = (), previous: KernelReport | None = None) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
     heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
-    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors))
+    changes = tuple(report_changes(previous, report)) if previous is not None else ()
+    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors),
+                previous, changes)
+
+
+# The fields of each record the Diff compares, in the words of the report's tables.
+_KERNEL_FIELDS = (("grid", lambda k: dims(k.grid)), ("block", lambda k: dims(k.block)),
+                  ("dynamic shared memory", lambda k: size_text(k.dynamic_shared_memory_bytes)),
+                  ("cluster", lambda k: dims(k.cluster_dims) if k.cluster_dims else "-"))
+_TMA_MAIN = (("tensor", lambda d: d.buffer or "-"), ("dtype", lambda d: d.dtype), ("global dim", lambda d: dims(d.global_dim)),
+             ("box dim", lambda d: dims(d.box_dim)), ("swizzle", lambda d: d.swizzle),
+             ("inner box (bytes)", lambda d: _num(d.inner_box_bytes)),
+             ("swizzle span (bytes)", lambda d: _num(d.swizzle_span_bytes)))
+_WGMMA_FIELDS = (("instruction", lambda w: w.instruction), ("variant", lambda w: w.variant),
+                 ("A dtype", lambda w: w.a_dtype), ("B dtype", lambda w: w.b_dtype), ("accum", lambda w: w.accum_dtype),
+                 ("A major", lambda w: w.a_major), ("B major", lambda w: w.b_major), ("call sites", lambda w: w.count))
+
+
+def report_changes(before: KernelReport, after: KernelReport) -> list[tuple[str, str, str, str]]:
+    """(what, field, before, after) for every value of the report's tables that differs between
+    two runs: launch configuration, TMA descriptors (by name), WGMMA forms (by position),
+    layouts and arguments (by buffer), problems. Cache keys and versions are not compared."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def compare(what: str, old: Any, new: Any, fields: Sequence[tuple[str, Callable[[Any], Any]]]) -> None:
+        for label, get in fields:
+            a, b = ("-" if old is None else str(get(old))), ("-" if new is None else str(get(new)))
+            if a != b:
+                out.append((what, label, a, b))
+
+    def by(items: Sequence[Any], key: Callable[[Any], str]) -> dict[str, Any]:
+        return {key(x): x for x in items}
+
+    for label, old, new, fields in (
+            *[(f"kernel {n}", k, by(after.kernels, lambda x: x.name).get(n), _KERNEL_FIELDS)
+              for n, k in by(before.kernels, lambda x: x.name).items()],
+            *[(f"kernel {n}", None, k, _KERNEL_FIELDS) for n, k in by(after.kernels, lambda x: x.name).items()
+              if n not in {x.name for x in before.kernels}],
+            *[(f"TMA {n}", d, by(after.tma_descriptors, lambda x: x.name).get(n), _TMA_MAIN + _TMA_FIELDS)
+              for n, d in by(before.tma_descriptors, lambda x: x.name).items()],
+            *[(f"TMA {n}", None, d, _TMA_MAIN + _TMA_FIELDS) for n, d in by(after.tma_descriptors, lambda x: x.name).items()
+              if n not in {x.name for x in before.tma_descriptors}],
+            *[(f"WGMMA {i}", w, after.wgmma[i] if i < len(after.wgmma) else None, _WGMMA_FIELDS)
+              for i, w in enumerate(before.wgmma)],
+            *[(f"WGMMA {i}", None, w, _WGMMA_FIELDS) for i, w in enumerate(after.wgmma) if i >= len(before.wgmma)],
+            *[(f"layout {n}", lay, by(after.layouts, lambda x: x.buffer).get(n),
+               (("scope", lambda x: x.scope), ("dtype", lambda x: x.dtype), ("shape", lambda x: dims(x.shape)),
+                ("layout", lambda x: x.description)))
+              for n, lay in by(before.layouts, lambda x: x.buffer).items()],
+            *[(f"argument {n}", arg, by(after.arguments, lambda x: x.name).get(n),
+               (("dtype", lambda x: x.dtype or "-"), ("shape", lambda x: dims(x.shape) if x.shape is not None else "-")))
+              for n, arg in by(before.arguments, lambda x: x.name).items()]):
+        if old is None or new is None:
+            out.append((label, "", "absent" if old is None else "present", "absent" if new is None else "present"))
+        else:
+            compare(label, old, new, fields)
+    for label, old, new in (("launch", before.target, after.target),):
+        if old != new:
+            out.append((label, "target", old, new))
+    gone = [p for p in before.problems if p not in after.problems]
+    came = [p for p in after.problems if p not in before.problems]
+    if gone or came:
+        out.append(("problems", f"{len(before.problems)} -> {len(after.problems)}", "; ".join(gone) or "-",
+                    "; ".join(came) or "-"))
+    return out
+
+
+def _changed(page: Page, what: str, field_name: str, value: str) -> str:
+    """``value`` (escaped markup), highlighted with its previous value when it changed since the
+    previous run of the cell."""
+    for w, f, old, _ in page.changes:
+        if w == what and f == field_name:
+            return f'<span class="tl-diff-cell" title="previous run: {esc(old)}">{value}</span>'
+    return value
 
 
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
@@ -308,12 +385,17 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
         ("problems found", len(report.problems)),
     ]
     out.append(_table(["", ""], facts))
+    if page.changes:
+        out.append(_changes_note(page))
     if report.kernels:
         out.append(_table(
             ["device kernel", "grid", "block", "threads / block", "dynamic shared memory", "cluster", "PDL", "cooperative"],
-            [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
-              dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
+            [[esc(k.name), _changed(page, f"kernel {k.name}", "grid", esc(dims(k.grid))),
+              _changed(page, f"kernel {k.name}", "block", esc(dims(k.block))), k.threads_per_block,
+              _changed(page, f"kernel {k.name}", "dynamic shared memory", esc(size_text(k.dynamic_shared_memory_bytes))),
+              esc(dims(k.cluster_dims) if k.cluster_dims else "-"), esc(pdl_text(k)),
               "yes" if k.cooperative else "no"] for k in report.kernels],
+            raw=(0, 1, 2, 4, 5, 6),
         ))
     why = [n for n in [thread_note(report), *(wgmma_shape_note(report, i) for i in range(len(report.wgmma)))] if n]
     if why:
@@ -336,6 +418,15 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
+
+
+def _changes_note(page: Page) -> str:
+    """The Summary's line saying what changed since the cell's previous run, linking to the Diff tab."""
+    shown = "; ".join(f"{w}{' ' + f if f else ''}: {o} &rarr; {n}" if len(o) + len(n) < 60 else f"{w} {f}"
+                      for w, f, o, n in ((esc(w), esc(f), esc(o), esc(n)) for w, f, o, n in page.changes[:6]))
+    more = f"; and {len(page.changes) - 6} more" if len(page.changes) > 6 else ""
+    return (f'<p class="tl-diff-note">Changed since the previous run of this cell: {shown}{more} '
+            f'(<a href="#{page.rid}-diff">Diff tab</a>; changed values are highlighted in their tabs).</p>')
 
 
 def _other_summary_html(report: KernelReport, page: Page) -> str:
@@ -568,7 +659,7 @@ def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None =
         rows.append(_tma_cells(d, i, rid, page))
         cls = ' class="tl-problem"' if d.problems else ""
         attrs.append(f' id="{rid}-tma-{i}"{cls} data-descriptor="{esc(d.name)}"')
-    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 4, 8, 9))
+    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 3, 4, 5, 6, 7, 8, 9))
     note = ('<p class="tl-muted">Dimensions innermost first, as the driver takes them; '
             "global stride[0] is the element size (TileLang's convention). Sizes in bytes.</p>")
     more = _table(["field", *(d.name for d in report.tma_descriptors)],
@@ -632,8 +723,11 @@ def _tma_cells(d: TmaDescriptor, i: int, rid: str, page: Page) -> list[Any]:
         box = f'<span class="tl-box">{esc(dims(d.box_dim))}</span>'
     problems = ("<ul>" + "".join(f"<li>&#9888; {esc(p)}</li>" for p in d.problems) + "</ul>") if d.problems else "ok"
     name = f'<a href="#{rid}-tma-{i}"><code>{esc(d.name)}</code></a>'
-    return [name, d.buffer or "-", d.dtype, dims(d.global_dim), box, d.swizzle, _num(d.inner_box_bytes),
-            _num(d.swizzle_span_bytes), problems, _where(page, i, "tma")]
+    what = f"TMA {d.name}"
+    return [name, d.buffer or "-", d.dtype, _changed(page, what, "global dim", esc(dims(d.global_dim))),
+            _changed(page, what, "box dim", box), _changed(page, what, "swizzle", esc(d.swizzle)),
+            _changed(page, what, "inner box (bytes)", esc(_num(d.inner_box_bytes))),
+            _changed(page, what, "swizzle span (bytes)", esc(_num(d.swizzle_span_bytes))), problems, _where(page, i, "tma")]
 
 
 def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
@@ -1095,7 +1189,8 @@ UNTRUSTED_NOTE = (
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
-                cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None) -> str:
+                cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
+                previous: KernelReport | None = None) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one with something to show).
@@ -1106,7 +1201,9 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
     there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
     device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
-    tabs link to (``{rid}-cuda-L{n}``).
+    tabs link to (``{rid}-cuda-L{n}``). ``previous`` (the report of the cell's previous run, whose
+    Diff tab ``extra`` carries) highlights the changed values in their own tables and the Summary
+    says what changed.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
@@ -1120,7 +1217,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         hidden = () if sections is None else tuple(
             n for n in default_sections(report, source is not None) if n not in chosen)
     hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
-    page = make_page(report, source, chosen + hidden, profile, cuda_anchors)
+    page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
