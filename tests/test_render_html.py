@@ -539,3 +539,30 @@ def test_long_launchers_colour_only_their_comments_and_keep_every_character():
     assert comments == ['// set &lt;x&gt; &amp; "y"', "// whole line"]
     py = highlight_code("x = '#'\n    # note", "python", anchor_prefix="p", colour="comments")
     assert re.findall(r'<span class="c1">(.*?)</span>', py) == ["# note"]
+
+
+def test_the_lowering_table_cuts_cuda_at_a_token_with_an_ellipsis_and_links_cell_lines():
+    report = gemm()
+    cell = Path(__file__).resolve().parents[1].joinpath("tilelab", "kernels", "gemm.py").read_text()
+    body = section_body(report, "summary", render_module.make_page(report, cell))
+    rid = report_id(report)
+    table = re.search(r'<table class="tl-table tl-lowering">(.*?)</table>', body, re.S).group(1)
+    device = report.sources.device.split("\n")
+    cells = cell.split("\n")
+    for op in report.lowering.ops:
+        row = next(r for r in re.findall(r"<tr[^>]*>.*?</tr>", table, re.S) if f"<code>{html.escape(op.op)}</code>" in r)
+        if op.evidence_line:
+            full = " ".join(device[op.evidence_line - 1].split())
+            shown = html.unescape(re.search(r'<code class="tl-muted">(.*?)</code>', row).group(1))
+            # whole, or a prefix of the line that ends at a token boundary, with an ellipsis
+            assert shown == full or (shown.endswith(" \u2026") and full.startswith(shown[:-2])
+                                     and full[len(shown) - 2] in " ,;"), (shown, full)
+        if op.op.startswith(("T.copy", "T.gemm")):  # the cell line that wrote the op
+            n = int(re.search(rf'href="#{rid}-cell-L(\d+)"', row).group(1))
+            assert re.search(rf"{re.escape(op.op.split()[0])}\s*\(", cells[n - 1]), (op.op, cells[n - 1])
+    # a slower path is marked as such, not as a problem counted nowhere
+    assert "tl-problem" not in table
+    slow = [o for o in report.lowering.ops if not o.fast]
+    assert table.count('class="tl-slow"') == len(slow)
+    if slow:
+        assert f"{len(slow)} tile op(s) on a slower path (marked)" in body

@@ -413,7 +413,7 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
         ))
     if report.notes:
         out.append('<ul class="tl-notes">' + "".join(_note(n) for n in report.notes) + "</ul>")
-    out.append(machine.lowering_html(report, page.rid, page.has("cuda")))
+    out.append(machine.lowering_html(report, page.rid, page.has("cuda"), page.source, page.has("cell")))
     out.append(machine.resources_html(report, page.rid))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
