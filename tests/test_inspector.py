@@ -190,7 +190,7 @@ def test_timing_of_several_sizes_adds_a_latency_plot():
 def test_the_readme_gemm_page_is_light():
     """The page weight target of the Hopper GEMM (the benchmark prints the figure)."""
     page = Inspector(gemm()).html
-    assert len(page.encode()) <= 200 * 1024  # issue 13: at most 200 KB
+    assert len(page.encode()) <= 150 * 1024
     assert page.count("<") < 15000
 
 

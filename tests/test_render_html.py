@@ -566,3 +566,60 @@ def test_the_lowering_table_cuts_cuda_at_a_token_with_an_ellipsis_and_links_cell
     assert table.count('class="tl-slow"') == len(slow)
     if slow:
         assert f"{len(slow)} tile op(s) on a slower path (marked)" in body
+
+
+
+def test_where_styles_are_stripped_the_page_reads_as_folded_titled_sections():
+    """An untrusted notebook's sanitiser drops <style>, scripts and ids but keeps inline styles and
+    <details>: what needs the stylesheet is hidden inline (and shown by the stylesheet), each
+    panel is a titled <details> (the first open), and one line says what trusting adds."""
+    report = gemm()
+    out = render_html(report)
+    rid = report_id(report)
+    style = re.search(r"<style>(.*?)</style>", out, re.S).group(1)
+    tags = parse(out).tags
+    radios = [a for t, a in tags if t == "input" and a.get("type") == "radio"]
+    assert radios and all(a.get("style") == "display:none" for a in radios)
+    nav = next(a for t, a in tags if t == "nav")
+    assert nav.get("style") == "display:none"
+    assert ".tilelab-report .tl-tabs.tl-t{display:flex!important}" in style
+    assert ".tilelab-report .tl-radio.tl-t{display:inline-block!important}" in style
+    # the pictures, whose SVG a sanitiser strips to loose numbers, are hidden the same way
+    pics = [a for t, a in tags if "tl-pics" in (a.get("class") or "").split()]
+    assert pics and all(a.get("style") == "display:none" for a in pics)
+    assert ".tilelab-report div.tl-t{display:block!important}" in style
+    # the note for a page without styles, hidden by the stylesheet
+    note = re.search(r'<p class="tl-untrusted">(.*?)</p>', out, re.S).group(1)
+    assert "jupyter trust NOTEBOOK.ipynb" in note and "Trust Notebook" in note
+    assert ".tilelab-report .tl-untrusted{display:none}" in style
+    # every panel a titled <details>, the first open; the stylesheet shows a folded panel's content
+    panels = re.findall(rf'<section class="tl-panel" id="{rid}-([\w-]+)" data-tab="{rid}-t-\1"><details class="tl-fold"( open)?>'
+                        r'<summary><h3 class="tl-ptitle" style="display:inline">([^<]*)</h3></summary>', out)
+    assert [p[0] for p in panels] == list(default_sections(report))
+    assert [bool(p[1]) for p in panels] == [True] + [False] * (len(panels) - 1)
+    assert [html.unescape(p[2]) for p in panels] == [render_module.section_title(report, n) for n in default_sections(report)]
+    assert ".tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}" in style
+
+
+def test_show_keeps_the_other_sections_for_links():
+    report = gemm()
+    cell = Path(__file__).resolve().parents[1].joinpath("tilelab", "kernels", "gemm.py").read_text()
+    out = render_html(report, sections=["summary", "tma", "wgmma"], source=cell)
+    rid = report_id(report)
+    tabs = re.findall(r'<label for="([^"]+)">', re.search(r"<nav[^>]*>(.*?)</nav>", out).group(1))
+    assert tabs == [f"{rid}-t-{n}" for n in ("summary", "tma", "wgmma")]
+    # the rows still link to the cell, the CUDA and every launcher, and each link lands
+    row = re.search(rf'<tr id="{rid}-tma-0"[^>]*>(.*?)</tr>', out, re.S).group(1)
+    hrefs = re.findall(r'href="#([^"]+)"', row)
+    assert any("-cuda-L" in h for h in hrefs) and any("-cell-L" in h for h in hrefs) and any("-src-" in h for h in hrefs)
+    ids = {a.get("id") for _, a in parse(out).tags if a.get("id")}
+    assert all(h in ids for h in hrefs)
+    # the sections without a tab are there, after the shown ones, each with a radio for its link to select
+    for name in ("cell", "cuda", "launcher", "layouts", "arguments"):
+        assert f'<section class="tl-panel" id="{rid}-{name}" data-tab="{rid}-t-{name}">' in out, name
+        assert f'id="{rid}-t-{name}"' in out
+    assert out.index(f'id="{rid}-wgmma"') < out.index(f'id="{rid}-cell"')
+    # the open A_desc excerpt has its lines
+    tma = re.search(rf'<section class="tl-panel" id="{rid}-tma".*?</section>', out, re.S).group(0)
+    excerpt = re.search(r'<details class="tl-sub" open><summary>A_desc</summary>(.*?)</details>', tma, re.S).group(1)
+    assert excerpt.count("\n</span>") >= 3
