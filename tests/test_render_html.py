@@ -605,7 +605,8 @@ def test_show_keeps_the_other_sections_for_links():
     report = gemm()
     cell = Path(__file__).resolve().parents[1].joinpath("tilelab", "kernels", "gemm.py").read_text()
     out = render_html(report, sections=["summary", "tma", "wgmma"], source=cell)
-    rid = report_id(report)
+    rid = render_module.page_id(report, ["summary", "tma", "wgmma"], cell)
+    assert rid.startswith(report_id(report)) and rid != report_id(report)  # its own ids beside the full page
     tabs = re.findall(r'<label for="([^"]+)">', re.search(r"<nav[^>]*>(.*?)</nav>", out).group(1))
     assert tabs == [f"{rid}-t-{n}" for n in ("summary", "tma", "wgmma")]
     # the rows still link to the cell, the CUDA and every launcher, and each link lands

@@ -27,6 +27,7 @@ import hashlib
 import html
 import inspect as _pyinspect
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -1168,7 +1169,7 @@ _FOLLOW_JS = (
     "var L=t.split('\\n'),a=+q.dataset.first;q.style.counterReset='tl-ln '+(a-1);for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
     "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
     "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
-    "var t=document.getElementById(a.getAttribute('href').slice(1));if(!t)return;"
+    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');if(!t)return;"
     "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
     "this.querySelectorAll('.tl-hit').forEach(function(e){e.classList.remove('tl-hit')});t.classList.add('tl-hit');"
@@ -1185,6 +1186,15 @@ UNTRUSTED_NOTE = (
     "pictures and links that open their tab."
 )
 
+
+
+def page_id(report: KernelReport, sections: Sequence[str] | None = None, source: str | None = None) -> str:
+    """The anchor prefix of a page: the report's id, with a suffix for another choice of tabs (two
+    cells showing one kernel, one with ``--show``), so that each page's tabs and links stay its own."""
+    rid = report_id(report)
+    if sections is None or tuple(sections) == default_sections(report, source is not None):
+        return rid
+    return rid + hashlib.sha1(",".join(sections).encode()).hexdigest()[:4]
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
@@ -1218,6 +1228,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
             n for n in default_sections(report, source is not None) if n not in chosen)
     hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
     page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous)
+    page = dataclasses.replace(page, rid=page_id(report, sections, source))
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
@@ -1258,6 +1269,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 __all__ = [
     "Page", "SECTIONS", "Section", "comparison_html", "default_sections", "encode_spans", "esc", "launch_links",
-    "cell_heat", "launcher_html", "make_page", "mfma_html", "register_section",
+    "cell_heat", "launcher_html", "make_page", "mfma_html", "page_id", "register_section", "report_changes",
     "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]

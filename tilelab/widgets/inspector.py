@@ -71,7 +71,8 @@ class Inspector:
         names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
         if "cuda" not in names:
             return None
-        return (f"{render.report_id(self.report)}-cuda", self.report.sources.device, self._cuda_anchors)
+        return (f"{render.page_id(self.report, self.tabs, self.source)}-cuda", self.report.sources.device,
+                self._cuda_anchors)
 
     @property
     def html(self) -> str:
