@@ -357,7 +357,7 @@ def test_a_changed_cell_announces_its_diff_and_highlights_the_changed_box(notebo
     note = inspector.locator(".tl-diff-note")
     assert note.is_visible() and "box dim: 32, 128 \u2192 64, 128" in note.inner_text(), note.inner_text()
     _tab(inspector, "TMA").click()
-    cell = inspector.locator("tr[data-descriptor='A_desc'] .tl-diff-cell")
+    cell = inspector.locator("tr[data-descriptor='A_desc'] .tl-diff-cell:has(.tl-box)")
     assert cell.inner_text() == "64, 128" and cell.get_attribute("title") == "previous run: 32, 128"
     background = cell.evaluate("e => getComputedStyle(e).backgroundColor")
     assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
@@ -382,7 +382,8 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
     data = json.loads((root / "first.ipynb").read_text())
     data["metadata"]["received_from"] = "a student"  # the content changed: its signature no longer holds
     (root / name).write_text(json.dumps(data))
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
     try:
         page.goto(f"{url}/lab/tree/{name}", timeout=90_000)
         report = page.locator(".jp-OutputArea-output .tilelab-report").first

@@ -1,17 +1,23 @@
 """``render_html(report) -> str``: the whole inspector as one static HTML page.
 
-The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no script, no
-widget model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened
-without its kernel, and an ``nbconvert`` export (every tab works offline); where styles are
-stripped (GitHub) every panel shows, one after the other. One small click handler on the root
-makes in-page links cross tabs: it selects the tab holding the link's target, unfolds it and
-scrolls it into view (JupyterLab handles in-page links itself and never sets ``:target``). Every fact links to the lines that say it: a TMA row to the cell line
-that asked for the copy, the device CUDA lines that use the descriptor and every launcher's
-encode call; those lines link back (see :mod:`tilelab._links`, which finds them).
+The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no widget
+model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened without
+its kernel, and an ``nbconvert`` export (every tab works offline). Each panel is a ``<details>``
+titled by its ``<summary>``: where the stylesheet is stripped (an untrusted notebook, whose
+sanitiser keeps inline styles and ``<details>`` but drops ``<style>``, scripts, SVG and ids) the
+page reads as folded, titled sections under one line saying what trusting adds, and what needs the
+stylesheet (radios, the tab row, pictures) is hidden inline and shown by the stylesheet. One small
+click handler on the root makes in-page links cross tabs (it selects the tab holding the link's
+target, unfolds it and scrolls it into view; JupyterLab handles in-page links itself and never sets
+``:target``) and opens folded launcher gaps and pictures, which travel gzip-compressed. Every fact
+links to the lines that say it: a TMA row to the cell line that asked for the copy, the device CUDA
+lines that use the descriptor and every launcher's encode call; those lines link back (see
+:mod:`tilelab._links`, which finds them).
 
 The page stays light at any kernel size: only lines something links to carry an id, line numbers
-are CSS counters, long launchers are coloured only for comments, layouts are drawn cropped to a
-readable part (the caption says how to draw all of it), and repeated layouts are drawn once.
+are CSS counters, launchers open at their launch and encode calls with the rest folded, layouts are
+drawn cropped to a readable part (the caption says how to draw all of it), and repeated layouts are
+drawn once.
 
 A new tab is one function registered in one place: :func:`register_section`. Every string that
 comes from user code or the compiler goes through ``html.escape``. Styles are scoped under
