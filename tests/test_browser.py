@@ -378,6 +378,10 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
 
     url, _, tmp_path = lab
     root = tmp_path / "root"
+    notebook[0].evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    deadline = time.time() + 30
+    while "tilelab-report" not in (root / "first.ipynb").read_text() and time.time() < deadline:
+        time.sleep(0.5)
     name = f"untrusted-{width}.ipynb"
     data = json.loads((root / "first.ipynb").read_text())
     data["metadata"]["received_from"] = "a student"  # the content changed: its signature no longer holds
@@ -405,7 +409,7 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         height_px = report.bounding_box()["height"]
         assert height_px < 2500, f"the untrusted inspector is {height_px:.0f} px tall"
         # no loose numbers of stripped pictures: the layouts are hidden with their pictures
-        folds.nth(6).locator("summary").click()
+        folds.nth(6).locator("summary").first.click()
         assert not report.locator(".tl-pics").first.is_visible()
         _no_overflow(report)
         page.screenshot(path=str(shots / f"untrusted-{width}.png"))
