@@ -411,9 +411,12 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         # no loose numbers of stripped pictures: the layouts are hidden with their pictures
         folds.nth(6).locator("summary").first.click()
         assert not report.locator(".tl-pics").first.is_visible()
-        _no_overflow(report)
         page.screenshot(path=str(shots / f"untrusted-{width}.png"))
         report.screenshot(path=str(shots / f"untrusted-inspector-{width}.png"))
+        for i in range(folds.count()):
+            folds.nth(i).evaluate("d => { d.open = true; }")
+        assert report.evaluate(_WIDER) == [], width
+        _no_overflow(report)
     finally:
         page.close()
 

@@ -484,7 +484,7 @@ def test_sources_read_line_by_line_without_styles():
     assert stripped_lines(highlight_code("a < b\n\n  c", "text", anchor_prefix="p")) == ["a < b", "", "  c", ""]
     assert stripped_lines(highlight_code("", "cuda", anchor_prefix="p")) == ["", ""]
     excerpt = highlight_code("x\ny", "text", anchor_prefix="p", first_line=40, anchors=[41])
-    assert 'style="counter-reset:tl-ln 39"' in excerpt and '<span id="p-L41">y' in excerpt
+    assert 'style="white-space:pre-wrap;counter-reset:tl-ln 39"' in excerpt and '<span id="p-L41">y' in excerpt
     assert parse(excerpt).lines == {"p-L40": "x", "p-L41": "y"}
 
 
@@ -605,8 +605,9 @@ def test_show_keeps_the_other_sections_for_links():
     report = gemm()
     cell = Path(__file__).resolve().parents[1].joinpath("tilelab", "kernels", "gemm.py").read_text()
     out = render_html(report, sections=["summary", "tma", "wgmma"], source=cell)
-    rid = render_module.page_id(report, ["summary", "tma", "wgmma"], cell)
-    assert rid.startswith(report_id(report)) and rid != report_id(report)  # its own ids beside the full page
+    rid = report_id(report)
+    anchor = render_module.page_id(report, ["summary", "tma", "wgmma"], cell)
+    assert anchor.startswith(rid) and anchor != rid  # the inspector's ids for it, beside the full page's
     tabs = re.findall(r'<label for="([^"]+)">', re.search(r"<nav[^>]*>(.*?)</nav>", out).group(1))
     assert tabs == [f"{rid}-t-{n}" for n in ("summary", "tma", "wgmma")]
     # the rows still link to the cell, the CUDA and every launcher, and each link lands

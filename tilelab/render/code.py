@@ -145,8 +145,10 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     if last_line is not None:
         lines = lines[first_line - 1:last_line]
     prefix = html.escape(anchor_prefix, quote=True)
-    reset = f' style="counter-reset:tl-ln {first_line - 1}"' if first_line != 1 else ""
-    out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}"{reset}>']
+    # long lines wrap even where the stylesheet is stripped (an untrusted notebook keeps inline styles)
+    reset = f";counter-reset:tl-ln {first_line - 1}" if first_line != 1 else ""
+    out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}" '
+           f'style="white-space:pre-wrap{reset}">']
     for number, body in enumerate(lines, first_line):
         # Quotes need no escape in element content (only in attributes): C strings stay light.
         body = body.replace("&quot;", '"').replace("&#x27;", "'").replace("&#39;", "'")

@@ -99,6 +99,8 @@ _FULL_COLOUR_CHARS = 20_000
 # Inline styles survive a sanitiser that strips <style> (JupyterLab's keeps style attributes):
 # parts that only work with the stylesheet are hidden inline, and the stylesheet shows them.
 TRUSTED_ONLY = ' style="display:none"'
+# ... and a wide table scrolls inside its own box there too
+SCROLLS = ' style="overflow-x:auto"'
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -180,7 +182,7 @@ def report_id(report: KernelReport) -> str:
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
            numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
     """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
-    out = [f'<div class="tl-scroll"><table class="{css}"><thead><tr>']
+    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
     for n, row in enumerate(rows):
@@ -1206,7 +1208,7 @@ def page_id(report: KernelReport, sections: Sequence[str] | None = None, source:
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
                 cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
-                previous: KernelReport | None = None) -> str:
+                previous: KernelReport | None = None, anchor: str | None = None) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one with something to show).
@@ -1219,7 +1221,8 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
     tabs link to (``{rid}-cuda-L{n}``). ``previous`` (the report of the cell's previous run, whose
     Diff tab ``extra`` carries) highlights the changed values in their own tables and the Summary
-    says what changed.
+    says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
+    inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
@@ -1234,7 +1237,8 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
             n for n in default_sections(report, source is not None) if n not in chosen)
     hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
     page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous)
-    page = dataclasses.replace(page, rid=page_id(report, sections, source))
+    if anchor is not None:
+        page = dataclasses.replace(page, rid=anchor)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":

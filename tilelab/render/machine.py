@@ -140,7 +140,7 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True, source: st
     slow = len(low.fallbacks)
     count = f", {slow} tile op(s) on a slower path (marked)" if slow else ""
     return (f'<p><b>Lowering</b> <span class="tl-muted">({esc(ws)}{esc(pipe)}{esc(count)})</span></p>'
-            f'<div class="tl-scroll"><table class="tl-table tl-lowering">{head}{"".join(rows)}</table></div>')
+            f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table tl-lowering">{head}{"".join(rows)}</table></div>')
 
 
 # --------------------------------------------------------------------------------------------

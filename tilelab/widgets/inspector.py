@@ -79,7 +79,8 @@ class Inspector:
         if self._html is None:
             self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
-                                            cuda_anchors=self._cuda_anchors, previous=self.previous)
+                                            cuda_anchors=self._cuda_anchors, previous=self.previous,
+                                            anchor=render.page_id(self.report, self.tabs, self.source))
         return self._html
 
     @property
