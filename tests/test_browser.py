@@ -411,8 +411,10 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         # no loose numbers of stripped pictures: the layouts are hidden with their pictures
         folds.nth(6).locator("summary").first.click()
         assert not report.locator(".tl-pics").first.is_visible()
+        page.screenshot(path=str(shots / f"untrusted-layouts-{width}.png"))
+        report.evaluate("r => r.scrollIntoView()")
+        page.wait_for_timeout(300)
         page.screenshot(path=str(shots / f"untrusted-{width}.png"))
-        report.screenshot(path=str(shots / f"untrusted-inspector-{width}.png"))
         for i in range(folds.count()):
             folds.nth(i).evaluate("d => { d.open = true; }")
         assert report.evaluate(_WIDER) == [], width

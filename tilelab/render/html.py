@@ -1132,7 +1132,9 @@ def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str =
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
     click = f' onclick="{esc(onclick)}"' if onclick else ""
-    return f'<div class="tilelab-report"{rid}{click}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
+    # inline: long names and expressions wrap even where the stylesheet is stripped
+    return (f'<div class="tilelab-report"{rid}{click} style="overflow-wrap:anywhere"><style>{ROOT_CSS}{CODE_CSS}{css}</style>'
+            f"{body}</div>")
 
 
 def _plain(markup: str) -> str:
