@@ -423,12 +423,12 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         page.close()
 
 
-def test_the_saved_notebook_reopened_and_exported_offline(lab, notebook, shots: Path, capsys):
+def test_the_saved_notebook_reopened_and_exported_offline(lab, browser, notebook, shots: Path, capsys):
     url, _, tmp_path = lab
     page, _, _ = notebook
     page.set_viewport_size({"width": 1400, "height": 1000})
     _saved_notebook_reopened(page, url, shots)
-    _export_offline_shows_every_tab(tmp_path, shots)
+    _export_offline_shows_every_tab(browser, tmp_path, shots)
     with capsys.disabled():  # shown even when pytest captures output: where a reviewer finds the pictures
         print(f"\nscreenshots of the browser test: {shots}")
     for name in ("reopened.png", "export-offline.png", "export-offline-1000.png"):
@@ -549,48 +549,45 @@ def _saved_notebook_reopened(page, url: str, shots: Path) -> None:
     page.screenshot(path=str(shots / "reopened.png"))
 
 
-def _export_offline_shows_every_tab(tmp_path: Path, shots: Path) -> None:
+def _export_offline_shows_every_tab(browser, tmp_path: Path, shots: Path) -> None:
     """``jupyter nbconvert --to html`` of the saved notebook, opened with every network request
     refused: each tab shows its own panel."""
-    from playwright.sync_api import sync_playwright
-
     subprocess.run([str(Path(sys.executable).parent / "jupyter"), "nbconvert", "--to", "html",
                     str(tmp_path / "root" / "first.ipynb"), "--output-dir", str(tmp_path)],
                    check=True, capture_output=True, timeout=120)
     exported = tmp_path / "first.html"
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.route("**/*", lambda route: route.abort() if route.request.url.startswith("http")
-                       else route.continue_())
-            page.goto(exported.as_uri())
-            report = page.locator(".tilelab-report").first
-            tabs = report.locator(".tl-tabs label")
-            assert tabs.count() >= 8
-            for i in range(tabs.count()):
-                tab = tabs.nth(i)
-                tab.click()
-                panel = page.locator(f"[data-tab='{tab.get_attribute('for')}']")
-                assert panel.is_visible() and panel.bounding_box()["height"] > 20, tab.inner_text()
-                shown = report.locator(".tl-panel").evaluate_all("ps => ps.filter(p => p.offsetParent).length")
-                assert shown == 1, (tab.inner_text(), shown)
-            report.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first.click()
-            page.screenshot(path=str(shots / "export-offline.png"))
-            # the export's script runs: a folded launcher gap opens, a folded picture is drawn
-            page.set_viewport_size({"width": 1000, "height": 800})
-            report.locator(".tl-tabs label", has_text=re.compile(r"^Launcher")).first.click()
-            gap = report.locator(".tl-panel:visible details.tl-gap").first
-            gap.locator("summary").click()
-            gap.locator("pre span").first.wait_for(timeout=10_000)
-            report.locator(".tl-tabs label", has_text=re.compile(r"^Layouts")).first.click()
-            bank = report.locator(".tl-panel:visible details.tl-bank-colour").first
-            bank.locator("summary").click()
-            bank.locator("svg").first.wait_for(timeout=10_000)
-            _no_overflow(report)
-            page.screenshot(path=str(shots / "export-offline-1000.png"))
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.route("**/*", lambda route: route.abort() if route.request.url.startswith("http")
+                   else route.continue_())
+        page.goto(exported.as_uri())
+        report = page.locator(".tilelab-report").first
+        tabs = report.locator(".tl-tabs label")
+        assert tabs.count() >= 8
+        for i in range(tabs.count()):
+            tab = tabs.nth(i)
+            tab.click()
+            panel = page.locator(f"[data-tab='{tab.get_attribute('for')}']")
+            assert panel.is_visible() and panel.bounding_box()["height"] > 20, tab.inner_text()
+            shown = report.locator(".tl-panel").evaluate_all("ps => ps.filter(p => p.offsetParent).length")
+            assert shown == 1, (tab.inner_text(), shown)
+        report.locator(".tl-tabs label", has_text=re.compile(r"^TMA")).first.click()
+        page.screenshot(path=str(shots / "export-offline.png"))
+        # the export's script runs: a folded launcher gap opens, a folded picture is drawn
+        page.set_viewport_size({"width": 1000, "height": 800})
+        report.locator(".tl-tabs label", has_text=re.compile(r"^Launcher")).first.click()
+        gap = report.locator(".tl-panel:visible details.tl-gap").first
+        gap.locator("summary").click()
+        gap.locator("pre span").first.wait_for(timeout=10_000)
+        report.locator(".tl-tabs label", has_text=re.compile(r"^Layouts")).first.click()
+        bank = report.locator(".tl-panel:visible details.tl-bank-colour").first
+        bank.locator("summary").click()
+        bank.locator("svg").first.wait_for(timeout=10_000)
+        _no_overflow(report)
+        page.screenshot(path=str(shots / "export-offline-1000.png"))
+    finally:
+        page.close()
 
 
 def _colours(page, inspector) -> tuple[str, str]:

@@ -1133,7 +1133,7 @@ def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str =
     rid = f' id="{esc(root_id)}"' if root_id else ""
     click = f' onclick="{esc(onclick)}"' if onclick else ""
     # inline: long names and expressions wrap even where the stylesheet is stripped
-    return (f'<div class="tilelab-report"{rid}{click} style="overflow-wrap:anywhere"><style>{ROOT_CSS}{CODE_CSS}{css}</style>'
+    return (f'<div class="tilelab-report"{rid}{click} style="overflow-wrap:break-word"><style>{ROOT_CSS}{CODE_CSS}{css}</style>'
             f"{body}</div>")
 
 
