@@ -252,11 +252,12 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, notebook, shots: Path, tmp_pa
 
 
 # Every element of the visible panel that reaches past the inspector's right edge, unless it sits
-# inside a box that scrolls sideways on its own (.tl-scroll, a <pre>).
+# inside a box that scrolls sideways on its own (.tl-scroll, a <pre>); inline text (whose padding may
+# poke out at a line end) is covered by the root's own scroll width, checked apart.
 _WIDER = """r => { const right = r.getBoundingClientRect().right + 1; const out = [];
   for (const e of r.querySelectorAll('.tl-panel *')) {
-    if (!e.offsetParent || e.closest('.tl-scroll, pre')) continue;
-    const b = e.getBoundingClientRect(); if (b.width && b.right > right) out.push(e.tagName + '.' + e.className + ' ' + Math.round(b.right - right));
+    if (!e.offsetParent || e.closest('.tl-scroll, pre') || getComputedStyle(e).display === 'inline') continue;
+    const b = e.getBoundingClientRect(); if (b.width && b.right > right) out.push(e.tagName + '.' + e.className + ' ' + Math.round(b.right - right) + ' ' + e.textContent.slice(0, 60));
   } return out.slice(0, 5); }"""
 
 
