@@ -780,11 +780,16 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert view.titles[-1] == "Diff"
         diff = view.tab("Diff")
         # the generated code's own pipeline depth changed: "% 3" stage indices became "% 2"
-        removed = re.findall(r'<span class="gd">-([^\n]*)', diff)
-        added = re.findall(r'<span class="gi">\+([^\n]*)', diff)
+        plain = re.sub(r"<(?!/?span class=\"g[di]\")[^>]+>", "", diff)  # the diff's code is coloured
+        removed = re.findall(r'<span class="gd">-([^\n]*)', plain)
+        added = re.findall(r'<span class="gi">\+([^\n]*)', plain)
         assert any("% 3)" in line for line in removed) and added and not any("% 3)" in line for line in added)
+        assert "Changed since the previous run of this cell" in view.tab("Summary")  # announced
         assert run(ip, "", GEMM_CELL.replace("num_stages=3", "num_stages=2")).success
-        assert "Diff" not in magic.last.inspector.titles  # the same report again: nothing changed
+        assert magic.last.inspector.titles[-1] == "Diff"  # the same report again: the Diff stays
+        assert magic.last.inspector.tab("Diff") == diff
+        assert run(ip, "", GEMM_CELL).success  # the next change: compared with the run before it
+        assert magic.last.inspector.previous.sources.device == view.report.sources.device
 
     # -- options that do not fit the kernel are refused by name ------------------------------
     from target_kernels import COPY_CELL

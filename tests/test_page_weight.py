@@ -3,7 +3,8 @@
 Repeating swizzle rows are drawn twice and the caption says which rows are shown; the rows left
 out are, by the compiler's offsets, copies of rows drawn. Long device code keeps every line and
 says it is coloured for comments only. (The page's weight itself is printed by
-benchmarks/inspector_weight.py; tests/test_inspector.py holds the 200 KB limit.)
+benchmarks/inspector_weight.py; tests/test_inspector.py holds the 150 KB limit.) Folded
+pictures travel gzip-compressed and are the drawings themselves.
 """
 
 from __future__ import annotations
@@ -81,3 +82,25 @@ def test_long_device_code_keeps_every_line_and_says_it_is_coloured_for_comments_
     # the short one is fully coloured, with no such note
     small = render_html(report, sections=["cuda"])
     assert "coloured for comments only" not in small and re.search(r'<span class="kt">', small)
+
+
+def test_folded_pictures_travel_compressed_and_are_the_drawings_themselves():
+    import base64
+    import gzip
+
+    from tilelab.render.svg import layout_svg
+
+    report = gemm()
+    body = section_body(report, "layouts")
+    a = report.layout("A_shared")
+    block = body[body.index("<summary>A_shared "):]
+    packed = re.search(r'<details class="tl-sub tl-bank-colour tl-lazy" data-z="([^"]+)"><summary>', block).group(1)
+    inner = gzip.decompress(base64.b64decode(packed)).decode()
+    svg = re.search(r"<svg .*</svg>", inner, re.S).group(0)
+    # the bank picture tilelab.render.svg draws for this buffer, unchanged, with its own zoom toggle
+    assert svg == layout_svg(a, color_by="bank", max_cells=256, hover_crop=256, titles=False)
+    assert re.search(r'<input type="checkbox" class="tl-zoom" id="[^"]+-bank"><label for="[^"]+-bank"', inner)
+    # the core-matrix overlays of the WGMMA operands are folded the same way
+    overlays = [gzip.decompress(base64.b64decode(z)).decode() for z in re.findall(
+        r'<details class="tl-sub tl-lazy" data-z="([^"]+)"><summary>core matrices, LBO and SBO</summary>', body)]
+    assert overlays and all("tl-wgmma-overlay" in o and "<svg" in o for o in overlays)

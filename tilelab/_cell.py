@@ -194,7 +194,8 @@ class CellSession:
         result = dataclasses.replace(result, seconds=time.perf_counter() - started)
         self.last = result
         if result.inspector is not None:
-            self.shown.put(source.identity, result.report)
+            # (the report before the last change, the report shown): an unchanged re-run keeps its Diff
+            self.shown.put(source.identity, (result.inspector.previous, result.report))
         return result
 
     def _after_cell(self, source: CellSource, options: CellOptions, names: NameTransaction,
@@ -245,6 +246,16 @@ class CellSession:
         self.cells.put(key, entry, material)
         return entry, key, False
 
+    def previous_report(self, identity: str, report: KernelReport) -> KernelReport | None:
+        """What the cell's Diff compares ``report`` with: the report it showed last, or, when that
+        is ``report`` itself (an unchanged re-run), the one before the last change, so that a Diff
+        stays until the next change."""
+        kept = self.shown.get(identity)
+        if kept is None:
+            return None
+        before, last = kept
+        return before if last == report else last
+
     def _shown(self, source: CellSource, options: CellOptions, result: CellResult, host: CellHost) -> CellResult:
         from .widgets.inspector import Inspector
 
@@ -253,7 +264,7 @@ class CellSession:
 
         timing = attach_timelines(result.report, result.timing)  # --timeline's go to the Timeline tab
         inspector = Inspector(result.report, show=options.show, timing=timing, source=text,
-                              previous=self.shown.get(source.identity))
+                              previous=self.previous_report(source.identity, result.report))
         host.display(inspector)
         return dataclasses.replace(result, inspector=inspector)
 

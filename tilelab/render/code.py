@@ -119,7 +119,7 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
 def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
                    marks: Mapping[int, Iterable[LineMark]] | None = None, anchors: Iterable[int] = (),
                    first_line: int = 1, colour: str = "all", heat: Mapping[int, float] | None = None,
-                   mark_ids: bool = True) -> str:
+                   mark_ids: bool = True, last_line: int | None = None) -> str:
     """``<pre class="tl-src">`` of ``text``, one ``<span>`` per line, numbered from ``first_line``.
 
     Only lines that something links to carry an id, ``{anchor_prefix}-L{n}`` (``n`` counts from
@@ -132,6 +132,8 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     of a profile's samples (0..1): those lines get a coloured margin titled with the share.
     ``mark_ids=False``: a marked line with no back link is highlighted without an id (a long
     highlighted span costs one id, on the line that is linked to, instead of one per line).
+    ``last_line``: ``text`` is a whole source and only its lines ``first_line..last_line`` are
+    drawn, coloured as they are in the whole (a string or comment open across the cut stays one).
     """
     marks = marks or {}
     heat = heat or {}
@@ -140,9 +142,13 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
         lines = _comment_lines(text, lexer_name(language))
     else:
         lines = _highlight_lines(text, lexer_name(language) if colour != "none" else "text")
+    if last_line is not None:
+        lines = lines[first_line - 1:last_line]
     prefix = html.escape(anchor_prefix, quote=True)
-    reset = f' style="counter-reset:tl-ln {first_line - 1}"' if first_line != 1 else ""
-    out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}"{reset}>']
+    # long lines wrap even where the stylesheet is stripped (an untrusted notebook keeps inline styles)
+    reset = f";counter-reset:tl-ln {first_line - 1}" if first_line != 1 else ""
+    out = [f'<pre class="tl-src" data-src="{prefix}" data-first="{first_line}" data-lines="{len(lines)}" '
+           f'style="white-space:pre-wrap{reset}">']
     for number, body in enumerate(lines, first_line):
         # Quotes need no escape in element content (only in attributes): C strings stay light.
         body = body.replace("&quot;", '"').replace("&#x27;", "'").replace("&#39;", "'")
@@ -169,6 +175,11 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
     return "".join(out)
 
 
+def colour_lines(text: str, language: str | None) -> tuple[str, ...]:
+    """``text`` escaped and coloured, one balanced HTML string per line (for diffs and excerpts)."""
+    return tuple(line.replace("&quot;", '"').replace("&#x27;", "'") for line in _highlight_lines(text, lexer_name(language)))
+
+
 def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> str:
     """The hottest lines, hottest first, as links to their anchors (ties: the earlier line first)."""
     if not shares:
@@ -179,4 +190,4 @@ def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> 
             + ", ".join(f'<a href="#{prefix}-L{n}">L{n}</a> {100 * s:.1f}%' for n, s in hot) + "</p>")
 
 
-__all__ = ["LineMark", "STYLE_CSS", "heat_list", "heat_shares", "highlight_code", "lexer_name"]
+__all__ = ["LineMark", "STYLE_CSS", "colour_lines", "heat_list", "heat_shares", "highlight_code", "lexer_name"]

@@ -1,17 +1,23 @@
 """``render_html(report) -> str``: the whole inspector as one static HTML page.
 
-The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no script, no
-widget model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened
-without its kernel, and an ``nbconvert`` export (every tab works offline); where styles are
-stripped (GitHub) every panel shows, one after the other. One small click handler on the root
-makes in-page links cross tabs: it selects the tab holding the link's target, unfolds it and
-scrolls it into view (JupyterLab handles in-page links itself and never sets ``:target``). Every fact links to the lines that say it: a TMA row to the cell line
-that asked for the copy, the device CUDA lines that use the descriptor and every launcher's
-encode call; those lines link back (see :mod:`tilelab._links`, which finds them).
+The inspector is a row of tabs over panels made of radio buttons, labels and CSS (no widget
+model), so the same markup is the live inspector in JupyterLab, a saved notebook reopened without
+its kernel, and an ``nbconvert`` export (every tab works offline). Each panel is a ``<details>``
+titled by its ``<summary>``: where the stylesheet is stripped (an untrusted notebook, whose
+sanitiser keeps inline styles and ``<details>`` but drops ``<style>``, scripts, SVG and ids) the
+page reads as folded, titled sections under one line saying what trusting adds, and what needs the
+stylesheet (radios, the tab row, pictures) is hidden inline and shown by the stylesheet. One small
+click handler on the root makes in-page links cross tabs (it selects the tab holding the link's
+target, unfolds it and scrolls it into view; JupyterLab handles in-page links itself and never sets
+``:target``) and opens folded launcher gaps and pictures, which travel gzip-compressed. Every fact
+links to the lines that say it: a TMA row to the cell line that asked for the copy, the device CUDA
+lines that use the descriptor and every launcher's encode call; those lines link back (see
+:mod:`tilelab._links`, which finds them).
 
 The page stays light at any kernel size: only lines something links to carry an id, line numbers
-are CSS counters, long launchers are coloured only for comments, layouts are drawn cropped to a
-readable part (the caption says how to draw all of it), and repeated layouts are drawn once.
+are CSS counters, launchers open at their launch and encode calls with the rest folded, layouts are
+drawn cropped to a readable part (the caption says how to draw all of it), and repeated layouts are
+drawn once.
 
 A new tab is one function registered in one place: :func:`register_section`. Every string that
 comes from user code or the compiler goes through ``html.escape``. Styles are scoped under
@@ -21,9 +27,13 @@ light and the dark theme and stays readable outside Jupyter.
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
 import html
 import inspect as _pyinspect
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -78,19 +88,20 @@ _PAGE_BANK_CELLS = 256
 _PAGE_FRAGMENT_CELLS = 64
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
-# A launcher longer than this many lines is drawn as its head, tail and the lines around its marks.
-_LONG_LINES = 1500
-_LONG_HEAD = 300
-_LONG_TAIL = 100
 # A launcher other than the first (open) one, past this many lines, is drawn from its interesting
 # lines: its head, the lines that launch a kernel or encode a TMA descriptor, and those around them.
 _PART_LINES = 100
-_PART_HEAD = 12
+_PART_HEAD = 0
 _PART_CONTEXT = 2
-_INTERESTING = re.compile(r"Launch|launch\(|TensorMap|tensormap|FuncSetAttribute|func_set_attribute|"
+_INTERESTING = re.compile(r"Launch|launch\(|FuncSetAttribute|func_set_attribute|"
                           r"set_max_dynamic_shared|cluster|Cluster")
 # Device code longer than this is coloured for its comments only (syntax colouring costs ~5 us a character).
 _FULL_COLOUR_CHARS = 20_000
+# Inline styles survive a sanitiser that strips <style> (JupyterLab's keeps style attributes):
+# parts that only work with the stylesheet are hidden inline, and the stylesheet shows them.
+TRUSTED_ONLY = ' style="display:none"'
+# ... and a wide table scrolls inside its own box there too
+SCROLLS = ' style="overflow-x:auto"'
 # Lines of a source excerpt shown under the TMA table.
 _EXCERPT_LINES = 8
 
@@ -101,7 +112,6 @@ ROOT_CSS = """
 .tilelab-report a{color:var(--jp-content-link-color,#1565c0)}
 .tilelab-report details{margin:4px 0}
 .tilelab-report .tl-scroll{overflow-x:auto;max-width:100%}
-.tilelab-report .tl-scroll svg{max-width:none}
 .tilelab-report .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid var(--jp-border-color1,#bbb);
  margin:2px 0 6px}
 .tilelab-report .tl-tabs label{padding:3px 10px;cursor:pointer;color:var(--jp-ui-font-color1,#222);
@@ -136,6 +146,21 @@ ROOT_CSS = """
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
 .tilelab-report .tl-panel{display:none}
 .tilelab-report .tl-hit{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
+.tilelab-report .tl-tabs.tl-t{display:flex!important}
+.tilelab-report .tl-radio.tl-t{display:inline-block!important}
+.tilelab-report div.tl-t{display:block!important}
+.tilelab-report span.tl-t{display:inline!important}
+.tilelab-report .tl-untrusted{display:none}
+.tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}
+.tilelab-report details.tl-fold>summary{list-style:none;pointer-events:none;margin:8px 0 4px}
+.tilelab-report details.tl-fold>summary::-webkit-details-marker{display:none}
+.tilelab-report .tl-picture svg,.tilelab-report .tl-zoomable svg{max-width:100%;height:auto}
+.tilelab-report .tl-zoom:checked~.tl-picture svg,.tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
+.tilelab-report details.tl-gap>summary{cursor:pointer;color:var(--jp-ui-font-color2,#555)}
+.tilelab-report tr.tl-slow td:first-child{box-shadow:inset 3px 0 0 var(--jp-warn-color1,#f57c00)}
+.tilelab-report .tl-diff-cell{background:rgba(255,179,0,.28)}
+.tilelab-report .tl-diff-cell del{color:var(--jp-ui-font-color2,#555)}
+.tilelab-report .tl-diff-note{border-left:3px solid var(--jp-brand-color1,#1976d2);padding-left:6px}
 """
 
 
@@ -154,7 +179,7 @@ def esc(value: Any) -> str:
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
            numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
     """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
-    out = [f'<div class="tl-scroll"><table class="{css}"><thead><tr>']
+    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
     for n, row in enumerate(rows):
@@ -205,16 +230,93 @@ class Page:
     panels: frozenset[str] = field(default_factory=frozenset)
     heat: tuple[tuple[int, float], ...] = ()  # a profile's (device-CUDA line, warp-stall samples)
     cuda_anchors: frozenset[int] = frozenset()  # device lines other tabs (a sanitizer report) link to
+    previous: KernelReport | None = None  # the previous run of the same cell: changed values are highlighted
+    changes: tuple[tuple[str, str, str, str], ...] = ()  # report_changes(previous, report)
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
 
 
+
+
 def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
-              profile: Any = None, cuda_anchors: Iterable[int] = ()) -> Page:
+              profile: Any = None, cuda_anchors: Iterable[int] = (), previous: KernelReport | None = None) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
     heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
-    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors))
+    changes = tuple(report_changes(previous, report)) if previous is not None else ()
+    return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors),
+                previous, changes)
+
+
+# The fields of each record the Diff compares, in the words of the report's tables.
+_KERNEL_FIELDS = (("grid", lambda k: dims(k.grid)), ("block", lambda k: dims(k.block)),
+                  ("dynamic shared memory", lambda k: size_text(k.dynamic_shared_memory_bytes)),
+                  ("cluster", lambda k: dims(k.cluster_dims) if k.cluster_dims else "-"))
+_TMA_MAIN = (("tensor", lambda d: d.buffer or "-"), ("dtype", lambda d: d.dtype), ("global dim", lambda d: dims(d.global_dim)),
+             ("box dim", lambda d: dims(d.box_dim)), ("swizzle", lambda d: d.swizzle),
+             ("inner box (bytes)", lambda d: _num(d.inner_box_bytes)),
+             ("swizzle span (bytes)", lambda d: _num(d.swizzle_span_bytes)))
+_WGMMA_FIELDS = (("instruction", lambda w: w.instruction), ("variant", lambda w: w.variant),
+                 ("A dtype", lambda w: w.a_dtype), ("B dtype", lambda w: w.b_dtype), ("accum", lambda w: w.accum_dtype),
+                 ("A major", lambda w: w.a_major), ("B major", lambda w: w.b_major), ("call sites", lambda w: w.count))
+
+
+def report_changes(before: KernelReport, after: KernelReport) -> list[tuple[str, str, str, str]]:
+    """(what, field, before, after) for every value of the report's tables that differs between
+    two runs: launch configuration, TMA descriptors (by name), WGMMA forms (by position),
+    layouts and arguments (by buffer), problems. Cache keys and versions are not compared."""
+    out: list[tuple[str, str, str, str]] = []
+
+    def compare(what: str, old: Any, new: Any, fields: Sequence[tuple[str, Callable[[Any], Any]]]) -> None:
+        for label, get in fields:
+            a, b = ("-" if old is None else str(get(old))), ("-" if new is None else str(get(new)))
+            if a != b:
+                out.append((what, label, a, b))
+
+    def by(items: Sequence[Any], key: Callable[[Any], str]) -> dict[str, Any]:
+        return {key(x): x for x in items}
+
+    for label, old, new, fields in (
+            *[(f"kernel {n}", k, by(after.kernels, lambda x: x.name).get(n), _KERNEL_FIELDS)
+              for n, k in by(before.kernels, lambda x: x.name).items()],
+            *[(f"kernel {n}", None, k, _KERNEL_FIELDS) for n, k in by(after.kernels, lambda x: x.name).items()
+              if n not in {x.name for x in before.kernels}],
+            *[(f"TMA {n}", d, by(after.tma_descriptors, lambda x: x.name).get(n), _TMA_MAIN + _TMA_FIELDS)
+              for n, d in by(before.tma_descriptors, lambda x: x.name).items()],
+            *[(f"TMA {n}", None, d, _TMA_MAIN + _TMA_FIELDS) for n, d in by(after.tma_descriptors, lambda x: x.name).items()
+              if n not in {x.name for x in before.tma_descriptors}],
+            *[(f"WGMMA {i}", w, after.wgmma[i] if i < len(after.wgmma) else None, _WGMMA_FIELDS)
+              for i, w in enumerate(before.wgmma)],
+            *[(f"WGMMA {i}", None, w, _WGMMA_FIELDS) for i, w in enumerate(after.wgmma) if i >= len(before.wgmma)],
+            *[(f"layout {n}", lay, by(after.layouts, lambda x: x.buffer).get(n),
+               (("scope", lambda x: x.scope), ("dtype", lambda x: x.dtype), ("shape", lambda x: dims(x.shape)),
+                ("layout", lambda x: x.description)))
+              for n, lay in by(before.layouts, lambda x: x.buffer).items()],
+            *[(f"argument {n}", arg, by(after.arguments, lambda x: x.name).get(n),
+               (("dtype", lambda x: x.dtype or "-"), ("shape", lambda x: dims(x.shape) if x.shape is not None else "-")))
+              for n, arg in by(before.arguments, lambda x: x.name).items()]):
+        if old is None or new is None:
+            out.append((label, "", "absent" if old is None else "present", "absent" if new is None else "present"))
+        else:
+            compare(label, old, new, fields)
+    for label, old, new in (("launch", before.target, after.target),):
+        if old != new:
+            out.append((label, "target", old, new))
+    gone = [p for p in before.problems if p not in after.problems]
+    came = [p for p in after.problems if p not in before.problems]
+    if gone or came:
+        out.append(("problems", f"{len(before.problems)} -> {len(after.problems)}", "; ".join(gone) or "-",
+                    "; ".join(came) or "-"))
+    return out
+
+
+def _changed(page: Page, what: str, field_name: str, value: str) -> str:
+    """``value`` (escaped markup), highlighted with its previous value when it changed since the
+    previous run of the cell."""
+    for w, f, old, _ in page.changes:
+        if w == what and f == field_name:
+            return f'<span class="tl-diff-cell" title="previous run: {esc(old)}">{value}</span>'
+    return value
 
 
 def tma_links(report: KernelReport) -> dict[int, list[tuple[str, str, str, tuple[int, int]]]]:
@@ -237,7 +339,7 @@ def _where(page: Page, i: int, kind: str) -> str:
     if kind == "tma" and page.has("launcher"):
         sites = page.links.encode.get(i, ())
         out.append("encoded: " + (" ".join(
-            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.first}">'
+            f'<a href="#{_part_anchor(rid, s.backend, s.part)}-L{s.call}">'
             f'{esc(s.backend if s.part_name == "main" else f"{s.backend} {s.part_name}")} {_span_text(s.first, s.last)}</a>'
             for s in sites) or '<span class="tl-muted">not found</span>'))
     return '<span class="tl-where">' + "<br>".join(out) + "</span>" if out else '<span class="tl-muted">-</span>'
@@ -289,12 +391,17 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
         ("problems found", len(report.problems)),
     ]
     out.append(_table(["", ""], facts))
+    if page.changes:
+        out.append(_changes_note(page))
     if report.kernels:
         out.append(_table(
             ["device kernel", "grid", "block", "threads / block", "dynamic shared memory", "cluster", "PDL", "cooperative"],
-            [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
-              dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
+            [[esc(k.name), _changed(page, f"kernel {k.name}", "grid", esc(dims(k.grid))),
+              _changed(page, f"kernel {k.name}", "block", esc(dims(k.block))), k.threads_per_block,
+              _changed(page, f"kernel {k.name}", "dynamic shared memory", esc(size_text(k.dynamic_shared_memory_bytes))),
+              esc(dims(k.cluster_dims) if k.cluster_dims else "-"), esc(pdl_text(k)),
               "yes" if k.cooperative else "no"] for k in report.kernels],
+            raw=(0, 1, 2, 4, 5, 6),
         ))
     why = [n for n in [thread_note(report), *(wgmma_shape_note(report, i) for i in range(len(report.wgmma)))] if n]
     if why:
@@ -312,11 +419,20 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
         ))
     if report.notes:
         out.append('<ul class="tl-notes">' + "".join(_note(n) for n in report.notes) + "</ul>")
-    out.append(machine.lowering_html(report, page.rid, page.has("cuda")))
+    out.append(machine.lowering_html(report, page.rid, page.has("cuda"), page.source, page.has("cell")))
     out.append(machine.resources_html(report, page.rid))
     if report.versions:
         out.append('<p class="tl-muted">' + esc(", ".join(f"{k} {v}" for k, v in report.versions)) + "</p>")
     return "".join(out)
+
+
+def _changes_note(page: Page) -> str:
+    """The Summary's line saying what changed since the cell's previous run, linking to the Diff tab."""
+    shown = "; ".join(f"{w}{' ' + f if f else ''}: {o} &rarr; {n}" if len(o) + len(n) < 60 else f"{w} {f}"
+                      for w, f, o, n in ((esc(w), esc(f), esc(o), esc(n)) for w, f, o, n in page.changes[:6]))
+    more = f"; and {len(page.changes) - 6} more" if len(page.changes) > 6 else ""
+    return (f'<p class="tl-diff-note">Changed since the previous run of this cell: {shown}{more} '
+            f'(<a href="#{page.rid}-diff">Diff tab</a>; changed values are highlighted in their tabs).</p>')
 
 
 def _other_summary_html(report: KernelReport, page: Page) -> str:
@@ -405,8 +521,12 @@ launch_links = launch_lines
 def launcher_html(report: KernelReport, backend: str | None = None, *, back_links: bool = True,
                   page: Page | None = None) -> str:
     """One collapsible block per backend (or only ``backend``), with the reason where absent;
-    the first is open. The lines that encode a TMA descriptor are highlighted; with
-    ``back_links`` (and a TMA tab on the page) their first line links to the descriptor's row."""
+    the first is open. Each launcher opens at what it is read for: its kernel launches and TMA
+    encode calls (coloured, a few lines around each, and its head); every other run of lines is a
+    folded gap that opens in the page (its lines come from the launcher's text, carried
+    gzip-compressed on its block) and says how to print the whole launcher. The lines that encode
+    a TMA descriptor are highlighted; with ``back_links`` (and a TMA tab on the page) the driver
+    call itself links to the descriptor's row, and the rows link to that line."""
     page = page or make_page(report)
     rid = page.rid
     names = [d.name for d in report.tma_descriptors]
@@ -423,45 +543,53 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
         for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = _part_anchor(rid, b, p)
             marks: dict[int, list[LineMark]] = {}
-            anchors: set[int] = set()  # the lines the TMA tab links to: each encode span's first and its call
+            anchors: set[int] = set()  # the lines the TMA tab links to: each encode call
+            calls: set[int] = set()
             for i, sites in page.links.encode.items():
                 for s in sites:
                     if s.backend != b or s.part != p:
                         continue
-                    anchors |= {s.first, s.call}
-                    for line in range(s.first, s.last + 1):
+                    anchors.add(s.call)
+                    calls.add(s.call)
+                    for line in range(s.call, s.last + 1):
                         marks.setdefault(line, [])
                     if back_links and page.has("tma"):
-                        marks[s.first].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
-            if page.has("summary"):
-                for line, kernels in launch_lines(report, text).items():
+                        marks[s.call].append(LineMark(f"#{rid}-tma-{i}", names[i], f"TMA descriptor {names[i]}"))
+            launches: set[int] = set()
+            for line, kernels in launch_lines(report, text).items():
+                launches.add(line)
+                if page.has("summary"):
                     for i in kernels:
                         name = report.kernels[i].name
                         marks.setdefault(line, []).append(
                             LineMark(f"#{rid}-kernel-{i}", name, f"launches {name}: see its launch configuration"))
             title = esc(b) if part == "main" else f"{esc(b)}: {esc(part)}"
             whole = f"report.sources.launcher({b!r})" + (".text" if part == "main" else f".extra[{p - 1}][1]")
-            keep = None if first_open else _interesting_lines(text, marks, [k.name for k in report.kernels])
+            keep = _interesting_lines(text, marks, [k.name for k in report.kernels], calls | launches)
             code = _long_code(text, language, anchor, marks, whole, keep=keep, anchors=anchors)
             in_part = "; drawn in part: its kernel launches and TMA encodes" if keep is not None else ""
+            packed = (' data-z="' + base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode("ascii") + '"'
+                      if keep is not None else "")
             opened = " open" if first_open else ""
             first_open = False
-            out.append(f'<details class="tl-sub" id="{anchor}"{opened}><summary>{title} '
+            out.append(f'<details class="tl-sub" id="{anchor}"{opened}{packed}><summary>{title} '
                        f'<span class="tl-muted">({esc(language)}, {_lines(text)} lines{in_part})</span></summary>'
                        f"{code}</details>")
     return "".join(out)
 
 
-def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Sequence[str]) -> set[int] | None:
-    """The 1-based lines of a long launcher worth drawing: its head, every marked line (TMA
-    encodes), every line that launches, names or sizes a kernel, and a few lines around each;
-    None when the launcher is short enough to draw whole."""
+def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Sequence[str],
+                       calls: set[int] = frozenset()) -> set[int] | None:
+    """The 1-based lines of a long launcher worth drawing: its head, every driver call that
+    encodes a TMA descriptor or launches a kernel (``calls``), every marked line, every line that
+    launches, names or sizes a kernel, and a few lines around each; None when the launcher is
+    short enough to draw whole."""
     lines = text.split("\n")
     if len(lines) <= _PART_LINES:
         return None
     names = re.compile("|".join(re.escape(k) for k in kernels)) if kernels else None
-    hits = set(marks) | {n for n, line in enumerate(lines, 1)
-                         if _INTERESTING.search(line) or (names is not None and names.search(line))}
+    hits = set(marks) | set(calls) | {n for n, line in enumerate(lines, 1)
+                                      if _INTERESTING.search(line) or (names is not None and names.search(line))}
     keep = set(range(1, _PART_HEAD + 1))
     for n in hits:
         keep |= set(range(max(1, n - _PART_CONTEXT), min(len(lines), n + _PART_CONTEXT) + 1))
@@ -474,34 +602,31 @@ def _interesting_lines(text: str, marks: dict[int, list[LineMark]], kernels: Seq
 
 def _long_code(text: str, language: str, anchor: str, marks: dict[int, list[LineMark]], whole: str,
                keep: set[int] | None = None, anchors: frozenset[int] | set[int] = frozenset()) -> str:
-    """A launcher's code; past ``_LONG_LINES`` lines (or where ``keep`` names the lines to draw)
-    only its head, its tail and the lines around every marked line are drawn, each gap a visible
-    line saying how to read all of it."""
+    """A launcher's code, coloured; where ``keep`` names the lines to draw (a long launcher),
+    only those are drawn and each run of the others is a folded gap: its summary says which
+    lines and how to print them all, and opening it in the page draws them (the page's click
+    handler fills its empty ``<pre>`` from the launcher's compressed text)."""
     lines = text.split("\n")
-    if keep is None and len(lines) <= _LONG_LINES:
-        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, colour="comments",
-                              anchors=anchors, mark_ids=False)
     if keep is None:
-        keep = set(range(1, _LONG_HEAD + 1)) | set(range(len(lines) - _LONG_TAIL + 1, len(lines) + 1))
-        for n in marks:
-            keep |= set(range(max(1, n - 3), min(len(lines), n + 3) + 1))
-    keep = {n for n in keep if 1 <= n <= len(lines)} | {n for n in marks if 1 <= n <= len(lines)}
-    out, n = [], 1
+        return highlight_code(text, language, anchor_prefix=anchor, marks=marks, anchors=anchors, mark_ids=False)
+    out = [f'<p class="tl-muted tl-show-all">Lines left out are folded (&#8942;; they open on a click where the '
+           f"notebook is trusted). Show all: <code>print({esc(whole)})</code>, {len(lines)} lines.</p>"]
+    keep = {n for n in keep if 1 <= n <= len(lines)} | {n for n in marks if 1 <= n <= len(lines)} | {
+        n for n in anchors if 1 <= n <= len(lines)}
+    n = 1
     while n <= len(lines):
+        end = n
         if n in keep:
-            end = n
             while end + 1 <= len(lines) and end + 1 in keep:
                 end += 1
-            chunk = "\n".join(lines[n - 1:end])
-            out.append(highlight_code(chunk, language, anchor_prefix=anchor, first_line=n, colour="comments",
+            out.append(highlight_code(text, language, anchor_prefix=anchor, first_line=n, last_line=end,
                                       marks={k: v for k, v in marks.items() if n <= k <= end},
                                       anchors={k for k in anchors if n <= k <= end}, mark_ids=False))
         else:
-            end = n
             while end + 1 <= len(lines) and end + 1 not in keep:
                 end += 1
-            out.append(f'<p class="tl-muted tl-show-all">&#8942; lines {n}&ndash;{end} of {len(lines)} not drawn here. '
-                       f"Show all: <code>print({esc(whole)})</code></p>")
+            out.append(f'<details class="tl-gap"><summary>&#8942; lines {n}&ndash;{end}</summary>'
+                       f'<pre class="tl-src" data-first="{n}" data-lines="{end - n + 1}"></pre></details>')
         n = end + 1
     return "".join(out)
 
@@ -540,7 +665,7 @@ def tma_html(report: KernelReport, *, excerpts: bool = True, page: Page | None =
         rows.append(_tma_cells(d, i, rid, page))
         cls = ' class="tl-problem"' if d.problems else ""
         attrs.append(f' id="{rid}-tma-{i}"{cls} data-descriptor="{esc(d.name)}"')
-    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 4, 8, 9))
+    table = _table(headers, rows, row_attrs=attrs, numeric=(6, 7), raw=(0, 3, 4, 5, 6, 7, 8, 9))
     note = ('<p class="tl-muted">Dimensions innermost first, as the driver takes them; '
             "global stride[0] is the element size (TileLang's convention). Sizes in bytes.</p>")
     more = _table(["field", *(d.name for d in report.tma_descriptors)],
@@ -604,8 +729,11 @@ def _tma_cells(d: TmaDescriptor, i: int, rid: str, page: Page) -> list[Any]:
         box = f'<span class="tl-box">{esc(dims(d.box_dim))}</span>'
     problems = ("<ul>" + "".join(f"<li>&#9888; {esc(p)}</li>" for p in d.problems) + "</ul>") if d.problems else "ok"
     name = f'<a href="#{rid}-tma-{i}"><code>{esc(d.name)}</code></a>'
-    return [name, d.buffer or "-", d.dtype, dims(d.global_dim), box, d.swizzle, _num(d.inner_box_bytes),
-            _num(d.swizzle_span_bytes), problems, _where(page, i, "tma")]
+    what = f"TMA {d.name}"
+    return [name, d.buffer or "-", d.dtype, _changed(page, what, "global dim", esc(dims(d.global_dim))),
+            _changed(page, what, "box dim", box), _changed(page, what, "swizzle", esc(d.swizzle)),
+            _changed(page, what, "inner box (bytes)", esc(_num(d.inner_box_bytes))),
+            _changed(page, what, "swizzle span (bytes)", esc(_num(d.swizzle_span_bytes))), problems, _where(page, i, "tma")]
 
 
 def wgmma_html(report: KernelReport, page: Page | None = None) -> str:
@@ -669,6 +797,21 @@ def _heat_elsewhere_html(report: KernelReport, page: Page) -> str:
             "the cell's line (the Lines tab lists every link)</p>")
 
 
+def _zoomable(svg: str, zoom_id: str, css: str = "") -> str:
+    """A picture in its own scroller, scaled to the width, with a zoom x2 toggle (checkbox and CSS)."""
+    zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
+            'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
+    return f'{zoom}<div class="tl-scroll tl-zoomable{" " + css if css else ""}">{svg}</div>'
+
+
+def _lazy_details(css: str, summary: str, inner: str) -> str:
+    """A folded block whose content travels gzip-compressed and is drawn when it is first opened
+    (the page's click handler): folded pictures weigh a fifth of their markup until looked at."""
+    packed = base64.b64encode(gzip.compress(inner.encode(), mtime=0)).decode("ascii")
+    return (f'<details class="{css} tl-lazy" data-z="{packed}"><summary>{esc(summary)}</summary>'
+            '<div class="tl-lazy-body"></div></details>')
+
+
 def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand that reads it, tilelab's core-matrix overlay with LBO/SBO arrows and whether
@@ -694,8 +837,8 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
         if layout.scope == "shared" and layout.offsets:
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
                                   titles=False)
-            out.append('<details class="tl-sub tl-bank-colour"><summary>coloured by bank (hover a cell: every cell of '
-                       f'its bank)</summary>{_zoom_box(zoom_id, "bank")}<div class="tl-scroll">{bank_svg}</div></details>')
+            out.append(_lazy_details("tl-sub tl-bank-colour", "coloured by bank (hover a cell: every cell of its bank)",
+                                     _zoomable(bank_svg, f"{zoom_id}-bank" if zoom_id else "")))
         total = layout_elements(layout)
         if total > cells:
             out.append(f'<p class="tl-muted tl-show-all">Drawn in part (of {total} elements). Show all: '
@@ -707,22 +850,13 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
             out.append(f'<p class="{cls} tl-wgmma-check" data-operand="{esc(role)}">WGMMA {esc(role)} operand '
                        f"(m{WGMMA_M}n{use.inst_mn if role == 'B' else '&hellip;'}): {esc(check.summary())}</p>")
             if check.descriptor is not None:
-                out.append('<details class="tl-sub"><summary>core matrices, LBO and SBO</summary>'
-                           f'{_zoom_box(zoom_id, "wgmma-" + role)}<div class="tl-scroll tl-wgmma-overlay">'
-                           f"{wgmma_operand_svg(check.descriptor, compiler=use.operand)}</div></details>")
-        return "".join(out)
+                out.append(_lazy_details("tl-sub", "core matrices, LBO and SBO", _zoomable(
+                    wgmma_operand_svg(check.descriptor, compiler=use.operand), f"{zoom_id}-{role}" if zoom_id else "",
+                    "tl-wgmma-overlay")))
+        # SVG is stripped where the stylesheet is (an untrusted notebook): its numbers would run together
+        return f'<div class="tl-pics tl-t"{TRUSTED_ONLY}>' + "".join(out) + "</div>"
     except Exception as err:  # a drawing bug must not hide the rest of the report
         return f'<p class="tl-absent">Could not draw this layout: {esc(type(err).__name__)}: {esc(err)}</p>' + _layout_table(layout)
-
-
-def _zoom_box(zoom_id: str, which: str) -> str:
-    """A zoom x2 checkbox for a layout's further picture (bank colours, WGMMA overlay) after it:
-    every picture has its own; ``tl-zoom-sub`` tells them from the layout's first picture's."""
-    if not zoom_id:
-        return ""
-    ident = esc(f"{zoom_id}-{which}")
-    return (f'<input type="checkbox" class="tl-zoom tl-zoom-sub" id="{ident}"><label for="{ident}" '
-            'class="tl-zoom-label">zoom &times;2</label>')
 
 
 def _layout_words(lay: Layout) -> str:
@@ -1013,7 +1147,9 @@ def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str =
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
     click = f' onclick="{esc(onclick)}"' if onclick else ""
-    return f'<div class="tilelab-report"{rid}{click}><style>{ROOT_CSS}{CODE_CSS}{css}</style>{body}</div>'
+    # inline: long names and expressions wrap even where the stylesheet is stripped
+    return (f'<div class="tilelab-report"{rid}{click} style="overflow-wrap:break-word"><style>{ROOT_CSS}{CODE_CSS}{css}</style>'
+            f"{body}</div>")
 
 
 def _plain(markup: str) -> str:
@@ -1041,38 +1177,85 @@ def _tab_css(rid: str, names: Sequence[str]) -> str:
             f".tilelab-report {focus.replace(',', ',.tilelab-report ')}{{outline:2px solid var(--jp-brand-color1,#1976d2)}}")
 
 
-# One click handler on the page's root: an in-page link first selects the tab that holds its
-# target (and opens folded blocks around it), then brings the target into view, centred. Tabs
-# themselves need no script (radio buttons and CSS), so where scripts do not run the tabs still
-# work and a link still lands when its target's tab is open.
+# One click handler on the page's root (it runs where the page is trusted: JupyterLab's trusted
+# outputs, an nbconvert export). A click on a tab unfolds its panel (for browsers that cannot show
+# a folded <details> by CSS); a click on a folded gap of a launcher draws the lines it hides, from
+# the launcher's gzip-compressed text carried on the page; an in-page link selects the tab that
+# holds its target (and opens folded blocks around it), then brings the target into view,
+# centred. Tabs themselves need no script (radio buttons and CSS), so where scripts do not run
+# the tabs still work and a link still lands when its target's tab is open.
 _FOLLOW_JS = (
-    "var a=event.target.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
-    "var t=document.getElementById(a.getAttribute('href').slice(1));if(!t)return;"
+    "var e=event.target,l=e.closest('.tl-tabs label');"
+    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f)f.open=true;return}"
+    "var g=e.closest('details.tl-gap>summary,details.tl-lazy>summary'),z=g&&g.closest('[data-z]');"
+    "if(g){var q=g.nextElementSibling;if(z&&q&&!q.firstChild&&window.DecompressionStream)"
+    "new Response(new Blob([Uint8Array.from(atob(z.dataset.z),function(c){return c.charCodeAt(0)})]).stream()"
+    ".pipeThrough(new DecompressionStream('gzip'))).text().then(function(t){if(q.tagName!='PRE'){q.innerHTML=t;return}"
+    "var L=t.split('\\n'),a=+q.dataset.first;q.style.counterReset='tl-ln '+(a-1);for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
+    "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
+    "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
+    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');if(!t)return;"
     "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
     "this.querySelectorAll('.tl-hit').forEach(function(e){e.classList.remove('tl-hit')});t.classList.add('tl-hit');"
     "event.preventDefault();requestAnimationFrame(function(){t.scrollIntoView({block:'center',inline:'nearest'})})"
 )
 
+# Shown only where the page's stylesheet was stripped (an untrusted notebook in JupyterLab, a
+# viewer that sanitises HTML): what the reader sees there and how to get the whole page.
+UNTRUSTED_NOTE = (
+    "This inspector is shown without its styles and script (the notebook is not trusted, or the "
+    "viewer strips them): each section is folded below, the layout pictures are left out, and a link "
+    "lands only in a section that is open. Trust the notebook (Trust Notebook in JupyterLab's command "
+    "palette, or <code>jupyter trust NOTEBOOK.ipynb</code>), or run the cell again, for tabs, the "
+    "pictures and links that open their tab."
+)
+
+
+
+def page_id(report: KernelReport, sections: Sequence[str] | None = None, source: str | None = None) -> str:
+    """The anchor prefix of a page: the report's id, with a suffix for another choice of tabs (two
+    cells showing one kernel, one with ``--show``), so that each page's tabs and links stay its own."""
+    rid = report_id(report)
+    if sections is None or tuple(sections) == default_sections(report, source is not None):
+        return rid
+    return rid + hashlib.sha1(",".join(sections).encode()).hexdigest()[:4]
+
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
-                cuda_anchors: Iterable[int] = ()) -> str:
+                cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
+                previous: KernelReport | None = None, anchor: str | None = None) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
-    ``sections`` picks and orders the tabs (default: every registered one). ``source`` is the
-    user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
+    ``sections`` picks and orders the tabs (default: every registered one with something to show).
+    The sections it leaves out (``hidden``, default: every other default one) are still on the
+    page, without a tab, so that links into them work: a link opens its section. ``source`` is
+    the user's source text (the magic passes the cell, its first line the ``%%tilelang`` line): by
     default it adds the Cell tab, and the T.copy / T.gemm lines link to the rows they made and back. ``extra``
     appends (title, markup) tabs after the report's own (the inspector puts Timing and Diff
     there); the markup is inserted as is, the title escaped. ``profile`` (a Profile) draws its hot
     device lines as a heat margin on the CUDA view; ``cuda_anchors`` are device lines that ``extra``
-    tabs link to (``{rid}-cuda-L{n}``).
+    tabs link to (``{rid}-cuda-L{n}``). ``previous`` (the report of the cell's previous run, whose
+    Diff tab ``extra`` carries) highlights the changed values in their own tables and the Summary
+    says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
+    inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
+
+    Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
+    (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
+    line saying what trusting adds; with it, the radios and CSS make them tabs.
     """
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
-    page = make_page(report, source, chosen, profile, cuda_anchors)
+    if hidden is None:
+        hidden = () if sections is None else tuple(
+            n for n in default_sections(report, source is not None) if n not in chosen)
+    hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
+    page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous)
+    if anchor is not None:
+        page = dataclasses.replace(page, rid=anchor)
     rid = page.rid
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
@@ -1082,22 +1265,28 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     else:
         counts = _DEVICE_TITLES.get(report.family, report.family) + " source"
     head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
-            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>")
-    panels: list[tuple[str, str, str]] = []  # (slug, title, body)
+            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>"
+            f'<p class="tl-untrusted">&#9888; {UNTRUSTED_NOTE}</p>')
+    panels: list[tuple[str, str, str, bool]] = []  # (slug, title, body, has a tab)
     for name in chosen:
-        panels.append((name, section_title(report, name), _section(name).render(report, page)))
+        panels.append((name, section_title(report, name), _section(name).render(report, page), True))
     for n, (title, markup) in enumerate(extra):
-        panels.append((_slug(title, n), esc(title), markup))
-    radios = "".join(f'<input type="radio" class="tl-radio" name="{rid}-tabs" id="{rid}-t-{slug}"'
-                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}">'
-                     for n, (slug, title, _) in enumerate(panels))
+        panels.append((_slug(title, n), esc(title), markup, True))
+    for name in hidden:
+        panels.append((name, section_title(report, name), _section(name).render(report, page), False))
+    radios = "".join(f'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{slug}"'
+                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}"{TRUSTED_ONLY}>'
+                     for n, (slug, title, _, _) in enumerate(panels))
     tabs = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
-                   for slug, title, _ in panels)
-    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}"><h3 class="tl-ptitle">'
-                   f"{esc(title) if slug in _REGISTRY else title}</h3>{markup}</section>"
-                   for slug, title, markup in panels)
-    page_html = wrap(f'{head}{radios}<nav class="tl-tabs">{tabs}</nav><div class="tl-panels">{body}</div>',
-                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _ in panels]), onclick=_FOLLOW_JS)
+                   for slug, title, _, tab in panels if tab)
+    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}">'
+                   f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
+                   f'style="display:inline">{esc(title) if slug in _REGISTRY else title}'
+                   f'{"" if tab else " <span class=tl-muted>(no tab: opened by its links)</span>"}</h3></summary>'
+                   f"{markup}</details></section>"
+                   for n, (slug, title, markup, tab) in enumerate(panels))
+    page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{tabs}</nav><div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _, _ in panels]), onclick=_FOLLOW_JS)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
                 "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"
@@ -1107,6 +1296,6 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
 
 __all__ = [
     "Page", "SECTIONS", "Section", "comparison_html", "default_sections", "encode_spans", "esc", "launch_links",
-    "cell_heat", "launcher_html", "make_page", "mfma_html", "register_section",
+    "cell_heat", "launcher_html", "make_page", "mfma_html", "page_id", "register_section", "report_changes",
     "render_html", "render_section", "report_id", "section_body", "section_title", "sections", "tma_links",
 ]

@@ -9,6 +9,7 @@ Anchors: ``{rid}-ptx-L{n}``, ``{rid}-sass-L{n}`` (line n of the shown listing), 
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from .._machine import MachineCode, opcode_counts
@@ -84,18 +85,50 @@ def resources_html(report: KernelReport, rid: str) -> str:
     return out
 
 
-def lowering_html(report: KernelReport, rid: str, links: bool = True) -> str:
-    """The lowering explainer: each tile op's hardware path, its evidence line, and fallbacks."""
+def _clip(text: str, limit: int = 90) -> str:
+    """``text`` whole when it fits, else cut after the last whole token that fits, with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(c, 0, limit) for c in " ,;")
+    return text[:cut if cut > limit // 2 else limit].rstrip(" ,;") + " \u2026"
+
+
+def _cell_line(source: str | None, op: str) -> int | None:
+    """The cell line of a tile op ("T.copy A -> A_shared"): the first ``T.copy(`` line naming its
+    operands in order."""
+    if not source:
+        return None
+    m = re.match(r"(T\.\w+)\s+(.*)$", op)
+    if not m:
+        return None
+    names = [re.escape(n.strip()) for n in m.group(2).split("->") if n.strip()]
+    pattern = re.compile(rf"{re.escape(m.group(1))}\s*\(" + "".join(rf".*\b{n}\b" for n in names))
+    return next((n for n, line in enumerate(source.split("\n"), 1) if pattern.search(line)), None)
+
+
+def lowering_html(report: KernelReport, rid: str, links: bool = True, source: str | None = None,
+                  cell_links: bool = False) -> str:
+    """The lowering explainer: each tile op's hardware path, its cell and device lines, and
+    fallbacks. A fallback is a slower path, not a problem: its row is marked as such (amber), and
+    the title counts them apart from the problems."""
     low = report.lowering
     if low is None or not low.ops:
         return ""
+    device = report.sources.device.split("\n")
     rows = []
     for o in low.ops:
-        ev = (_ref(f"#{rid}-cuda-L{o.evidence_line}", f"CUDA {o.evidence_line}", links=links, title=o.evidence)
-              + f'<br><code class="tl-muted">{esc(o.evidence[:90])}</code>' if o.evidence_line else "")
-        css = "" if o.fast else ' class="tl-problem"'
+        where = []
+        line = _cell_line(source, o.op)
+        if line:
+            where.append(_ref(f"#{rid}-cell-L{line}", f"cell {line}", links=cell_links))
+        if o.evidence_line:
+            full = device[o.evidence_line - 1] if 0 < o.evidence_line <= len(device) else o.evidence
+            where.append(_ref(f"#{rid}-cuda-L{o.evidence_line}", f"CUDA {o.evidence_line}", links=links, title=full.strip())
+                         + f'<br><code class="tl-muted">{esc(_clip(full))}</code>')
+        css = "" if o.fast else ' class="tl-slow"'
         stage = f" (stage of {o.stages})" if o.stages else ""
-        rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td><td>{ev}</td>"
+        rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td><td>{' '.join(where)}</td>"
                     f"<td>{esc(o.reason)}</td></tr>")
     head = "<tr><th>tile op</th><th>hardware path</th><th>where</th><th>why not the fast path</th></tr>"
     ws = ("warp-specialized: " + ("yes, " if low.warp_specialized else "no, ") + low.warp_specialization_reason)
@@ -104,8 +137,10 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True) -> str:
         per = f"{low.stage_bytes / 1024:.1f} KiB of shared memory per stage" if low.stage_bytes else ""
         total = f", {low.stages * low.stage_bytes / 1024:.1f} KiB in all" if low.stage_bytes else ""
         pipe = f"; pipeline: {low.stages} stages{', ' + per if per else ''}{total}"
-    return (f'<p><b>Lowering</b> <span class="tl-muted">({esc(ws)}{esc(pipe)})</span></p>'
-            f'<table class="tl-table">{head}{"".join(rows)}</table>')
+    slow = len(low.fallbacks)
+    count = f", {slow} tile op(s) on a slower path (marked)" if slow else ""
+    return (f'<p><b>Lowering</b> <span class="tl-muted">({esc(ws)}{esc(pipe)}{esc(count)})</span></p>'
+            f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table tl-lowering">{head}{"".join(rows)}</table></div>')
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class Inspector:
         if self.profiles:
             extra.append(("Profile", timing_html(self.profiles)))
         if self.previous is not None:
-            extra.append(("Diff", diff_html(self.previous, report)))
+            extra.append(("Diff", diff_html(self.previous, report)))  # announced in the Summary too
         self.extra = tuple(extra)
         self._html: str | None = None
 
@@ -71,14 +71,16 @@ class Inspector:
         names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
         if "cuda" not in names:
             return None
-        return (f"{render.report_id(self.report)}-cuda", self.report.sources.device, self._cuda_anchors)
+        return (f"{render.page_id(self.report, self.tabs, self.source)}-cuda", self.report.sources.device,
+                self._cuda_anchors)
 
     @property
     def html(self) -> str:
         if self._html is None:
             self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
-                                            cuda_anchors=self._cuda_anchors)
+                                            cuda_anchors=self._cuda_anchors, previous=self.previous,
+                                            anchor=render.page_id(self.report, self.tabs, self.source))
         return self._html
 
     @property
@@ -90,7 +92,8 @@ class Inspector:
         """The markup of one tab's panel, by its name ("tma") or its title ("TMA (2)")."""
         import re
 
-        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><h3 class="tl-ptitle">(.*?)</h3>', m)
+        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><details class="tl-fold"[^>]*>'
+                          r'<summary><h3 class="tl-ptitle"[^>]*>(.*?)(?: <span class=tl-muted>.*?)?</h3>', m)
                  for m in re.findall(r'<section class="tl-panel".*?</h3>', self.html)]
         panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
         wanted = title_or_name.lower()
@@ -113,25 +116,44 @@ class Inspector:
 
 
 def diff_html(before: KernelReport, after: KernelReport) -> str:
-    """What changed between two runs of a cell: the report as text, then the device CUDA, as
-    unified diffs (changed lines only, three lines of context)."""
-    from ..render.text import render_text
+    """What changed between two runs of a cell: the changed values of the report's own tables
+    (launch configuration, TMA descriptors, WGMMA instructions, layouts, arguments, problems),
+    each as before -> after, then the device CUDA as a coloured unified diff (changed lines, three
+    lines of context). Cache keys and versions are left out: they change with everything."""
+    from ..render.html import report_changes
 
+    changes = report_changes(before, after)
     parts = []
-    for title, a, b in (("report", render_text(before), render_text(after)),
-                        ("device CUDA", before.sources.device, after.sources.device)):
-        lines = list(difflib.unified_diff(a.split("\n"), b.split("\n"), "previous run", "this run", lineterm="", n=3))
-        if not lines:
-            parts.append(f"<p><b>{title}</b>: unchanged.</p>")
-            continue
-        body = []
-        for line in lines:
-            cls = "gi" if line.startswith("+") and not line.startswith("+++") else \
-                "gd" if line.startswith("-") and not line.startswith("---") else ""
-            body.append(f'<span class="{cls}">{_html.escape(line)}\n</span>' if cls else f"{_html.escape(line)}\n")
-        changed = sum(1 for x in lines if x[:1] in "+-") - 2
-        parts.append(f"<p><b>{title}</b>: {changed} line(s) changed</p>"
-                     f'<pre class="tl-diff" style="white-space:pre-wrap;overflow-wrap:anywhere">{"".join(body)}</pre>')
+    if changes:
+        rows = [[what, field, old, new] for what, field, old, new in changes]
+        body = "".join(f"<tr><td>{render.esc(w)}</td><td>{render.esc(f)}</td><td><del>{render.esc(o)}</del></td>"
+                       f'<td class="tl-diff-cell">{render.esc(n)}</td></tr>' for w, f, o, n in rows)
+        parts.append(f"<p><b>report</b>: {len(changes)} value(s) changed (also highlighted in their own tabs)</p>"
+                     '<div class="tl-scroll"><table class="tl-table tl-changes"><thead><tr><th>what</th><th>field</th>'
+                     f"<th>previous run</th><th>this run</th></tr></thead><tbody>{body}</tbody></table></div>")
+    else:
+        parts.append("<p><b>report</b>: no value changed.</p>")
+    a, b = before.sources.device.split("\n"), after.sources.device.split("\n")
+    groups = list(difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3))
+    if not groups:
+        parts.append("<p><b>device CUDA</b>: unchanged.</p>")
+        return "".join(parts)
+    from ..render.code import colour_lines
+
+    old, new = colour_lines(before.sources.device, "cuda"), colour_lines(after.sources.device, "cuda")
+    out, changed = [], 0
+    for group in groups:
+        i1, j1 = group[0][1], group[0][3]
+        out.append(f'<span class="tl-muted">@@ -{i1 + 1} +{j1 + 1} @@\n</span>')
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [f" {new[j]}\n" for j in range(j1, j2)]
+                continue
+            out += [f'<span class="gd">-{old[i]}\n</span>' for i in range(i1, i2)]
+            out += [f'<span class="gi">+{new[j]}\n</span>' for j in range(j1, j2)]
+            changed += (i2 - i1) + (j2 - j1)
+    parts.append(f"<p><b>device CUDA</b>: {changed} line(s) changed</p>"
+                 f'<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">{"".join(out)}</pre>')
     return "".join(parts)
 
 
