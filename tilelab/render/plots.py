@@ -150,6 +150,9 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
     if top is not None:
         ok = ok[:top]
     failed = [r for r in rows if not r.ok]
+    with_ratio = [r for r in ok if r.ratio is not None]
+    if with_ratio:
+        return _ratios_compared(table, key, with_ratio, failed)
     use_flops = any(r.tflops for r in ok)
     use_gbps = not use_flops and any(r.gbps for r in ok)
     fig = _figure(7.6, max(2.0, 0.26 * (len(ok) + 3)))
@@ -165,6 +168,32 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
     ax.set_xlim(0, (max(values) if values else 1.0) * 1.35)
     ax.set_xlabel(unit)
     title = f"{table.kernel} at {_size_label(key)}"
+    if failed:
+        title += f" ({len(failed)} failed, not drawn)"
+    ax.set_title(title + _fixed_note(table), fontsize=9)
+    return fig
+
+
+def _ratios_compared(table: Any, key: tuple, rows: list[Any], failed: list[Any]):
+    """The configurations at one size by their ratio to the baseline timed beside each (lower is
+    faster), with each ratio's 95% interval as an error bar and a line at 1 (the baseline)."""
+    rows = sorted(rows, key=lambda r: r.ratio)
+    fig = _figure(7.6, max(2.0, 0.26 * (len(rows) + 3)))
+    ax = fig.add_subplot()
+    values = [r.ratio for r in rows]
+    err = [[max(0.0, r.ratio - r.ratio_ci[0]) if r.ratio_ci else 0.0 for r in rows],
+           [max(0.0, r.ratio_ci[1] - r.ratio) if r.ratio_ci else 0.0 for r in rows]]
+    ax.barh(range(len(rows)), values, xerr=err, color=["C2" if r.best else "C0" for r in rows],
+            error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.set_yticks(range(len(rows)), [table.short_name(r) for r in rows], fontsize=7)
+    for i, r in enumerate(rows):
+        half = f" +-{100 * r.ratio_half_width:.2f}%" if r.ratio_half_width is not None else ""
+        ax.text(r.ratio, i, f" {r.ratio:.4f}{half}" + (" best" if r.best else ""), va="center", fontsize=6.5)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(values + [1.0]) * 1.35)
+    ax.set_xlabel(f"time / {table.ratio_baseline or 'baseline'} (side by side; lower is faster)")
+    title = f"{table.kernel} at {_size_label(key)}, ratio to {table.ratio_baseline or 'baseline'}"
     if failed:
         title += f" ({len(failed)} failed, not drawn)"
     ax.set_title(title + _fixed_note(table), fontsize=9)

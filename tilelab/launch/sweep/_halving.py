@@ -83,7 +83,8 @@ def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], f
     first = tables[0] if tables else None
     return SweepTable(kernel=first.kernel if first else fallback_name, rows=tuple(rows),
                       mode=first.mode if first else mode, device=first.device if first else "",
-                      notes=tuple(notes), factory=first.factory if first else fallback_name)
+                      notes=tuple(notes), factory=first.factory if first else fallback_name,
+                      ratio_baseline=next((t.ratio_baseline for t in tables if t.ratio_baseline), None))
 
 
 def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
@@ -183,7 +184,9 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
                       and r.rung == last and r.cut is None]
         if contenders:
-            best = min(contenders, key=lambda i: rows[i].median_ms or 0.0)
+            # the last rung's rows carry their ratio to the baseline when rank_by="ratio": it ranks them
+            by_ratio = all(rows[i].ratio is not None for i in contenders)
+            best = min(contenders, key=lambda i: (rows[i].ratio if by_ratio else rows[i].median_ms) or 0.0)
             rows[best] = dataclasses.replace(rows[best], best=True)
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "
