@@ -71,22 +71,7 @@ def l2_bytes(torch: Any) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def _estimate_ms(torch: Any, fn: Callable[[], Any], flush: Any) -> float:
-    """One launch's time (with its L2 flush), from 5 launches after an untimed one: the first
-    use of the flush in a process loads its fill kernel (lazy module loading), which inflated the
-    estimate of a 1.6 ms GEMM to 8 ms and cut the launches a round was sized for by 5x."""
-    if flush is not None:
-        flush.zero_()
-    fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        if flush is not None:
-            flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return max(start.elapsed_time(end) / 5, 1e-4)
+_estimate_ms = _ratio.estimate_ms  # one launch's time with its flush (it lives beside the paired loops)
 
 
 def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_rep: int,

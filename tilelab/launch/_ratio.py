@@ -112,6 +112,25 @@ def pairs_for(rep_ms: float, per_batch: int, estimate_a_ms: float, estimate_b_ms
 # ------------------------------------------------------------------------------------------
 
 
+def estimate_ms(torch: Any, fn: Callable[[], Any], flush: Any) -> float:
+    """One launch's time (with its L2 flush), from 5 launches after an untimed one: the first
+    use of the flush in a process loads its fill kernel (lazy module loading), which inflated the
+    estimate of a 1.6 ms GEMM to 8 ms and cut the launches a round was sized for by 5x."""
+    if flush is not None:
+        flush.zero_()
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        if flush is not None:
+            flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return max(start.elapsed_time(end) / 5, 1e-4)
+
+
+
 def time_pairs(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[Callable[[], Any]], per_batch: int,
                n_pairs: int, flush: Any | None, stop: Callable[[], bool] = lambda: False
                ) -> tuple[list[list[float]], list[list[float]]]:
@@ -255,10 +274,8 @@ def measure_gpu(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[
                 ) -> tuple[PairRounds, _stability.MedianInterval | None, int, list[str]]:
     """Estimate both, warm up (alternating), and measure rounds of pairs on ``torch``'s GPU.
     Returns (the rounds, the ratio's interval, launches per batch, notes)."""
-    from ._bench import _estimate_ms
-
-    ea = _estimate_ms(torch, fns_a[0], flush)
-    eb = _estimate_ms(torch, fns_b[0], flush)
+    ea = estimate_ms(torch, fns_a[0], flush)
+    eb = estimate_ms(torch, fns_b[0], flush)
     per_batch = batch_launches(ea, eb, opts.pair_launches)
     n_pairs = pairs_for(opts.repetition_ms, per_batch, ea, eb, opts.max_rep)
     notes: list[str] = []

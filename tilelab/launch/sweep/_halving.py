@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..models import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -72,10 +72,15 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
-    from . import sweep
+    """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it."""
+    grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
+    if grid.devices is not None or grid.client is not None:
+        from ._distributed import distributed_sweep
 
-    return sweep(factory, configs, [size],
-                 options=dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None))
+        return distributed_sweep(factory, expand(configs), [size], grid)
+    from ._inline import inline_sweep
+
+    return inline_sweep(factory, expand(configs), [size], grid)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
