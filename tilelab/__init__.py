@@ -115,3 +115,7 @@ __all__ = [
     "sweep",
     "swizzle_explorer",
 ]
+
+from ._errors import BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
+
+__all__.append("BaselineError")
