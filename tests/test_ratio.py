@@ -164,17 +164,29 @@ def test_sweep_ranks_by_the_ratio_to_a_baseline_timed_with_each_row():
 
 
 def test_halving_ranks_its_last_rung_by_ratio():
+    """Nine configurations (eta=3): rung 0 briefly by median, without the baseline; the three
+    survivors beside the baseline, ranked by ratio, where a slow clock misleads the median."""
+    true = {b: 1.0 + 0.01 * i for i, b in enumerate((128, 64, 256, 96, 160, 192, 224, 32, 48))}
+    calls = []
+
     def bench_fn(kernel, size, config, **kw):
-        ms = TRUE[config["block"]] * (1.06 if config["block"] == 128 else 1.0)
+        if not config:  # the baseline's own row
+            return BenchResult(kernel="b", samples_ms=(1.0,) * 3)
+        calls.append((config["block"], "baseline" in kw))
+        ms = true[config["block"]] * (1.05 if config["block"] == 128 and "baseline" in kw else 1.0)
         extra = {}
         if "baseline" in kw:
-            extra = dict(baseline="b", baseline_samples_ms=(1.0,) * 3, ratio_samples=(TRUE[config["block"]],) * 12)
+            extra = dict(baseline="b", baseline_samples_ms=(1.0,) * 3, ratio_samples=(true[config["block"]],) * 12)
         return BenchResult(kernel="k", samples_ms=(ms,) * 3, **extra)
 
-    table = sweep(lambda N, block: None, {"block": [64, 128, 256]}, {"N": [1024]}, strategy="halving", prune=False,
+    table = sweep(lambda N, block: None, {"block": list(true)}, {"N": [1024]}, strategy="halving", prune=False,
                   compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench_fn, rank_by="ratio",
                   baseline={"b": lambda N: (lambda: None)}, progress=False, isolate=False)
-    assert table.best_config() == {"block": 128}
+    assert [with_base for _, with_base in calls[:9]] == [False] * 9  # rung 0: briefly, alone
+    assert sorted(b for b, with_base in calls[9:] if with_base) == [64, 128, 256]  # the last rung: beside it
+    assert table.best_config() == {"block": 128}  # 1.05 ms by median, the lowest ratio
+    assert table.best().rung == 1 and table.ratio_baseline == "b"
+    assert all(r.ok for r in table.rows)  # the baseline's own row too
 
 
 def test_rank_by_ratio_without_a_baseline_says_what_to_pass():

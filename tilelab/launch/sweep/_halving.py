@@ -158,8 +158,10 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                              f"briefly ({_measured_as(opts, rung - 1, False)})")
                 stopped = True
                 break
+            # brief rungs rank by median, without baselines; the last rung keeps the sweep's own
+            # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
             step = dataclasses.replace(
-                opts, baseline=opts.baseline if final else None,
+                opts, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
                 bench_kwargs=opts.bench_kwargs if final else rung_bench_kwargs(opts, rung))
             table = _grid(factory, alive, size, step)
             tables.append(table)
