@@ -269,8 +269,8 @@ def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOpti
     return fns, name
 
 
-def _measure_ratio(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions, sizes: dict[str, int]
-                   ) -> BenchResult:
+def _measure_ratio(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions, sizes: dict[str, int],
+                   clock: Callable[[], float] = time.perf_counter) -> BenchResult:
     """The kernel and the baseline in alternating batches (:mod:`tilelab.launch._ratio`)."""
     fns_b, bname = _baseline_launches(torch, timed, baseline, opts, sizes)
     name = timed.name or "kernel"
@@ -282,7 +282,7 @@ def _measure_ratio(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions,
         raise
     sampler = _telemetry_sampler(torch) if opts.telemetry else None
     rounds, interval, per_batch, notes = _ratio.measure_gpu(torch, timed.fns, fns_b, opts, flush_buf,
-                                                            stop_requested, sampler)
+                                                            stop_requested, sampler, warm_clock=clock)
     samples = [x for batch in rounds.a for x in batch]
     kernel_interval = median_interval(samples)
     tele = sampler.result() if sampler is not None else None

@@ -139,6 +139,9 @@ def time_pairs(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[C
     events). Returns the per-launch times of A's batches and of B's, pair by pair."""
     events: list[tuple[str, Any, Any]] = []
     counters = {"a": 0, "b": 0}
+    # made before the loop, as time_sustained does: the host's work between launches stays small
+    pool = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(2 * per_batch * n_pairs)]
     for _ in range(n_pairs):
         if stop():
             break
@@ -146,8 +149,7 @@ def time_pairs(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[C
             for _k in range(per_batch):
                 if flush is not None:
                     flush.zero_()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
+                start, end = pool[len(events)]
                 start.record()
                 fns[counters[side] % len(fns)]()
                 end.record()
