@@ -283,3 +283,23 @@ def c_kernels():
 def test_options_keep_their_fields_in_a_round_trip():
     o = BenchOptions(pair_launches=4)
     assert dataclasses.replace(BenchOptions(), **o.to_dict()) == o
+
+
+def test_plots_over_sizes_draw_ratios_where_rows_have_them():
+    from tilelab.launch.models import SweepRow
+    from tilelab.render import plots
+
+    rows = []
+    for n, (r64, r128) in ((1024, (1.10, 0.95)), (2048, (1.05, 0.97))):
+        size = (("N", n),)
+        rows += [SweepRow((("block", 64),), size, median_ms=1.0, ratio=r64, ratio_ci=(r64 - 0.01, r64 + 0.01)),
+                 SweepRow((("block", 128),), size, median_ms=1.2, ratio=r128, ratio_ci=(r128 - 0.01, r128 + 0.01)),
+                 SweepRow((), size, median_ms=1.1, label="torch.matmul")]
+    table = SweepTable("k", tuple(rows), ratio_baseline="torch.matmul")
+    fig = plots.throughput_vs_size(table)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "time / torch.matmul (side by side)"
+    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert drawn == {"block=64": [1.10, 1.05], "block=128": [0.95, 0.97]}  # the baseline has no ratio to itself
+    bars = plots.configs_compared(table, {"N": 2048})
+    assert [t.get_text() for t in bars.axes[0].get_yticklabels()] == ["block=128", "block=64"]
