@@ -98,3 +98,17 @@ def test_the_autotuner_gets_a_function_it_accepts(tuning, space):
     assert all(isinstance(c.cell_contents, (int, float, str, bool, type(None))) for c in kernel.__closure__)
     func = kernel(**configs[0])
     assert isinstance(func, T.PrimFunc) if hasattr(T, "PrimFunc") else type(func).__name__ == "PrimFunc"
+
+
+def test_the_flash_attention_forward_lowers_for_hopper_with_two_wgmma():
+    """Lowered for sm_90a without a GPU: one block per 128 queries of each head and batch, the two
+    matrix products (Q K^T and P V) on WGMMA, the softmax in base 2."""
+    import tilelab
+    from tilelab.kernels.flash_attention import flash_attention
+
+    report = tilelab.inspect(flash_attention(2, 4, 1024, 128, block_M=128, block_N=64, num_stages=2, threads=256,
+                                             is_causal=True), target="sm_90a")
+    (kernel,) = report.kernels
+    assert kernel.grid == (1024 // 128, 4, 2)
+    assert len(report.wgmma) == 2
+    assert "exp2" in report.sources.device
