@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from typing import Any
 
@@ -39,31 +41,33 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
     from ..._errors import LoweringError
     from ..._inspect import inspect
 
-    kept: dict[tuple, list[Config]] = {}
-    rows: list[SweepRow] = []
     target = opts.target
-    for size in sizes:
-        key = size_key(size)
-        kept[key] = []
-        for config in configs:
-            why = None
-            try:
-                kernel = factory(**size, **config)
-                report = inspect(kernel, target)
-            except LoweringError as err:
-                cause = f"[{err.cause}] " if err.cause else ""
-                why = f"TileLang cannot lower it: {cause}{err.summary}"[:400]
-            except Exception as err:  # the factory's own failure: the grid would fail to compile it too
-                why = f"building it raised {short_error(err)}"
-            else:
-                limits = [n for n in report.notes if "a launch would fail" in n
-                          or ("threads per block" in n and "allows" in n)]
-                if limits:
-                    why = limits[0]
-            if why is None:
-                kept[key].append(config)
-            else:
-                rows.append(SweepRow(tuple(config.items()), key, error=why, stage="pruned"))
+
+    def why_not(size: Config, config: Config) -> str | None:
+        try:
+            kernel = factory(**size, **config)
+            report = inspect(kernel, target)
+        except LoweringError as err:
+            cause = f"[{err.cause}] " if err.cause else ""
+            return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
+        except Exception as err:  # the factory's own failure: the grid would fail to compile it too
+            return f"building it raised {short_error(err)}"
+        limits = [n for n in report.notes if "a launch would fail" in n
+                  or ("threads per block" in n and "allows" in n)]
+        return limits[0] if limits else None
+
+    # Each inspection lowers the configuration (seconds each): in a pool of threads, as the
+    # compiles are, so that pruning 64 configurations does not cost 64 lowerings one after another.
+    pairs = [(size, config) for size in sizes for config in configs]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), opts.workers or os.cpu_count() or 1))) as pool:
+        reasons = list(pool.map(lambda pair: why_not(*pair), pairs))
+    kept: dict[tuple, list[Config]] = {size_key(size): [] for size in sizes}
+    rows: list[SweepRow] = []
+    for (size, config), why in zip(pairs, reasons):
+        if why is None:
+            kept[size_key(size)].append(config)
+        else:
+            rows.append(SweepRow(tuple(config.items()), size_key(size), error=why, stage="pruned"))
     notes = []
     if rows:
         notes.append(f"{len(rows)} configuration(s) pruned before compiling (inspected for "
