@@ -303,3 +303,73 @@ def test_plots_over_sizes_draw_ratios_where_rows_have_them():
     assert drawn == {"block=64": [1.10, 1.05], "block=128": [0.95, 0.97]}  # the baseline has no ratio to itself
     bars = plots.configs_compared(table, {"N": 2048})
     assert [t.get_text() for t in bars.axes[0].get_yticklabels()] == ["block=128", "block=64"]
+
+
+# ------------------------------------------------------------------------------------------
+# Where a side-by-side bench runs (the worker's protocol, with the launches faked)
+# ------------------------------------------------------------------------------------------
+
+
+def test_bench_with_a_baseline_routes_to_the_worker_or_here(monkeypatch):
+    import torch
+
+    from tilelab.launch import _api, _isolated, _worker
+    from tilelab.launch._kernel import Prepared
+
+    monkeypatch.setattr(_api, "require_gpu", lambda: object())
+    monkeypatch.setattr(_worker, "in_worker", lambda: False)
+    loads = []
+
+    class Worker:
+        loaded: set = set()
+
+        def call(self, fn, ref, timeout=None, label=""):
+            loads.append((fn, ref))
+
+    monkeypatch.setattr(_worker, "default_worker", lambda: Worker())
+    seen = {}
+
+    def fake_call(worker, prepared, sizes, timeout, func, args, options):
+        seen.update(options=options, timeout=timeout, func=func)
+        return "from the worker"
+
+    monkeypatch.setattr(_isolated, "_call", fake_call)
+    monkeypatch.setattr(_bench, "measure", lambda torch, target, args, opts, sizes, baseline=None, baseline_note=None:
+                        seen.update(here=(target, baseline, baseline_note)) or "here")
+    kernel = Prepared(compiled=lambda *a: None, name="k", params=[], backend="tvm_ffi")
+    # a picklable function of the inputs travels with the options; the default timeout doubles
+    assert _api.bench(kernel, baseline=torch.matmul) == "from the worker"
+    assert seen["options"]["baseline"] is torch.matmul and seen["func"] is _isolated.bench_in_worker
+    assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 2 * 4 * 7.0)
+    # a lambda cannot travel: both are timed here, and the result will say so
+    base = lambda: None  # noqa: E731
+    assert _api.bench(kernel, baseline=base) == "here"
+    assert seen["here"][1] is base and "cannot travel to tilelab's worker process" in seen["here"][2]
+    # a kernel baseline is loaded in the worker first, then named by its key
+    other = Prepared(compiled=lambda *a: None, name="other", params=[], backend="tvm_ffi")
+    monkeypatch.setattr(_isolated, "kernel_ref", lambda p, w: _isolated.KernelRef("key-" + p.name, p.name, b"payload"))
+    assert _api.bench(kernel, baseline=other) == "from the worker"
+    assert loads[-1] == (_isolated.load_in_worker, _isolated.KernelRef("key-other", "other", b"payload"))
+    assert seen["options"]["baseline"] == _isolated.KernelRef("key-other", "other", None)
+    with pytest.raises(OptionError, match="sustained"):
+        _api.bench(kernel, baseline=torch.matmul, mode="isolated")
+
+
+def test_the_worker_takes_the_baseline_out_of_the_options(monkeypatch):
+    from tilelab.launch import _isolated
+    from tilelab.launch._kernel import Prepared
+
+    kernel = Prepared(compiled=None, name="k", params=[], backend="tvm_ffi")
+    other = Prepared(compiled=None, name="other", params=[], backend="tvm_ffi")
+    monkeypatch.setattr(_isolated, "_LOADED", {"key-k": kernel, "key-other": other})
+    monkeypatch.setattr(_isolated, "_torch", lambda: "torch")
+    seen = {}
+    monkeypatch.setattr(_bench, "measure", lambda torch, prepared, args, opts, sizes, baseline=None:
+                        seen.update(prepared=prepared, opts=opts, sizes=sizes, baseline=baseline) or "timed")
+    ref = _isolated.KernelRef("key-k", "k", None)
+    options = {**BenchOptions(rep_ms=300.0).to_dict(), "M": 64,
+               "baseline": _isolated.KernelRef("key-other", "other", None)}
+    assert _isolated.bench_in_worker(ref, (), options) == "timed"
+    assert seen["prepared"] is kernel and seen["baseline"] is other
+    assert seen["sizes"] == {"M": 64} and seen["opts"].rep_ms == 300.0
+    assert "baseline" in options  # the caller's dict is left as it was
