@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -321,9 +320,3 @@ def measure_cpu(fn_a: Callable[[], Any], fn_b: Callable[[], Any], opts: BenchOpt
     rounds = PairRounds(lambda n: wall_pairs(fn_a, fn_b, per_batch, n, clock), n_pairs, target, opts.max_rounds)
     return rounds, rounds.measure(), per_batch
 
-
-def ratio_text(ratio: float, ci: tuple[float, float] | None) -> str:
-    """"0.912x (95% CI 0.908-0.915)"."""
-    if math.isnan(ratio):
-        return "-"
-    return f"{ratio:.4f}x" + (f" (95% CI {ci[0]:.4f}-{ci[1]:.4f})" if ci else "")
