@@ -65,3 +65,44 @@ class FakeGpu:
 
     def clock_s(self) -> float:
         return self.now_ms / 1e3
+
+
+class WanderingGpu(FakeGpu):
+    """A fake GPU whose clock wanders, as a power-capped GPU's does: every launch of a kernel
+    whose true time is ``true_ms`` (at the nominal clock) takes ``true_ms * slowdown * (1 + e)``,
+    where ``slowdown = 1 + amplitude * x`` and ``x`` is a stationary AR(1) process in GPU time
+    (standard deviation 1, correlation time ``tau_ms``: after ``dt`` ms it keeps ``exp(-dt/tau)``
+    of itself) and ``e`` is independent per-launch noise of standard deviation ``noise``. The
+    wander is seeded, so each test's fake is the same on every run."""
+
+    def __init__(self, seed: int, amplitude: float = 0.02, tau_ms: float = 300.0, noise: float = 0.003,
+                 flush_ms: float = 0.0) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+        self.amplitude, self.tau_ms, self.noise = amplitude, tau_ms, noise
+        self.x = self.rng.gauss(0.0, 1.0)
+        super().__init__(iter(()), flush_ms=flush_ms)
+
+    def slowdown(self) -> float:
+        return 1.0 + self.amplitude * self.x
+
+    def _advance(self, dt_ms: float) -> None:
+        import math
+
+        keep = math.exp(-dt_ms / self.tau_ms)
+        self.x = keep * self.x + math.sqrt(1.0 - keep * keep) * self.rng.gauss(0.0, 1.0)
+
+    def idle(self, ms: float) -> None:
+        """The GPU waits ``ms`` (the host between two calls): the clock goes on wandering."""
+        self._advance(ms)
+        self.now_ms += ms
+
+    def kernel(self, true_ms: float):
+        """A zero-argument launch of a kernel whose true time is ``true_ms``."""
+        def launch() -> None:
+            took = true_ms * self.slowdown() * (1.0 + self.noise * self.rng.gauss(0.0, 1.0))
+            self._advance(took)
+            self.now_ms += took
+            self.launches += 1
+        return launch

@@ -127,3 +127,7 @@ _LAZY.update({
     "TraceError": (".launch._trace", "TraceError"),
 })
 __all__ += ["TileTrace", "TraceError", "trace_tiles"]
+
+from ._errors import BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
+
+__all__.append("BaselineError")

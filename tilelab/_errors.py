@@ -103,3 +103,8 @@ class ReportFileError(TilelabError, ValueError):
 
 class NoGpuError(TilelabError, RuntimeError):
     """Launching needs a CUDA GPU; inspection still works without one."""
+
+
+class BaselineError(TilelabError, ValueError):
+    """A ``baseline=`` of :func:`tilelab.bench` (or a sweep's ratio baseline) that cannot be timed
+    beside the kernel: it is not callable, it raised, or its inputs do not match the kernel's."""

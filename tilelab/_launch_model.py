@@ -363,6 +363,30 @@ class BenchResult(DisplayedText):
     ci_target: float | None = None  # the relative half-width asked for, if any
     ci_batches: int = 0  # batches of consecutive launches the interval was taken from
     ci_correlated: bool = False  # even 8 batches' medians followed each other: the interval is likely too narrow
+    # bench(kernel, baseline=...): the baseline timed side by side (ABAB... batches in one window)
+    baseline: str | None = None  # its name
+    baseline_samples_ms: tuple[float, ...] = ()
+    ratio_samples: tuple[float, ...] = ()  # kernel / baseline, one per pair of neighbouring batches, in time order
+    ratio_ci: tuple[float, float] | None = None  # 95% interval of the median ratio
+    ratio_batches: int = 0  # batches of consecutive pairs the ratio's interval was taken from
+    ratio_correlated: bool = False
+
+    @property
+    def ratio(self) -> float | None:
+        """The kernel's time over the baseline's, the median of the per-pair ratios (None without a baseline)."""
+        return statistics.median(self.ratio_samples) if self.ratio_samples else None
+
+    @property
+    def baseline_ms(self) -> float | None:
+        return statistics.median(self.baseline_samples_ms) if self.baseline_samples_ms else None
+
+    @property
+    def ratio_half_width(self) -> float | None:
+        """Half the ratio's 95% interval over the ratio (0.002: +-0.2%)."""
+        r = self.ratio
+        if not self.ratio_ci or not r:
+            return None
+        return (self.ratio_ci[1] - self.ratio_ci[0]) / 2 / r
 
     @property
     def ci_half_width(self) -> float | None:
@@ -430,6 +454,10 @@ class BenchResult(DisplayedText):
             "notes": list(self.notes), "telemetry": self.telemetry.to_dict() if self.telemetry else None,
             "ci_ms": list(self.ci_ms) if self.ci_ms else None, "ci_target": self.ci_target,
             "ci_half_width": self.ci_half_width, "ci_batches": self.ci_batches, "ci_correlated": self.ci_correlated,
+            "baseline": self.baseline, "baseline_samples_ms": list(self.baseline_samples_ms),
+            "baseline_ms": self.baseline_ms, "ratio": self.ratio, "ratio_samples": list(self.ratio_samples),
+            "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None, "ratio_batches": self.ratio_batches,
+            "ratio_correlated": self.ratio_correlated,
         }
 
     @classmethod
@@ -445,7 +473,21 @@ class BenchResult(DisplayedText):
             ci_ms=tuple(float(x) for x in d["ci_ms"]) if d.get("ci_ms") else None,  # type: ignore[arg-type]
             ci_target=d.get("ci_target"), ci_batches=int(d.get("ci_batches") or 0),
             ci_correlated=bool(d.get("ci_correlated", False)),
+            baseline=d.get("baseline"), baseline_samples_ms=tuple(float(x) for x in d.get("baseline_samples_ms") or ()),
+            ratio_samples=tuple(float(x) for x in d.get("ratio_samples") or ()),
+            ratio_ci=tuple(float(x) for x in d["ratio_ci"]) if d.get("ratio_ci") else None,  # type: ignore[arg-type]
+            ratio_batches=int(d.get("ratio_batches") or 0), ratio_correlated=bool(d.get("ratio_correlated", False)),
         )
+
+    def ratio_summary(self) -> str:
+        """"0.9123x torch.matmul (95% CI 0.9101-0.9140; baseline median 1.2345 ms)"; empty without a baseline."""
+        r = self.ratio
+        if r is None:
+            return ""
+        ci = f"95% CI {self.ratio_ci[0]:.4f}-{self.ratio_ci[1]:.4f}" if self.ratio_ci else "no interval: too few pairs"
+        if self.ratio_ci and self.ratio_correlated:
+            ci += ", likely too narrow"
+        return f"{r:.4f}x {self.baseline} ({ci}; baseline median {self.baseline_ms:.4f} ms)"
 
     def summary(self) -> str:
         rate = []
@@ -595,6 +637,17 @@ class SweepRow:
     rung: int | None = None
     measured_as: str = ""
     cut: str | None = None
+    # rank_by="ratio": this row's time over the baseline's, measured side by side (ABAB...) in one
+    # window, with its 95% interval and the baseline's median in that window
+    ratio: float | None = None
+    ratio_ci: tuple[float, float] | None = None
+    baseline_ms: float | None = None
+
+    @property
+    def ratio_half_width(self) -> float | None:
+        if self.ratio is None or not self.ratio_ci or not self.ratio:
+            return None
+        return (self.ratio_ci[1] - self.ratio_ci[0]) / 2 / self.ratio
 
     @classmethod
     def measured(cls, config: tuple[tuple[str, Any], ...], size: tuple[tuple[str, int], ...], res: BenchResult,
@@ -602,6 +655,9 @@ class SweepRow:
         """The row of a configuration that was timed: the timing, its rates and its clocks."""
         tele = res.telemetry
         sm = tele.sm_mhz if tele is not None else []
+        ratio = getattr(res, "ratio", None)
+        if ratio is not None:
+            extra = {"ratio": ratio, "ratio_ci": res.ratio_ci, "baseline_ms": res.baseline_ms, **extra}
         return cls(config, size, median_ms=res.median_ms, min_ms=res.min_ms, spread=res.spread, tflops=res.tflops,
                    gbps=res.gbps, sm_mhz=float(statistics.median(sm)) if sm else None,
                    throttled=bool(tele is not None and tele.throttled), **extra)
@@ -623,7 +679,8 @@ class SweepRow:
                 "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached,
                 "sm_mhz": self.sm_mhz, "throttled": self.throttled, "final_ms": self.final_ms,
                 "final_device": self.final_device, "rung": self.rung, "measured_as": self.measured_as,
-                "cut": self.cut}
+                "cut": self.cut, "ratio": self.ratio, "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None,
+                "baseline_ms": self.baseline_ms}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRow:
@@ -635,7 +692,9 @@ class SweepRow:
                    bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)),
                    sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)), final_ms=d.get("final_ms"),
                    final_device=d.get("final_device"), rung=d.get("rung"), measured_as=d.get("measured_as") or "",
-                   cut=d.get("cut"))
+                   cut=d.get("cut"), ratio=d.get("ratio"),
+                   ratio_ci=tuple(float(x) for x in d["ratio_ci"]) if d.get("ratio_ci") else None,  # type: ignore[arg-type]
+                   baseline_ms=d.get("baseline_ms"))
 
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
@@ -648,6 +707,7 @@ class SweepTable(DisplayedText):
     device: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     factory: str = ""  # the factory's name, for best_call (the kernel's name when empty)
+    ratio_baseline: str | None = None  # rank_by="ratio": the baseline every row was timed beside
 
     @property
     def sizes(self) -> list[tuple[tuple[str, int], ...]]:
@@ -725,13 +785,14 @@ class SweepTable(DisplayedText):
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "mode": self.mode, "device": self.device,
-                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "factory": self.factory}
+                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "factory": self.factory,
+                "ratio_baseline": self.ratio_baseline}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepTable:
         return cls(kernel=d["kernel"], rows=tuple(SweepRow.from_dict(r) for r in d["rows"]),
                    mode=d.get("mode", "sustained"), device=d.get("device", ""), notes=tuple(d.get("notes", ())),
-                   factory=d.get("factory", ""))
+                   factory=d.get("factory", ""), ratio_baseline=d.get("ratio_baseline"))
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)

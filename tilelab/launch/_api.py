@@ -76,7 +76,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
 
 def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-          timeout: float | None = None, target: Any = None, **keywords: Any) -> BenchResult:
+          timeout: float | None = None, target: Any = None, baseline: Any = None, **keywords: Any) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; :mod:`tilelab.launch._bench` describes the modes.
 
@@ -119,8 +119,24 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     runs in this process: it cannot be sent to another one.
 
     ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
+
+    ``baseline`` (sustained mode): time the kernel side by side with a baseline and report their
+    ratio, which holds from call to call where absolute times move with the GPU's clock. The
+    baseline is a zero-argument callable (``lambda: torch.matmul(a, b)``), a callable of the
+    kernel's input tensors (``torch.matmul``), or another TileLang kernel launched on the same
+    tensors (its signature must match). Batches of a few launches (``pair_launches``; about 5 ms)
+    of the kernel and of the baseline alternate in one window, each launch behind the same L2
+    flush; ``result.ratio`` is the median of the per-pair ratios (kernel over baseline),
+    ``result.ratio_ci`` its 95% interval (batched over consecutive pairs, as ``ci_ms``), and
+    ``result.baseline_ms`` the baseline's median in that window. ``ci_target`` applies to the
+    ratio's interval. Both run in the worker process when the baseline can travel there (a
+    TileLang kernel, or a picklable function such as ``torch.matmul``); a lambda is timed with
+    the kernel in this process, and the result's notes say so. See :mod:`tilelab.launch._ratio`.
     """
     opts, sizes = BenchOptions.split(options, keywords)
+    if baseline is not None:
+        return _bench_ratio(kernel, args, opts, sizes, baseline, backend=backend, out_idx=out_idx, outputs=outputs,
+                            isolate=isolate, timeout=timeout, target=target)
     cpu = _cpu.wants_cpu(kernel, target)
     torch = None if cpu else require_gpu()
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
@@ -140,6 +156,57 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
         result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout)
         return result
     return _bench.measure(torch, prepared, args, opts, sizes)
+
+
+def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: dict[str, int], baseline: Any, *,
+                 backend: str | None, out_idx: Any, outputs: Sequence[str] | None, isolate: bool,
+                 timeout: float | None, target: Any) -> BenchResult:
+    """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process."""
+    import pickle
+
+    from .._errors import BaselineError
+
+    cpu = _cpu.wants_cpu(kernel, target)
+    is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
+    base_is_kernel = is_tilelang_kernel(baseline) or isinstance(baseline, Prepared)
+    if not is_kernel and not callable(kernel):
+        raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+    if not base_is_kernel:
+        _ratio_mod().check_callable(baseline)
+    if cpu:
+        timed = _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs) if is_kernel else kernel
+        base = _cpu.prepare(baseline, backend=backend, out_idx=None, outputs=None) if base_is_kernel else baseline
+        return _bench.measure_cpu_ratio(timed, base, args, opts, sizes)
+    torch = require_gpu()
+    opts = opts.resolved()
+    _ratio_mod().check_mode(opts)
+    base = prepare_kernel(baseline, backend=backend) if base_is_kernel and not isinstance(baseline, Prepared) \
+        else baseline
+    if not is_kernel:
+        return _bench.measure(torch, kernel, args, opts, sizes, baseline=base)
+    prepared = kernel if isinstance(kernel, Prepared) else prepare_kernel(
+        kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    worker = worker_for(isolate)
+    note = None
+    if worker is not None and not base_is_kernel:
+        try:
+            pickle.dumps(baseline)
+        except Exception:
+            worker = None
+            note = ("the baseline (a lambda or closure) cannot travel to tilelab's worker process, so the kernel and "
+                    "the baseline were timed in this process; pass a module-level function of the kernel's inputs "
+                    "(torch.matmul) to keep both in the worker")
+    if worker is not None:
+        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base)
+    if base_is_kernel and not isinstance(base, Prepared):
+        raise BaselineError(f"the baseline {baseline!r:.60} could not be prepared")
+    return _bench.measure(torch, prepared, args, opts, sizes, baseline=base, baseline_note=note)
+
+
+def _ratio_mod() -> Any:
+    from . import _ratio
+
+    return _ratio
 
 
 def measure_ceilings(*, force: bool = False, copy_bytes: int = 2 << 30, matmul_n: int = 8192,

@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _inputs, _stability
+from .._errors import BaselineError
+from . import _inputs, _ratio, _stability
 from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
 from ._kernel import Prepared, call_kernel, check_tma_alignment, count_work, device_name
 from ._options import BenchOptions
@@ -72,22 +73,7 @@ def l2_bytes(torch: Any) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def _estimate_ms(torch: Any, fn: Callable[[], Any], flush: Any) -> float:
-    """One launch's time (with its L2 flush), from 5 launches after an untimed one: the first
-    use of the flush in a process loads its fill kernel (lazy module loading), which inflated the
-    estimate of a 1.6 ms GEMM to 8 ms and cut the launches a round was sized for by 5x."""
-    if flush is not None:
-        flush.zero_()
-    fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        if flush is not None:
-            flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return max(start.elapsed_time(end) / 5, 1e-4)
+_estimate_ms = _ratio.estimate_ms  # one launch's time with its flush (it lives beside the paired loops)
 
 
 def time_sustained(torch: Any, fns: Sequence[Callable[[], Any]], n_warmup: int, n_rep: int,
@@ -228,18 +214,95 @@ class _Timed:
     bytes: float | None = None
     copies: int = 1
     notes: list[str] = field(default_factory=list)
+    prepared: Prepared | None = None  # the kernel, when a kernel is timed
+    launch_args: list[list[Any]] = field(default_factory=list)  # its arguments, one list per rotating copy
 
 
 def measure(torch: Any, target: Prepared | Callable[[], Any], args: Sequence[Any], opts: BenchOptions,
-            sizes: dict[str, int]) -> BenchResult:
+            sizes: dict[str, int], baseline: Any = None, baseline_note: str | None = None) -> BenchResult:
     """Time ``target`` (a prepared kernel, or a zero-argument callable) here, on ``torch``'s
-    current GPU; see the module doc for the modes and :func:`tilelab.bench` for the options."""
+    current GPU; see the module doc for the modes and :func:`tilelab.bench` for the options.
+    With ``baseline`` (a prepared kernel or a callable), the two alternate in one window and the
+    result carries their ratio (:mod:`tilelab.launch._ratio`)."""
     opts = opts.resolved()
+    if baseline is not None:
+        _ratio.check_mode(opts)
+        if not isinstance(baseline, Prepared):
+            _ratio.check_callable(baseline)
     if isinstance(target, Prepared):
         timed = _prepare_kernel_launches(torch, target, args, sizes, opts)
     else:
         timed = _prepare_callable(torch, target, opts)
-    return _measure(torch, timed, opts)
+    if baseline is None:
+        return _measure(torch, timed, opts)
+    if baseline_note:
+        timed.notes.append(baseline_note)
+    return _measure_ratio(torch, timed, baseline, opts, sizes)
+
+
+def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions, sizes: dict[str, int]
+                       ) -> tuple[list[Callable[[], Any]], str]:
+    """The baseline's calls, one per rotating copy of the kernel's inputs, after one checked call."""
+    name = _ratio.baseline_name(baseline)
+    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
+        if timed.prepared is None:
+            raise BaselineError(f"the baseline {name} takes the kernel's inputs, but what is timed is a callable with "
+                                f"no inputs to share: pass the baseline as a zero-argument callable "
+                                f"(lambda: ...) instead")
+    if isinstance(baseline, Prepared):
+        fns = []
+        for copy in timed.launch_args:
+            try:
+                args_b, _ = _inputs.build_inputs(baseline.params, copy, sizes, device="cuda")
+            except (TypeError, ValueError) as err:
+                raise BaselineError(
+                    f"the baseline kernel {baseline.name} cannot run on the inputs of {timed.name}: {err}. A kernel "
+                    "baseline shares the kernel's tensors, so its signature must match (same parameters, shapes and "
+                    "dtypes); otherwise pass a zero-argument callable with its own inputs") from err
+            fns.append(lambda a=args_b: call_kernel(baseline, a))
+    elif _ratio.takes_inputs(baseline):
+        launch = [p for p in timed.prepared.params if p.passed_at_launch]  # type: ignore[union-attr]
+        fns = [(lambda ins=[a for a, p in zip(copy, launch) if not p.is_output]: baseline(*ins))
+               for copy in timed.launch_args]
+    else:
+        fns = [baseline]
+    _ratio.first_call(fns[0], name)
+    torch.cuda.synchronize()
+    return fns, name
+
+
+def _measure_ratio(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions, sizes: dict[str, int],
+                   clock: Callable[[], float] = time.perf_counter) -> BenchResult:
+    """The kernel and the baseline in alternating batches (:mod:`tilelab.launch._ratio`)."""
+    fns_b, bname = _baseline_launches(torch, timed, baseline, opts, sizes)
+    name = timed.name or "kernel"
+    try:
+        flush_buf = _flush_buffer(torch) if opts.flushes else None
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise out_of_memory_error(name, f"the {FLUSH_BYTES >> 20} MiB L2-flush buffer", err) from err
+        raise
+    sampler = _telemetry_sampler(torch) if opts.telemetry else None
+    rounds, interval, per_batch, notes = _ratio.measure_gpu(torch, timed.fns, fns_b, opts, flush_buf,
+                                                            stop_requested, sampler, warm_clock=clock)
+    samples = [x for batch in rounds.a for x in batch]
+    kernel_interval = median_interval(samples)
+    tele = sampler.result() if sampler is not None else None
+    if kernel_interval is not None:
+        notes.append(kernel_interval.note())
+    if tele is not None and tele.throttled:
+        notes.append("the GPU throttled during this measurement (" + ", ".join(tele.reasons) + ")")
+    method = (BENCH_MODES[opts.mode] + f"; alternating with {bname} in batches of {per_batch} launches"
+              + ("; after a warm-up to the GPU's steady state" if opts.steady else ""))
+    result = BenchResult(
+        telemetry=tele, ci_ms=(kernel_interval.low, kernel_interval.high) if kernel_interval else None,
+        ci_batches=kernel_interval.batches if kernel_interval else 0,
+        ci_correlated=bool(kernel_interval and kernel_interval.correlated), ci_target=opts.interval_target,
+        kernel=name, samples_ms=tuple(float(s) for s in samples), mode=opts.mode, method=method,
+        flops=timed.flops, bytes=timed.bytes, device=device_name(), backend=timed.backend,
+        sizes=tuple(sorted(timed.sizes.items())), l2_flush=bool(opts.flushes), rotating_copies=timed.copies,
+        notes=tuple(timed.notes + notes))
+    return _ratio.result_with_ratio(result, rounds, interval, bname, per_batch, opts.interval_target, opts.max_rounds)
 
 
 def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any], sizes: dict[str, int],
@@ -261,7 +324,8 @@ def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any]
     copies = _copy_inputs(torch, prepared, launch_args, timed.copies, name)
     if timed.copies > 1:
         timed.notes.append(_rotation_note(timed.copies, auto_bytes, l2_bytes(torch)))
-    timed.fns = [functools.partial(call_kernel, prepared, c) for c in copies]
+    timed.fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
+    timed.prepared, timed.launch_args = prepared, copies
     try:
         timed.fns[0]()
         torch.cuda.synchronize()
@@ -443,3 +507,59 @@ def _telemetry_sampler(torch: Any):
         if index < len(parts) and parts[index].isdigit():
             index = int(parts[index])
     return NvmlSampler(index)
+
+
+def measure_cpu_ratio(target: Prepared | Callable[[], Any], baseline: Any, args: Sequence[Any], opts: BenchOptions,
+                      sizes: dict[str, int]) -> BenchResult:
+    """``bench(kernel, baseline=...)`` on the CPU (target ``c``): the same alternating batches,
+    each call timed by the wall clock."""
+    from ._cpu import CPU_METHOD, cpu_name
+
+    _ratio.check_mode(opts)
+    bound: dict[str, int] = {}
+    flops, nbytes, backend = opts.flops, opts.bytes, ""
+    launch_args: list[Any] = []
+    if isinstance(target, Prepared):
+        launch_args, bound = _inputs.build_inputs(target.params, args, sizes, device="cpu", seed=opts.seed)
+        auto_flops, auto_bytes = count_work(target.params, bound, target.kernel_source())
+        flops = flops if flops is not None else auto_flops
+        nbytes = nbytes if nbytes is not None else auto_bytes
+        name, backend = target.name, target.backend
+
+        def fn_a() -> Any:
+            return call_kernel(target, launch_args)
+    else:
+        name = opts.name or getattr(target, "__name__", "callable")
+        name = "callable" if name == "<lambda>" else name
+        fn_a = target
+    bname = _ratio.baseline_name(baseline)
+    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
+        if not isinstance(target, Prepared):
+            raise BaselineError(f"the baseline {bname} takes the kernel's inputs, but what is timed is a callable with "
+                                "no inputs to share: pass the baseline as a zero-argument callable (lambda: ...)")
+    if isinstance(baseline, Prepared):
+        try:
+            args_b, _ = _inputs.build_inputs(baseline.params, launch_args, sizes, device="cpu")
+        except (TypeError, ValueError) as err:
+            raise BaselineError(f"the baseline kernel {baseline.name} cannot run on the inputs of {name}: {err}. A "
+                                "kernel baseline shares the kernel's tensors, so its signature must match; otherwise "
+                                "pass a zero-argument callable with its own inputs") from err
+
+        def fn_b() -> Any:
+            return call_kernel(baseline, args_b)
+    elif _ratio.takes_inputs(baseline):
+        launch = [p for p in target.params if p.passed_at_launch]  # type: ignore[union-attr]
+        inputs = [a for a, p in zip(launch_args, launch) if not p.is_output]
+
+        def fn_b() -> Any:
+            return baseline(*inputs)
+    else:
+        fn_b = baseline
+    _ratio.first_call(fn_b, bname)
+    rounds, interval, per_batch = _ratio.measure_cpu(fn_a, fn_b, opts)
+    samples = [x for batch in rounds.a for x in batch]
+    result = BenchResult(kernel=opts.name or name, samples_ms=tuple(samples), mode=opts.mode,
+                         method=CPU_METHOD + f"; alternating with {bname} in batches of {per_batch} calls",
+                         flops=flops, bytes=nbytes, device=cpu_name(), backend=backend,
+                         sizes=tuple(sorted(bound.items())), l2_flush=False)
+    return _ratio.result_with_ratio(result, rounds, interval, bname, per_batch, None, opts.max_rounds)

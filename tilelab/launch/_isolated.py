@@ -146,10 +146,14 @@ def bench_in_worker(ref: KernelRef, args: tuple, options: dict[str, Any]) -> Any
     from ._bench import measure
     from ._options import BenchOptions
 
+    options = dict(options)
+    baseline = options.pop("baseline", None)
     opts, sizes = BenchOptions.split(None, options)
     prepared = _LOADED[load_in_worker(ref)]
+    if isinstance(baseline, KernelRef):
+        baseline = _LOADED[load_in_worker(baseline)]
     try:
-        return measure(_torch(), prepared, args, opts, sizes)
+        return measure(_torch(), prepared, args, opts, sizes, baseline=baseline)
     except BaseException as err:
         raise _mark_isolated(err)  # noqa: B904 (the error itself, marked, not a new one)
 
@@ -247,14 +251,27 @@ def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any],
 
 
 def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], options: dict[str, Any],
-          timeout: float | None) -> Any:
+          timeout: float | None, baseline: Any = None) -> Any:
+    """``_bench.measure`` in the worker; a ``baseline`` (a prepared kernel, loaded there first, or
+    a picklable callable) travels in the options and is timed beside the kernel."""
+    if baseline is not None:
+        if isinstance(baseline, Prepared):
+            ref = kernel_ref(baseline, worker)
+            if ref.payload is not None:
+                try:
+                    worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {baseline.name}")
+                except _worker.WorkerDied as err:
+                    raise died_error(baseline, err) from None
+                worker.loaded.add(ref.key)
+            baseline = KernelRef(ref.key, ref.name, None)
+        options = {**options, "baseline": baseline}
     if timeout is None:
         rep = options.get("rep_ms") or 500.0
         warm = float(options.get("warmup_ms", 25.0))
         if options.get("mode", "sustained") == "sustained" and options.get("steady", True):
             warm = max(warm, float(options.get("steady_cap_ms", 3000.0)))  # the steady-state warm-up's cap
         rounds = int(options.get("max_rounds", 1)) if options.get("ci_target") else 1  # ci_target's extra rounds
-        timeout = BENCH_TIMEOUT_S + 4 * (warm + rounds * float(rep)) / 1e3
+        timeout = BENCH_TIMEOUT_S + 4 * (warm + rounds * float(rep)) / 1e3 * (2 if baseline is not None else 1)
     try:
         import torch
 

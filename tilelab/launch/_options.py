@@ -91,8 +91,15 @@ class BenchOptions:
     telemetry: bool = True
     steady: bool = True  # sustained mode: warm to the GPU's steady state before measuring
     steady_cap_ms: float = _stability.STEADY_CAP_MS
+    # bench(..., baseline=...): launches per batch of the alternating kernel and baseline batches
+    # (None: about 5 ms of the slower one, at least 3)
+    pair_launches: int | None = None
 
     def __post_init__(self) -> None:
+        if self.pair_launches is not None and (isinstance(self.pair_launches, bool) or not isinstance(
+                self.pair_launches, int) or self.pair_launches < 1):
+            raise ValueError(f"pair_launches is how many launches each batch of a side-by-side bench has (e.g. 5), "
+                             f"or None; got {self.pair_launches!r}")
         if not isinstance(self.steady, bool):
             raise TypeError(f"steady is True (warm the GPU to its steady state first) or False; got {self.steady!r}")
         if not (isinstance(self.steady_cap_ms, (int, float)) and self.steady_cap_ms > 0):

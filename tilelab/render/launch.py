@@ -183,6 +183,8 @@ def bench_result_text(result: BenchResult) -> str:
 
     lines = [f"{result.kernel} [{result.mode}] {result.summary()}",
              f"  method: {result.method or BENCH_MODES.get(result.mode, result.mode)}"]
+    if result.ratio is not None:
+        lines.insert(1, f"  ratio to {result.ratio_summary()}")
     if result.device:
         lines.append(f"  device: {result.device}" + (f", backend {result.backend}" if result.backend else ""))
     if result.telemetry is not None:
@@ -205,6 +207,13 @@ def bench_result_html(result: BenchResult) -> str:
                                                 f"(+-{100 * (result.ci_half_width or 0):.2f}%{batches}{narrow})"])
     if result.telemetry is not None:
         rows.append(["GPU telemetry", result.telemetry.summary()])
+    if result.ratio is not None:
+        ci = (f"{result.ratio_ci[0]:.4f} - {result.ratio_ci[1]:.4f} (+-{100 * (result.ratio_half_width or 0):.2f}%, "
+              f"{result.ratio_batches} batches of pairs" + ("; likely too narrow" if result.ratio_correlated else "")
+              + ")") if result.ratio_ci else "too few pairs for an interval"
+        rows[:0] = [[f"ratio to {result.baseline}", f"{result.ratio:.4f}x"], ["ratio 95% interval", ci],
+                    [f"{result.baseline} median", f"{result.baseline_ms:.4f} ms"],
+                    ["pairs", len(result.ratio_samples)]]
     return f"<div><b>{_esc(result.kernel)}</b>{table_html(['', ''], rows)}{_notes_html(result.notes)}</div>"
 
 
@@ -286,8 +295,19 @@ def _sweep_optional_columns(table: SweepTable) -> list[str]:
     return cols
 
 
+def _has_ratio(table: SweepTable) -> bool:
+    return any(r.ratio is not None for r in table.rows)
+
+
+def _ratio_cell(r: SweepRow) -> str:
+    if r.ratio is None:
+        return "-"
+    return f"{r.ratio:.4f}" + (f" +-{100 * r.ratio_half_width:.2f}%" if r.ratio_half_width is not None else "")
+
+
 def _sweep_header(table: SweepTable) -> list[str]:
-    timing = _SWEEP_HEADER[:3] + (["final ms"] if _has_final(table) else []) + _SWEEP_HEADER[3:-1]
+    timing = _SWEEP_HEADER[:3] + (["final ms"] if _has_final(table) else []) + (
+        [f"ratio to {table.ratio_baseline or 'baseline'}"] if _has_ratio(table) else []) + _SWEEP_HEADER[3:-1]
     return timing + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
 
 
@@ -305,6 +325,7 @@ def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], fi
     optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
                 "SM MHz": fmt(r.sm_mhz, ".0f"), "measured": r.measured_as or "-"}
     return ([size, table.short_name(r), fmt(r.median_ms, ".4f")] + ([fmt(r.final_ms, ".4f")] if final else [])
+            + ([_ratio_cell(r)] if _has_ratio(table) else [])
             + [rate(r.tflops, ".1f"), rate(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])
 

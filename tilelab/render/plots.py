@@ -135,9 +135,23 @@ def latency_vs_size(table: Any, top: int | None = 6):
 
 
 def throughput_vs_size(table: Any, top: int | None = 6):
-    """TFLOP/s (or GB/s for kernels without an operation count) against size, baselines dashed."""
+    """TFLOP/s (or GB/s for kernels without an operation count) against size, baselines dashed;
+    where the configurations were timed beside a baseline (``rank_by="ratio"``), their ratio to it
+    (:func:`ratio_vs_size`)."""
+    if any(r.ratio is not None for r in table.rows if r.ok):
+        return ratio_vs_size(table, top)
     use_flops = any(r.tflops for r in table.rows if r.ok)
     return _against_size(table, "tflops" if use_flops else "gbps", "TFLOP/s" if use_flops else "GB/s", top)
+
+
+def ratio_vs_size(table: Any, top: int | None = 6):
+    """Each configuration's ratio to the baseline timed beside it, against size, with a line at
+    1 (the baseline): lower is faster. Rows without a ratio are not drawn."""
+    baseline = getattr(table, "ratio_baseline", None) or "baseline"
+    fig = _against_size(table, "ratio", f"time / {baseline} (side by side)", top)
+    ax = fig.axes[0]
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    return fig
 
 
 def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | None = 20):
@@ -146,10 +160,14 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
     sizes = table.sizes
     key = tuple(size.items()) if size else (sizes[-1] if sizes else ())
     rows = [r for r in table.rows if r.size == key]
+    failed = [r for r in rows if not r.ok]
+    with_ratio = sorted([r for r in rows if r.ok and r.ratio is not None], key=lambda r: r.ratio)
+    if with_ratio:
+        without = sum(1 for r in rows if r.ok and r.ratio is None and r.label is None)
+        return _ratios_compared(table, key, with_ratio[:top] if top is not None else with_ratio, failed, without)
     ok = sorted([r for r in rows if r.ok], key=lambda r: r.median_ms)
     if top is not None:
         ok = ok[:top]
-    failed = [r for r in rows if not r.ok]
     use_flops = any(r.tflops for r in ok)
     use_gbps = not use_flops and any(r.gbps for r in ok)
     fig = _figure(7.6, max(2.0, 0.26 * (len(ok) + 3)))
@@ -167,6 +185,34 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
     title = f"{table.kernel} at {_size_label(key)}"
     if failed:
         title += f" ({len(failed)} failed, not drawn)"
+    ax.set_title(title + _fixed_note(table), fontsize=9)
+    return fig
+
+
+def _ratios_compared(table: Any, key: tuple, rows: list[Any], failed: list[Any], without: int = 0):
+    """The configurations at one size by their ratio to the baseline timed beside each (lower is
+    faster), with each ratio's 95% interval as an error bar and a line at 1 (the baseline)."""
+    rows = sorted(rows, key=lambda r: r.ratio)
+    fig = _figure(7.6, max(2.0, 0.26 * (len(rows) + 3)))
+    ax = fig.add_subplot()
+    values = [r.ratio for r in rows]
+    err = [[max(0.0, r.ratio - r.ratio_ci[0]) if r.ratio_ci else 0.0 for r in rows],
+           [max(0.0, r.ratio_ci[1] - r.ratio) if r.ratio_ci else 0.0 for r in rows]]
+    ax.barh(range(len(rows)), values, xerr=err, color=["C2" if r.best else "C0" for r in rows],
+            error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.set_yticks(range(len(rows)), [table.short_name(r) for r in rows], fontsize=7)
+    for i, r in enumerate(rows):
+        half = f" +-{100 * r.ratio_half_width:.2f}%" if r.ratio_half_width is not None else ""
+        ax.text(r.ratio, i, f" {r.ratio:.4f}{half}" + (" best" if r.best else ""), va="center", fontsize=6.5)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(values + [1.0]) * 1.35)
+    ax.set_xlabel(f"time / {table.ratio_baseline or 'baseline'} (side by side; lower is faster)")
+    title = f"{table.kernel} at {_size_label(key)}, ratio to {table.ratio_baseline or 'baseline'}"
+    if failed:
+        title += f" ({len(failed)} failed, not drawn)"
+    if without:
+        title += f" ({without} cut before the baseline's rung, not drawn)"
     ax.set_title(title + _fixed_note(table), fontsize=9)
     return fig
 

@@ -72,6 +72,13 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     compiled and leaves out, as rows of stage "pruned" with the reason, those whose launch would
     fail (more shared memory or threads per block than the target allows) or that TileLang cannot
     lower (with the doctor's cause).
+
+    ``rank_by="ratio"`` times every configuration beside the first ``baseline`` (made at the row's
+    size; a zero-argument callable, a function of the kernel's inputs such as ``torch.matmul``, or
+    a TileLang kernel of the same signature) with ``bench(kernel, baseline=...)``: batches of the
+    two alternate in one window, so each row's ratio to the baseline (``row.ratio``, ``row.ratio_ci``)
+    does not move with the GPU's clock between rows, and the lowest ratio is the best. With
+    ``strategy="halving"`` the brief rungs rank by median and the last rung by ratio.
     """
     opts = SweepOptions.merge(options, keywords)
     if opts.strategy == "halving":

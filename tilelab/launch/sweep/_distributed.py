@@ -73,7 +73,8 @@ def distributed_sweep(factory: Callable[..., Any], configs: list[Config], size_l
             for i, (s, c) in enumerate((s, c) for s in size_list for c in configs)]
     n_base = len(opts.baseline or {}) * len(size_list)
     factory_name = getattr(factory, "__name__", "")
-    run = _Run(jobs=jobs, plan=BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, kwargs, opts.flops, opts.bytes),
+    run = _Run(jobs=jobs, plan=BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, kwargs, opts.flops, opts.bytes,
+                                              opts.ratio_baseline[1] if opts.ratio_baseline else None),
                runner=runner, events=events, cache=RowCache.default(), force=opts.force,
                bar=_show.Progress(len(jobs) + n_base, f"sweeping {len(jobs)} configurations on {where}", opts.progress),
                live=_show.LiveTable(opts.progress), title=opts.name or factory_name or "kernel",

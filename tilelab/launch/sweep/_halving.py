@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from typing import Any
 
 from ..models import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -39,31 +41,33 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
     from ..._errors import LoweringError
     from ..._inspect import inspect
 
-    kept: dict[tuple, list[Config]] = {}
-    rows: list[SweepRow] = []
     target = opts.target
-    for size in sizes:
-        key = size_key(size)
-        kept[key] = []
-        for config in configs:
-            why = None
-            try:
-                kernel = factory(**size, **config)
-                report = inspect(kernel, target)
-            except LoweringError as err:
-                cause = f"[{err.cause}] " if err.cause else ""
-                why = f"TileLang cannot lower it: {cause}{err.summary}"[:400]
-            except Exception as err:  # the factory's own failure: the grid would fail to compile it too
-                why = f"building it raised {short_error(err)}"
-            else:
-                limits = [n for n in report.notes if "a launch would fail" in n
-                          or ("threads per block" in n and "allows" in n)]
-                if limits:
-                    why = limits[0]
-            if why is None:
-                kept[key].append(config)
-            else:
-                rows.append(SweepRow(tuple(config.items()), key, error=why, stage="pruned"))
+
+    def why_not(size: Config, config: Config) -> str | None:
+        try:
+            kernel = factory(**size, **config)
+            report = inspect(kernel, target)
+        except LoweringError as err:
+            cause = f"[{err.cause}] " if err.cause else ""
+            return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
+        except Exception as err:  # the factory's own failure: the grid would fail to compile it too
+            return f"building it raised {short_error(err)}"
+        limits = [n for n in report.notes if "a launch would fail" in n
+                  or ("threads per block" in n and "allows" in n)]
+        return limits[0] if limits else None
+
+    # Each inspection lowers the configuration (seconds each): in a pool of threads, as the
+    # compiles are, so that pruning 64 configurations does not cost 64 lowerings one after another.
+    pairs = [(size, config) for size in sizes for config in configs]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), opts.workers or os.cpu_count() or 1))) as pool:
+        reasons = list(pool.map(lambda pair: why_not(*pair), pairs))
+    kept: dict[tuple, list[Config]] = {size_key(size): [] for size in sizes}
+    rows: list[SweepRow] = []
+    for (size, config), why in zip(pairs, reasons):
+        if why is None:
+            kept[size_key(size)].append(config)
+        else:
+            rows.append(SweepRow(tuple(config.items()), size_key(size), error=why, stage="pruned"))
     notes = []
     if rows:
         notes.append(f"{len(rows)} configuration(s) pruned before compiling (inspected for "
@@ -72,15 +76,15 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
-    """The grid sweep of ``configs`` at ``size`` (here, over the host's GPUs, or on a cluster)."""
-    opts = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
-    if opts.devices is not None or opts.client is not None:
+    """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it."""
+    grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
+    if grid.devices is not None or grid.client is not None:
         from ._distributed import distributed_sweep
 
-        return distributed_sweep(factory, configs, [size], opts)
+        return distributed_sweep(factory, expand(configs), [size], grid)
     from ._inline import inline_sweep
 
-    return inline_sweep(factory, configs, [size], opts)
+    return inline_sweep(factory, expand(configs), [size], grid)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
@@ -88,7 +92,8 @@ def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], f
     first = tables[0] if tables else None
     return SweepTable(kernel=first.kernel if first else fallback_name, rows=tuple(rows),
                       mode=first.mode if first else mode, device=first.device if first else "",
-                      notes=tuple(notes), factory=first.factory if first else fallback_name)
+                      notes=tuple(notes), factory=first.factory if first else fallback_name,
+                      ratio_baseline=next((t.ratio_baseline for t in tables if t.ratio_baseline), None))
 
 
 def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
@@ -157,8 +162,10 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                              f"briefly ({_measured_as(opts, rung - 1, False)})")
                 stopped = True
                 break
+            # brief rungs rank by median, without baselines; the last rung keeps the sweep's own
+            # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
             step = dataclasses.replace(
-                opts, baseline=opts.baseline if final else None,
+                opts, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
                 bench_kwargs=opts.bench_kwargs if final else rung_bench_kwargs(opts, rung))
             table = _grid(factory, alive, size, step)
             tables.append(table)
@@ -188,7 +195,9 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
                       and r.rung == last and r.cut is None]
         if contenders:
-            best = min(contenders, key=lambda i: rows[i].median_ms or 0.0)
+            # the last rung's rows carry their ratio to the baseline when rank_by="ratio": it ranks them
+            by_ratio = all(rows[i].ratio is not None for i in contenders)
+            best = min(contenders, key=lambda i: (rows[i].ratio if by_ratio else rows[i].median_ms) or 0.0)
             rows[best] = dataclasses.replace(rows[best], best=True)
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "

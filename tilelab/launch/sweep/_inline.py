@@ -78,7 +78,8 @@ class _InlineRun:
     def __init__(self, opts: SweepOptions, compiled: _Compiled, n_baseline_rows: int) -> None:
         self.opts, self.compiled = opts, compiled
         self.bench_kwargs = opts.bench_options()
-        self.plan = BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, self.bench_kwargs, opts.flops, opts.bytes)
+        self.plan = BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, self.bench_kwargs, opts.flops, opts.bytes,
+                              opts.ratio_baseline[1] if opts.ratio_baseline else None)
         self.rows: list[SweepRow] = []
         self.notes: list[str] = []
         self.work: dict[tuple, tuple[float | None, float | None]] = {}  # size -> the kernels' (flops, bytes)
@@ -181,4 +182,5 @@ def _table(factory: Callable[..., Any], run: _InlineRun, opts: SweepOptions) -> 
     except Exception:
         pass
     return SweepTable(kernel=opts.name or str(getattr(factory, "__name__", "kernel")), rows=tuple(mark_best(run.rows)),
-                      mode=mode, device=device, notes=tuple(notes), factory=getattr(factory, "__name__", ""))
+                      mode=mode, device=device, notes=tuple(notes), factory=getattr(factory, "__name__", ""),
+                      ratio_baseline=opts.ratio_baseline[0] if opts.ratio_baseline else None)

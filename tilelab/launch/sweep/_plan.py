@@ -73,6 +73,10 @@ class SweepOptions:
     brief_ms: float = 20.0  # halving: rep_ms of the first rung; each later rung eta times longer
     time_budget_s: float | None = None  # halving: start no rung after this many seconds of the sweep
     prune: bool | None = None  # leave out, before compiling, what cannot launch (None: with halving)
+    # What ranks the configurations: "median" (each row's own median time) or "ratio" (each row
+    # timed side by side with the first baseline, ABAB... in one window: its ratio to it, which
+    # holds while the GPU's clock wanders between rows)
+    rank_by: str = "median"
 
     def __post_init__(self) -> None:
         from ..._errors import OptionError
@@ -93,6 +97,13 @@ class SweepOptions:
             if self.strategy != "halving":
                 raise OptionError("sweep option time_budget_s needs strategy=\"halving\": a grid measures every "
                                   "configuration fully, and has no earlier answer to stop at")
+        if self.rank_by not in ("median", "ratio"):
+            raise OptionError(f"sweep option rank_by={self.rank_by!r}: pass \"median\" (each row's own median) or "
+                              "\"ratio\" (each row's ratio to a baseline timed beside it)")
+        if self.rank_by == "ratio" and not self.baseline:
+            raise OptionError("sweep option rank_by=\"ratio\" needs a baseline to time each row beside: pass "
+                              "baseline={\"torch.matmul\": lambda M, N, K: (lambda: torch.matmul(a, b))} or a maker "
+                              "of a callable of the kernel's inputs (lambda **size: torch.matmul)")
         if isinstance(self.finalists, bool) or not isinstance(self.finalists, int) or self.finalists < 0:
             raise OptionError(f"sweep option finalists={self.finalists!r}: pass a non-negative int, how many of "
                               "the fastest configurations at each size are timed again on one device after a "
@@ -106,6 +117,14 @@ class SweepOptions:
             raise TypeError(f"sweep() has no option {', '.join(map(repr, unknown))}; its options are "
                             f"{', '.join(fields)} (sizes go in the sizes= space, not as keywords)")
         return dataclasses.replace(options or cls(), **keywords)
+
+    @property
+    def ratio_baseline(self) -> tuple[str, Callable[..., Any]] | None:
+        """(label, maker) of the baseline each row is timed beside when ``rank_by="ratio"``: the first one."""
+        if self.rank_by != "ratio" or not self.baseline:
+            return None
+        label = next(iter(self.baseline))
+        return label, self.baseline[label]
 
     def bench_options(self) -> dict[str, Any]:
         """The keywords every benchmark of the sweep gets: ``bench_kwargs`` over mode, isolate, timeout."""
@@ -173,14 +192,21 @@ def distributed_bench_kwargs(opts: SweepOptions) -> dict[str, Any]:
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
     """Mark the fastest successful configuration (baselines excluded) at each size: at a size with
     a final round (rows with ``final_ms``, timed one after another on one device) the finalist
-    with the lowest ``final_ms``, since the sweep's medians came from different devices;
-    elsewhere the lowest median."""
+    with the lowest ``final_ms``, since the sweep's medians came from different devices; at a size
+    where every configuration has a ratio to a baseline timed beside it (``rank_by="ratio"``) the
+    lowest ratio; elsewhere the lowest median."""
     rows = [dataclasses.replace(r, best=False) for r in rows]
     candidates = [i for i, r in enumerate(rows) if r.ok and r.label is None]
     final_sizes = {rows[i].size for i in candidates if rows[i].final_ms is not None}
 
+    # where every candidate at a size has a ratio to the baseline timed beside it, the ratio ranks
+    ratio_sizes = {s for s in {rows[i].size for i in candidates}
+                   if all(rows[i].ratio is not None for i in candidates if rows[i].size == s)}
+
     def figure(r: SweepRow) -> float | None:
-        return r.final_ms if r.size in final_sizes else r.median_ms
+        if r.size in final_sizes:
+            return r.final_ms
+        return r.ratio if r.size in ratio_sizes else r.median_ms
 
     best: dict[tuple, int] = {}
     for i in candidates:

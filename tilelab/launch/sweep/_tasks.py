@@ -84,6 +84,7 @@ class BenchPlan:
     bench_kwargs: Mapping[str, Any]
     flops: Callable[..., float] | None = None
     bytes: Callable[..., float] | None = None
+    ratio_baseline: Callable[..., Any] | None = None  # rank_by="ratio": f(**size) -> the baseline each row is timed beside
 
 
 
@@ -277,6 +278,8 @@ def row_step(plan: BenchPlan, job: Job, kernel: Any = None, *, device: str = "")
                 return Benched(job.index, error=f"wrong result: rel error {checked.rel_error}", stage="check",
                                bench_s=time.perf_counter() - t0, device=device, note=note)
         stage = "bench"
+        if plan.ratio_baseline is not None:
+            extra["baseline"] = ratio_baseline_at(plan.ratio_baseline, size)
         result = bench_fn(kernel, size, dict(job.config), **extra, **size_kwargs(kernel, size))
     except Exception as err:
         lost = None
@@ -285,6 +288,18 @@ def row_step(plan: BenchPlan, job: Job, kernel: Any = None, *, device: str = "")
         return Benched(job.index, error=short_error(err), stage=stage, bench_s=time.perf_counter() - t0,
                        device=device, lost=lost, note=note)
     return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
+
+
+def ratio_baseline_at(make: Callable[..., Any], size: Config) -> Any:
+    """The baseline a row is timed beside at ``size``: ``make(**size)``, which must be callable."""
+    from ..._errors import BaselineError
+
+    made = make(**size)
+    if not callable(made):
+        raise BaselineError(f"the sweep's ratio baseline maker returned {type(made).__name__} at size {size}, not a "
+                            "callable: it should return a zero-argument callable (lambda: torch.matmul(a, b)), a "
+                            "callable of the kernel's inputs (torch.matmul) or a TileLang kernel")
+    return made
 
 
 def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str | None = None) -> Benched:

@@ -1,0 +1,361 @@
+"""Tuning, side by side on one GPU: TileLang's AutoTuner against tilelab.sweep(strategy="halving"),
+and how well side-by-side ratios hold from call to call.
+
+    python benchmarks/tuning.py            # the full run (GEMM 8192^3, 64 configurations; FA, 24)
+    python benchmarks/tuning.py --quick    # a few minutes: smaller spaces and sizes
+    python benchmarks/tuning.py --only gemm,ratios --out results/
+
+(a) For each search space (our GEMM, ``tilelab.kernels.gemm.matmul``; our flash-attention forward,
+``tilelab.kernels.flash_attention``), TileLang's ``AutoTuner`` and ``tilelab.sweep`` each search
+the same configurations in a process of their own, with an empty TileLang kernel cache (and the
+AutoTuner's result cache off), so that both compile everything. Neither checks results (the
+AutoTuner with ``skip_check=True``, the sweep without ``ref``). The wall time of each search is
+taken after the imports, from the first compile to the answer. Then both answers are timed again
+side by side in a third process: ``tilelab.bench(tilelab's best, baseline=AutoTuner's best)``,
+batches of each alternating in one window, so the ratio does not depend on the GPU's clock at the
+time either search ran. Targets: tilelab's wall time at most half the AutoTuner's, and its best
+within 1% of the AutoTuner's best (ratio <= 1.01) or better.
+
+(b) Four back-to-back ``tilelab.bench(gemm, baseline=torch.matmul)`` calls on the GEMM at 8192^3:
+the spread ((max - min) / median) of the four ratios against the spread of the four absolute
+medians. Target: the ratios' spread under 0.5%, and under the medians'.
+
+Prints the tables; ``--out DIR`` also writes every result as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+
+TIME_TARGET = 0.5  # tilelab's search time over the AutoTuner's, at most
+BEST_TARGET = 1.01  # tilelab's best over the AutoTuner's best, at most
+RATIO_SPREAD_TARGET = 0.005
+
+# ------------------------------------------------------------------------------------------
+# The spaces
+# ------------------------------------------------------------------------------------------
+
+
+def gemm_space(quick: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """(size, configurations): 8192^3 and 64 configurations; quick: 4096^3 and 16."""
+    if quick:
+        return dict(M=4096, N=4096, K=4096), [
+            dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=r, smem_epilogue=e)
+            for bn in (128, 256) for st in (3, 4) for r in (0, 10) for e in (False, True)]
+    return dict(M=8192, N=8192, K=8192), [
+        dict(block_M=bm, block_N=bn, block_K=64, num_stages=st, threads=256, raster=r, smem_epilogue=e)
+        for bm in (128, 256) for bn in (128, 256) for st in (2, 3, 4, 5) for r in (0, 10) for e in (False, True)]
+
+
+def fa_space(quick: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """(size, configurations): batch 8, 16 heads, 4096 tokens, dim 128 and 24 configurations; quick:
+    2048 tokens and 8."""
+    from tilelab.kernels.flash_attention import SPACE
+
+    if quick:
+        return dict(batch=4, heads=16, seq_len=2048, dim=128), [
+            c for c in SPACE if c["num_stages"] in (1, 2) and c["threads"] == (128 if c["block_M"] == 64 else 256)]
+    return dict(batch=8, heads=16, seq_len=4096, dim=128), list(SPACE)
+
+
+SPACES = {"gemm": gemm_space, "fa": fa_space}
+
+
+def factory_of(space: str):
+    if space == "gemm":
+        from tilelab.kernels.gemm import matmul
+
+        return matmul, [2]
+    from tilelab.kernels.flash_attention import flash_attention
+
+    return flash_attention, [3]
+
+
+# ------------------------------------------------------------------------------------------
+# Children: each search in its own process
+# ------------------------------------------------------------------------------------------
+
+
+def autotuner_kernel(space: str, size: dict[str, int]):
+    """The function the AutoTuner elaborates: configuration keywords -> ``T.prim_func``. The
+    AutoTuner accepts closures over plain values only (ints, floats, strings, bools): the kernels'
+    factories are imported inside, not captured."""
+    if space == "gemm":
+        M, N, K = size["M"], size["N"], size["K"]
+
+        def kernel(block_M, block_N, block_K, num_stages, threads, raster, smem_epilogue):
+            from tilelab.kernels.gemm import matmul
+
+            return matmul(M, N, K, block_M=block_M, block_N=block_N, block_K=block_K, num_stages=num_stages,
+                          threads=threads, raster=raster, smem_epilogue=smem_epilogue)
+    else:
+        batch, heads, seq_len, dim = size["batch"], size["heads"], size["seq_len"], size["dim"]
+
+        def kernel(block_M, block_N, num_stages, threads):
+            from tilelab.kernels.flash_attention import flash_attention
+
+            return flash_attention(batch, heads, seq_len, dim, block_M=block_M, block_N=block_N,
+                                   num_stages=num_stages, threads=threads)
+    return kernel
+
+
+def child_autotuner(space: str, quick: bool) -> dict[str, Any]:
+    import torch  # noqa: F401
+    from tilelang.autotuner import AutoTuner
+
+    size, configs = SPACES[space](quick)
+    out_idx = factory_of(space)[1]
+    kernel = autotuner_kernel(space, size)
+    t0 = time.perf_counter()
+    tuner = AutoTuner.from_kernel(kernel=kernel, configs=configs).set_compile_args(out_idx=out_idx, target="auto")
+    tuner.set_profile_args(skip_check=True)
+    result = tuner.run()  # its defaults: 25 warm-up and 100 timed launches per configuration
+    wall = time.perf_counter() - t0
+    return {"tool": "TileLang AutoTuner", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
+            "best_config": dict(result.config), "best_ms": float(result.latency)}
+
+
+def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
+    import torch  # noqa: F401
+
+    import tilelab
+
+    size, configs = SPACES[space](quick)
+    factory, out_idx = factory_of(space)
+    t0 = time.perf_counter()
+    table = tilelab.sweep(factory, configs, [size], strategy="halving", out_idx=out_idx, progress=False)
+    wall = time.perf_counter() - t0
+    best = table.best()
+    return {"tool": "tilelab.sweep (halving)", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
+            "best_config": dict(best.config) if best else None, "best_ms": best.median_ms if best else None,
+            "pruned": sum(1 for r in table.rows if r.stage == "pruned"),
+            "failed": sum(1 for r in table.failed if r.stage != "pruned"),
+            "notes": list(table.notes)}
+
+
+def child_retime(space: str, quick: bool, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """Both bests timed side by side: ratio = tilelab's best / the AutoTuner's best."""
+    import tilelang
+
+    import tilelab
+
+    size, _ = SPACES[space](quick)
+    factory, out_idx = factory_of(space)
+    a = tilelang.compile(factory(**size, **ours), out_idx=out_idx)
+    b = tilelang.compile(factory(**size, **theirs), out_idx=out_idx)
+    res = tilelab.bench(a, baseline=b, name="tilelab's best")
+    return {"space": space, "ratio": res.ratio, "ratio_ci": list(res.ratio_ci) if res.ratio_ci else None,
+            "ours_ms": res.median_ms, "theirs_ms": res.baseline_ms, "same": ours == theirs,
+            "pairs": len(res.ratio_samples), "notes": list(res.notes)}
+
+
+def child_ratios(quick: bool, calls: int = 4) -> dict[str, Any]:
+    import tilelang
+    import torch
+
+    import tilelab
+    from tilelab.kernels.gemm import matmul_best
+
+    n = 4096 if quick else 8192
+    kernel = tilelang.compile(matmul_best(n, n, n), out_idx=[2])
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    out = []
+    for _ in range(calls):
+        r = tilelab.bench(kernel, a, b, baseline=torch.matmul)
+        out.append({"median_ms": r.median_ms, "ci_ms": list(r.ci_ms) if r.ci_ms else None,
+                    "baseline_ms": r.baseline_ms, "ratio": r.ratio,
+                    "ratio_ci": list(r.ratio_ci) if r.ratio_ci else None, "pairs": len(r.ratio_samples)})
+    return {"size": n, "calls": out, "device": torch.cuda.get_device_name()}
+
+
+# ------------------------------------------------------------------------------------------
+# The tables (pure functions of the children's results: tested without a GPU)
+# ------------------------------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> float | None:
+    """(max - min) / median; None for fewer than two values."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    med = statistics.median(values)
+    return (max(values) - min(values)) / med if med else None
+
+
+def _fmt(x: Any, spec: str, none: str = "-") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _config_text(config: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items()) if config else "-"
+
+
+def search_table(space: str, autotuner: dict[str, Any], ours: dict[str, Any], retime: dict[str, Any]) -> str:
+    """Both searches of one space: wall time, answer, the answers' side-by-side ratio, verdicts.
+    A result with ``error`` (the child failed) prints its reason instead of figures."""
+    lines = [f"== search: {space} ({_size_text(autotuner, ours)}) =="]
+    rows = [["tool", "configs", "wall s", "reported best ms", "best configuration"]]
+    for r in (autotuner, ours):
+        if r.get("error"):
+            rows.append([r.get("tool", "?"), "-", "-", "-", "failed: " + _first_line(r["error"])])
+        else:
+            rows.append([r["tool"], str(r["configs"]), _fmt(r.get("wall_s"), ".1f"), _fmt(r.get("best_ms"), ".4f"),
+                         _config_text(r.get("best_config"))])
+    lines += _aligned(rows)
+    verdicts = []
+    if not autotuner.get("error") and not ours.get("error") and autotuner.get("wall_s"):
+        t = ours["wall_s"] / autotuner["wall_s"]
+        verdicts.append(f"time: tilelab {t:.2f}x the AutoTuner's (target <= {TIME_TARGET:g}x): "
+                        + ("met" if t <= TIME_TARGET else "NOT met"))
+    if retime.get("error"):
+        verdicts.append("side by side: failed: " + _first_line(retime["error"]))
+    elif retime.get("ratio") is not None:
+        ci = retime.get("ratio_ci")
+        ci_text = f" (95% CI {ci[0]:.4f}-{ci[1]:.4f})" if ci else ""
+        same = " (the same configuration)" if retime.get("same") else ""
+        verdicts.append(f"side by side: tilelab's best / AutoTuner's best = {retime['ratio']:.4f}{ci_text}{same}, "
+                        f"{_fmt(retime.get('ours_ms'), '.4f')} vs {_fmt(retime.get('theirs_ms'), '.4f')} ms in one "
+                        f"window (target <= {BEST_TARGET:g}): " + ("met" if retime["ratio"] <= BEST_TARGET else "NOT met"))
+    lines += verdicts
+    return "\n".join(lines)
+
+
+def ratio_table(result: dict[str, Any]) -> str:
+    """Four back-to-back bench(k, baseline=torch.matmul) calls: each call, then both spreads."""
+    if result.get("error"):
+        return "== ratios ==\nfailed: " + _first_line(result["error"])
+    calls = result["calls"]
+    lines = [f"== ratios: GEMM {result['size']}^3 against torch.matmul, {len(calls)} back-to-back calls"
+             + (f" on {result['device']}" if result.get("device") else "") + " =="]
+    rows = [["call", "median ms", "torch.matmul ms", "ratio", "ratio 95% CI", "pairs"]]
+    for i, c in enumerate(calls, 1):
+        ci = c.get("ratio_ci")
+        rows.append([str(i), _fmt(c.get("median_ms"), ".4f"), _fmt(c.get("baseline_ms"), ".4f"),
+                     _fmt(c.get("ratio"), ".4f"), f"{ci[0]:.4f}-{ci[1]:.4f}" if ci else "-", str(c.get("pairs", "-"))])
+    lines += _aligned(rows)
+    s_med = spread([c.get("median_ms") for c in calls])
+    s_base = spread([c.get("baseline_ms") for c in calls])
+    s_ratio = spread([c.get("ratio") for c in calls])
+    lines.append(f"spread of the kernel's medians {_pct(s_med)}, of torch.matmul's {_pct(s_base)}, "
+                 f"of the ratios {_pct(s_ratio)}")
+    if s_ratio is not None and s_med is not None:
+        met = s_ratio < RATIO_SPREAD_TARGET and s_ratio < s_med
+        lines.append(f"target: ratios' spread < {100 * RATIO_SPREAD_TARGET:g}% and below the medians': "
+                     + ("met" if met else "NOT met"))
+    return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def _size_text(*results: dict[str, Any]) -> str:
+    for r in results:
+        if r.get("size"):
+            return ", ".join(f"{k}={v}" for k, v in r["size"].items())
+    return "size unknown"
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "(no message)"
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+# ------------------------------------------------------------------------------------------
+# The parent: one child per search, results collected, tables printed
+# ------------------------------------------------------------------------------------------
+
+
+def run_child(args: list[str], timeout: float) -> dict[str, Any]:
+    """This script as a child with an empty TileLang cache; its JSON result, or {"error": why}."""
+    with tempfile.TemporaryDirectory(prefix="tuning-") as tmp:
+        out = Path(tmp) / "result.json"
+        env = dict(os.environ, TILELANG_CACHE_DIR=str(Path(tmp) / "tilelang-cache"),
+                   TILELANG_AUTO_TUNING_DISABLE_CACHE="1", TILELAB_CACHE_DIR=str(Path(tmp) / "tilelab-cache"))
+        try:
+            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args, "--json-out",
+                                   str(out)], env=env, timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return {"error": f"no answer within {timeout:g} s"}
+        if proc.returncode != 0 or not out.exists():
+            return {"error": (proc.stderr or proc.stdout or f"exit status {proc.returncode}")[-2000:]}
+        try:
+            return json.loads(out.read_text())
+        except ValueError as err:
+            return {"error": f"unreadable result: {err}"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller spaces and sizes: a few minutes")
+    ap.add_argument("--only", default="gemm,fa,ratios", help="which parts: gemm, fa, ratios")
+    ap.add_argument("--out", default=None, help="folder for the JSON results")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per search (default 3600, quick 900)")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    ap.add_argument("--json-out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        Path(args.json_out).write_text(json.dumps(_child(args.child, args.quick), default=str))
+        return
+    timeout = args.timeout or (900.0 if args.quick else 3600.0)
+    quick = ["--quick"] if args.quick else []
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    results: dict[str, Any] = {}
+    for space in [p for p in parts if p in SPACES]:
+        theirs = run_child(["autotuner", space, *quick], timeout)  # --quick last: after it, argparse takes no words
+        theirs.setdefault("tool", "TileLang AutoTuner")
+        ours = run_child(["tilelab", space, *quick], timeout)
+        ours.setdefault("tool", "tilelab.sweep (halving)")
+        if ours.get("best_config") and theirs.get("best_config"):
+            retime = run_child(["retime", space, json.dumps(ours["best_config"]),
+                                json.dumps(theirs["best_config"]), *quick], 600.0)
+        else:
+            retime = {"error": "no best configuration to compare (a search failed)"}
+        results[space] = {"autotuner": theirs, "tilelab": ours, "retime": retime}
+        print(search_table(space, theirs, ours, retime), flush=True)
+        print()
+    if "ratios" in parts:
+        results["ratios"] = run_child(["ratios", *quick], 900.0)
+        print(ratio_table(results["ratios"]), flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "tuning.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+def _child(words: list[str], quick: bool) -> dict[str, Any]:
+    kind = words[0]
+    quick = quick or "--quick" in words
+    rest = [w for w in words[1:] if w != "--quick"]
+    if kind == "autotuner":
+        return child_autotuner(rest[0], quick)
+    if kind == "tilelab":
+        return child_tilelab(rest[0], quick)
+    if kind == "retime":
+        return child_retime(rest[0], quick, json.loads(rest[1]), json.loads(rest[2]))
+    if kind == "ratios":
+        return child_ratios(quick)
+    raise SystemExit(f"unknown child {kind!r}")
+
+
+if __name__ == "__main__":
+    main()

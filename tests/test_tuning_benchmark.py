@@ -1,0 +1,114 @@
+"""benchmarks/tuning.py without a GPU: its spaces, its tables on recorded-looking results (every
+figure checked against a hand computation), and a failing child reported, not raised."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tuning():
+    spec = importlib.util.spec_from_file_location("tuning_benchmark", ROOT / "benchmarks" / "tuning.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_spaces_are_the_asked_ones(tuning):
+    size, configs = tuning.gemm_space(quick=False)
+    assert size == dict(M=8192, N=8192, K=8192) and len(configs) == 64
+    assert {c["block_M"] for c in configs} == {c["block_N"] for c in configs} == {128, 256}
+    assert {c["num_stages"] for c in configs} == {2, 3, 4, 5} and {c["raster"] for c in configs} == {0, 10}
+    assert {c["smem_epilogue"] for c in configs} == {False, True}
+    assert len({tuple(sorted(c.items())) for c in configs}) == 64  # no duplicates
+    size, configs = tuning.fa_space(quick=False)
+    assert len(configs) == 24 and len({tuple(sorted(c.items())) for c in configs}) == 24
+    assert len(tuning.gemm_space(quick=True)[1]) == 16 and len(tuning.fa_space(quick=True)[1]) == 8
+
+
+THEIRS = {"tool": "TileLang AutoTuner", "space": "gemm", "size": {"M": 8192, "N": 8192, "K": 8192}, "configs": 64,
+          "wall_s": 180.0, "best_config": {"block_M": 128, "num_stages": 4}, "best_ms": 1.6412}
+OURS = {"tool": "tilelab.sweep (halving)", "space": "gemm", "size": {"M": 8192, "N": 8192, "K": 8192}, "configs": 64,
+        "wall_s": 72.0, "best_config": {"block_M": 128, "num_stages": 3}, "best_ms": 1.6602}
+
+
+def test_search_table_states_both_verdicts(tuning):
+    retime = {"ratio": 1.0042, "ratio_ci": [1.0031, 1.0050], "ours_ms": 1.6500, "theirs_ms": 1.6431, "same": False}
+    text = tuning.search_table("gemm", THEIRS, OURS, retime)
+    assert "M=8192, N=8192, K=8192" in text
+    assert "180.0" in text and "72.0" in text and "block_M=128, num_stages=3" in text
+    assert "tilelab 0.40x the AutoTuner's (target <= 0.5x): met" in text  # 72 / 180
+    assert "= 1.0042 (95% CI 1.0031-1.0050)" in text and "(target <= 1.01): met" in text
+    slow = dict(OURS, wall_s=120.0)
+    worse = dict(retime, ratio=1.02)
+    text = tuning.search_table("gemm", THEIRS, slow, worse)
+    assert "0.67x" in text and "NOT met" in text and text.count("NOT met") == 2
+
+
+def test_a_failed_search_prints_its_reason(tuning):
+    failed = {"tool": "TileLang AutoTuner", "error": "Traceback ...\nRuntimeError: Auto-tuning failed: none compiled\n"}
+    text = tuning.search_table("fa", failed, OURS, {"error": "no best configuration to compare (a search failed)"})
+    assert "failed: RuntimeError: Auto-tuning failed: none compiled" in text
+    assert "time:" not in text and "side by side: failed: no best configuration" in text
+
+
+def test_ratio_table_spreads_by_hand(tuning):
+    calls = [dict(median_ms=m, baseline_ms=b, ratio=r, ratio_ci=[r - 0.001, r + 0.001], pairs=60)
+             for m, b, r in ((1.640, 1.650, 0.9940), (1.690, 1.700, 0.9941), (1.656, 1.667, 0.9934),
+                             (1.662, 1.672, 0.9950))]
+    text = tuning.ratio_table({"size": 8192, "calls": calls, "device": "NVIDIA H100"})
+    # medians: (1.690 - 1.640) / median(1.640, 1.656, 1.662, 1.690) = 0.050 / 1.659
+    assert f"{100 * 0.050 / 1.659:.2f}%" in text
+    # ratios: (0.9950 - 0.9934) / median = 0.0016 / 0.99405
+    assert f"of the ratios {100 * 0.0016 / 0.99405:.2f}%" in text
+    assert "met" in text and "NOT met" not in text and "on NVIDIA H100" in text
+    assert "failed: boom" in tuning.ratio_table({"error": "boom"})
+    assert tuning.spread([1.0]) is None and tuning.spread([1.0, None, 3.0]) == pytest.approx(2 / 2.0)
+
+
+def test_a_child_that_fails_comes_back_as_an_error(tuning, tmp_path):
+    result = tuning.run_child(["no-such-part"], timeout=120)
+    assert "unknown child 'no-such-part'" in result["error"]
+
+
+def test_retime_words_parse_after_the_json_configurations(tuning, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(tuning, "child_retime", lambda space, quick, ours, theirs: seen.update(
+        space=space, quick=quick, ours=ours, theirs=theirs) or {"ok": True})
+    out = tuning._child(["retime", "gemm", json.dumps({"block_M": 128}), json.dumps({"block_M": 256}), "--quick"],
+                        False)
+    assert out == {"ok": True} and seen == dict(space="gemm", quick=True, ours={"block_M": 128},
+                                                theirs={"block_M": 256})
+
+
+@pytest.mark.parametrize("space", ["gemm", "fa"])
+def test_the_autotuner_gets_a_function_it_accepts(tuning, space):
+    """TileLang's AutoTuner refuses closures over anything but ints, floats, strings, bools and
+    None; each space's function elaborates every configuration's keywords to a prim_func."""
+    import tilelang.language as T
+
+    size, configs = getattr(tuning, f"{space}_space")(quick=True)
+    kernel = tuning.autotuner_kernel(space, size)
+    assert all(isinstance(c.cell_contents, (int, float, str, bool, type(None))) for c in kernel.__closure__)
+    func = kernel(**configs[0])
+    assert isinstance(func, T.PrimFunc) if hasattr(T, "PrimFunc") else type(func).__name__ == "PrimFunc"
+
+
+def test_the_flash_attention_forward_lowers_for_hopper_with_two_wgmma():
+    """Lowered for sm_90a without a GPU: one block per 128 queries of each head and batch, the two
+    matrix products (Q K^T and P V) on WGMMA, the softmax in base 2."""
+    import tilelab
+    from tilelab.kernels.flash_attention import flash_attention
+
+    report = tilelab.inspect(flash_attention(2, 4, 1024, 128, block_M=128, block_N=64, num_stages=2, threads=256,
+                                             is_causal=True), target="sm_90a")
+    (kernel,) = report.kernels
+    assert kernel.grid == (1024 // 128, 4, 2)
+    assert len(report.wgmma) == 2
+    assert "exp2" in report.sources.device

@@ -1,0 +1,94 @@
+"""bench(kernel, baseline=...) and sweeps ranked by ratio on a real GPU, and the flash-attention
+forward checked against torch (marker ``gpu``; skipped, with the reason, without one).
+
+Run on a machine with a CUDA GPU:  make test-gpu PYTEST_ARGS=tests/test_tuning_gpu.py
+About two minutes on an H100; figures are printed (pytest -s).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+from gpu_only import skip_module_without_cuda  # noqa: E402
+
+skip_module_without_cuda(__name__)
+
+import tilelang  # noqa: E402
+import torch  # noqa: E402
+
+import tilelab  # noqa: E402
+from tilelab.kernels.flash_attention import attention_reference, flash_attention  # noqa: E402
+from tilelab.kernels.gemm import matmul, matmul_best  # noqa: E402
+
+N = 4096
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return tilelang.compile(matmul_best(N, N, N), out_idx=[2])
+
+
+def _spread(values):
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def test_ratio_to_torch_matmul_holds_across_calls_better_than_the_medians(gemm):
+    """Four back-to-back default calls against torch.matmul (a picklable function of the
+    kernel's inputs: both run in the worker, side by side)."""
+    calls = [tilelab.bench(gemm, baseline=torch.matmul) for _ in range(4)]
+    ratios = [c.ratio for c in calls]
+    medians = [c.median_ms for c in calls]
+    for c in calls:
+        print(f"median {c.median_ms:.4f} ms, torch.matmul {c.baseline_ms:.4f} ms, ratio {c.ratio:.4f} "
+              f"[{c.ratio_ci[0]:.4f}, {c.ratio_ci[1]:.4f}], {len(c.ratio_samples)} pairs")
+    print(f"spread: medians {100 * _spread(medians):.3f}%, ratios {100 * _spread(ratios):.3f}%")
+    assert all(c.baseline == "torch.matmul" and c.ratio_ci is not None for c in calls)
+    assert all(abs(c.median_ms / c.baseline_ms / c.ratio - 1) < 0.05 for c in calls)  # the ratio is of these two
+    assert _spread(ratios) < _spread(medians)
+
+
+def test_a_kernel_against_itself_reads_one_and_a_lambda_runs_here(gemm):
+    same = tilelab.bench(gemm, baseline=gemm, rep_ms=300, ci_target=None)  # two kernels in the worker
+    print(f"itself: {same.ratio:.4f} [{same.ratio_ci[0]:.4f}, {same.ratio_ci[1]:.4f}]")
+    assert 0.98 < same.ratio < 1.02
+    a = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    res = tilelab.bench(gemm, a, b, baseline=lambda: torch.matmul(a, b), rep_ms=300, ci_target=None)
+    assert any("timed in this process" in n for n in res.notes)
+    assert 0.5 < res.ratio < 2.0 and res.baseline == "baseline"
+
+
+def test_a_kernel_baseline_with_other_inputs_is_refused(gemm):
+    other = tilelang.compile(matmul(N // 2, N, N), out_idx=[2])
+    with pytest.raises(tilelab.TilelabError, match="cannot run on the inputs of"):
+        tilelab.bench(gemm, baseline=other, isolate=False, rep_ms=50)
+
+
+def test_sweep_ranked_by_ratio_gives_every_row_its_ratio():
+    def torch_matmul(M, N, K):
+        return torch.matmul  # called with each configuration's own inputs
+
+    space = [dict(block_M=128, block_N=256, block_K=64, num_stages=s, threads=256, raster=10, smem_epilogue=True)
+             for s in (3, 4)]
+    table = tilelab.sweep(matmul, space, [dict(M=2048, N=2048, K=2048)], baseline={"torch.matmul": torch_matmul},
+                          rank_by="ratio", bench_kwargs={"rep_ms": 200, "ci_target": None}, progress=False)
+    print(repr(table))
+    rows = [r for r in table.rows if r.label is None]
+    assert all(r.ok and r.ratio is not None and r.ratio_ci is not None for r in rows)
+    assert table.best().ratio == min(r.ratio for r in rows)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_flash_attention_forward_matches_torch(is_causal):
+    kernel = tilelang.compile(flash_attention(2, 4, 512, 128, block_M=64, block_N=64, num_stages=2, threads=128,
+                                              is_causal=is_causal), out_idx=[3])
+    q, k, v = (torch.randn(2, 512, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = kernel(q, k, v)
+    ref = attention_reference(q, k, v, is_causal)
+    err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+    print(f"causal={is_causal}: relative error {err:.2e}")
+    assert err < 1e-2
