@@ -115,7 +115,8 @@ def test_the_cell_view_sums_the_device_samples_per_cell_line():
     assert "the other 20.0% of the samples" in cell and "macro.py L6 20.0%" in cell
     # a cell whose text differs from the linked file gets no margin (its line numbers would mislead)
     other = render_html(report, sections=("cell",), source=CELL.replace("T.copy", "T.fill"), profile=profile)
-    assert "tl-heat\"" not in re.sub(r"<style.*?</style>", "", other, flags=re.S)
+    other_cell = re.search(r'<section class="tl-panel"[^>]*-cell".*?</section>', other, re.S).group(0)
+    assert "tl-heat\"" not in re.sub(r"<style.*?</style>", "", other_cell, flags=re.S)
 
 
 def test_sanitizer_findings_link_into_the_cuda_tab_when_the_source_is_the_same():

@@ -176,7 +176,7 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
     if cpu:
         timed = _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs) if is_kernel else kernel
         base = _cpu.prepare(baseline, backend=backend, out_idx=None, outputs=None) if base_is_kernel else baseline
-        return _bench.measure_cpu_ratio(timed, base, args, opts, sizes)
+        return _cpu.measure_cpu_ratio(timed, base, args, opts, sizes)
     torch = require_gpu()
     opts = opts.resolved()
     _ratio_mod().check_mode(opts)

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import TilelabError
-from . import _checks, _inputs
+from .._errors import BaselineError, TilelabError
+from . import _checks, _inputs, _ratio
 from ._kernel import Prepared, call_kernel, count_work, prepare_kernel, reference
 from ._options import BenchOptions, RunOptions
 from .models import BenchResult, RunResult
@@ -169,3 +169,56 @@ def bench(kernel: Prepared | Callable[[], Any], args: Sequence[Any], opts: Bench
                        bytes=bytes, device=cpu_name(), backend=backend_used, sizes=tuple(sorted(bound.items())),
                        l2_flush=False, rotating_copies=1, warmup=n_warmup, notes=tuple(notes))
 
+
+def measure_cpu_ratio(target: Prepared | Callable[[], Any], baseline: Any, args: Sequence[Any], opts: BenchOptions,
+                      sizes: dict[str, int]) -> BenchResult:
+    """``bench(kernel, baseline=...)`` on the CPU (target ``c``): the same alternating batches,
+    each call timed by the wall clock."""
+    _ratio.check_mode(opts)
+    bound: dict[str, int] = {}
+    flops, nbytes, backend = opts.flops, opts.bytes, ""
+    launch_args: list[Any] = []
+    if isinstance(target, Prepared):
+        launch_args, bound = _inputs.build_inputs(target.params, args, sizes, device="cpu", seed=opts.seed)
+        auto_flops, auto_bytes = count_work(target.params, bound, target.kernel_source())
+        flops = flops if flops is not None else auto_flops
+        nbytes = nbytes if nbytes is not None else auto_bytes
+        name, backend = target.name, target.backend
+
+        def fn_a() -> Any:
+            return call_kernel(target, launch_args)
+    else:
+        name = opts.name or getattr(target, "__name__", "callable")
+        name = "callable" if name == "<lambda>" else name
+        fn_a = target
+    bname = _ratio.baseline_name(baseline)
+    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
+        if not isinstance(target, Prepared):
+            raise BaselineError(f"the baseline {bname} takes the kernel's inputs, but what is timed is a callable with "
+                                "no inputs to share: pass the baseline as a zero-argument callable (lambda: ...)")
+    if isinstance(baseline, Prepared):
+        try:
+            args_b, _ = _inputs.build_inputs(baseline.params, launch_args, sizes, device="cpu")
+        except (TypeError, ValueError) as err:
+            raise BaselineError(f"the baseline kernel {baseline.name} cannot run on the inputs of {name}: {err}. A "
+                                "kernel baseline shares the kernel's tensors, so its signature must match; otherwise "
+                                "pass a zero-argument callable with its own inputs") from err
+
+        def fn_b() -> Any:
+            return call_kernel(baseline, args_b)
+    elif _ratio.takes_inputs(baseline):
+        launch = [p for p in target.params if p.passed_at_launch]  # type: ignore[union-attr]
+        inputs = [a for a, p in zip(launch_args, launch) if not p.is_output]
+
+        def fn_b() -> Any:
+            return baseline(*inputs)
+    else:
+        fn_b = baseline
+    _ratio.first_call(fn_b, bname)
+    rounds, interval, per_batch = _ratio.measure_cpu(fn_a, fn_b, opts)
+    samples = [x for batch in rounds.a for x in batch]
+    result = BenchResult(kernel=opts.name or name, samples_ms=tuple(samples), mode=opts.mode,
+                         method=CPU_METHOD + f"; alternating with {bname} in batches of {per_batch} calls",
+                         flops=flops, bytes=nbytes, device=cpu_name(), backend=backend,
+                         sizes=tuple(sorted(bound.items())), l2_flush=False)
+    return _ratio.result_with_ratio(result, rounds, interval, bname, per_batch, None, opts.max_rounds)

@@ -75,16 +75,15 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     options = {"grid": grid, "traced": traced, "granularity": granularity, "overhead": overhead,
                "capacity": capacity}
     payload = pickle.dumps(_payload(prepared))
-    if isolate:
-        from . import _isolated, _worker
+    from . import _isolated
+    from ._api import worker_for  # the one place that chooses where a launch happens
 
-        if not _worker.in_worker():
-            torch.cuda.synchronize()
-            capture = _isolated.call(_worker.default_worker(), capture_launch, (payload, list(launch_args), options),
-                                     {}, timeout if timeout is not None else CAPTURE_TIMEOUT_S,
-                                     f"timeline of {prepared.name}")
-        else:
-            capture = capture_launch(payload, list(launch_args), options, isolate=False)
+    worker = worker_for(isolate)
+    if worker is not None:
+        torch.cuda.synchronize()
+        capture = _isolated.call(worker, capture_launch, (payload, list(launch_args), options),
+                                 {}, timeout if timeout is not None else CAPTURE_TIMEOUT_S,
+                                 f"timeline of {prepared.name}")
     else:
         capture = capture_launch(payload, list(launch_args), options, isolate=False)
     return build_timeline(capture, prepared.name, prepared.backend, grid, granularity,
