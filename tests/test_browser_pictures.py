@@ -79,10 +79,10 @@ def _open(page, url: str) -> None:
 def test_pictures_and_explorer_read_at_both_sizes_after_a_restart_and_offline(lab, tmp_path: Path, capsys) -> None:  # noqa: F811
     from playwright.sync_api import sync_playwright
 
-    url, _ = lab
+    url, _, lab_tmp = lab
     shots = _shots() or tmp_path / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
-    _notebook(tmp_path / "root")
+    _notebook(lab_tmp / "root")  # the folder the lab serves
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
@@ -108,7 +108,7 @@ def test_pictures_and_explorer_read_at_both_sizes_after_a_restart_and_offline(la
             _restart_shows_the_static_explorer(page, url, shots)
         finally:
             context.close()
-    _export_shows_the_static_explorer(tmp_path, shots)
+    _export_shows_the_static_explorer(lab_tmp, shots)
     with capsys.disabled():
         print(f"\nscreenshots of the picture checks: {shots}")
     for name in ("layouts-1000x800.png", "layouts-1400x1000.png", "explorer-1000x800.png", "explorer-1400x1000.png",
@@ -119,6 +119,8 @@ def test_pictures_and_explorer_read_at_both_sizes_after_a_restart_and_offline(la
 def _layouts_read(page, inspector, shots: Path, size: str) -> None:
     inspector.locator(".tl-tabs label", has_text=re.compile(r"^Layouts")).first.click()
     panel = inspector.locator(".tl-panel:visible").first
+    # folded pictures travel compressed and are drawn by the page when their summary is clicked
+    panel.evaluate("p => p.querySelectorAll('details.tl-lazy:not([open]) > summary').forEach(s => s.click())")
     panel.evaluate("p => p.querySelectorAll('details').forEach(d => d.open = true)")
     page.wait_for_timeout(300)
     pictures = panel.evaluate(MEASURE)

@@ -12,6 +12,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from page_text import unfold
+
 pytest.importorskip("tilelang", reason="TileLang is not installed: no compiler output")
 
 from groundtruth import device_wgmma  # noqa: E402
@@ -42,7 +44,7 @@ def test_every_wgmma_operand_has_its_overlay_and_verdict(reports, name):
     from tilelab.render.html import section_body
 
     report = reports[name]
-    body = section_body(report, "layouts")
+    body = unfold(section_body(report, "layouts"))
     truth = device_wgmma(report.sources.device)["descriptors"]
     assert truth
     for desc in truth.values():
@@ -53,7 +55,7 @@ def test_every_wgmma_operand_has_its_overlay_and_verdict(reports, name):
         want = (f"tilelab&#x27;s descriptor agrees with the compiler&#x27;s: layout_type {desc['layout_type']}, "
                 f"LBO {desc['lbo']}, SBO {desc['sbo']}")
         assert want in block, (name, buffer)
-        overlay = re.search(r'<div class="tl-scroll tl-wgmma-overlay">(<svg .*?</svg>)</div>', block, re.S).group(1)
+        overlay = re.search(r'<div class="tl-scroll[^"]* tl-wgmma-overlay">(<svg .*?</svg>)</div>', block, re.S).group(1)
         root = ET.fromstring(overlay)
         assert root.get("aria-label") == f"WGMMA operand {buffer}"
         texts = " ".join("".join(t.itertext()) for t in root.iter(f"{NS}text"))
@@ -65,7 +67,7 @@ def test_every_wgmma_operand_has_its_overlay_and_verdict(reports, name):
 def test_conv_kernel_shared_says_64b_and_tilelangs_rule_predicts_it(reports):
     from tilelab.render.html import section_body
 
-    body = section_body(reports["conv"], "layouts")
+    body = unfold(section_body(reports["conv"], "layouts"))
     assert "(layout 64B; TileLang&#x27;s rule predicts 64B)" in body
     wgmma = section_body(reports["conv"], "wgmma")
     assert wgmma.count("<td>agrees</td>") == 2
@@ -76,9 +78,9 @@ def test_bank_colouring_with_hover_for_every_shared_layout(reports):
     from tilelab.swizzle import match_layout
 
     report = reports["gemm"]
-    body = section_body(report, "layouts")
+    body = unfold(section_body(report, "layouts"))
     shared = [lay for lay in report.layouts if lay.scope == "shared"]
-    pictures = re.findall(r'<details class="tl-sub tl-bank-colour">.*?<div class="tl-scroll">(<svg .*?</svg>)</div>',
+    pictures = re.findall(r'<details class="tl-sub tl-bank-colour">.*?<div class="tl-scroll[^"]*">(<svg .*?</svg>)</div>',
                           body, re.S)
     assert len(pictures) == len(shared) == 2
     for layout, picture in zip(shared, pictures):
@@ -105,7 +107,7 @@ def test_layouts_tab_stays_light(reports):
     from tilelab.render.html import section_body
 
     for name, report in reports.items():
-        body = section_body(report, "layouts")
+        body = unfold(section_body(report, "layouts"))
         assert len(body) < 600_000, (name, len(body))
         for root in _svgs(body):
             assert root.tag == f"{NS}svg"

@@ -130,9 +130,10 @@ def test_a_bank_picture_too_wide_for_numbers_draws_none_and_says_so():
 
 
 def test_the_inspector_pictures_of_a_hopper_gemm_read_at_1000_px(gemm_report):
+    from page_text import unfold
     from tilelab.render.html import section_body
 
-    body = section_body(gemm_report, "layouts")
+    body = unfold(section_body(gemm_report, "layouts"))
     pictures = re.findall(r"<svg .*?</svg>(?=</div>)", body, re.DOTALL)
     assert len(pictures) >= 5  # A, B, their bank pictures, the overlays, C_local
     for picture in pictures:

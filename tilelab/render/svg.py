@@ -1030,6 +1030,7 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     if show_rows < rows or show_cols < cols:
         caption.append(f"showing rows 0-{show_rows - 1}, cols 0-{show_cols - 1} of {rows}x{cols} "
                        f"(max_cells={max_cells}){unit_words}")
+    caption.append("colour: warp (two shades, alternating every 4 threads)")
     if classes is not None:
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
