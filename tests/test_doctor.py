@@ -122,6 +122,7 @@ def test_a_failing_pass_seen_by_the_instrument_wins_over_the_trace():
     ("mod = tvm.tirx.transform.Simplify()(mod)", "tirx.Simplify"),
     ("in tvm::tl::LowerTileOpPass::VisitStmt_", "tl.LowerTileOp"),
     ("[TileLang:tilelang.language.eager.builder:CRITICAL] Failed to build prim_func from k", "elaboration"),
+    ("ValueError: Unresolved call Op(tl.tvm_mfma) in CodeGenCUDA", "codegen"),
     ("nothing that names a pass", None),
 ])
 def test_the_pass_read_from_a_trace(trace, expected):

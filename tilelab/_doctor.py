@@ -244,7 +244,8 @@ cause("ws-pipeline-rewrite", "warp specialisation could not restructure the pipe
               "consumer (WGMMA) branches; this loop's shape (code around it, a nested or conditional "
               "pipeline) does not fit the rewrite",
       advice="keep T.Pipelined the only statement of its level with its copies first, or switch warp "
-             "specialisation off for this kernel: pass_configs={'tl.disable_warp_specialized': True}")
+             "specialisation off for this kernel: pass_configs={'tl.disable_warp_specialized': True}",
+      tile_op="T.Pipelined")
 
 cause("unbound-symbol", "a symbolic size no tensor argument defines",
       r"variables \((?P<names>[^)]*)\) are used, but are not passed in as API arguments",
@@ -326,6 +327,8 @@ def pass_from_trace(trace: str) -> str | None:
         return cpp[0]
     if "Memory verification failed" in trace:
         return "tirx.VerifyMemory"
+    if re.search(r"Unresolved call|CodeGenCUDA|codegen_cuda", trace):
+        return "codegen"  # the device code generator, after every pass
     if "Failed to build prim_func" in trace or "eager/builder.py" in trace:
         return "elaboration"
     return None
