@@ -163,3 +163,28 @@ else:
         number = next(i + 1 for i, line in enumerate(cell) if "undefined_scale" in line)
         assert f"  cell line {number}: B[i] = A[i] * undefined_scale" in lines
         assert "scale" not in ip.user_ns  # nothing the failed cell defined is bound
+
+
+def test_a_cells_run_and_bench_say_pass_fail_and_the_median_in_the_summary():
+    """With --run --bench, the Summary carries the verdict and the median beside the Timing tab."""
+    import re
+
+    import tilelab
+    from tilelab.launch.models import BenchResult, OutputCheck, RunResult
+    from tilelab.widgets.inspector import Inspector
+
+    from gemm import matmul
+
+    report = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
+    run = RunResult(kernel="gemm", outputs=(OutputCheck("C", "float16", (256, 256), rel_error=1e-4, tolerance=1e-3),),
+                    reference="matmul")
+    bench = BenchResult(kernel="gemm", samples_ms=(0.5, 0.52, 0.51))
+    page = Inspector(report, timing=[run, bench]).html
+    summary = re.search(r'<section class="tl-panel"[^>]*-summary".*?</section>', page, re.S).group(0)
+    assert "PASS" in summary and "median 0.5100 ms" in summary
+    failed = RunResult(kernel="gemm", outputs=(OutputCheck("C", "float16", (256, 256), unwritten=3),))
+    summary = re.search(r'<section class="tl-panel"[^>]*-summary".*?</section>',
+                        Inspector(report, timing=[failed]).html, re.S).group(0)
+    assert "FAIL" in summary
+    plain = re.search(r'<section class="tl-panel"[^>]*-summary".*?</section>', Inspector(report).html, re.S).group(0)
+    assert "tl-launch-summary" not in plain

@@ -232,6 +232,7 @@ class Page:
     cuda_anchors: frozenset[int] = frozenset()  # device lines other tabs (a sanitizer report) link to
     previous: KernelReport | None = None  # the previous run of the same cell: changed values are highlighted
     changes: tuple[tuple[str, str, str, str], ...] = ()  # report_changes(previous, report)
+    launched: tuple[Any, ...] = ()  # the cell's --run/--bench results: their verdict and median in the Summary
 
     def has(self, panel: str) -> bool:
         return panel in self.panels
@@ -240,12 +241,13 @@ class Page:
 
 
 def make_page(report: KernelReport, source: str | None = None, panels: Iterable[str] | None = None,
-              profile: Any = None, cuda_anchors: Iterable[int] = (), previous: KernelReport | None = None) -> Page:
+              profile: Any = None, cuda_anchors: Iterable[int] = (), previous: KernelReport | None = None,
+              launched: Sequence[Any] = ()) -> Page:
     chosen = frozenset(panels) if panels is not None else frozenset(default_sections(report, source is not None))
     heat = tuple(getattr(profile, "hot_device_lines", ()) or ())
     changes = tuple(report_changes(previous, report)) if previous is not None else ()
     return Page(report_id(report), report_links(report, source), source, chosen, heat, frozenset(cuda_anchors),
-                previous, changes)
+                previous, changes, tuple(launched))
 
 
 # The fields of each record the Diff compares, in the words of the report's tables.
@@ -391,6 +393,10 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
         ("problems found", len(report.problems)),
     ]
     out.append(_table(["", ""], facts))
+    if page.launched:
+        from .launch import launch_summary_html
+
+        out.append(launch_summary_html(page.launched))
     if page.changes:
         out.append(_changes_note(page))
     if report.kernels:
@@ -1225,7 +1231,8 @@ def page_id(report: KernelReport, sections: Sequence[str] | None = None, source:
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
                 cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
-                previous: KernelReport | None = None, anchor: str | None = None) -> str:
+                previous: KernelReport | None = None, anchor: str | None = None,
+                launched: Sequence[Any] = ()) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one with something to show).
@@ -1253,7 +1260,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
         hidden = () if sections is None else tuple(
             n for n in default_sections(report, source is not None) if n not in chosen)
     hidden = tuple(n for n in hidden if n in _REGISTRY and n not in chosen)
-    page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous)
+    page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous, launched)
     if anchor is not None:
         page = dataclasses.replace(page, rid=anchor)
     rid = page.rid

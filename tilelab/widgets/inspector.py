@@ -80,7 +80,8 @@ class Inspector:
             self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
                                             cuda_anchors=self._cuda_anchors, previous=self.previous,
-                                            anchor=render.page_id(self.report, self.tabs, self.source))
+                                            anchor=render.page_id(self.report, self.tabs, self.source),
+                                            launched=self.timing)
         return self._html
 
     @property
