@@ -233,3 +233,15 @@ def test_a_long_fragment_caption_wraps_whole():
     caption = _caption_text(root)
     assert "each element held by 2 threads (replica 0 shown)" in caption
     assert "thread 3: 4 element(s), registers [0, 1, 2, 3]" in caption
+
+
+def test_a_picture_shrinks_to_its_output_only_down_to_10_px_text():
+    from tilelab.render.svg import legible
+
+    small = ('<svg xmlns="http://www.w3.org/2000/svg" width="800" height="100" viewBox="0 0 800 100" '
+             'style="max-width: 100%; height: auto;"><text font-size="8">a</text><text font-size="12">b</text></svg>')
+    # 8-unit text reaches 10 px at 10/8 of the picture's own size: it never shrinks, it scrolls
+    assert 'style="min-width: 800px; max-width: 100%' in legible(small)
+    big = small.replace('font-size="8"', 'font-size="20"')
+    # 12-unit text may shrink to 10/12 of the width: 667 px
+    assert 'style="min-width: 667px; max-width: 100%' in legible(big)

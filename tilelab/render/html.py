@@ -77,6 +77,7 @@ from ._ids import report_id
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark, heat_list, highlight_code
 from .text import dims, pdl_text, size_text
+from .svg import legible
 
 # The device-code tab is named after the language the target's code is written in.
 _DEVICE_TITLES = {"cuda": "CUDA", "hip": "HIP", "metal": "Metal", "cpu": "C"}
@@ -807,7 +808,7 @@ def _zoomable(svg: str, zoom_id: str, css: str = "") -> str:
     """A picture in its own scroller, scaled to the width, with a zoom x2 toggle (checkbox and CSS)."""
     zoom = (f'<input type="checkbox" class="tl-zoom" id="{esc(zoom_id)}"><label for="{esc(zoom_id)}" '
             'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
-    return f'{zoom}<div class="tl-scroll tl-zoomable{" " + css if css else ""}">{svg}</div>'
+    return f'{zoom}<div class="tl-scroll tl-zoomable{" " + css if css else ""}">{legible(svg)}</div>'
 
 
 def _lazy_details(css: str, summary: str, inner: str) -> str:
@@ -839,7 +840,7 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
         # the bank picture below hovers cells; this one reuses each distinct row (and hovers rows)
         picture = layout_svg(layout, max_cells=cells, titles=False, max_rows=_repeating_rows(layout),
                              cell_hover=False)
-        out = [f'<p class="tl-legend">{legend}</p>{zoom}', f'<div class="tl-scroll tl-picture">{picture}</div>']
+        out = [f'<p class="tl-legend">{legend}</p>{zoom}', f'<div class="tl-scroll tl-picture">{legible(picture)}</div>']
         if layout.scope == "shared" and layout.offsets:
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
                                   titles=False)

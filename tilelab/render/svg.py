@@ -97,6 +97,24 @@ def _uid(*parts: Any) -> str:
     return "tl" + h.hexdigest()[:8]
 
 
+LEGIBLE_PX = 10.0  # the smallest text a picture may be drawn with on screen
+_VIEWBOX = re.compile(r'viewBox="0 0 ([\d.]+) [\d.]+"')
+_FONT_SIZE = re.compile(r'font-size(?:="|:\s*)([\d.]+)')
+
+
+def legible(svg: str, floor: float = LEGIBLE_PX) -> str:
+    """``svg`` with a ``min-width`` on its root so that scaling it to a narrow output (its
+    ``max-width: 100%``) never draws text under ``floor`` px: it shrinks to the width down to that,
+    and past it scrolls in its own scroller instead."""
+    box = _VIEWBOX.search(svg, 0, 4000)
+    sizes = [float(x) for x in _FONT_SIZE.findall(svg)]
+    if box is None or not sizes or 'style="' not in svg[:4000]:
+        return svg
+    width = float(box.group(1))
+    least = width * min(1.0, floor / min(sizes))
+    return svg.replace('style="', f'style="min-width: {least:.0f}px; ', 1)
+
+
 def _svg_open(width: float, height: float, label: str, uid: str | None = None) -> str:
     ident = f' id="{uid}"' if uid else ""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"{ident} '
