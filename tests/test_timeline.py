@@ -462,3 +462,11 @@ def test_the_grid_strip_draws_every_block_on_its_sm_row():
     assert [float(r.get("y")) for r in rects] == [14, 14 + GRID_ROW_H]  # SM 3 first row, SM 7 second
     assert rects[0].get("class") == "tlt-k-tma_issue" and rects[1].get("class") == "tlt-k-kernel"  # traced vs not
     assert float(rects[0].get("width")) == pytest.approx(2 * float(rects[1].get("width")))  # 400 ns vs 200 ns
+
+
+def test_the_cutedsl_backend_is_refused_with_what_to_use():
+    import tilelab
+    from tilelab.launch._timeline import TimelineError
+
+    with pytest.raises(TimelineError, match='CuTeDSL backend generates its own code.*backend="tvm_ffi"'):
+        tilelab.timeline(object(), backend="cutedsl")

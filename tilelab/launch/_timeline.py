@@ -63,6 +63,10 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     started = time.perf_counter()
     if granularity not in ("warpgroup", "warp"):
         raise TimelineError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
+    if backend == "cutedsl":
+        raise TimelineError("the timeline marks the CUDA source TileLang generates for the tvm_ffi, cython and nvrtc "
+                            "backends; the CuTeDSL backend generates its own code, which it cannot mark yet: pass "
+                            "backend=\"tvm_ffi\" (the kernel's phases are the same)")
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx)
     launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda")
