@@ -12,6 +12,7 @@ import html
 from typing import Any, Callable
 
 from .._timeline_model import KINDS, Timeline, TimelineSpan
+from .._cache import Recent
 from ._ids import report_id
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
@@ -216,8 +217,9 @@ def timeline_html(tl: Timeline, links: Links | None = None) -> str:
 # timelines it measured for a report (attach_timelines); the tab is shown only on such a page.
 # ------------------------------------------------------------------------------------------
 
-_ATTACHED: dict[str, tuple[Timeline, ...]] = {}
-_ATTACHED_LIMIT = 16  # reports of the last cells that asked for a timeline
+# the timelines of the last cells that asked for one, by report id: tilelab's one policy of what is
+# kept in memory (bounded, least recently used first out)
+_ATTACHED = Recent("timelines a page shows", 16)
 
 
 def attach_timelines(report: Any, results: Any) -> list[Any]:
@@ -226,11 +228,9 @@ def attach_timelines(report: Any, results: Any) -> list[Any]:
     results = list(results or ())
     mine = tuple(r for r in results if isinstance(r, Timeline))
     key = report_id(report)
-    _ATTACHED.pop(key, None)
+    _ATTACHED.discard(key)
     if mine:
-        _ATTACHED[key] = mine
-        while len(_ATTACHED) > _ATTACHED_LIMIT:
-            _ATTACHED.pop(next(iter(_ATTACHED)))
+        _ATTACHED.put(key, mine)
     return [r for r in results if not isinstance(r, Timeline)]
 
 
@@ -240,7 +240,7 @@ def has_timeline(report: Any) -> bool:
 
 def timeline_section(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> str:
     """The Timeline tab's body (``cell_anchors``: the cell lines that carry an anchor on the page)."""
-    shown = _ATTACHED.get(report_id(report), ())
+    shown = _ATTACHED.get(report_id(report)) or ()
     if not shown:
         return ('<p class="tl-muted">No timeline for this kernel: <code>%%tilelang --timeline</code> (or '
                 "<code>tilelab.timeline(kernel, ...)</code>) runs it once instrumented.</p>")
@@ -268,7 +268,7 @@ def page_links(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> 
 
 
 def timeline_count(report: Any) -> int:
-    return len(_ATTACHED.get(report_id(report), ()))
+    return len(_ATTACHED.get(report_id(report)) or ())
 
 
 __all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "phases_html",
