@@ -175,3 +175,23 @@ def test_the_magic_adds_a_timeline_tab(ip, shown):
     tab = last.inspector.tab("timeline")
     assert "tlt-k-tma_issue" in tab and "tlt-k-mma" in tab
     assert not any(title.startswith("Timing") for title in last.inspector.titles)
+
+
+@needs_hopper
+def test_the_pipelining_lesson_shows_the_consumers_waits_shrink_from_2_to_4_stages(ip, capsys):
+    """Notebook 05's timeline cell, run as the student runs it: four stages leave the consumers
+    less time waiting on full stages than two."""
+    import json
+    from pathlib import Path
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05_pipelining_and_tma.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    (source,) = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "tilelab.timeline(" in "".join(c["source"])]
+    ip.run_cell("import tilelab\nfrom IPython.display import display")
+    result = ip.run_cell(source)
+    assert result.success, result.error_in_exec
+    timelines = ip.user_ns["timelines"]
+    two, four = timelines[2].summary, timelines[4].summary
+    print(f"2 stages: bubbles {two.bubble_ns / 1e3:.1f} us, ahead {two.run_ahead}; "
+          f"4 stages: bubbles {four.bubble_ns / 1e3:.1f} us, ahead {four.run_ahead}")
+    assert four.bubble_ns < two.bubble_ns
