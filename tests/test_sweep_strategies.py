@@ -152,3 +152,41 @@ def test_pruning_leaves_out_what_cannot_launch_or_lower_before_compiling():
     assert "[no-warp-partition]" in pruned[96].error
     assert table.best_config()["threads"] == 128
     assert any("2 configuration(s) pruned before compiling" in n for n in table.notes)
+
+
+def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
+    """With devices= (and on this process's GPU by default) each compile task inspects its own
+    configuration first: what cannot launch is a "pruned" row with the reason, is never timed, and
+    the caller lowers nothing before the first compile. Real lowerings for sm_90a, a fake GPU."""
+    from tilelab.kernels.gemm import matmul
+    from tilelab.launch.sweep import _tasks
+
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compile tasks in threads: no spawned processes
+    lowered_here = []
+    monkeypatch.setattr(_halving, "prune", lambda *a, **k: lowered_here.append(a) or ({}, [], []))
+    timed = []
+
+    def compile_fn(f, size, config):
+        return lambda: {"block": config["block_N"], "stages": config["num_stages"]}
+
+    def bench(prepared, size, config, **kwargs):
+        timed.append(prepared)
+        ms = 1.0 + 0.0004 * abs(prepared["block"] - 128) + 0.02 * abs(prepared["stages"] - 3)
+        return BenchResult(kernel="k", samples_ms=(ms,) * 3)
+
+    good = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=128) for bn in (64, 128) for st in (2, 3)]
+    bad = [dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256),
+           dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=96)]
+    table = sweep(matmul, good + bad, {"M": [1024], "N": [1024], "K": [1024]}, strategy="halving", devices=[0],
+                  target="sm_90a", compile_fn=compile_fn, bench_fn=bench, progress=False, eta=2)
+    assert lowered_here == []  # no pruning pass in the caller
+    assert table.best_config() == good[3]  # block_N=128, 3 stages: the known fastest
+    pruned = {dict(r.config)["threads"]: r for r in table.rows if r.stage == "pruned"}
+    assert set(pruned) == {256, 96} and all(r.rung == 0 for r in pruned.values())
+    assert "524288" in pruned[256].error and "a launch would fail" in pruned[256].error
+    assert "[no-warp-partition]" in pruned[96].error
+    assert {p["block"] for p in timed} <= {64, 128} and len(timed) == 4 + 2  # 4 briefly, then 2 (<= eta) with full rounds
+    assert any("2 configuration(s) pruned before compiling (each inspected in its compile task, for sm_90a)" in n
+               for n in table.notes)
+    assert any("rung 0: 4 (20 ms of launches, one round;" in n and "2 pruned in their compile tasks" in n
+               for n in table.notes)

@@ -14,11 +14,20 @@ GPUs or a Dask cluster alike), so the compile of a configuration is TileLang's c
 its first rung. Every row says in which rung it was last measured and how (``rung``,
 ``measured_as``), and a row cut early says why (``cut``). ``time_budget_s`` starts no rung after
 that many seconds: the best then comes from the last rung measured, and a note says so.
+
+Where the rungs compile: a sweep over devices (``devices=``/``client=``) compiles in its pool of
+processes (or on the cluster), and so does a halving sweep on this process's GPU with tilelab's own
+compile and bench steps (as ``devices=[the current GPU]``, measuring everything anew): lowering and
+nvcc are CPU work, and part of TileLang's lowering runs in Python under the GIL (two threads lower
+about 1.6x as fast as one, not 2x), so threads of one process stop scaling long before 16 cores. There pruning is part of each compile task (inspect, then
+compile what can launch, in the same process), so no lowering runs in the caller before the first
+compile; elsewhere (the caller's replaced compile step, the CPU) it runs in a pool of threads first.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -73,6 +82,88 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
         notes.append(f"{len(rows)} configuration(s) pruned before compiling (inspected for "
                      f"{target or 'the local GPU, or sm_90a'}): they could not launch or TileLang cannot lower them")
     return kept, rows, notes
+
+
+PRUNED = "pruned before compiling: "  # how a compile task that pruned its configuration begins its error
+
+
+class Pruned(Exception):
+    """A compile task's configuration cannot launch (or TileLang cannot lower it): not compiled."""
+
+
+def why_not_launchable(kernel: Any, target: Any) -> str | None:
+    """Why ``kernel`` (a ``T.prim_func``) would fail to launch on ``target``, from its inspection
+    (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it."""
+    from ..._errors import LoweringError
+    from ..._inspect import inspect
+
+    try:
+        # one launcher is enough: the limits come from the kernel, not from how it is launched
+        report = inspect(kernel, target, backends=("tvm_ffi",))
+    except LoweringError as err:
+        cause = f"[{err.cause}] " if err.cause else ""
+        return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
+    limits = [n for n in report.notes if "a launch would fail" in n
+              or ("threads per block" in n and "allows" in n)]
+    return limits[0] if limits else None
+
+
+def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any]) -> Any:
+    """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles."""
+    from ... import _adapter
+
+    why = why_not_launchable(_adapter.kernel_ir_from_text(ir_text), target)
+    if why is not None:
+        raise Pruned(why)
+    return step()
+
+
+def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
+                       ) -> Callable[..., Callable[[], Any]]:
+    """``make_step`` (a sweep's compile_fn) whose steps inspect their configuration first."""
+    from ... import _adapter
+    from ._tasks import compile_artifact
+
+    def compile_fn(factory: Callable[..., Any], size: Config, config: Config) -> Callable[[], Any]:
+        step = make_step(factory, size, config)
+        if isinstance(step, functools.partial) and step.func is compile_artifact:
+            ir_text = step.args[0].ir_text  # the recipe elaborated it already
+        else:
+            ir_text = _adapter.kernel_ir_to_text(_adapter.resolve_kernel(factory(**size, **config)).prim_func)
+        return functools.partial(prune_then_compile, ir_text, target, step)
+
+    return compile_fn
+
+
+def _pruned_in_task(row: SweepRow) -> SweepRow:
+    """A compile failure raised by :class:`Pruned` -> a row of stage "pruned" with the reason."""
+    prefix = "Pruned: "
+    if row.stage == "compile" and row.error and row.error.startswith(prefix):
+        return dataclasses.replace(row, stage="pruned", error=row.error[len(prefix):])
+    return row
+
+
+def _on_this_gpu(opts: SweepOptions) -> int | None:
+    """The current GPU's index when a halving sweep should compile in processes as a sweep over that
+    one device (this process's GPU, tilelab's own compile and bench steps), else None."""
+    if (opts.devices is not None or opts.client is not None or opts.compile_fn is not None
+            or opts.bench_fn is not None or opts.target is not None):
+        return None
+    try:
+        import torch
+
+        return int(torch.cuda.current_device()) if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def _pool_target(opts: SweepOptions) -> Any:
+    """The target pruning inspects for in a compile task: the sweep's, the local GPU's, or sm_90a."""
+    if opts.target is not None:
+        return opts.target
+    from ... import _adapter
+
+    return _adapter.local_gpu_arch() or "sm_90a"
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
@@ -143,12 +234,25 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     """Successive halving over ``configs`` at each size (see the module doc)."""
     started = time.monotonic()
     prune_first = opts.prune is not False
-    if prune_first:
+    gpu = _on_this_gpu(opts)
+    if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
+        opts = dataclasses.replace(opts, devices=[gpu], force=True)
+    pooled = opts.devices is not None or opts.client is not None
+    rung0_opts = opts
+    if prune_first and pooled:  # each compile task inspects its configuration first
+        from ._tasks import default_compile_step
+
+        make_step = opts.compile_fn or (lambda f, s, c: default_compile_step(
+            f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=opts.target if gpu is None else None))
+        rung0_opts = dataclasses.replace(opts, compile_fn=pruning_compile_fn(make_step, _pool_target(opts)))
+        kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
+    elif prune_first:
         kept, pruned_rows, notes = prune(factory, configs, sizes, opts)
     else:
         kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
     rows: list[SweepRow] = list(pruned_rows)
     tables: list[SweepTable] = []
+    pruned_in_tasks = 0
     for size in sizes:
         alive = kept[size_key(size)]
         rung = 0
@@ -164,14 +268,21 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                 break
             # brief rungs rank by median, without baselines; the last rung keeps the sweep's own
             # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
+            base = rung0_opts if rung == 0 else opts
             step = dataclasses.replace(
-                opts, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
+                base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
                 bench_kwargs=opts.bench_kwargs if final else rung_bench_kwargs(opts, rung))
+            t0 = time.monotonic()
             table = _grid(factory, alive, size, step)
+            seconds = time.monotonic() - t0
             tables.append(table)
-            counts.append(f"rung {rung}: {len(alive)} ({'full rounds' if final else _measured_as(opts, rung, False).split(': ')[1]})")
-            measured = [dataclasses.replace(r, rung=rung, measured_as=_measured_as(opts, rung, final), best=False)
-                        for r in table.rows]
+            measured = [dataclasses.replace(_pruned_in_task(r), rung=rung, measured_as=_measured_as(opts, rung, final),
+                                            best=False) for r in table.rows]
+            gone = [r for r in measured if r.stage == "pruned"]
+            pruned_in_tasks += len(gone)
+            how = "full rounds" if final else _measured_as(opts, rung, False).split(": ")[1]
+            counts.append(f"rung {rung}: {len(alive) - len(gone)} ({how}; {seconds:.1f} s"
+                          + (f", {len(gone)} pruned in their compile tasks" if gone else "") + ")")
             notes += [n for n in table.notes if n not in notes]
             # a configuration measured again replaces its row of the rung before
             again = {(r.size, _config_key(r.config)) for r in measured if r.label is None}
@@ -190,8 +301,8 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                 rows.append(r)
             alive = [c for c in alive if _config_key(c) in survivors]
             rung += 1
-        last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None),
-                   default=None)
+        last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None
+                    and r.ok), default=None)
         contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
                       and r.rung == last and r.cut is None]
         if contenders:
@@ -202,4 +313,9 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "
                          + ", ".join(counts) + ("; stopped by the time budget" if stopped else ""))
+    if pruned_in_tasks:
+        notes.append(f"{pruned_in_tasks} configuration(s) pruned before compiling (each inspected in its compile task, "
+                     f"for {_pool_target(opts)}): they could not launch or TileLang cannot lower them")
+    if gpu is not None:
+        notes.append(f"compiled in a pool of processes, measured on cuda:{gpu} (as devices=[{gpu}], force=True)")
     return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode)
