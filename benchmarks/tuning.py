@@ -1,16 +1,29 @@
 """Tuning, side by side on one GPU: TileLang's AutoTuner against tilelab.sweep(strategy="halving"),
 and how well side-by-side ratios hold from call to call.
 
-    python benchmarks/tuning.py            # the full run (GEMM 8192^3, 64 configurations; FA, 24)
-    python benchmarks/tuning.py --quick    # a few minutes: smaller spaces and sizes
-    python benchmarks/tuning.py --only gemm,ratios --out results/
+    python benchmarks/tuning.py --out results/      # every part (GEMM 8192^3, 64 configurations; FA, 24)
+    python benchmarks/tuning.py --quick --out results/   # smaller spaces and sizes
+    python benchmarks/tuning.py --only gemm-autotuner --out results/           # one part at a time...
+    python benchmarks/tuning.py --only gemm-tilelab,gemm-retime --out results/ # ...each saved in results/
+    python benchmarks/tuning.py --report --out results/   # the tables from the saved parts (no GPU)
+
+The parts: ``gemm-autotuner``, ``gemm-tilelab``, ``gemm-retime`` (``gemm`` is the three),
+``fa-autotuner``, ``fa-tilelab``, ``fa-retime`` (``fa``) and ``ratios``. Each part's result is
+written to ``--out`` (``<part>.json``) as soon as it is done, a retime reads the two searches
+saved there, and every run ends by printing the tables of whatever is saved, so a long run can be
+split into commands of a few minutes each on a shared machine.
 
 (a) For each search space (our GEMM, ``tilelab.kernels.gemm.matmul``; our flash-attention forward,
 ``tilelab.kernels.flash_attention``), TileLang's ``AutoTuner`` and ``tilelab.sweep`` each search
-the same configurations in a process of their own, with an empty TileLang kernel cache (and the
-AutoTuner's result cache off), so that both compile everything. Neither checks results (the
-AutoTuner with ``skip_check=True``, the sweep without ``ref``). The wall time of each search is
-taken after the imports, from the first compile to the answer. Then both answers are timed again
+the same configurations at the same size in a process of their own, with an empty TileLang kernel
+cache (and the AutoTuner's result cache off; tilelab's own caches empty too), so that both compile
+everything, each with its own defaults: the AutoTuner compiles in a pool of threads (90% of the
+CPUs) and times every configuration with 25 warm-up and 100 timed launches (its ``do_bench``);
+the sweep compiles in a pool of processes, times every configuration briefly (20 ms of launches
+after 25 ms of warm-up), the fastest third 3x longer, and so on, the last three with full rounds
+(warmed to a steady clock first). Neither checks results (the AutoTuner with ``skip_check=True``,
+the sweep without ``ref``). The wall time of each search is taken after the imports, from the
+first compile to the answer. Then both answers are timed again
 side by side in a third process: ``tilelab.bench(tilelab's best, baseline=AutoTuner's best)``,
 batches of each alternating in one window, so the ratio does not depend on the GPU's clock at the
 time either search ran. Targets: tilelab's wall time at most half the AutoTuner's, and its best
@@ -20,7 +33,7 @@ within 1% of the AutoTuner's best (ratio <= 1.01) or better.
 the spread ((max - min) / median) of the four ratios against the spread of the four absolute
 medians. Target: the ratios' spread under 0.5%, and under the medians'.
 
-Prints the tables; ``--out DIR`` also writes every result as JSON.
+Prints the tables; every result is also kept as JSON in ``--out``.
 """
 
 from __future__ import annotations
@@ -143,6 +156,8 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
             "best_config": dict(best.config) if best else None, "best_ms": best.median_ms if best else None,
             "pruned": sum(1 for r in table.rows if r.stage == "pruned"),
             "failed": sum(1 for r in table.failed if r.stage != "pruned"),
+            "rows": [{"config": dict(r.config), "stage": r.stage, "error": r.error, "median_ms": r.median_ms,
+                      "rung": r.rung, "cut": r.cut, "compile_s": r.compile_s} for r in table.rows if r.label is None],
             "notes": list(table.notes)}
 
 
@@ -163,6 +178,8 @@ def child_retime(space: str, quick: bool, ours: dict[str, Any], theirs: dict[str
 
 
 def child_ratios(quick: bool, calls: int = 4) -> dict[str, Any]:
+    """Four back-to-back default ``bench(gemm, baseline=torch.matmul)`` calls (both timed side by side
+    in tilelab's worker process, on the inputs it makes there)."""
     import tilelang
     import torch
 
@@ -171,14 +188,14 @@ def child_ratios(quick: bool, calls: int = 4) -> dict[str, Any]:
 
     n = 4096 if quick else 8192
     kernel = tilelang.compile(matmul_best(n, n, n), out_idx=[2])
-    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     out = []
     for _ in range(calls):
-        r = tilelab.bench(kernel, a, b, baseline=torch.matmul)
+        t0 = time.perf_counter()
+        r = tilelab.bench(kernel, baseline=torch.matmul)
         out.append({"median_ms": r.median_ms, "ci_ms": list(r.ci_ms) if r.ci_ms else None,
                     "baseline_ms": r.baseline_ms, "ratio": r.ratio,
-                    "ratio_ci": list(r.ratio_ci) if r.ratio_ci else None, "pairs": len(r.ratio_samples)})
+                    "ratio_ci": list(r.ratio_ci) if r.ratio_ci else None, "pairs": len(r.ratio_samples),
+                    "wall_s": time.perf_counter() - t0, "notes": list(r.notes)})
     return {"size": n, "calls": out, "device": torch.cuda.get_device_name()}
 
 
@@ -286,11 +303,12 @@ def _aligned(rows: list[list[str]]) -> list[str]:
 
 
 def run_child(args: list[str], timeout: float) -> dict[str, Any]:
-    """This script as a child with an empty TileLang cache; its JSON result, or {"error": why}."""
+    """This script as a child with empty TileLang and tilelab caches; its JSON result, or {"error": why}."""
     with tempfile.TemporaryDirectory(prefix="tuning-") as tmp:
         out = Path(tmp) / "result.json"
         env = dict(os.environ, TILELANG_CACHE_DIR=str(Path(tmp) / "tilelang-cache"),
                    TILELANG_AUTO_TUNING_DISABLE_CACHE="1", TILELAB_CACHE_DIR=str(Path(tmp) / "tilelab-cache"))
+        t0 = time.perf_counter()
         try:
             proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args, "--json-out",
                                    str(out)], env=env, timeout=timeout, capture_output=True, text=True)
@@ -299,47 +317,110 @@ def run_child(args: list[str], timeout: float) -> dict[str, Any]:
         if proc.returncode != 0 or not out.exists():
             return {"error": (proc.stderr or proc.stdout or f"exit status {proc.returncode}")[-2000:]}
         try:
-            return json.loads(out.read_text())
+            result = json.loads(out.read_text())
         except ValueError as err:
             return {"error": f"unreadable result: {err}"}
+        result["process_s"] = time.perf_counter() - t0  # the child's whole life, imports included
+        return result
+
+
+PARTS = ("gemm-autotuner", "gemm-tilelab", "gemm-retime", "fa-autotuner", "fa-tilelab", "fa-retime", "ratios")
+
+
+def parts_of(only: str) -> list[str]:
+    """``--only`` -> the parts, in the order they must run: "gemm" is its three parts, "fa" too."""
+    asked = set()
+    for word in (w.strip() for w in only.split(",")):
+        if not word:
+            continue
+        group = [p for p in PARTS if p.startswith(word + "-")]
+        if word not in PARTS and not group:
+            raise SystemExit(f"--only: no part {word!r}; the parts are {', '.join(PARTS)} (or gemm, fa)")
+        asked.update(group or [word])
+    return [p for p in PARTS if p in asked]
+
+
+def load_part(folder: Path, part: str) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / f"{part}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_part(folder: Path, part: str, result: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{part}.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1, default=str))
+    os.replace(tmp, folder / f"{part}.json")
+
+
+def run_part(part: str, folder: Path, quick: bool, timeout: float) -> dict[str, Any]:
+    """One part in its child process (a retime reads both searches from ``folder``); saved there."""
+    flag = ["--quick"] if quick else []  # --quick last: after it, argparse takes no words
+    space, _, which = part.partition("-")
+    if part == "ratios":
+        result = run_child(["ratios", *flag], timeout)
+    elif which == "autotuner":
+        result = run_child(["autotuner", space, *flag], timeout)
+        result.setdefault("tool", "TileLang AutoTuner")
+    elif which == "tilelab":
+        result = run_child(["tilelab", space, *flag], timeout)
+        result.setdefault("tool", "tilelab.sweep (halving)")
+    else:
+        theirs, ours = load_part(folder, f"{space}-autotuner"), load_part(folder, f"{space}-tilelab")
+        if not (ours or {}).get("best_config") or not (theirs or {}).get("best_config"):
+            missing = [n for n, r in (("autotuner", theirs), ("tilelab", ours)) if not (r or {}).get("best_config")]
+            result = {"error": f"no best configuration to compare: run {', '.join(f'{space}-{m}' for m in missing)} "
+                               f"first (with the same --out)"}
+        elif theirs.get("quick", quick) != quick or ours.get("quick", quick) != quick:
+            result = {"error": "the saved searches were run with another --quick setting than this retime"}
+        else:
+            result = run_child(["retime", space, json.dumps(ours["best_config"]), json.dumps(theirs["best_config"]),
+                                *flag], timeout)
+    result["quick"] = quick
+    save_part(folder, part, result)
+    return result
+
+
+def report(folder: Path) -> str:
+    """The tables of every part saved in ``folder``."""
+    out = []
+    for space in SPACES:
+        theirs, ours, retime = (load_part(folder, f"{space}-{w}") for w in ("autotuner", "tilelab", "retime"))
+        if theirs is None and ours is None:
+            continue
+        out.append(search_table(space, theirs or {"tool": "TileLang AutoTuner", "error": "not run yet"},
+                                ours or {"tool": "tilelab.sweep (halving)", "error": "not run yet"},
+                                retime or {"error": f"not run yet ({space}-retime)"}))
+    ratios = load_part(folder, "ratios")
+    if ratios is not None:
+        out.append(ratio_table(ratios))
+    return "\n\n".join(out) if out else f"nothing saved in {folder} yet"
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller spaces and sizes: a few minutes")
-    ap.add_argument("--only", default="gemm,fa,ratios", help="which parts: gemm, fa, ratios")
-    ap.add_argument("--out", default=None, help="folder for the JSON results")
-    ap.add_argument("--timeout", type=float, default=None, help="seconds per search (default 3600, quick 900)")
+    ap.add_argument("--quick", action="store_true", help="smaller spaces and sizes")
+    ap.add_argument("--only", default="gemm,fa,ratios", help=f"which parts: {', '.join(PARTS)}, or gemm, fa")
+    ap.add_argument("--out", default="tuning-results", help="folder of the parts' JSON results (kept between runs)")
+    ap.add_argument("--report", action="store_true", help="only print the tables of the parts saved in --out")
+    ap.add_argument("--timeout", type=float, default=540.0, help="seconds per part (default 540)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--json-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         Path(args.json_out).write_text(json.dumps(_child(args.child, args.quick), default=str))
         return
-    timeout = args.timeout or (900.0 if args.quick else 3600.0)
-    quick = ["--quick"] if args.quick else []
-    parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    results: dict[str, Any] = {}
-    for space in [p for p in parts if p in SPACES]:
-        theirs = run_child(["autotuner", space, *quick], timeout)  # --quick last: after it, argparse takes no words
-        theirs.setdefault("tool", "TileLang AutoTuner")
-        ours = run_child(["tilelab", space, *quick], timeout)
-        ours.setdefault("tool", "tilelab.sweep (halving)")
-        if ours.get("best_config") and theirs.get("best_config"):
-            retime = run_child(["retime", space, json.dumps(ours["best_config"]),
-                                json.dumps(theirs["best_config"]), *quick], 600.0)
-        else:
-            retime = {"error": "no best configuration to compare (a search failed)"}
-        results[space] = {"autotuner": theirs, "tilelab": ours, "retime": retime}
-        print(search_table(space, theirs, ours, retime), flush=True)
+    folder = Path(args.out)
+    if not args.report:
+        for part in parts_of(args.only):
+            t0 = time.perf_counter()
+            result = run_part(part, folder, args.quick, args.timeout)
+            state = "failed: " + _first_line(result["error"]) if result.get("error") else "done"
+            print(f"{part}: {state} ({time.perf_counter() - t0:.0f} s; saved in {folder / (part + '.json')})",
+                  flush=True)
         print()
-    if "ratios" in parts:
-        results["ratios"] = run_child(["ratios", *quick], 900.0)
-        print(ratio_table(results["ratios"]), flush=True)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "tuning.json").write_text(json.dumps(results, indent=1, default=str))
+    print(report(folder), flush=True)
 
 
 def _child(words: list[str], quick: bool) -> dict[str, Any]:

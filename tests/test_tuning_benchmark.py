@@ -112,3 +112,49 @@ def test_the_flash_attention_forward_lowers_for_hopper_with_two_wgmma():
     assert kernel.grid == (1024 // 128, 4, 2)
     assert len(report.wgmma) == 2
     assert "exp2" in report.sources.device
+
+
+def test_parts_expand_in_the_order_they_must_run(tuning):
+    assert tuning.parts_of("ratios,gemm") == ["gemm-autotuner", "gemm-tilelab", "gemm-retime", "ratios"]
+    assert tuning.parts_of("fa-retime,fa-autotuner") == ["fa-autotuner", "fa-retime"]
+    with pytest.raises(SystemExit, match="no part 'gem'"):
+        tuning.parts_of("gem")
+
+
+def test_each_part_is_saved_as_it_ends_and_the_retime_reads_both_searches(tuning, tmp_path, monkeypatch, capsys):
+    """Three commands, as on a machine that allows a few minutes per command: each part's JSON is
+    in --out when its command ends; the retime gets the two saved answers; the last prints the table."""
+    calls = []
+
+    def fake_child(args, timeout):
+        calls.append((args, timeout))
+        if args[0] == "autotuner":
+            return dict(THEIRS)
+        if args[0] == "tilelab":
+            return dict(OURS)
+        return {"space": "gemm", "ratio": 0.9971, "ratio_ci": [0.9950, 0.9990], "ours_ms": 1.6400,
+                "theirs_ms": 1.6448, "same": False, "pairs": 96}
+
+    monkeypatch.setattr(tuning, "run_child", fake_child)
+    tuning.main(["--only", "gemm-autotuner", "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "gemm-autotuner.json").read_text())["wall_s"] == 180.0
+    assert not (tmp_path / "gemm-tilelab.json").exists()
+    tuning.main(["--only", "gemm-tilelab,gemm-retime", "--out", str(tmp_path), "--timeout", "500"])
+    retime_args, timeout = calls[-1]
+    assert retime_args == ["retime", "gemm", json.dumps(OURS["best_config"]), json.dumps(THEIRS["best_config"])]
+    assert timeout == 500.0
+    capsys.readouterr()
+    tuning.main(["--report", "--out", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert len(calls) == 3  # the report ran nothing
+    assert "tilelab 0.40x the AutoTuner's (target <= 0.5x): met" in text  # 72 / 180
+    assert "= 0.9971 (95% CI 0.9950-0.9990)" in text and "(target <= 1.01): met" in text
+
+
+def test_a_retime_without_its_searches_says_which_to_run(tuning, tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning, "run_child", lambda args, timeout: pytest.fail("no child should start"))
+    tuning.save_part(tmp_path, "fa-autotuner", dict(THEIRS, space="fa"))
+    result = tuning.run_part("fa-retime", tmp_path, quick=False, timeout=60)
+    assert "run fa-tilelab first" in result["error"]
+    assert json.loads((tmp_path / "fa-retime.json").read_text())["error"] == result["error"]
+    assert "not run yet" in tuning.report(tmp_path) and "nothing saved" in tuning.report(tmp_path / "none")
