@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from fake_gpu import WanderingGpu
+from fake_gpu import FakeGpu, WanderingGpu
 from tilelab._errors import BaselineError, OptionError
 from tilelab.launch import _bench, _ratio
 from tilelab.launch._options import BenchOptions
@@ -97,10 +97,43 @@ def test_time_pairs_alternates_equal_batches_behind_the_same_flush():
         gpu.kernel(0.5)()
 
     ta, tb = _ratio.time_pairs(gpu, [a], [b], 3, 5, flush)
-    assert order == (["a"] * 3 + ["b"] * 3) * 5
+    assert order == (["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3) * 2 + ["a"] * 3 + ["b"] * 3  # AB, BA, ...
     assert gpu.flushes == 30  # one flush per launch, for both
     assert ta == [[1.0] * 3] * 5 and tb == [[0.5] * 3] * 5  # the flush is outside the events
     assert _ratio.pair_ratios(ta, tb) == [2.0] * 5
+
+
+class DriftingGpu(FakeGpu):
+    """A GPU still warming up: every launch takes ``true_ms * (1 + slope * now_ms)``, no noise."""
+
+    def __init__(self, slope: float) -> None:
+        super().__init__(iter(()))
+        self.slope = slope
+
+    def kernel(self, true_ms: float):
+        def launch() -> None:
+            self.now_ms += true_ms * (1 + self.slope * self.now_ms)
+
+        return launch
+
+
+def test_alternating_the_order_of_each_pair_cancels_a_steady_drift():
+    """Two kernels of the same true time on a clock slowing by 0.02% per ms: with 5-launch batches
+    the batch measured second in a pair runs about 0.1% slower, so a pair's ratio leans by 0.1%,
+    one way for AB pairs and the other for BA pairs; the median ratio reads 1 within 0.02%."""
+    gpu = DriftingGpu(slope=2e-4)
+    ta, tb = _ratio.time_pairs(gpu, [gpu.kernel(1.0)], [gpu.kernel(1.0)], 5, 40, None)
+    ratios = _ratio.pair_ratios(ta, tb)
+    ab, ba = ratios[0::2], ratios[1::2]
+    assert all(r < 1 - 0.0007 for r in ab) and all(r > 1 + 0.0007 for r in ba)  # each order leans
+    assert abs(statistics.median(ratios) - 1) < 0.0002
+
+
+def test_the_ratio_aims_at_a_tighter_interval_than_a_median_by_default():
+    assert BenchOptions(**QUIET).resolved().ci_target == 0.005  # a median's
+    assert _ratio.resolved_for_ratio(BenchOptions(**QUIET)).ci_target == _ratio.RATIO_CI_TARGET == 0.002
+    assert _ratio.resolved_for_ratio(BenchOptions(ci_target=0.01, **QUIET)).ci_target == 0.01  # asked for
+    assert _ratio.resolved_for_ratio(BenchOptions(steady=False, **QUIET)).ci_target is None  # one round
 
 
 # ------------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
         base = _cpu.prepare(baseline, backend=backend, out_idx=None, outputs=None) if base_is_kernel else baseline
         return _cpu.measure_cpu_ratio(timed, base, args, opts, sizes)
     torch = require_gpu()
-    opts = opts.resolved()
+    opts = _ratio_mod().resolved_for_ratio(opts)  # ci_target="auto": the ratio's own, tighter target
     _ratio_mod().check_mode(opts)
     base = prepare_kernel(baseline, backend=backend) if base_is_kernel and not isinstance(baseline, Prepared) \
         else baseline

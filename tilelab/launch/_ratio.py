@@ -3,17 +3,22 @@
 Under a power cap the GPU's clock wanders by a few percent over fractions of a second, so two
 calls of :func:`tilelab.bench` a minute apart can differ by more than two configurations do. A
 ratio measured side by side does not move with the clock: batches of a few launches of the
-kernel (A) and of the baseline (B) alternate, ABAB..., each launch behind the same L2 flush, and
-each pair of neighbouring batches gives one ratio (the median launch of A's batch over the
-median of B's). The two batches of a pair are a few milliseconds apart, far shorter than the
-clock's wander, so both read about the same clock and the ratio cancels it.
+kernel (A) and of the baseline (B) alternate, each launch behind the same L2 flush, and each
+pair of neighbouring batches gives one ratio (the median launch of A's batch over the median of
+B's). The two batches of a pair are a few milliseconds apart, far shorter than the clock's
+wander, so both read about the same clock and the ratio cancels it. The pairs alternate their
+order too (AB, BA, AB, ...): where the clock drifts steadily (a GPU still warming), the batch
+measured second in a pair reads a slightly different clock than the first, and with a fixed order
+every ratio would lean the same way, by as much as the drift over one batch.
 
 ``result.ratio`` is the median of the per-pair ratios; ``result.ratio_ci`` its 95% interval, from
 the time-ordered ratio series by the same batched method as the median's interval
 (:func:`tilelab.launch._stability.median_interval`), so it stays honest when what is left of the
 wander still correlates neighbouring pairs. A steady sustained bench first warms the GPU up with
-the alternating batches, then measures rounds of ``rep_ms`` (both kernels' time) until the ratio's
-interval is within ``ci_target`` (at most ``max_rounds``).
+the alternating batches (both kernels), then measures rounds of ``rep_ms`` (both kernels' time)
+until the ratio's interval is within ``ci_target`` (at most ``max_rounds``); ``ci_target="auto"``
+asks the ratio for +-0.2% (:data:`RATIO_CI_TARGET`), tighter than a median's +-0.5%: a ratio is
+cheap to pin down (the clock cancels), and four calls can then agree within about 0.5%.
 
 The timing loops take zero-argument callables and a ``torch`` (or, on the CPU, a wall clock), so
 the tests drive them on a fake GPU whose clock wanders (``tests/fake_gpu.py``).
@@ -37,6 +42,11 @@ PAIR_MIN_LAUNCHES = 3  # a batch median is a median
 PAIR_MAX_LAUNCHES = 50
 MIN_PAIRS = 16  # the ratio's interval needs 12 (4 batches of 3); 16 leaves room for a merge
 HOST_AHEAD = 64  # launches the host may queue ahead of the GPU
+# ci_target="auto" for the ratio (steady sustained mode): a +-0.2% half-width. Four calls whose
+# 95% intervals are that wide land within about 0.5% of each other (their spread is about
+# 2.06 sigma for four draws, sigma = 0.2% / 1.96); one round of ~100 pairs of a 1.6 ms GEMM
+# usually gives +-0.1-0.3%, so it costs one more round at most most of the time.
+RATIO_CI_TARGET = 0.002
 
 
 # ------------------------------------------------------------------------------------------
@@ -133,18 +143,19 @@ def estimate_ms(torch: Any, fn: Callable[[], Any], flush: Any) -> float:
 def time_pairs(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[Callable[[], Any]], per_batch: int,
                n_pairs: int, flush: Any | None, stop: Callable[[], bool] = lambda: False
                ) -> tuple[list[list[float]], list[list[float]]]:
-    """ABAB...: ``n_pairs`` pairs of a batch of ``per_batch`` launches of A then one of B, back to
-    back (each launch behind the L2 flush when ``flush`` is given, between its own pair of CUDA
+    """``n_pairs`` pairs of a batch of ``per_batch`` launches of A and one of B, back to back, in
+    alternating order (AB, BA, AB, ...) (each launch behind the L2 flush when ``flush`` is given, between its own pair of CUDA
     events). Returns the per-launch times of A's batches and of B's, pair by pair."""
     events: list[tuple[str, Any, Any]] = []
     counters = {"a": 0, "b": 0}
     # made before the loop, as time_sustained does: the host's work between launches stays small
     pool = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(2 * per_batch * n_pairs)]
-    for _ in range(n_pairs):
+    for i in range(n_pairs):
         if stop():
             break
-        for side, fns in (("a", fns_a), ("b", fns_b)):
+        # AB, BA, AB...: a steady drift of the clock leans the ratios of the two orders opposite ways
+        for side, fns in (("a", fns_a), ("b", fns_b)) if i % 2 == 0 else (("b", fns_b), ("a", fns_a)):
             for _k in range(per_batch):
                 if flush is not None:
                     flush.zero_()
@@ -165,8 +176,8 @@ def wall_pairs(fn_a: Callable[[], Any], fn_b: Callable[[], Any], per_batch: int,
     """:func:`time_pairs` on the CPU: each call timed by the wall clock (``clock`` in seconds)."""
     a: list[list[float]] = []
     b: list[list[float]] = []
-    for _ in range(n_pairs):
-        for fn, out in ((fn_a, a), (fn_b, b)):
+    for i in range(n_pairs):
+        for fn, out in ((fn_a, a), (fn_b, b)) if i % 2 == 0 else ((fn_b, b), (fn_a, a)):
             batch = []
             for _k in range(per_batch):
                 t0 = clock()
@@ -242,8 +253,8 @@ def result_with_ratio(base: BenchResult, rounds: PairRounds, interval: _stabilit
 
     ratios = pair_ratios(rounds.a, rounds.b)
     notes = list(base.notes)
-    notes.append(f"side by side with {name}: {len(ratios)} pairs of {per_batch}-launch batches (kernel, then "
-                 f"baseline), {rounds.rounds} round(s)")
+    notes.append(f"side by side with {name}: {len(ratios)} pairs of {per_batch}-launch batches (kernel and "
+                 f"baseline, in alternating order), {rounds.rounds} round(s)")
     if interval is not None:
         text = (f"ratio 95% interval +-{100 * interval.relative_half_width:.2f}% from {interval.batches} batches of "
                 f"{interval.batch_len} consecutive pairs")
@@ -260,6 +271,17 @@ def result_with_ratio(base: BenchResult, rounds: PairRounds, interval: _stabilit
         ratio_ci=(interval.low, interval.high) if interval is not None else None,
         ratio_batches=interval.batches if interval is not None else 0,
         ratio_correlated=bool(interval is not None and interval.correlated))
+
+
+def resolved_for_ratio(opts: BenchOptions) -> BenchOptions:
+    """``opts.resolved()``, with ``ci_target="auto"`` the ratio's own :data:`RATIO_CI_TARGET` (in
+    steady sustained mode; elsewhere one round, as for a median)."""
+    import dataclasses
+
+    out = opts.resolved()
+    if opts.ci_target == "auto" and out.ci_target is not None:
+        out = dataclasses.replace(out, ci_target=RATIO_CI_TARGET)
+    return out
 
 
 def check_mode(opts: BenchOptions) -> None:
