@@ -126,7 +126,7 @@ def autotuner_kernel(space: str, size: dict[str, int]):
 
 
 def child_autotuner(space: str, quick: bool) -> dict[str, Any]:
-    import torch  # noqa: F401
+    import torch
     from tilelang.autotuner import AutoTuner
 
     size, configs = SPACES[space](quick)
@@ -137,12 +137,17 @@ def child_autotuner(space: str, quick: bool) -> dict[str, Any]:
     tuner.set_profile_args(skip_check=True)
     result = tuner.run()  # its defaults: 25 warm-up and 100 timed launches per configuration
     wall = time.perf_counter() - t0
+    share = float(os.environ.get("TILELANG_AUTO_TUNING_CPU_UTILITIES", "0.9"))
+    how = (f"compiles in {max(1, int((os.cpu_count() or 1) * share))} threads (its default, {share:g} of "
+           f"{os.cpu_count()} CPUs), then times each configuration: 25 warm-up + 100 timed launches (its do_bench, "
+           "L2 flushed); empty kernel cache, result cache off")
     return {"tool": "TileLang AutoTuner", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
-            "best_config": dict(result.config), "best_ms": float(result.latency)}
+            "best_config": dict(result.config), "best_ms": float(result.latency), "how": how,
+            "device": torch.cuda.get_device_name()}
 
 
 def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
-    import torch  # noqa: F401
+    import torch
 
     import tilelab
 
@@ -152,7 +157,13 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
     table = tilelab.sweep(factory, configs, [size], strategy="halving", out_idx=out_idx, progress=False)
     wall = time.perf_counter() - t0
     best = table.best()
+    how = (f"compiles in {os.cpu_count()} processes, each configuration inspected in its compile task first "
+           "(pruned when it cannot launch); successive halving, eta=3: 25 ms warm-up + 20 ms of launches each, "
+           "the fastest third 3x longer, ..., the last <= 3 with full rounds (steady clock, +-0.5% interval); "
+           "empty TileLang and tilelab caches")
+    halving = [n for n in table.notes if n.startswith("successive halving")]
     return {"tool": "tilelab.sweep (halving)", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
+            "how": how, "rungs": halving[0] if halving else None, "device": torch.cuda.get_device_name(),
             "best_config": dict(best.config) if best else None, "best_ms": best.median_ms if best else None,
             "pruned": sum(1 for r in table.rows if r.stage == "pruned"),
             "failed": sum(1 for r in table.failed if r.stage != "pruned"),
@@ -248,6 +259,11 @@ def search_table(space: str, autotuner: dict[str, Any], ours: dict[str, Any], re
                         f"{_fmt(retime.get('ours_ms'), '.4f')} vs {_fmt(retime.get('theirs_ms'), '.4f')} ms in one "
                         f"window (target <= {BEST_TARGET:g}): " + ("met" if retime["ratio"] <= BEST_TARGET else "NOT met"))
     lines += verdicts
+    for r in (autotuner, ours):
+        if r.get("how"):
+            lines.append(f"how: {r['tool']}: {r['how']}")
+    if ours.get("rungs"):
+        lines.append(f"tilelab's rungs: {ours['rungs']}")
     return "\n".join(lines)
 
 

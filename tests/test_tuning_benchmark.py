@@ -49,6 +49,10 @@ def test_search_table_states_both_verdicts(tuning):
     worse = dict(retime, ratio=1.02)
     text = tuning.search_table("gemm", THEIRS, slow, worse)
     assert "0.67x" in text and "NOT met" in text and text.count("NOT met") == 2
+    told = tuning.search_table("gemm", dict(THEIRS, how="14 threads"), dict(OURS, how="16 processes",
+                               rungs="successive halving at size 8192x8192x8192 (eta=3): rung 0: 40"), retime)
+    assert "how: TileLang AutoTuner: 14 threads" in told and "how: tilelab.sweep (halving): 16 processes" in told
+    assert "tilelab's rungs: successive halving at size 8192x8192x8192 (eta=3): rung 0: 40" in told
 
 
 def test_a_failed_search_prints_its_reason(tuning):
