@@ -92,3 +92,21 @@ def test_flash_attention_forward_matches_torch(is_causal):
     err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
     print(f"causal={is_causal}: relative error {err:.2e}")
     assert err < 1e-2
+
+
+def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_tasks():
+    """The halving sweep on this process's GPU: compiles in a pool of processes, each configuration
+    inspected in its compile task first (256x256x128 tiles in 4 stages ask for 512 KiB of shared
+    memory: pruned with the reason, never launched), the rest measured briefly, the best in full."""
+    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
+             for bn in (128, 256) for st in (3, 4)]
+    space.append(dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256, raster=10,
+                      smem_epilogue=False))
+    table = tilelab.sweep(matmul, space, [dict(M=2048, N=2048, K=2048)], strategy="halving", progress=False)
+    print(repr(table))
+    (pruned,) = [r for r in table.rows if r.stage == "pruned"]
+    assert dict(pruned.config)["block_K"] == 128 and "a launch would fail" in pruned.error
+    assert all(r.ok for r in table.rows if r.stage != "pruned")
+    assert any(n.startswith("compiled in a pool of processes, measured on cuda:") for n in table.notes)
+    best = table.best()
+    assert best is not None and best.measured_as.endswith("full rounds (sustained)")

@@ -240,10 +240,14 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     pooled = opts.devices is not None or opts.client is not None
     rung0_opts = opts
     if prune_first and pooled:  # each compile task inspects its configuration first
+        from ... import _adapter
         from ._tasks import default_compile_step
 
+        # for the GPU's arch by name, as the sweep over devices compiles its later rungs (TileLang's
+        # cache answers them), and so that no compile process opens a CUDA context to find it
+        arch = opts.target if opts.target is not None else _adapter.local_gpu_arch()
         make_step = opts.compile_fn or (lambda f, s, c: default_compile_step(
-            f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=opts.target if gpu is None else None))
+            f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=arch))
         rung0_opts = dataclasses.replace(opts, compile_fn=pruning_compile_fn(make_step, _pool_target(opts)))
         kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
     elif prune_first:
