@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default="gemm,fa,ratios", help=f"which parts: {', '.join(PARTS)}, or gemm, fa")
     ap.add_argument("--out", default="tuning-results", help="folder of the parts' JSON results (kept between runs)")
     ap.add_argument("--report", action="store_true", help="only print the tables of the parts saved in --out")
-    ap.add_argument("--timeout", type=float, default=540.0, help="seconds per part (default 540)")
+    ap.add_argument("--timeout", type=float, default=555.0, help="seconds per part (default 555: a part fits a command of 9.5 minutes)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--json-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

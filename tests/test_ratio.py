@@ -8,8 +8,8 @@ import json
 import statistics
 
 import pytest
-
 from fake_gpu import FakeGpu, WanderingGpu
+
 from tilelab._errors import BaselineError, OptionError
 from tilelab.launch import _bench, _ratio
 from tilelab.launch._options import BenchOptions

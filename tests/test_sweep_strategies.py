@@ -12,8 +12,7 @@ import pytest
 
 from tilelab import OptionError
 from tilelab.launch.models import BenchResult
-from tilelab.launch.sweep import SweepOptions, sweep
-from tilelab.launch.sweep import _halving
+from tilelab.launch.sweep import SweepOptions, _halving, sweep
 
 BLOCKS = [16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
 STAGES = [1, 2, 3, 4]
@@ -185,7 +184,8 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
     assert set(pruned) == {256, 96} and all(r.rung == 0 for r in pruned.values())
     assert "524288" in pruned[256].error and "a launch would fail" in pruned[256].error
     assert "[no-warp-partition]" in pruned[96].error
-    assert {p["block"] for p in timed} <= {64, 128} and len(timed) == 4 + 2  # 4 briefly, then 2 (<= eta) with full rounds
+    assert {p["block"] for p in timed} <= {64, 128}
+    assert len(timed) == 4 + 2  # 4 briefly, then 2 (<= eta) with full rounds
     assert any("2 configuration(s) pruned before compiling (each inspected in its compile task, for sm_90a)" in n
                for n in table.notes)
     assert any("rung 0: 4 (20 ms of launches, one round;" in n and "2 pruned in their compile tasks" in n

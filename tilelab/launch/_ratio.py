@@ -30,7 +30,8 @@ import contextlib
 import inspect
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._errors import BaselineError, OptionError
 from . import _stability
@@ -144,8 +145,8 @@ def time_pairs(torch: Any, fns_a: Sequence[Callable[[], Any]], fns_b: Sequence[C
                n_pairs: int, flush: Any | None, stop: Callable[[], bool] = lambda: False
                ) -> tuple[list[list[float]], list[list[float]]]:
     """``n_pairs`` pairs of a batch of ``per_batch`` launches of A and one of B, back to back, in
-    alternating order (AB, BA, AB, ...) (each launch behind the L2 flush when ``flush`` is given, between its own pair of CUDA
-    events). Returns the per-launch times of A's batches and of B's, pair by pair."""
+    alternating order (AB, BA, AB, ...), each launch behind the L2 flush when ``flush`` is given,
+    between its own pair of CUDA events. Returns the per-launch times of A's batches and of B's, pair by pair."""
     events: list[tuple[str, Any, Any]] = []
     counters = {"a": 0, "b": 0}
     # made before the loop, as time_sustained does: the host's work between launches stays small

@@ -19,9 +19,10 @@ Where the rungs compile: a sweep over devices (``devices=``/``client=``) compile
 processes (or on the cluster), and so does a halving sweep on this process's GPU with tilelab's own
 compile and bench steps (as ``devices=[the current GPU]``, measuring everything anew): lowering and
 nvcc are CPU work, and part of TileLang's lowering runs in Python under the GIL (two threads lower
-about 1.6x as fast as one, not 2x), so threads of one process stop scaling long before 16 cores. There pruning is part of each compile task (inspect, then
-compile what can launch, in the same process), so no lowering runs in the caller before the first
-compile; elsewhere (the caller's replaced compile step, the CPU) it runs in a pool of threads first.
+1.3-1.6x as fast as one, not 2x), so threads of one process stop scaling long before 16 cores.
+There pruning is part of each compile task (inspect, then compile what can launch, in the same
+process), so no lowering runs in the caller before the first compile; elsewhere (the caller's
+replaced compile step, the CPU) it runs in a pool of threads first.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ import functools
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..models import SweepRow, SweepTable
