@@ -85,9 +85,6 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
     return kept, rows, notes
 
 
-PRUNED = "pruned before compiling: "  # how a compile task that pruned its configuration begins its error
-
-
 class Pruned(Exception):
     """A compile task's configuration cannot launch (or TileLang cannot lower it): not compiled."""
 
@@ -137,10 +134,11 @@ def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
 
 
 def _pruned_in_task(row: SweepRow) -> SweepRow:
-    """A compile failure raised by :class:`Pruned` -> a row of stage "pruned" with the reason."""
+    """A compile failure raised by :class:`Pruned` -> a row of stage "pruned" with the reason (not
+    measured in any rung, as a row pruned before the sweep)."""
     prefix = "Pruned: "
     if row.stage == "compile" and row.error and row.error.startswith(prefix):
-        return dataclasses.replace(row, stage="pruned", error=row.error[len(prefix):])
+        return dataclasses.replace(row, stage="pruned", error=row.error[len(prefix):], rung=None, measured_as=None)
     return row
 
 
@@ -281,8 +279,11 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             table = _grid(factory, alive, size, step)
             seconds = time.monotonic() - t0
             tables.append(table)
-            measured = [dataclasses.replace(_pruned_in_task(r), rung=rung, measured_as=_measured_as(opts, rung, final),
-                                            best=False) for r in table.rows]
+            # the row's compile time is its first compile's (later rungs load TileLang's cached one)
+            first_compile = {(r.size, _config_key(r.config)): r.compile_s for r in rows if r.label is None}
+            measured = [_pruned_in_task(dataclasses.replace(
+                r, rung=rung, measured_as=_measured_as(opts, rung, final), best=False,
+                compile_s=first_compile.get((r.size, _config_key(r.config))) or r.compile_s)) for r in table.rows]
             gone = [r for r in measured if r.stage == "pruned"]
             pruned_in_tasks += len(gone)
             how = "full rounds" if final else _measured_as(opts, rung, False).split(": ")[1]
