@@ -190,3 +190,49 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
                for n in table.notes)
     assert any("rung 0: 4 (20 ms of launches, one round;" in n and "2 pruned in their compile tasks" in n
                for n in table.notes)
+
+
+def test_the_last_rung_times_each_finalist_beside_the_leader_of_the_rung_before(monkeypatch):
+    """On a GPU (the conditions patched in here, a fake bench) the last rung's configurations are
+    timed side by side with the fastest of the rung before: the clock slows by 5% while the true
+    best is measured, its median reads slowest of the three, its ratio to the leader still wins."""
+    from tilelab.launch.sweep import _tasks
+
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)
+    monkeypatch.setattr(_halving, "_side_by_side_final", lambda opts, pooled: True)
+    made = []
+    monkeypatch.setattr(_halving, "_leader_kernel", lambda f, size, config, opts: made.append(config) or "leader")
+    true = {b: 1.0 + 0.01 * i for i, b in enumerate((128, 64, 256, 96, 160, 192, 224, 32, 48))}
+    calls = []
+
+    def bench_fn(kernel, size, config, **kw):
+        calls.append((config["block"], kw.get("baseline")))
+        beside = kw.get("baseline") is not None
+        ms = true[config["block"]] * (1.05 if config["block"] == 128 and beside else 1.0)
+        extra = {}
+        if beside:  # the leader (block=128, 1.00 ms) runs in the same window, on the same clock
+            leader_ms = 1.0 * (1.05 if config["block"] == 128 else 1.0)
+            extra = dict(baseline="leader", baseline_samples_ms=(leader_ms,) * 3,
+                         ratio_samples=(true[config["block"]] / 1.0,) * 12)
+        return BenchResult(kernel="k", samples_ms=(ms,) * 3, **extra)
+
+    table = sweep(lambda N, block: None, {"block": list(true)}, {"N": [1024]}, strategy="halving", prune=False,
+                  devices=[0], compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench_fn, progress=False)
+    assert made == [{"block": 128}]  # the fastest of rung 0
+    assert [base for _, base in calls[:9]] == [None] * 9  # rung 0: briefly, alone
+    assert sorted(b for b, base in calls[9:] if base == "leader") == [64, 128, 256]  # the last rung: beside it
+    assert table.best_config() == {"block": 128}  # 1.05 ms by median, the lowest ratio (1.00)
+    assert table.ratio_baseline == "the leader of the rung before"
+    assert not [r for r in table.rows if r.label is not None]  # no baseline row of its own
+    assert any("timed each configuration side by side with the fastest of rung 0 (block=128)" in n
+               for n in table.notes)
+
+
+def test_the_last_rung_is_timed_beside_the_leader_only_where_a_ratio_is_defined():
+    gpu = SweepOptions(strategy="halving")
+    assert _halving._side_by_side_final(gpu, pooled=True)
+    assert not _halving._side_by_side_final(gpu, pooled=False)  # a fake or custom step: not pooled here
+    assert not _halving._side_by_side_final(SweepOptions(strategy="halving", mode="graph"), pooled=True)
+    assert not _halving._side_by_side_final(SweepOptions(strategy="halving", bench_fn=lambda *a, **k: None),
+                                            pooled=True)
+    assert not _halving._side_by_side_final(SweepOptions(strategy="halving", target="c"), pooled=True)

@@ -97,7 +97,8 @@ def test_flash_attention_forward_matches_torch(is_causal):
 def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_tasks():
     """The halving sweep on this process's GPU: compiles in a pool of processes, each configuration
     inspected in its compile task first (256x256x128 tiles in 4 stages ask for 512 KiB of shared
-    memory: pruned with the reason, never launched), the rest measured briefly, the best in full."""
+    memory: pruned with the reason, never launched), the rest measured briefly, the last rung in full
+    beside the leader of the rung before."""
     space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
              for bn in (128, 256) for st in (3, 4)]
     space.append(dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256, raster=10,
@@ -110,3 +111,7 @@ def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_task
     assert any(n.startswith("compiled in a pool of processes, measured on cuda:") for n in table.notes)
     best = table.best()
     assert best is not None and best.measured_as.endswith("full rounds (sustained)")
+    # 4 measured briefly, the 2 fastest in full beside rung 0's leader: ranked by their ratios to it
+    finals = [r for r in table.rows if r.ok and r.rung == 1]
+    assert len(finals) == 2 and all(r.ratio is not None for r in finals)
+    assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"

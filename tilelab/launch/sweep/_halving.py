@@ -178,12 +178,13 @@ def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
-             mode: str) -> SweepTable:
+             mode: str, ratio_baseline: str | None = None) -> SweepTable:
     first = tables[0] if tables else None
     return SweepTable(kernel=first.kernel if first else fallback_name, rows=tuple(rows),
                       mode=first.mode if first else mode, device=first.device if first else "",
                       notes=tuple(notes), factory=first.factory if first else fallback_name,
-                      ratio_baseline=next((t.ratio_baseline for t in tables if t.ratio_baseline), None))
+                      ratio_baseline=ratio_baseline or next((t.ratio_baseline for t in tables if t.ratio_baseline),
+                                                            None))
 
 
 def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
@@ -228,6 +229,27 @@ def _measured_as(opts: SweepOptions, rung: int, final: bool) -> str:
     return f"rung {rung}: {opts.brief_ms * opts.eta ** rung:g} ms of launches, one round"
 
 
+LEADER = "the leader of the rung before"
+
+
+def _side_by_side_final(opts: SweepOptions, pooled: bool) -> bool:
+    """Whether the last rung times each finalist side by side with the rung before's leader: on a
+    GPU, with tilelab's own compile and bench steps, ranked by median (a ratio to a baseline the
+    user chose ranks it otherwise), in sustained mode (where a side-by-side ratio is defined)."""
+    return (pooled and opts.client is None and opts.bench_fn is None and opts.compile_fn is None
+            and opts.rank_by == "median" and opts.bench_options().get("mode") == "sustained"
+            and not (isinstance(opts.target, str) and opts.target == "c"))
+
+
+def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, opts: SweepOptions) -> Any:
+    """The leader's kernel, compiled here (TileLang's cache has it from its rung)."""
+    from ... import _adapter
+    from ._tasks import default_compile
+
+    target = opts.target if opts.target is not None else _adapter.local_gpu_arch()
+    return default_compile(factory, size, config, backend=opts.backend, out_idx=opts.out_idx, target=target)()
+
+
 def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
     """Successive halving over ``configs`` at each size (see the module doc)."""
@@ -256,8 +278,10 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     rows: list[SweepRow] = list(pruned_rows)
     tables: list[SweepTable] = []
     pruned_in_tasks = 0
+    leader_label: str | None = None
     for size in sizes:
         alive = kept[size_key(size)]
+        leader: Config | None = None  # the fastest of the rung before
         rung = 0
         counts: list[str] = []
         stopped = False
@@ -272,9 +296,25 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             # brief rungs rank by median, without baselines; the last rung keeps the sweep's own
             # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
             base = rung0_opts if rung == 0 else opts
+            final_kwargs = opts.bench_kwargs
+            if final and leader is not None and len(alive) > 1 and _side_by_side_final(opts, pooled):
+                # The finalists are timed one after another, and a power-capped GPU's clock moves by
+                # a few percent between calls: each is timed beside the same kernel (the rung before's
+                # leader), batches alternating in one window, and their ratios to it rank them.
+                try:
+                    final_kwargs = {**(opts.bench_kwargs or {}),
+                                    "baseline": _leader_kernel(factory, size, leader, opts)}
+                    leader_label = LEADER
+                    notes.append(f"at size {size_text(size_key(size))}: the last rung timed each configuration side "
+                                 f"by side with the fastest of rung {rung - 1} ("
+                                 + ", ".join(f"{k}={v}" for k, v in leader.items())
+                                 + "), batches alternating in one window; the lowest ratio to it is the best")
+                except Exception as err:  # ranked by median, as without it
+                    notes.append(f"the last rung is ranked by median: the leader of rung {rung - 1} did not compile "
+                                 f"again here ({short_error(err)})")
             step = dataclasses.replace(
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
-                bench_kwargs=opts.bench_kwargs if final else rung_bench_kwargs(opts, rung))
+                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung))
             t0 = time.monotonic()
             table = _grid(factory, alive, size, step)
             seconds = time.monotonic() - t0
@@ -306,6 +346,7 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                                                    f"of that rung ({r.median_ms:.4f} vs {fastest:.4f} ms)")
                 rows.append(r)
             alive = [c for c in alive if _config_key(c) in survivors]
+            leader = dict(ok[0].config) if ok else None
             rung += 1
         last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None
                     and r.ok), default=None)
@@ -324,4 +365,5 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                      f"for {_pool_target(opts)}): they could not launch or TileLang cannot lower them")
     if gpu is not None:
         notes.append(f"compiled in a pool of processes, measured on cuda:{gpu} (as devices=[{gpu}], force=True)")
-    return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode)
+    return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode,
+                    leader_label)
