@@ -21,7 +21,8 @@ everything, each with its own defaults: the AutoTuner compiles in a pool of thre
 CPUs) and times every configuration with 25 warm-up and 100 timed launches (its ``do_bench``);
 the sweep compiles in a pool of processes, times every configuration briefly (20 ms of launches
 after 25 ms of warm-up), the fastest third 3x longer, and so on, the last three with full rounds
-(warmed to a steady clock first). Neither checks results (the AutoTuner with ``skip_check=True``,
+(warmed to a steady clock first), each beside the rung before's leader, ranked by their ratios
+to it. Neither checks results (the AutoTuner with ``skip_check=True``,
 the sweep without ``ref``). The wall time of each search is taken after the imports, from the
 first compile to the answer. Then both answers are timed again
 side by side in a third process: ``tilelab.bench(tilelab's best, baseline=AutoTuner's best)``,
@@ -159,7 +160,8 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
     best = table.best()
     how = (f"compiles in {os.cpu_count()} processes, each configuration inspected in its compile task first "
            "(pruned when it cannot launch); successive halving, eta=3: 25 ms warm-up + 20 ms of launches each, "
-           "the fastest third 3x longer, ..., the last <= 3 with full rounds (steady clock, +-0.5% interval); "
+           "the fastest third 3x longer, ..., the last <= 3 with full rounds (steady clock), each side by side with "
+           "the rung before's leader, ranked by that ratio (+-0.2% interval); "
            "empty TileLang and tilelab caches")
     halving = [n for n in table.notes if n.startswith("successive halving")]
     return {"tool": "tilelab.sweep (halving)", "space": space, "size": size, "configs": len(configs), "wall_s": wall,

@@ -9,7 +9,10 @@ Successive halving (:func:`halving_sweep`, ``strategy="halving"``): at rung 0 ev
 is measured briefly (``brief_ms`` of launches, one round, no steady warm-up); the fastest
 ``1/eta`` of each rung go on to the next, measured ``eta`` times longer; once ``eta`` or fewer
 remain they are measured with the sweep's full rounds (and its baselines), and the best is the
-fastest of those. A rung is the ordinary grid sweep of its survivors (this process, the host's
+fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) each of those is
+timed side by side with the fastest of the rung before (``bench(kernel, baseline=leader)``), and
+their ratios to it rank them: measured one after another, their medians would read a clock that
+moves by a few percent between calls. A rung is the ordinary grid sweep of its survivors (this process, the host's
 GPUs or a Dask cluster alike), so the compile of a configuration is TileLang's cached one after
 its first rung. Every row says in which rung it was last measured and how (``rung``,
 ``measured_as``), and a row cut early says why (``cut``). ``time_budget_s`` starts no rung after
