@@ -1,11 +1,11 @@
 """Tuning, side by side on one GPU: TileLang's AutoTuner against tilelab.sweep(strategy="halving"),
 and how well side-by-side ratios hold from call to call.
 
-    python benchmarks/tuning.py --out results/      # every part (GEMM 8192^3, 64 configurations; FA, 24)
-    python benchmarks/tuning.py --quick --out results/   # smaller spaces and sizes
-    python benchmarks/tuning.py --only gemm-autotuner --out results/           # one part at a time...
-    python benchmarks/tuning.py --only gemm-tilelab,gemm-retime --out results/ # ...each saved in results/
-    python benchmarks/tuning.py --report --out results/   # the tables from the saved parts (no GPU)
+    python benchmarks/tuning.py --out out/tuning      # every part (GEMM 8192^3, 64 configurations; FA, 24)
+    python benchmarks/tuning.py --quick --out out/tuning   # smaller spaces and sizes
+    python benchmarks/tuning.py --only gemm-autotuner --out out/tuning           # one part at a time...
+    python benchmarks/tuning.py --only gemm-tilelab,gemm-retime --out out/tuning # ...each saved in out/tuning
+    python benchmarks/tuning.py --report --out out/tuning   # the tables from the saved parts (no GPU)
 
 The parts: ``gemm-autotuner``, ``gemm-tilelab``, ``gemm-retime`` (``gemm`` is the three),
 ``fa-autotuner``, ``fa-tilelab``, ``fa-retime`` (``fa``) and ``ratios``. Each part's result is
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller spaces and sizes")
     ap.add_argument("--only", default="gemm,fa,ratios", help=f"which parts: {', '.join(PARTS)}, or gemm, fa")
-    ap.add_argument("--out", default="tuning-results", help="folder of the parts' JSON results (kept between runs)")
+    ap.add_argument("--out", default="out/tuning", help="folder of the parts' JSON results, kept between runs (default out/tuning)")
     ap.add_argument("--report", action="store_true", help="only print the tables of the parts saved in --out")
     ap.add_argument("--timeout", type=float, default=555.0, help="seconds per part (default 555: a part fits a command of 9.5 minutes)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
