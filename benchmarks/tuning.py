@@ -420,9 +420,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller spaces and sizes")
     ap.add_argument("--only", default="gemm,fa,ratios", help=f"which parts: {', '.join(PARTS)}, or gemm, fa")
-    ap.add_argument("--out", default="out/tuning", help="folder of the parts' JSON results, kept between runs (default out/tuning)")
+    ap.add_argument("--out", default="out/tuning",
+                    help="folder of the parts' JSON results, kept between runs (default out/tuning)")
     ap.add_argument("--report", action="store_true", help="only print the tables of the parts saved in --out")
-    ap.add_argument("--timeout", type=float, default=555.0, help="seconds per part (default 555: a part fits a command of 9.5 minutes)")
+    ap.add_argument("--timeout", type=float, default=555.0,
+                    help="seconds per part (default 555: a part fits a command of 9.5 minutes)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--json-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
