@@ -11,7 +11,8 @@ ground truth (``python -m tilelab corpus``), which a report built from the IR mu
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # The head of a kernel's declaration or definition: extern "C" __global__ void
 # __launch_bounds__(256, 1) gemm_kernel(...
@@ -69,7 +70,8 @@ def descriptor_use_lines(lines: Sequence[str], name: str) -> tuple[int, ...]:
     """The 1-based device-source ``lines`` that use TMA descriptor ``name`` (``tl::tma_load(A_desc,
     ...)``, its prefetch), kernel declarations left out."""
     m = mentions(name)
-    return tuple(n for n, line in enumerate(lines, 1) if name in line and m.search(line) and not is_kernel_declaration(line))
+    return tuple(n for n, line in enumerate(lines, 1)
+                 if name in line and m.search(line) and not is_kernel_declaration(line))
 
 
 def wgmma_lines(lines: Sequence[str], variant: str, instruction: str,
