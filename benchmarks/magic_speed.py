@@ -155,7 +155,7 @@ def child(repeat_text: str) -> int:
     assert not magics.last.cache_hit and magics.last.inspector is not None
     many_bytes = sum(len(str(v).encode()) for out in ip.display_pub.outputs for v in out["data"].values())
 
-    from tilelab._adapter import has_gpu
+    from tilelab._tilelang import has_gpu
 
     print(json.dumps({"mode": "GPU: compiled" if has_gpu() else "no GPU: inspected for sm_90a", "import": imported,
                       "cold": cold, "first": first, "warm": warm, "force": force, "many": many,

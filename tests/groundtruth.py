@@ -143,7 +143,7 @@ def tilelang_own_launchers(func, arch: str = "sm_90a") -> tuple[str, str, str]:
     from tilelang.jit.adapter.nvrtc.wrapper import TLNVRTCSourceWrapper
     from tilelang.jit.adapter.wrapper import TLWrapper
 
-    from tilelab._adapter import normalize_pass_configs
+    from tilelab._tilelang import normalize_pass_configs
 
     context = create_backend_context({"kind": "cuda", "arch": arch}, None, "cython")
     with tilelang.transform.PassContext(opt_level=3, config=normalize_pass_configs({})), context.target:

@@ -28,9 +28,9 @@ def test_cache_serves_a_new_process_without_lowering(tmp_path):
     assert len(list((tmp_path / "cache").glob("*.json"))) == 1
     # A second process whose lowering would fail: the report must come from the cache.
     second = _run_py(
-        "import tilelab, json; from tilelab import _adapter; from gemm import matmul\n"
+        "import tilelab, json; from tilelab import _tilelang; from gemm import matmul\n"
         "def refuse(*a, **k): raise SystemExit('lowered although cached')\n"
-        "_adapter.lower = refuse\n"
+        "_tilelang.lower = refuse\n"
         "r = tilelab.inspect(matmul(512, 512, 512, 128, 128, 32), 'sm_90a')\n"
         "print(json.dumps(r.to_dict()))\n"
         "try:\n"
@@ -281,13 +281,13 @@ def test_cli_output_onto_a_folder_or_an_unwritable_place(tmp_path):
 CRASHING = '''
 import sys
 sys.path.insert(0, {examples!r})
-from tilelab import _adapter
+from tilelab import _tilelang
 from l2_persist import bias_add
 
 def crash(lowered):
     raise ValueError("invalid literal for int() with base 10: 'm * 16384'")
 
-_adapter.l2_windows = crash  # a bug inside the engine, as the reviewer's L2 crash was
+_tilelang.l2_windows = crash  # a bug inside the engine, as the reviewer's L2 crash was
 '''
 
 
@@ -310,13 +310,13 @@ def test_the_memory_mirror_follows_the_file(tmp_path, monkeypatch):
     """A repeated inspect is served from memory while the entry file holds what it mirrors; a file
     deleted by hand is recomputed; a cache folder that cannot be written still serves from memory."""
     import tilelab
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     from gemm import matmul
 
     lowered = []
-    real_lower = _adapter.lower
-    monkeypatch.setattr(_adapter, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
+    real_lower = _tilelang.lower
+    monkeypatch.setattr(_tilelang, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
     kernel = matmul(256, 256, 256, 128, 128, 32)
     first = tilelab.inspect(kernel, "sm_90a")

@@ -273,17 +273,17 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
 
     from gemm import matmul
 
-    from tilelab import _adapter, _inspect
+    from tilelab import _tilelang, _inspect
 
     func = matmul(256, 256, 128, 128, 128, 64)
     report = tilelab.inspect(func, "sm_90a")
     calls = []
-    monkeypatch.setattr(_adapter, "tilelang_lower", lambda *a, **k: calls.append("lower"))
+    monkeypatch.setattr(_tilelang, "tilelang_lower", lambda *a, **k: calls.append("lower"))
     monkeypatch.setattr(_inspect, "inspect", lambda *a, **k: calls.append("inspect") or report)
     out = tmp_path / "rows.jsonl"
     worker = _corpus._Worker(tmp_path / "script.py", out, "sm_90a", 5.0, repeat=3)
     request = types.SimpleNamespace(prim_func=func, out_idx=[-1], pass_configs={}, target="cuda")
-    worker._inspect(request, _adapter)  # not on_compile: that arms the script's SIGALRM grace timer
+    worker._inspect(request, _tilelang)  # not on_compile: that arms the script's SIGALRM grace timer
     assert calls == ["lower", "inspect"] * 4  # a dropped warm-up round, then 3 timed rounds
     (row,) = [json.loads(line) for line in out.read_text().splitlines() if "verdict" in json.loads(line)]
     assert row["verdict"] == _corpus.OK, row
@@ -291,7 +291,7 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
     assert row["lower_s"] == sorted(row["lower_runs"])[1] and row["inspect_s"] == sorted(row["inspect_runs"])[1]
     calls.clear()
     worker._inspect(types.SimpleNamespace(prim_func=matmul(512, 256, 128, 128, 128, 64), out_idx=[-1],
-                                          pass_configs={}, target="cuda"), _adapter)
+                                          pass_configs={}, target="cuda"), _tilelang)
     assert calls == ["lower", "inspect"] * 3  # a warm process: its first round counts
 
 
@@ -334,7 +334,7 @@ def test_one_lowering_serves_every_launcher_with_out_idx():
     prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
         func, [2], supports_callee_allocated_outputs=ffi.execution_backend.supports_callee_allocated_outputs)
     assert not prepared.same_as(func)
-    with tilelang.transform.PassContext(opt_level=3, config=tilelab._adapter.normalize_pass_configs({})), ffi.target:
+    with tilelang.transform.PassContext(opt_level=3, config=tilelab._tilelang.normalize_pass_configs({})), ffi.target:
         artifact = lower_with_context(prepared, ffi, enable_host_codegen=True, enable_device_compile=False)
     assert report.sources.launcher("tvm_ffi").text == artifact.rt_mod.inspect_source()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import tilelab
-from tilelab import _adapter
+from tilelab import _tilelang
 
 from gemm import matmul
 
@@ -50,17 +50,17 @@ def _contiguous_store():
 
 def _relowered(func, arch: str = "sm_90a"):
     """The cutedsl launcher from TileLang's whole pipeline run for the cutedsl target."""
-    source = _adapter.resolve_kernel(func)
+    source = _tilelang.resolve_kernel(func)
     prim = source.prim_func
-    configs = _adapter.normalize_pass_configs(source.pass_configs)
-    scheduled = _adapter.tilelang().tvm.IRModule({str(prim.attrs["global_symbol"]): prim})
-    return _adapter.cutedsl_launcher(prim, scheduled, arch, configs)
+    configs = _tilelang.normalize_pass_configs(source.pass_configs)
+    scheduled = _tilelang.tilelang().tvm.IRModule({str(prim.attrs["global_symbol"]): prim})
+    return _tilelang.cutedsl_launcher(prim, scheduled, arch, configs)
 
 
 def _cuda_lowering(func, arch: str = "sm_90a", configs: dict | None = None):
-    source = _adapter.resolve_kernel(func)
-    lowered = _adapter.lower(source, arch, out_idx=source.out_idx,
-                             pass_configs=_adapter.normalize_pass_configs(configs or {}), backends=("tvm_ffi",))
+    source = _tilelang.resolve_kernel(func)
+    lowered = _tilelang.lower(source, arch, out_idx=source.out_idx,
+                             pass_configs=_tilelang.normalize_pass_configs(configs or {}), backends=("tvm_ffi",))
     return lowered
 
 
@@ -77,12 +77,12 @@ def test_inspected_cutedsl_launcher_equals_tilelangs_own_lowering(make):
 
 def test_shared_lowering_only_where_no_cutedsl_rule_applies():
     gemm = _cuda_lowering(matmul(256, 256, 256, 128, 128, 32))
-    assert _adapter.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_90a", {})
+    assert _tilelang.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_90a", {})
     flat = _cuda_lowering(_contiguous_store())
     # the 1D bulk store is a tl.tma_store whose first argument is a global address, no descriptor
     assert "tl::tma_store" in flat.device_source
-    assert not _adapter.cutedsl_shares_lowering(flat.host_mod, flat.device_mod, "sm_90a", {})
+    assert not _tilelang.cutedsl_shares_lowering(flat.host_mod, flat.device_mod, "sm_90a", {})
     # sm_100+ (st.bulk zero fills) and LDG/STG lowering never share, whatever the kernel
-    assert not _adapter.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_100a", {})
-    assert not _adapter.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_90a",
+    assert not _tilelang.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_100a", {})
+    assert not _tilelang.cutedsl_shares_lowering(gemm.host_mod, gemm.device_mod, "sm_90a",
                                                 {"tl.enable_lower_ldgstg": True})

@@ -374,7 +374,7 @@ def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_
 def test_a_kernel_cache_entry_is_packed_and_installed_whole(tmp_path, monkeypatch):
     from tilelang.cache.kernel_cache import KernelCache
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     built = tmp_path / "there" / "kernels" / ("ab" * 32)
     built.mkdir(parents=True)
@@ -385,17 +385,17 @@ def test_a_kernel_cache_entry_is_packed_and_installed_whole(tmp_path, monkeypatc
     class Kernel:
         _tilelang_cache_path = str(built)
 
-    entry = _adapter.kernel_cache_entry(Kernel())
+    entry = _tilelang.kernel_cache_entry(Kernel())
     assert entry == ("ab" * 32, files)
     here = tmp_path / "here" / "kernels"
     monkeypatch.setattr(KernelCache, "_get_cache_root", staticmethod(lambda: str(here)))
-    assert _adapter.install_kernel_cache_entry(entry) is True
+    assert _tilelang.install_kernel_cache_entry(entry) is True
     assert {p.name: p.read_bytes() for p in (here / ("ab" * 32)).iterdir()} == files
     assert [p.name for p in here.iterdir()] == ["ab" * 32]  # no staging directory left behind
-    assert _adapter.install_kernel_cache_entry(entry) is False  # already there
-    assert _adapter.kernel_cache_entry(object()) is None
+    assert _tilelang.install_kernel_cache_entry(entry) is False  # already there
+    assert _tilelang.kernel_cache_entry(object()) is None
     with pytest.raises(ValueError, match="not a TileLang cache entry"):
-        _adapter.install_kernel_cache_entry(("../escape", files))
+        _tilelang.install_kernel_cache_entry(("../escape", files))
 
 
 # ---------------------------------------------------------------------------------------------

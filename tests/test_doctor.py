@@ -69,10 +69,10 @@ def test_each_regression_kernel_is_diagnosed_with_its_cause_pass_and_line(failur
 
 
 def test_a_tile_op_called_with_the_wrong_arguments_while_the_cell_runs():
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     with pytest.raises(LoweringError) as info:
-        with _adapter.tilelang_errors(None, stage="elaboration"):
+        with _tilelang.tilelang_errors(None, stage="elaboration"):
             doctor_kernels.copy_with_extra_arguments()
     err = info.value
     assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
@@ -130,13 +130,13 @@ def test_the_pass_read_from_a_trace(trace, expected):
 
 
 def test_the_diagnosis_never_hides_the_failure(monkeypatch):
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the doctor")
 
     monkeypatch.setattr(_doctor, "diagnose", broken)
-    err = _adapter.diagnosed(LoweringError("TileLang lowering failed: something", kernel="k"))
+    err = _tilelang.diagnosed(LoweringError("TileLang lowering failed: something", kernel="k"))
     assert err.diagnosis is None and err.cause is None and str(err) == "k: TileLang lowering failed: something"
 
 

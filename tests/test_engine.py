@@ -374,12 +374,12 @@ def test_compiled_kernel_is_relowered():
         pass
 
     # A real JITKernel needs nvcc; inspecting its prim_func with its own options is what matters.
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
-    source = _adapter.resolve_kernel(matmul(256, 256, 256, 128, 128, 32))
+    source = _tilelang.resolve_kernel(matmul(256, 256, 256, 128, 128, 32))
     assert source.kind == "prim_func" and source.name == "gemm"
-    assert _adapter.kernel_kind(FakeCompiled()) is None
-    assert _adapter.kernel_kind(tilelang) is None
+    assert _tilelang.kernel_kind(FakeCompiled()) is None
+    assert _tilelang.kernel_kind(tilelang) is None
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -600,22 +600,22 @@ def test_a_big_shared_layout_is_tabulated():
 
 
 def test_layouts_left_out_are_named_in_the_notes(monkeypatch):
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
-    monkeypatch.setattr(_adapter, "MAX_LAYOUT_ELEMENTS", 1 << 16)
+    monkeypatch.setattr(_tilelang.layout_tables, "MAX_LAYOUT_ELEMENTS", 1 << 16)
     r = tilelab.inspect(_big_tile_copy(), "sm_90a", force=True)
     assert [x.buffer for x in r.layouts] == []
     assert "layout of tile left out: 131,072 elements, more than the 65,536 tilelab tabulates" in r.notes
 
-    real = _adapter._evaluate
+    real = _tilelang.layout_tables._evaluate
 
     def refuse_fragments(expr, env, shape):
         if tuple(shape) == (128, 128):  # only C_local (the accumulator) has this shape here
             raise NotImplementedError("cannot evaluate Foo: bar")
         return real(expr, env, shape)
 
-    monkeypatch.setattr(_adapter, "MAX_LAYOUT_ELEMENTS", 1 << 18)
-    monkeypatch.setattr(_adapter, "_evaluate", refuse_fragments)
+    monkeypatch.setattr(_tilelang.layout_tables, "MAX_LAYOUT_ELEMENTS", 1 << 18)
+    monkeypatch.setattr(_tilelang.layout_tables, "_evaluate", refuse_fragments)
     r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a", force=True)
     assert "C_local" not in {x.buffer for x in r.layouts}
     assert {"A_shared", "B_shared"} <= {x.buffer for x in r.layouts}
@@ -756,7 +756,7 @@ def test_compiled_kernel_brings_its_target_out_idx_and_pass_configs():
     compiled = JITKernel(func, out_idx=[-1], execution_backend="tvm_ffi", target={"kind": "cuda", "arch": "sm_90a"},
                          pass_configs={"tl.disable_tma_lower": True}, from_database=True)
     compiled.adapter = types.SimpleNamespace(result_idx=[2])  # what a compile would set for out_idx=[-1]
-    assert tilelab._adapter.kernel_kind(compiled) == "compiled"
+    assert tilelab._tilelang.kernel_kind(compiled) == "compiled"
     r = tilelab.inspect(compiled)  # no target: the kernel's own
     assert r.target == "sm_90a" and not any("no GPU" in n for n in r.notes)
     assert {a.name: a.is_output for a in r.arguments if a.kind == "tensor"} == {"A": False, "B": False, "C": True}
@@ -822,12 +822,12 @@ def test_only_tilelangs_memory_cache_advice_is_dropped():
     advice on each in-process cache hit is dropped, every other message of that logger kept."""
     import logging
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
-    _adapter._quiet_memory_cache_advice()
-    _adapter._quiet_memory_cache_advice()  # idempotent: one filter
+    _tilelang._quiet_memory_cache_advice()
+    _tilelang._quiet_memory_cache_advice()  # idempotent: one filter
     log = logging.getLogger("tilelang.cache.kernel_cache")
-    assert log.filters.count(_adapter._drop_memory_cache_advice) == 1
+    assert log.filters.count(_tilelang._drop_memory_cache_advice) == 1
     advice = logging.LogRecord(log.name, logging.WARNING, __file__, 1,
                                "Found kernel '%s' in memory cache. For better performance, consider using "
                                "`@tilelang.jit` instead of direct kernel caching.", ("gemm",), None)
@@ -843,7 +843,7 @@ def test_the_host_printing_memo_is_one_block_at_a_time_across_threads():
 
     import tilelang
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     prim_func = tilelang.tvm.tirx.PrimFunc
 
@@ -861,7 +861,7 @@ def test_the_host_printing_memo_is_one_block_at_a_time_across_threads():
     events, a_inside, release_a = [], threading.Event(), threading.Event()
 
     def first():
-        with _adapter._host_printed_once(Module(1)):
+        with _tilelang._host_printed_once(Module(1)):
             events.append("a in")
             a_inside.set()
             release_a.wait(10)
@@ -869,7 +869,7 @@ def test_the_host_printing_memo_is_one_block_at_a_time_across_threads():
 
     def second():
         a_inside.wait(10)
-        with _adapter._host_printed_once(Module(2)):
+        with _tilelang._host_printed_once(Module(2)):
             events.append("b in")
         events.append("b out")
 

@@ -85,29 +85,29 @@ def test_each_wgmma_of_chained_gemms_reads_its_own_descriptors(attention_report)
 
 def test_a_descriptor_the_generated_cuda_contradicts_is_a_problem(attention_report):
     """Every association is checked against the source: tamper with the CUDA and it says so."""
-    from tilelab import _adapter, _inspect
+    from tilelab import _tilelang, _inspect
 
-    source = _adapter.resolve_kernel(attention_forward())
-    lowered = _adapter.lower(source, "sm_90a", out_idx=None, pass_configs=_adapter.normalize_pass_configs({}),
+    source = _tilelang.resolve_kernel(attention_forward())
+    lowered = _tilelang.lower(source, "sm_90a", out_idx=None, pass_configs=_tilelang.normalize_pass_configs({}),
                              backends=("cython",))
-    assert [w.problems for w in _adapter.wgmma_instructions(lowered)] == [(), ()]
+    assert [w.problems for w in _tilelang.wgmma_instructions(lowered)] == [(), ()]
     truth = device_wgmma_operands(lowered.device_source)
     v = truth[1]["b"]
     line = f"initialize_wgmma_descriptor<{v['layout_type']}, {v['lbo']}, {v['sbo']}>"
     assert lowered.device_source.count(line) >= 1
     tampered = lowered.device_source.replace(line, f"initialize_wgmma_descriptor<{v['layout_type']}, "
                                                    f"{v['lbo'] + 7}, {v['sbo']}>")
-    checked = _adapter.wgmma_instructions(dataclasses.replace(lowered, device_source=tampered))
+    checked = _tilelang.wgmma_instructions(dataclasses.replace(lowered, device_source=tampered))
     problems = [p for w in checked for p in w.problems]
     assert len(problems) == 1
     assert "operand B" in problems[0] and "v_tile" in problems[0] and f"{v['lbo'] + 7}" in problems[0]
     # one wgmma call fewer in the CUDA than in the IR: no call-by-call match is claimed
     first = tampered.index("tl::wgmma_ss<")
     dropped = tampered[:first] + tampered[tampered.index(";", first) + 1:]
-    checked = _adapter.wgmma_instructions(dataclasses.replace(lowered, device_source=dropped))
+    checked = _tilelang.wgmma_instructions(dataclasses.replace(lowered, device_source=dropped))
     assert all(any("2 wgmma call(s) in the IR but 1" in p for p in w.problems) for w in checked)
     # and a report carries them among its problems
-    report = attention_report.replace(wgmma=tuple(_adapter.wgmma_instructions(
+    report = attention_report.replace(wgmma=tuple(_tilelang.wgmma_instructions(
         dataclasses.replace(lowered, device_source=tampered))))
     assert any(p.startswith("wgmma m64n64k16 in ") and "operand B" in p for p in report.problems)
     assert _inspect  # the module the report came from stays importable
@@ -342,9 +342,9 @@ def test_a_tvm_check_failure_carries_the_check_and_points_at_the_kernel_line():
      "Check failed: x < 4 (7 vs. 4) : too big"),
 ])
 def test_explain_error_keeps_the_sentence_not_the_last_line(message, expected):
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
-    summary, _ = _adapter.explain_error(RuntimeError(message))
+    summary, _ = _tilelang.explain_error(RuntimeError(message))
     assert summary == expected
 
 

@@ -312,7 +312,7 @@ else:
         assert "gemm" not in ip.user_ns  # nothing of the cell stays bound
 
     def test_compiles_and_binds_on_a_gpu(ip, shown, monkeypatch):
-        import tilelab._adapter as adapter
+        import tilelab._tilelang as adapter
 
         compiled = []
 
@@ -551,7 +551,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
 
     @pytest.fixture
     def fake_gpu(monkeypatch):
-        import tilelab._adapter as adapter
+        import tilelab._tilelang as adapter
 
         compiled = []
 
@@ -592,7 +592,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         import tilelang
         from tilelang.env import CacheState
 
-        import tilelab._adapter as adapter
+        import tilelab._tilelang as adapter
 
         seen = []
 

@@ -36,13 +36,13 @@ def _rel_error(got, want) -> float:
 def test_gemm_cell_compiles_runs_against_torch_and_benches(ip, shown):
     import torch
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     result = run(ip, "--out-idx -1 --run --ref torch.matmul --bench --rep-ms 10", GEMM_CELL)
     assert result.success, result.error_in_exec
     last = magics(ip).last
     kernel = ip.user_ns["gemm"]
-    assert _adapter.kernel_kind(kernel) == "compiled" and callable(kernel)
+    assert _tilelang.kernel_kind(kernel) == "compiled" and callable(kernel)
     assert last.bound == {"gemm": "compiled gemm"}
 
     # The bound kernel computes A @ B: checked against torch on fresh random fp16 inputs.
@@ -69,15 +69,15 @@ def test_gemm_cell_compiles_runs_against_torch_and_benches(ip, shown):
 def test_a_factory_is_left_alone_and_its_kernel_is_bound_by_name(ip, shown):
     import torch
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
 
     ip.user_ns.pop("gemm", None)
     result = run(ip, '--kernel matmul --args "256, 256, 256, 128, 128, 32" --out-idx -1 --quiet',
                  "from gemm import matmul\n")
     assert result.success, result.error_in_exec
-    assert callable(ip.user_ns["matmul"]) and _adapter.kernel_kind(ip.user_ns["matmul"]) is None
+    assert callable(ip.user_ns["matmul"]) and _tilelang.kernel_kind(ip.user_ns["matmul"]) is None
     kernel = ip.user_ns["gemm"]
-    assert _adapter.kernel_kind(kernel) == "compiled"
+    assert _tilelang.kernel_kind(kernel) == "compiled"
     a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     assert _rel_error(kernel(a, b), torch.matmul(a.double(), b.double())) < 1e-2

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab import _adapter
+from tilelab import _tilelang
 from tilelab._toolchain import compile_cubin, find_toolchain, parse_ptxas
 from tilelab.occupancy import theoretical_occupancy
 from tilelab.swizzle import SharedTile, bank_conflicts, match_layout

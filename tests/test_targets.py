@@ -94,13 +94,13 @@ def test_capabilities_follow_the_hardware():
 
 
 def test_a_local_gpu_of_an_arch_the_registry_lacks_is_still_its_target(monkeypatch):
-    from tilelab import _adapter, _inspect
+    from tilelab import _tilelang, _inspect
     from tilelab.targets import local_cuda_target
 
     assert local_cuda_target("sm_90a") is parse_target("sm_90a")
     made = local_cuda_target("sm_121")
     assert (made.name, made.family, made.tma, made.wgmma) == ("sm_121", "cuda", True, False)
-    monkeypatch.setattr(_adapter, "local_gpu_arch", lambda: "sm_121")
+    monkeypatch.setattr(_tilelang, "local_gpu_arch", lambda: "sm_121")
     resolved, note = _inspect.resolve_target(None)
     assert resolved.name == "sm_121" and note == "target sm_121: the local GPU's arch"
 

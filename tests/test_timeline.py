@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab import _adapter
+from tilelab import _tilelang
 from tilelab._timeline import decode, summarize
 from tilelab._timeline_model import BlockTime, Flow, Timeline
 from tilelab._timeline_rewrite import END, KERNEL_END, KERNEL_START, RewriteError, Site, instrument
@@ -44,10 +44,10 @@ def lowered(name: str):
             "add": (lambda: timeline_kernels.add(), "sm_90a"),
         }[name]
         func = func()
-        source = _adapter.timeline_device_source(func, arch)
-        ins = instrument(source, ops=_adapter.timeline_ops(func), cell_file=_adapter.kernel_file(func), blocks=32,
+        source = _tilelang.timeline_device_source(func, arch)
+        ins = instrument(source, ops=_tilelang.timeline_ops(func), cell_file=_tilelang.kernel_file(func), blocks=32,
                          traced_blocks=(0, 5))
-        plain = _adapter.lower(_adapter.resolve_kernel(func), arch, out_idx=None, pass_configs={}, backends=()).device_source
+        plain = _tilelang.lower(_tilelang.resolve_kernel(func), arch, out_idx=None, pass_configs={}, backends=()).device_source
         _CACHE[name] = (func, arch, source, ins, plain)
     return _CACHE[name]
 
@@ -174,7 +174,7 @@ def test_a_source_without_the_bind_is_refused():
 def test_the_instrumented_source_compiles_with_no_spill_and_no_serialised_wgmma(name, tmp_path):
     _, arch, source, ins, _ = lowered(name)
     plain = "\n".join(t for t in source.split("\n") if "TLT_BIND" not in t)
-    incs = [f"-I{d}" for d in _adapter.device_include_dirs()]
+    incs = [f"-I{d}" for d in _tilelang.device_include_dirs()]
     logs = {}
     for which, text in (("plain", plain), ("instrumented", ins.source)):
         (tmp_path / f"{which}.cu").write_text(text)
@@ -199,10 +199,10 @@ def test_the_postproc_hook_is_put_back_as_it_was():
     seen = []
     register_cuda_postproc(lambda code, target: code + "// theirs\n")
     try:
-        with _adapter.cuda_postproc(lambda code: seen.append(code) or code + "// ours\n"):
-            source = _adapter.timeline_device_source(timeline_kernels.add(), "sm_90a")
+        with _tilelang.cuda_postproc(lambda code: seen.append(code) or code + "// ours\n"):
+            source = _tilelang.timeline_device_source(timeline_kernels.add(), "sm_90a")
         assert source.endswith("// ours\n") and seen
-        after = _adapter.timeline_device_source(timeline_kernels.add(), "sm_90a")
+        after = _tilelang.timeline_device_source(timeline_kernels.add(), "sm_90a")
         assert after.endswith("// theirs\n")
     finally:
         tvm_ffi.remove_global_func("tilelang_callback_cuda_postproc")

@@ -109,7 +109,7 @@ def test_outputs_are_bit_identical_to_the_plain_kernels(name):
     torch.cuda.synchronize()
     func = plain.prim_func
     payload = pickle.dumps((func, [len(func.params) - 1], plain.target, "tvm_ffi", configs or {}))
-    grid = tilelab._adapter.launch_dims(plain)[0]
+    grid = tilelab._tilelang.launch_dims(plain)[0]
     capture = launch_timeline.capture_launch(payload, args, {"grid": grid, "traced": (0,), "granularity": "warp",
                                                               "overhead": False, "keep_outputs": True})
     (got,) = capture.outputs

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab import _adapter
+from tilelab import _tilelang
 from tilelab._toolchain import find_toolchain, parse_ptxas, parse_sass, strip_line_directives
 
 from elementwise_sm80 import elementwise_add
@@ -57,7 +57,7 @@ def test_resources_match_cuobjdump_of_nvcc_own_build(tmp_path):
     assert r.kernel == "gemm_kernel"
     # An independent build: nvcc straight to a cubin, read back with cuobjdump -res-usage.
     (tmp_path / "k.cu").write_text(report.sources.device)
-    incs = [f"-I{d}" for d in _adapter.device_include_dirs()]
+    incs = [f"-I{d}" for d in _tilelang.device_include_dirs()]
     subprocess.run([str(CUDA / "bin" / "nvcc"), "-cubin", "-std=c++17", "-w", "-arch=sm_90a", *incs, "-o", "k.cubin",
                     "k.cu"], cwd=tmp_path, check=True, capture_output=True)
     cuobjdump = TOOLS.cuobjdump or shutil.which("cuobjdump")
@@ -133,8 +133,8 @@ def test_python_lines_link_to_device_lines_through_line_directives():
 def test_strip_line_directives_gives_the_plain_source_back():
     func = matmul(1024, 1024, 1024, 128, 128, 32)
     plain = tilelab.inspect(func, "sm_90a").sources.device
-    source = _adapter.resolve_kernel(func)
-    with_lines = _adapter.device_source_with_line_directives(source, "sm_90a", _adapter.normalize_pass_configs({}))
+    source = _tilelang.resolve_kernel(func)
+    with_lines = _tilelang.device_source_with_line_directives(source, "sm_90a", _tilelang.normalize_pass_configs({}))
     assert with_lines.count("#line") > 10
     stripped, origins = strip_line_directives(with_lines)
     assert stripped == plain

@@ -50,7 +50,7 @@ _LAZY = {
     "swizzle_explorer": (".widgets.explorer", "swizzle_explorer"),
     "draw": (".render.svg", "draw"),
     "Inspector": (".widgets.inspector", "Inspector"),
-    "has_gpu": ("._adapter", "has_gpu"),
+    "has_gpu": ("._tilelang", "has_gpu"),
     "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
     "CacheWriteWarning": ("._cache", "CacheWriteWarning"),
     "profile": (".launch._profile", "profile"),

@@ -73,10 +73,10 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
         code = compile(expr, f"<{path.name}:EXPR>", "eval")
     except SyntaxError as err:
         raise CliError(f"bad expression {expr!r}: {err.msg}") from err
-    from . import _adapter
+    from . import _tilelang
 
     try:
-        with _adapter.tilelang_errors(expr.split("(")[0].strip()):
+        with _tilelang.tilelang_errors(expr.split("(")[0].strip()):
             return eval(code, namespace)
     except TilelabError as err:
         raise CliError(str(err)) from err
@@ -87,7 +87,7 @@ def _evaluate(expr: str, namespace: dict[str, Any], path: Path) -> Any:
         names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
         raise CliError(f"{err} in {path}; it defines: {', '.join(names) or 'nothing callable'}") from err
     except Exception as err:
-        where = _adapter._user_frame(err.__traceback__)
+        where = _tilelang._user_frame(err.__traceback__)
         at = f"\n  at {where[0]}:{where[1]}: {where[2].strip()}" if where and where[0] == str(path.resolve()) else ""
         raise CliError(f"evaluating {expr!r} failed: {type(err).__name__}: {err}{at}") from err
 

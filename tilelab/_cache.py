@@ -35,8 +35,8 @@ from ._model import SCHEMA_VERSION, KernelReport
 ENTRY_FORMAT = 2
 
 # The engine's own sources: a report is only as current as the code that built it, and tilelab's
-# version string does not change with every edit.
-ENGINE_SOURCES = ("_adapter.py", "_cache.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py",
+# version string does not change with every edit. A folder stands for its Python files.
+ENGINE_SOURCES = ("_tilelang", "_cache.py", "_inspect.py", "_model.py", "_tma_rules.py", "_machine.py",
                   "_toolchain.py", "occupancy.py", "cuda_facts.py", "_explain.py", "mfma.py", "targets.py")
 
 
@@ -112,13 +112,15 @@ def engine_fingerprint() -> str:
     """SHA-256 over the engine's source files, computed once per process."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ENGINE_SOURCES:
-        digest.update(name.encode() + b"\0")
-        try:
-            digest.update((here / name).read_bytes())
-        except OSError:  # pragma: no cover - an installed copy without sources
-            digest.update(b"missing")
-        digest.update(b"\0")
+    for entry in ENGINE_SOURCES:
+        names = sorted(f"{entry}/{p.name}" for p in (here / entry).glob("*.py")) if (here / entry).is_dir() else [entry]
+        for name in names:
+            digest.update(name.encode() + b"\0")
+            try:
+                digest.update((here / name).read_bytes())
+            except OSError:  # pragma: no cover - an installed copy without sources
+                digest.update(b"missing")
+            digest.update(b"\0")
     return digest.hexdigest()
 
 

@@ -1,7 +1,7 @@
 """One run of a ``%%tilelang`` cell, as a transaction: the library under the magic.
 
 :meth:`CellSession.run` executes the cell in the user's namespace, finds the kernels it defines,
-builds them (``tilelab.inspect``, and on a GPU ``_adapter.compile_kernel``) or takes them from
+builds them (``tilelab.inspect``, and on a GPU ``_tilelang.compile_kernel``) or takes them from
 the session's cell cache, binds compiled kernels, launches them when asked and shows the
 inspector; it returns a :class:`CellResult`. If anything fails after the cell began (its own
 code, inspection, compilation, --run, --bench, display), every name the cell or the run bound is
@@ -134,7 +134,7 @@ def execute(source: CellSource, ns: dict[str, Any], host: CellHost) -> None:
     """Execute the cell. A SyntaxError becomes a :class:`CellSyntaxError` showing the cell line; a
     Python error keeps a traceback of the cell's frames only; one raised inside TileLang while a
     kernel is built is a LoweringError naming the kernel."""
-    from . import _adapter
+    from . import _tilelang
 
     try:
         code = compile(source.python, source.filename, "exec", dont_inherit=True)
@@ -142,11 +142,11 @@ def execute(source: CellSource, ns: dict[str, Any], host: CellHost) -> None:
         raise CellSyntaxError(err, host.syntax_traceback(err)) from None
     # TileLang installs its log handler on import: import it first, so that the handler is
     # there to be quieted below (a cell that imports TileLang itself would print through it).
-    _adapter.tilelang()
+    _tilelang.tilelang()
     try:
         # TileLang's log records (a CRITICAL dump of the builder's generated code when a
         # T.prim_func fails to build) go into the error's folded trace, not onto stderr.
-        with _adapter.tilelang_errors(None, stage="elaboration"):
+        with _tilelang.tilelang_errors(None, stage="elaboration"):
             exec(code, ns)
     except LoweringError as err:
         if err.kernel is None:
@@ -200,7 +200,7 @@ class CellSession:
 
     def _after_cell(self, source: CellSource, options: CellOptions, names: NameTransaction,
                     host: CellHost) -> CellResult | None:
-        from . import _adapter
+        from . import _tilelang
 
         ns = names.ns
         call = evaluate_args(options.args, ns)
@@ -213,14 +213,14 @@ class CellSession:
             return None
         shown = choose(found, options.kernel)
         check_call(shown, ns[shown], call)
-        gpu = _adapter.has_gpu()
+        gpu = _tilelang.has_gpu()
         build = Build(tuple(found), shown, call, options, gpu, launch_refusal(options.target, gpu))
         entry, key, hit = self._entry(source, build, ns)
         result = CellResult(kernels=found, shown=shown, report=entry.report, compiled=dict(entry.compiled),
                             cache_hit=hit, key=key, bound=bind(entry, build, ns, self.bound))
         if result.bound and not options.quiet:
             target = options.target or result.report.target
-            host.say(f"%%tilelang: compiled for {target} ({options.backend or _adapter.default_backend(target)}) "
+            host.say(f"%%tilelang: compiled for {target} ({options.backend or _tilelang.default_backend(target)}) "
                      "and bound " + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
         if options.launches:
             from ._cell_launch import launch_cell

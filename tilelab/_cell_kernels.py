@@ -107,12 +107,12 @@ def find_kernels(cell: str, ns: dict[str, Any], changed: list[str], filename: st
     """The names of the kernels the cell defined (``changed``: the names it bound), in the order
     the cell first uses them. With ``--args``, a plain function of the cell that the arguments fit
     and that gives a kernel counts as a factory."""
-    from . import _adapter
+    from . import _tilelang
 
-    found = [k for k in changed if _adapter.kernel_kind(ns[k]) is not None]
+    found = [k for k in changed if _tilelang.kernel_kind(ns[k]) is not None]
     if call and wanted and wanted not in found and wanted in ns and callable(ns[wanted]):
         found.append(wanted)  # --kernel NAME --args ...: NAME is a kernel factory
-    elif call and not wanted and not any(_adapter.kernel_kind(ns[k]) == "jit" for k in found):
+    elif call and not wanted and not any(_tilelang.kernel_kind(ns[k]) == "jit" for k in found):
         functions = [k for k in changed if k not in found
                      and getattr(getattr(ns[k], "__code__", None), "co_filename", None) == filename]
         found += _factories(functions, ns, call, any_kernel=bool(found))
@@ -139,11 +139,11 @@ def _factories(functions: list[str], ns: dict[str, Any], call: Call, *, any_kern
 
 
 def _gives_kernel(fn: Any, call: Call) -> bool:
-    from . import _adapter
+    from . import _tilelang
 
     try:
-        with _adapter.tilelang_errors(None):
-            return _adapter.kernel_kind(fn(*call.args, **call.kwargs)) is not None
+        with _tilelang.tilelang_errors(None):
+            return _tilelang.kernel_kind(fn(*call.args, **call.kwargs)) is not None
     except Exception:
         return False
 
@@ -160,9 +160,9 @@ def choose(names: list[str], wanted: str | None) -> str:
 
 def check_call(name: str, obj: Any, call: Call) -> None:
     """A jit function or factory must be given the arguments that specialise it; a prim_func none."""
-    from . import _adapter
+    from . import _tilelang
 
-    kind = _adapter.kernel_kind(obj)
+    kind = _tilelang.kernel_kind(obj)
     if kind in ("prim_func", "compiled"):
         if call:
             what = "T.prim_func" if kind == "prim_func" else "compiled kernel"
@@ -206,29 +206,29 @@ def cell_key(cell: str, build: Build, ns: dict[str, Any]) -> tuple[str, tuple[st
     """The cell cache's key and its material: what shapes the build, and nothing else (--show,
     --quiet, --force, --run, --bench do not). The cell's text alone is not enough: a kernel may
     use names from earlier cells, so each kernel's content is part of it."""
-    from . import _adapter
+    from . import _tilelang
     from ._version import __version__
 
-    material = (cell, _adapter.tilelang_version(), __version__, str(build.gpu), str(build.compile_now),
+    material = (cell, _tilelang.tilelang_version(), __version__, str(build.gpu), str(build.compile_now),
                 repr(build.options.build_options), repr(build.call.args), repr(sorted(build.call.kwargs.items())),
-                *(f"{n}:{_adapter.kernel_fingerprint(ns[n])}" for n in build.names))
+                *(f"{n}:{_tilelang.kernel_fingerprint(ns[n])}" for n in build.names))
     return hashlib.sha256("\0".join(material).encode()).hexdigest(), material
 
 
 def build_cell(build: Build, ns: dict[str, Any]) -> CellEntry:
     """Inspect the shown kernel and, when the kernels are compiled here, compile every one."""
-    from . import _adapter
+    from . import _tilelang
     from ._inspect import inspect
 
     options = build.options
     kernel = ns[build.shown]
     report = inspect(kernel, options.target, out_idx=_out_idx(options), pass_configs=options.pass_configs or None,
-                     **build.arguments(_adapter.kernel_kind(kernel)), force=options.force, toolchain=options.sass,
+                     **build.arguments(_tilelang.kernel_kind(kernel)), force=options.force, toolchain=options.sass,
                      passes=options.passes)
     compiled: dict[str, Any] = {}
     if build.compile_now:
         for name in build.names:
-            kind = _adapter.kernel_kind(ns[name])
+            kind = _tilelang.kernel_kind(ns[name])
             if kind == "compiled":
                 continue  # already a compiled kernel
             if kind != "prim_func" and name != build.shown:
@@ -239,12 +239,12 @@ def build_cell(build: Build, ns: dict[str, Any]) -> CellEntry:
 
 def compile_one(obj: Any, build: Build) -> Any:
     """``obj`` compiled with the cell's --target/--backend/--out-idx/--pass-config/--args."""
-    from . import _adapter
+    from . import _tilelang
 
     options = build.options
-    return _adapter.compile_kernel(obj, target=options.target, backend=options.backend, out_idx=_out_idx(options),
+    return _tilelang.compile_kernel(obj, target=options.target, backend=options.backend, out_idx=_out_idx(options),
                                    pass_configs=options.pass_configs or None,
-                                   **build.arguments(_adapter.kernel_kind(obj)), force=options.force)
+                                   **build.arguments(_tilelang.kernel_kind(obj)), force=options.force)
 
 
 def bind(entry: CellEntry, build: Build, ns: dict[str, Any], ours: dict[str, Any]) -> dict[str, str]:
@@ -252,19 +252,19 @@ def bind(entry: CellEntry, build: Build, ns: dict[str, Any], ours: dict[str, Any
     function stays, and its compiled kernel goes under the kernel's own name (or
     ``<factory>_kernel`` when that name holds something else). ``ours`` (name -> kernel) records
     what the magic bound, so that a later run may bind there again; returns name -> what it is."""
-    from . import _adapter
+    from . import _tilelang
 
     bound: dict[str, str] = {}
-    order = sorted(entry.compiled, key=lambda n: _adapter.kernel_kind(ns[n]) != "prim_func")
+    order = sorted(entry.compiled, key=lambda n: _tilelang.kernel_kind(ns[n]) != "prim_func")
     for name in order:
         kernel = entry.compiled[name]
-        if _adapter.kernel_kind(ns[name]) == "prim_func":
+        if _tilelang.kernel_kind(ns[name]) == "prim_func":
             target, what = name, f"compiled {name}"
         else:
             target = entry.report.name if name == build.shown else f"{name}_kernel"
             current = ns.get(target, MISSING)
             taken = target in bound or (current is not MISSING and current is not ours.get(target)
-                                        and _adapter.kernel_kind(current) != "compiled")
+                                        and _tilelang.kernel_kind(current) != "compiled")
             if taken or not target.isidentifier():
                 target = f"{name}_kernel"
             what = f"{name}({build.call.text(quote=False)})"

@@ -44,13 +44,13 @@ def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
 
 def launchable_kernel(entry: CellEntry, build: Build, ns: dict[str, Any]) -> Any:
     """The shown kernel compiled with this cell's options (compiled now under --no-compile)."""
-    from . import _adapter
+    from . import _tilelang
 
     kernel = entry.compiled.get(build.shown)
     if kernel is not None:
         return kernel
     obj = ns[build.shown]
-    return obj if _adapter.kernel_kind(obj) == "compiled" else compile_one(obj, build)
+    return obj if _tilelang.kernel_kind(obj) == "compiled" else compile_one(obj, build)
 
 
 def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None],

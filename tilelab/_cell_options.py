@@ -235,9 +235,9 @@ def _parse_out_idx(text: str | None) -> tuple[int, ...] | None:
 def _parse_pass_configs(items: list[str | None]) -> dict[str, Any]:
     if not items:
         return {}
-    from . import _adapter
+    from . import _tilelang
 
-    known = _adapter.known_pass_config_keys()
+    known = _tilelang.known_pass_config_keys()
     configs: dict[str, Any] = {}
     for item in items:
         key, sep, raw = (item or "").partition("=")

@@ -40,6 +40,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ._tilelang.source import source_kernels, source_wgmma
+from ._tilelang.source import split_top_level as _split_top
+
 OK = "ok"
 MISMATCH = "mismatch"
 INSPECT_ERROR = "inspect error"
@@ -125,32 +128,6 @@ def _int_or_none(text: str) -> int | None:
     return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
-    return parts
-
-
-def source_kernels(device: str) -> list[str]:
-    """Names of the ``__global__`` functions the device source defines, in order."""
-    names: list[str] = []
-    for m in re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(', device):
-        if m.group(1) not in names:
-            names.append(m.group(1))
-    return names
-
-
 def launcher_launches(cpp: str) -> dict[str, dict[str, list[str] | str]]:
     """Grid, block and dynamic shared memory of each kernel launch in the C++ launcher."""
     out: dict[str, dict[str, Any]] = {}
@@ -198,53 +175,9 @@ def launcher_tma(cpp: str) -> list[dict[str, Any]]:
     return out
 
 
-def _kernel_bodies(device: str) -> list[tuple[str, str]]:
-    """(kernel name, body text) for each ``__global__`` definition."""
-    spans = [(m.group(1), m.end()) for m in
-             re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\([^;{]*\)\s*\{', device)]
-    return [(name, device[start:spans[i + 1][1] if i + 1 < len(spans) else len(device)])
-            for i, (name, start) in enumerate(spans)]
-
-
 _WGMMA_TYPES = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32", "TensorFloat32": "tfloat32",
                 "Float8_e4m3": "float8_e4m3", "Float8_e5m2": "float8_e5m2", "Int8": "int8", "UInt8": "uint8",
                 "Int32": "int32"}
-
-
-def source_wgmma(device: str) -> list[tuple]:
-    """One record per ``tl::wgmma_ss/rs`` call site: (kernel, instruction, variant, a_major, b_major,
-    a operand, b operand), an operand being (buffer, layout type, LBO, SBO) of the descriptor its
-    variable was last initialised to before the call, or None when it comes from registers."""
-    sites = []
-    event = re.compile(
-        r"tl::initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), (.*?)\);"
-        r"|tl::wgmma_(ss|rs)<([^>]*)>\((.*?)\);")
-    for kernel, body in _kernel_bodies(device):
-        current: dict[str, tuple] = {}
-        for m in event.finditer(body):
-            if m.group(1) is not None:
-                # (&(((half_t*)A_shared)[0])), at a byte offset ((void*)((char*)(&(...)) + 4096)),
-                # or, for a statically declared buffer, (&(A_shared[0]))
-                pointer = (re.search(r"\(\w+\s*\*\)(\w+)\)\[", m.group(5))
-                           or re.search(r"&\((\w+)\[", m.group(5)))
-                buffer = pointer.group(1) if pointer else None
-                current[m.group(4)] = (buffer, int(m.group(1)), int(m.group(2)), int(m.group(3)))
-                continue
-            variant, params, args = m.group(6), _split_top(m.group(7)), _split_top(m.group(8))
-            mm, nn, kk = params[3:6]
-            tnsp_a, tnsp_b = params[6], params[7]  # rs keeps both template arguments (A's is false)
-
-            def operand(expr: str) -> tuple | None:
-                for ident in re.findall(r"[A-Za-z_]\w*", expr):
-                    if ident in current:
-                        return current[ident]
-                return ("?", -1, -1, -1)
-
-            a = operand(args[0]) if variant == "ss" else None
-            b = operand(args[1])
-            sites.append((kernel, f"m{mm}n{nn}k{kk}", variant, "MN" if tnsp_a == "true" else "K",
-                          "MN" if tnsp_b == "true" else "K", a, b))
-    return sites
 
 
 def _report_wgmma(report: Any) -> list[tuple]:

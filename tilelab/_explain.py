@@ -52,7 +52,7 @@ def _bytes(operand: tuple) -> int | None:
 
 def explain(ops: Sequence[dict[str, Any]], device_source: str, arch: str, pass_configs: dict[str, str],
             threads: int | None, global_shapes: dict[str, tuple[Any, ...]] | None = None) -> Lowering:
-    """``ops`` from :func:`tilelab._adapter.tile_ops`; ``pass_configs`` as the report keeps them (repr values)."""
+    """``ops`` from :func:`tilelab._tilelang.tile_ops`; ``pass_configs`` as the report keeps them (repr values)."""
     device = device_source.split("\n")
     sm = _sm(arch)
     global_shapes = global_shapes or {}

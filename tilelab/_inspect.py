@@ -70,7 +70,7 @@ def resolve_target(spec: Any) -> tuple[Target, str | None]:
     validation the API, CLI and magic share), and a note when the choice was tilelab's: with no
     spec, the local GPU's arch, else sm_90a."""
     if spec is None:
-        from ._adapter import local_gpu_arch
+        from ._tilelang import local_gpu_arch
 
         local = local_gpu_arch()
         if local:
@@ -105,13 +105,13 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     the kernel's Python lines to device lines to PTX/SASS. A missing toolkit is reported there, not
     raised. ``passes=True`` records TileLang's lowering pass by pass into ``report.passes``.
     """
-    from . import _adapter
+    from . import _tilelang
 
     known = tuple(dict.fromkeys(BACKENDS + tuple(b for t in REGISTRY for b in t.backends)))
     unknown = [b for b in (backends or ()) if b not in known]
     if unknown:
         raise ValueError(f"unknown backend(s) {unknown}; choose from {list(known)}")
-    source = _adapter.resolve_kernel(kernel, tuple(args), kwargs)
+    source = _tilelang.resolve_kernel(kernel, tuple(args), kwargs)
     notes: list[str] = []
     if target is None and source.target_hint is not None and not isinstance(source.target_hint, str):
         target = source.target_hint
@@ -127,12 +127,12 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     _check_out_idx(out_idx_list, source, shown=out_idx if out_idx is not None else source.out_idx,
                    given=out_idx is not None)
     user_configs = {**source.pass_configs, **(pass_configs or {})}
-    _adapter.check_pass_configs(user_configs)
-    configs = _adapter.normalize_pass_configs(user_configs)
-    version = _adapter.tilelang_version()
+    _tilelang.check_pass_configs(user_configs)
+    configs = _tilelang.normalize_pass_configs(user_configs)
+    version = _tilelang.tilelang_version()
 
     material = _cache.key_material(
-        script=_adapter.script_text(source.prim_func), kernel=source.name, arch=arch, out_idx=out_idx_list,
+        script=_tilelang.script_text(source.prim_func), kernel=source.name, arch=arch, out_idx=out_idx_list,
         pass_configs=configs, backends=tuple(backends), constants=source.constants, tilelang_version=version,
         tiers=(("toolchain", str(cuda_home)) if toolchain else ()) + (("passes",) if passes else ()))
     key = _cache.key_of(material)
@@ -142,7 +142,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
             return _with_target_note(cached, target_note)
 
     try:
-        lowered = _adapter.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+        lowered = _tilelang.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
     except LoweringError as err:
         if user_configs:  # the user's options may be the cause: say which were in force
             given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
@@ -151,12 +151,12 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
             err.args = (err.summary,)
         raise
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
-    descriptors = [_checked(d, arch) for d in _adapter.tma_descriptors(lowered)]
-    windows = _adapter.l2_windows(lowered)
+    descriptors = [_checked(d, arch) for d in _tilelang.tma_descriptors(lowered)]
+    windows = _tilelang.l2_windows(lowered)
     notes += _l2_notes(windows)
-    kernels = _adapter.kernel_launches(lowered)
+    kernels = _tilelang.kernel_launches(lowered)
     notes += _pdl_notes(kernels)
-    notes += _adapter.limit_notes(lowered, kernels, resolved)
+    notes += _tilelang.limit_notes(lowered, kernels, resolved)
     mfma_records, lds_records = [], []
     if resolved.mfma:  # read from the generated HIP itself: what the GPU will run
         from . import mfma
@@ -165,7 +165,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         lds_records = mfma.lds_reads(lowered.device_source, mfma_records)
         mfma_records = mfma.with_lds_sources(mfma_records, lds_records)
     left_out: list[str] = []
-    layouts = _adapter.layouts(lowered, left_out=left_out)
+    layouts = _tilelang.layouts(lowered, left_out=left_out)
     notes += left_out
     for backend in lowered.transient_failures:
         notes.append(f"the {backend} launcher failed to generate ({lowered.launchers[backend].reason}); "
@@ -176,10 +176,10 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         kernels=tuple(kernels),
         sources=Sources(device=lowered.device_source, launchers=launchers),
         tma_descriptors=tuple(descriptors),
-        wgmma=tuple(_adapter.wgmma_instructions(lowered)),
+        wgmma=tuple(_tilelang.wgmma_instructions(lowered)),
         layouts=tuple(layouts),
         l2_persistence=tuple(windows),
-        arguments=tuple(_adapter.arguments(source, out_idx_list)),
+        arguments=tuple(_tilelang.arguments(source, out_idx_list)),
         notes=tuple(notes),
         versions=(("tilelang", version), ("tilelab", TILELAB_VERSION)),
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
@@ -192,7 +192,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         if toolchain:
             report = report.replace(machine=_machine_code(source, arch, configs, report, cuda_home))
         if passes:
-            report = report.replace(passes=_adapter.pass_trace(source, arch, configs))
+            report = report.replace(passes=_tilelang.pass_trace(source, arch, configs))
     elif toolchain or passes:
         asked = " and ".join(n for n, on in (("toolchain=True (--sass)", toolchain), ("passes=True (--passes)", passes)) if on)
         report = report.replace(notes=report.notes + (
@@ -244,16 +244,16 @@ def _checked(desc, arch: str):
 
 def _machine_code(source: Any, arch: str, configs: dict[str, Any], report: KernelReport, cuda_home: Any):
     """PTX/SASS/resources of the report's device source, with the Python line of each device line."""
-    from . import _adapter
+    from . import _tilelang
     from ._toolchain import machine_code, strip_line_directives
 
-    with_lines = _adapter.device_source_with_line_directives(source, arch, configs)
-    stripped, origins = strip_line_directives(with_lines, is_user_file=lambda f: not _adapter.is_tilelang_file(f))
+    with_lines = _tilelang.device_source_with_line_directives(source, arch, configs)
+    stripped, origins = strip_line_directives(with_lines, is_user_file=lambda f: not _tilelang.is_tilelang_file(f))
     if stripped != report.sources.device:
         origins = ()  # the line-directive build differs from the one shown: its lines would mislead
     files = list(dict.fromkeys(o.file for o in origins if o.user))
     python_sources = tuple((f, "".join(_source_lines(f))) for f in files if _source_lines(f))
-    return machine_code(report.sources.device, arch, include_dirs=_adapter.device_include_dirs(),
+    return machine_code(report.sources.device, arch, include_dirs=_tilelang.device_include_dirs(),
                         kernels=report.kernels, origins=origins, python_sources=python_sources,
                         cuda_home=cuda_home)
 
@@ -272,11 +272,11 @@ def _source_lines(path: str) -> list[str]:
 
 def _lowering(source: Any, arch: str, report: KernelReport):
     """The lowering explainer's record; None (with nothing claimed) if the tile ops cannot be read."""
-    from . import _adapter
+    from . import _tilelang
     from ._explain import explain
 
     try:
-        ops = _adapter.tile_ops(source.prim_func)
+        ops = _tilelang.tile_ops(source.prim_func)
     except Exception:  # an unusual prim_func: the explainer is a bonus, never a failure
         return None
     threads = next((k.threads_per_block for k in report.kernels if isinstance(k.threads_per_block, int)), None)

@@ -4,9 +4,10 @@ A TMA descriptor is *encoded* by some lines of each launcher, *used* by some lin
 CUDA (``tl::tma_load(A_desc, ...)``), and *asked for* by a line of the user's source
 (``T.copy(A[...], A_shared)``); a WGMMA instruction is issued by ``tl::wgmma_ss<..., 64, 64, 16,
 ...>`` lines whose descriptors ``tl::initialize_wgmma_descriptor<...>`` sets up, and asked for by
-``T.gemm(...)``. :func:`report_links` finds all of them from the texts alone, once, so that the
-renderers only draw links (source and generated lines linked both ways, as Compiler Explorer and
-Nsight Compute's source view do).
+``T.gemm(...)``. :func:`report_links` finds all of them from the texts alone, once (the device
+CUDA's lines through ``tilelab._tilelang.source``, the one parser of TileLang's generated CUDA),
+so that the renderers only draw links (source and generated lines linked both ways, as Compiler
+Explorer and Nsight Compute's source view do).
 
 Also here: the plain-language reasons for numbers a reader meets in the summary (why the block
 has more threads than the cell asked for; why a 128x128 tile issues m64n64k16).
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ._model import KernelReport, LauncherSource
+from ._tilelang.source import descriptor_use_lines, mentions, wgmma_lines
 from .cuda_facts import WARPGROUP_THREADS, WGMMA_K_BYTES, WGMMA_M, WGMMA_MAX_N
 
 # Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
@@ -64,10 +66,6 @@ def launcher_parts(item: LauncherSource) -> list[tuple[str, str, str]]:
     return parts
 
 
-def _mentions(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w]){re.escape(name)}(?![A-Za-z0-9])")
-
-
 def _declares(name: str) -> re.Pattern[str]:
     # "CUtensorMap A_desc;", "void* A_desc = ...", "A_desc_type = ...", "A_desc__dtype, ... =",
     # "// Descriptor 0: A_desc (tensor: A)"
@@ -95,7 +93,7 @@ def encode_calls(text: str, names: Sequence[str]) -> dict[str, tuple[int, int, i
                     break
                 j += 1
             calls.append((i, min(j, len(lines) - 1)))
-    mention = {n: _mentions(n) for n in names}
+    mention = {n: mentions(n) for n in names}
     prefixed = {n: re.compile(rf"(?<![\w]){re.escape(n)}_") for n in names}
     declare = {n: _declares(n) for n in names}
     spans: dict[str, tuple[int, int, int]] = {}
@@ -126,10 +124,6 @@ def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
     return {n: (first, last) for n, (first, _, last) in encode_calls(text, names).items()}
 
 
-def _device_declaration(line: str) -> bool:
-    return "__global__" in line
-
-
 def _source_lines(source: str, pattern: re.Pattern[str]) -> tuple[int, ...]:
     out = []
     for n, line in enumerate(source.split("\n"), 1):
@@ -152,20 +146,10 @@ def report_links(report: KernelReport, source: str | None = None) -> ReportLinks
                         first, call, last = calls[name]
                         encode[i].append(EncodeSite(item.backend, p, part, first, last, call))
     device = report.sources.device.split("\n")
-    tma_device = {}
-    for i, name in enumerate(names):
-        m = _mentions(name)
-        tma_device[i] = tuple(n for n, line in enumerate(device, 1)
-                              if name in line and m.search(line) and not _device_declaration(line))
-    wgmma_device = {}
-    for i, w in enumerate(report.wgmma):
-        shape = re.match(r"m(\d+)n(\d+)k(\d+)", w.instruction)
-        issue = re.compile(rf"\btl::wgmma_{re.escape(w.variant)}<[^>]*?\b{shape.group(1)},\s*{shape.group(2)},\s*"
-                           rf"{shape.group(3)}\b") if shape else re.compile(r"\btl::wgmma_")
-        descs = [re.compile(rf"\binitialize_wgmma_descriptor<\s*{op.layout_type},\s*{op.lbo},\s*{op.sbo}\s*>")
-                 for op in (w.a, w.b) if op is not None]
-        wgmma_device[i] = tuple(n for n, line in enumerate(device, 1)
-                                if issue.search(line) or any(d.search(line) for d in descs))
+    tma_device = {i: descriptor_use_lines(device, name) for i, name in enumerate(names)}
+    wgmma_device = {i: wgmma_lines(device, w.variant, w.instruction,
+                                   [(op.layout_type, op.lbo, op.sbo) for op in (w.a, w.b) if op is not None])
+                    for i, w in enumerate(report.wgmma)}
     tma_source: dict[int, tuple[int, ...]] = {}
     wgmma_source: dict[int, tuple[int, ...]] = {}
     if source:

@@ -87,10 +87,10 @@ def tile_map(prepared: Any, check: Any, out: Any, expected: Any, poisoned: bool,
 
 def launch_grid(prepared: Any, bound: dict[str, int]) -> tuple[int, int, int] | None:
     """The kernel's grid as its ``T.Kernel`` wrote it, sizes substituted; None when unknown."""
-    from .. import _adapter
+    from .. import _tilelang
 
     try:
-        dims = _adapter.launch_dims(prepared.compiled)
+        dims = _tilelang.launch_dims(prepared.compiled)
         if dims is None:
             return None
         return tuple(int(_inputs.eval_dim(d, bound)) for d in dims[0])  # type: ignore[return-value]

@@ -35,7 +35,7 @@ class InspectOnlyTargetError(TilelabError, RuntimeError):
 def wants_cpu(kernel: Any, target: Any = None) -> bool:
     """True when ``kernel`` is to be launched on the CPU: ``target`` names the CPU, or the kernel
     was compiled for it. Raises :class:`InspectOnlyTargetError` for targets tilelab only inspects."""
-    from .. import _adapter
+    from .. import _tilelang
     from ..targets import launch_refusal, parse_target
 
     if target is not None:
@@ -43,13 +43,13 @@ def wants_cpu(kernel: Any, target: Any = None) -> bool:
         if resolved.family == "cpu":
             return True
         if resolved.family != "cuda":
-            raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_adapter.has_gpu()))
+            raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_tilelang.has_gpu()))
         return False
     compiled = getattr(kernel, "compiled", kernel)  # a Prepared, or a JITKernel
-    family = _adapter.compiled_target_family(compiled)
+    family = _tilelang.compiled_target_family(compiled)
     if family is not None and family not in ("cuda", "cpu"):
-        resolved = parse_target(_adapter.compiled_target_name(compiled))
-        raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_adapter.has_gpu()))
+        resolved = parse_target(_tilelang.compiled_target_name(compiled))
+        raise InspectOnlyTargetError(launch_refusal(resolved, has_cuda_gpu=_tilelang.has_gpu()))
     return family == "cpu"
 
 

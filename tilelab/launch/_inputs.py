@@ -118,7 +118,7 @@ class Param:
 
 
 def params_from_arguments(arguments: Sequence[Any]) -> list[Param]:
-    """Launch parameters in call order from ``KernelReport.arguments`` / ``_adapter.arguments``."""
+    """Launch parameters in call order from ``KernelReport.arguments`` / ``_tilelang.arguments``."""
     out: list[Param] = []
     for a in arguments:
         if a.kind in ("tensor", "strided_tensor"):

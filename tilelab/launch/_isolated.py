@@ -175,10 +175,10 @@ def call_in_worker(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
 def launch_shape(prepared: Prepared, bound: dict[str, int] | None = None) -> str:
     """"grid (8, 8, 1), block (256, 1, 1)" as the kernel's ``T.Kernel`` wrote them, sizes
     substituted (read from the prim_func in microseconds; empty when it cannot tell)."""
-    from .. import _adapter
+    from .. import _tilelang
 
     try:
-        dims = _adapter.launch_dims(prepared.compiled)
+        dims = _tilelang.launch_dims(prepared.compiled)
     except Exception:
         dims = None
     if dims is None:

@@ -4,7 +4,7 @@ TMA alignment check, the work it does (:func:`count_work`), the reference it is 
 (:func:`reference`) and the GPU it needs (:func:`require_gpu`).
 
 The seam to TileLang is :func:`prepare_kernel` and :func:`call_kernel`; both go through
-``tilelab._adapter`` and touch only the public call of a compiled kernel.
+``tilelab._tilelang`` and touch only the public call of a compiled kernel.
 """
 
 from __future__ import annotations
@@ -119,10 +119,10 @@ class Prepared:
 
 
 def is_tilelang_kernel(obj: Any) -> bool:
-    from .. import _adapter
+    from .. import _tilelang
 
     try:
-        return _adapter.kernel_kind(obj) is not None
+        return _tilelang.kernel_kind(obj) is not None
     except Exception:
         return False
 
@@ -133,26 +133,26 @@ def prepare_kernel(kernel: Any, *, backend: str | None = None, out_idx: int | li
                    kwargs: dict[str, Any] | None = None) -> Prepared:
     """Compile ``kernel`` (unless it already is a compiled JITKernel) and read its signature.
 
-    Every touch of TileLang is here: ``_adapter.kernel_kind``/``compile_kernel``/
+    Every touch of TileLang is here: ``_tilelang.kernel_kind``/``compile_kernel``/
     ``resolve_kernel``/``arguments`` and the JITKernel attributes ``out_idx`` and
     ``execution_backend``. A kernel compiled without ``out_idx`` takes every tensor at launch;
     its outputs are those named in ``outputs`` (default: the last tensor parameter).
     """
-    from .. import _adapter
+    from .. import _tilelang
 
-    kind = _adapter.kernel_kind(kernel)
+    kind = _tilelang.kernel_kind(kernel)
     if kind == "compiled":
         compiled = kernel
         if backend is not None and getattr(compiled, "execution_backend", backend) != backend:
-            compiled = _adapter.compile_kernel(compiled.prim_func, backend=backend, target=target,
+            compiled = _tilelang.compile_kernel(compiled.prim_func, backend=backend, target=target,
                                                out_idx=list(compiled.out_idx or []) or None,
                                                pass_configs=pass_configs)
     else:
         idx = [out_idx] if isinstance(out_idx, int) else out_idx
-        compiled = _adapter.compile_kernel(kernel, backend=backend, target=target, out_idx=idx,
+        compiled = _tilelang.compile_kernel(kernel, backend=backend, target=target, out_idx=idx,
                                            pass_configs=pass_configs, args=tuple(args), kwargs=kwargs)
-    source = _adapter.resolve_kernel(compiled)
-    params = _inputs.params_from_arguments(_adapter.arguments(source, source.out_idx))
+    source = _tilelang.resolve_kernel(compiled)
+    params = _inputs.params_from_arguments(_tilelang.arguments(source, source.out_idx))
     if not any(p.is_output for p in params):
         tensors = [p for p in params if p.kind == "tensor"]
         wanted = set(outputs) if outputs else ({tensors[-1].name} if tensors else set())

@@ -99,17 +99,17 @@ def profile(kernel: Any, *args: Any, backend: str | None = None, out_idx: int | 
     """
     import torch
 
-    from .. import _adapter
+    from .. import _tilelang
     from . import _inputs
     from ._run import prepare_kernel, require_gpu
 
     require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
     launch_args, _ = _inputs.build_inputs(prepared.params, args, sizes, device="cuda", seed=seed)
-    source = _adapter.resolve_kernel(prepared.compiled)
+    source = _tilelang.resolve_kernel(prepared.compiled)
     with tempfile.TemporaryDirectory(prefix="tilelab-profile-") as tmp:
         folder = Path(tmp)
-        (folder / "prim_func.json").write_text(_adapter.kernel_ir_to_text(source.prim_func))
+        (folder / "prim_func.json").write_text(_tilelang.kernel_ir_to_text(source.prim_func))
         out = list(source.out_idx) if source.out_idx else None
         (folder / "spec.json").write_text(json.dumps({
             "backend": prepared.backend, "out_idx": out, "launches": WARMUP_LAUNCHES + 1,

@@ -16,10 +16,10 @@ def main(folder: str) -> int:
     spec = json.loads((spec_dir / "spec.json").read_text())
     import torch
 
-    from tilelab import _adapter
+    from tilelab import _tilelang
     from tilelab.launch._run import call_kernel, prepare_kernel
 
-    func = _adapter.kernel_ir_from_text((spec_dir / "prim_func.json").read_text())
+    func = _tilelang.kernel_ir_from_text((spec_dir / "prim_func.json").read_text())
     prepared = prepare_kernel(func, backend=spec["backend"], out_idx=spec["out_idx"],
                               pass_configs=spec["pass_configs"] or None)
     args = torch.load(spec_dir / "args.pt")

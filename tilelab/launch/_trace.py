@@ -139,14 +139,14 @@ def runtime() -> ctypes.CDLL:
     with _RUNTIME_LOCK:
         if _RUNTIME is not None:
             return _RUNTIME
-        from .. import _adapter
+        from .. import _tilelang
 
         folder = tempfile.mkdtemp(prefix="tilelab-trace-")
         src = os.path.join(folder, "trace_runtime.cpp")
         lib = os.path.join(folder, "trace_runtime.so")
         with open(src, "w") as f:
             f.write(_RUNTIME_SOURCE)
-        cmd = [_adapter.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
+        cmd = [_tilelang.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -234,16 +234,16 @@ def _per_block(entries: Any, tws: Sequence[int], grid: tuple[int, int, int], num
 def _traced_kernel(kernel: Any, out_idx: list[int] | None, pass_configs: dict[str, Any] | None) -> Any:
     """The kernel compiled with its accesses traced, kept in memory for the next trace of the same
     kernel (other inputs or sizes, a grader's second try) with the same out_idx and pass configs."""
-    from .. import _adapter
+    from .. import _tilelang
 
     runtime()  # loaded first: TileLang opens the traced kernel's library as it compiles it
-    key = repr((_adapter.traced_kernel_key(kernel), getattr(kernel, "out_idx", None), out_idx,
+    key = repr((_tilelang.traced_kernel_key(kernel), getattr(kernel, "out_idx", None), out_idx,
                 sorted((k, repr(v)) for k, v in (pass_configs or {}).items())))
     traced = _COMPILED.get(key, key)
     if traced is not None:
         return traced
     try:
-        traced = _adapter.compile_traced(kernel, out_idx=out_idx, pass_configs=pass_configs)
+        traced = _tilelang.compile_traced(kernel, out_idx=out_idx, pass_configs=pass_configs)
     except LoweringError as err:
         raise TraceError(f"{err.summary}\n\n{CPU_PATH}.") from err
     _COMPILED.put(key, traced, key)
@@ -262,7 +262,7 @@ def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = N
     performed). ``args`` are tensors, shapes or numbers as for :func:`tilelab.run` (missing ones
     are random inputs); dynamic sizes by name (``M=1000``). ``outputs`` names the tensors the
     kernel should write in full (default: those it writes at all, and ``out_idx``'s)."""
-    from .. import _adapter
+    from .. import _tilelang
     from ..targets import parse_target
     from . import _checks, _inputs
     from ._run import prepare_kernel
@@ -273,7 +273,7 @@ def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = N
             raise TraceError(f"trace_tiles traces kernels launched on the CPU (target 'c'); got target "
                              f"{resolved.name!r}. Pass target='c' (or leave it out): {CPU_PATH}.")
     notes: list[str] = []
-    if _adapter.kernel_kind(kernel) == "compiled" and _adapter.compiled_target_family(kernel) != "cpu":
+    if _tilelang.kernel_kind(kernel) == "compiled" and _tilelang.compiled_target_family(kernel) != "cpu":
         notes.append("compiled again for the CPU (target c) from the kernel's prim_func")
     idx = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
     traced = _traced_kernel(kernel, idx, pass_configs)

@@ -189,9 +189,9 @@ def _short(err: BaseException) -> str:
 
 
 def _has_gpu() -> bool:
-    from .. import _adapter
+    from .. import _tilelang
 
-    return _adapter.has_gpu()
+    return _tilelang.has_gpu()
 
 
 def check(exercise_id: str, answer: Any = ...) -> Check:

@@ -26,9 +26,9 @@ def build(factory: Any, *args: Any, name: str | None = None, **kwargs: Any) -> A
     label = name or getattr(factory, "__name__", "your function")
     if not callable(factory):
         raise Wrong(f"answer with your kernel function (a def that returns the T.prim_func), got {type(factory).__name__}")
-    from .. import _adapter
+    from .. import _tilelang
 
-    with _adapter.tilelang_errors(label):  # TileLang's log of a failed build goes into the error
+    with _tilelang.tilelang_errors(label):  # TileLang's log of a failed build goes into the error
         func = factory(*args, **kwargs)
     if func is None:
         raise Wrong(f"{label}(...) returned None: end it with `return` and the T.prim_func it defines")
@@ -40,10 +40,10 @@ def compile_c(func: Any, *, guards: bool = True, name: str | None = None) -> Any
     global loads and stores (pass config ``tl.disable_safe_memory_legalize``)."""
     import tilelang
 
-    from .. import _adapter
+    from .. import _tilelang
 
     configs = {} if guards else {"tl.disable_safe_memory_legalize": True}
-    with _adapter.tilelang_errors(name or getattr(func, "__name__", None), stage="compilation"):
+    with _tilelang.tilelang_errors(name or getattr(func, "__name__", None), stage="compilation"):
         return tilelang.compile(func, target="c", pass_configs=configs)
 
 

@@ -443,11 +443,11 @@ def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queu
     if real_gpu:
         import torch
 
-        from ... import _adapter
+        from ... import _tilelang
 
         model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
         with torch.cuda.device(indices[0]):
-            arch = _adapter.local_gpu_arch()
+            arch = _tilelang.local_gpu_arch()
     local = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
     return local, model, arch, ", ".join(f"cuda:{d}" for d in indices)
 

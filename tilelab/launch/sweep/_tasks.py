@@ -34,9 +34,9 @@ class KernelRecipe:
     pass_configs: dict[str, Any]
 
     def kernel(self) -> Any:
-        from ... import _adapter
+        from ... import _tilelang
 
-        return _adapter.kernel_ir_from_text(self.ir_text)
+        return _tilelang.kernel_ir_from_text(self.ir_text)
 
 
 @dataclass(frozen=True)
@@ -105,27 +105,27 @@ def default_compile(factory: Callable[..., Any], size: Config, config: Config, *
 
 
 def _compile(recipe: KernelRecipe) -> Any:
-    from ... import _adapter
+    from ... import _tilelang
 
     idx = [recipe.out_idx] if isinstance(recipe.out_idx, int) else recipe.out_idx
-    return _adapter.compile_kernel(recipe.kernel(), backend=recipe.backend, target=recipe.target, out_idx=idx,
+    return _tilelang.compile_kernel(recipe.kernel(), backend=recipe.backend, target=recipe.target, out_idx=idx,
                                    pass_configs=recipe.pass_configs or None)
 
 
 def compile_artifact(recipe: KernelRecipe) -> KernelArtifact:
     """The compile task's work: compile (TileLang writes its disk cache entry) and pack the entry."""
-    from ... import _adapter
+    from ... import _tilelang
 
-    return KernelArtifact(recipe, _adapter.kernel_cache_entry(_compile(recipe)))
+    return KernelArtifact(recipe, _tilelang.kernel_cache_entry(_compile(recipe)))
 
 
 def default_compile_step(factory: Callable[..., Any], size: Config, config: Config, *, backend: str | None,
                          out_idx: Any, target: str | None) -> Callable[[], KernelArtifact]:
     """Elaborate here (cheap; the factory may live in a notebook cell), compile in the task."""
-    from ... import _adapter
+    from ... import _tilelang
 
-    source = _adapter.resolve_kernel(factory(**size, **config))
-    recipe = KernelRecipe(_adapter.kernel_ir_to_text(source.prim_func), backend,
+    source = _tilelang.resolve_kernel(factory(**size, **config))
+    recipe = KernelRecipe(_tilelang.kernel_ir_to_text(source.prim_func), backend,
                           out_idx if out_idx is not None else source.out_idx, target, dict(source.pass_configs))
     return functools.partial(compile_artifact, recipe)
 
@@ -184,12 +184,12 @@ def load_artifact(artifact: Any) -> Any:
     TileLang loads what the compile task built). Anything else is what a custom compile step made."""
     if not isinstance(artifact, KernelArtifact):
         return artifact
-    from ... import _adapter
+    from ... import _tilelang
     from .._kernel import prepare_kernel
 
     with _LOAD_LOCK:
         if artifact.cache_entry is not None:
-            _adapter.install_kernel_cache_entry(artifact.cache_entry)
+            _tilelang.install_kernel_cache_entry(artifact.cache_entry)
         return prepare_kernel(_compile(artifact.recipe), backend=artifact.recipe.backend)
 
 
@@ -328,14 +328,14 @@ def _device_label() -> str:
 
 def probe_device() -> tuple[str, str | None]:
     """(model name, TileLang arch) of the GPU this process sees, ("", None) without one."""
-    from ... import _adapter
+    from ... import _tilelang
 
     try:
         import torch
 
         if not torch.cuda.is_available():
             return "", None
-        return torch.cuda.get_device_name(), _adapter.local_gpu_arch()
+        return torch.cuda.get_device_name(), _tilelang.local_gpu_arch()
     except Exception:
         return "", None
 

@@ -112,7 +112,7 @@ def _accepted(shape: tuple[int, ...]) -> bool:
     """Whether TileLang builds T.reduce_max(tile, out, dim=0) of an (8, 64) tile into ``out`` of ``shape``."""
     import tilelang.language as T
 
-    from ... import _adapter
+    from ... import _tilelang
 
     def build() -> Any:
         @T.prim_func
@@ -127,7 +127,7 @@ def _accepted(shape: tuple[int, ...]) -> bool:
         return kernel
 
     try:
-        with _adapter.tilelang_errors("reduce"):
+        with _tilelang.tilelang_errors("reduce"):
             build()
     except Exception:  # noqa: BLE001 - any refusal of TileLang's means the shape is not accepted
         return False

@@ -1,0 +1,353 @@
+"""TileLang's failures in tilelab's words: the context that turns an exception raised inside
+TileLang into a LoweringError naming the kernel line, the sentence that explains TVM's message,
+tilelab's diagnosis (``tilelab._doctor``), the pass that failed, what a target cannot lower, and
+the check of pass configs before TVM fails on them inside lowering."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import traceback
+from typing import Any
+
+from .._errors import LoweringError, PassConfigError
+from .env import tilelang, tilelang_version
+
+_CONFIG_TYPES = {"ir.IntImm": "an integer or a bool (e.g. True)", "ir.FloatImm": "a number (e.g. 0.5)",
+                 "str": "a string", "ffi.String": "a string", "ffi.Array": "a list (e.g. [\"-O3\"])"}
+
+
+def check_pass_configs(pass_configs: dict[str, Any], where: str = "pass config") -> None:
+    """Refuse, naming the key, a pass config TileLang does not register or a value of a type it
+    does not take (TVM itself fails later, inside lowering, with a message about the kernel)."""
+    import difflib
+
+    if not pass_configs:
+        return
+    tl = tilelang()
+    registered = tl.tvm.ir.transform.PassContext.list_configs()
+    known = sorted(str(k) for k in registered)
+    for key, value in pass_configs.items():
+        if not isinstance(key, str) or key not in registered:
+            near = difflib.get_close_matches(str(key), known, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(near)}?" if near else ""
+            raise PassConfigError(
+                f"{where} {key!r} is not a pass config TileLang {tilelang_version()} knows.{hint} "
+                f"Valid keys: {', '.join(k for k in known if k.startswith('tl.'))} (and TVM's tirx.* keys)")
+        try:
+            tl.transform.PassContext(opt_level=3, config={key: value})
+        except Exception as err:
+            wanted = str(registered[key].get("type", "")) if hasattr(registered[key], "get") else ""
+            expected = _CONFIG_TYPES.get(wanted, wanted or "another type")
+            summary, _ = explain_error(err)
+            raise PassConfigError(
+                f"{where} {key}={value!r} is refused by TileLang: it takes {expected}, not "
+                f"{type(value).__name__} ({summary}). Change the value of {key}") from err
+
+
+def _builder_line(err: BaseException) -> tuple[str, int, str] | None:
+    """The kernel line TileLang's eager builder was elaborating when ``err`` was raised.
+
+    The builder's generated closure keeps the builder in a local named ``__tb`` and records the
+    user's file and line before each statement (``__tb.set_fileline``).
+    """
+    import linecache
+
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        builder = tb.tb_frame.f_locals.get("__tb")
+        if builder is not None and getattr(builder, "current_line", None):
+            found = (str(builder.current_file), int(builder.current_line))
+        tb = tb.tb_next
+    if found is None:
+        return None
+    return found[0], found[1], linecache.getline(found[0], found[1]).rstrip("\n")
+
+
+def _from_tilelang(err: BaseException) -> bool:
+    tb = err.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if "/tilelang/" in filename or "/tvm/" in filename or "tvm_ffi" in filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+@contextlib.contextmanager
+def tilelang_errors(kernel: str | None = None, stage: str = "elaboration"):
+    """Run user code that builds or lowers a kernel: TileLang's log records are kept out of the
+    user's stderr (folded into the error's trace), and a failure raised inside TileLang becomes
+    a LoweringError that names the kernel line. Other errors pass through unchanged.
+    """
+    import io
+    import logging
+
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setLevel(logging.DEBUG)
+    logger = logging.getLogger("tilelang")
+    saved = [(h, h.level) for h in logger.handlers]
+    for h, _ in saved:
+        h.setLevel(logging.CRITICAL + 10)
+    logger.addHandler(handler)
+    try:
+        yield buffer
+    except LoweringError:
+        raise
+    except Exception as err:
+        if not _from_tilelang(err):
+            raise
+        error = _lowering_error(err, kernel, stage)
+        error.trace = buffer.getvalue() + error.trace
+        raise error from err
+    finally:
+        logger.removeHandler(handler)
+        for h, level in saved:
+            h.setLevel(level)
+
+
+# TVM appends to a message a pointer into the user's source and an excerpt of it:
+#   --> /path/kernel.py:17:1
+#      |
+#   17 |     l_i = T.alloc_fragment((block_m,), "float32")
+#      |     ^
+_SOURCE_POINTER = re.compile(r"^\s*-->\s*(.+?):(\d+)(?::\d+)?\s*$")
+_SNIPPET_LINE = re.compile(r"^\s*(\d+\s*)?\|")
+_SUMMARY_LIMIT = 800
+
+
+def explain_error(err: BaseException) -> tuple[str, tuple[str, int, str] | None]:
+    """The sentence that explains ``err`` and the user's source line TVM points at, if any.
+
+    The sentence is the message without TVM's source excerpt: for a failed check, from
+    "Check failed:" on (the condition, its operands and the reason); otherwise the whole message,
+    its lines joined, so that a detail on a line of its own (a shape such as "(32, 16)") stays
+    with the sentence it belongs to.
+    """
+    import linecache
+
+    lines = str(err).strip().splitlines()
+    body: list[str] = []
+    pointer = None
+    for line in lines:
+        match = _SOURCE_POINTER.match(line)
+        if match:
+            filename, lineno = match.group(1), int(match.group(2))
+            pointer = (filename, lineno, linecache.getline(filename, lineno).rstrip("\n"))
+            break
+        if _SNIPPET_LINE.match(line):
+            continue
+        body.append(line.strip())
+    body = [line for line in body if line]
+    # Older TVM messages carry a C++ backtrace before the sentence; keep what follows it.
+    for index in range(len(body) - 1, -1, -1):
+        if re.match(r"^\w*(Error|Exception):\s", body[index]) and index > 0:
+            body = body[index:]
+            break
+    check = next((i for i, line in enumerate(body) if "Check failed" in line), None)
+    if check is not None:
+        body = body[check:]
+        body[0] = body[0][body[0].index("Check failed"):]
+    summary = " ".join(body) or type(err).__name__
+    summary = re.sub(r"^\w*(Error|Exception):\s*", "", summary)
+    if len(summary) > _SUMMARY_LIMIT:
+        summary = summary[:_SUMMARY_LIMIT].rstrip() + " ..."
+    return summary, pointer
+
+
+def _is_user_file(filename: str) -> bool:
+    """Whether a traceback frame's file is the user's own Python code: not TileLang, TVM, tilelab,
+    an installed package, the standard library, or a C++/Cython frame TVM's FFI adds."""
+    import sysconfig
+
+    if "site-packages" in filename or "/tilelang/" in filename or "/tvm/" in filename or "/tilelab/" in filename:
+        return False
+    if filename.startswith("<unknown") or filename.endswith((".cc", ".h", ".cpp", ".pxi", ".pyx")):
+        return False
+    stdlib = sysconfig.get_paths().get("stdlib")
+    return not (stdlib and filename.startswith(stdlib))
+
+
+def _user_frame(tb: Any) -> tuple[str, int, str] | None:
+    """The innermost traceback frame in the user's own Python code."""
+    for frame in reversed(traceback.extract_tb(tb)):
+        if _is_user_file(frame.filename or ""):
+            return (frame.filename, frame.lineno or 0, frame.line or "")
+    return None
+
+
+def _raised_in_user_code(err: BaseException) -> bool:
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and _is_user_file(frames[-1].filename or "")
+
+
+def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering", *, func: Any = None,
+                    pass_name: str | None = None, target_family: str | None = None) -> LoweringError:
+    trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    summary, pointer = explain_error(err)
+    kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
+    if isinstance(err, NameError):  # the kernel's Python names something undefined: not TileLang's failure
+        error = LoweringError(
+            f"Python {type(err).__name__} in the kernel's code: {err}",
+            kernel=kernel, kernel_line=kernel_line, trace=trace, python_error=(type(err).__name__, str(err)),
+        )
+        return diagnosed(error, func=func, pass_name=pass_name or "elaboration", target_family=target_family)
+    error = LoweringError(
+        f"TileLang {stage} failed: {summary}",
+        kernel=kernel, kernel_line=kernel_line, trace=trace,
+    )
+    return diagnosed(error, func=func, pass_name=pass_name or ("elaboration" if stage == "elaboration" else None),
+                     target_family=target_family)
+
+
+def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None = None,
+              target_family: str | None = None) -> LoweringError:
+    """Give ``error`` tilelab's diagnosis (:func:`tilelab._doctor.diagnose`), with what the kernel
+    ``func`` tells (its buffers' names, its source lines to place a tile op TileLang named no line
+    for) and the ``pass_name`` a pass instrument saw fail. Keeps what an earlier diagnosis knew."""
+    from .. import _doctor
+
+    previous = error.diagnosis
+    buffers: tuple[str, ...] = tuple(getattr(previous, "buffers", ()) or ())
+    source_file, source_lines = "", []
+    if func is not None:
+        names, source_file, source_lines = _kernel_context(func)
+        buffers = tuple(names) or buffers
+    message = error.summary.split(" failed: ", 1)[-1]
+    if error.kernel_line is not None and error.kernel_line[0] == "<string>":
+        error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
+    try:
+        diagnosis = _doctor.diagnose(
+            message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),
+            target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines)
+    except Exception:  # the diagnosis never hides the failure it explains
+        return error
+    if error.kernel_line is None and diagnosis.line is not None and source_file:
+        error.kernel_line = (source_file, diagnosis.line[1], diagnosis.line[2])
+        diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
+    error.diagnosis = diagnosis
+    return error
+
+
+def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
+    """A prim_func's buffer names (arguments, then allocations), its source file and its
+    numbered source lines (from the def line to the end of its body), where the builder kept them."""
+    import linecache
+
+    names: list[str] = []
+    try:
+        names = [b.name for b in func.buffer_map.values()]
+        tvm = tilelang().tvm
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tvm.tirx.SBlock):
+                names.extend(b.name for b in node.alloc_buffers)
+
+        tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    except Exception:  # a kernel the helpers cannot walk: the names found so far
+        pass
+    filename, lines = "", []
+    try:
+        span = func.span
+        filename = str(span.source_name.name) if span is not None else ""
+        start = int(span.line) if span is not None else 0
+    except Exception:
+        filename, start = "", 0
+    if filename and start > 0:
+        first = linecache.getline(filename, start)
+        indent = len(first) - len(first.lstrip())
+        number = start
+        while True:
+            text = linecache.getline(filename, number)
+            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent):
+                break
+            lines.append((number, text.rstrip("\n")))
+            number += 1
+    return names, filename, lines
+
+
+class _PassTracker:
+    """Pass instrument knowing which passes are running: after an exception, the innermost one
+    that never finished is the pass that failed."""
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+
+    def build(self):
+        tvm = tilelang().tvm
+        outer = self
+
+        @tvm.instrument.pass_instrument
+        class Track:
+            def run_before_pass(self, mod, info):
+                outer.running.append(str(info.name))
+
+            def run_after_pass(self, mod, info):
+                if outer.running and outer.running[-1] == str(info.name):
+                    outer.running.pop()
+
+        return Track()
+
+    @property
+    def failing(self) -> str | None:
+        return self.running[-1] if self.running else None
+
+
+# Operations TileLang lowers only for some targets, recognised in its error messages: the message
+# fragment, then what to tell the user. Kept here because the messages are TileLang's.
+_TARGET_OPERATIONS = (
+    ("wgmma", "WGMMA (T.gemm on Hopper warpgroups)"),
+    ("tma", "TMA copies"),
+    ("warp_special", "warp specialization"),
+    ("cluster", "thread-block clusters"),
+    ("fragment", "register fragments (T.alloc_fragment)"),
+    ("shared.dyn", "shared memory (T.alloc_shared)"),
+    ("local_buf must be a fragment", "a T.gemm accumulator outside T.alloc_fragment"),
+    ("Unsupported gemm combination", "this T.gemm operand combination"),
+)
+
+
+def _for_target(err: LoweringError, target: Any) -> LoweringError:
+    """Say which target could not be lowered and, when TileLang's message names it, which operation;
+    the diagnosis follows the new sentence (a cause that belongs to the target comes first)."""
+    said = _said_for_target(err, target)
+    if said is not err:
+        said.diagnosis = err.diagnosis
+        diagnosed(said, pass_name=err.pass_name, target_family=target.family)
+    return said
+
+
+def _said_for_target(err: LoweringError, target: Any) -> LoweringError:
+    if target.family == "cuda":
+        return err
+    text = f"{err.summary}\n{err.trace}"
+    if "Compilation Failed" in text:
+        # TileLang lowered the kernel, but the host compiler rejects the C it generated
+        first = re.search(r"error: (.+)", text)
+        why = f" (first error: {first.group(1).strip()})" if first else ""
+        return LoweringError(
+            f"TileLang 0.1.15 lowered {err.kernel or 'the kernel'} for {target.name}, but the host C++ compiler "
+            f"rejects the code it generated{why}. This is a limitation of TileLang's {target.name} code generator; "
+            "on the CPU, float32 data avoids the fp16 vector conversions it cannot emit",
+            kernel=err.kernel, kernel_line=None, trace=err.trace)
+    ops = [what for needle, what in _TARGET_OPERATIONS if needle in text]
+    summary = err.summary
+    if not re.search(r"[A-Za-z]{3}", summary.split("failed:", 1)[-1]):
+        # TVM's message ended with a source pointer ("|   ^"): keep the sentence that explains it.
+        checks = re.findall(r"(?:Error|Fatal): (?:Check failed: .*?: )?(.+)", err.trace)
+        if checks:
+            summary = summary.split("failed:", 1)[0] + "failed: " + checks[-1].strip()
+    why = f" (the kernel uses {ops[0]}, which TileLang 0.1.15 does not lower for {target.name} this way)" if ops else ""
+    summary = f"{summary} -- TileLang cannot lower this kernel for {target.name} ({target.description}){why}"
+    if target.family == "cpu":
+        summary += ("; a CPU kernel keeps its tiles in T.alloc_local or global buffers and uses no GPU-only "
+                    "operations (fragments, shared memory, TMA, WGMMA, warp specialization)")
+    return LoweringError(summary, kernel=err.kernel, kernel_line=err.kernel_line, trace=err.trace)
+
+
+def _reason(err: BaseException) -> str:
+    summary, _ = explain_error(err)
+    return f"{type(err).__name__}: {summary}" if str(err).strip() else type(err).__name__
