@@ -3,7 +3,7 @@ and check each report against the texts TileLang generated.
 
 Each script runs in its own process (``python -m tilelab._corpus SCRIPT OUT``) as ``__main__``,
 with its own default sizes, CUDA tensors redirected to the CPU and every compile intercepted
-before the device compiler (``_adapter.intercept_compiles``): the script gets a stand-in kernel
+before the device compiler (``_tilelang.intercept_compiles``): the script gets a stand-in kernel
 whose calls return zero-filled outputs, so its ``main()`` runs on without a GPU until it needs
 real results. For each kernel the worker times TileLang's own lowering, then ``tilelab.inspect``,
 then checks the report:
@@ -484,9 +484,9 @@ class _StandInProfiler:
 
 
 def _arch_for(script: Path, request_target: Any, default: str) -> str | None:
-    from . import _adapter
+    from . import _tilelang
 
-    arch = _adapter.target_arch(request_target)
+    arch = _tilelang.target_arch(request_target)
     if arch:
         return arch
     target = str(request_target or "").lower()
@@ -499,10 +499,10 @@ def _arch_for(script: Path, request_target: Any, default: str) -> str | None:
     return default
 
 
-def _needs_blackwell(func: Any, _adapter: Any) -> bool:
+def _needs_blackwell(func: Any, _tilelang: Any) -> bool:
     """A kernel written with tcgen05 MMA or tensor memory (sm_100) left to the local GPU's arch."""
     try:
-        text = _adapter.script_text(func)
+        text = _tilelang.script_text(func)
     except Exception:
         return False
     return "tcgen05" in text or "shared.tmem" in text
@@ -548,25 +548,25 @@ class _Worker:
             f.write(json.dumps(row) + "\n")
 
     def on_compile(self, request: Any) -> Any:
-        from . import _adapter
+        from . import _tilelang
 
         signal.alarm(0)
         try:
-            return self._inspect(request, _adapter)
+            return self._inspect(request, _tilelang)
         finally:
             signal.alarm(max(1, int(self.grace_s)))
 
-    def _inspect(self, request: Any, _adapter: Any) -> Any:
+    def _inspect(self, request: Any, _tilelang: Any) -> Any:
         from ._errors import LoweringError
         from ._inspect import inspect
 
         func = request.prim_func
-        key = f"{_adapter.kernel_fingerprint(func)}|{request.out_idx}|{sorted(map(str, request.pass_configs.items()))}"
+        key = f"{_tilelang.kernel_fingerprint(func)}|{request.out_idx}|{sorted(map(str, request.pass_configs.items()))}"
         if key in self.seen:
             return self.seen[key]
         name = _kernel_name(func)
         arch = _arch_for(self.script, request.target, self.default_arch)
-        if arch is not None and not arch.startswith("sm_10") and _needs_blackwell(func, _adapter):
+        if arch is not None and not arch.startswith("sm_10") and _needs_blackwell(func, _tilelang):
             arch = "sm_100a"
         stand_in = StandInKernel(request)
         self.seen[key] = stand_in
@@ -578,13 +578,13 @@ class _Worker:
         if self.captured > MAX_KERNELS_PER_SCRIPT:
             return stand_in
         row: dict[str, Any] = {"kernel": name, "target": arch}
-        configs = _adapter.normalize_pass_configs(request.pass_configs)
+        configs = _tilelang.normalize_pass_configs(request.pass_configs)
 
         self.emit({"progress": "lowering", **row})  # so a run cut short by its timeout says where
 
         def lower_once() -> float:
             start = time.perf_counter()
-            _adapter.tilelang_lower(func, arch, out_idx=request.out_idx, pass_configs=configs)
+            _tilelang.tilelang_lower(func, arch, out_idx=request.out_idx, pass_configs=configs)
             return time.perf_counter() - start
 
         def inspect_once() -> tuple[Any, float]:
@@ -640,7 +640,7 @@ class _Worker:
     def run(self) -> None:
         import runpy
 
-        from . import _adapter
+        from . import _tilelang
 
         def stop(signum: int, frame: Any) -> None:
             raise _Stop(f"no new kernel within {self.grace_s:.0f} s of the last one")
@@ -651,8 +651,8 @@ class _Worker:
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
-            with _adapter.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
-                    _adapter.intercept_compiles(self.on_compile):
+            with _tilelang.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
+                    _tilelang.intercept_compiles(self.on_compile):
                 runpy.run_path(str(self.script), run_name="__main__")
         except _Stop as err:
             outcome = f"stopped: {err}"

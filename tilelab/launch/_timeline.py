@@ -2,7 +2,7 @@
 
 The kernel is compiled a second time with one more parameter (the record buffer) and its device
 source rewritten by :mod:`tilelab._timeline_rewrite` through TileLang's CUDA post-processing hook
-(``tilelab._adapter.compile_instrumented``: the hook is set for that one compile, TileLang's
+(``tilelab._tilelang.compile_instrumented``: the hook is set for that one compile, TileLang's
 cache is off for it, and tilelab caches neither). In tilelab's worker process (as ``run`` and
 ``bench`` do) the plain kernel is launched once to warm up, the instrumented one once more into a
 zeroed buffer, and then both side by side to measure the overhead; the SM clock rate that turns
@@ -57,7 +57,7 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     ``capacity``: records per traced warp (default: from the loops' trip counts). The launch runs
     in tilelab's worker process unless ``isolate=False``; a hang ends after ``timeout`` seconds.
     """
-    from .. import _adapter, _timeline
+    from .. import _tilelang, _timeline
     from ._run import prepare_kernel, require_gpu
 
     started = time.perf_counter()
@@ -70,7 +70,7 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx)
     launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda")
-    grid = _grid(_adapter.launch_dims(prepared.compiled), bound, prepared.name)
+    grid = _grid(_tilelang.launch_dims(prepared.compiled), bound, prepared.name)
     try:
         traced = tuple(dict.fromkeys(_timeline.block_index(b, grid) for b in (blocks or (0,))))
     except (ValueError, TypeError) as err:
@@ -152,15 +152,15 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
     import torch
 
-    from .. import _adapter
+    from .. import _tilelang
     from .._timeline_rewrite import instrument
 
     del isolate
     func, out_idx, target, backend, pass_configs = pickle.loads(payload)
     plain = tilelang.compile(func, out_idx=out_idx, target=target, execution_backend=backend,
                              pass_configs=pass_configs or None)
-    ops = _adapter.timeline_ops(func)
-    cell_file = _adapter.kernel_file(func)
+    ops = _tilelang.timeline_ops(func)
+    cell_file = _tilelang.kernel_file(func)
     grid = tuple(options["grid"])
     nblocks = grid[0] * grid[1] * grid[2]
     made: list[Any] = []
@@ -171,7 +171,7 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
         made.append(ins)
         return ins.source
 
-    compiled = _adapter.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
+    compiled = _tilelang.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
                                              pass_configs=pass_configs)
     if not made:
         raise RuntimeError("TileLang did not pass the device source through its CUDA post-processing hook")

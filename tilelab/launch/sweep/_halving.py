@@ -111,9 +111,9 @@ def why_not_launchable(kernel: Any, target: Any) -> str | None:
 
 def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any]) -> Any:
     """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles."""
-    from ... import _adapter
+    from ... import _tilelang
 
-    why = why_not_launchable(_adapter.kernel_ir_from_text(ir_text), target)
+    why = why_not_launchable(_tilelang.kernel_ir_from_text(ir_text), target)
     if why is not None:
         raise Pruned(why)
     return step()
@@ -122,7 +122,7 @@ def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any]) -> An
 def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
                        ) -> Callable[..., Callable[[], Any]]:
     """``make_step`` (a sweep's compile_fn) whose steps inspect their configuration first."""
-    from ... import _adapter
+    from ... import _tilelang
     from ._tasks import compile_artifact
 
     def compile_fn(factory: Callable[..., Any], size: Config, config: Config) -> Callable[[], Any]:
@@ -130,7 +130,7 @@ def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
         if isinstance(step, functools.partial) and step.func is compile_artifact:
             ir_text = step.args[0].ir_text  # the recipe elaborated it already
         else:
-            ir_text = _adapter.kernel_ir_to_text(_adapter.resolve_kernel(factory(**size, **config)).prim_func)
+            ir_text = _tilelang.kernel_ir_to_text(_tilelang.resolve_kernel(factory(**size, **config)).prim_func)
         return functools.partial(prune_then_compile, ir_text, target, step)
 
     return compile_fn
@@ -163,9 +163,9 @@ def _pool_target(opts: SweepOptions) -> Any:
     """The target pruning inspects for in a compile task: the sweep's, the local GPU's, or sm_90a."""
     if opts.target is not None:
         return opts.target
-    from ... import _adapter
+    from ... import _tilelang
 
-    return _adapter.local_gpu_arch() or "sm_90a"
+    return _tilelang.local_gpu_arch() or "sm_90a"
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
@@ -246,10 +246,10 @@ def _side_by_side_final(opts: SweepOptions, pooled: bool) -> bool:
 
 def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, opts: SweepOptions) -> Any:
     """The leader's kernel, compiled here (TileLang's cache has it from its rung)."""
-    from ... import _adapter
+    from ... import _tilelang
     from ._tasks import default_compile
 
-    target = opts.target if opts.target is not None else _adapter.local_gpu_arch()
+    target = opts.target if opts.target is not None else _tilelang.local_gpu_arch()
     return default_compile(factory, size, config, backend=opts.backend, out_idx=opts.out_idx, target=target)()
 
 
@@ -264,12 +264,12 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     pooled = opts.devices is not None or opts.client is not None
     rung0_opts = opts
     if prune_first and pooled:  # each compile task inspects its configuration first
-        from ... import _adapter
+        from ... import _tilelang
         from ._tasks import default_compile_step
 
         # for the GPU's arch by name, as the sweep over devices compiles its later rungs (TileLang's
         # cache answers them), and so that no compile process opens a CUDA context to find it
-        arch = opts.target if opts.target is not None else _adapter.local_gpu_arch()
+        arch = opts.target if opts.target is not None else _tilelang.local_gpu_arch()
         make_step = opts.compile_fn or (lambda f, s, c: default_compile_step(
             f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=arch))
         rung0_opts = dataclasses.replace(opts, compile_fn=pruning_compile_fn(make_step, _pool_target(opts)))
