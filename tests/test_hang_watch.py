@@ -399,3 +399,24 @@ def test_a_timeout_gets_the_hang_attached_and_a_failed_watch_keeps_the_error(mon
     with pytest.raises(KernelLaunchError) as caught:
         _isolated._call(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker, watch_args=None)
     assert caught.value.hang is None and caught.value.hang_note is None
+
+
+def test_the_auto_warp_specialised_gemm_names_its_t_pipelined_line_and_finds_no_false_shortfall():
+    _, _, w = lowered("gemm")
+    gemm_py = inspect.getsourcefile(matmul)
+    producer = next(s for s in w.sites if s.role == "producer")
+    consumer = next(s for s in w.sites if s.role == "consumer")
+    # TileLang's auto warp specialisation gives its waits no #line: the loop's T.Pipelined line names them
+    assert producer.cell_line is None and producer.loop_line == line_of(gemm_py, "T.Pipelined(")
+    assert consumer.loop_line == producer.loop_line
+    # stage 0 of iteration 3: the producer waits on 'empty' mbarrier[3], the consumer on 'full' mbarrier[0]
+    words = slots(w, lambda b, warp: word(2, producer.id, 3, 0, 3) if warp < 4 else word(2, consumer.id, 0, 1, 3))
+    report = analyse(decode(words, w), w, grid_blocks=32)
+    (p,), (c,) = report.waiting("producer"), report.waiting("consumer")
+    assert (p.barrier, p.stage, p.warps) == ("mbarrier[3]", "empty", (0, 1, 2, 3))
+    assert (c.barrier, c.stage, c.warps) == ("mbarrier[0]", "full", tuple(range(4, 12)))
+    assert report.findings[0].startswith("a deadlock")
+    # the init counts (1 for the TMA stages, 256 for the consumer's) match what arrives
+    assert not any("fewer arrivals" in f for f in report.findings)
+    assert f"line {producer.loop_line} of gemm.py" in hang_text(report)
+    assert "consumer warp groups (warps 4-11)" in hang_text(report)

@@ -243,6 +243,7 @@ class _Context:
     elected: bool  # inside a one-thread branch (tl_shuffle_elect)
     uniform: bool  # every thread of the range executes it (no other thread-dependent branch)
     loops: tuple[tuple[str, str, str], ...]  # (var, start, stop) outermost first
+    loop_line: int | None = None  # the user's line of the innermost loop (its T.Pipelined, or its #line)
 
 
 class _Reader:
@@ -297,8 +298,10 @@ class _Reader:
             stripped = head.strip()
             loop = FOR_HEAD.match(head)
             if loop:
+                text = "\n".join(self.lines[node.lo:node.hi + 1])
+                line = self.namer.pipelined_line(text) or self.cell_line(node.head) or ctx.loop_line
                 inner = _Context(ctx.threads, ctx.role, ctx.elected, ctx.uniform,
-                                 ctx.loops + ((loop.group(1), loop.group(2).strip(), loop.group(3).strip()),))
+                                 ctx.loops + ((loop.group(1), loop.group(2).strip(), loop.group(3).strip()),), line)
                 self.walk(node.children, inner)
                 continue
             cond = re.match(r"^\s*if \((.*)\) \{$", head)
@@ -308,17 +311,18 @@ class _Reader:
                 rng = thread_range(condition, parent)
                 if rng is not None:
                     role_then = self.role_of(node.children)
-                    self.walk(node.children, _Context(rng, role_then, ctx.elected, ctx.uniform, ctx.loops))
+                    self.walk(node.children, _Context(rng, role_then, ctx.elected, ctx.uniform, ctx.loops,
+                                                      ctx.loop_line))
                     other = _complement(rng, parent)
                     if node.orelse:
                         role_else = self.role_of(node.orelse)
                         self.walk(node.orelse, _Context(other, role_else, ctx.elected, ctx.uniform and
-                                                        other is not None, ctx.loops))
+                                                        other is not None, ctx.loops, ctx.loop_line))
                     continue
                 elected = "tl_shuffle_elect" in condition
                 dependent = elected or "threadIdx" in condition or "lane" in condition
                 inner = _Context(ctx.threads, ctx.role, ctx.elected or elected, ctx.uniform and not dependent,
-                                 ctx.loops)
+                                 ctx.loops, ctx.loop_line)
                 self.walk(node.children, inner)
                 self.walk(node.orelse, inner)
                 continue
@@ -400,9 +404,7 @@ class _Reader:
         if kind == "mbarrier" and array is not None and index is not None \
                 and (array, _norm(index)) in self.full_arrays:
             stage = "full"
-        pipelined = None
-        if ctx.loops:
-            pipelined = self.namer.pipelined_line("\n".join(self.lines[node.lo:node.hi + 1]))
+        pipelined = ctx.loop_line if ctx.loops else None
         if kind == "mbarrier":
             label = f"{array}[{index}].wait({parity})"
         elif kind == "syncthreads":
