@@ -375,7 +375,7 @@ def test_a_timeout_gets_the_hang_attached_and_a_failed_watch_keeps_the_error(mon
     monkeypatch.setattr(_isolated, "_payload", lambda p: ("func",))
     monkeypatch.setattr(_watch, "locate_hang", lambda *a, **k: report)
     with pytest.raises(KernelLaunchError) as caught:
-        _isolated._call(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker,
+        _isolated._call_watched(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker,
                         watch_args=lambda: ["A"])
     err = caught.value
     assert err.kind == "timeout" and err.hang is report and err.cause is None
@@ -389,7 +389,7 @@ def test_a_timeout_gets_the_hang_attached_and_a_failed_watch_keeps_the_error(mon
 
     monkeypatch.setattr(_watch, "locate_hang", broken)
     with pytest.raises(KernelLaunchError) as caught:
-        _isolated._call(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker,
+        _isolated._call_watched(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker,
                         watch_args=lambda: ["A"])
     err = caught.value
     assert err.hang is None and "likely cause" in str(err) and "mbarrier" in str(err)
@@ -397,7 +397,8 @@ def test_a_timeout_gets_the_hang_attached_and_a_failed_watch_keeps_the_error(mon
 
     monkeypatch.setattr(_watch, "locate_hang", lambda *a, **k: pytest.fail("diagnose_hang=False still watched"))
     with pytest.raises(KernelLaunchError) as caught:
-        _isolated._call(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker, watch_args=None)
+        _isolated._call_watched(TimingOutWorker(), prepared, {}, 2.0, _isolated.poisoned_launch_in_worker,
+                                watch_args=None)
     assert caught.value.hang is None and caught.value.hang_note is None
 
 

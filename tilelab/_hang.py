@@ -168,6 +168,7 @@ def analyse(states: Sequence[WarpState], watched: Watched, *, grid_blocks: int, 
             continue
         site = sites.get(s.site)
         role = site.role if site is not None and site.role != "all" else _role_of_warp(watched, s.warp)
+        key: tuple[str, str, int, int | None, int | None]
         if s.state == "finished" or site is None:
             key = (role, s.state, KERNEL_SITE, None, None)
         elif s.state == "running":
@@ -199,7 +200,7 @@ def analyse(states: Sequence[WarpState], watched: Watched, *, grid_blocks: int, 
     if never and started:
         report_notes.append(f"{never} of the {watched.blocks} watched blocks never started (the blocks that hung "
                             "hold the SMs they would run on)")
-    findings = explain(out, states, watched) if outcome == "hung" else []
+    findings = explain(out, watched) if outcome == "hung" else []
     return HangReport(watched.kernel, outcome, tuple(out), tuple(findings), grid_blocks, watched.blocks,
                       watched.warps, watched.cell_file, seconds, quiet_s, tuple(report_notes))
 
@@ -224,17 +225,12 @@ def _lines(items: Sequence[Arrival]) -> str:
     return "device line" + ("s " if len(items) > 1 else " ") + ", ".join(sorted({str(a.device_line) for a in items}))
 
 
-def explain(groups: Sequence[HangGroup], states: Sequence[WarpState], watched: Watched) -> list[str]:
+def explain(groups: Sequence[HangGroup], watched: Watched) -> list[str]:
     """What the waiting warps' barriers say: a cycle of waits, an arrival shortfall, a parity that
     blocks a stage's first pass, warps that wait at ``__syncthreads`` for warps that are elsewhere."""
     findings: list[str] = []
     waiting = [g for g in groups if g.state == "waiting"]
     stuck_roles = {g.role for g in waiting}
-    active_roles = {g.role for g in groups if g.state in ("waiting", "running")}
-    sites_by_barrier: dict[str, HangGroup] = {}
-    for g in waiting:
-        if g.kind == "mbarrier" and g.barrier:
-            sites_by_barrier.setdefault(g.barrier, g)
     seen_shortfall: set[tuple[str, int, int]] = set()
     cycle_parts: list[str] = []
     for g in waiting:
@@ -292,7 +288,6 @@ def explain(groups: Sequence[HangGroup], states: Sequence[WarpState], watched: W
                         + ", ".join(f"{_who(g.role)} (warps {_warp_list(g.warps)})" for g in running)
                         + " never finished, past its last barrier: a loop that never exits (a spin on a flag, an exit "
                         "condition that is never met)")
-    del active_roles, states, sites_by_barrier
     return findings
 
 

@@ -142,7 +142,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     opts, sizes = BenchOptions.split(options, keywords)
     if baseline is not None:
         return _bench_ratio(kernel, args, opts, sizes, baseline, backend=backend, out_idx=out_idx, outputs=outputs,
-                            isolate=isolate, timeout=timeout, target=target)
+                            isolate=isolate, timeout=timeout, target=target, diagnose_hang=diagnose_hang)
     cpu = _cpu.wants_cpu(kernel, target)
     torch = None if cpu else require_gpu()
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
@@ -167,7 +167,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
 
 def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: dict[str, int], baseline: Any, *,
                  backend: str | None, out_idx: Any, outputs: Sequence[str] | None, isolate: bool,
-                 timeout: float | None, target: Any) -> BenchResult:
+                 timeout: float | None, target: Any, diagnose_hang: bool = True) -> BenchResult:
     """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process."""
     import pickle
 
@@ -204,7 +204,8 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
                     "the baseline were timed in this process; pass a module-level function of the kernel's inputs "
                     "(torch.matmul) to keep both in the worker")
     if worker is not None:
-        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base)
+        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base,
+                               diagnose_hang=diagnose_hang)
     if base_is_kernel and not isinstance(base, Prepared):
         raise BaselineError(f"the baseline {baseline!r:.60} could not be prepared")
     return _bench.measure(torch, prepared, args, opts, sizes, baseline=base, baseline_note=note)

@@ -216,9 +216,7 @@ def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError
 
 
 def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
-          fn: Any, *args: Any, watch_args: Any = None) -> Any:
-    """``fn(ref, *args)`` in the worker, the kernel loaded there first. ``watch_args``: a callable
-    giving the kernel's launch arguments, to locate a hang with a watched relaunch (None: don't)."""
+          fn: Any, *args: Any) -> Any:
     ref = kernel_ref(prepared, worker)
     try:
         if ref.payload is not None:
@@ -227,12 +225,21 @@ def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | No
             ref = KernelRef(ref.key, ref.name, None)
         return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
     except _worker.WorkerTimeout as err:
-        error = timeout_error(prepared, err, bound)
-        if watch_args is not None:
-            locate_hang(worker, prepared, bound, watch_args, error)
-        raise error from None
+        raise timeout_error(prepared, err, bound) from None
     except _worker.WorkerDied as err:
         raise died_error(prepared, err) from None
+
+
+def _call_watched(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
+                  fn: Any, *args: Any, watch_args: Any = None) -> Any:
+    """:func:`_call`; after a timeout, ``watch_args`` (a callable giving the kernel's launch
+    arguments; None: don't) relaunches the kernel watched, to say where it hung."""
+    try:
+        return _call(worker, prepared, bound, timeout, fn, *args)
+    except KernelLaunchError as error:
+        if watch_args is not None and error.kind == "timeout" and error.isolated:
+            locate_hang(worker, prepared, bound, watch_args, error)
+        raise
 
 
 def locate_hang(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, watch_args: Any,
@@ -261,9 +268,9 @@ def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any],
             shape = tuple(_inputs.eval_dim(d, bound) for d in p.shape)
             dests.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype), device="cuda"))
     torch.cuda.synchronize()  # the inputs this process wrote are complete before the worker reads them
-    poisoned = _call(worker, prepared, bound, timeout if timeout is not None else RUN_TIMEOUT_S,
-                     poisoned_launch_in_worker, list(args), dict(bound), pattern, dests,
-                     watch_args=(lambda: args) if diagnose_hang else None)
+    poisoned = _call_watched(worker, prepared, bound, timeout if timeout is not None else RUN_TIMEOUT_S,
+                             poisoned_launch_in_worker, list(args), dict(bound), pattern, dests,
+                             watch_args=(lambda: args) if diagnose_hang else None)
     launch = [p for p in prepared.params if p.passed_at_launch]
     outs, callee = [], iter(dests)
     for p in prepared.outputs:
@@ -306,8 +313,10 @@ def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], optio
         launch, _ = _inputs.build_inputs(prepared.params, tuple(args), sizes, device="cuda")
         return list(launch)
 
-    return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options),
-                 watch_args=watch_args if diagnose_hang else None)
+    if not diagnose_hang:
+        return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options))
+    return _call_watched(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options),
+                         watch_args=watch_args)
 
 
 def call(worker: _worker.Worker, fn: Any, args: tuple, kwargs: dict[str, Any], timeout: float | None,
