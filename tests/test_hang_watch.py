@@ -421,3 +421,20 @@ def test_the_auto_warp_specialised_gemm_names_its_t_pipelined_line_and_finds_no_
     assert not any("fewer arrivals" in f for f in report.findings)
     assert f"line {producer.loop_line} of gemm.py" in hang_text(report)
     assert "consumer warp groups (warps 4-11)" in hang_text(report)
+
+
+def test_without_a_cuda_driver_the_slots_refuse_with_a_watch_error(tmp_path):
+    import ctypes
+
+    from tilelab.launch import _watch
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver: the refusal is what a machine without one sees")
+    except OSError:
+        pass
+    with pytest.raises(_watch.WatchError, match="libcuda.so.1"):
+        _watch.MappedSlots(str(tmp_path / "slots"), 4096)
+    with pytest.raises(_watch.WatchError, match="holds 8 bytes; 16 were expected"):
+        (tmp_path / "short").write_bytes(bytes(8))
+        _watch._read_words(str(tmp_path / "short"), 2)

@@ -75,6 +75,8 @@ class MappedSlots:
 
     def __init__(self, path: str, nbytes: int) -> None:
         self.path = path
+        self.registered = False
+        self._lib = _driver()
         page = mmap.PAGESIZE
         self.nbytes = max(page, (int(nbytes) + page - 1) // page * page)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -85,7 +87,13 @@ class MappedSlots:
             os.close(fd)
         self._view = (ctypes.c_char * self.nbytes).from_buffer(self.map)
         self.host_pointer = ctypes.addressof(self._view)
-        self._lib = _driver()
+        try:
+            self._register()
+        except BaseException:
+            self.close()
+            raise
+
+    def _register(self) -> None:
         self._lib.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
         self._lib.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p,
                                                            ctypes.c_uint]
@@ -98,7 +106,7 @@ class MappedSlots:
         _check(self._lib, self._lib.cuMemHostRegister_v2(
             ctypes.c_void_p(self.host_pointer), ctypes.c_size_t(self.nbytes),
             ctypes.c_uint(CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE)),
-            f"cuMemHostRegister of {self.nbytes} bytes of {path}")
+            f"cuMemHostRegister of {self.nbytes} bytes of {self.path}")
         self.registered = True
         pointer = ctypes.c_uint64()
         _check(self._lib, self._lib.cuMemHostGetDevicePointer_v2(ctypes.byref(pointer),
@@ -110,12 +118,14 @@ class MappedSlots:
         return bytes(self.map)
 
     def close(self) -> None:
-        if getattr(self, "registered", False):
-            self.registered = False
-            _check(self._lib, self._lib.cuMemHostUnregister(ctypes.c_void_p(self.host_pointer)),
-                   "cuMemHostUnregister")
-        del self._view
-        self.map.close()
+        try:
+            if self.registered:
+                self.registered = False
+                _check(self._lib, self._lib.cuMemHostUnregister(ctypes.c_void_p(self.host_pointer)),
+                       "cuMemHostUnregister")
+        finally:
+            del self._view
+            self.map.close()
 
 
 class _DeviceArray:
