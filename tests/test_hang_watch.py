@@ -438,3 +438,76 @@ def test_without_a_cuda_driver_the_slots_refuse_with_a_watch_error(tmp_path):
     with pytest.raises(_watch.WatchError, match="holds 8 bytes; 16 were expected"):
         (tmp_path / "short").write_bytes(bytes(8))
         _watch._read_words(str(tmp_path / "short"), 2)
+
+
+class PlainSlots:
+    """The slot file mapped without CUDA (what MappedSlots is, less the registration)."""
+
+    def __init__(self, path, nbytes):
+        import mmap
+
+        self.path, self.closed = path, False
+        with open(path, "wb") as f:
+            f.write(bytes(max(4096, nbytes)))
+        self._file = open(path, "r+b")  # noqa: SIM115 (closed by close())
+        self.map = mmap.mmap(self._file.fileno(), 0)
+        self.device_pointer = 0x7000_0000_0000
+
+    def snapshot(self):
+        return bytes(self.map)
+
+    def close(self):
+        self.closed = True
+        self.map.close()
+        self._file.close()
+
+
+class StandInTorch:
+    """torch as the worker's watch loop uses it; ``done``: whether the launched kernel ends."""
+
+    def __init__(self, done):
+        outer = self
+
+        class Event:
+            def record(self):
+                pass
+
+            def query(self):
+                return outer.done
+
+        class Cuda:
+            synchronize = staticmethod(lambda: None)
+
+        self.done, self.cuda = done, Cuda()
+        self.cuda.Event = Event
+
+    def zeros(self, *a, **k):
+        return None
+
+
+@pytest.mark.parametrize("finishes", [False, True])
+def test_the_worker_launches_with_the_slots_last_and_answers_when_they_go_quiet(monkeypatch, tmp_path, finishes):
+    from tilelab.launch import _watch
+
+    _, _, w = lowered("parity")
+    empty, _full = sites_of(w)
+    launched = []
+
+    def kernel(*args):
+        launched.append(args)
+        slots = made[0]
+        slots.map[0:8] = word(2, empty, 0, 0, 0).to_bytes(8, "little")  # warp 0 of block 0 waits
+
+    made = []
+    monkeypatch.setattr(_watch, "MappedSlots", lambda path, n: made.append(PlainSlots(path, n)) or made[-1])
+    monkeypatch.setattr(_watch, "slot_tensor", lambda torch, slots, words: ("slots", words))
+    monkeypatch.setattr(_watch, "_torch", lambda: StandInTorch(finishes))
+    path = str(tmp_path / "slots")
+    _watch._WATCHED[path] = (kernel, w)
+    answer = _watch.launch_in_worker(path, ["A", "B", "C"], {"path": path, "quiet_s": 0.05, "watch_s": 60.0})
+    assert launched == [("A", "B", "C", ("slots", w.words()))]
+    assert answer["finished"] is finishes and made[0].closed is finishes
+    if not finishes:  # a hung kernel's slots stay mapped: the notebook reads the file after the kill
+        assert answer["quiet_s"] >= 0.05 and answer["progressing"] is False
+        assert decode(_watch._read_words(path, w.words()), w)[0].state == "waiting"
+    assert path not in _watch._WATCHED
