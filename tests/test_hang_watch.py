@@ -258,7 +258,9 @@ def test_a_spin_without_barriers_says_which_warps_never_finished():
     report = analyse(decode(slots(w, lambda b, warp: word(1, 1) if b < 2 else None), w), w, grid_blocks=1024)
     (group,) = report.groups
     assert group.state == "running" and group.kind == "kernel" and group.blocks == 2
-    assert any(f.startswith("no watched warp was waiting on a barrier") for f in report.findings)
+    (finding,) = report.findings
+    assert finding.startswith("no watched warp was waiting on a barrier: 8 warps (warps 0-7) of 2 blocks never "
+                              "finished. They are running code that never ends")
 
 
 def test_a_watched_launch_that_finished_says_the_hang_did_not_recur():

@@ -284,10 +284,11 @@ def explain(groups: Sequence[HangGroup], watched: Watched) -> list[str]:
                         + " wait elsewhere: a barrier of the whole block inside one side of a warp-split branch")
     running = [g for g in groups if g.state == "running"]
     if running and not waiting:
-        findings.append("no watched warp was waiting on a barrier: "
-                        + ", ".join(f"{_who(g.role)} (warps {_warp_list(g.warps)})" for g in running)
-                        + " never finished, past its last barrier: a loop that never exits (a spin on a flag, an exit "
-                        "condition that is never met)")
+        never = "; ".join(f"{len(g.warps)} warp{'s' if len(g.warps) != 1 else ''} (warps {_warp_list(g.warps)}) of "
+                          f"{g.blocks} block{'s' if g.blocks != 1 else ''} never finished"
+                          + (f", past {g.label}" if g.kind != "kernel" else "") for g in running)
+        findings.append(f"no watched warp was waiting on a barrier: {never}. They are running code that never "
+                        "ends: a loop whose exit condition is never met (a spin on a flag nobody sets)")
     return findings
 
 
