@@ -418,11 +418,13 @@ def test_the_auto_warp_specialised_gemm_names_its_t_pipelined_line_and_finds_no_
     (p,), (c,) = report.waiting("producer"), report.waiting("consumer")
     assert (p.barrier, p.stage, p.warps) == ("mbarrier[3]", "empty", (0, 1, 2, 3))
     assert (c.barrier, c.stage, c.warps) == ("mbarrier[0]", "full", tuple(range(4, 12)))
+    assert p.stage_index == 0 == c.stage_index  # mbarrier[3] is the first 'empty' barrier: (k % 3) + 3
     assert report.findings[0].startswith("a deadlock")
     # the init counts (1 for the TMA stages, 256 for the consumer's) match what arrives
     assert not any("fewer arrivals" in f for f in report.findings)
     assert f"line {producer.loop_line} of gemm.py" in hang_text(report)
     assert "consumer warp groups (warps 4-11)" in hang_text(report)
+    assert "waiting on mbarrier[3] (stage 0's 'empty' barrier) for parity 0, iteration 3" in hang_text(report)
 
 
 def test_without_a_cuda_driver_the_slots_refuse_with_a_watch_error(tmp_path):

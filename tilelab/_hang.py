@@ -48,6 +48,7 @@ class HangGroup:
     cell_line: int | None
     device_line: int | None
     label: str
+    stage_index: int | None = None  # which stage of the ring the barrier belongs to (its index past the first)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -194,7 +195,9 @@ def analyse(states: Sequence[WarpState], watched: Watched, *, grid_blocks: int, 
                              _barrier_name(site, bar) if state == "waiting" else None,
                              par if state == "waiting" and site.kind == "mbarrier" else None,
                              tuple(sorted(g["iterations"])), site.stage, site.cell_line or site.loop_line,
-                             site.device_line, site.label))
+                             site.device_line, site.label,
+                             bar - site.first_index if state == "waiting" and site.first_index is not None
+                             and bar is not None and bar >= site.first_index else None))
     never = watched.blocks - len(started)
     report_notes = list(watched.notes) + list(notes)
     if never and started:
@@ -341,7 +344,10 @@ def group_text(g: HangGroup, report: HangReport) -> str:
     at = (", " + ", ".join(where)) if where else ""
     if g.state == "waiting":
         if g.kind == "mbarrier":
-            stage = f" (a stage's '{g.stage}' barrier)" if g.stage and g.barrier and g.stage not in g.barrier else ""
+            stage = ""
+            if g.stage and g.barrier and g.stage not in g.barrier:
+                which = f"stage {g.stage_index}'s" if g.stage_index is not None else "a stage's"
+                stage = f" ({which} '{g.stage}' barrier)"
             what = f"waiting on {g.barrier}{stage} for parity {g.parity}"
         elif g.kind == "syncthreads":
             what = "waiting at __syncthreads"

@@ -82,6 +82,7 @@ class WatchSite:
     loop_line: int | None  # the user's line of that loop, when the device code names it
     stage: str | None  # "full" (TMA or the producer fills it) or "empty" (the consumer frees it)
     label: str
+    first_index: int | None = None  # the lowest barrier index the wait reaches: index - first_index is the stage
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -103,7 +104,7 @@ class Arrival:
     thread_range: tuple[int, int] | None
     kind: str  # "arrive", "arrive_and_expect_tx", "tma"
     device_line: int
-    cell_line: int | None
+    cell_line: int | None  # its own line, else its loop's
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -393,7 +394,7 @@ class _Reader:
         if kind == "tma":
             threads = 0  # TMA completes transaction bytes; it does not count as an arrival
         self.arrivals.append(Arrival(array, index, self.indices(array, index, ctx), ctx.role, threads,
-                                     ctx.threads, kind, line, cell))
+                                     ctx.threads, kind, line, cell or ctx.loop_line))
 
     def add_site(self, node: Node, ctx: _Context, kind: str, array: str | None, index: str | None,
                  parity: str | None, loop_var: str | None, line: int, cell: int | None) -> None:
@@ -411,8 +412,10 @@ class _Reader:
             label = "__syncthreads()"
         else:
             label = f"named barrier {index}"
+        reached = self.indices(array, index, ctx) if kind == "mbarrier" and array and index else None
         self.sites.append(WatchSite(sid, kind, array, index, parity, ctx.role, ctx.threads, line, cell,
-                                    self.cell_file if cell else None, loop_var, pipelined, stage, label))
+                                    self.cell_file if cell else None, loop_var, pipelined, stage, label,
+                                    min(reached) if reached else None))
         self.waits[node.head] = sid
 
 
