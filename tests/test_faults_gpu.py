@@ -165,12 +165,14 @@ HANG = """
     except KernelLaunchError as e:
         err = e
     elapsed = time.monotonic() - t0
-    good = tilelab.run(ws_pipeline(), ref=torch.matmul)  # the next launch, in a fresh worker
+    ok = tilelab.run(copy(), ref=lambda a: a)  # the next launch, in a fresh worker
+    good = tilelab.run(ws_pipeline(), ref=torch.matmul)  # the same pipeline, correct
     x = torch.arange(4.0, device="cuda")
     print("RESULT " + json.dumps({{"kind": err and err.kind, "message": str(err),
           "note": err and err.hang_note, "cause": err and err.cause,
           "hang": err.hang.to_dict() if err is not None and err.hang is not None else None,
-          "elapsed": elapsed, "next": good.passed, "torch": float((x * 2).sum().item())}}))
+          "elapsed": elapsed, "next": ok.passed, "pipeline": good.passed,
+          "torch": float((x * 2).sum().item())}}))
 """
 
 
@@ -204,6 +206,7 @@ def test_a_wrong_parity_deadlock_names_the_warp_groups_the_barriers_and_the_line
     assert f"line {_line_of('T.mbarrier_wait_parity(empty[')} of fault_kernels.py" in message
     assert "located in" in message
     assert r["next"] is True and r["torch"] == 12.0
+    assert r["pipeline"] is True, "the correct pipeline (producer_parity=1, empty_arrivals=128) failed its check"
 
 
 def test_fewer_arrivals_than_expected_is_named_with_the_counts():
@@ -224,7 +227,7 @@ def test_fewer_arrivals_than_expected_is_named_with_the_counts():
     assert f"line {_line_of('T.mbarrier_arrive(empty[')}" in shortfall[0]
     assert not any("parity that blocks" in f for f in hang["findings"])
     assert r["cause"] is None  # the findings replace the generic list of likely causes
-    assert r["next"] is True and r["torch"] == 12.0
+    assert r["next"] is True and r["torch"] == 12.0 and r["pipeline"] is True
 
 
 def test_a_spin_without_barriers_is_reported_as_warps_that_never_finished_and_the_watch_is_optional():
