@@ -4,7 +4,11 @@
 
 * per-launch overhead: ``tilelab.run`` of a 1024-element copy in the warm worker against the same
   call in this process (isolate=False), 30 calls each after warm-up, median and spread (host ms);
-* hang: a kernel that never exits, ``timeout=2``, seconds until the error (worker warm);
+* hang: a kernel that never exits, ``timeout=2``, seconds until the error (worker warm), without
+  the watched relaunch (``diagnose_hang=False``);
+* deadlocked pipelines (a wrong parity; fewer arrivals than a barrier expects), ``timeout=2``:
+  seconds until the error that says where each warp group hung (the watched relaunch included),
+  and its first line;
 * ``--save-sanitizer DIR``: compute-sanitizer's raw text for our buggy kernels (the parser's test
   data come from such a run).
 """
@@ -67,11 +71,26 @@ def main() -> int:
         tilelab.run(good, a)  # a warm worker (after the previous kill, a fresh one)
         t0 = time.perf_counter()
         try:
-            tilelab.run(spin, flag, torch.zeros(256, device="cuda"), timeout=timeout)
+            tilelab.run(spin, flag, torch.zeros(256, device="cuda"), timeout=timeout, diagnose_hang=False)
         except KernelLaunchError as err:
             assert err.kind == "timeout", err
         lat.append(time.perf_counter() - t0)
     rows.append(("hang -> error, timeout=2 s", " / ".join(f"{x:.2f} s" for x in lat), "(includes loading the kernel)"))
+    import fault_kernels as fk
+
+    for name in ("wrong_parity", "fewer_arrivals"):
+        kernel = getattr(fk, name)()
+        tilelab.run(good, a)
+        t0 = time.perf_counter()
+        try:
+            tilelab.run(kernel, timeout=2.0)
+            where = "did not hang"
+        except KernelLaunchError as err:
+            hang = err.hang
+            where = (f"{hang.outcome}: " + "; ".join(
+                f"{g.role} {g.barrier} parity {g.parity}" for g in hang.waiting())) if hang else str(err.hang_note)
+        rows.append((f"deadlock ({name}) -> located error, timeout=2 s", f"{time.perf_counter() - t0:.2f} s",
+                     where[:90]))
     t0 = time.perf_counter()
     ok = tilelab.run(good, a, ref=lambda x: x)
     rows.append(("next run after the hang (fresh worker)", f"{(time.perf_counter() - t0) * 1e3:.0f} ms",

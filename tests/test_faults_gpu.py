@@ -1,7 +1,9 @@
 """More faults on a real GPU (marker ``gpu``), each in a fresh notebook-like process, with what the
 user sees and what keeps working after it: a kernel that writes into its input, NaN in an output,
 a block asking for more shared memory than the GPU has, the worker killed from outside during a
-bench, and two processes launching on one GPU at once.
+bench, two processes launching on one GPU at once, and warp-specialised pipelines that deadlock
+(a wrong parity; fewer arrivals than a barrier expects), whose timeout error says where each warp
+group hung.
 Run on a GPU machine:  python -m pytest -m gpu tests/test_faults_gpu.py
 """
 
@@ -137,3 +139,118 @@ def test_two_processes_launching_on_one_gpu_at_once_are_both_correct(tmp_path):
         lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
         assert lines, err[-3000:]
         assert json.loads(lines[-1][len("RESULT "):])["passed"] == [True] * 10
+
+
+# ------------------------------------------------------------------------------------------
+# Deadlocked pipelines: the timeout error says where the warps hung (a watched relaunch)
+# ------------------------------------------------------------------------------------------
+
+FAULT_KERNELS_PY = ROOT / "tests" / "fault_kernels.py"
+
+
+def _line_of(needle: str) -> int:
+    """The 1-based line of fault_kernels.py holding ``needle`` (ground truth: the file itself)."""
+    hits = [i + 1 for i, text in enumerate(FAULT_KERNELS_PY.read_text().split("\n")) if needle in text]
+    assert len(hits) == 1, (needle, hits)
+    return hits[0]
+
+
+HANG = """
+    from fault_kernels import {bad}, ws_pipeline
+    kernel = {bad}()
+    t0 = time.monotonic()
+    try:
+        tilelab.run(kernel, timeout=3.0)
+        err = None
+    except KernelLaunchError as e:
+        err = e
+    elapsed = time.monotonic() - t0
+    ok = tilelab.run(copy(), ref=lambda a: a)  # the next launch, in a fresh worker
+    good = tilelab.run(ws_pipeline(), ref=torch.matmul)  # the same pipeline, correct
+    x = torch.arange(4.0, device="cuda")
+    print("RESULT " + json.dumps({{"kind": err and err.kind, "message": str(err),
+          "note": err and err.hang_note, "cause": err and err.cause,
+          "hang": err.hang.to_dict() if err is not None and err.hang is not None else None,
+          "elapsed": elapsed, "next": ok.passed, "pipeline": good.passed,
+          "torch": float((x * 2).sum().item())}}))
+"""
+
+
+def _waiting(hang: dict, role: str) -> dict:
+    groups = [g for g in hang["groups"] if g["state"] == "waiting" and g["role"] == role]
+    assert len(groups) == 1, hang["groups"]
+    return groups[0]
+
+
+def test_a_wrong_parity_deadlock_names_the_warp_groups_the_barriers_and_the_lines():
+    r = _fresh(HANG.format(bad="wrong_parity"))
+    print("wrong parity -> located error after", round(r["elapsed"], 1), "s\n" + r["message"])
+    assert r["kind"] == "timeout", r
+    assert r["hang"] is not None, r["note"]
+    hang = r["hang"]
+    assert hang["outcome"] == "hung" and hang["watched_blocks"] == 4, hang
+    producer, consumer = _waiting(hang, "producer"), _waiting(hang, "consumer")
+    # every block's producer warp group stops at its first wait on empty[0], for parity 0 ...
+    assert producer["warps"] == [0, 1, 2, 3] and producer["blocks"] == 4
+    assert producer["barrier"] == "empty[0]" and producer["parity"] == 0 and producer["iterations"] == [0]
+    assert producer["cell_line"] == _line_of("T.mbarrier_wait_parity(empty[")
+    # ... and its consumer warp group waits for full[0], which the producer never fills
+    assert consumer["warps"] == [4, 5, 6, 7] and consumer["blocks"] == 4
+    assert consumer["barrier"] == "full[0]" and consumer["parity"] == 0 and consumer["iterations"] == [0]
+    assert consumer["cell_line"] == _line_of("T.mbarrier_wait_parity(full[")
+    assert any(f.startswith("a deadlock") for f in hang["findings"]), hang["findings"]
+    assert any("parity that blocks the first pass" in f for f in hang["findings"]), hang["findings"]
+    message = r["message"]
+    assert "producer warp group (warps 0-3) in 4 of 4 blocks: waiting on empty[0] for parity 0" in message
+    assert "consumer warp group (warps 4-7) in 4 of 4 blocks: waiting on full[0] for parity 0" in message
+    assert f"line {_line_of('T.mbarrier_wait_parity(empty[')} of fault_kernels.py" in message
+    assert "located in" in message
+    assert r["next"] is True and r["torch"] == 12.0
+    assert r["pipeline"] is True, "the correct pipeline (producer_parity=1, empty_arrivals=128) failed its check"
+
+
+def test_fewer_arrivals_than_expected_is_named_with_the_counts():
+    r = _fresh(HANG.format(bad="fewer_arrivals"))
+    print("fewer arrivals -> located error after", round(r["elapsed"], 1), "s\n" + r["message"])
+    assert r["kind"] == "timeout", r
+    assert r["hang"] is not None, r["note"]
+    hang = r["hang"]
+    producer, consumer = _waiting(hang, "producer"), _waiting(hang, "consumer")
+    # two stages pass (a fresh ring), then the producer waits for a stage the consumer never frees
+    assert producer["warps"] == [0, 1, 2, 3] and producer["barrier"] == "empty[0]"
+    assert producer["parity"] == 0 and producer["iterations"] == [2]
+    assert consumer["warps"] == [4, 5, 6, 7] and consumer["barrier"] == "full[0]"
+    assert consumer["parity"] == 1 and consumer["iterations"] == [2]
+    shortfall = [f for f in hang["findings"] if f.startswith("fewer arrivals than expected")]
+    assert shortfall and "256 arrivals per phase" in shortfall[0] and "only 128 threads" in shortfall[0], \
+        hang["findings"]
+    assert f"line {_line_of('T.mbarrier_arrive(empty[')}" in shortfall[0]
+    assert not any("parity that blocks" in f for f in hang["findings"])
+    assert r["cause"] is None  # the findings replace the generic list of likely causes
+    assert r["next"] is True and r["torch"] == 12.0 and r["pipeline"] is True
+
+
+def test_a_spin_without_barriers_is_reported_as_warps_that_never_finished_and_the_watch_is_optional():
+    r = _fresh("""
+        import buggy_kernels as bk
+        spin = bk.compile(bk.spin_forever())
+        flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+        out = {}
+        for diagnose in (True, False):
+            try:
+                tilelab.run(spin, flag, torch.zeros(256, device="cuda"), timeout=2.0, diagnose_hang=diagnose)
+            except KernelLaunchError as e:
+                out[str(diagnose)] = {"kind": e.kind, "message": str(e), "note": e.hang_note,
+                                      "hang": e.hang.to_dict() if e.hang is not None else None}
+        ok = tilelab.run(copy(), ref=lambda x: x)
+        print("RESULT " + json.dumps({**out, "next": ok.passed}))
+    """)
+    watched, plain = r["True"], r["False"]
+    assert watched["hang"] is not None, watched["note"]
+    (group,) = [g for g in watched["hang"]["groups"] if g["state"] != "finished"]
+    assert group["state"] == "running" and group["kind"] == "kernel" and group["warps"] == list(range(8))
+    assert any("no watched warp was waiting on a barrier" in f for f in watched["hang"]["findings"])
+    assert "likely cause" in watched["message"]  # no barrier to blame: the general causes stay
+    assert plain["kind"] == "timeout" and plain["hang"] is None and plain["note"] is None
+    assert "where it hung" not in plain["message"]
+    assert r["next"] is True

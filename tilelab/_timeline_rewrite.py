@@ -55,6 +55,18 @@ _TMA_STORE = re.compile(r"tl::tma_store\w*\((\w+)_desc")
 _CP_ASYNC = re.compile(r"tl::cp_async_gs\w*<\d+>\(.*?,\s*\(&\((\w+)\[")
 _ELECT = re.compile(r"tl_shuffle_elect<")
 _WARP_BRANCH = re.compile(r"^\(\(int\)threadIdx\.x\) (<|>=) (\d+)$")
+# Barrier arrays and their use, as TileLang 0.1.15 writes them for auto warp specialisation
+# (``mbarrier``) and for barriers a kernel allocates itself (``T.alloc_barrier``: the buffer's name).
+BARRIER_ARRAY = re.compile(r"^\s*auto (\w+) = reinterpret_cast<Barrier\*>\((\w+)\);\s*$")
+BARRIER_MEMORY = re.compile(r"^\s*__shared__ __align__\(\d+\) uint64_t (\w+)\[(\d+)\];\s*$")
+BARRIER_INIT = re.compile(r"^\s*(\w+)\[(\d+)\]\.init\((\d+)\);\s*$")
+BARRIER_WAIT = re.compile(r"^\s*(\w+)\[(.+)\]\.wait\((.+)\);\s*$")
+BARRIER_ARRIVE = re.compile(r"^\s*(\w+)\[(.+)\]\.(arrive|arrive_and_expect_tx)\((.*)\);\s*$")
+TMA_LOAD_BARRIER = re.compile(r"tl::tma_load(?:_im2col)?\((\w+)_desc, (\w+)\[(.+?)\],")
+SYNC_THREADS = re.compile(r"^\s*__syncthreads\(\);\s*$")
+SYNC_PARTIAL = re.compile(r"^\s*tl::__sync_thread_partial(?:<[^>]*>)?\((.*)\);\s*$")
+FOR_HEAD = re.compile(r"^\s*for \((?:int|int64_t|long long|unsigned) (\w+) = ([^;]+); \1 < ([^;]+); \+\+\1\) \{$")
+THREAD_COMPARE = re.compile(r"^\(*(?:\(\(int\)threadIdx\.x\) (<|>=) (\d+)|(\d+) <= \(\(int\)threadIdx\.x\))\)*$")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def worker_for(isolate: bool) -> _worker.Worker | None:
 
 def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None, backend: str | None = None,
         out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-        timeout: float | None = None, target: Any = None, **keywords: Any) -> RunResult:
+        timeout: float | None = None, target: Any = None, diagnose_hang: bool = True, **keywords: Any) -> RunResult:
     """Launch ``kernel`` once on the GPU and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -46,6 +46,10 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     The launch happens in tilelab's warm worker process (``isolate=True``, the default): a kernel
     that hangs ends in :class:`KernelLaunchError` (kind "timeout") after ``timeout`` seconds
     (default 30), and an illegal address loses the worker's CUDA context, not this process's.
+    After a timeout, tilelab launches the kernel once more, instrumented so that each warp keeps
+    its state (waiting on which barrier, for which parity, in which iteration, at which line) in
+    host memory, and the error says where the warps hung (``err.hang``, a
+    :class:`tilelab._hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
     ``isolate=False`` launches in this process.
 
     ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
@@ -66,7 +70,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     if worker is not None:
         def launcher(prepared: Prepared, args: list[Any], bound: dict[str, int], pattern: int
                      ) -> tuple[list[Any], list[bool]]:
-            return _isolated.poisoned_launch(worker, prepared, args, bound, pattern, timeout)
+            return _isolated.poisoned_launch(worker, prepared, args, bound, pattern, timeout, diagnose_hang)
     else:
         def launcher(prepared: Prepared, args: list[Any], bound: dict[str, int], pattern: int
                      ) -> tuple[list[Any], list[bool]]:
@@ -76,7 +80,8 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
 
 def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,
           out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-          timeout: float | None = None, target: Any = None, baseline: Any = None, **keywords: Any) -> BenchResult:
+          timeout: float | None = None, target: Any = None, baseline: Any = None, diagnose_hang: bool = True,
+          **keywords: Any) -> BenchResult:
     """Time ``kernel`` (a TileLang kernel, or any zero-argument callable such as
     ``lambda: torch.matmul(a, b)``) with CUDA events; :mod:`tilelab.launch._bench` describes the modes.
 
@@ -115,8 +120,9 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
 
     A TileLang kernel is timed in tilelab's warm worker process (``isolate=True``, the default;
     see :func:`tilelab.run`), within ``timeout`` seconds (default: 60 s plus four times the warm-up
-    and repetition time, every round ``ci_target`` may take counted). A zero-argument callable
-    runs in this process: it cannot be sent to another one.
+    and repetition time, every round ``ci_target`` may take counted); after a timeout the error
+    says where the kernel hung, as :func:`tilelab.run`'s does (``diagnose_hang=False``: it doesn't).
+    A zero-argument callable runs in this process: it cannot be sent to another one.
 
     ``target="c"`` (or a kernel compiled for target ``c``) times on the CPU with a wall clock.
 
@@ -136,7 +142,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     opts, sizes = BenchOptions.split(options, keywords)
     if baseline is not None:
         return _bench_ratio(kernel, args, opts, sizes, baseline, backend=backend, out_idx=out_idx, outputs=outputs,
-                            isolate=isolate, timeout=timeout, target=target)
+                            isolate=isolate, timeout=timeout, target=target, diagnose_hang=diagnose_hang)
     cpu = _cpu.wants_cpu(kernel, target)
     torch = None if cpu else require_gpu()
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
@@ -153,14 +159,15 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
         kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     worker = worker_for(isolate)
     if worker is not None:
-        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout)
+        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout,
+                                              diagnose_hang=diagnose_hang)
         return result
     return _bench.measure(torch, prepared, args, opts, sizes)
 
 
 def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: dict[str, int], baseline: Any, *,
                  backend: str | None, out_idx: Any, outputs: Sequence[str] | None, isolate: bool,
-                 timeout: float | None, target: Any) -> BenchResult:
+                 timeout: float | None, target: Any, diagnose_hang: bool = True) -> BenchResult:
     """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process."""
     import pickle
 
@@ -197,7 +204,8 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
                     "the baseline were timed in this process; pass a module-level function of the kernel's inputs "
                     "(torch.matmul) to keep both in the worker")
     if worker is not None:
-        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base)
+        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base,
+                               diagnose_hang=diagnose_hang)
     if base_is_kernel and not isinstance(base, Prepared):
         raise BaselineError(f"the baseline {baseline!r:.60} could not be prepared")
     return _bench.measure(torch, prepared, args, opts, sizes, baseline=base, baseline_note=note)

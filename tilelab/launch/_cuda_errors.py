@@ -25,15 +25,21 @@ class KernelLaunchError(TilelabError, RuntimeError):
         self.sticky, self.flagged = sticky, tuple(flagged)
         self.isolated = False  # True when it happened in a worker process (the notebook's context is intact)
         self.located: str | None = None  # compute-sanitizer's finding, when tilelab could locate the fault
+        self.hang: Any = None  # a timeout's tilelab._hang.HangReport: where the warps were (a watched relaunch)
+        self.hang_note: str | None = None  # why the hang was not located, when tilelab tried
         super().__init__(str(self))
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses from the worker process intact
         return (_rebuild_launch_error, (self.kernel, self.kind, self.detail, self.cause, self.sticky, self.flagged,
-                                        self.isolated, self.located))
+                                        self.isolated, self.located, self.hang, self.hang_note))
 
     def __str__(self) -> str:
         headline = CUDA_ERROR_KINDS.get(self.kind, ("launch failed", ""))[0]
         text = f"{self.kernel}: {headline} ({self.detail.strip()[:300]})"
+        if self.hang is not None:
+            text += "\n  " + str(self.hang).replace("\n", "\n  ")
+        if self.hang_note:
+            text += f"\n  {self.hang_note}"
         if self.cause:
             text += f"\n  likely cause: {self.cause}"
         for item in self.flagged:
@@ -53,9 +59,10 @@ class KernelLaunchError(TilelabError, RuntimeError):
 
 
 def _rebuild_launch_error(kernel: str, kind: str, detail: str, cause: str | None, sticky: bool,
-                          flagged: Sequence[str], isolated: bool, located: str | None) -> KernelLaunchError:
+                          flagged: Sequence[str], isolated: bool, located: str | None, hang: Any = None,
+                          hang_note: str | None = None) -> KernelLaunchError:
     err = KernelLaunchError(kernel, kind, detail, cause, sticky, flagged)
-    err.isolated, err.located = isolated, located
+    err.isolated, err.located, err.hang, err.hang_note = isolated, located, hang, hang_note
     return err
 
 

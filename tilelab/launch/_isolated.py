@@ -230,9 +230,36 @@ def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | No
         raise died_error(prepared, err) from None
 
 
+def _call_watched(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
+                  fn: Any, *args: Any, watch_args: Any = None) -> Any:
+    """:func:`_call`; after a timeout, ``watch_args`` (a callable giving the kernel's launch
+    arguments; None: don't) relaunches the kernel watched, to say where it hung."""
+    try:
+        return _call(worker, prepared, bound, timeout, fn, *args)
+    except KernelLaunchError as error:
+        if watch_args is not None and error.kind == "timeout" and error.isolated:
+            locate_hang(worker, prepared, bound, watch_args, error)
+        raise
+
+
+def locate_hang(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, watch_args: Any,
+                error: KernelLaunchError) -> None:
+    """Attach to a timeout ``error`` where the kernel hung (``error.hang``), from one watched
+    relaunch in a fresh worker (:mod:`tilelab.launch._watch`); never raises."""
+    from . import _watch
+
+    def locate() -> Any:
+        payload = pickle.dumps(_payload(prepared))
+        return _watch.locate_hang(worker, prepared, list(watch_args()), bound, payload)
+
+    _watch.attach(error, locate)
+
+
 def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any], bound: dict[str, int],
-                    pattern: int, timeout: float | None) -> tuple[list[Any], list[bool]]:
-    """The isolated counterpart of ``_run.poisoned_launch``: same answer, launched in ``worker``."""
+                    pattern: int, timeout: float | None, diagnose_hang: bool = True) -> tuple[list[Any], list[bool]]:
+    """The isolated counterpart of ``_run.poisoned_launch``: same answer, launched in ``worker``.
+    A timeout is followed by one watched relaunch that locates the hang, unless ``diagnose_hang``
+    is False."""
     import torch
 
     dests = []
@@ -241,8 +268,9 @@ def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any],
             shape = tuple(_inputs.eval_dim(d, bound) for d in p.shape)
             dests.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype), device="cuda"))
     torch.cuda.synchronize()  # the inputs this process wrote are complete before the worker reads them
-    poisoned = _call(worker, prepared, bound, timeout if timeout is not None else RUN_TIMEOUT_S,
-                     poisoned_launch_in_worker, list(args), dict(bound), pattern, dests)
+    poisoned = _call_watched(worker, prepared, bound, timeout if timeout is not None else RUN_TIMEOUT_S,
+                             poisoned_launch_in_worker, list(args), dict(bound), pattern, dests,
+                             watch_args=(lambda: args) if diagnose_hang else None)
     launch = [p for p in prepared.params if p.passed_at_launch]
     outs, callee = [], iter(dests)
     for p in prepared.outputs:
@@ -251,9 +279,10 @@ def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any],
 
 
 def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], options: dict[str, Any],
-          timeout: float | None, baseline: Any = None) -> Any:
+          timeout: float | None, baseline: Any = None, diagnose_hang: bool = True) -> Any:
     """``_bench.measure`` in the worker; a ``baseline`` (a prepared kernel, loaded there first, or
-    a picklable callable) travels in the options and is timed beside the kernel."""
+    a picklable callable) travels in the options and is timed beside the kernel. A timeout is
+    followed by one watched relaunch that locates the hang, unless ``diagnose_hang`` is False."""
     if baseline is not None:
         if isinstance(baseline, Prepared):
             ref = kernel_ref(baseline, worker)
@@ -279,7 +308,15 @@ def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], optio
     except Exception:
         pass
     sizes = {k: v for k, v in options.items() if isinstance(v, int) and k[:1].isupper()}
-    return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options))
+
+    def watch_args() -> list[Any]:
+        launch, _ = _inputs.build_inputs(prepared.params, tuple(args), sizes, device="cuda")
+        return list(launch)
+
+    if not diagnose_hang:
+        return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options))
+    return _call_watched(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options),
+                         watch_args=watch_args)
 
 
 def call(worker: _worker.Worker, fn: Any, args: tuple, kwargs: dict[str, Any], timeout: float | None,
