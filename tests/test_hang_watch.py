@@ -18,7 +18,7 @@ import fault_kernels
 import pytest
 import timeline_kernels
 
-from tilelab import _adapter
+from tilelab import _tilelang
 from tilelab._hang import HangReport, analyse, decode, hang_text
 from tilelab._timeline_rewrite import RewriteError
 from tilelab._toolchain import find_toolchain
@@ -42,9 +42,9 @@ def lowered(name: str):
             "add": (lambda: timeline_kernels.add(), None),
         }[name]
         func = func()
-        source = _adapter.timeline_device_source(func, "sm_90a", configs)
+        source = _tilelang.timeline_device_source(func, "sm_90a", configs)
         blocks = {"gemm": 32, "parity": 4, "arrivals": 4, "add": 1024}[name]
-        watched = watch(source, ops=_adapter.timeline_ops(func), cell_file=_adapter.kernel_file(func), blocks=blocks)
+        watched = watch(source, ops=_tilelang.timeline_ops(func), cell_file=_tilelang.kernel_file(func), blocks=blocks)
         _CACHE[name] = (func, source, watched)
     return _CACHE[name]
 
@@ -137,7 +137,7 @@ def test_a_source_without_the_bind_is_refused():
 def test_the_watched_gemm_compiles_for_sm_90a_with_no_spill_and_no_serialised_wgmma(tmp_path):
     """The plain source's build is the timeline tests' business; this one builds the watched one."""
     _, _, w = lowered("gemm")
-    incs = [f"-I{d}" for d in _adapter.device_include_dirs()]
+    incs = [f"-I{d}" for d in _tilelang.device_include_dirs()]
     (tmp_path / "watched.cu").write_text(w.source)
     done = subprocess.run([str(TOOLS.nvcc), "-cubin", "-std=c++17", "-arch=sm_90a", "-Xptxas", "-v",
                            "-diag-suppress=1444,20012", *incs, "-o", "watched.cubin", "watched.cu"],

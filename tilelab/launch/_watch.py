@@ -3,7 +3,7 @@ each warp is while it hangs.
 
 The watched kernel is compiled in the worker process with the hang watch's rewrite
 (:mod:`tilelab._watch_rewrite`, through the same CUDA post-processing hook and extra ``uint64``
-parameter as the timeline: ``tilelab._adapter.compile_instrumented``). Its slot buffer is a file
+parameter as the timeline: ``tilelab._tilelang.compile_instrumented``). Its slot buffer is a file
 in shared memory (``/dev/shm`` where there is one) that the worker maps, pins and maps into the
 GPU's address space (``cuMemHostRegister`` with ``DEVICEMAP``), so the kernel's stores land in
 host memory that this process maps too, and that keeps what the kernel wrote after the worker is
@@ -175,15 +175,15 @@ def prepare_in_worker(payload: bytes, options: dict[str, Any]) -> dict[str, Any]
     + ".json"), so that this process can be killed once it launched and the tables still read."""
     import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
 
-    from .. import _adapter
+    from .. import _tilelang
     from .._watch_rewrite import watch
 
     _torch()
     func, out_idx, target, backend, pass_configs, _flags, _outputs = pickle.loads(payload)
     # the watched kernel has one more parameter, last: an output counted from the end moves
     out_idx = [int(i) if int(i) >= 0 else int(i) + len(func.params) for i in (out_idx or [])] or None
-    ops = _adapter.timeline_ops(func)
-    cell_file = _adapter.kernel_file(func)
+    ops = _tilelang.timeline_ops(func)
+    cell_file = _tilelang.kernel_file(func)
     made: list[Any] = []
 
     def rewrite(code: str) -> str:
@@ -192,7 +192,7 @@ def prepare_in_worker(payload: bytes, options: dict[str, Any]) -> dict[str, Any]
         made.append(w)
         return w.source
 
-    compiled = _adapter.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
+    compiled = _tilelang.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
                                              pass_configs=pass_configs)
     if not made:
         raise WatchError("TileLang did not pass the device source through its CUDA post-processing hook")
@@ -259,13 +259,13 @@ def locate_hang(worker: _worker.Worker, prepared: Any, args: list[Any], bound: d
                 payload: bytes, *, watch_s: float = WATCH_S, quiet_s: float = QUIET_S) -> Any:
     """Launch ``prepared`` once more, watched, in ``worker`` and return the
     :class:`~tilelab._hang.HangReport` of where its warps were; raises when it cannot."""
-    from .. import _adapter
+    from .. import _tilelang
     from .._hang import analyse, decode
     from .._watch_rewrite import Watched
     from . import _inputs
 
     started = time.monotonic()
-    dims = _adapter.launch_dims(prepared.compiled)
+    dims = _tilelang.launch_dims(prepared.compiled)
     if dims is None:
         raise WatchError("tilelab cannot read the kernel's grid from its T.Kernel")
     grid = [_inputs.eval_dim(d, bound or {}) for d in dims[0]]
