@@ -208,11 +208,34 @@ def timeout_error(prepared: Prepared, err: _worker.WorkerTimeout, bound: dict[st
 
 
 def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError:
-    out = KernelLaunchError(prepared.name, "launch_failure", str(err),
+    detail = str(err)
+    last = [line for line in (getattr(err, "stderr", "") or "").splitlines() if line.strip()][-3:]
+    if last:
+        detail += "; its last words on stderr: " + " | ".join(last)
+    out = KernelLaunchError(prepared.name, "launch_failure", detail,
                             "the worker process crashed during the launch (a fault in the launcher or the driver)",
                             sticky=True)
     out.isolated = True
     return out
+
+
+def with_device_fault(err: KernelLaunchError, prepared: Prepared) -> KernelLaunchError:
+    """``err`` with its device-side assert or trap located (the kernel's line, the user's line, the
+    block and thread, the message) from what the worker printed and the kernel's source."""
+    from ._device_faults import fault_of
+
+    kind = "assert" if err.kind == "device_assert" else "trap" if err.kind in ("launch_failure", "other") else None
+    if kind is None or err.device_fault is not None:
+        return err
+    try:
+        fault = fault_of(kind, prepared.compiled, prepared.kernel_source(), getattr(err, "worker_stdout", "") or "",
+                         getattr(err, "worker_stderr", "") or "")
+    except Exception:  # locating is a bonus: the launch error is what matters
+        return err
+    if fault is not None:
+        err.device_fault = fault
+        err.refresh()
+    return err
 
 
 def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
@@ -224,6 +247,8 @@ def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | No
             worker.loaded.add(ref.key)
             ref = KernelRef(ref.key, ref.name, None)
         return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
+    except KernelLaunchError as err:
+        raise with_device_fault(err, prepared)  # noqa: B904 (the worker's error itself, located)
     except _worker.WorkerTimeout as err:
         raise timeout_error(prepared, err, bound) from None
     except _worker.WorkerDied as err:
