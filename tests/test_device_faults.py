@@ -181,8 +181,8 @@ def test_the_located_error_crosses_from_the_worker_intact(lowered):
 
 
 def test_the_notebook_side_locates_an_assert_from_the_workers_output():
-    """_isolated.with_device_fault: the kernel re-lowered with #line directives, the worker's text."""
-    from tilelab.launch._isolated import with_device_fault
+    """with_device_fault: the kernel re-lowered with #line directives, the worker's text."""
+    from tilelab.launch._device_faults import with_device_fault
     from tilelab.launch._kernel import Prepared
 
     func = fk.asserting_bare()

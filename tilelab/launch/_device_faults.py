@@ -314,6 +314,8 @@ def describe(fault: DeviceFault) -> str:
             text += f" ({fault.threads} threads failed in all)"
     elif fault.kind == "trap":
         text += "; a trap reports no block, thread or message"
+    else:
+        text += "; CUDA printed the failing blocks and threads on the launching process's stderr"
     if fault.unlocated:
         text += f" ({fault.unlocated})"
     return text
@@ -361,5 +363,24 @@ def fault_of(kind: str, kernel: Any, plain_source: str | None, stdout: str, stde
     return locate(kind, source, stdout=stdout, stderr=stderr, origins=found)
 
 
+def with_device_fault(err: Any, prepared: Any) -> Any:
+    """``err`` (a KernelLaunchError) with its device-side assert or trap located (the kernel's line,
+    the user's line, the block and thread, the message) from what the worker printed (none when the
+    launch was in this process) and the kernel's source (``prepared``: a ``launch._kernel.Prepared``)."""
+    kind = "assert" if err.kind == "device_assert" else "trap" if err.kind in ("launch_failure", "other") else None
+    if kind is None or err.device_fault is not None:
+        return err
+    try:
+        fault = fault_of(kind, prepared.compiled, prepared.kernel_source(), getattr(err, "worker_stdout", "") or "",
+                         getattr(err, "worker_stderr", "") or "")
+    except Exception:  # locating is a bonus: the launch error is what matters
+        return err
+    if fault is not None:
+        err.device_fault = fault
+        err.refresh()
+    return err
+
+
 __all__ = ["AssertLine", "DeviceFault", "call_sites", "describe", "fault_of", "fold_assert_lines", "line_origins",
-           "locate", "parse_assert_lines", "parse_messages"]
+           "locate", "parse_assert_lines", "parse_messages",
+           "with_device_fault"]

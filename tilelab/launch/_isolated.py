@@ -21,6 +21,7 @@ from typing import Any
 
 from . import _inputs, _worker
 from ._cuda_errors import KernelLaunchError
+from ._device_faults import with_device_fault
 from ._kernel import Prepared, prepare_kernel
 
 RUN_TIMEOUT_S = 30.0  # one verified launch: honest kernels take milliseconds
@@ -217,25 +218,6 @@ def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError
                             sticky=True)
     out.isolated = True
     return out
-
-
-def with_device_fault(err: KernelLaunchError, prepared: Prepared) -> KernelLaunchError:
-    """``err`` with its device-side assert or trap located (the kernel's line, the user's line, the
-    block and thread, the message) from what the worker printed and the kernel's source."""
-    from ._device_faults import fault_of
-
-    kind = "assert" if err.kind == "device_assert" else "trap" if err.kind in ("launch_failure", "other") else None
-    if kind is None or err.device_fault is not None:
-        return err
-    try:
-        fault = fault_of(kind, prepared.compiled, prepared.kernel_source(), getattr(err, "worker_stdout", "") or "",
-                         getattr(err, "worker_stderr", "") or "")
-    except Exception:  # locating is a bonus: the launch error is what matters
-        return err
-    if fault is not None:
-        err.device_fault = fault
-        err.refresh()
-    return err
 
 
 def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
