@@ -321,3 +321,34 @@ def test_the_launch_error_of_a_refused_descriptor_says_the_rule_in_the_drivers_w
     bare = RuntimeError("Error: Failed to initialize the TMA descriptor B_desc")
     err = launch_error("tma_rows_kernel", bare, tma_rules=lambda m: tr.refused_rules(prepared, args, {"K": 1001}, m))
     assert err.tma_rules and "global_stride_multiple" in err.tma_rules[0]
+
+
+# --------------------------------------------------------------------------------------------
+# What the CUDA toolkit makes of our kernels: the assert is compiled in, the trap is a trap
+# --------------------------------------------------------------------------------------------
+
+
+CUDA = Path("/usr/local/cuda")  # as tests/test_toolchain.py: the toolkit, not the test run's nvcc shim
+
+
+def _ptx(kernel) -> str:
+    import tilelab
+    from tilelab._toolchain import find_toolchain
+
+    tools = find_toolchain(CUDA)
+    if tools.nvcc is None or tools.ptxas is None:
+        pytest.skip(f"needs nvcc and ptxas in {CUDA}/bin to compile the kernel's device source")
+    machine = tilelab.inspect(kernel, "sm_90a", toolchain=True, cuda_home=CUDA).machine
+    if machine is None or machine.missing:
+        pytest.skip(f"the toolchain tier did not compile: {machine.missing if machine else 'no machine code'}")
+    return machine.ptx
+
+
+@pytest.mark.slow
+def test_the_kernels_asserts_are_compiled_in_and_the_trap_is_a_trap():
+    """TileLang compiles without NDEBUG: a false T.device_assert calls CUDA's __assertfail (which
+    prints the line parsed above), the message goes through printf; __trap() is PTX's trap."""
+    with_message, bare, trap = _ptx(fk.asserting()), _ptx(fk.asserting_bare()), _ptx(fk.trapping())
+    assert "__assertfail" in with_message and "vprintf" in with_message
+    assert "__assertfail" in bare and "vprintf" not in bare
+    assert re.search(r"^\s*trap;", trap, re.M) and "__assertfail" not in trap
