@@ -324,7 +324,7 @@ def test_the_launch_error_of_a_refused_descriptor_says_the_rule_in_the_drivers_w
 
 
 # --------------------------------------------------------------------------------------------
-# What the CUDA toolkit makes of our kernels: the assert is compiled in, the trap is a trap
+# What the CUDA toolkit makes of our kernel: the assert is compiled in
 # --------------------------------------------------------------------------------------------
 
 
@@ -345,10 +345,8 @@ def _ptx(kernel) -> str:
 
 
 @pytest.mark.slow
-def test_the_kernels_asserts_are_compiled_in_and_the_trap_is_a_trap():
+def test_the_kernels_assert_is_compiled_in():
     """TileLang compiles without NDEBUG: a false T.device_assert calls CUDA's __assertfail (which
-    prints the line parsed above), the message goes through printf; __trap() is PTX's trap."""
-    with_message, bare, trap = _ptx(fk.asserting()), _ptx(fk.asserting_bare()), _ptx(fk.trapping())
-    assert "__assertfail" in with_message and "vprintf" in with_message
-    assert "__assertfail" in bare and "vprintf" not in bare
-    assert re.search(r"^\s*trap;", trap, re.M) and "__assertfail" not in trap
+    prints the line parsed above) after printf-ing its message (one nvcc run, about 10 s)."""
+    ptx = _ptx(fk.asserting())
+    assert "__assertfail" in ptx and "vprintf" in ptx
