@@ -350,3 +350,19 @@ def test_the_kernels_assert_is_compiled_in():
     prints the line parsed above) after printf-ing its message (one nvcc run, about 10 s)."""
     ptx = _ptx(fk.asserting())
     assert "__assertfail" in ptx and "vprintf" in ptx
+
+
+def test_the_per_thread_messages_on_stdout_are_folded_too():
+    block = "Device assert failed: A must be non-negative\n  at /k.py:8 in checked\n\n"
+    text = "before\n" + block * 50 + "after\n"
+    folded = df.fold_assert_messages(text, keep=3)
+    assert folded.count("Device assert failed: A must be non-negative") == 4  # 3 shown, 1 in the count
+    assert "47 more thread(s) printed" in folded and "before" in folded and "after" in folded
+    assert df.parse_messages(folded) == [("A must be non-negative", (("/k.py", 8, "checked"),))]
+
+
+def test_without_the_printf_the_one_assert_that_can_have_fired_gives_its_message(lowered):
+    source, origins = lowered["asserting"]
+    fault = df.locate("assert", source, stderr=_cuda_assert_lines(True, [(1, 0, 0)]), origins=origins)
+    assert fault.message == "A must be non-negative"
+    assert fault.cell_line == _line_of('T.device_assert(A[bx * block + i] >= 0.0, "A must be non-negative")')

@@ -153,6 +153,36 @@ def fold_assert_lines(stderr: str, keep: int = 3) -> str:
     return text
 
 
+def fold_assert_messages(stdout: str, keep: int = 3) -> str:
+    """``stdout`` with TileLang's ``Device assert failed:`` blocks (the message and its ``at`` lines,
+    printed once per failing thread) cut to the first ``keep`` of each and a count of the rest."""
+    lines = stdout.split("\n")
+    out: list[str] = []
+    seen: dict[tuple[str, ...], int] = {}
+    i = 0
+    while i < len(lines):
+        if not MESSAGE_LINE.match(lines[i]):
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and STACK_LINE.match(lines[j]):
+            j += 1
+        if j < len(lines) and not lines[j].strip() and j + 1 < len(lines):
+            j += 1  # the message's own trailing newline
+        block = tuple(lines[i:j])
+        seen[block] = seen.get(block, 0) + 1
+        if seen[block] <= keep:
+            out.extend(block)
+        i = j
+    text = "\n".join(out)
+    for block, n in seen.items():
+        if n > keep:
+            note = f"... and {n - keep} more thread(s) printed \"{block[0]}\" (not shown)"
+            text = text.rstrip("\n") + "\n" + note + ("\n" if stdout.endswith("\n") else "")
+    return text
+
+
 def _unescape(literal: str) -> str:
     simple = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "/": "/", "0": "\0"}
     return re.sub(r"\\(.)", lambda m: simple.get(m.group(1), m.group(1)), literal)
@@ -268,9 +298,14 @@ def locate(kind: str, device_source: str | None, *, stdout: str = "", stderr: st
         fired = [s for s in sites if s.with_msg != bare] or fired
     candidates = tuple(s.device_line for s in fired)
     device_line = candidates[0] if len(candidates) == 1 else None
+    stack: tuple[tuple[str, int, str], ...] = messages[0][1] if messages else ()
+    if device_line is not None and not messages and len(fired) == 1 and _message_of(fired[0]) is not None:
+        # the printf did not reach us (its buffer is lost with the context on some drivers): the one
+        # assert that can have fired carries the same message and stack in its literal
+        message, stack = _message_of(fired[0])  # type: ignore[misc]
     cell: tuple[str, int] | None = None
-    if messages and messages[0][1]:
-        file, line, _ = messages[0][1][-1]  # TileLang's innermost frame: the T.device_assert line
+    if stack:
+        file, line, _ = stack[-1]  # TileLang's innermost frame: the T.device_assert line
         cell = (file, line)
     elif device_line is not None:
         cell = _origin_of(device_line, origins, kind, source_lines)
@@ -381,6 +416,7 @@ def with_device_fault(err: Any, prepared: Any) -> Any:
     return err
 
 
-__all__ = ["AssertLine", "DeviceFault", "call_sites", "describe", "fault_of", "fold_assert_lines", "line_origins",
+__all__ = ["AssertLine", "DeviceFault", "call_sites", "describe", "fault_of", "fold_assert_lines", "fold_assert_messages",
+           "line_origins",
            "locate", "parse_assert_lines", "parse_messages",
            "with_device_fault"]

@@ -30,10 +30,11 @@ Whatever ``fn`` (or the kernel: device ``printf``) writes to the worker's stdout
 file-descriptor level and written to this process's ``sys.stdout`` before ``call`` returns, in
 order, so it appears in the notebook cell that launched it. The worker's stderr (where CUDA prints
 a device-side assert, one line per failing thread) is captured the same way, into a file the
-notebook's side can read even when the worker dies: it is written to ``sys.stderr`` (CUDA's
-per-thread assert lines cut to a few per assert) and kept on an exception from the call as
-``err.worker_stderr`` (``err.worker_stdout`` for stdout), and on :class:`WorkerDied` and
-:class:`WorkerTimeout` as ``.stderr``. The worker ignores SIGINT (Jupyter
+notebook's side can read even when the worker dies, and written to ``sys.stderr``. CUDA's
+per-thread assert lines, and TileLang's per-thread assert messages on stdout, are cut to a few
+each; both texts, whole, stay on an exception from the call (``err.worker_stdout``,
+``err.worker_stderr``), and stderr on :class:`WorkerDied` and :class:`WorkerTimeout` (``.stderr``).
+The worker ignores SIGINT (Jupyter
 sends it to the whole process group): the notebook's side decides.
 
 :func:`default_worker` gives the one warm worker of this process for a device.
@@ -480,7 +481,9 @@ def _forward(printed: Any) -> tuple[str, str]:
     """Write what the worker printed to this process's stdout and stderr; (stdout, stderr)."""
     out, err = (printed, "") if isinstance(printed, str) else tuple(printed)
     if out:
-        sys.stdout.write(out)
+        from ._device_faults import fold_assert_messages
+
+        sys.stdout.write(fold_assert_messages(out) if "Device assert failed: " in out else out)
         sys.stdout.flush()
     if err:
         from ._device_faults import fold_assert_lines
