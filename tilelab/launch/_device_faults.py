@@ -147,8 +147,8 @@ def fold_assert_lines(stderr: str, keep: int = 3) -> str:
             out.append(line)
     more = {site: n - keep for site, n in seen.items() if n > keep}
     text = "\n".join(out)
-    for (file, line, _), n in more.items():
-        note = f"... and {n} more thread(s) failed the assert at {file}:{line} (not shown)"
+    for (where, number, _), n in more.items():
+        note = f"... and {n} more thread(s) failed the assert at {where}:{number} (not shown)"
         text = text.rstrip("\n") + "\n" + note + ("\n" if stderr.endswith("\n") else "")
     return text
 
@@ -234,9 +234,10 @@ def _origin_of(device_line: int, origins: Sequence[Any], kind: str,
     before = [o for o in origins if o.user and o.last < device_line]
     after = [o for o in origins if o.user and o.first > device_line]
     near = (before[-1] if before else None), (after[0] if after else None)
-    file = (near[1] or near[0]).file if (near[0] or near[1]) else None
-    if file is None:
+    nearest = near[1] or near[0]
+    if nearest is None:
         return None
+    file = nearest.file
     lines = source_lines(file)
     if near[0] is not None and near[0].file == file:
         low = near[0].line
@@ -289,8 +290,8 @@ def locate(kind: str, device_source: str | None, *, stdout: str = "", stderr: st
     if kind == "assert" and first is not None and not _TILELANG_HELPER.search(first.file):
         expression = first.expression  # an assert() of the kernel's own, not TileLang's helper
     if messages:
-        message, stack = messages[0]
-        by_text = [s for s in sites if _message_of(s) == (message, stack)]
+        message, printed_stack = messages[0]
+        by_text = [s for s in sites if _message_of(s) == (message, printed_stack)]
         fired = by_text or [s for s in sites if s.with_msg] or fired
     elif first is not None and _TILELANG_HELPER.search(first.file):
         # The bare helper asserts `cond`; the one with a message asserts `0` after its printf.
@@ -416,7 +417,6 @@ def with_device_fault(err: Any, prepared: Any) -> Any:
     return err
 
 
-__all__ = ["AssertLine", "DeviceFault", "call_sites", "describe", "fault_of", "fold_assert_lines", "fold_assert_messages",
-           "line_origins",
-           "locate", "parse_assert_lines", "parse_messages",
+__all__ = ["AssertLine", "DeviceFault", "call_sites", "describe", "fault_of", "fold_assert_lines",
+           "fold_assert_messages", "line_origins", "locate", "parse_assert_lines", "parse_messages",
            "with_device_fault"]

@@ -410,7 +410,8 @@ class Worker:
                 self._replace_soon()
             error = _recreate(failure)
             try:
-                error.worker_stdout, error.worker_stderr = out, err_text
+                setattr(error, "worker_stdout", out)  # noqa: B010 (an attribute of our own on any exception)
+                setattr(error, "worker_stderr", err_text)  # noqa: B010
             except Exception:
                 pass
             raise error
