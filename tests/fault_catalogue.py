@@ -318,6 +318,17 @@ def _tma_refused() -> Outcome:
                    lambda v, e: {"rules": list(getattr(e, "tma_rules", ()) or ())})
 
 
+def _tma_misaligned() -> Outcome:
+    import torch
+
+    import fault_kernels as fk
+    import tilelab
+
+    a = torch.randn(256, 1024, dtype=torch.float16, device="cuda")
+    b = torch.empty(256 * 1024 + 1, dtype=torch.float16, device="cuda")[1:].view(256, 1024)  # 2 bytes past 16
+    return attempt(lambda: tilelab.run(fk.tma_rows(), a, b))
+
+
 def _kill_during_bench() -> Outcome:
     import fault_kernels as fk
 
@@ -441,6 +452,9 @@ CASES: tuple[Case, ...] = (
          lambda o: _all(_needs(o.kind == "tma_descriptor", f"kind {o.kind}"),
                         _needs(any("global_stride_multiple" in r for r in o.details.get("rules", [])),
                                "the rule is not named"), _recovered(o))),
+    Case("tma_misaligned", "an output view 2 bytes past a 16-byte boundary, stored by TMA", _tma_misaligned,
+         lambda o: _all(_needs(o.shown.startswith("MisalignedTensorError") and "16-byte" in o.shown,
+                               "the alignment rule is not named"), _recovered(o))),
     Case("kill_bench", "the worker killed (SIGKILL) during a bench", _kill_during_bench,
          lambda o: _all(_needs("worker" in o.shown.lower(), "no worker error"),
                         _needs((o.details.get("median_after") or 0) > 0, "the next bench did not measure"),
