@@ -332,14 +332,18 @@ def describe(fault: DeviceFault) -> str:
     """One or two lines for the launch error: where, which thread, the message."""
     import os.path
 
-    what = "the device-side assert" if fault.kind == "assert" else "the trap (__trap())"
+    what = "the device-side assert"
     where = []
     if fault.cell_line is not None:
         name = f" ({os.path.basename(fault.cell_file)})" if fault.cell_file else ""
         where.append(f"your line {fault.cell_line}{name}")
     if fault.device_line is not None:
         where.append(f"device line {fault.device_line} of the generated CUDA")
-    text = f"{what} is at {', '.join(where)}" if where else f"{what} could not be located"
+    if fault.kind == "trap":  # CUDA does not say a trap fired: the kernel can trap, and failed so
+        text = (f"the kernel calls __trap() at {', '.join(where)}, and a trap fails a launch this way" if where
+                else "the kernel calls __trap(), and a trap fails a launch this way")
+    else:
+        text = f"{what} is at {', '.join(where)}" if where else f"{what} could not be located"
     if fault.message:
         text += f': "{fault.message}"'
     elif fault.expression:
