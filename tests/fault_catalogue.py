@@ -389,10 +389,18 @@ def _from_elsewhere(name: str) -> Callable[[], Outcome]:
     return lambda: _resolve(name)()
 
 
-def _located(o: Outcome, kind: str) -> str | None:
+def _kernel_line(text: str) -> int:
+    """The line of tests/fault_kernels.py that holds ``text``: where an error must point."""
+    lines = (ROOT / "tests" / "fault_kernels.py").read_text().splitlines()
+    (line,) = [n for n, x in enumerate(lines, start=1) if text in x]
+    return line
+
+
+def _located(o: Outcome, kind: str, text: str) -> str | None:
     fault = o.details.get("fault") or {}
+    line = _kernel_line(text)
     return _all(_needs(fault.get("kind") == kind, f"no located {kind} on the error"),
-                _needs(fault.get("cell_line") is not None, "the user's line is not named"),
+                _needs(fault.get("cell_line") == line, f"your line {fault.get('cell_line')}, not {line}"),
                 _needs(fault.get("device_line") is not None, "the device line is not named"))
 
 
@@ -426,16 +434,19 @@ CASES: tuple[Case, ...] = (
          lambda o: _all(_needs(o.kind == "timeout", f"kind {o.kind}"), _recovered(o)),
          needs=("fault_kernels:ws_fewer_arrivals",)),
     Case("device_assert", "T.device_assert with a message fails in one thread", _device_assert("asserting"),
-         lambda o: _all(_needs(o.kind == "device_assert", f"kind {o.kind}"), _located(o, "assert"),
+         lambda o: _all(_needs(o.kind == "device_assert", f"kind {o.kind}"),
+                        _located(o, "assert", '"A must be non-negative")'),
                         _needs("A must be non-negative" in o.shown, "the message is not shown"),
                         _needs("block (3, 0, 0), thread (17, 0, 0)" in o.shown, "the failing thread is not named"),
                         _recovered(o))),
     Case("device_assert_bare", "T.device_assert without a message", _device_assert("asserting_bare"),
-         lambda o: _all(_needs(o.kind == "device_assert", f"kind {o.kind}"), _located(o, "assert"),
+         lambda o: _all(_needs(o.kind == "device_assert", f"kind {o.kind}"),
+                        _located(o, "assert", "no_stack_info=True"),
                         _needs("block (3, 0, 0), thread (17, 0, 0)" in o.shown, "the failing thread is not named"),
                         _recovered(o))),
     Case("trap", "a kernel that calls __trap()", _trap,
-         lambda o: _all(_needs(o.kind in ("launch_failure", "other"), f"kind {o.kind}"), _located(o, "trap"),
+         lambda o: _all(_needs(o.kind in ("launch_failure", "other"), f"kind {o.kind}"),
+                        _located(o, "trap", 'T.call_extern("void", "__trap")'),
                         _recovered(o))),
     Case("nan", "NaN in an output (0/0 in the last rows)", _nan,
          lambda o: _all(_needs(o.details.get("first") == [200, 0], f"first non-finite {o.details.get('first')}"),

@@ -150,28 +150,44 @@ def _kernel_line(text: str) -> int:
     return line
 
 
-_ASSERT_RUN = """
+_DEVICE_FAULTS = """
     import contextlib, io
-    from fault_kernels import {factory}
-    a = torch.rand(4096, device="cuda")
-    {poison}
-    shown = io.StringIO()
-    err = None
-    with contextlib.redirect_stderr(shown):
-        try:
-            tilelab.run({factory}(), a, torch.empty(4096, device="cuda"))
-        except KernelLaunchError as e:
-            err = e
-    mine = float((torch.arange(10, device="cuda", dtype=torch.float32) * 2).sum().item())
-    ok = tilelab.run(copy(), ref=lambda x: x)
-    print("RESULT " + json.dumps({{"kind": err and err.kind, "message": str(err),
-          "fault": err.device_fault.to_dict() if err is not None and err.device_fault else None,
-          "stderr": shown.getvalue(), "mine": mine, "next": ok.passed}}))
+    from fault_kernels import asserting, asserting_bare, trapping
+    def attempt(factory, poison):
+        a = torch.rand(4096, device="cuda")
+        poison(a)
+        shown = io.StringIO()
+        err = None
+        with contextlib.redirect_stderr(shown):
+            try:
+                tilelab.run(factory(), a, torch.empty(4096, device="cuda"))
+            except KernelLaunchError as e:
+                err = e
+        mine = float((torch.arange(10, device="cuda", dtype=torch.float32) * 2).sum().item())
+        ok = tilelab.run(copy(), ref=lambda x: x)
+        return {"kind": err and err.kind, "message": str(err),
+                "fault": err.device_fault.to_dict() if err is not None and err.device_fault else None,
+                "stderr": shown.getvalue(), "mine": mine, "next": ok.passed}
+    def one(a):
+        a[3 * 256 + 17] = -1.0
+    def everywhere(a):
+        a.neg_()
+    def first_block(a):
+        a[100] = -1.0
+    print("RESULT " + json.dumps({"assert": attempt(asserting, one), "bare": attempt(asserting_bare, everywhere),
+                                  "trap": attempt(trapping, first_block)}))
 """
 
 
-def test_a_device_assert_names_the_kernel_line_the_thread_and_the_message():
-    r = _fresh(_ASSERT_RUN.format(factory="asserting", poison="a[3 * 256 + 17] = -1.0"))
+@pytest.fixture(scope="module")
+def device_faults():
+    """A device assert with a message (one thread fails), one without (every thread fails) and a
+    trap, one after the other in one fresh process: each fault, then the next launch there."""
+    return _fresh(_DEVICE_FAULTS)
+
+
+def test_a_device_assert_names_the_kernel_line_the_thread_and_the_message(device_faults):
+    r = device_faults["assert"]
     fault = r["fault"]
     assert r["kind"] == "device_assert" and fault is not None, r["message"]
     assert fault["cell_line"] == _kernel_line('"A must be non-negative")'), r["message"]
@@ -183,8 +199,8 @@ def test_a_device_assert_names_the_kernel_line_the_thread_and_the_message():
     assert r["mine"] == 90.0 and r["next"] is True
 
 
-def test_a_device_assert_without_a_message_failing_everywhere_is_located_and_folded():
-    r = _fresh(_ASSERT_RUN.format(factory="asserting_bare", poison="a = -a"))
+def test_a_device_assert_without_a_message_failing_everywhere_is_located_and_folded(device_faults):
+    r = device_faults["bare"]
     fault = r["fault"]
     assert r["kind"] == "device_assert" and fault is not None, r["message"]
     assert fault["cell_line"] == _kernel_line("no_stack_info=True"), r["message"]
@@ -192,15 +208,15 @@ def test_a_device_assert_without_a_message_failing_everywhere_is_located_and_fol
     if fault["threads"] > 3:  # CUDA printed one line per thread: the notebook shows three and a count
         assert "more thread(s) failed the assert" in r["stderr"], r["stderr"][-2000:]
         assert r["stderr"].count("Assertion `") == 3
-    assert r["next"] is True
+    assert r["mine"] == 90.0 and r["next"] is True
 
 
-def test_a_trap_names_the_kernel_line_and_the_next_launch_works():
-    r = _fresh(_ASSERT_RUN.format(factory="trapping", poison="a[100] = -1.0"))
+def test_a_trap_names_the_kernel_line_and_the_next_launch_works(device_faults):
+    r = device_faults["trap"]
     fault = r["fault"]
     assert r["kind"] in ("launch_failure", "other") and fault is not None, r["message"]
     assert fault["kind"] == "trap" and fault["cell_line"] == _kernel_line('T.call_extern("void", "__trap")')
-    assert "trap" in r["message"] and "your line" in r["message"]
+    assert "__trap()" in r["message"] and "your line" in r["message"]
     assert r["mine"] == 90.0 and r["next"] is True
 
 
