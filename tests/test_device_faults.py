@@ -366,3 +366,26 @@ def test_without_the_printf_the_one_assert_that_can_have_fired_gives_its_message
     fault = df.locate("assert", source, stderr=_cuda_assert_lines(True, [(1, 0, 0)]), origins=origins)
     assert fault.message == "A must be non-negative"
     assert fault.cell_line == _line_of('T.device_assert(A[bx * block + i] >= 0.0, "A must be non-negative")')
+
+
+# --------------------------------------------------------------------------------------------
+# The catalogue the GPU test and benchmarks/isolation.py share
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_catalogue_has_fifteen_faults_and_says_which_it_cannot_run_here():
+    import fault_catalogue as catalogue
+
+    ids = [case.id for case in catalogue.CASES]
+    assert len(ids) >= 15 and len(set(ids)) == len(ids)
+
+    def must_not_run() -> catalogue.Outcome:
+        raise AssertionError("a case whose code is missing must not run")
+
+    absent = catalogue.Case("later", "code another module will provide", must_not_run, lambda o: None,
+                            needs=("fault_kernels:no_such_kernel",))
+    outcome = catalogue.run_case(absent)
+    assert not outcome.available and "fault_kernels:no_such_kernel" in outcome.shown
+    present = catalogue.Case("here", "code that exists", lambda: catalogue.Outcome("err", "timeout", 1.0, True),
+                             lambda o: None if o.kind == "timeout" else "wrong kind", needs=("fault_kernels:copy",))
+    assert catalogue.run_case(present).problem is None
