@@ -1,6 +1,7 @@
-"""What isolation costs and how fast a hang ends, on this machine's GPU; prints a table.
+"""What isolation costs and how fast a hang ends, on this machine's GPU, and the catalogue of GPU
+faults; prints two tables.
 
-  python benchmarks/isolation.py [--save-sanitizer DIR]
+  python benchmarks/isolation.py [--save-sanitizer DIR] [--quick] [--cases ID,ID]
 
 * per-launch overhead: ``tilelab.run`` of a 1024-element copy in the warm worker against the same
   call in this process (isolate=False), 30 calls each after warm-up, median and spread (host ms);
@@ -10,7 +11,12 @@
   seconds until the error that says where each warp group hung (the watched relaunch included),
   and its first line;
 * ``--save-sanitizer DIR``: compute-sanitizer's raw text for our buggy kernels (the parser's test
-  data come from such a run).
+  data come from such a run);
+* the fault catalogue (tests/fault_catalogue.py, the cases tests/test_fault_catalogue_gpu.py
+  asserts): per case, the first line of the error shown, seconds from the call to the error (the
+  worker loading the kernel included), whether the next launch in this process passed, and
+  whether the outcome is the expected one. ``--quick`` leaves out the compute-sanitizer cases
+  (minutes each); ``--cases`` runs only those named.
 """
 
 from __future__ import annotations
@@ -38,10 +44,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--save-sanitizer", default=None)
     ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="leave out the compute-sanitizer cases of the catalogue")
+    ap.add_argument("--cases", default="", help="comma-separated catalogue case ids (default: all)")
+    ap.add_argument("--catalogue-only", action="store_true", help="print only the fault catalogue")
     opts = ap.parse_args()
+    if opts.catalogue_only:
+        return catalogue_table(opts)
+    import buggy_kernels as bk
     import torch
 
-    import buggy_kernels as bk
     import tilelab
     from tilelab.launch import KernelLaunchError
 
@@ -113,7 +124,40 @@ def main() -> int:
             (out / f"{name}.txt").write_text(report.raw)
             print(f"sanitize {name}: {len(report.findings)} findings in {time.perf_counter() - t0:.1f} s")
             print(repr(report))
-    return 0
+    print()
+    return catalogue_table(opts)
+
+
+def _cell(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def catalogue_table(opts: argparse.Namespace) -> int:
+    """Run the fault catalogue here and print one row per case."""
+    import fault_catalogue as catalogue
+
+    wanted = {c for c in opts.cases.split(",") if c}
+    rows = []
+    for case in catalogue.CASES:
+        if (wanted and case.id not in wanted) or (opts.quick and case.slow and case.id not in wanted):
+            continue
+        outcome = catalogue.run_case(case)
+        if not outcome.available:
+            rows.append((case.id, outcome.shown, "", "", "not available"))
+        else:
+            verdict = "as expected" if outcome.problem is None else f"NOT AS EXPECTED: {outcome.problem}"
+            rows.append((case.id, outcome.first_line(), f"{outcome.seconds:.2f}",
+                         {True: "yes", False: "NO", None: "-"}[outcome.next_ok], verdict))
+        print(f"  ... {case.id}: {rows[-1][4]}", file=sys.stderr, flush=True)
+    header = ("case", "error shown (first line)", "s to error", "next launch ok", "verdict")
+    widths = (20, 90, 10, 14, 40)
+    print("fault catalogue (" + str(len(rows)) + " cases)")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    for row in rows:
+        print("  ".join(_cell(v, w).ljust(w) for v, w in zip(row, widths)).rstrip())
+    failed = [r for r in rows if r[4].startswith("NOT")]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

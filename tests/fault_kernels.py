@@ -98,3 +98,55 @@ def wrong_parity():
 def fewer_arrivals():
     """The pipeline deadlocked by fewer arrivals than ``empty`` expects (256; the consumer's 128 come)."""
     return ws_pipeline(empty_arrivals=256)
+# --- device-side asserts, a trap, a TMA descriptor the driver refuses at launch -----------------
+
+def asserting(N=4096, block=256):
+    # every element of A must be non-negative; the message names this line (T.device_assert's stack)
+    @T.prim_func
+    def checked(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                T.device_assert(A[bx * block + i] >= 0.0, "A must be non-negative")
+                B[bx * block + i] = A[bx * block + i]
+    return checked
+
+def asserting_bare(N=4096, block=256):
+    # the same check without a message: CUDA's line then names TileLang's helper, not this file
+    @T.prim_func
+    def checked_bare(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                T.device_assert(A[bx * block + i] >= 0.0, no_stack_info=True)
+                B[bx * block + i] = A[bx * block + i]
+    return checked_bare
+
+def trapping(N=4096, block=256):
+    @T.prim_func
+    def trap_on_negative(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if A[bx * block + i] < 0.0:
+                    T.call_extern("void", "__trap")
+                B[bx * block + i] = A[bx * block + i]
+    return trap_on_negative
+
+def tma_rows(M=256, block_m=64, block_k=64):
+    # B's tiles are stored by TMA; its row stride K * 2 bytes must be a multiple of 16 (K of 8)
+    K = T.dynamic("K")
+    @T.prim_func
+    def tma_rows(A: T.Tensor((M, K), T.float16), B: T.Tensor((M, K), T.float16)):
+        with T.Kernel(T.ceildiv(K, block_k), T.ceildiv(M, block_m), threads=128) as (bx, by):
+            tile = T.alloc_shared((block_m, block_k), T.float16)
+            T.copy(A[by * block_m, bx * block_k], tile)
+            T.copy(tile, B[by * block_m, bx * block_k])
+    return tma_rows
+
+def rows_copy(N=65536, block=1024):
+    # M rows of N float32, M given at launch (M=1 << 20 asks for 256 GiB per tensor)
+    M = T.dynamic("M")
+    @T.prim_func
+    def rows_copy(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), M, threads=256) as (bx, by):
+            for i in T.Parallel(block):
+                B[by, bx * block + i] = A[by, bx * block + i]
+    return rows_copy

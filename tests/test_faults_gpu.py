@@ -254,3 +254,106 @@ def test_a_spin_without_barriers_is_reported_as_warps_that_never_finished_and_th
     assert plain["kind"] == "timeout" and plain["hang"] is None and plain["note"] is None
     assert "where it hung" not in plain["message"]
     assert r["next"] is True
+# --- device-side asserts, a trap, a TMA descriptor refused at launch --------------------------
+
+FAULT_KERNELS = ROOT / "tests" / "fault_kernels.py"
+
+
+def _kernel_line(text: str) -> int:
+    """The line of tests/fault_kernels.py holding ``text``: where the error must point."""
+    (line,) = [n for n, x in enumerate(FAULT_KERNELS.read_text().splitlines(), start=1) if text in x]
+    return line
+
+
+_DEVICE_FAULTS = """
+    import contextlib, io
+    from fault_kernels import asserting, asserting_bare, trapping
+    def attempt(factory, poison):
+        a = torch.rand(4096, device="cuda")
+        poison(a)
+        shown = io.StringIO()
+        err = None
+        with contextlib.redirect_stderr(shown):
+            try:
+                tilelab.run(factory(), a, torch.empty(4096, device="cuda"))
+            except KernelLaunchError as e:
+                err = e
+        mine = float((torch.arange(10, device="cuda", dtype=torch.float32) * 2).sum().item())
+        ok = tilelab.run(copy(), ref=lambda x: x)
+        return {"kind": err and err.kind, "message": str(err),
+                "fault": err.device_fault.to_dict() if err is not None and err.device_fault else None,
+                "stderr": shown.getvalue(), "mine": mine, "next": ok.passed}
+    def one(a):
+        a[3 * 256 + 17] = -1.0
+    def everywhere(a):
+        a.neg_()
+    def first_block(a):
+        a[100] = -1.0
+    print("RESULT " + json.dumps({"assert": attempt(asserting, one), "bare": attempt(asserting_bare, everywhere),
+                                  "trap": attempt(trapping, first_block)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def device_faults():
+    """A device assert with a message (one thread fails), one without (every thread fails) and a
+    trap, one after the other in one fresh process: each fault, then the next launch there."""
+    return _fresh(_DEVICE_FAULTS)
+
+
+def test_a_device_assert_names_the_kernel_line_the_thread_and_the_message(device_faults):
+    r = device_faults["assert"]
+    fault = r["fault"]
+    assert r["kind"] == "device_assert" and fault is not None, r["message"]
+    assert fault["cell_line"] == _kernel_line('"A must be non-negative")'), r["message"]
+    assert fault["cell_file"].endswith("fault_kernels.py") and fault["device_line"] is not None
+    assert fault["message"] == "A must be non-negative"
+    assert fault["block"] == [3, 0, 0] and fault["thread"] == [17, 0, 0], r["stderr"]
+    assert "Assertion" in r["stderr"]  # CUDA's own line reached the notebook's stderr
+    assert "your line" in r["message"] and "block (3, 0, 0), thread (17, 0, 0)" in r["message"]
+    assert r["mine"] == 90.0 and r["next"] is True
+
+
+def test_a_device_assert_without_a_message_failing_everywhere_is_located_and_folded(device_faults):
+    r = device_faults["bare"]
+    fault = r["fault"]
+    assert r["kind"] == "device_assert" and fault is not None, r["message"]
+    assert fault["cell_line"] == _kernel_line("no_stack_info=True"), r["message"]
+    assert fault["threads"] >= 1 and fault["block"] is not None
+    if fault["threads"] > 3:  # CUDA printed one line per thread: the notebook shows three and a count
+        assert "more thread(s) failed the assert" in r["stderr"], r["stderr"][-2000:]
+        assert r["stderr"].count("Assertion `") == 3
+    assert r["mine"] == 90.0 and r["next"] is True
+
+
+def test_a_trap_names_the_kernel_line_and_the_next_launch_works(device_faults):
+    r = device_faults["trap"]
+    fault = r["fault"]
+    assert r["kind"] in ("launch_failure", "other") and fault is not None, r["message"]
+    assert fault["kind"] == "trap" and fault["cell_line"] == _kernel_line('T.call_extern("void", "__trap")')
+    assert "__trap()" in r["message"] and "your line" in r["message"]
+    assert r["mine"] == 90.0 and r["next"] is True
+
+
+def test_a_tma_descriptor_the_launcher_refuses_names_the_drivers_rule():
+    r = _fresh("""
+        from fault_kernels import tma_rows
+        kernel = tma_rows()
+        def attempt(k):
+            a = torch.randn(256, k, dtype=torch.float16, device="cuda")
+            b = torch.empty(256, k, dtype=torch.float16, device="cuda")
+            try:
+                return tilelab.run(kernel, a, b, ref=lambda x: x).passed, None
+            except KernelLaunchError as err:
+                return None, {"kind": err.kind, "sticky": err.sticky, "rules": list(err.tma_rules),
+                              "message": str(err)}
+        refused = attempt(1001)  # rows of 2002 bytes
+        fine = attempt(1024)  # rows of 2048 bytes
+        print("RESULT " + json.dumps({"refused": refused, "fine": fine}))
+    """)
+    passed, err = r["refused"]
+    assert err is not None, r
+    assert err["kind"] == "tma_descriptor" and not err["sticky"], err["message"]
+    assert err["rules"] and "global_stride_multiple" in err["rules"][0] and "2002" in err["rules"][0], err["message"]
+    assert "the driver's rule it breaks" in err["message"]
+    assert r["fine"] == [True, None], r["fine"]

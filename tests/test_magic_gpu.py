@@ -195,3 +195,32 @@ def test_profile_heat_reaches_the_cell_lines(ip, shown):
         assert rest and float(rest.group(1)) == pytest.approx(100 - cell_share, abs=0.2), rest
     html = shown[-1]["data"]["text/html"]
     assert "tl-heat" in html
+
+
+ASSERT_CELL = """import tilelang.language as T
+
+@T.prim_func
+def checked(A: T.Tensor((4096,), T.float32), B: T.Tensor((4096,), T.float32)):
+    with T.Kernel(16, threads=256) as bx:
+        for i in T.Parallel(256):
+            T.device_assert(A[bx * 256 + i] < -100.0, "A must be below -100")
+            B[bx * 256 + i] = A[bx * 256 + i]
+"""
+
+
+def test_a_failed_device_assert_in_a_cell_names_the_cells_line(ip, shown):
+    """A T.device_assert that fails in every thread: the cell's error names the cell's line (as the
+    Cell tab numbers it), the message and a failing thread; the next cell launches again."""
+    from IPython.core.error import UsageError
+
+    line = "--run"
+    result = run(ip, line, ASSERT_CELL)
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    message = str(result.error_in_exec)
+    print(message)
+    lines = (f"%%tilelang {line}\n" + ASSERT_CELL).split("\n")
+    number = next(i for i, text in enumerate(lines, 1) if "T.device_assert" in text)
+    assert "a device-side assert failed" in message and "A must be below -100" in message
+    assert f"your line {number}" in message and re.search(r"block \(\d+, 0, 0\), thread \(\d+, 0, 0\)", message)
+    after = run(ip, "--out-idx -1 --run --ref torch.matmul", GEMM_CELL)
+    assert after.success, after.error_in_exec

@@ -80,3 +80,17 @@ def measure_until_stopped(limit_s=60.0):
         samples.append(1.0)
         time.sleep(0.01)
     return samples
+
+
+def fail_device_assert(threads=5):
+    """What a kernel's failed assert looks like from the worker: CUDA's lines on fd 2, then the error."""
+    for t in range(threads):
+        os.write(2, (f"/opt/tilelang/src/tl_templates/cuda/debug.h:126: void device_assert_with_msg(bool, const "
+                     f"char *): block: [2,0,0], thread: [{t},0,0] Assertion `0` failed.\n").encode())
+    raise KernelLaunchError("checked", "device_assert", "RuntimeError: CUDA error: device-side assert triggered",
+                            sticky=True)
+
+
+def crash_with_last_words(code=6):
+    os.write(2, b"terminate called after throwing an instance of 'std::runtime_error'\n")
+    os._exit(code)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
+from ._cuda_errors import KernelLaunchError
+from ._device_faults import with_device_fault
 from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
 from ._options import BenchOptions, RunOptions
 from .models import BenchResult, Ceilings, LaunchOverhead, RunResult
@@ -74,7 +76,10 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     else:
         def launcher(prepared: Prepared, args: list[Any], bound: dict[str, int], pattern: int
                      ) -> tuple[list[Any], list[bool]]:
-            return _run.poisoned_launch(torch, prepared, args, bound, pattern)
+            try:
+                return _run.poisoned_launch(torch, prepared, args, bound, pattern)
+            except KernelLaunchError as err:  # located from the source (CUDA's lines went to stderr)
+                raise with_device_fault(err, prepared)  # noqa: B904 (the launch's error itself, located)
     return _run.verify(torch, prepared, tensors_or_shapes, opts, sizes, launcher)
 
 

@@ -42,6 +42,7 @@ from . import _inputs, _ratio, _stability
 from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
 from ._kernel import Prepared, call_kernel, check_tma_alignment, count_work, device_name
 from ._options import BenchOptions
+from ._tma_refusal import refused_rules
 from ._worker import stop_requested
 from .models import BENCH_MODES, BenchResult
 
@@ -330,7 +331,8 @@ def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any]
         timed.fns[0]()
         torch.cuda.synchronize()
     except Exception as err:
-        raise launch_error(name, err, prepared.flagged_problems) from err
+        raise launch_error(name, err, prepared.flagged_problems,
+                           tma_rules=lambda message: refused_rules(prepared, launch_args, bound, message)) from err
     return timed
 
 

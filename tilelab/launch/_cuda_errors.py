@@ -14,9 +14,12 @@ from .._errors import TilelabError
 class KernelLaunchError(TilelabError, RuntimeError):
     """A launch failed on the GPU; ``cause`` is what tilelab thinks went wrong (may be None).
 
-    ``kind`` is one of "illegal_address", "misaligned_address", "launch_failure",
+    ``kind`` is one of "illegal_address", "misaligned_address", "launch_failure", "device_assert",
     "out_of_memory", "tma_descriptor", "resources", "other". ``sticky`` is True when the CUDA
     context is now unusable and the Python process must be restarted before the next launch.
+    ``device_fault`` locates a device-side assert or a trap (:class:`tilelab.launch._device_faults.DeviceFault`:
+    the kernel's line, the user's line, block, thread, message); ``tma_rules`` names the driver's
+    rules a refused TMA descriptor breaks, with the launch's own sizes and addresses.
     """
 
     def __init__(self, kernel: str, kind: str, detail: str, cause: str | None = None,
@@ -27,11 +30,19 @@ class KernelLaunchError(TilelabError, RuntimeError):
         self.located: str | None = None  # compute-sanitizer's finding, when tilelab could locate the fault
         self.hang: Any = None  # a timeout's tilelab._hang.HangReport: where the warps were (a watched relaunch)
         self.hang_note: str | None = None  # why the hang was not located, when tilelab tried
+        self.device_fault: Any = None  # a DeviceFault, when a device-side assert or a trap was located
+        self.tma_rules: tuple[str, ...] = ()  # "<rule id>: <finding>" for a refused TMA descriptor
         super().__init__(str(self))
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses from the worker process intact
         return (_rebuild_launch_error, (self.kernel, self.kind, self.detail, self.cause, self.sticky, self.flagged,
-                                        self.isolated, self.located, self.hang, self.hang_note))
+                                        self.isolated, self.located, self.hang, self.hang_note, self.device_fault,
+                                        self.tma_rules))
+
+    def refresh(self) -> KernelLaunchError:
+        """Recompute ``args`` (what a traceback prints) after a field was filled in."""
+        self.args = (str(self),)
+        return self
 
     def __str__(self) -> str:
         headline = CUDA_ERROR_KINDS.get(self.kind, ("launch failed", ""))[0]
@@ -42,6 +53,12 @@ class KernelLaunchError(TilelabError, RuntimeError):
             text += f"\n  {self.hang_note}"
         if self.cause:
             text += f"\n  likely cause: {self.cause}"
+        if self.device_fault is not None:
+            from ._device_faults import describe
+
+            text += f"\n  {describe(self.device_fault)}"
+        for rule in self.tma_rules:
+            text += f"\n  the driver's rule it breaks: {rule}"
         for item in self.flagged:
             text += f"\n  flagged by inspection: {item}"
         if self.located:
@@ -60,10 +77,12 @@ class KernelLaunchError(TilelabError, RuntimeError):
 
 def _rebuild_launch_error(kernel: str, kind: str, detail: str, cause: str | None, sticky: bool,
                           flagged: Sequence[str], isolated: bool, located: str | None, hang: Any = None,
-                          hang_note: str | None = None) -> KernelLaunchError:
+                          hang_note: str | None = None, device_fault: Any = None,
+                          tma_rules: Sequence[str] = ()) -> KernelLaunchError:
     err = KernelLaunchError(kernel, kind, detail, cause, sticky, flagged)
     err.isolated, err.located, err.hang, err.hang_note = isolated, located, hang, hang_note
-    return err
+    err.device_fault, err.tma_rules = device_fault, tuple(tma_rules)
+    return err.refresh()
 
 
 # kind -> (headline, likely cause), matched against the driver/runtime message in order.
@@ -82,6 +101,8 @@ CUDA_ERROR_KINDS: dict[str, tuple[str, str]] = {
     "resources": ("the launch asked for more than the device allows",
                   "too much shared memory or too many registers or threads per block for this GPU"),
     "launch_failure": ("the kernel failed", "an exception inside the kernel (trap, assert, timeout)"),
+    "device_assert": ("a device-side assert failed",
+                      "a T.device_assert (or assert) condition was false in some thread; where, below"),
     "timeout": ("the kernel did not finish", "a loop that never exits, an mbarrier phase that never completes, "
                 "or a producer/consumer deadlock"),
     "other": ("launch failed", ""),
@@ -95,7 +116,8 @@ _PATTERNS: list[tuple[str, str, bool]] = [
     (r"\bout of memory\b|\bOUT_OF_MEMORY\b|\bMemoryAllocation\b", "out_of_memory", False),
     (r"\btoo many resources\b|\bshared memory\b|\bOUT_OF_RESOURCES\b|\bLaunchOutOfResources\b|"
      r"\binvalid configuration\b", "resources", False),
-    (r"\bunspecified launch failure\b|\bLAUNCH_FAILED\b|\blaunch failure\b|\bdevice-side assert|"
+    (r"\bdevice-side assert|\bcudaErrorAssert\b|\bCUDA_ERROR_ASSERT\b", "device_assert", True),
+    (r"\bunspecified launch failure\b|\bLAUNCH_FAILED\b|\blaunch failure\b|"
      r"\billegal instruction\b|\bLAUNCH_TIMEOUT\b|\bunknown error\b", "launch_failure", True),
 ]
 
@@ -108,9 +130,17 @@ def classify_cuda_error(message: str) -> tuple[str, bool]:
     return "other", False
 
 
-def launch_error(kernel_name: str, err: BaseException, flagged: Callable[[], Sequence[str]] | None = None
-                 ) -> KernelLaunchError:
+def launch_error(kernel_name: str, err: BaseException, flagged: Callable[[], Sequence[str]] | None = None,
+                 tma_rules: Callable[[str], Sequence[str]] | None = None) -> KernelLaunchError:
+    """The :class:`KernelLaunchError` of a failed launch; ``tma_rules(message)`` names the driver
+    rules a refused TMA descriptor breaks (:func:`tilelab.launch._tma_refusal.explain`)."""
     kind, sticky = classify_cuda_error(str(err))
+    broken: Sequence[str] = ()
+    if tma_rules is not None and kind == "tma_descriptor":
+        try:
+            broken = tuple(tma_rules(str(err)))
+        except Exception:  # naming the rule is a bonus: the driver's refusal is what matters
+            broken = ()
     cause = CUDA_ERROR_KINDS[kind][1] or None
     problems: Sequence[str] = ()
     if flagged is not None and kind in ("tma_descriptor", "illegal_address", "misaligned_address", "other"):
@@ -120,7 +150,12 @@ def launch_error(kernel_name: str, err: BaseException, flagged: Callable[[], Seq
             problems = ()
         if problems and kind in ("other", "misaligned_address"):
             cause = "the TMA descriptor problem that inspection had already flagged (below)"
-    return KernelLaunchError(kernel_name, kind, f"{type(err).__name__}: {err}", cause, sticky, problems)
+    out = KernelLaunchError(kernel_name, kind, f"{type(err).__name__}: {err}", cause, sticky, problems)
+    if broken:
+        out.tma_rules = tuple(broken)
+        out.cause = "this launch's sizes or addresses break a driver rule for the descriptor (below)"
+        out.refresh()
+    return out
 
 
 def is_out_of_memory(err: BaseException) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import _inputs, _worker
 from ._cuda_errors import KernelLaunchError
+from ._device_faults import with_device_fault
 from ._kernel import Prepared, prepare_kernel
 
 RUN_TIMEOUT_S = 30.0  # one verified launch: honest kernels take milliseconds
@@ -208,7 +209,11 @@ def timeout_error(prepared: Prepared, err: _worker.WorkerTimeout, bound: dict[st
 
 
 def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError:
-    out = KernelLaunchError(prepared.name, "launch_failure", str(err),
+    detail = str(err)
+    last = [line for line in (getattr(err, "stderr", "") or "").splitlines() if line.strip()][-3:]
+    if last:
+        detail += "; its last words on stderr: " + " | ".join(last)
+    out = KernelLaunchError(prepared.name, "launch_failure", detail,
                             "the worker process crashed during the launch (a fault in the launcher or the driver)",
                             sticky=True)
     out.isolated = True
@@ -224,6 +229,8 @@ def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | No
             worker.loaded.add(ref.key)
             ref = KernelRef(ref.key, ref.name, None)
         return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
+    except KernelLaunchError as err:
+        raise with_device_fault(err, prepared)  # noqa: B904 (the worker's error itself, located)
     except _worker.WorkerTimeout as err:
         raise timeout_error(prepared, err, bound) from None
     except _worker.WorkerDied as err:

@@ -34,6 +34,7 @@ from ._kernel import (
     require_gpu,
 )
 from ._options import RunOptions
+from ._tma_refusal import refused_rules
 from .models import RunResult
 
 # A launch: (prepared, launch arguments, bound sizes, poison pattern) -> (outputs, poisoned per output)
@@ -75,7 +76,8 @@ def poisoned_launch(torch: Any, prepared: Prepared, args: list[Any], bound: dict
         outs = call_kernel(prepared, args)
         torch.cuda.synchronize()
     except Exception as err:
-        raise launch_error(prepared.name, err, prepared.flagged_problems) from err
+        raise launch_error(prepared.name, err, prepared.flagged_problems,
+                           tma_rules=lambda message: refused_rules(prepared, args, bound, message)) from err
     poisoned = [True if p.passed_at_launch else any(lo <= o.data_ptr() < hi for lo, hi in ranges)
                 for p, o in zip(prepared.outputs, outs)]
     return outs, poisoned

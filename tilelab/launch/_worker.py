@@ -28,7 +28,13 @@ pickled (CUDA tensors by IPC handle). ``call`` returns ``fn``'s value, or raises
 
 Whatever ``fn`` (or the kernel: device ``printf``) writes to the worker's stdout is captured at the
 file-descriptor level and written to this process's ``sys.stdout`` before ``call`` returns, in
-order, so it appears in the notebook cell that launched it. The worker ignores SIGINT (Jupyter
+order, so it appears in the notebook cell that launched it. The worker's stderr (where CUDA prints
+a device-side assert, one line per failing thread) is captured the same way, into a file the
+notebook's side can read even when the worker dies, and written to ``sys.stderr``. CUDA's
+per-thread assert lines, and TileLang's per-thread assert messages on stdout, are cut to a few
+each; both texts, whole, stay on an exception from the call (``err.worker_stdout``,
+``err.worker_stderr``), and stderr on :class:`WorkerDied` and :class:`WorkerTimeout` (``.stderr``).
+The worker ignores SIGINT (Jupyter
 sends it to the whole process group): the notebook's side decides.
 
 :func:`default_worker` gives the one warm worker of this process for a device.
@@ -66,12 +72,16 @@ class WorkerTimeout(WorkerError, TimeoutError):
 
     def __init__(self, label: str, timeout: float, printed: str = "") -> None:
         self.label, self.timeout, self.printed = label, timeout, printed
+        self.stderr = ""  # what the worker wrote to stderr during the call, up to the kill
         super().__init__(f"{label or 'the call'} did not finish within {timeout:g} s; the worker process was killed "
                          "(the next launch starts a fresh one)")
 
 
 class WorkerDied(WorkerError):
-    """The worker process ended while running a call."""
+    """The worker process ended while running a call; ``stderr`` is what it wrote there during
+    the call (a crash's last words)."""
+
+    stderr = ""
 
 
 class LaunchInterrupted(KeyboardInterrupt):
@@ -109,12 +119,25 @@ class _Failure:
     sticky: bool = False
 
 
-def _capture_start() -> tuple[int, Any]:
+STDERR_FILE = "stderr"  # in the worker's capture folder: this call's stderr, readable after a crash
+
+
+def _capture_start(folder: str | None = None) -> tuple[Any, ...]:
+    """Send fd 1 to a temporary file and fd 2 to ``folder``/stderr (truncated for each call)."""
     sys.stdout.flush()
     saved = os.dup(1)
     tmp = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _capture_end, after the call it captures)
     os.dup2(tmp.fileno(), 1)
-    return saved, tmp
+    if folder is None:
+        return saved, tmp, None, None
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    saved_err = os.dup(2)
+    err = open(os.path.join(folder, STDERR_FILE), "w+b")  # noqa: SIM115 (closed by _capture_end)
+    os.dup2(err.fileno(), 2)
+    return saved, tmp, saved_err, err
 
 
 def _flush_c_stdio() -> None:
@@ -124,19 +147,28 @@ def _flush_c_stdio() -> None:
         pass
 
 
-def _capture_end(state: tuple[int, Any]) -> str:
-    saved, tmp = state
-    try:
-        sys.stdout.flush()
-    except Exception:
-        pass
+def _capture_end(state: tuple[Any, ...]) -> tuple[str, str]:
+    """(stdout, stderr) written since :func:`_capture_start`; the real fds are back."""
+    saved, tmp, saved_err, err = state
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
     _flush_c_stdio()
     os.dup2(saved, 1)
     os.close(saved)
     tmp.seek(0)
     text = tmp.read().decode("utf-8", "replace")
     tmp.close()
-    return text
+    err_text = ""
+    if err is not None:
+        os.dup2(saved_err, 2)
+        os.close(saved_err)
+        err.seek(0)
+        err_text = err.read().decode("utf-8", "replace")
+        err.close()
+    return text, err_text
 
 
 def _failure(err: BaseException) -> _Failure:
@@ -151,9 +183,9 @@ def _failure(err: BaseException) -> _Failure:
     return _Failure(type(err).__name__, str(err), tb, exc, bool(getattr(err, "sticky", False)))
 
 
-def _serve(conn: Any, device: int) -> None:
+def _serve(conn: Any, device: int, capture_folder: str | None = None) -> None:
     """The worker's loop: receive (fn, args, kwargs), answer ("ok", value, printed) or
-    ("error", _Failure, printed); None ends it."""
+    ("error", _Failure, printed), ``printed`` being (stdout, stderr); None ends it."""
     global _STOP
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _on_stop)
@@ -165,7 +197,7 @@ def _serve(conn: Any, device: int) -> None:
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        state = _capture_start()
+        state = _capture_start(capture_folder if capture_folder and os.path.isdir(capture_folder) else None)
         _STOP = False
         try:
             request = pickle.loads(message)
@@ -240,6 +272,7 @@ class Worker:
         self._lock = threading.RLock()
         self.starts = 0  # how many processes this worker has started (a restart counts)
         self.loaded: set[str] = set()  # keys of kernels loaded in the current process (see _isolated)
+        self._capture_folder: str | None = None  # where the current process writes its stderr
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -257,7 +290,8 @@ class Worker:
             self._discard()
             ctx = _context()
             parent, child = ctx.Pipe(duplex=True)
-            process = ctx.Process(target=_serve, args=(child, self.device), daemon=True,
+            self._capture_folder = tempfile.mkdtemp(prefix="tilelab-worker-")
+            process = ctx.Process(target=_serve, args=(child, self.device, self._capture_folder), daemon=True,
                                   name=f"tilelab-worker-{self.device}")
             _start_without_main(process)
             child.close()
@@ -293,9 +327,19 @@ class Worker:
         with self._lock:
             self._discard()
 
+    def _last_stderr(self) -> str:
+        """What the current (or just killed) process wrote to stderr during its last call."""
+        if self._capture_folder is None:
+            return ""
+        try:
+            with open(os.path.join(self._capture_folder, STDERR_FILE), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def _discard(self) -> None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
+        process, conn, folder = self._process, self._conn, self._capture_folder
+        self._process = self._conn = self._capture_folder = None
         self.loaded = set()
         if process is not None and process.is_alive():
             try:
@@ -308,6 +352,10 @@ class Worker:
                 conn.close()
             except Exception:
                 pass
+        if folder is not None:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- calls -----------------------------------------------------------------------------
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None, label: str = "",
@@ -336,15 +384,11 @@ class Worker:
             try:
                 while not self._conn.poll(0.05):
                     if timeout is not None and time.monotonic() - began > timeout:
-                        self.kill()
-                        self._replace_soon()
-                        raise WorkerTimeout(label, timeout)
+                        self._kill_and_raise(WorkerTimeout(label, timeout))
                     if not self._process.is_alive():
                         code = self._process.exitcode
-                        self._discard()
-                        self._replace_soon()
-                        raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
-                                         f"({_exit_text(code)}); the next launch starts a fresh one")
+                        self._kill_and_raise(WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
+                                                        f"({_exit_text(code)}); the next launch starts a fresh one"))
                 try:
                     status, value, printed = self._conn.recv()
                 except (EOFError, OSError) as err:
@@ -352,22 +396,34 @@ class Worker:
                     if self._process is not None:
                         self._process.join(KILL_WAIT_S)  # the pipe closes a moment before the exit is reaped
                         code = self._process.exitcode
-                    self._discard()
-                    self._replace_soon()
-                    raise WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
-                                     f"({_exit_text(code)}); the next launch starts a fresh one") from err
+                    died = WorkerDied(f"{label or 'the call'}: the tilelab worker process died "
+                                      f"({_exit_text(code)}); the next launch starts a fresh one")
+                    self._kill_and_raise(died, err)
             except KeyboardInterrupt:
                 raise self._interrupt(label) from None
-            if printed:
-                sys.stdout.write(printed)
-                sys.stdout.flush()
+            out, err_text = _forward(printed)
             if status == "ok":
                 return value
             failure: _Failure = value
             if failure.sticky:
                 self.kill()  # its CUDA context is lost: the next call gets a fresh process
                 self._replace_soon()
-            raise _recreate(failure)
+            error = _recreate(failure)
+            try:
+                setattr(error, "worker_stdout", out)  # noqa: B010 (an attribute of our own on any exception)
+                setattr(error, "worker_stderr", err_text)  # noqa: B010
+            except Exception:
+                pass
+            raise error
+
+    def _kill_and_raise(self, error: WorkerDied | WorkerTimeout, cause: BaseException | None = None) -> None:
+        """Keep what the process wrote to stderr on ``error`` (and show it), discard it, raise."""
+        error.stderr = self._last_stderr()
+        if error.stderr:
+            _forward(("", error.stderr))
+        self.kill()
+        self._replace_soon()
+        raise error from cause
 
     def _replace_soon(self) -> None:
         if not self.prestart or self._closed:
@@ -388,9 +444,7 @@ class Worker:
             os.kill(self._process.pid, signal.SIGUSR1)
             if self._conn.poll(INTERRUPT_GRACE_S):
                 status, value, printed = self._conn.recv()
-                if printed:
-                    sys.stdout.write(printed)
-                    sys.stdout.flush()
+                _forward(printed)
                 return LaunchInterrupted(label, value if status == "ok" else None)
         except Exception:
             pass
@@ -422,6 +476,22 @@ def _warm_up() -> None:
         import tilelang  # noqa: F401
     except Exception:
         pass
+
+
+def _forward(printed: Any) -> tuple[str, str]:
+    """Write what the worker printed to this process's stdout and stderr; (stdout, stderr)."""
+    out, err = (printed, "") if isinstance(printed, str) else tuple(printed)
+    if out:
+        from ._device_faults import fold_assert_messages
+
+        sys.stdout.write(fold_assert_messages(out) if "Device assert failed: " in out else out)
+        sys.stdout.flush()
+    if err:
+        from ._device_faults import fold_assert_lines
+
+        sys.stderr.write(fold_assert_lines(err))
+        sys.stderr.flush()
+    return out, err
 
 
 def _exit_text(code: int | None) -> str:
