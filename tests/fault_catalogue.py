@@ -389,6 +389,12 @@ def _from_elsewhere(name: str) -> Callable[[], Outcome]:
     return lambda: _resolve(name)()
 
 
+def _hang_located(o: Outcome) -> str | None:
+    """The timeout names where the warps hung: both roles, the barrier they waited on."""
+    return _needs("producer" in o.shown and "consumer" in o.shown and "waiting on" in o.shown,
+                  "the timeout does not say where the producer and consumer warps waited")
+
+
 def _kernel_line(text: str) -> int:
     """The line of tests/fault_kernels.py that holds ``text``: where an error must point."""
     lines = (ROOT / "tests" / "fault_kernels.py").read_text().splitlines()
@@ -426,13 +432,13 @@ CASES: tuple[Case, ...] = (
     Case("interrupt_sweep", "the stop button during a sweep", _interrupt_sweep,
          lambda o: _all(_needs("interrupted" in o.shown, "no interruption reported"), _recovered(o))),
     Case("ws_wrong_parity", "warp-specialised pipeline: an mbarrier wait on the wrong parity",
-         _timeout_of("fault_kernels:ws_wrong_parity"),
-         lambda o: _all(_needs(o.kind == "timeout", f"kind {o.kind}"), _recovered(o)),
-         needs=("fault_kernels:ws_wrong_parity",)),
+         _timeout_of("fault_kernels:wrong_parity"),
+         lambda o: _all(_needs(o.kind == "timeout", f"kind {o.kind}"), _hang_located(o), _recovered(o)),
+         needs=("fault_kernels:wrong_parity",)),
     Case("ws_fewer_arrivals", "warp-specialised pipeline: fewer arrivals than the barrier expects",
-         _timeout_of("fault_kernels:ws_fewer_arrivals"),
-         lambda o: _all(_needs(o.kind == "timeout", f"kind {o.kind}"), _recovered(o)),
-         needs=("fault_kernels:ws_fewer_arrivals",)),
+         _timeout_of("fault_kernels:fewer_arrivals"),
+         lambda o: _all(_needs(o.kind == "timeout", f"kind {o.kind}"), _hang_located(o), _recovered(o)),
+         needs=("fault_kernels:fewer_arrivals",)),
     Case("device_assert", "T.device_assert with a message fails in one thread", _device_assert("asserting"),
          lambda o: _all(_needs(o.kind == "device_assert", f"kind {o.kind}"),
                         _located(o, "assert", '"A must be non-negative")'),
