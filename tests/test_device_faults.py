@@ -111,6 +111,11 @@ def test_a_device_side_assert_is_its_own_kind_and_loses_the_context():
     assert classify_cuda_error("CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA` to enable "
                                "device-side assertions.") == ("device_assert", True)
     assert classify_cuda_error("cudaErrorAssert: device-side assert triggered") == ("device_assert", True)
+    # torch's hint on every CUDA error names device-side assertions: a trap's error is a launch failure
+    assert classify_cuda_error("CUDA error: unspecified launch failure\nSearch for `cudaErrorLaunchFailure' in "
+                               "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more "
+                               "information.\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+                               ) == ("launch_failure", True)
     assert classify_cuda_error("CUDA error: unspecified launch failure") == ("launch_failure", True)
 
 

@@ -116,7 +116,9 @@ _PATTERNS: list[tuple[str, str, bool]] = [
     (r"\bout of memory\b|\bOUT_OF_MEMORY\b|\bMemoryAllocation\b", "out_of_memory", False),
     (r"\btoo many resources\b|\bshared memory\b|\bOUT_OF_RESOURCES\b|\bLaunchOutOfResources\b|"
      r"\binvalid configuration\b", "resources", False),
-    (r"\bdevice-side assert|\bcudaErrorAssert\b|\bCUDA_ERROR_ASSERT\b", "device_assert", True),
+    # "device-side assert triggered", not torch's hint on every CUDA error ("Compile with
+    # `TORCH_USE_CUDA_DSA` to enable device-side assertions"), which a trap's error carries too.
+    (r"\bdevice-side assert triggered\b|\bcudaErrorAssert\b|\bCUDA_ERROR_ASSERT\b", "device_assert", True),
     (r"\bunspecified launch failure\b|\bLAUNCH_FAILED\b|\blaunch failure\b|"
      r"\billegal instruction\b|\bLAUNCH_TIMEOUT\b|\bunknown error\b", "launch_failure", True),
 ]

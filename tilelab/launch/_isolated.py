@@ -87,12 +87,15 @@ def _torch() -> Any:
     return torch
 
 
+NOT_LOADED = "is not loaded in this worker"
+
+
 def load_in_worker(ref: KernelRef) -> str:
     """Compile (TileLang's cache answers) and keep the kernel; returns its key."""
     if ref.key in _LOADED:
         return ref.key
     if ref.payload is None:
-        raise KeyError(f"kernel {ref.name} is not loaded in this worker")
+        raise KeyError(f"kernel {ref.name} {NOT_LOADED}")
     _LOADED[ref.key] = prepare_payload(unpack(ref.payload))
     return ref.key
 
@@ -222,13 +225,22 @@ def died_error(prepared: Prepared, err: _worker.WorkerDied) -> KernelLaunchError
 
 def _call(worker: _worker.Worker, prepared: Prepared, bound: dict[str, int] | None, timeout: float,
           fn: Any, *args: Any) -> Any:
-    ref = kernel_ref(prepared, worker)
     try:
-        if ref.payload is not None:
-            worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {prepared.name}")
-            worker.loaded.add(ref.key)
-            ref = KernelRef(ref.key, ref.name, None)
-        return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
+        for attempt in (1, 2):
+            ref = kernel_ref(prepared, worker)
+            if ref.payload is not None:
+                worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {prepared.name}")
+                worker.loaded.add(ref.key)
+                ref = KernelRef(ref.key, ref.name, None)
+            try:
+                return worker.call(fn, ref, *args, timeout=timeout, label=prepared.name)
+            except KeyError as err:
+                # The worker process was replaced between the load and the call (killed from outside,
+                # its replacement started by another thread): load the kernel into the new one, once.
+                if attempt == 2 or NOT_LOADED not in str(err):
+                    raise
+                worker.loaded.discard(ref.key)
+        raise AssertionError("unreachable")
     except KernelLaunchError as err:
         raise with_device_fault(err, prepared)  # noqa: B904 (the worker's error itself, located)
     except _worker.WorkerTimeout as err:
