@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import types
 import typing
 from typing import Any
 
@@ -33,7 +34,7 @@ def sample(tp: Any, seed: int = 3) -> Any:
     args = typing.get_args(tp)
     if tp is Any:
         return f"any{seed}"
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, types.UnionType):
         return sample(next(a for a in args if a is not type(None)), seed)
     if origin is tuple:
         if args and args[-1] is Ellipsis:

@@ -5,11 +5,12 @@ exactly the hand-written forms it replaced (the dicts below are written out by h
 import dataclasses
 import enum
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from record_samples import build, record_classes
+
 from tilelab import _records
 from tilelab._records import MAPPING, Record, check_serialisable, custom
 

@@ -26,9 +26,13 @@ import enum
 import functools
 import types
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = ["MAPPING", "Record", "check_serialisable", "custom", "from_dict", "to_dict"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R", bound="Record")
 
 _FORM = "tilelab.record_form"
 MAPPING: dict[str, Any] = {_FORM: "mapping"}
@@ -40,12 +44,12 @@ def custom(dump: Callable[[Any], Any], load: Callable[[Any], Any]) -> dict[str, 
     return {_FORM: (dump, load)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _fields(cls: type) -> tuple[dataclasses.Field, ...]:
+def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     """The fields that make a record's value: a field out of its equality (``compare=False``: code,
     a callback, a cached object) is neither written nor read."""
     return tuple(f for f in dataclasses.fields(cls) if f.init and f.compare)
@@ -104,7 +108,7 @@ def _accepts(tp: Any, value: Any) -> bool:
 
 def to_dict(record: Any) -> dict[str, Any]:
     """``record``'s fields as plain JSON types, in field order, then its ``_derived`` properties."""
-    cls = type(record)
+    cls: Any = type(record)
     hints = _hints(cls)
     out: dict[str, Any] = {}
     for f in _fields(cls):
@@ -174,10 +178,10 @@ def _optional(tp: Any) -> bool:
     return tp is Any or (_is_union(tp) and type(None) in _args(tp))
 
 
-def from_dict(cls: type, data: dict[str, Any]) -> Any:
+def from_dict(cls: type[_T], data: dict[str, Any]) -> _T:
     """The record of class ``cls`` that ``data`` (written by :func:`to_dict`) describes. Keys that
     are not fields (derived properties, keys of older versions) are ignored."""
-    hints = _hints(cls)
+    hints = _hints(typing.cast(Any, cls))  # a class is hashable; mypy reads type[_T] as not
     kwargs: dict[str, Any] = {}
     for f in _fields(cls):
         if f.name not in data:
@@ -206,7 +210,7 @@ class Record:
         return to_dict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Any:
+    def from_dict(cls: type[_R], d: dict[str, Any]) -> _R:
         return from_dict(cls, d)
 
 
