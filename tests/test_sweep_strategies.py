@@ -11,7 +11,7 @@ import random
 import pytest
 
 from tilelab import OptionError
-from tilelab.launch.models import BenchResult
+from tilelab.launch import BenchResult
 from tilelab.launch.sweep import SweepOptions, sweep
 from tilelab.launch.sweep import _halving
 

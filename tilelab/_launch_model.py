@@ -6,7 +6,7 @@ Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types), beside the
 (:class:`tilelab._display.Displayed`): their text, HTML and PNG are drawn by
 :mod:`tilelab.render.launch`, :mod:`tilelab.render.tiles` and :mod:`tilelab.render.sanitizer`.
 No renderer, torch, TileLang or IPython is imported here, so a result can be saved on a GPU machine
-and shown anywhere. ``tilelab.launch.models`` re-exports them where they always were.
+and shown anywhere. ``tilelab.launch`` exports them beside the functions that return them.
 """
 
 from __future__ import annotations
