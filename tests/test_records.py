@@ -117,3 +117,81 @@ def test_the_check_catches_what_json_cannot_hold():
         assert not _records._writable(bad), bad
     for good in (int, str | None, tuple[tuple[str, int], ...], dict[str, list[float]], Colour, Inner, Any):
         assert _records._writable(good), good
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON forms saved files, the report cache and the worker's messages depend on, written out by
+# hand: a record's dict must stay what readers of it (and older tilelab versions) expect.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_run_result_is_written_with_its_sizes_as_an_object_and_its_verdicts():
+    from tilelab.launch import InputState, OutputCheck, RunResult, WorstElement
+
+    run = RunResult("copy", (OutputCheck("C", "float16", (2, 2), rel_error=1e-4, tolerance=1e-2,
+                                         worst=(WorstElement("C", (0, 1), 1.0, 1.5, 0.5),)),),
+                    sizes=(("M", 2),), reference="ref", notes=("n",),
+                    inputs=(InputState("A", changed=1, first_changed=(0, 1)),))
+    written = {"kernel": "copy", "backend": "tvm_ffi", "device": "", "sizes": {"M": 2}, "reference": "ref",
+               "passed": False,  # the kernel wrote into its input A
+               "outputs": [{"name": "C", "dtype": "float16", "shape": [2, 2], "unwritten": 0,
+                            "first_unwritten": None, "poison_checked": True, "nonfinite": 0, "rel_error": 1e-4,
+                            "max_abs_error": None, "tolerance": 1e-2,
+                            "worst": [{"output": "C", "index": [0, 1], "got": 1.0, "expected": 1.5,
+                                       "abs_error": 0.5}],
+                            "passed": True, "tiles": None, "first_nonfinite": None}],
+               "notes": ["n"], "inputs": [{"name": "A", "changed": 1, "first_changed": [0, 1], "nonfinite": 0}]}
+    assert run.to_dict() == written
+    assert RunResult.from_dict(json.loads(json.dumps(written))) == run
+
+
+def test_a_bench_result_carries_its_derived_figures_for_readers_without_tilelab():
+    from tilelab.launch import BenchResult
+
+    bench = BenchResult("gemm", (2.0, 1.0, 3.0), flops=2e12, sizes=(("M", 8),))
+    d = bench.to_dict()
+    # median of 1, 2, 3 ms is 2 ms; 2e12 FLOP in 2 ms is 1000 TFLOP/s
+    assert (d["median_ms"], d["min_ms"], d["tflops"], d["gbps"], d["sizes"]) == (2.0, 1.0, 1000.0, None, {"M": 8})
+    assert set(d) == {"kernel", "mode", "method", "samples_ms", "median_ms", "min_ms", "spread", "flops", "bytes",
+                      "tflops", "gbps", "device", "backend", "sizes", "l2_flush", "rotating_copies", "warmup",
+                      "notes", "telemetry", "ci_ms", "ci_target", "ci_half_width", "ci_batches", "ci_correlated",
+                      "baseline", "baseline_samples_ms", "baseline_ms", "ratio", "ratio_samples", "ratio_ci",
+                      "ratio_batches", "ratio_correlated"}
+    assert BenchResult.from_dict(d) == bench
+
+
+def test_a_sweep_row_writes_its_configuration_and_size_as_objects():
+    from tilelab.launch import SweepRow
+
+    row = SweepRow((("block_M", 128), ("raster", True)), (("M", 512),), median_ms=0.5, ratio_ci=(0.9, 1.1))
+    d = row.to_dict()
+    assert d["config"] == {"block_M": 128, "raster": True} and d["size"] == {"M": 512}
+    assert d["ratio_ci"] == [0.9, 1.1] and d["median_ms"] == 0.5 and d["measured_as"] == ""
+    assert SweepRow.from_dict({**d, "measured_as": None}) == row  # null text read as the default
+
+
+def test_telemetry_writes_whether_it_throttled():
+    from tilelab.launch import Telemetry
+
+    tele = Telemetry(((0.0, 1980, 2619, 500.0, 60, 0x20),), max_sm_mhz=1980)
+    assert tele.to_dict() == {"samples": [[0.0, 1980, 2619, 500.0, 60, 0x20]], "max_sm_mhz": 1980, "note": "",
+                              "throttled": True, "reasons": ["software thermal slowdown"]}
+    assert Telemetry.from_dict(tele.to_dict()) == tele
+
+
+def test_a_report_writes_its_schema_and_its_launchers_by_backend():
+    from tilelab._model import SCHEMA_VERSION, DeviceKernel, KernelReport, LauncherSource, Sources
+
+    report = KernelReport("k", "sm_90a", (DeviceKernel("k_kernel", (4, 1, 1), (128, 1, 1)),),
+                          Sources("__global__ void k_kernel() {}", (LauncherSource("tvm_ffi", "int main;"),
+                                                                    LauncherSource("cython", None, "no nvcc"))),
+                          versions=(("tilelang", "0.1.15"),))
+    d = report.to_dict()
+    assert list(d)[0] == "schema" and d["schema"] == SCHEMA_VERSION
+    assert d["sources"] == {"device": "__global__ void k_kernel() {}", "launchers": {
+        "tvm_ffi": {"backend": "tvm_ffi", "text": "int main;", "reason": None, "language": "c++", "extra": {}},
+        "cython": {"backend": "cython", "text": None, "reason": "no nvcc", "language": "c++", "extra": {}}}}
+    assert d["versions"] == {"tilelang": "0.1.15"} and d["kernels"][0]["grid"] == [4, 1, 1]
+    assert KernelReport.from_json(report.to_json()) == report
+    with pytest.raises(ValueError, match="schema"):
+        KernelReport.from_dict({**d, "schema": SCHEMA_VERSION + 1})
