@@ -2,7 +2,7 @@
 
 A record (a frozen dataclass) that inherits :class:`Record` gets ``to_dict`` (plain JSON types: a
 record becomes a dict, a tuple or list a list, an enum its value) and ``from_dict`` (the field's
-type hint says what to rebuild: a tuple, a nested record, an int from a float-free JSON number...).
+type hint says what to rebuild: a tuple, a nested record, an enum, an int or a float as hinted).
 A key missing from the dict, or ``null`` for a field that cannot be ``None``, takes the field's
 default, so files written before a field was added still load. Fields declared ``compare=False``
 (code, callbacks: not part of the record's value) are neither written nor read.
@@ -242,8 +242,8 @@ def check_serialisable(cls: type) -> None:
     cannot write as JSON and that has no form of its own (``metadata=custom(...)``)."""
     hints = _hints(cls)
     for f in _fields(cls):
-        if f.metadata.get(_FORM) is not None:
-            continue
+        if isinstance(f.metadata.get(_FORM), tuple):
+            continue  # a form of its own
         if not _writable(hints[f.name]):
             raise TypeError(f"{cls.__name__}.{f.name}: {hints[f.name]!r} cannot be written as JSON; give it a "
                             f"JSON form with field(metadata=custom(dump, load)) or use a JSON type")
