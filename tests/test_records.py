@@ -83,8 +83,8 @@ def test_missing_keys_and_nulls_take_the_defaults_and_numbers_take_the_hinted_ty
     back = Outer.from_dict({"name": "o", "inner": {"n": 1.0, "x": 2}, "count": None, "extra": "ignored"})
     assert back == Outer("o", Inner(1, 2.0))
     assert type(back.inner.n) is int and type(back.inner.x) is float
-    with pytest.raises(TypeError):
-        Outer.from_dict({"name": "o"})  # a required field missing
+    with pytest.raises(KeyError, match="inner"):
+        Outer.from_dict({"name": "o"})  # a required field missing is named
 
 
 def test_non_finite_floats_survive_the_round_trip():
@@ -195,3 +195,16 @@ def test_a_report_writes_its_schema_and_its_launchers_by_backend():
     assert KernelReport.from_json(report.to_json()) == report
     with pytest.raises(ValueError, match="schema"):
         KernelReport.from_dict({**d, "schema": SCHEMA_VERSION + 1})
+
+
+def test_a_saved_report_missing_a_nested_field_is_refused_naming_the_field(tmp_path):
+    from tilelab._errors import ReportFileError
+    from tilelab._model import DeviceKernel, KernelReport, Sources
+
+    report = KernelReport("k", "sm_90a", (DeviceKernel("k_kernel", (4, 1, 1), (128, 1, 1)),), Sources("src"))
+    d = report.to_dict()
+    del d["kernels"][0]["grid"]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ReportFileError, match="missing field 'grid'"):
+        KernelReport.load(path)

@@ -180,14 +180,17 @@ def _optional(tp: Any) -> bool:
 
 def from_dict(cls: type[_T], data: dict[str, Any]) -> _T:
     """The record of class ``cls`` that ``data`` (written by :func:`to_dict`) describes. Keys that
-    are not fields (derived properties, keys of older versions) are ignored."""
+    are not fields (derived properties, keys of older versions) are ignored; a field without a default
+    that is missing raises ``KeyError`` naming it."""
     hints = _hints(typing.cast(Any, cls))  # a class is hashable; mypy reads type[_T] as not
     kwargs: dict[str, Any] = {}
     for f in _fields(cls):
-        if f.name not in data:
-            continue  # the default (a required field missing raises the constructor's TypeError)
-        value, tp = data[f.name], hints[f.name]
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if f.name not in data:
+            if has_default:
+                continue
+            raise KeyError(f.name)  # as data[name] would: readers of files say "missing field 'name'"
+        value, tp = data[f.name], hints[f.name]
         if value is None and not _optional(tp) and has_default:
             continue
         form = f.metadata.get(_FORM)
