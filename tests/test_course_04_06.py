@@ -206,7 +206,7 @@ def test_the_speed_check_compares_with_the_baseline_measured_in_the_same_call(mo
     """The GPU part's arithmetic, on the CPU: launches and timings replaced by records of known
     medians (the kernel's lowering is still TileLang's)."""
     import tilelab
-    from tilelab.launch.models import BenchResult, OutputCheck, RunResult
+    from tilelab.launch import BenchResult, OutputCheck, RunResult
     from tilelab.workshop.lessons import l04_gemm as lesson
 
     flops = 2.0 * 4096 ** 3

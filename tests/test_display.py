@@ -8,7 +8,7 @@ import pytest
 
 from tilelab import _launch_model, _model, profiling, targets
 from tilelab._display import Displayed, DisplayedText
-from tilelab.launch.models import BenchResult, SanitizerReport, TileMap
+from tilelab.launch import BenchResult, SanitizerReport, TileMap
 from tilelab.render import display
 from tilelab.render import launch as render_launch
 from tilelab.render import sanitizer as render_sanitizer

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.launch.sweep import _distributed, _final, _plan, _rowcache, _runners, _show, _tasks, sweep
-from tilelab.launch.models import BenchResult, SweepRow, SweepTable
+from tilelab.launch import BenchResult, SweepRow, SweepTable
 
 TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
 PARAMS = {"block": [8, 16, 32, 64, 128, 256]}

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import tilelang.language as T  # noqa: E402
 
 import tilelab  # noqa: E402
-from tilelab.launch.models import RunResult  # noqa: E402
+from tilelab.launch import RunResult  # noqa: E402
 
 
 def scale_and_clobber(N=1024, block=128):

@@ -172,7 +172,7 @@ def test_diff_highlights_a_changed_tma_box_in_the_tma_table():
 def test_timing_of_several_sizes_adds_a_latency_plot():
     import base64
 
-    from tilelab.launch.models import BenchResult
+    from tilelab.launch import BenchResult
     from tilelab.widgets.inspector import latency_figure, timing_html
 
     results = [BenchResult(kernel="gemm", samples_ms=(m / 1000,) * 3, sizes=(("M", m),)) for m in (1024, 2048, 4096)]

@@ -12,7 +12,7 @@ import tilelab
 from tilelab.launch import _inputs
 from tilelab.render import plots
 from tilelab.launch.sweep import sweep
-from tilelab.launch.models import BenchResult, SweepTable
+from tilelab.launch import BenchResult, SweepTable
 
 from gemm_dynamic import matmul_dynamic_m
 
@@ -422,7 +422,7 @@ def test_sweep_labels_check_failures_and_gives_baselines_the_kernels_work():
     def check_fn(kernel, ref, size):
         if kernel == 4:
             raise RuntimeError("the reference raised")
-        from tilelab.launch.models import RunResult
+        from tilelab.launch import RunResult
 
         check = _inputs.compare("C", torch.ones(2), torch.ones(2) * (1.5 if kernel == 2 else 1.0), tolerance=1e-3)
         return RunResult("k", (check,), reference="ref")
@@ -453,7 +453,7 @@ def test_sweep_shows_progress_for_compiles_and_benchmarks(record_progress):
 
 def test_ceilings_cache_is_keyed_by_device_driver_and_torch(tmp_path):
     from tilelab.launch import _ceilings
-    from tilelab.launch.models import Ceilings
+    from tilelab.launch import Ceilings
 
     path = tmp_path / "ceilings.json"
     h100 = Ceilings("NVIDIA H100 80GB HBM3", 3000.0, 750.0, driver="580.159.04", torch_version="2.11.0")
@@ -471,7 +471,7 @@ def test_ceilings_cache_is_keyed_by_device_driver_and_torch(tmp_path):
 
 
 def test_run_result_repr_shows_verdict_figures_and_worst_elements():
-    from tilelab.launch.models import OutputCheck, RunResult, WorstElement
+    from tilelab.launch import OutputCheck, RunResult, WorstElement
 
     worst = (WorstElement("C", (7, 3), 1.25, 1.0, 0.25),)
     bad = RunResult("gemm", (OutputCheck("C", "float16", (8, 8), rel_error=3.5e-2, max_abs_error=0.25,
@@ -491,7 +491,7 @@ def test_run_result_repr_shows_verdict_figures_and_worst_elements():
 # Plots from recorded data: assert on the Figure, not on PNG bytes
 # ---------------------------------------------------------------------------------------------
 
-from tilelab.launch.models import Ceilings, SweepRow  # noqa: E402
+from tilelab.launch import Ceilings, SweepRow  # noqa: E402
 
 
 def _recorded_table() -> SweepTable:
@@ -561,14 +561,14 @@ def test_launch_records_import_no_renderer_and_delegate_their_display():
     import subprocess
     import sys
 
-    probe = ("import sys, tilelab.launch.models as m\n"
+    probe = ("import sys, tilelab.launch as m\n"
              "bad = [n for n in ('tilelab.render.launch', 'tilelab.render.plots', 'matplotlib', 'IPython')"
              " if n in sys.modules]\n"
              "print(bad)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
-    from tilelab.launch.models import BenchResult
+    from tilelab.launch import BenchResult
     from tilelab.render import launch as render_launch
 
     r = BenchResult(kernel="<gemm&1>", samples_ms=(1.0, 2.0, 3.0), mode="sustained")

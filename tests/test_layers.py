@@ -29,6 +29,7 @@ FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._v
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch.models",
            "tilelab.launch._telemetry", "tilelab._timeline_model"}
 RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record
+RECORDS |= {"tilelab._records"}  # the records' one dataclass <-> dict converter
 
 
 def import_time_imports(source: str, module: str) -> set[str]:

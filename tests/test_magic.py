@@ -641,13 +641,13 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert ip.user_ns["gemm"] == "earlier gemm" and "matmul" not in ip.user_ns
 
     def _run_result(passed):
-        from tilelab.launch.models import OutputCheck, RunResult
+        from tilelab.launch import OutputCheck, RunResult
 
         check = OutputCheck("C", "float16", (1024, 1024), rel_error=1e-4 if passed else 0.5, tolerance=1e-2)
         return RunResult(kernel="gemm", outputs=(check,), device="Fake GPU", reference="matmul")
 
     def _bench_result(sizes, ms):
-        from tilelab.launch.models import BenchResult
+        from tilelab.launch import BenchResult
 
         return BenchResult(kernel="gemm", samples_ms=(ms, ms * 1.01, ms * 0.99), sizes=tuple(sizes.items()))
 

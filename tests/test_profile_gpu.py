@@ -159,7 +159,7 @@ def test_telemetry_is_present_and_plausible():
 
 
 def BenchResultRoundTrip(result) -> bool:
-    from tilelab.launch.models import BenchResult
+    from tilelab.launch import BenchResult
 
     return BenchResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 

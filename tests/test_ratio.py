@@ -13,7 +13,7 @@ from fake_gpu import FakeGpu, WanderingGpu
 from tilelab._errors import BaselineError, OptionError
 from tilelab.launch import _bench, _ratio
 from tilelab.launch._options import BenchOptions
-from tilelab.launch.models import BenchResult, SweepTable
+from tilelab.launch import BenchResult, SweepTable
 from tilelab.launch.sweep import sweep
 
 QUIET = dict(telemetry=False, flush_l2=False)
@@ -319,7 +319,7 @@ def test_options_keep_their_fields_in_a_round_trip():
 
 
 def test_plots_over_sizes_draw_ratios_where_rows_have_them():
-    from tilelab.launch.models import SweepRow
+    from tilelab.launch import SweepRow
     from tilelab.render import plots
 
     rows = []

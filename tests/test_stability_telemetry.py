@@ -4,7 +4,7 @@ tested in test_median_interval.py."""
 import pytest
 
 from tilelab.launch._telemetry import NvmlSampler, Telemetry
-from tilelab.launch.models import BenchResult
+from tilelab.launch import BenchResult
 from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
 
@@ -89,7 +89,7 @@ def test_profile_tab_and_measured_roofline_work():
 def test_a_sweep_row_carries_the_clocks_of_its_measurement():
     """A sweep row keeps the median SM clock and the throttle flag of the bench that timed it, so a
     table whose rows ran on different GPUs (or at different clocks) says so beside each time."""
-    from tilelab.launch.models import SweepRow, SweepTable
+    from tilelab.launch import SweepRow, SweepTable
     from tilelab.render.launch import sweep_table_text
 
     # (t, SM MHz, mem MHz, W, C, reasons): median of 1980, 1755, 1830 is 1830; 0x4 is the software power cap

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from tilelab import OptionError
-from tilelab.launch.models import BenchResult
+from tilelab.launch import BenchResult
 from tilelab.launch.sweep import SweepOptions, _halving, sweep
 
 BLOCKS = [16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]

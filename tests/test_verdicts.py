@@ -308,7 +308,7 @@ def test_the_analysis_modules_import_no_renderer():
 
 
 def test_a_sweeps_leading_configurations_by_hand():
-    from tilelab.launch.models import SweepRow, SweepTable
+    from tilelab.launch import SweepRow, SweepTable
 
     def row(name: str, size: int, ms: float | None, **kw) -> SweepRow:
         return SweepRow(config=(("variant", name), ("threads", 128)), size=(("M", size),), median_ms=ms, **kw)

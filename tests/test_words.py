@@ -117,7 +117,7 @@ if not CHILD:
         assert "<p><code>Fragment(" not in body
 
     def test_a_bench_of_unknown_work_shows_a_dash_and_a_small_rate_its_digits():
-        from tilelab.launch.models import BenchResult
+        from tilelab.launch import BenchResult
         from tilelab.render.launch import UNKNOWN, bench_result_html, launch_summary, rate
 
         unknown = BenchResult("copy", (1.0, 1.2, 1.1))
@@ -130,7 +130,7 @@ if not CHILD:
         assert launch_summary([unknown])[0][1].endswith(f"TFLOP/s {UNKNOWN}, GB/s {UNKNOWN}")
 
     def test_launch_summary_rows_say_pass_or_fail_and_the_median():
-        from tilelab.launch.models import BenchResult, OutputCheck, RunResult
+        from tilelab.launch import BenchResult, OutputCheck, RunResult
         from tilelab.render.launch import launch_summary, launch_summary_html
 
         good = RunResult("gemm", (OutputCheck("C", "float16", (4, 4), rel_error=1e-4, tolerance=1e-2),),
@@ -170,7 +170,7 @@ def test_a_cells_run_and_bench_say_pass_fail_and_the_median_in_the_summary():
     import re
 
     import tilelab
-    from tilelab.launch.models import BenchResult, OutputCheck, RunResult
+    from tilelab.launch import BenchResult, OutputCheck, RunResult
     from tilelab.widgets.inspector import Inspector
 
     from gemm import matmul

@@ -109,6 +109,7 @@ class CorpusRow:
         rounds = self.round_ratios
         return (min(rounds), max(rounds)) if len(rounds) > 1 else None
 
+    # hand-written: asdict keeps the runs as tuples, and old tables may hold null for the text fields
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -6,7 +6,7 @@ Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types), beside the
 (:class:`tilelab._display.Displayed`): their text, HTML and PNG are drawn by
 :mod:`tilelab.render.launch`, :mod:`tilelab.render.tiles` and :mod:`tilelab.render.sanitizer`.
 No renderer, torch, TileLang or IPython is imported here, so a result can be saved on a GPU machine
-and shown anywhere. ``tilelab.launch.models`` re-exports them where they always were.
+and shown anywhere. ``tilelab.launch`` exports them beside the functions that return them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._display import DisplayedText
+from ._records import MAPPING, Record
 
 __all__ = [
     "BENCH_MODES",
@@ -45,12 +46,14 @@ THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
 @dataclass(frozen=True)
-class Telemetry:
+class Telemetry(Record):
     """Samples taken during one measurement: (seconds since start, SM MHz, memory MHz, W, deg C, reasons)."""
 
     samples: tuple[tuple[float, int, int, float, int, int], ...] = ()
     max_sm_mhz: int | None = None  # the GPU's maximum SM clock
     note: str = ""
+
+    _derived = ("throttled", "reasons")  # written for readers of the JSON without tilelab
 
     @property
     def sm_mhz(self) -> list[int]:
@@ -85,17 +88,6 @@ class Telemetry:
             text += "; THROTTLED: " + ", ".join(r for r in self.reasons if r in throttling)
         return text
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"samples": [list(s) for s in self.samples], "max_sm_mhz": self.max_sm_mhz, "note": self.note,
-                "throttled": self.throttled, "reasons": self.reasons}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Telemetry:
-        samples = tuple((float(a), int(b), int(c), float(e), int(f), int(g))
-                        for a, b, c, e, f, g in d.get("samples", ()))
-        return cls(samples, d.get("max_sm_mhz"), d.get("note", ""))
-
-
 
 def _literal(value: Any) -> str:
     """A value as Python source: repr for literals, the name for everything else (``T.float16``)."""
@@ -110,7 +102,7 @@ def _literal(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class WorstElement:
+class WorstElement(Record):
     """One of the elements furthest from the reference."""
 
     output: str
@@ -119,18 +111,9 @@ class WorstElement:
     expected: float
     abs_error: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "index": list(self.index), "got": self.got,
-                "expected": self.expected, "abs_error": self.abs_error}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WorstElement:
-        return cls(d["output"], tuple(int(i) for i in d["index"]), float(d["got"]),
-                   float(d["expected"]), float(d["abs_error"]))
-
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class TileMap(DisplayedText):
+class TileMap(DisplayedText, Record):
     """One output by tile: each cell is "right", "wrong" (some element wrong), "unwritten" (no
     element written) or "partial" (some elements unwritten, the rest right). ``tile`` is the
     tile's (rows, cols) in elements, over the output folded to 2-D (leading dimensions into rows);
@@ -151,21 +134,9 @@ class TileMap(DisplayedText):
         """(tile row, tile column) of every tile in ``state``."""
         return tuple((i, j) for i, row in enumerate(self.cells) for j, c in enumerate(row) if c == state)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "shape": list(self.shape), "tile": list(self.tile),
-                "cells": [list(r) for r in self.cells], "merged": self.merged, "source": self.source}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TileMap:
-        return cls(output=d["output"], shape=tuple(d["shape"]), tile=tuple(d["tile"]),
-                   cells=tuple(tuple(r) for r in d["cells"]), merged=bool(d.get("merged", False)),
-                   source=d.get("source", ""))
-
-
-
 
 @dataclass(frozen=True)
-class OutputCheck:
+class OutputCheck(Record):
     """How one output compared: unwritten elements (still the poison) and error figures."""
 
     name: str
@@ -181,6 +152,8 @@ class OutputCheck:
     worst: tuple[WorstElement, ...] = ()
     tiles: TileMap | None = None  # where it is wrong, by tile, when it failed
     first_nonfinite: tuple[int, ...] | None = None  # the first NaN/inf the kernel wrote (row-major order)
+
+    _derived = ("passed",)  # written for readers of the JSON without tilelab
 
     @property
     def nonfinite_tile(self) -> tuple[int, ...] | None:
@@ -207,36 +180,9 @@ class OutputCheck:
             return False
         return self.tolerance is None or self.rel_error <= self.tolerance
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "dtype": self.dtype, "shape": list(self.shape),
-            "unwritten": self.unwritten,
-            "first_unwritten": list(self.first_unwritten) if self.first_unwritten is not None else None,
-            "poison_checked": self.poison_checked, "nonfinite": self.nonfinite,
-            "rel_error": self.rel_error, "max_abs_error": self.max_abs_error,
-            "tolerance": self.tolerance, "worst": [w.to_dict() for w in self.worst],
-            "passed": self.passed, "tiles": self.tiles.to_dict() if self.tiles is not None else None,
-            "first_nonfinite": list(self.first_nonfinite) if self.first_nonfinite is not None else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> OutputCheck:
-        fu = d.get("first_unwritten")
-        return cls(
-            name=d["name"], dtype=d["dtype"], shape=tuple(d["shape"]),
-            unwritten=int(d.get("unwritten", 0)),
-            first_unwritten=tuple(fu) if fu is not None else None,
-            poison_checked=bool(d.get("poison_checked", True)), nonfinite=int(d.get("nonfinite", 0)),
-            rel_error=d.get("rel_error"), max_abs_error=d.get("max_abs_error"),
-            tolerance=d.get("tolerance"),
-            worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", ())),
-            tiles=TileMap.from_dict(d["tiles"]) if d.get("tiles") else None,
-            first_nonfinite=tuple(d["first_nonfinite"]) if d.get("first_nonfinite") is not None else None,
-        )
-
 
 @dataclass(frozen=True)
-class InputState:
+class InputState(Record):
     """An input after the launch: elements the kernel changed (compared with a copy taken before
     the launch; an input the kernel is not meant to write), and NaN/inf it held before."""
 
@@ -245,30 +191,21 @@ class InputState:
     first_changed: tuple[int, ...] | None = None
     nonfinite: int = 0  # NaN/inf in the input as it was given to the kernel
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "changed": self.changed,
-                "first_changed": list(self.first_changed) if self.first_changed is not None else None,
-                "nonfinite": self.nonfinite}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> InputState:
-        first = d.get("first_changed")
-        return cls(name=d["name"], changed=int(d.get("changed", 0)),
-                   first_changed=tuple(first) if first is not None else None, nonfinite=int(d.get("nonfinite", 0)))
-
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class RunResult(DisplayedText):
+class RunResult(DisplayedText, Record):
     """One verified launch: pass or fail, error figures, worst elements and where they are."""
 
     kernel: str
     outputs: tuple[OutputCheck, ...]
     backend: str = "tvm_ffi"
     device: str = ""
-    sizes: tuple[tuple[str, int], ...] = ()
+    sizes: tuple[tuple[str, int], ...] = field(default=(), metadata=MAPPING)
     reference: str | None = None  # the reference's name, None when none was given
     notes: tuple[str, ...] = ()
     inputs: tuple[InputState, ...] = ()  # each input after the launch (written? NaN/inf given?)
+
+    _derived = ("passed",)  # written for readers of the JSON without tilelab
 
     @property
     def inputs_written(self) -> tuple[InputState, ...]:
@@ -296,28 +233,6 @@ class RunResult(DisplayedText):
             return "PASS" if self.reference else "RAN (every element written; no reference given)"
         return "FAIL"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel, "backend": self.backend, "device": self.device,
-            "sizes": dict(self.sizes), "reference": self.reference, "passed": self.passed,
-            "outputs": [o.to_dict() for o in self.outputs], "notes": list(self.notes),
-            "inputs": [i.to_dict() for i in self.inputs],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunResult:
-        return cls(
-            kernel=d["kernel"], backend=d.get("backend", "tvm_ffi"), device=d.get("device", ""),
-            sizes=tuple((k, int(v)) for k, v in (d.get("sizes") or {}).items()),
-            reference=d.get("reference"),
-            outputs=tuple(OutputCheck.from_dict(o) for o in d["outputs"]),
-            notes=tuple(d.get("notes", ())),
-            inputs=tuple(InputState.from_dict(i) for i in d.get("inputs", ())),
-        )
-
-
-
-
 
 # ------------------------------------------------------------------------------------------
 # bench
@@ -342,7 +257,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class BenchResult(DisplayedText):
+class BenchResult(DisplayedText, Record):
     """Timed launches of one kernel: every sample (ms), the method, and derived rates."""
 
     kernel: str
@@ -353,7 +268,7 @@ class BenchResult(DisplayedText):
     bytes: float | None = None
     device: str = ""
     backend: str = ""
-    sizes: tuple[tuple[str, int], ...] = ()
+    sizes: tuple[tuple[str, int], ...] = field(default=(), metadata=MAPPING)
     l2_flush: bool = True
     rotating_copies: int = 1
     warmup: int = 0
@@ -370,6 +285,9 @@ class BenchResult(DisplayedText):
     ratio_ci: tuple[float, float] | None = None  # 95% interval of the median ratio
     ratio_batches: int = 0  # batches of consecutive pairs the ratio's interval was taken from
     ratio_correlated: bool = False
+
+    # written for readers of the JSON without tilelab
+    _derived = ("median_ms", "min_ms", "spread", "tflops", "gbps", "ci_half_width", "baseline_ms", "ratio")
 
     @property
     def ratio(self) -> float | None:
@@ -444,41 +362,6 @@ class BenchResult(DisplayedText):
             return self.gbps / ceilings.copy_gbps
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel, "mode": self.mode, "method": self.method,
-            "samples_ms": list(self.samples_ms), "median_ms": self.median_ms, "min_ms": self.min_ms,
-            "spread": self.spread, "flops": self.flops, "bytes": self.bytes, "tflops": self.tflops,
-            "gbps": self.gbps, "device": self.device, "backend": self.backend, "sizes": dict(self.sizes),
-            "l2_flush": self.l2_flush, "rotating_copies": self.rotating_copies, "warmup": self.warmup,
-            "notes": list(self.notes), "telemetry": self.telemetry.to_dict() if self.telemetry else None,
-            "ci_ms": list(self.ci_ms) if self.ci_ms else None, "ci_target": self.ci_target,
-            "ci_half_width": self.ci_half_width, "ci_batches": self.ci_batches, "ci_correlated": self.ci_correlated,
-            "baseline": self.baseline, "baseline_samples_ms": list(self.baseline_samples_ms),
-            "baseline_ms": self.baseline_ms, "ratio": self.ratio, "ratio_samples": list(self.ratio_samples),
-            "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None, "ratio_batches": self.ratio_batches,
-            "ratio_correlated": self.ratio_correlated,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BenchResult:
-        return cls(
-            kernel=d["kernel"], samples_ms=tuple(float(s) for s in d["samples_ms"]),
-            mode=d.get("mode", "sustained"), method=d.get("method", ""), flops=d.get("flops"),
-            bytes=d.get("bytes"), device=d.get("device", ""), backend=d.get("backend", ""),
-            sizes=tuple((k, int(v)) for k, v in (d.get("sizes") or {}).items()),
-            l2_flush=bool(d.get("l2_flush", True)), rotating_copies=int(d.get("rotating_copies", 1)),
-            warmup=int(d.get("warmup", 0)), notes=tuple(d.get("notes", ())),
-            telemetry=Telemetry.from_dict(d["telemetry"]) if d.get("telemetry") else None,
-            ci_ms=tuple(float(x) for x in d["ci_ms"]) if d.get("ci_ms") else None,  # type: ignore[arg-type]
-            ci_target=d.get("ci_target"), ci_batches=int(d.get("ci_batches") or 0),
-            ci_correlated=bool(d.get("ci_correlated", False)),
-            baseline=d.get("baseline"), baseline_samples_ms=tuple(float(x) for x in d.get("baseline_samples_ms") or ()),
-            ratio_samples=tuple(float(x) for x in d.get("ratio_samples") or ()),
-            ratio_ci=tuple(float(x) for x in d["ratio_ci"]) if d.get("ratio_ci") else None,  # type: ignore[arg-type]
-            ratio_batches=int(d.get("ratio_batches") or 0), ratio_correlated=bool(d.get("ratio_correlated", False)),
-        )
-
     def ratio_summary(self) -> str:
         """"0.9123x torch.matmul (95% CI 0.9101-0.9140; baseline median 1.2345 ms)"; empty without a baseline."""
         r = self.ratio
@@ -503,17 +386,13 @@ class BenchResult(DisplayedText):
                 f"n={len(self.samples_ms)}{flag})" + (", " + ", ".join(rate) if rate else ""))
 
 
-
-
-
-
 # ------------------------------------------------------------------------------------------
 # ceilings
 # ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class Ceilings(DisplayedText):
+class Ceilings(DisplayedText, Record):
     """The device's measured ceilings: copy bandwidth (read + written) and matmul rate."""
 
     device: str
@@ -538,28 +417,6 @@ class Ceilings(DisplayedText):
 
     def bound_tflops(self, intensity: float) -> float:
         return min(self.matmul_tflops, intensity * self.copy_gbps * 1e9 / 1e12)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device, "copy_gbps": self.copy_gbps, "matmul_tflops": self.matmul_tflops,
-            "matmul_dtype": self.matmul_dtype, "matmul_shape": list(self.matmul_shape),
-            "copy_bytes": self.copy_bytes, "driver": self.driver, "torch_version": self.torch_version,
-            "measured_at": self.measured_at, "method": self.method,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Ceilings:
-        return cls(
-            device=d["device"], copy_gbps=float(d["copy_gbps"]), matmul_tflops=float(d["matmul_tflops"]),
-            matmul_dtype=d.get("matmul_dtype", "float16"),
-            matmul_shape=tuple(d.get("matmul_shape", (8192, 8192, 8192))),
-            copy_bytes=int(d.get("copy_bytes", 0)), driver=d.get("driver", ""),
-            torch_version=d.get("torch_version", ""), measured_at=d.get("measured_at", ""),
-            method=d.get("method", ""),
-        )
-
-
-
 
 
 # ------------------------------------------------------------------------------------------
@@ -587,6 +444,7 @@ class LaunchOverhead(DisplayedText):
     def medians(self) -> dict[str, float]:
         return {b: statistics.median(s) for b, s in self.per_backend_us if s}
 
+    # hand-written: the medians are written as "medians_us", a name no field or property has
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "per_backend_us": {b: list(s) for b, s in self.per_backend_us},
                 "medians_us": self.medians, "errors": dict(self.errors), "device": self.device,
@@ -600,20 +458,17 @@ class LaunchOverhead(DisplayedText):
                    method=d.get("method", ""))
 
 
-
-
-
 # ------------------------------------------------------------------------------------------
 # sweep
 # ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class SweepRow:
+class SweepRow(Record):
     """One configuration at one size: its timing, or the error that stopped it."""
 
-    config: tuple[tuple[str, Any], ...]
-    size: tuple[tuple[str, int], ...]
+    config: tuple[tuple[str, Any], ...] = field(metadata=MAPPING)
+    size: tuple[tuple[str, int], ...] = field(metadata=MAPPING)
     median_ms: float | None = None
     min_ms: float | None = None
     spread: float | None = None
@@ -672,33 +527,9 @@ class SweepRow:
             return self.label
         return ", ".join(f"{k}={v}" for k, v in self.config)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"config": dict(self.config), "size": dict(self.size), "median_ms": self.median_ms,
-                "min_ms": self.min_ms, "spread": self.spread, "tflops": self.tflops, "gbps": self.gbps,
-                "error": self.error, "stage": self.stage, "best": self.best, "label": self.label,
-                "compile_s": self.compile_s, "bench_s": self.bench_s, "device": self.device, "cached": self.cached,
-                "sm_mhz": self.sm_mhz, "throttled": self.throttled, "final_ms": self.final_ms,
-                "final_device": self.final_device, "rung": self.rung, "measured_as": self.measured_as,
-                "cut": self.cut, "ratio": self.ratio, "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None,
-                "baseline_ms": self.baseline_ms}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SweepRow:
-        return cls(config=tuple((d.get("config") or {}).items()),
-                   size=tuple((k, int(v)) for k, v in (d.get("size") or {}).items()),
-                   median_ms=d.get("median_ms"), min_ms=d.get("min_ms"), spread=d.get("spread"),
-                   tflops=d.get("tflops"), gbps=d.get("gbps"), error=d.get("error"), stage=d.get("stage"),
-                   best=bool(d.get("best", False)), label=d.get("label"), compile_s=d.get("compile_s"),
-                   bench_s=d.get("bench_s"), device=d.get("device"), cached=bool(d.get("cached", False)),
-                   sm_mhz=d.get("sm_mhz"), throttled=bool(d.get("throttled", False)), final_ms=d.get("final_ms"),
-                   final_device=d.get("final_device"), rung=d.get("rung"), measured_as=d.get("measured_as") or "",
-                   cut=d.get("cut"), ratio=d.get("ratio"),
-                   ratio_ci=tuple(float(x) for x in d["ratio_ci"]) if d.get("ratio_ci") else None,  # type: ignore[arg-type]
-                   baseline_ms=d.get("baseline_ms"))
-
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class SweepTable(DisplayedText):
+class SweepTable(DisplayedText, Record):
     """One row per configuration and size (baselines included), the best per size marked."""
 
     kernel: str
@@ -783,17 +614,6 @@ class SweepTable(DisplayedText):
         args = [f"{k}={_literal(v)}" for k, v in (*row.size, *row.config)]
         return f"{self.factory or self.kernel}({', '.join(args)})"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "mode": self.mode, "device": self.device,
-                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "factory": self.factory,
-                "ratio_baseline": self.ratio_baseline}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SweepTable:
-        return cls(kernel=d["kernel"], rows=tuple(SweepRow.from_dict(r) for r in d["rows"]),
-                   mode=d.get("mode", "sustained"), device=d.get("device", ""), notes=tuple(d.get("notes", ())),
-                   factory=d.get("factory", ""), ratio_baseline=d.get("ratio_baseline"))
-
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
@@ -804,7 +624,7 @@ class SweepTable(DisplayedText):
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Record):
     """One problem compute-sanitizer reported."""
 
     kind: str  # "out-of-bounds write", "shared-memory race", "barrier misuse", "uninitialised read", ...
@@ -822,20 +642,9 @@ class Finding:
     other_line: int | None = None  # racecheck: the other access's line
     hazards: int | None = None  # racecheck: how many hazards this pair stands for
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
-        out = dict(d)
-        for k in ("block", "thread", "element"):
-            if out.get(k) is not None:
-                out[k] = tuple(out[k])
-        return cls(**out)
-
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class SanitizerReport(DisplayedText):
+class SanitizerReport(DisplayedText, Record):
     """What one run under compute-sanitizer found; ``raw`` is the sanitizer's own text."""
 
     kernel: str
@@ -850,14 +659,3 @@ class SanitizerReport(DisplayedText):
     @property
     def clean(self) -> bool:
         return not self.findings
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "tool": self.tool, "findings": [f.to_dict() for f in self.findings],
-                "raw": self.raw, "summary": self.summary, "launch_error": self.launch_error,
-                "source": self.source, "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SanitizerReport:
-        return cls(kernel=d["kernel"], tool=d["tool"], findings=tuple(Finding.from_dict(f) for f in d["findings"]),
-                   raw=d.get("raw", ""), summary=d.get("summary", ""), launch_error=d.get("launch_error"),
-                   source=d.get("source"), notes=tuple(d.get("notes", ())))

@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from ._records import MAPPING, Record
 
 # Theoretical occupancy (tilelab.occupancy computes it).
 
 
 @dataclass(frozen=True)
-class Occupancy:
+class Occupancy(Record):
     """Resident blocks and warps per SM for one kernel launch shape on one arch."""
 
     arch: str
@@ -28,7 +30,7 @@ class Occupancy:
     blocks_per_sm: int
     warps_per_sm: int
     max_warps_per_sm: int
-    limit_blocks: tuple[tuple[str, int], ...]  # blocks each limit alone allows
+    limit_blocks: tuple[tuple[str, int], ...] = field(metadata=MAPPING)  # blocks each limit alone allows
     binding: tuple[str, ...]  # the limit(s) that give blocks_per_sm
     registers_per_block: int  # allocated, after rounding
     shared_memory_allocated_per_block: int  # with reserve and rounding
@@ -49,32 +51,9 @@ class Occupancy:
         return (f"{self.blocks_per_sm} block(s) = {self.warps_per_sm} of {self.max_warps_per_sm} warps per SM "
                 f"({self.ratio:.0%}), bound by {' and '.join(self.binding)}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch, "threads_per_block": self.threads_per_block,
-            "registers_per_thread": self.registers_per_thread,
-            "shared_memory_per_block": self.shared_memory_per_block, "blocks_per_sm": self.blocks_per_sm,
-            "warps_per_sm": self.warps_per_sm, "max_warps_per_sm": self.max_warps_per_sm,
-            "limit_blocks": dict(self.limit_blocks), "binding": list(self.binding),
-            "registers_per_block": self.registers_per_block,
-            "shared_memory_allocated_per_block": self.shared_memory_allocated_per_block,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Occupancy:
-        return cls(
-            arch=d["arch"], threads_per_block=int(d["threads_per_block"]),
-            registers_per_thread=int(d["registers_per_thread"]),
-            shared_memory_per_block=int(d["shared_memory_per_block"]), blocks_per_sm=int(d["blocks_per_sm"]),
-            warps_per_sm=int(d["warps_per_sm"]), max_warps_per_sm=int(d["max_warps_per_sm"]),
-            limit_blocks=tuple((k, int(v)) for k, v in d["limit_blocks"].items()),
-            binding=tuple(d["binding"]), registers_per_block=int(d["registers_per_block"]),
-            shared_memory_allocated_per_block=int(d["shared_memory_allocated_per_block"]),
-        )
-
 
 @dataclass(frozen=True)
-class KernelResources:
+class KernelResources(Record):
     """``ptxas -v`` for one ``__global__`` function."""
 
     kernel: str
@@ -105,27 +84,6 @@ class KernelResources:
             out.append(f"{self.kernel}: occupancy {occ.sentence()}")
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel, "registers": self.registers, "spill_store_bytes": self.spill_store_bytes,
-            "spill_load_bytes": self.spill_load_bytes, "stack_bytes": self.stack_bytes,
-            "static_shared_bytes": self.static_shared_bytes, "dynamic_shared_bytes": self.dynamic_shared_bytes,
-            "barriers": self.barriers, "constant_bytes": self.constant_bytes,
-            "occupancy": self.occupancy.to_dict() if self.occupancy else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KernelResources:
-        occ = d.get("occupancy")
-        return cls(
-            kernel=d["kernel"], registers=int(d["registers"]), spill_store_bytes=int(d.get("spill_store_bytes", 0)),
-            spill_load_bytes=int(d.get("spill_load_bytes", 0)), stack_bytes=int(d.get("stack_bytes", 0)),
-            static_shared_bytes=int(d.get("static_shared_bytes", 0)),
-            dynamic_shared_bytes=int(d.get("dynamic_shared_bytes", 0)), barriers=int(d.get("barriers", 0)),
-            constant_bytes=int(d.get("constant_bytes", 0)),
-            occupancy=Occupancy.from_dict(occ) if occ else None,
-        )
-
 
 @dataclass(frozen=True)
 class SourceOrigin:
@@ -137,6 +95,7 @@ class SourceOrigin:
     line: int
     user: bool  # False for lines inside TileLang's own Python (its GEMM macros, ...)
 
+    # written as a list (one per origin, many per report), not as a dict of its fields
     def to_dict(self) -> list[Any]:
         return [self.first, self.last, self.file, self.line, self.user]
 
@@ -146,7 +105,7 @@ class SourceOrigin:
 
 
 @dataclass(frozen=True)
-class MachineCode:
+class MachineCode(Record):
     """PTX, SASS, resources and line links for a report's device source.
 
     ``ptx_device_lines[i]`` / ``sass_device_lines[i]``: the device-CUDA line that line ``i + 1`` of
@@ -210,29 +169,6 @@ class MachineCode:
         raise KeyError(f"no resources for kernel {kernel!r}; have {[r.kernel for r in self.resources]}")
 
     # -- serialisation ---------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch, "ptx": self.ptx, "sass": self.sass,
-            "ptx_device_lines": list(self.ptx_device_lines), "sass_device_lines": list(self.sass_device_lines),
-            "resources": [r.to_dict() for r in self.resources], "origins": [o.to_dict() for o in self.origins],
-            "python_sources": [list(x) for x in self.python_sources], "tools": [list(x) for x in self.tools],
-            "missing": self.missing, "log": self.log,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MachineCode:
-        return cls(
-            arch=d["arch"], ptx=d.get("ptx", ""), sass=d.get("sass", ""),
-            ptx_device_lines=tuple(int(x) for x in d.get("ptx_device_lines", ())),
-            sass_device_lines=tuple(int(x) for x in d.get("sass_device_lines", ())),
-            resources=tuple(KernelResources.from_dict(r) for r in d.get("resources", ())),
-            origins=tuple(SourceOrigin.from_dict(o) for o in d.get("origins", ())),
-            python_sources=tuple((str(a), str(b)) for a, b in d.get("python_sources", ())),
-            tools=tuple((str(a), str(b)) for a, b in d.get("tools", ())),
-            missing=d.get("missing"), log=d.get("log", ""),
-        )
-
-
 # A SASS line as nvdisasm prints it: "/*0040*/  @!P0 BRA `(.L_x_1) ;" -> its opcode, before the
 # first dot of its modifiers (HMMA.16816.F32 -> HMMA); a guard predicate (@P0, @!UP1) comes first.
 _SASS_OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
@@ -251,7 +187,7 @@ def opcode_counts(sass_lines: list[str], numbers: Iterable[int]) -> Counter[str]
 
 
 @dataclass(frozen=True)
-class PassStep:
+class PassStep(Record):
     """One top-level pass of TileLang's lowering pipeline."""
 
     name: str
@@ -261,18 +197,9 @@ class PassStep:
     diff_cut: bool = False
     phase: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "seconds": self.seconds, "changed": self.changed, "diff": self.diff,
-                "diff_cut": self.diff_cut, "phase": self.phase}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PassStep:
-        return cls(d["name"], float(d["seconds"]), bool(d["changed"]), d.get("diff", ""),
-                   bool(d.get("diff_cut", False)), d.get("phase"))
-
 
 @dataclass(frozen=True)
-class PassTrace:
+class PassTrace(Record):
     """TileLang's lowering, pass by pass, as its own pass instrumentation saw it."""
 
     steps: tuple[PassStep, ...]
@@ -285,13 +212,5 @@ class PassTrace:
     @property
     def total_seconds(self) -> float:
         return sum(s.seconds for s in self.steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"steps": [s.to_dict() for s in self.steps], "input_script": self.input_script}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PassTrace:
-        return cls(tuple(PassStep.from_dict(s) for s in d.get("steps", ())), d.get("input_script", ""))
-
 
 __all__ = ["KernelResources", "MachineCode", "PassStep", "PassTrace", "SourceOrigin", "opcode_counts", "sass_opcode"]

@@ -18,6 +18,9 @@ from typing import Any, Union
 
 from ._display import Displayed
 from ._machine import MachineCode, PassTrace
+from ._records import MAPPING, Record, custom
+from ._records import from_dict as _from_dict
+from ._records import to_dict as _to_dict
 from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, SWIZZLE_SPAN_BYTES, TMA_DTYPE_BYTES
 
 Dim = Union[int, str]  # noqa: UP007 (a runtime alias: int | str needs Python 3.10 where annotations do not)
@@ -34,7 +37,7 @@ def _dims(values: Any) -> tuple[Dim, ...]:
 
 
 @dataclass(frozen=True)
-class TileOpPath:
+class TileOpPath(Record):
     """One tile op of the kernel and what it became."""
 
     op: str  # "T.copy A -> A_shared"
@@ -45,18 +48,9 @@ class TileOpPath:
     reason: str = ""  # why not the fast path (empty when fast, or when tilelab cannot tell)
     stages: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "path": self.path, "fast": self.fast, "evidence_line": self.evidence_line,
-                "evidence": self.evidence, "reason": self.reason, "stages": self.stages}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TileOpPath:
-        return cls(d["op"], d["path"], bool(d["fast"]), d.get("evidence_line"), d.get("evidence", ""),
-                   d.get("reason", ""), d.get("stages"))
-
 
 @dataclass(frozen=True)
-class Lowering:
+class Lowering(Record):
     """The explainer's result for a kernel: per tile op, plus warp specialization and the pipeline."""
 
     ops: tuple[TileOpPath, ...] = ()
@@ -69,19 +63,9 @@ class Lowering:
     def fallbacks(self) -> tuple[TileOpPath, ...]:
         return tuple(o for o in self.ops if not o.fast)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ops": [o.to_dict() for o in self.ops], "warp_specialized": self.warp_specialized,
-                "warp_specialization_reason": self.warp_specialization_reason, "stages": self.stages,
-                "stage_bytes": self.stage_bytes}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Lowering:
-        return cls(tuple(TileOpPath.from_dict(o) for o in d.get("ops", ())), bool(d.get("warp_specialized")),
-                   d.get("warp_specialization_reason", ""), d.get("stages"), d.get("stage_bytes"))
-
 
 @dataclass(frozen=True)
-class DeviceKernel:
+class DeviceKernel(Record):
     """One ``__global__`` function: its launch configuration as the host code sets it.
 
     ``programmatic_dependent_launch``: the kernel's code waits on the previous kernel of the
@@ -108,85 +92,31 @@ class DeviceKernel:
             return int(x) * int(y) * int(z)
         return f"{x} * {y} * {z}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "grid": list(self.grid),
-            "block": list(self.block),
-            "dynamic_shared_memory_bytes": self.dynamic_shared_memory_bytes,
-            "cluster_dims": list(self.cluster_dims) if self.cluster_dims else None,
-            "programmatic_dependent_launch": self.programmatic_dependent_launch,
-            "cooperative": self.cooperative,
-            "programmatic_serialization_by": list(self.programmatic_serialization_by),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DeviceKernel:
-        return cls(
-            name=d["name"],
-            grid=_dims(d["grid"]),  # type: ignore[arg-type]
-            block=_dims(d["block"]),  # type: ignore[arg-type]
-            dynamic_shared_memory_bytes=d.get("dynamic_shared_memory_bytes", 0),
-            cluster_dims=tuple(d["cluster_dims"]) if d.get("cluster_dims") else None,
-            programmatic_dependent_launch=bool(d.get("programmatic_dependent_launch", False)),
-            cooperative=bool(d.get("cooperative", False)),
-            programmatic_serialization_by=tuple(d.get("programmatic_serialization_by", ())),
-        )
-
 
 @dataclass(frozen=True)
-class LauncherSource:
+class LauncherSource(Record):
     """Host launcher text of one execution backend, or the reason it could not be generated."""
 
     backend: str
     text: str | None
     reason: str | None = None
     language: str = "c++"  # "c", "c++" or "python": what a highlighter should use
-    extra: tuple[tuple[str, str], ...] = ()  # further named texts (cutedsl: the C++ launcher)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "text": self.text,
-            "reason": self.reason,
-            "language": self.language,
-            "extra": {k: v for k, v in self.extra},
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LauncherSource:
-        return cls(
-            backend=d["backend"],
-            text=d.get("text"),
-            reason=d.get("reason"),
-            language=d.get("language", "c++"),
-            extra=tuple((k, v) for k, v in (d.get("extra") or {}).items()),
-        )
+    extra: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)  # further named texts (cutedsl: the C++ launcher)
 
 
 @dataclass(frozen=True)
-class Sources:
+class Sources(Record):
     device: str
-    launchers: tuple[LauncherSource, ...] = ()
+    # written as an object keyed by backend
+    launchers: tuple[LauncherSource, ...] = field(default=(), metadata=custom(
+        lambda launchers: {item.backend: item.to_dict() for item in launchers},
+        lambda d: tuple(LauncherSource.from_dict(v) for v in d.values())))
 
     def launcher(self, backend: str) -> LauncherSource | None:
         for item in self.launchers:
             if item.backend == backend:
                 return item
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "launchers": {item.backend: item.to_dict() for item in self.launchers},
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Sources:
-        return cls(
-            device=d["device"],
-            launchers=tuple(LauncherSource.from_dict(v) for v in d.get("launchers", {}).values()),
-        )
 
 
 @dataclass(frozen=True)
@@ -266,6 +196,7 @@ class TmaDescriptor:
             "swizzle_span_bytes": self.swizzle_span_bytes,
         }
 
+    # hand-written: the derived sizes go under "derived", and the im2col fields only for im2col
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "name": self.name,
@@ -327,7 +258,7 @@ WGMMA_LAYOUT_TYPES: dict[int, str] = {0: "INTERLEAVE", 1: "128B", 2: "64B", 3: "
 
 
 @dataclass(frozen=True)
-class WgmmaOperand:
+class WgmmaOperand(Record):
     """The shared-memory matrix descriptor of one WGMMA operand.
 
     ``lbo``/``sbo`` are the encoded 14-bit fields (byte offsets >> 4), exactly as the template
@@ -339,6 +270,8 @@ class WgmmaOperand:
     lbo: int
     sbo: int
     major: str  # "K" or "MN"
+
+    _derived = ("swizzle", "lbo_bytes", "sbo_bytes")  # written for readers without tilelab
 
     @property
     def swizzle(self) -> str:
@@ -352,31 +285,9 @@ class WgmmaOperand:
     def sbo_bytes(self) -> int:
         return self.sbo << 4
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "buffer": self.buffer,
-            "layout_type": self.layout_type,
-            "swizzle": self.swizzle,
-            "lbo": self.lbo,
-            "sbo": self.sbo,
-            "lbo_bytes": self.lbo_bytes,
-            "sbo_bytes": self.sbo_bytes,
-            "major": self.major,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WgmmaOperand:
-        return cls(
-            buffer=d.get("buffer"),
-            layout_type=int(d["layout_type"]),
-            lbo=int(d["lbo"]),
-            sbo=int(d["sbo"]),
-            major=d["major"],
-        )
-
 
 @dataclass(frozen=True)
-class WgmmaInstruction:
+class WgmmaInstruction(Record):
     """One distinct ``wgmma.mma_async`` shape as the kernel issues it."""
 
     instruction: str  # e.g. "m64n128k16"
@@ -405,42 +316,9 @@ class WgmmaInstruction:
     def k(self) -> int:
         return int(self.instruction.split("k")[1])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "instruction": self.instruction,
-            "variant": self.variant,
-            "a_dtype": self.a_dtype,
-            "b_dtype": self.b_dtype,
-            "accum_dtype": self.accum_dtype,
-            "a_major": self.a_major,
-            "b_major": self.b_major,
-            "a": self.a.to_dict() if self.a else None,
-            "b": self.b.to_dict() if self.b else None,
-            "count": self.count,
-            "kernel": self.kernel,
-            "problems": list(self.problems),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WgmmaInstruction:
-        return cls(
-            instruction=d["instruction"],
-            variant=d["variant"],
-            a_dtype=d["a_dtype"],
-            b_dtype=d["b_dtype"],
-            accum_dtype=d["accum_dtype"],
-            a_major=d.get("a_major", "K"),
-            b_major=d.get("b_major", "K"),
-            a=WgmmaOperand.from_dict(d["a"]) if d.get("a") else None,
-            b=WgmmaOperand.from_dict(d["b"]) if d.get("b") else None,
-            count=int(d.get("count", 1)),
-            kernel=d.get("kernel"),
-            problems=tuple(d.get("problems", ())),
-        )
-
 
 @dataclass(frozen=True)
-class MfmaInstruction:
+class MfmaInstruction(Record):
     """One distinct AMD matrix-core instruction (``__builtin_amdgcn_mfma_*``) as the HIP source issues it.
 
     ``a_operand``/``b_operand``/``accumulator`` name the register buffers the call passes as the
@@ -472,20 +350,9 @@ class MfmaInstruction:
     def shape(self) -> str:
         return f"{self.m}x{self.n}x{self.k}"
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["lines"] = list(self.lines)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MfmaInstruction:
-        values = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
-        values["lines"] = tuple(values.get("lines", ()))
-        return cls(**values)
-
 
 @dataclass(frozen=True)
-class LdsRead:
+class LdsRead(Record):
     """One LDS read that fills an MFMA operand, under the CDNA LDS bank model (``tilelab.mfma``).
 
     ``byte_addresses``: the LDS byte each lane 0..63 of the first wavefront reads first (loop
@@ -520,19 +387,6 @@ class LdsRead:
         """The first bank each lane touches (the CDNA LDS: 32 banks of 4 bytes)."""
         return tuple((a // CDNA_LDS_BANK_BYTES) % CDNA_LDS_BANKS for a in self.byte_addresses)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"buffer": self.buffer, "destination": self.destination, "width_bytes": self.width_bytes,
-                "expression": self.expression, "byte_addresses": list(self.byte_addresses),
-                "phase_clocks": list(self.phase_clocks), "loop_variables": list(self.loop_variables),
-                "line": self.line, "kernel": self.kernel}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LdsRead:
-        return cls(buffer=d["buffer"], destination=d["destination"], width_bytes=int(d["width_bytes"]),
-                   expression=d["expression"], byte_addresses=tuple(d["byte_addresses"]),
-                   phase_clocks=tuple(d["phase_clocks"]), loop_variables=tuple(d.get("loop_variables", ())),
-                   line=int(d.get("line", 0)), kernel=d.get("kernel"))
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -565,6 +419,7 @@ class Layout:
         data = {"offsets": self.offsets, "threads": self.threads, "locals": self.locals_}[which]
         return np.asarray(data, dtype=np.int64).reshape(self.shape)
 
+    # hand-written: a shared layout writes its offsets, a fragment its threads and locals, not both
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "buffer": self.buffer,
@@ -603,7 +458,7 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class L2Window:
+class L2Window(Record):
     """An L2 access-policy window from ``T.annotate_l2_hit_ratio``.
 
     ``bytes`` is the annotated buffer's size: an int, or an expression (``"m * 16384"``) where the
@@ -616,28 +471,9 @@ class L2Window:
     emitted_by: tuple[str, ...] = ()  # backends whose launcher sets the window
     missing_in: tuple[str, ...] = ()  # backends whose launcher omits it
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "buffer": self.buffer,
-            "hit_ratio": self.hit_ratio,
-            "bytes": self.bytes,
-            "emitted_by": list(self.emitted_by),
-            "missing_in": list(self.missing_in),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> L2Window:
-        return cls(
-            buffer=d["buffer"],
-            hit_ratio=float(d["hit_ratio"]),
-            bytes=d["bytes"] if isinstance(d["bytes"], str) else int(d["bytes"]),
-            emitted_by=tuple(d.get("emitted_by", ())),
-            missing_in=tuple(d.get("missing_in", ())),
-        )
-
 
 @dataclass(frozen=True)
-class Argument:
+class Argument(Record):
     """How one parameter of the kernel is read.
 
     kind: "tensor", "strided_tensor", "scalar", "dynamic_dim" or "constant".
@@ -652,39 +488,10 @@ class Argument:
     shape: tuple[Dim, ...] | None = None
     strides: tuple[Dim, ...] | None = None
     passed_at_launch: bool = True
-    binds_from: tuple[tuple[str, str], ...] = ()
+    binds_from: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)
     cache_key: str | None = None
     value: str | None = None  # compile-time constants: the value they were specialised with
     is_output: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "dtype": self.dtype,
-            "shape": list(self.shape) if self.shape is not None else None,
-            "strides": list(self.strides) if self.strides is not None else None,
-            "passed_at_launch": self.passed_at_launch,
-            "binds_from": dict(self.binds_from),
-            "cache_key": self.cache_key,
-            "value": self.value,
-            "is_output": self.is_output,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Argument:
-        return cls(
-            name=d["name"],
-            kind=d["kind"],
-            dtype=d.get("dtype"),
-            shape=_dims(d["shape"]) if d.get("shape") is not None else None,
-            strides=_dims(d["strides"]) if d.get("strides") is not None else None,
-            passed_at_launch=bool(d.get("passed_at_launch", True)),
-            binds_from=tuple((k, v) for k, v in (d.get("binds_from") or {}).items()),
-            cache_key=d.get("cache_key"),
-            value=d.get("value"),
-            is_output=bool(d.get("is_output", False)),
-        )
 
 
 @dataclass(frozen=True)
@@ -701,9 +508,9 @@ class KernelReport(Displayed):
     l2_persistence: tuple[L2Window, ...] = ()
     arguments: tuple[Argument, ...] = ()
     notes: tuple[str, ...] = ()  # what the engine chose or could not do, in sentences
-    versions: tuple[tuple[str, str], ...] = ()
+    versions: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)
     cache_key: str | None = None  # the JIT cache key parts, as text
-    pass_configs: tuple[tuple[str, str], ...] = ()
+    pass_configs: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)
     # Opt-in tiers: what the CUDA toolchain made of the device source, and TileLang's passes.
     machine: MachineCode | None = None
     passes: PassTrace | None = None
@@ -751,27 +558,7 @@ class KernelReport(Displayed):
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA_VERSION,
-            "name": self.name,
-            "target": self.target,
-            "kernels": [k.to_dict() for k in self.kernels],
-            "sources": self.sources.to_dict(),
-            "tma_descriptors": [d.to_dict() for d in self.tma_descriptors],
-            "wgmma": [w.to_dict() for w in self.wgmma],
-            "l2_persistence": [w.to_dict() for w in self.l2_persistence],
-            "arguments": [a.to_dict() for a in self.arguments],
-            "layouts": [x.to_dict() for x in self.layouts],
-            "notes": list(self.notes),
-            "versions": dict(self.versions),
-            "cache_key": self.cache_key,
-            "pass_configs": dict(self.pass_configs),
-            "machine": self.machine.to_dict() if self.machine else None,
-            "passes": self.passes.to_dict() if self.passes else None,
-            "lowering": self.lowering.to_dict() if self.lowering else None,
-            "mfma": [x.to_dict() for x in self.mfma],
-            "lds_reads": [x.to_dict() for x in self.lds_reads],
-        }
+        return {"schema": SCHEMA_VERSION, **_to_dict(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> KernelReport:
@@ -781,26 +568,7 @@ class KernelReport(Displayed):
                 f"this report was written with schema {schema}; tilelab reads schema "
                 f"{SCHEMA_VERSION}. Re-run tilelab.inspect on the kernel to regenerate it."
             )
-        return cls(
-            name=d["name"],
-            target=d["target"],
-            kernels=tuple(DeviceKernel.from_dict(k) for k in d["kernels"]),
-            sources=Sources.from_dict(d["sources"]),
-            tma_descriptors=tuple(TmaDescriptor.from_dict(x) for x in d.get("tma_descriptors", ())),
-            wgmma=tuple(WgmmaInstruction.from_dict(x) for x in d.get("wgmma", ())),
-            l2_persistence=tuple(L2Window.from_dict(x) for x in d.get("l2_persistence", ())),
-            arguments=tuple(Argument.from_dict(x) for x in d.get("arguments", ())),
-            layouts=tuple(Layout.from_dict(x) for x in d.get("layouts", ())),
-            notes=tuple(d.get("notes", ())),
-            versions=tuple((d.get("versions") or {}).items()),
-            cache_key=d.get("cache_key"),
-            pass_configs=tuple((d.get("pass_configs") or {}).items()),
-            machine=MachineCode.from_dict(d["machine"]) if d.get("machine") else None,
-            passes=PassTrace.from_dict(d["passes"]) if d.get("passes") else None,
-            lowering=Lowering.from_dict(d["lowering"]) if d.get("lowering") else None,
-            mfma=tuple(MfmaInstruction.from_dict(x) for x in d.get("mfma", ())),
-            lds_reads=tuple(LdsRead.from_dict(x) for x in d.get("lds_reads", ())),
-        )
+        return _from_dict(cls, d)
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -7,12 +7,15 @@ Frozen, JSON round-trip (``to_dict``/``from_dict``, ``save``/``load``), no TileL
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._display import Displayed
 from ._errors import ReportFileError
+from ._records import Record
+from ._records import from_dict as _from_dict
+from ._records import to_dict as _to_dict
 
 TIMELINE_FORMAT = 1
 
@@ -21,7 +24,7 @@ WAIT_KINDS = ("barrier_wait", "mma_wait")
 
 
 @dataclass(frozen=True)
-class TimelineSpan:
+class TimelineSpan(Record):
     """One phase of one warp: ``[start_ns, end_ns)`` from the grid's first block start.
 
     ``block`` is the hardware block index (x, y, z) (before any rasterisation the kernel applies);
@@ -49,18 +52,9 @@ class TimelineSpan:
     def duration_ns(self) -> float:
         return self.end_ns - self.start_ns
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["block"] = list(self.block)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TimelineSpan":
-        return cls(**{**d, "block": tuple(d["block"])})
-
 
 @dataclass(frozen=True)
-class BlockTime:
+class BlockTime(Record):
     """When a block ran, for every block of the grid (start skew and the grid's tail)."""
 
     block: tuple[int, int, int]
@@ -69,32 +63,17 @@ class BlockTime:
     start_ns: float
     end_ns: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"block": list(self.block), "index": self.index, "sm": self.sm, "start_ns": self.start_ns,
-                "end_ns": self.end_ns}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "BlockTime":
-        return cls(tuple(d["block"]), d["index"], d["sm"], d["start_ns"], d["end_ns"])  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
-class Flow:
+class Flow(Record):
     """A producer's stage issue (span index ``source``) releasing a consumer's wait (``target``)."""
 
     source: int
     target: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "target": self.target}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Flow":
-        return cls(int(d["source"]), int(d["target"]))
-
 
 @dataclass(frozen=True)
-class RoleShare:
+class RoleShare(Record):
     """Per role: the share of its warps' time in each phase kind (and unmarked: ``other``)."""
 
     role: str
@@ -105,18 +84,9 @@ class RoleShare:
     other: float  # between marked phases (address math, softmax, ...)
     by_kind: tuple[tuple[str, float], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "warps": self.warps, "lifetime_ns": self.lifetime_ns, "busy": self.busy,
-                "waiting": self.waiting, "other": self.other, "by_kind": [list(x) for x in self.by_kind]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RoleShare":
-        return cls(d["role"], d["warps"], d["lifetime_ns"], d["busy"], d["waiting"], d["other"],
-                   tuple((k, v) for k, v in d.get("by_kind", [])))
-
 
 @dataclass(frozen=True)
-class TimelineSummary:
+class TimelineSummary(Record):
     """What the chart's summary says, computed from the spans (``tilelab._timeline.summarize``)."""
 
     roles: tuple[RoleShare, ...]
@@ -128,15 +98,6 @@ class TimelineSummary:
     tail_ns: float  # from the first SM's last block end to the grid's end
     grid_ns: float
     sms: int
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["roles"] = [r.to_dict() for r in self.roles]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TimelineSummary":
-        return cls(**{**d, "roles": tuple(RoleShare.from_dict(r) for r in d["roles"])})
 
 
 @dataclass(frozen=True)
@@ -176,33 +137,13 @@ class Timeline(Displayed):
         return sorted({(s.block, s.warp_group) for s in self.spans}, key=lambda x: (x[0][2], x[0][1], x[0][0], x[1]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": TIMELINE_FORMAT, "kernel": self.kernel, "device": self.device, "backend": self.backend,
-            "granularity": self.granularity, "grid": list(self.grid), "threads": self.threads,
-            "traced_blocks": [list(b) for b in self.traced_blocks], "spans": [s.to_dict() for s in self.spans],
-            "blocks": [b.to_dict() for b in self.blocks], "flows": [f.to_dict() for f in self.flows],
-            "dropped": self.dropped, "overhead": self.overhead, "plain_ms": self.plain_ms,
-            "instrumented_ms": self.instrumented_ms, "clock_ghz": self.clock_ghz, "cell_file": self.cell_file,
-            "capture_s": self.capture_s, "notes": list(self.notes),
-            "summary": self.summary.to_dict() if self.summary is not None else None,
-        }
+        return {"format": TIMELINE_FORMAT, **_to_dict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Timeline":
+    def from_dict(cls, d: dict[str, Any]) -> Timeline:
         if d.get("format") != TIMELINE_FORMAT:
             raise ReportFileError(f"not a tilelab timeline of format {TIMELINE_FORMAT} (format {d.get('format')!r})")
-        return cls(
-            kernel=d["kernel"], device=d["device"], backend=d["backend"], granularity=d["granularity"],
-            grid=tuple(d["grid"]), threads=d["threads"],  # type: ignore[arg-type]
-            traced_blocks=tuple(tuple(b) for b in d["traced_blocks"]),  # type: ignore[misc]
-            spans=tuple(TimelineSpan.from_dict(s) for s in d["spans"]),
-            blocks=tuple(BlockTime.from_dict(b) for b in d["blocks"]),
-            flows=tuple(Flow.from_dict(f) for f in d.get("flows", [])), dropped=d.get("dropped", 0),
-            overhead=d.get("overhead"), plain_ms=d.get("plain_ms"), instrumented_ms=d.get("instrumented_ms"),
-            clock_ghz=d.get("clock_ghz", 0.0), cell_file=d.get("cell_file"), capture_s=d.get("capture_s"),
-            notes=tuple(d.get("notes", [])),
-            summary=TimelineSummary.from_dict(d["summary"]) if d.get("summary") else None,
-        )
+        return _from_dict(cls, d)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ._records import Record
+
 END = 0  # closes the open phase
 KERNEL_START = 1
 KERNEL_END = 2
@@ -70,7 +72,7 @@ THREAD_COMPARE = re.compile(r"^\(*(?:\(\(int\)threadIdx\.x\) (<|>=) (\d+)|(\d+) 
 
 
 @dataclass(frozen=True)
-class Site:
+class Site(Record):
     """What a mark's site id means: the phase it opens."""
 
     id: int
@@ -85,13 +87,6 @@ class Site:
     stage: str | None = None  # "full" / "empty" for barrier waits of a pipeline
     barriers: tuple[str, ...] = ()  # normalised mbarrier expressions it waits on or arrives through
     multiplicity: int | None = 1  # marks per warp (None: a loop without a constant trip count)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Site":
-        return cls(**{**d, "barriers": tuple(d.get("barriers") or ())})
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._display import Displayed
+from ._records import Record
 
 # Metrics asked for on top of ncu's sections (shared-memory wavefronts and requests per op,
 # for the bank-conflict comparison; FLOP counters for the roofline). ncu refuses derived__
@@ -112,7 +113,7 @@ def _scaled(value: tuple[Any, str] | None, to: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class Profile(Displayed):
+class Profile(Displayed, Record):
     """Nsight Compute's view of one launch of one kernel."""
 
     kernel: str
@@ -160,21 +161,6 @@ class Profile(Displayed):
     @property
     def tflops(self) -> float | None:
         return self.flops / (self.duration_ns * 1e-9) / 1e12 if self.flops and self.duration_ns else None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["stalls"] = [list(x) for x in self.stalls]
-        d["hot_device_lines"] = [list(x) for x in self.hot_device_lines]
-        d["notes"] = list(self.notes)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Profile:
-        kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
-        kw["stalls"] = tuple((str(a), float(b)) for a, b in d.get("stalls", ()))
-        kw["hot_device_lines"] = tuple((int(a), float(b)) for a, b in d.get("hot_device_lines", ()))
-        kw["notes"] = tuple(d.get("notes", ()))
-        return cls(**kw)
 
     def __repr__(self) -> str:
         ms = f"{self.duration_ns / 1e6:.4f} ms" if self.duration_ns else "?"

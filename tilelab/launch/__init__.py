@@ -13,6 +13,19 @@ the one module that chooses where a launch happens (the CPU, the worker process,
 
 from __future__ import annotations
 
+from .._launch_model import (
+    BenchResult,
+    Ceilings,
+    InputState,
+    LaunchOverhead,
+    OutputCheck,
+    RunResult,
+    SweepRow,
+    SweepTable,
+    Telemetry,
+    TileMap,
+    WorstElement,
+)
 from ._api import bench, launch_overhead, measure_ceilings, run
 from ._cuda_errors import KernelLaunchError, classify_cuda_error
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
@@ -20,7 +33,6 @@ from ._kernel import MisalignedTensorError, count_work, gemm_flops, prepare_kern
 from ._options import BenchOptions, RunOptions
 from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
-from .models import BenchResult, Ceilings, LaunchOverhead, RunResult, SweepRow, SweepTable, TileMap
 from .sweep import SweepOptions, shutdown_compile_pools, sweep
 
 __all__ = [
@@ -44,6 +56,11 @@ __all__ = [
     "WorkerError",
     "WorkerTimeout",
     "UNIT_ROUNDOFF",
+    # the launch records (tilelab._launch_model), importable where they are used
+    "InputState",
+    "OutputCheck",
+    "Telemetry",
+    "WorstElement",
     "bench",
     "classify_cuda_error",
     "shutdown_compile_pools",

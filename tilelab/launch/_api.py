@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._launch_model import BenchResult, Ceilings, LaunchOverhead, RunResult
 from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
 from ._cuda_errors import KernelLaunchError
 from ._device_faults import with_device_fault
 from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
 from ._options import BenchOptions, RunOptions
-from .models import BenchResult, Ceilings, LaunchOverhead, RunResult
 
 
 def worker_for(isolate: bool) -> _worker.Worker | None:

@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import BaselineError
+from .._launch_model import BENCH_MODES, BenchResult
 from . import _inputs, _ratio, _stability
 from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
 from ._kernel import Prepared, call_kernel, check_tma_alignment, count_work, device_name
 from ._options import BenchOptions
 from ._tma_refusal import refused_rules
 from ._worker import stop_requested
-from .models import BENCH_MODES, BenchResult
 
 SPIN_CYCLES = 200_000  # about 100 us at Hopper clocks: longer than any host launch path here
 SPIN_MS = 0.1

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .models import Ceilings
+from .._launch_model import Ceilings
 
 
 def cache_path() -> Path:

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import BaselineError, TilelabError
+from .._launch_model import BenchResult, RunResult
 from . import _checks, _inputs, _ratio
 from ._kernel import Prepared, call_kernel, count_work, prepare_kernel, reference
 from ._options import BenchOptions, RunOptions
-from .models import BenchResult, RunResult
 
 CPU_METHOD = ("wall clock (time.perf_counter_ns) around each synchronous call on the CPU, "
               "back to back, inputs warm in the CPU caches")

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._launch_model import BENCH_MODES
 from . import _stability
-from .models import BENCH_MODES
 
 ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included
 # Steady sustained mode measures again until the median's 95% interval is within +-0.5%, at most

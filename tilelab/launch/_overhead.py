@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._launch_model import LaunchOverhead
 from . import _inputs
 from ._kernel import device_name, prepare_kernel
-from .models import LaunchOverhead
 
 RUNNABLE_BACKENDS = ("tvm_ffi", "cython", "nvrtc", "cutedsl")
 

@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import BaselineError, OptionError
+from .._launch_model import BenchResult
 from . import _stability
 from ._options import BenchOptions
-from .models import BenchResult
 
 PAIR_BATCH_MS = 5.0  # kernel time per batch: short beside the clock's wander (hundreds of ms)
 PAIR_MIN_LAUNCHES = 3  # a batch median is a median

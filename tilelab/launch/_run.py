@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._launch_model import RunResult
 from . import _checks, _inputs
 from ._cuda_errors import (
     CUDA_ERROR_KINDS,
@@ -35,7 +36,6 @@ from ._kernel import (
 )
 from ._options import RunOptions
 from ._tma_refusal import refused_rules
-from .models import RunResult
 
 # A launch: (prepared, launch arguments, bound sizes, poison pattern) -> (outputs, poisoned per output)
 Launcher = Callable[[Prepared, list[Any], dict[str, int], int], tuple[list[Any], list[bool]]]

@@ -1,5 +1,6 @@
-"""The launch records, where they have always been importable: they live beside the report's records
-in :mod:`tilelab._launch_model` (the records layer), so that renderers type against them."""
+"""The launch records' old address, kept only for the imports of :mod:`tilelab.launch.sweep`: the
+records live beside the report's records in :mod:`tilelab._launch_model` (the records layer) and are
+exported by :mod:`tilelab.launch`; import them from there."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .._display import DisplayedText
+from .._records import Record
 
 __all__ = ["OutOfBounds", "TensorTrace", "TileTrace", "describe_elements"]
 
@@ -21,7 +22,7 @@ MAX_SENTENCES = 4  # sentences of one kind per tensor before a summary sentence
 
 
 @dataclass(frozen=True)
-class OutOfBounds:
+class OutOfBounds(Record):
     """One access outside its tensor, logged and not performed (a read gave 0, a write was
     dropped). ``index`` has one entry per dimension of the tensor, or a single flat element index
     when the kernel reached the tensor through a view of another shape."""
@@ -35,17 +36,9 @@ class OutOfBounds:
     def verb(self) -> str:
         return "wrote" if self.write else "read"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"tensor": self.tensor, "block": list(self.block), "index": list(self.index), "write": self.write}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> OutOfBounds:
-        return cls(str(d["tensor"]), tuple(int(b) for b in d["block"]), tuple(int(i) for i in d["index"]),
-                   bool(d["write"]))
-
 
 @dataclass(frozen=True)
-class TensorTrace:
+class TensorTrace(Record):
     """One tensor parameter: per block (in the order of :attr:`TileTrace.blocks`), the elements it
     read and wrote as ``(start, stop, start, stop, ...)`` runs of flat indices; ``atomic_writes``
     (empty when there were none) the part of each block's writes made by atomic updates
@@ -115,21 +108,9 @@ class TensorTrace:
                 out[start:stop] = b
         return out.reshape(self.shape)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "reads": [list(r) for r in self.reads], "writes": [list(w) for w in self.writes],
-                "expected_written": self.expected_written, "atomic_writes": [list(a) for a in self.atomic_writes]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TensorTrace:
-        return cls(str(d["name"]), tuple(int(s) for s in d["shape"]), str(d["dtype"]),
-                   tuple(tuple(int(v) for v in r) for r in d["reads"]),
-                   tuple(tuple(int(v) for v in w) for w in d["writes"]), bool(d.get("expected_written", False)),
-                   tuple(tuple(int(v) for v in a) for a in d.get("atomic_writes", ())))
-
 
 @dataclass(frozen=True, repr=False)  # its repr is its text (the display hook)
-class TileTrace(DisplayedText):
+class TileTrace(DisplayedText, Record):
     """Which elements of every tensor parameter each block of one CPU launch read and wrote.
 
     ``grid`` is the launch grid as ``T.Kernel`` gave it (1 to 3 extents); a block is a tuple of
@@ -258,20 +239,6 @@ class TileTrace(DisplayedText):
         return out
 
     # -- records ---------------------------------------------------------------------------------
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "grid": list(self.grid), "tensors": [t.to_dict() for t in self.tensors],
-                "out_of_bounds": [o.to_dict() for o in self.out_of_bounds],
-                "out_of_bounds_total": self.out_of_bounds_total, "accesses": self.accesses,
-                "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TileTrace:
-        return cls(str(d["kernel"]), tuple(int(g) for g in d["grid"]),
-                   tuple(TensorTrace.from_dict(t) for t in d["tensors"]),
-                   tuple(OutOfBounds.from_dict(o) for o in d.get("out_of_bounds", ())),
-                   int(d.get("out_of_bounds_total", 0)), int(d.get("accesses", 0)),
-                   tuple(str(n) for n in d.get("notes", ())))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

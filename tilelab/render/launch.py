@@ -61,26 +61,28 @@ def rate(value: float | None, spec: str) -> str:
     return text if float(text) else format(value, ".3g")
 
 
-def launch_summary(results: Sequence[Any]) -> list[tuple[str, str, str]]:
+def launch_summary(results: Sequence[object]) -> list[tuple[str, str, str]]:
     """What the Summary says of a cell's ``--run``/``--bench`` results: one row per result,
     ``(label, text, verdict)`` with ``verdict`` "pass", "fail" or "" (a bench). A run says PASS/FAIL
     (or that it ran with no reference) and the worst error; a bench its median and rates."""
     rows = []
     for result in results:
-        sizes = ", ".join(f"{k}={v}" for k, v in getattr(result, "sizes", ()) or ())
+        if not isinstance(result, (RunResult, BenchResult)):
+            continue  # a timeline, a profile...: shown in their own tabs
+        sizes = ", ".join(f"{k}={v}" for k, v in result.sizes)
         at = f" ({sizes})" if sizes else ""
-        if hasattr(result, "outputs") and hasattr(result, "verdict"):
+        if isinstance(result, RunResult):
             err = result.rel_error
             detail = f", worst rel error {err:.3e}" if err is not None else ""
             rows.append((f"run{at}", f"{result.verdict()}{detail}", "pass" if result.passed else "fail"))
-        elif hasattr(result, "median_ms"):
+        else:
             rates = f"; TFLOP/s {rate(result.tflops, '.1f')}, GB/s {rate(result.gbps, '.0f')}"
-            spread = f" (spread {100 * result.spread:.2f}%)" if getattr(result, "spread", None) is not None else ""
+            spread = f" (spread {100 * result.spread:.2f}%)"
             rows.append((f"bench{at}", f"median {result.median_ms:.4f} ms{spread}{rates}", ""))
     return rows
 
 
-def launch_summary_html(results: Sequence[Any]) -> str:
+def launch_summary_html(results: Sequence[object]) -> str:
     """:func:`launch_summary` as a small table for the inspector's Summary ("" with no results)."""
     rows = launch_summary(results)
     if not rows:

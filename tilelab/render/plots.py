@@ -11,6 +11,8 @@ import io
 import math
 from typing import Any, Sequence
 
+from .._launch_model import BenchResult, Ceilings, LaunchOverhead, SweepRow, SweepTable
+
 __all__ = [
     "configs_compared",
     "figure_png",
@@ -37,7 +39,7 @@ def figure_png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def samples_plot(result: Any):
+def samples_plot(result: BenchResult):
     """Every sample of one BenchResult in launch order, with the median and quartiles."""
     fig = _figure(6.4, 2.8)
     ax = fig.add_subplot()
@@ -65,6 +67,11 @@ def samples_plot(result: Any):
     return fig
 
 
+def _median(row: SweepRow) -> float:
+    """The median of a row that ran (``row.ok``: it has one)."""
+    return row.median_ms or 0.0
+
+
 def _size_label(size: Sequence[tuple[str, int]]) -> str:
     return "x".join(str(v) for _, v in size) or "-"
 
@@ -74,12 +81,12 @@ def _size_value(size: Sequence[tuple[str, int]]) -> float:
     return float(math.prod(v for _, v in size)) if size else 0.0
 
 
-def _series(table: Any, top: int | None) -> list[tuple[str, list[Any], bool]]:
+def _series(table: SweepTable, top: int | None) -> list[tuple[str, list[SweepRow], bool]]:
     """(label, rows ordered by size, is_baseline) for the configurations worth drawing.
 
     Labels name only the parameters that differ between configurations; the shared ones go in
     the title (``_fixed_note``)."""
-    by_name: dict[str, list[Any]] = {}
+    by_name: dict[str, list[SweepRow]] = {}
     baseline: dict[str, bool] = {}
     for r in table.rows:
         if not r.ok:
@@ -92,13 +99,13 @@ def _series(table: Any, top: int | None) -> list[tuple[str, list[Any], bool]]:
     return [(n, sorted(by_name[n], key=lambda r: _size_value(r.size)), baseline[n]) for n in names]
 
 
-def _fixed_note(table: Any) -> str:
+def _fixed_note(table: SweepTable) -> str:
     common = getattr(table, "common_config", {}) or {}
     text = ", ".join(f"{k}={v}" for k, v in common.items())
     return f"\nevery configuration: {text}" if text else ""
 
 
-def _against_size(table: Any, metric: str, ylabel: str, top: int | None):
+def _against_size(table: SweepTable, metric: str, ylabel: str, top: int | None):
     series = _series(table, top)
     fig = _figure(7.6, 3.8)
     ax = fig.add_subplot()
@@ -127,14 +134,14 @@ def _against_size(table: Any, metric: str, ylabel: str, top: int | None):
     return fig
 
 
-def latency_vs_size(table: Any, top: int | None = 6):
+def latency_vs_size(table: SweepTable, top: int | None = 6):
     """Median latency of each configuration (best ``top``) and of each baseline against size."""
     fig = _against_size(table, "median_ms", "median ms", top)
     fig.axes[0].set_yscale("log")
     return fig
 
 
-def throughput_vs_size(table: Any, top: int | None = 6):
+def throughput_vs_size(table: SweepTable, top: int | None = 6):
     """TFLOP/s (or GB/s for kernels without an operation count) against size, baselines dashed;
     where the configurations were timed beside a baseline (``rank_by="ratio"``), their ratio to it
     (:func:`ratio_vs_size`)."""
@@ -144,7 +151,7 @@ def throughput_vs_size(table: Any, top: int | None = 6):
     return _against_size(table, "tflops" if use_flops else "gbps", "TFLOP/s" if use_flops else "GB/s", top)
 
 
-def ratio_vs_size(table: Any, top: int | None = 6):
+def ratio_vs_size(table: SweepTable, top: int | None = 6):
     """Each configuration's ratio to the baseline timed beside it, against size, with a line at
     1 (the baseline): lower is faster. Rows without a ratio are not drawn."""
     baseline = getattr(table, "ratio_baseline", None) or "baseline"
@@ -154,25 +161,25 @@ def ratio_vs_size(table: Any, top: int | None = 6):
     return fig
 
 
-def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | None = 20):
+def configs_compared(table: SweepTable, size: dict[str, int] | None = None, top: int | None = 20):
     """Horizontal bars: every configuration (and baseline) at one size, fastest on top, each
     labelled with what sets it apart and its value; the shared parameters are in the title."""
     sizes = table.sizes
     key = tuple(size.items()) if size else (sizes[-1] if sizes else ())
     rows = [r for r in table.rows if r.size == key]
     failed = [r for r in rows if not r.ok]
-    with_ratio = sorted([r for r in rows if r.ok and r.ratio is not None], key=lambda r: r.ratio)
+    with_ratio = sorted([r for r in rows if r.ok and r.ratio is not None], key=lambda r: r.ratio or 0.0)
     if with_ratio:
         without = sum(1 for r in rows if r.ok and r.ratio is None and r.label is None)
         return _ratios_compared(table, key, with_ratio[:top] if top is not None else with_ratio, failed, without)
-    ok = sorted([r for r in rows if r.ok], key=lambda r: r.median_ms)
+    ok = sorted([r for r in rows if r.ok], key=_median)
     if top is not None:
         ok = ok[:top]
     use_flops = any(r.tflops for r in ok)
     use_gbps = not use_flops and any(r.gbps for r in ok)
     fig = _figure(7.6, max(2.0, 0.26 * (len(ok) + 3)))
     ax = fig.add_subplot()
-    values = [(r.tflops if use_flops else (r.gbps if use_gbps else 1.0 / r.median_ms)) or 0.0 for r in ok]
+    values = [(r.tflops if use_flops else (r.gbps if use_gbps else 1.0 / _median(r))) or 0.0 for r in ok]
     colours = ["black" if r.label else ("C2" if r.best else "C0") for r in ok]
     ax.barh(range(len(ok)), values, color=colours)
     ax.set_yticks(range(len(ok)), [table.short_name(r) for r in ok], fontsize=7)
@@ -189,21 +196,22 @@ def configs_compared(table: Any, size: dict[str, int] | None = None, top: int | 
     return fig
 
 
-def _ratios_compared(table: Any, key: tuple, rows: list[Any], failed: list[Any], without: int = 0):
+def _ratios_compared(table: SweepTable, key: tuple, rows: list[SweepRow], failed: list[SweepRow], without: int = 0):
     """The configurations at one size by their ratio to the baseline timed beside each (lower is
     faster), with each ratio's 95% interval as an error bar and a line at 1 (the baseline)."""
-    rows = sorted(rows, key=lambda r: r.ratio)
+    measured = sorted([(r.ratio, r) for r in rows if r.ratio is not None], key=lambda vr: vr[0])
+    rows = [r for _, r in measured]
     fig = _figure(7.6, max(2.0, 0.26 * (len(rows) + 3)))
     ax = fig.add_subplot()
-    values = [r.ratio for r in rows]
-    err = [[max(0.0, r.ratio - r.ratio_ci[0]) if r.ratio_ci else 0.0 for r in rows],
-           [max(0.0, r.ratio_ci[1] - r.ratio) if r.ratio_ci else 0.0 for r in rows]]
+    values = [v for v, _ in measured]
+    err = [[max(0.0, v - r.ratio_ci[0]) if r.ratio_ci else 0.0 for v, r in measured],
+           [max(0.0, r.ratio_ci[1] - v) if r.ratio_ci else 0.0 for v, r in measured]]
     ax.barh(range(len(rows)), values, xerr=err, color=["C2" if r.best else "C0" for r in rows],
             error_kw={"elinewidth": 0.8, "capsize": 2})
     ax.set_yticks(range(len(rows)), [table.short_name(r) for r in rows], fontsize=7)
-    for i, r in enumerate(rows):
+    for i, (v, r) in enumerate(measured):
         half = f" +-{100 * r.ratio_half_width:.2f}%" if r.ratio_half_width is not None else ""
-        ax.text(r.ratio, i, f" {r.ratio:.4f}{half}" + (" best" if r.best else ""), va="center", fontsize=6.5)
+        ax.text(v, i, f" {v:.4f}{half}" + (" best" if r.best else ""), va="center", fontsize=6.5)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(values + [1.0]) * 1.35)
@@ -217,7 +225,7 @@ def _ratios_compared(table: Any, key: tuple, rows: list[Any], failed: list[Any],
     return fig
 
 
-def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
+def roofline_plot(ceilings: Ceilings, points: Sequence[tuple[str, BenchResult]] = ()):
     """The roofline of measured ceilings with each (label, BenchResult) placed on it.
 
     Kernels with an operation count sit on the roofline (x: FLOP per byte, from their counted
@@ -225,20 +233,21 @@ def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
     rated by bytes) have no place on that x axis: a second panel on the right draws their
     achieved GB/s as bars against the bandwidth roof, a vertical line at the measured copy
     bandwidth, each labelled with its fraction of it."""
-    on_roof = [(label, r) for label, r in points if r.intensity and r.tflops]
-    by_bytes = [(label, r) for label, r in points if not r.flops and r.gbps]
+    # (label, result, FLOP/byte, TFLOP/s) on the roof; (label, GB/s) rated by bytes
+    on_roof = [(label, r, x, y) for label, r in points if (x := r.intensity) and (y := r.tflops)]
+    by_bytes = [(label, gbps) for label, r in points if not r.flops and (gbps := r.gbps)]
     fig = _figure(9.6 if by_bytes else 6.4, 3.6)
     ax = fig.add_subplot(1, 2, 1) if by_bytes else fig.add_subplot()
     ridge = ceilings.ridge_intensity
-    xs = [ridge / 1000.0, ridge, ridge * 100.0] + [r.intensity for _, r in on_roof]
+    xs = [ridge / 1000.0, ridge, ridge * 100.0] + [x for _, _, x, _ in on_roof]
     lo, hi = min(xs) / 2, max(xs) * 2
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [ceilings.bound_tflops(x) for x in grid], color="black", linewidth=1.5,
             label=f"roof: {ceilings.copy_gbps:.0f} GB/s, {ceilings.matmul_tflops:.0f} TFLOP/s")
-    for i, (label, r) in enumerate(on_roof):
+    for i, (label, r, x, y) in enumerate(on_roof):
         frac = r.fraction_of(ceilings)
-        ax.plot([r.intensity], [r.tflops], "o", color=f"C{i}",
-                label=f"{label}: {r.tflops:.1f} TFLOP/s" + (f" ({100 * frac:.0f}% of roof)" if frac else ""))
+        ax.plot([x], [y], "o", color=f"C{i}",
+                label=f"{label}: {y:.1f} TFLOP/s" + (f" ({100 * frac:.0f}% of roof)" if frac else ""))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("FLOP / byte")
@@ -247,7 +256,7 @@ def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
     ax.legend(fontsize=7, loc="lower right")
     if by_bytes:
         bw = fig.add_subplot(1, 2, 2)
-        values = [r.gbps for _, r in by_bytes]
+        values = [gbps for _, gbps in by_bytes]
         bw.barh(range(len(by_bytes)), values, color=[f"C{len(on_roof) + i}" for i in range(len(by_bytes))])
         bw.set_yticks(range(len(by_bytes)), [label for label, _ in by_bytes], fontsize=7)
         bw.axvline(ceilings.copy_gbps, color="black", linewidth=1.5,
@@ -262,7 +271,7 @@ def roofline_plot(ceilings: Any, points: Sequence[tuple[str, Any]] = ()):
     return fig
 
 
-def overhead_plot(overhead: Any):
+def overhead_plot(overhead: LaunchOverhead):
     """Host microseconds per call for each execution backend (median, with quartile whiskers)."""
     import statistics
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # importing tilelab.launch (the package) at run time would load the launch layer
+    from ..launch.tile_trace import TensorTrace, TileTrace
 
 MAX_CELLS = 64  # cells per side at most; larger tensors merge neighbouring elements
 DRAW_SIDE = 360  # px, the longer side of a tensor's grid
@@ -53,7 +56,7 @@ def _block_text(block: Sequence[int]) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def tile_trace_text(trace: Any) -> str:
+def tile_trace_text(trace: TileTrace) -> str:
     """The trace in a few lines: grid, tensors (who read and wrote them), problems."""
     blocks = len(trace.blocks)
     lines = [(f"{trace.kernel}: {blocks} block{'s' if blocks != 1 else ''} (grid {tuple(trace.grid)}), "
@@ -229,7 +232,7 @@ def _run_indices(runs: Sequence[int]) -> Any:
     return np.arange(int(lengths.sum()), dtype=np.int64) - offsets + np.repeat(starts, lengths)
 
 
-def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
+def _tensor_svg(trace: TileTrace, t: TensorTrace, pickable: int, hatch: str) -> str:
     """One tensor's grid: the overview and, hidden until a block is picked, each block's layer."""
     import numpy as np
 
@@ -271,7 +274,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
                          f'stroke="{TWICE_COLOUR}" stroke-width="1.5"/><title>{esc(g.span_text(r0, c0, r1, c1))}: '
                          f'written by more than one block</title></g>')
     elif t.read:
-        readers = np.zeros(t.numel, dtype=np.int64)
+        readers: Any = np.zeros(t.numel, dtype=np.int64)
         for runs in t.reads:
             for start, stop in zip(runs[0::2], runs[1::2]):
                 readers[start:stop] += 1
@@ -332,7 +335,7 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
     return "".join(parts)
 
 
-def _grid_for(trace: Any, t: Any) -> tuple[_Grid, list[Any]]:
+def _grid_for(trace: TileTrace, t: TensorTrace) -> tuple[_Grid, list[Any]]:
     """A tensor's grid, reaching as far past its edge as its out-of-bounds attempts (drawn only for
     1-D and 2-D tensors indexed per dimension), and those attempts."""
     attempts = [o for o in trace.out_of_bounds_of(t.name) if len(o.index) == len(t.shape) and 1 <= len(t.shape) <= 2]
@@ -361,7 +364,7 @@ def _hatch_defs(hatch: str) -> str:
             f'<line x1="0" y1="0" x2="0" y2="6" stroke="{NEVER_COLOUR}" stroke-width="3"/></pattern></defs>')
 
 
-def tile_trace_svg(trace: Any, name: str) -> str:
+def tile_trace_svg(trace: TileTrace, name: str) -> str:
     """One tensor's grid as a standalone SVG (the overview: who wrote what, or who read it)."""
     hatch = f"tl-tt-{next(_counter)}-hatch"
     svg = _tensor_svg(trace, trace.tensor(name), 0, hatch)
@@ -401,7 +404,7 @@ def _css(rid: str, pickable: int) -> str:
     return "<style>" + "".join(css) + "</style>"
 
 
-def _picker(trace: Any, rid: str, pickable: int) -> tuple[str, str]:
+def _picker(trace: TileTrace, rid: str, pickable: int) -> tuple[str, str]:
     """(radio buttons, their labels laid out as the grid: bx across, by down)."""
     blocks = trace.blocks[:pickable]
     radios = [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-none" checked>']
@@ -418,7 +421,7 @@ def _picker(trace: Any, rid: str, pickable: int) -> tuple[str, str]:
     return "".join(radios), picker
 
 
-def _oob_table(trace: Any) -> str:
+def _oob_table(trace: TileTrace) -> str:
     if not trace.out_of_bounds:
         return ""
     rows = "".join(f"<tr><td>{esc(_block_text(o.block))}</td><td>{esc(o.tensor)}</td><td>{esc(o.verb)}</td>"
@@ -431,7 +434,7 @@ def _oob_table(trace: Any) -> str:
             f"{more}</details>")
 
 
-def tile_trace_html(trace: Any) -> str:
+def tile_trace_html(trace: TileTrace) -> str:
     """The trace as static HTML and SVG: problems, out-of-bounds attempts, a block picker and one
     grid per tensor."""
     rid = f"tl-tt-{next(_counter)}"

@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._records import Record
+
 STATES = ("passed", "tried", "not tried", "needs GPU")
 
 
 @dataclass(frozen=True)
-class GradedNotebook:
+class GradedNotebook(Record):
     """One submitted notebook: ``states`` maps each exercise of it to one of :data:`STATES`;
     ``status`` is "ok", "timed out" or "error" (not a notebook, or the run failed), with ``note``."""
 
@@ -45,30 +47,15 @@ class GradedNotebook:
     states: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"student": self.student, "notebook": self.notebook, "path": self.path, "status": self.status,
-                "states": dict(self.states), "note": self.note}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GradedNotebook:
-        return cls(d["student"], d["notebook"], d["path"], d["status"], dict(d.get("states", {})), d.get("note", ""))
-
 
 @dataclass(frozen=True)
-class Gradebook:
+class Gradebook(Record):
     rows: tuple[GradedNotebook, ...]
 
     @property
     def exercises(self) -> list[str]:
         ids = {e for r in self.rows for e in r.states}
         return sorted(ids, key=lambda k: tuple(int(p) for p in k.split(".")))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rows": [r.to_dict() for r in self.rows]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Gradebook:
-        return cls(tuple(GradedNotebook.from_dict(r) for r in d["rows"]))
 
 
 def _submissions(directory: Path) -> list[tuple[str, Path]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._display import DisplayedText
+from .._records import Record
 
 STATUSES = ("passed", "failed", "unanswered", "needs_gpu")
 KINDS = ("writes", "fixes", "predict", "explain")
@@ -56,6 +57,7 @@ class Exercise(_Shown):
         """Whether the student writes or fixes a kernel here."""
         return self.kind in ("writes", "fixes")
 
+    # hand-written: it writes whether it reveals, and neither its checker nor its reveal (code)
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "question": self.question, "kind": self.kind,
                 "hints": list(self.hints), "solution": self.solution, "needs_gpu": self.needs_gpu,
@@ -93,6 +95,7 @@ class Check(_Shown):
     def __bool__(self) -> bool:
         return self.passed
 
+    # hand-written: what was revealed is written as its repr (any object), and read back as that text
     def to_dict(self) -> dict[str, Any]:
         return {"exercise": self.exercise, "title": self.title, "status": self.status, "message": self.message,
                 "hints": self.hints, "revealed": None if self.revealed is None else repr(self.revealed)}
@@ -104,7 +107,7 @@ class Check(_Shown):
 
 
 @dataclass(frozen=True, repr=False)
-class Hint(_Shown):
+class Hint(_Shown, Record):
     """The hints given so far for one exercise: ``shown`` holds hints 1..``number`` of ``total``."""
 
     exercise: str
@@ -118,17 +121,9 @@ class Hint(_Shown):
         """The newest hint."""
         return self.shown[-1] if self.shown else ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "title": self.title, "number": self.number, "total": self.total,
-                "shown": list(self.shown)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Hint:
-        return cls(d["exercise"], d["title"], int(d["number"]), int(d["total"]), tuple(d["shown"]))
-
 
 @dataclass(frozen=True, repr=False)
-class Solution(_Shown):
+class Solution(_Shown, Record):
     """An exercise's solution (``shown``), or the refusal before a first try (``refused``)."""
 
     exercise: str
@@ -143,16 +138,9 @@ class Solution(_Shown):
     def __bool__(self) -> bool:
         return self.shown
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "title": self.title, "status": self.status, "text": self.text}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Solution:
-        return cls(d["exercise"], d["title"], d["status"], d["text"])
-
 
 @dataclass(frozen=True)
-class Standing:
+class Standing(Record):
     """A student's standing on one exercise: ``state`` is one of :data:`STATES`."""
 
     exercise: str
@@ -163,18 +151,9 @@ class Standing:
     last: str = ""  # the status of the latest check ("" when never checked)
     solution_seen: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "title": self.title, "state": self.state, "tries": self.tries,
-                "hints": self.hints, "last": self.last, "solution_seen": self.solution_seen}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Standing:
-        return cls(d["exercise"], d["title"], d["state"], int(d.get("tries", 0)), int(d.get("hints", 0)),
-                   d.get("last", ""), bool(d.get("solution_seen", False)))
-
 
 @dataclass(frozen=True, repr=False)
-class Progress(_Shown):
+class Progress(_Shown, Record):
     """What a student has done: every exercise of the course (``standings``, in course order) and
     the notebook shown in detail (``notebook``; None shows the course's notebooks only)."""
 
@@ -191,13 +170,6 @@ class Progress(_Shown):
     def count(self, state: str, notebook: str | None = None) -> int:
         rows = self.standings if notebook is None else self.of(notebook)
         return sum(s.state == state for s in rows)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"notebook": self.notebook, "standings": [s.to_dict() for s in self.standings], "path": self.path}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Progress:
-        return cls(d.get("notebook"), tuple(Standing.from_dict(s) for s in d["standings"]), d.get("path", ""))
 
 
 class NeedsGpu(str):
