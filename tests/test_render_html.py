@@ -8,6 +8,7 @@ every user- or compiler-provided string is hostile markup.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import html
 import re
@@ -527,6 +528,58 @@ def test_a_new_section_is_one_registered_function():
     finally:
         render._REGISTRY.pop("notes")
     assert "notes" not in render.sections()
+
+
+def test_a_new_tab_is_one_module_and_shows_in_the_page_and_the_text(tmp_path, monkeypatch):
+    """A module that registers a Tab is all a new inspector section takes: the page gets its tab
+    (title, count, escaped body, place in the row) and the plain text its words, in the same order."""
+    import importlib
+
+    from tilelab.render import page as kit
+    from tilelab.render.text import render_text
+
+    (tmp_path / "tilelab_notes_tab.py").write_text(
+        "from tilelab.render.page import Tab, esc, register\n"
+        "def notes_html(report, page):\n"
+        "    return '<ul>' + ''.join(f'<li>{esc(n)}</li>' for n in report.notes) + '</ul>'\n"
+        "def notes_text(report, page):\n"
+        "    return '\\n'.join(['Notes of the notes tab', *(f'  * {n}' for n in report.notes)])\n"
+        "register(Tab('notes', 'Notes', 35, notes_html, notes_text, count=lambda report, page: len(report.notes)))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("tilelab_notes_tab")
+    try:
+        report = hostile_report()
+        out, text = render_html(report), render_text(report)
+        rid = report_id(report)
+        assert f'<label for="{rid}-t-notes">Notes ({len(report.notes)})</label>' in out
+        # order 35: after the CUDA tab (30), before the Launcher (40), on the page and in the text
+        assert out.index(f'id="{rid}-cuda"') < out.index(f'id="{rid}-notes"') < out.index(f'id="{rid}-launcher"')
+        assert "<li>note &lt;script&gt;alert(1)&lt;/script&gt;</li>" in out and f"<li>note {SCRIPT}" not in out
+        assert f"  * note {SCRIPT}" in text  # text/plain is not markup: verbatim
+        assert text.index("Device code:") < text.index("Notes of the notes tab") < text.index("Launchers:")
+    finally:
+        kit.unregister("notes")
+        sys.modules.pop("tilelab_notes_tab", None)
+    assert "notes" not in render_module.sections() and "Notes of the notes tab" not in render_text(hostile_report())
+
+
+def test_a_registered_section_can_say_when_it_shows_and_what_it_says_in_text():
+    from tilelab.render import html as render
+    from tilelab.render.text import render_text
+
+    render.register_section("kernels", "Kernels", lambda r: f"<p>{len(r.kernels)} kernel(s)</p>",
+                            text=lambda r: f"{len(r.kernels)} device kernel(s), one table",
+                            shown=lambda r, page: r is not None and r.family == "cuda", after="launcher")
+    try:
+        report = hostile_report()
+        assert render.sections()[:5] == ("summary", "cell", "cuda", "launcher", "kernels")
+        assert "kernels" in default_sections(report)
+        assert "1 device kernel(s), one table" in render_text(report)
+        assert f'id="{report_id(report)}-kernels"' in render_html(report)
+        hip = dataclasses.replace(report, target="gfx942")
+        assert "kernels" not in default_sections(hip) and "one table" not in render_text(hip)
+    finally:
+        render._REGISTRY.pop("kernels")
 
 
 def test_long_launchers_colour_only_their_comments_and_keep_every_character():

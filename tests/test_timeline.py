@@ -391,19 +391,31 @@ def test_the_svg_draws_a_lane_per_block_and_warp_group_and_hover_names_the_lines
 
 def test_the_timeline_tab_appears_only_where_the_magic_measured_one():
     from tilelab.render import html as render
-    from tilelab.render.timeline import attach_timelines
+    from tilelab.render.timeline import split_timelines
 
     report = tilelab.inspect(timeline_kernels.add(), "sm_90a")
     assert "timeline" not in render.default_sections(report)
-    rest = attach_timelines(report, ["a bench result", sample_timeline()])
-    try:
-        assert rest == ["a bench result"]
-        assert "timeline" in render.default_sections(report)
-        page = render.render_html(report)
-        assert ">Timeline (1)<" in page and "tlt-k-tma_issue" in page
-    finally:
-        attach_timelines(report, [])
+    timelines, rest = split_timelines(["a bench result", sample_timeline()])
+    assert rest == ["a bench result"]
+    assert "timeline" in render.default_sections(report, timelines=timelines)
+    page = render.render_html(report, timelines=timelines)
+    assert ">Timeline (1)<" in page and "tlt-k-tma_issue" in page
+    # the page is handed its timelines: nothing is kept, so the next page without them has no tab
     assert "timeline" not in render.default_sections(report)
+    assert ">Timeline" not in render.render_html(report)
+
+
+def test_the_inspector_hands_its_timelines_to_the_page_and_the_text():
+    from tilelab.widgets.inspector import Inspector
+
+    report = tilelab.inspect(timeline_kernels.add(), "sm_90a")
+    tl = sample_timeline()
+    shown = Inspector(report, timing=[tl])
+    assert shown.titles[-1] == "Timeline (1)" and not any(t.startswith("Timing") for t in shown.titles)
+    assert shown.tab("timeline").count(' data-span="') == len(tl.spans)  # one mark per phase
+    text = shown._repr_mimebundle_()["text/plain"]
+    assert f"Timeline of {tl.kernel} on {tl.device}" in text and f"{len(tl.spans)} phases" in text
+    assert "Timeline" not in Inspector(report).titles[-1]  # the next page, given none, shows none
 
 
 def test_the_magic_option_takes_block_indices():
@@ -435,18 +447,12 @@ def test_a_phase_in_the_tab_links_to_its_anchored_device_line():
 
     from tilelab._links import device_anchor_lines
     from tilelab.render import html as render
-    from tilelab.render.timeline import attach_timelines
-
     report = tilelab.inspect(matmul(1024, 1024, 1024), "sm_90a")
     n = min(device_anchor_lines(report))
     sample = sample_timeline()
     tl = dataclasses.replace(sample, spans=tuple(dataclasses.replace(s, device_line=n, cell_line=None)
                                                  for s in sample.spans))
-    attach_timelines(report, [tl])
-    try:
-        page = render.render_html(report)
-    finally:
-        attach_timelines(report, [])
+    page = render.render_html(report, timelines=[tl])
     rid = render.report_id(report)
     assert page.count(f'<a href="#{rid}-cuda-L{n}"><rect class="tlt-k-') == len(tl.spans)
     assert f'id="{rid}-cuda-L{n}"' in page  # the CUDA tab has the anchor the phases link to

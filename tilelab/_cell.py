@@ -260,10 +260,8 @@ class CellSession:
         from .widgets.inspector import Inspector
 
         text = "%%tilelang" + (f" {options.line}" if options.line else "") + "\n" + source.text
-        from .render.timeline import attach_timelines
-
-        timing = attach_timelines(result.report, result.timing)  # --timeline's go to the Timeline tab
-        inspector = Inspector(result.report, show=options.show, timing=timing, source=text,
+        # the Inspector shows the --timeline results in the Timeline tab, the others in Timing
+        inspector = Inspector(result.report, show=options.show, timing=result.timing, source=text,
                               previous=self.previous_report(source.identity, result.report))
         host.display(inspector)
         return dataclasses.replace(result, inspector=inspector)

@@ -9,11 +9,10 @@ duration, the user's line and the device line. Every compiler or user string is 
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._timeline_model import KINDS, Timeline, TimelineSpan
-from .._cache import Recent
-from ._ids import report_id
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
 KIND_STYLE: dict[str, tuple[str, str, str]] = {
@@ -210,66 +209,29 @@ def timeline_html(tl: Timeline, links: Links | None = None) -> str:
             f'{legend_html(tl)}{summary_html(tl)}<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
 
 
+def timeline_text(tl: Timeline) -> str:
+    """The timeline's summary in plain text: what it measured, where the time went, how well the
+    pipeline kept its consumers fed."""
+    lines = [f"Timeline of {tl.kernel} on {tl.device}, {tl.backend}, grid {tl.grid}: {len(tl.spans)} phases of "
+             f"{len(tl.traced_blocks)} traced block(s)"]
+    s = tl.summary
+    if s is not None:
+        lines += [f"  {r.role}: {r.warps} warp(s), busy {r.busy:.0%}, waiting {r.waiting:.0%}, other {r.other:.0%}"
+                  for r in s.roles]
+        lines.append(f"  pipeline bubbles: {s.bubbles} ({_ns(s.bubble_ns)} in all)")
+        lines.append(f"  grid: {_ns(s.grid_ns)} on {s.sms} SMs; tail {_ns(s.tail_ns)}")
+    if tl.overhead is not None:
+        lines.append(f"  instrumentation overhead: {tl.overhead:+.1%}")
+    lines.append(f"  dropped marks: {tl.dropped}")
+    return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------------------
-# The inspector's Timeline tab (one register_section call). The magic hands the page the
-# timelines it measured for a report (attach_timelines); the tab is shown only on such a page.
-# ------------------------------------------------------------------------------------------
-
-# the timelines of the last cells that asked for one, by report id: tilelab's one policy of what is
-# kept in memory (bounded, least recently used first out)
-_ATTACHED = Recent("timelines a page shows", 16)
-
-
-def attach_timelines(report: Any, results: Any) -> list[Any]:
-    """Keep the :class:`Timeline` results for ``report``'s Timeline tab; return the others (for
-    the Timing tab). A report given no timeline loses any it had."""
+def split_timelines(results: Any) -> tuple[tuple[Timeline, ...], list[Any]]:
+    """A cell's results split into its :class:`Timeline` records (the inspector's Timeline tab)
+    and the others (its Timing tab)."""
     results = list(results or ())
-    mine = tuple(r for r in results if isinstance(r, Timeline))
-    key = report_id(report)
-    _ATTACHED.discard(key)
-    if mine:
-        _ATTACHED.put(key, mine)
-    return [r for r in results if not isinstance(r, Timeline)]
+    return (tuple(r for r in results if isinstance(r, Timeline)), [r for r in results if not isinstance(r, Timeline)])
 
 
-def has_timeline(report: Any) -> bool:
-    return report_id(report) in _ATTACHED
-
-
-def timeline_section(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> str:
-    """The Timeline tab's body (``cell_anchors``: the cell lines that carry an anchor on the page)."""
-    shown = _ATTACHED.get(report_id(report)) or ()
-    if not shown:
-        return ('<p class="tl-muted">No timeline for this kernel: <code>%%tilelang --timeline</code> (or '
-                "<code>tilelab.timeline(kernel, ...)</code>) runs it once instrumented.</p>")
-    links = page_links(report, page, cell_anchors)
-    return ('<p class="tl-muted">a click on a phase goes to its line in the Cell or CUDA tab, where that line '
-            "is shown</p>" + "".join(timeline_html(t, links) for t in shown))
-
-
-def page_links(report: Any, page: Any, cell_anchors: set[int] = frozenset()) -> Links:
-    """A phase's anchor on the inspector page: its cell line in the Cell tab, else its device line
-    in the CUDA tab, only where that line carries an anchor on this page (``cell_anchors``)."""
-    from .._links import device_anchor_lines
-
-    cell = set(cell_anchors) if page.has("cell") and page.source else set()
-    device = (device_anchor_lines(report) | set(page.cuda_anchors)) if page.has("cuda") else set()
-
-    def link(span: TimelineSpan) -> str | None:
-        if span.cell_line in cell:
-            return f"#{page.rid}-cell-L{span.cell_line}"
-        if span.device_line in device:
-            return f"#{page.rid}-cuda-L{span.device_line}"
-        return None
-
-    return link
-
-
-def timeline_count(report: Any) -> int:
-    return len(_ATTACHED.get(report_id(report)) or ())
-
-
-__all__ = ["KIND_STYLE", "attach_timelines", "grid_svg", "has_timeline", "legend_html", "phases_html",
-           "span_title", "summary_html", "timeline_html", "timeline_count", "timeline_section", "timeline_svg"]
+__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
+           "timeline_html", "timeline_svg", "timeline_text"]

@@ -8,8 +8,9 @@ bundle is ``text/html`` and ``text/plain`` only, one copy of the report.
 
 Tabs: Summary, Cell (when the source is given), CUDA (HIP, Metal or C for other targets), Launcher,
 TMA, WGMMA, MFMA (AMD targets), Layouts, Arguments, the opt-in Lines, PTX, SASS (toolchain tier) and
-IR passes when computed, then Timing (launch results, sanitizer reports), Profile (Nsight Compute
-profiles) and Diff (against the previous run of the same cell) when given.
+IR passes when computed, Timeline when a timeline was measured, then Timing (launch results,
+sanitizer reports), Profile (Nsight Compute profiles) and Diff (against the previous run of the
+same cell) when given.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from .._model import KernelReport
 from ..render import html as render
+from ..render.timeline import split_timelines
 
 TABS = render.SECTIONS
 
@@ -40,9 +42,10 @@ class Inspector:
     """Tabbed view of a :class:`KernelReport`.
 
     ``show`` picks and orders tabs (names from ``TABS``); ``timing`` is a list of launch results
-    (anything with ``_repr_html_``) shown in a Timing tab; ``source`` is the user's source text
-    (the cell) whose T.copy / T.gemm lines link to what they made; ``previous`` is the report of
-    the previous run of the same cell: a Diff tab shows what changed.
+    (anything with ``_repr_html_``) shown in a Timing tab (its :class:`Timeline` records go to the
+    Timeline tab); ``source`` is the user's source text (the cell) whose T.copy / T.gemm lines link
+    to what they made; ``previous`` is the report of the previous run of the same cell: a Diff tab
+    shows what changed.
     """
 
     def __init__(self, report: KernelReport, *, show: Sequence[str] | str | None = None,
@@ -50,7 +53,9 @@ class Inspector:
                  previous: KernelReport | None = None) -> None:
         self.report = report
         self.tabs = parse_tabs(show) if show is not None else None
-        # Nsight Compute profiles (anything carrying a .profile) get their own tab, after Timing.
+        # Timelines have their own tab; Nsight Compute profiles (anything carrying a .profile) too,
+        # after Timing.
+        self.timelines, timing = split_timelines(timing)
         self.profiles = tuple(t for t in timing if hasattr(t, "profile"))
         self.timing = tuple(t for t in timing if not hasattr(t, "profile"))
         self.source = source
@@ -68,11 +73,12 @@ class Inspector:
 
     def _cuda_view(self) -> Any:
         """Where sanitizer findings link on this page: the CUDA tab's line anchors (when it is shown)."""
-        names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
+        names = self.tabs if self.tabs is not None else render.default_sections(
+            self.report, self.source is not None, self.timelines)
         if "cuda" not in names:
             return None
-        return (f"{render.page_id(self.report, self.tabs, self.source)}-cuda", self.report.sources.device,
-                self._cuda_anchors)
+        anchor = render.page_id(self.report, self.tabs, self.source, self.timelines)
+        return (f"{anchor}-cuda", self.report.sources.device, self._cuda_anchors)
 
     @property
     def html(self) -> str:
@@ -80,14 +86,16 @@ class Inspector:
             self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
                                             cuda_anchors=self._cuda_anchors, previous=self.previous,
-                                            anchor=render.page_id(self.report, self.tabs, self.source),
-                                            launched=self.timing)
+                                            anchor=render.page_id(self.report, self.tabs, self.source, self.timelines),
+                                            launched=self.timing, timelines=self.timelines)
         return self._html
 
     @property
     def titles(self) -> tuple[str, ...]:
-        names = self.tabs if self.tabs is not None else render.default_sections(self.report, self.source is not None)
-        return tuple(render.section_title(self.report, n) for n in names) + tuple(t for t, _ in self.extra)
+        names = self.tabs if self.tabs is not None else render.default_sections(
+            self.report, self.source is not None, self.timelines)
+        return (tuple(render.section_title(self.report, n, timelines=self.timelines) for n in names)
+                + tuple(t for t, _ in self.extra))
 
     def tab(self, title_or_name: str) -> str:
         """The markup of one tab's panel, by its name ("tma") or its title ("TMA (2)")."""
@@ -113,7 +121,8 @@ class Inspector:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
         from ..render.text import render_text
 
-        return {"text/html": self.html, "text/plain": render_text(self.report)}
+        return {"text/html": self.html, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
+                                                                  timelines=self.timelines)}
 
 
 def diff_html(before: KernelReport, after: KernelReport) -> str:
