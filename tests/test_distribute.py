@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.launch.sweep import _distributed, _final, _plan, _rowcache, _runners, _show, _tasks, sweep
 from tilelab.launch.models import BenchResult, SweepRow, SweepTable
+from tilelab.launch.sweep import _final, _plan, _rowcache, _runners, _show, _tasks, sweep
 
 TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
 PARAMS = {"block": [8, 16, 32, 64, 128, 256]}
@@ -147,7 +147,7 @@ def test_a_kept_compile_process_never_compiles_old_code(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # after the pool started: its processes cannot see it
     import importlib
 
-    import stepmod
+    import stepmod  # noqa: F401  (the module the test edits; imported in the compile process)
 
     second = Recorder()
     table = sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_versioned_step, bench_fn=second,

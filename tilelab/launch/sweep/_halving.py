@@ -78,13 +78,9 @@ def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
     """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it."""
     grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
-    if grid.devices is not None or grid.client is not None:
-        from ._distributed import distributed_sweep
+    from ._orchestrator import grid_sweep
 
-        return distributed_sweep(factory, expand(configs), [size], grid)
-    from ._inline import inline_sweep
-
-    return inline_sweep(factory, expand(configs), [size], grid)
+    return grid_sweep(factory, expand(configs), [size], grid)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
