@@ -316,16 +316,25 @@ def _outcome(fut: Any, index: int, processes: Mapping[int, Any] | None = None) -
 
 
 def _deaths(processes: Mapping[int, Any]) -> str:
-    """"pid 123, killed by SIGKILL" for each process of a pool that is gone."""
+    """"pid 123, killed by SIGKILL" for each process of a pool that is gone. The pool finds a
+    process gone when its pipes close, a moment before the process can be reaped: wait for that
+    (a bounded wait for the system, not for the sweep), so the reason names the signal."""
     import signal
 
+    deadline = time.monotonic() + 30.0
+    while True:
+        codes = {pid: getattr(process, "exitcode", None) for pid, process in processes.items()}
+        if any(code is not None for code in codes.values()) or not codes or time.monotonic() > deadline:
+            break
+        for process in processes.values():
+            with contextlib.suppress(Exception):
+                process.join(0.05)
     said = []
-    for pid, process in processes.items():
-        code = getattr(process, "exitcode", None)
+    for pid, code in codes.items():
         if code is None:
             continue
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
-            else f"exit code {code}"
+        how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+               else f"exit code {code}")
         said.append(f"pid {pid}, {how}")
     return "; ".join(said) or "its exit status unknown"
 
