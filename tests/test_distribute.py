@@ -345,6 +345,30 @@ def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(comp
     assert not any(r.cached for r in table.rows) and len(third.calls) == 8
 
 
+def test_a_stop_that_lands_while_a_finished_row_is_handled_keeps_that_row(compile_in_threads, monkeypatch, tmp_path):
+    # The stop button raises KeyboardInterrupt wherever the sweep's thread is; here, on a loaded
+    # machine, while it files a row that has finished (between caching it and adding it to the table).
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    put = _rowcache.RowCache.put
+    pressed = []
+
+    def put_then_stop(self, key, row):
+        put(self, key, row)
+        if dict(row.config).get("block") == 32 and not pressed:
+            pressed.append(row)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_rowcache.RowCache, "put", put_then_stop)
+    table = sweep(factory, PARAMS, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=Recorder(),
+                  workers=1, progress=False, force=True, finalists=0)
+    rows = _by(table)
+    assert pressed and rows[(1024, 32)].ok and rows[(1024, 32)].median_ms == pytest.approx(TIMINGS[32])
+    assert rows[(1024, 16)].ok and rows[(1024, 8)].stage == "elaborate"
+    # what the stop left unfinished (whatever the bench thread got to by then) is "not run"
+    assert all(r.stage != "not run" or "interrupted" in r.error for r in rows.values())
+    assert any(n.startswith("interrupted after") for n in table.notes)
+
+
 def _compile_or_hang(armed, marker, block):
     """A compile task that, while ``armed`` exists, hangs at block 64 once it has said which process runs it."""
     if block == 64 and os.path.exists(armed):

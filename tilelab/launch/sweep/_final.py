@@ -121,6 +121,7 @@ class FinalRound:
     def _wait(self) -> None:
         while self._waiting() and self.stopped is None:
             self._handle(*self.sweep.runner.next_event())
+            self.sweep.events.get_nowait()  # handled (a stop before this handles it again)
 
     def _drain(self) -> None:
         """After a stop: keep what finished before it (sent, not yet read); start nothing."""

@@ -31,7 +31,7 @@ from . import _show
 from ._final import FinalRound
 from ._plan import Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key
 from ._rowcache import CACHED_FAILURES, RowCache, row_key, sweep_identity
-from ._runners import choose_runner
+from ._runners import Events, choose_runner
 from ._tasks import Benched, BenchPlan, Compiled
 
 INTERRUPTED = "not run: the sweep was interrupted"
@@ -45,7 +45,7 @@ def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: li
     """Every configuration at every size, measured by the runner ``opts`` asks for; see the module doc."""
     if opts.devices is not None and opts.client is not None:
         raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
-    events: queue.Queue = queue.Queue()
+    events = Events()
     # a custom bench step may need no GPU at all (the tests' fake)
     runner = choose_runner(opts, events, real_gpu=opts.bench_fn is None)
     kwargs = opts.bench_options(worker_decides_isolation=not runner.in_process)
@@ -176,6 +176,7 @@ class Course:
             else:
                 measuring -= 1
                 self._benched(by_index[index], value)
+            self.events.get_nowait()  # handled: a stop from now on need not handle it again
 
     def _compiles_done(self, runnable: int) -> None:
         if self.compile_bar is not None:  # in this process: the bench bar follows the compile bar
@@ -220,6 +221,7 @@ class Course:
             self.note(value.lost, value.note)
             self.rows[index] = dataclasses.replace(outcome_row(job, value, None), config=())  # measured every time
             self.bar.update()
+            self.events.get_nowait()
 
     def _baseline_work(self, key_s: tuple, size: Config) -> dict[str, float]:
         """The kernels' counted work at a size (rate = work / time), so a baseline's rates compare."""
@@ -241,7 +243,8 @@ class Course:
 
     def stopped(self) -> None:
         """The stop button: cancel what the runner holds, keep every row that finished before the
-        stop (results already sent, not yet read), and mark the rest "not run"."""
+        stop (results already sent, not yet read or read but not yet handled when the stop landed),
+        and mark the rest "not run"."""
         self.runner.close(cancel=True)
         while True:
             try:

@@ -185,10 +185,29 @@ def shutdown_compile_pools() -> None:
         _stop_pool(pool, kill=False)
 
 
+class Events(queue.Queue):
+    """A sweep's event queue. The course reads an event with :meth:`peek` and removes it
+    (``get_nowait``) only once it has handled it, so a stop (a KeyboardInterrupt, which may land
+    between any two steps of the sweep's thread) that lands while an event is handled loses
+    nothing: the stop's drain handles it again."""
+
+    def peek(self, timeout: float) -> tuple[str, int, Any] | None:
+        with self.not_empty:
+            if not self._qsize() and timeout > 0:
+                self.not_empty.wait(timeout)
+            return self.queue[0] if self._qsize() else None
+
+
 def wait_event(events: queue.Queue) -> tuple[str, int, Any]:
-    """The next event of a sweep's queue, waiting for it."""
+    """The next event of a sweep's queue, waiting for it; left in the queue (see :class:`Events`)."""
+    peek = getattr(events, "peek", None)
     while True:  # a short timeout keeps the stop button (KeyboardInterrupt) responsive
-        try:
+        if peek is not None:
+            event = peek(0.2)
+            if event is not None:
+                return event
+            continue
+        try:  # a plain queue: read is removed
             return events.get(timeout=0.2)
         except queue.Empty:
             continue
@@ -206,8 +225,9 @@ class InlineRunner:
     in_process = True
     passes_futures = False
 
-    def __init__(self, events: queue.Queue, *, workers: int | None, target: Any) -> None:
+    def __init__(self, events: Events, *, workers: int | None, target: Any) -> None:
         self.events = events
+        self._lock = threading.Lock()
         self.where, self.model, self.arch = "this process", _this_device(target), None
         self._threads = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                            thread_name_prefix="tilelab-compile")
@@ -220,9 +240,16 @@ class InlineRunner:
         return lambda f, s, c: default_compile(f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=opts.target)
 
     def compile(self, index: int, step: Callable[[], Any]) -> Any:
-        self._compiling += 1
+        with self._lock:
+            self._compiling += 1
+
+        def done(f: Any) -> None:
+            self.events.put(("compiled", index, _outcome(f, index)))
+            with self._lock:  # after the event: the row steps start once every compile is in the queue
+                self._compiling -= 1
+
         fut = self._threads.submit(compile_task, index, step)
-        fut.add_done_callback(lambda f: self.events.put(("compiled", index, _outcome(f, index))))
+        fut.add_done_callback(done)
         return fut
 
     def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
@@ -232,24 +259,19 @@ class InlineRunner:
             self._ready.append((plan, job, compiled))
 
     def next_event(self) -> tuple[str, int, Any]:
+        """The next event, left in the queue (see :class:`Events`); once every compile is in and
+        nothing else waits, the next row step runs here and its outcome is that event."""
         while True:
-            if self._ready and not self._compiling:
-                try:
-                    return self._take(self.events.get_nowait())
-                except queue.Empty:
-                    return self._step()
-            try:
-                return self._take(self.events.get(timeout=0.2))  # a short wait keeps the stop button responsive
-            except queue.Empty:
-                continue
+            with self._lock:
+                idle = bool(self._ready) and not self._compiling
+            event = self.events.peek(0 if idle else 0.2)  # a short wait keeps the stop button responsive
+            if event is not None:
+                return event
+            if idle:
+                self._step()
 
-    def _take(self, event: tuple[str, int, Any]) -> tuple[str, int, Any]:
-        if event[0] == "compiled":
-            self._compiling -= 1
-        return event
-
-    def _step(self) -> tuple[str, int, Any]:
-        """The next row step, here; the lowest job first."""
+    def _step(self) -> None:
+        """The next row step, here (the lowest job first); its outcome goes to the queue."""
         plan, job, compiled = min(self._ready, key=lambda item: item[1].index)
         self._ready.remove((plan, job, compiled))
         try:
@@ -258,13 +280,12 @@ class InlineRunner:
             self.events.put(("benched", job.index, _interrupted(job, err)))
             raise
         # rows of one process say neither where they ran nor how long their step took
-        outcome = dataclasses.replace(outcome, bench_s=None, device="")
+        self.events.put(("benched", job.index, dataclasses.replace(outcome, bench_s=None, device="")))
         if outcome.lost is not None:
             self._lost = outcome.lost
             for _, waiting, _ in self._ready:
                 self.events.put(("benched", waiting.index, Benched(waiting.index, error=self._lost, stage="not run")))
             self._ready.clear()
-        return "benched", job.index, outcome
 
     def final_device(self) -> str | None:
         return None  # one device: nothing to rank again
@@ -645,7 +666,7 @@ def check_one_model(models: Mapping[str, str]) -> str:
 
 
 
-def choose_runner(opts: SweepOptions, events: queue.Queue, *,
+def choose_runner(opts: SweepOptions, events: Events, *,
                   real_gpu: bool) -> InlineRunner | LocalRunner | DaskRunner:
     """Where the tasks of a sweep with these options run: this process (neither ``devices`` nor
     ``client``), the host's GPUs or a Dask cluster; the runner knows the one GPU model it runs on
