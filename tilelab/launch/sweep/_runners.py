@@ -307,8 +307,7 @@ def _interrupted(job: Job, err: KeyboardInterrupt) -> Benched:
         return Benched(job.index, partial, partial=True,
                        note=f"interrupted while timing {describe(job)}: its row has the {len(partial.samples_ms)} "
                             "launches measured before the stop")
-    return Benched(job.index, error="not run: the sweep was interrupted", stage="not run",
-                   note=f"interrupted at {describe(job)}: the rows before it were measured")
+    return Benched(job.index, error="not run: the sweep was interrupted", stage="not run")
 
 
 def _this_device(target: Any) -> str:
