@@ -599,8 +599,10 @@ class DaskRunner:
             try:
                 value = f.result()
             except BaseException as err:  # the task never ran to its end (its worker died, or cancelled)
+                # (compile_task returns a compile error as its outcome: this is the task's loss, and
+                # such a row is not cached, so the same call again compiles it)
                 reason = f"the Dask task failed: {short_error(err)}"
-                value = (Compiled(index, error=reason, stage="compile") if kind == "compiled"
+                value = (Compiled(index, error=reason, stage="not run", lost=reason) if kind == "compiled"
                          else Benched(index, error=reason, stage="bench"))
             self.events.put((kind, index, value))
 
