@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.launch.sweep import _distributed, _final, _plan, _rowcache, _runners, _show, _tasks, sweep
 from tilelab.launch import BenchResult, SweepRow, SweepTable
+from tilelab.launch.sweep import _final, _plan, _rowcache, _runners, _show, _tasks, sweep
 
 TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
 PARAMS = {"block": [8, 16, 32, 64, 128, 256]}
@@ -147,7 +147,7 @@ def test_a_kept_compile_process_never_compiles_old_code(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # after the pool started: its processes cannot see it
     import importlib
 
-    import stepmod
+    import stepmod  # noqa: F401  (the module the test edits; imported in the compile process)
 
     second = Recorder()
     table = sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_versioned_step, bench_fn=second,
@@ -343,6 +343,98 @@ def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(comp
     third = Recorder()
     table = sweep(factory, PARAMS, SIZES, devices=[0], bench_fn=third, force=True, **kwargs)
     assert not any(r.cached for r in table.rows) and len(third.calls) == 8
+
+
+def test_a_stop_that_lands_while_a_finished_row_is_handled_keeps_that_row(compile_in_threads, monkeypatch, tmp_path):
+    # The stop button raises KeyboardInterrupt wherever the sweep's thread is; here, on a loaded
+    # machine, while it files a row that has finished (between caching it and adding it to the table).
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
+    put = _rowcache.RowCache.put
+    pressed = []
+
+    def put_then_stop(self, key, row):
+        put(self, key, row)
+        if dict(row.config).get("block") == 32 and not pressed:
+            pressed.append(row)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_rowcache.RowCache, "put", put_then_stop)
+    table = sweep(factory, PARAMS, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=Recorder(),
+                  workers=1, progress=False, force=True, finalists=0)
+    rows = _by(table)
+    assert pressed and rows[(1024, 32)].ok and rows[(1024, 32)].median_ms == pytest.approx(TIMINGS[32])
+    assert rows[(1024, 16)].ok and rows[(1024, 8)].stage == "elaborate"
+    # what the stop left unfinished (whatever the bench thread got to by then) is "not run"
+    assert all(r.stage != "not run" or "interrupted" in r.error for r in rows.values())
+    assert any(n.startswith("interrupted after") for n in table.notes)
+
+
+def _compile_or_hang(armed, marker, block):
+    """A compile task that, while ``armed`` exists, hangs at block 64 once it has said which process runs it."""
+    if block == 64 and os.path.exists(armed):
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(600)  # a compile that never ends by itself: the test kills its process
+    return {"block": block, "pid": os.getpid(), "where": _tasks.where_am_i()}
+
+
+def _killable_step(armed, marker):
+    return lambda factory, size, config: functools.partial(_compile_or_hang, armed, marker, config["block"])
+
+
+def _wait_for_file(path, what):
+    # a handshake on a fact (the file exists once the compile runs), not a guess at a duration: the
+    # cap only keeps a broken pool from hanging the test (starting one may take minutes when busy)
+    deadline = time.monotonic() + 900
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} never started")
+        time.sleep(0.05)
+
+
+def test_a_compile_process_killed_mid_sweep_keeps_the_finished_rows_and_the_next_call_works(tmp_path, monkeypatch):
+    import signal
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    armed, marker = tmp_path / "armed", tmp_path / "pid"
+    armed.write_text("")
+    killed = {}
+
+    def kill_the_compile_process():
+        _wait_for_file(marker, "the compile of block=64")
+        killed["pid"] = int(marker.read_text())
+        os.kill(killed["pid"], signal.SIGKILL)  # from outside, as the OOM killer or `kill -9` would
+
+    killer = threading.Thread(target=kill_the_compile_process, daemon=True)
+    killer.start()
+    first = Recorder()
+    kwargs = dict(compile_fn=_killable_step(str(armed), str(marker)), flops=lambda N: 2.0 * N, workers=1,
+                  progress=False, finalists=0)
+    table = sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], bench_fn=first, **kwargs)
+    killer.join()
+    rows = _by(table)
+    # the configurations compiled before the kill were measured, and are in the table ...
+    assert rows[(1024, 16)].ok and rows[(1024, 32)].ok
+    assert rows[(1024, 16)].median_ms == pytest.approx(TIMINGS[16]) and rows[(1024, 32)].median_ms == pytest.approx(1.0)
+    # ... the one whose process died says so, naming the process and the signal
+    lost = rows[(1024, 64)]
+    assert not lost.ok and lost.stage == "not run"
+    assert f"pid {killed['pid']}, killed by SIGKILL" in lost.error and "compile process" in lost.error
+    assert "the same call again compiles it" in lost.error
+    assert sorted(a["block"] for a, *_ in first.calls) == [16, 32]
+    # the finished rows are in the row cache, the lost one is not
+    cached = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "sweeps").glob("*.json")]
+    assert sorted(dict(r["config"])["block"] for r in cached) == [16, 32]
+
+    # the next call works: a fresh compile process, the finished rows from the cache, the lost one measured
+    armed.unlink()
+    second = Recorder()
+    table = sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], bench_fn=second, **kwargs)
+    rows = _by(table)
+    assert all(r.ok for r in rows.values())
+    assert rows[(1024, 16)].cached and rows[(1024, 32)].cached and not rows[(1024, 64)].cached
+    assert [(a["block"], a["pid"] != killed["pid"]) for a, *_ in second.calls] == [(64, True)]
+    assert rows[(1024, 64)].median_ms == pytest.approx(TIMINGS[64])
+    assert dict(table.best().config) == {"block": 32}
 
 
 def test_the_row_key_changes_with_the_factory_the_size_the_config_and_the_bench_options():

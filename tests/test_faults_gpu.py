@@ -1,9 +1,9 @@
 """More faults on a real GPU (marker ``gpu``), each in a fresh notebook-like process, with what the
 user sees and what keeps working after it: a kernel that writes into its input, NaN in an output,
 a block asking for more shared memory than the GPU has, the worker killed from outside during a
-bench, two processes launching on one GPU at once, and warp-specialised pipelines that deadlock
-(a wrong parity; fewer arrivals than a barrier expects), whose timeout error says where each warp
-group hung.
+bench and during a sweep, two processes launching on one GPU at once, and warp-specialised pipelines
+that deadlock (a wrong parity; fewer arrivals than a barrier expects), whose timeout error says
+where each warp group hung.
 Run on a GPU machine:  python -m pytest -m gpu tests/test_faults_gpu.py
 """
 
@@ -118,6 +118,51 @@ def test_the_worker_killed_during_a_bench_leaves_the_next_call_working():
     """)
     assert r["error"] is not None and "Worker" in r["error"], r
     assert r["median"] > 0 and r["next"] is True and r["new_pid"] != r["old_pid"]
+
+
+def test_the_worker_killed_during_a_sweep_keeps_its_rows_and_the_next_call_works(tmp_path):
+    r = _fresh(f"""
+        os.environ["TILELAB_CACHE_DIR"] = {str(tmp_path)!r}  # a row cache of this test's own
+        from tilelab.launch.sweep import _tasks
+        killed = []
+
+        def kill_once_busy(worker):
+            # a call holds the worker's lock while it runs in the worker: the long bench below
+            while worker._lock.acquire(blocking=False):
+                worker._lock.release()
+                time.sleep(0.01)
+            killed.append(worker.pid)
+            os.kill(worker.pid, signal.SIGKILL)  # from outside, as the OOM killer or `kill -9` would
+
+        def bench(artifact, size, config, **kw):
+            kernel = _tasks.load_artifact(artifact)
+            if config["block"] == 512 and not killed:
+                tilelab.bench(kernel, rep_ms=50)  # the worker is up and the kernel loaded in it
+                threading.Thread(target=kill_once_busy, args=(tilelab.launch.default_worker(),), daemon=True).start()
+                kw = {{**kw, "rep_ms": 20000, "ci_target": None}}
+            return tilelab.bench(kernel, **kw)
+
+        space, sizes = {{"block": [256, 512, 1024]}}, {{"N": [1 << 20]}}
+        first = tilelab.sweep(copy, space, sizes, devices=[0], bench_fn=bench, progress=False, finalists=0)
+        again = tilelab.sweep(copy, space, sizes, devices=[0], bench_fn=bench, progress=False, finalists=0)
+        ok = tilelab.run(copy(), ref=lambda x: x)
+
+        def rows(table):
+            return {{dict(r.config)["block"]: [r.ok, r.stage, r.error, r.cached, r.median_ms] for r in table.rows}}
+
+        print("RESULT " + json.dumps({{"first": rows(first), "again": rows(again), "killed": killed,
+                                      "next": ok.passed}}))
+    """, timeout=400)
+    first, again = r["first"], r["again"]
+    assert len(r["killed"]) == 1, r
+    # the rows measured before and after the kill are kept; the lost one says what happened
+    assert first["256"][0] and first["1024"][0] and first["256"][4] > 0, first
+    ok, stage, error, _, _ = first["512"]
+    assert not ok and stage == "bench" and "killed by SIGKILL" in error, first
+    # the same call again takes the finished rows from the row cache and measures the lost one
+    assert again["256"][3] and again["1024"][3] and again["256"][4] == first["256"][4], again
+    assert again["512"][0] and not again["512"][3] and again["512"][4] > 0, again
+    assert r["next"] is True
 
 
 def test_two_processes_launching_on_one_gpu_at_once_are_both_correct(tmp_path):

@@ -26,8 +26,8 @@ TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display",
          "tilelab._doctor"}
-RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch.models",
-           "tilelab.launch._telemetry", "tilelab._timeline_model"}
+RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch._telemetry",
+           "tilelab._timeline_model"}
 RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record
 RECORDS |= {"tilelab._records"}  # the records' one dataclass <-> dict converter
 
@@ -101,9 +101,9 @@ def test_importing_the_launch_records_loads_only_records_and_facts():
 
 
 def test_importing_the_launch_records_loads_no_analysis_renderer_or_tilelang():
-    """``tilelab.launch.models`` comes with its package (the launch layer, which imports TileLang
+    """The launch package's records come with the package (the launch layer, which imports TileLang
     only when it compiles), and nothing of the analysis, the renderers, TileLang or TVM."""
-    loaded = loaded_after_importing("tilelab.launch.models")
+    loaded = loaded_after_importing("tilelab.launch")
     assert all(m.startswith("tilelab.launch") or m in RECORDS | FACTS | {"tilelab"} for m in loaded), loaded
 
 

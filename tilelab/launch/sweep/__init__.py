@@ -6,10 +6,13 @@ One package, one room per concern:
   and the best row at each size (:func:`mark_best`);
 * ``_tasks``: the compile task and the one row step (check against ``ref``, the work, ``bench_fn``,
   a lost CUDA context), here or wherever a runner sends it;
-* ``_inline``: a sweep in this process (compiles in threads, rows one at a time);
-* ``_runners``: where tasks run in a sweep over devices (this host's GPUs, a Dask cluster);
-* ``_distributed``: that sweep's course (row cache, live table, baselines), ``_final`` its final
-  round on one device, ``_rowcache`` its finished rows on disk, ``_show`` the progress bar and table.
+* ``_runners``: where tasks run: this process (compiles in threads, rows one at a time), this
+  host's GPUs (a pool of compile processes, a bench thread per GPU) or a Dask cluster;
+* ``_orchestrator``: the one course of a sweep, for every runner: jobs, row cache, compile tasks,
+  row steps, baselines, final round, table;
+* ``_rowcache``: finished rows on disk; ``_final``: the final round on one device; ``_show``: the
+  progress bars and the live table; ``_halving``: pruning and successive halving, rungs of grid
+  sweeps run by the same course.
 
 Every configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
 The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the tests use a fake.
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..models import SweepTable
+from ..._launch_model import SweepTable
 from ._plan import Config, Space, SweepOptions, expand, mark_best
 
 
@@ -42,7 +45,7 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
     on every listed GPU at once, one configuration per GPU; ``client=`` (a
     ``dask.distributed.Client``) does the same on a Dask cluster (see
-    :mod:`tilelab.launch.sweep._distributed`). Those sweeps show one progress bar and, in a notebook, the
+    :mod:`tilelab.launch.sweep._runners`). Those sweeps show one progress bar and, in a notebook, the
     table growing as rows finish; each row says where it ran and how long its compile and bench
     took; finished rows are cached on disk, so an interrupted sweep resumes when called again
     (``force=True`` measures everything again). Two GPUs of one model can differ by about 1%, as
@@ -89,13 +92,9 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
         from ._halving import pruned_sweep
 
         return pruned_sweep(factory, expand(params), expand(sizes), opts)
-    if opts.devices is not None or opts.client is not None:  # every GPU of the host, or a Dask cluster
-        from ._distributed import distributed_sweep
+    from ._orchestrator import grid_sweep
 
-        return distributed_sweep(factory, expand(params), expand(sizes), opts)
-    from ._inline import inline_sweep
-
-    return inline_sweep(factory, expand(params), expand(sizes), opts)
+    return grid_sweep(factory, expand(params), expand(sizes), opts)
 
 
 def shutdown_compile_pools() -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..models import SweepRow
+from ..._launch_model import SweepRow
 from . import _show
 from ._plan import Job, describe, short_error, size_text
 from ._tasks import Benched, BenchPlan
@@ -120,7 +120,8 @@ class FinalRound:
 
     def _wait(self) -> None:
         while self._waiting() and self.stopped is None:
-            self._handle(*next_event(self.sweep.events))
+            self._handle(*self.sweep.runner.next_event())
+            self.sweep.events.get_nowait()  # handled (a stop before this handles it again)
 
     def _drain(self) -> None:
         """After a stop: keep what finished before it (sent, not yet read); start nothing."""
@@ -210,12 +211,3 @@ class FinalRound:
         if skipped and len({j.size for j in self.sweep.jobs}) > 1:
             notes.append(f"no final round at {', '.join(size_text(s) for s in sorted(skipped))}: its leaders all ran "
                          "on one device already (or fewer than two succeeded), so their medians compare as they are")
-
-
-
-def next_event(events: queue.Queue) -> tuple[str, int, Any]:
-    while True:  # a short timeout keeps the stop button (KeyboardInterrupt) responsive
-        try:
-            return events.get(timeout=0.2)
-        except queue.Empty:
-            continue

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..models import SweepRow, SweepTable
+from ..._launch_model import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
 
 
@@ -171,13 +171,9 @@ def _pool_target(opts: SweepOptions) -> Any:
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
     """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it."""
     grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
-    if grid.devices is not None or grid.client is not None:
-        from ._distributed import distributed_sweep
+    from ._orchestrator import grid_sweep
 
-        return distributed_sweep(factory, expand(configs), [size], grid)
-    from ._inline import inline_sweep
-
-    return inline_sweep(factory, expand(configs), [size], grid)
+    return grid_sweep(factory, expand(configs), [size], grid)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,

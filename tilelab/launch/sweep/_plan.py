@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import BenchResult, SweepRow
+from ..._launch_model import BenchResult, SweepRow
 
 Config = dict[str, Any]
 Space = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None
@@ -126,11 +126,16 @@ class SweepOptions:
         label = next(iter(self.baseline))
         return label, self.baseline[label]
 
-    def bench_options(self) -> dict[str, Any]:
-        """The keywords every benchmark of the sweep gets: ``bench_kwargs`` over mode, isolate, timeout."""
+    def bench_options(self, *, worker_decides_isolation: bool = False) -> dict[str, Any]:
+        """The keywords every benchmark of the sweep gets: ``bench_kwargs`` over the mode, how launches
+        are isolated and their timeout. With ``worker_decides_isolation`` (tasks sent to other
+        processes) ``isolate`` is forwarded only when False: a daemonic process (a Dask worker), which
+        may not start tilelab's launch worker, then launches in itself (and says so) unless the
+        caller asked for isolation."""
         out = dict(self.bench_kwargs or {})
         out.setdefault("mode", self.mode)
-        out.setdefault("isolate", self.isolate)
+        if not (worker_decides_isolation and self.isolate):
+            out.setdefault("isolate", self.isolate)
         if self.timeout is not None:
             out.setdefault("timeout", self.timeout)
         return out
@@ -177,16 +182,6 @@ def size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
         return {}
     symbols = {d for p in params for d in getattr(p, "shape", ()) if isinstance(d, str)}
     return {k: int(v) for k, v in size.items() if k in symbols}
-
-
-def distributed_bench_kwargs(opts: SweepOptions) -> dict[str, Any]:
-    """The keywords of every bench task of a sweep over devices: ``bench_kwargs``, the mode, and how
-    launches are isolated. ``isolate`` is forwarded only when False: a daemonic Dask worker falls
-    back to in-process launches by itself (and says so) when the caller did not ask for isolation."""
-    kwargs = {**(opts.bench_kwargs or {}), **({"isolate": False} if not opts.isolate else {}),
-              **({"timeout": opts.timeout} if opts.timeout is not None else {})}
-    kwargs.setdefault("mode", opts.mode)
-    return kwargs
 
 
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:

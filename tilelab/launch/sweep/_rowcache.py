@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..models import SweepRow
+from ..._launch_model import SweepRow
 from ._plan import Config, SweepOptions
 
 # Failed rows from these stages are cached: the same code fails the same way. Bench failures

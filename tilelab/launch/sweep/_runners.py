@@ -1,11 +1,57 @@
-"""Where a sweep's tasks run: every GPU of this host (:class:`LocalRunner`: compile tasks in a kept
-pool of processes, one bench thread per GPU), or a Dask cluster (:class:`DaskRunner`, routed by the
-workers' declared resources). Both report to one event queue: ("compiled", index, Compiled) and
-("benched", index, Benched)."""
+"""Where a sweep's tasks run: this process (:class:`InlineRunner`: compiles in threads, each row
+step here), every GPU of this host (:class:`LocalRunner`: compile tasks in a kept pool of
+processes, one bench thread per GPU), or a Dask cluster (:class:`DaskRunner`, routed by the
+workers' declared resources). All three answer the same calls, which the sweep's one course
+(``_orchestrator``) makes: ``compile(index, step)``, ``bench(plan, job, compiled)``,
+``next_event()``, ``close(cancel)``, and for the final round ``final_device()``,
+``on_final_device(label)`` and ``bench_pinned(...)``; they report to one event queue:
+("compiled", index, Compiled) and ("benched", index, Benched). Each says ``where`` it runs, the
+GPU ``model`` (or CPU) it measures on, and whether it is ``in_process``.
+
+A sweep over devices (``devices=`` or ``client=``)
+-------------------------------------------------
+A sweep is two kinds of task per configuration. A *compile task* (TileLang lowering + nvcc: CPU
+work) turns the configuration's kernel into a :class:`KernelArtifact`: the ``T.prim_func``, its
+compile options and TileLang's disk cache entry. A *bench task* (on a GPU) installs that entry into
+its machine's TileLang cache, so loading the kernel compiles nothing, then makes the row
+(``_tasks.row_step``: check against ``ref``, time). Rows are merged into one :class:`SweepTable` as
+they finish, each saying where it ran.
+
+* ``devices="all"`` or ``[0, 1]``: compile tasks run in a pool of processes on this host (steps that
+  cannot be pickled run in threads); bench tasks run one per GPU at a time, each GPU taking the next
+  compiled configuration. The GPUs must be one model: timings of different models are not merged.
+* ``client=dask.distributed.Client(...)``: the same tasks on a Dask cluster. Workers that declare
+  the resource ``"GPU"`` (``LocalCUDACluster(resources={"GPU": 1})``, ``dask worker --resources
+  GPU=1``) take the bench tasks; workers that declare ``"compile"`` take the compile tasks, so CPU-only
+  hosts compile while GPU hosts benchmark. Without those declarations every worker may take either.
+  Workers that run several tasks at once must declare ``"GPU"``, so that a GPU times one
+  configuration at a time. Each bench task launches through ``tilelab.run``/``tilelab.bench``, so a
+  configuration that fails costs its own row, not the sweep; in a daemonic Dask worker (the
+  default under a nanny), which may not start child processes, launches run in the worker itself
+  and the table says so.
+
+Two GPUs of one model differ by about 1% (their clocks under one power cap), which is as much as
+close configurations differ: a sweep over several devices ranks configurations partly by the board
+they landed on. So after it, the ``finalists`` fastest configurations at each size are compiled
+again (TileLang's disk cache answers) and timed again, one after another, on one device (the first
+of ``devices``, where the baselines run too, or the first GPU worker of the cluster): the lowest of
+those final figures is the best. A size whose leaders all ran on one device already is left as it
+is. Interrupting the final round keeps the sweep's rows: sizes whose final round did not complete
+keep the sweep's ranking.
+
+Every finished row is written to a row cache (``$TILELAB_CACHE_DIR/sweeps``) under a key of the
+factory's source, the size, the configuration, the bench options and the GPU model: a sweep that
+was interrupted (the stop button, Ctrl-C) returns the rows it has, and the same call again takes
+those from the cache (marked "cached") and runs only the rest. ``force=True`` measures everything
+again. Rows that failed in the bench step are not cached (a timeout may not recur); compile and
+check failures are. A row lost with its process (a compile process or the launch worker killed from
+outside, or crashed) says so and is not cached: the same call again measures it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -19,8 +65,17 @@ from typing import Any
 
 from ..._errors import NoGpuError, TilelabError
 from . import _tasks
-from ._plan import Job, short_error
-from ._tasks import Benched, BenchPlan, Compiled, bench_task, compile_task
+from ._plan import Job, SweepOptions, describe, short_error
+from ._tasks import (
+    Benched,
+    BenchPlan,
+    Compiled,
+    bench_task,
+    compile_task,
+    default_compile,
+    default_compile_step,
+    row_step,
+)
 
 
 class MixedDevicesError(TilelabError, ValueError):
@@ -130,14 +185,192 @@ def shutdown_compile_pools() -> None:
         _stop_pool(pool, kill=False)
 
 
+class Events(queue.Queue):
+    """A sweep's event queue. The course reads an event with :meth:`peek` and removes it
+    (``get_nowait``) only once it has handled it, so a stop (a KeyboardInterrupt, which may land
+    between any two steps of the sweep's thread) that lands while an event is handled loses
+    nothing: the stop's drain handles it again."""
+
+    def peek(self, timeout: float) -> tuple[str, int, Any] | None:
+        with self.not_empty:
+            if not self._qsize() and timeout > 0:
+                self.not_empty.wait(timeout)
+            return self.queue[0] if self._qsize() else None
+
+
+def wait_event(events: queue.Queue) -> tuple[str, int, Any]:
+    """The next event of a sweep's queue, waiting for it; left in the queue (see :class:`Events`)."""
+    peek = getattr(events, "peek", None)
+    while True:  # a short timeout keeps the stop button (KeyboardInterrupt) responsive
+        if peek is not None:
+            event = peek(0.2)
+            if event is not None:
+                return event
+            continue
+        try:  # a plain queue: read is removed
+            return events.get(timeout=0.2)
+        except queue.Empty:
+            continue
+
+
+class InlineRunner:
+    """Everything in this process, on its current device (or the CPU): compile tasks in a pool of
+    threads; each row step in the sweep's own thread, one at a time in job order, once every
+    compile is in, so that timings never share the machine with a compile. The row step launches
+    in tilelab's worker process unless ``isolate=False`` (see :func:`tilelab.bench`). A sticky
+    CUDA error that made this process's context unusable answers every later row step "not run";
+    a stop (KeyboardInterrupt) during a row step sends that row's partial measurement, if any,
+    before it goes on up to the sweep."""
+
+    in_process = True
+    passes_futures = False
+
+    def __init__(self, events: Events, *, workers: int | None, target: Any) -> None:
+        self.events = events
+        self._lock = threading.Lock()
+        self.where, self.model, self.arch = "this process", _this_device(target), None
+        self._threads = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                                           thread_name_prefix="tilelab-compile")
+        self._compiling = 0
+        self._ready: list[tuple[BenchPlan, Job, Compiled | None]] = []
+        self._lost: str | None = None
+
+    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
+        """Elaborate in the caller's thread; the step compiles to a launchable kernel here."""
+        return lambda f, s, c: default_compile(f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=opts.target)
+
+    def compile(self, index: int, step: Callable[[], Any]) -> Any:
+        with self._lock:
+            self._compiling += 1
+
+        def done(f: Any) -> None:
+            self.events.put(("compiled", index, _outcome(f, index)))
+            with self._lock:  # after the event: the row steps start once every compile is in the queue
+                self._compiling -= 1
+
+        fut = self._threads.submit(compile_task, index, step)
+        fut.add_done_callback(done)
+        return fut
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
+        if self._lost is not None:
+            self.events.put(("benched", job.index, Benched(job.index, error=self._lost, stage="not run")))
+        else:
+            self._ready.append((plan, job, compiled))
+
+    def next_event(self) -> tuple[str, int, Any]:
+        """The next event, left in the queue (see :class:`Events`); once every compile is in and
+        nothing else waits, the next row step runs here and its outcome is that event."""
+        while True:
+            with self._lock:
+                idle = bool(self._ready) and not self._compiling
+            event = self.events.peek(0 if idle else 0.2)  # a short wait keeps the stop button responsive
+            if event is not None:
+                return event
+            if idle:
+                self._step()
+
+    def _step(self) -> None:
+        """The next row step, here (the lowest job first); its outcome goes to the queue."""
+        plan, job, compiled = min(self._ready, key=lambda item: item[1].index)
+        self._ready.remove((plan, job, compiled))
+        try:
+            outcome = row_step(plan, job, None if compiled is None else compiled.artifact)
+        except KeyboardInterrupt as err:
+            self.events.put(("benched", job.index, _interrupted(job, err)))
+            raise
+        # rows of one process say neither where they ran nor how long their step took
+        self.events.put(("benched", job.index, dataclasses.replace(outcome, bench_s=None, device="")))
+        if outcome.lost is not None:
+            self._lost = outcome.lost
+            for _, waiting, _ in self._ready:
+                self.events.put(("benched", waiting.index, Benched(waiting.index, error=self._lost, stage="not run")))
+            self._ready.clear()
+
+    def final_device(self) -> str | None:
+        return None  # one device: nothing to rank again
+
+    def on_final_device(self, device_label: str | None) -> bool:
+        return True
+
+    def close(self, cancel: bool = False) -> None:
+        self._ready.clear()
+        self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+def _interrupted(job: Job, err: KeyboardInterrupt) -> Benched:
+    """A row step stopped by the stop button: the launches it measured, if any, make its row."""
+    from ..._launch_model import BenchResult
+
+    partial = getattr(err, "partial", None)
+    if isinstance(partial, BenchResult) and partial.samples_ms:
+        return Benched(job.index, partial, partial=True,
+                       note=f"interrupted while timing {describe(job)}: its row has the {len(partial.samples_ms)} "
+                            "launches measured before the stop")
+    return Benched(job.index, error="not run: the sweep was interrupted", stage="not run")
+
+
+def _this_device(target: Any) -> str:
+    """The CPU's or the current GPU's name, for the table of a sweep in this process."""
+    try:
+        from .._cpu import cpu_name, wants_cpu
+        from .._kernel import device_name
+
+        return cpu_name() if wants_cpu(None, target) else device_name()
+    except Exception:
+        return ""
+
+
+def _outcome(fut: Any, index: int, processes: Mapping[int, Any] | None = None) -> Compiled:
+    """A compile task's future -> its outcome; a task that never ran to its end says why."""
+    try:
+        return fut.result()
+    except BaseException as err:
+        from concurrent.futures.process import BrokenProcessPool
+
+        if isinstance(err, BrokenProcessPool):  # a compile process died: killed from outside, or crashed
+            reason = (f"not compiled: a compile process of the sweep died ({_deaths(processes or {})}) while this "
+                      "configuration was compiling or waiting to; the same call again compiles it")
+            return Compiled(index, error=reason, stage="not run", lost=reason)
+        return Compiled(index, error=short_error(err), stage="compile")
+
+
+def _deaths(processes: Mapping[int, Any]) -> str:
+    """"pid 123, killed by SIGKILL" for each process of a pool that is gone. The pool finds a
+    process gone when its pipes close, a moment before the process can be reaped: wait for that
+    (a bounded wait for the system, not for the sweep), so the reason names the signal."""
+    import signal
+
+    deadline = time.monotonic() + 30.0
+    while True:
+        codes = {pid: getattr(process, "exitcode", None) for pid, process in processes.items()}
+        if any(code is not None for code in codes.values()) or not codes or time.monotonic() > deadline:
+            break
+        for process in processes.values():
+            with contextlib.suppress(Exception):
+                process.join(0.05)
+    said = []
+    for pid, code in codes.items():
+        if code is None:
+            continue
+        how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+               else f"exit code {code}")
+        said.append(f"pid {pid}, {how}")
+    return "; ".join(said) or "its exit status unknown"
+
+
 class LocalRunner:
     """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
     one bench thread per GPU, each taking the next compiled configuration."""
 
+    in_process = False
     passes_futures = False  # a bench task gets the compile task's outcome
 
     def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
         self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
+        self.where, self.model = ", ".join(f"cuda:{d}" for d in self.devices), ""
+        self.arch: str | None = None
+        self._processes: dict[int, Any] = {}  # the pool's processes this sweep saw: pid -> process
         self.workers = workers or os.cpu_count() or 1
         self._pool: ProcessPoolExecutor | None = None  # the kept pool this sweep compiles in
         self._futures: list[Any] = []  # this sweep's compile tasks in it
@@ -153,24 +386,28 @@ class LocalRunner:
         for t in self._bench_threads:
             t.start()
 
-    def compile(self, index: int, step: Callable[[], Any]) -> None:
+    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
+        """Elaborate here (the factory may live in a notebook cell); compile in a task, for the GPUs' arch."""
+        return lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend, out_idx=opts.out_idx,
+                                                    target=self.arch)
+
+    def next_event(self) -> tuple[str, int, Any]:
+        return wait_event(self.events)
+
+    def compile(self, index: int, step: Callable[[], Any]) -> Any:
         blob = _tasks.dumps(step)
+        processes = self._processes
         if blob is not None:
             if self._pool is None:
                 self._pool = _compile_pool(self.workers)
             fut = self._pool.submit(_tasks.compile_pickled, index, blob)
             self._futures.append(fut)
+            # the pool starts its processes as tasks arrive: note them, to say which one died, and how
+            processes.update(getattr(self._pool, "_processes", None) or {})
         else:
             fut = self._threads.submit(compile_task, index, step)
-
-        def done(f: Any) -> None:
-            try:
-                value = f.result()
-            except BaseException as err:  # the pool itself failed (a compile process died)
-                value = Compiled(index, error=short_error(err), stage="compile")
-            self.events.put(("compiled", index, value))
-
-        fut.add_done_callback(done)
+        fut.add_done_callback(lambda f: self.events.put(("compiled", index, _outcome(f, index, processes))))
+        return fut
 
     def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
         with self._lock:
@@ -283,10 +520,13 @@ def _natural(name: str) -> list[Any]:
 class DaskRunner:
     """Compile and bench tasks on a Dask cluster, routed by the workers' declared resources."""
 
+    in_process = False
     passes_futures = True  # a bench task gets the compile task's future: the artifact goes worker to worker
 
     def __init__(self, client: Any, events: queue.Queue) -> None:
         self.client, self.events = client, events
+        self.where, self.model = "Dask", ""
+        self.arch: str | None = None
         workers = _workers_info(client)
         if not workers:
             raise ValueError("the Dask client's cluster has no workers: start some (cluster.scale(n)) before sweeping")
@@ -299,6 +539,14 @@ class DaskRunner:
         self.names = {addr: str(w.get("name", addr)) for addr, w in workers.items()}
         self._futures: list[Any] = []
         self._final: str | None = None  # the final round's worker, by name, once chosen
+
+    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
+        """Elaborate here (the factory may live in a notebook cell); compile in a task, for the GPUs' arch."""
+        return lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend, out_idx=opts.out_idx,
+                                                    target=self.arch)
+
+    def next_event(self) -> tuple[str, int, Any]:
+        return wait_event(self.events)
 
     def probe(self) -> dict[str, tuple[str, str | None]]:
         """(model, arch) of each worker that may take bench tasks."""
@@ -351,8 +599,10 @@ class DaskRunner:
             try:
                 value = f.result()
             except BaseException as err:  # the task never ran to its end (its worker died, or cancelled)
+                # (compile_task returns a compile error as its outcome: this is the task's loss, and
+                # such a row is not cached, so the same call again compiles it)
                 reason = f"the Dask task failed: {short_error(err)}"
-                value = (Compiled(index, error=reason, stage="compile") if kind == "compiled"
+                value = (Compiled(index, error=reason, stage="not run", lost=reason) if kind == "compiled"
                          else Benched(index, error=reason, stage="bench"))
             self.events.put((kind, index, value))
 
@@ -417,13 +667,19 @@ def check_one_model(models: Mapping[str, str]) -> str:
 
 
 
-def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queue.Queue, *, workers: int | None,
-            real_gpu: bool) -> tuple[LocalRunner | DaskRunner, str, str | None, str]:
-    """Where the tasks run, the one GPU model they run on, its TileLang arch, and a description."""
-    if client is not None:
-        runner = DaskRunner(client, events)
+def choose_runner(opts: SweepOptions, events: Events, *,
+                  real_gpu: bool) -> InlineRunner | LocalRunner | DaskRunner:
+    """Where the tasks of a sweep with these options run: this process (neither ``devices`` nor
+    ``client``), the host's GPUs or a Dask cluster; the runner knows the one GPU model it runs on
+    (``model``), its TileLang arch and says where it is (``where``). ``real_gpu``: the bench step
+    is tilelab's own, so the devices must be real GPUs of one model."""
+    if opts.devices is None and opts.client is None:
+        return InlineRunner(events, workers=opts.workers, target=opts.target)
+    if opts.client is not None:
+        runner = DaskRunner(opts.client, events)
         if not real_gpu:
-            return runner, "", None, f"Dask, {len(runner.gpu_workers)} bench workers"
+            runner.where = f"Dask, {len(runner.gpu_workers)} bench workers"
+            return runner
         found = runner.probe()
         missing = [w for w, (m, _) in found.items() if not m]
         if missing:
@@ -436,9 +692,12 @@ def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queu
                                "timed on one GPU together: give the GPU workers resources={'GPU': 1} "
                                "(LocalCUDACluster(resources={'GPU': 1}), dask worker --resources GPU=1) so each "
                                "GPU times one configuration at a time")
-        model = check_one_model({w: m for w, (m, _) in found.items()})
-        return runner, model, next(iter(found.values()))[1], f"Dask, {len(runner.gpu_workers)} GPU workers"
-    indices = local_devices(devices, need_cuda=real_gpu)  # type: ignore[arg-type]
+        runner.model = check_one_model({w: m for w, (m, _) in found.items()})
+        runner.arch = next(iter(found.values()))[1]
+        runner.where = f"Dask, {len(runner.gpu_workers)} GPU workers"
+        return runner
+    assert opts.devices is not None  # neither devices nor client: the InlineRunner above
+    indices = local_devices(opts.devices, need_cuda=real_gpu)
     model, arch = "", None
     if real_gpu:
         import torch
@@ -448,7 +707,6 @@ def choose_runner(devices: str | Sequence[int] | None, client: Any, events: queu
         model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
         with torch.cuda.device(indices[0]):
             arch = _tilelang.local_gpu_arch()
-    local = LocalRunner(indices, events, workers=workers, use_cuda=real_gpu)
-    return local, model, arch, ", ".join(f"cuda:{d}" for d in indices)
-
-
+    local = LocalRunner(indices, events, workers=opts.workers, use_cuda=real_gpu)
+    local.model, local.arch = model, arch
+    return local

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..models import SweepTable
+from ..._launch_model import SweepTable
 
 LIVE_TABLE_EVERY_S = 0.5
 

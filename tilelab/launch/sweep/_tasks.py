@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import BenchResult
+from ..._launch_model import BenchResult
 from ._plan import Config, Job, describe, short_error, size_kwargs
 
 
@@ -58,6 +58,7 @@ class Compiled:
     error: str | None = None
     stage: str | None = None
     where: str = ""
+    lost: str | None = None  # the task's process died before it finished (killed from outside, or crashed)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Benched:
     device: str = ""
     lost: str | None = None
     note: str | None = None  # something the table's notes should say (once)
+    partial: bool = False  # ``result`` holds the launches timed before a stop: shown, never cached
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ class BenchPlan:
     bench_kwargs: Mapping[str, Any]
     flops: Callable[..., float] | None = None
     bytes: Callable[..., float] | None = None
-    ratio_baseline: Callable[..., Any] | None = None  # rank_by="ratio": f(**size) -> the baseline each row is timed beside
+    # rank_by="ratio": f(**size) -> the baseline each row is timed beside
+    ratio_baseline: Callable[..., Any] | None = None
 
 
 
@@ -305,7 +308,7 @@ def ratio_baseline_at(make: Callable[..., Any], size: Config) -> Any:
 def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str | None = None) -> Benched:
     """A sweep over devices: the row step of one configuration (or one baseline when ``compiled`` is
     None) on the GPU of this thread, process or Dask worker, its kernel loaded from the artifact."""
-    device = device or _device_label()
+    device = _device_label() if device is None else device
     if compiled is None:
         return row_step(plan, job, device=device)
     t0 = time.perf_counter()
