@@ -348,6 +348,45 @@ def _kill_during_bench() -> Outcome:
     return out
 
 
+def _kill_during_sweep() -> Outcome:
+    """A sweep whose launch worker is SIGKILLed while one configuration is timed (the same case as
+    tests/test_faults_gpu.py's, without its row-cache half)."""
+    import fault_kernels as fk
+
+    import tilelab
+    from tilelab.launch.sweep import _tasks
+
+    killed: list[int] = []
+
+    def kill_once_busy(worker: Any) -> None:
+        while worker._lock.acquire(blocking=False):  # a call holds the lock while it runs in the worker
+            worker._lock.release()
+            time.sleep(0.01)
+        killed.append(worker.pid)
+        os.kill(worker.pid, signal.SIGKILL)
+
+    def bench(artifact: Any, size: Any, config: Any, **kw: Any) -> Any:
+        kernel = _tasks.load_artifact(artifact)
+        if config["block"] == 512 and not killed:
+            tilelab.bench(kernel, rep_ms=50)
+            threading.Thread(target=kill_once_busy, args=(tilelab.launch.default_worker(),), daemon=True).start()
+            kw = {**kw, "rep_ms": 20000, "ci_target": None}
+        return tilelab.bench(kernel, **kw)
+
+    def call() -> Any:
+        return tilelab.sweep(fk.copy, {"block": [256, 512, 1024]}, {"N": [1 << 20]}, devices=[0], bench_fn=bench,
+                             progress=False, finalists=0, force=True)
+
+    out = attempt(call, lambda value, err: {"result": value})
+    table = out.details.get("result")
+    rows = {dict(r.config)["block"]: r for r in getattr(table, "rows", ())}
+    lost = rows.get(512)
+    out.shown = f"row block=512: {lost.error}" if lost is not None and lost.error else out.shown
+    out.details = {"kept": sorted(b for b, r in rows.items() if r.ok), "lost_error": getattr(lost, "error", None),
+                   "killed": killed}
+    return out
+
+
 def _two_processes() -> Outcome:
     code = (f"import json, os, sys, time\nsys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
             "import torch, tilelab\nfrom tilelab.kernels.gemm import matmul\nimport fault_kernels as fk\n"
@@ -476,8 +515,10 @@ CASES: tuple[Case, ...] = (
          lambda o: _all(_needs("worker" in o.shown.lower(), "no worker error"),
                         _needs((o.details.get("median_after") or 0) > 0, "the next bench did not measure"),
                         _recovered(o))),
-    Case("kill_sweep", "the worker killed (SIGKILL) during a sweep", _from_elsewhere("fault_kernels:kill_during_sweep"),
-         lambda o: _recovered(o), needs=("fault_kernels:kill_during_sweep",)),
+    Case("kill_sweep", "the worker killed (SIGKILL) during a sweep", _kill_during_sweep,
+         lambda o: _all(_needs(o.details.get("kept") == [256, 1024], f"rows kept {o.details.get('kept')}"),
+                        _needs("killed by SIGKILL" in (o.details.get("lost_error") or ""),
+                               "the lost row does not say the worker was killed"), _recovered(o))),
     Case("two_processes", "two notebooks launching on one GPU at once", _two_processes,
          lambda o: _all(_needs(o.details.get("results") == [[True] * 10] * 2, f"results {o.details.get('results')}"),
                         _recovered(o))),
