@@ -246,3 +246,25 @@ def test_a_broken_pipe_to_the_worker_sends_the_call_to_a_fresh_one():
         w._conn.close()
         assert w.call(fakes.pid) != first
         assert w.starts == 2
+
+
+def test_a_timeout_survives_tblibs_pickling_of_exceptions():
+    """Dask installs tblib's pickling for every exception; a worker timeout (whose instance layout
+    is OSError's) and a launch error raised from one must still cross a process boundary."""
+    import subprocess
+    import sys
+
+    code = ("import pickle\nfrom tblib import pickling_support\n"
+            "from tilelab.launch._worker import WorkerTimeout\n"
+            "from tilelab.launch._cuda_errors import KernelLaunchError\n"
+            "pickling_support.install()\n"
+            "try:\n    try:\n        raise WorkerTimeout('k', 2.0)\n"
+            "    except WorkerTimeout:\n        raise KernelLaunchError('k', 'timeout', 'no answer within 2 s')\n"
+            "except KernelLaunchError as err:\n    again = pickle.loads(pickle.dumps(err))\n"
+            "t = pickle.loads(pickle.dumps(WorkerTimeout('k', 2.0)))\n"
+            "print(type(again.__context__).__name__, t.timeout, str(t))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split(" ", 2) == ["WorkerTimeout", "2.0",
+                                        "k did not finish within 2 s; the worker process was killed (the next "
+                                        "launch starts a fresh one)\n"]

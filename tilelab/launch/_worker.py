@@ -70,6 +70,11 @@ class WorkerError(TilelabError, RuntimeError):
 class WorkerTimeout(WorkerError, TimeoutError):
     """No answer within the call's timeout; the worker was killed."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> WorkerTimeout:
+        # Its instance layout is OSError's (TimeoutError): a copy made without __init__ (tblib's
+        # pickling, which Dask installs for every exception) must be created by OSError's __new__.
+        return TimeoutError.__new__(cls)
+
     def __init__(self, label: str, timeout: float, printed: str = "") -> None:
         self.label, self.timeout, self.printed = label, timeout, printed
         self.stderr = ""  # what the worker wrote to stderr during the call, up to the kill
