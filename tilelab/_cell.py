@@ -28,12 +28,25 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import _cache
-from ._cell_kernels import (MISSING, Build, CellEntry, bind, build_cell, cell_key, check_call, choose,
-                            evaluate_args, evaluate_ref, find_kernels, launch_refusal)
+from ._cell_kernels import (
+    MISSING,
+    Build,
+    CellEntry,
+    bind,
+    build_cell,
+    cell_key,
+    check_call,
+    choose,
+    evaluate_args,
+    evaluate_ref,
+    find_kernels,
+    launch_refusal,
+)
 from ._cell_options import CellOptions
 from ._errors import LoweringError
 from ._model import KernelReport
@@ -224,7 +237,6 @@ class CellSession:
                      "and bound " + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
         if options.launches:
             from ._cell_launch import launch_cell
-
             from .launch.tile_trace import TileTrace
 
             launched = launch_cell(entry, build, ns, ref, host.say)

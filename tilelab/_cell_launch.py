@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._cell_kernels import Build, CellEntry, compile_one
 from ._cell_options import CellUsageError

@@ -16,8 +16,9 @@ has more threads than the cell asked for; why a 128x128 tile issues m64n64k16).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ._model import KernelReport, LauncherSource
 from ._tilelang.source import descriptor_use_lines, mentions, wgmma_lines
@@ -341,4 +342,5 @@ def _warpgroup_split(lay: Any) -> tuple[int, int]:
 
 
 __all__ = ["EncodeSite", "ReportLinks", "cell_heat", "device_anchor_lines", "encode_calls", "encode_spans",
-           "heat_elsewhere", "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note", "wgmma_shape_note"]
+           "heat_elsewhere", "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note",
+           "wgmma_shape_note"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._timeline_model import WAIT_KINDS, BlockTime, Flow, RoleShare, TimelineSpan, TimelineSummary
 from ._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, END, HEADER_WORDS, KERNEL_END, KERNEL_START, Site

@@ -18,12 +18,20 @@ import ast
 import dataclasses
 import math
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
 
 from ._model import Dim, TmaDescriptor
-from .cuda_facts import (TMA_DTYPES, TMA_ENUM_C, TMA_ENUMS, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS,
-                         TMA_SWIZZLES, tma_enum_name)
+from .cuda_facts import (
+    TMA_DTYPES,
+    TMA_ENUM_C,
+    TMA_ENUMS,
+    TMA_INTERLEAVES,
+    TMA_L2_PROMOTIONS,
+    TMA_OOB_FILLS,
+    TMA_SWIZZLES,
+    tma_enum_name,
+)
 
 # --------------------------------------------------------------------------------------------
 # Driver enumerators (their one table is tilelab.cuda_facts), by the short names the rules use.
@@ -223,7 +231,7 @@ def _dim_name(i: int) -> str:
 class Rule:
     id: str
     doc: str
-    check: Callable[[TmaDescriptor, "int | None"], Findings]
+    check: Callable[[TmaDescriptor, int | None], Findings]
     kinds: tuple[str, ...] = ("tiled", "im2col")
     driver_enforced: bool = True
     # The bad example's globalAddress is an aligned base plus this many bytes (alignment rules).

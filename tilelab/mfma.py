@@ -190,7 +190,8 @@ def operand_buffer(expr: str) -> str:
 def _kernels(source: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of each ``__global__`` function in the source."""
     spans = []
-    starts = [(m.group(1), m.start()) for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(", source)]
+    pattern = r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\("
+    starts = [(m.group(1), m.start()) for m in re.finditer(pattern, source)]
     for i, (name, start) in enumerate(starts):
         spans.append((name, start, starts[i + 1][1] if i + 1 < len(starts) else len(source)))
     return spans

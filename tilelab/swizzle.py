@@ -35,8 +35,9 @@ the same mode means different element tables for different dtypes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -375,8 +376,8 @@ class SharedTile:
         if self.mode.name == "INTERLEAVE":
             down, across = self.core_matrix_strides
             byte = c * e
-            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES
-                   + byte % CHUNK_BYTES)
+            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across
+                   + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES + byte % CHUNK_BYTES)
         else:
             lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
         return lin if lin.ndim else int(lin)
@@ -700,7 +701,8 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             sbo_bytes, lbo_bytes = down, across
             if tile.row_bytes == CHUNK_BYTES:
                 lbo_bytes = CHUNK_BYTES
-                notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; TileLang writes 1")
+                notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; "
+                             "TileLang writes 1")
         n_mn, n_k = mn // CORE_MATRIX_ROWS, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
     else:  # rows are K, columns MN
         row0, col0 = k_step * k_per_step, mn_offset
@@ -788,8 +790,8 @@ class OperandCheck:
         if self.agrees:
             text = f"tilelab's descriptor agrees with the compiler's: {theirs}"
         else:
-            text = (f"tilelab's descriptor differs from the compiler's: tilelab layout_type {d.layout_type}, LBO {d.lbo}, "
-                    f"SBO {d.sbo}; compiler {theirs}")
+            text = (f"tilelab's descriptor differs from the compiler's: tilelab layout_type {d.layout_type}, "
+                    f"LBO {d.lbo}, SBO {d.sbo}; compiler {theirs}")
         if self.predicted is not None and self.tile is not None:
             text += (f" (layout {self.tile.swizzle}; TileLang's rule predicts {self.predicted})"
                      if self.predicted == self.tile.swizzle else
@@ -978,7 +980,8 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
         if chunks_per_row < 2:
             notes.append("the tile has one 16-byte chunk per row; matrices 2 and 3 reuse chunk 0")
         for t in range(WARP_SIZE):
-            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
+            col_t = ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e)
+            cells.append((t, (row + t % 16) % tile.rows, col_t, t // vector_phase))
     if tile.rows < WARP_SIZE and pattern in ("column_read", "column_store"):
         notes.append(f"the tile has {tile.rows} rows; threads past them wrap to row 0")
 
@@ -1045,9 +1048,9 @@ class ModeComparison:
             if isinstance(reports, str):
                 lines.append(f"{name} | n/a: {reports}")
             else:
-                lines.append(" | ".join([name] + [f"{r.wavefronts}/{r.ideal_wavefronts} "
-                                                  f"({'no conflict' if r.conflict_free else f'{r.conflict_degree:g}-way'})"
-                                                  for r in reports]))
+                cells = [f"{r.wavefronts}/{r.ideal_wavefronts} "
+                         f"({'no conflict' if r.conflict_free else f'{r.conflict_degree:g}-way'})" for r in reports]
+                lines.append(" | ".join([name, *cells]))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1076,7 +1079,8 @@ def compare_modes(rows: int, cols: int, dtype: str = "float16",
 
 __all__ = [
     "BANKS", "BANK_BYTES", "DTYPE_BYTES", "MODES", "PATTERNS", "WGMMA_MODES",
-    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "OperandCheck", "SharedTile", "SwizzleMode", "WgmmaDescriptor",
-    "bank_conflicts", "check_wgmma_operand", "compare_modes", "default_swizzle", "dtype_bytes", "match_layout", "mode_for_layout_type",
+    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "OperandCheck", "SharedTile", "SwizzleMode",
+    "WgmmaDescriptor", "bank_conflicts", "check_wgmma_operand", "compare_modes", "default_swizzle", "dtype_bytes",
+    "match_layout", "mode_for_layout_type",
     "normalize_dtype", "select_wgmma_inst_n", "swizzle_mode", "wgmma_descriptor", "wgmma_operand_swizzle",
 ]

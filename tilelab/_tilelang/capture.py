@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .._errors import LoweringError
 from .env import tilelang
@@ -85,12 +86,15 @@ def tilelang_lower(func: Any, arch: str, *, out_idx: list[int] | None, pass_conf
     try:
         with tilelang_errors(name, stage="lowering"):
             context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+            callee_allocates = context.execution_backend.supports_callee_allocated_outputs
             prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
-                func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
+                func, out_idx, supports_callee_allocated_outputs=callee_allocates
             )
-            with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[tracker.build()]), context.target:
+            with (tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[tracker.build()]),
+                  context.target):
                 lower_with_context(prepared, context, enable_host_codegen=True, enable_device_compile=False)
     except LoweringError as err:
-        raise diagnosed(err, func=func, pass_name=tracker.failing, target_family="cuda")
+        diagnosed(err, func=func, pass_name=tracker.failing, target_family="cuda")  # adds to err itself
+        raise
     except Exception as err:
         raise _lowering_error(err, name, func=func, pass_name=tracker.failing, target_family="cuda") from err

@@ -5,8 +5,9 @@ another process."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._errors import KernelFactoryError, LoweringError, NotAKernelError
 from .env import tilelang

@@ -28,7 +28,6 @@ Samples are milliseconds per launch. Tests never call the timing loops on a GPU;
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import statistics
@@ -244,11 +243,10 @@ def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOpti
                        ) -> tuple[list[Callable[[], Any]], str]:
     """The baseline's calls, one per rotating copy of the kernel's inputs, after one checked call."""
     name = _ratio.baseline_name(baseline)
-    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
-        if timed.prepared is None:
-            raise BaselineError(f"the baseline {name} takes the kernel's inputs, but what is timed is a callable with "
-                                f"no inputs to share: pass the baseline as a zero-argument callable "
-                                f"(lambda: ...) instead")
+    if (isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline)) and timed.prepared is None:
+        raise BaselineError(f"the baseline {name} takes the kernel's inputs, but what is timed is a callable with "
+                            f"no inputs to share: pass the baseline as a zero-argument callable "
+                            f"(lambda: ...) instead")
     if isinstance(baseline, Prepared):
         fns = []
         for copy in timed.launch_args:
@@ -260,10 +258,13 @@ def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOpti
                     "baseline shares the kernel's tensors, so its signature must match (same parameters, shapes and "
                     "dtypes); otherwise pass a zero-argument callable with its own inputs") from err
             fns.append(lambda a=args_b: call_kernel(baseline, a))
-    elif _ratio.takes_inputs(baseline):
-        launch = [p for p in timed.prepared.params if p.passed_at_launch]  # type: ignore[union-attr]
-        fns = [(lambda ins=[a for a, p in zip(copy, launch) if not p.is_output]: baseline(*ins))
-               for copy in timed.launch_args]
+    elif _ratio.takes_inputs(baseline) and timed.prepared is not None:  # (None was refused above)
+        launch = [p for p in timed.prepared.params if p.passed_at_launch]
+
+        def call_with(ins: list[Any]) -> Callable[[], Any]:
+            return lambda: baseline(*ins)
+
+        fns = [call_with([a for a, p in zip(copy, launch) if not p.is_output]) for copy in timed.launch_args]
     else:
         fns = [baseline]
     _ratio.first_call(fns[0], name)

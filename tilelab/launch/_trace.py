@@ -21,7 +21,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._cache import Recent
 from .._errors import LoweringError, TilelabError

@@ -9,8 +9,9 @@ shape (NumPy is imported when they are called, never here). Its SVG/HTML is draw
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .._display import DisplayedText
 

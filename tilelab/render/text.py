@@ -6,7 +6,8 @@ not printed (the HTML report and the inspector show them); everything else is.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._model import KernelReport, TmaDescriptor
 from .._verdicts import lds_conflicted

@@ -13,7 +13,8 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 MAX_CELLS = 64  # cells per side at most; larger tensors merge neighbouring elements
 DRAW_SIDE = 360  # px, the longer side of a tensor's grid
@@ -179,7 +180,8 @@ class _Grid:
         step_c = _power_of_two_at_least(math.ceil(FONT * 3.2 / self.cw))
         for c in range(0, self.nc, step_c):
             x = self.left + c * self.cw
-            out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">{c * self.cc}</text>')
+            out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">'
+                       f'{c * self.cc}</text>')
         step_r = _power_of_two_at_least(math.ceil(FONT * 1.3 / self.ch))
         for r in range(0, self.nr, step_r):
             y = self.top + r * self.ch + FONT
@@ -214,7 +216,7 @@ def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
     first = np.flatnonzero(np.append(True, ~same_run))
     last = np.append(first[1:], len(r)) - 1
     kind = bool if a.dtype == bool else int
-    return [(int(r[f]), int(c0[f]), int(r[l]) + 1, int(c1[f]), kind(values[f])) for f, l in zip(first, last)]
+    return [(int(r[f]), int(c0[f]), int(r[e]) + 1, int(c1[f]), kind(values[f])) for f, e in zip(first, last)]
 
 
 def _run_indices(runs: Sequence[int]) -> Any:
@@ -405,7 +407,8 @@ def _picker(trace: Any, rid: str, pickable: int) -> tuple[str, str]:
     """(radio buttons, their labels laid out as the grid: bx across, by down)."""
     blocks = trace.blocks[:pickable]
     radios = [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-none" checked>']
-    radios += [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-b{k}">' for k in range(len(blocks))]
+    radios += [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-b{k}">'
+               for k in range(len(blocks))]
     gx = trace.grid[0] if trace.grid else 1
     cols = min(gx, 32)
     labels = [f'<label for="{rid}-none" style="grid-column:1/-1;text-align:left">all blocks (who wrote what)</label>']
@@ -465,6 +468,7 @@ def tile_trace_html(trace: Any) -> str:
     head = (f"<div><b>{esc(trace.kernel)}</b>: {len(trace.blocks)} blocks, grid {esc(tuple(trace.grid))}, "
             f"{trace.accesses} accesses traced on the CPU</div>")
     return (f'<div class="tilelab-trace" id="{rid}">{_css(rid, pickable)}'
-            f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">{_hatch_defs(rid + "-hatch")}</svg>'
+            '<svg width="0" height="0" style="position:absolute" aria-hidden="true">'
+            f'{_hatch_defs(rid + "-hatch")}</svg>'
             f'{head}{verdict}{_oob_table(trace)}'
             f"{notes}{radios}{picker}{key}<div class=\"tl-tt-body\">{''.join(figures)}</div></div>")

@@ -137,8 +137,8 @@ class SwizzleExplorer(widgets.VBox):
             self._tile, self._report = None, None
             self._model_key = self._compare_key = None
             self._error = str(err)
-            self.conflicts.value = (f'<div style="color: var(--jp-error-color1, #b00020)"><b>cannot build this tile:</b> '
-                                    f"{html.escape(str(err))}</div>")
+            self.conflicts.value = ('<div style="color: var(--jp-error-color1, #b00020)">'
+                                    f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
             self.picture.value = ""
             self.comparison.value = ""
             return
@@ -176,7 +176,8 @@ class SwizzleExplorer(widgets.VBox):
     def static_html(self) -> str:
         """The explorer's current state as plain HTML and SVG: no widget, no script."""
         return (f'{STATIC_CSS}<div class="tl-explorer-static" style="color: var(--jp-ui-font-color1, #222)">'
-                f'<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: {html.escape(self.settings_text())}'
+                '<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: '
+                f'{html.escape(self.settings_text())}'
                 f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
                 f"controls</i></p>{self.conflicts.value}{self.comparison.value}{self.picture.value}</div>")
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import difflib
 import html as _html
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._model import KernelReport
 from ..render import html as render
@@ -154,7 +155,8 @@ def diff_html(before: KernelReport, after: KernelReport) -> str:
             out += [f'<span class="gi">+{new[j]}\n</span>' for j in range(j1, j2)]
             changed += (i2 - i1) + (j2 - j1)
     parts.append(f"<p><b>device CUDA</b>: {changed} line(s) changed</p>"
-                 f'<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">{"".join(out)}</pre>')
+                 '<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">'
+                 f'{"".join(out)}</pre>')
     return "".join(parts)
 
 

@@ -263,7 +263,7 @@ def _tma_store(factory: Any) -> str:
                f"{name}'s load is no longer a TMA bulk copy: leave the main loop as it was")
     source = store.op.split(" ", 1)[-1].split("->")[0].strip()
     if not store.path.startswith("TMA"):
-        if source in [lay.buffer for lay in report.layouts if lay.scope == "fragment"] or "C_local" == source:
+        if source in [lay.buffer for lay in report.layouts if lay.scope == "fragment"] or source == "C_local":
             raise Wrong("C still goes from the register fragment to global memory, each thread storing its own "
                         "elements: which memory does a TMA store read from?")
         raise Wrong(f"the store from {source} lowered to {store.path}: a TMA store copies bytes as they are, so "
@@ -371,7 +371,8 @@ def _per_copy(factory: Any) -> str:
     block = report.kernels[0].block
     ws = report.lowering
     return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; the block launches {block[0]} threads: "
-            + ("still warp-specialized" if ws.warp_specialized else f"not warp-specialized ({ws.warp_specialization_reason})"))
+            + ("still warp-specialized" if ws.warp_specialized
+               else f"not warp-specialized ({ws.warp_specialization_reason})"))
 
 
 def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
@@ -388,8 +389,9 @@ def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
                  'answer_05_4 = {"A": "plain", "B": "plain", "C": "cp.async"}',
                  'answer_05_4 = ("TMA", "TMA", "plain")'),
         "05.5": (GIVEN_CP_ASYNC.replace("A_shared)", "A_shared, disable_tma=True)"),
-                 cell("cp_async_gemm", epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
-                                                                     "C[by * block_M, bx * block_N], disable_tma=True)"),
+                 cell("cp_async_gemm",
+                      epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
+                                                    "C[by * block_M, bx * block_N], disable_tma=True)"),
                       allocs=C_SHARED, load=", disable_tma=True")),
     }
 
