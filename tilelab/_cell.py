@@ -126,10 +126,9 @@ class NameTransaction:
     def __enter__(self) -> NameTransaction:
         return self
 
-    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:  # an error propagates
         if kind is not None:
             self.restore()
-        return False
 
     def changed(self) -> list[str]:
         """The public names bound or rebound since the transaction began, in namespace order."""

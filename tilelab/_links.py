@@ -248,7 +248,7 @@ def _cell_files(mc: Any, source: str) -> set[str]:
     return {f for f, text in mc.python_sources if body(text) == body(source)}
 
 
-def heat_elsewhere(report: KernelReport, source: str, samples: Sequence[tuple[int, float]],
+def heat_elsewhere(report: KernelReport, source: str | None, samples: Sequence[tuple[int, float]],
                    top: int = 3) -> tuple[float, tuple[tuple[str, float], ...]]:
     """The share of a profile's samples that :func:`cell_heat` cannot put on a line of ``source``,
     and the hottest places it went instead (``("wgmma_macro_generator.py L649", share)``, or "no

@@ -235,7 +235,7 @@ def _run_ahead(spans: Sequence[TimelineSpan]) -> float | None:
     if not issues:
         return None
     # the first (per block) producer issue site in program order stands for the stage
-    first_site = {}
+    first_site: dict[tuple[int, int, int], int] = {}  # block -> site
     for (block, site) in sorted(issues, key=lambda k: k[1]):
         first_site.setdefault(block, site)
     values = []

@@ -559,9 +559,10 @@ _CORNER_RANGE = {3: (-32768, 32767), 4: (-128, 127), 5: (-16, 15)}
       tensorRank is 5, three offsets each within range [-16, 15] are supported. [pixelBoxUpperCorner: the
       same]""", kinds=("im2col",))
 def _im2col_corner_range(d: TmaDescriptor, address: int | None) -> Findings:
-    low, high = _CORNER_RANGE.get(d.rank, (None, None))
-    if low is None:
+    corner_range = _CORNER_RANGE.get(d.rank)
+    if corner_range is None:
         return
+    low, high = corner_range
     for name, corner in (("pixelBoxLowerCorner", d.lower_corner), ("pixelBoxUpperCorner", d.upper_corner)):
         for i, v in enumerate(corner):
             if not low <= v <= high:

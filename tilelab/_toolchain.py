@@ -287,7 +287,8 @@ def machine_code(device_source: str, arch: str, *, include_dirs: list[str], kern
                             log=(ptxas.stderr + ptxas.stdout)[-20000:],
                             missing=f"ptxas failed (exit {ptxas.returncode}); its log is in .log")
         resources = _with_occupancy(parse_ptxas(ptxas.stderr + ptxas.stdout), arch, kernels)
-        sass, sass_lines, missing = "", (), None
+        sass, missing = "", None
+        sass_lines: tuple[int, ...] = ()
         if tools.nvdisasm is not None:
             used.append(("nvdisasm", f"{tools.nvdisasm} ({tool_version(tools.nvdisasm)})"))
             dis = _run([tools.nvdisasm, "-gi", "-c", "kernel.cubin"], work)

@@ -163,7 +163,9 @@ def phase_clocks(byte_addresses: list[int], width_bytes: int) -> tuple[int, ...]
 
 def _split_args(text: str) -> list[str]:
     """Top-level comma-separated arguments of a call whose '(' precedes ``text``; stops at ')'."""
-    args, depth, current = [], 0, []
+    args: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1

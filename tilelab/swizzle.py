@@ -192,7 +192,8 @@ def default_swizzle(inner_bytes: int) -> str:
     multiple of 8 x 16 bytes, else 64B, 32B, else linear) *applied to the extent TileLang
     measures*, which is not always the tile's row: see :func:`wgmma_operand_swizzle`."""
     for name in ("128B", "64B", "32B"):
-        if inner_bytes % SWIZZLE_SPAN_BYTES[name] == 0:
+        span = SWIZZLE_SPAN_BYTES[name]
+        if span is not None and inner_bytes % span == 0:
             return name
     return "NONE"
 
@@ -335,7 +336,7 @@ class SharedTile:
     @property
     def panel_bytes(self) -> int:
         """Width of one panel row in bytes: the span when swizzled, the whole row otherwise."""
-        return int(self.mode.span_bytes) if self.mode.is_swizzled else self.row_bytes
+        return self.mode.span_bytes or self.row_bytes  # (no span: not swizzled)
 
     @property
     def panel_cols(self) -> int:
@@ -474,7 +475,7 @@ def match_layout(layout: Any, modes: Iterable[str] = tuple(MODES)) -> SharedTile
             tile = SharedTile(layout.shape[0], layout.shape[1], dtype, name, core_order=order)
         except ValueError:
             continue
-        r, c = np.meshgrid(np.arange(head), np.arange(tile.cols), indexing="ij")
+        r, c = np.indices((head, tile.cols))  # the row and the column of each of the first rows' elements
         if np.array_equal(tile.element_offset(r, c), want[:head]) and np.array_equal(tile.offsets(), want):
             return tile
     return None
@@ -612,8 +613,10 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
                else "(no swizzle span divides these rows)")
         )
     geometry = _wgmma_geometry(tile, major, mn, k_step, mn_offset, notes)
+    layout_type = tile.mode.layout_type
+    assert layout_type is not None  # _wgmma_readable refused the modes WGMMA cannot read
     return WgmmaDescriptor(
-        operand=operand, major=major, tile=tile, layout_type=int(tile.mode.layout_type),
+        operand=operand, major=major, tile=tile, layout_type=layout_type,
         lbo_bytes=int(geometry.lbo_bytes), sbo_bytes=int(geometry.sbo_bytes), mn=mn, k_step=k_step,
         mn_offset=mn_offset, start_byte=int(tile.byte_offset(geometry.row0, geometry.col0)),
         core_matrices=_wgmma_core_matrices(tile, major, geometry), notes=tuple(notes),
@@ -1007,9 +1010,9 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
 def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     # Granules in physical address order: the box's destination is dense, written line by line.
     e = tile.element_bytes
-    phys = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
+    phys: np.ndarray = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
     r_all, c_all = tile.logical(phys)
-    words = (phys + tile.base) // BANK_BYTES
+    words: np.ndarray = (phys + tile.base) // BANK_BYTES
     per_line, banks = LINE_BYTES // CHUNK_BYTES, CHUNK_BYTES // BANK_BYTES  # 8 granules of 4 banks
     per_phase = [_phase_wavefronts([[int(w) + i for i in range(banks)] for w in words[s:s + per_line]])
                  for s in range(0, len(words), per_line)]

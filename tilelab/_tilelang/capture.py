@@ -39,7 +39,8 @@ def intercept_compiles(on_compile: Callable[[CompileRequest], Any]):
 
     tilelang()
     # import_module, not ``import tilelang.cache``: the package attribute ``cache`` is a function.
-    tl_cache, tl_jit = importlib.import_module("tilelang.cache"), importlib.import_module("tilelang.jit")
+    tl_cache: Any = importlib.import_module("tilelang.cache")  # TileLang's modules, patched below
+    tl_jit: Any = importlib.import_module("tilelang.jit")
 
     def cached(func=None, out_idx=None, *args, target=None, target_host=None, execution_backend=None,
                verbose=None, pass_configs=None, compile_flags=None):

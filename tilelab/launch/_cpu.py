@@ -188,7 +188,7 @@ def measure_cpu_ratio(target: Prepared | Callable[[], Any], baseline: Any, args:
         def fn_a() -> Any:
             return call_kernel(target, launch_args)
     else:
-        name = opts.name or getattr(target, "__name__", "callable")
+        name = opts.name or str(getattr(target, "__name__", "callable"))
         name = "callable" if name == "<lambda>" else name
         fn_a = target
     bname = _ratio.baseline_name(baseline)

@@ -152,7 +152,7 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True, source: st
 
 def _shown_ptx(mc: MachineCode) -> list[tuple[int, str, int]]:
     """(PTX line number, text, device line) for the lines worth showing (no .loc/.file noise)."""
-    out = []
+    out: list[tuple[int, str, int]] = []
     for i, text in enumerate(mc.ptx.split("\n")):
         s = text.strip()
         if s.startswith((".loc", ".file", "$L__info", "//")) or (not s and out and not out[-1][1].strip()):

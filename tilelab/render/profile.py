@@ -66,12 +66,12 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
                    "<th>requests</th><th>wavefronts</th><th>bank conflicts</th><th>wavefronts / request</th></tr>"
                    + body + "</table>")
     if conflicts:
-        body = []
+        rows_html: list[str] = []
         for buffer, op, predicted, measured in conflicts:
             verdict = conflict_verdict(predicted, measured)
             css = ' class="tl-problem"' if verdict == "disagrees" else ""
             verdict = verdict.upper() if verdict == "disagrees" else verdict
-            body.append(f"<tr{css}><td><code>{esc(buffer)}</code></td><td>{esc(op)}</td>"
+            rows_html.append(f"<tr{css}><td><code>{esc(buffer)}</code></td><td>{esc(op)}</td>"
                         f"<td class=\"tl-num\">{_f(predicted, '.2f')}</td><td class=\"tl-num\">{measured:.2f}</td>"
                         f"<td>{verdict}</td></tr>")
         out.append('<p><b>Bank conflicts: tilelab\'s prediction vs the silicon</b></p><table class="tl-table"><tr>'

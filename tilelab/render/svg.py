@@ -702,7 +702,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
     keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // MIN_CELL) + 1)
     if max_cols:
         keep_cols = min(keep_cols, max_cols + 1)
-    r, c = np.meshgrid(np.arange(keep_rows), np.arange(keep_cols), indexing="ij")
+    r, c = np.indices((keep_rows, keep_cols))  # the row and the column of each element drawn
     return _shared_picture(tile.element_offset(r, c), tile.dtype, name=name, subtitle=sub, color_by=color_by,
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
@@ -824,8 +824,8 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
     legend_y = 62.0 if compiler is not None else 47.0
     f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
-    grid = np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")
-    byte = np.asarray(tile.byte_offset(*grid))
+    r, c = np.indices((rows, len(range(0, tile.cols, per_chunk))))
+    byte = np.asarray(tile.byte_offset(r, c * per_chunk))  # the first byte of each chunk
     phys_chunk = (byte // sw.CHUNK_BYTES) % _CHUNKS
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand

@@ -185,9 +185,10 @@ def render_text(report: KernelReport) -> str:
     if report.l2_persistence:
         lines.append("")
         lines.append("L2 persistence windows")
-        for w in report.l2_persistence:
-            lines.append(f"  {w.buffer}: hit ratio {w.hit_ratio}, {size_text(w.bytes)}; set by "
-                         f"{', '.join(w.emitted_by) or 'no launcher'}; missing in {', '.join(w.missing_in) or 'none'}")
+        for win in report.l2_persistence:
+            lines.append(f"  {win.buffer}: hit ratio {win.hit_ratio}, {size_text(win.bytes)}; set by "
+                         f"{', '.join(win.emitted_by) or 'no launcher'}; "
+                         f"missing in {', '.join(win.missing_in) or 'none'}")
     if report.layouts:
         lines.append("")
         lines.append("Layouts")

@@ -124,7 +124,7 @@ class _Grid:
 
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         keep = (rows >= 0) & (rows < self.nr * self.cr) & (cols >= 0) & (cols < self.nc * self.cc)
-        out = np.zeros((self.nr, self.nc), dtype=bool)
+        out: np.ndarray = np.zeros((self.nr, self.nc), dtype=bool)
         out[rows[keep] // self.cr, cols[keep] // self.cc] = True
         return out
 
@@ -151,7 +151,7 @@ class _Grid:
         import numpy as np
 
         flat = _run_indices(runs)
-        out = np.zeros(self.nr * self.nc, dtype=bool)
+        out: np.ndarray = np.zeros(self.nr * self.nc, dtype=bool)
         out[(flat // self.cols // self.cr) * self.nc + (flat % self.cols) // self.cc] = True
         return out.reshape(self.nr, self.nc)
 
@@ -207,14 +207,14 @@ def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
     starts = np.ones((nr, nc), dtype=bool)
     starts[:, 1:] = a[:, 1:] != a[:, :-1]
     r, c0 = np.nonzero(starts)
-    c1 = np.append(c0[1:], nc)
+    c1: np.ndarray = np.append(c0[1:], nc)
     c1[np.append(r[1:] != r[:-1], True)] = nc  # a row's last run ends at the edge
     values = a[r, c0].astype(np.int64)
     order = np.lexsort((r, values, c1, c0))
     r, c0, c1, values = r[order], c0[order], c1[order], values[order]
     same_run = (c0[1:] == c0[:-1]) & (c1[1:] == c1[:-1]) & (values[1:] == values[:-1]) & (r[1:] == r[:-1] + 1)
     first = np.flatnonzero(np.append(True, ~same_run))
-    last = np.append(first[1:], len(r)) - 1
+    last: np.ndarray = np.append(first[1:], len(r)) - 1
     kind = bool if a.dtype == bool else int
     return [(int(r[f]), int(c0[f]), int(r[e]) + 1, int(c1[f]), kind(values[f])) for f, e in zip(first, last)]
 
@@ -227,7 +227,7 @@ def _run_indices(runs: Sequence[int]) -> Any:
     lengths = np.asarray(runs[1::2], dtype=np.int64) - starts
     if not len(starts):
         return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    offsets: np.ndarray = np.repeat(np.cumsum(lengths) - lengths, lengths)
     return np.arange(int(lengths.sum()), dtype=np.int64) - offsets + np.repeat(starts, lengths)
 
 
@@ -297,9 +297,9 @@ def _tensor_svg(trace: Any, t: Any, pickable: int, hatch: str) -> str:
                              f'{esc(g.span_text(r0, c0, r1, c1))}: outside {esc(t.name)} (out-of-bounds attempts, '
                              'not performed)</title></rect>')
     parts.append("</g>")
-    x, y, w, h = g.inside()
+    ex, ey, ew, eh = g.inside()
     if (g.rows_drawn, g.cols_drawn) != (g.rows, g.cols):
-        parts.append(f'<rect class="tl-tt-edge" x="{x}" y="{y}" width="{w:g}" height="{h:g}" fill="none" '
+        parts.append(f'<rect class="tl-tt-edge" x="{ex}" y="{ey}" width="{ew:g}" height="{eh:g}" fill="none" '
                      f'stroke="{TEXT_COLOUR}" stroke-width="1.5"><title>the edge of {esc(t.name)} '
                      f'({esc(" x ".join(str(d) for d in t.shape))})</title></rect>')
     for k in range(min(pickable, len(blocks))):

@@ -88,6 +88,8 @@ class SwizzleExplorer(widgets.VBox):
         self._tile: sw.SharedTile | None = None
         self._report: sw.ConflictReport | None = None
         self._comparison: sw.ModeComparison | None = None
+        self._model_key: tuple[Any, ...] | None = None  # the settings the tile and its report were built for
+        self._compare_key: tuple[Any, ...] | None = None
         self._error: str | None = None
         wrap = widgets.Layout(flex_flow="row wrap")  # a narrow output wraps a row instead of clipping it
         rows_box = [
@@ -126,7 +128,7 @@ class SwizzleExplorer(widgets.VBox):
             # highlight redraws the picture from the models it has
             model_key = (self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value, self.pattern.value,
                          self.start_row.value, self.chunk.value)
-            if model_key == getattr(self, "_model_key", None) and self._tile is not None:
+            if model_key == getattr(self, "_model_key", None) and self._tile is not None and self._report is not None:
                 tile, report = self._tile, self._report
             else:
                 tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)

@@ -100,6 +100,8 @@ class Inspector:
         panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
         wanted = title_or_name.lower()
         for m, panel in zip(names, panels):
+            if m is None:  # a panel without a title
+                continue
             slug, title = m.group(1), _html.unescape(m.group(2))
             if wanted in (slug, title.lower()):
                 return panel

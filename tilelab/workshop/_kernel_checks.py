@@ -86,15 +86,13 @@ def launch(kernel: Any, inputs: dict[str, Any], outputs: dict[str, tuple[tuple[i
 
 def _ranges(indices: Sequence[int]) -> str:
     """'96-99, 128' from sorted integers."""
-    parts, start, prev = [], None, None
-    for i in list(indices) + [None]:
-        if start is None:
-            start = prev = i
-        elif i is not None and i == prev + 1:
-            prev = i
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive integers
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
         else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = i
+            runs.append([i, i])
+    parts = [f"{first}" if first == last else f"{first}-{last}" for first, last in runs]
     return ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
 
 

@@ -230,7 +230,8 @@ def _inspect(kernel: Any, pass_configs: dict[str, Any] | None = None) -> Any:
 
 def _expect_gemm_fast(ops: dict[str, Any], report: Any) -> None:
     gemm = ops.get("gemm")
-    expect(gemm is not None, "the kernel has no T.gemm: keep the GEMM's main loop as it was")
+    if gemm is None:
+        raise Wrong("the kernel has no T.gemm: keep the GEMM's main loop as it was")
     expect(gemm.path.startswith("WGMMA"), f"T.gemm lowered to {gemm.path}, no longer WGMMA: keep the main loop "
                                           "as it was")
     expect(not report.problems, "the report lists problems: " + "; ".join(report.problems))
@@ -255,8 +256,9 @@ def _tma_store(factory: Any) -> str:
     report = _inspect(factory(*ARGS))
     ops = _ops(report)
     store = ops.get("C")
-    expect(store is not None, "nothing in the kernel copies a tile to C any more: keep one store of the block's "
-                              "tile")
+    if store is None:
+        raise Wrong("nothing in the kernel copies a tile to C any more: keep one store of the block's "
+                    "tile")
     for name in ("A", "B"):
         load = ops.get(name)
         expect(load is not None and load.path.startswith("TMA"),
@@ -355,10 +357,12 @@ def _per_copy(factory: Any) -> str:
     report = _inspect(factory(*ARGS))
     ops = _ops(report)
     store = ops.get("C")
-    expect(store is not None, "nothing in the kernel copies a tile to C: keep the epilogue")
+    if store is None:
+        raise Wrong("nothing in the kernel copies a tile to C: keep the epilogue")
     for name in ("A", "B"):
         load = ops.get(name)
-        expect(load is not None, f"the kernel no longer copies {name} into shared memory: keep both loads")
+        if load is None:
+            raise Wrong(f"the kernel no longer copies {name} into shared memory: keep both loads")
         if load.path.startswith("TMA"):
             raise Wrong(f"{name}'s copy is still a TMA bulk copy: the switch must be in the kernel, on that copy "
                         "(an option of the %%tilelang line is not part of the kernel your factory builds)")
