@@ -14,7 +14,7 @@ def spin_forever(n: int = 256):
 
     @T.prim_func
     def spin_forever(Flag: T.Tensor((1,), T.int32), B: T.Tensor((n,), T.float32)):
-        with T.Kernel(1, threads=n) as bx:
+        with T.Kernel(1, threads=n):
             tx = T.get_thread_binding()
             while Flag[0] == 0:
                 B[tx] = B[tx] + 1.0
@@ -64,7 +64,7 @@ def shared_race(threads: int = 128):
 
     @T.prim_func
     def shared_race(A: T.Tensor((threads,), T.float32), B: T.Tensor((threads,), T.float32)):
-        with T.Kernel(1, threads=threads) as bx:
+        with T.Kernel(1, threads=threads):
             S = T.alloc_shared((32,), T.float32)
             tx = T.get_thread_binding()
             S[tx % 32] = A[tx]
@@ -78,7 +78,7 @@ def printing(n: int = 256):
 
     @T.prim_func
     def printing(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
-        with T.Kernel(1, threads=n) as bx:
+        with T.Kernel(1, threads=n):
             tx = T.get_thread_binding()
             B[tx] = A[tx]
             if tx == 0:

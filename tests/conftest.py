@@ -38,7 +38,8 @@ if not GPU_PRESENT:
     shim_home = _SESSION_TMP / "cuda-hidden"
     (shim_home / "bin").mkdir(parents=True)
     shim = shim_home / "bin" / "nvcc"
-    shim.write_text(f'#!/bin/sh\necho "nvcc $*" >> "{NVCC_LOG}"\necho "nvcc is hidden in this test run" >&2\nexit 127\n')
+    shim.write_text(f'#!/bin/sh\necho "nvcc $*" >> "{NVCC_LOG}"\n'
+                    'echo "nvcc is hidden in this test run" >&2\nexit 127\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     os.environ["PATH"] = f"{shim_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["CUDA_HOME"] = str(shim_home)

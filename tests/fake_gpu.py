@@ -34,7 +34,7 @@ class FakeGpu:
             def synchronize(self) -> None:
                 pass
 
-            def elapsed_time(self, end: "Event") -> float:
+            def elapsed_time(self, end: Event) -> float:
                 return end.t - self.t
 
         class Cuda:
@@ -47,11 +47,11 @@ class FakeGpu:
         self.cuda = Cuda()
         self.cuda.Event = Event
 
-    def empty(self, *shape, **kw) -> "FakeGpu._Flush":
+    def empty(self, *shape, **kw) -> FakeGpu._Flush:
         return FakeGpu._Flush(self)
 
     class _Flush:
-        def __init__(self, gpu: "FakeGpu") -> None:
+        def __init__(self, gpu: FakeGpu) -> None:
             self.gpu = gpu
 
         def zero_(self) -> None:

@@ -53,7 +53,8 @@ def cython_launch(launcher: str, kernel: str) -> dict:
 def device_wgmma(device: str) -> dict:
     """initialize_wgmma_descriptor<LAYOUT, LBO, SBO> per shared buffer, and each wgmma_ss/rs form."""
     descs = {}
-    for m in re.finditer(r"tl::initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), \(&\(\(\(\w+\*\)(\w+)\)", device):
+    pattern = r"tl::initialize_wgmma_descriptor<(\d+), (\d+), (\d+)>\((\w+), \(&\(\(\(\w+\*\)(\w+)\)"
+    for m in re.finditer(pattern, device):
         layout, lbo, sbo, var, buffer = m.groups()
         descs[var] = {"buffer": buffer, "layout_type": int(layout), "lbo": int(lbo), "sbo": int(sbo)}
     forms = []

@@ -86,7 +86,7 @@ def attention_forward(batch=1, heads=2, seq=256, dim=64, block_M=64, block_N=64,
 
     @T.prim_func
     def attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
-                  O: T.Tensor(shape, dtype)):
+                  O: T.Tensor(shape, dtype)):  # noqa: E741 O: attention's output
         with T.Kernel(T.ceildiv(seq, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_s = T.alloc_shared((block_M, dim), dtype)
             K_s = T.alloc_shared((block_N, dim), dtype)

@@ -138,7 +138,7 @@ def lab(tmp_path_factory):
         "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         "TILELANG_PRINT_ON_COMPILATION": "0",
     })
-    log = open(tmp_path / "jupyter-lab.log", "w")
+    log = open(tmp_path / "jupyter-lab.log", "w")  # noqa: SIM115 open while the server runs, closed in finally
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
@@ -157,7 +157,8 @@ def lab(tmp_path_factory):
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     log.flush()
-                    raise AssertionError("jupyter lab did not start:\n" + (tmp_path / "jupyter-lab.log").read_text()[-3000:])
+                    raise AssertionError(
+                        "jupyter lab did not start:\n" + (tmp_path / "jupyter-lab.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
         yield url, nb, tmp_path
     finally:
@@ -257,7 +258,9 @@ def test_tma_tab_in_jupyterlab_light_and_dark(lab, notebook, shots: Path, tmp_pa
 _WIDER = """r => { const right = r.getBoundingClientRect().right + 1; const out = [];
   for (const e of r.querySelectorAll('.tl-panel *')) {
     if (!e.offsetParent || e.closest('.tl-scroll, pre') || getComputedStyle(e).display === 'inline') continue;
-    const b = e.getBoundingClientRect(); if (b.width && b.right > right) out.push(e.tagName + '.' + e.className + ' ' + Math.round(b.right - right) + ' ' + e.textContent.slice(0, 60));
+    const b = e.getBoundingClientRect();
+    if (b.width && b.right > right)
+      out.push(e.tagName + '.' + e.className + ' ' + Math.round(b.right - right) + ' ' + e.textContent.slice(0, 60));
   } return out.slice(0, 5); }"""
 
 
@@ -354,7 +357,8 @@ def test_a_changed_cell_announces_its_diff_and_highlights_the_changed_box(notebo
     assert "block_K=32" in source
     page.evaluate("""([i, text]) => { const nb = window.jupyterapp.shell.currentWidget;
         nb.content.widgets[i].model.sharedModel.setSource(text); nb.content.activeCellIndex = i;
-        return window.jupyterapp.commands.execute('notebook:run-cell'); }""", [index, source.replace("block_K=32", "block_K=64")])
+        return window.jupyterapp.commands.execute('notebook:run-cell'); }""",
+                  [index, source.replace("block_K=32", "block_K=64")])
     inspector = page.locator(".jp-OutputArea-output .tilelab-report").first
     _tab(inspector, "Diff").wait_for(timeout=240_000)
     note = inspector.locator(".tl-diff-note")

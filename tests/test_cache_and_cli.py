@@ -43,9 +43,9 @@ def test_cache_serves_a_new_process_without_lowering(tmp_path):
 
 
 def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
-    import tilelab
-
     from gemm import matmul
+
+    import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
     tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
@@ -56,9 +56,9 @@ def test_cache_key_changes_with_the_kernel_and_target(tmp_path, monkeypatch):
 
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
-    import tilelab
-
     from gemm import matmul
+
+    import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
     r = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
@@ -71,11 +71,13 @@ def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tilelab", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "tilelab", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_cli_json_and_html(tmp_path):
-    out = cli("inspect", GEMM, "--target", "sm_90a", "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html"))
+    out = cli("inspect", GEMM, "--target", "sm_90a", "--json", str(tmp_path / "r.json"),
+              "--html", str(tmp_path / "r.html"))
     assert out.returncode == 0, out.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     assert set(data) >= {"name", "target", "kernels", "sources", "tma_descriptors", "wgmma", "l2_persistence",
@@ -182,10 +184,10 @@ def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
 
 
 def test_a_transient_launcher_failure_is_not_cached(tmp_path, monkeypatch):
-    import tilelab
+    from gemm import matmul
     from tilelang.jit.adapter.nvrtc import wrapper as nvrtc_wrapper
 
-    from gemm import matmul
+    import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
     real = nvrtc_wrapper.TLNVRTCSourceWrapper
@@ -212,10 +214,10 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
     """TileLang's own "this backend does not support this target" is a decision: it is cached."""
     import dataclasses
 
-    import tilelab
+    from gemm import matmul
     from tilelang.backend import module as backend_module
 
-    from gemm import matmul
+    import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
     real_get = backend_module.get_backend
@@ -235,9 +237,9 @@ def test_a_backend_that_cannot_target_the_arch_is_cached(tmp_path, monkeypatch):
 
 
 def test_force_overwrites_the_cached_report(tmp_path, monkeypatch):
-    import tilelab
-
     from gemm import matmul
+
+    import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
     kernel = matmul(256, 256, 256, 128, 128, 32)
@@ -265,7 +267,8 @@ def test_cli_output_into_a_missing_folder(option, tmp_path):
     target = tmp_path / "no-such-folder" / "report.out"
     out = cli("inspect", SMALL, option, str(target))
     assert out.returncode == 2
-    assert out.stderr == f"tilelab: error: {option} {target}: the folder {target.parent} does not exist; create it first\n"
+    assert out.stderr == (f"tilelab: error: {option} {target}: the folder {target.parent} does not exist; "
+                          "create it first\n")
 
 
 def test_cli_output_onto_a_folder_or_an_unwritable_place(tmp_path):
@@ -309,10 +312,10 @@ def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
 def test_the_memory_mirror_follows_the_file(tmp_path, monkeypatch):
     """A repeated inspect is served from memory while the entry file holds what it mirrors; a file
     deleted by hand is recomputed; a cache folder that cannot be written still serves from memory."""
+    from gemm import matmul
+
     import tilelab
     from tilelab import _tilelang
-
-    from gemm import matmul
 
     lowered = []
     real_lower = _tilelang.lower

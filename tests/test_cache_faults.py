@@ -92,7 +92,7 @@ print(json.dumps(seen))
     procs = [_child(writer, cache, *args, "w1", "3"), _child(writer, cache, *args, "w2", "3"),
              _child(reader, cache, *args, "r", "3")]
     outs = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, outs):
+    for proc, (_out, err) in zip(procs, outs):
         assert proc.returncode == 0, err[-3000:]
     seen = json.loads(outs[2][0].strip().splitlines()[-1])
     assert seen["none"] + seen["report"] == 400

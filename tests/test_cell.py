@@ -10,14 +10,23 @@ import linecache
 import warnings
 
 import pytest
+from target_kernels import COPY_CELL
 
 from tilelab._cache import CacheEntryWarning, Recent
-from tilelab._cell import (CellHost, CellSession, CellSource, CellSyntaxError, FoldedTrace, NameTransaction,
-                           cell_identity, kernel_line, lowering_lines)
+from tilelab._cell import (
+    CellHost,
+    CellSession,
+    CellSource,
+    CellSyntaxError,
+    FoldedTrace,
+    NameTransaction,
+    cell_identity,
+    kernel_line,
+    lowering_lines,
+)
 from tilelab._cell_launch import launch_message
 from tilelab._cell_options import HELP, CellOptions, CellUsageError, parse_cell_line
 from tilelab._errors import LoweringError
-from target_kernels import COPY_CELL
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -81,13 +90,12 @@ def test_the_help_is_generated_from_the_parser():
 def test_a_failing_block_restores_every_name_and_a_passing_one_keeps_them():
     kept, rebound = object(), object()
     ns = {"kept": kept, "rebound": rebound, "_private": 1}
-    with pytest.raises(RuntimeError):
-        with NameTransaction(ns) as names:
-            ns["rebound"] = "new value"
-            ns["fresh"] = 1
-            del ns["kept"]
-            assert names.changed() == ["rebound", "fresh"]
-            raise RuntimeError("the cell failed")
+    with pytest.raises(RuntimeError), NameTransaction(ns) as names:
+        ns["rebound"] = "new value"
+        ns["fresh"] = 1
+        del ns["kept"]
+        assert names.changed() == ["rebound", "fresh"]
+        raise RuntimeError("the cell failed")
     assert ns == {"kept": kept, "rebound": rebound, "_private": 1} and ns["kept"] is kept
     with NameTransaction(ns):
         ns["fresh"] = 2
@@ -233,7 +241,7 @@ def test_a_cell_is_known_by_its_front_end_id_else_by_its_text():
 # -- launching, with tilelab.launch's functions replaced by recorders ------------------------------------
 def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(monkeypatch):
     import tilelab.launch as launch
-    from tilelab._cell_kernels import Build, CellEntry, Call
+    from tilelab._cell_kernels import Build, Call, CellEntry
     from tilelab._cell_launch import launch_cell
 
     calls, said = [], []
@@ -244,7 +252,8 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
         def __repr__(self):
             return "RunResult gemm: FAIL (C off by 0.5)\nmore lines"
 
-    monkeypatch.setattr(launch, "run", lambda kernel, ref=None, **kw: calls.append(("run", kernel, ref, kw)) or Checked())
+    monkeypatch.setattr(launch, "run",
+                        lambda kernel, ref=None, **kw: calls.append(("run", kernel, ref, kw)) or Checked())
     monkeypatch.setattr(launch, "bench", lambda kernel, **kw: calls.append(("bench", kernel, None, kw)) or "timed")
     options = parse_cell_line('--run --bench --sizes "M=1;M=2" --rep-ms 4 --in-process --timeout 3')
     entry = CellEntry(report=None, compiled={"gemm": "compiled gemm"})  # type: ignore[arg-type]
@@ -275,7 +284,7 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
 
 
 def test_a_refused_launch_says_why_and_launches_nothing():
-    from tilelab._cell_kernels import Build, CellEntry, Call, launch_refusal
+    from tilelab._cell_kernels import Build, Call, CellEntry, launch_refusal
     from tilelab._cell_launch import launch_cell
 
     refusal = launch_refusal("gfx942", gpu=False)

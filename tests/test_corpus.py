@@ -107,9 +107,61 @@ if __name__ == "__main__":
     kernel = tilelang.compile(copy_persistent(1 << 20), out_idx=[1])
 """,
     # tensor memory and tcgen05 MMA, target left to the local GPU: inspected for sm_100a
-    "blackwell_auto.py": 'import tilelang\nimport tilelang.language as T\nimport torch\n\n\ndef tmem_gemm(M, N, K, bm=128, bn=128, bk=64):\n    @T.prim_func\n    def gemm_tmem(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16), C: T.Tensor((M, N), T.float32)):\n        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):\n            a = T.alloc_shared((bm, bk), T.bfloat16)\n            b = T.alloc_shared((bn, bk), T.bfloat16)\n            acc = T.alloc_tmem([bm, bn], T.float32)\n            done = T.alloc_barrier(1)\n            out = T.alloc_fragment((bm, bn), T.float32)\n            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=1):\n                T.copy(A[by * bm, k * bk], a)\n                T.copy(B[bx * bn, k * bk], b)\n                T.gemm(a, b, acc, transpose_B=True, mbar=done, clear_accum=k == 0)\n            T.copy(acc, out)\n            T.copy(out, C[by * bm, bx * bn])\n    return gemm_tmem\n\n\ndef main():\n    kernel = tilelang.compile(tmem_gemm(256, 256, 256), out_idx=[2])\n    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n    b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n    print(kernel(a, b).shape)\n\n\nif __name__ == "__main__":\n    main()\n',
+    "blackwell_auto.py": (
+        'import tilelang\n'
+        'import tilelang.language as T\n'
+        'import torch\n'
+        '\n'
+        '\n'
+        'def tmem_gemm(M, N, K, bm=128, bn=128, bk=64):\n'
+        '    @T.prim_func\n'
+        '    def gemm_tmem(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16), '
+        'C: T.Tensor((M, N), T.float32)):\n'
+        '        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):\n'
+        '            a = T.alloc_shared((bm, bk), T.bfloat16)\n'
+        '            b = T.alloc_shared((bn, bk), T.bfloat16)\n'
+        '            acc = T.alloc_tmem([bm, bn], T.float32)\n'
+        '            done = T.alloc_barrier(1)\n'
+        '            out = T.alloc_fragment((bm, bn), T.float32)\n'
+        '            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=1):\n'
+        '                T.copy(A[by * bm, k * bk], a)\n'
+        '                T.copy(B[bx * bn, k * bk], b)\n'
+        '                T.gemm(a, b, acc, transpose_B=True, mbar=done, clear_accum=k == 0)\n'
+        '            T.copy(acc, out)\n'
+        '            T.copy(out, C[by * bm, bx * bn])\n'
+        '    return gemm_tmem\n'
+        '\n'
+        '\n'
+        'def main():\n'
+        '    kernel = tilelang.compile(tmem_gemm(256, 256, 256), out_idx=[2])\n'
+        '    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n'
+        '    b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)\n'
+        '    print(kernel(a, b).shape)\n'
+        '\n'
+        '\n'
+        'if __name__ == "__main__":\n'
+        '    main()\n'),
     # a symbolic size used in the body but bound by no argument: TileLang refuses to lower it
-    "unbound_symbol.py": 'import tilelang\nimport tilelang.language as T\n\ndef fill(block=128):\n    n = T.symbolic("n")\n\n    @T.prim_func\n    def fill_n(A: T.Tensor((1024,), T.float32)):\n        with T.Kernel(T.ceildiv(1024, block), threads=block) as bx:\n            for i in T.Parallel(block):\n                A[bx * block + i] = T.cast(n, T.float32)\n    return fill_n\n\ndef main():\n    kernel = tilelang.compile(fill(), out_idx=[0])\n    print(kernel())\n\nif __name__ == "__main__":\n    main()\n',
+    "unbound_symbol.py": (
+        'import tilelang\n'
+        'import tilelang.language as T\n'
+        '\n'
+        'def fill(block=128):\n'
+        '    n = T.symbolic("n")\n'
+        '\n'
+        '    @T.prim_func\n'
+        '    def fill_n(A: T.Tensor((1024,), T.float32)):\n'
+        '        with T.Kernel(T.ceildiv(1024, block), threads=block) as bx:\n'
+        '            for i in T.Parallel(block):\n'
+        '                A[bx * block + i] = T.cast(n, T.float32)\n'
+        '    return fill_n\n'
+        '\n'
+        'def main():\n'
+        '    kernel = tilelang.compile(fill(), out_idx=[0])\n'
+        '    print(kernel())\n'
+        '\n'
+        'if __name__ == "__main__":\n'
+        '    main()\n'),
     "syntax_error.py": "import tilelang\n\n\ndef main(:\n    pass\n",
     "no_kernel.py": "import tilelang\nprint('a helper module with no kernel')\n",
     "not_tilelang.py": "import sys\nsys.exit(3)\n",
@@ -170,7 +222,8 @@ def test_scripts_without_kernels_say_why(corpus_rows):
 
 def test_table_totals(corpus_rows):
     table = _corpus.render_table(corpus_rows)
-    assert "total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, timed out 0, no kernel 3, skipped 0" in table
+    assert ("total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, timed out 0, no kernel 3, "
+            "skipped 0") in table
     assert "consistent: 5/5 kernels that TileLang lowers (100.0%)" in table
     assert "inspect/lower time ratio: median" in table
 
@@ -223,7 +276,7 @@ def test_source_wgmma_follows_the_last_initialisation_of_a_reused_variable():
           tl::initialize_wgmma_descriptor<1, 1024, 64>(desc_b, (&(((half_t*)V_shared)[0])));
           tl::wgmma_rs<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 128, 16, false, true, 1, 1>(((uint32_t*)(p + 0)), uint64_t(desc_b + 0), ((uint32_t*)(acc_o + 0)), 1);
         }
-    ''')
+    ''')  # noqa: E501 the device code as TileLang writes it, one statement a line
     sites = _corpus.source_wgmma(device)
     assert [s[5:] for s in sites] == [(("?", -1, -1, -1), ("K_shared", 1, 1, 64)),
                                       (None, ("V_shared", 1, 1024, 64))]
@@ -273,7 +326,7 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
 
     from gemm import matmul
 
-    from tilelab import _tilelang, _inspect
+    from tilelab import _inspect, _tilelang
 
     func = matmul(256, 256, 128, 128, 128, 64)
     report = tilelab.inspect(func, "sm_90a")
@@ -315,10 +368,9 @@ def test_one_lowering_serves_every_launcher_with_out_idx():
     TileLang's own lowering; the cython and nvrtc launchers must still be those TileLang writes
     for the function as given, which it lowers without the stamp."""
     import tilelang
-    from tilelang.backend.module import create_backend_context
-
     from gemm import matmul
     from groundtruth import tilelang_own_launchers
+    from tilelang.backend.module import create_backend_context
 
     func = matmul(256, 256, 128, 128, 128, 64)
     report = tilelab.inspect(func, "sm_90a", out_idx=[2], force=True)
@@ -385,7 +437,8 @@ def test_wgmma_descriptor_of_a_later_pipeline_stage_names_its_buffer():
 
     def ws_gemm(M=1024, N=512, K=1024, bm=64, bn=128, bk=32):
         @T.prim_func
-        def ws_two_stage(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16), C: T.Tensor((M, N), T.float32)):
+        def ws_two_stage(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16),
+                         C: T.Tensor((M, N), T.float32)):
             with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
                 a = T.alloc_shared((bm, bk), T.bfloat16)
                 b = T.alloc_shared((bk, bn), T.bfloat16)
@@ -410,7 +463,8 @@ def test_wgmma_descriptor_of_a_later_pipeline_stage_names_its_buffer():
 
     report = tilelab.inspect(ws_gemm(), "sm_90a", force=True)
     device = report.sources.device
-    assert re.search(r"initialize_wgmma_descriptor<2, 1, 32>\(desc_a_1, \(\(void\*\)\(\(char\*\)\(&\(\(\(bfloat16_t\*\)a\)\[0\]\)\) \+ 4096\)\)\)", device)
+    assert re.search(r"initialize_wgmma_descriptor<2, 1, 32>\(desc_a_1, "
+                     r"\(\(void\*\)\(\(char\*\)\(&\(\(\(bfloat16_t\*\)a\)\[0\]\)\) \+ 4096\)\)\)", device)
     sites = _corpus.source_wgmma(device)
     assert [(s[5], s[6]) for s in sites] == [(("a", 2, 1, 32), ("b", 1, 256, 64))] * 2
     assert [(w.a.buffer, w.b.buffer, w.count) for w in report.wgmma] == [("a", "b", 2)]
@@ -445,7 +499,8 @@ def test_wgmma_descriptor_over_statically_declared_shared_memory():
 
 
 def test_a_script_cut_short_says_which_kernel_and_stage():
-    lines = [json.dumps({"kernel": "a", "target": "sm_90a", "verdict": "ok", "reason": "", "lower_s": 1.0, "inspect_s": 2.0}),
+    lines = [json.dumps({"kernel": "a", "target": "sm_90a", "verdict": "ok", "reason": "", "lower_s": 1.0,
+                         "inspect_s": 2.0}),
              json.dumps({"progress": "lowering", "kernel": "b", "target": "sm_90a"}),
              json.dumps({"progress": "inspecting", "kernel": "b", "target": "sm_90a", "lower_s": 40.0})]
     rows = _corpus._rows_from("big.py", lines, None, True, 150.0, "")

@@ -147,5 +147,6 @@ def test_the_lesson_flash_kernel_matches_torch_on_a_gpu():
     import tilelab
     from tilelab.workshop.lessons import l08_flash_attention as lesson
 
-    result = tilelab.run(lesson.flash_forward(1024, 64), ref=lesson.torch_attention, tolerance=lesson.ATTENTION_TOLERANCE)
+    result = tilelab.run(lesson.flash_forward(1024, 64), ref=lesson.torch_attention,
+                         tolerance=lesson.ATTENTION_TOLERANCE)
     assert result.passed, repr(result)

@@ -9,11 +9,10 @@ byte-identical to the one generated from it, whether the lowering was reused or 
 from __future__ import annotations
 
 import pytest
+from gemm import matmul
 
 import tilelab
 from tilelab import _tilelang
-
-from gemm import matmul
 
 
 def _copies(pairs: int):

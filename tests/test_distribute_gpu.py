@@ -93,7 +93,7 @@ def test_sweep_on_a_dask_cluster_of_one_worker_per_gpu(tmp_path, monkeypatch):
     ``CUDA_VISIBLE_DEVICES`` per worker, which is what dask-cuda's LocalCUDACluster automates), plus
     a CPU-only worker that declares "compile": bench tasks go to the GPU workers only, each row
     checked against torch.matmul and labelled with the worker that timed it."""
-    distributed = pytest.importorskip("distributed", reason="distributed is the optional extra tilelab[cluster]")
+    pytest.importorskip("distributed", reason="distributed is the optional extra tilelab[cluster]")
     from distributed import Client, Nanny, Scheduler, SpecCluster
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))

@@ -2,12 +2,11 @@
 paths off. Ground truth: the TileLang intrinsic on the line the explainer names (read here with
 plain string checks), and the configs and targets each case sets."""
 
-import pytest
+
+from gemm import matmul
 
 import tilelab
 from tilelab._explain import Lowering
-
-from gemm import matmul
 
 
 def lowering(arch, configs=None, **kw):
@@ -26,13 +25,14 @@ def by_op(low):
 def test_hopper_gemm_takes_every_fast_path_but_the_fragment_store():
     report, low = lowering("sm_90a")
     ops = by_op(low)
-    a, b, g, c = ops["T.copy A -> A_shared"], ops["T.copy B -> B_shared"], ops["T.gemm A_shared -> B_shared -> C_local"], \
-        ops["T.copy C_local -> C"]
+    a, b = ops["T.copy A -> A_shared"], ops["T.copy B -> B_shared"]
+    g, c = ops["T.gemm A_shared -> B_shared -> C_local"], ops["T.copy C_local -> C"]
     assert a.path == b.path == "TMA bulk copy" and a.fast and "tl::tma_load(A_desc" in _line(report, a.evidence_line)
     assert "tl::tma_load(B_desc" in _line(report, b.evidence_line)
     assert g.path.startswith("WGMMA") and "tl::wgmma_ss<" in _line(report, g.evidence_line)
     assert not c.fast and "TMA store" in c.reason and "C + " in _line(report, c.evidence_line)
-    assert low.warp_specialized and "tl::warpgroup_reg_" in _line(report, int(low.warp_specialization_reason.split()[-1].rstrip(")")))
+    named_line = int(low.warp_specialization_reason.split()[-1].rstrip(")"))
+    assert low.warp_specialized and "tl::warpgroup_reg_" in _line(report, named_line)
     # 3 stages of a 128x32 and a 32x128 fp16 tile: 16 KiB each, the kernel's 48 KiB of dynamic shared memory
     assert (low.stages, low.stage_bytes) == (3, 16384)
     assert low.stages * low.stage_bytes == report.kernels[0].dynamic_shared_memory_bytes
@@ -44,7 +44,8 @@ def test_pass_configs_that_switch_paths_off_are_named():
     a = by_op(low)["T.copy A -> A_shared"]
     assert a.path.startswith("cp.async") and not a.fast and "tl::cp_async_gs" in _line(report, a.evidence_line)
     assert a.reason == "pass config tl.disable_tma_lower is set"
-    assert not low.warp_specialized and low.warp_specialization_reason == "pass config tl.disable_warp_specialized is set"
+    assert not low.warp_specialized
+    assert low.warp_specialization_reason == "pass config tl.disable_warp_specialized is set"
     report, low = lowering("sm_90a", {"tl.disable_wgmma": True})
     g = by_op(low)["T.gemm A_shared -> B_shared -> C_local"]
     assert g.path.startswith("MMA") and not g.fast and g.reason == "pass config tl.disable_wgmma is set"

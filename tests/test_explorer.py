@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-import ipywidgets as widgets  # noqa: E402
+import ipywidgets as widgets
 
-import tilelab  # noqa: E402
-from tilelab.widgets.explorer import SwizzleExplorer, swizzle_explorer  # noqa: E402
+import tilelab
+from tilelab.widgets.explorer import SwizzleExplorer, swizzle_explorer
 
 
 def test_public_entry_point_and_layout():
@@ -160,7 +160,8 @@ def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget
     assert set(bundle) == {"text/plain", "text/html", WIDGET_VIEW}
     assert bundle[WIDGET_VIEW]["model_id"] == w.model_id
     # the text is what the explorer shows, not ipywidgets' SwizzleExplorer(children=...) repr
-    assert not bundle["text/plain"].startswith("SwizzleExplorer(") and "16x64 float16, NONE swizzle" in bundle["text/plain"]
+    plain = bundle["text/plain"]
+    assert not plain.startswith("SwizzleExplorer(") and "16x64 float16, NONE swizzle" in plain
     page = bundle["text/html"]
     assert "<script" not in page and 'class="tl-explorer-static"' in page
     # the verdict, the per-mode table and the picture, exactly as the widget's views hold them
@@ -215,7 +216,8 @@ def test_a_change_of_colour_or_highlight_reuses_the_models_and_the_mode_table(mo
     w = swizzle_explorer()
     calls = []
     real_conflicts, real_compare = sw_module.bank_conflicts, sw_module.compare_modes
-    monkeypatch.setattr(sw_module, "bank_conflicts", lambda *a, **k: calls.append("conflicts") or real_conflicts(*a, **k))
+    monkeypatch.setattr(sw_module, "bank_conflicts",
+                        lambda *a, **k: calls.append("conflicts") or real_conflicts(*a, **k))
     monkeypatch.setattr(sw_module, "compare_modes", lambda *a, **k: calls.append("compare") or real_compare(*a, **k))
     table = w.comparison.value
     w.color_by.value = "bank"
@@ -246,7 +248,8 @@ def test_in_a_running_event_loop_the_static_view_follows_once_the_controls_rest(
         def update(self, obj, raw=False):
             updates.append(obj["text/html"])
 
-    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, display_id=None: Handle() if display_id else None)
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, raw=False, display_id=None: Handle() if display_id else None)
     monkeypatch.setattr(explorer_module, "STATIC_DELAY_S", 0.0)
 
     async def explore() -> None:

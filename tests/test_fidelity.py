@@ -13,9 +13,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from groundtruth import device_wgmma_operands
 
 import tilelab
-from groundtruth import device_wgmma_operands
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,8 @@ def attention_forward(heads=2, seq=256, dim=64, block_m=64, block_n=64):
 
     @T.prim_func
     def attention(Q: T.Tensor((heads, seq, dim), T.float16), K: T.Tensor((heads, seq, dim), T.float16),
-                  V: T.Tensor((heads, seq, dim), T.float16), O: T.Tensor((heads, seq, dim), T.float16)):
+                  V: T.Tensor((heads, seq, dim), T.float16),
+                  O: T.Tensor((heads, seq, dim), T.float16)):  # noqa: E741 O: attention's output
         with T.Kernel(T.ceildiv(seq, block_m), heads, threads=128) as (bx, by):
             q_tile = T.alloc_shared((block_m, dim), T.float16)
             k_tile = T.alloc_shared((block_n, dim), T.float16)
@@ -85,7 +86,7 @@ def test_each_wgmma_of_chained_gemms_reads_its_own_descriptors(attention_report)
 
 def test_a_descriptor_the_generated_cuda_contradicts_is_a_problem(attention_report):
     """Every association is checked against the source: tamper with the CUDA and it says so."""
-    from tilelab import _tilelang, _inspect
+    from tilelab import _inspect, _tilelang
 
     source = _tilelang.resolve_kernel(attention_forward())
     lowered = _tilelang.lower(source, "sm_90a", out_idx=None, pass_configs=_tilelang.normalize_pass_configs({}),
@@ -137,9 +138,9 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
-    from tilelab import CacheEntryWarning
-
     from gemm import matmul
+
+    from tilelab import CacheEntryWarning
 
     def narrow():
         return matmul(256, 256, 256, 128, 128, 32)
@@ -167,9 +168,9 @@ def test_swapped_entries_each_inspect_returns_its_own_kernel(cache):
 
 
 def test_an_entry_for_another_target_is_not_served(cache):
-    from tilelab import CacheEntryWarning
-
     from gemm import matmul
+
+    from tilelab import CacheEntryWarning
 
     for_90a = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     (entry,) = _entries(cache)
@@ -189,9 +190,9 @@ def test_an_entry_for_another_target_is_not_served(cache):
     ("{\"format\": 2, \"material\": null, \"report\": null}", "no key material"),
 ])
 def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, reason):
-    from tilelab import CacheEntryWarning
-
     from gemm import matmul
+
+    from tilelab import CacheEntryWarning
 
     real = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     (entry,) = _entries(cache)
@@ -203,9 +204,9 @@ def test_a_bad_entry_is_discarded_with_a_warning_and_recomputed(cache, content, 
 
 
 def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache):
-    from tilelab import CacheEntryWarning
-
     from gemm import matmul
+
+    from tilelab import CacheEntryWarning
 
     kernel = matmul(256, 256, 256, 128, 128, 32)
     real = tilelab.inspect(kernel, "sm_90a")
@@ -219,9 +220,9 @@ def test_an_entry_whose_report_is_broken_or_of_another_kernel_is_discarded(cache
 
 
 def test_a_bare_report_file_from_an_older_tilelab_is_not_served(cache):
-    from tilelab import CacheEntryWarning
-
     from gemm import matmul
+
+    from tilelab import CacheEntryWarning
 
     kernel = matmul(256, 256, 256, 128, 128, 32)
     real = tilelab.inspect(kernel, "sm_90a")
@@ -267,7 +268,7 @@ def test_a_jit_decorators_out_of_range_out_idx_is_refused():
     def doubled(n):
         @T.prim_func
         def double(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
-            with T.Kernel(1, threads=128) as bx:
+            with T.Kernel(1, threads=128):
                 for i in T.Parallel(n):
                     B[i] = A[i] * 2
 
@@ -299,7 +300,7 @@ def test_a_lowering_failure_under_user_pass_configs_says_they_were_in_force():
 
     @T.prim_func
     def scratch(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128):
             tile = T.alloc_shared((64, 64), T.float16)
             unused = T.alloc_fragment((64,), T.float32)
             T.fill(unused, 0)
@@ -317,7 +318,7 @@ def test_a_tvm_check_failure_carries_the_check_and_points_at_the_kernel_line():
 
     @T.prim_func
     def scratch(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128):
             tile = T.alloc_shared((64, 64), T.float16)
             unused = T.alloc_fragment((64,), T.float32)
             T.fill(unused, 0)
@@ -387,7 +388,7 @@ def test_a_jit_functions_own_type_error_is_the_functions():
 
         @T.prim_func
         def scale(A: T.Tensor((n,), T.float32)):
-            with T.Kernel(1, threads=128) as bx:
+            with T.Kernel(1, threads=128):
                 for i in T.Parallel(n):
                     A[i] = A[i] * limit
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from test_render_html import gemm
 
 from tilelab.profiling import Profile, parse_source_csv
@@ -48,7 +47,8 @@ def test_shares_and_the_hottest_first_list():
     shares = heat_shares(parse_source_csv(SOURCE_PAGE))
     assert shares == {3: 0.1, 5: 0.6, 7: 0.3}
     listed = heat_list(shares, "p-cuda")
-    assert re.findall(r'href="#p-cuda-L(\d+)">L\d+</a> ([\d.]+)%', listed) == [("5", "60.0"), ("7", "30.0"), ("3", "10.0")]
+    assert re.findall(r'href="#p-cuda-L(\d+)">L\d+</a> ([\d.]+)%', listed) == [("5", "60.0"), ("7", "30.0"),
+                                                                                ("3", "10.0")]
     assert heat_list({}, "p-cuda") == ""
 
 
@@ -59,7 +59,8 @@ def test_highlight_code_marks_exactly_the_hot_lines():
                                       7: "30.0% of warp-stall samples"}
     assert markup.count('class="tl-heat"') == 3
     # the hottest line is the most opaque
-    alpha = {int(n): float(a) for n, a in re.findall(r'id="p-L(\d+)"><i class="tl-heat" style="background:rgba\(220,38,38,([\d.]+)\)', markup)}
+    heat = r'id="p-L(\d+)"><i class="tl-heat" style="background:rgba\(220,38,38,([\d.]+)\)'
+    alpha = {int(n): float(a) for n, a in re.findall(heat, markup)}
     assert alpha[5] > alpha[7] > alpha[3]
 
 

@@ -12,9 +12,9 @@ import gzip
 import re
 
 import pytest
-
 from groundtruth import DRIVER_SWIZZLE, cython_tma_fields
 from test_render_html import gemm, hostile_report, parse
+
 from tilelab import Inspector
 from tilelab.render.html import render_html, report_id
 
@@ -25,7 +25,8 @@ def test_tabs_and_titles():
     assert view.titles == ("Summary", "CUDA", "Launcher", "TMA (2)", "WGMMA (1)",
                            f"Layouts ({len(report.layouts)})", f"Arguments ({len(report.arguments)})")
     rid = report_id(report)
-    tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', re.search(r'<nav class="tl-tabs[^"]*"[^>]*>(.*?)</nav>', view.html).group(1))
+    nav = re.search(r'<nav class="tl-tabs[^"]*"[^>]*>(.*?)</nav>', view.html).group(1)
+    tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', nav)
     assert [t for _, t in tabs] == list(view.titles)
     assert [h for h, _ in tabs] == [f"{rid}-t-{n}" for n in ("summary", "cuda", "launcher", "tma", "wgmma", "layouts",
                                                             "arguments")]
@@ -121,7 +122,8 @@ def test_static_bundle_carries_the_timing_results():
 
     report = hostile_report()
     data = Inspector(report, timing=[Result()])._repr_mimebundle_()
-    assert re.search(r'<h3 class="tl-ptitle"[^>]*>Timing</h3></summary><b>1.00 ms</b></details></section>', data["text/html"])
+    assert re.search(r'<h3 class="tl-ptitle"[^>]*>Timing</h3></summary><b>1.00 ms</b></details></section>',
+                     data["text/html"])
     assert ">Timing</h3>" not in Inspector(report)._repr_mimebundle_()["text/html"]
 
 
@@ -137,7 +139,8 @@ def test_diff_tab_shows_what_changed_since_the_previous_run():
     changed = sum(1 for line in report.sources.device.split("\n") if "(k % 3)" in line)
     assert f"<b>device CUDA</b>: {2 * changed} line(s) changed" in diff
     plain = re.sub(r"<(?!/?span class=\"g[di]\")[^>]+>", "", diff)  # the diff's code is coloured
-    assert re.search(r'<span class="gd">-[^\n]*\(k % 2\)', plain) and re.search(r'<span class="gi">\+[^\n]*\(k % 3\)', plain)
+    assert re.search(r'<span class="gd">-[^\n]*\(k % 2\)', plain)
+    assert re.search(r'<span class="gi">\+[^\n]*\(k % 3\)', plain)
     # the changed value in the report's own words, before and after, with no cache-key noise
     name = kernel.name
     assert re.search(rf"<td>kernel {name}</td><td>dynamic shared memory</td><td><del>32768 B \(32 KiB\)</del></td>"

@@ -7,14 +7,15 @@ import math
 
 import pytest
 import torch
+from gemm_dynamic import matmul_dynamic_m
 
 import tilelab
 from tilelab.launch import _inputs
-from tilelab.render import plots
-from tilelab.launch.sweep import sweep
-from tilelab.launch import BenchResult, SweepTable
-
 from gemm_dynamic import matmul_dynamic_m
+
+from tilelab.launch import BenchResult, SweepTable
+from tilelab.launch.sweep import sweep
+from tilelab.render import plots
 
 
 # Hand-computed: u(fp16) = 2^-11, u(bf16) = 2^-8, u(fp32) = 2^-24, u(tf32) = 2^-11.
@@ -194,7 +195,8 @@ def test_given_tensors_are_checked_and_errors_say_what_to_change():
 
 def test_symbolic_expression_extents_are_checked():
     params = [Param("A", "tensor", "float32", ("n",)), Param("B", "tensor", "float32", ("n * 2",), is_output=True)]
-    with pytest.raises(ValueError, match=r"B must have shape \(n \* 2\) = \[10\] with n=5; the tensor given has shape \[9\]"):
+    with pytest.raises(ValueError,
+                       match=r"B must have shape \(n \* 2\) = \[10\] with n=5; the tensor given has shape \[9\]"):
         _inputs.build_inputs(params, [torch.randn(5), torch.empty(9)], {}, device="cpu")
     args, _ = _inputs.build_inputs(params, [torch.randn(5), torch.empty(10)], {}, device="cpu")
     assert tuple(args[1].shape) == (10,)

@@ -24,12 +24,11 @@ from gpu_only import skip_module_without_cuda  # noqa: E402
 
 skip_module_without_cuda(__name__)
 
-import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 import torch  # noqa: E402
 
 import tilelab  # noqa: E402
-from tilelab.launch import KernelLaunchError, launch_overhead, run  # noqa: E402
+from tilelab.launch import launch_overhead, run  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "examples"))
 import gemm as gemm_example  # noqa: E402

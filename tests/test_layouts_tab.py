@@ -11,22 +11,22 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from page_text import unfold
 
 pytest.importorskip("tilelang", reason="TileLang is not installed: no compiler output")
 
-from groundtruth import device_wgmma  # noqa: E402
+from groundtruth import device_wgmma
 
 NS = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
 def reports():
-    import tilelab
     from conv_im2col import convolution
     from gemm import matmul
     from gemm_bf16_nt import matmul_nt
+
+    import tilelab
 
     return {
         "gemm": tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a"),
@@ -55,7 +55,8 @@ def test_every_wgmma_operand_has_its_overlay_and_verdict(reports, name):
         want = (f"tilelab&#x27;s descriptor agrees with the compiler&#x27;s: layout_type {desc['layout_type']}, "
                 f"LBO {desc['lbo']}, SBO {desc['sbo']}")
         assert want in block, (name, buffer)
-        overlay = re.search(r'<div class="tl-scroll[^"]* tl-wgmma-overlay">(<svg .*?</svg>)</div>', block, re.S).group(1)
+        overlay = re.search(r'<div class="tl-scroll[^"]* tl-wgmma-overlay">(<svg .*?</svg>)</div>', block,
+                            re.S).group(1)
         root = ET.fromstring(overlay)
         assert root.get("aria-label") == f"WGMMA operand {buffer}"
         texts = " ".join("".join(t.itertext()) for t in root.iter(f"{NS}text"))
@@ -80,8 +81,8 @@ def test_bank_colouring_with_hover_for_every_shared_layout(reports):
     report = reports["gemm"]
     body = unfold(section_body(report, "layouts"))
     shared = [lay for lay in report.layouts if lay.scope == "shared"]
-    pictures = re.findall(r'<details class="tl-sub tl-bank-colour">.*?<div class="tl-scroll[^"]*">(<svg .*?</svg>)</div>',
-                          body, re.S)
+    pictures = re.findall(r'<details class="tl-sub tl-bank-colour">.*?'
+                          r'<div class="tl-scroll[^"]*">(<svg .*?</svg>)</div>', body, re.S)
     assert len(pictures) == len(shared) == 2
     for layout, picture in zip(shared, pictures):
         root = ET.fromstring(picture)

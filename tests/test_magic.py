@@ -144,10 +144,9 @@ if not CHILD:
 
 else:
     from IPython.core.error import UsageError
+    from ipython_shell import ip, magics, run, shown  # noqa: F401  (fixtures)
 
     from tilelab._errors import LoweringError
-
-    from ipython_shell import ip, magics, run, shown  # noqa: F401  (fixtures)
 
     def truth(report):
         sys.path.insert(0, str(Path(__file__).parent))

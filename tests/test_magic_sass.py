@@ -39,7 +39,8 @@ SCRIPT = textwrap.dedent('''
     print(json.dumps({"titles": list(insp.titles), "missing": mc.missing, "origins": origin_lines,
                       "store": store, "store_origin": [mc.origin(n).line for n in store if mc.origin(n)],
                       "files": [f for f, _ in mc.python_sources],
-                      "cell_line_8": mc.python_sources[0][1].split("\\n")[7] if mc.python_sources else "", "passes": len(rep.passes.steps),
+                      "cell_line_8": mc.python_sources[0][1].split("\\n")[7] if mc.python_sources else "",
+                      "passes": len(rep.passes.steps),
                       "regs": [r.registers for r in mc.resources], "html": "IR passes" in render_html(rep)}))
 ''')
 

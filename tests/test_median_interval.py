@@ -12,8 +12,15 @@ from fake_gpu import FakeGpu
 
 from tilelab.launch import _api, _bench, _stability
 from tilelab.launch._bench import BenchOptions
-from tilelab.launch._stability import (T_QUANTILE, batch_medians, lag1_autocorrelation, lag1_unbiased, median_ci,
-                                       median_interval, relative_half_width)
+from tilelab.launch._stability import (
+    T_QUANTILE,
+    batch_medians,
+    lag1_autocorrelation,
+    lag1_unbiased,
+    median_ci,
+    median_interval,
+    relative_half_width,
+)
 from tilelab.launch import BenchResult
 
 

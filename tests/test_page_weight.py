@@ -14,8 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
-
 from test_render_html import gemm, parse
+
 from tilelab.render.html import render_html, report_id, section_body
 
 NS = "{http://www.w3.org/2000/svg}"

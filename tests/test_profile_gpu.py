@@ -13,14 +13,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import statistics
 from pathlib import Path
 
 import pytest
 
 import tilelab
-from tilelab import _tilelang
 from tilelab._toolchain import compile_cubin, find_toolchain, parse_ptxas
 from tilelab.occupancy import theoretical_occupancy
 from tilelab.swizzle import SharedTile, bank_conflicts, match_layout
@@ -59,7 +57,7 @@ def conflict_kernel(swizzled: bool, reps: int = 16):
 
     @T.prim_func
     def bank_conflict(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, threads=32) as bx:
+        with T.Kernel(1, threads=32):
             S = T.alloc_shared((32, 32), "float32")
             if swizzled:
                 T.annotate_layout({S: make_swizzled_layout(S)})
@@ -262,7 +260,8 @@ def test_occupancy_matches_the_cuda_runtime():
         cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, fn)  # NUM_REGS
         cuda.cuFuncGetAttribute(ctypes.byref(static), 1, fn)  # SHARED_SIZE_BYTES
         blocks = ctypes.c_int()
-        assert cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), fn, block, ctypes.c_size_t(dyn)) == 0
+        status = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(blocks), fn, block, ctypes.c_size_t(dyn))
+        assert status == 0
         ours = theoretical_occupancy(arch, threads_per_block=block, registers_per_thread=res.registers,
                                      shared_memory_per_block=res.static_shared_bytes + dyn)
         cases.append({"maxreg": maxreg, "block": block, "dyn": dyn, "regs": res.registers, "driver_regs": regs.value,

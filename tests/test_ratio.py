@@ -332,7 +332,8 @@ def test_plots_over_sizes_draw_ratios_where_rows_have_them():
     fig = plots.throughput_vs_size(table)
     ax = fig.axes[0]
     assert ax.get_ylabel() == "time / torch.matmul (side by side)"
-    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines() if not line.get_label().startswith("_")}
+    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()
+             if not line.get_label().startswith("_")}
     assert drawn == {"block=64": [1.10, 1.05], "block=128": [0.95, 0.97]}  # the baseline has no ratio to itself
     bars = plots.configs_compared(table, {"N": 2048})
     assert [t.get_text() for t in bars.axes[0].get_yticklabels()] == ["block=128", "block=64"]

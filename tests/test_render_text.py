@@ -6,6 +6,7 @@ import re
 
 from groundtruth import DRIVER_SWIZZLE, cython_launch, cython_tma_fields, device_wgmma
 from test_render_html import IMG, SCRIPT, gemm, hostile_report
+
 from tilelab.render.text import render_text
 
 
@@ -57,6 +58,7 @@ def test_the_report_model_imports_no_renderer():
     import sys
 
     probe = ("import sys, tilelab, tilelab._model\n"
-             "print(sorted(n for n in sys.modules if n.startswith('tilelab.render') or n in ('IPython', 'ipywidgets')))")
+             "print(sorted(n for n in sys.modules "
+             "if n.startswith('tilelab.render') or n in ('IPython', 'ipywidgets')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

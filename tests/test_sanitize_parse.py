@@ -35,7 +35,7 @@ def test_memcheck_address_maps_to_the_tensor_it_overran():
     inside = locate([Finding("out-of-bounds write", "x", address=0x7F0976A00000 + 4 * 37)], tensors)[0]
     assert inside.buffer == "B" and inside.element == (37,)
     before = locate([Finding("out-of-bounds write", "x", address=0x7F0976800000 - 8)], tensors)[0]
-    assert before.buffer == "A" and "2 elements before the start of A" == before.where
+    assert before.buffer == "A" and before.where == "2 elements before the start of A"
 
 
 def test_memcheck_far_address():

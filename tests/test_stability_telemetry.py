@@ -32,7 +32,7 @@ RAW = '''==PROF== Connected to process 1
 "ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum","smsp__inst_executed_op_shared_st.sum","derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2","sm__ops_path_tensor_op_hgmma_src_fp16_dst_fp32_sparsity_off.sum"
 "","","usecond","%","Mbyte","register/thread","ratio","ratio","","inst",""
 "0","gemm_kernel","1,234.50","87.5","3.25","168","0.5","2.25","2048","64","2000","1,000,000"
-'''
+'''  # noqa: E501 ncu's CSV as it prints it, one row a line
 
 
 def test_parse_raw_csv_and_profile():
@@ -49,10 +49,12 @@ def test_parse_raw_csv_and_profile():
 def test_parse_source_csv():
     # the shape of `ncu --csv --page source --print-source cuda,sass` (Nsight Compute 2025.3)
     text = ('"File Path","/tmp/x/tl_templates/cuda/gemm.h"\n"Function Name","k"\n'
-            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n'
+            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)",'
+            '"Warp Stall Sampling (Not-issued Samples)"\n'
             '"40","<Unable to open source file>","-","-","99","1"\n'
             '"File Path","/tmp/x/tvm_kernels.cu"\n"Function Name","k"\n'
-            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"\n'
+            '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)",'
+            '"Warp Stall Sampling (Not-issued Samples)"\n'
             '"18","<Unable to open source file>","-","-","0","0"\n'
             '"","","0x7f17","      LDC R1, c[0x0][0x28]","5","0"\n'
             '"22","<Unable to open source file>","-","-","30","20"\n'
@@ -64,11 +66,12 @@ def test_profile_tab_and_measured_roofline_work():
     import sys
 
     sys.path.insert(0, "examples")
+    from elementwise_sm80 import elementwise_add
+
     import tilelab
     from tilelab.profiling import measured_work
     from tilelab.render.profile import ProfileView
     from tilelab.widgets.inspector import Inspector
-    from elementwise_sm80 import elementwise_add
 
     (row,) = parse_raw_csv(RAW)
     prof = profile_from_metrics(row)
@@ -96,7 +99,8 @@ def test_a_sweep_row_carries_the_clocks_of_its_measurement():
     capped = Telemetry(((0.0, 1980, 2619, 690.0, 61, 0), (0.01, 1755, 2619, 700.0, 63, 0x4),
                         (0.02, 1830, 2619, 699.0, 63, 0x4)), 1980)
     cool = Telemetry(((0.0, 1980, 2619, 410.0, 50, 0), (0.01, 1980, 2619, 415.0, 50, 0)), 1980)
-    row = SweepRow.measured((("block", 128),), (("N", 8192),), BenchResult("k", samples_ms=(1.0, 1.1, 1.2), telemetry=capped),
+    row = SweepRow.measured((("block", 128),), (("N", 8192),),
+                            BenchResult("k", samples_ms=(1.0, 1.1, 1.2), telemetry=capped),
                             device="cuda:1")
     assert row.sm_mhz == 1830.0 and row.throttled and row.median_ms == 1.1
     other = SweepRow.measured((("block", 64),), (("N", 8192),), BenchResult("k", samples_ms=(1.3,) * 3, telemetry=cool))

@@ -75,7 +75,8 @@ def test_large_irregular_layout_is_cropped_with_a_caption():
 
     rng = np.random.default_rng(0)
     offsets = rng.permutation(512 * 512)
-    layout = Layout(buffer="big", scope="shared", dtype="float16", shape=(512, 512), offsets=tuple(int(v) for v in offsets))
+    layout = Layout(buffer="big", scope="shared", dtype="float16", shape=(512, 512),
+                    offsets=tuple(int(v) for v in offsets))
     text = svg.layout_svg(layout, max_cells=2048)
     _parse(text)
     assert "showing rows 0-" in text and "of 512x512 (max_cells=2048)" in text

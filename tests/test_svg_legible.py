@@ -131,6 +131,7 @@ def test_a_bank_picture_too_wide_for_numbers_draws_none_and_says_so():
 
 def test_the_inspector_pictures_of_a_hopper_gemm_read_at_1000_px(gemm_report):
     from page_text import unfold
+
     from tilelab.render.html import section_body
 
     body = unfold(section_body(gemm_report, "layouts"))
@@ -146,7 +147,8 @@ def test_the_fragment_picture_shows_one_warps_unit_and_says_which(gemm_report):
     for max_cells, rows in ((64, 8), (1024, 16)):
         text = svg.layout_svg(layout, max_cells=max_cells)
         root = assert_legible(text)
-        labels = [(t.text, t.find(f"{NS}tspan").text) for t in root.findall(f".//{NS}g[@pointer-events='none']/{NS}text")]
+        labels = [(t.text, t.find(f"{NS}tspan").text)
+                  for t in root.findall(f".//{NS}g[@pointer-events='none']/{NS}text")]
         shown = {int(th[1:]) for th, _ in labels}
         # by hand: warp of element (0, 0) and all of its threads, from the compiler's thread table
         w0 = int(threads[0, 0]) // 32

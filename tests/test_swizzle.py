@@ -188,7 +188,8 @@ def test_wgmma_cannot_read():
     ((16, 64), "float16", "128B", "MN", 64, (1, 0, 64)),       # one panel: LBO unused, 0
 ])
 def test_descriptor_fields(shape, dtype, mode, major, mn, expect):
-    d = wgmma_descriptor(SharedTile(*shape, dtype, mode), major, operand="A" if mn == 64 and major == "K" else "B", mn=mn)
+    operand = "A" if mn == 64 and major == "K" else "B"
+    d = wgmma_descriptor(SharedTile(*shape, dtype, mode), major, operand=operand, mn=mn)
     assert (d.layout_type, d.lbo, d.sbo) == expect
     assert d.to_operand("X") == WgmmaOperand("X", expect[0], expect[1], expect[2], major)
 

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -109,11 +108,12 @@ def test_descriptor_equals_tilelang_make_gmma_desc(shape, dtype, mode, major):
 # -- the engine's reports of the example kernels --------------------------------------------------
 
 def _example_reports():
-    import tilelab
     from conv_im2col import convolution
     from gemm import matmul
     from gemm_bf16_nt import matmul_nt
     from gemm_dynamic import matmul_dynamic_m
+
+    import tilelab
 
     kernels = {
         "gemm 128x128x32": matmul(1024, 1024, 1024, 128, 128, 32),

@@ -16,12 +16,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import target_kernels as tk  # noqa: E402
+import target_kernels as tk
 
-import tilelab  # noqa: E402
-from tilelab import mfma  # noqa: E402
-from tilelab._errors import LoweringError, TargetError  # noqa: E402
-from tilelab.targets import REGISTRY, parse_target  # noqa: E402
+import tilelab
+from tilelab import mfma
+from tilelab._errors import LoweringError, TargetError
+from tilelab.targets import REGISTRY, parse_target
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,8 +49,10 @@ def same_source(ours: str, theirs: str) -> bool:
 
 
 @pytest.mark.parametrize("spec, name, family", [
-    ("sm_90a", "sm_90a", "cuda"), ("cuda -arch=sm_80", "sm_80", "cuda"), ({"kind": "cuda", "arch": "sm_89"}, "sm_89", "cuda"),
-    ("gfx942", "gfx942", "hip"), ("hip -mcpu=gfx90a", "gfx90a", "hip"), ({"kind": "hip", "mcpu": "gfx950"}, "gfx950", "hip"),
+    ("sm_90a", "sm_90a", "cuda"), ("cuda -arch=sm_80", "sm_80", "cuda"),
+    ({"kind": "cuda", "arch": "sm_89"}, "sm_89", "cuda"),
+    ("gfx942", "gfx942", "hip"), ("hip -mcpu=gfx90a", "gfx90a", "hip"),
+    ({"kind": "hip", "mcpu": "gfx950"}, "gfx950", "hip"),
     ({"kind": "hip", "mcpu": "gfx942:sramecc+:xnack-"}, "gfx942", "hip"),
     ("metal", "metal", "metal"), ({"kind": "metal"}, "metal", "metal"),
     ("c", "c", "cpu"), ("cpu", "c", "cpu"), ({"kind": "c"}, "c", "cpu"),
@@ -94,7 +96,7 @@ def test_capabilities_follow_the_hardware():
 
 
 def test_a_local_gpu_of_an_arch_the_registry_lacks_is_still_its_target(monkeypatch):
-    from tilelab import _tilelang, _inspect
+    from tilelab import _inspect, _tilelang
     from tilelab.targets import local_cuda_target
 
     assert local_cuda_target("sm_90a") is parse_target("sm_90a")
@@ -148,15 +150,16 @@ def test_hip_kernels_of_every_kind_match_tilelangs_source_and_launcher(make):
     assert same_source(report.sources.device, tilelang_device_source(func, {"kind": "hip", "mcpu": "gfx942"}))
     launcher = report.sources.launcher("cython").text
     for kernel in report.kernels:
-        match = re.search(rf"{kernel.name}<<<dim3\((\d+), (\d+), (\d+)\), dim3\((\d+), (\d+), (\d+)\), (\d+), stream>>>",
-                          launcher)
+        match = re.search(rf"{kernel.name}<<<dim3\((\d+), (\d+), (\d+)\), dim3\((\d+), (\d+), (\d+)\), "
+                          r"(\d+), stream>>>", launcher)
         assert match, launcher
         values = [int(v) for v in match.groups()]
         assert (tuple(values[:3]), tuple(values[3:6]), values[6]) == (
             kernel.grid, kernel.block, kernel.dynamic_shared_memory_bytes)
     # every tensor argument is a parameter of the launcher's call(), in order
     call = re.search(r"int call\(([^)]*)\)", launcher).group(1)
-    assert [a.name for a in report.arguments if a.kind == "tensor"] == re.findall(r"\*\s*(?:__restrict__\s+)?(\w+)", call)
+    tensors = re.findall(r"\*\s*(?:__restrict__\s+)?(\w+)", call)
+    assert [a.name for a in report.arguments if a.kind == "tensor"] == tensors
 
 
 @pytest.mark.parametrize("make", [tk.scale_add, tk.gemm_gpu])
@@ -327,11 +330,13 @@ def test_mfma_lane_layouts_agree_with_tilelangs_maps():
     from tilelang.rocm.intrinsics import mfma_layout as L
 
     for lane in range(64):
+        a16, b16 = mfma.lane_elements("A", 16, 16, 16, lane), mfma.lane_elements("B", 16, 16, 16, lane)
         for i in range(4):  # 16x16x16: TileLang's A/B maps are (row, k) / (k, column)
-            assert mfma.lane_elements("A", 16, 16, 16, lane)[i] == L.thread_id_shared_access_64x4_to_16x16_layout_A(lane, i)
-            assert mfma.lane_elements("B", 16, 16, 16, lane)[i] == L.thread_id_shared_access_64x4_to_16x16_layout_B(lane, i)
+            assert a16[i] == L.thread_id_shared_access_64x4_to_16x16_layout_A(lane, i)
+            assert b16[i] == L.thread_id_shared_access_64x4_to_16x16_layout_B(lane, i)
+        a32 = mfma.lane_elements("A", 32, 32, 32, lane)
         for i in range(16):  # 32x32x32 int8: A is (row, k); TileLang's C map is the transposed (D^T) view
-            assert mfma.lane_elements("A", 32, 32, 32, lane)[i] == L.thread_id_shared_access_64x16_to_32x32_layout_A(lane, i)
+            assert a32[i] == L.thread_id_shared_access_64x16_to_32x32_layout_A(lane, i)
             row, col = mfma.lane_elements("C", 32, 32, 32, lane)[i]
             assert (col, row) == L.thread_id_shared_access_64x16_to_32x32_layout_C_m_n(lane, i)
 
@@ -517,7 +522,8 @@ def test_bench_and_sweep_on_the_cpu_name_the_wall_clock():
     assert "wall clock" in repr(result)
     table = tilelab.sweep(lambda N, block: tk.scale_add(N, block), {"block": [128, 256]}, {"N": [4096]},
                           target="c", progress=False, bench_kwargs={"rep_ms": 5, "warmup_ms": 1, "min_rep": 3})
-    assert table.device.startswith("CPU") and sum(r.ok for r in table.rows) == 2 and sum(r.best for r in table.rows) == 1
+    assert table.device.startswith("CPU")
+    assert sum(r.ok for r in table.rows) == 2 and sum(r.best for r in table.rows) == 1
 
 
 @pytest.mark.parametrize("target", ["gfx942", "metal"])

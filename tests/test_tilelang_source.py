@@ -21,7 +21,7 @@ DEVICE = textwrap.dedent('''\
     extern "C" __global__ void __launch_bounds__(128) fill_kernel(half_t* __restrict__ C) {
       C[((int)threadIdx.x)] = half_t(0);
     }
-''')
+''')  # noqa: E501 the device code as TileLang writes it, one statement a line
 
 
 def test_kernels_are_named_once_each_in_order_declarations_included():

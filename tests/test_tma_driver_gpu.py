@@ -149,8 +149,11 @@ def _example_specs() -> list[tuple[str, str, str | None]]:
     return specs
 
 
-@pytest.mark.parametrize("module,expr,target", _example_specs() or [pytest.param(None, None, None, marks=pytest.mark.skip(
-    reason="no examples/*.py with a `python -m tilelab inspect \"examples/X.py:EXPR\"` line in its docstring"))])
+_NO_EXAMPLES = pytest.param(None, None, None, marks=pytest.mark.skip(
+    reason="no examples/*.py with a `python -m tilelab inspect \"examples/X.py:EXPR\"` line in its docstring"))
+
+
+@pytest.mark.parametrize("module,expr,target", _example_specs() or [_NO_EXAMPLES])
 def test_example_descriptors_are_clean_and_accepted(module, expr, target):
     import tilelab
 

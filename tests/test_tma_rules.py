@@ -6,7 +6,6 @@ import dataclasses
 import re
 
 import pytest
-
 from groundtruth import (
     DRIVER_ALIGNMENTS,
     DRIVER_BOUNDS,
@@ -16,6 +15,7 @@ from groundtruth import (
     DRIVER_OOB,
     DRIVER_SWIZZLE,
 )
+
 from tilelab import TmaDescriptor
 from tilelab import _tma_rules as rules
 
@@ -153,7 +153,8 @@ HOPPER_A = TmaDescriptor(
     global_stride_bytes=(2, 2048), box_dim=(64, 128), element_strides=(1, 1), interleave="NONE",
     swizzle="128B", l2_promotion="L2_128B", oob_fill="NONE",
 )
-ALIGN_CONDITION = "the data pointer of A must be 16-byte aligned at launch (a tensor view that starts at an offset may not be)"
+ALIGN_CONDITION = ("the data pointer of A must be 16-byte aligned at launch "
+                   "(a tensor view that starts at an offset may not be)")
 
 
 def _symbolic(**changes) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -180,7 +181,8 @@ def test_symbolic_stride_condition_is_solved_for_the_symbol():
     assert "globalStrides[1] = k * 2 must be a multiple of 16 at launch: k must be a multiple of 8" in conditions
     # 3k + 8 = 0 (mod 16)  <=>  k = 8 (mod 16)
     _, conditions = _symbolic(global_stride_bytes=(2, "k * 3 + 8"))
-    assert "globalStrides[1] = k * 3 + 8 must be a multiple of 16 at launch: k must leave 8 when divided by 16" in conditions
+    assert ("globalStrides[1] = k * 3 + 8 must be a multiple of 16 at launch: "
+            "k must leave 8 when divided by 16") in conditions
     assert all(((k * 3 + 8) % 16 == 0) == (k % 16 == 8) for k in range(64))
 
 

@@ -13,13 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from elementwise_sm80 import elementwise_add
+from gemm import matmul
 
 import tilelab
 from tilelab import _tilelang
 from tilelab._toolchain import find_toolchain, parse_ptxas, parse_sass, strip_line_directives
-
-from elementwise_sm80 import elementwise_add
-from gemm import matmul
 
 CUDA = Path("/usr/local/cuda")
 TOOLS = find_toolchain(CUDA)
@@ -143,7 +142,8 @@ def test_strip_line_directives_gives_the_plain_source_back():
 
 def test_parsers_on_recorded_toolkit_text():
     log = ("ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k' for 'sm_80'\n"
-           "ptxas info    : Function properties for k\n    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Function properties for k\n"
+           "    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
            "ptxas info    : Used 255 registers, used 1 barriers, 2048 bytes smem, 384 bytes cmem[0]\n")
     (r,) = parse_ptxas(log)
     assert (r.kernel, r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes, r.static_shared_bytes,

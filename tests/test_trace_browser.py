@@ -70,7 +70,7 @@ def test_picking_a_block_shows_its_layer_without_scripts(tmp_path):
             heights = page.locator("svg.tl-tt-grid text").evaluate_all(
                 "ts => ts.map(t => t.getBoundingClientRect().height)")
             assert heights and min(heights) >= 10
-            page.locator(f'label[for$="-none"]').click()
+            page.locator('label[for$="-none"]').click()
             assert not layers.first.is_visible()
         finally:
             browser.close()

@@ -41,7 +41,6 @@ if not CHILD:
 
 else:
     from IPython.core.error import UsageError
-
     from ipython_shell import ip, magics, run, shown  # noqa: F401  (fixtures)
 
     def test_trace_shows_the_trace_above_the_inspector_and_says_its_problems(ip, shown, capsys):

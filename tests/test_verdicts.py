@@ -7,10 +7,10 @@ import dataclasses
 import re
 
 import pytest
-
-import tilelab
 import target_kernels as tk
 from groundtruth import device_wgmma
+
+import tilelab
 from tilelab import cuda_facts
 from tilelab._links import cell_heat, device_anchor_lines, heat_shares, launch_lines
 from tilelab._machine import MachineCode, SourceOrigin
@@ -87,7 +87,7 @@ def test_operand_uses_name_the_instruction_extent_tilelang_emitted():
     uses = operand_uses(r)
     buffers = {d["buffer"] for d in device["descriptors"].values()}
     assert set(uses) == buffers  # every shared buffer a descriptor points at, and no other
-    for buffer, items in uses.items():
+    for items in uses.values():
         for use in items:
             assert use.inst_mn == (cuda_facts.WGMMA_M if use.role == "A" else use.inst_mn)
             if use.role == "B":
@@ -271,7 +271,8 @@ def test_sass_opcodes_as_nvdisasm_prints_them():
 def test_device_lines_to_sass_and_python_lines_by_hand():
     # SASS lines 1-2 came from device line 12, 3 from 13, 4-5 from 20, 6 from 12 again, 7 from none
     mc = MachineCode(arch="sm_90a", sass_device_lines=(12, 12, 13, 20, 20, 12, 0),
-                     origins=(SourceOrigin(12, 13, "/x/cell.py", 3, True), SourceOrigin(20, 21, "/tl/gemm.py", 9, False),
+                     origins=(SourceOrigin(12, 13, "/x/cell.py", 3, True),
+                              SourceOrigin(20, 21, "/tl/gemm.py", 9, False),
                               SourceOrigin(30, 30, "/x/cell.py", 3, True)))
     assert mc.sass_of_device_lines() == {12: (1, 3), 13: (3, 1), 20: (4, 2)}
     assert mc.python_line_groups() == {("/x/cell.py", 3): [12, 13, 30], ("/tl/gemm.py", 9): [20, 21]}

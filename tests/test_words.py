@@ -149,7 +149,7 @@ if not CHILD:
 else:
     from ipython_shell import ip, run, shown  # noqa: F401  (fixtures)
 
-    def test_a_name_error_in_a_kernel_is_a_python_error_in_the_cell_with_its_line(ip, shown):  # noqa: F811
+    def test_a_name_error_in_a_kernel_is_a_python_error_in_the_cell_with_its_line(ip, shown):
         result = run(ip, "", NAME_ERROR_CELL)
         err = result.error_in_exec
         assert isinstance(err.__cause__, NameError)
@@ -169,11 +169,11 @@ def test_a_cells_run_and_bench_say_pass_fail_and_the_median_in_the_summary():
     """With --run --bench, the Summary carries the verdict and the median beside the Timing tab."""
     import re
 
+    from gemm import matmul
+
     import tilelab
     from tilelab.launch import BenchResult, OutputCheck, RunResult
     from tilelab.widgets.inspector import Inspector
-
-    from gemm import matmul
 
     report = tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a")
     run = RunResult(kernel="gemm", outputs=(OutputCheck("C", "float16", (256, 256), rel_error=1e-4, tolerance=1e-3),),

@@ -7,8 +7,8 @@ import os
 import time
 
 import pytest
-
 import worker_fakes as fakes
+
 from tilelab.launch import KernelLaunchError
 from tilelab.launch._worker import Worker, WorkerDied, WorkerTimeout, in_worker
 
@@ -125,7 +125,7 @@ def test_kernel_payload_unpickles_in_a_fresh_worker():
 
     @T.prim_func
     def scale(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
-        with T.Kernel(1, threads=256) as bx:
+        with T.Kernel(1, threads=256):
             tx = T.get_thread_binding()
             B[tx] = A[tx] * 2.0
 

@@ -47,8 +47,8 @@ def test_a_room_with_right_wrong_broken_and_hanging_notebooks(tmp_path):
     out_csv = tmp_path / "room.csv"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "tilelab", "workshop", "grade", str(room), "--csv", str(out_csv),
-                           "--timeout", "15", "--jobs", "3"], capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=600,
-                          check=False)
+                           "--timeout", "15", "--jobs", "3"], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO(out_csv.read_text()))}
     assert set(rows) == {"ada", "bo", "di", "ed"}
@@ -85,7 +85,8 @@ def test_nested_submissions_name_the_student_by_folder(tmp_path):
     (tmp_path / "ada" / "week1").mkdir(parents=True)
     _submission(tmp_path / "ada" / "week1" / "03_reductions.ipynb", "answer_03_2 = ...")
     (tmp_path / "bo.ipynb").write_text("{}")
-    assert [(s, p.name) for s, p in _grade._submissions(tmp_path)] == [("ada", "03_reductions.ipynb"), ("bo", "bo.ipynb")]
+    assert [(s, p.name) for s, p in _grade._submissions(tmp_path)] == [("ada", "03_reductions.ipynb"),
+                                                                        ("bo", "bo.ipynb")]
 
 
 def test_a_folder_that_does_not_exist_is_a_clear_error(tmp_path):

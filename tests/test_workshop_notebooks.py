@@ -53,7 +53,8 @@ def _shown_text(cell) -> str:
     parts = []
     for o in cell.get("outputs", []):
         data = o.get("data", {})
-        parts += [str(o.get("text", "")), str(data.get("text/plain", "")), re.sub(r"<[^>]+>", " ", str(data.get("text/html", "")))]
+        parts += [str(o.get("text", "")), str(data.get("text/plain", "")),
+                  re.sub(r"<[^>]+>", " ", str(data.get("text/html", "")))]
     return "\n".join(parts)
 
 
@@ -62,7 +63,8 @@ def _shown_text(cell) -> str:
 def test_notebook_runs_as_committed_and_with_the_solutions(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     raw = json.loads(path.read_text())
-    assert all(not c.get("outputs") and not c.get("execution_count") for c in raw["cells"] if c["cell_type"] == "code"), \
+    code = [c for c in raw["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and not c.get("execution_count") for c in code), \
         f"{path.name} is committed with outputs: clear them"
     first_code = next(c for c in raw["cells"] if c["cell_type"] == "code")
     assert "from tilelab import workshop" in "".join(first_code["source"])

@@ -1,14 +1,14 @@
-"""Small kernels of our own for the timeline's tests: a flash-attention forward (two GEMMs, the
-second reading P from registers: WGMMA ``rs``), an elementwise add, and a kernel that spins a known
-time on ``%globaltimer``."""
+"""Small kernels of our own for the timeline's tests: a flash-attention forward (two GEMMs, the second
+reading P from registers: WGMMA ``rs``), an elementwise add, and a kernel spinning a known time on ``%globaltimer``."""
 
 import tilelang.language as T
+
 
 def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128):
     scale = (1.0 / dim) ** 0.5 * 1.44269504
     @T.prim_func
     def attn(Q: T.Tensor((seq, dim), T.float16), K: T.Tensor((seq, dim), T.float16),
-             V: T.Tensor((seq, dim), T.float16), O: T.Tensor((seq, dim), T.float16)):
+             V: T.Tensor((seq, dim), T.float16), O: T.Tensor((seq, dim), T.float16)):  # noqa: E741 O: attention's output
         with T.Kernel(T.ceildiv(seq, block_M), threads=threads) as bx:
             Q_s = T.alloc_shared((block_M, dim), T.float16)
             K_s = T.alloc_shared((block_N, dim), T.float16)
@@ -18,7 +18,7 @@ def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128
             acc = T.alloc_fragment((block_M, dim), T.float32)
             m = T.alloc_fragment((block_M,), T.float32)
             m_prev = T.alloc_fragment((block_M,), T.float32)
-            l = T.alloc_fragment((block_M,), T.float32)
+            l = T.alloc_fragment((block_M,), T.float32)  # noqa: E741 l: softmax's row sums
             rowsum = T.alloc_fragment((block_M,), T.float32)
             T.copy(Q[bx * block_M, 0], Q_s)
             T.fill(acc, 0)

@@ -34,9 +34,8 @@ from ._model import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-from .targets import Target, parse_target
-
 from ._version import __version__ as __version__
+from .targets import Target, parse_target
 
 # Public names that live in modules with heavy imports, loaded on first access.
 _LAZY = {
@@ -128,6 +127,6 @@ _LAZY.update({
 })
 __all__ += ["TileTrace", "TraceError", "trace_tiles"]
 
-from ._errors import BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
+from ._errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")

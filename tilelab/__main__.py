@@ -14,8 +14,9 @@ import os
 import sys
 import traceback
 import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ._errors import TilelabError
 
@@ -190,11 +191,14 @@ def _corpus_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tilelab", description="Inspect what TileLang generated for a kernel.")
+    parser = argparse.ArgumentParser(prog="python -m tilelab",
+                                     description="Inspect what TileLang generated for a kernel.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="inspect FILE.py:EXPR")
     p.add_argument("spec", metavar="FILE.py:EXPR", help="a Python file and an expression evaluated in its namespace")
-    p.add_argument("--target", default=None, help='a CUDA arch ("sm_90a", the default without a GPU; "sm_80", ...), an AMD one ("gfx942"), "metal" or "c"')
+    p.add_argument("--target", default=None,
+                   help='a CUDA arch ("sm_90a", the default without a GPU; "sm_80", ...), '
+                        'an AMD one ("gfx942"), "metal" or "c"')
     p.add_argument("--json", metavar="PATH", help="write KernelReport.to_dict() as JSON")
     p.add_argument("--html", metavar="PATH", help="write the static HTML report")
     p.add_argument("--force", action="store_true", help="bypass the report cache")

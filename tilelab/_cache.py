@@ -28,8 +28,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__ as TILELAB_VERSION
 from ._model import SCHEMA_VERSION, KernelReport
+from ._version import __version__ as TILELAB_VERSION
 
 # The layout of an entry file; a change here makes older entries unreadable, hence discarded.
 ENTRY_FORMAT = 2
@@ -107,7 +107,7 @@ def cache_dir() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "tilelab" / "reports"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def engine_fingerprint() -> str:
     """SHA-256 over the engine's source files, computed once per process."""
     digest = hashlib.sha256()

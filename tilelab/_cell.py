@@ -28,12 +28,25 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import _cache
-from ._cell_kernels import (MISSING, Build, CellEntry, bind, build_cell, cell_key, check_call, choose,
-                            evaluate_args, evaluate_ref, find_kernels, launch_refusal)
+from ._cell_kernels import (
+    MISSING,
+    Build,
+    CellEntry,
+    bind,
+    build_cell,
+    cell_key,
+    check_call,
+    choose,
+    evaluate_args,
+    evaluate_ref,
+    find_kernels,
+    launch_refusal,
+)
 from ._cell_options import CellOptions
 from ._errors import LoweringError
 from ._model import KernelReport
@@ -113,10 +126,9 @@ class NameTransaction:
     def __enter__(self) -> NameTransaction:
         return self
 
-    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:  # an error propagates
         if kind is not None:
             self.restore()
-        return False
 
     def changed(self) -> list[str]:
         """The public names bound or rebound since the transaction began, in namespace order."""
@@ -224,7 +236,6 @@ class CellSession:
                      "and bound " + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
         if options.launches:
             from ._cell_launch import launch_cell
-
             from .launch.tile_trace import TileTrace
 
             launched = launch_cell(entry, build, ns, ref, host.say)

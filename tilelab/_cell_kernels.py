@@ -194,7 +194,8 @@ def check_call(name: str, obj: Any, call: Call) -> None:
 
 def launch_refusal(arch: str | None, gpu: bool) -> str | None:
     """Why kernels of this cell cannot be compiled and launched here (None: they can)."""
-    from .targets import launch_refusal as refusal_for, parse_target
+    from .targets import launch_refusal as refusal_for
+    from .targets import parse_target
 
     if arch is None:
         return None if gpu else ("there is no CUDA GPU here; for a kernel written for the CPU, "

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
 from ._cell_kernels import Build, CellEntry, compile_one
 from ._cell_options import CellUsageError
@@ -53,26 +54,47 @@ def launchable_kernel(entry: CellEntry, build: Build, ns: dict[str, Any]) -> Any
     return obj if _tilelang.kernel_kind(obj) == "compiled" else compile_one(obj, build)
 
 
+class _Where(TypedDict):
+    """Where a launch runs: in a worker process (``isolate``) with a ``timeout``, or in this one."""
+
+    isolate: bool
+    timeout: float | None
+
+
+class _Rounds(TypedDict, total=False):
+    """``--rep-ms``: the length of bench's timed rounds and of its warm-up."""
+
+    rep_ms: float
+    warmup_ms: float
+
+
+def _as_keywords(sizes: dict[str, int]) -> Mapping[str, Any]:
+    """``sizes`` to pass as ``**keywords``: they are named after the kernel's dimensions, which a type
+    checker cannot tell apart from the launch functions' own keyword parameters."""
+    return sizes
+
+
 def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None],
                entry: CellEntry) -> list[Any]:
     from . import launch
 
     options = build.options
-    where = {"isolate": not options.in_process, "timeout": options.timeout}
+    where: _Where = {"isolate": not options.in_process, "timeout": options.timeout}
+    dims = _as_keywords(sizes)
     out: list[Any] = []
     if options.sanitize:
-        found = launch.sanitize(kernel, tool=options.sanitize, **sizes)
+        found = launch.sanitize(kernel, tool=options.sanitize, **dims)
         out.append(found)
         say(f"%%tilelang --sanitize: {repr(found).splitlines()[0]}")
     if options.run:
-        checked = launch.run(kernel, ref=ref, **where, **sizes)
+        checked = launch.run(kernel, ref=ref, **where, **dims)
         out.append(checked)
         if not getattr(checked, "passed", True):
             head = repr(checked).split("\n", 1)[0]
             say(f"%%tilelang --run: {head}" + (f" at {sizes_text(sizes)}" if sizes else ""))
     if options.bench:
-        rounds = {"rep_ms": options.rep_ms, "warmup_ms": min(25.0, options.rep_ms)} if options.rep_ms else {}
-        out.append(launch.bench(kernel, **rounds, **where, **sizes))
+        rounds: _Rounds = {"rep_ms": options.rep_ms, "warmup_ms": min(25.0, options.rep_ms)} if options.rep_ms else {}
+        out.append(launch.bench(kernel, **rounds, **where, **dims))
     if options.profile:
         out = _profiled(kernel, sizes, out, entry, say)
     if options.trace:
@@ -80,7 +102,7 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
     if options.timeline is not None:  # --timeline: the Timeline tab (render/timeline.py)
         from .launch._timeline import timeline
 
-        out.append(timeline(kernel, blocks=options.timeline, **where, **sizes))
+        out.append(timeline(kernel, blocks=options.timeline, **where, **dims))
     return out
 
 
@@ -88,7 +110,7 @@ def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> A
     """``--trace``: the kernel's TileTrace; its problems are said (shown even with --quiet)."""
     from .launch._trace import trace_tiles
 
-    traced = trace_tiles(kernel, **sizes)
+    traced = trace_tiles(kernel, **_as_keywords(sizes))
     problems = traced.problems()
     if problems:
         at = f" at {sizes_text(sizes)}" if sizes else ""
@@ -105,7 +127,7 @@ def _profiled(kernel: Any, sizes: dict[str, int], out: list[Any], entry: CellEnt
     from .render.profile import ProfileView
 
     try:
-        measured = profile(kernel, **sizes)
+        measured = profile(kernel, **_as_keywords(sizes))
     except ProfileError as err:
         say(f"%%tilelang --profile: {err}")
         return out

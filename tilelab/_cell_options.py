@@ -8,8 +8,9 @@ the option and says what to give instead. Needs no IPython shell (only IPython's
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -90,13 +91,18 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
     argument("--force", action="store_true", help="bypass the caches: re-inspect and recompile"),
     argument("--quiet", action="store_true",
              help="show nothing; still binds the kernels (a failed --run is still printed)"),
-    argument("--run", action="store_true", help="launch the kernel once and check it (on the GPU, or on the CPU with --target c)"),
+    argument("--run", action="store_true",
+             help="launch the kernel once and check it (on the GPU, or on the CPU with --target c)"),
     argument("--ref", default=None, metavar="EXPR",
              help="a Python expression giving the reference callable for --run, e.g. --ref torch.matmul"),
     argument("--bench", action="store_true", help="time the kernel (on the GPU, or on the CPU with --target c)"),
     argument("--sizes", default=None, metavar='"M=1024,N=..."',
-             help='sizes of dynamic dimensions for --run/--bench; several sets separated by ";" (e.g. "M=1024;M=2048")'),
-    argument("--rep-ms", default=None, metavar="MS", help="--bench: milliseconds of timed repetitions per round (default: bench's; on a GPU 1 s rounds after a warm-up to its steady state, until the median is known to +-0.5%%, at most 4; with --target c, 100 ms)"),
+             help='sizes of dynamic dimensions for --run/--bench; several sets separated by ";" '
+                  '(e.g. "M=1024;M=2048")'),
+    argument("--rep-ms", default=None, metavar="MS",
+             help="--bench: milliseconds of timed repetitions per round (default: bench's; on a GPU 1 s rounds "
+                  "after a warm-up to its steady state, until the median is known to +-0.5%%, at most 4; "
+                  "with --target c, 100 ms)"),
     argument("--sass", action="store_true",
              help="also compile with the CUDA toolkit: PTX, SASS, registers, spills, occupancy, Python-line links"),
     argument("--passes", action="store_true", help="record TileLang's lowering pass by pass (IR passes tab)"),
@@ -162,7 +168,8 @@ def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
         pass_configs=_parse_pass_configs([_unquote(v) for v in ns.pass_config or ()]),
         kernel=text["kernel"], args=text["args"], show=_parse_show(text["show"]),
         no_compile=ns.no_compile, force=ns.force, quiet=ns.quiet, run=ns.run, ref=text["ref"], bench=ns.bench,
-        sizes=_parse_sizes(text["sizes"]), rep_ms=_parse_rep_ms(text["rep_ms"]), sass=ns.sass or ns.profile, passes=ns.passes,
+        sizes=_parse_sizes(text["sizes"]), rep_ms=_parse_rep_ms(text["rep_ms"]), sass=ns.sass or ns.profile,
+        passes=ns.passes,
         profile=ns.profile, timeout=_parse_timeout(text["timeout"]), in_process=ns.in_process,
         sanitize=_parse_sanitize(text["sanitize"]),
         trace=_parse_trace(ns.trace, text["target"]), timeline=_parse_timeline(_unquote(ns.timeline)),

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ._model import Lowering, TileOpPath
 from .cuda_facts import DTYPE_BYTES, normalize_dtype

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._version import __version__ as TILELAB_VERSION
 from . import _cache
 from ._errors import LoweringError, OptionError
 from ._model import BACKENDS, KernelReport, Sources
+from ._version import __version__ as TILELAB_VERSION
 from .targets import DEFAULT_CUDA, REGISTRY, Target, local_cuda_target, parse_target
 
 DEFAULT_ARCH = DEFAULT_CUDA
@@ -76,7 +76,8 @@ def resolve_target(spec: Any) -> tuple[Target, str | None]:
         if local:
             return local_cuda_target(local), f"target {local}: the local GPU's arch"
         return parse_target(DEFAULT_ARCH), (
-            f"no GPU found: inspected for {DEFAULT_ARCH} (choose another with --target in %%tilelang, target=... in tilelab.inspect)")
+            f"no GPU found: inspected for {DEFAULT_ARCH} "
+            "(choose another with --target in %%tilelang, target=... in tilelab.inspect)")
     return parse_target(spec), None
 
 
@@ -94,8 +95,9 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
     ``target`` is any target :func:`tilelab.targets.parse_target` accepts: a CUDA arch
     ("sm_90a"), an AMD one ("gfx942"), "metal", "c" (the CPU), a TileLang target dict or a
     ``tvm.target.Target``; by default the local GPU's arch, else sm_90a (the report's notes say
-    which). ``backends`` defaults to every launcher TileLang has for the target's family. Reports are cached on disk by content
-    (the kernel, options, TileLang's version and the engine's own source files); ``force=True``
+    which). ``backends`` defaults to every launcher TileLang has for the target's family. Reports
+    are cached on disk by content (the kernel, options, TileLang's version and the engine's own
+    source files); ``force=True``
     recomputes and overwrites the entry. A report in which a launcher failed with an exception is
     not cached (the failure may not repeat); its notes say so.
 
@@ -113,17 +115,18 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         raise ValueError(f"unknown backend(s) {unknown}; choose from {list(known)}")
     source = _tilelang.resolve_kernel(kernel, tuple(args), kwargs)
     notes: list[str] = []
-    if target is None and source.target_hint is not None and not isinstance(source.target_hint, str):
-        target = source.target_hint
-    elif target is None and isinstance(source.target_hint, (str, dict)) and source.target_hint not in ("auto", "cuda"):
-        target = source.target_hint
+    hint = source.target_hint  # a target the kernel was built for; a plain "auto"/"cuda" names no device
+    if target is None and hint is not None and (not isinstance(hint, str) or hint not in ("auto", "cuda")):
+        target = hint
     resolved, target_note = resolve_target(target)
     arch = resolved.name
     backends = tuple(backends) if backends is not None else resolved.backends
     if out_idx is None:
         out_idx_list = source.out_idx
+    elif isinstance(out_idx, int):
+        out_idx_list = [out_idx]
     else:
-        out_idx_list = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+        out_idx_list = list(out_idx)
     _check_out_idx(out_idx_list, source, shown=out_idx if out_idx is not None else source.out_idx,
                    given=out_idx is not None)
     user_configs = {**source.pass_configs, **(pass_configs or {})}
@@ -142,7 +145,8 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
             return _with_target_note(cached, target_note)
 
     try:
-        lowered = _tilelang.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs, backends=tuple(backends))
+        lowered = _tilelang.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs,
+                                  backends=tuple(backends))
     except LoweringError as err:
         if user_configs:  # the user's options may be the cause: say which were in force
             given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
@@ -194,7 +198,8 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         if passes:
             report = report.replace(passes=_tilelang.pass_trace(source, arch, configs))
     elif toolchain or passes:
-        asked = " and ".join(n for n, on in (("toolchain=True (--sass)", toolchain), ("passes=True (--passes)", passes)) if on)
+        flags = (("toolchain=True (--sass)", toolchain), ("passes=True (--passes)", passes))
+        asked = " and ".join(n for n, on in flags if on)
         report = report.replace(notes=report.notes + (
             f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the pass trace follows "
             f"TileLang's CUDA pipeline); {arch} is a {resolved.family} target, so it was not recorded",))

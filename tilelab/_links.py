@@ -16,8 +16,9 @@ has more threads than the cell asked for; why a 128x128 tile issues m64n64k16).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ._model import KernelReport, LauncherSource
 from ._tilelang.source import descriptor_use_lines, mentions, wgmma_lines
@@ -247,7 +248,7 @@ def _cell_files(mc: Any, source: str) -> set[str]:
     return {f for f, text in mc.python_sources if body(text) == body(source)}
 
 
-def heat_elsewhere(report: KernelReport, source: str, samples: Sequence[tuple[int, float]],
+def heat_elsewhere(report: KernelReport, source: str | None, samples: Sequence[tuple[int, float]],
                    top: int = 3) -> tuple[float, tuple[tuple[str, float], ...]]:
     """The share of a profile's samples that :func:`cell_heat` cannot put on a line of ``source``,
     and the hottest places it went instead (``("wgmma_macro_generator.py L649", share)``, or "no
@@ -341,4 +342,5 @@ def _warpgroup_split(lay: Any) -> tuple[int, int]:
 
 
 __all__ = ["EncodeSite", "ReportLinks", "cell_heat", "device_anchor_lines", "encode_calls", "encode_spans",
-           "heat_elsewhere", "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note", "wgmma_shape_note"]
+           "heat_elsewhere", "heat_shares", "launch_lines", "launcher_parts", "report_links", "thread_note",
+           "wgmma_shape_note"]

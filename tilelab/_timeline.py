@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._timeline_model import WAIT_KINDS, BlockTime, Flow, RoleShare, TimelineSpan, TimelineSummary
 from ._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, END, HEADER_WORDS, KERNEL_END, KERNEL_START, Site
@@ -235,7 +235,7 @@ def _run_ahead(spans: Sequence[TimelineSpan]) -> float | None:
     if not issues:
         return None
     # the first (per block) producer issue site in program order stands for the stage
-    first_site = {}
+    first_site: dict[tuple[int, int, int], int] = {}  # block -> site
     for (block, site) in sorted(issues, key=lambda k: k[1]):
         first_site.setdefault(block, site)
     values = []

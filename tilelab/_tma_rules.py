@@ -18,12 +18,20 @@ import ast
 import dataclasses
 import math
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
 
 from ._model import Dim, TmaDescriptor
-from .cuda_facts import (TMA_DTYPES, TMA_ENUM_C, TMA_ENUMS, TMA_INTERLEAVES, TMA_L2_PROMOTIONS, TMA_OOB_FILLS,
-                         TMA_SWIZZLES, tma_enum_name)
+from .cuda_facts import (
+    TMA_DTYPES,
+    TMA_ENUM_C,
+    TMA_ENUMS,
+    TMA_INTERLEAVES,
+    TMA_L2_PROMOTIONS,
+    TMA_OOB_FILLS,
+    TMA_SWIZZLES,
+    tma_enum_name,
+)
 
 # --------------------------------------------------------------------------------------------
 # Driver enumerators (their one table is tilelab.cuda_facts), by the short names the rules use.
@@ -223,7 +231,7 @@ def _dim_name(i: int) -> str:
 class Rule:
     id: str
     doc: str
-    check: Callable[[TmaDescriptor, "int | None"], Findings]
+    check: Callable[[TmaDescriptor, int | None], Findings]
     kinds: tuple[str, ...] = ("tiled", "im2col")
     driver_enforced: bool = True
     # The bad example's globalAddress is an aligned base plus this many bytes (alignment rules).
@@ -551,9 +559,10 @@ _CORNER_RANGE = {3: (-32768, 32767), 4: (-128, 127), 5: (-16, 15)}
       tensorRank is 5, three offsets each within range [-16, 15] are supported. [pixelBoxUpperCorner: the
       same]""", kinds=("im2col",))
 def _im2col_corner_range(d: TmaDescriptor, address: int | None) -> Findings:
-    low, high = _CORNER_RANGE.get(d.rank, (None, None))
-    if low is None:
+    corner_range = _CORNER_RANGE.get(d.rank)
+    if corner_range is None:
         return
+    low, high = corner_range
     for name, corner in (("pixelBoxLowerCorner", d.lower_corner), ("pixelBoxUpperCorner", d.upper_corner)):
         for i, v in enumerate(corner):
             if not low <= v <= high:

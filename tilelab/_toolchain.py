@@ -3,9 +3,10 @@
 Tools are looked for, each on its own, in: the ``cuda_home`` given, ``$TILELAB_CUDA_HOME``,
 ``$CUDA_HOME``/``$CUDA_PATH``, ``PATH``, ``/usr/local/cuda``, and NVIDIA's pip wheels
 (``pip install "tilelab[toolchain]"`` installs ``nvidia-cuda-nvcc``, the CCCL headers that nvcc's
-wheel lacks, ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm``). nvcc makes the PTX (``-lineinfo``), ptxas the cubin and the resource
-counts (``-v``), nvdisasm the SASS with line info (``-gi``: inlined template code is charged to
-the device-CUDA line that called it); cuobjdump is the fallback disassembler, without lines.
+wheel lacks, ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm``). nvcc makes the PTX
+(``-lineinfo``), ptxas the cubin and the resource counts (``-v``), nvdisasm the SASS with line info
+(``-gi``: inlined template code is charged to the device-CUDA line that called it); cuobjdump is the
+fallback disassembler, without lines.
 
 Nothing here runs unless a caller asks for it (``tilelab.inspect(..., toolchain=True)``,
 ``--sass``): plain inspection never needs nvcc.
@@ -268,7 +269,8 @@ def machine_code(device_source: str, arch: str, *, include_dirs: list[str], kern
         where = f" in {cuda_home}" if cuda_home is not None else ""
         names = " and ".join(t for t in ("nvcc", "ptxas") if getattr(tools, t) is None)
         return _replace(base, missing=f"no {names} found{where}: {INSTALL_ADVICE}")
-    used = [("nvcc", f"{tools.nvcc} ({tool_version(tools.nvcc)})"), ("ptxas", f"{tools.ptxas} ({tool_version(tools.ptxas)})")]
+    used = [("nvcc", f"{tools.nvcc} ({tool_version(tools.nvcc)})"),
+            ("ptxas", f"{tools.ptxas} ({tool_version(tools.ptxas)})")]
     with tempfile.TemporaryDirectory(prefix="tilelab-sass-") as tmp:
         work = Path(tmp)
         (work / DEVICE_FILE).write_text(device_source)
@@ -285,7 +287,8 @@ def machine_code(device_source: str, arch: str, *, include_dirs: list[str], kern
                             log=(ptxas.stderr + ptxas.stdout)[-20000:],
                             missing=f"ptxas failed (exit {ptxas.returncode}); its log is in .log")
         resources = _with_occupancy(parse_ptxas(ptxas.stderr + ptxas.stdout), arch, kernels)
-        sass, sass_lines, missing = "", (), None
+        sass, missing = "", None
+        sass_lines: tuple[int, ...] = ()
         if tools.nvdisasm is not None:
             used.append(("nvdisasm", f"{tools.nvdisasm} ({tool_version(tools.nvdisasm)})"))
             dis = _run([tools.nvdisasm, "-gi", "-c", "kernel.cubin"], work)
@@ -333,8 +336,8 @@ def _with_occupancy(resources: list[KernelResources], arch: str, kernels: tuple)
     return out
 
 
-__all__ = ["Toolchain", "compile_cubin", "find_cuda_tool", "find_toolchain", "machine_code", "parse_ptxas", "parse_sass", "ptx_device_lines",
-           "strip_line_directives"]
+__all__ = ["Toolchain", "compile_cubin", "find_cuda_tool", "find_toolchain", "machine_code", "parse_ptxas",
+           "parse_sass", "ptx_device_lines", "strip_line_directives"]
 
 
 def compile_cubin(device_source: str, arch: str, *, include_dirs: list[str],

@@ -14,6 +14,7 @@ The renderers (:mod:`tilelab.render.html`) only format what these functions retu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,7 +111,7 @@ def layout_repeats(report: KernelReport) -> tuple[int, ...]:
     return tuple(first.setdefault(layout_identity(lay), i) for i, lay in enumerate(report.layouts))
 
 
-def layout_checks(layout: Layout, uses: tuple[OperandUse, ...] | list[OperandUse]) -> tuple[tuple[OperandUse, Any], ...]:
+def layout_checks(layout: Layout, uses: Sequence[OperandUse]) -> tuple[tuple[OperandUse, Any], ...]:
     """Each use of a shared ``layout`` by a WGMMA operand with tilelab's check of it (a
     :class:`tilelab.swizzle.OperandCheck`: the descriptor tilelab computes from the layout's
     offsets, and whether it agrees with the compiler's)."""

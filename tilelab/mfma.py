@@ -163,7 +163,9 @@ def phase_clocks(byte_addresses: list[int], width_bytes: int) -> tuple[int, ...]
 
 def _split_args(text: str) -> list[str]:
     """Top-level comma-separated arguments of a call whose '(' precedes ``text``; stops at ')'."""
-    args, depth, current = [], 0, []
+    args: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -190,7 +192,8 @@ def operand_buffer(expr: str) -> str:
 def _kernels(source: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of each ``__global__`` function in the source."""
     spans = []
-    starts = [(m.group(1), m.start()) for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(", source)]
+    pattern = r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\("
+    starts = [(m.group(1), m.start()) for m in re.finditer(pattern, source)]
     for i, (name, start) in enumerate(starts):
         spans.append((name, start, starts[i + 1][1] if i + 1 < len(starts) else len(source)))
     return spans

@@ -35,8 +35,9 @@ the same mode means different element tables for different dtypes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -191,7 +192,8 @@ def default_swizzle(inner_bytes: int) -> str:
     multiple of 8 x 16 bytes, else 64B, 32B, else linear) *applied to the extent TileLang
     measures*, which is not always the tile's row: see :func:`wgmma_operand_swizzle`."""
     for name in ("128B", "64B", "32B"):
-        if inner_bytes % SWIZZLE_SPAN_BYTES[name] == 0:
+        span = SWIZZLE_SPAN_BYTES[name]
+        if span is not None and inner_bytes % span == 0:
             return name
     return "NONE"
 
@@ -334,7 +336,7 @@ class SharedTile:
     @property
     def panel_bytes(self) -> int:
         """Width of one panel row in bytes: the span when swizzled, the whole row otherwise."""
-        return int(self.mode.span_bytes) if self.mode.is_swizzled else self.row_bytes
+        return self.mode.span_bytes or self.row_bytes  # (no span: not swizzled)
 
     @property
     def panel_cols(self) -> int:
@@ -375,8 +377,8 @@ class SharedTile:
         if self.mode.name == "INTERLEAVE":
             down, across = self.core_matrix_strides
             byte = c * e
-            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES
-                   + byte % CHUNK_BYTES)
+            lin = ((r // CORE_MATRIX_ROWS) * down + (byte // CHUNK_BYTES) * across
+                   + (r % CORE_MATRIX_ROWS) * CHUNK_BYTES + byte % CHUNK_BYTES)
         else:
             lin = (c // w) * (self.rows * self.panel_bytes) + r * self.panel_bytes + (c % w) * e
         return lin if lin.ndim else int(lin)
@@ -473,7 +475,7 @@ def match_layout(layout: Any, modes: Iterable[str] = tuple(MODES)) -> SharedTile
             tile = SharedTile(layout.shape[0], layout.shape[1], dtype, name, core_order=order)
         except ValueError:
             continue
-        r, c = np.meshgrid(np.arange(head), np.arange(tile.cols), indexing="ij")
+        r, c = np.indices((head, tile.cols))  # the row and the column of each of the first rows' elements
         if np.array_equal(tile.element_offset(r, c), want[:head]) and np.array_equal(tile.offsets(), want):
             return tile
     return None
@@ -611,8 +613,10 @@ def wgmma_descriptor(tile: SharedTile, major: str = "K", *, operand: str = "A", 
                else "(no swizzle span divides these rows)")
         )
     geometry = _wgmma_geometry(tile, major, mn, k_step, mn_offset, notes)
+    layout_type = tile.mode.layout_type
+    assert layout_type is not None  # _wgmma_readable refused the modes WGMMA cannot read
     return WgmmaDescriptor(
-        operand=operand, major=major, tile=tile, layout_type=int(tile.mode.layout_type),
+        operand=operand, major=major, tile=tile, layout_type=layout_type,
         lbo_bytes=int(geometry.lbo_bytes), sbo_bytes=int(geometry.sbo_bytes), mn=mn, k_step=k_step,
         mn_offset=mn_offset, start_byte=int(tile.byte_offset(geometry.row0, geometry.col0)),
         core_matrices=_wgmma_core_matrices(tile, major, geometry), notes=tuple(notes),
@@ -700,7 +704,8 @@ def _wgmma_geometry(tile: SharedTile, major: str, mn: int, k_step: int, mn_offse
             sbo_bytes, lbo_bytes = down, across
             if tile.row_bytes == CHUNK_BYTES:
                 lbo_bytes = CHUNK_BYTES
-                notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; TileLang writes 1")
+                notes.append("the tile has one 16-byte core matrix along K, so LBO addresses nothing; "
+                             "TileLang writes 1")
         n_mn, n_k = mn // CORE_MATRIX_ROWS, max(min(WGMMA_K_BYTES, k_extent_bytes) // CHUNK_BYTES, 1)
     else:  # rows are K, columns MN
         row0, col0 = k_step * k_per_step, mn_offset
@@ -788,8 +793,8 @@ class OperandCheck:
         if self.agrees:
             text = f"tilelab's descriptor agrees with the compiler's: {theirs}"
         else:
-            text = (f"tilelab's descriptor differs from the compiler's: tilelab layout_type {d.layout_type}, LBO {d.lbo}, "
-                    f"SBO {d.sbo}; compiler {theirs}")
+            text = (f"tilelab's descriptor differs from the compiler's: tilelab layout_type {d.layout_type}, "
+                    f"LBO {d.lbo}, SBO {d.sbo}; compiler {theirs}")
         if self.predicted is not None and self.tile is not None:
             text += (f" (layout {self.tile.swizzle}; TileLang's rule predicts {self.predicted})"
                      if self.predicted == self.tile.swizzle else
@@ -978,7 +983,8 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
         if chunks_per_row < 2:
             notes.append("the tile has one 16-byte chunk per row; matrices 2 and 3 reuse chunk 0")
         for t in range(WARP_SIZE):
-            cells.append((t, (row + t % 16) % tile.rows, ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e), t // vector_phase))
+            col_t = ((chunk + t // 16) % chunks_per_row) * (CHUNK_BYTES // e)
+            cells.append((t, (row + t % 16) % tile.rows, col_t, t // vector_phase))
     if tile.rows < WARP_SIZE and pattern in ("column_read", "column_store"):
         notes.append(f"the tile has {tile.rows} rows; threads past them wrap to row 0")
 
@@ -1004,9 +1010,9 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
 def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     # Granules in physical address order: the box's destination is dense, written line by line.
     e = tile.element_bytes
-    phys = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
+    phys: np.ndarray = np.arange(0, tile.nbytes, CHUNK_BYTES, dtype=np.int64)
     r_all, c_all = tile.logical(phys)
-    words = (phys + tile.base) // BANK_BYTES
+    words: np.ndarray = (phys + tile.base) // BANK_BYTES
     per_line, banks = LINE_BYTES // CHUNK_BYTES, CHUNK_BYTES // BANK_BYTES  # 8 granules of 4 banks
     per_phase = [_phase_wavefronts([[int(w) + i for i in range(banks)] for w in words[s:s + per_line]])
                  for s in range(0, len(words), per_line)]
@@ -1045,9 +1051,9 @@ class ModeComparison:
             if isinstance(reports, str):
                 lines.append(f"{name} | n/a: {reports}")
             else:
-                lines.append(" | ".join([name] + [f"{r.wavefronts}/{r.ideal_wavefronts} "
-                                                  f"({'no conflict' if r.conflict_free else f'{r.conflict_degree:g}-way'})"
-                                                  for r in reports]))
+                cells = [f"{r.wavefronts}/{r.ideal_wavefronts} "
+                         f"({'no conflict' if r.conflict_free else f'{r.conflict_degree:g}-way'})" for r in reports]
+                lines.append(" | ".join([name, *cells]))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1076,7 +1082,8 @@ def compare_modes(rows: int, cols: int, dtype: str = "float16",
 
 __all__ = [
     "BANKS", "BANK_BYTES", "DTYPE_BYTES", "MODES", "PATTERNS", "WGMMA_MODES",
-    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "OperandCheck", "SharedTile", "SwizzleMode", "WgmmaDescriptor",
-    "bank_conflicts", "check_wgmma_operand", "compare_modes", "default_swizzle", "dtype_bytes", "match_layout", "mode_for_layout_type",
+    "Access", "ConflictReport", "CoreMatrix", "ModeComparison", "OperandCheck", "SharedTile", "SwizzleMode",
+    "WgmmaDescriptor", "bank_conflicts", "check_wgmma_operand", "compare_modes", "default_swizzle", "dtype_bytes",
+    "match_layout", "mode_for_layout_type",
     "normalize_dtype", "select_wgmma_inst_n", "swizzle_mode", "wgmma_descriptor", "wgmma_operand_swizzle",
 ]

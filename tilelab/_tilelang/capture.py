@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .._errors import LoweringError
 from .env import tilelang
@@ -38,7 +39,8 @@ def intercept_compiles(on_compile: Callable[[CompileRequest], Any]):
 
     tilelang()
     # import_module, not ``import tilelang.cache``: the package attribute ``cache`` is a function.
-    tl_cache, tl_jit = importlib.import_module("tilelang.cache"), importlib.import_module("tilelang.jit")
+    tl_cache: Any = importlib.import_module("tilelang.cache")  # TileLang's modules, patched below
+    tl_jit: Any = importlib.import_module("tilelang.jit")
 
     def cached(func=None, out_idx=None, *args, target=None, target_host=None, execution_backend=None,
                verbose=None, pass_configs=None, compile_flags=None):
@@ -85,12 +87,15 @@ def tilelang_lower(func: Any, arch: str, *, out_idx: list[int] | None, pass_conf
     try:
         with tilelang_errors(name, stage="lowering"):
             context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
+            callee_allocates = context.execution_backend.supports_callee_allocated_outputs
             prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
-                func, out_idx, supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs
+                func, out_idx, supports_callee_allocated_outputs=callee_allocates
             )
-            with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[tracker.build()]), context.target:
+            with (tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=[tracker.build()]),
+                  context.target):
                 lower_with_context(prepared, context, enable_host_codegen=True, enable_device_compile=False)
     except LoweringError as err:
-        raise diagnosed(err, func=func, pass_name=tracker.failing, target_family="cuda")
+        diagnosed(err, func=func, pass_name=tracker.failing, target_family="cuda")  # adds to err itself
+        raise
     except Exception as err:
         raise _lowering_error(err, name, func=func, pass_name=tracker.failing, target_family="cuda") from err

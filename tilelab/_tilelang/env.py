@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tilelang():  # -> module
     """Import TileLang quietly (its compile banner is on by default and floods notebooks)."""
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
@@ -26,7 +26,7 @@ def tilelang_version() -> str:
         return str(getattr(tilelang(), "__version__", "unknown"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def local_gpu_arch() -> str | None:
     """The local GPU's arch as a TileLang target name ("sm_90a" on Hopper), or None."""
     try:

@@ -212,7 +212,8 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
 
     previous = error.diagnosis
     buffers: tuple[str, ...] = tuple(getattr(previous, "buffers", ()) or ())
-    source_file, source_lines = "", []
+    source_file = ""
+    source_lines: list[tuple[int, str]] = []
     if func is not None:
         names, source_file, source_lines = _kernel_context(func)
         buffers = tuple(names) or buffers

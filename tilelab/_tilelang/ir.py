@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._model import (
     Argument,
@@ -124,7 +125,8 @@ def kernel_launches(lowered: Lowered) -> list[DeviceKernel]:
             cluster = tuple((dims + [1, 1, 1])[:3])
         order = launched.get(name, -1)
         pdl_sync = bool(attrs is not None and "has_cuda_pdl_sync" in attrs)
-        cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs and bool(attrs["use_cooperative_groups"]))
+        cooperative = bool(attrs is not None and "use_cooperative_groups" in attrs
+                           and bool(attrs["use_cooperative_groups"]))
         launch_params = [str(t) for t in attrs["tirx.kernel_launch_params"]] if (
             attrs is not None and "tirx.kernel_launch_params" in attrs) else []
         serialised = () if lowered.family != "cuda" else _programmatic_serialization(
@@ -457,7 +459,8 @@ def arguments(source: KernelSource, out_idx: list[int] | None) -> list[Argument]
                 shape=shape, strides=strides if strided else None,
                 # With out_idx the tvm_ffi launcher allocates the output itself and returns it.
                 passed_at_launch=not is_output, is_output=is_output,
-                cache_key=f"dtype {buf.dtype}, shape {list(shape)}" + (f", strides {list(strides)}" if strided and strides else ""),
+                cache_key=(f"dtype {buf.dtype}, shape {list(shape)}"
+                           + (f", strides {list(strides)}" if strided and strides else "")),
             ))
         else:
             records.append(Argument(name=param.name, kind="scalar", dtype=str(param.dtype),

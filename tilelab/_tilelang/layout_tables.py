@@ -42,7 +42,7 @@ def layouts(lowered: Lowered, *, max_elements: int | None = None,
         tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
 
     result = []
-    for name, (buf, lay, kname) in found.items():
+    for name, (buf, lay, _kname) in found.items():
         try:
             item = _layout_record(name, buf, lay, max_elements, left_out)
         except Exception as err:
@@ -104,7 +104,8 @@ def _layout_record(name: str, buf: Any, lay: Any, max_elements: int, left_out: l
         if all((offsets[s] == offsets[0] + s * stage).all() for s in range(stages)):
             offsets = offsets[0]
             shape = shape[1:]
-            description = f"stage 0 of {stages} pipeline stages (stage s is stage 0 + s * {stage} elements); {description}"
+            description = (f"stage 0 of {stages} pipeline stages (stage s is stage 0 + s * {stage} elements); "
+                           f"{description}")
     if int(np.prod(shape)) > max_elements:
         left_out.append(f"layout of {name} left out: {int(np.prod(shape)):,} elements, more than the "
                         f"{max_elements:,} tilelab tabulates")

@@ -177,7 +177,8 @@ def _launchers(func: Any, target: Any, context: Any, backends: tuple[str, ...], 
             wrapper.assign_device_module(device_mod)
             wrapped = str(wrapper.wrap(device_source))
             # TLHIP/TLCPU/TLMetal wrappers return the device source followed by the host code.
-            text = wrapped[len(device_source):].lstrip("\n") if wrapped.startswith(device_source) and target.family != "cuda" else wrapped
+            host_follows = wrapped.startswith(device_source) and target.family != "cuda"
+            text = wrapped[len(device_source):].lstrip("\n") if host_follows else wrapped
             language = {"cuda": "c++", "hip": "c++", "cpu": "c"}.get(target.family, "c++")
             if text.strip():
                 launchers["cython"] = LauncherSource("cython", text, language=language)
@@ -211,7 +212,8 @@ def _launchers(func: Any, target: Any, context: Any, backends: tuple[str, ...], 
     if "cutedsl" in backends:
         # The cutedsl lowering is the CUDA one unless a CuTeDSL-only rule applies (see
         # cutedsl_shares_lowering): then only its device codegen runs, not the whole pipeline again.
-        shared = (host_mod, device_mod) if cutedsl_shares_lowering(host_mod, device_mod, target.name, pass_configs) else None
+        shares = cutedsl_shares_lowering(host_mod, device_mod, target.name, pass_configs)
+        shared = (host_mod, device_mod) if shares else None
         launchers["cutedsl"] = cutedsl_launcher(func, scheduled, target.name, pass_configs, lowered=shared)
 
     # Every absence not decided above came from an exception while generating the text.
@@ -290,7 +292,7 @@ def cutedsl_shares_lowering(host_mod: Any, device_mod: Any, arch: str, pass_conf
     descriptors: set[str] = set()
     for _, host in host_mod.functions.items():
         if host.attrs is not None and "tma_descriptor_args" in host.attrs:
-            descriptors |= {var.name for var in host.attrs["tma_descriptor_args"].keys()}
+            descriptors |= {var.name for var in host.attrs["tma_descriptor_args"]}
     for _, func in _device_funcs(device_mod):
         for call in _calls(func, set(_TMA_COPY_OPS)):
             first = call.args[0] if len(call.args) else None

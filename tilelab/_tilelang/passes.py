@@ -54,7 +54,7 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
 
     tl = tilelang()
     events: list[tuple[Any, bool, str, bool]] = []
-    state = {"text": None}
+    state: dict[str, str] = {}  # "input": the module as the first pass saw it; "text": as last printed
 
     def script(mod: Any) -> str:
         try:
@@ -64,7 +64,7 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
 
     class Observer(PassEventObserver):
         def pass_started(self, mod, event):
-            if state["text"] is None:
+            if "text" not in state:
                 state["text"] = script(mod)
                 state["input"] = state["text"]
             return mod

@@ -5,8 +5,9 @@ another process."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._errors import KernelFactoryError, LoweringError, NotAKernelError
 from .env import tilelang
@@ -226,7 +227,8 @@ def _plain_value(value: Any, depth: int = 0) -> str | None:
         return f"{type(value).__name__}:{value!r}"
     if isinstance(value, (tuple, list, frozenset)) and depth < 3:
         items = [_plain_value(v, depth + 1) for v in value]
-        return None if any(i is None for i in items) else f"{type(value).__name__}({','.join(items)})"
+        known = [i for i in items if i is not None]
+        return f"{type(value).__name__}({','.join(known)})" if len(known) == len(items) else None
     module = type(value).__module__ or ""
     if module.split(".")[0] in ("tvm", "tilelang", "torch", "numpy") and (
             "dtype" in type(value).__name__.lower() or type(value).__name__ == "DataType"):
@@ -252,7 +254,8 @@ def _function_values(fn: Any, seen: set[int]) -> str:
             parts.append(f"c:{name}={_plain_value(cell.cell_contents)}")
         except ValueError:  # an empty cell
             parts.append(f"c:{name}=<empty>")
-    codes, names = [fn.__code__], []
+    codes = [fn.__code__]
+    names: list[str] = []
     while codes:
         code = codes.pop()
         names += code.co_names

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .env import tilelang
 from .errors import tilelang_errors
@@ -47,11 +48,14 @@ def timeline_ops(prim_func: Any) -> list[dict[str, Any]]:
 
     visit(prim_func.body, find_loops)
 
+    def contains(body: Any, stmt: Any) -> bool:
+        found: list[int] = []
+        visit(body, lambda n: found.append(1) if n.same_as(stmt) else None)
+        return bool(found)
+
     def loop_line_of(stmt: Any) -> int | None:
         for loop, line in loops:
-            found = []
-            visit(loop.body, lambda n: found.append(1) if n.same_as(stmt) else None)
-            if found:
+            if contains(loop.body, stmt):
                 return line
         return None
 
@@ -152,10 +156,10 @@ def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, An
     func = with_record_buffer(prim_func)
     configs = {**(pass_configs or {}), LINE_DIRECTIVES_CONFIG: True}
     context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
-    with tilelang_errors(None, stage="lowering"):
-        with tl.transform.PassContext(opt_level=3, config=configs), context.target:
-            _, device_mod, *_ = lower_to_host_device_ir(func, context)
-            return device_codegen_without_compile(device_mod, context).inspect_source()
+    with (tilelang_errors(None, stage="lowering"), tl.transform.PassContext(opt_level=3, config=configs),
+          context.target):
+        _, device_mod, *_ = lower_to_host_device_ir(func, context)
+        return device_codegen_without_compile(device_mod, context).inspect_source()
 
 
 def kernel_file(prim_func: Any) -> str | None:
@@ -173,9 +177,9 @@ def kernel_file(prim_func: Any) -> str | None:
             span = get_stmt_span(node)
         except Exception:
             return
-        if span is not None and getattr(span, "source_name", None) is not None and span.source_name.name:
-            if not is_tilelang_file(str(span.source_name.name)):
-                found.append(str(span.source_name.name))
+        name = getattr(span, "source_name", None) if span is not None else None
+        if name is not None and name.name and not is_tilelang_file(str(name.name)):
+            found.append(str(name.name))
 
     tvm.tirx.stmt_functor.post_order_visit(prim_func.body, visit)
     return found[0] if found else None

@@ -28,7 +28,7 @@ def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, num_stag
         Q: T.Tensor(shape, dtype),
         K: T.Tensor(shape, dtype),
         V: T.Tensor(shape, dtype),
-        O: T.Tensor(shape, dtype),
+        O: T.Tensor(shape, dtype),  # noqa: E741 O: attention's output
     ):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bq, h, b):
             q_tile = T.alloc_shared((block_M, dim), dtype)

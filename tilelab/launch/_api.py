@@ -209,8 +209,9 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
                     "the baseline were timed in this process; pass a module-level function of the kernel's inputs "
                     "(torch.matmul) to keep both in the worker")
     if worker is not None:
-        return _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout, baseline=base,
-                               diagnose_hang=diagnose_hang)
+        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout,
+                                              baseline=base, diagnose_hang=diagnose_hang)  # unpickled here
+        return result
     if base_is_kernel and not isinstance(base, Prepared):
         raise BaselineError(f"the baseline {baseline!r:.60} could not be prepared")
     return _bench.measure(torch, prepared, args, opts, sizes, baseline=base, baseline_note=note)

@@ -28,7 +28,6 @@ Samples are milliseconds per launch. Tests never call the timing loops on a GPU;
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import statistics
@@ -241,17 +240,21 @@ def measure(torch: Any, target: Prepared | Callable[[], Any], args: Sequence[Any
     return _measure_ratio(torch, timed, baseline, opts, sizes)
 
 
+def _launcher(prepared: Prepared, args: Any) -> Callable[[], Any]:
+    """One launch of ``prepared`` on ``args`` (one rotating copy of the inputs)."""
+    return lambda: call_kernel(prepared, args)
+
+
 def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOptions, sizes: dict[str, int]
                        ) -> tuple[list[Callable[[], Any]], str]:
     """The baseline's calls, one per rotating copy of the kernel's inputs, after one checked call."""
     name = _ratio.baseline_name(baseline)
-    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
-        if timed.prepared is None:
-            raise BaselineError(f"the baseline {name} takes the kernel's inputs, but what is timed is a callable with "
-                                f"no inputs to share: pass the baseline as a zero-argument callable "
-                                f"(lambda: ...) instead")
+    if (isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline)) and timed.prepared is None:
+        raise BaselineError(f"the baseline {name} takes the kernel's inputs, but what is timed is a callable with "
+                            f"no inputs to share: pass the baseline as a zero-argument callable "
+                            f"(lambda: ...) instead")
+    fns: list[Callable[[], Any]] = []
     if isinstance(baseline, Prepared):
-        fns = []
         for copy in timed.launch_args:
             try:
                 args_b, _ = _inputs.build_inputs(baseline.params, copy, sizes, device="cuda")
@@ -260,11 +263,14 @@ def _baseline_launches(torch: Any, timed: _Timed, baseline: Any, opts: BenchOpti
                     f"the baseline kernel {baseline.name} cannot run on the inputs of {timed.name}: {err}. A kernel "
                     "baseline shares the kernel's tensors, so its signature must match (same parameters, shapes and "
                     "dtypes); otherwise pass a zero-argument callable with its own inputs") from err
-            fns.append(lambda a=args_b: call_kernel(baseline, a))
-    elif _ratio.takes_inputs(baseline):
-        launch = [p for p in timed.prepared.params if p.passed_at_launch]  # type: ignore[union-attr]
-        fns = [(lambda ins=[a for a, p in zip(copy, launch) if not p.is_output]: baseline(*ins))
-               for copy in timed.launch_args]
+            fns.append(_launcher(baseline, args_b))
+    elif _ratio.takes_inputs(baseline) and timed.prepared is not None:  # (None was refused above)
+        launch = [p for p in timed.prepared.params if p.passed_at_launch]
+
+        def call_with(ins: list[Any]) -> Callable[[], Any]:
+            return lambda: baseline(*ins)
+
+        fns = [call_with([a for a, p in zip(copy, launch) if not p.is_output]) for copy in timed.launch_args]
     else:
         fns = [baseline]
     _ratio.first_call(fns[0], name)
@@ -325,7 +331,7 @@ def _prepare_kernel_launches(torch: Any, prepared: Prepared, args: Sequence[Any]
     copies = _copy_inputs(torch, prepared, launch_args, timed.copies, name)
     if timed.copies > 1:
         timed.notes.append(_rotation_note(timed.copies, auto_bytes, l2_bytes(torch)))
-    timed.fns = [(lambda c=c: call_kernel(prepared, c)) for c in copies]
+    timed.fns = [_launcher(prepared, c) for c in copies]
     timed.prepared, timed.launch_args = prepared, copies
     try:
         timed.fns[0]()

@@ -136,7 +136,8 @@ def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
     return tuple(states)
 
 
-def inputs_after_launch(snapshot: list[tuple[str, Any, Any]], checks: Sequence[Any], notes: list[str]) -> tuple[Any, ...]:
+def inputs_after_launch(snapshot: list[tuple[str, Any, Any]], checks: Sequence[Any],
+                        notes: list[str]) -> tuple[Any, ...]:
     """:func:`input_states`, with a note on where NaN/inf written into an output can come from:
     inputs that held some before the launch, or none (then the kernel made them)."""
     states = input_states(snapshot)

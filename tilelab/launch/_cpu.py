@@ -188,14 +188,13 @@ def measure_cpu_ratio(target: Prepared | Callable[[], Any], baseline: Any, args:
         def fn_a() -> Any:
             return call_kernel(target, launch_args)
     else:
-        name = opts.name or getattr(target, "__name__", "callable")
+        name = opts.name or str(getattr(target, "__name__", "callable"))
         name = "callable" if name == "<lambda>" else name
         fn_a = target
     bname = _ratio.baseline_name(baseline)
-    if isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline):
-        if not isinstance(target, Prepared):
-            raise BaselineError(f"the baseline {bname} takes the kernel's inputs, but what is timed is a callable with "
-                                "no inputs to share: pass the baseline as a zero-argument callable (lambda: ...)")
+    if (isinstance(baseline, Prepared) or _ratio.takes_inputs(baseline)) and not isinstance(target, Prepared):
+        raise BaselineError(f"the baseline {bname} takes the kernel's inputs, but what is timed is a callable with "
+                            "no inputs to share: pass the baseline as a zero-argument callable (lambda: ...)")
     if isinstance(baseline, Prepared):
         try:
             args_b, _ = _inputs.build_inputs(baseline.params, launch_args, sizes, device="cpu")

@@ -21,7 +21,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._cache import Recent
 from .._errors import LoweringError, TilelabError
@@ -223,7 +224,7 @@ def _per_block(entries: Any, tws: Sequence[int], grid: tuple[int, int, int], num
     keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # np.unique's hashing on large logs
     blocks = keys // max(numel, 1)
     flats = keys % max(numel, 1)
-    edges = np.nonzero(np.diff(blocks))[0] + 1
+    edges: np.ndarray = np.nonzero(np.diff(blocks))[0] + 1
     for part_b, part_f in zip(np.split(blocks, edges), np.split(flats, edges)):
         b = int(part_b[0])
         if 0 <= b < n_blocks:

@@ -9,8 +9,9 @@ shape (NumPy is imported when they are called, never here). Its SVG/HTML is draw
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .._display import DisplayedText
 from .._records import Record
@@ -71,7 +72,7 @@ class TensorTrace(Record):
     def mask(self, runs: Sequence[int]) -> Any:
         import numpy as np
 
-        flat = np.zeros(self.numel, dtype=bool)
+        flat: np.ndarray = np.zeros(self.numel, dtype=bool)
         for start, stop in zip(runs[0::2], runs[1::2]):
             flat[start:stop] = True
         return flat.reshape(self.shape)
@@ -82,7 +83,7 @@ class TensorTrace(Record):
         import numpy as np
 
         runs = self.atomic_writes if atomic_only else self.writes
-        diff = np.zeros(self.numel + 1, dtype=np.int64)
+        diff: np.ndarray = np.zeros(self.numel + 1, dtype=np.int64)
         starts = [r[i] for r in runs for i in range(0, len(r), 2)]
         stops = [r[i] for r in runs for i in range(1, len(r), 2)]
         np.add.at(diff, np.asarray(starts, dtype=np.int64), 1)
@@ -102,7 +103,7 @@ class TensorTrace(Record):
         """Per element, the linear index of the last block that wrote it, -1 where none did."""
         import numpy as np
 
-        out = np.full(self.numel, -1, dtype=np.int64)
+        out: np.ndarray = np.full(self.numel, -1, dtype=np.int64)
         for b, runs in enumerate(self.writes):
             for start, stop in zip(runs[0::2], runs[1::2]):
                 out[start:stop] = b
@@ -313,10 +314,8 @@ def describe_elements(mask: Any) -> str:
         prefix = f"[{', '.join(str(i) for i in lead)}] " if lead else ""
         for words, count in _plane_pieces(plane):
             pieces.append((prefix + words, count))
-    shown = pieces[:MAX_PIECES]
-    rest = sum(c for _, c in pieces[MAX_PIECES:])
-    text = "; ".join(w for w, _ in shown)
-    return text + (f" and {rest} more elements" if rest else "")
+    more = sum(c for _, c in pieces[MAX_PIECES:])
+    return "; ".join(w for w, _ in pieces[:MAX_PIECES]) + (f" and {more} more elements" if more else "")
 
 
 def _plane_pieces(plane: Any) -> list[tuple[str, int]]:

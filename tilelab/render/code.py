@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import html
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from .._links import heat_shares  # analysis; exported here too, where the heat margin is drawn
 
@@ -45,10 +45,12 @@ STYLE_CSS = """
 .tilelab-report .tl-src .kt{color:var(--jp-mirror-editor-variable-2-color,#0550ae);font-weight:normal}
 .tilelab-report .tl-src span[class^="s"]{color:var(--jp-mirror-editor-string-color,#0a3069)}
 .tilelab-report .tl-src span[class^="c"]{color:var(--jp-mirror-editor-comment-color,#6e7781);font-style:italic}
-.tilelab-report .tl-src .cp,.tilelab-report .tl-src .cpf{color:var(--jp-mirror-editor-meta-color,#8250df);font-style:normal}
+.tilelab-report .tl-src .cp,
+.tilelab-report .tl-src .cpf{color:var(--jp-mirror-editor-meta-color,#8250df);font-style:normal}
 .tilelab-report .tl-src span[class^="m"]{color:var(--jp-mirror-editor-number-color,#0550ae)}
 .tilelab-report .tl-src .ow{color:var(--jp-mirror-editor-operator-color,#953800)}
-.tilelab-report .tl-src .nf,.tilelab-report .tl-src .fm,.tilelab-report .tl-src .nc{color:var(--jp-mirror-editor-def-color,#8250df)}
+.tilelab-report .tl-src .nf,.tilelab-report .tl-src .fm,
+.tilelab-report .tl-src .nc{color:var(--jp-mirror-editor-def-color,#8250df)}
 .tilelab-report .tl-src .nb,.tilelab-report .tl-src .bp{color:var(--jp-mirror-editor-builtin-color,#0550ae)}
 .tilelab-report .tl-src .nd{color:var(--jp-mirror-editor-meta-color,#8250df)}
 """
@@ -110,7 +112,8 @@ def _comment_lines(text: str, lexer: str) -> tuple[str, ...]:
     for line in text.split("\n"):
         m = pattern.match(line) if pattern is not None else None
         if m:
-            out.append(f'{html.escape(m.group(1), quote=False)}<span class="c1">{html.escape(m.group(2), quote=False)}</span>')
+            code, comment = html.escape(m.group(1), quote=False), html.escape(m.group(2), quote=False)
+            out.append(f'{code}<span class="c1">{comment}</span>')
         else:
             out.append(html.escape(line, quote=False))
     return tuple(out)
@@ -177,7 +180,8 @@ def highlight_code(text: str, language: str | None, *, anchor_prefix: str,
 
 def colour_lines(text: str, language: str | None) -> tuple[str, ...]:
     """``text`` escaped and coloured, one balanced HTML string per line (for diffs and excerpts)."""
-    return tuple(line.replace("&quot;", '"').replace("&#x27;", "'") for line in _highlight_lines(text, lexer_name(language)))
+    return tuple(line.replace("&quot;", '"').replace("&#x27;", "'")
+                 for line in _highlight_lines(text, lexer_name(language)))
 
 
 def heat_list(shares: Mapping[int, float], anchor_prefix: str, top: int = 5) -> str:

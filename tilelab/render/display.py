@@ -20,10 +20,10 @@ def renderers() -> dict[type, dict[str, Renderer]]:
     what they draw with: the inspector page, matplotlib for figures)."""
     from .. import _launch_model as launch
     from .._model import KernelReport
-    from ..profiling import Profile
-    from ..targets import TargetComparison
     from .._timeline_model import Timeline
     from ..launch.tile_trace import TileTrace
+    from ..profiling import Profile
+    from ..targets import TargetComparison
     from . import html, profile, sanitizer, text, tiles
     from . import launch as launch_render
     from . import timeline as timeline_render

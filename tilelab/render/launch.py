@@ -90,7 +90,8 @@ def launch_summary_html(results: Sequence[object]) -> str:
     colour = {"pass": "var(--jp-success-color1,#2a2)", "fail": "var(--jp-error-color1,#c22)"}
     cells = "".join(
         f'<tr><th style="text-align:left;padding-right:8px">{_esc(label)}</th>'
-        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(",")[0])}</b>{_esc(text[len(text.split(",")[0]):])}</td>'
+        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(",")[0])}</b>'
+           f'{_esc(text[len(text.split(",")[0]):])}</td>'
            if verdict else f"<td>{_esc(text)}</td>") + "</tr>"
         for label, text, verdict in rows)
     return f'<table class="tl-launch-summary">{cells}</table>'

@@ -124,12 +124,13 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True, source: st
             where.append(_ref(f"#{rid}-cell-L{line}", f"cell {line}", links=cell_links))
         if o.evidence_line:
             full = device[o.evidence_line - 1] if 0 < o.evidence_line <= len(device) else o.evidence
-            where.append(_ref(f"#{rid}-cuda-L{o.evidence_line}", f"CUDA {o.evidence_line}", links=links, title=full.strip())
+            where.append(_ref(f"#{rid}-cuda-L{o.evidence_line}", f"CUDA {o.evidence_line}", links=links,
+                              title=full.strip())
                          + f'<br><code class="tl-muted">{esc(_clip(full))}</code>')
         css = "" if o.fast else ' class="tl-slow"'
         stage = f" (stage of {o.stages})" if o.stages else ""
-        rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td><td>{' '.join(where)}</td>"
-                    f"<td>{esc(o.reason)}</td></tr>")
+        rows.append(f"<tr{css}><td><code>{esc(o.op)}</code>{esc(stage)}</td><td>{esc(o.path)}</td>"
+                    f"<td>{' '.join(where)}</td><td>{esc(o.reason)}</td></tr>")
     head = "<tr><th>tile op</th><th>hardware path</th><th>where</th><th>why not the fast path</th></tr>"
     ws = ("warp-specialized: " + ("yes, " if low.warp_specialized else "no, ") + low.warp_specialization_reason)
     pipe = ""
@@ -140,7 +141,8 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True, source: st
     slow = len(low.fallbacks)
     count = f", {slow} tile op(s) on a slower path (marked)" if slow else ""
     return (f'<p><b>Lowering</b> <span class="tl-muted">({esc(ws)}{esc(pipe)}{esc(count)})</span></p>'
-            f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table tl-lowering">{head}{"".join(rows)}</table></div>')
+            f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table tl-lowering">'
+            f'{head}{"".join(rows)}</table></div>')
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def lowering_html(report: KernelReport, rid: str, links: bool = True, source: st
 
 def _shown_ptx(mc: MachineCode) -> list[tuple[int, str, int]]:
     """(PTX line number, text, device line) for the lines worth showing (no .loc/.file noise)."""
-    out = []
+    out: list[tuple[int, str, int]] = []
     for i, text in enumerate(mc.ptx.split("\n")):
         s = text.strip()
         if s.startswith((".loc", ".file", "$L__info", "//")) or (not s and out and not out[-1][1].strip()):
@@ -198,7 +200,8 @@ def ptx_html(report: KernelReport, rid: str, links: bool = True) -> str:
         return missing
     mc = report.machine
     assert mc is not None
-    return f'<p class="tl-muted">PTX from nvcc -lineinfo for {esc(mc.arch)}</p>' + _listing(_shown_ptx(mc), rid, "ptx", mc, links)
+    return (f'<p class="tl-muted">PTX from nvcc -lineinfo for {esc(mc.arch)}</p>'
+            + _listing(_shown_ptx(mc), rid, "ptx", mc, links))
 
 
 def sass_html(report: KernelReport, rid: str, links: bool = True) -> str:
@@ -257,7 +260,8 @@ def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
     texts = dict(mc.python_sources)
     rows = []
     for (file, line), devs in groups.items():
-        src_line = texts[file].split("\n")[line - 1].strip() if file in texts and line <= texts[file].count("\n") + 1 else ""
+        known = file in texts and line <= texts[file].count("\n") + 1
+        src_line = texts[file].split("\n")[line - 1].strip() if known else ""
         sass = [n for d in devs for n in mc.sass_lines_of(d)]
         ops = opcode_counts(sass_lines, sass)
         user = file in files
@@ -302,7 +306,8 @@ def _tile_op_rows(report: KernelReport, rid: str, sass_lines: list[str], links: 
     if not rows:
         return ""
     head = "".join(f"<th>{h}</th>" for h in ("tile op", "path", "device line", "SASS instructions", "opcodes"))
-    return f'<p><b>Tile ops</b></p><table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table><p><b>Python lines</b></p>'
+    return (f'<p><b>Tile ops</b></p><table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>'
+            '<p><b>Python lines</b></p>')
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,7 +328,8 @@ def ir_html(report: KernelReport, rid: str) -> str:
         if step.changed:
             lines = step.diff.split("\n")
             shown = "".join(_diff_line(t) for t in lines[:MAX_DIFF_HTML_LINES])
-            more = (f"\n... {len(lines) - MAX_DIFF_HTML_LINES} more diff lines" if len(lines) > MAX_DIFF_HTML_LINES else "")
+            more = (f"\n... {len(lines) - MAX_DIFF_HTML_LINES} more diff lines"
+                    if len(lines) > MAX_DIFF_HTML_LINES else "")
             more += "\n... diff cut by the recorder" if step.diff_cut else ""
             diff = (f'<details class="tl-sub"><summary>diff ({len(lines)} lines)</summary>'
                     f'<pre class="tl-src">{shown}{esc(more)}</pre></details>')

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._launch_model import BenchResult, Ceilings, LaunchOverhead, SweepRow, SweepTable
 

@@ -4,7 +4,8 @@ prediction, and the hot lines (device CUDA and, through the #line links, the use
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..profiling import Profile, conflict_verdict, hot_python_lines
 
@@ -44,7 +45,8 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
         ("FLOPs counted, intensity", f"{_f(p.flops, '.3g')}, {_f(p.intensity, '.1f', ' FLOP/byte')}"),
         ("ncu", f"{p.ncu}, {_f(p.overhead_s, '.1f', ' s')} wall"),
     ]
-    head = f'<div class="tl-head">Nsight Compute profile of {esc(p.kernel)}' + (f" on {esc(p.device)}" if p.device else "") + "</div>"
+    head = (f'<div class="tl-head">Nsight Compute profile of {esc(p.kernel)}'
+            + (f" on {esc(p.device)}" if p.device else "") + "</div>")
     out = [head + '<table class="tl-table">' + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
            + "</table>"]
     if p.stalls:
@@ -56,23 +58,25 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
     shared = [(op, getattr(p, f"shared_{op}_requests"), getattr(p, f"shared_{op}_wavefronts"),
                getattr(p, f"shared_{op}_conflicts")) for op in ("ld", "st")]
     if any(r for _, r, _, _ in shared):
-        body = "".join(f"<tr><td>{op}</td><td class=\"tl-num\">{_f(r, '.0f')}</td><td class=\"tl-num\">{_f(w, '.0f')}</td>"
-                       f"<td class=\"tl-num\">{_f(c, '.0f')}</td><td class=\"tl-num\">{_f(p.wavefronts_per_request(op), '.2f')}</td></tr>"
+        body = "".join(f"<tr><td>{op}</td><td class=\"tl-num\">{_f(r, '.0f')}</td>"
+                       f"<td class=\"tl-num\">{_f(w, '.0f')}</td><td class=\"tl-num\">{_f(c, '.0f')}</td>"
+                       f"<td class=\"tl-num\">{_f(p.wavefronts_per_request(op), '.2f')}</td></tr>"
                        for op, r, w, c in shared)
         out.append('<p><b>Shared memory</b> (hardware counters)</p><table class="tl-table"><tr><th>op</th>'
                    "<th>requests</th><th>wavefronts</th><th>bank conflicts</th><th>wavefronts / request</th></tr>"
                    + body + "</table>")
     if conflicts:
-        body = []
+        rows_html: list[str] = []
         for buffer, op, predicted, measured in conflicts:
             verdict = conflict_verdict(predicted, measured)
             css = ' class="tl-problem"' if verdict == "disagrees" else ""
             verdict = verdict.upper() if verdict == "disagrees" else verdict
-            body.append(f"<tr{css}><td><code>{esc(buffer)}</code></td><td>{esc(op)}</td>"
+            rows_html.append(f"<tr{css}><td><code>{esc(buffer)}</code></td><td>{esc(op)}</td>"
                         f"<td class=\"tl-num\">{_f(predicted, '.2f')}</td><td class=\"tl-num\">{measured:.2f}</td>"
                         f"<td>{verdict}</td></tr>")
         out.append('<p><b>Bank conflicts: tilelab\'s prediction vs the silicon</b></p><table class="tl-table"><tr>'
-                   "<th>buffer</th><th>access</th><th>predicted wavefronts / request</th><th>measured</th><th></th></tr>"
+                   "<th>buffer</th><th>access</th><th>predicted wavefronts / request</th><th>measured</th>"
+                   "<th></th></tr>"
                    + "".join(body) + "</table>")
     if p.hot_device_lines:
         total = sum(s for _, s in p.hot_device_lines) or 1.0
@@ -86,13 +90,15 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
             rows_html.append(f'<tr><td class="tl-num">{line}</td><td class="tl-num">{100 * samples / total:.1f}%</td>'
                              f"<td><code>{esc(where)}</code></td><td><code>{esc(text)}</code></td></tr>")
         out.append("<p><b>Hot spots</b> (share of warp-stall samples per device-CUDA line)</p>"
-                   '<table class="tl-table"><tr><th>device line</th><th>samples</th><th>Python line</th><th>code</th></tr>'
+                   '<table class="tl-table"><tr><th>device line</th><th>samples</th><th>Python line</th>'
+                   "<th>code</th></tr>"
                    + "".join(rows_html) + "</table>")
         if mc is not None:
             per_py = hot_python_lines(p, mc)
             if per_py:
                 out.append('<table class="tl-table"><tr><th>Python line</th><th>samples</th></tr>' + "".join(
-                    f"<tr><td><code>{esc(f.rsplit('/', 1)[-1])}:{n}</code></td><td class=\"tl-num\">{100 * s / total:.1f}%</td></tr>"
+                    f"<tr><td><code>{esc(f.rsplit('/', 1)[-1])}:{n}</code></td>"
+                    f"<td class=\"tl-num\">{100 * s / total:.1f}%</td></tr>"
                     for (f, n), s in per_py[:10]) + "</table>")
     out += [f'<p class="tl-muted">{esc(n)}</p>' for n in p.notes]
     return "".join(out)

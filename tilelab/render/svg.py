@@ -22,8 +22,9 @@ import dataclasses
 import hashlib
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -379,7 +380,8 @@ def _ticks(items: Sequence[tuple[float, float, Any]], *, anchor: str = "start") 
         return ""
     extra = f' text-anchor="{anchor}"' if anchor != "start" else ""
     return (f'<g style="fill: {MUTED}">'
-            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="{MIN_FONT}"{extra}>{_esc(t)}</text>' for x, y, t in items) + "</g>")
+            + "".join(f'<text x="{_n(x)}" y="{_n(y)}" font-size="{MIN_FONT}"{extra}>{_esc(t)}</text>'
+                      for x, y, t in items) + "</g>")
 
 
 def _outline(x: float, y: float, w: float, h: float, *, color: str = ACCENT, width: float = 2.0,
@@ -700,7 +702,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
     keep_cols = min(tile.cols, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // MIN_CELL) + 1)
     if max_cols:
         keep_cols = min(keep_cols, max_cols + 1)
-    r, c = np.meshgrid(np.arange(keep_rows), np.arange(keep_cols), indexing="ij")
+    r, c = np.indices((keep_rows, keep_cols))  # the row and the column of each element drawn
     return _shared_picture(tile.element_offset(r, c), tile.dtype, name=name, subtitle=sub, color_by=color_by,
                            max_cells=max_cells, highlight=highlight,
                            accesses=report.accesses if report is not None else (),
@@ -822,7 +824,8 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
     legend_y = 62.0 if compiler is not None else 47.0
     f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
-    byte = np.asarray(tile.byte_offset(*np.meshgrid(np.arange(rows), np.arange(0, tile.cols, per_chunk), indexing="ij")))
+    r, c = np.indices((rows, len(range(0, tile.cols, per_chunk))))
+    byte = np.asarray(tile.byte_offset(r, c * per_chunk))  # the first byte of each chunk
     phys_chunk = (byte // sw.CHUNK_BYTES) % _CHUNKS
     uid = _uid("wgmma", tile.to_dict(), desc.major, desc.mn, rows)
     buffer = getattr(compiler, "buffer", None) or desc.operand
@@ -1038,7 +1041,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     # labelled cells already say thread and register: no per-cell titles (they would double the size)
     def titles(i: int, j: int, k: int) -> str:
         regs = ", ".join(str(int(v)) for v in shown_v[i, j:k])
-        return f"({i}, {j if k == j + 1 else f'{j}-{k - 1}'}): thread {int(shown_t[i, j])} (warp {int(warp[i, j])}), register(s) {regs}"
+        span = str(j) if k == j + 1 else f"{j}-{k - 1}"
+        return f"({i}, {span}): thread {int(shown_t[i, j])} (warp {int(warp[i, j])}), register(s) {regs}"
     classes = ([[f"t{int(shown_t[i, j])}" for j in range(show_cols)] for i in range(show_rows)]
                if hover and n_shown <= EXPLICIT_CELLS else None)
     uid = _uid("frag", layout.buffer, shape, show_rows, show_cols, np.ascontiguousarray(colour),
@@ -1053,8 +1057,8 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
     grid_width = f0.left + show_cols * cw + 12
-    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12),
-                               min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))))
+    caption_width = min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))
+    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12), caption_width))
     head = _caption_lines([subtitle], width, 11)
     f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
     marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # importing tilelab.launch (the package) at run time would load the launch layer
     from ..launch.tile_trace import TensorTrace, TileTrace
@@ -126,7 +127,7 @@ class _Grid:
 
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         keep = (rows >= 0) & (rows < self.nr * self.cr) & (cols >= 0) & (cols < self.nc * self.cc)
-        out = np.zeros((self.nr, self.nc), dtype=bool)
+        out: np.ndarray = np.zeros((self.nr, self.nc), dtype=bool)
         out[rows[keep] // self.cr, cols[keep] // self.cc] = True
         return out
 
@@ -153,7 +154,7 @@ class _Grid:
         import numpy as np
 
         flat = _run_indices(runs)
-        out = np.zeros(self.nr * self.nc, dtype=bool)
+        out: np.ndarray = np.zeros(self.nr * self.nc, dtype=bool)
         out[(flat // self.cols // self.cr) * self.nc + (flat % self.cols) // self.cc] = True
         return out.reshape(self.nr, self.nc)
 
@@ -182,7 +183,8 @@ class _Grid:
         step_c = _power_of_two_at_least(math.ceil(FONT * 3.2 / self.cw))
         for c in range(0, self.nc, step_c):
             x = self.left + c * self.cw
-            out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">{c * self.cc}</text>')
+            out.append(f'<text x="{x}" y="{self.top - 4}" font-size="{FONT}" fill="{MUTED_COLOUR}">'
+                       f'{c * self.cc}</text>')
         step_r = _power_of_two_at_least(math.ceil(FONT * 1.3 / self.ch))
         for r in range(0, self.nr, step_r):
             y = self.top + r * self.ch + FONT
@@ -208,16 +210,16 @@ def _rects(cells: Any) -> list[tuple[int, int, int, int, Any]]:
     starts = np.ones((nr, nc), dtype=bool)
     starts[:, 1:] = a[:, 1:] != a[:, :-1]
     r, c0 = np.nonzero(starts)
-    c1 = np.append(c0[1:], nc)
+    c1: np.ndarray = np.append(c0[1:], nc)
     c1[np.append(r[1:] != r[:-1], True)] = nc  # a row's last run ends at the edge
     values = a[r, c0].astype(np.int64)
     order = np.lexsort((r, values, c1, c0))
     r, c0, c1, values = r[order], c0[order], c1[order], values[order]
     same_run = (c0[1:] == c0[:-1]) & (c1[1:] == c1[:-1]) & (values[1:] == values[:-1]) & (r[1:] == r[:-1] + 1)
     first = np.flatnonzero(np.append(True, ~same_run))
-    last = np.append(first[1:], len(r)) - 1
+    last: np.ndarray = np.append(first[1:], len(r)) - 1
     kind = bool if a.dtype == bool else int
-    return [(int(r[f]), int(c0[f]), int(r[l]) + 1, int(c1[f]), kind(values[f])) for f, l in zip(first, last)]
+    return [(int(r[f]), int(c0[f]), int(r[e]) + 1, int(c1[f]), kind(values[f])) for f, e in zip(first, last)]
 
 
 def _run_indices(runs: Sequence[int]) -> Any:
@@ -228,7 +230,7 @@ def _run_indices(runs: Sequence[int]) -> Any:
     lengths = np.asarray(runs[1::2], dtype=np.int64) - starts
     if not len(starts):
         return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    offsets: np.ndarray = np.repeat(np.cumsum(lengths) - lengths, lengths)
     return np.arange(int(lengths.sum()), dtype=np.int64) - offsets + np.repeat(starts, lengths)
 
 
@@ -298,9 +300,9 @@ def _tensor_svg(trace: TileTrace, t: TensorTrace, pickable: int, hatch: str) -> 
                              f'{esc(g.span_text(r0, c0, r1, c1))}: outside {esc(t.name)} (out-of-bounds attempts, '
                              'not performed)</title></rect>')
     parts.append("</g>")
-    x, y, w, h = g.inside()
+    ex, ey, ew, eh = g.inside()
     if (g.rows_drawn, g.cols_drawn) != (g.rows, g.cols):
-        parts.append(f'<rect class="tl-tt-edge" x="{x}" y="{y}" width="{w:g}" height="{h:g}" fill="none" '
+        parts.append(f'<rect class="tl-tt-edge" x="{ex}" y="{ey}" width="{ew:g}" height="{eh:g}" fill="none" '
                      f'stroke="{TEXT_COLOUR}" stroke-width="1.5"><title>the edge of {esc(t.name)} '
                      f'({esc(" x ".join(str(d) for d in t.shape))})</title></rect>')
     for k in range(min(pickable, len(blocks))):
@@ -408,7 +410,8 @@ def _picker(trace: TileTrace, rid: str, pickable: int) -> tuple[str, str]:
     """(radio buttons, their labels laid out as the grid: bx across, by down)."""
     blocks = trace.blocks[:pickable]
     radios = [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-none" checked>']
-    radios += [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-b{k}">' for k in range(len(blocks))]
+    radios += [f'<input type="radio" class="tl-tt-radio" name="{rid}-pick" id="{rid}-b{k}">'
+               for k in range(len(blocks))]
     gx = trace.grid[0] if trace.grid else 1
     cols = min(gx, 32)
     labels = [f'<label for="{rid}-none" style="grid-column:1/-1;text-align:left">all blocks (who wrote what)</label>']
@@ -468,6 +471,7 @@ def tile_trace_html(trace: TileTrace) -> str:
     head = (f"<div><b>{esc(trace.kernel)}</b>: {len(trace.blocks)} blocks, grid {esc(tuple(trace.grid))}, "
             f"{trace.accesses} accesses traced on the CPU</div>")
     return (f'<div class="tilelab-trace" id="{rid}">{_css(rid, pickable)}'
-            f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">{_hatch_defs(rid + "-hatch")}</svg>'
+            '<svg width="0" height="0" style="position:absolute" aria-hidden="true">'
+            f'{_hatch_defs(rid + "-hatch")}</svg>'
             f'{head}{verdict}{_oob_table(trace)}'
             f"{notes}{radios}{picker}{key}<div class=\"tl-tt-body\">{''.join(figures)}</div></div>")

@@ -88,6 +88,8 @@ class SwizzleExplorer(widgets.VBox):
         self._tile: sw.SharedTile | None = None
         self._report: sw.ConflictReport | None = None
         self._comparison: sw.ModeComparison | None = None
+        self._model_key: tuple[Any, ...] | None = None  # the settings the tile and its report were built for
+        self._compare_key: tuple[Any, ...] | None = None
         self._error: str | None = None
         wrap = widgets.Layout(flex_flow="row wrap")  # a narrow output wraps a row instead of clipping it
         rows_box = [
@@ -126,7 +128,7 @@ class SwizzleExplorer(widgets.VBox):
             # highlight redraws the picture from the models it has
             model_key = (self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value, self.pattern.value,
                          self.start_row.value, self.chunk.value)
-            if model_key == getattr(self, "_model_key", None) and self._tile is not None:
+            if model_key == getattr(self, "_model_key", None) and self._tile is not None and self._report is not None:
                 tile, report = self._tile, self._report
             else:
                 tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
@@ -137,8 +139,8 @@ class SwizzleExplorer(widgets.VBox):
             self._tile, self._report = None, None
             self._model_key = self._compare_key = None
             self._error = str(err)
-            self.conflicts.value = (f'<div style="color: var(--jp-error-color1, #b00020)"><b>cannot build this tile:</b> '
-                                    f"{html.escape(str(err))}</div>")
+            self.conflicts.value = ('<div style="color: var(--jp-error-color1, #b00020)">'
+                                    f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
             self.picture.value = ""
             self.comparison.value = ""
             return
@@ -176,7 +178,8 @@ class SwizzleExplorer(widgets.VBox):
     def static_html(self) -> str:
         """The explorer's current state as plain HTML and SVG: no widget, no script."""
         return (f'{STATIC_CSS}<div class="tl-explorer-static" style="color: var(--jp-ui-font-color1, #222)">'
-                f'<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: {html.escape(self.settings_text())}'
+                '<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: '
+                f'{html.escape(self.settings_text())}'
                 f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
                 f"controls</i></p>{self.conflicts.value}{self.comparison.value}{self.picture.value}</div>")
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import difflib
 import html as _html
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .._model import KernelReport
 from ..render import html as render
@@ -107,6 +108,8 @@ class Inspector:
         panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
         wanted = title_or_name.lower()
         for m, panel in zip(names, panels):
+            if m is None:  # a panel without a title
+                continue
             slug, title = m.group(1), _html.unescape(m.group(2))
             if wanted in (slug, title.lower()):
                 return panel
@@ -163,7 +166,8 @@ def diff_html(before: KernelReport, after: KernelReport) -> str:
             out += [f'<span class="gi">+{new[j]}\n</span>' for j in range(j1, j2)]
             changed += (i2 - i1) + (j2 - j1)
     parts.append(f"<p><b>device CUDA</b>: {changed} line(s) changed</p>"
-                 f'<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">{"".join(out)}</pre>')
+                 '<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">'
+                 f'{"".join(out)}</pre>')
     return "".join(parts)
 
 

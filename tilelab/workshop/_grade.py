@@ -100,7 +100,7 @@ def grade_one(student: str, path: Path, *, timeout: float, notebook_timeout: flo
 
     try:
         nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # noqa: BLE001 - not JSON, not a notebook: one row that says so
+    except Exception as err:
         return GradedNotebook(student, path.name, str(path), "error", {}, f"not a notebook: {type(err).__name__}: "
                               f"{str(err).splitlines()[0][:200] if str(err) else ''}")
     answers, checks = _exercise_cells(nb)
@@ -123,7 +123,8 @@ def grade_one(student: str, path: Path, *, timeout: float, notebook_timeout: flo
         try:
             _, stderr = proc.communicate(timeout=notebook_timeout)
             if proc.returncode:
-                status, note = "error", "the run failed: " + (stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1][:300]
+                last = (stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+                status, note = "error", "the run failed: " + last[:300]
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
@@ -251,7 +252,8 @@ def _child(notebook: str, out: str, timeout: str, cwd: str) -> int:
         client.execute()
     finally:
         stopped = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                   and any(o.get("output_type") == "error" and o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError")
+                   and any(o.get("output_type") == "error"
+                           and o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError")
                            for o in c.get("outputs", []))]
         Path(out).write_text(json.dumps({"timed_out": stopped}))
     return 0

@@ -47,7 +47,8 @@ def text(record: Any) -> str:
             return f"{_MARK['refused']} {record.exercise} {record.title}: {record.text}"
         return f"{record.exercise} {record.title}, a solution:\n{record.text}"
     if isinstance(record, Exercise):
-        return f"{record.id} {record.title} ({record.kind}{', needs a GPU' if record.needs_gpu else ''}): {record.question}"
+        gpu = ", needs a GPU" if record.needs_gpu else ""
+        return f"{record.id} {record.title} ({record.kind}{gpu}): {record.question}"
     if isinstance(record, Progress):
         return _progress_text(record)
     return repr(record)
@@ -90,7 +91,8 @@ def html(record: Any) -> str:
         if not record.total:
             body = "this exercise has no hints"
         else:
-            body = "".join(f"<div><i>hint {i} of {record.total}:</i> {_e(h)}</div>" for i, h in enumerate(record.shown, 1))
+            body = "".join(f"<div><i>hint {i} of {record.total}:</i> {_e(h)}</div>"
+                           for i, h in enumerate(record.shown, 1))
         return (f'<div class="tilelab-hint" data-exercise="{_e(record.exercise)}" data-number="{record.number}" '
                 f'style="{_BOX.format(colour=colour)}"><b>{_e(record.exercise)}</b> {_e(record.title)}{body}</div>')
     if isinstance(record, Solution):
@@ -116,7 +118,7 @@ def _rich(value: Any) -> str:
     if callable(method):
         try:
             out = method()
-        except Exception:  # noqa: BLE001 - the value's own HTML failed: show its text
+        except Exception:
             out = None
         if out:
             return out

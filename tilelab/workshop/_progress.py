@@ -39,7 +39,7 @@ def path() -> Path:
 def _parse(text: str) -> dict[str, dict[str, Any]]:
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
-        raise ValueError("not a tilelab progress file")  # noqa: TRY004 - read() treats it like bad JSON
+        raise ValueError("not a tilelab progress file")
     return {str(k): dict(v) for k, v in data["exercises"].items() if isinstance(v, dict)}
 
 

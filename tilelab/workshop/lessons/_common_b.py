@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from tilelab.workshop import Wrong, expect
 
@@ -21,7 +22,7 @@ def define(source: str, name: str, label: str) -> Any:
     filename = f"<tilelab-lesson-{label}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"__name__": f"tilelab_lesson_{label.replace('.', '_')}"}
-    exec(compile(text, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the lesson's own text
+    exec(compile(text, filename, "exec", dont_inherit=True), namespace)
     return namespace[name]
 
 
@@ -128,4 +129,5 @@ def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: f
         return False
 
 
-__all__ = ["Wrong", "build", "define", "expect", "inspect", "on_gpu", "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]
+__all__ = ["Wrong", "build", "define", "expect", "inspect", "on_gpu", "passes_cpu", "quiet_native_stderr", "run_cpu",
+           "where_wrong"]

@@ -193,7 +193,8 @@ _FLOOR_HALF_FIXED = (FLOOR_COPY.replace("copy_tile", "copy_floor").replace("N //
 
 wrong_answers = {
     "01.1": (COPY_HEAD + "                B[i, j] = A[i, j]\n" + COPY_TAIL,
-             COPY_HEAD + "                B[by * block_M + i, bx * block_N + j] = A[bx * block_M + i, by * block_N + j]\n"
+             COPY_HEAD + "                B[by * block_M + i, bx * block_N + j] = "
+                         "A[bx * block_M + i, by * block_N + j]\n"
              + COPY_TAIL),
     "01.2": ("answer_01_2 = (7, 5)", "answer_01_2 = (4, 6)", "answer_01_2 = 35"),
     "01.3": ("answer_01_3 = (2, 3)", "answer_01_3 = (6, 1)", "answer_01_3 = (3, 3)"),

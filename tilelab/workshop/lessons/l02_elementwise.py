@@ -99,7 +99,8 @@ def _reveal_readers(answer: Any) -> str:
                  "Count the tiles of block_M rows in M, rounding up."),
           solution="answer_02_2 = 7", reveal=_reveal_readers)
 def _readers(answer: Any) -> str:
-    expect(isinstance(answer, int) and not isinstance(answer, bool), f"answer with a whole number of blocks, got {answer!r}")
+    expect(isinstance(answer, int) and not isinstance(answer, bool),
+           f"answer with a whole number of blocks, got {answer!r}")
     truth = _readers_truth()
     if answer == 1:
         raise Wrong("one block computes only block_M rows of column 0; the other rows of that column are other blocks'")
@@ -147,11 +148,13 @@ def _bias(answer: Any) -> str:
 
 wrong_answers = {
     "02.1": (SCALE_ADD_HEAD + "                C[row, col] = alpha * A[row, col] + B[row, col]\n" + RETURN,
-             SCALE_ADD_HEAD + "                if row < M and col < N:\n                    C[row, col] = A[row, col] + B[row, col]\n"
+             SCALE_ADD_HEAD + "                if row < M and col < N:\n"
+                              "                    C[row, col] = A[row, col] + B[row, col]\n"
              + RETURN),
     "02.2": ("answer_02_2 = 1", "answer_02_2 = 5", "answer_02_2 = 8"),
     "02.3": (OUTER_HEAD + OUTER_BODY.replace("x[by * block_M + i] + y[bx * block_N + j]", "x[i] + y[j]") + RETURN,
-             OUTER_HEAD + "                C[by * block_M + i, bx * block_N + j] = x[by * block_M + i] + y[bx * block_N + j]\n"
+             OUTER_HEAD + "                C[by * block_M + i, bx * block_N + j] = "
+                          "x[by * block_M + i] + y[bx * block_N + j]\n"
              + RETURN),
     "02.4": (BIAS_HEAD + BIAS_BUG.replace("bias[j]", "bias[by * block_N + j]") + RETURN,),
 }

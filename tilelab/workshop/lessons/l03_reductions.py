@@ -129,7 +129,7 @@ def _accepted(shape: tuple[int, ...]) -> bool:
     try:
         with _tilelang.tilelang_errors("reduce"):
             build()
-    except Exception:  # noqa: BLE001 - any refusal of TileLang's means the shape is not accepted
+    except Exception:
         return False
     return True
 

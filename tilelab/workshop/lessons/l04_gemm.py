@@ -198,14 +198,16 @@ def _hopper_report(kernel: Any, sizes: tuple[int, int, int], blocks: tuple[int, 
     ops = _ops(report)
     for name in ("A", "B"):
         op = ops.get(name)
-        expect(op is not None, f"the kernel copies no tile of {name} into shared memory: stage the tiles WGMMA "
-                               "reads in T.alloc_shared buffers")
+        if op is None:
+            raise Wrong(f"the kernel copies no tile of {name} into shared memory: stage the tiles WGMMA "
+                        "reads in T.alloc_shared buffers")
         if not op.path.startswith("TMA"):
             raise Wrong(f"{name}'s copy lowered to {op.path}, not a TMA bulk copy"
                         + (f" ({op.reason})" if op.reason and "not established" not in op.reason else "")
                         + ": which memory does the TMA unit write, and does the kernel pipeline its loop?")
     gemm = ops.get("gemm")
-    expect(gemm is not None, "the kernel has no T.gemm")
+    if gemm is None:
+        raise Wrong("the kernel has no T.gemm")
     if not gemm.path.startswith("WGMMA"):
         raise Wrong(f"T.gemm lowered to {gemm.path}, not WGMMA"
                     + (f": {gemm.reason}" if gemm.reason and "not established" not in gemm.reason else

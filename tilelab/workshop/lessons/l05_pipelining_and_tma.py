@@ -230,7 +230,8 @@ def _inspect(kernel: Any, pass_configs: dict[str, Any] | None = None) -> Any:
 
 def _expect_gemm_fast(ops: dict[str, Any], report: Any) -> None:
     gemm = ops.get("gemm")
-    expect(gemm is not None, "the kernel has no T.gemm: keep the GEMM's main loop as it was")
+    if gemm is None:
+        raise Wrong("the kernel has no T.gemm: keep the GEMM's main loop as it was")
     expect(gemm.path.startswith("WGMMA"), f"T.gemm lowered to {gemm.path}, no longer WGMMA: keep the main loop "
                                           "as it was")
     expect(not report.problems, "the report lists problems: " + "; ".join(report.problems))
@@ -255,15 +256,16 @@ def _tma_store(factory: Any) -> str:
     report = _inspect(factory(*ARGS))
     ops = _ops(report)
     store = ops.get("C")
-    expect(store is not None, "nothing in the kernel copies a tile to C any more: keep one store of the block's "
-                              "tile")
+    if store is None:
+        raise Wrong("nothing in the kernel copies a tile to C any more: keep one store of the block's "
+                    "tile")
     for name in ("A", "B"):
         load = ops.get(name)
         expect(load is not None and load.path.startswith("TMA"),
                f"{name}'s load is no longer a TMA bulk copy: leave the main loop as it was")
     source = store.op.split(" ", 1)[-1].split("->")[0].strip()
     if not store.path.startswith("TMA"):
-        if source in [lay.buffer for lay in report.layouts if lay.scope == "fragment"] or "C_local" == source:
+        if source in [lay.buffer for lay in report.layouts if lay.scope == "fragment"] or source == "C_local":
             raise Wrong("C still goes from the register fragment to global memory, each thread storing its own "
                         "elements: which memory does a TMA store read from?")
         raise Wrong(f"the store from {source} lowered to {store.path}: a TMA store copies bytes as they are, so "
@@ -355,10 +357,12 @@ def _per_copy(factory: Any) -> str:
     report = _inspect(factory(*ARGS))
     ops = _ops(report)
     store = ops.get("C")
-    expect(store is not None, "nothing in the kernel copies a tile to C: keep the epilogue")
+    if store is None:
+        raise Wrong("nothing in the kernel copies a tile to C: keep the epilogue")
     for name in ("A", "B"):
         load = ops.get(name)
-        expect(load is not None, f"the kernel no longer copies {name} into shared memory: keep both loads")
+        if load is None:
+            raise Wrong(f"the kernel no longer copies {name} into shared memory: keep both loads")
         if load.path.startswith("TMA"):
             raise Wrong(f"{name}'s copy is still a TMA bulk copy: the switch must be in the kernel, on that copy "
                         "(an option of the %%tilelang line is not part of the kernel your factory builds)")
@@ -371,7 +375,8 @@ def _per_copy(factory: Any) -> str:
     block = report.kernels[0].block
     ws = report.lowering
     return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; the block launches {block[0]} threads: "
-            + ("still warp-specialized" if ws.warp_specialized else f"not warp-specialized ({ws.warp_specialization_reason})"))
+            + ("still warp-specialized" if ws.warp_specialized
+               else f"not warp-specialized ({ws.warp_specialization_reason})"))
 
 
 def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
@@ -388,8 +393,9 @@ def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
                  'answer_05_4 = {"A": "plain", "B": "plain", "C": "cp.async"}',
                  'answer_05_4 = ("TMA", "TMA", "plain")'),
         "05.5": (GIVEN_CP_ASYNC.replace("A_shared)", "A_shared, disable_tma=True)"),
-                 cell("cp_async_gemm", epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
-                                                                     "C[by * block_M, bx * block_N], disable_tma=True)"),
+                 cell("cp_async_gemm",
+                      epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
+                                                    "C[by * block_M, bx * block_N], disable_tma=True)"),
                       allocs=C_SHARED, load=", disable_tma=True")),
     }
 

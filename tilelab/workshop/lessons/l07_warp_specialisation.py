@@ -62,7 +62,8 @@ def _threads(answer: Any) -> str:
                     "count a warpgroup")
     expect(answer == truth, "not quite: the extra threads are one warpgroup (4 warps of 32)")
     return (f"{truth} threads: the {asked} you asked for compute (two consumer warpgroups) and TileLang adds "
-            f"{truth - asked} for the producer, which issues the TMA loads. {report.lowering.warp_specialization_reason}.")
+            f"{truth - asked} for the producer, which issues the TMA loads. "
+            f"{report.lowering.warp_specialization_reason}.")
 
 
 @exercise("07.2", "which threads consume",

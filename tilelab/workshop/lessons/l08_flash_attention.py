@@ -176,7 +176,8 @@ def _scalar(answer: Any) -> str:
 
         if same(unnormalised):
             raise Wrong("the weights are exponentiated but never divided by their sum")
-        raise Wrong(f"at seq={seq}, dim={dim} the output differs from softmax(Q K^T / sqrt(dim)) V: {where_wrong(result)}")
+        raise Wrong(f"at seq={seq}, dim={dim} the output differs from softmax(Q K^T / sqrt(dim)) V: "
+                    f"{where_wrong(result)}")
     return "right at (64, 32) and (40, 24), and stable with large scores: each row's softmax and weighted sum of V"
 
 
@@ -368,6 +369,6 @@ wrong_answers = {
              SCALAR_SOLUTION.replace("with T.Kernel(seq) as q:", "with T.Kernel(seq // 2) as q:")),
     "08.2": ('answer_08_2 = "Q_s"', 'answer_08_2 = "S"', 'answer_08_2 = "V_s"'),
     "08.3": ("answer_08_3 = 24576", "answer_08_3 = 49152", "answer_08_3 = 32768"),
-    "08.4": (GIVEN_08_4.format(p_alloc="T.alloc_shared").replace("num_stages=2, threads=128", "num_stages=1, threads=128")
-             ,),
+    "08.4": (GIVEN_08_4.format(p_alloc="T.alloc_shared").replace("num_stages=2, threads=128",
+                                                                "num_stages=1, threads=128"),),
 }

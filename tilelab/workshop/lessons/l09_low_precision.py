@@ -48,6 +48,17 @@ def _instructions(rep: Any) -> set[str]:
     return {w.instruction for w in rep.wgmma}
 
 
+def _mnk(shape: str) -> tuple[int, int, int] | None:
+    """(M, N, K) of a wgmma shape written mMnNkK (``m64n128k16``), or None."""
+    import re
+
+    match = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape)
+    if match is None:
+        return None
+    m, n, k = (int(x) for x in match.groups())
+    return m, n, k
+
+
 @exercise("09.1", "the fp8 instruction",
           question="The fp16 build of the GEMM (128x128x64 tiles, 256 threads) issues the wgmma shape printed "
                    "above. The same kernel with float8_e4m3 operands: which shape (mMnNkK) does it issue?",
@@ -59,26 +70,27 @@ def _instructions(rep: Any) -> set[str]:
           solution='answer_09_1 = "m64n64k32"',
           reveal=lambda answer: _reveal(report("float8_e4m3")))
 def _fp8_shape(answer: Any) -> str:
-    import re
-
     expect(isinstance(answer, str), f"answer with the shape as a string like \"m64n8k16\", got {answer!r}")
     text = answer.strip().lower().replace(" ", "")
-    shape = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", text)
-    expect(shape is not None, f"{answer!r} is not of the form mMnNkK")
+    shape = _mnk(text)
+    if shape is None:
+        raise Wrong(f"{answer!r} is not of the form mMnNkK")
     fp16 = _instructions(report("float16"))
     fp8 = _instructions(report("float8_e4m3"))
     expect(len(fp8) == 1 and len(fp16) == 1, "the lesson's GEMM should issue one wgmma shape per build")
     (truth,) = fp8
     (before,) = fp16
-    m, n, k = (int(x) for x in shape.groups())
-    tm, tn, tk = (int(x) for x in re.fullmatch(r"m(\d+)n(\d+)k(\d+)", truth).groups())
+    truth_shape, before_shape = _mnk(truth), _mnk(before)
+    assert truth_shape is not None and before_shape is not None, (truth, before)  # TileLang's own wgmma shapes
+    m, n, k = shape
+    tm, tn, tk = truth_shape
     if text == before:
         raise Wrong("that is the fp16 instruction unchanged; one wgmma reads a fixed number of bytes of K per row, "
                     "so what happens to K when an element is one byte?")
     if (m, n) != (tm, tn):
         raise Wrong("M and N do not change with the element type: the tile is split among the warpgroups as in the "
                     "fp16 build")
-    fk = int(re.fullmatch(r"m\d+n\d+k(\d+)", before).group(1))
+    fk = before_shape[2]
     if k < fk:
         raise Wrong("narrower elements mean more of them in the same bytes, not fewer")
     expect(text == truth, "not quite: how many fp8 elements fit in the bytes one fp16 wgmma reads along K?")
