@@ -205,7 +205,8 @@ def _tile_map() -> Outcome:
     k = _compiled(bk.half_written())
     return attempt(lambda: tilelab.run(k, ref=lambda a: a),
                    lambda v, e: {"passed": getattr(v, "passed", None),
-                                 "last_column": [row[-1] for row in v.outputs[0].tiles.cells] if v else []})
+                                 "last_column": ([row[-1] for row in v.outputs[0].tiles.cells]
+                                                 if v is not None else [])})
 
 
 def _interrupt_sweep() -> Outcome:
@@ -284,7 +285,7 @@ def _nan() -> Outcome:
     b[200:] = a[200:]
     return attempt(lambda: tilelab.run(fk.divide(), a, b, torch.empty(256, 256, device="cuda")),
                    lambda v, e: {"passed": v.passed, "first": list(v.outputs[0].first_nonfinite or ()),
-                                 "notes": list(v.notes)} if v else {})
+                                 "notes": list(v.notes)} if v is not None else {})
 
 
 def _input_written() -> Outcome:
@@ -295,7 +296,8 @@ def _input_written() -> Outcome:
 
     a = torch.arange(1, 4097, dtype=torch.float32, device="cuda")
     return attempt(lambda: tilelab.run(fk.clobber(), a, torch.empty(4096, device="cuda"), ref=lambda x: 2 * x),
-                   lambda v, e: {"written": [s.name for s in v.inputs_written], "passed": v.passed} if v else {})
+                   lambda v, e: ({"written": [s.name for s in v.inputs_written], "passed": v.passed}
+                                 if v is not None else {}))
 
 
 def _out_of_memory() -> Outcome:
@@ -330,20 +332,29 @@ def _tma_misaligned() -> Outcome:
 
 
 def _kill_during_bench() -> Outcome:
-    import fault_kernels as fk
+    import timeline_kernels as tk
+    import torch
 
     import tilelab
 
-    kernel = fk.copy()
-    tilelab.bench(kernel, rep_ms=50)  # the worker is up and the kernel loaded
-    pid = tilelab.launch.default_worker().pid
+    kernel = tk.spin(20_000_000)  # 20 ms a launch: a bench of many launches lasts seconds
+    spun = torch.zeros(128, device="cuda")
+    tilelab.bench(kernel, spun, rep_ms=50)  # the worker is up and the kernel loaded
+    worker = tilelab.launch.default_worker()
+    pid = worker.pid
+
+    def kill_once_busy() -> None:
+        while worker._lock.acquire(blocking=False):  # a call holds the lock while it runs in the worker
+            worker._lock.release()
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
 
     def call() -> Any:
-        threading.Timer(3.0, lambda: os.kill(pid, signal.SIGKILL)).start()  # well inside the 20 s bench
-        return tilelab.bench(kernel, rep_ms=20000, ci_target=None)
+        threading.Thread(target=kill_once_busy, daemon=True).start()
+        return tilelab.bench(kernel, spun, rep_ms=20000, ci_target=None)
 
     out = attempt(call)
-    after = tilelab.bench(kernel, rep_ms=50)
+    after = tilelab.bench(kernel, spun, rep_ms=50)
     out.details = {"median_after": after.median_ms, "new_pid": tilelab.launch.default_worker().pid, "old_pid": pid}
     return out
 

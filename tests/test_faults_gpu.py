@@ -95,24 +95,35 @@ def test_a_block_asking_for_too_much_shared_memory_names_the_limit_and_the_value
 
 def test_the_worker_killed_during_a_bench_leaves_the_next_call_working():
     r = _fresh("""
-        kernel = copy()
-        tilelab.bench(kernel, rep_ms=50)  # the worker is up and the kernel loaded
+        from timeline_kernels import spin
+        kernel = spin(20_000_000)  # 20 ms a launch: a bench of many launches lasts seconds
+        spun = torch.zeros(128, device="cuda")
+        tilelab.bench(kernel, spun, rep_ms=50)  # the worker is up and the kernel loaded
         worker = tilelab.launch.default_worker()
         pid = worker.pid
         outcome = {}
+
+        def kill_once_busy():
+            # a call holds the worker's lock while it runs there: the long bench below
+            while worker._lock.acquire(blocking=False):
+                worker._lock.release()
+                time.sleep(0.01)
+            os.kill(pid, signal.SIGKILL)  # from outside, as the OOM killer or `kill -9` would
+
         def long_bench():
             try:
-                tilelab.bench(kernel, rep_ms=20000, ci_target=None)
+                tilelab.bench(kernel, spun, rep_ms=20000, ci_target=None)
                 outcome["error"] = None
             except Exception as err:
                 outcome["error"] = f"{type(err).__name__}: {err}"
+        killer = threading.Thread(target=kill_once_busy)
+        killer.start()
         t = threading.Thread(target=long_bench)
         t.start()
-        time.sleep(3.0)  # well inside the 20 s bench
-        os.kill(pid, signal.SIGKILL)
-        t.join(120)
-        after = tilelab.bench(kernel, rep_ms=50)
-        ok = tilelab.run(kernel, ref=lambda x: x)
+        t.join(300)
+        killer.join(10)
+        after = tilelab.bench(kernel, spun, rep_ms=50)
+        ok = tilelab.run(copy(), ref=lambda x: x)
         print("RESULT " + json.dumps({"error": outcome.get("error"), "median": after.median_ms, "next": ok.passed,
                                       "new_pid": tilelab.launch.default_worker().pid, "old_pid": pid}))
     """)

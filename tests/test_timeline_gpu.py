@@ -178,9 +178,11 @@ def test_the_magic_adds_a_timeline_tab(ip, shown):
 
 
 @needs_hopper
-def test_the_pipelining_lesson_shows_the_consumers_waits_shrink_from_2_to_4_stages(ip, capsys):
-    """Notebook 05's timeline cell, run as the student runs it: four stages leave the consumers
-    less time waiting on full stages than two."""
+def test_the_pipelining_lesson_shows_the_producer_run_further_ahead_with_4_stages_than_2(ip, capsys):
+    """Notebook 05's timeline cell, run as the student runs it: with 2 stages the producer can be at
+    most one stage ahead of the consumers, with 4 stages three; the timeline must show it further
+    ahead with 4. (The consumers' full-stage waits are printed: the lesson asks the student to
+    compare them, and says what it means when they barely change.)"""
     import json
     from pathlib import Path
 
@@ -194,4 +196,5 @@ def test_the_pipelining_lesson_shows_the_consumers_waits_shrink_from_2_to_4_stag
     two, four = timelines[2].summary, timelines[4].summary
     print(f"2 stages: bubbles {two.bubble_ns / 1e3:.1f} us, ahead {two.run_ahead}; "
           f"4 stages: bubbles {four.bubble_ns / 1e3:.1f} us, ahead {four.run_ahead}")
-    assert four.bubble_ns < two.bubble_ns
+    assert two.run_ahead is not None and four.run_ahead is not None
+    assert two.run_ahead <= 1.0 < four.run_ahead
