@@ -207,6 +207,54 @@ def copy_with_extra_arguments():
     return k
 
 
+def int4_in_the_second_copy(M=256, N=256):
+    """Two copies into shared memory, only the second of int4 data: the failure is placed on it,
+    not on the first T.copy of the kernel."""
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), T.float16), Q: T.Tensor((M, N), T.int4), B: T.Tensor((M, N), T.float16),
+          R: T.Tensor((M, N), T.int4)):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), T.float16)
+            q = T.alloc_shared((64, 64), T.int4)
+            T.copy(A[by * 64, bx * 64], a)
+            T.copy(Q[by * 64, bx * 64], q)  # <- int4-tma-copy
+            T.copy(a, B[by * 64, bx * 64])
+            T.copy(q, R[by * 64, bx * 64])
+
+    return k
+
+
+def schedule_names_a_missing_pipeline():
+    """A hand-written warp-specialisation schedule whose consumer waits on "tile", a pipeline the
+    schedule never declares (it declares "tiles")."""
+
+    @T.prim_func
+    def k(X: T.Tensor((512, 64), T.float32), Y: T.Tensor((512, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            tile = T.alloc_shared((64, 64), T.float32)
+            regs = T.alloc_fragment((64, 64), T.float32)
+            loader = [T.WSSync.producer_acquire("tiles"), "load", T.WSSync.producer_commit("tiles")]
+            math = [
+                T.WSSync.consumer_wait("tile"),  # <- ws-schedule
+                "to_regs",
+                T.WSSync.consumer_release("tiles"),
+                "store",
+            ]
+            T.annotate_ws_schedule(T.WSSchedule(
+                num_warps=8,
+                roles=[T.WSRole("loader", warps_lo=0, warps_hi=1), T.WSRole("math", warps_lo=4, warps_hi=8)],
+                pipelines=[T.WSPipeline("tiles", [tile], depth=2)],
+                scopes=[T.WSScope("rows", {"loader": loader, "math": math}),
+                        T.WSScope(T.WSScope.ROOT, {"loader": ["rows"], "math": ["rows"]})]))
+            for r in T.Pipelined(8, num_stages=2, annotations={T.WSID: "rows"}):
+                T.copy(X[r * 64, 0], tile, annotations={T.WSID: "load"})
+                T.copy(tile, regs, annotations={T.WSID: "to_regs"})
+                T.copy(regs, Y[r * 64, 0], annotations={T.WSID: "store"})
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -217,7 +265,7 @@ def fragments_on_the_cpu():
 KERNELS = {
     "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
-    "int4-tma-copy": (int4_through_tma, "sm_90a", "tl.LowerTileOp"),
+    "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
     "copy-shape-mismatch": (copy_shapes_differ, "sm_90a", "elaboration"),
     "non-integer-shape": (float_extent, "sm_90a", "elaboration"),
@@ -226,6 +274,7 @@ KERNELS = {
     "index-rank": (one_index_for_two_dims, "sm_90a", "elaboration"),
     "layout-not-injective": (halving_layout, "sm_90a", "tl.LayoutInference"),
     "layout-conflict": (row_max_indexed_by_column, "sm_90a", "tl.LayoutInference"),
+    "ws-schedule": (schedule_names_a_missing_pipeline, "sm_90a", "tl.MaterializeWSSchedule"),
     "unbound-symbol": (grid_from_unbound_size, "sm_90a", "tl.MakePackedAPI"),
     "outside-kernel": (loop_outside_kernel, "sm_90a", "tirx.VerifyMemory"),
     "handle-as-value": (fill_with_text, "sm_90a", "tl.Simplify"),

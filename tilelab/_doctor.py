@@ -22,7 +22,27 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-__all__ = ["CAUSES", "Cause", "Diagnosis", "cause", "diagnose", "pass_from_trace", "tile_op_from_trace"]
+__all__ = ["CAUSES", "Cause", "Diagnosis", "TileSite", "cause", "diagnose", "pass_from_trace", "place",
+           "tile_op_from_trace"]
+
+
+@dataclass(frozen=True)
+class TileSite:
+    """One tile operation of a kernel as TileLang built it: ``op`` (``T.copy``, ``T.Parallel``,
+    ``T.Pipelined``, or the name of another intrinsic call such as ``tl.tvm_mfma``), the source
+    line its builder stamped on it, and the buffers it touches as (name, dtype, scope, shape)."""
+
+    op: str
+    line: int
+    file: str = ""
+    buffers: tuple[tuple[str, str, str, str], ...] = ()
+    text: str = ""
+
+    def dtypes(self) -> list[str]:
+        return [b[1] for b in self.buffers]
+
+    def scopes(self) -> list[str]:
+        return [b[2] for b in self.buffers]
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,9 @@ class Diagnosis:
     tile_op: str | None = None
     buffers: tuple[str, ...] = ()
     line: tuple[str, int, str] | None = None
+    # Other lines of the kernel the failure may belong to, when several tile ops fit what TileLang
+    # said: ``line`` is the most likely (the first the pass visits), these the rest, in order.
+    candidates: tuple[int, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -63,6 +86,10 @@ class Diagnosis:
             where.append(f"on {', '.join(self.buffers)}")
         if where:
             out.append("failed " + ", ".join(where))
+        if self.candidates:
+            out.append(f"the line above is the most likely of {len(self.candidates) + 1} that fit: the first the "
+                       f"pass visits; also line{'s' if len(self.candidates) > 1 else ''} "
+                       + ", ".join(str(n) for n in self.candidates))
         if self.known:
             out.append(f"cause: {self.title}: {self.meaning}")
             out.append(f"what to change: {self.advice}")
@@ -74,6 +101,7 @@ class Diagnosis:
         data = asdict(self)
         data["buffers"] = list(self.buffers)
         data["line"] = list(self.line) if self.line else None
+        data["candidates"] = list(self.candidates)
         return data
 
     @classmethod
@@ -81,6 +109,7 @@ class Diagnosis:
         data = dict(data)
         data["buffers"] = tuple(data.get("buffers") or ())
         data["line"] = tuple(data["line"]) if data.get("line") else None
+        data["candidates"] = tuple(data.get("candidates") or ())
         return cls(**data)
 
 
@@ -94,6 +123,11 @@ class Cause:
     tile_op: str | None = None
     targets: tuple[str, ...] = ()  # target families it applies to; () for every one
     fields: Callable[[re.Match[str]], dict[str, str]] | None = field(default=None, compare=False)
+    # Which of the kernel's tile operations can have failed this way (to place it on a line).
+    site: Callable[[TileSite], bool] | None = field(default=None, compare=False)
+    # Regular expressions over the kernel's source lines, ``{group}`` filled with what the message
+    # said (escaped): the first line one of them finds is the failure's (tried in order).
+    source: tuple[str, ...] = ()
 
     def match(self, text: str) -> re.Match[str] | None:
         for pattern in self.patterns:
@@ -107,13 +141,23 @@ CAUSES: list[Cause] = []
 
 
 def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
-          targets: Sequence[str] = ()) -> None:
+          targets: Sequence[str] = (), site: Callable[[TileSite], bool] | None = None,
+          source: Sequence[str] = ()) -> None:
     """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
-    named groups fill ``{name}`` in ``meaning`` and ``advice``)."""
+    named groups fill ``{name}`` in ``meaning`` and ``advice``); ``site`` says which of a kernel's
+    tile operations can fail this way (to find its line among several of the same op)."""
     if any(c.id == id for c in CAUSES):
         raise ValueError(f"cause {id!r} is declared twice")
     CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
-                        tuple(targets)))
+                        tuple(targets), site=site, source=tuple(source)))
+
+
+def _symbolic(shape: str) -> bool:
+    return bool(re.search(r"[A-Za-z_]", shape))
+
+
+def _int4(site: TileSite) -> bool:
+    return any(re.fullmatch(r"u?int4", d) for d in site.dtypes())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,7 +171,8 @@ cause("accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
               "register fragment; it was given a shared-memory (or global) buffer",
       advice="allocate the accumulator with T.alloc_fragment((block_M, block_N), accum_dtype), and copy it to "
              "shared or global memory after the loop with T.copy",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm" and len(s.buffers) >= 3 and s.buffers[2][2] != "local.fragment")
 
 cause("mixed-dtype-gemm", "T.gemm operands of two data types",
       r"Mixed-dtype GEMM only supports (?P<family>\S+) family operands currently, got A=(?P<a>\w+), B=(?P<b>\w+)",
@@ -135,7 +180,8 @@ cause("mixed-dtype-gemm", "T.gemm operands of two data types",
               "within the fp8/fp6/fp4 family); A is {a} and B is {b}",
       advice="give A and B the same dtype: cast one of them while it is loaded (T.copy into a shared tile of the "
              "other's dtype, or a T.Parallel loop that converts)",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm" and len(set(s.dtypes()[:2])) > 1)
 
 cause("int4-tma-copy", "int4 data through a TMA copy",
       r"to_CUtensorMapDataType[^\n]*\n[^\n]*Check failed: \(0\) is false: int4\b",
@@ -144,13 +190,15 @@ cause("int4-tma-copy", "int4 data through a TMA copy",
       advice="move the packed data as bytes: declare the tensor as int8 with half the inner extent, copy that, "
              "and unpack two 4-bit values per byte in a T.Parallel loop; or keep this copy off TMA with "
              "pass_configs={'tl.disable_tma_lower': True}",
-      tile_op="T.copy")
+      tile_op="T.copy",
+      site=lambda s: s.op == "T.copy" and _int4(s) and "global" in s.scopes())
 
 cause("int4-operand", "an int4 operand TileLang cannot lower here",
       r"Check failed: \(0\) is false: int4\b",
       meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
       advice="dequantise the int4 data to int8 or fp16 first (unpack two values per byte in a T.Parallel "
-             "loop), then use the wider type in the tile operation")
+             "loop), then use the wider type in the tile operation",
+      site=_int4)
 
 cause("no-warp-partition", "the block's warps cannot tile the GEMM",
       r"No valid warp partition for T\.gemm: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by (?P<warps>\d+) warps",
@@ -158,7 +206,8 @@ cause("no-warp-partition", "the block's warps cannot tile the GEMM",
               "rows and 8 columns; {warps} warps cannot divide it that way",
       advice="give the kernel threads= a multiple of 128 for Hopper's warpgroup instructions (or of 32 that "
              "divides the tile: 128 or 256 threads), or change block_M/block_N so the warps divide them",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm")
 
 cause("non-integer-shape", "a buffer shape that is not a whole number",
       r"StructuralEqual check failed.*T\.float\d+\((?P<value>[-\d.e+]+)\)",
@@ -178,7 +227,8 @@ cause("symbolic-fragment", "a fragment or local buffer of a symbolic size",
       meaning="registers are allocated when the kernel is compiled, so a fragment's (or T.alloc_local's) "
               "shape must be a constant; its extent here depends on a runtime size ({expr})",
       advice="allocate the fragment with the block's constant tile size (block_M, not M) and loop over the "
-             "runtime size in tiles with T.ceildiv, guarding the last tile")
+             "runtime size in tiles with T.ceildiv, guarding the last tile",
+      site=lambda s: any(b[2].startswith("local") and _symbolic(b[3]) for b in s.buffers))
 
 cause("reduce-output-shape", "the reduction's output has the wrong shape",
       r"Invalid reduce output shape, buffer shape is (?P<inp>\([^)]*\)), dim is (?P<dim>-?\d+), output shape is (?P<out>\[[^\]]*\]), expected shapes are (?P<expected>.+)",
@@ -220,7 +270,8 @@ cause("layout-shape-not-constant", "a shared layout whose shape depends on a run
       meaning="a shared tile's layout is fixed when the kernel is compiled, but its extent here is "
               "{expr}, which depends on a runtime size",
       advice="make the shared tile's extent a constant (the block size, not a size computed from M, N or K), "
-             "and loop over the runtime size in tiles")
+             "and loop over the runtime size in tiles",
+      site=lambda s: any(b[2].startswith("shared") and _symbolic(b[3]) for b in s.buffers))
 
 cause("no-layout-found", "no register layout fits every use of a fragment",
       r"no available layout found",
@@ -245,7 +296,20 @@ cause("ws-pipeline-rewrite", "warp specialisation could not restructure the pipe
               "pipeline) does not fit the rewrite",
       advice="keep T.Pipelined the only statement of its level with its copies first, or switch warp "
              "specialisation off for this kernel: pass_configs={'tl.disable_warp_specialized': True}",
-      tile_op="T.Pipelined")
+      tile_op="T.Pipelined",
+      site=lambda s: s.op == "T.Pipelined")
+
+cause("ws-schedule", "a warp-specialisation schedule that does not fit the kernel",
+      r"ws_schedule: (?P<detail>[^\n']*'(?P<name>[\w.]+)'[^\n]*)",
+      r"ws_schedule: (?P<detail>[^\n]+)",
+      meaning="the schedule given with T.annotate_ws_schedule (roles, T.WSPipeline, T.WSSync, T.WSScope) "
+              "cannot be applied to the kernel's statements: {detail}",
+      advice="correct the schedule where it names that pipeline, role or scope: each T.WSSync names a declared "
+             "T.WSPipeline, a pipeline is acquired and committed by one role and waited on and released by "
+             "another, in one scope; each op id a scope lists is the T.WSID annotation of one statement. Or "
+             "remove T.annotate_ws_schedule and let TileLang specialise the warps itself",
+      tile_op="T.annotate_ws_schedule",
+      source=(r"""["']{name}["']""", r"T\.annotate_ws_schedule\("))
 
 cause("unbound-symbol", "a symbolic size no tensor argument defines",
       r"variables \((?P<names>[^)]*)\) are used, but are not passed in as API arguments",
@@ -278,7 +342,8 @@ cause("amd-intrinsic-on-cuda", "an AMD matrix instruction in a CUDA kernel",
       r"\btvm_mfma\b|\bmfma\w*\b.*(?:cuda|sm_\d+)",
       meaning="MFMA is the matrix instruction of AMD GPUs (CDNA); the kernel was lowered for an NVIDIA target",
       advice="lower for an AMD target (target='gfx942') or write the product as T.gemm, which picks the "
-             "target's instruction", targets=("cuda",))
+             "target's instruction", targets=("cuda",),
+      site=lambda s: "mfma" in s.op)
 
 cause("python-name", "a Python name the kernel uses is not defined",
       r"name '(?P<name>\w+)' is not defined",
@@ -365,14 +430,15 @@ def _fill(text: str, groups: dict[str, str], names: set[str]) -> str:
 
 def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, target_family: str | None = None,
              buffers: Sequence[str] = (), line: tuple[str, int, str] | None = None,
-             source_lines: Sequence[tuple[int, str]] = ()) -> Diagnosis:
+             source_lines: Sequence[tuple[int, str]] = (), sites: Sequence[TileSite] = ()) -> Diagnosis:
     """Diagnose one failure from TileLang's sentence ``message`` and its ``trace``.
 
     ``pass_name`` is the pass a pass instrument saw fail (read from the trace otherwise),
     ``buffers`` the kernel's buffer names (those the message names are reported), ``line`` the
-    kernel line TileLang pointed at, and ``source_lines`` the kernel's numbered source lines, to
-    place the failure on the line of its tile operation when TileLang gave none (only where that
-    operation appears once).
+    kernel line TileLang pointed at, ``sites`` the kernel's tile operations in program order (with
+    their lines and buffers: :func:`place` picks the one that failed when TileLang gave no line),
+    and ``source_lines`` the kernel's numbered source lines, to place the failure on the line of its
+    tile operation where no sites are known (only where that operation appears once).
     """
     text = f"{message}\n{trace}"
     found_cause: Cause | None = None
@@ -394,13 +460,19 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         tile_op = f"T.{ops[0]}" if ops else None
     if pass_name is None:
         pass_name = pass_from_trace(trace)
+    names = _mentioned(buffers, message)
+    candidates: tuple[int, ...] = ()
+    if line is None and found_cause is not None and found_cause.source and match is not None:
+        line = _source_line(found_cause.source, match.groupdict(), source_lines)
+    if line is None and sites:
+        line, candidates = place(sites, tile_op=tile_op, cause=found_cause, names=names)
     if line is None and tile_op and source_lines:
         line = _unique_line(tile_op, source_lines)
-    names = _mentioned(buffers, message)
     if found_cause is None:
         if line is None and names:
             line = _first_use(names, source_lines)
-        return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+        return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line,
+                         candidates=candidates)
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
     if line is None:
@@ -409,7 +481,74 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         line = _first_use(tuple(named) or names, source_lines)
     return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title,
                      meaning=_fill(found_cause.meaning, groups, names_in), advice=_fill(found_cause.advice, groups, names_in),
-                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
+
+
+def _source_line(patterns: Sequence[str], groups: dict[str, str | None],
+                 source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    """The first source line (comments aside) one of ``patterns`` finds, its ``{group}`` filled
+    with what the message said; a pattern naming a group the message did not give is skipped."""
+    code = [(n, text) for n, text in source_lines if not text.lstrip().startswith("#")]
+    for template in patterns:
+        wanted = re.findall(r"\{(\w+)\}", template)
+        if any(not groups.get(name) for name in wanted):
+            continue
+        pattern = re.sub(r"\{(\w+)\}", lambda m: re.escape(str(groups[m.group(1)])), template)
+        for n, text in code:
+            if re.search(pattern, text):
+                return ("", n, text)
+    return None
+
+
+def _same_op(site_op: str, tile_op: str) -> bool:
+    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear."""
+    if tile_op == "T.clear":
+        tile_op = "T.fill"
+    return site_op == tile_op or (tile_op.startswith("T.") and site_op.startswith(tile_op.split("_")[0]))
+
+
+def place(sites: Sequence[TileSite], *, tile_op: str | None = None, cause: Cause | None = None,
+          names: Sequence[str] = ()) -> tuple[tuple[str, int, str] | None, tuple[int, ...]]:
+    """The line of the tile operation that failed, and the other lines that fit as well.
+
+    Narrows the kernel's ``sites`` step by step, each step kept only where it leaves one or more:
+    the tile op the trace names, the operations the cause can happen at (an int4 buffer for an
+    int4 failure, a T.gemm whose accumulator is not a fragment...), those touching a buffer the
+    message names. Of what remains, the first in program order is the most likely: TileLang's
+    passes visit a kernel in order and stop at the first operation that fails their check.
+    (None, ()) when nothing narrows the sites (no tile op, cause or buffer to go by).
+    """
+    pool = list(sites)
+    narrowed = False
+    if tile_op:
+        same = [s for s in pool if _same_op(s.op, tile_op)]
+        if same:
+            pool, narrowed = same, True
+    if cause is not None and cause.site is not None:
+        fits = [s for s in pool if _safe(cause.site, s)]
+        if not fits and narrowed:  # the trace's tile op and the cause disagree: the cause decides
+            fits = [s for s in sites if _safe(cause.site, s)]
+        if fits:
+            pool, narrowed = fits, True
+    if names:
+        touching = [s for s in pool if any(b[0] in names for b in s.buffers)]
+        if touching:
+            pool, narrowed = touching, True
+    if not narrowed or not pool:
+        return None, ()
+    first = pool[0]
+    others = []
+    for s in pool[1:]:
+        if s.file == first.file and s.line != first.line and s.line not in others:
+            others.append(s.line)
+    return (first.file, first.line, first.text), tuple(others)
+
+
+def _safe(test: Callable[[TileSite], bool], site: TileSite) -> bool:
+    try:
+        return bool(test(site))
+    except Exception:
+        return False
 
 
 def _unique_line(tile_op: str, source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
