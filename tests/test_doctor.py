@@ -172,3 +172,144 @@ def test_corpus_rows_carry_the_diagnosis_and_the_table_counts_the_explained():
     assert "[unknown cause] Check failed: something new (tl.LowerTileOp)" in table
     assert "explained: 1/2 compile failures name the pass, the line and a known cause (50.0%)" in table
     assert _corpus.CorpusRow.from_dict(rows[0].to_dict()) == rows[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Placing a failure among several tile ops of the same kind
+
+
+def _site(op, line, *buffers, file="k.py"):
+    return _doctor.TileSite(op, line, file, tuple(buffers), f"line {line}")
+
+
+GLOBAL_INT4 = ("Q", "int4", "global", "(256, 256)")
+SHARED_INT4 = ("q", "int4", "shared.dyn", "(64, 64)")
+GLOBAL_F16 = ("A", "float16", "global", "(256, 256)")
+SHARED_F16 = ("a", "float16", "shared.dyn", "(64, 64)")
+
+
+def test_a_failure_is_placed_on_the_first_op_its_cause_can_happen_at_with_the_others_as_candidates():
+    sites = [_site("T.fill", 3, ("c", "float32", "local.fragment", "(64, 64)")),
+             _site("T.copy", 4, GLOBAL_F16, SHARED_F16),
+             _site("T.copy", 5, GLOBAL_INT4, SHARED_INT4),
+             _site("T.copy", 6, SHARED_INT4, GLOBAL_INT4),
+             _site("T.copy", 7, SHARED_F16, GLOBAL_F16)]
+    int4_copy = next(c for c in _doctor.CAUSES if c.id == "int4-tma-copy")
+    line, candidates = _doctor.place(sites, tile_op="T.copy", cause=int4_copy)
+    assert line == ("k.py", 5, "line 5") and candidates == (6,)
+    # The buffers the message names narrow further: the copy touching them.
+    assert _doctor.place(sites, tile_op="T.copy", cause=int4_copy, names=("R",))[0][1] == 5
+    assert _doctor.place(sites, tile_op="T.copy", names=("a",)) == (("k.py", 4, "line 4"), (7,))
+    # Nothing to go by: no line rather than a guess.
+    assert _doctor.place(sites) == (None, ())
+
+
+def test_a_cause_that_disagrees_with_the_traces_tile_op_decides_where_the_failure_is():
+    sites = [_site("T.copy", 4, GLOBAL_F16, SHARED_F16), _site("tl.tvm_mfma", 9, SHARED_F16)]
+    mfma = next(c for c in _doctor.CAUSES if c.id == "amd-intrinsic-on-cuda")
+    assert _doctor.place(sites, tile_op="T.copy", cause=mfma)[0][1] == 9
+
+
+def test_the_diagnosis_names_the_candidate_lines_and_keeps_them_through_a_dict():
+    sites = [_site("T.gemm", 10, SHARED_F16, SHARED_F16, ("c", "float32", "shared.dyn", "(64, 64)")),
+             _site("T.gemm", 20, SHARED_F16, SHARED_F16, ("c", "float32", "shared.dyn", "(64, 64)"))]
+    diagnosis = _doctor.diagnose("local_buf must be a fragment", "in tvm::tl::GemmNode::InferLayout", sites=sites)
+    assert diagnosis.cause == "accumulator-not-fragment" and diagnosis.line[1] == 10 and diagnosis.candidates == (20,)
+    assert any("most likely of 2" in text and "also line 20" in text for text in diagnosis.lines())
+    assert _doctor.Diagnosis.from_dict(diagnosis.to_dict()) == diagnosis
+
+
+def test_a_schedules_failure_is_placed_on_the_line_that_quotes_the_name():
+    source = [(1, "def k():"), (2, "    # 'acc' is the accumulator"), (3, "    T.WSPipeline('kv', [s], depth=2)"),
+              (4, "    T.WSPipeline(\"acc\", [o], depth=1)"), (5, "    T.annotate_ws_schedule(schedule)")]
+    message = "ws_schedule: pipeline 'acc' has sync entries in scopes 'loop_kv' and 'loop_wave'"
+    diagnosis = _doctor.diagnose(message, source_lines=source)
+    assert diagnosis.cause == "ws-schedule" and diagnosis.line[1] == 4
+    unnamed = _doctor.diagnose("ws_schedule: the schedule is empty", source_lines=source)
+    assert unnamed.cause == "ws-schedule" and unnamed.line[1] == 5
+
+
+# ------------------------------------------------------------------------------------------------
+# The corpus over pytest files
+
+
+def test_the_parameter_sets_a_pytest_function_is_called_with():
+    from tilelab import _corpus
+
+    @pytest.mark.parametrize("m", [64, pytest.param(128, id="big")])
+    @pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("int8", "int32")])
+    def parametrized(m, dtype, acc, threads=128):
+        pass
+
+    def plain():
+        pass
+
+    def needs_a_fixture(tmp_path):
+        pass
+
+    assert _corpus.param_sets(parametrized) == [
+        {"dtype": "float16", "acc": "float32", "m": 64}, {"dtype": "float16", "acc": "float32", "m": 128},
+        {"dtype": "int8", "acc": "int32", "m": 64}, {"dtype": "int8", "acc": "int32", "m": 128}]
+    assert _corpus.param_sets(parametrized, limit=1) == [{"dtype": "float16", "acc": "float32", "m": 64}]
+    assert _corpus.param_sets(plain) == [{}]
+    assert _corpus.param_sets(needs_a_fixture) is None
+
+
+TEST_FILE = '''
+import pytest
+import tilelang
+import tilelang.language as T
+
+
+def build(threads):
+    @T.prim_func
+    def k(A: T.Tensor((128, 128), T.float16), B: T.Tensor((128, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_shared((128, 128), T.float16)
+            b = T.alloc_shared((128, 128), T.float16)
+            c = T.alloc_fragment((128, 128), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c)  # <- no-warp-partition
+            T.copy(c, C)
+    return k
+
+
+@pytest.mark.parametrize("threads", [128, 96])
+def test_gemm(threads):
+    kernel = tilelang.compile(build(threads), out_idx=[2])
+    assert kernel is not None
+
+
+def test_copy_with_extra_arguments():
+    @T.prim_func
+    def k(A: T.Tensor((64,), T.float16), B: T.Tensor((64,), T.float16)):
+        with T.Kernel(1, threads=64) as bx:
+            T.copy(A, B, 1, 2, 3)  # <- wrong-arguments
+
+
+def test_needs_a_fixture(tmp_path):
+    raise AssertionError("never called")
+'''
+
+
+@pytest.mark.slow  # two TileLang processes: one per pytest file, and its lowering
+def test_the_corpus_lowers_the_kernels_a_pytest_file_builds_and_diagnoses_its_failures(tmp_path):
+    from tilelab import _corpus
+
+    path = tmp_path / "test_kernels.py"
+    path.write_text(TEST_FILE)
+    marks = {m: n for n, text in enumerate(TEST_FILE.splitlines(), 1) for m in re.findall(r"# <- ([\w-]+)", text)}
+    assert _corpus.find_scripts(tmp_path) == [] and _corpus.find_scripts(tmp_path, tests=True) == [path]
+    rows = _corpus.run_corpus(tmp_path, jobs=1, timeout_s=240, lower_only=True, tests=True)
+    by_script = {r.script: r for r in rows}
+    assert by_script["test_kernels.py::test_gemm[0]"].verdict == _corpus.LOWERED
+    failed = by_script["test_kernels.py::test_gemm[1]"]
+    assert (failed.verdict, failed.cause, failed.pass_name) == (_corpus.CANNOT_LOWER, "no-warp-partition",
+                                                                "tl.LayoutInference")
+    assert failed.line.startswith(f"{marks['no-warp-partition']}: T.gemm(a, b, c)")
+    built = by_script["test_kernels.py::test_copy_with_extra_arguments"]
+    assert (built.verdict, built.cause, built.pass_name) == (_corpus.CANNOT_LOWER, "wrong-arguments", "elaboration")
+    assert built.line.startswith(f"{marks['wrong-arguments']}: T.copy(A, B, 1, 2, 3)")
+    assert not any("test_needs_a_fixture" in r.script for r in rows)
+    assert all(r.explained for r in rows if r.verdict == _corpus.CANNOT_LOWER)

@@ -632,7 +632,7 @@ def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS) -> list[di
     import itertools
 
     axes = []
-    for mark in reversed(getattr(test, "pytestmark", []) or []):
+    for mark in getattr(test, "pytestmark", []) or []:
         if getattr(mark, "name", "") != "parametrize" or len(mark.args) < 2:
             continue
         names, values = mark.args[0], mark.args[1]
