@@ -313,3 +313,26 @@ def test_the_corpus_lowers_the_kernels_a_pytest_file_builds_and_diagnoses_its_fa
     assert built.line.startswith(f"{marks['wrong-arguments']}: T.copy(A, B, 1, 2, 3)")
     assert not any("test_needs_a_fixture" in r.script for r in rows)
     assert all(r.explained for r in rows if r.verdict == _corpus.CANNOT_LOWER)
+
+
+def test_the_criterion_table_counts_each_folders_failures_by_what_their_diagnosis_names():
+    from tilelab import _corpus
+
+    def failure(script, cause="", pass_name="", line=""):
+        return _corpus.CorpusRow(script, "k", "sm_90a", _corpus.CANNOT_LOWER, "why", cause=cause,
+                                 pass_name=pass_name, line=line)
+
+    examples = [failure("a.py", "int4-tma-copy", "tl.LowerTileOp", "31: T.copy(A, a)"),
+                failure("b.py", "", "tl.MaterializeWSSchedule", "12: T.WSPipeline('acc', [o], depth=1)"),
+                _corpus.CorpusRow("c.py", "k", "sm_90a", _corpus.LOWERED)]
+    testing = [failure("t.py::test_a", "ws-schedule", "tl.MaterializeWSSchedule", "4: x"),
+               failure("t.py::test_b", "no-layout-found", "tl.LayoutInference"),
+               failure("t.py::test_c", "python-name", "", "7: y"),
+               failure("t.py::test_d", "wrong-arguments", "elaboration", "9: T.copy(A, B, 1)")]
+    assert _corpus.criterion(examples) == {"failures": 2, "pass": 2, "line": 2, "known cause": 1, "explained": 1}
+    table = _corpus.render_criterion({"examples": examples, "testing": testing}).splitlines()
+    assert table[0].split() == ["failures", "with", "pass", "with", "line", "known", "cause", "explained", "(all",
+                                "three)"]
+    assert table[1].split() == ["examples", "2", "2", "(100%)", "2", "(100%)", "1", "(50%)", "1", "(50%)"]
+    assert table[2].split() == ["testing", "4", "3", "(75%)", "3", "(75%)", "4", "(100%)", "2", "(50%)"]
+    assert table[3].split() == ["all", "6", "5", "(83%)", "5", "(83%)", "5", "(83%)", "3", "(50%)"]

@@ -1031,6 +1031,37 @@ def totals(rows: list[CorpusRow]) -> dict[str, int]:
     return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED) if v != LOWERED or counts.get(v)}
 
 
+def criterion(rows: Sequence[CorpusRow]) -> dict[str, int]:
+    """The doctor's criterion over the compile failures among ``rows``: how many there are, how
+    many name the pass, the kernel line, a known cause, and all three (explained)."""
+    failed = [r for r in rows if r.verdict == CANNOT_LOWER]
+    return {"failures": len(failed), "pass": sum(bool(r.pass_name) for r in failed),
+            "line": sum(bool(r.line) for r in failed), "known cause": sum(bool(r.cause) for r in failed),
+            "explained": sum(r.explained for r in failed)}
+
+
+def render_criterion(groups: dict[str, Sequence[CorpusRow]]) -> str:
+    """The criterion as a table, one row per group of rows (a corpus folder) and their total:
+    counts and the share of the group's compile failures."""
+    header = ("", "failures", "with pass", "with line", "known cause", "explained (all three)")
+    keys = ("failures", "pass", "line", "known cause", "explained")
+    table = []
+    everything: list[CorpusRow] = []
+    for label, rows in groups.items():
+        everything += list(rows)
+        table.append((label, criterion(rows)))
+    if len(groups) > 1:
+        table.append(("all", criterion(everything)))
+
+    def cell(counts: dict[str, int], key: str) -> str:
+        n, total = counts[key], counts["failures"]
+        return str(n) if key == "failures" else f"{n} ({100 * n / total:.0f}%)" if total else "0"
+
+    body = [(label, *(cell(counts, k) for k in keys)) for label, counts in table]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [header, *body])
+
+
 def format_ratio(row: CorpusRow) -> str:
     """The ratio column: the median ratio, and with several rounds their range, e.g. ``2.10 (1.9-2.4)``."""
     if row.ratio is None:
