@@ -172,6 +172,11 @@ def test_corpus_rows_carry_the_diagnosis_and_the_table_counts_the_explained():
     assert "[unknown cause] Check failed: something new (tl.LowerTileOp)" in table
     assert "explained: 1/2 compile failures name the pass, the line and a known cause (50.0%)" in table
     assert _corpus.CorpusRow.from_dict(rows[0].to_dict()) == rows[0]
+    several = _corpus.CorpusRow("d.py", "k", "sm_90a", _corpus.CANNOT_LOWER, "Check failed: (0) is false: int4",
+                                cause="int4-tma-copy", pass_name="tl.LowerTileOp", line="31: T.copy(A, a)",
+                                candidates=(32, 40))
+    assert "(tl.LowerTileOp, line 31 or 32 or 40)" in _corpus.render_table([several])
+    assert _corpus.CorpusRow.from_dict(several.to_dict()) == several
 
 
 # ------------------------------------------------------------------------------------------------
@@ -336,3 +341,39 @@ def test_the_criterion_table_counts_each_folders_failures_by_what_their_diagnosi
     assert table[1].split() == ["examples", "2", "2", "(100%)", "2", "(100%)", "1", "(50%)", "1", "(50%)"]
     assert table[2].split() == ["testing", "4", "3", "(75%)", "3", "(75%)", "4", "(100%)", "2", "(50%)"]
     assert table[3].split() == ["all", "6", "5", "(83%)", "5", "(83%)", "5", "(83%)", "3", "(50%)"]
+
+
+def test_the_magic_shows_the_likeliest_cell_line_and_the_other_candidates_short_with_the_trace_folded():
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "tilelab")
+    shell.display_pub = CapturingDisplayPublisher()
+    cell = KERNEL_FILE.read_text().split("def int4_in_the_second_copy", 1)[1].split("\n\n\ndef ", 1)[0]
+    cell = "import tilelang.language as T\n\n\ndef int4_in_the_second_copy" + cell + "\n\nkernel = int4_in_the_second_copy()\n"
+    result = shell.run_cell("%%tilelang --target sm_90a\n" + cell)
+    err = result.error_in_exec
+    assert type(err).__name__ == "LoweringError"
+    lines = [line.strip() for line in err._render_traceback_()]
+    cell_lines = ("%%tilelang --target sm_90a\n" + cell).split("\n")
+    marked = next(n for n, text in enumerate(cell_lines, 1) if text.endswith("# <- int4-tma-copy"))
+    store = next(n for n, text in enumerate(cell_lines, 1) if "T.copy(q, R[" in text)
+    assert lines[0] == "LoweringError: TileLang lowering failed: Check failed: (0) is false: int4"
+    assert lines[1] == f"cell line {marked}: {cell_lines[marked - 1].strip()}"
+    assert lines[2] == "failed in pass tl.LowerTileOp, at T.copy"
+    assert lines[3] == f"the line above is the most likely of 2 that fit: the first the pass visits; also line {store}"
+    assert lines[4].startswith("cause: int4 data through a TMA copy") and lines[5].startswith("what to change: ")
+    folded = shell.display_pub.outputs[-1]["data"]["text/html"]
+    assert "<details><summary" in folded and "CopyNode" in folded
+
+
+def test_the_cli_names_the_likeliest_line_and_the_candidates():
+    expr = f"{KERNEL_FILE}:int4_in_the_second_copy()"
+    proc = subprocess.run([sys.executable, "-m", "tilelab", "inspect", expr, "--target", "sm_90a"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    (marked,) = marked_lines("int4-tma-copy")
+    store = next(n for n, text in enumerate(KERNEL_FILE.read_text().splitlines(), 1) if "T.copy(q, R[" in text)
+    assert f"doctor_kernels.py:{marked}: T.copy(Q[by * 64, bx * 64], q)" in proc.stderr
+    assert f"also line {store}" in proc.stderr and "cause: int4 data through a TMA copy" in proc.stderr

@@ -82,6 +82,7 @@ class CorpusRow:
     cause: str = ""
     pass_name: str = ""
     line: str = ""
+    candidates: tuple[int, ...] = ()  # other script lines the failure may belong to (line is the likeliest)
 
     @property
     def explained(self) -> bool:
@@ -117,7 +118,8 @@ class CorpusRow:
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
         fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
         fields.update({k: d.get(k) or "" for k in ("cause", "pass_name", "line")})
-        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()))
+        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()),
+                   candidates=tuple(d.get("candidates") or ()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -609,7 +611,8 @@ def _failure_fields(err: Any) -> dict[str, Any]:
     line = err.kernel_line
     return {"verdict": CANNOT_LOWER, "reason": _tilelang_reason(err), "cause": err.cause or "",
             "pass_name": err.pass_name or "",
-            "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else ""}
+            "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else "",
+            "candidates": list(getattr(err.diagnosis, "candidates", ()) or ())}
 
 
 def _failed_building(err: Any) -> bool:
@@ -1079,7 +1082,8 @@ def _reason(row: CorpusRow) -> str:
     """The reason column; a compile failure adds its diagnosis: [cause] reason (pass, line N)."""
     if row.verdict != CANNOT_LOWER or not (row.cause or row.pass_name or row.line):
         return row.reason
-    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}" if row.line else "") if x)
+    also = "".join(f" or {n}" for n in row.candidates)
+    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}{also}" if row.line else "") if x)
     return f"[{row.cause or 'unknown cause'}] {row.reason}" + (f" ({where})" if where else "")
 
 
