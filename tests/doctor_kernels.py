@@ -255,6 +255,28 @@ def schedule_names_a_missing_pipeline():
     return k
 
 
+def parallel_over_runtime_size():
+    """Two T.Parallel loops writing a fragment: the first over the constant tile (guarded), the second
+    over the runtime size n, which a fragment cannot be indexed by."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((64, n), T.float32), B: T.Tensor((64, 128), T.float32)):
+        with T.Kernel(64, threads=128) as row:
+            acc = T.alloc_fragment((128,), T.float32)
+            for j in T.Parallel(128):
+                acc[j] = T.if_then_else(j < n, A[row, j], 0.0)
+            for j in T.Parallel(n):  # <- symbolic-parallel-fragment
+                acc[j] = acc[j] * 2.0
+            T.copy(acc, B[row, 0])
+
+    return k
+
+
+def three_warpgroups_on_104_columns():
+    return gemm(M=256, N=208, bM=64, bN=104, threads=384)
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -267,6 +289,7 @@ KERNELS = {
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
     "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
+    "symbolic-parallel-fragment": (parallel_over_runtime_size, "sm_90a", "tl.FragmentLoopChecker"),
     "copy-shape-mismatch": (copy_shapes_differ, "sm_90a", "elaboration"),
     "non-integer-shape": (float_extent, "sm_90a", "elaboration"),
     "symbolic-fragment": (fragment_of_runtime_size, "sm_90a", "tl.LayoutInference"),

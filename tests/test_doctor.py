@@ -377,3 +377,20 @@ def test_the_cli_names_the_likeliest_line_and_the_candidates():
     store = next(n for n, text in enumerate(KERNEL_FILE.read_text().splitlines(), 1) if "T.copy(q, R[" in text)
     assert f"doctor_kernels.py:{marked}: T.copy(Q[by * 64, bx * 64], q)" in proc.stderr
     assert f"also line {store}" in proc.stderr and "cause: int4 data through a TMA copy" in proc.stderr
+
+
+def test_the_warpgroup_form_of_the_warp_partition_failure_is_the_same_cause():
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.three_warpgroups_on_104_columns(), "sm_90a", force=True)
+    err = info.value
+    assert "(Warp-Group MMA)" in err.summary
+    assert (err.cause, err.pass_name, err.tile_op) == ("no-warp-partition", "tl.LayoutInference", "T.gemm")
+    assert err.kernel_line[1] in marked_lines("no-warp-partition")
+    assert "the 64x104 tile among the block's 12 warps" in err.diagnosis.meaning
+
+
+def test_a_pass_written_in_python_is_named_by_its_call_in_the_trace_not_its_functions_name():
+    trace = ("    tilelang.analysis.FragmentLoopChecker()(mod)\n"
+             '  File "tilelang/analysis/fragment_loop_checker.py", line 112, in pass_fn\n')
+    assert _doctor.diagnose("something", trace, pass_name="pass_fn").pass_name == "tl.FragmentLoopChecker"
+    assert _doctor.diagnose("something", "", pass_name="pass_fn").pass_name == "pass_fn"

@@ -201,7 +201,8 @@ cause("int4-operand", "an int4 operand TileLang cannot lower here",
       site=_int4)
 
 cause("no-warp-partition", "the block's warps cannot tile the GEMM",
-      r"No valid warp partition for T\.gemm: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by (?P<warps>\d+) warps",
+      r"No valid warp partition for T\.gemm(?: \([^)]*\))?: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by "
+      r"(?P<warps>\d+) warps",
       meaning="T.gemm splits the {m}x{n} tile among the block's {warps} warps, each owning a multiple of 16 "
               "rows and 8 columns; {warps} warps cannot divide it that way",
       advice="give the kernel threads= a multiple of 128 for Hopper's warpgroup instructions (or of 32 that "
@@ -250,6 +251,17 @@ cause("index-rank", "a buffer indexed with the wrong number of indices",
       r"Buffer (?P<buffer>\w+) is (?P<rank>\d+)-dimensional \(shape=(?P<shape>[^)]*\))\), but (?P<given>\d+) index",
       meaning="{buffer} has {rank} dimensions {shape}, but was indexed with {given}",
       advice="index {buffer} with {rank} indices (or slices), one per dimension, e.g. {buffer}[i, j]")
+
+cause("symbolic-parallel-fragment", "a T.Parallel of a runtime extent indexes a fragment",
+      r"Loop variable (?P<var>\w+) in a T\.Parallel loop with symbolic range \(min=(?P<min>[^,]+), "
+      r"extent=(?P<extent>[^)]+)\) is used to index a fragment buffer",
+      meaning="a T.Parallel loop is spread over the block's threads when the kernel is compiled, and a fragment's "
+              "elements live in fixed threads' registers; a loop of runtime extent {extent} cannot be mapped "
+              "onto them, so its variable {var} cannot index a fragment",
+      advice="loop over the fragment's constant extent and guard the runtime size: for {var} in "
+             "T.Parallel(block): if {var} < {extent}: ...; or keep that data in shared memory",
+      tile_op="T.Parallel",
+      source=(r"T\.Parallel\([^)]*(?<![\w.]){extent}(?!\w)",))
 
 cause("layout-not-injective", "a shared-memory layout that maps two elements to one place",
       r"Invalid layout for shared buffer `?(?P<buffer>\w+)`?: the forward map must be injective",
@@ -370,7 +382,7 @@ _TILE_OPS = (("GemmNode", "T.gemm"), ("GemmPyNode", "T.gemm"), ("GemmSPNode", "T
 _PY_TILE_OPS = (("tileop/gemm", "T.gemm"), ("tileop/copy", "T.copy"), ("/op/gemm/", "T.gemm"))
 
 # A pass run from Python: "mod = tilelang.transform.LayoutInference()(mod)" in TileLang's pipeline.
-_PY_PASS = re.compile(r"\b(tilelang|tvm|tirx)\.transform\.(\w+)\(")
+_PY_PASS = re.compile(r"\b(tilelang|tvm|tirx)\.(?:transform|analysis)\.(\w+)\(")
 # TVM's C++ pass classes that name their pass.
 _CPP_PASSES = (("LayoutInferencer", "tl.LayoutInference"), ("LowerTileOpPass", "tl.LowerTileOp"),
                ("MakePackedAPI", "tirx.MakePackedAPI"), ("StmtSimplifier", "tirx.Simplify"),
@@ -458,8 +470,10 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     if tile_op is None:
         ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
         tile_op = f"T.{ops[0]}" if ops else None
-    if pass_name is None:
-        pass_name = pass_from_trace(trace)
+    if pass_name is None or ("." not in pass_name and pass_name not in ("elaboration", "codegen")):
+        # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
+        # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
+        pass_name = pass_from_trace(trace) or pass_name
     names = _mentioned(buffers, message)
     candidates: tuple[int, ...] = ()
     if line is None and found_cause is not None and found_cause.source and match is not None:
