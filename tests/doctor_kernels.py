@@ -277,6 +277,30 @@ def three_warpgroups_on_104_columns():
     return gemm(M=256, N=208, bM=64, bN=104, threads=384)
 
 
+def column_max_in_a_serial_loop():
+    """The column maxima of a T.gemm result walked row by row in a T.serial loop: the accumulator's
+    elements live in other threads' registers."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16), M: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), T.float16)
+            b = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            best = T.alloc_fragment((64,), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            T.gemm(a, b, acc)
+            T.fill(best, -T.infinity(T.float32))
+            for col in T.Parallel(64):
+                for row in T.serial(64):
+                    best[col] = T.max(best[col], acc[row, col])  # <- serial-index-into-fragment
+            T.copy(best, M)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -295,6 +319,7 @@ KERNELS = {
     "symbolic-fragment": (fragment_of_runtime_size, "sm_90a", "tl.LayoutInference"),
     "reduce-output-shape": (reduce_keeps_dim, "sm_90a", "elaboration"),
     "index-rank": (one_index_for_two_dims, "sm_90a", "elaboration"),
+    "serial-index-into-fragment": (column_max_in_a_serial_loop, "sm_90a", "tl.LayoutInference"),
     "layout-not-injective": (halving_layout, "sm_90a", "tl.LayoutInference"),
     "layout-conflict": (row_max_indexed_by_column, "sm_90a", "tl.LayoutInference"),
     "ws-schedule": (schedule_names_a_missing_pipeline, "sm_90a", "tl.MaterializeWSSchedule"),

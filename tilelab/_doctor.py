@@ -263,6 +263,17 @@ cause("symbolic-parallel-fragment", "a T.Parallel of a runtime extent indexes a 
       tile_op="T.Parallel",
       source=(r"T\.Parallel\([^)]*(?<![\w.]){extent}(?!\w)",))
 
+cause("serial-index-into-fragment", "a serial loop indexes a fragment spread over the threads",
+      r"Cannot lower access to thread-distributed fragment `(?P<buffer>\w+)`.*?non-parallel loop variable "
+      r"`(?P<var>\w+)`",
+      meaning="{buffer} is a register fragment whose elements are spread over the block's threads (for a T.gemm "
+              "result, the tensor-core layout); a T.serial loop variable {var} indexes it, so each thread would "
+              "need elements other threads hold",
+      advice="reduce {buffer} with T.reduce_sum/T.reduce_max(..., dim=...) instead of a serial loop, index it only "
+             "with T.Parallel loop variables for elementwise work, or copy it to shared memory first",
+      tile_op="T.Parallel",
+      source=(r"(?<![\w.]){buffer}\[[^\]]*(?<![\w.]){var}(?!\w)",))
+
 cause("layout-not-injective", "a shared-memory layout that maps two elements to one place",
       r"Invalid layout for shared buffer `?(?P<buffer>\w+)`?: the forward map must be injective",
       meaning="the layout of shared buffer {buffer} (from T.annotate_layout or a swizzle) sends two "
