@@ -301,6 +301,21 @@ def column_max_in_a_serial_loop():
     return k
 
 
+def tcgen05_gemm_without_its_barrier():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            c = T.alloc_tmem((128, 128), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.tcgen05_gemm(a, b, c)  # <- wrong-arguments-keyword
+            T.copy(c, C)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 

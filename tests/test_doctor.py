@@ -394,3 +394,16 @@ def test_a_pass_written_in_python_is_named_by_its_call_in_the_trace_not_its_func
              '  File "tilelang/analysis/fragment_loop_checker.py", line 112, in pass_fn\n')
     assert _doctor.diagnose("something", trace, pass_name="pass_fn").pass_name == "tl.FragmentLoopChecker"
     assert _doctor.diagnose("something", "", pass_name="pass_fn").pass_name == "pass_fn"
+
+
+def test_a_tile_op_missing_a_keyword_only_argument_is_the_wrong_arguments_cause():
+    from tilelab import _adapter
+
+    with pytest.raises(LoweringError) as info:
+        with _adapter.tilelang_errors(None, stage="elaboration"):
+            doctor_kernels.tcgen05_gemm_without_its_barrier()
+    err = info.value
+    assert "missing 1 required keyword-only argument: 'mbar'" in err.summary
+    assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
+    assert "T.tcgen05_gemm was called with arguments it does not take" in err.diagnosis.meaning
+    assert err.kernel_line[1] in marked_lines("wrong-arguments-keyword")

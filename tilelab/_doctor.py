@@ -240,9 +240,10 @@ cause("reduce-output-shape", "the reduction's output has the wrong shape",
       tile_op="T.reduce")
 
 cause("wrong-arguments", "a tile operation called with the wrong arguments",
-      r"\b(?P<op>copy|gemm|fill|clear|reduce_\w+|atomic_\w+|annotate_layout|Pipelined|Parallel|Kernel|alloc_\w+)\(\) "
+      r"(?<![\w.])(?P<op>(?:\w+_)?(?:copy|gemm|gemm_sp)|fill|clear|cumsum|reduce_\w+|atomic_\w+|annotate_\w+|"
+      r"Pipelined|Parallel|Kernel|alloc_\w+|tcgen05_\w+|wgmma_\w+)\(\) "
       r"(?P<problem>takes .+? but \d+ (?:were|was) given|got an unexpected keyword argument '\w+'|"
-      r"missing \d+ required positional arguments?: .+?)(?:$|\n)",
+      r"missing \d+ required (?:positional|keyword-only) arguments?: .+?)(?:$|\n)",
       meaning="T.{op} was called with arguments it does not take: it {problem}",
       advice="call T.{op} with the arguments of its signature (help(T.{op}) lists them): for example "
              "T.copy(src, dst), T.gemm(A, B, C, transpose_A=..., transpose_B=...)")
@@ -279,7 +280,8 @@ cause("layout-not-injective", "a shared-memory layout that maps two elements to 
       meaning="the layout of shared buffer {buffer} (from T.annotate_layout or a swizzle) sends two "
               "logical elements to the same physical address, so one would overwrite the other",
       advice="give {buffer} a layout that is a one-to-one map of its shape (every index used once), or "
-             "remove the T.annotate_layout and let TileLang choose")
+             "remove the T.annotate_layout and let TileLang choose",
+      source=(r"annotate_layout\(.*(?<![\w.]){buffer}(?!\w)", r"^\s*{buffer}\s*:"))
 
 cause("layout-injectivity-limit", "a layout too large to be proven one-to-one",
       r"injectivity could not be proven: the logical input domain exceeds the exact-check limit of (?P<limit>\d+)",
