@@ -316,6 +316,21 @@ def tcgen05_gemm_without_its_barrier():
     return k
 
 
+def fp4_weights_unpacked_by_threads():
+    """Scales copied first, then fp4 weights (packed in global memory) copied by the threads into an
+    unpacked shared tile."""
+
+    @T.prim_func
+    def k(W: T.Tensor((128, 128), T.float4_e2m1fn), S: T.Tensor((128,), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            scales = T.alloc_shared((64,), T.float16)
+            tile = T.alloc_shared((64, 128), T.float4_e2m1_unpacked)
+            T.copy(S[bx * 64], scales)
+            T.copy(W[bx * 64, 0], tile)  # <- fp4-unpack-copy
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -327,6 +342,7 @@ KERNELS = {
     "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
     "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
+    "fp4-unpack-copy": (fp4_weights_unpacked_by_threads, "sm_90a", "tl.LayoutInference"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
     "symbolic-parallel-fragment": (parallel_over_runtime_size, "sm_90a", "tl.FragmentLoopChecker"),
     "copy-shape-mismatch": (copy_shapes_differ, "sm_90a", "elaboration"),

@@ -193,6 +193,17 @@ cause("int4-tma-copy", "int4 data through a TMA copy",
       tile_op="T.copy",
       site=lambda s: s.op == "T.copy" and _int4(s) and "global" in s.scopes())
 
+cause("fp4-unpack-copy", "packed fp4 copied into an unpacked tile by threads",
+      r"SIMT copy from packed global (?P<packed>\w+) to unpacked shared (?P<unpacked>\w+) is not supported"
+      r"[^\n]*?\(src=(?P<src>\w+), dst=(?P<dst>\w+)\)",
+      meaning="{src} holds {packed} values packed two to a byte and the shared tile {dst} is {unpacked}, one "
+              "value a byte; a T.copy the threads carry out moves bytes and cannot unpack them, only the TMA "
+              "unpacking load can",
+      advice="load this tile with T.tma_copy({src}, {dst}) (the copy engine unpacks fp4 on the way), or keep the "
+             "shared tile packed ({packed}) and unpack it in a T.Parallel loop",
+      tile_op="T.copy",
+      site=lambda s: s.op == "T.copy" and any("float4" in d for d in s.dtypes()))
+
 cause("int4-operand", "an int4 operand TileLang cannot lower here",
       r"Check failed: \(0\) is false: int4\b",
       meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
@@ -344,10 +355,12 @@ cause("unbound-symbol", "a symbolic size no tensor argument defines",
              "constant")
 
 cause("outside-kernel", "tile code outside T.Kernel",
+      r"Variable `(?P<buffer>\w+)` is directly accessed by host memory .*?Did you forget to bind\?",
       r"directly accessed by host memory .*?Did you forget to bind\?",
       meaning="the loop or access runs on the host: tile code must sit inside `with T.Kernel(...) as (bx, "
               "by):`, which launches the blocks and threads",
-      advice="move the loop inside the `with T.Kernel(grid..., threads=...)` block")
+      advice="move the loop inside the `with T.Kernel(grid..., threads=...)` block",
+      source=(r"(?<![\w.]){buffer}\[",))
 
 cause("handle-as-value", "a buffer or string used where a number is expected",
       r"Can't cast a handle to other types",
