@@ -407,3 +407,16 @@ def test_a_tile_op_missing_a_keyword_only_argument_is_the_wrong_arguments_cause(
     assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
     assert "T.tcgen05_gemm was called with arguments it does not take" in err.diagnosis.meaning
     assert err.kernel_line[1] in marked_lines("wrong-arguments-keyword")
+
+
+def test_an_unknown_failure_is_still_placed_on_the_line_of_the_op_it_names():
+    sites = [_site("T.copy", 4, GLOBAL_F16, SHARED_F16),
+             _site("T.copy", 5, SHARED_F16, ("x_frag", "float16", "local.fragment", "(64, 64)")),
+             _site("T.copy", 6, ("x_frag", "float16", "local.fragment", "(64, 64)"), GLOBAL_F16)]
+    trace = ("    mod = tilelang.transform.LowerTileOp()(mod)\n"
+             '  File "<unknown>", line 0, in tvm::tl::CopyNode::Lower(tvm::tl::LowerArgs const&) const\n')
+    diagnosis = _doctor.diagnose("Check failed: (ok) is false: a check nobody has seen on x_frag", trace,
+                                 buffers=("A", "a", "x_frag"), sites=sites)
+    assert not diagnosis.known and diagnosis.pass_name == "tl.LowerTileOp" and diagnosis.tile_op == "T.copy"
+    assert diagnosis.line == ("k.py", 5, "line 5") and diagnosis.candidates == (6,)
+    assert diagnosis.lines()[-1].startswith("cause: not in tilelab's catalogue")

@@ -452,10 +452,18 @@ def tile_op_from_trace(text: str) -> str | None:
     return None
 
 
+# Buffer names that are also words of TileLang's sentences: they count only where quoted or indexed.
+_WORDS = {"a", "A", "an", "as", "at", "be", "by", "I", "if", "in", "is", "it", "of", "on", "or", "to", "the"}
+
+
 def _mentioned(names: Sequence[str], text: str) -> tuple[str, ...]:
     seen = []
     for name in names:
-        if name and name not in seen and re.search(rf"(?<![\w.]){re.escape(name)}(?![\w(])", text):
+        if not name or name in seen:
+            continue
+        found = (rf"[`'\"]{re.escape(name)}[`'\"]|(?<![\w.]){re.escape(name)}\[" if name in _WORDS
+                 else rf"(?<![\w.]){re.escape(name)}(?![\w(])")
+        if re.search(found, text):
             seen.append(name)
     return tuple(seen)
 
