@@ -331,6 +331,22 @@ def fp4_weights_unpacked_by_threads():
     return k
 
 
+def column_maxima_over_96_threads():
+    """Column maxima of a tile spread over 96 threads: the threads holding a column are 24 apart, and
+    a butterfly over lanes needs a power-of-two stride."""
+
+    @T.prim_func
+    def k(A: T.Tensor((96, 96), T.float32), B: T.Tensor((96,), T.float32)):
+        with T.Kernel(1, threads=96) as bx:
+            tile = T.alloc_fragment((96, 96), T.float32)
+            top = T.alloc_fragment((96,), T.float32)
+            T.copy(A, tile)
+            T.reduce_max(tile, top, dim=0)  # <- reduce-threads-not-power-of-two
+            T.copy(top, B)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -351,6 +367,7 @@ KERNELS = {
     "reduce-output-shape": (reduce_keeps_dim, "sm_90a", "elaboration"),
     "index-rank": (one_index_for_two_dims, "sm_90a", "elaboration"),
     "serial-index-into-fragment": (column_max_in_a_serial_loop, "sm_90a", "tl.LayoutInference"),
+    "reduce-threads-not-power-of-two": (column_maxima_over_96_threads, "sm_90a", "tl.LowerTileOp"),
     "layout-not-injective": (halving_layout, "sm_90a", "tl.LayoutInference"),
     "layout-conflict": (row_max_indexed_by_column, "sm_90a", "tl.LayoutInference"),
     "ws-schedule": (schedule_names_a_missing_pipeline, "sm_90a", "tl.MaterializeWSSchedule"),

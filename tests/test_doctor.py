@@ -420,3 +420,12 @@ def test_an_unknown_failure_is_still_placed_on_the_line_of_the_op_it_names():
     assert not diagnosis.known and diagnosis.pass_name == "tl.LowerTileOp" and diagnosis.tile_op == "T.copy"
     assert diagnosis.line == ("k.py", 5, "line 5") and diagnosis.candidates == (6,)
     assert diagnosis.lines()[-1].startswith("cause: not in tilelab's catalogue")
+
+
+def test_the_reductions_two_power_of_two_checks_are_one_cause():
+    message = ("Check failed: (tirx::is_const_power_of_two_integer(Integer(logical_width), &shift)) is false: "
+               "tl.reduce: XOR-butterfly AllReduce requires logical_width (threads / scale) to be a positive power "
+               "of two, got 48 (threads=48, scale=1)")
+    diagnosis = _doctor.diagnose(message)
+    assert diagnosis.cause == "reduce-threads-not-power-of-two"
+    assert "the logical_width is 48 (threads=48)" in diagnosis.meaning

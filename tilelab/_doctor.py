@@ -286,6 +286,17 @@ cause("serial-index-into-fragment", "a serial loop indexes a fragment spread ove
       tile_op="T.Parallel",
       source=(r"(?<![\w.]){buffer}\[[^\]]*(?<![\w.]){var}(?!\w)",))
 
+cause("reduce-threads-not-power-of-two", "a reduction across a number of threads that is not a power of two",
+      r"AllReduce requires (?P<what>logical_width|scale)\b[^\n]*? to be a (?:positive )?power of two, got "
+      r"(?P<width>\d+) \(threads=(?P<threads>\d+)",
+      meaning="T.reduce_* combines the threads that hold a row with shuffles between pairs of lanes (a "
+              "butterfly), so their number and the stride between them must be powers of two; here the "
+              "{what} is {width} (threads={threads})",
+      advice="give the kernel a power-of-two number of threads (threads=32, 64, 128, 256), or shape the fragment "
+             "so that each reduced row is held by a power-of-two number of threads",
+      tile_op="T.reduce",
+      site=lambda s: s.op.startswith("T.reduce"))
+
 cause("layout-not-injective", "a shared-memory layout that maps two elements to one place",
       r"Invalid layout for shared buffer `?(?P<buffer>\w+)`?: the forward map must be injective",
       meaning="the layout of shared buffer {buffer} (from T.annotate_layout or a swizzle) sends two "
