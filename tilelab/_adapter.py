@@ -705,7 +705,8 @@ def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
         number = start
         while True:
             text = linecache.getline(filename, number)
-            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent):
+            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent
+                            and not text.lstrip().startswith((")", "]"))):  # a signature's closing line goes on
                 break
             lines.append((number, text.rstrip("\n")))
             number += 1
