@@ -227,10 +227,14 @@ def int4_in_the_second_copy(M=256, N=256):
 
 def schedule_names_a_missing_pipeline():
     """A hand-written warp-specialisation schedule whose consumer waits on "tile", a pipeline the
-    schedule never declares (it declares "tiles")."""
+    schedule never declares (it declares "tiles"). Its signature spans lines, closed at the def's
+    indentation: the kernel's source still reaches the schedule."""
 
     @T.prim_func
-    def k(X: T.Tensor((512, 64), T.float32), Y: T.Tensor((512, 64), T.float32)):
+    def k(
+        X: T.Tensor((512, 64), T.float32),
+        Y: T.Tensor((512, 64), T.float32),
+    ):
         with T.Kernel(1, threads=128) as _:
             tile = T.alloc_shared((64, 64), T.float32)
             regs = T.alloc_fragment((64, 64), T.float32)
