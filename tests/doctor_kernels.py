@@ -351,6 +351,19 @@ def column_maxima_over_96_threads():
     return k
 
 
+def async_copy_between_shared_tiles():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            first = T.alloc_shared((64, 64), T.float16)
+            second = T.alloc_shared((64, 64), T.float16)
+            T.async_copy(A, first)
+            T.async_copy(first, second)  # <- async-copy-scope
+            T.copy(second, B)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -362,6 +375,7 @@ KERNELS = {
     "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
     "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
+    "async-copy-scope": (async_copy_between_shared_tiles, "sm_90a", "tl.LayoutInference"),
     "fp4-unpack-copy": (fp4_weights_unpacked_by_threads, "sm_90a", "tl.LayoutInference"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
     "symbolic-parallel-fragment": (parallel_over_runtime_size, "sm_90a", "tl.FragmentLoopChecker"),

@@ -428,4 +428,7 @@ def test_the_reductions_two_power_of_two_checks_are_one_cause():
                "of two, got 48 (threads=48, scale=1)")
     diagnosis = _doctor.diagnose(message)
     assert diagnosis.cause == "reduce-threads-not-power-of-two"
-    assert "the logical_width is 48 (threads=48)" in diagnosis.meaning
+    assert "the logical_width is 48" in diagnosis.meaning
+    aligned = _doctor.diagnose("Check failed: base % warp_size == 0 (16 vs. 0) : tl.reduce: partial scalar AllReduce "
+                               "requires a warp-aligned participating thread range, got base 16")
+    assert aligned.cause == "reduce-threads-not-power-of-two" and "the base is 16" in aligned.meaning

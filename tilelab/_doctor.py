@@ -204,6 +204,16 @@ cause("fp4-unpack-copy", "packed fp4 copied into an unpacked tile by threads",
       tile_op="T.copy",
       site=lambda s: s.op == "T.copy" and any("float4" in d for d in s.dtypes()))
 
+cause("async-copy-scope", "T.async_copy between memories it cannot copy",
+      r"T\.async_copy only supports global->shared/shared\.dyn copies\. Got src=(?P<src>\w+) "
+      r"\(scope=(?P<src_scope>[\w.]+)\), dst=(?P<dst>\w+) \(scope=(?P<dst_scope>[\w.]+)\)",
+      meaning="T.async_copy is the cp.async load from global into shared memory; {src} is in {src_scope} and "
+              "{dst} in {dst_scope}",
+      advice="use T.async_copy only to load a global tile into shared memory; copy between other memories with "
+             "T.copy",
+      tile_op="T.async_copy",
+      site=lambda s: "async_copy" in s.op and bool(s.buffers) and s.buffers[0][2] != "global")
+
 cause("int4-operand", "an int4 operand TileLang cannot lower here",
       r"Check failed: \(0\) is false: int4\b",
       meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
@@ -289,9 +299,10 @@ cause("serial-index-into-fragment", "a serial loop indexes a fragment spread ove
 cause("reduce-threads-not-power-of-two", "a reduction across a number of threads that is not a power of two",
       r"AllReduce requires (?P<what>logical_width|scale)\b[^\n]*? to be a (?:positive )?power of two, got "
       r"(?P<width>\d+) \(threads=(?P<threads>\d+)",
+      r"AllReduce requires a warp-aligned participating thread range, got (?P<what>base) (?P<width>\d+)",
       meaning="T.reduce_* combines the threads that hold a row with shuffles between pairs of lanes (a "
-              "butterfly), so their number and the stride between them must be powers of two; here the "
-              "{what} is {width} (threads={threads})",
+              "butterfly), so their number and the stride between them must be powers of two and they must "
+              "start at a warp's first lane; here the {what} is {width}",
       advice="give the kernel a power-of-two number of threads (threads=32, 64, 128, 256), or shape the fragment "
              "so that each reduced row is held by a power-of-two number of threads",
       tile_op="T.reduce",
@@ -523,6 +534,14 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     candidates: tuple[int, ...] = ()
     if line is None and found_cause is not None and found_cause.source and match is not None:
         line = _source_line(found_cause.source, match.groupdict(), source_lines)
+    if line is not None and sites and found_cause is not None and found_cause.tile_op and \
+            re.search(r"\bT\.alloc_\w+\(", line[2]):
+        # TileLang pointed at a buffer's allocation (the span it stamps on buffers) for a cause that
+        # belongs to a tile operation: the operation using the buffer is the line, where the sites
+        # tell it (a cause about the buffer itself, a fragment of a runtime size, keeps the allocation).
+        placed, others = place(sites, tile_op=tile_op, cause=found_cause, names=names)
+        if placed is not None:
+            line, candidates = placed, others
     if line is None and sites:
         line, candidates = place(sites, tile_op=tile_op, cause=found_cause, names=names)
     if line is None and tile_op and source_lines:
