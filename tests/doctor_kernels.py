@@ -364,6 +364,32 @@ def async_copy_between_shared_tiles():
     return k
 
 
+def tcgen05_on_a_k_slice_off_its_step():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            c = T.alloc_tmem((128, 128), T.float32)
+            done = T.alloc_barrier(1)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.tcgen05_gemm(a[:, 8:24], b[8:24, :], c, mbar=done, clear_accum=True)  # <- tcgen05-k-origin
+            T.copy(c, C)
+
+    return k
+
+
+def view_of_more_bits():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            wide = T.view(A, (64, 48), dtype=T.float32)  # <- view-bit-count
+            T.copy(A, B)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -376,6 +402,7 @@ KERNELS = {
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
     "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
     "async-copy-scope": (async_copy_between_shared_tiles, "sm_90a", "tl.LayoutInference"),
+    "tcgen05-k-origin": (tcgen05_on_a_k_slice_off_its_step, "sm_100a", "tl.LowerTileOp"),
     "fp4-unpack-copy": (fp4_weights_unpacked_by_threads, "sm_90a", "tl.LayoutInference"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
     "symbolic-parallel-fragment": (parallel_over_runtime_size, "sm_90a", "tl.FragmentLoopChecker"),

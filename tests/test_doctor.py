@@ -432,3 +432,15 @@ def test_the_reductions_two_power_of_two_checks_are_one_cause():
     aligned = _doctor.diagnose("Check failed: base % warp_size == 0 (16 vs. 0) : tl.reduce: partial scalar AllReduce "
                                "requires a warp-aligned participating thread range, got base 16")
     assert aligned.cause == "reduce-threads-not-power-of-two" and "the base is 16" in aligned.meaning
+
+
+def test_a_view_of_more_bits_than_its_buffer_fails_while_the_cell_runs():
+    from tilelab import _adapter
+
+    with pytest.raises(LoweringError) as info:
+        with _adapter.tilelang_errors(None, stage="elaboration"):
+            doctor_kernels.view_of_more_bits()
+    err = info.value
+    assert (err.cause, err.pass_name) == ("view-bit-count", "elaboration"), str(err)
+    assert "the view asks for 98304 bits of A's 65536" in err.diagnosis.meaning
+    assert err.kernel_line[1] in marked_lines("view-bit-count")

@@ -214,6 +214,24 @@ cause("async-copy-scope", "T.async_copy between memories it cannot copy",
       tile_op="T.async_copy",
       site=lambda s: "async_copy" in s.op and bool(s.buffers) and s.buffers[0][2] != "global")
 
+cause("tcgen05-k-origin", "a tcgen05 GEMM operand sliced off its K step",
+      r"TCGEN5MMA (?P<operand>[AB]) K origin (?P<origin>\d+) must be aligned to the selected atom (?P<atom>\d+)",
+      meaning="Blackwell's tcgen05 MMA reads operand {operand} from shared memory in K steps of {atom} elements "
+              "(its instruction's atom); the slice given starts at K offset {origin}, inside a step",
+      advice="slice {operand} along K at a multiple of {atom} (a[:, 16:32], not a[:, 8:24]), or copy the slice "
+             "into a tile of its own first",
+      tile_op="T.tcgen05_gemm",
+      site=lambda s: "gemm" in s.op)
+
+cause("view-bit-count", "a T.view that changes the number of bits",
+      r"T\.view shape and dtype must preserve the logical bit count of '(?P<buffer>\w+)': (?P<got>\d+) bits != "
+      r"(?P<want>\d+) bits",
+      meaning="T.view reinterprets the memory of {buffer} with a new shape and dtype, so the new shape times the "
+              "new dtype's width must cover the same bits; the view asks for {got} bits of {buffer}'s {want}",
+      advice="choose the view's shape so that its elements times their bits make {want} (halve the inner extent "
+             "when the dtype's width doubles)",
+      tile_op="T.view")
+
 cause("int4-operand", "an int4 operand TileLang cannot lower here",
       r"Check failed: \(0\) is false: int4\b",
       meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
