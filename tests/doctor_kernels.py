@@ -207,6 +207,189 @@ def copy_with_extra_arguments():
     return k
 
 
+def int4_in_the_second_copy(M=256, N=256):
+    """Two copies into shared memory, only the second of int4 data: the failure is placed on it,
+    not on the first T.copy of the kernel."""
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), T.float16), Q: T.Tensor((M, N), T.int4), B: T.Tensor((M, N), T.float16),
+          R: T.Tensor((M, N), T.int4)):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), T.float16)
+            q = T.alloc_shared((64, 64), T.int4)
+            T.copy(A[by * 64, bx * 64], a)
+            T.copy(Q[by * 64, bx * 64], q)  # <- int4-tma-copy
+            T.copy(a, B[by * 64, bx * 64])
+            T.copy(q, R[by * 64, bx * 64])
+
+    return k
+
+
+def schedule_names_a_missing_pipeline():
+    """A hand-written warp-specialisation schedule whose consumer waits on "tile", a pipeline the
+    schedule never declares (it declares "tiles"). Its signature spans lines, closed at the def's
+    indentation: the kernel's source still reaches the schedule."""
+
+    @T.prim_func
+    def k(
+        X: T.Tensor((512, 64), T.float32),
+        Y: T.Tensor((512, 64), T.float32),
+    ):
+        with T.Kernel(1, threads=128) as _:
+            tile = T.alloc_shared((64, 64), T.float32)
+            regs = T.alloc_fragment((64, 64), T.float32)
+            loader = [T.WSSync.producer_acquire("tiles"), "load", T.WSSync.producer_commit("tiles")]
+            math = [
+                T.WSSync.consumer_wait("tile"),  # <- ws-schedule
+                "to_regs",
+                T.WSSync.consumer_release("tiles"),
+                "store",
+            ]
+            T.annotate_ws_schedule(T.WSSchedule(
+                num_warps=8,
+                roles=[T.WSRole("loader", warps_lo=0, warps_hi=1), T.WSRole("math", warps_lo=4, warps_hi=8)],
+                pipelines=[T.WSPipeline("tiles", [tile], depth=2)],
+                scopes=[T.WSScope("rows", {"loader": loader, "math": math}),
+                        T.WSScope(T.WSScope.ROOT, {"loader": ["rows"], "math": ["rows"]})]))
+            for r in T.Pipelined(8, num_stages=2, annotations={T.WSID: "rows"}):
+                T.copy(X[r * 64, 0], tile, annotations={T.WSID: "load"})
+                T.copy(tile, regs, annotations={T.WSID: "to_regs"})
+                T.copy(regs, Y[r * 64, 0], annotations={T.WSID: "store"})
+
+    return k
+
+
+def parallel_over_runtime_size():
+    """Two T.Parallel loops writing a fragment: the first over the constant tile (guarded), the second
+    over the runtime size n, which a fragment cannot be indexed by."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((64, n), T.float32), B: T.Tensor((64, 128), T.float32)):
+        with T.Kernel(64, threads=128) as row:
+            acc = T.alloc_fragment((128,), T.float32)
+            for j in T.Parallel(128):
+                acc[j] = T.if_then_else(j < n, A[row, j], 0.0)
+            for j in T.Parallel(n):  # <- symbolic-parallel-fragment
+                acc[j] = acc[j] * 2.0
+            T.copy(acc, B[row, 0])
+
+    return k
+
+
+def three_warpgroups_on_104_columns():
+    return gemm(M=256, N=208, bM=64, bN=104, threads=384)
+
+
+def column_max_in_a_serial_loop():
+    """The column maxima of a T.gemm result walked row by row in a T.serial loop: the accumulator's
+    elements live in other threads' registers."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16), M: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), T.float16)
+            b = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            best = T.alloc_fragment((64,), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            T.gemm(a, b, acc)
+            T.fill(best, -T.infinity(T.float32))
+            for col in T.Parallel(64):
+                for row in T.serial(64):
+                    best[col] = T.max(best[col], acc[row, col])  # <- serial-index-into-fragment
+            T.copy(best, M)
+
+    return k
+
+
+def tcgen05_gemm_without_its_barrier():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            c = T.alloc_tmem((128, 128), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.tcgen05_gemm(a, b, c)  # <- wrong-arguments-keyword
+            T.copy(c, C)
+
+    return k
+
+
+def fp4_weights_unpacked_by_threads():
+    """Scales copied first, then fp4 weights (packed in global memory) copied by the threads into an
+    unpacked shared tile."""
+
+    @T.prim_func
+    def k(W: T.Tensor((128, 128), T.float4_e2m1fn), S: T.Tensor((128,), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            scales = T.alloc_shared((64,), T.float16)
+            tile = T.alloc_shared((64, 128), T.float4_e2m1_unpacked)
+            T.copy(S[bx * 64], scales)
+            T.copy(W[bx * 64, 0], tile)  # <- fp4-unpack-copy
+
+    return k
+
+
+def column_maxima_over_96_threads():
+    """Column maxima of a tile spread over 96 threads: the threads holding a column are 24 apart, and
+    a butterfly over lanes needs a power-of-two stride."""
+
+    @T.prim_func
+    def k(A: T.Tensor((96, 96), T.float32), B: T.Tensor((96,), T.float32)):
+        with T.Kernel(1, threads=96) as bx:
+            tile = T.alloc_fragment((96, 96), T.float32)
+            top = T.alloc_fragment((96,), T.float32)
+            T.copy(A, tile)
+            T.reduce_max(tile, top, dim=0)  # <- reduce-threads-not-power-of-two
+            T.copy(top, B)
+
+    return k
+
+
+def async_copy_between_shared_tiles():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            first = T.alloc_shared((64, 64), T.float16)
+            second = T.alloc_shared((64, 64), T.float16)
+            T.async_copy(A, first)
+            T.async_copy(first, second)  # <- async-copy-scope
+            T.copy(second, B)
+
+    return k
+
+
+def tcgen05_on_a_k_slice_off_its_step():
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            c = T.alloc_tmem((128, 128), T.float32)
+            done = T.alloc_barrier(1)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.tcgen05_gemm(a[:, 8:24], b[8:24, :], c, mbar=done, clear_accum=True)  # <- tcgen05-k-origin
+            T.copy(c, C)
+
+    return k
+
+
+def view_of_more_bits():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128) as bx:
+            wide = T.view(A, (64, 48), dtype=T.float32)  # <- view-bit-count
+            T.copy(A, B)
+
+    return k
+
+
 def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
@@ -217,15 +400,22 @@ def fragments_on_the_cpu():
 KERNELS = {
     "accumulator-not-fragment": (accumulator_in_shared, "sm_90a", "tl.LayoutInference"),
     "mixed-dtype-gemm": (mixed_dtypes, "sm_90a", "tl.LayoutInference"),
-    "int4-tma-copy": (int4_through_tma, "sm_90a", "tl.LowerTileOp"),
+    "int4-tma-copy": (int4_in_the_second_copy, "sm_90a", "tl.LowerTileOp"),
+    "async-copy-scope": (async_copy_between_shared_tiles, "sm_90a", "tl.LayoutInference"),
+    "tcgen05-k-origin": (tcgen05_on_a_k_slice_off_its_step, "sm_100a", "tl.LowerTileOp"),
+    "fp4-unpack-copy": (fp4_weights_unpacked_by_threads, "sm_90a", "tl.LayoutInference"),
     "no-warp-partition": (three_warps, "sm_90a", "tl.LayoutInference"),
+    "symbolic-parallel-fragment": (parallel_over_runtime_size, "sm_90a", "tl.FragmentLoopChecker"),
     "copy-shape-mismatch": (copy_shapes_differ, "sm_90a", "elaboration"),
     "non-integer-shape": (float_extent, "sm_90a", "elaboration"),
     "symbolic-fragment": (fragment_of_runtime_size, "sm_90a", "tl.LayoutInference"),
     "reduce-output-shape": (reduce_keeps_dim, "sm_90a", "elaboration"),
     "index-rank": (one_index_for_two_dims, "sm_90a", "elaboration"),
+    "serial-index-into-fragment": (column_max_in_a_serial_loop, "sm_90a", "tl.LayoutInference"),
+    "reduce-threads-not-power-of-two": (column_maxima_over_96_threads, "sm_90a", "tl.LowerTileOp"),
     "layout-not-injective": (halving_layout, "sm_90a", "tl.LayoutInference"),
     "layout-conflict": (row_max_indexed_by_column, "sm_90a", "tl.LayoutInference"),
+    "ws-schedule": (schedule_names_a_missing_pipeline, "sm_90a", "tl.MaterializeWSSchedule"),
     "unbound-symbol": (grid_from_unbound_size, "sm_90a", "tl.MakePackedAPI"),
     "outside-kernel": (loop_outside_kernel, "sm_90a", "tirx.VerifyMemory"),
     "handle-as-value": (fill_with_text, "sm_90a", "tl.Simplify"),

@@ -172,3 +172,275 @@ def test_corpus_rows_carry_the_diagnosis_and_the_table_counts_the_explained():
     assert "[unknown cause] Check failed: something new (tl.LowerTileOp)" in table
     assert "explained: 1/2 compile failures name the pass, the line and a known cause (50.0%)" in table
     assert _corpus.CorpusRow.from_dict(rows[0].to_dict()) == rows[0]
+    several = _corpus.CorpusRow("d.py", "k", "sm_90a", _corpus.CANNOT_LOWER, "Check failed: (0) is false: int4",
+                                cause="int4-tma-copy", pass_name="tl.LowerTileOp", line="31: T.copy(A, a)",
+                                candidates=(32, 40))
+    assert "(tl.LowerTileOp, line 31 or 32 or 40)" in _corpus.render_table([several])
+    assert _corpus.CorpusRow.from_dict(several.to_dict()) == several
+
+
+# ------------------------------------------------------------------------------------------------
+# Placing a failure among several tile ops of the same kind
+
+
+def _site(op, line, *buffers, file="k.py"):
+    return _doctor.TileSite(op, line, file, tuple(buffers), f"line {line}")
+
+
+GLOBAL_INT4 = ("Q", "int4", "global", "(256, 256)")
+SHARED_INT4 = ("q", "int4", "shared.dyn", "(64, 64)")
+GLOBAL_F16 = ("A", "float16", "global", "(256, 256)")
+SHARED_F16 = ("a", "float16", "shared.dyn", "(64, 64)")
+
+
+def test_a_failure_is_placed_on_the_first_op_its_cause_can_happen_at_with_the_others_as_candidates():
+    sites = [_site("T.fill", 3, ("c", "float32", "local.fragment", "(64, 64)")),
+             _site("T.copy", 4, GLOBAL_F16, SHARED_F16),
+             _site("T.copy", 5, GLOBAL_INT4, SHARED_INT4),
+             _site("T.copy", 6, SHARED_INT4, GLOBAL_INT4),
+             _site("T.copy", 7, SHARED_F16, GLOBAL_F16)]
+    int4_copy = next(c for c in _doctor.CAUSES if c.id == "int4-tma-copy")
+    line, candidates = _doctor.place(sites, tile_op="T.copy", cause=int4_copy)
+    assert line == ("k.py", 5, "line 5") and candidates == (6,)
+    # The buffers the message names narrow further: the copy touching them.
+    assert _doctor.place(sites, tile_op="T.copy", cause=int4_copy, names=("R",))[0][1] == 5
+    assert _doctor.place(sites, tile_op="T.copy", names=("a",)) == (("k.py", 4, "line 4"), (7,))
+    # Nothing to go by: no line rather than a guess.
+    assert _doctor.place(sites) == (None, ())
+
+
+def test_a_cause_that_disagrees_with_the_traces_tile_op_decides_where_the_failure_is():
+    sites = [_site("T.copy", 4, GLOBAL_F16, SHARED_F16), _site("tl.tvm_mfma", 9, SHARED_F16)]
+    mfma = next(c for c in _doctor.CAUSES if c.id == "amd-intrinsic-on-cuda")
+    assert _doctor.place(sites, tile_op="T.copy", cause=mfma)[0][1] == 9
+
+
+def test_the_diagnosis_names_the_candidate_lines_and_keeps_them_through_a_dict():
+    sites = [_site("T.gemm", 10, SHARED_F16, SHARED_F16, ("c", "float32", "shared.dyn", "(64, 64)")),
+             _site("T.gemm", 20, SHARED_F16, SHARED_F16, ("c", "float32", "shared.dyn", "(64, 64)"))]
+    diagnosis = _doctor.diagnose("local_buf must be a fragment", "in tvm::tl::GemmNode::InferLayout", sites=sites)
+    assert diagnosis.cause == "accumulator-not-fragment" and diagnosis.line[1] == 10 and diagnosis.candidates == (20,)
+    assert any("most likely of 2" in text and "also line 20" in text for text in diagnosis.lines())
+    assert _doctor.Diagnosis.from_dict(diagnosis.to_dict()) == diagnosis
+
+
+def test_a_schedules_failure_is_placed_on_the_line_that_quotes_the_name():
+    source = [(1, "def k():"), (2, "    # 'acc' is the accumulator"), (3, "    T.WSPipeline('kv', [s], depth=2)"),
+              (4, "    T.WSPipeline(\"acc\", [o], depth=1)"), (5, "    T.annotate_ws_schedule(schedule)")]
+    message = "ws_schedule: pipeline 'acc' has sync entries in scopes 'loop_kv' and 'loop_wave'"
+    diagnosis = _doctor.diagnose(message, source_lines=source)
+    assert diagnosis.cause == "ws-schedule" and diagnosis.line[1] == 4
+    unnamed = _doctor.diagnose("ws_schedule: the schedule is empty", source_lines=source)
+    assert unnamed.cause == "ws-schedule" and unnamed.line[1] == 5
+
+
+# ------------------------------------------------------------------------------------------------
+# The corpus over pytest files
+
+
+def test_the_parameter_sets_a_pytest_function_is_called_with():
+    from tilelab import _corpus
+
+    @pytest.mark.parametrize("m", [64, pytest.param(128, id="big")])
+    @pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("int8", "int32")])
+    def parametrized(m, dtype, acc, threads=128):
+        pass
+
+    def plain():
+        pass
+
+    def needs_a_fixture(tmp_path):
+        pass
+
+    assert _corpus.param_sets(parametrized) == [
+        {"dtype": "float16", "acc": "float32", "m": 64}, {"dtype": "float16", "acc": "float32", "m": 128},
+        {"dtype": "int8", "acc": "int32", "m": 64}, {"dtype": "int8", "acc": "int32", "m": 128}]
+    assert _corpus.param_sets(parametrized, limit=1) == [{"dtype": "float16", "acc": "float32", "m": 64}]
+    assert _corpus.param_sets(plain) == [{}]
+    assert _corpus.param_sets(needs_a_fixture) is None
+
+
+TEST_FILE = '''
+import pytest
+import tilelang
+import tilelang.language as T
+
+
+def build(threads):
+    @T.prim_func
+    def k(A: T.Tensor((128, 128), T.float16), B: T.Tensor((128, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_shared((128, 128), T.float16)
+            b = T.alloc_shared((128, 128), T.float16)
+            c = T.alloc_fragment((128, 128), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c)  # <- no-warp-partition
+            T.copy(c, C)
+    return k
+
+
+@pytest.mark.parametrize("threads", [128, 96])
+def test_gemm(threads):
+    kernel = tilelang.compile(build(threads), out_idx=[2])
+    assert kernel is not None
+
+
+def test_copy_with_extra_arguments():
+    @T.prim_func
+    def k(A: T.Tensor((64,), T.float16), B: T.Tensor((64,), T.float16)):
+        with T.Kernel(1, threads=64) as bx:
+            T.copy(A, B, 1, 2, 3)  # <- wrong-arguments
+
+
+def test_needs_a_fixture(tmp_path):
+    raise AssertionError("never called")
+'''
+
+
+@pytest.mark.slow  # two TileLang processes: one per pytest file, and its lowering
+def test_the_corpus_lowers_the_kernels_a_pytest_file_builds_and_diagnoses_its_failures(tmp_path):
+    from tilelab import _corpus
+
+    path = tmp_path / "test_kernels.py"
+    path.write_text(TEST_FILE)
+    marks = {m: n for n, text in enumerate(TEST_FILE.splitlines(), 1) for m in re.findall(r"# <- ([\w-]+)", text)}
+    assert _corpus.find_scripts(tmp_path) == [] and _corpus.find_scripts(tmp_path, tests=True) == [path]
+    rows = _corpus.run_corpus(tmp_path, jobs=1, timeout_s=240, lower_only=True, tests=True)
+    by_script = {r.script: r for r in rows}
+    assert by_script["test_kernels.py::test_gemm[0]"].verdict == _corpus.LOWERED
+    failed = by_script["test_kernels.py::test_gemm[1]"]
+    assert (failed.verdict, failed.cause, failed.pass_name) == (_corpus.CANNOT_LOWER, "no-warp-partition",
+                                                                "tl.LayoutInference")
+    assert failed.line.startswith(f"{marks['no-warp-partition']}: T.gemm(a, b, c)")
+    built = by_script["test_kernels.py::test_copy_with_extra_arguments"]
+    assert (built.verdict, built.cause, built.pass_name) == (_corpus.CANNOT_LOWER, "wrong-arguments", "elaboration")
+    assert built.line.startswith(f"{marks['wrong-arguments']}: T.copy(A, B, 1, 2, 3)")
+    assert not any("test_needs_a_fixture" in r.script for r in rows)
+    assert all(r.explained for r in rows if r.verdict == _corpus.CANNOT_LOWER)
+
+
+def test_the_criterion_table_counts_each_folders_failures_by_what_their_diagnosis_names():
+    from tilelab import _corpus
+
+    def failure(script, cause="", pass_name="", line=""):
+        return _corpus.CorpusRow(script, "k", "sm_90a", _corpus.CANNOT_LOWER, "why", cause=cause,
+                                 pass_name=pass_name, line=line)
+
+    examples = [failure("a.py", "int4-tma-copy", "tl.LowerTileOp", "31: T.copy(A, a)"),
+                failure("b.py", "", "tl.MaterializeWSSchedule", "12: T.WSPipeline('acc', [o], depth=1)"),
+                _corpus.CorpusRow("c.py", "k", "sm_90a", _corpus.LOWERED)]
+    testing = [failure("t.py::test_a", "ws-schedule", "tl.MaterializeWSSchedule", "4: x"),
+               failure("t.py::test_b", "no-layout-found", "tl.LayoutInference"),
+               failure("t.py::test_c", "python-name", "", "7: y"),
+               failure("t.py::test_d", "wrong-arguments", "elaboration", "9: T.copy(A, B, 1)")]
+    assert _corpus.criterion(examples) == {"failures": 2, "pass": 2, "line": 2, "known cause": 1, "explained": 1}
+    table = _corpus.render_criterion({"examples": examples, "testing": testing}).splitlines()
+    assert table[0].split() == ["failures", "with", "pass", "with", "line", "known", "cause", "explained", "(all",
+                                "three)"]
+    assert table[1].split() == ["examples", "2", "2", "(100%)", "2", "(100%)", "1", "(50%)", "1", "(50%)"]
+    assert table[2].split() == ["testing", "4", "3", "(75%)", "3", "(75%)", "4", "(100%)", "2", "(50%)"]
+    assert table[3].split() == ["all", "6", "5", "(83%)", "5", "(83%)", "5", "(83%)", "3", "(50%)"]
+
+
+def test_the_magic_shows_the_likeliest_cell_line_and_the_other_candidates_short_with_the_trace_folded():
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "tilelab")
+    shell.display_pub = CapturingDisplayPublisher()
+    cell = KERNEL_FILE.read_text().split("def int4_in_the_second_copy", 1)[1].split("\n\n\ndef ", 1)[0]
+    cell = "import tilelang.language as T\n\n\ndef int4_in_the_second_copy" + cell + "\n\nkernel = int4_in_the_second_copy()\n"
+    result = shell.run_cell("%%tilelang --target sm_90a\n" + cell)
+    err = result.error_in_exec
+    assert type(err).__name__ == "LoweringError"
+    lines = [line.strip() for line in err._render_traceback_()]
+    cell_lines = ("%%tilelang --target sm_90a\n" + cell).split("\n")
+    marked = next(n for n, text in enumerate(cell_lines, 1) if text.endswith("# <- int4-tma-copy"))
+    store = next(n for n, text in enumerate(cell_lines, 1) if "T.copy(q, R[" in text)
+    assert lines[0] == "LoweringError: TileLang lowering failed: Check failed: (0) is false: int4"
+    assert lines[1] == f"cell line {marked}: {cell_lines[marked - 1].strip()}"
+    assert lines[2] == "failed in pass tl.LowerTileOp, at T.copy"
+    assert lines[3] == f"the line above is the most likely of 2 that fit: the first the pass visits; also line {store}"
+    assert lines[4].startswith("cause: int4 data through a TMA copy") and lines[5].startswith("what to change: ")
+    folded = shell.display_pub.outputs[-1]["data"]["text/html"]
+    assert "<details><summary" in folded and "CopyNode" in folded
+
+
+def test_the_cli_names_the_likeliest_line_and_the_candidates():
+    expr = f"{KERNEL_FILE}:int4_in_the_second_copy()"
+    proc = subprocess.run([sys.executable, "-m", "tilelab", "inspect", expr, "--target", "sm_90a"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    (marked,) = marked_lines("int4-tma-copy")
+    store = next(n for n, text in enumerate(KERNEL_FILE.read_text().splitlines(), 1) if "T.copy(q, R[" in text)
+    assert f"doctor_kernels.py:{marked}: T.copy(Q[by * 64, bx * 64], q)" in proc.stderr
+    assert f"also line {store}" in proc.stderr and "cause: int4 data through a TMA copy" in proc.stderr
+
+
+def test_the_warpgroup_form_of_the_warp_partition_failure_is_the_same_cause():
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.three_warpgroups_on_104_columns(), "sm_90a", force=True)
+    err = info.value
+    assert "(Warp-Group MMA)" in err.summary
+    assert (err.cause, err.pass_name, err.tile_op) == ("no-warp-partition", "tl.LayoutInference", "T.gemm")
+    assert err.kernel_line[1] in marked_lines("no-warp-partition")
+    assert "the 64x104 tile among the block's 12 warps" in err.diagnosis.meaning
+
+
+def test_a_pass_written_in_python_is_named_by_its_call_in_the_trace_not_its_functions_name():
+    trace = ("    tilelang.analysis.FragmentLoopChecker()(mod)\n"
+             '  File "tilelang/analysis/fragment_loop_checker.py", line 112, in pass_fn\n')
+    assert _doctor.diagnose("something", trace, pass_name="pass_fn").pass_name == "tl.FragmentLoopChecker"
+    assert _doctor.diagnose("something", "", pass_name="pass_fn").pass_name == "pass_fn"
+
+
+def test_a_tile_op_missing_a_keyword_only_argument_is_the_wrong_arguments_cause():
+    from tilelab import _tilelang
+
+    with pytest.raises(LoweringError) as info:
+        with _tilelang.tilelang_errors(None, stage="elaboration"):
+            doctor_kernels.tcgen05_gemm_without_its_barrier()
+    err = info.value
+    assert "missing 1 required keyword-only argument: 'mbar'" in err.summary
+    assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
+    assert "T.tcgen05_gemm was called with arguments it does not take" in err.diagnosis.meaning
+    assert err.kernel_line[1] in marked_lines("wrong-arguments-keyword")
+
+
+def test_an_unknown_failure_is_still_placed_on_the_line_of_the_op_it_names():
+    sites = [_site("T.copy", 4, GLOBAL_F16, SHARED_F16),
+             _site("T.copy", 5, SHARED_F16, ("x_frag", "float16", "local.fragment", "(64, 64)")),
+             _site("T.copy", 6, ("x_frag", "float16", "local.fragment", "(64, 64)"), GLOBAL_F16)]
+    trace = ("    mod = tilelang.transform.LowerTileOp()(mod)\n"
+             '  File "<unknown>", line 0, in tvm::tl::CopyNode::Lower(tvm::tl::LowerArgs const&) const\n')
+    diagnosis = _doctor.diagnose("Check failed: (ok) is false: a check nobody has seen on x_frag", trace,
+                                 buffers=("A", "a", "x_frag"), sites=sites)
+    assert not diagnosis.known and diagnosis.pass_name == "tl.LowerTileOp" and diagnosis.tile_op == "T.copy"
+    assert diagnosis.line == ("k.py", 5, "line 5") and diagnosis.candidates == (6,)
+    assert diagnosis.lines()[-1].startswith("cause: not in tilelab's catalogue")
+
+
+def test_the_reductions_two_power_of_two_checks_are_one_cause():
+    message = ("Check failed: (tirx::is_const_power_of_two_integer(Integer(logical_width), &shift)) is false: "
+               "tl.reduce: XOR-butterfly AllReduce requires logical_width (threads / scale) to be a positive power "
+               "of two, got 48 (threads=48, scale=1)")
+    diagnosis = _doctor.diagnose(message)
+    assert diagnosis.cause == "reduce-threads-not-power-of-two"
+    assert "the logical_width is 48" in diagnosis.meaning
+    aligned = _doctor.diagnose("Check failed: base % warp_size == 0 (16 vs. 0) : tl.reduce: partial scalar AllReduce "
+                               "requires a warp-aligned participating thread range, got base 16")
+    assert aligned.cause == "reduce-threads-not-power-of-two" and "the base is 16" in aligned.meaning
+
+
+def test_a_view_of_more_bits_than_its_buffer_fails_while_the_cell_runs():
+    from tilelab import _tilelang
+
+    with pytest.raises(LoweringError) as info:
+        with _tilelang.tilelang_errors(None, stage="elaboration"):
+            doctor_kernels.view_of_more_bits()
+    err = info.value
+    assert (err.cause, err.pass_name) == ("view-bit-count", "elaboration"), str(err)
+    assert "the view asks for 98304 bits of A's 65536" in err.diagnosis.meaning
+    assert err.kernel_line[1] in marked_lines("view-bit-count")

@@ -153,8 +153,9 @@ def _corpus_command(args: argparse.Namespace) -> int:
     folder = Path(args.directory)
     if not folder.is_dir():
         raise CliError(f"{folder}: not a folder; give the folder of TileLang example scripts, e.g. tilelang/examples")
-    if not _corpus.find_scripts(folder):
-        raise CliError(f"{folder}: no example scripts in it (*.py other than test_*.py, regression_*.py, conftest.py)")
+    if not _corpus.find_scripts(folder, args.tests):
+        raise CliError(f"{folder}: no example scripts in it (*.py other than test_*.py, regression_*.py, conftest.py)"
+                       + ("" if args.tests else "; for a folder of pytest files add --tests"))
     json_path = _check_output("--json", args.json)
     from ._inspect import resolve_target
 
@@ -171,7 +172,7 @@ def _corpus_command(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise CliError(f"--repeat {args.repeat}: give at least 1 round of lowering and inspect per kernel")
     try:
-        _corpus.select_scripts(folder, args.only)
+        _corpus.select_scripts(folder, args.only, args.tests)
     except ValueError as err:
         raise CliError(str(err)) from err
 
@@ -180,7 +181,8 @@ def _corpus_command(args: argparse.Namespace) -> int:
             print(f"  {rows[0].script}: " + ", ".join(r.verdict for r in rows), file=sys.stderr, flush=True)
 
     rows = _corpus.run_corpus(folder, jobs=args.jobs, arch=arch, timeout_s=args.timeout, on_script=progress,
-                              repeat=args.repeat, only=args.only, lower_only=args.lower_only)
+                              repeat=args.repeat, only=args.only, lower_only=args.lower_only,
+                              tests=args.tests)
     print(_corpus.render_table(rows))
     if json_path:
         import json
@@ -220,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checks): the quick way to find and explain the kernels TileLang cannot lower")
     c.add_argument("--only", action="append", default=[], metavar="GLOB",
                    help="only the scripts whose path relative to DIR matches (repeatable), e.g. 'gemm/*.py'")
+    c.add_argument("--tests", action="store_true",
+                   help="also the pytest files (test_*.py): each runs its test functions (each parametrized one "
+                        "with its first parameter sets) and the kernels they build are lowered; rows name "
+                        "file.py::test")
     c.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     c.add_argument("--quiet", action="store_true", help="no per-script progress on stderr")
     c.set_defaults(func=_corpus_command)

@@ -59,6 +59,10 @@ _ARCH_HINTS = (("sm100", "sm_100a"), ("tcgen05", "sm_100a"), ("blackwell", "sm_1
 _NOT_CUDA_HINTS = ("amd", "rocm", "hip", "ascend", "metal")
 SKIP_FILES = ("conftest.py", "__init__.py", "setup.py")
 MAX_KERNELS_PER_SCRIPT = 8
+# A pytest file (``test_*.py``, with tests=True): its test functions run one after another in the
+# file's process, each parametrized one with at most MAX_PARAM_SETS of its parameter sets.
+MAX_KERNELS_PER_TEST_FILE = 16
+MAX_PARAM_SETS = 4
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class CorpusRow:
     cause: str = ""
     pass_name: str = ""
     line: str = ""
+    candidates: tuple[int, ...] = ()  # other script lines the failure may belong to (line is the likeliest)
 
     @property
     def explained(self) -> bool:
@@ -117,7 +122,8 @@ class CorpusRow:
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
         fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
         fields.update({k: d.get(k) or "" for k in ("cause", "pass_name", "line")})
-        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()))
+        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()),
+                   candidates=tuple(d.get("candidates") or ()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,17 +540,107 @@ def _short(err: BaseException) -> str:
     return line[:300]
 
 
+def _failure_fields(err: Any) -> dict[str, Any]:
+    """A CANNOT_LOWER row's fields from a LoweringError: TileLang's sentence and the diagnosis."""
+    line = err.kernel_line
+    return {"verdict": CANNOT_LOWER, "reason": _tilelang_reason(err), "cause": err.cause or "",
+            "pass_name": err.pass_name or "",
+            "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else "",
+            "candidates": list(getattr(err.diagnosis, "candidates", ()) or ())}
+
+
+def _failed_building(err: Any) -> bool:
+    """Whether a LoweringError raised while the script ran is a kernel TileLang could not build from
+    its Python source (its eager builder in the trace), rather than a failure of the script's own."""
+    return getattr(err, "pass_name", None) == "elaboration" and (
+        "eager/builder.py" in err.trace or "Failed to build prim_func" in err.trace)
+
+
+def _built_name(err: Any) -> str:
+    found = re.search(r"Failed to build prim_func from (\w+)", err.trace)
+    return found.group(1) if found else "(kernel)"
+
+
+def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS) -> list[dict[str, Any]] | None:
+    """The keyword arguments to call a pytest function with: one dict per combination of its
+    ``pytest.mark.parametrize`` values (the first ``limit``), ``[{}]`` for a plain test, None for a
+    test that needs a fixture (an argument no parametrize mark gives)."""
+    import inspect as pyinspect
+    import itertools
+
+    axes = []
+    for mark in getattr(test, "pytestmark", []) or []:
+        if getattr(mark, "name", "") != "parametrize" or len(mark.args) < 2:
+            continue
+        names, values = mark.args[0], mark.args[1]
+        names = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
+        sets = []
+        for value in values:
+            if hasattr(value, "values") and hasattr(value, "marks") and hasattr(value, "id"):  # pytest.param(...)
+                value = tuple(value.values)
+                value = value if len(names) > 1 else value[:1]
+            elif len(names) == 1:
+                value = (value,)
+            sets.append(dict(zip(names, value)))
+        if sets:
+            axes.append(sets)
+    combos = [{k: v for part in combo for k, v in part.items()} for combo in itertools.islice(itertools.product(*axes), limit)]
+    try:
+        params = pyinspect.signature(test).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    given = combos[0] if combos else {}
+    for p in params:
+        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
+            continue
+        if p.name not in given:
+            return None
+    return combos or [{}]
+
+
+def module_tests(namespace: dict[str, Any], module_name: str) -> list[tuple[str, Callable[..., Any]]]:
+    """The test functions a pytest module defines, in order: ``test*`` functions and the ``test*``
+    methods of its ``Test*`` classes (instantiated without arguments)."""
+    import inspect as pyinspect
+
+    found: list[tuple[str, Callable[..., Any]]] = []
+    for name, value in namespace.items():
+        if name.startswith("test") and pyinspect.isfunction(value) and value.__module__ == module_name:
+            found.append((name, value))
+        elif name.startswith("Test") and pyinspect.isclass(value) and value.__module__ == module_name:
+            for attr, method in vars(value).items():
+                if attr.startswith("test") and pyinspect.isfunction(method):
+                    found.append((f"{name}.{attr}", _bound(value, attr)))
+    return found
+
+
+def _bound(cls: type, attr: str) -> Callable[..., Any]:
+    method = getattr(cls, attr)
+
+    def call(**kwargs: Any) -> Any:
+        return getattr(cls(), attr)(**kwargs)
+
+    call.pytestmark = getattr(method, "pytestmark", [])  # type: ignore[attr-defined]
+    call.__signature__ = __import__("inspect").signature(method)  # type: ignore[attr-defined]
+    return call
+
+
 class _Worker:
     def __init__(self, script: Path, out: Path, default_arch: str, grace_s: float, repeat: int = 1,
-                 lower_only: bool = False) -> None:
+                 lower_only: bool = False, tests: bool = False) -> None:
         self.script, self.out, self.default_arch, self.grace_s = script, out, default_arch, grace_s
         self.repeat = max(1, repeat)
         self.lower_only = lower_only
+        self.tests = tests
+        self.limit = MAX_KERNELS_PER_TEST_FILE if tests else MAX_KERNELS_PER_SCRIPT
+        self.test: str | None = None  # the test function running (a pytest file)
         self.seen: dict[str, StandInKernel] = {}
         self.warm = False
         self.captured = 0
 
     def emit(self, row: dict[str, Any]) -> None:
+        if self.test and "done" not in row:
+            row = {"test": self.test, **row}
         with self.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -576,7 +672,7 @@ class _Worker:
             self.emit({"kernel": name, "target": str(request.target), "verdict": SKIPPED,
                        "reason": f"target {request.target}: not CUDA"})
             return stand_in
-        if self.captured > MAX_KERNELS_PER_SCRIPT:
+        if self.captured > self.limit:
             return stand_in
         row: dict[str, Any] = {"kernel": name, "target": arch}
         configs = _tilelang.normalize_pass_configs(request.pass_configs)
@@ -596,10 +692,7 @@ class _Worker:
         try:
             first_lower = lower_once()
         except LoweringError as err:
-            line = err.kernel_line
-            self.emit({**row, "verdict": CANNOT_LOWER, "reason": _tilelang_reason(err), "cause": err.cause or "",
-                       "pass_name": err.pass_name or "",
-                       "line": f"{line[1]}: {line[2].strip()}" if line and line[1] and line[2].strip() else ""})
+            self.emit({**row, **_failure_fields(err)})
             return stand_in
         except Exception as err:
             self.emit({**row, "verdict": CANNOT_LOWER, "reason": f"{type(err).__name__}: {_short(err)}"})
@@ -642,6 +735,7 @@ class _Worker:
         import runpy
 
         from . import _tilelang
+        from ._errors import LoweringError
 
         def stop(signum: int, frame: Any) -> None:
             raise _Stop(f"no new kernel within {self.grace_s:.0f} s of the last one")
@@ -654,11 +748,18 @@ class _Worker:
         try:
             with _tilelang.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
                     _tilelang.intercept_compiles(self.on_compile):
-                runpy.run_path(str(self.script), run_name="__main__")
+                if self.tests:
+                    outcome = self._run_tests(runpy.run_path(str(self.script), run_name=_TEST_MODULE))
+                else:
+                    runpy.run_path(str(self.script), run_name="__main__")
         except _Stop as err:
             outcome = f"stopped: {err}"
         except SystemExit as err:
             outcome = f"exited ({err.code})"
+        except LoweringError as err:  # a kernel TileLang could not build from its source: a compile failure
+            outcome = f"{type(err).__name__}: {_short(err)}"
+            if _failed_building(err):
+                self.emit({"kernel": _built_name(err), "target": self.default_arch, **_failure_fields(err)})
         except BaseException as err:  # the script's own failure, reported with its reason
             outcome = f"{type(err).__name__}: {_short(err)}"
             if os.environ.get("TILELAB_DEBUG") == "1":
@@ -667,16 +768,51 @@ class _Worker:
                 traceback.print_exc()
         finally:
             signal.alarm(0)
-        extra = self.captured - MAX_KERNELS_PER_SCRIPT
-        self.emit({"done": outcome, "captured": self.captured,
+        extra = self.captured - self.limit
+        self.emit({"done": outcome, "captured": self.captured, "limit": self.limit,
                    "left_out": max(0, extra)})
+
+    def _run_tests(self, namespace: dict[str, Any]) -> str:
+        """Call each test function of a pytest module (each parameter set in turn); a test's own
+        failure (an assert on the stand-in's zeros, a skip) ends that test only."""
+        from . import _tilelang
+        from ._errors import LoweringError
+
+        ran = needs_fixture = 0
+        for name, test in module_tests(namespace, _TEST_MODULE):
+            sets = param_sets(test)
+            if sets is None:
+                needs_fixture += 1
+                continue
+            for index, kwargs in enumerate(sets):
+                self.test = name + (f"[{index}]" if len(sets) > 1 else "")
+                ran += 1
+                signal.alarm(max(1, int(3 * self.grace_s)))  # a test that builds no kernel for a while ends
+                try:
+                    with _tilelang.tilelang_errors(name):
+                        test(**kwargs)
+                except LoweringError as err:
+                    if _failed_building(err):
+                        self.emit({"kernel": _built_name(err), "target": self.default_arch, **_failure_fields(err)})
+                except (_Stop, Exception, SystemExit):
+                    pass
+                except BaseException as err:  # pytest.skip/fail raise outcomes that are not Exceptions
+                    if isinstance(err, KeyboardInterrupt):
+                        raise
+                finally:
+                    signal.alarm(0)
+                    self.test = None
+        return f"ran {ran} test(s)" + (f"; {needs_fixture} need pytest fixtures (not run)" if needs_fixture else "")
+
+
+_TEST_MODULE = "tilelab_corpus_tests"
 
 
 def _worker_main(argv: list[str]) -> int:
     script, out, arch, grace = Path(argv[0]).resolve(), Path(argv[1]).resolve(), argv[2], float(argv[3])
     repeat = int(argv[4]) if len(argv) > 4 else 1
-    lower_only = len(argv) > 5 and argv[5] == "lower-only"
-    _Worker(script, out, arch, grace, repeat, lower_only).run()
+    lower_only = "lower-only" in argv[5:]
+    _Worker(script, out, arch, grace, repeat, lower_only, tests="tests" in argv[5:]).run()
     return 0
 
 
@@ -684,18 +820,23 @@ def _worker_main(argv: list[str]) -> int:
 # The driver
 
 
-def find_scripts(directory: Path) -> list[Path]:
+def is_test_file(path: Path) -> bool:
+    """A pytest file: ``test_*.py`` (its kernels are built by its test functions, not by a main)."""
+    return path.name.startswith("test_")
+
+
+def find_scripts(directory: Path, tests: bool = False) -> list[Path]:
     """Every example script under ``directory``: ``*.py`` except tests (``test_*``, ``regression_*``)
-    and package plumbing."""
+    and package plumbing; with ``tests``, the pytest files (``test_*.py``) too."""
     return sorted(p for p in directory.rglob("*.py")
-                  if not p.name.startswith(("test_", "regression_")) and p.name not in SKIP_FILES
+                  if not p.name.startswith("regression_") and (tests or not is_test_file(p)) and p.name not in SKIP_FILES
                   and not any(part.startswith(".") or part == "__pycache__" for part in p.parts))
 
 
-def select_scripts(root: Path, only: Sequence[str] = ()) -> list[Path]:
+def select_scripts(root: Path, only: Sequence[str] = (), tests: bool = False) -> list[Path]:
     """find_scripts, narrowed to the paths (relative to ``root``) matching one of the ``only``
     glob patterns; a pattern that matches no script is an error naming it."""
-    scripts = find_scripts(root)
+    scripts = find_scripts(root, tests)
     if not only:
         return scripts
     rel = {s: s.relative_to(root).as_posix() for s in scripts}
@@ -723,9 +864,11 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
             pending = d
             continue
         pending = None
-        rows.append(CorpusRow.from_dict({**d, "script": script}))
+        rows.append(CorpusRow.from_dict({**d, "script": f"{script}::{d['test']}" if d.get("test") else script}))
     if pending is not None and done is None:
         where = pending["progress"]
+        if pending.get("test"):
+            script = f"{script}::{pending['test']}"
         if where == "lowering":
             rows.append(CorpusRow(script, pending["kernel"], pending["target"], TIMED_OUT,
                                   f"TileLang's lowering did not finish within the script's {timeout_s:.0f} s"
@@ -738,7 +881,8 @@ def _rows_from(script: str, lines: Iterable[str], rc: int | None, timed_out: boo
                                   lower_s=pending.get("lower_s")))
     if done is not None and done.get("left_out"):
         rows.append(CorpusRow(script, f"({done['left_out']} more)", "", SKIPPED,
-                              f"more than {MAX_KERNELS_PER_SCRIPT} distinct kernels; the rest are not inspected"))
+                              f"more than {done.get('limit', MAX_KERNELS_PER_SCRIPT)} distinct kernels; the rest are "
+                              "not inspected"))
     kernels = [r for r in rows if r.verdict in KERNEL_VERDICTS]
     if not kernels and not any(r.verdict == SKIPPED for r in rows):
         if timed_out:
@@ -756,7 +900,8 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
                grace_s: float = 5.0, repeat: int = 1, lower_only: bool = False) -> list[CorpusRow]:
     """Run one script in a fresh process and return its rows. ``repeat``: rounds of interleaved
     lowering and inspect per kernel, whose medians the row reports; ``lower_only``: only TileLang's
-    lowering (and the diagnosis of a failure), no inspection."""
+    lowering (and the diagnosis of a failure), no inspection. A pytest file (``test_*.py``) runs
+    its test functions instead of ``__main__``: its rows' script is ``file.py::test_name``."""
     rel = str(script.relative_to(root)) if script.is_relative_to(root) else str(script)
     try:
         text = script.read_text(errors="replace")
@@ -778,7 +923,8 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)] + (["lower-only"] if lower_only else [])
+        cmd = [sys.executable, "-m", "tilelab._corpus", str(script), str(out), arch, str(grace_s), str(repeat)] + \
+            (["lower-only"] if lower_only else []) + (["tests"] if is_test_file(script) else [])
         timed_out, rc, stderr = False, None, ""
         try:
             proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -791,16 +937,18 @@ def run_script(script: Path, root: Path, *, arch: str = DEFAULT_ARCH, timeout_s:
 
 def run_corpus(directory: str | Path, *, jobs: int = 2, arch: str = DEFAULT_ARCH, timeout_s: float = 300.0,
                grace_s: float = 5.0, on_script: Callable[[list[CorpusRow]], None] | None = None,
-               repeat: int = 1, only: Sequence[str] = (), lower_only: bool = False) -> list[CorpusRow]:
+               repeat: int = 1, only: Sequence[str] = (), lower_only: bool = False,
+               tests: bool = False) -> list[CorpusRow]:
     """Every script under ``directory`` (or those whose path relative to it matches one of the
     ``only`` glob patterns), ``jobs`` at a time; rows in script order. Each kernel is lowered and
-    inspected in ``repeat`` interleaved rounds."""
+    inspected in ``repeat`` interleaved rounds. ``tests``: the pytest files (``test_*.py``) too,
+    each running its test functions."""
     root = Path(directory).resolve()
     if not root.is_dir():
         raise NotADirectoryError(f"{directory}: not a directory; give the folder of TileLang example scripts")
     if repeat < 1:
         raise ValueError(f"repeat={repeat}: give at least 1 round of lowering and inspect per kernel")
-    scripts = select_scripts(root, only)
+    scripts = select_scripts(root, only, tests)
     results: dict[Path, list[CorpusRow]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(run_script, s, root, arch=arch, timeout_s=timeout_s, grace_s=grace_s, repeat=repeat,
@@ -820,6 +968,37 @@ def totals(rows: list[CorpusRow]) -> dict[str, int]:
     return {v: counts.get(v, 0) for v in (*KERNEL_VERDICTS, NO_KERNEL, SKIPPED) if v != LOWERED or counts.get(v)}
 
 
+def criterion(rows: Sequence[CorpusRow]) -> dict[str, int]:
+    """The doctor's criterion over the compile failures among ``rows``: how many there are, how
+    many name the pass, the kernel line, a known cause, and all three (explained)."""
+    failed = [r for r in rows if r.verdict == CANNOT_LOWER]
+    return {"failures": len(failed), "pass": sum(bool(r.pass_name) for r in failed),
+            "line": sum(bool(r.line) for r in failed), "known cause": sum(bool(r.cause) for r in failed),
+            "explained": sum(r.explained for r in failed)}
+
+
+def render_criterion(groups: dict[str, Sequence[CorpusRow]]) -> str:
+    """The criterion as a table, one row per group of rows (a corpus folder) and their total:
+    counts and the share of the group's compile failures."""
+    header = ("", "failures", "with pass", "with line", "known cause", "explained (all three)")
+    keys = ("failures", "pass", "line", "known cause", "explained")
+    table = []
+    everything: list[CorpusRow] = []
+    for label, rows in groups.items():
+        everything += list(rows)
+        table.append((label, criterion(rows)))
+    if len(groups) > 1:
+        table.append(("all", criterion(everything)))
+
+    def cell(counts: dict[str, int], key: str) -> str:
+        n, total = counts[key], counts["failures"]
+        return str(n) if key == "failures" else f"{n} ({100 * n / total:.0f}%)" if total else "0"
+
+    body = [(label, *(cell(counts, k) for k in keys)) for label, counts in table]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [header, *body])
+
+
 def format_ratio(row: CorpusRow) -> str:
     """The ratio column: the median ratio, and with several rounds their range, e.g. ``2.10 (1.9-2.4)``."""
     if row.ratio is None:
@@ -837,7 +1016,8 @@ def _reason(row: CorpusRow) -> str:
     """The reason column; a compile failure adds its diagnosis: [cause] reason (pass, line N)."""
     if row.verdict != CANNOT_LOWER or not (row.cause or row.pass_name or row.line):
         return row.reason
-    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}" if row.line else "") if x)
+    also = "".join(f" or {n}" for n in row.candidates)
+    where = ", ".join(x for x in (row.pass_name, f"line {row.line.split(':', 1)[0]}{also}" if row.line else "") if x)
     return f"[{row.cause or 'unknown cause'}] {row.reason}" + (f" ({where})" if where else "")
 
 

@@ -22,7 +22,27 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-__all__ = ["CAUSES", "Cause", "Diagnosis", "cause", "diagnose", "pass_from_trace", "tile_op_from_trace"]
+__all__ = ["CAUSES", "Cause", "Diagnosis", "TileSite", "cause", "diagnose", "pass_from_trace", "place",
+           "tile_op_from_trace"]
+
+
+@dataclass(frozen=True)
+class TileSite:
+    """One tile operation of a kernel as TileLang built it: ``op`` (``T.copy``, ``T.Parallel``,
+    ``T.Pipelined``, or the name of another intrinsic call such as ``tl.tvm_mfma``), the source
+    line its builder stamped on it, and the buffers it touches as (name, dtype, scope, shape)."""
+
+    op: str
+    line: int
+    file: str = ""
+    buffers: tuple[tuple[str, str, str, str], ...] = ()
+    text: str = ""
+
+    def dtypes(self) -> list[str]:
+        return [b[1] for b in self.buffers]
+
+    def scopes(self) -> list[str]:
+        return [b[2] for b in self.buffers]
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,9 @@ class Diagnosis:
     tile_op: str | None = None
     buffers: tuple[str, ...] = ()
     line: tuple[str, int, str] | None = None
+    # Other lines of the kernel the failure may belong to, when several tile ops fit what TileLang
+    # said: ``line`` is the most likely (the first the pass visits), these the rest, in order.
+    candidates: tuple[int, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -63,6 +86,10 @@ class Diagnosis:
             where.append(f"on {', '.join(self.buffers)}")
         if where:
             out.append("failed " + ", ".join(where))
+        if self.candidates:
+            out.append(f"the line above is the most likely of {len(self.candidates) + 1} that fit: the first the "
+                       f"pass visits; also line{'s' if len(self.candidates) > 1 else ''} "
+                       + ", ".join(str(n) for n in self.candidates))
         if self.known:
             out.append(f"cause: {self.title}: {self.meaning}")
             out.append(f"what to change: {self.advice}")
@@ -75,6 +102,7 @@ class Diagnosis:
         data = asdict(self)
         data["buffers"] = list(self.buffers)
         data["line"] = list(self.line) if self.line else None
+        data["candidates"] = list(self.candidates)
         return data
 
     @classmethod
@@ -82,6 +110,7 @@ class Diagnosis:
         data = dict(data)
         data["buffers"] = tuple(data.get("buffers") or ())
         data["line"] = tuple(data["line"]) if data.get("line") else None
+        data["candidates"] = tuple(data.get("candidates") or ())
         return cls(**data)
 
 
@@ -95,6 +124,11 @@ class Cause:
     tile_op: str | None = None
     targets: tuple[str, ...] = ()  # target families it applies to; () for every one
     fields: Callable[[re.Match[str]], dict[str, str]] | None = field(default=None, compare=False)
+    # Which of the kernel's tile operations can have failed this way (to place it on a line).
+    site: Callable[[TileSite], bool] | None = field(default=None, compare=False)
+    # Regular expressions over the kernel's source lines, ``{group}`` filled with what the message
+    # said (escaped): the first line one of them finds is the failure's (tried in order).
+    source: tuple[str, ...] = ()
 
     def match(self, text: str) -> re.Match[str] | None:
         for pattern in self.patterns:
@@ -108,13 +142,23 @@ CAUSES: list[Cause] = []
 
 
 def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
-          targets: Sequence[str] = ()) -> None:
+          targets: Sequence[str] = (), site: Callable[[TileSite], bool] | None = None,
+          source: Sequence[str] = ()) -> None:
     """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
-    named groups fill ``{name}`` in ``meaning`` and ``advice``)."""
+    named groups fill ``{name}`` in ``meaning`` and ``advice``); ``site`` says which of a kernel's
+    tile operations can fail this way (to find its line among several of the same op)."""
     if any(c.id == id for c in CAUSES):
         raise ValueError(f"cause {id!r} is declared twice")
     CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
-                        tuple(targets)))
+                        tuple(targets), site=site, source=tuple(source)))
+
+
+def _symbolic(shape: str) -> bool:
+    return bool(re.search(r"[A-Za-z_]", shape))
+
+
+def _int4(site: TileSite) -> bool:
+    return any(re.fullmatch(r"u?int4", d) for d in site.dtypes())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -128,7 +172,8 @@ cause("accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
               "register fragment; it was given a shared-memory (or global) buffer",
       advice="allocate the accumulator with T.alloc_fragment((block_M, block_N), accum_dtype), and copy it to "
              "shared or global memory after the loop with T.copy",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm" and len(s.buffers) >= 3 and s.buffers[2][2] != "local.fragment")
 
 cause("mixed-dtype-gemm", "T.gemm operands of two data types",
       r"Mixed-dtype GEMM only supports (?P<family>\S+) family operands currently, got A=(?P<a>\w+), B=(?P<b>\w+)",
@@ -136,7 +181,8 @@ cause("mixed-dtype-gemm", "T.gemm operands of two data types",
               "within the fp8/fp6/fp4 family); A is {a} and B is {b}",
       advice="give A and B the same dtype: cast one of them while it is loaded (T.copy into a shared tile of the "
              "other's dtype, or a T.Parallel loop that converts)",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm" and len(set(s.dtypes()[:2])) > 1)
 
 cause("int4-tma-copy", "int4 data through a TMA copy",
       r"to_CUtensorMapDataType[^\n]*\n[^\n]*Check failed: \(0\) is false: int4\b",
@@ -145,21 +191,64 @@ cause("int4-tma-copy", "int4 data through a TMA copy",
       advice="move the packed data as bytes: declare the tensor as int8 with half the inner extent, copy that, "
              "and unpack two 4-bit values per byte in a T.Parallel loop; or keep this copy off TMA with "
              "pass_configs={'tl.disable_tma_lower': True}",
-      tile_op="T.copy")
+      tile_op="T.copy",
+      site=lambda s: s.op == "T.copy" and _int4(s) and "global" in s.scopes())
+
+cause("fp4-unpack-copy", "packed fp4 copied into an unpacked tile by threads",
+      r"SIMT copy from packed global (?P<packed>\w+) to unpacked shared (?P<unpacked>\w+) is not supported"
+      r"[^\n]*?\(src=(?P<src>\w+), dst=(?P<dst>\w+)\)",
+      meaning="{src} holds {packed} values packed two to a byte and the shared tile {dst} is {unpacked}, one "
+              "value a byte; a T.copy the threads carry out moves bytes and cannot unpack them, only the TMA "
+              "unpacking load can",
+      advice="load this tile with T.tma_copy({src}, {dst}) (the copy engine unpacks fp4 on the way), or keep the "
+             "shared tile packed ({packed}) and unpack it in a T.Parallel loop",
+      tile_op="T.copy",
+      site=lambda s: s.op == "T.copy" and any("float4" in d for d in s.dtypes()))
+
+cause("async-copy-scope", "T.async_copy between memories it cannot copy",
+      r"T\.async_copy only supports global->shared/shared\.dyn copies\. Got src=(?P<src>\w+) "
+      r"\(scope=(?P<src_scope>[\w.]+)\), dst=(?P<dst>\w+) \(scope=(?P<dst_scope>[\w.]+)\)",
+      meaning="T.async_copy is the cp.async load from global into shared memory; {src} is in {src_scope} and "
+              "{dst} in {dst_scope}",
+      advice="use T.async_copy only to load a global tile into shared memory; copy between other memories with "
+             "T.copy",
+      tile_op="T.async_copy",
+      site=lambda s: "async_copy" in s.op and bool(s.buffers) and s.buffers[0][2] != "global")
+
+cause("tcgen05-k-origin", "a tcgen05 GEMM operand sliced off its K step",
+      r"TCGEN5MMA (?P<operand>[AB]) K origin (?P<origin>\d+) must be aligned to the selected atom (?P<atom>\d+)",
+      meaning="Blackwell's tcgen05 MMA reads operand {operand} from shared memory in K steps of {atom} elements "
+              "(its instruction's atom); the slice given starts at K offset {origin}, inside a step",
+      advice="slice {operand} along K at a multiple of {atom} (a[:, 16:32], not a[:, 8:24]), or copy the slice "
+             "into a tile of its own first",
+      tile_op="T.tcgen05_gemm",
+      site=lambda s: "gemm" in s.op)
+
+cause("view-bit-count", "a T.view that changes the number of bits",
+      r"T\.view shape and dtype must preserve the logical bit count of '(?P<buffer>\w+)': (?P<got>\d+) bits != "
+      r"(?P<want>\d+) bits",
+      meaning="T.view reinterprets the memory of {buffer} with a new shape and dtype, so the new shape times the "
+              "new dtype's width must cover the same bits; the view asks for {got} bits of {buffer}'s {want}",
+      advice="choose the view's shape so that its elements times their bits make {want} (halve the inner extent "
+             "when the dtype's width doubles)",
+      tile_op="T.view")
 
 cause("int4-operand", "an int4 operand TileLang cannot lower here",
       r"Check failed: \(0\) is false: int4\b",
       meaning="TileLang 0.1.15 has no path for 4-bit integer data in this operation on this target",
       advice="dequantise the int4 data to int8 or fp16 first (unpack two values per byte in a T.Parallel "
-             "loop), then use the wider type in the tile operation")
+             "loop), then use the wider type in the tile operation",
+      site=_int4)
 
 cause("no-warp-partition", "the block's warps cannot tile the GEMM",
-      r"No valid warp partition for T\.gemm: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by (?P<warps>\d+) warps",
+      r"No valid warp partition for T\.gemm(?: \([^)]*\))?: M=(?P<m>\d+), N=(?P<n>\d+) cannot be evenly covered by "
+      r"(?P<warps>\d+) warps",
       meaning="T.gemm splits the {m}x{n} tile among the block's {warps} warps, each owning a multiple of 16 "
               "rows and 8 columns; {warps} warps cannot divide it that way",
       advice="give the kernel threads= a multiple of 128 for Hopper's warpgroup instructions (or of 32 that "
              "divides the tile: 128 or 256 threads), or change block_M/block_N so the warps divide them",
-      tile_op="T.gemm")
+      tile_op="T.gemm",
+      site=lambda s: s.op == "T.gemm")
 
 cause("non-integer-shape", "a buffer shape that is not a whole number",
       r"StructuralEqual check failed.*T\.float\d+\((?P<value>[-\d.e+]+)\)",
@@ -179,7 +268,8 @@ cause("symbolic-fragment", "a fragment or local buffer of a symbolic size",
       meaning="registers are allocated when the kernel is compiled, so a fragment's (or T.alloc_local's) "
               "shape must be a constant; its extent here depends on a runtime size ({expr})",
       advice="allocate the fragment with the block's constant tile size (block_M, not M) and loop over the "
-             "runtime size in tiles with T.ceildiv, guarding the last tile")
+             "runtime size in tiles with T.ceildiv, guarding the last tile",
+      site=lambda s: any(b[2].startswith("local") and _symbolic(b[3]) for b in s.buffers))
 
 cause("reduce-output-shape", "the reduction's output has the wrong shape",
       r"Invalid reduce output shape, buffer shape is (?P<inp>\([^)]*\)), dim is (?P<dim>-?\d+), output shape is (?P<out>\[[^\]]*\]), expected shapes are (?P<expected>.+)",
@@ -190,9 +280,10 @@ cause("reduce-output-shape", "the reduction's output has the wrong shape",
       tile_op="T.reduce")
 
 cause("wrong-arguments", "a tile operation called with the wrong arguments",
-      r"\b(?P<op>copy|gemm|fill|clear|reduce_\w+|atomic_\w+|annotate_layout|Pipelined|Parallel|Kernel|alloc_\w+)\(\) "
+      r"(?<![\w.])(?P<op>(?:\w+_)?(?:copy|gemm|gemm_sp)|fill|clear|cumsum|reduce_\w+|atomic_\w+|annotate_\w+|"
+      r"Pipelined|Parallel|Kernel|alloc_\w+|tcgen05_\w+|wgmma_\w+)\(\) "
       r"(?P<problem>takes .+? but \d+ (?:were|was) given|got an unexpected keyword argument '\w+'|"
-      r"missing \d+ required positional arguments?: .+?)(?:$|\n)",
+      r"missing \d+ required (?:positional|keyword-only) arguments?: .+?)(?:$|\n)",
       meaning="T.{op} was called with arguments it does not take: it {problem}",
       advice="call T.{op} with the arguments of its signature (help(T.{op}) lists them): for example "
              "T.copy(src, dst), T.gemm(A, B, C, transpose_A=..., transpose_B=...)")
@@ -202,12 +293,47 @@ cause("index-rank", "a buffer indexed with the wrong number of indices",
       meaning="{buffer} has {rank} dimensions {shape}, but was indexed with {given}",
       advice="index {buffer} with {rank} indices (or slices), one per dimension, e.g. {buffer}[i, j]")
 
+cause("symbolic-parallel-fragment", "a T.Parallel of a runtime extent indexes a fragment",
+      r"Loop variable (?P<var>\w+) in a T\.Parallel loop with symbolic range \(min=(?P<min>[^,]+), "
+      r"extent=(?P<extent>[^)]+)\) is used to index a fragment buffer",
+      meaning="a T.Parallel loop is spread over the block's threads when the kernel is compiled, and a fragment's "
+              "elements live in fixed threads' registers; a loop of runtime extent {extent} cannot be mapped "
+              "onto them, so its variable {var} cannot index a fragment",
+      advice="loop over the fragment's constant extent and guard the runtime size: for {var} in "
+             "T.Parallel(block): if {var} < {extent}: ...; or keep that data in shared memory",
+      tile_op="T.Parallel",
+      source=(r"T\.Parallel\([^)]*(?<![\w.]){extent}(?!\w)",))
+
+cause("serial-index-into-fragment", "a serial loop indexes a fragment spread over the threads",
+      r"Cannot lower access to thread-distributed fragment `(?P<buffer>\w+)`.*?non-parallel loop variable "
+      r"`(?P<var>\w+)`",
+      meaning="{buffer} is a register fragment whose elements are spread over the block's threads (for a T.gemm "
+              "result, the tensor-core layout); a T.serial loop variable {var} indexes it, so each thread would "
+              "need elements other threads hold",
+      advice="reduce {buffer} with T.reduce_sum/T.reduce_max(..., dim=...) instead of a serial loop, index it only "
+             "with T.Parallel loop variables for elementwise work, or copy it to shared memory first",
+      tile_op="T.Parallel",
+      source=(r"(?<![\w.]){buffer}\[[^\]]*(?<![\w.]){var}(?!\w)",))
+
+cause("reduce-threads-not-power-of-two", "a reduction across a number of threads that is not a power of two",
+      r"AllReduce requires (?P<what>logical_width|scale)\b[^\n]*? to be a (?:positive )?power of two, got "
+      r"(?P<width>\d+) \(threads=(?P<threads>\d+)",
+      r"AllReduce requires a warp-aligned participating thread range, got (?P<what>base) (?P<width>\d+)",
+      meaning="T.reduce_* combines the threads that hold a row with shuffles between pairs of lanes (a "
+              "butterfly), so their number and the stride between them must be powers of two and they must "
+              "start at a warp's first lane; here the {what} is {width}",
+      advice="give the kernel a power-of-two number of threads (threads=32, 64, 128, 256), or shape the fragment "
+             "so that each reduced row is held by a power-of-two number of threads",
+      tile_op="T.reduce",
+      site=lambda s: s.op.startswith("T.reduce"))
+
 cause("layout-not-injective", "a shared-memory layout that maps two elements to one place",
       r"Invalid layout for shared buffer `?(?P<buffer>\w+)`?: the forward map must be injective",
       meaning="the layout of shared buffer {buffer} (from T.annotate_layout or a swizzle) sends two "
               "logical elements to the same physical address, so one would overwrite the other",
       advice="give {buffer} a layout that is a one-to-one map of its shape (every index used once), or "
-             "remove the T.annotate_layout and let TileLang choose")
+             "remove the T.annotate_layout and let TileLang choose",
+      source=(r"annotate_layout\(.*(?<![\w.]){buffer}(?!\w)", r"^\s*{buffer}\s*:"))
 
 cause("layout-injectivity-limit", "a layout too large to be proven one-to-one",
       r"injectivity could not be proven: the logical input domain exceeds the exact-check limit of (?P<limit>\d+)",
@@ -221,7 +347,8 @@ cause("layout-shape-not-constant", "a shared layout whose shape depends on a run
       meaning="a shared tile's layout is fixed when the kernel is compiled, but its extent here is "
               "{expr}, which depends on a runtime size",
       advice="make the shared tile's extent a constant (the block size, not a size computed from M, N or K), "
-             "and loop over the runtime size in tiles")
+             "and loop over the runtime size in tiles",
+      site=lambda s: any(b[2].startswith("shared") and _symbolic(b[3]) for b in s.buffers))
 
 cause("no-layout-found", "no register layout fits every use of a fragment",
       r"no available layout found",
@@ -246,7 +373,20 @@ cause("ws-pipeline-rewrite", "warp specialisation could not restructure the pipe
               "pipeline) does not fit the rewrite",
       advice="keep T.Pipelined the only statement of its level with its copies first, or switch warp "
              "specialisation off for this kernel: pass_configs={'tl.disable_warp_specialized': True}",
-      tile_op="T.Pipelined")
+      tile_op="T.Pipelined",
+      site=lambda s: s.op == "T.Pipelined")
+
+cause("ws-schedule", "a warp-specialisation schedule that does not fit the kernel",
+      r"ws_schedule: (?P<detail>[^\n']*'(?P<name>[\w.]+)'[^\n]*)",
+      r"ws_schedule: (?P<detail>[^\n]+)",
+      meaning="the schedule given with T.annotate_ws_schedule (roles, T.WSPipeline, T.WSSync, T.WSScope) "
+              "cannot be applied to the kernel's statements: {detail}",
+      advice="correct the schedule where it names that pipeline, role or scope: each T.WSSync names a declared "
+             "T.WSPipeline, a pipeline is acquired and committed by one role and waited on and released by "
+             "another, in one scope; each op id a scope lists is the T.WSID annotation of one statement. Or "
+             "remove T.annotate_ws_schedule and let TileLang specialise the warps itself",
+      tile_op="T.annotate_ws_schedule",
+      source=(r"""["']{name}["']""", r"T\.annotate_ws_schedule\("))
 
 cause("unbound-symbol", "a symbolic size no tensor argument defines",
       r"variables \((?P<names>[^)]*)\) are used, but are not passed in as API arguments",
@@ -256,10 +396,12 @@ cause("unbound-symbol", "a symbolic size no tensor argument defines",
              "constant")
 
 cause("outside-kernel", "tile code outside T.Kernel",
+      r"Variable `(?P<buffer>\w+)` is directly accessed by host memory .*?Did you forget to bind\?",
       r"directly accessed by host memory .*?Did you forget to bind\?",
       meaning="the loop or access runs on the host: tile code must sit inside `with T.Kernel(...) as (bx, "
               "by):`, which launches the blocks and threads",
-      advice="move the loop inside the `with T.Kernel(grid..., threads=...)` block")
+      advice="move the loop inside the `with T.Kernel(grid..., threads=...)` block",
+      source=(r"(?<![\w.]){buffer}\[",))
 
 cause("handle-as-value", "a buffer or string used where a number is expected",
       r"Can't cast a handle to other types",
@@ -279,7 +421,8 @@ cause("amd-intrinsic-on-cuda", "an AMD matrix instruction in a CUDA kernel",
       r"\btvm_mfma\b|\bmfma\w*\b.*(?:cuda|sm_\d+)",
       meaning="MFMA is the matrix instruction of AMD GPUs (CDNA); the kernel was lowered for an NVIDIA target",
       advice="lower for an AMD target (target='gfx942') or write the product as T.gemm, which picks the "
-             "target's instruction", targets=("cuda",))
+             "target's instruction", targets=("cuda",),
+      site=lambda s: "mfma" in s.op)
 
 cause("python-name", "a Python name the kernel uses is not defined",
       r"name '(?P<name>\w+)' is not defined",
@@ -306,7 +449,7 @@ _TILE_OPS = (("GemmNode", "T.gemm"), ("GemmPyNode", "T.gemm"), ("GemmSPNode", "T
 _PY_TILE_OPS = (("tileop/gemm", "T.gemm"), ("tileop/copy", "T.copy"), ("/op/gemm/", "T.gemm"))
 
 # A pass run from Python: "mod = tilelang.transform.LayoutInference()(mod)" in TileLang's pipeline.
-_PY_PASS = re.compile(r"\b(tilelang|tvm|tirx)\.transform\.(\w+)\(")
+_PY_PASS = re.compile(r"\b(tilelang|tvm|tirx)\.(?:transform|analysis)\.(\w+)\(")
 # TVM's C++ pass classes that name their pass.
 _CPP_PASSES = (("LayoutInferencer", "tl.LayoutInference"), ("LowerTileOpPass", "tl.LowerTileOp"),
                ("MakePackedAPI", "tirx.MakePackedAPI"), ("StmtSimplifier", "tirx.Simplify"),
@@ -350,10 +493,18 @@ def tile_op_from_trace(text: str) -> str | None:
     return None
 
 
+# Buffer names that are also words of TileLang's sentences: they count only where quoted or indexed.
+_WORDS = {"a", "A", "an", "as", "at", "be", "by", "I", "if", "in", "is", "it", "of", "on", "or", "to", "the"}
+
+
 def _mentioned(names: Sequence[str], text: str) -> tuple[str, ...]:
     seen = []
     for name in names:
-        if name and name not in seen and re.search(rf"(?<![\w.]){re.escape(name)}(?![\w(])", text):
+        if not name or name in seen:
+            continue
+        found = (rf"[`'\"]{re.escape(name)}[`'\"]|(?<![\w.]){re.escape(name)}\[" if name in _WORDS
+                 else rf"(?<![\w.]){re.escape(name)}(?![\w(])")
+        if re.search(found, text):
             seen.append(name)
     return tuple(seen)
 
@@ -366,14 +517,15 @@ def _fill(text: str, groups: dict[str, str], names: set[str]) -> str:
 
 def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, target_family: str | None = None,
              buffers: Sequence[str] = (), line: tuple[str, int, str] | None = None,
-             source_lines: Sequence[tuple[int, str]] = ()) -> Diagnosis:
+             source_lines: Sequence[tuple[int, str]] = (), sites: Sequence[TileSite] = ()) -> Diagnosis:
     """Diagnose one failure from TileLang's sentence ``message`` and its ``trace``.
 
     ``pass_name`` is the pass a pass instrument saw fail (read from the trace otherwise),
     ``buffers`` the kernel's buffer names (those the message names are reported), ``line`` the
-    kernel line TileLang pointed at, and ``source_lines`` the kernel's numbered source lines, to
-    place the failure on the line of its tile operation when TileLang gave none (only where that
-    operation appears once).
+    kernel line TileLang pointed at, ``sites`` the kernel's tile operations in program order (with
+    their lines and buffers: :func:`place` picks the one that failed when TileLang gave no line),
+    and ``source_lines`` the kernel's numbered source lines, to place the failure on the line of its
+    tile operation where no sites are known (only where that operation appears once).
     """
     text = f"{message}\n{trace}"
     found_cause: Cause | None = None
@@ -393,15 +545,31 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     if tile_op is None:
         ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
         tile_op = f"T.{ops[0]}" if ops else None
-    if pass_name is None:
-        pass_name = pass_from_trace(trace)
+    if pass_name is None or ("." not in pass_name and pass_name not in ("elaboration", "codegen")):
+        # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
+        # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
+        pass_name = pass_from_trace(trace) or pass_name
+    names = _mentioned(buffers, message)
+    candidates: tuple[int, ...] = ()
+    if line is None and found_cause is not None and found_cause.source and match is not None:
+        line = _source_line(found_cause.source, match.groupdict(), source_lines)
+    if line is not None and sites and found_cause is not None and found_cause.tile_op and \
+            re.search(r"\bT\.alloc_\w+\(", line[2]):
+        # TileLang pointed at a buffer's allocation (the span it stamps on buffers) for a cause that
+        # belongs to a tile operation: the operation using the buffer is the line, where the sites
+        # tell it (a cause about the buffer itself, a fragment of a runtime size, keeps the allocation).
+        placed, others = place(sites, tile_op=tile_op, cause=found_cause, names=names)
+        if placed is not None:
+            line, candidates = placed, others
+    if line is None and sites:
+        line, candidates = place(sites, tile_op=tile_op, cause=found_cause, names=names)
     if line is None and tile_op and source_lines:
         line = _unique_line(tile_op, source_lines)
-    names = _mentioned(buffers, message)
     if found_cause is None:
         if line is None and names:
             line = _first_use(names, source_lines)
-        return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+        return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line,
+                         candidates=candidates)
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
     if line is None:
@@ -410,7 +578,74 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         line = _first_use(tuple(named) or names, source_lines)
     return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title,
                      meaning=_fill(found_cause.meaning, groups, names_in), advice=_fill(found_cause.advice, groups, names_in),
-                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line)
+                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
+
+
+def _source_line(patterns: Sequence[str], groups: dict[str, str | None],
+                 source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    """The first source line (comments aside) one of ``patterns`` finds, its ``{group}`` filled
+    with what the message said; a pattern naming a group the message did not give is skipped."""
+    code = [(n, text) for n, text in source_lines if not text.lstrip().startswith("#")]
+    for template in patterns:
+        wanted = re.findall(r"\{(\w+)\}", template)
+        if any(not groups.get(name) for name in wanted):
+            continue
+        pattern = re.sub(r"\{(\w+)\}", lambda m: re.escape(str(groups[m.group(1)])), template)
+        for n, text in code:
+            if re.search(pattern, text):
+                return ("", n, text)
+    return None
+
+
+def _same_op(site_op: str, tile_op: str) -> bool:
+    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear."""
+    if tile_op == "T.clear":
+        tile_op = "T.fill"
+    return site_op == tile_op or (tile_op.startswith("T.") and site_op.startswith(tile_op.split("_")[0]))
+
+
+def place(sites: Sequence[TileSite], *, tile_op: str | None = None, cause: Cause | None = None,
+          names: Sequence[str] = ()) -> tuple[tuple[str, int, str] | None, tuple[int, ...]]:
+    """The line of the tile operation that failed, and the other lines that fit as well.
+
+    Narrows the kernel's ``sites`` step by step, each step kept only where it leaves one or more:
+    the tile op the trace names, the operations the cause can happen at (an int4 buffer for an
+    int4 failure, a T.gemm whose accumulator is not a fragment...), those touching a buffer the
+    message names. Of what remains, the first in program order is the most likely: TileLang's
+    passes visit a kernel in order and stop at the first operation that fails their check.
+    (None, ()) when nothing narrows the sites (no tile op, cause or buffer to go by).
+    """
+    pool = list(sites)
+    narrowed = False
+    if tile_op:
+        same = [s for s in pool if _same_op(s.op, tile_op)]
+        if same:
+            pool, narrowed = same, True
+    if cause is not None and cause.site is not None:
+        fits = [s for s in pool if _safe(cause.site, s)]
+        if not fits and narrowed:  # the trace's tile op and the cause disagree: the cause decides
+            fits = [s for s in sites if _safe(cause.site, s)]
+        if fits:
+            pool, narrowed = fits, True
+    if names:
+        touching = [s for s in pool if any(b[0] in names for b in s.buffers)]
+        if touching:
+            pool, narrowed = touching, True
+    if not narrowed or not pool:
+        return None, ()
+    first = pool[0]
+    others = []
+    for s in pool[1:]:
+        if s.file == first.file and s.line != first.line and s.line not in others:
+            others.append(s.line)
+    return (first.file, first.line, first.text), tuple(others)
+
+
+def _safe(test: Callable[[TileSite], bool], site: TileSite) -> bool:
+    try:
+        return bool(test(site))
+    except Exception:
+        return False
 
 
 def _unique_line(tile_op: str, source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:

@@ -220,13 +220,15 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
     message = error.summary.split(" failed: ", 1)[-1]
     if error.kernel_line is not None and error.kernel_line[0] == "<string>":
         error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
+    sites = _tile_sites(func) if func is not None else ()
     try:
         diagnosis = _doctor.diagnose(
             message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),
-            target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines)
+            target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines,
+            sites=sites)
     except Exception:  # the diagnosis never hides the failure it explains
         return error
-    if error.kernel_line is None and diagnosis.line is not None and source_file:
+    if diagnosis.line is not None and source_file and (error.kernel_line is None or diagnosis.line != error.kernel_line):
         error.kernel_line = (source_file, diagnosis.line[1], diagnosis.line[2])
         diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
     error.diagnosis = diagnosis
@@ -263,11 +265,100 @@ def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
         number = start
         while True:
             text = linecache.getline(filename, number)
-            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent):
+            if not text or (number > start and text.strip() and len(text) - len(text.lstrip()) <= indent
+                            and not text.lstrip().startswith((")", "]"))):  # a signature's closing line goes on
                 break
             lines.append((number, text.rstrip("\n")))
             number += 1
     return names, filename, lines
+
+
+def _tile_sites(func: Any) -> tuple[Any, ...]:
+    """The kernel's tile operations in program order, for the doctor to place a failure on a line:
+    each ``T.*`` call (and any other intrinsic call statement), ``T.Parallel`` and ``T.Pipelined``
+    loop, with the source line TileLang's builder stamped on it and the buffers it touches
+    (name, dtype, scope, shape); () where the kernel cannot be walked. An operation a library
+    macro emitted (its line is in the library's file) is placed on the kernel's line that calls
+    it: the call naming the operation between the kernel statements before and after it."""
+    import linecache
+
+    from .. import _doctor
+
+    try:
+        tvm = tilelang().tvm
+        from tilelang.ir import get_stmt_span
+    except Exception:
+        return ()
+
+    def buffers_in(node: Any) -> tuple[tuple[str, str, str, str], ...]:
+        found: dict[str, tuple[str, str, str, str]] = {}
+
+        def visit(n: Any) -> None:
+            buffer = getattr(n, "buffer", None) if isinstance(n, (tvm.tirx.BufferLoad, tvm.tirx.BufferStore)) else None
+            if buffer is not None and buffer.name not in found:
+                found[buffer.name] = (buffer.name, str(buffer.dtype), str(buffer.scope()),
+                                      "(" + ", ".join(str(x) for x in buffer.shape) + ")")
+
+        tvm.tirx.stmt_functor.post_order_visit(node, visit)
+        return tuple(found.values())
+
+    try:
+        kernel_file = str(func.span.source_name.name) if func.span is not None else ""
+    except Exception:
+        kernel_file = ""
+    spans: list[tuple[str, int]] = []  # every statement's (file, line), in program order
+    found: list[tuple[int, str, str, int, Any]] = []  # (index in spans, op, file, line, node)
+
+    def visit(node: Any) -> bool:
+        if not isinstance(node, tvm.tirx.Stmt):
+            return True
+        span = get_stmt_span(node)
+        if span is None or not int(span.line):
+            return True
+        spans.append((str(span.source_name.name), int(span.line)))
+        op = None
+        if isinstance(node, tvm.tirx.Evaluate) and isinstance(node.value, tvm.tirx.Call):
+            name = str(getattr(node.value.op, "name", ""))
+            op = "T." + name.split(".", 2)[2] if name.startswith("tl.tileop.") else name or None
+        elif isinstance(node, tvm.tirx.For):
+            if "num_stages" in node.annotations:
+                op = "T.Pipelined"
+            elif int(node.kind) == int(tvm.tirx.ForKind.PARALLEL):
+                op = "T.Parallel"
+        if op is not None:
+            found.append((len(spans) - 1, op, spans[-1][0], spans[-1][1], node))
+        return True
+
+    try:
+        tvm.tirx.stmt_functor.pre_order_visit(func.body, visit)
+        sites = []
+        for index, op, filename, line, node in found:
+            if kernel_file and filename != kernel_file:
+                filename, line = kernel_file, _calling_line(op, kernel_file, spans, index)
+                if not line:
+                    continue
+            body = node.value if isinstance(node, tvm.tirx.Evaluate) else node.body
+            sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
+                                          linecache.getline(filename, line).rstrip("\n")))
+    except Exception:  # a kernel the helpers cannot walk: no sites
+        return ()
+    return tuple(sites)
+
+
+def _calling_line(op: str, kernel_file: str, spans: list[tuple[str, int]], index: int) -> int:
+    """The line of ``kernel_file`` that called the library macro whose statement ``spans[index]``
+    is: between the kernel's statements before and after it, the call whose name is the op's
+    (``.mfma(`` for ``tl.tvm_mfma``), else the first call there; 0 when there is none."""
+    import linecache
+
+    before = next((line for f, line in reversed(spans[:index]) if f == kernel_file), 0)
+    after = min((line for f, line in spans[index + 1:] if f == kernel_file and line > before), default=before + 40)
+    word = re.sub(r"^(tvm|ptx|tl)_", "", op.rsplit(".", 1)[-1])
+    calls = [n for n in range(before + 1, after)
+             if re.search(r"\w\s*\(", linecache.getline(kernel_file, n)) and not
+             linecache.getline(kernel_file, n).lstrip().startswith("#")]
+    named = [n for n in calls if re.search(rf"\b{re.escape(word)}\s*\(", linecache.getline(kernel_file, n))]
+    return (named or calls or [0])[0]
 
 
 class _PassTracker:
