@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine with Python >= 3.10:
 #   make lab    creates .venv, installs tilelab, opens JupyterLab on notebooks/
-#   make test   creates .venv, installs tilelab with its test tools, runs the whole suite
+#   make test   creates .venv, installs tilelab with its test tools, runs the lint, then the whole suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -31,7 +31,8 @@ chromium:
 	      || echo "make: could not install chromium; the browser test will skip"; \
 	  else echo "make: chromium is not installed and apt-get is not usable; the browser test will skip"; fi; }
 
-test: $(STAMP) chromium
+# The lint (below) runs first: a ruff or mypy finding fails `make test`.
+test: $(STAMP) chromium lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
@@ -87,5 +88,5 @@ clean:
 # Lint and types (ruff and mypy come with the dev extra; configured in pyproject.toml).
 .PHONY: lint
 lint: $(STAMP)
-	$(BIN)/ruff check tilelab tests
+	$(BIN)/ruff check tilelab tests benchmarks
 	$(BIN)/mypy

@@ -10,7 +10,6 @@ the timed region), the median of --repeat runs. Targets on a 2-core machine: col
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -63,7 +62,8 @@ def main() -> None:
     rows = [
         ("tilelang.lower (plain)", p, "-", "-"),
         ("tilelab.inspect cold", c, f"{c / p:.2f}x plain", "<= 3x plain: " + ("met" if c <= 3 * p else "MISSED")),
-        ("tilelab.inspect warm (new process)", w, f"{w / p:.3f}x plain", "< 50 ms: " + ("met" if w < 0.05 else "MISSED")),
+        ("tilelab.inspect warm (new process)", w, f"{w / p:.3f}x plain",
+         "< 50 ms: " + ("met" if w < 0.05 else "MISSED")),
     ]
     print(f"Hopper fp16 GEMM 1024^3 (128x128x32), sm_90a, median of {args.repeat} fresh processes")
     print(f"{'measurement':38} {'seconds':>10} {'ratio':>16}  target")

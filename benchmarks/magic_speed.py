@@ -41,7 +41,8 @@ def gemm_cell() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3, help="fresh shells for the first re-run and the 50-buffer cell")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="fresh shells for the first re-run and the 50-buffer cell")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
@@ -55,7 +56,8 @@ def main() -> int:
     rounds = []
     for _ in range(opts.rounds):
         out = subprocess.run([sys.executable, __file__, "--child", f"{opts.repeat}"], capture_output=True, text=True,
-                             check=True, env={**os.environ, "TILELAB_CACHE_DIR": tempfile.mkdtemp(prefix="tilelab-bench-")})
+                             check=True,
+                             env={**os.environ, "TILELAB_CACHE_DIR": tempfile.mkdtemp(prefix="tilelab-bench-")})
         rounds.append(json.loads(out.stdout.strip().splitlines()[-1]))
         out = subprocess.run([sys.executable, __file__, "--child", "plain"], capture_output=True, text=True, check=True)
         rounds[-1]["many_lower"] = json.loads(out.stdout.strip().splitlines()[-1])

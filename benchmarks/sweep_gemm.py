@@ -10,7 +10,6 @@ configuration's ratio to torch.matmul at each size; writes the table (JSON) and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path

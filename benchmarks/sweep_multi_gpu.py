@@ -79,8 +79,8 @@ def main() -> int:
     many = list(range(torch.cuda.device_count())) if devices == "all" else list(devices)
     n = args.size
     sizes = {"M": [n], "N": [n], "K": [n]}
-    common = dict(flops=lambda M, N, K: 2.0 * M * N * K, ref=torch.matmul, bench_kwargs={} if args.rep_ms is None else {"rep_ms": args.rep_ms},
-                  force=True)
+    common = dict(flops=lambda M, N, K: 2.0 * M * N * K, ref=torch.matmul,
+                  bench_kwargs={} if args.rep_ms is None else {"rep_ms": args.rep_ms}, force=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -119,7 +119,8 @@ def main() -> int:
     speedup = one_s / all_s
     target = SCALING_TARGET * len(many)
     print()
-    print(f"{len(PARAMS)} configurations of gemm.matmul at {n}^3 fp16, {one.device}, rep_ms={args.rep_ms if args.rep_ms is not None else 'default'}")
+    print(f"{len(PARAMS)} configurations of gemm.matmul at {n}^3 fp16, {one.device}, "
+          f"rep_ms={args.rep_ms if args.rep_ms is not None else 'default'}")
     print(f"  warm-up (compiles included), {len(many)} GPUs: {cold:8.1f} s")
     print(f"  1 GPU  : {one_s:8.1f} s  {len(PARAMS) / one_s:6.3f} configurations/s  ({ok_one} ok)")
     print(f"  {len(many)} GPUs : {all_s:8.1f} s  {len(PARAMS) / all_s:6.3f} configurations/s  ({ok_all} ok), "

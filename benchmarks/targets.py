@@ -12,7 +12,6 @@ most 3x plain lowering on every target. Then the CPU build of the GEMM launched 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess

@@ -164,7 +164,7 @@ def ncu_median_ms(name: str, regex: str) -> tuple[float, list[float]]:
 ACF_THRESHOLD = 0.2
 
 
-def autocorrelation(values) -> "list[float]":
+def autocorrelation(values) -> list[float]:
     """The sample autocorrelation at every lag 0..n-1 (the usual estimator, normalised by lag 0)."""
     import numpy as np
 
@@ -195,7 +195,7 @@ def wander_period(values, threshold: float = ACF_THRESHOLD) -> int | None:
     return first_negative + peak if rest[peak] >= threshold else None
 
 
-def independent_interval(samples) -> "tuple[float, float]":
+def independent_interval(samples) -> tuple[float, float]:
     """The interval a median would get if every launch were an independent look at the clock: the
     order statistics at ranks n/2 -+ 1.96 sqrt(n)/2 (Binomial(n, 1/2)); for comparison only."""
     import math
@@ -205,7 +205,7 @@ def independent_interval(samples) -> "tuple[float, float]":
     return s[max(math.floor(n / 2 - half - 0.5), 0)], s[min(math.ceil(n / 2 + half + 0.5) - 1, n - 1)]
 
 
-def trace_windows(times, window: int) -> "list[dict]":
+def trace_windows(times, window: int) -> list[dict]:
     """bench's interval for each consecutive ``window`` launches of a trace, and whether it holds
     the whole trace's median (the best stand-in for the GPU's sustained time there is); beside
     it, the same for the independent-sample interval."""
@@ -219,12 +219,13 @@ def trace_windows(times, window: int) -> "list[dict]":
         ci = median_interval(times[start:start + window])
         lo, hi = independent_interval(times[start:start + window])
         out.append({"start": start, "median_ms": ci.median, "half_width": ci.relative_half_width,
-                    "batches": ci.batches, "correlated": ci.correlated, "holds_trace_median": ci.low <= centre <= ci.high,
+                    "batches": ci.batches, "correlated": ci.correlated,
+                    "holds_trace_median": ci.low <= centre <= ci.high,
                     "independent_half_width": (hi - lo) / 2 / ci.median, "independent_holds": lo <= centre <= hi})
     return out
 
 
-def _state(result) -> "tuple[float, int, int] | None":
+def _state(result) -> tuple[float, int, int] | None:
     """(median SM MHz, max deg C, throttle mask) of a result's telemetry; None without samples."""
     import statistics
 
@@ -234,7 +235,7 @@ def _state(result) -> "tuple[float, int, int] | None":
     return statistics.median(tele.sm_mhz), max(s[4] for s in tele.samples), tele.throttle_mask
 
 
-def run_to_run_verdict(results) -> "tuple[float, list[str]]":
+def run_to_run_verdict(results) -> tuple[float, list[str]]:
     """The spread of back-to-back calls' medians, (max - min) / median, and sentences that explain
     it with their intervals: two calls agree when their medians are within the sum of their
     half-widths; when two do not, either the telemetry shows the GPU changed state between them
@@ -248,7 +249,8 @@ def run_to_run_verdict(results) -> "tuple[float, list[str]]":
     known = [h / m for h, m in zip(halves, medians) if h is not None]
     lines = [f"spread {100 * spread:.2f}%; intervals " +
              ", ".join(f"+-{100 * h / m:.2f}%" if h is not None else "none" for h, m in zip(halves, medians))
-             + (f": calls agree within the sum of two half-widths, at most {200 * max(known):.2f}% here" if known else "")]
+             + (f": calls agree within the sum of two half-widths, at most {200 * max(known):.2f}% here"
+                if known else "")]
     disagree = 0
     for i in range(len(results)):
         for j in range(i + 1, len(results)):
@@ -295,12 +297,13 @@ def back_to_back_record(key: str, runs) -> dict:
                       "ci_batches": r.ci_batches, "ci_correlated": r.ci_correlated, "n": len(r.samples_ms),
                       "rounds": int(rounds)})
     return {key: [r.median_ms for r in runs], f"{key}_spread": spread, f"{key}_verdict": verdict,
-            f"{key}_calls": calls, f"{key}_warmup": [[n for n in r.notes if "warm" in n or "steady" in n] for r in runs],
+            f"{key}_calls": calls,
+            f"{key}_warmup": [[n for n in r.notes if "warm" in n or "steady" in n] for r in runs],
             f"{key}_telemetry": [r.telemetry.summary() if r.telemetry else None for r in runs],
             f"{key}_results": [r.to_dict() for r in runs]}
 
 
-def back_to_back_lines(rec: dict) -> "tuple[list[str], list[str]]":
+def back_to_back_lines(rec: dict) -> tuple[list[str], list[str]]:
     """The back-to-back table of one kernel's record, and the targets it missed (the steady calls
     of a TileLang kernel must spread under 1%)."""
     lines, missed = [], []
@@ -319,7 +322,8 @@ def back_to_back_lines(rec: dict) -> "tuple[list[str], list[str]]":
             ci = (f"+-{100 * call['ci_half_width']:.2f}% ({call['ci_batches']} batches"
                   + (", likely too narrow" if call["ci_correlated"] else "") + ")"
                   if call["ci_half_width"] is not None else "no interval")
-            lines.append(f"  call {k}: median {call['median_ms']:.4f} ms, 95% interval {ci}, {call['rounds']} round(s), "
+            lines.append(f"  call {k}: median {call['median_ms']:.4f} ms, 95% interval {ci}, "
+                         f"{call['rounds']} round(s), "
                          f"n={call['n']}; telemetry: {tele or 'none'}")
         lines += [f"  {line}" for line in rec[f"{key}_verdict"]]
     for notes in rec.get("back_to_back_warmup", ()):
@@ -422,14 +426,16 @@ def main() -> None:
             # from a GPU already at that steady state (HEAT_S of back-to-back launches), and their
             # order alternates between the runs: otherwise whichever runs first after the idle
             # isolated/ncu phases gets boost clocks (seen on an H100: 3-5% for the GEMM).
-            def do_bench_once():
+            # (The steps run within this iteration; defaults bind its kernel, record and run.)
+            def do_bench_once(fn=fn, rec=rec, run=run):
                 import triton.testing
 
                 heat(fn)
                 rec[f"do_bench_{run}"] = triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms,
                                                                  return_mode="median")
 
-            def sustained_once(isolate: bool = True):
+            def sustained_once(isolate: bool = True, *, fn=fn, rec=rec, run=run, target=target, targs=targs,
+                               flops=flops, nbytes=nbytes, name=name):
                 heat(fn)
                 s = tilelab.bench(target, *targs, mode="sustained", rep_ms=args.rep_ms, flops=flops, bytes=nbytes,
                                   name=name, ci_target=args.ci_target, isolate=isolate)
@@ -470,7 +476,7 @@ def main() -> None:
             rec.update(back_to_back_record(key, runs))
         records.append(rec)
 
-        def pair(key: str) -> tuple[float, float, float]:
+        def pair(key: str, rec: dict = rec) -> tuple[float, float, float]:
             a, b = rec[f"{key}_1"], rec[f"{key}_2"]
             return a, b, abs(a - b) / min(a, b)
 

@@ -39,8 +39,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    import tilelab
     import target_kernels as tk
+
+    import tilelab
 
     cases = [
         ("copy 256x256, 32x32 tiles", copy_kernel(256, 256, 32)),

@@ -259,7 +259,8 @@ def search_table(space: str, autotuner: dict[str, Any], ours: dict[str, Any], re
         same = " (the same configuration)" if retime.get("same") else ""
         verdicts.append(f"side by side: tilelab's best / AutoTuner's best = {retime['ratio']:.4f}{ci_text}{same}, "
                         f"{_fmt(retime.get('ours_ms'), '.4f')} vs {_fmt(retime.get('theirs_ms'), '.4f')} ms in one "
-                        f"window (target <= {BEST_TARGET:g}): " + ("met" if retime["ratio"] <= BEST_TARGET else "NOT met"))
+                        f"window (target <= {BEST_TARGET:g}): "
+                        + ("met" if retime["ratio"] <= BEST_TARGET else "NOT met"))
     lines += verdicts
     for r in (autotuner, ours):
         if r.get("how"):

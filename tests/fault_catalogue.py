@@ -321,9 +321,9 @@ def _tma_refused() -> Outcome:
 
 
 def _tma_misaligned() -> Outcome:
+    import fault_kernels as fk
     import torch
 
-    import fault_kernels as fk
     import tilelab
 
     a = torch.randn(256, 1024, dtype=torch.float16, device="cuda")

@@ -1,7 +1,8 @@
-"""Kernels of our own for the GPU fault tests (tests/test_faults_gpu.py), in a file: TileLang reads
-a kernel's source from its file."""
+"""Our kernels for the GPU fault tests, in a file: TileLang reads a kernel's source from its file."""
+
 
 import tilelang.language as T
+
 
 def clobber(N=4096, block=256):
     @T.prim_func
@@ -18,8 +19,9 @@ def divide(M=256, N=256, block=64):
     def div(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32), C: T.Tensor((M, N), T.float32)):
         with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
             for i, j in T.Parallel(block, block):
-                C[by * block + i, bx * block + j] = (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j]) / (
-                    A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j])
+                C[by * block + i, bx * block + j] = (
+                    (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j])
+                    / (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j]))
     return div
 
 def big_tiles(M=1024, N=1024, K=1024):

@@ -14,10 +14,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 import fault_kernels as fk
+import pytest
 import worker_fakes as fakes
+
 from tilelab import _tma_rules
 from tilelab.launch import KernelLaunchError
 from tilelab.launch import _device_faults as df

@@ -131,7 +131,7 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
 
 
 def _versioned_step(factory, size, config):
-    import stepmod  # noqa: F401  (the module the test edits; imported in the compile process)
+    import stepmod
 
     return functools.partial(stepmod.make, config["block"])
 
@@ -147,7 +147,7 @@ def test_a_kept_compile_process_never_compiles_old_code(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # after the pool started: its processes cannot see it
     import importlib
 
-    import stepmod  # noqa: F401  (the module the test edits; imported in the compile process)
+    import stepmod
 
     second = Recorder()
     table = sweep(factory, {"block": [32]}, {"N": [1024]}, devices=[0], compile_fn=_versioned_step, bench_fn=second,
@@ -878,7 +878,8 @@ def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again
     assert all(r.cached for r in table.rows)
     # nothing measured but the final round: each leader at 2048 once, on the first GPU, those the
     # cached rows say ran on cuda:0 too (a cached label may have named another board back then)
-    assert sorted((b, n, t) for b, n, t, _ in again.calls) == [(b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
+    assert sorted((b, n, t) for b, n, t, _ in again.calls) == [
+        (b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
     assert dict(table.best({"N": 2048}).config) == {"block": 32}
 
 

@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fault_catalogue as catalogue
+import pytest
 from gpu_only import skip_module_without_cuda
 
 pytestmark = pytest.mark.gpu

@@ -35,8 +35,9 @@ def divide_by_difference(M=128, N=128, block=32):
     def div(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32), C: T.Tensor((M, N), T.float32)):
         with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
             for i, j in T.Parallel(block, block):
-                C[by * block + i, bx * block + j] = (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j]) / (
-                    A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j])
+                C[by * block + i, bx * block + j] = (
+                    (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j])
+                    / (A[by * block + i, bx * block + j] - B[by * block + i, bx * block + j]))
 
     return div
 

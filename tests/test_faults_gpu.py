@@ -16,7 +16,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from gpu_only import skip_module_without_cuda
 
 pytestmark = pytest.mark.gpu

@@ -10,10 +10,7 @@ import torch
 from gemm_dynamic import matmul_dynamic_m
 
 import tilelab
-from tilelab.launch import _inputs
-from gemm_dynamic import matmul_dynamic_m
-
-from tilelab.launch import BenchResult, SweepTable
+from tilelab.launch import BenchResult, SweepTable, _inputs
 from tilelab.launch.sweep import sweep
 from tilelab.render import plots
 
@@ -454,8 +451,7 @@ def test_sweep_shows_progress_for_compiles_and_benchmarks(record_progress):
 
 
 def test_ceilings_cache_is_keyed_by_device_driver_and_torch(tmp_path):
-    from tilelab.launch import _ceilings
-    from tilelab.launch import Ceilings
+    from tilelab.launch import Ceilings, _ceilings
 
     path = tmp_path / "ceilings.json"
     h100 = Ceilings("NVIDIA H100 80GB HBM3", 3000.0, 750.0, driver="580.159.04", torch_version="2.11.0")

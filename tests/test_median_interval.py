@@ -10,7 +10,7 @@ import statistics
 import pytest
 from fake_gpu import FakeGpu
 
-from tilelab.launch import _api, _bench, _stability
+from tilelab.launch import BenchResult, _api, _bench, _stability
 from tilelab.launch._bench import BenchOptions
 from tilelab.launch._stability import (
     T_QUANTILE,
@@ -21,7 +21,6 @@ from tilelab.launch._stability import (
     median_interval,
     relative_half_width,
 )
-from tilelab.launch import BenchResult
 
 
 def binomial_interval(samples, z=1.96):

@@ -11,9 +11,8 @@ import pytest
 from fake_gpu import FakeGpu, WanderingGpu
 
 from tilelab._errors import BaselineError, OptionError
-from tilelab.launch import _bench, _ratio
+from tilelab.launch import BenchResult, SweepTable, _bench, _ratio
 from tilelab.launch._options import BenchOptions
-from tilelab.launch import BenchResult, SweepTable
 from tilelab.launch.sweep import sweep
 
 QUIET = dict(telemetry=False, flush_l2=False)

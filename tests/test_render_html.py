@@ -13,13 +13,13 @@ import gzip
 import html
 import re
 import sys
-from pathlib import Path
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
+from groundtruth import DRIVER_SWIZZLE, cython_tma_fields, device_wgmma
 
 import tilelab
-from groundtruth import DRIVER_SWIZZLE, cython_tma_fields, device_wgmma
 from tilelab import (
     Argument,
     DeviceKernel,
@@ -33,7 +33,6 @@ from tilelab import (
 )
 from tilelab.render import html as render_module
 from tilelab.render.html import SECTIONS, default_sections, render_html, report_id, section_body
-
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -75,7 +74,8 @@ def hostile_report() -> KernelReport:
     return KernelReport(
         name=EVIL,
         target="sm_90a",
-        kernels=(DeviceKernel(name=EVIL, grid=(8, "m // 128", 1), block=(256, 1, 1), dynamic_shared_memory_bytes=49152),),
+        kernels=(DeviceKernel(name=EVIL, grid=(8, "m // 128", 1), block=(256, 1, 1),
+                              dynamic_shared_memory_bytes=49152),),
         sources=Sources(
             device=f"// kernel comment {SCRIPT}\n__global__ void k() {{ /* {IMG} */ }}\n",
             launchers=(
@@ -245,7 +245,8 @@ def test_sources_are_complete_and_each_section_is_a_tab():
         # line left out is in a folded gap that names its lines, and the block carries the whole
         # text (gzip, base64) from which the page draws a gap when it is opened.
         start = out.index(f'<details class="tl-sub" id="{prefix}"')
-        end = min(i for i in (out.find('<details class="tl-sub" id=', start + 1), out.find("</section>", start)) if i > 0)
+        end = min(i for i in (out.find('<details class="tl-sub" id=', start + 1), out.find("</section>", start))
+                  if i > 0)
         block = re.match(r'<details class="tl-sub" id="[^"]+"( open)? data-z="([^"]+)">(.*)', out[start:end], re.S)
         assert block, prefix
         assert (block.group(1) is not None) == whole, prefix
@@ -260,7 +261,8 @@ def test_sources_are_complete_and_each_section_is_a_tab():
         missing = sorted(set(range(1, len(source_lines) + 1)) - set(drawn))
         assert missing and sorted(n for a, k in gaps for n in range(a, a + k)) == missing, prefix
         calls = [n for n, line in enumerate(source_lines, 1)
-                 if re.search(r"cuTensorMapEncodeTiled\(|cuLaunchKernel\(|cudaLaunchKernelEx\(|create_tensor_map_tiled\(|"
+                 if re.search(r"cuTensorMapEncodeTiled\(|cuLaunchKernel\(|cudaLaunchKernelEx\("
+                              r"|create_tensor_map_tiled\(|"
                               r"TVMFFIFunctionCall\((?:__tvm_tensormap_create_tiled|gemm_kernel)_packed", line)]
         assert calls and set(calls) <= set(drawn), prefix
         assert len(drawn) < 0.7 * len(source_lines), prefix  # it opens at those calls, not at the boilerplate
@@ -273,10 +275,12 @@ def test_sources_are_complete_and_each_section_is_a_tab():
         shown = name in default_sections(report) and name not in ("lines", "ptx", "sass", "ir", "mfma")
         assert (f'<label for="{rid}-t-{name}">' in tabs) == shown, name
         assert (f'<section class="tl-panel" id="{rid}-{name}" data-tab="{rid}-t-{name}">' in out) == shown, name
-        assert bool(re.search(rf'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{name}"', out)) == shown
+        radio = rf'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{name}"'
+        assert bool(re.search(radio, out)) == shown
     # the first tab's radio is the checked one; CSS shows the panel of the checked radio
     assert out.count(" checked ") == 1 and f'id="{rid}-t-summary" checked' in out
-    assert f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma{{" in out or f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma," in out
+    assert (f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma{{" in out
+            or f"#{rid}-t-tma:checked~.tl-panels>#{rid}-tma," in out)
     assert re.search(rf'<details class="tl-sub" id="{rid}-src-tvm_ffi-0" open[ >]', out)
     cuda = re.search(rf'<section class="tl-panel" id="{rid}-cuda"[^>]*>(.*?)</section>', out, re.S).group(1)
     assert cuda.count("<details") == 1 and f'data-src="{rid}-cuda"' in cuda  # its own fold only
@@ -433,7 +437,8 @@ def test_layouts_use_the_svg_drawing_or_fall_back_to_a_table(monkeypatch):
     monkeypatch.setitem(sys.modules, "tilelab.render.svg", None)  # import fails
     from tilelab.render import html as render
 
-    fallback = render.layouts_html.__wrapped__(report) if hasattr(render.layouts_html, "__wrapped__") else render.layouts_html(report)
+    fallback = (render.layouts_html.__wrapped__(report) if hasattr(render.layouts_html, "__wrapped__")
+                else render.layouts_html(report))
     cells = re.findall(r"<td>(\d+)</td>", fallback)
     assert cells == ["0", "1", "3", "2"]  # the offsets, row by row
 
@@ -464,7 +469,8 @@ def test_sources_read_line_by_line_without_styles():
     for key, text in sources.items():
         source = text.split("\n")
         # a launcher drawn in part is several <pre>s, each numbered from its first line
-        pres = re.findall(rf'<pre class="tl-src" data-src="{prefixes[key]}" data-first="(\d+)"[^>]*>.*?</pre>', out, re.S)
+        pres = re.findall(rf'<pre class="tl-src" data-src="{prefixes[key]}" data-first="(\d+)"[^>]*>.*?</pre>',
+                          out, re.S)
         blocks = re.findall(rf'(<pre class="tl-src" data-src="{prefixes[key]}"[^>]*>.*?</pre>)', out, re.S)
         assert pres and len(pres) == len(blocks), key
         if key == "cuda":
@@ -503,7 +509,8 @@ def test_extra_sections_are_appended_as_tabs_with_escaped_titles():
     out = render_html(report, extra=(("Timing <b>", "<p>1.00 ms</p>"),))
     rid = report_id(report)
     section = re.search(rf'<section class="tl-panel" id="{rid}-timing-b"[^>]*><details class="tl-fold">'
-                        rf'<summary><h3 class="tl-ptitle"[^>]*>(.*?)</h3></summary>(.*?)</details></section>', out, re.S)
+                        rf'<summary><h3 class="tl-ptitle"[^>]*>(.*?)</h3></summary>(.*?)</details></section>',
+                        out, re.S)
     assert section and section.group(1) == "Timing &lt;b&gt;" and section.group(2) == "<p>1.00 ms</p>"
     assert f'<label for="{rid}-t-timing-b">Timing &lt;b&gt;</label>' in out
     assert out.index("Arguments") < out.index("Timing &lt;b&gt;")
@@ -603,7 +610,8 @@ def test_the_lowering_table_cuts_cuda_at_a_token_with_an_ellipsis_and_links_cell
     device = report.sources.device.split("\n")
     cells = cell.split("\n")
     for op in report.lowering.ops:
-        row = next(r for r in re.findall(r"<tr[^>]*>.*?</tr>", table, re.S) if f"<code>{html.escape(op.op)}</code>" in r)
+        row = next(r for r in re.findall(r"<tr[^>]*>.*?</tr>", table, re.S)
+                   if f"<code>{html.escape(op.op)}</code>" in r)
         if op.evidence_line:
             full = " ".join(device[op.evidence_line - 1].split())
             shown = html.unescape(re.search(r'<code class="tl-muted">(.*?)</code>', row).group(1))
@@ -646,11 +654,13 @@ def test_where_styles_are_stripped_the_page_reads_as_folded_titled_sections():
     assert "jupyter trust NOTEBOOK.ipynb" in note and "Trust Notebook" in note
     assert ".tilelab-report .tl-untrusted{display:none}" in style
     # every panel a titled <details>, the first open; the stylesheet shows a folded panel's content
-    panels = re.findall(rf'<section class="tl-panel" id="{rid}-([\w-]+)" data-tab="{rid}-t-\1"><details class="tl-fold"( open)?>'
+    panels = re.findall(rf'<section class="tl-panel" id="{rid}-([\w-]+)" data-tab="{rid}-t-\1">'
+                        r'<details class="tl-fold"( open)?>'
                         r'<summary><h3 class="tl-ptitle" style="display:inline">([^<]*)</h3></summary>', out)
     assert [p[0] for p in panels] == list(default_sections(report))
     assert [bool(p[1]) for p in panels] == [True] + [False] * (len(panels) - 1)
-    assert [html.unescape(p[2]) for p in panels] == [render_module.section_title(report, n) for n in default_sections(report)]
+    assert [html.unescape(p[2]) for p in panels] == [render_module.section_title(report, n)
+                                                      for n in default_sections(report)]
     assert ".tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}" in style
 
 
@@ -666,7 +676,8 @@ def test_show_keeps_the_other_sections_for_links():
     # the rows still link to the cell, the CUDA and every launcher, and each link lands
     row = re.search(rf'<tr id="{rid}-tma-0"[^>]*>(.*?)</tr>', out, re.S).group(1)
     hrefs = re.findall(r'href="#([^"]+)"', row)
-    assert any("-cuda-L" in h for h in hrefs) and any("-cell-L" in h for h in hrefs) and any("-src-" in h for h in hrefs)
+    assert (any("-cuda-L" in h for h in hrefs) and any("-cell-L" in h for h in hrefs)
+            and any("-src-" in h for h in hrefs))
     ids = {a.get("id") for _, a in parse(out).tags if a.get("id")}
     assert all(h in ids for h in hrefs)
     # the sections without a tab are there, after the shown ones, each with a radio for its link to select

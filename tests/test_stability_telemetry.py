@@ -3,8 +3,8 @@ tested in test_median_interval.py."""
 
 import pytest
 
-from tilelab.launch._telemetry import NvmlSampler, Telemetry
 from tilelab.launch import BenchResult
+from tilelab.launch._telemetry import NvmlSampler, Telemetry
 from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
 

@@ -181,7 +181,7 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
     assert lowered_here == []  # no pruning pass in the caller
     assert table.best_config() == good[3]  # block_N=128, 3 stages: the known fastest
     pruned = {dict(r.config)["threads"]: r for r in table.rows if r.stage == "pruned"}
-    assert set(pruned) == {256, 96} and all(r.rung is None and r.measured_as is None for r in pruned.values())
+    assert set(pruned) == {256, 96} and all(r.rung is None and r.measured_as == "" for r in pruned.values())
     assert "524288" in pruned[256].error and "a launch would fail" in pruned[256].error
     assert "[no-warp-partition]" in pruned[96].error
     assert {p["block"] for p in timed} <= {64, 128}

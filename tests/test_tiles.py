@@ -6,8 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tilelab.launch import _tiles  # noqa: E402
-from tilelab.launch import OutputCheck, RunResult, TileMap  # noqa: E402
+from tilelab.launch import OutputCheck, RunResult, TileMap, _tiles  # noqa: E402
 from tilelab.render.tiles import tile_map_html, tile_map_text  # noqa: E402
 
 

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import timeline_kernels
 
 import tilelab
 from tilelab import _tilelang
@@ -22,8 +23,6 @@ from tilelab._timeline_model import BlockTime, Flow, Timeline
 from tilelab._timeline_rewrite import END, KERNEL_END, KERNEL_START, RewriteError, Site, instrument
 from tilelab._toolchain import find_toolchain
 from tilelab.kernels.gemm import matmul
-
-import timeline_kernels
 
 CUDA = Path("/usr/local/cuda")
 TOOLS = find_toolchain(CUDA)
@@ -47,7 +46,8 @@ def lowered(name: str):
         source = _tilelang.timeline_device_source(func, arch)
         ins = instrument(source, ops=_tilelang.timeline_ops(func), cell_file=_tilelang.kernel_file(func), blocks=32,
                          traced_blocks=(0, 5))
-        plain = _tilelang.lower(_tilelang.resolve_kernel(func), arch, out_idx=None, pass_configs={}, backends=()).device_source
+        plain = _tilelang.lower(_tilelang.resolve_kernel(func), arch, out_idx=None, pass_configs={},
+                                backends=()).device_source
         _CACHE[name] = (func, arch, source, ins, plain)
     return _CACHE[name]
 
@@ -148,7 +148,8 @@ def test_the_sm80_cp_async_pipeline_has_no_producer_and_marks_its_issue_wait_and
     assert {s.kind for s in in_loop} == {"barrier_wait", "copy_issue", "mma"}
     assert {s.multiplicity for s in in_loop} == {trip}
     issue = next(s for s in in_loop if s.kind == "copy_issue")
-    assert issue.cell_line == line_of(GEMM_PY, "T.copy(A[by") and "cp_async_gs" in plain_line(plain, issue.device_line + 1)
+    assert issue.cell_line == line_of(GEMM_PY, "T.copy(A[by")
+    assert "cp_async_gs" in plain_line(plain, issue.device_line + 1)
     wait = next(s for s in in_loop if s.stage == "full")
     assert "cp_async_wait" in plain_line(plain, wait.device_line)
     mma = next(s for s in in_loop if s.kind == "mma")
@@ -184,7 +185,8 @@ def test_the_instrumented_source_compiles_with_no_spill_and_no_serialised_wgmma(
         assert done.returncode == 0, done.stderr[-3000:]
         logs[which] = done.stderr + done.stdout
     regs = {w: int(re.search(r"Used (\d+) registers", log).group(1)) for w, log in logs.items()}
-    spills = {w: re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups() for w, log in logs.items()}
+    spills = {w: re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups()
+              for w, log in logs.items()}
     print(f"{name}: registers plain {regs['plain']}, instrumented {regs['instrumented']}; spills {spills}")
     assert spills["instrumented"] == ("0", "0") == spills["plain"]
     assert not re.search(r"C75\d\d|wgmma.*serializ", logs["instrumented"], re.IGNORECASE), logs["instrumented"]
@@ -193,7 +195,6 @@ def test_the_instrumented_source_compiles_with_no_spill_and_no_serialised_wgmma(
 
 def test_the_postproc_hook_is_put_back_as_it_was():
     import tvm_ffi
-
     from tilelang.engine.callback import register_cuda_postproc
 
     seen = []

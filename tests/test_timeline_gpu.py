@@ -8,19 +8,17 @@ import math
 import pickle
 
 import pytest
-
 from gpu_only import skip_module_without_cuda
 
 skip_module_without_cuda(__name__)
 
 import tilelang  # noqa: E402
+import timeline_kernels  # noqa: E402
 import torch  # noqa: E402
 
 import tilelab  # noqa: E402
 from tilelab.kernels.gemm import matmul  # noqa: E402
 from tilelab.launch import _timeline as launch_timeline  # noqa: E402
-
-import timeline_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 HOPPER = torch.cuda.get_device_capability()[0] >= 9
@@ -149,7 +147,8 @@ def test_the_instrumented_kernel_stays_out_of_tilelangs_caches():
 @needs_hopper
 def test_the_overhead_is_measured_side_by_side():
     tl = tilelab.timeline(matmul(2048, 2048, 2048))
-    print(f"overhead {tl.overhead:+.2%}: {tl.instrumented_ms:.4f} ms vs {tl.plain_ms:.4f} ms; capture {tl.capture_s:.1f} s")
+    print(f"overhead {tl.overhead:+.2%}: {tl.instrumented_ms:.4f} ms vs {tl.plain_ms:.4f} ms; "
+          f"capture {tl.capture_s:.1f} s")
     assert tl.plain_ms > 0 and tl.instrumented_ms > 0
     assert tl.overhead == pytest.approx(tl.instrumented_ms / tl.plain_ms - 1)
 
@@ -188,7 +187,8 @@ def test_the_pipelining_lesson_shows_the_producer_run_further_ahead_with_4_stage
 
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "05_pipelining_and_tma.ipynb"
     cells = json.loads(notebook.read_text())["cells"]
-    (source,) = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "tilelab.timeline(" in "".join(c["source"])]
+    (source,) = ["".join(c["source"]) for c in cells
+                 if c["cell_type"] == "code" and "tilelab.timeline(" in "".join(c["source"])]
     ip.run_cell("import tilelab\nfrom IPython.display import display")
     result = ip.run_cell(source)
     assert result.success, result.error_in_exec

@@ -101,7 +101,8 @@ class LauncherSource(Record):
     text: str | None
     reason: str | None = None
     language: str = "c++"  # "c", "c++" or "python": what a highlighter should use
-    extra: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)  # further named texts (cutedsl: the C++ launcher)
+    # further named texts (cutedsl: the C++ launcher)
+    extra: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)
 
 
 @dataclass(frozen=True)

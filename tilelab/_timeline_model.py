@@ -151,7 +151,7 @@ class Timeline(Displayed):
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Timeline":
+    def load(cls, path: str | Path) -> Timeline:
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:
@@ -203,7 +203,7 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
             what = f"warp {s.warp}" if per_warp else f"warp group {s.warp_group}"
             events.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": key[1],
                            "args": {"name": f"{what} ({s.role})"}})
-    for i, s in enumerate(tl.spans):
+    for s in tl.spans:
         args: dict[str, Any] = {"kind": s.kind, "warp": s.warp, "role": s.role}
         if s.iteration is not None:
             args["iteration"] = s.iteration
@@ -226,14 +226,15 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
     if tl.blocks:
         events.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
                        "args": {"name": f"{tl.kernel} grid: every block, by SM"}})
-        for b in tl.blocks:
-            events.append({"ph": "X", "name": f"block {b.block}", "cat": "block", "ts": b.start_ns / 1e3,
-                           "dur": max(b.end_ns - b.start_ns, 0.0) / 1e3, "pid": 0, "tid": b.sm,
-                           "args": {"index": b.index}})
+        for blk in tl.blocks:
+            events.append({"ph": "X", "name": f"block {blk.block}", "cat": "block", "ts": blk.start_ns / 1e3,
+                           "dur": max(blk.end_ns - blk.start_ns, 0.0) / 1e3, "pid": 0, "tid": blk.sm,
+                           "args": {"index": blk.index}})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"kernel": tl.kernel, "device": tl.device, "dropped": tl.dropped,
                           "clock_ghz": tl.clock_ghz}}
 
 
 
-__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary", "WAIT_KINDS"]
+__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
+           "WAIT_KINDS"]

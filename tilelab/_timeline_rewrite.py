@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ._records import Record
 
@@ -45,7 +46,8 @@ CLOCK_BITS = 48
 DEFAULT_CAPACITY = 1 << 14  # records per warp where a loop's trip count is not a constant
 
 BIND = re.compile(r"^\s*TLT_BIND\((\w+)\);\s*$")
-_KERNEL_DEF = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\((\d+)(?:,\s*\d+)?\) )?(\w+)\((.*)\) \{\s*$')
+_KERNEL_DEF = re.compile(r'^extern "C" __global__ void '
+                         r'(?:__launch_bounds__\((\d+)(?:,\s*\d+)?\) )?(\w+)\((.*)\) \{\s*$')
 _LINE = re.compile(r'^\s*#line (\d+) "(.*)"\s*$')
 _FOR = re.compile(r"^\s*for \((?:int|int64_t|long long) (\w+) = (-?\d+); \1 < (-?\d+); \+\+\1\) \{$")
 _FOR_ANY = re.compile(r"^\s*for \(")
@@ -126,8 +128,8 @@ class Node:
     lo: int  # first line (its #pragma / #line prefix included)
     head: int  # the statement's own first line
     hi: int  # last line
-    children: list["Node"] = field(default_factory=list)  # block body (the then-branch of an if)
-    orelse: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)  # block body (the then-branch of an if)
+    orelse: list[Node] = field(default_factory=list)
     else_line: int | None = None
 
     @property
@@ -416,14 +418,14 @@ class _Builder:
             self.end_after(pending_end)
         # the epilogue: what follows the last phase of the kernel's top level (or a branch of it)
         if placed and last_phase is not None and top:
-            rest = [n for n in nodes[nodes.index(last_phase) + 1:]]
-            if rest:
-                first = rest[0]
-                line = next((self.cell_line_near(n.head) for n in rest if self.cell_line_near(n.head)), None)
+            after = nodes[nodes.index(last_phase) + 1:]
+            if after:
+                first_after = after[0]
+                line = next((self.cell_line_near(n.head) for n in after if self.cell_line_near(n.head)), None)
                 op = next((o for o in self.namer.ops if o.get("line") == line), None) if line else None
                 label = "epilogue" + (f": {_op_label(op)} L{line}" if op else (f" L{line}" if line else ""))
-                sid = self.site("epilogue", label, first.head, role, loops, line)
-                self.mark_before(first, sid)
+                sid = self.site("epilogue", label, first_after.head, role, loops, line)
+                self.mark_before(first_after, sid)
         return placed
 
     def _branch_roles(self, node: Node) -> tuple[str, str]:

@@ -90,9 +90,9 @@ def parse_raw_csv(text: str) -> list[dict[str, tuple[float | str | None, str]]]:
     header, units, data = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
     if units and units[0].strip() not in ("", "ID") and _number(units[0]) is not None:
         data, units = rows[1:], [""] * len(header)  # no unit row
-    out = []
+    out: list[dict[str, tuple[float | str | None, str]]] = []
     for row in data:
-        record = {}
+        record: dict[str, tuple[float | str | None, str]] = {}
         for i, name in enumerate(header):
             raw = row[i] if i < len(row) else ""
             num = _number(raw)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import pickle
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .._errors import TilelabError
 from .._timeline_model import Timeline
@@ -149,7 +150,7 @@ def _grid(dims: Any, bound: dict[str, int], name: str) -> tuple[int, int, int]:
 
 def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, isolate: bool = False) -> Capture:
     """Compile the plain and the instrumented kernel, launch, read the record buffer."""
-    import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
+    import tilelang
     import torch
 
     from .. import _tilelang

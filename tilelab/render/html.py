@@ -145,7 +145,8 @@ def _tab_css(rid: str, names: Sequence[str]) -> str:
             f".tilelab-report {active.replace(',', ',.tilelab-report ')}"
             "{border-color:var(--jp-border-color1,#bbb);background:var(--jp-layout-color1,#fff);font-weight:600;"
             "margin-bottom:-1px}"
-            f".tilelab-report {focus.replace(',', ',.tilelab-report ')}{{outline:2px solid var(--jp-brand-color1,#1976d2)}}")
+            f".tilelab-report {focus.replace(',', ',.tilelab-report ')}"
+            "{outline:2px solid var(--jp-brand-color1,#1976d2)}")
 
 
 # One click handler on the page's root (it runs where the page is trusted: JupyterLab's trusted
@@ -162,11 +163,13 @@ _FOLLOW_JS = (
     "if(g){var q=g.nextElementSibling;if(z&&q&&!q.firstChild&&window.DecompressionStream)"
     "new Response(new Blob([Uint8Array.from(atob(z.dataset.z),function(c){return c.charCodeAt(0)})]).stream()"
     ".pipeThrough(new DecompressionStream('gzip'))).text().then(function(t){if(q.tagName!='PRE'){q.innerHTML=t;return}"
-    "var L=t.split('\\n'),a=+q.dataset.first;q.style.counterReset='tl-ln '+(a-1);for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
+    "var L=t.split('\\n'),a=+q.dataset.first;q.style.counterReset='tl-ln '+(a-1);"
+    "for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
     "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
     "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
     "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');if(!t)return;"
-    "var p=t.closest('.tl-panel');if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
+    "var p=t.closest('.tl-panel');"
+    "if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
     "this.querySelectorAll('.tl-hit').forEach(function(e){e.classList.remove('tl-hit')});t.classList.add('tl-hit');"
     "event.preventDefault();requestAnimationFrame(function(){t.scrollIntoView({block:'center',inline:'nearest'})})"
@@ -264,7 +267,8 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
                      root_id=rid, css=_tab_css(rid, [slug for slug, _, _, _ in panels]), onclick=_FOLLOW_JS)
     if standalone:
         return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
-                "<style>body{margin:0;background:#fff}@media (prefers-color-scheme: dark){body{background:#111}}</style>"
+                "<style>body{margin:0;background:#fff}"
+                "@media (prefers-color-scheme: dark){body{background:#111}}</style>"
                 + page_html)
     return page_html
 

@@ -61,7 +61,8 @@ ROOT_CSS = """
 .tilelab-report table.tl-table td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tilelab-report code{font-family:var(--jp-code-font-family,monospace)}
 .tilelab-report tr.tl-problem td,.tilelab-report .tl-problems li{background:rgba(229,57,53,.16)}
-.tilelab-report tr.tl-problem td:first-child,.tilelab-report .tl-problems li{box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
+.tilelab-report tr.tl-problem td:first-child,.tilelab-report .tl-problems li{\
+box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report tr:target td{outline:2px solid var(--jp-brand-color1,#1976d2)}
 .tilelab-report tr{scroll-margin:3em 0}
 .tilelab-report .tl-ok{color:var(--jp-success-color1,#2e7d32)}
@@ -87,7 +88,8 @@ ROOT_CSS = """
 .tilelab-report details.tl-fold>summary{list-style:none;pointer-events:none;margin:8px 0 4px}
 .tilelab-report details.tl-fold>summary::-webkit-details-marker{display:none}
 .tilelab-report .tl-picture svg,.tilelab-report .tl-zoomable svg{max-width:100%;height:auto}
-.tilelab-report .tl-zoom:checked~.tl-picture svg,.tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
+.tilelab-report .tl-zoom:checked~.tl-picture svg,\
+.tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
 .tilelab-report details.tl-gap>summary{cursor:pointer;color:var(--jp-ui-font-color2,#555)}
 .tilelab-report tr.tl-slow td:first-child{box-shadow:inset 3px 0 0 var(--jp-warn-color1,#f57c00)}
 .tilelab-report .tl-diff-cell{background:rgba(255,179,0,.28)}

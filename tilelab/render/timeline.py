@@ -77,7 +77,7 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
     t0 = min(s.start_ns for s in tl.spans)
     t1 = max(s.end_ns for s in tl.spans)
     scale = CHART_W / max(t1 - t0, 1.0)
-    rows: dict[tuple, int] = {}
+    rows: dict[tuple, float] = {}
     lane_top: dict[tuple, float] = {}
     y = 18.0
     out: list[str] = []
@@ -96,11 +96,11 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
     index = {id(s): i for i, s in enumerate(tl.spans)}
     for s in tl.spans:
         x = LABEL_W + (s.start_ns - t0) * scale
-        w = max(s.duration_ns * scale, 0.5)
+        span_w = max(s.duration_ns * scale, 0.5)
         top = rows[(s.block, s.warp)]
         kind = s.kind if s.kind in KIND_STYLE else "kernel"
         rect = (f'<rect class="tlt-k-{kind}" data-span="{index[id(s)]}" x="{x:.2f}" y="{top + 1:.1f}" '
-                f'width="{w:.2f}" height="{ROW_H - 2}"><title>{esc(span_title(s, tl.cell_file))}</title></rect>')
+                f'width="{span_w:.2f}" height="{ROW_H - 2}"><title>{esc(span_title(s, tl.cell_file))}</title></rect>')
         target = links(s) if links is not None else None
         out.append(f'<a href="{esc(target)}">{rect}</a>' if target else rect)
     for f in tl.flows:
@@ -114,9 +114,9 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
         t = (t1 - t0) * n / 4
         out.append(f'<text class="tlt-text" x="{LABEL_W + t * scale - (20 if n == 4 else 0):.1f}" y="11">'
                    f"{esc(_ns(t))}</text>")
-    height = y + 4
+    svg_h = y + 4
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-chart" width="{LABEL_W + CHART_W + 4}" '
-            f'height="{height:.0f}" viewBox="0 0 {LABEL_W + CHART_W + 4} {height:.0f}" role="img" '
+            f'height="{svg_h:.0f}" viewBox="0 0 {LABEL_W + CHART_W + 4} {svg_h:.0f}" role="img" '
             f'aria-label="timeline of {esc(tl.kernel)}"><style>{CSS}</style>{"".join(out)}</svg>')
 
 
@@ -137,7 +137,8 @@ def grid_svg(tl: Timeline) -> str:
         cls = "tlt-k-tma_issue" if b.block in traced else "tlt-k-kernel"
         out.append(f'<rect class="{cls}" data-block="{b.index}" x="{LABEL_W + b.start_ns * scale:.2f}" '
                    f'y="{14 + row[b.sm] * GRID_ROW_H}" width="{max((b.end_ns - b.start_ns) * scale, 0.5):.2f}" '
-                   f'height="{GRID_ROW_H - 0.5}"><title>{esc(f"block {b.block} on SM {b.sm}: {_ns(b.start_ns)} to {_ns(b.end_ns)}")}'
+                   f'height="{GRID_ROW_H - 0.5}">'
+                   f'<title>{esc(f"block {b.block} on SM {b.sm}: {_ns(b.start_ns)} to {_ns(b.end_ns)}")}'
                    "</title></rect>")
     height = 16 + len(sms) * GRID_ROW_H
     label = f"grid: {len(tl.blocks)} blocks on {len(sms)} SMs (traced blocks in colour), 0 to {_ns(t1)}"
@@ -171,7 +172,8 @@ def summary_html(tl: Timeline) -> str:
         if s.run_ahead is not None:
             facts.append(f"producer run-ahead: {s.run_ahead:.2f} stages issued beyond the one a consumer waits for, "
                          "on average, when it starts waiting")
-        facts.append(f"grid: {_ns(s.grid_ns)} on {s.sms} SMs; block start skew in the first wave {_ns(s.start_skew_ns)}; "
+        facts.append(f"grid: {_ns(s.grid_ns)} on {s.sms} SMs; "
+                     f"block start skew in the first wave {_ns(s.start_skew_ns)}; "
                      f"tail (first SM idle to grid end) {_ns(s.tail_ns)}")
     if tl.overhead is not None:
         facts.append(f"instrumentation overhead: {tl.overhead:+.1%} (median {tl.instrumented_ms:.4f} ms instrumented "

@@ -141,7 +141,7 @@ def _pruned_in_task(row: SweepRow) -> SweepRow:
     measured in any rung, as a row pruned before the sweep)."""
     prefix = "Pruned: "
     if row.stage == "compile" and row.error and row.error.startswith(prefix):
-        return dataclasses.replace(row, stage="pruned", error=row.error[len(prefix):], rung=None, measured_as=None)
+        return dataclasses.replace(row, stage="pruned", error=row.error[len(prefix):], rung=None, measured_as="")
     return row
 
 
@@ -259,6 +259,8 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         opts = dataclasses.replace(opts, devices=[gpu], force=True)
     pooled = opts.devices is not None or opts.client is not None
     rung0_opts = opts
+    pruned_rows: list[SweepRow]
+    notes: list[str]
     if prune_first and pooled:  # each compile task inspects its configuration first
         from ... import _tilelang
         from ._tasks import default_compile_step
@@ -340,7 +342,8 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             fastest = ok[0].median_ms if ok else None
             survivors = {_config_key(r.config) for r in keep}
             for r in measured:
-                if r.ok and r.label is None and _config_key(r.config) not in survivors and fastest:
+                if (r.ok and r.label is None and _config_key(r.config) not in survivors and fastest
+                        and r.median_ms is not None):
                     r = dataclasses.replace(r, cut=f"cut after rung {rung}: {r.median_ms / fastest:.3f}x the fastest "
                                                    f"of that rung ({r.median_ms:.4f} vs {fastest:.4f} ms)")
                 rows.append(r)
