@@ -69,7 +69,7 @@ def copy_shapes_differ(M=256, N=256):
 def float_extent():
     @T.prim_func
     def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             tile = T.alloc_shared((256 / 2,), T.float32)
             T.copy(A, tile)  # <- non-integer-shape
             T.copy(tile, B)
@@ -82,7 +82,7 @@ def fragment_of_runtime_size():
 
     @T.prim_func
     def k(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             frag = T.alloc_fragment((n,), T.float32)  # <- symbolic-fragment
             T.copy(A, frag)
             T.copy(frag, B)
@@ -93,7 +93,7 @@ def fragment_of_runtime_size():
 def reduce_keeps_dim():
     @T.prim_func
     def k(A: T.Tensor((128, 128), T.float32), B: T.Tensor((128,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             frag = T.alloc_fragment((128, 128), T.float32)
             row = T.alloc_fragment((128, 2), T.float32)
             T.copy(A, frag)
@@ -106,7 +106,7 @@ def reduce_keeps_dim():
 def one_index_for_two_dims():
     @T.prim_func
     def k(A: T.Tensor((128, 128), T.float32), B: T.Tensor((128, 128), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             for i, j in T.Parallel(128, 128):
                 B[i, j] = A[i]  # <- index-rank
 
@@ -116,7 +116,7 @@ def one_index_for_two_dims():
 def halving_layout():
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             tile = T.alloc_shared((64, 64), T.float16)
             T.annotate_layout({tile: T.Layout((64, 64), lambda i, j: [i // 2, j])})  # <- layout-not-injective
             T.copy(A, tile)
@@ -128,7 +128,7 @@ def halving_layout():
 def row_max_indexed_by_column():
     @T.prim_func
     def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             a = T.alloc_shared((128, 64), T.float16)
             b = T.alloc_shared((64, 128), T.float16)
             scores = T.alloc_fragment((128, 128), T.float32)
@@ -150,7 +150,7 @@ def grid_from_unbound_size():
 
     @T.prim_func
     def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
-        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:  # <- unbound-symbol
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as _bx:  # <- unbound-symbol
             for i in T.Parallel(128):
                 B[i] = A[i]
 
@@ -169,7 +169,7 @@ def loop_outside_kernel():
 def fill_with_text():
     @T.prim_func
     def k(A: T.Tensor((128,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             frag = T.alloc_fragment((128,), T.float32)
             T.fill(frag, "0")
             T.copy(frag, A)
@@ -180,7 +180,7 @@ def fill_with_text():
 def intrinsic_by_name():
     @T.prim_func
     def k(A: T.Tensor((16, 16), T.float16), C: T.Tensor((16, 16), T.float32)):
-        with T.Kernel(1, threads=64) as bx:
+        with T.Kernel(1, threads=64) as _bx:
             T.call_intrin("handle", "tl.tvm_mfma", 0)  # <- string-intrinsic
 
     return k
@@ -199,7 +199,7 @@ def typo_in_body(M=256):
 def copy_with_extra_arguments():
     @T.prim_func
     def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             tile = T.alloc_shared((128, 64), T.float16)
             T.copy(A, tile)
             T.copy(tile, B, 1, 2, 3, 4)  # <- wrong-arguments
@@ -287,7 +287,7 @@ def column_max_in_a_serial_loop():
 
     @T.prim_func
     def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16), M: T.Tensor((64,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             a = T.alloc_shared((64, 32), T.float16)
             b = T.alloc_shared((32, 64), T.float16)
             acc = T.alloc_fragment((64, 64), T.float32)
@@ -308,7 +308,7 @@ def column_max_in_a_serial_loop():
 def tcgen05_gemm_without_its_barrier():
     @T.prim_func
     def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             a = T.alloc_shared((128, 64), T.float16)
             b = T.alloc_shared((64, 128), T.float16)
             c = T.alloc_tmem((128, 128), T.float32)
@@ -341,7 +341,7 @@ def column_maxima_over_96_threads():
 
     @T.prim_func
     def k(A: T.Tensor((96, 96), T.float32), B: T.Tensor((96,), T.float32)):
-        with T.Kernel(1, threads=96) as bx:
+        with T.Kernel(1, threads=96) as _bx:
             tile = T.alloc_fragment((96, 96), T.float32)
             top = T.alloc_fragment((96,), T.float32)
             T.copy(A, tile)
@@ -354,7 +354,7 @@ def column_maxima_over_96_threads():
 def async_copy_between_shared_tiles():
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             first = T.alloc_shared((64, 64), T.float16)
             second = T.alloc_shared((64, 64), T.float16)
             T.async_copy(A, first)
@@ -367,7 +367,7 @@ def async_copy_between_shared_tiles():
 def tcgen05_on_a_k_slice_off_its_step():
     @T.prim_func
     def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             a = T.alloc_shared((128, 64), T.float16)
             b = T.alloc_shared((64, 128), T.float16)
             c = T.alloc_tmem((128, 128), T.float32)
@@ -383,8 +383,8 @@ def tcgen05_on_a_k_slice_off_its_step():
 def view_of_more_bits():
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
-        with T.Kernel(1, threads=128) as bx:
-            wide = T.view(A, (64, 48), dtype=T.float32)  # <- view-bit-count
+        with T.Kernel(1, threads=128) as _bx:
+            _wide = T.view(A, (64, 48), dtype=T.float32)  # <- view-bit-count
             T.copy(A, B)
 
     return k

@@ -16,7 +16,7 @@ from tilelab import _doctor
 from tilelab._errors import LoweringError
 
 sys.path.insert(0, str(Path(__file__).parent))
-import doctor_kernels  # noqa: E402
+import doctor_kernels
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -71,9 +71,8 @@ def test_each_regression_kernel_is_diagnosed_with_its_cause_pass_and_line(failur
 def test_a_tile_op_called_with_the_wrong_arguments_while_the_cell_runs():
     from tilelab import _tilelang
 
-    with pytest.raises(LoweringError) as info:
-        with _tilelang.tilelang_errors(None, stage="elaboration"):
-            doctor_kernels.copy_with_extra_arguments()
+    with pytest.raises(LoweringError) as info, _tilelang.tilelang_errors(None, stage="elaboration"):
+        doctor_kernels.copy_with_extra_arguments()
     err = info.value
     assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
     assert "T.copy was called with arguments it does not take: it takes 2 positional arguments but 6 were given" \
@@ -399,9 +398,8 @@ def test_a_pass_written_in_python_is_named_by_its_call_in_the_trace_not_its_func
 def test_a_tile_op_missing_a_keyword_only_argument_is_the_wrong_arguments_cause():
     from tilelab import _tilelang
 
-    with pytest.raises(LoweringError) as info:
-        with _tilelang.tilelang_errors(None, stage="elaboration"):
-            doctor_kernels.tcgen05_gemm_without_its_barrier()
+    with pytest.raises(LoweringError) as info, _tilelang.tilelang_errors(None, stage="elaboration"):
+        doctor_kernels.tcgen05_gemm_without_its_barrier()
     err = info.value
     assert "missing 1 required keyword-only argument: 'mbar'" in err.summary
     assert (err.cause, err.pass_name) == ("wrong-arguments", "elaboration"), str(err)
@@ -437,9 +435,8 @@ def test_the_reductions_two_power_of_two_checks_are_one_cause():
 def test_a_view_of_more_bits_than_its_buffer_fails_while_the_cell_runs():
     from tilelab import _tilelang
 
-    with pytest.raises(LoweringError) as info:
-        with _tilelang.tilelang_errors(None, stage="elaboration"):
-            doctor_kernels.view_of_more_bits()
+    with pytest.raises(LoweringError) as info, _tilelang.tilelang_errors(None, stage="elaboration"):
+        doctor_kernels.view_of_more_bits()
     err = info.value
     assert (err.cause, err.pass_name) == ("view-bit-count", "elaboration"), str(err)
     assert "the view asks for 98304 bits of A's 65536" in err.diagnosis.meaning

@@ -36,9 +36,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ._tilelang.source import source_kernels, source_wgmma
 from ._tilelang.source import split_top_level as _split_top

@@ -19,8 +19,9 @@ Pure: imports neither TileLang nor the rest of tilelab (the adapter calls it whe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["CAUSES", "Cause", "Diagnosis", "TileSite", "cause", "diagnose", "pass_from_trace", "place",
            "tile_op_from_trace"]
