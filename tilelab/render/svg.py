@@ -1,5 +1,9 @@
 """SVG pictures of shared-memory layouts, WGMMA operands and fragments: functions model -> str.
 
+One module of about 1,200 lines on purpose: every picture is drawn with the same private kit (the
+grid of merged cells, rows reused through ``<defs>``, hover styles, captions kept legible), and
+splitting the pictures from the kit would make its thirty helpers a public surface of their own.
+
 Every picture is a self-contained ``<svg>`` that renders in JupyterLab, nbconvert HTML and
 GitHub: cells have explicit light fills with explicit dark text (readable on light and dark
 themes alike); captions and outlines use JupyterLab's CSS variables with a fallback colour, set
