@@ -66,8 +66,8 @@ def main() -> int:
     for folder in args.folders:
         found = _corpus.run_corpus(folder, jobs=args.jobs, timeout_s=args.timeout, only=args.only, lower_only=True,
                                    tests=True)
-        groups[Path(folder).name] = [_corpus.CorpusRow.from_dict({**r.to_dict(), "script": f"{Path(folder).name}/{r.script}"})
-                                     for r in found]
+        name = Path(folder).name
+        groups[name] = [_corpus.CorpusRow.from_dict({**r.to_dict(), "script": f"{name}/{r.script}"}) for r in found]
     rows = [r for group in groups.values() for r in group]
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in rows], indent=1))

@@ -117,7 +117,8 @@ def test_a_failing_pass_seen_by_the_instrument_wins_over_the_trace():
 
 
 @pytest.mark.parametrize("trace, expected", [
-    ("mod = tilelang.transform.LayoutInference()(mod)\n in tvm::tl::LayoutInferencer::Substitute", "tl.LayoutInference"),
+    ("mod = tilelang.transform.LayoutInference()(mod)\n in tvm::tl::LayoutInferencer::Substitute",
+     "tl.LayoutInference"),
     ("mod = tvm.tirx.transform.Simplify()(mod)", "tirx.Simplify"),
     ("in tvm::tl::LowerTileOpPass::VisitStmt_", "tl.LowerTileOp"),
     ("[TileLang:tilelang.language.eager.builder:CRITICAL] Failed to build prim_func from k", "elaboration"),
@@ -350,7 +351,8 @@ def test_the_magic_shows_the_likeliest_cell_line_and_the_other_candidates_short_
     shell.run_line_magic("load_ext", "tilelab")
     shell.display_pub = CapturingDisplayPublisher()
     cell = KERNEL_FILE.read_text().split("def int4_in_the_second_copy", 1)[1].split("\n\n\ndef ", 1)[0]
-    cell = "import tilelang.language as T\n\n\ndef int4_in_the_second_copy" + cell + "\n\nkernel = int4_in_the_second_copy()\n"
+    cell = ("import tilelang.language as T\n\n\ndef int4_in_the_second_copy" + cell
+            + "\n\nkernel = int4_in_the_second_copy()\n")
     result = shell.run_cell("%%tilelang --target sm_90a\n" + cell)
     err = result.error_in_exec
     assert type(err).__name__ == "LoweringError"

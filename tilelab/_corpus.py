@@ -121,10 +121,11 @@ class CorpusRow:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CorpusRow:
-        fields = {k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
+        fields: dict[str, Any] = {
+            k: d.get(k) for k in ("script", "kernel", "target", "verdict", "reason", "lower_s", "inspect_s")}
         fields.update({k: d.get(k) or "" for k in ("cause", "pass_name", "line")})
-        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()), inspect_runs=tuple(d.get("inspect_runs") or ()),
-                   candidates=tuple(d.get("candidates") or ()))
+        return cls(**fields, lower_runs=tuple(d.get("lower_runs") or ()),
+                   inspect_runs=tuple(d.get("inspect_runs") or ()), candidates=tuple(d.get("candidates") or ()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +222,8 @@ def _check_wgmma(report: Any) -> list[str]:
         if match is None:
             near = next((m for m in left if m[:5] == site[:5]), None)
             problems.append(f"WGMMA {site[1]} in {site[0]}: the source reads A {site[5]}, B {site[6]}; "
-                            + (f"the report has A {near[5]}, B {near[6]}" if near else "the report has no such instruction"))
+                            + (f"the report has A {near[5]}, B {near[6]}" if near
+                               else "the report has no such instruction"))
             continue
         left.remove(match)
     return problems[:4]
@@ -242,7 +244,8 @@ def _check_launch(report: Any, launcher: str) -> list[str]:
                 if isinstance(a, int) and bi is not None and a != bi:
                     problems.append(f"{k.name} {what}[{axis}]: report {a}, launcher {bi}")
         smem = _int_or_none(str(got["smem"]))
-        if isinstance(k.dynamic_shared_memory_bytes, int) and smem is not None and smem != k.dynamic_shared_memory_bytes:
+        if isinstance(k.dynamic_shared_memory_bytes, int) and smem is not None \
+                and smem != k.dynamic_shared_memory_bytes:
             problems.append(f"{k.name} dynamic shared memory: report {k.dynamic_shared_memory_bytes}, launcher {smem}")
     return problems
 
@@ -314,9 +317,9 @@ def check_report(report: Any) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
     names = source_kernels(report.sources.device)
-    if names != [k.name for k in report.kernels]:
-        if sorted(names) != sorted(k.name for k in report.kernels):
-            problems.append(f"kernels: the device source defines {names}, the report {[k.name for k in report.kernels]}")
+    reported = [k.name for k in report.kernels]
+    if names != reported and sorted(names) != sorted(reported):
+        problems.append(f"kernels: the device source defines {names}, the report {reported}")
     cython = report.sources.launcher("cython")
     if cython is not None and cython.text:
         problems += _check_launch(report, cython.text)
@@ -398,7 +401,8 @@ def _cpu_everywhere(arch: str = DEFAULT_ARCH):  # -> context manager
         "get_device_capability": lambda *a: (props.major, props.minor), "get_device_name": lambda *a: props.name,
         "get_device_properties": lambda *a: props, "synchronize": lambda *a: None, "set_device": lambda *a: None,
         "manual_seed": lambda *a: None, "manual_seed_all": lambda *a: None, "empty_cache": lambda: None,
-        "Event": _Event, "Stream": _Stream, "current_stream": lambda *a: _Stream(), "default_stream": lambda *a: _Stream(),
+        "Event": _Event, "Stream": _Stream,
+        "current_stream": lambda *a: _Stream(), "default_stream": lambda *a: _Stream(),
         "stream": lambda *a: contextlib.nullcontext(), "max_memory_allocated": lambda *a: 0,
         "reset_peak_memory_stats": lambda *a: None, "memory_allocated": lambda *a: 0,
     }
@@ -409,7 +413,7 @@ def _cpu_everywhere(arch: str = DEFAULT_ARCH):  # -> context manager
         old = {k: getattr(torch.cuda, k, None) for k in fakes}
         for k, v in fakes.items():
             setattr(torch.cuda, k, v)
-        torch.set_default_device = lambda device: saved_default(fix(device))  # type: ignore[assignment]
+        torch.set_default_device = lambda device: saved_default(fix(device))
         try:
             with CpuDevices():
                 yield
@@ -585,7 +589,8 @@ def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS) -> list[di
             sets.append(dict(zip(names, value)))
         if sets:
             axes.append(sets)
-    combos = [{k: v for part in combo for k, v in part.items()} for combo in itertools.islice(itertools.product(*axes), limit)]
+    combos = [{k: v for part in combo for k, v in part.items()}
+              for combo in itertools.islice(itertools.product(*axes), limit)]
     try:
         params = pyinspect.signature(test).parameters.values()
     except (TypeError, ValueError):
@@ -747,7 +752,8 @@ class _Worker:
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
-            with _tilelang.tilelang_errors(self.script.name), _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
+            with _tilelang.tilelang_errors(self.script.name), \
+                    _cpu_everywhere(_arch_for(self.script, None, self.default_arch) or self.default_arch), \
                     _tilelang.intercept_compiles(self.on_compile):
                 if self.tests:
                     outcome = self._run_tests(runpy.run_path(str(self.script), run_name=_TEST_MODULE))
@@ -830,7 +836,8 @@ def find_scripts(directory: Path, tests: bool = False) -> list[Path]:
     """Every example script under ``directory``: ``*.py`` except tests (``test_*``, ``regression_*``)
     and package plumbing; with ``tests``, the pytest files (``test_*.py``) too."""
     return sorted(p for p in directory.rglob("*.py")
-                  if not p.name.startswith("regression_") and (tests or not is_test_file(p)) and p.name not in SKIP_FILES
+                  if not p.name.startswith("regression_") and (tests or not is_test_file(p))
+                  and p.name not in SKIP_FILES
                   and not any(part.startswith(".") or part == "__pycache__" for part in p.parts))
 
 
@@ -1043,9 +1050,12 @@ def render_table(rows: list[CorpusRow]) -> str:
     failed = [r for r in rows if r.verdict == CANNOT_LOWER]
     if failed:
         explained = sum(r.explained for r in failed)
+        with_cause = sum(bool(r.cause) for r in failed)
+        with_pass = sum(bool(r.pass_name) for r in failed)
+        with_line = sum(bool(r.line) for r in failed)
         lines.append(f"explained: {explained}/{len(failed)} compile failures name the pass, the line and a known cause "
-                     f"({100 * explained / len(failed):.1f}%); with a known cause: {sum(bool(r.cause) for r in failed)}, "
-                     f"the pass: {sum(bool(r.pass_name) for r in failed)}, the line: {sum(bool(r.line) for r in failed)}")
+                     f"({100 * explained / len(failed):.1f}%); with a known cause: {with_cause}, "
+                     f"the pass: {with_pass}, the line: {with_line}")
     ratios = [r for r in rows if r.ratio is not None]
     if ratios:
         worst = max(ratios, key=lambda r: r.ratio or 0)

@@ -80,7 +80,8 @@ class Diagnosis:
         out = []
         where = []
         if self.pass_name:
-            where.append(f"in {'building the kernel from its Python source' if self.pass_name == 'elaboration' else 'pass ' + self.pass_name}")
+            where.append("in building the kernel from its Python source" if self.pass_name == "elaboration"
+                         else f"in pass {self.pass_name}")
         if self.tile_op:
             where.append(f"at {self.tile_op}" + (f" on {', '.join(self.buffers)}" if self.buffers else ""))
         elif self.buffers:
@@ -257,7 +258,8 @@ cause("non-integer-shape", "a buffer shape that is not a whole number",
       advice="use integer arithmetic for shapes: // instead of /, int(...) around a computed size")
 
 cause("copy-shape-mismatch", "T.copy between regions of different shapes",
-      r"StructuralEqual check failed, caused by lhs at <root>\[\d+\](?:\.value)?: (?P<lhs>\([^)]*\)) and rhs at <root>\[\d+\](?:\.value)?: (?P<rhs>\([^)]*\))",
+      r"StructuralEqual check failed, caused by lhs at <root>\[\d+\](?:\.value)?: (?P<lhs>\([^)]*\)) "
+      r"and rhs at <root>\[\d+\](?:\.value)?: (?P<rhs>\([^)]*\))",
       meaning="T.copy copies a region onto a region of the same extents; here one side is {lhs} and the "
               "other {rhs}",
       advice="make the two extents equal: slice the larger side (A[i0:i0 + 64, j0:j0 + 32]) or allocate the "
@@ -265,7 +267,8 @@ cause("copy-shape-mismatch", "T.copy between regions of different shapes",
       tile_op="T.copy")
 
 cause("symbolic-fragment", "a fragment or local buffer of a symbolic size",
-      r"Can not use non-constant range to iterate over a fragment/local buffer\.\s*Non-constant shape expr is: (?P<expr>.+?)\.",
+      r"Can not use non-constant range to iterate over a fragment/local buffer\.\s*"
+      r"Non-constant shape expr is: (?P<expr>.+?)\.",
       meaning="registers are allocated when the kernel is compiled, so a fragment's (or T.alloc_local's) "
               "shape must be a constant; its extent here depends on a runtime size ({expr})",
       advice="allocate the fragment with the block's constant tile size (block_M, not M) and loop over the "
@@ -273,7 +276,8 @@ cause("symbolic-fragment", "a fragment or local buffer of a symbolic size",
       site=lambda s: any(b[2].startswith("local") and _symbolic(b[3]) for b in s.buffers))
 
 cause("reduce-output-shape", "the reduction's output has the wrong shape",
-      r"Invalid reduce output shape, buffer shape is (?P<inp>\([^)]*\)), dim is (?P<dim>-?\d+), output shape is (?P<out>\[[^\]]*\]), expected shapes are (?P<expected>.+)",
+      r"Invalid reduce output shape, buffer shape is (?P<inp>\([^)]*\)), dim is (?P<dim>-?\d+), "
+      r"output shape is (?P<out>\[[^\]]*\]), expected shapes are (?P<expected>.+)",
       meaning="T.reduce_sum/T.reduce_max over dim {dim} of a {inp} buffer removes that dimension (or keeps "
               "it as 1), so the output must be {expected}; it is {out}",
       advice="allocate the output fragment without the reduced dimension, or pass the dim you meant "
@@ -528,7 +532,6 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     and ``source_lines`` the kernel's numbered source lines, to place the failure on the line of its
     tile operation where no sites are known (only where that operation appears once).
     """
-    text = f"{message}\n{trace}"
     found_cause: Cause | None = None
     match = None
     # A cause that belongs to the target is the better explanation: it comes first.
@@ -578,7 +581,8 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]
         line = _first_use(tuple(named) or names, source_lines)
     return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title,
-                     meaning=_fill(found_cause.meaning, groups, names_in), advice=_fill(found_cause.advice, groups, names_in),
+                     meaning=_fill(found_cause.meaning, groups, names_in),
+                     advice=_fill(found_cause.advice, groups, names_in),
                      pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
 
 

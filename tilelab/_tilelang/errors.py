@@ -228,7 +228,8 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
             sites=sites)
     except Exception:  # the diagnosis never hides the failure it explains
         return error
-    if diagnosis.line is not None and source_file and (error.kernel_line is None or diagnosis.line != error.kernel_line):
+    if diagnosis.line is not None and source_file and \
+            (error.kernel_line is None or diagnosis.line != error.kernel_line):
         error.kernel_line = (source_file, diagnosis.line[1], diagnosis.line[2])
         diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
     error.diagnosis = diagnosis
