@@ -10,12 +10,12 @@ The seam to TileLang is :func:`prepare_kernel` and :func:`call_kernel`; both go 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import NoGpuError, TilelabError
+from .._tilelang.source import is_matrix_multiply
 from . import _inputs
 from ._inputs import Param
 
@@ -187,22 +187,6 @@ def call_kernel(prepared: Prepared, args: Sequence[Any]) -> list[Any]:
 # ------------------------------------------------------------------------------------------
 
 
-
-
-# What a compiled kernel's source calls when it multiplies matrices on tensor cores (TileLang's
-# tl::wgmma_ss/rs, tl::gemm_ss/rs/sr, tl::mma*, tcgen05 on Blackwell) or in inline PTX.
-_MATMUL_CALL = re.compile(
-    r"\btl::(?:wgmma_\w+|gemm_\w+|mma\w*|tcgen05\w*|utcmma\w*)\b|\bwgmma\.mma_async\b|\bmma\.sync\b|"
-    r"\bwmma::mma_sync\b|\bcute::gemm\b|\btcgen05\.mma\b")
-
-
-def is_matrix_multiply(source: str | None) -> bool:
-    """True when the generated source calls a matrix-multiply instruction or TileLang GEMM
-    template (``#include`` lines, which every kernel carries, are ignored)."""
-    if not source:
-        return False
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
-    return _MATMUL_CALL.search(code) is not None
 
 
 def count_work(params: Sequence[_inputs.Param], sizes: dict[str, int], source: str | None = None
