@@ -5,8 +5,8 @@ CUDA (``tl::tma_load(A_desc, ...)``), and *asked for* by a line of the user's so
 (``T.copy(A[...], A_shared)``); a WGMMA instruction is issued by ``tl::wgmma_ss<..., 64, 64, 16,
 ...>`` lines whose descriptors ``tl::initialize_wgmma_descriptor<...>`` sets up, and asked for by
 ``T.gemm(...)``. :func:`report_links` finds all of them from the texts alone, once (the device
-CUDA's lines through ``tilelab._tilelang.source``, the one parser of TileLang's generated CUDA),
-so that the renderers only draw links (source and generated lines linked both ways, as Compiler
+CUDA's and the launchers' lines through ``tilelab._tilelang.source``, the one parser of the texts
+TileLang generates), so that the renderers only draw links (source and generated lines linked both ways, as Compiler
 Explorer and Nsight Compute's source view do).
 
 Also here: the plain-language reasons for numbers a reader meets in the summary (why the block

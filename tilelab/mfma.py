@@ -165,7 +165,7 @@ def phase_clocks(byte_addresses: list[int], width_bytes: int) -> tuple[int, ...]
 
 
 # --------------------------------------------------------------------------------------------
-# Reading generated HIP source
+# LDS reads under the bank model (the HIP text itself is read by tilelab._tilelang.source)
 # --------------------------------------------------------------------------------------------
 
 
