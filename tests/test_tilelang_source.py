@@ -1,6 +1,7 @@
-"""The one parser of TileLang's generated CUDA (tilelab/_tilelang/source.py), on device code written
-by hand in the shape TileLang 0.1.15 emits: a forward declaration, two kernels, TMA loads, and a
-descriptor variable initialised twice. Every expected value below is read off the text by eye."""
+"""The one parser of TileLang's generated texts (tilelab/_tilelang/source.py), on device code and a
+launcher written by hand in the shape TileLang 0.1.15 emits: a forward declaration, two kernels, TMA
+loads, a descriptor variable initialised twice; a TMA descriptor's fields and a cudaLaunchKernelEx
+block. Every expected value below is read off the text by eye."""
 
 import textwrap
 
@@ -67,3 +68,58 @@ def test_both_readings_of_the_wgmma_calls_follow_the_latest_initialisation():
 def test_top_level_commas_split_template_arguments():
     assert source.split_top_level("tl::DataType::kFloat16, 64, f(a, b), {1, 2}") == [
         "tl::DataType::kFloat16", "64", "f(a, b)", "{1, 2}"]
+
+
+# A C++ launcher written by hand in the shape TileLang 0.1.15's cython backend emits: one TMA
+# descriptor, then a cudaLaunchKernelEx block with a dynamic grid.
+LAUNCHER = textwrap.dedent('''\
+    int call(half_t* A, half_t* C, int m, cudaStream_t stream=cudaStreamDefault) {
+    \tCUtensorMap A_desc;
+    \tCUtensorMapDataType A_desc_type= (CUtensorMapDataType)6;
+    \tcuuint32_t A_desc_tensorRank= 2;
+    \tvoid *A_desc_globalAddress= A;
+    \tcuuint64_t A_desc_globalDim[2]= {512,m};
+    \tcuuint32_t A_desc_boxDim[2]= {64,32};
+    \tCUtensorMapSwizzle A_desc_swizzle= (CUtensorMapSwizzle)3;
+
+    \tCUresult A_desc_result = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
+        &A_desc, A_desc_type, A_desc_tensorRank, A_desc_globalAddress, A_desc_globalDim, A_desc_boxDim,
+        A_desc_swizzle);
+
+    \tif (A_desc_result != CUDA_SUCCESS) {
+    \t\treturn -1;
+    \t}
+    \t{
+    \t\tcudaLaunchConfig_t config;
+    \t\tconfig.stream = stream;
+    \t\tconfig.gridDim = dim3(((m + 63) / 64), 8, 1);
+    \t\tconfig.blockDim = dim3(256, 1, 1);
+    \t\tconfig.dynamicSmemBytes = 49152;
+    \t\tcudaLaunchKernelEx(&config, copy_kernel, A_desc, C, m);
+    \t}
+    \treturn 0;
+    }
+''')
+
+
+def test_launcher_launches_read_grid_block_and_shared_memory_as_written():
+    assert source.launcher_launches(LAUNCHER) == {
+        "copy_kernel": {"grid": ["((m + 63) / 64)", "8", "1"], "block": ["256", "1", "1"], "smem": "49152"}}
+
+
+def test_launcher_tma_reads_each_field_written_before_the_encode_call():
+    (desc,) = source.launcher_tma(LAUNCHER)
+    # integers where the text spells one (an int cast included); enum casts and names as written
+    assert desc == {"name": "A_desc", "kind": "tiled", "type": "(CUtensorMapDataType)6", "tensorRank": 2,
+                    "globalAddress": "A", "globalDim": [512, "m"], "boxDim": [64, 32],
+                    "swizzle": "(CUtensorMapSwizzle)3"}
+
+
+def test_encode_calls_span_the_descriptor_from_its_declaration_to_the_call_end():
+    # CUtensorMap A_desc; is line 2 (line 9 is blank), the encode call starts on line 10, closes on 12
+    assert source.encode_calls(LAUNCHER, ["A_desc"]) == {"A_desc": (2, 10, 12)}
+
+
+def test_int_literal_reads_casts_and_leaves_expressions():
+    assert [source.int_literal(t) for t in ("256", " (int64_t)4096 ", "-1", "m", "(m + 63) / 64")] == \
+        [256, 4096, -1, None, None]

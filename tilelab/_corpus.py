@@ -1,6 +1,10 @@
 """``python -m tilelab corpus DIR``: inspect every kernel a directory of TileLang scripts builds,
 and check each report against the texts TileLang generated.
 
+One module of about 1,000 lines on purpose: the worker half (one script in its own process) is
+started as ``python -m tilelab._corpus`` and shares the row record, verdicts and checks with the
+driver half that starts the workers and tabulates their rows.
+
 Each script runs in its own process (``python -m tilelab._corpus SCRIPT OUT``) as ``__main__``,
 with its own default sizes, CUDA tensors redirected to the CPU and every compile intercepted
 before the device compiler (``_tilelang.intercept_compiles``): the script gets a stand-in kernel
@@ -18,8 +22,8 @@ then checks the report:
 - the report's own cross-checks: TMA descriptors breaking a driver rule, and WGMMA descriptors
   that disagree with the one recomputed from the buffer's inferred layout.
 
-The texts are parsed here with regular expressions; the engine reads TileLang's IR instead, so
-agreement is evidence.
+The texts are parsed with regular expressions (``tilelab._tilelang.source``, the one parser of
+TileLang's generated texts); the engine reads TileLang's IR instead, so agreement is evidence.
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._tilelang.source import source_kernels, source_wgmma
-from ._tilelang.source import split_top_level as _split_top
+from ._tilelang.source import int_literal as _int_or_none
+from ._tilelang.source import launcher_launches, launcher_tma, source_kernels, source_wgmma
 
 OK = "ok"
 MISMATCH = "mismatch"
@@ -130,58 +134,6 @@ class CorpusRow:
 
 # ---------------------------------------------------------------------------------------------
 # Ground truth from the generated texts
-
-
-def _int_or_none(text: str) -> int | None:
-    text = re.sub(r"^\((?:u?int\d*_t|unsigned|int|long)\)\s*", "", text.strip())
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
-
-
-def launcher_launches(cpp: str) -> dict[str, dict[str, list[str] | str]]:
-    """Grid, block and dynamic shared memory of each kernel launch in the C++ launcher."""
-    out: dict[str, dict[str, Any]] = {}
-    for m in re.finditer(r"cudaLaunchKernelEx\(&config, (\w+)", cpp):
-        block = cpp[:m.start()]
-        start = block.rfind("cudaLaunchConfig_t config;")
-        block = block[start:] if start >= 0 else block
-        grid = re.findall(r"config\.gridDim = dim3\((.*?)\);", block)
-        threads = re.findall(r"config\.blockDim = dim3\((.*?)\);", block)
-        smem = re.findall(r"config\.dynamicSmemBytes = (.*?);", block)
-        if grid and threads and smem:
-            out[m.group(1)] = {"grid": _split_top(grid[-1]), "block": _split_top(threads[-1]), "smem": smem[-1]}
-    for m in re.finditer(r"cudaLaunchCooperativeKernel\(\(void\*\)(\w+), (.*?), \w+_args, (.*?), stream\)", cpp):
-        dims = _split_top(m.group(2))
-        # grid_str, block_str are dim3(...) expressions
-        found = re.findall(r"dim3\((.*?)\)", m.group(2))
-        if len(found) == 2:
-            out[m.group(1)] = {"grid": _split_top(found[0]), "block": _split_top(found[1]), "smem": m.group(3)}
-        elif len(dims) == 2:
-            out[m.group(1)] = {"grid": [dims[0]], "block": [dims[1]], "smem": m.group(3)}
-    return out
-
-
-_TMA_FIELDS = ("type", "tensorRank", "globalDim", "globalStride", "boxDim", "elementStrides", "interleave", "swizzle",
-               "l2Promotion", "oobFill", "lowerCorner", "upperCorner", "channelsPerPixel", "pixelsPerColumn")
-
-
-def launcher_tma(cpp: str) -> list[dict[str, Any]]:
-    """Each ``cuTensorMapEncodeTiled/Im2col`` of the C++ launcher with the fields written for it."""
-    out = []
-    for m in re.finditer(r"cuTensorMapEncode(Tiled|Im2col)\)\(\s*&(\w+),", cpp):
-        kind, name = m.group(1), m.group(2)
-        start = cpp.rfind(f"CUtensorMap {name};", 0, m.start())
-        block = cpp[start:m.start()]
-        fields: dict[str, Any] = {"name": name, "kind": "tiled" if kind == "Tiled" else "im2col"}
-        for f in re.finditer(rf"\b{re.escape(name)}_(\w+?)(?:\[[^\]]*\])?\s*=\s*([^;]+);", block):
-            value = f.group(2).strip()
-            if value.startswith("{"):
-                fields[f.group(1)] = [_int_or_none(v) if _int_or_none(v) is not None else v
-                                      for v in _split_top(value[1:-1])]
-            else:
-                iv = _int_or_none(value)
-                fields[f.group(1)] = iv if iv is not None else value
-        out.append(fields)
-    return out
 
 
 _WGMMA_TYPES = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32", "TensorFloat32": "tfloat32",

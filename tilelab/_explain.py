@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._model import Lowering, TileOpPath
+from ._tilelang.source import first_matching_line, vector_width
 from .cuda_facts import DTYPE_BYTES, normalize_dtype
 
 
@@ -26,16 +27,6 @@ def _element_bytes(dtype: str) -> int:
 def _sm(arch: str) -> int:
     m = re.match(r"sm_(\d+)", arch)
     return int(m.group(1)) if m else 0
-
-
-def _find(device: Sequence[str], pattern: str, needle: str) -> tuple[int | None, str]:
-    """The first device line ``pattern`` matches (1-based) and its text; ``needle`` is a literal
-    every match contains, so the regex runs only on lines that hold it."""
-    rx = re.compile(pattern)
-    for i, line in enumerate(device):
-        if needle in line and rx.search(line):
-            return i + 1, line.strip()[:160]
-    return None, ""
 
 
 def _config(configs: dict[str, str], key: str) -> bool | None:
@@ -96,7 +87,7 @@ def _global_to_shared(src: tuple, dst: tuple, device: list[str], sm: int, config
                       shapes: dict[str, tuple[Any, ...]]) -> TileOpPath:
     g = re.escape(src[0])
     label = f"T.copy {src[0]} -> {dst[0]}"
-    line, text = _find(device, rf"tl::tma_load\(\s*{g}_desc\b", "tma_load")
+    line, text = first_matching_line(device, rf"tl::tma_load\(\s*{g}_desc\b", "tma_load")
     if line:
         return TileOpPath(label, "TMA bulk copy", True, line, text)
     reasons = []
@@ -112,39 +103,28 @@ def _global_to_shared(src: tuple, dst: tuple, device: list[str], sm: int, config
     if sm >= 90 and shape and isinstance(shape[-1], int) and e and len(shape) > 1 and (shape[-1] * e) % 16:
         reasons.append(f"{src[0]}'s rows are {shape[-1] * e} bytes apart; TMA needs global strides that are "
                        "multiples of 16 bytes")
-    line, text = _find(device, rf"cp_async_gs[^;]*\b{g}\b", "cp_async_gs")
+    line, text = first_matching_line(device, rf"cp_async_gs[^;]*\b{g}\b", "cp_async_gs")
     if line:
         path, fast = "cp.async (asynchronous 16-byte copies)", sm < 90
     else:
         if sm >= 80 and _config(configs, "tl.enable_async_copy") is False:
             reasons.append("pass config tl.enable_async_copy is false")
-        line, text = _find(device, rf"\b{g}\s*\+|\b{g}\[", src[0])
-        width = _vector_width(text)
+        line, text = first_matching_line(device, rf"\b{g}\s*\+|\b{g}\[", src[0])
+        width = vector_width(text)
         path, fast = f"plain loads ({width})" if width else "plain loads", False
     if sm >= 90 and not reasons:
         reasons.append("not established by tilelab (TileLang chose this path; see the IR passes tab)")
     return TileOpPath(label, path, fast, line, text, "; ".join(reasons))
 
 
-def _vector_width(text: str) -> str:
-    m = re.search(r"\*\((u?int[124]|float[24]|half2|uint4|longlong4\w*|ulonglong4\w*)\*\)", text)
-    sizes = {"uint1": 4, "uint2": 8, "uint4": 16, "int4": 16, "float2": 8, "float4": 16, "half2": 4, "int2": 8,
-             "int1": 4}
-    if m and m.group(1) in sizes:
-        return f"{sizes[m.group(1)]}-byte vectors"
-    if m and "longlong4" in m.group(1):
-        return "32-byte vectors"
-    return "scalar" if text else ""
-
-
 def _to_global(src: tuple, dst: tuple, device: list[str], sm: int, configs: dict[str, str]) -> TileOpPath:
     g = re.escape(dst[0])
     label = f"T.copy {src[0]} -> {dst[0]}"
-    line, text = _find(device, rf"tl::tma_store\(\s*{g}_desc\b", "tma_store")
+    line, text = first_matching_line(device, rf"tl::tma_store\(\s*{g}_desc\b", "tma_store")
     if line:
         return TileOpPath(label, "TMA bulk store", True, line, text)
-    line, text = _find(device, rf"\(\s*{g}\s*\+|\b{g}\[", dst[0])
-    width = _vector_width(text)
+    line, text = first_matching_line(device, rf"\(\s*{g}\s*\+|\b{g}\[", dst[0])
+    width = vector_width(text)
     reason = ""
     fast = True
     if src[1].startswith("local") and sm >= 90:
@@ -161,10 +141,10 @@ def _gemm(label: str, operands: list, device: list[str], sm: int, configs: dict[
     for pattern, path in ((r"tl::wgmma_ss<", "WGMMA, both operands from shared memory"),
                           (r"tl::wgmma_rs<", "WGMMA, A from registers"),
                           (r"tl::(tcgen05|utcmma|umma)\w*", "tcgen05 MMA (tensor memory)")):
-        line, text = _find(device, pattern, "tl::")
+        line, text = first_matching_line(device, pattern, "tl::")
         if line:
             return TileOpPath(label, path, True, line, text, stages=stages)
-    line, text = _find(device, r"tl::mma_sync|mma\.sync", "mma")
+    line, text = first_matching_line(device, r"tl::mma_sync|mma\.sync", "mma")
     if line:
         path = "MMA (mma.sync, warp-level tensor cores)"
         reasons = []
@@ -186,7 +166,7 @@ def _gemm(label: str, operands: list, device: list[str], sm: int, configs: dict[
 
 def _warp_specialization(device: list[str], sm: int, configs: dict[str, str], threads: int | None,
                          tma_loads: int, pipelined: bool) -> tuple[bool, str]:
-    line, _ = _find(device, r"tl::warpgroup_reg_(alloc|dealloc)<", "warpgroup_reg_")
+    line, _ = first_matching_line(device, r"tl::warpgroup_reg_(alloc|dealloc)<", "warpgroup_reg_")
     if line:
         return True, (f"a producer warpgroup issues the loads and the consumers compute (register split at "
                       f"device line {line})")

@@ -5,8 +5,8 @@ CUDA (``tl::tma_load(A_desc, ...)``), and *asked for* by a line of the user's so
 (``T.copy(A[...], A_shared)``); a WGMMA instruction is issued by ``tl::wgmma_ss<..., 64, 64, 16,
 ...>`` lines whose descriptors ``tl::initialize_wgmma_descriptor<...>`` sets up, and asked for by
 ``T.gemm(...)``. :func:`report_links` finds all of them from the texts alone, once (the device
-CUDA's lines through ``tilelab._tilelang.source``, the one parser of TileLang's generated CUDA),
-so that the renderers only draw links (source and generated lines linked both ways, as Compiler
+CUDA's and the launchers' lines through ``tilelab._tilelang.source``, the one parser of the texts
+TileLang generates), so that the renderers only draw links (source and generated lines linked both ways, as Compiler
 Explorer and Nsight Compute's source view do).
 
 Also here: the plain-language reasons for numbers a reader meets in the summary (why the block
@@ -21,14 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._model import KernelReport, LauncherSource
-from ._tilelang.source import descriptor_use_lines, mentions, wgmma_lines
+from ._tilelang.source import descriptor_use_lines, encode_calls, encode_spans, kernel_launch_lines, wgmma_lines
 from .cuda_facts import WARPGROUP_THREADS, WGMMA_K_BYTES, WGMMA_M, WGMMA_MAX_N
-
-# Calls that build a CUtensorMap in each backend's launcher (C driver call, the tvm_ffi packed
-# helper, CuTeDSL's Python helpers).
-_ENCODE_CALL = re.compile(
-    r"cuTensorMapEncode(?:Tiled|Im2col)\s*\)?\s*\(|TVMFFIFunctionCall\(\s*__tvm_tensormap_create|create_tensor_map_\w+\s*\("
-)
 
 
 @dataclass(frozen=True)
@@ -65,64 +59,6 @@ def launcher_parts(item: LauncherSource) -> list[tuple[str, str, str]]:
         language = "python" if name.endswith(".py") else "c++" if name.endswith((".cpp", ".cu", ".h")) else "text"
         parts.append((name, text, language))
     return parts
-
-
-def _declares(name: str) -> re.Pattern[str]:
-    # "CUtensorMap A_desc;", "void* A_desc = ...", "A_desc_type = ...", "A_desc__dtype, ... =",
-    # "// Descriptor 0: A_desc (tensor: A)"
-    n = re.escape(name)
-    return re.compile(
-        rf"(?<![\w]){n}(?:_\w*)?\s*(?:=(?!=)|;|,\s*\w+\s*=)|CUtensorMap\s+{n}\s*;|Descriptor\s+\d+:\s*{n}\b"
-    )
-
-
-def encode_calls(text: str, names: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-    """For each descriptor name, the (first, call, last) 1-based lines of ``text`` that encode it.
-
-    Found from the launcher text alone: each encode call is attributed to the descriptor it
-    names (or, when the call names none, the nearest descriptor mentioned above it); the span
-    starts at that descriptor's first declaration after the previous encode call.
-    """
-    lines = text.split("\n")
-    calls: list[tuple[int, int]] = []  # (call line, end line), 0-based
-    for i, line in enumerate(lines):
-        if _ENCODE_CALL.search(line):
-            depth, j = 0, i
-            while j < len(lines):
-                depth += lines[j].count("(") - lines[j].count(")")
-                if depth <= 0:
-                    break
-                j += 1
-            calls.append((i, min(j, len(lines) - 1)))
-    mention = {n: mentions(n) for n in names}
-    prefixed = {n: re.compile(rf"(?<![\w]){re.escape(n)}_") for n in names}
-    declare = {n: _declares(n) for n in names}
-    spans: dict[str, tuple[int, int, int]] = {}
-    previous_end = -1
-    # A name's regexes run only where the name occurs as a substring: with fifty descriptors the
-    # regexes would otherwise run fifty times on every line of every launcher.
-    for call, end in calls:
-        owner = None
-        segment = "\n".join(lines[call:end + 1])  # "\n" reads as a line edge to the lookarounds
-        for n in names:  # named inside the call itself
-            if n in segment and (mention[n].search(segment) or prefixed[n].search(segment)):
-                owner = n
-                break
-        if owner is None:  # nearest mention above, back to the previous call
-            for k in range(call - 1, previous_end, -1):
-                owner = next((n for n in names if n in lines[k] and mention[n].search(lines[k])), None)
-                if owner:
-                    break
-        if owner is not None and owner not in spans:
-            start = next((k for k in range(previous_end + 1, call + 1) if declare[owner].search(lines[k])), call)
-            spans[owner] = (start + 1, call + 1, end + 1)
-        previous_end = end
-    return spans
-
-
-def encode_spans(text: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """For each descriptor name, the (first, last) 1-based lines of ``text`` that encode it."""
-    return {n: (first, last) for n, (first, _, last) in encode_calls(text, names).items()}
 
 
 def _source_lines(source: str, pattern: re.Pattern[str]) -> tuple[int, ...]:
@@ -166,30 +102,10 @@ def report_links(report: KernelReport, source: str | None = None) -> ReportLinks
     return ReportLinks({i: tuple(v) for i, v in encode.items()}, tma_device, tma_source, wgmma_device, wgmma_source)
 
 
-# How each family's launchers start a device kernel (HIP's <<< >>>, the CPU's direct call,
-# tvm_ffi's packed function handle); CUDA launchers are linked through their TMA encode calls.
-_LAUNCH_LINE = {
-    "hip": r"{name}\s*<<<|TVMFFIFunctionCall\({name}_packed",
-    "metal": r"TVMFFIFunctionCall\({name}_packed",
-    "cpu": r"(?<![\w\"]){name}\s*\(",
-}
-# Lines that name a kernel without launching it: declarations, comments, the function's own head.
-_NOT_A_LAUNCH = re.compile(r"\s*(?:static|//|extern|int32_t\s+\w+\s*\()")
-
-
 def launch_lines(report: KernelReport, text: str) -> dict[int, list[int]]:
     """1-based lines of a non-CUDA launcher ``text`` that launch each device kernel -> the
     indices of the kernels they launch (empty for a family whose launches are not looked for)."""
-    pattern = _LAUNCH_LINE.get(report.family)
-    found: dict[int, list[int]] = {}
-    if pattern is None:
-        return found
-    for i, k in enumerate(report.kernels):
-        regex = re.compile(pattern.format(name=re.escape(k.name)))
-        for number, line in enumerate(text.split("\n"), 1):
-            if regex.search(line) and not _NOT_A_LAUNCH.match(line):
-                found.setdefault(number, []).append(i)
-    return found
+    return kernel_launch_lines(text, report.family, [k.name for k in report.kernels])
 
 
 def device_anchor_lines(report: KernelReport) -> set[int]:

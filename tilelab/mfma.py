@@ -33,6 +33,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ._tilelang.source import (
+    LDS_LOOP,
+    LDS_SCALAR_READ,
+    LDS_VECTOR_READ,
+    MFMA_INTRINSIC,
+    kernel_at,
+    kernel_spans,
+    mfma_calls,
+    operand_buffer,
+    shared_buffers,
+)
 from .cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, CDNA_WAVEFRONT_LANES
 
 LDS_BANKS = CDNA_LDS_BANKS
@@ -50,10 +61,7 @@ _IN_TYPES = {
 _OUT_TYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
 _VARIANTS = {"mfma": "dense", "mfma_scale": "scaled (gfx950)", "smfmac": "sparse (smfmac)"}
 
-INTRINSIC = re.compile(
-    r"__builtin_amdgcn_(?P<op>mfma_scale|smfmac|mfma)_(?P<out>f32|i32|f64)_(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)_?"
-    r"(?P<in>[a-z0-9_]+?)\s*\("
-)
+INTRINSIC = MFMA_INTRINSIC
 
 
 @dataclass(frozen=True)
@@ -157,65 +165,8 @@ def phase_clocks(byte_addresses: list[int], width_bytes: int) -> tuple[int, ...]
 
 
 # --------------------------------------------------------------------------------------------
-# Reading generated HIP source
+# LDS reads under the bank model (the HIP text itself is read by tilelab._tilelang.source)
 # --------------------------------------------------------------------------------------------
-
-
-def _split_args(text: str) -> list[str]:
-    """Top-level comma-separated arguments of a call whose '(' precedes ``text``; stops at ')'."""
-    args: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            if depth == 0:
-                args.append("".join(current).strip())
-                return args
-            depth -= 1
-        elif ch == "," and depth == 0:
-            args.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    return args
-
-
-def operand_buffer(expr: str) -> str:
-    """The buffer an operand expression reads (``*(((float16x4*)B_local) + j_1)`` -> ``B_local``)."""
-    stripped = re.sub(r"\(\s*[\w:]+\s*\*+\s*\)", " ", expr)  # drop pointer casts
-    names = [n for n in re.findall(r"[A-Za-z_]\w*", stripped) if not re.fullmatch(r"(?:u?int|float|half|bfloat)\w*", n)]
-    return names[0] if names else expr.strip()
-
-
-def _kernels(source: str) -> list[tuple[str, int, int]]:
-    """(name, start, end) of each ``__global__`` function in the source."""
-    spans = []
-    pattern = r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\("
-    starts = [(m.group(1), m.start()) for m in re.finditer(pattern, source)]
-    for i, (name, start) in enumerate(starts):
-        spans.append((name, start, starts[i + 1][1] if i + 1 < len(starts) else len(source)))
-    return spans
-
-
-def _kernel_at(spans: list[tuple[str, int, int]], pos: int) -> str | None:
-    return next((name for name, start, end in spans if start <= pos < end), None)
-
-
-def mfma_calls(source: str) -> list[dict[str, Any]]:
-    """Every MFMA call site: kernel, intrinsic, the three operand expressions, source line (1-based)."""
-    spans = _kernels(source)
-    calls = []
-    for match in INTRINSIC.finditer(source):
-        args = _split_args(source[match.end():])
-        calls.append({
-            "kernel": _kernel_at(spans, match.start()),
-            "intrinsic": match.group(0).rstrip("(").strip(),
-            "operands": tuple(args[:3]),
-            "line": source.count("\n", 0, match.start()) + 1,
-        })
-    return calls
 
 
 # The vector types a HIP LDS access moves, in bytes.
@@ -236,23 +187,6 @@ def access_width(type_name: str) -> int:
     return int(packed.group(1)) if packed else _ELEMENT_BYTES.get(type_name, 0)
 
 
-def shared_buffers(source: str) -> dict[str, int]:
-    """LDS buffers and their byte offsets in the kernel's dynamic LDS block."""
-    found = {m.group(1): int(m.group(2) or 0) for m in re.finditer(
-        r"void\*\s+(\w+)\s*=\s*\(\(void\*\)\(\(char\*\)buf_dyn_shmem(?:\s*\+\s*(\d+))?\)\)", source)}
-    for m in re.finditer(r"__shared__\s+[\w\s]*?\s(\w+)\[", source):
-        found.setdefault(m.group(1), 0)
-    return found
-
-
-_LOOP = re.compile(r"for \(int (\w+) = 0; \1 < (\d+); \+\+\1\)")
-# *(uint2*)(A_local + (i * 4)) = *(uint2*)(((half_t*)A_shared) + (EXPR));
-_VECTOR_READ = re.compile(
-    r"^\s*\*\((\w+)\*\)\((\w+) \+ .*?\)\s*=\s*\*\((\w+)\*\)\(\(\(([\w ]+?)\*\)(\w+)\) \+ (.+)\);\s*$")
-# B_local[(j * 4) + local_id] = ((half_t*)B_shared)[EXPR];
-_SCALAR_READ = re.compile(r"^\s*(\w+)\[.*?\]\s*=\s*\(\(([\w ]+?)\*\)(\w+)\)\[(.+)\];\s*$")
-
-
 def _python_expr(c_expr: str) -> str:
     text = re.sub(r"\(\(int\)threadIdx\.x\)", "tx", c_expr)
     text = re.sub(r"\(int\)threadIdx\.x", "tx", text)
@@ -271,19 +205,19 @@ def lds_operand_reads(source: str, operand_buffers: set[str]) -> list[dict[str, 
     ``clocks`` is the worst combination's phase clocks under the CDNA bank model.
     """
     shared = shared_buffers(source)
-    spans = _kernels(source)
+    spans = kernel_spans(source)
     reads: list[dict[str, Any]] = []
     loops: list[tuple[str, int, int]] = []  # (var, extent, brace depth at its body)
     depth = 0
     offset = 0
     for number, line in enumerate(source.split("\n"), start=1):
-        loop = _LOOP.search(line)
-        match = _VECTOR_READ.match(line)
+        loop = LDS_LOOP.search(line)
+        match = LDS_VECTOR_READ.match(line)
         if match and match.group(2) in operand_buffers and match.group(5) in shared:
             width, dest, element, buffer, expr = (access_width(match.group(1)), match.group(2),
                                                   match.group(4), match.group(5), match.group(6))
         else:
-            scalar = _SCALAR_READ.match(line)
+            scalar = LDS_SCALAR_READ.match(line)
             if scalar and scalar.group(1) in operand_buffers and scalar.group(3) in shared:
                 dest, element, buffer, expr = scalar.group(1), scalar.group(2), scalar.group(3), scalar.group(4)
                 width = _ELEMENT_BYTES.get(element, 0)
@@ -293,7 +227,7 @@ def lds_operand_reads(source: str, operand_buffers: set[str]) -> list[dict[str, 
             record = _evaluate_read(expr, [(v, e) for v, e, _ in loops], width, _ELEMENT_BYTES.get(element, 0),
                                     shared[buffer])
             if record is not None:
-                reads.append({"kernel": _kernel_at(spans, offset), "buffer": buffer, "destination": dest,
+                reads.append({"kernel": kernel_at(spans, offset), "buffer": buffer, "destination": dest,
                               "width_bytes": width, "line": number, "expression": expr.strip(), **record})
         depth += line.count("{") - line.count("}")
         if loop and "{" in line:

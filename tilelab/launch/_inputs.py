@@ -478,7 +478,7 @@ def gemm_shape(inputs: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, .
     """(M, N, K) when the shapes read as C(M,N) = A(M,K|K,M) @ B(K,N|N,K); None when they do not.
 
     Shapes alone cannot tell a GEMM from an elementwise kernel on square tensors: callers that
-    count FLOPs also ask the compiled source (``_bench.is_matrix_multiply``)."""
+    count FLOPs also ask the compiled source (``tilelab._tilelang.source.is_matrix_multiply``)."""
     if len(outputs) != 1 or len(inputs) != 2:
         return None
     out, (a, b) = outputs[0], inputs

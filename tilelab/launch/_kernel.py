@@ -10,7 +10,6 @@ The seam to TileLang is :func:`prepare_kernel` and :func:`call_kernel`; both go 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,30 +188,16 @@ def call_kernel(prepared: Prepared, args: Sequence[Any]) -> list[Any]:
 
 
 
-# What a compiled kernel's source calls when it multiplies matrices on tensor cores (TileLang's
-# tl::wgmma_ss/rs, tl::gemm_ss/rs/sr, tl::mma*, tcgen05 on Blackwell) or in inline PTX.
-_MATMUL_CALL = re.compile(
-    r"\btl::(?:wgmma_\w+|gemm_\w+|mma\w*|tcgen05\w*|utcmma\w*)\b|\bwgmma\.mma_async\b|\bmma\.sync\b|"
-    r"\bwmma::mma_sync\b|\bcute::gemm\b|\btcgen05\.mma\b")
-
-
-def is_matrix_multiply(source: str | None) -> bool:
-    """True when the generated source calls a matrix-multiply instruction or TileLang GEMM
-    template (``#include`` lines, which every kernel carries, are ignored)."""
-    if not source:
-        return False
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
-    return _MATMUL_CALL.search(code) is not None
-
-
 def count_work(params: Sequence[_inputs.Param], sizes: dict[str, int], source: str | None = None
                ) -> tuple[float | None, float]:
     """(flops, bytes) for a kernel's signature.
 
     bytes = every tensor read or written once. flops = 2*M*N*K only when the shapes read as a
     GEMM *and* ``source`` (the compiled kernel's ``get_kernel_source()``) calls a matrix
-    multiply (:func:`is_matrix_multiply`): shapes alone take C = A + B on square tensors for a
+    multiply (``tilelab._tilelang.source.is_matrix_multiply``): shapes alone take C = A + B on square tensors for a
     GEMM. Otherwise None, and the kernel is rated by bytes alone (pass ``flops=`` to override)."""
+    from .._tilelang.source import is_matrix_multiply  # the adapter package loads when a kernel is measured
+
     total = 0.0
     for p in params:
         if p.kind == "tensor":
