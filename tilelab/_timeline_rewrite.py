@@ -476,6 +476,45 @@ __device__ __forceinline__ unsigned long long tlt_clock() {
 """
 
 
+@dataclass(frozen=True)
+class KernelFrame:
+    """Where a kernel lowered with a record buffer sits in its device source: the lines, the
+    ``TLT_BIND`` statement, the buffer's name, the kernel's definition and closing brace, its
+    ``__launch_bounds__`` (None without), and each line's number in the plain kernel's source
+    (no ``#line`` directives, no bind statement)."""
+
+    lines: list[str]
+    bind_at: int
+    buf_name: str
+    kdef: int
+    kend: int
+    kernel: str
+    threads: int | None
+    plain_line: dict[int, int]
+
+
+def kernel_frame(source: str) -> KernelFrame:
+    """The :class:`KernelFrame` of ``source``, read once for both rewriters (timeline, hang watch)."""
+    lines = source.split("\n")
+    bind_at = next((i for i, t in enumerate(lines) if BIND.match(t)), None)
+    if bind_at is None:
+        raise RewriteError("the source has no TLT_BIND statement: it was not lowered with a record buffer")
+    buf_name = BIND.match(lines[bind_at]).group(1)  # type: ignore[union-attr]
+    kdef = max((i for i in range(bind_at) if _KERNEL_DEF.match(lines[i])), default=None)
+    if kdef is None:
+        raise RewriteError("no kernel definition before the TLT_BIND statement")
+    threads_text, kernel, _ = _KERNEL_DEF.match(lines[kdef]).groups()  # type: ignore[union-attr]
+    plain_line: dict[int, int] = {}
+    n = 0
+    for i, t in enumerate(lines):
+        if _LINE.match(t) or i == bind_at:
+            continue
+        n += 1
+        plain_line[i] = n
+    return KernelFrame(lines, bind_at, buf_name, kdef, _matching(lines, kdef, len(lines)), kernel,
+                       int(threads_text) if threads_text else None, plain_line)
+
+
 def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: str | None = None,
                blocks: int = 1, traced_blocks: Sequence[int] = (0,), granularity: str = "warpgroup",
                capacity: int | None = None) -> Instrumented:
@@ -488,26 +527,9 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     """
     if granularity not in ("warpgroup", "warp"):
         raise ValueError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
-    lines = source.split("\n")
-    bind_at = next((i for i, t in enumerate(lines) if BIND.match(t)), None)
-    if bind_at is None:
-        raise RewriteError("the source has no TLT_BIND statement: it was not lowered with a record buffer")
-    buf_name = BIND.match(lines[bind_at]).group(1)  # type: ignore[union-attr]
-    kdef = max((i for i in range(bind_at) if _KERNEL_DEF.match(lines[i])), default=None)
-    if kdef is None:
-        raise RewriteError("no kernel definition before the TLT_BIND statement")
-    threads_text, kernel, _ = _KERNEL_DEF.match(lines[kdef]).groups()  # type: ignore[union-attr]
-    threads = int(threads_text) if threads_text else None
-    kend = _matching(lines, kdef, len(lines))
-
-    # device lines of the plain kernel: no #line directives, no bind statement
-    plain_line: dict[int, int] = {}
-    n = 0
-    for i, t in enumerate(lines):
-        if _LINE.match(t) or i == bind_at:
-            continue
-        n += 1
-        plain_line[i] = n
+    frame = kernel_frame(source)
+    lines, bind_at, buf_name, kdef, kend = frame.lines, frame.bind_at, frame.buf_name, frame.kdef, frame.kend
+    kernel, threads, plain_line = frame.kernel, frame.threads, frame.plain_line
 
     builder = _Builder(lines, plain_line, ops, cell_file)
     body = "\n".join(lines[kdef + 1:kend])

@@ -35,14 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._timeline_rewrite import (
-    _KERNEL_DEF,
     _LINE,
     BARRIER_ARRAY,
     BARRIER_ARRIVE,
     BARRIER_INIT,
     BARRIER_MEMORY,
     BARRIER_WAIT,
-    BIND,
     FOR_HEAD,
     SYNC_PARTIAL,
     SYNC_THREADS,
@@ -50,9 +48,9 @@ from ._timeline_rewrite import (
     TMA_LOAD_BARRIER,
     Node,
     RewriteError,
-    _matching,
     _Namer,
     _parse,
+    kernel_frame,
 )
 
 SLOT_WORDS = 2
@@ -451,29 +449,13 @@ def watch(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: str | N
     """The watched source and its tables. ``blocks``: the grid's block count (slots are kept for the
     first ``max_blocks``); ``block_threads``: threads per block (default: the kernel's
     ``__launch_bounds__``); ``ops`` and ``cell_file`` as for the timeline's rewrite."""
-    lines = source.split("\n")
-    bind_at = next((i for i, t in enumerate(lines) if BIND.match(t)), None)
-    if bind_at is None:
-        raise RewriteError("the source has no TLT_BIND statement: it was not lowered with a record buffer")
-    buf_name = BIND.match(lines[bind_at]).group(1)  # type: ignore[union-attr]
-    kdef = max((i for i in range(bind_at) if _KERNEL_DEF.match(lines[i])), default=None)
-    if kdef is None:
-        raise RewriteError("no kernel definition before the TLT_BIND statement")
-    threads_text, kernel, _ = _KERNEL_DEF.match(lines[kdef]).groups()  # type: ignore[union-attr]
-    bounds = int(threads_text) if threads_text else None
-    threads = block_threads or bounds
+    frame = kernel_frame(source)
+    lines, bind_at, buf_name, kdef, kend = frame.lines, frame.bind_at, frame.buf_name, frame.kdef, frame.kend
+    kernel, plain_line = frame.kernel, frame.plain_line
+    threads = block_threads or frame.threads
     if threads is None:
         raise RewriteError("the kernel has no __launch_bounds__ and no block size was given")
-    kend = _matching(lines, kdef, len(lines))
     warps = (threads + 31) // 32
-
-    plain_line: dict[int, int] = {}
-    n = 0
-    for i, t in enumerate(lines):
-        if _LINE.match(t) or i == bind_at:
-            continue
-        n += 1
-        plain_line[i] = n
 
     reader = _Reader(lines, plain_line, ops, cell_file, threads)
     reader.scan_declarations(kdef + 1, kend)
