@@ -183,7 +183,8 @@ def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], f
                       mode=first.mode if first else mode, device=first.device if first else "",
                       notes=tuple(notes), factory=first.factory if first else fallback_name,
                       ratio_baseline=ratio_baseline or next((t.ratio_baseline for t in tables if t.ratio_baseline),
-                                                            None))
+                                                            None),
+                      final_reference=next((t.final_reference for t in tables if t.final_reference), None))
 
 
 def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
