@@ -51,23 +51,19 @@ def _config_key(config: Config | tuple) -> tuple:
 def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
           opts: SweepOptions) -> tuple[dict[tuple, list[Config]], list[SweepRow], list[str]]:
     """(the configurations kept at each size, the pruned rows, notes): see the module doc."""
-    from ..._errors import LoweringError
-    from ..._inspect import inspect
-
     target = opts.target
 
     def why_not(size: Config, config: Config) -> str | None:
         try:
             kernel = factory(**size, **config)
-            report = inspect(kernel, target)
-        except LoweringError as err:
-            cause = f"[{err.cause}] " if err.cause else ""
-            return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
         except Exception as err:  # the factory's own failure: the grid would fail to compile it too
             return f"building it raised {short_error(err)}"
-        limits = [n for n in report.notes if "a launch would fail" in n
-                  or ("threads per block" in n and "allows" in n)]
-        return limits[0] if limits else None
+        try:
+            # lowered as the compile will lower it (its out_idx), so that the compile takes this
+            # lowering inside shared_lowerings() instead of lowering again
+            return why_not_launchable(kernel, target, out_idx=opts.out_idx)
+        except Exception as err:
+            return f"inspecting it raised {short_error(err)}"
 
     # Each inspection lowers the configuration (seconds each): in a pool of threads, as the
     # compiles are, so that pruning 64 configurations does not cost 64 lowerings one after another.
@@ -92,15 +88,17 @@ class Pruned(Exception):
     """A compile task's configuration cannot launch (or TileLang cannot lower it): not compiled."""
 
 
-def why_not_launchable(kernel: Any, target: Any) -> str | None:
+def why_not_launchable(kernel: Any, target: Any, *, out_idx: Any = None,
+                       pass_configs: dict[str, Any] | None = None) -> str | None:
     """Why ``kernel`` (a ``T.prim_func``) would fail to launch on ``target``, from its inspection
-    (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it."""
+    (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it. ``out_idx`` and
+    ``pass_configs`` are the compile's, so that its lowering is the one the compile would make."""
     from ..._errors import LoweringError
     from ..._inspect import inspect
 
     try:
-        # one launcher is enough: the limits come from the kernel, not from how it is launched
-        report = inspect(kernel, target, backends=("tvm_ffi",))
+        # no launcher: the limits come from the kernel, not from how it is launched
+        report = inspect(kernel, target, backends=(), out_idx=out_idx, pass_configs=pass_configs or None)
     except LoweringError as err:
         cause = f"[{err.cause}] " if err.cause else ""
         return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
@@ -109,14 +107,18 @@ def why_not_launchable(kernel: Any, target: Any) -> str | None:
     return limits[0] if limits else None
 
 
-def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any]) -> Any:
-    """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles."""
+def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any], out_idx: Any = None,
+                       pass_configs: dict[str, Any] | None = None) -> Any:
+    """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles,
+    taking the inspection's lowering (one lowering per configuration)."""
     from ... import _tilelang
 
-    why = why_not_launchable(_tilelang.kernel_ir_from_text(ir_text), target)
-    if why is not None:
-        raise Pruned(why)
-    return step()
+    with _tilelang.shared_lowerings():
+        why = why_not_launchable(_tilelang.kernel_ir_from_text(ir_text), target, out_idx=out_idx,
+                                 pass_configs=pass_configs)
+        if why is not None:
+            raise Pruned(why)
+        return step()
 
 
 def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
@@ -128,10 +130,11 @@ def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
     def compile_fn(factory: Callable[..., Any], size: Config, config: Config) -> Callable[[], Any]:
         step = make_step(factory, size, config)
         if isinstance(step, functools.partial) and step.func is compile_artifact:
-            ir_text = step.args[0].ir_text  # the recipe elaborated it already
-        else:
-            ir_text = _tilelang.kernel_ir_to_text(_tilelang.resolve_kernel(factory(**size, **config)).prim_func)
-        return functools.partial(prune_then_compile, ir_text, target, step)
+            recipe = step.args[0]  # the recipe elaborated it already: inspect it as it compiles
+            return functools.partial(prune_then_compile, recipe.ir_text, target, step, recipe.out_idx,
+                                     recipe.pass_configs)
+        source = _tilelang.resolve_kernel(factory(**size, **config))
+        return functools.partial(prune_then_compile, _tilelang.kernel_ir_to_text(source.prim_func), target, step)
 
     return compile_fn
 
@@ -203,7 +206,16 @@ def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -
 
 def pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                  opts: SweepOptions) -> SweepTable:
-    """A grid sweep of what :func:`prune` keeps, with the pruned rows in the table."""
+    """A grid sweep of what :func:`prune` keeps, with the pruned rows in the table; each compile in
+    this process takes its configuration's lowering from the pruning (one lowering each)."""
+    from ... import _tilelang
+
+    with _tilelang.shared_lowerings():
+        return _pruned_sweep(factory, configs, sizes, opts)
+
+
+def _pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
+                  opts: SweepOptions) -> SweepTable:
     kept, rows, notes = prune(factory, configs, sizes, opts)
     tables = []
     for size in sizes:
@@ -252,7 +264,17 @@ def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, op
 
 def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
-    """Successive halving over ``configs`` at each size (see the module doc)."""
+    """Successive halving over ``configs`` at each size (see the module doc). A configuration is
+    lowered once: its compile in this process takes the pruning's lowering, and later rungs load
+    TileLang's cached kernel."""
+    from ... import _tilelang
+
+    with _tilelang.shared_lowerings():
+        return _halving_sweep(factory, configs, sizes, opts)
+
+
+def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
+                   opts: SweepOptions) -> SweepTable:
     started = time.monotonic()
     prune_first = opts.prune is not False
     gpu = _on_this_gpu(opts)
