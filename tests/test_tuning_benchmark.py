@@ -162,3 +162,35 @@ def test_a_retime_without_its_searches_says_which_to_run(tuning, tmp_path, monke
     assert "run fa-tilelab first" in result["error"]
     assert json.loads((tmp_path / "fa-retime.json").read_text())["error"] == result["error"]
     assert "not run yet" in tuning.report(tmp_path) and "nothing saved" in tuning.report(tmp_path / "none")
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_child_past_its_timeout_ends_with_everything_it_started_and_keeps_what_it_saved(tuning):
+    """A part that runs too long (a child that starts a process of its own, which holds the child's
+    output open, and never answers) comes back as an error within its timeout, with what the child
+    saved before; the child's process group ends with it, so nothing it started keeps the GPU."""
+    import time as _time
+
+    result = tuning.run_child(["wait"], timeout=6)
+    assert result["error"] == "no answer within 6 s (the result holds what finished before)"
+    assert result["waited"] is True
+    deadline = _time.monotonic() + 30  # the system's own time to reap a killed process, not the test's
+    while not _gone(result["grandchild"]) and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert _gone(result["grandchild"])
+
+
+def test_a_ratios_part_cut_short_still_shows_the_calls_it_made(tuning):
+    calls = [dict(median_ms=1.64, baseline_ms=1.65, ratio=0.994, ratio_ci=[0.993, 0.995], pairs=60)]
+    text = tuning.ratio_table({"size": 8192, "calls": calls, "error": "no answer within 555 s (the result holds "
+                               "what finished before)"})
+    assert "0.9940" in text and "stopped after 1 call(s): no answer within 555 s" in text
+    assert "spread of the kernel's medians -" in text  # one call: no spread
