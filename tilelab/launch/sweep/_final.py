@@ -72,19 +72,19 @@ class FinalRound:
         self.stopped: str | None = None
         self.bar: Any = None
 
-    def _figure(self, row: SweepRow) -> float:
-        if self.against_baseline and row.ratio is not None:
-            return float(row.ratio)
-        return float(row.median_ms or 0.0)
-
     def _leaders(self) -> dict[tuple, list[Job]]:
-        timed: dict[tuple, list[tuple[float, Job]]] = {}
+        """The ``count`` fastest at each size: by their ratio where every row there has one (to the
+        sweep's baseline, or to the leader of a halving sweep's rung before), else by median."""
+        timed: dict[tuple, list[tuple[SweepRow, Job]]] = {}
         for job in self.sweep.jobs:
             row = self.sweep.rows.get(job.index)
             if row is not None and row.ok:
-                timed.setdefault(job.size, []).append((self._figure(row), job))
-        leaders = {size: [job for _, job in sorted(ranked, key=lambda t: t[0])[:self.count]]
-                   for size, ranked in timed.items()}
+                timed.setdefault(job.size, []).append((row, job))
+        leaders = {}
+        for size, ranked in timed.items():
+            by_ratio = all(row.ratio is not None for row, _ in ranked)
+            ranked.sort(key=lambda t: float((t[0].ratio if by_ratio else t[0].median_ms) or 0.0))
+            leaders[size] = [job for _, job in ranked[:self.count]]
         return {size: jobs for size, jobs in leaders.items()
                 if len({self.sweep.rows[j.index].device for j in jobs}) > 1}
 

@@ -25,7 +25,13 @@ nvcc are CPU work, and part of TileLang's lowering runs in Python under the GIL 
 1.3-1.6x as fast as one, not 2x), so threads of one process stop scaling long before 16 cores.
 There pruning is part of each compile task (inspect, then compile what can launch, in the same
 process), so no lowering runs in the caller before the first compile; elsewhere (the caller's
-replaced compile step, the CPU) it runs in a pool of threads first.
+replaced compile step, the CPU) it runs in a pool of threads first. Either way a configuration is
+lowered once: the inspection lowers it as the compile would (the compile's ``out_idx`` and pass
+configs), and inside ``_tilelang.shared_lowerings()`` the compile takes that lowering instead of
+running TileLang's pipeline again; later rungs load TileLang's cached kernel.
+
+Over several devices only the last rung has a final round (brief rungs rank by median and cut by
+``1/eta``); its ratios rank the best, as in a grid sweep (:func:`mark_best`).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..._launch_model import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, expand, mark_best, short_error, size_key, size_text
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -336,9 +342,11 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 except Exception as err:  # ranked by median, as without it
                     notes.append(f"the last rung is ranked by median: the leader of rung {rung - 1} did not compile "
                                  f"again here ({short_error(err)})")
+            # a brief rung ranks by median and cuts by 1/eta: no final round on one device for it
             step = dataclasses.replace(
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
-                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung))
+                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung),
+                finalists=opts.finalists if final else 0)
             t0 = time.monotonic()
             table = _grid(factory, alive, size, step)
             seconds = time.monotonic() - t0
@@ -378,10 +386,12 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
         contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
                       and r.rung == last and r.cut is None]
         if contenders:
-            # the last rung's rows carry their ratio to the baseline when rank_by="ratio": it ranks them
-            by_ratio = all(rows[i].ratio is not None for i in contenders)
-            best = min(contenders, key=lambda i: (rows[i].ratio if by_ratio else rows[i].median_ms) or 0.0)
-            rows[best] = dataclasses.replace(rows[best], best=True)
+            # as a grid ranks its rows: by the final round's ratios (a sweep over several devices),
+            # by the ratio each row was timed beside (rank_by="ratio", or the rung before's leader),
+            # else by median
+            marked = mark_best([rows[i] for i in contenders])
+            for i, row in zip(contenders, marked):
+                rows[i] = row
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "
                          + ", ".join(counts) + ("; stopped by the time budget" if stopped else ""))
