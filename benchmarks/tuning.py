@@ -190,9 +190,10 @@ def child_retime(space: str, quick: bool, ours: dict[str, Any], theirs: dict[str
             "pairs": len(res.ratio_samples), "notes": list(res.notes)}
 
 
-def child_ratios(quick: bool, calls: int = 4) -> dict[str, Any]:
+def child_ratios(quick: bool, calls: int = 4, save: Any = None) -> dict[str, Any]:
     """Four back-to-back default ``bench(gemm, baseline=torch.matmul)`` calls (both timed side by side
-    in tilelab's worker process, on the inputs it makes there)."""
+    in tilelab's worker process, on the inputs it makes there). ``save`` gets the result so far after
+    each call, so a timeout keeps the calls that finished."""
     import tilelang
     import torch
 
@@ -209,6 +210,8 @@ def child_ratios(quick: bool, calls: int = 4) -> dict[str, Any]:
                     "baseline_ms": r.baseline_ms, "ratio": r.ratio,
                     "ratio_ci": list(r.ratio_ci) if r.ratio_ci else None, "pairs": len(r.ratio_samples),
                     "wall_s": time.perf_counter() - t0, "notes": list(r.notes)})
+        if save is not None:
+            save({"size": n, "calls": out, "device": torch.cuda.get_device_name()})
     return {"size": n, "calls": out, "device": torch.cuda.get_device_name()}
 
 
@@ -271,8 +274,9 @@ def search_table(space: str, autotuner: dict[str, Any], ours: dict[str, Any], re
 
 
 def ratio_table(result: dict[str, Any]) -> str:
-    """Four back-to-back bench(k, baseline=torch.matmul) calls: each call, then both spreads."""
-    if result.get("error"):
+    """Four back-to-back bench(k, baseline=torch.matmul) calls: each call, then both spreads (of the
+    calls that finished, where the part stopped early)."""
+    if result.get("error") and not result.get("calls"):
         return "== ratios ==\nfailed: " + _first_line(result["error"])
     calls = result["calls"]
     lines = [f"== ratios: GEMM {result['size']}^3 against torch.matmul, {len(calls)} back-to-back calls"
@@ -292,6 +296,8 @@ def ratio_table(result: dict[str, Any]) -> str:
         met = s_ratio < RATIO_SPREAD_TARGET and s_ratio < s_med
         lines.append(f"target: ratios' spread < {100 * RATIO_SPREAD_TARGET:g}% and below the medians': "
                      + ("met" if met else "NOT met"))
+    if result.get("error"):
+        lines.append(f"stopped after {len(calls)} call(s): " + _first_line(result["error"]))
     return "\n".join(lines)
 
 
@@ -322,25 +328,62 @@ def _aligned(rows: list[list[str]]) -> list[str]:
 
 
 def run_child(args: list[str], timeout: float) -> dict[str, Any]:
-    """This script as a child with empty TileLang and tilelab caches; its JSON result, or {"error": why}."""
+    """This script as a child with empty TileLang and tilelab caches; its JSON result, or {"error": why}.
+
+    The child runs in a process group of its own, with its output in a file: when it runs past
+    ``timeout`` (or this process is stopped) the whole group ends, its compile processes and
+    tilelab's launch worker included, which would otherwise keep the GPU busy (and, holding a pipe,
+    keep this process waiting). What the child saved before that (a part that saves as it goes)
+    comes back with the error."""
     with tempfile.TemporaryDirectory(prefix="tuning-") as tmp:
         out = Path(tmp) / "result.json"
         env = dict(os.environ, TILELANG_CACHE_DIR=str(Path(tmp) / "tilelang-cache"),
                    TILELANG_AUTO_TUNING_DISABLE_CACHE="1", TILELAB_CACHE_DIR=str(Path(tmp) / "tilelab-cache"))
         t0 = time.perf_counter()
+        with open(Path(tmp) / "child.log", "w+") as log:
+            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", *args, "--json-out",
+                                     str(out)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            code = None
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                end_group(proc)
+            log.seek(0)
+            said = log.read()
         try:
-            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args, "--json-out",
-                                   str(out)], env=env, timeout=timeout, capture_output=True, text=True)
-        except subprocess.TimeoutExpired:
-            return {"error": f"no answer within {timeout:g} s"}
-        if proc.returncode != 0 or not out.exists():
-            return {"error": (proc.stderr or proc.stdout or f"exit status {proc.returncode}")[-2000:]}
-        try:
-            result = json.loads(out.read_text())
+            result = json.loads(out.read_text()) if out.exists() else None
         except ValueError as err:
             return {"error": f"unreadable result: {err}"}
+        if code is None:
+            kept = " (the result holds what finished before)" if result else ""
+            return {**(result or {}), "error": f"no answer within {timeout:g} s{kept}"}
+        if code != 0 or result is None:
+            return {"error": (said or f"exit status {code}")[-2000:]}
         result["process_s"] = time.perf_counter() - t0  # the child's whole life, imports included
         return result
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """End a child's process group (the child and every process it started) and reap the child."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def save_partial(path: str):
+    """What a child calls with its result so far: written where the parent reads it (atomically)."""
+    def save(result: dict[str, Any]) -> None:
+        tmp = Path(path).with_suffix(".partial")
+        tmp.write_text(json.dumps(result, default=str))
+        os.replace(tmp, path)
+
+    return save
 
 
 PARTS = ("gemm-autotuner", "gemm-tilelab", "gemm-retime", "fa-autotuner", "fa-tilelab", "fa-retime", "ratios")
@@ -430,21 +473,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        Path(args.json_out).write_text(json.dumps(_child(args.child, args.quick), default=str))
+        result = _child(args.child, args.quick, save_partial(args.json_out))
+        save_partial(args.json_out)(result)
         return
     folder = Path(args.out)
     if not args.report:
-        for part in parts_of(args.only):
-            t0 = time.perf_counter()
-            result = run_part(part, folder, args.quick, args.timeout)
-            state = "failed: " + _first_line(result["error"]) if result.get("error") else "done"
-            print(f"{part}: {state} ({time.perf_counter() - t0:.0f} s; saved in {folder / (part + '.json')})",
-                  flush=True)
+        import signal
+
+        def stop(signum: int, frame: Any) -> None:  # a command's time limit: end the running child too
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, stop)
+        try:
+            for part in parts_of(args.only):
+                t0 = time.perf_counter()
+                result = run_part(part, folder, args.quick, args.timeout)
+                state = "failed: " + _first_line(result["error"]) if result.get("error") else "done"
+                print(f"{part}: {state} ({time.perf_counter() - t0:.0f} s; saved in {folder / (part + '.json')})",
+                      flush=True)
+        except KeyboardInterrupt:
+            print("stopped: the parts saved so far are in " + str(folder), flush=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         print()
     print(report(folder), flush=True)
 
 
-def _child(words: list[str], quick: bool) -> dict[str, Any]:
+def _child(words: list[str], quick: bool, save: Any = None) -> dict[str, Any]:
     kind = words[0]
     quick = quick or "--quick" in words
     rest = [w for w in words[1:] if w != "--quick"]
@@ -455,7 +510,12 @@ def _child(words: list[str], quick: bool) -> dict[str, Any]:
     if kind == "retime":
         return child_retime(rest[0], quick, json.loads(rest[1]), json.loads(rest[2]))
     if kind == "ratios":
-        return child_ratios(quick)
+        return child_ratios(quick, save=save)
+    if kind == "wait":  # a child that starts a grandchild and never answers: how a timeout is tested
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        if save is not None:
+            save({"waited": True, "grandchild": grandchild.pid})
+        time.sleep(600)
     raise SystemExit(f"unknown child {kind!r}")
 
 

@@ -748,6 +748,9 @@ FINAL_PARAMS = {"block": [32, 64, 16]}
 FAST_BOARD = 0.98  # two GPUs of one model differ by about 1-2%
 
 
+REF_MS = 2.0  # the true time of a baseline callable (rank_by="ratio")
+
+
 class Boards:
     """A bench step whose figures depend on the board it runs on (the device in the bench thread's
     name): the device that first times ``lucky`` is 2% faster, the case that misleads a sweep (the
@@ -755,19 +758,29 @@ class Boards:
     each size waits for the other GPU's, so the first two configurations of a size (32 and 64:
     the compiles finish in job order with one compile worker) run on different GPUs.
 
-    A configuration's second call at a size is its final-round call."""
+    A configuration's second call at a size is its final-round call; there the clock wanders from
+    call to call (``final_clock``), as a power-capped GPU's does, so medians timed one after another
+    mislead, while a ratio to a reference timed in the same window (``baseline=``: the leader's
+    artifact, or a baseline callable) is the true one."""
 
-    def __init__(self, lucky=64, pair=True, fail_final=None, on_final=None, boards_differ=True):
+    def __init__(self, lucky=64, pair=True, fail_final=None, on_final=None, boards_differ=True,
+                 final_clock=(1.04, 0.95, 1.02, 0.97)):
         self.lucky, self.pair, self.fail_final, self.on_final = lucky, pair, fail_final, on_final
         self.boards_differ = boards_differ
         self.lock = threading.Lock()
         self.calls = []  # (block, N, thread, final)
+        self.references = []  # (block, N, the reference's block or "callable") of each call given a baseline
         self.fast = None
         self.barriers = {}
         self.seen = set()
+        self.final_clock = list(final_clock)
 
     def __call__(self, artifact, size, config, **kwargs):
-        me, block, n = threading.current_thread().name, artifact["block"], size["N"]
+        me, n = threading.current_thread().name, size["N"]
+        board = FAST_BOARD if self.fast and me.endswith(self.fast) else 1.0
+        if callable(artifact):  # a baseline row
+            return BenchResult(kwargs["name"], samples_ms=(REF_MS * board * n / 1024,) * 3)
+        block = artifact["block"]
         with self.lock:
             final = any(c[:2] == (block, n) for c in self.calls)
             first = not final and (me, n) not in self.seen
@@ -776,6 +789,7 @@ class Boards:
             if block == self.lucky and self.fast is None and self.boards_differ:
                 self.fast = me.rsplit("-", 1)[-1]
             barrier = self.barriers.setdefault(n, threading.Barrier(2, timeout=60))
+            clock = self.final_clock[sum(c[3] for c in self.calls) % len(self.final_clock) - 1] if final else 1.0
         if first and self.pair:
             barrier.wait()
         if final and self.on_final is not None:
@@ -783,7 +797,17 @@ class Boards:
         if final and self.fail_final in (block, "all"):
             raise RuntimeError("the final round's launch failed")
         board = FAST_BOARD if self.fast and me.endswith(self.fast) else 1.0
-        return BenchResult("k", samples_ms=(TRUE_MS[block] * board * n / 1024,) * 3)
+        ms = TRUE_MS[block] * board * clock * n / 1024
+        reference = kwargs.get("baseline")
+        if reference is None:
+            return BenchResult("k", samples_ms=(ms,) * 3)
+        ref_true = REF_MS if callable(reference) else TRUE_MS[reference["block"]]
+        with self.lock:
+            self.references.append((block, n, "callable" if callable(reference) else reference["block"]))
+        ref_ms = ref_true * board * clock * n / 1024
+        return BenchResult("k", samples_ms=(ms,) * 4, baseline="ref", baseline_samples_ms=(ref_ms,) * 4,
+                           ratio_samples=(TRUE_MS[block] / ref_true,) * 4,
+                           ratio_ci=(0.999 * TRUE_MS[block] / ref_true, 1.001 * TRUE_MS[block] / ref_true))
 
     def final_calls(self):
         return [(b, n, thread) for b, n, thread, final in self.calls if final]
@@ -795,8 +819,13 @@ def _final_sweep(bench, sizes=None, **kwargs):
     return sweep(factory, FINAL_PARAMS, sizes or {"N": [1024]}, **kwargs)
 
 
-def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_landed_on(record_progress,
-                                                                                        compile_in_threads):
+def _leader(rows, n):
+    """The sweep's fastest configuration at size ``n`` (by median): the final round's reference."""
+    return min(TRUE_MS, key=lambda b: rows[(n, b)].median_ms)
+
+
+def test_the_final_round_ranks_the_leaders_by_ratio_on_one_gpu_not_by_board_or_moment(record_progress,
+                                                                                       compile_in_threads):
     # today's behaviour (finalists=0): block 64 wins on its faster board although it is 1% slower
     before = Boards()
     table = _final_sweep(before, finalists=0)
@@ -813,43 +842,69 @@ def test_the_final_round_ranks_the_leaders_on_one_gpu_not_by_the_board_they_land
     table = _final_sweep(bench)  # finalists=3 by default
     rows = _by(table)
     assert rows[(1024, 32)].device != rows[(1024, 64)].device
-    # the finalists measured on another GPU timed again, once each, on the first GPU; those the
-    # sweep measured there keep that figure
-    elsewhere = sorted(b for b in TRUE_MS if rows[(1024, b)].device != "cuda:0")
-    assert elsewhere and len(elsewhere) < 3
-    assert sorted(bench.final_calls()) == [(b, 1024, "tilelab-bench-cuda:0") for b in elsewhere]
+    assert _leader(rows, 1024) == 64  # the sweep's medians say 64: it is the reference
+    # the two others timed again, once each, on the first GPU, each beside the leader's kernel
+    assert sorted(bench.final_calls()) == [(16, 1024, "tilelab-bench-cuda:0"), (32, 1024, "tilelab-bench-cuda:0")]
+    assert sorted(bench.references) == [(16, 1024, 64), (32, 1024, 64)]
     assert {r.final_device for r in rows.values()} == {"cuda:0"}
-    board0 = FAST_BOARD if bench.fast == "cuda:0" else 1.0
-    assert {b: rows[(1024, b)].final_ms for b in TRUE_MS} == pytest.approx({b: t * board0 for b, t in TRUE_MS.items()})
-    assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms  # the sweep's medians still say 64 ...
-    assert dict(table.best().config) == {"block": 32}  # ... the final round says 32, which is right
+    # the ratios are the true ones, whatever the board and the clock of the moment said
+    assert {b: rows[(1024, b)].final_ratio for b in TRUE_MS} == pytest.approx(
+        {b: t / TRUE_MS[64] for b, t in TRUE_MS.items()})
+    assert rows[(1024, 64)].final_ratio == 1.0 and rows[(1024, 64)].final_ratio_ci is None
+    assert rows[(1024, 32)].final_ratio_ci == pytest.approx((0.999 * 1.00 / 1.01, 1.001 * 1.00 / 1.01))
+    # the clock wandered between the two calls: their medians alone would have ranked 32 last
+    assert rows[(1024, 32)].final_ms > rows[(1024, 64)].median_ms
+    assert dict(table.best().config) == {"block": 32}  # the ratio says 32, which is right
     assert [r.best for r in table.rows] == [True, False, False]
     assert table.best_call() == "factory(N=1024, block=32)"
-    # the dashboard: a final ms column, a note saying what the final round was and why
-    n = len(elsewhere)
-    assert [(b.total, b.desc, b.updates) for b in bars[1:]] == [(n, f"final round: {n} configurations on cuda:0", n)]
+    assert table.final_reference == "the sweep's fastest at each size"
+    # the dashboard: final ms and final ratio columns, a note saying what the round was, to what, and why
+    assert [(b.total, b.desc, b.updates) for b in bars[1:]] == [(2, "final round: 2 configurations on cuda:0", 2)]
     text = repr(table)
     header = next(line for line in text.splitlines() if line.startswith("size"))
-    assert header.split()[:5] == ["size", "configuration", "median", "ms", "final"]
-    assert f"{rows[(1024, 64)].final_ms:.4f}" in text
+    assert header.split()[:9] == ["size", "configuration", "median", "ms", "final", "ms", "final", "ratio", "to"]
+    assert "final ratio to the sweep's fastest at each size" in header
+    assert f"{rows[(1024, 32)].final_ratio:.4f} +-0.10%" in text
     (note,) = [n for n in table.notes if n.startswith("final round")]
-    assert "of the 3 fastest configurations at each size, those measured elsewhere were timed again" in note
-    assert f"{3 - n} measured there in the sweep kept that figure" in note
-    assert "on cuda:0" in note and "about 1%" in note
+    assert "the 3 fastest configurations at each size were timed again on cuda:0" in note
+    assert "side by side with the leader of its size" in note and "ranked by their ratio to it" in note
+    assert "at 1024: block=64" in note and "about 1%" in note and "lowest final ratio" in note
     html = table._repr_html_()
-    assert ">final ms</th>" in html and "about 1%" in html
+    assert ">final ms</th>" in html and "final ratio to the sweep&#x27;s fastest" in html and "about 1%" in html
     assert SweepTable.from_dict(table.to_dict()) == table
     old = {k: v for k, v in rows[(1024, 32)].to_dict().items() if not k.startswith("final")}
-    assert SweepRow.from_dict(old).final_ms is None and SweepRow.from_dict(old).final_device is None
+    assert SweepRow.from_dict(old).final_ms is None and SweepRow.from_dict(old).final_ratio is None
 
-    # finalists=2: the two fastest by the sweep's medians, no more (the one on another GPU timed again)
+    # finalists=2: the two fastest by the sweep's medians, no more: the second timed beside the first
     bench = Boards()
     table = _final_sweep(bench, finalists=2)
     rows = _by(table)
-    assert [b for b, *_ in bench.final_calls()] == [b for b in (32, 64) if rows[(1024, b)].device != "cuda:0"]
-    assert rows[(1024, 32)].final_ms is not None and rows[(1024, 64)].final_ms is not None
+    assert bench.final_calls() == [(32, 1024, "tilelab-bench-cuda:0")] and bench.references == [(32, 1024, 64)]
+    assert rows[(1024, 32)].final_ratio is not None and rows[(1024, 64)].final_ratio == 1.0
     assert rows[(1024, 16)].final_ms is None and dict(table.best().config) == {"block": 32}
     assert any("the 2 fastest configurations" in n for n in table.notes)
+
+
+def test_with_rank_by_ratio_the_final_round_times_its_finalists_beside_the_sweeps_baseline(compile_in_threads):
+    bench = Boards()
+    table = _final_sweep(bench, baseline={"ref": lambda N: (lambda: None)}, rank_by="ratio")
+    rows = _by(table)
+    assert all(rows[(1024, b)].ratio == pytest.approx(TRUE_MS[b] / REF_MS) for b in TRUE_MS)  # the sweep's ratios
+    # only the finalists measured on another GPU are timed again, beside the baseline on cuda:0;
+    # those the sweep measured there keep their ratio to it
+    elsewhere = sorted(b for b in TRUE_MS if rows[(1024, b)].device != "cuda:0")
+    assert elsewhere and len(elsewhere) < 3
+    assert sorted(bench.final_calls()) == [(b, 1024, "tilelab-bench-cuda:0") for b in elsewhere]
+    # every call, the sweep's and the final round's, was given the baseline to time beside
+    assert len(bench.references) == 3 + len(elsewhere) and {r[2] for r in bench.references} == {"callable"}
+    for b in TRUE_MS:
+        assert rows[(1024, b)].final_ratio == pytest.approx(TRUE_MS[b] / REF_MS)
+        assert rows[(1024, b)].final_device == "cuda:0"
+    assert dict(table.best().config) == {"block": 32}
+    assert table.final_reference == "ref" and table.ratio_baseline == "ref"
+    assert "final ratio to ref" in repr(table)
+    (note,) = [n for n in table.notes if n.startswith("final round")]
+    assert "side by side with ref" in note and f"{3 - len(elsewhere)} whose ratio was measured there" in note
 
 
 def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again_on_resume(tmp_path, monkeypatch,
@@ -862,46 +917,64 @@ def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again
     table = _final_sweep(bench, sizes={"N": [1024, 2048]}, force=False)
     rows = _by(table)
     assert all(rows[(1024, b)].cached and rows[(1024, b)].device == "cuda:0" for b in TRUE_MS)
-    assert {(b, n) for b, n, _ in bench.final_calls()} == {(b, 2048) for b in TRUE_MS
-                                                            if rows[(2048, b)].device != "cuda:0"}
+    leader = _leader(rows, 2048)
+    assert {(b, n) for b, n, _ in bench.final_calls()} == {(b, 2048) for b in TRUE_MS if b != leader}
     assert all(rows[(1024, b)].final_ms is None for b in TRUE_MS)  # ranked by their medians, as before
-    assert all(rows[(2048, b)].final_ms is not None for b in TRUE_MS)
+    assert all(rows[(2048, b)].final_ms is not None and rows[(2048, b)].final_ratio is not None for b in TRUE_MS)
     assert dict(table.best({"N": 1024}).config) == {"block": 32} == dict(table.best({"N": 2048}).config)
     assert any(n.startswith("no final round at 1024") and "one device" in n for n in table.notes)
     # the row cache holds the sweep's rows, never a final figure
     cached = [json.loads(p.read_text()) for p in (tmp_path / "sweeps").glob("*.json")]
-    assert len(cached) == 6 and all(c["final_ms"] is None and c["final_device"] is None for c in cached)
+    assert len(cached) == 6 and all(c["final_ms"] is None and c["final_ratio"] is None for c in cached)
     # resumed: every row from the cache, and the final round runs again (on the same two boards)
     again = Boards(pair=False, boards_differ=False)
     again.fast = bench.fast
     table = _final_sweep(again, sizes={"N": [1024, 2048]}, force=False)
     assert all(r.cached for r in table.rows)
-    # nothing measured but the final round: each leader at 2048 once, on the first GPU, those the
-    # cached rows say ran on cuda:0 too (a cached label may have named another board back then)
+    # nothing measured but the final round: each finalist at 2048 but the leader once, on the first GPU
     assert sorted((b, n, t) for b, n, t, _ in again.calls) == [
-        (b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
+        (b, 2048, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS) if b != leader]
     assert dict(table.best({"N": 2048}).config) == {"block": 32}
 
 
 def test_a_finalist_that_fails_in_the_final_round_keeps_its_sweep_row_and_is_named(compile_in_threads):
-    bench = Boards(fail_final="all")  # every launch of the final round fails
+    bench = Boards(fail_final=16)
     table = _final_sweep(bench)
     rows = _by(table)
-    timed_again = {b for b, *_ in bench.final_calls()}
-    kept = set(TRUE_MS) - timed_again
-    assert timed_again and kept  # 32 and 64 ran on different GPUs: one of them on cuda:0
-    assert timed_again == {b for b in TRUE_MS if rows[(1024, b)].device != "cuda:0"}
-    for b in timed_again:
-        assert rows[(1024, b)].ok and rows[(1024, b)].final_ms is None and rows[(1024, b)].final_device is None
-    for b in kept:
-        assert rows[(1024, b)].final_ms == rows[(1024, b)].median_ms and rows[(1024, b)].final_device == "cuda:0"
-    # only rows with a final figure are ranked: the best is the lowest of the kept ones
-    assert dict(table.best().config) == {"block": min(kept, key=lambda b: rows[(1024, b)].final_ms)}
-    failed = [n for n in table.notes if "failed" in n]
-    assert len(failed) == len(timed_again)
-    for b in timed_again:
-        (note,) = [n for n in failed if f"block={b} at size 1024" in n]
-        assert "the final round's launch failed" in note and "keeps its sweep row" in note
+    assert sorted(b for b, *_ in bench.final_calls()) == [16, 32]
+    assert rows[(1024, 16)].ok and rows[(1024, 16)].final_ms is None and rows[(1024, 16)].final_ratio is None
+    assert rows[(1024, 32)].final_ratio == pytest.approx(1.00 / 1.01)
+    assert dict(table.best().config) == {"block": 32}
+    (note,) = [n for n in table.notes if "failed" in n]
+    assert "block=16 at size 1024" in note and "the final round's launch failed" in note
+    assert "keeps its sweep row" in note
+
+    # every timed finalist fails: nothing to rank by, the sweep's medians decide, and a note says so
+    bench = Boards(fail_final="all")
+    table = _final_sweep(bench)
+    rows = _by(table)
+    assert all(r.final_ratio is None and r.final_ms is None for r in rows.values())
+    assert dict(table.best().config) == {"block": _leader(rows, 1024)}
+    assert any("every finalist failed when timed again" in n for n in table.notes)
+
+
+def test_a_leader_that_does_not_compile_again_leaves_the_sweeps_ranking_and_says_so(compile_in_threads):
+    compiles = []
+
+    def compile_once(factory, size, config):
+        compiles.append(config["block"])
+        if config["block"] == 64 and compiles.count(64) > 1:
+            raise ValueError("the disk cache is gone and nvcc with it")
+        return functools.partial(_compile, config["block"])
+
+    bench = Boards()
+    table = _final_sweep(bench, compile_fn=compile_once)
+    rows = _by(table)
+    assert _leader(rows, 1024) == 64 and not bench.final_calls()  # nothing timed against no reference
+    assert all(r.final_ratio is None and r.final_ms is None for r in rows.values())
+    assert dict(table.best().config) == {"block": 64}
+    (note,) = [n for n in table.notes if "did not compile again" in n]
+    assert "the disk cache is gone" in note and "sweep's fastest median" in note
 
 
 def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_sizes(compile_in_threads, stop_button):
@@ -913,10 +986,10 @@ def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_si
     table = _final_sweep(bench, sizes={"N": [1024, 2048]})
     rows = _by(table)
     assert all(r.ok and not r.cached for r in rows.values())  # the sweep's rows, every one
-    at_1024 = [b for b in TRUE_MS if rows[(1024, b)].device != "cuda:0"]
-    assert [n for _, n, _ in bench.final_calls()] == [1024] * len(at_1024) + [2048]
-    assert all(rows[(1024, b)].final_ms is not None for b in TRUE_MS)
-    assert all(rows[(2048, b)].final_ms is None for b in TRUE_MS)  # not complete there: not used
+    assert [n for _, n, _ in bench.final_calls()] == [1024, 1024, 2048]  # all but the leader at 1024
+    assert all(rows[(1024, b)].final_ratio is not None for b in TRUE_MS)
+    assert all(rows[(2048, b)].final_ms is None and rows[(2048, b)].final_ratio is None
+               for b in TRUE_MS)  # not complete there: not used
     assert dict(table.best({"N": 1024}).config) == {"block": 32}
     fastest = min(TRUE_MS, key=lambda b: rows[(2048, b)].median_ms)
     assert dict(table.best({"N": 2048}).config) == {"block": fastest}  # the sweep's ranking at 2048
@@ -977,8 +1050,9 @@ def test_dask_final_round_runs_on_the_first_gpu_worker_only(dask_two_gpus):
     rows = _by(table)
     assert rows[(1024, 32)].device != rows[(1024, 64)].device  # the leaders ran on both GPU workers
     assert {rows[(1024, b)].device for b in TRUE_MS} <= {"gpu0", "gpu1"}
-    assert sorted(DASK_BOARDS.final_calls()) == [(b, 1024, "dask-gpu0") for b in sorted(TRUE_MS)
-                                                 if rows[(1024, b)].device != "gpu0"]
+    leader = _leader(rows, 1024)
+    assert sorted(DASK_BOARDS.final_calls()) == [(b, 1024, "dask-gpu0") for b in sorted(TRUE_MS) if b != leader]
+    assert sorted(DASK_BOARDS.references) == [(b, 1024, leader) for b in sorted(TRUE_MS) if b != leader]
     assert {r.final_device for r in rows.values()} == {"gpu0"}
     assert dict(table.best().config) == {"block": 32}
     assert rows[(1024, 64)].median_ms < rows[(1024, 32)].median_ms  # the sweep alone would have picked 64
@@ -996,7 +1070,7 @@ def test_a_context_lost_in_the_final_round_stops_it_and_the_sweep_ranking_stands
     table = _final_sweep(bench, isolate=False)
     rows = _by(table)
     assert len(bench.final_calls()) == 1  # nothing more on a device whose context is gone
-    assert all(r.ok and r.final_ms is None for r in rows.values())
+    assert all(r.ok and r.final_ms is None and r.final_ratio is None for r in rows.values())
     assert dict(table.best().config) == {"block": 64}  # the sweep's fastest median, as before the round
     assert any("context of cuda:0 was lost" in n for n in table.notes)
     assert any(n.startswith("final round incomplete at 1024 (it stopped") for n in table.notes)
@@ -1057,11 +1131,11 @@ def test_cached_finalists_are_timed_again_and_a_round_where_every_one_fails_leav
     table = _final_sweep(failing, force=False)
     rows = _by(table)
     assert all(r.cached for r in rows.values())
-    # every finalist came from the cache, so every one was timed again (none kept), and all failed
-    assert sorted((b, t) for b, _, t, _ in failing.calls[len(first.calls):]) == [
-        (b, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS)]
-    assert all(r.final_ms is None for r in rows.values())
+    # every finalist but the leader (the reference) was timed again beside it, and all failed
     fastest = min(TRUE_MS, key=lambda b: rows[(1024, b)].median_ms)
+    assert sorted((b, t) for b, _, t, _ in failing.calls[len(first.calls):]) == [
+        (b, "tilelab-bench-cuda:0") for b in sorted(TRUE_MS) if b != fastest]
+    assert all(r.final_ms is None and r.final_ratio is None for r in rows.values())
     assert dict(table.best().config) == {"block": fastest}
     (note,) = [n for n in table.notes if n.startswith("final round at 1024")]
     assert "every finalist failed when timed again" in note and "the sweep's fastest median" in note

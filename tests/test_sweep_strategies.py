@@ -236,3 +236,73 @@ def test_the_last_rung_is_timed_beside_the_leader_only_where_a_ratio_is_defined(
     assert not _halving._side_by_side_final(SweepOptions(strategy="halving", bench_fn=lambda *a, **k: None),
                                             pooled=True)
     assert not _halving._side_by_side_final(SweepOptions(strategy="halving", target="c"), pooled=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# One lowering per configuration: the compile takes the pruning's lowering
+# ---------------------------------------------------------------------------------------------
+
+
+def _scaled_copy(N, block, scale):
+    """B = scale * A for the CPU (target c), ``block`` elements per block."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def scaled_copy(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.serial(block):
+                B[bx * block + i] = A[bx * block + i] * scale
+
+    return scaled_copy
+
+
+@pytest.fixture
+def count_lowerings(monkeypatch):
+    """How many times TileLang's lowering pipeline (``BackendContext.lower``) ran, by the kernel's
+    content (its IR module as text): the counter sits below anything tilelab wraps."""
+    from tilelang.backend.module import BackendContext
+
+    counts: dict[str, int] = {}
+    original = BackendContext.lower
+
+    def counted(self, mod):
+        counts[str(mod)] = counts.get(str(mod), 0) + 1
+        return original(self, mod)
+
+    monkeypatch.setattr(BackendContext, "lower", counted)
+    return counts
+
+
+def test_a_halving_sweep_lowers_each_configuration_once_pruning_and_compile_share_it(count_lowerings, tmp_path,
+                                                                                      monkeypatch):
+    """Real lowerings and compiles for the CPU (target c), a fake timer: pruning inspects every
+    configuration (TileLang's lowering), and the compile of each that survived takes that lowering
+    instead of lowering again; later rungs load TileLang's cached kernel. A kernel whose scale is
+    drawn for this run keeps TileLang's kernel cache from answering the first compile."""
+    import torch
+
+    import tilelab
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))  # no inspection report from an earlier run
+    scale = round(random.uniform(1.5, 2.5), 6)
+    blocks = [16, 32, 64, 128]
+    timed: dict[int, int] = {}
+    kernels = {}
+
+    def bench(prepared, size, config, **kwargs):
+        timed[config["block"]] = timed.get(config["block"], 0) + 1
+        kernels[config["block"]] = prepared
+        return BenchResult(kernel="k", samples_ms=(1.0 + abs(config["block"] - 64) / 64,) * 3)
+
+    table = sweep(lambda N, block: _scaled_copy(N, block, scale), {"block": blocks}, {"N": [256]},
+                  strategy="halving", eta=2, target="c", bench_fn=bench, progress=False)
+    assert table.best_config() == {"block": 64}
+    assert timed == {16: 1, 32: 2, 64: 2, 128: 1}  # rung 0 for all, the last rung for the best two
+    ours = {text: n for text, n in count_lowerings.items() if "scaled_copy" in text}  # (lowered during this test)
+    assert len(ours) == len(blocks), sorted(count_lowerings.values())  # each configuration lowered ...
+    assert sorted(ours.values()) == [1] * len(blocks)  # ... exactly once
+    # the kernels compiled from the shared lowerings compute the right thing
+    a = torch.arange(256, dtype=torch.float32)
+    for block, kernel in kernels.items():
+        checked = tilelab.run(kernel, a, ref=lambda A: A * scale, target="c")
+        assert checked.passed and checked.outputs and checked.rel_error < 1e-6, (block, checked)

@@ -162,3 +162,97 @@ def test_a_retime_without_its_searches_says_which_to_run(tuning, tmp_path, monke
     assert "run fa-tilelab first" in result["error"]
     assert json.loads((tmp_path / "fa-retime.json").read_text())["error"] == result["error"]
     assert "not run yet" in tuning.report(tmp_path) and "nothing saved" in tuning.report(tmp_path / "none")
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_child_past_its_timeout_ends_with_everything_it_started_and_keeps_what_it_saved(tuning):
+    """A part that runs too long (a child that starts a process of its own, which holds the child's
+    output open, and never answers) comes back as an error within its timeout, with what the child
+    saved before; the child's process group ends with it, so nothing it started keeps the GPU."""
+    import time as _time
+
+    result = tuning.run_child(["wait"], timeout=6)
+    assert result["error"] == "no answer within 6 s (the result holds what finished before)"
+    assert result["waited"] is True
+    deadline = _time.monotonic() + 30  # the system's own time to reap a killed process, not the test's
+    while not _gone(result["grandchild"]) and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert _gone(result["grandchild"])
+
+
+def test_a_ratios_part_cut_short_still_shows_the_calls_it_made(tuning):
+    calls = [dict(median_ms=1.64, baseline_ms=1.65, ratio=0.994, ratio_ci=[0.993, 0.995], pairs=60)]
+    text = tuning.ratio_table({"size": 8192, "calls": calls, "error": "no answer within 555 s (the result holds "
+                               "what finished before)"})
+    assert "0.9940" in text and "stopped after 1 call(s): no answer within 555 s" in text
+    assert "spread of the kernel's medians -" in text  # one call: no spread
+
+
+@pytest.fixture(scope="module")
+def multi_gpu():
+    path = ROOT / "benchmarks" / "sweep_multi_gpu.py"
+    spec = importlib.util.spec_from_file_location("sweep_multi_gpu_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(median_ms, ratio=None, device="cuda:0", **extra):
+    from tilelab.launch import SweepRow
+
+    return SweepRow((("block_M", 128),), (("M", 8192),), median_ms=median_ms, ratio=ratio, device=device, **extra)
+
+
+def test_the_repeat_figure_holds_by_ratio_where_the_clock_wandered_between_calls(multi_gpu):
+    """The best configuration timed again alone on cuda:0 after the sweep, on a clock 2.5% slower:
+    its medians miss the sweep's by 2.5% (a FAIL by median), its ratios to torch.matmul, timed
+    beside it, agree within 0.1% (a PASS by ratio); the absolute medians are printed beside."""
+    best = _row(1.000, ratio=0.9500)
+    per_gpu = {0: [_row(1.025, 0.9510), _row(1.030, 0.9490), _row(1.020, 0.9505)],
+               1: [_row(1.040, 0.9600, device="cuda:1")]}
+    ok, alone, lines = multi_gpu.compare_alone(per_gpu, best, by_ratio=True)
+    assert ok and alone == {0: pytest.approx(0.9505), 1: pytest.approx(0.96)}
+    first = lines[0]
+    assert "cuda:0 alone, 3 runs: ratio to torch.matmul 0.9505" in first
+    assert f"{100 * (0.9505 / 0.95 - 1):+.2f}% vs the 1-GPU sweep's 0.9500" in first and "PASS" in first
+    assert "absolute medians 1.0250, 1.0300, 1.0200 ms, +2.50% vs the sweep's 1.0000 ms" in first
+    assert f"spread {100 * (0.9510 - 0.9490) / 0.9505:.2f}%" in first
+    assert "another board, not a target" in lines[1]
+    assert lines[2].startswith("    board difference, cuda:1 alone vs cuda:0 alone: "
+                               f"{100 * (0.96 / 0.9505 - 1):+.2f}% by ratio to torch.matmul")
+    ok, alone, lines = multi_gpu.compare_alone(per_gpu, best, by_ratio=False)
+    assert not ok and alone[0] == pytest.approx(1.025) and "+2.50% vs the 1-GPU sweep's 1.0000 ms" in lines[0]
+    assert "FAIL" in lines[0]
+
+
+def test_the_final_comparison_uses_the_final_rounds_ratio_to_torch_matmul(multi_gpu):
+    from tilelab.launch import SweepTable
+
+    best = _row(1.000, ratio=0.9500)
+    winner = _row(1.031, ratio=0.9530, device="cuda:1", final_ms=1.028, final_device="cuda:0", final_ratio=0.9520,
+                  best=True)
+    spread = SweepTable(kernel="matmul", rows=(winner,), factory="matmul")
+    ok, lines = multi_gpu.compare_final(spread, best, 2, by_ratio=True)
+    assert ok and "ratio to torch.matmul 0.9520 (1.0280 ms) (cuda:0, final round; as on 1 GPU)" in lines[0]
+    assert f"{100 * (0.952 / 0.95 - 1):+.2f}% vs the 1-GPU sweep's best (0.9500, 1.0000 ms)" in lines[0]
+    ok, lines = multi_gpu.compare_final(spread, best, 2, by_ratio=False)
+    assert ok is False and "median 1.0280 ms" in lines[0] and "+2.80%" in lines[0] and "FAIL" in lines[0]
+
+
+def test_the_final_rounds_time_is_read_from_its_note(multi_gpu):
+    from tilelab.launch import SweepTable
+
+    note = ("final round: the 3 fastest configurations at each size were timed again on cuda:0, each side by side "
+            "with torch.matmul (batches alternating in one window), and ranked by their ratio to it (2 timed, 6.3 s; "
+            "1 whose ratio was measured there in the sweep kept it): ...")
+    table = SweepTable(kernel="matmul", rows=(), notes=(note,))
+    assert multi_gpu._final_round_time(table) == "of which the final round: 2 configurations timed on cuda:0 in 6.3 s"
+    assert multi_gpu._final_round_time(SweepTable(kernel="m", rows=())).startswith("no final round")

@@ -115,3 +115,78 @@ def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_task
     finals = [r for r in table.rows if r.ok and r.rung == 1]
     assert len(finals) == 2 and all(r.ratio is not None for r in finals)
     assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"
+
+
+def _count_lowerings(monkeypatch):
+    """How many times TileLang's lowering pipeline (``BackendContext.lower``) ran in this process,
+    by the kernel's global symbol and shape text."""
+    from tilelang.backend.module import BackendContext
+
+    counts: dict[str, int] = {}
+    original = BackendContext.lower
+
+    def counted(self, mod):
+        counts[str(mod)] = counts.get(str(mod), 0) + 1
+        return original(self, mod)
+
+    monkeypatch.setattr(BackendContext, "lower", counted)
+    return counts
+
+
+def test_a_halving_sweep_on_the_gpu_lowers_each_configuration_once(monkeypatch, tmp_path):
+    """Pruning inspects each configuration in its compile task (TileLang's lowering) and the compile
+    takes that lowering: one lowering per configuration, every row checked against torch.matmul.
+    Compile tasks run in threads of this process here (so the counter sees them); K is drawn for
+    this run, so TileLang's kernel cache cannot answer the first compile."""
+    import random
+
+    from tilelab.launch.sweep import _tasks
+
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))  # no inspection report from an earlier run
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compile tasks in threads, in this process
+    counts = _count_lowerings(monkeypatch)
+    k = 1024 + 64 * random.randint(1, 60)
+    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
+             for bn in (128, 256) for st in (3, 4)]
+    table = tilelab.sweep(matmul, space, [dict(M=1024, N=1024, K=k)], strategy="halving", eta=2, brief_ms=5,
+                          ref=torch.matmul, bench_kwargs={"rep_ms": 50, "ci_target": None}, progress=False)
+    print(repr(table))
+    print(sorted(counts.values()))
+    rows = [r for r in table.rows if r.label is None]
+    assert all(r.ok for r in rows) and table.best() is not None
+    ours = [n for text, n in counts.items() if f"{k}" in text]
+    assert len(ours) == len(space) and ours == [1] * len(space), sorted(counts.values())
+
+
+def test_the_multi_gpu_final_round_ranks_its_finalists_by_ratio():
+    """A sweep over two GPUs: its configurations (finalists=4: all of them, so that the finalists
+    ran on both GPUs) timed again on cuda:0, each side by side with the leader (rank_by="median")
+    or with torch.matmul (rank_by="ratio"), and ranked by those ratios."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"the final round needs two GPUs; this machine has {torch.cuda.device_count()}")
+
+    def torch_matmul(M, N, K):
+        return torch.matmul  # called with each configuration's own inputs
+
+    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
+             for bn in (128, 256) for st in (3, 4)]
+    size = [dict(M=2048, N=2048, K=2048)]
+    fast = {"rep_ms": 100, "ci_target": None}
+    for rank_by, reference in (("median", "the sweep's fastest at each size"), ("ratio", "torch.matmul")):
+        table = tilelab.sweep(matmul, space, size, devices=[0, 1], force=True, progress=False, bench_kwargs=fast,
+                              finalists=4, baseline={"torch.matmul": torch_matmul}, rank_by=rank_by)
+        print(repr(table))
+        rows = [r for r in table.rows if r.label is None]
+        assert all(r.ok for r in rows) and len({r.device for r in rows}) == 2
+        finalists = [r for r in rows if r.final_ratio is not None]
+        assert len(finalists) == 4, table
+        assert all(r.final_device == "cuda:0" and r.final_ms for r in finalists)
+        assert table.final_reference == reference
+        assert table.best().final_ratio == min(r.final_ratio for r in finalists)
+        if rank_by == "median":  # the leader is the reference: 1, the others with an interval
+            assert sorted(r.final_ratio_ci is None for r in finalists) == [False, False, False, True]
+            assert any(r.final_ratio == 1.0 for r in finalists)
+            assert any("side by side with the leader of its size" in n for n in table.notes)
+        else:
+            assert all(r.final_ratio_ci is not None and 0.3 < r.final_ratio < 3 for r in finalists)
+            assert any("side by side with torch.matmul" in n for n in table.notes)

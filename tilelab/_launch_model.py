@@ -497,6 +497,11 @@ class SweepRow(Record):
     ratio: float | None = None
     ratio_ci: tuple[float, float] | None = None
     baseline_ms: float | None = None
+    # the final round: this finalist's ratio to the round's common reference (the sweep's ratio
+    # baseline, or the leader at its size), timed side by side on the final device, with its 95%
+    # interval; the reference itself is 1 by definition (no interval)
+    final_ratio: float | None = None
+    final_ratio_ci: tuple[float, float] | None = None
 
     @property
     def ratio_half_width(self) -> float | None:
@@ -539,6 +544,7 @@ class SweepTable(DisplayedText, Record):
     notes: tuple[str, ...] = field(default_factory=tuple)
     factory: str = ""  # the factory's name, for best_call (the kernel's name when empty)
     ratio_baseline: str | None = None  # rank_by="ratio": the baseline every row was timed beside
+    final_reference: str | None = None  # the final round: what its finalists' ratios are to
 
     @property
     def sizes(self) -> list[tuple[tuple[str, int], ...]]:

@@ -91,6 +91,7 @@ from .lowering import (
     cutedsl_shares_lowering,
     limit_notes,
     lower,
+    shared_lowerings,
 )
 from .passes import (
     LINE_DIRECTIVES_CONFIG,
@@ -183,6 +184,7 @@ __all__ = [
     "limit_notes",
     "local_gpu_arch",
     "lower",
+    "shared_lowerings",
     "normalize_pass_configs",
     "pass_trace",
     "resolve_kernel",

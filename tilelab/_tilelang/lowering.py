@@ -52,11 +52,12 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     target = parse_target(target)
     tl = tilelang()
     from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
+    from tilelang.engine.lower import device_codegen_without_compile
     from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
 
     func = source.prim_func
     name = source.name
+    lower_to_host_device_ir = _original_lower_to_host_device_ir()  # never a shared lowering: the instruments run
     capture = _CaptureLayouts()
     tracker = _PassTracker()
     # The execution backend only decides host codegen; lowering is the same for each of a family's.
@@ -75,6 +76,7 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
             with tl.transform.PassContext(opt_level=3, config=pass_configs,
                                           instruments=[capture.build(), tracker.build()]), context.target:
                 host_mod, device_mod, _, _, _ = lower_to_host_device_ir(prepared, context)
+                _SHARED.offer(prepared, context, host_mod, device_mod)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
     except LoweringError as err:
         diagnosed(err, func=func, pass_name=tracker.failing, target_family=target.family)
@@ -86,6 +88,111 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
     with _host_printed_once(host_mod):
         return _launchers(func, target, context, backends, pass_configs, host_mod, device_mod, device_source,
                           capture.module)
+
+
+class _SharedLowerings:
+    """Lowerings an inspection made, offered to the compile of the same kernel in this process.
+
+    A sweep that prunes inspects each configuration (TileLang's lowering) before compiling it,
+    and the compile (``tilelang.compile``) would lower it again from the start. Inside
+    :func:`shared_lowerings` an inspection leaves its split IR (host and device modules) here,
+    and the compile's lowering step (``tilelang.engine.lower.lower_to_host_device_ir``, which
+    :func:`shared_lowerings` wraps) takes it instead of running the pipeline: the same function
+    (structurally equal), for the same target, under the same pass configs and opt level (those
+    of the compile's ``PassContext``), so the same lowering, deterministic. Each entry is taken
+    once; at most ``LIMIT`` wait (the oldest go first); all go when the last block ends.
+    """
+
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.entries: dict[tuple, tuple[Any, Any, Any]] = {}  # key -> (function, host module, device module)
+        self.original: Any = None  # TileLang's own lower_to_host_device_ir, once wrapped
+
+    @staticmethod
+    def key(func: Any, context: Any) -> tuple:
+        tvm = tilelang().tvm
+        current = tvm.transform.PassContext.current()
+        configs = sorted((str(k), str(v)) for k, v in dict(current.config).items())
+        return (int(tvm.ir.structural_hash(func)), str(context.target), str(context.target_host),
+                int(current.opt_level), tuple(configs))
+
+    def offer(self, func: Any, context: Any, host_mod: Any, device_mod: Any) -> None:
+        if not self.depth:
+            return
+        key = self.key(func, context)
+        with self.lock:
+            if not self.depth:
+                return
+            self.entries.pop(key, None)
+            self.entries[key] = (func, host_mod, device_mod)
+            while len(self.entries) > self.LIMIT:
+                del self.entries[next(iter(self.entries))]
+
+    def take(self, func: Any, context: Any) -> tuple[Any, Any] | None:
+        if not self.depth or not self.entries:
+            return None
+        key = self.key(func, context)
+        with self.lock:
+            entry = self.entries.pop(key, None)
+        if entry is None or not tilelang().tvm.ir.structural_equal(entry[0], func):
+            return None
+        return entry[1], entry[2]
+
+
+_SHARED = _SharedLowerings()
+
+
+def _original_lower_to_host_device_ir() -> Any:
+    """TileLang's own ``lower_to_host_device_ir`` (not :func:`shared_lowerings`' wrapper)."""
+    return _SHARED.original or _engine_lower().lower_to_host_device_ir
+
+
+def _engine_lower() -> Any:
+    """The module ``tilelang.engine.lower`` (``tilelang.engine.lower`` as an attribute is its
+    function ``lower``, which shadows the module)."""
+    import importlib
+
+    tilelang()
+    return importlib.import_module("tilelang.engine.lower")
+
+
+def _install_shared_lowering() -> None:
+    engine = _engine_lower()
+    with _SHARED.lock:
+        if _SHARED.original is not None:
+            return
+        original = engine.lower_to_host_device_ir
+        prim_func = tilelang().tvm.tirx.PrimFunc
+
+        def lower_to_host_device_ir(func_or_mod: Any, context: Any, runtime_only: bool = False) -> Any:
+            if _SHARED.depth and isinstance(func_or_mod, prim_func):
+                shared = _SHARED.take(func_or_mod, context)
+                if shared is not None:
+                    params = None if runtime_only else engine.extrac_params(func_or_mod)
+                    return shared[0], shared[1], params, context.target, context.target_host
+            return original(func_or_mod, context, runtime_only=runtime_only)
+
+        _SHARED.original = original
+        engine.lower_to_host_device_ir = lower_to_host_device_ir
+
+
+@contextlib.contextmanager
+def shared_lowerings():
+    """Within this block (in any thread of this process), a kernel inspected and then compiled is
+    lowered once: the compile takes the inspection's lowering (see :class:`_SharedLowerings`)."""
+    _install_shared_lowering()
+    with _SHARED.lock:
+        _SHARED.depth += 1
+    try:
+        yield
+    finally:
+        with _SHARED.lock:
+            _SHARED.depth -= 1
+            if not _SHARED.depth:
+                _SHARED.entries.clear()
 
 
 _PRINT_ONCE_LOCK = threading.RLock()

@@ -283,6 +283,18 @@ def _has_final(table: SweepTable) -> bool:
     return any(r.final_ms is not None for r in table.rows)
 
 
+def _has_final_ratio(table: SweepTable) -> bool:
+    return any(r.final_ratio is not None for r in table.rows)
+
+
+def _final_ratio_cell(r: SweepRow) -> str:
+    if r.final_ratio is None:
+        return "-"
+    ci = r.final_ratio_ci
+    half = (ci[1] - ci[0]) / 2 / r.final_ratio if ci and r.final_ratio else None
+    return f"{r.final_ratio:.4f}" + (f" +-{100 * half:.2f}%" if half is not None else "")
+
+
 def _sweep_optional_columns(table: SweepTable) -> list[str]:
     cols = []
     if any(r.compile_s is not None for r in table.rows):
@@ -310,6 +322,7 @@ def _ratio_cell(r: SweepRow) -> str:
 
 def _sweep_header(table: SweepTable) -> list[str]:
     timing = _SWEEP_HEADER[:3] + (["final ms"] if _has_final(table) else []) + (
+        [f"final ratio to {table.final_reference or 'the reference'}"] if _has_final_ratio(table) else []) + (
         [f"ratio to {table.ratio_baseline or 'baseline'}"] if _has_ratio(table) else []) + _SWEEP_HEADER[3:-1]
     return timing + _sweep_optional_columns(table) + _SWEEP_HEADER[-1:]
 
@@ -328,6 +341,7 @@ def _sweep_cells(table: SweepTable, r: SweepRow, optional_columns: list[str], fi
     optional = {"compile s": fmt(r.compile_s, ".2f"), "bench s": fmt(r.bench_s, ".2f"), "device": r.device or "",
                 "SM MHz": fmt(r.sm_mhz, ".0f"), "measured": r.measured_as or "-"}
     return ([size, table.short_name(r), fmt(r.median_ms, ".4f")] + ([fmt(r.final_ms, ".4f")] if final else [])
+            + ([_final_ratio_cell(r)] if _has_final_ratio(table) else [])
             + ([_ratio_cell(r)] if _has_ratio(table) else [])
             + [rate(r.tflops, ".1f"), rate(r.gbps, ".0f"), fmt(100 * r.spread if r.spread is not None else None, ".2f")]
             + [optional[c] for c in optional_columns] + [status])

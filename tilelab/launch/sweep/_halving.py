@@ -25,7 +25,13 @@ nvcc are CPU work, and part of TileLang's lowering runs in Python under the GIL 
 1.3-1.6x as fast as one, not 2x), so threads of one process stop scaling long before 16 cores.
 There pruning is part of each compile task (inspect, then compile what can launch, in the same
 process), so no lowering runs in the caller before the first compile; elsewhere (the caller's
-replaced compile step, the CPU) it runs in a pool of threads first.
+replaced compile step, the CPU) it runs in a pool of threads first. Either way a configuration is
+lowered once: the inspection lowers it as the compile would (the compile's ``out_idx`` and pass
+configs), and inside ``_tilelang.shared_lowerings()`` the compile takes that lowering instead of
+running TileLang's pipeline again; later rungs load TileLang's cached kernel.
+
+Over several devices only the last rung has a final round (brief rungs rank by median and cut by
+``1/eta``); its ratios rank the best, as in a grid sweep (:func:`mark_best`).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..._launch_model import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, expand, mark_best, short_error, size_key, size_text
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -51,23 +57,19 @@ def _config_key(config: Config | tuple) -> tuple:
 def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
           opts: SweepOptions) -> tuple[dict[tuple, list[Config]], list[SweepRow], list[str]]:
     """(the configurations kept at each size, the pruned rows, notes): see the module doc."""
-    from ..._errors import LoweringError
-    from ..._inspect import inspect
-
     target = opts.target
 
     def why_not(size: Config, config: Config) -> str | None:
         try:
             kernel = factory(**size, **config)
-            report = inspect(kernel, target)
-        except LoweringError as err:
-            cause = f"[{err.cause}] " if err.cause else ""
-            return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
         except Exception as err:  # the factory's own failure: the grid would fail to compile it too
             return f"building it raised {short_error(err)}"
-        limits = [n for n in report.notes if "a launch would fail" in n
-                  or ("threads per block" in n and "allows" in n)]
-        return limits[0] if limits else None
+        try:
+            # lowered as the compile will lower it (its out_idx), so that the compile takes this
+            # lowering inside shared_lowerings() instead of lowering again
+            return why_not_launchable(kernel, target, out_idx=opts.out_idx)
+        except Exception as err:
+            return f"inspecting it raised {short_error(err)}"
 
     # Each inspection lowers the configuration (seconds each): in a pool of threads, as the
     # compiles are, so that pruning 64 configurations does not cost 64 lowerings one after another.
@@ -92,15 +94,17 @@ class Pruned(Exception):
     """A compile task's configuration cannot launch (or TileLang cannot lower it): not compiled."""
 
 
-def why_not_launchable(kernel: Any, target: Any) -> str | None:
+def why_not_launchable(kernel: Any, target: Any, *, out_idx: Any = None,
+                       pass_configs: dict[str, Any] | None = None) -> str | None:
     """Why ``kernel`` (a ``T.prim_func``) would fail to launch on ``target``, from its inspection
-    (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it."""
+    (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it. ``out_idx`` and
+    ``pass_configs`` are the compile's, so that its lowering is the one the compile would make."""
     from ..._errors import LoweringError
     from ..._inspect import inspect
 
     try:
-        # one launcher is enough: the limits come from the kernel, not from how it is launched
-        report = inspect(kernel, target, backends=("tvm_ffi",))
+        # no launcher: the limits come from the kernel, not from how it is launched
+        report = inspect(kernel, target, backends=(), out_idx=out_idx, pass_configs=pass_configs or None)
     except LoweringError as err:
         cause = f"[{err.cause}] " if err.cause else ""
         return f"TileLang cannot lower it: {cause}{err.summary}"[:400]
@@ -109,14 +113,18 @@ def why_not_launchable(kernel: Any, target: Any) -> str | None:
     return limits[0] if limits else None
 
 
-def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any]) -> Any:
-    """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles."""
+def prune_then_compile(ir_text: str, target: Any, step: Callable[[], Any], out_idx: Any = None,
+                       pass_configs: dict[str, Any] | None = None) -> Any:
+    """A compile task that inspects first: raises :class:`Pruned` with the reason, or compiles,
+    taking the inspection's lowering (one lowering per configuration)."""
     from ... import _tilelang
 
-    why = why_not_launchable(_tilelang.kernel_ir_from_text(ir_text), target)
-    if why is not None:
-        raise Pruned(why)
-    return step()
+    with _tilelang.shared_lowerings():
+        why = why_not_launchable(_tilelang.kernel_ir_from_text(ir_text), target, out_idx=out_idx,
+                                 pass_configs=pass_configs)
+        if why is not None:
+            raise Pruned(why)
+        return step()
 
 
 def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
@@ -128,10 +136,11 @@ def pruning_compile_fn(make_step: Callable[..., Callable[[], Any]], target: Any
     def compile_fn(factory: Callable[..., Any], size: Config, config: Config) -> Callable[[], Any]:
         step = make_step(factory, size, config)
         if isinstance(step, functools.partial) and step.func is compile_artifact:
-            ir_text = step.args[0].ir_text  # the recipe elaborated it already
-        else:
-            ir_text = _tilelang.kernel_ir_to_text(_tilelang.resolve_kernel(factory(**size, **config)).prim_func)
-        return functools.partial(prune_then_compile, ir_text, target, step)
+            recipe = step.args[0]  # the recipe elaborated it already: inspect it as it compiles
+            return functools.partial(prune_then_compile, recipe.ir_text, target, step, recipe.out_idx,
+                                     recipe.pass_configs)
+        source = _tilelang.resolve_kernel(factory(**size, **config))
+        return functools.partial(prune_then_compile, _tilelang.kernel_ir_to_text(source.prim_func), target, step)
 
     return compile_fn
 
@@ -183,7 +192,8 @@ def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], f
                       mode=first.mode if first else mode, device=first.device if first else "",
                       notes=tuple(notes), factory=first.factory if first else fallback_name,
                       ratio_baseline=ratio_baseline or next((t.ratio_baseline for t in tables if t.ratio_baseline),
-                                                            None))
+                                                            None),
+                      final_reference=next((t.final_reference for t in tables if t.final_reference), None))
 
 
 def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
@@ -202,7 +212,16 @@ def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -
 
 def pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                  opts: SweepOptions) -> SweepTable:
-    """A grid sweep of what :func:`prune` keeps, with the pruned rows in the table."""
+    """A grid sweep of what :func:`prune` keeps, with the pruned rows in the table; each compile in
+    this process takes its configuration's lowering from the pruning (one lowering each)."""
+    from ... import _tilelang
+
+    with _tilelang.shared_lowerings():
+        return _pruned_sweep(factory, configs, sizes, opts)
+
+
+def _pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
+                  opts: SweepOptions) -> SweepTable:
     kept, rows, notes = prune(factory, configs, sizes, opts)
     tables = []
     for size in sizes:
@@ -251,7 +270,17 @@ def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, op
 
 def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
-    """Successive halving over ``configs`` at each size (see the module doc)."""
+    """Successive halving over ``configs`` at each size (see the module doc). A configuration is
+    lowered once: its compile in this process takes the pruning's lowering, and later rungs load
+    TileLang's cached kernel."""
+    from ... import _tilelang
+
+    with _tilelang.shared_lowerings():
+        return _halving_sweep(factory, configs, sizes, opts)
+
+
+def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
+                   opts: SweepOptions) -> SweepTable:
     started = time.monotonic()
     prune_first = opts.prune is not False
     gpu = _on_this_gpu(opts)
@@ -313,9 +342,11 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                 except Exception as err:  # ranked by median, as without it
                     notes.append(f"the last rung is ranked by median: the leader of rung {rung - 1} did not compile "
                                  f"again here ({short_error(err)})")
+            # a brief rung ranks by median and cuts by 1/eta: no final round on one device for it
             step = dataclasses.replace(
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
-                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung))
+                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung),
+                finalists=opts.finalists if final else 0)
             t0 = time.monotonic()
             table = _grid(factory, alive, size, step)
             seconds = time.monotonic() - t0
@@ -355,10 +386,12 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
                       and r.rung == last and r.cut is None]
         if contenders:
-            # the last rung's rows carry their ratio to the baseline when rank_by="ratio": it ranks them
-            by_ratio = all(rows[i].ratio is not None for i in contenders)
-            best = min(contenders, key=lambda i: (rows[i].ratio if by_ratio else rows[i].median_ms) or 0.0)
-            rows[best] = dataclasses.replace(rows[best], best=True)
+            # as a grid ranks its rows: by the final round's ratios (a sweep over several devices),
+            # by the ratio each row was timed beside (rank_by="ratio", or the rung before's leader),
+            # else by median
+            marked = mark_best([rows[i] for i in contenders])
+            for i, row in zip(contenders, marked):
+                rows[i] = row
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "
                          + ", ".join(counts) + ("; stopped by the time budget" if stopped else ""))

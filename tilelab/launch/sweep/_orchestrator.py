@@ -104,6 +104,7 @@ class Course:
     compile_bar: Any = None
     bar: Any = None
     live: Any = None
+    final_reference: str | None = None  # what the final round's ratios are to, once it ran
 
     def __post_init__(self) -> None:
         n_rows = len(self.jobs) + len(self.baselines)
@@ -117,7 +118,8 @@ class Course:
     # -- the table --------------------------------------------------------------------------
     def table(self, rows: list[SweepRow]) -> SweepTable:
         return SweepTable(kernel=self.title, rows=tuple(mark_best(rows)), mode=self.mode, device=self.runner.model,
-                          notes=tuple(self.notes), factory=self.factory_name, ratio_baseline=self.ratio_label)
+                          notes=tuple(self.notes), factory=self.factory_name, ratio_baseline=self.ratio_label,
+                          final_reference=self.final_reference)
 
     def ordered(self) -> list[SweepRow]:
         """The configurations in job order, then the baselines (whatever order they finished in)."""

@@ -186,19 +186,26 @@ def size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
 
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:
     """Mark the fastest successful configuration (baselines excluded) at each size: at a size with
-    a final round (rows with ``final_ms``, timed one after another on one device) the finalist
-    with the lowest ``final_ms``, since the sweep's medians came from different devices; at a size
-    where every configuration has a ratio to a baseline timed beside it (``rank_by="ratio"``) the
-    lowest ratio; elsewhere the lowest median."""
+    a final round (rows with a final figure, timed on one device, since the sweep's medians came
+    from different devices) the finalist with the lowest ``final_ratio`` (each timed side by side
+    with one common reference), or the lowest ``final_ms`` where the bench step gave no ratios; at
+    a size where every configuration has a ratio to a baseline timed beside it
+    (``rank_by="ratio"``) the lowest ratio; elsewhere the lowest median."""
     rows = [dataclasses.replace(r, best=False) for r in rows]
     candidates = [i for i, r in enumerate(rows) if r.ok and r.label is None]
-    final_sizes = {rows[i].size for i in candidates if rows[i].final_ms is not None}
+    finalists = [i for i in candidates if rows[i].final_ms is not None or rows[i].final_ratio is not None]
+    final_sizes = {rows[i].size for i in finalists}
+    # a final round's ratios rank its size where every finalist there has one
+    final_ratio_sizes = {s for s in final_sizes
+                         if all(rows[i].final_ratio is not None for i in finalists if rows[i].size == s)}
 
     # where every candidate at a size has a ratio to the baseline timed beside it, the ratio ranks
     ratio_sizes = {s for s in {rows[i].size for i in candidates}
                    if all(rows[i].ratio is not None for i in candidates if rows[i].size == s)}
 
     def figure(r: SweepRow) -> float | None:
+        if r.size in final_ratio_sizes:
+            return r.final_ratio
         if r.size in final_sizes:
             return r.final_ms
         return r.ratio if r.size in ratio_sizes else r.median_ms

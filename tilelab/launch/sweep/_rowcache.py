@@ -88,7 +88,8 @@ class RowCache:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
             tmp.write_text(json.dumps(dataclasses.replace(row, best=False, cached=False, final_ms=None,
-                                                        final_device=None).to_dict(), default=str))
+                                                        final_device=None, final_ratio=None,
+                                                        final_ratio_ci=None).to_dict(), default=str))
             os.replace(tmp, self.root / f"{key}.json")
         except OSError:
             pass  # a read-only cache costs resuming, not the sweep

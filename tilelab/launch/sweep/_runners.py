@@ -33,9 +33,9 @@ they finish, each saying where it ran.
 Two GPUs of one model differ by about 1% (their clocks under one power cap), which is as much as
 close configurations differ: a sweep over several devices ranks configurations partly by the board
 they landed on. So after it, the ``finalists`` fastest configurations at each size are compiled
-again (TileLang's disk cache answers) and timed again, one after another, on one device (the first
-of ``devices``, where the baselines run too, or the first GPU worker of the cluster): the lowest of
-those final figures is the best. A size whose leaders all ran on one device already is left as it
+again (TileLang's disk cache answers) and timed again on one device (the first of ``devices``, where
+the baselines run too, or the first GPU worker of the cluster), each side by side with one common
+reference: the lowest ratio to it is the best. A size whose leaders all ran on one device already is left as it
 is. Interrupting the final round keeps the sweep's rows: sizes whose final round did not complete
 keep the sweep's ranking.
 

@@ -298,11 +298,20 @@ def ratio_baseline_at(make: Callable[..., Any], size: Config) -> Any:
     from ..._errors import BaselineError
 
     made = make(**size)
+    if isinstance(make, functools.partial) and make.func is reference_kernel:
+        return made  # the final round's reference: a kernel as the sweep's own compile step made it
     if not callable(made):
         raise BaselineError(f"the sweep's ratio baseline maker returned {type(made).__name__} at size {size}, not a "
                             "callable: it should return a zero-argument callable (lambda: torch.matmul(a, b)), a "
                             "callable of the kernel's inputs (torch.matmul) or a TileLang kernel")
     return made
+
+
+def reference_kernel(artifact: Any, load: bool, **size: Any) -> Any:
+    """The final round's common reference at a size (a ``BenchPlan.ratio_baseline`` maker): the
+    leader's compiled artifact, loaded as a launchable kernel (``load``, tilelab's own bench step)
+    or as the custom compile step made it."""
+    return load_artifact(artifact) if load else artifact
 
 
 def bench_task(plan: BenchPlan, job: Job, compiled: Compiled | None, device: str | None = None) -> Benched:
