@@ -438,8 +438,8 @@ def _helpers(blocks: int, traced: Sequence[int], warps: int, warp_step: int, seg
         "@tl.dsl_user_op",
         "def tlt_end(seg, n, buf, *, loc=None, ip=None):",
         "  " + end.replace("'@PTX@'", "TLT_END_PTX"),
-        "# ---- end of tilelab timeline helpers ----",
         "",
+        "# ---- end of tilelab timeline helpers ----",
     ]
 
 
