@@ -117,7 +117,7 @@ def with_record_buffer(prim_func: Any, dtype: str = "uint64") -> Any:
 
 
 @contextlib.contextmanager
-def cuda_postproc(rewrite: Callable[[str], str], backend: str = "tvm_ffi"):
+def cuda_postproc(rewrite: Callable[[str], str], language: str = "cuda"):
     """TileLang's device-source post-processing hook set to ``rewrite`` for the block, and put back
     as it was after (the hook is process-global: one block at a time). For the CUDA backends it is
     the public ``register_cuda_postproc`` (after codegen, before TileLang's nvcc/NVRTC compile);
@@ -125,10 +125,10 @@ def cuda_postproc(rewrite: Callable[[str], str], backend: str = "tvm_ffi"):
     before the launcher embeds it)."""
     import tvm_ffi
 
-    name = _CUTEDSL_POSTPROC if backend == "cutedsl" else _CUDA_POSTPROC
+    name = _CUTEDSL_POSTPROC if language == "cutedsl" else _CUDA_POSTPROC
     with _POSTPROC_LOCK:
         previous = tvm_ffi.get_global_func(name, allow_missing=True)
-        if backend == "cutedsl":
+        if language == "cutedsl":
             tvm_ffi.register_global_func(name, f=lambda code, target: rewrite(code), override=True)
         else:
             from tilelang.engine.callback import register_cuda_postproc
@@ -144,10 +144,14 @@ def cuda_postproc(rewrite: Callable[[str], str], backend: str = "tvm_ffi"):
 
 
 def compile_instrumented(prim_func: Any, rewrite: Callable[[str], str], *, target: Any, backend: str,
-                         out_idx: list[int] | None, pass_configs: dict[str, Any] | None) -> Any:
+                         out_idx: list[int] | None, pass_configs: dict[str, Any] | None,
+                         language: str = "cuda") -> Any:
     """Compile ``with_record_buffer(prim_func)`` with ``rewrite`` applied to its device source,
     with ``#line`` directives on (they name the user's lines) and TileLang's kernel cache off for
-    this one compile (in memory and on disk), so the instrumented kernel is never cached."""
+    this one compile (in memory and on disk), so the instrumented kernel is never cached.
+    ``language``: the device source ``rewrite`` reads, "cuda" (the tvm_ffi, cython and nvrtc
+    backends) or "cutedsl" (the cutedsl backend's CuTe DSL Python); a rewrite of the other
+    language than the backend generates is never called."""
     tl = tilelang()
     from tilelang.env import CacheState
 
@@ -157,7 +161,7 @@ def compile_instrumented(prim_func: Any, rewrite: Callable[[str], str], *, targe
     tl.disable_cache()
     name = str(prim_func.attrs["global_symbol"]) if prim_func.attrs and "global_symbol" in prim_func.attrs else "kernel"
     try:
-        with cuda_postproc(rewrite, backend), tilelang_errors(name, stage="instrumented compilation"):
+        with cuda_postproc(rewrite, language), tilelang_errors(name, stage="instrumented compilation"):
             return tl.compile(func, out_idx=out_idx, target=target, execution_backend=backend, pass_configs=configs)
     finally:
         if was_enabled:

@@ -183,7 +183,8 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
         return ins.source
 
     compiled = _tilelang.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
-                                             pass_configs=pass_configs)
+                                             pass_configs=pass_configs,
+                                             language="cutedsl" if backend == "cutedsl" else "cuda")
     if not made:
         raise RuntimeError("TileLang did not pass the device source through its post-processing hook")
     ins = made[-1]
