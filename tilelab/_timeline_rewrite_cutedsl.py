@@ -70,10 +70,11 @@ def _trip(loop: ast.For) -> int | None:
     it = loop.iter
     if not (isinstance(it, ast.Call) and _FOR_RANGE.match(ast.unparse(it.func)) and not it.keywords):
         return None
-    values = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, int) else None for a in it.args]
-    if None in values or not 1 <= len(values) <= 3:
+    if not 1 <= len(it.args) <= 3 or not all(isinstance(a, ast.Constant) and isinstance(a.value, int)
+                                                for a in it.args):
         return None
-    lo, hi, step = (0, values[0], 1) if len(values) == 1 else (values[0], values[1], values[2] if len(values) == 3 else 1)
+    values = [int(a.value) for a in it.args]  # type: ignore[attr-defined]
+    lo, hi, step = (0, values[0], 1) if len(values) == 1 else (values[0], values[1], (values + [1])[2])
     return max(0, -(-(hi - lo) // step)) if step else None
 
 
@@ -152,7 +153,8 @@ class _Builder:
         """The T.copy whose destination the device code ``text`` writes (``C.iterator``, ``C_desc``)."""
         for o in self.ops:
             bufs = o.get("buffers") or []
-            if o["op"] == "copy" and len(bufs) >= 2 and re.search(rf"\b{re.escape(bufs[-1])}(\.iterator|_desc)\b", text):
+            if o["op"] == "copy" and len(bufs) >= 2 \
+                    and re.search(rf"\b{re.escape(bufs[-1])}(\.iterator|_desc)\b", text):
                 return o
         return None
 

@@ -4,10 +4,10 @@ The kernel is compiled a second time with one more parameter (the record buffer)
 source rewritten through TileLang's post-processing hook (``tilelab._tilelang.compile_instrumented``:
 the hook is set for that one compile, TileLang's cache is off for it, and tilelab caches neither):
 the CUDA source of the tvm_ffi, cython and nvrtc backends by :mod:`tilelab._timeline_rewrite`, the
-CuTe DSL Python of the cutedsl backend by :mod:`tilelab._timeline_rewrite_cutedsl`. In tilelab's worker process (as ``run`` and
-``bench`` do) the plain kernel is launched once to warm up, the instrumented one once more into a
-zeroed buffer, and then both side by side to measure the overhead; the SM clock rate that turns
-``clock64`` into nanoseconds is measured there too. The decoding and the summary
+CuTe DSL Python of the cutedsl backend by :mod:`tilelab._timeline_rewrite_cutedsl`. In tilelab's
+worker process (as ``run`` and ``bench`` do) the plain kernel is launched once to warm up, the
+instrumented one once more into a zeroed buffer, and then both side by side to measure the
+overhead; the SM clock rate that turns ``clock64`` into nanoseconds is measured there too. The decoding and the summary
 (:mod:`tilelab._timeline`) run here.
 """
 
@@ -167,6 +167,7 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     nblocks = grid[0] * grid[1] * grid[2]
     made: list[Any] = []
     # the device source is CUDA for tvm_ffi, cython and nvrtc, CuTe DSL Python for cutedsl
+    instrument: Any
     if backend == "cutedsl":
         from functools import partial
 
@@ -174,7 +175,9 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
 
         instrument = partial(instrument_cutedsl, threads=_tilelang.cutedsl_threads(plain))
     else:
-        from .._timeline_rewrite import instrument
+        from .._timeline_rewrite import instrument as instrument_cuda
+
+        instrument = instrument_cuda
 
     def rewrite(code: str) -> str:
         ins = instrument(code, ops=ops, cell_file=cell_file, blocks=nblocks, traced_blocks=options["traced"],
