@@ -1,36 +1,107 @@
-"""The intra-kernel timeline on the CuTeDSL backend, on a Hopper GPU with nvidia-cutlass-dsl installed:
-the GEMM's pipeline counts and order as the CUDA backends show them, and outputs bit-identical to the
-plain CuTeDSL kernel's."""
+"""The intra-kernel timeline on the CuTeDSL backend, on a Hopper GPU: the rewrite's PTX record helpers
+in a CUDA kernel of known phases (nvcc only), and with nvidia-cutlass-dsl installed the GEMM's
+pipeline counts and order as the CUDA backends show them, and outputs bit-identical to the plain
+CuTeDSL kernel's."""
 
 from __future__ import annotations
 
 import importlib.util
 import math
 import pickle
+import re
+import subprocess
 
 import pytest
 from gpu_only import skip_module_without_cuda
 
 skip_module_without_cuda(__name__)
-if importlib.util.find_spec("cutlass") is None:
-    pytest.skip(f"{__name__}: needs nvidia-cutlass-dsl (pip install nvidia-cutlass-dsl)", allow_module_level=True)
 
 import tilelang  # noqa: E402
 import timeline_kernels  # noqa: E402
 import torch  # noqa: E402
 
 import tilelab  # noqa: E402
+from tilelab._timeline import decode  # noqa: E402
+from tilelab._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, HEADER_WORDS, Site, capacity_needed  # noqa: E402
+from tilelab._timeline_rewrite_cutedsl import _end_ptx, _mark_ptx, _start_ptx  # noqa: E402
+from tilelab._toolchain import find_toolchain  # noqa: E402
 from tilelab.kernels.gemm import matmul  # noqa: E402
 from tilelab.launch import _timeline as launch_timeline  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(torch.cuda.get_device_capability()[0] < 9,
                                  reason="needs a Hopper GPU (TMA, WGMMA, sm_90a)")]
+needs_cute_dsl = pytest.mark.skipif(importlib.util.find_spec("cutlass") is None,
+                                    reason="needs nvidia-cutlass-dsl (pip install nvidia-cutlass-dsl)")
 
 M = N = K = 1024
 BLOCK_K = 64  # matmul's default
 
 
+def _cuda_asm(ptx: str) -> str:
+    """One of the rewrite's PTX blocks (LLVM inline-asm operands ``$N``) as CUDA inline asm text."""
+    return " ".join(line.strip() for line in re.sub(r"\$(\d)", r"%\1", ptx.replace("%", "%%")).split("\n"))
+
+
+def test_the_ptx_record_helpers_record_a_kernel_of_known_phases(tmp_path):
+    """The CuTe DSL rewrite's start, mark and end PTX, as they are, in a CUDA kernel of 4 blocks x 384
+    threads whose producer warp group spins 4 us five times and whose consumers spin 1 us five
+    times (on %globaltimer); blocks 0 and 2 traced per warp group. The decoder must find each
+    phase, in each traced warp group's first warp only, as long as it spun."""
+    nvcc = find_toolchain().nvcc
+    if nvcc is None:
+        pytest.skip("needs nvcc")
+    sites = [Site(3, "tma_issue", "spin 4 us", "producer", None, None, None, True, multiplicity=5),
+             Site(4, "mma", "spin 1 us", "consumer", None, None, None, True, multiplicity=5)]
+    blocks, traced, warps, cap = 4, (0, 2), 12, capacity_needed(sites)
+    words = blocks * BLOCK_WORDS + len(traced) * warps * (HEADER_WORDS + cap)
+    mark = _cuda_asm(_mark_ptx(cap)).replace("@SITE@", '" #S "')
+    source = f"""#include <cstdio>
+typedef unsigned long long U;
+#define MK(S) asm volatile("{mark}" : "=r"(n) : "l"(seg), "r"(n) : "memory")
+__device__ void spin(U ns) {{ U t0, t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {{ asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); }} while (t - t0 < ns); }}
+__global__ void k(U* buf) {{
+  U seg; unsigned n = 0;
+  asm volatile("{_cuda_asm(_start_ptx(blocks, traced, warps, 4, blocks * BLOCK_WORDS, HEADER_WORDS + cap))}"
+               : "=l"(seg) : "l"(buf) : "memory");
+  MK({1 << CLOCK_BITS});
+  if (threadIdx.x < 128) {{ for (int i = 0; i < 5; i++) {{ MK({3 << CLOCK_BITS}); spin(4000); MK(0); }} }}
+  else {{ for (int i = 0; i < 5; i++) {{ MK({4 << CLOCK_BITS}); spin(1000); MK(0); }} }}
+  MK({2 << CLOCK_BITS});
+  asm volatile("{_cuda_asm(_end_ptx(blocks))}" :: "l"(seg), "r"(n), "l"(buf) : "memory");
+}}
+int main() {{
+  U* d; cudaMalloc(&d, {words} * 8); cudaMemset(d, 0, {words} * 8);
+  k<<<{blocks}, 384>>>(d);
+  int err = (int)cudaDeviceSynchronize();
+  static U h[{words}]; cudaMemcpy(h, d, {words} * 8, cudaMemcpyDeviceToHost);
+  printf("%d\\n", err); for (int i = 0; i < {words}; i++) printf("%llu\\n", h[i]);
+}}
+"""
+    (tmp_path / "helpers.cu").write_text(source)
+    subprocess.run([str(nvcc), "-arch=sm_90a", "-o", str(tmp_path / "helpers"), str(tmp_path / "helpers.cu")],
+                   check=True, capture_output=True, text=True)
+    out = subprocess.run([str(tmp_path / "helpers")], check=True, capture_output=True, text=True).stdout.split()
+    assert out[0] == "0"
+    buf = [int(x) for x in out[1:]]
+    spans, times, _, dropped, _ = decode(buf, sites=sites, grid=(blocks, 1, 1), warps=warps, capacity=cap,
+                                         traced_blocks=traced, clock_ghz=1.5)
+    assert dropped == 0 and len(times) == blocks and len({t.sm for t in times}) == blocks
+    for b in range(blocks):
+        mine = [s for s in spans if s.block == (b, 0, 0)]
+        if b not in traced:
+            assert not mine
+            continue
+        assert {s.warp for s in mine} == {0, 4, 8}
+        for warp, kind, ns in ((0, "tma_issue", 4000), (4, "mma", 1000), (8, "mma", 1000)):
+            phases = [s for s in mine if s.warp == warp and s.kind == kind]
+            assert [s.iteration for s in phases] == list(range(5))
+            assert all(ns - 64 <= s.duration_ns <= ns + 500 for s in phases), [s.duration_ns for s in phases]
+        assert times[b].end_ns - times[b].start_ns >= 5 * 4000
+
+
+@needs_cute_dsl
 def test_the_cutedsl_gemm_pipeline_counts_and_order():
     tl = tilelab.timeline(matmul(M, N, K), blocks=(0, 5), backend="cutedsl", overhead=False)
     k_tiles = math.ceil(K / BLOCK_K)
@@ -77,6 +148,7 @@ CASES = {
 }
 
 
+@needs_cute_dsl
 @pytest.mark.parametrize("name", list(CASES))
 def test_cutedsl_outputs_are_bit_identical_to_the_plain_cutedsl_kernels(name):
     make, inputs, kinds = CASES[name]
