@@ -471,9 +471,15 @@ def test_the_grid_strip_draws_every_block_on_its_sm_row():
     assert float(rects[0].get("width")) == pytest.approx(2 * float(rects[1].get("width")))  # 400 ns vs 200 ns
 
 
-def test_the_cutedsl_backend_is_refused_with_what_to_use():
+def test_the_cutedsl_backend_without_cute_dsl_says_what_to_install(monkeypatch):
+    import importlib.util
+
     import tilelab
+    from tilelab.launch import _timeline as launch_timeline
     from tilelab.launch._timeline import TimelineError
 
-    with pytest.raises(TimelineError, match='CuTeDSL backend generates its own code.*backend="tvm_ffi"'):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(launch_timeline.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "cutlass" else real(name, *a))
+    with pytest.raises(TimelineError, match='pip install nvidia-cutlass-dsl.*backend="tvm_ffi"'):
         tilelab.timeline(object(), backend="cutedsl")

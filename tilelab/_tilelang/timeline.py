@@ -1,11 +1,12 @@
 """Timeline: the instrumented compile (tilelab.timeline). Everything here that reaches into
 TileLang 0.1.15 for the intra-kernel timeline: the tile ops' user lines, the record-buffer
-parameter, and the CUDA post-processing hook around one compile. The rewrite itself is pure
-text (_timeline_rewrite.py)."""
+parameter, and the device-source post-processing hook (CUDA, or CuTeDSL's) around one compile.
+The rewrites themselves are pure text (_timeline_rewrite.py, _timeline_rewrite_cutedsl.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,9 @@ from .passes import LINE_DIRECTIVES_CONFIG, is_tilelang_file
 TIMELINE_BUFFER = "tlt_buf"
 TIMELINE_WORDS = "tlt_words"
 _CUDA_POSTPROC = "tilelang_callback_cuda_postproc"
+# The CuTeDSL backend's device codegen (``target.build.tilelang_cutedsl``) passes the CuTe DSL
+# Python it generates through this global function, as the CUDA codegen does through the one above.
+_CUTEDSL_POSTPROC = "tilelang_callback_cutedsl_postproc"
 _POSTPROC_LOCK = threading.RLock()
 
 
@@ -78,14 +82,21 @@ def timeline_ops(prim_func: Any) -> list[dict[str, Any]]:
     return out
 
 
-def with_record_buffer(prim_func: Any) -> Any:
-    """``prim_func`` with one more parameter, a 1-D ``uint64`` buffer of symbolic length
+def record_dtype(backend: str | None) -> str:
+    """The record buffer's element type: ``uint64``, but ``int64`` for the CuTeDSL backend, whose
+    generated host code maps torch dtypes to CuTe types and has no ``torch.uint64`` (the records
+    are below 2**63 either way)."""
+    return "int64" if backend == "cutedsl" else "uint64"
+
+
+def with_record_buffer(prim_func: Any, dtype: str = "uint64") -> Any:
+    """``prim_func`` with one more parameter, a 1-D ``dtype`` (64-bit) buffer of symbolic length
     ``tlt_words``, bound by ``TLT_BIND(tlt_buf);`` as the first statement of the kernel's root
     block (before TileLang splits the warps, so both branches of a warp-specialised kernel see it).
     The timeline's rewrite replaces the bind with its records."""
     tir = tilelang().tvm.tirx
     words = tir.Var(TIMELINE_WORDS, "int32")
-    buf = tir.decl_buffer((words,), "uint64", name=TIMELINE_BUFFER)
+    buf = tir.decl_buffer((words,), dtype, name=TIMELINE_BUFFER)
     handle = tir.Var(TIMELINE_BUFFER + "_handle", "handle")
     bind = tir.Evaluate(tir.call_extern("handle", "TLT_BIND", buf.data))
     done = [False]
@@ -106,49 +117,64 @@ def with_record_buffer(prim_func: Any) -> Any:
 
 
 @contextlib.contextmanager
-def cuda_postproc(rewrite: Callable[[str], str]):
-    """TileLang's public CUDA post-processing hook (``register_cuda_postproc``: after codegen,
-    before TileLang's nvcc/NVRTC compile) set to ``rewrite`` for the block, and put back as it
-    was after (the hook is process-global: one block at a time)."""
+def cuda_postproc(rewrite: Callable[[str], str], language: str = "cuda"):
+    """TileLang's device-source post-processing hook set to ``rewrite`` for the block, and put back
+    as it was after (the hook is process-global: one block at a time). For the CUDA backends it is
+    the public ``register_cuda_postproc`` (after codegen, before TileLang's nvcc/NVRTC compile);
+    for ``cutedsl`` the CuTeDSL codegen's own hook (after it writes the kernel's CuTe DSL Python,
+    before the launcher embeds it)."""
     import tvm_ffi
-    from tilelang.engine.callback import register_cuda_postproc
 
+    name = _CUTEDSL_POSTPROC if language == "cutedsl" else _CUDA_POSTPROC
     with _POSTPROC_LOCK:
-        previous = tvm_ffi.get_global_func(_CUDA_POSTPROC, allow_missing=True)
-        register_cuda_postproc(lambda code, target: rewrite(code), override=True)
+        previous = tvm_ffi.get_global_func(name, allow_missing=True)
+        if language == "cutedsl":
+            tvm_ffi.register_global_func(name, f=lambda code, target: rewrite(code), override=True)
+        else:
+            from tilelang.engine.callback import register_cuda_postproc
+
+            register_cuda_postproc(lambda code, target: rewrite(code), override=True)
         try:
             yield
         finally:
             if previous is not None:
-                tvm_ffi.register_global_func(_CUDA_POSTPROC, f=previous, override=True)
+                tvm_ffi.register_global_func(name, f=previous, override=True)
             else:
-                tvm_ffi.remove_global_func(_CUDA_POSTPROC)
+                tvm_ffi.remove_global_func(name)
 
 
 def compile_instrumented(prim_func: Any, rewrite: Callable[[str], str], *, target: Any, backend: str,
-                         out_idx: list[int] | None, pass_configs: dict[str, Any] | None) -> Any:
+                         out_idx: list[int] | None, pass_configs: dict[str, Any] | None,
+                         language: str = "cuda") -> Any:
     """Compile ``with_record_buffer(prim_func)`` with ``rewrite`` applied to its device source,
     with ``#line`` directives on (they name the user's lines) and TileLang's kernel cache off for
-    this one compile (in memory and on disk), so the instrumented kernel is never cached."""
+    this one compile (in memory and on disk), so the instrumented kernel is never cached.
+    ``language``: the device source ``rewrite`` reads, "cuda" (the tvm_ffi, cython and nvrtc
+    backends) or "cutedsl" (the cutedsl backend's CuTe DSL Python); a rewrite of the other
+    language than the backend generates is never called."""
     tl = tilelang()
     from tilelang.env import CacheState
 
-    func = with_record_buffer(prim_func)
+    func = with_record_buffer(prim_func, record_dtype(backend))
     configs = {**(pass_configs or {}), LINE_DIRECTIVES_CONFIG: True}
     was_enabled = CacheState.is_enabled()
     tl.disable_cache()
     name = str(prim_func.attrs["global_symbol"]) if prim_func.attrs and "global_symbol" in prim_func.attrs else "kernel"
     try:
-        with cuda_postproc(rewrite), tilelang_errors(name, stage="instrumented compilation"):
+        with cuda_postproc(rewrite, language), tilelang_errors(name, stage="instrumented compilation"):
             return tl.compile(func, out_idx=out_idx, target=target, execution_backend=backend, pass_configs=configs)
     finally:
         if was_enabled:
             tl.enable_cache()
 
 
-def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, Any] | None = None) -> str:
+def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, Any] | None = None,
+                           backend: str = "tvm_ffi") -> str:
     """The device source TileLang generates for ``with_record_buffer(prim_func)`` with ``#line``
-    directives, without compiling it (what the rewrite receives; no GPU, no nvcc)."""
+    directives, without compiling it (what the rewrite receives; no GPU, no nvcc). For
+    ``backend="cutedsl"``: the CuTe DSL Python of the kernel (no ``#line`` there)."""
+    if backend == "cutedsl":
+        return cutedsl_timeline_sources(prim_func, arch, pass_configs)[0]
     from tilelang.backend.module import create_backend_context
     from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
 
@@ -160,6 +186,52 @@ def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, An
           context.target):
         _, device_mod, *_ = lower_to_host_device_ir(func, context)
         return device_codegen_without_compile(device_mod, context).inspect_source()
+
+
+def cutedsl_timeline_sources(prim_func: Any, arch: str, pass_configs: dict[str, Any] | None = None,
+                             rewrite: Callable[[str], str] | None = None) -> tuple[str, str]:
+    """(device source, Python host module) TileLang's CuTeDSL backend generates for
+    ``with_record_buffer(prim_func)``, with ``rewrite`` applied to the device source through the
+    CuTeDSL codegen's hook when given (the host module then embeds the rewritten kernel). No GPU
+    and no nvidia-cutlass-dsl needed: nothing is compiled."""
+    from .lowering import cutedsl_launcher
+
+    tvm = tilelang().tvm
+    func = with_record_buffer(prim_func, record_dtype("cutedsl"))
+    scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
+    with contextlib.ExitStack() as stack:
+        if rewrite is not None:
+            stack.enter_context(cuda_postproc(rewrite, "cutedsl"))
+        launcher = cutedsl_launcher(func, scheduled, arch, dict(pass_configs or {}))
+    if launcher.text is None:
+        raise ValueError(launcher.reason or "TileLang generated no CuTeDSL launcher")
+    return dict(launcher.extra)["device.py"], launcher.text
+
+
+_LAUNCH_BLOCK = re.compile(r"\.launch\(\s*grid=\[[^\]]*\],\s*block=\[(\d+), (\d+), (\d+)\]")
+
+
+def cutedsl_threads(compiled_or_host: Any) -> int:
+    """Threads per block of a kernel compiled for the CuTeDSL backend, as TileLang launches it (warp
+    specialisation adds a producer warp group to the ``T.Kernel``'s threads): from the lowered
+    device module's thread extents, or else the ``.launch(grid=..., block=[x, y, z])`` call of
+    TileLang's CuTeDSL host module (``compiled_or_host`` may be that module's text)."""
+    artifact = getattr(compiled_or_host, "artifact", None)
+    device_mod = getattr(artifact, "device_mod", None)
+    if device_mod is not None:
+        for _, func in device_mod.functions.items():
+            extents = func.attrs["thread_extent"] if func.attrs is not None and "thread_extent" in func.attrs else {}
+            threads = [int(v) for tag, v in extents.items() if str(tag).startswith("threadIdx")]
+            if threads:
+                total = 1
+                for t in threads:
+                    total *= t
+                return total
+    text = compiled_or_host if isinstance(compiled_or_host, str) else compiled_or_host.get_host_source()
+    m = _LAUNCH_BLOCK.search(text or "")
+    if m is None:
+        raise ValueError("cannot read the kernel's threads per block from TileLang's CuTeDSL launcher")
+    return int(m.group(1)) * int(m.group(2)) * int(m.group(3))
 
 
 def kernel_file(prim_func: Any) -> str | None:

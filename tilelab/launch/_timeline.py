@@ -1,17 +1,19 @@
 """``tilelab.timeline``: run a kernel once, instrumented, and return where the time went inside it.
 
 The kernel is compiled a second time with one more parameter (the record buffer) and its device
-source rewritten by :mod:`tilelab._timeline_rewrite` through TileLang's CUDA post-processing hook
-(``tilelab._tilelang.compile_instrumented``: the hook is set for that one compile, TileLang's
-cache is off for it, and tilelab caches neither). In tilelab's worker process (as ``run`` and
-``bench`` do) the plain kernel is launched once to warm up, the instrumented one once more into a
-zeroed buffer, and then both side by side to measure the overhead; the SM clock rate that turns
-``clock64`` into nanoseconds is measured there too. The decoding and the summary
+source rewritten through TileLang's post-processing hook (``tilelab._tilelang.compile_instrumented``:
+the hook is set for that one compile, TileLang's cache is off for it, and tilelab caches neither):
+the CUDA source of the tvm_ffi, cython and nvrtc backends by :mod:`tilelab._timeline_rewrite`, the
+CuTe DSL Python of the cutedsl backend by :mod:`tilelab._timeline_rewrite_cutedsl`. In tilelab's
+worker process (as ``run`` and ``bench`` do) the plain kernel is launched once to warm up, the
+instrumented one once more into a zeroed buffer, and then both side by side to measure the
+overhead; the SM clock rate that turns ``clock64`` into nanoseconds is measured there too. The decoding and the summary
 (:mod:`tilelab._timeline`) run here.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 import statistics
 import time
@@ -64,9 +66,9 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     started = time.perf_counter()
     if granularity not in ("warpgroup", "warp"):
         raise TimelineError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
-    if backend == "cutedsl":
-        raise TimelineError("the timeline marks the CUDA source TileLang generates for the tvm_ffi, cython and nvrtc "
-                            "backends; the CuTeDSL backend generates its own code, which it cannot mark yet: pass "
+    if backend == "cutedsl" and importlib.util.find_spec("cutlass") is None:
+        raise TimelineError("the CuTeDSL backend compiles its kernels with NVIDIA's CuTe DSL, which is not "
+                            "installed: pip install nvidia-cutlass-dsl (or tilelab[cutedsl]), or pass "
                             "backend=\"tvm_ffi\" (the kernel's phases are the same)")
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx)
@@ -154,7 +156,6 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     import torch
 
     from .. import _tilelang
-    from .._timeline_rewrite import instrument
 
     del isolate
     func, out_idx, target, backend, pass_configs = pickle.loads(payload)
@@ -165,6 +166,18 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     grid = tuple(options["grid"])
     nblocks = grid[0] * grid[1] * grid[2]
     made: list[Any] = []
+    # the device source is CUDA for tvm_ffi, cython and nvrtc, CuTe DSL Python for cutedsl
+    instrument: Any
+    if backend == "cutedsl":
+        from functools import partial
+
+        from .._timeline_rewrite_cutedsl import instrument as instrument_cutedsl
+
+        instrument = partial(instrument_cutedsl, threads=_tilelang.cutedsl_threads(plain))
+    else:
+        from .._timeline_rewrite import instrument as instrument_cuda
+
+        instrument = instrument_cuda
 
     def rewrite(code: str) -> str:
         ins = instrument(code, ops=ops, cell_file=cell_file, blocks=nblocks, traced_blocks=options["traced"],
@@ -173,11 +186,12 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
         return ins.source
 
     compiled = _tilelang.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
-                                             pass_configs=pass_configs)
+                                             pass_configs=pass_configs,
+                                             language="cutedsl" if backend == "cutedsl" else "cuda")
     if not made:
-        raise RuntimeError("TileLang did not pass the device source through its CUDA post-processing hook")
+        raise RuntimeError("TileLang did not pass the device source through its post-processing hook")
     ins = made[-1]
-    buf = torch.zeros(ins.words(), dtype=torch.uint64, device="cuda")
+    buf = torch.zeros(ins.words(), dtype=getattr(torch, _tilelang.record_dtype(backend)), device="cuda")
 
     def run_plain() -> Any:
         return plain(*args)
