@@ -278,6 +278,7 @@ class Worker:
         self.starts = 0  # how many processes this worker has started (a restart counts)
         self.loaded: set[str] = set()  # keys of kernels loaded in the current process (see _isolated)
         self._capture_folder: str | None = None  # where the current process writes its stderr
+        self._warmed = False  # the current process has imported what launches need (see warm)
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -303,6 +304,7 @@ class Worker:
             self._process, self._conn = process, parent
             self.starts += 1
             self.loaded = set()
+            self._warmed = False
             deadline = time.monotonic() + self.start_timeout
             while not parent.poll(0.1):
                 if not process.is_alive():
@@ -314,6 +316,18 @@ class Worker:
                     raise WorkerDied(f"the tilelab worker process for device {self.device} did not start within "
                                      f"{self.start_timeout:g} s")
             parent.recv()
+
+    def warm(self, timeout: float | None = None) -> None:
+        """Start the process now, unless it runs already, and bring it to where a launch begins:
+        torch with its CUDA context on the device, TileLang imported. Seconds on a fresh process,
+        which a caller that will launch soon (a sweep, while it compiles) can spend ahead of its
+        first launch; nothing when the current process is warm already. Raises as :meth:`call`."""
+        with self._lock:
+            if self._warmed and self.alive:
+                return
+            self.call(_warm_up, timeout=self.start_timeout if timeout is None else timeout,
+                      label=f"starting tilelab's worker process for device {self.device}")
+            self._warmed = True
 
     def close(self) -> None:
         """Stop the worker (politely, then by force); a later call starts a fresh one."""
@@ -468,7 +482,8 @@ class Worker:
 
 
 def _warm_up() -> None:
-    """In a replacement worker: import what launches need (torch with its CUDA context, TileLang)."""
+    """In a fresh worker (a replacement, or :meth:`Worker.warm`): import what launches need (torch
+    with its CUDA context, TileLang)."""
     try:
         import torch
 
@@ -479,6 +494,8 @@ def _warm_up() -> None:
         pass
     try:
         import tilelang  # noqa: F401
+
+        from . import _bench, _isolated  # noqa: F401  (what a launch and a measurement run here)
     except Exception:
         pass
 
