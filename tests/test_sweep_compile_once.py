@@ -220,3 +220,26 @@ def test_warming_a_launch_worker_never_raises(monkeypatch):
     assert _tasks.warm_launch_worker(0) is None and tried == [True]  # tried, failed, said nothing
     monkeypatch.setattr(_tasks, "_in_daemon_process", lambda: True)  # a Dask worker launches in itself
     assert _tasks.warm_launch_worker(0) is None and tried == [True]
+
+
+def test_a_sweep_over_devices_submits_each_compile_as_soon_as_it_is_elaborated(monkeypatch, compile_in_threads):
+    """The first compile task (and with it the pool's first process, seconds of start and imports)
+    starts while the other configurations are still being elaborated, not after all of them."""
+    log = []
+    steps = Steps()
+
+    def compile_fn(f, size, config):
+        log.append(("elaborated", config["block"]))
+        return steps.compile_fn(f, size, config)
+
+    submit = _runners.LocalRunner.compile
+
+    def compile_task(self, index, step):
+        log.append(("submitted", index))
+        return submit(self, index, step)
+
+    monkeypatch.setattr(_runners.LocalRunner, "compile", compile_task)
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0], compile_fn=compile_fn,
+                  bench_fn=steps.bench, progress=False, force=True)
+    assert sum(r.ok for r in table.rows) == len(BLOCKS) - 1
+    assert log == [event for i, block in enumerate(BLOCKS) for event in (("elaborated", block), ("submitted", i))]

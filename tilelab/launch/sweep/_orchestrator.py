@@ -182,6 +182,7 @@ class Course:
         """Take each job from the row cache or submit its compile task; each compiled one goes to
         its row step as it arrives; a row is final when measured (or failed, or cached)."""
         futures: dict[int, Any] = {}
+        steps: dict[int, Any] = {}  # in this process: submitted once the compile bar knows how many
         known: dict[int, Compiled] = {}  # compiled by an earlier sweep: straight to the row step
         for job in self.jobs:
             hit = None if self.force or not job.key else self.cache.get(job.key)
@@ -197,11 +198,14 @@ class Course:
             except Exception as err:
                 self.finish(job, SweepRow(job.config, job.size, error=short_error(err), stage="elaborate"))
                 continue
-            futures[job.index] = step
+            if self.runner.in_process:
+                steps[job.index] = step
+            else:  # at once: a pool's processes start (spawn, imports: seconds) while the rest elaborate
+                futures[job.index] = self.runner.compile(job.index, step)
         if self.runner.in_process:
-            self.compile_bar = _show.Progress(len(futures), f"compiling {len(futures)} configurations", self.progress)
-        for index, step in list(futures.items()):
-            futures[index] = self.runner.compile(index, step)
+            self.compile_bar = _show.Progress(len(steps), f"compiling {len(steps)} configurations", self.progress)
+            for index, step in steps.items():
+                futures[index] = self.runner.compile(index, step)
         by_index = {j.index: j for j in self.jobs}
         compiling, measuring = len(futures), 0
         for index, kept in known.items():
