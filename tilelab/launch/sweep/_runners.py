@@ -384,7 +384,8 @@ def _deaths(processes: Mapping[int, Any]) -> str:
 
 class LocalRunner:
     """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
-    one bench thread per GPU, each taking the next compiled configuration."""
+    one bench thread per GPU, each taking the next compiled configuration (after starting that
+    GPU's launch worker, while the first configurations compile: :func:`warm_up_for`)."""
 
     in_process = False
     passes_futures = False  # a bench task gets the compile task's outcome
