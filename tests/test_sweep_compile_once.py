@@ -243,3 +243,38 @@ def test_a_sweep_over_devices_submits_each_compile_as_soon_as_it_is_elaborated(m
                   bench_fn=steps.bench, progress=False, force=True)
     assert sum(r.ok for r in table.rows) == len(BLOCKS) - 1
     assert log == [event for i, block in enumerate(BLOCKS) for event in (("elaborated", block), ("submitted", i))]
+
+
+def test_no_compile_process_spawns_while_a_starting_worker_hides_the_callers_script():
+    """A bench thread starting its launch worker hides ``__main__`` for a moment (the worker must
+    not run the caller's script); a compile process spawned in that moment would not import it
+    either, and could not unpickle a step that refers to it. Both hold one lock."""
+    import concurrent.futures
+    import functools
+
+    from tilelab.launch import _worker
+    from tilelab.launch.sweep._tasks import Compiled
+
+    seen = []
+
+    class Pool:
+        def submit(self, fn, index, blob):
+            seen.append(("submit", _worker.MAIN_HIDDEN.locked()))
+            done = concurrent.futures.Future()
+            done.set_result(Compiled(index, {"block": 1}, 0.0))
+            return done
+
+    runner = _runners.LocalRunner([0], _runners.Events(), workers=1, use_cuda=False)
+    runner._pool = Pool()
+    runner.compile(0, functools.partial(max, 1, 2))
+    runner.close()
+
+    class Process:
+        def start(self):
+            import __main__
+
+            seen.append(("start", _worker.MAIN_HIDDEN.locked(), __main__.__dict__.get("__spec__", "kept")))
+
+    _worker._start_without_main(Process())
+    assert seen == [("submit", True), ("start", True, None)]
+    assert not _worker.MAIN_HIDDEN.locked()

@@ -236,29 +236,37 @@ def _context() -> Any:
         return mp.get_context("spawn")
 
 
+# Held while ``__main__`` is hidden (below). A process started by spawn meanwhile, in another
+# thread, would not import the caller's script either: code that spawns processes while a worker
+# may be starting in another thread (a sweep's compile pool, while its bench threads start their
+# workers) holds it around each spawn.
+MAIN_HIDDEN = threading.Lock()
+
+
 def _start_without_main(process: Any) -> None:
     """Start a spawned process without re-running the caller's main script in it.
 
     The spawn start method imports the parent's ``__main__`` (a script's file) in the child; a
     script that launches at top level, without an ``if __name__ == "__main__"`` guard, would then
     launch again in the worker. The worker needs nothing from ``__main__``, so it is hidden from
-    multiprocessing while the process starts."""
+    multiprocessing while the process starts (under :data:`MAIN_HIDDEN`)."""
     main = sys.modules.get("__main__")
     if main is None:
         process.start()
         return
     missing = object()
-    saved = {k: main.__dict__.get(k, missing) for k in ("__file__", "__spec__")}
-    try:
-        main.__dict__.pop("__file__", None)
-        main.__dict__["__spec__"] = None
-        process.start()
-    finally:
-        for k, v in saved.items():
-            if v is missing:
-                main.__dict__.pop(k, None)
-            else:
-                main.__dict__[k] = v
+    with MAIN_HIDDEN:
+        saved = {k: main.__dict__.get(k, missing) for k in ("__file__", "__spec__")}
+        try:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+            process.start()
+        finally:
+            for k, v in saved.items():
+                if v is missing:
+                    main.__dict__.pop(k, None)
+                else:
+                    main.__dict__[k] = v
 
 
 class Worker:

@@ -428,7 +428,12 @@ class LocalRunner:
         if blob is not None:
             if self._pool is None:
                 self._pool = _compile_pool(self.workers)
-            fut = self._pool.submit(_tasks.compile_pickled, index, blob)
+            from .. import _worker
+
+            # a submit may spawn a process, which imports the caller's script: not while a bench
+            # thread starting its launch worker hides that script for a moment
+            with _worker.MAIN_HIDDEN:
+                fut = self._pool.submit(_tasks.compile_pickled, index, blob)
             self._futures.append(fut)
             # the pool starts its processes as tasks arrive: note them, to say which one died, and how
             processes.update(getattr(self._pool, "_processes", None) or {})
