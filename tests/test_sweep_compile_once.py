@@ -209,7 +209,7 @@ def test_warming_a_launch_worker_never_raises(monkeypatch):
     tried = []
 
     class Broken:
-        def warm(self):
+        def warm(self, fn=None):
             tried.append(True)
             raise _worker.WorkerDied("the tilelab worker process for device 0 exited while starting")
 

@@ -271,9 +271,12 @@ def test_a_timeout_survives_tblibs_pickling_of_exceptions():
 
 
 def test_warm_starts_the_worker_with_what_launches_need_once(worker, monkeypatch):
-    """``warm`` (a sweep calls it while it compiles) starts the process if needed and imports
-    TileLang and the measuring code there; a warm process is left alone (no call at all)."""
-    worker.warm()
+    """``warm`` (a sweep calls it while it compiles, with _isolated's warm-up) starts the process
+    if needed and imports TileLang and the measuring code there; a warm process is left alone (no
+    call at all)."""
+    from tilelab.launch import _isolated
+
+    worker.warm(_isolated.prepare_for_launches)
     pid, starts = worker.pid, worker.starts
     assert pid is not None and worker.call(fakes.imported, "tilelang")
     assert worker.call(fakes.imported, "tilelab.launch._bench")

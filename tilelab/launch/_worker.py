@@ -325,15 +325,16 @@ class Worker:
                                      f"{self.start_timeout:g} s")
             parent.recv()
 
-    def warm(self, timeout: float | None = None) -> None:
+    def warm(self, fn: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
         """Start the process now, unless it runs already, and bring it to where a launch begins:
-        torch with its CUDA context on the device, TileLang imported. Seconds on a fresh process,
-        which a caller that will launch soon (a sweep, while it compiles) can spend ahead of its
-        first launch; nothing when the current process is warm already. Raises as :meth:`call`."""
+        ``fn`` runs there (default: import torch with its CUDA context on the device, and
+        TileLang). Seconds on a fresh process, which a caller that will launch soon (a sweep, while
+        it compiles) can spend ahead of its first launch; nothing when the current process is warm
+        already. Raises as :meth:`call`."""
         with self._lock:
             if self._warmed and self.alive:
                 return
-            self.call(_warm_up, timeout=self.start_timeout if timeout is None else timeout,
+            self.call(fn or _warm_up, timeout=self.start_timeout if timeout is None else timeout,
                       label=f"starting tilelab's worker process for device {self.device}")
             self._warmed = True
 
@@ -502,8 +503,6 @@ def _warm_up() -> None:
         pass
     try:
         import tilelang  # noqa: F401
-
-        from . import _bench, _isolated  # noqa: F401  (what a launch and a measurement run here)
     except Exception:
         pass
 

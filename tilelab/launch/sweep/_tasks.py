@@ -238,11 +238,11 @@ def warm_launch_worker(device: int) -> None:
     try:
         import torch
 
-        from .. import _worker
+        from .. import _isolated, _worker
 
         with torch.cuda.device(device):
             torch.cuda.synchronize()  # this process's context on the device, which the row step needs too
-        _worker.default_worker(device).warm()
+        _worker.default_worker(device).warm(_isolated.prepare_for_launches)
     except Exception:
         pass
 
