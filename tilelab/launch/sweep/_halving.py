@@ -39,10 +39,14 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._launch_model import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, expand, short_error, size_key, size_text
+
+if TYPE_CHECKING:
+    from ._orchestrator import CompiledConfigs
+    from ._tasks import Compiled
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -171,10 +175,10 @@ def _pool_target(opts: SweepOptions) -> Any:
 
 
 def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions,
-          compiled: Any = None) -> SweepTable:
+          compiled: CompiledConfigs | None = None) -> SweepTable:
     """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it;
-    ``compiled`` (a ``CompiledConfigs``): what earlier rungs compiled, not compiled again, and where
-    this rung keeps what it compiles."""
+    ``compiled``: what earlier rungs compiled, not compiled again, and where this rung keeps what
+    it compiles."""
     grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
     from ._orchestrator import grid_sweep
 
@@ -246,7 +250,7 @@ def _side_by_side_final(opts: SweepOptions, pooled: bool) -> bool:
 
 
 def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, opts: SweepOptions,
-                   compiled: Any = None) -> Any:
+                   compiled: Compiled | None = None) -> Any:
     """The leader's kernel: loaded from the artifact its rung compiled (``compiled``, a compile
     task's outcome: nothing compiles again), else compiled here (TileLang's cache has it)."""
     from ... import _tilelang

@@ -110,9 +110,6 @@ class CompiledConfigs:
         wanted = {self._key(size, c) for c in configs}
         self._kept = {k: v for k, v in self._kept.items() if k[0] != tuple(size) or k in wanted}
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
 
 @dataclass
 class Course:
