@@ -82,41 +82,6 @@ def test_sweep_ranked_by_ratio_gives_every_row_its_ratio():
     assert table.best().ratio == min(r.ratio for r in rows)
 
 
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_flash_attention_forward_matches_torch(is_causal):
-    kernel = tilelang.compile(flash_attention(2, 4, 512, 128, block_M=64, block_N=64, num_stages=2, threads=128,
-                                              is_causal=is_causal), out_idx=[3])
-    q, k, v = (torch.randn(2, 512, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-    out = kernel(q, k, v)
-    ref = attention_reference(q, k, v, is_causal)
-    err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-    print(f"causal={is_causal}: relative error {err:.2e}")
-    assert err < 1e-2
-
-
-def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_tasks():
-    """The halving sweep on this process's GPU: compiles in a pool of processes, each configuration
-    inspected in its compile task first (256x256x128 tiles in 4 stages ask for 512 KiB of shared
-    memory: pruned with the reason, never launched), the rest measured briefly, the last rung in full
-    beside the leader of the rung before."""
-    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
-             for bn in (128, 256) for st in (3, 4)]
-    space.append(dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256, raster=10,
-                      smem_epilogue=False))
-    table = tilelab.sweep(matmul, space, [dict(M=2048, N=2048, K=2048)], strategy="halving", progress=False)
-    print(repr(table))
-    (pruned,) = [r for r in table.rows if r.stage == "pruned"]
-    assert dict(pruned.config)["block_K"] == 128 and "a launch would fail" in pruned.error
-    assert all(r.ok for r in table.rows if r.stage != "pruned")
-    assert any(n.startswith("compiled in a pool of processes, measured on cuda:") for n in table.notes)
-    best = table.best()
-    assert best is not None and best.measured_as.endswith("full rounds (sustained)")
-    # 4 measured briefly, the 2 fastest in full beside rung 0's leader: ranked by their ratios to it
-    finals = [r for r in table.rows if r.ok and r.rung == 1]
-    assert len(finals) == 2 and all(r.ratio is not None for r in finals)
-    assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"
-
-
 def test_a_halving_sweep_on_the_gpu_compiles_each_configuration_once_and_warms_the_launch_worker(monkeypatch):
     """Later rungs time the artifact of each configuration's one compile task (none is submitted
     again), the leader the last rung is timed beside is loaded from its artifact (compiling it
@@ -157,3 +122,39 @@ def test_a_halving_sweep_on_the_gpu_compiles_each_configuration_once_and_warms_t
     device = torch.cuda.current_device()
     assert warmed and all(w == (device, f"tilelab-bench-cuda:{device}") for w in warmed)  # once per rung
     assert _worker.default_worker(device).alive
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_flash_attention_forward_matches_torch(is_causal):
+    kernel = tilelang.compile(flash_attention(2, 4, 512, 128, block_M=64, block_N=64, num_stages=2, threads=128,
+                                              is_causal=is_causal), out_idx=[3])
+    q, k, v = (torch.randn(2, 512, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = kernel(q, k, v)
+    ref = attention_reference(q, k, v, is_causal)
+    err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+    print(f"causal={is_causal}: relative error {err:.2e}")
+    assert err < 1e-2
+
+
+def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_tasks():
+    """The halving sweep on this process's GPU: compiles in a pool of processes, each configuration
+    inspected in its compile task first (256x256x128 tiles in 4 stages ask for 512 KiB of shared
+    memory: pruned with the reason, never launched), the rest measured briefly, the last rung in full
+    beside the leader of the rung before."""
+    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=10, smem_epilogue=True)
+             for bn in (128, 256) for st in (3, 4)]
+    space.append(dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256, raster=10,
+                      smem_epilogue=False))
+    table = tilelab.sweep(matmul, space, [dict(M=2048, N=2048, K=2048)], strategy="halving", progress=False)
+    print(repr(table))
+    (pruned,) = [r for r in table.rows if r.stage == "pruned"]
+    assert dict(pruned.config)["block_K"] == 128 and "a launch would fail" in pruned.error
+    assert all(r.ok for r in table.rows if r.stage != "pruned")
+    assert any(n.startswith("compiled in a pool of processes, measured on cuda:") for n in table.notes)
+    best = table.best()
+    assert best is not None and best.measured_as.endswith("full rounds (sustained)")
+    # 4 measured briefly, the 2 fastest in full beside rung 0's leader: ranked by their ratios to it
+    finals = [r for r in table.rows if r.ok and r.rung == 1]
+    assert len(finals) == 2 and all(r.ratio is not None for r in finals)
+    assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"
+
