@@ -191,4 +191,3 @@ def test_a_retime_without_its_searches_says_which_to_run(tuning, tmp_path, monke
     assert "run fa-tilelab first" in result["error"]
     assert json.loads((tmp_path / "fa-retime.json").read_text())["error"] == result["error"]
     assert "not run yet" in tuning.report(tmp_path) and "nothing saved" in tuning.report(tmp_path / "none")
-

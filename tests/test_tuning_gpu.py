@@ -157,4 +157,3 @@ def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_task
     finals = [r for r in table.rows if r.ok and r.rung == 1]
     assert len(finals) == 2 and all(r.ratio is not None for r in finals)
     assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"
-
