@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -165,13 +166,27 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
            "empty TileLang and tilelab caches")
     halving = [n for n in table.notes if n.startswith("successive halving")]
     return {"tool": "tilelab.sweep (halving)", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
-            "how": how, "rungs": halving[0] if halving else None, "device": torch.cuda.get_device_name(),
+            "how": how, "rungs": halving[0] if halving else None,
+            "rung_breakdown": rung_breakdown(halving[0]) if halving else [], "device": torch.cuda.get_device_name(),
             "best_config": dict(best.config) if best else None, "best_ms": best.median_ms if best else None,
             "pruned": sum(1 for r in table.rows if r.stage == "pruned"),
             "failed": sum(1 for r in table.failed if r.stage != "pruned"),
             "rows": [{"config": dict(r.config), "stage": r.stage, "error": r.error, "median_ms": r.median_ms,
-                      "rung": r.rung, "cut": r.cut, "compile_s": r.compile_s} for r in table.rows if r.label is None],
+                      "rung": r.rung, "cut": r.cut, "compile_s": r.compile_s, "bench_s": r.bench_s}
+                     for r in table.rows if r.label is None],
             "notes": list(table.notes)}
+
+
+RUNG = re.compile(r"rung (\d+): (\d+) \(([^;]*); ([0-9.]+) s(?:, (\d+) pruned in their compile tasks)?\)")
+
+
+def rung_breakdown(note: str) -> list[dict[str, Any]]:
+    """The sweep's note "successive halving at size ... (eta=3): rung 0: 48 (20 ms of launches, one
+    round; 12.3 s, 16 pruned in their compile tasks), rung 1: ..." as one record per rung: how many
+    configurations it measured, how, its wall seconds (compiles, loads and timing together) and how
+    many were pruned in their compile tasks."""
+    return [{"rung": int(m[1]), "measured": int(m[2]), "how": m[3], "seconds": float(m[4]),
+             "pruned": int(m[5]) if m[5] else 0} for m in RUNG.finditer(note)]
 
 
 def child_retime(space: str, quick: bool, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:

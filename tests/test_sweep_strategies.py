@@ -201,7 +201,8 @@ def test_the_last_rung_times_each_finalist_beside_the_leader_of_the_rung_before(
     monkeypatch.setattr(_tasks, "dumps", lambda obj: None)
     monkeypatch.setattr(_halving, "_side_by_side_final", lambda opts, pooled: True)
     made = []
-    monkeypatch.setattr(_halving, "_leader_kernel", lambda f, size, config, opts: made.append(config) or "leader")
+    monkeypatch.setattr(_halving, "_leader_kernel",
+                        lambda f, size, config, opts, compiled=None: made.append(config) or "leader")
     true = {b: 1.0 + 0.01 * i for i, b in enumerate((128, 64, 256, 96, 160, 192, 224, 32, 48))}
     calls = []
 

@@ -118,6 +118,35 @@ def test_the_flash_attention_forward_lowers_for_hopper_with_two_wgmma():
     assert "exp2" in report.sources.device
 
 
+def test_the_rung_breakdown_reads_the_sweeps_note(tuning):
+    note = ("successive halving at size M=8192, N=8192, K=8192 (eta=3): rung 0: 48 (20 ms of launches, one round; "
+            "20.8 s, 16 pruned in their compile tasks), rung 1: 16 (60 ms of launches, one round; 2.4 s), "
+            "rung 2: 6 (180 ms of launches, one round; 1.9 s), rung 3: 2 (full rounds; 6.1 s)")
+    assert tuning.rung_breakdown(note) == [
+        {"rung": 0, "measured": 48, "how": "20 ms of launches, one round", "seconds": 20.8, "pruned": 16},
+        {"rung": 1, "measured": 16, "how": "60 ms of launches, one round", "seconds": 2.4, "pruned": 0},
+        {"rung": 2, "measured": 6, "how": "180 ms of launches, one round", "seconds": 1.9, "pruned": 0},
+        {"rung": 3, "measured": 2, "how": "full rounds", "seconds": 6.1, "pruned": 0}]
+
+
+def test_the_rung_breakdown_reads_what_a_halving_sweep_writes(tuning):
+    from tilelab.launch import BenchResult
+    from tilelab.launch.sweep import sweep
+
+    def bench(kernel, size, config, **kwargs):
+        return BenchResult("k", samples_ms=(1.0 + abs(config["block"] - 64) / 64,) * 3)
+
+    table = sweep(lambda N, block: None, {"block": [16, 32, 48, 64, 80, 96, 112, 128, 144]}, {"N": [1024]},
+                  strategy="halving", prune=False, compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench,
+                  progress=False)
+    (note,) = [n for n in table.notes if n.startswith("successive halving")]
+    rungs = tuning.rung_breakdown(note)
+    assert [(r["rung"], r["measured"], r["pruned"]) for r in rungs] == [(0, 9, 0), (1, 3, 0)]  # 9 -> the fastest 3
+    assert rungs[0]["how"] == "20 ms of launches, one round" and rungs[1]["how"] == "full rounds"
+    assert all(r["seconds"] >= 0 for r in rungs)
+    assert sum(1 for r in table.rows if r.rung == 1) == 3
+
+
 def test_parts_expand_in_the_order_they_must_run(tuning):
     assert tuning.parts_of("ratios,gemm") == ["gemm-autotuner", "gemm-tilelab", "gemm-retime", "ratios"]
     assert tuning.parts_of("fa-retime,fa-autotuner") == ["fa-autotuner", "fa-retime"]

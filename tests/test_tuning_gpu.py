@@ -82,6 +82,48 @@ def test_sweep_ranked_by_ratio_gives_every_row_its_ratio():
     assert table.best().ratio == min(r.ratio for r in rows)
 
 
+def test_a_halving_sweep_on_the_gpu_compiles_each_configuration_once_and_warms_the_launch_worker(monkeypatch):
+    """Later rungs time the artifact of each configuration's one compile task (none is submitted
+    again), the leader the last rung is timed beside is loaded from its artifact (compiling it
+    again here would fail: the last rung would then rank by median), and the GPU's launch worker
+    is started by the warm-up on its bench thread, not by the first row."""
+    import threading
+
+    from tilelab.launch import _worker
+    from tilelab.launch.sweep import _runners, _tasks
+
+    submitted = []
+    compile_task = _runners.LocalRunner.compile
+
+    def counted(self, index, step):
+        submitted.append(index)
+        return compile_task(self, index, step)
+
+    warmed = []
+    warm = _tasks.warm_launch_worker
+
+    def counted_warm(device):
+        warmed.append((device, threading.current_thread().name))
+        warm(device)
+
+    monkeypatch.setattr(_runners.LocalRunner, "compile", counted)
+    monkeypatch.setattr(_tasks, "warm_launch_worker", counted_warm)
+    monkeypatch.setattr(_tasks, "default_compile", lambda *a, **k: pytest.fail("the leader was compiled again"))
+    space = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=256, raster=r, smem_epilogue=True)
+             for bn in (128, 256) for st in (3, 4) for r in (0, 10)]  # 8 configurations
+    space.append(dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256, raster=10,
+                      smem_epilogue=False))  # pruned in its compile task
+    table = tilelab.sweep(matmul, space, [dict(M=2048, N=2048, K=2048)], strategy="halving", eta=2,
+                          bench_kwargs={"rep_ms": 200, "ci_target": None}, progress=False)
+    print(repr(table))
+    assert len(submitted) == len(space)  # rungs of 8, 4 and 2: one compile task per configuration
+    assert sorted({r.rung for r in table.rows if r.ok}) == [0, 1, 2]
+    assert table.ratio_baseline == "the leader of the rung before"  # the leader's kernel came from its artifact
+    device = torch.cuda.current_device()
+    assert warmed and all(w == (device, f"tilelab-bench-cuda:{device}") for w in warmed)  # once per rung
+    assert _worker.default_worker(device).alive
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_flash_attention_forward_matches_torch(is_causal):
     kernel = tilelang.compile(flash_attention(2, 4, 512, 128, block_M=64, block_N=64, num_stages=2, threads=128,

@@ -268,3 +268,18 @@ def test_a_timeout_survives_tblibs_pickling_of_exceptions():
     assert out.stdout.split(" ", 2) == ["WorkerTimeout", "2.0",
                                         "k did not finish within 2 s; the worker process was killed (the next "
                                         "launch starts a fresh one)\n"]
+
+
+def test_warm_starts_the_worker_with_what_launches_need_once(worker, monkeypatch):
+    """``warm`` (a sweep calls it while it compiles, with _isolated's warm-up) starts the process
+    if needed and imports TileLang and the measuring code there; a warm process is left alone (no
+    call at all)."""
+    from tilelab.launch import _isolated
+
+    worker.warm(_isolated.prepare_for_launches)
+    pid, starts = worker.pid, worker.starts
+    assert pid is not None and worker.call(fakes.imported, "tilelang")
+    assert worker.call(fakes.imported, "tilelab.launch._bench")
+    monkeypatch.setattr(worker, "call", lambda *a, **k: pytest.fail("a warm worker was called again"))
+    worker.warm()
+    assert (worker.pid, worker.starts) == (pid, starts)

@@ -94,3 +94,8 @@ def fail_device_assert(threads=5):
 def crash_with_last_words(code=6):
     os.write(2, b"terminate called after throwing an instance of 'std::runtime_error'\n")
     os._exit(code)
+
+
+def imported(name):
+    """Whether the worker has imported module ``name``."""
+    return name in sys.modules

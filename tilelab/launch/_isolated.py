@@ -100,6 +100,13 @@ def load_in_worker(ref: KernelRef) -> str:
     return ref.key
 
 
+def prepare_for_launches() -> None:
+    """In the worker, ahead of its first launch: torch with its CUDA context, TileLang, and the
+    measuring code, imported (see :meth:`_worker.Worker.warm`)."""
+    _worker._warm_up()
+    from . import _bench  # noqa: F401
+
+
 def prepare_payload(payload: tuple) -> Prepared:
     """The kernel a payload (:func:`_payload`) describes, compiled again in this process (TileLang's
     cache answers) and prepared to launch: the worker's and the sanitizer child's way in."""

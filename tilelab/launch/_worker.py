@@ -236,29 +236,37 @@ def _context() -> Any:
         return mp.get_context("spawn")
 
 
+# Held while ``__main__`` is hidden (below). A process started by spawn meanwhile, in another
+# thread, would not import the caller's script either: code that spawns processes while a worker
+# may be starting in another thread (a sweep's compile pool, while its bench threads start their
+# workers) holds it around each spawn.
+MAIN_HIDDEN = threading.Lock()
+
+
 def _start_without_main(process: Any) -> None:
     """Start a spawned process without re-running the caller's main script in it.
 
     The spawn start method imports the parent's ``__main__`` (a script's file) in the child; a
     script that launches at top level, without an ``if __name__ == "__main__"`` guard, would then
     launch again in the worker. The worker needs nothing from ``__main__``, so it is hidden from
-    multiprocessing while the process starts."""
+    multiprocessing while the process starts (under :data:`MAIN_HIDDEN`)."""
     main = sys.modules.get("__main__")
     if main is None:
         process.start()
         return
     missing = object()
-    saved = {k: main.__dict__.get(k, missing) for k in ("__file__", "__spec__")}
-    try:
-        main.__dict__.pop("__file__", None)
-        main.__dict__["__spec__"] = None
-        process.start()
-    finally:
-        for k, v in saved.items():
-            if v is missing:
-                main.__dict__.pop(k, None)
-            else:
-                main.__dict__[k] = v
+    with MAIN_HIDDEN:
+        saved = {k: main.__dict__.get(k, missing) for k in ("__file__", "__spec__")}
+        try:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+            process.start()
+        finally:
+            for k, v in saved.items():
+                if v is missing:
+                    main.__dict__.pop(k, None)
+                else:
+                    main.__dict__[k] = v
 
 
 class Worker:
@@ -278,6 +286,7 @@ class Worker:
         self.starts = 0  # how many processes this worker has started (a restart counts)
         self.loaded: set[str] = set()  # keys of kernels loaded in the current process (see _isolated)
         self._capture_folder: str | None = None  # where the current process writes its stderr
+        self._warmed = False  # the current process has imported what launches need (see warm)
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -303,6 +312,7 @@ class Worker:
             self._process, self._conn = process, parent
             self.starts += 1
             self.loaded = set()
+            self._warmed = False
             deadline = time.monotonic() + self.start_timeout
             while not parent.poll(0.1):
                 if not process.is_alive():
@@ -314,6 +324,19 @@ class Worker:
                     raise WorkerDied(f"the tilelab worker process for device {self.device} did not start within "
                                      f"{self.start_timeout:g} s")
             parent.recv()
+
+    def warm(self, fn: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
+        """Start the process now, unless it runs already, and bring it to where a launch begins:
+        ``fn`` runs there (default: import torch with its CUDA context on the device, and
+        TileLang). Seconds on a fresh process, which a caller that will launch soon (a sweep, while
+        it compiles) can spend ahead of its first launch; nothing when the current process is warm
+        already. Raises as :meth:`call`."""
+        with self._lock:
+            if self._warmed and self.alive:
+                return
+            self.call(fn or _warm_up, timeout=self.start_timeout if timeout is None else timeout,
+                      label=f"starting tilelab's worker process for device {self.device}")
+            self._warmed = True
 
     def close(self) -> None:
         """Stop the worker (politely, then by force); a later call starts a fresh one."""
@@ -468,7 +491,8 @@ class Worker:
 
 
 def _warm_up() -> None:
-    """In a replacement worker: import what launches need (torch with its CUDA context, TileLang)."""
+    """In a fresh worker (a replacement, or :meth:`Worker.warm`): import what launches need (torch
+    with its CUDA context, TileLang)."""
     try:
         import torch
 

@@ -13,9 +13,11 @@ fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) e
 timed side by side with the fastest of the rung before (``bench(kernel, baseline=leader)``), and
 their ratios to it rank them: measured one after another, their medians would read a clock that
 moves by a few percent between calls. A rung is the ordinary grid sweep of its survivors (this process, the host's
-GPUs or a Dask cluster alike), so the compile of a configuration is TileLang's cached one after
-its first rung. Every row says in which rung it was last measured and how (``rung``,
-``measured_as``), and a row cut early says why (``cut``). ``time_budget_s`` starts no rung after
+GPUs or a Dask cluster alike), except that nothing is compiled twice: each configuration is
+compiled in the first rung that measures it, and later rungs (and the leader the last rung is
+timed beside) take the artifact that compile made (:class:`~._orchestrator.CompiledConfigs`).
+Every row says in which rung it was last measured and how (``rung``, ``measured_as``), and a row
+cut early says why (``cut``). ``time_budget_s`` starts no rung after
 that many seconds: the best then comes from the last rung measured, and a note says so.
 
 Where the rungs compile: a sweep over devices (``devices=``/``client=``) compiles in its pool of
@@ -43,10 +45,14 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._launch_model import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, expand, mark_best, short_error, size_key, size_text
+
+if TYPE_CHECKING:
+    from ._orchestrator import CompiledConfigs
+    from ._tasks import Compiled
 
 
 def _config_key(config: Config | tuple) -> tuple:
@@ -177,12 +183,15 @@ def _pool_target(opts: SweepOptions) -> Any:
     return _tilelang.local_gpu_arch() or "sm_90a"
 
 
-def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions) -> SweepTable:
-    """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it."""
+def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions,
+          compiled: CompiledConfigs | None = None) -> SweepTable:
+    """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it;
+    ``compiled``: what earlier rungs compiled, not compiled again, and where this rung keeps what
+    it compiles."""
     grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
     from ._orchestrator import grid_sweep
 
-    return grid_sweep(factory, expand(configs), [size], grid)
+    return grid_sweep(factory, expand(configs), [size], grid, compiled=compiled)
 
 
 def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
@@ -259,11 +268,15 @@ def _side_by_side_final(opts: SweepOptions, pooled: bool) -> bool:
             and not (isinstance(opts.target, str) and opts.target == "c"))
 
 
-def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, opts: SweepOptions) -> Any:
-    """The leader's kernel, compiled here (TileLang's cache has it from its rung)."""
+def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, opts: SweepOptions,
+                   compiled: Compiled | None = None) -> Any:
+    """The leader's kernel: loaded from the artifact its rung compiled (``compiled``, a compile
+    task's outcome: nothing compiles again), else compiled here (TileLang's cache has it)."""
     from ... import _tilelang
-    from ._tasks import default_compile
+    from ._tasks import KernelArtifact, default_compile, load_artifact
 
+    if compiled is not None and isinstance(compiled.artifact, KernelArtifact):
+        return load_artifact(compiled.artifact)
     target = opts.target if opts.target is not None else _tilelang.local_gpu_arch()
     return default_compile(factory, size, config, backend=opts.backend, out_idx=opts.out_idx, target=target)()
 
@@ -307,6 +320,11 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
         kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
     rows: list[SweepRow] = list(pruned_rows)
     tables: list[SweepTable] = []
+    # each configuration is compiled once, in the first rung that measures it: later rungs (and the
+    # leader the last rung is timed beside) take the artifact that compile made
+    from ._orchestrator import CompiledConfigs
+
+    compiled = CompiledConfigs()
     pruned_in_tasks = 0
     leader_label: str | None = None
     for size in sizes:
@@ -333,7 +351,8 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 # leader), batches alternating in one window, and their ratios to it rank them.
                 try:
                     final_kwargs = {**(opts.bench_kwargs or {}),
-                                    "baseline": _leader_kernel(factory, size, leader, opts)}
+                                    "baseline": _leader_kernel(factory, size, leader, opts,
+                                                               compiled.get(size_key(size), leader))}
                     leader_label = LEADER
                     notes.append(f"at size {size_text(size_key(size))}: the last rung timed each configuration side "
                                  f"by side with the fastest of rung {rung - 1} ("
@@ -348,10 +367,10 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung),
                 finalists=opts.finalists if final else 0)
             t0 = time.monotonic()
-            table = _grid(factory, alive, size, step)
+            table = _grid(factory, alive, size, step, compiled)
             seconds = time.monotonic() - t0
             tables.append(table)
-            # the row's compile time is its first compile's (later rungs load TileLang's cached one)
+            # the row's compile time is its first compile's (later rungs take its artifact)
             first_compile = {(r.size, _config_key(r.config)): r.compile_s for r in rows if r.label is None}
             measured = [_pruned_in_task(dataclasses.replace(
                 r, rung=rung, measured_as=_measured_as(opts, rung, final), best=False,
@@ -380,6 +399,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 rows.append(r)
             alive = [c for c in alive if _config_key(c) in survivors]
             leader = dict(ok[0].config) if ok else None
+            compiled.retain(size_key(size), alive)  # (the leader is one of them)
             rung += 1
         last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None
                     and r.ok), default=None)

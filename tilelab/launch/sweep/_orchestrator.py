@@ -41,8 +41,10 @@ GRAPH_NOTE = ("graph mode: the kernels' inputs rotate among copies, but a baseli
 
 
 def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: list[Config],
-               opts: SweepOptions) -> SweepTable:
-    """Every configuration at every size, measured by the runner ``opts`` asks for; see the module doc."""
+               opts: SweepOptions, compiled: CompiledConfigs | None = None) -> SweepTable:
+    """Every configuration at every size, measured by the runner ``opts`` asks for; see the module
+    doc. ``compiled``: configurations compiled by an earlier sweep (none is compiled again), and
+    where this sweep keeps what it compiles."""
     if opts.devices is not None and opts.client is not None:
         raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
     events = Events()
@@ -61,7 +63,7 @@ def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: li
                     progress=opts.progress, title=opts.name or factory_name or "kernel", factory_name=factory_name,
                     mode=str(kwargs["mode"]), ratio_label=opts.ratio_baseline[0] if opts.ratio_baseline else None,
                     baselines=[(label, make, size) for label, make in (opts.baseline or {}).items()
-                               for size in size_list])
+                               for size in size_list], compiled=compiled)
     make_step = opts.compile_fn or runner.compile_step(opts)
     try:
         course.compile_and_measure(factory, make_step)
@@ -78,6 +80,35 @@ def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: li
     table = course.table(course.ordered())
     course.live.update(lambda: table, final=True)
     return table
+
+
+class CompiledConfigs:
+    """Configurations compiled once, kept for later sweeps of the same ones (successive halving's
+    rungs after the first), by size and configuration: the compile task's outcome (its artifact,
+    its compile time). A configuration kept here is neither elaborated nor compiled again: its row
+    step gets the kept artifact (on a Dask cluster the artifact travels to the bench worker with
+    the task), and its row keeps its first compile's time. Only successful compiles are kept."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, Compiled] = {}
+
+    @staticmethod
+    def _key(size: tuple, config: Config | tuple) -> tuple:
+        items = config.items() if isinstance(config, dict) else config
+        return tuple(size), tuple((k, repr(v)) for k, v in items)
+
+    def get(self, size: tuple, config: Config | tuple) -> Compiled | None:
+        """The kept outcome of ``config`` at ``size`` (a size key: ``_plan.size_key``), or None."""
+        return self._kept.get(self._key(size, config))
+
+    def put(self, size: tuple, config: Config | tuple, compiled: Compiled) -> None:
+        if compiled.error is None:
+            self._kept[self._key(size, config)] = compiled
+
+    def retain(self, size: tuple, configs: list[Config]) -> None:
+        """Keep, at ``size``, only ``configs`` (a halving rung's survivors): the others' artifacts go."""
+        wanted = {self._key(size, c) for c in configs}
+        self._kept = {k: v for k, v in self._kept.items() if k[0] != tuple(size) or k in wanted}
 
 
 @dataclass
@@ -99,6 +130,7 @@ class Course:
     baselines: list[tuple[str, Callable[..., Any], Config]]  # (label, maker, size), in table order
     rows: dict[int, SweepRow] = field(default_factory=dict)
     compile_s: dict[int, float | None] = field(default_factory=dict)
+    compiled: CompiledConfigs | None = None  # compiled by an earlier sweep; where this one keeps its compiles
     counted: dict[tuple, tuple[float | None, float | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     compile_bar: Any = None
@@ -149,25 +181,36 @@ class Course:
         """Take each job from the row cache or submit its compile task; each compiled one goes to
         its row step as it arrives; a row is final when measured (or failed, or cached)."""
         futures: dict[int, Any] = {}
+        steps: dict[int, Any] = {}  # in this process: submitted once the compile bar knows how many
+        known: dict[int, Compiled] = {}  # compiled by an earlier sweep: straight to the row step
         for job in self.jobs:
             hit = None if self.force or not job.key else self.cache.get(job.key)
             if hit is not None:
                 self.finish(job, dataclasses.replace(hit, cached=True), store=False)
+                continue
+            kept = self.compiled.get(job.size, job.config) if self.compiled is not None else None
+            if kept is not None:
+                known[job.index] = kept
                 continue
             try:
                 step = make_step(factory, dict(job.size), dict(job.config))
             except Exception as err:
                 self.finish(job, SweepRow(job.config, job.size, error=short_error(err), stage="elaborate"))
                 continue
-            futures[job.index] = step
+            if self.runner.in_process:
+                steps[job.index] = step
+            else:  # at once: a pool's processes start (spawn, imports: seconds) while the rest elaborate
+                futures[job.index] = self.runner.compile(job.index, step)
         if self.runner.in_process:
-            self.compile_bar = _show.Progress(len(futures), f"compiling {len(futures)} configurations", self.progress)
-            if not futures:
-                self._compiles_done(0)
-        for index, step in list(futures.items()):
-            futures[index] = self.runner.compile(index, step)
+            self.compile_bar = _show.Progress(len(steps), f"compiling {len(steps)} configurations", self.progress)
+            for index, step in steps.items():
+                futures[index] = self.runner.compile(index, step)
         by_index = {j.index: j for j in self.jobs}
         compiling, measuring = len(futures), 0
+        for index, kept in known.items():
+            measuring += self._compiled(by_index[index], kept, None, again=True)
+        if self.runner.in_process and not futures:
+            self._compiles_done(measuring)
         while compiling or measuring:
             kind, index, value = self.runner.next_event()
             if kind == "compiled":
@@ -187,17 +230,21 @@ class Course:
             total = runnable + len(self.baselines)
             self.bar = _show.Progress(total, f"benchmarking {total} rows", self.progress)
 
-    def _compiled(self, job: Job, value: Compiled, future: Any) -> bool:
-        """A compile task's outcome; True when the configuration went on to its row step."""
+    def _compiled(self, job: Job, value: Compiled, future: Any, again: bool = False) -> bool:
+        """A compile task's outcome (``again``: one kept from an earlier sweep); True when the
+        configuration went on to its row step."""
         self.compile_s[job.index] = value.compile_s
-        if self.compile_bar is not None:
+        if self.compile_bar is not None and not again:
             self.compile_bar.update()
         if value.error is not None:
             self.finish(job, SweepRow(job.config, job.size, error=value.error, stage=value.stage or "compile",
                                       compile_s=value.compile_s), store=not value.lost)
             return False
-        # Dask: the row step gets the compile task's future (the artifact goes worker to worker)
-        self.runner.bench(self.plan, job, future if self.runner.passes_futures else value)
+        if self.compiled is not None and not again:
+            self.compiled.put(job.size, job.config, value)
+        # Dask: the row step gets the compile task's future (the artifact goes worker to worker);
+        # an outcome kept from an earlier sweep travels with the task itself
+        self.runner.bench(self.plan, job, future if self.runner.passes_futures and future is not None else value)
         return True
 
     def _benched(self, job: Job, value: Benched) -> None:

@@ -225,7 +225,10 @@ class InlineRunner:
     in_process = True
     passes_futures = False
 
-    def __init__(self, events: Events, *, workers: int | None, target: Any) -> None:
+    def __init__(self, events: Events, *, workers: int | None, target: Any,
+                 warm: Callable[[int], None] | None = None) -> None:
+        """``warm``: started now in a thread of its own with this thread's GPU, and awaited before
+        the first row step (see :func:`warm_up_for`)."""
         self.events = events
         self._lock = threading.Lock()
         self.where, self.model, self.arch = "this process", _this_device(target), None
@@ -234,6 +237,18 @@ class InlineRunner:
         self._compiling = 0
         self._ready: list[tuple[BenchPlan, Job, Compiled | None]] = []
         self._lost: str | None = None
+        self._warming: threading.Thread | None = None
+        if warm is not None:
+            self._warming = threading.Thread(target=_quietly, args=(warm, self._current_gpu()), daemon=True,
+                                             name="tilelab-bench-warm-up")
+            self._warming.start()
+
+    @staticmethod
+    def _current_gpu() -> int:
+        """The GPU this thread launches on (a new thread's would be GPU 0)."""
+        import torch
+
+        return int(torch.cuda.current_device())
 
     def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
         """Elaborate in the caller's thread; the step compiles to a launchable kernel here."""
@@ -272,6 +287,8 @@ class InlineRunner:
 
     def _step(self) -> None:
         """The next row step, here (the lowest job first); its outcome goes to the queue."""
+        while self._warming is not None and self._warming.is_alive():
+            self._warming.join(0.2)  # a short wait keeps the stop button responsive
         plan, job, compiled = min(self._ready, key=lambda item: item[1].index)
         self._ready.remove((plan, job, compiled))
         try:
@@ -296,6 +313,12 @@ class InlineRunner:
     def close(self, cancel: bool = False) -> None:
         self._ready.clear()
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+def _quietly(warm: Callable[[int], None], device: int) -> None:
+    """A GPU's warm-up: whatever goes wrong there, the first row step meets again and reports."""
+    with contextlib.suppress(Exception):
+        warm(device)
 
 
 def _interrupted(job: Job, err: KeyboardInterrupt) -> Benched:
@@ -361,13 +384,18 @@ def _deaths(processes: Mapping[int, Any]) -> str:
 
 class LocalRunner:
     """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
-    one bench thread per GPU, each taking the next compiled configuration."""
+    one bench thread per GPU, each taking the next compiled configuration (after starting that
+    GPU's launch worker, while the first configurations compile: :func:`warm_up_for`)."""
 
     in_process = False
     passes_futures = False  # a bench task gets the compile task's outcome
 
-    def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool) -> None:
+    def __init__(self, devices: Sequence[int], events: queue.Queue, *, workers: int | None, use_cuda: bool,
+                 warm: Callable[[int], None] | None = None) -> None:
+        """``warm``: each GPU's bench thread calls it first, with its GPU, while the first
+        configurations compile (see :func:`warm_up_for`)."""
         self.devices, self.events, self.use_cuda = list(devices), events, use_cuda
+        self._warm = warm
         self.where, self.model = ", ".join(f"cuda:{d}" for d in self.devices), ""
         self.arch: str | None = None
         self._processes: dict[int, Any] = {}  # the pool's processes this sweep saw: pid -> process
@@ -400,7 +428,12 @@ class LocalRunner:
         if blob is not None:
             if self._pool is None:
                 self._pool = _compile_pool(self.workers)
-            fut = self._pool.submit(_tasks.compile_pickled, index, blob)
+            from .. import _worker
+
+            # a submit may spawn a process, which imports the caller's script: not while a bench
+            # thread starting its launch worker hides that script for a moment
+            with _worker.MAIN_HIDDEN:
+                fut = self._pool.submit(_tasks.compile_pickled, index, blob)
             self._futures.append(fut)
             # the pool starts its processes as tasks arrive: note them, to say which one died, and how
             processes.update(getattr(self._pool, "_processes", None) or {})
@@ -449,6 +482,9 @@ class LocalRunner:
 
     def _serve(self, device: int) -> None:
         label = f"cuda:{device}"
+        if self._warm is not None:  # before its first row, while the first configurations compile
+            with _on_device(device, self.use_cuda):
+                _quietly(self._warm, device)
         while True:
             item = self._queue.get()
             if item is None:
@@ -667,6 +703,28 @@ def check_one_model(models: Mapping[str, str]) -> str:
 
 
 
+def warm_up_for(opts: SweepOptions, real_gpu: bool) -> Callable[[int], None] | None:
+    """What starts a GPU's launch worker ahead of a sweep's first row, in parallel with its first
+    compiles (:func:`_tasks.warm_launch_worker`: seconds a fresh process takes to start and import
+    torch and TileLang, which the first row would otherwise wait for), or None where the rows
+    launch in no such worker here: a custom bench step, ``isolate=False``, the CPU, no CUDA GPU,
+    a Dask cluster (its bench workers start their own)."""
+    if not real_gpu or opts.client is not None or not opts.bench_options().get("isolate", True):
+        return None
+    try:
+        from .._cpu import wants_cpu
+
+        if wants_cpu(None, opts.target):
+            return None
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+    except Exception:
+        return None
+    return _tasks.warm_launch_worker
+
+
 def choose_runner(opts: SweepOptions, events: Events, *,
                   real_gpu: bool) -> InlineRunner | LocalRunner | DaskRunner:
     """Where the tasks of a sweep with these options run: this process (neither ``devices`` nor
@@ -674,7 +732,7 @@ def choose_runner(opts: SweepOptions, events: Events, *,
     (``model``), its TileLang arch and says where it is (``where``). ``real_gpu``: the bench step
     is tilelab's own, so the devices must be real GPUs of one model."""
     if opts.devices is None and opts.client is None:
-        return InlineRunner(events, workers=opts.workers, target=opts.target)
+        return InlineRunner(events, workers=opts.workers, target=opts.target, warm=warm_up_for(opts, real_gpu))
     if opts.client is not None:
         runner = DaskRunner(opts.client, events)
         if not real_gpu:
@@ -707,6 +765,6 @@ def choose_runner(opts: SweepOptions, events: Events, *,
         model = check_one_model({f"cuda:{d}": torch.cuda.get_device_name(d) for d in indices})
         with torch.cuda.device(indices[0]):
             arch = _tilelang.local_gpu_arch()
-    local = LocalRunner(indices, events, workers=opts.workers, use_cuda=real_gpu)
+    local = LocalRunner(indices, events, workers=opts.workers, use_cuda=real_gpu, warm=warm_up_for(opts, real_gpu))
     local.model, local.arch = model, arch
     return local

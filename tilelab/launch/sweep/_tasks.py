@@ -226,6 +226,27 @@ def _isolation_fallback(bench_kwargs: Mapping[str, Any]) -> tuple[dict[str, Any]
 
 
 
+def warm_launch_worker(device: int) -> None:
+    """Start tilelab's launch worker process for GPU ``device`` now (and this process's CUDA
+    context there), so that a sweep's first row does not wait seconds for it: a sweep calls it on
+    each GPU's bench thread while its first configurations compile. Idempotent (a warm worker is
+    left as it is). Never raises: where the worker cannot start, the first row starts it and
+    reports why, as without this. A daemonic process (a Dask worker) launches in itself instead
+    (see :func:`_isolation_fallback`): nothing to start there."""
+    if _in_daemon_process():
+        return
+    try:
+        import torch
+
+        from .. import _isolated, _worker
+
+        with torch.cuda.device(device):
+            torch.cuda.synchronize()  # this process's context on the device, which the row step needs too
+        _worker.default_worker(device).warm(_isolated.prepare_for_launches)
+    except Exception:
+        pass
+
+
 def default_bench(prepared: Any, size: Config, config: Config, **kwargs: Any) -> BenchResult:
     from .. import _api
 

@@ -1,0 +1,280 @@
+"""A halving sweep compiles each configuration once, and a sweep on a GPU starts each GPU's launch
+worker while its first configurations compile. Fake compile and bench steps on the CPU: what is
+tested is the sweep's course (which step ran how often, with which artifact, in which order)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tilelab.launch import BenchResult
+from tilelab.launch.sweep import SweepOptions, _halving, _runners, _tasks, sweep
+
+BLOCKS = [16, 32, 64, 96, 128, 160, 192, 256, 512]
+TRUE_MS = {b: 1.0 + abs(b - 128) / 512 for b in BLOCKS}  # block=128 is the fastest; 512 fails to compile
+
+
+def factory(N, block):
+    return ("kernel", N, block)
+
+
+class Steps:
+    """A fake compile step that counts what it elaborates and compiles (each compile returns a new
+    artifact object), and a fake bench step that records the artifact of every call."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.elaborated: list[int] = []
+        self.compiled: list[int] = []
+        self.artifacts: dict[int, object] = {}  # block -> the artifact its compile returned
+        self.benched: list[tuple[int, object, float | None]] = []  # (block, artifact, rep_ms)
+        self.all_compiled = threading.Event()
+
+    def compile_fn(self, f, size, config):
+        with self.lock:
+            self.elaborated.append(config["block"])
+
+        def step():
+            with self.lock:
+                self.compiled.append(config["block"])
+                if len(self.compiled) == len(BLOCKS):
+                    self.all_compiled.set()
+            if config["block"] == 512:
+                raise RuntimeError("ptxas: too many resources requested")
+            artifact = {"block": config["block"]}
+            with self.lock:
+                self.artifacts[config["block"]] = artifact
+            return artifact
+
+        return step
+
+    def bench(self, artifact, size, config, **kwargs):
+        with self.lock:
+            self.benched.append((artifact["block"], artifact, kwargs.get("rep_ms")))
+        return BenchResult("k", samples_ms=(TRUE_MS[artifact["block"]],) * 3)
+
+
+@pytest.fixture
+def compile_in_threads(monkeypatch):
+    """Compile steps in threads, not spawned processes (each costs seconds on a small machine):
+    the counters and artifacts then live in this process."""
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)
+
+
+@pytest.mark.parametrize("where", [{}, {"devices": [0]}], ids=["this process", "devices"])
+def test_a_halving_sweep_compiles_each_configuration_once_and_later_rungs_time_that_artifact(where,
+                                                                                          compile_in_threads):
+    steps = Steps()
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, strategy="halving", prune=False, eta=2,
+                  compile_fn=steps.compile_fn, bench_fn=steps.bench, progress=False, force=True, **where)
+    assert table.best_config() == {"block": 128}
+    # 8 compiled configurations: rungs of 8, 4 and 2 (the last with full rounds): 14 rows timed
+    assert [rep for _, _, rep in steps.benched].count(None) == 2 and len(steps.benched) == 8 + 4 + 2
+    assert sorted(steps.elaborated) == sorted(BLOCKS)  # each elaborated once ...
+    assert sorted(steps.compiled) == sorted(BLOCKS)  # ... and compiled once, across all rungs
+    for block, artifact, _ in steps.benched:  # every rung timed the artifact of that one compile
+        assert artifact is steps.artifacts[block]
+    again = [r for r in table.rows if r.ok and r.rung and r.rung > 0]
+    assert again and all(r.compile_s is not None for r in again)  # rows keep their first compile's time
+    (failed,) = [r for r in table.rows if not r.ok]
+    assert failed.stage == "compile" and "too many resources" in failed.error and failed.rung == 0
+
+
+def test_the_last_rung_times_beside_the_leader_s_own_artifact(monkeypatch, compile_in_threads):
+    """The leader of the rung before is handed to the last rung as its rung's compile outcome
+    (the artifact the bench steps timed), not compiled again."""
+    steps = Steps()
+    monkeypatch.setattr(_halving, "_side_by_side_final", lambda opts, pooled: True)
+    leaders = []
+
+    def leader_kernel(f, size, config, opts, compiled=None):
+        leaders.append((config, compiled))
+        return "the leader"
+
+    monkeypatch.setattr(_halving, "_leader_kernel", leader_kernel)
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, strategy="halving", prune=False, eta=2,
+                  devices=[0], compile_fn=steps.compile_fn, bench_fn=steps.bench, progress=False, force=True)
+    assert table.best_config() == {"block": 128}
+    ((config, compiled),) = leaders
+    assert config == {"block": 128} and compiled.artifact is steps.artifacts[128]
+    assert sorted(steps.compiled) == sorted(BLOCKS)
+
+
+def test_a_leader_kept_as_a_compiled_artifact_loads_without_compiling(monkeypatch):
+    from tilelab.launch.sweep._tasks import Compiled, KernelArtifact, KernelRecipe
+
+    loaded = []
+    monkeypatch.setattr(_tasks, "load_artifact", lambda artifact: loaded.append(artifact) or "loaded")
+    monkeypatch.setattr(_tasks, "default_compile", lambda *a, **k: pytest.fail("compiled again"))
+    artifact = KernelArtifact(KernelRecipe("{}", None, [2], "sm_90a", {}), ("key", {}))
+    assert _halving._leader_kernel(factory, {"N": 1}, {"block": 128}, SweepOptions(),
+                                   Compiled(0, artifact, 1.0)) == "loaded"
+    assert loaded == [artifact]
+
+
+class WarmUps:
+    """A fake GPU warm-up and bench step that log, in order, which thread did what."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, object, str]] = []
+        self.fail = fail
+
+    def warm(self, device):
+        with self.lock:
+            self.log.append(("warm", device, threading.current_thread().name))
+        if self.fail:
+            raise RuntimeError("the launch worker could not start")
+
+    def bench(self, artifact, size, config, **kwargs):
+        with self.lock:
+            self.log.append(("bench", artifact["block"], threading.current_thread().name))
+        return BenchResult("k", samples_ms=(TRUE_MS[artifact["block"]],) * 3)
+
+
+def test_each_gpu_s_launch_worker_is_warmed_once_before_its_first_row(monkeypatch, compile_in_threads):
+    fake = WarmUps()
+    monkeypatch.setattr(_runners, "warm_up_for", lambda opts, real_gpu: fake.warm)
+    steps = Steps()
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0, 1], compile_fn=steps.compile_fn,
+                  bench_fn=fake.bench, progress=False, force=True, finalists=0)
+    assert sum(r.ok for r in table.rows) == len(BLOCKS) - 1
+    warmed = [(device, thread) for kind, device, thread in fake.log if kind == "warm"]
+    assert sorted(warmed) == [(0, "tilelab-bench-cuda:0"), (1, "tilelab-bench-cuda:1")]  # once per GPU, on its thread
+    for _, thread in warmed:
+        mine = [kind for kind, _, name in fake.log if name == thread]
+        assert mine[0] == "warm"  # before any row on that GPU
+    benched = [(block, thread) for kind, block, thread in fake.log if kind == "bench"]
+    assert len(benched) == len(BLOCKS) - 1 and {t for _, t in benched} <= {t for _, t in warmed}
+
+
+def test_in_this_process_the_first_row_waits_for_the_warm_up(monkeypatch, compile_in_threads):
+    """The warm-up runs beside the compiles (here it outlasts them: it ends only once every
+    configuration compiled) and the first row step waits for it."""
+    fake = WarmUps()
+    steps = Steps()
+
+    def warm(device):
+        fake.warm(device)
+        assert steps.all_compiled.wait(60)  # a bound against a hang, not a synchronisation
+        with fake.lock:
+            fake.log.append(("warmed", device, threading.current_thread().name))
+
+    monkeypatch.setattr(_runners, "warm_up_for", lambda opts, real_gpu: warm)
+    monkeypatch.setattr(_runners.InlineRunner, "_current_gpu", staticmethod(lambda: 0))
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, compile_fn=steps.compile_fn, bench_fn=fake.bench,
+                  progress=False)
+    assert sum(r.ok for r in table.rows) == len(BLOCKS) - 1
+    kinds = [kind for kind, _, _ in fake.log]
+    assert kinds == ["warm", "warmed"] + ["bench"] * (len(BLOCKS) - 1)
+    assert fake.log[0][1:] == (0, "tilelab-bench-warm-up")
+
+
+@pytest.mark.parametrize("where", [{}, {"devices": [0, 1]}], ids=["this process", "devices"])
+def test_a_warm_up_that_fails_does_not_fail_the_sweep(where, monkeypatch, compile_in_threads):
+    fake = WarmUps(fail=True)
+    monkeypatch.setattr(_runners, "warm_up_for", lambda opts, real_gpu: fake.warm)
+    monkeypatch.setattr(_runners.InlineRunner, "_current_gpu", staticmethod(lambda: 0))
+    steps = Steps()
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, strategy="halving", prune=False, eta=2,
+                  compile_fn=steps.compile_fn, bench_fn=fake.bench, progress=False, force=True, **where)
+    assert table.best_config() == {"block": 128}
+    assert any(kind == "warm" for kind, _, _ in fake.log)
+    assert not any("could not start" in (r.error or "") for r in table.rows)
+
+
+def test_only_a_sweep_that_launches_in_tilelab_s_worker_on_a_gpu_warms_it(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a machine with a GPU
+    gpu = SweepOptions()
+    assert _runners.warm_up_for(gpu, real_gpu=True) is _tasks.warm_launch_worker
+    assert _runners.warm_up_for(gpu, real_gpu=False) is None  # a custom bench step
+    assert _runners.warm_up_for(SweepOptions(isolate=False), real_gpu=True) is None  # launches in this process
+    assert _runners.warm_up_for(SweepOptions(bench_kwargs={"isolate": False}), real_gpu=True) is None
+    assert _runners.warm_up_for(SweepOptions(target="c"), real_gpu=True) is None  # the CPU
+    assert _runners.warm_up_for(SweepOptions(client=object()), real_gpu=True) is None  # Dask workers start their own
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _runners.warm_up_for(gpu, real_gpu=True) is None
+
+
+def test_warming_a_launch_worker_never_raises(monkeypatch):
+    import contextlib
+
+    import torch
+
+    from tilelab.launch import _worker
+
+    tried = []
+
+    class Broken:
+        def warm(self, fn=None):
+            tried.append(True)
+            raise _worker.WorkerDied("the tilelab worker process for device 0 exited while starting")
+
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())  # as on a GPU
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(_worker, "default_worker", lambda device=None: Broken())
+    monkeypatch.setattr(_tasks, "_in_daemon_process", lambda: False)
+    assert _tasks.warm_launch_worker(0) is None and tried == [True]  # tried, failed, said nothing
+    monkeypatch.setattr(_tasks, "_in_daemon_process", lambda: True)  # a Dask worker launches in itself
+    assert _tasks.warm_launch_worker(0) is None and tried == [True]
+
+
+def test_a_sweep_over_devices_submits_each_compile_as_soon_as_it_is_elaborated(monkeypatch, compile_in_threads):
+    """The first compile task (and with it the pool's first process, seconds of start and imports)
+    starts while the other configurations are still being elaborated, not after all of them."""
+    log = []
+    steps = Steps()
+
+    def compile_fn(f, size, config):
+        log.append(("elaborated", config["block"]))
+        return steps.compile_fn(f, size, config)
+
+    submit = _runners.LocalRunner.compile
+
+    def compile_task(self, index, step):
+        log.append(("submitted", index))
+        return submit(self, index, step)
+
+    monkeypatch.setattr(_runners.LocalRunner, "compile", compile_task)
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0], compile_fn=compile_fn,
+                  bench_fn=steps.bench, progress=False, force=True)
+    assert sum(r.ok for r in table.rows) == len(BLOCKS) - 1
+    assert log == [event for i, block in enumerate(BLOCKS) for event in (("elaborated", block), ("submitted", i))]
+
+
+def test_no_compile_process_spawns_while_a_starting_worker_hides_the_callers_script():
+    """A bench thread starting its launch worker hides ``__main__`` for a moment (the worker must
+    not run the caller's script); a compile process spawned in that moment would not import it
+    either, and could not unpickle a step that refers to it. Both hold one lock."""
+    import concurrent.futures
+    import functools
+
+    from tilelab.launch import _worker
+    from tilelab.launch.sweep._tasks import Compiled
+
+    seen = []
+
+    class Pool:
+        def submit(self, fn, index, blob):
+            seen.append(("submit", _worker.MAIN_HIDDEN.locked()))
+            done = concurrent.futures.Future()
+            done.set_result(Compiled(index, {"block": 1}, 0.0))
+            return done
+
+    runner = _runners.LocalRunner([0], _runners.Events(), workers=1, use_cuda=False)
+    runner._pool = Pool()
+    runner.compile(0, functools.partial(max, 1, 2))
+    runner.close()
+
+    class Process:
+        def start(self):
+            import __main__
+
+            seen.append(("start", _worker.MAIN_HIDDEN.locked(), __main__.__dict__.get("__spec__", "kept")))
+
+    _worker._start_without_main(Process())
+    assert seen == [("submit", True), ("start", True, None)]
+    assert not _worker.MAIN_HIDDEN.locked()
