@@ -443,3 +443,68 @@ def test_a_view_of_more_bits_than_its_buffer_fails_while_the_cell_runs():
     assert (err.cause, err.pass_name) == ("view-bit-count", "elaboration"), str(err)
     assert "the view asks for 98304 bits of A's 65536" in err.diagnosis.meaning
     assert err.kernel_line[1] in marked_lines("view-bit-count")
+
+
+# ------------------------------------------------------------------------------------------------
+# Causes of TileLang's testing/ failures: what the MMA instructions, IEEE intrinsics, mbarriers and
+# layout maps require, with the piece of the message that broke it
+
+
+def test_the_instruction_gemms_name_the_requirement_the_kernel_breaks(failures):
+    wgmma = failures["wgmma-constraints"]
+    assert wgmma.diagnosis.tile_op == "T.wgmma_gemm" and wgmma.diagnosis.buffers == ()  # the target's "c" is no buffer
+    assert "threads= must be a multiple of 128" in wgmma.diagnosis.meaning  # the 64-thread block
+    tcgen05 = failures["tcgen05-constraints"]
+    assert "C is a local.fragment buffer, and tcgen05 accumulates in tensor memory" in tcgen05.diagnosis.meaning
+    assert "T.alloc_tmem" in tcgen05.advice
+    pair = failures["tcgen05-2cta-no-cluster"]
+    assert "cluster_dims (2,1,1) or (1,2,1)" in pair.diagnosis.meaning and "T.ClusterKernel" in pair.advice
+
+
+def test_each_requirement_the_message_shows_is_checked():
+    head = ('T.wgmma_gemm() requires Hopper WGMMA lowering, but constraints were not satisfied. Got target={"kind":'
+            '"cuda","tag":"","keys":["cuda","gpu"],"host":{"kind":"c","tag":"","keys":["cpu"]},"arch":"sm_90a"}, ')
+    small = _doctor.diagnose(head + "A(scope=shared.dyn, dtype=float16), B(scope=shared.dyn, dtype=float16), "
+                                    "C(scope=local.fragment, dtype=float32), M=32, N=64, K=8.")
+    assert small.cause == "wgmma-constraints"
+    assert "M=32 is not a multiple of 64" in small.meaning and "K=8 of float16 is 16 bytes" in small.meaning
+    assert "threads" not in small.meaning.split("does not fit it:")[1]
+    wide = _doctor.diagnose(head.replace("wgmma_gemm() requires Hopper WGMMA", "tcgen05_gemm() requires Blackwell "
+                                         "TCGEN5MMA") + "A(scope=shared.dyn, dtype=float32), B(scope=shared.dyn, "
+                                         "dtype=float32), C(scope=shared.tmem, dtype=float32), M=128, N=128, K=64.")
+    assert wide.cause == "tcgen05-constraints"
+    assert "the target is sm_90a, and tcgen05 exists only on Blackwell" in wide.meaning
+    assert "A and B are float32" in wide.meaning and "C is a" not in wide.meaning
+    # a corpus row keeps TileLang's sentence cut at 300 characters: the cause stays, and no "?" is filled in
+    cut = _doctor.diagnose((head + "A(scope=shared.dyn, dtype=float16), B(scope=shared.dyn, dtype=float16)")[:300])
+    assert cut.cause == "wgmma-constraints" and "?" not in cut.meaning
+
+
+def test_the_ieee_intrinsics_name_the_dtype_and_the_rounding_mode(failures):
+    rsqrt = failures["ieee-math-dtype"]
+    assert "CUDA has no IEEE frsqrt for float64" in rsqrt.diagnosis.meaning
+    assert rsqrt.advice.startswith("use ieee_fsqrt followed by ieee_frcp")  # TileLang's own workaround, kept
+    rounding = failures["ieee-half-rounding"]
+    assert "rounding mode 'ru'" in rounding.diagnosis.meaning and "default 'rn'" in rounding.advice
+
+
+def test_a_check_between_two_passes_names_the_pass_it_guards(failures):
+    barrier = failures["barrier-before-hopper"]
+    assert barrier.pass_name == "tl.LowerSharedBarrier"  # read from TileLang's pipeline after the raise
+    assert "the target sm_80 has none" in barrier.diagnosis.meaning and "T.sync_threads()" in barrier.advice
+
+
+def test_a_layout_map_with_a_gap_quotes_the_map(failures):
+    gap = failures["layout-not-normalisable"]
+    assert "(_i, _j, _k) -> (_j % 4, _i * 64 + _j // 4)" in gap.diagnosis.meaning
+
+
+@pytest.mark.parametrize("fixed, target", [
+    (lambda: doctor_kernels.cta_pair_mma(cluster=True), "sm_100a"),  # T.ClusterKernel(cluster_dims=(2, 1, 1))
+    (lambda: doctor_kernels.fragment_map(rows_apart=16), "sm_90a"),  # strides that leave no gap
+    (lambda: doctor_kernels.mbarrier_handshake(), "sm_90a"),  # the mbarrier on Hopper
+])
+def test_what_the_advice_says_to_change_lowers(fixed, target):
+    from tilelab import _tilelang
+
+    _tilelang.tilelang_lower(fixed(), target, out_idx=None, pass_configs={})

@@ -145,14 +145,16 @@ CAUSES: list[Cause] = []
 
 def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
           targets: Sequence[str] = (), site: Callable[[TileSite], bool] | None = None,
-          source: Sequence[str] = ()) -> None:
+          source: Sequence[str] = (), fields: Callable[[re.Match[str]], dict[str, str]] | None = None) -> None:
     """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
     named groups fill ``{name}`` in ``meaning`` and ``advice``); ``site`` says which of a kernel's
-    tile operations can fail this way (to find its line among several of the same op)."""
+    tile operations can fail this way (to find its line among several of the same op); ``fields``
+    reads more from the matched message (the whole of it is ``match.string``) and returns further
+    ``{name}`` values, each with a default for a message that lacks what it reads."""
     if any(c.id == id for c in CAUSES):
         raise ValueError(f"cause {id!r} is declared twice")
     CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
-                        tuple(targets), site=site, source=tuple(source)))
+                        tuple(targets), fields=fields, site=site, source=tuple(source)))
 
 
 def _symbolic(shape: str) -> bool:
@@ -443,6 +445,130 @@ cause("gpu-only-on-cpu", "GPU tile operations in a CPU kernel",
              "T.serial/T.Parallel; or inspect the kernel for a GPU target (sm_90a)", targets=("cpu",))
 
 
+cause("tcgen05-2cta-no-cluster", "a two-CTA tcgen05 GEMM launched without its CTA pair",
+      r"T\.(?P<op>tcgen05_gemm)\(use_2cta=True\) requires cluster_dims (?P<dims>\([\d, ]+\) or \([\d, ]+\))",
+      meaning="use_2cta=True makes two CTAs issue one MMA together, each holding half of the operands in its "
+              "own shared and tensor memory; the two must be one cluster launched side by side, so the kernel "
+              "needs cluster_dims {dims}, and it was launched without a cluster or with another cluster shape",
+      advice="launch with T.ClusterKernel(grid..., threads=..., cluster_dims=(2, 1, 1)) (the grid a multiple of 2 "
+             "along that axis) and allocate the MMA's barrier with T.alloc_cluster_barrier; or drop use_2cta=True "
+             "and let each CTA compute its own tile",
+      tile_op="T.tcgen05_gemm", site=lambda s: "tcgen05" in s.op,
+      source=(r"use_2cta\s*=\s*True",))
+
+
+_OPERAND = re.compile(r"\b(?P<name>[ABC])\(scope=(?P<scope>[\w.]+), dtype=(?P<dtype>\w+)\)")
+_BITS = {"float64": 64, "float32": 32, "int32": 32, "float16": 16, "bfloat16": 16, "int8": 8, "uint8": 8}
+
+
+def _bits(dtype: str) -> int | None:
+    return _BITS.get(dtype) or (8 if dtype.startswith("float8") else None)
+
+
+def _mma_constraints(instruction: str) -> Callable[[re.Match[str]], dict[str, str]]:
+    """Which of the requirements TileLang's message lets us check the GEMM breaks, as ``{problem}``:
+    the target, the operands' memories and dtypes, M and the bytes of K; where none of them is
+    broken, the one the message cannot show (the block's threads for WGMMA)."""
+    hopper = instruction == "wgmma"
+
+    def fields(match: re.Match[str]) -> dict[str, str]:
+        text = match.string[match.start():]
+        arch = re.search(r'"arch":\s*"(\w+)"', text)
+        operands = {m["name"]: (m["scope"], m["dtype"]) for m in _OPERAND.finditer(text)}
+        sizes = {k: int(v) for k, v in re.findall(r"\b([MNK])=(\d+)", text)}
+        problems = []
+        if arch and not arch[1].startswith("sm_90" if hopper else "sm_10"):
+            problems.append(f"the target is {arch[1]}, and {'WGMMA' if hopper else 'tcgen05'} exists only on "
+                            f"{'Hopper (sm_90a)' if hopper else 'Blackwell (sm_100a)'}")
+        if not hopper and "C" in operands and operands["C"][0] != "shared.tmem":
+            problems.append(f"C is a {operands['C'][0]} buffer, and tcgen05 accumulates in tensor memory "
+                            "(T.alloc_tmem)")
+        wide = sorted({d for n, (_, d) in operands.items() if n in "AB" and (_bits(d) or 0) > 16})
+        if wide:
+            problems.append(f"A and B are {', '.join(wide)}: TileLang lowers this instruction for 16- and 8-bit "
+                            "operands (float16, bfloat16, float8)")
+        if hopper and sizes.get("M", 64) % 64:
+            problems.append(f"M={sizes['M']} is not a multiple of 64, the rows one wgmma instruction computes "
+                            "for a warpgroup")
+        bits = _bits(operands.get("A", ("", ""))[1]) if "A" in operands else None
+        if bits and "K" in sizes and (sizes["K"] * bits // 8) % 32:
+            problems.append(f"K={sizes['K']} of {operands['A'][1]} is {sizes['K'] * bits // 8} bytes, not a "
+                            "multiple of the 32 bytes of K one instruction reads")
+        if not problems and hopper:
+            problems.append("the operands it shows fit, which leaves the block's threads: WGMMA is issued by whole "
+                            "warpgroups, so threads= must be a multiple of 128")
+        elif not problems:
+            problems.append("the operands it shows (scopes, dtypes, M, N, K) fall outside the shapes TileLang "
+                            "lowers to tcgen05")
+        return {"problem": "; ".join(problems)}
+
+    return fields
+
+
+cause("wgmma-constraints", "a T.wgmma_gemm that WGMMA cannot compute",
+      r"T\.(?P<op>wgmma_gemm)\(\) requires Hopper WGMMA lowering, but constraints were not satisfied",
+      meaning="T.wgmma_gemm asks for Hopper's warpgroup MMA and nothing else (T.gemm would fall back to other "
+              "instructions); TileLang found that this GEMM does not fit it: {problem}",
+      advice="make the GEMM fit WGMMA (threads= a multiple of 128, block_M a multiple of 64, K a multiple of 32 "
+             "bytes, float16/bfloat16/float8 operands, the accumulator a fragment, an sm_90a target), or write "
+             "T.gemm, which picks the instruction that fits",
+      tile_op="T.wgmma_gemm", site=lambda s: "wgmma" in s.op, fields=_mma_constraints("wgmma"))
+
+cause("tcgen05-constraints", "a T.tcgen05_gemm that tcgen05 cannot compute",
+      r"T\.(?P<op>tcgen05_gemm)\(\) requires Blackwell TCGEN5MMA lowering, but constraints were not satisfied",
+      meaning="T.tcgen05_gemm asks for Blackwell's tensor-core MMA (tcgen05.mma), which reads A and B from shared "
+              "memory and accumulates in tensor memory; TileLang found that this GEMM does not fit it: {problem}",
+      advice="allocate the accumulator with T.alloc_tmem((block_M, block_N), accum_dtype) and copy it out with "
+             "T.copy after the MMA's barrier; keep A and B float16/bfloat16/float8 tiles in shared memory and "
+             "lower for sm_100a; or write T.gemm, which picks the instruction that fits",
+      tile_op="T.tcgen05_gemm", site=lambda s: "tcgen05" in s.op, fields=_mma_constraints("tcgen05"))
+
+
+def _ieee_hint(match: re.Match[str]) -> dict[str, str]:
+    hint = re.search(r"in CUDA\.\s*(Use [^\n]*?)\.?(?:\n|$)", match.string[match.start():])
+    return {"hint": (hint.group(1)[0].lower() + hint.group(1)[1:]) if hint else
+            "compute it from other correctly rounded steps"}
+
+
+cause("ieee-math-dtype", "an IEEE math intrinsic the data type has no version of",
+      r"IEEE (?P<name>\w+) is not supported for (?P<dtype>\w+) in CUDA",
+      meaning="T.ieee_* calls CUDA's correctly rounded intrinsics (__frsqrt_rn, __fsqrt_rn, __fdiv_rn...), "
+              "which exist only for some data types: CUDA has no IEEE {name} for {dtype}, so the kernel's "
+              "code cannot be generated",
+      advice="{hint}; or convert the value to float32, apply T.ieee_{name} there and convert back",
+      source=(r"T\.ieee_{name}\(", r"T\.ieee_\w+\("),
+      fields=_ieee_hint)
+
+cause("ieee-half-rounding", "a directed rounding mode for half-precision IEEE arithmetic",
+      r"IEEE (?P<name>\w+) with rounding mode '(?P<mode>\w+)' is not supported for (?P<dtype>[\w/]+) in CUDA",
+      meaning="CUDA's half-precision arithmetic (__hadd, __hmul, __hfma...) rounds to nearest even only; rounding "
+              "mode '{mode}' asks for a directed rounding that exists for float32 and float64",
+      advice="drop the rounding mode (the default 'rn'), or convert the operands to float32, use '{mode}' there "
+             "and convert the result back (that conversion rounds to nearest again)",
+      source=(r"T\.ieee_\w+\([^#]*['\"]{mode}['\"]", r"T\.ieee_\w+\("))
+
+cause("barrier-before-hopper", "an mbarrier on a GPU older than Hopper",
+      r"T\.alloc_barrier\(\) requires sm_90 \(Hopper\) or later, but the current target is (?P<arch>sm_\d+)",
+      meaning="T.alloc_barrier allocates a hardware mbarrier in shared memory (the arrive/wait counters TMA "
+              "copies and warp-specialised pipelines wait on); mbarriers arrived with Hopper (sm_90), and the "
+              "target {arch} has none, so TileLang refuses the kernel before it lowers the barriers",
+      advice="on {arch} synchronise the block with T.sync_threads() instead of an mbarrier (and leave the "
+             "producer/consumer split to T.Pipelined), or lower the kernel for sm_90a or later",
+      source=(r"T\.alloc_(?:cluster_)?barrier\(",))
+
+cause("layout-not-normalisable", "a layout whose map leaves gaps in the threads or registers",
+      r"has errors: \(\"Could not normalize iterators\"",
+      meaning="TileLang checks a layout given with T.Fragment/T.Layout by rewriting its map as sums of the "
+              "index ranges; this map{map} cannot be rewritten so: its values leave gaps or overlap (for "
+              "example a thread index i * 64 + j // 4 with j // 4 < 16 uses threads 0-15 and 64-79 only), so "
+              "TileLang cannot tell which thread and register hold which element",
+      advice="write the map so that each index's stride is the extent of what comes below it (i * 16 + j // 4 "
+             "for j // 4 < 16), giving one dense range of threads and registers; or remove this entry of "
+             "T.annotate_layout and let TileLang choose",
+      source=(r"T\.Fragment\(", r"T\.Layout\(", r"annotate_layout\("),
+      fields=lambda m: {"map": (lambda t: f" ({t.group(1)})" if t else "")(
+          re.search(r"transform: ([^\n]*?)\) has errors", m.string))})
+
 # ------------------------------------------------------------------------------------------------
 # Reading the trace
 # ------------------------------------------------------------------------------------------------
@@ -476,7 +602,7 @@ def pass_from_trace(trace: str) -> str | None:
         return cpp[0]
     if "Memory verification failed" in trace:
         return "tirx.VerifyMemory"
-    if re.search(r"Unresolved call|CodeGenCUDA|codegen_cuda", trace):
+    if re.search(r"Unresolved call|CodeGen(?:TileLang)?CUDA|codegen_cuda|BuildTileLangCUDA", trace):
         return "codegen"  # the device code generator, after every pass
     if "Failed to build prim_func" in trace or "eager/builder.py" in trace:
         return "elaboration"
@@ -553,7 +679,8 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
         # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
         pass_name = pass_from_trace(trace) or pass_name
-    names = _mentioned(buffers, message)
+    # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
+    names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
     candidates: tuple[int, ...] = ()
     if line is None and found_cause is not None and found_cause.source and match is not None:
         line = _source_line(found_cause.source, match.groupdict(), source_lines)
@@ -576,6 +703,13 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
                          candidates=candidates)
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
+    if found_cause.fields is not None and match is not None:
+        try:
+            more = found_cause.fields(match)
+        except Exception:  # a reading of the message that fails leaves the pattern's own groups
+            more = {}
+        groups.update(more)
+        names_in |= set(more)
     if line is None:
         # The names the message gave (a buffer, a symbol) lead to the line that uses them.
         named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]

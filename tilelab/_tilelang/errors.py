@@ -223,7 +223,8 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
     sites = _tile_sites(func) if func is not None else ()
     try:
         diagnosis = _doctor.diagnose(
-            message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),
+            message, error.trace,
+            pass_name=pass_name or getattr(previous, "pass_name", None) or _guarded_pass(error.trace),
             target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines,
             sites=sites)
     except Exception:  # the diagnosis never hides the failure it explains
@@ -234,6 +235,36 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
         diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
     error.diagnosis = diagnosis
     return error
+
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\w+)$', re.M)
+_PASS_CALL = re.compile(r"\btilelang(?:\.\w+)*\.transform\.(\w+)\(")
+
+
+def _guarded_pass(trace: str) -> str | None:
+    """The pass a check in TileLang's pass pipeline guards, when the failure was raised by that check
+    between two passes (no pass was running): the innermost frame is a ``raise`` in a pipeline
+    function of TileLang, and the pass is the first one the pipeline calls after it
+    (``tl.LowerSharedBarrier`` after the check that a target has mbarriers). None otherwise."""
+    import linecache
+
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return None
+    filename, line, function = frames[-1]
+    if "/tilelang/" not in filename or "Pipeline" not in function:
+        return None
+    number = int(line)
+    if not linecache.getline(filename, number).lstrip().startswith("raise"):
+        return None
+    for offset in range(1, 40):
+        text = linecache.getline(filename, number + offset)
+        if not text or re.match(r"(def|class)\s", text):
+            return None
+        found = _PASS_CALL.search(text)
+        if found and not text.lstrip().startswith("#"):
+            return f"tl.{found.group(1)}"
+    return None
 
 
 def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
