@@ -508,3 +508,19 @@ def test_what_the_advice_says_to_change_lowers(fixed, target):
     from tilelab import _tilelang
 
     _tilelang.tilelang_lower(fixed(), target, out_idx=None, pass_configs={})
+
+
+def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_and_line():
+    from tilelab import _corpus
+
+    saved = _corpus.CorpusRow("math/t.py::test_x", "k", "sm_90a", _corpus.CANNOT_LOWER,
+                              "IEEE frsqrt is not supported for float64 in CUDA. Use ieee_fsqrt followed by "
+                              "ieee_frcp as a workaround.", pass_name="codegen", line="12: y = T.ieee_frsqrt(x)")
+    again = _corpus.rediagnosed(saved)
+    assert again.cause == "ieee-math-dtype" and again.explained
+    assert (again.pass_name, again.line, again.reason) == (saved.pass_name, saved.line, saved.reason)
+    # what the run did not find stays missing: a re-reading has neither the trace nor the kernel
+    bare = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_80", _corpus.CANNOT_LOWER, saved.reason))
+    assert bare.cause == "ieee-math-dtype" and (bare.pass_name, bare.line) == ("", "") and not bare.explained
+    lowered = _corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.LOWERED)
+    assert _corpus.rediagnosed(lowered) is lowered
