@@ -498,6 +498,24 @@ def fragment_map(rows_apart=64):
     return k
 
 
+def wgmma_on_24_columns():
+    """Not in the catalogue: a WGMMA product 24 columns wide, whose B tile TileLang 0.1.15 cannot
+    lay out for the instruction (tests check what an unknown failure still shows)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 24), T.float16), C: T.Tensor((64, 24), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            a = T.alloc_shared((64, 32), T.float16)
+            b = T.alloc_shared((32, 24), T.float16)
+            acc = T.alloc_fragment((64, 24), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.wgmma_gemm(a, b, acc, clear_accum=True)  # <- unknown
+            T.copy(acc, C)
+
+    return k
+
+
 # cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
 # copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
 # inspect: tests build it as the magic runs a cell.

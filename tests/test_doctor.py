@@ -524,3 +524,15 @@ def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_
     assert bare.cause == "ieee-math-dtype" and (bare.pass_name, bare.line) == ("", "") and not bare.explained
     lowered = _corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.LOWERED)
     assert _corpus.rediagnosed(lowered) is lowered
+
+
+def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence():
+    # (if this sentence ever joins the catalogue, pick another kernel TileLang cannot lower)
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
+    err = info.value
+    assert err.cause is None and err.pass_name == "tl.LowerTileOp"
+    assert "Not a canonical GMMA_MN layout" in err.summary  # TVM's own sentence
+    assert Path(err.kernel_line[0]).name == KERNEL_FILE.name and err.kernel_line[1] in marked_lines("unknown")
+    text = str(err)
+    assert "failed in pass tl.LowerTileOp" in text and "not in tilelab's catalogue" in text

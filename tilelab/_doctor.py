@@ -737,9 +737,12 @@ def _source_line(patterns: Sequence[str], groups: dict[str, str | None],
 
 
 def _same_op(site_op: str, tile_op: str) -> bool:
-    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear."""
+    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear; ``T.gemm`` (the
+    tile operator TileLang's trace names) of every GEMM call, T.wgmma_gemm and T.tcgen05_gemm too."""
     if tile_op == "T.clear":
         tile_op = "T.fill"
+    if tile_op == "T.gemm" and re.fullmatch(r"T\.\w+_gemm", site_op):
+        return True
     return site_op == tile_op or (tile_op.startswith("T.") and site_op.startswith(tile_op.split("_")[0]))
 
 
@@ -789,7 +792,7 @@ def _safe(test: Callable[[TileSite], bool], site: TileSite) -> bool:
 
 def _unique_line(tile_op: str, source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
     stem = tile_op.split(".", 1)[1]
-    call = re.compile(rf"\bT\.{re.escape(stem)}\w*\s*\(")
+    call = re.compile(r"\bT\.(?:\w+_)?gemm\w*\s*\(" if stem == "gemm" else rf"\bT\.{re.escape(stem)}\w*\s*\(")
     hits = [(n, text) for n, text in source_lines if call.search(text) and not text.lstrip().startswith("#")]
     if len(hits) == 1:
         return ("", hits[0][0], hits[0][1])
