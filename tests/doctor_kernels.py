@@ -498,6 +498,56 @@ def fragment_map(rows_apart=64):
     return k
 
 
+def row_scale_then_columns():
+    """Scales each row, then a second T.Parallel over the columns below that statement."""
+
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), T.float32), S: T.Tensor((32,), T.float32), B: T.Tensor((32, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(32):
+                s = S[i] * 0.5
+                for j in T.Parallel(32):  # <- parallel-in-parallel
+                    B[i, j] = A[i, j] * s
+
+    return k
+
+
+def pipeline_per_row():
+    @T.prim_func
+    def k(A: T.Tensor((16, 256), T.float32), B: T.Tensor((16, 256), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            for r in T.Parallel(16):
+                for c in T.Pipelined(8, num_stages=2):  # <- pipelined-in-parallel
+                    B[r, c * 32] = A[r, c * 32]
+
+    return k
+
+
+def copy_per_row():
+    @T.prim_func
+    def k(A: T.Tensor((8, 128), T.float16), B: T.Tensor((8, 128), T.float16)):
+        with T.Kernel(1, threads=128) as _bx:
+            line = T.alloc_shared((128,), T.float16)
+            for r in T.Parallel(8):
+                T.copy(A[r, :], line)  # <- tile-op-in-parallel
+                T.copy(line, B[r, :])
+
+    return k
+
+
+def private_scratch_spread():
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            scratch = T.alloc_local((128,), T.float32)
+            for t in T.Parallel(128):
+                scratch[t] = A[t] + 1.0  # <- local-indexed-by-parallel
+            for t in T.Parallel(128):
+                B[t] = scratch[t]
+
+    return k
+
+
 def wgmma_on_24_columns():
     """Not in the catalogue: a WGMMA product 24 columns wide, whose B tile TileLang 0.1.15 cannot
     lay out for the instruction (tests check what an unknown failure still shows)."""
@@ -551,4 +601,8 @@ KERNELS = {
     "ieee-half-rounding": (half_product_rounded_up, "sm_90a", "codegen"),
     "barrier-before-hopper": (mbarrier_handshake, "sm_80", "tl.LowerSharedBarrier"),
     "layout-not-normalisable": (fragment_map, "sm_90a", "tl.LayoutInference"),
+    "parallel-in-parallel": (row_scale_then_columns, "sm_90a", "tl.NestedLoopChecker"),
+    "pipelined-in-parallel": (pipeline_per_row, "sm_90a", "tl.NestedLoopChecker"),
+    "tile-op-in-parallel": (copy_per_row, "sm_90a", "tl.NestedLoopChecker"),
+    "local-indexed-by-parallel": (private_scratch_spread, "sm_90a", "tl.ParallelLocalIndexChecker"),
 }

@@ -536,3 +536,14 @@ def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_s
     assert Path(err.kernel_line[0]).name == KERNEL_FILE.name and err.kernel_line[1] in marked_lines("unknown")
     text = str(err)
     assert "failed in pass tl.LowerTileOp" in text and "not in tilelab's catalogue" in text
+
+
+def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures):
+    # the inner statement's line, not the outer T.Parallel's (which the checker does not name)
+    assert "T.copy" in failures["tile-op-in-parallel"].diagnosis.meaning
+    assert "call T.copy outside the T.Parallel loop" in failures["tile-op-in-parallel"].advice
+    assert "scratch is a T.alloc_local buffer" in failures["local-indexed-by-parallel"].diagnosis.meaning
+    lines = [(n, " " * indent + text) for n, indent, text in
+             [(1, 0, "def k():"), (2, 4, "for i in T.Parallel(4):"), (3, 8, "T.fill(a, 0)"),
+              (4, 4, "T.copy(a, b)"), (5, 4, "for j in T.Parallel(4):"), (6, 8, "T.copy(b, c)")]]
+    assert _doctor._nested_line(r"\bT\.copy\(", r"\bT\.Parallel\(", {}, lines)[1] == 6

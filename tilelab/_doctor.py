@@ -131,6 +131,9 @@ class Cause:
     # Regular expressions over the kernel's source lines, ``{group}`` filled with what the message
     # said (escaped): the first line one of them finds is the failure's (tried in order).
     source: tuple[str, ...] = ()
+    # (inner, outer): regular expressions like ``source``'s; the failure's line is the first line the
+    # inner one finds inside a block (by indentation) opened on a line the outer one finds.
+    within: tuple[str, str] | None = None
 
     def match(self, text: str) -> re.Match[str] | None:
         for pattern in self.patterns:
@@ -145,16 +148,18 @@ CAUSES: list[Cause] = []
 
 def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
           targets: Sequence[str] = (), site: Callable[[TileSite], bool] | None = None,
-          source: Sequence[str] = (), fields: Callable[[re.Match[str]], dict[str, str]] | None = None) -> None:
+          source: Sequence[str] = (), fields: Callable[[re.Match[str]], dict[str, str]] | None = None,
+          within: tuple[str, str] | None = None) -> None:
     """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
     named groups fill ``{name}`` in ``meaning`` and ``advice``); ``site`` says which of a kernel's
     tile operations can fail this way (to find its line among several of the same op); ``fields``
     reads more from the matched message (the whole of it is ``match.string``) and returns further
-    ``{name}`` values, each with a default for a message that lacks what it reads."""
+    ``{name}`` values, each with a default for a message that lacks what it reads; ``within`` finds
+    the line of a statement nested where it may not be (a T.Pipelined inside a T.Parallel)."""
     if any(c.id == id for c in CAUSES):
         raise ValueError(f"cause {id!r} is declared twice")
     CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
-                        tuple(targets), fields=fields, site=site, source=tuple(source)))
+                        tuple(targets), fields=fields, site=site, source=tuple(source), within=within))
 
 
 def _symbolic(shape: str) -> bool:
@@ -569,6 +574,49 @@ cause("layout-not-normalisable", "a layout whose map leaves gaps in the threads 
       fields=lambda m: {"map": (lambda t: f" ({t.group(1)})" if t else "")(
           re.search(r"transform: ([^\n]*?)\) has errors", m.string))})
 
+cause("parallel-in-parallel", "a T.Parallel inside another T.Parallel, with statements between",
+      r"Nested parallel loops are not allowed",
+      meaning="the iterations of a T.Parallel loop are spread over the block's threads as one iteration space; "
+              "a T.Parallel written directly inside another joins it, but one below other statements of the "
+              "outer loop's body would spread the threads a second time inside each thread's share",
+      advice="write the two loops as one, for i, j in T.Parallel(M, N), and move the outer loop's other "
+             "statements to a T.Parallel of their own; or make the inner loop T.serial (each thread runs it "
+             "whole)",
+      tile_op="T.Parallel",
+      within=(r"\bT\.Parallel\(", r"\bT\.Parallel\("))
+
+cause("pipelined-in-parallel", "a T.Pipelined loop inside a T.Parallel",
+      r"Pipelined loop cannot be nested inside a parallel loop",
+      meaning="T.Pipelined overlaps the whole block's copies of one stage with the compute of another, so "
+              "every thread runs each of its iterations; inside a T.Parallel each thread has only its share of "
+              "the outer iterations, and the block has no common pipeline to run",
+      advice="put the T.Pipelined loop outside (around) the T.Parallel loops: for k in T.Pipelined(...): "
+             "then the T.Parallel work of one stage inside its body",
+      tile_op="T.Pipelined",
+      within=(r"\bT\.Pipelined\(", r"\bT\.Parallel\("))
+
+cause("tile-op-in-parallel", "a tile operation inside a T.Parallel loop",
+      r"Only elementwise operations are allowed inside a parallel loop\. Got a tile-op \"(?:[^\"]*?name=\")?"
+      r"tl\.tileop\.(?P<op>\w+)",
+      r"Only elementwise operations are allowed inside a parallel loop",
+      meaning="a T.Parallel loop's body is elementwise work each thread does for its share of the iterations; "
+              "a tile operation (T.{op}) is itself spread over all of the block's threads, so it cannot run "
+              "once per iteration of a parallel loop",
+      advice="call T.{op} outside the T.Parallel loop, on the whole tile or on a slice per iteration of a "
+             "T.serial loop; inside T.Parallel keep only element expressions (B[i, j] = A[i, j] * s)",
+      within=(r"\bT\.{op}\(", r"\bT\.Parallel\("),
+      fields=lambda m: {} if m.groupdict().get("op") else {"op": "copy/gemm/..."})
+
+cause("local-indexed-by-parallel", "a thread-private buffer indexed by a T.Parallel variable",
+      r"Local buffer `(?P<buffer>\w+)` is indexed by T\.Parallel loop variable `(?P<var>\w+)`",
+      meaning="{buffer} is a T.alloc_local buffer: each thread has its own copy, and TileLang "
+              "lays out only fragments over the threads; a T.Parallel variable {var} spreads the iterations over "
+              "the threads, so indexing {buffer} by it would leave each thread's copy partly written",
+      advice="allocate {buffer} with T.alloc_fragment when its elements belong to different threads, or index it "
+             "with a T.serial/T.unroll/T.vectorized loop variable when each thread works through all of it",
+      tile_op="T.Parallel",
+      source=(r"(?<![\w.]){buffer}\[[^\]]*(?<![\w.]){var}(?!\w)",))
+
 # ------------------------------------------------------------------------------------------------
 # Reading the trace
 # ------------------------------------------------------------------------------------------------
@@ -682,6 +730,8 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
     names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
     candidates: tuple[int, ...] = ()
+    if line is None and found_cause is not None and found_cause.within and match is not None:
+        line = _nested_line(*found_cause.within, match.groupdict(), source_lines)
     if line is None and found_cause is not None and found_cause.source and match is not None:
         line = _source_line(found_cause.source, match.groupdict(), source_lines)
     if line is not None and sites and found_cause is not None and found_cause.tile_op and \
@@ -733,6 +783,34 @@ def _source_line(patterns: Sequence[str], groups: dict[str, str | None],
         for n, text in code:
             if re.search(pattern, text):
                 return ("", n, text)
+    return None
+
+
+def _nested_line(inner: str, outer: str, groups: dict[str, str | None],
+                 source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    """The first source line ``inner`` finds (``{group}`` filled as in :func:`_source_line`) that
+    sits in a block opened by a line ``outer`` finds: one of the lines above it, each less indented
+    than the last, that enclose it."""
+    def filled(template: str) -> str | None:
+        wanted = re.findall(r"\{(\w+)\}", template)
+        if any(not groups.get(name) for name in wanted):
+            return None
+        return re.sub(r"\{(\w+)\}", lambda m: re.escape(str(groups[m.group(1)])), template)
+
+    inner_re, outer_re = filled(inner), filled(outer)
+    if inner_re is None or outer_re is None:
+        return None
+    code = [(n, text) for n, text in source_lines if text.strip() and not text.lstrip().startswith("#")]
+    for index, (n, text) in enumerate(code):
+        if not re.search(inner_re, text):
+            continue
+        indent = len(text) - len(text.lstrip())
+        for _, above in reversed(code[:index]):
+            depth = len(above) - len(above.lstrip())
+            if depth < indent:
+                if re.search(outer_re, above):
+                    return ("", n, text)
+                indent = depth
     return None
 
 
