@@ -541,7 +541,7 @@ cause("ieee-math-dtype", "an IEEE math intrinsic the data type has no version of
               "which exist only for some data types: CUDA has no IEEE {name} for {dtype}, so the kernel's "
               "code cannot be generated",
       advice="{hint}; or convert the value to float32, apply T.ieee_{name} there and convert back",
-      source=(r"T\.ieee_{name}\(", r"T\.ieee_\w+\("),
+      source=(r"T\.ieee_{name}\(",), site=lambda s: ".ieee_" in s.op,
       fields=_ieee_hint)
 
 cause("ieee-half-rounding", "a directed rounding mode for half-precision IEEE arithmetic",
@@ -550,7 +550,7 @@ cause("ieee-half-rounding", "a directed rounding mode for half-precision IEEE ar
               "mode '{mode}' asks for a directed rounding that exists for float32 and float64",
       advice="drop the rounding mode (the default 'rn'), or convert the operands to float32, use '{mode}' there "
              "and convert the result back (that conversion rounds to nearest again)",
-      source=(r"T\.ieee_\w+\([^#]*['\"]{mode}['\"]", r"T\.ieee_\w+\("))
+      source=(r"T\.ieee_\w+\([^#]*['\"]{mode}['\"]",), site=lambda s: ".ieee_" in s.op)
 
 cause("barrier-before-hopper", "an mbarrier on a GPU older than Hopper",
       r"T\.alloc_barrier\(\) requires sm_90 \(Hopper\) or later, but the current target is (?P<arch>sm_\d+)",

@@ -357,6 +357,13 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                 op = "T.Pipelined"
             elif int(node.kind) == int(tvm.tirx.ForKind.PARALLEL):
                 op = "T.Parallel"
+        elif isinstance(node, tvm.tirx.BufferStore):
+            # an element expression calling an IEEE intrinsic (T.ieee_frsqrt): code generation refuses
+            # some of them for some dtypes, and the store is the line that called it
+            calls: list[str] = []
+            tvm.tirx.stmt_functor.post_order_visit(node.value, lambda n: calls.append(
+                str(getattr(n.op, "name", ""))) if isinstance(n, tvm.tirx.Call) else None)
+            op = next((name for name in calls if ".ieee_" in name), None)
         if op is not None:
             found.append((len(spans) - 1, op, spans[-1][0], spans[-1][1], node))
         return True
@@ -369,7 +376,8 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                 filename, line = kernel_file, _calling_line(op, kernel_file, spans, index)
                 if not line:
                     continue
-            body = node.value if isinstance(node, tvm.tirx.Evaluate) else node.body
+            body = node.value if isinstance(node, tvm.tirx.Evaluate) else \
+                node if isinstance(node, tvm.tirx.BufferStore) else node.body
             sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
                                           linecache.getline(filename, line).rstrip("\n")))
     except Exception:  # a kernel the helpers cannot walk: no sites
