@@ -59,8 +59,9 @@ def _script(row: _corpus.CorpusRow) -> str:
 
 
 def replaced(rows: list[_corpus.CorpusRow], later: list[_corpus.CorpusRow]) -> list[_corpus.CorpusRow]:
-    """``rows`` with every script that ``later`` ran again given the later run's rows instead, in the
-    place of its first row; scripts the later run has not are kept as they were."""
+    """``rows`` with every script of theirs that ``later`` ran again given the later run's rows instead,
+    in the place of its first row; other scripts are kept as they were, and scripts of ``later`` that
+    ``rows`` do not hold are left out (they belong to another group)."""
     by_script: dict[str, list[_corpus.CorpusRow]] = {}
     for row in later:
         by_script.setdefault(_script(row), []).append(row)
@@ -72,10 +73,6 @@ def replaced(rows: list[_corpus.CorpusRow], later: list[_corpus.CorpusRow]) -> l
         elif script not in done:
             out.extend(by_script[script])
             done.add(script)
-    missing = sorted(set(by_script) - done)
-    if missing:
-        print(f"--replace: {len(missing)} scripts not in the earlier rows, added: {', '.join(missing)}", file=sys.stderr)
-        out.extend(r for s in missing for r in by_script[s])
     return out
 
 
@@ -89,7 +86,8 @@ def main() -> int:
                         help="read the rows of an earlier run (the corpus's --json) instead of running the scripts; "
                              "repeatable, each file a group of the criterion")
     parser.add_argument("--replace", action="append", default=[], metavar="JSON",
-                        help="rows of a later run of some scripts: they replace those scripts' rows in --rows")
+                        help="rows of a later run of some scripts: they replace those scripts' rows in --rows "
+                             "(repeatable, applied in order)")
     parser.add_argument("--rediagnose", action="store_true",
                         help="read the cause of each saved failure again with today's catalogue (no lowering)")
     parser.add_argument("--json", help="write the rows as JSON")
@@ -97,11 +95,11 @@ def main() -> int:
     if not args.rows and not args.folders:
         parser.error("give folders of scripts to run, or --rows JSON of an earlier run")
     groups: dict[str, list[_corpus.CorpusRow]] = {}
-    later = [_corpus.CorpusRow.from_dict(d) for path in args.replace for d in json.loads(Path(path).read_text())]
+    later = [[_corpus.CorpusRow.from_dict(d) for d in json.loads(Path(path).read_text())] for path in args.replace]
     for path in args.rows:
         group = [_corpus.CorpusRow.from_dict(d) for d in json.loads(Path(path).read_text())]
-        if later:
-            group = replaced(group, later)
+        for run in later:  # in the order given: a later file's rows of a script replace an earlier's
+            group = replaced(group, run)
         if args.rediagnose:
             before = [r.cause for r in group]
             group = [_corpus.rediagnosed(r) for r in group]

@@ -547,3 +547,15 @@ def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures)
              [(1, 0, "def k():"), (2, 4, "for i in T.Parallel(4):"), (3, 8, "T.fill(a, 0)"),
               (4, 4, "T.copy(a, b)"), (5, 4, "for j in T.Parallel(4):"), (6, 8, "T.copy(b, c)")]]
     assert _doctor._nested_line(r"\bT\.copy\(", r"\bT\.Parallel\(", {}, lines)[1] == 6
+
+
+def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again():
+    from tilelab import _corpus
+
+    saved = _corpus.CorpusRow("gemm_int4.py", "main", "sm_90a", _corpus.CANNOT_LOWER, "Check failed: (0) is false: int4",
+                              cause="int4-tma-copy", pass_name="tl.LowerTileOp", line="31: T.copy(A, a)")
+    assert _corpus.rediagnosed(saved) == saved  # the sentence alone would say int4-operand
+    assert _doctor.diagnose(saved.reason).cause == "int4-operand"
+    gone = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.CANNOT_LOWER, saved.reason,
+                                                 cause="a-cause-since-renamed"))
+    assert gone.cause == "int4-operand"

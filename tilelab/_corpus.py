@@ -941,10 +941,15 @@ def rediagnosed(row: CorpusRow) -> CorpusRow:
     """A compile failure's row diagnosed again from what the row saved, without lowering anything:
     the catalogue's cause read from TileLang's sentence (``reason``) as the doctor reads it now.
     The pass and the line stay those the run found: a re-reading sees neither the trace nor the
-    kernel, so it cannot supply them. Other rows come back unchanged."""
+    kernel, so it cannot supply them. A row whose run found a cause still in the catalogue keeps
+    it (the run read the trace too: int4 through a TMA copy is told by the trace's frames, not the
+    sentence). Other rows come back unchanged."""
     if row.verdict != CANNOT_LOWER:
         return row
     from . import _doctor
+
+    if row.cause and any(c.id == row.cause for c in _doctor.CAUSES):
+        return row
 
     line = None
     number, _, text = row.line.partition(": ")
