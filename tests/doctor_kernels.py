@@ -394,6 +394,180 @@ def fragments_on_the_cpu():
     return gemm(M=128, N=128, K=64)
 
 
+def cta_pair_mma(cluster=False):
+    """A 256-column tcgen05 GEMM shared by two CTAs (use_2cta=True); with ``cluster`` the pair is
+    launched as one cluster of two, as the MMA needs."""
+
+    @T.prim_func
+    def k(A: T.Tensor((256, 64), T.bfloat16), B: T.Tensor((256, 64), T.bfloat16)):
+        with (T.ClusterKernel(2, threads=128, cluster_dims=(2, 1, 1)) if cluster else T.Kernel(2, threads=128)) as bx:
+            a = T.alloc_shared((128, 64), T.bfloat16)
+            b = T.alloc_shared((128, 64), T.bfloat16)
+            acc = T.alloc_tmem((128, 256), T.float32)
+            bar = T.alloc_cluster_barrier(1) if cluster else T.alloc_barrier(1)
+            T.copy(A[bx * 128, 0], a)
+            T.copy(B[bx * 128, 0], b)
+            T.tcgen05_gemm(a, b, acc, transpose_B=True, mbar=bar, clear_accum=True, use_2cta=True)  # <- tcgen05-2cta-no-cluster
+
+    return k
+
+
+def wgmma_on_two_warps():
+    """A 64x64 WGMMA product in a block of 64 threads: half a warpgroup."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16), C: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=64) as _bx:
+            a = T.alloc_shared((64, 32), T.float16)
+            b = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.wgmma_gemm(a, b, acc, clear_accum=True)  # <- wgmma-constraints
+            T.copy(acc, C)
+
+    return k
+
+
+def tcgen05_into_registers():
+    """A tcgen05 product accumulated into a register fragment instead of tensor memory."""
+
+    @T.prim_func
+    def k(A: T.Tensor((128, 32), T.bfloat16), B: T.Tensor((32, 64), T.bfloat16), C: T.Tensor((128, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            a = T.alloc_shared((128, 32), T.bfloat16)
+            b = T.alloc_shared((32, 64), T.bfloat16)
+            acc = T.alloc_fragment((128, 64), T.float32)
+            done = T.alloc_barrier(1)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.tcgen05_gemm(a, b, acc, mbar=done, clear_accum=True)  # <- tcgen05-constraints
+            T.copy(acc, C)
+
+    return k
+
+
+def double_precision_rsqrt(inverse_root=T.ieee_frsqrt):
+    """The intrinsic is passed in (the kernel's text does not name it): placed by the call's store."""
+
+    @T.prim_func
+    def k(X: T.Tensor((256,), T.float64), Y: T.Tensor((256,), T.float64)):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = inverse_root(X[bx * 128 + i])  # <- ieee-math-dtype
+
+    return k
+
+
+def half_product_rounded_up():
+    @T.prim_func
+    def k(X: T.Tensor((128,), T.bfloat16), Y: T.Tensor((128,), T.bfloat16), Z: T.Tensor((128,), T.bfloat16)):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(128):
+                Z[i] = T.ieee_mul(X[i], Y[i], rounding_mode="ru")  # <- ieee-half-rounding
+
+    return k
+
+
+def mbarrier_handshake():
+    """Two warps hand a shared tile over through an mbarrier (lowered for sm_80 it fails)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as _bx:
+            tile = T.alloc_shared((64,), T.float32)
+            filled = T.alloc_barrier(64)  # <- barrier-before-hopper
+            T.copy(A, tile)
+            T.barrier_arrive(filled)
+            T.barrier_wait(filled, 0)
+            T.copy(tile, B)
+
+    return k
+
+
+def fragment_map(rows_apart=64):
+    """Each row of a 2x64 fragment spread over 16 threads, 4 values each; the second row's threads
+    start ``rows_apart`` threads after the first's (64 leaves threads 16-63 out: a gap)."""
+
+    @T.prim_func
+    def k(X: T.Tensor((2, 64), T.float32), Y: T.Tensor((2, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            rows = T.alloc_fragment((2, 64), T.float32)
+            T.annotate_layout({rows: T.Fragment(rows.shape, forward_fn=lambda i, j: (i * rows_apart + j // 4, j % 4))})  # <- layout-not-normalisable
+            T.copy(X, rows)
+            T.copy(rows, Y)
+
+    return k
+
+
+def row_scale_then_columns():
+    """Scales each row, then a second T.Parallel over the columns below that statement."""
+
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), T.float32), S: T.Tensor((32,), T.float32), B: T.Tensor((32, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(32):
+                s = S[i] * 0.5
+                for j in T.Parallel(32):  # <- parallel-in-parallel
+                    B[i, j] = A[i, j] * s
+
+    return k
+
+
+def pipeline_per_row():
+    @T.prim_func
+    def k(A: T.Tensor((16, 256), T.float32), B: T.Tensor((16, 256), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            for r in T.Parallel(16):
+                for c in T.Pipelined(8, num_stages=2):  # <- pipelined-in-parallel
+                    B[r, c * 32] = A[r, c * 32]
+
+    return k
+
+
+def copy_per_row():
+    @T.prim_func
+    def k(A: T.Tensor((8, 128), T.float16), B: T.Tensor((8, 128), T.float16)):
+        with T.Kernel(1, threads=128) as _bx:
+            line = T.alloc_shared((128,), T.float16)
+            for r in T.Parallel(8):
+                T.copy(A[r, :], line)  # <- tile-op-in-parallel
+                T.copy(line, B[r, :])
+
+    return k
+
+
+def private_scratch_spread():
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            scratch = T.alloc_local((128,), T.float32)
+            for t in T.Parallel(128):
+                scratch[t] = A[t] + 1.0  # <- local-indexed-by-parallel
+            for t in T.Parallel(128):
+                B[t] = scratch[t]
+
+    return k
+
+
+def wgmma_on_24_columns():
+    """Not in the catalogue: a WGMMA product 24 columns wide, whose B tile TileLang 0.1.15 cannot
+    lay out for the instruction (tests check what an unknown failure still shows)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 24), T.float16), C: T.Tensor((64, 24), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            a = T.alloc_shared((64, 32), T.float16)
+            b = T.alloc_shared((32, 24), T.float16)
+            acc = T.alloc_fragment((64, 24), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.wgmma_gemm(a, b, acc, clear_accum=True)  # <- unknown
+            T.copy(acc, C)
+
+    return k
+
+
 # cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
 # copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
 # inspect: tests build it as the magic runs a cell.
@@ -422,4 +596,15 @@ KERNELS = {
     "string-intrinsic": (intrinsic_by_name, "sm_90a", "elaboration"),
     "python-name": (typo_in_body, "sm_90a", "elaboration"),
     "gpu-only-on-cpu": (fragments_on_the_cpu, "c", "tl.LayoutInference"),
+    "tcgen05-2cta-no-cluster": (cta_pair_mma, "sm_100a", "tl.LowerBlackwell2SM"),
+    "wgmma-constraints": (wgmma_on_two_warps, "sm_90a", "tl.LayoutInference"),
+    "tcgen05-constraints": (tcgen05_into_registers, "sm_100a", "tl.LayoutInference"),
+    "ieee-math-dtype": (double_precision_rsqrt, "sm_90a", "codegen"),
+    "ieee-half-rounding": (half_product_rounded_up, "sm_90a", "codegen"),
+    "barrier-before-hopper": (mbarrier_handshake, "sm_80", "tl.LowerSharedBarrier"),
+    "layout-not-normalisable": (fragment_map, "sm_90a", "tl.LayoutInference"),
+    "parallel-in-parallel": (row_scale_then_columns, "sm_90a", "tl.NestedLoopChecker"),
+    "pipelined-in-parallel": (pipeline_per_row, "sm_90a", "tl.NestedLoopChecker"),
+    "tile-op-in-parallel": (copy_per_row, "sm_90a", "tl.NestedLoopChecker"),
+    "local-indexed-by-parallel": (private_scratch_spread, "sm_90a", "tl.ParallelLocalIndexChecker"),
 }

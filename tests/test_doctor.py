@@ -443,3 +443,119 @@ def test_a_view_of_more_bits_than_its_buffer_fails_while_the_cell_runs():
     assert (err.cause, err.pass_name) == ("view-bit-count", "elaboration"), str(err)
     assert "the view asks for 98304 bits of A's 65536" in err.diagnosis.meaning
     assert err.kernel_line[1] in marked_lines("view-bit-count")
+
+
+# ------------------------------------------------------------------------------------------------
+# Causes of TileLang's testing/ failures: what the MMA instructions, IEEE intrinsics, mbarriers and
+# layout maps require, with the piece of the message that broke it
+
+
+def test_the_instruction_gemms_name_the_requirement_the_kernel_breaks(failures):
+    wgmma = failures["wgmma-constraints"]
+    assert wgmma.diagnosis.tile_op == "T.wgmma_gemm" and wgmma.diagnosis.buffers == ()  # the target's "c" is no buffer
+    assert "threads= must be a multiple of 128" in wgmma.diagnosis.meaning  # the 64-thread block
+    tcgen05 = failures["tcgen05-constraints"]
+    assert "C is a local.fragment buffer, and tcgen05 accumulates in tensor memory" in tcgen05.diagnosis.meaning
+    assert "T.alloc_tmem" in tcgen05.advice
+    pair = failures["tcgen05-2cta-no-cluster"]
+    assert "cluster_dims (2,1,1) or (1,2,1)" in pair.diagnosis.meaning and "T.ClusterKernel" in pair.advice
+
+
+def test_each_requirement_the_message_shows_is_checked():
+    head = ('T.wgmma_gemm() requires Hopper WGMMA lowering, but constraints were not satisfied. Got target={"kind":'
+            '"cuda","tag":"","keys":["cuda","gpu"],"host":{"kind":"c","tag":"","keys":["cpu"]},"arch":"sm_90a"}, ')
+    small = _doctor.diagnose(head + "A(scope=shared.dyn, dtype=float16), B(scope=shared.dyn, dtype=float16), "
+                                    "C(scope=local.fragment, dtype=float32), M=32, N=64, K=8.")
+    assert small.cause == "wgmma-constraints"
+    assert "M=32 is not a multiple of 64" in small.meaning and "K=8 of float16 is 16 bytes" in small.meaning
+    assert "threads" not in small.meaning.split("does not fit it:")[1]
+    wide = _doctor.diagnose(head.replace("wgmma_gemm() requires Hopper WGMMA", "tcgen05_gemm() requires Blackwell "
+                                         "TCGEN5MMA") + "A(scope=shared.dyn, dtype=float32), B(scope=shared.dyn, "
+                                         "dtype=float32), C(scope=shared.tmem, dtype=float32), M=128, N=128, K=64.")
+    assert wide.cause == "tcgen05-constraints"
+    assert "the target is sm_90a, and tcgen05 exists only on Blackwell" in wide.meaning
+    assert "A and B are float32" in wide.meaning and "C is a" not in wide.meaning
+    # a corpus row keeps TileLang's sentence cut at 300 characters: the cause stays, and no "?" is filled in
+    cut = _doctor.diagnose((head + "A(scope=shared.dyn, dtype=float16), B(scope=shared.dyn, dtype=float16)")[:300])
+    assert cut.cause == "wgmma-constraints" and "?" not in cut.meaning
+
+
+def test_the_ieee_intrinsics_name_the_dtype_and_the_rounding_mode(failures):
+    rsqrt = failures["ieee-math-dtype"]
+    assert "CUDA has no IEEE frsqrt for float64" in rsqrt.diagnosis.meaning
+    assert rsqrt.advice.startswith("use ieee_fsqrt followed by ieee_frcp")  # TileLang's own workaround, kept
+    rounding = failures["ieee-half-rounding"]
+    assert "rounding mode 'ru'" in rounding.diagnosis.meaning and "default 'rn'" in rounding.advice
+
+
+def test_a_check_between_two_passes_names_the_pass_it_guards(failures):
+    barrier = failures["barrier-before-hopper"]
+    assert barrier.pass_name == "tl.LowerSharedBarrier"  # read from TileLang's pipeline after the raise
+    assert "the target sm_80 has none" in barrier.diagnosis.meaning and "T.sync_threads()" in barrier.advice
+
+
+def test_a_layout_map_with_a_gap_quotes_the_map(failures):
+    gap = failures["layout-not-normalisable"]
+    assert "(_i, _j, _k) -> (_j % 4, _i * 64 + _j // 4)" in gap.diagnosis.meaning
+
+
+@pytest.mark.parametrize("fixed, target", [
+    (lambda: doctor_kernels.cta_pair_mma(cluster=True), "sm_100a"),  # T.ClusterKernel(cluster_dims=(2, 1, 1))
+    (lambda: doctor_kernels.fragment_map(rows_apart=16), "sm_90a"),  # strides that leave no gap
+    (lambda: doctor_kernels.mbarrier_handshake(), "sm_90a"),  # the mbarrier on Hopper
+])
+def test_what_the_advice_says_to_change_lowers(fixed, target):
+    from tilelab import _tilelang
+
+    _tilelang.tilelang_lower(fixed(), target, out_idx=None, pass_configs={})
+
+
+def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_and_line():
+    from tilelab import _corpus
+
+    saved = _corpus.CorpusRow("math/t.py::test_x", "k", "sm_90a", _corpus.CANNOT_LOWER,
+                              "IEEE frsqrt is not supported for float64 in CUDA. Use ieee_fsqrt followed by "
+                              "ieee_frcp as a workaround.", pass_name="codegen", line="12: y = T.ieee_frsqrt(x)")
+    again = _corpus.rediagnosed(saved)
+    assert again.cause == "ieee-math-dtype" and again.explained
+    assert (again.pass_name, again.line, again.reason) == (saved.pass_name, saved.line, saved.reason)
+    # what the run did not find stays missing: a re-reading has neither the trace nor the kernel
+    bare = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_80", _corpus.CANNOT_LOWER, saved.reason))
+    assert bare.cause == "ieee-math-dtype" and (bare.pass_name, bare.line) == ("", "") and not bare.explained
+    lowered = _corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.LOWERED)
+    assert _corpus.rediagnosed(lowered) is lowered
+
+
+def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence():
+    # (if this sentence ever joins the catalogue, pick another kernel TileLang cannot lower)
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
+    err = info.value
+    assert err.cause is None and err.pass_name == "tl.LowerTileOp"
+    assert "Not a canonical GMMA_MN layout" in err.summary  # TVM's own sentence
+    assert Path(err.kernel_line[0]).name == KERNEL_FILE.name and err.kernel_line[1] in marked_lines("unknown")
+    text = str(err)
+    assert "failed in pass tl.LowerTileOp" in text and "not in tilelab's catalogue" in text
+
+
+def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures):
+    # the inner statement's line, not the outer T.Parallel's (which the checker does not name)
+    assert "T.copy" in failures["tile-op-in-parallel"].diagnosis.meaning
+    assert "call T.copy outside the T.Parallel loop" in failures["tile-op-in-parallel"].advice
+    assert "scratch is a T.alloc_local buffer" in failures["local-indexed-by-parallel"].diagnosis.meaning
+    lines = [(n, " " * indent + text) for n, indent, text in
+             [(1, 0, "def k():"), (2, 4, "for i in T.Parallel(4):"), (3, 8, "T.fill(a, 0)"),
+              (4, 4, "T.copy(a, b)"), (5, 4, "for j in T.Parallel(4):"), (6, 8, "T.copy(b, c)")]]
+    assert _doctor._nested_line(r"\bT\.copy\(", r"\bT\.Parallel\(", {}, lines)[1] == 6
+
+
+def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again():
+    from tilelab import _corpus
+
+    saved = _corpus.CorpusRow("gemm_int4.py", "main", "sm_90a", _corpus.CANNOT_LOWER, "Check failed: (0) is false: int4",
+                              cause="int4-tma-copy", pass_name="tl.LowerTileOp", line="31: T.copy(A, a)")
+    assert _corpus.rediagnosed(saved) == saved  # the sentence alone would say int4-operand
+    assert _doctor.diagnose(saved.reason).cause == "int4-operand"
+    gone = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.CANNOT_LOWER, saved.reason,
+                                                 cause="a-cause-since-renamed"))
+    assert gone.cause == "int4-operand"

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -935,6 +935,30 @@ def criterion(rows: Sequence[CorpusRow]) -> dict[str, int]:
     return {"failures": len(failed), "pass": sum(bool(r.pass_name) for r in failed),
             "line": sum(bool(r.line) for r in failed), "known cause": sum(bool(r.cause) for r in failed),
             "explained": sum(r.explained for r in failed)}
+
+
+def rediagnosed(row: CorpusRow) -> CorpusRow:
+    """A compile failure's row diagnosed again from what the row saved, without lowering anything:
+    the catalogue's cause read from TileLang's sentence (``reason``) as the doctor reads it now.
+    The pass and the line stay those the run found: a re-reading sees neither the trace nor the
+    kernel, so it cannot supply them. A row whose run found a cause still in the catalogue keeps
+    it (the run read the trace too: int4 through a TMA copy is told by the trace's frames, not the
+    sentence). Other rows come back unchanged."""
+    if row.verdict != CANNOT_LOWER:
+        return row
+    from . import _doctor
+
+    if row.cause and any(c.id == row.cause for c in _doctor.CAUSES):
+        return row
+
+    line = None
+    number, _, text = row.line.partition(": ")
+    if number.isdigit():
+        line = ("", int(number), text)
+    family = ("cuda" if row.target.startswith("sm_") else "cpu" if row.target in ("c", "llvm")
+              else "hip" if row.target.startswith("gfx") else None)
+    diagnosis = _doctor.diagnose(row.reason, pass_name=row.pass_name or None, target_family=family, line=line)
+    return replace(row, cause=diagnosis.cause or "")
 
 
 def render_criterion(groups: dict[str, Sequence[CorpusRow]]) -> str:

@@ -131,6 +131,9 @@ class Cause:
     # Regular expressions over the kernel's source lines, ``{group}`` filled with what the message
     # said (escaped): the first line one of them finds is the failure's (tried in order).
     source: tuple[str, ...] = ()
+    # (inner, outer): regular expressions like ``source``'s; the failure's line is the first line the
+    # inner one finds inside a block (by indentation) opened on a line the outer one finds.
+    within: tuple[str, str] | None = None
 
     def match(self, text: str) -> re.Match[str] | None:
         for pattern in self.patterns:
@@ -145,14 +148,18 @@ CAUSES: list[Cause] = []
 
 def cause(id: str, title: str, *patterns: str, meaning: str, advice: str, tile_op: str | None = None,
           targets: Sequence[str] = (), site: Callable[[TileSite], bool] | None = None,
-          source: Sequence[str] = ()) -> None:
+          source: Sequence[str] = (), fields: Callable[[re.Match[str]], dict[str, str]] | None = None,
+          within: tuple[str, str] | None = None) -> None:
     """Declare a known cause: ``patterns`` are regular expressions over TileLang's message (its
     named groups fill ``{name}`` in ``meaning`` and ``advice``); ``site`` says which of a kernel's
-    tile operations can fail this way (to find its line among several of the same op)."""
+    tile operations can fail this way (to find its line among several of the same op); ``fields``
+    reads more from the matched message (the whole of it is ``match.string``) and returns further
+    ``{name}`` values, each with a default for a message that lacks what it reads; ``within`` finds
+    the line of a statement nested where it may not be (a T.Pipelined inside a T.Parallel)."""
     if any(c.id == id for c in CAUSES):
         raise ValueError(f"cause {id!r} is declared twice")
     CAUSES.append(Cause(id, title, tuple(re.compile(p, re.S) for p in patterns), meaning, advice, tile_op,
-                        tuple(targets), site=site, source=tuple(source)))
+                        tuple(targets), fields=fields, site=site, source=tuple(source), within=within))
 
 
 def _symbolic(shape: str) -> bool:
@@ -443,6 +450,173 @@ cause("gpu-only-on-cpu", "GPU tile operations in a CPU kernel",
              "T.serial/T.Parallel; or inspect the kernel for a GPU target (sm_90a)", targets=("cpu",))
 
 
+cause("tcgen05-2cta-no-cluster", "a two-CTA tcgen05 GEMM launched without its CTA pair",
+      r"T\.(?P<op>tcgen05_gemm)\(use_2cta=True\) requires cluster_dims (?P<dims>\([\d, ]+\) or \([\d, ]+\))",
+      meaning="use_2cta=True makes two CTAs issue one MMA together, each holding half of the operands in its "
+              "own shared and tensor memory; the two must be one cluster launched side by side, so the kernel "
+              "needs cluster_dims {dims}, and it was launched without a cluster or with another cluster shape",
+      advice="launch with T.ClusterKernel(grid..., threads=..., cluster_dims=(2, 1, 1)) (the grid a multiple of 2 "
+             "along that axis) and allocate the MMA's barrier with T.alloc_cluster_barrier; or drop use_2cta=True "
+             "and let each CTA compute its own tile",
+      tile_op="T.tcgen05_gemm", site=lambda s: "tcgen05" in s.op,
+      source=(r"use_2cta\s*=\s*True",))
+
+
+_OPERAND = re.compile(r"\b(?P<name>[ABC])\(scope=(?P<scope>[\w.]+), dtype=(?P<dtype>\w+)\)")
+_BITS = {"float64": 64, "float32": 32, "int32": 32, "float16": 16, "bfloat16": 16, "int8": 8, "uint8": 8}
+
+
+def _bits(dtype: str) -> int | None:
+    return _BITS.get(dtype) or (8 if dtype.startswith("float8") else None)
+
+
+def _mma_constraints(instruction: str) -> Callable[[re.Match[str]], dict[str, str]]:
+    """Which of the requirements TileLang's message lets us check the GEMM breaks, as ``{problem}``:
+    the target, the operands' memories and dtypes, M and the bytes of K; where none of them is
+    broken, the one the message cannot show (the block's threads for WGMMA)."""
+    hopper = instruction == "wgmma"
+
+    def fields(match: re.Match[str]) -> dict[str, str]:
+        text = match.string[match.start():]
+        arch = re.search(r'"arch":\s*"(\w+)"', text)
+        operands = {m["name"]: (m["scope"], m["dtype"]) for m in _OPERAND.finditer(text)}
+        sizes = {k: int(v) for k, v in re.findall(r"\b([MNK])=(\d+)", text)}
+        problems = []
+        if arch and not arch[1].startswith("sm_90" if hopper else "sm_10"):
+            problems.append(f"the target is {arch[1]}, and {'WGMMA' if hopper else 'tcgen05'} exists only on "
+                            f"{'Hopper (sm_90a)' if hopper else 'Blackwell (sm_100a)'}")
+        if not hopper and "C" in operands and operands["C"][0] != "shared.tmem":
+            problems.append(f"C is a {operands['C'][0]} buffer, and tcgen05 accumulates in tensor memory "
+                            "(T.alloc_tmem)")
+        wide = sorted({d for n, (_, d) in operands.items() if n in "AB" and (_bits(d) or 0) > 16})
+        if wide:
+            problems.append(f"A and B are {', '.join(wide)}: TileLang lowers this instruction for 16- and 8-bit "
+                            "operands (float16, bfloat16, float8)")
+        if hopper and sizes.get("M", 64) % 64:
+            problems.append(f"M={sizes['M']} is not a multiple of 64, the rows one wgmma instruction computes "
+                            "for a warpgroup")
+        bits = _bits(operands.get("A", ("", ""))[1]) if "A" in operands else None
+        if bits and "K" in sizes and (sizes["K"] * bits // 8) % 32:
+            problems.append(f"K={sizes['K']} of {operands['A'][1]} is {sizes['K'] * bits // 8} bytes, not a "
+                            "multiple of the 32 bytes of K one instruction reads")
+        if not problems and hopper:
+            problems.append("the operands it shows fit, which leaves the block's threads: WGMMA is issued by whole "
+                            "warpgroups, so threads= must be a multiple of 128")
+        elif not problems:
+            problems.append("the operands it shows (scopes, dtypes, M, N, K) fall outside the shapes TileLang "
+                            "lowers to tcgen05")
+        return {"problem": "; ".join(problems)}
+
+    return fields
+
+
+cause("wgmma-constraints", "a T.wgmma_gemm that WGMMA cannot compute",
+      r"T\.(?P<op>wgmma_gemm)\(\) requires Hopper WGMMA lowering, but constraints were not satisfied",
+      meaning="T.wgmma_gemm asks for Hopper's warpgroup MMA and nothing else (T.gemm would fall back to other "
+              "instructions); TileLang found that this GEMM does not fit it: {problem}",
+      advice="make the GEMM fit WGMMA (threads= a multiple of 128, block_M a multiple of 64, K a multiple of 32 "
+             "bytes, float16/bfloat16/float8 operands, the accumulator a fragment, an sm_90a target), or write "
+             "T.gemm, which picks the instruction that fits",
+      tile_op="T.wgmma_gemm", site=lambda s: "wgmma" in s.op, fields=_mma_constraints("wgmma"))
+
+cause("tcgen05-constraints", "a T.tcgen05_gemm that tcgen05 cannot compute",
+      r"T\.(?P<op>tcgen05_gemm)\(\) requires Blackwell TCGEN5MMA lowering, but constraints were not satisfied",
+      meaning="T.tcgen05_gemm asks for Blackwell's tensor-core MMA (tcgen05.mma), which reads A and B from shared "
+              "memory and accumulates in tensor memory; TileLang found that this GEMM does not fit it: {problem}",
+      advice="allocate the accumulator with T.alloc_tmem((block_M, block_N), accum_dtype) and copy it out with "
+             "T.copy after the MMA's barrier; keep A and B float16/bfloat16/float8 tiles in shared memory and "
+             "lower for sm_100a; or write T.gemm, which picks the instruction that fits",
+      tile_op="T.tcgen05_gemm", site=lambda s: "tcgen05" in s.op, fields=_mma_constraints("tcgen05"))
+
+
+def _ieee_hint(match: re.Match[str]) -> dict[str, str]:
+    hint = re.search(r"in CUDA\.\s*(Use [^\n]*?)\.?(?:\n|$)", match.string[match.start():])
+    return {"hint": (hint.group(1)[0].lower() + hint.group(1)[1:]) if hint else
+            "compute it from other correctly rounded steps"}
+
+
+cause("ieee-math-dtype", "an IEEE math intrinsic the data type has no version of",
+      r"IEEE (?P<name>\w+) is not supported for (?P<dtype>\w+) in CUDA",
+      meaning="T.ieee_* calls CUDA's correctly rounded intrinsics (__frsqrt_rn, __fsqrt_rn, __fdiv_rn...), "
+              "which exist only for some data types: CUDA has no IEEE {name} for {dtype}, so the kernel's "
+              "code cannot be generated",
+      advice="{hint}; or convert the value to float32, apply T.ieee_{name} there and convert back",
+      source=(r"T\.ieee_{name}\(",), site=lambda s: ".ieee_" in s.op,
+      fields=_ieee_hint)
+
+cause("ieee-half-rounding", "a directed rounding mode for half-precision IEEE arithmetic",
+      r"IEEE (?P<name>\w+) with rounding mode '(?P<mode>\w+)' is not supported for (?P<dtype>[\w/]+) in CUDA",
+      meaning="CUDA's half-precision arithmetic (__hadd, __hmul, __hfma...) rounds to nearest even only; rounding "
+              "mode '{mode}' asks for a directed rounding that exists for float32 and float64",
+      advice="drop the rounding mode (the default 'rn'), or convert the operands to float32, use '{mode}' there "
+             "and convert the result back (that conversion rounds to nearest again)",
+      source=(r"T\.ieee_\w+\([^#]*['\"]{mode}['\"]",), site=lambda s: ".ieee_" in s.op)
+
+cause("barrier-before-hopper", "an mbarrier on a GPU older than Hopper",
+      r"T\.alloc_barrier\(\) requires sm_90 \(Hopper\) or later, but the current target is (?P<arch>sm_\d+)",
+      meaning="T.alloc_barrier allocates a hardware mbarrier in shared memory (the arrive/wait counters TMA "
+              "copies and warp-specialised pipelines wait on); mbarriers arrived with Hopper (sm_90), and the "
+              "target {arch} has none, so TileLang refuses the kernel before it lowers the barriers",
+      advice="on {arch} synchronise the block with T.sync_threads() instead of an mbarrier (and leave the "
+             "producer/consumer split to T.Pipelined), or lower the kernel for sm_90a or later",
+      source=(r"T\.alloc_(?:cluster_)?barrier\(",))
+
+cause("layout-not-normalisable", "a layout whose map leaves gaps in the threads or registers",
+      r"has errors: \(\"Could not normalize iterators\"",
+      meaning="TileLang checks a layout given with T.Fragment/T.Layout by rewriting its map as sums of the "
+              "index ranges; this map{map} cannot be rewritten so: its values leave gaps or overlap (for "
+              "example a thread index i * 64 + j // 4 with j // 4 < 16 uses threads 0-15 and 64-79 only), so "
+              "TileLang cannot tell which thread and register hold which element",
+      advice="write the map so that each index's stride is the extent of what comes below it (i * 16 + j // 4 "
+             "for j // 4 < 16), giving one dense range of threads and registers; or remove this entry of "
+             "T.annotate_layout and let TileLang choose",
+      source=(r"T\.Fragment\(", r"T\.Layout\(", r"annotate_layout\("),
+      fields=lambda m: {"map": (lambda t: f" ({t.group(1)})" if t else "")(
+          re.search(r"transform: ([^\n]*?)\) has errors", m.string))})
+
+cause("parallel-in-parallel", "a T.Parallel inside another T.Parallel, with statements between",
+      r"Nested parallel loops are not allowed",
+      meaning="the iterations of a T.Parallel loop are spread over the block's threads as one iteration space; "
+              "a T.Parallel written directly inside another joins it, but one below other statements of the "
+              "outer loop's body would spread the threads a second time inside each thread's share",
+      advice="write the two loops as one, for i, j in T.Parallel(M, N), and move the outer loop's other "
+             "statements to a T.Parallel of their own; or make the inner loop T.serial (each thread runs it "
+             "whole)",
+      tile_op="T.Parallel",
+      within=(r"\bT\.Parallel\(", r"\bT\.Parallel\("))
+
+cause("pipelined-in-parallel", "a T.Pipelined loop inside a T.Parallel",
+      r"Pipelined loop cannot be nested inside a parallel loop",
+      meaning="T.Pipelined overlaps the whole block's copies of one stage with the compute of another, so "
+              "every thread runs each of its iterations; inside a T.Parallel each thread has only its share of "
+              "the outer iterations, and the block has no common pipeline to run",
+      advice="put the T.Pipelined loop outside (around) the T.Parallel loops: for k in T.Pipelined(...): "
+             "then the T.Parallel work of one stage inside its body",
+      tile_op="T.Pipelined",
+      within=(r"\bT\.Pipelined\(", r"\bT\.Parallel\("))
+
+cause("tile-op-in-parallel", "a tile operation inside a T.Parallel loop",
+      r"Only elementwise operations are allowed inside a parallel loop\. Got a tile-op \"(?:[^\"]*?name=\")?"
+      r"tl\.tileop\.(?P<op>\w+)",
+      r"Only elementwise operations are allowed inside a parallel loop",
+      meaning="a T.Parallel loop's body is elementwise work each thread does for its share of the iterations; "
+              "a tile operation (T.{op}) is itself spread over all of the block's threads, so it cannot run "
+              "once per iteration of a parallel loop",
+      advice="call T.{op} outside the T.Parallel loop, on the whole tile or on a slice per iteration of a "
+             "T.serial loop; inside T.Parallel keep only element expressions (B[i, j] = A[i, j] * s)",
+      within=(r"\bT\.{op}\(", r"\bT\.Parallel\("),
+      fields=lambda m: {} if m.groupdict().get("op") else {"op": "copy/gemm/..."})
+
+cause("local-indexed-by-parallel", "a thread-private buffer indexed by a T.Parallel variable",
+      r"Local buffer `(?P<buffer>\w+)` is indexed by T\.Parallel loop variable `(?P<var>\w+)`",
+      meaning="{buffer} is a T.alloc_local buffer: each thread has its own copy, and TileLang "
+              "lays out only fragments over the threads; a T.Parallel variable {var} spreads the iterations over "
+              "the threads, so indexing {buffer} by it would leave each thread's copy partly written",
+      advice="allocate {buffer} with T.alloc_fragment when its elements belong to different threads, or index it "
+             "with a T.serial/T.unroll/T.vectorized loop variable when each thread works through all of it",
+      tile_op="T.Parallel",
+      source=(r"(?<![\w.]){buffer}\[[^\]]*(?<![\w.]){var}(?!\w)",))
+
 # ------------------------------------------------------------------------------------------------
 # Reading the trace
 # ------------------------------------------------------------------------------------------------
@@ -476,7 +650,7 @@ def pass_from_trace(trace: str) -> str | None:
         return cpp[0]
     if "Memory verification failed" in trace:
         return "tirx.VerifyMemory"
-    if re.search(r"Unresolved call|CodeGenCUDA|codegen_cuda", trace):
+    if re.search(r"Unresolved call|CodeGen(?:TileLang)?CUDA|codegen_cuda|BuildTileLangCUDA", trace):
         return "codegen"  # the device code generator, after every pass
     if "Failed to build prim_func" in trace or "eager/builder.py" in trace:
         return "elaboration"
@@ -553,8 +727,11 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
         # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
         pass_name = pass_from_trace(trace) or pass_name
-    names = _mentioned(buffers, message)
+    # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
+    names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
     candidates: tuple[int, ...] = ()
+    if line is None and found_cause is not None and found_cause.within and match is not None:
+        line = _nested_line(*found_cause.within, match.groupdict(), source_lines)
     if line is None and found_cause is not None and found_cause.source and match is not None:
         line = _source_line(found_cause.source, match.groupdict(), source_lines)
     if line is not None and sites and found_cause is not None and found_cause.tile_op and \
@@ -576,6 +753,13 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
                          candidates=candidates)
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
+    if found_cause.fields is not None and match is not None:
+        try:
+            more = found_cause.fields(match)
+        except Exception:  # a reading of the message that fails leaves the pattern's own groups
+            more = {}
+        groups.update(more)
+        names_in |= set(more)
     if line is None:
         # The names the message gave (a buffer, a symbol) lead to the line that uses them.
         named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]
@@ -602,10 +786,41 @@ def _source_line(patterns: Sequence[str], groups: dict[str, str | None],
     return None
 
 
+def _nested_line(inner: str, outer: str, groups: dict[str, str | None],
+                 source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
+    """The first source line ``inner`` finds (``{group}`` filled as in :func:`_source_line`) that
+    sits in a block opened by a line ``outer`` finds: one of the lines above it, each less indented
+    than the last, that enclose it."""
+    def filled(template: str) -> str | None:
+        wanted = re.findall(r"\{(\w+)\}", template)
+        if any(not groups.get(name) for name in wanted):
+            return None
+        return re.sub(r"\{(\w+)\}", lambda m: re.escape(str(groups[m.group(1)])), template)
+
+    inner_re, outer_re = filled(inner), filled(outer)
+    if inner_re is None or outer_re is None:
+        return None
+    code = [(n, text) for n, text in source_lines if text.strip() and not text.lstrip().startswith("#")]
+    for index, (n, text) in enumerate(code):
+        if not re.search(inner_re, text):
+            continue
+        indent = len(text) - len(text.lstrip())
+        for _, above in reversed(code[:index]):
+            depth = len(above) - len(above.lstrip())
+            if depth < indent:
+                if re.search(outer_re, above):
+                    return ("", n, text)
+                indent = depth
+    return None
+
+
 def _same_op(site_op: str, tile_op: str) -> bool:
-    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear."""
+    """``T.reduce`` is the site of T.reduce_sum/T.reduce_max, ``T.fill`` of T.clear; ``T.gemm`` (the
+    tile operator TileLang's trace names) of every GEMM call, T.wgmma_gemm and T.tcgen05_gemm too."""
     if tile_op == "T.clear":
         tile_op = "T.fill"
+    if tile_op == "T.gemm" and re.fullmatch(r"T\.\w+_gemm", site_op):
+        return True
     return site_op == tile_op or (tile_op.startswith("T.") and site_op.startswith(tile_op.split("_")[0]))
 
 
@@ -655,7 +870,7 @@ def _safe(test: Callable[[TileSite], bool], site: TileSite) -> bool:
 
 def _unique_line(tile_op: str, source_lines: Sequence[tuple[int, str]]) -> tuple[str, int, str] | None:
     stem = tile_op.split(".", 1)[1]
-    call = re.compile(rf"\bT\.{re.escape(stem)}\w*\s*\(")
+    call = re.compile(r"\bT\.(?:\w+_)?gemm\w*\s*\(" if stem == "gemm" else rf"\bT\.{re.escape(stem)}\w*\s*\(")
     hits = [(n, text) for n, text in source_lines if call.search(text) and not text.lstrip().startswith("#")]
     if len(hits) == 1:
         return ("", hits[0][0], hits[0][1])

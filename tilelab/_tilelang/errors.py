@@ -223,7 +223,8 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
     sites = _tile_sites(func) if func is not None else ()
     try:
         diagnosis = _doctor.diagnose(
-            message, error.trace, pass_name=pass_name or getattr(previous, "pass_name", None),
+            message, error.trace,
+            pass_name=pass_name or getattr(previous, "pass_name", None) or _guarded_pass(error.trace),
             target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines,
             sites=sites)
     except Exception:  # the diagnosis never hides the failure it explains
@@ -234,6 +235,36 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
         diagnosis = dataclasses.replace(diagnosis, line=error.kernel_line)
     error.diagnosis = diagnosis
     return error
+
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\w+)$', re.M)
+_PASS_CALL = re.compile(r"\btilelang(?:\.\w+)*\.transform\.(\w+)\(")
+
+
+def _guarded_pass(trace: str) -> str | None:
+    """The pass a check in TileLang's pass pipeline guards, when the failure was raised by that check
+    between two passes (no pass was running): the innermost frame is a ``raise`` in a pipeline
+    function of TileLang, and the pass is the first one the pipeline calls after it
+    (``tl.LowerSharedBarrier`` after the check that a target has mbarriers). None otherwise."""
+    import linecache
+
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return None
+    filename, line, function = frames[-1]
+    if "/tilelang/" not in filename or "Pipeline" not in function:
+        return None
+    number = int(line)
+    if not linecache.getline(filename, number).lstrip().startswith("raise"):
+        return None
+    for offset in range(1, 40):
+        text = linecache.getline(filename, number + offset)
+        if not text or re.match(r"(def|class)\s", text):
+            return None
+        found = _PASS_CALL.search(text)
+        if found and not text.lstrip().startswith("#"):
+            return f"tl.{found.group(1)}"
+    return None
 
 
 def _kernel_context(func: Any) -> tuple[list[str], str, list[tuple[int, str]]]:
@@ -326,6 +357,13 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                 op = "T.Pipelined"
             elif int(node.kind) == int(tvm.tirx.ForKind.PARALLEL):
                 op = "T.Parallel"
+        elif isinstance(node, tvm.tirx.BufferStore):
+            # an element expression calling an IEEE intrinsic (T.ieee_frsqrt): code generation refuses
+            # some of them for some dtypes, and the store is the line that called it
+            calls: list[str] = []
+            tvm.tirx.stmt_functor.post_order_visit(node.value, lambda n: calls.append(
+                str(getattr(n.op, "name", ""))) if isinstance(n, tvm.tirx.Call) else None)
+            op = next((name for name in calls if ".ieee_" in name), None)
         if op is not None:
             found.append((len(spans) - 1, op, spans[-1][0], spans[-1][1], node))
         return True
@@ -338,7 +376,8 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                 filename, line = kernel_file, _calling_line(op, kernel_file, spans, index)
                 if not line:
                     continue
-            body = node.value if isinstance(node, tvm.tirx.Evaluate) else node.body
+            body = node.value if isinstance(node, tvm.tirx.Evaluate) else \
+                node if isinstance(node, tvm.tirx.BufferStore) else node.body
             sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
                                           linecache.getline(filename, line).rstrip("\n")))
     except Exception:  # a kernel the helpers cannot walk: no sites
