@@ -406,3 +406,34 @@ def test_the_worker_takes_the_baseline_out_of_the_options(monkeypatch):
     assert seen["prepared"] is kernel and seen["baseline"] is other
     assert seen["sizes"] == {"M": 64} and seen["opts"].rep_ms == 300.0
     assert "baseline" in options  # the caller's dict is left as it was
+
+
+def _doubling(N, block):
+    import tilelang.language as T
+
+    @T.prim_func
+    def double(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=1) as bx:
+            for i in T.serial(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = A[bx * block + i] * 2.0
+
+    return double
+
+
+def test_a_baseline_of_the_kernels_inputs_gets_its_row_from_the_windows_beside_each_configuration():
+    """A baseline like torch.matmul is called with each configuration's inputs when timed beside it
+    (rank_by="ratio"); it has no inputs of its own, so its row is the median of its time in those
+    side-by-side windows, not a failure. Ranked by median, its row says what to pass instead."""
+    base = {"twice": lambda N: (lambda A: A * 2)}
+    table = sweep(_doubling, {"block": [64, 128]}, {"N": [4096]}, target="c", out_idx=[1], baseline=base,
+                  rank_by="ratio", progress=False)
+    configs = [r for r in table.rows if r.label is None]
+    (row,) = [r for r in table.rows if r.label == "twice"]
+    assert all(r.ok and r.baseline_ms for r in configs)
+    assert row.ok and row.median_ms == pytest.approx(statistics.median(r.baseline_ms for r in configs))
+    assert "beside each configuration" in row.measured_as and "2 side-by-side windows" in row.measured_as
+    alone = sweep(_doubling, {"block": [64]}, {"N": [4096]}, target="c", out_idx=[1], baseline=base,
+                  progress=False)
+    (failed,) = [r for r in alone.rows if r.label == "twice"]
+    assert not failed.ok and "called with the kernel's inputs" in failed.error and "lambda: torch.matmul(a, b)" in failed.error

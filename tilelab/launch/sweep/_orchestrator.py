@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ from ._final import FinalRound
 from ._plan import Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key
 from ._rowcache import CACHED_FAILURES, RowCache, row_key, sweep_identity
 from ._runners import Events, choose_runner
-from ._tasks import Benched, BenchPlan, Compiled
+from ._tasks import BESIDE, Benched, BenchPlan, Compiled
 
 INTERRUPTED = "not run: the sweep was interrupted"
 RESUMES = "; the same call again resumes it (finished rows are cached)"
@@ -268,9 +269,30 @@ class Course:
             kind, index, value = self.runner.next_event()
             job = waiting.pop(index)
             self.note(value.lost, value.note)
-            self.rows[index] = dataclasses.replace(outcome_row(job, value, None), config=())  # measured every time
+            if value.stage == BESIDE:
+                self.rows[index] = self._beside_row(job, value)
+            else:
+                self.rows[index] = dataclasses.replace(outcome_row(job, value, None), config=())  # measured every time
             self.bar.update()
             self.events.get_nowait()
+
+    def _beside_row(self, job: Job, value: Benched) -> SweepRow:
+        """The row of a baseline that takes the kernel's inputs (``torch.matmul``): it has none of
+        its own to be timed on, but with ``rank_by="ratio"`` it was timed beside every configuration
+        at its size, on that configuration's inputs; its row gives the median of those windows."""
+        beside = [r.baseline_ms for r in (self.rows.get(j.index) for j in self.jobs)
+                  if r is not None and r.size == job.size and r.baseline_ms and not r.cached]
+        if job.label != self.ratio_label or not beside:
+            return SweepRow((), job.size, stage="bench", label=job.label, device=value.device or None,
+                            error=(f"{job.label} is called with the kernel's inputs, so it cannot be timed as a row of "
+                                   "its own: give a zero-argument callable (lambda: torch.matmul(a, b)), or rank "
+                                   f"by ratio (rank_by='ratio') to time it beside each configuration"))
+        ms = statistics.median(beside)
+        work = dict(dict(job.config).get("work") or {})
+        return SweepRow((), job.size, median_ms=ms, label=job.label, device=value.device or None,
+                        tflops=work["flops"] / (ms * 1e9) if work.get("flops") else None,
+                        gbps=work["bytes"] / (ms * 1e6) if work.get("bytes") else None,
+                        measured_as=f"beside each configuration: the median of its {len(beside)} side-by-side windows")
 
     def _baseline_work(self, key_s: tuple, size: Config) -> dict[str, float]:
         """The kernels' counted work at a size (rate = work / time), so a baseline's rates compare."""

@@ -270,6 +270,15 @@ def lost_context(err: BaseException, device: str, stage: str, job: Job) -> str:
             f"step of {describe(job)}; restart the Python kernel and sweep again without it")
 
 
+BESIDE = "beside"  # a baseline row's stage when its callable takes the kernel's inputs
+
+
+def _takes_inputs(fn: Callable[..., Any]) -> bool:
+    from .._ratio import takes_inputs
+
+    return takes_inputs(fn)
+
+
 def row_step(plan: BenchPlan, job: Job, kernel: Any = None, *, device: str = "") -> Benched:
     """The one step that makes a row, here: a baseline (``job.label``: ``job.config`` carries
     its callable's maker and the work to rate it by) is timed; a compiled ``kernel`` is checked
@@ -289,7 +298,12 @@ def row_step(plan: BenchPlan, job: Job, kernel: Any = None, *, device: str = "")
             extra.update(fallback)
         if job.label is not None:
             spec = dict(job.config)
-            result = bench_fn(spec["make"](**size), size, {}, name=job.label, **extra, **spec["work"])
+            made = spec["make"](**size)
+            if plan.bench_fn is None and callable(made) and _takes_inputs(made):
+                # a baseline of the kernel's inputs (torch.matmul) has no inputs of its own: the
+                # orchestrator fills its row from the windows it was timed in beside each configuration
+                return Benched(job.index, stage=BESIDE, bench_s=time.perf_counter() - t0, device=device, note=note)
+            result = bench_fn(made, size, {}, name=job.label, **extra, **spec["work"])
             return Benched(job.index, result, bench_s=time.perf_counter() - t0, device=device, note=note)
         if plan.flops is not None:
             extra["flops"] = plan.flops(**size)
