@@ -7,9 +7,11 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ip():
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing import globalipapp
 
-    shell = start_ipython()
+    # IPython's test shell is global to the process: start_ipython() makes it once and returns
+    # None after, so a second test module in the same process takes the one already there
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "tilelab")
     return shell
 
