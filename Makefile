@@ -10,6 +10,10 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP  := $(VENV)/.tilelab-installed
 PYTEST_ARGS ?=
+# pytest-xdist spreads the test files over the cores, each file whole in one process (its module
+# fixtures are built once), the files with slow tests first (tests/conftest.py): auto is one process
+# a core, at most 4. PYTEST_WORKERS=0: all in this process.
+PYTEST_WORKERS ?= auto
 
 .PHONY: install lab test test-gpu test-binder chromium clean
 
@@ -33,7 +37,7 @@ chromium:
 
 # The lint (below) runs first: a ruff or mypy finding fails `make test`.
 test: $(STAMP) chromium lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
 # (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.

@@ -48,12 +48,26 @@ if not GPU_PRESENT:
 
 
 def pytest_collection_modifyitems(config, items):
+    _slow_files_first(items)
     if GPU_PRESENT:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU: none on this machine (run `make test-gpu` on a machine with one)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _slow_files_first(items) -> None:
+    """Files with the most tests marked ``slow`` first, the others after in their order: with the
+    files spread over several processes (``make test``), no long file starts last while the other
+    processes have nothing left to do. Tests never depend on this order."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow.setdefault(item.nodeid.split("::")[0], 0)
+        if item.get_closest_marker("slow"):
+            slow[item.nodeid.split("::")[0]] += 1
+    rank = {path: n for n, path in enumerate(sorted(slow, key=lambda path: -slow[path]))}  # stable
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 @pytest.fixture(scope="session")

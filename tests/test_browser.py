@@ -141,6 +141,7 @@ def lab(tmp_path_factory):
     log = open(tmp_path / "jupyter-lab.log", "w")  # noqa: SIM115 open while the server runs, closed in finally
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--ServerApp.port_retries=0",  # the port taken meanwhile (another lab): fail, never serve elsewhere
          "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
          f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
          "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]

@@ -18,6 +18,7 @@ def _run_py(code: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cache_serves_a_new_process_without_lowering(tmp_path):
     env = {**os.environ, "TILELAB_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "examples")}
     first = _run_py(
@@ -153,6 +154,7 @@ _INSPECT_512 = ("import tilelab, json; from gemm import matmul\n"
                 "print(tilelab.__file__)\n")
 
 
+@pytest.mark.slow
 def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
     """A copy of the package in a new process: the same code hits, an edited engine file misses."""
     import shutil
@@ -294,6 +296,7 @@ _tilelang.l2_windows = crash  # a bug inside the engine, as the reviewer's L2 cr
 '''
 
 
+@pytest.mark.slow
 def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
     (tmp_path / "crashing.py").write_text(CRASHING.format(examples=str(ROOT / "examples")))
     spec = f"{tmp_path / 'crashing.py'}:bias_add(256, 256)"

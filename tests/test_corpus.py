@@ -181,6 +181,7 @@ def _rows(rows, script):
     return [r for r in rows if r.script == script]
 
 
+@pytest.mark.slow
 def test_a_main_that_needs_a_gpu_yields_its_kernel(corpus_rows):
     (row,) = _rows(corpus_rows, "gpu_main.py")
     assert (row.kernel, row.target, row.verdict) == ("gemm_tma", "sm_90a", _corpus.OK), row
@@ -348,6 +349,7 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
     assert calls == ["lower", "inspect"] * 3  # a warm process: its first round counts
 
 
+@pytest.mark.slow
 def test_cli_corpus_repeat_and_only(tmp_path, capsys):
     folder = tmp_path / "scripts"
     (folder / "sub").mkdir(parents=True)

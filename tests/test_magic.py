@@ -60,6 +60,7 @@ def gemm(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 128), T.float16), C
 
 if not CHILD:
 
+    @pytest.mark.slow
     def test_magic_suite_in_its_own_process():
         env = dict(os.environ, TILELAB_MAGIC_CHILD="1")
         proc = subprocess.run(
@@ -119,6 +120,7 @@ if not CHILD:
         assert "CRITICAL" not in both and "Failed to build prim_func" not in both and "make_closure" not in both
         assert "cell line 8: T.copy(S, B, 1, 2, 3, 4)" in proc.stdout  # line 1 is %%tilelang
 
+    @pytest.mark.slow
     def test_first_notebook_runs_and_its_static_html_shows_the_report(tmp_path):
         """examples/hopper_gemm.ipynb executed headless; its saved output renders with no kernel."""
         nbformat = pytest.importorskip("nbformat")

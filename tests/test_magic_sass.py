@@ -46,6 +46,7 @@ SCRIPT = textwrap.dedent('''
 
 
 @pytest.mark.skipif(not (CUDA / "bin" / "ptxas").exists(), reason=f"needs the CUDA toolkit in {CUDA}")
+@pytest.mark.slow
 def test_magic_sass_and_passes_tabs(tmp_path):
     env = dict(os.environ, TILELAB_CUDA_HOME=str(CUDA), TILELAB_CACHE_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env,

@@ -30,6 +30,7 @@ def clamped(A: T.Tensor((96, 32), T.float32), B: T.Tensor((96, 32), T.float32)):
 
 if not CHILD:
 
+    @pytest.mark.slow
     def test_trace_magic_suite_in_its_own_process():
         env = dict(os.environ, TILELAB_TRACE_MAGIC_CHILD="1")
         proc = subprocess.run(

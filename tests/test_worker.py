@@ -135,35 +135,46 @@ def test_kernel_payload_unpickles_in_a_fresh_worker():
     assert func.script() == scale.script() and outputs == ("B",)
 
 
-def test_interrupt_returns_what_was_measured_within_a_second(worker):
+def _interrupt_once_started(started):
+    """The stop button, pressed once the call runs in the worker (``started`` exists): a SIGINT to
+    this process, as Jupyter sends it. Returns a list that gets the moment it was sent."""
     import signal
     import threading
 
+    sent: list[float] = []
+
+    def press():
+        deadline = time.monotonic() + 300  # only keeps a broken worker from hanging the test
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press, daemon=True).start()
+    return sent
+
+
+def test_interrupt_returns_what_was_measured_within_a_second(worker, tmp_path):
     from tilelab.launch._worker import LaunchInterrupted
 
     pid = worker.call(fakes.pid)
-    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    t0 = time.monotonic()
+    sent = _interrupt_once_started(tmp_path / "started")
     with pytest.raises(LaunchInterrupted) as info:
-        worker.call(fakes.measure_until_stopped, 60.0, label="bench")
-    assert time.monotonic() - t0 < 0.5 + 1.0
+        worker.call(fakes.measure_until_stopped, 60.0, started=str(tmp_path / "started"), label="bench")
+    assert time.monotonic() - sent[0] < 1.0
     assert isinstance(info.value, KeyboardInterrupt)
     assert info.value.partial and all(s == 1.0 for s in info.value.partial)
     assert worker.pid == pid  # it answered: kept warm
 
 
-def test_interrupt_of_a_stuck_call_kills_it_within_a_second(worker):
-    import signal
-    import threading
-
+def test_interrupt_of_a_stuck_call_kills_it_within_a_second(worker, tmp_path):
     from tilelab.launch._worker import LaunchInterrupted
 
     worker.call(fakes.pid)
-    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    t0 = time.monotonic()
+    sent = _interrupt_once_started(tmp_path / "started")
     with pytest.raises(LaunchInterrupted) as info:
-        worker.call(fakes.hang, 60.0)
-    assert time.monotonic() - t0 < 0.5 + 1.0 + 1.5  # grace, then the kill
+        worker.call(fakes.hang, 60.0, started=str(tmp_path / "started"))
+    assert time.monotonic() - sent[0] < 1.0 + 1.5  # grace, then the kill
     assert info.value.partial is None and not worker.alive
     assert worker.call(fakes.add, 1, 1) == 2
 

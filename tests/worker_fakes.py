@@ -15,12 +15,20 @@ def add(a, b):
     return a + b
 
 
+def _say_started(path):
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+
+
 def pid():
     return os.getpid()
 
 
-def hang(seconds=3600.0):
-    """Stands in for a kernel that never finishes: the worker's main thread is stuck."""
+def hang(seconds=3600.0, started=None):
+    """Stands in for a kernel that never finishes: the worker's main thread is stuck. ``started``:
+    a file it creates once it runs (the test interrupts it only then)."""
+    _say_started(started)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         pass
@@ -70,11 +78,13 @@ def write_into(tensor, value):
     return float(tensor.sum())
 
 
-def measure_until_stopped(limit_s=60.0):
-    """Stands in for a long bench: samples until the notebook asks it to stop, then returns them."""
+def measure_until_stopped(limit_s=60.0, started=None):
+    """Stands in for a long bench: samples until the notebook asks it to stop, then returns them.
+    ``started``: a file it creates once it has its first sample."""
     from tilelab.launch._worker import stop_requested
 
-    samples = []
+    samples = [1.0]
+    _say_started(started)
     end = time.monotonic() + limit_s
     while time.monotonic() < end and not stop_requested():
         samples.append(1.0)
