@@ -278,3 +278,78 @@ def test_no_compile_process_spawns_while_a_starting_worker_hides_the_callers_scr
     _worker._start_without_main(Process())
     assert seen == [("submit", True), ("start", True, None)]
     assert not _worker.MAIN_HIDDEN.locked()
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile pool: as many processes as compile tasks, up to 1.5x the cores; a kept pool serves
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_compile_pool_is_sized_by_the_compile_tasks_the_cores_and_the_memory():
+    size, big = _runners.compile_pool_size, 128 << 30
+    assert size(18, cpus=16, memory_bytes=big) == 18  # every compile at once, none waits for another
+    assert size(64, cpus=16, memory_bytes=big) == 24  # at most 1.5x the cores
+    assert size(3, cpus=16, memory_bytes=big) == 3  # no more processes than tasks
+    assert size(5, cpus=1, memory_bytes=big) == 2  # ceil(1.5)
+    assert size(0, cpus=16, memory_bytes=big) == 1
+    assert size(64, cpus=16, memory_bytes=16 << 30) == 8  # half of 16 GB, at 1 GB a process
+    assert size(64, cpus=16, workers=4, memory_bytes=big) == 4  # the user's workers= decides
+    assert size(2, cpus=16, workers=12, memory_bytes=big) == 12
+
+
+class FakePool:
+    """A process pool that runs each task at once, here, and remembers its size and its shutdown."""
+
+    def __init__(self, max_workers, mp_context=None):
+        self.max_workers, self.stopped = max_workers, False
+
+    def submit(self, fn, *args):
+        import concurrent.futures
+
+        done = concurrent.futures.Future()
+        done.set_result(fn(*args))
+        return done
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        self.stopped = True
+
+
+def test_a_kept_compile_pool_big_enough_serves_the_next_sweep(monkeypatch):
+    monkeypatch.setattr(_runners, "_POOLS", {})
+    monkeypatch.setattr(_runners, "ProcessPoolExecutor", FakePool)
+    first = _runners._compile_pool(18, exact=False)
+    assert first.max_workers == 18
+    assert _runners._compile_pool(6, exact=False) is first  # fewer tasks: the kept pool serves, no spawn
+    assert _runners._compile_pool(18, exact=False) is first
+    bigger = _runners._compile_pool(24, exact=False)
+    assert bigger is not first and bigger.max_workers == 24
+    assert first.stopped and list(_runners._POOLS) == [24]  # the smaller pool's idle processes go
+    mine = _runners._compile_pool(4)  # the user's workers=4: at most 4 compiles at once, its own pool
+    assert mine.max_workers == 4 and not bigger.stopped
+    assert _runners._compile_pool(4) is mine and _runners._compile_pool(20, exact=False) is bigger
+
+
+def compile_block(block):
+    if block == 512:
+        raise RuntimeError("ptxas: too many resources requested")
+    return {"block": block}
+
+
+def test_a_sweep_over_devices_asks_for_as_many_compile_processes_as_it_has_compile_tasks(monkeypatch):
+    import functools
+    import os
+
+    asked = []
+    monkeypatch.setattr(_runners, "_compile_pool",
+                        lambda workers, exact=True: asked.append((workers, exact)) or FakePool(workers))
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(_runners, "_host_memory", lambda: 128 << 30)
+    steps = Steps()
+    compile_fn = lambda f, size, config: functools.partial(compile_block, config["block"])  # noqa: E731
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, strategy="halving", prune=False, eta=2, devices=[0],
+                  compile_fn=compile_fn, bench_fn=steps.bench, progress=False, force=True)
+    assert table.best_config() == {"block": 128}
+    assert asked == [(9, False)]  # rung 0: the nine compile at once; later rungs compile nothing
+    sweep(factory, {"block": BLOCKS[:3]}, {"N": [1024]}, devices=[0], compile_fn=compile_fn, bench_fn=steps.bench,
+          progress=False, force=True, workers=2, finalists=0)
+    assert asked[-1] == (2, True)  # workers=2: exactly that

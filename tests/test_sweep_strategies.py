@@ -192,41 +192,85 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
                for n in table.notes)
 
 
-def test_the_last_rung_times_each_finalist_beside_the_leader_of_the_rung_before(monkeypatch):
-    """On a GPU (the conditions patched in here, a fake bench) the last rung's configurations are
-    timed side by side with the fastest of the rung before: the clock slows by 5% while the true
-    best is measured, its median reads slowest of the three, its ratio to the leader still wins."""
-    from tilelab.launch.sweep import _tasks
+class SideBySide:
+    """A fake GPU for the last rung of a halving sweep (its side-by-side conditions patched in):
+    each compile returns its own artifact, the leader's kernel is the artifact its compile made
+    (as on a GPU), and every bench call is logged with the kernel and the baseline it was given.
+    Rung 0 (brief, alone) reads block=128 fastest; the truth is block=64 (0.99x block=128), and
+    the clock moves between windows (block=128's median in them: 1.03, then 1.01 ms)."""
 
-    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)
-    monkeypatch.setattr(_halving, "_side_by_side_final", lambda opts, pooled: True)
-    made = []
-    monkeypatch.setattr(_halving, "_leader_kernel",
-                        lambda f, size, config, opts, compiled=None: made.append(config) or "leader")
-    true = {b: 1.0 + 0.01 * i for i, b in enumerate((128, 64, 256, 96, 160, 192, 224, 32, 48))}
-    calls = []
+    BRIEF = {128: 0.98, 64: 0.995, 256: 1.00, 96: 1.05, 160: 1.06, 192: 1.07, 224: 1.08, 32: 1.09, 48: 1.10}
+    RATIO = {64: 0.99, 256: 1.02}  # the truth, to block=128
+    LEADER_MS = {64: 1.03, 256: 1.01}  # block=128's median in each one's window
 
-    def bench_fn(kernel, size, config, **kw):
-        calls.append((config["block"], kw.get("baseline")))
-        beside = kw.get("baseline") is not None
-        ms = true[config["block"]] * (1.05 if config["block"] == 128 and beside else 1.0)
-        extra = {}
-        if beside:  # the leader (block=128, 1.00 ms) runs in the same window, on the same clock
-            leader_ms = 1.0 * (1.05 if config["block"] == 128 else 1.0)
-            extra = dict(baseline="leader", baseline_samples_ms=(leader_ms,) * 3,
-                         ratio_samples=(true[config["block"]] / 1.0,) * 12)
-        return BenchResult(kernel="k", samples_ms=(ms,) * 3, **extra)
+    def __init__(self, monkeypatch, fail_beside: bool = False) -> None:
+        from tilelab.launch.sweep import _tasks
 
-    table = sweep(lambda N, block: None, {"block": list(true)}, {"N": [1024]}, strategy="halving", prune=False,
-                  devices=[0], compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench_fn, progress=False)
-    assert made == [{"block": 128}]  # the fastest of rung 0
-    assert [base for _, base in calls[:9]] == [None] * 9  # rung 0: briefly, alone
-    assert sorted(b for b, base in calls[9:] if base == "leader") == [64, 128, 256]  # the last rung: beside it
-    assert table.best_config() == {"block": 128}  # 1.05 ms by median, the lowest ratio (1.00)
+        monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compile tasks in threads
+        monkeypatch.setattr(_halving, "_side_by_side_final", lambda opts, pooled: True)
+        monkeypatch.setattr(_halving, "_leader_kernel",
+                            lambda f, size, config, opts, compiled=None: compiled.artifact)
+        self.calls: list[tuple[object, object]] = []  # (kernel, baseline)
+        self.fail_beside = fail_beside
+
+    def compile(self, f, size, config):
+        return lambda: {"block": config["block"]}  # a new artifact object per compile
+
+    def bench(self, kernel, size, config, **kw):
+        baseline = kw.get("baseline")
+        self.calls.append((kernel, baseline))
+        if baseline is None:
+            return BenchResult(kernel="k", samples_ms=(self.BRIEF[kernel["block"]],) * 3)
+        if self.fail_beside:
+            raise RuntimeError("launch failed")
+        block, leader_ms = kernel["block"], self.LEADER_MS[kernel["block"]]
+        ratio = self.RATIO[block]
+        return BenchResult(kernel="k", samples_ms=(ratio * leader_ms,) * 3, baseline="leader",
+                           baseline_samples_ms=(leader_ms,) * 3, ratio_samples=(ratio,) * 12)
+
+    def sweep(self):
+        return sweep(lambda N, block: None, {"block": list(self.BRIEF)}, {"N": [1024]}, strategy="halving",
+                     prune=False, devices=[0], compile_fn=self.compile, bench_fn=self.bench, progress=False,
+                     force=True)
+
+
+def test_the_last_rung_times_the_others_beside_the_leader_and_never_the_leader_beside_itself(monkeypatch):
+    """The last rung's configurations are the fastest of rung 0, the leader among them: the others
+    are timed side by side with it, the leader is not timed against itself (ratio 1 by definition,
+    its median the one measured in the others' windows), and a finalist faster than the leader wins."""
+    gpu = SideBySide(monkeypatch)
+    table = gpu.sweep()
+    beside = [(kernel["block"], baseline) for kernel, baseline in gpu.calls if baseline is not None]
+    assert sorted(block for block, _ in beside) == [64, 256]  # the other two finalists
+    assert all(baseline == {"block": 128} for _, baseline in beside)  # beside the leader's own artifact
+    assert not [k for k, baseline in gpu.calls if baseline is k or baseline == k]  # never beside itself
+    assert len(gpu.calls) == 9 + 2  # rung 0: all nine alone; the last rung: two windows
+    rows = {dict(r.config)["block"]: r for r in table.rows}
+    leader = rows[128]
+    assert leader.ratio == 1.0 and leader.ratio_ci is None and leader.rung == 1
+    assert "the reference of the last rung: ratio 1 by definition" in leader.measured_as
+    assert leader.median_ms == pytest.approx(1.02)  # the median of 1.03 and 1.01: its windows
+    assert rows[64].ratio == pytest.approx(0.99) and rows[256].ratio == pytest.approx(1.02)
+    assert "side by side with the leader of rung 0" in rows[64].measured_as
+    assert table.best_config() == {"block": 64}  # 0.99x the leader: the true best wins
     assert table.ratio_baseline == "the leader of the rung before"
     assert not [r for r in table.rows if r.label is not None]  # no baseline row of its own
-    assert any("timed each configuration side by side with the fastest of rung 0 (block=128)" in n
+    assert any("rung 1: 2 (full rounds, each beside the leader of rung 0, which is not timed again;" in n
                for n in table.notes)
+    assert any("side by side with the fastest of rung 0 (block=128)" in n and "1 by definition" in n
+               for n in table.notes)
+
+
+def test_where_every_other_finalist_fails_the_leader_is_the_best(monkeypatch):
+    gpu = SideBySide(monkeypatch, fail_beside=True)
+    table = gpu.sweep()
+    assert not [k for k, baseline in gpu.calls if baseline is k or baseline == k]
+    assert table.best_config() == {"block": 128}
+    leader = next(r for r in table.rows if r.best)
+    assert leader.ratio == 1.0 and leader.median_ms == pytest.approx(0.98)  # its median of rung 0
+    assert "no other finalist was timed beside it" in leader.measured_as
+    assert sum(1 for r in table.rows if r.stage == "bench") == 2
+    assert any("it is the best, with its median of rung 0" in n for n in table.notes)
 
 
 def test_the_last_rung_is_timed_beside_the_leader_only_where_a_ratio_is_defined():

@@ -152,10 +152,15 @@ def test_halving_on_the_gpu_compiles_in_processes_and_prunes_in_its_compile_task
     assert all(r.ok for r in table.rows if r.stage != "pruned")
     assert any(n.startswith("compiled in a pool of processes, measured on cuda:") for n in table.notes)
     best = table.best()
-    assert best is not None and best.measured_as.endswith("full rounds (sustained)")
-    # 4 measured briefly, the 2 fastest in full beside rung 0's leader: ranked by their ratios to it
+    assert best is not None and best.measured_as.startswith("rung 1: ")
+    # 4 measured briefly; of the 2 fastest, rung 0's leader is the reference (ratio 1 by definition,
+    # not timed against itself) and the other is timed in full beside it: ranked by their ratios to it
     finals = [r for r in table.rows if r.ok and r.rung == 1]
     assert len(finals) == 2 and all(r.ratio is not None for r in finals)
+    (leader,) = [r for r in finals if "ratio 1 by definition" in r.measured_as]
+    (other,) = [r for r in finals if r is not leader]
+    assert leader.ratio == 1.0 and leader.median_ms == other.baseline_ms  # its median in the other's window
+    assert other.measured_as == "rung 1: full rounds (sustained), side by side with the leader of rung 0"
     assert best.ratio == min(r.ratio for r in finals) and table.ratio_baseline == "the leader of the rung before"
 
 

@@ -39,8 +39,10 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     ``baseline`` maps a label to ``f(**size) -> zero-argument callable`` timed on the same terms
     (``{"torch.matmul": lambda M, N, K: ...}``), rated with the kernels' counted FLOPs and bytes at
     that size unless ``flops``/``bytes`` say otherwise. ``mode`` and ``bench_kwargs`` go to
-    :func:`tilelab.bench`; ``workers`` compile threads; ``backend``/``out_idx`` to the compile;
-    ``compile_fn``/``bench_fn``/``check_fn`` replace the compile, bench and check steps.
+    :func:`tilelab.bench`; ``workers`` how many compiles run at once (threads in this process;
+    processes with ``devices=``, where by default each compile task gets one, up to 1.5x the
+    cores); ``backend``/``out_idx`` to the compile; ``compile_fn``/``bench_fn``/``check_fn``
+    replace the compile, bench and check steps.
 
     ``devices="all"`` (or a list of GPU indices) compiles in a pool of processes and benchmarks
     on every listed GPU at once, one configuration per GPU; ``client=`` (a

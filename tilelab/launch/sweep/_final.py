@@ -7,14 +7,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import queue
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..._launch_model import SweepRow
 from . import _show
-from ._plan import Job, describe, short_error, size_text
+from ._plan import Job, describe, reference_median, short_error, size_text
 from ._tasks import Benched, BenchPlan, reference_kernel
 
 FINAL_ROUND_WHY = ("two GPUs of one model can differ by about 1%, as much as close configurations do, so the "
@@ -134,6 +133,8 @@ class FinalRound:
                 row = self.sweep.rows[job.index]
                 self.kept.add(job.index)
                 self.outcomes[job.index] = Benched(job.index, device=row.device or "")
+        self.sweep.runner.expect_compiles(sum(1 for jobs in self.sizes.values() for job in jobs
+                                              if job.index not in self.kept))
         for size, jobs in self.sizes.items():
             # the leader first: where it is the reference, the others wait for its compile
             for position, job in enumerate(jobs):
@@ -271,14 +272,14 @@ class FinalRound:
                                     f"{(first.error if first else None) or 'no result'}); there the best is the "
                                     "sweep's fastest median, whichever device measured it")
             return
-        reference_ms = [float(self.outcomes[j.index].result.baseline_ms) for j in others if timed(j)
-                        and getattr(self.outcomes[j.index].result, "baseline_ms", None) is not None]
+        # the reference's own median: its median in the windows it was timed in, beside the others
+        reference_ms = reference_median(self.outcomes[j.index].result for j in others if timed(j))
         for job in others:
             outcome, row = self.outcomes[job.index], rows[job.index]
             if job.index in self.kept:
                 rows[job.index] = dataclasses.replace(row, final_ms=row.median_ms, final_device=row.device,
                                                       final_ratio=row.ratio, final_ratio_ci=row.ratio_ci)
-            elif timed(job):
+            elif timed(job) and outcome.result is not None:
                 res = outcome.result
                 rows[job.index] = dataclasses.replace(row, final_ms=res.median_ms, final_device=outcome.device or None,
                                                       final_ratio=getattr(res, "ratio", None),
@@ -291,10 +292,8 @@ class FinalRound:
             row = rows[reference.index]
             # where the others were timed beside it (a bench task's own label of the final device)
             device = next((self.outcomes[j.index].device for j in others if timed(j)), None)
-            # the reference's own median is its median in the windows it was timed in
-            rows[reference.index] = dataclasses.replace(
-                row, final_ratio=1.0, final_ratio_ci=None, final_device=device or None,
-                final_ms=statistics.median(reference_ms) if reference_ms else None)
+            rows[reference.index] = dataclasses.replace(row, final_ratio=1.0, final_ratio_ci=None,
+                                                        final_device=device or None, final_ms=reference_ms)
         self.sweep.live.update(lambda: self.sweep.table([rows[i] for i in sorted(rows)]))
 
     def _say(self, device: str, total: int, seconds: float) -> None:

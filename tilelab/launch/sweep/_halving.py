@@ -12,13 +12,17 @@ remain they are measured with the sweep's full rounds (and its baselines), and t
 fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) each of those is
 timed side by side with the fastest of the rung before (``bench(kernel, baseline=leader)``), and
 their ratios to it rank them: measured one after another, their medians would read a clock that
-moves by a few percent between calls. A rung is the ordinary grid sweep of its survivors (this process, the host's
-GPUs or a Dask cluster alike), except that nothing is compiled twice: each configuration is
-compiled in the first rung that measures it, and later rungs (and the leader the last rung is
-timed beside) take the artifact that compile made (:class:`~._orchestrator.CompiledConfigs`).
-Every row says in which rung it was last measured and how (``rung``, ``measured_as``), and a row
-cut early says why (``cut``). ``time_budget_s`` starts no rung after
-that many seconds: the best then comes from the last rung measured, and a note says so.
+moves by a few percent between calls. The leader is one of them (the last rung's configurations
+are the fastest of the rung before) and is not timed beside itself: its ratio is 1 by definition,
+and its median is its median in the others' windows (as the final round of a sweep over several
+devices does with its leader, :class:`~._final.FinalRound`). A rung is the ordinary grid sweep
+of its survivors (this process, the host's GPUs or a Dask cluster alike), except that nothing is
+compiled twice: each configuration is compiled in the first rung that measures it, and later
+rungs (and the leader the last rung is timed beside) take the artifact that compile made
+(:class:`~._orchestrator.CompiledConfigs`). Every row says in which rung it was last measured and
+how (``rung``, ``measured_as``), and a row cut early says why (``cut``). ``time_budget_s`` starts
+no rung after that many seconds: the best then comes from the last rung measured, and a note says
+so.
 
 Where the rungs compile: a sweep over devices (``devices=``/``client=``) compiles in its pool of
 processes (or on the cluster), and so does a halving sweep on this process's GPU with tilelab's own
@@ -30,7 +34,10 @@ process), so no lowering runs in the caller before the first compile; elsewhere 
 replaced compile step, the CPU) it runs in a pool of threads first. Either way a configuration is
 lowered once: the inspection lowers it as the compile would (the compile's ``out_idx`` and pass
 configs), and inside ``_tilelang.shared_lowerings()`` the compile takes that lowering instead of
-running TileLang's pipeline again; later rungs load TileLang's cached kernel.
+running TileLang's pipeline again; later rungs load TileLang's cached kernel. The pool has a
+process per compile task of rung 0, up to 1.5x the cores (:func:`~._runners.compile_pool_size`):
+with one per core, the few tasks beyond the core count would start only once others finished,
+one whole compile later.
 
 Over several devices only the last rung has a final round (brief rungs rank by median and cut by
 ``1/eta``); its ratios rank the best, as in a grid sweep (:func:`mark_best`).
@@ -281,6 +288,47 @@ def _leader_kernel(factory: Callable[..., Any], size: Config, config: Config, op
     return default_compile(factory, size, config, backend=opts.backend, out_idx=opts.out_idx, target=target)()
 
 
+REFERENCE = "the reference of the last rung: ratio 1 by definition"
+
+
+def _as_reference(rows: list[SweepRow], measured: list[SweepRow], size: tuple, leader: Config,
+                  rung: int) -> tuple[list[SweepRow], list[str]]:
+    """``rows`` with the leader's row as the last rung's reference, and the notes to add. The
+    other finalists were timed side by side with it (``measured``); the leader itself is not timed
+    against itself: its ratio to itself is 1 by definition, and its median is its median in their
+    windows (:func:`~._plan.reference_median`; its rates follow from it). Where no window timed it
+    (every other finalist failed) it keeps its median of the rung before, and is the best there."""
+    from ._plan import reference_median
+
+    at = next((i for i, r in enumerate(rows) if r.label is None and r.size == size
+               and _config_key(r.config) == _config_key(leader)), None)
+    if at is None:
+        return rows, []
+    row = rows[at]
+    windows = [r for r in measured if r.ok and r.label is None and r.baseline_ms is not None]
+    median = reference_median(windows)
+    name = ", ".join(f"{k}={v}" for k, v in leader.items())
+    if median is None:
+        rows = list(rows)
+        rows[at] = dataclasses.replace(row, rung=rung, ratio=1.0, ratio_ci=None, baseline_ms=None, cut=None,
+                                       best=False, measured_as=f"rung {rung}: {REFERENCE} (its median from rung "
+                                                               f"{rung - 1}: no other finalist was timed beside it)")
+        return rows, [f"at size {size_text(size)}: no other configuration of rung {rung} was timed beside the leader "
+                      f"of rung {rung - 1} ({name}): it is the best, with its median of rung {rung - 1}"]
+
+    def scaled(rate: float | None) -> float | None:  # a rate is work over the median
+        return rate * row.median_ms / median if rate is not None and row.median_ms else None
+
+    rows = list(rows)
+    rows[at] = dataclasses.replace(
+        row, rung=rung, measured_as=f"rung {rung}: {REFERENCE} (its median in the {len(windows)} other finalists' "
+                                    "windows)",
+        median_ms=median, min_ms=None, spread=None, tflops=scaled(row.tflops), gbps=scaled(row.gbps),
+        ratio=1.0, ratio_ci=None, baseline_ms=None, bench_s=None, sm_mhz=None,
+        throttled=any(r.throttled for r in windows), cut=None, best=False, device=windows[0].device)
+    return rows, []
+
+
 def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
     """Successive halving over ``configs`` at each size (see the module doc). A configuration is
@@ -345,6 +393,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
             base = rung0_opts if rung == 0 else opts
             final_kwargs = opts.bench_kwargs
+            beside: Config | None = None  # the last rung's reference: the leader, not timed against itself
             if final and leader is not None and len(alive) > 1 and _side_by_side_final(opts, pooled):
                 # The finalists are timed one after another, and a power-capped GPU's clock moves by
                 # a few percent between calls: each is timed beside the same kernel (the rung before's
@@ -353,11 +402,13 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                     final_kwargs = {**(opts.bench_kwargs or {}),
                                     "baseline": _leader_kernel(factory, size, leader, opts,
                                                                compiled.get(size_key(size), leader))}
+                    beside = leader
                     leader_label = LEADER
-                    notes.append(f"at size {size_text(size_key(size))}: the last rung timed each configuration side "
-                                 f"by side with the fastest of rung {rung - 1} ("
+                    notes.append(f"at size {size_text(size_key(size))}: the last rung timed each other configuration "
+                                 f"side by side with the fastest of rung {rung - 1} ("
                                  + ", ".join(f"{k}={v}" for k, v in leader.items())
-                                 + "), batches alternating in one window; the lowest ratio to it is the best")
+                                 + "), batches alternating in one window; the lowest ratio to it is the best (the "
+                                 "leader's own ratio is 1 by definition: it is not timed against itself)")
                 except Exception as err:  # ranked by median, as without it
                     notes.append(f"the last rung is ranked by median: the leader of rung {rung - 1} did not compile "
                                  f"again here ({short_error(err)})")
@@ -366,25 +417,35 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
                 bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung),
                 finalists=opts.finalists if final else 0)
+            timed = [c for c in alive if beside is None or _config_key(c) != _config_key(beside)]
             t0 = time.monotonic()
-            table = _grid(factory, alive, size, step, compiled)
+            table = _grid(factory, timed, size, step, compiled)
             seconds = time.monotonic() - t0
             tables.append(table)
             # the row's compile time is its first compile's (later rungs take its artifact)
             first_compile = {(r.size, _config_key(r.config)): r.compile_s for r in rows if r.label is None}
+            how = _measured_as(opts, rung, final).split(": ", 1)[1]
+            if beside is not None:
+                how += f", side by side with the leader of rung {rung - 1}"
             measured = [_pruned_in_task(dataclasses.replace(
-                r, rung=rung, measured_as=_measured_as(opts, rung, final), best=False,
-                compile_s=first_compile.get((r.size, _config_key(r.config))) or r.compile_s)) for r in table.rows]
+                r, rung=rung, measured_as=f"rung {rung}: {how}" if r.label is None else _measured_as(opts, rung, final),
+                best=False, compile_s=first_compile.get((r.size, _config_key(r.config))) or r.compile_s))
+                for r in table.rows]
             gone = [r for r in measured if r.stage == "pruned"]
             pruned_in_tasks += len(gone)
-            how = "full rounds" if final else _measured_as(opts, rung, False).split(": ")[1]
-            counts.append(f"rung {rung}: {len(alive) - len(gone)} ({how}; {seconds:.1f} s"
+            counts.append(f"rung {rung}: {len(timed) - len(gone)} ({'full rounds' if final else how}"
+                          + (f", each beside the leader of rung {rung - 1}, which is not timed again"
+                             if beside is not None else "")
+                          + f"; {seconds:.1f} s"
                           + (f", {len(gone)} pruned in their compile tasks" if gone else "") + ")")
             notes += [n for n in table.notes if n not in notes]
             # a configuration measured again replaces its row of the rung before
             again = {(r.size, _config_key(r.config)) for r in measured if r.label is None}
             rows = [r for r in rows if r.label is not None or (r.size, _config_key(r.config)) not in again]
             if final:
+                if beside is not None:
+                    rows, said = _as_reference(rows, measured, size_key(size), beside, rung)
+                    notes += [n for n in said if n not in notes]
                 rows += measured
                 break
             ok = sorted((r for r in measured if r.ok and r.label is None), key=lambda r: r.median_ms or 0.0)

@@ -184,6 +184,7 @@ class Course:
         futures: dict[int, Any] = {}
         steps: dict[int, Any] = {}  # in this process: submitted once the compile bar knows how many
         known: dict[int, Compiled] = {}  # compiled by an earlier sweep: straight to the row step
+        to_compile = []
         for job in self.jobs:
             hit = None if self.force or not job.key else self.cache.get(job.key)
             if hit is not None:
@@ -193,6 +194,9 @@ class Course:
             if kept is not None:
                 known[job.index] = kept
                 continue
+            to_compile.append(job)
+        self.runner.expect_compiles(len(to_compile))  # a pool of processes is sized for them
+        for job in to_compile:
             try:
                 step = make_step(factory, dict(job.size), dict(job.config))
             except Exception as err:

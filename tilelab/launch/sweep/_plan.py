@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -182,6 +183,16 @@ def size_kwargs(kernel: Any, size: Config) -> dict[str, int]:
         return {}
     symbols = {d for p in params for d in getattr(p, "shape", ()) if isinstance(d, str)}
     return {k: int(v) for k, v in size.items() if k in symbols}
+
+
+def reference_median(measured: Iterable[Any]) -> float | None:
+    """The median of a common reference that is never timed against itself (a final round's
+    leader; the last rung's leader of a halving sweep): each other finalist was timed side by side
+    with it, ``bench(kernel, baseline=reference)``, and ``measured`` are those results (or their
+    rows), whose ``baseline_ms`` is the reference's median in that window. Its own median is the
+    median of those; None where no window timed it. (Its ratio to itself is 1 by definition.)"""
+    values = [float(ms) for ms in (getattr(m, "baseline_ms", None) for m in measured) if ms is not None]
+    return statistics.median(values) if values else None
 
 
 def mark_best(rows: Iterable[SweepRow]) -> list[SweepRow]:

@@ -18,8 +18,11 @@ its machine's TileLang cache, so loading the kernel compiles nothing, then makes
 they finish, each saying where it ran.
 
 * ``devices="all"`` or ``[0, 1]``: compile tasks run in a pool of processes on this host (steps that
-  cannot be pickled run in threads); bench tasks run one per GPU at a time, each GPU taking the next
-  compiled configuration. The GPUs must be one model: timings of different models are not merged.
+  cannot be pickled run in threads): one process per compile task, up to 1.5x the cores and half the
+  memory at about 1 GB a process, or exactly ``workers=`` (:func:`compile_pool_size`); the pool is
+  kept for the next sweep, which takes it where it is big enough. Bench tasks run one per GPU at a
+  time, each GPU taking the next compiled configuration. The GPUs must be one model: timings of
+  different models are not merged.
 * ``client=dask.distributed.Client(...)``: the same tasks on a Dask cluster. Workers that declare
   the resource ``"GPU"`` (``LocalCUDACluster(resources={"GPU": 1})``, ``dask worker --resources
   GPU=1``) take the bench tasks; workers that declare ``"compile"`` take the compile tasks, so CPU-only
@@ -54,6 +57,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import queue
 import re
@@ -104,6 +108,42 @@ def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
 _POOLS: dict[int, tuple[str, int, ProcessPoolExecutor]] = {}
 _POOLS_LOCK = threading.Lock()
 
+# What one compile process holds once it has compiled: torch, TileLang and TVM imported, a
+# lowering in memory (about 1 GB on a CUDA host). The pool takes at most half the host's memory.
+PROCESS_BYTES = 1 << 30
+
+
+def compile_pool_size(tasks: int, cpus: int | None = None, workers: int | None = None,
+                      memory_bytes: int | None = None) -> int:
+    """How many compile processes a sweep's ``tasks`` compile tasks get: ``workers`` where the
+    user said (``sweep(..., workers=)``), else ``min(tasks, ceil(1.5 * cpus))``, and no more than
+    half of ``memory_bytes`` at :data:`PROCESS_BYTES` each.
+
+    More processes than cores, as ``make -j`` with more jobs than cores: a spawned process spends
+    its first seconds importing torch and TileLang (mostly waiting on the disk, little CPU), and
+    part of each compile waits on the disk too (nvcc's files, TileLang's cache), so a process per
+    task up to 1.5x the cores keeps every core busy where one process per core would leave a few
+    tasks to run after the others, one whole compile (seconds of single-threaded nvcc) later. The
+    cost is memory: each process holds about 1 GB (a 16-core host: up to 24 processes, ~24 GB),
+    hence the cap at half the host's memory. ``cpus``/``memory_bytes`` default to this host's."""
+    if workers:
+        return max(1, int(workers))
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    if memory_bytes is None:
+        memory_bytes = _host_memory()
+    size = min(max(1, tasks), math.ceil(1.5 * max(1, cpus)))
+    if memory_bytes:
+        size = min(size, max(1, memory_bytes // 2 // PROCESS_BYTES))
+    return max(1, size)
+
+
+def _host_memory() -> int | None:
+    """This host's physical memory in bytes, where the system says."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
 
 def _started_with() -> str:
     """What a compile process reads once, when it starts: the import path and the environment."""
@@ -133,27 +173,36 @@ def _edited_since(ns: int) -> str | None:
     return None
 
 
-def _compile_pool(workers: int) -> ProcessPoolExecutor:
+def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
     """The host's pool of compile processes, kept for the next sweep: a spawned process takes
     seconds to import torch and TileLang, which every sweep would otherwise pay again before its
     first compile. It is replaced when it broke (a process died), or when what its processes
     started with changed: ``sys.path``, the environment, or a module of the user's own edited on
-    disk since (a kept process would compile the module's old code)."""
+    disk since (a kept process would compile the module's old code).
+
+    ``exact``: a pool of exactly ``workers`` processes (the user's ``workers=``: at most that many
+    compiles at once). Otherwise any kept pool of at least ``workers`` is taken (the smallest such:
+    a sweep with fewer compile tasks than processes runs as fast in it); a new one replaces the
+    smaller kept pools, whose idle processes would hold their memory for nothing."""
     import multiprocessing
 
     token = _started_with()
     with _POOLS_LOCK:
-        kept = _POOLS.get(workers)
-        if kept is not None:
-            started, created, pool = kept
+        for size, (started, created, pool) in list(_POOLS.items()):
             if (started != token or _edited_since(created) or getattr(pool, "_broken", False)
                     or getattr(pool, "_shutdown_thread", False)):
+                del _POOLS[size]
                 _stop_pool(pool, kill=False)
-                kept = None
-        if kept is None:
-            kept = (token, time.time_ns(),
-                    ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")))
-            _POOLS[workers] = kept
+        sizes = [workers] if exact else sorted(size for size in _POOLS if size >= workers)
+        for size in sizes:
+            if size in _POOLS:
+                return _POOLS[size][2]
+        if not exact:
+            for size in [size for size in _POOLS if size < workers]:
+                _stop_pool(_POOLS.pop(size)[2], kill=False)
+        kept = (token, time.time_ns(),
+                ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")))
+        _POOLS[workers] = kept
         return kept[2]
 
 
@@ -253,6 +302,9 @@ class InlineRunner:
     def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
         """Elaborate in the caller's thread; the step compiles to a launchable kernel here."""
         return lambda f, s, c: default_compile(f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=opts.target)
+
+    def expect_compiles(self, tasks: int) -> None:
+        """(Its compiles run in threads of this process: ``workers`` of them, or one per core.)"""
 
     def compile(self, index: int, step: Callable[[], Any]) -> Any:
         with self._lock:
@@ -400,6 +452,8 @@ class LocalRunner:
         self.arch: str | None = None
         self._processes: dict[int, Any] = {}  # the pool's processes this sweep saw: pid -> process
         self.workers = workers or os.cpu_count() or 1
+        self._explicit = workers  # the user's workers=: exactly that many compile processes
+        self._tasks = 1  # compile tasks this sweep will send (expect_compiles), for the pool's size
         self._pool: ProcessPoolExecutor | None = None  # the kept pool this sweep compiles in
         self._futures: list[Any] = []  # this sweep's compile tasks in it
         self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
@@ -422,12 +476,21 @@ class LocalRunner:
     def next_event(self) -> tuple[str, int, Any]:
         return wait_event(self.events)
 
+    def expect_compiles(self, tasks: int) -> None:
+        """How many compile tasks come next (before the first): the pool's size follows
+        (:func:`compile_pool_size`)."""
+        self._tasks = max(self._tasks, tasks)
+
+    def pool_size(self) -> int:
+        """The compile processes this sweep asks for (a kept pool at least that big serves)."""
+        return compile_pool_size(self._tasks, workers=self._explicit)
+
     def compile(self, index: int, step: Callable[[], Any]) -> Any:
         blob = _tasks.dumps(step)
         processes = self._processes
         if blob is not None:
             if self._pool is None:
-                self._pool = _compile_pool(self.workers)
+                self._pool = _compile_pool(self.pool_size(), exact=self._explicit is not None)
             from .. import _worker
 
             # a submit may spawn a process, which imports the caller's script: not while a bench
@@ -583,6 +646,9 @@ class DaskRunner:
 
     def next_event(self) -> tuple[str, int, Any]:
         return wait_event(self.events)
+
+    def expect_compiles(self, tasks: int) -> None:
+        """(The cluster's workers run its compile tasks: nothing to size here.)"""
 
     def probe(self) -> dict[str, tuple[str, str | None]]:
         """(model, arch) of each worker that may take bench tasks."""
