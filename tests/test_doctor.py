@@ -552,7 +552,8 @@ def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures)
 def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again():
     from tilelab import _corpus
 
-    saved = _corpus.CorpusRow("gemm_int4.py", "main", "sm_90a", _corpus.CANNOT_LOWER, "Check failed: (0) is false: int4",
+    saved = _corpus.CorpusRow("gemm_int4.py", "main", "sm_90a", _corpus.CANNOT_LOWER,
+                              "Check failed: (0) is false: int4",
                               cause="int4-tma-copy", pass_name="tl.LowerTileOp", line="31: T.copy(A, a)")
     assert _corpus.rediagnosed(saved) == saved  # the sentence alone would say int4-operand
     assert _doctor.diagnose(saved.reason).cause == "int4-operand"
