@@ -70,6 +70,27 @@ def _slow_files_first(items) -> None:
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_raises_keyboard_interrupt():
+    """The stop button is a KeyboardInterrupt, raised by Python's SIGINT handler (the tests press
+    it with ``_thread.interrupt_main`` or a SIGINT to this process). A process started in the
+    background by a non-interactive shell (``cmd &``, nohup, some CI runners) inherits SIGINT
+    ignored, and Python then installs no handler, so a press would do nothing: the tests put
+    Python's own handler in place for the session (in each test process) and restore after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def nvcc_log() -> Path:
     return NVCC_LOG
