@@ -138,7 +138,7 @@ def test_kernel_payload_unpickles_in_a_fresh_worker():
 def _interrupt_once_started(started):
     """The stop button, pressed once the call runs in the worker (``started`` exists): a SIGINT to
     this process, as Jupyter sends it. Returns a list that gets the moment it was sent."""
-    import signal
+    import _thread
     import threading
 
     sent: list[float] = []
@@ -148,7 +148,7 @@ def _interrupt_once_started(started):
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
+        _thread.interrupt_main()  # SIGINT, raised in the main thread as Python raises it
 
     threading.Thread(target=press, daemon=True).start()
     return sent
