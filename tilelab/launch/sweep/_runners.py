@@ -197,7 +197,8 @@ def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
     # and its forkserver as here: imported here first (a sweep has, to elaborate), the environment
     # compared from one sweep to the next does not change with the first import
     for name in COMPILE_PRELOAD:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):  # cloudpickle is optional
+            importlib.import_module(name)
     token = _started_with()
     with _POOLS_LOCK:
         for size, (started, created, pool) in list(_POOLS.items()):
