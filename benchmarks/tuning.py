@@ -19,11 +19,13 @@ the same configurations at the same size in a process of their own, with an empt
 cache (and the AutoTuner's result cache off; tilelab's own caches empty too), so that both compile
 everything, each with its own defaults: the AutoTuner compiles in a pool of threads (90% of the
 CPUs) and times every configuration with 25 warm-up and 100 timed launches (its ``do_bench``);
-the sweep compiles in a pool of processes (one per compile task, up to 1.5x the CPUs), times
+the sweep compiles in a pool of processes (one per compile task, up to 1.5x the CPUs; forked from
+a forkserver that imported torch and TileLang once, on Linux), times
 every configuration briefly (20 ms of launches after 25 ms of warm-up), the fastest third 3x
-longer, and so on, the last three with full rounds (warmed to a steady clock first): the rung
-before's leader is one of them, the others are each timed beside it and ranked by their ratios to
-it (the leader's own ratio is 1 by definition: it is not timed against itself). Neither checks
+longer, and so on, the last three with full rounds: the rung before's leader is one of them, the
+others are each timed beside it and ranked by their ratios to it (the leader's own ratio is 1 by
+definition: it is not timed against itself; no warm-up to a steady clock first, which cancels in
+a ratio). Neither checks
 results (the AutoTuner with ``skip_check=True``,
 the sweep without ``ref``). The wall time of each search is taken after the imports, from the
 first compile to the answer. Then both answers are timed again
@@ -163,10 +165,12 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
     best = table.best()
     from tilelab.launch.sweep._runners import compile_pool_size
 
-    how = (f"compiles in {compile_pool_size(len(configs))} processes ({os.cpu_count()} CPUs), each configuration "
+    how = (f"compiles in {compile_pool_size(len(configs))} processes ({os.cpu_count()} CPUs; forked from a "
+           "forkserver that imported torch and TileLang once, where the platform has one), each configuration "
            "inspected in its compile task first (pruned when it cannot launch); successive halving, eta=3: "
            "25 ms warm-up + 20 ms of launches each, the fastest third 3x longer, ..., the last <= 3 with full rounds "
-           "(steady clock): the rung before's leader is one of them, each other timed side by side with it and "
+           "(no steady-clock warm-up: it cancels in the ratio): the rung before's leader is one of them, each "
+           "other timed side by side with it and "
            "ranked by that ratio (+-0.2% interval), the leader's own ratio 1 by definition (not timed against "
            "itself); empty TileLang and tilelab caches")
     halving = [n for n in table.notes if n.startswith("successive halving")]

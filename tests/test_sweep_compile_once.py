@@ -317,6 +317,7 @@ class FakePool:
 def test_a_kept_compile_pool_big_enough_serves_the_next_sweep(monkeypatch):
     monkeypatch.setattr(_runners, "_POOLS", {})
     monkeypatch.setattr(_runners, "ProcessPoolExecutor", FakePool)
+    monkeypatch.setattr(_runners, "_pool_context", lambda: None)  # no forkserver for a fake pool
     first = _runners._compile_pool(18, exact=False)
     assert first.max_workers == 18
     assert _runners._compile_pool(6, exact=False) is first  # fewer tasks: the kept pool serves, no spawn
@@ -353,3 +354,106 @@ def test_a_sweep_over_devices_asks_for_as_many_compile_processes_as_it_has_compi
     sweep(factory, {"block": BLOCKS[:3]}, {"N": [1024]}, devices=[0], compile_fn=compile_fn, bench_fn=steps.bench,
           progress=False, force=True, workers=2, finalists=0)
     assert asked[-1] == (2, True)  # workers=2: exactly that
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile pool's processes: forked from a forkserver that imported torch and TileLang once
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_pool_forks_from_its_own_forkserver_on_linux_else_spawns():
+    how, env = _runners.pool_start_method, "e1"
+    linux = ["fork", "spawn", "forkserver"]
+    assert how("linux", linux, None, None, env, False) == "forkserver"  # none running: start ours
+    assert how("linux", linux, 41, (41, "e1", 0), env, False) == "forkserver"  # ours, as it started
+    assert how("linux", linux, 41, (41, "e0", 0), env, False) == "spawn"  # the environment changed since
+    assert how("linux", linux, 41, (41, "e1", 0), env, True) == "spawn"  # tilelab or TileLang edited since
+    assert how("linux", linux, 41, None, env, False) == "spawn"  # someone else's: its imports, its environment
+    assert how("linux", linux, 41, (40, "e1", 0), env, False) == "spawn"  # ours died, another took its place
+    assert how("win32", ["spawn"], None, None, env, False) == "spawn"
+    assert how("darwin", ["spawn", "fork", "forkserver"], None, None, env, False) == "spawn"
+    assert how("linux", ["spawn"], None, None, env, False) == "spawn"
+    # what the forkserver imports: what a compile needs, never the caller's script (multiprocessing's
+    # default); none of it starts CUDA (the forked test below checks that in a compile process)
+    preload = _runners.COMPILE_PRELOAD
+    assert "__main__" not in preload and {"torch", "tilelang", "tilelab.launch.sweep._tasks"} <= set(preload)
+
+
+# A compile step as a notebook cell or a script's top level defines it: in module ``__main__``,
+# which the compile process does not have (cloudpickle sends it by value).
+_MAIN_STEP = """
+def step():
+    import os, sys
+    import torch
+    return {"pid": os.getpid(), "ppid": os.getppid(), "preloaded": "tilelang" in sys.modules,
+            "cuda": torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork(),
+            "env": os.environ.get("TILELAB_TEST_POOL_ENV")}
+"""
+
+
+def _stop_the_forkserver():
+    """Stop this process's forkserver (it ends once the processes forked from it have)."""
+    import multiprocessing.forkserver
+
+    _runners.shutdown_compile_pools()
+    stopper = threading.Thread(target=multiprocessing.forkserver._forkserver._stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout=120)
+    assert not stopper.is_alive(), "a process forked from the forkserver did not end"
+    _runners._FORKSERVER.clear()
+
+
+@pytest.mark.slow
+def test_compile_processes_fork_from_the_forkserver_and_a_changed_environment_spawns_them(monkeypatch):
+    """A compile process is a fork of the forkserver: TileLang already imported there, CUDA never
+    started (torch says so, and would call a fork of a process that had started it a bad fork). A
+    step defined in ``__main__`` (a notebook cell) compiles in it. A changed environment replaces
+    the kept pool, and its processes are spawned: forks of the forkserver would inherit the old
+    environment."""
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the forkserver serves compile pools on Linux only")
+    _runners.shutdown_compile_pools()  # the kept pools of earlier tests: their processes end
+    namespace: dict = {"__name__": "__main__"}
+    exec(_MAIN_STEP, namespace)
+    blob = _tasks.dumps(namespace["step"])
+    monkeypatch.setattr(_runners, "_POOLS", {})
+    try:
+        pool = _runners._compile_pool(1)
+        if type(pool._mp_context).__name__ != "ForkServerContext":
+            _stop_the_forkserver()  # an earlier test's: it started in another environment
+            pool = _runners._compile_pool(1)
+        first = pool.submit(_tasks.compile_pickled, 0, blob).result(timeout=300)
+        assert first.error is None, first.error
+        seen = first.artifact
+        server = _runners._FORKSERVER[-1][0]
+        assert seen["pid"] != os.getpid() and seen["ppid"] == server  # a fork of the forkserver
+        assert seen["preloaded"] and not seen["cuda"]  # TileLang came with the fork; CUDA never started
+        monkeypatch.setenv("TILELAB_TEST_POOL_ENV", "changed")
+        again = _runners._compile_pool(1).submit(_tasks.compile_pickled, 1, blob).result(timeout=300)
+        assert again.error is None, again.error
+        assert again.artifact["env"] == "changed"  # the kept pool was replaced
+        assert again.artifact["ppid"] == os.getpid()  # spawned by this process
+    finally:
+        _runners.shutdown_compile_pools()
+
+
+def test_the_last_rung_side_by_side_skips_the_steady_warm_up_and_keeps_full_rounds():
+    from tilelab.launch import BenchOptions
+    from tilelab.launch._ratio import resolved_for_ratio
+
+    leader = object()
+    kwargs = _halving.side_by_side_bench_kwargs(SweepOptions(), leader)
+    assert kwargs.pop("baseline") is leader
+    opts = resolved_for_ratio(BenchOptions(**kwargs))
+    # steady=False alone would measure one round of 100 ms; the ratio keeps 1 s rounds to +-0.2%
+    assert (opts.steady, opts.rep_ms, opts.ci_target) == (False, 1000.0, 0.002)
+    assert resolved_for_ratio(BenchOptions(steady=False)).rep_ms == 100.0
+    mine = _halving.side_by_side_bench_kwargs(SweepOptions(bench_kwargs={"rep_ms": 300, "ci_target": 0.01}), leader)
+    assert (mine["steady"], mine["rep_ms"], mine["ci_target"]) == (False, 300, 0.01)
+    kept = _halving.side_by_side_bench_kwargs(SweepOptions(bench_kwargs={"steady": True}), leader)
+    assert kept == {"steady": True, "baseline": leader}  # the user's steady= stands
+    # the brief rungs: one short round, no steady warm-up, as before
+    assert _halving.rung_bench_kwargs(SweepOptions(), 1)["steady"] is False

@@ -12,7 +12,8 @@ remain they are measured with the sweep's full rounds (and its baselines), and t
 fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) each of those is
 timed side by side with the fastest of the rung before (``bench(kernel, baseline=leader)``), and
 their ratios to it rank them: measured one after another, their medians would read a clock that
-moves by a few percent between calls. The leader is one of them (the last rung's configurations
+moves by a few percent between calls. The clock cancels in a ratio, so those full rounds skip the
+warm-up to a steady clock (:func:`side_by_side_bench_kwargs`). The leader is one of them (the last rung's configurations
 are the fastest of the rung before) and is not timed beside itself: its ratio is 1 by definition,
 and its median is its median in the others' windows (as the final round of a sweep over several
 devices does with its leader, :class:`~._final.FinalRound`). A rung is the ordinary grid sweep
@@ -257,6 +258,25 @@ def rung_bench_kwargs(opts: SweepOptions, rung: int) -> dict[str, Any]:
             "steady": False}
 
 
+def side_by_side_bench_kwargs(opts: SweepOptions, baseline: Any) -> dict[str, Any]:
+    """The bench keywords of a last rung timed side by side with ``baseline`` (the leader): the
+    sweep's own ``bench_kwargs`` and full rounds, but no warm-up to a steady clock first. Each
+    ratio compares two kernels in one window, batches alternating, so the clock cancels in it:
+    the few seconds of warm-up buy nothing. ``steady=False`` alone would also shorten the rounds
+    (100 ms) and measure one round; they stay what a steady bench measures (``rep_ms`` of 1 s
+    and the ratio's own ``ci_target``) unless the user's ``bench_kwargs`` say otherwise, and a
+    ``steady=`` the user gave is kept."""
+    from .._ratio import RATIO_CI_TARGET
+    from .._stability import STEADY_REP_MS
+
+    user = dict(opts.bench_kwargs or {})
+    if "steady" in user:
+        return {**user, "baseline": baseline}
+    ci_target = user.get("ci_target", "auto")
+    return {**user, "steady": False, "rep_ms": user.get("rep_ms") or STEADY_REP_MS,
+            "ci_target": RATIO_CI_TARGET if ci_target == "auto" else ci_target, "baseline": baseline}
+
+
 def _measured_as(opts: SweepOptions, rung: int, final: bool) -> str:
     if final:
         return f"rung {rung}: full rounds ({opts.mode})"
@@ -399,9 +419,8 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 # a few percent between calls: each is timed beside the same kernel (the rung before's
                 # leader), batches alternating in one window, and their ratios to it rank them.
                 try:
-                    final_kwargs = {**(opts.bench_kwargs or {}),
-                                    "baseline": _leader_kernel(factory, size, leader, opts,
-                                                               compiled.get(size_key(size), leader))}
+                    final_kwargs = side_by_side_bench_kwargs(
+                        opts, _leader_kernel(factory, size, leader, opts, compiled.get(size_key(size), leader)))
                     beside = leader
                     leader_label = LEADER
                     notes.append(f"at size {size_text(size_key(size))}: the last rung timed each other configuration "
@@ -427,6 +446,8 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             how = _measured_as(opts, rung, final).split(": ", 1)[1]
             if beside is not None:
                 how += f", side by side with the leader of rung {rung - 1}"
+                if not (final_kwargs or {}).get("steady", True):
+                    how += " (no warm-up to a steady clock: it cancels in the ratio)"
             measured = [_pruned_in_task(dataclasses.replace(
                 r, rung=rung, measured_as=f"rung {rung}: {how}" if r.label is None else _measured_as(opts, rung, final),
                 best=False, compile_s=first_compile.get((r.size, _config_key(r.config))) or r.compile_s))

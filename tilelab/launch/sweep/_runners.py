@@ -120,8 +120,9 @@ def compile_pool_size(tasks: int, cpus: int | None = None, workers: int | None =
     half of ``memory_bytes`` at :data:`PROCESS_BYTES` each.
 
     More processes than cores, as ``make -j`` with more jobs than cores: a spawned process spends
-    its first seconds importing torch and TileLang (mostly waiting on the disk, little CPU), and
-    part of each compile waits on the disk too (nvcc's files, TileLang's cache), so a process per
+    its first seconds importing torch and TileLang (where the pool cannot fork its processes from
+    a forkserver that imported them once: :func:`_pool_context`), and part of each compile waits
+    on the disk too (nvcc's files, TileLang's cache), so a process per
     task up to 1.5x the cores keeps every core busy where one process per core would leave a few
     tasks to run after the others, one whole compile (seconds of single-threaded nvcc) later. The
     cost is memory: each process holds about 1 GB (a 16-core host: up to 24 processes, ~24 GB),
@@ -152,14 +153,17 @@ def _started_with() -> str:
     return hashlib.sha256(json.dumps([list(sys.path), sorted(os.environ.items())]).encode()).hexdigest()
 
 
-def _edited_since(ns: int) -> str | None:
+def _edited_since(ns: int, packages: Sequence[str] | None = None) -> str | None:
     """A module of the user's own (not installed: outside the interpreter's prefixes and any
-    site-packages folder) whose file changed after ``ns`` (time.time_ns), if any."""
+    site-packages folder) whose file changed after ``ns`` (time.time_ns), if any; with
+    ``packages``, only a module of those packages (``"tilelab"``: it and its submodules)."""
     import sys
 
     prefixes = {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     roots = tuple({os.path.join(p, "") for p in prefixes} | {os.path.join(os.path.realpath(p), "") for p in prefixes})
     for name, module in list(sys.modules.items()):
+        if packages is not None and name.split(".", 1)[0] not in packages:
+            continue
         path = getattr(module, "__file__", None)
         # the cheap tests first: most loaded modules are installed ones (no realpath's stat calls)
         if not path or "site-packages" in path or "dist-packages" in path or path.startswith(roots):
@@ -183,9 +187,18 @@ def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
     ``exact``: a pool of exactly ``workers`` processes (the user's ``workers=``: at most that many
     compiles at once). Otherwise any kept pool of at least ``workers`` is taken (the smallest such:
     a sweep with fewer compile tasks than processes runs as fast in it); a new one replaces the
-    smaller kept pools, whose idle processes would hold their memory for nothing."""
-    import multiprocessing
+    smaller kept pools, whose idle processes would hold their memory for nothing.
 
+    Its processes are forked from a forkserver that imported what a compile needs once
+    (:func:`_pool_context`), else spawned."""
+    import importlib
+
+    # TileLang sets variables at import (TVM_LIBRARY_PATH, PYTHONPATH, ...), in a compile process
+    # and its forkserver as here: imported here first (a sweep has, to elaborate), the environment
+    # compared from one sweep to the next does not change with the first import
+    for name in COMPILE_PRELOAD:
+        with contextlib.suppress(ImportError):  # cloudpickle is optional
+            importlib.import_module(name)
     token = _started_with()
     with _POOLS_LOCK:
         for size, (started, created, pool) in list(_POOLS.items()):
@@ -200,10 +213,89 @@ def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
         if not exact:
             for size in [size for size in _POOLS if size < workers]:
                 _stop_pool(_POOLS.pop(size)[2], kill=False)
-        kept = (token, time.time_ns(),
-                ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")))
+        kept = (token, time.time_ns(), ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()))
         _POOLS[workers] = kept
         return kept[2]
+
+
+# What a compile task imports, imported once in the forkserver (below) instead of in every compile
+# process: torch and TileLang take seconds of CPU each time, as much as a compile. None of these
+# initialises CUDA at import (TileLang and torch load their libraries; CUDA starts at the first
+# CUDA call), and the forkserver makes no CUDA call: a process forked from it may use CUDA. Never
+# add ``"__main__"`` (multiprocessing's default): the caller's script would run in the forkserver.
+COMPILE_PRELOAD = ("torch", "tilelang", "cloudpickle", "tilelab._tilelang", "tilelab.launch.sweep._tasks")
+
+# The forkserver this module started: (its pid, the environment it started with, when).
+_FORKSERVER: list[tuple[int, str, int]] = []
+
+# The modules a forkserver holds: its preload and what they import. A process forked from it has
+# them as they were when it started (the caller's own modules it imports afresh, from disk).
+_FORKSERVER_HOLDS = ("tilelab", "tilelang", "torch", "cloudpickle", "tvm")
+
+
+def _environment() -> str:
+    """What a forked process inherits from its forkserver rather than from the caller: the
+    environment (the import path and working directory it takes from the caller, as spawn)."""
+    return hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
+
+
+def pool_start_method(platform: str, methods: Sequence[str], running_pid: int | None,
+                      ours: tuple[int, str, int] | None, environment: str, edited: bool) -> str:
+    """How the compile pool starts its processes: ``"forkserver"`` (fork them from the forkserver
+    this module started, starting it first where none runs) or ``"spawn"``.
+
+    Spawn where forkserver is not Linux's (Windows has none; on macOS a fork of a process that
+    imported torch is not safe); where a forkserver this module did not start is running
+    (multiprocessing keeps one per Python process: what it imported and the environment it holds
+    are unknown); and where ours is stale: the ``environment`` changed since it started (its forks
+    would inherit the old one), or a module it holds changed on disk (``edited``: a tilelab or
+    TileLang under development). Stopping it would wait for every process forked from it, kept
+    pools and others, to end; so this process spawns from then on, as without a forkserver, and a
+    new Python process (a restarted kernel) forks again. ``ours``: (pid, environment, start ns)."""
+    if not platform.startswith("linux") or "forkserver" not in methods:
+        return "spawn"
+    if running_pid is None:
+        return "forkserver"
+    if ours is None or ours[0] != running_pid or ours[1] != environment or edited:
+        return "spawn"
+    return "forkserver"
+
+
+def _pool_context() -> Any:
+    """The multiprocessing context of a new compile pool (see :func:`pool_start_method`).
+
+    A spawned process imports torch and TileLang (~4 CPU-s) before its first compile; 24 of them
+    starting together compete with the compiles for the cores. The forkserver pays the imports
+    once (:data:`COMPILE_PRELOAD`) and each process is then a copy-on-write fork that compiles at
+    once. The forkserver is multiprocessing's, one per Python process: its preload list (process
+    wide) is set here, just before this module starts it. Like spawn, a forked process prepares
+    itself from the caller (the import path, the working directory, and the caller's script as
+    ``__main__``: submits hold :data:`_worker.MAIN_HIDDEN`); steps travel pickled by cloudpickle
+    either way. This reads one private part of ``multiprocessing.forkserver`` (whether it runs,
+    its pid); without it, spawn."""
+    import multiprocessing
+    import sys
+
+    spawn = multiprocessing.get_context("spawn")
+    try:
+        from multiprocessing import forkserver
+
+        server: Any = forkserver._forkserver  # type: ignore[attr-defined,unused-ignore]
+        running = server._forkserver_pid
+        environment = _environment()
+        ours = _FORKSERVER[-1] if _FORKSERVER else None
+        edited = _edited_since(ours[2], _FORKSERVER_HOLDS) if ours is not None else None
+        if pool_start_method(sys.platform, multiprocessing.get_all_start_methods(), running, ours, environment,
+                             edited is not None) == "spawn":
+            return spawn
+        if running is None:
+            server.set_forkserver_preload(list(COMPILE_PRELOAD))
+            started = time.time_ns()
+            server.ensure_running()
+            _FORKSERVER[:] = [(server._forkserver_pid, environment, started)]
+        return multiprocessing.get_context("forkserver")
+    except Exception:  # a multiprocessing without those parts: spawn, as before
+        return spawn
 
 
 def _stop_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
