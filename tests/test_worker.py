@@ -136,8 +136,9 @@ def test_kernel_payload_unpickles_in_a_fresh_worker():
 
 
 def _interrupt_once_started(started):
-    """The stop button, pressed once the call runs in the worker (``started`` exists): a SIGINT to
-    this process, as Jupyter sends it. Returns a list that gets the moment it was sent."""
+    """The stop button, pressed once the call runs in the worker (``started`` exists): what the
+    SIGINT Jupyter sends does, a KeyboardInterrupt in the main thread. Returns a list that gets the
+    moment it was sent."""
     import _thread
     import threading
 
