@@ -35,9 +35,14 @@ chromium:
 	      || echo "make: could not install chromium; the browser test will skip"; \
 	  else echo "make: chromium is not installed and apt-get is not usable; the browser test will skip"; fi; }
 
-# The lint (below) runs first: a ruff or mypy finding fails `make test`.
+# The lint (below) runs first: a ruff or mypy finding fails `make test`. The tests that press the
+# stop button (marker stop_button: a KeyboardInterrupt through Python's SIGINT handling) run after,
+# in one plain pytest process: a KeyboardInterrupt that reaches a pytest-xdist worker can end the
+# worker's whole session. Exit status 5 there means the selection had none of them.
 test: $(STAMP) chromium lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
+		-m "not stop_button" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p no:xdist -m stop_button $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
 # (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.

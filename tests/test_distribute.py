@@ -175,6 +175,7 @@ def _stuck_step(path):
     return lambda factory, size, config: functools.partial(_stuck, path, config["block"])
 
 
+@pytest.mark.stop_button
 def test_an_interrupt_ends_a_running_compile_and_the_next_sweep_starts_afresh(tmp_path):
     marker = tmp_path / "pid"
     def stop_once_it_hangs():
@@ -313,6 +314,7 @@ def stop_button(monkeypatch):
     return press
 
 
+@pytest.mark.stop_button
 def test_an_interrupted_sweep_keeps_its_rows_and_resumes_from_the_row_cache(compile_in_threads, stop_button):
     def stop_at_64(artifact, size):
         if artifact["block"] == 64 and size["N"] == 1024:
@@ -977,6 +979,7 @@ def test_a_leader_that_does_not_compile_again_leaves_the_sweeps_ranking_and_says
     assert "the disk cache is gone" in note and "sweep's fastest median" in note
 
 
+@pytest.mark.stop_button
 def test_an_interrupt_during_the_final_round_keeps_the_sweep_and_the_finished_sizes(compile_in_threads, stop_button):
     def stop_at_2048(block, n):
         if n == 2048:
@@ -1151,3 +1154,15 @@ def test_an_error_inside_the_final_round_keeps_the_measured_table(monkeypatch, c
     rows = _by(table)
     assert all(r.ok and r.final_ms is None for r in rows.values()) and table.best() is not None
     assert any("the final round failed: RuntimeError: the scheduler went away" in n for n in table.notes)
+
+
+def test_a_compile_the_stop_cancelled_is_not_run_not_a_compile_failure():
+    """A stop cancels the compile tasks still waiting in the pool: their rows are "not run" (measured
+    by the next call), never a cached compile failure reading CancelledError."""
+    from concurrent.futures import Future
+
+    cancelled: Future = Future()
+    assert cancelled.cancel()
+    outcome = _runners._outcome(cancelled, 3)
+    assert outcome.index == 3 and outcome.stage == "not run" and "interrupted" in outcome.error
+    assert outcome.stage not in _rowcache.CACHED_FAILURES

@@ -30,12 +30,11 @@ from typing import Any
 from ..._launch_model import SweepRow, SweepTable
 from . import _show
 from ._final import FinalRound
-from ._plan import Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key
+from ._plan import INTERRUPTED, Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key
 from ._rowcache import CACHED_FAILURES, RowCache, row_key, sweep_identity
 from ._runners import Events, choose_runner
 from ._tasks import BESIDE, Benched, BenchPlan, Compiled
 
-INTERRUPTED = "not run: the sweep was interrupted"
 RESUMES = "; the same call again resumes it (finished rows are cached)"
 GRAPH_NOTE = ("graph mode: the kernels' inputs rotate among copies, but a baseline callable is replayed as captured, "
               "without rotating its inputs or flushing L2, so it may read cached data")

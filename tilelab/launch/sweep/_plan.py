@@ -13,6 +13,8 @@ from typing import Any
 
 from ..._launch_model import BenchResult, SweepRow
 
+INTERRUPTED = "not run: the sweep was interrupted"  # a row the stop left unmeasured (never cached)
+
 Config = dict[str, Any]
 Space = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]] | None
 

@@ -69,7 +69,7 @@ from typing import Any
 
 from ..._errors import NoGpuError, TilelabError
 from . import _tasks
-from ._plan import Job, SweepOptions, describe, short_error
+from ._plan import INTERRUPTED, Job, SweepOptions, describe, short_error
 from ._tasks import (
     Benched,
     BenchPlan,
@@ -493,8 +493,11 @@ def _outcome(fut: Any, index: int, processes: Mapping[int, Any] | None = None) -
     try:
         return fut.result()
     except BaseException as err:
+        from concurrent.futures import CancelledError
         from concurrent.futures.process import BrokenProcessPool
 
+        if isinstance(err, CancelledError):  # a stop cancelled it before it ran: not a compile failure
+            return Compiled(index, error=INTERRUPTED, stage="not run")
         if isinstance(err, BrokenProcessPool):  # a compile process died: killed from outside, or crashed
             reason = (f"not compiled: a compile process of the sweep died ({_deaths(processes or {})}) while this "
                       "configuration was compiling or waiting to; the same call again compiles it")
