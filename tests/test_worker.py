@@ -181,6 +181,33 @@ def test_interrupt_of_a_stuck_call_kills_it_within_a_second(worker, tmp_path):
     assert worker.call(fakes.add, 1, 1) == 2
 
 
+
+def test_a_stop_landing_while_the_call_is_still_being_sent_stops_the_running_call(worker, tmp_path):
+    """On a busy machine the worker can read the call and start it before the notebook's thread
+    returns from writing it: a stop landing then must stop the call (LaunchInterrupted with what
+    it measured), not escape as a bare KeyboardInterrupt and leave the call running."""
+    from tilelab.launch._worker import LaunchInterrupted
+
+    pid = worker.call(fakes.pid)
+    started = tmp_path / "started"
+    real_send = worker._conn.send_bytes
+
+    def send_then_stop(payload):
+        real_send(payload)
+        deadline = time.monotonic() + 300  # only keeps a broken worker from hanging the test
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        raise KeyboardInterrupt  # the stop, before the write returned
+
+    worker._conn.send_bytes = send_then_stop
+    try:
+        with pytest.raises(LaunchInterrupted) as info:
+            worker.call(fakes.measure_until_stopped, 60.0, started=str(started), label="bench")
+    finally:
+        del worker._conn.send_bytes
+    assert info.value.partial and all(s == 1.0 for s in info.value.partial)
+    assert worker.pid == pid and worker.call(fakes.add, 1, 1) == 2  # it answered: kept warm
+
 def test_launch_shape_is_read_from_the_prim_func_with_sizes_substituted():
     import sys
     from pathlib import Path

@@ -400,16 +400,20 @@ class Worker:
                 raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} and its arguments to the tilelab worker: "
                                 f"{err}. Pass tensors, numbers and module-level functions, or launch in this "
                                 "process with isolate=False.") from err
+            # A stop (KeyboardInterrupt) may land while the call is still being written to the pipe,
+            # even after the worker has read it and started (a busy machine schedules this thread back
+            # late): the send is inside the block that answers a stop, so the running call is stopped
+            # or killed either way, never left running behind a bare KeyboardInterrupt.
             try:
-                self._conn.send_bytes(payload)
-            except OSError:
-                # The process died between calls (killed from outside) after start() saw it alive:
-                # nothing was sent, so a fresh worker takes the call.
-                self._discard()
-                self.start()
-                self._conn.send_bytes(payload)
-            began = time.monotonic()
-            try:
+                try:
+                    self._conn.send_bytes(payload)
+                except OSError:
+                    # The process died between calls (killed from outside) after start() saw it alive:
+                    # nothing was sent, so a fresh worker takes the call.
+                    self._discard()
+                    self.start()
+                    self._conn.send_bytes(payload)
+                began = time.monotonic()
                 while not self._conn.poll(0.05):
                     if timeout is not None and time.monotonic() - began > timeout:
                         self._kill_and_raise(WorkerTimeout(label, timeout))
