@@ -273,13 +273,7 @@ class _Builder:
 
     def cell_line_near(self, index: int) -> int | None:
         """The #line directly above statement ``index`` when it names the user's file."""
-        j = index - 1
-        while j >= 0 and self.lines[j].strip().startswith("#pragma"):
-            j -= 1
-        m = _LINE.match(self.lines[j]) if j >= 0 else None
-        if m and self.cell_file and m.group(2) == self.cell_file:
-            return int(m.group(1))
-        return None
+        return cell_line_above(self.lines, index, self.cell_file)
 
     def site(self, kind: str, label: str, node_line: int, role: str, loops: list[int | None],
              cell_line: int | None, loop_line: int | None = None, stage: str | None = None,
@@ -491,6 +485,18 @@ class KernelFrame:
     kernel: str
     threads: int | None
     plain_line: dict[int, int]
+
+
+def cell_line_above(lines: list[str], index: int, cell_file: str | None) -> int | None:
+    """The cell line of the ``#line`` directive directly above line ``index`` (past ``#pragma``
+    lines), when it names the user's file ``cell_file``; else None."""
+    j = index - 1
+    while j >= 0 and lines[j].strip().startswith("#pragma"):
+        j -= 1
+    m = _LINE.match(lines[j]) if j >= 0 else None
+    if m and cell_file and m.group(2) == cell_file:
+        return int(m.group(1))
+    return None
 
 
 def kernel_frame(source: str) -> KernelFrame:

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._timeline_rewrite import (
-    _LINE,
     BARRIER_ARRAY,
     BARRIER_ARRIVE,
     BARRIER_INIT,
@@ -50,6 +49,7 @@ from ._timeline_rewrite import (
     RewriteError,
     _Namer,
     _parse,
+    cell_line_above,
     kernel_frame,
 )
 
@@ -262,13 +262,7 @@ class _Reader:
         self.has_producer = False
 
     def cell_line(self, index: int) -> int | None:
-        j = index - 1
-        while j >= 0 and self.lines[j].strip().startswith("#pragma"):
-            j -= 1
-        m = _LINE.match(self.lines[j]) if j >= 0 else None
-        if m and self.cell_file and m.group(2) == self.cell_file:
-            return int(m.group(1))
-        return None
+        return cell_line_above(self.lines, index, self.cell_file)
 
     def scan_declarations(self, lo: int, hi: int) -> None:
         memory: dict[str, int] = {}
