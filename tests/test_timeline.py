@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import timeline_kernels
+from timeline_kernels import by_kind, line_of, plain_line
 
 import tilelab
 from tilelab import _tilelang
@@ -50,21 +51,6 @@ def lowered(name: str):
                                 backends=()).device_source
         _CACHE[name] = (func, arch, source, ins, plain)
     return _CACHE[name]
-
-
-def line_of(path: str, needle: str) -> int:
-    """The 1-based line of ``path`` that contains ``needle`` (ground truth: the file itself)."""
-    hits = [i + 1 for i, text in enumerate(Path(path).read_text().split("\n")) if needle in text]
-    assert len(hits) == 1, (needle, hits)
-    return hits[0]
-
-
-def plain_line(plain: str, n: int) -> str:
-    return plain.split("\n")[n - 1]
-
-
-def by_kind(ins, kind, role=None):
-    return [s for s in ins.sites if s.kind == kind and (role is None or s.role == role)]
 
 
 # ------------------------------------------------------------------------------------------

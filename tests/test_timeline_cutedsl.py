@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import timeline_kernels
+from timeline_kernels import by_kind, line_of, plain_line
 
 from tilelab import _tilelang
 from tilelab._timeline_rewrite import KERNEL_END, KERNEL_START, RewriteError
@@ -53,20 +54,6 @@ def lowered(name: str) -> SimpleNamespace:
         _CACHE[name] = SimpleNamespace(func=func, prim=prim, arch=arch, ops=ops, source=source, host=host,
                                        threads=threads, ins=ins, plain=plain)
     return _CACHE[name]
-
-
-def line_of(path: str, needle: str) -> int:
-    hits = [i + 1 for i, text in enumerate(Path(path).read_text().split("\n")) if needle in text]
-    assert len(hits) == 1, (needle, hits)
-    return hits[0]
-
-
-def plain_line(plain: str, n: int) -> str:
-    return plain.split("\n")[n - 1]
-
-
-def by_kind(ins, kind, role=None):
-    return [s for s in ins.sites if s.kind == kind and (role is None or s.role == role)]
 
 
 def test_the_record_buffer_is_the_kernels_last_argument_and_the_launcher_passes_it_as_int64():

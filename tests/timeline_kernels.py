@@ -76,3 +76,25 @@ def spin(ns=20000, threads=128):
             tx = T.get_thread_binding()
             A[tx] = T.Cast(T.float32, T.call_extern("uint64", "tl_test_spin_ns", T.uint64(ns))) + T.Cast(T.float32, bx)
     return spin_kernel
+
+
+# ------------------------------------------------------------------------------------------
+# Helpers of the rewrite tests (CUDA and CuTe DSL)
+# ------------------------------------------------------------------------------------------
+
+
+def line_of(path, needle):
+    """The 1-based line of ``path`` that contains ``needle`` (ground truth: the file itself)."""
+    from pathlib import Path
+
+    hits = [i + 1 for i, text in enumerate(Path(path).read_text().split("\n")) if needle in text]
+    assert len(hits) == 1, (needle, hits)
+    return hits[0]
+
+
+def plain_line(plain, n):
+    return plain.split("\n")[n - 1]
+
+
+def by_kind(ins, kind, role=None):
+    return [s for s in ins.sites if s.kind == kind and (role is None or s.role == role)]
