@@ -1,6 +1,6 @@
 """How soon a sweep's compile pool delivers its first compiled configuration: spawned processes
-(each imports torch and TileLang before it compiles) against processes forked from a forkserver
-that imported them once.
+(each imports torch and TileLang before it compiles) against forks of the caller, which has them
+imported already (tilelab's choice on Linux).
 
 Each run is a fresh Python process with an empty TileLang cache. It elaborates a small kernel at
 one configuration per compile task (target ``c``: TileLang's lowering and the host C compiler, no
@@ -81,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks = args.tasks or max(1, int(1.5 * (os.cpu_count() or 1) + 0.5))
     print(f"{tasks} compile tasks, {os.cpu_count()} CPUs, {args.runs} runs each (alternating)")
-    results: dict[str, list[dict]] = {"spawn": [], "forkserver": []}
+    results: dict[str, list[dict]] = {"spawn": [], "fork": []}
     for _ in range(args.runs):
         for method in results:
             results[method].append(one_run(method, tasks))

@@ -19,8 +19,8 @@ the same configurations at the same size in a process of their own, with an empt
 cache (and the AutoTuner's result cache off; tilelab's own caches empty too), so that both compile
 everything, each with its own defaults: the AutoTuner compiles in a pool of threads (90% of the
 CPUs) and times every configuration with 25 warm-up and 100 timed launches (its ``do_bench``);
-the sweep compiles in a pool of processes (one per compile task, up to 1.5x the CPUs; forked from
-a forkserver that imported torch and TileLang once, on Linux), times
+the sweep compiles in a pool of processes (one per compile task, up to 1.5x the CPUs; on Linux
+forks of the sweep's process, which has torch and TileLang imported), times
 every configuration briefly (20 ms of launches after 25 ms of warm-up), the fastest third 3x
 longer, and so on, the last three with full rounds: the rung before's leader is one of them, the
 others are each timed beside it and ranked by their ratios to it (the leader's own ratio is 1 by
@@ -165,8 +165,8 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
     best = table.best()
     from tilelab.launch.sweep._runners import compile_pool_size
 
-    how = (f"compiles in {compile_pool_size(len(configs))} processes ({os.cpu_count()} CPUs; forked from a "
-           "forkserver that imported torch and TileLang once, where the platform has one), each configuration "
+    how = (f"compiles in {compile_pool_size(len(configs))} processes ({os.cpu_count()} CPUs; on Linux "
+           "forks of the sweep's process, which has torch and TileLang imported), each configuration "
            "inspected in its compile task first (pruned when it cannot launch); successive halving, eta=3: "
            "25 ms warm-up + 20 ms of launches each, the fastest third 3x longer, ..., the last <= 3 with full rounds "
            "(no steady-clock warm-up: it cancels in the ratio): the rung before's leader is one of them, each "

@@ -5,6 +5,7 @@ tested is the sweep's course (which step ran how often, with which artifact, in 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -245,38 +246,53 @@ def test_a_sweep_over_devices_submits_each_compile_as_soon_as_it_is_elaborated(m
     assert log == [event for i, block in enumerate(BLOCKS) for event in (("elaborated", block), ("submitted", i))]
 
 
-def test_no_compile_process_spawns_while_a_starting_worker_hides_the_callers_script():
+def _script_step():
+    """A compile step as a caller's script defines it (re-homed to ``__main__`` below)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    return {"block": 7, "main": getattr(main, "__file__", None), "spec": getattr(getattr(main, "__spec__", None),
+                                                                               "name", None)}
+
+
+def test_a_compile_process_started_while_a_worker_hides_the_callers_script_still_runs_its_steps():
     """A bench thread starting its launch worker hides ``__main__`` for a moment (the worker must
-    not run the caller's script); a compile process spawned in that moment would not import it
-    either, and could not unpickle a step that refers to it. Both hold one lock."""
+    not run the caller's script); a compile process the pool starts in that moment does not import
+    the script either, and needs nothing from it: its step comes pickled by cloudpickle, which
+    carries a function of the script by value. So compile submits take no lock against a worker's
+    start (one would hold the worker back while the first submit waits for the forkserver)."""
     import concurrent.futures
-    import functools
+    import multiprocessing
+    import pickle
+    import types
 
     from tilelab.launch import _worker
-    from tilelab.launch.sweep._tasks import Compiled
 
-    seen = []
+    step = types.FunctionType(_script_step.__code__, {"__name__": "__main__", "__builtins__": __builtins__},
+                              "step_of_the_script")
+    step.__module__ = "__main__"
+    step.__qualname__ = "step_of_the_script"
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(step)  # by reference: only a process that imported the script could load it
+    blob = _tasks.dumps(step)
+    started = []
 
-    class Pool:
-        def submit(self, fn, index, blob):
-            seen.append(("submit", _worker.MAIN_HIDDEN.locked()))
-            done = concurrent.futures.Future()
-            done.set_result(Compiled(index, {"block": 1}, 0.0))
-            return done
-
-    runner = _runners.LocalRunner([0], _runners.Events(), workers=1, use_cuda=False)
-    runner._pool = Pool()
-    runner.compile(0, functools.partial(max, 1, 2))
-    runner.close()
-
-    class Process:
+    class Starting:  # a worker's start: the pool's process is spawned while __main__ is hidden
         def start(self):
             import __main__
 
-            seen.append(("start", _worker.MAIN_HIDDEN.locked(), __main__.__dict__.get("__spec__", "kept")))
+            started.append(__main__.__dict__.get("__spec__", "kept"))
+            started.append(pool.submit(_tasks.compile_pickled, 3, blob))
 
-    _worker._start_without_main(Process())
-    assert seen == [("submit", True), ("start", True, None)]
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        _worker._start_without_main(Starting())
+        out = started[1].result(timeout=600)
+    assert started[0] is None  # hidden while the process started
+    assert out.error is None and out.artifact["block"] == 7
+    import __main__
+
+    caller = getattr(__main__, "__file__", None)  # None where the test runner's main has no file
+    assert caller is None or out.artifact["main"] != caller  # the caller's script was not imported there
     assert not _worker.MAIN_HIDDEN.locked()
 
 
@@ -300,7 +316,7 @@ def test_a_compile_pool_is_sized_by_the_compile_tasks_the_cores_and_the_memory()
 class FakePool:
     """A process pool that runs each task at once, here, and remembers its size and its shutdown."""
 
-    def __init__(self, max_workers, mp_context=None):
+    def __init__(self, max_workers, mp_context=None, initializer=None):
         self.max_workers, self.stopped = max_workers, False
 
     def submit(self, fn, *args):
@@ -356,86 +372,202 @@ def test_a_sweep_over_devices_asks_for_as_many_compile_processes_as_it_has_compi
     assert asked[-1] == (2, True)  # workers=2: exactly that
 
 
+class WaitingPool:
+    """A process pool whose first submit waits, as a forkserver still importing torch and TileLang
+    makes ``ProcessPoolExecutor.submit`` wait for the first process; later tasks run at once."""
+
+    def __init__(self, release: threading.Event, finish_first: bool = False):
+        self.release, self.waiting, self.sent = release, threading.Event(), []
+        self.finish_first = finish_first  # else the first task is left pending (a stop must cancel it)
+
+    def submit(self, fn, *args):
+        import concurrent.futures
+
+        fut = concurrent.futures.Future()
+        self.sent.append(fut)
+        if len(self.sent) == 1:
+            self.waiting.set()
+            assert self.release.wait(120), "the first submit was never released"
+            if not self.finish_first:
+                return fut
+        fut.set_result(fn(*args))
+        return fut
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+
+def test_configurations_elaborate_and_compile_here_while_the_compile_pool_starts(monkeypatch):
+    """The first submit waits for the pool's first process (the forkserver's imports: seconds):
+    meanwhile the caller elaborates every other configuration, and threads of this process compile
+    what waits; the pool takes the rest once its process is there, and nothing compiles twice."""
+    import functools
+
+    release = threading.Event()
+    pool = WaitingPool(release, finish_first=True)
+    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    _COMPILED_IN.clear()
+    _COMPILED_IN.update(release=release, pool=pool)
+    elaborated = []
+
+    def compile_fn(f, size, config):  # a step the pool can take (pickled), as tilelab's own
+        elaborated.append(config["block"])
+        return functools.partial(compile_noting_the_thread, config["block"])
+
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0], compile_fn=compile_fn,
+                  bench_fn=Steps().bench, progress=False, force=True, finalists=0)
+    # the pool's first task waited for the release, which only the early compiles give: all but
+    # that one were compiled in threads of this process (the fake pool's assert says so if never)
+    assert release.is_set() and len(elaborated) == len(BLOCKS)
+    where = {block: thread for block, thread in _COMPILED_IN.items() if isinstance(block, int)}
+    assert sorted(where) == sorted(BLOCKS)  # each compiled once
+    threads = sorted(where.values())
+    assert threads.count("tilelab-compile-send") == 1  # the pool's one (the fake runs it in the sender)
+    assert all(t.startswith("tilelab-compile-early") for t in threads if t != "tilelab-compile-send")
+    assert {dict(r.config)["block"] for r in table.rows if r.ok} == set(BLOCKS) - {512}
+    assert table.best_config() == {"block": 128}
+
+
+_COMPILED_IN: dict = {}  # block -> the name of the thread that compiled it
+
+
+def compile_noting_the_thread(block):
+    """A compile step (picklable) that notes where it ran; an early one first waits until the pool
+    was handed its first task (so both kinds happen, whichever thread is quicker), and the last
+    early one lets the pool go."""
+    if threading.current_thread().name.startswith("tilelab-compile-early"):
+        assert _COMPILED_IN["pool"].waiting.wait(120)
+    _COMPILED_IN[block] = threading.current_thread().name
+    if sum(1 for k in _COMPILED_IN if isinstance(k, int)) == len(BLOCKS) - 1:
+        _COMPILED_IN["release"].set()
+    return compile_block(block)
+
+
+def test_a_warm_compile_pool_takes_every_task(monkeypatch):
+    """A kept pool whose processes run already answers at once: nothing compiles here."""
+    import functools
+
+    pool = FakePool(4)
+    pool._processes = {1: object()}  # started by an earlier sweep
+    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    sent = []
+    submit = pool.submit
+    monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(args[0]) or submit(fn, *args))
+    table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0],
+                  compile_fn=lambda f, size, config: functools.partial(compile_block, config["block"]),
+                  bench_fn=Steps().bench, progress=False, force=True, finalists=0)
+    assert sorted(sent) == list(range(len(BLOCKS))) and table.best_config() == {"block": 128}
+
+
+_HOLD = threading.Event()  # the compile steps of the stop test below wait for it
+
+
+def held_compile(block):
+    assert _HOLD.wait(300)
+    return compile_block(block)
+
+
+@pytest.mark.stop_button
+def test_a_stop_while_the_compile_pool_starts_cancels_every_task_sent_or_not(monkeypatch):
+    """A stop while the first submit waits for the pool (and early compiles run here): the tasks
+    not started are cancelled, the one handed to the pool is cancelled once the pool is there,
+    nothing else is sent, every row is "not run" (measured by the next call)."""
+    import _thread
+    import functools
+
+    release = threading.Event()
+    pool = WaitingPool(release)
+    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    _HOLD.clear()
+    elaborated = []
+
+    def compile_fn(f, size, config):
+        elaborated.append(config["block"])
+        return functools.partial(held_compile, config["block"])
+
+    def stop_while_the_first_submit_waits():
+        assert pool.waiting.wait(300)
+        while len(elaborated) < len(BLOCKS):
+            time.sleep(0.01)
+        _thread.interrupt_main()  # the stop button
+
+    threading.Thread(target=stop_while_the_first_submit_waits, daemon=True).start()
+    try:
+        table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, devices=[0], compile_fn=compile_fn,
+                      bench_fn=Steps().bench, progress=False, force=True, finalists=0)
+    finally:
+        _HOLD.set()  # the early compiles running here finish (a thread cannot be stopped)
+    assert [r.stage for r in table.rows] == ["not run"] * len(BLOCKS), [(r.stage, r.error) for r in table.rows]
+    release.set()  # the pool's first process is ready now: the task it was handed is cancelled
+    deadline = time.monotonic() + 300
+    while not pool.sent[0].cancelled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.sent[0].cancelled() and len(pool.sent) == 1  # and nothing else was sent
+
+
 # ---------------------------------------------------------------------------------------------
-# The compile pool's processes: forked from a forkserver that imported torch and TileLang once
+# The compile pool's processes: forks of the caller on Linux (torch and TileLang imported already)
 # ---------------------------------------------------------------------------------------------
 
 
-def test_the_pool_forks_from_its_own_forkserver_on_linux_else_spawns():
-    how, env = _runners.pool_start_method, "e1"
-    linux = ["fork", "spawn", "forkserver"]
-    assert how("linux", linux, None, None, env, False) == "forkserver"  # none running: start ours
-    assert how("linux", linux, 41, (41, "e1", 0), env, False) == "forkserver"  # ours, as it started
-    assert how("linux", linux, 41, (41, "e0", 0), env, False) == "spawn"  # the environment changed since
-    assert how("linux", linux, 41, (41, "e1", 0), env, True) == "spawn"  # tilelab or TileLang edited since
-    assert how("linux", linux, 41, None, env, False) == "spawn"  # someone else's: its imports, its environment
-    assert how("linux", linux, 41, (40, "e1", 0), env, False) == "spawn"  # ours died, another took its place
-    assert how("win32", ["spawn"], None, None, env, False) == "spawn"
-    assert how("darwin", ["spawn", "fork", "forkserver"], None, None, env, False) == "spawn"
-    assert how("linux", ["spawn"], None, None, env, False) == "spawn"
-    # what the forkserver imports: what a compile needs, never the caller's script (multiprocessing's
-    # default); none of it starts CUDA (the forked test below checks that in a compile process)
-    preload = _runners.COMPILE_PRELOAD
-    assert "__main__" not in preload and {"torch", "tilelang", "tilelab.launch.sweep._tasks"} <= set(preload)
+def test_the_pool_forks_the_caller_on_linux_else_spawns():
+    how = _runners.pool_start_method
+    assert how("linux", ["fork", "spawn", "forkserver"]) == "fork"
+    assert how("linux", ["spawn"]) == "spawn"
+    assert how("win32", ["spawn"]) == "spawn"
+    assert how("darwin", ["spawn", "fork", "forkserver"]) == "spawn"  # a fork of torch is not safe there
+    # what the caller imports before the pool starts: what a compile needs, never the caller's script
+    imports = _runners.COMPILE_IMPORTS
+    assert "__main__" not in imports and {"torch", "tilelang", "tilelab.launch.sweep._tasks"} <= set(imports)
 
 
 # A compile step as a notebook cell or a script's top level defines it: in module ``__main__``,
-# which the compile process does not have (cloudpickle sends it by value).
+# which the compile process does not import (cloudpickle sends it by value).
 _MAIN_STEP = """
 def step():
     import os, sys
     import torch
-    return {"pid": os.getpid(), "ppid": os.getppid(), "preloaded": "tilelang" in sys.modules,
-            "cuda": torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork(),
-            "env": os.environ.get("TILELAB_TEST_POOL_ENV")}
+    runners = sys.modules.get("tilelab.launch.sweep._runners")
+    return {"pid": os.getpid(), "ppid": os.getppid(), "mark": getattr(runners, "_TEST_MARK", None),
+            "cuda": torch.cuda.is_initialized(), "env": os.environ.get("TILELAB_TEST_POOL_ENV"),
+            "nice": os.nice(0)}
 """
 
 
-def _stop_the_forkserver():
-    """Stop this process's forkserver (it ends once the processes forked from it have)."""
-    import multiprocessing.forkserver
-
-    _runners.shutdown_compile_pools()
-    stopper = threading.Thread(target=multiprocessing.forkserver._forkserver._stop, daemon=True)
-    stopper.start()
-    stopper.join(timeout=120)
-    assert not stopper.is_alive(), "a process forked from the forkserver did not end"
-    _runners._FORKSERVER.clear()
-
-
 @pytest.mark.slow
-def test_compile_processes_fork_from_the_forkserver_and_a_changed_environment_spawns_them(monkeypatch):
-    """A compile process is a fork of the forkserver: TileLang already imported there, CUDA never
-    started (torch says so, and would call a fork of a process that had started it a bad fork). A
-    step defined in ``__main__`` (a notebook cell) compiles in it. A changed environment replaces
-    the kept pool, and its processes are spawned: forks of the forkserver would inherit the old
-    environment."""
+def test_compile_processes_are_forks_of_the_caller_made_at_once_and_a_changed_environment_replaces_them(
+        monkeypatch):
+    """On Linux a new pool's processes are forks of the caller, made when the pool is (before any
+    task): they hold what the caller held in memory then (a value no import could give them) and
+    never start CUDA. A step defined in ``__main__`` (a notebook cell) compiles in one, at a lower
+    priority than the caller. A changed environment replaces the kept pool with new forks."""
     import os
     import sys
 
     if not sys.platform.startswith("linux"):
-        pytest.skip("the forkserver serves compile pools on Linux only")
+        pytest.skip("compile processes are forks of the caller on Linux only")
     _runners.shutdown_compile_pools()  # the kept pools of earlier tests: their processes end
     namespace: dict = {"__name__": "__main__"}
     exec(_MAIN_STEP, namespace)
     blob = _tasks.dumps(namespace["step"])
     monkeypatch.setattr(_runners, "_POOLS", {})
+    monkeypatch.setattr(_runners, "_TEST_MARK", f"set in memory by {os.getpid()}", raising=False)
     try:
         pool = _runners._compile_pool(1)
-        if type(pool._mp_context).__name__ != "ForkServerContext":
-            _stop_the_forkserver()  # an earlier test's: it started in another environment
-            pool = _runners._compile_pool(1)
+        assert len(pool._processes) == 1  # forked already, before any task came
         first = pool.submit(_tasks.compile_pickled, 0, blob).result(timeout=300)
         assert first.error is None, first.error
         seen = first.artifact
-        server = _runners._FORKSERVER[-1][0]
-        assert seen["pid"] != os.getpid() and seen["ppid"] == server  # a fork of the forkserver
-        assert seen["preloaded"] and not seen["cuda"]  # TileLang came with the fork; CUDA never started
+        assert seen["pid"] != os.getpid() and seen["ppid"] == os.getpid()  # a child of this process
+        assert seen["mark"] == f"set in memory by {os.getpid()}"  # this process's memory: a fork
+        assert not seen["cuda"]  # a compile never starts CUDA
+        # compiles yield the cores to the launches and the notebook (as `nice make -j`)
+        assert seen["nice"] == min(19, os.nice(0) + _runners.COMPILE_NICENESS)
         monkeypatch.setenv("TILELAB_TEST_POOL_ENV", "changed")
         again = _runners._compile_pool(1).submit(_tasks.compile_pickled, 1, blob).result(timeout=300)
         assert again.error is None, again.error
-        assert again.artifact["env"] == "changed"  # the kept pool was replaced
-        assert again.artifact["ppid"] == os.getpid()  # spawned by this process
+        assert again.artifact["env"] == "changed" and again.artifact["pid"] != seen["pid"]  # a new pool
+        assert again.artifact["ppid"] == os.getpid()
     finally:
         _runners.shutdown_compile_pools()
 

@@ -236,10 +236,10 @@ def _context() -> Any:
         return mp.get_context("spawn")
 
 
-# Held while ``__main__`` is hidden (below). A process started by spawn meanwhile, in another
-# thread, would not import the caller's script either: code that spawns processes while a worker
-# may be starting in another thread (a sweep's compile pool, while its bench threads start their
-# workers) holds it around each spawn.
+# Held while ``__main__`` is hidden (below), so that two workers starting at once in two threads
+# (a sweep's bench threads, one per GPU) restore it as it was. A process that another thread starts
+# meanwhile (a sweep's compile process) does not import the caller's script either; those
+# processes need nothing from it (their tasks come pickled by cloudpickle) and take no lock.
 MAIN_HIDDEN = threading.Lock()
 
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -64,7 +65,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from ..._errors import NoGpuError, TilelabError
@@ -121,7 +122,7 @@ def compile_pool_size(tasks: int, cpus: int | None = None, workers: int | None =
 
     More processes than cores, as ``make -j`` with more jobs than cores: a spawned process spends
     its first seconds importing torch and TileLang (where the pool cannot fork its processes from
-    a forkserver that imported them once: :func:`_pool_context`), and part of each compile waits
+    the caller, which has them: :func:`_pool_context`), and part of each compile waits
     on the disk too (nvcc's files, TileLang's cache), so a process per
     task up to 1.5x the cores keeps every core busy where one process per core would leave a few
     tasks to run after the others, one whole compile (seconds of single-threaded nvcc) later. The
@@ -189,14 +190,14 @@ def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
     a sweep with fewer compile tasks than processes runs as fast in it); a new one replaces the
     smaller kept pools, whose idle processes would hold their memory for nothing.
 
-    Its processes are forked from a forkserver that imported what a compile needs once
-    (:func:`_pool_context`), else spawned."""
+    On Linux its processes are forks of this process, made before this returns (they have torch
+    and TileLang imported: :func:`pool_start_method`), elsewhere spawned."""
     import importlib
 
     # TileLang sets variables at import (TVM_LIBRARY_PATH, PYTHONPATH, ...), in a compile process
-    # and its forkserver as here: imported here first (a sweep has, to elaborate), the environment
-    # compared from one sweep to the next does not change with the first import
-    for name in COMPILE_PRELOAD:
+    # as here: imported here first (a sweep has, to elaborate), the environment compared from one
+    # sweep to the next does not change with the first import, and a forked process has them all
+    for name in COMPILE_IMPORTS:
         with contextlib.suppress(ImportError):  # cloudpickle is optional
             importlib.import_module(name)
     token = _started_with()
@@ -213,89 +214,75 @@ def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
         if not exact:
             for size in [size for size in _POOLS if size < workers]:
                 _stop_pool(_POOLS.pop(size)[2], kill=False)
-        kept = (token, time.time_ns(), ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()))
+        kept = (token, time.time_ns(), ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
+                                                           initializer=yield_to_launches))
+        _start_processes(kept[2])
         _POOLS[workers] = kept
         return kept[2]
 
 
-# What a compile task imports, imported once in the forkserver (below) instead of in every compile
-# process: torch and TileLang take seconds of CPU each time, as much as a compile. None of these
-# initialises CUDA at import (TileLang and torch load their libraries; CUDA starts at the first
-# CUDA call), and the forkserver makes no CUDA call: a process forked from it may use CUDA. Never
-# add ``"__main__"`` (multiprocessing's default): the caller's script would run in the forkserver.
-COMPILE_PRELOAD = ("torch", "tilelang", "cloudpickle", "tilelab._tilelang", "tilelab.launch.sweep._tasks")
+# How much lower than the caller a compile process (and its nvcc) runs: compiles are throughput
+# work, and a sweep times configurations and starts its launch worker while they run. With the
+# cores full of compiles, each core shares its time by weight; at +10 (Linux: weight 110 against
+# 1024) the launch worker's start, the bench threads and the notebook take what they need first,
+# and compiles take the rest, as ``nice make -j``.
+COMPILE_NICENESS = 10
 
-# The forkserver this module started: (its pid, the environment it started with, when).
-_FORKSERVER: list[tuple[int, str, int]] = []
-
-# The modules a forkserver holds: its preload and what they import. A process forked from it has
-# them as they were when it started (the caller's own modules it imports afresh, from disk).
-_FORKSERVER_HOLDS = ("tilelab", "tilelang", "torch", "cloudpickle", "tvm")
+# Threads of the caller's process that compile while a new compile pool's spawned processes import
+# torch and TileLang (seconds): the caller has them imported already.
+EARLY_COMPILE_THREADS = 4
 
 
-def _environment() -> str:
-    """What a forked process inherits from its forkserver rather than from the caller: the
-    environment (the import path and working directory it takes from the caller, as spawn)."""
-    return hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
+def yield_to_launches() -> None:
+    """A compile process's first step: run :data:`COMPILE_NICENESS` lower than its parent (where
+    the system has priorities; a process may always lower its own)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(COMPILE_NICENESS)
 
 
-def pool_start_method(platform: str, methods: Sequence[str], running_pid: int | None,
-                      ours: tuple[int, str, int] | None, environment: str, edited: bool) -> str:
-    """How the compile pool starts its processes: ``"forkserver"`` (fork them from the forkserver
-    this module started, starting it first where none runs) or ``"spawn"``.
+# What a compile task imports: imported in the caller before its compile processes start, so a
+# forked process has them (and a spawned one imports them itself).
+COMPILE_IMPORTS = ("torch", "tilelang", "cloudpickle", "tilelab._tilelang", "tilelab.launch.sweep._tasks")
 
-    Spawn where forkserver is not Linux's (Windows has none; on macOS a fork of a process that
-    imported torch is not safe); where a forkserver this module did not start is running
-    (multiprocessing keeps one per Python process: what it imported and the environment it holds
-    are unknown); and where ours is stale: the ``environment`` changed since it started (its forks
-    would inherit the old one), or a module it holds changed on disk (``edited``: a tilelab or
-    TileLang under development). Stopping it would wait for every process forked from it, kept
-    pools and others, to end; so this process spawns from then on, as without a forkserver, and a
-    new Python process (a restarted kernel) forks again. ``ours``: (pid, environment, start ns)."""
-    if not platform.startswith("linux") or "forkserver" not in methods:
-        return "spawn"
-    if running_pid is None:
-        return "forkserver"
-    if ours is None or ours[0] != running_pid or ours[1] != environment or edited:
-        return "spawn"
-    return "forkserver"
+
+def pool_start_method(platform: str, methods: Sequence[str]) -> str:
+    """How the compile pool starts its processes: ``"fork"`` on Linux, else ``"spawn"``.
+
+    A spawned process imports torch and TileLang before its first compile: seconds of CPU each
+    (5 s on a 16-core GPU host), which every one of a new pool's processes pays before the first
+    configuration compiles. A fork of the caller has them already and compiles at once. A compile
+    process never touches CUDA (TileLang lowers, nvcc compiles, the disk cache is written), so a
+    fork of a caller whose CUDA context is up is safe, as PyTorch's DataLoader workers are; it is
+    forked from the caller's thread before the sweep starts its own threads (:func:`_compile_pool`).
+    macOS: a fork of a process that imported torch is not safe there; Windows has no fork."""
+    if platform.startswith("linux") and "fork" in methods:
+        return "fork"
+    return "spawn"
 
 
 def _pool_context() -> Any:
-    """The multiprocessing context of a new compile pool (see :func:`pool_start_method`).
-
-    A spawned process imports torch and TileLang (~4 CPU-s) before its first compile; 24 of them
-    starting together compete with the compiles for the cores. The forkserver pays the imports
-    once (:data:`COMPILE_PRELOAD`) and each process is then a copy-on-write fork that compiles at
-    once. The forkserver is multiprocessing's, one per Python process: its preload list (process
-    wide) is set here, just before this module starts it. Like spawn, a forked process prepares
-    itself from the caller (the import path, the working directory, and the caller's script as
-    ``__main__``: submits hold :data:`_worker.MAIN_HIDDEN`); steps travel pickled by cloudpickle
-    either way. This reads one private part of ``multiprocessing.forkserver`` (whether it runs,
-    its pid); without it, spawn."""
+    """The multiprocessing context of a new compile pool (see :func:`pool_start_method`)."""
     import multiprocessing
     import sys
 
-    spawn = multiprocessing.get_context("spawn")
-    try:
-        from multiprocessing import forkserver
+    return multiprocessing.get_context(pool_start_method(sys.platform, multiprocessing.get_all_start_methods()))
 
-        server: Any = forkserver._forkserver  # type: ignore[attr-defined,unused-ignore]
-        running = server._forkserver_pid
-        environment = _environment()
-        ours = _FORKSERVER[-1] if _FORKSERVER else None
-        edited = _edited_since(ours[2], _FORKSERVER_HOLDS) if ours is not None else None
-        if pool_start_method(sys.platform, multiprocessing.get_all_start_methods(), running, ours, environment,
-                             edited is not None) == "spawn":
-            return spawn
-        if running is None:
-            server.set_forkserver_preload(list(COMPILE_PRELOAD))
-            started = time.time_ns()
-            server.ensure_running()
-            _FORKSERVER[:] = [(server._forkserver_pid, environment, started)]
-        return multiprocessing.get_context("forkserver")
-    except Exception:  # a multiprocessing without those parts: spawn, as before
-        return spawn
+
+def _start_processes(pool: ProcessPoolExecutor) -> None:
+    """Start a forking pool's processes now, in this thread. ``ProcessPoolExecutor`` forks all its
+    processes at its first submit, from the submitting thread: this makes that now, before a
+    sweep's threads (sender, bench threads warming their launch workers) run, so no lock another
+    thread of the sweep holds is copied locked into a compile process. Python warns of a fork of a
+    process with threads (a notebook kernel always has some; CUDA starts its own): a compile
+    process uses none of them, nor CUDA, nor a lock they take."""
+    import warnings
+
+    if type(getattr(pool, "_mp_context", None)).__name__ != "ForkContext":
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks.*",
+                                category=DeprecationWarning)
+        pool.submit(os.getpid).result()
 
 
 def _stop_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
@@ -529,6 +516,19 @@ def _deaths(processes: Mapping[int, Any]) -> str:
     return "; ".join(said) or "its exit status unknown"
 
 
+def _settle(proxy: Future, sent: Any) -> None:
+    """The pool's future ``sent`` is done: its outcome becomes the task's (``proxy``), a cancel a
+    CancelledError (read as "not run", as a task cancelled before it was sent)."""
+    from concurrent.futures import CancelledError
+
+    if sent.cancelled():
+        proxy.set_exception(CancelledError())
+    elif sent.exception() is not None:
+        proxy.set_exception(sent.exception())
+    else:
+        proxy.set_result(sent.result())
+
+
 class LocalRunner:
     """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
     one bench thread per GPU, each taking the next compiled configuration (after starting that
@@ -550,7 +550,12 @@ class LocalRunner:
         self._explicit = workers  # the user's workers=: exactly that many compile processes
         self._tasks = 1  # compile tasks this sweep will send (expect_compiles), for the pool's size
         self._pool: ProcessPoolExecutor | None = None  # the kept pool this sweep compiles in
-        self._futures: list[Any] = []  # this sweep's compile tasks in it
+        self._futures: list[Future] = []  # this sweep's compile tasks for it, sent or not yet
+        self._sends: queue.Queue = queue.Queue()  # (index, pickled step, step, its future) for the sender
+        self._sent: dict[int, Any] = {}  # id of a task's future -> the pool's future, once sent
+        self._sender: threading.Thread | None = None
+        self._stopping = threading.Event()  # a stop: what the sender sends from now on is cancelled
+        self._pool_started = threading.Event()  # the pool took its first task: no more early compiles
         self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tilelab-compile")
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -560,6 +565,16 @@ class LocalRunner:
         self._closed = False
         self._bench_threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
                                                 name=f"tilelab-bench-cuda:{d}") for d in self.devices]
+        self._started = False  # the bench threads: started once the compile pool's processes are
+
+    def _start_bench_threads(self) -> None:
+        """Start the bench threads (each warms its GPU's launch worker first), once: after a new
+        compile pool forked its processes (:meth:`expect_compiles`), so that none is copied into
+        a compile process midway through starting CUDA or its worker."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         for t in self._bench_threads:
             t.start()
 
@@ -573,34 +588,113 @@ class LocalRunner:
 
     def expect_compiles(self, tasks: int) -> None:
         """How many compile tasks come next (before the first): the pool's size follows
-        (:func:`compile_pool_size`)."""
+        (:func:`compile_pool_size`). The pool is taken (or made: on Linux its processes are forks of
+        this process, made now, in the caller's thread) before the bench threads start."""
         self._tasks = max(self._tasks, tasks)
+        try:
+            if tasks:
+                self._take_pool()
+        finally:
+            self._start_bench_threads()
+
+    def _take_pool(self) -> ProcessPoolExecutor:
+        """This sweep's compile pool, taken (or made) once. A new pool whose processes are not there
+        yet (spawned: they import torch and TileLang first) gets the early compiles' threads."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = _compile_pool(self.pool_size(), exact=self._explicit is not None)
+                started = getattr(self._pool, "_processes", None)
+                self._processes.update(started or {})
+                if not started and self._explicit is None:  # not with the user's workers= to keep to
+                    self._start_early_compiles()
+            return self._pool
 
     def pool_size(self) -> int:
         """The compile processes this sweep asks for (a kept pool at least that big serves)."""
         return compile_pool_size(self._tasks, workers=self._explicit)
 
     def compile(self, index: int, step: Callable[[], Any]) -> Any:
+        """Send ``step`` to the pool (or a thread, where it cannot be pickled); returns at once.
+
+        Where a new pool's processes are spawned (not Linux), its first starts only once it has
+        imported torch and TileLang (seconds), and ``ProcessPoolExecutor.submit`` waits for it: a
+        thread of this runner (:meth:`_send`) submits, so the caller elaborates the other
+        configurations meanwhile. Until that first submit returns, a few threads of this process, which has
+        TileLang imported already, compile what waits (:meth:`_compile_early`; not with the user's
+        ``workers=``, which bounds the compiles at once); the pool takes the rest, all at once.
+        The future returned stands for the task wherever it runs: a stop cancels it, sent or
+        not."""
         blob = _tasks.dumps(step)
         processes = self._processes
-        if blob is not None:
-            if self._pool is None:
-                self._pool = _compile_pool(self.pool_size(), exact=self._explicit is not None)
-            from .. import _worker
-
-            # a submit may spawn a process, which imports the caller's script: not while a bench
-            # thread starting its launch worker hides that script for a moment
-            with _worker.MAIN_HIDDEN:
-                fut = self._pool.submit(_tasks.compile_pickled, index, blob)
-            self._futures.append(fut)
-            # the pool starts its processes as tasks arrive: note them, to say which one died, and how
-            processes.update(getattr(self._pool, "_processes", None) or {})
-        else:
+        if blob is None:
             fut = self._threads.submit(compile_task, index, step)
-        fut.add_done_callback(lambda f: self.events.put(("compiled", index, _outcome(f, index, processes))))
+        else:
+            fut = Future()
+            self._futures.append(fut)
+            with self._lock:
+                if self._sender is None:
+                    self._sender = threading.Thread(target=self._send, daemon=True, name="tilelab-compile-send")
+                    self._sender.start()
+            self._sends.put((index, blob, step, fut))
+        fut.add_done_callback(lambda f: self.events.put(("compiled", index, _outcome(f, index, dict(processes)))))
         return fut
 
+    def _send(self) -> None:
+        """The sender thread: each compile task to the kept pool, in the order they came."""
+        try:
+            while True:
+                item = self._sends.get()
+                if item is None:
+                    return
+                index, blob, _, proxy = item
+                if not proxy.set_running_or_notify_cancel():
+                    continue  # a stop cancelled it before it was sent
+                try:
+                    pool = self._take_pool()
+                    # No lock against a bench thread starting its launch worker, which hides the caller's
+                    # script for a moment: a compile process started then does not import that script,
+                    # and needs nothing from it (the step came pickled by cloudpickle, which carries what
+                    # the script defines by value). Holding one here would hold the worker's start
+                    # back for as long as this submit waits for a spawned process's imports.
+                    sent = pool.submit(_tasks.compile_pickled, index, blob)
+                except BaseException as err:
+                    proxy.set_exception(err)
+                    continue
+                finally:
+                    self._pool_started.set()  # the early compiles take nothing more
+                self._sent[id(proxy)] = sent
+                if self._stopping.is_set() and not sent.cancel():
+                    _retire_pool(pool)  # a stop came while it was being sent, and it already runs
+                # the pool starts its processes as tasks arrive: note them, to say which one died, and how
+                self._processes.update(getattr(self._pool, "_processes", None) or {})
+                sent.add_done_callback(functools.partial(_settle, proxy))
+        finally:
+            self._pool_started.set()
+
+    def _start_early_compiles(self) -> None:
+        """Threads that compile here while the new pool's spawned processes import torch and
+        TileLang: :data:`EARLY_COMPILE_THREADS` (at most a quarter of the cores: part of TileLang's
+        lowering holds the GIL, which elaborating and the bench threads need too)."""
+        for k in range(max(1, min(EARLY_COMPILE_THREADS, (os.cpu_count() or 1) // 4))):
+            threading.Thread(target=self._compile_early, daemon=True, name=f"tilelab-compile-early-{k}").start()
+
+    def _compile_early(self) -> None:
+        """Take compile tasks from the sender's queue and compile them in this process, until the
+        pool has its first process; the pool takes every later one."""
+        while not self._pool_started.is_set():
+            try:
+                item = self._sends.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if item is None:  # the sweep is over: the sender takes the end too
+                self._sends.put(None)
+                return
+            index, _, step, proxy = item
+            if proxy.set_running_or_notify_cancel():
+                proxy.set_result(compile_task(index, step))
+
     def bench(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
+        self._start_bench_threads()
         with self._lock:
             if self._alive == 0:
                 self.events.put(("benched", job.index, Benched(job.index, error=self._lost, stage="not run")))
@@ -685,15 +779,25 @@ class LocalRunner:
             self._queue.put(None)
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
         # The process pool is kept for the next sweep. An interrupted sweep cancels its compile
-        # tasks that have not started; one that is running (or already handed to a process)
-        # cannot be cancelled, so that pool's processes are ended and the next sweep starts anew.
-        for fut in self._futures:
+        # tasks that have not started (sent to the pool or not); one that is running (or already
+        # handed to a process) cannot be cancelled, so that pool's processes are ended and the next
+        # sweep starts anew.
+        if cancel:
+            self._stopping.set()
+            for fut in self._futures:
+                fut.cancel()  # not sent yet: the sender skips it
+        self._sends.put(None)
+        self._pool_started.set()  # early compiles take nothing more
+        if self._sender is not None and not cancel:
+            self._sender.join()  # everything asked for is sent
+        sent = list(self._sent.values())
+        for fut in sent:
             if cancel:
                 fut.cancel()
             elif not fut.cancelled():
                 with contextlib.suppress(Exception):
                     fut.exception()  # wait, as a finished sweep's pool shutdown did
-        if cancel and self._pool is not None and not all(f.done() for f in self._futures):
+        if cancel and self._pool is not None and not all(f.done() for f in sent):
             _retire_pool(self._pool)
 
 
