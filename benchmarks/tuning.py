@@ -22,10 +22,10 @@ CPUs) and times every configuration with 25 warm-up and 100 timed launches (its 
 the sweep compiles in a pool of processes (one per compile task, up to 1.5x the CPUs; on Linux
 forks of the sweep's process, which has torch and TileLang imported), times
 every configuration briefly (20 ms of launches after 25 ms of warm-up), the fastest third 3x
-longer, and so on, the last three with full rounds: the rung before's leader is one of them, the
-others are each timed beside it and ranked by their ratios to it (the leader's own ratio is 1 by
-definition: it is not timed against itself; no warm-up to a steady clock first, which cancels in
-a ratio). Neither checks
+longer, and so on, the last three with full rounds; from the second rung on, the rung before's
+leader is one of them, the others are each timed beside it and ranked (and cut) by their ratios to
+it (the leader's own ratio is 1 by definition: it is not timed against itself; no warm-up to a
+steady clock first, which cancels in a ratio). Neither checks
 results (the AutoTuner with ``skip_check=True``,
 the sweep without ``ref``). The wall time of each search is taken after the imports, from the
 first compile to the answer. Then both answers are timed again
@@ -169,10 +169,9 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
            "forks of the sweep's process, which has torch and TileLang imported), each configuration "
            "inspected in its compile task first (pruned when it cannot launch); successive halving, eta=3: "
            "25 ms warm-up + 20 ms of launches each, the fastest third 3x longer, ..., the last <= 3 with full rounds "
-           "(no steady-clock warm-up: it cancels in the ratio): the rung before's leader is one of them, each "
-           "other timed side by side with it and "
-           "ranked by that ratio (+-0.2% interval), the leader's own ratio 1 by definition (not timed against "
-           "itself); empty TileLang and tilelab caches")
+           "(+-0.2% interval); from rung 1 on the rung before's leader is one of them, each other timed side by "
+           "side with it and ranked (and cut) by that ratio, no steady-clock warm-up (it cancels in the ratio), "
+           "the leader's own ratio 1 by definition (not timed against itself); empty TileLang and tilelab caches")
     halving = [n for n in table.notes if n.startswith("successive halving")]
     return {"tool": "tilelab.sweep (halving)", "space": space, "size": size, "configs": len(configs), "wall_s": wall,
             "how": how, "rungs": halving[0] if halving else None,

@@ -9,17 +9,20 @@ Successive halving (:func:`halving_sweep`, ``strategy="halving"``): at rung 0 ev
 is measured briefly (``brief_ms`` of launches, one round, no steady warm-up); the fastest
 ``1/eta`` of each rung go on to the next, measured ``eta`` times longer; once ``eta`` or fewer
 remain they are measured with the sweep's full rounds (and its baselines), and the best is the
-fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) each of those is
-timed side by side with the fastest of the rung before (``bench(kernel, baseline=leader)``), and
-their ratios to it rank them: measured one after another, their medians would read a clock that
-moves by a few percent between calls. The clock cancels in a ratio, so those full rounds skip the
-warm-up to a steady clock (:func:`side_by_side_bench_kwargs`). The leader is one of them (the last rung's configurations
-are the fastest of the rung before) and is not timed beside itself: its ratio is 1 by definition,
-and its median is its median in the others' windows (as the final round of a sweep over several
-devices does with its leader, :class:`~._final.FinalRound`). A rung is the ordinary grid sweep
+fastest of those. On a GPU with tilelab's own steps (and ``rank_by="median"``) every rung after
+the first times each of its configurations side by side with the fastest of the rung before
+(``bench(kernel, baseline=leader)``), and their ratios to it rank them and make the cut: measured
+one after another, their medians would read a clock that moves by several percent between calls
+(a power-capped GPU boosts after an idle moment, and rung 0's rows come as their compiles finish,
+with idle moments between), so a configuration timed at a lucky moment would push out one faster
+than it. The clock cancels in a ratio, so those rounds skip the warm-up to a steady clock
+(:func:`side_by_side_bench_kwargs` for the last rung's full rounds). The leader is one of each
+rung's configurations (the fastest of the rung before go on) and is not timed beside itself: its
+ratio is 1 by definition, and its median is its median in the others' windows (as the final round
+of a sweep over several devices does with its leader, :class:`~._final.FinalRound`). A rung is the ordinary grid sweep
 of its survivors (this process, the host's GPUs or a Dask cluster alike), except that nothing is
 compiled twice: each configuration is compiled in the first rung that measures it, and later
-rungs (and the leader the last rung is timed beside) take the artifact that compile made
+rungs (and the leader each later rung is timed beside) take the artifact that compile made
 (:class:`~._orchestrator.CompiledConfigs`). Every row says in which rung it was last measured and
 how (``rung``, ``measured_as``), and a row cut early says why (``cut``). ``time_budget_s`` starts
 no rung after that many seconds: the best then comes from the last rung measured, and a note says
@@ -286,10 +289,11 @@ def _measured_as(opts: SweepOptions, rung: int, final: bool) -> str:
 LEADER = "the leader of the rung before"
 
 
-def _side_by_side_final(opts: SweepOptions, pooled: bool) -> bool:
-    """Whether the last rung times each finalist side by side with the rung before's leader: on a
-    GPU, with tilelab's own compile and bench steps, ranked by median (a ratio to a baseline the
-    user chose ranks it otherwise), in sustained mode (where a side-by-side ratio is defined)."""
+def _side_by_side(opts: SweepOptions, pooled: bool) -> bool:
+    """Whether rungs after the first time each configuration side by side with the rung before's
+    leader: on a GPU, with tilelab's own compile and bench steps, ranked by median (a ratio to a
+    baseline the user chose ranks the last rung otherwise), in sustained mode (where a side-by-side
+    ratio is defined)."""
     return (pooled and opts.client is None and opts.bench_fn is None and opts.compile_fn is None
             and opts.rank_by == "median" and opts.bench_options().get("mode") == "sustained"
             and not (isinstance(opts.target, str) and opts.target == "c"))
@@ -347,6 +351,15 @@ def _as_reference(rows: list[SweepRow], measured: list[SweepRow], size: tuple, l
         ratio=1.0, ratio_ci=None, baseline_ms=None, bench_s=None, sm_mhz=None,
         throttled=any(r.throttled for r in windows), cut=None, best=False, device=windows[0].device)
     return rows, []
+
+
+def _cut(row: SweepRow, fastest: SweepRow, rung: int, by_ratio: bool) -> str:
+    """Why ``row`` goes no further than ``rung``: how far behind the fastest of that rung it was."""
+    if by_ratio:
+        return (f"cut after rung {rung}: ratio {row.ratio:.3f} to the leader of rung {rung - 1}, timed beside it "
+                f"(the fastest of that rung: {fastest.ratio:.3f})")
+    return (f"cut after rung {rung}: {(row.median_ms or 0) / (fastest.median_ms or 1):.3f}x the fastest of that rung "
+            f"({row.median_ms or 0:.4f} vs {fastest.median_ms or 0:.4f} ms)")
 
 
 def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
@@ -409,33 +422,36 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                              f"briefly ({_measured_as(opts, rung - 1, False)})")
                 stopped = True
                 break
-            # brief rungs rank by median, without baselines; the last rung keeps the sweep's own
+            # rung 0 ranks by median, without baselines; the last rung keeps the sweep's own
             # baselines and ranking (rank_by="ratio": each row timed beside the first baseline)
             base = rung0_opts if rung == 0 else opts
-            final_kwargs = opts.bench_kwargs
-            beside: Config | None = None  # the last rung's reference: the leader, not timed against itself
-            if final and leader is not None and len(alive) > 1 and _side_by_side_final(opts, pooled):
-                # The finalists are timed one after another, and a power-capped GPU's clock moves by
-                # a few percent between calls: each is timed beside the same kernel (the rung before's
-                # leader), batches alternating in one window, and their ratios to it rank them.
+            rung_kwargs = opts.bench_kwargs if final else rung_bench_kwargs(opts, rung)
+            beside: Config | None = None  # the rung's reference: the leader, not timed against itself
+            if leader is not None and len(alive) > 1 and _side_by_side(opts, pooled):
+                # Rung 0's configurations were timed one after another, while others compiled, and a
+                # power-capped GPU's clock moves by several percent between calls (boosting after an
+                # idle moment): from rung 1 on each is timed beside the same kernel (the rung
+                # before's leader), batches alternating in one window, and their ratios to it rank
+                # them, the brief rungs' cut included.
                 try:
-                    final_kwargs = side_by_side_bench_kwargs(
-                        opts, _leader_kernel(factory, size, leader, opts, compiled.get(size_key(size), leader)))
+                    kernel = _leader_kernel(factory, size, leader, opts, compiled.get(size_key(size), leader))
+                    rung_kwargs = (side_by_side_bench_kwargs(opts, kernel) if final
+                                   else {**(rung_kwargs or {}), "baseline": kernel})
                     beside = leader
                     leader_label = LEADER
-                    notes.append(f"at size {size_text(size_key(size))}: the last rung timed each other configuration "
-                                 f"side by side with the fastest of rung {rung - 1} ("
-                                 + ", ".join(f"{k}={v}" for k, v in leader.items())
-                                 + "), batches alternating in one window; the lowest ratio to it is the best (the "
-                                 "leader's own ratio is 1 by definition: it is not timed against itself)")
+                    text = (f"at size {size_text(size_key(size))}: rungs 1 and on timed each other configuration "
+                            "side by side with the fastest of the rung before, batches alternating in one window, and "
+                            "ranked (and cut) by the ratio to it (the leader's own ratio is 1 by definition: it is "
+                            "not timed against itself)")
+                    if text not in notes:
+                        notes.append(text)
                 except Exception as err:  # ranked by median, as without it
-                    notes.append(f"the last rung is ranked by median: the leader of rung {rung - 1} did not compile "
+                    notes.append(f"rung {rung} is ranked by median: the leader of rung {rung - 1} did not compile "
                                  f"again here ({short_error(err)})")
             # a brief rung ranks by median and cuts by 1/eta: no final round on one device for it
             step = dataclasses.replace(
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
-                bench_kwargs=final_kwargs if final else rung_bench_kwargs(opts, rung),
-                finalists=opts.finalists if final else 0)
+                bench_kwargs=rung_kwargs, finalists=opts.finalists if final else 0)
             timed = [c for c in alive if beside is None or _config_key(c) != _config_key(beside)]
             t0 = time.monotonic()
             table = _grid(factory, timed, size, step, compiled)
@@ -446,7 +462,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             how = _measured_as(opts, rung, final).split(": ", 1)[1]
             if beside is not None:
                 how += f", side by side with the leader of rung {rung - 1}"
-                if not (final_kwargs or {}).get("steady", True):
+                if final and not (rung_kwargs or {}).get("steady", True):
                     how += " (no warm-up to a steady clock: it cancels in the ratio)"
             measured = [_pruned_in_task(dataclasses.replace(
                 r, rung=rung, measured_as=f"rung {rung}: {how}" if r.label is None else _measured_as(opts, rung, final),
@@ -464,21 +480,30 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             again = {(r.size, _config_key(r.config)) for r in measured if r.label is None}
             rows = [r for r in rows if r.label is not None or (r.size, _config_key(r.config)) not in again]
             if final:
-                if beside is not None:
+                if beside is not None:  # the leader's row: ratio 1, its median in the others' windows
                     rows, said = _as_reference(rows, measured, size_key(size), beside, rung)
                     notes += [n for n in said if n not in notes]
                 rows += measured
                 break
-            ok = sorted((r for r in measured if r.ok and r.label is None), key=lambda r: r.median_ms or 0.0)
+            reference: list[SweepRow] = []
+            if beside is not None:  # the leader's row: ratio 1, its median in the others' windows
+                rows, said = _as_reference(rows, measured, size_key(size), beside, rung)
+                notes += [n for n in said if n not in notes]
+                reference = [r for r in rows if r.label is None and r.size == size_key(size)
+                             and _config_key(r.config) == _config_key(beside)]
+            ok = [r for r in measured + reference if r.ok and r.label is None]
+            # by the ratio to the leader where every one has it (a custom bench step may not say)
+            by_ratio = beside is not None and all(r.ratio is not None for r in ok)
+            ok.sort(key=lambda r: (r.ratio if by_ratio else r.median_ms) or 0.0)
             keep = ok[:max(1, math.ceil(len(ok) / opts.eta))]
-            fastest = ok[0].median_ms if ok else None
             survivors = {_config_key(r.config) for r in keep}
-            for r in measured:
-                if (r.ok and r.label is None and _config_key(r.config) not in survivors and fastest
-                        and r.median_ms is not None):
-                    r = dataclasses.replace(r, cut=f"cut after rung {rung}: {r.median_ms / fastest:.3f}x the fastest "
-                                                   f"of that rung ({r.median_ms:.4f} vs {fastest:.4f} ms)")
-                rows.append(r)
+            for r in measured + reference:
+                if r.ok and r.label is None and _config_key(r.config) not in survivors and ok:
+                    r = dataclasses.replace(r, cut=_cut(r, ok[0], rung, by_ratio))
+                if r in reference:
+                    rows[rows.index(reference[0])] = r
+                else:
+                    rows.append(r)
             alive = [c for c in alive if _config_key(c) in survivors]
             leader = dict(ok[0].config) if ok else None
             compiled.retain(size_key(size), alive)  # (the leader is one of them)
