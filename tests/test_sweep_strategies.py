@@ -415,3 +415,5 @@ def test_rungs_after_the_first_rank_by_the_ratio_to_the_leader_so_a_clock_that_m
     assert rows[128].ratio == pytest.approx(1 / 0.95) and rows[64].ratio == 1.0
     cut = [r for r in table.rows if r.cut and r.cut.startswith("cut after rung 1")]
     assert len(cut) == 6 and all("to the leader of rung 0, timed beside it" in r.cut for r in cut)
+    assert any("rung 1: 8 (60 ms of launches, one round, each beside the leader of rung 0, which is not timed "
+               "again;" in n for n in table.notes)

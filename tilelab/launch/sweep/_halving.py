@@ -470,7 +470,8 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 for r in table.rows]
             gone = [r for r in measured if r.stage == "pruned"]
             pruned_in_tasks += len(gone)
-            counts.append(f"rung {rung}: {len(timed) - len(gone)} ({'full rounds' if final else how}"
+            brief = _measured_as(opts, rung, final).split(": ", 1)[1]
+            counts.append(f"rung {rung}: {len(timed) - len(gone)} ({'full rounds' if final else brief}"
                           + (f", each beside the leader of rung {rung - 1}, which is not timed again"
                              if beside is not None else "")
                           + f"; {seconds:.1f} s"
