@@ -28,13 +28,13 @@ block, ``warpgroup_arrive`` .. ``warpgroup_wait``, ``cp.async`` issue and wait, 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._records import Record
+from ._timeline_walk import SKIP, PhaseWalk, repeats
 
 END = 0  # closes the open phase
 KERNEL_START = 1
@@ -251,7 +251,7 @@ class _Namer:
 # ------------------------------------------------------------------------------------------
 
 
-class _Builder:
+class _Builder(PhaseWalk[Node]):
     def __init__(self, lines: list[str], plain_line: dict[int, int], ops: Sequence[dict[str, Any]],
                  cell_file: str | None) -> None:
         self.lines = lines
@@ -275,15 +275,13 @@ class _Builder:
         """The #line directly above statement ``index`` when it names the user's file."""
         return cell_line_above(self.lines, index, self.cell_file)
 
-    def site(self, kind: str, label: str, node_line: int, role: str, loops: list[int | None],
+    def site(self, kind: str, label: str, node: Node, role: str, loops: list[int | None],
              cell_line: int | None, loop_line: int | None = None, stage: str | None = None,
              barriers: tuple[str, ...] = ()) -> int:
-        mult: int | None = 1
-        for trip in loops:
-            mult = None if (mult is None or trip is None) else mult * trip
         sid = FIRST_SITE + len(self.sites)
-        self.sites.append(Site(sid, kind, label, role, self.plain_line.get(node_line), cell_line,
-                               self.cell_file if cell_line else None, bool(loops), loop_line, stage, barriers, mult))
+        self.sites.append(Site(sid, kind, label, role, self.plain_line.get(node.head), cell_line,
+                               self.cell_file if cell_line else None, bool(loops), loop_line, stage, barriers,
+                               repeats(loops)))
         return sid
 
     def mark_before(self, node: Node, sid: int) -> None:
@@ -349,78 +347,43 @@ class _Builder:
             return "copy_issue", label, (first or {}).get("line") or self.cell_line_near(node.head), {}
         return None
 
-    # -- the walk
-    def walk(self, nodes: list[Node], role: str, loops: list[int | None], loop_line: int | None,
-             top: bool = False) -> bool:
-        """Marks for the phases among ``nodes``; True when any was placed. ``top``: the kernel's
-        body or one side of its warp split (where an epilogue follows the last phase)."""
-        placed = False
-        last_phase: Node | None = None
-        pending_end: Node | None = None  # a phase whose END waits: the next sibling may be a phase itself
-        for index, node in enumerate(nodes):
-            found = self.classify(node, role, loops, loop_line)
-            if found is not None and found[0] == "copy_issue" and pending_end is not None \
-                    and self.sites[-1].kind == "copy_issue" and self.sites[-1].role == role:
-                # consecutive cp.async issue loops (and their commits) are one phase
-                prev = self.sites[-1]
-                more = found[1].split(": ", 1)[-1]
-                if more not in prev.label:
-                    self.sites[-1] = dataclasses.replace(prev, label=f"{prev.label}, {more}")
-                pending_end = node
-                continue
-            if found is None and pending_end is not None and self.sites[-1].kind == "copy_issue" \
-                    and self.lines[node.head].strip() == "tl::cp_async_commit();":
-                pending_end = node
-                continue
-            if found is not None:
-                kind, label, cell_line, extra = found
-                if kind == "mma" and extra.get("open"):
-                    # name the WGMMA after the T.gemm whose instructions follow the arrive
-                    rest = "\n".join(_text(self.lines, n) for n in nodes[index:])
-                    op = self.namer.gemm_in(rest)
-                    label = f"WGMMA issue: {_op_label(op)}{_line_of(op)}" if op else "WGMMA issue"
-                    cell_line = (op or {}).get("line")
-                sid = self.site(kind, label, node.head, role, loops, cell_line,
-                                loop_line=loop_line, stage=extra.get("stage"), barriers=extra.get("barriers", ()))
-                self.mark_before(node, sid)  # this mark also closes the previous phase
-                pending_end = None if extra.get("open") else node
-                placed = True
-                last_phase = node
-                continue
-            if pending_end is not None and self.lines[node.head].strip() not in ("", "}"):
-                self.end_after(pending_end)
-                pending_end = None
-            if node.is_block and _primary(_text(self.lines, node)):
-                inner_loops, inner_line = loops, loop_line
-                m = _FOR.match(self.lines[node.head])
-                if m or _FOR_ANY.match(self.lines[node.head]):
-                    trip = int(m.group(3)) - int(m.group(2)) if m else None
-                    inner_loops = loops + [max(trip, 0) if trip is not None else None]
-                    inner_line = self.namer.pipelined_line(_text(self.lines, node)) or loop_line
-                branch = _IF.match(self.lines[node.head])
-                if branch and not _warp_uniform(branch.group(1)):
-                    continue  # a thread-dependent branch: no marks inside
-                if branch and _WARP_BRANCH.match(branch.group(1)):
-                    then_role, else_role = self._branch_roles(node)
-                    placed |= self.walk(node.children, then_role, inner_loops, inner_line, top=top)
-                    placed |= self.walk(node.orelse, else_role, inner_loops, inner_line, top=top)
-                else:
-                    placed |= self.walk(node.children, role, inner_loops, inner_line)
-                    placed |= self.walk(node.orelse, role, inner_loops, inner_line)
-                last_phase = node
-        if pending_end is not None:
-            self.end_after(pending_end)
-        # the epilogue: what follows the last phase of the kernel's top level (or a branch of it)
-        if placed and last_phase is not None and top:
-            after = nodes[nodes.index(last_phase) + 1:]
-            if after:
-                first_after = after[0]
-                line = next((self.cell_line_near(n.head) for n in after if self.cell_line_near(n.head)), None)
-                op = next((o for o in self.namer.ops if o.get("line") == line), None) if line else None
-                label = "epilogue" + (f": {_op_label(op)} L{line}" if op else (f" L{line}" if line else ""))
-                sid = self.site("epilogue", label, first_after.head, role, loops, line)
-                self.mark_before(first_after, sid)
-        return placed
+    # -- the shared walk's hooks (``_timeline_walk``), for statements of the C++ text
+    def is_commit(self, node: Node) -> bool:
+        return self.lines[node.head].strip() == "tl::cp_async_commit();"
+
+    def closes_pending(self, node: Node) -> bool:
+        return self.lines[node.head].strip() not in ("", "}")
+
+    def wgmma_named(self, nodes: list[Node], index: int, last_phase: Node | None) -> tuple[str, int | None]:
+        # the T.gemm whose instructions follow the arrive
+        op = self.namer.gemm_in("\n".join(_text(self.lines, n) for n in nodes[index:]))
+        return (f"WGMMA issue: {_op_label(op)}{_line_of(op)}" if op else "WGMMA issue"), (op or {}).get("line")
+
+    def inner(self, node: Node, role: str, loops: list[int | None], loop_line: int | None, top: bool
+              ) -> list[tuple[list[Node], str, list[int | None], int | None, bool]] | str | None:
+        if not (node.is_block and _primary(_text(self.lines, node))):
+            return None
+        inner_loops, inner_line = loops, loop_line
+        m = _FOR.match(self.lines[node.head])
+        if m or _FOR_ANY.match(self.lines[node.head]):
+            trip = int(m.group(3)) - int(m.group(2)) if m else None
+            inner_loops = loops + [max(trip, 0) if trip is not None else None]
+            inner_line = self.namer.pipelined_line(_text(self.lines, node)) or loop_line
+        branch = _IF.match(self.lines[node.head])
+        if branch and not _warp_uniform(branch.group(1)):
+            return SKIP
+        if branch and _WARP_BRANCH.match(branch.group(1)):
+            then_role, else_role = self._branch_roles(node)
+            return [(node.children, then_role, inner_loops, inner_line, top),
+                    (node.orelse, else_role, inner_loops, inner_line, top)]
+        return [(node.children, role, inner_loops, inner_line, False),
+                (node.orelse, role, inner_loops, inner_line, False)]
+
+    def epilogue(self, after: list[Node], role: str, loops: list[int | None]) -> None:
+        line = next((self.cell_line_near(n.head) for n in after if self.cell_line_near(n.head)), None)
+        op = next((o for o in self.namer.ops if o.get("line") == line), None) if line else None
+        label = "epilogue" + (f": {_op_label(op)} L{line}" if op else (f" L{line}" if line else ""))
+        self.mark_before(after[0], self.site("epilogue", label, after[0], role, loops, line))
 
     def _branch_roles(self, node: Node) -> tuple[str, str]:
         then_text = "\n".join(_text(self.lines, n) for n in node.children)

@@ -43,6 +43,7 @@ from ._timeline_rewrite import (
     _op_label,
     capacity_needed,
 )
+from ._timeline_walk import SKIP, PhaseWalk, repeats
 
 _BIND = re.compile(r"^\s*TLT_BIND\((\w+)\)\s*$")
 _FOR_RANGE = re.compile(r"^(?:range|cutlass\.range_constexpr|cutlass\.range|range_constexpr)$")
@@ -108,7 +109,7 @@ def _text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
-class _Builder:
+class _Builder(PhaseWalk[ast.stmt]):
     def __init__(self, plain_line: dict[int, int], ops: Sequence[dict[str, Any]]) -> None:
         self.plain_line = plain_line  # 1-based source line -> line in the plain kernel source
         self.namer = _Namer(ops)
@@ -132,12 +133,9 @@ class _Builder:
     def site(self, kind: str, label: str, node: ast.stmt, role: str, loops: list[int | None],
              cell_line: int | None, loop_line: int | None = None, stage: str | None = None,
              barriers: tuple[str, ...] = ()) -> int:
-        mult: int | None = 1
-        for trip in loops:
-            mult = None if (mult is None or trip is None) else mult * trip
         sid = FIRST_SITE + len(self.sites)
         self.sites.append(Site(sid, kind, label, role, self.plain_line.get(node.lineno), cell_line,
-                               None, bool(loops), loop_line, stage, barriers, mult))
+                               None, bool(loops), loop_line, stage, barriers, repeats(loops)))
         return sid
 
     def mark_before(self, node: ast.stmt, sid: int) -> None:
@@ -158,7 +156,7 @@ class _Builder:
                 return o
         return None
 
-    def classify(self, node: ast.stmt, loop_line: int | None
+    def classify(self, node: ast.stmt, role: str, loops: list[int | None], loop_line: int | None
                  ) -> tuple[str, str, int | None, dict[str, Any]] | None:
         name = _call_name(node)
         pipe = f" of T.Pipelined L{loop_line}" if loop_line else ""
@@ -222,77 +220,38 @@ class _Builder:
                 return "copy_issue", label, (first or {}).get("line"), {}
         return None
 
-    def walk(self, nodes: list[ast.stmt], role: str, loops: list[int | None], loop_line: int | None,
-             top: bool = False) -> bool:
-        placed = False
-        last_phase: ast.stmt | None = None
-        pending_end: ast.stmt | None = None
-        for index, node in enumerate(nodes):
-            found = self.classify(node, loop_line)
-            if found is not None and found[0] == "copy_issue" and pending_end is not None \
-                    and self.sites[-1].kind == "copy_issue" and self.sites[-1].role == role:
-                prev = self.sites[-1]
-                more = found[1].split(": ", 1)[-1]
-                if more not in prev.label:
-                    self.sites[-1] = dataclasses.replace(prev, label=f"{prev.label}, {more}")
-                pending_end = node
-                continue
-            if found is None and pending_end is not None and self.sites[-1].kind == "copy_issue" \
-                    and _call_name(node) == "tl.cp_async_commit":
-                pending_end = node
-                continue
-            if found is not None:
-                kind, label, cell_line, extra = found
-                if kind == "mma" and extra.get("open"):
-                    # name the WGMMA after the T.gemm whose descriptors (set up since the last
-                    # phase) and instructions (up to the commit) follow
-                    first = nodes.index(last_phase) + 1 if last_phase is not None else 0
-                    commit = next((j for j in range(index, len(nodes))
-                                   if _call_name(nodes[j]) == "tl.warpgroup_commit_batch"), len(nodes) - 1)
-                    rest = "\n".join(_text(n) for n in nodes[first:commit + 1])
-                    op = self.namer.gemm_in(rest)
-                    label = f"WGMMA issue: {_op_label(op)}{_line_of(op)}" if op else "WGMMA issue"
-                    cell_line = (op or {}).get("line")
-                sid = self.site(kind, label, node, role, loops, cell_line, loop_line=loop_line,
-                                stage=extra.get("stage"), barriers=extra.get("barriers", ()))
-                self.mark_before(node, sid)
-                pending_end = None if extra.get("open") else node
-                placed = True
-                last_phase = node
-                continue
-            if pending_end is not None:
-                self.end_after(pending_end)
-                pending_end = None
-            if isinstance(node, (ast.For, ast.If, ast.While)) and _primary(node):
-                inner_loops, inner_line = loops, loop_line
-                if isinstance(node, (ast.For, ast.While)):
-                    inner_loops = loops + [_trip(node) if isinstance(node, ast.For) else None]
-                    inner_line = self.namer.pipelined_line(_text(node)) or loop_line
-                if isinstance(node, ast.If):
-                    if not _warp_uniform(node.test):
-                        continue
-                    if _thread_split(node.test):
-                        then_role, else_role = self._branch_roles(node)
-                        placed |= self.walk(node.body, then_role, loops, loop_line, top=top)
-                        placed |= self.walk(node.orelse, else_role, loops, loop_line, top=top)
-                    else:
-                        placed |= self.walk(node.body, role, loops, loop_line)
-                        placed |= self.walk(node.orelse, role, loops, loop_line)
-                else:
-                    placed |= self.walk(node.body, role, inner_loops, inner_line)
-                last_phase = node
-        if pending_end is not None:
-            self.end_after(pending_end)
-        if placed and last_phase is not None and top:
-            after = nodes[nodes.index(last_phase) + 1:]
-            if after:
-                text = "\n".join(_text(n) for n in after)
-                op = self.copy_writing_in(text)
-                line = (op or {}).get("line")
-                label = "epilogue" + (f": {_op_label(op)} L{line}" if op and line else "")
-                sid = self.site("epilogue", label, after[0], role, loops, line)
-                self.mark_before(after[0], sid)
-        return placed
+    # -- the shared walk's hooks (``_timeline_walk``), for statements of the Python source
+    def is_commit(self, node: ast.stmt) -> bool:
+        return _call_name(node) == "tl.cp_async_commit"
+
+    def wgmma_named(self, nodes: list[ast.stmt], index: int, last_phase: ast.stmt | None) -> tuple[str, int | None]:
+        # the T.gemm whose descriptors (set up since the last phase) and instructions (up to the
+        # commit) follow
+        first = nodes.index(last_phase) + 1 if last_phase is not None else 0
+        commit = next((j for j in range(index, len(nodes))
+                       if _call_name(nodes[j]) == "tl.warpgroup_commit_batch"), len(nodes) - 1)
+        op = self.namer.gemm_in("\n".join(_text(n) for n in nodes[first:commit + 1]))
+        return (f"WGMMA issue: {_op_label(op)}{_line_of(op)}" if op else "WGMMA issue"), (op or {}).get("line")
+
+    def inner(self, node: ast.stmt, role: str, loops: list[int | None], loop_line: int | None, top: bool
+              ) -> list[tuple[list[ast.stmt], str, list[int | None], int | None, bool]] | str | None:
+        if not (isinstance(node, (ast.For, ast.If, ast.While)) and _primary(node)):
+            return None
+        if isinstance(node, ast.If):
+            if not _warp_uniform(node.test):
+                return SKIP
+            if _thread_split(node.test):
+                then_role, else_role = self._branch_roles(node)
+                return [(node.body, then_role, loops, loop_line, top), (node.orelse, else_role, loops, loop_line, top)]
+            return [(node.body, role, loops, loop_line, False), (node.orelse, role, loops, loop_line, False)]
+        inner_loops = loops + [_trip(node) if isinstance(node, ast.For) else None]
+        return [(node.body, role, inner_loops, self.namer.pipelined_line(_text(node)) or loop_line, False)]
+
+    def epilogue(self, after: list[ast.stmt], role: str, loops: list[int | None]) -> None:
+        op = self.copy_writing_in("\n".join(_text(n) for n in after))
+        line = (op or {}).get("line")
+        label = "epilogue" + (f": {_op_label(op)} L{line}" if op and line else "")
+        self.mark_before(after[0], self.site("epilogue", label, after[0], role, loops, line))
 
     def _branch_roles(self, node: ast.If) -> tuple[str, str]:
         then_text = "\n".join(_text(n) for n in node.body)
