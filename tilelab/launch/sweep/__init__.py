@@ -12,6 +12,7 @@ One package, one room per concern:
   row steps, baselines, final round, table;
 * ``_rowcache``: finished rows on disk; ``_final``: the final round on one device; ``_show``: the
   progress bars and the live table; ``_halving``: pruning and successive halving, rungs of grid
+  sweeps run by the same course; ``_sampled``: the search Optuna's sampler steers, batches of grid
   sweeps run by the same course.
 
 Every configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
@@ -79,6 +80,12 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     fail (more shared memory or threads per block than the target allows) or that TileLang cannot
     lower (with the doctor's cause).
 
+    ``strategy="optuna"`` (``pip install tilelab[optuna]``) measures only the configurations
+    Optuna's sampler proposes (TPE by default, seeded by ``seed``; or any Optuna ``sampler=``), in
+    batches compiled together, each with full rounds, until ``n_trials`` are measured or
+    ``time_budget_s`` has passed: for spaces too large to compile whole. The table holds the
+    measured configurations, each saying which trial measured it.
+
     ``rank_by="ratio"`` times every configuration beside the first ``baseline`` (made at the row's
     size; a zero-argument callable, a function of the kernel's inputs such as ``torch.matmul``, or
     a TileLang kernel of the same signature) with ``bench(kernel, baseline=...)``: batches of the
@@ -91,6 +98,10 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
         from ._halving import halving_sweep
 
         return halving_sweep(factory, expand(params), expand(sizes), opts)
+    if opts.strategy == "optuna":
+        from ._sampled import sampled_sweep
+
+        return sampled_sweep(factory, expand(params), expand(sizes), opts)
     if opts.prune:
         from ._halving import pruned_sweep
 

@@ -80,13 +80,27 @@ class SweepOptions:
     # timed side by side with the first baseline, ABAB... in one window: its ratio to it, which
     # holds while the GPU's clock wanders between rows)
     rank_by: str = "median"
+    # strategy="optuna": how many configurations Optuna's sampler may have measured (None: the
+    # space's size, or what time_budget_s allows), the sampler (None: TPE seeded by ``seed``)
+    n_trials: int | None = None
+    sampler: Any = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         from ..._errors import OptionError
 
-        if self.strategy not in ("grid", "halving"):
+        if self.strategy not in ("grid", "halving", "optuna"):
             raise OptionError(f"sweep option strategy={self.strategy!r}: pass \"grid\" (every configuration with "
-                              "full rounds) or \"halving\" (successive halving: all briefly, the fastest longer)")
+                              "full rounds), \"halving\" (successive halving: all briefly, the fastest longer) or "
+                              "\"optuna\" (Optuna's sampler picks which configurations to measure, n_trials of them)")
+        if self.n_trials is not None and (isinstance(self.n_trials, bool) or not isinstance(self.n_trials, int)
+                                          or self.n_trials < 1):
+            raise OptionError(f"sweep option n_trials={self.n_trials!r}: pass an int >= 1, how many configurations "
+                              "strategy=\"optuna\" may measure")
+        if (self.n_trials is not None or self.sampler is not None or self.seed is not None) \
+                and self.strategy != "optuna":
+            raise OptionError("sweep options n_trials, sampler and seed belong to strategy=\"optuna\" (Optuna's "
+                              f"sampled search); this sweep's strategy is {self.strategy!r}")
         if isinstance(self.eta, bool) or not isinstance(self.eta, int) or self.eta < 2:
             raise OptionError(f"sweep option eta={self.eta!r}: pass an int >= 2, the factor by which each rung of "
                               "strategy=\"halving\" cuts the configurations (3 keeps the fastest third)")
@@ -97,9 +111,9 @@ class SweepOptions:
             if isinstance(self.time_budget_s, bool) or not isinstance(self.time_budget_s, (int, float)) \
                     or self.time_budget_s <= 0:
                 raise OptionError(f"sweep option time_budget_s={self.time_budget_s!r}: pass a number of seconds > 0")
-            if self.strategy != "halving":
-                raise OptionError("sweep option time_budget_s needs strategy=\"halving\": a grid measures every "
-                                  "configuration fully, and has no earlier answer to stop at")
+            if self.strategy == "grid":
+                raise OptionError("sweep option time_budget_s needs strategy=\"halving\" or \"optuna\": a grid "
+                                  "measures every configuration fully, and has no earlier answer to stop at")
         if self.rank_by not in ("median", "ratio"):
             raise OptionError(f"sweep option rank_by={self.rank_by!r}: pass \"median\" (each row's own median) or "
                               "\"ratio\" (each row's ratio to a baseline timed beside it)")
