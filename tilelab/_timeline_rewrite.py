@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._records import Record
-from ._timeline_walk import SKIP, PhaseWalk, repeats
+from ._timeline_walk import SKIP, PhaseWalk, repeats, split_roles
 
 END = 0  # closes the open phase
 KERNEL_START = 1
@@ -386,15 +386,8 @@ class _Builder(PhaseWalk[Node]):
         self.mark_before(after[0], self.site("epilogue", label, after[0], role, loops, line))
 
     def _branch_roles(self, node: Node) -> tuple[str, str]:
-        then_text = "\n".join(_text(self.lines, n) for n in node.children)
-        else_text = "\n".join(_text(self.lines, n) for n in node.orelse)
-        then_issues = "tma_load" in then_text or "cp_async_gs" in then_text
-        else_issues = "tma_load" in else_text or "cp_async_gs" in else_text
-        if then_issues and not else_issues:
-            return "producer", "consumer"
-        if else_issues and not then_issues:
-            return "consumer", "producer"
-        return "all", "all"
+        return split_roles("\n".join(_text(self.lines, n) for n in node.children),
+                           "\n".join(_text(self.lines, n) for n in node.orelse), ("tma_load", "cp_async_gs"))
 
 
 def _primary(text: str) -> bool:
@@ -504,16 +497,8 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     body = "\n".join(lines[kdef + 1:kend])
     builder.scan_barriers(body)
     nodes = _parse(lines, kdef + 1, kend)
-    placed = builder.walk(nodes, "all", [], None, top=True)
-    notes: list[str] = []
-    if not placed:
-        notes.append("no pipeline phase was recognised in this kernel (no mbarrier, TMA, WGMMA, cp.async or "
-                      "__syncthreads pattern): each warp shows one span from kernel start to end")
-
-    exact = all(s.multiplicity is not None for s in builder.sites)
-    need = capacity_needed(builder.sites)
-    if capacity is None:
-        capacity = need if exact else max(need, DEFAULT_CAPACITY)
+    notes = builder.walk_kernel(nodes)
+    capacity, exact = record_capacity(builder.sites, capacity)
     warp_step = 4 if granularity == "warpgroup" else 1
     warps = max(1, (threads or 32) // 32)
     seg0 = blocks * BLOCK_WORDS
@@ -583,6 +568,17 @@ def capacity_needed(sites: Sequence[Site]) -> int:
     """Records one warp writes at most: a mark and an END per site visit (an END is left out where
     the next statement opens a phase), plus kernel start and end."""
     return 2 + sum(2 * (s.multiplicity or 0) for s in sites)
+
+
+def record_capacity(sites: Sequence[Site], capacity: int | None) -> tuple[int, bool]:
+    """(records per traced warp, whether every site's visits are counted exactly): the caller's
+    ``capacity``, else what the sites need (:func:`capacity_needed`), and at least
+    :data:`DEFAULT_CAPACITY` where a loop's trip count is not known."""
+    exact = all(s.multiplicity is not None for s in sites)
+    if capacity is None:
+        need = capacity_needed(sites)
+        capacity = need if exact else max(need, DEFAULT_CAPACITY)
+    return capacity, exact
 
 
 __all__ = ["END", "KERNEL_END", "KERNEL_START", "Instrumented", "RewriteError", "Site", "instrument"]

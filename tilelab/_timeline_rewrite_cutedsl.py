@@ -29,7 +29,6 @@ from typing import Any
 from ._timeline_rewrite import (
     BLOCK_WORDS,
     CLOCK_BITS,
-    DEFAULT_CAPACITY,
     END,
     FIRST_SITE,
     HEADER_WORDS,
@@ -41,9 +40,9 @@ from ._timeline_rewrite import (
     _line_of,
     _Namer,
     _op_label,
-    capacity_needed,
+    record_capacity,
 )
-from ._timeline_walk import SKIP, PhaseWalk, repeats
+from ._timeline_walk import SKIP, PhaseWalk, repeats, split_roles
 
 _BIND = re.compile(r"^\s*TLT_BIND\((\w+)\)\s*$")
 _FOR_RANGE = re.compile(r"^(?:range|cutlass\.range_constexpr|cutlass\.range|range_constexpr)$")
@@ -254,15 +253,8 @@ class _Builder(PhaseWalk[ast.stmt]):
         self.mark_before(after[0], self.site("epilogue", label, after[0], role, loops, line))
 
     def _branch_roles(self, node: ast.If) -> tuple[str, str]:
-        then_text = "\n".join(_text(n) for n in node.body)
-        else_text = "\n".join(_text(n) for n in node.orelse)
-        then_issues = "tl.tma_load" in then_text or "tl.cp_async_gs" in then_text
-        else_issues = "tl.tma_load" in else_text or "tl.cp_async_gs" in else_text
-        if then_issues and not else_issues:
-            return "producer", "consumer"
-        if else_issues and not then_issues:
-            return "consumer", "producer"
-        return "all", "all"
+        return split_roles("\n".join(_text(n) for n in node.body), "\n".join(_text(n) for n in node.orelse),
+                           ("tl.tma_load", "tl.cp_async_gs"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -453,15 +445,8 @@ def instrument(source: str, *, threads: int, ops: Sequence[dict[str, Any]] = (),
     lines, kernel = frame.lines, frame.kernel
     builder = _Builder(frame.plain_line, ops)
     builder.scan_barriers(kernel)
-    placed = builder.walk(kernel.body, "all", [], None, top=True)
-    notes: list[str] = []
-    if not placed:
-        notes.append("no pipeline phase was recognised in this kernel (no mbarrier, TMA, WGMMA, cp.async or "
-                     "__syncthreads pattern): each warp shows one span from kernel start to end")
-    exact = all(s.multiplicity is not None for s in builder.sites)
-    need = capacity_needed(builder.sites)
-    if capacity is None:
-        capacity = need if exact else max(need, DEFAULT_CAPACITY)
+    notes = builder.walk_kernel(kernel.body)
+    capacity, exact = record_capacity(builder.sites, capacity)
     warp_step = 4 if granularity == "warpgroup" else 1
     warps = max(1, threads // 32)
     traced = tuple(int(b) for b in traced_blocks)

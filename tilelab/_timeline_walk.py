@@ -32,6 +32,22 @@ Phase = tuple[str, str, "int | None", dict[str, Any]]
 
 SKIP = "skip"  # :meth:`PhaseWalk.inner` of a thread-dependent branch: no marks inside
 
+NO_PHASE = ("no pipeline phase was recognised in this kernel (no mbarrier, TMA, WGMMA, cp.async or __syncthreads "
+            "pattern): each warp shows one span from kernel start to end")
+
+
+def split_roles(then_text: str, else_text: str, issues: Sequence[str]) -> tuple[str, str]:
+    """(the then side's role, the else side's) of a branch that splits the warps: the side that
+    issues the loads (any of ``issues``: TMA or cp.async, as the side's source spells them) and
+    the other does not is the producer; otherwise both are "all"."""
+    then_issues = any(mark in then_text for mark in issues)
+    else_issues = any(mark in else_text for mark in issues)
+    if then_issues and not else_issues:
+        return "producer", "consumer"
+    if else_issues and not then_issues:
+        return "consumer", "producer"
+    return "all", "all"
+
 
 def repeats(loops: Sequence[int | None]) -> int | None:
     """How many times a statement inside ``loops`` (their trip counts) runs; None when one is unknown."""
@@ -85,6 +101,10 @@ class PhaseWalk(Generic[N]):
         raise NotImplementedError
 
     # -- the walk
+    def walk_kernel(self, body: list[N]) -> list[str]:
+        """Walk the kernel's body (its top level, every warp's role); the notes the timeline says."""
+        return [] if self.walk(body, "all", [], None, top=True) else [NO_PHASE]
+
     def walk(self, nodes: list[N], role: str, loops: list[int | None], loop_line: int | None,
              top: bool = False) -> bool:
         """Marks for the phases among ``nodes``; True when any was placed. ``top``: the kernel's
