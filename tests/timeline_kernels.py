@@ -98,3 +98,31 @@ def plain_line(plain, n):
 
 def by_kind(ins, kind, role=None):
     return [s for s in ins.sites if s.kind == kind and (role is None or s.role == role)]
+
+
+def gemm_phases(ins, gemm_py, k_tiles):
+    """The warp-specialised GEMM's sites, one per phase, checked against the user's lines of
+    ``gemm_py`` as every backend must name them (the producer's empty wait and TMA issue, the
+    consumer's full wait, WGMMA and its wait, the epilogue; each loop phase once per k-tile), and
+    returned by phase for the backend's own device-line checks."""
+    from types import SimpleNamespace
+
+    copy_a, copy_b = line_of(gemm_py, "T.copy(A[by"), line_of(gemm_py, "T.copy(B[k")
+    gemm, loop = line_of(gemm_py, "T.gemm(A_shared"), line_of(gemm_py, "T.Pipelined(")
+    store = line_of(gemm_py, "T.copy(C_local, C[")
+    (empty,) = by_kind(ins, "barrier_wait", "producer")
+    (issue,) = by_kind(ins, "tma_issue", "producer")
+    (full,) = by_kind(ins, "barrier_wait", "consumer")
+    (mma,) = by_kind(ins, "mma", "consumer")
+    (mma_wait,) = by_kind(ins, "mma_wait", "consumer")
+    (epilogue,) = by_kind(ins, "epilogue", "consumer")
+    assert empty.stage == "empty" and empty.cell_line == loop and f"T.Pipelined L{loop}" in empty.label
+    assert full.stage == "full" and full.cell_line == loop and f"L{copy_a}" in full.label
+    assert f"T.copy A -> A_shared L{copy_a}" in issue.label and f"T.copy B -> B_shared L{copy_b}" in issue.label
+    assert mma.cell_line == gemm and "T.gemm(A_shared, B_shared, C_local)" in mma.label
+    assert epilogue.cell_line == store
+    assert set(full.barriers) <= set(issue.barriers)  # the flows link the issue to the wait it releases
+    assert {s.multiplicity for s in (empty, issue, full, mma, mma_wait)} == {k_tiles}
+    assert ins.capacity_exact and not ins.notes
+    return SimpleNamespace(empty=empty, issue=issue, full=full, mma=mma, mma_wait=mma_wait, epilogue=epilogue,
+                           copy_a=copy_a)
