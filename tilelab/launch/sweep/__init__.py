@@ -13,7 +13,8 @@ One package, one room per concern:
 * ``_rowcache``: finished rows on disk; ``_final``: the final round on one device; ``_show``: the
   progress bars and the live table; ``_halving``: pruning and successive halving, rungs of grid
   sweeps run by the same course; ``_sampled``: the search Optuna's sampler steers, batches of grid
-  sweeps run by the same course.
+  sweeps run by the same course; ``_search``: what those two share (one grid sweep of part of the
+  space, the table of several).
 
 Every configuration that fails (to elaborate, compile, verify or launch) is a row with its error.
 The compile and bench steps can be replaced (``compile_fn``/``bench_fn``): the tests use a fake.

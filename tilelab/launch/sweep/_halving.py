@@ -59,16 +59,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..._launch_model import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, expand, mark_best, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, mark_best, short_error, size_key, size_text
+from ._search import combine_tables, config_key, on_this_gpu, run_grid, space_order
 
 if TYPE_CHECKING:
-    from ._orchestrator import CompiledConfigs
     from ._tasks import Compiled
 
 
-def _config_key(config: Config | tuple) -> tuple:
-    items = config.items() if isinstance(config, dict) else config
-    return tuple((k, repr(v)) for k, v in items)
 
 
 def prune(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
@@ -171,20 +168,6 @@ def _pruned_in_task(row: SweepRow) -> SweepRow:
     return row
 
 
-def _on_this_gpu(opts: SweepOptions) -> int | None:
-    """The current GPU's index when a halving sweep should compile in processes as a sweep over that
-    one device (this process's GPU, tilelab's own compile and bench steps), else None."""
-    if (opts.devices is not None or opts.client is not None or opts.compile_fn is not None
-            or opts.bench_fn is not None or opts.target is not None):
-        return None
-    try:
-        import torch
-
-        return int(torch.cuda.current_device()) if torch.cuda.is_available() else None
-    except Exception:
-        return None
-
-
 def _pool_target(opts: SweepOptions) -> Any:
     """The target pruning inspects for in a compile task: the sweep's, the local GPU's, or sm_90a."""
     if opts.target is not None:
@@ -192,42 +175,6 @@ def _pool_target(opts: SweepOptions) -> Any:
     from ... import _tilelang
 
     return _tilelang.local_gpu_arch() or "sm_90a"
-
-
-def _grid(factory: Callable[..., Any], configs: list[Config], size: Config, opts: SweepOptions,
-          compiled: CompiledConfigs | None = None) -> SweepTable:
-    """A grid sweep of ``configs`` at ``size``, as ``sweep(strategy="grid", prune=False)`` runs it;
-    ``compiled``: what earlier rungs compiled, not compiled again, and where this rung keeps what
-    it compiles."""
-    grid = dataclasses.replace(opts, strategy="grid", prune=False, time_budget_s=None)
-    from ._orchestrator import grid_sweep
-
-    return grid_sweep(factory, expand(configs), [size], grid, compiled=compiled)
-
-
-def _combine(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
-             mode: str, ratio_baseline: str | None = None) -> SweepTable:
-    first = tables[0] if tables else None
-    return SweepTable(kernel=first.kernel if first else fallback_name, rows=tuple(rows),
-                      mode=first.mode if first else mode, device=first.device if first else "",
-                      notes=tuple(notes), factory=first.factory if first else fallback_name,
-                      ratio_baseline=ratio_baseline or next((t.ratio_baseline for t in tables if t.ratio_baseline),
-                                                            None),
-                      final_reference=next((t.final_reference for t in tables if t.final_reference), None))
-
-
-def _ordered(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:
-    """Rows in the space's order (sizes outer, configurations inner), baselines after each size."""
-    rank = {(size_key(s), _config_key(c)): i * len(configs) + j
-            for i, s in enumerate(sizes) for j, c in enumerate(configs)}
-    size_rank = {size_key(s): i for i, s in enumerate(sizes)}
-
-    def order(r: SweepRow) -> tuple:
-        if r.label is not None:
-            return (size_rank.get(r.size, 0), 1, 0)
-        return (size_rank.get(r.size, 0), 0, rank.get((r.size, _config_key(r.config)), 0))
-
-    return sorted(rows, key=order)
 
 
 def pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
@@ -247,11 +194,12 @@ def _pruned_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     for size in sizes:
         alive = kept[size_key(size)]
         if alive:
-            table = _grid(factory, alive, size, opts)
+            table = run_grid(factory, alive, size, opts)
             tables.append(table)
             rows += list(table.rows)
             notes += [n for n in table.notes if n not in notes]
-    return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode)
+    return combine_tables(tables, space_order(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"),
+                          opts.mode)
 
 
 def rung_bench_kwargs(opts: SweepOptions, rung: int) -> dict[str, Any]:
@@ -325,7 +273,7 @@ def _as_reference(rows: list[SweepRow], measured: list[SweepRow], size: tuple, l
     from ._plan import reference_median
 
     at = next((i for i, r in enumerate(rows) if r.label is None and r.size == size
-               and _config_key(r.config) == _config_key(leader)), None)
+               and config_key(r.config) == config_key(leader)), None)
     if at is None:
         return rows, []
     row = rows[at]
@@ -377,7 +325,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                    opts: SweepOptions) -> SweepTable:
     started = time.monotonic()
     prune_first = opts.prune is not False
-    gpu = _on_this_gpu(opts)
+    gpu = on_this_gpu(opts)
     if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
         opts = dataclasses.replace(opts, devices=[gpu], force=True)
     pooled = opts.devices is not None or opts.client is not None
@@ -452,13 +400,13 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             step = dataclasses.replace(
                 base, baseline=opts.baseline if final else None, rank_by=opts.rank_by if final else "median",
                 bench_kwargs=rung_kwargs, finalists=opts.finalists if final else 0)
-            timed = [c for c in alive if beside is None or _config_key(c) != _config_key(beside)]
+            timed = [c for c in alive if beside is None or config_key(c) != config_key(beside)]
             t0 = time.monotonic()
-            table = _grid(factory, timed, size, step, compiled)
+            table = run_grid(factory, timed, size, step, compiled)
             seconds = time.monotonic() - t0
             tables.append(table)
             # the row's compile time is its first compile's (later rungs take its artifact)
-            first_compile = {(r.size, _config_key(r.config)): r.compile_s for r in rows if r.label is None}
+            first_compile = {(r.size, config_key(r.config)): r.compile_s for r in rows if r.label is None}
             how = _measured_as(opts, rung, final).split(": ", 1)[1]
             if beside is not None:
                 how += f", side by side with the leader of rung {rung - 1}"
@@ -466,7 +414,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                     how += " (no warm-up to a steady clock: it cancels in the ratio)"
             measured = [_pruned_in_task(dataclasses.replace(
                 r, rung=rung, measured_as=f"rung {rung}: {how}" if r.label is None else _measured_as(opts, rung, final),
-                best=False, compile_s=first_compile.get((r.size, _config_key(r.config))) or r.compile_s))
+                best=False, compile_s=first_compile.get((r.size, config_key(r.config))) or r.compile_s))
                 for r in table.rows]
             gone = [r for r in measured if r.stage == "pruned"]
             pruned_in_tasks += len(gone)
@@ -478,8 +426,8 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                           + (f", {len(gone)} pruned in their compile tasks" if gone else "") + ")")
             notes += [n for n in table.notes if n not in notes]
             # a configuration measured again replaces its row of the rung before
-            again = {(r.size, _config_key(r.config)) for r in measured if r.label is None}
-            rows = [r for r in rows if r.label is not None or (r.size, _config_key(r.config)) not in again]
+            again = {(r.size, config_key(r.config)) for r in measured if r.label is None}
+            rows = [r for r in rows if r.label is not None or (r.size, config_key(r.config)) not in again]
             if final:
                 if beside is not None:  # the leader's row: ratio 1, its median in the others' windows
                     rows, said = _as_reference(rows, measured, size_key(size), beside, rung)
@@ -491,21 +439,21 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                 rows, said = _as_reference(rows, measured, size_key(size), beside, rung)
                 notes += [n for n in said if n not in notes]
                 reference = [r for r in rows if r.label is None and r.size == size_key(size)
-                             and _config_key(r.config) == _config_key(beside)]
+                             and config_key(r.config) == config_key(beside)]
             ok = [r for r in measured + reference if r.ok and r.label is None]
             # by the ratio to the leader where every one has it (a custom bench step may not say)
             by_ratio = beside is not None and all(r.ratio is not None for r in ok)
             ok.sort(key=lambda r: (r.ratio if by_ratio else r.median_ms) or 0.0)
             keep = ok[:max(1, math.ceil(len(ok) / opts.eta))]
-            survivors = {_config_key(r.config) for r in keep}
+            survivors = {config_key(r.config) for r in keep}
             for r in measured + reference:
-                if r.ok and r.label is None and _config_key(r.config) not in survivors and ok:
+                if r.ok and r.label is None and config_key(r.config) not in survivors and ok:
                     r = dataclasses.replace(r, cut=_cut(r, ok[0], rung, by_ratio))
                 if r in reference:
                     rows[rows.index(reference[0])] = r
                 else:
                     rows.append(r)
-            alive = [c for c in alive if _config_key(c) in survivors]
+            alive = [c for c in alive if config_key(c) in survivors]
             leader = dict(ok[0].config) if ok else None
             compiled.retain(size_key(size), alive)  # (the leader is one of them)
             rung += 1
@@ -528,5 +476,5 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
                      f"for {_pool_target(opts)}): they could not launch or TileLang cannot lower them")
     if gpu is not None:
         notes.append(f"compiled in a pool of processes, measured on cuda:{gpu} (as devices=[{gpu}], force=True)")
-    return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode,
-                    leader_label)
+    return combine_tables(tables, space_order(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"),
+                          opts.mode, leader_label)

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..._launch_model import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, mark_best, size_key, size_text
+from ._search import combine_tables, config_key, on_this_gpu, run_grid, space_order
 
 OPTUNA_MISSING = ("sweep(strategy=\"optuna\") needs Optuna, which is not installed: pip install tilelab[optuna] "
                   "(or pip install optuna), or search with strategy=\"halving\"")
@@ -45,10 +46,6 @@ def _optuna() -> Any:
 
         raise OptionError(OPTUNA_MISSING) from err
     return optuna
-
-
-def _key(config: Config) -> tuple:
-    return tuple((k, repr(v)) for k, v in config.items())
 
 
 class Space:
@@ -65,7 +62,7 @@ class Space:
                     self.values[name] = []
                 if all(repr(v) != repr(value) for v in self.values[name]):
                     self.values[name].append(value)
-        self.known = {_key(c): c for c in configs}
+        self.known = {config_key(c): c for c in configs}
 
     def distributions(self, optuna: Any) -> dict[str, Any]:
         return {n: optuna.distributions.CategoricalDistribution(list(range(len(self.values[n])))) for n in self.names}
@@ -73,7 +70,7 @@ class Space:
     def config(self, params: dict[str, int]) -> Config | None:
         """The configuration a trial's parameters (value indices) name, None outside the space."""
         proposed = {n: self.values[n][params[n]] for n in self.names}
-        return self.known.get(_key(proposed))
+        return self.known.get(config_key(proposed))
 
 
 def batch_size(first: bool, cpus: int | None = None, startup: int = 10) -> int:
@@ -94,13 +91,12 @@ def objective(row: SweepRow) -> float | None:
 def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
     """See the module doc."""
-    from ._halving import _combine, _grid, _on_this_gpu, _ordered
     from ._orchestrator import CompiledConfigs
 
     optuna = _optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.monotonic()
-    gpu = _on_this_gpu(opts)
+    gpu = on_this_gpu(opts)
     if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
         opts = dataclasses.replace(opts, devices=[gpu], force=True)
     space = Space(configs)
@@ -135,8 +131,8 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                 if config is None:  # a combination the space does not list
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     continue
-                key = _key(config)
-                if key in told or any(_key(c) == key for _, c in batch):
+                key = config_key(config)
+                if key in told or any(config_key(c) == key for _, c in batch):
                     earlier = told.get(key)
                     if earlier is None:
                         study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -148,13 +144,13 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             if not batch:
                 break  # the sampler proposes only what was measured: nothing new to learn
             batches += 1
-            table = _grid(factory, [c for _, c in batch], size, grid, compiled)
+            table = run_grid(factory, [c for _, c in batch], size, grid, compiled)
             tables.append(table)
-            by_key = {_key(dict(r.config)): r for r in table.rows if r.label is None}
+            by_key = {config_key(dict(r.config)): r for r in table.rows if r.label is None}
             for trial, config in batch:
-                row = by_key.get(_key(config))
+                row = by_key.get(config_key(config))
                 value = objective(row) if row is not None else None
-                told[_key(config)] = value
+                told[config_key(config)] = value
                 if value is None:
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 else:
@@ -168,16 +164,17 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         at = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None]
         ranked = [r for r in (rows[i] for i in at) if r.ok]
         if ranked:
-            marked = {_key(dict(r.config)): r for r in mark_best(ranked)}
+            marked = {config_key(dict(r.config)): r for r in mark_best(ranked)}
             for i in at:
-                rows[i] = marked.get(_key(dict(rows[i].config)), rows[i])
+                rows[i] = marked.get(config_key(dict(rows[i].config)), rows[i])
         notes.append(f"at size {size_text(size_key(size))}: {type(sampler).__name__} (Optuna) measured {len(told)} of "
                      f"the space's {len(configs)} configurations in {batches} batch(es) ({proposals} proposals; "
                      f"n_trials={opts.n_trials}); the best is the best of those measured, the others were not"
                      + ("; stopped by the time budget" if stopped else ""))
     if gpu is not None:
         notes.append(f"compiled in a pool of processes, measured on cuda:{gpu} (as devices=[{gpu}], force=True)")
-    return _combine(tables, _ordered(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"), opts.mode)
+    return combine_tables(tables, space_order(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"),
+                          opts.mode)
 
 
 __all__ = ["OPTUNA_MISSING", "Space", "batch_size", "objective", "sampled_sweep"]
