@@ -12,8 +12,9 @@ import warnings
 import pytest
 from target_kernels import COPY_CELL
 
-from tilelab._cache import CacheEntryWarning, Recent
-from tilelab._cell import (
+from tilelab.cell.launch import launch_message
+from tilelab.cell.options import HELP, CellOptions, CellUsageError, parse_cell_line
+from tilelab.cell.session import (
     CellHost,
     CellSession,
     CellSource,
@@ -24,9 +25,8 @@ from tilelab._cell import (
     kernel_line,
     lowering_lines,
 )
-from tilelab._cell_launch import launch_message
-from tilelab._cell_options import HELP, CellOptions, CellUsageError, parse_cell_line
-from tilelab._errors import LoweringError
+from tilelab.engine.cache import CacheEntryWarning, Recent
+from tilelab.records.errors import LoweringError
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -241,8 +241,8 @@ def test_a_cell_is_known_by_its_front_end_id_else_by_its_text():
 # -- launching, with tilelab.launch's functions replaced by recorders ------------------------------------
 def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(monkeypatch):
     import tilelab.launch as launch
-    from tilelab._cell_kernels import Build, Call, CellEntry
-    from tilelab._cell_launch import launch_cell
+    from tilelab.cell.kernels import Build, Call, CellEntry
+    from tilelab.cell.launch import launch_cell
 
     calls, said = [], []
 
@@ -284,8 +284,8 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
 
 
 def test_a_refused_launch_says_why_and_launches_nothing():
-    from tilelab._cell_kernels import Build, Call, CellEntry, launch_refusal
-    from tilelab._cell_launch import launch_cell
+    from tilelab.cell.kernels import Build, Call, CellEntry, launch_refusal
+    from tilelab.cell.launch import launch_cell
 
     refusal = launch_refusal("gfx942", gpu=False)
     assert "gfx942" in refusal and "inspect-only" in refusal

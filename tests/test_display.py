@@ -6,9 +6,12 @@ import inspect
 
 import pytest
 
-from tilelab import _launch_model, _model, profiling, targets
-from tilelab._display import Displayed, DisplayedText
+from tilelab import targets
 from tilelab.launch import BenchResult, SanitizerReport, TileMap
+from tilelab.records import kernel as _model
+from tilelab.records import launch as _launch_model
+from tilelab.records import profile as profiling
+from tilelab.records.display import Displayed, DisplayedText
 from tilelab.render import display
 from tilelab.render import launch as render_launch
 from tilelab.render import sanitizer as render_sanitizer

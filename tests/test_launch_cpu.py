@@ -147,7 +147,7 @@ def test_plots_from_recorded_samples_are_png():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_run_without_gpu_says_inspection_still_works():
-    from tilelab._errors import NoGpuError
+    from tilelab.records.errors import NoGpuError
 
     with pytest.raises(NoGpuError, match="inspect"):
         tilelab.run(matmul_dynamic_m(1024, 1024), m=1024)
@@ -326,7 +326,7 @@ def test_out_of_memory_says_what_was_asked_and_what_is_free():
 
 
 def test_misaligned_tensor_under_a_tma_descriptor_is_named():
-    from tilelab import _tma_rules
+    from tilelab.engine import tma_rules as _tma_rules
 
     prepared = _run.Prepared(compiled=None, name="gemm", params=GEMM_PARAMS, backend="tvm_ffi")
     prepared.tma_descriptors = lambda: (_tma_rules._TILED,)  # a TMA descriptor over buffer "A"

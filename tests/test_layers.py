@@ -24,12 +24,13 @@ ADAPTER = "tilelab._tilelang"  # the package whose modules, and only they, touch
 # language kernels are written in.
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
-FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display",
-         "tilelab._doctor"}
-RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch._telemetry",
-           "tilelab._timeline_model"}
-RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record
-RECORDS |= {"tilelab._records"}  # the records' one dataclass <-> dict converter
+FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab.records.errors", "tilelab._version",
+         "tilelab.records.display", "tilelab._tilelang.doctor"}
+RECORDS = {"tilelab.records.kernel", "tilelab.records.machine", "tilelab.records.launch", "tilelab.launch._telemetry",
+           "tilelab.records.timeline"}
+RECORDS |= {"tilelab.records.tile_trace"}  # tilelab.trace_tiles's record
+RECORDS |= {"tilelab.records.record"}  # the records' one dataclass <-> dict converter
+FACES = {"tilelab", "tilelab.records"}  # the packages' faces, loaded with any module of theirs
 
 
 def import_time_imports(source: str, module: str) -> set[str]:
@@ -91,20 +92,20 @@ def loaded_after_importing(*modules: str) -> set[str]:
 def test_importing_the_report_records_loads_only_records_and_facts():
     """The same claim as Python sees it: after importing the report's records, only tilelab's
     package, records and facts are loaded, and neither TileLang nor TVM."""
-    loaded = loaded_after_importing("tilelab._model", "tilelab._machine")
-    assert loaded - {"tilelab"} <= RECORDS | FACTS, loaded
+    loaded = loaded_after_importing("tilelab.records.kernel", "tilelab.records.machine")
+    assert loaded - FACES <= RECORDS | FACTS, loaded
 
 
 def test_importing_the_launch_records_loads_only_records_and_facts():
-    loaded = loaded_after_importing("tilelab._launch_model")
-    assert loaded - {"tilelab"} <= RECORDS | FACTS, loaded
+    loaded = loaded_after_importing("tilelab.records.launch")
+    assert loaded - FACES <= RECORDS | FACTS, loaded
 
 
 def test_importing_the_launch_records_loads_no_analysis_renderer_or_tilelang():
     """The launch package's records come with the package (the launch layer, which imports TileLang
     only when it compiles), and nothing of the analysis, the renderers, TileLang or TVM."""
     loaded = loaded_after_importing("tilelab.launch")
-    assert all(m.startswith("tilelab.launch") or m in RECORDS | FACTS | {"tilelab"} for m in loaded), loaded
+    assert all(m.startswith("tilelab.launch") or m in RECORDS | FACTS | FACES for m in loaded), loaded
 
 
 def internals_touched(source: str) -> set[str]:
@@ -174,7 +175,7 @@ def test_the_internals_check_fails_for_a_module_outside_the_adapter_package(tmp_
 
 # The one import that closes a circle on purpose: the records' display hook asks the render
 # layer's dispatch for their renderers when a record is shown (as Rich's JupyterMixin does).
-DISPLAY_EXCEPTION = ("tilelab._display", "tilelab.render.display")
+DISPLAY_EXCEPTION = ("tilelab.records.display", "tilelab.render.display")
 
 
 def module_files() -> dict[str, Path]:

@@ -10,10 +10,10 @@ import statistics
 import pytest
 from fake_gpu import FakeGpu, WanderingGpu
 
-from tilelab._errors import BaselineError, OptionError
 from tilelab.launch import BenchResult, SweepTable, _bench, _ratio
 from tilelab.launch._options import BenchOptions
 from tilelab.launch.sweep import sweep
+from tilelab.records.errors import BaselineError, OptionError
 
 QUIET = dict(telemetry=False, flush_l2=False)
 

@@ -5,7 +5,7 @@ import pytest
 
 from tilelab.launch import BenchResult
 from tilelab.launch._telemetry import NvmlSampler, Telemetry
-from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
+from tilelab.records.profile import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
 
 def test_telemetry_record_and_throttle_flags():
@@ -69,7 +69,7 @@ def test_profile_tab_and_measured_roofline_work():
     from elementwise_sm80 import elementwise_add
 
     import tilelab
-    from tilelab.profiling import measured_work
+    from tilelab.records.profile import measured_work
     from tilelab.render.profile import ProfileView
     from tilelab.widgets.inspector import Inspector
 

@@ -163,7 +163,7 @@ gemm = matmul(1024, 1024, 1024)
 
 @needs_hopper
 def test_the_magic_adds_a_timeline_tab(ip, shown):
-    from tilelab._timeline_model import Timeline
+    from tilelab.records.timeline import Timeline
 
     result = run(ip, "--out-idx -1 --timeline=0,1", GEMM_CELL)
     assert result.success, result.error_in_exec

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import LoweringError
+from ..records.errors import LoweringError
 from .env import tilelang
 from .errors import _lowering_error, tilelang_errors
 from .lowering import lower
@@ -50,7 +50,7 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
     from tilelang.instrumentation.events import PassEventObserver, StackedPassInstrument
     from tilelang.tools.pass_timing import TileLangPassTimingInstrument
 
-    from .._machine import PassStep, PassTrace
+    from ..records.machine import PassStep, PassTrace
 
     tl = tilelang()
     events: list[tuple[Any, bool, str, bool]] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._launch_model import BenchResult, Ceilings, LaunchOverhead, RunResult
+from ..records.launch import BenchResult, Ceilings, LaunchOverhead, RunResult
 from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
 from ._cuda_errors import KernelLaunchError
 from ._device_faults import with_device_fault
@@ -51,7 +51,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     After a timeout, tilelab launches the kernel once more, instrumented so that each warp keeps
     its state (waiting on which barrier, for which parity, in which iteration, at which line) in
     host memory, and the error says where the warps hung (``err.hang``, a
-    :class:`tilelab._hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
+    :class:`tilelab.instrument.decode.hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
     ``isolate=False`` launches in this process.
 
     ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
@@ -176,7 +176,7 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
     """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process."""
     import pickle
 
-    from .._errors import BaselineError
+    from ..records.errors import BaselineError
 
     cpu = _cpu.wants_cpu(kernel, target)
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)

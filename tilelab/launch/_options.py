@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._launch_model import BENCH_MODES
+from ..records.launch import BENCH_MODES
 from . import _stability
 
 ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included

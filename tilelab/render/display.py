@@ -1,5 +1,5 @@
 """The one dispatch from a record to its renderers: which function draws each record as text,
-HTML and PNG. Every record's display hook (:class:`tilelab._display.Displayed`) asks here, so a new
+HTML and PNG. Every record's display hook (:class:`tilelab.records.display.Displayed`) asks here, so a new
 record is shown by one entry in :func:`renderers` (and its renderers stay functions
 ``record -> str``, tested without IPython)."""
 
@@ -18,11 +18,11 @@ Renderer = Callable[[Any], Any]
 def renderers() -> dict[type, dict[str, Renderer]]:
     """Record type -> {MIME type: renderer}. Read once, on the first display (the renderers import
     what they draw with: the inspector page, matplotlib for figures)."""
-    from .. import _launch_model as launch
-    from .._model import KernelReport
-    from .._timeline_model import Timeline
-    from ..launch.tile_trace import TileTrace
-    from ..profiling import Profile
+    from ..records import launch
+    from ..records.kernel import KernelReport
+    from ..records.profile import Profile
+    from ..records.tile_trace import TileTrace
+    from ..records.timeline import Timeline
     from ..targets import TargetComparison
     from . import html, profile, sanitizer, text, tiles
     from . import launch as launch_render

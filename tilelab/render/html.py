@@ -12,7 +12,7 @@ target, unfolds it and scrolls it into view; JupyterLab handles in-page links it
 ``:target``) and opens folded launcher gaps and pictures, which travel gzip-compressed. Every fact
 links to the lines that say it: a TMA row to the cell line that asked for the copy, the device CUDA
 lines that use the descriptor and every launcher's encode call; those lines link back (see
-:mod:`tilelab._links`, which finds them).
+:mod:`tilelab.engine.links`, which finds them).
 
 The page stays light at any kernel size: only lines something links to carry an id, line numbers
 are CSS counters, launchers open at their launch and encode calls with the rest folded, layouts are
@@ -38,8 +38,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .._links import cell_heat, encode_spans
-from .._model import KernelReport
+from ..engine.links import cell_heat, encode_spans
+from ..records.kernel import KernelReport
 from ._ids import report_id
 from .page import _REGISTRY as _REGISTRY
 from .page import (
@@ -216,7 +216,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
     inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
     ``launched`` (the cell's run/bench results) gives the Summary their verdicts; ``timelines``
-    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab.
+    (the cell's :class:`~tilelab.records.timeline.Timeline` records) the Timeline tab.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one

@@ -1,6 +1,6 @@
 """Text, HTML and PNG of the launch records (run, bench, ceilings, launch overhead, sweep).
 
-Functions of one record each; the records in :mod:`tilelab._launch_model` are shown through
+Functions of one record each; the records in :mod:`tilelab.records.launch` are shown through
 their ``__repr__``/``_repr_html_``/``_repr_png_``, importing this module when they are shown.
 Every string from a user or a compiler is escaped; styles use JupyterLab's CSS variables.
 """
@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import (
+from ..records.launch import (
     BENCH_MODES,
     BenchResult,
     Ceilings,

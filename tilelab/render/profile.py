@@ -7,7 +7,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ..profiling import Profile, conflict_verdict, hot_python_lines
+from ..records.profile import Profile, conflict_verdict, hot_python_lines
 
 
 def esc(value: Any) -> str:

@@ -8,7 +8,7 @@ import html
 import itertools
 from typing import Any
 
-from .._launch_model import Finding, SanitizerReport
+from ..records.launch import Finding, SanitizerReport
 
 _COUNTER = itertools.count()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._model import KernelReport
+from ..records.kernel import KernelReport
 from . import tabs as _tabs  # noqa: F401  (registers every tab)
 from .page import tabs, text_page
 from .textkit import dims, layout_sentence, pdl_text, size_text, tma_rows

@@ -1,10 +1,10 @@
-"""Renderers of a :class:`~tilelab._launch_model.TileMap` (which tiles of an output are wrong)."""
+"""Renderers of a :class:`~tilelab.records.launch.TileMap` (which tiles of an output are wrong)."""
 
 from __future__ import annotations
 
 import html
 
-from .._launch_model import TileMap
+from ..records.launch import TileMap
 
 GLYPHS = {"right": ".", "wrong": "X", "unwritten": "o", "partial": "/"}
 COLOURS = {"right": "var(--jp-success-color2,#8c8)", "wrong": "var(--jp-error-color1,#d33)",

@@ -1,4 +1,4 @@
-"""A :class:`~tilelab._timeline_model.Timeline` as a Gantt chart (SVG), its summary (HTML), and a
+"""A :class:`~tilelab.records.timeline.Timeline` as a Gantt chart (SVG), its summary (HTML), and a
 Perfetto / chrome://tracing trace (the trace-event JSON format).
 
 Functions of the record only. The chart has one lane per block x warp group (a row per warp in
@@ -12,7 +12,7 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from .._timeline_model import KINDS, Timeline, TimelineSpan
+from ..records.timeline import KINDS, Timeline, TimelineSpan
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
 KIND_STYLE: dict[str, tuple[str, str, str]] = {
@@ -188,7 +188,7 @@ def summary_html(tl: Timeline) -> str:
 
 def phases_html(tl: Timeline, limit: int = 12) -> str:
     """The phases with the most time (all traced warps together), each with its lines."""
-    from .._timeline import phase_totals
+    from ..instrument.decode.timeline import phase_totals
 
     rows = "".join(
         f"<tr><td>{esc(g['role'])}</td><td>{esc(g['label'] or g['kind'])}</td><td>{g['count']}</td>"

@@ -20,7 +20,7 @@ import html as _html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._model import KernelReport
+from ..records.kernel import KernelReport
 from ..render import html as render
 from ..render.timeline import split_timelines
 

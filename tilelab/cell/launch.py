@@ -1,0 +1,154 @@
+"""``%%tilelang --run/--bench/--profile/--sanitize``: launch a cell's kernel at each ``--sizes`` set.
+
+:func:`launch_cell` returns the launch results in order (sanitizer report, run check, bench
+timing, profile view per size set) for the inspector's Timing tab; what the user must see even
+with ``--quiet`` (a failed verification, a sanitizer verdict, why nothing was launched) goes
+through ``say``. A launch that cannot be made as asked raises
+:class:`~tilelab.cell.options.CellUsageError` saying which option to change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
+
+from ..records.errors import TilelabError
+from .kernels import Build, CellEntry, compile_one
+from .options import CellUsageError
+
+
+def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
+                say: Callable[[str], None]) -> list[Any]:
+    """Launch the shown kernel as the options ask, at every size set; the results in order."""
+    if build.refusal is not None:
+        say(f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {build.refusal}; inspection still works "
+            "(the inspector below shows what TileLang generated for the target).")
+        return []
+    try:
+        importlib.import_module("..launch", __package__)  # an install without torch has none
+    except ImportError:
+        say("%%tilelang: --run/--bench need tilelab.launch, which this install lacks.")
+        return []
+    kernel = launchable_kernel(entry, build, ns)
+    out: list[Any] = []
+    for sizes in build.options.sizes or ({},):
+        try:
+            out += _launch_at(kernel, build, sizes, ref, say, entry)
+        except TilelabError as err:  # first: its message already says what to change (a launch
+            raise CellUsageError(f"%%tilelang --run/--bench: {err}") from None  # failure, a misaligned tensor)
+        except (ValueError, TypeError) as err:
+            raise CellUsageError(launch_message(err, sizes)) from None
+    return out
+
+
+def launchable_kernel(entry: CellEntry, build: Build, ns: dict[str, Any]) -> Any:
+    """The shown kernel compiled with this cell's options (compiled now under --no-compile)."""
+    from .. import _tilelang
+
+    kernel = entry.compiled.get(build.shown)
+    if kernel is not None:
+        return kernel
+    obj = ns[build.shown]
+    return obj if _tilelang.kernel_kind(obj) == "compiled" else compile_one(obj, build)
+
+
+class _Where(TypedDict):
+    """Where a launch runs: in a worker process (``isolate``) with a ``timeout``, or in this one."""
+
+    isolate: bool
+    timeout: float | None
+
+
+class _Rounds(TypedDict, total=False):
+    """``--rep-ms``: the length of bench's timed rounds and of its warm-up."""
+
+    rep_ms: float
+    warmup_ms: float
+
+
+def _as_keywords(sizes: dict[str, int]) -> Mapping[str, Any]:
+    """``sizes`` to pass as ``**keywords``: they are named after the kernel's dimensions, which a type
+    checker cannot tell apart from the launch functions' own keyword parameters."""
+    return sizes
+
+
+def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None],
+               entry: CellEntry) -> list[Any]:
+    from .. import launch
+
+    options = build.options
+    where: _Where = {"isolate": not options.in_process, "timeout": options.timeout}
+    dims = _as_keywords(sizes)
+    out: list[Any] = []
+    if options.sanitize:
+        found = launch.sanitize(kernel, tool=options.sanitize, **dims)
+        out.append(found)
+        say(f"%%tilelang --sanitize: {repr(found).splitlines()[0]}")
+    if options.run:
+        checked = launch.run(kernel, ref=ref, **where, **dims)
+        out.append(checked)
+        if not getattr(checked, "passed", True):
+            head = repr(checked).split("\n", 1)[0]
+            say(f"%%tilelang --run: {head}" + (f" at {sizes_text(sizes)}" if sizes else ""))
+    if options.bench:
+        rounds: _Rounds = {"rep_ms": options.rep_ms, "warmup_ms": min(25.0, options.rep_ms)} if options.rep_ms else {}
+        out.append(launch.bench(kernel, **rounds, **where, **dims))
+    if options.profile:
+        out = _profiled(kernel, sizes, out, entry, say)
+    if options.trace:
+        out.append(_traced(kernel, sizes, say))
+    if options.timeline is not None:  # --timeline: the Timeline tab (render/timeline.py)
+        from ..launch._timeline import timeline
+
+        out.append(timeline(kernel, blocks=options.timeline, **where, **dims))
+    return out
+
+
+def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> Any:
+    """``--trace``: the kernel's TileTrace; its problems are said (shown even with --quiet)."""
+    from ..launch._trace import trace_tiles
+
+    traced = trace_tiles(kernel, **_as_keywords(sizes))
+    problems = traced.problems()
+    if problems:
+        at = f" at {sizes_text(sizes)}" if sizes else ""
+        say(f"%%tilelang --trace{at}: " + "; ".join(problems))
+    return traced
+
+
+def _profiled(kernel: Any, sizes: dict[str, int], out: list[Any], entry: CellEntry,
+              say: Callable[[str], None]) -> list[Any]:
+    """``out`` with the profile of one launch added (and the last timing placed by the work the
+    counters measured); a profiler that cannot run says why and adds nothing."""
+    from ..launch._profile import ProfileError, profile
+    from ..records.profile import measured_work
+    from ..render.profile import ProfileView
+
+    try:
+        measured = profile(kernel, **_as_keywords(sizes))
+    except ProfileError as err:
+        say(f"%%tilelang --profile: {err}")
+        return out
+    if out and hasattr(out[-1], "median_ms"):
+        out = [*out[:-1], measured_work(out[-1], measured)]
+    return [*out, ProfileView(measured, entry.report)]
+
+
+def sizes_text(sizes: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def launch_message(err: BaseException, sizes: dict[str, int]) -> str:
+    """A launch's ValueError/TypeError as what to pass: a missing dynamic size names --sizes."""
+    text = str(err)
+    missing = re.search(r"size ([\w, ]+?) is dynamic", text)
+    at = f" (at --sizes {sizes_text(sizes)!r})" if sizes else ""
+    if missing:
+        names = [n.strip() for n in missing.group(1).split(",") if n.strip()]
+        example = ",".join(f"{n}=4096" for n in names)
+        return (f"%%tilelang --run/--bench{at}: the kernel's size {', '.join(names)} is dynamic and was not given. "
+                f'Pass it with --sizes "{example}" (several sets: "{names[0]}=1024;{names[0]}=4096").')
+    return (f"%%tilelang --run/--bench{at}: {type(err).__name__}: {text}. Check --sizes (dynamic sizes), "
+            "--ref (the reference's arguments and outputs) and --out-idx.")
