@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._version import __version__ as __version__
+from .records.display import load_renderers_with
 from .records.errors import (
     KernelFactoryError,
     LoweringError,
@@ -67,6 +68,15 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tilelab' has no attribute {name!r}")
+
+
+def _load_renderers() -> None:
+    """The render layer, imported when the first record is shown: its modules register what they
+    draw with the records' registry (the records themselves import no renderer)."""
+    from . import render  # noqa: F401
+
+
+load_renderers_with(_load_renderers)
 
 
 def load_ipython_extension(ipython: Any) -> None:

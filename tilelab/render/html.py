@@ -39,7 +39,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..engine.links import cell_heat, encode_spans
+from ..records.display import register as register_record
 from ..records.kernel import KernelReport
+from ..targets import TargetComparison
 from ._ids import report_id
 from .page import _REGISTRY as _REGISTRY
 from .page import (
@@ -279,3 +281,6 @@ __all__ = [
     "mfma_html", "page_id", "register_section", "render_html", "render_section", "report_changes", "report_id",
     "section_body", "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",
 ]
+
+register_record(KernelReport, {"text/html": render_html})
+register_record(TargetComparison, {"text/html": comparison_html})

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..records.display import register
 from ..records.launch import (
     BENCH_MODES,
     BenchResult,
@@ -394,3 +395,10 @@ def sweep_table_png(table: SweepTable) -> bytes | None:
     if len(table.sizes) > 1:
         return _png(plots.throughput_vs_size, table)
     return _png(plots.configs_compared, table)
+
+
+register(RunResult, {"text/plain": run_result_text, "text/html": run_result_html})
+register(BenchResult, {"text/plain": bench_result_text, "text/html": bench_result_html, "image/png": bench_result_png})
+register(Ceilings, {"text/plain": ceilings_text, "text/html": ceilings_html, "image/png": ceilings_png})
+register(LaunchOverhead, {"text/plain": overhead_text, "text/html": overhead_html, "image/png": overhead_png})
+register(SweepTable, {"text/plain": sweep_table_text, "text/html": sweep_table_html, "image/png": sweep_table_png})

@@ -7,7 +7,9 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from ..records.display import register
 from ..records.profile import Profile, conflict_verdict, hot_python_lines
+from .page import wrap
 
 
 def esc(value: Any) -> str:
@@ -114,9 +116,9 @@ class ProfileView:
         return repr(self.profile)
 
     def _repr_html_(self) -> str:
-        from .html import wrap
-
         return wrap(profile_html(self.profile, report=self.report))
 
 
 __all__ = ["ProfileView", "hot_python_lines", "profile_html"]
+
+register(Profile, {"text/html": lambda p: wrap(profile_html(p))})

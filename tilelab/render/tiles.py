@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from ..records.display import register
 from ..records.launch import TileMap
 
 GLYPHS = {"right": ".", "wrong": "X", "unwritten": "o", "partial": "/"}
@@ -45,3 +46,6 @@ def tile_map_html(m: TileMap) -> str:
                       f"{html.escape(LEGEND[s])}" for s in GLYPHS)
     return (f'<div class="tilelab-tilemap"><div>{html.escape(_headline(m))}</div>'
             f'<table style="border-collapse:collapse">{"".join(rows)}</table><div>{legend}</div></div>')
+
+
+register(TileMap, {"text/plain": tile_map_text, "text/html": tile_map_html})

@@ -12,6 +12,7 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+from ..records.display import register
 from ..records.timeline import KINDS, Timeline, TimelineSpan
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
@@ -237,3 +238,5 @@ def split_timelines(results: Any) -> tuple[tuple[Timeline, ...], list[Any]]:
 
 __all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
            "timeline_html", "timeline_svg", "timeline_text"]
+
+register(Timeline, {"text/html": timeline_html})
