@@ -29,6 +29,7 @@ FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab.records.errors", "til
 RECORDS = {"tilelab.records.kernel", "tilelab.records.machine", "tilelab.records.launch", "tilelab.launch._telemetry",
            "tilelab.records.timeline"}
 RECORDS |= {"tilelab.records.tile_trace"}  # tilelab.trace_tiles's record
+RECORDS |= {"tilelab.records.profile"}  # Nsight Compute profiles
 RECORDS |= {"tilelab.records.record"}  # the records' one dataclass <-> dict converter
 FACES = {"tilelab", "tilelab.records"}  # the packages' faces, loaded with any module of theirs
 

@@ -362,12 +362,13 @@ def test_the_svg_draws_a_lane_per_block_and_warp_group_and_hover_names_the_lines
 
 def test_the_timeline_tab_appears_only_where_the_magic_measured_one():
     from tilelab.render import html as render
-    from tilelab.render.timeline import split_timelines
+    from tilelab.widgets.inspector import launches_of
 
     report = tilelab.inspect(timeline_kernels.add(), "sm_90a")
     assert "timeline" not in render.default_sections(report)
-    timelines, rest = split_timelines(["a bench result", sample_timeline()])
-    assert rest == ["a bench result"]
+    launches, rest = launches_of(["a bench result", sample_timeline()])
+    timelines = launches.timelines
+    assert list(rest) == ["a bench result"]
     assert "timeline" in render.default_sections(report, timelines=timelines)
     page = render.render_html(report, timelines=timelines)
     assert ">Timeline (1)<" in page and "tlt-k-tma_issue" in page

@@ -1,7 +1,8 @@
 """``%%tilelang --run/--bench/--profile/--sanitize``: launch a cell's kernel at each ``--sizes`` set.
 
-:func:`launch_cell` returns the launch results in order (sanitizer report, run check, bench
-timing, profile view per size set) for the inspector's Timing tab; what the user must see even
+:func:`launch_cell` returns one :class:`~tilelab.records.launch.Launches` record: the sanitizer
+reports, runs, benches, profiles, timelines and traces, each in the order of the size sets (the
+inspector shows them in its Timing, Profile and Timeline tabs); what the user must see even
 with ``--quiet`` (a failed verification, a sanitizer verdict, why nothing was launched) goes
 through ``say``. A launch that cannot be made as asked raises
 :class:`~tilelab.cell.options.CellUsageError` saying which option to change.
@@ -12,30 +13,34 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..records.errors import TilelabError
+from ..records.launch import Launches
 from .kernels import Build, CellEntry, compile_one
 from .options import CellUsageError
 
+if TYPE_CHECKING:
+    from ..records.profile import Profile
+
 
 def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
-                say: Callable[[str], None]) -> list[Any]:
-    """Launch the shown kernel as the options ask, at every size set; the results in order."""
+                say: Callable[[str], None]) -> Launches:
+    """Launch the shown kernel as the options ask, at every size set."""
     if build.refusal is not None:
         say(f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {build.refusal}; inspection still works "
             "(the inspector below shows what TileLang generated for the target).")
-        return []
+        return Launches()
     try:
         importlib.import_module("..launch", __package__)  # an install without torch has none
     except ImportError:
         say("%%tilelang: --run/--bench need tilelab.launch, which this install lacks.")
-        return []
+        return Launches()
     kernel = launchable_kernel(entry, build, ns)
-    out: list[Any] = []
+    out = Launches()
     for sizes in build.options.sizes or ({},):
         try:
-            out += _launch_at(kernel, build, sizes, ref, say, entry)
+            out += _launch_at(kernel, build, sizes, ref, say)
         except TilelabError as err:  # first: its message already says what to change (a launch
             raise CellUsageError(f"%%tilelang --run/--bench: {err}") from None  # failure, a misaligned tensor)
         except (ValueError, TypeError) as err:
@@ -74,36 +79,39 @@ def _as_keywords(sizes: dict[str, int]) -> Mapping[str, Any]:
     return sizes
 
 
-def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None],
-               entry: CellEntry) -> list[Any]:
+def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None]) -> Launches:
+    """The launches at one size set."""
     from .. import launch
 
     options = build.options
     where: _Where = {"isolate": not options.in_process, "timeout": options.timeout}
     dims = _as_keywords(sizes)
-    out: list[Any] = []
+    sanitized, runs, benches, profiles, timelines, traces = [], [], [], [], [], []
     if options.sanitize:
         found = launch.sanitize(kernel, tool=options.sanitize, **dims)
-        out.append(found)
+        sanitized.append(found)
         say(f"%%tilelang --sanitize: {repr(found).splitlines()[0]}")
     if options.run:
         checked = launch.run(kernel, ref=ref, **where, **dims)
-        out.append(checked)
-        if not getattr(checked, "passed", True):
+        runs.append(checked)
+        if not checked.passed:
             head = repr(checked).split("\n", 1)[0]
             say(f"%%tilelang --run: {head}" + (f" at {sizes_text(sizes)}" if sizes else ""))
     if options.bench:
         rounds: _Rounds = {"rep_ms": options.rep_ms, "warmup_ms": min(25.0, options.rep_ms)} if options.rep_ms else {}
-        out.append(launch.bench(kernel, **rounds, **where, **dims))
-    if options.profile:
-        out = _profiled(kernel, sizes, out, entry, say)
+        benches.append(launch.bench(kernel, **rounds, **where, **dims))
+    if options.profile and (measured := _profiled(kernel, sizes, say)) is not None:
+        from ..records.profile import measured_work
+
+        profiles.append(measured)
+        benches = [measured_work(b, measured) for b in benches]  # placed by the work the counters measured
     if options.trace:
-        out.append(_traced(kernel, sizes, say))
+        traces.append(_traced(kernel, sizes, say))
     if options.timeline is not None:  # --timeline: the Timeline tab (render/timeline.py)
         from ..launch._timeline import timeline
 
-        out.append(timeline(kernel, blocks=options.timeline, **where, **dims))
-    return out
+        timelines.append(timeline(kernel, blocks=options.timeline, **where, **dims))
+    return Launches(tuple(sanitized), tuple(runs), tuple(benches), tuple(profiles), tuple(timelines), tuple(traces))
 
 
 def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> Any:
@@ -118,22 +126,15 @@ def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> A
     return traced
 
 
-def _profiled(kernel: Any, sizes: dict[str, int], out: list[Any], entry: CellEntry,
-              say: Callable[[str], None]) -> list[Any]:
-    """``out`` with the profile of one launch added (and the last timing placed by the work the
-    counters measured); a profiler that cannot run says why and adds nothing."""
+def _profiled(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> Profile | None:
+    """The profile of one launch; a profiler that cannot run says why and gives None."""
     from ..launch._profile import ProfileError, profile
-    from ..records.profile import measured_work
-    from ..render.profile import ProfileView
 
     try:
-        measured = profile(kernel, **_as_keywords(sizes))
+        return profile(kernel, **_as_keywords(sizes))
     except ProfileError as err:
         say(f"%%tilelang --profile: {err}")
-        return out
-    if out and hasattr(out[-1], "median_ms"):
-        out = [*out[:-1], measured_work(out[-1], measured)]
-    return [*out, ProfileView(measured, entry.report)]
+        return None
 
 
 def sizes_text(sizes: dict[str, int]) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 from ..engine import cache as _cache
 from ..records.errors import LoweringError
 from ..records.kernel import KernelReport
+from ..records.launch import Launches
 from .kernels import (
     MISSING,
     Build,
@@ -107,12 +108,21 @@ class CellResult:
     report: KernelReport
     compiled: dict[str, Any] = field(default_factory=dict)  # cell name -> TileLang JITKernel (GPU only)
     bound: dict[str, str] = field(default_factory=dict)  # name bound in the namespace -> what it compiles
-    timing: list[Any] = field(default_factory=list)  # tilelab.launch results (--run/--bench)
-    traces: list[Any] = field(default_factory=list)  # --trace: TileTrace records, shown above the inspector
+    launches: Launches = field(default_factory=Launches)  # --run/--bench/--profile/--sanitize/--timeline/--trace
     inspector: Any = None
     cache_hit: bool = False
     seconds: float = 0.0
     key: str = ""
+
+    @property
+    def timing(self) -> list[Any]:
+        """What the inspector's Timing tab shows: the sanitizer reports, runs and benches."""
+        return list(self.launches.timing)
+
+    @property
+    def traces(self) -> list[Any]:
+        """--trace: the TileTrace records, shown above the inspector."""
+        return list(self.launches.traces)
 
 
 class NameTransaction:
@@ -235,14 +245,11 @@ class CellSession:
             host.say(f"%%tilelang: compiled for {target} ({options.backend or _tilelang.default_backend(target)}) "
                      "and bound " + ", ".join(f"{name} = {what}" for name, what in result.bound.items()))
         if options.launches:
-            from ..records.tile_trace import TileTrace
             from .launch import launch_cell
 
-            launched = launch_cell(entry, build, ns, ref, host.say)
-            result = dataclasses.replace(result, timing=[r for r in launched if not isinstance(r, TileTrace)],
-                                         traces=[r for r in launched if isinstance(r, TileTrace)])
+            result = dataclasses.replace(result, launches=launch_cell(entry, build, ns, ref, host.say))
             if not options.quiet:
-                for traced in result.traces:
+                for traced in result.launches.traces:
                     host.display(traced)
         return result if options.quiet else self._shown(source, options, result, host)
 
@@ -271,8 +278,7 @@ class CellSession:
         from ..widgets.inspector import Inspector
 
         text = "%%tilelang" + (f" {options.line}" if options.line else "") + "\n" + source.text
-        # the Inspector shows the --timeline results in the Timeline tab, the others in Timing
-        inspector = Inspector(result.report, show=options.show, timing=result.timing, source=text,
+        inspector = Inspector(result.report, show=options.show, launches=result.launches, source=text,
                               previous=self.previous_report(source.identity, result.report))
         host.display(inspector)
         return dataclasses.replace(result, inspector=inspector)

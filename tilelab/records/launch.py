@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .display import DisplayedText
+from .profile import Profile
 from .record import MAPPING, Record
+from .tile_trace import TileTrace
+from .timeline import Timeline
 
 __all__ = [
     "BENCH_MODES",
@@ -665,3 +668,28 @@ class SanitizerReport(DisplayedText, Record):
     @property
     def clean(self) -> bool:
         return not self.findings
+
+
+@dataclass(frozen=True)
+class Launches(Record):
+    """What the launches of one ``%%tilelang`` cell returned, by kind, each in the order of its
+    ``--sizes`` sets: the Timing tab shows the sanitizer reports, runs and benches (:attr:`timing`),
+    the Profile tab the profiles, the Timeline tab the timelines; the traces are shown above the
+    inspector."""
+
+    sanitizer: tuple[SanitizerReport, ...] = ()  # --sanitize
+    runs: tuple[RunResult, ...] = ()  # --run
+    benches: tuple[BenchResult, ...] = ()  # --bench (placed by the measured work under --profile)
+    profiles: tuple[Profile, ...] = ()  # --profile
+    timelines: tuple[Timeline, ...] = ()  # --timeline
+    traces: tuple[TileTrace, ...] = ()  # --trace
+
+    @property
+    def timing(self) -> tuple[SanitizerReport | RunResult | BenchResult, ...]:
+        """What the Timing tab shows, in its order."""
+        return (*self.sanitizer, *self.runs, *self.benches)
+
+    def __add__(self, other: Launches) -> Launches:
+        """Both cells' worth, kind by kind (this one's first)."""
+        return Launches(self.sanitizer + other.sanitizer, self.runs + other.runs, self.benches + other.benches,
+                        self.profiles + other.profiles, self.timelines + other.timelines, self.traces + other.traces)

@@ -229,14 +229,7 @@ def timeline_text(tl: Timeline) -> str:
     return "\n".join(lines)
 
 
-def split_timelines(results: Any) -> tuple[tuple[Timeline, ...], list[Any]]:
-    """A cell's results split into its :class:`Timeline` records (the inspector's Timeline tab)
-    and the others (its Timing tab)."""
-    results = list(results or ())
-    return (tuple(r for r in results if isinstance(r, Timeline)), [r for r in results if not isinstance(r, Timeline)])
-
-
-__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
+__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "summary_html",
            "timeline_html", "timeline_svg", "timeline_text"]
 
 register(Timeline, {"text/html": timeline_html})
