@@ -11,21 +11,18 @@ and not performed. Vectorisation is off for this compile (one call per element).
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .compile import compile_kernel
 from .env import tilelang
+from .passes import passes_before
 from .resolve import kernel_fingerprint, resolve_kernel
 
 TRACE_ACCESS_FUNCTION = "tilelab_trace_access"
 TRACE_READ, TRACE_WRITE, TRACE_ATOMIC = 0, 1, 2  # kinds of access: tensor id * 4 + kind goes to the call
 TRACE_ATOMIC_ATTR = "tilelab_atomic"  # marks an atomic update from before LowerTileOp to the trace pass
 TRACE_MAX_RANK = 6  # indices per call; a tensor of higher rank is traced by its flat index
-_TRACE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -189,33 +186,10 @@ def _mark_atomics_pass() -> Any:
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.MarkAtomics")
 
 
-@contextlib.contextmanager
 def _flatten_buffer_traced(trace: Any):
-    """Within the block, TileLang's CPU pipeline marks atomics before its LowerTileOp pass and runs
-    ``trace`` before its FlattenBuffer pass (the pipeline looks both up in ``tilelang.transform``
-    each time it lowers); compiles in other threads meanwhile are left alone."""
-    tl = tilelang()
-    tvm = tl.tvm
-    originals = {"FlattenBuffer": tl.transform.FlattenBuffer, "LowerTileOp": tl.transform.LowerTileOp}
-    before = {"FlattenBuffer": trace, "LowerTileOp": _mark_atomics_pass()}
-    mine = threading.get_ident()
-
-    def preceded(name: str) -> Callable[..., Any]:
-        def make(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != mine:
-                return originals[name](*args, **kwargs)
-            return tvm.transform.Sequential([before[name], originals[name](*args, **kwargs)])
-
-        return make
-
-    with _TRACE_LOCK:
-        for name in originals:
-            setattr(tl.transform, name, preceded(name))
-        try:
-            yield
-        finally:
-            for name, original in originals.items():
-                setattr(tl.transform, name, original)
+    """TileLang's CPU pipeline marks atomics before its LowerTileOp pass and runs ``trace`` before
+    its FlattenBuffer pass."""
+    return passes_before({"FlattenBuffer": trace, "LowerTileOp": _mark_atomics_pass()})
 
 
 def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
@@ -224,8 +198,12 @@ def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: 
     prim_func) for the CPU with its global accesses traced. TileLang's kernel cache is off for
     this compile, so the traced kernel never answers for the plain one. Raises LoweringError with
     TileLang's reason when the kernel cannot be lowered or built for target c."""
+    from .emulate import rewrite_for_cpu
+
     source = resolve_kernel(obj, args, kwargs)
-    func = source.prim_func
+    # A kernel written for a GPU is traced through its tile program's meaning on the CPU (the rules of
+    # tilelab.run(device="cpu")); a CPU kernel goes through the same rewrite unchanged in meaning.
+    func = rewrite_for_cpu(source.prim_func, source.name, mask=False).func
     tensors = tuple(str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map)
     block_vars, rank = _block_vars(func)
     untraced: set[str] = set()
