@@ -98,7 +98,8 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
             head = repr(checked).split("\n", 1)[0]
             say(f"%%tilelang --run: {head}" + (f" at {sizes_text(sizes)}" if sizes else ""))
     if options.bench:
-        rounds: _Rounds = {"rep_ms": options.rep_ms, "warmup_ms": min(25.0, options.rep_ms)} if options.rep_ms else {}
+        warmup_ms = min(launch.BenchOptions().warmup_ms, options.rep_ms or 0.0)  # the default, or shorter
+        rounds: _Rounds = {"rep_ms": options.rep_ms, "warmup_ms": warmup_ms} if options.rep_ms else {}
         benches.append(launch.bench(kernel, **rounds, **where, **dims))
     if options.profile and (measured := _profiled(kernel, sizes, say)) is not None:
         from ..records.profile import measured_work

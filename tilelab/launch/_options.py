@@ -133,6 +133,14 @@ class BenchOptions:
         return self.ci_target  # type: ignore[return-value]
 
     @property
+    def longest_ms(self) -> float:
+        """The longest the measurement may take, in ms: the warm-up (up to the steady-state cap in
+        steady sustained mode) and every round ``ci_target`` may take."""
+        warm = max(self.warmup_ms, self.steady_cap_ms) if self.mode == "sustained" and self.steady else self.warmup_ms
+        rounds = self.max_rounds if self.interval_target else 1
+        return warm + rounds * self.repetition_ms
+
+    @property
     def flushes(self) -> bool:
         return self.flush_l2 if self.flush_l2 is not None else self.mode != "graph"
 
