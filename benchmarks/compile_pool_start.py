@@ -23,7 +23,7 @@ import tempfile
 CHILD = r"""
 import concurrent.futures, json, sys, time
 import tilelang.language as T
-from tilelab.launch.sweep import _runners, _tasks
+from tilelab.launch.sweep import _pool, _runners, _tasks
 
 def factory(N, block):
     @T.prim_func
@@ -37,12 +37,12 @@ def factory(N, block):
 def main():
     method, tasks = sys.argv[1], int(sys.argv[2])
     if method == "spawn":
-        _runners.pool_start_method = lambda *args: "spawn"
+        _pool.pool_start_method = lambda *args: "spawn"
     steps = [_tasks.default_compile_step(factory, {"N": 4096}, {"block": 32 * (k + 1)}, backend=None,
                                          out_idx=-1, target="c") for k in range(tasks)]
     blobs = [_tasks.dumps(s) for s in steps]
     t0 = time.perf_counter()
-    pool = _runners._compile_pool(_runners.compile_pool_size(tasks), exact=False)
+    pool = _pool.compile_pool(_pool.compile_pool_size(tasks), exact=False)
     futures = [pool.submit(_tasks.compile_pickled, k, b) for k, b in enumerate(blobs)]
     done = []
     for f in concurrent.futures.as_completed(futures):
@@ -51,7 +51,7 @@ def main():
         done.append(time.perf_counter() - t0)
     print(json.dumps({"method": type(pool._mp_context).__name__, "first_s": done[0], "last_s": done[-1],
                       "compile_s": sorted(f.result().compile_s for f in futures)}))
-    _runners.shutdown_compile_pools()
+    _pool.shutdown_compile_pools()
 
 
 if __name__ == "__main__":  # the compile processes import this script again

@@ -163,7 +163,7 @@ def child_tilelab(space: str, quick: bool) -> dict[str, Any]:
     table = tilelab.sweep(factory, configs, [size], strategy="halving", out_idx=out_idx, progress=False)
     wall = time.perf_counter() - t0
     best = table.best()
-    from tilelab.launch.sweep._runners import compile_pool_size
+    from tilelab.launch.sweep._pool import compile_pool_size
 
     how = (f"compiles in {compile_pool_size(len(configs))} processes ({os.cpu_count()} CPUs; on Linux "
            "forks of the sweep's process, which has torch and TileLang imported), each configuration "

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.launch import BenchResult, SweepRow, SweepTable
-from tilelab.launch.sweep import _final, _plan, _rowcache, _runners, _show, _tasks, sweep
+from tilelab.launch.sweep import _final, _plan, _pool, _rowcache, _runners, _show, _tasks, sweep
 
 TIMINGS = {16: 3.0, 32: 1.0, 64: 2.0, 128: 1.5, 256: 9.0}
 PARAMS = {"block": [8, 16, 32, 64, 128, 256]}
@@ -123,7 +123,7 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=again,
           workers=2, progress=False, force=True)
     assert {artifact["pid"] for artifact, *_ in again.calls} <= compiled_in
-    _runners.shutdown_compile_pools()
+    _pool.shutdown_compile_pools()
     after = Recorder()
     sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
           workers=2, progress=False, force=True)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tilelab.launch import BenchResult
-from tilelab.launch.sweep import SweepOptions, _halving, _runners, _tasks, sweep
+from tilelab.launch.sweep import SweepOptions, _halving, _pool, _runners, _tasks, sweep
 
 BLOCKS = [16, 32, 64, 96, 128, 160, 192, 256, 512]
 TRUE_MS = {b: 1.0 + abs(b - 128) / 512 for b in BLOCKS}  # block=128 is the fastest; 512 fails to compile
@@ -303,7 +303,7 @@ def test_a_compile_process_started_while_a_worker_hides_the_callers_script_still
 
 
 def test_a_compile_pool_is_sized_by_the_compile_tasks_the_cores_and_the_memory():
-    size, big = _runners.compile_pool_size, 128 << 30
+    size, big = _pool.compile_pool_size, 128 << 30
     assert size(18, cpus=16, memory_bytes=big) == 18  # every compile at once, none waits for another
     assert size(64, cpus=16, memory_bytes=big) == 24  # at most 1.5x the cores
     assert size(3, cpus=16, memory_bytes=big) == 3  # no more processes than tasks
@@ -332,19 +332,19 @@ class FakePool:
 
 
 def test_a_kept_compile_pool_big_enough_serves_the_next_sweep(monkeypatch):
-    monkeypatch.setattr(_runners, "_POOLS", {})
-    monkeypatch.setattr(_runners, "ProcessPoolExecutor", FakePool)
-    monkeypatch.setattr(_runners, "_pool_context", lambda: None)  # no forkserver for a fake pool
-    first = _runners._compile_pool(18, exact=False)
+    monkeypatch.setattr(_pool, "_POOLS", {})
+    monkeypatch.setattr(_pool, "ProcessPoolExecutor", FakePool)
+    monkeypatch.setattr(_pool, "_pool_context", lambda: None)  # no forkserver for a fake pool
+    first = _pool.compile_pool(18, exact=False)
     assert first.max_workers == 18
-    assert _runners._compile_pool(6, exact=False) is first  # fewer tasks: the kept pool serves, no spawn
-    assert _runners._compile_pool(18, exact=False) is first
-    bigger = _runners._compile_pool(24, exact=False)
+    assert _pool.compile_pool(6, exact=False) is first  # fewer tasks: the kept pool serves, no spawn
+    assert _pool.compile_pool(18, exact=False) is first
+    bigger = _pool.compile_pool(24, exact=False)
     assert bigger is not first and bigger.max_workers == 24
-    assert first.stopped and list(_runners._POOLS) == [24]  # the smaller pool's idle processes go
-    mine = _runners._compile_pool(4)  # the user's workers=4: at most 4 compiles at once, its own pool
+    assert first.stopped and list(_pool._POOLS) == [24]  # the smaller pool's idle processes go
+    mine = _pool.compile_pool(4)  # the user's workers=4: at most 4 compiles at once, its own pool
     assert mine.max_workers == 4 and not bigger.stopped
-    assert _runners._compile_pool(4) is mine and _runners._compile_pool(20, exact=False) is bigger
+    assert _pool.compile_pool(4) is mine and _pool.compile_pool(20, exact=False) is bigger
 
 
 def compile_block(block):
@@ -358,10 +358,10 @@ def test_a_sweep_over_devices_asks_for_as_many_compile_processes_as_it_has_compi
     import os
 
     asked = []
-    monkeypatch.setattr(_runners, "_compile_pool",
+    monkeypatch.setattr(_pool, "compile_pool",
                         lambda workers, exact=True: asked.append((workers, exact)) or FakePool(workers))
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    monkeypatch.setattr(_runners, "_host_memory", lambda: 128 << 30)
+    monkeypatch.setattr(_pool, "_host_memory", lambda: 128 << 30)
     steps = Steps()
     compile_fn = lambda f, size, config: functools.partial(compile_block, config["block"])  # noqa: E731
     table = sweep(factory, {"block": BLOCKS}, {"N": [1024]}, strategy="halving", prune=False, eta=2, devices=[0],
@@ -406,7 +406,7 @@ def test_configurations_elaborate_and_compile_here_while_the_compile_pool_starts
 
     release = threading.Event()
     pool = WaitingPool(release, finish_first=True)
-    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    monkeypatch.setattr(_pool, "compile_pool", lambda workers, exact=True: pool)
     _COMPILED_IN.clear()
     _COMPILED_IN.update(release=release, pool=pool)
     elaborated = []
@@ -450,7 +450,7 @@ def test_a_warm_compile_pool_takes_every_task(monkeypatch):
 
     pool = FakePool(4)
     pool._processes = {1: object()}  # started by an earlier sweep
-    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    monkeypatch.setattr(_pool, "compile_pool", lambda workers, exact=True: pool)
     sent = []
     submit = pool.submit
     monkeypatch.setattr(pool, "submit", lambda fn, *args: sent.append(args[0]) or submit(fn, *args))
@@ -478,7 +478,7 @@ def test_a_stop_while_the_compile_pool_starts_cancels_every_task_sent_or_not(mon
 
     release = threading.Event()
     pool = WaitingPool(release)
-    monkeypatch.setattr(_runners, "_compile_pool", lambda workers, exact=True: pool)
+    monkeypatch.setattr(_pool, "compile_pool", lambda workers, exact=True: pool)
     _HOLD.clear()
     elaborated = []
 
@@ -512,13 +512,13 @@ def test_a_stop_while_the_compile_pool_starts_cancels_every_task_sent_or_not(mon
 
 
 def test_the_pool_forks_the_caller_on_linux_else_spawns():
-    how = _runners.pool_start_method
+    how = _pool.pool_start_method
     assert how("linux", ["fork", "spawn", "forkserver"]) == "fork"
     assert how("linux", ["spawn"]) == "spawn"
     assert how("win32", ["spawn"]) == "spawn"
     assert how("darwin", ["spawn", "fork", "forkserver"]) == "spawn"  # a fork of torch is not safe there
     # what the caller imports before the pool starts: what a compile needs, never the caller's script
-    imports = _runners.COMPILE_IMPORTS
+    imports = _pool.COMPILE_IMPORTS
     assert "__main__" not in imports and {"torch", "tilelang", "tilelab.launch.sweep._tasks"} <= set(imports)
 
 
@@ -547,14 +547,14 @@ def test_compile_processes_are_forks_of_the_caller_made_at_once_and_a_changed_en
 
     if not sys.platform.startswith("linux"):
         pytest.skip("compile processes are forks of the caller on Linux only")
-    _runners.shutdown_compile_pools()  # the kept pools of earlier tests: their processes end
+    _pool.shutdown_compile_pools()  # the kept pools of earlier tests: their processes end
     namespace: dict = {"__name__": "__main__"}
     exec(_MAIN_STEP, namespace)
     blob = _tasks.dumps(namespace["step"])
-    monkeypatch.setattr(_runners, "_POOLS", {})
+    monkeypatch.setattr(_pool, "_POOLS", {})
     monkeypatch.setattr(_runners, "_TEST_MARK", f"set in memory by {os.getpid()}", raising=False)
     try:
-        pool = _runners._compile_pool(1)
+        pool = _pool.compile_pool(1)
         assert len(pool._processes) == 1  # forked already, before any task came
         first = pool.submit(_tasks.compile_pickled, 0, blob).result(timeout=300)
         assert first.error is None, first.error
@@ -563,14 +563,14 @@ def test_compile_processes_are_forks_of_the_caller_made_at_once_and_a_changed_en
         assert seen["mark"] == f"set in memory by {os.getpid()}"  # this process's memory: a fork
         assert not seen["cuda"]  # a compile never starts CUDA
         # compiles yield the cores to the launches and the notebook (as `nice make -j`)
-        assert seen["nice"] == min(19, os.nice(0) + _runners.COMPILE_NICENESS)
+        assert seen["nice"] == min(19, os.nice(0) + _pool.COMPILE_NICENESS)
         monkeypatch.setenv("TILELAB_TEST_POOL_ENV", "changed")
-        again = _runners._compile_pool(1).submit(_tasks.compile_pickled, 1, blob).result(timeout=300)
+        again = _pool.compile_pool(1).submit(_tasks.compile_pickled, 1, blob).result(timeout=300)
         assert again.error is None, again.error
         assert again.artifact["env"] == "changed" and again.artifact["pid"] != seen["pid"]  # a new pool
         assert again.artifact["ppid"] == os.getpid()
     finally:
-        _runners.shutdown_compile_pools()
+        _pool.shutdown_compile_pools()
 
 
 def test_the_last_rung_side_by_side_skips_the_steady_warm_up_and_keeps_full_rounds():

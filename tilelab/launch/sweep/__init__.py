@@ -115,7 +115,7 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
 def shutdown_compile_pools() -> None:
     """Stop the compile processes that ``sweep(..., devices=...)`` keeps for the next sweep (each
     holds TileLang and torch in memory); the next such sweep starts new ones."""
-    from ._runners import shutdown_compile_pools as stop
+    from ._pool import shutdown_compile_pools as stop
 
     stop()
 

@@ -9,12 +9,15 @@ import functools
 import queue
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...records.launch import SweepRow
 from . import _show
 from ._plan import Job, describe, reference_median, short_error, size_text
 from ._tasks import Benched, BenchPlan, reference_kernel
+
+if TYPE_CHECKING:
+    from ._runners import Runner
 
 FINAL_ROUND_WHY = ("two GPUs of one model can differ by about 1%, as much as close configurations do, so the "
                    "sweep's medians, taken on different devices, rank its leaders partly by the board each landed "
@@ -25,7 +28,7 @@ FINAL_ROUND_WHY = ("two GPUs of one model can differ by about 1%, as much as clo
 LEADER_REFERENCE = "the sweep's fastest at each size"
 
 
-def _kept(runner: Any, row: SweepRow) -> bool:
+def _kept(runner: Runner, row: SweepRow) -> bool:
     """Whether a finalist's sweep figure stands as its final one: measured on the final device in
     this sweep. A row from the row cache is timed again: its device label ("cuda:0", a worker's
     name) may have named another board in the session that measured it."""

@@ -39,7 +39,7 @@ replaced compile step, the CPU) it runs in a pool of threads first. Either way a
 lowered once: the inspection lowers it as the compile would (the compile's ``out_idx`` and pass
 configs), and inside ``_tilelang.shared_lowerings()`` the compile takes that lowering instead of
 running TileLang's pipeline again; later rungs load TileLang's cached kernel. The pool has a
-process per compile task of rung 0, up to 1.5x the cores (:func:`~._runners.compile_pool_size`):
+process per compile task of rung 0, up to 1.5x the cores (:func:`~._pool.compile_pool_size`):
 with one per core, the few tasks beyond the core count would start only once others finished,
 one whole compile later.
 

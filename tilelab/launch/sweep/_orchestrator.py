@@ -32,7 +32,7 @@ from . import _show
 from ._final import FinalRound
 from ._plan import INTERRUPTED, Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key
 from ._rowcache import CACHED_FAILURES, RowCache, row_key, sweep_identity
-from ._runners import Events, choose_runner
+from ._runners import Events, Runner, choose_runner
 from ._tasks import BESIDE, Benched, BenchPlan, Compiled
 
 RESUMES = "; the same call again resumes it (finished rows are cached)"
@@ -118,7 +118,7 @@ class Course:
 
     jobs: list[Job]
     plan: BenchPlan
-    runner: Any
+    runner: Runner
     events: queue.Queue
     cache: RowCache
     force: bool

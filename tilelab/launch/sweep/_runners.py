@@ -2,11 +2,12 @@
 step here), every GPU of this host (:class:`LocalRunner`: compile tasks in a kept pool of
 processes, one bench thread per GPU), or a Dask cluster (:class:`DaskRunner`, routed by the
 workers' declared resources). All three answer the same calls, which the sweep's one course
-(``_orchestrator``) makes: ``compile(index, step)``, ``bench(plan, job, compiled)``,
-``next_event()``, ``close(cancel)``, and for the final round ``final_device()``,
-``on_final_device(label)`` and ``bench_pinned(...)``; they report to one event queue:
-("compiled", index, Compiled) and ("benched", index, Benched). Each says ``where`` it runs, the
-GPU ``model`` (or CPU) it measures on, and whether it is ``in_process``.
+(``_orchestrator``) makes, written down as the :class:`Runner` protocol: ``compile(index, step)``,
+``bench(plan, job, compiled)``, ``next_event()``, ``close(cancel)``, and for the final round
+``final_device()``, ``on_final_device(label)`` and ``bench_pinned(...)``; they report to one
+event queue: ("compiled", index, Compiled) and ("benched", index, Benched). Each says ``where``
+it runs, the GPU ``model`` (or CPU) it measures on, and whether it is ``in_process``. The pool of
+compile processes the host's runner sends its compile tasks to is ``_pool.py``.
 
 A sweep over devices (``devices=`` or ``client=``)
 -------------------------------------------------
@@ -56,9 +57,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
-import json
-import math
 import os
 import queue
 import re
@@ -66,10 +64,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from ...records.errors import NoGpuError, TilelabError
-from . import _tasks
+from . import _pool, _tasks
 from ._plan import INTERRUPTED, Job, SweepOptions, describe, short_error
 from ._tasks import (
     Benched,
@@ -81,6 +79,54 @@ from ._tasks import (
     default_compile_step,
     row_step,
 )
+
+
+class Runner(Protocol):
+    """A place to run a sweep's tasks: what the sweep's one course (``_orchestrator``, and
+    ``_final`` for the final round) asks of it. Outcomes come back as events of its queue,
+    ("compiled", index, Compiled) and ("benched", index, Benched), read with :meth:`next_event`."""
+
+    where: str  # said in the table: "this process", "cuda:0, cuda:1", "Dask, 2 GPU workers"
+    model: str  # the GPU model (or the CPU) every row is measured on
+    arch: str | None  # the arch compile tasks compile for (None: the sweep's own target)
+    in_process: bool  # the row steps run in the sweep's own process
+    passes_futures: bool  # a bench task is handed the compile task's future, not its outcome
+
+    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
+        """(factory, size, config) -> the compile task's step, elaborated where it suits the runner."""
+        ...
+
+    def expect_compiles(self, tasks: int) -> None:
+        """How many compile tasks come next, before the first."""
+        ...
+
+    def compile(self, index: int, step: Callable[[], Any]) -> Any:
+        """Start compile task ``index``; returns at once (its future). Its outcome is an event."""
+        ...
+
+    def bench(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        """Queue ``job``'s row step (``compiled``: its compile outcome, or None for a baseline)."""
+        ...
+
+    def next_event(self) -> tuple[str, int, Any]:
+        """The next event, left in the queue until handled (see :class:`Events`)."""
+        ...
+
+    def final_device(self) -> str | None:
+        """Where the final round runs; None: nothing to rank again (one device)."""
+        ...
+
+    def on_final_device(self, device_label: str | None) -> bool:
+        """Whether a row measured at ``device_label`` was measured on :meth:`final_device`."""
+        ...
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Any) -> None:
+        """A row step of the final round, on :meth:`final_device` only."""
+        ...
+
+    def close(self, cancel: bool = False) -> None:
+        """The sweep is over (``cancel``: stopped); tasks not started are dropped."""
+        ...
 
 
 class MixedDevicesError(TilelabError, ValueError):
@@ -105,212 +151,9 @@ def _on_device(device: int, use_cuda: bool) -> Iterator[None]:
         yield
 
 
-# workers -> (sys.path and environment it started with, when (time.time_ns), the pool)
-_POOLS: dict[int, tuple[str, int, ProcessPoolExecutor]] = {}
-_POOLS_LOCK = threading.Lock()
-
-# What one compile process holds once it has compiled: torch, TileLang and TVM imported, a
-# lowering in memory (about 1 GB on a CUDA host). The pool takes at most half the host's memory.
-PROCESS_BYTES = 1 << 30
-
-
-def compile_pool_size(tasks: int, cpus: int | None = None, workers: int | None = None,
-                      memory_bytes: int | None = None) -> int:
-    """How many compile processes a sweep's ``tasks`` compile tasks get: ``workers`` where the
-    user said (``sweep(..., workers=)``), else ``min(tasks, ceil(1.5 * cpus))``, and no more than
-    half of ``memory_bytes`` at :data:`PROCESS_BYTES` each.
-
-    More processes than cores, as ``make -j`` with more jobs than cores: a spawned process spends
-    its first seconds importing torch and TileLang (where the pool cannot fork its processes from
-    the caller, which has them: :func:`_pool_context`), and part of each compile waits
-    on the disk too (nvcc's files, TileLang's cache), so a process per
-    task up to 1.5x the cores keeps every core busy where one process per core would leave a few
-    tasks to run after the others, one whole compile (seconds of single-threaded nvcc) later. The
-    cost is memory: each process holds about 1 GB (a 16-core host: up to 24 processes, ~24 GB),
-    hence the cap at half the host's memory. ``cpus``/``memory_bytes`` default to this host's."""
-    if workers:
-        return max(1, int(workers))
-    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
-    if memory_bytes is None:
-        memory_bytes = _host_memory()
-    size = min(max(1, tasks), math.ceil(1.5 * max(1, cpus)))
-    if memory_bytes:
-        size = min(size, max(1, memory_bytes // 2 // PROCESS_BYTES))
-    return max(1, size)
-
-
-def _host_memory() -> int | None:
-    """This host's physical memory in bytes, where the system says."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _started_with() -> str:
-    """What a compile process reads once, when it starts: the import path and the environment."""
-    import sys
-
-    return hashlib.sha256(json.dumps([list(sys.path), sorted(os.environ.items())]).encode()).hexdigest()
-
-
-def _edited_since(ns: int, packages: Sequence[str] | None = None) -> str | None:
-    """A module of the user's own (not installed: outside the interpreter's prefixes and any
-    site-packages folder) whose file changed after ``ns`` (time.time_ns), if any; with
-    ``packages``, only a module of those packages (``"tilelab"``: it and its submodules)."""
-    import sys
-
-    prefixes = {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    roots = tuple({os.path.join(p, "") for p in prefixes} | {os.path.join(os.path.realpath(p), "") for p in prefixes})
-    for name, module in list(sys.modules.items()):
-        if packages is not None and name.split(".", 1)[0] not in packages:
-            continue
-        path = getattr(module, "__file__", None)
-        # the cheap tests first: most loaded modules are installed ones (no realpath's stat calls)
-        if not path or "site-packages" in path or "dist-packages" in path or path.startswith(roots):
-            continue
-        real = os.path.realpath(path)
-        if real.startswith(roots):
-            continue
-        with contextlib.suppress(OSError):
-            if os.stat(real).st_mtime_ns > ns:
-                return name
-    return None
-
-
-def _compile_pool(workers: int, *, exact: bool = True) -> ProcessPoolExecutor:
-    """The host's pool of compile processes, kept for the next sweep: a spawned process takes
-    seconds to import torch and TileLang, which every sweep would otherwise pay again before its
-    first compile. It is replaced when it broke (a process died), or when what its processes
-    started with changed: ``sys.path``, the environment, or a module of the user's own edited on
-    disk since (a kept process would compile the module's old code).
-
-    ``exact``: a pool of exactly ``workers`` processes (the user's ``workers=``: at most that many
-    compiles at once). Otherwise any kept pool of at least ``workers`` is taken (the smallest such:
-    a sweep with fewer compile tasks than processes runs as fast in it); a new one replaces the
-    smaller kept pools, whose idle processes would hold their memory for nothing.
-
-    On Linux its processes are forks of this process, made before this returns (they have torch
-    and TileLang imported: :func:`pool_start_method`), elsewhere spawned."""
-    import importlib
-
-    # TileLang sets variables at import (TVM_LIBRARY_PATH, PYTHONPATH, ...), in a compile process
-    # as here: imported here first (a sweep has, to elaborate), the environment compared from one
-    # sweep to the next does not change with the first import, and a forked process has them all
-    for name in COMPILE_IMPORTS:
-        with contextlib.suppress(ImportError):  # cloudpickle is optional
-            importlib.import_module(name)
-    token = _started_with()
-    with _POOLS_LOCK:
-        for size, (started, created, pool) in list(_POOLS.items()):
-            if (started != token or _edited_since(created) or getattr(pool, "_broken", False)
-                    or getattr(pool, "_shutdown_thread", False)):
-                del _POOLS[size]
-                _stop_pool(pool, kill=False)
-        sizes = [workers] if exact else sorted(size for size in _POOLS if size >= workers)
-        for size in sizes:
-            if size in _POOLS:
-                return _POOLS[size][2]
-        if not exact:
-            for size in [size for size in _POOLS if size < workers]:
-                _stop_pool(_POOLS.pop(size)[2], kill=False)
-        kept = (token, time.time_ns(), ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
-                                                           initializer=yield_to_launches))
-        _start_processes(kept[2])
-        _POOLS[workers] = kept
-        return kept[2]
-
-
-# How much lower than the caller a compile process (and its nvcc) runs: compiles are throughput
-# work, and a sweep times configurations and starts its launch worker while they run. With the
-# cores full of compiles, each core shares its time by weight; at +10 (Linux: weight 110 against
-# 1024) the launch worker's start, the bench threads and the notebook take what they need first,
-# and compiles take the rest, as ``nice make -j``.
-COMPILE_NICENESS = 10
-
 # Threads of the caller's process that compile while a new compile pool's spawned processes import
 # torch and TileLang (seconds): the caller has them imported already.
 EARLY_COMPILE_THREADS = 4
-
-
-def yield_to_launches() -> None:
-    """A compile process's first step: run :data:`COMPILE_NICENESS` lower than its parent (where
-    the system has priorities; a process may always lower its own)."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.nice(COMPILE_NICENESS)
-
-
-# What a compile task imports: imported in the caller before its compile processes start, so a
-# forked process has them (and a spawned one imports them itself).
-COMPILE_IMPORTS = ("torch", "tilelang", "cloudpickle", "tilelab._tilelang", "tilelab.launch.sweep._tasks")
-
-
-def pool_start_method(platform: str, methods: Sequence[str]) -> str:
-    """How the compile pool starts its processes: ``"fork"`` on Linux, else ``"spawn"``.
-
-    A spawned process imports torch and TileLang before its first compile: seconds of CPU each
-    (5 s on a 16-core GPU host), which every one of a new pool's processes pays before the first
-    configuration compiles. A fork of the caller has them already and compiles at once. A compile
-    process never touches CUDA (TileLang lowers, nvcc compiles, the disk cache is written), so a
-    fork of a caller whose CUDA context is up is safe, as PyTorch's DataLoader workers are; it is
-    forked from the caller's thread before the sweep starts its own threads (:func:`_compile_pool`).
-    macOS: a fork of a process that imported torch is not safe there; Windows has no fork."""
-    if platform.startswith("linux") and "fork" in methods:
-        return "fork"
-    return "spawn"
-
-
-def _pool_context() -> Any:
-    """The multiprocessing context of a new compile pool (see :func:`pool_start_method`)."""
-    import multiprocessing
-    import sys
-
-    return multiprocessing.get_context(pool_start_method(sys.platform, multiprocessing.get_all_start_methods()))
-
-
-def _start_processes(pool: ProcessPoolExecutor) -> None:
-    """Start a forking pool's processes now, in this thread. ``ProcessPoolExecutor`` forks all its
-    processes at its first submit, from the submitting thread: this makes that now, before a
-    sweep's threads (sender, bench threads warming their launch workers) run, so no lock another
-    thread of the sweep holds is copied locked into a compile process. Python warns of a fork of a
-    process with threads (a notebook kernel always has some; CUDA starts its own): a compile
-    process uses none of them, nor CUDA, nor a lock they take."""
-    import warnings
-
-    if type(getattr(pool, "_mp_context", None)).__name__ != "ForkContext":
-        return
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks.*",
-                                category=DeprecationWarning)
-        pool.submit(os.getpid).result()
-
-
-def _stop_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
-    """Shut a pool down; with ``kill``, end its processes too (tasks already running in them,
-    which cancelling cannot stop, would otherwise hold the next sweep back)."""
-    if kill:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            with contextlib.suppress(Exception):
-                process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _retire_pool(pool: ProcessPoolExecutor) -> None:
-    """Take a pool out of the kept ones and end its processes."""
-    with _POOLS_LOCK:
-        for workers, (_, _, kept) in list(_POOLS.items()):
-            if kept is pool:
-                del _POOLS[workers]
-    _stop_pool(pool, kill=True)
-
-
-def shutdown_compile_pools() -> None:
-    """Stop the kept compile processes (they also stop when Python exits)."""
-    with _POOLS_LOCK:
-        pools = [pool for _, _, pool in _POOLS.values()]
-        _POOLS.clear()
-    for pool in pools:
-        _stop_pool(pool, kill=False)
 
 
 class Events(queue.Queue):
@@ -352,6 +195,7 @@ class InlineRunner:
 
     in_process = True
     passes_futures = False
+    arch: str | None = None  # compiles for the sweep's own target
 
     def __init__(self, events: Events, *, workers: int | None, target: Any,
                  warm: Callable[[int], None] | None = None) -> None:
@@ -359,7 +203,7 @@ class InlineRunner:
         the first row step (see :func:`warm_up_for`)."""
         self.events = events
         self._lock = threading.Lock()
-        self.where, self.model, self.arch = "this process", _this_device(target), None
+        self.where, self.model = "this process", _this_device(target)
         self._threads = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                            thread_name_prefix="tilelab-compile")
         self._compiling = 0
@@ -440,6 +284,10 @@ class InlineRunner:
 
     def on_final_device(self, device_label: str | None) -> bool:
         return True
+
+    def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Compiled | None) -> None:
+        """(No final round on one device; a row step here is on its one device anyway.)"""
+        self.bench(plan, job, compiled)
 
     def close(self, cancel: bool = False) -> None:
         self._ready.clear()
@@ -529,7 +377,23 @@ def _settle(proxy: Future, sent: Any) -> None:
         proxy.set_result(sent.result())
 
 
-class LocalRunner:
+class _CompilesElsewhere:
+    """What the host's GPUs and a Dask cluster share: the configuration is elaborated in the
+    sweep's process (the factory may live in a notebook cell) and compiled in a task, for the GPUs'
+    arch; events arrive from other threads."""
+
+    arch: str | None
+    events: queue.Queue
+
+    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
+        return lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend, out_idx=opts.out_idx,
+                                                    target=self.arch)
+
+    def next_event(self) -> tuple[str, int, Any]:
+        return wait_event(self.events)
+
+
+class LocalRunner(_CompilesElsewhere):
     """Compile tasks in the host's kept process pool (threads for steps that cannot be pickled);
     one bench thread per GPU, each taking the next compiled configuration (after starting that
     GPU's launch worker, while the first configurations compile: :func:`warm_up_for`)."""
@@ -578,13 +442,6 @@ class LocalRunner:
         for t in self._bench_threads:
             t.start()
 
-    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
-        """Elaborate here (the factory may live in a notebook cell); compile in a task, for the GPUs' arch."""
-        return lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend, out_idx=opts.out_idx,
-                                                    target=self.arch)
-
-    def next_event(self) -> tuple[str, int, Any]:
-        return wait_event(self.events)
 
     def expect_compiles(self, tasks: int) -> None:
         """How many compile tasks come next (before the first): the pool's size follows
@@ -602,7 +459,7 @@ class LocalRunner:
         yet (spawned: they import torch and TileLang first) gets the early compiles' threads."""
         with self._lock:
             if self._pool is None:
-                self._pool = _compile_pool(self.pool_size(), exact=self._explicit is not None)
+                self._pool = _pool.compile_pool(self.pool_size(), exact=self._explicit is not None)
                 started = getattr(self._pool, "_processes", None)
                 self._processes.update(started or {})
                 if not started and self._explicit is None:  # not with the user's workers= to keep to
@@ -611,7 +468,7 @@ class LocalRunner:
 
     def pool_size(self) -> int:
         """The compile processes this sweep asks for (a kept pool at least that big serves)."""
-        return compile_pool_size(self._tasks, workers=self._explicit)
+        return _pool.compile_pool_size(self._tasks, workers=self._explicit)
 
     def compile(self, index: int, step: Callable[[], Any]) -> Any:
         """Send ``step`` to the pool (or a thread, where it cannot be pickled); returns at once.
@@ -664,7 +521,7 @@ class LocalRunner:
                     self._pool_started.set()  # the early compiles take nothing more
                 self._sent[id(proxy)] = sent
                 if self._stopping.is_set() and not sent.cancel():
-                    _retire_pool(pool)  # a stop came while it was being sent, and it already runs
+                    _pool.retire_pool(pool)  # a stop came while it was being sent, and it already runs
                 # the pool starts its processes as tasks arrive: note them, to say which one died, and how
                 self._processes.update(getattr(self._pool, "_processes", None) or {})
                 sent.add_done_callback(functools.partial(_settle, proxy))
@@ -798,7 +655,7 @@ class LocalRunner:
                 with contextlib.suppress(Exception):
                     fut.exception()  # wait, as a finished sweep's pool shutdown did
         if cancel and self._pool is not None and not all(f.done() for f in sent):
-            _retire_pool(self._pool)
+            _pool.retire_pool(self._pool)
 
 
 def _workers_info(client: Any) -> dict[str, dict[str, Any]]:
@@ -815,7 +672,7 @@ def _natural(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-class DaskRunner:
+class DaskRunner(_CompilesElsewhere):
     """Compile and bench tasks on a Dask cluster, routed by the workers' declared resources."""
 
     in_process = False
@@ -838,13 +695,6 @@ class DaskRunner:
         self._futures: list[Any] = []
         self._final: str | None = None  # the final round's worker, by name, once chosen
 
-    def compile_step(self, opts: SweepOptions) -> Callable[..., Callable[[], Any]]:
-        """Elaborate here (the factory may live in a notebook cell); compile in a task, for the GPUs' arch."""
-        return lambda f, s, c: default_compile_step(f, s, c, backend=opts.backend, out_idx=opts.out_idx,
-                                                    target=self.arch)
-
-    def next_event(self) -> tuple[str, int, Any]:
-        return wait_event(self.events)
 
     def expect_compiles(self, tasks: int) -> None:
         """(The cluster's workers run its compile tasks: nothing to size here.)"""
@@ -991,7 +841,7 @@ def warm_up_for(opts: SweepOptions, real_gpu: bool) -> Callable[[int], None] | N
 
 
 def choose_runner(opts: SweepOptions, events: Events, *,
-                  real_gpu: bool) -> InlineRunner | LocalRunner | DaskRunner:
+                  real_gpu: bool) -> Runner:
     """Where the tasks of a sweep with these options run: this process (neither ``devices`` nor
     ``client``), the host's GPUs or a Dask cluster; the runner knows the one GPU model it runs on
     (``model``), its TileLang arch and says where it is (``where``). ``real_gpu``: the bench step

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect as _pyinspect
 import os
 import pickle
 import threading
@@ -215,12 +214,8 @@ def _in_daemon_process() -> bool:
 def _isolation_fallback(bench_kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """A daemonic process (a Dask worker under its nanny, by default) may not start child
     processes, so tilelab.run/bench cannot launch in their worker process there: ask them to
-    launch in this process instead, and say so. Nothing changes where bench has no such choice."""
+    launch in this process instead, and say so."""
     if "isolate" in bench_kwargs or not _in_daemon_process():
-        return {}, None
-    from .. import _api
-
-    if "isolate" not in _pyinspect.signature(_api.bench).parameters:
         return {}, None
     return {"isolate": False}, DAEMON_NOTE
 
