@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TilelabError
-from .._launch_model import RunResult
+from ..records.errors import TilelabError
+from ..records.launch import RunResult
 from . import _checks, _inputs, _worker
 from ._cuda_errors import KernelLaunchError
 from ._kernel import Prepared, reference
@@ -128,7 +128,7 @@ class EmulationError(TilelabError, ValueError):
 
 
 def _runtime_path() -> str:
-    from .._cache import cache_dir
+    from ..engine.cache import cache_dir
 
     digest = hashlib.sha256(_RUNTIME_SOURCE.encode()).hexdigest()[:16]
     return os.path.join(str(cache_dir()), "emulation", f"runtime-{digest}.so")
@@ -285,7 +285,7 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     """``kernel`` (a TileLang kernel written for a GPU) compiled for the CPU here (so that a refusal
     or a lowering failure is raised in the caller's process) and described by its signature."""
     from .. import _tilelang
-    from .._errors import LoweringError
+    from ..records.errors import LoweringError
 
     source = _tilelang.resolve_kernel(kernel)
     runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
@@ -316,7 +316,7 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
     """``blocks=`` (None: all; one linear index; or a sequence of linear indices and (x, y[, z])
     tuples, as :func:`tilelab.timeline` takes them) as sorted linear
     indices; EmulationError with what to change where a block is outside the grid."""
-    from .. import _timeline
+    from ..instrument.decode import timeline as _timeline
 
     if blocks is None:
         return None
@@ -450,7 +450,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
     dtype), as the GPU's launch would have; the NaN/inf it held before."""
     import torch
 
-    from .._launch_model import InputState
+    from ..records.launch import InputState
 
     flag_of = {p.name: stored[k] if k < len(stored) else True for k, p in enumerate(tensor_params)}
     states = []
