@@ -144,9 +144,26 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         if cached is not None:
             return _with_target_note(cached, target_note)
 
+    lowered = _lowered(source, resolved, out_idx_list, configs, tuple(backends), user_configs)
+    report = _report(source, lowered, resolved, out_idx_list, configs, tuple(backends), notes, version, key)
+    report = _with_tiers(report, source, resolved, configs, toolchain, passes, cuda_home)
+    # A missing or failing toolkit is the machine's state, not the kernel's: installing it must
+    # show the machine code on the next call, so such a report is not cached either.
+    no_machine = report.machine is not None and report.machine.missing is not None
+    if lowered.transient_failures or no_machine:
+        _cache.forget(key)  # a stale entry must not outlive this run either
+    else:
+        _cache.write(key, material, report)
+    return _with_target_note(report, target_note)
+
+
+def _lowered(source: Any, resolved: Target, out_idx: list[int] | None, configs: dict[str, Any],
+             backends: tuple[str, ...], user_configs: dict[str, Any]) -> Any:
+    """TileLang's lowering of ``source``; a failure says which of the user's pass configs were in force."""
+    from .. import _tilelang
+
     try:
-        lowered = _tilelang.lower(source, resolved, out_idx=out_idx_list, pass_configs=configs,
-                                  backends=tuple(backends))
+        return _tilelang.lower(source, resolved, out_idx=out_idx, pass_configs=configs, backends=backends)
     except LoweringError as err:
         if user_configs:  # the user's options may be the cause: say which were in force
             given = ", ".join(f"{k}={v!r}" for k, v in user_configs.items())
@@ -154,6 +171,15 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
                             "whether they cause this)")
             err.args = (err.summary,)
         raise
+
+
+def _report(source: Any, lowered: Any, resolved: Target, out_idx: list[int] | None, configs: dict[str, Any],
+            backends: tuple[str, ...], notes: list[str], version: str, key: str) -> KernelReport:
+    """The report of what the lowering made (the tiers aside), ``notes`` first among its notes."""
+    from .. import _tilelang
+
+    notes = list(notes)
+    arch = resolved.name
     launchers = tuple(lowered.launchers[b] for b in backends if b in lowered.launchers)
     descriptors = [_checked(d, arch) for d in _tilelang.tma_descriptors(lowered)]
     windows = _tilelang.l2_windows(lowered)
@@ -183,7 +209,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         wgmma=tuple(_tilelang.wgmma_instructions(lowered)),
         layouts=tuple(layouts),
         l2_persistence=tuple(windows),
-        arguments=tuple(_tilelang.arguments(source, out_idx_list)),
+        arguments=tuple(_tilelang.arguments(source, out_idx)),
         notes=tuple(notes),
         versions=(("tilelang", version), ("tilelab", TILELAB_VERSION)),
         cache_key=source.cache_key or f"kernel content sha256 {key[:16]}",
@@ -191,6 +217,15 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         mfma=tuple(mfma_records),
         lds_reads=tuple(lds_records),
     )
+    return report
+
+
+def _with_tiers(report: KernelReport, source: Any, resolved: Target, configs: dict[str, Any], toolchain: bool,
+                passes: bool, cuda_home: Any) -> KernelReport:
+    """``report`` with the lowering explainer and the opt-in tiers (CUDA targets), or a note why not."""
+    from .. import _tilelang
+
+    arch = resolved.name
     if resolved.family == "cuda":  # the explainer and both tiers read CUDA source and CUDA tools
         report = report.replace(lowering=_lowering(source, arch, report))
         if toolchain:
@@ -203,14 +238,7 @@ def inspect(kernel: Any, target: Any = None, *, out_idx: int | list[int] | None 
         report = report.replace(notes=report.notes + (
             f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the pass trace follows "
             f"TileLang's CUDA pipeline); {arch} is a {resolved.family} target, so it was not recorded",))
-    # A missing or failing toolkit is the machine's state, not the kernel's: installing it must
-    # show the machine code on the next call, so such a report is not cached either.
-    no_machine = report.machine is not None and report.machine.missing is not None
-    if lowered.transient_failures or no_machine:
-        _cache.forget(key)  # a stale entry must not outlive this run either
-    else:
-        _cache.write(key, material, report)
-    return _with_target_note(report, target_note)
+    return report
 
 
 def _check_out_idx(out_idx: list[int] | None, source: Any, *, shown: Any, given: bool) -> None:
