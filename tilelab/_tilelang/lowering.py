@@ -240,6 +240,7 @@ def _host_printed_once(host_mod: Any):
 def _launchers(func: Any, target: Any, context: Any, backends: tuple[str, ...], pass_configs: dict[str, Any],
                host_mod: Any, device_mod: Any, device_source: str, layouts_module: Any) -> Lowered:
     """Every launcher of ``backends`` from one lowering (see :func:`lower`)."""
+    # Not split: one short block per backend, over one lowering's state.
     tl = tilelang()
     tvm = tl.tvm
     from tilelang.engine.lower import host_codegen

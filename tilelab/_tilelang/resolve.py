@@ -81,6 +81,7 @@ def _factory_constants(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[st
 
 def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> KernelSource:
     """Turn any kernel-like object into a PrimFunc plus the front end's settings."""
+    # Not split: one short branch per kind of kernel object, read as one table.
     kwargs = dict(kwargs or {})
     kind = kernel_kind(obj)
     if kind == "prim_func":

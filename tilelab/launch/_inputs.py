@@ -357,6 +357,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
     value, :func:`poison_is_value`): an element is unwritten only if it kept the poison in both.
     Without ``second`` such an element counts as written where the reference also holds it.
     """
+    # Long by its docstring; the body is the checks of one output in the order they are reported.
     import torch
 
     shape = tuple(int(s) for s in out.shape)

@@ -593,6 +593,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     the bank number) are left out and the caption says so; ``max_cols`` caps them further.
     ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
     that knows what cannot be drawn computes no more), for the caption."""
+    # Not split: one picture drawn in order (cells, bank colours, highlights, hover boxes, titles) on one geometry.
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
     rows, cols = total_shape or offsets.shape
@@ -1009,6 +1010,7 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     block holding every thread of the first warp, as tall as that warp's rows when that fits,
     and the caption says which block it is, what repeats beyond it and how many elements each
     thread holds in all. A fragment with no such block shows its top-left part."""
+    # Long by its docstring; the drawing is one pass over the cells.
     shape = tuple(layout.shape)
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",

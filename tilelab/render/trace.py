@@ -239,6 +239,7 @@ def _run_indices(runs: Sequence[int]) -> Any:
 
 def _tensor_svg(trace: TileTrace, t: TensorTrace, pickable: int, hatch: str) -> str:
     """One tensor's grid: the overview and, hidden until a block is picked, each block's layer."""
+    # Not split: one picture drawn in order (grid, overview, each block's layer) on one scale and one set of ids.
     import numpy as np
 
     g, attempts = _grid_for(trace, t)

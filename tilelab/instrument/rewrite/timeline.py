@@ -487,6 +487,7 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     for the user's code. ``blocks``: the grid's block count (the block table's size);
     ``traced_blocks``: linear block indices whose warps record phases.
     """
+    # Long by its docstring; the body is the rewrite's few steps in order.
     if granularity not in ("warpgroup", "warp"):
         raise ValueError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
     frame = kernel_frame(source)

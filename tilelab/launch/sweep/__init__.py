@@ -94,6 +94,7 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     does not move with the GPU's clock between rows, and the lowest ratio is the best. With
     ``strategy="halving"`` the brief rungs rank by median and the last rung by ratio.
     """
+    # Long by its docstring (the reference of every option); the body is under 20 lines.
     opts = SweepOptions.merge(options, keywords)
     if opts.strategy == "halving":
         from ._halving import halving_sweep

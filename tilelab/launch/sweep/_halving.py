@@ -321,18 +321,11 @@ def halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
         return _halving_sweep(factory, configs, sizes, opts)
 
 
-def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
-                   opts: SweepOptions) -> SweepTable:
-    started = time.monotonic()
-    prune_first = opts.prune is not False
-    gpu = on_this_gpu(opts)
-    if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
-        opts = dataclasses.replace(opts, devices=[gpu], force=True)
-    pooled = opts.devices is not None or opts.client is not None
-    rung0_opts = opts
-    pruned_rows: list[SweepRow]
-    notes: list[str]
-    if prune_first and pooled:  # each compile task inspects its configuration first
+def _pruned_first(factory: Callable[..., Any], configs: list[Config], sizes: list[Config], opts: SweepOptions,
+                  pooled: bool) -> tuple[SweepOptions, dict[Any, list[Config]], list[SweepRow], list[str]]:
+    """Rung 0's options, the configurations each size keeps, the pruned rows and their notes:
+    pruned here before the sweep, or (a sweep in processes) by each compile task, or not at all."""
+    if opts.prune is not False and pooled:  # each compile task inspects its configuration first
         from ... import _tilelang
         from ._tasks import default_compile_step
 
@@ -342,11 +335,36 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
         make_step = opts.compile_fn or (lambda f, s, c: default_compile_step(
             f, s, c, backend=opts.backend, out_idx=opts.out_idx, target=arch))
         rung0_opts = dataclasses.replace(opts, compile_fn=pruning_compile_fn(make_step, _pool_target(opts)))
-        kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
-    elif prune_first:
-        kept, pruned_rows, notes = prune(factory, configs, sizes, opts)
-    else:
-        kept, pruned_rows, notes = {size_key(s): list(configs) for s in sizes}, [], []
+        return rung0_opts, {size_key(s): list(configs) for s in sizes}, [], []
+    if opts.prune is not False:
+        return (opts, *prune(factory, configs, sizes, opts))
+    return opts, {size_key(s): list(configs) for s in sizes}, [], []
+
+
+def _mark_best_of_size(rows: list[SweepRow], size: Config) -> None:
+    """Mark the best of ``size``'s rows in place, among the last rung's uncut ones: as a grid ranks
+    its rows, by the final round's ratios (a sweep over several devices), by the ratio each row was
+    timed beside (rank_by="ratio", or the rung before's leader), else by median."""
+    last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None
+                and r.ok), default=None)
+    contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
+                  and r.rung == last and r.cut is None]
+    if contenders:
+        marked = mark_best([rows[i] for i in contenders])
+        for i, row in zip(contenders, marked):
+            rows[i] = row
+
+
+def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
+                   opts: SweepOptions) -> SweepTable:
+    # Not split further: each rung reads and updates the same state (the rows, the live
+    # configurations, the leader, the notes and counts); pieces would pass most of it back and forth.
+    started = time.monotonic()
+    gpu = on_this_gpu(opts)
+    if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
+        opts = dataclasses.replace(opts, devices=[gpu], force=True)
+    pooled = opts.devices is not None or opts.client is not None
+    rung0_opts, kept, pruned_rows, notes = _pruned_first(factory, configs, sizes, opts, pooled)
     rows: list[SweepRow] = list(pruned_rows)
     tables: list[SweepTable] = []
     # each configuration is compiled once, in the first rung that measures it: later rungs (and the
@@ -457,17 +475,7 @@ def _halving_sweep(factory: Callable[..., Any], configs: list[Config], sizes: li
             leader = dict(ok[0].config) if ok else None
             compiled.retain(size_key(size), alive)  # (the leader is one of them)
             rung += 1
-        last = max((r.rung for r in rows if r.size == size_key(size) and r.rung is not None and r.label is None
-                    and r.ok), default=None)
-        contenders = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None and r.ok
-                      and r.rung == last and r.cut is None]
-        if contenders:
-            # as a grid ranks its rows: by the final round's ratios (a sweep over several devices),
-            # by the ratio each row was timed beside (rank_by="ratio", or the rung before's leader),
-            # else by median
-            marked = mark_best([rows[i] for i in contenders])
-            for i, row in zip(contenders, marked):
-                rows[i] = row
+        _mark_best_of_size(rows, size)
         if counts:
             notes.append(f"successive halving at size {size_text(size_key(size))} (eta={opts.eta}): "
                          + ", ".join(counts) + ("; stopped by the time budget" if stopped else ""))

@@ -88,6 +88,32 @@ def objective(row: SweepRow) -> float | None:
     return row.ratio if row.ratio is not None else row.median_ms
 
 
+def _ask_batch(optuna: Any, study: Any, space: Space, distributions: Any, told: dict[tuple, float | None],
+               want: int) -> tuple[list[tuple[Any, Config]], int]:
+    """Ask the sampler until the batch holds ``want`` new configurations (at most 20 proposals a
+    place): proposals of measured ones are told at once, and the asking stops (the sampler may
+    keep to what it knows best). The batch's (trial, configuration) pairs and the proposals made."""
+    batch: list[tuple[Any, Config]] = []
+    asked = 0
+    while len(batch) < want and asked < 20 * want:
+        trial = study.ask(distributions)
+        asked += 1
+        config = space.config(trial.params)
+        if config is None:  # a combination the space does not list
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        key = config_key(config)
+        if key in told or any(config_key(c) == key for _, c in batch):
+            earlier = told.get(key)
+            if earlier is None:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                study.tell(trial, earlier)
+            continue
+        batch.append((trial, config))
+    return batch, asked
+
+
 def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: list[Config],
                   opts: SweepOptions) -> SweepTable:
     """See the module doc."""
@@ -120,26 +146,7 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
                 stopped = True
                 break
             want = min(batch_size(not batches, startup=startup), limit - len(told))
-            batch: list[tuple[Any, Config]] = []
-            asked = 0
-            # ask until the batch holds ``want`` new configurations; proposals of measured ones are
-            # told at once, and the asking stops (the sampler may keep to what it knows best)
-            while len(batch) < want and asked < 20 * want:
-                trial = study.ask(distributions)
-                asked += 1
-                config = space.config(trial.params)
-                if config is None:  # a combination the space does not list
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    continue
-                key = config_key(config)
-                if key in told or any(config_key(c) == key for _, c in batch):
-                    earlier = told.get(key)
-                    if earlier is None:
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    else:
-                        study.tell(trial, earlier)
-                    continue
-                batch.append((trial, config))
+            batch, asked = _ask_batch(optuna, study, space, distributions, told, want)
             proposals += asked
             if not batch:
                 break  # the sampler proposes only what was measured: nothing new to learn
