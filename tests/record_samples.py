@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 RECORD_MODULES = ("tilelab.records.kernel", "tilelab.records.machine", "tilelab.records.launch",
-                  "tilelab.records.timeline", "tilelab.records.profile", "tilelab.workshop._model",
+                  "tilelab.records.timeline", "tilelab.records.profile", "tilelab.workshop._records",
                   "tilelab.workshop._grade", "tilelab.records.tile_trace", "tilelab._tilelang.doctor",
                   "tilelab.engine.corpus", "tilelab.instrument.rewrite.timeline")
 

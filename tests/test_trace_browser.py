@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.records.tile_trace import TensorTrace, TileTrace
-from tilelab.render.trace import tile_trace_html
+from tilelab.render.tile_trace import tile_trace_html
 
 pytestmark = [pytest.mark.browser]
 

@@ -320,7 +320,7 @@ def _merge(*runs_lists):
 
 
 def test_the_html_is_static_escaped_and_one_radio_per_block():
-    from tilelab.render.trace import tile_trace_html
+    from tilelab.render.tile_trace import tile_trace_html
 
     trace = _hand_trace("B<x>")
     page = tile_trace_html(trace)
@@ -336,7 +336,7 @@ def test_the_html_is_static_escaped_and_one_radio_per_block():
 
 
 def test_each_grid_is_an_svg_with_a_view_box_drawn_at_its_natural_size():
-    from tilelab.render.trace import FONT, tile_trace_html, tile_trace_svg
+    from tilelab.render.tile_trace import FONT, tile_trace_html, tile_trace_svg
 
     trace = _hand_trace()
     svg = tile_trace_svg(trace, "B")
@@ -373,7 +373,7 @@ def test_the_text_repr_lists_tensors_and_problems():
 
 
 def test_merged_rectangles_cover_each_cell_once_with_its_value():
-    from tilelab.render.trace import _rects
+    from tilelab.render.tile_trace import _rects
 
     rng = np.random.default_rng(0)
     for shape, values in [((7, 9), 3), ((1, 5), 2), ((6, 1), 2), ((16, 16), 1)]:

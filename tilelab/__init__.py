@@ -131,9 +131,9 @@ __all__ = [
 
 # tilelab.trace_tiles: which elements each block of a CPU launch read and wrote.
 _LAZY.update({
-    "trace_tiles": (".launch._trace", "trace_tiles"),
+    "trace_tiles": (".launch._tile_trace", "trace_tiles"),
     "TileTrace": (".records.tile_trace", "TileTrace"),
-    "TraceError": (".launch._trace", "TraceError"),
+    "TraceError": (".launch._tile_trace", "TraceError"),
 })
 __all__ += ["TileTrace", "TraceError", "trace_tiles"]
 

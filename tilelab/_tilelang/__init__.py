@@ -124,6 +124,18 @@ from .resolve import (
 from .source import (
     source_wgmma_calls,
 )
+from .tile_trace import (
+    TRACE_ACCESS_FUNCTION,
+    TRACE_ATOMIC,
+    TRACE_ATOMIC_ATTR,
+    TRACE_MAX_RANK,
+    TRACE_READ,
+    TRACE_WRITE,
+    TracedKernel,
+    compile_traced,
+    cxx_compiler,
+    traced_kernel_key,
+)
 from .timeline import (
     TIMELINE_BUFFER,
     TIMELINE_WORDS,
@@ -136,18 +148,6 @@ from .timeline import (
     timeline_device_source,
     timeline_ops,
     with_record_buffer,
-)
-from .trace import (
-    TRACE_ACCESS_FUNCTION,
-    TRACE_ATOMIC,
-    TRACE_ATOMIC_ATTR,
-    TRACE_MAX_RANK,
-    TRACE_READ,
-    TRACE_WRITE,
-    TracedKernel,
-    compile_traced,
-    cxx_compiler,
-    traced_kernel_key,
 )
 
 __all__ = [

@@ -3,7 +3,7 @@
 Frozen dataclasses with ``to_dict``/``from_dict`` (plain JSON types). Element sets are stored as
 runs of flat (row-major) indices; the query methods return NumPy boolean masks of the tensor's
 shape (NumPy is imported when they are called, never here). Its SVG/HTML is drawn by
-:mod:`tilelab.render.trace`, through tilelab's one display dispatch.
+:mod:`tilelab.render.tile_trace`, through tilelab's one display dispatch.
 """
 
 from __future__ import annotations

@@ -6,4 +6,4 @@ of ``tabs/`` registers its tab with the inspector's page. The records load it at
 display.
 """
 
-from . import html, launch, profile, sanitizer, text, tiles, timeline, trace  # noqa: F401  (each registers its records)
+from . import html, launch, profile, sanitizer, text, tile_trace, tiles, timeline  # noqa: F401  (each registers its records)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from . import _html  # noqa: F401  (registers the records' text and HTML with the display)
 from ._core import Wrong, check, exercise, exercises, expect, hint, progress, solution
-from ._model import STATUSES, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+from ._records import STATUSES, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
 
 __all__ = ["STATUSES", "Check", "Exercise", "Hint", "NeedsGpu", "Progress", "Solution", "Standing", "Wrong",
            "check", "exercise", "exercises", "expect", "hint", "progress", "solution"]

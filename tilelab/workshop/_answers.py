@@ -10,7 +10,7 @@ import itertools
 import linecache
 from typing import Any
 
-from ._model import Exercise
+from ._records import Exercise
 
 PRELUDE = """\
 import tilelang

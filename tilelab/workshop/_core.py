@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _progress
-from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+from ._records import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
 
 _REGISTRY: dict[str, Exercise] = {}
 _WRONG: dict[str, tuple[str, ...]] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from ._model import Check, Exercise, Hint, Progress, Solution
+from ._records import Check, Exercise, Hint, Progress, Solution
 
 _MARK = {"passed": "\u2713", "failed": "\u2717", "unanswered": "\u2026", "needs_gpu": "\u23f8",
          "shown": "\u2139", "refused": "\u2026", "tried": "\u2717", "not tried": "\u00b7"}
