@@ -17,7 +17,7 @@ TileLang should touch this package only. One module per concern:
 - ``layout_tables``: the inferred layouts, evaluated element by element
 - ``source``: text parsing of the generated CUDA (kernels, WGMMA calls and their descriptors)
 - ``compile``: ``tilelang.compile`` and TileLang's caches (memory advisory, disk cache entries)
-- ``passes``: the "why is it slow" tier (``#line`` directives, include paths, pass-by-pass trace)
+- ``passes``: the "why is it slow" tier (``#line`` directives, include paths, the passes one by one)
 - ``capture``: the corpus's compile interception and TileLang's own lowering
 - ``trace``: the traced CPU compile behind ``tilelab.trace_tiles``
 - ``emulate``: a GPU kernel's IR rewritten for the CPU (``tilelab.run(kernel, device="cpu")``)

@@ -130,7 +130,7 @@ def key_material(*, script: str, kernel: str, arch: str, out_idx: Any, pass_conf
                  backends: tuple[str, ...], constants: Any, tilelang_version: str,
                  tiers: tuple = ()) -> dict[str, Any]:
     """Everything a report depends on, as JSON-ready values (stored in the entry and compared).
-    ``tiers``: the optional tiers the report holds (toolchain with its CUDA home, pass trace)."""
+    ``tiers``: the optional tiers the report holds (toolchain with its CUDA home, passes)."""
     extra = {"tiers": [list(t) if isinstance(t, tuple) else t for t in tiers]} if tiers else {}
     return {**extra,
         "script": hashlib.sha256(script.encode()).hexdigest(),

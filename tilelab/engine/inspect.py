@@ -236,7 +236,7 @@ def _with_tiers(report: KernelReport, source: Any, resolved: Target, configs: di
         flags = (("toolchain=True (--sass)", toolchain), ("passes=True (--passes)", passes))
         asked = " and ".join(n for n, on in flags if on)
         report = report.replace(notes=report.notes + (
-            f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the pass trace follows "
+            f"{asked}: only for CUDA targets (PTX/SASS come from the CUDA toolkit, and the passes follow "
             f"TileLang's CUDA pipeline); {arch} is a {resolved.family} target, so it was not recorded",))
     return report
 
