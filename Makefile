@@ -89,7 +89,7 @@ test-binder:
 	$(BINDER_VENV)/bin/python -m pip install -q --disable-pip-version-check -r binder/requirements.txt
 	PATH="$(CURDIR)/$(BINDER_VENV)/bin:$$PATH" bash binder/postBuild
 	$(BINDER_VENV)/bin/python -m pip install -q --disable-pip-version-check pytest nbclient nbformat
-	$(BINDER_VENV)/bin/python -m pytest -p no:cacheprovider tests/test_workshop_notebooks.py $(PYTEST_ARGS)
+	$(BINDER_VENV)/bin/python -m pytest -p no:cacheprovider tests/workshop/test_workshop_notebooks.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(GPU_VENV) $(BINDER_VENV) .pytest_cache .tilelab-cache

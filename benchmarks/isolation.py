@@ -12,7 +12,7 @@ faults; prints two tables.
   and its first line;
 * ``--save-sanitizer DIR``: compute-sanitizer's raw text for our buggy kernels (the parser's test
   data come from such a run);
-* the fault catalogue (tests/fault_catalogue.py, the cases tests/test_fault_catalogue_gpu.py
+* the fault catalogue (tests/fault_catalogue.py, the cases tests/launch/test_fault_catalogue_gpu.py
   asserts): per case, the first line of the error shown, seconds from the call to the error (the
   worker loading the kernel included), whether the next launch in this process passed, and
   whether the outcome is the expected one. ``--quick`` leaves out the compute-sanitizer cases

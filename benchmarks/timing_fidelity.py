@@ -158,7 +158,7 @@ def ncu_median_ms(name: str, regex: str) -> tuple[float, list[float]]:
 
 
 # ------------------------------------------------------------------------------------------
-# Reading the results (pure: tests/test_median_interval.py runs them on made-up series)
+# Reading the results (pure: tests/launch/test_median_interval.py runs them on made-up series)
 # ------------------------------------------------------------------------------------------
 
 ACF_THRESHOLD = 0.2

@@ -136,3 +136,13 @@ def record_progress(monkeypatch):
         return bars
 
     return record
+
+
+@pytest.fixture(scope="session")
+def gemm_report():
+    """The Hopper GEMM of examples/gemm.py (1024^3, 128x128x32 tiles) inspected for sm_90a, made
+    once per process (``tests/reports.py``)."""
+    pytest.importorskip("tilelang", reason="TileLang is not installed: no compiler output")
+    from reports import gemm
+
+    return gemm()

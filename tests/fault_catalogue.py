@@ -1,7 +1,7 @@
 """The catalogue of faults on the GPU: every way a kernel of ours fails, what the user is shown, how
 long until they see it, and whether the next launch in the same notebook (and torch) still works.
 
-One :class:`Case` per fault. Both ``tests/test_fault_catalogue_gpu.py`` (which asserts each case's
+One :class:`Case` per fault. Both ``tests/launch/test_fault_catalogue_gpu.py`` (which asserts each case's
 expectation) and ``benchmarks/isolation.py`` (which prints the table) run these same cases, so the
 table and the tests cannot drift. A case runs in the calling process, as a notebook would: the
 faults happen in tilelab's worker process and this process carries on to the next case.
@@ -361,7 +361,7 @@ def _kill_during_bench() -> Outcome:
 
 def _kill_during_sweep() -> Outcome:
     """A sweep whose launch worker is SIGKILLed while one configuration is timed (the same case as
-    tests/test_faults_gpu.py's, without its row-cache half)."""
+    tests/launch/test_faults_gpu.py's, without its row-cache half)."""
     import fault_kernels as fk
 
     import tilelab

@@ -1,4 +1,4 @@
-"""The IPython test shell the magic tests drive (tests/test_magic.py, tests/test_magic_gpu.py)."""
+"""The IPython test shell the magic tests drive (tests/cell/test_magic.py, tests/cell/test_magic_gpu.py)."""
 
 from __future__ import annotations
 

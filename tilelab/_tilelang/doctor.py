@@ -10,7 +10,7 @@ and TVM's sentence, and says so.
 Each cause is declared with :func:`cause` (the shape of :mod:`tilelab.engine.tma_rules`): an id, a
 title, the patterns of TileLang 0.1.15's own wording that recognise it, what it means and what
 to change; ``tests/doctor_kernels.py`` holds a small kernel of ours that triggers each one, and
-``tests/test_doctor.py`` lowers every one of them and checks the cause it is given.
+``tests/_tilelang/test_doctor.py`` lowers every one of them and checks the cause it is given.
 
 Pure: imports neither TileLang nor the rest of tilelab (the adapter calls it when it builds a
 :class:`~tilelab.LoweringError`).

@@ -4,7 +4,7 @@ A descriptor that breaks one of them is only refused when the host launcher enco
 bare ``CUDA_ERROR_INVALID_VALUE``. ``check`` finds the break while inspecting, and says which
 field to change. Every rule quotes the CUDA Driver API reference, section "Tensor Map Object
 Management" (docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html, CUDA 12.8+
-wording), and is held against a real driver by ``tests/test_tma_driver_gpu.py``.
+wording), and is held against a real driver by ``tests/launch/test_tma_driver_gpu.py``.
 
 Sizes may be symbolic (``"m"``, ``"k * 2"``): a rule that depends on them cannot be decided here
 and becomes a launch condition, stated on the symbol where the expression is linear in it.

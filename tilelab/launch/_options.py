@@ -19,7 +19,7 @@ ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps in
 # MAX_ROUNDS rounds of rep_ms in all (1 s each by default). On a steady GPU one round suffices
 # (per-launch noise of 0.3% gives about +-0.03% over 1000 launches); a clock wandering over
 # fractions of a second (a power-capped H100: four 1 s medians 0.1-2% apart) needs about four
-# times the samples to halve a +-1% interval. Simulated (tests/test_median_interval.py), a 1%
+# times the samples to halve a +-1% interval. Simulated (tests/launch/test_median_interval.py), a 1%
 # AR(1) wander correlated over 200 launches of 1 ms: one round's medians land 0.42% (rms) from
 # the centre, four calls 0.80% apart; with the default about 3 rounds, 0.27% and 0.52%; a steady
 # GPU takes 1.03 rounds. The cap bounds what a 200-configuration sweep can add: 3 s a row.

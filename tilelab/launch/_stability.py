@@ -118,7 +118,7 @@ def median_interval(samples: Sequence[float], confidence: float = 0.95) -> Media
     The threshold 0.2 was chosen by simulation: 0.1 or 0 merge independent series' batches more
     often (their intervals 10-15% wider on average) for a point or two of coverage on the AR(1).
 
-    Simulated (``tests/test_median_interval.py``, 95%): independent samples, normal or skewed,
+    Simulated (``tests/launch/test_median_interval.py``, 95%): independent samples, normal or skewed,
     are covered 95% of the time by an interval about 1.1x as wide as the binomial
     order-statistic one; an AR(1) series with phi = 0.99 (600 samples, a correlation time of
     about 200) about 85% (the binomial interval: 15%); a sinusoidal wander slower than the

@@ -1,0 +1,124 @@
+"""Every notebook of notebooks/, run headless in a fresh kernel of this environment on the CPU:
+as committed (Run All before anything is answered: no cell errors, every check "unanswered") and
+with every answer cell replaced by its exercise's solution (every check passed, or needs_gpu for
+a GPU-only exercise on a machine without one). The two runs of a notebook go side by side."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import GPU_PRESENT
+
+from tilelab import workshop
+from tilelab.workshop import _answers, _core
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+STATUS = re.compile(r'data-status="(\w+)"')
+
+
+def _cells(nb, role):
+    return [c for c in nb.cells if c.metadata.get("tilelab", {}).get(role)]
+
+
+def _execute(nb, env_path: Path):
+    nbclient = pytest.importorskip("nbclient")
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
+                                     resources={"metadata": {"path": str(ROOT)}})  # imports this checkout's tilelab
+    client.execute(env={**os.environ, "TILELAB_PROGRESS": str(env_path), "PYTHONPATH": str(ROOT)})
+    return nb
+
+
+def _statuses(nb) -> dict[str, str]:
+    out = {}
+    for cell in _cells(nb, "check"):
+        ex = cell.metadata["tilelab"]["check"]
+        html = [o["data"]["text/html"] for o in cell.get("outputs", []) if "text/html" in o.get("data", {})]
+        assert html, f"check cell of {ex} showed nothing: {cell.get('outputs')}"
+        out[ex] = STATUS.search(html[0]).group(1)
+    return out
+
+
+def _errors(nb) -> list[str]:
+    return ["\n".join(o.traceback[-4:]) for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def _shown_text(cell) -> str:
+    parts = []
+    for o in cell.get("outputs", []):
+        data = o.get("data", {})
+        parts += [str(o.get("text", "")), str(data.get("text/plain", "")),
+                  re.sub(r"<[^>]+>", " ", str(data.get("text/html", "")))]
+    return "\n".join(parts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_as_committed_and_with_the_solutions(path, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    raw = json.loads(path.read_text())
+    code = [c for c in raw["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and not c.get("execution_count") for c in code), \
+        f"{path.name} is committed with outputs: clear them"
+    first_code = next(c for c in raw["cells"] if c["cell_type"] == "code")
+    assert "from tilelab import workshop" in "".join(first_code["source"])
+    assert not re.search(r"\btilelab\._|from tilelab\._|from tilelab\.\w+ import _|tilelab\.workshop\._",
+                         path.read_text()), f"{path.name} imports a private module"
+
+    committed = nbformat.read(path, as_version=4)
+    key = re.match(r"\d+", path.name).group(0)
+    exercises = {e.id: e for e in workshop.exercises(key)}
+    answers = {c.metadata["tilelab"]["answer"] for c in _cells(committed, "answer")}
+    checks = {c.metadata["tilelab"]["check"] for c in _cells(committed, "check")}
+    assert answers == checks == set(exercises), (answers, checks, set(exercises))
+
+    solved = nbformat.read(path, as_version=4)
+    for cell in _cells(solved, "answer"):
+        cell.source = exercises[cell.metadata["tilelab"]["answer"]].solution
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda args: _execute(*args),
+                             [(committed, tmp_path / "committed.json"), (solved, tmp_path / "solved.json")]))
+    for name, nb in zip(("as committed", "with the solutions"), runs):
+        errors = _errors(nb)
+        assert not errors, f"{path.name} {name}:\n" + "\n---\n".join(errors)
+
+    assert set(_statuses(runs[0]).values()) == {"unanswered"}, _statuses(runs[0])
+    want = {e: ("needs_gpu" if exercises[e].needs_gpu and not GPU_PRESENT else "passed") for e in exercises}
+    got = _statuses(runs[1])
+    for e, status in got.items():  # a checker's GPU part may say needs_gpu once its CPU part passed
+        if status == "needs_gpu" and not GPU_PRESENT:
+            want[e] = "needs_gpu"
+    assert got == want
+
+    # predict, then reveal: no output above a predict exercise's check states its answer
+    shown: list[str] = []
+    for cell in runs[0].cells:
+        ex = cell.metadata.get("tilelab", {}).get("check")
+        if ex and exercises[ex].kind == "predict":
+            value = _answers.evaluate(exercises[ex], exercises[ex].solution)
+            spelled = [s for s in _spellings(value) for text in shown if re.search(s, text)]
+            assert not spelled, f"{path.name}: the answer of {ex} is on screen before its check"
+        if cell.cell_type == "code" and not ex:
+            shown.append(_shown_text(cell))
+
+
+def _spellings(value):
+    if isinstance(value, (tuple, list)):
+        parts = [str(v) for v in value]
+        return [re.escape(s) for s in (", ".join(parts), "x".join(parts), " x ".join(parts))]
+    if isinstance(value, str):
+        return [re.escape(value)]
+    return []  # a bare number is in too many unrelated outputs to search for
+
+
+def test_every_registered_notebook_exists():
+    """Each notebook prefix the registry knows has its notebook (the registry and notebooks/ agree)."""
+    have = {re.match(r"\d+", p.name).group(0) for p in NOTEBOOKS}
+    assert {e.notebook for e in _core.registry().values()} <= have
