@@ -1,4 +1,5 @@
-"""A fake GPU timeline for bench's timing loops, shared by the tests that drive them.
+"""The fakes of a GPU the tests share: :class:`FakeGpu`, a fake GPU timeline for bench's timing
+loops, and :func:`timed`, the BenchResult a sweep's fake bench step returns.
 
 Enough of torch for the sustained, warm-up and estimate loops: a launch adds its time (ms) to the
 GPU's clock, an event records the clock, so an event pair around a launch reads that launch's
@@ -7,6 +8,15 @@ time. Every time is a number the test chose; nothing is measured."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
+
+from tilelab.launch import BenchResult
+
+
+def timed(ms: float, kernel: str = "k", **fields: Any) -> BenchResult:
+    """What a fake bench step returns for a kernel that took ``ms`` (three samples of it), with
+    any other field of :class:`BenchResult` (``baseline=``, ``ratio_samples=``, ``flops=``)."""
+    return BenchResult(kernel, samples_ms=(ms,) * 3, **fields)
 
 
 class FakeGpu:

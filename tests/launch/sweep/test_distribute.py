@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_gpu import timed
 
 from tilelab.launch import BenchResult, SweepRow, SweepTable
 from tilelab.launch.sweep import _final, _plan, _pool, _rowcache, _runners, _show, _tasks, sweep
@@ -61,7 +62,7 @@ class Recorder:
             self.on_call(artifact, size)
         if artifact["block"] == 128 and size["N"] == 2048:
             raise RuntimeError("bench exploded")
-        return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3,
+        return timed(TIMINGS[artifact["block"]] * size["N"] / 1024,
                            flops=kwargs.get("flops"))
 
 
@@ -522,7 +523,7 @@ def dask_bench(artifact, size, config, **kwargs):
     DASK_CALLS.append((artifact, dict(size), _tasks.where_am_i(), kwargs))
     if artifact["block"] == 128 and size["N"] == 2048:
         raise RuntimeError("bench exploded")
-    return BenchResult("k", samples_ms=(TIMINGS[artifact["block"]] * size["N"] / 1024,) * 3, flops=kwargs.get("flops"))
+    return timed(TIMINGS[artifact["block"]] * size["N"] / 1024, flops=kwargs.get("flops"))
 
 
 def dask_flops(N):
@@ -681,11 +682,11 @@ def test_in_a_daemonic_dask_worker_launches_fall_back_to_the_worker_itself_and_s
 
     def bench_with_isolation(kernel, *args, isolate=True, **kwargs):
         seen.append(isolate)
-        return BenchResult("k", samples_ms=(1.0,) * 3)
+        return timed(1.0)
 
     def bench_without(kernel, *args, **kwargs):
         seen.append("no choice")
-        return BenchResult("k", samples_ms=(1.0,) * 3)
+        return timed(1.0)
 
     plan = _tasks.BenchPlan(None, None, None, {"mode": "sustained"})
     job = _plan.Job(0, (("N", 64),), (("block", 32),))
@@ -802,7 +803,7 @@ class Boards:
         ms = TRUE_MS[block] * board * clock * n / 1024
         reference = kwargs.get("baseline")
         if reference is None:
-            return BenchResult("k", samples_ms=(ms,) * 3)
+            return timed(ms)
         ref_true = REF_MS if callable(reference) else TRUE_MS[reference["block"]]
         with self.lock:
             self.references.append((block, n, "callable" if callable(reference) else reference["block"]))

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
+from fake_gpu import timed
 
-from tilelab.launch import BenchResult
 from tilelab.launch.sweep import SweepOptions, _halving, _pool, _runners, _tasks, sweep
 
 BLOCKS = [16, 32, 64, 96, 128, 160, 192, 256, 512]
@@ -53,7 +53,7 @@ class Steps:
     def bench(self, artifact, size, config, **kwargs):
         with self.lock:
             self.benched.append((artifact["block"], artifact, kwargs.get("rep_ms")))
-        return BenchResult("k", samples_ms=(TRUE_MS[artifact["block"]],) * 3)
+        return timed(TRUE_MS[artifact["block"]])
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ class WarmUps:
     def bench(self, artifact, size, config, **kwargs):
         with self.lock:
             self.log.append(("bench", artifact["block"], threading.current_thread().name))
-        return BenchResult("k", samples_ms=(TRUE_MS[artifact["block"]],) * 3)
+        return timed(TRUE_MS[artifact["block"]])
 
 
 def test_each_gpu_s_launch_worker_is_warmed_once_before_its_first_row(monkeypatch, compile_in_threads):

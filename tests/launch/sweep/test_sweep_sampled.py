@@ -9,9 +9,9 @@ import statistics
 import sys
 
 import pytest
+from fake_gpu import timed
 
 from tilelab import OptionError
-from tilelab.launch import BenchResult
 from tilelab.launch.sweep import SweepOptions, _sampled, sweep
 
 optuna = pytest.importorskip("optuna", reason="strategy=\"optuna\" needs Optuna (pip install tilelab[optuna])")
@@ -52,7 +52,7 @@ class FakeGpu:
     def bench(self, kernel, size, config, **kw):
         key = (kernel["block_M"], kernel["block_N"], kernel["num_stages"])
         self.benched.append(key)
-        return BenchResult(kernel="k", samples_ms=(true_ms(*key),) * 3)
+        return timed(true_ms(*key))
 
     def sweep(self, space=SPACE, **kw):
         kw.setdefault("seed", 0)
@@ -205,7 +205,7 @@ def test_real_compiles_for_the_cpu_each_measured_once_and_right(tmp_path, monkey
 
     def bench(prepared, size, config, **kwargs):
         kernels[config["block"]] = prepared
-        return BenchResult(kernel="k", samples_ms=(1.0 + abs(config["block"] - 64) / 64,) * 3)
+        return timed(1.0 + abs(config["block"] - 64) / 64)
 
     table = sweep(lambda N, block: _scaled_copy(N, block, 3.0), {"block": [16, 32, 64, 128]}, {"N": [256]},
                   strategy="optuna", n_trials=3, seed=0, target="c", bench_fn=bench, progress=False)

@@ -9,9 +9,9 @@ import math
 import random
 
 import pytest
+from fake_gpu import timed
 
 from tilelab import OptionError
-from tilelab.launch import BenchResult
 from tilelab.launch.sweep import SweepOptions, _halving, sweep
 
 BLOCKS = [16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
@@ -41,7 +41,7 @@ class FakeGpu:
         width = 0.03 * math.sqrt(20.0 / rep_ms) if rep_ms else 0.003
         rng = random.Random(hash((prepared["block"], prepared["stages"], rep_ms, len(self.calls))) & 0xFFFF)
         ms = true_ms(prepared) * (1 + rng.uniform(-width, width))
-        return BenchResult(kernel="k", samples_ms=(ms,) * 3)
+        return timed(ms)
 
 
 def factory(N, block, stages):
@@ -163,15 +163,15 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
     monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compile tasks in threads: no spawned processes
     lowered_here = []
     monkeypatch.setattr(_halving, "prune", lambda *a, **k: lowered_here.append(a) or ({}, [], []))
-    timed = []
+    launched = []
 
     def compile_fn(f, size, config):
         return lambda: {"block": config["block_N"], "stages": config["num_stages"]}
 
     def bench(prepared, size, config, **kwargs):
-        timed.append(prepared)
+        launched.append(prepared)
         ms = 1.0 + 0.0004 * abs(prepared["block"] - 128) + 0.02 * abs(prepared["stages"] - 3)
-        return BenchResult(kernel="k", samples_ms=(ms,) * 3)
+        return timed(ms)
 
     good = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=128) for bn in (64, 128) for st in (2, 3)]
     bad = [dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256),
@@ -184,8 +184,8 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
     assert set(pruned) == {256, 96} and all(r.rung is None and r.measured_as == "" for r in pruned.values())
     assert "524288" in pruned[256].error and "a launch would fail" in pruned[256].error
     assert "[no-warp-partition]" in pruned[96].error
-    assert {p["block"] for p in timed} <= {64, 128}
-    assert len(timed) == 4 + 2  # 4 briefly, then 2 (<= eta) with full rounds
+    assert {p["block"] for p in launched} <= {64, 128}
+    assert len(launched) == 4 + 2  # 4 briefly, then 2 (<= eta) with full rounds
     assert any("2 configuration(s) pruned before compiling (each inspected in its compile task, for sm_90a)" in n
                for n in table.notes)
     assert any("rung 0: 4 (20 ms of launches, one round;" in n and "2 pruned in their compile tasks" in n
@@ -220,12 +220,12 @@ class SideBySide:
         baseline = kw.get("baseline")
         self.calls.append((kernel, baseline))
         if baseline is None:
-            return BenchResult(kernel="k", samples_ms=(self.BRIEF[kernel["block"]],) * 3)
+            return timed(self.BRIEF[kernel["block"]])
         if self.fail_beside:
             raise RuntimeError("launch failed")
         block, leader_ms = kernel["block"], self.LEADER_MS[kernel["block"]]
         ratio = self.RATIO[block]
-        return BenchResult(kernel="k", samples_ms=(ratio * leader_ms,) * 3, baseline="leader",
+        return timed(ratio * leader_ms, baseline="leader",
                            baseline_samples_ms=(leader_ms,) * 3, ratio_samples=(ratio,) * 12)
 
     def sweep(self):
@@ -331,18 +331,18 @@ def test_a_halving_sweep_lowers_each_configuration_once_pruning_and_compile_shar
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))  # no inspection report from an earlier run
     scale = round(random.uniform(1.5, 2.5), 6)
     blocks = [16, 32, 64, 128]
-    timed: dict[int, int] = {}
+    counts: dict[int, int] = {}
     kernels = {}
 
     def bench(prepared, size, config, **kwargs):
-        timed[config["block"]] = timed.get(config["block"], 0) + 1
+        counts[config["block"]] = counts.get(config["block"], 0) + 1
         kernels[config["block"]] = prepared
-        return BenchResult(kernel="k", samples_ms=(1.0 + abs(config["block"] - 64) / 64,) * 3)
+        return timed(1.0 + abs(config["block"] - 64) / 64)
 
     table = sweep(lambda N, block: _scaled_copy(N, block, scale), {"block": blocks}, {"N": [256]},
                   strategy="halving", eta=2, target="c", bench_fn=bench, progress=False)
     assert table.best_config() == {"block": 64}
-    assert timed == {16: 1, 32: 2, 64: 2, 128: 1}  # rung 0 for all, the last rung for the best two
+    assert counts == {16: 1, 32: 2, 64: 2, 128: 1}  # rung 0 for all, the last rung for the best two
     ours = {text: n for text, n in count_lowerings.items() if "scaled_copy" in text}  # (lowered during this test)
     assert len(ours) == len(blocks), sorted(count_lowerings.values())  # each configuration lowered ...
     assert sorted(ours.values()) == [1] * len(blocks)  # ... exactly once
@@ -387,11 +387,11 @@ class DriftingClock:
         baseline, block = kw.get("baseline"), kernel["block"]
         rung = round(math.log(kw.get("rep_ms", 20) / 20, 3)) if "rep_ms" in kw else 2
         if baseline is None:
-            return BenchResult(kernel="k", samples_ms=(self.alone(block, rung),) * 3)
+            return timed(self.alone(block, rung))
         self.beside.append((block, baseline["block"], kw.get("rep_ms")))
         ratio = self.TRUTH[block] / self.TRUTH[baseline["block"]]
         leader_ms = 1.01 * self.TRUTH[baseline["block"]]  # the clock of this window
-        return BenchResult(kernel="k", samples_ms=(ratio * leader_ms,) * 3, baseline="leader",
+        return timed(ratio * leader_ms, baseline="leader",
                            baseline_samples_ms=(leader_ms,) * 3, ratio_samples=(ratio,) * 12)
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_gpu import timed
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -130,11 +131,10 @@ def test_the_rung_breakdown_reads_the_sweeps_note(tuning):
 
 
 def test_the_rung_breakdown_reads_what_a_halving_sweep_writes(tuning):
-    from tilelab.launch import BenchResult
     from tilelab.launch.sweep import sweep
 
     def bench(kernel, size, config, **kwargs):
-        return BenchResult("k", samples_ms=(1.0 + abs(config["block"] - 64) / 64,) * 3)
+        return timed(1.0 + abs(config["block"] - 64) / 64)
 
     table = sweep(lambda N, block: None, {"block": [16, 32, 48, 64, 80, 96, 112, 128, 144]}, {"N": [1024]},
                   strategy="halving", prune=False, compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench,
