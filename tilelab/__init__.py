@@ -130,3 +130,12 @@ __all__ += ["TileTrace", "TraceError", "trace_tiles"]
 from ._errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")
+
+# The timeline's named regions, and two timelines side by side.
+_LAZY.update({
+    "region": ("._regions", "region"),
+    "region_begin": ("._regions", "region_begin"),
+    "region_end": ("._regions", "region_end"),
+    "compare_timelines": ("._timeline", "compare_timelines"),
+})
+__all__ += ["compare_timelines", "region", "region_begin", "region_end"]

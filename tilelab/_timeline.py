@@ -11,11 +11,25 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ._timeline_model import WAIT_KINDS, BlockTime, Flow, RoleShare, TimelineSpan, TimelineSummary
-from ._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, END, HEADER_WORDS, KERNEL_END, KERNEL_START, Site
+from ._timeline_model import (
+    WAIT_KINDS,
+    BlockTime,
+    Flow,
+    GridPhase,
+    GridSummary,
+    PhaseChange,
+    RoleChange,
+    RoleShare,
+    SmLoad,
+    Timeline,
+    TimelineComparison,
+    TimelineSpan,
+    TimelineSummary,
+)
+from ._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, END, FIRST_SITE, HEADER_WORDS, KERNEL_END, KERNEL_START, Site
 
 _MASK = (1 << CLOCK_BITS) - 1
-BUSY_KINDS = ("tma_issue", "copy_issue", "mma", "epilogue", "store", "kernel")
+BUSY_KINDS = ("tma_issue", "copy_issue", "mma", "epilogue", "store", "region", "kernel")
 BUBBLE_THRESHOLD_NS = 64.0  # a full-barrier wait shorter than two globaltimer steps is not a bubble
 
 
@@ -266,4 +280,132 @@ def phase_totals(spans: Sequence[TimelineSpan]) -> list[dict]:
     return out
 
 
-__all__ = ["block_coords", "block_index", "decode", "link_flows", "phase_totals", "summarize"]
+# ------------------------------------------------------------------------------------------
+# Every block: the grid mode's per-phase sums
+# ------------------------------------------------------------------------------------------
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by linear interpolation (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+_OTHER_SITE = Site(END, "other", "other (between marked phases: address math, unmarked code)", "all", None, None,
+                   None, False)
+
+
+def decode_grid(words: Sequence[int], *, sites: Sequence[Site], grid: tuple[int, int, int], recording_warps: int,
+                clock_ghz: float, blocks: Sequence[BlockTime] | None = None) -> GridSummary:
+    """The :class:`GridSummary` of a grid-mode record buffer (layout in
+    :mod:`tilelab._timeline_rewrite`: after the block table, per block and recording warp a tag
+    (warp + 1; 0 where it did not record), its lifetime in clock64 ticks, then per slot the
+    ticks spent and the count). ``blocks``: the block table decoded (:func:`decode_blocks`)."""
+    if clock_ghz <= 0:
+        raise ValueError("clock_ghz must be positive")
+    by_id: dict[int, Site] = {s.id: s for s in sites}
+    by_id[END] = _OTHER_SITE
+    by_id[KERNEL_START] = _KERNEL_SITE
+    nblocks = grid[0] * grid[1] * grid[2]
+    slots = FIRST_SITE + len(sites)
+    per = 2 + 2 * slots
+    seg0 = nblocks * BLOCK_WORDS
+    need = seg0 + nblocks * recording_warps * per
+    if len(words) < need:
+        raise ValueError(f"the record buffer has {len(words)} words; the grid mode's layout needs {need}")
+    # per (role, site): counts and ticks of every recording warp that ran it
+    runs: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    life: dict[str, float] = defaultdict(float)
+    for b in range(nblocks):
+        for w in range(recording_warps):
+            base = seg0 + (b * recording_warps + w) * per
+            if not int(words[base]):
+                continue
+            pairs = [(int(words[base + 2 + 2 * i]), int(words[base + 3 + 2 * i])) for i in range(slots)]
+            role = next((by_id[i].role for i, (_, n) in enumerate(pairs)
+                         if n and i in by_id and by_id[i].role not in ("all",)), "all")
+            life[role] += int(words[base + 1]) / clock_ghz
+            for i, (ticks, n) in enumerate(pairs):
+                if n and i in by_id and i != KERNEL_END:
+                    runs[(role, i)].append((n, ticks))
+    phases = []
+    for (role, i), got in runs.items():
+        site = by_id[i]
+        count = sum(n for n, _ in got)
+        total = sum(t for _, t in got) / clock_ghz
+        means = [t / clock_ghz / n for n, t in got]
+        phases.append(GridPhase(role, i, site.kind, site.label, site.cell_line, count, len(got), min(n for n, _ in got),
+                                max(n for n, _ in got), total, total / count, _percentile(means, 0.5),
+                                _percentile(means, 0.95), total / life[role] if life[role] else 0.0))
+    order = {"producer": 0, "consumer": 1, "all": 2}
+    phases.sort(key=lambda g: (order.get(g.role, 3), -g.total_ns))
+    blocks = list(blocks or [])
+    end = max((b.end_ns for b in blocks), default=0.0)
+    per_sm: dict[int, list[BlockTime]] = defaultdict(list)
+    for blk in blocks:
+        per_sm[blk.sm].append(blk)
+    sms = tuple(SmLoad(sm, len(bs), sum(b.end_ns - b.start_ns for b in bs), end - max(b.end_ns for b in bs))
+                for sm, bs in sorted(per_sm.items()))
+    first = {min(bs, key=lambda b: b.start_ns).index for bs in per_sm.values()}
+    first_d = [b.end_ns - b.start_ns for b in blocks if b.index in first]
+    rest_d = [b.end_ns - b.start_ns for b in blocks if b.index not in first]
+    return GridSummary(tuple(phases), sms, nblocks, recording_warps, len(first_d),
+                       statistics.fmean(first_d) if first_d else 0.0, len(rest_d),
+                       statistics.fmean(rest_d) if rest_d else None, len(words))
+
+
+# ------------------------------------------------------------------------------------------
+# Two timelines side by side
+# ------------------------------------------------------------------------------------------
+
+
+def compare_timelines(a: Timeline, b: Timeline, *, names: tuple[str, str] | None = None) -> TimelineComparison:
+    """``a`` against ``b`` (two stage counts, two tile shapes, before and after a change): per role
+    the busy and waiting time per traced warp, per phase (role, kind, label) its time per traced
+    warp and count in each, and the change b - a. Timelines of every block (``blocks="all"``)
+    compare by their grid summaries (per recording warp). ``names`` names the two columns (by
+    default the kernels' names, with ``(1)``/``(2)`` where equal)."""
+    if not isinstance(a, Timeline) or not isinstance(b, Timeline):
+        raise TypeError(f"compare_timelines takes two Timelines (tilelab.timeline(...) or Timeline.load(path)), "
+                        f"not {type(a).__name__} and {type(b).__name__}")
+    a_label, b_label = names if names else (a.kernel, b.kernel)
+    if a_label == b_label:
+        a_label, b_label = f"{a_label} (1)", f"{b_label} (2)"
+    pa, pb = _per_warp_phases(a), _per_warp_phases(b)
+    keys = list(dict.fromkeys(list(pa) + list(pb)))
+    phases = tuple(PhaseChange(role, kind, label, pa[k][0] if k in pa else None, pb[k][0] if k in pb else None,
+                               pa[k][1] if k in pa else 0, pb[k][1] if k in pb else 0)
+                   for k in keys for role, kind, label in [k])
+    roles = []
+    for role in dict.fromkeys(k[0] for k in keys):
+        def total(table: dict[tuple[str, str, str], tuple[float, int]], wait: bool, role: str = role) -> float:
+            return sum(v[0] for k, v in table.items()
+                       if k[0] == role and k[1] != "other" and (k[1] in WAIT_KINDS) == wait)
+        roles.append(RoleChange(role, total(pa, False), total(pb, False), total(pa, True), total(pb, True)))
+    phases = tuple(sorted(phases, key=lambda p: -abs(p.change_ns or 0.0)))
+    return TimelineComparison(a_label, b_label, a.plain_ms, b.plain_ms, tuple(roles), phases)
+
+
+def _per_warp_phases(tl: Timeline) -> dict[tuple[str, str, str], tuple[float, int]]:
+    """(role, kind, label) -> (ns per recording warp, count per recording warp)."""
+    if tl.grid_summary is not None:
+        return {(p.role, p.kind, p.label): (p.total_ns / max(1, p.warps), round(p.count / max(1, p.warps)))
+                for p in tl.grid_summary.phases}
+    lanes: dict[str, set] = defaultdict(set)
+    for s in tl.spans:
+        lanes[s.role].add((s.block, s.warp))
+    table: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for s in tl.spans:
+        entry = table[(s.role, s.kind, s.label)]
+        entry[0] += s.duration_ns
+        entry[1] += 1
+    return {k: (v[0] / max(1, len(lanes[k[0]])), round(v[1] / max(1, len(lanes[k[0]])))) for k, v in table.items()}
+
+
+__all__ = ["block_coords", "block_index", "compare_timelines", "decode", "decode_grid", "link_flows", "phase_totals",
+           "summarize"]

@@ -17,9 +17,9 @@ from ._records import Record
 from ._records import from_dict as _from_dict
 from ._records import to_dict as _to_dict
 
-TIMELINE_FORMAT = 1
+TIMELINE_FORMAT = 2  # 2: grid summaries, compact marks (format 1 files still load)
 
-KINDS = ("barrier_wait", "tma_issue", "copy_issue", "mma", "mma_wait", "epilogue", "store", "kernel")
+KINDS = ("barrier_wait", "tma_issue", "copy_issue", "mma", "mma_wait", "epilogue", "store", "region", "kernel", "other")
 WAIT_KINDS = ("barrier_wait", "mma_wait")
 
 
@@ -101,6 +101,116 @@ class TimelineSummary(Record):
 
 
 @dataclass(frozen=True)
+class GridPhase(Record):
+    """One phase (a site of the kernel) summed over every block of the grid, for one role.
+
+    ``count``: how many times the recording warps ran it in all; ``per_warp_min``/``max``: the
+    fewest and most times one recording warp ran it (a GEMM's MMA: ceil(K / block_K) each);
+    ``mean_ns``: the mean duration of one run; ``p50_ns``/``p95_ns``: percentiles over the
+    recording warps of each warp's mean duration of this phase; ``share``: its part of the
+    role's warps' lifetime. Site 0 is ``other`` (between phases), site 1 the kernel's setup.
+    """
+
+    role: str
+    site: int
+    kind: str
+    label: str
+    cell_line: int | None
+    count: int
+    warps: int  # the recording warps that ran it
+    per_warp_min: int
+    per_warp_max: int
+    total_ns: float
+    mean_ns: float
+    p50_ns: float
+    p95_ns: float
+    share: float
+
+
+@dataclass(frozen=True)
+class SmLoad(Record):
+    """One SM over the launch: the blocks it ran, the time it held one, and its idle tail (from its
+    last block's end to the grid's end)."""
+
+    sm: int
+    blocks: int
+    busy_ns: float
+    idle_tail_ns: float
+
+
+@dataclass(frozen=True)
+class GridSummary(Record):
+    """Statistics over every block of the grid (``tilelab.timeline(..., blocks="all")``): per role
+    and phase (:class:`GridPhase`), per SM (:class:`SmLoad`), and the first wave (each SM's first
+    block) against the rest. ``recording_warps`` per block (the first warp of each warp group,
+    or every warp); ``words``: the record buffer's size in 64-bit words."""
+
+    phases: tuple[GridPhase, ...]
+    sms: tuple[SmLoad, ...]
+    blocks: int
+    recording_warps: int
+    first_wave_blocks: int
+    first_wave_mean_ns: float
+    rest_blocks: int
+    rest_mean_ns: float | None
+    words: int = 0
+
+    def phase(self, role: str, kind: str) -> list[GridPhase]:
+        return [p for p in self.phases if p.role == role and p.kind == kind]
+
+
+@dataclass(frozen=True)
+class PhaseChange(Record):
+    """One phase (role, kind, label) in two timelines: total ns per traced warp and count in each
+    (None where a timeline has no such phase), and the change b - a."""
+
+    role: str
+    kind: str
+    label: str
+    a_ns: float | None
+    b_ns: float | None
+    a_count: int
+    b_count: int
+
+    @property
+    def change_ns(self) -> float | None:
+        return None if self.a_ns is None or self.b_ns is None else self.b_ns - self.a_ns
+
+    @property
+    def waiting(self) -> bool:
+        return self.kind in WAIT_KINDS
+
+
+@dataclass(frozen=True)
+class RoleChange(Record):
+    """One role in two timelines: busy and waiting ns per traced warp in each."""
+
+    role: str
+    a_busy_ns: float
+    b_busy_ns: float
+    a_wait_ns: float
+    b_wait_ns: float
+
+
+@dataclass(frozen=True, repr=False)
+class TimelineComparison(Displayed):
+    """Two timelines side by side (``tilelab.compare_timelines(a, b)`` or ``a.compare(b)``): per
+    role, the busy and waiting time per warp in each; per phase, the change (:class:`PhaseChange`)."""
+
+    a: str
+    b: str
+    a_ms: float | None
+    b_ms: float | None
+    roles: tuple[RoleChange, ...]
+    phases: tuple[PhaseChange, ...]
+
+    def __repr__(self) -> str:
+        from .render.timeline import comparison_text
+
+        return comparison_text(self)
+
+
+@dataclass(frozen=True)
 class Timeline(Displayed):
     """The intra-kernel timeline of one instrumented launch.
 
@@ -131,6 +241,15 @@ class Timeline(Displayed):
     capture_s: float | None = None
     notes: tuple[str, ...] = ()
     summary: TimelineSummary | None = None
+    grid_summary: GridSummary | None = None  # blocks="all": statistics over every block
+    marks: str = "all"  # "compact": each WGMMA's issue and wait were recorded as one MMA phase
+
+    def compare(self, other: Timeline, *, names: tuple[str, str] | None = None) -> TimelineComparison:
+        """This timeline against ``other``: per role and phase, the change in wait and busy time
+        (``tilelab.compare_timelines``)."""
+        from ._timeline import compare_timelines
+
+        return compare_timelines(self, other, names=names)
 
     def lanes(self) -> list[tuple[tuple[int, int, int], int]]:
         """(block, warp group) of every lane the chart draws, in order."""
@@ -141,17 +260,24 @@ class Timeline(Displayed):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Timeline:
-        if d.get("format") != TIMELINE_FORMAT:
+        if d.get("format") not in (1, TIMELINE_FORMAT):
             raise ReportFileError(f"not a tilelab timeline of format {TIMELINE_FORMAT} (format {d.get('format')!r})")
-        return _from_dict(cls, d)
+        try:
+            return _from_dict(cls, {k: v for k, v in d.items() if k != "format"})
+        except (KeyError, TypeError, ValueError) as err:
+            raise ReportFileError(f"a tilelab timeline with a field tilelab cannot read: {err}") from err
 
     def save(self, path: str | Path) -> Path:
+        """Write the timeline as JSON (versioned: ``format``); :meth:`load` reads it back anywhere,
+        no GPU or TileLang needed."""
         path = Path(path)
         path.write_text(json.dumps(self.to_dict()))
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Timeline:
+        """A timeline :meth:`save` wrote; :class:`~tilelab.ReportFileError` names what is wrong
+        with a file that is not one."""
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:
@@ -236,5 +362,5 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
 
 
 
-__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
+__all__ = ["BlockTime", "Flow", "GridPhase", "GridSummary", "KINDS", "PhaseChange", "RoleChange", "SmLoad", "TimelineComparison", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
            "WAIT_KINDS"]

@@ -533,14 +533,17 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     named regions (``name``, ``id``, ``line``, as the adapter reads them). ``mode``: "spans" (each
     traced warp's every mark) or "grid" (in every block, each recording warp's time and count per
     phase, summed on the device: bounded memory, no order). ``marks``: "all", or "compact" (a
-    WGMMA's issue and its wait are one MMA phase: one mark fewer per GEMM).
+    WGMMA's issue and its wait are one MMA phase: one mark fewer per GEMM), or "auto" (compact
+    where a loop holds two WGMMAs, :func:`auto_marks`).
     """
     if granularity not in ("warpgroup", "warp"):
         raise ValueError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
     if mode not in ("spans", "grid"):
         raise ValueError(f"mode must be 'spans' or 'grid', not {mode!r}")
-    if marks not in ("all", "compact"):
-        raise ValueError(f"marks must be 'all' or 'compact', not {marks!r}")
+    if marks not in ("all", "compact", "auto"):
+        raise ValueError(f"marks must be 'auto', 'all' or 'compact', not {marks!r}")
+    if marks == "auto":
+        marks = auto_marks(source, ops=ops, cell_file=cell_file, regions=regions)
     frame = kernel_frame(source)
     lines, bind_at, buf_name, kdef, kend = frame.lines, frame.bind_at, frame.buf_name, frame.kdef, frame.kend
     kernel, threads, plain_line = frame.kernel, frame.threads, frame.plain_line
@@ -654,6 +657,18 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
             out.append(indent + mark)
     return Instrumented("\n".join(out), tuple(builder.sites), kernel, threads, capacity, exact, blocks,
                         traced if mode == "spans" else (), warp_step, tuple(notes), mode, marks)
+
+
+def auto_marks(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: str | None = None,
+               regions: Sequence[dict[str, Any]] = ()) -> str:
+    """"compact" where a loop holds two or more WGMMAs (attention: each mark costs the consumer on
+    its critical path, and a loop of two GEMMs has eight), else "all"."""
+    frame = kernel_frame(source)
+    builder = _Builder(frame.lines, frame.plain_line, ops, cell_file, regions)
+    builder.scan_barriers("\n".join(frame.lines[frame.kdef + 1:frame.kend]))
+    builder.walk_kernel(_parse(frame.lines, frame.kdef + 1, frame.kend))
+    in_loop = [s for s in builder.sites if s.kind == "mma" and s.in_loop and "WGMMA" in s.label]
+    return "compact" if len(in_loop) >= 2 else "all"
 
 
 def capacity_needed(sites: Sequence[Site]) -> int:

@@ -20,7 +20,7 @@ def renderers() -> dict[type, dict[str, Renderer]]:
     what they draw with: the inspector page, matplotlib for figures)."""
     from .. import _launch_model as launch
     from .._model import KernelReport
-    from .._timeline_model import Timeline
+    from .._timeline_model import Timeline, TimelineComparison
     from ..launch.tile_trace import TileTrace
     from ..profiling import Profile
     from ..targets import TargetComparison
@@ -47,6 +47,8 @@ def renderers() -> dict[type, dict[str, Renderer]]:
                             "image/png": launch_render.sweep_table_png},
         launch.SanitizerReport: {"text/plain": sanitizer.sanitizer_text, "text/html": sanitizer.sanitizer_html},
         Timeline: {"text/html": timeline_render.timeline_html},
+        TimelineComparison: {"text/plain": timeline_render.comparison_text,
+                             "text/html": timeline_render.comparison_html},
         TileTrace: {"text/plain": trace_render.tile_trace_text, "text/html": trace_render.tile_trace_html},
     }
 
