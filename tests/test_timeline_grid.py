@@ -17,7 +17,7 @@ import tilelab
 from tilelab import _tilelang
 from tilelab._timeline import compare_timelines, decode, decode_grid, summarize
 from tilelab._timeline_model import BlockTime, GridSummary, Timeline, TimelineSpan
-from tilelab._timeline_rewrite import END, FIRST_SITE, KERNEL_END, KERNEL_START, Site, auto_marks, instrument
+from tilelab._timeline_rewrite import END, FIRST_SITE, Site, auto_marks, instrument
 from tilelab.kernels.gemm import matmul
 
 KERNELS_PY = timeline_kernels.__file__
@@ -73,9 +73,8 @@ def test_a_named_region_becomes_a_span_on_its_line_between_the_two_gemms():
 
 
 def test_a_region_needs_a_name():
-    with pytest.raises(tilelab.TilelabError, match="non-empty name"):
-        with tilelab.region(""):
-            pass
+    with pytest.raises(tilelab.TilelabError, match="non-empty name"), tilelab.region(""):
+        pass
 
 
 # ------------------------------------------------------------------------------------------

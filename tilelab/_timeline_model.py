@@ -362,5 +362,6 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
 
 
 
-__all__ = ["BlockTime", "Flow", "GridPhase", "GridSummary", "KINDS", "PhaseChange", "RoleChange", "SmLoad", "TimelineComparison", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
+__all__ = ["BlockTime", "Flow", "GridPhase", "GridSummary", "KINDS", "PhaseChange", "RoleChange", "SmLoad",
+           "TimelineComparison", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
            "WAIT_KINDS"]

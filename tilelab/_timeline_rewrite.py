@@ -426,7 +426,8 @@ class _Builder(PhaseWalk[Node]):
 def _primary(text: str) -> bool:
     """Whether a block holds statements that get marks of their own (then it is walked into)."""
     return bool(_WAIT.search(text) or "warpgroup_arrive" in text or "cp_async_wait" in text
-                or "__syncthreads" in text or "TLT_REGION(" in text or (_ELECT.search(text) and ("tma_load" in text or "tma_store" in text)))
+                or "__syncthreads" in text or "TLT_REGION(" in text
+                or (_ELECT.search(text) and ("tma_load" in text or "tma_store" in text)))
 
 
 def _warp_uniform(condition: str) -> bool:

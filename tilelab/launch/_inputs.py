@@ -415,7 +415,8 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
     finite_ref = torch.where(torch.isfinite(expected), expected, torch.zeros_like(expected))
     if written is not None:
         diff = torch.where(written, diff, torch.zeros_like(diff))
-        ref_norm = float(torch.linalg.vector_norm(torch.where(written, finite_ref, torch.zeros_like(finite_ref))).item())
+        finite_ref = torch.where(written, finite_ref, torch.zeros_like(finite_ref))
+        ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     else:
         ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     num = float(torch.linalg.vector_norm(diff).item())

@@ -62,7 +62,8 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     ``granularity``: "warpgroup" (the first warp of each group of four records) or "warp" (every
     warp). ``marks``: "all" (a mark at each WGMMA issue and each WGMMA wait), "compact" (a WGMMA's
     issue and wait as one MMA phase: fewer marks per iteration, a smaller overhead) or "auto"
-    (compact where a loop holds two WGMMAs, as attention's does; the Timeline's ``marks`` says which). ``overhead=False`` skips the side-by-side timing.
+    (compact where a loop holds two WGMMAs, as attention's does; the Timeline's ``marks`` says which).
+    ``overhead=False`` skips the side-by-side timing.
     ``capacity``: records per traced warp (default: from the loops' trip counts). The launch runs
     in tilelab's worker process unless ``isolate=False``; a hang ends after ``timeout`` seconds.
     """
@@ -89,7 +90,8 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda")
     grid = _grid(_tilelang.launch_dims(prepared.compiled), bound, prepared.name)
     try:
-        traced = () if every else tuple(dict.fromkeys(_timeline.block_index(b, grid) for b in (blocks or (0,))))
+        chosen: Sequence[Any] = () if isinstance(blocks, str) else (blocks or (0,))
+        traced = tuple(dict.fromkeys(_timeline.block_index(b, grid) for b in chosen))
     except (ValueError, TypeError) as err:
         raise TimelineError(f"{prepared.name}: {err}; blocks= takes linear indices or (x, y, z) tuples "
                             f"of the grid {grid}") from err
@@ -195,9 +197,9 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     made: list[Any] = []
     # the device source is CUDA for tvm_ffi, cython and nvrtc, CuTe DSL Python for cutedsl
     instrument: Any
-    if backend == "cutedsl":
-        from functools import partial
+    from functools import partial
 
+    if backend == "cutedsl":
         from .._timeline_rewrite_cutedsl import instrument as instrument_cutedsl
 
         instrument = partial(instrument_cutedsl, threads=_tilelang.cutedsl_threads(plain))
@@ -205,7 +207,7 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
         from .._timeline_rewrite import instrument as instrument_cuda
 
         instrument = partial(instrument_cuda, regions=regions, mode=options.get("mode", "spans"),
-                             marks=options.get("marks", "auto"))
+                             marks=options.get("marks", "all"))
 
     def rewrite(code: str) -> str:
         ins = instrument(code, ops=ops, cell_file=cell_file, blocks=nblocks, traced_blocks=options["traced"],

@@ -315,7 +315,8 @@ def timeline_text(tl: Timeline) -> str:
             lines.append(f"    {p.role:9} {(p.label or p.kind)[:50]:50} count {p.count:>8}  mean {_ns(p.mean_ns):>9}  "
                          f"p50 {_ns(p.p50_ns):>9}  p95 {_ns(p.p95_ns):>9}  share {p.share:6.1%}")
         lines.append(f"  first wave: {g.first_wave_blocks} blocks, mean {_ns(g.first_wave_mean_ns)}; the rest: "
-                     f"{g.rest_blocks} blocks" + (f", mean {_ns(g.rest_mean_ns)}" if g.rest_mean_ns is not None else ""))
+                     f"{g.rest_blocks} blocks"
+                     + (f", mean {_ns(g.rest_mean_ns)}" if g.rest_mean_ns is not None else ""))
         idle = sorted(g.sms, key=lambda s: -s.idle_tail_ns)[:3]
         lines.append("  longest idle tails: " + ", ".join(f"SM {s.sm} {_ns(s.idle_tail_ns)} ({s.blocks} blocks)"
                                                         for s in idle))
@@ -329,5 +330,6 @@ def split_timelines(results: Any) -> tuple[tuple[Timeline, ...], list[Any]]:
     return (tuple(r for r in results if isinstance(r, Timeline)), [r for r in results if not isinstance(r, Timeline)])
 
 
-__all__ = ["KIND_STYLE", "comparison_html", "comparison_text", "grid_summary_html", "grid_svg", "sm_svg", "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
+__all__ = ["KIND_STYLE", "comparison_html", "comparison_text", "grid_summary_html", "grid_svg", "sm_svg",
+           "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
            "timeline_html", "timeline_svg", "timeline_text"]
