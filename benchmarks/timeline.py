@@ -119,11 +119,10 @@ def main() -> None:
         if args.before:
             cases.append({"kernel": kernel, "variant": "before", "tree": str(Path(args.before).resolve()),
                           "kwargs": {}})
-        cases.append({"kernel": kernel, "variant": "after (marks all)" if attention else "after",
-                      "tree": str(ROOT), "kwargs": {"marks": "all"}})
+        cases.append({"kernel": kernel, "variant": "after", "tree": str(ROOT), "kwargs": {}})
         if attention:
-            cases.append({"kernel": kernel, "variant": "after (auto: compact)", "tree": str(ROOT),
-                          "kwargs": {"marks": "auto"}})
+            cases.append({"kernel": kernel, "variant": "after, marks=compact", "tree": str(ROOT),
+                          "kwargs": {"marks": "compact"}})
     if not args.no_grid:
         for kernel in ("gemm", "fa"):
             if kernel in args.only.split(","):

@@ -463,10 +463,18 @@ __device__ __forceinline__ unsigned long long tlt_clock() {
 SPANS_MARK = ("#define TLT_MARK(site) do { if (tlt_rec) { "
               "tlt_seg[{slot}] = ((unsigned long long)(site) << 48) | (tlt_clock() & 0xFFFFFFFFFFFFull); "
               "++tlt_n; } } while (0)")
-# Grid mode: per recording warp, the clock64 ticks and count of each phase (slot 0: between phases).
-GRID_MARK = ("#define TLT_MARK(site) do { if (tlt_rec) { const unsigned long long tlt_t = tlt_clock(); "
-             "tlt_acc[tlt_open] += tlt_t - tlt_t0; tlt_cnt[tlt_open] += 1u; "
-             "tlt_open = (site); tlt_t0 = tlt_t; } } while (0)")
+
+
+def grid_mark(banks: int) -> str:
+    """Grid mode's mark: per recording warp, the clock64 ticks and count of each phase (slot 0:
+    between phases), held in registers spread over the warp's lanes (lane i holds slot i, then
+    i + 32, ...: ``banks`` register pairs per lane), so a mark is a clock read and a few selects,
+    with no memory access and no branch."""
+    adds = " ".join(f"tlt_acc{j} += (tlt_lane + {32 * j}u == tlt_open) ? tlt_d : 0ull; "
+                    f"tlt_cnt{j} += (tlt_lane + {32 * j}u == tlt_open) ? 1u : 0u;" for j in range(banks))
+    return ("#define TLT_MARK(site) do { if (tlt_rec) { const unsigned long long tlt_t = tlt_clock(); "
+            f"const unsigned long long tlt_d = tlt_t - tlt_t0; {adds} tlt_open = (site); tlt_t0 = tlt_t; }} }} "
+            "while (0)")
 
 
 
@@ -534,17 +542,14 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     named regions (``name``, ``id``, ``line``, as the adapter reads them). ``mode``: "spans" (each
     traced warp's every mark) or "grid" (in every block, each recording warp's time and count per
     phase, summed on the device: bounded memory, no order). ``marks``: "all", or "compact" (a
-    WGMMA's issue and its wait are one MMA phase: one mark fewer per GEMM), or "auto" (compact
-    where a loop holds two WGMMAs, :func:`auto_marks`).
+    WGMMA's issue and its wait are one MMA phase: one mark fewer per GEMM).
     """
     if granularity not in ("warpgroup", "warp"):
         raise ValueError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
     if mode not in ("spans", "grid"):
         raise ValueError(f"mode must be 'spans' or 'grid', not {mode!r}")
-    if marks not in ("all", "compact", "auto"):
-        raise ValueError(f"marks must be 'auto', 'all' or 'compact', not {marks!r}")
-    if marks == "auto":
-        marks = auto_marks(source, ops=ops, cell_file=cell_file, regions=regions)
+    if marks not in ("all", "compact"):
+        raise ValueError(f"marks must be 'all' or 'compact', not {marks!r}")
     frame = kernel_frame(source)
     lines, bind_at, buf_name, kdef, kend = frame.lines, frame.bind_at, frame.buf_name, frame.kdef, frame.kend
     kernel, threads, plain_line = frame.kernel, frame.threads, frame.plain_line
@@ -582,13 +587,12 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
         slots = FIRST_SITE + len(builder.sites)
         rec_warps = -(-warps // warp_step)
         grid_words = 2 + 2 * slots
-        mark_macro = GRID_MARK
+        banks = -(-slots // 32)
+        mark_macro = grid_mark(banks)
         start = block_start + [
             f"  const bool tlt_rec = tlt_block < {blocks}u && {warp_ok};",
-            f"  unsigned long long tlt_acc[{slots}];",
-            f"  unsigned tlt_cnt[{slots}];",
-            f"  if (tlt_rec) {{ for (int tlt_i = 0; tlt_i < {slots}; ++tlt_i) {{ tlt_acc[tlt_i] = 0ull; "
-            "tlt_cnt[tlt_i] = 0u; } }",
+            "  const unsigned tlt_lane = tlt_thread & 31u;",
+            *(f"  unsigned long long tlt_acc{j} = 0ull; unsigned tlt_cnt{j} = 0u;" for j in range(banks)),
             "  unsigned tlt_open = 0u;",
             "  const unsigned long long tlt_born = tlt_clock();",
             "  unsigned long long tlt_t0 = tlt_born;",
@@ -598,12 +602,12 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
         finish = [
             "  // ---- tilelab timeline: kernel end ----",
             f"  TLT_MARK({KERNEL_END});",
-            "  if (tlt_rec && (tlt_thread & 31u) == 0u) {",
+            "  if (tlt_rec) {",
             f"    unsigned long long* const tlt_out = tlt_base + {seg0}ull + ((unsigned long long)tlt_block * "
             f"{rec_warps}u + tlt_warp / {warp_step}u) * {grid_words}ull;",
-            "    tlt_out[0] = tlt_warp + 1u; tlt_out[1] = tlt_t0 - tlt_born;",
-            f"    for (int tlt_i = 0; tlt_i < {slots}; ++tlt_i) {{ tlt_out[2 + 2 * tlt_i] = tlt_acc[tlt_i]; "
-            "tlt_out[3 + 2 * tlt_i] = tlt_cnt[tlt_i]; }",
+            "    if (tlt_lane == 0u) { tlt_out[0] = tlt_warp + 1u; tlt_out[1] = tlt_t0 - tlt_born; }",
+            *(f"    if (tlt_lane + {32 * j}u < {slots}u) {{ tlt_out[2u + 2u * (tlt_lane + {32 * j}u)] = tlt_acc{j}; "
+              f"tlt_out[3u + 2u * (tlt_lane + {32 * j}u)] = tlt_cnt{j}; }}" for j in range(banks)),
             "  }",
             block_end,
             "  // ---- end of tilelab timeline end ----",
@@ -658,18 +662,6 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
             out.append(indent + mark)
     return Instrumented("\n".join(out), tuple(builder.sites), kernel, threads, capacity, exact, blocks,
                         traced if mode == "spans" else (), warp_step, tuple(notes), mode, marks)
-
-
-def auto_marks(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: str | None = None,
-               regions: Sequence[dict[str, Any]] = ()) -> str:
-    """"compact" where a loop holds two or more WGMMAs (attention: each mark costs the consumer on
-    its critical path, and a loop of two GEMMs has eight), else "all"."""
-    frame = kernel_frame(source)
-    builder = _Builder(frame.lines, frame.plain_line, ops, cell_file, regions)
-    builder.scan_barriers("\n".join(frame.lines[frame.kdef + 1:frame.kend]))
-    builder.walk_kernel(_parse(frame.lines, frame.kdef + 1, frame.kend))
-    in_loop = [s for s in builder.sites if s.kind == "mma" and s.in_loop and "WGMMA" in s.label]
-    return "compact" if len(in_loop) >= 2 else "all"
 
 
 def capacity_needed(sites: Sequence[Site]) -> int:

@@ -49,7 +49,7 @@ class Capture:
 
 def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, blocks: Sequence[Any] | str = (0,),
              granularity: str = "warpgroup", backend: str | None = None, timeout: float | None = None,
-             overhead: bool = True, capacity: int | None = None, isolate: bool = True, marks: str = "auto",
+             overhead: bool = True, capacity: int | None = None, isolate: bool = True, marks: str = "all",
              **sizes: int) -> Timeline:
     """Run ``kernel`` once, instrumented, and return its :class:`~tilelab._timeline_model.Timeline`.
 
@@ -60,9 +60,10 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     device (bounded memory, no order), summarised in ``Timeline.grid_summary`` (per role and phase:
     count, mean, p50, p95, share; per SM: blocks and idle tail; the first wave against the rest).
     ``granularity``: "warpgroup" (the first warp of each group of four records) or "warp" (every
-    warp). ``marks``: "all" (a mark at each WGMMA issue and each WGMMA wait), "compact" (a WGMMA's
-    issue and wait as one MMA phase: fewer marks per iteration, a smaller overhead) or "auto"
-    (compact where a loop holds two WGMMAs, as attention's does; the Timeline's ``marks`` says which).
+    warp). ``marks``: "all" (a mark at each WGMMA issue and each WGMMA wait) or "compact" (a
+    WGMMA's issue and wait as one MMA phase, one mark fewer per GEMM: it costs less on small
+    grids, more on large attention, as ``benchmarks/timeline.py`` measures; the Timeline's
+    ``marks`` and notes say which was recorded).
     ``overhead=False`` skips the side-by-side timing.
     ``capacity``: records per traced warp (default: from the loops' trip counts). The launch runs
     in tilelab's worker process unless ``isolate=False``; a hang ends after ``timeout`` seconds.
@@ -73,8 +74,8 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     started = time.perf_counter()
     if granularity not in ("warpgroup", "warp"):
         raise TimelineError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
-    if marks not in ("auto", "all", "compact"):
-        raise TimelineError(f"marks must be 'auto', 'all' or 'compact', not {marks!r}")
+    if marks not in ("all", "compact"):
+        raise TimelineError(f"marks must be 'all' or 'compact', not {marks!r}")
     every = isinstance(blocks, str)
     if every and blocks != "all":
         raise TimelineError(f"blocks= takes block indices, (x, y, z) tuples or \"all\", not {blocks!r}")
