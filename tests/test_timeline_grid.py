@@ -202,6 +202,14 @@ def span_timeline(wait_ns: float, stages: int) -> Timeline:
                     tuple(spans), (BlockTime((0, 0, 0), 0, 0, 0.0, 4000.0),), plain_ms=1.0 + wait_ns / 1000)
 
 
+def test_the_magic_option_takes_all_blocks():
+    from tilelab._cell_options import CellUsageError, parse_cell_line
+
+    assert parse_cell_line("--timeline=all").timeline == "all"
+    with pytest.raises(CellUsageError, match="--timeline takes"):
+        parse_cell_line("--timeline=every")
+
+
 def test_a_saved_timeline_loads_and_draws_in_the_tab_with_no_gpu(tmp_path):
     from tilelab.render import html as render
 
@@ -214,7 +222,7 @@ def test_a_saved_timeline_loads_and_draws_in_the_tab_with_no_gpu(tmp_path):
     page = render.render_html(report, timelines=[loaded])
     assert ">Timeline (1)<" in page and "tlt-grid-phases" in page and 'class="tlt-sms"' in page
     assert page.count("<g data-sm=") == 2 and "stage full of T.Pipelined L35" in page
-    assert "first wave: 2 blocks" in page
+    assert "first wave: 2 blocks" in page and "sums per phase, not spans" in page
 
 
 def test_a_timeline_of_the_first_format_still_loads(tmp_path):

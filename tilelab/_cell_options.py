@@ -56,7 +56,7 @@ class CellOptions:
     in_process: bool = False
     sanitize: str | None = None  # a compute-sanitizer tool
     trace: bool = False  # --trace: which elements each block read and wrote (target c)
-    timeline: tuple[int, ...] | None = None  # --timeline: the blocks whose warps record phases
+    timeline: tuple[int, ...] | str | None = None  # --timeline: the blocks whose warps record phases, or "all"
 
     @property
     def launches(self) -> bool:
@@ -120,7 +120,8 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
                   "read and wrote (tilelab.trace_tiles) and show it"),
     argument("--timeline", nargs="?", const="0", default=None, metavar="BLOCKS",
              help="run the kernel once instrumented and add a Timeline tab: each phase (barrier waits, TMA issue, "
-                  "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time"),
+                  "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time; "
+                  "--timeline=all: statistics of every phase over every block"),
 ]
 
 
@@ -176,10 +177,12 @@ def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
     )
 
 
-def _parse_timeline(text: str | None) -> tuple[int, ...] | None:
-    """--timeline's blocks: linear block indices separated by commas."""
+def _parse_timeline(text: str | None) -> tuple[int, ...] | str | None:
+    """--timeline's blocks: linear block indices separated by commas, or "all" (every block)."""
     if text is None:
         return None
+    if text.strip() == "all":
+        return "all"
     try:
         blocks = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
     except ValueError:

@@ -74,8 +74,10 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
     ``links`` gives a phase's link target on the page (an anchor), or None."""
     lanes = tl.lanes()
     if not tl.spans:
-        return '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="20"><text class="tlt-text" x="4" y="14">' \
-               "no phases were recorded</text></svg>"
+        what = ("every block recorded sums per phase, not spans: the table and per-SM chart below"
+                if tl.grid_summary is not None else "no phases were recorded")
+        return '<svg xmlns="http://www.w3.org/2000/svg" width="600" height="20"><text class="tlt-text" x="4" y="14">' \
+               f"{esc(what)}</text></svg>"
     t0 = min(s.start_ns for s in tl.spans)
     t1 = max(s.end_ns for s in tl.spans)
     scale = CHART_W / max(t1 - t0, 1.0)
