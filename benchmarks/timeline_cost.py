@@ -1,7 +1,8 @@
 """Where the timeline's cost comes from, without a GPU: for the 8192^3 GEMM and flash attention
 (b8 h16 s4096 d128), the registers, spills and stack ptxas reports for the plain and the
 instrumented kernel, the marks each recording warp writes per loop iteration (by role), and the
-PTX branches and clock reads the marks add.
+PTX branches and clock reads the marks add (marks in the loop body: the conditional ones, as the
+first iteration's wait for Q, counted too).
 
     python benchmarks/timeline_cost.py [--before DIR] [--arch sm_90a]
 
@@ -128,7 +129,7 @@ def main() -> None:
                 rows.append((KERNELS[kernel][1], "plain", result["plain"], {}))
             rows.append((KERNELS[kernel][1], name, result["instrumented"], result["marks_per_iteration"]))
     print(f"{'kernel':36} {'build':22} {'regs':>5} {'spill B':>7} {'stack B':>7} {'PTX bra':>7} {'clock':>6} "
-          f"{'st.global':>9}  marks per iteration")
+          f"{'st.global':>9}  marks in the pipelined loop body (conditional ones included)")
     for kernel, name, r, marks in rows:
         print(f"{kernel:36} {name:22} {r['registers']!s:>5} {r['spill_stores']!s:>7} {r['stack']!s:>7} "
               f"{r['ptx_branches']:>7} {r['ptx_clock_reads']:>6} {r['ptx_global_stores']:>9}  "
