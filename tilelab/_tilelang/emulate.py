@@ -421,8 +421,10 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
-    new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr(
-        "tilelab_emulation", EMULATION_VERSION)
+    # The GPU types the late pass rounds to are part of the kernel (and so of TileLang's cache key):
+    # a float16 tile and a bfloat16 one are the same float32 array until then.
+    marker = EMULATION_VERSION + ";" + ",".join(f"{k}:{v}" for k, v in sorted(narrow.items()))
+    new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr("tilelab_emulation", marker)
     applied.update(("bounds",))
     if any(str(func.buffer_map[p].dtype) in NARROW_FLOATS for p in func.params if p in func.buffer_map):
         applied.add("dtypes")

@@ -30,7 +30,7 @@ def worker_for(isolate: bool) -> _worker.Worker | None:
 def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None, backend: str | None = None,
         out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
         timeout: float | None = None, target: Any = None, diagnose_hang: bool = True, device: str | None = None,
-        blocks: Any = None, **keywords: Any) -> RunResult:
+        blocks: Any = None, pass_configs: dict[str, Any] | None = None, **keywords: Any) -> RunResult:
     """Launch ``kernel`` once on the GPU (or on the CPU, ``device="cpu"``) and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -70,7 +70,9 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
 
     ``ref``, ``tolerance``, ``seed``, ``ref_dtype``, ``worst`` and ``tile`` are the fields of
     :class:`RunOptions`, given as keywords or as one ``options=`` record; every other keyword must
-    be a dynamic size of the kernel (a keyword that is neither is refused by name).
+    be a dynamic size of the kernel (a keyword that is neither is refused by name). ``pass_configs``
+    are TileLang's, for this compile (e.g. ``{"tl.disable_safe_memory_legalize": True}`` leaves
+    global accesses unguarded, so that the CPU run reports each one outside a tensor).
     """
     opts, sizes = RunOptions.split(options, keywords)
     if device not in (None, "cpu", "cuda", "gpu"):
@@ -81,14 +83,14 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     if not on_cpu and device is None and not _tilelang_has_gpu():
         on_cpu, reason = True, "no CUDA GPU is visible, so tilelab ran it on the CPU; device='cpu' says so yourself"
     if on_cpu:
-        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs)
+        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
         check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
         return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
                             isolate=isolate, reason=reason)
     if blocks is not None:
         raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()
-    prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
     check_sizes(sizes, prepared.params, prepared.name, RunOptions)
     worker = worker_for(isolate)
     launcher: _run.Launcher

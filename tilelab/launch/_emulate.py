@@ -44,6 +44,7 @@ EMULATED_BACKEND = "emulated (TileLang target c)"
 RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on one core
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
+LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
 
 _RUNTIME_SOURCE = r"""
 #include <stdint.h>
@@ -79,7 +80,8 @@ const void* tilelab_emu_oobs(void) { return kept; }
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
    exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
-   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite. */
+   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite.
+   Only these formats' bits are read: `has_inf` says what an infinite input becomes. */
 static float round_to(float x, int mant, int emin, float maxv, int sat, int has_inf) {
   if (isnan(x)) return x;
   if (isinf(x)) return sat ? copysignf(has_inf ? INFINITY : NAN, x) : x;
@@ -94,7 +96,7 @@ static float round_to(float x, int mant, int emin, float maxv, int sat, int has_
   if (r > maxv) {
     /* past the largest finite value: IEEE rounds to infinity from half an ulp above it */
     float top_ulp = ldexpf(1.0f, (int)(logbf(maxv)) - mant);
-    if (sat) r = has_inf ? maxv : (a >= maxv + top_ulp / 2 ? NAN : maxv);
+    if (sat) r = maxv;  /* the GPU converts to these formats with satfinite, as torch does */
     else r = (a >= maxv + top_ulp / 2) ? INFINITY : maxv;
   }
   return copysignf(r, x);
@@ -104,7 +106,7 @@ float tilelab_emu_round(float x, int32_t format) {
   switch (format) {
     case 1: return round_to(x, 10, -14, 65504.0f, 0, 1);          /* float16 */
     case 2: return round_to(x, 7, -126, 3.3895313892515355e38f, 0, 1); /* bfloat16 */
-    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, NaN past 448 */
+    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, saturates at 448 */
     case 4: return round_to(x, 2, -14, 57344.0f, 0, 1);           /* float8_e5m2 */
     case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
     case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
@@ -228,20 +230,30 @@ def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str]) -> tuple[int, list[OutOf
 _LOADED: dict[str, Any] = {}
 
 
-def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any) -> tuple[list[Any], int, list[Any]]:
-    """Compile (TileLang's disk cache answers from the caller's compile) or reuse the emulated
-    kernel, launch it once on ``args`` (float32 where the GPU type has no CPU form) and the block
-    mask; (the arguments after the launch, how many accesses were out of bounds, those kept)."""
+def load_in_worker(key: str, payload: bytes) -> str:
+    """Compile (TileLang's disk cache answers from the caller's compile) and keep the emulated
+    kernel; its name."""
     from .. import _tilelang
 
-    rt = runtime()
+    runtime()
     kernel = _LOADED.get(key)
     if kernel is None:
-        if payload is None:
-            raise EmulationError("the worker lost the emulated kernel; launch again")
         _tilelang.tilelang()  # TileLang's operators are registered before its IR is unpickled
         func, configs = pickle.loads(payload)
         kernel = _LOADED[key] = _tilelang.compile_emulated(func, pass_configs=configs)
+    return str(kernel.emulation.name)
+
+
+def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any) -> tuple[list[Any], int, list[Any]]:
+    """Launch the emulated kernel (loaded first from ``payload`` if this process lacks it) once on
+    ``args`` (float32 where the GPU type has no CPU form) and the block mask; (the arguments after
+    the launch, how many accesses were out of bounds, those kept)."""
+    if key not in _LOADED:
+        if payload is None:
+            raise EmulationError("the worker lost the emulated kernel; launch again")
+        load_in_worker(key, payload)
+    kernel = _LOADED[key]
+    rt = runtime()
     rt.tilelab_emu_reset()
     kernel.compiled(*args, mask)
     total, kept = _read_oobs(rt, kernel.emulation.buffers)
@@ -264,11 +276,10 @@ class Emulated:
     payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
 
 
-_PREPARED_LOCK = threading.Lock()
-_SENT: dict[tuple[int, str], bool] = {}
 
 
-def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None = None) -> Emulated:
+def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None = None,
+            pass_configs: dict[str, Any] | None = None) -> Emulated:
     """``kernel`` (a TileLang kernel written for a GPU) compiled for the CPU here (so that a refusal
     or a lowering failure is raised in the caller's process) and described by its signature."""
     from .. import _tilelang
@@ -277,7 +288,7 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     source = _tilelang.resolve_kernel(kernel)
     runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
     try:
-        emulated = _tilelang.compile_emulated(kernel)
+        emulated = _tilelang.compile_emulated(kernel, pass_configs=pass_configs)
     except _tilelang.EmulationRefused as err:
         raise EmulationError(str(err)) from None
     except LoweringError:
@@ -294,8 +305,9 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
         params = [_inputs.Param(p.name, p.kind, p.dtype, p.shape, p.name in wanted, p.passed_at_launch)
                   for p in params]
     prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
-    key = _tilelang.emulation_key(source.prim_func)
-    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, dict(source.pass_configs))))
+    key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
+    configs = {**source.pass_configs, **(pass_configs or {})}
+    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)))
 
 
 def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
@@ -452,12 +464,14 @@ def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout
     name = emulated.prepared.name
     if worker is None:
         return launch_in_worker(emulated.key, emulated.payload, work, mask)
-    sent_key = (id(worker), emulated.key)
-    payload = None if _SENT.get(sent_key) and worker.alive else emulated.payload
     try:
+        if emulated.key not in worker.loaded or not worker.alive:
+            # Loading (TileLang's import, the compile from its cache) is not the launch: it has its own, long limit.
+            worker.call(load_in_worker, emulated.key, emulated.payload, timeout=LOAD_TIMEOUT_S,
+                        label=f"loading {name} for the CPU")
+            worker.loaded.add(emulated.key)
         result: tuple[list[Any], int, list[Any]] = worker.call(
-            launch_in_worker, emulated.key, payload, work, mask, timeout=timeout,
-            label=f"{name} on the CPU")
+            launch_in_worker, emulated.key, None, work, mask, timeout=timeout, label=f"{name} on the CPU")
     except _worker.WorkerTimeout as err:
         out = KernelLaunchError(name, "timeout", f"the emulated kernel gave no answer within {err.timeout:g} s on "
                                 "the CPU, and its process was stopped",
@@ -470,7 +484,6 @@ def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout
                                 "a crash in the kernel's CPU code; the calling process is unharmed")
         out.isolated = True
         raise out from None
-    _SENT[sent_key] = True
     return result
 
 

@@ -167,7 +167,7 @@ def check_sizes(sizes: dict[str, Any], params: Sequence[Any], kernel: str, optio
         return
     known_options = sorted(f.name for f in dataclasses.fields(options))
     front = {"run": ["options", "backend", "out_idx", "outputs", "isolate", "timeout", "target",
-                     "diagnose_hang", "device", "blocks"]}.get(call, [])
+                     "diagnose_hang", "device", "blocks", "pass_configs"]}.get(call, [])
     name = unknown[0]
     close = difflib.get_close_matches(name, [*known_options, *front, *sorted(dynamic)], n=1, cutoff=0.7)
     hint = f" Did you mean {close[0]}=?" if close else ""
