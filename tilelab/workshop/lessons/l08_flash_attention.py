@@ -303,19 +303,18 @@ def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
                 T.copy(K[kb * block_N, 0], K_s)
                 T.clear(S)
                 T.gemm(Q_s, K_s, S, transpose_B=True)
-                with tilelab.region("softmax"):  # a named span in tilelab.timeline; no code otherwise
-                    T.copy(row_max, old_max)
-                    T.reduce_max(S, row_max, dim=1, clear=False)
-                    for i, j in T.Parallel(block_M, block_N):
-                        S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
-                    for i in T.Parallel(block_M):
-                        row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)
-                    for i, j in T.Parallel(block_M, dim):
-                        acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)
-                    T.reduce_sum(S, tile_sum, dim=1)
-                    for i in T.Parallel(block_M):
-                        row_sum[i] = row_sum[i] + tile_sum[i]
-                    T.copy(S, P)
+                T.copy(row_max, old_max)
+                T.reduce_max(S, row_max, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
+                for i in T.Parallel(block_M):
+                    row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                T.reduce_sum(S, tile_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    row_sum[i] = row_sum[i] + tile_sum[i]
+                T.copy(S, P)
                 T.copy(V[kb * block_N, 0], V_s)
                 T.gemm(P, V_s, acc)
             for i, j in T.Parallel(block_M, dim):
