@@ -35,8 +35,12 @@ def job(spec: dict) -> dict:
     sys.path.insert(0, spec["tree"])
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
     from tilelab import _tilelang
-    from tilelab._timeline_rewrite import instrument
-    from tilelab._toolchain import find_toolchain
+    try:  # this checkout's layout, or an older one's (--before)
+        from tilelab.engine.toolchain import find_toolchain
+        from tilelab.instrument.rewrite.timeline import instrument
+    except ImportError:
+        from tilelab._timeline_rewrite import instrument  # type: ignore[no-redef]
+        from tilelab._toolchain import find_toolchain  # type: ignore[no-redef]
 
     ns: dict = {}
     exec(KERNELS[spec["kernel"]][0], ns)

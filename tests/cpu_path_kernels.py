@@ -219,3 +219,17 @@ def narrow_copy(N=256, dtype=T.float16, block=128, threads=128):
             T.copy(S, Y[bx * block])
 
     return narrow_copy
+
+
+def clobbers_input(N=256, block=128, threads=128):
+    """Y = X + 1, but each block also zeroes the first half of its tile of X (an input)."""
+
+    @T.prim_func
+    def clobbers_input(X: T.Tensor((N,), T.float16), Y: T.Tensor((N,), T.float16)):
+        with T.Kernel(T.ceildiv(N, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i] + T.float16(1)
+            for i in T.Parallel(block // 2):
+                X[bx * block + i] = T.float16(0)
+
+    return clobbers_input

@@ -212,3 +212,19 @@ def test_the_worker_is_not_this_process():
     worker = _worker.default_worker(_emulate.CPU_WORKER)
     assert worker.alive and worker.pid != os.getpid()
     assert "tests" in sys.modules["cpu_path_kernels"].__file__
+
+
+def test_an_input_the_kernel_stores_into_is_reported_and_holds_what_the_kernel_left():
+    x = torch.randn(256).half()
+    given = x.clone()
+    result = tilelab.run(ck.clobbers_input(), x, device="cpu", ref=lambda t: t + 1)
+    assert not result.passed and "input X was written by the kernel: " in repr(result)  # a kernel only reads inputs
+    (state,) = result.inputs
+    assert state.name == "X" and state.changed == int((given[:64] != 0).sum() + (given[128:192] != 0).sum())
+    assert state.first_changed == (0,) and state.nonfinite == 0
+    assert torch.equal(x[:64], torch.zeros(64).half()) and torch.equal(x[64:128], given[64:128])
+    # an input the kernel never stores into is not compared at all, and is left as it was
+    y = torch.randn(192, 96).half()
+    y_given = y.clone()
+    clean = tilelab.run(ck.gemm(), y, device="cpu")
+    assert [s.changed for s in clean.inputs] == [0, 0] and torch.equal(y, y_given)

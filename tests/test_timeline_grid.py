@@ -15,10 +15,10 @@ from timeline_kernels import by_kind, line_of
 
 import tilelab
 from tilelab import _tilelang
-from tilelab._timeline import compare_timelines, decode, decode_grid, summarize
-from tilelab._timeline_model import BlockTime, GridSummary, Timeline, TimelineSpan
-from tilelab._timeline_rewrite import END, FIRST_SITE, Site, instrument
+from tilelab.instrument.decode.timeline import decode, decode_grid, summarize
+from tilelab.instrument.rewrite.timeline import END, FIRST_SITE, Site, instrument
 from tilelab.kernels.gemm import matmul
+from tilelab.records.timeline import BlockTime, GridSummary, Timeline, TimelineSpan, compare_timelines
 
 KERNELS_PY = timeline_kernels.__file__
 _CACHE: dict[str, tuple] = {}
@@ -203,7 +203,7 @@ def span_timeline(wait_ns: float, stages: int) -> Timeline:
 
 
 def test_the_magic_option_takes_all_blocks():
-    from tilelab._cell_options import CellUsageError, parse_cell_line
+    from tilelab.cell.options import CellUsageError, parse_cell_line
 
     assert parse_cell_line("--timeline=all").timeline == "all"
     with pytest.raises(CellUsageError, match="--timeline takes"):

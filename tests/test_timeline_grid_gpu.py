@@ -16,8 +16,8 @@ import torch  # noqa: E402
 from timeline_kernels import line_of  # noqa: E402
 
 import tilelab  # noqa: E402
-from tilelab._timeline_model import Timeline  # noqa: E402
 from tilelab.kernels.gemm import matmul  # noqa: E402
+from tilelab.records.timeline import Timeline  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch.cuda.get_device_capability()[0] < 9,
                                                   reason="needs a Hopper GPU (TMA, WGMMA, sm_90a)")]
