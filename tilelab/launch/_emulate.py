@@ -458,7 +458,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         p, before = prepared.params[i], full[i]
         written = flag_of.get(p.name, True)
         held = now if not written else before  # an input never stored into holds what it was given
-        nonfinite = int((~torch.isfinite(held)).sum().item()) if held.is_floating_point() else 0
+        nonfinite = _inputs.count_nonfinite(held)
         changed, first = 0, None
         if written:
             was = before.to(now.dtype)
