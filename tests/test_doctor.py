@@ -419,7 +419,10 @@ def test_an_unknown_failure_is_still_placed_on_the_line_of_the_op_it_names():
                                  buffers=("A", "a", "x_frag"), sites=sites)
     assert not diagnosis.known and diagnosis.pass_name == "tl.LowerTileOp" and diagnosis.tile_op == "T.copy"
     assert diagnosis.line == ("k.py", 5, "line 5") and diagnosis.candidates == (6,)
-    assert diagnosis.lines()[-1].startswith("cause: not in tilelab's catalogue")
+    assert diagnosis.lines()[-2].startswith("cause: not in tilelab's catalogue")
+    # everything known of the operation: its buffers' dtypes, memories and shapes
+    assert diagnosis.lines()[-1] == ("what is known: T.copy at line 5; a: float16 in shared.dyn, shape (64, 64); "
+                                     "x_frag: float16 in local.fragment, shape (64, 64)")
 
 
 def test_the_reductions_two_power_of_two_checks_are_one_cause():

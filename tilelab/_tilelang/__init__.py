@@ -21,6 +21,7 @@ TileLang should touch this package only. One module per concern:
 - ``capture``: the corpus's compile interception and TileLang's own lowering
 - ``trace``: the traced CPU compile behind ``tilelab.trace_tiles``
 - ``timeline``: the instrumented compile behind ``tilelab.timeline``
+- ``reproduce``: a failing kernel as a standalone script (``recipe``), and running a candidate of it
 
 Functions return plain Python values or tilelab models; no TVM object escapes this package. The
 rest of tilelab imports the package (``from tilelab import _tilelang``) and calls the names below;
@@ -100,6 +101,15 @@ from .passes import (
     is_tilelang_file,
     pass_trace,
 )
+from .reproduce import (
+    Recipe,
+    recipe,
+    run_script,
+    script_header,
+    script_tail,
+    text_recipe,
+    versions,
+)
 from .resolve import (
     KernelSource,
     kernel_fingerprint,
@@ -139,6 +149,13 @@ from .trace import (
 )
 
 __all__ = [
+    "Recipe",
+    "recipe",
+    "run_script",
+    "script_header",
+    "script_tail",
+    "text_recipe",
+    "versions",
     "CompileRequest",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",

@@ -1,0 +1,477 @@
+"""Causes by mechanism: what went wrong, read from the kernel's state at the failure.
+
+The catalogue (:mod:`tilelab._doctor`) recognises failures by TileLang's wording. The rules here
+look at what the failure is made of instead: the pass that failed, the tile operation it stopped
+at, that operation's buffers (their scopes, dtypes and shapes), a ``T.Parallel`` loop's variables
+and the indices of each access, a ``T.Pipelined`` loop's annotations, the block's threads and the
+target's instructions. TileLang's sentence is only evidence (it may say which check failed; the
+rule still has to find the mechanism in the state). Each rule returns a :class:`Finding`: the
+cause's id, what happened in this kernel's terms (which buffers, which loop, which two iterations
+collide, which dimension does not divide), what to change, and the facts it used (``evidence``).
+
+Pure: no TileLang import; the adapter gathers the state (:class:`tilelab._doctor.TileSite`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Finding", "State", "RULES", "explain"]
+
+
+@dataclass(frozen=True)
+class State:
+    """The kernel at the failure: TileLang's sentence (evidence), the pass, the tile op the trace
+    names, the target (``sm_90a``, ``gfx942``) and family, the block's threads, every tile site in
+    program order, and the site the failure was placed on (None when none was)."""
+
+    message: str
+    pass_name: str | None
+    tile_op: str | None
+    target: str | None
+    family: str | None
+    threads: int | None
+    sites: tuple[Any, ...]
+    site: Any = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    meaning: str
+    advice: str
+    evidence: tuple[str, ...] = ()
+    site: Any = None  # the tile site it belongs to (its line is the failure's)
+
+
+Rule = Callable[[State], "Finding | None"]
+RULES: list[tuple[str, str, Rule]] = []  # (id, title, rule) in the order they are tried
+
+
+def rule(id: str, title: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        RULES.append((id, title, fn))
+        return fn
+    return register
+
+
+def explain(state: State) -> Finding | None:
+    """The first rule that finds its mechanism in ``state``."""
+    for _, _, fn in RULES:
+        try:
+            found = fn(state)
+        except Exception:  # a rule that cannot read this state says nothing
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+# -- facts about the targets' instructions ----------------------------------------------------------------
+def _arch_number(target: str | None) -> int:
+    found = re.match(r"sm_(\d+)", target or "")
+    return int(found.group(1)) if found else 0
+
+
+def _bits(dtype: str) -> int:
+    found = re.search(r"(\d+)", dtype)
+    if dtype.startswith(("float8", "int8", "uint8")):
+        return 8
+    if dtype.startswith(("float4", "int4", "uint4")):
+        return 4
+    if dtype.startswith("float6"):
+        return 6
+    return int(found.group(1)) if found else 32
+
+
+def _warp_size(state: State) -> int:
+    return 64 if state.family == "hip" or (state.target or "").startswith("gfx") else 32
+
+
+def _mma_dtypes(state: State) -> tuple[str, ...]:
+    """Operand dtypes the target's matrix instruction takes (TileLang 0.1.15's lowering of T.gemm)."""
+    if (state.target or "").startswith("gfx"):
+        return ("float16", "bfloat16", "int8", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3fn",
+                "float8_e5m2")
+    number = _arch_number(state.target)
+    base = ("float16", "bfloat16", "int8", "uint8", "float32")
+    if number >= 89:
+        base += ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e8m0fnu")
+    if number >= 100:
+        base += ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn")
+    return base
+
+
+# What each tile operation or dtype needs of the target: (test on a site, the feature, the oldest
+# CUDA arch with it, whether an AMD target has it).
+_FEATURES: tuple[tuple[Callable[[Any], bool], str, int, bool], ...] = (
+    (lambda s: "tcgen05" in s.op or any(b[2] == "shared.tmem" for b in s.buffers),
+     "Blackwell's tensor-core MMA (tcgen05) and tensor memory", 100, False),
+    (lambda s: "wgmma" in s.op, "Hopper's warpgroup MMA (WGMMA)", 90, False),
+    (lambda s: "tma" in s.op, "TMA bulk copies", 90, False),
+    (lambda s: "barrier" in s.op or "mbarrier" in s.op, "mbarriers", 90, False),
+    (lambda s: s.op.endswith("gemm") and any(b[1].startswith(("float4", "float6")) for b in s.buffers[:2]),
+     "fp4/fp6 tensor-core operands", 100, False),
+    (lambda s: s.op.endswith("gemm") and any(b[1].startswith("float8") for b in s.buffers[:2]),
+     "fp8 tensor-core operands", 89, True),
+)
+
+
+def _gemms(state: State) -> list[Any]:
+    return [s for s in state.sites if re.fullmatch(r"T\.(\w+_)?gemm(_sp)?", s.op) and len(s.buffers) >= 3]
+
+
+def _in_failing_pass(state: State, *passes: str) -> bool:
+    return state.pass_name in passes
+
+
+def _site_text(site: Any) -> str:
+    return f"line {site.line}: {site.text.strip()}" if getattr(site, "text", "") else f"line {site.line}"
+
+
+# -- the rules, most specific first ----------------------------------------------------------------------
+@rule("feature-newer-arch", "an instruction of a newer architecture than the target")
+def _newer_arch(state: State) -> Finding | None:
+    number = _arch_number(state.target)
+    amd = (state.target or "").startswith("gfx")
+    if not number and not amd:
+        return None
+    for site in state.sites:
+        for test, feature, oldest, on_amd in _FEATURES:
+            if not _safe(test, site):
+                continue
+            if (amd and not on_amd) or (not amd and number < oldest):
+                needs = f"sm_{oldest}" + ("a" if oldest in (90, 100) else "")
+                dtypes = ", ".join(f"{b[0]} {b[1]}" for b in site.buffers[:3])
+                return Finding(
+                    "feature-newer-arch", "an instruction of a newer architecture than the target",
+                    meaning=f"{site.op} at line {site.line} needs {feature}, which {needs} introduced; the kernel "
+                            f"is lowered for {state.target}, which has no such instruction, so TileLang finds no "
+                            f"way to lower it there",
+                    advice=f"lower for {needs} or newer (target='{needs}'), or write the operation in the target's "
+                           "terms: T.gemm and T.copy pick the instructions the target has (mma.sync and cp.async "
+                           "on sm_80, MFMA on AMD), and fp16/bf16 operands where fp8/fp4 are not available",
+                    evidence=(f"target {state.target}", f"{_site_text(site)}", f"operands: {dtypes}" if dtypes else
+                              f"op {site.op}"),
+                    site=site)
+    return None
+
+
+@rule("mma-dtype", "operand dtypes the target's matrix instruction does not take")
+def _mma_dtype(state: State) -> Finding | None:
+    if not _in_failing_pass(state, "tl.LayoutInference", "tl.LowerTileOp", "codegen", "tl.InjectSoftwarePipeline"):
+        return None
+    allowed = _mma_dtypes(state)
+    for site in _gemms(state):
+        a, b = site.buffers[0], site.buffers[1]
+        bad = [x for x in (a, b) if x[1] not in allowed]
+        if not bad:
+            continue
+        names = ", ".join(f"{x[0]} is {x[1]}" for x in bad)
+        return Finding(
+            "mma-dtype", "operand dtypes the target's matrix instruction does not take",
+            meaning=f"{site.op} at line {site.line} becomes {state.target}'s tensor-core instruction, which multiplies "
+                    f"{', '.join(sorted(set(d for d in allowed if not d.endswith('fnuz'))))} operands; {names}",
+            advice="give A and B a dtype the instruction takes (convert the tile while it is loaded: a T.copy into "
+                   "a shared tile of that dtype, or a T.Parallel cast), or unpack packed 4-bit data into 8 or 16 "
+                   "bits first; or lower for a target whose instruction takes it (fp8: sm_89+; fp4: sm_100a)",
+            evidence=(f"target {state.target}", _site_text(site),
+                      *(f"{x[0]}: {x[1]}, {x[2]}, shape {x[3]}" for x in (a, b))),
+            site=site)
+    return None
+
+
+def _dims(shape: str) -> list[int]:
+    return [int(x) for x in re.findall(r"-?\d+", shape)] if not re.search(r"[A-Za-z_]", shape) else []
+
+
+@rule("mma-tile-shape", "a GEMM tile the instruction's shape does not divide")
+def _mma_tile(state: State) -> Finding | None:
+    if not _in_failing_pass(state, "tl.LayoutInference", "tl.LowerTileOp"):
+        return None
+    warp = _warp_size(state)
+    for site in _gemms(state):
+        a, b, c = (_dims(x[3]) for x in site.buffers[:3])
+        if len(c) < 2 or len(a) < 2 or len(b) < 2:
+            continue
+        m, n = c[-2], c[-1]
+        k = a[-1] if a[-2] == m else a[-2]
+        bits = _bits(site.buffers[0][1])
+        micro_k = max(1, 256 // max(bits, 1) // 1) if state.family == "cuda" else (16 if bits >= 16 else 32)
+        micro_k = 16 if bits >= 16 else 32 if bits == 8 else 64
+        problems = []
+        threads = state.threads or 0
+        warps = threads // warp if threads else 0
+        if k % micro_k:
+            problems.append(f"K={k} is not a multiple of {micro_k}, the K of one {site.buffers[0][1]} instruction")
+        amd = (state.target or "").startswith("gfx")
+        row, col = (16, 16) if amd else (16, 8)
+        if m % row:
+            problems.append(f"M={m} is not a multiple of {row}, the rows of one instruction")
+        if n % col:
+            problems.append(f"N={n} is not a multiple of {col}, the columns of one instruction")
+        if warps and not problems and (m // row) * (n // col) % warps and not _splits(m // row, n // col, warps):
+            problems.append(f"the {warps} warps of {threads} threads cannot split {m // row}x{n // col} "
+                            f"instruction tiles evenly")
+        if threads and threads % warp:
+            problems.append(f"threads={threads} is not a whole number of {warp}-lane {'wavefronts' if amd else 'warps'}")
+        elif threads and threads < warp:
+            problems.append(f"threads={threads} is less than one {warp}-lane wavefront")
+        if not problems and _arch_number(state.target) == 90 and "GMMA" in state.message:
+            row_bytes = n * _bits(site.buffers[1][1]) // 8
+            problems.append(f"B's rows of N={n} {site.buffers[1][1]} are {row_bytes} bytes, which no WGMMA "
+                            "shared-memory layout (rows of 32, 64 or 128 swizzled bytes, or 16-byte core "
+                            "matrices) tiles")
+        if not problems:
+            continue
+        return Finding(
+            "mma-tile-shape", "a GEMM tile the instruction's shape does not divide",
+            meaning=f"{site.op} at line {site.line} computes a {m}x{n} tile with K={k} as many copies of "
+                    f"{state.target}'s matrix instruction, split over the block's warps: " + "; ".join(problems),
+            advice="choose block sizes that are multiples of the instruction's shape (block_M and block_N multiples "
+                   f"of {max(row, col) * 2 if not amd else 32}, block_K a multiple of {micro_k}) and threads= a "
+                   f"multiple of {warp * (4 if _arch_number(state.target) >= 90 else 1)} that divides them",
+            evidence=(f"target {state.target}, threads {threads or '?'}", _site_text(site),
+                      f"A {site.buffers[0][3]}, B {site.buffers[1][3]}, C {site.buffers[2][3]}"),
+            site=site)
+    return None
+
+
+def _splits(rows: int, cols: int, warps: int) -> bool:
+    return any(rows % a == 0 and cols % (warps // a) == 0 for a in range(1, warps + 1) if warps % a == 0)
+
+
+@rule("threads-below-wavefront", "fewer threads than one warp or wavefront")
+def _few_threads(state: State) -> Finding | None:
+    warp = _warp_size(state)
+    if not state.threads or state.threads % warp == 0:
+        return None
+    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp", "tl.ThreadSync", "tl.ThreadPartialSync"):
+        return None
+    kind = "wavefront" if warp == 64 else "warp"
+    return Finding(
+        "threads-below-wavefront", "fewer threads than one warp or wavefront",
+        meaning=f"the block has {state.threads} threads, and {state.target} runs threads in {warp}-lane {kind}s; the "
+                f"tile operations lay fragments and reductions out over whole {kind}s",
+        advice=f"give the kernel threads= a multiple of {warp} (threads={max(warp, state.threads // warp * warp or warp)}"
+               f" or {2 * warp}..)",
+        evidence=(f"target {state.target}", f"threads {state.threads}"), site=state.site)
+
+
+@rule("pipeline-annotation", "a T.Pipelined order or stage list that does not fit its body")
+def _pipeline(state: State) -> Finding | None:
+    for site in state.sites:
+        if site.op != "T.Pipelined":
+            continue
+        notes = dict(site.annotations)
+        statements = int(notes.get("statements", "0") or 0)
+        for key, word in (("tl_pipeline_order", "order"), ("tl_pipeline_stage", "stage")):
+            if key not in notes:
+                continue
+            values = [int(x) for x in re.findall(r"-?\d+", notes[key])]
+            wrong = []
+            if statements and len(values) != statements:
+                wrong.append(f"it lists {len(values)} entries for the {statements} statements of the loop's body")
+            if word == "order" and sorted(values) != list(range(len(values))):
+                wrong.append(f"{values} is not an order of 0..{len(values) - 1}")
+            if wrong:
+                return Finding(
+                    "pipeline-annotation", "a T.Pipelined order or stage list that does not fit its body",
+                    meaning=f"T.Pipelined at line {site.line} takes {word}= with one entry per statement of its body "
+                            f"(the software pipeline's {'issue order' if word == 'order' else 'stage'} of each); "
+                            + "; ".join(wrong),
+                    advice=f"give {word}= one entry per statement of the loop body ({statements} here), "
+                           + ("a permutation of 0..n-1" if word == "order" else "each the stage (0 for loads, "
+                              "num_stages-1 at most)") + ", or leave order and stage out and set only num_stages",
+                    evidence=(_site_text(site), f"{word}={values}", f"body statements: {statements}"), site=site)
+    return None
+
+
+# -- layout inference of a T.Parallel loop -------------------------------------------------------------
+def _buffer(state: State, name: str) -> tuple[str, str, str, str] | None:
+    for site in state.sites:
+        for b in site.buffers:
+            if b[0] == name:
+                return b
+    return None
+
+
+def _eval(indices: str, env: dict[str, int]) -> tuple[int, ...] | None:
+    try:
+        value = eval(indices, {"__builtins__": {}}, env)  # noqa: S307 - integer index text of our own IR reader
+    except Exception:
+        return None
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+def _collision(loop_vars: Sequence[tuple[str, int]], indices: str, limit: int = 1 << 16) -> tuple[dict, dict, tuple] | None:
+    """Two iterations of the loop that reach one element through ``indices``."""
+    if any(extent <= 0 for _, extent in loop_vars):
+        return None
+    total = 1
+    for _, extent in loop_vars:
+        total *= extent
+    if total > limit:
+        return None
+    seen: dict[tuple, dict] = {}
+    names = [n for n, _ in loop_vars]
+    for values in itertools.product(*(range(e) for _, e in loop_vars)):
+        env = dict(zip(names, values))
+        key = _eval(indices, env)
+        if key is None:
+            return None
+        if key in seen:
+            return seen[key], env, key
+        seen[key] = env
+    return None
+
+
+def _iteration(env: dict) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in env.items()) + ")"
+
+
+@rule("parallel-layout", "a T.Parallel loop whose fragment accesses no thread layout fits")
+def _parallel_layout(state: State) -> Finding | None:
+    if state.pass_name not in ("tl.LayoutInference", "tl.FragmentLoopChecker"):
+        return None
+    loops = [s for s in state.sites if s.op == "T.Parallel" and s.loop_vars]
+    if state.site is not None and getattr(state.site, "op", "") == "T.Parallel":
+        loops = [state.site] + [s for s in loops if s is not state.site]
+    for site in loops:
+        var_names = {n for n, _ in site.loop_vars}
+        loop_text = f"for {', '.join(n for n, _ in site.loop_vars)} in T.Parallel({', '.join(str(e) for _, e in site.loop_vars)})"
+        by_buffer: dict[str, list[tuple[str, bool]]] = {}
+        for name, indices, store in site.accesses:
+            by_buffer.setdefault(name, []).append((indices, store))
+        frags = {n: _buffer(state, n) for n in by_buffer}
+        frags = {n: b for n, b in frags.items() if b is not None and b[2] in ("local.fragment", "shared", "shared.dyn")}
+        # 1. a store that two iterations make to one element
+        for name, uses in by_buffer.items():
+            buf = frags.get(name)
+            if buf is None or buf[2] != "local.fragment":
+                continue
+            for indices, store in uses:
+                if not store:
+                    continue
+                hit = _collision(site.loop_vars, indices)
+                if hit:
+                    first, second, element = hit
+                    return Finding(
+                        "parallel-layout-not-injective", "a T.Parallel store that two iterations make to one element",
+                        meaning=f"the loop {loop_text} at line {site.line} writes {name}[{indices}]; iterations "
+                                f"{_iteration(first)} and {_iteration(second)} both write {name}"
+                                f"[{', '.join(map(str, element))}], so the loop's iterations cannot be given to "
+                                f"threads one element each: the layout of {name} ({buf[3]}, a fragment) cannot be a "
+                                "one-to-one map of the loop, and layout inference cannot prove it injective",
+                        advice=f"index {name} with every loop variable once (each iteration its own element), loop "
+                               f"over {name}'s own shape {buf[3]}, or accumulate the colliding iterations "
+                               "explicitly (a T.reduce_* over that dimension, or a T.serial loop inside each thread)",
+                        evidence=(loop_text, f"store {name}[{indices}] into {buf[3]} {buf[2]}",
+                                  f"{_iteration(first)} and {_iteration(second)} -> {name}"
+                                  f"[{', '.join(map(str, element))}]"),
+                        site=site)
+        # 2. one fragment reached with two index patterns, or two fragments whose indices disagree
+        for name, uses in by_buffer.items():
+            buf = frags.get(name)
+            if buf is None or buf[2] != "local.fragment":
+                continue
+            patterns = sorted({indices for indices, _ in uses})
+            if len(patterns) > 1 and all(set(re.findall(r"[A-Za-z_]\w*", p)) <= var_names for p in patterns):
+                return Finding(
+                    "parallel-layout-conflict", "a fragment reached with two index patterns in one T.Parallel loop",
+                    meaning=f"the loop {loop_text} at line {site.line} reads and writes fragment {name} ({buf[3]}) "
+                            f"as {' and as '.join(f'{name}[{p}]' for p in patterns)}; a fragment's elements live "
+                            "in fixed threads, and one thread layout of the loop cannot give each iteration both "
+                            "elements, so layout inference finds the two uses in conflict",
+                    advice=f"use one index pattern for {name} in this loop (copy it to shared memory with T.copy "
+                           "and read the other pattern from there, or split the loop into two T.Parallel loops)",
+                    evidence=(loop_text, *(f"{name}[{p}]" for p in patterns)), site=site)
+        vectors = [(n, b) for n, b in frags.items() if b[2] == "local.fragment" and len(_dims(b[3])) == 1]
+        matrices = [(n, b) for n, b in frags.items() if b[2] == "local.fragment" and len(_dims(b[3])) >= 2]
+        if vectors and matrices:
+            for vname, vbuf in vectors:
+                vidx = by_buffer[vname][0][0]
+                for mname, mbuf in matrices:
+                    midx = [p.strip() for p in by_buffer[mname][0][0].split(",")]
+                    if vidx.strip() in midx and midx.index(vidx.strip()) != 0 and len(site.loop_vars) >= 2:
+                        return Finding(
+                            "parallel-layout-conflict", "a fragment reached with two index patterns in one T.Parallel loop",
+                            meaning=f"in the loop {loop_text} at line {site.line}, {vname} ({vbuf[3]}) is indexed by "
+                                    f"{vidx}, the column of {mname}[{', '.join(midx)}]; {vname} is laid out one value "
+                                    f"per row (as a reduction over dim=1 leaves it: each row's threads hold its "
+                                    f"value), and the threads holding column {vidx} of {mname} are not those, so no "
+                                    "one thread layout serves both",
+                            advice=f"index {vname} by the row ({vname}[{midx[0]}]) if it holds one value per row, or "
+                                   f"make it a per-column vector (a reduction over dim=0), or keep {vname} in "
+                                   "shared memory",
+                            evidence=(loop_text, f"{vname}[{vidx}] ({vbuf[3]})", f"{mname}[{', '.join(midx)}] "
+                                      f"({mbuf[3]})"), site=site)
+        # 3. a fragment whose shape the loop's indices leave or do not cover
+        for name, uses in by_buffer.items():
+            buf = frags.get(name)
+            if buf is None or buf[2] != "local.fragment":
+                continue
+            dims = _dims(buf[3])
+            for indices, _ in uses:
+                top = _eval(indices, {n: e - 1 for n, e in site.loop_vars})
+                if top and dims and len(top) == len(dims) and any(t >= d for t, d in zip(top, dims)):
+                    return Finding(
+                        "parallel-fragment-shape", "a T.Parallel loop larger than the fragment it indexes",
+                        meaning=f"the loop {loop_text} at line {site.line} reaches {name}[{indices}] up to "
+                                f"[{', '.join(map(str, top))}], beyond the fragment's shape {buf[3]}; layout inference "
+                                "lays the loop out over the fragment's elements and finds none for those iterations",
+                        advice=f"loop over {name}'s shape ({buf[3]}) or allocate {name} with the loop's extents",
+                        evidence=(loop_text, f"{name}[{indices}] in {buf[3]}"), site=site)
+        if state.site is site and frags and ("layout" in state.message.lower() or "injective" in state.message):
+            names = ", ".join(f"{n} ({b[3]} {b[2]})" for n, b in frags.items())
+            return Finding(
+                "parallel-layout", "a T.Parallel loop whose fragment accesses no thread layout fits",
+                meaning=f"layout inference gives the loop {loop_text} at line {site.line} one thread layout, taken from "
+                        f"the fragments it touches ({names}); the layouts those fragments already have (from T.gemm, "
+                        "a reduction or an earlier loop) do not agree on which thread runs each iteration",
+                advice="touch fragments of one layout per T.Parallel loop (split the loop), copy the odd one through "
+                       "shared memory, or give the layout explicitly with T.annotate_layout",
+                evidence=(loop_text, *(f"{n}[{by_buffer[n][0][0]}]" for n in frags)), site=site)
+    return None
+
+
+@rule("scope-for-op", "a tile operation given a buffer in a memory it does not take")
+def _scope(state: State) -> Finding | None:
+    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp"):
+        return None
+    site = state.site
+    if site is None:
+        return None
+    scopes = [b[2] for b in site.buffers]
+    if re.fullmatch(r"T\.(\w+_)?gemm", site.op) and len(site.buffers) >= 3:
+        a, b, c = site.buffers[:3]
+        wrong = [x for x in (a, b) if x[2] in ("local", "global")]
+        if wrong:
+            names = ", ".join(f"{x[0]} ({x[2]})" for x in wrong)
+            return Finding(
+                "scope-for-op", "a tile operation given a buffer in a memory it does not take",
+                meaning=f"{site.op} at line {site.line} reads A and B from shared memory (or A from a register "
+                        f"fragment), where every thread of the block can reach the tile; {names} is not",
+                advice="allocate the operand with T.alloc_shared (or A with T.alloc_fragment) and T.copy the tile "
+                       "into it; T.alloc_local is one thread's private memory",
+                evidence=(_site_text(site), *(f"{x[0]}: {x[2]} {x[3]}" for x in site.buffers[:3])), site=site)
+    if site.op.startswith("T.reduce") and scopes and scopes[0] != "local.fragment":
+        return Finding(
+            "scope-for-op", "a tile operation given a buffer in a memory it does not take",
+            meaning=f"{site.op} at line {site.line} reduces a register fragment across the threads that hold it; "
+                    f"its source {site.buffers[0][0]} is {scopes[0]}",
+            advice=f"copy {site.buffers[0][0]} into a T.alloc_fragment tile first (T.copy), then reduce that",
+            evidence=(_site_text(site),), site=site)
+    return None
+
+
+def _safe(test: Callable[[Any], bool], site: Any) -> bool:
+    try:
+        return bool(test(site))
+    except Exception:
+        return False
