@@ -95,7 +95,8 @@ def main(args: Any) -> int:
         line = r.get("line") or ["", 0, ""]
         print(f"{i:2d}. {r['seed']} [{r['mutation']}] {r['target']}: {r.get('pass')} / {r.get('cause') or '(none)'}")
         print(f"    line {line[1]}: {str(line[2]).strip()[:100]}")
-        print(f"    {re.sub(r'\s+', ' ', r.get('meaning') or r.get('reason', ''))[:260]}")
+        said = re.sub(r"\s+", " ", r.get("meaning") or r.get("reason", ""))
+        print(f"    {said[:260]}")
     if args.reproducers:
         print()
         reproducer_table(held, args.reproducers)

@@ -329,7 +329,12 @@ def build(mutant: Mutant) -> tuple[Any, str, str]:
     filename = f"<mutant {hashlib.sha1(mutant.id.encode()).hexdigest()[:10]}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     namespace = dict(vars(module))
-    exec(compile(text, filename, "exec"), namespace)
+    import __future__
+
+    # the seed's own future imports only (annotations as strings or not), never this module's
+    future = getattr(module, "annotations", None)
+    flags = __future__.annotations.compiler_flag if future is __future__.annotations else 0
+    exec(compile(text, filename, "exec", flags=flags, dont_inherit=True), namespace)
     fn = namespace[name]
     kwargs = _call_args(fn) or {}
     kwargs.update(dict(mutant.kwargs))

@@ -488,14 +488,16 @@ MECHANISMS = {
     "mma-dtype": "operand dtypes the target's matrix instruction does not take",
     "mma-tile-shape": "a GEMM tile the instruction's shape does not divide",
     "threads-below-wavefront": "fewer threads than one warp or wavefront",
-    "pipeline-annotation": "a T.Pipelined order or stage list that does not fit its body",
     "parallel-layout-not-injective": "a T.Parallel store that two iterations make to one element",
     "parallel-layout-conflict": "a fragment reached with two index patterns in one T.Parallel loop",
-    "parallel-fragment-shape": "a T.Parallel loop larger than the fragment it indexes",
-    "parallel-layout": "a T.Parallel loop whose fragment accesses no thread layout fits",
     "scope-for-op": "a tile operation given a buffer in a memory it does not take",
+    "gemm-k-mismatch": "T.gemm operands whose K extents differ",
+    "copy-between-memories": "a tile operation between memories it does not connect",
+    "codegen-intrinsic": "an intrinsic the target's code generator has no translation for",
 }
 for _id, _title in MECHANISMS.items():
+    if any(c.id == _id for c in CAUSES):
+        continue
     CAUSES.append(Cause(_id, _title, (), meaning="(read from the kernel's state)", advice=""))
 
 

@@ -96,8 +96,7 @@ def _warp_size(state: State) -> int:
 def _mma_dtypes(state: State) -> tuple[str, ...]:
     """Operand dtypes the target's matrix instruction takes (TileLang 0.1.15's lowering of T.gemm)."""
     if (state.target or "").startswith("gfx"):
-        return ("float16", "bfloat16", "int8", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3fn",
-                "float8_e5m2")
+        return ("float16", "bfloat16", "int8", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz")
     number = _arch_number(state.target)
     base = ("float16", "bfloat16", "int8", "uint8", "float32")
     if number >= 89:
@@ -115,7 +114,8 @@ _FEATURES: tuple[tuple[Callable[[Any], bool], str, int, bool], ...] = (
     (lambda s: "wgmma" in s.op, "Hopper's warpgroup MMA (WGMMA)", 90, False),
     (lambda s: "tma" in s.op, "TMA bulk copies", 90, False),
     (lambda s: "barrier" in s.op or "mbarrier" in s.op, "mbarriers", 90, False),
-    (lambda s: s.op.endswith("gemm") and any(b[1].startswith(("float4", "float6")) for b in s.buffers[:2]),
+    (lambda s: "async_copy" in s.op, "cp.async asynchronous copies", 80, False),
+    (lambda s: s.op.endswith("gemm") and any(re.match(r"float[46]_", b[1]) for b in s.buffers[:2]),
      "fp4/fp6 tensor-core operands", 100, False),
     (lambda s: s.op.endswith("gemm") and any(b[1].startswith("float8") for b in s.buffers[:2]),
      "fp8 tensor-core operands", 89, True),
@@ -164,8 +164,6 @@ def _newer_arch(state: State) -> Finding | None:
 
 @rule("mma-dtype", "operand dtypes the target's matrix instruction does not take")
 def _mma_dtype(state: State) -> Finding | None:
-    if not _in_failing_pass(state, "tl.LayoutInference", "tl.LowerTileOp", "codegen", "tl.InjectSoftwarePipeline"):
-        return None
     allowed = _mma_dtypes(state)
     for site in _gemms(state):
         a, b = site.buffers[0], site.buffers[1]
@@ -263,32 +261,98 @@ def _few_threads(state: State) -> Finding | None:
         evidence=(f"target {state.target}", f"threads {state.threads}"), site=state.site)
 
 
-@rule("pipeline-annotation", "a T.Pipelined order or stage list that does not fit its body")
-def _pipeline(state: State) -> Finding | None:
-    for site in state.sites:
-        if site.op != "T.Pipelined":
+@rule("accumulator-not-fragment", "T.gemm's accumulator is not a fragment")
+def _accumulator(state: State) -> Finding | None:
+    for site in _gemms(state):
+        c = site.buffers[2]
+        if "tcgen05" in site.op or c[2] in ("local.fragment", "shared.tmem"):
             continue
+        if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp", "elaboration"):
+            continue
+        return Finding(
+            "accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
+            meaning=f"{site.op} at line {site.line} writes its result into registers spread over the block's threads "
+                    f"in the instruction's layout, so C must be a register fragment; {c[0]} is {c[2]}",
+            advice=f"allocate {c[0]} with T.alloc_fragment({c[3]}, {c[1]}) and copy it out with T.copy after the loop",
+            evidence=(_site_text(site), f"{c[0]}: {c[1]} in {c[2]}, shape {c[3]}"), site=site)
+    return None
+
+
+@rule("gemm-k-mismatch", "T.gemm operands whose K extents differ")
+def _gemm_k(state: State) -> Finding | None:
+    for site in _gemms(state):
         notes = dict(site.annotations)
-        statements = int(notes.get("statements", "0") or 0)
-        for key, word in (("tl_pipeline_order", "order"), ("tl_pipeline_stage", "stage")):
-            if key not in notes:
-                continue
-            values = [int(x) for x in re.findall(r"-?\d+", notes[key])]
-            wrong = []
-            if statements and len(values) != statements:
-                wrong.append(f"it lists {len(values)} entries for the {statements} statements of the loop's body")
-            if word == "order" and sorted(values) != list(range(len(values))):
-                wrong.append(f"{values} is not an order of 0..{len(values) - 1}")
-            if wrong:
-                return Finding(
-                    "pipeline-annotation", "a T.Pipelined order or stage list that does not fit its body",
-                    meaning=f"T.Pipelined at line {site.line} takes {word}= with one entry per statement of its body "
-                            f"(the software pipeline's {'issue order' if word == 'order' else 'stage'} of each); "
-                            + "; ".join(wrong),
-                    advice=f"give {word}= one entry per statement of the loop body ({statements} here), "
-                           + ("a permutation of 0..n-1" if word == "order" else "each the stage (0 for loads, "
-                              "num_stages-1 at most)") + ", or leave order and stage out and set only num_stages",
-                    evidence=(_site_text(site), f"{word}={values}", f"body statements: {statements}"), site=site)
+        ta, tb = notes.get("transpose_A") == "True", notes.get("transpose_B") == "True"
+        a, b = _dims(site.buffers[0][3]), _dims(site.buffers[1][3])
+        if len(a) < 2 or len(b) < 2:
+            continue
+        k_a = a[-2] if ta else a[-1]
+        k_b = b[-1] if tb else b[-2]
+        if k_a == k_b:
+            continue
+        return Finding(
+            "gemm-k-mismatch", "T.gemm operands whose K extents differ",
+            meaning=f"{site.op} at line {site.line} multiplies A {site.buffers[0][3]}"
+                    f"{' (transposed)' if ta else ''} by B {site.buffers[1][3]}{' (transposed)' if tb else ''}: "
+                    f"A's K is {k_a} and B's K is {k_b}; they must be the same extent",
+            advice=f"give transpose_B={'False' if tb else 'True'} if B is stored N x K "
+                   f"({'K x N' if tb else 'N x K'} otherwise), or allocate the tiles so that A's "
+                   f"{'rows' if ta else 'columns'} and B's {'columns' if tb else 'rows'} are both block_K",
+            evidence=(_site_text(site), f"A {site.buffers[0][0]} {site.buffers[0][3]}, transpose_A={ta}",
+                      f"B {site.buffers[1][0]} {site.buffers[1][3]}, transpose_B={tb}"), site=site)
+    return None
+
+
+@rule("copy-between-memories", "a tile operation between memories it does not connect")
+def _copy_scopes(state: State) -> Finding | None:
+    site = state.site if state.site is not None else _named_site(state)
+    if site is None or not re.match(r"T\.(copy|reduce\w*|cumsum|async_copy|tma_copy)$", site.op) or len(site.buffers) < 2:
+        return None
+    src, dst = site.buffers[0], site.buffers[1]
+    pair = {src[2], dst[2]}
+    amd = (state.target or "").startswith("gfx")
+    reason = None
+    if site.op == "T.async_copy" and (src[2] != "global" or not dst[2].startswith("shared") or amd):
+        reason = (f"T.async_copy is cp.async, a load from global into shared memory on NVIDIA GPUs; {src[0]} is "
+                  f"{src[2]} and {dst[0]} is {dst[2]}" + (f", and {state.target} has no cp.async" if amd else ""))
+    elif site.op == "T.tma_copy" and not ({"global"} < pair and any(x.startswith("shared") for x in pair)):
+        reason = (f"T.tma_copy is a TMA bulk copy, which moves a box between global and shared memory only; "
+                  f"{src[0]} is {src[2]} and {dst[0]} is {dst[2]}")
+    elif site.op == "T.tma_copy" and not amd and _arch_number(state.target) >= 90:
+        box = _dims(dst[3] if dst[2].startswith("shared") else src[3])
+        row_bytes = (box[-1] * _bits(dst[1]) // 8) if box else 0
+        if box and (max(box) > 256 or row_bytes % 16):
+            reason = (f"a TMA box has at most 256 elements a side and rows of a multiple of 16 bytes; the tile "
+                      f"{dst[3]} of {dst[1]} has rows of {row_bytes} bytes")
+        elif state.pass_name == "tl.LowerTileOp":
+            reason = ("T.tma_copy is the asynchronous TMA bulk copy: it completes on an mbarrier the copy is given "
+                      "(barrier=mbar[i]) and waited on, and it moves a whole box between global and shared memory; "
+                      f"here it copies {src[0]} ({src[2]}) to {dst[0]} ({dst[2]})")
+    if reason is None:
+        return None
+    return Finding(
+        "copy-between-memories", "a tile operation between memories it does not connect",
+        meaning=f"{site.op} at line {site.line}: {reason}",
+        advice="use T.copy between other memories (it chooses the copy instruction), allocate the tiles in the "
+               "memories the operation connects, or for T.tma_copy pass barrier=... and wait on it",
+        evidence=(_site_text(site), *(f"{b[0]}: {b[1]} in {b[2]}, shape {b[3]}" for b in site.buffers[:2])), site=site)
+
+
+@rule("codegen-intrinsic", "an intrinsic the target's code generator has no translation for")
+def _codegen(state: State) -> Finding | None:
+    if state.pass_name != "codegen":
+        return None
+    named = re.search(r'name="([\w.]+)"', state.message)
+    for site in state.sites:
+        if site.op.startswith("T.") or (named and site.op != named.group(1)):
+            continue
+        return Finding(
+            "codegen-intrinsic", "an intrinsic the target's code generator has no translation for",
+            meaning=f"every pass lowered the kernel, and the device code generator of {state.target} met {site.op} at "
+                    f"line {site.line}, which it has no code for on this target",
+            advice=f"leave {site.op} out of kernels for {state.target} (or guard it by target in the factory), or "
+                   "lower for a target whose code generator emits it",
+            evidence=(f"target {state.target}", _site_text(site)), site=site)
     return None
 
 
@@ -335,7 +399,7 @@ def _iteration(env: dict) -> str:
     return "(" + ", ".join(f"{k}={v}" for k, v in env.items()) + ")"
 
 
-@rule("parallel-layout", "a T.Parallel loop whose fragment accesses no thread layout fits")
+@rule("parallel-layout", "a T.Parallel loop whose accesses no thread layout fits")
 def _parallel_layout(state: State) -> Finding | None:
     if state.pass_name not in ("tl.LayoutInference", "tl.FragmentLoopChecker"):
         return None
@@ -411,40 +475,17 @@ def _parallel_layout(state: State) -> Finding | None:
                                    "shared memory",
                             evidence=(loop_text, f"{vname}[{vidx}] ({vbuf[3]})", f"{mname}[{', '.join(midx)}] "
                                       f"({mbuf[3]})"), site=site)
-        # 3. a fragment whose shape the loop's indices leave or do not cover
-        for name, uses in by_buffer.items():
-            buf = frags.get(name)
-            if buf is None or buf[2] != "local.fragment":
-                continue
-            dims = _dims(buf[3])
-            for indices, _ in uses:
-                top = _eval(indices, {n: e - 1 for n, e in site.loop_vars})
-                if top and dims and len(top) == len(dims) and any(t >= d for t, d in zip(top, dims)):
-                    return Finding(
-                        "parallel-fragment-shape", "a T.Parallel loop larger than the fragment it indexes",
-                        meaning=f"the loop {loop_text} at line {site.line} reaches {name}[{indices}] up to "
-                                f"[{', '.join(map(str, top))}], beyond the fragment's shape {buf[3]}; layout inference "
-                                "lays the loop out over the fragment's elements and finds none for those iterations",
-                        advice=f"loop over {name}'s shape ({buf[3]}) or allocate {name} with the loop's extents",
-                        evidence=(loop_text, f"{name}[{indices}] in {buf[3]}"), site=site)
-        if state.site is site and frags and ("layout" in state.message.lower() or "injective" in state.message):
-            names = ", ".join(f"{n} ({b[3]} {b[2]})" for n, b in frags.items())
-            return Finding(
-                "parallel-layout", "a T.Parallel loop whose fragment accesses no thread layout fits",
-                meaning=f"layout inference gives the loop {loop_text} at line {site.line} one thread layout, taken from "
-                        f"the fragments it touches ({names}); the layouts those fragments already have (from T.gemm, "
-                        "a reduction or an earlier loop) do not agree on which thread runs each iteration",
-                advice="touch fragments of one layout per T.Parallel loop (split the loop), copy the odd one through "
-                       "shared memory, or give the layout explicitly with T.annotate_layout",
-                evidence=(loop_text, *(f"{n}[{by_buffer[n][0][0]}]" for n in frags)), site=site)
     return None
 
 
 @rule("scope-for-op", "a tile operation given a buffer in a memory it does not take")
 def _scope(state: State) -> Finding | None:
-    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp"):
+    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp", "elaboration"):
         return None
     site = state.site
+    if site is None or not site.buffers:
+        gemms = _gemms(state)
+        site = gemms[0] if gemms else None
     if site is None:
         return None
     scopes = [b[2] for b in site.buffers]
@@ -470,8 +511,28 @@ def _scope(state: State) -> Finding | None:
     return None
 
 
+def _named_site(state: State) -> Any:
+    """The first site of the operation TileLang's sentence or trace names (``T.tma_copy()``), or the
+    only site; None otherwise."""
+    named = set(re.findall(r"\bT\.(\w+)\(", state.message))
+    if state.tile_op:
+        named.add(state.tile_op.split(".", 1)[-1])
+    for site in state.sites:
+        if site.op.split(".", 1)[-1] in named:
+            return site
+    return state.sites[0] if len(state.sites) == 1 else None
+
+
 def _safe(test: Callable[[Any], bool], site: Any) -> bool:
     try:
         return bool(test(site))
     except Exception:
         return False
+
+
+# The order the rules are tried in: what the target lacks first, then what an operation's operands
+# lack (memories, dtypes, shapes), then loops and annotations; the generic layout rule last.
+_ORDER = ("feature-newer-arch", "mma-dtype", "scope-for-op", "accumulator-not-fragment",
+          "gemm-k-mismatch", "threads-below-wavefront", "mma-tile-shape",
+          "copy-between-memories", "codegen-intrinsic", "parallel-layout")
+RULES.sort(key=lambda r: _ORDER.index(r[0]) if r[0] in _ORDER else len(_ORDER))

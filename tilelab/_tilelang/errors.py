@@ -196,17 +196,18 @@ def _lowering_error(err: BaseException, kernel: str | None, stage: str = "loweri
             kernel=kernel, kernel_line=kernel_line, trace=trace, python_error=(type(err).__name__, str(err)),
         )
         return diagnosed(error, func=func, pass_name=pass_name or "elaboration", target_family=target_family,
-                         target_name=target_name)
+                         target_name=target_name, origin=err)
     error = LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,
     )
     return diagnosed(error, func=func, pass_name=pass_name or ("elaboration" if stage == "elaboration" else None),
-                     target_family=target_family, target_name=target_name)
+                     target_family=target_family, target_name=target_name, origin=err)
 
 
 def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None = None,
-              target_family: str | None = None, target_name: str | None = None) -> LoweringError:
+              target_family: str | None = None, target_name: str | None = None,
+              origin: BaseException | None = None) -> LoweringError:
     """Give ``error`` tilelab's diagnosis (:func:`tilelab._doctor.diagnose`), with what the kernel
     ``func`` tells (its buffers' names, its source lines to place a tile op TileLang named no line
     for) and the ``pass_name`` a pass instrument saw fail. Keeps what an earlier diagnosis knew."""
@@ -224,6 +225,14 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
         error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
     sites = _tile_sites(func) if func is not None else ()
     threads = _kernel_threads(func) if func is not None else None
+    origin = origin or error.__cause__
+    if func is None and origin is not None:
+        # failed while TileLang's builder ran the kernel's Python: the tile op it was in and its buffers
+        user_line = _user_frame(origin.__traceback__)
+        if user_line is not None and (error.kernel_line is None or "/tilelang/" in error.kernel_line[0]):
+            error.kernel_line = user_line
+        built = _building_site(origin, error.kernel_line)
+        sites = (built,) if built is not None else sites
     # what the kernel told an earlier diagnosis of this error (a second one has no kernel at hand)
     context = getattr(error, "_doctor_context", None)
     if func is None and context is not None:
@@ -493,6 +502,47 @@ _TARGET_OPERATIONS = (
     ("local_buf must be a fragment", "a T.gemm accumulator outside T.alloc_fragment"),
     ("Unsupported gemm combination", "this T.gemm operand combination"),
 )
+
+
+_BUILDER_OPS = re.compile(r"^(gemm\w*|\w+_gemm|copy|async_copy|tma_copy|c2d_im2col|reduce\w*|cumsum|fill|clear|"
+                          r"atomic_\w+|view|reshape|reinterpret\w*|annotate_layout|Pipelined|Parallel|alloc_\w+)$")
+
+
+def _building_site(err: BaseException, line: tuple[str, int, str] | None) -> Any:
+    """The tile operation TileLang's builder was running when ``err`` was raised (the innermost
+    frame of ``tilelang/language`` named as a T.* operation), with the buffers among its local
+    variables as (name, dtype, scope, shape) and its arguments that are flags or integers; None
+    when the failure was raised elsewhere."""
+    from .. import _doctor
+
+    tb = err.__traceback__
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if found is None and "/tilelang/" in code.co_filename and "/language/" in code.co_filename \
+                and _BUILDER_OPS.match(code.co_name):
+            found = tb.tb_frame  # the outermost: the T.* call the kernel made (not its helpers)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    buffers: list[tuple[str, str, str, str]] = []
+    notes: list[tuple[str, str]] = []
+    for key, value in list(found.f_locals.items())[:24]:
+        buffer = getattr(value, "buffer", value)
+        if hasattr(buffer, "scope") and hasattr(buffer, "shape") and hasattr(buffer, "dtype"):
+            try:
+                shape = getattr(value, "region", None)
+                extents = [str(r.extent) for r in shape] if shape is not None else [str(x) for x in buffer.shape]
+                item = (str(buffer.name), str(buffer.dtype), str(buffer.scope()), "(" + ", ".join(extents) + ")")
+            except Exception:
+                continue
+            if item not in buffers:
+                buffers.append(item)
+        elif isinstance(value, (bool, int)) and not key.startswith("_"):
+            notes.append((key, str(value)))
+    file, number, text = line if line is not None else ("", 0, "")
+    return _doctor.TileSite("T." + found.f_code.co_name, number, file, tuple(buffers), text,
+                            annotations=tuple(notes))
 
 
 def _kernel_threads(func: Any) -> int | None:
