@@ -289,9 +289,17 @@ def test_a_refused_launch_says_why_and_launches_nothing():
 
     refusal = launch_refusal("gfx942", gpu=False)
     assert "gfx942" in refusal and "inspect-only" in refusal
-    assert "pass --target c" in launch_refusal(None, gpu=False) and launch_refusal(None, gpu=True) is None
+    assert launch_refusal(None, gpu=False) == "there is no CUDA GPU here" and launch_refusal(None, gpu=True) is None
     said = []
-    build = Build(("k",), "k", Call(), parse_cell_line("--target gfx942 --run"), gpu=False, refusal=refusal)
+    build = Build(("k",), "k", Call(), parse_cell_line("--target gfx942 --bench"), gpu=False, refusal=refusal)
     assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == []  # type: ignore[arg-type]
-    assert said == [f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {refusal}; inspection still "
-                    "works (the inspector below shows what TileLang generated for the target)."]
+    assert said == [f"%%tilelang: --bench was skipped: {refusal}; inspection still works (the inspector below shows "
+                    "what TileLang generated for the target); --run and --trace run the tile program on the CPU."]
+    said.clear()
+    build = Build(("k",), "k", Call(), parse_cell_line("--run --device cuda"), gpu=False,
+                  refusal=launch_refusal(None, gpu=False))
+    assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == []  # type: ignore[arg-type]
+    assert said == ["%%tilelang: --run was skipped: there is no CUDA GPU here; inspection still works (the inspector "
+                    "below shows what TileLang generated for the target)."]
+
+

@@ -355,13 +355,18 @@ else:
         # the prim_func's name now holds the kernel compiled for the CPU
         assert ip.user_ns["vadd"].target.kind.name == "c"
 
-    def test_an_amd_target_is_inspected_and_its_launch_refused_by_name(ip, shown, capsys):
-        assert run(ip, "--target gfx942 --run", GEMM_CELL).success
+    def test_an_amd_target_is_inspected_its_gpu_launch_refused_and_its_tile_program_run_on_the_cpu(ip, shown,
+                                                                                                    capsys):
+        assert run(ip, "--target gfx942 --bench", GEMM_CELL).success
         out = capsys.readouterr().out
         assert "gfx942" in out and "inspect-only" in out and "inspection still works" in out
         last = magics(ip).last
         assert last.report.target == "gfx942" and last.report.mfma and not last.compiled
         assert last.inspector.titles[:3] == ("Summary", "Cell", "HIP") and "MFMA (1)" in last.inspector.titles
+        assert not last.timing
+        assert run(ip, "--target gfx942 --run --quiet", GEMM_CELL).success  # the HIP kernel's tile program
+        checked = magics(ip).last.timing[0]
+        assert checked.passed and checked.backend.startswith("emulated")
 
     def test_a_cell_without_kernels_runs_normally(ip, shown, capsys):
         assert run(ip, "", "plain_value = 41 + 1").success

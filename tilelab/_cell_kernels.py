@@ -198,8 +198,7 @@ def launch_refusal(arch: str | None, gpu: bool) -> str | None:
     from .targets import parse_target
 
     if arch is None:
-        return None if gpu else ("there is no CUDA GPU here; for a kernel written for the CPU, "
-                                 "pass --target c to launch it on the CPU")
+        return None if gpu else "there is no CUDA GPU here"
     return refusal_for(parse_target(arch), has_cuda_gpu=gpu)
 
 

@@ -21,21 +21,32 @@ from ._errors import TilelabError
 
 def launch_cell(entry: CellEntry, build: Build, ns: dict[str, Any], ref: Any,
                 say: Callable[[str], None]) -> list[Any]:
-    """Launch the shown kernel as the options ask, at every size set; the results in order."""
-    if build.refusal is not None:
-        say(f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {build.refusal}; inspection still works "
-            "(the inspector below shows what TileLang generated for the target).")
-        return []
+    """Launch the shown kernel as the options ask, at every size set; the results in order. Where
+    the GPU launches cannot be made (no GPU, a target tilelab only inspects), --run and --trace
+    still run the tile program on the CPU (tilelab.run(device="cpu")), and the result says so."""
+    options = build.options
+    on_cpu = options.device == "cpu" or (build.refusal is not None and options.device is None)
+    gpu_only = [name for name, on in (("--bench", options.bench), ("--profile", options.profile),
+                                      ("--sanitize", options.sanitize is not None),
+                                      ("--timeline", options.timeline is not None)) if on]
+    if build.refusal is not None and (options.device == "cuda" or gpu_only):
+        say(f"%%tilelang: {', '.join(gpu_only) or '--run'} {'was' if len(gpu_only) < 2 else 'were'} skipped: "
+            f"{build.refusal}; inspection still works (the inspector below shows what TileLang generated for the "
+            "target)" + ("; --run and --trace run the tile program on the CPU" if options.device != "cuda" else "")
+            + ".")
+        if options.device == "cuda" or not (options.run or options.trace):
+            return []
     try:
         importlib.import_module(".launch", __package__)  # an install without torch has none
     except ImportError:
         say("%%tilelang: --run/--bench need tilelab.launch, which this install lacks.")
         return []
-    kernel = launchable_kernel(entry, build, ns)
+    # A CPU run takes the kernel as the cell wrote it (its tile program): no GPU compile, no nvcc.
+    kernel = ns[build.shown] if on_cpu else launchable_kernel(entry, build, ns)
     out: list[Any] = []
-    for sizes in build.options.sizes or ({},):
+    for sizes in options.sizes or ({},):
         try:
-            out += _launch_at(kernel, build, sizes, ref, say, entry)
+            out += _launch_at(kernel, build, sizes, ref, say, entry, on_cpu)
         except TilelabError as err:  # first: its message already says what to change (a launch
             raise CellUsageError(f"%%tilelang --run/--bench: {err}") from None  # failure, a misaligned tensor)
         except (ValueError, TypeError) as err:
@@ -75,13 +86,23 @@ def _as_keywords(sizes: dict[str, int]) -> Mapping[str, Any]:
 
 
 def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: Callable[[str], None],
-               entry: CellEntry) -> list[Any]:
+               entry: CellEntry, on_cpu: bool = False) -> list[Any]:
     from . import launch
 
     options = build.options
     where: _Where = {"isolate": not options.in_process, "timeout": options.timeout}
     dims = _as_keywords(sizes)
     out: list[Any] = []
+    if on_cpu:  # the tile program on the CPU: --run (and --trace below); the GPU's launches were said skipped
+        checked = launch.run(kernel, ref=ref, device="cpu", blocks=options.blocks, **where, **dims) \
+            if options.run else None
+        out += [checked] if checked is not None else []
+        if checked is not None and not getattr(checked, "passed", True):
+            head = repr(checked).split("\n", 1)[0]
+            say(f"%%tilelang --run: {head}" + (f" at {sizes_text(sizes)}" if sizes else ""))
+        if options.trace:
+            out.append(_traced(kernel, sizes, say))
+        return out
     if options.sanitize:
         found = launch.sanitize(kernel, tool=options.sanitize, **dims)
         out.append(found)

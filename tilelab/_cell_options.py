@@ -55,8 +55,10 @@ class CellOptions:
     timeout: float | None = None
     in_process: bool = False
     sanitize: str | None = None  # a compute-sanitizer tool
-    trace: bool = False  # --trace: which elements each block read and wrote (target c)
+    trace: bool = False  # --trace: which elements each block read and wrote (on the CPU)
     timeline: tuple[int, ...] | None = None  # --timeline: the blocks whose warps record phases
+    device: str | None = None  # --device cpu: --run runs the tile program on the CPU (None: the GPU, if any)
+    blocks: tuple[int, ...] | None = None  # --blocks: the blocks a CPU --run runs (None: all)
 
     @property
     def launches(self) -> bool:
@@ -92,7 +94,14 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
     argument("--quiet", action="store_true",
              help="show nothing; still binds the kernels (a failed --run is still printed)"),
     argument("--run", action="store_true",
-             help="launch the kernel once and check it (on the GPU, or on the CPU with --target c)"),
+             help="launch the kernel once and check it (on the GPU; on the CPU with --device cpu or --target c, "
+                  "or where there is no GPU)"),
+    argument("--device", default=None, choices=("cpu", "cuda"),
+             help="--run: cpu runs a GPU kernel's tile program on the CPU (tilelab.run(device='cpu')): any "
+                  "machine, the kernel's meaning, not the GPU's timing (default: the GPU, if there is one)"),
+    argument("--blocks", default=None, metavar="BLOCKS",
+             help="with --device cpu: the blocks --run runs, linear indices separated by commas (e.g. 0,63); "
+                  "only what they write is checked (default: every block)"),
     argument("--ref", default=None, metavar="EXPR",
              help="a Python expression giving the reference callable for --run, e.g. --ref torch.matmul"),
     argument("--bench", action="store_true", help="time the kernel (on the GPU, or on the CPU with --target c)"),
@@ -116,8 +125,8 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
     argument("--sanitize", nargs="?", const="memcheck", default=None, metavar="TOOL",
              help="run the kernel once under compute-sanitizer: memcheck (default), racecheck, synccheck or initcheck"),
     argument("--trace", action="store_true",
-             help="with --target c: launch once on the CPU recording which elements of each tensor every block "
-                  "read and wrote (tilelab.trace_tiles) and show it"),
+             help="launch once on the CPU (the tile program's meaning) recording which elements of each tensor "
+                  "every block read and wrote (tilelab.trace_tiles) and show it"),
     argument("--timeline", nargs="?", const="0", default=None, metavar="BLOCKS",
              help="run the kernel once instrumented and add a Timeline tab: each phase (barrier waits, TMA issue, "
                   "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time"),
@@ -173,7 +182,35 @@ def options_from_namespace(ns: Any, line: str = "") -> CellOptions:
         profile=ns.profile, timeout=_parse_timeout(text["timeout"]), in_process=ns.in_process,
         sanitize=_parse_sanitize(text["sanitize"]),
         trace=_parse_trace(ns.trace, text["target"]), timeline=_parse_timeline(_unquote(ns.timeline)),
+        device=_parse_device(ns.device, ns.bench, ns.profile, ns.sanitize),
+        blocks=_parse_blocks(_unquote(ns.blocks), ns.device),
     )
+
+
+def _parse_device(device: str | None, bench: bool, profile: bool, sanitize: Any) -> str | None:
+    """--device cpu runs the tile program: nothing of it times or profiles the GPU."""
+    if device == "cpu":
+        asked = [name for name, on in (("--bench", bench), ("--profile", profile), ("--sanitize", sanitize)) if on]
+        if asked:
+            raise CellUsageError(f"--device cpu runs the kernel's tile program on the CPU, which says nothing of the "
+                                 f"GPU's timing, counters or races: drop {', '.join(asked)}, or --device cpu")
+    return device
+
+
+def _parse_blocks(text: str | None, device: str | None) -> tuple[int, ...] | None:
+    """--blocks: linear block indices separated by commas, for a CPU --run."""
+    if text is None:
+        return None
+    if device != "cpu":
+        raise CellUsageError("--blocks chooses the blocks of a CPU run: add --device cpu (on a GPU every block runs)")
+    try:
+        blocks = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise CellUsageError(f"--blocks takes linear block indices separated by commas (e.g. --blocks 0,63), "
+                             f"not {text!r}") from None
+    if not blocks or any(b < 0 for b in blocks):
+        raise CellUsageError(f"--blocks takes non-negative block indices (e.g. --blocks 0,63), not {text!r}")
+    return blocks
 
 
 def _parse_timeline(text: str | None) -> tuple[int, ...] | None:
@@ -333,12 +370,6 @@ __all__ = ["CellOptions", "CellUsageError", "HELP", "PARSER", "SANITIZER_TOOLS",
 
 
 def _parse_trace(trace: bool, target: str | None) -> bool:
-    """--trace records a CPU launch: it needs --target c."""
-    if not trace:
-        return False
-    from .targets import parse_target
-
-    if target is None or parse_target(target).family != "cpu":
-        raise CellUsageError("%%tilelang --trace traces a launch on the CPU: add --target c "
-                             f"(got {'no --target' if target is None else '--target ' + target})")
-    return True
+    """--trace records a launch of the tile program on the CPU, whatever the target it was written
+    for (a GPU kernel through the rules of tilelab.run(device="cpu"))."""
+    return bool(trace)
