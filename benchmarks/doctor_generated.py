@@ -60,7 +60,8 @@ def main(args: Any) -> int:
     seconds = time.perf_counter() - started
     failed = [r for r in rows if r.get("status") == "failed"]
     seeds = sorted({r["seed"] for r in rows})
-    print(f"mutants: {len(rows)} of {len(seeds)} source kernels ({seconds:.0f} s); lowered {sum(r['status'] == 'lowered' for r in rows)}, "
+    lowered = sum(r["status"] == "lowered" for r in rows)
+    print(f"mutants: {len(rows)} of {len(seeds)} source kernels ({seconds:.0f} s); lowered {lowered}, "
           f"generated failures {len(failed)}, not a kernel {sum(r['status'] == 'invalid' for r in rows)}, "
           f"crashed {sum(r['status'] == 'crashed' for r in rows)}")
     for h in HALVES:

@@ -145,7 +145,7 @@ def body_edits(tree: ast.AST) -> list[tuple[str, int, str]]:
     """Every single edit of the factory's body: (kind, occurrence, description)."""
     edits = []
     for attr, others in _SWAPS.items():
-        for i, call in enumerate(_calls(tree, attr)):
+        for i in range(len(_calls(tree, attr))):
             for other in others:
                 edits.append((f"scope:{attr}:{other}", i, f"T.{attr} #{i} -> T.{other}"))
     names = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
@@ -188,9 +188,9 @@ class _Edit(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         self.generic_visit(node)
         family, *rest = self.kind.split(":")
-        if isinstance(node.value, ast.Name) and node.value.id == "T":
-            if family == "dtype" and node.attr == rest[0] and self._hit("dtype"):
-                return ast.copy_location(ast.Attribute(node.value, rest[1], node.ctx), node)
+        if isinstance(node.value, ast.Name) and node.value.id == "T" and family == "dtype" and node.attr == rest[0] \
+                and self._hit("dtype"):
+            return ast.copy_location(ast.Attribute(node.value, rest[1], node.ctx), node)
         return node
 
     def visit_Call(self, node: ast.Call) -> Any:

@@ -611,7 +611,7 @@ def b_transposed_twice():
     """B is stored K x N and the call says transpose_B=True: the K extents differ."""
     @T.prim_func
     def k(A: T.Tensor((128, 32), T.float16), B: T.Tensor((32, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             a = T.alloc_shared((128, 32), T.float16)
             b = T.alloc_shared((32, 128), T.float16)
             c = T.alloc_fragment((128, 128), T.float32)
@@ -627,7 +627,7 @@ def row_sums_of_a_private_tile():
     """A reduction whose source is T.alloc_local (a thread's own copy), into a fragment."""
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             tile = T.alloc_local((64, 64), T.float32)
             sums = T.alloc_fragment((64,), T.float32)
             T.copy(A, tile)
@@ -664,7 +664,7 @@ def pairs_folded_onto_one_column():
     """Each iteration (i, j) writes f[i, j // 2]: iterations j and j + 1 write one element."""
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             f = T.alloc_fragment((64, 64), T.float32)
             T.copy(A, f)
             for i, j in T.Parallel(64, 64):  # <- parallel-layout-not-injective
@@ -678,7 +678,7 @@ def tile_plus_its_transpose():
     """One loop reads f[i, j] and f[j, i]: the same fragment in two index patterns."""
     @T.prim_func
     def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128) as _bx:
             f = T.alloc_fragment((64, 64), T.float32)
             g = T.alloc_fragment((64, 64), T.float32)
             T.copy(A, f)

@@ -15,7 +15,6 @@ from tilelab._cell_options import parse_cell_line
 from tilelab._errors import LoweringError
 from tilelab._reproducer import code_lines, sentence_key, shrink
 
-
 # -- the shrinking, on text ---------------------------------------------------------------------------
 SCRIPT = """\
 a = 1

@@ -788,12 +788,12 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         line = _unique_line(tile_op, source_lines)
     if found_cause is None:
         # Not a failure TileLang's wording names: look for its mechanism in the kernel's state.
-        placed = _site_at(sites, line)
+        site_here = _site_at(sites, line)
         state = _mechanisms.State(message=message, pass_name=pass_name, tile_op=tile_op, target=target,
-                                  family=target_family, threads=threads, sites=tuple(sites), site=placed)
+                                  family=target_family, threads=threads, sites=tuple(sites), site=site_here)
         finding = _mechanisms.explain(state)
         if finding is not None:
-            if finding.site is not None and (line is None or placed is None or finding.site is not placed):
+            if finding.site is not None and (line is None or site_here is None or finding.site is not site_here):
                 line = (finding.site.file, finding.site.line, finding.site.text)
                 candidates = ()
             return Diagnosis(message=message, cause=finding.id, title=finding.title, meaning=finding.meaning,
@@ -802,9 +802,9 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
                              evidence=finding.evidence, by_mechanism=True)
         if line is None and names:
             line = _first_use(names, source_lines)
-        placed = placed or _site_at(sites, line)
+        at = site_here or _site_at(sites, line)
         return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line,
-                         candidates=candidates, evidence=_known(placed, target, threads))
+                         candidates=candidates, evidence=_known(at, target, threads))
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
     if found_cause.fields is not None and match is not None:

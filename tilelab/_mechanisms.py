@@ -98,7 +98,7 @@ def _mma_dtypes(state: State) -> tuple[str, ...]:
     if (state.target or "").startswith("gfx"):
         return ("float16", "bfloat16", "int8", "float32", "float8_e4m3fnuz", "float8_e5m2fnuz")
     number = _arch_number(state.target)
-    base = ("float16", "bfloat16", "int8", "uint8", "float32")
+    base: tuple[str, ...] = ("float16", "bfloat16", "int8", "uint8", "float32")
     if number >= 89:
         base += ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e8m0fnu")
     if number >= 100:
@@ -217,7 +217,8 @@ def _mma_tile(state: State) -> Finding | None:
             problems.append(f"the {warps} warps of {threads} threads cannot split {m // row}x{n // col} "
                             f"instruction tiles evenly")
         if threads and threads % warp:
-            problems.append(f"threads={threads} is not a whole number of {warp}-lane {'wavefronts' if amd else 'warps'}")
+            lanes = "wavefronts" if amd else "warps"
+            problems.append(f"threads={threads} is not a whole number of {warp}-lane {lanes}")
         elif threads and threads < warp:
             problems.append(f"threads={threads} is less than one {warp}-lane wavefront")
         if not problems and _arch_number(state.target) == 90 and "GMMA" in state.message:
@@ -256,7 +257,8 @@ def _few_threads(state: State) -> Finding | None:
         "threads-below-wavefront", "fewer threads than one warp or wavefront",
         meaning=f"the block has {state.threads} threads, and {state.target} runs threads in {warp}-lane {kind}s; the "
                 f"tile operations lay fragments and reductions out over whole {kind}s",
-        advice=f"give the kernel threads= a multiple of {warp} (threads={max(warp, state.threads // warp * warp or warp)}"
+        advice=f"give the kernel threads= a multiple of {warp} "
+               f"(threads={max(warp, state.threads // warp * warp or warp)}"
                f" or {2 * warp}..)",
         evidence=(f"target {state.target}", f"threads {state.threads}"), site=state.site)
 
@@ -306,7 +308,8 @@ def _gemm_k(state: State) -> Finding | None:
 @rule("copy-between-memories", "a tile operation between memories it does not connect")
 def _copy_scopes(state: State) -> Finding | None:
     site = state.site if state.site is not None else _named_site(state)
-    if site is None or not re.match(r"T\.(copy|reduce\w*|cumsum|async_copy|tma_copy)$", site.op) or len(site.buffers) < 2:
+    if site is None or len(site.buffers) < 2 or \
+            not re.match(r"T\.(copy|reduce\w*|cumsum|async_copy|tma_copy)$", site.op):
         return None
     src, dst = site.buffers[0], site.buffers[1]
     pair = {src[2], dst[2]}
@@ -367,13 +370,14 @@ def _buffer(state: State, name: str) -> tuple[str, str, str, str] | None:
 
 def _eval(indices: str, env: dict[str, int]) -> tuple[int, ...] | None:
     try:
-        value = eval(indices, {"__builtins__": {}}, env)  # noqa: S307 - integer index text of our own IR reader
+        value = eval(indices, {"__builtins__": {}}, env)
     except Exception:
         return None
     return tuple(value) if isinstance(value, tuple) else (value,)
 
 
-def _collision(loop_vars: Sequence[tuple[str, int]], indices: str, limit: int = 1 << 16) -> tuple[dict, dict, tuple] | None:
+def _collision(loop_vars: Sequence[tuple[str, int]], indices: str,
+               limit: int = 1 << 16) -> tuple[dict, dict, tuple] | None:
     """Two iterations of the loop that reach one element through ``indices``."""
     if any(extent <= 0 for _, extent in loop_vars):
         return None
@@ -408,12 +412,13 @@ def _parallel_layout(state: State) -> Finding | None:
         loops = [state.site] + [s for s in loops if s is not state.site]
     for site in loops:
         var_names = {n for n, _ in site.loop_vars}
-        loop_text = f"for {', '.join(n for n, _ in site.loop_vars)} in T.Parallel({', '.join(str(e) for _, e in site.loop_vars)})"
+        names, extents = ", ".join(n for n, _ in site.loop_vars), ", ".join(str(e) for _, e in site.loop_vars)
+        loop_text = f"for {names} in T.Parallel({extents})"
         by_buffer: dict[str, list[tuple[str, bool]]] = {}
         for name, indices, store in site.accesses:
             by_buffer.setdefault(name, []).append((indices, store))
-        frags = {n: _buffer(state, n) for n in by_buffer}
-        frags = {n: b for n, b in frags.items() if b is not None and b[2] in ("local.fragment", "shared", "shared.dyn")}
+        known = {n: _buffer(state, n) for n in by_buffer}
+        frags = {n: b for n, b in known.items() if b is not None and b[2] in ("local.fragment", "shared", "shared.dyn")}
         # 1. a store that two iterations make to one element
         for name, uses in by_buffer.items():
             buf = frags.get(name)
@@ -464,7 +469,8 @@ def _parallel_layout(state: State) -> Finding | None:
                     midx = [p.strip() for p in by_buffer[mname][0][0].split(",")]
                     if vidx.strip() in midx and midx.index(vidx.strip()) != 0 and len(site.loop_vars) >= 2:
                         return Finding(
-                            "parallel-layout-conflict", "a fragment reached with two index patterns in one T.Parallel loop",
+                            "parallel-layout-conflict",
+                            "a fragment reached with two index patterns in one T.Parallel loop",
                             meaning=f"in the loop {loop_text} at line {site.line}, {vname} ({vbuf[3]}) is indexed by "
                                     f"{vidx}, the column of {mname}[{', '.join(midx)}]; {vname} is laid out one value "
                                     f"per row (as a reduction over dim=1 leaves it: each row's threads hold its "

@@ -141,7 +141,7 @@ def _candidates(text: str) -> list[str]:
     for index in range(len([n for n in ast.walk(tree) if _unwrappable(n)])):
         copy_tree = ast.parse(text)
         nodes = [n for n in ast.walk(copy_tree) if _unwrappable(n)]
-        node = nodes[index]
+        node: Any = nodes[index]
         for block in _blocks(copy_tree):
             if node in block:
                 at = block.index(node)
@@ -286,7 +286,8 @@ def reproduce(err: Any, *, time_limit_s: float = 120.0, progress: bool | Callabl
     start_lines = code_lines(script(rec.body))
 
     def step(tries: int, lines: int, seconds: float) -> None:
-        say(f"reproducer: {start_lines} -> {lines + code_lines(script('')) } lines after {tries} tries ({seconds:.0f} s)")
+        total = lines + code_lines(script(""))
+        say(f"reproducer: {start_lines} -> {total} lines after {tries} tries ({seconds:.0f} s)")
 
     body, tries, finished = shrink(rec.body, same, deadline=deadline, progress=step)
     final = script(body)

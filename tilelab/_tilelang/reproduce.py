@@ -243,7 +243,8 @@ def run_script(body: str, rec: Recipe, *, stop_after: str | None = None) -> Lowe
         linecache.cache.pop(filename, None)
 
 
-def _lower(func: Any, name: str, target: Any, pass_configs: dict[str, Any], stop_after: str | None) -> LoweringError | None:
+def _lower(func: Any, name: str, target: Any, pass_configs: dict[str, Any],
+           stop_after: str | None) -> LoweringError | None:
     tl = tilelang()
     from tilelang.backend.module import create_backend_context
     from tilelang.engine.lower import lower_to_host_device_ir
