@@ -95,7 +95,7 @@ def _blocks(tree: ast.AST) -> list[list[ast.stmt]]:
     return out
 
 
-def _candidates(text: str) -> list[str]:
+def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
     """Scripts one step smaller than ``text``: chunks of a block's statements removed (halves
     down to single statements), a loop or ``with`` replaced by its body, a block's statement made
     its only one. Each a valid script; the largest steps first."""
@@ -107,6 +107,9 @@ def _candidates(text: str) -> list[str]:
     seen = {text}
 
     def emit(new_tree: ast.AST) -> None:
+        for block in _blocks(new_tree):  # a `pass` beside other statements says nothing
+            if len(block) > 1:
+                block[:] = [b for b in block if not isinstance(b, ast.Pass)] or [ast.Pass()]
         try:
             new = ast.unparse(ast.fix_missing_locations(new_tree)) + "\n"
         except Exception:
@@ -130,17 +133,23 @@ def _candidates(text: str) -> list[str]:
                 else:
                     del block[start:start + size]
                 emit(copy_tree)
-    # every name bound once at the top to a constant, written where it is used instead
-    constants = _top_constants(tree)
+    # a factory called once at the top, replaced by its body with its parameters bound to the call's
+    # arguments (the kernel it builds then stands at the top of the script)
+    for index in range(len(tree.body)):
+        unwrapped = _unwrap_factory(ast.parse(text), index)
+        if unwrapped is not None:
+            emit(unwrapped)
+    # every name bound once to a constant, written where it is used instead
+    constants = _constants(tree)
     if constants:
         emit(_inline(ast.parse(text), constants))
         for name in constants:
             emit(_inline(ast.parse(text), {name: constants[name]}))
     # a loop replaced by its body (its variable bound to 0), a `with` by its body (never the kernel's
     # T.Kernel: without its threads the failure would be another)
-    for index in range(len([n for n in ast.walk(tree) if _unwrappable(n)])):
+    for index in range(len([n for n in ast.walk(tree) if _unwrappable(n, keep_kernel)])):
         copy_tree = ast.parse(text)
-        nodes = [n for n in ast.walk(copy_tree) if _unwrappable(n)]
+        nodes = [n for n in ast.walk(copy_tree) if _unwrappable(n, keep_kernel)]
         node: Any = nodes[index]
         for block in _blocks(copy_tree):
             if node in block:
@@ -157,26 +166,83 @@ def _candidates(text: str) -> list[str]:
     return out
 
 
-def _unwrappable(node: ast.AST) -> bool:
+def _unwrappable(node: ast.AST, keep_kernel: bool = True) -> bool:
     if isinstance(node, ast.For):
         return True
     if not isinstance(node, ast.With):
         return False
     call = node.items[0].context_expr if node.items else None
-    return not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and "Kernel" in call.func.attr)
+    kernel = isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and "Kernel" in call.func.attr
+    return not (kernel and keep_kernel)
 
 
-def _top_constants(tree: ast.Module) -> dict[str, ast.expr]:
-    """Names assigned once at the top of the script to a literal (``bM = 128``, ``dtype = T.float16``)."""
+def _unwrap_factory(tree: ast.Module, index: int) -> ast.Module | None:
+    """``x = f(args)`` at the top (statement ``index``) with ``f`` a function defined at the top:
+    the call replaced by ``f``'s body, its parameters assigned from the call (defaults for the rest)
+    and its ``return y`` made ``x = y``; None where the statement is no such call."""
+    stmt = tree.body[index]
+    if not (isinstance(stmt, (ast.Assign, ast.Expr)) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)):
+        return None
+    call = stmt.value
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == call.func.id]
+    if len(defs) != 1 or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(defs[0])):
+        return None
+    fn = defs[0]
+    args = fn.args
+    if args.vararg or args.kwarg or args.posonlyargs or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    params = [a.arg for a in args.args]
+    values: dict[str, ast.expr] = {}
+    for name, default in zip(params[len(params) - len(args.defaults):], args.defaults):
+        values[name] = default
+    for name, kw_default in zip([a.arg for a in args.kwonlyargs], args.kw_defaults):
+        if kw_default is not None:
+            values[name] = kw_default
+    if len(call.args) > len(params):
+        return None
+    values.update(zip(params, call.args))
+    for kw in call.keywords:
+        if kw.arg is None:
+            return None
+        values[kw.arg] = kw.value
+    if set(params + [a.arg for a in args.kwonlyargs]) - set(values):
+        return None
+    body: list[ast.stmt] = [ast.Assign([ast.Name(k, ast.Store())], v) for k, v in values.items()]
+    for inner in fn.body:
+        if isinstance(inner, ast.Return):
+            if isinstance(stmt, ast.Assign) and inner.value is not None:
+                body.append(ast.Assign(stmt.targets, inner.value))
+            break
+        body.append(inner)
+    tree.body[index:index + 1] = body
+    if not any(isinstance(n, ast.Name) and n.id == fn.name for n in ast.walk(tree)):
+        tree.body.remove(fn)  # its only call was this one
+    bound = {k: v for k, v in _constants(tree).items() if k in values}
+    return _inline(tree, bound) if bound else tree
+
+
+def _constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Names bound exactly once in the whole script, to a literal (``bM = 128``, ``dtype = T.float16``,
+    ``a, b = T.float16, T.float32`` inside a function too): each can be written where it is used."""
     counts: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             counts[node.id] = counts.get(node.id, 0) + 1
-    out = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and counts.get(stmt.targets[0].id) == 1 and _literal(stmt.value):
-            out[stmt.targets[0].id] = stmt.value
+        elif isinstance(node, ast.arg):
+            counts[node.arg] = counts.get(node.arg, 0) + 2  # a parameter is never a constant
+    out: dict[str, ast.expr] = {}
+    for stmt in ast.walk(tree):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Name) and counts.get(target.id) == 1 and _literal(value):
+            out[target.id] = value
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+            if all(isinstance(t, ast.Name) and counts.get(t.id) == 1 and _literal(v) for t, v in pairs):
+                out.update({t.id: v for t, v in pairs})  # type: ignore[union-attr]
     return out
 
 
@@ -197,8 +263,16 @@ def _inline(tree: ast.Module, constants: dict[str, ast.expr]) -> ast.Module:
                 return ast.copy_location(copy.deepcopy(constants[node.id]), node)
             return node
 
-    tree.body = [s for s in tree.body if not (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
-                                              and s.targets[0].id in constants)]
+        def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+            target = node.targets[0] if len(node.targets) == 1 else None
+            names = [t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+                     if isinstance(t, ast.Name)] if target is not None else []
+            if names and all(n in constants for n in names) and len(names) == (
+                    len(target.elts) if isinstance(target, ast.Tuple) else 1):
+                return ast.Pass()
+            self.generic_visit(node)
+            return node
+
     return Inline().visit(tree)
 
 
@@ -213,7 +287,8 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def shrink(text: str, same: Callable[[str], bool], *, deadline: float,
-           progress: Callable[[int, int, float], None] | None = None) -> tuple[str, int, bool]:
+           progress: Callable[[int, int, float], None] | None = None,
+           keep_kernel: bool = True) -> tuple[str, int, bool]:
     """The smallest script ``same`` accepts, from ``text`` (which it accepts) by single steps;
     (script, tries, finished): ``finished`` is False when ``deadline`` (a time.monotonic()) cut it short."""
     best = text
@@ -221,7 +296,7 @@ def shrink(text: str, same: Callable[[str], bool], *, deadline: float,
     started = time.monotonic()
     while True:
         improved = False
-        for candidate in _candidates(best):
+        for candidate in _candidates(best, keep_kernel):
             if time.monotonic() > deadline:
                 return best, tries, False
             if _size(candidate) >= _size(best):
@@ -289,7 +364,9 @@ def reproduce(err: Any, *, time_limit_s: float = 120.0, progress: bool | Callabl
         total = lines + code_lines(script(""))
         say(f"reproducer: {start_lines} -> {total} lines after {tries} tries ({seconds:.0f} s)")
 
-    body, tries, finished = shrink(rec.body, same, deadline=deadline, progress=step)
+    # a kernel that failed while it was built needs no launch: its T.Kernel may go too
+    body, tries, finished = shrink(rec.body, same, deadline=deadline, progress=step,
+                                   keep_kernel=err.pass_name != "elaboration")
     final = script(body)
     seconds = time.monotonic() - started
     if progress is True:
