@@ -67,7 +67,7 @@ import tilelang.language as T
 M, N, K = 1024, 1024, 512
 block_M, block_N, block_K = 128, 128, {block_K}
 threads = {threads}
-dtype, accum = T.float16, T.float32
+dtype, accum = {dtype}, T.float32
 
 
 def scale_of(k):
@@ -134,42 +134,6 @@ def row_softmax(X: T.Tensor((rows, cols), T.float16), Y: T.Tensor((rows, cols), 
         T.copy(y_s, Y[bx * block_rows, 0])
 """
 
-ATTENTION_CELL = """\
-import tilelang.language as T
-
-seq, dim = 1024, 64
-block_M, block_N = 64, 64
-scale = 0.125
-
-
-@T.prim_func
-def scores_softmax(Q: T.Tensor((seq, dim), T.float16), K: T.Tensor((seq, dim), T.float16),
-                   P: T.Tensor((seq, seq), T.float16)):
-    with T.Kernel(T.ceildiv(seq, block_N), T.ceildiv(seq, block_M), threads=128) as (bx, by):
-        q = T.alloc_shared((block_M, dim), T.float16)
-        k = T.alloc_shared((block_N, dim), T.float16)
-        s = T.alloc_fragment((block_M, block_N), T.float32)
-        m = T.alloc_fragment((block_M,), T.float32)
-        total = T.alloc_fragment((block_M,), T.float32)
-        p = T.alloc_shared((block_M, block_N), T.float16)
-        T.copy(Q[by * block_M, 0], q)
-        T.copy(K[bx * block_N, 0], k)
-        T.clear(s)
-        T.gemm(q, k, s, transpose_B=True)
-        for i, j in T.Parallel(block_M, block_N):
-            s[i, j] = s[i, j] * scale
-        T.reduce_max(s, m, dim=1)
-        for i, j in T.Parallel(block_M, block_N):
-            s[i, j] = T.exp2(s[i, j] - m[j])
-        T.reduce_sum(s, total, dim=1)
-        for i, j in T.Parallel(block_M, block_N):
-            s[i, j] = s[i, j] / total[i]
-        for i, j in T.Parallel(block_M, block_N):
-            s[i, j] = T.max(s[i, j], 0.0)
-        T.copy(s, p)
-        T.copy(p, P[by * block_M, bx * block_N])
-"""
-
 TRANSPOSED_CELL = """\
 import tilelang.language as T
 
@@ -206,10 +170,10 @@ large = matmul_nt(4096, 4096, 4096, block_K=64)
 """
 
 CELLS = {
-    "no-warp-partition": (GEMM_CELL.format(block_K=32, threads=96), "sm_90a"),
-    "mma-tile-shape": (GEMM_CELL.format(block_K=40, threads=128), "sm_90a"),
+    "no-warp-partition": (GEMM_CELL.format(block_K=32, threads=96, dtype="T.float16"), "sm_90a"),
+    "mma-tile-shape": (GEMM_CELL.format(block_K=40, threads=128, dtype="T.float16"), "sm_90a"),
+    "feature-newer-arch": (GEMM_CELL.format(block_K=64, threads=128, dtype="T.float4_e2m1fn"), "sm_90a"),
     "parallel-layout-not-injective": (SOFTMAX_CELL, "sm_90a"),
-    "layout-conflict": (ATTENTION_CELL, "sm_90a"),
     "gemm-k-mismatch": (TRANSPOSED_CELL, "sm_90a"),
 }
 

@@ -188,18 +188,30 @@ def _plain_configs(configs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _origin_lines(fn: types.FunctionType) -> int:
-    """The lines of the source the kernel came from: the top-level function (or cell) around it."""
-    try:
-        lines, start = inspect.findsource(fn)
-    except (OSError, TypeError):
+    """The code lines of the source the kernel came from: the whole cell (a source of the notebook's,
+    ``<...>``), else the top-level statement of its file that defines it (a factory with its kernel)."""
+    import ast
+
+    filename = fn.__code__.co_filename
+    lines = linecache.getlines(filename)
+    if not lines:
         return 0
-    start = fn.__code__.co_firstlineno - 1
-    while start > 0 and lines[start].startswith((" ", "\t", "@")) or (start > 0 and not lines[start].strip()):
-        start -= 1
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].startswith((" ", "\t", ")"))):
-        end += 1
-    return len([line for line in lines[start:end] if line.strip()])
+
+    def code(chunk: list[str]) -> int:
+        return len([line for line in chunk if line.strip() and not line.lstrip().startswith("#")])
+
+    if filename.startswith("<"):
+        return code(lines)
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return 0
+    first = fn.__code__.co_firstlineno
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if start <= first <= (node.end_lineno or node.lineno):
+            return code(lines[start - 1:node.end_lineno])
+    return 0
 
 
 # -- running a candidate ---------------------------------------------------------------------------------
