@@ -358,6 +358,10 @@ def lower(mutant: Mutant) -> dict[str, Any]:
     except LoweringError as err:
         row.update(status="failed", **failure_fields(err))
         row["source"] = mutant_source(mutant)[0]
+        if row["line"] and "<mutant" in str(row["line"][0]) and not row["line"][2]:
+            lines = row["source"].splitlines()
+            number = int(row["line"][1])
+            row["line"][2] = lines[number - 1] if 0 < number <= len(lines) else ""
     except Exception as err:  # the mutant is not a kernel at all (a Python error of the edit)
         row.update(status="invalid", reason=f"{type(err).__name__}: {str(err)[:200]}",
                    where=traceback.format_exc(limit=-1)[-300:])

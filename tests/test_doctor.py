@@ -563,3 +563,34 @@ def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again
     gone = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.CANNOT_LOWER, saved.reason,
                                                  cause="a-cause-since-renamed"))
     assert gone.cause == "int4-operand"
+
+
+# -- causes found by mechanism: read from the kernel's state, not from TileLang's wording ----------------
+MECHANISM_CAUSES = sorted(set(_doctor.MECHANISMS) & set(doctor_kernels.KERNELS))
+
+
+@pytest.mark.parametrize("cause_id", MECHANISM_CAUSES)
+def test_a_cause_by_mechanism_is_found_from_the_state_whatever_tilelang_says(failures, cause_id):
+    err = failures[cause_id]
+    assert err.diagnosis.by_mechanism and err.diagnosis.evidence, str(err)
+    assert any(line.startswith("seen in the kernel: ") for line in err.diagnosis_lines())
+    buffers, _, source_lines, sites, threads, target = err._doctor_context
+    _, target_name, _ = doctor_kernels.KERNELS[cause_id]
+    family = "hip" if target_name.startswith("gfx") else "cuda"
+    again = _doctor.diagnose("a sentence tilelab has never read", "", pass_name=err.pass_name, target_family=family,
+                             buffers=buffers, source_lines=source_lines, sites=sites, target=target,
+                             threads=threads)
+    assert again.cause == cause_id and again.line[1] == err.kernel_line[1]
+
+
+def test_the_mechanism_names_what_collides_conflicts_or_does_not_divide(failures):
+    said = {c: failures[c].diagnosis.meaning for c in MECHANISM_CAUSES}
+    assert "iterations (i=0, j=0) and (i=0, j=1) both write f[0, 0]" in said["parallel-layout-not-injective"]
+    assert "as f[i, j] and as f[j, i]" in said["parallel-layout-conflict"]
+    assert "A's K is 32 and B's K is 128" in said["gemm-k-mismatch"]
+    assert "K=40 is not a multiple of 16" in said["mma-tile-shape"]
+    assert "sm_100a introduced" in said["feature-newer-arch"] and "lowered for sm_90a" in said["feature-newer-arch"]
+    assert "A_s is int4, B_s is int4" in said["mma-dtype"]
+    assert "64-lane" in failures["threads-below-wavefront"].diagnosis.advice or "64" in said["threads-below-wavefront"]
+    assert "A_t (local) is not" in said["scope-for-op"]
+    assert "tl.device_assert" in said["codegen-intrinsic"]

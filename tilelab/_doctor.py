@@ -195,7 +195,7 @@ def _int4(site: TileSite) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 cause("accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
-      r"local_buf must be a fragment",
+      r"local_buf(?: \w+)? must be a fragment",
       meaning="T.gemm writes its result C in registers spread over the threads, so C must be a "
               "register fragment; it was given a shared-memory (or global) buffer",
       advice="allocate the accumulator with T.alloc_fragment((block_M, block_N), accum_dtype), and copy it to "

@@ -260,7 +260,8 @@ def _few_threads(state: State) -> Finding | None:
         advice=f"give the kernel threads= a multiple of {warp} "
                f"(threads={max(warp, state.threads // warp * warp or warp)}"
                f" or {2 * warp}..)",
-        evidence=(f"target {state.target}", f"threads {state.threads}"), site=state.site)
+        evidence=(f"target {state.target}", f"threads {state.threads}"),
+        site=state.site or _named_site(state) or next(iter(_gemms(state)), None))
 
 
 @rule("accumulator-not-fragment", "T.gemm's accumulator is not a fragment")
@@ -307,7 +308,15 @@ def _gemm_k(state: State) -> Finding | None:
 
 @rule("copy-between-memories", "a tile operation between memories it does not connect")
 def _copy_scopes(state: State) -> Finding | None:
-    site = state.site if state.site is not None else _named_site(state)
+    first = state.site if state.site is not None else _named_site(state)
+    for site in [first] + [s for s in state.sites if s.op in ("T.tma_copy", "T.async_copy") and s is not first]:
+        found = _copy_site(state, site)
+        if found is not None:
+            return found
+    return None
+
+
+def _copy_site(state: State, site: Any) -> Finding | None:
     if site is None or len(site.buffers) < 2 or \
             not re.match(r"T\.(copy|reduce\w*|cumsum|async_copy|tma_copy)$", site.op):
         return None
@@ -507,13 +516,15 @@ def _scope(state: State) -> Finding | None:
                 advice="allocate the operand with T.alloc_shared (or A with T.alloc_fragment) and T.copy the tile "
                        "into it; T.alloc_local is one thread's private memory",
                 evidence=(_site_text(site), *(f"{x[0]}: {x[2]} {x[3]}" for x in site.buffers[:3])), site=site)
-    if site.op.startswith("T.reduce") and scopes and scopes[0] != "local.fragment":
+    if site.op.startswith("T.reduce") and scopes and any(x == "local" for x in scopes[:2]):
+        odd = next(b for b in site.buffers[:2] if b[2] == "local")
         return Finding(
             "scope-for-op", "a tile operation given a buffer in a memory it does not take",
-            meaning=f"{site.op} at line {site.line} reduces a register fragment across the threads that hold it; "
-                    f"its source {site.buffers[0][0]} is {scopes[0]}",
-            advice=f"copy {site.buffers[0][0]} into a T.alloc_fragment tile first (T.copy), then reduce that",
-            evidence=(_site_text(site),), site=site)
+            meaning=f"{site.op} at line {site.line} reduces a register fragment spread over the threads into another "
+                    f"fragment (or shared memory), combining what different threads hold; {odd[0]} is local, one "
+                    "thread's private memory",
+            advice=f"allocate {odd[0]} with T.alloc_fragment (T.copy a private tile into one first), then reduce",
+            evidence=(_site_text(site), *(f"{b[0]}: {b[2]} {b[3]}" for b in site.buffers[:2])), site=site)
     return None
 
 

@@ -233,6 +233,9 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
             error.kernel_line = user_line
         built = _building_site(origin, error.kernel_line)
         sites = (built,) if built is not None else sites
+        if built is not None:
+            error._doctor_context = (buffers, source_file, source_lines, sites, threads,  # type: ignore[attr-defined]
+                                     target_name)
     # what the kernel told an earlier diagnosis of this error (a second one has no kernel at hand)
     context = getattr(error, "_doctor_context", None)
     if func is None and context is not None:
