@@ -242,7 +242,7 @@ def _constants(tree: ast.Module) -> dict[str, ast.expr]:
         elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
             pairs = list(zip(target.elts, value.elts))
             if all(isinstance(t, ast.Name) and counts.get(t.id) == 1 and _literal(v) for t, v in pairs):
-                out.update({t.id: v for t, v in pairs})  # type: ignore[union-attr]
+                out.update({t.id: v for t, v in pairs})  # type: ignore[attr-defined]
     return out
 
 
