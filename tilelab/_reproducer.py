@@ -145,6 +145,21 @@ def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
         emit(_inline(ast.parse(text), constants))
         for name in constants:
             emit(_inline(ast.parse(text), {name: constants[name]}))
+    # an arithmetic expression replaced by one of its operands (what it reads may then go)
+    count = len([n for n in ast.walk(tree) if isinstance(n, ast.BinOp)])
+    for index in range(count):
+        for side in ("left", "right"):
+            copy_tree = ast.parse(text)
+            ops = [n for n in ast.walk(copy_tree) if isinstance(n, ast.BinOp)]
+
+            class Forward(ast.NodeTransformer):
+                def visit_BinOp(self, node: ast.BinOp, target: ast.BinOp = ops[index], side: str = side) -> Any:
+                    if node is target:
+                        return getattr(node, side)
+                    self.generic_visit(node)
+                    return node
+
+            emit(Forward().visit(copy_tree))
     # a loop replaced by its body (its variable bound to 0), a `with` by its body (never the kernel's
     # T.Kernel: without its threads the failure would be another)
     for index in range(len([n for n in ast.walk(tree) if _unwrappable(n, keep_kernel)])):
