@@ -25,7 +25,7 @@ ADAPTER = "tilelab._tilelang"  # the package whose modules, and only they, touch
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab._errors", "tilelab._version", "tilelab._display",
-         "tilelab._doctor"}
+         "tilelab._doctor", "tilelab._mechanisms"}
 RECORDS = {"tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab.launch._telemetry",
            "tilelab._timeline_model"}
 RECORDS |= {"tilelab.launch.tile_trace"}  # tilelab.trace_tiles's record

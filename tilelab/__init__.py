@@ -134,3 +134,15 @@ __all__ += ["EmulationError"]
 from ._errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")
+
+
+
+def _reproduce(err: LoweringError, **options: Any) -> Any:
+    """err.reproducer() of a LoweringError: the shrinking lives above the errors module (it lowers
+    candidates), and is imported only when asked for."""
+    from ._reproducer import reproduce
+
+    return reproduce(err, **options)
+
+
+LoweringError._reproduce = staticmethod(_reproduce)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TilelabError(Exception):
     """Base class: ``str(err)`` is one clear sentence (or a few) that says what to change."""
@@ -31,6 +33,7 @@ class LoweringError(TilelabError):
     """
 
     recipe: object | None = None
+    _reproduce: Any = None  # tilelab._reproducer.reproduce, set when tilelab is imported
 
     def __init__(self, summary: str, *, kernel: str | None = None,
                  kernel_line: tuple[str, int, str] | None = None, trace: str = "",
@@ -64,9 +67,8 @@ class LoweringError(TilelabError):
         to paste into a TileLang issue (:class:`tilelab._reproducer.Reproducer`; ``str()`` of it is
         the script). Shrinking stops after ``time_limit_s`` seconds with the smallest script so far;
         ``progress`` prints a line per step."""
-        from ._reproducer import reproduce
-
-        return reproduce(self, time_limit_s=time_limit_s, progress=progress)
+        # the shrinking (tilelab._reproducer) is installed by the package: this module imports nothing
+        return type(self)._reproduce(self, time_limit_s=time_limit_s, progress=progress)
 
     def diagnosis_lines(self) -> list[str]:
         """The diagnosis as short lines (the pass, the tile op, the cause and what to change)."""
