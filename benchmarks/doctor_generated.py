@@ -32,7 +32,7 @@ def explained(row: dict[str, Any]) -> bool:
 
 
 def cluster(row: dict[str, Any]) -> str:
-    from tilelab._reproducer import sentence_key
+    from tilelab.engine.reproducer import sentence_key
 
     what = row.get("cause") or ("? " + sentence_key(row.get("reason", "")))
     return f"{row.get('pass') or '?'} / {what}"
@@ -106,7 +106,7 @@ def main(args: Any) -> int:
 
 def reproducer_table(failed: list[dict[str, Any]], count: int) -> None:
     """Shrink ``count`` failures (one per cluster first) and print lines before/after and times."""
-    from tilelab._errors import LoweringError
+    from tilelab.records.errors import LoweringError
 
     picked: list[dict[str, Any]] = []
     seen: set[str] = set()

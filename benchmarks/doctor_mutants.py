@@ -344,7 +344,7 @@ def build(mutant: Mutant) -> tuple[Any, str, str]:
 def lower(mutant: Mutant) -> dict[str, Any]:
     """One row: the mutant, whether it lowered, and for a failure the doctor's diagnosis."""
     from tilelab import _tilelang
-    from tilelab._errors import LoweringError
+    from tilelab.records.errors import LoweringError
 
     row: dict[str, Any] = {"seed": mutant.seed, "mutation": mutant.mutation, "target": mutant.target,
                            "edit": list(mutant.edit), "kwargs": [list(kv) for kv in mutant.kwargs]}

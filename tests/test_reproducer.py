@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from tilelab._cell import CellSession, CellSource, cell_identity
-from tilelab._cell_options import parse_cell_line
-from tilelab._errors import LoweringError
-from tilelab._reproducer import code_lines, sentence_key, shrink
+from tilelab.cell.options import parse_cell_line
+from tilelab.cell.session import CellSession, CellSource, cell_identity
+from tilelab.engine.reproducer import code_lines, sentence_key, shrink
+from tilelab.records.errors import LoweringError
 
 # -- the shrinking, on text ---------------------------------------------------------------------------
 SCRIPT = """\
@@ -183,7 +183,7 @@ def run_cell(text, target, name):
     filename = f"<tilelab-repro-{name}>"
     linecache.cache[filename] = (len(python), None, python.splitlines(True), filename)
     host_shown = []
-    from tilelab._cell import CellHost
+    from tilelab.cell.session import CellHost
 
     host = CellHost(display=host_shown.append, traceback=lambda err, tb: [str(err)],
                     syntax_traceback=lambda err: [str(err)], say=lambda line: None)
@@ -201,7 +201,7 @@ def test_the_reproducer_of_a_failing_cell_fails_the_same_way_in_a_fresh_process_
     err = run_cell(text, target, cause)
     assert err.cause == cause, str(err)
     # the magic's short traceback says how to get the reproducer
-    from tilelab._cell import lowering_lines
+    from tilelab.cell.session import lowering_lines
 
     source = CellSource(text, "\n" + text, f"<tilelab-repro-{cause}>", "")
     assert any("sys.last_value.reproducer()" in line for line in lowering_lines(err, source))

@@ -573,7 +573,7 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     """``obj`` (any kernel-like object written for a GPU) rewritten and compiled for target ``c``.
     Raises :class:`EmulationRefused` for constructs with no tile-level meaning and tilelab's
     LoweringError with TileLang's reason when the rewritten kernel does not lower."""
-    from .trace import passes_before
+    from .passes import passes_before
 
     source = resolve_kernel(obj, args, kwargs)
     emulation = rewrite_for_cpu(source.prim_func, source.name)

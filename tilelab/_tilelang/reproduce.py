@@ -8,7 +8,7 @@ process, lowers its kernel as tilelab does and returns the failure (a LoweringEr
 diagnosis) or None; ``stop_after`` ends the lowering after the pass that failed first, so that a
 candidate that does not fail costs no more than one that does. :func:`script_tail` is the few
 lines that lower the kernel in the standalone script. The shrinking itself is
-:mod:`tilelab._reproducer`'s.
+:mod:`tilelab.engine.reproducer`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import LoweringError
+from ..records.errors import LoweringError
 from .env import tilelang, tilelang_version
 from .errors import _lowering_error, _PassTracker, diagnosed, tilelang_errors
 

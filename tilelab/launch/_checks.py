@@ -120,7 +120,7 @@ def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
     compared equal to NaN), and the NaN/inf the input held."""
     import torch
 
-    from .._launch_model import InputState
+    from ..records.launch import InputState
 
     states = []
     for name, after, before in snapshot:

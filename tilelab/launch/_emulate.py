@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TilelabError
-from .._launch_model import RunResult
+from ..records.errors import TilelabError
+from ..records.launch import RunResult
 from . import _checks, _inputs, _worker
 from ._cuda_errors import KernelLaunchError
 from ._kernel import Prepared, reference
@@ -128,7 +128,7 @@ class EmulationError(TilelabError, ValueError):
 
 
 def _runtime_path() -> str:
-    from .._cache import cache_dir
+    from ..engine.cache import cache_dir
 
     digest = hashlib.sha256(_RUNTIME_SOURCE.encode()).hexdigest()[:16]
     return os.path.join(str(cache_dir()), "emulation", f"runtime-{digest}.so")
@@ -285,7 +285,7 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     """``kernel`` (a TileLang kernel written for a GPU) compiled for the CPU here (so that a refusal
     or a lowering failure is raised in the caller's process) and described by its signature."""
     from .. import _tilelang
-    from .._errors import LoweringError
+    from ..records.errors import LoweringError
 
     source = _tilelang.resolve_kernel(kernel)
     runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
@@ -316,7 +316,7 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
     """``blocks=`` (None: all; one linear index; or a sequence of linear indices and (x, y[, z])
     tuples, as :func:`tilelab.timeline` takes them) as sorted linear
     indices; EmulationError with what to change where a block is outside the grid."""
-    from .. import _timeline
+    from ..instrument.decode import timeline as _timeline
 
     if blocks is None:
         return None
@@ -342,10 +342,11 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
 
 
 def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
-        blocks: Any = None, timeout: float | None = None, isolate: bool = True,
+        blocks: Any = None, timeout: float | None = None, worker: Any = None,
         reason: str | None = None) -> RunResult:
-    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc); ``reason`` is said in
-    the result's notes (why the CPU was chosen, when the caller did not ask)."""
+    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc), launched in ``worker``
+    (None: in this process); ``reason`` is said in the result's notes (why the CPU was chosen, when
+    the caller did not ask)."""
     import torch
 
     from .. import _tilelang
@@ -381,7 +382,6 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     # tensor stays as it was, so an input the kernel stored into (its flag says so) is compared with it.
     copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True) for i in in_positions}
     timeout = RUN_TIMEOUT_S if timeout is None else timeout
-    worker = _worker.default_worker(CPU_WORKER) if isolate and not _worker.in_worker() else None
     stored: list[Any] = []  # the "stored into" flags of the last launch
     inputs_after: list[Any] = []  # the inputs as the first launch left them
 
@@ -450,7 +450,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
     dtype), as the GPU's launch would have; the NaN/inf it held before."""
     import torch
 
-    from .._launch_model import InputState
+    from ..records.launch import InputState
 
     flag_of = {p.name: stored[k] if k < len(stored) else True for k, p in enumerate(tensor_params)}
     states = []
@@ -458,7 +458,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         p, before = prepared.params[i], full[i]
         written = flag_of.get(p.name, True)
         held = now if not written else before  # an input never stored into holds what it was given
-        nonfinite = int((~torch.isfinite(held)).sum().item()) if held.is_floating_point() else 0
+        nonfinite = _inputs.count_nonfinite(held)
         changed, first = 0, None
         if written:
             was = before.to(now.dtype)

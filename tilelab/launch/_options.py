@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._launch_model import BENCH_MODES
+from ..records.launch import BENCH_MODES
 from . import _stability
 
 ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included
@@ -131,6 +131,14 @@ class BenchOptions:
         if self.ci_target == "auto":
             return CI_TARGET if self.mode == "sustained" and self.steady else None
         return self.ci_target  # type: ignore[return-value]
+
+    @property
+    def longest_ms(self) -> float:
+        """The longest the measurement may take, in ms: the warm-up (up to the steady-state cap in
+        steady sustained mode) and every round ``ci_target`` may take."""
+        warm = max(self.warmup_ms, self.steady_cap_ms) if self.mode == "sustained" and self.steady else self.warmup_ms
+        rounds = self.max_rounds if self.interval_target else 1
+        return warm + rounds * self.repetition_ms
 
     @property
     def flushes(self) -> bool:
