@@ -529,8 +529,15 @@ def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_
     assert _corpus.rediagnosed(lowered) is lowered
 
 
-def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence():
-    # (if this sentence ever joins the catalogue, pick another kernel TileLang cannot lower)
+def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence(monkeypatch):
+    # A WGMMA tile 24 columns wide: its mechanism (a B row of 48 bytes no WGMMA layout tiles) is found
+    # from the kernel's state; with no rule to find it, the failure is outside the catalogue.
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
+    assert info.value.cause == "mma-tile-shape" and "N=24 float16 are 48 bytes" in info.value.diagnosis.meaning
+    from tilelab._tilelang import mechanisms
+
+    monkeypatch.setattr(mechanisms, "RULES", [])
     with pytest.raises(LoweringError) as info:
         tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
     err = info.value
@@ -539,6 +546,8 @@ def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_s
     assert Path(err.kernel_line[0]).name == KERNEL_FILE.name and err.kernel_line[1] in marked_lines("unknown")
     text = str(err)
     assert "failed in pass tl.LowerTileOp" in text and "not in tilelab's catalogue" in text
+    # and everything known of the operation: the target, the threads, its buffers
+    assert "what is known: target sm_90a, 128 threads; T.wgmma_gemm at line" in text
 
 
 def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures):
