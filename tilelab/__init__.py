@@ -153,3 +153,14 @@ _LAZY.update({
     "compare_timelines": (".records.timeline", "compare_timelines"),
 })
 __all__ += ["compare_timelines", "region", "region_begin", "region_end"]
+
+
+def _reproduce(err: LoweringError, **options: Any) -> Any:
+    """err.reproducer() of a LoweringError: the shrinking lives above the errors module (it lowers
+    candidates), and is imported only when asked for."""
+    from .engine.reproducer import reproduce
+
+    return reproduce(err, **options)
+
+
+LoweringError._reproduce = staticmethod(_reproduce)
