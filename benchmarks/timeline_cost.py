@@ -39,8 +39,8 @@ def job(spec: dict) -> dict:
         from tilelab.engine.toolchain import find_toolchain
         from tilelab.instrument.rewrite.timeline import instrument
     except ImportError:
-        from tilelab.instrument.rewrite.timeline import instrument  # type: ignore[no-redef]
-        from tilelab.engine.toolchain import find_toolchain  # type: ignore[no-redef]
+        from tilelab._timeline_rewrite import instrument  # type: ignore[no-redef]
+        from tilelab._toolchain import find_toolchain  # type: ignore[no-redef]
 
     ns: dict = {}
     exec(KERNELS[spec["kernel"]][0], ns)
