@@ -194,48 +194,113 @@ def _has_gpu() -> bool:
     return _tilelang.has_gpu()
 
 
-def check(exercise_id: str, answer: Any = ...) -> Check:
-    """Check ``answer`` for exercise ``exercise_id`` and record the try.
-
-    ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
-    without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
-    went wrong, never the answer; an exception from the student's code is reported, not raised.
-    A passed exercise with ``reveal`` shows what it reveals.
-    """
-    ex = get(exercise_id)
-    _touch(ex)
+def judge(ex: Exercise, answer: Any) -> Check:
+    """The outcome of ``answer`` for ``ex``, recording nothing (the grader's clean process calls
+    this directly; :func:`check` records it in the student's progress)."""
     hints = len(ex.hints)
     if is_placeholder(answer, ex.given):
         what = "change the kernel above" if ex.given else "replace the ... with your answer"
         return Check(ex.id, ex.title, "unanswered", f"not answered yet: {what}", hints)
     if ex.needs_gpu and not _has_gpu():
-        result = Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
-                       "the rest of the notebook works without one", hints)
-        return _record(ex, result)
+        return Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
+                     "the rest of the notebook works without one", hints)
     assert ex.checker is not None
     try:
         outcome = ex.checker(answer)
     except Wrong as wrong:
-        return _record(ex, Check(ex.id, ex.title, "failed", str(wrong), hints))
+        return Check(ex.id, ex.title, "failed", str(wrong), hints)
     except Exception as err:
-        return _record(ex, Check(ex.id, ex.title, "failed",
-                                 f"your answer raised {type(err).__name__}: {_short(err)}", hints))
+        return Check(ex.id, ex.title, "failed", f"your answer raised {type(err).__name__}: {_short(err)}", hints)
     if isinstance(outcome, NeedsGpu):
-        return _record(ex, Check(ex.id, ex.title, "needs_gpu", str(outcome), hints))
+        return Check(ex.id, ex.title, "needs_gpu", str(outcome), hints)
     revealed = None
     if ex.reveal is not None:
         try:
             revealed = ex.reveal(answer)
         except Exception as err:
             revealed = f"(what this exercise reveals could not be drawn: {type(err).__name__}: {_short(err)})"
-    return _record(ex, Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed))
+    return Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed)
 
 
-def _record(ex: Exercise, result: Check) -> Check:
-    _TRIED.add(ex.id)
+def check(exercise_id: str, answer: Any = ...) -> Check:
+    """Check ``answer`` for exercise ``exercise_id`` and record the try.
+
+    ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
+    without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
+    went wrong, never the answer; an exception from the student's code is reported, not raised.
+    A passed exercise with ``reveal`` shows what it reveals. Only an answer of the exercise's kind
+    (see :func:`is_attempt`) counts as a try that opens the solution.
+    """
+    ex = get(exercise_id)
+    _touch(ex)
+    result = judge(ex, answer)
+    if result.status == "unanswered":
+        return result
+    attempt = is_attempt(ex, answer)
+    if not attempt and not result.passed:
+        result = Check(ex.id, ex.title, result.status, result.message + f" (not yet an attempt of {ex.id}: "
+                       f"{_kind_words(ex)}; the solution opens after one)", result.hints)
+    return _record(ex, result, attempt)
+
+
+_SOLUTION_VALUES: dict[str, Any] = {}
+
+
+def _solution_value(ex: Exercise) -> Any:
+    """The value the exercise's own solution cell binds (what an answer of its kind looks like)."""
+    if ex.id not in _SOLUTION_VALUES:
+        from . import _answers
+
+        try:
+            _SOLUTION_VALUES[ex.id] = _answers.evaluate(ex, ex.solution)
+        except Exception:  # a lesson whose solution cannot run here: any non-placeholder answer counts
+            _SOLUTION_VALUES[ex.id] = None
+    return _SOLUTION_VALUES[ex.id]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind_words(ex: Exercise) -> str:
+    value = _solution_value(ex)
+    if callable(value):
+        return "the answer is your kernel function, the def of the cell above"
+    if _number(value):
+        return "the answer is a number"
+    if isinstance(value, (tuple, list)):
+        return f"the answer is a tuple of {len(value)}"
+    if isinstance(value, str):
+        return "the answer is a text"
+    return f"the answer is a {type(value).__name__}"
+
+
+def is_attempt(ex: Exercise, answer: Any) -> bool:
+    """Whether ``answer`` is a real attempt of ``ex``: of the kind its solution is (a kernel
+    function where a kernel is asked, a number where a number is, a tuple of as many parts, a
+    text), so that ``check("08.1", 0)`` does not open 08.1's solution."""
+    if is_placeholder(answer, ex.given):
+        return False
+    value = _solution_value(ex)
+    if value is None:
+        return True
+    if callable(value):
+        return callable(answer)
+    if _number(value):
+        return _number(answer)
+    if isinstance(value, (tuple, list)):
+        return isinstance(answer, (tuple, list)) and len(answer) == len(value)
+    if isinstance(value, str):
+        return isinstance(answer, str) and bool(answer.strip())
+    return isinstance(answer, type(value))
+
+
+def _record(ex: Exercise, result: Check, attempt: bool = True) -> Check:
+    if attempt:
+        _TRIED.add(ex.id)
     passed = result.passed
     _progress.update(ex.id, tries=lambda n: (n or 0) + 1, last=result.status,
-                     passed=lambda old: bool(old) or passed)
+                     attempts=lambda n: (n or 0) + int(attempt), passed=lambda old: bool(old) or passed)
     return result
 
 
@@ -246,19 +311,21 @@ def hint(exercise_id: str) -> Hint:
     total = len(ex.hints)
     if not total:
         return Hint(ex.id, ex.title, 0, 0, ())
+    before = int(_progress.read().get(ex.id, {}).get("hints") or 0)
     record = _progress.update(ex.id, hints=lambda n: min((n or 0) + 1, total))
     number = int(record["hints"])
-    return Hint(ex.id, ex.title, number, total, ex.hints[:number])
+    return Hint(ex.id, ex.title, number, total, ex.hints[:number], exhausted=before >= total)
 
 
 def solution(exercise_id: str) -> Solution:
     """An exercise's solution, once it was tried (checked with an answer) at least once."""
     ex = get(exercise_id)
     _touch(ex)
-    tried = ex.id in _TRIED or int(_progress.read().get(ex.id, {}).get("tries") or 0) > 0
+    tried = ex.id in _TRIED or int(_progress.read().get(ex.id, {}).get("attempts") or 0) > 0
     if not tried:
         return Solution(ex.id, ex.title, "refused", "try it first: the solution opens after your first check "
-                        f"of {ex.id} with an answer (workshop.hint(\"{ex.id}\") helps meanwhile)")
+                        f"of {ex.id} with an answer of its kind ({_kind_words(ex)}; "
+                        f"workshop.hint(\"{ex.id}\") helps meanwhile)")
     _progress.update(ex.id, solution_seen=True)
     return Solution(ex.id, ex.title, "shown", ex.solution)
 
@@ -272,7 +339,8 @@ def progress(notebook: str | int | None = None) -> Progress:
     for ex in registry().values():
         r = records.get(ex.id, {})
         tries = int(r.get("tries") or 0)
-        state = "passed" if r.get("passed") else "tried" if tries else "not tried"
+        state = ("passed" if r.get("passed") else "needs GPU" if r.get("last") == "needs_gpu"
+                 else "tried" if tries else "not tried")
         standings.append(Standing(ex.id, ex.title, state, tries, int(r.get("hints") or 0), str(r.get("last") or ""),
                                   bool(r.get("solution_seen"))))
     return Progress(key, tuple(standings), str(_progress.path()))

@@ -14,7 +14,7 @@ from .._records import Record
 
 STATUSES = ("passed", "failed", "unanswered", "needs_gpu")
 KINDS = ("writes", "fixes", "predict", "explain")
-STATES = ("passed", "tried", "not tried")  # a student's standing on one exercise
+STATES = ("passed", "tried", "needs GPU", "not tried")  # a student's standing on one exercise
 
 
 class _Shown(DisplayedText):
@@ -108,13 +108,15 @@ class Check(_Shown):
 
 @dataclass(frozen=True, repr=False)
 class Hint(_Shown, Record):
-    """The hints given so far for one exercise: ``shown`` holds hints 1..``number`` of ``total``."""
+    """The hints given so far for one exercise: ``shown`` holds hints 1..``number`` of ``total``;
+    ``exhausted`` when this call asked for one more after the last (it says so, not only repeats)."""
 
     exercise: str
     title: str
     number: int
     total: int
     shown: tuple[str, ...]
+    exhausted: bool = False
 
     @property
     def text(self) -> str:
