@@ -262,36 +262,41 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _kind_words(ex: Exercise) -> str:
-    value = _solution_value(ex)
-    if callable(value):
-        return "the answer is your kernel function, the def of the cell above"
-    if _number(value):
-        return "the answer is a number"
-    if isinstance(value, (tuple, list)):
-        return f"the answer is a tuple of {len(value)}"
+def _kind(value: Any) -> str:
+    """What sort of answer a value is: a function, a value (a number, or a tuple, list or dict of
+    them: "how many" and "which (x, y)" answers are the same sort), a text, else its type's name."""
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return "function"
+    if _number(value) or isinstance(value, (tuple, list, dict)):
+        return "value"
     if isinstance(value, str):
-        return "the answer is a text"
-    return f"the answer is a {type(value).__name__}"
+        return "text"
+    return type(value).__name__
+
+
+_KIND_WORDS = {"function": "the answer is a function: your def of the cell above", "value": "the answer is a value "
+               "(a number, or a tuple or dict of them)", "text": "the answer is a text"}
+
+
+def _kind_words(ex: Exercise) -> str:
+    kind = _kind(_solution_value(ex))
+    return _KIND_WORDS.get(kind, f"the answer is a {kind}")
 
 
 def is_attempt(ex: Exercise, answer: Any) -> bool:
-    """Whether ``answer`` is a real attempt of ``ex``: of the kind its solution is (a kernel
-    function where a kernel is asked, a number where a number is, a tuple of as many parts, a
-    text), so that ``check("08.1", 0)`` does not open 08.1's solution."""
+    """Whether ``answer`` is a real attempt of ``ex``: of the sort its solution is (see
+    :func:`_kind`), so that ``check("08.1", 0)`` does not open 08.1's solution; a text must say
+    something."""
     if is_placeholder(answer, ex.given):
         return False
     value = _solution_value(ex)
     if value is None:
         return True
-    if callable(value):
-        return callable(answer)
-    if _number(value):
-        return _number(answer)
-    if isinstance(value, (tuple, list)):
-        return isinstance(answer, (tuple, list)) and len(answer) == len(value)
-    if isinstance(value, str):
+    kind = _kind(value)
+    if kind == "text":
         return isinstance(answer, str) and bool(answer.strip())
+    if kind in ("function", "value"):
+        return _kind(answer) == kind
     return isinstance(answer, type(value))
 
 
