@@ -194,9 +194,11 @@ def _has_gpu() -> bool:
     return _tilelang.has_gpu()
 
 
-def judge(ex: Exercise, answer: Any) -> Check:
+def judge(ex: Exercise, answer: Any, *, timeout: float | None = None) -> Check:
     """The outcome of ``answer`` for ``ex``, recording nothing (the grader's clean process calls
-    this directly; :func:`check` records it in the student's progress)."""
+    this directly; :func:`check` records it in the student's progress). A kernel exercise's
+    checker runs in a process of its own where it can (:mod:`._isolate`): a crash or a kernel that
+    never ends is one failed check, stopped after ``timeout`` seconds."""
     hints = len(ex.hints)
     if is_placeholder(answer, ex.given):
         what = "change the kernel above" if ex.given else "replace the ... with your answer"
@@ -204,13 +206,35 @@ def judge(ex: Exercise, answer: Any) -> Check:
     if ex.needs_gpu and not _has_gpu():
         return Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
                      "the rest of the notebook works without one", hints)
-    assert ex.checker is not None
+    checker = ex.checker
+    assert checker is not None
+    from . import _isolate
+
+    limit = _isolate.DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    warned: list[str] = []
     try:
-        outcome = ex.checker(answer)
+        if ex.grades_a_kernel and _isolate.can_isolate():
+            run = _isolate.isolated(lambda: checker(answer), limit)
+            warned = _isolate.warnings_in(run.stderr)
+            if run.status == "timed out":
+                raise Wrong(f"the check was stopped after {limit:g} s: your kernel (or its compilation) never "
+                            "finished. A loop whose bound never comes, or a very large size? (This notebook "
+                            "is fine: the kernel ran in a process of its own.)")
+            if run.status == "crashed":
+                raise Wrong(f"your kernel crashed the process that ran it ({_isolate.crash_words(run.signal)}). "
+                            "This notebook is fine: the kernel ran in a process of its own. Look at the "
+                            "indices of every load and store: can one go below zero or past the end?")
+            if run.status == "raised":
+                assert run.error is not None
+                raise run.error
+            outcome = run.value
+        else:
+            outcome = checker(answer)
     except Wrong as wrong:
-        return Check(ex.id, ex.title, "failed", str(wrong), hints)
+        return Check(ex.id, ex.title, "failed", str(wrong) + _warned(warned), hints)
     except Exception as err:
-        return Check(ex.id, ex.title, "failed", f"your answer raised {type(err).__name__}: {_short(err)}", hints)
+        return Check(ex.id, ex.title, "failed", f"your answer raised {type(err).__name__}: {_short(err)}"
+                     + _warned(warned), hints)
     if isinstance(outcome, NeedsGpu):
         return Check(ex.id, ex.title, "needs_gpu", str(outcome), hints)
     revealed = None
@@ -222,18 +246,25 @@ def judge(ex: Exercise, answer: Any) -> Check:
     return Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed)
 
 
-def check(exercise_id: str, answer: Any = ...) -> Check:
+def _warned(warnings: list[str]) -> str:
+    if not warnings:
+        return ""
+    return "\nTileLang warned while compiling it: " + " | ".join(warnings)
+
+
+def check(exercise_id: str, answer: Any = ..., *, timeout: float | None = None) -> Check:
     """Check ``answer`` for exercise ``exercise_id`` and record the try.
 
     ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
     without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
     went wrong, never the answer; an exception from the student's code is reported, not raised.
     A passed exercise with ``reveal`` shows what it reveals. Only an answer of the exercise's kind
-    (see :func:`is_attempt`) counts as a try that opens the solution.
+    (see :func:`is_attempt`) counts as a try that opens the solution. A kernel's check runs apart
+    from the notebook and stops after ``timeout`` seconds (default 300).
     """
     ex = get(exercise_id)
     _touch(ex)
-    result = judge(ex, answer)
+    result = judge(ex, answer, timeout=timeout)
     if result.status == "unanswered":
         return result
     attempt = is_attempt(ex, answer)
