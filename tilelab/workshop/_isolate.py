@@ -74,7 +74,7 @@ def _portable(err: BaseException) -> BaseException:
 def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outcome:
     """``call()`` in a forked child, stopped after ``timeout`` seconds (see the module)."""
     read_fd, write_fd = os.pipe()
-    err_file = tempfile.TemporaryFile()
+    err_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, after the child)
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
@@ -87,13 +87,13 @@ def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outco
             try:
                 result: tuple[str, Any] = ("returned", call())
                 payload = pickle.dumps(result)
-            except BaseException as err:  # noqa: BLE001: everything the call raised goes back
+            except BaseException as err:  # everything the call raised goes back
                 payload = pickle.dumps(("raised", _portable(err)))
             view = memoryview(payload)
             while view:
                 n = os.write(write_fd, view)
                 view = view[n:]
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             code = 70
         finally:
             os._exit(code)
