@@ -70,5 +70,7 @@ def test_a_crash_and_an_exception_in_an_isolated_call_come_back():
     assert raised.status == "raised" and isinstance(raised.error, ZeroDivisionError)
     wrong = _isolate.isolated(lambda: (_ for _ in ()).throw(workshop.Wrong("rows 3-4 are wrong")), timeout=30)
     assert isinstance(wrong.error, workshop.Wrong) and str(wrong.error) == "rows 3-4 are wrong"
-    said = _isolate.isolated(lambda: (os.write(2, b"Warning: buffer x read before initialization\n"), 7)[1], 30)
-    assert said.value == 7 and _isolate.warnings_in(said.stderr) == ["Warning: buffer x read before initialization"]
+    said = _isolate.isolated(lambda: (os.write(2, b"[12:00:01] x.cc:3: Warning: Buffer read before initialization\n"
+                                                b"   T.gemm accumulates into C\n\nother\n"), 7)[1], 30)
+    assert said.value == 7
+    assert _isolate.warnings_in(said.stderr) == ["Buffer read before initialization T.gemm accumulates into C"]

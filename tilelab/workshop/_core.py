@@ -231,6 +231,8 @@ def judge(ex: Exercise, answer: Any, *, timeout: float | None = None) -> Check:
         else:
             outcome = checker(answer)
     except Wrong as wrong:
+        if any("before initiali" in w for w in warned):  # TileLang named the bug: that comes first
+            return Check(ex.id, ex.title, "failed", _warned(warned).strip() + "\n" + str(wrong), hints)
         return Check(ex.id, ex.title, "failed", str(wrong) + _warned(warned), hints)
     except Exception as err:
         return Check(ex.id, ex.title, "failed", f"your answer raised {type(err).__name__}: {_short(err)}"
@@ -249,7 +251,7 @@ def judge(ex: Exercise, answer: Any, *, timeout: float | None = None) -> Check:
 def _warned(warnings: list[str]) -> str:
     if not warnings:
         return ""
-    return "\nTileLang warned while compiling it: " + " | ".join(warnings)
+    return "\nTileLang warned while compiling your kernel: " + " | ".join(warnings)
 
 
 def check(exercise_id: str, answer: Any = ..., *, timeout: float | None = None) -> Check:

@@ -149,11 +149,18 @@ def crash_words(ended: int) -> str:
 
 
 def warnings_in(stderr: str) -> list[str]:
-    """TileLang's own warnings in what a check wrote to standard error (one line each, deduplicated)."""
+    """TileLang's own warnings in what a check wrote to standard error: each "Warning:" line with
+    the explaining lines right after it (deduplicated, at most four)."""
     found: list[str] = []
-    for line in stderr.splitlines():
-        text = line.strip()
-        low = text.lower()
-        if ("warn" in low or "before initialization" in low) and text not in found:
-            found.append(text[:300])
+    lines = stderr.splitlines()
+    for n, line in enumerate(lines):
+        if "warning" not in line.lower():
+            continue
+        text = line.split("Warning:", 1)[-1].strip() if "Warning:" in line else line.strip()
+        for more in lines[n + 1:n + 3]:
+            if not more.strip() or "warning" in more.lower() or more.lstrip().startswith("["):
+                break
+            text += " " + more.strip()
+        if text not in found:
+            found.append(text[:400])
     return found[:4]

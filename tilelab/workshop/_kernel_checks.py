@@ -52,6 +52,37 @@ def compile_c(func: Any, *, guards: bool = True, name: str | None = None) -> Any
         return tilelang.compile(func, target="c", pass_configs=configs)
 
 
+def tilelang_warnings(func: Any) -> list[str]:
+    """TileLang's own warnings about ``func`` (a buffer "read before initialization"...): it is
+    lowered for the CPU without the kernel cache (which would answer without lowering again), with
+    what TileLang writes to standard error collected."""
+    import os
+    import sys
+    import tempfile
+
+    import tilelang
+
+    from ._isolate import warnings_in
+
+    with tempfile.TemporaryFile() as caught:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError):
+            return []
+        try:
+            os.dup2(caught.fileno(), 2)
+            try:
+                tilelang.lower(func, target="c")
+            except Exception:  # the run reports what is wrong; this only lets TileLang speak
+                pass
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        caught.seek(0)
+        return warnings_in(caught.read().decode(errors="replace"))
+
+
 @dataclasses.dataclass(frozen=True)
 class Launched:
     """One CPU launch: each output as the kernel left it, what it wrote past each output's end and

@@ -105,6 +105,13 @@ def _first_k_tile(block_k: int):
     return ref
 
 
+def _short_k(block_k: int):
+    def ref(A: Any, B: Any) -> Any:
+        return A[:, :-block_k] @ B[:-block_k, :]
+
+    return ref
+
+
 def _last_k_tile(block_k: int):
     def ref(A: Any, B: Any) -> Any:
         return A[:, -block_k:] @ B[-block_k:, :]
@@ -152,10 +159,21 @@ def _cpu_gemm(factory: Any) -> str:
             shapes.append(f"{M}x{N}x{K}")
             continue
         out = result.outputs[0]
+        if out.unwritten or out.nonfinite:  # TileLang's own warning names an accumulator never cleared
+            from tilelab.workshop import _kernel_checks
+
+            said = [w for w in _kernel_checks.tilelang_warnings(kernel) if "before initiali" in w]
+            if said:
+                raise Wrong(f"{where}, C holds garbage: TileLang warns \"{said[0]}\". The accumulator is read "
+                            "(T.gemm adds into it) before anything sets it: it starts from whatever that memory "
+                            "held.")
         if out.unwritten:
             traced = "; ".join(_traced(kernel, M, N, K)) or f"{out.unwritten} elements of C were never written"
             raise Wrong(f"{where}, {traced}: does every block store its tile where its (bx, by) say, and does the "
                         f"grid cover C?{_tile_map(result)}")
+        if tilelab.run(kernel, ref=_short_k(bk), target="c", seed=4).passed:
+            raise Wrong(f"{where}, C holds the product of every block_K slice of K but the last: the loop over K "
+                        "stops one slice short (how many slices of block_K does K hold?)")
         if tilelab.run(kernel, ref=_first_k_tile(bk), target="c", seed=4).passed:
             raise Wrong(f"{where}, C holds only the product of the first block_K slice of K: the loop over K "
                         "must visit every slice and add each product into the accumulator")
