@@ -275,8 +275,11 @@ def _tma_store(factory: Any) -> str:
     before = _report().kernels[0].dynamic_shared_memory_bytes
     reuse = (f"; dynamic shared memory is still {smem} B: TileLang reuses the pipeline's buffers for the staging "
              "tile once the K loop is done") if smem == before else f"; dynamic shared memory {smem} B"
+    from ._common_b import gemm_on_cpu
+
+    right = gemm_on_cpu(factory)
     return (f"C is written by a TMA bulk store (device line {store.evidence_line}: {store.evidence[:60]}...)"
-            f"{reuse}")
+            f"{reuse}; {right}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -372,11 +375,14 @@ def _per_copy(factory: Any) -> str:
         raise Wrong("the epilogue lost its TMA store: switch TMA off on the two loads only, and keep C staged "
                     "through shared memory")
     _expect_gemm_fast(ops, report)
-    block = report.kernels[0].block
+    from ._common_b import gemm_on_cpu
+
+    right = gemm_on_cpu(factory)
     ws = report.lowering
-    return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; the block launches {block[0]} threads: "
+    # the thread count is not said: it is 07.1's answer
+    return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; "
             + ("still warp-specialized" if ws.warp_specialized
-               else f"not warp-specialized ({ws.warp_specialization_reason})"))
+               else f"not warp-specialized ({ws.warp_specialization_reason})") + f"; {right}")
 
 
 def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:

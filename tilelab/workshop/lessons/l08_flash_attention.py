@@ -353,9 +353,30 @@ def _keep_p(answer: Any) -> str:
     mine = int(report.kernels[0].dynamic_shared_memory_bytes)
     before = int(given.kernels[0].dynamic_shared_memory_bytes)
     expect(mine < before, "P is read from registers now, but the kernel asks for as much shared memory as before")
+    right = _flash_on_cpu(answer)
     gpu = on_gpu(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), torch_attention,
                  tolerance=ATTENTION_TOLERANCE)
-    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B." + gpu
+    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B; {right}." + gpu
+
+
+# the size a flash attention written for a GPU is checked at on the CPU: query and key tiles of
+# different sizes (block_M != block_N), several key blocks so the online softmax rescales
+FLASH_CPU = {"seq": 128, "dim": 32, "block_M": 64, "block_N": 32}
+
+
+def _flash_on_cpu(answer: Any) -> str:
+    """The results part of a flash attention graded for Hopper: its tile program run on the CPU."""
+    import tilelab
+
+    kernel = build(answer, name="my_flash", **FLASH_CPU)
+    result = tilelab.run(kernel, ref=torch_attention, device="cpu", seed=23,
+                         tile=(FLASH_CPU["block_M"], FLASH_CPU["dim"]))
+    where = (f"run on the CPU (the tile program's meaning) at seq={FLASH_CPU['seq']}, dim={FLASH_CPU['dim']} with "
+             f"{FLASH_CPU['block_M']} queries x {FLASH_CPU['block_N']} keys a step")
+    expect(result.passed, f"it lowers as asked, but {where} O is wrong: {where_wrong(result)}. Each row of "
+                          "softmax(Q K^T) sums to 1: look at what happens to acc and row_sum when the row's max "
+                          "grows (the rescale), and at the final division")
+    return f"right on the CPU at seq={FLASH_CPU['seq']} with {FLASH_CPU['block_M']}x{FLASH_CPU['block_N']} tiles"
 
 
 def _given_08_4() -> Any:

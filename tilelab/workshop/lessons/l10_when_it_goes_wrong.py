@@ -11,7 +11,7 @@ from typing import Any
 
 from tilelab.workshop import NeedsGpu, Wrong, exercise, expect
 
-from ._common_b import build, inspect, run_cpu, where_wrong
+from ._common_b import build, gemm_on_cpu, inspect, run_cpu, where_wrong
 
 
 def has_gpu() -> bool:
@@ -429,8 +429,10 @@ def _many(answer: Any) -> str:
     amd = inspect(build(answer, 512, 512, 512, "gfx942", name="my_gemm"), "gfx942")
     expect(amd.mfma, "the MI300 build's T.gemm does not issue MFMA: its tiles must be in LDS (T.alloc_shared) and "
                      "its accumulator a fragment")
+    right = gemm_on_cpu(lambda M, N, K, bm, bn, bk: build(answer, M, N, K, "sm_90a", bm, bn, bk, name="my_gemm"))
     return (f"the CPU build is right; Hopper: {min(w.instruction for w in hopper.wgmma)} WGMMA with "
-            f"{len(hopper.tma_descriptors)} TMA loads; MI300: {amd.mfma[0].m}x{amd.mfma[0].n}x{amd.mfma[0].k} MFMA")
+            f"{len(hopper.tma_descriptors)} TMA loads, its tile program {right}; MI300: "
+            f"{amd.mfma[0].m}x{amd.mfma[0].n}x{amd.mfma[0].k} MFMA")
 
 
 wrong_answers = {
