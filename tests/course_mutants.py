@@ -32,6 +32,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("01.1", "block_M/block_N swapped", f"{_ROW}, {_COL}", "by * block_N + i, bx * block_M + j", _WHERE),
     Mutant("01.1", "one row down", f"B[{_ROW}, {_COL}]", f"B[{_ROW} + 1, {_COL}]", _OOB + "|" + _WHERE),
     Mutant("01.1", "value changed", f"= A[{_ROW}, {_COL}]", f"= A[{_ROW}, {_COL}] * 2.0", r"wrong values"),
+    # 01.4 cover the edge (100 x 70: the grid must round up)
+    Mutant("01.4", "rows rounded down", "T.ceildiv(M, block_M)", "M // block_M", r"never written"),
+    Mutant("01.4", "swapped bx/by", f"B[{_ROW}, {_COL}] = A[{_ROW}, {_COL}]",
+           "B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j]", _WHERE),
+    Mutant("01.4", "grid axes swapped", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)",
+           "T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N)", _WHERE),
+    Mutant("01.4", "sign of j", _COL, "bx * block_N - j", _OOB + "|" + _WHERE),
+    Mutant("01.4", "value changed", f"= A[{_ROW}, {_COL}]", f"= A[{_ROW}, {_COL}] + 1.0", r"wrong values"),
     # 01.5 your own guard (100 x 70, guards off)
     Mutant("01.5", "column guard dropped", f" and {_COL} < N", "", _OOB + "|" + _WHERE),
     Mutant("01.5", "<= for <", f"{_ROW} < M", f"{_ROW} <= M", _OOB + "|" + _WHERE),
@@ -39,6 +47,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("01.5", "swapped bx/by", f"B[{_ROW}, {_COL}] = A[{_ROW}, {_COL}]",
            "B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j]", _OOB + "|" + _WHERE),
     Mutant("01.5", "sign of j", _COL, "bx * block_N - j", _OOB + "|" + _WHERE),
+    # 06.1 the 128B swizzle (a function of row and chunk, checked against TileLang's layout)
+    Mutant("06.1", "row mod 4", "chunk ^ (row % 8)", "chunk ^ (row % 4)", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "the whole row", "chunk ^ (row % 8)", "chunk ^ row", r"row|chunk|wrong|differ|range"),
+    Mutant("06.1", "plus for xor", "chunk ^ (row % 8)", "(chunk + row) % 8", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "row of 8 rows", "chunk ^ (row % 8)", "chunk ^ ((row // 8) % 8)", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "no swizzle", "chunk ^ (row % 8)", "chunk", r"row|chunk|wrong|differ|swizzl"),
     # 02.1 a scaled add
     Mutant("02.1", "sign of i (the 02.1 slip)", "row, col = by * block_M + i", "row, col = by * block_M - i", _OOB),
     Mutant("02.1", "alpha dropped", "alpha * A[row, col]", "A[row, col]", r"wrong values"),
@@ -72,18 +86,18 @@ MUTANTS: tuple[Mutant, ...] = (
            + _OOB),
     Mutant("03.1", "grid without the ragged block", "T.ceildiv(M, block_M)", "M // block_M", r"never written"),
     # 03.3 a running maximum
-    Mutant("03.3", "max starts at 0", "T.fill(best, -T.infinity(T.float32))", "T.fill(best, 0.0)", r"wrong values|0"),
+    Mutant("03.3", "max starts at -1", "T.fill(best, -T.infinity(T.float32))", "T.fill(best, -1.0)", r"wrong values"),
     Mutant("03.3", "cleared every chunk", "clear=False", "clear=True", r"wrong values|last|chunk"),
     Mutant("03.3", "K loop one short", "for k in T.serial(T.ceildiv(N, block_N))",
            "for k in T.serial(T.ceildiv(N, block_N) - 1)", r"wrong values|last|chunk"),
     Mutant("03.3", "chunk offset k", "X[bx * block_M, k * block_N]", "X[bx * block_M, k]", r"wrong values"),
-    Mutant("03.3", "min for max", "T.reduce_max", "T.reduce_min", r"wrong values"),
+    Mutant("03.3", "min for max", "T.reduce_max", "T.reduce_min", r"wrong values|infinity that your kernel computed"),
     # 03.4 the online softmax
     Mutant("03.4", "rescale dropped", "l[i] * T.exp(m[i] - m_new[i])", "l[i]", r"wrong values|rescale"),
     Mutant("03.4", "rescale sign flipped", "T.exp(m[i] - m_new[i])", "T.exp(m_new[i] - m[i])",
            r"NaN or infinity that your kernel computed|wrong values"),
     Mutant("03.4", "max not carried", "                    m[i] = m_new[i]\n", "", r"wrong values|NaN"),
-    Mutant("03.4", "sum starts at 1", "T.fill(l, 0.0)", "T.fill(l, 1.0)", r"wrong values"),
+    Mutant("03.4", "divided by row 0's sum", "/ l[i]", "/ l[0]", r"wrong values"),
     Mutant("03.4", "not divided by the sum", " / l[i]", "", r"wrong values"),
     Mutant("03.4", "first pass one chunk short", "for k in T.serial(T.ceildiv(N, block_N)):     # one pass",
            "for k in T.serial(T.ceildiv(N, block_N) - 1):     # one pass", r"wrong values|NaN"),
@@ -131,11 +145,58 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 EQUIVALENT = {
-    ("01.1", "T.Parallel(block_N, block_M) with i, j swapped"): "renames the loop variables: the same elements, "
-    "the same values",
-    ("04.1", "num_stages=0 -> num_stages=1"): "on the CPU a pipeline's stages are a schedule, not a result",
+    ("03.4", "sum starts at 1 (T.fill(l, 1.0))"): "the first rescale multiplies l by exp(-inf - m) = 0: the "
+    "starting value of l never reaches the result",
+    ("03.4", "max starts at 0 (T.fill(m, 0.0))"): "softmax does not depend on the value subtracted, as long as "
+    "both passes subtract the same m (the lessons' inputs are far from overflow)",
+    ("04.2", "num_stages=3 -> num_stages=2"): "the pipeline's depth is a schedule, not a result (graded by the "
+    "lowering where 04.2 asks for one)",
+    ("08.4", "T.exp2(x * scale - m * scale) -> T.exp2((x - m) * scale)"): "the same value, one multiplication "
+    "fewer",
 }
 
-# exercises graded by how the kernel lowered (for sm_90a or an AMD target); their mutants are
-# caught by results once these kernels run on the CPU through the tile program's meaning
-PENDING_RESULTS = ("04.2", "05.3", "05.5", "07.4", "08.4", "09.3", "10.6")
+
+_GEMM = r"wrong|short|slice|initiali|never|poison|bounds"
+
+
+def _gemm_mutants(ex: str, acc: str, a_shared: str, store_from: str, k_loop: str) -> tuple[Mutant, ...]:
+    """The five slips of a GEMM written for a GPU (graded by its results on the CPU)."""
+    return (
+        Mutant(ex, "T.clear dropped", f"T.clear({acc})\n", "\n", r"initiali|poison|wrong"),
+        Mutant(ex, "K loop one short", k_loop, k_loop.replace("T.ceildiv(K, block_K)", "T.ceildiv(K, block_K) - 1"),
+               r"one slice short"),
+        Mutant(ex, "swapped bx/by in A's load", f"A[by * block_M, k * block_K], {a_shared}",
+               f"A[bx * block_M, k * block_K], {a_shared}", _GEMM),
+        Mutant(ex, "store at swapped bx/by", f"{store_from}, C[by * block_M, bx * block_N]",
+               f"{store_from}, C[bx * block_M, by * block_N]", _GEMM),
+        Mutant(ex, "block_M/block_N swapped in the store", f"{store_from}, C[by * block_M, bx * block_N]",
+               f"{store_from}, C[by * block_N, bx * block_M]", _GEMM),
+    )
+
+
+_PIPE = "T.Pipelined(T.ceildiv(K, block_K)"
+
+MUTANTS += (
+    *_gemm_mutants("04.2", "C_local", "A_shared", "C_local", _PIPE),
+    *_gemm_mutants("05.3", "C_local", "A_shared", "C_shared", _PIPE),
+    *_gemm_mutants("05.5", "C_local", "A_shared", "C_shared", _PIPE),
+    *_gemm_mutants("07.4", "C_f", "A_s", "C_f", _PIPE),
+    *_gemm_mutants("09.3", "C_f", "A_s", "C_f", _PIPE),
+    *_gemm_mutants("10.6", "C_t", "A_t", "C_t", _PIPE),
+    Mutant("05.3", "epilogue's copy into C_shared dropped", "            T.copy(C_local, C_shared)\n", "",
+           r"initiali|poison|wrong"),
+    Mutant("09.3", "B loaded by the row block", "B[bx * block_N, k * block_K]", "B[by * block_N, k * block_K]", _GEMM),
+    # 08.4 flash attention for Hopper (its results on the CPU)
+    Mutant("08.4", "rescale of acc dropped", "acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)",
+           "acc[i, j] = acc[i, j]", r"O is wrong"),
+    Mutant("08.4", "rescale of row_sum dropped",
+           "row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)", "row_sum[i] = row_sum[i]",
+           r"O is wrong"),
+    Mutant("08.4", "final division dropped", "acc[i, j] = acc[i, j] / row_sum[i]", "acc[i, j] = acc[i, j]",
+           r"O is wrong"),
+    Mutant("08.4", "key loop one short", "T.Pipelined(T.ceildiv(seq, block_N)",
+           "T.Pipelined(T.ceildiv(seq, block_N) - 1", r"O is wrong"),
+    Mutant("08.4", "rescale sign flipped", "T.exp2(old_max[i] * scale - row_max[i] * scale)",
+           "T.exp2(row_max[i] * scale - old_max[i] * scale)", r"O is wrong"),
+    Mutant("08.4", "values of the wrong block", "V[kb * block_N, 0]", "V[kb * block_M, 0]", r"O is wrong"),
+)
