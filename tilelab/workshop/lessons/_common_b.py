@@ -103,11 +103,14 @@ def _size(shape: tuple[int, ...]) -> int:
     return n
 
 
-def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> Any:
-    """Launch on the CPU (target ``c``) with poisoned outputs and compare with ``ref``."""
+def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None,
+            tile: tuple[int, int] | None = None) -> Any:
+    """Launch on the CPU (target ``c``) with poisoned outputs and compare with ``ref``; ``tile``
+    is the output tile one block writes, for the tile map (the kernel's own, not a guess)."""
     import tilelab
 
-    return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11)
+    extra = {} if tile is None else {"tile": tile}
+    return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11, **extra)
 
 
 def on_gpu(kernel: Any, ref: Callable[..., Any], tolerance: float | None = None) -> str:
