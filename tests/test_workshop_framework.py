@@ -147,3 +147,20 @@ def test_a_lesson_that_cannot_load_is_named_when_its_exercise_is_asked_for(monke
     with pytest.raises(KeyError, match="l97_broken.*SyntaxError"):
         workshop.check("97.1", 1)
     assert workshop.exercises("01")  # the other lessons still work
+
+
+def test_after_shows_what_would_answer_an_exercise_only_once_it_passed(tmp_path, monkeypatch):
+    from tilelab.workshop import _answers, _core
+    from tilelab.workshop._html import html, text
+
+    monkeypatch.setenv("TILELAB_PROGRESS", str(tmp_path / "after.json"))
+    _core._reset_for_tests()
+    locked = workshop.after(("01.2", "01.3"), lambda: "the picture", "the map")
+    assert isinstance(locked, workshop.Locked) and locked.waiting == ("01.2", "01.3")
+    assert "the map opens once 01.2 and 01.3 pass" in text(locked) and "tilelab-locked" in html(locked)
+    for key in ("01.2", "01.3"):
+        ex = _core.get(key)
+        assert workshop.check(key, _answers.evaluate(ex, ex.solution)).passed
+    assert workshop.after(("01.2", "01.3"), lambda: "the picture") == "the picture"
+    with pytest.raises(KeyError):
+        workshop.after("01.99", lambda: None)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _progress
-from ._model import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+from ._model import KINDS, Check, Exercise, Hint, Locked, NeedsGpu, Progress, Solution, Standing
 
 _REGISTRY: dict[str, Exercise] = {}
 _WRONG: dict[str, tuple[str, ...]] = {}
@@ -366,6 +366,20 @@ def solution(exercise_id: str) -> Solution:
                         f"workshop.hint(\"{ex.id}\") helps meanwhile)")
     _progress.update(ex.id, solution_seen=True)
     return Solution(ex.id, ex.title, "shown", ex.solution)
+
+
+def after(exercise_ids: str | tuple[str, ...] | list[str], make: Callable[[], Any], what: str = "") -> Any:
+    """``make()`` (a figure, an inspector, an explorer) once every exercise of ``exercise_ids`` has
+    passed; before that a note that it opens then. For a cell whose output would answer those
+    exercises, so that *Run All* does not put the answers on screen."""
+    ids = (exercise_ids,) if isinstance(exercise_ids, str) else tuple(exercise_ids)
+    for key in ids:
+        get(key)  # a clear KeyError for a typo
+    records = _progress.read()
+    waiting = tuple(k for k in ids if not records.get(k, {}).get("passed"))
+    if waiting:
+        return Locked(waiting, what)
+    return make()
 
 
 def progress(notebook: str | int | None = None) -> Progress:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from ._model import Check, Exercise, Hint, Progress, Solution
+from ._model import Check, Exercise, Hint, Locked, Progress, Solution
 
 _MARK = {"passed": "\u2713", "failed": "\u2717", "unanswered": "\u2026", "needs_gpu": "\u23f8",
          "shown": "\u2139", "refused": "\u2026", "tried": "\u2717", "not tried": "\u00b7",
@@ -58,7 +58,15 @@ def text(record: Any) -> str:
         return f"{record.id} {record.title} ({record.kind}{gpu}): {record.question}"
     if isinstance(record, Progress):
         return _progress_text(record)
+    if isinstance(record, Locked):
+        return _locked(record)
     return repr(record)
+
+
+def _locked(record: Locked) -> str:
+    what = record.what or "this"
+    return (f"{_MARK['refused']} {what} opens once {' and '.join(record.waiting)} "
+            f"{'passes' if len(record.waiting) == 1 else 'pass'}: it would answer them")
 
 
 def _n(count: int, one: str, many: str) -> str:
@@ -119,6 +127,9 @@ def html(record: Any) -> str:
         return f"<div><b>{_e(record.id)}</b> {_e(record.title)}: {_e(record.question)}</div>"
     if isinstance(record, Progress):
         return _progress_html(record)
+    if isinstance(record, Locked):
+        colour = _COLOUR["refused"]
+        return (f'<div class="tilelab-locked" style="{_BOX.format(colour=colour)}">{_e(_locked(record))}</div>')
     return f"<pre>{_e(repr(record))}</pre>"
 
 
@@ -157,7 +168,7 @@ def _register() -> None:
     """Hand the course's records to tilelab's display dispatch (their text and HTML)."""
     from ..render.display import register
 
-    for record in (Exercise, Check, Hint, Solution, Progress):
+    for record in (Exercise, Check, Hint, Solution, Progress, Locked):
         register(record, {"text/plain": text, "text/html": html})
 
 

@@ -174,6 +174,15 @@ class Progress(_Shown, Record):
         return sum(s.state == state for s in rows)
 
 
+@dataclass(frozen=True, repr=False)
+class Locked(_Shown, Record):
+    """What :func:`tilelab.workshop.after` shows in place of something that would answer exercises
+    not passed yet (``waiting``): it opens once they pass."""
+
+    waiting: tuple[str, ...]
+    what: str = ""
+
+
 class NeedsGpu(str):
     """What a checker returns when the part it could grade here passed and the rest (speed) needs
     a GPU: ``return NeedsGpu("correct on the CPU; its speed is measured on a GPU")``."""

@@ -380,7 +380,7 @@ def _per_copy(factory: Any) -> str:
     right = gemm_on_cpu(factory)
     ws = report.lowering
     # the thread count is not said: it is 07.1's answer
-    return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; "
+    return ("A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; "
             + ("still warp-specialized" if ws.warp_specialized
                else f"not warp-specialized ({ws.warp_specialization_reason})") + f"; {right}")
 
