@@ -127,8 +127,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("09.4", "shift by 3", ">> T.uint8(4)", ">> T.uint8(3)", r"wrong"),
     Mutant("09.4", "scale of row 0", "* S[i]", "* S[0]", r"wrong|scale"),
     # 10.1 a transpose that writes out of bounds
-    Mutant("10.1", "grid as given", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M))",
-           "T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N))", _OOB + "|" + _WHERE),
+    Mutant("10.1", "grid rounded down", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M))",
+           "T.Kernel(N // block_N, M // block_M)", _OOB + "|" + _WHERE),
     Mutant("10.1", "store not transposed", "B[bx * block_N + j, by * block_M + i]",
            "B[by * block_M + i, bx * block_N + j]", _OOB + "|" + _WHERE),
     Mutant("10.1", "block_M/block_N swapped", "B[bx * block_N + j, by * block_M + i]",

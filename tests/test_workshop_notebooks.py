@@ -133,7 +133,7 @@ def _answer_spellings(ex) -> list[str]:
     value = _answers.evaluate(ex, ex.solution)
     if isinstance(value, str) and len(value) < 3:
         return []
-    earlier = [e for e in workshop.exercises() if _order(e.id) < _order(ex.id) and e.kind == ex.kind]
+    earlier = [e for e in workshop.exercises() if _order(e.id) < _order(ex.id) and not e.grades_a_kernel]
     if any(_answers.evaluate(e, e.solution) == value for e in earlier):
         return []
     return _spellings(value)

@@ -62,7 +62,7 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
 @exercise("10.1", "a transpose that writes out of bounds",
           question="transpose(M, N) should write B = A^T. At M=96, N=160 part of B is never written, and on a GPU with "
                    "TileLang's bounds checks off it stores past the end of B. Fix it (the check launches it on the "
-                   "CPU at 96x160 and at the ragged 100x72).",
+                   "CPU at 96x160 and at the ragged 100x72 with 32 x 16 tiles).",
           kind="fixes",
           hints=("The launch's map of B's tiles shows which tiles were never written: which blocks should have "
                  "written them?",
@@ -74,20 +74,23 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
 def _transpose(answer: Any) -> str:
     import torch
 
-    for m, n in ((96, 160), (100, 72)):
-        kernel = build(answer, m, n, name="transpose")
+    # the second size is ragged and its tile not square (block_M=32, block_N=16): rows and columns of
+    # the tile cannot be mixed up there
+    for m, n, bm, bn in ((96, 160, 32, 32), (100, 72, 32, 16)):
+        kernel = build(answer, m, n, bm, bn, name="transpose")
         a = torch.randn(m, n, generator=torch.Generator().manual_seed(m + n))
-        result = run_cpu(kernel, a, ref=_transpose_ref, tile=(32, 32))  # B's tile of one block: 32 x 32
+        result = run_cpu(kernel, a, ref=_transpose_ref, tile=(bn, bm))  # B's tile of one block: block_N x block_M
         if not result.passed:
-            raise Wrong(f"at M={m}, N={n}: {where_wrong(result)}.{_out_of_bounds(kernel, a)}")
+            raise Wrong(f"at M={m}, N={n} with block_M={bm}, block_N={bn}: {where_wrong(result)}."
+                        f"{_out_of_bounds(kernel, a)}")
         if (m, n) == (96, 160):  # whole tiles: with the bounds checks off, nothing may go astray
             import tilelab
 
             trace = tilelab.trace_tiles(kernel, a, pass_configs={"tl.disable_safe_memory_legalize": True})
             expect(not trace.out_of_bounds and not int(trace.written_twice("B").sum()),
                    "B comes out right, but with TileLang's bounds checks off: " + " ".join(trace.problems()[:3]))
-    return ("every element of B written once and right, at 96x160 and 100x72: one block per 32x32 tile of A, "
-            "bx over its columns and by over its rows")
+    return ("every element of B written once and right, at 96x160 and 100x72 (with 32x16 tiles too): one block "
+            "per tile of A, bx over its columns and by over its rows")
 
 
 # ------------------------------------------------------------------------------------------
