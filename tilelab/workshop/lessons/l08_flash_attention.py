@@ -135,6 +135,26 @@ def _inputs(seq: int, dim: int, seed: int, magnitude: float = 1.0) -> tuple[Any,
     return q, k, v
 
 
+def _unwritten_or_read_first(kernel: Any, q: Any, k: Any, v: Any) -> str:
+    """Whether the elements of O that kept the poison were never written, or were written from the
+    poison itself (an accumulation into O before anything set it): launched on the CPU with two
+    poisons, an element the kernel wrote from its old value differs between them."""
+    import torch
+
+    from tilelab.workshop import _kernel_checks as kc
+
+    try:
+        launched = kc.launch(kc.compile_c(kernel), {"Q": q, "K": k, "V": v}, {"O": (tuple(q.shape), torch.float32)})
+    except Exception:
+        return "some of O was never written"
+    out = launched.outputs["O"]
+    read_first = torch.isnan(out) & ~launched.unwritten["O"]
+    if bool(read_first.any()):
+        return (f"{int(read_first.sum())} elements of O are computed from whatever O held before the launch: the "
+                "kernel adds into O[q, d] before anything sets it (start each sum from 0)")
+    return "some of O was never written"
+
+
 @exercise("08.1", "attention, one query row at a time",
           question="Write attention(seq, dim): a target-c kernel (float32 Q, K, V, O of shape (seq, dim)) with "
                    "O = softmax(Q K^T / sqrt(dim)) V, one block per query row. The check launches it on the CPU at "
@@ -160,7 +180,10 @@ def _scalar(answer: Any) -> str:
             raise Wrong("right for ordinary inputs, but with large scores your output has NaN or infinite values: "
                         "exp overflows float32 past about 88. Subtract each row's largest score first")
         if out.unwritten:
-            raise Wrong(f"at seq={seq}, dim={dim} some of O was never written: {where_wrong(result)}")
+            said = _unwritten_or_read_first(kernel, q, k, v)
+            if "never written" in said:
+                said += f": {where_wrong(result)}"
+            raise Wrong(f"at seq={seq}, dim={dim} {said}")
 
         def same(ref: Any, kernel: Any = kernel, args: tuple = (q, k, v)) -> bool:
             return run_cpu(kernel, *args, ref=ref).passed
