@@ -9,6 +9,8 @@ lowered for a GPU, whose mutants wait for their results to be checked on the CPU
 
 from __future__ import annotations
 
+import os
+import re
 from typing import NamedTuple
 
 
@@ -204,3 +206,28 @@ MUTANTS += (
            "T.exp2(row_max[i] * scale - old_max[i] * scale)", r"O is wrong"),
     Mutant("08.4", "values of the wrong block", "V[kb * block_N, 0]", "V[kb * block_M, 0]", r"O is wrong"),
 )
+
+
+# The GEMMs graded for a GPU whose results are graded by the same function as 04.2's
+# (``gemm_on_cpu``): their mutants run where $TILELAB_ALL_MUTANTS is set (``make test-mutants``);
+# 04.2's and 08.4's always run.
+SHARED_RESULTS = ("05.3", "05.5", "07.4", "09.3", "10.6")
+ALL = bool(os.environ.get("TILELAB_ALL_MUTANTS"))
+
+
+def assert_caught(mutant: Mutant) -> None:
+    """The mutant's check fails, with a message that says what ``mutant.says``."""
+    import pytest
+
+    from tilelab import workshop
+    from tilelab.workshop import _answers, _core
+
+    if mutant.exercise in SHARED_RESULTS and not ALL:
+        pytest.skip("graded by the same results function as 04.2's mutants: TILELAB_ALL_MUTANTS=1 (make "
+                    "test-mutants) runs it")
+    ex = _core.get(mutant.exercise)
+    answer = _answers.evaluate(ex, ex.solution.replace(mutant.old, mutant.new))
+    result = workshop.check(ex.id, answer)
+    assert result.status == "failed", f"{ex.id} {mutant.name} passed: {result.message}"
+    assert re.search(mutant.says, result.message, flags=re.IGNORECASE), (
+        f"{ex.id} {mutant.name}: the message does not say /{mutant.says}/: {result.message}")

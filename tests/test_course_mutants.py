@@ -1,17 +1,15 @@
-"""The mutant suite: every kernel exercise's solution with one slip of the kinds students make
-(tests/course_mutants.py) must fail its check, with a message that names what is wrong; the
-exercises graded for a GPU fail by what their kernel computes on the CPU. Heavy (one kernel
-compiled and launched per mutant): marked slow, run by ``make test``."""
+"""The mutant suite, notebooks 01-03 and 06 (04-10's kernels: test_course_mutants_kernels.py):
+every kernel exercise's solution with one slip of the kinds students make (tests/course_mutants.py)
+must fail its check, with a message that names what is wrong. Heavy (a kernel compiled and
+launched per mutant): marked slow, run by ``make test``."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from course_mutants import EQUIVALENT, MUTANTS
+from course_mutants import EQUIVALENT, MUTANTS, assert_caught
 
 from tilelab import workshop
-from tilelab.workshop import _answers, _core
+from tilelab.workshop import _core
 
 # kernel exercises without mutants here, and why
 NOT_MUTATED = {
@@ -41,12 +39,10 @@ def test_every_kernel_exercise_has_five_mutants_and_each_changes_its_solution():
     assert all(why for why in EQUIVALENT.values())
 
 
+FIRST = [m for m in MUTANTS if m.exercise.split(".")[0] in ("01", "02", "03", "06")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.exercise}-{m.name}" for m in MUTANTS])
+@pytest.mark.parametrize("mutant", FIRST, ids=[f"{m.exercise}-{m.name}" for m in FIRST])
 def test_a_mutant_fails_and_the_message_names_what_is_wrong(mutant):
-    ex = _core.get(mutant.exercise)
-    answer = _answers.evaluate(ex, ex.solution.replace(mutant.old, mutant.new))
-    result = workshop.check(ex.id, answer)
-    assert result.status == "failed", f"{ex.id} {mutant.name} passed: {result.message}"
-    assert re.search(mutant.says, result.message, flags=re.IGNORECASE), (
-        f"{ex.id} {mutant.name}: the message does not say /{mutant.says}/: {result.message}")
+    assert_caught(mutant)
