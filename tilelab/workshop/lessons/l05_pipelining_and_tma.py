@@ -363,12 +363,18 @@ def _per_copy(factory: Any) -> str:
     if store is None:
         raise Wrong("nothing in the kernel copies a tile to C: keep the epilogue")
     for name in ("A", "B"):
-        load = ops.get(name)
-        if load is None:
+        if ops.get(name) is None:
             raise Wrong(f"the kernel no longer copies {name} into shared memory: keep both loads")
-        if load.path.startswith("TMA"):
-            raise Wrong(f"{name}'s copy is still a TMA bulk copy: the switch must be in the kernel, on that copy "
-                        "(an option of the %%tilelang line is not part of the kernel your factory builds)")
+    still = [name for name in ("A", "B") if ops[name].path.startswith("TMA")]
+    if still:  # named first: a pipeline that mixes TMA and other loads lowers the others differently
+        other = [n for n in ("A", "B") if n not in still]
+        mixed = (f" ({other[0]}'s copy is switched; with {still[0]} still on TMA the pipeline lowers it to "
+                 f"{ops[other[0]].path})") if other else ""
+        raise Wrong(f"{' and '.join(still)}'s copy is still a TMA bulk copy: the switch must be in the kernel, on "
+                    f"each copy (an option of the %%tilelang line is not part of the kernel your factory builds)"
+                    f"{mixed}")
+    for name in ("A", "B"):
+        load = ops[name]
         expect(load.path.startswith("cp.async"), f"{name}'s copy lowered to {load.path}; the exercise asks for "
                                                  "asynchronous copies (cp.async)")
     if not store.path.startswith("TMA"):
