@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._records import Record
+from ..records.record import Record
 
 # an exercise's outcome: the checker's four statuses, and what the grader saw around it
 STATES = ("passed", "failed", "unanswered", "needs_gpu", "timed out", "crashed")
@@ -251,13 +251,13 @@ def grade(directory: str | Path, *, timeout: float = 60.0, jobs: int = 2,
     """Grade every notebook under ``directory`` (see the module's docstring)."""
     root = Path(directory)
     if not root.is_dir():
-        from .._errors import TilelabError
+        from ..records.errors import TilelabError
 
         raise TilelabError(f"{root} is not a folder: give the folder that holds the submitted notebooks")
     try:
         import nbformat  # noqa: F401
     except ImportError:
-        from .._errors import TilelabError
+        from ..records.errors import TilelabError
 
         raise TilelabError("workshop grade reads notebooks with nbformat, which is not installed: "
                            "pip install 'tilelab[lab]' (JupyterLab brings it)") from None
