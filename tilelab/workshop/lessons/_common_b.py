@@ -146,6 +146,19 @@ def _gemm_refs(K: int, block_k: int, transpose_b: bool) -> list[tuple[str, Calla
     ]
 
 
+def gemm_slip(passes: Callable[[Callable[..., Any]], bool], K: int, block_k: int,
+              transpose_b: bool = False) -> str | None:
+    """Which known slip a wrong GEMM made, if any: ``passes(ref)`` runs it against another
+    reference (the K loop one slice short, the first or last slice only, a sign)."""
+    for said, other in _gemm_refs(K, block_k, transpose_b):
+        try:
+            if passes(other):
+                return said
+        except Exception:
+            continue
+    return None
+
+
 def gemm_on_cpu(build: Callable[..., Any], *, transpose_b: bool = False, tolerance: float | None = None,
                 size: tuple[int, ...] = GEMM_CPU_SIZE) -> str:
     """The results part of a GEMM exercise graded for a GPU: ``build(M, N, K, block_M, block_N,
@@ -164,14 +177,10 @@ def gemm_on_cpu(build: Callable[..., Any], *, transpose_b: bool = False, toleran
     result = tilelab.run(kernel, ref=ref, device="cpu", tolerance=tolerance, seed=21, tile=(bm, bn))
     if result.passed:
         return f"right on the CPU at M={M}, N={N}, K={K} with {bm}x{bn}x{bk} tiles"
-    for said, other in _gemm_refs(K, bk, transpose_b):
-        try:
-            if tilelab.run(kernel, ref=other, device="cpu", tolerance=tolerance, seed=21, tile=(bm, bn)).passed:
-                raise Wrong(f"it lowers, but {where}: {said}")
-        except Wrong:
-            raise
-        except Exception:
-            continue
+    said = gemm_slip(lambda other: tilelab.run(kernel, ref=other, device="cpu", tolerance=tolerance, seed=21,
+                                               tile=(bm, bn)).passed, K, bk, transpose_b)
+    if said:
+        raise Wrong(f"it lowers, but {where}: {said}")
     raise Wrong(f"it lowers, but {where} (the tile program's meaning) it is wrong: {where_wrong(result)}. Look at "
                 "which tiles: the offsets of the copies (by for A's rows, bx for B's columns), the store, the clear")
 
@@ -183,5 +192,5 @@ def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: f
         return False
 
 
-__all__ = ["GEMM_CPU_SIZE", "Wrong", "build", "define", "expect", "gemm_on_cpu", "inspect", "on_gpu", "passes_cpu",
-           "quiet_native_stderr", "run_cpu", "where_wrong"]
+__all__ = ["GEMM_CPU_SIZE", "Wrong", "build", "define", "expect", "gemm_on_cpu", "gemm_slip", "inspect", "on_gpu",
+           "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]
