@@ -140,9 +140,10 @@ def _answer_spellings(ex) -> list[str]:
 
 
 def _spellings(value):
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, (tuple, list)) and len(value) > 1:  # (64,) is a bare number: too common to search
         parts = [str(v) for v in value]
-        return [re.escape(s) for s in (", ".join(parts), "x".join(parts), " x ".join(parts))]
+        return [rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\d)" for s in (", ".join(parts), "x".join(parts),
+                                                                  " x ".join(parts))]
     if isinstance(value, str):
         return [rf"(?<![\w]){re.escape(value)}(?![\w])"]
     if isinstance(value, dict):
