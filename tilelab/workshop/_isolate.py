@@ -57,6 +57,35 @@ def can_isolate() -> bool:
     return not _tilelang.has_gpu()
 
 
+def _forget_inherited_workers() -> None:
+    """In the forked child: the launch workers this process inherited belong to its parent (their
+    pipes are the parent's too); the child starts its own on first use, under fresh locks."""
+    import threading
+    from multiprocessing import util
+
+    util._run_after_forkers()  # what multiprocessing runs in a child it forks (its resource sharer, locks)
+    try:
+        from ..launch import _worker
+    except Exception:
+        return
+    _worker._DEFAULT_LOCK = threading.Lock()
+    _worker._DEFAULT.clear()
+
+
+def _one_thread() -> None:
+    """In the forked child: torch's thread pool (OpenMP) does not survive a fork once the parent
+    used it, and a parallel region would wait for threads that are not there; one thread runs
+    every operation inline."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.set_num_threads(1)
+        except Exception:
+            pass
+
+
 def _portable(err: BaseException) -> BaseException:
     """The exception as one that pickles (its type if it pickles by itself, else a RuntimeError)."""
     try:
@@ -84,6 +113,8 @@ def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outco
             import faulthandler
 
             faulthandler.disable()  # a crash is reported by the parent, not dumped into the notebook
+            _one_thread()
+            _forget_inherited_workers()
             try:
                 result: tuple[str, Any] = ("returned", call())
                 payload = pickle.dumps(result)
