@@ -63,7 +63,7 @@ def _forget_inherited_workers() -> None:
     import threading
     from multiprocessing import util
 
-    util._run_after_forkers()  # what multiprocessing runs in a child it forks (its resource sharer, locks)
+    util._run_after_forkers()  # type: ignore[attr-defined]  # what multiprocessing runs in a child it forks
     try:
         from ..launch import _worker
     except Exception:
