@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import tilelab
+from tilelab import _tilelang
 from tilelab.launch import KernelLaunchError
 
 pytestmark = pytest.mark.slow
@@ -228,3 +229,12 @@ def test_an_input_the_kernel_stores_into_is_reported_and_holds_what_the_kernel_l
     y_given = y.clone()
     clean = tilelab.run(ck.gemm(), y, device="cpu")
     assert [s.changed for s in clean.inputs] == [0, 0] and torch.equal(y, y_given)
+
+
+def test_a_kernel_loaded_from_its_ir_text_runs_as_the_kernel_itself():
+    """The IR as TileLang's JSON (what a saved .tir.json holds): no source, the same tile program."""
+    loaded = _tilelang.kernel_ir_from_text(_tilelang.kernel_ir_to_text(ck.row_reduce()))
+    result = tilelab.run(loaded, device="cpu", ref=lambda x: x.amax(1))
+    assert result.passed, result
+    wrong = _tilelang.kernel_ir_from_text(_tilelang.kernel_ir_to_text(ck.row_reduce(bug="swap_reduction")))
+    assert not tilelab.run(wrong, device="cpu", ref=lambda x: x.amax(1)).passed

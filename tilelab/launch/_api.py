@@ -85,8 +85,9 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     if on_cpu:
         emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
         check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
+        cpu_worker = _worker.default_worker(_emulate.CPU_WORKER) if isolate and not _worker.in_worker() else None
         return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
-                            isolate=isolate, reason=reason)
+                            worker=cpu_worker, reason=reason)
     if blocks is not None:
         raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()

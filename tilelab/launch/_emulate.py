@@ -342,10 +342,11 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
 
 
 def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
-        blocks: Any = None, timeout: float | None = None, isolate: bool = True,
+        blocks: Any = None, timeout: float | None = None, worker: Any = None,
         reason: str | None = None) -> RunResult:
-    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc); ``reason`` is said in
-    the result's notes (why the CPU was chosen, when the caller did not ask)."""
+    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc), launched in ``worker``
+    (None: in this process); ``reason`` is said in the result's notes (why the CPU was chosen, when
+    the caller did not ask)."""
     import torch
 
     from .. import _tilelang
@@ -381,7 +382,6 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     # tensor stays as it was, so an input the kernel stored into (its flag says so) is compared with it.
     copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True) for i in in_positions}
     timeout = RUN_TIMEOUT_S if timeout is None else timeout
-    worker = _worker.default_worker(CPU_WORKER) if isolate and not _worker.in_worker() else None
     stored: list[Any] = []  # the "stored into" flags of the last launch
     inputs_after: list[Any] = []  # the inputs as the first launch left them
 
@@ -458,7 +458,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         p, before = prepared.params[i], full[i]
         written = flag_of.get(p.name, True)
         held = now if not written else before  # an input never stored into holds what it was given
-        nonfinite = int((~torch.isfinite(held)).sum().item()) if held.is_floating_point() else 0
+        nonfinite = _inputs.count_nonfinite(held)
         changed, first = 0, None
         if written:
             was = before.to(now.dtype)
