@@ -424,13 +424,22 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
         return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite,
                            first_nonfinite=first_nonfinite)
     expected = expected.to(torch.float64)
-    # Error figures over the elements the kernel wrote; unwritten ones are counted apart.
-    diff = torch.nan_to_num((got - expected).abs(), nan=float("inf"))
+    # Error figures over the elements the kernel wrote; unwritten ones are counted apart. Where
+    # the reference is NaN or inf, an element matches when the kernel wrote the same (NaN for
+    # NaN, an infinity of the same sign), as numpy's assert_allclose treats them.
+    diff = element_errors(got, expected)
+    ref_nan_mask = torch.isnan(expected)
+    if written is not None:
+        ref_nan_mask &= written
+    ref_nan = int(ref_nan_mask.sum().item())
+    first_ref_nan = tuple(int(i) for i in torch.nonzero(ref_nan_mask)[0].tolist()) if ref_nan else None
+    finite_ref = torch.where(torch.isfinite(expected), expected, torch.zeros_like(expected))
     if written is not None:
         diff = torch.where(written, diff, torch.zeros_like(diff))
-        ref_norm = float(torch.linalg.vector_norm(torch.where(written, expected, torch.zeros_like(expected))).item())
+        finite_ref = torch.where(written, finite_ref, torch.zeros_like(finite_ref))
+        ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     else:
-        ref_norm = float(torch.linalg.vector_norm(expected).item())
+        ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     num = float(torch.linalg.vector_norm(diff).item())
     if math.isinf(num) or math.isnan(num):
         rel = float("nan")
@@ -451,7 +460,19 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
                                             float(expected[index].item()), float(v)))
     max_abs = float(ranked.max().item()) if ranked.numel() else 0.0
     return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite, rel, max_abs,
-                       tolerance, tuple(worst_items), first_nonfinite=first_nonfinite)
+                       tolerance, tuple(worst_items), first_nonfinite=first_nonfinite, ref_nan=ref_nan,
+                       first_ref_nan=first_ref_nan)
+
+
+def element_errors(got: Any, expected: Any):  # -> torch.Tensor of float64
+    """``|got - expected|`` per element (float64 tensors of one shape), 0 where both are NaN or
+    both the same infinity (numpy's ``assert_allclose`` counts those equal), inf where only one
+    side is NaN or they are different infinities."""
+    import torch
+
+    same = (got == expected) | (torch.isnan(got) & torch.isnan(expected))
+    diff = torch.nan_to_num((got - expected).abs(), nan=float("inf"))
+    return torch.where(same, torch.zeros_like(diff), diff)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
