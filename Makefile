@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # a core, at most 4. PYTEST_WORKERS=0: all in this process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install lab test test-gpu test-binder chromium clean
+.PHONY: install lab test test-gpu test-binder test-mutants chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ test: $(STAMP) chromium lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
 		-m "not stop_button" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -p no:xdist -m stop_button $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+
+# The course's whole mutant suite: `make test` runs every mutant but those of the GPU GEMMs graded by
+# the same results function as 04.2's; this runs them all.
+test-mutants: $(STAMP)
+	TILELAB_ALL_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile \
+		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
 # (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.

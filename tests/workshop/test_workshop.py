@@ -79,7 +79,22 @@ def test_a_wrong_answer_fails_without_giving_the_answer_away(exercise_id, index)
     assert result.status == "failed", f"{ex.id}: {source!r} should fail: {result}"
     value = _solution_value(ex)
     assert not leaked(result.message, value), f"{ex.id}: the message states the answer: {result.message}"
-    assert workshop.solution(ex.id).shown  # tried now: the solution opens
+    # tried now: the solution opens, if the answer was of the exercise's sort (not 64 for a kernel)
+    assert workshop.solution(ex.id).shown == _core.is_attempt(ex, _answers.evaluate(ex, source))
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_an_answer_of_another_sort_never_opens_the_solution(exercise_id):
+    ex = _core.get(exercise_id)
+    sort = _core._kind(_solution_value(ex))
+    for junk in (0, "x", (1, 2), None, print):
+        if _core._kind(junk) == sort or (sort == "text" and isinstance(junk, str)):
+            continue
+        result = workshop.check(ex.id, junk)
+        assert result.status in ("failed", "needs_gpu"), (junk, result)
+        assert not workshop.solution(ex.id).shown, (ex.id, junk)
+        if result.status == "failed":
+            assert "not yet an attempt" in result.message
 
 
 @pytest.mark.parametrize("exercise_id", [e.id for e in EXERCISES if e.given])

@@ -147,3 +147,45 @@ def test_a_lesson_that_cannot_load_is_named_when_its_exercise_is_asked_for(monke
     with pytest.raises(KeyError, match="l97_broken.*SyntaxError"):
         workshop.check("97.1", 1)
     assert workshop.exercises("01")  # the other lessons still work
+
+
+def test_after_shows_what_would_answer_an_exercise_only_once_it_passed(tmp_path, monkeypatch):
+    from tilelab.workshop import _answers, _core
+    from tilelab.workshop._html import html, text
+
+    monkeypatch.setenv("TILELAB_PROGRESS", str(tmp_path / "after.json"))
+    _core._reset_for_tests()
+    locked = workshop.after(("01.2", "01.3"), lambda: "the picture", "the map")
+    assert isinstance(locked, workshop.Locked) and locked.waiting == ("01.2", "01.3")
+    assert "the map opens once 01.2 and 01.3 pass" in text(locked) and "tilelab-locked" in html(locked)
+    for key in ("01.2", "01.3"):
+        ex = _core.get(key)
+        assert workshop.check(key, _answers.evaluate(ex, ex.solution)).passed
+    assert workshop.after(("01.2", "01.3"), lambda: "the picture") == "the picture"
+    with pytest.raises(KeyError):
+        workshop.after("01.99", lambda: None)
+
+
+def test_a_hint_past_the_last_says_so_and_progress_shows_needs_gpu(tmp_path, monkeypatch):
+    from tilelab.workshop import _progress
+    from tilelab.workshop._html import text
+
+    monkeypatch.setenv("TILELAB_PROGRESS", str(tmp_path / "hints.json"))
+    _core._reset_for_tests()
+    ex = _core.get("02.2")
+    shown = [workshop.hint(ex.id) for _ in range(len(ex.hints) + 1)]
+    assert not any(h.exhausted for h in shown[:-1]) and shown[-1].exhausted
+    assert shown[-1].number == len(ex.hints) and "that was every hint" in text(shown[-1])
+    _progress.update("04.3", tries=1, last="needs_gpu", passed=False)
+    standing = {s.exercise: s for s in workshop.progress("04").standings}
+    assert standing["04.3"].state == "needs GPU"
+    assert "need a GPU" in text(workshop.progress("04"))
+
+
+def test_an_answer_of_another_sort_is_no_attempt():
+    assert not _core.is_attempt(_core.get("08.1"), 0)
+    assert not _core.is_attempt(_core.get("08.1"), "attention")
+    assert _core.is_attempt(_core.get("08.1"), lambda seq, dim: None)
+    assert _core.is_attempt(_core.get("01.2"), (4, 7)) and _core.is_attempt(_core.get("01.2"), 35)
+    assert not _core.is_attempt(_core.get("01.2"), "7 by 5")
+    assert _core.is_attempt(_core.get("06.7"), "m64n8k16") and not _core.is_attempt(_core.get("06.7"), "  ")

@@ -97,24 +97,57 @@ def test_notebook_runs_as_committed_and_with_the_solutions(path, tmp_path):
             want[e] = "needs_gpu"
     assert got == want
 
-    # predict, then reveal: no output above a predict exercise's check states its answer
-    shown: list[str] = []
-    for cell in runs[0].cells:
+    # predict, then reveal: no output above an exercise's check states its answer, as committed and
+    # with the solutions (every earlier pass message, reveal, figure's text and tab on screen); and
+    # no pass message of this notebook states the answer of any later exercise of the course
+    for name, nb in zip(("as committed", "with the solutions"), runs):
+        shown: list[str] = []
+        for cell in nb.cells:
+            ex = cell.metadata.get("tilelab", {}).get("check")
+            if ex and exercises[ex].kind == "predict":
+                spelled = [s for s in _answer_spellings(exercises[ex]) for text in shown if re.search(s, text)]
+                assert not spelled, f"{path.name} {name}: the answer of {ex} is on screen before its check: {spelled}"
+            if cell.cell_type == "code" and (not ex or name == "with the solutions"):
+                shown.append(_shown_text(cell))
+    later = [e for e in workshop.exercises() if _order(e.id) > _order(min(exercises, key=_order))
+             and e.kind == "predict"]
+    for cell in runs[1].cells:
         ex = cell.metadata.get("tilelab", {}).get("check")
-        if ex and exercises[ex].kind == "predict":
-            value = _answers.evaluate(exercises[ex], exercises[ex].solution)
-            spelled = [s for s in _spellings(value) for text in shown if re.search(s, text)]
-            assert not spelled, f"{path.name}: the answer of {ex} is on screen before its check"
-        if cell.cell_type == "code" and not ex:
-            shown.append(_shown_text(cell))
+        if not ex:
+            continue
+        text = _shown_text(cell)
+        for other in later:
+            if _order(other.id) > _order(ex):
+                spelled = [s for s in _answer_spellings(other) if re.search(s, text)]
+                assert not spelled, f"{path.name}: {ex}'s pass message states the answer of {other.id}: {spelled}"
+
+
+def _order(key: str) -> tuple[int, int]:
+    a, b = key.split(".")
+    return int(a), int(b)
+
+
+def _answer_spellings(ex) -> list[str]:
+    """How an output could state ``ex``'s answer; none for an answer too short to search for (a
+    one-letter name) or one an earlier exercise already had (then it is that one's, on screen)."""
+    value = _answers.evaluate(ex, ex.solution)
+    if isinstance(value, str) and len(value) < 3:
+        return []
+    earlier = [e for e in workshop.exercises() if _order(e.id) < _order(ex.id) and not e.grades_a_kernel]
+    if any(_answers.evaluate(e, e.solution) == value for e in earlier):
+        return []
+    return _spellings(value)
 
 
 def _spellings(value):
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, (tuple, list)) and len(value) > 1:  # (64,) is a bare number: too common to search
         parts = [str(v) for v in value]
-        return [re.escape(s) for s in (", ".join(parts), "x".join(parts), " x ".join(parts))]
+        return [rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\d)" for s in (", ".join(parts), "x".join(parts),
+                                                                  " x ".join(parts))]
     if isinstance(value, str):
-        return [re.escape(value)]
+        return [rf"(?<![\w]){re.escape(value)}(?![\w])"]
+    if isinstance(value, dict):
+        return [re.escape(", ".join(f"{k}: {v}" for k, v in value.items()))]
     return []  # a bare number is in too many unrelated outputs to search for
 
 

@@ -7,6 +7,7 @@ In a notebook::
     workshop.hint("02.1")                 # one more hint each call
     workshop.solution("02.1")             # after a first try
     workshop.progress()                   # passed / tried / not tried, this notebook and the course
+    workshop.after("06.7", make)          # make() once 06.7 passed (output that would answer it)
 
 A lesson module of :mod:`tilelab.workshop.lessons` declares its exercises::
 
@@ -24,8 +25,8 @@ A teacher grades a room with ``python -m tilelab workshop grade DIR``.
 from __future__ import annotations
 
 from . import _html  # noqa: F401  (registers the records' text and HTML with the display)
-from ._core import Wrong, check, exercise, exercises, expect, hint, progress, solution
-from ._records import STATUSES, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+from ._core import Wrong, after, check, exercise, exercises, expect, hint, progress, solution
+from ._records import STATUSES, Check, Exercise, Hint, Locked, NeedsGpu, Progress, Solution, Standing
 
-__all__ = ["STATUSES", "Check", "Exercise", "Hint", "NeedsGpu", "Progress", "Solution", "Standing", "Wrong",
-           "check", "exercise", "exercises", "expect", "hint", "progress", "solution"]
+__all__ = ["STATUSES", "Check", "Exercise", "Hint", "Locked", "NeedsGpu", "Progress", "Solution", "Standing", "Wrong",
+           "after", "check", "exercise", "exercises", "expect", "hint", "progress", "solution"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _progress
-from ._records import KINDS, Check, Exercise, Hint, NeedsGpu, Progress, Solution, Standing
+from ._records import KINDS, Check, Exercise, Hint, Locked, NeedsGpu, Progress, Solution, Standing
 
 _REGISTRY: dict[str, Exercise] = {}
 _WRONG: dict[str, tuple[str, ...]] = {}
@@ -194,48 +194,151 @@ def _has_gpu() -> bool:
     return _tilelang.has_gpu()
 
 
-def check(exercise_id: str, answer: Any = ...) -> Check:
-    """Check ``answer`` for exercise ``exercise_id`` and record the try.
-
-    ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
-    without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
-    went wrong, never the answer; an exception from the student's code is reported, not raised.
-    A passed exercise with ``reveal`` shows what it reveals.
-    """
-    ex = get(exercise_id)
-    _touch(ex)
+def judge(ex: Exercise, answer: Any, *, timeout: float | None = None) -> Check:
+    """The outcome of ``answer`` for ``ex``, recording nothing (the grader's clean process calls
+    this directly; :func:`check` records it in the student's progress). A kernel exercise's
+    checker runs in a process of its own where it can (:mod:`._isolate`): a crash or a kernel that
+    never ends is one failed check, stopped after ``timeout`` seconds."""
     hints = len(ex.hints)
     if is_placeholder(answer, ex.given):
         what = "change the kernel above" if ex.given else "replace the ... with your answer"
         return Check(ex.id, ex.title, "unanswered", f"not answered yet: {what}", hints)
     if ex.needs_gpu and not _has_gpu():
-        result = Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
-                       "the rest of the notebook works without one", hints)
-        return _record(ex, result)
-    assert ex.checker is not None
+        return Check(ex.id, ex.title, "needs_gpu", "this exercise needs a CUDA GPU and there is none here; "
+                     "the rest of the notebook works without one", hints)
+    checker = ex.checker
+    assert checker is not None
+    from . import _isolate
+
+    limit = _isolate.DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    warned: list[str] = []
     try:
-        outcome = ex.checker(answer)
+        if ex.grades_a_kernel and _isolate.can_isolate():
+            run = _isolate.isolated(lambda: checker(answer), limit)
+            warned = _isolate.warnings_in(run.stderr)
+            if run.status == "timed out":
+                raise Wrong(f"the check was stopped after {limit:g} s: your kernel (or its compilation) never "
+                            "finished. A loop whose bound never comes, or a very large size? (This notebook "
+                            "is fine: the kernel ran in a process of its own.)")
+            if run.status == "crashed":
+                raise Wrong(f"your kernel crashed the process that ran it ({_isolate.crash_words(run.signal)}). "
+                            "This notebook is fine: the kernel ran in a process of its own. Look at the "
+                            "indices of every load and store: can one go below zero or past the end?")
+            if run.status == "raised":
+                assert run.error is not None
+                raise run.error
+            outcome = run.value
+        else:
+            outcome = checker(answer)
     except Wrong as wrong:
-        return _record(ex, Check(ex.id, ex.title, "failed", str(wrong), hints))
+        if any("before initiali" in w for w in warned):  # TileLang named the bug: that comes first
+            return Check(ex.id, ex.title, "failed", _warned(warned).strip() + "\n" + str(wrong), hints)
+        return Check(ex.id, ex.title, "failed", str(wrong) + _warned(warned), hints)
     except Exception as err:
-        return _record(ex, Check(ex.id, ex.title, "failed",
-                                 f"your answer raised {type(err).__name__}: {_short(err)}", hints))
+        return Check(ex.id, ex.title, "failed", f"your answer raised {type(err).__name__}: {_short(err)}"
+                     + _warned(warned), hints)
     if isinstance(outcome, NeedsGpu):
-        return _record(ex, Check(ex.id, ex.title, "needs_gpu", str(outcome), hints))
+        return Check(ex.id, ex.title, "needs_gpu", str(outcome), hints)
     revealed = None
     if ex.reveal is not None:
         try:
             revealed = ex.reveal(answer)
         except Exception as err:
             revealed = f"(what this exercise reveals could not be drawn: {type(err).__name__}: {_short(err)})"
-    return _record(ex, Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed))
+    return Check(ex.id, ex.title, "passed", str(outcome or "right"), hints, revealed)
 
 
-def _record(ex: Exercise, result: Check) -> Check:
-    _TRIED.add(ex.id)
+def _warned(warnings: list[str]) -> str:
+    if not warnings:
+        return ""
+    return "\nTileLang warned while compiling your kernel: " + " | ".join(warnings)
+
+
+def check(exercise_id: str, answer: Any = ..., *, timeout: float | None = None) -> Check:
+    """Check ``answer`` for exercise ``exercise_id`` and record the try.
+
+    ``...`` (the notebook's placeholder) is ``unanswered``; an exercise that cannot be graded
+    without a GPU says ``needs_gpu`` on a machine with none. A wrong answer's message names what
+    went wrong, never the answer; an exception from the student's code is reported, not raised.
+    A passed exercise with ``reveal`` shows what it reveals. Only an answer of the exercise's kind
+    (see :func:`is_attempt`) counts as a try that opens the solution. A kernel's check runs apart
+    from the notebook and stops after ``timeout`` seconds (default 300).
+    """
+    ex = get(exercise_id)
+    _touch(ex)
+    result = judge(ex, answer, timeout=timeout)
+    if result.status == "unanswered":
+        return result
+    attempt = is_attempt(ex, answer)
+    if not attempt and not result.passed:
+        result = Check(ex.id, ex.title, result.status, result.message + f" (not yet an attempt of {ex.id}: "
+                       f"{_kind_words(ex)}; the solution opens after one)", result.hints)
+    return _record(ex, result, attempt)
+
+
+_SOLUTION_VALUES: dict[str, Any] = {}
+
+
+def _solution_value(ex: Exercise) -> Any:
+    """The value the exercise's own solution cell binds (what an answer of its kind looks like)."""
+    if ex.id not in _SOLUTION_VALUES:
+        from . import _answers
+
+        try:
+            _SOLUTION_VALUES[ex.id] = _answers.evaluate(ex, ex.solution)
+        except Exception:  # a lesson whose solution cannot run here: any non-placeholder answer counts
+            _SOLUTION_VALUES[ex.id] = None
+    return _SOLUTION_VALUES[ex.id]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    """What sort of answer a value is: a function, a value (a number, or a tuple, list or dict of
+    them: "how many" and "which (x, y)" answers are the same sort), a text, else its type's name."""
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return "function"
+    if _number(value) or isinstance(value, (tuple, list, dict)):
+        return "value"
+    if isinstance(value, str):
+        return "text"
+    return type(value).__name__
+
+
+_KIND_WORDS = {"function": "the answer is a function: your def of the cell above", "value": "the answer is a value "
+               "(a number, or a tuple or dict of them)", "text": "the answer is a text"}
+
+
+def _kind_words(ex: Exercise) -> str:
+    kind = _kind(_solution_value(ex))
+    return _KIND_WORDS.get(kind, f"the answer is a {kind}")
+
+
+def is_attempt(ex: Exercise, answer: Any) -> bool:
+    """Whether ``answer`` is a real attempt of ``ex``: of the sort its solution is (see
+    :func:`_kind`), so that ``check("08.1", 0)`` does not open 08.1's solution; a text must say
+    something."""
+    if is_placeholder(answer, ex.given):
+        return False
+    value = _solution_value(ex)
+    if value is None:
+        return True
+    kind = _kind(value)
+    if kind == "text":
+        return isinstance(answer, str) and bool(answer.strip())
+    if kind in ("function", "value"):
+        return _kind(answer) == kind
+    return isinstance(answer, type(value))
+
+
+def _record(ex: Exercise, result: Check, attempt: bool = True) -> Check:
+    if attempt:
+        _TRIED.add(ex.id)
     passed = result.passed
     _progress.update(ex.id, tries=lambda n: (n or 0) + 1, last=result.status,
-                     passed=lambda old: bool(old) or passed)
+                     attempts=lambda n: (n or 0) + int(attempt), passed=lambda old: bool(old) or passed)
     return result
 
 
@@ -246,21 +349,37 @@ def hint(exercise_id: str) -> Hint:
     total = len(ex.hints)
     if not total:
         return Hint(ex.id, ex.title, 0, 0, ())
+    before = int(_progress.read().get(ex.id, {}).get("hints") or 0)
     record = _progress.update(ex.id, hints=lambda n: min((n or 0) + 1, total))
     number = int(record["hints"])
-    return Hint(ex.id, ex.title, number, total, ex.hints[:number])
+    return Hint(ex.id, ex.title, number, total, ex.hints[:number], exhausted=before >= total)
 
 
 def solution(exercise_id: str) -> Solution:
     """An exercise's solution, once it was tried (checked with an answer) at least once."""
     ex = get(exercise_id)
     _touch(ex)
-    tried = ex.id in _TRIED or int(_progress.read().get(ex.id, {}).get("tries") or 0) > 0
+    tried = ex.id in _TRIED or int(_progress.read().get(ex.id, {}).get("attempts") or 0) > 0
     if not tried:
         return Solution(ex.id, ex.title, "refused", "try it first: the solution opens after your first check "
-                        f"of {ex.id} with an answer (workshop.hint(\"{ex.id}\") helps meanwhile)")
+                        f"of {ex.id} with an answer of its kind ({_kind_words(ex)}; "
+                        f"workshop.hint(\"{ex.id}\") helps meanwhile)")
     _progress.update(ex.id, solution_seen=True)
     return Solution(ex.id, ex.title, "shown", ex.solution)
+
+
+def after(exercise_ids: str | tuple[str, ...] | list[str], make: Callable[[], Any], what: str = "") -> Any:
+    """``make()`` (a figure, an inspector, an explorer) once every exercise of ``exercise_ids`` has
+    passed; before that a note that it opens then. For a cell whose output would answer those
+    exercises, so that *Run All* does not put the answers on screen."""
+    ids = (exercise_ids,) if isinstance(exercise_ids, str) else tuple(exercise_ids)
+    for key in ids:
+        get(key)  # a clear KeyError for a typo
+    records = _progress.read()
+    waiting = tuple(k for k in ids if not records.get(k, {}).get("passed"))
+    if waiting:
+        return Locked(waiting, what)
+    return make()
 
 
 def progress(notebook: str | int | None = None) -> Progress:
@@ -272,7 +391,8 @@ def progress(notebook: str | int | None = None) -> Progress:
     for ex in registry().values():
         r = records.get(ex.id, {})
         tries = int(r.get("tries") or 0)
-        state = "passed" if r.get("passed") else "tried" if tries else "not tried"
+        state = ("passed" if r.get("passed") else "needs GPU" if r.get("last") == "needs_gpu"
+                 else "tried" if tries else "not tried")
         standings.append(Standing(ex.id, ex.title, state, tries, int(r.get("hints") or 0), str(r.get("last") or ""),
                                   bool(r.get("solution_seen"))))
     return Progress(key, tuple(standings), str(_progress.path()))

@@ -6,19 +6,24 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from ._records import Check, Exercise, Hint, Progress, Solution
+from ._records import Check, Exercise, Hint, Locked, Progress, Solution
 
 _MARK = {"passed": "\u2713", "failed": "\u2717", "unanswered": "\u2026", "needs_gpu": "\u23f8",
-         "shown": "\u2139", "refused": "\u2026", "tried": "\u2717", "not tried": "\u00b7"}
+         "shown": "\u2139", "refused": "\u2026", "tried": "\u2717", "not tried": "\u00b7",
+         "needs GPU": "\u23f8"}
 _COLOUR = {"passed": "var(--jp-success-color1, #388e3c)", "failed": "var(--jp-error-color1, #d32f2f)",
            "tried": "var(--jp-error-color1, #d32f2f)", "unanswered": "var(--jp-ui-font-color2, #757575)",
            "not tried": "var(--jp-ui-font-color2, #757575)", "refused": "var(--jp-ui-font-color2, #757575)",
-           "needs_gpu": "var(--jp-warn-color1, #f57c00)", "shown": "var(--jp-info-color1, #0288d1)"}
+           "needs_gpu": "var(--jp-warn-color1, #f57c00)",
+           "needs GPU": "var(--jp-warn-color1, #f57c00)", "shown": "var(--jp-info-color1, #0288d1)"}
 _BOX = 'padding:2px 8px;color:var(--jp-ui-font-color1, #222);border-left:4px solid {colour}'
 
 
 def _e(value: Any) -> str:
     return _html.escape(str(value))
+
+
+_EXHAUSTED = ("that was every hint ({n} in all): workshop.solution() opens after a check of your answer")
 
 
 def _hint_note(check: Check) -> str:
@@ -41,6 +46,8 @@ def text(record: Any) -> str:
         if not record.total:
             return f"{record.exercise} {record.title}: this exercise has no hints"
         lines = [f"hint {i} of {record.total}: {h}" for i, h in enumerate(record.shown, 1)]
+        if record.exhausted:
+            lines.append(_EXHAUSTED.format(n=record.total))
         return f"{record.exercise} {record.title}\n" + "\n".join(lines)
     if isinstance(record, Solution):
         if not record.shown:
@@ -51,7 +58,15 @@ def text(record: Any) -> str:
         return f"{record.id} {record.title} ({record.kind}{gpu}): {record.question}"
     if isinstance(record, Progress):
         return _progress_text(record)
+    if isinstance(record, Locked):
+        return _locked(record)
     return repr(record)
+
+
+def _locked(record: Locked) -> str:
+    what = record.what or "this"
+    return (f"{_MARK['refused']} {what} opens once {' and '.join(record.waiting)} "
+            f"{'passes' if len(record.waiting) == 1 else 'pass'}: it would answer them")
 
 
 def _n(count: int, one: str, many: str) -> str:
@@ -68,7 +83,9 @@ def _progress_text(p: Progress) -> str:
     lines.append("the course:")
     for nb in p.notebooks():
         total = len(p.of(nb))
-        lines.append(f"  {nb}: {p.count('passed', nb)} of {total} passed, {p.count('tried', nb)} tried")
+        gpu = p.count("needs GPU", nb)
+        lines.append(f"  {nb}: {p.count('passed', nb)} of {total} passed, {p.count('tried', nb)} tried"
+                     + (f", {gpu} need a GPU" if gpu else ""))
     lines.append(f"  in all: {p.count('passed')} of {len(p.standings)} passed")
     return "\n".join(lines)
 
@@ -93,20 +110,26 @@ def html(record: Any) -> str:
         else:
             body = "".join(f"<div><i>hint {i} of {record.total}:</i> {_e(h)}</div>"
                            for i, h in enumerate(record.shown, 1))
+            if record.exhausted:
+                body += f"<div><i>{_e(_EXHAUSTED.format(n=record.total))}</i></div>"
         return (f'<div class="tilelab-hint" data-exercise="{_e(record.exercise)}" data-number="{record.number}" '
                 f'style="{_BOX.format(colour=colour)}"><b>{_e(record.exercise)}</b> {_e(record.title)}{body}</div>')
     if isinstance(record, Solution):
         colour = _COLOUR[record.status]
         head = (f'<b style="color:{colour}">{_e(record.exercise)}</b> {_e(record.title)}')
         if not record.shown:
-            return (f'<div class="tilelab-solution" data-status="refused" style="{_BOX.format(colour=colour)}">'
-                    f'{head}: {_e(record.text)}</div>')
-        return (f'<div class="tilelab-solution" data-status="shown" style="{_BOX.format(colour=colour)}">{head}, '
+            return (f'<div class="tilelab-solution" data-exercise="{_e(record.exercise)}" data-status="refused" '
+                    f'style="{_BOX.format(colour=colour)}">{head}: {_e(record.text)}</div>')
+        return (f'<div class="tilelab-solution" data-exercise="{_e(record.exercise)}" data-status="shown" '
+                f'style="{_BOX.format(colour=colour)}">{head}, '
                 f'a solution:<pre style="margin:4px 0">{_e(record.text)}</pre></div>')
     if isinstance(record, Exercise):
         return f"<div><b>{_e(record.id)}</b> {_e(record.title)}: {_e(record.question)}</div>"
     if isinstance(record, Progress):
         return _progress_html(record)
+    if isinstance(record, Locked):
+        colour = _COLOUR["refused"]
+        return (f'<div class="tilelab-locked" style="{_BOX.format(colour=colour)}">{_e(_locked(record))}</div>')
     return f"<pre>{_e(repr(record))}</pre>"
 
 
@@ -145,7 +168,7 @@ def _register() -> None:
     """Hand the course's records to tilelab's display dispatch (their text and HTML)."""
     from ..records.display import register
 
-    for record in (Exercise, Check, Hint, Solution, Progress):
+    for record in (Exercise, Check, Hint, Solution, Progress, Locked):
         register(record, {"text/plain": text, "text/html": html})
 
 

@@ -14,7 +14,7 @@ from ..records.record import Record
 
 STATUSES = ("passed", "failed", "unanswered", "needs_gpu")
 KINDS = ("writes", "fixes", "predict", "explain")
-STATES = ("passed", "tried", "not tried")  # a student's standing on one exercise
+STATES = ("passed", "tried", "needs GPU", "not tried")  # a student's standing on one exercise
 
 
 class _Shown(DisplayedText):
@@ -108,13 +108,15 @@ class Check(_Shown):
 
 @dataclass(frozen=True, repr=False)
 class Hint(_Shown, Record):
-    """The hints given so far for one exercise: ``shown`` holds hints 1..``number`` of ``total``."""
+    """The hints given so far for one exercise: ``shown`` holds hints 1..``number`` of ``total``;
+    ``exhausted`` when this call asked for one more after the last (it says so, not only repeats)."""
 
     exercise: str
     title: str
     number: int
     total: int
     shown: tuple[str, ...]
+    exhausted: bool = False
 
     @property
     def text(self) -> str:
@@ -170,6 +172,15 @@ class Progress(_Shown, Record):
     def count(self, state: str, notebook: str | None = None) -> int:
         rows = self.standings if notebook is None else self.of(notebook)
         return sum(s.state == state for s in rows)
+
+
+@dataclass(frozen=True, repr=False)
+class Locked(_Shown, Record):
+    """What :func:`tilelab.workshop.after` shows in place of something that would answer exercises
+    not passed yet (``waiting``): it opens once they pass."""
+
+    waiting: tuple[str, ...]
+    what: str = ""
 
 
 class NeedsGpu(str):

@@ -103,11 +103,14 @@ def _size(shape: tuple[int, ...]) -> int:
     return n
 
 
-def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> Any:
-    """Launch on the CPU (target ``c``) with poisoned outputs and compare with ``ref``."""
+def run_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None,
+            tile: tuple[int, int] | None = None) -> Any:
+    """Launch on the CPU (target ``c``) with poisoned outputs and compare with ``ref``; ``tile``
+    is the output tile one block writes, for the tile map (the kernel's own, not a guess)."""
     import tilelab
 
-    return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11)
+    extra = {} if tile is None else {"tile": tile}
+    return tilelab.run(kernel, *tensors, target="c", ref=ref, tolerance=tolerance, seed=11, **extra)
 
 
 def on_gpu(kernel: Any, ref: Callable[..., Any], tolerance: float | None = None) -> str:
@@ -122,6 +125,66 @@ def on_gpu(kernel: Any, ref: Callable[..., Any], tolerance: float | None = None)
     return f" Launched on {result.device}: right against torch."
 
 
+# the size a GEMM written for a GPU is checked at on the CPU: not square, ragged in M, N and K, and
+# a tile that is not square (block_M != block_N), small enough to answer in seconds
+GEMM_CPU_SIZE = (150, 100, 80, 64, 32, 16)
+
+
+def _gemm_refs(K: int, block_k: int, transpose_b: bool) -> list[tuple[str, Callable[..., Any]]]:
+    def b_of(b: Any) -> Any:
+        return b.T if transpose_b else b
+
+    last = (-(-K // block_k) - 1) * block_k  # where the last slice of K starts (K may be ragged)
+    return [
+        ("C holds the product of every block_K slice of K but the last: the loop over K stops one slice short",
+         lambda a, b: a[:, :last] @ b_of(b)[:last, :]),
+        ("C holds only the first block_K slice's product: the loop over K must add every slice's product",
+         lambda a, b: a[:, :block_k] @ b_of(b)[:block_k, :]),
+        ("C holds only the last slice's product: the accumulator is cleared on every step of K",
+         lambda a, b: a[:, last:] @ b_of(b)[last:, :]),
+        ("C holds -(A @ B): a sign", lambda a, b: -(a @ b_of(b))),
+    ]
+
+
+def gemm_slip(passes: Callable[[Callable[..., Any]], bool], K: int, block_k: int,
+              transpose_b: bool = False) -> str | None:
+    """Which known slip a wrong GEMM made, if any: ``passes(ref)`` runs it against another
+    reference (the K loop one slice short, the first or last slice only, a sign)."""
+    for said, other in _gemm_refs(K, block_k, transpose_b):
+        try:
+            if passes(other):
+                return said
+        except Exception:
+            continue
+    return None
+
+
+def gemm_on_cpu(build: Callable[..., Any], *, transpose_b: bool = False, tolerance: float | None = None,
+                size: tuple[int, ...] = GEMM_CPU_SIZE) -> str:
+    """The results part of a GEMM exercise graded for a GPU: ``build(M, N, K, block_M, block_N,
+    block_K)`` is run on the CPU with its tile program's meaning (``tilelab.run(device="cpu")``) at
+    ``size`` against torch; a wrong kernel fails with where, and what it computed instead where that
+    is a known slip. Returns the sentence for the pass message."""
+    import tilelab
+
+    M, N, K, bm, bn, bk = size
+
+    def ref(a: Any, b: Any) -> Any:
+        return a @ (b.T if transpose_b else b)
+
+    kernel = build(M, N, K, bm, bn, bk)
+    where = f"run on the CPU at M={M}, N={N}, K={K} with {bm}x{bn}x{bk} tiles"
+    result = tilelab.run(kernel, ref=ref, device="cpu", tolerance=tolerance, seed=21, tile=(bm, bn))
+    if result.passed:
+        return f"right on the CPU at M={M}, N={N}, K={K} with {bm}x{bn}x{bk} tiles"
+    said = gemm_slip(lambda other: tilelab.run(kernel, ref=other, device="cpu", tolerance=tolerance, seed=21,
+                                               tile=(bm, bn)).passed, K, bk, transpose_b)
+    if said:
+        raise Wrong(f"it lowers, but {where}: {said}")
+    raise Wrong(f"it lowers, but {where} (the tile program's meaning) it is wrong: {where_wrong(result)}. Look at "
+                "which tiles: the offsets of the copies (by for A's rows, bx for B's columns), the store, the clear")
+
+
 def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: float | None = None) -> bool:
     try:
         return bool(run_cpu(kernel, *tensors, ref=ref, tolerance=tolerance).passed)
@@ -129,5 +192,5 @@ def passes_cpu(kernel: Any, *tensors: Any, ref: Callable[..., Any], tolerance: f
         return False
 
 
-__all__ = ["Wrong", "build", "define", "expect", "inspect", "on_gpu", "passes_cpu", "quiet_native_stderr", "run_cpu",
-           "where_wrong"]
+__all__ = ["GEMM_CPU_SIZE", "Wrong", "build", "define", "expect", "gemm_on_cpu", "gemm_slip", "inspect", "on_gpu",
+           "passes_cpu", "quiet_native_stderr", "run_cpu", "where_wrong"]

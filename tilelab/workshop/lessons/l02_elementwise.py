@@ -46,15 +46,23 @@ BIAS_FIXED = BIAS_BUG.replace("bias[j]", "bias[bx * block_N + j]")
 RETURN = "\n    return kernel\n"
 
 
-def _run(factory: Any, M: int, N: int, inputs: dict[str, Any], expected: Any, *, guards: bool) -> None:
+# the checker's sizes: a ragged non-square one with the default square tile, then one whose tile
+# is not square (block_M != block_N: a kernel that mixes the two up is wrong there)
+SIZES = ((100, 70, 32, 32), (70, 100, 16, 32))
+
+
+def _run(factory: Any, M: int, N: int, inputs: dict[str, Any], expected: Any, *, guards: bool,
+         block: tuple[int, int] = (32, 32)) -> None:
     import torch
 
-    func = kc.build(factory, M, N)
+    bm, bn = block
+    func = kc.build(factory, M, N, block_M=bm, block_N=bn)
     kernel = kc.compile_c(func, guards=guards)
     launched = kc.launch(kernel, inputs, {"C": ((M, N), torch.float32)})
-    found = kc.problems("C", launched, expected, tile=(32, 32))
+    found = kc.problems("C", launched, expected, tile=(bm, bn))
     found = kc.explained(found, func, [*inputs.values(), torch.empty(M, N)], "C", guards=guards)
-    kc.grade(found, size=f"M={M}, N={N}" + ("" if guards else " with TileLang's own guards off"))
+    kc.grade(found, size=f"M={M}, N={N}, block_M={bm}, block_N={bn}" + ("" if guards else " with TileLang's own "
+                                                                        "guards off"))
 
 
 @exercise("02.1", "a scaled add",
@@ -68,9 +76,10 @@ def _scale_add(answer: Any) -> str:
     import torch
 
     gen = torch.Generator().manual_seed(2)
-    a, b = torch.randn(100, 70, generator=gen), torch.randn(100, 70, generator=gen)
-    _run(answer, 100, 70, {"A": a, "B": b}, 0.5 * a + b, guards=False)
-    return "right at M=100, N=70 and in bounds without TileLang's own guards"
+    for M, N, bm, bn in SIZES:
+        a, b = torch.randn(M, N, generator=gen), torch.randn(M, N, generator=gen)
+        _run(answer, M, N, {"A": a, "B": b}, 0.5 * a + b, guards=False, block=(bm, bn))
+    return "right at M=100, N=70 and at M=70, N=100 with 16 x 32 tiles, in bounds without TileLang's own guards"
 
 
 def _readers_truth() -> int:
@@ -124,9 +133,10 @@ def _outer(answer: Any) -> str:
     import torch
 
     gen = torch.Generator().manual_seed(3)
-    x, y = torch.randn(100, generator=gen), torch.randn(70, generator=gen)
-    _run(answer, 100, 70, {"x": x, "y": y}, x[:, None] + y[None, :], guards=False)
-    return "right at M=100, N=70, in bounds without TileLang's own guards"
+    for M, N, bm, bn in SIZES:
+        x, y = torch.randn(M, generator=gen), torch.randn(N, generator=gen)
+        _run(answer, M, N, {"x": x, "y": y}, x[:, None] + y[None, :], guards=False, block=(bm, bn))
+    return "right at M=100, N=70 and at M=70, N=100 with 16 x 32 tiles, in bounds without TileLang's own guards"
 
 
 @exercise("02.4", "the bias of every block",
@@ -141,8 +151,9 @@ def _bias(answer: Any) -> str:
     import torch
 
     gen = torch.Generator().manual_seed(4)
-    a, bias = torch.randn(64, 96, generator=gen), torch.randn(96, generator=gen)
-    _run(answer, 64, 96, {"A": a, "bias": bias}, a + bias[None, :], guards=True)
+    for M, N, bm, bn in ((64, 96, 32, 32), (64, 96, 32, 16)):
+        a, bias = torch.randn(M, N, generator=gen), torch.randn(N, generator=gen)
+        _run(answer, M, N, {"A": a, "bias": bias}, a + bias[None, :], guards=True, block=(bm, bn))
     return "every tile right: block bx adds bias[bx * block_N : (bx + 1) * block_N]"
 
 

@@ -275,8 +275,11 @@ def _tma_store(factory: Any) -> str:
     before = _report().kernels[0].dynamic_shared_memory_bytes
     reuse = (f"; dynamic shared memory is still {smem} B: TileLang reuses the pipeline's buffers for the staging "
              "tile once the K loop is done") if smem == before else f"; dynamic shared memory {smem} B"
+    from ._common_b import gemm_on_cpu
+
+    right = gemm_on_cpu(factory)
     return (f"C is written by a TMA bulk store (device line {store.evidence_line}: {store.evidence[:60]}...)"
-            f"{reuse}")
+            f"{reuse}; {right}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -301,9 +304,15 @@ def _normalise_path(value: Any) -> str | None:
 
 
 def _reveal_fallback(answer: Any) -> Any:
-    import tilelab
-
-    return tilelab.Inspector(_report(smem_epilogue=True, disable_tma=True), show="summary")
+    """The copies' lowering and the warp specialisation, from the report (the inspector's other
+    tabs would show the wgmma instruction, 06.7's answer)."""
+    report = _report(smem_epilogue=True, disable_tma=True)
+    ops = _ops(report)
+    rows = [f"{name}: {ops[name].path}" for name in ("A", "B", "C") if name in ops]
+    low = report.lowering
+    ws = ("warp-specialized" if low is not None and low.warp_specialized
+          else f"not warp-specialized ({low.warp_specialization_reason if low is not None else 'no tile ops'})")
+    return "with tl.disable_tma_lower=True: " + "; ".join(rows) + f"; the kernel is {ws}"
 
 
 @exercise("05.4", "the fallback under tl.disable_tma_lower",
@@ -360,23 +369,32 @@ def _per_copy(factory: Any) -> str:
     if store is None:
         raise Wrong("nothing in the kernel copies a tile to C: keep the epilogue")
     for name in ("A", "B"):
-        load = ops.get(name)
-        if load is None:
+        if ops.get(name) is None:
             raise Wrong(f"the kernel no longer copies {name} into shared memory: keep both loads")
-        if load.path.startswith("TMA"):
-            raise Wrong(f"{name}'s copy is still a TMA bulk copy: the switch must be in the kernel, on that copy "
-                        "(an option of the %%tilelang line is not part of the kernel your factory builds)")
+    still = [name for name in ("A", "B") if ops[name].path.startswith("TMA")]
+    if still:  # named first: a pipeline that mixes TMA and other loads lowers the others differently
+        other = [n for n in ("A", "B") if n not in still]
+        mixed = (f" ({other[0]}'s copy is switched; with {still[0]} still on TMA the pipeline lowers it to "
+                 f"{ops[other[0]].path})") if other else ""
+        raise Wrong(f"{' and '.join(still)}'s copy is still a TMA bulk copy: the switch must be in the kernel, on "
+                    f"each copy (an option of the %%tilelang line is not part of the kernel your factory builds)"
+                    f"{mixed}")
+    for name in ("A", "B"):
+        load = ops[name]
         expect(load.path.startswith("cp.async"), f"{name}'s copy lowered to {load.path}; the exercise asks for "
                                                  "asynchronous copies (cp.async)")
     if not store.path.startswith("TMA"):
         raise Wrong("the epilogue lost its TMA store: switch TMA off on the two loads only, and keep C staged "
                     "through shared memory")
     _expect_gemm_fast(ops, report)
-    block = report.kernels[0].block
+    from ._common_b import gemm_on_cpu
+
+    right = gemm_on_cpu(factory)
     ws = report.lowering
-    return (f"A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; the block launches {block[0]} threads: "
+    # the thread count is not said: it is 07.1's answer
+    return ("A and B load with cp.async, C is a TMA store, T.gemm is WGMMA; "
             + ("still warp-specialized" if ws.warp_specialized
-               else f"not warp-specialized ({ws.warp_specialization_reason})"))
+               else f"not warp-specialized ({ws.warp_specialization_reason})") + f"; {right}")
 
 
 def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:

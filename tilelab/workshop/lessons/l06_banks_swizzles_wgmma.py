@@ -292,6 +292,13 @@ def _sbo_bytes(answer: Any) -> str:
 # ------------------------------------------------------------------------------------------
 
 
+def _reveal_descriptors(answer: Any) -> str:
+    """06.6's reveal: the TMA descriptors alone (the inspector's other tabs hold 06.7's answer)."""
+    rows = [f"{d.buffer}: globalDim {tuple(d.global_dim)}, boxDim {tuple(d.box_dim)}, swizzle {d.swizzle}"
+            for d in _report().tma_descriptors]
+    return "the kernel's TMA descriptors, innermost dimension first:\n" + "\n".join(rows)
+
+
 def _reveal_tab(tab: str):
     def reveal(answer: Any) -> Any:
         import tilelab
@@ -310,7 +317,7 @@ def _reveal_tab(tab: str):
                  ("A's rows are contiguous along K, so the inner dimension is block_K elements, as long as "
                  "block_K x 2 bytes fits the swizzle span.")),
           solution="answer_06_6 = (32, 128)",
-          reveal=_reveal_tab("tma"))
+          reveal=_reveal_descriptors)
 def _box_dims(answer: Any) -> str:
     expect(isinstance(answer, (tuple, list)) and all(isinstance(v, int) for v in answer),
            f"answer with a tuple of whole numbers, innermost first, got {answer!r}")

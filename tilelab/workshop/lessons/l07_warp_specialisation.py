@@ -10,7 +10,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, inspect, on_gpu
+from ._common_b import build, gemm_on_cpu, inspect, on_gpu
 
 SIZE = (512, 512, 512)
 TILES = dict(block_M=128, block_N=128, block_K=32)
@@ -182,9 +182,11 @@ def _fix_ws(answer: Any) -> str:
         expect(block == threads + 128, f"at threads={threads} the block should be your threads plus the producer "
                                        "warpgroup")
         seen.append((threads, block, low.stages))
+    right = gemm_on_cpu(lambda M, N, K, bm, bn, bk: build(answer, M, N, K, bm, bn, bk, name="my_gemm"))
     gpu = on_gpu(build(answer, 512, 512, 512, threads=256, name="my_gemm"), lambda a, b: a @ b)
     return ("warp-specialised with " + ", ".join(f"threads={t} -> {b} launched" for t, b, _ in seen)
-            + f"; {seen[0][2]} stages: the producer loads stage k+1 while the consumers multiply stage k." + gpu)
+            + f"; {seen[0][2]} stages: the producer loads stage k+1 while the consumers multiply stage k; "
+            + right + "." + gpu)
 
 
 wrong_answers = {

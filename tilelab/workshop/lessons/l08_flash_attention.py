@@ -139,6 +139,26 @@ def _inputs(seq: int, dim: int, seed: int, magnitude: float = 1.0) -> tuple[Any,
     return q, k, v
 
 
+def _unwritten_or_read_first(kernel: Any, q: Any, k: Any, v: Any) -> str:
+    """Whether the elements of O that kept the poison were never written, or were written from the
+    poison itself (an accumulation into O before anything set it): launched on the CPU with two
+    poisons, an element the kernel wrote from its old value differs between them."""
+    import torch
+
+    from tilelab.workshop import _kernel_checks as kc
+
+    try:
+        launched = kc.launch(kc.compile_c(kernel), {"Q": q, "K": k, "V": v}, {"O": (tuple(q.shape), torch.float32)})
+    except Exception:
+        return "some of O was never written"
+    out = launched.outputs["O"]
+    read_first = torch.isnan(out) & ~launched.unwritten["O"]
+    if bool(read_first.any()):
+        return (f"{int(read_first.sum())} elements of O are computed from whatever O held before the launch: the "
+                "kernel adds into O[q, d] before anything sets it (start each sum from 0)")
+    return "some of O was never written"
+
+
 @exercise("08.1", "attention, one query row at a time",
           question="Write attention(seq, dim): a target-c kernel (float32 Q, K, V, O of shape (seq, dim)) with "
                    "O = softmax(Q K^T / sqrt(dim)) V, one block per query row. The check launches it on the CPU at "
@@ -164,7 +184,10 @@ def _scalar(answer: Any) -> str:
             raise Wrong("right for ordinary inputs, but with large scores your output has NaN or infinite values: "
                         "exp overflows float32 past about 88. Subtract each row's largest score first")
         if out.unwritten:
-            raise Wrong(f"at seq={seq}, dim={dim} some of O was never written: {where_wrong(result)}")
+            said = _unwritten_or_read_first(kernel, q, k, v)
+            if "never written" in said:
+                said += f": {where_wrong(result)}"
+            raise Wrong(f"at seq={seq}, dim={dim} {said}")
 
         def same(ref: Any, kernel: Any = kernel, args: tuple = (q, k, v)) -> bool:
             return run_cpu(kernel, *args, ref=ref).passed
@@ -357,9 +380,30 @@ def _keep_p(answer: Any) -> str:
     mine = int(report.kernels[0].dynamic_shared_memory_bytes)
     before = int(given.kernels[0].dynamic_shared_memory_bytes)
     expect(mine < before, "P is read from registers now, but the kernel asks for as much shared memory as before")
+    right = _flash_on_cpu(answer)
     gpu = on_gpu(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), torch_attention,
                  tolerance=ATTENTION_TOLERANCE)
-    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B." + gpu
+    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B; {right}." + gpu
+
+
+# the size a flash attention written for a GPU is checked at on the CPU: query and key tiles of
+# different sizes (block_M != block_N), several key blocks so the online softmax rescales
+FLASH_CPU = {"seq": 128, "dim": 32, "block_M": 64, "block_N": 32}
+
+
+def _flash_on_cpu(answer: Any) -> str:
+    """The results part of a flash attention graded for Hopper: its tile program run on the CPU."""
+    import tilelab
+
+    kernel = build(answer, name="my_flash", **FLASH_CPU)
+    result = tilelab.run(kernel, ref=torch_attention, device="cpu", seed=23,
+                         tile=(FLASH_CPU["block_M"], FLASH_CPU["dim"]))
+    where = (f"run on the CPU (the tile program's meaning) at seq={FLASH_CPU['seq']}, dim={FLASH_CPU['dim']} with "
+             f"{FLASH_CPU['block_M']} queries x {FLASH_CPU['block_N']} keys a step")
+    expect(result.passed, f"it lowers as asked, but {where} O is wrong: {where_wrong(result)}. Each row of "
+                          "softmax(Q K^T) sums to 1: look at what happens to acc and row_sum when the row's max "
+                          "grows (the rescale), and at the final division")
+    return f"right on the CPU at seq={FLASH_CPU['seq']} with {FLASH_CPU['block_M']}x{FLASH_CPU['block_N']} tiles"
 
 
 def _given_08_4() -> Any:

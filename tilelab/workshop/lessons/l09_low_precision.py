@@ -8,7 +8,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, inspect, on_gpu, run_cpu, where_wrong
+from ._common_b import build, gemm_on_cpu, inspect, on_gpu, run_cpu, where_wrong
 
 SIZE = (1024, 1024, 1024)
 
@@ -173,9 +173,11 @@ def _fp8_gemm(answer: Any) -> str:
     shape = min(w.instruction for w in rep.wgmma)
     # Hopper's fp8 WGMMA adds its products with a narrower accumulator than fp32 (an H100 gave a
     # relative error of 5.4e-4 against an fp32 sum of the same fp8 inputs): judged at 2e-3.
+    right = gemm_on_cpu(lambda M, N, K, bm, bn, bk: build(answer, M, N, K, bm, bn, bk, name="fp8_gemm"),
+                        transpose_b=True, size=(150, 100, 160, 64, 32, 16))
     gpu = on_gpu(build(answer, *SIZE, name="fp8_gemm"), lambda a, b: a @ b.T, tolerance=2e-3)
     return (f"{shape} on fp8 operands, A and B boxes {tuple(descs['A'].box_dim)} / {tuple(descs['B'].box_dim)} "
-            "with the 128B swizzle." + gpu)
+            f"with the 128B swizzle; {right}." + gpu)
 
 
 # ------------------------------------------------------------------------------------------

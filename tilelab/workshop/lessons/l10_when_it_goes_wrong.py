@@ -11,7 +11,7 @@ from typing import Any
 
 from tilelab.workshop import NeedsGpu, Wrong, exercise, expect
 
-from ._common_b import build, inspect, run_cpu, where_wrong
+from ._common_b import build, gemm_on_cpu, gemm_slip, inspect, run_cpu, where_wrong
 
 
 def has_gpu() -> bool:
@@ -62,7 +62,7 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
 @exercise("10.1", "a transpose that writes out of bounds",
           question="transpose(M, N) should write B = A^T. At M=96, N=160 part of B is never written, and on a GPU with "
                    "TileLang's bounds checks off it stores past the end of B. Fix it (the check launches it on the "
-                   "CPU at 96x160 and at the ragged 100x72).",
+                   "CPU at 96x160 and at the ragged 100x72 with 32 x 16 tiles).",
           kind="fixes",
           hints=("The launch's map of B's tiles shows which tiles were never written: which blocks should have "
                  "written them?",
@@ -74,20 +74,23 @@ def _out_of_bounds(kernel: Any, *args: Any) -> str:
 def _transpose(answer: Any) -> str:
     import torch
 
-    for m, n in ((96, 160), (100, 72)):
-        kernel = build(answer, m, n, name="transpose")
+    # the second size is ragged and its tile not square (block_M=32, block_N=16): rows and columns of
+    # the tile cannot be mixed up there
+    for m, n, bm, bn in ((96, 160, 32, 32), (100, 72, 32, 16)):
+        kernel = build(answer, m, n, bm, bn, name="transpose")
         a = torch.randn(m, n, generator=torch.Generator().manual_seed(m + n))
-        result = run_cpu(kernel, a, ref=_transpose_ref)
+        result = run_cpu(kernel, a, ref=_transpose_ref, tile=(bn, bm))  # B's tile of one block: block_N x block_M
         if not result.passed:
-            raise Wrong(f"at M={m}, N={n}: {where_wrong(result)}.{_out_of_bounds(kernel, a)}")
+            raise Wrong(f"at M={m}, N={n} with block_M={bm}, block_N={bn}: {where_wrong(result)}."
+                        f"{_out_of_bounds(kernel, a)}")
         if (m, n) == (96, 160):  # whole tiles: with the bounds checks off, nothing may go astray
             import tilelab
 
             trace = tilelab.trace_tiles(kernel, a, pass_configs={"tl.disable_safe_memory_legalize": True})
             expect(not trace.out_of_bounds and not int(trace.written_twice("B").sum()),
                    "B comes out right, but with TileLang's bounds checks off: " + " ".join(trace.problems()[:3]))
-    return ("every element of B written once and right, at 96x160 and 100x72: one block per 32x32 tile of A, "
-            "bx over its columns and by over its rows")
+    return ("every element of B written once and right, at 96x160 and 100x72 (with 32x16 tiles too): one block "
+            "per tile of A, bx over its columns and by over its rows")
 
 
 # ------------------------------------------------------------------------------------------
@@ -419,7 +422,9 @@ def _many(answer: Any) -> str:
     g = torch.Generator().manual_seed(5)
     a, b = torch.randn(64, 128, generator=g), torch.randn(128, 96, generator=g)
     result = run_cpu(kernel, a, b, ref=torch.matmul)
-    expect(result.passed, f"the CPU build is not A @ B: {where_wrong(result)}")
+    if not result.passed:
+        said = gemm_slip(lambda other: run_cpu(kernel, a, b, ref=other).passed, 128, 32)
+        raise Wrong(f"the CPU build is not A @ B: {said or where_wrong(result)}")
     hopper = inspect(build(answer, 512, 512, 512, "sm_90a", name="my_gemm"), "sm_90a")
     low = hopper.lowering
     expect(hopper.wgmma, "the Hopper build's T.gemm is not on WGMMA: "
@@ -429,8 +434,10 @@ def _many(answer: Any) -> str:
     amd = inspect(build(answer, 512, 512, 512, "gfx942", name="my_gemm"), "gfx942")
     expect(amd.mfma, "the MI300 build's T.gemm does not issue MFMA: its tiles must be in LDS (T.alloc_shared) and "
                      "its accumulator a fragment")
+    right = gemm_on_cpu(lambda M, N, K, bm, bn, bk: build(answer, M, N, K, "sm_90a", bm, bn, bk, name="my_gemm"))
     return (f"the CPU build is right; Hopper: {min(w.instruction for w in hopper.wgmma)} WGMMA with "
-            f"{len(hopper.tma_descriptors)} TMA loads; MI300: {amd.mfma[0].m}x{amd.mfma[0].n}x{amd.mfma[0].k} MFMA")
+            f"{len(hopper.tma_descriptors)} TMA loads, its tile program {right}; MI300: "
+            f"{amd.mfma[0].m}x{amd.mfma[0].n}x{amd.mfma[0].k} MFMA")
 
 
 wrong_answers = {

@@ -1,0 +1,237 @@
+"""Wrong kernels for the course's kernel exercises, each made from the exercise's own solution by one
+small edit of the kinds students make (a sign, swapped bx/by, the K loop one tile short, a clear or
+a rescale dropped, a reduction swapped, block_M and block_N swapped): every one must fail its check
+with a message that names what is wrong (``says``: a regular expression the message must match).
+
+``EQUIVALENT`` lists edits that do not change what the kernel computes, with why (they are not
+mutants: no check could fail them). ``PENDING_RESULTS`` lists exercises graded by how the kernel
+lowered for a GPU, whose mutants wait for their results to be checked on the CPU."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+
+class Mutant(NamedTuple):
+    exercise: str
+    name: str
+    old: str  # replaced everywhere in the solution
+    new: str
+    says: str  # what the failure's message must say (a regular expression, case-insensitive)
+
+
+_ROW, _COL = "by * block_M + i", "bx * block_N + j"
+_OOB = r"out of bounds|below zero|past the end|crashed"
+_WHERE = r"rows|tiles|block|never written|wrong values"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # 01.1 a tile copy (checked at 96 x 64 with 32 x 16 tiles, and 32 x 32)
+    Mutant("01.1", "swapped bx/by", f"B[{_ROW}, {_COL}] = A[{_ROW}, {_COL}]",
+           "B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j]", _WHERE),
+    Mutant("01.1", "sign of i", _ROW, "by * block_M - i", _OOB + "|" + _WHERE),
+    Mutant("01.1", "block_M/block_N swapped", f"{_ROW}, {_COL}", "by * block_N + i, bx * block_M + j", _WHERE),
+    Mutant("01.1", "one row down", f"B[{_ROW}, {_COL}]", f"B[{_ROW} + 1, {_COL}]", _OOB + "|" + _WHERE),
+    Mutant("01.1", "value changed", f"= A[{_ROW}, {_COL}]", f"= A[{_ROW}, {_COL}] * 2.0", r"wrong values"),
+    # 01.4 cover the edge (100 x 70: the grid must round up)
+    Mutant("01.4", "rows rounded down", "T.ceildiv(M, block_M)", "M // block_M", r"never written"),
+    Mutant("01.4", "swapped bx/by", f"B[{_ROW}, {_COL}] = A[{_ROW}, {_COL}]",
+           "B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j]", _WHERE),
+    Mutant("01.4", "grid axes swapped", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)",
+           "T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N)", _WHERE),
+    Mutant("01.4", "sign of j", _COL, "bx * block_N - j", _OOB + "|" + _WHERE),
+    Mutant("01.4", "value changed", f"= A[{_ROW}, {_COL}]", f"= A[{_ROW}, {_COL}] + 1.0", r"wrong values"),
+    # 01.5 your own guard (100 x 70, guards off)
+    Mutant("01.5", "column guard dropped", f" and {_COL} < N", "", _OOB + "|" + _WHERE),
+    Mutant("01.5", "<= for <", f"{_ROW} < M", f"{_ROW} <= M", _OOB + "|" + _WHERE),
+    Mutant("01.5", "rows guarded by N", f"{_ROW} < M", f"{_ROW} < N", _WHERE),
+    Mutant("01.5", "swapped bx/by", f"B[{_ROW}, {_COL}] = A[{_ROW}, {_COL}]",
+           "B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j]", _OOB + "|" + _WHERE),
+    Mutant("01.5", "sign of j", _COL, "bx * block_N - j", _OOB + "|" + _WHERE),
+    # 06.1 the 128B swizzle (a function of row and chunk, checked against TileLang's layout)
+    Mutant("06.1", "row mod 4", "chunk ^ (row % 8)", "chunk ^ (row % 4)", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "the whole row", "chunk ^ (row % 8)", "chunk ^ row", r"row|chunk|wrong|differ|range"),
+    Mutant("06.1", "plus for xor", "chunk ^ (row % 8)", "(chunk + row) % 8", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "row of 8 rows", "chunk ^ (row % 8)", "chunk ^ ((row // 8) % 8)", r"row|chunk|wrong|differ"),
+    Mutant("06.1", "no swizzle", "chunk ^ (row % 8)", "chunk", r"row|chunk|wrong|differ|swizzl"),
+    # 02.1 a scaled add
+    Mutant("02.1", "sign of i (the 02.1 slip)", "row, col = by * block_M + i", "row, col = by * block_M - i", _OOB),
+    Mutant("02.1", "alpha dropped", "alpha * A[row, col]", "A[row, col]", r"wrong values"),
+    Mutant("02.1", "A and B swapped", "alpha * A[row, col] + B[row, col]", "alpha * B[row, col] + A[row, col]",
+           r"wrong values"),
+    Mutant("02.1", "block_M/block_N swapped", "row, col = by * block_M + i, bx * block_N + j",
+           "row, col = by * block_N + i, bx * block_M + j", _WHERE),
+    Mutant("02.1", "swapped bx/by", "row, col = by * block_M + i, bx * block_N + j",
+           "row, col = bx * block_M + i, by * block_N + j", _WHERE),
+    Mutant("02.1", "guard dropped", "                if row < M and col < N:\n                    C",
+           "                C", _OOB),
+    # 02.3 a guarded outer add
+    Mutant("02.3", "x and y swapped", "x[by * block_M + i] + y[bx * block_N + j]",
+           "x[bx * block_N + j] + y[by * block_M + i]", _OOB + "|" + _WHERE),
+    Mutant("02.3", "tile index for x", "x[by * block_M + i]", "x[i]", _WHERE),
+    Mutant("02.3", "block_M/block_N swapped", "by * block_M + i", "by * block_N + i", _WHERE),
+    Mutant("02.3", "column guard dropped", " and bx * block_N + j < N", "", _OOB + "|" + _WHERE),
+    Mutant("02.3", "minus for plus", "] + y[", "] - y[", r"wrong values"),
+    # 02.4 the bias of every block
+    Mutant("02.4", "bias by the row tile", "bias[bx * block_N + j]", "bias[by * block_N + j]", _WHERE),
+    Mutant("02.4", "bias by block_M", "bias[bx * block_N + j]", "bias[bx * block_M + j]", _WHERE),
+    Mutant("02.4", "bias one column over", "bias[bx * block_N + j]", "bias[bx * block_N + j + 1]", _WHERE),
+    Mutant("02.4", "bias subtracted", "] + bias[", "] - bias[", r"wrong values"),
+    Mutant("02.4", "swapped bx/by in A", "A[by * block_M + i, bx * block_N + j]",
+           "A[bx * block_M + i, by * block_N + j]", _WHERE),
+    # 03.1 row sums
+    Mutant("03.1", "reduced over the wrong axis", "dim=1", "dim=0", r"S|wrong|never"),
+    Mutant("03.1", "max for sum", "T.reduce_sum", "T.reduce_max", r"wrong values"),
+    Mutant("03.1", "stored at the block's index", "S[bx * block_M]", "S[bx]", r"never written|wrong values"),
+    Mutant("03.1", "loaded one row down", "X[bx * block_M, 0]", "X[bx * block_M + 1, 0]", r"wrong values|"
+           + _OOB),
+    Mutant("03.1", "grid without the ragged block", "T.ceildiv(M, block_M)", "M // block_M", r"never written"),
+    # 03.3 a running maximum
+    Mutant("03.3", "max starts at -1", "T.fill(best, -T.infinity(T.float32))", "T.fill(best, -1.0)", r"wrong values"),
+    Mutant("03.3", "cleared every chunk", "clear=False", "clear=True", r"wrong values|last|chunk"),
+    Mutant("03.3", "K loop one short", "for k in T.serial(T.ceildiv(N, block_N))",
+           "for k in T.serial(T.ceildiv(N, block_N) - 1)", r"wrong values|last|chunk"),
+    Mutant("03.3", "chunk offset k", "X[bx * block_M, k * block_N]", "X[bx * block_M, k]", r"wrong values"),
+    Mutant("03.3", "min for max", "T.reduce_max", "T.reduce_min", r"wrong values|infinity that your kernel computed"),
+    # 03.4 the online softmax
+    Mutant("03.4", "rescale dropped", "l[i] * T.exp(m[i] - m_new[i])", "l[i]", r"wrong values|rescale"),
+    Mutant("03.4", "rescale sign flipped", "T.exp(m[i] - m_new[i])", "T.exp(m_new[i] - m[i])",
+           r"(?s)^(?!.*never written).*NaN or infinity that your kernel computed"),
+    Mutant("03.4", "max not carried", "                    m[i] = m_new[i]\n", "", r"wrong values|NaN"),
+    Mutant("03.4", "divided by row 0's sum", "/ l[i]", "/ l[0]", r"wrong values"),
+    Mutant("03.4", "not divided by the sum", " / l[i]", "", r"wrong values"),
+    Mutant("03.4", "first pass one chunk short", "for k in T.serial(T.ceildiv(N, block_N)):     # one pass",
+           "for k in T.serial(T.ceildiv(N, block_N) - 1):     # one pass", r"wrong values|NaN"),
+    # 04.1 a GEMM on the CPU
+    Mutant("04.1", "T.clear dropped", "            T.clear(C_tile)\n", "",
+           r"(?s)^(?!.*never written).*read before initiali"),
+    Mutant("04.1", "K loop one short", "T.Pipelined(T.ceildiv(K, block_K)", "T.Pipelined(T.ceildiv(K, block_K) - 1",
+           r"(?s)^(?!.*offsets).*one slice short"),
+    Mutant("04.1", "swapped bx/by in the loads", "A[by * block_M, k * block_K]", "A[bx * block_M, k * block_K]",
+           r"wrong|bounds|never written"),
+    Mutant("04.1", "A's copy offsets swapped", "A[by * block_M, k * block_K]", "A[k * block_K, by * block_M]",
+           r"wrong|bounds|never written"),
+    Mutant("04.1", "stored at swapped bx/by", "C[by * block_M, bx * block_N]", "C[bx * block_M, by * block_N]",
+           r"never written|bounds|wrong"),
+    Mutant("04.1", "block_M/block_N swapped in the store", "C[by * block_M, bx * block_N]",
+           "C[by * block_N, bx * block_M]", r"never written|bounds|wrong"),
+    # 08.1 attention, one query row at a time
+    Mutant("08.1", "O not zeroed", "                O[q, d] = 0.0\n", "",
+           r"(?s)^(?!.*never written).*before anything sets it"),
+    Mutant("08.1", "scale dropped", "s[k] = s[k] * scale", "s[k] = s[k]", r"wrong|scale"),
+    Mutant("08.1", "not normalised", "O[q, d] = O[q, d] / total[0]", "O[q, d] = O[q, d]", r"wrong|normal|sum"),
+    Mutant("08.1", "max not taken", "best[0] = T.max(best[0], s[k])", "best[0] = s[k]", r"wrong|max|NaN|inf"),
+    Mutant("08.1", "keys read by the query's row", "Q[q, d] * K[k, d]", "Q[q, d] * K[q, d]", r"wrong"),
+    # 09.4 unpack int4 weights
+    Mutant("09.4", "low nibble read as the high one", "lo = T.Cast(T.int32, Qw[i, j] & T.uint8(15))",
+           "lo = T.Cast(T.int32, Qw[i, j] >> T.uint8(4))", r"wrong|nibble|order"),
+    Mutant("09.4", "no sign extension", "T.if_then_else(lo >= 8, lo - 16, lo)", "lo", r"wrong|sign|negative"),
+    Mutant("09.4", "scale dropped", "hi - 16, hi)) * S[i]", "hi - 16, hi))", r"wrong|scale"),
+    Mutant("09.4", "shift by 3", ">> T.uint8(4)", ">> T.uint8(3)", r"wrong"),
+    Mutant("09.4", "scale of row 0", "* S[i]", "* S[0]", r"wrong|scale"),
+    # 10.1 a transpose that writes out of bounds
+    Mutant("10.1", "grid rounded down", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M))",
+           "T.Kernel(N // block_N, M // block_M)", _OOB + "|" + _WHERE),
+    Mutant("10.1", "store not transposed", "B[bx * block_N + j, by * block_M + i]",
+           "B[by * block_M + i, bx * block_N + j]", _OOB + "|" + _WHERE),
+    Mutant("10.1", "block_M/block_N swapped", "B[bx * block_N + j, by * block_M + i]",
+           "B[bx * block_M + j, by * block_N + i]", _OOB + "|" + _WHERE),
+    Mutant("10.1", "sign of j", "bx * block_N + j", "bx * block_N - j", _OOB + "|" + _WHERE),
+    Mutant("10.1", "swapped bx/by in the load", "A[by * block_M + i, bx * block_N + j]",
+           "A[bx * block_M + i, by * block_N + j]", _OOB + "|" + _WHERE),
+    # 10.2 blocks that race for one element
+    Mutant("10.2", "last column dropped", "for j in T.serial(N)", "for j in T.serial(N - 1)", r"wrong"),
+    Mutant("10.2", "sum starts at 1", "total[0] = 0.0", "total[0] = 1.0", r"wrong"),
+    Mutant("10.2", "rows of another block", "total[0] += A[i, j]", "total[0] += A[j % M, j]", r"wrong"),
+    Mutant("10.2", "stored at row 0", "Out[i] = total[0]", "Out[0] = total[0]", r"never written|wrong|race"),
+    Mutant("10.2", "accumulated into Out", "Out[i] = total[0]", "Out[i] = Out[i] + total[0]",
+           r"never written|wrong|poison|NaN|race"),
+)
+
+EQUIVALENT = {
+    ("03.4", "sum starts at 1 (T.fill(l, 1.0))"): "the first rescale multiplies l by exp(-inf - m) = 0: the "
+    "starting value of l never reaches the result",
+    ("03.4", "max starts at 0 (T.fill(m, 0.0))"): "softmax does not depend on the value subtracted, as long as "
+    "both passes subtract the same m (the lessons' inputs are far from overflow)",
+    ("08.1", "max starts at 0 (best[0] = 0.0)"): "softmax does not depend on the value subtracted: only rows "
+    "whose every score is below about -87 would underflow, which scaled dot products of the checker's inputs "
+    "never are",
+    ("04.2", "num_stages=3 -> num_stages=2"): "the pipeline's depth is a schedule, not a result (graded by the "
+    "lowering where 04.2 asks for one)",
+    ("08.4", "T.exp2(x * scale - m * scale) -> T.exp2((x - m) * scale)"): "the same value, one multiplication "
+    "fewer",
+}
+
+
+_GEMM = r"wrong|short|slice|initiali|never|poison|bounds"
+
+
+def _gemm_mutants(ex: str, acc: str, a_shared: str, store_from: str, k_loop: str) -> tuple[Mutant, ...]:
+    """The five slips of a GEMM written for a GPU (graded by its results on the CPU)."""
+    return (
+        Mutant(ex, "T.clear dropped", f"T.clear({acc})\n", "\n", r"initiali|poison|wrong"),
+        Mutant(ex, "K loop one short", k_loop, k_loop.replace("T.ceildiv(K, block_K)", "T.ceildiv(K, block_K) - 1"),
+               r"one slice short"),
+        Mutant(ex, "swapped bx/by in A's load", f"A[by * block_M, k * block_K], {a_shared}",
+               f"A[bx * block_M, k * block_K], {a_shared}", _GEMM),
+        Mutant(ex, "store at swapped bx/by", f"{store_from}, C[by * block_M, bx * block_N]",
+               f"{store_from}, C[bx * block_M, by * block_N]", _GEMM),
+        Mutant(ex, "block_M/block_N swapped in the store", f"{store_from}, C[by * block_M, bx * block_N]",
+               f"{store_from}, C[by * block_N, bx * block_M]", _GEMM),
+    )
+
+
+_PIPE = "T.Pipelined(T.ceildiv(K, block_K)"
+
+MUTANTS += (
+    *_gemm_mutants("04.2", "C_local", "A_shared", "C_local", _PIPE),
+    *_gemm_mutants("05.3", "C_local", "A_shared", "C_shared", _PIPE),
+    *_gemm_mutants("05.5", "C_local", "A_shared", "C_shared", _PIPE),
+    *_gemm_mutants("07.4", "C_f", "A_s", "C_f", _PIPE),
+    *_gemm_mutants("09.3", "C_f", "A_s", "C_f", _PIPE),
+    *_gemm_mutants("10.6", "C_t", "A_t", "C_t", _PIPE),
+    Mutant("05.3", "epilogue's copy into C_shared dropped", "            T.copy(C_local, C_shared)\n", "",
+           r"initiali|poison|wrong"),
+    Mutant("05.5", "only A switched to cp.async", "T.copy(B[k * block_K, bx * block_N], B_shared, disable_tma=True)",
+           "T.copy(B[k * block_K, bx * block_N], B_shared)", r"^B's copy is still a TMA"),
+    Mutant("09.3", "B loaded by the row block", "B[bx * block_N, k * block_K]", "B[by * block_N, k * block_K]", _GEMM),
+    # 08.4 flash attention for Hopper (its results on the CPU)
+    Mutant("08.4", "rescale of acc dropped", "acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)",
+           "acc[i, j] = acc[i, j]", r"O is wrong"),
+    Mutant("08.4", "rescale of row_sum dropped",
+           "row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)", "row_sum[i] = row_sum[i]",
+           r"O is wrong"),
+    Mutant("08.4", "final division dropped", "acc[i, j] = acc[i, j] / row_sum[i]", "acc[i, j] = acc[i, j]",
+           r"O is wrong"),
+    Mutant("08.4", "key loop one short", "T.Pipelined(T.ceildiv(seq, block_N)",
+           "T.Pipelined(T.ceildiv(seq, block_N) - 1", r"O is wrong"),
+    Mutant("08.4", "rescale sign flipped", "T.exp2(old_max[i] * scale - row_max[i] * scale)",
+           "T.exp2(row_max[i] * scale - old_max[i] * scale)", r"O is wrong"),
+    Mutant("08.4", "values of the wrong block", "V[kb * block_N, 0]", "V[kb * block_M, 0]", r"O is wrong"),
+)
+
+
+# The GEMMs graded for a GPU whose results are graded by the same function as 04.2's
+# (``gemm_on_cpu``): their mutants run where $TILELAB_ALL_MUTANTS is set (``make test-mutants``);
+# 04.2's and 08.4's always run.
+SHARED_RESULTS = ("05.3", "05.5", "07.4", "09.3", "10.6")
+ALL = bool(os.environ.get("TILELAB_ALL_MUTANTS"))
+
+
+def assert_caught(mutant: Mutant) -> None:
+    """The mutant's check fails, with a message that says what ``mutant.says``."""
+    import pytest
+
+    from tilelab import workshop
+    from tilelab.workshop import _answers, _core
+
+    if mutant.exercise in SHARED_RESULTS and not ALL:
+        pytest.skip("graded by the same results function as 04.2's mutants: TILELAB_ALL_MUTANTS=1 (make "
+                    "test-mutants) runs it")
+    ex = _core.get(mutant.exercise)
+    answer = _answers.evaluate(ex, ex.solution.replace(mutant.old, mutant.new))
+    result = workshop.check(ex.id, answer)
+    assert result.status == "failed", f"{ex.id} {mutant.name} passed: {result.message}"
+    assert re.search(mutant.says, result.message, flags=re.IGNORECASE), (
+        f"{ex.id} {mutant.name}: the message does not say /{mutant.says}/: {result.message}")
