@@ -30,7 +30,7 @@ def renderers() -> dict[type, dict[str, Renderer]]:
     from . import trace as trace_render
 
     return {
-        KernelReport: {"text/plain": text.render_text, "text/html": html.render_html},
+        KernelReport: {"text/plain": text.render_text, "text/html": html.displayed_html},
         TargetComparison: {"text/html": html.comparison_html},
         Profile: {"text/html": lambda p: html.wrap(profile.profile_html(p))},
         launch.TileMap: {"text/plain": tiles.tile_map_text, "text/html": tiles.tile_map_html},

@@ -273,8 +273,16 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     return page_html
 
 
+def displayed_html(report: KernelReport) -> str:
+    """The page of a report displayed on its own (a notebook output): ids of its own, so the same
+    report shown twice keeps two working pages."""
+    from ._ids import display_id
+
+    return render_html(report, anchor=display_id(report_id(report)))
+
+
 __all__ = [
-    "Page", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html", "cuda_html",
+    "Page", "displayed_html", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html", "cuda_html",
     "default_sections", "encode_spans", "esc", "launch_links", "launcher_html", "layouts_html", "make_page",
     "mfma_html", "page_id", "register_section", "render_html", "render_section", "report_changes", "report_id",
     "section_body", "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._model import KernelReport
 from ..render import html as render
+from ..render._ids import display_id
 from ..render.timeline import split_timelines
 
 TABS = render.SECTIONS
@@ -61,6 +62,8 @@ class Inspector:
         self.timing = tuple(t for t in timing if not hasattr(t, "profile"))
         self.source = source
         self.previous = previous if previous is not None and previous != report else None
+        # ids of this page alone: a notebook may show the same kernel twice (see display_id)
+        self.anchor = display_id(render.page_id(report, self.tabs, source, self.timelines))
         extra = []
         self._cuda_anchors: set[int] = set()
         if self.timing:
@@ -78,8 +81,7 @@ class Inspector:
             self.report, self.source is not None, self.timelines)
         if "cuda" not in names:
             return None
-        anchor = render.page_id(self.report, self.tabs, self.source, self.timelines)
-        return (f"{anchor}-cuda", self.report.sources.device, self._cuda_anchors)
+        return (f"{self.anchor}-cuda", self.report.sources.device, self._cuda_anchors)
 
     @property
     def html(self) -> str:
@@ -87,7 +89,7 @@ class Inspector:
             self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
                                             cuda_anchors=self._cuda_anchors, previous=self.previous,
-                                            anchor=render.page_id(self.report, self.tabs, self.source, self.timelines),
+                                            anchor=self.anchor,
                                             launched=self.timing, timelines=self.timelines)
         return self._html
 
@@ -154,16 +156,18 @@ def diff_html(before: KernelReport, after: KernelReport) -> str:
     from ..render.code import colour_lines
 
     old, new = colour_lines(before.sources.device, "cuda"), colour_lines(after.sources.device, "cuda")
+    # One block per diff line (a token's <span> inside it is only colour): numbered by the line's
+    # own number in this run (in the previous run for a removed line), changed tokens coloured.
     out, changed = [], 0
     for group in groups:
         i1, j1 = group[0][1], group[0][3]
-        out.append(f'<span class="tl-muted">@@ -{i1 + 1} +{j1 + 1} @@\n</span>')
+        out.append(f'<span class="tl-hunk" data-n="">@@ -{i1 + 1} +{j1 + 1} @@\n</span>')
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += [f" {new[j]}\n" for j in range(j1, j2)]
+                out += [f'<span data-n="{j + 1}"> {new[j]}\n</span>' for j in range(j1, j2)]
                 continue
-            out += [f'<span class="gd">-{old[i]}\n</span>' for i in range(i1, i2)]
-            out += [f'<span class="gi">+{new[j]}\n</span>' for j in range(j1, j2)]
+            out += [f'<span class="gd" data-n="{i + 1}">-{old[i]}\n</span>' for i in range(i1, i2)]
+            out += [f'<span class="gi" data-n="{j + 1}">+{new[j]}\n</span>' for j in range(j1, j2)]
             changed += (i2 - i1) + (j2 - j1)
     parts.append(f"<p><b>device CUDA</b>: {changed} line(s) changed</p>"
                  '<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">'

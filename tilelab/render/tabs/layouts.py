@@ -141,7 +141,7 @@ def _layout_table(layout: Layout) -> str:
             f'<table class="tl-table tl-layout-table"><tbody>{body}</tbody></table></details>')
 
 
-def layouts_html(report: KernelReport) -> str:
+def layouts_html(report: KernelReport, page: Page | None = None) -> str:
     """Each layout with its picture (drawn in part when large); a layout equal to one drawn
     already is named, not drawn again; past a dozen, the rest are listed in a table."""
     if not report.layouts:
@@ -151,7 +151,7 @@ def layouts_html(report: KernelReport) -> str:
     first_equal = layout_repeats(report)
     drawn: dict[int, str] = {}  # the first of each group of equal layouts drawn -> its buffer
     rest: list[list[Any]] = []
-    rid = report_id(report)
+    rid = page.rid if page is not None else report_id(report)
     for index, lay in enumerate(report.layouts):
         extra = ""
         if lay.scope == "fragment":
@@ -191,5 +191,5 @@ def layouts_text(report: KernelReport, page: Page) -> str:
     return "\n".join(lines)
 
 
-register(Tab("layouts", "Layouts", 70, lambda r, page: layouts_html(r), layouts_text,
+register(Tab("layouts", "Layouts", 70, layouts_html, layouts_text,
              count=lambda r, page: len(r.layouts)))
