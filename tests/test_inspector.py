@@ -17,7 +17,6 @@ from groundtruth import DRIVER_SWIZZLE, cython_tma_fields
 from test_render_html import gemm, hostile_report, parse
 
 from tilelab import Inspector
-from tilelab.render.html import render_html, report_id
 
 
 def test_tabs_and_titles():

@@ -282,7 +282,8 @@ def displayed_html(report: KernelReport) -> str:
 
 
 __all__ = [
-    "Page", "displayed_html", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html", "cuda_html",
+    "Page", "SECTIONS", "displayed_html",
+    "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html", "cuda_html",
     "default_sections", "encode_spans", "esc", "launch_links", "launcher_html", "layouts_html", "make_page",
     "mfma_html", "page_id", "register_section", "render_html", "render_section", "report_changes", "report_id",
     "section_body", "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",

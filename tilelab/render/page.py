@@ -459,7 +459,8 @@ def section_body(report: KernelReport, name: str, page: Page | None = None) -> s
 
 
 __all__ = [
-    "DEVICE_TITLES", "Page", "ROOT_CSS", "SCROLLS", "STYLED_ROOT", "TMA_FIELDS", "TRUSTED_ONLY", "Tab", "back_marks", "changed",
+    "DEVICE_TITLES", "Page", "ROOT_CSS", "SCROLLS", "STYLED_ROOT", "TMA_FIELDS", "TRUSTED_ONLY", "Tab", "back_marks",
+    "changed",
     "default_sections", "esc", "line_count", "make_page", "none_here", "order_after", "part_anchor", "register",
     "report_changes", "report_id", "section_body", "section_title", "span_text", "table", "tabs", "target_record",
     "scoped", "text_page", "tma_links", "unregister", "where", "wrap",
