@@ -107,6 +107,14 @@ def _cell_line(source: str | None, op: str) -> int | None:
     return next((n for n, line in enumerate(source.split("\n"), 1) if pattern.search(line)), None)
 
 
+def lowering_cell_lines(report: KernelReport, source: str | None) -> set[int]:
+    """The cell lines the lowering table links to: the Cell tab gives each an anchor."""
+    low = report.lowering
+    if low is None or not source:
+        return set()
+    return {n for n in (_cell_line(source, o.op) for o in low.ops) if n}
+
+
 def lowering_html(report: KernelReport, rid: str, links: bool = True, source: str | None = None,
                   cell_links: bool = False) -> str:
     """The lowering explainer: each tile op's hardware path, its cell and device lines, and
