@@ -90,6 +90,7 @@ box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}
 .tilelab-report details.tl-fold>summary{list-style:none;pointer-events:none;margin:8px 0 4px}
 .tilelab-report details.tl-fold>summary::-webkit-details-marker{display:none}
+.tilelab-report details.tl-fold>summary:not(:has(.tl-muted)){display:none}
 .tilelab-report .tl-picture svg,.tilelab-report .tl-zoomable svg{max-width:100%;height:auto}
 .tilelab-report .tl-zoom:checked~.tl-picture svg,\
 .tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
@@ -108,10 +109,12 @@ def esc(value: Any) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
           numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
-    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
-    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}"><thead><tr>']
-    out += [f"<th>{esc(h)}</th>" for h in headers]
-    out.append("</tr></thead><tbody>")
+    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``. Headers
+    all empty (a table of label, value rows): no header row."""
+    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}">']
+    if any(headers):
+        out += ["<thead><tr>", *(f"<th>{esc(h)}</th>" for h in headers), "</tr></thead>"]
+    out.append("<tbody>")
     for n, row in enumerate(rows):
         attrs = row_attrs[n] if row_attrs else ""
         out.append(f"<tr{attrs}>")
@@ -310,6 +313,16 @@ def target_record(report: KernelReport) -> Any:
         return None
 
 
+def applies(report: KernelReport | None, fact: str) -> bool:
+    """Whether the report's target can have ``fact`` (TMA, WGMMA): a tab of a fact that cannot be
+    there is left out of the page (a target tilelab does not know, or what the report found, keeps it)."""
+    if report is None:
+        return True
+    target = target_record(report)
+    return target is None or bool(getattr(target, fact, True)) or bool(getattr(report, {
+        "tma": "tma_descriptors", "wgmma": "wgmma"}.get(fact, fact), ()))
+
+
 def none_here(report: KernelReport, fact: str, empty: str) -> str:
     """An empty section: why the target cannot have ``fact`` (TMA, WGMMA, MFMA), or ``empty``."""
     target = target_record(report)
@@ -460,7 +473,7 @@ def section_body(report: KernelReport, name: str, page: Page | None = None) -> s
 
 __all__ = [
     "DEVICE_TITLES", "Page", "ROOT_CSS", "SCROLLS", "STYLED_ROOT", "TMA_FIELDS", "TRUSTED_ONLY", "Tab", "back_marks",
-    "changed",
+    "applies", "changed",
     "default_sections", "esc", "line_count", "make_page", "none_here", "order_after", "part_anchor", "register",
     "report_changes", "report_id", "section_body", "section_title", "span_text", "table", "tabs", "target_record",
     "scoped", "text_page", "tma_links", "unregister", "where", "wrap",

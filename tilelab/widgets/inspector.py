@@ -67,7 +67,7 @@ class Inspector:
         extra = []
         self._cuda_anchors: set[int] = set()
         if self.timing:
-            extra.append(("Timing", timing_html(self.timing, self._cuda_view())))
+            extra.append((launch_title(self.timing), timing_html(self.timing, self._cuda_view())))
         if self.profiles:
             extra.append(("Profile", timing_html(self.profiles)))
         if self.previous is not None:
@@ -175,6 +175,14 @@ def diff_html(before: KernelReport, after: KernelReport) -> str:
     return "".join(parts)
 
 
+def launch_title(results: Sequence[Any]) -> str:
+    """The title of the tab of a cell's launch results: "Run" when they are runs only (a verdict, no
+    timing), "Timing" when one is timed."""
+    if all(hasattr(r, "outputs") and hasattr(r, "passed") and not hasattr(r, "median_ms") for r in results):
+        return "Run"
+    return "Timing"
+
+
 def _result_html(result: Any) -> str:
     rich = getattr(result, "_repr_html_", None)
     if callable(rich):
@@ -230,4 +238,4 @@ def timing_html(results: Sequence[Any], cuda_view: Any = None) -> str:
     return "".join(parts)
 
 
-__all__ = ["Inspector", "TABS", "diff_html", "latency_figure", "parse_tabs", "timing_html"]
+__all__ = ["Inspector", "TABS", "diff_html", "launch_title", "latency_figure", "parse_tabs", "timing_html"]
