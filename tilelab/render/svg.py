@@ -1177,11 +1177,28 @@ def _fragment_highlights(f: _Frame, hl: dict[str, Any], shown_t: Any, shown_v: A
     return out, caption
 
 
+# A sanitiser (an untrusted notebook) strips <svg> and leaves its captions and tooltips as loose
+# text, thousands of pixels of it: there a picture is folded to one line saying what trusting
+# shows. The picture is hidden inline and shown by a style the sanitiser strips along with it.
+_TRUSTED_PICTURE_CSS = ("<style>.tl-picbox:has(>style)>.tl-pic-live{display:block!important}"
+                        ".tl-picbox:has(>style)>.tl-pic-note{display:none}</style>")
+
+
+def trusted_picture(markup: str, what: str = "a picture") -> str:
+    """``markup`` (SVG, or HTML holding SVG) shown where the output is trusted; elsewhere one line
+    saying what trusting the notebook shows."""
+    return (f'<div class="tl-picbox">{_TRUSTED_PICTURE_CSS}<div class="tl-pic-live" style="display:none">{markup}'
+            f'</div><p class="tl-pic-note" style="margin:2px 0;color:var(--jp-ui-font-color2,#555)">&#9888; '
+            f"{_esc(what)} is left out here (the notebook is not trusted, or the viewer strips pictures): trust "
+            "the notebook (Trust Notebook in the command palette) to see it.</p></div>")
+
+
 class Picture(str):
-    """An SVG string that notebooks display as the picture."""
+    """An SVG string that notebooks display as the picture (folded to one line where the output
+    is sanitised: see :func:`trusted_picture`)."""
 
     def _repr_html_(self) -> str:
-        return str(self)
+        return trusted_picture(str(self), "this picture")
 
 
 def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
@@ -1196,4 +1213,4 @@ def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
 
 
 __all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
-           "wgmma_operand_svg"]
+           "trusted_picture", "wgmma_operand_svg"]
