@@ -182,3 +182,16 @@ def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float1
         for i, j in T.Parallel(128, 64):
             B[i, j] = A[i, j]
 '''
+
+
+def thread_indexed_copy(N=128):
+    """Each thread copies the element of its own index: thread-index arithmetic, which has no
+    meaning at the level of tiles (the CPU path refuses it by name)."""
+
+    @T.prim_func
+    def thread_indexed_copy(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            B[tx] = A[tx]
+
+    return thread_indexed_copy

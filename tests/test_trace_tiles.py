@@ -224,19 +224,26 @@ def test_blocks_outside_the_grid_are_refused_by_name():
 # ------------------------------------------------------------------------------------------------
 
 
-def test_a_gpu_only_kernel_is_refused_with_what_the_cpu_path_supports():
-    with pytest.raises(tilelab.TraceError) as info:
-        tilelab.trace_tiles(tk.gemm_gpu())
-    text = str(info.value)
-    assert "TileLang cannot lower this kernel for c" in text
-    assert "T.alloc_local" in text and "T.alloc_fragment" in text and "TMA" in text
+def test_a_gpu_kernel_is_traced_through_its_tile_program_on_the_cpu():
+    """Shared and fragment tiles, T.Pipelined and 256 threads: traced by the rules of run(device="cpu").
+    Ground truth: block (bx, by) of a 128x128-tiled GEMM writes rows by*128.. and columns bx*128.. of C
+    and reads those rows of A (all of K) and those columns of B."""
+    trace = tilelab.trace_tiles(tk.gemm_gpu())
+    for bx, by in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+        wrote = trace.writes("C", (bx, by)).reshape(256, 256)
+        expect = np.zeros((256, 256), dtype=bool)
+        expect[by * 128:(by + 1) * 128, bx * 128:(bx + 1) * 128] = True
+        assert np.array_equal(wrote, expect), (bx, by)
+        read_a = trace.reads("A", (bx, by)).reshape(256, 256)
+        assert read_a[by * 128:(by + 1) * 128].all() and int(read_a.sum()) == 128 * 256
+        read_b = trace.reads("B", (bx, by)).reshape(256, 256)
+        assert read_b[:, bx * 128:(bx + 1) * 128].all() and int(read_b.sum()) == 256 * 128
+    assert not trace.out_of_bounds
 
 
-def test_a_hopper_kernel_is_refused_and_a_gpu_target_too():
-    from gemm import matmul  # examples/gemm.py: TMA + WGMMA on sm_90a
-
-    with pytest.raises(tilelab.TraceError, match="runs a kernel on the CPU"):
-        tilelab.trace_tiles(matmul(256, 256, 256, 128, 128, 32))
+def test_a_kernel_with_no_tile_meaning_is_refused_by_name_and_a_gpu_target_too():
+    with pytest.raises(tilelab.TraceError, match=r"thread-index arithmetic \(T.get_thread_binding\)"):
+        tilelab.trace_tiles(tk.thread_indexed_copy())
     with pytest.raises(tilelab.TraceError, match=r"got target 'sm_90a'\. Pass target='c'"):
         tilelab.trace_tiles(tk.scale_add(), target="sm_90a")
     assert issubclass(tilelab.TraceError, tilelab.TilelabError)

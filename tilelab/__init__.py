@@ -127,6 +127,10 @@ _LAZY.update({
 })
 __all__ += ["TileTrace", "TraceError", "trace_tiles"]
 
+# tilelab.run(kernel, device="cpu"): a GPU kernel's tile program on the CPU; what cannot run there.
+_LAZY.update({"EmulationError": (".launch._emulate", "EmulationError")})
+__all__ += ["EmulationError"]
+
 from ._errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")

@@ -20,6 +20,7 @@ TileLang should touch this package only. One module per concern:
 - ``passes``: the "why is it slow" tier (``#line`` directives, include paths, pass-by-pass trace)
 - ``capture``: the corpus's compile interception and TileLang's own lowering
 - ``trace``: the traced CPU compile behind ``tilelab.trace_tiles``
+- ``emulate``: a GPU kernel's IR rewritten for the CPU (``tilelab.run(kernel, device="cpu")``)
 - ``timeline``: the instrumented compile behind ``tilelab.timeline``
 
 Functions return plain Python values or tilelab models; no TVM object escapes this package. The
@@ -48,6 +49,17 @@ from .compile import (
     default_backend,
     install_kernel_cache_entry,
     kernel_cache_entry,
+)
+from .emulate import (
+    NARROW_FLOATS,
+    EmulatedKernel,
+    EmulationRefused,
+    compile_emulated,
+    emulated_grid,
+    emulation_key,
+)
+from .emulate import (
+    RULES as EMULATION_RULES,
 )
 from .env import (
     has_gpu,
@@ -139,6 +151,13 @@ from .trace import (
 )
 
 __all__ = [
+    "EMULATION_RULES",
+    "EmulatedKernel",
+    "EmulationRefused",
+    "NARROW_FLOATS",
+    "compile_emulated",
+    "emulated_grid",
+    "emulation_key",
     "CompileRequest",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",

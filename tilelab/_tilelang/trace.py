@@ -190,14 +190,13 @@ def _mark_atomics_pass() -> Any:
 
 
 @contextlib.contextmanager
-def _flatten_buffer_traced(trace: Any):
-    """Within the block, TileLang's CPU pipeline marks atomics before its LowerTileOp pass and runs
-    ``trace`` before its FlattenBuffer pass (the pipeline looks both up in ``tilelang.transform``
-    each time it lowers); compiles in other threads meanwhile are left alone."""
+def passes_before(before: dict[str, Any]):
+    """Within the block, TileLang's CPU pipeline runs each pass of ``before`` just before the pass
+    of ``tilelang.transform`` its key names (the pipeline looks them up there each time it lowers);
+    compiles in other threads meanwhile are left alone."""
     tl = tilelang()
     tvm = tl.tvm
-    originals = {"FlattenBuffer": tl.transform.FlattenBuffer, "LowerTileOp": tl.transform.LowerTileOp}
-    before = {"FlattenBuffer": trace, "LowerTileOp": _mark_atomics_pass()}
+    originals = {name: getattr(tl.transform, name) for name in before}
     mine = threading.get_ident()
 
     def preceded(name: str) -> Callable[..., Any]:
@@ -218,14 +217,24 @@ def _flatten_buffer_traced(trace: Any):
                 setattr(tl.transform, name, original)
 
 
+def _flatten_buffer_traced(trace: Any):
+    """TileLang's CPU pipeline marks atomics before its LowerTileOp pass and runs ``trace`` before
+    its FlattenBuffer pass."""
+    return passes_before({"FlattenBuffer": trace, "LowerTileOp": _mark_atomics_pass()})
+
+
 def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
                    args: tuple = (), kwargs: dict | None = None) -> TracedKernel:
     """Compile ``obj`` (any kernel-like object; a compiled kernel is compiled again from its
     prim_func) for the CPU with its global accesses traced. TileLang's kernel cache is off for
     this compile, so the traced kernel never answers for the plain one. Raises LoweringError with
     TileLang's reason when the kernel cannot be lowered or built for target c."""
+    from .emulate import rewrite_for_cpu
+
     source = resolve_kernel(obj, args, kwargs)
-    func = source.prim_func
+    # A kernel written for a GPU is traced through its tile program's meaning on the CPU (the rules of
+    # tilelab.run(device="cpu")); a CPU kernel goes through the same rewrite unchanged in meaning.
+    func = rewrite_for_cpu(source.prim_func, source.name, mask=False).func
     tensors = tuple(str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map)
     block_vars, rank = _block_vars(func)
     untraced: set[str] = set()

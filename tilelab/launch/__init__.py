@@ -28,6 +28,7 @@ from .._launch_model import (
 )
 from ._api import bench, launch_overhead, measure_ceilings, run
 from ._cuda_errors import KernelLaunchError, classify_cuda_error
+from ._emulate import EMULATED_NOTE, EmulationError
 from ._inputs import UNIT_ROUNDOFF, tolerance_for
 from ._kernel import MisalignedTensorError, count_work, gemm_flops, prepare_kernel
 from ._options import BenchOptions, RunOptions
@@ -35,10 +36,25 @@ from ._sanitize import Finding, SanitizerMissing, SanitizerReport, sanitize
 from ._worker import Worker, WorkerDied, WorkerError, WorkerTimeout, default_worker
 from .sweep import SweepOptions, shutdown_compile_pools, sweep
 
+
+def __getattr__(name: str) -> object:
+    """``EMULATION_RULES``: the rules by which a GPU kernel's IR is rewritten for the CPU
+    (``run(kernel, device="cpu")``), each with what it does and why the meaning holds; they live
+    with the rewrite in the adapter, loaded when first asked for."""
+    if name == "EMULATION_RULES":
+        from .. import _tilelang
+
+        return _tilelang.EMULATION_RULES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "BenchOptions",
     "BenchResult",
     "Ceilings",
+    "EMULATED_NOTE",
+    "EMULATION_RULES",
+    "EmulationError",
     "Finding",
     "KernelLaunchError",
     "LaunchOverhead",

@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._launch_model import BenchResult, Ceilings, LaunchOverhead, RunResult
-from . import _bench, _ceilings, _cpu, _isolated, _overhead, _run, _worker
+from . import _bench, _ceilings, _cpu, _emulate, _isolated, _overhead, _run, _worker
 from ._cuda_errors import KernelLaunchError
 from ._device_faults import with_device_fault
 from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
-from ._options import BenchOptions, RunOptions
+from ._options import BenchOptions, RunOptions, check_sizes
 
 
 def worker_for(isolate: bool) -> _worker.Worker | None:
@@ -29,8 +29,9 @@ def worker_for(isolate: bool) -> _worker.Worker | None:
 
 def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None, backend: str | None = None,
         out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
-        timeout: float | None = None, target: Any = None, diagnose_hang: bool = True, **keywords: Any) -> RunResult:
-    """Launch ``kernel`` once on the GPU and verify it.
+        timeout: float | None = None, target: Any = None, diagnose_hang: bool = True, device: str | None = None,
+        blocks: Any = None, **keywords: Any) -> RunResult:
+    """Launch ``kernel`` once on the GPU (or on the CPU, ``device="cpu"``) and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
     dynamic sizes come from keyword arguments (``M=4096``) or from the tensors and shapes given,
@@ -54,19 +55,41 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     :class:`tilelab._hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
     ``isolate=False`` launches in this process.
 
-    ``target="c"`` (or a kernel compiled for target ``c``) launches on the CPU with CPU tensors
-    (``tilelab.launch._cpu``); AMD and Apple targets are inspect-only and refused with a reason.
+    ``device="cpu"`` runs a kernel written for a GPU (CUDA or HIP) on the CPU with its tile
+    program's meaning (:mod:`tilelab.launch._emulate`): shared and fragment buffers as arrays of
+    the block, ``T.Parallel`` as serial loops, no pipeline stages, one thread a block, GPU float
+    types computed in float32 and rounded where the GPU rounds, every access checked against its
+    buffer. It is verified exactly as a GPU run, in a worker process of its own (a kernel that loops
+    forever ends at ``timeout``, default 120 s; an access outside a buffer is reported, never
+    performed). ``blocks=`` (CPU only) runs only those blocks (linear indices or ``(x, y, z)``) and
+    checks only the elements they wrote: a large kernel is checked in seconds by two of its blocks.
+    On a machine with no CUDA GPU, a GPU kernel takes this path by itself and the result says so.
+    ``target="c"`` (or a kernel compiled for target ``c``) runs on the CPU the same way, in the
+    worker, every access checked. AMD and Apple targets are inspect-only on a GPU and refused with
+    a reason (``device="cpu"`` runs them on the CPU).
 
     ``ref``, ``tolerance``, ``seed``, ``ref_dtype``, ``worst`` and ``tile`` are the fields of
-    :class:`RunOptions`, given as keywords or as one ``options=`` record; every other keyword is a
-    dynamic size of the kernel.
+    :class:`RunOptions`, given as keywords or as one ``options=`` record; every other keyword must
+    be a dynamic size of the kernel (a keyword that is neither is refused by name).
     """
     opts, sizes = RunOptions.split(options, keywords)
-    if _cpu.wants_cpu(kernel, target):
-        prepared = _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
-        return _cpu.run(prepared, tensors_or_shapes, opts, sizes)
+    if device not in (None, "cpu", "cuda", "gpu"):
+        raise ValueError(f"device={device!r}: run launches on 'cpu' (the tile program's meaning, any machine) or "
+                         "'cuda' (the GPU); leave it out to use the GPU where there is one")
+    on_cpu = device == "cpu" or (device is None and _cpu.wants_cpu(kernel, target))
+    reason = None
+    if not on_cpu and device is None and not _tilelang_has_gpu():
+        on_cpu, reason = True, "no CUDA GPU is visible, so tilelab ran it on the CPU; device='cpu' says so yourself"
+    if on_cpu:
+        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs)
+        check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
+        return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
+                            isolate=isolate, reason=reason)
+    if blocks is not None:
+        raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    check_sizes(sizes, prepared.params, prepared.name, RunOptions)
     worker = worker_for(isolate)
     launcher: _run.Launcher
     if worker is not None:
@@ -81,6 +104,12 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
             except KernelLaunchError as err:  # located from the source (CUDA's lines went to stderr)
                 raise with_device_fault(err, prepared)  # noqa: B904 (the launch's error itself, located)
     return _run.verify(torch, prepared, tensors_or_shapes, opts, sizes, launcher)
+
+
+def _tilelang_has_gpu() -> bool:
+    from .. import _tilelang
+
+    return bool(_tilelang.has_gpu())
 
 
 def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend: str | None = None,

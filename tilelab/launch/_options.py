@@ -148,3 +148,29 @@ class BenchOptions:
         """These options with their mode-dependent defaults written out (``rep_ms``, and
         ``ci_target="auto"``), as they travel to the worker process."""
         return dataclasses.replace(self, rep_ms=self.repetition_ms, ci_target=self.interval_target)
+
+
+def check_sizes(sizes: dict[str, Any], params: Sequence[Any], kernel: str, options: type, call: str = "run") -> None:
+    """Refuse a keyword that is neither an option of ``call`` (the fields of ``options``) nor one of
+    the kernel's dynamic sizes (the names in its parameters' symbolic shapes), by name, with the
+    nearest of either: a typo (``timout=``) never travels on as a size."""
+    import difflib
+    import re
+
+    dynamic: set[str] = set()
+    for p in params:
+        for dim in getattr(p, "shape", ()):
+            if isinstance(dim, str):
+                dynamic.update(re.findall(r"[A-Za-z_]\w*", dim))
+    unknown = [k for k in sizes if k not in dynamic]
+    if not unknown:
+        return
+    known_options = sorted(f.name for f in dataclasses.fields(options))
+    front = {"run": ["options", "backend", "out_idx", "outputs", "isolate", "timeout", "target",
+                     "diagnose_hang", "device", "blocks"]}.get(call, [])
+    name = unknown[0]
+    close = difflib.get_close_matches(name, [*known_options, *front, *sorted(dynamic)], n=1, cutoff=0.7)
+    hint = f" Did you mean {close[0]}=?" if close else ""
+    sizes_text = ", ".join(sorted(dynamic)) if dynamic else "none: its shapes are all fixed"
+    raise TypeError(f"{call}() got an unexpected keyword argument {name!r}: it is neither an option of {call} "
+                    f"({', '.join([*front, *known_options])}) nor a dynamic size of {kernel} ({sizes_text}).{hint}")

@@ -32,11 +32,10 @@ MAX_ACCESSES = 50_000_000  # distinct consecutive accesses logged at most (24 by
 MAX_OUT_OF_BOUNDS = 100_000  # out-of-bounds attempts kept with their indices (all are counted)
 MAX_RANK = 6  # must match the adapter's TRACE_MAX_RANK
 
-CPU_PATH = ("trace_tiles runs a kernel on the CPU (TileLang target c), which supports tiles in "
-            "T.alloc_local (or straight loads and stores of the tensors), T.copy, T.fill/T.clear, "
-            "T.Parallel/T.serial/T.grid loops, T.reduce_sum/T.reduce_max and T.gemm of local tiles; not "
-            "shared memory "
-            "(T.alloc_shared), register fragments (T.alloc_fragment), TMA, WGMMA or warp specialisation")
+CPU_PATH = ("trace_tiles runs a kernel's tile program on the CPU (TileLang target c, by the rules of "
+            "tilelab.run(kernel, device='cpu')): tiles in T.alloc_shared, T.alloc_fragment or T.alloc_local, "
+            "T.copy, T.fill/T.clear, T.Parallel/T.Pipelined/T.serial/T.grid loops, reductions and T.gemm; not "
+            "barriers, hand-written warp specialisation or thread-index arithmetic")
 
 
 class TraceError(TilelabError, ValueError):
@@ -238,6 +237,9 @@ def _traced_kernel(kernel: Any, out_idx: list[int] | None, pass_configs: dict[st
     from .. import _tilelang
 
     runtime()  # loaded first: TileLang opens the traced kernel's library as it compiles it
+    from ._emulate import runtime as emulation_runtime
+
+    emulation_runtime()  # a GPU kernel's float16 stores round through it (the tile program's rules)
     key = repr((_tilelang.traced_kernel_key(kernel), getattr(kernel, "out_idx", None), out_idx,
                 sorted((k, repr(v)) for k, v in (pass_configs or {}).items())))
     traced = _COMPILED.get(key, key)
@@ -245,6 +247,8 @@ def _traced_kernel(kernel: Any, out_idx: list[int] | None, pass_configs: dict[st
         return traced
     try:
         traced = _tilelang.compile_traced(kernel, out_idx=out_idx, pass_configs=pass_configs)
+    except _tilelang.EmulationRefused as err:
+        raise TraceError(str(err)) from None
     except LoweringError as err:
         raise TraceError(f"{err.summary}\n\n{CPU_PATH}.") from err
     _COMPILED.put(key, traced, key)

@@ -1,0 +1,616 @@
+"""A GPU kernel's tile program on the CPU (``tilelab.run(kernel, device="cpu")``)
+
+A TileLang kernel is written at the level of tiles: ``T.copy``, ``T.gemm``, ``T.reduce_*``,
+``T.fill`` and ``T.Parallel`` over a tile are whole-tile operations of one block, whatever threads,
+layouts, TMA or WGMMA the compiler later chooses for a GPU. That meaning runs on the CPU through
+TileLang's own target ``c`` once the kernel's IR says nothing the CPU lacks. This module rewrites
+the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one visible and tested:
+
+- ``scopes``: ``T.alloc_shared`` and ``T.alloc_fragment`` buffers become arrays local to the block
+  (one CPU thread runs the whole block, so its shared memory and its threads' fragments are one
+  array each);
+- ``parallel``: ``T.Parallel`` loops run as serial loops, in order;
+- ``pipeline``: ``T.Pipelined`` runs as a plain loop (its stages overlap copies with MMAs on a GPU;
+  one after another, the result is the same);
+- ``threads``: one thread runs the block (TileLang's warp specialisation and its thread layouts are
+  how a GPU shares out the block's work, not what the work is);
+- ``dtypes``: float16, bfloat16, float8 and float4 have no form in the CPU's C: they are computed
+  in float32, and every cast to such a type and every store into a buffer of one rounds the value
+  to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16 holds what
+  it would on the GPU;
+- ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
+- ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
+  checked on both sides; an access outside is recorded with its block and indices and not
+  performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
+
+What has no tile-level meaning is refused by name, with the line that says it
+(:class:`EmulationRefused`): explicit barriers and ``T.mbarrier_*``, warp specialisation written
+by hand, thread-index arithmetic (``T.get_thread_binding``). Atomics are kept: the CPU runs blocks
+one after another, so an atomic update is an update (one valid order of the GPU's).
+
+The rounding and the out-of-bounds record are C functions of a small runtime library that the
+launch side builds and loads before the kernel (``launch/_emulate.py``): the kernel is built with
+them undefined, as the trace runtime is.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .compile import compile_kernel
+from .env import tilelang
+from .resolve import resolve_kernel
+
+ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int32 format)
+OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, by, bz, rank, idx[6], extent[6])
+BLOCK_MASK = "tilelab_blocks"
+# Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
+# of the rewrite or of the late pass below changes it, and no compile made by another one answers.
+EMULATION_VERSION = "1"  # the extra parameter: int8, one entry per block (linear, x fastest)
+MAX_RANK = 6
+OOB_READ, OOB_WRITE = 0, 1
+
+# The GPU types the CPU's C lacks, and the format code the runtime rounds to.
+NARROW_FLOATS = {
+    "float16": 1, "bfloat16": 2, "float8_e4m3fn": 3, "float8_e4m3": 3, "float8_e5m2": 4,
+    "float8_e4m3fnuz": 5, "float8_e5m2fnuz": 6, "float4_e2m1fn": 7,
+}
+COMPUTE_DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rewrite of a GPU kernel's IR for the CPU: its id, what it does, and why the kernel
+    still means the same."""
+
+    id: str
+    does: str
+    why: str
+
+
+RULES = (
+    Rule("scopes", "T.alloc_shared and T.alloc_fragment buffers become arrays local to the block",
+         "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
+         "array each"),
+    Rule("parallel", "T.Parallel loops run as serial loops",
+         "a T.Parallel loop says every iteration is independent, so any order computes the same tile"),
+    Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
+         "stages overlap the copies of one iteration with the MMAs of another on a GPU; in order, the values "
+         "are the same"),
+    Rule("threads", "one thread runs each block",
+         "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
+         "not what they compute"),
+    Rule("dtypes", "float16, bfloat16, float8 and float4 are computed in float32; each cast to such a type and "
+         "each store into a buffer of one rounds to it",
+         "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds"),
+    Rule("blocks", "blocks run one after another, only the selected ones",
+         "blocks of one launch are independent on a GPU: any order is one the GPU could have run"),
+    Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
+         "outside is recorded, not performed",
+         "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
+)
+
+
+class EmulationRefused(Exception):
+    """A kernel uses a construct with no tile-level meaning: ``construct`` names it, ``line`` is
+    where the kernel says it (0 when unknown), ``file`` the file of that line."""
+
+    def __init__(self, kernel: str, construct: str, detail: str, file: str = "", line: int = 0,
+                 text: str = "") -> None:
+        self.kernel, self.construct, self.detail = kernel, construct, detail
+        self.file, self.line, self.text = file, line, text
+        where = f" (line {line}: {text.strip()})" if line and text.strip() else ""
+        super().__init__(
+            f"{kernel}: {construct}{where} has no meaning at the level of tiles, so it cannot run on the CPU: "
+            f"{detail}. What still works: tilelab.inspect (the lowering, the source, TMA, WGMMA, layouts) and a run "
+            "on a GPU (tilelab.run without device='cpu')")
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """A GPU kernel rewritten for the CPU.
+
+    ``func`` is the rewritten ``PrimFunc`` (its last parameter the block mask), ``applied`` the
+    ids of the rules that changed something, ``narrow`` each buffer whose GPU type the CPU lacks
+    (name -> that dtype), ``tensors`` the kernel's tensor parameters in order, ``block_names`` the
+    block-index variables by axis."""
+
+    name: str
+    func: Any
+    applied: tuple[str, ...]
+    narrow: dict[str, str]
+    tensors: tuple[str, ...]
+    block_names: dict[str, str]
+    grid_rank: int
+    buffers: tuple[str, ...] = field(default=())  # ids of the out-of-bounds record: tensors, then tiles
+
+
+# ------------------------------------------------------------------------------------------
+# What cannot be emulated
+# ------------------------------------------------------------------------------------------
+
+# Call ops that synchronise threads or warps by hand: (pattern on the op's name, the construct's
+# name as the user wrote it, a pattern that finds the line in the kernel's source).
+_REFUSED_CALLS = (
+    (r"mbarrier|barrier_(arrive|wait|init)|arrive_barrier|wait_barrier|init_barrier",
+     "an mbarrier (T.mbarrier_* / T.barrier_*)",
+     "a barrier coordinates threads of a block by hand; on the CPU one thread runs the block",
+     r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier|create_list_of_mbarrier|get_mbarrier)\b"),
+    (r"tvm_storage_sync|sync_thread|syncthreads|bar_sync|named_barrier",
+     "an explicit thread barrier (T.sync_threads)",
+     "a barrier orders the accesses of the block's threads by hand; on the CPU one thread runs the block",
+     r"\bT\.(sync_threads|sync_warp|sync_grid)\b"),
+    (r"warpgroup_(arrive|commit|wait)|wgmma|ptx_", "a hand-written PTX or warp-group instruction",
+     "it is one GPU instruction of one warp, not an operation on a tile",
+     r"\bT\.(ptx_\w+|warpgroup_\w+|wgmma\w*)\b"),
+    (r"shfl|shuffle|warp_reduce|activemask|ballot", "a warp shuffle or vote",
+     "it exchanges values between the threads of a warp; on the CPU one thread runs the block",
+     r"\bT\.(shfl\w*|__shfl\w*|warp_reduce\w*|ballot\w*)\b"),
+)
+
+
+def _source_lines(func: Any) -> tuple[str, int, list[str]]:
+    """(file, first line, the kernel's lines) from the PrimFunc's span, as far as linecache has them."""
+    try:
+        span = func.span
+        filename = str(span.source_name.name) if span is not None else ""
+        start = int(span.line) if span is not None else 0
+    except Exception:
+        return "", 0, []
+    if not filename or start <= 0:
+        return filename, start, []
+    lines, number = [], start
+    while True:
+        text = linecache.getline(filename, number)
+        if not text:
+            break
+        lines.append(text)
+        number += 1
+        if len(lines) > 2000:
+            break
+    # the kernel ends where the indentation falls back to (or below) its def's
+    first = lines[0] if lines else ""
+    indent = len(first) - len(first.lstrip())
+    end = len(lines)
+    for i, text in enumerate(lines[1:], 1):
+        if text.strip() and not text.lstrip().startswith(("#", ")", "@")) and len(text) - len(text.lstrip()) <= indent:
+            end = i
+            break
+    return filename, start, lines[:end]
+
+
+def _locate(func: Any, pattern: str) -> tuple[str, int, str]:
+    filename, start, lines = _source_lines(func)
+    for i, text in enumerate(lines):
+        code = text.split("#", 1)[0]
+        if re.search(pattern, code):
+            return filename, start + i, text
+    return filename, 0, ""
+
+
+def refusal(func: Any, name: str) -> EmulationRefused | None:
+    """The first construct of ``func`` with no tile-level meaning, as the error to raise; None
+    when the kernel can run on the CPU."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    found: list[EmulationRefused] = []
+    thread_vars: dict[Any, str] = {}  # the Vars that hold threadIdx.* -> the axis
+
+    def note(construct: str, detail: str, pattern: str) -> None:
+        if not found:
+            file, line, text = _locate(func, pattern)
+            found.append(EmulationRefused(name, construct, detail, file, line, text))
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
+                and "launch_thread" in str(getattr(node.value.op, "name", "")):
+            thread_vars[node.var] = str(node.var.name)
+        elif isinstance(node, tirx.For) and node.thread_binding is not None \
+                and str(node.thread_binding.thread_tag).startswith("threadIdx"):
+            thread_vars[node.loop_var] = str(node.thread_binding.thread_tag)
+        elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "thread_extent" \
+                and str(getattr(node.node, "thread_tag", "")).startswith("threadIdx"):
+            thread_vars[node.node.var] = str(node.node.thread_tag)
+        elif isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            if op == "tirx.call_extern" and node.args:
+                op = str(getattr(node.args[0], "value", op))
+            for pattern, construct, detail, source in _REFUSED_CALLS:
+                if re.search(pattern, op):
+                    note(construct, detail, source)
+        elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) in ("warp_specialize", "tl.ws",
+                                                                        "kWarpSpecializationScope"):
+            note("hand-written warp specialisation (T.ws)",
+                 "it gives warps of the block different programs that meet at barriers", r"\bT\.ws\b")
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if found:
+        return found[0]
+    if thread_vars:
+        used: list[str] = []
+
+        def uses(node: Any) -> None:
+            if isinstance(node, tirx.Bind) and node.var in thread_vars:
+                return
+            if isinstance(node, tirx.Var) and node in thread_vars:
+                used.append(thread_vars[node])
+
+        tirx.stmt_functor.post_order_visit(func.body, uses)  # a Bind's own var is not visited as a use
+        if used:
+            note("thread-index arithmetic (T.get_thread_binding)",
+                 "indexing by the thread's number says which thread does what, and the CPU runs one thread per "
+                 "block; write the work as a tile operation or a T.Parallel loop over the tile instead",
+                 r"\bT\.get_thread_binding|\bT\.get_thread_bindings|\bT\.thread_binding\b|threadIdx")
+    return found[0] if found else None
+
+
+# ------------------------------------------------------------------------------------------
+# The rewrite before lowering: scopes, loops, pipelines, threads, dtypes, the block mask
+# ------------------------------------------------------------------------------------------
+
+def _cpu_dtype(dtype: Any) -> str:
+    text = str(dtype)
+    return COMPUTE_DTYPE if text in NARROW_FLOATS else text
+
+
+_LOCAL_SCOPES = ("shared", "shared.dyn", "local.fragment", "shared.barrier", "local")
+_PIPELINE_KEYS = ("num_stages", "tl_pipeline_order", "tl_pipeline_stage", "tl_pipeline_group",
+                  "software_pipeline_stage", "software_pipeline_order", "software_pipeline_async_stages",
+                  "tl_pipelined_num_stages")
+
+
+def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
+    """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
+    block mask as its last parameter (``mask=False``: every block runs, no mask). Raises
+    :class:`EmulationRefused` for what cannot run."""
+    refused = refusal(func, name)
+    if refused is not None:
+        raise refused
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    applied: set[str] = set()
+    narrow: dict[str, str] = {}
+    remap: dict[Any, Any] = {}
+
+    def replacement(buf: Any, scope: str | None) -> Any:
+        if buf in remap:
+            return remap[buf]
+        dtype = str(buf.dtype)
+        new_dtype = _cpu_dtype(dtype)
+        if new_dtype != dtype:
+            narrow[str(buf.name)] = dtype
+            applied.add("dtypes")
+        new_scope = scope if scope is not None else buf.scope()
+        if new_scope != buf.scope():
+            applied.add("scopes")
+        if new_dtype == dtype and new_scope == buf.scope():
+            remap[buf] = buf
+            return buf
+        new = tirx.decl_buffer(buf.shape, new_dtype, str(buf.name), scope=new_scope,
+                               strides=list(buf.strides) if len(buf.strides) else None,
+                               elem_offset=buf.elem_offset)
+        remap[buf] = new
+        return new
+
+    buffer_map = {}
+    tensors = []
+    for p in func.params:
+        if p in func.buffer_map:
+            buf = func.buffer_map[p]
+            buffer_map[p] = replacement(buf, None)
+            tensors.append(str(buf.name))
+
+    def collect(node: Any) -> None:
+        if isinstance(node, tirx.SBlock):
+            for b in node.alloc_buffers:
+                scope = b.scope()
+                replacement(b, "local" if scope in _LOCAL_SCOPES and scope != "local" else None)
+
+    tirx.stmt_functor.post_order_visit(func.body, collect)
+    local_names = [str(b.name) for b in remap if str(b.name) not in tensors]
+
+    block_vars: dict[str, Any] = {}
+    block_extents: dict[str, Any] = {}
+
+    def find_blocks(node: Any) -> None:
+        if isinstance(node, tirx.For) and node.thread_binding is not None:
+            tag = str(node.thread_binding.thread_tag)
+            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
+                block_vars.setdefault(tag[-1], node.loop_var)
+                block_extents.setdefault(tag[-1], node.extent)
+
+    tirx.stmt_functor.post_order_visit(func.body, find_blocks)
+
+    def narrow_call(value: Any, dtype: str) -> Any:
+        return tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
+                                tirx.const(NARROW_FLOATS[dtype], "int32"))
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock):
+            allocs = [remap.get(b, b) for b in node.alloc_buffers]
+            annotations = {k: v for k, v in node.annotations.items() if k not in ("layout_map",)}
+            if "tl.launch_threads" in annotations:
+                annotations["tl.launch_threads"] = [1, 1, 1]
+                applied.add("threads")
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               allocs, node.match_buffers, annotations)
+        if isinstance(node, tirx.BufferLoad):
+            new = remap.get(node.buffer)
+            if new is not None and not new.same_as(node.buffer):
+                return tirx.BufferLoad(new, node.indices)
+            return None
+        if isinstance(node, tirx.BufferStore):
+            new = remap.get(node.buffer)
+            if new is not None and not new.same_as(node.buffer):
+                return tirx.BufferStore(new, node.value, node.indices)
+            return None
+        if isinstance(node, tirx.For):
+            annotations = {k: v for k, v in node.annotations.items() if k not in _PIPELINE_KEYS}
+            kind = node.kind
+            if kind == tirx.ForKind.PARALLEL:
+                kind = tirx.ForKind.SERIAL
+                applied.add("parallel")
+            if len(annotations) != len(node.annotations):
+                applied.add("pipeline")
+            if kind == node.kind and len(annotations) == len(node.annotations):
+                return None
+            return tirx.For(node.loop_var, node.min, node.extent, kind, node.body, node.thread_binding,
+                            annotations)
+        if isinstance(node, tirx.Cast):
+            dtype = str(node.dtype)
+            if dtype in NARROW_FLOATS:
+                applied.add("dtypes")
+                return narrow_call(node.value, dtype)
+            return None
+        if isinstance(node, tirx.FloatImm):
+            if str(node.dtype) in NARROW_FLOATS:
+                return tirx.FloatImm(COMPUTE_DTYPE, float(node.value))
+            return None
+        if isinstance(node, tirx.Call):
+            dtype = str(node.dtype)
+            if dtype in NARROW_FLOATS:
+                return tirx.Call(COMPUTE_DTYPE, node.op, node.args)
+            return None
+        if isinstance(node, tirx.Var) and str(node.dtype) in NARROW_FLOATS:
+            return None  # let-bound scalars: handled where they are bound (rare in tile programs)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post)
+
+    # The block mask: the innermost block-index loop's body runs only where the mask says so.
+    order = [a for a in "zyx" if a in block_vars]
+    grid_rank = max(("xyz".index(a) + 1 for a in block_vars), default=1)
+    mask_var = tirx.Var(BLOCK_MASK, "handle")
+    count = tirx.const(1, "int32")
+    for a in order:
+        count = count * block_extents[a]
+    mask_buffer = tirx.decl_buffer((count,), "int8", BLOCK_MASK)
+    linear = tirx.const(0, "int32")
+    for a in order:
+        linear = linear * block_extents[a] + block_vars[a]
+    innermost = block_vars["x"] if "x" in block_vars else (block_vars[order[-1]] if order else None)
+    if innermost is not None and mask:
+        applied.add("blocks")
+
+        def guard(node: Any) -> Any:
+            if isinstance(node, tirx.SBlock) and str(node.name_hint) == "tilelang_root":
+                selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
+                guarded = tirx.IfThenElse(selected, node.body, None)
+                return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, guarded, node.init,
+                                   node.alloc_buffers, node.match_buffers, node.annotations)
+            return None
+
+        guarded_body = tirx.stmt_functor.ir_transform(body, None, guard, ["tirx.SBlock"])
+        if not guarded_body.same_as(body):
+            body = guarded_body
+        else:  # no tilelang_root block: guard the innermost block loop's body
+            def guard_loop(node: Any) -> Any:
+                if isinstance(node, tirx.For) and node.loop_var.same_as(innermost):
+                    selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
+                    guarded = tirx.IfThenElse(selected, node.body, None)
+                    return tirx.For(node.loop_var, node.min, node.extent, node.kind, guarded, node.thread_binding,
+                                    node.annotations)
+                return None
+
+            body = tirx.stmt_functor.ir_transform(body, None, guard_loop, ["tirx.For"])
+    params = list(func.params)
+    if mask:
+        params.append(mask_var)
+        buffer_map[mask_var] = mask_buffer
+    new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr(
+        "tilelab_emulation", EMULATION_VERSION)
+    applied.update(("bounds",))
+    if any(str(func.buffer_map[p].dtype) in NARROW_FLOATS for p in func.params if p in func.buffer_map):
+        applied.add("dtypes")
+    return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
+                     tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
+                     grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)))
+
+
+# ------------------------------------------------------------------------------------------
+# The rewrite after the tile ops are lowered: bounds checks and rounding on every store
+# ------------------------------------------------------------------------------------------
+
+def _late_pass(emulation: Emulation) -> Any:
+    """The TIR pass run just before TileLang's FlattenBuffer: tile ops are loads and stores by
+    then, with their per-dimension indices. Each access that cannot be proved inside its buffer
+    is guarded (an access outside calls the runtime's record and is not performed); each store
+    into a buffer whose GPU type the CPU lacks rounds its value to that type."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    narrow = emulation.narrow
+    block_names = {name: axis for axis, name in emulation.block_names.items()}
+
+    def transform(func: Any, mod: Any, ctx: Any) -> Any:
+        analyzer = tvm.arith.Analyzer()
+        ids = {name: i for i, name in enumerate(emulation.buffers)}
+
+        def buffer_id(buf: Any) -> int:
+            return ids.get(str(buf.name), len(emulation.buffers))  # past the end: a buffer TileLang made
+
+        def inside(buf: Any, indices: Any) -> Any:
+            """The condition that ``indices`` lie inside ``buf`` (None when it is proved)."""
+            if str(buf.name) == BLOCK_MASK or len(indices) != len(buf.shape):
+                return None
+            conds = []
+            for i, extent in zip(indices, buf.shape):
+                if i.dtype.lanes != 1:
+                    return None
+                lo = i >= tirx.const(0, i.dtype)
+                hi = i < tirx.Cast(i.dtype, extent) if str(extent.dtype) != str(i.dtype) else i < extent
+                if not analyzer.can_prove(lo):
+                    conds.append(lo)
+                if not analyzer.can_prove(hi):
+                    conds.append(hi)
+            if not conds:
+                return None
+            cond = conds[0]
+            for c in conds[1:]:
+                cond = tirx.And(cond, c)
+            return cond
+
+        def record(buf: Any, indices: Any, kind: int, scope: dict[str, Any]) -> Any:
+            i64 = "int64"
+            idx = [tirx.Cast(i64, i) for i in indices][:MAX_RANK]
+            shape = [tirx.Cast(i64, s) for s in buf.shape][:MAX_RANK]
+            rank = len(idx)
+            idx += [tirx.const(0, i64)] * (MAX_RANK - rank)
+            shape += [tirx.const(1, i64)] * (MAX_RANK - rank)
+            blocks = [tirx.Cast("int32", scope[a]) if a in scope else tirx.const(0, "int32") for a in "xyz"]
+            return tirx.call_extern("int32", OOB_FUNCTION, tirx.const(buffer_id(buf), "int32"),
+                                    tirx.const(kind, "int32"), *blocks, tirx.const(rank, "int32"), *idx, *shape)
+
+        def rewrite(stmt: Any, scope: dict[str, Any]) -> Any:
+            def pre(node: Any) -> Any:
+                if isinstance(node, tirx.For):
+                    if not is_const_zero_extent(node):
+                        analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+                    axis = block_names.get(str(node.loop_var.name))
+                    if axis is not None and axis not in scope:
+                        inner = {**scope, axis: node.loop_var}
+                        return tirx.For(node.loop_var, node.min, node.extent, node.kind, rewrite(node.body, inner),
+                                        node.thread_binding, node.annotations)
+                    return None
+                if isinstance(node, tirx.IfThenElse):
+                    with analyzer.constraint_scope(node.condition):
+                        then_case = rewrite(node.then_case, scope)
+                    else_case = None
+                    if node.else_case is not None:
+                        with analyzer.constraint_scope(tirx.Not(node.condition)):
+                            else_case = rewrite(node.else_case, scope)
+                    return tirx.IfThenElse(node.condition, then_case, else_case)
+                return None
+
+            def post(node: Any) -> Any:
+                if isinstance(node, tirx.BufferLoad):
+                    cond = inside(node.buffer, node.indices)
+                    if cond is None:
+                        return None
+                    fallback = tirx.Cast(node.dtype, record(node.buffer, node.indices, OOB_READ, scope))
+                    return tirx.if_then_else(cond, node, fallback)
+                if isinstance(node, tirx.BufferStore):
+                    value = node.value
+                    target = narrow.get(str(node.buffer.name))
+                    if target is not None and value.dtype.lanes == 1 and str(value.dtype) == COMPUTE_DTYPE:
+                        value = tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, value,
+                                                 tirx.const(NARROW_FLOATS[target], "int32"))
+                    cond = inside(node.buffer, node.indices)
+                    store = tirx.BufferStore(node.buffer, value, node.indices, node.predicate) \
+                        if not value.same_as(node.value) else node
+                    if cond is None:
+                        return None if store is node else store
+                    held = tirx.Var("tilelab_value", value.dtype)
+                    guarded = tirx.BufferStore(node.buffer, held, node.indices, node.predicate)
+                    return tirx.SeqStmt([tirx.Bind(held, value),
+                                         tirx.IfThenElse(cond, guarded,
+                                                         tirx.Evaluate(record(node.buffer, node.indices, OOB_WRITE,
+                                                                              scope)))])
+                return None
+
+            return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.IfThenElse",
+                                                                    "tirx.BufferLoad", "tirx.BufferStore"])
+
+        def is_const_zero_extent(loop: Any) -> bool:
+            return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
+
+        return func.with_body(rewrite(func.body, {}))
+
+    return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
+
+
+_COMPILE_LOCK = threading.RLock()
+
+
+@dataclass(frozen=True)
+class EmulatedKernel:
+    """A GPU kernel compiled for the CPU by :func:`compile_emulated`: ``compiled`` is TileLang's
+    JITKernel (call it with the kernel's tensors in float32 where the GPU's type has no CPU form,
+    then the block mask)."""
+
+    compiled: Any
+    emulation: Emulation
+
+
+def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, args: tuple = (),
+                     kwargs: dict | None = None) -> EmulatedKernel:
+    """``obj`` (any kernel-like object written for a GPU) rewritten and compiled for target ``c``.
+    Raises :class:`EmulationRefused` for constructs with no tile-level meaning and tilelab's
+    LoweringError with TileLang's reason when the rewritten kernel does not lower."""
+    from .trace import passes_before
+
+    source = resolve_kernel(obj, args, kwargs)
+    emulation = rewrite_for_cpu(source.prim_func, source.name)
+    late = _late_pass(emulation)
+    configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
+               **(pass_configs or {})}
+    with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
+        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs)
+    return EmulatedKernel(compiled, emulation)
+
+
+def emulation_key(obj: Any) -> str:
+    """What an emulated compile of ``obj`` depends on: its fingerprint and its tensors' names."""
+    from .resolve import kernel_fingerprint
+
+    func = getattr(obj, "prim_func", obj)
+    names: list[str] = []
+    if isinstance(func, tilelang().tvm.tirx.PrimFunc):
+        names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return f"emulated:{kernel_fingerprint(obj)}:{','.join(names)}"
+
+
+def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int, int]:
+    """The grid (x, y, z) of an emulated kernel, its dynamic sizes substituted from ``sizes``."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    extents: dict[str, Any] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.For) and node.thread_binding is not None:
+            tag = str(node.thread_binding.thread_tag)
+            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
+                extents.setdefault(tag[-1], node.extent)
+
+    tirx.stmt_functor.post_order_visit(emulation.func.body, visit)
+    analyzer = tvm.arith.Analyzer()
+    out = []
+    for axis in "xyz":
+        extent = extents.get(axis)
+        if extent is None:
+            out.append(1)
+            continue
+        free: dict[Any, Any] = {}
+        tirx.stmt_functor.post_order_visit(
+            tirx.Evaluate(extent), lambda node, found=free: found.setdefault(node, node)
+            if isinstance(node, tirx.Var) else None)
+        missing = [str(v.name) for v in free if str(v.name) not in sizes]
+        if missing:
+            raise ValueError(f"the grid's {axis} extent {extent} needs the size(s) {', '.join(missing)}")
+        value = analyzer.simplify(tirx.stmt_functor.substitute(
+            extent, {v: tirx.const(int(sizes[str(v.name)]), v.dtype) for v in free}))
+        out.append(int(value))
+    return out[0], out[1], out[2]

@@ -1,0 +1,488 @@
+"""A kernel written for a GPU, run on the CPU with its tile program's meaning (``device="cpu"``).
+
+The adapter (``_tilelang/emulate.py``) rewrites the kernel's IR for TileLang's target ``c`` by a few
+visible rules (shared and fragment buffers as local arrays, ``T.Parallel`` as serial loops, no
+pipeline stages, one thread a block, GPU float types computed in float32 and rounded where the GPU
+rounds, a mask of the blocks to run, every access checked against its buffer). This module runs
+the result exactly as a GPU run is verified (:func:`tilelab.run`): inputs built or checked from the
+signature, outputs poisoned first so elements never written are found, ``ref`` and the tolerance
+of the output's GPU dtype, the tile map, NaN location, inputs written.
+
+The launch happens in a worker process of its own (``_worker``), never in the caller's: a kernel
+whose loop never ends is killed at ``timeout``, and one that crashes costs the worker. Accesses
+outside a buffer (below its start or past its end) do not reach memory at all: the kernel's checks
+record them in the *emulation runtime* (a small C library built once per machine into tilelab's
+cache and loaded before the kernel) and the run fails with each one's buffer, indices and block.
+
+Blocks run one after another, so a run says what the tile program computes, never the GPU's timing
+or its races: every result says so (:data:`EMULATED_NOTE`). ``blocks=`` runs only some blocks and
+checks only the elements they wrote.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import pickle
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import TilelabError
+from .._launch_model import RunResult
+from . import _checks, _inputs, _worker
+from ._cuda_errors import KernelLaunchError
+from ._kernel import Prepared, reference
+from ._options import RunOptions
+
+EMULATED_NOTE = "emulated on the CPU: the tile program's meaning, not the GPU's timing or its races"
+EMULATED_BACKEND = "emulated (TileLang target c)"
+RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on one core
+MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
+CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
+
+_RUNTIME_SOURCE = r"""
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+/* One out-of-bounds access: the buffer's id (see the kernel's emulation), read 0 / write 1, the
+   block, and the indices with the buffer's extents. */
+typedef struct { int32_t buffer, kind, bx, by, bz, rank; int64_t idx[6]; int64_t extent[6]; } tl_emu_oob;
+
+static tl_emu_oob kept[MAX_OOB];
+static int64_t n_kept = 0, n_total = 0;
+
+extern "C" {
+
+int32_t tilelab_emu_oob(int32_t buffer, int32_t kind, int32_t bx, int32_t by, int32_t bz, int32_t rank,
+                        int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t i4, int64_t i5,
+                        int64_t e0, int64_t e1, int64_t e2, int64_t e3, int64_t e4, int64_t e5) {
+  n_total++;
+  if (n_kept < MAX_OOB) {
+    tl_emu_oob* o = &kept[n_kept++];
+    o->buffer = buffer; o->kind = kind; o->bx = bx; o->by = by; o->bz = bz; o->rank = rank;
+    int64_t idx[6] = {i0, i1, i2, i3, i4, i5}, ext[6] = {e0, e1, e2, e3, e4, e5};
+    memcpy(o->idx, idx, sizeof idx); memcpy(o->extent, ext, sizeof ext);
+  }
+  return 0;
+}
+
+void tilelab_emu_reset(void) { n_kept = 0; n_total = 0; }
+int64_t tilelab_emu_oob_total(void) { return n_total; }
+int64_t tilelab_emu_oob_kept(void) { return n_kept; }
+const void* tilelab_emu_oobs(void) { return kept; }
+
+/* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
+   exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
+   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite. */
+static float round_to(float x, int mant, int emin, float maxv, int sat, int has_inf) {
+  if (isnan(x)) return x;
+  if (isinf(x)) return sat ? copysignf(has_inf ? INFINITY : NAN, x) : x;
+  float a = fabsf(x);
+  if (a == 0.0f) return x;
+  int e;
+  frexpf(a, &e);                 /* a = m * 2^e, m in [0.5, 1) */
+  int exp = e - 1;               /* a = 1.f * 2^exp */
+  if (exp < emin) exp = emin;    /* subnormals share the smallest exponent's spacing */
+  float ulp = ldexpf(1.0f, exp - mant);
+  float r = nearbyintf(a / ulp) * ulp;   /* the default rounding mode: to nearest, ties to even */
+  if (r > maxv) {
+    /* past the largest finite value: IEEE rounds to infinity from half an ulp above it */
+    float top_ulp = ldexpf(1.0f, (int)(logbf(maxv)) - mant);
+    if (sat) r = has_inf ? maxv : (a >= maxv + top_ulp / 2 ? NAN : maxv);
+    else r = (a >= maxv + top_ulp / 2) ? INFINITY : maxv;
+  }
+  return copysignf(r, x);
+}
+
+float tilelab_emu_round(float x, int32_t format) {
+  switch (format) {
+    case 1: return round_to(x, 10, -14, 65504.0f, 0, 1);          /* float16 */
+    case 2: return round_to(x, 7, -126, 3.3895313892515355e38f, 0, 1); /* bfloat16 */
+    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, NaN past 448 */
+    case 4: return round_to(x, 2, -14, 57344.0f, 0, 1);           /* float8_e5m2 */
+    case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
+    case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
+    case 7: return round_to(x, 1, 0, 6.0f, 1, 1);                 /* float4_e2m1fn: saturates at 6 */
+    default: return x;
+  }
+}
+
+}
+""".replace("MAX_OOB", str(MAX_OOB))
+
+_RUNTIME: ctypes.CDLL | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+class EmulationError(TilelabError, ValueError):
+    """A GPU kernel cannot run on the CPU: a construct with no tile-level meaning (the message
+    names it and its line), an argument ``run`` does not take, or no C++ compiler."""
+
+
+def _runtime_path() -> str:
+    from .._cache import cache_dir
+
+    digest = hashlib.sha256(_RUNTIME_SOURCE.encode()).hexdigest()[:16]
+    return os.path.join(str(cache_dir()), "emulation", f"runtime-{digest}.so")
+
+
+def runtime() -> ctypes.CDLL:
+    """The emulation runtime, built once per machine into tilelab's cache (by the C++ compiler
+    TileLang builds target-c kernels with) and loaded once per process with its symbols global, so
+    that emulated kernels (built with the runtime's functions undefined) find them."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is not None:
+            return _RUNTIME
+        from .. import _tilelang
+
+        lib = _runtime_path()
+        if not os.path.exists(lib):
+            os.makedirs(os.path.dirname(lib), exist_ok=True)
+            folder = tempfile.mkdtemp(prefix="tilelab-emu-", dir=os.path.dirname(lib))
+            src = os.path.join(folder, "runtime.cpp")
+            out = os.path.join(folder, "runtime.so")
+            with open(src, "w") as f:
+                f.write(_RUNTIME_SOURCE)
+            cmd = [_tilelang.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", out]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+            except (OSError, subprocess.TimeoutExpired) as err:
+                raise EmulationError(f"running a GPU kernel on the CPU needs a C++ compiler (as TileLang's target c "
+                                     f"does): {err}") from err
+            if done.returncode != 0:
+                raise EmulationError(f"building the emulation runtime failed ({' '.join(cmd)}):\n{done.stderr}")
+            os.replace(out, lib)  # atomic: a process building it at the same moment finds a whole file
+            for name in os.listdir(folder):
+                os.unlink(os.path.join(folder, name))
+            os.rmdir(folder)
+        rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        rt.tilelab_emu_oob_total.restype = ctypes.c_int64
+        rt.tilelab_emu_oob_kept.restype = ctypes.c_int64
+        rt.tilelab_emu_oobs.restype = ctypes.c_void_p
+        rt.tilelab_emu_round.restype = ctypes.c_float
+        rt.tilelab_emu_round.argtypes = [ctypes.c_float, ctypes.c_int32]
+        _RUNTIME = rt
+        return rt
+
+
+def round_to_format(values: Sequence[float], dtype: str) -> list[float]:
+    """The runtime's rounding of ``values`` to ``dtype`` (one of the adapter's narrow floats), each
+    returned as a float: what an emulated kernel stores into a buffer of that dtype."""
+    from .. import _tilelang
+
+    code = _tilelang.NARROW_FLOATS[dtype]
+    rt = runtime()
+    return [float(rt.tilelab_emu_round(float(v), code)) for v in values]
+
+
+@dataclass(frozen=True)
+class OutOfBoundsAccess:
+    """One access an emulated kernel made outside a buffer (it was not performed)."""
+
+    buffer: str
+    kind: str  # "read" or "write"
+    block: tuple[int, int, int]
+    index: tuple[int, ...]
+    extent: tuple[int, ...]
+
+    def describe(self) -> str:
+        side = "below its start" if any(i < 0 for i in self.index) else "past its end"
+        return (f"{self.kind} of {self.buffer}[{', '.join(map(str, self.index))}] ({side}: {self.buffer} is "
+                f"{' x '.join(map(str, self.extent))}) in block {self.block}")
+
+
+def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str]) -> tuple[int, list[OutOfBoundsAccess]]:
+    import numpy as np
+
+    total = int(rt.tilelab_emu_oob_total())
+    kept = int(rt.tilelab_emu_oob_kept())
+    if not total:
+        return 0, []
+    dtype = np.dtype([("buffer", "<i4"), ("kind", "<i4"), ("bx", "<i4"), ("by", "<i4"), ("bz", "<i4"),
+                      ("rank", "<i4"), ("idx", "<i8", (6,)), ("extent", "<i8", (6,))])
+    raw = (ctypes.c_char * (dtype.itemsize * kept)).from_address(rt.tilelab_emu_oobs())
+    records = np.frombuffer(bytes(raw), dtype=dtype, count=kept)
+    found = []
+    for r in records:
+        rank = int(r["rank"])
+        b = int(r["buffer"])
+        name = buffers[b] if 0 <= b < len(buffers) else "a buffer TileLang made"
+        found.append(OutOfBoundsAccess(name, "write" if int(r["kind"]) else "read",
+                                       (int(r["bx"]), int(r["by"]), int(r["bz"])),
+                                       tuple(int(i) for i in r["idx"][:rank]),
+                                       tuple(int(e) for e in r["extent"][:rank])))
+    return total, found
+
+
+# ------------------------------------------------------------------------------------------
+# In the worker process
+# ------------------------------------------------------------------------------------------
+
+_LOADED: dict[str, Any] = {}
+
+
+def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any) -> tuple[list[Any], int, list[Any]]:
+    """Compile (TileLang's disk cache answers from the caller's compile) or reuse the emulated
+    kernel, launch it once on ``args`` (float32 where the GPU type has no CPU form) and the block
+    mask; (the arguments after the launch, how many accesses were out of bounds, those kept)."""
+    from .. import _tilelang
+
+    rt = runtime()
+    kernel = _LOADED.get(key)
+    if kernel is None:
+        if payload is None:
+            raise EmulationError("the worker lost the emulated kernel; launch again")
+        _tilelang.tilelang()  # TileLang's operators are registered before its IR is unpickled
+        func, configs = pickle.loads(payload)
+        kernel = _LOADED[key] = _tilelang.compile_emulated(func, pass_configs=configs)
+    rt.tilelab_emu_reset()
+    kernel.compiled(*args, mask)
+    total, kept = _read_oobs(rt, kernel.emulation.buffers)
+    return args, total, kept
+
+
+# ------------------------------------------------------------------------------------------
+# In the caller's process
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class Emulated:
+    """A GPU kernel prepared for the CPU: ``prepared`` describes the kernel as the GPU sees it (its
+    parameters in their GPU dtypes, for inputs, poison and checks), ``kernel`` is the emulated
+    compile, ``payload`` what the worker compiles it from."""
+
+    prepared: Prepared
+    kernel: Any
+    key: str
+    payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
+
+
+_PREPARED_LOCK = threading.Lock()
+_SENT: dict[tuple[int, str], bool] = {}
+
+
+def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None = None) -> Emulated:
+    """``kernel`` (a TileLang kernel written for a GPU) compiled for the CPU here (so that a refusal
+    or a lowering failure is raised in the caller's process) and described by its signature."""
+    from .. import _tilelang
+    from .._errors import LoweringError
+
+    source = _tilelang.resolve_kernel(kernel)
+    runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
+    try:
+        emulated = _tilelang.compile_emulated(kernel)
+    except _tilelang.EmulationRefused as err:
+        raise EmulationError(str(err)) from None
+    except LoweringError:
+        raise
+    idx = [out_idx] if isinstance(out_idx, int) else out_idx
+    params = _inputs.params_from_arguments(_tilelang.arguments(source, idx if idx is not None else source.out_idx))
+    if not any(p.is_output for p in params):
+        tensors = [p for p in params if p.kind == "tensor"]
+        wanted = set(outputs) if outputs else ({tensors[-1].name} if tensors else set())
+        unknown = wanted - {p.name for p in tensors}
+        if unknown:
+            raise ValueError(f"outputs {sorted(unknown)} are not tensor parameters of {source.name}: "
+                             f"{[p.name for p in tensors]}")
+        params = [_inputs.Param(p.name, p.kind, p.dtype, p.shape, p.name in wanted, p.passed_at_launch)
+                  for p in params]
+    prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
+    key = _tilelang.emulation_key(source.prim_func)
+    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, dict(source.pass_configs))))
+
+
+def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
+    """``blocks=`` (None: all; one linear index; or a sequence of linear indices and (x, y[, z])
+    tuples, as :func:`tilelab.timeline` takes them) as sorted linear
+    indices; EmulationError with what to change where a block is outside the grid."""
+    from .. import _timeline
+
+    if blocks is None:
+        return None
+    items = [blocks] if isinstance(blocks, int) else list(blocks)
+    if not items:
+        raise EmulationError(f"{name}: blocks= is empty; give linear indices or (x, y, z) tuples, or None for every "
+                             "block")
+    try:
+        return tuple(sorted({_timeline.block_index(b, grid) for b in items}))
+    except (ValueError, TypeError) as err:
+        raise EmulationError(f"{name}: {err}; blocks= takes a list of linear indices (x fastest) or of (x, y, z) "
+                             f"tuples inside the grid {grid}") from None
+
+
+def _working_copy(tensor: Any, dtype: str) -> Any:
+    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form."""
+    from .. import _tilelang
+
+    if dtype in _tilelang.NARROW_FLOATS:
+        return tensor.float().contiguous()
+    return tensor
+
+
+def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
+        blocks: Any = None, timeout: float | None = None, isolate: bool = True,
+        reason: str | None = None) -> RunResult:
+    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc); ``reason`` is said in
+    the result's notes (why the CPU was chosen, when the caller did not ask)."""
+    import torch
+
+    from .. import _tilelang
+    from ._cpu import cpu_name
+
+    prepared = emulated.prepared
+    notes: list[str] = [EMULATED_NOTE + (f" ({reason})" if reason else "")]
+    args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cpu", seed=opts.seed)
+    launch = [p for p in prepared.params if p.passed_at_launch]
+    inputs = [a for a, p in zip(args, launch) if not p.is_output]
+    expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes) if opts.ref is not None else None
+    snapshot = _checks.snapshot_inputs(prepared, args, notes)
+    grid = _tilelang.emulated_grid(emulated.kernel.emulation, bound)
+    selected = parse_blocks(blocks, grid, prepared.name)
+    count = grid[0] * grid[1] * grid[2]
+    mask = torch.zeros(count, dtype=torch.int8)
+    if selected is None:
+        mask.fill_(1)
+    else:
+        mask[list(selected)] = 1
+    # Outputs the GPU kernel's launcher allocates (out_idx) are allocated here, so that they are poisoned too.
+    full: list[Any] = []
+    given = iter(args)
+    for p in prepared.params:
+        if p.passed_at_launch:
+            full.append(next(given))
+        else:
+            shape = tuple(int(_inputs.eval_dim(d, bound)) for d in p.shape)
+            full.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype)))
+    out_positions = [i for i, p in enumerate(prepared.params) if p.is_output]
+    timeout = RUN_TIMEOUT_S if timeout is None else timeout
+    worker = _worker.default_worker(CPU_WORKER) if isolate and not _worker.in_worker() else None
+    launches = [0]
+
+    def launcher(_prepared: Any, _args: Any, _bound: Any, pattern: int) -> tuple[list[Any], list[bool]]:
+        work = []
+        for t, p in zip(full, prepared.params):
+            if p.is_output:
+                _inputs.poison_(t, pattern)
+            work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
+        for i in out_positions:  # a float32 copy of a poisoned output: poisoned in float32
+            if work[i] is not full[i]:
+                _inputs.poison_(work[i], _inputs.POISON)
+        after, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
+        launches[0] += 1
+        if total:
+            raise out_of_bounds_error(prepared.name, total, kept)
+        outs = []
+        for i in out_positions:
+            res, dest = after[i], full[i]
+            if res is not dest:
+                unwritten = _inputs.unwritten_mask(res, _inputs.POISON)
+                dest.copy_(res.to(dest.dtype))
+                if bool(unwritten.any()):
+                    view = dest.view(torch.uint8).reshape(*dest.shape, dest.element_size())
+                    view[unwritten] = pattern
+            elif res.data_ptr() != dest.data_ptr():
+                dest.copy_(res)
+            outs.append(dest)
+        return outs, [True] * len(outs)
+
+    outs, poisoned, seconds = _checks.poisoned_launches(launcher, prepared, args, bound, notes)
+    if expected is not None and len(expected) != len(outs):
+        raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
+                         f"({', '.join(p.name for p in prepared.outputs)})")
+    if selected is not None:
+        outs, expected, poisoned = _only_written(prepared, outs, expected, poisoned, seconds, selected, grid, notes)
+    applied = [r for r in _tilelang.EMULATION_RULES if r.id in emulated.kernel.emulation.applied]
+    notes.append("rewritten for the CPU by the rules " + ", ".join(r.id for r in applied)
+                 + " (tilelab.launch.EMULATION_RULES says what each does and why the meaning holds)")
+    narrow = sorted(set(emulated.kernel.emulation.narrow.values()))
+    if narrow:
+        notes.append(f"{', '.join(narrow)} computed in float32 (the CPU's C has none), rounded to "
+                     f"{'it' if len(narrow) == 1 else 'them'} at every cast and store; outputs compared at the GPU "
+                     "type's tolerance")
+    checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
+                                   tolerance=opts.tolerance, worst=opts.worst, tile=opts.tile,
+                                   unpoisoned="was checked only where the selected blocks wrote it")
+    inputs_after = _checks.inputs_after_launch(snapshot, checks, notes)
+    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=EMULATED_BACKEND,
+                     device=f"{cpu_name()} (emulated)", sizes=tuple(sorted(bound.items())),
+                     reference=getattr(opts.ref, "__name__", "ref") if opts.ref is not None else None,
+                     notes=tuple(notes), inputs=inputs_after)
+
+
+def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | None, poisoned: list[bool],
+                  seconds: list[Any], selected: tuple[int, ...], grid: tuple[int, int, int],
+                  notes: list[str]) -> tuple[list[Any], list[Any] | None, list[bool]]:
+    """With ``blocks=``: only the elements the selected blocks wrote are checked. The others take
+    the reference's value (or zero), so that the comparison sees the blocks' work alone."""
+    import torch
+
+    new_outs: list[Any] = []
+    new_expected: list[Any] | None = [] if expected is not None else None
+    for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
+        unwritten = _inputs.unwritten_mask(out) if seconds[i] is None else \
+            _inputs.unwritten_in_both(out, seconds[i])
+        written = int((~unwritten).sum().item())
+        out = out.clone()
+        if expected is not None:
+            want = expected[i]
+            out[unwritten] = want.to(out.dtype)[unwritten]
+            assert new_expected is not None
+            new_expected.append(want)
+        else:
+            out[unwritten] = torch.zeros((), dtype=out.dtype)
+        new_outs.append(out)
+        shown = ", ".join(map(str, selected[:8])) + (", ..." if len(selected) > 8 else "")
+        if written:
+            notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran: they wrote {written} of "
+                         f"{out.numel()} elements of {p.name}, and only those were checked")
+        else:
+            notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran and wrote no element of {p.name}")
+    return new_outs, new_expected, [False] * len(outs)
+
+
+def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
+            bound: dict[str, int]) -> tuple[list[Any], int, list[Any]]:
+    name = emulated.prepared.name
+    if worker is None:
+        return launch_in_worker(emulated.key, emulated.payload, work, mask)
+    sent_key = (id(worker), emulated.key)
+    payload = None if _SENT.get(sent_key) and worker.alive else emulated.payload
+    try:
+        result: tuple[list[Any], int, list[Any]] = worker.call(
+            launch_in_worker, emulated.key, payload, work, mask, timeout=timeout,
+            label=f"{name} on the CPU")
+    except _worker.WorkerTimeout as err:
+        out = KernelLaunchError(name, "timeout", f"the emulated kernel gave no answer within {err.timeout:g} s on "
+                                "the CPU, and its process was stopped",
+                                "a loop whose exit condition is never met, or a grid too large to emulate whole: "
+                                "pass blocks= to run a few blocks, smaller sizes, or a larger timeout=")
+        out.isolated = True
+        raise out from None
+    except _worker.WorkerDied as err:
+        out = KernelLaunchError(name, "launch_failure", f"the emulated kernel's process died: {err}",
+                                "a crash in the kernel's CPU code; the calling process is unharmed")
+        out.isolated = True
+        raise out from None
+    _SENT[sent_key] = True
+    return result
+
+
+def out_of_bounds_error(name: str, total: int, kept: Sequence[OutOfBoundsAccess]) -> KernelLaunchError:
+    """The error of an emulated launch that accessed memory outside a buffer (none was performed)."""
+    shown = "; ".join(o.describe() for o in kept[:3])
+    more = f", and {total - min(total, 3)} more" if total > 3 else ""
+    err = KernelLaunchError(
+        name, "illegal_address",
+        f"{total} access{'es' if total != 1 else ''} outside a buffer on the CPU: {shown}{more} (none was performed)",
+        "an index computed from the block index or a loop variable that runs outside the tensor or tile: look at "
+        "the offsets of the copies and stores named above")
+    err.isolated = True
+    err.out_of_bounds = tuple(kept)  # type: ignore[attr-defined]
+    return err
