@@ -1,6 +1,7 @@
 """How heavy and how fast the inspector page is. Prints a table.
 
-- the README's Hopper GEMM: static HTML bytes and element count (target: at most 150 KB);
+- the README's Hopper GEMM: static HTML bytes and element count as displayed (target: at most 150 KB
+  whatever tabs it has: no cell, --passes, every tab, a Diff; "before" is every panel travelling open);
 - a kernel with 50 buffers: inspect + page time and page bytes (targets: under 3 s, under 1 MB);
 - in Chromium (when installed): the time from a click on a tab to the next painted frame, and
   the page's DOM node count (target: under 100 ms);
@@ -44,7 +45,7 @@ def page_figures(report, source=None):
     from tilelab.widgets.inspector import Inspector
 
     start = time.perf_counter()
-    page = Inspector(report, source=source).html
+    page = Inspector(report, source=source).page  # as displayed
     return time.perf_counter() - start, page
 
 
@@ -139,8 +140,9 @@ def tab_option_rows(gemm, source: str) -> list[tuple[str, str, str, str]]:
         "--passes, every tab": Inspector(passes, source=source, show=sections()),
         "a Diff": Inspector(gemm, source=source, previous=before),
     }
-    return [(f"README Hopper GEMM, {name}: page KB", f"{len(view.html.encode()) / 1024:.0f}", "-", "<= 150")
-            for name, view in pages.items()]
+    # as displayed (the panels not open travel compressed), and every panel open (the page before)
+    return [(f"README Hopper GEMM, {name}: page KB", f"{len(view.page.encode()) / 1024:.0f}",
+             f"{len(view.html.encode()) / 1024:.0f}", "<= 150") for name, view in pages.items()]
 
 
 def main() -> int:

@@ -27,10 +27,10 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "examples" / 
 
 
 def carried(page: str) -> str:
-    """The page with its compressed parts (folded launcher lines, pictures, tabs) unpacked after it."""
+    """The page with its compressed parts (folded launcher lines, pictures, panels) unpacked after it."""
     parts = [page]
-    for packed in re.findall(r'data-z="([^"]+)"', page):
-        parts.append(gzip.decompress(base64.b64decode(packed)).decode())
+    for packed in re.findall(r'data-zp?="([^"]+)"', page):
+        parts.append(carried(gzip.decompress(base64.b64decode(packed)).decode()))
     return "".join(parts)
 
 
@@ -101,7 +101,7 @@ def test_every_link_of_the_tests_kernels_pages_lands():
         for view in (Inspector(report), Inspector(report, source=source), Inspector(report, show=every),
                      Inspector(report, show=every, source=source), Inspector(report, source=source, previous=changed),
                      Inspector(report, show="summary,tma,wgmma", source=source)):
-            assert dead_links(view.html) == [], (label, view.tabs)
+            assert dead_links(view.html) == [] and dead_links(view.page) == [], (label, view.tabs)
         first, second = Inspector(report, source=source), Inspector(report, source=source)
         assert first.anchor != second.anchor  # one kernel shown twice: two pages, each its own ids
         # (a picture's own ids name its drawing: the same drawing twice is the same picture)

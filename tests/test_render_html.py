@@ -455,7 +455,7 @@ def test_report_repr_html_is_render_html_with_ids_of_its_own():
     ids = [re.match(r'<div class="tilelab-report" id="([^"]+)"', page).group(1) for page in (shown, again)]
     assert ids[0] != ids[1] and all(i.startswith(report_id(report)) for i in ids)  # the report shown twice
     for page, rid in zip((shown, again), ids):
-        assert page == render_html(report, anchor=rid)
+        assert page == render_html(report, anchor=rid, lazy=True)
 
 
 def test_sources_read_line_by_line_without_styles():

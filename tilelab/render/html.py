@@ -30,7 +30,9 @@ Jupyter.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import hashlib
 import html
 import inspect as _pyinspect
@@ -157,8 +159,13 @@ def _tab_css(rid: str, names: Sequence[str]) -> str:
 # centred. Tabs themselves need no script (radio buttons and CSS), so where scripts do not run
 # the tabs still work and a link still lands when its target's tab is open.
 _FOLLOW_JS = (
+    # U(b): a panel that travels compressed (data-zp) is unpacked into its place, once
+    "var U=function(b){if(!b||b.dataset.done||!window.DecompressionStream)return Promise.resolve();b.dataset.done=1;"
+    "return new Response(new Blob([Uint8Array.from(atob(b.dataset.zp),function(c){return c.charCodeAt(0)})]).stream()"
+    ".pipeThrough(new DecompressionStream('gzip'))).text().then(function(t){b.innerHTML=t})};"
     "var e=event.target,l=e.closest('.tl-tabs label');"
-    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f)f.open=true;return}"
+    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f){f.open=true;"
+    "U(f.querySelector(':scope>[data-zp]'))}return}"
     "var g=e.closest('details.tl-gap>summary,details.tl-lazy>summary'),z=g&&g.closest('[data-z]');"
     "if(g){var q=g.nextElementSibling;if(z&&q&&!q.firstChild&&window.DecompressionStream)"
     "new Response(new Blob([Uint8Array.from(atob(z.dataset.z),function(c){return c.charCodeAt(0)})]).stream()"
@@ -167,7 +174,10 @@ _FOLLOW_JS = (
     "for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
     "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
     "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
-    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');if(!t)return;"
+    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');"
+    # a target in a panel still compressed: unpack them all, then follow the link again
+    "if(!t){var P=[].slice.call(this.querySelectorAll('[data-zp]:not([data-done])'));"
+    "if(P.length){event.preventDefault();Promise.all(P.map(U)).then(function(){a.click()})}return}"
     "var p=t.closest('.tl-panel');"
     "if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
@@ -186,6 +196,20 @@ UNTRUSTED_NOTE = (
 )
 
 
+# A panel smaller than this travels as it is (compressing it would save little).
+_PACK_BYTES = 2048
+
+
+def _packed(markup: str) -> str:
+    """A panel's markup, gzip-compressed in a data attribute the click handler unpacks in place; where
+    scripts do not run (an untrusted notebook) one line says what trusting brings."""
+    if len(markup) < _PACK_BYTES:
+        return markup
+    packed = base64.b64encode(gzip.compress(markup.encode(), compresslevel=9, mtime=0)).decode("ascii")
+    return (f'<div class="tl-packed" data-zp="{packed}"><p class="tl-untrusted">This section travels compressed: '
+            "trust the notebook to read it here.</p></div>")
+
+
 def page_id(report: KernelReport, sections: Sequence[str] | None = None, source: str | None = None,
             timelines: Sequence[Any] = ()) -> str:
     """The anchor prefix of a page: the report's id, with a suffix for another choice of tabs (two
@@ -200,7 +224,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
                 cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
                 previous: KernelReport | None = None, anchor: str | None = None,
-                launched: Sequence[Any] = (), timelines: Sequence[Any] = ()) -> str:
+                launched: Sequence[Any] = (), timelines: Sequence[Any] = (), lazy: bool = False) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one with something to show).
@@ -216,7 +240,9 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
     inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
     ``launched`` (the cell's run/bench results) gives the Summary their verdicts; ``timelines``
-    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab.
+    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab. ``lazy``: the
+    panels other than the first travel gzip-compressed and are unpacked where they are first opened
+    (a tab clicked, a link into them followed): a page stays light whatever tabs it has.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
@@ -260,7 +286,7 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
                    f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
                    f'style="display:inline">{esc(title) if slug in _REGISTRY else title}'
                    f'{"" if has_tab else " <span class=tl-muted>(no tab: opened by its links)</span>"}</h3></summary>'
-                   f"{markup}</details></section>"
+                   f"{_packed(markup) if lazy and n > 0 else markup}</details></section>"
                    for n, (slug, title, markup, has_tab) in enumerate(panels))
     page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{labels}</nav>'
                      f'<div class="tl-panels">{body}</div>',
@@ -278,7 +304,7 @@ def displayed_html(report: KernelReport) -> str:
     report shown twice keeps two working pages."""
     from ._ids import display_id
 
-    return render_html(report, anchor=display_id(report_id(report)))
+    return render_html(report, anchor=display_id(report_id(report)), lazy=True)
 
 
 __all__ = [

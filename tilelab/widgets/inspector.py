@@ -74,6 +74,7 @@ class Inspector:
             extra.append(("Diff", diff_html(self.previous, report)))  # announced in the Summary too
         self.extra = tuple(extra)
         self._html: str | None = None
+        self._page: str | None = None
 
     def _cuda_view(self) -> Any:
         """Where sanitizer findings link on this page: the CUDA tab's line anchors (when it is shown)."""
@@ -92,6 +93,18 @@ class Inspector:
                                             anchor=self.anchor,
                                             launched=self.timing, timelines=self.timelines)
         return self._html
+
+    @property
+    def page(self) -> str:
+        """The page as displayed: :attr:`html` with every panel but the first gzip-compressed, unpacked
+        where it is first opened (a page stays light whatever tabs it has)."""
+        if self._page is None:
+            self._page = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
+                                            profile=self.profiles[0].profile if self.profiles else None,
+                                            cuda_anchors=self._cuda_anchors, previous=self.previous,
+                                            anchor=self.anchor, launched=self.timing, timelines=self.timelines,
+                                            lazy=True)
+        return self._page
 
     @property
     def titles(self) -> tuple[str, ...]:
@@ -121,12 +134,12 @@ class Inspector:
         """Nothing to release: the inspector holds no widget model (kept for older callers)."""
 
     def _repr_html_(self) -> str:
-        return self.html
+        return self.page
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
         from ..render.text import render_text
 
-        return {"text/html": self.html, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
+        return {"text/html": self.page, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
                                                                   timelines=self.timelines)}
 
 
