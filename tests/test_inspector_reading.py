@@ -86,16 +86,17 @@ def test_a_page_stays_light_whatever_tabs_it_has_and_its_packed_panels_are_the_p
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    sys.path.insert(0, str(examples))
     from gemm import matmul
 
     from tilelab.render.html import sections
 
     report = tilelab.inspect(matmul(1024, 1024, 1024, 128, 128, 32), "sm_90a", passes=True)
-    view = Inspector(report, show=sections(), source="%%tilelang\n" + (Path(sys.path[0]) / "gemm.py").read_text())
+    view = Inspector(report, show=sections(), source="%%tilelang\n" + (examples / "gemm.py").read_text())
     assert len(view.html.encode()) > 150 * 1024  # every tab with the IR passes: heavy when all travel open
     assert len(view.page.encode()) < 150 * 1024  # as displayed
-    # each panel but the first travels compressed, and unpacks to the very panel of the whole page
+    # the largest panels (never the first) travel compressed, each unpacks to the very panel of the page
     full = re.findall(r'<section class="tl-panel" id="([^"]+)".*?</summary>(.*?)</details></section>', view.html, re.S)
     shown = re.findall(r'<section class="tl-panel" id="([^"]+)".*?</summary>(.*?)</details></section>', view.page, re.S)
     assert [i for i, _ in full] == [i for i, _ in shown] and shown[0][1] == full[0][1]
@@ -103,8 +104,11 @@ def test_a_page_stays_light_whatever_tabs_it_has_and_its_packed_panels_are_the_p
     for (_, whole), (_, travels) in zip(full[1:], shown[1:]):
         m = re.fullmatch(r'<div class="tl-packed" data-zp="([^"]+)"><p class="tl-untrusted">[^<]*</p></div>', travels)
         if m is None:
-            assert travels == whole and len(whole) < 2048  # small panels travel as they are
+            assert travels == whole  # the others travel as they are
             continue
         packed += 1
         assert gzip.decompress(base64.b64decode(m.group(1))).decode() == whole
-    assert packed >= 5
+    assert packed >= 1
+    # a page of the usual tabs under the budget travels whole: readable where scripts do not run
+    light = Inspector(_cpu_report())
+    assert len(light.html.encode()) < 120 * 1024 and light.page == light.html

@@ -196,8 +196,23 @@ UNTRUSTED_NOTE = (
 )
 
 
-# A panel smaller than this travels as it is (compressing it would save little).
+# A page's panels travel as they are up to this many bytes in all; past it the largest (never the
+# first) travel compressed until the page is under it, so that where scripts do not run (an
+# untrusted notebook) a page of the usual tabs still reads whole. A panel smaller than
+# _PACK_BYTES travels as it is (compressing it would save little).
+PAGE_BUDGET = 120 * 1024
 _PACK_BYTES = 2048
+
+
+def _to_pack(markups: Sequence[str]) -> set[int]:
+    """Which panels travel compressed: the largest first, until the panels are under PAGE_BUDGET."""
+    total, out = sum(len(m) for m in markups), set()
+    for n in sorted(range(1, len(markups)), key=lambda n: -len(markups[n])):
+        if total <= PAGE_BUDGET or len(markups[n]) < _PACK_BYTES:
+            break
+        out.add(n)
+        total -= len(markups[n]) * 3 // 4  # what compressing saves, about (gzip, then base64)
+    return out
 
 
 def _packed(markup: str) -> str:
@@ -240,9 +255,10 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
     inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
     ``launched`` (the cell's run/bench results) gives the Summary their verdicts; ``timelines``
-    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab. ``lazy``: the
-    panels other than the first travel gzip-compressed and are unpacked where they are first opened
-    (a tab clicked, a link into them followed): a page stays light whatever tabs it has.
+    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab. ``lazy``: past
+    ``PAGE_BUDGET`` the largest panels (never the first) travel gzip-compressed and are unpacked where
+    they are first opened (a tab clicked, a link into them followed): a page stays light whatever
+    tabs it has, and a page of the usual tabs stays whole where scripts do not run.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
@@ -282,11 +298,12 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
                      for n, (slug, title, _, _) in enumerate(panels))
     labels = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
                      for slug, title, _, has_tab in panels if has_tab)
+    packed = _to_pack([markup for _, _, markup, _ in panels]) if lazy else set()
     body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}">'
                    f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
                    f'style="display:inline">{esc(title) if slug in _REGISTRY else title}'
                    f'{"" if has_tab else " <span class=tl-muted>(no tab: opened by its links)</span>"}</h3></summary>'
-                   f"{_packed(markup) if lazy and n > 0 else markup}</details></section>"
+                   f"{_packed(markup) if n in packed else markup}</details></section>"
                    for n, (slug, title, markup, has_tab) in enumerate(panels))
     page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{labels}</nav>'
                      f'<div class="tl-panels">{body}</div>',

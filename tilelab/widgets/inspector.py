@@ -96,8 +96,8 @@ class Inspector:
 
     @property
     def page(self) -> str:
-        """The page as displayed: :attr:`html` with every panel but the first gzip-compressed, unpacked
-        where it is first opened (a page stays light whatever tabs it has)."""
+        """The page as displayed: :attr:`html` with its largest panels gzip-compressed past a budget,
+        each unpacked where it is first opened (a page stays light whatever tabs it has)."""
         if self._page is None:
             self._page = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
                                             profile=self.profiles[0].profile if self.profiles else None,
