@@ -383,8 +383,9 @@ def test_a_changed_cell_announces_its_diff_and_highlights_the_changed_box(notebo
     lines = inspector.locator(".tl-panel:visible pre.tl-diff").evaluate(
         "p => [...p.children].map(s => [s.getBoundingClientRect().height, s.textContent])")
     height = min(h for h, _ in lines)
-    assert all(h < 2.5 * height for h, _ in lines), [x for x in lines if x[0] >= 2.5 * height][:3]
     assert all(text.count("\n") == 1 for _, text in lines)
+    one_high = [h for h, _ in lines if h < 1.5 * height]  # long lines wrap; the rest are one line high
+    assert len(one_high) >= 0.7 * len(lines), [x for x in lines if x[0] >= 1.5 * height][:3]
     assert any(text.startswith("+") and "extern" not in text and len(text.split()) > 2 for _, text in lines)
     page.screenshot(path=str(shots / "diff-tab.png"))
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
@@ -437,9 +438,10 @@ def test_at_a_laptop_width_no_picture_is_wider_than_its_box_and_no_text_is_under
     page.evaluate("window.jupyterapp.shell.activateById('filebrowser')")
     page.wait_for_timeout(400)
     _tab(inspector, "Layouts").click()
-    for details in inspector.locator(".tl-panel:visible details.tl-lazy").all():
-        details.locator("summary").first.click()
-    inspector.locator(".tl-panel:visible details.tl-lazy svg").first.wait_for(timeout=10_000)
+    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour").all():
+        if details.is_visible():  # the bank pictures of the layouts open (the first) are drawn
+            details.locator("summary").first.click()
+    inspector.locator(".tl-panel:visible details.tl-bank-colour svg").first.wait_for(timeout=10_000)
     pictures = inspector.evaluate(_PICTURES)
     assert len(pictures) >= 5, pictures
     inspector.locator(".tl-panel:visible").first.scroll_into_view_if_needed()
@@ -448,7 +450,7 @@ def test_at_a_laptop_width_no_picture_is_wider_than_its_box_and_no_text_is_under
     small = [p for p in pictures if p["text"] < 9.9]
     assert not wide, wide
     assert not small, small
-    for details in inspector.locator(".tl-panel:visible details.tl-lazy[open]").all():
+    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour[open]").all():
         details.locator("summary").first.click()
 
 
@@ -467,7 +469,7 @@ def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, s
     (root / "beside.ipynb").write_text(json.dumps(data))
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.evaluate("window.jupyterapp.commands.execute('docmanager:open', "
-                  "{path: 'beside.ipynb', options: {mode: 'split-right'}})")
+                  "{path: 'beside.ipynb', options: {mode: 'split-right'}}).then(() => 0)")
     untrusted = page.locator(".jp-OutputArea-output .tilelab-report:not(:has(> style))").first
     untrusted.wait_for(timeout=90_000)
     page.wait_for_timeout(1500)
@@ -488,7 +490,7 @@ def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, s
         _tab(inspector, "Summary").click()
     finally:
         page.evaluate("() => { const s = window.jupyterapp.shell; for (const w of [...s.widgets('main')])"
-                      " if (w.context && w.context.path === 'beside.ipynb') w.dispose(); }")
+                      " if (w.context && w.context.path === 'beside.ipynb') w.dispose(); return 0; }")
 
 
 @pytest.mark.parametrize("width,height", [(1000, 800), (1400, 1000)])

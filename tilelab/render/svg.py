@@ -717,7 +717,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
                highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
-               titles: bool = True, max_rows: int = 0, cell_hover: bool = True) -> str:
+               titles: bool = True, max_rows: int = 0, cell_hover: bool = True, fit_width: float = 0) -> str:
     """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
@@ -726,9 +726,12 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain.
     ``max_rows``: draw at most this many rows of a shared tile (0: no cap); the caption says so.
     ``cell_hover=False`` draws each distinct row once and reuses it (much lighter), hovering whole
-    rows and their repeats instead of cells (the inspector's bank picture hovers cells)."""
+    rows and their repeats instead of cells (the inspector's bank picture hovers cells).
+    ``fit_width``: the whole picture at most this wide (0: up to ``MAX_WIDTH``), so that it is shown
+    unscaled, every text at its size, in an output of that width (columns past it are left out and
+    the caption says so)."""
     if layout.scope == "fragment":
-        return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
+        return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024, fit_width=fit_width)
     max_cells = max_cells or 4096
     shape = tuple(layout.shape)
     if not layout.offsets:
@@ -747,7 +750,9 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
                                hover=hover, hover_crop=hover_crop, titles=titles, max_rows=max_rows,
-                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0)
+                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0,
+                               **({"max_width": max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12),
+                                   "fixed_width": True} if fit_width else {}))
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -999,7 +1004,7 @@ def _wrap(text: str, width: float, size: int) -> list[str]:
 
 
 def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any] | None = None,
-                 hover: bool = True) -> str:
+                 hover: bool = True, fit_width: float = 0) -> str:
     """A fragment layout as CuTe draws thread-value pictures: every cell labelled ``T<thread>``
     over ``v<register>`` and coloured by warp (two shades per warp alternate every 4 threads).
     Hovering a cell highlights every cell of its thread (pure CSS; cells carry class ``t<thread>``).
@@ -1008,7 +1013,9 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     Past ``max_cells`` the picture shows one warp's unit (:func:`_fragment_unit`): the top-left
     block holding every thread of the first warp, as tall as that warp's rows when that fits,
     and the caption says which block it is, what repeats beyond it and how many elements each
-    thread holds in all. A fragment with no such block shows its top-left part."""
+    thread holds in all. A fragment with no such block shows its top-left part. ``fit_width``: the
+    picture at most this wide (0: ``MAX_WIDTH``), columns past it left out."""
+    widest_picture = min(MAX_WIDTH, fit_width) if fit_width else MAX_WIDTH
     shape = tuple(layout.shape)
     if not layout.threads:
         return _message_svg(f"{layout.buffer}: fragment {shape}",
@@ -1030,11 +1037,11 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         widest = max(len(f"T{int(absolute[:show_rows, :show_cols].max())}"),
                      len(f"v{int(locals_[:show_rows, :show_cols].max())}"))
         cw, ch = max(30.0, 0.62 * font * widest + 8), 26.0
-        fit_cols = max(1, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // cw))
+        fit_cols = max(1, int((widest_picture - _Frame(0, 0, 0, 0).left - 12) // cw))
         if show_cols > fit_cols:  # labelled cells never make the picture wider than MAX_WIDTH
             show_cols, unit_words = fit_cols, ""
     else:
-        cw, ch = _cell_size(show_rows, show_cols)
+        cw, ch = _cell_size(show_rows, show_cols, max_width=widest_picture - _Frame(0, 0, 0, 0).left - 12)
     n_shown = show_rows * show_cols
     shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
@@ -1061,8 +1068,10 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
     grid_width = f0.left + show_cols * cw + 12
-    caption_width = min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))
-    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12), caption_width))
+    caption_width = min(CAPTION_WIDTH, widest_picture,
+                        max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))
+    width = min(widest_picture, max(grid_width, min(380.0, widest_picture),
+                                    _caption_width([f"{layout.buffer} (fragment)"], 12), caption_width))
     head = _caption_lines([subtitle], width, 11)
     f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
     marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
