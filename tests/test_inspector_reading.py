@@ -112,3 +112,26 @@ def test_a_page_stays_light_whatever_tabs_it_has_and_its_packed_panels_are_the_p
     # a page of the usual tabs under the budget travels whole: readable where scripts do not run
     light = Inspector(_cpu_report())
     assert len(light.html.encode()) < 120 * 1024 and light.page == light.html
+
+
+def test_the_layout_pictures_fit_a_laptop_output_unscaled():
+    """A 1000 px window with the file browser open leaves a notebook output about 520 px wide: the
+    Layouts tab's pictures (and its folded bank pictures) are drawn at most PICTURE_WIDTH wide with
+    no text under 10 units, so that there they are shown unscaled, nothing cut, every digit legible."""
+    import base64
+    import gzip
+
+    from tilelab.render.html import section_body
+    from tilelab.render.tabs.layouts import PICTURE_WIDTH
+
+    body = section_body(gemm(), "layouts")
+    folded = [gzip.decompress(base64.b64decode(z)).decode()
+              for z in re.findall(r'<details class="tl-sub tl-bank-colour tl-lazy" data-z="([^"]+)"', body)]
+    pictures = [svg for part in [body, *folded] for svg in re.findall(r"<svg .*?</svg>", part, re.S)
+                if 'aria-label="WGMMA operand' not in svg[:600]]
+    assert len(pictures) >= 4 and folded
+    for svg in pictures:
+        width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1))
+        sizes = [float(x) for x in re.findall(r'font-size(?:="|:\s*)([\d.]+)', svg)]
+        assert PICTURE_WIDTH <= 520 and width <= PICTURE_WIDTH, re.search(r'aria-label="([^"]+)"', svg).group(1)
+        assert min(sizes) >= 10

@@ -48,7 +48,7 @@ SCALE = "max-width: 100%; height: auto;"
 MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
-COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
+COMPARE_WIDTH = 500  # each picture of compare_svg: unscaled in a laptop's notebook output (about 520 px)
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
@@ -674,7 +674,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
              max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
-             fit_width: float = 0) -> str:
+             fit_width: float = 0) -> Picture:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
@@ -686,9 +686,10 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     that it is shown unscaled in an output of that width."""
     if fit_width:
         max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
-    return _tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells, title=title,
-                     max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
-                     fixed_width=bool(fit_width))
+    return Picture(_tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells,
+                             title=title,
+                             max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
+                             fixed_width=bool(fit_width)))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
@@ -751,8 +752,8 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
                                hover=hover, hover_crop=hover_crop, titles=titles, max_rows=max_rows,
                                explicit_cells=EXPLICIT_CELLS if cell_hover else 0,
-                               **({"max_width": max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12),
-                                   "fixed_width": True} if fit_width else {}))
+                               max_width=max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12) if fit_width else 900,
+                               fixed_width=bool(fit_width))
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -774,7 +775,7 @@ def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
 
 
 def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[str] = ("NONE", "128B"), *,
-                color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> str:
+                color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> Picture:
     """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count.
 
     HTML: the pictures in a row that wraps (``display: flex``), each drawn ``COMPARE_WIDTH`` wide
@@ -791,8 +792,8 @@ def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[st
         parts.append(_tile_svg(tile, color_by=color_by, highlight=None, report=report, max_cells=max_cells, title=None,
                                max_width=COMPARE_WIDTH - _Frame(0, 0, 0, 0).left - 12, hover="bank", max_rows=0,
                                max_cols=0, fixed_width=True))
-    return ('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start">'
-            + "".join(parts) + "</div>")
+    return Picture('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; '
+                   'align-items: flex-start">' + "".join(parts) + "</div>")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1208,6 +1209,12 @@ class Picture(str):
 
     def _repr_html_(self) -> str:
         return trusted_picture(str(self), "this picture")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Its text form (a notebook's text/plain): what it shows, not the SVG markup."""
+        label = re.search(r'aria-label="([^"]*)"', self[:4000])
+        what = html.unescape(label.group(1)) if label else "SVG"
+        printer.text(f"<picture: {what}, {len(self) / 1024:.0f} KB of SVG>")
 
 
 def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
