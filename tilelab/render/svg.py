@@ -249,18 +249,26 @@ def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float,
     each row a ``<g class="r<i>">`` moved into place, so rects need no y."""
     rows, cols = index.shape
     out = ['<g class="tlcells" stroke="#fff" stroke-width="0.5">']
+    # the coordinates repeat from row to row: written once (a redraw of the explorer writes thousands)
+    xs = [_n(x0 + j * cw) for j in range(cols)]
+    widths: dict[int, str] = {}
+    height, fills = _n(ch), list(fill_of)
+    values = index.tolist()
+    escape = _esc if not getattr(titles, "plain", False) else str  # numbers and punctuation need no escape
     for i in range(rows):
         out.append(f'<g class="r{i}" transform="translate(0 {_n(y0 + i * ch)})">')
+        row, names = values[i], classes[i] if classes is not None else None
         j = 0
         while j < cols:
             k = j + 1
-            while k < cols and index[i, k] == index[i, j] and (classes is None
-                                                               or classes[i][k] == classes[i][j]):
+            while k < cols and row[k] == row[j] and (names is None or names[k] == names[j]):
                 k += 1
-            cls = f' class="{classes[i][j]}"' if classes is not None and classes[i][j] else ""
-            head = (f'<rect x="{_n(x0 + j * cw)}" width="{_n((k - j) * cw)}" height="{_n(ch)}" '
-                    f'fill="{fill_of[int(index[i, j])]}"{cls}')
-            out.append(f"{head}><title>{_esc(titles(i, j, k))}</title></rect>" if titles is not None
+            width = widths.get(k - j)
+            if width is None:
+                width = widths[k - j] = _n((k - j) * cw)
+            cls = f' class="{names[j]}"' if names is not None and names[j] else ""
+            head = f'<rect x="{xs[j]}" width="{width}" height="{height}" fill="{fills[int(row[j])]}"{cls}'
+            out.append(f"{head}><title>{escape(titles(i, j, k))}</title></rect>" if titles is not None
                        else head + "/>")
             j = k
         out.append("</g>")
@@ -452,9 +460,12 @@ def _shown_part(index: Any, per_chunk: int, *, max_cells: int, hover_crop: int, 
 
 
 def _cell_titles(byte: Any, base: int, banks: Any, chunks: Any) -> Any:
+    byte_, banks_, chunks_ = (byte - base).tolist(), banks.tolist(), chunks.tolist()  # Python ints: quick to print
+
     def titles(i: int, j: int, k: int) -> str:
         cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
-        return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+        return f"({i}, {cells}): byte {byte_[i][j]}, bank {banks_[i][j]}, chunk {chunks_[i][j]}"
+    titles.plain = True  # type: ignore[attr-defined]  # digits and punctuation: nothing to escape
     return titles
 
 
@@ -462,8 +473,8 @@ def _cell_classes(banks: Any, chunks: Any, element_bytes: int) -> list[list[str]
     """``k<chunk> b<bank>`` per cell (an 8-byte element also names the second bank it spans)."""
     extra = ([f" b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
              else [""] * sw.BANKS)
-    rows, cols = banks.shape
-    return [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(cols)] for i in range(rows)]
+    names = {(k, b): f"k{k} b{b}{extra[b]}" for k in range(_CHUNKS) for b in range(sw.BANKS)}
+    return [[names[k, b] for k, b in zip(krow, brow)] for krow, brow in zip(chunks.tolist(), banks.tolist())]
 
 
 def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, element_bytes: int,
