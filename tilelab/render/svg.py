@@ -619,10 +619,11 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     # widen for two digits where the columns shown fit that way
     min_cw = _bank_cell_width(e) if color_by == "bank" else MIN_CELL
     wanted = min(show_cols, max_cols or show_cols) * min_cw
-    bank_numbers = color_by == "bank" and wanted <= (grid_room if fixed_width else MAX_WIDTH - f.left - 12)
-    if bank_numbers:
+    # a picture drawn to a given width keeps its bank numbers and shows the columns they fit in
+    bank_numbers = color_by == "bank" and (fixed_width or wanted <= MAX_WIDTH - f.left - 12)
+    if bank_numbers and not fixed_width:
         grid_room = max(grid_room, wanted)
-    else:
+    elif not bank_numbers:
         min_cw = MIN_CELL
     width_cap = max(per_chunk, int(grid_room // min_cw) // per_chunk * per_chunk)
     if max_cols:
