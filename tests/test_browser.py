@@ -387,6 +387,8 @@ def test_a_changed_cell_announces_its_diff_and_highlights_the_changed_box(notebo
     one_high = [h for h, _ in lines if h < 1.5 * height]  # long lines wrap; the rest are one line high
     assert len(one_high) >= 0.7 * len(lines), [x for x in lines if x[0] >= 1.5 * height][:3]
     assert any(text.startswith("+") and "extern" not in text and len(text.split()) > 2 for _, text in lines)
+    inspector.locator(".tl-panel:visible pre.tl-diff").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "diff-cuda-lines.png"))
     page.screenshot(path=str(shots / "diff-tab.png"))
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
@@ -490,6 +492,8 @@ def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, s
         assert folds.count() >= 8 and folds.first.locator(":scope > summary").is_visible()
         assert untrusted.locator("details.tl-fold[open] table").first.is_visible()  # the Summary, open
         assert untrusted.bounding_box()["height"] > 300
+        untrusted.evaluate("r => r.scrollIntoView()")
+        page.wait_for_timeout(300)
         page.screenshot(path=str(shots / "untrusted-beside-trusted.png"))
         # and the trusted one still reads as tabs
         _tab(inspector, "TMA").click()
