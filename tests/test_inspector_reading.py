@@ -10,8 +10,8 @@ import re
 from test_render_html import gemm
 
 import tilelab
-from tilelab._launch_model import OutputCheck, RunResult
-from tilelab._machine import PassStep, PassTrace
+from tilelab.records.launch import OutputCheck, RunResult
+from tilelab.records.machine import PassStep, PassTrace
 from tilelab.widgets.inspector import Inspector
 
 

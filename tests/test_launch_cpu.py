@@ -328,7 +328,7 @@ def test_out_of_memory_says_what_was_asked_and_what_is_free():
 
 
 def test_misaligned_tensor_under_a_tma_descriptor_is_named():
-    from tilelab import _tma_rules
+    from tilelab.engine import tma_rules as _tma_rules
 
     prepared = _run.Prepared(compiled=None, name="gemm", params=GEMM_PARAMS, backend="tvm_ffi")
     prepared.tma_descriptors = lambda: (_tma_rules._TILED,)  # a TMA descriptor over buffer "A"
@@ -579,7 +579,7 @@ def test_launch_records_import_no_renderer_and_delegate_their_display():
 
 def test_bench_options_record_and_keywords_are_one_call():
     """bench's measurement options are one frozen record; keywords that name its fields fill it,
-    every other keyword is a size; the worker receives exactly to_dict() plus the sizes."""
+    every other keyword is a size; the worker receives the record and the sizes apart."""
     import tilelab
     from tilelab.launch import BenchOptions
 
@@ -594,6 +594,9 @@ def test_bench_options_record_and_keywords_are_one_call():
     base = BenchOptions(mode="graph", graph_batch=40)
     assert BenchOptions.split(base, {"graph_batch": 8})[0] == BenchOptions(mode="graph", graph_batch=8)
     # what travels to the worker comes back as the same record and sizes
+    import pickle
+
+    assert pickle.loads(pickle.dumps((opts, sizes))) == (opts, sizes)
     wire = {**opts.to_dict(), **sizes}
     assert json.loads(json.dumps(wire)) == wire
     assert BenchOptions.split(None, wire) == (opts, sizes)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._launch_model import OutputCheck, WorstElement
 from ..cuda_facts import dtype_bytes, normalize_dtype
+from ..records.launch import OutputCheck, WorstElement
 
 # TileLang / TVM dtype names -> torch attribute names.
 TORCH_DTYPES: dict[str, str] = {
