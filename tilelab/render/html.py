@@ -360,8 +360,8 @@ __all__ = [
     "Page", "Panel", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html",
     "cuda_html", "default_sections", "displayed_html", "encode_spans", "esc", "launch_links", "launcher_html",
     "layouts_html", "layout_page", "make_page", "mfma_html", "page_id", "page_panels", "panel_html",
-    "register_section", "render_html", "render_section", "report_changes", "report_id", "section_body", "section_title", "sections", "summary_html",
-    "tma_html", "tma_links", "wgmma_html",
+    "register_section", "render_html", "render_section", "report_changes", "report_id", "section_body",
+    "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",
 ]
 
 register_record(KernelReport, {"text/html": displayed_html})
