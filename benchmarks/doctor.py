@@ -1,4 +1,18 @@
-"""How many of TileLang's own compile failures tilelab explains: the doctor over folders of scripts.
+"""How many compile failures tilelab explains: the doctor over generated failures and folders of scripts.
+
+Generated failures (mutants of working kernels, ``benchmarks/doctor_mutants.py``), split by the
+kernel they came from: the causes were built looking at one half, and the other is held out:
+
+    .venv/bin/python benchmarks/doctor.py --generate --mutants /tmp/mutants.json [--jobs 2]
+    .venv/bin/python benchmarks/doctor.py --generate --mutants /tmp/mutants.json --seeds 'path/to/*.py'
+    .venv/bin/python benchmarks/doctor.py --generate --mutants /tmp/mutants.json --reproducers 12
+
+prints the generated failures, their clusters (pass and mechanism) with sizes, the share explained
+(the pass, the kernel line and a cause) on each half, a sample of 30 held-out failures to check by
+hand, and with ``--reproducers N`` the sizes and times of N reproducers. ``--mutants`` keeps every
+mutant's outcome: a second run lowers again only the failures (with today's doctor).
+
+TileLang's own examples and tests, as scripts:
 
     git clone https://github.com/tile-ai/tilelang /tmp/tilelang-src
     git -C /tmp/tilelang-src archive HEAD examples testing | tar -x -C /tmp/tilelang-corpus
@@ -30,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from tilelab.engine import corpus as _corpus  # noqa: E402
 
@@ -91,7 +106,18 @@ def main() -> int:
     parser.add_argument("--rediagnose", action="store_true",
                         help="read the cause of each saved failure again with today's catalogue (no lowering)")
     parser.add_argument("--json", help="write the rows as JSON")
+    parser.add_argument("--generate", action="store_true", help="the generated failures (mutants of kernels)")
+    parser.add_argument("--mutants", default="", metavar="JSON", help="where the mutants' outcomes are kept")
+    parser.add_argument("--seeds", action="append", default=[], metavar="GLOB",
+                        help="files of kernel factories to mutate (default: tilelab's own kernels)")
+    parser.add_argument("--reproducers", type=int, default=0, metavar="N",
+                        help="shrink N held-out failures to reproducers and report their sizes and times")
+    parser.add_argument("--sample", type=int, default=30, help="held-out failures listed for the hand check")
     args = parser.parse_args()
+    if args.generate:
+        import doctor_generated
+
+        return doctor_generated.main(args)
     if not args.rows and not args.folders:
         parser.error("give folders of scripts to run, or --rows JSON of an earlier run")
     groups: dict[str, list[_corpus.CorpusRow]] = {}

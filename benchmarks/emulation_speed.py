@@ -62,7 +62,7 @@ def _gemm_rows(repeat: int) -> list[tuple[str, Callable[[], Any]]]:
         ("flash attention 1x128x2x64 (every block)",
          lambda: tilelab.run(ck.attention(), device="cpu", ref=attention_ref)),
         ("GEMM 8192^3 fp16, 2 of 2048 blocks",
-         lambda: tilelab.run(big, a, b, c, device="cpu", blocks=blocks, ref=two_tiles)),
+         lambda: tilelab.run(big, a, b, c, device="cpu", blocks=blocks, ref=two_tiles, ref_dtype=torch.float32)),
     ]
 
 

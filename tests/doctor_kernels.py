@@ -18,7 +18,7 @@ def gemm(M=256, N=256, K=256, bM=128, bN=128, bK=32, threads=128, a_dtype=T.floa
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
                 T.copy(A[by * bM, ko * bK], A_s)
                 T.copy(B[ko * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_l)  # <- mixed-dtype-gemm no-warp-partition
+                T.gemm(A_s, B_s, C_l)  # <- mixed-dtype-gemm no-warp-partition feature-newer-arch mma-dtype mma-tile-shape threads-below-wavefront
             T.copy(C_l, C[by * bM, bx * bN])
 
     return k
@@ -568,6 +568,127 @@ def wgmma_on_24_columns():
     return k
 
 
+# -- causes found by mechanism (tilelab._mechanisms): TileLang's sentence does not name them ----------------
+def fp4_product_on_hopper():
+    """fp4 tensor-core operands (Blackwell's) in a GEMM lowered for Hopper."""
+    return gemm(a_dtype=T.float4_e2m1fn, b_dtype=T.float4_e2m1fn)
+
+
+def int4_product_on_mi300():
+    """A GEMM of int4 operands, which MI300's MFMA does not multiply."""
+    return gemm(a_dtype=T.int4, b_dtype=T.int4, acc=T.int32)
+
+
+def k_step_of_40():
+    """block_K=40: not a whole number of 16-deep fp16 MMA steps."""
+    return gemm(bK=40)
+
+
+def half_a_wavefront():
+    """A GEMM in a block of 32 threads on a GPU whose wavefronts have 64 lanes."""
+    return gemm(threads=32)
+
+
+def operand_in_thread_memory():
+    """The A tile of a GEMM in T.alloc_local (each thread's private memory)."""
+    @T.prim_func
+    def k(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16), C: T.Tensor((256, 256), T.float32)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_t = T.alloc_local((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for ko in T.Pipelined(8, num_stages=2):
+                T.copy(A[by * 128, ko * 32], A_t)
+                T.copy(B[ko * 32, bx * 128], B_s)
+                T.gemm(A_t, B_s, C_l)  # <- scope-for-op
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    return k
+
+
+def b_transposed_twice():
+    """B is stored K x N and the call says transpose_B=True: the K extents differ."""
+    @T.prim_func
+    def k(A: T.Tensor((128, 32), T.float16), B: T.Tensor((32, 128), T.float16), C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            a = T.alloc_shared((128, 32), T.float16)
+            b = T.alloc_shared((32, 128), T.float16)
+            c = T.alloc_fragment((128, 128), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, transpose_B=True)  # <- gemm-k-mismatch
+            T.copy(c, C)
+
+    return k
+
+
+def row_sums_of_a_private_tile():
+    """A reduction whose source is T.alloc_local (a thread's own copy), into a fragment."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            tile = T.alloc_local((64, 64), T.float32)
+            sums = T.alloc_fragment((64,), T.float32)
+            T.copy(A, tile)
+            T.reduce_sum(tile, sums, dim=1)  # <- scope-for-op
+            T.copy(sums, B)
+
+    return k
+
+
+def bulk_copy_without_its_barrier():
+    """A T.tma_copy of a tile into shared memory given no mbarrier to complete on."""
+    @T.prim_func
+    def k(A: T.Tensor((256, 64), T.float16), B: T.Tensor((256, 64), T.float16)):
+        with T.Kernel(4, threads=128) as bx:
+            tile = T.alloc_shared((64, 64), T.float16)
+            T.tma_copy(A[bx * 64, 0], tile)  # <- copy-between-memories
+            T.copy(tile, B[bx * 64, 0])
+
+    return k
+
+
+def assert_on_mi300():
+    """T.device_assert, which the HIP code generator of TileLang 0.1.15 cannot translate."""
+    @T.prim_func
+    def k(A: T.Tensor((1024,), T.float32)):
+        with T.Kernel(4, threads=256) as bx:
+            for i in T.Parallel(256):
+                T.device_assert(A[bx * 256 + i] >= 0, "negative")  # <- codegen-intrinsic
+
+    return k
+
+
+def pairs_folded_onto_one_column():
+    """Each iteration (i, j) writes f[i, j // 2]: iterations j and j + 1 write one element."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            f = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, f)
+            for i, j in T.Parallel(64, 64):  # <- parallel-layout-not-injective
+                f[i, j // 2] = f[i, j] * 2.0
+            T.copy(f, B)
+
+    return k
+
+
+def tile_plus_its_transpose():
+    """One loop reads f[i, j] and f[j, i]: the same fragment in two index patterns."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            f = T.alloc_fragment((64, 64), T.float32)
+            g = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, f)
+            for i, j in T.Parallel(64, 64):  # <- parallel-layout-conflict
+                g[i, j] = f[i, j] + f[j, i]
+            T.copy(g, B)
+
+    return k
+
+
 # cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
 # copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
 # inspect: tests build it as the magic runs a cell.
@@ -607,4 +728,15 @@ KERNELS = {
     "pipelined-in-parallel": (pipeline_per_row, "sm_90a", "tl.NestedLoopChecker"),
     "tile-op-in-parallel": (copy_per_row, "sm_90a", "tl.NestedLoopChecker"),
     "local-indexed-by-parallel": (private_scratch_spread, "sm_90a", "tl.ParallelLocalIndexChecker"),
+    # found by mechanism
+    "feature-newer-arch": (fp4_product_on_hopper, "sm_90a", "tl.LowerTileOp"),
+    "mma-dtype": (int4_product_on_mi300, "gfx942", "tl.LayoutInference"),
+    "mma-tile-shape": (k_step_of_40, "sm_90a", "tl.LowerTileOp"),
+    "threads-below-wavefront": (half_a_wavefront, "gfx942", "tl.LayoutInference"),
+    "scope-for-op": (operand_in_thread_memory, "sm_90a", "tl.LayoutInference"),
+    "gemm-k-mismatch": (b_transposed_twice, "sm_90a", "elaboration"),
+    "copy-between-memories": (bulk_copy_without_its_barrier, "sm_90a", "tl.LowerTileOp"),
+    "codegen-intrinsic": (assert_on_mi300, "gfx942", "codegen"),
+    "parallel-layout-not-injective": (pairs_folded_onto_one_column, "sm_90a", "tl.LayoutInference"),
+    "parallel-layout-conflict": (tile_plus_its_transpose, "sm_90a", "tl.LayoutInference"),
 }

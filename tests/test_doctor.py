@@ -419,7 +419,10 @@ def test_an_unknown_failure_is_still_placed_on_the_line_of_the_op_it_names():
                                  buffers=("A", "a", "x_frag"), sites=sites)
     assert not diagnosis.known and diagnosis.pass_name == "tl.LowerTileOp" and diagnosis.tile_op == "T.copy"
     assert diagnosis.line == ("k.py", 5, "line 5") and diagnosis.candidates == (6,)
-    assert diagnosis.lines()[-1].startswith("cause: not in tilelab's catalogue")
+    assert diagnosis.lines()[-2].startswith("cause: not in tilelab's catalogue")
+    # everything known of the operation: its buffers' dtypes, memories and shapes
+    assert diagnosis.lines()[-1] == ("what is known: T.copy at line 5; a: float16 in shared.dyn, shape (64, 64); "
+                                     "x_frag: float16 in local.fragment, shape (64, 64)")
 
 
 def test_the_reductions_two_power_of_two_checks_are_one_cause():
@@ -526,8 +529,15 @@ def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_
     assert _corpus.rediagnosed(lowered) is lowered
 
 
-def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence():
-    # (if this sentence ever joins the catalogue, pick another kernel TileLang cannot lower)
+def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_sentence(monkeypatch):
+    # A WGMMA tile 24 columns wide: its mechanism (a B row of 48 bytes no WGMMA layout tiles) is found
+    # from the kernel's state; with no rule to find it, the failure is outside the catalogue.
+    with pytest.raises(LoweringError) as info:
+        tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
+    assert info.value.cause == "mma-tile-shape" and "N=24 float16 are 48 bytes" in info.value.diagnosis.meaning
+    from tilelab._tilelang import mechanisms
+
+    monkeypatch.setattr(mechanisms, "RULES", [])
     with pytest.raises(LoweringError) as info:
         tilelab.inspect(doctor_kernels.wgmma_on_24_columns(), "sm_90a", force=True)
     err = info.value
@@ -536,6 +546,8 @@ def test_a_failure_not_in_the_catalogue_still_shows_the_pass_the_line_and_tvms_s
     assert Path(err.kernel_line[0]).name == KERNEL_FILE.name and err.kernel_line[1] in marked_lines("unknown")
     text = str(err)
     assert "failed in pass tl.LowerTileOp" in text and "not in tilelab's catalogue" in text
+    # and everything known of the operation: the target, the threads, its buffers
+    assert "what is known: target sm_90a, 128 threads; T.wgmma_gemm at line" in text
 
 
 def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures):
@@ -560,3 +572,34 @@ def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again
     gone = _corpus.rediagnosed(_corpus.CorpusRow("t.py", "k", "sm_90a", _corpus.CANNOT_LOWER, saved.reason,
                                                  cause="a-cause-since-renamed"))
     assert gone.cause == "int4-operand"
+
+
+# -- causes found by mechanism: read from the kernel's state, not from TileLang's wording ----------------
+MECHANISM_CAUSES = sorted(set(_doctor.MECHANISMS) & set(doctor_kernels.KERNELS))
+
+
+@pytest.mark.parametrize("cause_id", MECHANISM_CAUSES)
+def test_a_cause_by_mechanism_is_found_from_the_state_whatever_tilelang_says(failures, cause_id):
+    err = failures[cause_id]
+    assert err.diagnosis.by_mechanism and err.diagnosis.evidence, str(err)
+    assert any(line.startswith("seen in the kernel: ") for line in err.diagnosis_lines())
+    buffers, _, source_lines, sites, threads, target = err._doctor_context
+    _, target_name, _ = doctor_kernels.KERNELS[cause_id]
+    family = "hip" if target_name.startswith("gfx") else "cuda"
+    again = _doctor.diagnose("a sentence tilelab has never read", "", pass_name=err.pass_name, target_family=family,
+                             buffers=buffers, source_lines=source_lines, sites=sites, target=target,
+                             threads=threads)
+    assert again.cause == cause_id and again.line[1] == err.kernel_line[1]
+
+
+def test_the_mechanism_names_what_collides_conflicts_or_does_not_divide(failures):
+    said = {c: failures[c].diagnosis.meaning for c in MECHANISM_CAUSES}
+    assert "iterations (i=0, j=0) and (i=0, j=1) both write f[0, 0]" in said["parallel-layout-not-injective"]
+    assert "as f[i, j] and as f[j, i]" in said["parallel-layout-conflict"]
+    assert "A's K is 32 and B's K is 128" in said["gemm-k-mismatch"]
+    assert "K=40 is not a multiple of 16" in said["mma-tile-shape"]
+    assert "sm_100a introduced" in said["feature-newer-arch"] and "lowered for sm_90a" in said["feature-newer-arch"]
+    assert "A_s is int4, B_s is int4" in said["mma-dtype"]
+    assert "64-lane" in failures["threads-below-wavefront"].diagnosis.advice or "64" in said["threads-below-wavefront"]
+    assert "A_t (local) is not" in said["scope-for-op"]
+    assert "tl.device_assert" in said["codegen-intrinsic"]

@@ -642,3 +642,22 @@ def test_sweep_options_record_equals_its_keywords_and_unknown_options_are_named(
     assert seen[0] == seen[2] == {"mode": "graph", "isolate": True, "timeout": 9.0}
     with pytest.raises(TypeError, match="sweep\\(\\) has no option 'repeats'; its options are mode, flops"):
         sweep(factory, {"block": [64]}, {"N": [1024]}, repeats=3, **common)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.float8_e4m3fn,
+                                   torch.int32, torch.int8, torch.uint8])
+def test_unwritten_and_nonfinite_counts_read_the_bits_of_every_dtype(dtype):
+    """Ground truth: the bytes written by hand and torch's own isfinite (through float32)."""
+    t = torch.empty(6, dtype=dtype)
+    _inputs.poison_(t)
+    t[2] = 1
+    assert _inputs.unwritten_mask(t).tolist() == [True, True, False, True, True, True]
+    _inputs.poison_(t, _inputs.SECOND_POISON)
+    t[0] = 0
+    assert _inputs.unwritten_mask(t, _inputs.SECOND_POISON).tolist() == [False] + [True] * 5
+    if dtype.is_floating_point:
+        values = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, -0.0, 65504.0]).to(dtype)
+        want = int((~torch.isfinite(values.float())).sum())
+        assert _inputs.count_nonfinite(values) == want
+    else:
+        assert _inputs.count_nonfinite(t) == 0

@@ -25,7 +25,8 @@ ADAPTER = "tilelab._tilelang"  # the package whose modules, and only they, touch
 TILELANG_PUBLIC = {"tilelang", "tilelang.language"}
 
 FACTS = {"tilelab.cuda_facts", "tilelab.targets", "tilelab.records.errors", "tilelab._version",
-         "tilelab.records.display", "tilelab._tilelang.doctor"}
+         "tilelab.records.display", "tilelab._tilelang.doctor",
+         "tilelab._tilelang.mechanisms"}
 RECORDS = {"tilelab.records.kernel", "tilelab.records.machine", "tilelab.records.launch", "tilelab.launch._telemetry",
            "tilelab.records.timeline"}
 RECORDS |= {"tilelab.records.tile_trace"}  # tilelab.trace_tiles's record

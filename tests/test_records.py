@@ -139,7 +139,8 @@ def test_a_run_result_is_written_with_its_sizes_as_an_object_and_its_verdicts():
                             "max_abs_error": None, "tolerance": 1e-2,
                             "worst": [{"output": "C", "index": [0, 1], "got": 1.0, "expected": 1.5,
                                        "abs_error": 0.5}],
-                            "passed": True, "tiles": None, "first_nonfinite": None}],
+                            "passed": True, "tiles": None, "first_nonfinite": None, "ref_nan": 0,
+                            "first_ref_nan": None}],
                "notes": ["n"], "inputs": [{"name": "A", "changed": 1, "first_changed": [0, 1], "nonfinite": 0}]}
     assert run.to_dict() == written
     assert RunResult.from_dict(json.loads(json.dumps(written))) == run

@@ -1,10 +1,15 @@
 """Small kernels of our own for the timeline's tests: a flash-attention forward (two GEMMs, the second
 reading P from registers: WGMMA ``rs``), an elementwise add, and a kernel spinning a known time on ``%globaltimer``."""
 
+import contextlib
+
 import tilelang.language as T
 
+import tilelab
 
-def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128):
+
+def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128, named=False):
+    """``named``: the softmax between the two GEMMs is the region "softmax" (``tilelab.region``)."""
     scale = (1.0 / dim) ** 0.5 * 1.44269504
     @T.prim_func
     def attn(Q: T.Tensor((seq, dim), T.float16), K: T.Tensor((seq, dim), T.float16),
@@ -28,18 +33,19 @@ def flash_fwd(seq=256, dim=64, block_M=64, block_N=64, num_stages=2, threads=128
                 T.copy(K[k * block_N, 0], K_s)
                 T.clear(S)
                 T.gemm(Q_s, K_s, S, transpose_B=True)
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc[i, j] = acc[i, j] * T.exp2(m_prev[i] * scale - m[i] * scale)
-                T.reduce_sum(S, rowsum, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] + rowsum[i]
-                T.copy(S, P)
+                with tilelab.region("softmax") if named else contextlib.nullcontext():
+                    T.copy(m, m_prev)
+                    T.reduce_max(S, m, dim=1, clear=False)
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                    for i in T.Parallel(block_M):
+                        l[i] = l[i] * T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc[i, j] = acc[i, j] * T.exp2(m_prev[i] * scale - m[i] * scale)
+                    T.reduce_sum(S, rowsum, dim=1)
+                    for i in T.Parallel(block_M):
+                        l[i] = l[i] + rowsum[i]
+                    T.copy(S, P)
                 T.copy(V[k * block_N, 0], V_s)
                 T.gemm(P, V_s, acc)
             for i, j in T.Parallel(block_M, dim):

@@ -144,3 +144,23 @@ __all__ += ["EmulationError"]
 from .records.errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")
+
+# The timeline's named regions, and two timelines side by side.
+_LAZY.update({
+    "region": (".instrument.regions", "region"),
+    "region_begin": (".instrument.regions", "region_begin"),
+    "region_end": (".instrument.regions", "region_end"),
+    "compare_timelines": (".records.timeline", "compare_timelines"),
+})
+__all__ += ["compare_timelines", "region", "region_begin", "region_end"]
+
+
+def _reproduce(err: LoweringError, **options: Any) -> Any:
+    """err.reproducer() of a LoweringError: the shrinking lives above the errors module (it lowers
+    candidates), and is imported only when asked for."""
+    from .engine.reproducer import reproduce
+
+    return reproduce(err, **options)
+
+
+LoweringError._reproduce = staticmethod(_reproduce)

@@ -22,6 +22,7 @@ TileLang should touch this package only. One module per concern:
 - ``trace``: the traced CPU compile behind ``tilelab.trace_tiles``
 - ``emulate``: a GPU kernel's IR rewritten for the CPU (``tilelab.run(kernel, device="cpu")``)
 - ``timeline``: the instrumented compile behind ``tilelab.timeline``
+- ``reproduce``: a failing kernel as a standalone script (``recipe``), and running a candidate of it
 
 Functions return plain Python values or tilelab models; no TVM object escapes this package. The
 rest of tilelab imports the package (``from tilelab import _tilelang``) and calls the names below;
@@ -112,6 +113,15 @@ from .passes import (
     is_tilelang_file,
     pass_trace,
 )
+from .reproduce import (
+    Recipe,
+    recipe,
+    run_script,
+    script_header,
+    script_tail,
+    text_recipe,
+    versions,
+)
 from .resolve import (
     KernelSource,
     kernel_fingerprint,
@@ -133,6 +143,8 @@ from .timeline import (
     cutedsl_timeline_sources,
     kernel_file,
     record_dtype,
+    region_marker,
+    region_names,
     timeline_device_source,
     timeline_ops,
     with_record_buffer,
@@ -158,6 +170,13 @@ __all__ = [
     "compile_emulated",
     "emulated_grid",
     "emulation_key",
+    "Recipe",
+    "recipe",
+    "run_script",
+    "script_header",
+    "script_tail",
+    "text_recipe",
+    "versions",
     "CompileRequest",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",
@@ -221,6 +240,8 @@ __all__ = [
     "tilelang_lower",
     "tilelang_version",
     "record_dtype",
+    "region_marker",
+    "region_names",
     "timeline_device_source",
     "timeline_ops",
     "tma_descriptors",

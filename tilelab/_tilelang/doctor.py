@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import mechanisms as _mechanisms
+
 __all__ = ["CAUSES", "Cause", "Diagnosis", "TileSite", "cause", "diagnose", "pass_from_trace", "place",
            "tile_op_from_trace"]
 
@@ -38,6 +40,12 @@ class TileSite:
     file: str = ""
     buffers: tuple[tuple[str, str, str, str], ...] = ()
     text: str = ""
+    # For a loop (T.Parallel, T.Pipelined): its variables and extents (a T.Parallel nest together),
+    # the buffer accesses of its body as (buffer, indices as Python text, whether it is a store),
+    # and its annotations (num_stages, order, stage) with the number of statements of its body.
+    loop_vars: tuple[tuple[str, int], ...] = ()
+    accesses: tuple[tuple[str, str, bool], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
 
     def dtypes(self) -> list[str]:
         return [b[1] for b in self.buffers]
@@ -70,6 +78,11 @@ class Diagnosis:
     # Other lines of the kernel the failure may belong to, when several tile ops fit what TileLang
     # said: ``line`` is the most likely (the first the pass visits), these the rest, in order.
     candidates: tuple[int, ...] = ()
+    # The facts of the kernel's state the cause was read from (or, outside the catalogue, all that is
+    # known of the failing operation: its buffers' scopes, dtypes and shapes, the target, the threads);
+    # ``by_mechanism`` when the cause was found in that state rather than in TileLang's wording.
+    evidence: tuple[str, ...] = ()
+    by_mechanism: bool = False
 
     @property
     def known(self) -> bool:
@@ -95,8 +108,12 @@ class Diagnosis:
         if self.known:
             out.append(f"cause: {self.title}: {self.meaning}")
             out.append(f"what to change: {self.advice}")
+            if self.evidence:
+                out.append("seen in the kernel: " + "; ".join(self.evidence))
         else:
             out.append("cause: not in tilelab's catalogue of known compile failures; TileLang's own sentence is above")
+            if self.evidence:
+                out.append("what is known: " + "; ".join(self.evidence))
         return out
 
     # hand-written: this facts module imports nothing of the records layer (tilelab.records.record)
@@ -105,6 +122,7 @@ class Diagnosis:
         data["buffers"] = list(self.buffers)
         data["line"] = list(self.line) if self.line else None
         data["candidates"] = list(self.candidates)
+        data["evidence"] = list(self.evidence)
         return data
 
     @classmethod
@@ -113,6 +131,7 @@ class Diagnosis:
         data["buffers"] = tuple(data.get("buffers") or ())
         data["line"] = tuple(data["line"]) if data.get("line") else None
         data["candidates"] = tuple(data.get("candidates") or ())
+        data["evidence"] = tuple(data.get("evidence") or ())
         return cls(**data)
 
 
@@ -176,7 +195,7 @@ def _int4(site: TileSite) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 cause("accumulator-not-fragment", "T.gemm's accumulator is not a fragment",
-      r"local_buf must be a fragment",
+      r"local_buf(?: \w+)? must be a fragment",
       meaning="T.gemm writes its result C in registers spread over the threads, so C must be a "
               "register fragment; it was given a shared-memory (or global) buffer",
       advice="allocate the accumulator with T.alloc_fragment((block_M, block_N), accum_dtype), and copy it to "
@@ -462,6 +481,26 @@ cause("tcgen05-2cta-no-cluster", "a two-CTA tcgen05 GEMM launched without its CT
       source=(r"use_2cta\s*=\s*True",))
 
 
+# Causes found by mechanism (tilelab._tilelang.mechanisms): no wording of TileLang's recognises them; their
+# rules read the kernel's state. Declared here so that the catalogue lists every cause.
+MECHANISMS = {
+    "feature-newer-arch": "an instruction of a newer architecture than the target",
+    "mma-dtype": "operand dtypes the target's matrix instruction does not take",
+    "mma-tile-shape": "a GEMM tile the instruction's shape does not divide",
+    "threads-below-wavefront": "fewer threads than one warp or wavefront",
+    "parallel-layout-not-injective": "a T.Parallel store that two iterations make to one element",
+    "parallel-layout-conflict": "a fragment reached with two index patterns in one T.Parallel loop",
+    "scope-for-op": "a tile operation given a buffer in a memory it does not take",
+    "gemm-k-mismatch": "T.gemm operands whose K extents differ",
+    "copy-between-memories": "a tile operation between memories it does not connect",
+    "codegen-intrinsic": "an intrinsic the target's code generator has no translation for",
+}
+for _id, _title in MECHANISMS.items():
+    if any(c.id == _id for c in CAUSES):
+        continue
+    CAUSES.append(Cause(_id, _title, (), meaning="(read from the kernel's state)", advice=""))
+
+
 _OPERAND = re.compile(r"\b(?P<name>[ABC])\(scope=(?P<scope>[\w.]+), dtype=(?P<dtype>\w+)\)")
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "float16": 16, "bfloat16": 16, "int8": 8, "uint8": 8}
 
@@ -696,7 +735,8 @@ def _fill(text: str, groups: dict[str, str], names: set[str]) -> str:
 
 def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, target_family: str | None = None,
              buffers: Sequence[str] = (), line: tuple[str, int, str] | None = None,
-             source_lines: Sequence[tuple[int, str]] = (), sites: Sequence[TileSite] = ()) -> Diagnosis:
+             source_lines: Sequence[tuple[int, str]] = (), sites: Sequence[TileSite] = (),
+             target: str | None = None, threads: int | None = None) -> Diagnosis:
     """Diagnose one failure from TileLang's sentence ``message`` and its ``trace``.
 
     ``pass_name`` is the pass a pass instrument saw fail (read from the trace otherwise),
@@ -747,10 +787,24 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     if line is None and tile_op and source_lines:
         line = _unique_line(tile_op, source_lines)
     if found_cause is None:
+        # Not a failure TileLang's wording names: look for its mechanism in the kernel's state.
+        site_here = _site_at(sites, line)
+        state = _mechanisms.State(message=message, pass_name=pass_name, tile_op=tile_op, target=target,
+                                  family=target_family, threads=threads, sites=tuple(sites), site=site_here)
+        finding = _mechanisms.explain(state)
+        if finding is not None:
+            if finding.site is not None and (line is None or site_here is None or finding.site is not site_here):
+                line = (finding.site.file, finding.site.line, finding.site.text)
+                candidates = ()
+            return Diagnosis(message=message, cause=finding.id, title=finding.title, meaning=finding.meaning,
+                             advice=finding.advice, pass_name=pass_name, tile_op=tile_op or
+                             getattr(finding.site, "op", None), buffers=names, line=line, candidates=candidates,
+                             evidence=finding.evidence, by_mechanism=True)
         if line is None and names:
             line = _first_use(names, source_lines)
+        at = site_here or _site_at(sites, line)
         return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line,
-                         candidates=candidates)
+                         candidates=candidates, evidence=_known(at, target, threads))
     names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
     if found_cause.fields is not None and match is not None:
@@ -768,6 +822,26 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
                      meaning=_fill(found_cause.meaning, groups, names_in),
                      advice=_fill(found_cause.advice, groups, names_in),
                      pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
+
+
+def _site_at(sites: Sequence[TileSite], line: tuple[str, int, str] | None) -> TileSite | None:
+    """The tile site on ``line`` (the innermost, the last in program order), if one is."""
+    if line is None:
+        return None
+    found = [s for s in sites if s.line == line[1] and (not line[0] or not s.file or s.file == line[0])]
+    return found[-1] if found else None
+
+
+def _known(site: TileSite | None, target: str | None, threads: int | None) -> tuple[str, ...]:
+    """Everything known of a failure outside the catalogue: the target, the threads, the failing
+    operation's buffers with their dtypes, memories and shapes."""
+    out = []
+    if target:
+        out.append(f"target {target}" + (f", {threads} threads" if threads else ""))
+    if site is not None:
+        out.append(f"{site.op} at line {site.line}")
+        out.extend(f"{b[0]}: {b[1]} in {b[2]}, shape {b[3]}" for b in site.buffers[:6])
+    return tuple(out)
 
 
 def _source_line(patterns: Sequence[str], groups: dict[str, str | None],

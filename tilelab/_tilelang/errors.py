@@ -185,7 +185,8 @@ def _raised_in_user_code(err: BaseException) -> bool:
 
 
 def _lowering_error(err: BaseException, kernel: str | None, stage: str = "lowering", *, func: Any = None,
-                    pass_name: str | None = None, target_family: str | None = None) -> LoweringError:
+                    pass_name: str | None = None, target_family: str | None = None,
+                    target_name: str | None = None) -> LoweringError:
     trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     summary, pointer = explain_error(err)
     kernel_line = _builder_line(err) or pointer or _user_frame(err.__traceback__)
@@ -194,17 +195,19 @@ def _lowering_error(err: BaseException, kernel: str | None, stage: str = "loweri
             f"Python {type(err).__name__} in the kernel's code: {err}",
             kernel=kernel, kernel_line=kernel_line, trace=trace, python_error=(type(err).__name__, str(err)),
         )
-        return diagnosed(error, func=func, pass_name=pass_name or "elaboration", target_family=target_family)
+        return diagnosed(error, func=func, pass_name=pass_name or "elaboration", target_family=target_family,
+                         target_name=target_name, origin=err)
     error = LoweringError(
         f"TileLang {stage} failed: {summary}",
         kernel=kernel, kernel_line=kernel_line, trace=trace,
     )
     return diagnosed(error, func=func, pass_name=pass_name or ("elaboration" if stage == "elaboration" else None),
-                     target_family=target_family)
+                     target_family=target_family, target_name=target_name, origin=err)
 
 
 def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None = None,
-              target_family: str | None = None) -> LoweringError:
+              target_family: str | None = None, target_name: str | None = None,
+              origin: BaseException | None = None) -> LoweringError:
     """Give ``error`` tilelab's diagnosis (:func:`tilelab._tilelang.doctor.diagnose`), with what the kernel
     ``func`` tells (its buffers' names, its source lines to place a tile op TileLang named no line
     for) and the ``pass_name`` a pass instrument saw fail. Keeps what an earlier diagnosis knew."""
@@ -221,12 +224,32 @@ def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None =
     if error.kernel_line is not None and error.kernel_line[0] == "<string>":
         error.kernel_line = None  # a pointer into code TileLang generated and exec'd, not a line of the kernel
     sites = _tile_sites(func) if func is not None else ()
+    threads = _kernel_threads(func) if func is not None else None
+    origin = origin or error.__cause__
+    if func is None and origin is not None:
+        # failed while TileLang's builder ran the kernel's Python: the tile op it was in and its buffers
+        user_line = _user_frame(origin.__traceback__)
+        if user_line is not None and (error.kernel_line is None or "/tilelang/" in error.kernel_line[0]):
+            error.kernel_line = user_line
+        built = _building_site(origin, error.kernel_line)
+        sites = (built,) if built is not None else sites
+        if built is not None:
+            error._doctor_context = (buffers, source_file, source_lines, sites, threads,  # type: ignore[attr-defined]
+                                     target_name)
+    # what the kernel told an earlier diagnosis of this error (a second one has no kernel at hand)
+    context = getattr(error, "_doctor_context", None)
+    if func is None and context is not None:
+        buffers, source_file, source_lines, sites, threads, target_name = (
+            buffers or context[0], context[1], context[2], context[3], context[4], target_name or context[5])
+    elif func is not None:
+        error._doctor_context = (buffers, source_file, source_lines, sites, threads,  # type: ignore[attr-defined]
+                                 target_name)
     try:
         diagnosis = _doctor.diagnose(
             message, error.trace,
             pass_name=pass_name or getattr(previous, "pass_name", None) or _guarded_pass(error.trace),
             target_family=target_family, buffers=buffers, line=error.kernel_line, source_lines=source_lines,
-            sites=sites)
+            sites=sites, target=target_name, threads=threads)
     except Exception:  # the diagnosis never hides the failure it explains
         return error
     if diagnosis.line is not None and source_file and \
@@ -378,11 +401,53 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                     continue
             body = node.value if isinstance(node, tvm.tirx.Evaluate) else \
                 node if isinstance(node, tvm.tirx.BufferStore) else node.body
+            extra = _loop_facts(tvm, node) if isinstance(node, tvm.tirx.For) else {}
             sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
-                                          linecache.getline(filename, line).rstrip("\n")))
+                                          linecache.getline(filename, line).rstrip("\n"), **extra))
     except Exception:  # a kernel the helpers cannot walk: no sites
         return ()
     return tuple(sites)
+
+
+def _expr_text(expr: Any) -> str:
+    """A TIR index expression as Python text (``i * 4 + j // 2``): TVMScript's form, which is Python's
+    for the integer arithmetic of indices."""
+    return str(expr).replace("T.FloorDiv", "").replace("T.FloorMod", "")
+
+
+def _loop_facts(tvm: Any, loop: Any) -> dict[str, Any]:
+    """A loop's variables and extents (a nest of T.Parallel loops as one), its body's buffer
+    accesses and its annotations (for T.Pipelined, with the number of statements of its body)."""
+    loop_vars: list[tuple[str, int]] = []
+    node = loop
+    parallel = int(loop.kind) == int(tvm.tirx.ForKind.PARALLEL)
+    while isinstance(node, tvm.tirx.For):
+        try:
+            extent = int(node.extent)
+        except Exception:
+            extent = -1
+        loop_vars.append((str(node.loop_var.name), extent))
+        if not parallel or not isinstance(node.body, tvm.tirx.For) or int(node.body.kind) != int(loop.kind):
+            break
+        node = node.body
+    accesses: list[tuple[str, str, bool]] = []
+    if parallel:
+        def visit(n: Any) -> None:
+            if isinstance(n, (tvm.tirx.BufferStore, tvm.tirx.BufferLoad)):
+                item = (str(n.buffer.name), ", ".join(_expr_text(i) for i in n.indices),
+                        isinstance(n, tvm.tirx.BufferStore))
+                if item not in accesses:
+                    accesses.append(item)
+
+        tvm.tirx.stmt_functor.post_order_visit(loop.body, visit)
+    annotations = [(str(k), str(v)) for k, v in loop.annotations.items()]
+    if not parallel:
+        body = loop.body
+        while isinstance(body, (tvm.tirx.SBlockRealize,)):
+            body = body.block.body
+        count = len(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else 1
+        annotations.append(("statements", str(count)))
+    return {"loop_vars": tuple(loop_vars), "accesses": tuple(accesses), "annotations": tuple(annotations)}
 
 
 def _calling_line(op: str, kernel_file: str, spans: list[tuple[str, int]], index: int) -> int:
@@ -442,13 +507,75 @@ _TARGET_OPERATIONS = (
 )
 
 
+_BUILDER_OPS = re.compile(r"^(gemm\w*|\w+_gemm|copy|async_copy|tma_copy|c2d_im2col|reduce\w*|cumsum|fill|clear|"
+                          r"atomic_\w+|view|reshape|reinterpret\w*|annotate_layout|Pipelined|Parallel|alloc_\w+)$")
+
+
+def _building_site(err: BaseException, line: tuple[str, int, str] | None) -> Any:
+    """The tile operation TileLang's builder was running when ``err`` was raised (the innermost
+    frame of ``tilelang/language`` named as a T.* operation), with the buffers among its local
+    variables as (name, dtype, scope, shape) and its arguments that are flags or integers; None
+    when the failure was raised elsewhere."""
+    from . import doctor as _doctor
+
+    tb = err.__traceback__
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if found is None and "/tilelang/" in code.co_filename and "/language/" in code.co_filename \
+                and _BUILDER_OPS.match(code.co_name):
+            found = tb.tb_frame  # the outermost: the T.* call the kernel made (not its helpers)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    buffers: list[tuple[str, str, str, str]] = []
+    notes: list[tuple[str, str]] = []
+    for key, value in list(found.f_locals.items())[:24]:
+        buffer = getattr(value, "buffer", value)
+        if hasattr(buffer, "scope") and hasattr(buffer, "shape") and hasattr(buffer, "dtype"):
+            try:
+                shape = getattr(value, "region", None)
+                extents = [str(r.extent) for r in shape] if shape is not None else [str(x) for x in buffer.shape]
+                item = (str(buffer.name), str(buffer.dtype), str(buffer.scope()), "(" + ", ".join(extents) + ")")
+            except Exception:
+                continue
+            if item not in buffers:
+                buffers.append(item)
+        elif isinstance(value, (bool, int)) and not key.startswith("_"):
+            notes.append((key, str(value)))
+    file, number, text = line if line is not None else ("", 0, "")
+    return _doctor.TileSite("T." + found.f_code.co_name, number, file, tuple(buffers), text,
+                            annotations=tuple(notes))
+
+
+def _kernel_threads(func: Any) -> int | None:
+    """The threads of the kernel's block (T.Kernel's ``threads=``), None where it says none."""
+    try:
+        tvm = tilelang().tvm
+        found: list[int] = []
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tvm.tirx.SBlock) and "tl.launch_threads" in node.annotations and not found:
+                dims = [int(x) for x in node.annotations["tl.launch_threads"]]
+                total = 1
+                for d in dims:
+                    total *= d
+                found.append(total)
+
+        tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+        return found[0] if found else None
+    except Exception:
+        return None
+
+
 def _for_target(err: LoweringError, target: Any) -> LoweringError:
     """Say which target could not be lowered and, when TileLang's message names it, which operation;
     the diagnosis follows the new sentence (a cause that belongs to the target comes first)."""
     said = _said_for_target(err, target)
     if said is not err:
         said.diagnosis = err.diagnosis
-        diagnosed(said, pass_name=err.pass_name, target_family=target.family)
+        said._doctor_context = getattr(err, "_doctor_context", None)  # type: ignore[attr-defined]
+        diagnosed(said, pass_name=err.pass_name, target_family=target.family, target_name=target.name)
     return said
 
 

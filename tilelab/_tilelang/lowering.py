@@ -79,15 +79,26 @@ def lower(source: KernelSource, target: Any, *, out_idx: list[int] | None,
                 _SHARED.offer(prepared, context, host_mod, device_mod)
                 device_source = device_codegen_without_compile(device_mod, context).inspect_source()
     except LoweringError as err:
-        diagnosed(err, func=func, pass_name=tracker.failing, target_family=target.family)
-        raise _for_target(err, target) from err
+        diagnosed(err, func=func, pass_name=tracker.failing, target_family=target.family, target_name=target.name)
+        raise _with_recipe(_for_target(err, target), func, target, pass_configs) from err
     except Exception as err:
-        raise _for_target(_lowering_error(err, name, func=func, pass_name=tracker.failing,
-                                          target_family=target.family), target) from err
+        raise _with_recipe(_for_target(_lowering_error(err, name, func=func, pass_name=tracker.failing,
+                                                       target_family=target.family, target_name=target.name),
+                                       target),
+                           func, target, pass_configs) from err
 
     with _host_printed_once(host_mod):
         return _launchers(func, target, context, backends, pass_configs, host_mod, device_mod, device_source,
                           capture.module)
+
+
+def _with_recipe(err: LoweringError, func: Any, target: Any, pass_configs: dict[str, Any]) -> LoweringError:
+    """``err`` with the recipe of a standalone script that builds the kernel again (for its reproducer)."""
+    from .reproduce import recipe
+
+    if err.recipe is None:
+        err.recipe = recipe(func, target, pass_configs)
+    return err
 
 
 class _SharedLowerings:

@@ -89,11 +89,83 @@ def record_dtype(backend: str | None) -> str:
     return "int64" if backend == "cutedsl" else "uint64"
 
 
-def with_record_buffer(prim_func: Any, dtype: str = "uint64") -> Any:
+REGION_PREFIX = "tilelab.region."  # the marker a named region leaves: "tilelab.region.begin:NAME" / "...end:NAME"
+REGION_CALL = "TLT_REGION"  # what it becomes in the instrumented compile: TLT_REGION(id, 1 begin / 0 end)
+
+
+def region_marker(name: str, begin: bool) -> None:
+    """Emit a named region's marker into the prim_func being built (inside ``T.prim_func``): an
+    ``Evaluate`` of a string, which TileLang's own passes drop (no code in an ordinary compile);
+    :func:`with_record_buffer` turns it into a ``TLT_REGION(id, begin)`` call the timeline marks."""
+    tvm = tilelang().tvm
+    import tilelang.language as T
+
+    T.evaluate(tvm.tirx.StringImm(f"{REGION_PREFIX}{'begin' if begin else 'end'}:{name}"))
+
+
+def region_names(prim_func: Any) -> list[dict[str, Any]]:
+    """The named regions of a prim_func in program order: ``name``, ``id`` (1-based, one per name)
+    and ``line``/``file`` of the begin marker (the user's ``with tilelab.region(...)`` line)."""
+    tvm = tilelang().tvm
+    from tilelang.ir import get_stmt_span
+
+    out: list[dict[str, Any]] = []
+
+    def visit(node: Any) -> None:
+        if not isinstance(node, tvm.tirx.Evaluate) or not isinstance(node.value, tvm.tirx.StringImm):
+            return
+        text = str(node.value.value)
+        if not text.startswith(REGION_PREFIX + "begin:"):
+            return
+        name = text.split(":", 1)[1]
+        if any(r["name"] == name for r in out):
+            return
+        try:
+            span = get_stmt_span(node)
+        except Exception:
+            span = None
+        line = int(span.line) if span is not None and span.line else None
+        file = str(span.source_name.name) if span is not None and getattr(span, "source_name", None) else None
+        out.append({"name": name, "id": len(out) + 1, "line": line, "file": file})
+
+    tvm.tirx.stmt_functor.post_order_visit(prim_func.body, visit)
+    return out
+
+
+def _regions_to_calls(body: Any) -> Any:
+    """Each region marker of ``body`` as a ``TLT_REGION(id, begin)`` call (ids as :func:`region_names`)."""
+    tvm = tilelang().tvm
+    tir = tvm.tirx
+    ids: dict[str, int] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tir.Evaluate) and isinstance(node.value, tir.StringImm):
+            text = str(node.value.value)
+            if text.startswith(REGION_PREFIX + "begin:"):
+                ids.setdefault(text.split(":", 1)[1], len(ids) + 1)
+
+    tir.stmt_functor.post_order_visit(body, visit)
+
+    def change(node: Any) -> Any:
+        if not isinstance(node.value, tir.StringImm):
+            return None
+        text = str(node.value.value)
+        if not text.startswith(REGION_PREFIX):
+            return None
+        which, name = text[len(REGION_PREFIX):].split(":", 1)
+        if name not in ids:
+            return None
+        return tir.Evaluate(tir.call_extern("handle", REGION_CALL, ids[name], 1 if which == "begin" else 0))
+
+    return tir.stmt_functor.ir_transform(body, None, change, ["tirx.Evaluate"])
+
+
+def with_record_buffer(prim_func: Any, dtype: str = "uint64", regions: bool = True) -> Any:
     """``prim_func`` with one more parameter, a 1-D ``dtype`` (64-bit) buffer of symbolic length
     ``tlt_words``, bound by ``TLT_BIND(tlt_buf);`` as the first statement of the kernel's root
     block (before TileLang splits the warps, so both branches of a warp-specialised kernel see it).
-    The timeline's rewrite replaces the bind with its records."""
+    The timeline's rewrite replaces the bind with its records. With ``regions`` the named regions'
+    markers become ``TLT_REGION(id, begin)`` calls (the CUDA rewrite marks them)."""
     tir = tilelang().tvm.tirx
     words = tir.Var(TIMELINE_WORDS, "int32")
     buf = tir.decl_buffer((words,), dtype, name=TIMELINE_BUFFER)
@@ -108,7 +180,8 @@ def with_record_buffer(prim_func: Any, dtype: str = "uint64") -> Any:
         return tir.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, tir.SeqStmt([bind, node.body]),
                           node.init, node.alloc_buffers, node.match_buffers, node.annotations)
 
-    body = tir.stmt_functor.ir_transform(prim_func.body, None, inject, ["tirx.SBlock"])
+    body = _regions_to_calls(prim_func.body) if regions else prim_func.body
+    body = tir.stmt_functor.ir_transform(body, None, inject, ["tirx.SBlock"])
     if not done[0]:
         raise ValueError("the kernel has no T.Kernel block (tilelang_root) to record from")
     buffer_map = dict(prim_func.buffer_map)
@@ -145,17 +218,19 @@ def cuda_postproc(rewrite: Callable[[str], str], language: str = "cuda"):
 
 def compile_instrumented(prim_func: Any, rewrite: Callable[[str], str], *, target: Any, backend: str,
                          out_idx: list[int] | None, pass_configs: dict[str, Any] | None,
-                         language: str = "cuda") -> Any:
+                         language: str = "cuda", regions: bool = False) -> Any:
     """Compile ``with_record_buffer(prim_func)`` with ``rewrite`` applied to its device source,
     with ``#line`` directives on (they name the user's lines) and TileLang's kernel cache off for
     this one compile (in memory and on disk), so the instrumented kernel is never cached.
     ``language``: the device source ``rewrite`` reads, "cuda" (the tvm_ffi, cython and nvrtc
     backends) or "cutedsl" (the cutedsl backend's CuTe DSL Python); a rewrite of the other
-    language than the backend generates is never called."""
+    language than the backend generates is never called. ``regions``: named regions become
+    ``TLT_REGION`` calls (the timeline's CUDA rewrite marks them); otherwise they vanish as in an
+    ordinary compile."""
     tl = tilelang()
     from tilelang.env import CacheState
 
-    func = with_record_buffer(prim_func, record_dtype(backend))
+    func = with_record_buffer(prim_func, record_dtype(backend), regions=regions and language == "cuda")
     configs = {**(pass_configs or {}), LINE_DIRECTIVES_CONFIG: True}
     was_enabled = CacheState.is_enabled()
     tl.disable_cache()
@@ -169,7 +244,7 @@ def compile_instrumented(prim_func: Any, rewrite: Callable[[str], str], *, targe
 
 
 def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, Any] | None = None,
-                           backend: str = "tvm_ffi") -> str:
+                           backend: str = "tvm_ffi", regions: bool = True) -> str:
     """The device source TileLang generates for ``with_record_buffer(prim_func)`` with ``#line``
     directives, without compiling it (what the rewrite receives; no GPU, no nvcc). For
     ``backend="cutedsl"``: the CuTe DSL Python of the kernel (no ``#line`` there)."""
@@ -179,7 +254,7 @@ def timeline_device_source(prim_func: Any, arch: str, pass_configs: dict[str, An
     from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
 
     tl = tilelang()
-    func = with_record_buffer(prim_func)
+    func = with_record_buffer(prim_func, regions=regions)
     configs = {**(pass_configs or {}), LINE_DIRECTIVES_CONFIG: True}
     context = create_backend_context({"kind": "cuda", "arch": arch}, None, "tvm_ffi")
     with (tilelang_errors(None, stage="lowering"), tl.transform.PassContext(opt_level=3, config=configs),
@@ -197,7 +272,7 @@ def cutedsl_timeline_sources(prim_func: Any, arch: str, pass_configs: dict[str, 
     from .lowering import cutedsl_launcher
 
     tvm = tilelang().tvm
-    func = with_record_buffer(prim_func, record_dtype("cutedsl"))
+    func = with_record_buffer(prim_func, record_dtype("cutedsl"), regions=False)
     scheduled = tvm.IRModule({str(func.attrs["global_symbol"]): func})
     with contextlib.ExitStack() as stack:
         if rewrite is not None:

@@ -56,7 +56,7 @@ class CellOptions:
     in_process: bool = False
     sanitize: str | None = None  # a compute-sanitizer tool
     trace: bool = False  # --trace: which elements each block read and wrote (on the CPU)
-    timeline: tuple[int, ...] | None = None  # --timeline: the blocks whose warps record phases
+    timeline: tuple[int, ...] | str | None = None  # --timeline: the blocks whose warps record phases, or "all"
     device: str | None = None  # --device cpu: --run runs the tile program on the CPU (None: the GPU, if any)
     blocks: tuple[int, ...] | None = None  # --blocks: the blocks a CPU --run runs (None: all)
 
@@ -129,7 +129,8 @@ _ARGUMENTS: list[Callable[[Any], Any]] = [
                   "every block read and wrote (tilelab.trace_tiles) and show it"),
     argument("--timeline", nargs="?", const="0", default=None, metavar="BLOCKS",
              help="run the kernel once instrumented and add a Timeline tab: each phase (barrier waits, TMA issue, "
-                  "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time"),
+                  "MMA, epilogue) of the warp groups of BLOCKS (linear block indices, e.g. 0,5; default 0) in time; "
+                  "--timeline=all: statistics of every phase over every block"),
 ]
 
 
@@ -213,10 +214,12 @@ def _parse_blocks(text: str | None, device: str | None) -> tuple[int, ...] | Non
     return blocks
 
 
-def _parse_timeline(text: str | None) -> tuple[int, ...] | None:
-    """--timeline's blocks: linear block indices separated by commas."""
+def _parse_timeline(text: str | None) -> tuple[int, ...] | str | None:
+    """--timeline's blocks: linear block indices separated by commas, or "all" (every block)."""
     if text is None:
         return None
+    if text.strip() == "all":
+        return "all"
     try:
         blocks = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
     except ValueError:

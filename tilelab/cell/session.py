@@ -207,6 +207,11 @@ class CellSession:
                 result = self._after_cell(source, options, names, host)
             except LoweringError as err:
                 names.restore()
+                if err.recipe is None:  # failed while the cell ran: the cell is the script to shrink
+                    from .. import _tilelang
+                    from ..targets import parse_target
+
+                    err.recipe = _tilelang.text_recipe(source.python, parse_target(options.target or "sm_90a"))
                 host.display(FoldedTrace(err))
                 short = lowering_lines(err, source)
                 err._render_traceback_ = lambda: short  # type: ignore[attr-defined]
@@ -331,6 +336,9 @@ def lowering_lines(err: LoweringError, source: CellSource) -> list[str]:
     elif err.kernel_line:
         lines.append(f"  {err.kernel_line[0]}:{err.kernel_line[1]}: {err.kernel_line[2].strip()}")
     lines.extend(f"  {line}" for line in err.diagnosis_lines())
+    if err.recipe is not None:
+        lines.append("  a minimal script failing the same way, for a TileLang issue: "
+                     "import sys; print(sys.last_value.reproducer())")
     lines.append("  (the full TileLang trace is folded above)")
     return lines
 

@@ -78,16 +78,18 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     if device not in (None, "cpu", "cuda", "gpu"):
         raise ValueError(f"device={device!r}: run launches on 'cpu' (the tile program's meaning, any machine) or "
                          "'cuda' (the GPU); leave it out to use the GPU where there is one")
-    on_cpu = device == "cpu" or (device is None and _cpu.wants_cpu(kernel, target))
+    native = device != "cpu" and _cpu.wants_cpu(kernel, target)  # a kernel written for the CPU (target c)
+    on_cpu = device == "cpu" or (device is None and native)
     reason = None
     if not on_cpu and device is None and not _tilelang_has_gpu():
         on_cpu, reason = True, "no CUDA GPU is visible, so tilelab ran it on the CPU; device='cpu' says so yourself"
     if on_cpu:
-        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
+        source = kernel.compiled if isinstance(kernel, Prepared) else kernel
+        emulated = _emulate.prepare(source, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
         check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
         cpu_worker = _worker.default_worker(_emulate.CPU_WORKER) if isolate and not _worker.in_worker() else None
         return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
-                            worker=cpu_worker, reason=reason)
+                            worker=cpu_worker, reason=reason, native=native)
     if blocks is not None:
         raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()

@@ -41,6 +41,8 @@ from ._options import RunOptions
 
 EMULATED_NOTE = "emulated on the CPU: the tile program's meaning, not the GPU's timing or its races"
 EMULATED_BACKEND = "emulated (TileLang target c)"
+NATIVE_NOTE = ("ran on the CPU (target c) in tilelab's CPU worker process, every access checked against its buffer "
+               "(one outside is reported, never performed)")
 RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on one core
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
@@ -343,17 +345,18 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
 
 def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
         blocks: Any = None, timeout: float | None = None, worker: Any = None,
-        reason: str | None = None) -> RunResult:
+        reason: str | None = None, native: bool = False) -> RunResult:
     """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc), launched in ``worker``
     (None: in this process); ``reason`` is said in the result's notes (why the CPU was chosen, when
-    the caller did not ask)."""
+    the caller did not ask). ``native``: a kernel written for the CPU (target ``c``), whose run is
+    its own meaning, not an emulation: the result names TileLang's cython backend and the CPU."""
     import torch
 
     from .. import _tilelang
     from ._cpu import cpu_name
 
     prepared = emulated.prepared
-    notes: list[str] = [EMULATED_NOTE + (f" ({reason})" if reason else "")]
+    notes: list[str] = [NATIVE_NOTE if native else EMULATED_NOTE + (f" ({reason})" if reason else "")]
     args, bound = _inputs.build_inputs(prepared.params, tensors_or_shapes, sizes, device="cpu", seed=opts.seed)
     launch = [p for p in prepared.params if p.passed_at_launch]
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
@@ -424,9 +427,11 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                          f"({', '.join(p.name for p in prepared.outputs)})")
     if selected is not None:
         outs, expected, poisoned = _only_written(prepared, outs, expected, poisoned, seconds, selected, grid, notes)
-    applied = [r for r in _tilelang.EMULATION_RULES if r.id in emulated.kernel.emulation.applied]
-    notes.append("rewritten for the CPU by the rules " + ", ".join(r.id for r in applied)
-                 + " (tilelab.launch.EMULATION_RULES says what each does and why the meaning holds)")
+    applied = [r for r in _tilelang.EMULATION_RULES if r.id in emulated.kernel.emulation.applied
+               and not (native and r.id in ("blocks", "bounds"))]
+    if applied:
+        notes.append("rewritten for the CPU by the rules " + ", ".join(r.id for r in applied)
+                     + " (tilelab.launch.EMULATION_RULES says what each does and why the meaning holds)")
     narrow = sorted(set(emulated.kernel.emulation.narrow.values()))
     if narrow:
         notes.append(f"{', '.join(narrow)} computed in float32 (the CPU's C has none), rounded to "
@@ -437,8 +442,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                                    unpoisoned="was checked only where the selected blocks wrote it")
     states = _input_states(prepared, full, in_positions, inputs_after, stored, tensor_params)
     inputs_state = _checks.inputs_after_launch([], checks, notes, states=states)
-    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=EMULATED_BACKEND,
-                     device=f"{cpu_name()} (emulated)", sizes=tuple(sorted(bound.items())),
+    return RunResult(kernel=prepared.name, outputs=tuple(checks), backend="cython" if native else EMULATED_BACKEND,
+                     device=cpu_name() if native else f"{cpu_name()} (emulated)", sizes=tuple(sorted(bound.items())),
                      reference=getattr(opts.ref, "__name__", "ref") if opts.ref is not None else None,
                      notes=tuple(notes), inputs=inputs_state)
 
@@ -458,7 +463,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         p, before = prepared.params[i], full[i]
         written = flag_of.get(p.name, True)
         held = now if not written else before  # an input never stored into holds what it was given
-        nonfinite = int((~torch.isfinite(held)).sum().item()) if held.is_floating_point() else 0
+        nonfinite = _inputs.count_nonfinite(held)
         changed, first = 0, None
         if written:
             was = before.to(now.dtype)

@@ -333,12 +333,33 @@ def poison_(tensor: Any, pattern: int = POISON) -> Any:
 
 
 def unwritten_mask(tensor: Any, pattern: int = POISON):  # -> torch.BoolTensor
-    """Elements whose bytes are still exactly the poison pattern."""
+    """Elements whose bytes are still exactly the poison pattern (compared as one integer word per
+    element where the element is 1, 2, 4 or 8 bytes: one pass, not a reduction over bytes)."""
     import torch
 
     size = tensor.element_size()
+    words = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    if size in words:
+        word = int.from_bytes(bytes([pattern]) * size, "little", signed=size > 1)
+        return tensor.contiguous().view(words[size]) == word
     as_bytes = tensor.contiguous().view(torch.uint8).reshape(*tensor.shape, size)
     return (as_bytes == pattern).all(dim=-1)
+
+
+def count_nonfinite(tensor: Any) -> int:
+    """NaN and inf elements of a floating-point tensor (0 for others), read from the exponent bits
+    of IEEE formats in one integer pass (float16, bfloat16, float32, float64), else by isfinite."""
+    import torch
+
+    if not tensor.is_floating_point():
+        return 0
+    exponent = {torch.float16: (torch.int16, 0x7C00), torch.bfloat16: (torch.int16, 0x7F80),
+                torch.float32: (torch.int32, 0x7F800000), torch.float64: (torch.int64, 0x7FF0000000000000)}
+    if tensor.dtype in exponent:
+        word, mask = exponent[tensor.dtype]
+        bits = tensor.contiguous().view(word)
+        return int(((bits & mask) == mask).sum().item())
+    return int((~torch.isfinite(tensor.float())).sum().item())  # float8 and others: through float32
 
 
 def unwritten_in_both(first: Any, second: Any):  # -> torch.BoolTensor
@@ -403,13 +424,22 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
         return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite,
                            first_nonfinite=first_nonfinite)
     expected = expected.to(torch.float64)
-    # Error figures over the elements the kernel wrote; unwritten ones are counted apart.
-    diff = torch.nan_to_num((got - expected).abs(), nan=float("inf"))
+    # Error figures over the elements the kernel wrote; unwritten ones are counted apart. Where
+    # the reference is NaN or inf, an element matches when the kernel wrote the same (NaN for
+    # NaN, an infinity of the same sign), as numpy's assert_allclose treats them.
+    diff = element_errors(got, expected)
+    ref_nan_mask = torch.isnan(expected)
+    if written is not None:
+        ref_nan_mask &= written
+    ref_nan = int(ref_nan_mask.sum().item())
+    first_ref_nan = tuple(int(i) for i in torch.nonzero(ref_nan_mask)[0].tolist()) if ref_nan else None
+    finite_ref = torch.where(torch.isfinite(expected), expected, torch.zeros_like(expected))
     if written is not None:
         diff = torch.where(written, diff, torch.zeros_like(diff))
-        ref_norm = float(torch.linalg.vector_norm(torch.where(written, expected, torch.zeros_like(expected))).item())
+        finite_ref = torch.where(written, finite_ref, torch.zeros_like(finite_ref))
+        ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     else:
-        ref_norm = float(torch.linalg.vector_norm(expected).item())
+        ref_norm = float(torch.linalg.vector_norm(finite_ref).item())
     num = float(torch.linalg.vector_norm(diff).item())
     if math.isinf(num) or math.isnan(num):
         rel = float("nan")
@@ -430,7 +460,19 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
                                             float(expected[index].item()), float(v)))
     max_abs = float(ranked.max().item()) if ranked.numel() else 0.0
     return OutputCheck(name, dtype, shape, unwritten, first, poisoned, nonfinite, rel, max_abs,
-                       tolerance, tuple(worst_items), first_nonfinite=first_nonfinite)
+                       tolerance, tuple(worst_items), first_nonfinite=first_nonfinite, ref_nan=ref_nan,
+                       first_ref_nan=first_ref_nan)
+
+
+def element_errors(got: Any, expected: Any):  # -> torch.Tensor of float64
+    """``|got - expected|`` per element (float64 tensors of one shape), 0 where both are NaN or
+    both the same infinity (numpy's ``assert_allclose`` counts those equal), inf where only one
+    side is NaN or they are different infinities."""
+    import torch
+
+    same = (got == expected) | (torch.isnan(got) & torch.isnan(expected))
+    diff = torch.nan_to_num((got - expected).abs(), nan=float("inf"))
+    return torch.where(same, torch.zeros_like(diff), diff)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -43,7 +43,8 @@ def element_masks(out: Any, expected: Any | None, tolerance: float | None, unwri
     """(unwritten, wrong) boolean tensors of ``out``'s shape.
 
     An element the kernel wrote is wrong when it is NaN/inf where the reference is finite, or
-    when ``|out - ref| > tolerance * (|ref| + rms(ref))`` (if every element were within that
+    when ``|out - ref| > tolerance * (|ref| + rms(ref))`` (NaN against NaN, or the same infinity
+    against it, is right, as in :func:`~tilelab.launch._inputs.compare`) (if every element were within that
     bound, the relative error norm would be within about twice the tolerance). Without a
     reference only NaN/inf count as wrong."""
     import torch
@@ -60,8 +61,10 @@ def element_masks(out: Any, expected: Any | None, tolerance: float | None, unwri
         finite = torch.nan_to_num(ref, posinf=0.0, neginf=0.0)
         rms = float(torch.sqrt(torch.mean(finite**2)).item()) if ref.numel() else 0.0
         tol = tolerance if tolerance is not None else 0.0
-        diff = torch.nan_to_num((got - ref).abs(), nan=float("inf"))
-        wrong |= diff > tol * (ref.abs() + rms)
+        from ._inputs import element_errors
+
+        diff = element_errors(got, ref)  # 0 where both are NaN or the same infinity
+        wrong |= diff > tol * (finite.abs() + rms)
     return unwritten, wrong & ~unwritten
 
 

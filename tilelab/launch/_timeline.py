@@ -47,16 +47,24 @@ class Capture:
     device: str
 
 
-def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, blocks: Sequence[Any] = (0,),
+def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, blocks: Sequence[Any] | str = (0,),
              granularity: str = "warpgroup", backend: str | None = None, timeout: float | None = None,
-             overhead: bool = True, capacity: int | None = None, isolate: bool = True, **sizes: int) -> Timeline:
+             overhead: bool = True, capacity: int | None = None, isolate: bool = True, marks: str = "all",
+             **sizes: int) -> Timeline:
     """Run ``kernel`` once, instrumented, and return its :class:`~tilelab.records.timeline.Timeline`.
 
     ``args`` are tensors, shapes or scalars as :func:`tilelab.run` takes them (missing inputs are
     built from the signature; dynamic sizes as keywords). ``blocks``: the blocks whose warps record
     phases, as linear indices or (x, y[, z]) tuples of the hardware grid (every block records its
-    start, end and SM regardless). ``granularity``: "warpgroup" (the first warp of each group of
-    four records) or "warp" (every warp). ``overhead=False`` skips the side-by-side timing.
+    start, end and SM regardless), or ``"all"``: every block records, as per-phase sums on the
+    device (bounded memory, no order), summarised in ``Timeline.grid_summary`` (per role and phase:
+    count, mean, p50, p95, share; per SM: blocks and idle tail; the first wave against the rest).
+    ``granularity``: "warpgroup" (the first warp of each group of four records) or "warp" (every
+    warp). ``marks``: "all" (a mark at each WGMMA issue and each WGMMA wait) or "compact" (a
+    WGMMA's issue and wait as one MMA phase, one mark fewer per GEMM: it costs less on small
+    grids, more on large attention, as ``benchmarks/timeline.py`` measures; the Timeline's
+    ``marks`` and notes say which was recorded).
+    ``overhead=False`` skips the side-by-side timing.
     ``capacity``: records per traced warp (default: from the loops' trip counts). The launch runs
     in tilelab's worker process unless ``isolate=False``; a hang ends after ``timeout`` seconds.
     """
@@ -67,21 +75,30 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     started = time.perf_counter()
     if granularity not in ("warpgroup", "warp"):
         raise TimelineError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
+    if marks not in ("all", "compact"):
+        raise TimelineError(f"marks must be 'all' or 'compact', not {marks!r}")
+    every = isinstance(blocks, str)
+    if every and blocks != "all":
+        raise TimelineError(f"blocks= takes block indices, (x, y, z) tuples or \"all\", not {blocks!r}")
     if backend == "cutedsl" and importlib.util.find_spec("cutlass") is None:
         raise TimelineError("the CuTeDSL backend compiles its kernels with NVIDIA's CuTe DSL, which is not "
                             "installed: pip install nvidia-cutlass-dsl (or tilelab[cutedsl]), or pass "
                             "backend=\"tvm_ffi\" (the kernel's phases are the same)")
     torch = require_gpu()
     prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx)
+    if every and prepared.backend == "cutedsl":
+        raise TimelineError("blocks=\"all\" records phases in CUDA source: use backend=\"tvm_ffi\" (the kernel's "
+                            "phases are the same)")
     launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cuda")
     grid = _grid(_tilelang.launch_dims(prepared.compiled), bound, prepared.name)
     try:
-        traced = tuple(dict.fromkeys(_timeline.block_index(b, grid) for b in (blocks or (0,))))
+        chosen: Sequence[Any] = () if isinstance(blocks, str) else (blocks or (0,))
+        traced = tuple(dict.fromkeys(_timeline.block_index(b, grid) for b in chosen))
     except (ValueError, TypeError) as err:
         raise TimelineError(f"{prepared.name}: {err}; blocks= takes linear indices or (x, y, z) tuples "
                             f"of the grid {grid}") from err
     options = {"grid": grid, "traced": traced, "granularity": granularity, "overhead": overhead,
-               "capacity": capacity}
+               "capacity": capacity, "mode": "grid" if every else "spans", "marks": marks}
     payload = pickle.dumps(_payload(prepared))
     from . import _isolated
     from ._api import worker_for  # the one place that chooses where a launch happens
@@ -103,10 +120,21 @@ def build_timeline(capture: Capture, name: str, backend: str, grid: tuple[int, i
     from ..instrument.decode import timeline as _timeline
 
     ins = capture.instrumented
+    words = [int(w) for w in capture.words]
     spans, block_times, flows, dropped, notes = _timeline.decode(
-        [int(w) for w in capture.words], sites=ins.sites, grid=grid, warps=ins.warps, capacity=ins.capacity,
+        words, sites=ins.sites, grid=grid, warps=ins.warps, capacity=ins.capacity,
         traced_blocks=ins.traced_blocks, clock_ghz=capture.clock_ghz)
     notes = list(ins.notes) + notes
+    mode = getattr(ins, "mode", "spans")
+    grid_summary = None
+    if mode == "grid":
+        grid_summary = _timeline.decode_grid(words, sites=ins.sites, grid=grid, recording_warps=ins.recording_warps,
+                                             clock_ghz=capture.clock_ghz, blocks=block_times)
+        notes.append(f"every block recorded its phases as sums ({ins.recording_warps} warps per block, "
+                     f"{len(words) * 8 / 1e6:.1f} MB of records): no spans, no order within a block")
+    if getattr(ins, "marks", "all") == "compact":
+        notes.append("compact marks: each WGMMA's issue and its wait are one MMA phase (one mark fewer per GEMM, "
+                     "for a smaller overhead); marks=\"all\" separates them")
     if not ins.capacity_exact:
         notes.append(f"a loop's trip count is not a constant in the device code: each traced warp had room for "
                      f"{ins.capacity} marks")
@@ -123,7 +151,8 @@ def build_timeline(capture: Capture, name: str, backend: str, grid: tuple[int, i
                     spans=tuple(spans), blocks=tuple(block_times), flows=tuple(flows), dropped=dropped,
                     overhead=overhead, plain_ms=capture.plain_ms, instrumented_ms=capture.instrumented_ms,
                     clock_ghz=capture.clock_ghz, cell_file=_cell_file(ins), capture_s=capture_s,
-                    notes=tuple(notes), summary=summary)
+                    notes=tuple(notes), summary=summary, grid_summary=grid_summary,
+                    marks=getattr(ins, "marks", "all"))
 
 
 def _cell_file(ins: Any) -> str | None:
@@ -164,21 +193,23 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
                              pass_configs=pass_configs or None)
     ops = _tilelang.timeline_ops(func)
     cell_file = _tilelang.kernel_file(func)
+    regions = _tilelang.region_names(func) if backend != "cutedsl" else []
     grid = tuple(options["grid"])
     nblocks = grid[0] * grid[1] * grid[2]
     made: list[Any] = []
     # the device source is CUDA for tvm_ffi, cython and nvrtc, CuTe DSL Python for cutedsl
     instrument: Any
-    if backend == "cutedsl":
-        from functools import partial
+    from functools import partial
 
+    if backend == "cutedsl":
         from ..instrument.rewrite.timeline_cutedsl import instrument as instrument_cutedsl
 
         instrument = partial(instrument_cutedsl, threads=_tilelang.cutedsl_threads(plain))
     else:
         from ..instrument.rewrite.timeline import instrument as instrument_cuda
 
-        instrument = instrument_cuda
+        instrument = partial(instrument_cuda, regions=regions, mode=options.get("mode", "spans"),
+                             marks=options.get("marks", "all"))
 
     def rewrite(code: str) -> str:
         ins = instrument(code, ops=ops, cell_file=cell_file, blocks=nblocks, traced_blocks=options["traced"],
@@ -188,7 +219,8 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
 
     compiled = _tilelang.compile_instrumented(func, rewrite, target=target, backend=backend, out_idx=out_idx,
                                              pass_configs=pass_configs,
-                                             language="cutedsl" if backend == "cutedsl" else "cuda")
+                                             language="cutedsl" if backend == "cutedsl" else "cuda",
+                                             regions=bool(regions))
     if not made:
         raise RuntimeError("TileLang did not pass the device source through its post-processing hook")
     ins = made[-1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TilelabError(Exception):
     """Base class: ``str(err)`` is one clear sentence (or a few) that says what to change."""
@@ -26,8 +28,12 @@ class LoweringError(TilelabError):
     ``diagnosis`` is what tilelab's catalogue of known
     compile failures makes of it (:class:`tilelab._tilelang.doctor.Diagnosis`): ``cause`` (the catalogue id,
     None when the failure is not in it), ``advice`` (what to change), ``pass_name`` (TileLang's
-    pass that failed, or ``"elaboration"``) and ``tile_op`` read through from it.
+    pass that failed, or ``"elaboration"``) and ``tile_op`` read through from it. ``recipe`` is
+    what a standalone script needs to build the kernel again (:meth:`reproducer` shrinks it).
     """
+
+    recipe: object | None = None
+    _reproduce: Any = None  # tilelab.engine.reproducer.reproduce, set when tilelab is imported
 
     def __init__(self, summary: str, *, kernel: str | None = None,
                  kernel_line: tuple[str, int, str] | None = None, trace: str = "",
@@ -55,6 +61,14 @@ class LoweringError(TilelabError):
     @property
     def tile_op(self) -> str | None:
         return getattr(self.diagnosis, "tile_op", None)
+
+    def reproducer(self, time_limit_s: float = 120.0, progress: bool = True) -> object:
+        """A small standalone script that fails the way this kernel did, with the versions, ready
+        to paste into a TileLang issue (:class:`tilelab.engine.reproducer.Reproducer`; ``str()`` of it is
+        the script). Shrinking stops after ``time_limit_s`` seconds with the smallest script so far;
+        ``progress`` prints a line per step."""
+        # the shrinking (tilelab.engine.reproducer) is installed by the package: this module imports nothing
+        return type(self)._reproduce(self, time_limit_s=time_limit_s, progress=progress)
 
     def diagnosis_lines(self) -> list[str]:
         """The diagnosis as short lines (the pass, the tile op, the cause and what to change)."""

@@ -155,6 +155,8 @@ class OutputCheck(Record):
     worst: tuple[WorstElement, ...] = ()
     tiles: TileMap | None = None  # where it is wrong, by tile, when it failed
     first_nonfinite: tuple[int, ...] | None = None  # the first NaN/inf the kernel wrote (row-major order)
+    ref_nan: int = 0  # written elements where the reference holds NaN (they match only a NaN)
+    first_ref_nan: tuple[int, ...] | None = None  # the first of them (row-major order)
 
     _derived = ("passed",)  # written for readers of the JSON without tilelab
 

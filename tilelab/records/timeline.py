@@ -7,19 +7,20 @@ Frozen, JSON round-trip (``to_dict``/``from_dict``, ``save``/``load``), no TileL
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .display import Displayed
+from .display import Displayed, DisplayedText
 from .errors import ReportFileError
 from .record import Record
 from .record import from_dict as _from_dict
 from .record import to_dict as _to_dict
 
-TIMELINE_FORMAT = 1
+TIMELINE_FORMAT = 2  # 2: grid summaries, compact marks (format 1 files still load)
 
-KINDS = ("barrier_wait", "tma_issue", "copy_issue", "mma", "mma_wait", "epilogue", "store", "kernel")
+KINDS = ("barrier_wait", "tma_issue", "copy_issue", "mma", "mma_wait", "epilogue", "store", "region", "kernel", "other")
 WAIT_KINDS = ("barrier_wait", "mma_wait")
 
 
@@ -101,6 +102,111 @@ class TimelineSummary(Record):
 
 
 @dataclass(frozen=True)
+class GridPhase(Record):
+    """One phase (a site of the kernel) summed over every block of the grid, for one role.
+
+    ``count``: how many times the recording warps ran it in all; ``per_warp_min``/``max``: the
+    fewest and most times one recording warp ran it (a GEMM's MMA: ceil(K / block_K) each);
+    ``mean_ns``: the mean duration of one run; ``p50_ns``/``p95_ns``: percentiles over the
+    recording warps of each warp's mean duration of this phase; ``share``: its part of the
+    role's warps' lifetime. Site 0 is ``other`` (between phases), site 1 the kernel's setup.
+    """
+
+    role: str
+    site: int
+    kind: str
+    label: str
+    cell_line: int | None
+    count: int
+    warps: int  # the recording warps that ran it
+    per_warp_min: int
+    per_warp_max: int
+    total_ns: float
+    mean_ns: float
+    p50_ns: float
+    p95_ns: float
+    share: float
+
+
+@dataclass(frozen=True)
+class SmLoad(Record):
+    """One SM over the launch: the blocks it ran, the time it held one, and its idle tail (from its
+    last block's end to the grid's end)."""
+
+    sm: int
+    blocks: int
+    busy_ns: float
+    idle_tail_ns: float
+
+
+@dataclass(frozen=True)
+class GridSummary(Record):
+    """Statistics over every block of the grid (``tilelab.timeline(..., blocks="all")``): per role
+    and phase (:class:`GridPhase`), per SM (:class:`SmLoad`), and the first wave (each SM's first
+    block) against the rest. ``recording_warps`` per block (the first warp of each warp group,
+    or every warp); ``words``: the record buffer's size in 64-bit words."""
+
+    phases: tuple[GridPhase, ...]
+    sms: tuple[SmLoad, ...]
+    blocks: int
+    recording_warps: int
+    first_wave_blocks: int
+    first_wave_mean_ns: float
+    rest_blocks: int
+    rest_mean_ns: float | None
+    words: int = 0
+
+    def phase(self, role: str, kind: str) -> list[GridPhase]:
+        return [p for p in self.phases if p.role == role and p.kind == kind]
+
+
+@dataclass(frozen=True)
+class PhaseChange(Record):
+    """One phase (role, kind, label) in two timelines: total ns per traced warp and count in each
+    (None where a timeline has no such phase), and the change b - a."""
+
+    role: str
+    kind: str
+    label: str
+    a_ns: float | None
+    b_ns: float | None
+    a_count: int
+    b_count: int
+
+    @property
+    def change_ns(self) -> float | None:
+        return None if self.a_ns is None or self.b_ns is None else self.b_ns - self.a_ns
+
+    @property
+    def waiting(self) -> bool:
+        return self.kind in WAIT_KINDS
+
+
+@dataclass(frozen=True)
+class RoleChange(Record):
+    """One role in two timelines: busy and waiting ns per traced warp in each."""
+
+    role: str
+    a_busy_ns: float
+    b_busy_ns: float
+    a_wait_ns: float
+    b_wait_ns: float
+
+
+@dataclass(frozen=True, repr=False)
+class TimelineComparison(DisplayedText, Record):
+    """Two timelines side by side (``tilelab.compare_timelines(a, b)`` or ``a.compare(b)``): per
+    role, the busy and waiting time per warp in each; per phase, the change (:class:`PhaseChange`)."""
+
+    a: str
+    b: str
+    a_ms: float | None
+    b_ms: float | None
+    roles: tuple[RoleChange, ...]
+    phases: tuple[PhaseChange, ...]
+
+
+@dataclass(frozen=True)
 class Timeline(Displayed):
     """The intra-kernel timeline of one instrumented launch.
 
@@ -131,6 +237,13 @@ class Timeline(Displayed):
     capture_s: float | None = None
     notes: tuple[str, ...] = ()
     summary: TimelineSummary | None = None
+    grid_summary: GridSummary | None = None  # blocks="all": statistics over every block
+    marks: str = "all"  # "compact": each WGMMA's issue and wait were recorded as one MMA phase
+
+    def compare(self, other: Timeline, *, names: tuple[str, str] | None = None) -> TimelineComparison:
+        """This timeline against ``other``: per role and phase, the change in wait and busy time
+        (``tilelab.compare_timelines``)."""
+        return compare_timelines(self, other, names=names)
 
     def lanes(self) -> list[tuple[tuple[int, int, int], int]]:
         """(block, warp group) of every lane the chart draws, in order."""
@@ -141,17 +254,24 @@ class Timeline(Displayed):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Timeline:
-        if d.get("format") != TIMELINE_FORMAT:
+        if d.get("format") not in (1, TIMELINE_FORMAT):
             raise ReportFileError(f"not a tilelab timeline of format {TIMELINE_FORMAT} (format {d.get('format')!r})")
-        return _from_dict(cls, d)
+        try:
+            return _from_dict(cls, {k: v for k, v in d.items() if k != "format"})
+        except (KeyError, TypeError, ValueError) as err:
+            raise ReportFileError(f"a tilelab timeline with a field tilelab cannot read: {err}") from err
 
     def save(self, path: str | Path) -> Path:
+        """Write the timeline as JSON (versioned: ``format``); :meth:`load` reads it back anywhere,
+        no GPU or TileLang needed."""
         path = Path(path)
         path.write_text(json.dumps(self.to_dict()))
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Timeline:
+        """A timeline :meth:`save` wrote; :class:`~tilelab.ReportFileError` names what is wrong
+        with a file that is not one."""
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as err:
@@ -170,6 +290,54 @@ class Timeline(Displayed):
     def __repr__(self) -> str:
         return (f"Timeline({self.kernel}: {len(self.spans)} spans in {len(self.lanes())} lanes, "
                 f"{len(self.blocks)} blocks, dropped {self.dropped})")
+
+
+# ------------------------------------------------------------------------------------------
+# Two timelines side by side
+# ------------------------------------------------------------------------------------------
+
+
+def compare_timelines(a: Timeline, b: Timeline, *, names: tuple[str, str] | None = None) -> TimelineComparison:
+    """``a`` against ``b`` (two stage counts, two tile shapes, before and after a change): per role
+    the busy and waiting time per traced warp, per phase (role, kind, label) its time per traced
+    warp and count in each, and the change b - a. Timelines of every block (``blocks="all"``)
+    compare by their grid summaries (per recording warp). ``names`` names the two columns (by
+    default the kernels' names, with ``(1)``/``(2)`` where equal)."""
+    if not isinstance(a, Timeline) or not isinstance(b, Timeline):
+        raise TypeError(f"compare_timelines takes two Timelines (tilelab.timeline(...) or Timeline.load(path)), "
+                        f"not {type(a).__name__} and {type(b).__name__}")
+    a_label, b_label = names if names else (a.kernel, b.kernel)
+    if a_label == b_label:
+        a_label, b_label = f"{a_label} (1)", f"{b_label} (2)"
+    pa, pb = _per_warp_phases(a), _per_warp_phases(b)
+    keys = list(dict.fromkeys(list(pa) + list(pb)))
+    phases = tuple(PhaseChange(role, kind, label, pa[k][0] if k in pa else None, pb[k][0] if k in pb else None,
+                               pa[k][1] if k in pa else 0, pb[k][1] if k in pb else 0)
+                   for k in keys for role, kind, label in [k])
+    roles = []
+    for role in dict.fromkeys(k[0] for k in keys):
+        def total(table: dict[tuple[str, str, str], tuple[float, int]], wait: bool, role: str = role) -> float:
+            return sum(v[0] for k, v in table.items()
+                       if k[0] == role and k[1] != "other" and (k[1] in WAIT_KINDS) == wait)
+        roles.append(RoleChange(role, total(pa, False), total(pb, False), total(pa, True), total(pb, True)))
+    phases = tuple(sorted(phases, key=lambda p: -abs(p.change_ns or 0.0)))
+    return TimelineComparison(a_label, b_label, a.plain_ms, b.plain_ms, tuple(roles), phases)
+
+
+def _per_warp_phases(tl: Timeline) -> dict[tuple[str, str, str], tuple[float, int]]:
+    """(role, kind, label) -> (ns per recording warp, count per recording warp)."""
+    if tl.grid_summary is not None:
+        return {(p.role, p.kind, p.label): (p.total_ns / max(1, p.warps), round(p.count / max(1, p.warps)))
+                for p in tl.grid_summary.phases}
+    lanes: dict[str, set] = defaultdict(set)
+    for s in tl.spans:
+        lanes[s.role].add((s.block, s.warp))
+    table: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for s in tl.spans:
+        entry = table[(s.role, s.kind, s.label)]
+        entry[0] += s.duration_ns
+        entry[1] += 1
+    return {k: (v[0] / max(1, len(lanes[k[0]])), round(v[1] / max(1, len(lanes[k[0]])))) for k, v in table.items()}
 
 
 # ------------------------------------------------------------------------------------------
@@ -236,5 +404,7 @@ def perfetto_trace(tl: Timeline) -> dict[str, Any]:
 
 
 
-__all__ = ["BlockTime", "Flow", "KINDS", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan", "TimelineSummary",
+__all__ = ["BlockTime", "compare_timelines", "Flow", "GridPhase", "GridSummary", "KINDS", "PhaseChange",
+           "RoleChange", "SmLoad", "TimelineComparison", "RoleShare", "Timeline", "perfetto_trace", "TimelineSpan",
+           "TimelineSummary",
            "WAIT_KINDS"]

@@ -140,6 +140,9 @@ def _output_figures(o: OutputCheck) -> str:
             tile = o.nonfinite_tile
             where = f" (first NaN/inf at {tuple(o.first_nonfinite)}" + (f", in tile {tile}" if tile else "") + ")"
         figures.append(f"{o.nonfinite} NaN/inf elements{where}")
+    if o.ref_nan:
+        figures.append(f"the reference holds NaN at {o.ref_nan} elements (first at {tuple(o.first_ref_nan or ())}): "
+                       "a NaN there matches")
     return "; ".join(figures) or "written"
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..records.display import register
-from ..records.timeline import KINDS, Timeline, TimelineSpan
+from ..records.timeline import KINDS, GridSummary, Timeline, TimelineComparison, TimelineSpan
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
 KIND_STYLE: dict[str, tuple[str, str, str]] = {
@@ -24,7 +24,9 @@ KIND_STYLE: dict[str, tuple[str, str, str]] = {
     "mma_wait": ("--jp-success-color3", "#a5d6a7", "MMA wait"),
     "epilogue": ("--jp-accent-color1", "#8e24aa", "epilogue"),
     "store": ("--jp-accent-color2", "#ce93d8", "store"),
+    "region": ("--jp-info-color1", "#00838f", "named region"),
     "kernel": ("--jp-layout-color3", "#9e9e9e", "kernel (setup, or no phase recognised)"),
+    "other": ("--jp-layout-color4", "#cfcfcf", "other (between marked phases)"),
 }
 
 CSS = "".join(
@@ -73,8 +75,10 @@ def timeline_svg(tl: Timeline, links: Links | None = None) -> str:
     ``links`` gives a phase's link target on the page (an anchor), or None."""
     lanes = tl.lanes()
     if not tl.spans:
-        return '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="20"><text class="tlt-text" x="4" y="14">' \
-               "no phases were recorded</text></svg>"
+        what = ("every block recorded sums per phase, not spans: the table and per-SM chart below"
+                if tl.grid_summary is not None else "no phases were recorded")
+        return '<svg xmlns="http://www.w3.org/2000/svg" width="600" height="20"><text class="tlt-text" x="4" y="14">' \
+               f"{esc(what)}</text></svg>"
     t0 = min(s.start_ns for s in tl.spans)
     t1 = max(s.end_ns for s in tl.spans)
     scale = CHART_W / max(t1 - t0, 1.0)
@@ -203,13 +207,94 @@ def phases_html(tl: Timeline, limit: int = 12) -> str:
             f"<th>your line</th><th>device line</th></tr>{rows}</table>")
 
 
+def grid_summary_html(g: GridSummary) -> str:
+    """Every block's phases: per role and phase, count, mean, p50, p95 and share; the first wave
+    against the rest; and the per-SM chart (blocks run, busy time, idle tail)."""
+    rows = "".join(
+        f"<tr><td>{esc(p.role)}</td><td>{esc(p.label or p.kind)}</td><td>{p.count}</td>"
+        f"<td>{p.per_warp_min}" + (f"..{p.per_warp_max}" if p.per_warp_max != p.per_warp_min else "") + "</td>"
+        f"<td>{esc(_ns(p.mean_ns))}</td><td>{esc(_ns(p.p50_ns))}</td><td>{esc(_ns(p.p95_ns))}</td>"
+        f"<td>{p.share:.1%}</td><td>{'L' + str(p.cell_line) if p.cell_line is not None else '-'}</td></tr>"
+        for p in g.phases)
+    table = ('<table class="tl-table tlt-grid-phases"><tr><th>role</th><th>phase</th><th>count</th>'
+             "<th>per warp</th><th>mean</th><th>p50</th><th>p95</th><th>share</th><th>your line</th></tr>"
+             f"{rows}</table>")
+    wave = (f"first wave: {g.first_wave_blocks} blocks, mean {_ns(g.first_wave_mean_ns)} each; the rest: "
+            f"{g.rest_blocks} blocks" + (f", mean {_ns(g.rest_mean_ns)}" if g.rest_mean_ns is not None else ""))
+    head = (f'<div class="tl-muted">every block: {g.blocks} blocks x {g.recording_warps} recording warp(s), '
+            f"{g.words * 8 / 1e6:.1f} MB of records; p50/p95 over the warps' mean phase times</div>")
+    return head + table + f"<ul><li>{esc(wave)}</li></ul>" + sm_svg(g)
+
+
+def sm_svg(g: GridSummary) -> str:
+    """One bar per SM: the time it held a block (busy) and its idle tail, with its block count."""
+    if not g.sms:
+        return ""
+    top = max(s.busy_ns + s.idle_tail_ns for s in g.sms) or 1.0
+    bar_w = max(2.0, min(8.0, CHART_W / len(g.sms)))
+    height = 80.0
+    out = []
+    for n, s in enumerate(g.sms):
+        x = LABEL_W + n * bar_w
+        busy_h = height * s.busy_ns / top
+        tail_h = height * s.idle_tail_ns / top
+        title = esc(f"SM {s.sm}: {s.blocks} blocks, busy {_ns(s.busy_ns)}, idle tail {_ns(s.idle_tail_ns)}")
+        out.append(f'<g data-sm="{s.sm}"><title>{title}</title>'
+                   f'<rect class="tlt-k-mma" x="{x:.2f}" y="{14 + height - busy_h:.2f}" width="{bar_w - 0.5:.2f}" '
+                   f'height="{busy_h:.2f}"/>'
+                   f'<rect class="tlt-k-barrier_wait" x="{x:.2f}" y="{14 + height - busy_h - tail_h:.2f}" '
+                   f'width="{bar_w - 0.5:.2f}" height="{tail_h:.2f}"/></g>')
+    label = f"per SM: busy (green) and idle tail (amber), {len(g.sms)} SMs"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tlt-sms" width="{LABEL_W + CHART_W + 4}" '
+            f'height="{height + 18:.0f}" role="img" aria-label="{esc(label)}"><style>{CSS}</style>'
+            f'<text class="tlt-text" x="2" y="11">{esc(label)}</text>{"".join(out)}</svg>')
+
+
+def comparison_html(c: TimelineComparison) -> str:
+    """Two timelines side by side: per role busy and waiting time, per phase the change."""
+    def ns(v: float | None) -> str:
+        return "-" if v is None else _ns(v)
+
+    def change(v: float | None) -> str:
+        return "-" if v is None else ("+" if v > 0 else "") + _ns(v)
+
+    roles = "".join(f"<tr><td>{esc(r.role)}</td><td>{ns(r.a_busy_ns)}</td><td>{ns(r.b_busy_ns)}</td>"
+                    f"<td>{ns(r.a_wait_ns)}</td><td>{ns(r.b_wait_ns)}</td>"
+                    f"<td>{change(r.b_wait_ns - r.a_wait_ns)}</td></tr>" for r in c.roles)
+    phases = "".join(f"<tr><td>{esc(p.role)}</td><td>{esc(p.label or p.kind)}</td><td>{ns(p.a_ns)}</td>"
+                     f"<td>{ns(p.b_ns)}</td><td>{change(p.change_ns)}</td><td>{p.a_count}</td><td>{p.b_count}</td>"
+                     "</tr>" for p in c.phases)
+    a, b = esc(c.a), esc(c.b)
+    return (f'<div class="tilelab-report tlt"><div class="tl-head">timelines compared: {a} (a) and {b} (b)</div>'
+            f'<div class="tl-muted">per traced warp</div>'
+            f'<table class="tl-table"><tr><th>role</th><th>busy a</th><th>busy b</th><th>waiting a</th>'
+            f"<th>waiting b</th><th>waiting b - a</th></tr>{roles}</table>"
+            f'<table class="tl-table"><tr><th>role</th><th>phase</th><th>a</th><th>b</th><th>b - a</th>'
+            f"<th>count a</th><th>count b</th></tr>{phases}</table></div>")
+
+
+def comparison_text(c: TimelineComparison) -> str:
+    def ns(v: float | None) -> str:
+        return "-" if v is None else _ns(v)
+
+    lines = [f"Timelines compared: a = {c.a}, b = {c.b} (per traced warp)"]
+    for r in c.roles:
+        lines.append(f"  {r.role}: busy {ns(r.a_busy_ns)} -> {ns(r.b_busy_ns)}, waiting {ns(r.a_wait_ns)} -> "
+                     f"{ns(r.b_wait_ns)}")
+    for p in c.phases:
+        lines.append(f"  {p.role:9} {(p.label or p.kind)[:60]:60} {ns(p.a_ns):>10} -> {ns(p.b_ns):>10}")
+    return "\n".join(lines)
+
+
 def timeline_html(tl: Timeline, links: Links | None = None) -> str:
     """Chart, legend and summary, as a standalone fragment (the record's notebook display);
     ``links`` as :func:`timeline_svg` takes them (the inspector's tab links phases to its lines)."""
     head = (f'<div class="tl-head">{esc(tl.kernel)} <span class="tl-muted">timeline on {esc(tl.device)}, '
             f'{esc(tl.backend)}, grid {esc(tl.grid)}</span></div>')
     return (f'<div class="tilelab-report tlt">{head}<div style="overflow-x:auto">{timeline_svg(tl, links)}</div>'
-            f'{legend_html(tl)}{summary_html(tl)}<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
+            f'{legend_html(tl)}{summary_html(tl)}'
+            + (grid_summary_html(tl.grid_summary) if tl.grid_summary is not None else "")
+            + f'<div style="overflow-x:auto">{grid_svg(tl)}</div></div>')
 
 
 def timeline_text(tl: Timeline) -> str:
@@ -226,10 +311,24 @@ def timeline_text(tl: Timeline) -> str:
     if tl.overhead is not None:
         lines.append(f"  instrumentation overhead: {tl.overhead:+.1%}")
     lines.append(f"  dropped marks: {tl.dropped}")
+    g = tl.grid_summary
+    if g is not None:
+        lines.append(f"  every block ({g.blocks} blocks x {g.recording_warps} recording warps):")
+        for p in g.phases:
+            lines.append(f"    {p.role:9} {(p.label or p.kind)[:50]:50} count {p.count:>8}  mean {_ns(p.mean_ns):>9}  "
+                         f"p50 {_ns(p.p50_ns):>9}  p95 {_ns(p.p95_ns):>9}  share {p.share:6.1%}")
+        lines.append(f"  first wave: {g.first_wave_blocks} blocks, mean {_ns(g.first_wave_mean_ns)}; the rest: "
+                     f"{g.rest_blocks} blocks"
+                     + (f", mean {_ns(g.rest_mean_ns)}" if g.rest_mean_ns is not None else ""))
+        idle = sorted(g.sms, key=lambda s: -s.idle_tail_ns)[:3]
+        lines.append("  longest idle tails: " + ", ".join(f"SM {s.sm} {_ns(s.idle_tail_ns)} ({s.blocks} blocks)"
+                                                        for s in idle))
     return "\n".join(lines)
 
 
-__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "summary_html",
+__all__ = ["KIND_STYLE", "comparison_html", "comparison_text", "grid_summary_html", "grid_svg", "legend_html",
+           "phases_html", "sm_svg", "span_title", "summary_html",
            "timeline_html", "timeline_svg", "timeline_text"]
 
 register(Timeline, {"text/html": timeline_html})
+register(TimelineComparison, {"text/plain": comparison_text, "text/html": comparison_html})

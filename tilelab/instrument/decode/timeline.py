@@ -11,11 +11,21 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ...records.timeline import WAIT_KINDS, BlockTime, Flow, RoleShare, TimelineSpan, TimelineSummary
-from ..rewrite.timeline import BLOCK_WORDS, CLOCK_BITS, END, HEADER_WORDS, KERNEL_END, KERNEL_START, Site
+from ...records.timeline import (
+    WAIT_KINDS,
+    BlockTime,
+    Flow,
+    GridPhase,
+    GridSummary,
+    RoleShare,
+    SmLoad,
+    TimelineSpan,
+    TimelineSummary,
+)
+from ..rewrite.timeline import BLOCK_WORDS, CLOCK_BITS, END, FIRST_SITE, HEADER_WORDS, KERNEL_END, KERNEL_START, Site
 
 _MASK = (1 << CLOCK_BITS) - 1
-BUSY_KINDS = ("tma_issue", "copy_issue", "mma", "epilogue", "store", "kernel")
+BUSY_KINDS = ("tma_issue", "copy_issue", "mma", "epilogue", "store", "region", "kernel")
 BUBBLE_THRESHOLD_NS = 64.0  # a full-barrier wait shorter than two globaltimer steps is not a bubble
 
 
@@ -266,4 +276,84 @@ def phase_totals(spans: Sequence[TimelineSpan]) -> list[dict]:
     return out
 
 
-__all__ = ["block_coords", "block_index", "decode", "link_flows", "phase_totals", "summarize"]
+# ------------------------------------------------------------------------------------------
+# Every block: the grid mode's per-phase sums
+# ------------------------------------------------------------------------------------------
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by linear interpolation (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+_OTHER_SITE = Site(END, "other", "other (between marked phases: address math, unmarked code)", "all", None, None,
+                   None, False)
+
+
+def decode_grid(words: Sequence[int], *, sites: Sequence[Site], grid: tuple[int, int, int], recording_warps: int,
+                clock_ghz: float, blocks: Sequence[BlockTime] | None = None) -> GridSummary:
+    """The :class:`GridSummary` of a grid-mode record buffer (layout in
+    :mod:`tilelab.instrument.rewrite.timeline`: after the block table, per block and recording warp a tag
+    (warp + 1; 0 where it did not record), its lifetime in clock64 ticks, then per slot the
+    ticks spent and the count). ``blocks``: the block table decoded (:func:`decode_blocks`)."""
+    if clock_ghz <= 0:
+        raise ValueError("clock_ghz must be positive")
+    by_id: dict[int, Site] = {s.id: s for s in sites}
+    by_id[END] = _OTHER_SITE
+    by_id[KERNEL_START] = _KERNEL_SITE
+    nblocks = grid[0] * grid[1] * grid[2]
+    slots = FIRST_SITE + len(sites)
+    per = 2 + 2 * slots
+    seg0 = nblocks * BLOCK_WORDS
+    need = seg0 + nblocks * recording_warps * per
+    if len(words) < need:
+        raise ValueError(f"the record buffer has {len(words)} words; the grid mode's layout needs {need}")
+    # per (role, site): counts and ticks of every recording warp that ran it
+    runs: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    life: dict[str, float] = defaultdict(float)
+    for b in range(nblocks):
+        for w in range(recording_warps):
+            base = seg0 + (b * recording_warps + w) * per
+            if not int(words[base]):
+                continue
+            pairs = [(int(words[base + 2 + 2 * i]), int(words[base + 3 + 2 * i])) for i in range(slots)]
+            role = next((by_id[i].role for i, (_, n) in enumerate(pairs)
+                         if n and i in by_id and by_id[i].role not in ("all",)), "all")
+            life[role] += int(words[base + 1]) / clock_ghz
+            for i, (ticks, n) in enumerate(pairs):
+                if n and i in by_id and i != KERNEL_END:
+                    runs[(role, i)].append((n, ticks))
+    phases = []
+    for (role, i), got in runs.items():
+        site = by_id[i]
+        count = sum(n for n, _ in got)
+        total = sum(t for _, t in got) / clock_ghz
+        means = [t / clock_ghz / n for n, t in got]
+        phases.append(GridPhase(role, i, site.kind, site.label, site.cell_line, count, len(got), min(n for n, _ in got),
+                                max(n for n, _ in got), total, total / count, _percentile(means, 0.5),
+                                _percentile(means, 0.95), total / life[role] if life[role] else 0.0))
+    order = {"producer": 0, "consumer": 1, "all": 2}
+    phases.sort(key=lambda g: (order.get(g.role, 3), -g.total_ns))
+    blocks = list(blocks or [])
+    end = max((b.end_ns for b in blocks), default=0.0)
+    per_sm: dict[int, list[BlockTime]] = defaultdict(list)
+    for blk in blocks:
+        per_sm[blk.sm].append(blk)
+    sms = tuple(SmLoad(sm, len(bs), sum(b.end_ns - b.start_ns for b in bs), end - max(b.end_ns for b in bs))
+                for sm, bs in sorted(per_sm.items()))
+    first = {min(bs, key=lambda b: b.start_ns).index for bs in per_sm.values()}
+    first_d = [b.end_ns - b.start_ns for b in blocks if b.index in first]
+    rest_d = [b.end_ns - b.start_ns for b in blocks if b.index not in first]
+    return GridSummary(tuple(phases), sms, nblocks, recording_warps, len(first_d),
+                       statistics.fmean(first_d) if first_d else 0.0, len(rest_d),
+                       statistics.fmean(rest_d) if rest_d else None, len(words))
+
+
+__all__ = ["block_coords", "block_index", "decode", "decode_grid", "link_flows", "phase_totals",
+           "summarize"]

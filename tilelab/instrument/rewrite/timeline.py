@@ -53,6 +53,7 @@ _FOR = re.compile(r"^\s*for \((?:int|int64_t|long long) (\w+) = (-?\d+); \1 < (-
 _FOR_ANY = re.compile(r"^\s*for \(")
 _IF = re.compile(r"^\s*if \((.*)\) \{$")
 _WAIT = re.compile(r"mbarrier\[(.+)\]\.wait\(")
+_REGION = re.compile(r"^\s*TLT_REGION\((\d+), ([01])\);\s*$")
 _ARRIVE = re.compile(r"mbarrier\[(.+)\]\.arrive\(\);")
 _TMA_LOAD = re.compile(r"tl::tma_load(?:_im2col)?\((\w+)_desc, mbarrier\[(.+?)\],")
 _TMA_STORE = re.compile(r"tl::tma_store\w*\((\w+)_desc")
@@ -78,7 +79,7 @@ class Site(Record):
     """What a mark's site id means: the phase it opens."""
 
     id: int
-    kind: str  # barrier_wait, tma_issue, copy_issue, mma, mma_wait, epilogue, store, kernel
+    kind: str  # barrier_wait, tma_issue, copy_issue, mma, mma_wait, epilogue, store, region, kernel
     label: str
     role: str  # producer, consumer, all
     device_line: int | None  # 1-based, in the kernel's plain device source (no #line, no bind)
@@ -103,13 +104,34 @@ class Instrumented:
     traced_blocks: tuple[int, ...]
     warp_step: int  # 1: every warp records, 4: the first warp of each warp group
     notes: tuple[str, ...] = ()
+    mode: str = "spans"  # "spans": every mark of the traced blocks; "grid": per-phase sums in every block
+    marks: str = "all"  # "all", or "compact": a WGMMA's issue and its wait are one phase
 
     @property
     def warps(self) -> int:
         return max(1, (self.threads or 32) // 32)
 
+    @property
+    def recording_warps(self) -> int:
+        """Warps per block that record (every warp, or the first of each warp group)."""
+        return -(-self.warps // self.warp_step)
+
+    @property
+    def slots(self) -> int:
+        """Accumulator slots per recording warp in grid mode: "other" (0), the kernel start (1),
+        the end (2, unused) and one per site."""
+        return FIRST_SITE + len(self.sites)
+
+    @property
+    def grid_words(self) -> int:
+        """Words per recording warp of each block in grid mode: its tag, its lifetime in clock64
+        ticks, then per slot the ticks spent and the phase's count."""
+        return 2 + 2 * self.slots
+
     def words(self) -> int:
         """The record buffer's size in 64-bit words."""
+        if self.mode == "grid":
+            return self.blocks * BLOCK_WORDS + self.blocks * self.recording_warps * self.grid_words
         return self.blocks * BLOCK_WORDS + len(self.traced_blocks) * self.warps * (HEADER_WORDS + self.capacity)
 
 
@@ -253,8 +275,10 @@ class _Namer:
 
 class _Builder(PhaseWalk[Node]):
     def __init__(self, lines: list[str], plain_line: dict[int, int], ops: Sequence[dict[str, Any]],
-                 cell_file: str | None) -> None:
+                 cell_file: str | None, regions: Sequence[dict[str, Any]] = (), compact: bool = False) -> None:
         self.lines = lines
+        self.regions = {int(r["id"]): r for r in regions}
+        self.compact = compact
         self.plain_line = plain_line
         self.namer = _Namer(ops)
         self.cell_file = cell_file
@@ -295,6 +319,13 @@ class _Builder(PhaseWalk[Node]):
                  ) -> tuple[str, str, int | None, dict[str, Any]] | None:
         lines, text = self.lines, _text(self.lines, node)
         head = lines[node.head].strip()
+        region = _REGION.match(head) if not node.is_block else None
+        if region:
+            info = self.regions.get(int(region.group(1)), {})
+            if region.group(2) == "0":
+                return "close", "", None, {}
+            name = info.get("name") or f"region {region.group(1)}"
+            return "region", name, info.get("line"), {"open": True}
         wait = _WAIT.search(head) if not node.is_block else None
         if wait:
             b = _norm(wait.group(1))
@@ -309,6 +340,8 @@ class _Builder(PhaseWalk[Node]):
         if head == "tl::warpgroup_arrive();":
             return "mma", "", None, {"open": True}
         m = re.match(r"tl::warpgroup_wait<(\d+)>\(\);", head)
+        if m and self.compact:
+            return "close", "", None, {}  # the MMA phase runs through its wait
         if m:
             return "mma_wait", f"wait for WGMMA (<= {m.group(1)} groups in flight)", None, {}
         if re.match(r"tl::cp_async_wait<(\d+)>\(\);", head):
@@ -393,7 +426,8 @@ class _Builder(PhaseWalk[Node]):
 def _primary(text: str) -> bool:
     """Whether a block holds statements that get marks of their own (then it is walked into)."""
     return bool(_WAIT.search(text) or "warpgroup_arrive" in text or "cp_async_wait" in text
-                or "__syncthreads" in text or (_ELECT.search(text) and ("tma_load" in text or "tma_store" in text)))
+                or "__syncthreads" in text or "TLT_REGION(" in text
+                or (_ELECT.search(text) and ("tma_load" in text or "tma_store" in text)))
 
 
 def _warp_uniform(condition: str) -> bool:
@@ -419,11 +453,29 @@ __device__ __forceinline__ unsigned int tlt_smid() {
   unsigned int s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); return s; }
 __device__ __forceinline__ unsigned long long tlt_clock() {
   unsigned long long c; asm volatile("mov.u64 %0, %%clock64;" : "=l"(c) :: "memory"); return c; }
-#define TLT_MARK(site) do { if (tlt_seg != nullptr) { \
-    if (tlt_n < TLT_CAP) tlt_seg[tlt_n] = ((unsigned long long)(site) << 48) | (tlt_clock() & 0xFFFFFFFFFFFFull); \
-    ++tlt_n; } } while (0)
+#define TLT_REGION(id, begin)
 // ---- end of tilelab timeline helpers ----
 """
+
+# One record per mark. ``tlt_rec`` is the same for every lane of a warp (no divergent branch): all
+# lanes of a recording warp read the clock and store the same word to the same address (one
+# memory transaction). A mark past the capacity goes to the header word the warp's end overwrites.
+SPANS_MARK = ("#define TLT_MARK(site) do { if (tlt_rec) { "
+              "tlt_seg[{slot}] = ((unsigned long long)(site) << 48) | (tlt_clock() & 0xFFFFFFFFFFFFull); "
+              "++tlt_n; } } while (0)")
+
+
+def grid_mark(banks: int) -> str:
+    """Grid mode's mark: per recording warp, the clock64 ticks and count of each phase (slot 0:
+    between phases), held in registers spread over the warp's lanes (lane i holds slot i, then
+    i + 32, ...: ``banks`` register pairs per lane), so a mark is a clock read and a few selects,
+    with no memory access and no branch."""
+    adds = " ".join(f"tlt_acc{j} += (tlt_lane + {32 * j}u == tlt_open) ? tlt_d : 0ull; "
+                    f"tlt_cnt{j} += (tlt_lane + {32 * j}u == tlt_open) ? 1u : 0u;" for j in range(banks))
+    return ("#define TLT_MARK(site) do { if (tlt_rec) { const unsigned long long tlt_t = tlt_clock(); "
+            f"const unsigned long long tlt_d = tlt_t - tlt_t0; {adds} tlt_open = (site); tlt_t0 = tlt_t; }} }} "
+            "while (0)")
+
 
 
 @dataclass(frozen=True)
@@ -479,21 +531,30 @@ def kernel_frame(source: str) -> KernelFrame:
 
 def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: str | None = None,
                blocks: int = 1, traced_blocks: Sequence[int] = (0,), granularity: str = "warpgroup",
-               capacity: int | None = None) -> Instrumented:
+               capacity: int | None = None, regions: Sequence[dict[str, Any]] = (), mode: str = "spans",
+               marks: str = "all") -> Instrumented:
     """The instrumented source and its site table.
 
     ``ops``: the kernel's tile ops as the adapter reads them from the prim_func (``op``,
     ``buffers``, ``line``, ``loop_line``); ``cell_file``: the file name ``#line`` directives give
     for the user's code. ``blocks``: the grid's block count (the block table's size);
-    ``traced_blocks``: linear block indices whose warps record phases.
+    ``traced_blocks``: linear block indices whose warps record phases. ``regions``: the kernel's
+    named regions (``name``, ``id``, ``line``, as the adapter reads them). ``mode``: "spans" (each
+    traced warp's every mark) or "grid" (in every block, each recording warp's time and count per
+    phase, summed on the device: bounded memory, no order). ``marks``: "all", or "compact" (a
+    WGMMA's issue and its wait are one MMA phase: one mark fewer per GEMM).
     """
     if granularity not in ("warpgroup", "warp"):
         raise ValueError(f"granularity must be 'warpgroup' or 'warp', not {granularity!r}")
+    if mode not in ("spans", "grid"):
+        raise ValueError(f"mode must be 'spans' or 'grid', not {mode!r}")
+    if marks not in ("all", "compact"):
+        raise ValueError(f"marks must be 'all' or 'compact', not {marks!r}")
     frame = kernel_frame(source)
     lines, bind_at, buf_name, kdef, kend = frame.lines, frame.bind_at, frame.buf_name, frame.kdef, frame.kend
     kernel, threads, plain_line = frame.kernel, frame.threads, frame.plain_line
 
-    builder = _Builder(lines, plain_line, ops, cell_file)
+    builder = _Builder(lines, plain_line, ops, cell_file, regions, compact=marks == "compact")
     body = "\n".join(lines[kdef + 1:kend])
     builder.scan_barriers(body)
     nodes = _parse(lines, kdef + 1, kend)
@@ -505,7 +566,7 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
     traced = tuple(int(b) for b in traced_blocks)
     warp_filter = " && (tlt_warp & 3u) == 0u" if warp_step == 4 else ""
 
-    start = [
+    block_start = [
         "  // ---- tilelab timeline: kernel start ----",
         f"  unsigned long long* const tlt_base = (unsigned long long*)({buf_name});",
         "  const unsigned tlt_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);",
@@ -518,28 +579,66 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
         f"    tlt_base[tlt_block * {BLOCK_WORDS}u + 2u] = tlt_smid();",
         f"    tlt_base[tlt_block * {BLOCK_WORDS}u + 3u] = tlt_c0;",
         "  }",
-        f"  const int tlt_slot = {_slot_expression(traced)};",
-        f"  unsigned long long* tlt_seg = (tlt_slot >= 0 && (tlt_thread & 31u) == 0u && tlt_warp < {warps}u"
-        f"{warp_filter}) ? tlt_base + {seg0}ull + ((unsigned long long)tlt_slot * {warps}u + tlt_warp) * "
-        f"{HEADER_WORDS + capacity}ull + {HEADER_WORDS}ull : nullptr;",
-        "  unsigned tlt_n = 0u;",
-        f"  TLT_MARK({KERNEL_START});",
-        "  // ---- end of tilelab timeline start ----",
     ]
-    finish = [
-        "  // ---- tilelab timeline: kernel end ----",
-        f"  TLT_MARK({KERNEL_END});",
-        "  if (tlt_seg != nullptr) { tlt_seg[-4] = tlt_n; tlt_seg[-3] = tlt_warp + 1u; "
-        "tlt_seg[-1] = tlt_clock(); tlt_seg[-2] = tlt_globaltimer(); }",
-        f"  if ((tlt_thread & 31u) == 0u && tlt_block < {blocks}u) "
-        f"atomicMax(&tlt_base[tlt_block * {BLOCK_WORDS}u + 1u], tlt_globaltimer());",
-        "  // ---- end of tilelab timeline end ----",
-    ]
+    block_end = f"  if ((tlt_thread & 31u) == 0u && tlt_block < {blocks}u) " \
+        f"atomicMax(&tlt_base[tlt_block * {BLOCK_WORDS}u + 1u], tlt_globaltimer());"
+    warp_ok = f"tlt_warp < {warps}u" + warp_filter
+    if mode == "grid":
+        slots = FIRST_SITE + len(builder.sites)
+        rec_warps = -(-warps // warp_step)
+        grid_words = 2 + 2 * slots
+        banks = -(-slots // 32)
+        mark_macro = grid_mark(banks)
+        start = block_start + [
+            f"  const bool tlt_rec = tlt_block < {blocks}u && {warp_ok};",
+            "  const unsigned tlt_lane = tlt_thread & 31u;",
+            *(f"  unsigned long long tlt_acc{j} = 0ull; unsigned tlt_cnt{j} = 0u;" for j in range(banks)),
+            "  unsigned tlt_open = 0u;",
+            "  const unsigned long long tlt_born = tlt_clock();",
+            "  unsigned long long tlt_t0 = tlt_born;",
+            f"  TLT_MARK({KERNEL_START});",
+            "  // ---- end of tilelab timeline start ----",
+        ]
+        finish = [
+            "  // ---- tilelab timeline: kernel end ----",
+            f"  TLT_MARK({KERNEL_END});",
+            "  if (tlt_rec) {",
+            f"    unsigned long long* const tlt_out = tlt_base + {seg0}ull + ((unsigned long long)tlt_block * "
+            f"{rec_warps}u + tlt_warp / {warp_step}u) * {grid_words}ull;",
+            "    if (tlt_lane == 0u) { tlt_out[0] = tlt_warp + 1u; tlt_out[1] = tlt_t0 - tlt_born; }",
+            *(f"    if (tlt_lane + {32 * j}u < {slots}u) {{ tlt_out[2u + 2u * (tlt_lane + {32 * j}u)] = tlt_acc{j}; "
+              f"tlt_out[3u + 2u * (tlt_lane + {32 * j}u)] = tlt_cnt{j}; }}" for j in range(banks)),
+            "  }",
+            block_end,
+            "  // ---- end of tilelab timeline end ----",
+        ]
+    else:
+        fits = exact and capacity >= capacity_needed(builder.sites)  # no mark can pass the capacity
+        slot = "tlt_n" if fits else "(tlt_n < TLT_CAP ? (int)tlt_n : -1)"
+        mark_macro = SPANS_MARK.replace("{slot}", slot)
+        start = block_start + [
+            f"  const int tlt_slot = {_slot_expression(traced)};",
+            f"  const bool tlt_rec = tlt_slot >= 0 && {warp_ok};",
+            f"  unsigned long long* const tlt_seg = tlt_base + {seg0}ull + ((unsigned long long)(tlt_slot < 0 ? 0 : "
+            f"tlt_slot) * {warps}u + tlt_warp) * {HEADER_WORDS + capacity}ull + {HEADER_WORDS}ull;",
+            "  unsigned tlt_n = 0u;",
+            f"  TLT_MARK({KERNEL_START});",
+            "  // ---- end of tilelab timeline start ----",
+        ]
+        finish = [
+            "  // ---- tilelab timeline: kernel end ----",
+            f"  TLT_MARK({KERNEL_END});",
+            "  if (tlt_rec && (tlt_thread & 31u) == 0u) { tlt_seg[-4] = tlt_n; tlt_seg[-3] = tlt_warp + 1u; "
+            "tlt_seg[-1] = tlt_clock(); tlt_seg[-2] = tlt_globaltimer(); }",
+            block_end,
+            "  // ---- end of tilelab timeline end ----",
+        ]
     out: list[str] = []
     for i, text in enumerate(lines):
         if i == kdef:
             out.append(f"#define TLT_CAP {capacity}u")
             out.extend(PREAMBLE.strip("\n").split("\n"))
+            out.append(mark_macro)
             out.append(text)
             out.extend(start)
             continue
@@ -553,6 +652,7 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
             out.append(text)
             out.append("#undef TLT_CAP")
             out.append("#undef TLT_MARK")
+            out.append("#undef TLT_REGION")
             continue
         indent = re.match(r"\s*", text).group(0)  # type: ignore[union-attr]
         for mark in builder.before.get(i, []):
@@ -560,8 +660,8 @@ def instrument(source: str, *, ops: Sequence[dict[str, Any]] = (), cell_file: st
         out.append(text)
         for mark in builder.after.get(i, []):
             out.append(indent + mark)
-    return Instrumented("\n".join(out), tuple(builder.sites), kernel, threads, capacity, exact, blocks, traced,
-                        warp_step, tuple(notes))
+    return Instrumented("\n".join(out), tuple(builder.sites), kernel, threads, capacity, exact, blocks,
+                        traced if mode == "spans" else (), warp_step, tuple(notes), mode, marks)
 
 
 def capacity_needed(sites: Sequence[Site]) -> int:

@@ -5,6 +5,8 @@ The CUDA rewriter (``_timeline_rewrite``) reads the device source as C++ text, t
 (``_timeline_rewrite_cutedsl``) reads TileLang's CuTe DSL Python through :mod:`ast`; both place
 the same marks by the same rules, which live here once, over the statements each side gives:
 
+* a statement classified "close" ends the open phase after it (a named region's end, a WGMMA
+  wait when the MMA's issue and wait are one phase);
 * a statement the side classifies as a phase (a barrier wait, a TMA issue, a WGMMA arrive, an
   MMA loop, a cp.async issue, ...) gets a mark before it, which also closes the phase before;
   a phase that is not *open* (its end is not another phase's mark, as a WGMMA arrive's is its
@@ -114,6 +116,13 @@ class PhaseWalk(Generic[N]):
         pending_end: N | None = None  # a phase whose END waits: the next sibling may be a phase itself
         for index, node in enumerate(nodes):
             found = self.classify(node, role, loops, loop_line)
+            if found is not None and found[0] == "close":
+                # the end of an open phase (a named region's end; a WGMMA wait with compact marks)
+                if pending_end is not None:
+                    self.end_after(pending_end)
+                pending_end = node
+                last_phase = node
+                continue
             if found is not None and found[0] == "copy_issue" and pending_end is not None \
                     and self.sites[-1].kind == "copy_issue" and self.sites[-1].role == role:
                 # consecutive cp.async issue loops (and their commits) are one phase

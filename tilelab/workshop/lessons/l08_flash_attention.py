@@ -21,8 +21,11 @@ def flash_forward(seq: int, dim: int, block_M: int = 64, block_N: int = 64, num_
                   threads: int = 128) -> Any:
     """The lesson's tiled attention forward pass (fp16 in, fp32 accumulation, one head):
     a block of queries stays in shared memory; keys and values stream through in a pipelined loop;
-    an online softmax rescales the running output as each new row maximum appears."""
+    an online softmax (the named region "softmax") rescales the running output as each new row
+    maximum appears."""
     import tilelang.language as T
+
+    import tilelab
 
     scale = 1.44269504 / math.sqrt(dim)  # log2(e) / sqrt(dim): exp2 of scaled scores is exp of the scores
 
@@ -48,18 +51,19 @@ def flash_forward(seq: int, dim: int, block_M: int = 64, block_N: int = 64, num_
                 T.copy(K[kb * block_N, 0], K_s)
                 T.clear(S)
                 T.gemm(Q_s, K_s, S, transpose_B=True)  # S = Q K^T for this block of keys
-                T.copy(row_max, old_max)
-                T.reduce_max(S, row_max, dim=1, clear=False)
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
-                for i in T.Parallel(block_M):
-                    row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)
-                T.reduce_sum(S, tile_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    row_sum[i] = row_sum[i] + tile_sum[i]
-                T.copy(S, P)
+                with tilelab.region("softmax"):  # a named span in tilelab.timeline; no code otherwise
+                    T.copy(row_max, old_max)
+                    T.reduce_max(S, row_max, dim=1, clear=False)
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
+                    for i in T.Parallel(block_M):
+                        row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                    T.reduce_sum(S, tile_sum, dim=1)
+                    for i in T.Parallel(block_M):
+                        row_sum[i] = row_sum[i] + tile_sum[i]
+                    T.copy(S, P)
                 T.copy(V[kb * block_N, 0], V_s)
                 T.gemm(P, V_s, acc)  # O += P V
             for i, j in T.Parallel(block_M, dim):

@@ -1,0 +1,161 @@
+"""The doctor on generated failures: clusters, the held-out share explained, the hand-check sample,
+and reproducer sizes and times (``benchmarks/doctor.py --generate``)."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import doctor_mutants as dm
+
+HALVES = ("build", "held-out")
+
+
+def half(seed: str) -> str:
+    """Which half a source kernel belongs to: fixed by its name, never by its failures."""
+    return HALVES[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % 2]
+
+
+def explained(row: dict[str, Any]) -> bool:
+    """Pass named, the line placed in the kernel's own source, and a cause."""
+    line = row.get("line")
+    in_kernel = bool(line) and "<mutant" in str(line[0])
+    return bool(row.get("pass")) and in_kernel and bool(row.get("cause"))
+
+
+def cluster(row: dict[str, Any]) -> str:
+    from tilelab.engine.reproducer import sentence_key
+
+    what = row.get("cause") or ("? " + sentence_key(row.get("reason", "")))
+    return f"{row.get('pass') or '?'} / {what}"
+
+
+def _relower(rows: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
+    """The failures lowered again with today's doctor (a failure takes a tenth of a second)."""
+    failed = [dm.mutant_of(r) for r in rows if r.get("status") == "failed"]
+    again = {(r["seed"], r["mutation"], r["target"]): r for r in dm.run(failed, jobs=jobs)}
+    return [again.get((r["seed"], r["mutation"], r["target"]), r) for r in rows]
+
+
+def main(args: Any) -> int:
+    store = Path(args.mutants) if args.mutants else None
+    started = time.perf_counter()
+    if store is not None and store.exists():
+        rows = json.loads(store.read_text())
+        rows = _relower(rows, args.jobs)
+    else:
+        files = dm.seed_files(args.seeds or list(dm.DEFAULT_SEED_FILES))
+        pairs = dm.seeds(files)
+        rows = dm.run(list(dm.mutants(pairs)), jobs=args.jobs)
+    if store is not None:
+        store.write_text(json.dumps(rows))
+    seconds = time.perf_counter() - started
+    failed = [r for r in rows if r.get("status") == "failed"]
+    seeds = sorted({r["seed"] for r in rows})
+    lowered = sum(r["status"] == "lowered" for r in rows)
+    print(f"mutants: {len(rows)} of {len(seeds)} source kernels ({seconds:.0f} s); lowered {lowered}, "
+          f"generated failures {len(failed)}, not a kernel {sum(r['status'] == 'invalid' for r in rows)}, "
+          f"crashed {sum(r['status'] == 'crashed' for r in rows)}")
+    for h in HALVES:
+        members = [s for s in seeds if half(s) == h]
+        print(f"  {h}: {len(members)} kernels: {', '.join(members)}")
+    print()
+    clusters: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in failed:
+        clusters[cluster(r)].append(r)
+    print(f"{'cluster (pass / cause)':78} {'all':>4} {'build':>5} {'held':>5} {'expl.':>5}")
+    for name, members in sorted(clusters.items(), key=lambda kv: -len(kv[1])):
+        held = [r for r in members if half(r["seed"]) == "held-out"]
+        print(f"{name[:78]:78} {len(members):4d} {len(members) - len(held):5d} {len(held):5d} "
+              f"{sum(explained(r) for r in members):5d}")
+    print(f"{len(clusters)} clusters")
+    print()
+    for h in HALVES:
+        part = [r for r in failed if half(r["seed"]) == h]
+        n = len(part)
+        if not n:
+            continue
+        share = sum(explained(r) for r in part) / n
+        print(f"{h:9}: {n} failures; pass {sum(bool(r.get('pass')) for r in part)}, line in the kernel "
+              f"{sum(bool(r.get('line')) and '<mutant' in str(r['line'][0]) for r in part)}, cause "
+              f"{sum(bool(r.get('cause')) for r in part)}; explained {share:.0%} (target >= 90% on held-out)")
+    held = [r for r in failed if half(r["seed"]) == "held-out"]
+    print()
+    rng = random.Random(38)
+    sample = rng.sample(held, min(args.sample, len(held)))
+    print(f"hand-check sample: {len(sample)} held-out failures (seeded), each: the mutant, the cause, the line")
+    for i, r in enumerate(sample, 1):
+        line = r.get("line") or ["", 0, ""]
+        print(f"{i:2d}. {r['seed']} [{r['mutation']}] {r['target']}: {r.get('pass')} / {r.get('cause') or '(none)'}")
+        print(f"    line {line[1]}: {str(line[2]).strip()[:100]}")
+        said = re.sub(r"\s+", " ", r.get("meaning") or r.get("reason", ""))
+        print(f"    {said[:260]}")
+    if args.reproducers:
+        print()
+        reproducer_table(held, args.reproducers)
+    return 0
+
+
+def reproducer_table(failed: list[dict[str, Any]], count: int) -> None:
+    """Shrink ``count`` failures (one per cluster first) and print lines before/after and times."""
+    from tilelab.records.errors import LoweringError
+
+    picked: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for r in sorted(failed, key=lambda r: (cluster(r), r["seed"], r["mutation"])):
+        if cluster(r) not in seen:
+            picked.append(r)
+            seen.add(cluster(r))
+    picked = picked[:count]
+    results = []
+    print(f"{'reproducer of':70} {'before':>6} {'after':>5} {'s':>5}  same")
+    for r in picked:
+        mutant = dm.mutant_of(r)
+        err = None
+        try:
+            from tilelab import _tilelang
+
+            with _tilelang.tilelang_errors(mutant.seed.rsplit(":", 1)[1], stage="elaboration"):
+                func, _, text = dm.build(mutant)
+            _tilelang.lower(_tilelang.resolve_kernel(func), mutant.target, out_idx=None, pass_configs={}, backends=())
+        except LoweringError as caught:
+            err = caught
+        except Exception:
+            err = None
+        if err is None:
+            continue
+        if err.recipe is None:  # failed while the factory ran: the factory's text is the script
+            from tilelab import _tilelang
+            from tilelab.targets import parse_target
+
+            text, _ = dm.mutant_source(mutant)
+            call = f"{mutant.seed.rsplit(':', 1)[1]}(**{dict(mutant.kwargs)!r})"
+            err.recipe = _tilelang.text_recipe(text + call + "\n", parse_target(mutant.target))
+        rep = err.reproducer(time_limit_s=60, progress=False)  # type: ignore[attr-defined]
+        before = rep.lines_before or dm_lines(r.get("source", ""))
+        results.append((before, rep.lines_after, rep.seconds))
+        print(f"{(r['seed'] + ' ' + r['mutation'])[:70]:70} {before:6d} {rep.lines_after:5d} {rep.seconds:5.1f}  "
+              f"{'yes' if rep.reproduces else 'no: ' + rep.note[:40]}")
+    if results:
+        b = [x[0] for x in results]
+        a = [x[1] for x in results]
+        t = [x[2] for x in results]
+        print(f"{len(results)} reproducers: lines before median {statistics.median(b):.0f} (range {min(b)}-{max(b)}), "
+              f"after median {statistics.median(a):.0f} (range {min(a)}-{max(a)}); seconds median "
+              f"{statistics.median(t):.1f} (range {min(t):.1f}-{max(t):.1f})")
+
+
+def dm_lines(text: str) -> int:
+    return len([line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")])
+
+
+if __name__ == "__main__":
+    sys.exit(0)
