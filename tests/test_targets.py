@@ -241,8 +241,11 @@ def test_hip_renders_mfma_and_says_cuda_sections_do_not_apply(hip_gemm):
     out = render_html(report)
     assert "mfma" in default_sections(report) and section_title(report, "cuda") == "HIP"
     assert "__builtin_amdgcn_mfma_f32_16x16x16f16" in out and "lane l: row l % 16" in out
-    assert "TMA (the Tensor Memory Accelerator) does not apply to gfx942" in out
-    assert "WGMMA (warpgroup matrix multiply) does not apply to gfx942" in out
+    # no empty TMA and WGMMA tabs: the Summary says they do not apply, the tabs asked for say why
+    assert "tma" not in default_sections(report) and "wgmma" not in default_sections(report)
+    assert "<td>TMA, WGMMA, L2 windows</td><td>do not apply: CUDA features</td>" in out
+    assert "TMA (the Tensor Memory Accelerator) does not apply to gfx942" in render_html(report, sections=["tma"])
+    assert "WGMMA (warpgroup matrix multiply) does not apply to gfx942" in render_html(report, sections=["wgmma"])
     # the launch line of the HIP launcher links to the kernel's launch configuration
     rid = report_id(report)
     assert re.search(rf'gemm_kernel.*?&lt;&lt;&lt;.*?href="#{rid}-kernel-0"', out)

@@ -131,9 +131,9 @@ def test_sanitizer_findings_link_into_the_cuda_tab_when_the_source_is_the_same()
     findings, summary = parse(raw)
     lines = sorted({f.line for f in findings})
     assert lines == [19]
-    rid = report_id(report)
     same = SanitizerReport("oob_store", "memcheck", tuple(findings), raw, summary, source=report.sources.device + "\n")
     inspector = Inspector(report, timing=[same])
+    rid = inspector.anchor
     timing = inspector.tab("Timing")
     assert re.findall(r'href="#([\w-]+-L\d+)">line', timing) == [f"{rid}-cuda-L19"] * len(findings)
     assert "device CUDA source</summary>" not in timing  # no second listing

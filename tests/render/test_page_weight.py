@@ -89,6 +89,7 @@ def test_folded_pictures_travel_compressed_and_are_the_drawings_themselves():
     import gzip
 
     from tilelab.render.svg import layout_svg, legible
+    from tilelab.render.tabs.layouts import PICTURE_WIDTH
 
     report = gemm()
     body = section_body(report, "layouts")
@@ -98,8 +99,9 @@ def test_folded_pictures_travel_compressed_and_are_the_drawings_themselves():
     inner = gzip.decompress(base64.b64decode(packed)).decode()
     svg = re.search(r"<svg .*</svg>", inner, re.S).group(0)
     # the bank picture tilelab.render.svg draws for this buffer, unchanged, with its own zoom toggle
-    # (with the page's legibility floor: scaled down to no less than 10 px text)
-    assert svg == legible(layout_svg(a, color_by="bank", max_cells=256, hover_crop=256, titles=False))
+    # (drawn to the page's picture width, with the legibility floor: scaled down to no less than 10 px text)
+    assert svg == legible(layout_svg(a, color_by="bank", max_cells=256, hover_crop=256, titles=False,
+                                     fit_width=PICTURE_WIDTH))
     assert re.search(r'<input type="checkbox" class="tl-zoom" id="[^"]+-bank"><label for="[^"]+-bank"', inner)
     # the core-matrix overlays of the WGMMA operands are folded the same way
     overlays = [gzip.decompress(base64.b64decode(z)).decode() for z in re.findall(

@@ -21,6 +21,7 @@ from reports import IMG, SCRIPT, gemm, hostile_report, parse, stripped_lines
 
 from tilelab.render import html as render_module
 from tilelab.render.html import SECTIONS, default_sections, render_html, report_id, section_body
+from tilelab.render.page import STYLED_ROOT
 
 # ---------------------------------------------------------------------------------------------
 
@@ -307,11 +308,13 @@ def test_unknown_section_lists_the_valid_ones():
         render_html(hostile_report(), sections=["nope"])
 
 
-def test_report_repr_html_is_render_html():
+def test_report_repr_html_is_render_html_with_ids_of_its_own():
     report = hostile_report()
-    assert report._repr_html_() == render_html(report)
-    bundle = report._repr_mimebundle_()
-    assert bundle["text/html"] == render_html(report)
+    shown, again = report._repr_html_(), report._repr_mimebundle_()["text/html"]
+    ids = [re.match(r'<div class="tilelab-report" id="([^"]+)"', page).group(1) for page in (shown, again)]
+    assert ids[0] != ids[1] and all(i.startswith(report_id(report)) for i in ids)  # the report shown twice
+    for page, rid in zip((shown, again), ids):
+        assert page == render_html(report, anchor=rid, lazy=True)
 
 
 def test_sources_read_line_by_line_without_styles():
@@ -497,6 +500,12 @@ def test_where_styles_are_stripped_the_page_reads_as_folded_titled_sections():
     out = render_html(report)
     rid = report_id(report)
     style = re.search(r"<style>(.*?)</style>", out, re.S).group(1)
+    # every rule applies to reports that keep their stylesheet only: a trusted page's <style> reaches
+    # the whole JupyterLab page, and an untrusted report beside it must keep its fallback
+    selectors = [sel.strip() for rule in re.findall(r"([^{}]+)\{[^{}]*\}", style) for sel in rule.split(",")]
+    assert selectors and all(sel.startswith(STYLED_ROOT) for sel in selectors), [
+        sel for sel in selectors if not sel.startswith(STYLED_ROOT)][:3]
+    style = style.replace(STYLED_ROOT, ".tilelab-report")
     tags = parse(out).tags
     radios = [a for t, a in tags if t == "input" and a.get("type") == "radio"]
     assert radios and all(a.get("style") == "display:none" for a in radios)

@@ -1,10 +1,10 @@
 """The whole thing in a real JupyterLab, driven in headless Chromium (Debian's, via Playwright).
 
 One JupyterLab (started once for this file) serves a temporary root holding a copy of
-``examples/hopper_gemm.ipynb`` with one more cell: the same kernel shown with
-``--show summary,tma,wgmma``. One Chromium runs every cell (``%load_ext tilelab`` and the
-``%%tilelang`` Hopper GEMM, inspected for sm_90a here since there is no GPU) and the tests below
-reuse that page, in file order:
+``examples/hopper_gemm.ipynb`` with two more cells: the same kernel shown with
+``--show summary,tma,wgmma``, and the first cell again (one kernel inspected twice). One Chromium
+runs every cell (``%load_ext tilelab`` and the ``%%tilelang`` Hopper GEMM, inspected for sm_90a
+here since there is no GPU) and the tests below reuse that page, in file order:
 
 * the TMA tab's box dims and swizzle against the values the cython launcher's own
   ``cuTensorMapEncodeTiled`` set-up writes; the light and the dark theme (text contrasts with its
@@ -13,7 +13,11 @@ reuse that page, in file order:
 * at 1000x800 (a laptop, the file browser open) and at 1400x1000: every tab fits the output or
   scrolls inside its own box, pictures scale to the width, a folded launcher gap opens in the page
   with the launcher's own lines, and ``--show`` keeps links into the sections it leaves out;
-* the cell changed and run again: the Summary announces the Diff and the TMA box is highlighted;
+* the cell changed and run again: the Summary announces the Diff and the TMA box is highlighted, and
+  the Diff's CUDA reads as lines;
+* two inspectors of one kernel: each switches its own tabs, and its links land inside it;
+* at 1000x800 with the file browser open: no picture wider than its box, no text under 10 px;
+* an untrusted copy of the notebook open beside the trusted one: both readable;
 * the saved notebook opened untrusted: folded, titled sections under one line saying what trusting
   adds, no stray radio buttons or pictures' loose numbers;
 * the saved notebook reopened with its kernel gone, and the ``nbconvert`` export opened with the
@@ -126,6 +130,7 @@ def lab(tmp_path_factory):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%tilelang"))
     nb.cells.append(nbformat.v4.new_code_cell(SHOW_LINE + "\n" + cell.split("\n", 1)[1]))
+    nb.cells.append(nbformat.v4.new_code_cell(cell))  # the same kernel inspected twice (a re-run in another cell)
     nbformat.write(nb, root / "first.ipynb")
     port = _free_port()
     env = dict(os.environ)
@@ -199,7 +204,7 @@ def notebook(lab, browser):
         " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
         " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=90_000)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.locator(".jp-OutputArea-output .tilelab-report").nth(1).wait_for(timeout=300_000)
+    page.locator(".jp-OutputArea-output .tilelab-report").nth(2).wait_for(timeout=300_000)
     reports = page.locator(".jp-OutputArea-output .tilelab-report")
     return page, reports.nth(0), reports.nth(1)
 
@@ -374,9 +379,130 @@ def test_a_changed_cell_announces_its_diff_and_highlights_the_changed_box(notebo
     _tab(inspector, "Diff").click()
     assert inspector.locator(".tl-panel:visible pre.tl-diff span.gi").count() > 0
     assert inspector.locator(".tl-panel:visible pre.tl-diff span.gi span[class]").count() > 0  # coloured code
+    # a diff reads as lines: each line of the <pre> is one line high (a token is not a line of its own)
+    lines = inspector.locator(".tl-panel:visible pre.tl-diff").evaluate(
+        "p => [...p.children].map(s => [s.getBoundingClientRect().height, s.textContent])")
+    height = min(h for h, _ in lines)
+    assert all(text.count("\n") == 1 for _, text in lines)
+    one_high = [h for h, _ in lines if h < 1.5 * height]  # long lines wrap; the rest are one line high
+    assert len(one_high) >= 0.7 * len(lines), [x for x in lines if x[0] >= 1.5 * height][:3]
+    assert any(text.startswith("+") and "extern" not in text and len(text.split()) > 2 for _, text in lines)
+    inspector.locator(".tl-panel:visible pre.tl-diff").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "diff-cuda-lines.png"))
     page.screenshot(path=str(shots / "diff-tab.png"))
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
+
+
+def test_two_inspectors_of_one_kernel_keep_their_own_tabs_and_links(notebook, shots: Path):
+    page, first, _ = notebook
+    twin = page.locator(".jp-OutputArea-output .tilelab-report").nth(2)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    assert first.get_attribute("id") != twin.get_attribute("id")
+    _tab(first, "Summary").click()
+    _tab(twin, "TMA").click()
+    page.wait_for_timeout(200)
+
+    def shown(inspector) -> list[str]:
+        return inspector.locator(".tl-panel").evaluate_all(
+            "ps => ps.filter(p => p.offsetParent).map(p => p.id.split('-').pop())")
+
+    assert shown(twin) == ["tma"] and shown(first) == ["summary"]
+    assert twin.locator("tr[data-descriptor='A_desc']").is_visible()
+    # a link in the second lands in the second; the first keeps its tab
+    link = twin.locator("tr[data-descriptor='A_desc'] a[href*='-cuda-L']").first
+    href = link.get_attribute("href")
+    assert href.startswith(f"#{twin.get_attribute('id')}-")
+    line = _follow(page, twin, link, shots, "twin-link-cuda.png")
+    assert "A_desc" in line and twin.locator(f"[id='{href[1:]}']").is_visible()
+    assert shown(twin) == ["cuda"] and shown(first) == ["summary"]
+    _tab(first, "Layouts").click()
+    assert shown(first) == ["layouts"] and shown(twin) == ["cuda"]
+    _tab(first, "Summary").click()
+
+
+# The pictures on screen: each svg's box against its holder's, and the smallest text drawn, in px
+# (the font size times the picture's scale).
+_PICTURES = """r => [...r.querySelectorAll('.tl-panel svg')].filter(s => s.getBoundingClientRect().width > 0
+    && !s.parentElement.closest('svg')).map(s => {
+  const box = s.getBoundingClientRect(), holder = s.parentElement.getBoundingClientRect();
+  const scale = box.width / (s.viewBox.baseVal && s.viewBox.baseVal.width || box.width);
+  const sizes = [...s.querySelectorAll('text')].filter(t => t.getBoundingClientRect().width > 0)
+    .map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+  return {label: s.getAttribute('aria-label'), width: box.width, box: Math.min(holder.width,
+          r.getBoundingClientRect().width), text: sizes.length ? Math.min(...sizes) : 99};
+})"""
+
+
+def test_at_a_laptop_width_no_picture_is_wider_than_its_box_and_no_text_is_under_10px(notebook, shots: Path):
+    page, inspector, _ = notebook
+    page.set_viewport_size({"width": 1000, "height": 800})
+    page.evaluate("window.jupyterapp.shell.activateById('filebrowser')")
+    page.wait_for_timeout(400)
+    _tab(inspector, "Layouts").click()
+    opened = []
+    for details in inspector.locator(".tl-panel:visible details.tl-sub:not([open]):not(.tl-lazy)").all():
+        if details.is_visible():  # every layout, and its bank picture, open and drawn
+            details.locator(":scope > summary").click()
+            opened.append(details)
+    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour:not([open])").all():
+        if details.is_visible():
+            details.locator(":scope > summary").click()
+    inspector.locator(".tl-panel:visible details.tl-bank-colour svg").first.wait_for(timeout=10_000)
+    pictures = inspector.evaluate(_PICTURES)
+    assert len(pictures) >= 4 and any(p["label"].startswith("B_shared") for p in pictures), pictures
+    inspector.locator(".tl-panel:visible").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "layouts-1000-filebrowser.png"))
+    wide = [p for p in pictures if p["width"] > p["box"] + 1]
+    small = [p for p in pictures if p["text"] < 9.9]
+    assert not wide, wide
+    assert not small, small
+    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour[open]").all():
+        details.locator(":scope > summary").click()
+    for details in reversed(opened):
+        if details.get_attribute("open") is not None:
+            details.locator(":scope > summary").click()
+
+
+def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, shots: Path):
+    import json
+
+    url, _, tmp_path = lab
+    page, inspector, _ = notebook
+    root = tmp_path / "root"
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    deadline = time.time() + 30
+    while "tilelab-report" not in (root / "first.ipynb").read_text() and time.time() < deadline:
+        time.sleep(0.5)
+    data = json.loads((root / "first.ipynb").read_text())
+    data["metadata"]["received_from"] = "a student"  # its signature no longer holds: untrusted
+    (root / "beside.ipynb").write_text(json.dumps(data))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:open', "
+                  "{path: 'beside.ipynb', options: {mode: 'split-right'}}).then(() => 0)")
+    untrusted = page.locator(".jp-OutputArea-output .tilelab-report:not(:has(> style))").first
+    untrusted.wait_for(timeout=90_000)
+    page.wait_for_timeout(1500)
+    page.keyboard.press("Escape")  # a kernel dialog, if any
+    try:
+        # the trusted page's stylesheet does not reach it: its trust line and its sections show
+        note = untrusted.locator("p.tl-untrusted").first
+        assert note.is_visible() and "Trust the notebook" in note.inner_text()
+        folds = untrusted.locator("details.tl-fold")
+        assert folds.count() >= 8 and folds.first.locator(":scope > summary").is_visible()
+        assert untrusted.locator("details.tl-fold[open] table").first.is_visible()  # the Summary, open
+        assert untrusted.bounding_box()["height"] > 300
+        untrusted.evaluate("r => r.scrollIntoView()")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(shots / "untrusted-beside-trusted.png"))
+        # and the trusted one still reads as tabs
+        _tab(inspector, "TMA").click()
+        assert inspector.locator("tr[data-descriptor='A_desc']").is_visible()
+        assert not inspector.locator("p.tl-untrusted").first.is_visible()
+        _tab(inspector, "Summary").click()
+    finally:
+        page.evaluate("() => { const s = window.jupyterapp.shell; for (const w of [...s.widgets('main')])"
+                      " if (w.context && w.context.path === 'beside.ipynb') w.dispose(); return 0; }")
 
 
 @pytest.mark.parametrize("width,height", [(1000, 800), (1400, 1000)])
@@ -404,7 +530,7 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         page.keyboard.press("Escape")  # a kernel dialog, if any
         # JupyterLab sanitised it: no stylesheet, no script, ids renamed
         assert report.evaluate("r => r.querySelector('style') === null && !r.hasAttribute('onclick')")
-        note = report.locator(".tl-untrusted")
+        note = report.locator("p.tl-untrusted").first
         assert note.is_visible() and "Trust the notebook" in note.inner_text()
         assert report.locator("input[type=radio]:visible").count() == 0
         assert not report.locator("nav").is_visible()

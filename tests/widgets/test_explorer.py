@@ -151,7 +151,7 @@ def _static_svg(html_text: str):
     import re
     import xml.etree.ElementTree as ET
 
-    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div>$)", html_text, re.DOTALL).group(0))
+    return ET.fromstring(re.search(r"<svg .*?</svg>(?=</div><p class=\"tl-pic-note\")", html_text, re.DOTALL).group(0))
 
 
 def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget():
@@ -169,6 +169,9 @@ def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget
     report = w.state()["report"]
     assert f"<b>{report.wavefronts} wavefront(s)</b>" in page and "8-way bank conflict" in page
     assert _static_svg(page).get("aria-label") == "16x64 float16, NONE swizzle shared layout"
+    # where the output is sanitised (an untrusted notebook) the picture, hidden inline, is one line
+    assert '<div class="tl-pic-live" style="display:none"><svg' in page.replace(w.comparison.value, "")
+    assert "the explorer picture is left out here" in page and "Trust Notebook" in page
     # a change of the controls changes the static view with it
     w.swizzle.value = "128B"
     after = w._repr_mimebundle_()["text/html"]

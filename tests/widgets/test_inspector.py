@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
+import html
 import re
 
 import pytest
@@ -16,7 +17,6 @@ from groundtruth import DRIVER_SWIZZLE, cython_tma_fields
 from reports import gemm, hostile_report, parse
 
 from tilelab import Inspector
-from tilelab.render.html import render_html, report_id
 
 
 def test_tabs_and_titles():
@@ -24,7 +24,7 @@ def test_tabs_and_titles():
     view = Inspector(report)
     assert view.titles == ("Summary", "CUDA", "Launcher", "TMA (2)", "WGMMA (1)",
                            f"Layouts ({len(report.layouts)})", f"Arguments ({len(report.arguments)})")
-    rid = report_id(report)
+    rid = view.anchor
     nav = re.search(r'<nav class="tl-tabs[^"]*"[^>]*>(.*?)</nav>', view.html).group(1)
     tabs = re.findall(r'<label for="([^"]+)">([^<]*)</label>', nav)
     assert [t for _, t in tabs] == list(view.titles)
@@ -43,7 +43,7 @@ def test_tma_tab_rows_show_the_launchers_fields_and_short_excerpts():
     report = gemm()
     view = Inspector(report)
     tma = view.tab("TMA (2)")
-    rid = report_id(report)
+    rid = view.anchor
     launcher = report.sources.launcher("cython").text
     ids = {a.get("id") for _, a in parse(view.html).tags if a.get("id")}
     for i, d in enumerate(report.tma_descriptors):
@@ -94,7 +94,13 @@ def test_mimebundle_is_the_static_report_only():
     report = hostile_report()
     bundle = Inspector(report)._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
-    assert bundle["text/html"] == render_html(report)
+    view = Inspector(report)
+    assert bundle["text/html"] != view.html  # each displayed page has ids of its own (two of one kernel)
+    shown = re.match(r'<div class="tilelab-report" id="([^"]+)"', bundle["text/html"]).group(1)
+    def same(page: str, rid: str) -> str:  # the page less its ids and its compressed parts (which hold ids)
+        return re.sub(r'data-zp?="[^"]*"', "", page.replace(rid, ""))
+
+    assert same(bundle["text/html"], shown) == same(view.page, view.anchor)
     assert bundle["text/plain"].startswith("KernelReport ")
     tags = parse(bundle["text/html"]).tags
     assert not [t for t, _ in tags if t in ("script", "img")]
@@ -139,8 +145,18 @@ def test_diff_tab_shows_what_changed_since_the_previous_run():
     changed = sum(1 for line in report.sources.device.split("\n") if "(k % 3)" in line)
     assert f"<b>device CUDA</b>: {2 * changed} line(s) changed" in diff
     plain = re.sub(r"<(?!/?span class=\"g[di]\")[^>]+>", "", diff)  # the diff's code is coloured
-    assert re.search(r'<span class="gd">-[^\n]*\(k % 2\)', plain)
-    assert re.search(r'<span class="gi">\+[^\n]*\(k % 3\)', plain)
+    assert re.search(r'<span class="gd" data-n="\d+">-[^\n]*\(k % 2\)', plain)
+    assert re.search(r'<span class="gi" data-n="\d+">\+[^\n]*\(k % 3\)', plain)
+    # a diff reads as lines: each line of the <pre> is one block holding its whole source line
+    pre = re.search(r'<pre class="tl-diff tl-src"[^>]*>(.*)</pre>', diff, re.S).group(1)
+    blocks = _top_spans(pre)
+    assert all(b.endswith("\n</span>") and b.count("\n") == 1 for b in blocks), blocks[:3]
+    texts = [re.sub(r"<[^>]+>", "", b) for b in blocks]
+    after = report.sources.device.split("\n")
+    for block, text in zip(blocks, texts):
+        n = re.match(r'<span[^>]* data-n="(\d*)"', block).group(1)
+        if text.startswith((" ", "+")):  # numbered as this run's line, its whole text
+            assert html.unescape(text[1:-1]) == after[int(n) - 1]
     # the changed value in the report's own words, before and after, with no cache-key noise
     name = kernel.name
     assert re.search(rf"<td>kernel {name}</td><td>dynamic shared memory</td><td><del>32768 B \(32 KiB\)</del></td>"
@@ -148,9 +164,24 @@ def test_diff_tab_shows_what_changed_since_the_previous_run():
     assert "cache" not in diff.lower()
     # announced in the Summary and highlighted in the Summary's own table
     summary = view.tab("summary")
-    assert "Changed since the previous run of this cell" in summary and f'href="#{report_id(report)}-diff"' in summary
+    assert "Changed since the previous run of this cell" in summary and f'href="#{view.anchor}-diff"' in summary
     assert '<span class="tl-diff-cell" title="previous run: 32768 B (32 KiB)">49152 B (48 KiB)</span>' in summary
     assert "Diff" not in Inspector(report, previous=report).titles  # the same report: nothing to compare
+
+
+def _top_spans(markup: str) -> list[str]:
+    """The top-level <span>...</span> elements of ``markup`` (nested spans inside them)."""
+    out, depth, start = [], 0, 0
+    for m in re.finditer(r"<span\b[^>]*>|</span>", markup):
+        if m.group(0) == "</span>":
+            depth -= 1
+            if depth == 0:
+                out.append(markup[start:m.end()])
+        else:
+            if depth == 0:
+                start = m.start()
+            depth += 1
+    return out
 
 
 def test_diff_highlights_a_changed_tma_box_in_the_tma_table():
@@ -161,14 +192,14 @@ def test_diff_highlights_a_changed_tma_box_in_the_tma_table():
                                  + report.tma_descriptors[1:])
     was = ", ".join(map(str, old))
     view = Inspector(report, previous=before)
-    row = re.search(rf'<tr id="{report_id(report)}-tma-0"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
+    row = re.search(rf'<tr id="{view.anchor}-tma-0"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
     want = ", ".join(map(str, d.box_dim))
     assert (f'<span class="tl-diff-cell" title="previous run: {was}"><span class="tl-box">{want}</span></span>'
             in row)
     assert f"<td>TMA {d.name}</td><td>box dim</td><td><del>{was}</del></td><td class=\"tl-diff-cell\">{want}</td>" \
         in view.tab("Diff")
     # the other descriptor did not change: nothing highlighted in its row
-    other = re.search(rf'<tr id="{report_id(report)}-tma-1"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
+    other = re.search(rf'<tr id="{view.anchor}-tma-1"[^>]*>(.*?)</tr>', view.tab("tma"), re.S).group(1)
     assert "tl-diff-cell" not in other
 
 
@@ -210,7 +241,9 @@ def test_large_layouts_are_drawn_in_part_with_a_show_all_and_repeats_once():
     # the legend sits above each picture, not in small print under it
     assert part.index('<p class="tl-legend">each cell: the thread (T) and register (v)') < part.index("<svg")
     full = tilelab.draw(frag)
-    assert full._repr_html_() == str(full) and "showing rows" not in full
+    shown = full._repr_html_()  # the picture where trusted, one line where a sanitiser strips SVG
+    assert f'<div class="tl-pic-live" style="display:none">{full}</div>' in shown and "showing rows" not in full
+    assert "trust the notebook" in re.sub(r"<svg.*</svg>", "", shown, flags=re.S)
     # a second buffer with the same layout is named, not drawn again
     a = report.layout("A_shared")
     twin = dataclasses.replace(a, buffer="A2_shared")

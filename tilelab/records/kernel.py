@@ -59,6 +59,12 @@ class Lowering(Record):
     stages: int | None = None
     stage_bytes: int | None = None  # shared memory one pipeline stage holds (the copies' destinations)
 
+    def __repr__(self) -> str:
+        ops = "; ".join(f"{o.op}: {o.path}" for o in self.ops)
+        ws = "warp-specialized" if self.warp_specialized else "not warp-specialized"
+        stages = f", {self.stages} stages" if self.stages else ""
+        return f"Lowering({ws}{stages}; {ops})"
+
     @property
     def fallbacks(self) -> tuple[TileOpPath, ...]:
         return tuple(o for o in self.ops if not o.fast)
@@ -104,6 +110,11 @@ class LauncherSource(Record):
     # further named texts (cutedsl: the C++ launcher)
     extra: tuple[tuple[str, str], ...] = field(default=(), metadata=MAPPING)
 
+    def __repr__(self) -> str:
+        if self.text is None:
+            return f"LauncherSource({self.backend}: absent, {self.reason})"
+        return f"LauncherSource({self.backend}: {self.language}, {self.text.count(chr(10)) + 1} lines; .text holds it)"
+
 
 @dataclass(frozen=True)
 class Sources(Record):
@@ -112,6 +123,12 @@ class Sources(Record):
     launchers: tuple[LauncherSource, ...] = field(default=(), metadata=custom(
         lambda launchers: {item.backend: item.to_dict() for item in launchers},
         lambda d: tuple(LauncherSource.from_dict(v) for v in d.values())))
+
+    def __repr__(self) -> str:
+        """One line: the texts and their lengths (``.device``, ``.launcher(backend).text`` hold them)."""
+        launchers = ", ".join(f"{x.backend} {x.text.count(chr(10)) + 1} lines" if x.text is not None
+                              else f"{x.backend} absent" for x in self.launchers)
+        return f"Sources(device: {self.device.count(chr(10)) + 1} lines; launchers: {launchers or 'none'})"
 
     def launcher(self, backend: str) -> LauncherSource | None:
         for item in self.launchers:
@@ -149,6 +166,14 @@ class TmaDescriptor:
     kernel: str | None = None
     problems: tuple[str, ...] = ()
     launch_conditions: tuple[str, ...] = ()  # rules that depend on sizes known only at launch
+
+    def __repr__(self) -> str:
+        """One line a person reads (every field stays an attribute; ``dataclasses.asdict`` has them all)."""
+        box = "x".join(str(d) for d in self.box_dim) or "-"
+        dims = "x".join(str(d) for d in self.global_dim)
+        problems = f", {len(self.problems)} problem(s)" if self.problems else ""
+        return (f"TmaDescriptor({self.name}: {self.kind} {self.dtype} of {self.buffer or '?'} [{dims}], box {box}, "
+                f"swizzle {self.swizzle}{problems})")
 
     @property
     def element_bytes(self) -> float | None:
@@ -274,6 +299,10 @@ class WgmmaOperand(Record):
 
     _derived = ("swizzle", "lbo_bytes", "sbo_bytes")  # written for readers without tilelab
 
+    def __repr__(self) -> str:
+        return (f"WgmmaOperand({self.buffer or '?'}: {self.major}-major, swizzle {self.swizzle}, "
+                f"LBO {self.lbo_bytes} B, SBO {self.sbo_bytes} B)")
+
     @property
     def swizzle(self) -> str:
         return WGMMA_LAYOUT_TYPES.get(self.layout_type, f"unknown({self.layout_type})")
@@ -304,6 +333,14 @@ class WgmmaInstruction(Record):
     kernel: str | None = None
     # where the descriptors tilelab associated with this instruction disagree with the generated CUDA
     problems: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        operands = ", ".join(f"{n} {o.buffer or '?'} {o.major}-major {o.swizzle}"
+                             for n, o in (("A", self.a), ("B", self.b)) if o is not None)
+        problems = f", {len(self.problems)} problem(s)" if self.problems else ""
+        types = f"{self.a_dtype}x{self.b_dtype}->{self.accum_dtype}"
+        return (f"WgmmaInstruction({self.instruction}.{self.variant} {types}, {operands or 'A in registers'}, "
+                f"{self.count} call site(s){problems})")
 
     @property
     def m(self) -> int:
@@ -413,6 +450,21 @@ class Layout:
     thread_count: int | None = None
     description: str = ""  # the compiler's own printout of the layout
     kernel: str | None = None
+
+    def __repr__(self) -> str:
+        """One line: what the buffer is and where its data is (the arrays hold an entry per element)."""
+        shape = "x".join(str(d) for d in self.shape)
+        if self.scope == "fragment":
+            last = self.thread_base + (self.thread_count or 0) - 1
+            where = f"threads {self.thread_base}..{last}" + (f", replicated {self.replicate}x" if self.replicate > 1
+                                                            else "")
+            data = ".array('threads'), .array('locals')"
+        else:
+            where = (self.description.split("\n")[0][:60] + ("..." if len(self.description) > 60 else "")
+                     if self.description else "")
+            data = ".array('offsets')"
+        return (f"Layout({self.buffer}: {self.scope} {self.dtype} [{shape}]{', ' + where if where else ''}; "
+                f"{data} per element)")
 
     def array(self, which: str) -> Any:  # a numpy.ndarray (numpy is imported only here)
         import numpy as np

@@ -30,7 +30,9 @@ Jupyter.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import hashlib
 import html
 import inspect as _pyinspect
@@ -159,8 +161,13 @@ def _tab_css(rid: str, names: Sequence[str]) -> str:
 # centred. Tabs themselves need no script (radio buttons and CSS), so where scripts do not run
 # the tabs still work and a link still lands when its target's tab is open.
 _FOLLOW_JS = (
+    # U(b): a panel that travels compressed (data-zp) is unpacked into its place, once
+    "var U=function(b){if(!b||b.dataset.done||!window.DecompressionStream)return Promise.resolve();b.dataset.done=1;"
+    "return new Response(new Blob([Uint8Array.from(atob(b.dataset.zp),function(c){return c.charCodeAt(0)})]).stream()"
+    ".pipeThrough(new DecompressionStream('gzip'))).text().then(function(t){b.innerHTML=t})};"
     "var e=event.target,l=e.closest('.tl-tabs label');"
-    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f)f.open=true;return}"
+    "if(l){var f=this.querySelector('[data-tab=\"'+l.htmlFor+'\"]>details');if(f){f.open=true;"
+    "U(f.querySelector(':scope>[data-zp]'))}return}"
     "var g=e.closest('details.tl-gap>summary,details.tl-lazy>summary'),z=g&&g.closest('[data-z]');"
     "if(g){var q=g.nextElementSibling;if(z&&q&&!q.firstChild&&window.DecompressionStream)"
     "new Response(new Blob([Uint8Array.from(atob(z.dataset.z),function(c){return c.charCodeAt(0)})]).stream()"
@@ -169,7 +176,10 @@ _FOLLOW_JS = (
     "for(var i=a;i<a+ +q.dataset.lines;i++){var s=document.createElement('span');"
     "s.textContent=L[i-1]+'\\n';q.appendChild(s)}});return}"
     "var a=e.closest('a[href^=\"#\"]');if(!a||!this.contains(a))return;"
-    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');if(!t)return;"
+    "var t=this.querySelector('[id=\"'+a.getAttribute('href').slice(1)+'\"]');"
+    # a target in a panel still compressed: unpack them all, then follow the link again
+    "if(!t){var P=[].slice.call(this.querySelectorAll('[data-zp]:not([data-done])'));"
+    "if(P.length){event.preventDefault();Promise.all(P.map(U)).then(function(){a.click()})}return}"
     "var p=t.closest('.tl-panel');"
     "if(p&&p.dataset.tab){var r=document.getElementById(p.dataset.tab);if(r)r.checked=true}"
     "for(var d=t.closest('details');d;d=d.parentElement.closest('details'))d.open=true;"
@@ -186,6 +196,35 @@ UNTRUSTED_NOTE = (
     "palette, or <code>jupyter trust NOTEBOOK.ipynb</code>), or run the cell again, for tabs, the "
     "pictures and links that open their tab."
 )
+
+
+# A page's panels travel as they are up to this many bytes in all; past it the largest (never the
+# first) travel compressed until the page is under it, so that where scripts do not run (an
+# untrusted notebook) a page of the usual tabs still reads whole. A panel smaller than
+# _PACK_BYTES travels as it is (compressing it would save little).
+PAGE_BUDGET = 120 * 1024
+_PACK_BYTES = 2048
+
+
+def _to_pack(markups: Sequence[str]) -> set[int]:
+    """Which panels travel compressed: the largest first, until the panels are under PAGE_BUDGET."""
+    total, out = sum(len(m) for m in markups), set()
+    for n in sorted(range(1, len(markups)), key=lambda n: -len(markups[n])):
+        if total <= PAGE_BUDGET or len(markups[n]) < _PACK_BYTES:
+            break
+        out.add(n)
+        total -= len(markups[n]) * 3 // 4  # what compressing saves, about (gzip, then base64)
+    return out
+
+
+def _packed(markup: str) -> str:
+    """A panel's markup, gzip-compressed in a data attribute the click handler unpacks in place; where
+    scripts do not run (an untrusted notebook) one line says what trusting brings."""
+    if len(markup) < _PACK_BYTES:
+        return markup
+    packed = base64.b64encode(gzip.compress(markup.encode(), compresslevel=9, mtime=0)).decode("ascii")
+    return (f'<div class="tl-packed" data-zp="{packed}"><p class="tl-untrusted">This section travels compressed: '
+            "trust the notebook to read it here.</p></div>")
 
 
 def page_id(report: KernelReport, sections: Sequence[str] | None = None, source: str | None = None,
@@ -208,19 +247,21 @@ class Panel:
     has_tab: bool = True
 
 
-def panel_html(rid: str, n: int, panel: Panel) -> str:
-    """The ``n``-th panel of page ``rid`` (the first one opens folded pages)."""
+def panel_html(rid: str, n: int, panel: Panel, *, packed: bool = False) -> str:
+    """The ``n``-th panel of page ``rid`` (the first one opens folded pages); ``packed``: its markup
+    travels gzip-compressed, unpacked where it is first opened."""
     note = "" if panel.has_tab else " <span class=tl-muted>(no tab: opened by its links)</span>"
     return (f'<section class="tl-panel" id="{rid}-{panel.slug}" data-tab="{rid}-t-{panel.slug}">'
             f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
-            f'style="display:inline">{esc(panel.title)}{note}</h3></summary>{panel.markup}</details></section>')
+            f'style="display:inline">{esc(panel.title)}{note}</h3></summary>'
+            f'{_packed(panel.markup) if packed else panel.markup}</details></section>')
 
 
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
                 cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
                 previous: KernelReport | None = None, anchor: str | None = None,
-                launched: Sequence[Any] = (), timelines: Sequence[Any] = ()) -> str:
+                launched: Sequence[Any] = (), timelines: Sequence[Any] = (), lazy: bool = False) -> str:
     """The whole report as one static page of tabs; ``standalone`` adds a page title and colours.
 
     ``sections`` picks and orders the tabs (default: every registered one with something to show).
@@ -236,7 +277,10 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
     inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
     ``launched`` (the cell's run/bench results) gives the Summary their verdicts; ``timelines``
-    (the cell's :class:`~tilelab.records.timeline.Timeline` records) the Timeline tab.
+    (the cell's :class:`~tilelab.records.timeline.Timeline` records) the Timeline tab. ``lazy``: past
+    ``PAGE_BUDGET`` the largest panels (never the first) travel gzip-compressed and are unpacked where
+    they are first opened (a tab clicked, a link into them followed): a page stays light whatever
+    tabs it has, and a page of the usual tabs stays whole where scripts do not run.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
@@ -245,11 +289,13 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     rid, panels = page_panels(report, sections=sections, extra=extra, source=source, profile=profile,
                               cuda_anchors=cuda_anchors, hidden=hidden, previous=previous, anchor=anchor,
                               launched=launched, timelines=timelines)
-    return layout_page(report, rid, panels, standalone=standalone)
+    return layout_page(report, rid, panels, standalone=standalone, lazy=lazy)
 
 
-def layout_page(report: KernelReport, rid: str, panels: Sequence[Panel], *, standalone: bool = False) -> str:
-    """Page ``rid``'s panels laid out as its tabs (see :func:`render_html`)."""
+def layout_page(report: KernelReport, rid: str, panels: Sequence[Panel], *, standalone: bool = False,
+                lazy: bool = False) -> str:
+    """Page ``rid``'s panels laid out as its tabs (see :func:`render_html`; ``lazy``: past
+    ``PAGE_BUDGET`` the largest panels travel compressed)."""
     sites = sum(w.count for w in report.wgmma)
     if report.family == "cuda":
         counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
@@ -264,7 +310,8 @@ def layout_page(report: KernelReport, rid: str, panels: Sequence[Panel], *, stan
                      f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(p.title))}"{TRUSTED_ONLY}>'
                      for n, p in enumerate(panels))
     labels = "".join(f'<label for="{rid}-t-{p.slug}">{esc(p.title)}</label>' for p in panels if p.has_tab)
-    body = "".join(panel_html(rid, n, p) for n, p in enumerate(panels))
+    packed = _to_pack([p.markup for p in panels]) if lazy else set()
+    body = "".join(panel_html(rid, n, p, packed=n in packed) for n, p in enumerate(panels))
     page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{labels}</nav>'
                      f'<div class="tl-panels">{body}</div>',
                      root_id=rid, css=_tab_css(rid, [p.slug for p in panels]), onclick=_FOLLOW_JS)
@@ -301,13 +348,21 @@ def page_panels(report: KernelReport, *, sections: Sequence[str] | None = None,
     return page.rid, panels
 
 
+def displayed_html(report: KernelReport) -> str:
+    """The page of a report displayed on its own (a notebook output): ids of its own, so the same
+    report shown twice keeps two working pages."""
+    from ._ids import display_id
+
+    return render_html(report, anchor=display_id(report_id(report)), lazy=True)
+
+
 __all__ = [
     "Page", "Panel", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html",
-    "cuda_html", "default_sections", "encode_spans", "esc", "launch_links", "launcher_html", "layouts_html",
-    "layout_page", "make_page", "mfma_html", "page_id", "page_panels", "panel_html", "register_section", "render_html",
-    "render_section", "report_changes", "report_id", "section_body", "section_title", "sections", "summary_html",
-    "tma_html", "tma_links", "wgmma_html",
+    "cuda_html", "default_sections", "displayed_html", "encode_spans", "esc", "launch_links", "launcher_html",
+    "layouts_html", "layout_page", "make_page", "mfma_html", "page_id", "page_panels", "panel_html",
+    "register_section", "render_html", "render_section", "report_changes", "report_id", "section_body",
+    "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",
 ]
 
-register_record(KernelReport, {"text/html": render_html})
+register_record(KernelReport, {"text/html": displayed_html})
 register_record(TargetComparison, {"text/html": comparison_html})

@@ -62,6 +62,16 @@ def rate(value: float | None, spec: str) -> str:
     return text if float(text) else format(value, ".3g")
 
 
+def run_verdict(result: RunResult) -> str:
+    """A run's verdict in the page's words: PASS or FAIL, and what a PASS checked when no reference
+    was given (every element written, none NaN or inf), with how to compare the values too."""
+    if not result.passed:
+        return "FAIL"
+    if result.reference:
+        return "PASS"
+    return "PASS (every element written, none NaN or inf; no reference given: --ref EXPR compares the values)"
+
+
 def launch_summary(results: Sequence[object]) -> list[tuple[str, str, str]]:
     """What the Summary says of a cell's ``--run``/``--bench`` results: one row per result,
     ``(label, text, verdict)`` with ``verdict`` "pass", "fail" or "" (a bench). A run says PASS/FAIL
@@ -75,7 +85,7 @@ def launch_summary(results: Sequence[object]) -> list[tuple[str, str, str]]:
         if isinstance(result, RunResult):
             err = result.rel_error
             detail = f", worst rel error {err:.3e}" if err is not None else ""
-            rows.append((f"run{at}", f"{result.verdict()}{detail}", "pass" if result.passed else "fail"))
+            rows.append((f"run{at}", f"{run_verdict(result)}{detail}", "pass" if result.passed else "fail"))
         else:
             rates = f"; TFLOP/s {rate(result.tflops, '.1f')}, GB/s {rate(result.gbps, '.0f')}"
             spread = f" (spread {100 * result.spread:.2f}%)"
@@ -91,8 +101,8 @@ def launch_summary_html(results: Sequence[object]) -> str:
     colour = {"pass": "var(--jp-success-color1,#2a2)", "fail": "var(--jp-error-color1,#c22)"}
     cells = "".join(
         f'<tr><th style="text-align:left;padding-right:8px">{_esc(label)}</th>'
-        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(",")[0])}</b>'
-           f'{_esc(text[len(text.split(",")[0]):])}</td>'
+        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(" ")[0])}</b>'
+           f'{_esc(text[len(text.split(" ")[0]):])}</td>'
            if verdict else f"<td>{_esc(text)}</td>") + "</tr>"
         for label, text, verdict in rows)
     return f'<table class="tl-launch-summary">{cells}</table>'
@@ -145,7 +155,7 @@ def _inputs_written(result: RunResult) -> list[str]:
 def run_result_text(result: RunResult) -> str:
     from .tiles import tile_map_text
 
-    lines = [f"{result.kernel}: {result.verdict()}  [{result.backend} on {result.device or 'GPU'}]"]
+    lines = [f"{result.kernel}: {run_verdict(result)}  [{result.backend} on {result.device or 'GPU'}]"]
     for o in result.outputs:
         lines.append(f"  {o.name} {o.dtype}{list(o.shape)}: " + _output_figures(o))
         for w in o.worst[:5]:
@@ -162,7 +172,8 @@ def run_result_html(result: RunResult) -> str:
     from .tiles import tile_map_html
 
     colour = "var(--jp-success-color1,#2a2)" if result.passed else "var(--jp-error-color1,#c22)"
-    head = (f'<div><b style="color:{colour}">{_esc(result.verdict())}</b> '
+    word, _, checked = run_verdict(result).partition(" ")
+    head = (f'<div><b style="color:{colour}">{_esc(word)}</b> {_esc(checked)} '
             f'<code>{_esc(result.kernel)}</code> on {_esc(result.device or "GPU")} ({_esc(result.backend)})</div>')
     rows = [[o.name, f"{o.dtype}{list(o.shape)}", fmt(o.rel_error, ".3e"), fmt(o.tolerance, ".1e"),
              fmt(o.max_abs_error, ".3e"), o.unwritten if o.poison_checked else "not checked",

@@ -77,7 +77,7 @@ def resources_html(report: KernelReport, rid: str) -> str:
                                              "static smem", "dynamic smem", f"occupancy on {esc(mc.arch)}",
                                              "blocks / SM allowed by"))
     body = "".join(f"<tr{a}>{r}</tr>" for r, a in zip(rows, attrs))
-    out = f'<table class="tl-table"><tr>{head}</tr>{body}</table>'
+    out = f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table"><tr>{head}</tr>{body}</table></div>'
     flags = mc.flags()
     if flags:
         out += '<ul class="tl-problems">' + "".join(f"<li>&#9888; {esc(f)}</li>" for f in flags) + "</ul>"
@@ -105,6 +105,14 @@ def _cell_line(source: str | None, op: str) -> int | None:
     names = [re.escape(n.strip()) for n in m.group(2).split("->") if n.strip()]
     pattern = re.compile(rf"{re.escape(m.group(1))}\s*\(" + "".join(rf".*\b{n}\b" for n in names))
     return next((n for n, line in enumerate(source.split("\n"), 1) if pattern.search(line)), None)
+
+
+def lowering_cell_lines(report: KernelReport, source: str | None) -> set[int]:
+    """The cell lines the lowering table links to: the Cell tab gives each an anchor."""
+    low = report.lowering
+    if low is None or not source:
+        return set()
+    return {n for n in (_cell_line(source, o.op) for o in low.ops) if n}
 
 
 def lowering_html(report: KernelReport, rid: str, links: bool = True, source: str | None = None,
@@ -277,7 +285,8 @@ def lines_html(report: KernelReport, rid: str, links: bool = True) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("Python line", "source", "device CUDA lines", "SASS instructions",
                                              "opcodes"))
     out.append(_tile_op_rows(report, rid, sass_lines, links))
-    out.append(f'<table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>')
+    out.append(f'<div class="tl-scroll" style="overflow-x:auto"><table class="tl-table"><tr>{head}</tr>'
+               f'{"".join(rows)}</table></div>')
     out.append('<p class="tl-muted">From TileLang\'s #line directives (pass config tl.emit_line_directives) and the '
                "toolchain's line info; lines inside TileLang are its macros (e.g. the GEMM lowering).</p>")
     return "".join(out)
@@ -306,7 +315,8 @@ def _tile_op_rows(report: KernelReport, rid: str, sass_lines: list[str], links: 
     if not rows:
         return ""
     head = "".join(f"<th>{h}</th>" for h in ("tile op", "path", "device line", "SASS instructions", "opcodes"))
-    return (f'<p><b>Tile ops</b></p><table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>'
+    return (f'<p><b>Tile ops</b></p>{_SCROLLER}<table class="tl-table"><tr>{head}</tr>'
+            f'{"".join(rows)}</table></div>'
             '<p><b>Python lines</b></p>')
 
 
@@ -322,7 +332,20 @@ def ir_html(report: KernelReport, rid: str) -> str:
     if trace is None:
         return f'<p class="tl-absent">{IR_NOT_ASKED}</p>'
     rows = []
-    for i, step in enumerate(trace.steps):
+    steps = list(enumerate(trace.steps))
+    while steps:
+        i, step = steps.pop(0)
+        if _unnamed(step.name) and not step.changed:
+            # TileLang's Python passes carry their inner function's name: a run of unchanged ones is one row
+            run = [i]
+            while steps and _unnamed(steps[0][1].name) and not steps[0][1].changed:
+                run.append(steps.pop(0)[0])
+            ms = sum(trace.steps[n].seconds for n in run) * 1000
+            rows.append(f'<tr id="{rid}-pass-{i}"><td class="tl-num">{i + 1}{f"-{run[-1] + 1}" if len(run) > 1 else ""}'
+                        f'</td><td class="tl-muted">{len(run)} unnamed Python pass(es) ({esc(step.name)})</td>'
+                        f'<td><span class="tl-muted">unchanged</span></td><td class="tl-num">{ms:.2f}</td>'
+                        "<td></td></tr>")
+            continue
         state = '<span class="tl-ok">changed</span>' if step.changed else '<span class="tl-muted">unchanged</span>'
         diff = ""
         if step.changed:
@@ -333,12 +356,23 @@ def ir_html(report: KernelReport, rid: str) -> str:
             more += "\n... diff cut by the recorder" if step.diff_cut else ""
             diff = (f'<details class="tl-sub"><summary>diff ({len(lines)} lines)</summary>'
                     f'<pre class="tl-src">{shown}{esc(more)}</pre></details>')
-        rows.append(f'<tr id="{rid}-pass-{i}"><td class="tl-num">{i + 1}</td><td><code>{esc(step.name)}</code></td>'
+        name = (f'<span class="tl-muted">unnamed Python pass ({esc(step.name)})</span>' if _unnamed(step.name)
+                else f"<code>{esc(step.name)}</code>")
+        rows.append(f'<tr id="{rid}-pass-{i}"><td class="tl-num">{i + 1}</td><td>{name}</td>'
                     f'<td>{state}</td><td class="tl-num">{step.seconds * 1000:.2f}</td><td>{diff}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("#", "pass", "", "ms", "TVMScript diff"))
+    head = "".join(f"<th>{h}</th>" for h in ("#", "pass", "effect", "ms", "TVMScript diff"))
     summary = (f"<p>{len(trace.steps)} passes, {len(trace.changed)} changed the module, "
                f"{trace.total_seconds * 1000:.1f} ms in all (TileLang's pass instrumentation).</p>")
-    return summary + f'<table class="tl-table"><tr>{head}</tr>{"".join(rows)}</table>'
+    return (summary + f'{_SCROLLER}<table class="tl-table tl-passes"><tr>{head}</tr>'
+            f'{"".join(rows)}</table></div>')
+
+
+_SCROLLER = '<div class="tl-scroll" style="overflow-x:auto">'  # a wide table scrolls in its own box
+
+
+def _unnamed(name: str) -> bool:
+    """A pass named after the inner function of a Python pass decorator, not after what it does."""
+    return name in ("pass_fn", "_transform", "transform", "<lambda>")
 
 
 def _diff_line(text: str) -> str:

@@ -76,6 +76,9 @@ box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report .tl-zoom:checked~.tl-scroll>svg{zoom:2;max-width:none!important}
 .tilelab-report .tl-layout-table td{font-family:var(--jp-code-font-family,monospace);font-size:11px;padding:0 3px}
 .tilelab-report .tl-diff .gi{background:rgba(46,160,67,.18)}
+.tilelab-report .tl-src.tl-diff>span{counter-increment:none}
+.tilelab-report .tl-src.tl-diff>span::before{content:attr(data-n)}
+.tilelab-report .tl-src.tl-diff>span.tl-hunk{color:var(--jp-ui-font-color2,#555)}
 .tilelab-report .tl-diff .gd{background:rgba(229,57,53,.16)}
 .tilelab-report .tl-panel{display:none}
 .tilelab-report .tl-hit{outline:2px solid var(--jp-brand-color1,#1976d2);outline-offset:-2px}
@@ -87,6 +90,7 @@ box-shadow:inset 3px 0 0 var(--jp-error-color1,#d32f2f)}
 .tilelab-report details.tl-fold::details-content{content-visibility:visible;display:contents}
 .tilelab-report details.tl-fold>summary{list-style:none;pointer-events:none;margin:8px 0 4px}
 .tilelab-report details.tl-fold>summary::-webkit-details-marker{display:none}
+.tilelab-report details.tl-fold>summary:not(:has(.tl-muted)){display:none}
 .tilelab-report .tl-picture svg,.tilelab-report .tl-zoomable svg{max-width:100%;height:auto}
 .tilelab-report .tl-zoom:checked~.tl-picture svg,\
 .tilelab-report .tl-zoom:checked~.tl-zoomable svg{max-width:none;zoom:2}
@@ -105,10 +109,12 @@ def esc(value: Any) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_attrs: Sequence[str] | None = None,
           numeric: Sequence[int] = (), raw: Sequence[int] = (), css: str = "tl-table") -> str:
-    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``."""
-    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}"><thead><tr>']
-    out += [f"<th>{esc(h)}</th>" for h in headers]
-    out.append("</tr></thead><tbody>")
+    """A table in its own horizontal scroller; cells are escaped except the columns in ``raw``. Headers
+    all empty (a table of label, value rows): no header row."""
+    out = [f'<div class="tl-scroll"{SCROLLS}><table class="{css}">']
+    if any(headers):
+        out += ["<thead><tr>", *(f"<th>{esc(h)}</th>" for h in headers), "</tr></thead>"]
+    out.append("<tbody>")
     for n, row in enumerate(rows):
         attrs = row_attrs[n] if row_attrs else ""
         out.append(f"<tr{attrs}>")
@@ -307,6 +313,16 @@ def target_record(report: KernelReport) -> Any:
         return None
 
 
+def applies(report: KernelReport | None, fact: str) -> bool:
+    """Whether the report's target can have ``fact`` (TMA, WGMMA): a tab of a fact that cannot be
+    there is left out of the page (a target tilelab does not know, or what the report found, keeps it)."""
+    if report is None:
+        return True
+    target = target_record(report)
+    return target is None or bool(getattr(target, fact, True)) or bool(getattr(report, {
+        "tma": "tma_descriptors", "wgmma": "wgmma"}.get(fact, fact), ()))
+
+
 def none_here(report: KernelReport, fact: str, empty: str) -> str:
     """An empty section: why the target cannot have ``fact`` (TMA, WGMMA, MFMA), or ``empty``."""
     target = target_record(report)
@@ -315,13 +331,25 @@ def none_here(report: KernelReport, fact: str, empty: str) -> str:
     return f'<p class="tl-muted">{esc(empty)}</p>'
 
 
+# Every rule of a report's stylesheet applies to reports that carry their stylesheet: a style
+# element in a trusted output applies to the whole JupyterLab page, and an untrusted report next to
+# it (its own stylesheet stripped by the sanitiser) must keep its fallback (the folded sections,
+# the trust line) readable.
+STYLED_ROOT = ".tilelab-report:has(>style)"
+
+
+def scoped(css: str) -> str:
+    """``css`` written under ``.tilelab-report``, applying only to roots that keep their <style>."""
+    return css.replace(".tilelab-report", STYLED_ROOT)
+
+
 def wrap(body: str, *, root_id: str | None = None, css: str = "", onclick: str = "") -> str:
     """Wrap markup in the scoped root with the stylesheet, ready to display on its own."""
     rid = f' id="{esc(root_id)}"' if root_id else ""
     click = f' onclick="{esc(onclick)}"' if onclick else ""
     # inline: long names and expressions wrap even where the stylesheet is stripped
     return (f'<div class="tilelab-report"{rid}{click} style="overflow-wrap:break-word">'
-            f"<style>{ROOT_CSS}{CODE_CSS}{css}</style>"
+            f"<style>{scoped(ROOT_CSS + CODE_CSS + css)}</style>"
             f"{body}</div>")
 
 
@@ -444,8 +472,9 @@ def section_body(report: KernelReport, name: str, page: Page | None = None) -> s
 
 
 __all__ = [
-    "DEVICE_TITLES", "Page", "ROOT_CSS", "SCROLLS", "TMA_FIELDS", "TRUSTED_ONLY", "Tab", "back_marks", "changed",
+    "DEVICE_TITLES", "Page", "ROOT_CSS", "SCROLLS", "STYLED_ROOT", "TMA_FIELDS", "TRUSTED_ONLY", "Tab", "back_marks",
+    "applies", "changed",
     "default_sections", "esc", "line_count", "make_page", "none_here", "order_after", "part_anchor", "register",
     "report_changes", "report_id", "section_body", "section_title", "span_text", "table", "tabs", "target_record",
-    "text_page", "tma_links", "unregister", "where", "wrap",
+    "scoped", "text_page", "tma_links", "unregister", "where", "wrap",
 ]

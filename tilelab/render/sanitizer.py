@@ -57,6 +57,7 @@ def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = 
     When the sanitized source is that source, the findings link to the CUDA view's lines; when it
     differs the report says so and links to its own listing."""
     from .code import STYLE_CSS, highlight_code
+    from .page import scoped
 
     rid = f"tl-san-{next(_COUNTER)}"
     linked = cuda_view is not None and same_source(report.source, cuda_view[1])
@@ -100,7 +101,7 @@ def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = 
         source = (f"<details><summary>device CUDA source</summary>"
                   f"{highlight_code(report.source, 'cuda', anchor_prefix=rid, marks=marked)}</details>")
     raw = f"<details><summary>raw compute-sanitizer output</summary><pre>{esc(report.raw)}</pre></details>"
-    return f'<div class="tilelab-report"><style>{STYLE_CSS}</style>{head}{table}{extra}{source}{raw}</div>'
+    return f'<div class="tilelab-report"><style>{scoped(STYLE_CSS)}</style>{head}{table}{extra}{source}{raw}</div>'
 
 
 register(SanitizerReport, {"text/plain": sanitizer_text, "text/html": sanitizer_html})

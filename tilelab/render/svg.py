@@ -48,7 +48,7 @@ SCALE = "max-width: 100%; height: auto;"
 MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
-COMPARE_WIDTH = 540  # each picture of compare_svg: unscaled in a laptop's notebook output
+COMPARE_WIDTH = 500  # each picture of compare_svg: unscaled in a laptop's notebook output (about 520 px)
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
@@ -249,18 +249,26 @@ def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float,
     each row a ``<g class="r<i>">`` moved into place, so rects need no y."""
     rows, cols = index.shape
     out = ['<g class="tlcells" stroke="#fff" stroke-width="0.5">']
+    # the coordinates repeat from row to row: written once (a redraw of the explorer writes thousands)
+    xs = [_n(x0 + j * cw) for j in range(cols)]
+    widths: dict[int, str] = {}
+    height, fills = _n(ch), list(fill_of)
+    values = index.tolist()
+    escape = _esc if not getattr(titles, "plain", False) else str  # numbers and punctuation need no escape
     for i in range(rows):
         out.append(f'<g class="r{i}" transform="translate(0 {_n(y0 + i * ch)})">')
+        row, names = values[i], classes[i] if classes is not None else None
         j = 0
         while j < cols:
             k = j + 1
-            while k < cols and index[i, k] == index[i, j] and (classes is None
-                                                               or classes[i][k] == classes[i][j]):
+            while k < cols and row[k] == row[j] and (names is None or names[k] == names[j]):
                 k += 1
-            cls = f' class="{classes[i][j]}"' if classes is not None and classes[i][j] else ""
-            head = (f'<rect x="{_n(x0 + j * cw)}" width="{_n((k - j) * cw)}" height="{_n(ch)}" '
-                    f'fill="{fill_of[int(index[i, j])]}"{cls}')
-            out.append(f"{head}><title>{_esc(titles(i, j, k))}</title></rect>" if titles is not None
+            width = widths.get(k - j)
+            if width is None:
+                width = widths[k - j] = _n((k - j) * cw)
+            cls = f' class="{names[j]}"' if names is not None and names[j] else ""
+            head = f'<rect x="{xs[j]}" width="{width}" height="{height}" fill="{fills[int(row[j])]}"{cls}'
+            out.append(f"{head}><title>{escape(titles(i, j, k))}</title></rect>" if titles is not None
                        else head + "/>")
             j = k
         out.append("</g>")
@@ -452,9 +460,12 @@ def _shown_part(index: Any, per_chunk: int, *, max_cells: int, hover_crop: int, 
 
 
 def _cell_titles(byte: Any, base: int, banks: Any, chunks: Any) -> Any:
+    byte_, banks_, chunks_ = (byte - base).tolist(), banks.tolist(), chunks.tolist()  # Python ints: quick to print
+
     def titles(i: int, j: int, k: int) -> str:
         cells = f"{j}" if k == j + 1 else f"{j}-{k - 1}"
-        return f"({i}, {cells}): byte {byte[i, j] - base}, bank {banks[i, j]}, chunk {chunks[i, j]}"
+        return f"({i}, {cells}): byte {byte_[i][j]}, bank {banks_[i][j]}, chunk {chunks_[i][j]}"
+    titles.plain = True  # type: ignore[attr-defined]  # digits and punctuation: nothing to escape
     return titles
 
 
@@ -462,8 +473,8 @@ def _cell_classes(banks: Any, chunks: Any, element_bytes: int) -> list[list[str]
     """``k<chunk> b<bank>`` per cell (an 8-byte element also names the second bank it spans)."""
     extra = ([f" b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
              else [""] * sw.BANKS)
-    rows, cols = banks.shape
-    return [[f"k{chunks[i, j]} b{banks[i, j]}{extra[banks[i, j]]}" for j in range(cols)] for i in range(rows)]
+    names = {(k, b): f"k{k} b{b}{extra[b]}" for k in range(_CHUNKS) for b in range(sw.BANKS)}
+    return [[names[k, b] for k, b in zip(krow, brow)] for krow, brow in zip(chunks.tolist(), banks.tolist())]
 
 
 def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, element_bytes: int,
@@ -609,10 +620,11 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     # widen for two digits where the columns shown fit that way
     min_cw = _bank_cell_width(e) if color_by == "bank" else MIN_CELL
     wanted = min(show_cols, max_cols or show_cols) * min_cw
-    bank_numbers = color_by == "bank" and wanted <= (grid_room if fixed_width else MAX_WIDTH - f.left - 12)
-    if bank_numbers:
+    # a picture drawn to a given width keeps its bank numbers and shows the columns they fit in
+    bank_numbers = color_by == "bank" and (fixed_width or wanted <= MAX_WIDTH - f.left - 12)
+    if bank_numbers and not fixed_width:
         grid_room = max(grid_room, wanted)
-    else:
+    elif not bank_numbers:
         min_cw = MIN_CELL
     width_cap = max(per_chunk, int(grid_room // min_cw) // per_chunk * per_chunk)
     if max_cols:
@@ -675,7 +687,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
              max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
-             fit_width: float = 0) -> str:
+             fit_width: float = 0) -> Picture:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
@@ -687,9 +699,10 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     that it is shown unscaled in an output of that width."""
     if fit_width:
         max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
-    return _tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells, title=title,
-                     max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
-                     fixed_width=bool(fit_width))
+    return Picture(_tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells,
+                             title=title,
+                             max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
+                             fixed_width=bool(fit_width)))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
@@ -718,7 +731,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
                highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
-               titles: bool = True, max_rows: int = 0, cell_hover: bool = True) -> str:
+               titles: bool = True, max_rows: int = 0, cell_hover: bool = True, fit_width: float = 0) -> str:
     """A report's :class:`~tilelab.records.kernel.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
@@ -727,9 +740,12 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
     the per-cell tooltips (byte, bank, chunk): the numbers drawn in the cells remain.
     ``max_rows``: draw at most this many rows of a shared tile (0: no cap); the caption says so.
     ``cell_hover=False`` draws each distinct row once and reuses it (much lighter), hovering whole
-    rows and their repeats instead of cells (the inspector's bank picture hovers cells)."""
+    rows and their repeats instead of cells (the inspector's bank picture hovers cells).
+    ``fit_width``: the whole picture at most this wide (0: up to ``MAX_WIDTH``), so that it is shown
+    unscaled, every text at its size, in an output of that width (columns past it are left out and
+    the caption says so)."""
     if layout.scope == "fragment":
-        return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024)
+        return fragment_svg(layout, highlight=highlight, max_cells=max_cells or 1024, fit_width=fit_width)
     max_cells = max_cells or 4096
     shape = tuple(layout.shape)
     if not layout.offsets:
@@ -748,7 +764,9 @@ def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "ch
         return _shared_picture(arr, layout.dtype, name=f"{layout.buffer} (shared)", subtitle=sub,
                                color_by=color_by, max_cells=max_cells, highlight=highlight, uid_parts=(layout.buffer,),
                                hover=hover, hover_crop=hover_crop, titles=titles, max_rows=max_rows,
-                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0)
+                               explicit_cells=EXPLICIT_CELLS if cell_hover else 0,
+                               max_width=max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12) if fit_width else 900,
+                               fixed_width=bool(fit_width))
     except ValueError as err:  # unknown dtype and the like: say so rather than fail the whole tab
         return _message_svg(f"{layout.buffer}: cannot draw", [str(err)])
 
@@ -770,7 +788,7 @@ def side_by_side(svgs: Sequence[str], *, gap: int = 24) -> str:
 
 
 def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[str] = ("NONE", "128B"), *,
-                color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> str:
+                color_by: str = "chunk", pattern: str | None = "column_read", max_cells: int = 4096) -> Picture:
     """Two (or more) swizzle modes of one tile side by side, with a pattern's wavefront count.
 
     HTML: the pictures in a row that wraps (``display: flex``), each drawn ``COMPARE_WIDTH`` wide
@@ -787,8 +805,8 @@ def compare_svg(rows: int, cols: int, dtype: str = "float16", modes: Sequence[st
         parts.append(_tile_svg(tile, color_by=color_by, highlight=None, report=report, max_cells=max_cells, title=None,
                                max_width=COMPARE_WIDTH - _Frame(0, 0, 0, 0).left - 12, hover="bank", max_rows=0,
                                max_cols=0, fixed_width=True))
-    return ('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start">'
-            + "".join(parts) + "</div>")
+    return Picture('<div class="tl-compare" style="display: flex; flex-wrap: wrap; gap: 12px 24px; '
+                   'align-items: flex-start">' + "".join(parts) + "</div>")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1000,7 +1018,7 @@ def _wrap(text: str, width: float, size: int) -> list[str]:
 
 
 def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any] | None = None,
-                 hover: bool = True) -> str:
+                 hover: bool = True, fit_width: float = 0) -> str:
     """A fragment layout as CuTe draws thread-value pictures: every cell labelled ``T<thread>``
     over ``v<register>`` and coloured by warp (two shades per warp alternate every 4 threads).
     Hovering a cell highlights every cell of its thread (pure CSS; cells carry class ``t<thread>``).
@@ -1009,7 +1027,9 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
     Past ``max_cells`` the picture shows one warp's unit (:func:`_fragment_unit`): the top-left
     block holding every thread of the first warp, as tall as that warp's rows when that fits,
     and the caption says which block it is, what repeats beyond it and how many elements each
-    thread holds in all. A fragment with no such block shows its top-left part."""
+    thread holds in all. A fragment with no such block shows its top-left part. ``fit_width``: the
+    picture at most this wide (0: ``MAX_WIDTH``), columns past it left out."""
+    widest_picture = min(MAX_WIDTH, fit_width) if fit_width else MAX_WIDTH
     # Long by its docstring; the drawing is one pass over the cells.
     shape = tuple(layout.shape)
     if not layout.threads:
@@ -1032,11 +1052,11 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         widest = max(len(f"T{int(absolute[:show_rows, :show_cols].max())}"),
                      len(f"v{int(locals_[:show_rows, :show_cols].max())}"))
         cw, ch = max(30.0, 0.62 * font * widest + 8), 26.0
-        fit_cols = max(1, int((MAX_WIDTH - _Frame(0, 0, 0, 0).left - 12) // cw))
+        fit_cols = max(1, int((widest_picture - _Frame(0, 0, 0, 0).left - 12) // cw))
         if show_cols > fit_cols:  # labelled cells never make the picture wider than MAX_WIDTH
             show_cols, unit_words = fit_cols, ""
     else:
-        cw, ch = _cell_size(show_rows, show_cols)
+        cw, ch = _cell_size(show_rows, show_cols, max_width=widest_picture - _Frame(0, 0, 0, 0).left - 12)
     n_shown = show_rows * show_cols
     shown_t, shown_v = absolute[:show_rows, :show_cols], locals_[:show_rows, :show_cols]
     colour = (warp * 2 + (absolute // 4) % 2)[:show_rows, :show_cols]
@@ -1063,8 +1083,10 @@ def fragment_svg(layout: Any, *, max_cells: int = 1024, highlight: dict[str, Any
         caption.append("hover a cell: every element of its thread")
     subtitle = _fragment_subtitle(layout, shape, base, threads)
     grid_width = f0.left + show_cols * cw + 12
-    caption_width = min(CAPTION_WIDTH, max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))
-    width = min(MAX_WIDTH, max(grid_width, 380.0, _caption_width([f"{layout.buffer} (fragment)"], 12), caption_width))
+    caption_width = min(CAPTION_WIDTH, widest_picture,
+                        max(_caption_width([subtitle], 11), _caption_width(caption, MIN_FONT)))
+    width = min(widest_picture, max(grid_width, min(380.0, widest_picture),
+                                    _caption_width([f"{layout.buffer} (fragment)"], 12), caption_width))
     head = _caption_lines([subtitle], width, 11)
     f = dataclasses.replace(f0, top=34.0 + 14 * len(head))
     marks, _ = _fragment_highlights(f, dict(highlight or {}), shown_t, shown_v, warp)
@@ -1179,11 +1201,34 @@ def _fragment_highlights(f: _Frame, hl: dict[str, Any], shown_t: Any, shown_v: A
     return out, caption
 
 
+# A sanitiser (an untrusted notebook) strips <svg> and leaves its captions and tooltips as loose
+# text, thousands of pixels of it: there a picture is folded to one line saying what trusting
+# shows. The picture is hidden inline and shown by a style the sanitiser strips along with it.
+_TRUSTED_PICTURE_CSS = ("<style>.tl-picbox:has(>style)>.tl-pic-live{display:block!important}"
+                        ".tl-picbox:has(>style)>.tl-pic-note{display:none}</style>")
+
+
+def trusted_picture(markup: str, what: str = "a picture") -> str:
+    """``markup`` (SVG, or HTML holding SVG) shown where the output is trusted; elsewhere one line
+    saying what trusting the notebook shows."""
+    return (f'<div class="tl-picbox">{_TRUSTED_PICTURE_CSS}<div class="tl-pic-live" style="display:none">{markup}'
+            f'</div><p class="tl-pic-note" style="margin:2px 0;color:var(--jp-ui-font-color2,#555)">&#9888; '
+            f"{_esc(what)} is left out here (the notebook is not trusted, or the viewer strips pictures): trust "
+            "the notebook (Trust Notebook in the command palette) to see it.</p></div>")
+
+
 class Picture(str):
-    """An SVG string that notebooks display as the picture."""
+    """An SVG string that notebooks display as the picture (folded to one line where the output
+    is sanitised: see :func:`trusted_picture`)."""
 
     def _repr_html_(self) -> str:
-        return str(self)
+        return trusted_picture(str(self), "this picture")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Its text form (a notebook's text/plain): what it shows, not the SVG markup."""
+        label = re.search(r'aria-label="([^"]*)"', self[:4000])
+        what = html.unescape(label.group(1)) if label else "SVG"
+        printer.text(f"<picture: {what}, {len(self) / 1024:.0f} KB of SVG>")
 
 
 def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
@@ -1198,4 +1243,4 @@ def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
 
 
 __all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
-           "wgmma_operand_svg"]
+           "trusted_picture", "wgmma_operand_svg"]

@@ -74,10 +74,13 @@ def layout_sentence(layout: Any) -> str:
 
 
 def pdl_text(kernel: Any) -> str:
-    """Programmatic dependent launch of one DeviceKernel: whether its code waits (T.pdl_sync) and
-    which launchers allow it to start early, e.g. "no T.pdl_sync; early start: cython"."""
-    sync = "T.pdl_sync" if kernel.programmatic_dependent_launch else "no T.pdl_sync"
-    return f"{sync}; early start: {', '.join(kernel.programmatic_serialization_by) or 'none'}"
+    """Programmatic dependent launch of one DeviceKernel, for a kernel whose code waits for the one
+    before it (T.pdl_sync): which launchers let it start early, e.g. "waits (T.pdl_sync); may start
+    early when launched by cython"."""
+    if not kernel.programmatic_dependent_launch:
+        return "not used (no T.pdl_sync)"
+    by = ", ".join(kernel.programmatic_serialization_by)
+    return "waits (T.pdl_sync); " + (f"may start early when launched by {by}" if by else "no launcher starts it early")
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:

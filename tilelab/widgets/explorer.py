@@ -181,7 +181,8 @@ class SwizzleExplorer(widgets.VBox):
                 '<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: '
                 f'{html.escape(self.settings_text())}'
                 f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
-                f"controls</i></p>{self.conflicts.value}{self.comparison.value}{self.picture.value}</div>")
+                f"controls</i></p>{self.conflicts.value}"
+                f"{svg.trusted_picture(self.comparison.value + self.picture.value, 'the explorer picture')}</div>")
 
     def _static_bundle(self) -> dict[str, str]:
         return {"text/html": self.static_html(),

@@ -25,6 +25,7 @@ from ..records.profile import Profile
 from ..records.tile_trace import TileTrace
 from ..records.timeline import Timeline
 from ..render import html as render
+from ..render._ids import display_id
 from ..render.profile import profile_html
 
 TABS = render.SECTIONS
@@ -66,17 +67,20 @@ class Inspector:
         self.timing = (*self.launches.timing, *others)
         self.source = source
         self.previous = previous if previous is not None and previous != report else None
+        # ids of this page alone: a notebook may show the same kernel twice (see display_id)
+        self.anchor = display_id(render.page_id(report, self.tabs, source, self.timelines))
         extra = []
         self._cuda_anchors: set[int] = set()
         if self.timing:
-            extra.append(("Timing", timing_html(self.timing, self._cuda_view())))
+            extra.append((launch_title(self.timing), timing_html(self.timing, self._cuda_view())))
         if self.profiles:
             extra.append(("Profile", "".join(render.wrap(profile_html(p, report=report)) for p in self.profiles)))
         if self.previous is not None:
             extra.append(("Diff", diff_html(self.previous, report)))  # announced in the Summary too
         self.extra = tuple(extra)
-        self._page: tuple[str, list[render.Panel]] | None = None
+        self._built: tuple[str, list[render.Panel]] | None = None
         self._html: str | None = None
+        self._page: str | None = None
 
     def _cuda_view(self) -> Any:
         """Where sanitizer findings link on this page: the CUDA tab's line anchors (when it is shown)."""
@@ -84,24 +88,30 @@ class Inspector:
             self.report, self.source is not None, self.timelines)
         if "cuda" not in names:
             return None
-        anchor = render.page_id(self.report, self.tabs, self.source, self.timelines)
-        return (f"{anchor}-cuda", self.report.sources.device, self._cuda_anchors)
+        return (f"{self.anchor}-cuda", self.report.sources.device, self._cuda_anchors)
 
     def _panels(self) -> tuple[str, list[render.Panel]]:
         """The page's id and panels, built once (the page and each :meth:`tab` are made of them)."""
-        if self._page is None:
-            self._page = render.page_panels(
+        if self._built is None:
+            self._built = render.page_panels(
                 self.report, sections=self.tabs, extra=self.extra, source=self.source,
                 profile=self.profiles[0] if self.profiles else None, cuda_anchors=self._cuda_anchors,
-                previous=self.previous, anchor=render.page_id(self.report, self.tabs, self.source, self.timelines),
-                launched=self.timing, timelines=self.timelines)
-        return self._page
+                previous=self.previous, anchor=self.anchor, launched=self.timing, timelines=self.timelines)
+        return self._built
 
     @property
     def html(self) -> str:
         if self._html is None:
             self._html = render.layout_page(self.report, *self._panels())
         return self._html
+
+    @property
+    def page(self) -> str:
+        """The page as displayed: :attr:`html` with its largest panels gzip-compressed past a budget,
+        each unpacked where it is first opened (a page stays light whatever tabs it has)."""
+        if self._page is None:
+            self._page = render.layout_page(self.report, *self._panels(), lazy=True)
+        return self._page
 
     @property
     def titles(self) -> tuple[str, ...]:
@@ -123,12 +133,12 @@ class Inspector:
         """Nothing to release: the inspector holds no widget model (kept for older callers)."""
 
     def _repr_html_(self) -> str:
-        return self.html
+        return self.page
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
         from ..render.text import render_text
 
-        return {"text/html": self.html, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
+        return {"text/html": self.page, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
                                                                   timelines=self.timelines)}
 
 
@@ -171,21 +181,31 @@ def diff_html(before: KernelReport, after: KernelReport) -> str:
     from ..render.code import colour_lines
 
     old, new = colour_lines(before.sources.device, "cuda"), colour_lines(after.sources.device, "cuda")
+    # One block per diff line (a token's <span> inside it is only colour): numbered by the line's
+    # own number in this run (in the previous run for a removed line), changed tokens coloured.
     out, changed = [], 0
     for group in groups:
         i1, j1 = group[0][1], group[0][3]
-        out.append(f'<span class="tl-muted">@@ -{i1 + 1} +{j1 + 1} @@\n</span>')
+        out.append(f'<span class="tl-hunk" data-n="">@@ -{i1 + 1} +{j1 + 1} @@\n</span>')
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += [f" {new[j]}\n" for j in range(j1, j2)]
+                out += [f'<span data-n="{j + 1}"> {new[j]}\n</span>' for j in range(j1, j2)]
                 continue
-            out += [f'<span class="gd">-{old[i]}\n</span>' for i in range(i1, i2)]
-            out += [f'<span class="gi">+{new[j]}\n</span>' for j in range(j1, j2)]
+            out += [f'<span class="gd" data-n="{i + 1}">-{old[i]}\n</span>' for i in range(i1, i2)]
+            out += [f'<span class="gi" data-n="{j + 1}">+{new[j]}\n</span>' for j in range(j1, j2)]
             changed += (i2 - i1) + (j2 - j1)
     parts.append(f"<p><b>device CUDA</b>: {changed} line(s) changed</p>"
                  '<pre class="tl-diff tl-src" style="white-space:pre-wrap;overflow-wrap:anywhere;padding:4px 8px">'
                  f'{"".join(out)}</pre>')
     return "".join(parts)
+
+
+def launch_title(results: Sequence[Any]) -> str:
+    """The title of the tab of a cell's launch results: "Run" when they are runs only (a verdict, no
+    timing), "Timing" when one is timed."""
+    if all(hasattr(r, "outputs") and hasattr(r, "passed") and not hasattr(r, "median_ms") for r in results):
+        return "Run"
+    return "Timing"
 
 
 def _result_html(result: Any) -> str:
@@ -243,4 +263,5 @@ def timing_html(results: Sequence[Any], cuda_view: Any = None) -> str:
     return "".join(parts)
 
 
-__all__ = ["Inspector", "TABS", "diff_html", "latency_figure", "launches_of", "parse_tabs", "timing_html"]
+__all__ = ["Inspector", "TABS", "diff_html", "launch_title", "latency_figure", "launches_of", "parse_tabs",
+           "timing_html"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...engine.links import cell_heat, heat_elsewhere
 from ...records.kernel import KernelReport
+from .. import machine
 from ..code import heat_list, highlight_code
 from ..page import Page, Tab, back_marks, esc, make_page, register
 
@@ -18,7 +19,8 @@ def cell_html(report: KernelReport, page: Page | None = None) -> str:
     shares = cell_heat(report, page.source, page.heat)
     return ('<p class="tl-muted">marked lines made a TMA descriptor or a WGMMA (&#8617; goes to its row)</p>'
             + heat_list(shares, f"{page.rid}-cell") + (_heat_elsewhere_html(report, page) if shares else "")
-            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares))
+            + highlight_code(page.source, "python", anchor_prefix=f"{page.rid}-cell", marks=marks, heat=shares,
+                             anchors=machine.lowering_cell_lines(report, page.source)))
 
 
 def _heat_elsewhere_html(report: KernelReport, page: Page) -> str:

@@ -47,7 +47,11 @@ def launcher_html(report: KernelReport, backend: str | None = None, *, back_link
             continue
         if item.text is None:
             reason = esc(item.reason or "no reason given")
-            out.append(f'<p class="tl-absent"><b>{esc(b)}</b>: absent &mdash; {reason}</p>')
+            # a warning only when no launcher was made; else one muted line (another one runs it)
+            made = any((x := report.sources.launcher(o)) is not None and x.text is not None
+                       for o in report.launcher_backends)
+            css = "tl-muted" if made else "tl-absent"
+            out.append(f'<p class="{css}"><b>{esc(b)}</b>: absent &mdash; {reason}</p>')
             continue
         for p, (part, text, language) in enumerate(launcher_parts(item)):
             anchor = part_anchor(rid, b, p)

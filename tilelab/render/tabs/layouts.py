@@ -22,6 +22,10 @@ _LAYOUT_TABLE_LIMIT = 4096
 _PAGE_SHARED_CELLS = 512
 _PAGE_BANK_CELLS = 256
 _PAGE_FRAGMENT_CELLS = 64
+# The widest a picture on the page is drawn: a laptop's notebook output (a 1000 px window with the
+# file browser open) is about 520 px wide, and a picture that fits is shown unscaled, every number
+# and caption at 10 px or more (a wider output shows it at that size; zoom x2 enlarges it).
+PICTURE_WIDTH = 500
 # Layouts listed on the page with a picture; past this many, the rest are listed in a table.
 _PAGE_LAYOUTS = 12
 
@@ -60,12 +64,12 @@ def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id
                 'class="tl-zoom-label">zoom &times;2</label>') if zoom_id else ""
         # the bank picture below hovers cells; this one reuses each distinct row (and hovers rows)
         picture = layout_svg(layout, max_cells=cells, titles=False, max_rows=_repeating_rows(layout),
-                             cell_hover=False)
+                             cell_hover=False, fit_width=PICTURE_WIDTH)
         out = [f'<p class="tl-legend">{legend}</p>{zoom}',
                f'<div class="tl-scroll tl-picture">{legible(picture)}</div>']
         if layout.scope == "shared" and layout.offsets:
             bank_svg = layout_svg(layout, color_by="bank", max_cells=_PAGE_BANK_CELLS, hover_crop=_PAGE_BANK_CELLS,
-                                  titles=False)
+                                  titles=False, fit_width=PICTURE_WIDTH)
             out.append(_lazy_details("tl-sub tl-bank-colour", "coloured by bank (hover a cell: every cell of its bank)",
                                      _zoomable(bank_svg, f"{zoom_id}-bank" if zoom_id else "")))
         total = layout_elements(layout)
@@ -141,7 +145,7 @@ def _layout_table(layout: Layout) -> str:
             f'<table class="tl-table tl-layout-table"><tbody>{body}</tbody></table></details>')
 
 
-def layouts_html(report: KernelReport) -> str:
+def layouts_html(report: KernelReport, page: Page | None = None) -> str:
     """Each layout with its picture (drawn in part when large); a layout equal to one drawn
     already is named, not drawn again; past a dozen, the rest are listed in a table."""
     if not report.layouts:
@@ -151,7 +155,7 @@ def layouts_html(report: KernelReport) -> str:
     first_equal = layout_repeats(report)
     drawn: dict[int, str] = {}  # the first of each group of equal layouts drawn -> its buffer
     rest: list[list[Any]] = []
-    rid = report_id(report)
+    rid = page.rid if page is not None else report_id(report)
     for index, lay in enumerate(report.layouts):
         extra = ""
         if lay.scope == "fragment":
@@ -191,5 +195,5 @@ def layouts_text(report: KernelReport, page: Page) -> str:
     return "\n".join(lines)
 
 
-register(Tab("layouts", "Layouts", 70, lambda r, page: layouts_html(r), layouts_text,
+register(Tab("layouts", "Layouts", 70, layouts_html, layouts_text,
              count=lambda r, page: len(r.layouts)))

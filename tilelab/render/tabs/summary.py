@@ -34,14 +34,17 @@ def summary_html(report: KernelReport, page: Page | None = None) -> str:
     if page.changes:
         out.append(_changes_note(page))
     if report.kernels:
+        # PDL and cooperative launch only where a kernel uses them (a column of "no" says nothing)
+        pdl, coop = any(k.programmatic_dependent_launch for k in report.kernels), any(
+            k.cooperative for k in report.kernels)
         out.append(table(
-            ["device kernel", "grid", "block", "threads / block", "dynamic shared memory", "cluster", "PDL",
-             "cooperative"],
+            ["device kernel", "grid", "block", "threads / block", "dynamic shared memory", "cluster",
+             *(["PDL"] if pdl else []), *(["cooperative"] if coop else [])],
             [[esc(k.name), changed(page, f"kernel {k.name}", "grid", esc(dims(k.grid))),
               changed(page, f"kernel {k.name}", "block", esc(dims(k.block))), k.threads_per_block,
               changed(page, f"kernel {k.name}", "dynamic shared memory", esc(size_text(k.dynamic_shared_memory_bytes))),
-              esc(dims(k.cluster_dims) if k.cluster_dims else "-"), esc(pdl_text(k)),
-              "yes" if k.cooperative else "no"] for k in report.kernels],
+              esc(dims(k.cluster_dims) if k.cluster_dims else "-"), *([esc(pdl_text(k))] if pdl else []),
+              *(["yes" if k.cooperative else "no"] if coop else [])] for k in report.kernels],
             raw=(0, 1, 2, 4, 5, 6),
         ))
     why = [n for n in [thread_note(report), *(wgmma_shape_note(report, i) for i in range(len(report.wgmma)))] if n]
@@ -98,6 +101,10 @@ def _other_summary_html(report: KernelReport, page: Page) -> str:
         facts.append(["launch here", "yes, on the CPU" if target.launch == "cpu" else
                       "no: inspect only (tilelab has no launch path for these GPUs)"])
     out = [table(["", ""], facts)]
+    if page.launched:
+        from ..launch import launch_summary_html
+
+        out.append(launch_summary_html(page.launched))
     if report.kernels:
         if report.family == "cpu":
             out.append(table(
@@ -140,11 +147,14 @@ def summary_text(report: KernelReport, page: Page) -> str:
             [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes)]
              for k in report.kernels])])
     elif report.kernels:
+        pdl, coop = any(k.programmatic_dependent_launch for k in report.kernels), any(
+            k.cooperative for k in report.kernels)
         blocks.append(["Kernels", *text_table(
-            ["name", "grid", "block", "threads", "dynamic shared memory", "cluster", "PDL", "cooperative"],
+            ["name", "grid", "block", "threads", "dynamic shared memory", "cluster",
+             *(["PDL"] if pdl else []), *(["cooperative"] if coop else [])],
             [[k.name, dims(k.grid), dims(k.block), k.threads_per_block, size_text(k.dynamic_shared_memory_bytes),
-              dims(k.cluster_dims) if k.cluster_dims else "-", pdl_text(k),
-              "yes" if k.cooperative else "no"] for k in report.kernels])])
+              dims(k.cluster_dims) if k.cluster_dims else "-", *([pdl_text(k)] if pdl else []),
+              *(["yes" if k.cooperative else "no"] if coop else [])] for k in report.kernels])])
     if report.problems:
         blocks.append(["Problems", *(f"  ! {p}" for p in report.problems)])
     if report.l2_persistence:

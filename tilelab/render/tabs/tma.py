@@ -13,6 +13,7 @@ from ..page import (
     TMA_FIELDS,
     Page,
     Tab,
+    applies,
     changed,
     esc,
     make_page,
@@ -130,4 +131,5 @@ def tma_text(report: KernelReport, page: Page) -> str:
 
 
 register(Tab("tma", "TMA", 50, lambda r, page: tma_html(r, page=page), tma_text,
-             count=lambda r, page: len(r.tma_descriptors) if r.family == "cuda" else None))
+             count=lambda r, page: len(r.tma_descriptors) if r.family == "cuda" else None,
+             shown=lambda r, page: applies(r, "tma")))

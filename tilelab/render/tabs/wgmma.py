@@ -8,7 +8,7 @@ from typing import Any
 from ...engine.links import wgmma_shape_note
 from ...engine.verdicts import operand_verdict
 from ...records.kernel import KernelReport
-from ..page import Page, Tab, esc, make_page, none_here, register, table, where
+from ..page import Page, Tab, applies, esc, make_page, none_here, register, table, where
 from ..textkit import text_table
 
 
@@ -65,4 +65,5 @@ def wgmma_text(report: KernelReport, page: Page) -> str:
 
 
 register(Tab("wgmma", "WGMMA", 60, lambda r, page: wgmma_html(r, page), wgmma_text,
-             count=lambda r, page: len(r.wgmma) if r.family == "cuda" else None))
+             count=lambda r, page: len(r.wgmma) if r.family == "cuda" else None,
+             shown=lambda r, page: applies(r, "wgmma")))
