@@ -57,6 +57,7 @@ from .emulate import (
     compile_emulated,
     emulated_grid,
     emulation_key,
+    written_tensors,
 )
 from .emulate import (
     RULES as EMULATION_RULES,
@@ -158,6 +159,7 @@ __all__ = [
     "compile_emulated",
     "emulated_grid",
     "emulation_key",
+    "written_tensors",
     "CompileRequest",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",

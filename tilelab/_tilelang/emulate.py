@@ -421,8 +421,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
+    # Outputs a @tilelang.jit function allocates (T.empty, the attribute tilelang_out_idx) are
+    # allocated and poisoned by the launch side: the CPU kernel takes every tensor.
     new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr(
         "tilelab_emulation", EMULATION_VERSION)
+    if func.attrs is not None and "tilelang_out_idx" in func.attrs:
+        new = new.without_attr("tilelang_out_idx")
     applied.update(("bounds",))
     if any(str(func.buffer_map[p].dtype) in NARROW_FLOATS for p in func.params if p in func.buffer_map):
         applied.add("dtypes")
@@ -581,6 +585,29 @@ def emulation_key(obj: Any) -> str:
     if isinstance(func, tilelang().tvm.tirx.PrimFunc):
         names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
     return f"emulated:{kernel_fingerprint(obj)}:{','.join(names)}"
+
+
+def written_tensors(obj: Any) -> tuple[str, ...]:
+    """The tensor parameters a kernel writes, in parameter order: stores into them, tile
+    operations whose region of one is written (``T.copy``'s destination, ``T.gemm``'s C,
+    ``T.fill``), atomics through an access pointer. What a kernel with no ``out_idx`` outputs."""
+    tirx = tilelang().tvm.tirx
+    func = getattr(obj, "prim_func", obj)
+    written: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            written.add(str(node.buffer.name))
+        elif isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.BufferLoad):
+            op = str(getattr(node.op, "name", ""))
+            mask = node.args[1] if op == "tl.region" and len(node.args) > 1 else \
+                node.args[-1] if op in ("tl.access_ptr", "tirx.tvm_access_ptr") else None
+            if isinstance(mask, tirx.IntImm) and int(mask) & 2:
+                written.add(str(node.args[0].buffer.name))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return tuple(n for n in names if n in written)
 
 
 def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int, int]:
