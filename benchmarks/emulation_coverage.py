@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 RUNS, REFUSED, FAILS, NOT_LOWERED, OTHER_TARGET = "runs", "refused", "fails", "TileLang cannot lower", "other target"
 ARCH = "sm_90a"
 GRACE_S = 5.0  # a script that builds no new kernel (and calls none) for this long is ended
-MAX_KERNELS = 8  # distinct kernels per script
+MAX_KERNELS = 4  # distinct kernels per script (autotuning scripts build many of one kind)
 
 
 # ---------------------------------------------------------------------------------------------

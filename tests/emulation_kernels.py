@@ -1,0 +1,23 @@
+"""Small kernels of our own, each the smallest form of a construct that upstream TileLang kernels
+use and that the CPU path (``tilelab.run(kernel, device="cpu")``) once failed on: the regression
+cases of ``tests/test_emulate_coverage.py`` (written for these tests, not taken from anywhere)."""
+
+from __future__ import annotations
+
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scaled_copy_empty_output(A, block_M: int = 32, block_N: int = 32, scale: float = 2.0):
+    """An eager @tilelang.jit kernel whose output is ``T.empty``: its PrimFunc carries the output's
+    position as an attribute (``tilelang_out_idx``) rather than the caller's ``out_idx``."""
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float16)
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        tile = T.alloc_fragment((block_M, block_N), T.float32)
+        for i, j in T.Parallel(block_M, block_N):
+            tile[i, j] = T.cast(A[by * block_M + i, bx * block_N + j], T.float32) * scale
+        T.copy(tile, B[by * block_M, bx * block_N])
+    return B
