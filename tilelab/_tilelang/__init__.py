@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from .capture import (
     CompileRequest,
+    compiles_not_intercepted,
     intercept_compiles,
     target_arch,
     tilelang_lower,
@@ -161,6 +162,7 @@ __all__ = [
     "emulation_key",
     "written_tensors",
     "CompileRequest",
+    "compiles_not_intercepted",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",
     "Lowered",

@@ -294,6 +294,30 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                strides=list(buf.strides) if len(buf.strides) else None,
                                elem_offset=buf.elem_offset)
         remap[buf] = new
+        data_map[buf.data] = new
+        return new
+
+    data_map: dict[Any, Any] = {}  # a replaced buffer's data -> its replacement
+
+    def aliased(buf: Any) -> Any:
+        """``buf`` rewritten: itself when untouched; a view declared over a replaced buffer's data
+        (``T.Tensor(shape, dtype, A.data)``, a reshape) becomes the same view of the replacement."""
+        if buf in remap:
+            return remap[buf]
+        base = data_map.get(buf.data)
+        if base is None:
+            return None
+        dtype = str(buf.dtype)
+        if _cpu_dtype(dtype) != str(base.dtype):
+            raise EmulationRefused(name, f"a view of {base.name} as {dtype}",
+                                   f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
+                                   f"{dtype}, and on the CPU that tensor is held in {base.dtype}")
+        if dtype in NARROW_FLOATS:
+            narrow[str(buf.name)] = dtype
+        new = tirx.decl_buffer(buf.shape, _cpu_dtype(dtype), str(buf.name), data=base.data, scope=buf.scope(),
+                               strides=list(buf.strides) if len(buf.strides) else None,
+                               elem_offset=buf.elem_offset)
+        remap[buf] = new
         return new
 
     buffer_map = {}
@@ -339,14 +363,19 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
                                allocs, node.match_buffers, annotations)
         if isinstance(node, tirx.BufferLoad):
-            new = remap.get(node.buffer)
+            new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
                 return tirx.BufferLoad(new, node.indices)
             return None
         if isinstance(node, tirx.BufferStore):
-            new = remap.get(node.buffer)
+            new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
                 return tirx.BufferStore(new, node.value, node.indices)
+            return None
+        if isinstance(node, tirx.DeclBuffer):
+            new = aliased(node.buffer)
+            if new is not None and not new.same_as(node.buffer):
+                return tirx.DeclBuffer(new)
             return None
         if isinstance(node, tirx.For):
             annotations = {k: v for k, v in node.annotations.items() if k not in _PIPELINE_KEYS}
