@@ -155,6 +155,7 @@ class Worker:
         func, name = kernel.prim_func, kernel.name
         out_idx = kernel.out_idx or _tilelang.resolve_kernel(func).out_idx or None
         outputs = None if out_idx else (list(_tilelang.written_tensors(func)) or None)
+        self.emit({"progress": name})  # so a run cut short by the timeout says which kernel it was in
         row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random"}
         sizes: dict[str, int] = {}
         try:
@@ -301,6 +302,9 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) 
     foreign = sorted({p.lower() for p in Path(rel).parts[:-1]} & set(_corpus._NOT_CUDA_HINTS))
     if foreign:
         return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"folder {foreign[0]!r}"}]
+    hinted = [arch for hint, arch in _corpus._ARCH_HINTS if hint in rel.lower()]
+    if hinted and hinted[0] != ARCH:
+        return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"written for {hinted[0]}"}]
     with tempfile.TemporaryDirectory(prefix="tilelab-emucov-") as tmp:
         out = Path(tmp) / "rows.jsonl"
         out.touch()
@@ -318,7 +322,7 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) 
                 outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
         except subprocess.TimeoutExpired:
             outcome = f"timed out after {timeout_s:.0f} s"
-        rows, done = [], None
+        rows, done, pending = [], None, None
         for line in out.read_text().splitlines():
             try:
                 d = json.loads(line)
@@ -326,14 +330,17 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) 
                 continue
             if "done" in d:
                 done = d
+            elif "progress" in d:
+                pending = d["progress"]
             else:
+                pending = None
                 rows.append({"script": rel, **d})
+        if pending is not None:  # the CPU run of this kernel did not finish
+            rows.append({"script": rel, "kernel": pending, "verdict": FAILS, "cls": "the CPU run did not finish",
+                         "reason": outcome or "the script's process ended during the CPU run"})
         if not rows:
             rows.append({"script": rel, "kernel": "-", "verdict": "no kernel",
                          "reason": outcome or (done or {}).get("done", "")})
-        elif outcome and done is None:
-            rows.append({"script": rel, "kernel": "(rest)", "verdict": FAILS, "cls": "the script's run ended",
-                         "reason": outcome})
         return rows
 
 

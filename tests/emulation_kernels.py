@@ -21,3 +21,21 @@ def scaled_copy_empty_output(A, block_M: int = 32, block_N: int = 32, scale: flo
             tile[i, j] = T.cast(A[by * block_M + i, bx * block_N + j], T.float32) * scale
         T.copy(tile, B[by * block_M, bx * block_N])
     return B
+
+
+VIEW_M, VIEW_N, VIEW_BLOCK = 64, 128, 32  # (M, N) fp16 tensors seen as (M * N // 64, 64) rows
+VIEW_ROWS = VIEW_M * VIEW_N // 64
+
+
+@T.prim_func
+def reshaped_view_copy(X: T.Tensor((VIEW_M, VIEW_N), T.float16), Y: T.Tensor((VIEW_M, VIEW_N), T.float16)):
+    """Reads and writes its fp16 tensors through views declared over their data
+    (``T.Tensor(shape, dtype, X.data)``): Y = X + 1, row block by row block of the view."""
+    with T.Kernel(T.ceildiv(VIEW_ROWS, VIEW_BLOCK), threads=128) as bx:
+        X_rows = T.Tensor((VIEW_ROWS, 64), T.float16, X.data)
+        Y_rows = T.Tensor((VIEW_ROWS, 64), T.float16, Y.data)
+        tile = T.alloc_shared((VIEW_BLOCK, 64), T.float16)
+        T.copy(X_rows[bx * VIEW_BLOCK, 0], tile)
+        for i, j in T.Parallel(VIEW_BLOCK, 64):
+            tile[i, j] = tile[i, j] + T.float16(1)
+        T.copy(tile, Y_rows[bx * VIEW_BLOCK, 0])

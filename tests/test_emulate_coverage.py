@@ -24,3 +24,13 @@ def test_jit_kernel_with_empty_output_runs_with_its_own_out_idx():
     # a wrong scale is caught
     wrong = tilelab.run(func, device="cpu", blocks=[0, 5], seed=1, ref=lambda a: a.float() * 3.0)
     assert not wrong.passed
+
+
+def test_views_declared_over_a_tensors_data_follow_its_cpu_form():
+    func = ek.reshaped_view_copy  # 128 rows of 64: 4 blocks
+    result = tilelab.run(func, device="cpu", blocks=[0, 3], outputs=["Y"], seed=2,
+                         ref=lambda x: x.float() + 1)
+    assert result.passed, result
+    assert any("wrote 4096 of 8192 elements of Y" in n for n in result.notes)
+    wrong = tilelab.run(func, device="cpu", blocks=[0, 3], outputs=["Y"], seed=2, ref=lambda x: x.float() + 2)
+    assert not wrong.passed
