@@ -39,3 +39,16 @@ def reshaped_view_copy(X: T.Tensor((VIEW_M, VIEW_N), T.float16), Y: T.Tensor((VI
         for i, j in T.Parallel(VIEW_BLOCK, 64):
             tile[i, j] = tile[i, j] + T.float16(1)
         T.copy(tile, Y_rows[bx * VIEW_BLOCK, 0])
+
+
+@T.prim_func
+def masked_tiles(X: T.Tensor((64, 64), T.float32), Keep: T.Tensor((2, 2), T.bool),
+                 Y: T.Tensor((64, 64), T.float32)):
+    """Y's 32 x 32 tile (by, bx) is X's where the bool mask Keep says so, else zero (a block mask,
+    as block-sparse kernels take)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        tile = T.alloc_fragment((32, 32), T.float32)
+        T.clear(tile)
+        if Keep[by, bx]:
+            T.copy(X[by * 32, bx * 32], tile)
+        T.copy(tile, Y[by * 32, bx * 32])

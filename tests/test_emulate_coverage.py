@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 tilelang = pytest.importorskip("tilelang")
 
-import tilelab  # noqa: E402
-
 import emulation_kernels as ek  # noqa: E402
+
+import tilelab  # noqa: E402
 
 
 def test_jit_kernel_with_empty_output_runs_with_its_own_out_idx():
@@ -33,4 +33,27 @@ def test_views_declared_over_a_tensors_data_follow_its_cpu_form():
     assert result.passed, result
     assert any("wrote 4096 of 8192 elements of Y" in n for n in result.notes)
     wrong = tilelab.run(func, device="cpu", blocks=[0, 3], outputs=["Y"], seed=2, ref=lambda x: x.float() + 2)
+    assert not wrong.passed
+
+
+def _masked_reference(x, keep):
+    y = torch.zeros_like(x)
+    for i in range(2):
+        for j in range(2):
+            if keep[i, j]:
+                y[i * 32:(i + 1) * 32, j * 32:(j + 1) * 32] = x[i * 32:(i + 1) * 32, j * 32:(j + 1) * 32]
+    return y
+
+
+def test_bool_tensors_run_as_their_bytes():
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(3))
+    keep = torch.tensor([[True, False], [False, True]])
+    result = tilelab.run(ek.masked_tiles, x, keep, device="cpu", blocks=[0, 3], ref=_masked_reference)
+    assert result.passed, result
+    assert not any("bool computed" in n for n in result.notes)
+    assert keep.dtype == torch.bool and keep.tolist() == [[True, False], [False, True]]  # the input is untouched
+    # the last block's tile is masked out: a reference that keeps it is caught
+    dropped = torch.tensor([[True, False], [False, False]])
+    wrong = tilelab.run(ek.masked_tiles, x, dropped, device="cpu", blocks=[0, 3],
+                        ref=lambda a, k: _masked_reference(a, torch.ones(2, 2, dtype=torch.bool)))
     assert not wrong.passed

@@ -60,6 +60,7 @@ NARROW_FLOATS = {
     "float8_e4m3fnuz": 5, "float8_e5m2fnuz": 6, "float4_e2m1fn": 7,
 }
 COMPUTE_DTYPE = "float32"
+BOOL_TENSOR_DTYPE = "int8"  # a bool tensor's bytes as the CPU kernel takes them (torch.bool is one byte)
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,9 @@ RULES = (
          "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
          "not what they compute"),
     Rule("dtypes", "float16, bfloat16, float8 and float4 are computed in float32; each cast to such a type and "
-         "each store into a buffer of one rounds to it",
-         "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds"),
+         "each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read as != 0",
+         "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
+         "one byte that is 0 or 1 on both"),
     Rule("blocks", "blocks run one after another, only the selected ones",
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
@@ -275,13 +277,18 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     applied: set[str] = set()
     narrow: dict[str, str] = {}
     remap: dict[Any, Any] = {}
+    booleans: set[str] = set()  # bool tensors, held as int8 (the host C rejects bool pointers)
 
     def replacement(buf: Any, scope: str | None) -> Any:
         if buf in remap:
             return remap[buf]
         dtype = str(buf.dtype)
         new_dtype = _cpu_dtype(dtype)
-        if new_dtype != dtype:
+        if dtype == "bool" and scope is None:  # a tensor: its bytes, read as != 0
+            new_dtype = BOOL_TENSOR_DTYPE
+            booleans.add(str(buf.name))
+            applied.add("dtypes")
+        if new_dtype != dtype and dtype in NARROW_FLOATS:
             narrow[str(buf.name)] = dtype
             applied.add("dtypes")
         new_scope = scope if scope is not None else buf.scope()
@@ -308,6 +315,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
         if base is None:
             return None
         dtype = str(buf.dtype)
+        if dtype == "bool" and str(base.name) in booleans:
+            dtype = BOOL_TENSOR_DTYPE
+            booleans.add(str(buf.name))
         if _cpu_dtype(dtype) != str(base.dtype):
             raise EmulationRefused(name, f"a view of {base.name} as {dtype}",
                                    f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
@@ -365,12 +375,16 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
         if isinstance(node, tirx.BufferLoad):
             new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
-                return tirx.BufferLoad(new, node.indices)
+                load = tirx.BufferLoad(new, node.indices)
+                if str(new.name) in booleans:
+                    return tirx.NE(load, tirx.const(0, BOOL_TENSOR_DTYPE))
+                return load
             return None
         if isinstance(node, tirx.BufferStore):
             new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
-                return tirx.BufferStore(new, node.value, node.indices)
+                value = tirx.Cast(BOOL_TENSOR_DTYPE, node.value) if str(new.name) in booleans else node.value
+                return tirx.BufferStore(new, value, node.indices)
             return None
         if isinstance(node, tirx.DeclBuffer):
             new = aliased(node.buffer)
@@ -399,6 +413,11 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             if str(node.dtype) in NARROW_FLOATS:
                 return tirx.FloatImm(COMPUTE_DTYPE, float(node.value))
             return None
+        if isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.NE) \
+                and isinstance(node.args[0].a, tirx.BufferLoad) and str(node.args[0].a.buffer.name) in booleans \
+                and str(getattr(node.op, "name", "")) in ("tl.region", "tl.access_ptr", "tirx.tvm_access_ptr"):
+            # a tile operation's region of a bool tensor names the int8 buffer itself: the copy converts
+            return tirx.Call(node.dtype, node.op, [node.args[0].a, *node.args[1:]])
         if isinstance(node, tirx.Call):
             dtype = str(node.dtype)
             if dtype in NARROW_FLOATS:

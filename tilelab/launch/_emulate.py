@@ -318,11 +318,16 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
 
 
 def _working_copy(tensor: Any, dtype: str) -> Any:
-    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form."""
+    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form, a
+    bool tensor's bytes as int8."""
     from .. import _tilelang
 
     if dtype in _tilelang.NARROW_FLOATS:
         return tensor.float().contiguous()
+    if dtype == "bool":  # the emulated kernel takes a bool tensor's bytes, as int8 (the rule dtypes)
+        import torch
+
+        return tensor.view(torch.int8)
     return tensor
 
 
