@@ -52,3 +52,19 @@ def masked_tiles(X: T.Tensor((64, 64), T.float32), Keep: T.Tensor((2, 2), T.bool
         if Keep[by, bx]:
             T.copy(X[by * 32, bx * 32], tile)
         T.copy(tile, Y[by * 32, bx * 32])
+
+
+@T.prim_func
+def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.float32),
+              C: T.Tensor((128, 128), T.float32)):
+    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        A_s = T.alloc_shared((64, 32), T.tfloat32)
+        B_s = T.alloc_shared((32, 64), T.tfloat32)
+        C_l = T.alloc_fragment((64, 64), T.float32)
+        T.clear(C_l)
+        for k in T.Pipelined(2, num_stages=2):
+            T.copy(A[by * 64, k * 32], A_s)
+            T.copy(B[k * 32, bx * 64], B_s)
+            T.gemm(A_s, B_s, C_l)
+        T.copy(C_l, C[by * 64, bx * 64])

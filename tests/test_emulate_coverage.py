@@ -57,3 +57,12 @@ def test_bool_tensors_run_as_their_bytes():
     wrong = tilelab.run(ek.masked_tiles, x, dropped, device="cpu", blocks=[0, 3],
                         ref=lambda a, k: _masked_reference(a, torch.ones(2, 2, dtype=torch.bool)))
     assert not wrong.passed
+
+
+def test_tfloat32_tiles_are_rounded_to_tf32():
+    result = tilelab.run(ek.tf32_gemm, device="cpu", blocks=[0, 3], seed=4, ref=lambda a, b: a @ b)
+    assert result.passed, result
+    (c,) = result.outputs
+    # float32 operands rounded to tf32's 10 mantissa bits: an error far above float32's, within tf32's
+    assert 1e-5 < c.rel_error < 2e-3
+    assert any("tfloat32 computed in float32" in n for n in result.notes)

@@ -58,7 +58,9 @@ OOB_READ, OOB_WRITE = 0, 1
 NARROW_FLOATS = {
     "float16": 1, "bfloat16": 2, "float8_e4m3fn": 3, "float8_e4m3": 3, "float8_e5m2": 4,
     "float8_e4m3fnuz": 5, "float8_e5m2fnuz": 6, "float4_e2m1fn": 7,
+    "tfloat32": 8,  # float32 storage; the tensor cores read 10 bits of its mantissa
 }
+NARROW_FLOATS["custom[tfloat32]"] = NARROW_FLOATS["tfloat32"]  # TVM's name of TileLang's tf32 type
 COMPUTE_DTYPE = "float32"
 BOOL_TENSOR_DTYPE = "int8"  # a bool tensor's bytes as the CPU kernel takes them (torch.bool is one byte)
 
@@ -85,8 +87,9 @@ RULES = (
     Rule("threads", "one thread runs each block",
          "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
          "not what they compute"),
-    Rule("dtypes", "float16, bfloat16, float8 and float4 are computed in float32; each cast to such a type and "
-         "each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read as != 0",
+    Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
+         "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
+         "as != 0",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
     Rule("blocks", "blocks run one after another, only the selected ones",
@@ -254,6 +257,10 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
 # The rewrite before lowering: scopes, loops, pipelines, threads, dtypes, the block mask
 # ------------------------------------------------------------------------------------------
 
+def _canonical(dtype: str) -> str:
+    return "tfloat32" if dtype == "custom[tfloat32]" else dtype
+
+
 def _cpu_dtype(dtype: Any) -> str:
     text = str(dtype)
     return COMPUTE_DTYPE if text in NARROW_FLOATS else text
@@ -289,7 +296,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             booleans.add(str(buf.name))
             applied.add("dtypes")
         if new_dtype != dtype and dtype in NARROW_FLOATS:
-            narrow[str(buf.name)] = dtype
+            narrow[str(buf.name)] = _canonical(dtype)
             applied.add("dtypes")
         new_scope = scope if scope is not None else buf.scope()
         if new_scope != buf.scope():
@@ -323,7 +330,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                    f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
                                    f"{dtype}, and on the CPU that tensor is held in {base.dtype}")
         if dtype in NARROW_FLOATS:
-            narrow[str(buf.name)] = dtype
+            narrow[str(buf.name)] = _canonical(dtype)
         new = tirx.decl_buffer(buf.shape, _cpu_dtype(dtype), str(buf.name), data=base.data, scope=buf.scope(),
                                strides=list(buf.strides) if len(buf.strides) else None,
                                elem_offset=buf.elem_offset)

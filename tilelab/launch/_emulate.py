@@ -109,6 +109,7 @@ float tilelab_emu_round(float x, int32_t format) {
     case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
     case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
     case 7: return round_to(x, 1, 0, 6.0f, 1, 1);                 /* float4_e2m1fn: saturates at 6 */
+    case 8: return round_to(x, 10, -126, 3.4028235e38f, 0, 1);   /* tfloat32: float32's range, 10 bits */
     default: return x;
   }
 }
