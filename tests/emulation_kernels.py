@@ -68,3 +68,13 @@ def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.float3
             T.copy(B[k * 32, bx * 64], B_s)
             T.gemm(A_s, B_s, C_l)
         T.copy(C_l, C[by * 64, bx * 64])
+
+
+@T.prim_func
+def fp8_quantise(X: T.Tensor((64, 128), T.float32), Y: T.Tensor((64, 128), T.float8_e4m3fn)):
+    """Y = X / 4 rounded to float8 e4m3, a 32 x 64 tile per block (an fp8 output)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        tile = T.alloc_fragment((32, 64), T.float32)
+        T.copy(X[by * 32, bx * 64], tile)
+        for i, j in T.Parallel(32, 64):
+            Y[by * 32 + i, bx * 64 + j] = T.cast(tile[i, j] * 0.25, T.float8_e4m3fn)

@@ -66,3 +66,15 @@ def test_tfloat32_tiles_are_rounded_to_tf32():
     # float32 operands rounded to tf32's 10 mantissa bits: an error far above float32's, within tf32's
     assert 1e-5 < c.rel_error < 2e-3
     assert any("tfloat32 computed in float32" in n for n in result.notes)
+
+
+def test_float8_outputs_are_checked_on_the_blocks_that_ran():
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(5)) * 100
+    result = tilelab.run(ek.fp8_quantise, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                         ref=lambda a: (a / 4).to(torch.float8_e4m3fn).float())
+    assert result.passed, result
+    assert result.outputs[0].rel_error == 0.0  # rounded to e4m3 exactly as torch rounds
+    assert any("wrote 4096 of 8192 elements of Y" in n for n in result.notes)
+    wrong = tilelab.run(ek.fp8_quantise, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                        ref=lambda a: (a / 2).to(torch.float8_e4m3fn).float())
+    assert not wrong.passed

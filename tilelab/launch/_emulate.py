@@ -438,11 +438,11 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
         out = out.clone()
         if expected is not None:
             want = expected[i]
-            out[unwritten] = want.to(out.dtype)[unwritten]
+            _put(out, unwritten, want.to(out.dtype))
             assert new_expected is not None
             new_expected.append(want)
         else:
-            out[unwritten] = torch.zeros((), dtype=out.dtype)
+            _put(out, unwritten, torch.zeros_like(out))
         new_outs.append(out)
         shown = ", ".join(map(str, selected[:8])) + (", ..." if len(selected) > 8 else "")
         if written:
@@ -451,6 +451,16 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
         else:
             notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran and wrote no element of {p.name}")
     return new_outs, new_expected, [False] * len(outs)
+
+
+def _put(out: Any, where: Any, values: Any) -> None:
+    """``out[where] = values[where]``, byte by byte (torch cannot index-assign float8 tensors)."""
+    import torch
+
+    if out.element_size() == 1 and out.dtype not in (torch.int8, torch.uint8, torch.bool):
+        out.view(torch.uint8)[where] = values.view(torch.uint8)[where]
+    else:
+        out[where] = values[where]
 
 
 def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
