@@ -103,7 +103,7 @@ def compare_one(ir: Path) -> dict[str, Any]:
         outputs = meta.get("outputs") or tensors[-1:]
     sizes = {k: int(v) for k, v in (meta.get("sizes") or {}).items()}
     args, names = _inputs_for(func, outputs, sizes)
-    inputs_gpu = [a.cuda() if hasattr(a, "cuda") else a for a in args]
+    originals = [a.clone() if hasattr(a, "clone") else a for a in args]  # what the GPU gets: the same inputs
     try:
         tilelab.run(func, *args, device="cpu", blocks=meta["blocks"], out_idx=[], outputs=outputs, seed=SEED,
                     **sizes)
@@ -111,6 +111,7 @@ def compare_one(ir: Path) -> dict[str, Any]:
         row.update(verdict=CPU_FAILS, reason=f"{type(err).__name__}: {str(err).splitlines()[0][:200]}")
         return row
     try:
+        inputs_gpu = [a.cuda() if hasattr(a, "cuda") else a for a in originals]
         gpu_func = func
         if func.attrs is not None and "tilelang_out_idx" in func.attrs:  # the GPU kernel takes every tensor too
             gpu_func = func.without_attr("tilelang_out_idx")

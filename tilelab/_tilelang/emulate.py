@@ -14,10 +14,11 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   one after another, the result is the same);
 - ``threads``: one thread runs the block (TileLang's warp specialisation and its thread layouts are
   how a GPU shares out the block's work, not what the work is);
-- ``dtypes``: float16, bfloat16, float8 and float4 have no form in the CPU's C: they are computed
-  in float32, and every cast to such a type and every store into a buffer of one rounds the value
-  to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16 holds what
-  it would on the GPU;
+- ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
+  computed in float32, and every cast to such a type and every store into a buffer of one rounds
+  the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
+  holds what it would on the GPU; a bool tensor is passed as its bytes (int8) and read as != 0
+  (the host C rejects bool pointers);
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
