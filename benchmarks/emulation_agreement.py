@@ -55,6 +55,8 @@ def _inputs_for(func: Any, out_names: list[str], sizes: dict[str, int]) -> tuple
     args, names = [], []
     gen = torch.Generator().manual_seed(SEED)
     for a in _tilelang.arguments(source, None):
+        if not a.passed_at_launch:  # a dynamic size bound from a tensor's shape, a factory's constant
+            continue
         if a.kind == "scalar":
             args.append(int(sizes.get(a.name, 1)))
             names.append(a.name)
@@ -95,7 +97,7 @@ def compare_one(ir: Path) -> dict[str, Any]:
     func = _tilelang.kernel_ir_from_text(ir.read_text())
     source = _tilelang.resolve_kernel(func)
     params = _tilelang.arguments(source, None)
-    tensors = [a.name for a in params if a.kind == "tensor"]
+    tensors = [a.name for a in params if a.kind in ("tensor", "strided_tensor")]
     out_idx = meta.get("out_idx")
     if out_idx:
         outputs = [tensors[i] if i >= 0 else tensors[len(tensors) + i] for i in out_idx]
@@ -115,7 +117,7 @@ def compare_one(ir: Path) -> dict[str, Any]:
         gpu_func = func
         if func.attrs is not None and "tilelang_out_idx" in func.attrs:  # the GPU kernel takes every tensor too
             gpu_func = func.without_attr("tilelang_out_idx")
-        kernel = _tilelang.compile_kernel(gpu_func, target="cuda", out_idx=None)
+        kernel = _tilelang.compile_kernel(gpu_func, target=_tilelang.local_gpu_arch(), out_idx=None)
         kernel(*inputs_gpu)
         torch.cuda.synchronize()
     except Exception as err:

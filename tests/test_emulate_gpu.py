@@ -39,7 +39,7 @@ def _both_ways(func, shapes, dtypes, outputs, blocks, *, reduction=1, out_idx=No
     assert result.passed, result  # every element the blocks wrote is finite
     if func.attrs is not None and "tilelang_out_idx" in func.attrs:  # the GPU kernel takes every tensor too
         func = func.without_attr("tilelang_out_idx")
-    kernel = _tilelang.compile_kernel(func, target="cuda", out_idx=None)
+    kernel = _tilelang.compile_kernel(func, target=_tilelang.local_gpu_arch(), out_idx=None)
     kernel(*gpu_args)
     torch.cuda.synchronize()
     compared, worst = 0, 0.0
