@@ -78,3 +78,34 @@ def fp8_quantise(X: T.Tensor((64, 128), T.float32), Y: T.Tensor((64, 128), T.flo
         T.copy(X[by * 32, bx * 64], tile)
         for i, j in T.Parallel(32, 64):
             Y[by * 32 + i, bx * 64 + j] = T.cast(tile[i, j] * 0.25, T.float8_e4m3fn)
+
+
+@T.prim_func
+def split_then_combine(X: T.Tensor((4, 256), T.float32), Partial: T.Tensor((4, 4), T.float32),
+                       Out: T.Tensor((4,), T.float32)):
+    """Two kernels in one program: the first sums each quarter of every row of X into Partial
+    (a block per quarter), the second adds the quarters (a block per row), as split-K and flash
+    decoding's split and combine kernels do."""
+    with T.Kernel(4, threads=128) as bs:
+        part = T.alloc_fragment((4, 64), T.float32)
+        sums = T.alloc_fragment((4,), T.float32)
+        T.copy(X[0, bs * 64], part)
+        T.reduce_sum(part, sums, dim=1)
+        for r in T.Parallel(4):
+            Partial[r, bs] = sums[r]
+    with T.Kernel(4, threads=128) as br:
+        acc = T.alloc_fragment((1,), T.float32)
+        T.clear(acc)
+        for s in T.serial(4):
+            acc[0] = acc[0] + Partial[br, s]
+        Out[br] = acc[0]
+
+
+@T.prim_func
+def pointer_table_copy(Ptrs: T.Tensor((2,), T.int64), Y: T.Tensor((2, 64), T.float16)):
+    """Row b of Y copied from the float16 tensor whose address is Ptrs[b] (a table of pointers, as
+    grouped GEMMs over separately allocated tensors take)."""
+    with T.Kernel(2, threads=64) as b:
+        X = T.make_tensor(Ptrs[b], (64,), T.float16)
+        for i in T.Parallel(64):
+            Y[b, i] = X[i]

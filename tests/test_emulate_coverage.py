@@ -78,3 +78,28 @@ def test_float8_outputs_are_checked_on_the_blocks_that_ran():
     wrong = tilelab.run(ek.fp8_quantise, x, device="cpu", blocks=[0, 3], outputs=["Y"],
                         ref=lambda a: (a / 2).to(torch.float8_e4m3fn).float())
     assert not wrong.passed
+
+
+def _split_reference(x, keep=4):
+    quarters = x.double().reshape(4, 4, 64).sum(dim=2)  # [row, quarter]
+    return quarters, quarters[:, :keep].sum(dim=1)
+
+
+def test_a_program_of_two_kernels_runs_the_first_whole_and_the_blocks_of_the_last():
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(6))
+    result = tilelab.run(ek.split_then_combine, x, device="cpu", blocks=[0, 3], outputs=["Partial", "Out"],
+                         ref=_split_reference)
+    assert result.passed, result  # rows 0 and 3 need every quarter the first kernel's four blocks wrote
+    assert any("wrote 16 of 16 elements of Partial" in n for n in result.notes)
+    assert any("wrote 2 of 4 elements of Out" in n for n in result.notes)
+    wrong = tilelab.run(ek.split_then_combine, x, device="cpu", blocks=[0, 3], outputs=["Partial", "Out"],
+                        ref=lambda a: _split_reference(a, keep=3))
+    assert not wrong.passed
+
+
+def test_a_float16_tensor_behind_an_address_is_refused_by_name():
+    from tilelab.launch._emulate import EmulationError
+
+    with pytest.raises(EmulationError, match=r"float16 tensor reached through an address held in memory") as err:
+        tilelab.run(ek.pointer_table_copy, device="cpu")
+    assert "T.make_tensor" in str(err.value)  # the kernel's line

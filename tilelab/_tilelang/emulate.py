@@ -93,8 +93,10 @@ RULES = (
          "as != 0",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
-    Rule("blocks", "blocks run one after another, only the selected ones",
-         "blocks of one launch are independent on a GPU: any order is one the GPU could have run"),
+    Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
+         "earlier kernels run whole and the selection is of the last kernel's blocks",
+         "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
+         "reads what every block of the earlier ones wrote"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
          "outside is recorded, not performed",
          "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
@@ -221,6 +223,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "thread_extent" \
                 and str(getattr(node.node, "thread_tag", "")).startswith("threadIdx"):
             thread_vars[node.node.var] = str(node.node.thread_tag)
+        elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")).endswith("reinterpret") \
+                and str(getattr(getattr(node.var.type_annotation, "element_type", None), "dtype", "")) \
+                in NARROW_FLOATS:
+            elem = str(node.var.type_annotation.element_type.dtype)
+            note(f"a {elem} tensor reached through an address held in memory (T.reinterpret)",
+                 f"the CPU run holds {elem} tensors in float32, and an address the kernel reads from memory "
+                 f"still points at the {elem} data", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
         elif isinstance(node, tirx.Call):
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
@@ -271,6 +281,34 @@ _LOCAL_SCOPES = ("shared", "shared.dyn", "local.fragment", "shared.barrier", "lo
 _PIPELINE_KEYS = ("num_stages", "tl_pipeline_order", "tl_pipeline_stage", "tl_pipeline_group",
                   "software_pipeline_stage", "software_pipeline_order", "software_pipeline_async_stages",
                   "tl_pipelined_num_stages")
+
+
+def _block_axis(loop: Any) -> str:
+    """"x", "y" or "z" for a loop bound to blockIdx, else ""."""
+    if loop.thread_binding is None:
+        return ""
+    tag = str(loop.thread_binding.thread_tag)
+    return tag[-1] if tag.startswith("blockIdx.") and tag[-1] in "xyz" else ""
+
+
+def _grids(body: Any) -> list[dict[str, tuple[Any, Any]]]:
+    """Each kernel launch of a program in order (its nest of blockIdx loops): axis -> (the loop's
+    variable, its extent)."""
+    tirx = tilelang().tvm.tirx
+    kernels: list[dict[str, tuple[Any, Any]]] = []
+    nested: set[Any] = set()
+
+    def pre(node: Any) -> Any:
+        if isinstance(node, tirx.For) and _block_axis(node):
+            if node.loop_var not in nested:
+                kernels.append({})
+            kernels[-1].setdefault(_block_axis(node), (node.loop_var, node.extent))
+            if isinstance(node.body, tirx.For):
+                nested.add(node.body.loop_var)
+        return None
+
+    tirx.stmt_functor.ir_transform(body, pre, lambda node: None, ["tirx.For"])
+    return kernels
 
 
 def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
@@ -355,17 +393,14 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     tirx.stmt_functor.post_order_visit(func.body, collect)
     local_names = [str(b.name) for b in remap if str(b.name) not in tensors]
 
-    block_vars: dict[str, Any] = {}
-    block_extents: dict[str, Any] = {}
-
-    def find_blocks(node: Any) -> None:
-        if isinstance(node, tirx.For) and node.thread_binding is not None:
-            tag = str(node.thread_binding.thread_tag)
-            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
-                block_vars.setdefault(tag[-1], node.loop_var)
-                block_extents.setdefault(tag[-1], node.extent)
-
-    tirx.stmt_functor.post_order_visit(func.body, find_blocks)
+    # A program of several kernels (T.Kernel after T.Kernel: a split kernel and its combine) runs
+    # the earlier ones whole, since the last one reads what they wrote; blocks= selects blocks of
+    # the last kernel, the one whose grid the launch side sees.
+    grids = _grids(func.body)
+    last = grids[-1] if grids else {}
+    block_vars: dict[str, Any] = {a: v for a, (v, _) in last.items()}
+    block_extents: dict[str, Any] = {a: e for a, (_, e) in last.items()}
+    last_vars = {v for v, _ in last.values()}
 
     def narrow_call(value: Any, dtype: str) -> Any:
         return tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
@@ -460,7 +495,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                    node.alloc_buffers, node.match_buffers, node.annotations)
             return None
 
-        guarded_body = tirx.stmt_functor.ir_transform(body, None, guard, ["tirx.SBlock"])
+        def other_kernel(node: Any) -> Any:  # the blocks of earlier kernels all run
+            if isinstance(node, tirx.For) and _block_axis(node) and node.loop_var not in last_vars:
+                return node
+            return None
+
+        guarded_body = tirx.stmt_functor.ir_transform(body, other_kernel, guard, ["tirx.SBlock", "tirx.For"])
         if not guarded_body.same_as(body):
             body = guarded_body
         else:  # no tilelang_root block: guard the innermost block loop's body
@@ -472,7 +512,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                     node.annotations)
                 return None
 
-            body = tirx.stmt_functor.ir_transform(body, None, guard_loop, ["tirx.For"])
+            body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
     params = list(func.params)
     if mask:
         params.append(mask_var)
@@ -486,6 +526,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     applied.update(("bounds",))
     if any(str(func.buffer_map[p].dtype) in NARROW_FLOATS for p in func.params if p in func.buffer_map):
         applied.add("dtypes")
+    if len(grids) > 1:
+        applied.add("blocks")
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)))
@@ -670,15 +712,8 @@ def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int
     """The grid (x, y, z) of an emulated kernel, its dynamic sizes substituted from ``sizes``."""
     tvm = tilelang().tvm
     tirx = tvm.tirx
-    extents: dict[str, Any] = {}
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.For) and node.thread_binding is not None:
-            tag = str(node.thread_binding.thread_tag)
-            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
-                extents.setdefault(tag[-1], node.extent)
-
-    tirx.stmt_functor.post_order_visit(emulation.func.body, visit)
+    grids = _grids(emulation.func.body)
+    extents: dict[str, Any] = {a: e for a, (_, e) in grids[-1].items()} if grids else {}
     analyzer = tvm.arith.Analyzer()
     out = []
     for axis in "xyz":
