@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tilelab import _corpus  # noqa: E402
+from tilelab.engine import corpus as _corpus  # noqa: E402
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tilelab import _corpus  # noqa: E402
+from tilelab.engine import corpus as _corpus  # noqa: E402
 
 
 def report(rows: list[_corpus.CorpusRow], groups: dict[str, list[_corpus.CorpusRow]] | None = None) -> str:

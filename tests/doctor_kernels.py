@@ -1,5 +1,5 @@
 """Small kernels of ours that TileLang 0.1.15 cannot lower, one for each known cause in
-tilelab's catalogue (``tilelab._doctor``). ``KERNELS`` maps a cause id to (factory, target, the pass
+tilelab's catalogue (``tilelab._tilelang.doctor``). ``KERNELS`` maps a cause id to (factory, target, the pass
 that fails). The line each failure belongs to carries the comment ``# <- <cause id>``: the tests
 read the expected kernel line from this file's text, not from tilelab."""
 

@@ -11,9 +11,10 @@ import types
 import typing
 from typing import Any
 
-RECORD_MODULES = ("tilelab._model", "tilelab._machine", "tilelab._launch_model", "tilelab._timeline_model",
-                  "tilelab.profiling", "tilelab.workshop._model", "tilelab.workshop._grade",
-                  "tilelab.launch.tile_trace", "tilelab._doctor", "tilelab._corpus", "tilelab._timeline_rewrite")
+RECORD_MODULES = ("tilelab.records.kernel", "tilelab.records.machine", "tilelab.records.launch",
+                  "tilelab.records.timeline", "tilelab.records.profile", "tilelab.workshop._model",
+                  "tilelab.workshop._grade", "tilelab.records.tile_trace", "tilelab._tilelang.doctor",
+                  "tilelab.engine.corpus", "tilelab.instrument.rewrite.timeline")
 
 
 def record_classes() -> list[type]:

@@ -173,7 +173,7 @@ def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
     for _ in range(2):
         run()
     assert len(list(cache.glob("*.json"))) == 1
-    for n, name in enumerate(("_model.py", "_tma_rules.py"), start=2):
+    for n, name in enumerate(("records/kernel.py", "engine/tma_rules.py"), start=2):
         with open(tmp_path / "pkg" / "tilelab" / name, "a") as f:
             f.write("\n# an edit\n")
         run()

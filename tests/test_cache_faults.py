@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab import _cache
+from tilelab.engine import cache as _cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,8 +53,8 @@ def _child(code: str, cache: Path, *args: str) -> subprocess.Popen:
 PRELUDE = """
 import json, sys, time, warnings
 from pathlib import Path
-from tilelab import _cache
-from tilelab._model import KernelReport
+from tilelab.engine import cache as _cache
+from tilelab.records.kernel import KernelReport
 report = KernelReport.load(sys.argv[1])
 material = json.loads(sys.argv[2])
 key = _cache.key_of(material)
@@ -117,8 +117,8 @@ def test_a_write_killed_half_way_is_never_served(tmp_path, saved_report, where, 
     }[where]
     code = f"""
 import json, os, pathlib, signal, sys
-from tilelab import _cache
-from tilelab._model import KernelReport
+from tilelab.engine import cache as _cache
+from tilelab.records.kernel import KernelReport
 report = KernelReport.load(sys.argv[1])
 material = json.loads(sys.argv[2])
 {killer}

@@ -12,8 +12,9 @@ import warnings
 import pytest
 from target_kernels import COPY_CELL
 
-from tilelab._cache import CacheEntryWarning, Recent
-from tilelab._cell import (
+from tilelab.cell.launch import launch_message
+from tilelab.cell.options import HELP, CellOptions, CellUsageError, parse_cell_line
+from tilelab.cell.session import (
     CellHost,
     CellSession,
     CellSource,
@@ -24,9 +25,8 @@ from tilelab._cell import (
     kernel_line,
     lowering_lines,
 )
-from tilelab._cell_launch import launch_message
-from tilelab._cell_options import HELP, CellOptions, CellUsageError, parse_cell_line
-from tilelab._errors import LoweringError
+from tilelab.engine.cache import CacheEntryWarning, Recent
+from tilelab.records.errors import LoweringError
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -241,8 +241,8 @@ def test_a_cell_is_known_by_its_front_end_id_else_by_its_text():
 # -- launching, with tilelab.launch's functions replaced by recorders ------------------------------------
 def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(monkeypatch):
     import tilelab.launch as launch
-    from tilelab._cell_kernels import Build, Call, CellEntry
-    from tilelab._cell_launch import launch_cell
+    from tilelab.cell.kernels import Build, Call, CellEntry
+    from tilelab.cell.launch import launch_cell
 
     calls, said = [], []
 
@@ -262,7 +262,7 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
     assert [c[0] for c in calls] == ["run", "bench", "run", "bench"] and all(c[1] == "compiled gemm" for c in calls)
     assert calls[0][2] is max and calls[0][3] == {"isolate": False, "timeout": 3.0, "M": 1}
     assert calls[3][3] == {"rep_ms": 4.0, "warmup_ms": 4.0, "isolate": False, "timeout": 3.0, "M": 2}
-    assert len(out) == 4 and out[1] == "timed"
+    assert len(out.timing) == 4 and out.benches[0] == "timed"
     assert said == ["%%tilelang --run: RunResult gemm: FAIL (C off by 0.5) at M=1",
                     "%%tilelang --run: RunResult gemm: FAIL (C off by 0.5) at M=2"]
     # a launch that needs a size the line did not give names --sizes
@@ -284,14 +284,23 @@ def test_launches_go_to_each_size_set_with_the_options_and_say_a_failed_check(mo
 
 
 def test_a_refused_launch_says_why_and_launches_nothing():
-    from tilelab._cell_kernels import Build, Call, CellEntry, launch_refusal
-    from tilelab._cell_launch import launch_cell
+    from tilelab.cell.kernels import Build, Call, CellEntry, launch_refusal
+    from tilelab.cell.launch import launch_cell
+    from tilelab.records.launch import Launches
 
     refusal = launch_refusal("gfx942", gpu=False)
     assert "gfx942" in refusal and "inspect-only" in refusal
-    assert "pass --target c" in launch_refusal(None, gpu=False) and launch_refusal(None, gpu=True) is None
+    assert launch_refusal(None, gpu=False) == "there is no CUDA GPU here" and launch_refusal(None, gpu=True) is None
     said = []
-    build = Build(("k",), "k", Call(), parse_cell_line("--target gfx942 --run"), gpu=False, refusal=refusal)
-    assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == []  # type: ignore[arg-type]
-    assert said == [f"%%tilelang: --run/--bench/--profile/--sanitize were skipped: {refusal}; inspection still "
-                    "works (the inspector below shows what TileLang generated for the target)."]
+    build = Build(("k",), "k", Call(), parse_cell_line("--target gfx942 --bench"), gpu=False, refusal=refusal)
+    assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == Launches()  # type: ignore[arg-type]
+    assert said == [f"%%tilelang: --bench was skipped: {refusal}; inspection still works (the inspector below shows "
+                    "what TileLang generated for the target); --run and --trace run the tile program on the CPU."]
+    said.clear()
+    build = Build(("k",), "k", Call(), parse_cell_line("--run --device cuda"), gpu=False,
+                  refusal=launch_refusal(None, gpu=False))
+    assert launch_cell(CellEntry(report=None), build, {}, None, said.append) == Launches()  # type: ignore[arg-type]
+    assert said == ["%%tilelang: --run was skipped: there is no CUDA GPU here; inspection still works (the inspector "
+                    "below shows what TileLang generated for the target)."]
+
+

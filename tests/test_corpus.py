@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 import tilelab
-from tilelab import _corpus
 from tilelab.__main__ import main as cli_main
+from tilelab.engine import corpus as _corpus
 
 GEMM = '''
 import tilelang
@@ -327,7 +327,8 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
 
     from gemm import matmul
 
-    from tilelab import _inspect, _tilelang
+    from tilelab import _tilelang
+    from tilelab.engine import inspect as _inspect
 
     func = matmul(256, 256, 128, 128, 128, 64)
     report = tilelab.inspect(func, "sm_90a")

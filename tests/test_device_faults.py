@@ -18,7 +18,7 @@ import fault_kernels as fk
 import pytest
 import worker_fakes as fakes
 
-from tilelab import _tma_rules
+from tilelab.engine import tma_rules as _tma_rules
 from tilelab.launch import KernelLaunchError
 from tilelab.launch import _device_faults as df
 from tilelab.launch import _tma_refusal as tr
@@ -338,7 +338,7 @@ CUDA = Path("/usr/local/cuda")  # as tests/test_toolchain.py: the toolkit, not t
 
 def _ptx(kernel) -> str:
     import tilelab
-    from tilelab._toolchain import find_toolchain
+    from tilelab.engine.toolchain import find_toolchain
 
     tools = find_toolchain(CUDA)
     if tools.nvcc is None or tools.ptxas is None:

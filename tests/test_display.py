@@ -1,15 +1,19 @@
-"""The one display hook: every record shows itself through the render layer's dispatch
-(``tilelab.render.display``), honouring IPython's ``include``/``exclude``; the drawings are those of
-the renderer functions, called directly here as ground truth."""
+"""The one display hook: every record shows itself through the records' one registry of
+renderers (``tilelab.records.display``, filled by the render layer's modules), honouring
+IPython's ``include``/``exclude``; the drawings are those of the renderer functions, called
+directly here as ground truth."""
 
 import inspect
 
 import pytest
 
-from tilelab import _launch_model, _model, profiling, targets
-from tilelab._display import Displayed, DisplayedText
+from tilelab import targets
 from tilelab.launch import BenchResult, SanitizerReport, TileMap
-from tilelab.render import display
+from tilelab.records import display
+from tilelab.records import kernel as _model
+from tilelab.records import launch as _launch_model
+from tilelab.records import profile as profiling
+from tilelab.records.display import Displayed, DisplayedText
 from tilelab.render import launch as render_launch
 from tilelab.render import sanitizer as render_sanitizer
 from tilelab.render import tiles as render_tiles
@@ -27,7 +31,7 @@ def test_every_record_with_the_hook_has_renderers_in_the_dispatch():
                                            "Ceilings", "LaunchOverhead", "SanitizerReport", "Profile",
                                            "TargetComparison"}
     for cls in found:
-        assert display.renderers().get(cls), cls
+        assert display.renderers(cls), cls
 
 
 def test_a_record_whose_repr_is_its_text_keeps_it_and_says_so_to_ipython():
@@ -68,3 +72,28 @@ def test_a_record_without_a_text_renderer_falls_back_to_its_repr():
 def test_sanitizer_report_is_drawn_by_its_renderer(record):
     assert repr(record) == render_sanitizer.sanitizer_text(record)
     assert record._repr_html_() == render_sanitizer.sanitizer_html(record)
+
+
+def test_the_records_load_the_renderers_only_when_one_is_shown():
+    """The records import no renderer; the first display loads the render layer, whose modules
+    fill the records' registry."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom tilelab.launch import BenchResult\n"
+            "print('tilelab.render' in sys.modules)\n"
+            "text = repr(BenchResult('gemm', samples_ms=(1.0, 2.0, 3.0), flops=2e9))\n"
+            "print('tilelab.render' in sys.modules, text.startswith('gemm'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", "True"]
+
+
+def test_a_renderer_registers_only_known_mime_types():
+    class Note(Displayed):
+        pass
+
+    with pytest.raises(ValueError, match="text/markdown"):
+        display.register(Note, {"text/markdown": str})
+    display.register(Note, {"text/html": lambda n: "<b>note</b>"})
+    display.register(Note, {"text/plain": lambda n: "note"})  # added to what was there
+    assert Note()._repr_mimebundle_() == {"text/plain": "note", "text/html": "<b>note</b>"}

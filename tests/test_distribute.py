@@ -226,7 +226,7 @@ def test_devices_are_checked_by_name():
 
 @pytest.mark.skipif(_tasks.probe_device()[0] != "", reason="this machine has a GPU")
 def test_all_devices_without_a_gpu_says_what_still_works():
-    from tilelab._errors import NoGpuError
+    from tilelab.records.errors import NoGpuError
 
     with pytest.raises(NoGpuError, match="Inspection still works"):
         sweep(factory, PARAMS, SIZES, devices="all", progress=False)

@@ -1,4 +1,4 @@
-"""The doctor for compile failures (tilelab._doctor): every cause in the catalogue is triggered by
+"""The doctor for compile failures (tilelab._tilelang.doctor): every cause in the catalogue is triggered by
 a kernel of ours (tests/doctor_kernels.py) lowered by TileLang 0.1.15, and recognised with the pass
 that failed and the kernel line (read from the ``# <- cause`` marks in that file's text); an
 unknown failure still names its pass and says it is not in the catalogue; the magic, the CLI and
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab import _doctor
-from tilelab._errors import LoweringError
+from tilelab._tilelang import doctor as _doctor
+from tilelab.records.errors import LoweringError
 
 sys.path.insert(0, str(Path(__file__).parent))
 import doctor_kernels
@@ -157,7 +157,7 @@ def test_the_cli_shows_the_diagnosis():
 
 
 def test_corpus_rows_carry_the_diagnosis_and_the_table_counts_the_explained():
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     rows = [
         _corpus.CorpusRow("a.py", "k", "sm_90a", _corpus.CANNOT_LOWER, "local_buf must be a fragment",
@@ -239,7 +239,7 @@ def test_a_schedules_failure_is_placed_on_the_line_that_quotes_the_name():
 
 
 def test_the_parameter_sets_a_pytest_function_is_called_with():
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     @pytest.mark.parametrize("m", [64, pytest.param(128, id="big")])
     @pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("int8", "int32")])
@@ -300,7 +300,7 @@ def test_needs_a_fixture(tmp_path):
 
 @pytest.mark.slow  # two TileLang processes: one per pytest file, and its lowering
 def test_the_corpus_lowers_the_kernels_a_pytest_file_builds_and_diagnoses_its_failures(tmp_path):
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     path = tmp_path / "test_kernels.py"
     path.write_text(TEST_FILE)
@@ -321,7 +321,7 @@ def test_the_corpus_lowers_the_kernels_a_pytest_file_builds_and_diagnoses_its_fa
 
 
 def test_the_criterion_table_counts_each_folders_failures_by_what_their_diagnosis_names():
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     def failure(script, cause="", pass_name="", line=""):
         return _corpus.CorpusRow(script, "k", "sm_90a", _corpus.CANNOT_LOWER, "why", cause=cause,
@@ -511,7 +511,7 @@ def test_what_the_advice_says_to_change_lowers(fixed, target):
 
 
 def test_a_saved_row_is_diagnosed_again_from_its_sentence_keeping_the_runs_pass_and_line():
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     saved = _corpus.CorpusRow("math/t.py::test_x", "k", "sm_90a", _corpus.CANNOT_LOWER,
                               "IEEE frsqrt is not supported for float64 in CUDA. Use ieee_fsqrt followed by "
@@ -550,7 +550,7 @@ def test_a_loop_nested_where_it_may_not_be_is_placed_on_the_inner_loop(failures)
 
 
 def test_a_cause_the_run_found_with_the_trace_is_kept_when_the_row_is_read_again():
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     saved = _corpus.CorpusRow("gemm_int4.py", "main", "sm_90a", _corpus.CANNOT_LOWER,
                               "Check failed: (0) is false: int4",

@@ -387,12 +387,12 @@ def test_compiled_kernel_is_relowered():
     (lambda: 7, "returned int"),
 ])
 def test_not_a_kernel(bad, message):
-    with pytest.raises(tilelab._errors.NotAKernelError, match=message):
+    with pytest.raises(tilelab.records.errors.NotAKernelError, match=message):
         tilelab.inspect(bad, "sm_90a")
 
 
 def test_prim_func_takes_no_arguments():
-    with pytest.raises(tilelab._errors.NotAKernelError, match="already specialised"):
+    with pytest.raises(tilelab.records.errors.NotAKernelError, match="already specialised"):
         tilelab.inspect(matmul(256, 256, 256, 128, 128, 32), "sm_90a", args=(1,))
 
 
@@ -406,7 +406,7 @@ def test_prim_func_takes_no_arguments():
     ({"kind": "cuda", "arch": "sm_89"}, "sm_89"),
 ])
 def test_target_forms(spec, arch):
-    from tilelab._inspect import resolve_target
+    from tilelab.engine.inspect import resolve_target
 
     resolved, note = resolve_target(spec)
     assert (resolved.name, note) == (arch, None)
@@ -415,15 +415,15 @@ def test_target_forms(spec, arch):
 def test_target_object():
     from tilelang import tvm
 
-    from tilelab._inspect import resolve_target
+    from tilelab.engine.inspect import resolve_target
 
     assert resolve_target(tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))[0].name == "sm_90a"
 
 
 @pytest.mark.parametrize("spec", ["sm_9x", "cuda", "hopper", {"kind": "llvm"}, 90])
 def test_bad_targets_list_the_valid_forms(spec):
-    from tilelab._errors import TargetError
-    from tilelab._inspect import resolve_target
+    from tilelab.engine.inspect import resolve_target
+    from tilelab.records.errors import TargetError
 
     with pytest.raises(TargetError) as info:
         resolve_target(spec)

@@ -6,7 +6,7 @@ plain string checks), and the configs and targets each case sets."""
 from gemm import matmul
 
 import tilelab
-from tilelab._explain import Lowering
+from tilelab.engine.explain import Lowering
 
 
 def lowering(arch, configs=None, **kw):

@@ -86,7 +86,8 @@ def test_each_wgmma_of_chained_gemms_reads_its_own_descriptors(attention_report)
 
 def test_a_descriptor_the_generated_cuda_contradicts_is_a_problem(attention_report):
     """Every association is checked against the source: tamper with the CUDA and it says so."""
-    from tilelab import _inspect, _tilelang
+    from tilelab import _tilelang
+    from tilelab.engine import inspect as _inspect
 
     source = _tilelang.resolve_kernel(attention_forward())
     lowered = _tilelang.lower(source, "sm_90a", out_idx=None, pass_configs=_tilelang.normalize_pass_configs({}),

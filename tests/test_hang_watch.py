@@ -19,10 +19,10 @@ import pytest
 import timeline_kernels
 
 from tilelab import _tilelang
-from tilelab._hang import HangReport, analyse, decode, hang_text
-from tilelab._timeline_rewrite import RewriteError
-from tilelab._toolchain import find_toolchain
-from tilelab._watch_rewrite import PREAMBLE, Watched, eval_index, thread_range, watch
+from tilelab.engine.toolchain import find_toolchain
+from tilelab.instrument.decode.hang import HangReport, analyse, decode, hang_text
+from tilelab.instrument.rewrite.timeline import RewriteError
+from tilelab.instrument.rewrite.watch import PREAMBLE, Watched, eval_index, thread_range, watch
 from tilelab.kernels.gemm import matmul
 
 CUDA = Path("/usr/local/cuda")
@@ -56,7 +56,7 @@ def line_of(path: str, needle: str) -> int:
 
 
 def word(state: int, site: int, barrier: int = 0, parity: int = 0, iteration: int = 0) -> int:
-    """A state word laid out by hand from the rewrite's docstring (not by tilelab._hang.pack)."""
+    """A state word laid out by hand from the rewrite's docstring (not by tilelab.instrument.decode.hang.pack)."""
     return state * 2**62 + site * 2**48 + barrier * 2**32 + parity * 2**31 + iteration
 
 

@@ -12,7 +12,7 @@ import re
 import pytest
 from test_render_html import gemm
 
-from tilelab.profiling import Profile, parse_source_csv
+from tilelab.records.profile import Profile, parse_source_csv
 from tilelab.render.code import heat_list, heat_shares, highlight_code
 from tilelab.render.html import render_html, report_id
 
@@ -94,7 +94,7 @@ def kernel(A, B):
 def test_the_cell_view_sums_the_device_samples_per_cell_line():
     import dataclasses
 
-    from tilelab._machine import MachineCode, SourceOrigin
+    from tilelab.records.machine import MachineCode, SourceOrigin
 
     report = gemm()
     # The cell's file as the magic compiles it: a blank first line, then the cell's body.
@@ -153,8 +153,8 @@ def test_every_sample_is_on_a_cell_line_or_said_elsewhere():
     with the samples elsewhere, so the two always add up to every sample."""
     import dataclasses
 
-    from tilelab._links import cell_heat, heat_elsewhere
-    from tilelab._machine import MachineCode, SourceOrigin
+    from tilelab.engine.links import cell_heat, heat_elsewhere
+    from tilelab.records.machine import MachineCode, SourceOrigin
 
     cell_file = "<ipython-input-9-cd34>"
     machine = MachineCode(arch="sm_90a", origins=(

@@ -328,7 +328,7 @@ def test_out_of_memory_says_what_was_asked_and_what_is_free():
 
 
 def test_misaligned_tensor_under_a_tma_descriptor_is_named():
-    from tilelab import _tma_rules
+    from tilelab.engine import tma_rules as _tma_rules
 
     prepared = _run.Prepared(compiled=None, name="gemm", params=GEMM_PARAMS, backend="tvm_ffi")
     prepared.tma_descriptors = lambda: (_tma_rules._TILED,)  # a TMA descriptor over buffer "A"
@@ -579,7 +579,7 @@ def test_launch_records_import_no_renderer_and_delegate_their_display():
 
 def test_bench_options_record_and_keywords_are_one_call():
     """bench's measurement options are one frozen record; keywords that name its fields fill it,
-    every other keyword is a size; the worker receives exactly to_dict() plus the sizes."""
+    every other keyword is a size; the worker receives the record and the sizes apart."""
     import tilelab
     from tilelab.launch import BenchOptions
 
@@ -594,6 +594,9 @@ def test_bench_options_record_and_keywords_are_one_call():
     base = BenchOptions(mode="graph", graph_batch=40)
     assert BenchOptions.split(base, {"graph_batch": 8})[0] == BenchOptions(mode="graph", graph_batch=8)
     # what travels to the worker comes back as the same record and sizes
+    import pickle
+
+    assert pickle.loads(pickle.dumps((opts, sizes))) == (opts, sizes)
     wire = {**opts.to_dict(), **sizes}
     assert json.loads(json.dumps(wire)) == wire
     assert BenchOptions.split(None, wire) == (opts, sizes)
@@ -639,3 +642,22 @@ def test_sweep_options_record_equals_its_keywords_and_unknown_options_are_named(
     assert seen[0] == seen[2] == {"mode": "graph", "isolate": True, "timeout": 9.0}
     with pytest.raises(TypeError, match="sweep\\(\\) has no option 'repeats'; its options are mode, flops"):
         sweep(factory, {"block": [64]}, {"N": [1024]}, repeats=3, **common)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.float8_e4m3fn,
+                                   torch.int32, torch.int8, torch.uint8])
+def test_unwritten_and_nonfinite_counts_read_the_bits_of_every_dtype(dtype):
+    """Ground truth: the bytes written by hand and torch's own isfinite (through float32)."""
+    t = torch.empty(6, dtype=dtype)
+    _inputs.poison_(t)
+    t[2] = 1
+    assert _inputs.unwritten_mask(t).tolist() == [True, True, False, True, True, True]
+    _inputs.poison_(t, _inputs.SECOND_POISON)
+    t[0] = 0
+    assert _inputs.unwritten_mask(t, _inputs.SECOND_POISON).tolist() == [False] + [True] * 5
+    if dtype.is_floating_point:
+        values = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, -0.0, 65504.0]).to(dtype)
+        want = int((~torch.isfinite(values.float())).sum())
+        assert _inputs.count_nonfinite(values) == want
+    else:
+        assert _inputs.count_nonfinite(t) == 0

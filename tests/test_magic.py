@@ -77,7 +77,8 @@ if not CHILD:
             "ip = start_ipython()\n"
             "ip.run_line_magic('load_ext', 'tilelab')\n"
             "assert 'tilelang' in ip.magics_manager.magics['cell']\n"
-            "heavy = [m for m in ('tilelang', 'tvm', 'torch', 'ipywidgets', 'tilelab._inspect') if m in sys.modules]\n"
+            "heavy = [m for m in ('tilelang', 'tvm', 'torch', 'ipywidgets', 'tilelab.engine.inspect')\n"
+            "         if m in sys.modules]\n"
             "assert not heavy, heavy\n"
             "print('ok')\n"
         )
@@ -148,7 +149,7 @@ else:
     from IPython.core.error import UsageError
     from ipython_shell import ip, magics, run, shown  # noqa: F401  (fixtures)
 
-    from tilelab._errors import LoweringError
+    from tilelab.records.errors import LoweringError
 
     def truth(report):
         sys.path.insert(0, str(Path(__file__).parent))
@@ -200,7 +201,7 @@ else:
         assert source.startswith("def matmul(M, N, K") and "T.gemm(A_shared, B_shared, C_local)" in source
 
     def test_rerun_hits_the_cache_and_force_bypasses_it(ip, shown, monkeypatch):
-        import tilelab._inspect as engine
+        import tilelab.engine.inspect as engine
 
         calls = []
         real = engine.inspect
@@ -261,7 +262,7 @@ else:
         text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(result.error_in_exec._render_traceback_()))
         # line 1 is %%tilelang; the failing statement is line 4 of the notebook cell
         assert re.search(r"line 4\b", text) and "this_name_is_undefined + 1" in text
-        assert "_magic.py" not in text and "interactiveshell.py" not in text
+        assert "cell/magic.py" not in text and "interactiveshell.py" not in text
 
     def test_lowering_error_is_short_with_the_kernel_line_and_a_folded_trace(ip, shown):
         assert run(ip, "--quiet", GEMM_CELL).success
@@ -355,13 +356,18 @@ else:
         # the prim_func's name now holds the kernel compiled for the CPU
         assert ip.user_ns["vadd"].target.kind.name == "c"
 
-    def test_an_amd_target_is_inspected_and_its_launch_refused_by_name(ip, shown, capsys):
-        assert run(ip, "--target gfx942 --run", GEMM_CELL).success
+    def test_an_amd_target_is_inspected_its_gpu_launch_refused_and_its_tile_program_run_on_the_cpu(ip, shown,
+                                                                                                    capsys):
+        assert run(ip, "--target gfx942 --bench", GEMM_CELL).success
         out = capsys.readouterr().out
         assert "gfx942" in out and "inspect-only" in out and "inspection still works" in out
         last = magics(ip).last
         assert last.report.target == "gfx942" and last.report.mfma and not last.compiled
         assert last.inspector.titles[:3] == ("Summary", "Cell", "HIP") and "MFMA (1)" in last.inspector.titles
+        assert not last.timing
+        assert run(ip, "--target gfx942 --run --quiet", GEMM_CELL).success  # the HIP kernel's tile program
+        checked = magics(ip).last.timing[0]
+        assert checked.passed and checked.backend.startswith("emulated")
 
     def test_a_cell_without_kernels_runs_normally(ip, shown, capsys):
         assert run(ip, "", "plain_value = 41 + 1").success
@@ -504,7 +510,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         for text in (printed, re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(err._render_traceback_()))):
             assert "y = (" in text and "SyntaxError: '(' was never closed" in text
             assert re.search(r":3\b|line 3\b", text), text
-            assert "_magic.py" not in text and "interactiveshell.py" not in text and "run_cell_magic" not in text
+            assert "cell/magic.py" not in text and "interactiveshell.py" not in text and "run_cell_magic" not in text
         assert "before_syntax" not in ip.user_ns
 
     def test_a_python_error_as_printed_has_no_magic_frames(ip, shown, capsys):
@@ -513,10 +519,11 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         assert isinstance(result.error_in_exec, NameError)
         printed = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
         assert "undefined_name_here" in printed and re.search(r"line 4\b", printed)
-        assert "_magic.py" not in printed and "contextlib.py" not in printed and "interactiveshell.py" not in printed
+        assert "cell/magic.py" not in printed and "contextlib.py" not in printed
+        assert "interactiveshell.py" not in printed
 
     def test_the_error_html_escapes_what_the_kernel_says(ip, shown):
-        from tilelab._errors import LoweringError
+        from tilelab.records.errors import LoweringError
 
         cell = ('import tilelang.language as T\n\n@T.prim_func\n'
                 'def says(A: T.Tensor((128,), T.float16)):\n'
@@ -527,7 +534,7 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         page = shown[-1]["data"]["text/html"]
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page.lower()
         # a kernel name with markup (possible through a factory's __name__) is escaped too
-        from tilelab._cell import FoldedTrace
+        from tilelab.cell.session import FoldedTrace
 
         data, _ = ip.display_formatter.format(FoldedTrace(LoweringError("x <img src=y>", kernel="<script>k</script>")))
         page = data["text/html"]

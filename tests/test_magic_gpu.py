@@ -55,8 +55,7 @@ def test_gemm_cell_compiles_runs_against_torch_and_benches(ip, shown):
     assert _rel_error(c, torch.matmul(a.double(), b.double())) < 1e-2
 
     # --run verified it against torch.matmul and passed; --bench timed it.
-    runs = [r for r in last.timing if hasattr(r, "passed")]
-    benches = [r for r in last.timing if hasattr(r, "median_ms")]
+    runs, benches = last.launches.runs, last.launches.benches
     assert len(runs) == 1 and runs[0].passed and runs[0].reference == "matmul"
     assert len(benches) == 1 and benches[0].median_ms > 0 and len(benches[0].samples_ms) >= 10
     # ... and the inspector shows both in its Timing tab
@@ -86,7 +85,7 @@ def test_a_factory_is_left_alone_and_its_kernel_is_bound_by_name(ip, shown):
 def test_dynamic_m_benches_each_size_set(ip, shown):
     result = run(ip, '--bench --sizes "m=1024;m=2048" --rep-ms 5', DYNAMIC_CELL)
     assert result.success, result.error_in_exec
-    benches = [r for r in magics(ip).last.timing if hasattr(r, "median_ms")]
+    benches = magics(ip).last.launches.benches
     assert [r.sizes for r in benches] == [(("m", 1024),), (("m", 2048),)]
     assert all(r.median_ms > 0 for r in benches)
     timing = magics(ip).last.inspector.tab("Timing")
@@ -126,9 +125,9 @@ def test_profile_through_the_magic(ip, shown, capsys):
     printed = capsys.readouterr().out
     assert "%%tilelang --profile:" not in printed, printed  # no ProfileError was reported
     last = magics(ip).last
-    profiles = [r for r in last.timing if hasattr(r, "profile")]
+    profiles = last.launches.profiles
     assert len(profiles) == 1
-    prof = profiles[0].profile
+    prof = profiles[0]
     assert prof.duration_ns and prof.duration_ns > 0
     assert prof.tensor_pipe_pct is not None and prof.tensor_pipe_pct > 0  # a tensor-core GEMM
     print(f"[figure] magic_profile: duration {prof.duration_ns / 1e3:.2f} us, tensor pipe "

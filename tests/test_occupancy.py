@@ -9,7 +9,7 @@ blocks per SM; sm_90: 228 KiB, 64 warps, 32 blocks).
 import pytest
 
 from tilelab.cuda_facts import arch_limits
-from tilelab.occupancy import Occupancy, theoretical_occupancy
+from tilelab.engine.occupancy import Occupancy, theoretical_occupancy
 
 CASES = [
     # arch, threads, regs, smem -> (by regs, by smem, by threads, by blocks), binding

@@ -4,7 +4,7 @@
 
 Ground truth: Nsight Compute's hardware counters against tilelab's bank-conflict prediction
 (tilelab.swizzle) for the layout TileLang chose; the CUDA driver's
-cuOccupancyMaxActiveBlocksPerMultiprocessor against tilelab.occupancy for cubins nvcc built;
+cuOccupancyMaxActiveBlocksPerMultiprocessor against tilelab.engine.occupancy for cubins nvcc built;
 NVML's readings against physical bounds. Figures are printed (-s), never asserted as timings.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import tilelab
-from tilelab._toolchain import compile_cubin, find_toolchain, parse_ptxas
-from tilelab.occupancy import theoretical_occupancy
+from tilelab.engine.occupancy import theoretical_occupancy
+from tilelab.engine.toolchain import compile_cubin, find_toolchain, parse_ptxas
 from tilelab.swizzle import SharedTile, bank_conflicts, match_layout
 
 pytestmark = pytest.mark.gpu
@@ -254,7 +254,7 @@ def test_occupancy_matches_the_cuda_runtime():
         assert cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"busy") == 0
         if res.static_shared_bytes + dyn > 48 * 1024:
             # past 48 KiB a block needs the opt-in attribute; TileLang's launchers set it, and
-            # tilelab.occupancy assumes it (the 228 KiB figure of sm_90 is with the opt-in)
+            # tilelab.engine.occupancy assumes it (the 228 KiB figure of sm_90 is with the opt-in)
             assert cuda.cuFuncSetAttribute(fn, 8, ctypes.c_int(dyn)) == 0  # MAX_DYNAMIC_SHARED_SIZE_BYTES
         regs, static = ctypes.c_int(), ctypes.c_int()
         cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, fn)  # NUM_REGS

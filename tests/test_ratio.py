@@ -10,10 +10,10 @@ import statistics
 import pytest
 from fake_gpu import FakeGpu, WanderingGpu
 
-from tilelab._errors import BaselineError, OptionError
 from tilelab.launch import BenchResult, SweepTable, _bench, _ratio
 from tilelab.launch._options import BenchOptions
 from tilelab.launch.sweep import sweep
+from tilelab.records.errors import BaselineError, OptionError
 
 QUIET = dict(telemetry=False, flush_l2=False)
 
@@ -362,8 +362,8 @@ def test_bench_with_a_baseline_routes_to_the_worker_or_here(monkeypatch):
     monkeypatch.setattr(_worker, "default_worker", lambda: Worker())
     seen = {}
 
-    def fake_call(worker, prepared, sizes, timeout, func, args, options):
-        seen.update(options=options, timeout=timeout, func=func)
+    def fake_call(worker, prepared, bound, timeout, func, args, opts, sizes, baseline):
+        seen.update(options=opts, baseline=baseline, timeout=timeout, func=func)
         return "from the worker"
 
     monkeypatch.setattr(_isolated, "_call", fake_call)
@@ -372,7 +372,7 @@ def test_bench_with_a_baseline_routes_to_the_worker_or_here(monkeypatch):
     kernel = Prepared(compiled=lambda *a: None, name="k", params=[], backend="tvm_ffi")
     # a picklable function of the inputs travels with the options; the default timeout doubles
     assert _api.bench(kernel, baseline=torch.matmul) == "from the worker"
-    assert seen["options"]["baseline"] is torch.matmul and seen["func"] is _isolated.bench_in_worker
+    assert seen["baseline"] is torch.matmul and seen["func"] is _isolated.bench_in_worker
     assert seen["timeout"] == pytest.approx(_isolated.BENCH_TIMEOUT_S + 2 * 4 * 7.0)
     # a lambda cannot travel: both are timed here, and the result will say so
     base = lambda: None  # noqa: E731
@@ -383,12 +383,12 @@ def test_bench_with_a_baseline_routes_to_the_worker_or_here(monkeypatch):
     monkeypatch.setattr(_isolated, "kernel_ref", lambda p, w: _isolated.KernelRef("key-" + p.name, p.name, b"payload"))
     assert _api.bench(kernel, baseline=other) == "from the worker"
     assert loads[-1] == (_isolated.load_in_worker, _isolated.KernelRef("key-other", "other", b"payload"))
-    assert seen["options"]["baseline"] == _isolated.KernelRef("key-other", "other", None)
+    assert seen["baseline"] == _isolated.KernelRef("key-other", "other", None)
     with pytest.raises(OptionError, match="sustained"):
         _api.bench(kernel, baseline=torch.matmul, mode="isolated")
 
 
-def test_the_worker_takes_the_baseline_out_of_the_options(monkeypatch):
+def test_the_worker_times_the_kernel_with_its_options_record_and_a_loaded_baseline(monkeypatch):
     from tilelab.launch import _isolated
     from tilelab.launch._kernel import Prepared
 
@@ -400,12 +400,12 @@ def test_the_worker_takes_the_baseline_out_of_the_options(monkeypatch):
     monkeypatch.setattr(_bench, "measure", lambda torch, prepared, args, opts, sizes, baseline=None:
                         seen.update(prepared=prepared, opts=opts, sizes=sizes, baseline=baseline) or "timed")
     ref = _isolated.KernelRef("key-k", "k", None)
-    options = {**BenchOptions(rep_ms=300.0).to_dict(), "M": 64,
-               "baseline": _isolated.KernelRef("key-other", "other", None)}
-    assert _isolated.bench_in_worker(ref, (), options) == "timed"
+    opts = BenchOptions(rep_ms=300.0)
+    other_ref = _isolated.KernelRef("key-other", "other", None)
+    assert _isolated.bench_in_worker(ref, (), opts, {"M": 64}, other_ref) == "timed"
     assert seen["prepared"] is kernel and seen["baseline"] is other
     assert seen["sizes"] == {"M": 64} and seen["opts"].rep_ms == 300.0
-    assert "baseline" in options  # the caller's dict is left as it was
+    assert seen["opts"] is opts  # the record travels as it is: nothing to split or guess
 
 
 def _doubling(N, block):

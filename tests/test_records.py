@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from record_samples import build, record_classes
 
-from tilelab import _records
-from tilelab._records import MAPPING, Record, check_serialisable, custom
+from tilelab.records import record as _records
+from tilelab.records.record import MAPPING, Record, check_serialisable, custom
 
 CLASSES = record_classes()
 
@@ -180,7 +180,7 @@ def test_telemetry_writes_whether_it_throttled():
 
 
 def test_a_report_writes_its_schema_and_its_launchers_by_backend():
-    from tilelab._model import SCHEMA_VERSION, DeviceKernel, KernelReport, LauncherSource, Sources
+    from tilelab.records.kernel import SCHEMA_VERSION, DeviceKernel, KernelReport, LauncherSource, Sources
 
     report = KernelReport("k", "sm_90a", (DeviceKernel("k_kernel", (4, 1, 1), (128, 1, 1)),),
                           Sources("__global__ void k_kernel() {}", (LauncherSource("tvm_ffi", "int main;"),
@@ -198,8 +198,8 @@ def test_a_report_writes_its_schema_and_its_launchers_by_backend():
 
 
 def test_a_saved_report_missing_a_nested_field_is_refused_naming_the_field(tmp_path):
-    from tilelab._errors import ReportFileError
-    from tilelab._model import DeviceKernel, KernelReport, Sources
+    from tilelab.records.errors import ReportFileError
+    from tilelab.records.kernel import DeviceKernel, KernelReport, Sources
 
     report = KernelReport("k", "sm_90a", (DeviceKernel("k_kernel", (4, 1, 1), (128, 1, 1)),), Sources("src"))
     d = report.to_dict()

@@ -57,7 +57,7 @@ def test_the_report_model_imports_no_renderer():
     import subprocess
     import sys
 
-    probe = ("import sys, tilelab, tilelab._model\n"
+    probe = ("import sys, tilelab, tilelab.records.kernel\n"
              "print(sorted(n for n in sys.modules "
              "if n.startswith('tilelab.render') or n in ('IPython', 'ipywidgets')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

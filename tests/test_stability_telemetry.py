@@ -5,7 +5,7 @@ import pytest
 
 from tilelab.launch import BenchResult
 from tilelab.launch._telemetry import NvmlSampler, Telemetry
-from tilelab.profiling import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
+from tilelab.records.profile import Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
 
 def test_telemetry_record_and_throttle_flags():
@@ -69,8 +69,7 @@ def test_profile_tab_and_measured_roofline_work():
     from elementwise_sm80 import elementwise_add
 
     import tilelab
-    from tilelab.profiling import measured_work
-    from tilelab.render.profile import ProfileView
+    from tilelab.records.profile import measured_work
     from tilelab.widgets.inspector import Inspector
 
     (row,) = parse_raw_csv(RAW)
@@ -80,7 +79,7 @@ def test_profile_tab_and_measured_roofline_work():
     assert placed.flops == prof.flops and placed.bytes == prof.dram_bytes == pytest.approx(3.25e6)
     assert "measured by Nsight Compute" in placed.notes[-1]
     report = tilelab.inspect(elementwise_add(4096, 4096), "sm_80")
-    insp = Inspector(report, timing=[placed, ProfileView(prof, report)])
+    insp = Inspector(report, timing=[placed, prof])
     assert insp.titles[-2:] == ("Timing", "Profile")
     assert "Top warp stalls" in insp.tab("Profile")
     html = insp._repr_mimebundle_()["text/html"] if isinstance(insp._repr_mimebundle_(), dict) else \

@@ -156,8 +156,8 @@ def test_bench_forwards_steady_to_the_worker(monkeypatch):
     _fake_gpu(monkeypatch)
     seen = {}
 
-    def fake_call(worker, prepared, sizes, timeout, func, args, options):
-        seen.update(options=options, timeout=timeout, func=func)
+    def fake_call(worker, prepared, bound, timeout, func, args, opts, sizes, baseline):
+        seen.update(options=opts.to_dict(), timeout=timeout, func=func)  # the options travel as their record
         return "result"
 
     monkeypatch.setattr(_isolated, "_call", fake_call)

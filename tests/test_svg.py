@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tilelab import swizzle as sw
-from tilelab._model import Layout, WgmmaOperand
+from tilelab.records.kernel import Layout, WgmmaOperand
 from tilelab.render import svg
 
 NS = "{http://www.w3.org/2000/svg}"

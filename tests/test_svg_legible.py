@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tilelab import swizzle as sw
-from tilelab._model import Layout
+from tilelab.records.kernel import Layout
 from tilelab.render import svg
 
 NS = "{http://www.w3.org/2000/svg}"

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tilelab import swizzle as sw
-from tilelab._model import Layout
+from tilelab.records.kernel import Layout
 from tilelab.render.svg import layout_svg, tile_svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
@@ -127,7 +127,7 @@ def test_a_conflict_reports_accesses_are_outlined():
 
 
 def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_reads():
-    from tilelab._model import WgmmaOperand
+    from tilelab.records.kernel import WgmmaOperand
 
     # A, 64x64 fp16, 128B swizzle, K-major: one instruction reads 64 rows (8 core matrices of 8
     # rows) by 32 bytes of K (2 chunks): 16 core matrices. With 128-byte swizzled rows, the next 8

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tilelab import swizzle as sw
-from tilelab._model import WgmmaOperand
+from tilelab.records.kernel import WgmmaOperand
 from tilelab.swizzle import SharedTile, bank_conflicts, wgmma_descriptor
 
 # 128B, fp16, 8 x 64 (one 128-byte row per tile row): physical 16-byte chunk of logical chunk k

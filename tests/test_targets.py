@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import target_kernels as tk
 
 import tilelab
-from tilelab import mfma
-from tilelab._errors import LoweringError, TargetError
+from tilelab.engine import mfma
+from tilelab.records.errors import LoweringError, TargetError
 from tilelab.targets import REGISTRY, parse_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,8 @@ def test_capabilities_follow_the_hardware():
 
 
 def test_a_local_gpu_of_an_arch_the_registry_lacks_is_still_its_target(monkeypatch):
-    from tilelab import _inspect, _tilelang
+    from tilelab import _tilelang
+    from tilelab.engine import inspect as _inspect
     from tilelab.targets import local_cuda_target
 
     assert local_cuda_target("sm_90a") is parse_target("sm_90a")

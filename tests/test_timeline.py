@@ -19,11 +19,11 @@ from timeline_kernels import by_kind, gemm_phases, line_of, plain_line
 
 import tilelab
 from tilelab import _tilelang
-from tilelab._timeline import decode, summarize
-from tilelab._timeline_model import BlockTime, Flow, Timeline
-from tilelab._timeline_rewrite import END, KERNEL_END, KERNEL_START, RewriteError, Site, instrument
-from tilelab._toolchain import find_toolchain
+from tilelab.engine.toolchain import find_toolchain
+from tilelab.instrument.decode.timeline import decode, summarize
+from tilelab.instrument.rewrite.timeline import END, KERNEL_END, KERNEL_START, RewriteError, Site, instrument
 from tilelab.kernels.gemm import matmul
+from tilelab.records.timeline import BlockTime, Flow, Timeline
 
 CUDA = Path("/usr/local/cuda")
 TOOLS = find_toolchain(CUDA)
@@ -362,12 +362,13 @@ def test_the_svg_draws_a_lane_per_block_and_warp_group_and_hover_names_the_lines
 
 def test_the_timeline_tab_appears_only_where_the_magic_measured_one():
     from tilelab.render import html as render
-    from tilelab.render.timeline import split_timelines
+    from tilelab.widgets.inspector import launches_of
 
     report = tilelab.inspect(timeline_kernels.add(), "sm_90a")
     assert "timeline" not in render.default_sections(report)
-    timelines, rest = split_timelines(["a bench result", sample_timeline()])
-    assert rest == ["a bench result"]
+    launches, rest = launches_of(["a bench result", sample_timeline()])
+    timelines = launches.timelines
+    assert list(rest) == ["a bench result"]
     assert "timeline" in render.default_sections(report, timelines=timelines)
     page = render.render_html(report, timelines=timelines)
     assert ">Timeline (1)<" in page and "tlt-k-tma_issue" in page
@@ -390,7 +391,7 @@ def test_the_inspector_hands_its_timelines_to_the_page_and_the_text():
 
 
 def test_the_magic_option_takes_block_indices():
-    from tilelab._cell_options import CellUsageError, parse_cell_line
+    from tilelab.cell.options import CellUsageError, parse_cell_line
 
     assert parse_cell_line("--timeline").timeline == (0,)
     assert parse_cell_line("--timeline=0,5").timeline == (0, 5)
@@ -403,7 +404,7 @@ def test_the_magic_option_takes_block_indices():
 
 
 def test_the_phase_table_sums_each_phase():
-    from tilelab._timeline import phase_totals
+    from tilelab.instrument.decode.timeline import phase_totals
 
     rows = phase_totals(sample_timeline().spans)
     first = rows[0]  # the consumer's one 100 ns full wait is the largest total; the producer's two waits 20 + 50
@@ -416,7 +417,7 @@ def test_the_phase_table_sums_each_phase():
 def test_a_phase_in_the_tab_links_to_its_anchored_device_line():
     import dataclasses
 
-    from tilelab._links import device_anchor_lines
+    from tilelab.engine.links import device_anchor_lines
     from tilelab.render import html as render
     report = tilelab.inspect(matmul(1024, 1024, 1024), "sm_90a")
     n = min(device_anchor_lines(report))

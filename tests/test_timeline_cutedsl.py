@@ -20,10 +20,10 @@ import timeline_kernels
 from timeline_kernels import by_kind, gemm_phases, line_of, plain_line
 
 from tilelab import _tilelang
-from tilelab._timeline_rewrite import KERNEL_END, KERNEL_START, RewriteError
-from tilelab._timeline_rewrite import instrument as instrument_cuda
-from tilelab._timeline_rewrite_cutedsl import instrument
-from tilelab._toolchain import find_toolchain
+from tilelab.engine.toolchain import find_toolchain
+from tilelab.instrument.rewrite.timeline import KERNEL_END, KERNEL_START, RewriteError
+from tilelab.instrument.rewrite.timeline import instrument as instrument_cuda
+from tilelab.instrument.rewrite.timeline_cutedsl import instrument
 from tilelab.kernels.gemm import matmul
 
 GEMM_PY = inspect.getsourcefile(matmul)

@@ -20,10 +20,10 @@ import timeline_kernels  # noqa: E402
 import torch  # noqa: E402
 
 import tilelab  # noqa: E402
-from tilelab._timeline import decode  # noqa: E402
-from tilelab._timeline_rewrite import BLOCK_WORDS, CLOCK_BITS, HEADER_WORDS, Site, capacity_needed  # noqa: E402
-from tilelab._timeline_rewrite_cutedsl import _end_ptx, _mark_ptx, _start_ptx  # noqa: E402
-from tilelab._toolchain import find_toolchain  # noqa: E402
+from tilelab.engine.toolchain import find_toolchain  # noqa: E402
+from tilelab.instrument.decode.timeline import decode  # noqa: E402
+from tilelab.instrument.rewrite.timeline import BLOCK_WORDS, CLOCK_BITS, HEADER_WORDS, Site, capacity_needed  # noqa: E402
+from tilelab.instrument.rewrite.timeline_cutedsl import _end_ptx, _mark_ptx, _start_ptx  # noqa: E402
 from tilelab.kernels.gemm import matmul  # noqa: E402
 from tilelab.launch import _timeline as launch_timeline  # noqa: E402
 

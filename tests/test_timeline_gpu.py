@@ -163,12 +163,10 @@ gemm = matmul(1024, 1024, 1024)
 
 @needs_hopper
 def test_the_magic_adds_a_timeline_tab(ip, shown):
-    from tilelab._timeline_model import Timeline
-
     result = run(ip, "--out-idx -1 --timeline=0,1", GEMM_CELL)
     assert result.success, result.error_in_exec
     last = magics(ip).last
-    (tl,) = [t for t in last.timing if isinstance(t, Timeline)]
+    (tl,) = last.launches.timelines
     assert tl.traced_blocks == ((0, 0, 0), (1, 0, 0))
     assert any(title.startswith("Timeline") for title in last.inspector.titles)
     tab = last.inspector.tab("timeline")

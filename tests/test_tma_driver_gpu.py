@@ -1,6 +1,6 @@
 """The TMA rule checker held against the real CUDA driver (needs a Hopper GPU and cuda-python).
 
-For every rule of tilelab/_tma_rules.py, one test id per rule:
+For every rule of tilelab/engine/tma_rules.py, one test id per rule:
 * ``test_driver_accepts_good_variant[<rule>]``: the good variant encodes (CUDA_SUCCESS);
 * ``test_driver_rejects_bad_example[<rule>]``: the hand-made bad descriptor is refused. A failure
   here names a rule the driver does not enforce: set ``driver_enforced=False`` on it.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import _tma_rules as rules
+from tilelab.engine import tma_rules as rules
 
 pytestmark = pytest.mark.gpu
 
@@ -94,7 +94,7 @@ def test_driver_rejects_bad_example(rule_id, base_address):
     if rule.driver_enforced:
         assert result != "CUDA_SUCCESS", (
             f"the driver ACCEPTED the bad example of {rule_id}: it does not enforce \"{rule.doc}\". "
-            f"Set driver_enforced=False on this rule in tilelab/_tma_rules.py.\n{bad}")
+            f"Set driver_enforced=False on this rule in tilelab/engine/tma_rules.py.\n{bad}")
     else:
         assert result == "CUDA_SUCCESS", (
             f"{rule_id} is marked driver_enforced=False but the driver now refuses its bad example "

@@ -1,4 +1,4 @@
-"""The TMA descriptor rule checker (tilelab/_tma_rules.py), on hand-made descriptors; no GPU."""
+"""The TMA descriptor rule checker (tilelab/engine/tma_rules.py), on hand-made descriptors; no GPU."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from groundtruth import (
 )
 
 from tilelab import TmaDescriptor
-from tilelab import _tma_rules as rules
+from tilelab.engine import tma_rules as rules
 
 ALIGNED = 0x7F00_0000_0000  # a 256-byte aligned device address, as torch allocations are
 EXAMPLES = rules.bad_examples()
@@ -259,7 +259,7 @@ def test_hopper_driver_refuses_newer_swizzles_and_packed_types(field, value):
     # whatever the other fields (tests/test_tma_driver_gpu.py reports it in its skip reasons).
     import dataclasses
 
-    from tilelab._tma_rules import _TILED
+    from tilelab.engine.tma_rules import _TILED
 
     desc = dataclasses.replace(_TILED, **{field: value})
     problems, _ = rules.check(desc, arch="sm_90a")

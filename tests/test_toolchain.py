@@ -18,7 +18,7 @@ from gemm import matmul
 
 import tilelab
 from tilelab import _tilelang
-from tilelab._toolchain import find_toolchain, parse_ptxas, parse_sass, strip_line_directives
+from tilelab.engine.toolchain import find_toolchain, parse_ptxas, parse_sass, strip_line_directives
 
 CUDA = Path("/usr/local/cuda")
 TOOLS = find_toolchain(CUDA)
@@ -270,7 +270,7 @@ def test_every_cuda_tool_is_found_by_one_rule(tmp_path, monkeypatch):
     import os
     import stat
 
-    from tilelab._toolchain import find_cuda_tool
+    from tilelab.engine.toolchain import find_cuda_tool
     from tilelab.launch._profile import find_ncu
     from tilelab.launch._sanitize import find_sanitizer
 

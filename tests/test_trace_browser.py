@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab.launch.tile_trace import TensorTrace, TileTrace
+from tilelab.records.tile_trace import TensorTrace, TileTrace
 from tilelab.render.trace import tile_trace_html
 
 pytestmark = [pytest.mark.browser]

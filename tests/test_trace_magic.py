@@ -1,4 +1,5 @@
-"""``%%tilelang --target c --run --trace`` through IPython's test shell (``tests/ipython_shell.py``).
+"""``%%tilelang --run --trace`` (target c, and GPU kernels on the CPU) through IPython's test shell
+(``tests/ipython_shell.py``).
 
 As in ``tests/test_magic.py``, IPython keeps global state, so in a normal run this module starts a
 second pytest process on itself and the tests below run there against the global test shell.
@@ -26,6 +27,19 @@ def clamped(A: T.Tensor((96, 32), T.float32), B: T.Tensor((96, 32), T.float32)):
         row = T.min(by, 1) * 32
         for i, j in T.grid(32, 32):
             B[row + i, j] = A[row + i, j]
+'''
+
+# A kernel written for a GPU: a shared tile, T.Parallel, 128 threads.
+GPU_CELL = '''import tilelang.language as T
+
+
+@T.prim_func
+def tiled_copy(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+    with T.Kernel(2, threads=128) as bx:
+        S = T.alloc_shared((64, 32), T.float16)
+        T.copy(A[0, bx * 32], S)
+        for i, j in T.Parallel(64, 32):
+            B[i, bx * 32 + j] = S[i, j]
 '''
 
 if not CHILD:
@@ -65,13 +79,24 @@ else:
         assert "rows 64-95 of B were never written" in capsys.readouterr().out
         assert magics(ip).last.traces[0].grid == (1, 3)
 
-    @pytest.mark.parametrize("line, needle", [
-        ("--trace", "--trace traces a launch on the CPU: add --target c (got no --target)"),
-        ("--trace --target sm_90a", "add --target c (got --target sm_90a)"),
-    ])
-    def test_trace_without_target_c_is_refused_by_name(ip, shown, line, needle):
-        ip.user_ns.pop("clamped", None)
-        result = run(ip, line, CLAMPED_CELL)
-        assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
-        assert needle in str(result.error_in_exec)
-        assert "clamped" not in ip.user_ns
+    def test_trace_of_a_gpu_kernel_goes_through_its_tile_program_on_the_cpu(ip, shown, capsys):
+        assert run(ip, "--trace --quiet", GPU_CELL).success
+        trace = magics(ip).last.traces[0]
+        assert trace.kernel == "tiled_copy" and trace.grid == (2,)
+        assert not trace.problems()
+
+    def test_run_on_the_cpu_checks_a_gpu_kernel_and_refuses_gpu_only_options_by_name(ip, shown, capsys):
+        assert run(ip, "--run --device cpu --quiet --ref 'lambda a: a'", GPU_CELL).success
+        checked = magics(ip).last.timing[0]
+        assert type(checked).__name__ == "RunResult" and checked.passed
+        assert checked.backend.startswith("emulated") and "(emulated)" in checked.device
+        assert run(ip, "--run --device cpu --blocks 1 --quiet --ref 'lambda a: a'", GPU_CELL).success
+        checked = magics(ip).last.timing[0]
+        assert checked.passed and any("blocks 1 of 2 ran" in n for n in checked.notes)
+        assert run(ip, "--run --device cpu --quiet --ref 'lambda a: a + 1'", GPU_CELL).success
+        assert "%%tilelang --run: tiled_copy: FAIL" in capsys.readouterr().out  # said even with --quiet
+        for line, needle in [("--run --device cpu --bench", "--device cpu runs the kernel's tile program on the CPU"),
+                             ("--run --blocks 0", "--blocks chooses the blocks of a CPU run: add --device cpu")]:
+            result = run(ip, line, GPU_CELL)
+            assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+            assert needle in str(result.error_in_exec)

@@ -18,7 +18,7 @@ import target_kernels as tk
 import torch
 
 import tilelab
-from tilelab.launch.tile_trace import OutOfBounds, TensorTrace, TileTrace, describe_elements
+from tilelab.records.tile_trace import OutOfBounds, TensorTrace, TileTrace, describe_elements
 
 T = pytest.importorskip("tilelang.language")
 
@@ -390,7 +390,7 @@ def test_merged_rectangles_cover_each_cell_once_with_its_value():
 
 
 def test_the_trace_option_is_parsed_and_documented():
-    from tilelab._cell_options import HELP, parse_cell_line
+    from tilelab.cell.options import HELP, parse_cell_line
 
     options = parse_cell_line("--target c --run --trace")
     assert options.trace and options.launches and options.run

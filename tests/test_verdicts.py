@@ -1,4 +1,4 @@
-"""The analysis behind the inspector's verdicts and links (tilelab._verdicts, tilelab._links),
+"""The analysis behind the inspector's verdicts and links (tilelab.engine.verdicts, tilelab.engine.links),
 tested on what TileLang generated and on hand-derived cases, never on the renderer's markup."""
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from groundtruth import device_wgmma
 
 import tilelab
 from tilelab import cuda_facts
-from tilelab._links import cell_heat, device_anchor_lines, heat_shares, launch_lines
-from tilelab._machine import MachineCode, SourceOrigin
-from tilelab._model import DeviceKernel, KernelReport, Layout, LdsRead, Sources
-from tilelab._verdicts import (
+from tilelab.engine.links import cell_heat, device_anchor_lines, heat_shares, launch_lines
+from tilelab.engine.verdicts import (
     instruction_mn,
     layout_checks,
     layout_elements,
@@ -26,6 +24,8 @@ from tilelab._verdicts import (
     operand_verdicts,
     worst_lds_conflict,
 )
+from tilelab.records.kernel import DeviceKernel, KernelReport, Layout, LdsRead, Sources
+from tilelab.records.machine import MachineCode, SourceOrigin
 
 _REPORTS: dict[str, KernelReport] = {}
 
@@ -69,7 +69,8 @@ def test_shared_memory_facts_agree_with_the_driver_swizzles():
     assert cuda_facts.SHARED_MEMORY_BANKS * cuda_facts.SHARED_MEMORY_BANK_BYTES == 128
     assert cuda_facts.CHUNKS_PER_LINE == 8 and cuda_facts.SWIZZLE_REPEAT_ROWS == 8
     assert cuda_facts.WARPGROUP_THREADS == 128 == 4 * cuda_facts.ARCH_LIMITS["sm_90"].warp_size
-    from tilelab import mfma, swizzle
+    from tilelab import swizzle
+    from tilelab.engine import mfma
 
     assert (swizzle.BANKS, swizzle.BANK_BYTES, swizzle.CHUNK_BYTES) == (32, 4, 16)
     assert (mfma.LDS_BANKS, mfma.LDS_BANK_BYTES, mfma.WAVE_LANES) == (32, 4, 64)
@@ -254,7 +255,7 @@ def test_heat_shares_and_cell_heat_by_hand():
 
 
 def test_sass_opcodes_as_nvdisasm_prints_them():
-    from tilelab._machine import opcode_counts, sass_opcode
+    from tilelab.records.machine import opcode_counts, sass_opcode
 
     lines = ["        /*0000*/                   LDC R1, c[0x0][0x28] ;",
              "        /*0010*/                   HMMA.16816.F32 R4, R8, R12, R4 ;",
@@ -279,7 +280,7 @@ def test_device_lines_to_sass_and_python_lines_by_hand():
 
 
 def test_bank_conflict_prediction_against_the_counters():
-    from tilelab.profiling import conflict_verdict
+    from tilelab.records.profile import conflict_verdict
 
     # within 5% of the prediction (of 1 wavefront, for predictions below one) agrees
     assert conflict_verdict(2.0, 2.09) == "agrees"
@@ -289,7 +290,7 @@ def test_bank_conflict_prediction_against_the_counters():
 
 
 def test_hot_python_lines_sum_samples_through_the_line_directives():
-    from tilelab.profiling import Profile, hot_python_lines
+    from tilelab.records.profile import Profile, hot_python_lines
 
     mc = MachineCode(arch="sm_90a", origins=(SourceOrigin(10, 11, "/x/cell.py", 3, True),
                                              SourceOrigin(20, 20, "/tl/gemm.py", 9, False)))
@@ -302,7 +303,8 @@ def test_the_analysis_modules_import_no_renderer():
     import subprocess
     import sys
 
-    probe = ("import sys, tilelab._verdicts, tilelab._links, tilelab._machine, tilelab.profiling, tilelab.swizzle\n"
+    probe = ("import sys, tilelab.engine.verdicts, tilelab.engine.links, tilelab.records.machine, "
+             "tilelab.records.profile, tilelab.swizzle\n"
              "print(sorted(n for n in sys.modules if n.startswith('tilelab.render')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -71,7 +71,7 @@ if not CHILD:
     def test_the_wgmma_note_says_the_split_is_along_n_and_how_to_get_m64n128(lowered):
         from groundtruth import device_wgmma
 
-        from tilelab._links import wgmma_shape_note
+        from tilelab.engine.links import wgmma_shape_note
 
         square, full_row = lowered["Square"], lowered["FullRow"]
         # ground truth: the instruction each kernel's device code issues

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import (
+from ._version import __version__ as __version__
+from .records.display import load_renderers_with
+from .records.errors import (
     KernelFactoryError,
     LoweringError,
     NoGpuError,
@@ -20,7 +22,7 @@ from ._errors import (
     TargetError,
     TilelabError,
 )
-from ._model import (
+from .records.kernel import (
     Argument,
     DeviceKernel,
     KernelReport,
@@ -34,12 +36,11 @@ from ._model import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-from ._version import __version__ as __version__
 from .targets import Target, parse_target
 
 # Public names that live in modules with heavy imports, loaded on first access.
 _LAZY = {
-    "inspect": ("._inspect", "inspect"),
+    "inspect": (".engine.inspect", "inspect"),
     "run": (".launch", "run"),
     "bench": (".launch", "bench"),
     "BenchOptions": (".launch", "BenchOptions"),
@@ -50,11 +51,11 @@ _LAZY = {
     "draw": (".render.svg", "draw"),
     "Inspector": (".widgets.inspector", "Inspector"),
     "has_gpu": ("._tilelang", "has_gpu"),
-    "CacheEntryWarning": ("._cache", "CacheEntryWarning"),
-    "CacheWriteWarning": ("._cache", "CacheWriteWarning"),
+    "CacheEntryWarning": (".engine.cache", "CacheEntryWarning"),
+    "CacheWriteWarning": (".engine.cache", "CacheWriteWarning"),
     "profile": (".launch._profile", "profile"),
     "timeline": (".launch._timeline", "timeline"),
-    "Timeline": ("._timeline_model", "Timeline"),
+    "Timeline": (".records.timeline", "Timeline"),
 }
 
 
@@ -69,9 +70,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tilelab' has no attribute {name!r}")
 
 
+def _load_renderers() -> None:
+    """The render layer, imported when the first record is shown: its modules register what they
+    draw with the records' registry (the records themselves import no renderer)."""
+    from . import render  # noqa: F401
+
+
+load_renderers_with(_load_renderers)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tilelab``: registers ``%%tilelang`` and nothing else."""
-    from ._magic import TileLangMagics
+    from .cell.magic import TileLangMagics
 
     ipython.register_magics(TileLangMagics)
 
@@ -122,7 +132,7 @@ __all__ = [
 # tilelab.trace_tiles: which elements each block of a CPU launch read and wrote.
 _LAZY.update({
     "trace_tiles": (".launch._trace", "trace_tiles"),
-    "TileTrace": (".launch.tile_trace", "TileTrace"),
+    "TileTrace": (".records.tile_trace", "TileTrace"),
     "TraceError": (".launch._trace", "TraceError"),
 })
 __all__ += ["TileTrace", "TraceError", "trace_tiles"]
@@ -131,6 +141,6 @@ __all__ += ["TileTrace", "TraceError", "trace_tiles"]
 _LAZY.update({"EmulationError": (".launch._emulate", "EmulationError")})
 __all__ += ["EmulationError"]
 
-from ._errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
+from .records.errors import BaselineError as BaselineError  # noqa: E402  (bench(..., baseline=...) that cannot be timed)
 
 __all__.append("BaselineError")

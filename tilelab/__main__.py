@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._errors import TilelabError
+from .records.errors import TilelabError
 
 
 class CliError(Exception):
@@ -116,7 +116,7 @@ def _write(option: str, path: Path, text: str) -> None:
 
 
 def _inspect_command(args: argparse.Namespace) -> int:
-    from ._inspect import inspect
+    from .engine.inspect import inspect
 
     if args.target is not None:  # refused before the (slow) script runs, as the API and magic do
         from .targets import parse_target
@@ -148,7 +148,7 @@ def _inspect_command(args: argparse.Namespace) -> int:
 
 
 def _corpus_command(args: argparse.Namespace) -> int:
-    from . import _corpus
+    from .engine import corpus as _corpus
 
     folder = Path(args.directory)
     if not folder.is_dir():
@@ -157,7 +157,7 @@ def _corpus_command(args: argparse.Namespace) -> int:
         raise CliError(f"{folder}: no example scripts in it (*.py other than test_*.py, regression_*.py, conftest.py)"
                        + ("" if args.tests else "; for a folder of pytest files add --tests"))
     json_path = _check_output("--json", args.json)
-    from ._inspect import resolve_target
+    from .engine.inspect import resolve_target
 
     try:
         resolved, _ = resolve_target(args.target)  # the one target validation inspect uses

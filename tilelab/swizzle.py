@@ -435,8 +435,8 @@ class SharedTile:
         return self.element_offset(r, c)
 
     def to_layout(self, buffer: str = "tile") -> Any:
-        """This tile as the report model's shared :class:`~tilelab._model.Layout`."""
-        from ._model import Layout
+        """This tile as the report model's shared :class:`~tilelab.records.kernel.Layout`."""
+        from .records.kernel import Layout
 
         return Layout(buffer=buffer, scope="shared", dtype=self.dtype, shape=(self.rows, self.cols),
                       offsets=tuple(int(v) for v in self.offsets().ravel()),
@@ -545,8 +545,8 @@ class WgmmaDescriptor:
         return (self.layout_type, self.lbo, self.sbo) == (operand.layout_type, operand.lbo, operand.sbo)
 
     def to_operand(self, buffer: str | None = None) -> Any:
-        """As the report model's :class:`~tilelab._model.WgmmaOperand` (for direct comparison)."""
-        from ._model import WgmmaOperand
+        """As the report model's :class:`~tilelab.records.kernel.WgmmaOperand` (for direct comparison)."""
+        from .records.kernel import WgmmaOperand
 
         return WgmmaOperand(buffer=buffer, layout_type=self.layout_type, lbo=self.lbo, sbo=self.sbo, major=self.major)
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._display import Displayed
-from ._errors import TargetError
+from .records.display import Displayed
+from .records.errors import TargetError
 
 __all__ = ["Target", "REGISTRY", "FAMILIES", "TargetComparison", "compare_reports", "parse_target", "accepted_names",
            "DEFAULT_CUDA"]

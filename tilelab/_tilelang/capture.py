@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import LoweringError
+from ..records.errors import LoweringError
 from .env import tilelang
 from .errors import _lowering_error, _PassTracker, diagnosed, tilelang_errors
 

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from .._errors import LoweringError
+from ..records.errors import LoweringError
 from .env import local_gpu_arch, tilelang
 from .errors import _for_target, _lowering_error, tilelang_errors
 from .resolve import kernel_kind, resolve_kernel

@@ -51,7 +51,7 @@ OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, b
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "1"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "2"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -479,7 +479,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     count = tirx.const(1, "int32")
     for a in order:
         count = count * block_extents[a]
-    mask_buffer = tirx.decl_buffer((count,), "int8", BLOCK_MASK)
+    mask_buffer = tirx.decl_buffer((count + len(tensors),), "int8", BLOCK_MASK)
     linear = tirx.const(0, "int32")
     for a in order:
         linear = linear * block_extents[a] + block_vars[a]
@@ -517,10 +517,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
+    # The GPU types the late pass rounds to are part of the kernel (and so of TileLang's cache key):
+    # a float16 tile and a bfloat16 one are the same float32 array until then.
+    marker = EMULATION_VERSION + ";" + ",".join(f"{k}:{v}" for k, v in sorted(narrow.items()))
+    new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr("tilelab_emulation", marker)
     # Outputs a @tilelang.jit function allocates (T.empty, the attribute tilelang_out_idx) are
     # allocated and poisoned by the launch side: the CPU kernel takes every tensor.
-    new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr(
-        "tilelab_emulation", EMULATION_VERSION)
     if func.attrs is not None and "tilelang_out_idx" in func.attrs:
         new = new.without_attr("tilelang_out_idx")
     applied.update(("bounds",))
@@ -550,6 +552,17 @@ def _late_pass(emulation: Emulation) -> Any:
     def transform(func: Any, mod: Any, ctx: Any) -> Any:
         analyzer = tvm.arith.Analyzer()
         ids = {name: i for i, name in enumerate(emulation.buffers)}
+        mask = next((func.buffer_map[p] for p in func.params if p in func.buffer_map
+                     and str(func.buffer_map[p].name) == BLOCK_MASK), None)
+        tensor_ids = {name: i for i, name in enumerate(emulation.tensors)}
+
+        def flagged(store: Any) -> Any:
+            """``store`` into a tensor, with the tensor's "stored into" flag set beside it."""
+            tid = tensor_ids.get(str(store.buffer.name))
+            if mask is None or tid is None:
+                return store
+            slot = mask.shape[0] - tirx.const(len(emulation.tensors) - tid, mask.shape[0].dtype)
+            return tirx.SeqStmt([tirx.BufferStore(mask, tirx.const(1, "int8"), [slot]), store])
 
         def buffer_id(buf: Any) -> int:
             return ids.get(str(buf.name), len(emulation.buffers))  # past the end: a buffer TileLang made
@@ -624,9 +637,9 @@ def _late_pass(emulation: Emulation) -> Any:
                     store = tirx.BufferStore(node.buffer, value, node.indices, node.predicate) \
                         if not value.same_as(node.value) else node
                     if cond is None:
-                        return None if store is node else store
+                        return flagged(store)
                     held = tirx.Var("tilelab_value", value.dtype)
-                    guarded = tirx.BufferStore(node.buffer, held, node.indices, node.predicate)
+                    guarded = flagged(tirx.BufferStore(node.buffer, held, node.indices, node.predicate))
                     return tirx.SeqStmt([tirx.Bind(held, value),
                                          tirx.IfThenElse(cond, guarded,
                                                          tirx.Evaluate(record(node.buffer, node.indices, OOB_WRITE,
@@ -662,7 +675,7 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     """``obj`` (any kernel-like object written for a GPU) rewritten and compiled for target ``c``.
     Raises :class:`EmulationRefused` for constructs with no tile-level meaning and tilelab's
     LoweringError with TileLang's reason when the rewritten kernel does not lower."""
-    from .trace import passes_before
+    from .passes import passes_before
 
     source = resolve_kernel(obj, args, kwargs)
     emulation = rewrite_for_cpu(source.prim_func, source.name)

@@ -1,6 +1,6 @@
 """TileLang's failures in tilelab's words: the context that turns an exception raised inside
 TileLang into a LoweringError naming the kernel line, the sentence that explains TVM's message,
-tilelab's diagnosis (``tilelab._doctor``), the pass that failed, what a target cannot lower, and
+tilelab's diagnosis (``tilelab._tilelang.doctor``), the pass that failed, what a target cannot lower, and
 the check of pass configs before TVM fails on them inside lowering."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import traceback
 from typing import Any
 
-from .._errors import LoweringError, PassConfigError
+from ..records.errors import LoweringError, PassConfigError
 from .env import tilelang, tilelang_version
 
 _CONFIG_TYPES = {"ir.IntImm": "an integer or a bool (e.g. True)", "ir.FloatImm": "a number (e.g. 0.5)",
@@ -205,10 +205,10 @@ def _lowering_error(err: BaseException, kernel: str | None, stage: str = "loweri
 
 def diagnosed(error: LoweringError, *, func: Any = None, pass_name: str | None = None,
               target_family: str | None = None) -> LoweringError:
-    """Give ``error`` tilelab's diagnosis (:func:`tilelab._doctor.diagnose`), with what the kernel
+    """Give ``error`` tilelab's diagnosis (:func:`tilelab._tilelang.doctor.diagnose`), with what the kernel
     ``func`` tells (its buffers' names, its source lines to place a tile op TileLang named no line
     for) and the ``pass_name`` a pass instrument saw fail. Keeps what an earlier diagnosis knew."""
-    from .. import _doctor
+    from . import doctor as _doctor
 
     previous = error.diagnosis
     buffers: tuple[str, ...] = tuple(getattr(previous, "buffers", ()) or ())
@@ -314,7 +314,7 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
     it: the call naming the operation between the kernel statements before and after it."""
     import linecache
 
-    from .. import _doctor
+    from . import doctor as _doctor
 
     try:
         tvm = tilelang().tvm

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._model import (
+from ..cuda_facts import tma_enum_name as _enum
+from ..records.kernel import (
     Argument,
     DeviceKernel,
     L2Window,
@@ -20,7 +21,6 @@ from .._model import (
     WgmmaInstruction,
     WgmmaOperand,
 )
-from ..cuda_facts import tma_enum_name as _enum
 from .env import tilelang
 from .resolve import KernelSource
 from .source import source_wgmma_calls

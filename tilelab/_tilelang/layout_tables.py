@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._model import Layout
+from ..records.kernel import Layout
 from .env import tilelang
 from .errors import _reason
 from .ir import Lowered, _dim

@@ -9,8 +9,8 @@ import re
 import threading
 from typing import Any
 
-from .._errors import LoweringError
-from .._model import DeviceKernel, LauncherSource
+from ..records.errors import LoweringError
+from ..records.kernel import DeviceKernel, LauncherSource
 from .env import tilelang
 from .errors import _for_target, _lowering_error, _PassTracker, _reason, diagnosed, tilelang_errors
 from .ir import Lowered, _calls, _device_funcs

@@ -3,13 +3,18 @@ compile needs, and TileLang's lowering pipeline pass by pass."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from typing import Any
 
-from .._errors import LoweringError
+from ..records.errors import LoweringError
 from .env import tilelang
 from .errors import _lowering_error, tilelang_errors
 from .lowering import lower
 from .resolve import KernelSource
+
+_PIPELINE_LOCK = threading.RLock()  # one patch of TileLang's pipeline at a time
 
 LINE_DIRECTIVES_CONFIG = "tl.emit_line_directives"
 
@@ -50,7 +55,7 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
     from tilelang.instrumentation.events import PassEventObserver, StackedPassInstrument
     from tilelang.tools.pass_timing import TileLangPassTimingInstrument
 
-    from .._machine import PassStep, PassTrace
+    from ..records.machine import PassStep, PassTrace
 
     tl = tilelang()
     events: list[tuple[Any, bool, str, bool]] = []
@@ -101,3 +106,31 @@ def pass_trace(source: KernelSource, arch: str, pass_configs: dict[str, Any], *,
         seconds = top[i].duration_s if i < len(top) and top[i].name == event.name else 0.0
         steps.append(PassStep(event.name, seconds, changed, diff, cut, event.phase))
     return PassTrace(tuple(steps), state.get("input") or "")
+
+
+@contextlib.contextmanager
+def passes_before(before: dict[str, Any]):
+    """Within the block, TileLang's CPU pipeline runs each pass of ``before`` just before the pass
+    of ``tilelang.transform`` its key names (the pipeline looks them up there each time it lowers);
+    compiles in other threads meanwhile are left alone."""
+    tl = tilelang()
+    tvm = tl.tvm
+    originals = {name: getattr(tl.transform, name) for name in before}
+    mine = threading.get_ident()
+
+    def preceded(name: str) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != mine:
+                return originals[name](*args, **kwargs)
+            return tvm.transform.Sequential([before[name], originals[name](*args, **kwargs)])
+
+        return make
+
+    with _PIPELINE_LOCK:
+        for name in originals:
+            setattr(tl.transform, name, preceded(name))
+        try:
+            yield
+        finally:
+            for name, original in originals.items():
+                setattr(tl.transform, name, original)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import KernelFactoryError, LoweringError, NotAKernelError
+from ..records.errors import KernelFactoryError, LoweringError, NotAKernelError
 from .env import tilelang
 from .errors import _lowering_error, _raised_in_user_code, _user_frame, tilelang_errors
 

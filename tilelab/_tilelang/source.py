@@ -7,7 +7,7 @@ its ``#line`` directives. Each function's docstring names the text it reads.
   the line that carries a tile op (the lowering explainer's evidence), whether a kernel multiplies
   matrices (for FLOP counts), and the ``#line`` directives that name the user's Python lines.
 - Device HIP: the MFMA calls, the LDS buffers and the patterns of the LDS reads that fill MFMA
-  operands (``tilelab.mfma`` evaluates those reads under the bank model).
+  operands (``tilelab.engine.mfma`` evaluates those reads under the bank model).
 - Launchers: grid, block and dynamic shared memory of each ``cudaLaunchKernelEx``, the fields of
   each ``cuTensorMapEncode*`` call, the lines that encode each TMA descriptor, the lines that launch
   each kernel.
@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._machine import SourceOrigin
+from ..records.machine import SourceOrigin
 
 # The head of a kernel's declaration or definition: extern "C" __global__ void
 # __launch_bounds__(256, 1) gemm_kernel(...

@@ -1,7 +1,7 @@
 """Timeline: the instrumented compile (tilelab.timeline). Everything here that reaches into
 TileLang 0.1.15 for the intra-kernel timeline: the tile ops' user lines, the record-buffer
 parameter, and the device-source post-processing hook (CUDA, or CuTeDSL's) around one compile.
-The rewrites themselves are pure text (_timeline_rewrite.py, _timeline_rewrite_cutedsl.py)."""
+The rewrites themselves are pure text (tilelab/instrument/rewrite/)."""
 
 from __future__ import annotations
 

@@ -11,21 +11,18 @@ and not performed. Vectorisation is off for this compile (one call per element).
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .compile import compile_kernel
 from .env import tilelang
+from .passes import passes_before
 from .resolve import kernel_fingerprint, resolve_kernel
 
 TRACE_ACCESS_FUNCTION = "tilelab_trace_access"
 TRACE_READ, TRACE_WRITE, TRACE_ATOMIC = 0, 1, 2  # kinds of access: tensor id * 4 + kind goes to the call
 TRACE_ATOMIC_ATTR = "tilelab_atomic"  # marks an atomic update from before LowerTileOp to the trace pass
 TRACE_MAX_RANK = 6  # indices per call; a tensor of higher rank is traced by its flat index
-_TRACE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -187,34 +184,6 @@ def _mark_atomics_pass() -> Any:
         return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Evaluate"]))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.MarkAtomics")
-
-
-@contextlib.contextmanager
-def passes_before(before: dict[str, Any]):
-    """Within the block, TileLang's CPU pipeline runs each pass of ``before`` just before the pass
-    of ``tilelang.transform`` its key names (the pipeline looks them up there each time it lowers);
-    compiles in other threads meanwhile are left alone."""
-    tl = tilelang()
-    tvm = tl.tvm
-    originals = {name: getattr(tl.transform, name) for name in before}
-    mine = threading.get_ident()
-
-    def preceded(name: str) -> Callable[..., Any]:
-        def make(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != mine:
-                return originals[name](*args, **kwargs)
-            return tvm.transform.Sequential([before[name], originals[name](*args, **kwargs)])
-
-        return make
-
-    with _TRACE_LOCK:
-        for name in originals:
-            setattr(tl.transform, name, preceded(name))
-        try:
-            yield
-        finally:
-            for name, original in originals.items():
-                setattr(tl.transform, name, original)
 
 
 def _flatten_buffer_traced(trace: Any):

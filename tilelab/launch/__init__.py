@@ -6,14 +6,14 @@ rate, cached), ``launch_overhead`` (host cost of each execution backend), and ``
 (configurations x sizes);
 their figures are drawn by :mod:`tilelab.render.plots` when a result is shown.
 Importing this package touches neither CUDA nor TileLang; calling ``run``/``bench`` without a
-GPU raises :class:`tilelab._errors.NoGpuError`, whose message says inspection still works;
+GPU raises :class:`tilelab.records.errors.NoGpuError`, whose message says inspection still works;
 ``target="c"`` (or a kernel compiled for it) runs on the CPU instead (``_cpu.py``). ``_api.py`` is
 the one module that chooses where a launch happens (the CPU, the worker process, or here).
 """
 
 from __future__ import annotations
 
-from .._launch_model import (
+from ..records.launch import (
     BenchResult,
     Ceilings,
     InputState,
@@ -72,7 +72,7 @@ __all__ = [
     "WorkerError",
     "WorkerTimeout",
     "UNIT_ROUNDOFF",
-    # the launch records (tilelab._launch_model), importable where they are used
+    # the launch records (tilelab.records.launch), importable where they are used
     "InputState",
     "OutputCheck",
     "Telemetry",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._launch_model import BenchResult, Ceilings, LaunchOverhead, RunResult
+from ..records.launch import BenchResult, Ceilings, LaunchOverhead, RunResult
 from . import _bench, _ceilings, _cpu, _emulate, _isolated, _overhead, _run, _worker
 from ._cuda_errors import KernelLaunchError
 from ._device_faults import with_device_fault
@@ -30,7 +30,7 @@ def worker_for(isolate: bool) -> _worker.Worker | None:
 def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None, backend: str | None = None,
         out_idx: int | list[int] | None = None, outputs: Sequence[str] | None = None, isolate: bool = True,
         timeout: float | None = None, target: Any = None, diagnose_hang: bool = True, device: str | None = None,
-        blocks: Any = None, **keywords: Any) -> RunResult:
+        blocks: Any = None, pass_configs: dict[str, Any] | None = None, **keywords: Any) -> RunResult:
     """Launch ``kernel`` once on the GPU (or on the CPU, ``device="cpu"``) and verify it.
 
     Inputs not given are built from the signature (random values of each dtype, on the GPU);
@@ -52,7 +52,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     After a timeout, tilelab launches the kernel once more, instrumented so that each warp keeps
     its state (waiting on which barrier, for which parity, in which iteration, at which line) in
     host memory, and the error says where the warps hung (``err.hang``, a
-    :class:`tilelab._hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
+    :class:`tilelab.instrument.decode.hang.HangReport`); ``diagnose_hang=False`` skips that relaunch.
     ``isolate=False`` launches in this process.
 
     ``device="cpu"`` runs a kernel written for a GPU (CUDA or HIP) on the CPU with its tile
@@ -70,7 +70,9 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
 
     ``ref``, ``tolerance``, ``seed``, ``ref_dtype``, ``worst`` and ``tile`` are the fields of
     :class:`RunOptions`, given as keywords or as one ``options=`` record; every other keyword must
-    be a dynamic size of the kernel (a keyword that is neither is refused by name).
+    be a dynamic size of the kernel (a keyword that is neither is refused by name). ``pass_configs``
+    are TileLang's, for this compile (e.g. ``{"tl.disable_safe_memory_legalize": True}`` leaves
+    global accesses unguarded, so that the CPU run reports each one outside a tensor).
     """
     opts, sizes = RunOptions.split(options, keywords)
     if device not in (None, "cpu", "cuda", "gpu"):
@@ -81,14 +83,15 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     if not on_cpu and device is None and not _tilelang_has_gpu():
         on_cpu, reason = True, "no CUDA GPU is visible, so tilelab ran it on the CPU; device='cpu' says so yourself"
     if on_cpu:
-        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs)
+        emulated = _emulate.prepare(kernel, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
         check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
+        cpu_worker = _worker.default_worker(_emulate.CPU_WORKER) if isolate and not _worker.in_worker() else None
         return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
-                            isolate=isolate, reason=reason)
+                            worker=cpu_worker, reason=reason)
     if blocks is not None:
         raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()
-    prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs)
+    prepared = prepare_kernel(kernel, backend=backend, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
     check_sizes(sizes, prepared.params, prepared.name, RunOptions)
     worker = worker_for(isolate)
     launcher: _run.Launcher
@@ -174,14 +177,14 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
     the kernel in this process, and the result's notes say so. See :mod:`tilelab.launch._ratio`.
     """
     opts, sizes = BenchOptions.split(options, keywords)
-    if baseline is not None:
-        return _bench_ratio(kernel, args, opts, sizes, baseline, backend=backend, out_idx=out_idx, outputs=outputs,
-                            isolate=isolate, timeout=timeout, target=target, diagnose_hang=diagnose_hang)
-    cpu = _cpu.wants_cpu(kernel, target)
-    torch = None if cpu else require_gpu()
     is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
     if not is_kernel and not callable(kernel):
         raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
+    cpu = _cpu.wants_cpu(kernel, target)
+    if baseline is not None:
+        return _bench_ratio(kernel, is_kernel, cpu, args, opts, sizes, baseline, backend=backend, out_idx=out_idx,
+                            outputs=outputs, isolate=isolate, timeout=timeout, diagnose_hang=diagnose_hang)
+    torch = None if cpu else require_gpu()
     if cpu:
         timed: Prepared | Callable[[], Any] = (
             _cpu.prepare(kernel, backend=backend, out_idx=out_idx, outputs=outputs) if is_kernel else kernel)
@@ -193,25 +196,23 @@ def bench(kernel: Any, *args: Any, options: BenchOptions | None = None, backend:
         kernel, backend=backend, out_idx=out_idx, outputs=outputs)
     worker = worker_for(isolate)
     if worker is not None:
-        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout,
+        result: BenchResult = _isolated.bench(worker, prepared, args, opts, sizes, timeout,
                                               diagnose_hang=diagnose_hang)
         return result
     return _bench.measure(torch, prepared, args, opts, sizes)
 
 
-def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: dict[str, int], baseline: Any, *,
-                 backend: str | None, out_idx: Any, outputs: Sequence[str] | None, isolate: bool,
-                 timeout: float | None, target: Any, diagnose_hang: bool = True) -> BenchResult:
-    """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process."""
+def _bench_ratio(kernel: Any, is_kernel: bool, cpu: bool, args: Sequence[Any], opts: BenchOptions,
+                 sizes: dict[str, int], baseline: Any, *, backend: str | None, out_idx: Any,
+                 outputs: Sequence[str] | None, isolate: bool, timeout: float | None,
+                 diagnose_hang: bool = True) -> BenchResult:
+    """``bench(kernel, baseline=...)``: on the CPU, here, or both in the worker process (``kernel``
+    checked by :func:`bench`: a TileLang kernel when ``is_kernel``, else a callable)."""
     import pickle
 
-    from .._errors import BaselineError
+    from ..records.errors import BaselineError
 
-    cpu = _cpu.wants_cpu(kernel, target)
-    is_kernel = is_tilelang_kernel(kernel) or isinstance(kernel, Prepared)
     base_is_kernel = is_tilelang_kernel(baseline) or isinstance(baseline, Prepared)
-    if not is_kernel and not callable(kernel):
-        raise TypeError(f"bench times a TileLang kernel or a zero-argument callable; got {type(kernel).__name__}")
     if not base_is_kernel:
         _ratio_mod().check_callable(baseline)
     if cpu:
@@ -238,7 +239,7 @@ def _bench_ratio(kernel: Any, args: Sequence[Any], opts: BenchOptions, sizes: di
                     "the baseline were timed in this process; pass a module-level function of the kernel's inputs "
                     "(torch.matmul) to keep both in the worker")
     if worker is not None:
-        result: BenchResult = _isolated.bench(worker, prepared, args, {**opts.to_dict(), **sizes}, timeout,
+        result: BenchResult = _isolated.bench(worker, prepared, args, opts, sizes, timeout,
                                               baseline=base, diagnose_hang=diagnose_hang)  # unpickled here
         return result
     if base_is_kernel and not isinstance(base, Prepared):

@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import BaselineError
-from .._launch_model import BENCH_MODES, BenchResult
+from ..records.errors import BaselineError
+from ..records.launch import BENCH_MODES, BenchResult
 from . import _inputs, _ratio, _stability
 from ._cuda_errors import is_out_of_memory, launch_error, out_of_memory_error
 from ._kernel import Prepared, call_kernel, check_tma_alignment, count_work, device_name

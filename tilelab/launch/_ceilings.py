@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .._launch_model import Ceilings
+from ..records.launch import Ceilings
 
 
 def cache_path() -> Path:

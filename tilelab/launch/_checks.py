@@ -120,7 +120,7 @@ def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
     compared equal to NaN), and the NaN/inf the input held."""
     import torch
 
-    from .._launch_model import InputState
+    from ..records.launch import InputState
 
     states = []
     for name, after, before in snapshot:
@@ -137,10 +137,11 @@ def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
 
 
 def inputs_after_launch(snapshot: list[tuple[str, Any, Any]], checks: Sequence[Any],
-                        notes: list[str]) -> tuple[Any, ...]:
-    """:func:`input_states`, with a note on where NaN/inf written into an output can come from:
-    inputs that held some before the launch, or none (then the kernel made them)."""
-    states = input_states(snapshot)
+                        notes: list[str], states: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+    """:func:`input_states` (or ``states`` made otherwise), with a note on where NaN/inf written into
+    an output can come from: inputs that held some before the launch, or none (then the kernel made
+    them)."""
+    states = input_states(snapshot) if states is None else states
     bad_outputs = [c.name for c in checks if c.nonfinite]
     if bad_outputs and states:
         holding = [s for s in states if s.nonfinite]

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import BaselineError, TilelabError
-from .._launch_model import BenchResult, RunResult
+from ..records.errors import BaselineError, TilelabError
+from ..records.launch import BenchResult, RunResult
 from . import _checks, _inputs, _ratio
 from ._kernel import Prepared, call_kernel, count_work, prepare_kernel, reference
 from ._options import BenchOptions, RunOptions

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import TilelabError
+from ..records.errors import TilelabError
 
 
 class KernelLaunchError(TilelabError, RuntimeError):
@@ -28,7 +28,7 @@ class KernelLaunchError(TilelabError, RuntimeError):
         self.sticky, self.flagged = sticky, tuple(flagged)
         self.isolated = False  # True when it happened in a worker process (the notebook's context is intact)
         self.located: str | None = None  # compute-sanitizer's finding, when tilelab could locate the fault
-        self.hang: Any = None  # a timeout's tilelab._hang.HangReport: where the warps were (a watched relaunch)
+        self.hang: Any = None  # a timeout's HangReport: where the warps were (a watched relaunch)
         self.hang_note: str | None = None  # why the hang was not located, when tilelab tried
         self.device_fault: Any = None  # a DeviceFault, when a device-side assert or a trap was located
         self.tma_rules: tuple[str, ...] = ()  # "<rule id>: <finding>" for a refused TMA descriptor

@@ -371,8 +371,8 @@ def line_origins(kernel: Any, arch: str | None = None) -> tuple[str, tuple[Any, 
     of them, and which of the user's lines each run of device lines came from. ``arch`` defaults to
     the one the kernel was compiled for (else the local GPU's)."""
     from .. import _tilelang
-    from .._inspect import resolve_target
-    from .._toolchain import strip_line_directives
+    from ..engine.inspect import resolve_target
+    from ..engine.toolchain import strip_line_directives
 
     source = _tilelang.resolve_kernel(kernel)
     if arch is None:

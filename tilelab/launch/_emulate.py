@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TilelabError
-from .._launch_model import RunResult
+from ..records.errors import TilelabError
+from ..records.launch import RunResult
 from . import _checks, _inputs, _worker
 from ._cuda_errors import KernelLaunchError
 from ._kernel import Prepared, reference
@@ -44,6 +44,7 @@ EMULATED_BACKEND = "emulated (TileLang target c)"
 RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on one core
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
+LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
 
 _RUNTIME_SOURCE = r"""
 #include <stdint.h>
@@ -79,7 +80,8 @@ const void* tilelab_emu_oobs(void) { return kept; }
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
    exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
-   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite. */
+   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite.
+   Only these formats' bits are read: `has_inf` says what an infinite input becomes. */
 static float round_to(float x, int mant, int emin, float maxv, int sat, int has_inf) {
   if (isnan(x)) return x;
   if (isinf(x)) return sat ? copysignf(has_inf ? INFINITY : NAN, x) : x;
@@ -94,7 +96,7 @@ static float round_to(float x, int mant, int emin, float maxv, int sat, int has_
   if (r > maxv) {
     /* past the largest finite value: IEEE rounds to infinity from half an ulp above it */
     float top_ulp = ldexpf(1.0f, (int)(logbf(maxv)) - mant);
-    if (sat) r = has_inf ? maxv : (a >= maxv + top_ulp / 2 ? NAN : maxv);
+    if (sat) r = maxv;  /* the GPU converts to these formats with satfinite, as torch does */
     else r = (a >= maxv + top_ulp / 2) ? INFINITY : maxv;
   }
   return copysignf(r, x);
@@ -104,7 +106,7 @@ float tilelab_emu_round(float x, int32_t format) {
   switch (format) {
     case 1: return round_to(x, 10, -14, 65504.0f, 0, 1);          /* float16 */
     case 2: return round_to(x, 7, -126, 3.3895313892515355e38f, 0, 1); /* bfloat16 */
-    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, NaN past 448 */
+    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, saturates at 448 */
     case 4: return round_to(x, 2, -14, 57344.0f, 0, 1);           /* float8_e5m2 */
     case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
     case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
@@ -127,7 +129,7 @@ class EmulationError(TilelabError, ValueError):
 
 
 def _runtime_path() -> str:
-    from .._cache import cache_dir
+    from ..engine.cache import cache_dir
 
     digest = hashlib.sha256(_RUNTIME_SOURCE.encode()).hexdigest()[:16]
     return os.path.join(str(cache_dir()), "emulation", f"runtime-{digest}.so")
@@ -229,24 +231,36 @@ def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str]) -> tuple[int, list[OutOf
 _LOADED: dict[str, Any] = {}
 
 
-def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any) -> tuple[list[Any], int, list[Any]]:
-    """Compile (TileLang's disk cache answers from the caller's compile) or reuse the emulated
-    kernel, launch it once on ``args`` (float32 where the GPU type has no CPU form) and the block
-    mask; (the arguments after the launch, how many accesses were out of bounds, those kept)."""
+def load_in_worker(key: str, payload: bytes) -> str:
+    """Compile (TileLang's disk cache answers from the caller's compile) and keep the emulated
+    kernel; its name."""
     from .. import _tilelang
 
-    rt = runtime()
+    runtime()
     kernel = _LOADED.get(key)
     if kernel is None:
-        if payload is None:
-            raise EmulationError("the worker lost the emulated kernel; launch again")
         _tilelang.tilelang()  # TileLang's operators are registered before its IR is unpickled
         func, configs = pickle.loads(payload)
         kernel = _LOADED[key] = _tilelang.compile_emulated(func, pass_configs=configs)
+    return str(kernel.emulation.name)
+
+
+def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any
+                     ) -> tuple[list[Any], Any, int, list[Any]]:
+    """Launch the emulated kernel (loaded first from ``payload`` if this process lacks it) once on
+    ``args`` (float32 where the GPU type has no CPU form) and the block mask; (the arguments after
+    the launch, the mask with the kernel's "stored into" flags, how many accesses were out of
+    bounds, those kept)."""
+    if key not in _LOADED:
+        if payload is None:
+            raise EmulationError("the worker lost the emulated kernel; launch again")
+        load_in_worker(key, payload)
+    kernel = _LOADED[key]
+    rt = runtime()
     rt.tilelab_emu_reset()
     kernel.compiled(*args, mask)
     total, kept = _read_oobs(rt, kernel.emulation.buffers)
-    return args, total, kept
+    return args, mask, total, kept
 
 
 # ------------------------------------------------------------------------------------------
@@ -265,20 +279,19 @@ class Emulated:
     payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
 
 
-_PREPARED_LOCK = threading.Lock()
-_SENT: dict[tuple[int, str], bool] = {}
 
 
-def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None = None) -> Emulated:
+def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None = None,
+            pass_configs: dict[str, Any] | None = None) -> Emulated:
     """``kernel`` (a TileLang kernel written for a GPU) compiled for the CPU here (so that a refusal
     or a lowering failure is raised in the caller's process) and described by its signature."""
     from .. import _tilelang
-    from .._errors import LoweringError
+    from ..records.errors import LoweringError
 
     source = _tilelang.resolve_kernel(kernel)
     runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
     try:
-        emulated = _tilelang.compile_emulated(kernel)
+        emulated = _tilelang.compile_emulated(kernel, pass_configs=pass_configs)
     except _tilelang.EmulationRefused as err:
         raise EmulationError(str(err)) from None
     except LoweringError:
@@ -295,15 +308,16 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
         params = [_inputs.Param(p.name, p.kind, p.dtype, p.shape, p.name in wanted, p.passed_at_launch)
                   for p in params]
     prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
-    key = _tilelang.emulation_key(source.prim_func)
-    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, dict(source.pass_configs))))
+    key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
+    configs = {**source.pass_configs, **(pass_configs or {})}
+    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)))
 
 
 def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
     """``blocks=`` (None: all; one linear index; or a sequence of linear indices and (x, y[, z])
     tuples, as :func:`tilelab.timeline` takes them) as sorted linear
     indices; EmulationError with what to change where a block is outside the grid."""
-    from .. import _timeline
+    from ..instrument.decode import timeline as _timeline
 
     if blocks is None:
         return None
@@ -318,9 +332,9 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
                              f"tuples inside the grid {grid}") from None
 
 
-def _working_copy(tensor: Any, dtype: str) -> Any:
-    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form, a
-    bool tensor's bytes as int8."""
+def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
+    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form
+    (always a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``)."""
     from .. import _tilelang
 
     if dtype in _tilelang.NARROW_FLOATS:
@@ -328,15 +342,17 @@ def _working_copy(tensor: Any, dtype: str) -> Any:
     if dtype == "bool":  # the emulated kernel takes a bool tensor's bytes, as int8 (the rule dtypes)
         import torch
 
-        return tensor.view(torch.int8)
-    return tensor
+        view = tensor.view(torch.int8)
+        return view.clone() if copy else view
+    return tensor.clone() if copy else tensor
 
 
 def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
-        blocks: Any = None, timeout: float | None = None, isolate: bool = True,
+        blocks: Any = None, timeout: float | None = None, worker: Any = None,
         reason: str | None = None) -> RunResult:
-    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc); ``reason`` is said in
-    the result's notes (why the CPU was chosen, when the caller did not ask)."""
+    """:func:`tilelab.run` of a GPU kernel on the CPU (see the module doc), launched in ``worker``
+    (None: in this process); ``reason`` is said in the result's notes (why the CPU was chosen, when
+    the caller did not ask)."""
     import torch
 
     from .. import _tilelang
@@ -348,13 +364,13 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     launch = [p for p in prepared.params if p.passed_at_launch]
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes) if opts.ref is not None else None
-    snapshot = _checks.snapshot_inputs(prepared, args, notes)
     grid = _tilelang.emulated_grid(emulated.kernel.emulation, bound)
     selected = parse_blocks(blocks, grid, prepared.name)
     count = grid[0] * grid[1] * grid[2]
-    mask = torch.zeros(count, dtype=torch.int8)
+    tensor_params = [p for p in prepared.params if p.kind == "tensor"]
+    mask = torch.zeros(count + len(tensor_params), dtype=torch.int8)  # the blocks, then each tensor's flag
     if selected is None:
-        mask.fill_(1)
+        mask[:count] = 1
     else:
         mask[list(selected)] = 1
     # Outputs the GPU kernel's launcher allocates (out_idx) are allocated here, so that they are poisoned too.
@@ -367,23 +383,33 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             shape = tuple(int(_inputs.eval_dim(d, bound)) for d in p.shape)
             full.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype)))
     out_positions = [i for i, p in enumerate(prepared.params) if p.is_output]
+    in_positions = [i for i, p in enumerate(prepared.params) if p.kind == "tensor" and not p.is_output]
+    # Every input is handed over as a copy (float32 where the GPU type has no CPU form): the caller's
+    # tensor stays as it was, so an input the kernel stored into (its flag says so) is compared with it.
+    copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True) for i in in_positions}
     timeout = RUN_TIMEOUT_S if timeout is None else timeout
-    worker = _worker.default_worker(CPU_WORKER) if isolate and not _worker.in_worker() else None
-    launches = [0]
+    stored: list[Any] = []  # the "stored into" flags of the last launch
+    inputs_after: list[Any] = []  # the inputs as the first launch left them
 
     def launcher(_prepared: Any, _args: Any, _bound: Any, pattern: int) -> tuple[list[Any], list[bool]]:
         work = []
-        for t, p in zip(full, prepared.params):
+        for i, (t, p) in enumerate(zip(full, prepared.params)):
             if p.is_output:
                 _inputs.poison_(t, pattern)
-            work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
+            if i in copies:
+                work.append(copies[i] if not inputs_after else _working_copy(full[i], p.dtype, copy=True))
+            else:
+                work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
         for i in out_positions:  # a float32 copy of a poisoned output: poisoned in float32
             if work[i] is not full[i]:
                 _inputs.poison_(work[i], _inputs.POISON)
-        after, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
-        launches[0] += 1
+        mask[count:] = 0
+        after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
         if total:
             raise out_of_bounds_error(prepared.name, total, kept)
+        stored[:] = [bool(f) for f in flags[count:].tolist()]
+        if not inputs_after:
+            inputs_after.extend(after[i] for i in in_positions)
         outs = []
         for i in out_positions:
             res, dest = after[i], full[i]
@@ -415,11 +441,40 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
                                    tolerance=opts.tolerance, worst=opts.worst, tile=opts.tile,
                                    unpoisoned="was checked only where the selected blocks wrote it")
-    inputs_after = _checks.inputs_after_launch(snapshot, checks, notes)
+    states = _input_states(prepared, full, in_positions, inputs_after, stored, tensor_params)
+    inputs_state = _checks.inputs_after_launch([], checks, notes, states=states)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend=EMULATED_BACKEND,
                      device=f"{cpu_name()} (emulated)", sizes=tuple(sorted(bound.items())),
                      reference=getattr(opts.ref, "__name__", "ref") if opts.ref is not None else None,
-                     notes=tuple(notes), inputs=inputs_after)
+                     notes=tuple(notes), inputs=inputs_state)
+
+
+def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], after: list[Any],
+                  stored: list[bool], tensor_params: list[Any]) -> tuple[Any, ...]:
+    """Each input after the launch: compared element by element with the caller's tensor only if
+    the kernel stored into it (its flag), which then takes what the kernel left (rounded to its
+    dtype), as the GPU's launch would have; the NaN/inf it held before."""
+    import torch
+
+    from ..records.launch import InputState
+
+    flag_of = {p.name: stored[k] if k < len(stored) else True for k, p in enumerate(tensor_params)}
+    states = []
+    for i, now in zip(in_positions, after):
+        p, before = prepared.params[i], full[i]
+        written = flag_of.get(p.name, True)
+        held = now if not written else before  # an input never stored into holds what it was given
+        nonfinite = _inputs.count_nonfinite(held)
+        changed, first = 0, None
+        if written:
+            was = before.to(now.dtype)
+            differ = (now != was) & ~(torch.isnan(now) & torch.isnan(was)) if now.is_floating_point() else now != was
+            changed = int(differ.sum().item())
+            if changed:
+                first = tuple(int(j) for j in torch.nonzero(differ)[0].tolist())
+                before.copy_(now.to(before.dtype))
+        states.append(InputState(p.name, changed, first, nonfinite))
+    return tuple(states)
 
 
 def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | None, poisoned: list[bool],
@@ -464,16 +519,18 @@ def _put(out: Any, where: Any, values: Any) -> None:
 
 
 def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
-            bound: dict[str, int]) -> tuple[list[Any], int, list[Any]]:
+            bound: dict[str, int]) -> tuple[list[Any], Any, int, list[Any]]:
     name = emulated.prepared.name
     if worker is None:
         return launch_in_worker(emulated.key, emulated.payload, work, mask)
-    sent_key = (id(worker), emulated.key)
-    payload = None if _SENT.get(sent_key) and worker.alive else emulated.payload
     try:
-        result: tuple[list[Any], int, list[Any]] = worker.call(
-            launch_in_worker, emulated.key, payload, work, mask, timeout=timeout,
-            label=f"{name} on the CPU")
+        if emulated.key not in worker.loaded or not worker.alive:
+            # Loading (TileLang's import, the compile from its cache) is not the launch: it has its own, long limit.
+            worker.call(load_in_worker, emulated.key, emulated.payload, timeout=LOAD_TIMEOUT_S,
+                        label=f"loading {name} for the CPU")
+            worker.loaded.add(emulated.key)
+        result: tuple[list[Any], Any, int, list[Any]] = worker.call(
+            launch_in_worker, emulated.key, None, work, mask, timeout=timeout, label=f"{name} on the CPU")
     except _worker.WorkerTimeout as err:
         out = KernelLaunchError(name, "timeout", f"the emulated kernel gave no answer within {err.timeout:g} s on "
                                 "the CPU, and its process was stopped",
@@ -486,7 +543,6 @@ def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout
                                 "a crash in the kernel's CPU code; the calling process is unharmed")
         out.isolated = True
         raise out from None
-    _SENT[sent_key] = True
     return result
 
 

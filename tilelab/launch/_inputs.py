@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._launch_model import OutputCheck, WorstElement
 from ..cuda_facts import dtype_bytes, normalize_dtype
+from ..records.launch import OutputCheck, WorstElement
 
 # TileLang / TVM dtype names -> torch attribute names.
 TORCH_DTYPES: dict[str, str] = {
@@ -334,12 +334,33 @@ def poison_(tensor: Any, pattern: int = POISON) -> Any:
 
 
 def unwritten_mask(tensor: Any, pattern: int = POISON):  # -> torch.BoolTensor
-    """Elements whose bytes are still exactly the poison pattern."""
+    """Elements whose bytes are still exactly the poison pattern (compared as one integer word per
+    element where the element is 1, 2, 4 or 8 bytes: one pass, not a reduction over bytes)."""
     import torch
 
     size = tensor.element_size()
+    words = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    if size in words:
+        word = int.from_bytes(bytes([pattern]) * size, "little", signed=size > 1)
+        return tensor.contiguous().view(words[size]) == word
     as_bytes = tensor.contiguous().view(torch.uint8).reshape(*tensor.shape, size)
     return (as_bytes == pattern).all(dim=-1)
+
+
+def count_nonfinite(tensor: Any) -> int:
+    """NaN and inf elements of a floating-point tensor (0 for others), read from the exponent bits
+    of IEEE formats in one integer pass (float16, bfloat16, float32, float64), else by isfinite."""
+    import torch
+
+    if not tensor.is_floating_point():
+        return 0
+    exponent = {torch.float16: (torch.int16, 0x7C00), torch.bfloat16: (torch.int16, 0x7F80),
+                torch.float32: (torch.int32, 0x7F800000), torch.float64: (torch.int64, 0x7FF0000000000000)}
+    if tensor.dtype in exponent:
+        word, mask = exponent[tensor.dtype]
+        bits = tensor.contiguous().view(word)
+        return int(((bits & mask) == mask).sum().item())
+    return int((~torch.isfinite(tensor.float())).sum().item())  # float8 and others: through float32
 
 
 def unwritten_in_both(first: Any, second: Any):  # -> torch.BoolTensor

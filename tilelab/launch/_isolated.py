@@ -23,6 +23,7 @@ from . import _inputs, _worker
 from ._cuda_errors import KernelLaunchError
 from ._device_faults import with_device_fault
 from ._kernel import Prepared, prepare_kernel
+from ._options import BenchOptions
 
 RUN_TIMEOUT_S = 30.0  # one verified launch: honest kernels take milliseconds
 BENCH_TIMEOUT_S = 60.0  # added to the bench's own warm-up and repetition time
@@ -151,15 +152,12 @@ def poisoned_launch_in_worker(ref: KernelRef, args: list[Any], bound: dict[str, 
     return poisoned
 
 
-def bench_in_worker(ref: KernelRef, args: tuple, options: dict[str, Any]) -> Any:
-    """``_bench.measure`` of the loaded kernel; ``options`` are a :class:`BenchOptions`'s fields
-    and the kernel's sizes, in one dict."""
+def bench_in_worker(ref: KernelRef, args: tuple, opts: BenchOptions, sizes: dict[str, int],
+                    baseline: Any = None) -> Any:
+    """``_bench.measure`` of the loaded kernel with ``opts`` at ``sizes``; a ``baseline`` that is a
+    :class:`KernelRef` names a kernel loaded here."""
     from ._bench import measure
-    from ._options import BenchOptions
 
-    options = dict(options)
-    baseline = options.pop("baseline", None)
-    opts, sizes = BenchOptions.split(None, options)
     prepared = _LOADED[load_in_worker(ref)]
     if isinstance(baseline, KernelRef):
         baseline = _LOADED[load_in_worker(baseline)]
@@ -304,44 +302,37 @@ def poisoned_launch(worker: _worker.Worker, prepared: Prepared, args: list[Any],
     return outs, list(poisoned)
 
 
-def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], options: dict[str, Any],
+def bench(worker: _worker.Worker, prepared: Prepared, args: Sequence[Any], opts: BenchOptions, sizes: dict[str, int],
           timeout: float | None, baseline: Any = None, diagnose_hang: bool = True) -> Any:
-    """``_bench.measure`` in the worker; a ``baseline`` (a prepared kernel, loaded there first, or
-    a picklable callable) travels in the options and is timed beside the kernel. A timeout is
-    followed by one watched relaunch that locates the hang, unless ``diagnose_hang`` is False."""
-    if baseline is not None:
-        if isinstance(baseline, Prepared):
-            ref = kernel_ref(baseline, worker)
-            if ref.payload is not None:
-                try:
-                    worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {baseline.name}")
-                except _worker.WorkerDied as err:
-                    raise died_error(baseline, err) from None
-                worker.loaded.add(ref.key)
-            baseline = KernelRef(ref.key, ref.name, None)
-        options = {**options, "baseline": baseline}
+    """``_bench.measure`` in the worker, with ``opts`` (resolved) at ``sizes``; a ``baseline`` (a
+    prepared kernel, loaded there first, or a picklable callable) travels beside them and is timed
+    with the kernel. The default ``timeout`` covers :attr:`BenchOptions.longest_ms` four times
+    (twice that with a baseline). A timeout is followed by one watched relaunch that locates the
+    hang, unless ``diagnose_hang`` is False."""
+    if isinstance(baseline, Prepared):  # loaded in the worker first, then named by its key
+        ref = kernel_ref(baseline, worker)
+        if ref.payload is not None:
+            try:
+                worker.call(load_in_worker, ref, timeout=LOAD_TIMEOUT_S, label=f"loading {baseline.name}")
+            except _worker.WorkerDied as err:
+                raise died_error(baseline, err) from None
+            worker.loaded.add(ref.key)
+        baseline = KernelRef(ref.key, ref.name, None)
     if timeout is None:
-        rep = options.get("rep_ms") or 500.0
-        warm = float(options.get("warmup_ms", 25.0))
-        if options.get("mode", "sustained") == "sustained" and options.get("steady", True):
-            warm = max(warm, float(options.get("steady_cap_ms", 3000.0)))  # the steady-state warm-up's cap
-        rounds = int(options.get("max_rounds", 1)) if options.get("ci_target") else 1  # ci_target's extra rounds
-        timeout = BENCH_TIMEOUT_S + 4 * (warm + rounds * float(rep)) / 1e3 * (2 if baseline is not None else 1)
+        timeout = BENCH_TIMEOUT_S + 4 * opts.longest_ms / 1e3 * (2 if baseline is not None else 1)
     try:
         import torch
 
         torch.cuda.synchronize()
     except Exception:
         pass
-    sizes = {k: v for k, v in options.items() if isinstance(v, int) and k[:1].isupper()}
-
     def watch_args() -> list[Any]:
         launch, _ = _inputs.build_inputs(prepared.params, tuple(args), sizes, device="cuda")
         return list(launch)
 
     if not diagnose_hang:
-        return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options))
-    return _call_watched(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), dict(options),
+        return _call(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), opts, dict(sizes), baseline)
+    return _call_watched(worker, prepared, sizes, timeout, bench_in_worker, tuple(args), opts, dict(sizes), baseline,
                          watch_args=watch_args)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import NoGpuError, TilelabError
+from ..records.errors import NoGpuError, TilelabError
 from . import _inputs
 from ._inputs import Param
 
@@ -35,7 +35,7 @@ def check_tma_alignment(prepared: Prepared, args: Sequence[Any]) -> None:
     ``globalAddress`` that ``cuTensorMapEncodeTiled`` refuses (16-byte alignment, 32 for some
     layouts), instead of letting the launcher fail. Inspection runs only when some tensor is not
     16-byte aligned (torch's own allocations always are)."""
-    from .. import _tma_rules
+    from ..engine import tma_rules as _tma_rules
 
     launch = [p for p in prepared.params if p.passed_at_launch]
     suspects = [(p, a) for p, a in zip(launch, args)
@@ -92,13 +92,13 @@ class Prepared:
         return [p for p in self.params if p.is_output]
 
     def flagged_problems(self) -> list[str]:
-        from .._inspect import inspect
+        from ..engine.inspect import inspect
 
         return list(inspect(self.compiled).problems)
 
     def tma_descriptors(self) -> tuple[Any, ...]:
         """The kernel's TMA descriptors from ``tilelab.inspect`` (empty when it cannot tell)."""
-        from .._inspect import inspect
+        from ..engine.inspect import inspect
 
         try:
             return tuple(inspect(self.compiled).tma_descriptors)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._launch_model import BENCH_MODES
+from ..records.launch import BENCH_MODES
 from . import _stability
 
 ISOLATED_BUDGET_MS = 500.0  # default wall time of an isolated run, idle gaps included
@@ -133,6 +133,14 @@ class BenchOptions:
         return self.ci_target  # type: ignore[return-value]
 
     @property
+    def longest_ms(self) -> float:
+        """The longest the measurement may take, in ms: the warm-up (up to the steady-state cap in
+        steady sustained mode) and every round ``ci_target`` may take."""
+        warm = max(self.warmup_ms, self.steady_cap_ms) if self.mode == "sustained" and self.steady else self.warmup_ms
+        rounds = self.max_rounds if self.interval_target else 1
+        return warm + rounds * self.repetition_ms
+
+    @property
     def flushes(self) -> bool:
         return self.flush_l2 if self.flush_l2 is not None else self.mode != "graph"
 
@@ -167,7 +175,7 @@ def check_sizes(sizes: dict[str, Any], params: Sequence[Any], kernel: str, optio
         return
     known_options = sorted(f.name for f in dataclasses.fields(options))
     front = {"run": ["options", "backend", "out_idx", "outputs", "isolate", "timeout", "target",
-                     "diagnose_hang", "device", "blocks"]}.get(call, [])
+                     "diagnose_hang", "device", "blocks", "pass_configs"]}.get(call, [])
     name = unknown[0]
     close = difflib.get_close_matches(name, [*known_options, *front, *sorted(dynamic)], n=1, cutoff=0.7)
     hint = f" Did you mean {close[0]}=?" if close else ""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import LaunchOverhead
+from ..records.launch import LaunchOverhead
 from . import _inputs
 from ._kernel import device_name, prepare_kernel
 

@@ -3,7 +3,7 @@
 ncu runs in a subprocess on :mod:`tilelab.launch._profile_child`, which rebuilds the kernel from
 its saved prim_func and launches it with the inputs saved here; ``--launch-skip`` passes the
 warm-up launches, one launch is profiled with ncu's full section set plus the metrics of
-:data:`tilelab.profiling.EXTRA_METRICS`. The report is read back with ``ncu --import --csv``
+:data:`tilelab.records.profile.EXTRA_METRICS`. The report is read back with ``ncu --import --csv``
 (raw page for the metrics, source page for warp-stall samples per device line).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..profiling import EXTRA_METRICS, Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
+from ..records.profile import EXTRA_METRICS, Profile, parse_raw_csv, parse_source_csv, profile_from_metrics
 
 WARMUP_LAUNCHES = 2
 NCU_HELP = ("Nsight Compute's `ncu` was not found: install Nsight Compute (it ships with the CUDA toolkit) "
@@ -33,10 +33,10 @@ class ProfileError(RuntimeError):
 
 def find_ncu(explicit: str | None = None) -> str | None:
     """``explicit`` if it runs, else ncu looked for as every CUDA tool is
-    (:func:`tilelab._toolchain.find_cuda_tool`), then in Nsight Compute's own install folders."""
+    (:func:`tilelab.engine.toolchain.find_cuda_tool`), then in Nsight Compute's own install folders."""
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    from .._toolchain import find_cuda_tool
+    from ..engine.toolchain import find_cuda_tool
 
     return find_cuda_tool("ncu", extra_globs=("/opt/nvidia/nsight-compute/*/ncu",
                                               "/usr/local/cuda/nsight-compute*/ncu"))

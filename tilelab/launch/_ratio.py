@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import BaselineError, OptionError
-from .._launch_model import BenchResult
+from ..records.errors import BaselineError, OptionError
+from ..records.launch import BenchResult
 from . import _stability
 from ._options import BenchOptions
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._launch_model import RunResult
+from ..records.launch import RunResult
 from . import _checks, _inputs
 from ._cuda_errors import (
     CUDA_ERROR_KINDS,

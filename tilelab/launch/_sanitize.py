@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import TilelabError
-from .._launch_model import Finding, SanitizerReport
+from ..records.errors import TilelabError
+from ..records.launch import Finding, SanitizerReport
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 DEFAULT_TIMEOUT_S = 600.0
@@ -35,8 +35,8 @@ class SanitizerMissing(TilelabError, FileNotFoundError):
 
 
 def find_sanitizer() -> str | None:
-    """compute-sanitizer, looked for as every CUDA tool is (:func:`tilelab._toolchain.find_cuda_tool`)."""
-    from .._toolchain import find_cuda_tool
+    """compute-sanitizer, looked for as every CUDA tool is (:func:`tilelab.engine.toolchain.find_cuda_tool`)."""
+    from ..engine.toolchain import find_cuda_tool
 
     return find_cuda_tool("compute-sanitizer")
 
@@ -46,7 +46,7 @@ def find_sanitizer() -> str | None:
 # ------------------------------------------------------------------------------------------
 
 
-# Finding and SanitizerReport live with the other launch records (tilelab._launch_model).
+# Finding and SanitizerReport live with the other launch records (tilelab.records.launch).
 
 
 # ------------------------------------------------------------------------------------------

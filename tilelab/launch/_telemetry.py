@@ -1,6 +1,6 @@
 """GPU telemetry during a measurement: clocks, power, temperature and throttle reasons from NVML.
 
-``Telemetry`` is a record (:mod:`tilelab._launch_model`); ``NvmlSampler`` samples in a background
+``Telemetry`` is a record (:mod:`tilelab.records.launch`); ``NvmlSampler`` samples in a background
 thread through NVIDIA's ``nvidia-ml-py`` bindings (``pip install "tilelab[telemetry]"``). Without them, or without a
 driver, the sampler records nothing and says why.
 """
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from .._launch_model import THROTTLE_REASONS, Telemetry
+from ..records.launch import THROTTLE_REASONS, Telemetry
 
 SAMPLE_INTERVAL_S = 0.01
 

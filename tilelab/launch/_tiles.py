@@ -3,7 +3,7 @@
 Most wrong kernels are wrong on a pattern of tiles (the edge tiles of a size that is not a
 multiple of the block, one stage of a pipeline, one warp's share), and a map of tiles shows it at
 a glance. :func:`element_masks` decides, per element, written or not and right or not;
-:func:`tile_map` folds the masks into a :class:`~tilelab._launch_model.TileMap`.
+:func:`tile_map` folds the masks into a :class:`~tilelab.records.launch.TileMap`.
 
 The tile is the output's share of one thread block: for an output of shape (..., rows, cols) and
 a grid (gx, gy, gz), ``(ceil(rows' / (gy * gz)), ceil(cols / gx))`` where rows' folds the
@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import TileMap
+from ..records.launch import TileMap
 
 MAX_SIDE = 64  # tiles per side at most; larger maps merge neighbouring tiles
 

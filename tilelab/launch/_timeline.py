@@ -3,12 +3,12 @@
 The kernel is compiled a second time with one more parameter (the record buffer) and its device
 source rewritten through TileLang's post-processing hook (``tilelab._tilelang.compile_instrumented``:
 the hook is set for that one compile, TileLang's cache is off for it, and tilelab caches neither):
-the CUDA source of the tvm_ffi, cython and nvrtc backends by :mod:`tilelab._timeline_rewrite`, the
-CuTe DSL Python of the cutedsl backend by :mod:`tilelab._timeline_rewrite_cutedsl`. In tilelab's
+the CUDA source of the tvm_ffi, cython and nvrtc backends by :mod:`tilelab.instrument.rewrite.timeline`, the
+CuTe DSL Python of the cutedsl backend by :mod:`tilelab.instrument.rewrite.timeline_cutedsl`. In tilelab's
 worker process (as ``run`` and ``bench`` do) the plain kernel is launched once to warm up, the
 instrumented one once more into a zeroed buffer, and then both side by side to measure the
 overhead; the SM clock rate that turns ``clock64`` into nanoseconds is measured there too. The decoding and the summary
-(:mod:`tilelab._timeline`) run here.
+(:mod:`tilelab.instrument.decode.timeline`) run here.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TilelabError
-from .._timeline_model import Timeline
+from ..records.errors import TilelabError
+from ..records.timeline import Timeline
 from . import _inputs
 
 OVERHEAD_ROUNDS = 15  # alternating plain / instrumented samples per kernel
@@ -39,7 +39,7 @@ class Capture:
     """What the instrumented launch gave back, before decoding."""
 
     words: Any  # the record buffer: a 1-D uint64 numpy array (a list where numpy is missing)
-    instrumented: Any  # tilelab._timeline_rewrite.Instrumented
+    instrumented: Any  # tilelab.instrument.rewrite.timeline.Instrumented
     clock_ghz: float
     plain_ms: float | None
     instrumented_ms: float | None
@@ -50,7 +50,7 @@ class Capture:
 def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, blocks: Sequence[Any] = (0,),
              granularity: str = "warpgroup", backend: str | None = None, timeout: float | None = None,
              overhead: bool = True, capacity: int | None = None, isolate: bool = True, **sizes: int) -> Timeline:
-    """Run ``kernel`` once, instrumented, and return its :class:`~tilelab._timeline_model.Timeline`.
+    """Run ``kernel`` once, instrumented, and return its :class:`~tilelab.records.timeline.Timeline`.
 
     ``args`` are tensors, shapes or scalars as :func:`tilelab.run` takes them (missing inputs are
     built from the signature; dynamic sizes as keywords). ``blocks``: the blocks whose warps record
@@ -60,7 +60,8 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
     ``capacity``: records per traced warp (default: from the loops' trip counts). The launch runs
     in tilelab's worker process unless ``isolate=False``; a hang ends after ``timeout`` seconds.
     """
-    from .. import _tilelang, _timeline
+    from .. import _tilelang
+    from ..instrument.decode import timeline as _timeline
     from ._run import prepare_kernel, require_gpu
 
     started = time.perf_counter()
@@ -99,7 +100,7 @@ def timeline(kernel: Any, *args: Any, out_idx: int | list[int] | None = None, bl
 
 def build_timeline(capture: Capture, name: str, backend: str, grid: tuple[int, int, int], granularity: str,
                    capture_s: float | None = None) -> Timeline:
-    from .. import _timeline
+    from ..instrument.decode import timeline as _timeline
 
     ins = capture.instrumented
     spans, block_times, flows, dropped, notes = _timeline.decode(
@@ -171,11 +172,11 @@ def capture_launch(payload: bytes, args: list[Any], options: dict[str, Any], *, 
     if backend == "cutedsl":
         from functools import partial
 
-        from .._timeline_rewrite_cutedsl import instrument as instrument_cutedsl
+        from ..instrument.rewrite.timeline_cutedsl import instrument as instrument_cutedsl
 
         instrument = partial(instrument_cutedsl, threads=_tilelang.cutedsl_threads(plain))
     else:
-        from .._timeline_rewrite import instrument as instrument_cuda
+        from ..instrument.rewrite.timeline import instrument as instrument_cuda
 
         instrument = instrument_cuda
 

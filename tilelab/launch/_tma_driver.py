@@ -14,8 +14,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from .._model import TmaDescriptor
-from .._tma_rules import encode
+from ..engine.tma_rules import encode
+from ..records.kernel import TmaDescriptor
 
 
 def _driver() -> Any:

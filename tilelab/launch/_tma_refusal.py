@@ -4,7 +4,7 @@ The launcher encodes each descriptor with ``cuTensorMapEncodeTiled`` when the ke
 with the tensors' real addresses and the sizes bound at that call. A refusal arrives as
 TileLang's message (its own check of the arguments, "Invalid TMA descriptor arguments ...
 [1] effective cuda globalStrides[0] ... must be a multiple of 16 bytes", or the driver's bare
-``CUDA_ERROR_INVALID_VALUE``). tilelab names the rule of :mod:`tilelab._tma_rules` the launch
+``CUDA_ERROR_INVALID_VALUE``). tilelab names the rule of :mod:`tilelab.engine.tma_rules` the launch
 broke, in the driver's words, with the field to change, two ways:
 
 * :func:`broken_rules`: the kernel's descriptors (from inspection, sizes symbolic) with this
@@ -85,7 +85,7 @@ def broken_rules(descriptors: Sequence[Any], params: Sequence[Any], args: Sequen
     ``descriptors`` are the kernel's (``tilelab.inspect(kernel).tma_descriptors``), ``params``
     its launch parameters in order (each with ``.name``), ``args`` the values passed for them,
     ``bound`` the sizes this launch bound (``{"K": 1000}``)."""
-    from .. import _tma_rules  # the analysis layer, loaded only when a launch was refused
+    from ..engine import tma_rules as _tma_rules  # the analysis layer, loaded only when a launch was refused
 
     addresses = {p.name: _address(a) for p, a in zip(params, args)}
     out: list[tuple[str, str, str]] = []
@@ -124,7 +124,7 @@ def refused_rules(prepared: Any, args: Sequence[Any], bound: Mapping[str, int], 
 
 
 def _doc(rule_id: str) -> str:
-    from .. import _tma_rules
+    from ..engine import tma_rules as _tma_rules
 
     rule = _tma_rules.RULES.get(rule_id)
     doc = rule.doc if rule is not None else "the TMA descriptors of this GPU generation"

@@ -24,9 +24,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._cache import Recent
-from .._errors import LoweringError, TilelabError
-from .tile_trace import OutOfBounds, TensorTrace, TileTrace
+from ..engine.cache import Recent
+from ..records.errors import LoweringError, TilelabError
+from ..records.tile_trace import OutOfBounds, TensorTrace, TileTrace
 
 MAX_ACCESSES = 50_000_000  # distinct consecutive accesses logged at most (24 bytes each)
 MAX_OUT_OF_BOUNDS = 100_000  # out-of-bounds attempts kept with their indices (all are counted)

@@ -2,14 +2,14 @@
 each warp is while it hangs.
 
 The watched kernel is compiled in the worker process with the hang watch's rewrite
-(:mod:`tilelab._watch_rewrite`, through the same CUDA post-processing hook and extra ``uint64``
+(:mod:`tilelab.instrument.rewrite.watch`, through the same CUDA post-processing hook and extra ``uint64``
 parameter as the timeline: ``tilelab._tilelang.compile_instrumented``). Its slot buffer is a file
 in shared memory (``/dev/shm`` where there is one) that the worker maps, pins and maps into the
 GPU's address space (``cuMemHostRegister`` with ``DEVICEMAP``), so the kernel's stores land in
 host memory that this process maps too, and that keeps what the kernel wrote after the worker is
 killed. The worker launches, then watches the slots until they stop changing (or the kernel
 ends) and answers; this process kills the worker (its kernel never ends), reads the file and
-decodes it (:mod:`tilelab._hang`). Nothing here ever replaces the user's timeout error: a watch
+decodes it (:mod:`tilelab.instrument.decode.hang`). Nothing here ever replaces the user's timeout error: a watch
 that fails leaves the error as it was, with one line saying why the hang was not located.
 """
 
@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from .._errors import TilelabError
+from ..records.errors import TilelabError
 from . import _worker
 
 WATCH_S = 10.0  # the longest a watched launch is watched
@@ -176,7 +176,7 @@ def prepare_in_worker(payload: bytes, options: dict[str, Any]) -> dict[str, Any]
     import tilelang  # noqa: F401  (registers the operators the prim_func refers to)
 
     from .. import _tilelang
-    from .._watch_rewrite import watch
+    from ..instrument.rewrite.watch import watch
 
     _torch()
     func, out_idx, target, backend, pass_configs, _flags, _outputs = pickle.loads(payload)
@@ -258,10 +258,10 @@ def launch_in_worker(key: str, args: list[Any], options: dict[str, Any]) -> dict
 def locate_hang(worker: _worker.Worker, prepared: Any, args: list[Any], bound: dict[str, int] | None,
                 payload: bytes, *, watch_s: float = WATCH_S, quiet_s: float = QUIET_S) -> Any:
     """Launch ``prepared`` once more, watched, in ``worker`` and return the
-    :class:`~tilelab._hang.HangReport` of where its warps were; raises when it cannot."""
+    :class:`~tilelab.instrument.decode.hang.HangReport` of where its warps were; raises when it cannot."""
     from .. import _tilelang
-    from .._hang import analyse, decode
-    from .._watch_rewrite import Watched
+    from ..instrument.decode.hang import analyse, decode
+    from ..instrument.rewrite.watch import Watched
     from . import _inputs
 
     started = time.monotonic()

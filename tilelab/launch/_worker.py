@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import TilelabError
+from ..records.errors import TilelabError
 
 START_TIMEOUT_S = 300.0  # importing torch (and later TileLang) in a fresh process, on a busy machine
 KILL_WAIT_S = 1.5  # how long a killed worker may take to go

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .._links import heat_shares  # analysis; exported here too, where the heat margin is drawn
+from ..engine.links import heat_shares  # analysis; exported here too, where the heat margin is drawn
 
 # Pygments lexer names by the LauncherSource.language values and the names we use elsewhere.
 _LEXERS = {"c": "c", "c++": "cpp", "cpp": "cpp", "cuda": "cuda", "python": "python", "py": "python",

@@ -12,7 +12,7 @@ target, unfolds it and scrolls it into view; JupyterLab handles in-page links it
 ``:target``) and opens folded launcher gaps and pictures, which travel gzip-compressed. Every fact
 links to the lines that say it: a TMA row to the cell line that asked for the copy, the device CUDA
 lines that use the descriptor and every launcher's encode call; those lines link back (see
-:mod:`tilelab._links`, which finds them).
+:mod:`tilelab.engine.links`, which finds them).
 
 The page stays light at any kernel size: only lines something links to carry an id, line numbers
 are CSS counters, launchers open at their launch and encode calls with the rest folded, layouts are
@@ -38,8 +38,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .._links import cell_heat, encode_spans
-from .._model import KernelReport
+from ..engine.links import cell_heat, encode_spans
+from ..records.display import register as register_record
+from ..records.kernel import KernelReport
+from ..targets import TargetComparison
 from ._ids import report_id
 from .page import _REGISTRY as _REGISTRY
 from .page import (
@@ -196,6 +198,24 @@ def page_id(report: KernelReport, sections: Sequence[str] | None = None, source:
     return rid + hashlib.sha1(",".join(sections).encode()).hexdigest()[:4]
 
 
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """One panel of a page: a tab's (``has_tab``) or a section without a tab, opened by its links."""
+
+    slug: str  # its anchor: {page id}-{slug}
+    title: str  # plain text
+    markup: str
+    has_tab: bool = True
+
+
+def panel_html(rid: str, n: int, panel: Panel) -> str:
+    """The ``n``-th panel of page ``rid`` (the first one opens folded pages)."""
+    note = "" if panel.has_tab else " <span class=tl-muted>(no tab: opened by its links)</span>"
+    return (f'<section class="tl-panel" id="{rid}-{panel.slug}" data-tab="{rid}-t-{panel.slug}">'
+            f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
+            f'style="display:inline">{esc(panel.title)}{note}</h3></summary>{panel.markup}</details></section>')
+
+
 def render_html(report: KernelReport, *, standalone: bool = False, sections: Sequence[str] | None = None,
                 extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
                 cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
@@ -216,12 +236,53 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     says what changed. ``anchor`` replaces the ids' prefix (default: :func:`report_id`; the
     inspector gives :func:`page_id`, so two pages of one report in a notebook keep their own ids).
     ``launched`` (the cell's run/bench results) gives the Summary their verdicts; ``timelines``
-    (the cell's :class:`~tilelab._timeline_model.Timeline` records) the Timeline tab.
+    (the cell's :class:`~tilelab.records.timeline.Timeline` records) the Timeline tab.
 
     Each panel is a ``<details>`` titled by its ``<summary>``: where the stylesheet is stripped
     (an untrusted notebook) the page reads as folded, titled sections (the Summary open) under one
     line saying what trusting adds; with it, the radios and CSS make them tabs.
     """
+    rid, panels = page_panels(report, sections=sections, extra=extra, source=source, profile=profile,
+                              cuda_anchors=cuda_anchors, hidden=hidden, previous=previous, anchor=anchor,
+                              launched=launched, timelines=timelines)
+    return layout_page(report, rid, panels, standalone=standalone)
+
+
+def layout_page(report: KernelReport, rid: str, panels: Sequence[Panel], *, standalone: bool = False) -> str:
+    """Page ``rid``'s panels laid out as its tabs (see :func:`render_html`)."""
+    sites = sum(w.count for w in report.wgmma)
+    if report.family == "cuda":
+        counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
+    elif report.family == "hip":
+        counts = f"{sum(m.count for m in report.mfma)} MFMA"
+    else:
+        counts = DEVICE_TITLES.get(report.family, report.family) + " source"
+    head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
+            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>"
+            f'<p class="tl-untrusted">&#9888; {UNTRUSTED_NOTE}</p>')
+    radios = "".join(f'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{p.slug}"'
+                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(p.title))}"{TRUSTED_ONLY}>'
+                     for n, p in enumerate(panels))
+    labels = "".join(f'<label for="{rid}-t-{p.slug}">{esc(p.title)}</label>' for p in panels if p.has_tab)
+    body = "".join(panel_html(rid, n, p) for n, p in enumerate(panels))
+    page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{labels}</nav>'
+                     f'<div class="tl-panels">{body}</div>',
+                     root_id=rid, css=_tab_css(rid, [p.slug for p in panels]), onclick=_FOLLOW_JS)
+    if standalone:
+        return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
+                "<style>body{margin:0;background:#fff}"
+                "@media (prefers-color-scheme: dark){body{background:#111}}</style>"
+                + page_html)
+    return page_html
+
+
+def page_panels(report: KernelReport, *, sections: Sequence[str] | None = None,
+                extra: Sequence[tuple[str, str]] = (), source: str | None = None, profile: Any = None,
+                cuda_anchors: Iterable[int] = (), hidden: Sequence[str] | None = None,
+                previous: KernelReport | None = None, anchor: str | None = None,
+                launched: Sequence[Any] = (), timelines: Sequence[Any] = ()) -> tuple[str, list[Panel]]:
+    """The page's id and its panels, in order (as :func:`render_html` lays them out; its
+    parameters): the chosen tabs, then ``extra``, then the hidden sections."""
     chosen = tuple(sections) if sections is not None else default_sections(report, source is not None, timelines)
     unknown = [s for s in chosen if s not in _REGISTRY]
     if unknown:
@@ -233,49 +294,20 @@ def render_html(report: KernelReport, *, standalone: bool = False, sections: Seq
     page = make_page(report, source, chosen + hidden, profile, cuda_anchors, previous, launched, timelines)
     if anchor is not None:
         page = dataclasses.replace(page, rid=anchor)
-    rid = page.rid
-    sites = sum(w.count for w in report.wgmma)
-    if report.family == "cuda":
-        counts = f"{len(report.tma_descriptors)} TMA, {sites} WGMMA, {len(report.problems)} problem(s)"
-    elif report.family == "hip":
-        counts = f"{sum(m.count for m in report.mfma)} MFMA"
-    else:
-        counts = DEVICE_TITLES.get(report.family, report.family) + " source"
-    head = (f'<div class="tl-head">{esc(report.name)} <span class="tl-muted">for {esc(report.target)}: '
-            f"{len(report.kernels)} kernel(s), {esc(counts)}</span></div>"
-            f'<p class="tl-untrusted">&#9888; {UNTRUSTED_NOTE}</p>')
-    panels: list[tuple[str, str, str, bool]] = []  # (slug, title, body, has a tab)
-    for name in chosen:
-        panels.append((name, section_title(report, name, page), tab(name).render(report, page), True))
-    for n, (title, markup) in enumerate(extra):
-        panels.append((_slug(title, n), esc(title), markup, True))
-    for name in hidden:
-        panels.append((name, section_title(report, name, page), tab(name).render(report, page), False))
-    radios = "".join(f'<input type="radio" class="tl-radio tl-t" name="{rid}-tabs" id="{rid}-t-{slug}"'
-                     f'{" checked" if n == 0 else ""} aria-label="{esc(_plain(title))}"{TRUSTED_ONLY}>'
-                     for n, (slug, title, _, _) in enumerate(panels))
-    labels = "".join(f'<label for="{rid}-t-{slug}">{esc(title) if slug in _REGISTRY else title}</label>'
-                     for slug, title, _, has_tab in panels if has_tab)
-    body = "".join(f'<section class="tl-panel" id="{rid}-{slug}" data-tab="{rid}-t-{slug}">'
-                   f'<details class="tl-fold"{" open" if n == 0 else ""}><summary><h3 class="tl-ptitle" '
-                   f'style="display:inline">{esc(title) if slug in _REGISTRY else title}'
-                   f'{"" if has_tab else " <span class=tl-muted>(no tab: opened by its links)</span>"}</h3></summary>'
-                   f"{markup}</details></section>"
-                   for n, (slug, title, markup, has_tab) in enumerate(panels))
-    page_html = wrap(f'{head}{radios}<nav class="tl-tabs tl-t"{TRUSTED_ONLY}>{labels}</nav>'
-                     f'<div class="tl-panels">{body}</div>',
-                     root_id=rid, css=_tab_css(rid, [slug for slug, _, _, _ in panels]), onclick=_FOLLOW_JS)
-    if standalone:
-        return (f"<title>{esc(report.name)} ({esc(report.target)}) - tilelab</title>"
-                "<style>body{margin:0;background:#fff}"
-                "@media (prefers-color-scheme: dark){body{background:#111}}</style>"
-                + page_html)
-    return page_html
+    panels = [Panel(name, section_title(report, name, page), tab(name).render(report, page)) for name in chosen]
+    panels += [Panel(_slug(title, n), title, markup) for n, (title, markup) in enumerate(extra)]
+    panels += [Panel(name, section_title(report, name, page), tab(name).render(report, page), has_tab=False)
+               for name in hidden]
+    return page.rid, panels
 
 
 __all__ = [
-    "Page", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html", "cuda_html",
-    "default_sections", "encode_spans", "esc", "launch_links", "launcher_html", "layouts_html", "make_page",
-    "mfma_html", "page_id", "register_section", "render_html", "render_section", "report_changes", "report_id",
-    "section_body", "section_title", "sections", "summary_html", "tma_html", "tma_links", "wgmma_html",
+    "Page", "Panel", "SECTIONS", "Section", "Tab", "arguments_html", "cell_html", "cell_heat", "comparison_html",
+    "cuda_html", "default_sections", "encode_spans", "esc", "launch_links", "launcher_html", "layouts_html",
+    "layout_page", "make_page", "mfma_html", "page_id", "page_panels", "panel_html", "register_section", "render_html",
+    "render_section", "report_changes", "report_id", "section_body", "section_title", "sections", "summary_html",
+    "tma_html", "tma_links", "wgmma_html",
 ]
+
+register_record(KernelReport, {"text/html": render_html})
+register_record(TargetComparison, {"text/html": comparison_html})

@@ -1,6 +1,6 @@
 """Text, HTML and PNG of the launch records (run, bench, ceilings, launch overhead, sweep).
 
-Functions of one record each; the records in :mod:`tilelab._launch_model` are shown through
+Functions of one record each; the records in :mod:`tilelab.records.launch` are shown through
 their ``__repr__``/``_repr_html_``/``_repr_png_``, importing this module when they are shown.
 Every string from a user or a compiler is escaped; styles use JupyterLab's CSS variables.
 """
@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import (
+from ..records.display import register
+from ..records.launch import (
     BENCH_MODES,
     BenchResult,
     Ceilings,
@@ -394,3 +395,10 @@ def sweep_table_png(table: SweepTable) -> bytes | None:
     if len(table.sizes) > 1:
         return _png(plots.throughput_vs_size, table)
     return _png(plots.configs_compared, table)
+
+
+register(RunResult, {"text/plain": run_result_text, "text/html": run_result_html})
+register(BenchResult, {"text/plain": bench_result_text, "text/html": bench_result_html, "image/png": bench_result_png})
+register(Ceilings, {"text/plain": ceilings_text, "text/html": ceilings_html, "image/png": ceilings_png})
+register(LaunchOverhead, {"text/plain": overhead_text, "text/html": overhead_html, "image/png": overhead_png})
+register(SweepTable, {"text/plain": sweep_table_text, "text/html": sweep_table_html, "image/png": sweep_table_png})

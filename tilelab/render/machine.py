@@ -1,7 +1,7 @@
 """HTML for the toolchain tier (PTX, SASS, resources, line links) and the IR pass tab.
 
-Functions of a KernelReport only: every fact was derived before (``tilelab._toolchain``,
-``tilelab.occupancy``, TileLang's pass instrumentation); here it is laid out and escaped.
+Functions of a KernelReport only: every fact was derived before (``tilelab.engine.toolchain``,
+``tilelab.engine.occupancy``, TileLang's pass instrumentation); here it is laid out and escaped.
 Anchors: ``{rid}-ptx-L{n}``, ``{rid}-sass-L{n}`` (line n of the shown listing), ``{rid}-cuda-L{n}``
 (the CUDA tab), ``{rid}-py{f}-L{n}`` (line n of the f-th Python file).
 """
@@ -12,8 +12,8 @@ import html
 import re
 from typing import Any
 
-from .._machine import MachineCode, opcode_counts
-from .._model import KernelReport
+from ..records.kernel import KernelReport
+from ..records.machine import MachineCode, opcode_counts
 
 # Listings longer than this are cut in the HTML (the record keeps the whole text).
 MAX_LISTING_LINES = 4000

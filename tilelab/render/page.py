@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._links import ReportLinks, report_links
-from .._model import KernelReport
+from ..engine.links import ReportLinks, report_links
+from ..records.kernel import KernelReport
 from ._ids import report_id
 from .code import STYLE_CSS as CODE_CSS
 from .code import LineMark

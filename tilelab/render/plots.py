@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .._launch_model import BenchResult, Ceilings, LaunchOverhead, SweepRow, SweepTable
+from ..records.launch import BenchResult, Ceilings, LaunchOverhead, SweepRow, SweepTable
 
 __all__ = [
     "configs_compared",

@@ -7,7 +7,9 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ..profiling import Profile, conflict_verdict, hot_python_lines
+from ..records.display import register
+from ..records.profile import Profile, conflict_verdict, hot_python_lines
+from .page import wrap
 
 
 def esc(value: Any) -> str:
@@ -104,19 +106,6 @@ def profile_html(profile: Profile, *, conflicts: Sequence[tuple[str, str, float 
     return "".join(out)
 
 
-class ProfileView:
-    """A Profile shown with a KernelReport's line links (what ``%%tilelang --profile`` displays)."""
+__all__ = ["hot_python_lines", "profile_html"]
 
-    def __init__(self, profile: Profile, report: Any = None) -> None:
-        self.profile, self.report = profile, report
-
-    def __repr__(self) -> str:
-        return repr(self.profile)
-
-    def _repr_html_(self) -> str:
-        from .html import wrap
-
-        return wrap(profile_html(self.profile, report=self.report))
-
-
-__all__ = ["ProfileView", "hot_python_lines", "profile_html"]
+register(Profile, {"text/html": lambda p: wrap(profile_html(p))})

@@ -8,7 +8,8 @@ import html
 import itertools
 from typing import Any
 
-from .._launch_model import Finding, SanitizerReport
+from ..records.display import register
+from ..records.launch import Finding, SanitizerReport
 
 _COUNTER = itertools.count()
 
@@ -100,3 +101,6 @@ def sanitizer_html(report: SanitizerReport, cuda_view: tuple[str, str] | None = 
                   f"{highlight_code(report.source, 'cuda', anchor_prefix=rid, marks=marked)}</details>")
     raw = f"<details><summary>raw compute-sanitizer output</summary><pre>{esc(report.raw)}</pre></details>"
     return f'<div class="tilelab-report"><style>{STYLE_CSS}</style>{head}{table}{extra}{source}{raw}</div>'
+
+
+register(SanitizerReport, {"text/plain": sanitizer_text, "text/html": sanitizer_html})

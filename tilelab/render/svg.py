@@ -718,7 +718,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
                highlight: dict[str, Any] | None = None, hover: str = "bank", hover_crop: int = 0,
                titles: bool = True, max_rows: int = 0, cell_hover: bool = True) -> str:
-    """A report's :class:`~tilelab._model.Layout`: a shared tile coloured by the 16-byte chunk (or
+    """A report's :class:`~tilelab.records.kernel.Layout`: a shared tile coloured by the 16-byte chunk (or
     bank) of its physical offset, or a fragment as a grid of thread ids coloured by warp.
     ``max_cells`` defaults to 4096 for shared tiles and 1024 (labelled cells) for fragments.
     ``hover_crop``: show only the first rows of a shared tile, about this many cells (at least 8
@@ -803,7 +803,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     8 rows) and LBO (next core matrix along the leading dimension).
 
     ``operand`` is a :class:`~tilelab.swizzle.WgmmaDescriptor`, or a report's
-    :class:`~tilelab._model.WgmmaOperand` together with the buffer's ``shape`` and ``dtype``
+    :class:`~tilelab.records.kernel.WgmmaOperand` together with the buffer's ``shape`` and ``dtype``
     (tilelab recomputes the core matrices and says whether its LBO/SBO agree with the compiler's).
     A descriptor tilelab computed from the layout's own offsets may come with ``compiler=``, the
     report's operand: the caption then says whether the two agree (what the Layouts tab does).

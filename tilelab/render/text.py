@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._model import KernelReport
+from ..records.display import register
+from ..records.kernel import KernelReport
 from . import tabs as _tabs  # noqa: F401  (registers every tab)
 from .page import tabs, text_page
 from .textkit import dims, layout_sentence, pdl_text, size_text, tma_rows
@@ -45,3 +46,5 @@ def render_text(report: KernelReport, *, source: str | None = None, launched: Se
 
 
 __all__ = ["dims", "head_text", "layout_sentence", "pdl_text", "render_text", "size_text", "tma_rows"]
+
+register(KernelReport, {"text/plain": render_text})

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._model import KernelReport, TmaDescriptor
+from ..records.kernel import KernelReport, TmaDescriptor
 
 
 def dims(values: Sequence[Any] | None) -> str:

@@ -1,10 +1,11 @@
-"""Renderers of a :class:`~tilelab._launch_model.TileMap` (which tiles of an output are wrong)."""
+"""Renderers of a :class:`~tilelab.records.launch.TileMap` (which tiles of an output are wrong)."""
 
 from __future__ import annotations
 
 import html
 
-from .._launch_model import TileMap
+from ..records.display import register
+from ..records.launch import TileMap
 
 GLYPHS = {"right": ".", "wrong": "X", "unwritten": "o", "partial": "/"}
 COLOURS = {"right": "var(--jp-success-color2,#8c8)", "wrong": "var(--jp-error-color1,#d33)",
@@ -45,3 +46,6 @@ def tile_map_html(m: TileMap) -> str:
                       f"{html.escape(LEGEND[s])}" for s in GLYPHS)
     return (f'<div class="tilelab-tilemap"><div>{html.escape(_headline(m))}</div>'
             f'<table style="border-collapse:collapse">{"".join(rows)}</table><div>{legend}</div></div>')
+
+
+register(TileMap, {"text/plain": tile_map_text, "text/html": tile_map_html})

@@ -1,4 +1,4 @@
-"""A :class:`~tilelab._timeline_model.Timeline` as a Gantt chart (SVG), its summary (HTML), and a
+"""A :class:`~tilelab.records.timeline.Timeline` as a Gantt chart (SVG), its summary (HTML), and a
 Perfetto / chrome://tracing trace (the trace-event JSON format).
 
 Functions of the record only. The chart has one lane per block x warp group (a row per warp in
@@ -12,7 +12,8 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from .._timeline_model import KINDS, Timeline, TimelineSpan
+from ..records.display import register
+from ..records.timeline import KINDS, Timeline, TimelineSpan
 
 # kind -> (JupyterLab colour variable, fallback, legend text)
 KIND_STYLE: dict[str, tuple[str, str, str]] = {
@@ -188,7 +189,7 @@ def summary_html(tl: Timeline) -> str:
 
 def phases_html(tl: Timeline, limit: int = 12) -> str:
     """The phases with the most time (all traced warps together), each with its lines."""
-    from .._timeline import phase_totals
+    from ..instrument.decode.timeline import phase_totals
 
     rows = "".join(
         f"<tr><td>{esc(g['role'])}</td><td>{esc(g['label'] or g['kind'])}</td><td>{g['count']}</td>"
@@ -228,12 +229,7 @@ def timeline_text(tl: Timeline) -> str:
     return "\n".join(lines)
 
 
-def split_timelines(results: Any) -> tuple[tuple[Timeline, ...], list[Any]]:
-    """A cell's results split into its :class:`Timeline` records (the inspector's Timeline tab)
-    and the others (its Timing tab)."""
-    results = list(results or ())
-    return (tuple(r for r in results if isinstance(r, Timeline)), [r for r in results if not isinstance(r, Timeline)])
-
-
-__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "split_timelines", "summary_html",
+__all__ = ["KIND_STYLE", "grid_svg", "legend_html", "phases_html", "span_title", "summary_html",
            "timeline_html", "timeline_svg", "timeline_text"]
+
+register(Timeline, {"text/html": timeline_html})

@@ -1,4 +1,4 @@
-"""Renderers of a :class:`~tilelab.launch.tile_trace.TileTrace` (which block read and wrote what).
+"""Renderers of a :class:`~tilelab.records.tile_trace.TileTrace` (which block read and wrote what).
 
 Each tensor is drawn as a grid (tensors of rank 3 or more folded to rows x last dimension, large
 ones in cells of several elements): a written tensor coloured by the block that wrote each cell,
@@ -16,8 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # importing tilelab.launch (the package) at run time would load the launch layer
-    from ..launch.tile_trace import TensorTrace, TileTrace
+from ..records.display import register
+from ..records.tile_trace import TileTrace
+
+if TYPE_CHECKING:
+    from ..records.tile_trace import TensorTrace
 
 MAX_CELLS = 64  # cells per side at most; larger tensors merge neighbouring elements
 DRAW_SIDE = 360  # px, the longer side of a tensor's grid
@@ -475,3 +478,6 @@ def tile_trace_html(trace: TileTrace) -> str:
             f'{_hatch_defs(rid + "-hatch")}</svg>'
             f'{head}{verdict}{_oob_table(trace)}'
             f"{notes}{radios}{picker}{key}<div class=\"tl-tt-body\">{''.join(figures)}</div></div>")
+
+
+register(TileTrace, {"text/plain": tile_trace_text, "text/html": tile_trace_html})

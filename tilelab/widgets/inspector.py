@@ -16,13 +16,16 @@ same cell) when given.
 from __future__ import annotations
 
 import difflib
-import html as _html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._model import KernelReport
+from ..records.kernel import KernelReport
+from ..records.launch import BenchResult, Launches, RunResult, SanitizerReport
+from ..records.profile import Profile
+from ..records.tile_trace import TileTrace
+from ..records.timeline import Timeline
 from ..render import html as render
-from ..render.timeline import split_timelines
+from ..render.profile import profile_html
 
 TABS = render.SECTIONS
 
@@ -42,23 +45,25 @@ def parse_tabs(spec: str | Iterable[str] | None) -> tuple[str, ...]:
 class Inspector:
     """Tabbed view of a :class:`KernelReport`.
 
-    ``show`` picks and orders tabs (names from ``TABS``); ``timing`` is a list of launch results
-    (anything with ``_repr_html_``) shown in a Timing tab (its :class:`Timeline` records go to the
-    Timeline tab); ``source`` is the user's source text (the cell) whose T.copy / T.gemm lines link
-    to what they made; ``previous`` is the report of the previous run of the same cell: a Diff tab
-    shows what changed.
+    ``show`` picks and orders tabs (names from ``TABS``); ``launches`` (a cell's
+    :class:`~tilelab.records.launch.Launches`) gives the Timing tab its sanitizer reports, runs and
+    benches, the Profile tab its profiles and the Timeline tab its timelines; ``timing`` is the
+    same as a list of launch results of any kind (what is of none of those kinds, anything with
+    ``_repr_html_``, is shown in the Timing tab as is); ``source`` is the user's source text (the
+    cell) whose T.copy / T.gemm lines link to what they made; ``previous`` is the report of the
+    previous run of the same cell: a Diff tab shows what changed.
     """
 
     def __init__(self, report: KernelReport, *, show: Sequence[str] | str | None = None,
                  timing: Sequence[Any] = (), source: str | None = None,
-                 previous: KernelReport | None = None) -> None:
+                 previous: KernelReport | None = None, launches: Launches | None = None) -> None:
         self.report = report
         self.tabs = parse_tabs(show) if show is not None else None
-        # Timelines have their own tab; Nsight Compute profiles (anything carrying a .profile) too,
-        # after Timing.
-        self.timelines, timing = split_timelines(timing)
-        self.profiles = tuple(t for t in timing if hasattr(t, "profile"))
-        self.timing = tuple(t for t in timing if not hasattr(t, "profile"))
+        given, others = launches_of(timing)
+        self.launches = given if launches is None else launches + given
+        self.timelines = self.launches.timelines
+        self.profiles = self.launches.profiles
+        self.timing = (*self.launches.timing, *others)
         self.source = source
         self.previous = previous if previous is not None and previous != report else None
         extra = []
@@ -66,10 +71,11 @@ class Inspector:
         if self.timing:
             extra.append(("Timing", timing_html(self.timing, self._cuda_view())))
         if self.profiles:
-            extra.append(("Profile", timing_html(self.profiles)))
+            extra.append(("Profile", "".join(render.wrap(profile_html(p, report=report)) for p in self.profiles)))
         if self.previous is not None:
             extra.append(("Diff", diff_html(self.previous, report)))  # announced in the Summary too
         self.extra = tuple(extra)
+        self._page: tuple[str, list[render.Panel]] | None = None
         self._html: str | None = None
 
     def _cuda_view(self) -> Any:
@@ -81,14 +87,20 @@ class Inspector:
         anchor = render.page_id(self.report, self.tabs, self.source, self.timelines)
         return (f"{anchor}-cuda", self.report.sources.device, self._cuda_anchors)
 
+    def _panels(self) -> tuple[str, list[render.Panel]]:
+        """The page's id and panels, built once (the page and each :meth:`tab` are made of them)."""
+        if self._page is None:
+            self._page = render.page_panels(
+                self.report, sections=self.tabs, extra=self.extra, source=self.source,
+                profile=self.profiles[0] if self.profiles else None, cuda_anchors=self._cuda_anchors,
+                previous=self.previous, anchor=render.page_id(self.report, self.tabs, self.source, self.timelines),
+                launched=self.timing, timelines=self.timelines)
+        return self._page
+
     @property
     def html(self) -> str:
         if self._html is None:
-            self._html = render.render_html(self.report, sections=self.tabs, extra=self.extra, source=self.source,
-                                            profile=self.profiles[0].profile if self.profiles else None,
-                                            cuda_anchors=self._cuda_anchors, previous=self.previous,
-                                            anchor=render.page_id(self.report, self.tabs, self.source, self.timelines),
-                                            launched=self.timing, timelines=self.timelines)
+            self._html = render.layout_page(self.report, *self._panels())
         return self._html
 
     @property
@@ -100,19 +112,11 @@ class Inspector:
 
     def tab(self, title_or_name: str) -> str:
         """The markup of one tab's panel, by its name ("tma") or its title ("TMA (2)")."""
-        import re
-
-        names = [re.match(r'<section class="tl-panel" id="tl-[0-9a-f]+-([\w-]+)"[^>]*><details class="tl-fold"[^>]*>'
-                          r'<summary><h3 class="tl-ptitle"[^>]*>(.*?)(?: <span class=tl-muted>.*?)?</h3>', m)
-                 for m in re.findall(r'<section class="tl-panel".*?</h3>', self.html)]
-        panels = re.split(r'(?=<section class="tl-panel")', self.html)[1:]
+        rid, panels = self._panels()
         wanted = title_or_name.lower()
-        for m, panel in zip(names, panels):
-            if m is None:  # a panel without a title
-                continue
-            slug, title = m.group(1), _html.unescape(m.group(2))
-            if wanted in (slug, title.lower()):
-                return panel
+        for n, panel in enumerate(panels):
+            if wanted in (panel.slug, panel.title.lower()):
+                return render.panel_html(rid, n, panel)
         raise KeyError(f"no tab {title_or_name!r}; have {list(self.titles)}")
 
     def close(self) -> None:
@@ -126,6 +130,19 @@ class Inspector:
 
         return {"text/html": self.html, "text/plain": render_text(self.report, source=self.source, launched=self.timing,
                                                                   timelines=self.timelines)}
+
+
+def launches_of(results: Iterable[Any]) -> tuple[Launches, tuple[Any, ...]]:
+    """Launch results of any kind (``Inspector(timing=...)``) as one :class:`Launches` record, by
+    their types, and what is of none of its kinds."""
+    kinds = {SanitizerReport: "sanitizer", RunResult: "runs", BenchResult: "benches", Profile: "profiles",
+             Timeline: "timelines", TileTrace: "traces"}
+    found: dict[str, list[Any]] = {kind: [] for kind in kinds.values()}
+    others: list[Any] = []
+    for result in results:
+        kind = next((k for cls, k in kinds.items() if isinstance(result, cls)), None)
+        (found[kind] if kind is not None else others).append(result)
+    return Launches(**{kind: tuple(items) for kind, items in found.items()}), tuple(others)
 
 
 def diff_html(before: KernelReport, after: KernelReport) -> str:
@@ -209,13 +226,13 @@ def timing_html(results: Sequence[Any], cuda_view: Any = None) -> str:
 
     parts = []
     for r in results:
-        if cuda_view is not None and hasattr(r, "findings") and hasattr(r, "tool"):
+        if cuda_view is not None and isinstance(r, SanitizerReport):
             parts.append(sanitizer_html(r, cuda_view[:2]))
             if same_source(r.source, cuda_view[1]):
                 cuda_view[2].update(finding_lines(r))
         else:
             parts.append(_result_html(r))
-    timed = [r for r in results if hasattr(r, "median_ms") and hasattr(r, "sizes")]
+    timed = [r for r in results if isinstance(r, BenchResult)]
     if len(timed) > 1:
         import base64
 
@@ -226,4 +243,4 @@ def timing_html(results: Sequence[Any], cuda_view: Any = None) -> str:
     return "".join(parts)
 
 
-__all__ = ["Inspector", "TABS", "diff_html", "latency_figure", "parse_tabs", "timing_html"]
+__all__ = ["Inspector", "TABS", "diff_html", "latency_figure", "launches_of", "parse_tabs", "timing_html"]

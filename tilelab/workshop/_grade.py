@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._records import Record
+from ..records.record import Record
 
 STATES = ("passed", "tried", "not tried", "needs GPU")
 
@@ -166,14 +166,14 @@ def grade(directory: str | Path, *, timeout: float = 60.0, notebook_timeout: flo
     """Grade every notebook under ``directory`` (see the module's docstring)."""
     root = Path(directory)
     if not root.is_dir():
-        from .._errors import TilelabError
+        from ..records.errors import TilelabError
 
         raise TilelabError(f"{root} is not a folder: give the folder that holds the submitted notebooks")
     try:
         import nbclient  # noqa: F401
         import nbformat  # noqa: F401
     except ImportError:
-        from .._errors import TilelabError
+        from ..records.errors import TilelabError
 
         raise TilelabError("workshop grade runs notebooks with nbformat and nbclient, which are not installed: "
                            "pip install 'tilelab[lab]' (JupyterLab brings both)") from None

@@ -143,7 +143,7 @@ def _progress_html(p: Progress) -> str:
 
 def _register() -> None:
     """Hand the course's records to tilelab's display dispatch (their text and HTML)."""
-    from ..render.display import register
+    from ..records.display import register
 
     for record in (Exercise, Check, Hint, Solution, Progress):
         register(record, {"text/plain": text, "text/html": html})

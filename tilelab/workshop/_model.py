@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._display import DisplayedText
-from .._records import Record
+from ..records.display import DisplayedText
+from ..records.record import Record
 
 STATUSES = ("passed", "failed", "unanswered", "needs_gpu")
 KINDS = ("writes", "fixes", "predict", "explain")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..._launch_model import SweepTable
+from ...records.launch import SweepTable
 from ._plan import Config, Space, SweepOptions, expand, mark_best
 
 

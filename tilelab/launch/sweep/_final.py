@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..._launch_model import SweepRow
+from ...records.launch import SweepRow
 from . import _show
 from ._plan import Job, describe, reference_median, short_error, size_text
 from ._tasks import Benched, BenchPlan, reference_kernel

@@ -58,7 +58,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..._launch_model import SweepRow, SweepTable
+from ...records.launch import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, mark_best, short_error, size_key, size_text
 from ._search import combine_tables, config_key, on_this_gpu, run_grid, space_order
 
@@ -113,8 +113,8 @@ def why_not_launchable(kernel: Any, target: Any, *, out_idx: Any = None,
     """Why ``kernel`` (a ``T.prim_func``) would fail to launch on ``target``, from its inspection
     (TileLang's lowering, no nvcc, no GPU), or None when nothing stops it. ``out_idx`` and
     ``pass_configs`` are the compile's, so that its lowering is the one the compile would make."""
-    from ..._errors import LoweringError
-    from ..._inspect import inspect
+    from ...engine.inspect import inspect
+    from ...records.errors import LoweringError
 
     try:
         # no launcher: the limits come from the kernel, not from how it is launched

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._launch_model import SweepRow, SweepTable
+from ...records.launch import SweepRow, SweepTable
 from . import _show
 from ._final import FinalRound
 from ._plan import INTERRUPTED, Config, Job, SweepOptions, make_jobs, mark_best, short_error, size_key

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._launch_model import BenchResult, SweepRow
+from ...records.launch import BenchResult, SweepRow
 
 INTERRUPTED = "not run: the sweep was interrupted"  # a row the stop left unmeasured (never cached)
 
@@ -87,7 +87,7 @@ class SweepOptions:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        from ..._errors import OptionError
+        from ...records.errors import OptionError
 
         if self.strategy not in ("grid", "halving", "optuna"):
             raise OptionError(f"sweep option strategy={self.strategy!r}: pass \"grid\" (every configuration with "

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._launch_model import SweepRow
+from ...records.launch import SweepRow
 from ._plan import Config, SweepOptions
 
 # Failed rows from these stages are cached: the same code fails the same way. Bench failures
@@ -73,7 +73,7 @@ class RowCache:
 
     @classmethod
     def default(cls) -> RowCache:
-        from ..._cache import cache_dir
+        from ...engine.cache import cache_dir
 
         return cls(cache_dir() / "sweeps")
 

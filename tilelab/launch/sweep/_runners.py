@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
-from ..._errors import NoGpuError, TilelabError
+from ...records.errors import NoGpuError, TilelabError
 from . import _tasks
 from ._plan import INTERRUPTED, Job, SweepOptions, describe, short_error
 from ._tasks import (
@@ -454,7 +454,7 @@ def _quietly(warm: Callable[[int], None], device: int) -> None:
 
 def _interrupted(job: Job, err: KeyboardInterrupt) -> Benched:
     """A row step stopped by the stop button: the launches it measured, if any, make its row."""
-    from ..._launch_model import BenchResult
+    from ...records.launch import BenchResult
 
     partial = getattr(err, "partial", None)
     if isinstance(partial, BenchResult) and partial.samples_ms:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..._launch_model import SweepRow, SweepTable
+from ...records.launch import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, mark_best, size_key, size_text
 from ._search import combine_tables, config_key, on_this_gpu, run_grid, space_order
 
@@ -42,7 +42,7 @@ def _optuna() -> Any:
     try:
         import optuna
     except ImportError as err:
-        from ..._errors import OptionError
+        from ...records.errors import OptionError
 
         raise OptionError(OPTUNA_MISSING) from err
     return optuna

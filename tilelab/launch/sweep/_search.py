@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..._launch_model import SweepRow, SweepTable
+from ...records.launch import SweepRow, SweepTable
 from ._plan import Config, SweepOptions, expand, size_key
 
 if TYPE_CHECKING:

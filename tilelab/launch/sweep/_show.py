@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..._launch_model import SweepTable
+from ...records.launch import SweepTable
 
 LIVE_TABLE_EVERY_S = 0.5
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..._launch_model import BenchResult
+from ...records.launch import BenchResult
 from ._plan import Config, Job, describe, short_error, size_kwargs
 
 
@@ -330,7 +330,7 @@ def row_step(plan: BenchPlan, job: Job, kernel: Any = None, *, device: str = "")
 
 def ratio_baseline_at(make: Callable[..., Any], size: Config) -> Any:
     """The baseline a row is timed beside at ``size``: ``make(**size)``, which must be callable."""
-    from ..._errors import BaselineError
+    from ...records.errors import BaselineError
 
     made = make(**size)
     if isinstance(make, functools.partial) and make.func is reference_kernel:

@@ -3,7 +3,7 @@ pass configs."""
 
 from __future__ import annotations
 
-from ..._model import KernelReport
+from ...records.kernel import KernelReport
 from ..page import Page, Tab, esc, register, table
 from ..textkit import dims, text_table
 

@@ -3,8 +3,8 @@ and WGMMA rows they made, with a profile's heat margin when one was taken."""
 
 from __future__ import annotations
 
-from ..._links import cell_heat, heat_elsewhere
-from ..._model import KernelReport
+from ...engine.links import cell_heat, heat_elsewhere
+from ...records.kernel import KernelReport
 from ..code import heat_list, highlight_code
 from ..page import Page, Tab, back_marks, esc, make_page, register
 

@@ -3,8 +3,8 @@ its lines linked to the TMA and WGMMA rows, the cell lines and the SASS they cam
 
 from __future__ import annotations
 
-from ..._links import device_anchor_lines, heat_shares
-from ..._model import KernelReport
+from ...engine.links import device_anchor_lines, heat_shares
+from ...records.kernel import KernelReport
 from .. import machine
 from ..code import LineMark, heat_list, highlight_code
 from ..page import DEVICE_TITLES, Page, Tab, back_marks, esc, line_count, make_page, register, target_record

@@ -8,8 +8,8 @@ import gzip
 import re
 from collections.abc import Sequence
 
-from ..._links import launch_lines, launcher_parts
-from ..._model import KernelReport
+from ...engine.links import launch_lines, launcher_parts
+from ...records.kernel import KernelReport
 from ..code import LineMark, highlight_code
 from ..page import Page, Tab, esc, line_count, make_page, part_anchor, register
 
@@ -21,7 +21,7 @@ _PART_CONTEXT = 2
 _INTERESTING = re.compile(r"Launch|launch\(|FuncSetAttribute|func_set_attribute|"
                           r"set_max_dynamic_shared|cluster|Cluster")
 
-# The lines of a launcher that launch each device kernel (found in tilelab._links); kept under
+# The lines of a launcher that launch each device kernel (found in tilelab.engine.links); kept under
 # this name, which tilelab has exported from here.
 launch_links = launch_lines
 

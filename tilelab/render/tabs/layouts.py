@@ -8,9 +8,9 @@ import gzip
 from collections.abc import Sequence
 from typing import Any
 
-from ..._model import KernelReport, Layout
-from ..._verdicts import OperandUse, layout_checks, layout_elements, layout_repeats, operand_uses
 from ...cuda_facts import CHUNKS_PER_LINE, SHARED_MEMORY_BANK_BYTES, SWIZZLE_CHUNK_BYTES, SWIZZLE_REPEAT_BYTES, WGMMA_M
+from ...engine.verdicts import OperandUse, layout_checks, layout_elements, layout_repeats, operand_uses
+from ...records.kernel import KernelReport, Layout
 from .._ids import report_id
 from ..page import TRUSTED_ONLY, Page, Tab, esc, register, table
 from ..svg import legible
@@ -43,7 +43,7 @@ def _lazy_details(css: str, summary: str, inner: str) -> str:
 def _layout_drawing(layout: Layout, operands: Sequence[OperandUse] = (), zoom_id: str = "") -> str:
     """The layout's picture; a shared one also coloured by bank (folded), and, for each WGMMA
     operand that reads it, tilelab's core-matrix overlay with LBO/SBO arrows and whether
-    tilelab's descriptor agrees with the compiler's (:func:`tilelab._verdicts.layout_checks`)."""
+    tilelab's descriptor agrees with the compiler's (:func:`tilelab.engine.verdicts.layout_checks`)."""
     try:
         from ..svg import layout_svg, wgmma_operand_svg  # another module draws layouts; optional
     except ImportError:

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._model import KernelReport
-from ..._verdicts import lds_conflicted, lds_phases
 from ...cuda_facts import CDNA_LDS_BANK_BYTES, CDNA_LDS_BANKS, CDNA_WAVEFRONT_LANES
+from ...engine.verdicts import lds_conflicted, lds_phases
+from ...records.kernel import KernelReport
 from ..page import Page, Tab, esc, make_page, none_here, register, table
 from ..textkit import text_table
 
 
 def mfma_html(report: KernelReport, page: Page | None = None) -> str:
     """Each MFMA form (intrinsic, shape, types, operands, per-lane layouts) and the LDS reads that
-    feed its operands, with their bank conflicts under the CDNA LDS model (tilelab.mfma)."""
+    feed its operands, with their bank conflicts under the CDNA LDS model (tilelab.engine.mfma)."""
     if not report.mfma:
         return none_here(report, "mfma", "This kernel issues no MFMA instructions.")
     page = page or make_page(report)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._links import thread_note, wgmma_shape_note
-from ..._model import KernelReport
-from ..._verdicts import worst_lds_conflict
+from ...engine.links import thread_note, wgmma_shape_note
+from ...engine.verdicts import worst_lds_conflict
+from ...records.kernel import KernelReport
 from .. import machine
 from ..page import Page, Tab, changed, esc, make_page, register, table, target_record
 from ..textkit import dims, pdl_text, size_text, text_table

@@ -4,9 +4,9 @@ to its line in the Cell or CUDA tab. Shown only on a page given a timeline."""
 
 from __future__ import annotations
 
-from ..._links import device_anchor_lines
-from ..._model import KernelReport
-from ..._timeline_model import TimelineSpan
+from ...engine.links import device_anchor_lines
+from ...records.kernel import KernelReport
+from ...records.timeline import TimelineSpan
 from ..page import Page, Tab, back_marks, register
 from ..timeline import Links, timeline_html, timeline_text
 

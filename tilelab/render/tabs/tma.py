@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._links import launcher_parts
-from ..._model import KernelReport, TmaDescriptor
+from ...engine.links import launcher_parts
+from ...records.kernel import KernelReport, TmaDescriptor
 from ..code import highlight_code
 from ..page import (
     TMA_FIELDS,

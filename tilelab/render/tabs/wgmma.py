@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._links import wgmma_shape_note
-from ..._model import KernelReport
-from ..._verdicts import operand_verdict
+from ...engine.links import wgmma_shape_note
+from ...engine.verdicts import operand_verdict
+from ...records.kernel import KernelReport
 from ..page import Page, Tab, esc, make_page, none_here, register, table, where
 from ..textkit import text_table
 

@@ -85,7 +85,7 @@ def _copy(answer: Any) -> str:
 
 
 def _grid_truth() -> tuple[int, int]:
-    from ..._inspect import inspect
+    from ...engine.inspect import inspect
 
     report = inspect(copy_tile(200, 300, 32, 64), "sm_90a")  # the grid as TileLang launches it
     grid = report.kernels[0].grid
