@@ -7,7 +7,7 @@
 
 Every script runs in its own process as ``__main__`` with its own sizes, CUDA tensors redirected
 to the CPU and every compile intercepted before the device compiler (tilelab's corpus machinery,
-``tilelab._corpus``). Each kernel TileLang lowers for sm_90a is then run on the CPU, two of its
+``tilelab.engine.corpus``). Each kernel TileLang lowers for sm_90a is then run on the CPU, two of its
 blocks (the first and the last of its grid), at the example's own sizes: on the tensors the
 script passes when it calls the kernel, else on random inputs built from the signature. Outputs:
 the kernel's ``out_idx``, else the tensors it writes. Each kernel's row says:
@@ -100,8 +100,9 @@ class Worker:
             signal.alarm(int(GRACE_S))
 
     def _capture(self, request: Any) -> Any:
-        from tilelab import _corpus, _tilelang
-        from tilelab._errors import LoweringError
+        from tilelab import _tilelang
+        from tilelab.engine import corpus as _corpus
+        from tilelab.records.errors import LoweringError
 
         func = request.prim_func
         key = f"{_tilelang.kernel_fingerprint(func)}|{request.out_idx}"
@@ -195,7 +196,8 @@ class Worker:
     def run(self) -> None:
         import runpy
 
-        from tilelab import _corpus, _tilelang
+        from tilelab import _tilelang
+        from tilelab.engine import corpus as _corpus
 
         def stop(signum: int, frame: Any) -> None:
             raise _Stop(f"no new kernel within {GRACE_S:.0f} s of the last one")
@@ -297,7 +299,7 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) 
     text = script.read_text(errors="replace")
     if "tilelang" not in text:
         return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     foreign = sorted({p.lower() for p in Path(rel).parts[:-1]} & set(_corpus._NOT_CUDA_HINTS))
     if foreign:
@@ -404,7 +406,7 @@ def main() -> int:
     parser.add_argument("--save-ir", help="write each kernel's IR (NAME.tir.json) and its run (NAME.json) here")
     args = parser.parse_args()
 
-    from tilelab import _corpus
+    from tilelab.engine import corpus as _corpus
 
     root = Path(args.directory).resolve()
     scripts = _corpus.select_scripts(root, args.only)
@@ -418,9 +420,15 @@ def main() -> int:
     results: dict[Path, list[dict[str, Any]]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
         futures = {pool.submit(run_script, s, root, args.timeout, ir_dir): s for s in scripts}
+        partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
+        if partial:
+            partial.write_text("")
         for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
             rows = future.result()
             results[futures[future]] = rows
+            if partial:  # rows as they come, so an interrupted run still leaves its table
+                with partial.open("a") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in rows)
             print(f"[{i}/{len(scripts)}] {rows[0]['script']}: " + ", ".join(r["verdict"] for r in rows),
                   file=sys.stderr, flush=True)
     rows = [r for s in scripts for r in results[s]]
