@@ -398,6 +398,9 @@ def main() -> int:
         return worker_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", help="TileLang's examples/ folder")
+    parser.add_argument("--table", nargs="+", metavar="ROWS",
+                        help="print the table of rows saved by earlier runs (--json files or their .partial.jsonl); "
+                             "a later file's rows replace an earlier one's for the same script")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
     parser.add_argument("--half", choices=("all", "first", "second"), default="all")
@@ -411,6 +414,18 @@ def main() -> int:
     root = Path(args.directory).resolve()
     scripts = _corpus.select_scripts(root, args.only)
     folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in _corpus.find_scripts(root)})
+    if args.table:
+        by_script: dict[str, list[dict[str, Any]]] = {}
+        for name in args.table:
+            text = Path(name).read_text()
+            loaded = json.loads(text) if text.lstrip().startswith("[") else [json.loads(ln) for ln in
+                                                                             text.splitlines() if ln.strip()]
+            fresh: dict[str, list[dict[str, Any]]] = {}
+            for r in loaded:
+                fresh.setdefault(r["script"], []).append(r)
+            by_script.update(fresh)
+        print(render([r for s in sorted(by_script) for r in by_script[s]], folders))
+        return 0
     if args.half != "all":
         scripts = [s for s in scripts if half_of(folder_of(s.relative_to(root).as_posix()), folders) == args.half]
     ir_dir = Path(args.save_ir).resolve() if args.save_ir else None
