@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from .capture import (
     CompileRequest,
+    compiles_not_intercepted,
     intercept_compiles,
     target_arch,
     tilelang_lower,
@@ -58,6 +59,7 @@ from .emulate import (
     compile_emulated,
     emulated_grid,
     emulation_key,
+    written_tensors,
 )
 from .emulate import (
     RULES as EMULATION_RULES,
@@ -177,7 +179,9 @@ __all__ = [
     "script_tail",
     "text_recipe",
     "versions",
+    "written_tensors",
     "CompileRequest",
+    "compiles_not_intercepted",
     "KernelSource",
     "LINE_DIRECTIVES_CONFIG",
     "Lowered",

@@ -51,10 +51,34 @@ def intercept_compiles(on_compile: Callable[[CompileRequest], Any]):
 
     saved = (tl_cache.cached, tl_jit.cached)
     tl_cache.cached = tl_jit.cached = cached
+    _ORIGINALS.append(saved)
     try:
         yield
     finally:
+        _ORIGINALS.pop()
         tl_cache.cached, tl_jit.cached = saved
+
+
+_ORIGINALS: list[tuple[Any, Any]] = []  # what each active intercept_compiles replaced
+
+
+@contextlib.contextmanager
+def compiles_not_intercepted():
+    """Inside :func:`intercept_compiles`: TileLang compiles as usual again (tilelab's own compiles,
+    such as a CPU run of a captured kernel, are not captured as the script's)."""
+    import importlib
+
+    if not _ORIGINALS:
+        yield
+        return
+    tl_cache: Any = importlib.import_module("tilelang.cache")
+    tl_jit: Any = importlib.import_module("tilelang.jit")
+    current = (tl_cache.cached, tl_jit.cached)
+    tl_cache.cached, tl_jit.cached = _ORIGINALS[-1]
+    try:
+        yield
+    finally:
+        tl_cache.cached, tl_jit.cached = current
 
 
 def target_arch(target: Any) -> str | None:

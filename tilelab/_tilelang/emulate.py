@@ -14,10 +14,11 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   one after another, the result is the same);
 - ``threads``: one thread runs the block (TileLang's warp specialisation and its thread layouts are
   how a GPU shares out the block's work, not what the work is);
-- ``dtypes``: float16, bfloat16, float8 and float4 have no form in the CPU's C: they are computed
-  in float32, and every cast to such a type and every store into a buffer of one rounds the value
-  to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16 holds what
-  it would on the GPU;
+- ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
+  computed in float32, and every cast to such a type and every store into a buffer of one rounds
+  the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
+  holds what it would on the GPU; a bool tensor is passed as its bytes (int8) and read as != 0
+  (the host C rejects bool pointers);
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
@@ -58,8 +59,11 @@ OOB_READ, OOB_WRITE = 0, 1
 NARROW_FLOATS = {
     "float16": 1, "bfloat16": 2, "float8_e4m3fn": 3, "float8_e4m3": 3, "float8_e5m2": 4,
     "float8_e4m3fnuz": 5, "float8_e5m2fnuz": 6, "float4_e2m1fn": 7,
+    "tfloat32": 8,  # float32 storage; the tensor cores read 10 bits of its mantissa
 }
+NARROW_FLOATS["custom[tfloat32]"] = NARROW_FLOATS["tfloat32"]  # TVM's name of TileLang's tf32 type
 COMPUTE_DTYPE = "float32"
+BOOL_TENSOR_DTYPE = "int8"  # a bool tensor's bytes as the CPU kernel takes them (torch.bool is one byte)
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,15 @@ RULES = (
     Rule("threads", "one thread runs each block",
          "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
          "not what they compute"),
-    Rule("dtypes", "float16, bfloat16, float8 and float4 are computed in float32; each cast to such a type and "
-         "each store into a buffer of one rounds to it",
-         "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds"),
-    Rule("blocks", "blocks run one after another, only the selected ones",
-         "blocks of one launch are independent on a GPU: any order is one the GPU could have run"),
+    Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
+         "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
+         "as != 0",
+         "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
+         "one byte that is 0 or 1 on both"),
+    Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
+         "earlier kernels run whole and the selection is of the last kernel's blocks",
+         "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
+         "reads what every block of the earlier ones wrote"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
          "outside is recorded, not performed",
          "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
@@ -215,6 +223,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "thread_extent" \
                 and str(getattr(node.node, "thread_tag", "")).startswith("threadIdx"):
             thread_vars[node.node.var] = str(node.node.thread_tag)
+        elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")).endswith("reinterpret") \
+                and str(getattr(getattr(node.var.type_annotation, "element_type", None), "dtype", "")) \
+                in NARROW_FLOATS:
+            elem = str(node.var.type_annotation.element_type.dtype)
+            note(f"a {elem} tensor reached through an address held in memory (T.reinterpret)",
+                 f"the CPU run holds {elem} tensors in float32, and an address the kernel reads from memory "
+                 f"still points at the {elem} data", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
         elif isinstance(node, tirx.Call):
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
@@ -252,6 +268,10 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
 # The rewrite before lowering: scopes, loops, pipelines, threads, dtypes, the block mask
 # ------------------------------------------------------------------------------------------
 
+def _canonical(dtype: str) -> str:
+    return "tfloat32" if dtype == "custom[tfloat32]" else dtype
+
+
 def _cpu_dtype(dtype: Any) -> str:
     text = str(dtype)
     return COMPUTE_DTYPE if text in NARROW_FLOATS else text
@@ -261,6 +281,34 @@ _LOCAL_SCOPES = ("shared", "shared.dyn", "local.fragment", "shared.barrier", "lo
 _PIPELINE_KEYS = ("num_stages", "tl_pipeline_order", "tl_pipeline_stage", "tl_pipeline_group",
                   "software_pipeline_stage", "software_pipeline_order", "software_pipeline_async_stages",
                   "tl_pipelined_num_stages")
+
+
+def _block_axis(loop: Any) -> str:
+    """"x", "y" or "z" for a loop bound to blockIdx, else ""."""
+    if loop.thread_binding is None:
+        return ""
+    tag = str(loop.thread_binding.thread_tag)
+    return tag[-1] if tag.startswith("blockIdx.") and tag[-1] in "xyz" else ""
+
+
+def _grids(body: Any) -> list[dict[str, tuple[Any, Any]]]:
+    """Each kernel launch of a program in order (its nest of blockIdx loops): axis -> (the loop's
+    variable, its extent)."""
+    tirx = tilelang().tvm.tirx
+    kernels: list[dict[str, tuple[Any, Any]]] = []
+    nested: set[Any] = set()
+
+    def pre(node: Any) -> Any:
+        if isinstance(node, tirx.For) and _block_axis(node):
+            if node.loop_var not in nested:
+                kernels.append({})
+            kernels[-1].setdefault(_block_axis(node), (node.loop_var, node.extent))
+            if isinstance(node.body, tirx.For):
+                nested.add(node.body.loop_var)
+        return None
+
+    tirx.stmt_functor.ir_transform(body, pre, lambda node: None, ["tirx.For"])
+    return kernels
 
 
 def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
@@ -275,14 +323,19 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     applied: set[str] = set()
     narrow: dict[str, str] = {}
     remap: dict[Any, Any] = {}
+    booleans: set[str] = set()  # bool tensors, held as int8 (the host C rejects bool pointers)
 
     def replacement(buf: Any, scope: str | None) -> Any:
         if buf in remap:
             return remap[buf]
         dtype = str(buf.dtype)
         new_dtype = _cpu_dtype(dtype)
-        if new_dtype != dtype:
-            narrow[str(buf.name)] = dtype
+        if dtype == "bool" and scope is None:  # a tensor: its bytes, read as != 0
+            new_dtype = BOOL_TENSOR_DTYPE
+            booleans.add(str(buf.name))
+            applied.add("dtypes")
+        if new_dtype != dtype and dtype in NARROW_FLOATS:
+            narrow[str(buf.name)] = _canonical(dtype)
             applied.add("dtypes")
         new_scope = scope if scope is not None else buf.scope()
         if new_scope != buf.scope():
@@ -291,6 +344,33 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             remap[buf] = buf
             return buf
         new = tirx.decl_buffer(buf.shape, new_dtype, str(buf.name), scope=new_scope,
+                               strides=list(buf.strides) if len(buf.strides) else None,
+                               elem_offset=buf.elem_offset)
+        remap[buf] = new
+        data_map[buf.data] = new
+        return new
+
+    data_map: dict[Any, Any] = {}  # a replaced buffer's data -> its replacement
+
+    def aliased(buf: Any) -> Any:
+        """``buf`` rewritten: itself when untouched; a view declared over a replaced buffer's data
+        (``T.Tensor(shape, dtype, A.data)``, a reshape) becomes the same view of the replacement."""
+        if buf in remap:
+            return remap[buf]
+        base = data_map.get(buf.data)
+        if base is None:
+            return None
+        dtype = str(buf.dtype)
+        if dtype == "bool" and str(base.name) in booleans:
+            dtype = BOOL_TENSOR_DTYPE
+            booleans.add(str(buf.name))
+        if _cpu_dtype(dtype) != str(base.dtype):
+            raise EmulationRefused(name, f"a view of {base.name} as {dtype}",
+                                   f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
+                                   f"{dtype}, and on the CPU that tensor is held in {base.dtype}")
+        if dtype in NARROW_FLOATS:
+            narrow[str(buf.name)] = _canonical(dtype)
+        new = tirx.decl_buffer(buf.shape, _cpu_dtype(dtype), str(buf.name), data=base.data, scope=buf.scope(),
                                strides=list(buf.strides) if len(buf.strides) else None,
                                elem_offset=buf.elem_offset)
         remap[buf] = new
@@ -313,17 +393,14 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     tirx.stmt_functor.post_order_visit(func.body, collect)
     local_names = [str(b.name) for b in remap if str(b.name) not in tensors]
 
-    block_vars: dict[str, Any] = {}
-    block_extents: dict[str, Any] = {}
-
-    def find_blocks(node: Any) -> None:
-        if isinstance(node, tirx.For) and node.thread_binding is not None:
-            tag = str(node.thread_binding.thread_tag)
-            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
-                block_vars.setdefault(tag[-1], node.loop_var)
-                block_extents.setdefault(tag[-1], node.extent)
-
-    tirx.stmt_functor.post_order_visit(func.body, find_blocks)
+    # A program of several kernels (T.Kernel after T.Kernel: a split kernel and its combine) runs
+    # the earlier ones whole, since the last one reads what they wrote; blocks= selects blocks of
+    # the last kernel, the one whose grid the launch side sees.
+    grids = _grids(func.body)
+    last = grids[-1] if grids else {}
+    block_vars: dict[str, Any] = {a: v for a, (v, _) in last.items()}
+    block_extents: dict[str, Any] = {a: e for a, (_, e) in last.items()}
+    last_vars = {v for v, _ in last.values()}
 
     def narrow_call(value: Any, dtype: str) -> Any:
         return tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
@@ -339,14 +416,23 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
                                allocs, node.match_buffers, annotations)
         if isinstance(node, tirx.BufferLoad):
-            new = remap.get(node.buffer)
+            new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
-                return tirx.BufferLoad(new, node.indices)
+                load = tirx.BufferLoad(new, node.indices)
+                if str(new.name) in booleans:
+                    return tirx.NE(load, tirx.const(0, BOOL_TENSOR_DTYPE))
+                return load
             return None
         if isinstance(node, tirx.BufferStore):
-            new = remap.get(node.buffer)
+            new = aliased(node.buffer)
             if new is not None and not new.same_as(node.buffer):
-                return tirx.BufferStore(new, node.value, node.indices)
+                value = tirx.Cast(BOOL_TENSOR_DTYPE, node.value) if str(new.name) in booleans else node.value
+                return tirx.BufferStore(new, value, node.indices)
+            return None
+        if isinstance(node, tirx.DeclBuffer):
+            new = aliased(node.buffer)
+            if new is not None and not new.same_as(node.buffer):
+                return tirx.DeclBuffer(new)
             return None
         if isinstance(node, tirx.For):
             annotations = {k: v for k, v in node.annotations.items() if k not in _PIPELINE_KEYS}
@@ -370,6 +456,11 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             if str(node.dtype) in NARROW_FLOATS:
                 return tirx.FloatImm(COMPUTE_DTYPE, float(node.value))
             return None
+        if isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.NE) \
+                and isinstance(node.args[0].a, tirx.BufferLoad) and str(node.args[0].a.buffer.name) in booleans \
+                and str(getattr(node.op, "name", "")) in ("tl.region", "tl.access_ptr", "tirx.tvm_access_ptr"):
+            # a tile operation's region of a bool tensor names the int8 buffer itself: the copy converts
+            return tirx.Call(node.dtype, node.op, [node.args[0].a, *node.args[1:]])
         if isinstance(node, tirx.Call):
             dtype = str(node.dtype)
             if dtype in NARROW_FLOATS:
@@ -404,7 +495,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                    node.alloc_buffers, node.match_buffers, node.annotations)
             return None
 
-        guarded_body = tirx.stmt_functor.ir_transform(body, None, guard, ["tirx.SBlock"])
+        def other_kernel(node: Any) -> Any:  # the blocks of earlier kernels all run
+            if isinstance(node, tirx.For) and _block_axis(node) and node.loop_var not in last_vars:
+                return node
+            return None
+
+        guarded_body = tirx.stmt_functor.ir_transform(body, other_kernel, guard, ["tirx.SBlock", "tirx.For"])
         if not guarded_body.same_as(body):
             body = guarded_body
         else:  # no tilelang_root block: guard the innermost block loop's body
@@ -416,7 +512,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
                                     node.annotations)
                 return None
 
-            body = tirx.stmt_functor.ir_transform(body, None, guard_loop, ["tirx.For"])
+            body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
     params = list(func.params)
     if mask:
         params.append(mask_var)
@@ -425,9 +521,15 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     # a float16 tile and a bfloat16 one are the same float32 array until then.
     marker = EMULATION_VERSION + ";" + ",".join(f"{k}:{v}" for k, v in sorted(narrow.items()))
     new = tirx.PrimFunc(params, body, func.ret_type, buffer_map, func.attrs).with_attr("tilelab_emulation", marker)
+    # Outputs a @tilelang.jit function allocates (T.empty, the attribute tilelang_out_idx) are
+    # allocated and poisoned by the launch side: the CPU kernel takes every tensor.
+    if func.attrs is not None and "tilelang_out_idx" in func.attrs:
+        new = new.without_attr("tilelang_out_idx")
     applied.update(("bounds",))
     if any(str(func.buffer_map[p].dtype) in NARROW_FLOATS for p in func.params if p in func.buffer_map):
         applied.add("dtypes")
+    if len(grids) > 1:
+        applied.add("blocks")
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)))
@@ -596,19 +698,35 @@ def emulation_key(obj: Any) -> str:
     return f"emulated:{kernel_fingerprint(obj)}:{','.join(names)}"
 
 
+def written_tensors(obj: Any) -> tuple[str, ...]:
+    """The tensor parameters a kernel writes, in parameter order: stores into them, tile
+    operations whose region of one is written (``T.copy``'s destination, ``T.gemm``'s C,
+    ``T.fill``), atomics through an access pointer. What a kernel with no ``out_idx`` outputs."""
+    tirx = tilelang().tvm.tirx
+    func = getattr(obj, "prim_func", obj)
+    written: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            written.add(str(node.buffer.name))
+        elif isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.BufferLoad):
+            op = str(getattr(node.op, "name", ""))
+            mask = node.args[1] if op == "tl.region" and len(node.args) > 1 else \
+                node.args[-1] if op in ("tl.access_ptr", "tirx.tvm_access_ptr") else None
+            if isinstance(mask, tirx.IntImm) and int(mask) & 2:
+                written.add(str(node.args[0].buffer.name))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return tuple(n for n in names if n in written)
+
+
 def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int, int]:
     """The grid (x, y, z) of an emulated kernel, its dynamic sizes substituted from ``sizes``."""
     tvm = tilelang().tvm
     tirx = tvm.tirx
-    extents: dict[str, Any] = {}
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.For) and node.thread_binding is not None:
-            tag = str(node.thread_binding.thread_tag)
-            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
-                extents.setdefault(tag[-1], node.extent)
-
-    tirx.stmt_functor.post_order_visit(emulation.func.body, visit)
+    grids = _grids(emulation.func.body)
+    extents: dict[str, Any] = {a: e for a, (_, e) in grids[-1].items()} if grids else {}
     analyzer = tvm.arith.Analyzer()
     out = []
     for axis in "xyz":

@@ -91,7 +91,9 @@ def resolve_kernel(obj: Any, args: tuple = (), kwargs: dict | None = None) -> Ke
                 "Pass the factory or @tilelang.jit function that builds it if you want to vary them."
             )
         name = str(obj.attrs["global_symbol"]) if obj.attrs and "global_symbol" in obj.attrs else "kernel"
-        return KernelSource(obj, name, kind)
+        # A @tilelang.jit function whose outputs are ``T.empty`` tensors says so on its PrimFunc.
+        outs = obj.attrs["tilelang_out_idx"] if obj.attrs and "tilelang_out_idx" in obj.attrs else None
+        return KernelSource(obj, name, kind, out_idx=[int(i) for i in outs] if outs is not None else None)
     if kind == "compiled":
         func = obj.prim_func
         name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"

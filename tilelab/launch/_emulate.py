@@ -113,6 +113,7 @@ float tilelab_emu_round(float x, int32_t format) {
     case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
     case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
     case 7: return round_to(x, 1, 0, 6.0f, 1, 1);                 /* float4_e2m1fn: saturates at 6 */
+    case 8: return round_to(x, 10, -126, 3.4028235e38f, 0, 1);   /* tfloat32: float32's range, 10 bits */
     default: return x;
   }
 }
@@ -335,11 +336,16 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
 
 def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
     """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form
-    (always a copy then), else the tensor itself (or a copy, ``copy``)."""
+    (always a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``)."""
     from .. import _tilelang
 
     if dtype in _tilelang.NARROW_FLOATS:
         return tensor.float().contiguous()
+    if dtype == "bool":  # the emulated kernel takes a bool tensor's bytes, as int8 (the rule dtypes)
+        import torch
+
+        view = tensor.view(torch.int8)
+        return view.clone() if copy else view
     return tensor.clone() if copy else tensor
 
 
@@ -492,11 +498,11 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
         out = out.clone()
         if expected is not None:
             want = expected[i]
-            out[unwritten] = want.to(out.dtype)[unwritten]
+            _put(out, unwritten, want.to(out.dtype))
             assert new_expected is not None
             new_expected.append(want)
         else:
-            out[unwritten] = torch.zeros((), dtype=out.dtype)
+            _put(out, unwritten, torch.zeros_like(out))
         new_outs.append(out)
         shown = ", ".join(map(str, selected[:8])) + (", ..." if len(selected) > 8 else "")
         if written:
@@ -505,6 +511,16 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
         else:
             notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran and wrote no element of {p.name}")
     return new_outs, new_expected, [False] * len(outs)
+
+
+def _put(out: Any, where: Any, values: Any) -> None:
+    """``out[where] = values[where]``, byte by byte (torch cannot index-assign float8 tensors)."""
+    import torch
+
+    if out.element_size() == 1 and out.dtype not in (torch.int8, torch.uint8, torch.bool):
+        out.view(torch.uint8)[where] = values.view(torch.uint8)[where]
+    else:
+        out[where] = values[where]
 
 
 def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,

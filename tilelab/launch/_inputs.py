@@ -22,6 +22,7 @@ TORCH_DTYPES: dict[str, str] = {
     "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool",
     "float8_e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "tfloat32": "float32",  # tf32 is float32 storage: TileLang's tf32 tensors are torch float32 tensors
 }
 
 # Unit roundoff u = 2^-(stored mantissa bits + 1): the largest relative error of rounding one

@@ -1,0 +1,458 @@
+"""How many of TileLang's example kernels run on the CPU (``tilelab.run(kernel, device="cpu")``).
+
+    git clone https://github.com/tile-ai/tilelang /tmp/tilelang-src
+    git -C /tmp/tilelang-src archive COMMIT examples | tar -x -C /tmp/tilelang-examples
+    .venv/bin/python benchmarks/emulation_coverage.py /tmp/tilelang-examples/examples [--jobs 2] [--json rows.json]
+        [--save-ir DIR] [--half first|second|all] [--only GLOB]
+
+Every script runs in its own process as ``__main__`` with its own sizes, CUDA tensors redirected
+to the CPU and every compile intercepted before the device compiler (tilelab's corpus machinery,
+``tilelab.engine.corpus``). Each kernel TileLang lowers for sm_90a is then run on the CPU, two of its
+blocks (the first and the last of its grid), at the example's own sizes: on the tensors the
+script passes when it calls the kernel, else on random inputs built from the signature. Outputs:
+the kernel's ``out_idx``, else the tensors it writes. Each kernel's row says:
+
+- ``runs``: the CPU run finished; its note says whether the two blocks wrote elements of every
+  output and whether all they wrote is finite (no reference: the example's own check needs every
+  block);
+- ``refused``: a construct with no tile-level meaning, named (an mbarrier, hand-written warp
+  specialisation, thread-index arithmetic, ...);
+- ``fails``: anything else, with its reason (grouped by class in the totals).
+
+Kernels TileLang itself cannot lower for sm_90a, and kernels of other targets (sm_100 folders,
+AMD), are listed but not counted. The running share is printed for all kernels and for the two
+halves of the example folders: the top-level folders of ``examples/`` sorted by name and dealt
+alternately (1st, 3rd, 5th... form the first half; 2nd, 4th... the second), scripts at the top
+level counting as the folder ``.``. Failure classes were fixed by looking at the first half only;
+the second half is the held-out measure. ``--save-ir DIR`` writes each kernel that lowers as
+TileLang's IR text (``NAME.tir.json``) with what its run used (``NAME.json``): the input of
+``benchmarks/emulation_agreement.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RUNS, REFUSED, FAILS, NOT_LOWERED, OTHER_TARGET = "runs", "refused", "fails", "TileLang cannot lower", "other target"
+ARCH = "sm_90a"
+GRACE_S = 5.0  # a script that builds no new kernel (and calls none) for this long is ended
+MAX_KERNELS = 4  # distinct kernels per script (autotuning scripts build many of one kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# The halves
+
+
+def folder_of(rel: str) -> str:
+    parts = Path(rel).parts
+    return parts[0] if len(parts) > 1 else "."
+
+
+def half_of(folder: str, folders: list[str]) -> str:
+    """"first" or "second": the folders sorted by name, dealt alternately."""
+    return "first" if sorted(folders).index(folder) % 2 == 0 else "second"
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: one script in its own process
+
+
+class _Stop(BaseException):
+    pass
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120]
+
+
+class Worker:
+    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None) -> None:
+        self.script, self.rel, self.out, self.ir_dir = script, rel, out, ir_dir
+        self.seen: dict[str, Any] = {}
+        self.pending: list[Any] = []  # kernels captured, not yet run
+        self.count = 0
+
+    def emit(self, row: dict[str, Any]) -> None:
+        with self.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    # the compile interception
+    def on_compile(self, request: Any) -> Any:
+        signal.alarm(0)
+        try:
+            return self._capture(request)
+        finally:
+            signal.alarm(int(GRACE_S))
+
+    def _capture(self, request: Any) -> Any:
+        from tilelab import _tilelang
+        from tilelab.engine import corpus as _corpus
+        from tilelab.records.errors import LoweringError
+
+        func = request.prim_func
+        key = f"{_tilelang.kernel_fingerprint(func)}|{request.out_idx}"
+        if key in self.seen:
+            return self.seen[key]
+        outer = self
+
+        class Captured(_corpus.StandInKernel):
+            ran = False
+
+            def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                if not self.ran and self in outer.pending:
+                    self.ran = True
+                    outer.pending.remove(self)
+                    signal.alarm(0)
+                    try:
+                        outer.emulate(self, list(args))
+                    finally:
+                        signal.alarm(int(GRACE_S))
+                return self._outputs(args)
+
+        stand_in = Captured(request)
+        stand_in.name = _corpus._kernel_name(func)
+        stand_in.ran = True
+        self.seen[key] = stand_in
+        self.count += 1
+        if self.count > MAX_KERNELS:
+            return stand_in
+        arch = _corpus._arch_for(self.script, request.target, ARCH)
+        if arch is None or arch != ARCH or _corpus._needs_blackwell(func, _tilelang):
+            self.emit({"kernel": stand_in.name, "verdict": OTHER_TARGET, "reason": f"written for {arch or 'non-CUDA'}"})
+            return stand_in
+        configs = _tilelang.normalize_pass_configs(request.pass_configs)
+        try:
+            _tilelang.tilelang_lower(func, ARCH, out_idx=request.out_idx, pass_configs=configs)
+        except LoweringError as err:
+            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": _corpus._tilelang_reason(err)})
+            return stand_in
+        except Exception as err:
+            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": f"{type(err).__name__}: {err}"[:300]})
+            return stand_in
+        stand_in.ran = False
+        self.pending.append(stand_in)
+        return stand_in
+
+    def emulate(self, kernel: Any, args: list[Any] | None) -> None:
+        """Run ``kernel`` on the CPU (two blocks) on the script's ``args`` (None: built inputs)."""
+        import tilelab
+        from tilelab import _tilelang
+
+        func, name = kernel.prim_func, kernel.name
+        out_idx = kernel.out_idx or _tilelang.resolve_kernel(func).out_idx or None
+        outputs = None if out_idx else (list(_tilelang.written_tensors(func)) or None)
+        self.emit({"progress": name})  # so a run cut short by the timeout says which kernel it was in
+        row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random"}
+        sizes: dict[str, int] = {}
+        try:
+            sizes = _sizes(func, out_idx, args or [])
+            grid = _grid(func, name, sizes)
+        except Exception as err:
+            grid = (1, 1, 1)
+            row["grid_error"] = f"{type(err).__name__}: {err}"[:200]
+        last = grid[0] * grid[1] * grid[2] - 1
+        blocks = sorted({0, last})
+        row.update(grid=list(grid), blocks=blocks, sizes=sizes)
+        if args is not None and any(not _is_tensor(a) and not isinstance(a, (int, float)) for a in args):
+            args = None  # the script passes something run does not take (a stream, None): build inputs
+            row["inputs"] = "random"
+        start = time.perf_counter()
+        try:
+            kw = {} if args is not None else dict(sizes)
+            with _tilelang.compiles_not_intercepted():  # the CPU run's own compile is not the script's
+                result = tilelab.run(func, *(args or []), device="cpu", blocks=blocks, out_idx=out_idx,
+                                     outputs=outputs, isolate=False, seed=0, **kw)
+            row.update(verdict=RUNS, reason=_run_note(result))
+        except Exception as err:
+            row.update(_failure(err))
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        if self.ir_dir is not None:
+            stem = _slug(f"{self.rel[:-3]}__{name}")
+            path = self.ir_dir / f"{stem}.tir.json"
+            n = 1
+            while path.exists():
+                n += 1
+                path = self.ir_dir / f"{stem}_{n}.tir.json"
+            path.write_text(_tilelang.kernel_ir_to_text(func))
+            meta = {"script": self.rel, "kernel": name, "out_idx": out_idx, "outputs": outputs, **row}
+            path.with_name(path.name[:-len(".tir.json")] + ".json").write_text(json.dumps(meta, indent=1))
+        self.emit(row)
+
+    def run(self) -> None:
+        import runpy
+
+        from tilelab import _tilelang
+        from tilelab.engine import corpus as _corpus
+
+        def stop(signum: int, frame: Any) -> None:
+            raise _Stop(f"no new kernel within {GRACE_S:.0f} s of the last one")
+
+        signal.signal(signal.SIGALRM, stop)
+        outcome = "finished"
+        sys.argv = [str(self.script)]
+        sys.path.insert(0, str(self.script.parent))
+        os.chdir(self.script.parent)
+        try:
+            with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile):
+                runpy.run_path(str(self.script), run_name="__main__")
+        except _Stop as err:
+            outcome = f"stopped: {err}"
+        except SystemExit as err:
+            outcome = f"exited ({err.code})"
+        except BaseException as err:
+            outcome = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        finally:
+            signal.alarm(0)
+        for kernel in list(self.pending):  # kernels the script never called: random inputs
+            self.pending.remove(kernel)
+            self.emulate(kernel, None)
+        self.emit({"done": outcome, "captured": self.count})
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "data_ptr") and hasattr(value, "shape")
+
+
+def _sizes(func: Any, out_idx: list[int] | None, args: list[Any]) -> dict[str, int]:
+    """The kernel's dynamic sizes bound from the tensors (and scalars) the script passed."""
+    from tilelab import _tilelang
+
+    source = _tilelang.resolve_kernel(func)
+    sizes: dict[str, int] = {}
+    params = [a for a in _tilelang.arguments(source, out_idx) if not a.is_output or not out_idx]
+    for arg, value in zip(params, args):
+        if _is_tensor(value):
+            for dim, size in zip(arg.shape, value.shape):
+                if isinstance(dim, str) and dim.isidentifier():
+                    sizes.setdefault(dim, int(size))
+        elif isinstance(value, int) and arg.kind == "scalar":
+            sizes.setdefault(arg.name, int(value))
+    return sizes
+
+
+def _grid(func: Any, name: str, sizes: dict[str, int]) -> tuple[int, int, int]:
+    from tilelab._tilelang import emulate
+
+    emulation = emulate.rewrite_for_cpu(func, name, mask=False)
+    return emulate.emulated_grid(emulation, sizes)
+
+
+def _run_note(result: Any) -> str:
+    wrote = [int(m.group(1)) for n in result.notes for m in [re.search(r"they wrote (\d+) of", n)] if m]
+    nothing = sum("wrote no element" in n for n in result.notes)
+    nonfinite = sum(o.nonfinite for o in result.outputs)
+    parts = [f"wrote {sum(wrote)} elements of {len(result.outputs)} output(s)"]
+    if nothing:
+        parts.append(f"{nothing} output(s) not written by these blocks")
+    parts.append(f"{nonfinite} non-finite" if nonfinite else "all finite")
+    return "; ".join(parts)
+
+
+def _failure(err: BaseException) -> dict[str, Any]:
+    from tilelab.launch._emulate import EmulationError
+
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else type(err).__name__
+    if isinstance(err, EmulationError) and "has no meaning at the level of tiles" in text:
+        found = re.match(r"^\S+: (.*?)(?: \(line \d+: .*?\))? has no meaning", first)
+        return {"verdict": REFUSED, "construct": found.group(1) if found else first[:80], "reason": first[:300]}
+    return {"verdict": FAILS, "cls": failure_class(err, first), "reason": f"{type(err).__name__}: {first[:300]}"}
+
+
+def failure_class(err: BaseException, first: str) -> str:
+    """A failure's class for the totals: the error type and its message with names and numbers
+    taken out."""
+    text = re.sub(r"\b\d+\b", "N", first)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "X", text)
+    text = re.sub(r"^\w+: ", "", text) if ": " in text[:60] else text
+    return f"{type(err).__name__}: {text[:90]}"
+
+
+def worker_main(argv: list[str]) -> int:
+    script, rel, out = Path(argv[0]).resolve(), argv[1], Path(argv[2]).resolve()
+    ir_dir = Path(argv[3]).resolve() if len(argv) > 3 and argv[3] != "-" else None
+    Worker(script, rel, out, ir_dir).run()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+
+
+def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) -> list[dict[str, Any]]:
+    rel = script.relative_to(root).as_posix()
+    text = script.read_text(errors="replace")
+    if "tilelang" not in text:
+        return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
+    from tilelab.engine import corpus as _corpus
+
+    foreign = sorted({p.lower() for p in Path(rel).parts[:-1]} & set(_corpus._NOT_CUDA_HINTS))
+    if foreign:
+        return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"folder {foreign[0]!r}"}]
+    hinted = [arch for hint, arch in _corpus._ARCH_HINTS if hint in rel.lower()]
+    if hinted and hinted[0] != ARCH:
+        return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"written for {hinted[0]}"}]
+    with tempfile.TemporaryDirectory(prefix="tilelab-emucov-") as tmp:
+        out = Path(tmp) / "rows.jsonl"
+        out.touch()
+        env = dict(os.environ)
+        env.setdefault("CUDA_HOME", "/usr/local/cuda")
+        env["TILELANG_PRINT_ON_COMPILATION"] = "0"
+        env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
+               str(ir_dir) if ir_dir else "-"]
+        outcome = ""
+        try:
+            proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
+            if proc.returncode:
+                tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+                outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
+        except subprocess.TimeoutExpired:
+            outcome = f"timed out after {timeout_s:.0f} s"
+        rows, done, pending = [], None, None
+        for line in out.read_text().splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if "done" in d:
+                done = d
+            elif "progress" in d:
+                pending = d["progress"]
+            else:
+                pending = None
+                rows.append({"script": rel, **d})
+        if pending is not None:  # the CPU run of this kernel did not finish
+            rows.append({"script": rel, "kernel": pending, "verdict": FAILS, "cls": "the CPU run did not finish",
+                         "reason": outcome or "the script's process ended during the CPU run"})
+        if not rows:
+            rows.append({"script": rel, "kernel": "-", "verdict": "no kernel",
+                         "reason": outcome or (done or {}).get("done", "")})
+        return rows
+
+
+COUNTED = (RUNS, REFUSED, FAILS)
+
+
+def summary(rows: list[dict[str, Any]], label: str) -> list[str]:
+    counted = [r for r in rows if r["verdict"] in COUNTED]
+    n = len(counted)
+    runs = sum(r["verdict"] == RUNS for r in counted)
+    finite = sum(r["verdict"] == RUNS and "all finite" in r.get("reason", "") for r in counted)
+    refused = sum(r["verdict"] == REFUSED for r in counted)
+    fails = sum(r["verdict"] == FAILS for r in counted)
+    share = f"{100 * runs / n:.1f}%" if n else "-"
+    return [f"{label}: {n} kernels TileLang lowers for {ARCH}: {runs} run ({share}; {finite} of them all finite), "
+            f"{refused} refused, {fails} fail"]
+
+
+def render(rows: list[dict[str, Any]], folders: list[str]) -> str:
+    lines = []
+    header = ("half", "script", "kernel", "verdict", "s", "reason")
+    body = []
+    for r in rows:
+        half = half_of(folder_of(r["script"]), folders)
+        why = r.get("construct") or r.get("cls") or ""
+        reason = r.get("reason", "")
+        body.append((half, r["script"], r["kernel"], r["verdict"], str(r.get("seconds", "-")),
+                     (f"[{why}] " if why and r["verdict"] == FAILS else "") + reason))
+    widths = [min(60, max(len(h), *(len(b[i]) for b in body))) if body else len(h) for i, h in enumerate(header[:-1])]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1])
+    for b in body:
+        lines.append("  ".join(v[:60].ljust(w) for v, w in zip(b[:-1], widths)) + "  " + b[-1][:220])
+    lines.append("")
+    verdicts = collections.Counter(r["verdict"] for r in rows)
+    lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
+    lines += summary(rows, "all")
+    for half in ("first", "second"):
+        part = [r for r in rows if half_of(folder_of(r["script"]), folders) == half]
+        lines += summary(part, f"{half} half" + (" (held out)" if half == "second" else ""))
+    refused = collections.Counter(r.get("construct", "?") for r in rows if r["verdict"] == REFUSED)
+    if refused:
+        lines.append("refused, by construct:")
+        lines += [f"  {n:3d}  {c}" for c, n in refused.most_common()]
+    fails = collections.Counter(r.get("cls", "?") for r in rows if r["verdict"] == FAILS)
+    if fails:
+        lines.append("fails, by class:")
+        lines += [f"  {n:3d}  {c}" for c, n in fails.most_common()]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        return worker_main(sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", help="TileLang's examples/ folder")
+    parser.add_argument("--table", nargs="+", metavar="ROWS",
+                        help="print the table of rows saved by earlier runs (--json files or their .partial.jsonl); "
+                             "a later file's rows replace an earlier one's for the same script")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("--half", choices=("all", "first", "second"), default="all")
+    parser.add_argument("--only", action="append", default=[], metavar="GLOB")
+    parser.add_argument("--json", help="write the rows here as JSON")
+    parser.add_argument("--save-ir", help="write each kernel's IR (NAME.tir.json) and its run (NAME.json) here")
+    args = parser.parse_args()
+
+    from tilelab.engine import corpus as _corpus
+
+    root = Path(args.directory).resolve()
+    scripts = _corpus.select_scripts(root, args.only)
+    folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in _corpus.find_scripts(root)})
+    if args.table:
+        by_script: dict[str, list[dict[str, Any]]] = {}
+        for name in args.table:
+            text = Path(name).read_text()
+            loaded = json.loads(text) if text.lstrip().startswith("[") else [json.loads(ln) for ln in
+                                                                             text.splitlines() if ln.strip()]
+            fresh: dict[str, list[dict[str, Any]]] = {}
+            for r in loaded:
+                fresh.setdefault(r["script"], []).append(r)
+            by_script.update(fresh)
+        print(render([r for s in sorted(by_script) for r in by_script[s]], folders))
+        return 0
+    if args.half != "all":
+        scripts = [s for s in scripts if half_of(folder_of(s.relative_to(root).as_posix()), folders) == args.half]
+    ir_dir = Path(args.save_ir).resolve() if args.save_ir else None
+    if ir_dir:
+        ir_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    results: dict[Path, list[dict[str, Any]]] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
+        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir): s for s in scripts}
+        partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
+        if partial:
+            partial.write_text("")
+        for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            rows = future.result()
+            results[futures[future]] = rows
+            if partial:  # rows as they come, so an interrupted run still leaves its table
+                with partial.open("a") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in rows)
+            print(f"[{i}/{len(scripts)}] {rows[0]['script']}: " + ", ".join(r["verdict"] for r in rows),
+                  file=sys.stderr, flush=True)
+    rows = [r for s in scripts for r in results[s]]
+    print(render(rows, folders))
+    print(f"{len(scripts)} scripts in {time.perf_counter() - start:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

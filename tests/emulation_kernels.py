@@ -1,0 +1,111 @@
+"""Small kernels of our own, each the smallest form of a construct that upstream TileLang kernels
+use and that the CPU path (``tilelab.run(kernel, device="cpu")``) once failed on: the regression
+cases of ``tests/test_emulate_coverage.py`` (written for these tests, not taken from anywhere)."""
+
+from __future__ import annotations
+
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def scaled_copy_empty_output(A, block_M: int = 32, block_N: int = 32, scale: float = 2.0):
+    """An eager @tilelang.jit kernel whose output is ``T.empty``: its PrimFunc carries the output's
+    position as an attribute (``tilelang_out_idx``) rather than the caller's ``out_idx``."""
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float16)
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        tile = T.alloc_fragment((block_M, block_N), T.float32)
+        for i, j in T.Parallel(block_M, block_N):
+            tile[i, j] = T.cast(A[by * block_M + i, bx * block_N + j], T.float32) * scale
+        T.copy(tile, B[by * block_M, bx * block_N])
+    return B
+
+
+VIEW_M, VIEW_N, VIEW_BLOCK = 64, 128, 32  # (M, N) fp16 tensors seen as (M * N // 64, 64) rows
+VIEW_ROWS = VIEW_M * VIEW_N // 64
+
+
+@T.prim_func
+def reshaped_view_copy(X: T.Tensor((VIEW_M, VIEW_N), T.float16), Y: T.Tensor((VIEW_M, VIEW_N), T.float16)):
+    """Reads and writes its fp16 tensors through views declared over their data
+    (``T.Tensor(shape, dtype, X.data)``): Y = X + 1, row block by row block of the view."""
+    with T.Kernel(T.ceildiv(VIEW_ROWS, VIEW_BLOCK), threads=128) as bx:
+        X_rows = T.Tensor((VIEW_ROWS, 64), T.float16, X.data)
+        Y_rows = T.Tensor((VIEW_ROWS, 64), T.float16, Y.data)
+        tile = T.alloc_shared((VIEW_BLOCK, 64), T.float16)
+        T.copy(X_rows[bx * VIEW_BLOCK, 0], tile)
+        for i, j in T.Parallel(VIEW_BLOCK, 64):
+            tile[i, j] = tile[i, j] + T.float16(1)
+        T.copy(tile, Y_rows[bx * VIEW_BLOCK, 0])
+
+
+@T.prim_func
+def masked_tiles(X: T.Tensor((64, 64), T.float32), Keep: T.Tensor((2, 2), T.bool),
+                 Y: T.Tensor((64, 64), T.float32)):
+    """Y's 32 x 32 tile (by, bx) is X's where the bool mask Keep says so, else zero (a block mask,
+    as block-sparse kernels take)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        tile = T.alloc_fragment((32, 32), T.float32)
+        T.clear(tile)
+        if Keep[by, bx]:
+            T.copy(X[by * 32, bx * 32], tile)
+        T.copy(tile, Y[by * 32, bx * 32])
+
+
+@T.prim_func
+def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.float32),
+              C: T.Tensor((128, 128), T.float32)):
+    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        A_s = T.alloc_shared((64, 32), T.tfloat32)
+        B_s = T.alloc_shared((32, 64), T.tfloat32)
+        C_l = T.alloc_fragment((64, 64), T.float32)
+        T.clear(C_l)
+        for k in T.Pipelined(2, num_stages=2):
+            T.copy(A[by * 64, k * 32], A_s)
+            T.copy(B[k * 32, bx * 64], B_s)
+            T.gemm(A_s, B_s, C_l)
+        T.copy(C_l, C[by * 64, bx * 64])
+
+
+@T.prim_func
+def fp8_quantise(X: T.Tensor((64, 128), T.float32), Y: T.Tensor((64, 128), T.float8_e4m3fn)):
+    """Y = X / 4 rounded to float8 e4m3, a 32 x 64 tile per block (an fp8 output)."""
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        tile = T.alloc_fragment((32, 64), T.float32)
+        T.copy(X[by * 32, bx * 64], tile)
+        for i, j in T.Parallel(32, 64):
+            Y[by * 32 + i, bx * 64 + j] = T.cast(tile[i, j] * 0.25, T.float8_e4m3fn)
+
+
+@T.prim_func
+def split_then_combine(X: T.Tensor((4, 256), T.float32), Partial: T.Tensor((4, 4), T.float32),
+                       Out: T.Tensor((4,), T.float32)):
+    """Two kernels in one program: the first sums each quarter of every row of X into Partial
+    (a block per quarter), the second adds the quarters (a block per row), as split-K and flash
+    decoding's split and combine kernels do."""
+    with T.Kernel(4, threads=128) as bs:
+        part = T.alloc_fragment((4, 64), T.float32)
+        sums = T.alloc_fragment((4,), T.float32)
+        T.copy(X[0, bs * 64], part)
+        T.reduce_sum(part, sums, dim=1)
+        for r in T.Parallel(4):
+            Partial[r, bs] = sums[r]
+    with T.Kernel(4, threads=128) as br:
+        acc = T.alloc_fragment((1,), T.float32)
+        T.clear(acc)
+        for s in T.serial(4):
+            acc[0] = acc[0] + Partial[br, s]
+        Out[br] = acc[0]
+
+
+@T.prim_func
+def pointer_table_copy(Ptrs: T.Tensor((2,), T.int64), Y: T.Tensor((2, 64), T.float16)):
+    """Row b of Y copied from the float16 tensor whose address is Ptrs[b] (a table of pointers, as
+    grouped GEMMs over separately allocated tensors take)."""
+    with T.Kernel(2, threads=64) as b:
+        X = T.make_tensor(Ptrs[b], (64,), T.float16)
+        for i in T.Parallel(64):
+            Y[b, i] = X[i]

@@ -1,0 +1,105 @@
+"""The CPU path on the constructs upstream kernels use (benchmarks/emulation_coverage.py measures
+it on TileLang's examples): each failure class found there has one small kernel of our own here,
+run on the CPU (two of its blocks) and checked against torch."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tilelang = pytest.importorskip("tilelang")
+
+import emulation_kernels as ek  # noqa: E402
+
+import tilelab  # noqa: E402
+
+
+def test_jit_kernel_with_empty_output_runs_with_its_own_out_idx():
+    func = ek.scaled_copy_empty_output.get_tir(M=64, N=96)
+    # the 2 x 3 grid: the first and the last block
+    result = tilelab.run(func, device="cpu", blocks=[0, 5], seed=1, ref=lambda a: a.float() * 2.0)
+    assert result.passed, result
+    assert [o.name for o in result.outputs] == ["B"]
+    assert any("wrote 2048 of 6144 elements of B" in n for n in result.notes)
+    # a wrong scale is caught
+    wrong = tilelab.run(func, device="cpu", blocks=[0, 5], seed=1, ref=lambda a: a.float() * 3.0)
+    assert not wrong.passed
+
+
+def test_views_declared_over_a_tensors_data_follow_its_cpu_form():
+    func = ek.reshaped_view_copy  # 128 rows of 64: 4 blocks
+    result = tilelab.run(func, device="cpu", blocks=[0, 3], outputs=["Y"], seed=2,
+                         ref=lambda x: x.float() + 1)
+    assert result.passed, result
+    assert any("wrote 4096 of 8192 elements of Y" in n for n in result.notes)
+    wrong = tilelab.run(func, device="cpu", blocks=[0, 3], outputs=["Y"], seed=2, ref=lambda x: x.float() + 2)
+    assert not wrong.passed
+
+
+def _masked_reference(x, keep):
+    y = torch.zeros_like(x)
+    for i in range(2):
+        for j in range(2):
+            if keep[i, j]:
+                y[i * 32:(i + 1) * 32, j * 32:(j + 1) * 32] = x[i * 32:(i + 1) * 32, j * 32:(j + 1) * 32]
+    return y
+
+
+def test_bool_tensors_run_as_their_bytes():
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(3))
+    keep = torch.tensor([[True, False], [False, True]])
+    result = tilelab.run(ek.masked_tiles, x, keep, device="cpu", blocks=[0, 3], ref=_masked_reference)
+    assert result.passed, result
+    assert not any("bool computed" in n for n in result.notes)
+    assert keep.dtype == torch.bool and keep.tolist() == [[True, False], [False, True]]  # the input is untouched
+    # the last block's tile is masked out: a reference that keeps it is caught
+    dropped = torch.tensor([[True, False], [False, False]])
+    wrong = tilelab.run(ek.masked_tiles, x, dropped, device="cpu", blocks=[0, 3],
+                        ref=lambda a, k: _masked_reference(a, torch.ones(2, 2, dtype=torch.bool)))
+    assert not wrong.passed
+
+
+def test_tfloat32_tiles_are_rounded_to_tf32():
+    result = tilelab.run(ek.tf32_gemm, device="cpu", blocks=[0, 3], seed=4, ref=lambda a, b: a @ b)
+    assert result.passed, result
+    (c,) = result.outputs
+    # float32 operands rounded to tf32's 10 mantissa bits: an error far above float32's, within tf32's
+    assert 1e-5 < c.rel_error < 2e-3
+    assert any("tfloat32 computed in float32" in n for n in result.notes)
+
+
+def test_float8_outputs_are_checked_on_the_blocks_that_ran():
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(5)) * 100
+    result = tilelab.run(ek.fp8_quantise, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                         ref=lambda a: (a / 4).to(torch.float8_e4m3fn).float())
+    assert result.passed, result
+    assert result.outputs[0].rel_error == 0.0  # rounded to e4m3 exactly as torch rounds
+    assert any("wrote 4096 of 8192 elements of Y" in n for n in result.notes)
+    wrong = tilelab.run(ek.fp8_quantise, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                        ref=lambda a: (a / 2).to(torch.float8_e4m3fn).float())
+    assert not wrong.passed
+
+
+def _split_reference(x, keep=4):
+    quarters = x.double().reshape(4, 4, 64).sum(dim=2)  # [row, quarter]
+    return quarters, quarters[:, :keep].sum(dim=1)
+
+
+def test_a_program_of_two_kernels_runs_the_first_whole_and_the_blocks_of_the_last():
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(6))
+    result = tilelab.run(ek.split_then_combine, x, device="cpu", blocks=[0, 3], outputs=["Partial", "Out"],
+                         ref=_split_reference)
+    assert result.passed, result  # rows 0 and 3 need every quarter the first kernel's four blocks wrote
+    assert any("wrote 16 of 16 elements of Partial" in n for n in result.notes)
+    assert any("wrote 2 of 4 elements of Out" in n for n in result.notes)
+    wrong = tilelab.run(ek.split_then_combine, x, device="cpu", blocks=[0, 3], outputs=["Partial", "Out"],
+                        ref=lambda a: _split_reference(a, keep=3))
+    assert not wrong.passed
+
+
+def test_a_float16_tensor_behind_an_address_is_refused_by_name():
+    from tilelab.launch._emulate import EmulationError
+
+    with pytest.raises(EmulationError, match=r"float16 tensor reached through an address held in memory") as err:
+        tilelab.run(ek.pointer_table_copy, device="cpu")
+    assert "T.make_tensor" in str(err.value)  # the kernel's line
