@@ -92,12 +92,13 @@ def _portable(err: BaseException) -> BaseException:
         pickle.loads(pickle.dumps(err))
         return err
     except Exception:
-        from ._core import Wrong
-
         text = str(getattr(err, "summary", "") or err)
-        if isinstance(err, Wrong):
-            return Wrong(text)
-        return RuntimeError(f"{type(err).__name__}: {text}")
+        try:  # the same type with its text alone (a checker's Wrong keeps its type), if that pickles
+            plain = type(err)(text)
+            pickle.loads(pickle.dumps(plain))
+            return plain
+        except Exception:
+            return RuntimeError(f"{type(err).__name__}: {text}")
 
 
 def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outcome:
