@@ -238,3 +238,17 @@ def test_a_kernel_loaded_from_its_ir_text_runs_as_the_kernel_itself():
     assert result.passed, result
     wrong = _tilelang.kernel_ir_from_text(_tilelang.kernel_ir_to_text(ck.row_reduce(bug="swap_reduction")))
     assert not tilelab.run(wrong, device="cpu", ref=lambda x: x.amax(1)).passed
+
+
+def test_a_scalar_parameter_is_given_by_name():
+    """A kernel's scalar parameter is a keyword run takes (as a dynamic size is), on either device."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def shifted(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32), offset: T.int32):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] + T.Cast(T.float32, offset)
+
+    result = tilelab.run(shifted, device="cpu", offset=3, ref=lambda a, offset: a + offset)
+    assert result.passed, result

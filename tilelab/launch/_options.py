@@ -160,12 +160,13 @@ class BenchOptions:
 
 def check_sizes(sizes: dict[str, Any], params: Sequence[Any], kernel: str, options: type, call: str = "run") -> None:
     """Refuse a keyword that is neither an option of ``call`` (the fields of ``options``) nor one of
-    the kernel's dynamic sizes (the names in its parameters' symbolic shapes), by name, with the
+    the kernel's dynamic sizes (the names in its parameters' symbolic shapes) or scalar parameters,
+    by name, with the
     nearest of either: a typo (``timout=``) never travels on as a size."""
     import difflib
     import re
 
-    dynamic: set[str] = set()
+    dynamic: set[str] = {p.name for p in params if getattr(p, "kind", "") == "scalar"}  # scalars by name
     for p in params:
         for dim in getattr(p, "shape", ()):
             if isinstance(dim, str):
