@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # a core, at most 4. PYTEST_WORKERS=0: all in this process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install lab test test-gpu test-binder test-mutants chromium clean
+.PHONY: install lab test test-gpu test-binder test-mutants test-heavy chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ chromium:
 # worker's whole session. Exit status 5 there means the selection had none of them.
 test: $(STAMP) chromium lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
-		-m "not stop_button" $(PYTEST_ARGS)
+		-m "not stop_button and not heavy" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -p no:xdist -m stop_button $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
 # The course's whole mutant suite: `make test` runs every mutant but those of the GPU GEMMs graded by
@@ -49,6 +49,11 @@ test: $(STAMP) chromium lint
 test-mutants: $(STAMP)
 	TILELAB_ALL_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile \
 		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
+
+# The long end-to-end proofs beside the one of each kind that `make test` runs (marker heavy: the
+# doctor's reproducers of five failing cells, each run in a fresh TileLang process).
+test-heavy: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m heavy $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
 # (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.

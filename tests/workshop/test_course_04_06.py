@@ -218,7 +218,10 @@ def test_the_speed_check_compares_with_the_baseline_measured_in_the_same_call(mo
         calls.append(name)
         return BenchResult(kernel=name, samples_ms=(timings[name],) * 5, flops=flops, device="a GPU")
 
+    from tilelab.workshop import _isolate
+
     monkeypatch.setattr(tilelab, "has_gpu", lambda: True)
+    monkeypatch.setattr(_isolate, "can_isolate", lambda: False)  # where a GPU is in use the check runs here
     monkeypatch.setattr(tilelab, "run", lambda *a, **k: RunResult("gemm", (OutputCheck("C", "float16", (4096, 4096)),)))
     monkeypatch.setattr(tilelab, "bench", bench)
     monkeypatch.setattr(lesson, "_torch_rate", lambda torch, M, N, K: bench(lambda: None))

@@ -101,11 +101,16 @@ def launch_summary_html(results: Sequence[object]) -> str:
     colour = {"pass": "var(--jp-success-color1,#2a2)", "fail": "var(--jp-error-color1,#c22)"}
     cells = "".join(
         f'<tr><th style="text-align:left;padding-right:8px">{_esc(label)}</th>'
-        + (f'<td><b style="color:{colour[verdict]}">{_esc(text.split(" ")[0])}</b>'
-           f'{_esc(text[len(text.split(" ")[0]):])}</td>'
+        + (f'<td><b style="color:{colour[verdict]}">{_esc(_verdict_word(text))}</b>'
+           f'{_esc(text[len(_verdict_word(text)):])}</td>'
            if verdict else f"<td>{_esc(text)}</td>") + "</tr>"
         for label, text, verdict in rows)
     return f'<table class="tl-launch-summary">{cells}</table>'
+
+
+def _verdict_word(text: str) -> str:
+    """The verdict that opens a row's text ("PASS" of "PASS, worst rel error ..."), without its comma."""
+    return text.split(" ")[0].rstrip(",")
 
 
 def _notes_html(notes: Any) -> str:
