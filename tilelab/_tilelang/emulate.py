@@ -315,6 +315,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
     block mask as its last parameter (``mask=False``: every block runs, no mask). Raises
     :class:`EmulationRefused` for what cannot run."""
+    # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
     refused = refusal(func, name)
     if refused is not None:
         raise refused
@@ -544,6 +545,7 @@ def _late_pass(emulation: Emulation) -> Any:
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
     into a buffer whose GPU type the CPU lacks rounds its value to that type."""
+    # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
     narrow = emulation.narrow

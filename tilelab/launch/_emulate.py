@@ -356,6 +356,7 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     (None: in this process); ``reason`` is said in the result's notes (why the CPU was chosen, when
     the caller did not ask). ``native``: a kernel written for the CPU (target ``c``), whose run is
     its own meaning, not an emulation: the result names TileLang's cython backend and the CPU."""
+    # Long but whole: the launcher closure shares the run's copies, mask and flags with the checks after it.
     import torch
 
     from .. import _tilelang
