@@ -58,8 +58,8 @@ def test_a_kernel_that_never_ends_is_stopped_at_the_time_limit():
                          "for t in T.serial(1 << 30):\n"
                          "                        for u in T.serial(1 << 30):\n"
                          "                            C[row, col] = C[row, col] * alpha + A[row, col] + B[row, col]")
-    result = workshop.check("02.1", endless, timeout=20)
-    assert result.status == "failed" and "stopped after 20 s" in result.message, result.message
+    result = workshop.check("02.1", endless, timeout=8)
+    assert result.status == "failed" and "stopped after 8 s" in result.message, result.message
     _the_solution_still_passes()
 
 
