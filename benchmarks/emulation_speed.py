@@ -76,7 +76,8 @@ def _course_rows() -> list[tuple[str, Callable[[], Any]]]:
     for ex in _core.registry().values():
         if ex.needs_gpu or "T.prim_func" not in (ex.setup + ex.solution) and "T.Kernel" not in (ex.setup + ex.solution):
             continue
-        source = ex.setup + "\n" + ex.solution + "\n"
+        # the notebook's first cell imports these; a %%tilelang cell is not plain Python and is left out
+        source = "import tilelang\nimport tilelang.language as T\nimport torch\n" + ex.setup + "\n" + ex.solution + "\n"
         filename = f"<course {ex.id} solution>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {}
@@ -107,7 +108,8 @@ def main() -> int:
             start = time.perf_counter()
             try:
                 result = fn()
-                outcome = "PASS" if getattr(result, "passed", True) else "FAIL"
+                outcome = "PASS" if getattr(result, "passed", True) else "FAIL: " + str(
+                    getattr(result, "message", ""))[:50].replace("\n", " ")
             except Exception as err:
                 outcome = f"{type(err).__name__}: {str(err)[:60]}"
             times.append(time.perf_counter() - start)
