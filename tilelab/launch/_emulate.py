@@ -22,11 +22,7 @@ checks only the elements they wrote.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import pickle
-import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +33,7 @@ from ..records.launch import RunResult
 from . import _checks, _inputs, _worker
 from ._cuda_errors import KernelLaunchError
 from ._kernel import Prepared, reference
+from ._native import load_runtime
 from ._options import RunOptions
 
 EMULATED_NOTE = "emulated on the CPU: the tile program's meaning, not the GPU's timing or its races"
@@ -130,44 +127,13 @@ class EmulationError(TilelabError, ValueError):
     names it and its line), an argument ``run`` does not take, or no C++ compiler."""
 
 
-def _runtime_path() -> str:
-    from ..engine.cache import cache_dir
-
-    digest = hashlib.sha256(_RUNTIME_SOURCE.encode()).hexdigest()[:16]
-    return os.path.join(str(cache_dir()), "emulation", f"runtime-{digest}.so")
-
-
 def runtime() -> ctypes.CDLL:
-    """The emulation runtime, built once per machine into tilelab's cache (by the C++ compiler
-    TileLang builds target-c kernels with) and loaded once per process with its symbols global, so
-    that emulated kernels (built with the runtime's functions undefined) find them."""
+    """The emulation runtime (:mod:`._native`), loaded once per process."""
     global _RUNTIME
     with _RUNTIME_LOCK:
         if _RUNTIME is not None:
             return _RUNTIME
-        from .. import _tilelang
-
-        lib = _runtime_path()
-        if not os.path.exists(lib):
-            os.makedirs(os.path.dirname(lib), exist_ok=True)
-            folder = tempfile.mkdtemp(prefix="tilelab-emu-", dir=os.path.dirname(lib))
-            src = os.path.join(folder, "runtime.cpp")
-            out = os.path.join(folder, "runtime.so")
-            with open(src, "w") as f:
-                f.write(_RUNTIME_SOURCE)
-            cmd = [_tilelang.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", out]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-            except (OSError, subprocess.TimeoutExpired) as err:
-                raise EmulationError(f"running a GPU kernel on the CPU needs a C++ compiler (as TileLang's target c "
-                                     f"does): {err}") from err
-            if done.returncode != 0:
-                raise EmulationError(f"building the emulation runtime failed ({' '.join(cmd)}):\n{done.stderr}")
-            os.replace(out, lib)  # atomic: a process building it at the same moment finds a whole file
-            for name in os.listdir(folder):
-                os.unlink(os.path.join(folder, name))
-            os.rmdir(folder)
-        rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+        rt = load_runtime(_RUNTIME_SOURCE, "emulation-runtime", EmulationError, "running a GPU kernel on the CPU")
         rt.tilelab_emu_oob_total.restype = ctypes.c_int64
         rt.tilelab_emu_oob_kept.restype = ctypes.c_int64
         rt.tilelab_emu_oobs.restype = ctypes.c_void_p

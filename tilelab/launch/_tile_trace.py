@@ -16,10 +16,6 @@ the trace saw.
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -133,28 +129,14 @@ _RUNTIME_LOCK = threading.Lock()
 
 
 def runtime() -> ctypes.CDLL:
-    """The trace runtime, built once per process and loaded with its symbols global, so that the
-    traced kernels (built by TileLang with the access function left undefined) find it."""
+    """The trace runtime (:mod:`._native`), loaded once per process."""
     global _RUNTIME
     with _RUNTIME_LOCK:
         if _RUNTIME is not None:
             return _RUNTIME
-        from .. import _tilelang
+        from ._native import load_runtime
 
-        folder = tempfile.mkdtemp(prefix="tilelab-trace-")
-        src = os.path.join(folder, "trace_runtime.cpp")
-        lib = os.path.join(folder, "trace_runtime.so")
-        with open(src, "w") as f:
-            f.write(_RUNTIME_SOURCE)
-        cmd = [_tilelang.cxx_compiler(), "-O2", "-std=c++17", "-fPIC", "-shared", src, "-o", lib]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise TraceError(f"trace_tiles needs a C++ compiler (as TileLang's target c does): {err}") from err
-        if done.returncode != 0:
-            raise TraceError(f"building the trace runtime failed ({' '.join(cmd)}):\n{done.stderr}")
-        rt = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-        shutil.rmtree(folder, ignore_errors=True)  # the loaded library stays mapped; nothing is left behind
+        rt = load_runtime(_RUNTIME_SOURCE, "trace-runtime", TraceError, "trace_tiles")
         for name in ("tilelab_trace_count", "tilelab_trace_calls", "tilelab_trace_overflow",
                      "tilelab_trace_oob_count", "tilelab_trace_oob_total"):
             getattr(rt, name).restype = ctypes.c_int64
