@@ -673,10 +673,11 @@ class EmulatedKernel:
 
 
 def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, args: tuple = (),
-                     kwargs: dict | None = None) -> EmulatedKernel:
+                     kwargs: dict | None = None, compile_flags: list[str] | None = None) -> EmulatedKernel:
     """``obj`` (any kernel-like object written for a GPU) rewritten and compiled for target ``c``.
     Raises :class:`EmulationRefused` for constructs with no tile-level meaning and tilelab's
-    LoweringError with TileLang's reason when the rewritten kernel does not lower."""
+    LoweringError with TileLang's reason when the rewritten kernel does not lower. ``compile_flags``:
+    the host compiler's options (the launch side's: optimisation, the rounding inline)."""
     from .passes import passes_before
 
     source = resolve_kernel(obj, args, kwargs)
@@ -685,7 +686,8 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {})}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
-        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs)
+        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs,
+                                  compile_flags=compile_flags)
     return EmulatedKernel(compiled, emulation)
 
 
