@@ -725,6 +725,49 @@ def written_tensors(obj: Any) -> tuple[str, ...]:
     return tuple(n for n in names if n in written)
 
 
+def atomic_add_outputs(obj: Any) -> tuple[str, ...]:
+    """The tensor parameters a kernel writes only by atomic adds (``T.atomic_add`` of an element or
+    a tile; a split-K GEMM's output): no store, no tile operation and no other atomic writes them.
+    Such an output accumulates onto what it held, so it must start at zero, not poisoned."""
+    tirx = tilelang().tvm.tirx
+    func = getattr(obj, "prim_func", obj)
+    plain: set[str] = set()
+    added: set[str] = set()
+
+    def written(arg: Any) -> str | None:
+        """The buffer an argument (a region, an access pointer, an address) writes, if it writes one."""
+        if not (isinstance(arg, tirx.Call) and arg.args and isinstance(arg.args[0], tirx.BufferLoad)):
+            return None
+        op = str(getattr(arg.op, "name", ""))
+        name = str(arg.args[0].buffer.name)
+        if op == "tl.region" and len(arg.args) > 1:
+            mask = arg.args[1]
+        elif op in ("tl.access_ptr", "tirx.tvm_access_ptr"):
+            mask = arg.args[-1]
+        elif op == "tirx.address_of":
+            return name
+        else:
+            return None
+        return name if isinstance(mask, tirx.IntImm) and int(mask) & 2 else None
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            plain.add(str(node.buffer.name))
+        elif isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            if op == "tirx.call_extern" and node.args:
+                op = str(getattr(node.args[0], "value", op))
+            atomic_add = "atomic" in op.lower() and "add" in op.lower()
+            for arg in node.args:
+                name = written(arg)
+                if name is not None:
+                    (added if atomic_add else plain).add(name)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return tuple(n for n in names if n in added and n not in plain)
+
+
 def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int, int]:
     """The grid (x, y, z) of an emulated kernel, its dynamic sizes substituted from ``sizes``."""
     tvm = tilelang().tvm

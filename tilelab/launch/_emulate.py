@@ -283,6 +283,7 @@ class Emulated:
     kernel: Any
     key: str
     payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
+    atomic: tuple[str, ...] = ()  # outputs written only by atomic adds: they start at zero
 
 
 
@@ -316,7 +317,8 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
     key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
     configs = {**source.pass_configs, **(pass_configs or {})}
-    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)))
+    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)),
+                    atomic=_tilelang.atomic_add_outputs(source.prim_func))
 
 
 def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
@@ -378,6 +380,34 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
     out = _shared_empty(tensor.shape, tensor.dtype)
     out.copy_(tensor)
     return out
+
+
+def _atomic_start(tensor: Any, dtype: str) -> Any:
+    """The work tensor of an output written only by atomic adds: zero. A float one starts at
+    negative zero, which any add leaves (-0 + x is x, and -0 + 0 is +0), so an element whose bits
+    are still -0 after the launch was never added to (:func:`_unadded_as_poison`)."""
+    import torch
+
+    from .. import _tilelang
+
+    if dtype in _tilelang.NARROW_FLOATS:
+        return _shared_empty(tensor.shape, torch.float32).fill_(-0.0)
+    if tensor.is_floating_point():
+        return tensor.fill_(-0.0)
+    work = _working_copy(tensor, dtype)
+    return work.zero_()
+
+
+def _unadded_as_poison(result: Any) -> None:
+    """The elements of an atomic output's float result still holding negative zero's bits (no
+    block added to them) set to the poison, in place, as an unwritten element of any output is."""
+    import torch
+
+    words = {2: torch.int16, 4: torch.int32, 8: torch.int64}[result.element_size()]
+    bits = result.view(words)
+    negative_zero = torch.tensor(-0.0, dtype=result.dtype).view(words)
+    poison = int.from_bytes(bytes([_inputs.POISON]) * result.element_size(), "little", signed=True)
+    bits.masked_fill_(bits == negative_zero, poison)
 
 
 def _written_index(unwritten: Any) -> tuple[Any, ...] | None:
@@ -462,6 +492,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                 _inputs.poison_(t, pattern)
             if i in copies:
                 work.append(copies[i] if not inputs_after else _working_copy(full[i], p.dtype, copy=True))
+            elif i in atomic:
+                work.append(_atomic_start(t, p.dtype))
             elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS:  # a float32 copy of a poisoned output
                 work.append(_inputs.poison_(_shared_empty(t.shape, torch.float32), _inputs.POISON))
             else:
@@ -476,6 +508,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         outs = []
         for i in out_positions:
             res, dest = after[i], full[i]
+            if i in atomic and res.is_floating_point():
+                _unadded_as_poison(res)
             if res is not dest and res.data_ptr() != dest.data_ptr() and res.dtype != dest.dtype:
                 # dest holds the poison pattern: only the elements the kernel wrote are converted into it
                 unwritten = _inputs.unwritten_mask(res, _inputs.POISON)
@@ -494,8 +528,16 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             elif res.data_ptr() != dest.data_ptr():
                 dest.copy_(res)
             outs.append(dest)
-        return outs, [True] * len(outs)
+        # an integer output updated by atomic adds starts at 0: which elements were added to is unknown
+        return outs, [not (i in atomic and not full[i].is_floating_point()) for i in out_positions]
 
+    atomic = {i for i in out_positions if prepared.params[i].name in emulated.atomic}
+    for i in sorted(atomic):
+        name = prepared.params[i].name
+        notes.append(f"{name} is written only by atomic adds, so it started at zero instead of the poison"
+                     + (" (negative zero: an element no block added to still holds its bits, and counts as "
+                        "unwritten)" if full[i].is_floating_point() else
+                        " (an integer zero: elements no block added to cannot be told apart)"))
     outs, poisoned, seconds = _checks.poisoned_launches(launcher, prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
