@@ -109,3 +109,19 @@ def pointer_table_copy(Ptrs: T.Tensor((2,), T.int64), Y: T.Tensor((2, 64), T.flo
         X = T.make_tensor(Ptrs[b], (64,), T.float16)
         for i in T.Parallel(64):
             Y[b, i] = X[i]
+
+
+@T.prim_func
+def mask_in_a_fragment(X: T.Tensor((64, 128), T.float32), Keep: T.Tensor((2, 8), T.bool),
+                       Y: T.Tensor((64, 128), T.float32)):
+    """Y's row of 16-wide tiles k is X's where Keep[by, k] says so, else zero; the block's row of
+    the bool mask is first copied into a bool fragment (a vectorised copy of bools)."""
+    with T.Kernel(1, 2, threads=128) as (bx, by):
+        keep = T.alloc_fragment((8,), T.bool)
+        tile = T.alloc_fragment((32, 16), T.float32)
+        T.copy(Keep[by, :], keep)
+        for k in T.serial(8):
+            T.clear(tile)
+            if keep[k]:
+                T.copy(X[by * 32, k * 16], tile)
+            T.copy(tile, Y[by * 32, k * 16])

@@ -103,3 +103,16 @@ def test_a_float16_tensor_behind_an_address_is_refused_by_name():
     with pytest.raises(EmulationError, match=r"float16 tensor reached through an address held in memory") as err:
         tilelab.run(ek.pointer_table_copy, device="cpu")
     assert "T.make_tensor" in str(err.value)  # the kernel's line
+
+
+def test_bool_fragments_are_held_as_bytes_too():
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(7))
+    keep = torch.rand(2, 8, generator=torch.Generator().manual_seed(8)) > 0.5
+
+    def ref(a, k):
+        return a * k.repeat_interleave(32, 0).repeat_interleave(16, 1)
+
+    result = tilelab.run(ek.mask_in_a_fragment, x, keep, device="cpu", ref=ref)
+    assert result.passed, result
+    wrong = tilelab.run(ek.mask_in_a_fragment, x, keep, device="cpu", ref=lambda a, k: ref(a, ~k))
+    assert not wrong.passed

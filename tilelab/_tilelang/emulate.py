@@ -18,7 +18,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
   holds what it would on the GPU; a bool tensor is passed as its bytes (int8) and read as != 0
-  (the host C rejects bool pointers);
+  (the host C rejects bool pointers), and a bool tile is held as bytes too (a vectorised copy of
+  bools has no C type);
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
@@ -90,7 +91,7 @@ RULES = (
          "not what they compute"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
-         "as != 0",
+         "as != 0, and a bool tile is held as bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
@@ -331,7 +332,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return remap[buf]
         dtype = str(buf.dtype)
         new_dtype = _cpu_dtype(dtype)
-        if dtype == "bool" and scope is None:  # a tensor: its bytes, read as != 0
+        if dtype == "bool":  # a tensor or a tile of bools: its bytes, read as != 0 (the host C has no boolxN)
             new_dtype = BOOL_TENSOR_DTYPE
             booleans.add(str(buf.name))
             applied.add("dtypes")
