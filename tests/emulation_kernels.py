@@ -125,3 +125,36 @@ def mask_in_a_fragment(X: T.Tensor((64, 128), T.float32), Keep: T.Tensor((2, 8),
             if keep[k]:
                 T.copy(X[by * 32, k * 16], tile)
             T.copy(tile, Y[by * 32, k * 16])
+
+
+def fp4_dequant_gemm(M=64, N=64, K=64, block=32, bug=None):
+    """C = A @ W.T where W [N, K] is float4 e2m1 packed two to a byte (W_packed [N, K // 2], the
+    element of even k in the low nibble), dequantised by building each float16's bits and
+    T.reinterpret-ing them. bug "nibbles": the two halves of a byte swapped."""
+    low_first = bug != "nibbles"
+
+    def to_half(code):
+        sign = (code >> 3) & 1
+        exp = (code >> 1) & 3
+        man = code & 1
+        normal = (sign << 15) | ((exp + 14) << 10) | (man << 9)
+        tiny = (sign << 15) | (man * 0x3800)  # e == 0: 0 or 0.5
+        return T.reinterpret(T.if_then_else(exp == 0, tiny, normal).astype(T.uint16), T.float16)
+
+    @T.prim_func
+    def fp4_gemm(A: T.Tensor((M, K), T.float16), W_packed: T.Tensor((N, K // 2), T.uint8),
+                 C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // block, M // block, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block, K), T.float16)
+            W_s = T.alloc_shared((block, K), T.float16)
+            C_f = T.alloc_fragment((block, block), T.float32)
+            T.copy(A[by * block, 0], A_s)
+            for n, k in T.Parallel(block, K):
+                byte = W_packed[bx * block + n, k // 2].astype(T.uint32)
+                shift = (k % 2) * 4 if low_first else (1 - k % 2) * 4
+                W_s[n, k] = to_half((byte >> shift) & 15)
+            T.clear(C_f)
+            T.gemm(A_s, W_s, C_f, transpose_B=True)
+            T.copy(C_f, C[by * block, bx * block])
+
+    return fp4_gemm

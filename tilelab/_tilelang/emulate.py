@@ -48,6 +48,8 @@ from .env import tilelang
 from .resolve import resolve_kernel
 
 ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int32 format)
+FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int32 format): T.reinterpret as a GPU float
+TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int32 format): a GPU float's bits
 OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, by, bz, rank, idx[6], extent[6])
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
@@ -472,7 +474,28 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return None  # let-bound scalars: handled where they are bound (rare in tile programs)
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post)
+    def bits(node: Any) -> Any:
+        """T.reinterpret between an integer and a GPU float type the CPU lacks (a dequantiser building
+        a float16 from its bits): the runtime's decoding or encoding of that format's bits."""
+        if not (isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) == "tirx.reinterpret"
+                and len(node.args) == 1 and node.dtype.lanes == 1 and node.args[0].dtype.lanes == 1):
+            return None
+        target, value = str(node.dtype), node.args[0]
+        origin = str(value.dtype)
+        if target in NARROW_FLOATS and origin.startswith(("int", "uint")):
+            applied.add("dtypes")
+            decoded = tirx.call_extern(COMPUTE_DTYPE, FROM_BITS_FUNCTION, tirx.Cast("uint32", value),
+                                       tirx.const(NARROW_FLOATS[target], "int32"))
+            return tirx.Cast(target, decoded)  # exact: the cast's rounding leaves the value as it is
+        if origin in NARROW_FLOATS and target.startswith(("int", "uint")):
+            applied.add("dtypes")
+            encoded = tirx.call_extern("uint32", TO_BITS_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
+                                       tirx.const(NARROW_FLOATS[origin], "int32"))
+            return tirx.Cast(target, encoded)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
+    body = tirx.stmt_functor.ir_transform(body, None, post)
 
     # The block mask: the innermost block-index loop's body runs only where the mask says so.
     order = [a for a in "zyx" if a in block_vars]

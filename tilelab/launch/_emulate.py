@@ -104,6 +104,67 @@ static inline float tilelab_emu_round_impl(float x, int32_t format) {
     default: return x;
   }
 }
+/* The bits of a value of a GPU float format as float32 (T.reinterpret of an integer as that format),
+   and back (a value rounded to the format, then its bits). Formats by their code above: exponent
+   bits, mantissa bits, bias; "fn" formats have no infinity (e4m3fn's NaN is S.1111.111), "fnuz" ones
+   no infinity and no negative zero (0x80 is their NaN). */
+typedef struct { int ebits, mbits, bias, has_inf, fnuz; } tilelab_format;
+
+static inline tilelab_format tilelab_format_of(int32_t format) {
+  switch (format) {
+    case 1: return (tilelab_format){5, 10, 15, 1, 0};
+    case 2: return (tilelab_format){8, 7, 127, 1, 0};
+    case 3: return (tilelab_format){4, 3, 7, 0, 0};
+    case 4: return (tilelab_format){5, 2, 15, 1, 0};
+    case 5: return (tilelab_format){4, 3, 8, 0, 1};
+    case 6: return (tilelab_format){5, 2, 16, 0, 1};
+    case 7: return (tilelab_format){2, 1, 1, 0, 0};
+    default: return (tilelab_format){8, 23, 127, 1, 0};
+  }
+}
+
+static inline float tilelab_emu_from_bits(uint32_t bits, int32_t format) {
+  if (format == 8 || format == 2) {   /* tfloat32: float32's bits; bfloat16: float32's upper half */
+    uint32_t u = format == 2 ? (bits & 0xffffu) << 16 : bits;
+    float f; memcpy(&f, &u, sizeof f); return f;
+  }
+  tilelab_format t = tilelab_format_of(format);
+  int width = 1 + t.ebits + t.mbits;
+  bits &= (1u << width) - 1u;
+  int sign = (bits >> (width - 1)) & 1;
+  int e = (bits >> t.mbits) & ((1 << t.ebits) - 1);
+  int m = bits & ((1 << t.mbits) - 1);
+  int emax = (1 << t.ebits) - 1;
+  if (t.fnuz && bits == (1u << (width - 1))) return NAN;
+  float v;
+  if (t.has_inf && e == emax) v = m ? NAN : INFINITY;
+  else if (!t.has_inf && !t.fnuz && t.ebits == 4 && e == emax && m == (1 << t.mbits) - 1) v = NAN;
+  else if (e == 0) v = ldexpf((float)m, 1 - t.bias - t.mbits);
+  else v = ldexpf((float)((1 << t.mbits) + m), e - t.bias - t.mbits);
+  return sign ? -v : v;
+}
+
+static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
+  float r = tilelab_emu_round_impl(x, format);
+  uint32_t u; memcpy(&u, &r, sizeof u);
+  if (format == 8) return u;
+  if (format == 2) return u >> 16;    /* rounded to bfloat16: its bits are float32's upper half */
+  tilelab_format t = tilelab_format_of(format);
+  int width = 1 + t.ebits + t.mbits;
+  uint32_t sign = (u >> 31) << (width - 1);
+  int emax = (1 << t.ebits) - 1;
+  if (isnan(r)) return t.fnuz ? (1u << (width - 1)) : (sign | ((uint32_t)emax << t.mbits) | ((1u << t.mbits) - 1u));
+  if (isinf(r)) return sign | ((uint32_t)emax << t.mbits);
+  float a = fabsf(r);
+  if (a == 0.0f) return t.fnuz ? 0u : sign;
+  int e;
+  frexpf(a, &e);
+  e -= 1;                              /* a = 1.f * 2^e */
+  if (e < 1 - t.bias)                  /* a subnormal of the format */
+    return sign | (uint32_t)ldexpf(a, t.bias - 1 + t.mbits);
+  uint32_t m = (uint32_t)ldexpf(a, t.mbits - e) - (1u << t.mbits);
+  return sign | ((uint32_t)(e + t.bias) << t.mbits) | m;
+}
 """
 
 # Included first in an emulated kernel's C++ (-include): the kernel's own declaration of the
@@ -111,6 +172,10 @@ static inline float tilelab_emu_round_impl(float x, int32_t format) {
 ROUNDING_HEADER = _ROUNDING_SOURCE + r"""
 extern "C" {
 static inline float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
+static inline float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) {
+  return tilelab_emu_from_bits(bits, format);
+}
+static inline uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
 }
 """
 
@@ -143,6 +208,8 @@ int64_t tilelab_emu_oob_kept(void) { return n_kept; }
 const void* tilelab_emu_oobs(void) { return kept; }
 
 float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
+float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) { return tilelab_emu_from_bits(bits, format); }
+uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
 
 }
 """.replace("MAX_OOB", str(MAX_OOB))
