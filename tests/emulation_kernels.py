@@ -55,9 +55,10 @@ def masked_tiles(X: T.Tensor((64, 64), T.float32), Keep: T.Tensor((2, 2), T.bool
 
 
 @T.prim_func
-def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.float32),
+def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.tfloat32),
               C: T.Tensor((128, 128), T.float32)):
-    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply)."""
+    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply); B
+    is a tfloat32 tensor (float32 storage: tilelab builds it as a torch float32 tensor)."""
     with T.Kernel(2, 2, threads=128) as (bx, by):
         A_s = T.alloc_shared((64, 32), T.tfloat32)
         B_s = T.alloc_shared((32, 64), T.tfloat32)
