@@ -119,6 +119,19 @@ MUTANTS: tuple[Mutant, ...] = (
            r"never written|bounds|wrong"),
     Mutant("04.1", "block_M/block_N swapped in the store", "C[by * block_M, bx * block_N]",
            "C[by * block_N, bx * block_M]", r"never written|bounds|wrong"),
+    # 04.4 split-K with atomic adds (C starts at zero)
+    *(Mutant("04.4", *m) for m in (
+        ("stored, not added", "T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])",
+         "C[by * block_M + i, bx * block_N + j] = C_f[i, j]", r"one split's part.*race"),
+        ("read-add-write, not atomic", "T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])",
+         "C[by * block_M + i, bx * block_N + j] = C[by * block_M + i, bx * block_N + j] + C_f[i, j]",
+         r"more than one block without an atomic"),
+        ("every split adds the first slices", "(bz * steps + k)", "k", r"same slices of K"),
+        ("a split short", "splits, threads=128", "splits - 1, threads=128", r"misses the last split"),
+        ("T.clear dropped", "            T.clear(C_f)\n", "", r"before initiali"),
+        ("atomic add at swapped bx/by", "C[by * block_M + i, bx * block_N + j], C_f",
+         "C[bx * block_M + i, by * block_N + j], C_f", r"wrong|bounds|past"),
+    )),
     # 08.1 the tiled forward pass on the CPU (with and without the causal mask)
     *(Mutant("08.1", *m) for m in (
         ("rescale of acc dropped", _ACC_RESCALE, "acc[i, j] = acc[i, j]", r"acc is not rescaled"),
@@ -140,22 +153,22 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("09.4", "scale dropped", "hi - 16, hi)) * S[i]", "hi - 16, hi))", r"wrong|scale"),
     Mutant("09.4", "shift by 3", ">> T.uint8(4)", ">> T.uint8(3)", r"wrong"),
     Mutant("09.4", "scale of row 0", "* S[i]", "* S[0]", r"wrong|scale"),
-    # 10.1 a transpose that writes out of bounds
-    Mutant("10.1", "grid rounded down", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M))",
+    # 01.6 a transpose that writes out of bounds
+    Mutant("01.6", "grid rounded down", "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M))",
            "T.Kernel(N // block_N, M // block_M)", _OOB + "|" + _WHERE),
-    Mutant("10.1", "store not transposed", "B[bx * block_N + j, by * block_M + i]",
+    Mutant("01.6", "store not transposed", "B[bx * block_N + j, by * block_M + i]",
            "B[by * block_M + i, bx * block_N + j]", _OOB + "|" + _WHERE),
-    Mutant("10.1", "block_M/block_N swapped", "B[bx * block_N + j, by * block_M + i]",
+    Mutant("01.6", "block_M/block_N swapped", "B[bx * block_N + j, by * block_M + i]",
            "B[bx * block_M + j, by * block_N + i]", _OOB + "|" + _WHERE),
-    Mutant("10.1", "sign of j", "bx * block_N + j", "bx * block_N - j", _OOB + "|" + _WHERE),
-    Mutant("10.1", "swapped bx/by in the load", "A[by * block_M + i, bx * block_N + j]",
+    Mutant("01.6", "sign of j", "bx * block_N + j", "bx * block_N - j", _OOB + "|" + _WHERE),
+    Mutant("01.6", "swapped bx/by in the load", "A[by * block_M + i, bx * block_N + j]",
            "A[bx * block_M + i, by * block_N + j]", _OOB + "|" + _WHERE),
-    # 10.2 blocks that race for one element
-    Mutant("10.2", "last column dropped", "for j in T.serial(N)", "for j in T.serial(N - 1)", r"wrong"),
-    Mutant("10.2", "sum starts at 1", "total[0] = 0.0", "total[0] = 1.0", r"wrong"),
-    Mutant("10.2", "rows of another block", "total[0] += A[i, j]", "total[0] += A[j % M, j]", r"wrong"),
-    Mutant("10.2", "stored at row 0", "Out[i] = total[0]", "Out[0] = total[0]", r"never written|wrong|race"),
-    Mutant("10.2", "accumulated into Out", "Out[i] = total[0]", "Out[i] = Out[i] + total[0]",
+    # 03.5 blocks that race for one element
+    Mutant("03.5", "last column dropped", "for j in T.serial(N)", "for j in T.serial(N - 1)", r"wrong"),
+    Mutant("03.5", "sum starts at 1", "total[0] = 0.0", "total[0] = 1.0", r"wrong"),
+    Mutant("03.5", "rows of another block", "total[0] += A[i, j]", "total[0] += A[j % M, j]", r"wrong"),
+    Mutant("03.5", "stored at row 0", "Out[i] = total[0]", "Out[0] = total[0]", r"never written|wrong|race"),
+    Mutant("03.5", "accumulated into Out", "Out[i] = total[0]", "Out[i] = Out[i] + total[0]",
            r"never written|wrong|poison|NaN|race"),
 )
 
@@ -202,7 +215,7 @@ MUTANTS += (
     *_gemm_mutants("05.5", "C_local", "A_shared", "C_shared", _PIPE),
     *_gemm_mutants("07.4", "C_f", "A_s", "C_f", _PIPE),
     *_gemm_mutants("09.3", "C_f", "A_s", "C_f", _PIPE),
-    *_gemm_mutants("10.6", "C_t", "A_t", "C_t", _PIPE),
+    *_gemm_mutants("11.3", "C_t", "A_t", "C_t", _PIPE),
     Mutant("05.3", "epilogue's copy into C_shared dropped", "            T.copy(C_local, C_shared)\n", "",
            r"initiali|poison|wrong"),
     Mutant("05.5", "only A switched to cp.async", "T.copy(B[k * block_K, bx * block_N], B_shared, disable_tma=True)",
@@ -227,7 +240,7 @@ MUTANTS += (
 # (``gemm_on_cpu``): their mutants run where $TILELAB_ALL_MUTANTS is set (``make test-mutants``);
 # 04.2's always run. Of flash attention's (each a compile and several launches on the CPU), the ones
 # in QUICK run in ``make test``, the rest with $TILELAB_ALL_MUTANTS.
-SHARED_RESULTS = ("05.3", "05.5", "07.4", "09.3", "10.6")
+SHARED_RESULTS = ("05.3", "05.5", "07.4", "09.3", "11.3")
 QUICK = {("08.1", "max not carried across key blocks"), ("08.1", "causal loop past the diagonal"),
          ("08.4", "P staged in shared memory")}
 ALL = bool(os.environ.get("TILELAB_ALL_MUTANTS"))
