@@ -238,11 +238,12 @@ MUTANTS += (
 
 # The GEMMs graded for a GPU whose results are graded by the same function as 04.2's
 # (``gemm_on_cpu``): their mutants run where $TILELAB_ALL_MUTANTS is set (``make test-mutants``);
-# 04.2's always run. Of flash attention's (each a compile and several launches on the CPU), the ones
-# in QUICK run in ``make test``, the rest with $TILELAB_ALL_MUTANTS.
+# 04.2's always run. Of split-K's and flash attention's (each a compile and several launches on the
+# CPU), the ones in QUICK run in ``make test``, the rest with $TILELAB_ALL_MUTANTS.
 SHARED_RESULTS = ("05.3", "05.5", "07.4", "09.3", "11.3")
 QUICK = {("08.1", "max not carried across key blocks"), ("08.1", "causal loop past the diagonal"),
-         ("08.4", "P staged in shared memory")}
+         ("08.4", "P staged in shared memory"), ("04.4", "stored, not added"), ("04.4", "read-add-write, not atomic"),
+         ("04.4", "every split adds the first slices")}
 ALL = bool(os.environ.get("TILELAB_ALL_MUTANTS"))
 
 
@@ -256,8 +257,8 @@ def assert_caught(mutant: Mutant) -> None:
     if mutant.exercise in SHARED_RESULTS and not ALL:
         pytest.skip("graded by the same results function as 04.2's mutants: TILELAB_ALL_MUTANTS=1 (make "
                     "test-mutants) runs it")
-    if mutant.exercise in ("08.1", "08.4") and (mutant.exercise, mutant.name) not in QUICK and not ALL:
-        pytest.skip("flash attention's mutants past the quick ones: TILELAB_ALL_MUTANTS=1 (make test-mutants) runs it")
+    if mutant.exercise in ("04.4", "08.1", "08.4") and (mutant.exercise, mutant.name) not in QUICK and not ALL:
+        pytest.skip("past the exercise's quick mutants: TILELAB_ALL_MUTANTS=1 (make test-mutants) runs it")
     ex = _core.get(mutant.exercise)
     answer = _answers.evaluate(ex, ex.solution.replace(mutant.old, mutant.new))
     result = workshop.check(ex.id, answer)

@@ -1,4 +1,4 @@
-"""What lessons 07-10 share: building the student's kernel from their factory, launching it on the
+"""What several lessons share: building the student's kernel from their factory, launching it on the
 CPU and saying where it went wrong (never what the right values are), and inspecting a kernel for
 a target with the native compiler's notes that a student cannot act on kept out of the notebook."""
 

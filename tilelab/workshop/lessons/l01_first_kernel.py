@@ -1,4 +1,5 @@
-"""Lesson 01, a first kernel: a tile copy, the launch grid and its blocks, guards at the edge.
+"""Lesson 01, a first kernel: a tile copy, the launch grid and its blocks, guards at the edge, and a
+transpose whose grid sends stores out of bounds (found by the tile map and a trace with the guards off).
 
 Everything runs on the CPU (TileLang's target ``c``): the student's kernel function is called at
 sizes of the checker's choosing, compiled for the CPU and launched on poisoned outputs that sit in

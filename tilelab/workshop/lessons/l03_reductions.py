@@ -1,5 +1,6 @@
 """Lesson 03, reductions: row sums with ``T.reduce_sum``, which axis ``dim`` removes, a running
-maximum started from the wrong value, then the online softmax (one pass for the max and the sum).
+maximum started from the wrong value, the online softmax (one pass for the max and the sum), then
+a row sum split over blocks that race for each output element (the poisoned launch and the trace).
 
 On the CPU (target ``c``), TileLang 0.1.15 lowers ``T.reduce_sum``/``T.reduce_max`` over tiles in
 ``T.alloc_local`` (not over ``T.alloc_fragment``, whose layout it cannot infer for ``c``), and local

@@ -80,7 +80,7 @@ def _shared_tile_bytes(report: Any) -> dict[str, int]:
                  "The Hopper build keeps one copy of each per stage, because its TMA loads run ahead of the compute.",
                  "A copy per stage is needed only where the loop is software-pipelined (the next tile loads while "
                  "this one is used). Read the MI300 build's device code: does its K loop overlap them?"),
-          solution="answer_11_4 = 16384",
+          solution="answer_11_1 = 16384",
           reveal=lambda answer: _show("gfx942"))
 def _lds(answer: Any) -> str:
     expect(isinstance(answer, int) and not isinstance(answer, bool), f"answer with a whole number of bytes, got "
@@ -116,7 +116,7 @@ def _lds(answer: Any) -> str:
                  "C's tile goes from a register fragment straight to global memory: TMA copies only between global "
                  "and shared memory.",
                  "Does the MI300 have a Tensor Memory Accelerator?"),
-          solution='answer_11_5 = {"sm_90a": 2, "gfx942": 0}',
+          solution='answer_11_2 = {"sm_90a": 2, "gfx942": 0}',
           reveal=lambda answer: _show("sm_90a", "summary,tma"))
 def _tma(answer: Any) -> str:
     expect(isinstance(answer, dict) and set(answer) == {"sm_90a", "gfx942"}
@@ -162,7 +162,7 @@ def my_gemm(M, N, K, target, block_M=64, block_N=64, block_K=32):
     return gemm
 
 
-answer_11_6 = my_gemm
+answer_11_3 = my_gemm
 '''
 
 
@@ -203,9 +203,9 @@ def _many(answer: Any) -> str:
 
 
 wrong_answers = {
-    "11.1": ("answer_11_4 = 32768", "answer_11_4 = 8192", "answer_11_4 = 8192 + 8192 // 2"),
-    "11.2": ('answer_11_5 = {"sm_90a": 3, "gfx942": 0}', 'answer_11_5 = {"sm_90a": 2, "gfx942": 2}',
-             'answer_11_5 = {"sm_90a": 1, "gfx942": 0}'),
+    "11.1": ("answer_11_1 = 32768", "answer_11_1 = 8192", "answer_11_1 = 8192 + 8192 // 2"),
+    "11.2": ('answer_11_2 = {"sm_90a": 3, "gfx942": 0}', 'answer_11_2 = {"sm_90a": 2, "gfx942": 2}',
+             'answer_11_2 = {"sm_90a": 1, "gfx942": 0}'),
     "11.3": (GEMM_SOLUTION.replace("cpu = target == \"c\"", "cpu = False"),
              GEMM_SOLUTION.replace("                A_t = T.alloc_shared((block_M, block_K), dtype)\n"
                                    "                B_t = T.alloc_shared((block_K, block_N), dtype)\n"
