@@ -230,6 +230,7 @@ MUTANTS += (
          r"one block short"),
         ("causal mask hides the diagonal", _MASK, _MASK.replace(" > ", " >= "), r"hides the diagonal"),
         ("values of the wrong block", "V[kb * block_N, 0]", "V[kb * block_M, 0]", r"O is wrong"),
+        ("max not carried across key blocks", "clear=False", "clear=True", r"NaN or infinite.*carried"),
         ("P staged in shared memory", "P = T.alloc_fragment", "P = T.alloc_shared", r"registers"),
         ("loop not pipelined", "T.Pipelined(steps, num_stages=num_stages)", "T.serial(steps)", r"pipelined|TMA"),
     )),

@@ -233,12 +233,13 @@ GIVEN_08_1 = _CPU_HEAD + """\
 LARGE = 100.0
 
 
-def _large_scores(seq: int, dim: int) -> tuple[Any, Any, Any]:
+def _large_scores(seq: int, dim: int, half: bool = False) -> tuple[Any, Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(seq + dim)
-    return (torch.randn(seq, dim, generator=g) * LARGE, torch.randn(seq, dim, generator=g),
-            torch.randn(seq, dim, generator=g))
+    q, k, v = (torch.randn(seq, dim, generator=g) for _ in range(3))
+    dtype = torch.float16 if half else torch.float32
+    return (q * LARGE).to(dtype), k.to(dtype), v.to(dtype)
 
 
 def name_the_slip(kernel: Any, causal: bool, block_M: int, block_N: int, *, device: str = "cpu",
@@ -282,6 +283,39 @@ def _keys_past_the_diagonal(kernel: Any, seq: int, block_M: int, block_N: int) -
             "(T.ceildiv((bx + 1) * block_M, block_N) steps)")
 
 
+def flash_verdict(kernel: Any, seq: int, dim: int, block_M: int, block_N: int, causal: bool, where: str, *,
+                  tolerance: float | None = None, half: bool = False) -> None:
+    """Run a flash attention on the CPU against torch and raise :class:`Wrong` with what is wrong. The
+    causal run has large scores (Q x LARGE): a maximum that is not carried across key blocks
+    overflows exp2 there (a block's maximum far below the previous one's)."""
+    import tilelab
+
+    ref = causal_attention if causal else torch_attention
+    tensors = _large_scores(seq, dim, half) if causal else ()
+    result = tilelab.run(kernel, *tensors, ref=ref, device="cpu", seed=23, tolerance=tolerance, tile=(block_M, dim))
+    if result.passed:
+        return
+    out = result.outputs[0]
+    if out.unwritten:
+        raise Wrong(f"{where}, {where_wrong(result)}: does every block store its block_M rows of O, at "
+                    "O[bx * block_M, 0]?")
+    if out.nonfinite and causal:
+        ordinary = tilelab.run(kernel, ref=ref, device="cpu", seed=23, tolerance=tolerance).outputs[0]
+        if ordinary.nonfinite:
+            raise Wrong(f"{where}, even with ordinary scores {ordinary.nonfinite} elements of O are NaN: a row whose "
+                        "every key is masked divides 0 by 0. Query 0 sees one key, itself: if your mask hides the "
+                        "diagonal (key == query), mask only keys with index > the query's")
+        raise Wrong(f"{where}, with large scores (Q x {LARGE:g}), {out.nonfinite} elements of O are NaN or infinite: "
+                    "an exp2 overflowed float32 (past about 2^128). Its argument must never be positive: is the "
+                    "row maximum carried across key blocks (T.reduce_max with clear=False), so that old_max - "
+                    "row_max <= 0, and subtracted before every exp2?")
+    said = name_the_slip(kernel, causal, block_M, block_N, tolerance=tolerance, tensors=tensors)
+    if said:
+        raise Wrong(f"{where}: {said}")
+    raise Wrong(f"{where} O is wrong: {where_wrong(result)}. Each row of the softmax sums to 1: follow one row "
+                "through two key blocks (its maximum, the rescale, the sum) and the final division")
+
+
 @exercise("08.1", "the tiled forward pass, on the CPU",
           question="Write flash(seq, dim, block_M, block_N, causal): flash attention's forward pass, one block per "
                    "block_M queries, streaming keys and values block_N at a time with the online softmax (running "
@@ -299,37 +333,12 @@ def _keys_past_the_diagonal(kernel: Any, seq: int, block_M: int, block_N: int) -
                  "is T.if_then_else(kb * block_N + j > bx * block_M + i, -T.infinity(T.float32), S[i, j])."),
           solution=FLASH_CPU_SOLUTION, answer_name="flash", given=GIVEN_08_1)
 def _tiled_cpu(factory: Any) -> str:
-    import tilelab
 
     done = []
     for seq, dim, bm, bn, causal in FLASH_CPU_SIZES:
         kernel = build(factory, seq, dim, bm, bn, causal, name="flash")
-        ref = causal_attention if causal else torch_attention
         where = f"at seq={seq}, dim={dim} with {bm} queries x {bn} keys a step, causal={causal}"
-        # the causal size runs with large scores (Q x LARGE): a maximum that is not carried across key
-        # blocks overflows exp2 there (a block's maximum far below the previous one's)
-        tensors = _large_scores(seq, dim) if causal else ()
-        result = tilelab.run(kernel, *tensors, ref=ref, device="cpu", seed=23, tile=(bm, dim))
-        if not result.passed:
-            out = result.outputs[0]
-            if out.unwritten:
-                raise Wrong(f"{where}, {where_wrong(result)}: does every block store its block_M rows of O, at "
-                            "O[bx * block_M, 0]?")
-            if out.nonfinite and causal:
-                ordinary = tilelab.run(kernel, ref=ref, device="cpu", seed=23).outputs[0]
-                if ordinary.nonfinite:
-                    raise Wrong(f"{where}, even with ordinary scores {ordinary.nonfinite} elements of O are NaN: a "
-                                "row whose every key is masked divides 0 by 0. Query 0 sees one key, itself: if your "
-                                "mask hides the diagonal (key == query), mask only keys with index > the query's")
-                raise Wrong(f"{where}, with large scores (Q x {LARGE:g}), {out.nonfinite} elements of O are NaN or "
-                            "infinite: an exp2 overflowed float32 (past about 2^128). Its argument must never be "
-                            "positive: is the row maximum carried across key blocks (T.reduce_max with "
-                            "clear=False), so that old_max - row_max <= 0, and subtracted before every exp2?")
-            said = name_the_slip(kernel, causal, bm, bn, tensors=tensors)
-            if said:
-                raise Wrong(f"{where}: {said}")
-            raise Wrong(f"{where} O is wrong: {where_wrong(result)}. Each row of the softmax sums to 1: follow one "
-                        "row through two key blocks (its maximum, the rescale, the sum) and the final division")
+        flash_verdict(kernel, seq, dim, bm, bn, causal, where)
         if causal:
             past = _keys_past_the_diagonal(kernel, seq, bm, bn)
             if past:
@@ -504,26 +513,14 @@ FLASH_CPU_CAUSAL = {"seq": 128, "dim": 32, "block_M": 32, "block_N": 64, "causal
 
 def _flash_on_cpu(answer: Any) -> str:
     """The results part of a flash attention graded for Hopper: its tile program run on the CPU."""
-    import tilelab
 
     for sizes in (FLASH_CPU, FLASH_CPU_CAUSAL):
         causal = bool(sizes.get("causal"))
         kernel = build(answer, name="my_flash", **sizes)
-        ref = causal_attention if causal else torch_attention
-        result = tilelab.run(kernel, ref=ref, device="cpu", seed=23, tolerance=ATTENTION_TOLERANCE,
-                             tile=(sizes["block_M"], sizes["dim"]))
         where = (f"run on the CPU (the tile program's meaning) at seq={sizes['seq']}, dim={sizes['dim']} with "
                  f"{sizes['block_M']} queries x {sizes['block_N']} keys a step, causal={causal}")
-        if result.passed:
-            continue
-        if result.outputs[0].unwritten:
-            raise Wrong(f"{where}, {where_wrong(result)}: does every block store its rows of O?")
-        said = name_the_slip(kernel, causal, sizes["block_M"], sizes["block_N"], tolerance=ATTENTION_TOLERANCE)
-        if said:
-            raise Wrong(f"{where}: {said}")
-        raise Wrong(f"{where} O is wrong: {where_wrong(result)}. Each row of softmax(Q K^T) sums to 1: look at "
-                    "what happens to acc and row_sum when the row's max grows (the rescale), and at the final "
-                    "division")
+        flash_verdict(kernel, sizes["seq"], sizes["dim"], sizes["block_M"], sizes["block_N"], causal, where,
+                      tolerance=ATTENTION_TOLERANCE, half=True)
     return (f"right on the CPU at seq={FLASH_CPU['seq']} with {FLASH_CPU['block_M']}x{FLASH_CPU['block_N']} tiles "
             f"and, causal, with {FLASH_CPU_CAUSAL['block_M']}x{FLASH_CPU_CAUSAL['block_N']}")
 
