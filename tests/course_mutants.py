@@ -122,7 +122,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # 04.4 split-K with atomic adds (C starts at zero)
     *(Mutant("04.4", *m) for m in (
         ("stored, not added", "T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])",
-         "C[by * block_M + i, bx * block_N + j] = C_f[i, j]", r"one split's part.*race"),
+         "C[by * block_M + i, bx * block_N + j] = C_f[i, j]", r"without an atomic.*race"),
         ("read-add-write, not atomic", "T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])",
          "C[by * block_M + i, bx * block_N + j] = C[by * block_M + i, bx * block_N + j] + C_f[i, j]",
          r"more than one block without an atomic"),

@@ -14,9 +14,8 @@ sentences that say *where* (rows, columns, blocks), never what the right code is
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._core import Wrong
@@ -264,22 +263,3 @@ def grade(problems_found: list[str], *, size: str) -> None:
     if problems_found:
         raise Wrong(f"at {size}: " + "; ".join(problems_found))
 
-
-@contextlib.contextmanager
-def outputs_from_zero() -> Iterator[None]:
-    """CPU launches made in this process (``tilelab.run(..., device="cpu", isolate=False)``) start
-    their outputs at zero instead of the poison: what the host code of a kernel that only adds into
-    its output (``T.atomic_add``, a split-K GEMM) does before the launch (``torch.zeros``). An
-    element such a kernel never adds to stays 0, and shows as a wrong value against the reference."""
-    from ..launch import _inputs
-
-    saved = _inputs.poison_
-
-    def zero_(tensor: Any, pattern: int = _inputs.POISON) -> Any:
-        return tensor.zero_()
-
-    _inputs.poison_ = zero_  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        _inputs.poison_ = saved  # type: ignore[assignment]
