@@ -286,7 +286,7 @@ def _race(kernel: Any, a: Any) -> str:
           solution=ROW_SUM_FIXED,
           answer_name="row_sum",
           given=ROW_SUM_BUGGY)
-def _row_sum(answer: Any) -> str:
+def _split_row_sum(answer: Any) -> str:
     import torch
 
     for m, n in ((64, 128), (48, 96)):
