@@ -161,8 +161,9 @@ def test_nested_submissions_name_the_student_by_folder(tmp_path):
 
 
 def test_a_notebook_is_graded_on_its_notebooks_exercises():
-    assert _grade._notebook_exercises("03_reductions.ipynb", (), None) == ["03.1", "03.2", "03.3", "03.4"]
-    assert _grade._notebook_exercises("mine.ipynb", ("02.1", "99.9"), None) == ["02.1", "02.2", "02.3", "02.4"]
+    assert _grade._notebook_exercises("03_reductions.ipynb", (), None) == ["03.1", "03.2", "03.3", "03.4", "03.5"]
+    assert _grade._notebook_exercises("mine.ipynb", ("02.1", "99.9"), None) == ["02.1", "02.2", "02.3", "02.4",
+                                                                                 "02.5"]
 
 
 def test_a_folder_that_does_not_exist_is_a_clear_error(tmp_path):
