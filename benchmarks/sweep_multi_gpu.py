@@ -9,9 +9,10 @@
    (TileLang's disk cache) and every GPU's launch worker is running: the timed sweeps then
    measure the same work from the same state: loading, checking against torch.matmul, timing;
 2. the sweep on each count of GPUs of ``--gpus`` (the first k of ``--devices``; one GPU always),
-   ``--runs`` times each, interleaved (1, 2, 4, 1, 2, 4, ...; ``--one-gpu-runs`` sets the one-GPU
-   count apart), each with the row cache bypassed (``force=True``) and timed by wall clock. Both
-   rank by ``--rank-by``: ``ratio`` (the default) times every configuration side by side with
+   ``--runs`` times each, interleaved, each run starting with the next count (1, 2, 4, then 2, 4,
+   1, then 4, 1, 2: the first sweep after the warm-up meets GPUs not yet at their sustained heat,
+   whose rows read slower; ``--one-gpu-runs`` sets the one-GPU count apart), each with the row
+   cache bypassed (``force=True``) and timed by wall clock. Both rank by ``--rank-by``: ``ratio`` (the default) times every configuration side by side with
    torch.matmul (batches alternating in one window) and ranks by that ratio; ``median`` by each
    row's own median. A sweep on several GPUs ends with its final round (its 3 fastest
    configurations ranked on one GPU: with ``ratio``, the one that measured the most of them, the
@@ -236,7 +237,9 @@ def main() -> int:
     tables: dict[int, list] = {k: [] for k in counts}
     parts: dict[int, list[dict]] = {k: [] for k in counts}
     for run in range(max(args.runs, one_runs)):
-        for k in counts:
+        # each run starts with another count: the first sweep after the warm-up meets GPUs not yet
+        # at their sustained heat (its rows read slower), and no count should always be that one
+        for k in counts[run % len(counts):] + counts[:run % len(counts)]:
             if run >= (one_runs if k == 1 else args.runs):
                 continue
             wall, table, split = timed_sweep(many[:k], PARAMS, f"{k}gpu_run{run + 1}")
