@@ -12,13 +12,14 @@
    ``--runs`` times each, interleaved, each run starting with the next count (1, 2, 4, then 2, 4,
    1, then 4, 1, 2: the first sweep after the warm-up meets GPUs not yet at their sustained heat,
    whose rows read slower; ``--one-gpu-runs`` sets the one-GPU count apart), each with the row
-   cache bypassed (``force=True``) and timed by wall clock. Both rank by ``--rank-by``: ``ratio`` (the default) times every configuration side by side with
-   torch.matmul (batches alternating in one window) and ranks by that ratio; ``median`` by each
-   row's own median. A sweep on several GPUs ends with its final round (its 3 fastest
-   configurations ranked on one GPU: with ``ratio``, the one that measured the most of them, the
-   others timed again there beside torch.matmul), and its wall time includes it. Each sweep's
-   wall time is split per GPU (when each row step ran: rows, busy seconds, seconds a row, idle
-   before the first row and after the last, the final round);
+   cache bypassed (``force=True``) and timed by wall clock. Both rank by ``--rank-by``: ``ratio``
+   (the default) times every configuration side by side with torch.matmul (batches alternating in
+   one window) and ranks by that ratio; ``median`` by each row's own median. A sweep on several
+   GPUs ends with its final round (its 3 fastest configurations ranked on one GPU: with
+   ``ratio``, the one that measured the most of them, the others timed again there beside
+   torch.matmul), and its wall time includes it. Each sweep's wall time is split per GPU (when
+   each row step ran: rows, busy seconds, seconds a row, idle before the first row and after the
+   last, the final round);
 3. the single-GPU sweep's best configuration timed again on each GPU alone (``devices=[d]``),
    ``--repeat`` times, interleaved across the GPUs; median and spread per GPU, with the SM
    clocks NVML saw.
