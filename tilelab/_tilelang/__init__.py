@@ -117,6 +117,7 @@ from .passes import (
 )
 from .reproduce import (
     Recipe,
+    call_recipe,
     recipe,
     run_script,
     script_header,
@@ -177,6 +178,7 @@ __all__ = [
     "run_script",
     "script_header",
     "script_tail",
+    "call_recipe",
     "text_recipe",
     "versions",
     "written_tensors",

@@ -80,7 +80,8 @@ def sentence_key(message: str) -> str:
     """TileLang's sentence as a key: its first clause, numbers as #, at most 60 characters."""
     text = message.split(" failed: ", 1)[-1]
     text = re.split(r"[\n:]\s|\s--\s|\{", text, maxsplit=1)[0]
-    return re.sub(r"\d+", "#", text).strip()[:60]
+    # a sentence that ends at its colon ("(p) is false:") is the same as one followed by more
+    return re.sub(r"\d+", "#", text).strip().rstrip(":;,.").strip()[:60]
 
 
 # -- the shrinking, over the text of a script -----------------------------------------------------------
