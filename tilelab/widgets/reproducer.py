@@ -59,7 +59,8 @@ class ReproducerButton:
         self.script.value = rep.script
         self.script.layout.display = None
         done = "fails the same way" if rep.reproduces else "the unshrunk kernel (it does not fail the same way)"
-        self.status.value = f"{rep.lines_after} lines, {done}; written to {self.path} (copy it from the box). {rep.note}"
+        self.status.value = (f"{rep.lines_after} lines, {done}; written to {self.path} (copy it from the box). "
+                             f"{rep.note}")
         self.button.description = "Shrink again"
 
     def _progress(self, line: str) -> None:
