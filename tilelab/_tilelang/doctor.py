@@ -1,11 +1,16 @@
-"""Why TileLang could not lower a kernel, in tile-program terms: a catalogue of known causes.
+"""Why TileLang could not lower a kernel, in tile-program terms: the causes, by mechanism first.
 
 TileLang's compile failures are C++ checks and Python asserts deep in its passes ("local_buf must be
-a fragment", "Check failed: (0) is false: int4"). :func:`diagnose` reads the sentence TVM gives,
-the trace and the pass that was running, and returns a :class:`Diagnosis`: the pass, the tile op
-and buffers involved, the kernel line when it can be placed, and, for a failure in the catalogue,
-what it means and what to change. A failure not in the catalogue still gets the pass, the line
-and TVM's sentence, and says so.
+a fragment", "Check failed: (0) is false: int4"). :func:`diagnose` takes the kernel's state at the
+failure (the pass that was running, the tile operations with their buffers' memories, dtypes and
+shapes, the threads, the target) and the sentence TVM gives with its trace, and returns a
+:class:`Diagnosis`: the pass, the tile op and buffers involved, the kernel line when it can be
+placed, and, for a known cause, what it means and what to change. The state is the key: the rules
+of :mod:`tilelab._tilelang.mechanisms` are tried first, and TileLang's sentence is evidence, which
+may say which case of the mechanism it is (:data:`REFINES`: which rounding mode, which WGMMA
+constraint). Only where no rule finds its mechanism is the sentence matched against the catalogue's
+patterns, a fallback. A failure no cause explains still gets the pass, the line, the operation's
+buffers and TVM's sentence, and says so.
 
 Each cause is declared with :func:`cause` (the shape of :mod:`tilelab.engine.tma_rules`): an id, a
 title, the patterns of TileLang 0.1.15's own wording that recognise it, what it means and what
