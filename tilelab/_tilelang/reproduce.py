@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import os
 import platform
 import textwrap
 import types
@@ -256,7 +257,11 @@ def run_script(body: str, rec: Recipe, *, stop_after: str | None = None) -> Lowe
 
     text = _HEADER + body
     filename = f"<reproducer {hashlib.sha1(text.encode()).hexdigest()[:12]}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    # TileLang stamps spans with the file name made absolute (the working folder before "<reproducer ...>"):
+    # the text answers under both names, so that the doctor reads the script's lines as it reads a cell's
+    names = (filename, os.path.abspath(filename))
+    for name in names:
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     namespace: dict[str, Any] = {"__name__": "__reproducer__"}
     try:
         code = compile(text, filename, "exec", dont_inherit=True)
@@ -280,7 +285,8 @@ def run_script(body: str, rec: Recipe, *, stop_after: str | None = None) -> Lowe
         target = parse_target(rec.target_name or rec.target)
         return _lower(func, rec.kernel, target, rec.pass_configs, stop_after)
     finally:
-        linecache.cache.pop(filename, None)
+        for name in names:
+            linecache.cache.pop(name, None)
 
 
 def _lower(func: Any, name: str, target: Any, pass_configs: dict[str, Any],
