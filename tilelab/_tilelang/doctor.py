@@ -798,12 +798,18 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
         pass_name = pass_from_trace(trace) or pass_name
     # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
     names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
-    found = _by_mechanism(message, trace, pass_name=pass_name, target_family=target_family, names=names, line=line,
-                          source_lines=source_lines, sites=sites, target=target, threads=threads)
-    if found is not None:
-        return found
-    return _by_sentence(message, trace, pass_name=pass_name, target_family=target_family, names=names, line=line,
-                        source_lines=source_lines, sites=sites, target=target, threads=threads)
+    state: dict[str, Any] = dict(pass_name=pass_name, target_family=target_family, names=names, line=line,
+                                 source_lines=source_lines, sites=sites, target=target, threads=threads)
+    if sites:
+        found = _by_mechanism(message, trace, **state)
+        if found is not None:
+            return found
+    said = _by_sentence(message, trace, **state)
+    if said.cause is None and not sites:
+        # no tile operation was read from the kernel: its state is the pass, the threads and the target
+        # only, too little to come before the sentence, but enough for a rule where none matched it
+        return _by_mechanism(message, trace, **state) or said
+    return said
 
 
 def _trace_tile_op(message: str, trace: str) -> str | None:
@@ -820,11 +826,9 @@ def _by_mechanism(message: str, trace: str, *, pass_name: str | None, target_fam
                   sites: Sequence[TileSite], target: str | None, threads: int | None) -> Diagnosis | None:
     """The diagnosis of the first mechanism rule that finds its mechanism in the kernel's state;
     None where none does."""
-    if not sites:
-        return None
     tile_op = _trace_tile_op(message, trace)
     candidates: tuple[int, ...] = ()
-    if line is None:
+    if line is None and sites:
         line, candidates = place(sites, tile_op=tile_op, names=names)
     site_here = _site_at(sites, line)
     state = _mechanisms.State(message=message, pass_name=pass_name, tile_op=tile_op, target=target,
