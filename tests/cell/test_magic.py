@@ -534,7 +534,8 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
                 '        raise ValueError("<script>alert(1)</script>")\n')
         result = run(ip, "", cell)
         assert type(result.error_in_exec).__name__ == "LoweringError", result.error_in_exec
-        page = shown[-1]["data"]["text/html"]
+        assert "<script" not in str(shown[-1]["data"]).lower()  # the reproducer's button says nothing of it
+        page = shown[-2]["data"]["text/html"]
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page.lower()
         # a kernel name with markup (possible through a factory's __name__) is escaped too
         from tilelab.cell.session import FoldedTrace
