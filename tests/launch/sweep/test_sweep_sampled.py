@@ -9,7 +9,7 @@ import statistics
 import sys
 
 import pytest
-from fake_gpu import timed
+from fake_gpu import SweepGpu, v_around_64
 
 from tilelab import OptionError
 from tilelab.launch.sweep import SweepOptions, _sampled, sweep
@@ -33,26 +33,22 @@ def factory(N, block_M, block_N, num_stages):
     return ("kernel", N, block_M, block_N, num_stages)
 
 
-class FakeGpu:
+def _key(config):
+    return (config["block_M"], config["block_N"], config["num_stages"])
+
+
+class FakeGpu(SweepGpu):
     """Compiles a configuration to itself (``fail``: those raise) and times it at its true time."""
 
     def __init__(self, fail=()):
-        self.fail = set(fail)
-        self.benched: list[tuple[int, int, int]] = []
+        super().__init__(fail=fail, key=_key)
 
-    def compile(self, f, size, config):
-        key = (config["block_M"], config["block_N"], config["num_stages"])
+    def time(self, kernel, size, config, **kw):
+        return true_ms(*_key(kernel))
 
-        def step():
-            if key in self.fail:
-                raise RuntimeError("ptxas: too many resources requested")
-            return dict(config)
-        return step
-
-    def bench(self, kernel, size, config, **kw):
-        key = (kernel["block_M"], kernel["block_N"], kernel["num_stages"])
-        self.benched.append(key)
-        return timed(true_ms(*key))
+    @property
+    def benched(self) -> list[tuple[int, int, int]]:
+        return [_key(kernel) for kernel, *_ in self.log]
 
     def sweep(self, space=SPACE, **kw):
         kw.setdefault("seed", 0)
@@ -201,14 +197,10 @@ def test_real_compiles_for_the_cpu_each_measured_once_and_right(tmp_path, monkey
     import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    kernels = {}
-
-    def bench(prepared, size, config, **kwargs):
-        kernels[config["block"]] = prepared
-        return timed(1.0 + abs(config["block"] - 64) / 64)
-
+    gpu = SweepGpu(v_around_64)
     table = sweep(lambda N, block: _scaled_copy(N, block, 3.0), {"block": [16, 32, 64, 128]}, {"N": [256]},
-                  strategy="optuna", n_trials=3, seed=0, target="c", bench_fn=bench, progress=False)
+                  strategy="optuna", n_trials=3, seed=0, target="c", bench_fn=gpu.bench, progress=False)
+    kernels = {config["block"]: kernel for kernel, _, config, _ in gpu.log}
     assert len(kernels) == 3 and len(table.rows) == 3 and all(r.ok for r in table.rows)
     assert table.best_config() == {"block": min(kernels, key=lambda b: abs(b - 64))}
     a = torch.arange(256, dtype=torch.float32)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_gpu import timed
+from fake_gpu import SweepGpu, v_around_64
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -133,12 +133,9 @@ def test_the_rung_breakdown_reads_the_sweeps_note(tuning):
 def test_the_rung_breakdown_reads_what_a_halving_sweep_writes(tuning):
     from tilelab.launch.sweep import sweep
 
-    def bench(kernel, size, config, **kwargs):
-        return timed(1.0 + abs(config["block"] - 64) / 64)
-
+    gpu = SweepGpu(v_around_64)
     table = sweep(lambda N, block: None, {"block": [16, 32, 48, 64, 80, 96, 112, 128, 144]}, {"N": [1024]},
-                  strategy="halving", prune=False, compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench,
-                  progress=False)
+                  strategy="halving", prune=False, compile_fn=gpu.compile, bench_fn=gpu.bench, progress=False)
     (note,) = [n for n in table.notes if n.startswith("successive halving")]
     rungs = tuning.rung_breakdown(note)
     assert [(r["rung"], r["measured"], r["pruned"]) for r in rungs] == [(0, 9, 0), (1, 3, 0)]  # 9 -> the fastest 3
