@@ -264,4 +264,3 @@ def grade(problems_found: list[str], *, size: str) -> None:
     """Fail with every problem found at ``size`` (e.g. "M=100, N=70")."""
     if problems_found:
         raise Wrong(f"at {size}: " + "; ".join(problems_found))
-
