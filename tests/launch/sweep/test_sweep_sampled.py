@@ -9,7 +9,7 @@ import statistics
 import sys
 
 import pytest
-from fake_gpu import SweepGpu, v_around_64
+from fake_gpu import SweepGpu, timed, v_around_64
 
 from tilelab import OptionError
 from tilelab.launch.sweep import SweepOptions, _sampled, sweep
