@@ -238,7 +238,29 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "it gives warps of the block different programs that meet at barriers", r"\bT\.ws\b")
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
+    imported = _imported_device_call(func)
+    if imported:
+        note(f"a device function written in CUDA C ({imported}, from T.import_source)",
+             "its body is GPU source code (often inline PTX) that the CPU's compiler cannot build",
+             rf"\b{re.escape(imported)}\b|\bT\.import_source\b")
     return found[0] if found else None
+
+
+def _imported_device_call(func: Any) -> str:
+    """The first function a kernel calls (T.call_extern) that its T.import_source defines; ""
+    when none."""
+    tirx = tilelang().tvm.tirx
+    sources: list[str] = []
+    calls: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "pragma_import_c" in node.annotations:
+            sources.append(str(node.annotations["pragma_import_c"]))
+        elif isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) == "tirx.call_extern" and node.args:
+            calls.append(str(getattr(node.args[0], "value", "")))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return next((c for c in calls if c and any(re.search(rf"\b{re.escape(c)}\s*\(", s) for s in sources)), "")
 
 
 # ------------------------------------------------------------------------------------------
