@@ -12,8 +12,13 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``parallel``: ``T.Parallel`` loops run as serial loops, in order;
 - ``pipeline``: ``T.Pipelined`` runs as a plain loop (its stages overlap copies with MMAs on a GPU;
   one after another, the result is the same);
-- ``threads``: one thread runs the block (TileLang's warp specialisation and its thread layouts are
-  how a GPU shares out the block's work, not what the work is);
+- ``threads``: one thread runs the block, each tile operation once (TileLang's warp specialisation
+  and its thread layouts are how a GPU shares out the block's work, not what the work is);
+- ``thread-level``: code that says which thread does what (``T.get_thread_binding``,
+  ``T.thread_binding``) runs in loops over the block's threads, split at each barrier, with a slot
+  per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
+  become a loop that stores every thread's value and one that reads each thread's result
+  (``emulate_threads.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -24,10 +29,12 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
-What has no tile-level meaning is refused by name, with the line that says it
-(:class:`EmulationRefused`): explicit barriers and ``T.mbarrier_*``, warp specialisation written
-by hand, thread-index arithmetic (``T.get_thread_binding``). Atomics are kept: the CPU runs blocks
-one after another, so an atomic update is an update (one valid order of the GPU's).
+What has no meaning on the CPU is refused by name, with the line that says it
+(:class:`EmulationRefused`): ``T.mbarrier_*`` (a producer/consumer protocol between threads that
+run at once), warp specialisation written by hand, hand-written PTX, device functions written in
+CUDA C (``T.import_source``), and a barrier or warp operation only some threads reach. Atomics are
+kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
+the GPU's).
 
 The rounding and the out-of-bounds record are C functions of a small runtime library that the
 launch side builds and loads before the kernel (``launch/_emulate.py``): the kernel is built with
