@@ -58,7 +58,7 @@ def block_sum_share(rows=4, per=256, threads=64, bug=None):
     return block_sum_share
 
 
-def gemv_allreduce(N=64, K=256, rows_per_block=4, lanes=32, bug=None):
+def gemv_allreduce(N=64, K=256, rows_per_block=4, lanes=32, acc_dtype=T.float32, bug=None):
     """y = W x, ``rows_per_block`` rows per block (threadIdx.y), each row's dot product split over
     ``lanes`` threads (threadIdx.x) and summed by T.tvm_thread_allreduce. ``wrong_axis``: the
     all-reduce sums over the rows' threads instead of the lanes."""
@@ -68,13 +68,13 @@ def gemv_allreduce(N=64, K=256, rows_per_block=4, lanes=32, bug=None):
         with T.Kernel(N // rows_per_block, threads=(lanes, rows_per_block)) as bx:
             lane = T.thread_binding(0, lanes, thread="threadIdx.x")
             row = T.thread_binding(0, rows_per_block, thread="threadIdx.y")
-            acc = T.alloc_local((1,), T.float32)
-            total = T.alloc_local((1,), T.float32)
+            acc = T.alloc_local((1,), acc_dtype)
+            total = T.alloc_local((1,), acc_dtype)
             T.clear(acc)
             for k in T.serial(K // lanes):
-                acc[0] += T.Cast(T.float32, W[bx * rows_per_block + row, k * lanes + lane]) * \
-                    T.Cast(T.float32, x[k * lanes + lane])
-            with T.attr(T.comm_reducer(lambda a, b: a + b, [T.float32(0)]), "reduce_scope",
+                acc[0] += T.Cast(acc_dtype, W[bx * rows_per_block + row, k * lanes + lane]) * \
+                    T.Cast(acc_dtype, x[k * lanes + lane])
+            with T.attr(T.comm_reducer(lambda a, b: a + b, [T.Cast(acc_dtype, 0)]), "reduce_scope",
                         T.reinterpret(T.uint64(0), dtype="handle")):
                 T.evaluate(T.tvm_thread_allreduce(T.uint32(1), acc[0], True, total[0],
                                                   row if bug == "wrong_axis" else lane, dtype="handle"))

@@ -116,6 +116,20 @@ def test_an_all_reduce_and_a_shuffle_are_split_in_a_staging_loop_and_a_reading_l
     assert "shfl" not in shuffled and "warp_reduce" not in shuffled
 
 
+def test_a_float16_register_with_a_slot_per_thread_still_rounds_at_every_store():
+    from tilelab._tilelang.emulate import ROUND_FUNCTION, _late_pass, rewrite_for_cpu
+    from tilelab._tilelang.env import tilelang
+
+    emulation = rewrite_for_cpu(tk.gemv_allreduce(acc_dtype="float16"), "gemv_allreduce")
+    assert emulation.narrow["acc"] == "float16" and emulation.narrow["total"] == "float16"
+    after = emulation.func.script()
+    assert 'acc = T.sblock_alloc_buffer((128, 1), scope="local")' in after  # float32 storage, a slot per thread
+    tvm = tilelang().tvm
+    late = _late_pass(emulation)(tvm.IRModule({"main": emulation.func}))["main"].script()
+    assert f"acc[tilelab_thread, 0] = T.call_extern(\"float32\", \"{ROUND_FUNCTION}\"" in late
+    assert f"total[tilelab_thread, 0] = T.call_extern(\"float32\", \"{ROUND_FUNCTION}\"" in late
+
+
 def test_tile_operations_under_a_branch_on_the_thread_stay_outside_the_loops():
     from tilelab._tilelang.emulate import rewrite_for_cpu
 

@@ -439,9 +439,7 @@ class _Block:
         on the thread of the branches around it."""
         tirx = self.tirx
         if self.is_barrier(s):
-            if guard:
-                raise self.divergent("barrier")
-            self.counter["barrier"] += 1
+            self.barrier_reached(s, guard)
             return tirx.Evaluate(self.const(0))
         if not self.varies(s):
             if guard and self.holds_barrier(s):
@@ -479,7 +477,8 @@ class _Block:
             if not self.varies(s.condition):
                 else_case = self.transform(s.else_case, guard) if s.else_case is not None else None
                 return tirx.IfThenElse(s.condition, self.transform(s.then_case, guard), else_case)
-            if self.holds_barrier(s):
+            if self.any_node(s, lambda n: isinstance(n, tirx.Call) and _op_name(n) in _BARRIER_OPS
+                             and _op_name(n) not in ("tl.sync_warp", "__syncwarp")):
                 raise self.divergent("barrier")
             # a branch on the thread around tile operations or warp operations: the threads that take it
             # share its tile operations; its warp operations need whole warps (checked where they stand)
@@ -534,6 +533,15 @@ class _Block:
                            "reduction)", "its result depends on which lanes take the branch together; here every "
                            "thread of the block must take part. Move it out of the branch", _COLLECTIVE_SOURCE,
                            self.counter["collective"])
+
+    def barrier_reached(self, s: Any, guard: list[Any]) -> None:
+        """Refuses a barrier under ``guard`` (a warp's barrier, T.sync_warp, is kept where whole warps
+        meet ``guard`` alike); counts it, for the line of a later refusal."""
+        if guard:
+            if _op_name(s.value) not in ("tl.sync_warp", "__syncwarp"):
+                raise self.divergent("barrier")
+            self.taken_alike(s, guard)
+        self.counter["barrier"] += 1
 
     def taken_alike(self, s: Any, guard: list[Any]) -> None:
         """Refuses a warp operation (an all-reduce) under ``guard`` unless every lane of each warp
@@ -613,9 +621,7 @@ class _Block:
         while rest:
             c = rest.pop(0)
             if self.is_barrier(c):
-                if guard:
-                    raise self.divergent("barrier")
-                self.counter["barrier"] += 1
+                self.barrier_reached(c, guard)
                 rest = flush(rest)
             elif self.is_collective_unit(c):
                 self.taken_alike(c, guard)
@@ -825,11 +831,15 @@ class _Block:
         combined = [tirx.stmt_functor.substitute(res, {**dict(zip(reducer.lhs, current)),
                                                        **dict(zip(reducer.rhs, loads))})
                     for res in reducer.result]
-        held = [tirx.Var(f"tilelab_new{i}", str(v.dtype)) for i, v in enumerate(values)]
-        step = [*(tirx.Bind(h, c) for h, c in zip(held, combined)),
-                *(tirx.BufferStore(a, h, [zero]) for a, h in zip(accs, held))]
+        if len(values) == 1:
+            step = [tirx.BufferStore(accs[0], combined[0], [zero])]
+        else:  # every new value from the old ones, then all stored
+            held = [self.new_buffer(f"tilelab_new{len(self.added)}", [1], str(v.dtype)) for v in values]
+            step = [*(tirx.BufferStore(h, c, [zero]) for h, c in zip(held, combined)),
+                    *(tirx.BufferStore(a, tirx.BufferLoad(h, [zero]), [zero]) for a, h in zip(accs, held))]
         second = [*(tirx.BufferStore(a, tirx.Cast(str(a.dtype), e), [zero]) for a, e in zip(accs, identities)),
-                  tirx.For(r, zero, self.const(span), tirx.ForKind.SERIAL, tirx.SeqStmt(step)),
+                  tirx.For(r, zero, self.const(span), tirx.ForKind.SERIAL,
+                           tirx.SeqStmt(step) if len(step) > 1 else step[0]),
                   *(tirx.BufferStore(res.buffer, tirx.BufferLoad(a, [zero]), res.indices)
                     for res, a in zip(results, accs))]
         return tirx.SeqStmt(first) if len(first) > 1 else first[0], tirx.SeqStmt(second)
