@@ -178,3 +178,27 @@ def barrier_in_a_thread_loop(N=64):
             Y[tx] = S[tx]
 
     return barrier_in_a_thread_loop
+
+
+def shuffles(N=64):
+    """Each kind of warp shuffle and a ballot on two warps: A = shfl_down by 3 within 16 lanes,
+    B = shfl_up by 2, C = lane 5 of each group of 8, D = shfl_xor by 4 of a value bound after a
+    barrier, E = the low 16 bits of the warp's ballot of X > 0."""
+
+    @T.prim_func
+    def shuffles(X: T.Tensor((N,), T.float32), A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32),
+                 C: T.Tensor((N,), T.float32), D: T.Tensor((N,), T.float32), E: T.Tensor((N,), T.int32)):
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            v = X[tx]
+            S = T.alloc_shared((N,), T.float32)
+            A[tx] = T.shfl_down(v, 3, 16)
+            B[tx] = T.shfl_up(v, 2)
+            C[tx] = T.shfl_sync(v, 5, 8)
+            S[tx] = v * 2.0
+            T.sync_threads()
+            w = S[N - 1 - tx]
+            D[tx] = w + T.shfl_xor(w, 4)
+            E[tx] = T.Cast(T.int32, T.ballot(v > 0) & T.uint64(0xFFFF))
+
+    return shuffles

@@ -53,6 +53,27 @@ def test_a_planted_mistake_in_a_thread_indexed_kernel_fails(name, bug):
         assert wrong.outputs[0].unwritten == (512 - 320) + (488 - 320)
 
 
+def shuffles_ref(x):
+    """CUDA's rules for each shuffle (a lane outside its group of ``width`` keeps its own value)."""
+    n = len(x)
+    lane = torch.arange(n) % 32
+    base = torch.arange(n) - lane
+
+    def take(src, ok):
+        return torch.where(ok, x[(base + src).clamp(0, n - 1)], x)
+
+    w = (x * 2).flip(0)
+    ballot = ((x > 0).view(-1, 32).long() * (1 << torch.arange(32))).sum(1) & 0xFFFF
+    return (take(lane + 3, lane + 3 < lane // 16 * 16 + 16), take(lane - 2, lane >= 2),
+            x[base + lane // 8 * 8 + 5], w + w[base + (lane ^ 4)], ballot.repeat_interleave(32))
+
+
+@pytest.mark.heavy
+def test_each_warp_shuffle_follows_cudas_rules():
+    result = tilelab.run(tk.shuffles(), device="cpu", outputs=["A", "B", "C", "D", "E"], ref=shuffles_ref, seed=2)
+    assert result.passed, result
+
+
 def test_tile_operations_under_a_branch_on_the_thread_run_once_for_the_threads_that_take_it():
     x = torch.randn(128)
     result = tilelab.run(tk.branch_by_thread(), x, device="cpu", outputs=["A", "B"],

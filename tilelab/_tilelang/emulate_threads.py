@@ -627,8 +627,9 @@ class _Block:
                 self.taken_alike(c, guard)
                 first, second = self.phases(c)
                 group.append(first)
-                rest = flush(rest)
-                group.append(second)
+                later = flush([second, *rest])  # the reading loop may use what the staging loop bound
+                group.append(later[0])
+                rest = later[1:]
             elif self.varies(c) and not self.holds_sync(c) and not self.holds_tile(c):
                 group.append(c)
             else:
