@@ -202,3 +202,31 @@ def shuffles(N=64):
             E[tx] = T.Cast(T.int32, T.ballot(v > 0) & T.uint64(0xFFFF))
 
     return shuffles
+
+
+def named_barrier(count=64):
+    """Threads 0-63 of 96 meet at a named barrier of ``count`` threads (64: exactly those that reach it)."""
+
+    @T.prim_func
+    def named_barrier(X: T.Tensor((64,), T.float32), Y: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=96) as _:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((64,), T.float32)
+            if tx < 64:
+                S[tx] = X[tx] * 2.0
+                T.sync_threads(1, count)
+                Y[tx] = S[63 - tx]
+
+    return named_barrier
+
+
+def no_threads_given(N=256):
+    """A kernel that indexes by thread without saying how many threads (TileLang's default, 128)."""
+
+    @T.prim_func
+    def no_threads_given(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // 128) as bx:
+            tn = T.get_thread_binding(0)
+            Y[bx * 128 + tn] = X[bx * 128 + tn] + 1.0
+
+    return no_threads_given

@@ -159,6 +159,22 @@ def test_tile_operations_under_a_branch_on_the_thread_stay_outside_the_loops():
     assert after.count("T.fill(") == 1 and "for i in range(128):" in after
 
 
+def test_a_named_barrier_of_exactly_the_threads_that_reach_it_splits_their_loops():
+    from tilelab._tilelang.emulate import EmulationRefused, rewrite_for_cpu
+
+    after = rewrite_for_cpu(tk.named_barrier(64), "named_barrier").func.script()
+    assert _loops_over_threads(after) == 2 and after.count("if tilelab_thread < 64:") == 2
+    with pytest.raises(EmulationRefused, match=r"divergent T.sync_threads\) \(line \d+: T.sync_threads\(1, count\)\)"):
+        rewrite_for_cpu(tk.named_barrier(96), "named_barrier")
+
+
+def test_a_kernel_without_threads_runs_tilelangs_default_block_of_128():
+    from tilelab._tilelang.emulate import rewrite_for_cpu
+
+    after = rewrite_for_cpu(tk.no_threads_given(), "no_threads_given").func.script()
+    assert "for tilelab_thread in range(128):" in after and "tn" not in after.split("tilelang_root")[1]
+
+
 def test_the_rule_is_listed_with_what_it_does_and_why():
     rules = {r.id: r for r in tilelab.launch.EMULATION_RULES}
     assert "barrier" in rules["thread-level"].does and "loops over the block's threads" in rules["thread-level"].does

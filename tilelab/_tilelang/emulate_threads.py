@@ -136,11 +136,12 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
 
     blocks: list[Any] = []
     tirx.stmt_functor.post_order_visit(
-        func.body, lambda n: blocks.append(n) if isinstance(n, tirx.SBlock) and "tl.launch_threads" in n.annotations
-        else None)
+        func.body, lambda n: blocks.append(n) if isinstance(n, tirx.SBlock) and (
+            "tl.launch_threads" in n.annotations or str(n.name_hint) == "tilelang_root") else None)
     replaced: list[tuple[Any, Any]] = []
     for node in blocks:  # rewritten outside TVM's callbacks, so that a refusal reaches the caller as it is
-        extents = [int(e) for e in node.annotations["tl.launch_threads"]]
+        given = node.annotations.get("tl.launch_threads")  # none: T.Kernel without threads=, the GPU's default
+        extents = [int(e) for e in given] if given is not None else [_default_threads()]
         extents += [1] * (3 - len(extents))
         rewritten = _Block(func, name, dict(axes), (extents[0], extents[1], extents[2]), node, counter).rewrite()
         if rewritten is None:
@@ -477,8 +478,7 @@ class _Block:
             if not self.varies(s.condition):
                 else_case = self.transform(s.else_case, guard) if s.else_case is not None else None
                 return tirx.IfThenElse(s.condition, self.transform(s.then_case, guard), else_case)
-            if self.any_node(s, lambda n: isinstance(n, tirx.Call) and _op_name(n) in _BARRIER_OPS
-                             and _op_name(n) not in ("tl.sync_warp", "__syncwarp")):
+            if self.any_node(s, lambda n: isinstance(n, tirx.Call) and _is_block_barrier(n)):
                 raise self.divergent("barrier")
             # a branch on the thread around tile operations or warp operations: the threads that take it
             # share its tile operations; its warp operations need whole warps (checked where they stand)
@@ -538,9 +538,16 @@ class _Block:
         """Refuses a barrier under ``guard`` (a warp's barrier, T.sync_warp, is kept where whole warps
         meet ``guard`` alike); counts it, for the line of a later refusal."""
         if guard:
-            if _op_name(s.value) not in ("tl.sync_warp", "__syncwarp"):
+            op = _op_name(s.value)
+            if op in ("tl.sync_warp", "__syncwarp"):
+                self.taken_alike(s, guard)
+            elif _is_block_barrier(s.value):
                 raise self.divergent("barrier")
-            self.taken_alike(s, guard)
+            else:  # a named barrier of a number of threads: those that meet the guard, all of them
+                count = _call_args(s.value)[2]
+                values = self.per_thread_truth(guard)
+                if values is None or not isinstance(count, self.tirx.IntImm) or sum(values) != int(count):
+                    raise self.divergent("barrier")
         self.counter["barrier"] += 1
 
     def taken_alike(self, s: Any, guard: list[Any]) -> None:
@@ -924,6 +931,17 @@ class _Block:
         second = tirx.stmt_functor.ir_transform(s, None, swap, ["tirx.Call"])
         first_stmt = tirx.SeqStmt(first) if len(first) > 1 else first[0]
         return first_stmt, tirx.SeqStmt([*before, second]) if before else second
+
+
+def _is_block_barrier(call: Any) -> bool:
+    """A barrier of every thread of the block (T.sync_threads() without a thread count)."""
+    op = _op_name(call)
+    return op == "__syncthreads" or (op == "tirx.tvm_storage_sync" and len(_call_args(call)) < 3)
+
+
+def _default_threads() -> int:
+    """The threads of a block whose T.Kernel gives no ``threads=`` (TileLang's CUDA and HIP default)."""
+    return int(getattr(getattr(tilelang(), "transform", None), "DEFAULT_SIMT_THREADS", 128))
 
 
 def _declares(stmt: Any) -> bool:
