@@ -19,9 +19,14 @@ of CUDA blocks do (work-item loops, with loop fission at barriers):
   array, then each reads its result from it: ``T.tvm_thread_allreduce``, the warp shuffles
   (``T.shfl_xor``/``down``/``up``/``T.shfl_sync``), ``T.warp_reduce_*`` and the votes
   (``T.any_sync``, ``T.all_sync``, ``T.ballot``);
+- a barrier under a branch on the thread is kept when exactly its threads take the branch (a
+  named barrier ``T.sync_threads(id, count)`` of the ``count`` threads that take it, a
+  ``T.sync_warp`` or warp operation under a branch that whole warps take alike);
 - what still has no meaning on the CPU is refused by name with its line: a barrier or a warp
-  operation only some threads reach (under a condition on the thread, or in a loop whose trip
-  count depends on it), one-sided named barriers, grid-wide barriers.
+  operation only some of its threads reach (under a condition on the thread, or in a loop whose
+  trip count depends on it), one-sided named barriers, grid-wide barriers.
+
+A block whose ``T.Kernel`` gives no ``threads=`` has TileLang's default for CUDA and HIP (128).
 
 The loops are serial and in thread order: one of the interleavings a GPU may run. A kernel whose
 result depends on the order of its threads between two barriers (a race) gets one answer here.
