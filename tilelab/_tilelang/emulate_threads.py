@@ -121,6 +121,7 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
     on the CPU."""
     tirx = tilelang().tvm.tirx
     axes: dict[Any, str] = {}  # the kernel's threadIdx variables -> "x", "y" or "z"
+    refused: list[tuple[str, str, str]] = []
 
     def visit(node: Any) -> None:
         if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
@@ -128,14 +129,15 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
             axes[node.var] = "xyz"[int(node.value.args[0])] if node.value.args else "x"
         elif isinstance(node, tirx.Call):
             op = _op_name(node)
-            for pattern, construct, why, source in _REFUSED:
-                if re.search(pattern, op):
-                    from .emulate import EmulationRefused
-
-                    file, line, text = _source_line(func, source)
-                    raise EmulationRefused(name, construct, why, file, line, text)
+            refused.extend(entry[1:] for entry in _REFUSED if re.search(entry[0], op))
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
+    if refused:
+        from .emulate import EmulationRefused
+
+        construct, why, source = refused[0]
+        file, line, text = _source_line(func, source)
+        raise EmulationRefused(name, construct, why, file, line, text)
     result = ThreadLevel(func)
     counter = {"barrier": 0, "collective": 0}
 
