@@ -74,6 +74,7 @@ def test_each_warp_shuffle_follows_cudas_rules():
     assert result.passed, result
 
 
+@pytest.mark.heavy  # make test checks its rewritten IR (below)
 def test_tile_operations_under_a_branch_on_the_thread_run_once_for_the_threads_that_take_it():
     x = torch.randn(128)
     result = tilelab.run(tk.branch_by_thread(), x, device="cpu", outputs=["A", "B"],
