@@ -15,8 +15,8 @@ the kernel's ``out_idx``, else the tensors it writes. Each kernel's row says:
 - ``runs``: the CPU run finished; its note says whether the two blocks wrote elements of every
   output and whether all they wrote is finite (no reference: the example's own check needs every
   block);
-- ``refused``: a construct with no tile-level meaning, named (an mbarrier, hand-written warp
-  specialisation, thread-index arithmetic, ...);
+- ``refused``: a construct with no meaning on the CPU, named (an mbarrier, hand-written warp
+  specialisation, hand-written PTX, a barrier only some threads reach, ...);
 - ``fails``: anything else, with its reason (grouped by class in the totals).
 
 Kernels TileLang itself cannot lower for sm_90a, and kernels of other targets (sm_100 folders,

@@ -235,6 +235,26 @@ def clobbers_input(N=256, block=128, threads=128):
     return clobbers_input
 
 
+DOUBLE_IT = """
+__device__ void double_it(float* x) { asm volatile("add.f32 %0, %0, %0;" : "+f"(*x)); }
+"""
+
+
+def imported_device_function(N=64):
+    """A call of a device function written in CUDA C with inline PTX (T.import_source)."""
+
+    @T.prim_func
+    def imported_device_function(X: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=N) as _:
+            T.import_source(DOUBLE_IT)
+            v = T.alloc_local((1,), T.float32)
+            v[0] = X[0]
+            T.call_extern("handle", "double_it", T.access_ptr(v, "rw"))
+            X[0] = v[0]
+
+    return imported_device_function
+
+
 def splitk_gemm(M=64, N=64, K=128, block_M=32, block_N=32, block_K=32, split=2, tile_add=False, threads=128,
                 bug=None):
     """C (float32) = A @ B in ``split`` slices of K, each block adding its slice's product into C

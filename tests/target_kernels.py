@@ -185,8 +185,8 @@ def copy_tile(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float1
 
 
 def thread_indexed_copy(N=128):
-    """Each thread copies the element of its own index: thread-index arithmetic, which has no
-    meaning at the level of tiles (the CPU path refuses it by name)."""
+    """Each thread copies the element of its own index (thread-index arithmetic: on the CPU, a loop
+    over the block's threads)."""
 
     @T.prim_func
     def thread_indexed_copy(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):

@@ -241,9 +241,14 @@ def test_a_gpu_kernel_is_traced_through_its_tile_program_on_the_cpu():
     assert not trace.out_of_bounds
 
 
+def test_a_kernel_that_indexes_by_thread_is_traced_through_its_loops_over_the_threads():
+    trace = tilelab.trace_tiles(tk.thread_indexed_copy())
+    assert trace.writes("B", 0).all() and trace.reads("A", 0).all() and not trace.out_of_bounds
+
+
 def test_a_kernel_with_no_tile_meaning_is_refused_by_name_and_a_gpu_target_too():
-    with pytest.raises(tilelab.TraceError, match=r"thread-index arithmetic \(T.get_thread_binding\)"):
-        tilelab.trace_tiles(tk.thread_indexed_copy())
+    with pytest.raises(tilelab.TraceError, match=r"a barrier under a condition on the thread"):
+        tilelab.trace_tiles(__import__("thread_kernels").divergent_barrier())
     with pytest.raises(tilelab.TraceError, match=r"got target 'sm_90a'\. Pass target='c'"):
         tilelab.trace_tiles(tk.scale_add(), target="sm_90a")
     assert issubclass(tilelab.TraceError, tilelab.TilelabError)

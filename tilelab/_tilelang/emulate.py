@@ -12,8 +12,13 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``parallel``: ``T.Parallel`` loops run as serial loops, in order;
 - ``pipeline``: ``T.Pipelined`` runs as a plain loop (its stages overlap copies with MMAs on a GPU;
   one after another, the result is the same);
-- ``threads``: one thread runs the block (TileLang's warp specialisation and its thread layouts are
-  how a GPU shares out the block's work, not what the work is);
+- ``threads``: one thread runs the block, each tile operation once (TileLang's warp specialisation
+  and its thread layouts are how a GPU shares out the block's work, not what the work is);
+- ``thread-level``: code that says which thread does what (``T.get_thread_binding``,
+  ``T.thread_binding``) runs in loops over the block's threads, split at each barrier, with a slot
+  per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
+  become a loop that stores every thread's value and one that reads each thread's result
+  (``emulate_threads.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -25,10 +30,12 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
-What has no tile-level meaning is refused by name, with the line that says it
-(:class:`EmulationRefused`): explicit barriers and ``T.mbarrier_*``, warp specialisation written
-by hand, thread-index arithmetic (``T.get_thread_binding``). Atomics are kept: the CPU runs blocks
-one after another, so an atomic update is an update (one valid order of the GPU's).
+What has no meaning on the CPU is refused by name, with the line that says it
+(:class:`EmulationRefused`): ``T.mbarrier_*`` (a producer/consumer protocol between threads that
+run at once), warp specialisation written by hand, hand-written PTX, device functions written in
+CUDA C (``T.import_source``), and a barrier or warp operation only some threads reach. Atomics are
+kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
+the GPU's).
 
 The rounding and the out-of-bounds record are C functions of a small runtime library that the
 launch side builds and loads before the kernel (``launch/_emulate.py``): the kernel is built with
@@ -44,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
+from .emulate_threads import RULE_ID as THREAD_RULE
+from .emulate_threads import thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -88,9 +97,16 @@ RULES = (
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
          "stages overlap the copies of one iteration with the MMAs of another on a GPU; in order, the values "
          "are the same"),
-    Rule("threads", "one thread runs each block",
+    Rule("threads", "one CPU thread runs each block, and each of its tile operations once",
          "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
          "not what they compute"),
+    Rule("thread-level", "code that indexes by thread runs in loops over the block's threads, split at each "
+         "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
+         "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
+         "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
+         "when some thread takes it",
+         "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
+         "run; a barrier or warp operation only some threads reach is refused"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
          "as != 0, and a bool tile is held as bytes too",
@@ -147,21 +163,16 @@ class Emulation:
 # Call ops that synchronise threads or warps by hand: (pattern on the op's name, the construct's
 # name as the user wrote it, a pattern that finds the line in the kernel's source).
 _REFUSED_CALLS = (
-    (r"mbarrier|barrier_(arrive|wait|init)|arrive_barrier|wait_barrier|init_barrier",
+    (r"mbarrier|(?<!named_)barrier_(arrive|wait|init)|arrive_barrier|wait_barrier|init_barrier",
      "an mbarrier (T.mbarrier_* / T.barrier_*)",
-     "a barrier coordinates threads of a block by hand; on the CPU one thread runs the block",
+     "it is one side of a producer/consumer protocol between threads of a block that run at once; the CPU "
+     "runs the block's threads one after another, in loops that meet only at full barriers",
      r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier|create_list_of_mbarrier|get_mbarrier)\b"),
-    (r"tvm_storage_sync|sync_thread|syncthreads|bar_sync|named_barrier",
-     "an explicit thread barrier (T.sync_threads)",
-     "a barrier orders the accesses of the block's threads by hand; on the CPU one thread runs the block",
-     r"\bT\.(sync_threads|sync_warp|sync_grid)\b"),
     (r"warpgroup_(arrive|commit|wait)|wgmma|ptx_", "a hand-written PTX or warp-group instruction",
      "it is one GPU instruction of one warp, not an operation on a tile",
      r"\bT\.(ptx_\w+|warpgroup_\w+|wgmma\w*)\b"),
-    (r"shfl|shuffle|warp_reduce|activemask|ballot", "a warp shuffle or vote",
-     "it exchanges values between the threads of a warp; on the CPU one thread runs the block",
-     r"\bT\.(shfl\w*|__shfl\w*|warp_reduce\w*|ballot\w*)\b"),
 )
+# Barriers, shuffles, warp reductions and votes are the thread-level rule's (emulate_threads.py).
 
 
 def _source_lines(func: Any) -> tuple[str, int, list[str]]:
@@ -209,7 +220,6 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
     tvm = tilelang().tvm
     tirx = tvm.tirx
     found: list[EmulationRefused] = []
-    thread_vars: dict[Any, str] = {}  # the Vars that hold threadIdx.* -> the axis
 
     def note(construct: str, detail: str, pattern: str) -> None:
         if not found:
@@ -218,15 +228,6 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
 
     def visit(node: Any) -> None:
         if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
-                and "launch_thread" in str(getattr(node.value.op, "name", "")):
-            thread_vars[node.var] = str(node.var.name)
-        elif isinstance(node, tirx.For) and node.thread_binding is not None \
-                and str(node.thread_binding.thread_tag).startswith("threadIdx"):
-            thread_vars[node.loop_var] = str(node.thread_binding.thread_tag)
-        elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "thread_extent" \
-                and str(getattr(node.node, "thread_tag", "")).startswith("threadIdx"):
-            thread_vars[node.node.var] = str(node.node.thread_tag)
-        elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
                 and str(getattr(node.value.op, "name", "")).endswith("reinterpret") \
                 and str(getattr(getattr(node.var.type_annotation, "element_type", None), "dtype", "")) \
                 in NARROW_FLOATS:
@@ -247,24 +248,29 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "it gives warps of the block different programs that meet at barriers", r"\bT\.ws\b")
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
-    if found:
-        return found[0]
-    if thread_vars:
-        used: list[str] = []
-
-        def uses(node: Any) -> None:
-            if isinstance(node, tirx.Bind) and node.var in thread_vars:
-                return
-            if isinstance(node, tirx.Var) and node in thread_vars:
-                used.append(thread_vars[node])
-
-        tirx.stmt_functor.post_order_visit(func.body, uses)  # a Bind's own var is not visited as a use
-        if used:
-            note("thread-index arithmetic (T.get_thread_binding)",
-                 "indexing by the thread's number says which thread does what, and the CPU runs one thread per "
-                 "block; write the work as a tile operation or a T.Parallel loop over the tile instead",
-                 r"\bT\.get_thread_binding|\bT\.get_thread_bindings|\bT\.thread_binding\b|threadIdx")
+    imported = _imported_device_call(func)
+    if imported:
+        note(f"a device function written in CUDA C ({imported}, from T.import_source)",
+             "its body is GPU source code (often inline PTX) that the CPU's compiler cannot build",
+             rf"\b{re.escape(imported)}\b|\bT\.import_source\b")
     return found[0] if found else None
+
+
+def _imported_device_call(func: Any) -> str:
+    """The first function a kernel calls (T.call_extern) that its T.import_source defines; ""
+    when none."""
+    tirx = tilelang().tvm.tirx
+    sources: list[str] = []
+    calls: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "pragma_import_c" in node.annotations:
+            sources.append(str(node.annotations["pragma_import_c"]))
+        elif isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) == "tirx.call_extern" and node.args:
+            calls.append(str(getattr(node.args[0], "value", "")))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return next((c for c in calls if c and any(re.search(rf"\b{re.escape(c)}\s*\(", s) for s in sources)), "")
 
 
 # ------------------------------------------------------------------------------------------
@@ -322,9 +328,11 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     refused = refusal(func, name)
     if refused is not None:
         raise refused
+    threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
+    func = threaded.func
     tvm = tilelang().tvm
     tirx = tvm.tirx
-    applied: set[str] = set()
+    applied: set[str] = {THREAD_RULE} if threaded.applied else set()
     narrow: dict[str, str] = {}
     remap: dict[Any, Any] = {}
     booleans: set[str] = set()  # bool tensors, held as int8 (the host C rejects bool pointers)
@@ -576,6 +584,7 @@ def _late_pass(emulation: Emulation) -> Any:
     block_names = {name: axis for axis, name in emulation.block_names.items()}
 
     def transform(func: Any, mod: Any, ctx: Any) -> Any:
+        # Long but whole: the late pass itself (see above), its hooks sharing one analyzer and scope.
         analyzer = tvm.arith.Analyzer()
         ids = {name: i for i, name in enumerate(emulation.buffers)}
         mask = next((func.buffer_map[p] for p in func.params if p in func.buffer_map
