@@ -52,6 +52,8 @@ from typing import Any
 
 from .compile import compile_kernel
 from .emulate_threads import RULE_ID as THREAD_RULE
+from .emulate_roles import RULE_ID as ROLES_RULE
+from .emulate_roles import warp_roles
 from .emulate_threads import thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
@@ -63,7 +65,7 @@ OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, b
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "2"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "3"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -107,6 +109,15 @@ RULES = (
          "when some thread takes it",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
          "run; a barrier or warp operation only some threads reach is refused"),
+    Rule("warp-roles", "the block's code runs in the order it is written: each T.ws(k) region once, for its warp "
+         "group (its tile operations whole; its code by thread for that group's threads); each mbarrier is a counter "
+         "of completed phases and of arrivals (an arrive from a region counts its group's threads, T.alloc_barrier "
+         "gives the count); a TMA copy with barrier= copies at once; a wait on parity P passes when the phase of "
+         "parity P has completed (PTX's rule), and one that program order never satisfies fails the run with its "
+         "barrier and line",
+         "every interleaving of the groups that the barriers allow computes the same tiles, and program order is "
+         "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
+         "the same time is reported, never hung on"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
          "as != 0, and a bool tile is held as bytes too",
@@ -154,6 +165,7 @@ class Emulation:
     block_names: dict[str, str]
     grid_rank: int
     buffers: tuple[str, ...] = field(default=())  # ids of the out-of-bounds record: tensors, then tiles
+    barriers: tuple[str, ...] = field(default=())  # the mbarriers an unsatisfiable wait's record numbers
 
 
 # ------------------------------------------------------------------------------------------
@@ -325,6 +337,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     block mask as its last parameter (``mask=False``: every block runs, no mask). Raises
     :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
+    roles = warp_roles(func, name)  # the warp-roles rule: T.ws regions and mbarriers, in program order
+    func = roles.func
     refused = refusal(func, name)
     if refused is not None:
         raise refused
@@ -333,6 +347,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     tvm = tilelang().tvm
     tirx = tvm.tirx
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
+    if roles.applied:
+        applied.add(ROLES_RULE)
     narrow: dict[str, str] = {}
     remap: dict[Any, Any] = {}
     booleans: set[str] = set()  # bool tensors, held as int8 (the host C rejects bool pointers)
@@ -565,7 +581,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
         applied.add("blocks")
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
-                     grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)))
+                     grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
+                     barriers=tuple(roles.barriers))
 
 
 # ------------------------------------------------------------------------------------------

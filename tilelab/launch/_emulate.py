@@ -41,6 +41,9 @@ EMULATED_BACKEND = "emulated (TileLang target c)"
 NATIVE_NOTE = ("ran on the CPU (target c) in tilelab's CPU worker process, every access checked against its buffer "
                "(one outside is reported, never performed)")
 RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on one core
+# An unsatisfiable mbarrier wait comes back as an out-of-bounds record with this buffer id and kind
+# (as tilelab/_tilelang/emulate_roles.py writes it): its indices are the barrier, element, parity, line.
+PROTOCOL_BUFFER, PROTOCOL_KIND = -2, 2
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
 LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
@@ -269,12 +272,19 @@ class OutOfBoundsAccess:
     extent: tuple[int, ...]
 
     def describe(self) -> str:
+        if self.kind == "wait":  # an mbarrier wait program order never satisfies: (element, parity, line)
+            element, parity, line = self.index[:3]
+            where = f" at line {line}" if line else ""
+            return (f"this protocol needs its warp groups to run at the same time: waiting on {self.buffer}"
+                    f"{f'[{element}]' if self.extent and self.extent[0] > 1 else ''} (parity {parity}){where} before "
+                    f"any arrive completes its phase, in block {self.block}")
         side = "below its start" if any(i < 0 for i in self.index) else "past its end"
         return (f"{self.kind} of {self.buffer}[{', '.join(map(str, self.index))}] ({side}: {self.buffer} is "
                 f"{' x '.join(map(str, self.extent))}) in block {self.block}")
 
 
-def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str]) -> tuple[int, list[OutOfBoundsAccess]]:
+def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str], barriers: Sequence[str] = ()
+               ) -> tuple[int, list[OutOfBoundsAccess]]:
     import numpy as np
 
     total = int(rt.tilelab_emu_oob_total())
@@ -289,6 +299,12 @@ def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str]) -> tuple[int, list[OutOf
     for r in records:
         rank = int(r["rank"])
         b = int(r["buffer"])
+        if b == PROTOCOL_BUFFER and int(r["kind"]) == PROTOCOL_KIND:  # idx: barrier, element, parity, line
+            which = int(r["idx"][0])
+            found.append(OutOfBoundsAccess(barriers[which] if 0 <= which < len(barriers) else "an mbarrier", "wait",
+                                           (int(r["bx"]), int(r["by"]), int(r["bz"])),
+                                           tuple(int(i) for i in r["idx"][1:4]), (int(r["extent"][0]),)))
+            continue
         name = buffers[b] if 0 <= b < len(buffers) else "a buffer TileLang made"
         found.append(OutOfBoundsAccess(name, "write" if int(r["kind"]) else "read",
                                        (int(r["bx"]), int(r["by"]), int(r["bz"])),
@@ -332,7 +348,7 @@ def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any
     rt = runtime()
     rt.tilelab_emu_reset()
     kernel.compiled(*args, mask)
-    total, kept = _read_oobs(rt, kernel.emulation.buffers)
+    total, kept = _read_oobs(rt, kernel.emulation.buffers, kernel.emulation.barriers)
     return args, mask, total, kept
 
 
@@ -567,6 +583,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                 work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
         mask[count:] = 0
         after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
+        waits = [k for k in kept if k.kind == "wait"]
+        if waits:
+            raise protocol_error(prepared.name, waits)
         if total:
             raise out_of_bounds_error(prepared.name, total, kept)
         stored[:] = [bool(f) for f in flags[count:].tolist()]
@@ -784,6 +803,18 @@ def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout
         out.isolated = True
         raise out from None
     return result
+
+
+def protocol_error(name: str, waits: Sequence[OutOfBoundsAccess]) -> KernelLaunchError:
+    """The error of an emulated launch whose mbarrier protocol program order cannot satisfy."""
+    err = KernelLaunchError(
+        name, "other", waits[0].describe() + (f" (and {len(waits) - 1} more such waits)" if len(waits) > 1 else ""),
+        "on the CPU the block's T.ws regions run in the order they are written: a wait written before the arrive "
+        "that completes its phase (a consumer before its producer, a missing arrive, a wrong parity) is never "
+        "satisfied; on a GPU such a kernel would hang or rely on its warp groups running at once")
+    err.isolated = True
+    err.protocol_waits = tuple(waits)  # type: ignore[attr-defined]
+    return err
 
 
 def out_of_bounds_error(name: str, total: int, kept: Sequence[OutOfBoundsAccess]) -> KernelLaunchError:

@@ -1,0 +1,304 @@
+"""The ``warp-roles`` rule of the CPU path: hand-written warp specialisation and mbarriers, in program order
+
+``with T.ws(k):`` gives a warp group of the block its own code; ``T.alloc_barrier`` makes mbarriers
+through which the groups hand tiles to each other (``T.barrier_arrive`` / ``T.mbarrier_arrive``,
+``T.barrier_wait`` / ``T.mbarrier_wait_parity``, ``T.tma_copy(..., barrier=...)``). On the CPU the
+block's code runs in the order it is written:
+
+- each ``T.ws(k)`` region runs once, for its warp group: its tile operations whole (code in it
+  that indexes by thread stays under its branch on the thread, for the thread-level rule);
+- every mbarrier becomes a small counter in the block: the phases it has completed and the
+  arrivals of the current phase (the arrive count is ``T.alloc_barrier``'s); an arrive made by a
+  region counts the arrivals of the threads that run it (the group's, or the block's outside any
+  region), and a phase completes when its arrivals reach the count;
+- a TMA copy with ``barrier=`` performs its copy at once (its bytes are never outstanding, so an
+  expected transaction count is met when the copy is written);
+- a wait for parity ``P`` returns when the phase of parity ``P`` has completed, by the PTX rule:
+  when the barrier's current phase has the other parity (a fresh barrier is in phase 0, so a
+  wait for parity 1 passes at once).
+
+In program order nothing runs while a wait waits: a wait that finds its phase incomplete can
+never be satisfied (a consumer written before its producer, an arrive missing). It is recorded
+with the barrier, its parity and the kernel's line, and the run fails with that report; the wait
+does not hang.
+
+What stays refused by name: an mbarrier op this rule does not know, an arrive under a condition
+on the thread other than a ``T.ws`` region, and an mbarrier op in a region whose code indexes by
+thread (the thread-level rule would run it once per thread).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .env import tilelang
+
+RULE_ID = "warp-roles"
+PROTOCOL_BUFFER = -2  # the out-of-bounds record's buffer id of an unsatisfiable wait
+PROTOCOL_KIND = 2  # ... and its kind; its indices: the barrier's number, its element, the parity, the line
+
+_WAIT = r"mbarrier_wait_parity$|(?<!named_)barrier_wait$"
+_ARRIVE = r"ptx_arrive_barrier$|mbarrier_arrive$|(?<!named_)barrier_arrive$|arrive_barrier$|" \
+          r"arrive_barrier_expect_tx$|mbarrier_arrive_expect_tx$|barrier_arrive_expect_tx$"
+_EXPECT = r"expect_tx$"  # an expected byte count alone: met at once, the copies being immediate
+_WAIT_SOURCE = r"\bT\.(mbarrier_wait_parity|barrier_wait)\b"
+_BARRIER_SOURCE = r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier)\b"
+
+
+@dataclass
+class WarpRoles:
+    """What the rule did: ``func`` (rewritten, or the same), ``applied``, ``barriers`` (the names of
+    the block's mbarriers, numbered as the protocol records number them)."""
+
+    func: Any
+    applied: bool = False
+    barriers: list[str] = field(default_factory=list)
+
+
+def _op(call: Any) -> str:
+    name = str(getattr(call.op, "name", ""))
+    if name in ("tirx.call_extern", "tirx.call_pure_extern") and call.args:
+        return str(getattr(call.args[0], "value", name))
+    return name
+
+
+def _args(call: Any) -> list[Any]:
+    name = str(getattr(call.op, "name", ""))
+    return list(call.args[1:]) if name in ("tirx.call_extern", "tirx.call_pure_extern") else list(call.args)
+
+
+def warp_roles(func: Any, name: str) -> WarpRoles:
+    """``func`` with its ``T.ws`` regions and mbarriers given their program-order meaning (see the
+    module's docstring). Raises :class:`~tilelab._tilelang.emulate.EmulationRefused` for what it
+    cannot give one."""
+    from .emulate import EmulationRefused, _source_lines
+    from .emulate_threads import _source_line
+
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    result = WarpRoles(func)
+    barriers: dict[Any, Any] = {}  # the barrier buffer -> its counter buffer
+    counts: dict[str, list[int]] = {}
+    roots: list[Any] = []
+    thread_vars: set[Any] = set()
+    uses = {"ws": False, "barrier": False}
+
+    def find(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "barrier_init" in node.annotations:
+            roots.append(node)
+            for data, arrive in node.annotations["barrier_init"].items():
+                counts[str(data.name)] = [int(c) for c in arrive]
+        elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")) == "tl.launch_thread_idx":
+            thread_vars.add(node.var)
+        elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "warp_specialize":
+            uses["ws"] = True
+        elif isinstance(node, tirx.Call) and re.search(_WAIT + "|" + _ARRIVE + "|" + _EXPECT, _op(node)):
+            uses["barrier"] = True
+
+    tirx.stmt_functor.post_order_visit(func.body, find)
+    if not uses["ws"] and not uses["barrier"]:
+        return result
+    _, _, lines = _source_lines(func)
+
+    def refuse(construct: str, why: str, source: str) -> Exception:
+        file, line, text = _source_line(func, source)
+        return EmulationRefused(name, construct, why, file, line, text)
+
+    # the block's threads (T.Kernel's threads=), and the block-index variables a record names
+    threads = 128
+    for root in roots or []:
+        given = root.annotations.get("tl.launch_threads")
+        if given is not None:
+            threads = 1
+            for e in given:
+                threads *= int(e)
+    if not roots:
+        def launch(node: Any) -> None:
+            nonlocal threads
+            if isinstance(node, tirx.SBlock) and "tl.launch_threads" in node.annotations:
+                threads = 1
+                for e in node.annotations["tl.launch_threads"]:
+                    threads *= int(e)
+        tirx.stmt_functor.post_order_visit(func.body, launch)
+    block_vars: dict[str, Any] = {}
+
+    def blocks(node: Any) -> None:
+        if isinstance(node, tirx.For) and node.thread_binding is not None:
+            tag = str(node.thread_binding.thread_tag)
+            if tag.startswith("blockIdx.") and tag[-1] in "xyz":
+                block_vars.setdefault(tag[-1], node.loop_var)
+
+    tirx.stmt_functor.post_order_visit(func.body, blocks)
+
+    for root in roots:
+        for buf in root.alloc_buffers:
+            if buf.scope() == "shared.barrier":
+                n = len(counts.get(str(buf.data.name), counts.get(str(buf.name), [])))
+                if n == 0:
+                    raise refuse(f"the mbarrier {buf.name} with no arrive count", "T.alloc_barrier gives every mbarrier "
+                                 "its count of arrivals; this one has none the CPU run can read", _BARRIER_SOURCE)
+                counter = tirx.decl_buffer((2 * n,), "int32", str(buf.name), scope="local")
+                barriers[buf.data] = (buf, counter, counts.get(str(buf.data.name), counts.get(str(buf.name))))
+                result.barriers.append(str(buf.name))
+    number = {data: i for i, data in enumerate(barriers)}
+
+    def varies(stmt: Any) -> bool:
+        found: list[Any] = []
+
+        def visit(n: Any) -> None:
+            if isinstance(n, tirx.Var) and n in thread_vars:
+                found.append(n)
+            elif isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in (
+                    "tl.get_thread_binding", "tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx",
+                    "tl.get_warp_group_idx"):
+                found.append(n)
+
+        tirx.stmt_functor.post_order_visit(stmt, visit)
+        return bool(found)
+
+    analyzer = tvm.arith.Analyzer()
+
+    def group_size(cond: Any) -> int:
+        """How many of the block's threads meet ``cond`` (a T.ws region's condition on the thread)."""
+        free = [v for v in thread_vars if _mentions(cond, v)]
+        if len(free) != 1:
+            return -1
+        v = free[0]
+        taken = 0
+        for t in range(threads):
+            value = analyzer.simplify(tirx.stmt_functor.substitute(cond, {v: tirx.const(t, v.dtype)}))
+            if not isinstance(value, tirx.IntImm):
+                return -1
+            taken += int(value) != 0
+        return taken
+
+    waits = {"n": 0}
+    zero = tirx.const(0, "int32")
+
+    def barrier_of(arg: Any, what: str) -> tuple[Any, Any, list[int]]:
+        if not isinstance(arg, tirx.BufferLoad) or arg.buffer.data not in barriers:
+            raise refuse(f"an mbarrier {what} on something other than a T.alloc_barrier barrier",
+                         "the CPU run knows the block's mbarriers by their T.alloc_barrier", _BARRIER_SOURCE)
+        _, counter, arrive = barriers[arg.buffer.data]
+        index = arg.indices[0] if len(arg.indices) else zero
+        return counter, tirx.Cast("int32", index), arrive
+
+    def arrive_count(arrive: list[int], index: Any) -> Any:
+        value: Any = tirx.const(arrive[-1], "int32")
+        for i in range(len(arrive) - 2, -1, -1):
+            value = tirx.Select(index == tirx.const(i, "int32"), tirx.const(arrive[i], "int32"), value)
+        return value
+
+    def arrive(call: Any, arrivals: int) -> Any:
+        counter, index, counts_ = barrier_of(_args(call)[0], "arrive")
+        n = len(counts_)
+        phase, pending = [index], [index + tirx.const(n, "int32")]
+        count = arrive_count(counts_, index)
+        added = tirx.BufferLoad(counter, pending) + tirx.const(arrivals, "int32")
+        held = tirx.Var("tilelab_arrived", "int32")
+        return tirx.SeqStmt([
+            tirx.Bind(held, added),
+            tirx.BufferStore(counter, tirx.BufferLoad(counter, phase) + tirx.floordiv(held, count), phase),
+            tirx.BufferStore(counter, tirx.floormod(held, count), pending)])
+
+    def wait(call: Any) -> Any:
+        args = _args(call)
+        counter, index, counts_ = barrier_of(args[0], "wait")
+        parity = tirx.Cast("int32", args[1]) if len(args) > 1 else zero
+        which = number[args[0].buffer.data]
+        nth = waits["n"]
+        waits["n"] += 1
+        hits = [i for i, text in enumerate(lines) if re.search(_WAIT_SOURCE, text.split("#", 1)[0])]
+        _, start, _ = _source_lines(func)
+        line = start + hits[min(nth, len(hits) - 1)] if hits else 0
+        # PTX: a wait on parity P completes when the barrier's current phase has the other parity
+        done = tirx.floormod(tirx.BufferLoad(counter, [index]), tirx.const(2, "int32")) != tirx.floormod(
+            parity, tirx.const(2, "int32"))
+        i64 = "int64"
+        idx = [tirx.Cast(i64, tirx.const(which, "int32")), tirx.Cast(i64, index), tirx.Cast(i64, parity),
+               tirx.const(line, i64), tirx.const(0, i64), tirx.const(0, i64)]
+        bxyz = [tirx.Cast("int32", block_vars[a]) if a in block_vars else zero for a in "xyz"]
+        from .emulate import OOB_FUNCTION
+        record = tirx.call_extern("int32", OOB_FUNCTION, tirx.const(PROTOCOL_BUFFER, "int32"),
+                                  tirx.const(PROTOCOL_KIND, "int32"), *bxyz, tirx.const(4, "int32"), *idx,
+                                  tirx.const(len(counts_), i64), *[tirx.const(0, i64)] * 5)
+        return tirx.IfThenElse(tirx.Not(done), tirx.Evaluate(record), None)
+
+    def rewrite(stmt: Any, arrivals: int, in_threaded: bool, under_thread_if: bool) -> Any:
+        """``stmt`` with its barrier ops as counter updates and its T.ws regions opened."""
+        def pre(node: Any) -> Any:
+            if isinstance(node, tirx.IfThenElse) and isinstance(node.then_case, tirx.AttrStmt) \
+                    and str(node.then_case.attr_key) == "warp_specialize" and node.else_case is None:
+                size = group_size(node.condition)
+                if size < 0:
+                    raise refuse("a T.ws region whose warp group the CPU run cannot count",
+                                 "its condition on the thread is not one of constant bounds", r"\bT\.ws\b")
+                if size == 0:
+                    return tirx.Evaluate(zero)
+                body = node.then_case.body
+                if varies(body):  # code by thread: kept under its branch, for the thread-level rule
+                    return tirx.IfThenElse(node.condition, rewrite(body, size, True, True), None)
+                return rewrite(body, size, False, under_thread_if)
+            if isinstance(node, tirx.IfThenElse) and varies(tirx.Evaluate(node.condition)):
+                return tirx.IfThenElse(node.condition, rewrite(node.then_case, arrivals, in_threaded, True),
+                                       rewrite(node.else_case, arrivals, in_threaded, True)
+                                       if node.else_case is not None else None)
+            if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
+                call = node.value
+                op = _op(call)
+                if str(getattr(call.op, "name", "")) == "tl.tileop.tma_copy":
+                    result.applied = True
+                    return tirx.Evaluate(tirx.Call(call.dtype, tvm.ir.Op.get("tl.tileop.copy"), call.args))
+                is_wait, is_arrive = re.search(_WAIT, op), re.search(_ARRIVE, op)
+                if not is_wait and not is_arrive and re.search(_EXPECT, op):
+                    result.applied = True
+                    return tirx.Evaluate(zero)
+                if is_wait or is_arrive:
+                    if in_threaded:
+                        raise refuse("an mbarrier op in a T.ws region whose code indexes by thread",
+                                     "the thread-level rule runs such a region's code once per thread, and an "
+                                     "arrive or a wait is one of the warp group's", _BARRIER_SOURCE)
+                    if is_arrive and under_thread_if:
+                        raise refuse("an mbarrier arrive under a condition on the thread",
+                                     "the CPU run counts the arrivals of a T.ws region's warp group or of the "
+                                     "whole block, not of the threads a condition picks", _BARRIER_SOURCE)
+                    result.applied = True
+                    return wait(call) if is_wait else arrive(call, arrivals)
+            return None
+
+        return tirx.stmt_functor.ir_transform(stmt, pre, None, ["tirx.IfThenElse", "tirx.Evaluate"])
+
+    body = rewrite(func.body, threads, False, False)
+    if uses["ws"]:
+        result.applied = True
+
+    def swap(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock) and "barrier_init" in node.annotations:
+            allocs = [barriers[b.data][1] if b.data in barriers else b for b in node.alloc_buffers]
+            annotations = {k: v for k, v in node.annotations.items() if k != "barrier_init"}
+            counters = [barriers[b.data][1] for b in node.alloc_buffers if b.data in barriers]
+            clear = []
+            for c in counters:  # every counter starts at phase 0 with no arrival, in each block
+                i = tirx.Var("tilelab_i", "int32")
+                clear.append(tirx.For(i, zero, c.shape[0], tirx.ForKind.SERIAL,
+                                      tirx.BufferStore(c, zero, [i])))
+            new_body = tirx.SeqStmt([*clear, node.body]) if clear else node.body
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, new_body, node.init,
+                               allocs, node.match_buffers, annotations)
+        if isinstance(node, tirx.BufferLoad) and node.buffer.data in barriers:
+            return None
+        return None
+
+    body = tirx.stmt_functor.ir_transform(body, None, swap, ["tirx.SBlock"])
+    result.func = func.with_body(body)
+    return result
+
+
+def _mentions(expr: Any, var: Any) -> bool:
+    tirx = tilelang().tvm.tirx
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n) if n.same_as(var) else None)
+    return bool(found)
