@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
-from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
+from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
@@ -332,6 +332,48 @@ def _grids(body: Any) -> list[dict[str, tuple[Any, Any]]]:
     return kernels
 
 
+def _stage_views(body: Any) -> Any:
+    """A T.gemm on one stage of a staged tile (``A_s[stage, :, :]`` of a (stages, rows, cols) buffer)
+    takes a two-dimensional view of the buffer, (stages * rows, cols), at that stage's first row:
+    TileLang's CPU lowering of T.gemm indexes its operands with two indices."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+
+    def view(region: Any, views: list[Any]) -> Any:
+        if not (isinstance(region, tirx.Call) and str(getattr(region.op, "name", "")) == "tl.region"
+                and isinstance(region.args[0], tirx.BufferLoad)):
+            return region
+        load = region.args[0]
+        buf, extents = load.buffer, list(region.args[2:])
+        rank = len(buf.shape)
+        if rank <= 2 or len(extents) != rank or len(buf.strides) \
+                or not all(isinstance(e, tirx.IntImm) and int(e) == 1 for e in extents[:-2]):
+            return region
+        # the whole buffer seen as (rows of every stage, cols): the same size as its allocation
+        row: Any = tirx.const(0, "int32")
+        rows: Any = tirx.const(1, "int32")
+        for index, extent in zip(load.indices[:-1], buf.shape[:-1]):
+            row = row * extent + index
+            rows = rows * extent
+        stage = tirx.decl_buffer([rows, buf.shape[-1]], buf.dtype, str(buf.name), data=buf.data, scope=buf.scope(),
+                                 elem_offset=buf.elem_offset)
+        views.append(stage)
+        return tirx.Call(region.dtype, region.op, [tirx.BufferLoad(stage, [row, load.indices[-1]]), region.args[1],
+                                                   *extents[-2:]])
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")) == "tl.tileop.gemm":
+            views: list[Any] = []
+            args = [view(a, views) for a in node.value.args]
+            if views:
+                call = tirx.Call(node.value.dtype, node.value.op, args)
+                return tirx.Evaluate(call)  # the view shares the buffer's data: nothing to declare
+        return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate"])
+
+
 def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
     """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
     block mask as its last parameter (``mask=False``: every block runs, no mask). Raises
@@ -520,6 +562,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
 
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
     body = tirx.stmt_functor.ir_transform(body, None, post)
+    body = _stage_views(body)
 
     # The block mask: the innermost block-index loop's body runs only where the mask says so.
     order = [a for a in "zyx" if a in block_vars]

@@ -43,8 +43,12 @@ _WAIT = r"mbarrier_wait_parity$|(?<!named_)barrier_wait$"
 _ARRIVE = r"ptx_arrive_barrier$|mbarrier_arrive$|(?<!named_)barrier_arrive$|arrive_barrier$|" \
           r"arrive_barrier_expect_tx$|mbarrier_arrive_expect_tx$|barrier_arrive_expect_tx$"
 _EXPECT = r"expect_tx$"  # an expected byte count alone: met at once, the copies being immediate
+_THREAD_OPS = ("tl.get_thread_binding", "tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx",
+               "tl.get_warp_group_idx")
 _WAIT_SOURCE = r"\bT\.(mbarrier_wait_parity|barrier_wait)\b"
 _BARRIER_SOURCE = r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier)\b"
+_ARRIVE_SOURCE = r"\bT\.(mbarrier_arrive|barrier_arrive)\w*"
+_OPS_SOURCE = r"\bT\.(mbarrier_\w+|barrier_\w+)\b"
 
 
 @dataclass
@@ -138,8 +142,9 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
             if buf.scope() == "shared.barrier":
                 n = len(counts.get(str(buf.data.name), counts.get(str(buf.name), [])))
                 if n == 0:
-                    raise refuse(f"the mbarrier {buf.name} with no arrive count", "T.alloc_barrier gives every mbarrier "
-                                 "its count of arrivals; this one has none the CPU run can read", _BARRIER_SOURCE)
+                    raise refuse(f"the mbarrier {buf.name} with no arrive count", "T.alloc_barrier gives every "
+                                 "mbarrier its count of arrivals; this one has none the CPU run can read",
+                                 _BARRIER_SOURCE)
                 counter = tirx.decl_buffer((2 * n,), "int32", str(buf.name), scope="local")
                 barriers[buf.data] = (buf, counter, counts.get(str(buf.data.name), counts.get(str(buf.name))))
                 result.barriers.append(str(buf.name))
@@ -149,11 +154,8 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
         found: list[Any] = []
 
         def visit(n: Any) -> None:
-            if isinstance(n, tirx.Var) and n in thread_vars:
-                found.append(n)
-            elif isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in (
-                    "tl.get_thread_binding", "tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx",
-                    "tl.get_warp_group_idx"):
+            by_var = isinstance(n, tirx.Var) and n in thread_vars
+            if by_var or isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _THREAD_OPS:
                 found.append(n)
 
         tirx.stmt_functor.post_order_visit(stmt, visit)
@@ -175,7 +177,7 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
             taken += int(value) != 0
         return taken
 
-    waits = {"n": 0}
+    waits: dict[str, int] = {}
     zero = tirx.const(0, "int32")
 
     def barrier_of(arg: Any, what: str) -> tuple[Any, Any, list[int]]:
@@ -209,9 +211,15 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
         counter, index, counts_ = barrier_of(args[0], "wait")
         parity = tirx.Cast("int32", args[1]) if len(args) > 1 else zero
         which = number[args[0].buffer.data]
-        nth = waits["n"]
-        waits["n"] += 1
-        hits = [i for i, text in enumerate(lines) if re.search(_WAIT_SOURCE, text.split("#", 1)[0])]
+        # the line: the nth wait on this barrier in the IR is taken as the nth in the source that names it
+        # (a Python-level branch the IR no longer holds can shift it; the barrier's name is exact)
+        bname = str(args[0].buffer.name)
+        nth = waits.setdefault(bname, 0)
+        waits[bname] += 1
+        hits = [i for i, text in enumerate(lines) if re.search(_WAIT_SOURCE, text.split("#", 1)[0])
+                and re.search(rf"\b{re.escape(bname)}\b", text)]
+        if not hits:
+            hits = [i for i, text in enumerate(lines) if re.search(_WAIT_SOURCE, text.split("#", 1)[0])]
         _, start, _ = _source_lines(func)
         line = start + hits[min(nth, len(hits) - 1)] if hits else 0
         # PTX: a wait on parity P completes when the barrier's current phase has the other parity
@@ -230,6 +238,15 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
     def rewrite(stmt: Any, arrivals: int, in_threaded: bool, under_thread_if: bool) -> Any:
         """``stmt`` with its barrier ops as counter updates and its T.ws regions opened."""
         def pre(node: Any) -> Any:
+            if problems:
+                return node
+            try:
+                return rewritten(node)
+            except EmulationRefused as err:  # raised after the walk: TVM's callbacks would wrap it
+                problems.append(err)
+                return node
+
+        def rewritten(node: Any) -> Any:
             if isinstance(node, tirx.IfThenElse) and isinstance(node.then_case, tirx.AttrStmt) \
                     and str(node.then_case.attr_key) == "warp_specialize" and node.else_case is None:
                 size = group_size(node.condition)
@@ -260,18 +277,21 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
                     if in_threaded:
                         raise refuse("an mbarrier op in a T.ws region whose code indexes by thread",
                                      "the thread-level rule runs such a region's code once per thread, and an "
-                                     "arrive or a wait is one of the warp group's", _BARRIER_SOURCE)
+                                     "arrive or a wait is one of the warp group's", _OPS_SOURCE)
                     if is_arrive and under_thread_if:
                         raise refuse("an mbarrier arrive under a condition on the thread",
                                      "the CPU run counts the arrivals of a T.ws region's warp group or of the "
-                                     "whole block, not of the threads a condition picks", _BARRIER_SOURCE)
+                                     "whole block, not of the threads a condition picks", _ARRIVE_SOURCE)
                     result.applied = True
                     return wait(call) if is_wait else arrive(call, arrivals)
             return None
 
         return tirx.stmt_functor.ir_transform(stmt, pre, None, ["tirx.IfThenElse", "tirx.Evaluate"])
 
+    problems: list[Exception] = []
     body = rewrite(func.body, threads, False, False)
+    if problems:
+        raise problems[0]
     if uses["ws"]:
         result.applied = True
 
