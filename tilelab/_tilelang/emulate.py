@@ -19,6 +19,12 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
   become a loop that stores every thread's value and one that reads each thread's result
   (``emulate_threads.py``);
+- ``warp-roles``: hand-written warp specialisation and mbarriers run in program order: each
+  ``T.ws(k)`` region once, for its warp group; each mbarrier a counter of its completed phases and
+  of its arrivals (an arrive from a region counts the group's threads); ``T.tma_copy(...,
+  barrier=)`` copies at once; a wait on parity P passes when the phase of parity P has completed,
+  by PTX's rule, and a wait program order never satisfies fails the run with its barrier and line
+  (``emulate_roles.py``); a ``T.gemm`` on one stage of a staged tile takes a 2-D view of it;
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -31,8 +37,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
 What has no meaning on the CPU is refused by name, with the line that says it
-(:class:`EmulationRefused`): ``T.mbarrier_*`` (a producer/consumer protocol between threads that
-run at once), warp specialisation written by hand, hand-written PTX, device functions written in
+(:class:`EmulationRefused`): an mbarrier operation the ``warp-roles`` rule cannot give a meaning
+(an arrive some threads of a group make, one in a ``T.ws`` region whose code indexes by thread, an
+operation it does not know), hand-written PTX, device functions written in
 CUDA C (``T.import_source``), and a barrier or warp operation only some threads reach. Atomics are
 kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
 the GPU's).
@@ -176,9 +183,9 @@ class Emulation:
 # name as the user wrote it, a pattern that finds the line in the kernel's source).
 _REFUSED_CALLS = (
     (r"mbarrier|(?<!named_)barrier_(arrive|wait|init)|arrive_barrier|wait_barrier|init_barrier",
-     "an mbarrier (T.mbarrier_* / T.barrier_*)",
-     "it is one side of a producer/consumer protocol between threads of a block that run at once; the CPU "
-     "runs the block's threads one after another, in loops that meet only at full barriers",
+     "an mbarrier operation the warp-roles rule does not know (T.mbarrier_* / T.barrier_*)",
+     "the CPU run gives arrives, waits, TMA copies with barrier= and expected byte counts their meaning in "
+     "program order; this one it cannot",
      r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier|create_list_of_mbarrier|get_mbarrier)\b"),
     (r"warpgroup_(arrive|commit|wait)|wgmma|ptx_", "a hand-written PTX or warp-group instruction",
      "it is one GPU instruction of one warp, not an operation on a tile",
@@ -256,8 +263,9 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                     note(construct, detail, source)
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) in ("warp_specialize", "tl.ws",
                                                                         "kWarpSpecializationScope"):
-            note("hand-written warp specialisation (T.ws)",
-                 "it gives warps of the block different programs that meet at barriers", r"\bT\.ws\b")
+            note("a T.ws region the warp-roles rule left",
+                 "it gives warps of the block different programs, and this one is not under the condition on the "
+                 "thread that TileLang makes of T.ws", r"\bT\.ws\b")
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
     imported = _imported_device_call(func)
@@ -374,12 +382,13 @@ def _stage_views(body: Any) -> Any:
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate"])
 
 
-def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
+def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = True) -> Emulation:
     """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
-    block mask as its last parameter (``mask=False``: every block runs, no mask). Raises
+    block mask as its last parameter (``mask=False``: every block runs, no mask; ``waits=False``:
+    no runtime record of an unsatisfiable mbarrier wait, so a wait is refused). Raises
     :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
-    roles = warp_roles(func, name)  # the warp-roles rule: T.ws regions and mbarriers, in program order
+    roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     func = roles.func
     refused = refusal(func, name)
     if refused is not None:

@@ -73,9 +73,10 @@ def _args(call: Any) -> list[Any]:
     return list(call.args[1:]) if name in ("tirx.call_extern", "tirx.call_pure_extern") else list(call.args)
 
 
-def warp_roles(func: Any, name: str) -> WarpRoles:
+def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
     """``func`` with its ``T.ws`` regions and mbarriers given their program-order meaning (see the
-    module's docstring). Raises :class:`~tilelab._tilelang.emulate.EmulationRefused` for what it
+    module's docstring); ``waits=False``: a build with no record of unsatisfiable waits (the tile
+    trace's), where an mbarrier wait is refused. Raises :class:`~tilelab._tilelang.emulate.EmulationRefused` for what it
     cannot give one."""
     from .emulate import EmulationRefused, _source_lines
     from .emulate_threads import _source_line
@@ -207,6 +208,10 @@ def warp_roles(func: Any, name: str) -> WarpRoles:
             tirx.BufferStore(counter, tirx.floormod(held, count), pending)])
 
     def wait(call: Any) -> Any:
+        if not waits:
+            raise refuse("an mbarrier wait in a traced kernel",
+                         "the trace records accesses, not whether a wait is ever met: tilelab.run(kernel, "
+                         "device='cpu') runs the protocol and reports a wait program order never meets", _WAIT_SOURCE)
         args = _args(call)
         counter, index, counts_ = barrier_of(args[0], "wait")
         parity = tirx.Cast("int32", args[1]) if len(args) > 1 else zero

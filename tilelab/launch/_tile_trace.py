@@ -31,8 +31,9 @@ MAX_RANK = 6  # must match the adapter's TRACE_MAX_RANK
 CPU_PATH = ("trace_tiles runs a kernel's tile program on the CPU (TileLang target c, by the rules of "
             "tilelab.run(kernel, device='cpu')): tiles in T.alloc_shared, T.alloc_fragment or T.alloc_local, "
             "T.copy, T.fill/T.clear, T.Parallel/T.Pipelined/T.serial/T.grid loops, reductions and T.gemm, and code "
-            "that indexes by thread (in loops over the block's threads, split at barriers); not mbarriers, "
-            "hand-written warp specialisation or a barrier only some threads reach")
+            "that indexes by thread (in loops over the block's threads, split at barriers), T.ws regions in program "
+            "order; not mbarrier waits (tilelab.run(kernel, device='cpu') runs them) or a barrier only some threads "
+            "reach")
 
 
 class TraceError(TilelabError, ValueError):
