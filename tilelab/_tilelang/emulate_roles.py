@@ -178,7 +178,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
             taken += int(value) != 0
         return taken
 
-    waits: dict[str, int] = {}
+    seen: dict[str, int] = {}
     zero = tirx.const(0, "int32")
 
     def barrier_of(arg: Any, what: str) -> tuple[Any, Any, list[int]]:
@@ -219,8 +219,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
         # the line: the nth wait on this barrier in the IR is taken as the nth in the source that names it
         # (a Python-level branch the IR no longer holds can shift it; the barrier's name is exact)
         bname = str(args[0].buffer.name)
-        nth = waits.setdefault(bname, 0)
-        waits[bname] += 1
+        nth = seen.setdefault(bname, 0)
+        seen[bname] += 1
         hits = [i for i, text in enumerate(lines) if re.search(_WAIT_SOURCE, text.split("#", 1)[0])
                 and re.search(rf"\b{re.escape(bname)}\b", text)]
         if not hits:
