@@ -689,6 +689,33 @@ def tile_plus_its_transpose():
     return k
 
 
+def scores_handed_to_the_next_gemm():
+    """S = Q K^T then S @ V with S copied into a register fragment P: the first GEMM's default
+    (Square) policy splits S's columns over warps, and P as the second GEMM's A operand needs
+    whole rows in one warp."""
+    @T.prim_func
+    def k(Q: T.Tensor((64, 32), T.float16), K: T.Tensor((64, 32), T.float16), V: T.Tensor((64, 32), T.float16),
+          O: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            Q_s = T.alloc_shared((64, 32), T.float16)
+            K_s = T.alloc_shared((64, 32), T.float16)
+            V_s = T.alloc_shared((64, 32), T.float16)
+            S = T.alloc_fragment((64, 64), T.float32)
+            P = T.alloc_fragment((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 32), T.float32)
+            T.copy(Q, Q_s)
+            T.copy(K, K_s)
+            T.copy(V, V_s)
+            T.clear(S)
+            T.gemm(Q_s, K_s, S, transpose_B=True)
+            T.copy(S, P)  # <- gemm-operand-layout
+            T.clear(acc)
+            T.gemm(P, V_s, acc)
+            T.copy(acc, O)
+
+    return k
+
+
 # cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
 # copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
 # inspect: tests build it as the magic runs a cell.
@@ -739,4 +766,5 @@ KERNELS = {
     "codegen-intrinsic": (assert_on_mi300, "gfx942", "codegen"),
     "parallel-layout-not-injective": (pairs_folded_onto_one_column, "sm_90a", "tl.LayoutInference"),
     "parallel-layout-conflict": (tile_plus_its_transpose, "sm_90a", "tl.LayoutInference"),
+    "gemm-operand-layout": (scores_handed_to_the_next_gemm, "sm_80", "tl.LayoutInference"),
 }

@@ -607,3 +607,8 @@ def test_the_mechanism_names_what_collides_conflicts_or_does_not_divide(failures
     assert "64-lane" in failures["threads-below-wavefront"].diagnosis.advice or "64" in said["threads-below-wavefront"]
     assert "A_t (local) is not" in said["scope-for-op"]
     assert "tl.device_assert" in said["codegen-intrinsic"]
+    # which GEMM laid out each fragment, and why the layouts differ: the first GEMM's warp split
+    assert "S is the accumulator of T.gemm" in said["gemm-operand-layout"]
+    assert "P is the A operand, in registers, of T.gemm" in said["gemm-operand-layout"]
+    assert "128 threads split 2 x 2 warps" in said["gemm-operand-layout"]
+    assert "GemmWarpPolicy.FullRow" in failures["gemm-operand-layout"].diagnosis.advice

@@ -499,6 +499,7 @@ MECHANISMS = {
     "gemm-k-mismatch": "T.gemm operands whose K extents differ",
     "copy-between-memories": "a tile operation between memories it does not connect",
     "codegen-intrinsic": "an intrinsic the target's code generator has no translation for",
+    "gemm-operand-layout": "a GEMM's accumulator handed to another GEMM in registers of another layout",
 }
 for _id, _title in MECHANISMS.items():
     if any(c.id == _id for c in CAUSES):

@@ -514,6 +514,116 @@ def _parallel_layout(state: State) -> Finding | None:
     return None
 
 
+# -- a GEMM's accumulator handed to another GEMM in registers ------------------------------------------
+def _warp_split(state: State, site: Any) -> tuple[int, int, str] | None:
+    """How T.gemm ``site`` splits the block's warps over its M x N tile, (m_warp, n_warp, instruction),
+    as TileLang 0.1.15 lays out its accumulator: WGMMA on sm_90a (A and B in shared memory, 16- or
+    8-bit, whole warpgroups, M a multiple of 64) gives each warpgroup 64-row slabs; mma.sync elsewhere
+    splits by the GEMM's policy (FullRow: every warp its rows; Square: the split nearest the tile's
+    shape in 16x8 instruction tiles). None where the state does not say."""
+    notes = dict(site.annotations)
+    threads, warp = state.threads or 0, _warp_size(state)
+    m, n = int(notes.get("M", 0)), int(notes.get("N", 0))
+    if not threads or threads % warp or not m or not n or (state.target or "").startswith("gfx"):
+        return None
+    warps, policy = threads // warp, notes.get("policy", "Square")
+    a, b = site.buffers[0], site.buffers[1]
+    if _arch_number(state.target) == 90 and warps % 4 == 0 and m % 64 == 0 and \
+            all(x[2].startswith("shared") and _bits(x[1]) in (8, 16) for x in (a, b)):
+        groups = warps // 4
+        rows = max(g for g in range(1, groups + 1) if groups % g == 0 and m % (64 * g) == 0)
+        if policy == "FullCol":
+            rows = 1
+        return 4 * rows, groups // rows, "WGMMA"
+    if policy == "FullRow":
+        rows = warps if m % (16 * warps) == 0 else max(1, m // 16)
+        return rows, max(1, warps // rows), "mma.sync"
+    if policy == "FullCol":
+        cols = warps if n % (8 * warps) == 0 else max(1, n // 8)
+        return max(1, warps // cols), cols, "mma.sync"
+    best: tuple[float, int, int] | None = None
+    for rows in range(1, min(m // 16, warps) + 1):
+        cols = warps // rows
+        if rows * cols != warps or cols > n // 8:
+            continue
+        balance = abs((m / (rows * 16)) / (n / (cols * 8)) - m / n)
+        if best is None or balance < best[0]:
+            best = (balance, rows, cols)
+    return (best[1], best[2], "mma.sync") if best else None
+
+
+@rule("gemm-operand-layout", "a GEMM's accumulator handed to another GEMM in registers of another layout")
+def _gemm_operand_layout(state: State) -> Finding | None:
+    if state.pass_name != "tl.LayoutInference":
+        return None
+    gemms = _gemms(state)
+    made = {g.buffers[2][0]: g for g in gemms if g.buffers[2][2] == "local.fragment"}  # accumulator -> its GEMM
+    taken = {}  # register operand -> (its GEMM, "A" or "B")
+    for g in gemms:
+        for role, x in (("A", g.buffers[0]), ("B", g.buffers[1])):
+            if x[2] == "local.fragment":
+                taken.setdefault(x[0], (g, role))
+    if not made or not taken:
+        return None
+    # where an accumulator meets a register operand: a T.copy between them or a T.Parallel reaching both
+    meetings = []
+    for site in ([state.site] if state.site is not None else []) + list(state.sites):
+        names = [b[0] for b in site.buffers] if site.op == "T.copy" else \
+            [a[0] for a in site.accesses] if site.op == "T.Parallel" else []
+        for c in dict.fromkeys(n for n in names if n in made):
+            for r in dict.fromkeys(n for n in names if n in taken and n != c):
+                if taken[r][0] is not made[c] and (site, c, r) not in meetings:
+                    meetings.append((site, c, r))
+    # TileLang's sentence, as evidence, may name the two fragments: then it is about those
+    known = {b[0] for s in state.sites for b in s.buffers}
+    said = {w for w in re.findall(r"\b\w+\b", state.message) if w in known}
+    for site, c, r in meetings:
+        if said and not {c, r} <= said:
+            continue
+        producer, (consumer, role) = made[c], taken[r]
+        cbuf, rbuf = producer.buffers[2], next(b for b in consumer.buffers if b[0] == r)
+        split = _warp_split(state, producer)
+        reasons, fixes = [], []
+        bits = _bits(rbuf[1])
+        if bits != 16:
+            per = f"{32 // bits} consecutive elements of a row" if bits < 32 else "one element"
+            reasons.append(f"{r} is {rbuf[1]}: as a {bits}-bit {role} operand in registers it holds {per} in each "
+                           f"32-bit register of a thread, while the accumulator {c} holds pairs of consecutive "
+                           "columns, so the two layouts differ in every thread (they agree only for 16-bit operands)")
+            fixes.append(f"make {r} float16 or bfloat16 (the T.copy into it converts)")
+        if split is not None and split[1] > 1:
+            policy = dict(producer.annotations).get("policy", "Square")
+            reasons.append(f"{producer.op} at line {producer.line} computes {c} with {split[2]}, its {state.threads} "
+                           f"threads split {split[0]} x {split[1]} warps over the {cbuf[3]} tile (policy {policy}), so "
+                           f"each row of {c} is spread over {split[1]} warps; as {consumer.op}'s {role} operand in "
+                           f"registers, every row of {r} must be whole in one warp (the warps that share rows hold "
+                           "copies)")
+            fixes.append("give the first GEMM (and the second) policy=T.GemmWarpPolicy.FullRow, so that each "
+                         "warp computes whole rows")
+        if dict(consumer.annotations).get(f"transpose_{role}") == "True":
+            reasons.append(f"{consumer.op} reads {r} transposed (transpose_{role}=True): its register layout is "
+                           f"that of the transpose, and {c}'s is not")
+            fixes.append(f"store {r} the way {consumer.op} reads it and drop transpose_{role}")
+        if not reasons:
+            continue
+        where = f"the T.copy at line {site.line}" if site.op == "T.copy" else f"the T.Parallel loop at line {site.line}"
+        return Finding(
+            "gemm-operand-layout", "a GEMM's accumulator handed to another GEMM in registers of another layout",
+            meaning=f"{c} is the accumulator of {producer.op} at line {producer.line}, so it has that GEMM's "
+                    f"accumulator layout; {r} is the {role} operand, in registers, of {consumer.op} at line "
+                    f"{consumer.line}, so it has that GEMM's {role}-operand layout; {where} moves {c} into {r} "
+                    "element by element, which needs each element of both in the same thread, and layout inference "
+                    "finds the two layouts in conflict: " + "; ".join(reasons),
+            advice="; or ".join(fixes) + f"; or stage {r} through shared memory (T.alloc_shared) so that "
+                   f"{consumer.op} reads it from there",
+            evidence=(_site_text(site), f"{c}: accumulator of {_site_text(producer)}",
+                      f"{r}: {role} operand of {_site_text(consumer)}",
+                      *((f"warps {split[0]} x {split[1]} ({split[2]}), threads {state.threads}",) if split else ()),
+                      f"{r}: {rbuf[1]}, {c}: {cbuf[1]}"),
+            site=site)
+    return None
+
+
 @rule("scope-for-op", "a tile operation given a buffer in a memory it does not take")
 def _scope(state: State) -> Finding | None:
     if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp", "elaboration"):
@@ -572,5 +682,5 @@ def _safe(test: Callable[[Any], bool], site: Any) -> bool:
 # lack (memories, dtypes, shapes), then loops and annotations; the generic layout rule last.
 _ORDER = ("feature-newer-arch", "mma-dtype", "scope-for-op", "accumulator-not-fragment",
           "gemm-k-mismatch", "threads-below-wavefront", "mma-tile-shape",
-          "copy-between-memories", "codegen-intrinsic", "parallel-layout")
+          "copy-between-memories", "codegen-intrinsic", "parallel-layout", "gemm-operand-layout")
 RULES.sort(key=lambda r: _ORDER.index(r[0]) if r[0] in _ORDER else len(_ORDER))
