@@ -514,6 +514,59 @@ def _parallel_layout(state: State) -> Finding | None:
     return None
 
 
+# -- dtypes an instruction or intrinsic has no form for ---------------------------------------------------
+# The accumulator dtypes the targets' matrix instructions write (mma.sync, WGMMA, MFMA alike)
+_ACCUMULATORS = ("float32", "float16", "int32")
+
+
+@rule("mma-accumulator-dtype", "a GEMM accumulator of a dtype the matrix instruction does not write")
+def _mma_accumulator(state: State) -> Finding | None:
+    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp"):
+        return None
+    allowed = _ACCUMULATORS
+    for site in _gemms(state):
+        c = site.buffers[2]
+        # sums of products need range: an integer accumulator narrower than int32 or a float one narrower
+        # than 8 bits has no instruction (float8 accumulators are converted by TileLang's lowering)
+        narrow = _bits(c[1]) < 8 or (c[1].startswith(("int", "uint")) and c[1] != "int32")
+        if _elsewhere(state, site) or c[1] in allowed or not narrow or "tcgen05" in site.op:
+            continue
+        return Finding(
+            "mma-accumulator-dtype", "a GEMM accumulator of a dtype the matrix instruction does not write",
+            meaning=f"{site.op} at line {site.line} accumulates into {c[0]}, a {c[1]} fragment; {state.target}'s "
+                    f"matrix instruction writes its sums as {', '.join(allowed)} (the sum of many products "
+                    f"needs their range), and TileLang has no instruction that accumulates in {c[1]}",
+            advice=f"allocate {c[0]} as T.float32 (T.int32 for integer operands) and convert the result when it "
+                   f"is stored (T.copy into a {c[1]} tile or tensor converts)",
+            evidence=(f"target {state.target}", _site_text(site), f"{c[0]}: {c[1]} in {c[2]}, shape {c[3]}"),
+            site=site)
+    return None
+
+
+# float types with no infinity: the finite-only fp8 formats (and their fnuz variants), fp6 and fp4
+_FINITE = re.compile(r"float8_e4m3(fn|fnuz|b11fnuz)?$|float8_e5m2fnuz$|float8_e8m0fnu$|float6_\w+$|float4_\w+$")
+
+
+@rule("no-infinity-dtype", "an infinity asked of a dtype that has none")
+def _no_infinity(state: State) -> Finding | None:
+    if state.pass_name != "tl.LowerIntrin":
+        return None
+    for site in state.sites:
+        finite = [b for b in site.buffers if _FINITE.match(b[1])]
+        if not finite or not re.search(r"\binfinity\s*\(", getattr(site, "text", "") or ""):
+            continue
+        b = finite[0]
+        return Finding(
+            "no-infinity-dtype", "an infinity asked of a dtype that has none",
+            meaning=f"{site.op} at line {site.line} writes an infinity into {b[0]}, a {b[1]} buffer; {b[1]} is a "
+                    "finite-only format (its largest exponent encodes numbers or NaN, not infinity), so there is no "
+                    "value to lower T.infinity to",
+            advice=f"keep {b[0]} in float32 (a running maximum or an accumulator wants the range anyway), or start "
+                   f"from the format's most negative finite value (-T.max_value({b[1]})) instead of -infinity",
+            evidence=(_site_text(site), f"{b[0]}: {b[1]} in {b[2]}, shape {b[3]}"), site=site)
+    return None
+
+
 # -- a GEMM's accumulator handed to another GEMM in registers ------------------------------------------
 def _warp_split(state: State, site: Any) -> tuple[int, int, str] | None:
     """How T.gemm ``site`` splits the block's warps over its M x N tile, (m_warp, n_warp, instruction),
@@ -558,7 +611,7 @@ def _gemm_operand_layout(state: State) -> Finding | None:
         return None
     gemms = _gemms(state)
     made = {g.buffers[2][0]: g for g in gemms if g.buffers[2][2] == "local.fragment"}  # accumulator -> its GEMM
-    taken = {}  # register operand -> (its GEMM, "A" or "B")
+    taken: dict[str, tuple[Any, str]] = {}  # register operand -> (its GEMM, "A" or "B")
     for g in gemms:
         for role, x in (("A", g.buffers[0]), ("B", g.buffers[1])):
             if x[2] == "local.fragment":
@@ -635,18 +688,22 @@ def _scope(state: State) -> Finding | None:
     if site is None:
         return None
     scopes = [b[2] for b in site.buffers]
-    if re.fullmatch(r"T\.(\w+_)?gemm", site.op) and len(site.buffers) >= 3:
-        a, b, c = site.buffers[:3]
-        wrong = [x for x in (a, b) if x[2] in ("local", "global")]
+    # a failure placed on one GEMM may be another's: TileLang infers every GEMM's layouts in one pass
+    others = [g for g in _gemms(state) if g is not site] if \
+        re.fullmatch(r"T\.(\w+_)?gemm", site.op) or "gemm" in (state.tile_op or "") else []
+    for gemm in [site] + others:
+        if not re.fullmatch(r"T\.(\w+_)?gemm", gemm.op) or len(gemm.buffers) < 3:
+            continue
+        wrong = [x for x in gemm.buffers[:2] if x[2] in ("local", "global")]
         if wrong:
             names = ", ".join(f"{x[0]} ({x[2]})" for x in wrong)
             return Finding(
                 "scope-for-op", "a tile operation given a buffer in a memory it does not take",
-                meaning=f"{site.op} at line {site.line} reads A and B from shared memory (or A from a register "
+                meaning=f"{gemm.op} at line {gemm.line} reads A and B from shared memory (or A from a register "
                         f"fragment), where every thread of the block can reach the tile; {names} is not",
                 advice="allocate the operand with T.alloc_shared (or A with T.alloc_fragment) and T.copy the tile "
                        "into it; T.alloc_local is one thread's private memory",
-                evidence=(_site_text(site), *(f"{x[0]}: {x[2]} {x[3]}" for x in site.buffers[:3])), site=site)
+                evidence=(_site_text(gemm), *(f"{x[0]}: {x[2]} {x[3]}" for x in gemm.buffers[:3])), site=gemm)
     if site.op.startswith("T.reduce") and scopes and any(x == "local" for x in scopes[:2]):
         odd = next(b for b in site.buffers[:2] if b[2] == "local")
         return Finding(
@@ -680,7 +737,7 @@ def _safe(test: Callable[[Any], bool], site: Any) -> bool:
 
 # The order the rules are tried in: what the target lacks first, then what an operation's operands
 # lack (memories, dtypes, shapes), then loops and annotations; the generic layout rule last.
-_ORDER = ("feature-newer-arch", "mma-dtype", "scope-for-op", "accumulator-not-fragment",
+_ORDER = ("feature-newer-arch", "mma-dtype", "mma-accumulator-dtype", "scope-for-op", "accumulator-not-fragment",
           "gemm-k-mismatch", "threads-below-wavefront", "mma-tile-shape",
-          "copy-between-memories", "codegen-intrinsic", "parallel-layout", "gemm-operand-layout")
+          "copy-between-memories", "codegen-intrinsic", "parallel-layout", "gemm-operand-layout", "no-infinity-dtype")
 RULES.sort(key=lambda r: _ORDER.index(r[0]) if r[0] in _ORDER else len(_ORDER))
