@@ -403,7 +403,8 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                 node if isinstance(node, tvm.tirx.BufferStore) else node.body
             extra = _loop_facts(tvm, node) if isinstance(node, tvm.tirx.For) else \
                 _gemm_facts(node.value) if isinstance(node, tvm.tirx.Evaluate) and re.fullmatch(
-                    r"T\.(\w+_)?gemm", op) else {}
+                    r"T\.(\w+_)?gemm", op) else \
+                _call_facts(tvm, node.value) if isinstance(node, tvm.tirx.Evaluate) else {}
             sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
                                           linecache.getline(filename, line).rstrip("\n"), **extra))
     except Exception:  # a kernel the helpers cannot walk: no sites
@@ -471,6 +472,21 @@ def _gemm_facts(call: Any) -> dict[str, Any]:
     notes["transpose_A"], notes["transpose_B"] = str(bool(values[0])), str(bool(values[1]))
     notes["policy"] = _GEMM_POLICIES.get(values[5], str(values[5]))
     return {"annotations": tuple(notes.items())}
+
+
+def _call_facts(tvm: Any, call: Any) -> dict[str, Any]:
+    """The intrinsics a tile operation's arguments call (T.fill(m, -T.infinity(dtype)) calls
+    tir.infinity), as the annotation ``calls``; {} where they call none."""
+    names: list[str] = []
+
+    def visit(n: Any) -> None:
+        name = str(getattr(getattr(n, "op", None), "name", "")) if isinstance(n, tvm.tirx.Call) else ""
+        if name and not name.startswith("tl.tileop.") and name != "tl.region" and name not in names:
+            names.append(name)
+
+    for arg in getattr(call, "args", ()):
+        tvm.tirx.stmt_functor.post_order_visit(arg, visit)
+    return {"annotations": (("calls", ",".join(names)),)} if names else {}
 
 
 def _calling_line(op: str, kernel_file: str, spans: list[tuple[str, int]], index: int) -> int:

@@ -553,7 +553,9 @@ def _no_infinity(state: State) -> Finding | None:
         return None
     for site in state.sites:
         finite = [b for b in site.buffers if _FINITE.match(b[1])]
-        if not finite or not re.search(r"\binfinity\s*\(", getattr(site, "text", "") or ""):
+        calls = dict(site.annotations).get("calls", "").split(",")
+        if not finite or not (any(c.endswith("infinity") for c in calls) or
+                              re.search(r"\binfinity\s*\(", getattr(site, "text", "") or "")):
             continue
         b = finite[0]
         return Finding(
@@ -608,6 +610,10 @@ def _warp_split(state: State, site: Any) -> tuple[int, int, str] | None:
 @rule("gemm-operand-layout", "a GEMM's accumulator handed to another GEMM in registers of another layout")
 def _gemm_operand_layout(state: State) -> Finding | None:
     if state.pass_name != "tl.LayoutInference":
+        return None
+    # a failure the trace places in a tile operation of its own (a T.gemm's operands) is that operation's
+    op = state.tile_op or ""
+    if op.startswith("T.") and op not in ("T.Parallel", "T.copy"):
         return None
     gemms = _gemms(state)
     made = {g.buffers[2][0]: g for g in gemms if g.buffers[2][2] == "local.fragment"}  # accumulator -> its GEMM
