@@ -268,3 +268,40 @@ def test_in_a_running_event_loop_the_static_view_follows_once_the_controls_rest(
         assert len(updates) == 1 and "32x64 bfloat16, 128B swizzle" in updates[0]
 
     asyncio.run(explore())
+
+
+def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_picture(monkeypatch):
+    """In a kernel a change sends the picture as its few-element preview at once, and the full
+    picture (hover and a title per cell) once the controls rest: one, for several changes."""
+    import asyncio
+
+    import tilelab.widgets.explorer as explorer_module
+    from tilelab.render import svg as svg_module
+
+    monkeypatch.setattr(explorer_module, "SETTLE_S", 0.0)
+    drawn = []
+    real = svg_module.tile_svg
+    monkeypatch.setattr(svg_module, "tile_svg", lambda *a, **k: drawn.append(k.get("preview", False)) or real(*a, **k))
+
+    async def explore() -> None:
+        w = swizzle_explorer()
+        for mode in ("NONE", "64B", "32B"):
+            w.swizzle.value = mode
+            assert w.picture.value.startswith('<svg class="tl-preview"') and "<title>" not in w.picture.value
+        assert "32B swizzle" in w.picture.value
+        for _ in range(100):
+            if "<title>" in w.picture.value:
+                break
+            await asyncio.sleep(0)
+        full = w.picture.value
+        assert "<title>(0, 0-1): byte 0, bank 0, chunk 0</title>" in full and "tl-preview" not in full
+        assert full == svg_module.tile_svg(w.state()["tile"], report=w.state()["report"], max_rows=32,
+                                           fit_width=explorer_module.PICTURE_WIDTH)
+        # the constructor's and three changes' previews, then one full picture (and the check above)
+        assert drawn == [True, True, True, True, False, False]
+        # the static view (a saved notebook, an export) always holds the full picture
+        w.swizzle.value = "128B"
+        assert "tl-preview" in w.picture.value and "<title>" in w.static_html()
+        assert "tl-preview" not in w.picture.value
+
+    asyncio.run(explore())

@@ -186,6 +186,24 @@ def _row_runs(row: Any) -> tuple[Any, Any, Any]:
     return starts, lengths, row[starts]
 
 
+def _all_runs(index: Any) -> tuple[Any, Any, Any, Any]:
+    """The runs of equal values of every row of ``index`` at once, in reading order: their rows,
+    starts, lengths and values (what :func:`_row_runs` gives row by row)."""
+    rows, cols = index.shape
+    start = np.ones((rows, cols), dtype=bool)
+    start[:, 1:] = index[:, 1:] != index[:, :-1]
+    r, c = np.nonzero(start)
+    flat = r * cols + c
+    lengths = np.diff(np.r_[flat, rows * cols])  # a row's first cell always starts a run
+    return r, c, lengths, index[r, c]
+
+
+def _ns(values: Any) -> list[str]:
+    """:func:`_n` of every value of an array."""
+    tenths = np.round(np.asarray(values, dtype=np.float64) * 10).astype(np.int64).tolist()
+    return [str(t // 10) if t % 10 == 0 else f"{t / 10:.1f}" for t in tenths]
+
+
 def _fit(index: Any, max_cells: int) -> tuple[int, int]:
     """How many rows and columns to draw so that the rectangles of distinct rows stay under
     ``max_cells`` (identical rows cost nothing: they are reused)."""
@@ -209,7 +227,8 @@ def _fit(index: Any, max_cells: int) -> tuple[int, int]:
 def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
           label_of: Sequence[str] | None = None, titles: Any = None,
           cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
-          label_font: int | None = None, paths: bool = False) -> tuple[str, int]:
+          label_font: int | None = None, paths: bool = False, preview: bool = False,
+          word: int = 0) -> tuple[str, int]:
     """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
 
     Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
@@ -217,9 +236,20 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
     carrying ``classes`` for hover highlighting and a title each. Otherwise runs of one colour merge into one rect, and
     identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
     Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run.
-    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run."""
+    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run.
+    ``preview``: the same look in a few elements (:func:`_preview_cells`), without classes, titles
+    or reused rows: the look of explicit cells, bordered every ``word`` columns as their rects
+    are, or (``word`` 0) of reused rows."""
     font = label_font or max(MIN_FONT, min(12, int(ch * 0.65)))
     fit = _LabelFit(cw, font, ch >= font + 1)
+    if preview and cell_labels is None:
+        # the labels' baseline in a row: the explicit cells' (centred), the reused rows' (_row_labels)
+        baseline = ch * 0.5 + font * 0.35 if word else ch * 0.72
+        runs = (_run_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of, baseline=baseline)
+                if label_of is not None else [])
+        group = f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">'
+        return (_preview_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, word=word)
+                + (group + "".join(runs) + "</g>" if runs else "")), 0
     if titles is not None or classes is not None:
         cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes)
         labels = _explicit_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
@@ -276,6 +306,30 @@ def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float,
     return "".join(out)
 
 
+def _preview_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
+                   word: int) -> str:
+    """What :func:`_explicit_cells` draws, in a few elements: every run of one colour of every row
+    in one ``<path>`` per colour, and the cells' white borders (the explicit rects' strokes: one
+    cell every ``word`` columns, one row high) in one more. No classes and no titles: a picture
+    to look at while the explicit one, which hovers and answers, is on its way (``word`` 0: no
+    borders, as the reused rows of a large picture have none)."""
+    rows, cols = index.shape
+    r, c, lengths, values = _all_runs(index)
+    xs, ys = _ns(x0 + np.arange(cols + 1) * cw), _ns(y0 + np.arange(rows + 1) * ch)
+    widths = dict(zip(np.unique(lengths).tolist(), _ns(np.unique(lengths) * cw)))
+    height = _n(ch)
+    by_colour: dict[int, list[str]] = {}
+    for row, start, length, value in zip(r.tolist(), c.tolist(), lengths.tolist(), values.tolist()):
+        w = widths[length]
+        by_colour.setdefault(value, []).append(f"M{xs[start]} {ys[row]}h{w}v{height}h-{w}z")
+    cells = "".join(f'<path fill="{fill_of[v]}" d="{"".join(d)}"/>' for v, d in sorted(by_colour.items()))
+    if not word:
+        return cells
+    lines = [f"M{xs[j]} {ys[0]}V{ys[rows]}" for j in [*range(0, cols, word), cols]]
+    lines += [f"M{xs[0]} {y}H{xs[cols]}" for y in ys]
+    return f'{cells}<path d="{"".join(lines)}" fill="none" stroke="#fff" stroke-width="0.5"/>'
+
+
 def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, y0: float,
                      label_of: Sequence[str] | None, cell_labels: list[list[str]] | None) -> str:
     """The explicit cells' labels: one per cell (two lines when it holds ``\n``), or one
@@ -283,6 +337,10 @@ def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: fl
     font = fit.font
     rows, cols = index.shape
     out = [f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">']
+    if cell_labels is None and label_of is not None:
+        out += _run_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
+                           baseline=ch * 0.5 + font * 0.35)
+        rows = 0
     for i in range(rows):
         ty = y0 + i * ch + ch * 0.5 + font * 0.35
         if cell_labels is not None:
@@ -306,6 +364,37 @@ def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: fl
                 out.append(f'<text x="{xs}" y="{_n(ty)}">{_esc(chars)}</text>')
     out.append("</g>")
     return "".join(out)
+
+
+def _run_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, y0: float,
+                label_of: Sequence[str], baseline: float) -> list[str]:
+    """The label of every run of one value that fits it, one ``<text>`` per row with each
+    character placed (as :func:`_centred_chars`), ``baseline`` below the row's top, computed for
+    all rows at once."""
+    font = fit.font
+    if not fit.tall_enough:
+        return []
+    r, c, lengths, values = _all_runs(index)
+    sizes = np.array([len(lab) for lab in label_of])[values]
+    keep = (sizes > 0) & (lengths * cw >= 0.6 * font * sizes + 2)
+    r, c, lengths, values, sizes = r[keep], c[keep], lengths[keep], values[keep], sizes[keep]
+    centres = x0 + (c + lengths / 2) * cw
+    # each character at the code font's advance from its label's centre
+    each: Any = np.repeat(np.arange(len(sizes)), sizes)
+    k = np.arange(len(each)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    xs = _ns(centres[each] + (k - (sizes[each] - 1) / 2) * 0.6 * font)
+    chars = "".join(label_of[v] for v in values.tolist())
+    ys = _ns(y0 + np.arange(index.shape[0]) * ch + baseline)
+    rows_of = r[each].tolist()
+    out = []
+    first = 0
+    for row in sorted(set(rows_of)):
+        last = first
+        while last < len(rows_of) and rows_of[last] == row:
+            last += 1
+        out.append(f'<text x="{" ".join(xs[first:last])}" y="{ys[row]}">{_esc(chars[first:last])}</text>')
+        first = last
+    return out
 
 
 def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: float, ch: float, x0: float,
@@ -595,7 +684,8 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
                     max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS,
-                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None) -> str:
+                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None,
+                    preview: bool = False) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
@@ -603,7 +693,9 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     wide: columns that would need cells narrower than ``MIN_CELL`` (or, coloured by bank, narrower than
     the bank number) are left out and the caption says so; ``max_cols`` caps them further.
     ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
-    that knows what cannot be drawn computes no more), for the caption."""
+    that knows what cannot be drawn computes no more), for the caption. ``preview``: the same
+    picture (its size, colours, numbers, outlines and words) without what hovering and tooltips
+    need, in a few elements: quick to send and to paint while controls move."""
     # Not split: one picture drawn in order (cells, bank colours, highlights, hover boxes, titles) on one geometry.
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -639,7 +731,9 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                    and (n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown) <= EXPLICIT_RECTS else None)
     rects = n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown  # a rect per 4-byte word or element
     explicit = n_shown <= min(explicit_cells, EXPLICIT_CELLS) and rects <= EXPLICIT_RECTS
-    classes = _cell_classes(banks, chunks, e) if explicit else None
+    classes = _cell_classes(banks, chunks, e) if explicit and not preview else None
+    if preview:
+        cell_titles = None
     cw, ch = _cell_size(show_rows, show_cols, max_width=grid_room)
     cw = max(cw, min_cw)
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
@@ -663,8 +757,11 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))] if numbers else None,
                            cw=cw, ch=ch, x0=f.left,
                            y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0,
-                           label_font=label_font)
-    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns, explicit_cells)
+                           label_font=label_font, preview=preview,
+                           word=max(1, sw.BANK_BYTES // e) if explicit else 0)
+    style, hover_note = _hover(uid, hover, explicit, banks, chunks, e, patterns, explicit_cells)
+    if preview:  # the words say what hovering does: the full picture that follows does it
+        style = ""
     out = ["", style, _text(4, 16, f"{name}", weight="bold")]
     out += [_text(4, 32 + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(head)]
     out.append(grid)
@@ -681,13 +778,15 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=TEXT) for i, line in enumerate(notes)]
     height = y + 13 * len(notes) + 6
     out[0] = _svg_open(width, height, f"{name} shared layout", uid)
+    if preview:  # says what it is: the picture with hover and titles replaces it
+        out[0] = out[0].replace("<svg ", '<svg class="tl-preview" ', 1)
     return "".join(out) + "</svg>"
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
              max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
-             fit_width: float = 0) -> Picture:
+             fit_width: float = 0, preview: bool = False) -> Picture:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
@@ -696,18 +795,19 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     ``"none"``), pure CSS inside the SVG. ``max_rows``/``max_cols``: draw at most this many rows /
     columns (0: no cap; the caption says what is shown). ``fit_width``: the whole picture, cells
     and captions, at most this wide (0: cells up to ``max_width``, captions up to 640 px), so
-    that it is shown unscaled in an output of that width."""
+    that it is shown unscaled in an output of that width. ``preview``: the same picture without
+    its hover and tooltips, in a few elements (what the explorer shows while its controls move)."""
     if fit_width:
         max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
     return Picture(_tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells,
                              title=title,
                              max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
-                             fixed_width=bool(fit_width)))
+                             fixed_width=bool(fit_width), preview=preview))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
               report: sw.ConflictReport | None, max_cells: int, title: str | None, max_width: float, hover: str,
-              max_rows: int, max_cols: int, fixed_width: bool = False) -> str:
+              max_rows: int, max_cols: int, fixed_width: bool = False, preview: bool = False) -> str:
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -726,7 +826,7 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
                            base=tile.base % sw.LINE_BYTES, max_rows=max_rows, max_cols=max_cols,
-                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols))
+                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols), preview=preview)
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
