@@ -13,9 +13,15 @@ Each row is one change of one control, from the default explorer (32x64 float16,
   kernel, the refresh there, the updates back, and the browser's parse, style, layout and paint.
   *hover ready*: to the frame painted with the picture's per-cell elements (hover strokes and
   tooltips), which follow once the controls rest for ``SETTLE_S``. Median [min-max] over ``--repeat``.
+* where the time goes: the CPU time the kernel, the server and the browser (every thread of each,
+  from ``/proc``) spent from the change to the redraw's frame, and the time they waited for a CPU
+  (on a machine shared with other work, that wait is what the load adds to the redraw);
 * in Python: the refresh the change runs in the kernel (the models and the three views, the
   picture drawn as its few-element preview), and the full picture built once the controls rest;
   the size (KB) and the number of elements of each picture.
+
+A last row measures the floor under all of them on the same page: a dropdown whose change the
+kernel echoes into a one-word HTML widget (the round trip and a paint, nothing drawn).
 
 The target is a redraw median under 50 ms for every setting; the table marks a row that misses
 it, and the script exits 1 then. On a machine shared with other work the browser figures grow
@@ -59,7 +65,7 @@ SETTINGS: list[tuple[str, dict, str, object]] = [
     ("default: swizzle 128B -> NONE", DEFAULT, "swizzle", "NONE"),
     ("default: dtype float16 -> float32", DEFAULT, "dtype", "float32"),
     ("default: dtype float16 -> float64", DEFAULT, "dtype", "float64"),
-    ("default: dtype float16 -> int8", DEFAULT, "dtype", "int8"),
+    ("default: dtype float16 -> bfloat16", DEFAULT, "dtype", "bfloat16"),
     ("default: rows 32 -> 16", DEFAULT, "rows", 16),
     ("default: cols 64 -> 128", DEFAULT, "cols", 128),
     ("default: access -> row_store", DEFAULT, "pattern", "row_store"),
@@ -71,11 +77,12 @@ SETTINGS: list[tuple[str, dict, str, object]] = [
     ("default: hover bank -> chunk", DEFAULT, "hover", "chunk"),
     ("1024x1024: colour chunk -> bank", BIG, "color_by", "bank"),
     ("1024x1024: dtype float16 -> float64", BIG, "dtype", "float64"),
+    ("1024x1024: dtype float16 -> int8", BIG, "dtype", "int8"),
     ("1024x1024: swizzle 128B -> 64B", BIG, "swizzle", "64B"),
     ("1024x1024: start row 0 -> 1000", BIG, "start_row", 1000),
     ("1024x1024: hover bank -> none", BIG, "hover", "none"),
 ]
-QUICK = [0, 1, 11, 13, 16]
+QUICK = [0, 1, 11, 13, 17]
 
 
 # -- Python: the refresh in the kernel and the full picture ------------------------------------
@@ -98,7 +105,7 @@ def python_figures(state: dict, control: str, value: object, repeat: int) -> dic
         refresh = time.perf_counter() - start
         preview = w.picture.value
         start = time.perf_counter()
-        w._settle()
+        getattr(w, "_settle", lambda: None)()  # (an explorer of one step draws the full picture at once)
         full = time.perf_counter() - start
         picture = w.picture.value
         w.close()
@@ -155,47 +162,139 @@ def jupyter_lab(root: Path) -> Iterator[str]:
         log.close()
 
 
-# In the page: change one control, then record every change of the explorer's DOM and the frame
-# painted after it, until the full picture (no class tl-preview) has followed the preview and
-# been painted. redraw: to the frame after the last change made while the preview showed;
-# hover: to the frame after the full picture.
-CHANGE = """async ([label, value, patience]) => {
+# In the page: change one control and record every change of the explorer's DOM and the frame
+# painted after it. START resolves once the redraw is on screen: the kernel has gone idle after
+# the change (every update of the refresh sent), the frame after the last DOM change is painted
+# and nothing more changed for 40 ms (the full picture comes SETTLE_S later); redraw: to that
+# frame. SETTLE resolves once the full picture (no class tl-preview) is painted; hover: to it.
+START = """async ([label, value, patience]) => {
   const root = document.querySelector('.tl-explorer-live');
   const box = [...root.querySelectorAll('.widget-inline-hbox')]
       .find(b => (b.querySelector('.widget-label') || {}).textContent === label);
   const control = box.querySelector('select, input');
-  const picture = [...root.querySelectorAll('.widget-html-content')].pop();
-  const changes = [], painted = [];
-  const observer = new MutationObserver(() => {
-    const i = changes.length, svg = picture.querySelector(':scope > svg');
-    changes.push([performance.now(), !!(svg && svg.classList.contains('tl-preview'))]);
-    requestAnimationFrame(() => setTimeout(() => { painted[i] = performance.now(); }, 0));
+  const picture = [...root.querySelectorAll('.widget-html-content')].find(c => c.querySelector(':scope > svg'));
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const run = window.__tlRun = {changes: [], painted: [], busy: false, idle: false, wake: () => {}};
+  const last = () => run.changes.length - 1;
+  const drawn = () => run.idle && last() >= 0 && run.painted[last()] !== undefined
+      && performance.now() - run.changes[last()][0] >= 40;
+  run.observer = new MutationObserver(() => {
+    const i = run.changes.length, svg = picture.querySelector(':scope > svg');
+    run.changes.push([performance.now(), !!(svg && svg.classList.contains('tl-preview'))]);
+    requestAnimationFrame(() => setTimeout(() => { run.painted[i] = performance.now(); run.wake(); }, 0));
   });
-  observer.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
-  const t0 = performance.now();
+  run.observer.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+  const status = (_, state) => {
+    if (state === 'busy') run.busy = true;
+    if (state === 'idle' && run.busy) { run.idle = true; run.wake(); }
+  };
+  kernel.statusChanged.connect(status);
+  const done = new Promise(resolve => {
+    const timer = setTimeout(() => resolve(false), patience);
+    run.wake = () => setTimeout(() => { if (drawn()) { clearTimeout(timer); resolve(true); } }, 40);
+  });
+  const t0 = run.t0 = performance.now();
   control.value = String(value);
   control.dispatchEvent(new Event('change', {bubbles: true}));
-  const settled = () => { const n = changes.length; return n && !changes[n - 1][1] && changes.some(c => c[1])
-      && painted[n - 1] !== undefined; };
+  const ok = await done;
+  kernel.statusChanged.disconnect(status);
+  run.wake = () => {};
+  return ok ? run.painted[last()] - t0 : null;
+}"""
+# The full picture, where a preview stands: resolves once it is painted (at once otherwise).
+SETTLE = """async (patience) => {
+  const run = window.__tlRun, last = () => run.changes.length - 1;
+  const settled = () => !run.changes[last()][1] && run.painted[last()] !== undefined;
   const start = Date.now();
-  while (!settled() && Date.now() - start < patience) await new Promise(r => setTimeout(r, 10));
-  await new Promise(r => setTimeout(r, 100));  // nothing more follows
-  observer.disconnect();
-  if (!settled()) return null;
-  let last = -1;
-  changes.forEach((c, i) => { if (c[1]) last = i; });
-  return {redraw: painted[last] - t0, hover: painted[changes.length - 1] - t0};
+  while (!settled() && Date.now() - start < patience) await new Promise(r => setTimeout(r, 20));
+  await new Promise(r => setTimeout(r, 60));  // nothing more follows
+  run.observer.disconnect();
+  return settled() ? run.painted[last()] - run.t0 : null;
 }"""
 
 
-def _set(page, control: str, value: object) -> dict | None:
-    return page.evaluate(CHANGE, [LABELS[control], value, 10_000])
+# The floor under every redraw: a dropdown whose change a kernel echoes into a one-word HTML
+# widget (the message there and back, and a paint), beside the explorer on the same page.
+PROBE_CELL = ("import ipywidgets as W\n_a = W.Dropdown(options=('a', 'b'), description='probe')\n"
+              "_b = W.HTML('a')\n_a.observe(lambda c: setattr(_b, 'value', c['new']), 'value')\n"
+              "W.VBox([_a, _b], _dom_classes=['tl-probe'])")
+PROBE = """async (value) => {
+  const root = document.querySelector('.tl-probe'), select = root.querySelector('select');
+  const out = root.querySelector('.widget-html-content');
+  let wake = () => {};
+  const painted = new Promise(resolve => { wake = resolve; setTimeout(() => resolve(null), 10000); });
+  const observer = new MutationObserver(() => { if (out.textContent === value)
+      requestAnimationFrame(() => setTimeout(() => wake(performance.now()), 0)); });
+  observer.observe(out, {subtree: true, childList: true, characterData: true});
+  const t0 = performance.now();
+  select.value = value;
+  select.dispatchEvent(new Event('change', {bubbles: true}));
+  const at = await painted;
+  await new Promise(r => setTimeout(r, 40));  // as a redraw's: nothing more follows
+  observer.disconnect();
+  return at === null ? null : at - t0;
+}"""
+
+
+def _processes() -> dict[str, list[int]]:
+    """This script's descendant processes by part: the kernel, the server, the browser."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    parts: dict[str, list[int]] = {"kernel": [], "server": [], "browser": []}
+    todo = list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        with contextlib.suppress(OSError):
+            cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            part = ("kernel" if "ipykernel" in cmd else "server" if "jupyter-lab" in cmd or "jupyter lab" in cmd
+                    else "browser" if "chromium" in cmd else None)
+            if part:
+                parts[part].append(pid)
+    return parts
+
+
+def _cpu_ns(parts: dict[str, list[int]]) -> dict[str, tuple[int, int]]:
+    """Per part: nanoseconds on a CPU and waiting for one (every thread's /proc schedstat)."""
+    out = {}
+    for part, pids in parts.items():
+        run = wait = 0
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                for task in (Path("/proc") / str(pid) / "task").iterdir():
+                    with contextlib.suppress(OSError, ValueError):
+                        on, queued = (task / "schedstat").read_text().split()[:2]
+                        run, wait = run + int(on), wait + int(queued)
+        out[part] = (run, wait)
+    return out
+
+
+def _set(page, control: str, value: object, cpu: dict | None = None) -> tuple[float, float] | None:
+    """Change a control in the page; (redraw ms, hover-ready ms), None if it never settled. With
+    ``cpu`` (the processes), the CPU ms each part spent on the redraw are added to its lists."""
+    parts = before = None
+    if cpu is not None:
+        parts = cpu["processes"]
+        before = _cpu_ns(parts)
+    redraw = page.evaluate(START, [LABELS[control], value, 10_000])
+    if cpu is not None and parts is not None and before is not None and redraw is not None:
+        after = _cpu_ns(parts)
+        for part in parts:
+            cpu.setdefault(part, []).append((after[part][0] - before[part][0]) / 1e6)
+            cpu.setdefault(part + " waiting", []).append((after[part][1] - before[part][1]) / 1e6)
+    hover = page.evaluate(SETTLE, 10_000)
+    return None if redraw is None or hover is None else (redraw, hover)
 
 
 def browser_figures(settings: list[tuple[str, dict, str, object]], repeat: int,
                     width: int = 1400) -> dict[str, dict] | None:
-    """Per setting: redraw and hover-ready ms in JupyterLab (median, min, max); None without
-    Chromium or Playwright."""
+    """Per setting: redraw and hover-ready ms in JupyterLab (lists of ``repeat``), and the CPU
+    ms the kernel, the server and the browser spent on each redraw; None without Chromium or
+    Playwright."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -210,7 +309,8 @@ def browser_figures(settings: list[tuple[str, dict, str, object]], repeat: int,
     root = Path(tempfile.mkdtemp(prefix="tilelab-explorer-"))
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                            "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("import tilelab\ntilelab.swizzle_explorer()")]
+    nb.cells = [nbformat.v4.new_code_cell("import tilelab\ntilelab.swizzle_explorer()"),
+                nbformat.v4.new_code_cell(PROBE_CELL)]
     nbformat.write(nb, root / "explorer.ipynb")
     out: dict[str, dict] = {}
     with jupyter_lab(root) as url, sync_playwright() as pw:
@@ -224,23 +324,42 @@ def browser_figures(settings: list[tuple[str, dict, str, object]], repeat: int,
                 " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             page.locator(".tl-explorer-live svg").first.wait_for(timeout=120_000)
+            page.locator(".tl-probe select").first.wait_for(timeout=120_000)
             page.wait_for_timeout(1000)
+            processes = _processes()
             for label, state, control, value in settings:
                 for name, v in state.items():
                     _set(page, name, v)
                 redraw, hover = [], []
+                cpu: dict = {"processes": processes}
                 for _ in range(repeat):
-                    got = _set(page, control, value)
+                    got = _set(page, control, value, cpu)
                     if got is not None:
-                        redraw.append(got["redraw"])
-                        hover.append(got["hover"])
+                        redraw.append(got[0])
+                        hover.append(got[1])
                     _set(page, control, defaults[control] if control not in state else state[control])
                 for name in reversed(list(state)):
                     _set(page, name, defaults[name])
-                out[label] = {"redraw": redraw, "hover": hover}
+                del cpu["processes"]
+                out[label] = {"redraw": redraw, "hover": hover, "cpu": cpu}
+            probe, cpu = [], {}
+            for _ in range(repeat):
+                for v in ("b", "a"):
+                    before = _cpu_ns(processes)
+                    ms = page.evaluate(PROBE, v)
+                    after = _cpu_ns(processes)
+                    if ms is not None:
+                        probe.append(ms)
+                        for part in processes:
+                            cpu.setdefault(part, []).append((after[part][0] - before[part][0]) / 1e6)
+                            cpu.setdefault(part + " waiting", []).append((after[part][1] - before[part][1]) / 1e6)
+            out[PROBE_LABEL] = {"redraw": probe, "cpu": cpu}
         finally:
             browser.close()
     return out
+
+
+PROBE_LABEL = "floor: a one-word HTML widget's round trip"
 
 
 def explorer_redraw_rows(repeat: int = 7, settings: list[tuple[str, dict, str, object]] | None = None,
@@ -255,7 +374,22 @@ def explorer_redraw_rows(repeat: int = 7, settings: list[tuple[str, dict, str, o
     for row in rows:
         row["redraw"] = lab[row["label"]]["redraw"] if lab else None
         row["hover"] = lab[row["label"]]["hover"] if lab else None
+        row["cpu"] = lab[row["label"]]["cpu"] if lab else None
+    if lab:
+        rows.append({"label": PROBE_LABEL, "redraw": lab[PROBE_LABEL]["redraw"], "cpu": lab[PROBE_LABEL]["cpu"],
+                     "probe": True})
     return rows
+
+
+def _cpu(row: dict) -> str:
+    """Median CPU ms of the kernel, the server and the browser per redraw, and their median wait."""
+    cpu = row.get("cpu")
+    if not cpu or not cpu.get("kernel"):
+        return "-"
+    parts = [statistics.median(cpu[p]) for p in ("kernel", "server", "browser")]
+    waiting = statistics.median(a + b + c for a, b, c in zip(cpu["kernel waiting"], cpu["server waiting"],
+                                                              cpu["browser waiting"]))
+    return f"{'+'.join(f'{v:.0f}' for v in parts)} ({waiting:.0f})"
 
 
 def _spread(values: list[float] | None) -> str:
@@ -266,23 +400,28 @@ def _spread(values: list[float] | None) -> str:
 
 def print_rows(rows: list[dict]) -> int:
     """The table; the number of rows whose redraw median misses the target."""
-    print(f"{'setting change':38} {'redraw ms':>14} {'hover ready ms':>15} {'py ms':>6} {'full py':>7} "
-          f"{'KB':>9} {'elements':>10}  target: redraw < {TARGET_MS:.0f} ms")
+    print(f"{'setting change':38} {'redraw ms':>14} {'hover ready ms':>15} {'CPU ms (wait)':>15} {'py ms':>6} "
+          f"{'full py':>7} {'KB':>9} {'elements':>10}  target: redraw < {TARGET_MS:.0f} ms")
     missed = 0
     for r in rows:
+        if r.get("probe"):
+            print(f"{r['label']:38} {_spread(r['redraw']):>14} {'':>15} {_cpu(r):>15}")
+            continue
         flag = ""
         if r["redraw"]:
             flag = "" if statistics.median(r["redraw"]) < TARGET_MS else "MISSED"
         missed += bool(flag)
-        print(f"{r['label']:38} {_spread(r['redraw']):>14} {_spread(r['hover']):>15} {r['python_ms']:6.1f} "
-              f"{r['full_ms']:7.1f} {r['preview_kb']:4.0f}/{r['full_kb']:<4.0f} "
+        print(f"{r['label']:38} {_spread(r['redraw']):>14} {_spread(r['hover']):>15} {_cpu(r):>15} "
+              f"{r['python_ms']:6.1f} {r['full_ms']:7.1f} {r['preview_kb']:4.0f}/{r['full_kb']:<4.0f} "
               f"{r['preview_elements']:4d}/{r['full_elements']:<5d}  {flag}")
-    redraws = [statistics.median(r["redraw"]) for r in rows if r["redraw"]]
+    redraws = [statistics.median(r["redraw"]) for r in rows if r["redraw"] and not r.get("probe")]
     if redraws:
         print(f"median of the settings' redraw medians: {statistics.median(redraws):.0f} ms; "
               f"the slowest setting's: {max(redraws):.0f} ms")
     else:
         print("(no Chromium at /usr/bin/chromium or no playwright: Python figures only)")
+    print("CPU ms: median per redraw of the kernel + the server + the browser (every thread, from the change to "
+          "the redraw's frame), in brackets the time they waited for a CPU (a busy machine's share of the redraw)")
     print("KB and elements: the preview / the full picture (hover and tooltips). "
           f"Load average while measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return missed

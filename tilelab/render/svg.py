@@ -142,6 +142,31 @@ EXPLICIT_RECTS = 1024  # ... as long as that is at most this many rects (a 32 x 
 # tile of 8-byte elements draws a rect per element, twice the nodes, and would paint twice as slowly
 
 
+# The explorer's pictures hover without :has(): their cells are gathered by hover group (a bank,
+# a chunk, a row; rows of one pattern), and one plain rule strokes the hovered group. The rules
+# live once on the page (the explorer holds them) or once in a picture that stands alone, for
+# pictures whose root has the class tl-hg (cells) or tl-hu (reused rows). Adding or removing a
+# :has() rule makes the browser check every element of a notebook page (half a second beside
+# the explorer's two thousand cells); these cost nothing of the kind.
+HOVER_CSS = ("<style>"
+             f"svg.tl-hg .tlgroups > g:hover > rect{{{HOVER_STROKE}}}"
+             "svg.tl-hu .tlrows > g:hover > use{stroke: var(--jp-ui-font-color1, #222); stroke-width: 1.5px}"
+             f"svg.tl-hu .tlrows > g > use:hover{{{HOVER_STROKE}}}"
+             "</style>")
+
+
+def _hover_groups(hover: str, banks: Any, chunks: Any, element_bytes: int) -> list[list[str]]:
+    """Each cell's hover group: its bank (both banks of an 8-byte element), chunk or row."""
+    rows, cols = banks.shape
+    if hover == "bank":
+        names = ([f"b{b} b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
+                 else [f"b{b}" for b in range(sw.BANKS)])
+        return [[names[b] for b in row] for row in banks.tolist()]
+    if hover == "chunk":
+        return [[f"k{k}" for k in row] for row in chunks.tolist()]
+    return [[f"r{i}"] * cols for i in range(rows)]
+
+
 def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, rows: bool = False,
                  patterns: int = 0) -> str:
     rules = []
@@ -228,7 +253,7 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
           label_of: Sequence[str] | None = None, titles: Any = None,
           cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
           label_font: int | None = None, paths: bool = False, preview: bool = False,
-          word: int = 0) -> tuple[str, int]:
+          word: int = 0, groups: list[list[str]] | None = None) -> tuple[str, int]:
     """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
 
     Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
@@ -251,12 +276,13 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
         return (_preview_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, word=word)
                 + (group + "".join(runs) + "</g>" if runs else "")), 0
     if titles is not None or classes is not None:
-        cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes)
+        cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes,
+                                groups=groups)
         labels = _explicit_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
                                   cell_labels=cell_labels)
         return cells + labels, 0
     return _reused_rows(index, fill_of, fit, cw=cw, ch=ch, x0=x0, y0=y0, uid=uid, label_of=label_of,
-                        paths=paths)
+                        paths=paths, by_pattern=groups is not None)
 
 
 @dataclass(frozen=True)
@@ -274,9 +300,14 @@ class _LabelFit:
 
 
 def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
-                    titles: Any, classes: list[list[str]] | None) -> str:
+                    titles: Any, classes: list[list[str]] | None, groups: list[list[str]] | None = None) -> str:
     """One rect per run of equal colour and class (a 4-byte word of fp16 shares its bank class),
-    each row a ``<g class="r<i>">`` moved into place, so rects need no y."""
+    each row a ``<g class="r<i>">`` moved into place, so rects need no y. ``groups``: instead, the
+    rects of one hover group (a cell's key: its bank, chunk or row) in one ``<g>``, each rect
+    with its y, so that hovering a cell strokes its group by one plain rule (no ``:has()``)."""
+    if groups is not None:
+        return _grouped_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes,
+                              groups=groups)
     rows, cols = index.shape
     out = ['<g class="tlcells" stroke="#fff" stroke-width="0.5">']
     # the coordinates repeat from row to row: written once (a redraw of the explorer writes thousands)
@@ -304,6 +335,36 @@ def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float,
         out.append("</g>")
     out.append("</g>")
     return "".join(out)
+
+
+def _grouped_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
+                   titles: Any, classes: list[list[str]] | None, groups: list[list[str]]) -> str:
+    """:func:`_explicit_cells`'s rects (one per run of one colour and class, each with its title),
+    gathered by hover group: ``<g class="tlcells tlgroups"><g class="<group>">rects</g>...``."""
+    rows, cols = index.shape
+    xs, ys = _ns(x0 + np.arange(cols + 1) * cw), _ns(y0 + np.arange(rows + 1) * ch)
+    widths: dict[int, str] = {}
+    height, fills = _n(ch), list(fill_of)
+    values = index.tolist()
+    escape = _esc if not getattr(titles, "plain", False) else str
+    gathered: dict[str, list[str]] = {}
+    for i in range(rows):
+        row, names, keys = values[i], classes[i] if classes is not None else None, groups[i]
+        j = 0
+        while j < cols:
+            k = j + 1
+            while k < cols and row[k] == row[j] and (names is None or names[k] == names[j]) and keys[k] == keys[j]:
+                k += 1
+            width = widths.get(k - j)
+            if width is None:
+                width = widths[k - j] = _n((k - j) * cw)
+            cls = f' class="{names[j]}"' if names is not None and names[j] else ""
+            head = f'<rect x="{xs[j]}" y="{ys[i]}" width="{width}" height="{height}" fill="{fills[int(row[j])]}"{cls}'
+            gathered.setdefault(keys[j], []).append(
+                f"{head}><title>{escape(titles(i, j, k))}</title></rect>" if titles is not None else head + "/>")
+            j = k
+    return ('<g class="tlcells tlgroups" stroke="#fff" stroke-width="0.5">'
+            + "".join(f'<g class="{key}">{"".join(rects)}</g>' for key, rects in gathered.items()) + "</g>")
 
 
 def _preview_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
@@ -398,12 +459,17 @@ def _run_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, 
 
 
 def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: float, ch: float, x0: float,
-                 y0: float, uid: str, label_of: Sequence[str] | None, paths: bool) -> tuple[str, int]:
+                 y0: float, uid: str, label_of: Sequence[str] | None, paths: bool,
+                 by_pattern: bool = False) -> tuple[str, int]:
     """Each distinct row drawn once in ``<defs>`` (runs of one colour as one rect, or one path per
-    colour) and placed with a ``<use>``; returns the markup and the number of distinct rows."""
+    colour) and placed with a ``<use>``; returns the markup and the number of distinct rows.
+    ``by_pattern``: the ``<use>`` of one pattern in one ``<g class="p<pattern>">`` (inside a
+    ``<g class="tlrows">``), so that hovering a row outlines every row of its pattern by one plain
+    rule (no ``:has()``)."""
     defs: dict[bytes, int] = {}
     parts: list[str] = []
     uses: list[str] = []
+    sids: list[int] = []
     for i in range(index.shape[0]):
         key = index[i].tobytes()
         sid = defs.get(key)
@@ -426,6 +492,12 @@ def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: floa
                              f"{_row_labels(labels, ch)}</g>")
             parts.append("</g>")
         uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" y="{_n(y0 + i * ch)}"/>')
+        sids.append(sid)
+    if by_pattern:
+        placed: dict[int, list[str]] = {}
+        for sid, use in zip(sids, uses):
+            placed.setdefault(sid, []).append(use)
+        uses = ['<g class="tlrows">'] + [f'<g class="p{sid}">{"".join(u)}</g>' for sid, u in placed.items()] + ["</g>"]
     # every row starts at x0: one translated group instead of an x on each <use>
     return ("<defs>" + "".join(parts) + f'</defs><g transform="translate({_n(x0)} 0)">' + "".join(uses) + "</g>",
             len(defs))
@@ -576,7 +648,8 @@ def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, elemen
         if prefix == "b" and element_bytes == 8:
             present = sorted(set(present) | {(v + 1) % sw.BANKS for v in present})
         return _hover_style(uid, prefix, present, rows=hover == "row"), _HOVER_NOTES[hover]
-    style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
+    style = _hover_style(uid, None, rows=hover != "none",
+                         patterns=min(patterns, 256) if hover != "none" else 0)
     note = "" if hover == "none" else "hover a row: it and every row with its pattern" + (
         f" (cell hover below {explicit_cells} cells)" if explicit_cells else "")
     return style, note
@@ -685,7 +758,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
                     max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS,
                     max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None,
-                    preview: bool = False) -> str:
+                    preview: bool = False, shared_style: bool = False) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
@@ -695,7 +768,9 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
     that knows what cannot be drawn computes no more), for the caption. ``preview``: the same
     picture (its size, colours, numbers, outlines and words) without what hovering and tooltips
-    need, in a few elements: quick to send and to paint while controls move."""
+    need, in a few elements: quick to send and to paint while controls move. ``shared_style``: no
+    ``<style>`` of its own: cells gathered by hover group, hovering by the rules of
+    :data:`HOVER_CSS`, which the page (or the picture's holder) has once."""
     # Not split: one picture drawn in order (cells, bank colours, highlights, hover boxes, titles) on one geometry.
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -734,6 +809,7 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     classes = _cell_classes(banks, chunks, e) if explicit and not preview else None
     if preview:
         cell_titles = None
+    groups = (_hover_groups(hover, banks, chunks, e) if explicit else []) if shared_style and not preview else None
     cw, ch = _cell_size(show_rows, show_cols, max_width=grid_room)
     cw = max(cw, min_cw)
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
@@ -758,10 +834,13 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                            cw=cw, ch=ch, x0=f.left,
                            y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0,
                            label_font=label_font, preview=preview,
-                           word=max(1, sw.BANK_BYTES // e) if explicit else 0)
+                           word=max(1, sw.BANK_BYTES // e) if explicit else 0, groups=groups)
     style, hover_note = _hover(uid, hover, explicit, banks, chunks, e, patterns, explicit_cells)
+    root_class = ""
     if preview:  # the words say what hovering does: the full picture that follows does it
-        style = ""
+        style, root_class = "", "tl-preview"
+    elif shared_style:
+        style, root_class = "", "" if hover == "none" else "tl-hg" if explicit else "tl-hu"
     out = ["", style, _text(4, 16, f"{name}", weight="bold")]
     out += [_text(4, 32 + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(head)]
     out.append(grid)
@@ -778,15 +857,15 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=TEXT) for i, line in enumerate(notes)]
     height = y + 13 * len(notes) + 6
     out[0] = _svg_open(width, height, f"{name} shared layout", uid)
-    if preview:  # says what it is: the picture with hover and titles replaces it
-        out[0] = out[0].replace("<svg ", '<svg class="tl-preview" ', 1)
+    if root_class:  # a preview says what it is; a picture of shared style, which rules it takes
+        out[0] = out[0].replace("<svg ", f'<svg class="{root_class}" ', 1)
     return "".join(out) + "</svg>"
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
              max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
-             fit_width: float = 0, preview: bool = False) -> Picture:
+             fit_width: float = 0, preview: bool = False, shared_style: bool = False) -> Picture:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
@@ -796,18 +875,21 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     columns (0: no cap; the caption says what is shown). ``fit_width``: the whole picture, cells
     and captions, at most this wide (0: cells up to ``max_width``, captions up to 640 px), so
     that it is shown unscaled in an output of that width. ``preview``: the same picture without
-    its hover and tooltips, in a few elements (what the explorer shows while its controls move)."""
+    its hover and tooltips, in a few elements (what the explorer shows while its controls move).
+    ``shared_style``: hover by the rules of :data:`HOVER_CSS`, which the page holds once (the
+    explorer's), instead of a ``<style>`` of the picture's own."""
     if fit_width:
         max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
     return Picture(_tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells,
                              title=title,
                              max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
-                             fixed_width=bool(fit_width), preview=preview))
+                             fixed_width=bool(fit_width), preview=preview, shared_style=shared_style))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
               report: sw.ConflictReport | None, max_cells: int, title: str | None, max_width: float, hover: str,
-              max_rows: int, max_cols: int, fixed_width: bool = False, preview: bool = False) -> str:
+              max_rows: int, max_cols: int, fixed_width: bool = False, preview: bool = False,
+              shared_style: bool = False) -> str:
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -826,7 +908,8 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
                            base=tile.base % sw.LINE_BYTES, max_rows=max_rows, max_cols=max_cols,
-                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols), preview=preview)
+                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols), preview=preview,
+                           shared_style=shared_style)
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
@@ -1342,5 +1425,5 @@ def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
     return Picture(layout_svg(layout, max_cells=max(total, 1), color_by=color_by))
 
 
-__all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
+__all__ = ["HOVER_CSS", "Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
            "trusted_picture", "wgmma_operand_svg"]

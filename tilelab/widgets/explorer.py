@@ -23,7 +23,11 @@ as it looks, drawn with a few elements (each colour one path, the cells' borders
 the browser lays out and paints in a few milliseconds), and once the controls rest for
 ``SETTLE_S`` the same picture with an element per cell, which hovering and tooltips need (two
 thousand elements, the bulk of a redraw's time in the browser). The two look the same, pixel for
-pixel but for anti-aliasing; the static view always holds the second.
+pixel but for anti-aliasing. The widget's pictures carry no ``<style>``: their cells are gathered
+by hover group and one plain rule, on the page once in a hidden view of the widget, strokes the
+hovered group (a stylesheet that came and went with each picture, or rules with ``:has()``,
+would restyle the whole notebook page on every redraw). The static view holds the full picture
+with the same rules before it, as a picture that stands alone.
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ class SwizzleExplorer(widgets.VBox):
             widgets.HBox([self.color_by, self.hover], layout=wrap),
             # the verdict and the per-mode comparison above the picture: they are what is read first
             self.conflicts, self.comparison, self.picture,
+            # the pictures' hover rules, on the page once for every redraw (never drawn)
+            widgets.HTML(svg.HOVER_CSS, layout=widgets.Layout(display="none")),
         ]
         super().__init__(rows_box)
         self.add_class("tl-explorer-live")
@@ -114,6 +120,7 @@ class SwizzleExplorer(widgets.VBox):
         self._static_timer: Any = None  # its pending update (an event loop's timer handle)
         self._settle_timer: Any = None  # the pending full picture (an event loop's timer handle)
         self._full: tuple[sw.SharedTile, dict[str, Any]] | None = None  # its arguments, while the preview shows
+        self._drawn_with: tuple[sw.SharedTile, dict[str, Any]] | None = None  # the picture's (the static view's)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -151,7 +158,7 @@ class SwizzleExplorer(widgets.VBox):
             self._error = str(err)
             self.conflicts.value = ('<div style="color: var(--jp-error-color1, #b00020)">'
                                     f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
-            self._full = None
+            self._full = self._drawn_with = None
             self.picture.value = ""
             self.comparison.value = ""
             return
@@ -177,11 +184,14 @@ class SwizzleExplorer(widgets.VBox):
 
     def _draw(self, tile: sw.SharedTile, options: dict[str, Any]) -> None:
         """The picture: in an event loop the preview at once and the full picture once the
-        controls rest; otherwise the full picture at once."""
+        controls rest; otherwise the full picture at once. The full picture hovers by the rules
+        the explorer holds once (``svg.HOVER_CSS``): a ``<style>`` of its own, coming and going
+        with each redraw, would restyle the whole notebook page each time."""
+        self._drawn_with = (tile, options)
         loop = _running_loop()
         if loop is None:
             self._full = None
-            self.picture.value = svg.tile_svg(tile, **options)
+            self.picture.value = svg.tile_svg(tile, shared_style=True, **options)
             return
         self.picture.value = svg.tile_svg(tile, preview=True, **options)
         self._full = (tile, options)
@@ -195,7 +205,7 @@ class SwizzleExplorer(widgets.VBox):
         if self._full is not None:
             tile, options = self._full
             self._full = None
-            self.picture.value = svg.tile_svg(tile, **options)
+            self.picture.value = svg.tile_svg(tile, shared_style=True, **options)
 
     # -- the static view: the explorer as last drawn, for a page without the live model ----------
     def settings_text(self) -> str:
@@ -207,15 +217,23 @@ class SwizzleExplorer(widgets.VBox):
             words += f"; highlight {self.highlight.value} {self.index.value}"
         return words
 
+    def static_picture(self) -> str:
+        """The picture as the widget shows it once its controls rest, with its hover rules before
+        it (a picture that stands alone: the static view, an export). Its rules are plain ones:
+        updating the static view beside the live widget costs the page no restyle."""
+        if self._drawn_with is None:
+            return ""
+        tile, options = self._drawn_with
+        return svg.HOVER_CSS + svg.tile_svg(tile, shared_style=True, **options)
+
     def static_html(self) -> str:
         """The explorer's current state as plain HTML and SVG: no widget, no script."""
-        self._settle()  # the full picture, hover and tooltips included
         return (f'{STATIC_CSS}<div class="tl-explorer-static" style="color: var(--jp-ui-font-color1, #222)">'
                 '<p style="margin: 0 0 4px 0"><b>Swizzle explorer</b> as last drawn: '
                 f'{html.escape(self.settings_text())}'
                 f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
                 f"controls</i></p>{self.conflicts.value}"
-                f"{svg.trusted_picture(self.comparison.value + self.picture.value, 'the explorer picture')}</div>")
+                f"{svg.trusted_picture(self.comparison.value + self.static_picture(), 'the explorer picture')}</div>")
 
     def _static_bundle(self) -> dict[str, str]:
         return {"text/html": self.static_html(),
