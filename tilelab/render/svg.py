@@ -49,6 +49,7 @@ MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
 COMPARE_WIDTH = 500  # each picture of compare_svg: unscaled in a laptop's notebook output (about 520 px)
+OPERAND_WIDTH = 480  # a WGMMA operand's picture at least (up to 16 chunks: unscaled in a laptop's output)
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
@@ -1022,13 +1023,13 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
     rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
     f = _Frame(rows, n_chunks, cw, ch, left=40.0)
-    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler)
-    header_width = max(0.62 * float(size) * len(html.unescape(body)) + 12
-                       for size, body in re.findall(r'font-size="(\d+)"[^>]*>([^<]*)<', "".join(header)))
-    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 400, 560.0, header_width))
+    # as wide as the grid and its arrow (the arrows' words go below it, every line wrapped), at
+    # least a caption's width: a 16-chunk operand (a 128-column fp16 tile) fits a laptop's output
+    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 24, float(OPERAND_WIDTH)))
+    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler, width)
     legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
-    legend_y = 62.0 if compiler is not None else 47.0
+    legend_y = 16.0 + 15 * len(header)
     f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
     r, c = np.indices((rows, len(range(0, tile.cols, per_chunk))))
     byte = np.asarray(tile.byte_offset(r, c * per_chunk))  # the first byte of each chunk
@@ -1043,7 +1044,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
                      label_font=12, paths=True)[0])
     out += _operand_ticks(f)
     out += _core_matrix_outlines(desc, f, per_chunk)
-    arrows, below = _descriptor_arrows(desc, f, per_chunk, uid)
+    arrows, below = _descriptor_arrows(desc, f, per_chunk, uid, width)
     out += arrows
     notes = list(desc.notes)
     y = f.top + rows * ch + 16 + below
@@ -1075,32 +1076,35 @@ def _descriptor_of(operand: Any, shape: tuple[int, int] | None, dtype: str, oper
 
 def _operand_rows(tile_rows: int, n_chunks: int, max_chunks: int) -> tuple[int, float, float]:
     """Rows to draw (whole core matrices) and the cell size: cells big enough for their digit (at
-    least 28 x 16 px), so a tall tile shows its top rows."""
+    least 26 x 16 px), so a tall tile shows its top rows."""
     rows = tile_rows
     if rows * n_chunks > max_chunks:
         rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
     cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
-    cw, ch = max(cw, 28.0), max(ch, 16.0)
+    cw, ch = max(cw, 26.0), max(ch, 16.0)
     if rows * ch > 1024:
         rows = max(_CM, int(1024 // ch) // _CM * _CM)
     return rows, cw, ch
 
 
-def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any) -> list[str]:
-    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree."""
+def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any, width: float) -> list[str]:
+    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree:
+    one ``<text>`` per line, wrapped to ``width``, 15 px apart from y 16."""
     tile = desc.tile
     dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
-    out = [_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}",
-                 weight="bold"),
-           _text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
-                        f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes",
-                 size=11, color=MUTED)]
+    title = f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}"
+    lines = [(line, 12, TEXT, "bold") for line in _wrap(title, width - 8, 12)]
+    lines += [(line, 11, MUTED, "normal") for line in
+              _wrap(f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
+                    f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes", width - 8, 11)]
     if compiler is not None:
         same = desc.agrees_with(compiler)
-        out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
-                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
-                                 f"SBO {compiler.sbo}: differs from tilelab"), size=11, color=TEXT if same else ACCENT))
-    return out
+        words = ("compiler's descriptor agrees with tilelab" if same else
+                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
+                 f"SBO {compiler.sbo}: differs from tilelab")
+        lines += [(line, 11, TEXT if same else ACCENT, "normal") for line in _wrap(words, width - 8, 11)]
+    return [_text(4, 16 + 15 * i, text, size=size, color=color, weight=weight)
+            for i, (text, size, color, weight) in enumerate(lines)]
 
 
 def _operand_ticks(f: _Frame) -> list[str]:
@@ -1126,11 +1130,13 @@ def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -
     return [_outlines(boxes, width=1.6)]
 
 
-def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> tuple[list[str], float]:
+def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str,
+                       width: float) -> tuple[list[str], float]:
     """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, drawn
     outside the grid so that they never cover a cell's number: a step of 8 rows right of the
-    grid (its label beside it), a step along the row below the grid (its label after it).
-    Returns the markup and the height the marks below the grid take."""
+    grid, a step along the row below the grid; their words below the grid, each line wrapped to
+    ``width`` and led by its arrow's direction. Returns the markup and the height the marks
+    below the grid take."""
     tile, cw, ch, top, rows, n_chunks = desc.tile, f.cw, f.ch, f.top, f.show_rows, f.show_cols
     marker = f"{uid}arrow"
     out = [f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
@@ -1143,15 +1149,17 @@ def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid:
         out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
                    f'fill="none" marker-end="url(#{marker})"/>')
 
+    words: list[str] = []  # the arrows' words, below the grid
+
     def down(r0: int, label: str) -> None:  # 8 rows, right of the grid
         y1, y2 = top + r0 * ch + 1, top + (r0 + _CM) * ch - 1
         arrow(right + 8, y1, right + 8, y2)
-        out.append(_text(right + 18, (y1 + y2) / 2 + 4, label, size=11, color=ACCENT, weight="bold"))
+        words.append(f"\u2193 (right of the grid) {label}")
 
     def across(c0: int, steps: int, label: str) -> None:  # ``steps`` chunks along the row, below the grid
         x1, x2 = f.left + c0 * cw + 1, f.left + (c0 + steps) * cw - 1
         arrow(x1, below_y, x2, below_y)
-        out.append(_text(x2 + 8, below_y + 4, label, size=11, color=ACCENT, weight="bold"))
+        words.append(f"\u2192 {label}")
 
     start = desc.core_matrices[0].cells[0] if desc.core_matrices and desc.core_matrices[0].cells else (0, 0)
     r0, c0 = start[0], start[1] // per_chunk
@@ -1176,10 +1184,11 @@ def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid:
             across(c0, w, f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN")
             below = True
         elif tile.mode.is_swizzled:
-            out.append(_text(f.left, below_y + 4, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
-                             size=11, color=ACCENT))
-            below = True
-    return out, 22.0 if below else 0.0
+            words.append(f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused")
+    lines = [line for label in words for line in _wrap(label, width - 8, 11)]
+    first = below_y + (18 if below else 4)
+    out += [_text(4, first + 14 * i, line, size=11, color=ACCENT, weight="bold") for i, line in enumerate(lines)]
+    return out, (first - bottom - 6) + 14 * len(lines)
 
 
 def _wrap(text: str, width: float, size: int) -> list[str]:
