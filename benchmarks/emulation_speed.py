@@ -4,11 +4,13 @@
 
 Rows: a Hopper GEMM and a flash-attention forward at small sizes (every block), an 8192^3 float16
 GEMM (128x256x64 tiles, 3 stages) checked by two of its 2048 blocks against a reference of just
-their tiles, and with ``--course`` every course exercise whose check runs a kernel, checked with
-its solution. Each row is measured ``--repeat`` times in this process: the first call includes
-the compile (TileLang's cache is a fresh folder) and the worker's start; the table gives it apart
-("first") and the median and range of the others. Targets: a student's check answers in a few
-seconds; the 8192^3 GEMM is checked in seconds.
+their tiles, a flash-attention forward at the size of TileLang's example (batch 8, 32 heads,
+sequence 4096, head dim 128, 128x128 tiles: 134M-element tensors) checked by its first and last
+blocks against a reference of their rows, and with ``--course`` every course exercise whose check
+runs a kernel, checked with its solution. Each row is measured ``--repeat`` times in this
+process: the first call includes the compile (TileLang's cache is a fresh folder) and the
+worker's start; the table gives it apart ("first") and the median and range of the others.
+Targets: a student's check answers in a few seconds; the 8192^3 GEMM is checked in seconds.
 """
 
 from __future__ import annotations
@@ -57,12 +59,34 @@ def _gemm_rows(repeat: int) -> list[tuple[str, Callable[[], Any]]]:
     a = torch.randn(8192, 8192, generator=gen).half()
     b = torch.randn(8192, 8192, generator=gen).half()
     c = torch.empty(8192, 8192, dtype=torch.float16)
+    # flash attention at the size of TileLang's example: two of its 8192 blocks, a reference of their rows
+    batch, heads, seq, dim = 8, 32, 4096, 128
+    attn = ck.attention(batch=batch, heads=heads, seq=seq, dim=dim, block_M=128, block_N=128)
+    attn_grid = (seq // 128, heads, batch)
+    attn_blocks = [0, attn_grid[0] * attn_grid[1] * attn_grid[2] - 1]
+    q, k, v = (torch.randn(batch, seq, heads, dim, generator=gen, dtype=torch.float16) for _ in range(3))
+
+    def attention_rows(q, k, v):
+        """The reference of the two blocks' rows only (the rest is not checked)."""
+        out = torch.zeros(q.shape, dtype=torch.float32)
+        for index in attn_blocks:
+            bx, by = index % attn_grid[0], index // attn_grid[0] % attn_grid[1]
+            bz = index // (attn_grid[0] * attn_grid[1])
+            rows = slice(bx * 128, (bx + 1) * 128)
+            head = [t[bz:bz + 1, :, by:by + 1].float() for t in (q, k, v)]
+            out[bz, rows, by] = attention_ref(head[0][:, rows], head[1], head[2])[0, :, 0]
+        return out
+
+    o = torch.empty(batch, seq, heads, dim, dtype=torch.float16)
     return [
         ("GEMM 192x160x96 fp16 (every block)", lambda: tilelab.run(ck.gemm(), device="cpu", ref=lambda x, y: x @ y)),
         ("flash attention 1x128x2x64 (every block)",
          lambda: tilelab.run(ck.attention(), device="cpu", ref=attention_ref)),
         ("GEMM 8192^3 fp16, 2 of 2048 blocks",
          lambda: tilelab.run(big, a, b, c, device="cpu", blocks=blocks, ref=two_tiles, ref_dtype=torch.float32)),
+        ("flash attention 8x4096x32x128 fp16, 2 of 8192 blocks",
+         lambda: tilelab.run(attn, q, k, v, o, device="cpu", blocks=attn_blocks, ref=attention_rows,
+                             ref_dtype=torch.float32)),
     ]
 
 

@@ -233,3 +233,32 @@ def clobbers_input(N=256, block=128, threads=128):
                 X[bx * block + i] = T.float16(0)
 
     return clobbers_input
+
+
+def splitk_gemm(M=64, N=64, K=128, block_M=32, block_N=32, block_K=32, split=2, tile_add=False, threads=128,
+                bug=None):
+    """C (float32) = A @ B in ``split`` slices of K, each block adding its slice's product into C
+    by atomic adds (per element, or the whole tile with ``tile_add``). bugs: "same_slice" (every
+    split reads the first slice of K), "half_tile" (only the first half of each tile's rows is added)."""
+    part = K // split
+    rows = block_M // 2 if bug == "half_tile" else block_M
+
+    @T.prim_func
+    def splitk(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            B_s = T.alloc_shared((block_K, block_N), T.float16)
+            C_f = T.alloc_fragment((block_M, block_N), T.float32)
+            start = 0 if bug == "same_slice" else bz * part
+            T.clear(C_f)
+            for k in T.Pipelined(part // block_K, num_stages=2):
+                T.copy(A[by * block_M, start + k * block_K], A_s)
+                T.copy(B[start + k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            if tile_add:
+                T.atomic_add(C[by * block_M, bx * block_N], C_f)
+            else:
+                for i, j in T.Parallel(rows, block_N):
+                    T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])
+
+    return splitk

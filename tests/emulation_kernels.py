@@ -55,9 +55,10 @@ def masked_tiles(X: T.Tensor((64, 64), T.float32), Keep: T.Tensor((2, 2), T.bool
 
 
 @T.prim_func
-def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.float32),
+def tf32_gemm(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 128), T.tfloat32),
               C: T.Tensor((128, 128), T.float32)):
-    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply)."""
+    """C = A B with the operands staged as tfloat32 tiles (what Hopper's tensor cores multiply); B
+    is a tfloat32 tensor (float32 storage: tilelab builds it as a torch float32 tensor)."""
     with T.Kernel(2, 2, threads=128) as (bx, by):
         A_s = T.alloc_shared((64, 32), T.tfloat32)
         B_s = T.alloc_shared((32, 64), T.tfloat32)
@@ -109,3 +110,52 @@ def pointer_table_copy(Ptrs: T.Tensor((2,), T.int64), Y: T.Tensor((2, 64), T.flo
         X = T.make_tensor(Ptrs[b], (64,), T.float16)
         for i in T.Parallel(64):
             Y[b, i] = X[i]
+
+
+@T.prim_func
+def mask_in_a_fragment(X: T.Tensor((64, 128), T.float32), Keep: T.Tensor((2, 8), T.bool),
+                       Y: T.Tensor((64, 128), T.float32)):
+    """Y's row of 16-wide tiles k is X's where Keep[by, k] says so, else zero; the block's row of
+    the bool mask is first copied into a bool fragment (a vectorised copy of bools)."""
+    with T.Kernel(1, 2, threads=128) as (bx, by):
+        keep = T.alloc_fragment((8,), T.bool)
+        tile = T.alloc_fragment((32, 16), T.float32)
+        T.copy(Keep[by, :], keep)
+        for k in T.serial(8):
+            T.clear(tile)
+            if keep[k]:
+                T.copy(X[by * 32, k * 16], tile)
+            T.copy(tile, Y[by * 32, k * 16])
+
+
+def fp4_dequant_gemm(M=64, N=64, K=64, block=32, bug=None):
+    """C = A @ W.T where W [N, K] is float4 e2m1 packed two to a byte (W_packed [N, K // 2], the
+    element of even k in the low nibble), dequantised by building each float16's bits and
+    T.reinterpret-ing them. bug "nibbles": the two halves of a byte swapped."""
+    low_first = bug != "nibbles"
+
+    def to_half(code):
+        sign = (code >> 3) & 1
+        exp = (code >> 1) & 3
+        man = code & 1
+        normal = (sign << 15) | ((exp + 14) << 10) | (man << 9)
+        tiny = (sign << 15) | (man * 0x3800)  # e == 0: 0 or 0.5
+        return T.reinterpret(T.if_then_else(exp == 0, tiny, normal).astype(T.uint16), T.float16)
+
+    @T.prim_func
+    def fp4_gemm(A: T.Tensor((M, K), T.float16), W_packed: T.Tensor((N, K // 2), T.uint8),
+                 C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // block, M // block, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block, K), T.float16)
+            W_s = T.alloc_shared((block, K), T.float16)
+            C_f = T.alloc_fragment((block, block), T.float32)
+            T.copy(A[by * block, 0], A_s)
+            for n, k in T.Parallel(block, K):
+                byte = W_packed[bx * block + n, k // 2].astype(T.uint32)
+                shift = (k % 2) * 4 if low_first else (1 - k % 2) * 4
+                W_s[n, k] = to_half((byte >> shift) & 15)
+            T.clear(C_f)
+            T.gemm(A_s, W_s, C_f, transpose_B=True)
+            T.copy(C_f, C[by * block, bx * block])
+
+    return fp4_gemm

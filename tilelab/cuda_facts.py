@@ -156,6 +156,7 @@ DTYPE_BYTES: dict[str, int] = {
 DTYPE_ALIASES: dict[str, str] = {
     "fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16",
     "fp32": "float32", "float": "float32", "f32": "float32", "tf32": "tfloat32",
+    "custom[tfloat32]": "tfloat32",  # how TVM prints TileLang's tf32 type
     "fp64": "float64", "double": "float64", "fp8": "float8_e4m3", "e4m3": "float8_e4m3",
     "e5m2": "float8_e5m2", "float8_e4m3fn": "float8_e4m3",  # TileLang's float8_e4m3 is the fn format
     "s8": "int8", "u8": "uint8", "s32": "int32",

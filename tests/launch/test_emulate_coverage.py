@@ -103,3 +103,36 @@ def test_a_float16_tensor_behind_an_address_is_refused_by_name():
     with pytest.raises(EmulationError, match=r"float16 tensor reached through an address held in memory") as err:
         tilelab.run(ek.pointer_table_copy, device="cpu")
     assert "T.make_tensor" in str(err.value)  # the kernel's line
+
+
+def test_bool_fragments_are_held_as_bytes_too():
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(7))
+    keep = torch.rand(2, 8, generator=torch.Generator().manual_seed(8)) > 0.5
+
+    def ref(a, k):
+        return a * k.repeat_interleave(32, 0).repeat_interleave(16, 1)
+
+    result = tilelab.run(ek.mask_in_a_fragment, x, keep, device="cpu", ref=ref)
+    assert result.passed, result
+    wrong = tilelab.run(ek.mask_in_a_fragment, x, keep, device="cpu", ref=lambda a, k: ref(a, ~k))
+    assert not wrong.passed
+
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def _fp4_reference(a, packed):
+    packed = packed.long()  # the reference receives the bytes as floats (exact)
+    codes = torch.stack([packed & 15, packed >> 4], dim=-1).reshape(packed.shape[0], -1).long()
+    values = torch.tensor(E2M1)[codes & 7] * torch.where(codes & 8 > 0, -1.0, 1.0)
+    return a.float() @ values.T
+
+
+def test_a_float4_dequantiser_that_reinterprets_bits_runs():
+    gen = torch.Generator().manual_seed(9)
+    a = torch.randn(64, 64, generator=gen).half()
+    packed = torch.randint(0, 256, (64, 32), generator=gen, dtype=torch.uint8)
+    result = tilelab.run(ek.fp4_dequant_gemm(), a, packed, device="cpu", ref=_fp4_reference)
+    assert result.passed, result
+    wrong = tilelab.run(ek.fp4_dequant_gemm(bug="nibbles"), a, packed, device="cpu", ref=_fp4_reference)
+    assert not wrong.passed

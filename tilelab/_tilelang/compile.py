@@ -132,12 +132,14 @@ def default_backend(target: Any) -> str:
 
 def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
                    out_idx: list[int] | None = None, pass_configs: dict[str, Any] | None = None,
-                   args: tuple = (), kwargs: dict | None = None, force: bool = False) -> Any:
+                   args: tuple = (), kwargs: dict | None = None, force: bool = False,
+                   compile_flags: list[str] | None = None) -> Any:
     """``tilelang.compile`` for any kernel-like object; returns TileLang's JITKernel.
 
     ``target`` is any spec :func:`tilelab.targets.parse_target` accepts (default: the local GPU,
     else sm_90a); ``backend`` defaults to :func:`default_backend`. ``force`` compiles afresh:
     TileLang's kernel cache (in memory and on disk) is off for this compile and restored after.
+    ``compile_flags``: extra options of the host or device compiler (part of TileLang's cache key).
     """
     from ..targets import local_cuda_target, parse_target
 
@@ -170,6 +172,7 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
                 target=tilelang_target,
                 execution_backend=backend,
                 pass_configs=configs or None,
+                **({"compile_flags": list(compile_flags)} if compile_flags else {}),
             )
     except LoweringError as err:
         err.trace += "".join(compiler_output)

@@ -18,7 +18,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
   holds what it would on the GPU; a bool tensor is passed as its bytes (int8) and read as != 0
-  (the host C rejects bool pointers);
+  (the host C rejects bool pointers), and a bool tile is held as bytes too (a vectorised copy of
+  bools has no C type);
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
@@ -47,6 +48,8 @@ from .env import tilelang
 from .resolve import resolve_kernel
 
 ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int32 format)
+FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int32 format): T.reinterpret as a GPU float
+TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int32 format): a GPU float's bits
 OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, by, bz, rank, idx[6], extent[6])
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
@@ -90,7 +93,7 @@ RULES = (
          "not what they compute"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
-         "as != 0",
+         "as != 0, and a bool tile is held as bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
@@ -331,7 +334,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return remap[buf]
         dtype = str(buf.dtype)
         new_dtype = _cpu_dtype(dtype)
-        if dtype == "bool" and scope is None:  # a tensor: its bytes, read as != 0
+        if dtype == "bool":  # a tensor or a tile of bools: its bytes, read as != 0 (the host C has no boolxN)
             new_dtype = BOOL_TENSOR_DTYPE
             booleans.add(str(buf.name))
             applied.add("dtypes")
@@ -471,7 +474,28 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True) -> Emulation:
             return None  # let-bound scalars: handled where they are bound (rare in tile programs)
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post)
+    def bits(node: Any) -> Any:
+        """T.reinterpret between an integer and a GPU float type the CPU lacks (a dequantiser building
+        a float16 from its bits): the runtime's decoding or encoding of that format's bits."""
+        if not (isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) == "tirx.reinterpret"
+                and len(node.args) == 1 and node.dtype.lanes == 1 and node.args[0].dtype.lanes == 1):
+            return None
+        target, value = str(node.dtype), node.args[0]
+        origin = str(value.dtype)
+        if target in NARROW_FLOATS and origin.startswith(("int", "uint")):
+            applied.add("dtypes")
+            decoded = tirx.call_extern(COMPUTE_DTYPE, FROM_BITS_FUNCTION, tirx.Cast("uint32", value),
+                                       tirx.const(NARROW_FLOATS[target], "int32"))
+            return tirx.Cast(target, decoded)  # exact: the cast's rounding leaves the value as it is
+        if origin in NARROW_FLOATS and target.startswith(("int", "uint")):
+            applied.add("dtypes")
+            encoded = tirx.call_extern("uint32", TO_BITS_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
+                                       tirx.const(NARROW_FLOATS[origin], "int32"))
+            return tirx.Cast(target, encoded)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
+    body = tirx.stmt_functor.ir_transform(body, None, post)
 
     # The block mask: the innermost block-index loop's body runs only where the mask says so.
     order = [a for a in "zyx" if a in block_vars]
@@ -673,10 +697,11 @@ class EmulatedKernel:
 
 
 def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, args: tuple = (),
-                     kwargs: dict | None = None) -> EmulatedKernel:
+                     kwargs: dict | None = None, compile_flags: list[str] | None = None) -> EmulatedKernel:
     """``obj`` (any kernel-like object written for a GPU) rewritten and compiled for target ``c``.
     Raises :class:`EmulationRefused` for constructs with no tile-level meaning and tilelab's
-    LoweringError with TileLang's reason when the rewritten kernel does not lower."""
+    LoweringError with TileLang's reason when the rewritten kernel does not lower. ``compile_flags``:
+    the host compiler's options (the launch side's: optimisation, the rounding inline)."""
     from .passes import passes_before
 
     source = resolve_kernel(obj, args, kwargs)
@@ -685,7 +710,8 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {})}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
-        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs)
+        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs,
+                                  compile_flags=compile_flags)
     return EmulatedKernel(compiled, emulation)
 
 
@@ -721,6 +747,49 @@ def written_tensors(obj: Any) -> tuple[str, ...]:
     tirx.stmt_functor.post_order_visit(func.body, visit)
     names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
     return tuple(n for n in names if n in written)
+
+
+def atomic_add_outputs(obj: Any) -> tuple[str, ...]:
+    """The tensor parameters a kernel writes only by atomic adds (``T.atomic_add`` of an element or
+    a tile; a split-K GEMM's output): no store, no tile operation and no other atomic writes them.
+    Such an output accumulates onto what it held, so it must start at zero, not poisoned."""
+    tirx = tilelang().tvm.tirx
+    func = getattr(obj, "prim_func", obj)
+    plain: set[str] = set()
+    added: set[str] = set()
+
+    def written(arg: Any) -> str | None:
+        """The buffer an argument (a region, an access pointer, an address) writes, if it writes one."""
+        if not (isinstance(arg, tirx.Call) and arg.args and isinstance(arg.args[0], tirx.BufferLoad)):
+            return None
+        op = str(getattr(arg.op, "name", ""))
+        name = str(arg.args[0].buffer.name)
+        if op == "tl.region" and len(arg.args) > 1:
+            mask = arg.args[1]
+        elif op in ("tl.access_ptr", "tirx.tvm_access_ptr"):
+            mask = arg.args[-1]
+        elif op == "tirx.address_of":
+            return name
+        else:
+            return None
+        return name if isinstance(mask, tirx.IntImm) and int(mask) & 2 else None
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            plain.add(str(node.buffer.name))
+        elif isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            if op == "tirx.call_extern" and node.args:
+                op = str(getattr(node.args[0], "value", op))
+            atomic_add = "atomic" in op.lower() and "add" in op.lower()
+            for arg in node.args:
+                name = written(arg)
+                if name is not None:
+                    (added if atomic_add else plain).add(name)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    names = [str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map]
+    return tuple(n for n in names if n in added and n not in plain)
 
 
 def emulated_grid(emulation: Emulation, sizes: dict[str, int]) -> tuple[int, int, int]:

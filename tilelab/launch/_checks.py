@@ -129,8 +129,8 @@ def input_states(snapshot: list[tuple[str, Any, Any]]) -> tuple[Any, ...]:
         a = after.detach().contiguous().view(torch.uint8).reshape(*before.shape, size)
         b = before.contiguous().view(torch.uint8).reshape(*before.shape, size)
         changed_mask = (a != b).any(dim=-1)
-        nonfinite = int((~torch.isfinite(before.float())).sum().item()) if before.is_floating_point() else 0
-        changed = int(changed_mask.sum().item())
+        nonfinite = _inputs.count_nonfinite(before)
+        changed = int(torch.count_nonzero(changed_mask).item())
         first = tuple(int(i) for i in torch.nonzero(changed_mask)[0].tolist()) if changed else None
         states.append(InputState(name, changed, first, nonfinite))
     return tuple(states)

@@ -45,11 +45,141 @@ MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
 LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
 
-_RUNTIME_SOURCE = r"""
+# The rounding of a float32 value to a GPU float type, by the bits of the float32 (no division or
+# library call on the common path). The runtime exports it (tilelab_emu_round, for the Python side
+# and for kernels built without it); an emulated kernel is built with it included, as an inline
+# function of its own translation unit, so that each store's rounding is a few integer operations
+# with the format folded in (ROUNDING_HEADER, passed to the compiler by -include).
+_ROUNDING_SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
 
+/* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
+   exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
+   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite.
+   Only these formats' bits are read: `has_inf` says what an infinite input becomes. */
+static inline float tilelab_round_to(float x, int mant, int emin, float maxv, int sat, int has_inf) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  uint32_t ax = u & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {        /* NaN stays NaN; an infinity saturates or stays */
+    if (ax > 0x7f800000u) return x;
+    return sat ? copysignf(has_inf ? INFINITY : NAN, x) : x;
+  }
+  if (ax == 0) return x;
+  int exp = (int)(ax >> 23) - 127;  /* float32 subnormals read as -127: below every format's emin but tf32's */
+  float r;
+  if (exp >= emin) {
+    /* a normal value of the format: round the float32 mantissa to `mant` bits, ties to even (a carry
+       into the exponent is the next binade, or infinity past float32's range, as it should be) */
+    int shift = 23 - mant;
+    uint32_t lsb = (ax >> shift) & 1u;
+    uint32_t rounded = (ax + ((1u << (shift - 1)) - 1u) + lsb) & ~((1u << shift) - 1u);
+    memcpy(&r, &rounded, sizeof r);
+  } else {
+    /* a subnormal of the format: multiples of its smallest spacing (exact scalings by powers of two) */
+    float ulp = ldexpf(1.0f, emin - mant);
+    r = nearbyintf(fabsf(x) / ulp) * ulp;  /* the default rounding mode: to nearest, ties to even */
+  }
+  if (r > maxv) {
+    /* past the largest finite value: IEEE rounds to infinity from half an ulp above it */
+    float top_ulp = ldexpf(1.0f, (int)(logbf(maxv)) - mant);
+    if (sat) r = maxv;  /* the GPU converts to these formats with satfinite, as torch does */
+    else r = (fabsf(x) >= maxv + top_ulp / 2) ? INFINITY : maxv;
+  }
+  return copysignf(r, x);
+}
+
+static inline float tilelab_emu_round_impl(float x, int32_t format) {
+  switch (format) {
+    case 1: return tilelab_round_to(x, 10, -14, 65504.0f, 0, 1);          /* float16 */
+    case 2: return tilelab_round_to(x, 7, -126, 3.3895313892515355e38f, 0, 1); /* bfloat16 */
+    case 3: return tilelab_round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, saturates at 448 */
+    case 4: return tilelab_round_to(x, 2, -14, 57344.0f, 0, 1);           /* float8_e5m2 */
+    case 5: return tilelab_round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
+    case 6: return tilelab_round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
+    case 7: return tilelab_round_to(x, 1, 0, 6.0f, 1, 1);                 /* float4_e2m1fn: saturates at 6 */
+    case 8: return tilelab_round_to(x, 10, -126, 3.4028235e38f, 0, 1);   /* tfloat32: float32's range, 10 bits */
+    default: return x;
+  }
+}
+/* The bits of a value of a GPU float format as float32 (T.reinterpret of an integer as that format),
+   and back (a value rounded to the format, then its bits). Formats by their code above: exponent
+   bits, mantissa bits, bias; "fn" formats have no infinity (e4m3fn's NaN is S.1111.111), "fnuz" ones
+   no infinity and no negative zero (0x80 is their NaN). */
+typedef struct { int ebits, mbits, bias, has_inf, fnuz; } tilelab_format;
+
+static inline tilelab_format tilelab_format_of(int32_t format) {
+  switch (format) {
+    case 1: return (tilelab_format){5, 10, 15, 1, 0};
+    case 2: return (tilelab_format){8, 7, 127, 1, 0};
+    case 3: return (tilelab_format){4, 3, 7, 0, 0};
+    case 4: return (tilelab_format){5, 2, 15, 1, 0};
+    case 5: return (tilelab_format){4, 3, 8, 0, 1};
+    case 6: return (tilelab_format){5, 2, 16, 0, 1};
+    case 7: return (tilelab_format){2, 1, 1, 0, 0};
+    default: return (tilelab_format){8, 23, 127, 1, 0};
+  }
+}
+
+static inline float tilelab_emu_from_bits(uint32_t bits, int32_t format) {
+  if (format == 8 || format == 2) {   /* tfloat32: float32's bits; bfloat16: float32's upper half */
+    uint32_t u = format == 2 ? (bits & 0xffffu) << 16 : bits;
+    float f; memcpy(&f, &u, sizeof f); return f;
+  }
+  tilelab_format t = tilelab_format_of(format);
+  int width = 1 + t.ebits + t.mbits;
+  bits &= (1u << width) - 1u;
+  int sign = (bits >> (width - 1)) & 1;
+  int e = (bits >> t.mbits) & ((1 << t.ebits) - 1);
+  int m = bits & ((1 << t.mbits) - 1);
+  int emax = (1 << t.ebits) - 1;
+  if (t.fnuz && bits == (1u << (width - 1))) return NAN;
+  float v;
+  if (t.has_inf && e == emax) v = m ? NAN : INFINITY;
+  else if (!t.has_inf && !t.fnuz && t.ebits == 4 && e == emax && m == (1 << t.mbits) - 1) v = NAN;
+  else if (e == 0) v = ldexpf((float)m, 1 - t.bias - t.mbits);
+  else v = ldexpf((float)((1 << t.mbits) + m), e - t.bias - t.mbits);
+  return sign ? -v : v;
+}
+
+static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
+  float r = tilelab_emu_round_impl(x, format);
+  uint32_t u; memcpy(&u, &r, sizeof u);
+  if (format == 8) return u;
+  if (format == 2) return u >> 16;    /* rounded to bfloat16: its bits are float32's upper half */
+  tilelab_format t = tilelab_format_of(format);
+  int width = 1 + t.ebits + t.mbits;
+  uint32_t sign = (u >> 31) << (width - 1);
+  int emax = (1 << t.ebits) - 1;
+  if (isnan(r)) return t.fnuz ? (1u << (width - 1)) : (sign | ((uint32_t)emax << t.mbits) | ((1u << t.mbits) - 1u));
+  if (isinf(r)) return sign | ((uint32_t)emax << t.mbits);
+  float a = fabsf(r);
+  if (a == 0.0f) return t.fnuz ? 0u : sign;
+  int e;
+  frexpf(a, &e);
+  e -= 1;                              /* a = 1.f * 2^e */
+  if (e < 1 - t.bias)                  /* a subnormal of the format */
+    return sign | (uint32_t)ldexpf(a, t.bias - 1 + t.mbits);
+  uint32_t m = (uint32_t)ldexpf(a, t.mbits - e) - (1u << t.mbits);
+  return sign | ((uint32_t)(e + t.bias) << t.mbits) | m;
+}
+"""
+
+# Included first in an emulated kernel's C++ (-include): the kernel's own declaration of the
+# rounding (extern "C", as TileLang's codegen writes it) then names this inline definition.
+ROUNDING_HEADER = _ROUNDING_SOURCE + r"""
+extern "C" {
+static inline float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
+static inline float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) {
+  return tilelab_emu_from_bits(bits, format);
+}
+static inline uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
+}
+"""
+
+_RUNTIME_SOURCE = _ROUNDING_SOURCE + r"""
 /* One out-of-bounds access: the buffer's id (see the kernel's emulation), read 0 / write 1, the
    block, and the indices with the buffer's extents. */
 typedef struct { int32_t buffer, kind, bx, by, bz, rank; int64_t idx[6]; int64_t extent[6]; } tl_emu_oob;
@@ -77,43 +207,9 @@ int64_t tilelab_emu_oob_total(void) { return n_total; }
 int64_t tilelab_emu_oob_kept(void) { return n_kept; }
 const void* tilelab_emu_oobs(void) { return kept; }
 
-/* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
-   exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
-   saturate to it (the float8 "fn" formats, which have no infinity) instead of becoming infinite.
-   Only these formats' bits are read: `has_inf` says what an infinite input becomes. */
-static float round_to(float x, int mant, int emin, float maxv, int sat, int has_inf) {
-  if (isnan(x)) return x;
-  if (isinf(x)) return sat ? copysignf(has_inf ? INFINITY : NAN, x) : x;
-  float a = fabsf(x);
-  if (a == 0.0f) return x;
-  int e;
-  frexpf(a, &e);                 /* a = m * 2^e, m in [0.5, 1) */
-  int exp = e - 1;               /* a = 1.f * 2^exp */
-  if (exp < emin) exp = emin;    /* subnormals share the smallest exponent's spacing */
-  float ulp = ldexpf(1.0f, exp - mant);
-  float r = nearbyintf(a / ulp) * ulp;   /* the default rounding mode: to nearest, ties to even */
-  if (r > maxv) {
-    /* past the largest finite value: IEEE rounds to infinity from half an ulp above it */
-    float top_ulp = ldexpf(1.0f, (int)(logbf(maxv)) - mant);
-    if (sat) r = maxv;  /* the GPU converts to these formats with satfinite, as torch does */
-    else r = (a >= maxv + top_ulp / 2) ? INFINITY : maxv;
-  }
-  return copysignf(r, x);
-}
-
-float tilelab_emu_round(float x, int32_t format) {
-  switch (format) {
-    case 1: return round_to(x, 10, -14, 65504.0f, 0, 1);          /* float16 */
-    case 2: return round_to(x, 7, -126, 3.3895313892515355e38f, 0, 1); /* bfloat16 */
-    case 3: return round_to(x, 3, -6, 448.0f, 1, 0);              /* float8_e4m3fn: no inf, saturates at 448 */
-    case 4: return round_to(x, 2, -14, 57344.0f, 0, 1);           /* float8_e5m2 */
-    case 5: return round_to(x, 3, -7, 240.0f, 1, 0);              /* float8_e4m3fnuz */
-    case 6: return round_to(x, 2, -15, 57344.0f, 1, 0);           /* float8_e5m2fnuz */
-    case 7: return round_to(x, 1, 0, 6.0f, 1, 1);                 /* float4_e2m1fn: saturates at 6 */
-    case 8: return round_to(x, 10, -126, 3.4028235e38f, 0, 1);   /* tfloat32: float32's range, 10 bits */
-    default: return x;
-  }
-}
+float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
+float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) { return tilelab_emu_from_bits(bits, format); }
+uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
 
 }
 """.replace("MAX_OOB", str(MAX_OOB))
@@ -141,6 +237,15 @@ def runtime() -> ctypes.CDLL:
         rt.tilelab_emu_round.argtypes = [ctypes.c_float, ctypes.c_int32]
         _RUNTIME = rt
         return rt
+
+
+def compile_flags() -> list[str]:
+    """The host compiler's options for an emulated kernel: optimised (TileLang builds target-c
+    kernels unoptimised; -O1 runs a tile program as fast as -O2 here and compiles in about the time
+    of -O0), with the rounding included inline (:data:`ROUNDING_HEADER`)."""
+    from ._native import header_file
+
+    return ["-O1", "-include", header_file(ROUNDING_HEADER, "emulation-rounding")]
 
 
 def round_to_format(values: Sequence[float], dtype: str) -> list[float]:
@@ -209,7 +314,7 @@ def load_in_worker(key: str, payload: bytes) -> str:
     if kernel is None:
         _tilelang.tilelang()  # TileLang's operators are registered before its IR is unpickled
         func, configs = pickle.loads(payload)
-        kernel = _LOADED[key] = _tilelang.compile_emulated(func, pass_configs=configs)
+        kernel = _LOADED[key] = _tilelang.compile_emulated(func, pass_configs=configs, compile_flags=compile_flags())
     return str(kernel.emulation.name)
 
 
@@ -245,6 +350,7 @@ class Emulated:
     kernel: Any
     key: str
     payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
+    atomic: tuple[str, ...] = ()  # outputs written only by atomic adds: they start at zero
 
 
 
@@ -259,7 +365,7 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     source = _tilelang.resolve_kernel(kernel)
     runtime()  # loaded first: TileLang opens the emulated kernel's library as it compiles it
     try:
-        emulated = _tilelang.compile_emulated(kernel, pass_configs=pass_configs)
+        emulated = _tilelang.compile_emulated(kernel, pass_configs=pass_configs, compile_flags=compile_flags())
     except _tilelang.EmulationRefused as err:
         raise EmulationError(str(err)) from None
     except LoweringError:
@@ -278,7 +384,8 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
     key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
     configs = {**source.pass_configs, **(pass_configs or {})}
-    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)))
+    return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)),
+                    atomic=_tilelang.atomic_add_outputs(source.prim_func))
 
 
 def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
@@ -300,19 +407,103 @@ def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[in
                              f"tuples inside the grid {grid}") from None
 
 
+def _shared_empty(shape: Sequence[int], dtype: Any) -> Any:
+    """An uninitialised CPU tensor whose storage is shared memory from the start: handed to the
+    worker process, it travels as a file descriptor, with no copy of its elements."""
+    import torch
+
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    nbytes = count * torch.empty((), dtype=dtype).element_size()
+    try:
+        storage = torch.UntypedStorage._new_shared(max(nbytes, 1))
+        return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(int(e) for e in shape))
+    except (AttributeError, RuntimeError, TypeError):  # a torch without it: ordinary memory, copied when sent
+        return torch.empty(tuple(int(e) for e in shape), dtype=dtype)
+
+
 def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
     """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form
-    (always a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``)."""
+    (always a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``).
+    Copies are made in shared memory (:func:`_shared_empty`)."""
+    import torch
+
     from .. import _tilelang
 
     if dtype in _tilelang.NARROW_FLOATS:
-        return tensor.float().contiguous()
+        out = _shared_empty(tensor.shape, torch.float32)
+        out.copy_(tensor)
+        return out
     if dtype == "bool":  # the emulated kernel takes a bool tensor's bytes, as int8 (the rule dtypes)
-        import torch
-
         view = tensor.view(torch.int8)
-        return view.clone() if copy else view
-    return tensor.clone() if copy else tensor
+        if not copy:
+            return view
+        out = _shared_empty(view.shape, torch.int8)
+        out.copy_(view)
+        return out
+    if not copy:
+        return tensor
+    out = _shared_empty(tensor.shape, tensor.dtype)
+    out.copy_(tensor)
+    return out
+
+
+def _atomic_start(tensor: Any, dtype: str) -> Any:
+    """The work tensor of an output written only by atomic adds: zero. A float one starts at
+    negative zero, which any add leaves (-0 + x is x, and -0 + 0 is +0), so an element whose bits
+    are still -0 after the launch was never added to (:func:`_unadded_as_poison`)."""
+    import torch
+
+    from .. import _tilelang
+
+    if dtype in _tilelang.NARROW_FLOATS:
+        return _shared_empty(tensor.shape, torch.float32).fill_(-0.0)
+    if tensor.is_floating_point():
+        return tensor.fill_(-0.0)
+    work = _working_copy(tensor, dtype)
+    return work.zero_()
+
+
+def _unadded_as_poison(result: Any) -> None:
+    """The elements of an atomic output's float result still holding negative zero's bits (no
+    block added to them) set to the poison, in place, as an unwritten element of any output is."""
+    import torch
+
+    words = {2: torch.int16, 4: torch.int32, 8: torch.int64}[result.element_size()]
+    bits = result.view(words)
+    negative_zero = torch.tensor(-0.0, dtype=result.dtype).view(words)
+    poison = int.from_bytes(bytes([_inputs.POISON]) * result.element_size(), "little", signed=True)
+    bits.masked_fill_(bits == negative_zero, poison)
+
+
+def _written_index(unwritten: Any) -> tuple[Any, ...] | None:
+    """The coordinates (one index tensor per dimension) of the elements not in ``unwritten``, when
+    they are few (at most half the tensor); None when gathering them would cost more than a pass."""
+    import torch
+
+    written = unwritten.numel() - int(torch.count_nonzero(unwritten).item())
+    if unwritten.dim() == 0 or written * 2 > unwritten.numel():
+        return None
+    flat = torch.nonzero(~unwritten.reshape(-1)).reshape(-1)
+    return _unravel_all(flat, tuple(unwritten.shape))
+
+
+def _unravel_all(flat: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    coords = []
+    for extent in reversed(shape):
+        coords.append(flat % max(extent, 1))
+        flat = flat // max(extent, 1)
+    return tuple(reversed(coords))
+
+
+def _gather(tensor: Any, coords: tuple[Any, ...]) -> Any:
+    """``tensor[coords]`` for any dtype (float8 read through its bytes)."""
+    import torch
+
+    if tensor.element_size() == 1 and tensor.dtype not in (torch.int8, torch.uint8, torch.bool):
+        return tensor.view(torch.uint8)[coords].view(tensor.dtype)
+    return tensor[coords]
 
 
 def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, sizes: dict[str, int], *,
@@ -368,11 +559,12 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                 _inputs.poison_(t, pattern)
             if i in copies:
                 work.append(copies[i] if not inputs_after else _working_copy(full[i], p.dtype, copy=True))
+            elif i in atomic:
+                work.append(_atomic_start(t, p.dtype))
+            elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS:  # a float32 copy of a poisoned output
+                work.append(_inputs.poison_(_shared_empty(t.shape, torch.float32), _inputs.POISON))
             else:
                 work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
-        for i in out_positions:  # a float32 copy of a poisoned output: poisoned in float32
-            if work[i] is not full[i]:
-                _inputs.poison_(work[i], _inputs.POISON)
         mask[count:] = 0
         after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
         if total:
@@ -383,23 +575,43 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         outs = []
         for i in out_positions:
             res, dest = after[i], full[i]
-            if res is not dest:
+            if i in atomic and res.is_floating_point():
+                _unadded_as_poison(res)
+            if res is not dest and res.data_ptr() != dest.data_ptr() and res.dtype != dest.dtype:
+                # dest holds the poison pattern: only the elements the kernel wrote are converted into it
                 unwritten = _inputs.unwritten_mask(res, _inputs.POISON)
-                dest.copy_(res.to(dest.dtype))
-                if bool(unwritten.any()):
-                    view = dest.view(torch.uint8).reshape(*dest.shape, dest.element_size())
-                    view[unwritten] = pattern
+                coords = _written_index(unwritten)
+                if coords is None:
+                    converted = res.to(dest.dtype)
+                    words = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dest.element_size()]
+                    keep = dest.view(words)
+                    keep.copy_(torch.where(unwritten, keep, converted.view(words)))
+                elif coords[0].numel():
+                    values = res[coords].to(dest.dtype)
+                    if dest.element_size() == 1 and dest.dtype not in (torch.int8, torch.uint8, torch.bool):
+                        dest.view(torch.uint8)[coords] = values.view(torch.uint8)
+                    else:
+                        dest[coords] = values
             elif res.data_ptr() != dest.data_ptr():
                 dest.copy_(res)
             outs.append(dest)
-        return outs, [True] * len(outs)
+        # an integer output updated by atomic adds starts at 0: which elements were added to is unknown
+        return outs, [not (i in atomic and not full[i].is_floating_point()) for i in out_positions]
 
+    atomic = {i for i in out_positions if prepared.params[i].name in emulated.atomic}
+    for i in sorted(atomic):
+        name = prepared.params[i].name
+        notes.append(f"{name} is written only by atomic adds, so it started at zero instead of the poison"
+                     + (" (negative zero: an element no block added to still holds its bits, and counts as "
+                        "unwritten)" if full[i].is_floating_point() else
+                        " (an integer zero: elements no block added to cannot be told apart)"))
     outs, poisoned, seconds = _checks.poisoned_launches(launcher, prepared, args, bound, notes)
     if expected is not None and len(expected) != len(outs):
         raise ValueError(f"ref returned {len(expected)} tensors; {prepared.name} has {len(outs)} outputs "
                          f"({', '.join(p.name for p in prepared.outputs)})")
     if selected is not None:
-        outs, expected, poisoned = _only_written(prepared, outs, expected, poisoned, seconds, selected, grid, notes)
+        outs, expected, poisoned, compact = _only_written(prepared, outs, expected, poisoned, seconds, selected,
+                                                          grid, notes)
     applied = [r for r in _tilelang.EMULATION_RULES if r.id in emulated.kernel.emulation.applied
                and not (native and r.id in ("blocks", "bounds"))]
     if applied:
@@ -413,6 +625,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     checks = _checks.check_outputs(prepared, bound, outs, expected, poisoned, seconds, notes,
                                    tolerance=opts.tolerance, worst=opts.worst, tile=opts.tile,
                                    unpoisoned="was checked only where the selected blocks wrote it")
+    if selected is not None:
+        checks = [_expanded(c, part, prepared, bound, opts.tile) for c, part in zip(checks, compact)]
     states = _input_states(prepared, full, in_positions, inputs_after, stored, tensor_params)
     inputs_state = _checks.inputs_after_launch([], checks, notes, states=states)
     return RunResult(kernel=prepared.name, outputs=tuple(checks), backend="cython" if native else EMULATED_BACKEND,
@@ -441,7 +655,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         if written:
             was = before.to(now.dtype)
             differ = (now != was) & ~(torch.isnan(now) & torch.isnan(was)) if now.is_floating_point() else now != was
-            changed = int(differ.sum().item())
+            changed = int(torch.count_nonzero(differ).item())
             if changed:
                 first = tuple(int(j) for j in torch.nonzero(differ)[0].tolist())
                 before.copy_(now.to(before.dtype))
@@ -449,45 +663,99 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
     return tuple(states)
 
 
+@dataclass
+class _Compact:
+    """An output checked on the elements the selected blocks wrote, gathered (``coords``, one
+    index tensor per dimension); ``full`` and ``want`` are the whole output and its reference (None
+    without one), for the tile map of a failure."""
+
+    coords: tuple[Any, ...]
+    shape: tuple[int, ...]
+    full: Any
+    want: Any
+    unwritten: Any
+
+
 def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | None, poisoned: list[bool],
                   seconds: list[Any], selected: tuple[int, ...], grid: tuple[int, int, int],
-                  notes: list[str]) -> tuple[list[Any], list[Any] | None, list[bool]]:
-    """With ``blocks=``: only the elements the selected blocks wrote are checked. The others take
-    the reference's value (or zero), so that the comparison sees the blocks' work alone."""
+                  notes: list[str]) -> tuple[list[Any], list[Any] | None, list[bool], list[_Compact | None]]:
+    """With ``blocks=``: only the elements the selected blocks wrote are checked. Where they are
+    few, they are gathered (the check reads them alone: a two-block check of a large output costs
+    what its tiles do); else the others take the reference's value (or zero), so that the
+    comparison sees the blocks' work alone."""
     import torch
 
     new_outs: list[Any] = []
     new_expected: list[Any] | None = [] if expected is not None else None
+    compact: list[_Compact | None] = []
     for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
         unwritten = _inputs.unwritten_mask(out) if seconds[i] is None else \
             _inputs.unwritten_in_both(out, seconds[i])
-        written = int((~unwritten).sum().item())
-        out = out.clone()
-        if expected is not None:
-            want = expected[i]
-            _put(out, unwritten, want.to(out.dtype))
-            assert new_expected is not None
-            new_expected.append(want)
+        want = expected[i] if expected is not None else None
+        if want is not None:
+            want = torch.as_tensor(want)
+            if tuple(want.shape) != tuple(out.shape):
+                try:
+                    want = want.expand(out.shape)
+                except RuntimeError as err:
+                    raise ValueError(f"the reference for {p.name} has shape {list(want.shape)}, the output "
+                                     f"{list(out.shape)}") from err
+        coords = _written_index(unwritten)
+        if coords is not None:
+            written = int(coords[0].numel())
+            compact.append(_Compact(coords, tuple(int(e) for e in out.shape), out, want, unwritten))
+            new_outs.append(_gather(out, coords))
+            if new_expected is not None:
+                new_expected.append(_gather(want, coords))
         else:
-            _put(out, unwritten, torch.zeros_like(out))
-        new_outs.append(out)
+            written = unwritten.numel() - int(torch.count_nonzero(unwritten).item())
+            compact.append(None)
+            new_outs.append(_filled(out, unwritten, want))
+            if new_expected is not None:
+                new_expected.append(want)
         shown = ", ".join(map(str, selected[:8])) + (", ..." if len(selected) > 8 else "")
         if written:
             notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran: they wrote {written} of "
                          f"{out.numel()} elements of {p.name}, and only those were checked")
         else:
             notes.append(f"blocks {shown} of {grid[0] * grid[1] * grid[2]} ran and wrote no element of {p.name}")
-    return new_outs, new_expected, [False] * len(outs)
+    return new_outs, new_expected, [False] * len(outs), compact
 
 
-def _put(out: Any, where: Any, values: Any) -> None:
-    """``out[where] = values[where]``, byte by byte (torch cannot index-assign float8 tensors)."""
+def _filled(out: Any, unwritten: Any, want: Any) -> Any:
+    """A copy of ``out`` whose ``unwritten`` elements hold the reference's value (zero without one),
+    in one pass (float8 through its bytes)."""
     import torch
 
+    other = want.to(out.dtype) if want is not None else torch.zeros_like(out)
     if out.element_size() == 1 and out.dtype not in (torch.int8, torch.uint8, torch.bool):
-        out.view(torch.uint8)[where] = values.view(torch.uint8)[where]
-    else:
-        out[where] = values[where]
+        return torch.where(unwritten, other.view(torch.uint8), out.view(torch.uint8)).view(out.dtype)
+    return torch.where(unwritten, other, out)
+
+
+def _expanded(check: Any, part: _Compact | None, prepared: Prepared, bound: dict[str, int],
+              tile: Sequence[int] | None) -> Any:
+    """A check made on the gathered elements, said of the whole output: its shape, the indices it
+    names, and the tile map of a failure (drawn from the whole output)."""
+    if part is None:
+        return check
+
+    def index(at: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if at is None:
+            return None
+        return tuple(int(c[at[0]]) for c in part.coords)
+
+    import dataclasses
+
+    check = dataclasses.replace(
+        check, shape=part.shape, tiles=None, first_nonfinite=index(check.first_nonfinite),
+        first_ref_nan=index(check.first_ref_nan),
+        worst=tuple(dataclasses.replace(w, index=index(w.index)) for w in check.worst))
+    if not check.passed:
+        full = _filled(part.full, part.unwritten, part.want)
+        check = dataclasses.replace(check, tiles=_checks.tile_map(prepared, check, full, part.want, False, None,
+                                                                  bound, tile))
+    return check
 
 
 def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,

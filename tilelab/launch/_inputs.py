@@ -242,6 +242,8 @@ def random_tensor(shape: Sequence[int], dtype: Any, *, device: Any = "cuda", gen
     shape = tuple(int(s) for s in shape)
     if tdt == torch.bool:
         return torch.randint(0, 2, shape, device=device, generator=generator).bool()
+    if tdt in (torch.float16, torch.bfloat16, torch.float32, torch.float64):  # drawn in its dtype: one pass
+        return torch.randn(shape, device=device, dtype=tdt, generator=generator)
     if is_float(name):
         base = torch.randn(shape, device=device, dtype=torch.float32, generator=generator)
         return base.to(tdt)
@@ -359,8 +361,8 @@ def count_nonfinite(tensor: Any) -> int:
     if tensor.dtype in exponent:
         word, mask = exponent[tensor.dtype]
         bits = tensor.contiguous().view(word)
-        return int(((bits & mask) == mask).sum().item())
-    return int((~torch.isfinite(tensor.float())).sum().item())  # float8 and others: through float32
+        return int(torch.count_nonzero((bits & mask) == mask).item())
+    return int(torch.count_nonzero(~torch.isfinite(tensor.float())).item())  # float8 and others: through float32
 
 
 def unwritten_in_both(first: Any, second: Any):  # -> torch.BoolTensor
@@ -404,7 +406,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
             if expected is not None and poison_is_value(dtype):
                 # The poison is a value this kernel may write: unwritten only where ref differs.
                 mask &= ~unwritten_mask(expected.to(out.dtype))
-        unwritten = int(mask.sum().item())
+        unwritten = int(torch.count_nonzero(mask).item())
         if unwritten:
             first = tuple(int(i) for i in torch.nonzero(mask)[0].tolist())
         else:
@@ -419,7 +421,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
             bad &= written
         if expected is not None:
             bad &= torch.isfinite(expected.to(torch.float64))
-        nonfinite = int(bad.sum().item())
+        nonfinite = int(torch.count_nonzero(bad).item())
         if nonfinite:
             first_nonfinite = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
     if expected is None:
@@ -433,7 +435,7 @@ def compare(name: str, out: Any, ref: Any | None, *, tolerance: float | None, po
     ref_nan_mask = torch.isnan(expected)
     if written is not None:
         ref_nan_mask &= written
-    ref_nan = int(ref_nan_mask.sum().item())
+    ref_nan = int(torch.count_nonzero(ref_nan_mask).item())
     first_ref_nan = tuple(int(i) for i in torch.nonzero(ref_nan_mask)[0].tolist()) if ref_nan else None
     finite_ref = torch.where(torch.isfinite(expected), expected, torch.zeros_like(expected))
     if written is not None:

@@ -41,3 +41,19 @@ def load_runtime(source: str, stem: str, error: type[Exception], needs: str) -> 
                 os.unlink(os.path.join(folder, name))
             os.rmdir(folder)
     return ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+
+
+def header_file(source: str, stem: str) -> str:
+    """``source`` written once as a header under tilelab's cache (named by its content's hash, so a
+    compile that includes it by path changes when it does); its path."""
+    from ..engine.cache import cache_dir
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = os.path.join(str(cache_dir()), "runtimes", f"{stem}-{digest}.h")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"{stem}-", suffix=".h", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)  # atomic: a compile at the same moment reads a whole file
+    return path
