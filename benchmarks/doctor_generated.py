@@ -104,9 +104,17 @@ def main(args: Any) -> int:
     return 0
 
 
-def reproducer_table(failed: list[dict[str, Any]], count: int) -> None:
-    """Shrink ``count`` failures (one per cluster first) and print lines before/after and times."""
+def reproducer_table(failed: list[dict[str, Any]], count: int, time_limit_s: float = 60.0) -> None:
+    """Shrink ``count`` failures (one per cluster first) and print lines before/after and times.
+
+    Each failure's "cell" is its factory as a user's cell holds it: the names it reads from its
+    module, its (edited) source and the call. A failure of TileLang's passes comes with the recipe
+    tilelab writes at the failure (``err.recipe``: the prim_func's source and the values it reads);
+    one raised while the factory ran is given the factory's call (``call_recipe``), as the magic
+    gives a cell that failed while it ran its text."""
+    from tilelab import _tilelang
     from tilelab.records.errors import LoweringError
+    from tilelab.targets import parse_target
 
     picked: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -116,45 +124,42 @@ def reproducer_table(failed: list[dict[str, Any]], count: int) -> None:
             seen.add(cluster(r))
     picked = picked[:count]
     results = []
-    print(f"{'reproducer of':70} {'before':>6} {'after':>5} {'s':>5}  same")
+    print(f"{'reproducer of':62} {'target':7} {'before':>6} {'after':>5} {'s':>5}  same way")
     for r in picked:
         mutant = dm.mutant_of(r)
         err = None
+        fn, kwargs, _, _ = dm.factory(mutant)
         try:
-            from tilelab import _tilelang
-
             with _tilelang.tilelang_errors(mutant.seed.rsplit(":", 1)[1], stage="elaboration"):
-                func, _, text = dm.build(mutant)
+                func = fn(**kwargs)
             _tilelang.lower(_tilelang.resolve_kernel(func), mutant.target, out_idx=None, pass_configs={}, backends=())
         except LoweringError as caught:
             err = caught
         except Exception:
             err = None
         if err is None:
+            print(f"{(r['seed'] + ' ' + r['mutation'])[:62]:62} {mutant.target:7} no longer fails")
             continue
-        if err.recipe is None:  # failed while the factory ran: the factory's text is the script
-            from tilelab import _tilelang
-            from tilelab.targets import parse_target
-
-            text, _ = dm.mutant_source(mutant)
-            call = f"{mutant.seed.rsplit(':', 1)[1]}(**{dict(mutant.kwargs)!r})"
-            err.recipe = _tilelang.text_recipe(text + call + "\n", parse_target(mutant.target))
-        rep = err.reproducer(time_limit_s=60, progress=False)  # type: ignore[attr-defined]
-        before = rep.lines_before or dm_lines(r.get("source", ""))
-        results.append((before, rep.lines_after, rep.seconds))
-        print(f"{(r['seed'] + ' ' + r['mutation'])[:70]:70} {before:6d} {rep.lines_after:5d} {rep.seconds:5.1f}  "
-              f"{'yes' if rep.reproduces else 'no: ' + rep.note[:40]}")
-    if results:
-        b = [x[0] for x in results]
-        a = [x[1] for x in results]
-        t = [x[2] for x in results]
-        print(f"{len(results)} reproducers: lines before median {statistics.median(b):.0f} (range {min(b)}-{max(b)}), "
-              f"after median {statistics.median(a):.0f} (range {min(a)}-{max(a)}); seconds median "
-              f"{statistics.median(t):.1f} (range {min(t):.1f}-{max(t):.1f})")
-
-
-def dm_lines(text: str) -> int:
-    return len([line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")])
+        if err.recipe is None:  # failed while the factory ran: the factory's call is the script
+            err.recipe = _tilelang.call_recipe(fn, kwargs, parse_target(mutant.target))
+        rep = err.reproducer(time_limit_s=time_limit_s, progress=False)  # type: ignore[attr-defined]
+        results.append((rep.lines_before, rep.lines_after, rep.seconds, rep.reproduces))
+        verdict = "yes" if rep.reproduces else "no: " + rep.note[:60]
+        if rep.reproduces and "time limit" in rep.note:
+            verdict += " (time limit)"
+        print(f"{(r['seed'] + ' ' + r['mutation'])[:62]:62} {mutant.target:7} {rep.lines_before:6d} "
+              f"{rep.lines_after:5d} {rep.seconds:5.1f}  {verdict}")
+    shrunk = [x for x in results if x[3]]
+    if shrunk:
+        b = [x[0] for x in shrunk]
+        a = [x[1] for x in shrunk]
+        t = [x[2] for x in shrunk]
+        print(f"{len(shrunk)} of {len(results)} failures shrunk to a script failing the same way: lines before median "
+              f"{statistics.median(b):.0f} (range {min(b)}-{max(b)}), after median {statistics.median(a):.0f} "
+              f"(range {min(a)}-{max(a)}); seconds median {statistics.median(t):.1f} (range {min(t):.1f}-{max(t):.1f})"
+              f"; time limit {time_limit_s:.0f} s each")
+    elif results:
+        print(f"none of {len(results)} failures shrunk")
 
 
 if __name__ == "__main__":

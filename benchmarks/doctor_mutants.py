@@ -324,6 +324,13 @@ def mutant_source(mutant: Mutant) -> tuple[str, Any]:
 def build(mutant: Mutant) -> tuple[Any, str, str]:
     """(prim_func, the mutant's source file name, its source): the factory (edited) called with the
     mutation's arguments; the source is registered with linecache so TileLang can read it."""
+    fn, kwargs, filename, text = factory(mutant)
+    return fn(**kwargs), filename, text
+
+
+def factory(mutant: Mutant) -> tuple[Any, dict[str, Any], str, str]:
+    """(the factory, edited, defined in its module's namespace; the arguments of the mutant's call;
+    its source file name; its source): the source is registered with linecache."""
     text, module = mutant_source(mutant)
     file, name = mutant.seed.rsplit(":", 1)
     filename = f"<mutant {hashlib.sha1(mutant.id.encode()).hexdigest()[:10]}>"
@@ -338,7 +345,7 @@ def build(mutant: Mutant) -> tuple[Any, str, str]:
     fn = namespace[name]
     kwargs = _call_args(fn) or {}
     kwargs.update(dict(mutant.kwargs))
-    return fn(**kwargs), filename, text
+    return fn, kwargs, filename, text
 
 
 def lower(mutant: Mutant) -> dict[str, Any]:

@@ -116,3 +116,41 @@ class WanderingGpu(FakeGpu):
             self.now_ms += took
             self.launches += 1
         return launch
+
+
+class SweepGpu:
+    """The sweep tests' fake GPU, the one model of a sweep's compile and bench steps:
+    ``compile_fn=gpu.compile`` makes each configuration's kernel (``kernel_of(config)``, a dict of
+    the configuration by default, a new object per compile; a configuration whose ``key`` is in
+    ``fail`` raises as ptxas does), and ``bench_fn=gpu.bench`` times a kernel at what the test's
+    landscape ``time(kernel, size, config, **options)`` says: milliseconds, or a whole BenchResult
+    (a side-by-side measurement's). Every bench call is kept in ``log`` as (kernel, size, config,
+    options). A test gives its landscape as ``time=`` or as a subclass's ``time``."""
+
+    def __init__(self, time: Any = None, *, kernel_of: Any = None, fail: Any = (), key: Any = None) -> None:
+        if time is not None:
+            self.time = time  # type: ignore[method-assign]
+        self.kernel_of = kernel_of or dict
+        self.key = key or (lambda config: tuple(config.values()))
+        self.fail = set(fail)
+        self.log: list[tuple[Any, Any, dict[str, Any], dict[str, Any]]] = []
+
+    def compile(self, factory: Any, size: Any, config: dict[str, Any]) -> Any:
+        def step() -> Any:
+            if self.key(config) in self.fail:
+                raise RuntimeError("ptxas: too many resources requested")
+            return self.kernel_of(config)
+        return step
+
+    def bench(self, kernel: Any, size: Any, config: dict[str, Any], **options: Any) -> BenchResult:
+        self.log.append((kernel, size, config, options))
+        out = self.time(kernel, size, config, **options)
+        return out if isinstance(out, BenchResult) else timed(out)
+
+    def time(self, kernel: Any, size: Any, config: dict[str, Any], **options: Any) -> float | BenchResult:
+        raise NotImplementedError("give the landscape: SweepGpu(time=...) or a subclass's time()")
+
+
+def v_around_64(kernel: Any, size: Any, config: dict[str, Any], **options: Any) -> float:
+    """A landscape of one parameter: ``block`` 64 is the fastest (1 ms), each 64 away costs 1 ms."""
+    return 1.0 + abs(config["block"] - 64) / 64

@@ -63,6 +63,18 @@ def test_every_family_parses_to_one_registered_target(spec, name, family):
     assert target in REGISTRY
 
 
+def test_a_report_without_its_family_reads_it_from_its_targets_name_as_the_registry_says():
+    from tilelab.records.kernel import KernelReport, Sources, family_of_target_name
+
+    for target in REGISTRY:
+        assert family_of_target_name(target.name) == target.family, target.name
+        report = KernelReport("k", target.name, (), Sources(device=""))
+        assert report.family == target.family
+        assert KernelReport.from_dict({k: v for k, v in report.to_dict().items() if k != "family"}).family == \
+            target.family  # a report saved before the field
+    assert KernelReport("k", "sm_90a", (), Sources(device=""), family="hip").family == "hip"  # the inspection's word
+
+
 def test_tvm_targets_parse_like_their_dicts():
     from tilelang import tvm
 

@@ -366,8 +366,11 @@ def test_the_magic_shows_the_likeliest_cell_line_and_the_other_candidates_short_
     assert lines[2] == "failed in pass tl.LowerTileOp, at T.copy"
     assert lines[3] == f"the line above is the most likely of 2 that fit: the first the pass visits; also line {store}"
     assert lines[4].startswith("cause: int4 data through a TMA copy") and lines[5].startswith("what to change: ")
-    folded = shell.display_pub.outputs[-1]["data"]["text/html"]
+    folded = shell.display_pub.outputs[-2]["data"]["text/html"]
     assert "<details><summary" in folded and "CopyNode" in folded
+    # then the button that shrinks it to a reproducer (a widget; a line to act on where none shows)
+    button = shell.display_pub.outputs[-1]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in button and "reproducer()" in button["text/plain"]
 
 
 def test_the_cli_names_the_likeliest_line_and_the_candidates():

@@ -279,8 +279,10 @@ else:
         assert lines[2].strip() == "failed in pass tl.LayoutInference, at T.gemm"
         assert lines[3].strip().startswith("cause: the block's warps cannot tile the GEMM")
         assert lines[4].strip().startswith("what to change: ")
-        assert len(lines) <= 7  # with the line that offers a minimal reproducer
-        folded = shown[-1]["data"]["text/html"]
+        # with the line that offers a minimal reproducer and the facts of the kernel the cause was read from
+        assert len(lines) <= 8
+        assert "application/vnd.jupyter.widget-view+json" in shown[-1]["data"]  # the reproducer's button
+        folded = shown[-2]["data"]["text/html"]
         assert "<details><summary" in folded and "Full TileLang trace" in folded
         assert "Traceback" in folded or "File " in folded
         # shown once: the box holds only the folded trace, the traceback the message and the line
@@ -494,7 +496,8 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
         cell_lines = ("%%tilelang\nkeep_me = 'after'\n" + ELAB_CELL).split("\n")
         number = next(n for n, text in enumerate(cell_lines, 1) if "T.copy(S, B, 1, 2, 3, 4)" in text)
         assert lines[1].strip() == f"cell line {number}: T.copy(S, B, 1, 2, 3, 4)"
-        folded = shown[-1]["data"]["text/html"]
+        assert "application/vnd.jupyter.widget-view+json" in shown[-1]["data"]  # the reproducer's button
+        folded = shown[-2]["data"]["text/html"]
         assert "<b>bad_copy</b>" in folded and "Full TileLang trace" in folded
         assert "Failed to build prim_func from bad_copy" in folded  # TileLang's log, folded
         err_out = capfd.readouterr().err
@@ -531,7 +534,8 @@ def bad_copy(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16
                 '        raise ValueError("<script>alert(1)</script>")\n')
         result = run(ip, "", cell)
         assert type(result.error_in_exec).__name__ == "LoweringError", result.error_in_exec
-        page = shown[-1]["data"]["text/html"]
+        assert "<script" not in str(shown[-1]["data"]).lower()  # the reproducer's button says nothing of it
+        page = shown[-2]["data"]["text/html"]
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page.lower()
         # a kernel name with markup (possible through a factory's __name__) is escaped too
         from tilelab.cell.session import FoldedTrace

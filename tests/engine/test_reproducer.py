@@ -60,6 +60,50 @@ def test_a_failure_without_a_recipe_says_why_no_script_can_be_written():
     assert not rep.reproduces and rep.script == "" and "cannot write this kernel as a script" in rep.note
 
 
+# -- the script a failure starts from -------------------------------------------------------------------
+TILE = 64  # read by the factory below from its module: the script must carry it
+
+
+def mismatched_factory(M, N, K, block_K=32):
+    import tilelang.language as T
+
+    @T.prim_func
+    def mismatched(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // TILE, M // TILE, threads=128) as (bx, by):
+            A_s = T.alloc_shared((TILE, block_K), T.float16)
+            B_s = T.alloc_shared((TILE, TILE), T.float16)
+            C_l = T.alloc_fragment((TILE, TILE), T.float32)
+            T.gemm(A_s, B_s, C_l)  # A's K is block_K, B's is TILE
+            T.copy(C_l, C[by * TILE, bx * TILE])
+    return mismatched
+
+
+def test_a_factory_that_fails_while_it_runs_is_written_as_its_call_with_what_it_reads_from_its_module():
+    from tilelab import _tilelang
+    from tilelab.targets import parse_target
+
+    rec = _tilelang.call_recipe(mismatched_factory, {"M": 256, "N": 256, "K": 128}, parse_target("sm_90a"))
+    assert rec is not None and "TILE = 64" in rec.body
+    assert rec.body.rstrip().endswith("kernel = mismatched_factory(M=256, N=256, K=128)")
+    err = _tilelang.run_script(rec.body, rec)
+    assert err is not None and err.pass_name == "elaboration" and err.cause == "gemm-k-mismatch", err
+
+
+def test_a_failure_of_the_code_generator_is_run_again_past_every_pass():
+    from fault_kernels import asserting_bare
+
+    from tilelab import _tilelang
+    from tilelab.engine.reproducer import failure_key
+
+    with pytest.raises(LoweringError) as info:  # HIP's code generator has no device_assert
+        _tilelang.lower(_tilelang.resolve_kernel(asserting_bare()), "gfx942", out_idx=None, pass_configs={},
+                        backends=())
+    err = info.value
+    assert err.recipe is not None and "Unresolved call" in err.summary
+    again = _tilelang.run_script(err.recipe.body, err.recipe)
+    assert again is not None and failure_key(again) == failure_key(err)
+
+
 # -- five failing cells, shrunk for real ----------------------------------------------------------------
 GEMM_CELL = """\
 import tilelang.language as T

@@ -219,7 +219,7 @@ def test_launch_lines_skip_declarations_and_comments():
             "  gemm_kernel<<<dim3(8, 8, 1), dim3(256, 1, 1), 0, stream>>>(A);\n")
     assert r.family == "hip"
     assert launch_lines(r, host) == {4: [0]}
-    cuda = dataclasses.replace(r, target="sm_90a")
+    cuda = dataclasses.replace(r, target="sm_90a", family="cuda")
     assert launch_lines(cuda, host) == {}  # CUDA launchers link through their TMA encode calls
 
 

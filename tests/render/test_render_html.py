@@ -445,7 +445,7 @@ def test_a_registered_section_can_say_when_it_shows_and_what_it_says_in_text():
         assert "kernels" in default_sections(report)
         assert "1 device kernel(s), one table" in render_text(report)
         assert f'id="{report_id(report)}-kernels"' in render_html(report)
-        hip = dataclasses.replace(report, target="gfx942")
+        hip = dataclasses.replace(report, target="gfx942", family="hip")
         assert "kernels" not in default_sections(hip) and "one table" not in render_text(hip)
     finally:
         render._REGISTRY.pop("kernels")

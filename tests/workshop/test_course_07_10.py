@@ -1,7 +1,7 @@
-"""Lessons 07-10 of the course, beyond what the course's generic tests check for every lesson
+"""Lessons 07-11 of the course, beyond what the course's generic tests check for every lesson
 (test_workshop.py: each solution passes, each declared wrong answer fails without the solution's
 value; test_workshop_notebooks.py: every notebook runs as committed and with the solutions): what
-the lessons declare, that a wrong kernel is told what is wrong in its own terms, that notebook 10
+the lessons declare, that a wrong kernel is told what is wrong in its own terms, that notebook 11
 shows no native compiler warnings, and the GPU parts. The truths come from tilelab.inspect of real
 lowerings and from CPU launches, so these tests fail if TileLang lowers differently or a checker
 stops recognising a bug."""
@@ -28,7 +28,7 @@ def progress_file(tmp_path, monkeypatch):
 
 
 def ours() -> list[workshop.Exercise]:
-    return [e for n in ("07", "08", "09", "10") for e in workshop.exercises(n)]
+    return [e for n in ("07", "08", "09", "10", "11") for e in workshop.exercises(n)]
 
 
 def test_the_lessons_declare_what_the_course_asks():
@@ -46,14 +46,14 @@ def test_the_lessons_declare_what_the_course_asks():
 def test_a_wrong_kernel_is_told_what_is_wrong_in_its_own_terms():
     """The messages of the kernel checks come from the student's kernel: where its tiles went wrong,
     which blocks race, which misreading of the format it matches."""
-    ex = _core.get("10.2")
-    message = workshop.check("10.2", _answers.evaluate(ex, _core.wrong_answers("10.2")[1])).message
+    ex = _core.get("03.5")
+    message = workshop.check("03.5", _answers.evaluate(ex, _core.wrong_answers("03.5")[1])).message
     assert "blocks (0, 0), (1, 0), (2, 0) and (3, 0) all wrote element 0 of Out" in message
     ex = _core.get("09.4")
     swapped = workshop.check("09.4", _answers.evaluate(ex, _core.wrong_answers("09.4")[0])).message
     assert "swapped" in swapped
-    ex = _core.get("10.1")
-    edge = workshop.check("10.1", _answers.evaluate(ex, _core.wrong_answers("10.1")[0])).message
+    ex = _core.get("01.6")
+    edge = workshop.check("01.6", _answers.evaluate(ex, _core.wrong_answers("01.6")[0])).message
     assert "at M=100, N=72" in edge and "never written" in edge  # right at whole tiles, not at the ragged size
     ex = _core.get("07.4")
     unchanged = workshop.check("07.4", _answers.evaluate(ex, ex.given))
@@ -62,14 +62,14 @@ def test_a_wrong_kernel_is_told_what_is_wrong_in_its_own_terms():
 
 @pytest.mark.gpu
 def test_memcheck_counts_the_stores_past_the_end():
-    """On a CUDA GPU with compute-sanitizer: 10.3's truth is memcheck's own count, and the
+    """On a CUDA GPU with compute-sanitizer: 10.1's truth is memcheck's own count, and the
     solution's offset is what it reports for shifted_store."""
     from tilelab.workshop.lessons import l10_when_it_goes_wrong as lesson
 
     report = lesson.sanitizer_report()
     writes = [f for f in report.findings if "out-of-bounds" in f.kind and "write" in f.kind]
     assert len(writes) == lesson.SANITIZER_OFFSET, report.raw[-2000:]
-    assert workshop.check("10.3", lesson.SANITIZER_OFFSET).status == "passed"
+    assert workshop.check("10.1", lesson.SANITIZER_OFFSET).status == "passed"
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,13 +111,13 @@ def _stderr(cells: list) -> list[str]:
 
 
 @pytest.mark.slow
-def test_notebook_10_lowers_for_the_mi300_without_red_warnings(tmp_path, monkeypatch):
+def test_notebook_11_lowers_for_the_mi300_without_red_warnings(tmp_path, monkeypatch):
     """TVM's C++ logging writes "Unable to detect ROCm version" and a vectorisation note to the
     process's stderr when a kernel is lowered for gfx942 on a machine without ROCm; the notebook
     shows neither (its lowering goes through the lesson, which keeps them out). The report cache
     is empty here, so the notebook really lowers for the MI300."""
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "reports"))
-    cells = _run_notebook("10_when_it_goes_wrong", tmp_path, solutions=True, monkeypatch=monkeypatch)
+    cells = _run_notebook("11_many_targets", tmp_path, solutions=True, monkeypatch=monkeypatch)
     assert all(text.startswith(("\u2713", "\u23f8")) for text in _checks(cells).values()), _checks(cells)
     assert not _stderr(cells)
 

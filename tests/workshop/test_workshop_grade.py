@@ -113,7 +113,7 @@ def test_a_room_graded_by_its_answers_in_clean_processes(tmp_path):
     assert status["ed", "03.2"] == "crashed" and "signal" in got["ed", "03.2"]["message"]
     assert [status["fo", e] for e in ids] == ["unanswered", "failed", "unanswered", "unanswered"], rows
     text = done.stdout
-    assert "5 notebook(s); 4 of 20 exercises passed" in text
+    assert "5 notebook(s); 4 of 25 exercises passed" in text
     assert "passed h2" in text and "passed sol" in text
     assert "bo 03_reductions.ipynb 03.4 failed:" in text and "ed 03_reductions.ipynb 03.2 crashed:" in text
 
@@ -124,7 +124,8 @@ def test_a_room_graded_by_its_answers_in_clean_processes(tmp_path):
                    hang / "gu" / "03_reductions.ipynb")
     book = _grade.grade(hang, timeout=3)
     (row,) = book.rows
-    assert row.states == {"03.1": "unanswered", "03.2": "timed out", "03.3": "unanswered", "03.4": "unanswered"}
+    assert row.states == {"03.1": "unanswered", "03.2": "timed out", "03.3": "unanswered", "03.4": "unanswered",
+                          "03.5": "unanswered"}
     assert "stopped after 3 s" in row.exercises[1].message
 
 
@@ -160,8 +161,9 @@ def test_nested_submissions_name_the_student_by_folder(tmp_path):
 
 
 def test_a_notebook_is_graded_on_its_notebooks_exercises():
-    assert _grade._notebook_exercises("03_reductions.ipynb", (), None) == ["03.1", "03.2", "03.3", "03.4"]
-    assert _grade._notebook_exercises("mine.ipynb", ("02.1", "99.9"), None) == ["02.1", "02.2", "02.3", "02.4"]
+    assert _grade._notebook_exercises("03_reductions.ipynb", (), None) == ["03.1", "03.2", "03.3", "03.4", "03.5"]
+    assert _grade._notebook_exercises("mine.ipynb", ("02.1", "99.9"), None) == ["02.1", "02.2", "02.3", "02.4",
+                                                                                 "02.5"]
 
 
 def test_a_folder_that_does_not_exist_is_a_clear_error(tmp_path):

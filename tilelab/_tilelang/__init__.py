@@ -118,6 +118,7 @@ from .passes import (
 )
 from .reproduce import (
     Recipe,
+    call_recipe,
     recipe,
     run_script,
     script_header,
@@ -178,6 +179,7 @@ __all__ = [
     "run_script",
     "script_header",
     "script_tail",
+    "call_recipe",
     "text_recipe",
     "versions",
     "atomic_add_outputs",

@@ -1,11 +1,16 @@
-"""Why TileLang could not lower a kernel, in tile-program terms: a catalogue of known causes.
+"""Why TileLang could not lower a kernel, in tile-program terms: the causes, by mechanism first.
 
 TileLang's compile failures are C++ checks and Python asserts deep in its passes ("local_buf must be
-a fragment", "Check failed: (0) is false: int4"). :func:`diagnose` reads the sentence TVM gives,
-the trace and the pass that was running, and returns a :class:`Diagnosis`: the pass, the tile op
-and buffers involved, the kernel line when it can be placed, and, for a failure in the catalogue,
-what it means and what to change. A failure not in the catalogue still gets the pass, the line
-and TVM's sentence, and says so.
+a fragment", "Check failed: (0) is false: int4"). :func:`diagnose` takes the kernel's state at the
+failure (the pass that was running, the tile operations with their buffers' memories, dtypes and
+shapes, the threads, the target) and the sentence TVM gives with its trace, and returns a
+:class:`Diagnosis`: the pass, the tile op and buffers involved, the kernel line when it can be
+placed, and, for a known cause, what it means and what to change. The state is the key: the rules
+of :mod:`tilelab._tilelang.mechanisms` are tried first, and TileLang's sentence is evidence, which
+may say which case of the mechanism it is (:data:`REFINES`: which rounding mode, which WGMMA
+constraint). Only where no rule finds its mechanism is the sentence matched against the catalogue's
+patterns, a fallback. A failure no cause explains still gets the pass, the line, the operation's
+buffers and TVM's sentence, and says so.
 
 Each cause is declared with :func:`cause` (the shape of :mod:`tilelab.engine.tma_rules`): an id, a
 title, the patterns of TileLang 0.1.15's own wording that recognise it, what it means and what
@@ -500,6 +505,41 @@ for _id, _title in MECHANISMS.items():
         continue
     CAUSES.append(Cause(_id, _title, (), meaning="(read from the kernel's state)", advice=""))
 
+# Causes of the catalogue that are a case of a mechanism: where a rule finds that mechanism in the
+# kernel's state, TileLang's sentence may still say which case it is (which rounding mode, which
+# WGMMA constraint), and the case's name and advice are given with the rule's evidence. A cause
+# whose id is a mechanism's own is a case of it too.
+REFINES: dict[str, tuple[str, ...]] = {
+    "mixed-dtype-gemm": ("mma-dtype",),
+    "int4-operand": ("mma-dtype", "feature-newer-arch"),
+    "async-copy-scope": ("copy-between-memories",),
+    "no-warp-partition": ("mma-tile-shape", "threads-below-wavefront"),
+    "wgmma-constraints": ("mma-tile-shape", "mma-dtype", "feature-newer-arch"),
+    "tcgen05-constraints": ("mma-tile-shape", "mma-dtype", "feature-newer-arch"),
+    "ieee-math-dtype": ("codegen-intrinsic",),
+    "ieee-half-rounding": ("codegen-intrinsic",),
+    "string-intrinsic": ("codegen-intrinsic",),
+    "amd-intrinsic-on-cuda": ("codegen-intrinsic", "feature-newer-arch"),
+    "barrier-before-hopper": ("feature-newer-arch",),
+    "layout-conflict": ("parallel-layout-conflict",),
+    "layout-not-injective": ("parallel-layout-not-injective",),
+    "layout-injectivity-limit": ("parallel-layout-not-injective",),
+    "reduce-threads-not-power-of-two": ("threads-below-wavefront",),
+}
+
+
+def _case_of(mechanism: str, message: str, trace: str, target_family: str | None) -> tuple[Cause, re.Match[str]] | None:
+    """The catalogue's case of ``mechanism`` that TileLang's sentence names, if one does."""
+    for candidate in CAUSES:
+        if candidate.id != mechanism and mechanism not in REFINES.get(candidate.id, ()):
+            continue
+        if candidate.targets and target_family not in candidate.targets:
+            continue
+        match = candidate.match(message) or candidate.match(trace)
+        if match:
+            return candidate, match
+    return None
+
 
 _OPERAND = re.compile(r"\b(?P<name>[ABC])\(scope=(?P<scope>[\w.]+), dtype=(?P<dtype>\w+)\)")
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "float16": 16, "bfloat16": 16, "int8": 8, "uint8": 8}
@@ -737,7 +777,8 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
              buffers: Sequence[str] = (), line: tuple[str, int, str] | None = None,
              source_lines: Sequence[tuple[int, str]] = (), sites: Sequence[TileSite] = (),
              target: str | None = None, threads: int | None = None) -> Diagnosis:
-    """Diagnose one failure from TileLang's sentence ``message`` and its ``trace``.
+    """Diagnose one failure from the kernel's state at it, with TileLang's sentence ``message`` and
+    its ``trace`` as evidence.
 
     ``pass_name`` is the pass a pass instrument saw fail (read from the trace otherwise),
     ``buffers`` the kernel's buffer names (those the message names are reported), ``line`` the
@@ -745,7 +786,82 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     their lines and buffers: :func:`place` picks the one that failed when TileLang gave no line),
     and ``source_lines`` the kernel's numbered source lines, to place the failure on the line of its
     tile operation where no sites are known (only where that operation appears once).
+
+    The mechanism rules (:mod:`tilelab._tilelang.mechanisms`) come first: each reads the state (the
+    pass, the tile operation and its buffers' memories, dtypes and shapes, the loops, the threads,
+    the target). Only where none finds its mechanism there are TileLang's sentences matched against
+    the catalogue's patterns (:func:`cause`), a fallback for what the state does not show.
     """
+    if pass_name is None or ("." not in pass_name and pass_name not in ("elaboration", "codegen")):
+        # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
+        # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
+        pass_name = pass_from_trace(trace) or pass_name
+    # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
+    names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
+    state: dict[str, Any] = dict(pass_name=pass_name, target_family=target_family, names=names, line=line,
+                                 source_lines=source_lines, sites=sites, target=target, threads=threads)
+    if sites:
+        found = _by_mechanism(message, trace, **state)
+        if found is not None:
+            return found
+    said = _by_sentence(message, trace, **state)
+    if said.cause is None and not sites:
+        # no tile operation was read from the kernel: its state is the pass, the threads and the target
+        # only, too little to come before the sentence, but enough for a rule where none matched it
+        return _by_mechanism(message, trace, **state) or said
+    return said
+
+
+def _trace_tile_op(message: str, trace: str) -> str | None:
+    """The tile operation the trace names, else the first one TileLang's sentence names."""
+    tile_op = tile_op_from_trace(trace)
+    if tile_op is None:
+        ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
+        tile_op = f"T.{ops[0]}" if ops else None
+    return tile_op
+
+
+def _by_mechanism(message: str, trace: str, *, pass_name: str | None, target_family: str | None,
+                  names: tuple[str, ...], line: tuple[str, int, str] | None, source_lines: Sequence[tuple[int, str]],
+                  sites: Sequence[TileSite], target: str | None, threads: int | None) -> Diagnosis | None:
+    """The diagnosis of the first mechanism rule that finds its mechanism in the kernel's state;
+    None where none does."""
+    tile_op = _trace_tile_op(message, trace)
+    candidates: tuple[int, ...] = ()
+    if line is None and sites:
+        line, candidates = place(sites, tile_op=tile_op, names=names)
+    site_here = _site_at(sites, line)
+    state = _mechanisms.State(message=message, pass_name=pass_name, tile_op=tile_op, target=target,
+                              family=target_family, threads=threads, sites=tuple(sites), site=site_here)
+    finding = _mechanisms.explain(state)
+    if finding is None:
+        return None
+    if finding.site is not None and (line is None or site_here is None or finding.site is not site_here):
+        line = (finding.site.file, finding.site.line, finding.site.text)
+        candidates = ()
+    if line is None and tile_op and source_lines:
+        line = _unique_line(tile_op, source_lines)
+    cause_id, title, meaning, advice = finding.id, finding.title, finding.meaning, finding.advice
+    case = _case_of(finding.id, message, trace, target_family)
+    if case is not None:  # the sentence says which case of the mechanism it is
+        cause_id, title = case[0].id, case[0].title
+        meaning, advice = _explained(case[0], case[1])
+        named_op = case[1].groupdict().get("op")
+        tile_op = f"T.{named_op}" if named_op else tile_op
+        # the statement the sentence names (a T.alloc_barrier) is the line, where the case can find it
+        said = _source_line(case[0].source, case[1].groupdict(), source_lines) if case[0].source else None
+        if said is not None:
+            line, candidates = said, ()
+    return Diagnosis(message=message, cause=cause_id, title=title, meaning=meaning, advice=advice,
+                     pass_name=pass_name, tile_op=tile_op or getattr(finding.site, "op", None), buffers=names,
+                     line=line, candidates=candidates, evidence=finding.evidence, by_mechanism=True)
+
+
+def _by_sentence(message: str, trace: str, *, pass_name: str | None, target_family: str | None,
+                 names: tuple[str, ...], line: tuple[str, int, str] | None, source_lines: Sequence[tuple[int, str]],
+                 sites: Sequence[TileSite], target: str | None, threads: int | None) -> Diagnosis:
+    """The fallback: the catalogue's cause whose pattern TileLang's sentence (or trace) matches,
+    placed on the kernel's line; outside the catalogue, everything known of the failure."""
     found_cause: Cause | None = None
     match = None
     # A cause that belongs to the target is the better explanation: it comes first.
@@ -759,16 +875,7 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
             break
     named_op = match.groupdict().get("op") if match else None
     tile_op = (f"T.{named_op}" if named_op else None) or tile_op_from_trace(trace) or \
-        (found_cause.tile_op if found_cause else None)
-    if tile_op is None:
-        ops = re.findall(r"\bT\.(gemm|copy|reduce_\w+|fill|clear|Parallel|Pipelined|atomic_add)\b", message)
-        tile_op = f"T.{ops[0]}" if ops else None
-    if pass_name is None or ("." not in pass_name and pass_name not in ("elaboration", "codegen")):
-        # A pass written in Python reaches the instrument by its function's name ("pass_fn"):
-        # the trace's call of it (tilelang.analysis.FragmentLoopChecker()) names it.
-        pass_name = pass_from_trace(trace) or pass_name
-    # A target TileLang prints whole ({"kind":"cuda",...,"host":{"kind":"c",...}}) names no buffer.
-    names = _mentioned(buffers, re.sub(r'\{"kind":.*?"arch":\s*"\w+"\}', "", message))
+        (found_cause.tile_op if found_cause else None) or _trace_tile_op(message, "")
     candidates: tuple[int, ...] = ()
     if line is None and found_cause is not None and found_cause.within and match is not None:
         line = _nested_line(*found_cause.within, match.groupdict(), source_lines)
@@ -787,41 +894,36 @@ def diagnose(message: str, trace: str = "", *, pass_name: str | None = None, tar
     if line is None and tile_op and source_lines:
         line = _unique_line(tile_op, source_lines)
     if found_cause is None:
-        # Not a failure TileLang's wording names: look for its mechanism in the kernel's state.
-        site_here = _site_at(sites, line)
-        state = _mechanisms.State(message=message, pass_name=pass_name, tile_op=tile_op, target=target,
-                                  family=target_family, threads=threads, sites=tuple(sites), site=site_here)
-        finding = _mechanisms.explain(state)
-        if finding is not None:
-            if finding.site is not None and (line is None or site_here is None or finding.site is not site_here):
-                line = (finding.site.file, finding.site.line, finding.site.text)
-                candidates = ()
-            return Diagnosis(message=message, cause=finding.id, title=finding.title, meaning=finding.meaning,
-                             advice=finding.advice, pass_name=pass_name, tile_op=tile_op or
-                             getattr(finding.site, "op", None), buffers=names, line=line, candidates=candidates,
-                             evidence=finding.evidence, by_mechanism=True)
         if line is None and names:
             line = _first_use(names, source_lines)
-        at = site_here or _site_at(sites, line)
         return Diagnosis(message=message, pass_name=pass_name, tile_op=tile_op, buffers=names, line=line,
-                         candidates=candidates, evidence=_known(at, target, threads))
-    names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex}
+                         candidates=candidates, evidence=_known(_site_at(sites, line), target, threads))
+    if line is None:
+        # The names the message gave (a buffer, a symbol) lead to the line that uses them.
+        groups = _groups(found_cause, match)
+        named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]
+        line = _first_use(tuple(named) or names, source_lines)
+    meaning, advice = _explained(found_cause, match)
+    return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title, meaning=meaning, advice=advice,
+                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
+
+
+def _groups(found_cause: Cause, match: re.Match[str] | None) -> dict[str, str]:
+    """What the message said in the cause's pattern groups, and what its ``fields`` read further."""
     groups = {k: v.strip().strip(",.").strip() for k, v in (match.groupdict() if match else {}).items() if v}
     if found_cause.fields is not None and match is not None:
         try:
-            more = found_cause.fields(match)
+            groups.update(found_cause.fields(match))
         except Exception:  # a reading of the message that fails leaves the pattern's own groups
-            more = {}
-        groups.update(more)
-        names_in |= set(more)
-    if line is None:
-        # The names the message gave (a buffer, a symbol) lead to the line that uses them.
-        named = [v for k, v in groups.items() if k in ("buffer", "names", "name", "a", "b") and v.isidentifier()]
-        line = _first_use(tuple(named) or names, source_lines)
-    return Diagnosis(message=message, cause=found_cause.id, title=found_cause.title,
-                     meaning=_fill(found_cause.meaning, groups, names_in),
-                     advice=_fill(found_cause.advice, groups, names_in),
-                     pass_name=pass_name, tile_op=tile_op, buffers=names, line=line, candidates=candidates)
+            pass
+    return groups
+
+
+def _explained(found_cause: Cause, match: re.Match[str] | None) -> tuple[str, str]:
+    """The cause's meaning and advice, each ``{name}`` filled with what the message said."""
+    groups = _groups(found_cause, match)
+    names_in = {name for pattern in found_cause.patterns for name in pattern.groupindex} | set(groups)
+    return _fill(found_cause.meaning, groups, names_in), _fill(found_cause.advice, groups, names_in)
 
 
 def _site_at(sites: Sequence[TileSite], line: tuple[str, int, str] | None) -> TileSite | None:

@@ -576,6 +576,7 @@ def _late_pass(emulation: Emulation) -> Any:
     block_names = {name: axis for axis, name in emulation.block_names.items()}
 
     def transform(func: Any, mod: Any, ctx: Any) -> Any:
+        # Long but whole: the late pass itself (see above), its hooks sharing one analyzer and scope.
         analyzer = tvm.arith.Analyzer()
         ids = {name: i for i, name in enumerate(emulation.buffers)}
         mask = next((func.buffer_map[p] for p in func.params if p in func.buffer_map

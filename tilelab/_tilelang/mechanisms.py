@@ -130,6 +130,19 @@ def _in_failing_pass(state: State, *passes: str) -> bool:
     return state.pass_name in passes
 
 
+def _elsewhere(state: State, site: Any) -> bool:
+    """Whether the failure is at another operation than ``site``: the trace names a tile operation
+    (a T.copy, a T.gemm) and ``site`` is not one of its kind. A T.Parallel's (or T.Pipelined's)
+    failure is never elsewhere: its layout inference may fail for what a GEMM beside it chose."""
+    op = state.tile_op or ""
+    if not op.startswith("T.") or op in ("T.Parallel", "T.Pipelined"):
+        return False
+    for kind in ("gemm", "copy", "reduce"):
+        if kind in op:
+            return kind not in site.op
+    return site.op != op
+
+
 def _site_text(site: Any) -> str:
     return f"line {site.line}: {site.text.strip()}" if getattr(site, "text", "") else f"line {site.line}"
 
@@ -142,6 +155,8 @@ def _newer_arch(state: State) -> Finding | None:
     if not number and not amd:
         return None
     for site in state.sites:
+        if _elsewhere(state, site):
+            continue
         for test, feature, oldest, on_amd in _FEATURES:
             if not _safe(test, site):
                 continue
@@ -166,6 +181,8 @@ def _newer_arch(state: State) -> Finding | None:
 def _mma_dtype(state: State) -> Finding | None:
     allowed = _mma_dtypes(state)
     for site in _gemms(state):
+        if _elsewhere(state, site):
+            continue
         a, b = site.buffers[0], site.buffers[1]
         bad = [x for x in (a, b) if x[1] not in allowed]
         if not bad:

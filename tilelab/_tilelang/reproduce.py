@@ -3,7 +3,9 @@
 :func:`recipe` writes, at the moment a kernel fails, what a script needs to build it again with
 nothing but TileLang: the ``T.prim_func``'s own source (its Python function, which TileLang keeps),
 the values of the names it closes over or reads from its module (tile sizes, dtypes, helper
-functions), the target and the pass configs. :func:`run_script` runs such a script's body in this
+functions), the target and the pass configs; :func:`call_recipe` writes a factory's call the same way
+(the factory's source after what it reads from its module, then ``kernel = factory(...)``), and
+:func:`text_recipe` takes a cell's text as it is. :func:`run_script` runs such a script's body in this
 process, lowers its kernel as tilelab does and returns the failure (a LoweringError with its
 diagnosis) or None; ``stop_after`` ends the lowering after the pass that failed first, so that a
 candidate that does not fail costs no more than one that does. :func:`script_tail` is the few
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import os
 import platform
 import textwrap
 import types
@@ -175,6 +178,32 @@ def recipe(func: Any, target: Any, pass_configs: dict[str, Any] | None = None) -
                   pass_configs=_plain_configs(pass_configs or {}), origin_lines=origin)
 
 
+def call_recipe(factory: Any, kwargs: dict[str, Any], target: Any,
+                pass_configs: dict[str, Any] | None = None, *, kernel: str = "kernel") -> Recipe | None:
+    """The recipe of a kernel a factory builds (``kernel = factory(**kwargs)``), as the cell that
+    calls it is written: the names the factory reads from its module (imports, constants, helpers),
+    its source and the call; running it raises a failure of the factory, lowering ``kernel`` one of
+    TileLang's passes. None where the factory's source or a value it reads cannot be written down."""
+    fn = getattr(factory, "__wrapped__", factory)
+    if not isinstance(fn, types.FunctionType):
+        return None
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        out: list[str] = []
+        _definitions(fn, {fn.__name__}, out)
+        arguments = []
+        for name, value in kwargs.items():
+            literal = _literal(value)
+            if literal is None:
+                return None
+            arguments.append(f"{name}={literal}")
+    except Exception:
+        return None
+    body = "\n".join(out + [source.rstrip("\n"), f"{kernel} = {fn.__name__}({', '.join(arguments)})"]) + "\n"
+    return Recipe(body=body, kernel=kernel, target=dict(target.tilelang_target()), target_name=target.name,
+                  pass_configs=_plain_configs(pass_configs or {}), origin_lines=0)
+
+
 def text_recipe(text: str, target: Any = None, pass_configs: dict[str, Any] | None = None) -> Recipe:
     """The recipe of a failure raised while ``text`` (a cell) ran: the text is the script."""
     return Recipe(body=text if text.endswith("\n") else text + "\n", kernel="",
@@ -228,7 +257,11 @@ def run_script(body: str, rec: Recipe, *, stop_after: str | None = None) -> Lowe
 
     text = _HEADER + body
     filename = f"<reproducer {hashlib.sha1(text.encode()).hexdigest()[:12]}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    # TileLang stamps spans with the file name made absolute (the working folder before "<reproducer ...>"):
+    # the text answers under both names, so that the doctor reads the script's lines as it reads a cell's
+    names = (filename, os.path.abspath(filename))
+    for name in names:
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     namespace: dict[str, Any] = {"__name__": "__reproducer__"}
     try:
         code = compile(text, filename, "exec", dont_inherit=True)
@@ -252,14 +285,16 @@ def run_script(body: str, rec: Recipe, *, stop_after: str | None = None) -> Lowe
         target = parse_target(rec.target_name or rec.target)
         return _lower(func, rec.kernel, target, rec.pass_configs, stop_after)
     finally:
-        linecache.cache.pop(filename, None)
+        for name in names:
+            linecache.cache.pop(name, None)
 
 
 def _lower(func: Any, name: str, target: Any, pass_configs: dict[str, Any],
            stop_after: str | None) -> LoweringError | None:
     tl = tilelang()
     from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import lower_to_host_device_ir
+    from tilelang.engine.lower import device_codegen_without_compile, lower_to_host_device_ir
+    from tilelang.jit.abi import prepare_tvm_ffi_callee_allocated_outputs
 
     tracker = _PassTracker()
     instruments = [tracker.build()]
@@ -277,8 +312,15 @@ def _lower(func: Any, name: str, target: Any, pass_configs: dict[str, Any],
     try:
         with tilelang_errors(name, stage="lowering"):
             context = create_backend_context(target.tilelang_target(), None, backend)
+            prepared = func
+            if backend == "tvm_ffi":  # as tilelab's lowering does (lowering.lower): the same passes see it
+                prepared, _ = prepare_tvm_ffi_callee_allocated_outputs(
+                    func, None,
+                    supports_callee_allocated_outputs=context.execution_backend.supports_callee_allocated_outputs)
             with tl.transform.PassContext(opt_level=3, config=pass_configs, instruments=instruments), context.target:
-                lower_to_host_device_ir(func, context)
+                _, device_mod, _, _, _ = lower_to_host_device_ir(prepared, context)
+                # the device code too: a failure of the code generator comes after every pass
+                device_codegen_without_compile(device_mod, context).inspect_source()
     except LoweringError as err:
         if _passed(err):
             return None

@@ -58,10 +58,13 @@ def _block_vars(func: Any) -> tuple[dict[str, Any], int]:
 
 def _trace_pass(tensor_ids: dict[str, int], block_vars: dict[str, Any], untraced: set[str]) -> Any:
     """The TIR pass that wraps every load and store of a tensor parameter in an access call."""
+    # Long but whole: one TIR pass whose hooks (find, owner, call, rewrite) share the kernel's tensors and
+    # its block loops; split, each would take both as arguments.
     tvm = tilelang().tvm
     tirx = tvm.tirx
 
     def transform(func: Any, mod: Any, ctx: Any) -> Any:
+        # Long but whole: the pass's body (see above), its hooks closures over one kernel's state.
         by_data: dict[Any, tuple[int, Any]] = {}
         for param in func.params:
             buf = func.buffer_map.get(param)

@@ -213,6 +213,10 @@ class CellSession:
 
                     err.recipe = _tilelang.text_recipe(source.python, parse_target(options.target or "sm_90a"))
                 host.display(FoldedTrace(err))
+                if err.recipe is not None:  # a button that shrinks it to a reproducer (widgets/reproducer.py)
+                    from ..widgets.reproducer import ReproducerButton
+
+                    host.display(ReproducerButton(err))
                 short = lowering_lines(err, source)
                 err._render_traceback_ = lambda: short  # type: ignore[attr-defined]
                 raise

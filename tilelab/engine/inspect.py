@@ -216,6 +216,7 @@ def _report(source: Any, lowered: Any, resolved: Target, out_idx: list[int] | No
         pass_configs=tuple((k, repr(v)) for k, v in sorted(configs.items())),
         mfma=tuple(mfma_records),
         lds_reads=tuple(lds_records),
+        family=resolved.family,
     )
     return report
 

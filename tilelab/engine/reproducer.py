@@ -21,7 +21,7 @@ import ast
 import copy
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +80,8 @@ def sentence_key(message: str) -> str:
     """TileLang's sentence as a key: its first clause, numbers as #, at most 60 characters."""
     text = message.split(" failed: ", 1)[-1]
     text = re.split(r"[\n:]\s|\s--\s|\{", text, maxsplit=1)[0]
-    return re.sub(r"\d+", "#", text).strip()[:60]
+    # a sentence that ends at its colon ("(p) is false:") is the same as one followed by more
+    return re.sub(r"\d+", "#", text).strip().rstrip(":;,.").strip()[:60]
 
 
 # -- the shrinking, over the text of a script -----------------------------------------------------------
@@ -97,34 +98,37 @@ def _blocks(tree: ast.AST) -> list[list[ast.stmt]]:
 
 def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
     """Scripts one step smaller than ``text``: chunks of a block's statements removed (halves
-    down to single statements), a loop or ``with`` replaced by its body, a block's statement made
-    its only one. Each a valid script; the largest steps first."""
+    down to single statements), a factory's call replaced by its body, constants written where
+    they are used, an arithmetic expression replaced by an operand, a loop or ``with`` replaced by
+    its body. Each a valid script; the largest steps first."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return []
     out: list[str] = []
     seen = {text}
+    for step in (_removals, _unwrapped_factories, _inlined_constants, _operands, _unwrapped_blocks):
+        for new_tree in step(text, tree, keep_kernel):
+            for block in _blocks(new_tree):  # a `pass` beside other statements says nothing
+                if len(block) > 1:
+                    block[:] = [b for b in block if not isinstance(b, ast.Pass)] or [ast.Pass()]
+            try:
+                new = ast.unparse(ast.fix_missing_locations(new_tree)) + "\n"
+            except Exception:
+                continue
+            if new not in seen:
+                seen.add(new)
+                out.append(new)
+    return out
 
-    def emit(new_tree: ast.AST) -> None:
-        for block in _blocks(new_tree):  # a `pass` beside other statements says nothing
-            if len(block) > 1:
-                block[:] = [b for b in block if not isinstance(b, ast.Pass)] or [ast.Pass()]
-        try:
-            new = ast.unparse(ast.fix_missing_locations(new_tree)) + "\n"
-        except Exception:
-            return
-        if new not in seen:
-            seen.add(new)
-            out.append(new)
 
+def _removals(text: str, tree: ast.Module, keep_kernel: bool) -> Iterator[ast.AST]:
+    """Chunks of each block's statements removed: halves, quarters, eighths, then one at a time."""
     count = len(_blocks(tree))
     for size_div in (2, 4, 8, 1000):
         for b in range(count):
             block_len = len(_blocks(tree)[b])
-            size = max(1, block_len // size_div)
-            if size_div == 1000:
-                size = 1
+            size = 1 if size_div == 1000 else max(1, block_len // size_div)
             for start in range(0, block_len, size):
                 copy_tree = ast.parse(text)
                 block = _blocks(copy_tree)[b]
@@ -132,20 +136,29 @@ def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
                     block[:] = [ast.Pass()]
                 else:
                     del block[start:start + size]
-                emit(copy_tree)
-    # a factory called once at the top, replaced by its body with its parameters bound to the call's
-    # arguments (the kernel it builds then stands at the top of the script)
+                yield copy_tree
+
+
+def _unwrapped_factories(text: str, tree: ast.Module, keep_kernel: bool) -> Iterator[ast.AST]:
+    """A factory called once at the top, replaced by its body with its parameters bound to the
+    call's arguments (the kernel it builds then stands at the top of the script)."""
     for index in range(len(tree.body)):
         unwrapped = _unwrap_factory(ast.parse(text), index)
         if unwrapped is not None:
-            emit(unwrapped)
-    # every name bound once to a constant, written where it is used instead
+            yield unwrapped
+
+
+def _inlined_constants(text: str, tree: ast.Module, keep_kernel: bool) -> Iterator[ast.AST]:
+    """Every name bound once to a constant written where it is used instead (all, then each)."""
     constants = _constants(tree)
     if constants:
-        emit(_inline(ast.parse(text), constants))
+        yield _inline(ast.parse(text), constants)
         for name in constants:
-            emit(_inline(ast.parse(text), {name: constants[name]}))
-    # an arithmetic expression replaced by one of its operands (what it reads may then go)
+            yield _inline(ast.parse(text), {name: constants[name]})
+
+
+def _operands(text: str, tree: ast.Module, keep_kernel: bool) -> Iterator[ast.AST]:
+    """An arithmetic expression replaced by one of its operands (what it reads may then go)."""
     count = len([n for n in ast.walk(tree) if isinstance(n, ast.BinOp)])
     for index in range(count):
         for side in ("left", "right"):
@@ -159,9 +172,12 @@ def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
                     self.generic_visit(node)
                     return node
 
-            emit(Forward().visit(copy_tree))
-    # a loop replaced by its body (its variable bound to 0), a `with` by its body (never the kernel's
-    # T.Kernel: without its threads the failure would be another)
+            yield Forward().visit(copy_tree)
+
+
+def _unwrapped_blocks(text: str, tree: ast.Module, keep_kernel: bool) -> Iterator[ast.AST]:
+    """A loop replaced by its body (its variable bound to 0), a ``with`` by its body (never the
+    kernel's T.Kernel while ``keep_kernel``: without its threads the failure would be another)."""
     for index in range(len([n for n in ast.walk(tree) if _unwrappable(n, keep_kernel)])):
         copy_tree = ast.parse(text)
         nodes = [n for n in ast.walk(copy_tree) if _unwrappable(n, keep_kernel)]
@@ -176,9 +192,8 @@ def _candidates(text: str, keep_kernel: bool = True) -> list[str]:
                     var = node.items[0].optional_vars
                     body = [ast.Assign([var], _zeros(var))] + body
                 block[at:at + 1] = body
-                emit(copy_tree)
+                yield copy_tree
                 break
-    return out
 
 
 def _unwrappable(node: ast.AST, keep_kernel: bool = True) -> bool:

@@ -74,6 +74,7 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     are TileLang's, for this compile (e.g. ``{"tl.disable_safe_memory_legalize": True}`` leaves
     global accesses unguarded, so that the CPU run reports each one outside a tensor).
     """
+    # Long by its docstring; the body is the one choice of device (the CPU path, then the GPU's) and the launch.
     opts, sizes = RunOptions.split(options, keywords)
     if device not in (None, "cpu", "cuda", "gpu"):
         raise ValueError(f"device={device!r}: run launches on 'cpu' (the tile program's meaning, any machine) or "

@@ -26,10 +26,12 @@ SPILL_FILL = 1.0e30  # what an input holds around it: a read out of bounds bring
 
 
 def build(factory: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
-    """``factory(*args, **kwargs)``, the student's kernel function, checked to return a kernel."""
+    """``factory(*args, **kwargs)``, the student's kernel function (or kernel factory) called with
+    the sizes the check grades at, checked to be a function and to return a kernel; every lesson's
+    checker makes the student's kernel here. ``name`` is the function's name in the notebook."""
     label = name or getattr(factory, "__name__", "your function")
     if not callable(factory):
-        raise Wrong("answer with your kernel function (a def that returns the T.prim_func), "
+        raise Wrong(f"answer with {name or 'your kernel function'} (a def that returns the T.prim_func), "
                     f"got {type(factory).__name__}")
     from .. import _tilelang
 

@@ -774,6 +774,7 @@ class Boards:
         self.barriers = {}
         self.seen = set()
         self.final_clock = list(final_clock)
+        self.final_kwargs = []  # the bench keywords of each final-round call
 
     def __call__(self, artifact, size, config, **kwargs):
         me, n = threading.current_thread().name, size["N"]
@@ -790,6 +791,8 @@ class Boards:
                 self.fast = me.rsplit("-", 1)[-1]
             barrier = self.barriers.setdefault(n, threading.Barrier(2, timeout=60))
             clock = self.final_clock[sum(c[3] for c in self.calls) % len(self.final_clock) - 1] if final else 1.0
+            if final:
+                self.final_kwargs.append({k: v for k, v in kwargs.items() if k != "baseline"})
         if first and self.pair:
             barrier.wait()
         if final and self.on_final is not None:
@@ -890,21 +893,45 @@ def test_with_rank_by_ratio_the_final_round_times_its_finalists_beside_the_sweep
     table = _final_sweep(bench, baseline={"ref": lambda N: (lambda: None)}, rank_by="ratio")
     rows = _by(table)
     assert all(rows[(1024, b)].ratio == pytest.approx(TRUE_MS[b] / REF_MS) for b in TRUE_MS)  # the sweep's ratios
-    # only the finalists measured on another GPU are timed again, beside the baseline on cuda:0;
-    # those the sweep measured there keep their ratio to it
-    elsewhere = sorted(b for b in TRUE_MS if rows[(1024, b)].device != "cuda:0")
-    assert elsewhere and len(elsewhere) < 3
-    assert sorted(bench.final_calls()) == [(b, 1024, "tilelab-bench-cuda:0") for b in elsewhere]
+    # the round runs on the GPU that measured two of the three finalists (the pair barrier gave
+    # each GPU one first): only the one measured on the other GPU is timed again, beside the
+    # baseline; those the sweep measured there keep their ratio to it
+    boards = [rows[(1024, b)].device for b in TRUE_MS]
+    final = max(("cuda:0", "cuda:1"), key=boards.count)
+    elsewhere = sorted(b for b in TRUE_MS if rows[(1024, b)].device != final)
+    assert boards.count(final) == 2 and len(elsewhere) == 1
+    assert sorted(bench.final_calls()) == [(b, 1024, f"tilelab-bench-{final}") for b in elsewhere]
     # every call, the sweep's and the final round's, was given the baseline to time beside
     assert len(bench.references) == 3 + len(elsewhere) and {r[2] for r in bench.references} == {"callable"}
     for b in TRUE_MS:
         assert rows[(1024, b)].final_ratio == pytest.approx(TRUE_MS[b] / REF_MS)
-        assert rows[(1024, b)].final_device == "cuda:0"
+        assert rows[(1024, b)].final_device == final
     assert dict(table.best().config) == {"block": 32}
     assert table.final_reference == "ref" and table.ratio_baseline == "ref"
     assert "final ratio to ref" in repr(table)
     (note,) = [n for n in table.notes if n.startswith("final round")]
-    assert "side by side with ref" in note and f"{3 - len(elsewhere)} whose ratio was measured there" in note
+    assert "side by side with ref" in note and "2 whose ratio was measured there in the sweep kept it" in note
+    assert f"timed again on {final}" in note
+    # side by side, the clock cancels in the ratio: no warm-up to a steady clock, full 1 s rounds to
+    # the ratio's own interval (the sweep's own rows were warmed up)
+    assert [(k["steady"], k["rep_ms"], k["ci_target"]) for k in bench.final_kwargs] == [(False, 1000.0, 0.002)]
+
+
+def test_the_final_round_runs_on_the_usable_gpu_that_measured_the_most_finalists():
+    runner = _runners.LocalRunner([2, 0, 1, 3], _runners.Events(), workers=1, use_cuda=False)
+    try:
+        assert runner.final_device() == "cuda:2"  # no preference: the first listed
+        runner.prefer_final(["cuda:1", "cuda:3", "cuda:1", None])
+        assert runner.final_device() == "cuda:1" and runner.on_final_device("cuda:1")
+        assert not runner.on_final_device("cuda:3")
+        runner.prefer_final(["cuda:3", "cuda:0"])  # a tie: the first of devices among them
+        assert runner.final_device() == "cuda:0"
+        runner.prefer_final(["cuda:7"])  # no device of this sweep: the choice stands
+        assert runner.final_device() == "cuda:0"
+        runner._lost_devices.add(0)  # its context was lost: the first usable one
+        assert runner.final_device() == "cuda:2"
+    finally:
+        runner.close()
 
 
 def test_the_final_round_skips_sizes_whose_leaders_ran_on_one_gpu_and_runs_again_on_resume(tmp_path, monkeypatch,
@@ -1120,6 +1147,19 @@ def test_dask_final_round_pins_by_name_to_a_worker_alive_when_it_starts():
     runner = _runners.DaskRunner(gone, queue_.Queue())
     gone.workers = {"tcp://c:1": gone.workers["tcp://c:1"]}
     assert runner.final_device() is None and not runner.on_final_device("gpu0")
+
+    # rank_by="ratio": the worker that measured the most finalists, if it is alive
+    preferred = Client()
+    runner = _runners.DaskRunner(preferred, queue_.Queue())
+    runner.prefer_final(["gpu1 (GPU 1)", "gpu0 (GPU 0)", "gpu1 (GPU 1)"])
+    assert runner.final_device() == "gpu1 (the GPU worker that measured the most finalists)"
+    runner.bench_pinned(None, _plan.Job(7, (), ()), None)
+    assert preferred.submitted[-1]["workers"] == ["gpu1"]
+    dead = Client()
+    runner = _runners.DaskRunner(dead, queue_.Queue())
+    runner.prefer_final(["gpu1 (GPU 1)"])
+    del dead.workers["tcp://b:1"]  # it died before the round
+    assert runner.final_device() == "gpu0 (the cluster's first GPU worker)"
 
 
 def test_cached_finalists_are_timed_again_and_a_round_where_every_one_fails_leaves_the_sweeps_ranking(

@@ -9,7 +9,7 @@ import statistics
 import sys
 
 import pytest
-from fake_gpu import timed
+from fake_gpu import SweepGpu, v_around_64
 
 from tilelab import OptionError
 from tilelab.launch.sweep import SweepOptions, _sampled, sweep
@@ -33,26 +33,22 @@ def factory(N, block_M, block_N, num_stages):
     return ("kernel", N, block_M, block_N, num_stages)
 
 
-class FakeGpu:
+def _key(config):
+    return (config["block_M"], config["block_N"], config["num_stages"])
+
+
+class FakeGpu(SweepGpu):
     """Compiles a configuration to itself (``fail``: those raise) and times it at its true time."""
 
     def __init__(self, fail=()):
-        self.fail = set(fail)
-        self.benched: list[tuple[int, int, int]] = []
+        super().__init__(fail=fail, key=_key)
 
-    def compile(self, f, size, config):
-        key = (config["block_M"], config["block_N"], config["num_stages"])
+    def time(self, kernel, size, config, **kw):
+        return true_ms(*_key(kernel))
 
-        def step():
-            if key in self.fail:
-                raise RuntimeError("ptxas: too many resources requested")
-            return dict(config)
-        return step
-
-    def bench(self, kernel, size, config, **kw):
-        key = (kernel["block_M"], kernel["block_N"], kernel["num_stages"])
-        self.benched.append(key)
-        return timed(true_ms(*key))
+    @property
+    def benched(self) -> list[tuple[int, int, int]]:
+        return [_key(kernel) for kernel, *_ in self.log]
 
     def sweep(self, space=SPACE, **kw):
         kw.setdefault("seed", 0)
@@ -201,17 +197,58 @@ def test_real_compiles_for_the_cpu_each_measured_once_and_right(tmp_path, monkey
     import tilelab
 
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))
-    kernels = {}
-
-    def bench(prepared, size, config, **kwargs):
-        kernels[config["block"]] = prepared
-        return timed(1.0 + abs(config["block"] - 64) / 64)
-
+    gpu = SweepGpu(v_around_64)
     table = sweep(lambda N, block: _scaled_copy(N, block, 3.0), {"block": [16, 32, 64, 128]}, {"N": [256]},
-                  strategy="optuna", n_trials=3, seed=0, target="c", bench_fn=bench, progress=False)
+                  strategy="optuna", n_trials=3, seed=0, target="c", bench_fn=gpu.bench, progress=False)
+    kernels = {config["block"]: kernel for kernel, _, config, _ in gpu.log}
     assert len(kernels) == 3 and len(table.rows) == 3 and all(r.ok for r in table.rows)
     assert table.best_config() == {"block": min(kernels, key=lambda b: abs(b - 64))}
     a = torch.arange(256, dtype=torch.float32)
     for block, kernel in kernels.items():
         checked = tilelab.run(kernel, a, ref=lambda A: A * 3.0, target="c")
         assert checked.passed and checked.rel_error < 1e-6, (block, checked)
+
+
+def test_over_several_gpus_one_final_round_ranks_every_batchs_rows_on_one_gpu(monkeypatch):
+    """Two GPUs, the second 2% faster (two boards of one model differ so): the batches (10, 3, 3)
+    have no final round of their own; one round at the end times every measured configuration
+    (finalists=16) on one GPU beside the leader, so every final ratio is to one reference and
+    the truth ranks, whatever board each configuration landed on."""
+    import threading
+
+    from tilelab.launch import BenchResult
+    from tilelab.launch.sweep import _tasks
+
+    monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compiles in threads
+    lock, calls, waited = threading.Lock(), [], set()
+    barrier = threading.Barrier(2, timeout=60)
+
+    def bench(kernel, size, config, **kw):
+        me = threading.current_thread().name
+        key = (kernel["block_M"], kernel["block_N"], kernel["num_stages"])
+        board = 0.98 if me.endswith("cuda:1") else 1.0
+        with lock:
+            calls.append((key, me, "baseline" in kw))
+            first = me not in waited
+            waited.add(me)
+        if first:
+            barrier.wait()  # each GPU's first configuration: both GPUs measure
+        if "baseline" not in kw:
+            return timed(true_ms(*key) * board)
+        leader = kw["baseline"]
+        ref = true_ms(leader["block_M"], leader["block_N"], leader["num_stages"])
+        return BenchResult("k", samples_ms=(true_ms(*key) * board,) * 4, baseline="leader",
+                           baseline_samples_ms=(ref * board,) * 4, ratio_samples=(true_ms(*key) / ref,) * 4)
+
+    gpu = FakeGpu()
+    table = sweep(factory, SPACE, {"N": [1024]}, strategy="optuna", n_trials=16, seed=0, devices=[0, 1],
+                  compile_fn=gpu.compile, bench_fn=bench, progress=False, force=True, finalists=16, workers=1)
+    rows = [r for r in table.rows if r.label is None]
+    assert len(rows) == 16 and len({r.device for r in rows}) == 2
+    (note,) = [n for n in table.notes if n.startswith("final round:")]  # one round, not one per batch
+    assert "the 16 fastest configurations at each size were timed again on cuda:0" in note
+    final = [c for c in calls if c[2]]
+    assert len(final) == 15 and {me for _, me, _ in final} == {"tilelab-bench-cuda:0"}  # all but the leader
+    assert {r.final_device for r in rows} == {"cuda:0"} and all(r.final_ratio is not None for r in rows)
+    truth = min(rows, key=lambda r: true_ms(*dict(r.config).values()))
+    assert table.best_config() == dict(truth.config) and table.final_reference == "the sweep's fastest at each size"

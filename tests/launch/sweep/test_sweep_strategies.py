@@ -5,11 +5,12 @@ lowerings of our GEMM)."""
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 
 import pytest
-from fake_gpu import timed
+from fake_gpu import SweepGpu, timed, v_around_64
 
 from tilelab import OptionError
 from tilelab.launch.sweep import SweepOptions, _halving, sweep
@@ -23,25 +24,24 @@ def true_ms(config: dict) -> float:
     return 1.0 + 0.0004 * abs(config["block"] - 128) + 0.02 * abs(config["stages"] - 3)
 
 
-class FakeGpu:
+class FakeGpu(SweepGpu):
     """Times each configuration with noise that shrinks with the measurement's length (like a
     real median: +-3% at 20 ms, a tenth of that with full rounds) and counts the calls."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[dict, float | None]] = []
+        super().__init__()
         self.clock = 0.0
 
-    def compile(self, factory, size, config):
-        return lambda: dict(config)  # the compile step: what it returns is the kernel bench_fn times
+    @property
+    def calls(self) -> list[tuple[dict, float | None]]:
+        return [(kernel, options.get("rep_ms")) for kernel, _, _, options in self.log]
 
-    def bench(self, prepared, size, config, **kwargs):
+    def time(self, prepared, size, config, **kwargs):
         rep_ms = kwargs.get("rep_ms")
-        self.calls.append((prepared, rep_ms))
         self.clock += (rep_ms or 1000.0) / 1000.0 + 0.05  # seconds of GPU time this call took
         width = 0.03 * math.sqrt(20.0 / rep_ms) if rep_ms else 0.003
-        rng = random.Random(hash((prepared["block"], prepared["stages"], rep_ms, len(self.calls))) & 0xFFFF)
-        ms = true_ms(prepared) * (1 + rng.uniform(-width, width))
-        return timed(ms)
+        rng = random.Random(hash((prepared["block"], prepared["stages"], rep_ms, len(self.log))) & 0xFFFF)
+        return true_ms(prepared) * (1 + rng.uniform(-width, width))
 
 
 def factory(N, block, stages):
@@ -163,21 +163,15 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
     monkeypatch.setattr(_tasks, "dumps", lambda obj: None)  # compile tasks in threads: no spawned processes
     lowered_here = []
     monkeypatch.setattr(_halving, "prune", lambda *a, **k: lowered_here.append(a) or ({}, [], []))
-    launched = []
-
-    def compile_fn(f, size, config):
-        return lambda: {"block": config["block_N"], "stages": config["num_stages"]}
-
-    def bench(prepared, size, config, **kwargs):
-        launched.append(prepared)
-        ms = 1.0 + 0.0004 * abs(prepared["block"] - 128) + 0.02 * abs(prepared["stages"] - 3)
-        return timed(ms)
+    gpu = SweepGpu(lambda prepared, size, config, **kw: true_ms(prepared),
+                   kernel_of=lambda config: {"block": config["block_N"], "stages": config["num_stages"]})
 
     good = [dict(block_M=128, block_N=bn, block_K=64, num_stages=st, threads=128) for bn in (64, 128) for st in (2, 3)]
     bad = [dict(block_M=256, block_N=256, block_K=128, num_stages=4, threads=256),
            dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=96)]
     table = sweep(matmul, good + bad, {"M": [1024], "N": [1024], "K": [1024]}, strategy="halving", devices=[0],
-                  target="sm_90a", compile_fn=compile_fn, bench_fn=bench, progress=False, eta=2)
+                  target="sm_90a", compile_fn=gpu.compile, bench_fn=gpu.bench, progress=False, eta=2)
+    launched = [kernel for kernel, *_ in gpu.log]
     assert lowered_here == []  # no pruning pass in the caller
     assert table.best_config() == good[3]  # block_N=128, 3 stages: the known fastest
     pruned = {dict(r.config)["threads"]: r for r in table.rows if r.stage == "pruned"}
@@ -192,7 +186,7 @@ def test_a_sweep_over_devices_prunes_inside_each_compile_task(monkeypatch):
                for n in table.notes)
 
 
-class SideBySide:
+class SideBySide(SweepGpu):
     """A fake GPU for the last rung of a halving sweep (its side-by-side conditions patched in):
     each compile returns its own artifact, the leader's kernel is the artifact its compile made
     (as on a GPU), and every bench call is logged with the kernel and the baseline it was given.
@@ -210,15 +204,15 @@ class SideBySide:
         monkeypatch.setattr(_halving, "_side_by_side", lambda opts, pooled: True)
         monkeypatch.setattr(_halving, "_leader_kernel",
                             lambda f, size, config, opts, compiled=None: compiled.artifact)
-        self.calls: list[tuple[object, object]] = []  # (kernel, baseline)
+        super().__init__(kernel_of=lambda config: {"block": config["block"]})  # a new artifact per compile
         self.fail_beside = fail_beside
 
-    def compile(self, f, size, config):
-        return lambda: {"block": config["block"]}  # a new artifact object per compile
+    @property
+    def calls(self) -> list[tuple[object, object]]:  # (kernel, baseline)
+        return [(kernel, options.get("baseline")) for kernel, _, _, options in self.log]
 
-    def bench(self, kernel, size, config, **kw):
+    def time(self, kernel, size, config, **kw):
         baseline = kw.get("baseline")
-        self.calls.append((kernel, baseline))
         if baseline is None:
             return timed(self.BRIEF[kernel["block"]])
         if self.fail_beside:
@@ -331,16 +325,11 @@ def test_a_halving_sweep_lowers_each_configuration_once_pruning_and_compile_shar
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path))  # no inspection report from an earlier run
     scale = round(random.uniform(1.5, 2.5), 6)
     blocks = [16, 32, 64, 128]
-    counts: dict[int, int] = {}
-    kernels = {}
-
-    def bench(prepared, size, config, **kwargs):
-        counts[config["block"]] = counts.get(config["block"], 0) + 1
-        kernels[config["block"]] = prepared
-        return timed(1.0 + abs(config["block"] - 64) / 64)
-
+    gpu = SweepGpu(v_around_64)
     table = sweep(lambda N, block: _scaled_copy(N, block, scale), {"block": blocks}, {"N": [256]},
-                  strategy="halving", eta=2, target="c", bench_fn=bench, progress=False)
+                  strategy="halving", eta=2, target="c", bench_fn=gpu.bench, progress=False)
+    counts = collections.Counter(config["block"] for _, _, config, _ in gpu.log)
+    kernels = {config["block"]: kernel for kernel, _, config, _ in gpu.log}
     assert table.best_config() == {"block": 64}
     assert counts == {16: 1, 32: 2, 64: 2, 128: 1}  # rung 0 for all, the last rung for the best two
     ours = {text: n for text, n in count_lowerings.items() if "scaled_copy" in text}  # (lowered during this test)
@@ -353,7 +342,7 @@ def test_a_halving_sweep_lowers_each_configuration_once_pruning_and_compile_shar
         assert checked.passed and checked.outputs and checked.rel_error < 1e-6, (block, checked)
 
 
-class DriftingClock:
+class DriftingClock(SweepGpu):
     """A fake GPU whose clock moves between calls (as a power-capped one does, boosting after an
     idle moment): measured alone, block=128 reads fast in rung 0 and in rung 1, and block=64 (the
     truth: 0.95x block=128) reads slow in rung 1; measured beside a kernel in one window, the ratio
@@ -370,6 +359,7 @@ class DriftingClock:
         monkeypatch.setattr(_halving, "_side_by_side", lambda opts, pooled: True)
         monkeypatch.setattr(_halving, "_leader_kernel",
                             lambda f, size, config, opts, compiled=None: compiled.artifact)
+        super().__init__(kernel_of=lambda config: {"block": config["block"]})
         self.beside: list[tuple[int, int, float]] = []  # (block, leader block, rep_ms)
 
     def alone(self, block: int, rung: int) -> float:
@@ -380,10 +370,7 @@ class DriftingClock:
             return 1.068  # measured at a throttled moment
         return self.TRUTH[block]
 
-    def compile(self, f, size, config):
-        return lambda: {"block": config["block"]}
-
-    def bench(self, kernel, size, config, **kw):
+    def time(self, kernel, size, config, **kw):
         baseline, block = kw.get("baseline"), kernel["block"]
         rung = round(math.log(kw.get("rep_ms", 20) / 20, 3)) if "rep_ms" in kw else 2
         if baseline is None:

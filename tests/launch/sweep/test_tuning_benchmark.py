@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_gpu import timed
+from fake_gpu import SweepGpu, v_around_64
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -133,12 +133,9 @@ def test_the_rung_breakdown_reads_the_sweeps_note(tuning):
 def test_the_rung_breakdown_reads_what_a_halving_sweep_writes(tuning):
     from tilelab.launch.sweep import sweep
 
-    def bench(kernel, size, config, **kwargs):
-        return timed(1.0 + abs(config["block"] - 64) / 64)
-
+    gpu = SweepGpu(v_around_64)
     table = sweep(lambda N, block: None, {"block": [16, 32, 48, 64, 80, 96, 112, 128, 144]}, {"N": [1024]},
-                  strategy="halving", prune=False, compile_fn=lambda f, s, c: (lambda: c), bench_fn=bench,
-                  progress=False)
+                  strategy="halving", prune=False, compile_fn=gpu.compile, bench_fn=gpu.bench, progress=False)
     (note,) = [n for n in table.notes if n.startswith("successive halving")]
     rungs = tuning.rung_breakdown(note)
     assert [(r["rung"], r["measured"], r["pruned"]) for r in rungs] == [(0, 9, 0), (1, 3, 0)]  # 9 -> the fastest 3
@@ -285,3 +282,22 @@ def test_the_final_rounds_time_is_read_from_its_note(multi_gpu):
     table = SweepTable(kernel="matmul", rows=(), notes=(note,))
     assert multi_gpu._final_round_time(table) == "of which the final round: 2 configurations timed on cuda:0 in 6.3 s"
     assert multi_gpu._final_round_time(SweepTable(kernel="m", rows=())).startswith("no final round")
+
+
+def test_a_sweeps_wall_time_splits_per_gpu_and_the_final_round(multi_gpu):
+    """Row steps of two GPUs (index < 4 configurations), a baseline's and a final round's: each GPU's
+    rows, busy and idle seconds, and the round after the rows, from the trace alone."""
+    events = [("cuda:0", 0, False, 0.5, 2.5), ("cuda:1", 1, False, 0.6, 2.6), ("cuda:0", 2, False, 2.7, 4.7),
+              ("cuda:1", 3, False, 2.6, 5.6), ("cuda:0", 4, True, 5.7, 5.8), ("cuda:1", 5, False, 5.9, 7.0)]
+    parts = multi_gpu.breakdown(events, 4, 7.2)
+    assert parts["rows_end_s"] == 5.6
+    zero, one = parts["devices"]["cuda:0"], parts["devices"]["cuda:1"]
+    assert (zero["rows"], zero["start_s"]) == (2, 0.5) and zero["busy_s"] == pytest.approx(4.0)
+    assert zero["row_s"] == pytest.approx(2.0) and zero["gaps_s"] == pytest.approx(0.2)
+    assert zero["tail_s"] == pytest.approx(0.9) and one["tail_s"] == pytest.approx(0.0)
+    assert parts["final"]["timed"] == 1 and parts["final"]["on"] == ["cuda:1"]
+    assert parts["final"]["busy_s"] == pytest.approx(1.1)
+    lines = multi_gpu.breakdown_lines(parts)
+    assert "cuda:0:  2 rows" in lines[0] and "idle at the end 0.90 s" in lines[0]
+    assert "after them 1.6 s" in lines[-1] and "1 timed on cuda:1" in lines[-1]
+    assert [multi_gpu.scaling_target(k) for k in (1, 2, 4)] == pytest.approx([0.9, 1.8, 3.4])

@@ -55,9 +55,10 @@ def sweep(factory: Callable[..., Any], params: Space = None, sizes: Space = None
     (``force=True`` measures everything again). Two GPUs of one model can differ by about 1%, as
     much as close configurations do, so after such a sweep the ``finalists`` (default 3) fastest
     configurations at each size are ranked on one device (the first of ``devices``, or the first
-    GPU worker of the cluster), each timed there side by side with one common reference (the
-    ratio baseline with ``rank_by="ratio"``, else the size's leader): their ``final_ratio`` decides
-    the best (see :class:`tilelab.launch.sweep._final.FinalRound`).
+    GPU worker of the cluster; with ``rank_by="ratio"`` the one that measured the most finalists,
+    whose ratios stand), each timed there side by side with one common reference (the ratio
+    baseline with ``rank_by="ratio"``, else the size's leader): their ``final_ratio`` decides the
+    best (see :class:`tilelab.launch.sweep._final.FinalRound`).
 
     Progress bars follow the compiles and then the benchmarks. A check that fails (or raises) is
     a row of stage "check". Checks and benchmarks run in tilelab's worker process

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...records.launch import SweepRow
 from . import _show
-from ._plan import Job, describe, reference_median, short_error, size_text
+from ._plan import Job, describe, reference_median, short_error, side_by_side_kwargs, size_text
 from ._tasks import Benched, BenchPlan, reference_kernel
 
 if TYPE_CHECKING:
@@ -44,11 +44,13 @@ class FinalRound:
     leader of the size (the sweep's fastest). Each finalist is compiled again (TileLang's disk cache
     answers, so this is cheap) through the sweep's runner and benchmarked, one at a time, pinned
     to the final device, with ``bench(kernel, baseline=reference)``: batches of the two alternate
-    in one window, so the ratio holds while the clock wanders between calls. The ratios become the
+    in one window, so the ratio holds while the clock wanders between calls (and so no warm-up to a
+    steady clock comes first: :func:`~._plan.side_by_side_kwargs`). The ratios become the
     rows' ``final_ratio`` (and their kernels' medians ``final_ms``), which :func:`mark_best` ranks
     by; the leader, where it is the reference, is 1 by definition and is not timed against itself.
     To keep the round short (it is serial time added to a parallel sweep), a finalist whose ratio
-    to the sweep's baseline was measured on the final device in this sweep keeps it. A size whose
+    to the sweep's baseline was measured on the final device in this sweep keeps it, and that device
+    is the one that measured the most finalists (``Runner.prefer_final``). A size whose
     leaders all ran on one device already is skipped (their figures compare as they are). A size's
     figures are applied only once all its finalists are done, so a stop keeps the sweep's ranking
     wherever the final round did not complete.
@@ -105,6 +107,10 @@ class FinalRound:
     def run(self) -> None:
         if not self.sizes:
             return
+        if self.against_baseline:  # where most finalists' ratios were measured: they stand there
+            self.sweep.runner.prefer_final([self.sweep.rows[job.index].device for jobs in self.sizes.values()
+                                            for job in jobs if not self.sweep.rows[job.index].cached
+                                            and self.sweep.rows[job.index].ratio is not None])
         device = self.sweep.runner.final_device()
         total = self._timed()
         if device is None:
@@ -222,8 +228,10 @@ class FinalRound:
         self._check_sizes()
 
     def _plan(self, size: tuple) -> BenchPlan:
-        # every finalist passed its check in the sweep: the final round only times, beside the reference
-        plan = dataclasses.replace(self.sweep.plan, ref=None, check_fn=None)
+        # every finalist passed its check in the sweep: the final round only times, beside the
+        # reference, with no warm-up to a steady clock (it cancels in the ratio)
+        plan = dataclasses.replace(self.sweep.plan, ref=None, check_fn=None,
+                                   bench_kwargs=side_by_side_kwargs(self.sweep.plan.bench_kwargs))
         if self.against_baseline:
             return plan
         load = self.sweep.plan.bench_fn is None
@@ -305,7 +313,8 @@ class FinalRound:
         if self.against_baseline:
             against = (f"each side by side with {self.sweep.ratio_label or 'the sweep baseline'} (batches alternating "
                        "in one window), and ranked by their ratio to it")
-            kept = (f"; {len(self.kept)} whose ratio was measured there in the sweep kept it" if self.kept else "")
+            kept = (f"; {len(self.kept)} whose ratio was measured there in the sweep kept it: the round runs "
+                    "where the most finalists were measured" if self.kept else "")
         else:
             against = ("each side by side with the leader of its size, the sweep's fastest (batches alternating in "
                        "one window), and ranked by their ratio to it (the leader's is 1)")

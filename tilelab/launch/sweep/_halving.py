@@ -59,7 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...records.launch import SweepRow, SweepTable
-from ._plan import Config, SweepOptions, mark_best, short_error, size_key, size_text
+from ._plan import Config, SweepOptions, mark_best, short_error, side_by_side_kwargs, size_key, size_text
 from ._search import combine_tables, config_key, on_this_gpu, run_grid, space_order
 
 if TYPE_CHECKING:
@@ -211,21 +211,9 @@ def rung_bench_kwargs(opts: SweepOptions, rung: int) -> dict[str, Any]:
 
 def side_by_side_bench_kwargs(opts: SweepOptions, baseline: Any) -> dict[str, Any]:
     """The bench keywords of a last rung timed side by side with ``baseline`` (the leader): the
-    sweep's own ``bench_kwargs`` and full rounds, but no warm-up to a steady clock first. Each
-    ratio compares two kernels in one window, batches alternating, so the clock cancels in it:
-    the few seconds of warm-up buy nothing. ``steady=False`` alone would also shorten the rounds
-    (100 ms) and measure one round; they stay what a steady bench measures (``rep_ms`` of 1 s
-    and the ratio's own ``ci_target``) unless the user's ``bench_kwargs`` say otherwise, and a
-    ``steady=`` the user gave is kept."""
-    from .._ratio import RATIO_CI_TARGET
-    from .._stability import STEADY_REP_MS
-
-    user = dict(opts.bench_kwargs or {})
-    if "steady" in user:
-        return {**user, "baseline": baseline}
-    ci_target = user.get("ci_target", "auto")
-    return {**user, "steady": False, "rep_ms": user.get("rep_ms") or STEADY_REP_MS,
-            "ci_target": RATIO_CI_TARGET if ci_target == "auto" else ci_target, "baseline": baseline}
+    sweep's own ``bench_kwargs`` and full rounds, no warm-up to a steady clock first
+    (:func:`~._plan.side_by_side_kwargs`)."""
+    return {**side_by_side_kwargs(opts.bench_kwargs or {}), "baseline": baseline}
 
 
 def _measured_as(opts: SweepOptions, rung: int, final: bool) -> str:

@@ -45,25 +45,8 @@ def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: li
     """Every configuration at every size, measured by the runner ``opts`` asks for; see the module
     doc. ``compiled``: configurations compiled by an earlier sweep (none is compiled again), and
     where this sweep keeps what it compiles."""
-    if opts.devices is not None and opts.client is not None:
-        raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
-    events = Events()
-    # a custom bench step may need no GPU at all (the tests' fake)
-    runner = choose_runner(opts, events, real_gpu=opts.bench_fn is None)
-    kwargs = opts.bench_options(worker_decides_isolation=not runner.in_process)
-    key = None
-    if not runner.in_process:
-        identity = sweep_identity(factory, opts, model=runner.model, bench_kwargs=kwargs)
-        key = lambda size, config: row_key(identity, size, config)  # noqa: E731
-    jobs = make_jobs(configs, size_list, key)
-    plan = BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, kwargs, opts.flops, opts.bytes,
-                     opts.ratio_baseline[1] if opts.ratio_baseline else None)
-    factory_name = getattr(factory, "__name__", "")
-    course = Course(jobs=jobs, plan=plan, runner=runner, events=events, cache=RowCache.default(), force=opts.force,
-                    progress=opts.progress, title=opts.name or factory_name or "kernel", factory_name=factory_name,
-                    mode=str(kwargs["mode"]), ratio_label=opts.ratio_baseline[0] if opts.ratio_baseline else None,
-                    baselines=[(label, make, size) for label, make in (opts.baseline or {}).items()
-                               for size in size_list], compiled=compiled)
+    course = _course(factory, configs, size_list, opts, compiled)
+    runner = course.runner
     make_step = opts.compile_fn or runner.compile_step(opts)
     try:
         course.compile_and_measure(factory, make_step)
@@ -80,6 +63,55 @@ def grid_sweep(factory: Callable[..., Any], configs: list[Config], size_list: li
     table = course.table(course.ordered())
     course.live.update(lambda: table, final=True)
     return table
+
+
+def _course(factory: Callable[..., Any], configs: list[Config], size_list: list[Config], opts: SweepOptions,
+            compiled: CompiledConfigs | None, progress: bool | None = None) -> Course:
+    """A sweep's course, its runner chosen and its jobs planned (``progress``: its own bar, by
+    default the sweep's ``progress``)."""
+    if opts.devices is not None and opts.client is not None:
+        raise ValueError("pass devices= (this host's GPUs) or client= (a Dask cluster), not both")
+    events = Events()
+    # a custom bench step may need no GPU at all (the tests' fake)
+    runner = choose_runner(opts, events, real_gpu=opts.bench_fn is None)
+    kwargs = opts.bench_options(worker_decides_isolation=not runner.in_process)
+    key = None
+    if not runner.in_process:
+        identity = sweep_identity(factory, opts, model=runner.model, bench_kwargs=kwargs)
+        key = lambda size, config: row_key(identity, size, config)  # noqa: E731
+    jobs = make_jobs(configs, size_list, key)
+    plan = BenchPlan(opts.bench_fn, opts.check_fn, opts.ref, kwargs, opts.flops, opts.bytes,
+                     opts.ratio_baseline[1] if opts.ratio_baseline else None)
+    factory_name = getattr(factory, "__name__", "")
+    return Course(jobs=jobs, plan=plan, runner=runner, events=events, cache=RowCache.default(), force=opts.force,
+                  progress=opts.progress if progress is None else progress, title=opts.name or factory_name or "kernel",
+                  factory_name=factory_name, mode=str(kwargs["mode"]),
+                  ratio_label=opts.ratio_baseline[0] if opts.ratio_baseline else None,
+                  baselines=[(label, make, size) for label, make in (opts.baseline or {}).items()
+                             for size in size_list], compiled=compiled)
+
+
+def final_round_of(factory: Callable[..., Any], rows: list[SweepRow], size: Config, opts: SweepOptions,
+                   compiled: CompiledConfigs | None = None) -> tuple[list[SweepRow], list[str], str | None]:
+    """The final round of a search whose rows at ``size`` came from several grid sweeps over the
+    same devices (the sampled search's batches, each run with ``finalists=0``): one round over all
+    of them, as a grid sweep of those rows would end, so that every final figure at the size is
+    timed on one device beside one reference. Returns (the rows with their final figures, the
+    round's notes, what its ratios are to); the rows as they were where their leaders all ran on
+    one device (or ``opts.finalists`` is 0)."""
+    measured = [r for r in rows if r.ok and r.label is None]
+    if not opts.finalists or len({r.device for r in measured}) < 2:
+        return rows, [], None
+    course = _course(factory, [dict(r.config) for r in rows], [size], opts, compiled, progress=False)
+    course.baselines = []  # the batches measured them
+    course.rows = dict(enumerate(rows))
+    make_step = opts.compile_fn or course.runner.compile_step(opts)
+    try:
+        FinalRound(course, factory, make_step, opts.finalists, opts.progress).run()
+    finally:
+        course.runner.close()
+        course.close_bars()
+    return [course.rows[i] for i in range(len(rows))], list(course.notes), course.final_reference
 
 
 class CompiledConfigs:

@@ -159,6 +159,25 @@ class SweepOptions:
 
 
 
+def side_by_side_kwargs(bench_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The bench keywords of a measurement side by side with a reference (a halving sweep's last
+    rung, the final round of a sweep over several devices): ``bench_kwargs`` and full rounds, but
+    no warm-up to a steady clock first. Each ratio compares two kernels in one window, batches
+    alternating, so the clock cancels in it: the seconds of warm-up buy nothing. ``steady=False``
+    alone would also shorten the rounds (100 ms) and measure one round; they stay what a steady
+    bench measures (``rep_ms`` of 1 s and the ratio's own ``ci_target``) unless ``bench_kwargs``
+    say otherwise, and a ``steady=`` given there is kept (then nothing is changed)."""
+    from .._ratio import RATIO_CI_TARGET
+    from .._stability import STEADY_REP_MS
+
+    user = dict(bench_kwargs)
+    if "steady" in user:
+        return user
+    ci_target = user.get("ci_target", "auto")
+    return {**user, "steady": False, "rep_ms": user.get("rep_ms") or STEADY_REP_MS,
+            "ci_target": RATIO_CI_TARGET if ci_target == "auto" else ci_target}
+
+
 @dataclass(frozen=True)
 class Job:
     """One row to produce: a configuration at a size, or a baseline (``label``) at a size, whose

@@ -4,7 +4,7 @@ processes, one bench thread per GPU), or a Dask cluster (:class:`DaskRunner`, ro
 workers' declared resources). All three answer the same calls, which the sweep's one course
 (``_orchestrator``) makes, written down as the :class:`Runner` protocol: ``compile(index, step)``,
 ``bench(plan, job, compiled)``, ``next_event()``, ``close(cancel)``, and for the final round
-``final_device()``, ``on_final_device(label)`` and ``bench_pinned(...)``; they report to one
+``prefer_final(labels)``, ``final_device()``, ``on_final_device(label)`` and ``bench_pinned(...)``; they report to one
 event queue: ("compiled", index, Compiled) and ("benched", index, Benched). Each says ``where``
 it runs, the GPU ``model`` (or CPU) it measures on, and whether it is ``in_process``. The pool of
 compile processes the host's runner sends its compile tasks to is ``_pool.py``.
@@ -37,10 +37,13 @@ they finish, each saying where it ran.
 Two GPUs of one model differ by about 1% (their clocks under one power cap), which is as much as
 close configurations differ: a sweep over several devices ranks configurations partly by the board
 they landed on. So after it, the ``finalists`` fastest configurations at each size are compiled
-again (TileLang's disk cache answers) and timed again on one device (the first of ``devices``, where
-the baselines run too, or the first GPU worker of the cluster), each side by side with one common
-reference: the lowest ratio to it is the best. A size whose leaders all ran on one device already is left as it
-is. Interrupting the final round keeps the sweep's rows: sizes whose final round did not complete
+again (TileLang's disk cache answers) and timed again on one device, each side by side with one
+common reference: the lowest ratio to it is the best. That device is the first of ``devices``
+(where the baselines run too) or the first GPU worker of the cluster; with ``rank_by="ratio"``,
+where a finalist's ratio to the baseline measured on the final device in the sweep stands, it is
+the device that measured the most finalists (the first on a tie), so that the round, serial time
+after a parallel sweep, times again as few as it can. A size whose leaders all ran on one device
+already is left as it is. Interrupting the final round keeps the sweep's rows: sizes whose final round did not complete
 keep the sweep's ranking.
 
 Every finished row is written to a row cache (``$TILELAB_CACHE_DIR/sweeps``) under a key of the
@@ -110,6 +113,13 @@ class Runner(Protocol):
 
     def next_event(self) -> tuple[str, int, Any]:
         """The next event, left in the queue until handled (see :class:`Events`)."""
+        ...
+
+    def prefer_final(self, device_labels: Sequence[str | None]) -> None:
+        """Before the final round: the rows whose figures would stand on the device that measured
+        them (``device_labels``, each row's ``device``). The round runs on the usable device that
+        measured the most of them (the first of the sweep's devices on a tie), so that it times
+        again as few as it can."""
         ...
 
     def final_device(self) -> str | None:
@@ -279,6 +289,9 @@ class InlineRunner:
                 self.events.put(("benched", waiting.index, Benched(waiting.index, error=self._lost, stage="not run")))
             self._ready.clear()
 
+    def prefer_final(self, device_labels: Sequence[str | None]) -> None:
+        """(One device: no final round.)"""
+
     def final_device(self) -> str | None:
         return None  # one device: nothing to rank again
 
@@ -426,6 +439,7 @@ class LocalRunner(_CompilesElsewhere):
         self._alive = len(self.devices)
         self._lost: str | None = None
         self._lost_devices: set[int] = set()
+        self._preferred: int | None = None  # the final round's GPU, where prefer_final chose one
         self._closed = False
         self._bench_threads = [threading.Thread(target=self._serve, args=(d,), daemon=True,
                                                 name=f"tilelab-bench-cuda:{d}") for d in self.devices]
@@ -565,10 +579,23 @@ class LocalRunner(_CompilesElsewhere):
         with _on_device(device, self.use_cuda):
             self.events.put(("benched", job.index, bench_task(plan, job, None, device=f"cuda:{device}")))
 
-    def final_device(self) -> str | None:
-        """Where the final round runs: the first listed GPU still usable (the baselines' GPU)."""
+    def prefer_final(self, device_labels: Sequence[str | None]) -> None:
         live = [d for d in self.devices if d not in self._lost_devices]
-        return f"cuda:{live[0]}" if live else None
+        counts = {d: sum(1 for label in device_labels if label == f"cuda:{d}") for d in live}
+        if counts and max(counts.values()) > 0:
+            self._preferred = max(live, key=lambda d: (counts[d], -live.index(d)))
+
+    def _final_gpu(self) -> int | None:
+        """The final round's GPU: the one :meth:`prefer_final` chose while it is usable, else the
+        first listed GPU still usable (the baselines' GPU)."""
+        if self._preferred is not None and self._preferred not in self._lost_devices:
+            return self._preferred
+        return next((d for d in self.devices if d not in self._lost_devices), None)
+
+    def final_device(self) -> str | None:
+        """Where the final round runs (:meth:`_final_gpu`)."""
+        gpu = self._final_gpu()
+        return None if gpu is None else f"cuda:{gpu}"
 
     def on_final_device(self, device_label: str | None) -> bool:
         """Whether a row measured at ``device_label`` was measured on :meth:`final_device`."""
@@ -577,7 +604,8 @@ class LocalRunner(_CompilesElsewhere):
     def bench_pinned(self, plan: BenchPlan, job: Job, compiled: Compiled) -> None:
         """One configuration on :meth:`final_device`, in a thread of its own named after it (the
         sweep is over: the device's bench thread is idle)."""
-        device = next(d for d in self.devices if d not in self._lost_devices)
+        device = self._final_gpu()
+        assert device is not None  # the final round starts only where final_device() named one
         label = f"cuda:{device}"
 
         def work() -> None:
@@ -694,6 +722,7 @@ class DaskRunner(_CompilesElsewhere):
         self.names = {addr: str(w.get("name", addr)) for addr, w in workers.items()}
         self._futures: list[Any] = []
         self._final: str | None = None  # the final round's worker, by name, once chosen
+        self._preferred: str | None = None  # the worker prefer_final chose, by name
 
 
     def expect_compiles(self, tasks: int) -> None:
@@ -716,19 +745,31 @@ class DaskRunner(_CompilesElsewhere):
         self._watch(fut, "benched", job.index)
 
     def _final_worker(self) -> str | None:
-        """The final round's worker: the first GPU worker by name among those alive when the round
-        starts (asked of the scheduler then: one that died since the sweep began is not waited
-        for, and one its nanny restarted is found at its new address), the same one for the whole
-        round; None when no GPU worker is left."""
+        """The final round's worker: the one :meth:`prefer_final` chose, else the first GPU worker
+        by name, among those alive when the round starts (asked of the scheduler then: one that died
+        since the sweep began is not waited for, and one its nanny restarted is found at its new
+        address), the same one for the whole round; None when no GPU worker is left."""
         if self._final is None:
             alive = [str(w.get("name", addr)) for addr, w in _workers_info(self.client).items()
                      if self.bench_resources is None or (w.get("resources") or {}).get("GPU")]
-            self._final = min(alive, key=_natural) if alive else None
+            preferred = self._preferred if self._preferred in alive else None
+            self._final = preferred or (min(alive, key=_natural) if alive else None)
         return self._final
+
+    def prefer_final(self, device_labels: Sequence[str | None]) -> None:
+        """(A bench task's label is "worker name (GPU n)": the worker that measured the most of
+        them, the first by name on a tie, if it is alive when the round starts.)"""
+        names = [label.split(" (", 1)[0] for label in device_labels if label]
+        if names:
+            self._preferred = min(set(names), key=lambda name: (-names.count(name), _natural(name)))
 
     def final_device(self) -> str | None:
         worker = self._final_worker()
-        return None if worker is None else f"{worker} (the cluster's first GPU worker)"
+        if worker is None:
+            return None
+        why = "the GPU worker that measured the most finalists" if worker == self._preferred else \
+            "the cluster's first GPU worker"
+        return f"{worker} ({why})"
 
     def on_final_device(self, device_label: str | None) -> bool:
         """Whether a row measured at ``device_label`` (a bench task's "worker name (GPU n)") was

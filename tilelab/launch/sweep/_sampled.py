@@ -17,8 +17,11 @@ a failed trial, not measured, and counts towards the proposals, not the measurem
 The first batch is the sampler's random start-up (TPE's model learns from it), every later one
 as large as the compile pool is wide: compiling is the slow part, and a batch compiles at once.
 The table holds the measured configurations only: each row says which trial measured it; a note
-says how many of the space's configurations were measured and by which sampler. Optuna is an
-optional extra: ``pip install tilelab[optuna]``.
+says how many of the space's configurations were measured and by which sampler. Over several
+devices (``devices=``, ``client=``) the batches have no final round of their own: one final round
+over every batch's rows ends each size (:func:`~._orchestrator.final_round_of`), so that every
+final figure there is timed on one device beside one reference. Optuna is an optional extra:
+``pip install tilelab[optuna]``.
 """
 
 from __future__ import annotations
@@ -126,9 +129,15 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     if gpu is not None:  # compile in processes, as a sweep over this one GPU, measuring anew
         opts = dataclasses.replace(opts, devices=[gpu], force=True)
     space = Space(configs)
-    # each batch is a grid sweep of its configurations (the search's own options set aside)
+    # each batch is a grid sweep of its configurations (the search's own options set aside); over
+    # several devices the batches have no final round of their own: one, over every batch's rows,
+    # ends each size (a batch's leaders are not the size's, and ratios to a batch's leader would
+    # not compare across batches)
     grid = dataclasses.replace(opts, strategy="grid", n_trials=None, sampler=None, seed=None, time_budget_s=None,
                                prune=False)
+    final_later = opts.devices is not None or opts.client is not None
+    batch_opts = dataclasses.replace(grid, finalists=0) if final_later else grid
+    final_reference: str | None = None
     rows: list[SweepRow] = []
     tables: list[SweepTable] = []
     notes: list[str] = []
@@ -151,7 +160,7 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             if not batch:
                 break  # the sampler proposes only what was measured: nothing new to learn
             batches += 1
-            table = run_grid(factory, [c for _, c in batch], size, grid, compiled)
+            table = run_grid(factory, [c for _, c in batch], size, batch_opts, compiled)
             tables.append(table)
             by_key = {config_key(dict(r.config)): r for r in table.rows if r.label is None}
             for trial, config in batch:
@@ -169,6 +178,14 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
             rows += [r for r in table.rows if r.label is not None]
             notes += [n for n in table.notes if n not in notes]
         at = [i for i, r in enumerate(rows) if r.size == size_key(size) and r.label is None]
+        if final_later and at:
+            from ._orchestrator import final_round_of
+
+            finals, said, reference = final_round_of(factory, [rows[i] for i in at], size, grid, compiled)
+            for i, row in zip(at, finals):
+                rows[i] = row
+            notes += [n for n in said if n not in notes]
+            final_reference = reference or final_reference
         ranked = [r for r in (rows[i] for i in at) if r.ok]
         if ranked:
             marked = {config_key(dict(r.config)): r for r in mark_best(ranked)}
@@ -181,7 +198,7 @@ def sampled_sweep(factory: Callable[..., Any], configs: list[Config], sizes: lis
     if gpu is not None:
         notes.append(f"compiled in a pool of processes, measured on cuda:{gpu} (as devices=[{gpu}], force=True)")
     return combine_tables(tables, space_order(rows, configs, sizes), notes, getattr(factory, "__name__", "kernel"),
-                          opts.mode)
+                          opts.mode, final_reference=final_reference)
 
 
 __all__ = ["OPTUNA_MISSING", "Space", "batch_size", "objective", "sampled_sweep"]

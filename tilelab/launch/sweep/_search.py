@@ -47,16 +47,17 @@ def run_grid(factory: Callable[..., Any], configs: list[Config], size: Config, o
 
 
 def combine_tables(tables: list[SweepTable], rows: list[SweepRow], notes: list[str], fallback_name: str,
-                   mode: str, ratio_baseline: str | None = None) -> SweepTable:
+                   mode: str, ratio_baseline: str | None = None, final_reference: str | None = None) -> SweepTable:
     """One table of the rows and notes of several grid sweeps (its kernel, mode, device and
-    references from the first that has them)."""
+    references from the first that has them, or as given)."""
     first = tables[0] if tables else None
     return SweepTable(kernel=first.kernel if first else fallback_name, rows=tuple(rows),
                       mode=first.mode if first else mode, device=first.device if first else "",
                       notes=tuple(notes), factory=first.factory if first else fallback_name,
                       ratio_baseline=ratio_baseline or next((t.ratio_baseline for t in tables if t.ratio_baseline),
                                                             None),
-                      final_reference=next((t.final_reference for t in tables if t.final_reference), None))
+                      final_reference=final_reference or next((t.final_reference for t in tables
+                                                               if t.final_reference), None))
 
 
 def space_order(rows: list[SweepRow], configs: list[Config], sizes: list[Config]) -> list[SweepRow]:

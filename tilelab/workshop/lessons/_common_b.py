@@ -1,4 +1,4 @@
-"""What lessons 07-10 share: building the student's kernel from their factory, launching it on the
+"""What several lessons share: building the student's kernel from their factory, launching it on the
 CPU and saying where it went wrong (never what the right values are), and inspecting a kernel for
 a target with the native compiler's notes that a student cannot act on kept out of the notebook."""
 
@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tilelab.workshop import Wrong, expect
+from tilelab.workshop._kernel_checks import build  # the one maker of a student's kernel; lessons 07-10 take it here
 
 
 def define(source: str, name: str, label: str) -> Any:
@@ -24,13 +25,6 @@ def define(source: str, name: str, label: str) -> Any:
     namespace: dict[str, Any] = {"__name__": f"tilelab_lesson_{label.replace('.', '_')}"}
     exec(compile(text, filename, "exec", dont_inherit=True), namespace)
     return namespace[name]
-
-
-def build(factory: Any, *args: Any, name: str = "your kernel factory", **kwargs: Any) -> Any:
-    """Call the student's factory with the sizes the check grades at; a ``T.prim_func`` comes back."""
-    expect(callable(factory), f"answer with {name} (the function that returns the @T.prim_func), "
-                              f"got {type(factory).__name__}")
-    return factory(*args, **kwargs)
 
 
 @contextlib.contextmanager

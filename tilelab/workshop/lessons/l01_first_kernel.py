@@ -1,4 +1,5 @@
-"""Lesson 01, a first kernel: a tile copy, the launch grid and its blocks, guards at the edge.
+"""Lesson 01, a first kernel: a tile copy, the launch grid and its blocks, guards at the edge, and a
+transpose whose grid sends stores out of bounds (found by the tile map and a trace with the guards off).
 
 Everything runs on the CPU (TileLang's target ``c``): the student's kernel function is called at
 sizes of the checker's choosing, compiled for the CPU and launched on poisoned outputs that sit in
@@ -11,6 +12,7 @@ from typing import Any
 
 from .. import Wrong, exercise, expect
 from .. import _kernel_checks as kc
+from ._common_b import build, run_cpu, where_wrong
 
 COPY_HEAD = '''\
 def copy_tile(M, N, block_M=32, block_N=32):
@@ -191,6 +193,80 @@ def _guarded(answer: Any) -> str:
 _FLOOR_HALF_FIXED = (FLOOR_COPY.replace("copy_tile", "copy_floor").replace("N // block_N", "T.ceildiv(N, block_N)")
                      + COPY_BODY + COPY_TAIL)
 
+# ------------------------------------------------------------------------------------------
+# 01.6 out of bounds: a transpose with its grid the wrong way round
+# ------------------------------------------------------------------------------------------
+
+TRANSPOSE = '''\
+def transpose(M, N, block_M=32, block_N=32):
+    @T.prim_func
+    def tr(A: T.Tensor((M, N), T.float32), B: T.Tensor((N, M), T.float32)):
+        with T.Kernel({grid}) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                B[bx * block_N + j, by * block_M + i] = A[by * block_M + i, bx * block_N + j]
+
+    return tr
+'''
+TRANSPOSE_BUGGY = TRANSPOSE.format(grid="T.ceildiv(M, block_M), T.ceildiv(N, block_N)")
+TRANSPOSE_FIXED = TRANSPOSE.format(grid="T.ceildiv(N, block_N), T.ceildiv(M, block_M)")
+
+
+def _transpose_ref(a: Any) -> Any:
+    return a.T.contiguous()
+
+
+def _out_of_bounds(kernel: Any, *args: Any) -> str:
+    """What the trace of a launch with TileLang's bounds checks off says: where the stores went."""
+    import tilelab
+
+    try:
+        trace = tilelab.trace_tiles(kernel, *args, pass_configs={"tl.disable_safe_memory_legalize": True})
+    except Exception:  # the trace is extra feedback; the launch above already graded the kernel
+        return ""
+    bad = trace.out_of_bounds
+    said = " ".join(s.rstrip(".") + "." for s in trace.problems()[:3])
+    if not bad:
+        return f" {said}" if said else ""
+    blocks = sorted({tuple(o.block) for o in bad})
+    return (f" {said} With TileLang's bounds checks off, {len(bad)} accesses from {len(blocks)} block(s) land outside "
+            "a tensor: on a GPU those are out-of-bounds stores and loads")
+
+
+@exercise("01.6", "a transpose that writes out of bounds",
+          question="transpose(M, N) should write B = A^T. At M=96, N=160 part of B is never written, and on a GPU with "
+                   "TileLang's bounds checks off it stores past the end of B. Fix it (the check launches it on the "
+                   "CPU at 96x160 and at the ragged 100x72 with 32 x 16 tiles).",
+          kind="fixes",
+          hints=("The launch's map of B's tiles shows which tiles were never written: which blocks should have "
+                 "written them?",
+                 "bx indexes A's columns (block_N wide) and by its rows (block_M tall): how many of each are there?",
+                 "T.Kernel's first extent is bx's, the second by's."),
+          solution=TRANSPOSE_FIXED,
+          answer_name="transpose",
+          given=TRANSPOSE_BUGGY)
+def _transpose(answer: Any) -> str:
+    import torch
+
+    # the second size is ragged and its tile not square (block_M=32, block_N=16): rows and columns of
+    # the tile cannot be mixed up there
+    for m, n, bm, bn in ((96, 160, 32, 32), (100, 72, 32, 16)):
+        kernel = build(answer, m, n, bm, bn, name="transpose")
+        a = torch.randn(m, n, generator=torch.Generator().manual_seed(m + n))
+        result = run_cpu(kernel, a, ref=_transpose_ref, tile=(bn, bm))  # B's tile of one block: block_N x block_M
+        if not result.passed:
+            raise Wrong(f"at M={m}, N={n} with block_M={bm}, block_N={bn}: {where_wrong(result)}."
+                        f"{_out_of_bounds(kernel, a)}")
+        if (m, n) == (96, 160):  # whole tiles: with the bounds checks off, nothing may go astray
+            import tilelab
+
+            trace = tilelab.trace_tiles(kernel, a, pass_configs={"tl.disable_safe_memory_legalize": True})
+            expect(not trace.out_of_bounds and not int(trace.written_twice("B").sum()),
+                   "B comes out right, but with TileLang's bounds checks off: " + " ".join(trace.problems()[:3]))
+    return ("every element of B written once and right, at 96x160 and 100x72 (with 32x16 tiles too): one block "
+            "per tile of A, bx over its columns and by over its rows")
+
+
+
 wrong_answers = {
     "01.1": (COPY_HEAD + "                B[i, j] = A[i, j]\n" + COPY_TAIL,
              COPY_HEAD + "                B[by * block_M + i, bx * block_N + j] = "
@@ -202,4 +278,5 @@ wrong_answers = {
     "01.5": (COPY_HEAD.replace("copy_tile", "copy_guarded") + COPY_BODY + COPY_TAIL,
              COPY_HEAD.replace("copy_tile", "copy_guarded")
              + "                if by * block_M + i <= M and bx * block_N + j <= N:\n    " + COPY_BODY + COPY_TAIL),
+    "01.6": (TRANSPOSE.format(grid="N // block_N, M // block_M"),),
 }

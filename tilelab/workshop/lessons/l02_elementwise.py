@@ -1,6 +1,8 @@
 """Lesson 02, elementwise and broadcasting: a scaled add with guards, who reads a
 broadcast vector, a guarded outer add at a size that is not a multiple of the tile, and a bias add
-that indexes its vector by the tile's index instead of the matrix's. On the CPU (target ``c``)."""
+that indexes its vector by the tile's index instead of the matrix's. On the CPU (target ``c``).
+Then how ``T.Parallel`` deals a tile to a block's threads, and what a fragment layout is: a
+prediction graded against the layout TileLang itself infers (``tilelab.inspect(...).layouts``)."""
 
 from __future__ import annotations
 
@@ -157,6 +159,107 @@ def _bias(answer: Any) -> str:
     return "every tile right: block bx adds bias[bx * block_N : (bx + 1) * block_N]"
 
 
+# ------------------------------------------------------------------------------------------
+# 02.5 who holds element (i, j) of a fragment
+# ------------------------------------------------------------------------------------------
+
+FRAGMENT_KERNEL = '''\
+def double_tile(M, N, block_M=64, block_N=64, threads=128):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_f = T.alloc_fragment((block_M, block_N), T.float32)  # the tile, spread over the block's threads
+            T.copy(A[by * block_M, bx * block_N], A_f)
+            for i, j in T.Parallel(block_M, block_N):
+                A_f[i, j] = A_f[i, j] * 2.0
+            T.copy(A_f, B[by * block_M, bx * block_N])
+
+    return kernel
+'''
+FRAGMENT_ELEMENT = (10, 37)
+
+
+def double_tile(M: int, N: int, block_M: int = 64, block_N: int = 64, threads: int = 128) -> Any:
+    """The lesson's kernel (the notebook shows this text)."""
+    import linecache
+
+    import tilelang.language as T
+
+    name = "<tilelab-lesson-02-fragment>"
+    linecache.cache[name] = (len(FRAGMENT_KERNEL), None, FRAGMENT_KERNEL.splitlines(keepends=True), name)
+    namespace: dict[str, Any] = {"T": T}
+    exec(compile(FRAGMENT_KERNEL, "<tilelab-lesson-02-fragment>", "exec"), namespace)
+    return namespace["double_tile"](M, N, block_M, block_N, threads)
+
+
+_FRAGMENT_REPORT: list[Any] = []
+
+
+def fragment_layout() -> Any:
+    """A_f's layout as TileLang infers it for sm_90a (a :class:`tilelab.records.kernel.Layout`)."""
+    if not _FRAGMENT_REPORT:
+        import tilelab
+
+        _FRAGMENT_REPORT.append(tilelab.inspect(double_tile(256, 256), "sm_90a"))
+    return next(lay for lay in _FRAGMENT_REPORT[0].layouts if lay.scope == "fragment" and lay.buffer == "A_f")
+
+
+def _fragment_truth() -> tuple[int, int]:
+    lay = fragment_layout()
+    threads = lay.array("threads")
+    per_thread = int((threads == 0).sum())
+    return per_thread, int(threads[FRAGMENT_ELEMENT])
+
+
+def _reveal_fragment(answer: Any) -> str:
+    lay = fragment_layout()
+    threads, regs = lay.array("threads"), lay.array("locals")
+    i, j = FRAGMENT_ELEMENT
+    t = int(threads[i, j])
+    mine = sorted({int(r) for r in (threads == t).nonzero()[0]})
+    return (f"TileLang's layout of A_f: {lay.description}\nthread {t} holds element ({i}, {j}) in its register "
+            f"{int(regs[i, j])}, and its elements lie in rows {mine} (4 consecutive columns each). Row 0's "
+            f"64 columns, 4 at a time, belong to threads {[int(t) for t in threads[0, ::4]]}")
+
+
+@exercise("02.5", "who holds element (i, j) of a fragment",
+          question="double_tile runs T.Parallel(64, 64) over a 64 x 64 float32 fragment with threads=128. Answer "
+                   "(elements each thread holds, the thread that holds element (10, 37)), as TileLang lays the "
+                   "fragment out for Hopper.",
+          kind="predict",
+          hints=("A fragment is the tile spread over the block's threads: every element lives in one thread's "
+                 "registers. 64 x 64 elements over 128 threads.",
+                 "T.Parallel deals the tile out in vectors of 4 consecutive float32 (16 bytes: one load or store "
+                 "instruction), in row-major order: vector 0 to thread 0, vector 1 to thread 1, ... and after "
+                 "thread 127 back to thread 0.",
+                 "Element (i, j) is in vector (i * 64 + j) // 4; which thread gets that vector?"),
+          solution="answer_02_5 = (32, 41)", reveal=_reveal_fragment)
+def _fragment(answer: Any) -> str:
+    expect(isinstance(answer, tuple) and len(answer) == 2 and all(isinstance(a, int) and not isinstance(a, bool)
+                                                                  for a in answer),
+           f"answer with two whole numbers, (elements per thread, thread), got {answer!r}")
+    per_thread, thread = _fragment_truth()
+    mine_per, mine_thread = answer
+    i, j = FRAGMENT_ELEMENT
+    if mine_per == 64 * 64:
+        raise Wrong("4096 is the whole tile: a fragment is spread over the block's 128 threads, each holding a part")
+    if mine_per == 64 * 64 // 256:
+        raise Wrong("threads=128 is the block's thread count (256 would be two warp groups)")
+    if mine_per != per_thread:
+        raise Wrong("not the elements per thread: the tile's elements shared out evenly over the threads")
+    if mine_thread == (i * 64 + j) % 128:
+        raise Wrong(f"that deals single elements to threads; T.Parallel gives each thread 4 consecutive float32 "
+                    f"(one 16-byte access), so element ({i}, {j}) is in vector (i * 64 + j) // 4")
+    if mine_thread == (i * 64 + j) // per_thread:
+        raise Wrong("that gives each thread a run of consecutive elements; the threads take turns in vectors of 4, "
+                    "so that neighbouring threads touch neighbouring addresses (one coalesced access per warp)")
+    expect(mine_thread == thread, f"{mine_per} elements each is right; not the thread: find the vector that holds "
+                                  f"({i}, {j}) and deal vectors to threads in turn")
+    return (f"{per_thread} elements per thread; element ({i}, {j}) is thread {thread}'s. Each thread holds "
+            "4 consecutive columns in every 8th row: the fragment layout maps each element to (thread, "
+            "register). The same map decides which thread runs each iteration of T.Parallel.")
+
+
 wrong_answers = {
     "02.1": (SCALE_ADD_HEAD + "                C[row, col] = alpha * A[row, col] + B[row, col]\n" + RETURN,
              SCALE_ADD_HEAD + "                if row < M and col < N:\n"
@@ -168,4 +271,5 @@ wrong_answers = {
                           "x[by * block_M + i] + y[bx * block_N + j]\n"
              + RETURN),
     "02.4": (BIAS_HEAD + BIAS_BUG.replace("bias[j]", "bias[by * block_N + j]") + RETURN,),
+    "02.5": ("answer_02_5 = (4096, 41)", "answer_02_5 = (32, 37)", "answer_02_5 = (32, 21)"),
 }

@@ -1,5 +1,6 @@
 """Lesson 03, reductions: row sums with ``T.reduce_sum``, which axis ``dim`` removes, a running
-maximum started from the wrong value, then the online softmax (one pass for the max and the sum).
+maximum started from the wrong value, the online softmax (one pass for the max and the sum), then
+a row sum split over blocks that race for each output element (the poisoned launch and the trace).
 
 On the CPU (target ``c``), TileLang 0.1.15 lowers ``T.reduce_sum``/``T.reduce_max`` over tiles in
 ``T.alloc_local`` (not over ``T.alloc_fragment``, whose layout it cannot infer for ``c``), and local
@@ -13,6 +14,7 @@ from typing import Any
 
 from .. import Wrong, exercise, expect
 from .. import _kernel_checks as kc
+from ._common_b import build, run_cpu, where_wrong
 
 ROW_SUM_HEAD = '''\
 def row_sum(M, N, block_M=8):
@@ -215,6 +217,108 @@ def _softmax(answer: Any) -> str:
     return "right at M=16, N=128 in 4 chunks: each row's sum is rescaled whenever its max grows"
 
 
+# ------------------------------------------------------------------------------------------
+# 03.5 a race between blocks: partial sums added into the output
+# ------------------------------------------------------------------------------------------
+
+ROW_SUM_BUGGY = '''\
+def row_sum(M, N, splits=4):
+    @T.prim_func
+    def rs(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(splits, M) as (s, i):  # block (s, i) sums part s of row i
+            part = T.alloc_local((1,), T.float32)
+            part[0] = 0.0
+            for j in T.serial(N // splits):
+                part[0] += A[i, s * (N // splits) + j]
+            Out[i] = Out[i] + part[0]
+
+    return rs
+'''
+ROW_SUM_FIXED = '''\
+def row_sum(M, N, splits=4):
+    @T.prim_func
+    def rs(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(M) as i:  # one block per row: no other block touches Out[i]
+            total = T.alloc_local((1,), T.float32)
+            total[0] = 0.0
+            for j in T.serial(N):
+                total[0] += A[i, j]
+            Out[i] = total[0]
+
+    return rs
+'''
+
+
+ROW_SUM_ACCUMULATES_IN_OUT = '''\
+def row_sum(M, N, splits=4):
+    @T.prim_func
+    def rs(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M,), T.float32)):
+        with T.Kernel(M) as i:
+            for j in T.serial(N):
+                Out[i] += A[i, j]
+
+    return rs
+'''
+
+
+def _row_sum_ref(a: Any) -> Any:
+    return a.sum(dim=1)
+
+
+def _race(kernel: Any, a: Any) -> str:
+    import tilelab
+
+    try:
+        return " ".join(s.rstrip(".") + "." for s in tilelab.trace_tiles(kernel, a).problems("Out")[:2])
+    except Exception:
+        return ""
+
+
+@exercise("03.5", "blocks that race for one element",
+          question="row_sum splits each row among `splits` blocks, and each adds its part into Out[i]. Fix it so that "
+                   "Out[i] is the sum of row i whatever the order the blocks run in and whatever Out held before "
+                   "(the check launches it on the CPU with Out poisoned, at 64x128 and 48x96).",
+          kind="fixes",
+          hints=("On a GPU, two blocks that read Out[i], add and write it back at the same time lose one of the "
+                 "two updates: a race. And nothing ever set Out[i] to zero first.",
+                 "The poisoned launch shows the second problem on the CPU: what does Out[i] + part start from?",
+                 "Give each row to one block that sums the whole row and writes Out[i] once."),
+          solution=ROW_SUM_FIXED,
+          answer_name="row_sum",
+          given=ROW_SUM_BUGGY)
+def _split_row_sum(answer: Any) -> str:
+    import torch
+
+    for m, n in ((64, 128), (48, 96)):
+        kernel = build(answer, m, n, name="row_sum")
+        a = torch.randn(m, n, generator=torch.Generator().manual_seed(m * n))
+        result = run_cpu(kernel, a, ref=_row_sum_ref)
+        if result.passed:
+            if (m, n) == (64, 128):  # one trace says whether blocks share elements
+                import tilelab
+
+                trace = tilelab.trace_tiles(kernel, a)
+                twice = int(trace.written_twice("Out").sum())
+                expect(twice == 0, "the sums are right on the CPU, where blocks run one after another, but "
+                                   f"{twice} elements of Out are written by more than one block: "
+                                   + "; ".join(trace.problems("Out")[:2]))
+            continue
+        out = result.outputs[0]
+        if out.unwritten == m or out.nonfinite == m:
+            raise Wrong("every Out[i] still holds the poison: your kernel reads Out[i] before anything wrote it, so "
+                        "the sum starts from whatever memory held. " + _race(kernel, a))
+        for splits in (2, 3, 4, 8):
+            def last_part(x: Any, s: int = splits) -> Any:  # the sum of a row's last 1/s only
+                return x[:, -(x.shape[1] // s):].sum(dim=1)
+
+            if n % splits == 0 and run_cpu(kernel, a, ref=last_part).passed:
+                raise Wrong("Out holds only the last block's part of each row: every block writes Out[i] and the last "
+                            "one wins here; on a GPU any of them may win. " + _race(kernel, a))
+        raise Wrong(f"at {m}x{n} Out is not the row sums: {where_wrong(result)}")
+    return "each Out[i] written once, by one block, from nothing but A: no race and no dependence on Out's old contents"
+
+
+
 wrong_answers = {
     "03.1": (ROW_SUM_HEAD + ROW_SUM_BODY.replace("dim=1", "dim=0") + RETURN,
              ROW_SUM_HEAD + ROW_SUM_BODY.replace("            T.copy(sums, S[bx * block_M])\n", "") + RETURN),
@@ -225,4 +329,6 @@ wrong_answers = {
              + SOFTMAX_TAIL + RETURN,
              SOFTMAX_HEAD + "                    l[i] = l[i] * T.exp(m[i] - m_new[i]) + chunk_sum[i]\n" + SOFTMAX_TAIL
              + RETURN),
+    "03.5": (ROW_SUM_ACCUMULATES_IN_OUT,
+             ROW_SUM_BUGGY.replace("Out[i] = Out[i] + part[0]", "Out[i] = part[0]")),
 }

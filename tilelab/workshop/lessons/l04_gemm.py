@@ -3,7 +3,8 @@
 First correct on the CPU (target ``c``: launched with poisoned outputs and checked against
 ``A @ B`` at two shapes, with the tile map of what is wrong), then lowered for Hopper (both copies
 TMA bulk copies, ``T.gemm`` on WGMMA, no problems in the report), then, on a GPU, a share of the
-matmul rate of ``torch.matmul`` measured in the same check.
+matmul rate of ``torch.matmul`` measured in the same check; last, split-K: blocks that add their
+part of K into one tile of C with ``T.atomic_add``, checked on the CPU with C starting at zero.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from tilelab.workshop import NeedsGpu, Wrong, exercise, expect
+
+from ._common_b import where_wrong
 
 NOTEBOOK = "04"
 TARGET = "sm_90a"
@@ -313,6 +316,112 @@ def _speed(kernel: Any) -> Any:
     return f"{rate} on {theirs.device} (wgmma {', '.join(names)})"
 
 
+# ------------------------------------------------------------------------------------------
+# 04.4 split-K: blocks that add into one tile of C with T.atomic_add
+# ------------------------------------------------------------------------------------------
+
+SPLIT_K_HEAD = """\
+def split_k(M, N, K, block_M=32, block_N=16, block_K=16, splits=4):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), T.float32), B: T.Tensor((K, N), T.float32), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), splits, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((block_M, block_K), T.float32)
+            B_s = T.alloc_shared((block_K, block_N), T.float32)
+            C_f = T.alloc_fragment((block_M, block_N), T.float32)
+            steps = T.ceildiv(K, block_K * splits)  # the block_K slices of K that split bz adds up
+"""
+SPLIT_K_BODY = """\
+            T.clear(C_f)
+            for k in T.Pipelined(steps, num_stages=0):
+                T.copy(A[by * block_M, (bz * steps + k) * block_K], A_s)
+                T.copy(B[(bz * steps + k) * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            for i, j in T.Parallel(block_M, block_N):
+                T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])
+"""
+SPLIT_K_GIVEN_BODY = """\
+            ...  # clear C_f; add up this split's slices of K: slice bz * steps + k, for k in range(steps)
+            ...  # then add C_f into C element by element with T.atomic_add: the other splits add to the same tile
+"""
+SPLIT_K_TAIL = """
+    return gemm
+"""
+# (M, N, K, splits): M != N, K a whole number of block_K slices per split; 3 and 4 splits
+SPLIT_K_SIZES = ((96, 64, 256, 4), (64, 48, 96, 3))
+
+
+def _split_refs(K: int, splits: int, block_k: int) -> list[tuple[str, Any]]:
+    part = -(-K // (block_k * splits)) * block_k  # the K columns one split adds up
+
+    return [
+        ("C is splits times the first split's part: every split adds the same slices of K. Split bz starts at "
+         "slice bz * steps", lambda a, b: splits * (a[:, :part] @ b[:part, :])),
+        ("C is splits times A @ B: every split adds up all of K instead of its share", lambda a, b: splits * (a @ b)),
+        ("C misses the last split's part: are all the splits launched (the grid's third extent)?",
+         lambda a, b: a[:, :(splits - 1) * part] @ b[:(splits - 1) * part, :]),
+    ]
+
+
+@exercise("04.4", "split-K with atomic adds",
+          question="Complete split_k: C = A @ B with K cut into `splits` parts, each computed by its own block (the "
+                   "grid's third axis, bz) and added into C with T.atomic_add, so that a tall-and-thin GEMM keeps "
+                   "more blocks busy. C starts at zero (the host clears it). The check runs it on the CPU at two "
+                   "sizes, with 4 and 3 splits.",
+          kind="writes",
+          hints=("Block (bx, by, bz) owns C's tile (by, bx), as in 04.1, and the slices bz * steps ... "
+                 "bz * steps + steps - 1 of K.",
+                 "The loop is 04.1's with the slice index shifted: A[by * block_M, (bz * steps + k) * block_K] and "
+                 "B[(bz * steps + k) * block_K, bx * block_N].",
+                 "After the loop, for i, j in T.Parallel(block_M, block_N): T.atomic_add(C[by * block_M + i, "
+                 "bx * block_N + j], C_f[i, j]). A T.copy into C would overwrite the other splits' parts."),
+          solution=SPLIT_K_HEAD + SPLIT_K_BODY + SPLIT_K_TAIL, answer_name="split_k",
+          given=SPLIT_K_HEAD + SPLIT_K_GIVEN_BODY + SPLIT_K_TAIL)
+def _split_k(factory: Any) -> str:
+    import tilelab
+    from tilelab.workshop import _kernel_checks
+
+    expect(callable(factory), f"answer with your kernel factory split_k, got {type(factory).__name__}")
+    done = []
+    for M, N, K, splits in SPLIT_K_SIZES:
+        kernel = factory(M, N, K, splits=splits)
+        where = f"at M={M}, N={N}, K={K} with {splits} splits"
+
+        def run(ref: Any, kernel: Any = kernel) -> Any:
+            # C, written only by atomic adds, starts at zero on the CPU (the host's torch.zeros)
+            return tilelab.run(kernel, ref=ref, device="cpu", seed=4, tile=(32, 16))
+
+        result = run(_matmul)
+        # who stored what (at the first size): the CPU runs blocks in turn, so a race shows only here
+        trace = tilelab.trace_tiles(kernel, seed=4) if (M, N, K, splits) == SPLIT_K_SIZES[0] else None
+        twice = int(trace.written_twice("C").sum()) if trace is not None else 0
+        if trace is not None and twice:
+            raise Wrong(f"{where}, {twice} elements of C are stored by more than one block without an atomic "
+                        "update: on a GPU those blocks race and the last store wins (on the CPU, where blocks run "
+                        "one after another, it may even come out right). Add into C with T.atomic_add(C[...], "
+                        "C_f[i, j]): " + "; ".join(trace.problems("C")[:2]))
+        if result.passed:
+            done.append(f"{M}x{N}x{K} ({splits} splits)")
+            continue
+        said = [w for w in _kernel_checks.tilelang_warnings(kernel) if "before initiali" in w]
+        if said:
+            raise Wrong(f"{where}, C is wrong and TileLang warns \"{said[0]}\": the accumulator C_f is read before "
+                        "anything sets it")
+        if result.outputs[0].unwritten:
+            raise Wrong(f"{where}, {where_wrong(result)}: does every block add its tile where its (bx, by) say?")
+        for words, ref in _split_refs(K, splits, 16):
+            try:
+                if run(ref).passed:
+                    raise Wrong(f"{where}, {words}")
+            except Wrong:
+                raise
+            except Exception:
+                continue
+        raise Wrong(f"{where}, C is wrong in the tiles marked X: {result.outputs[0].tiles!r}. Look at the offsets of "
+                    "the copies (which slice of K, which tile of A and B) and at where the atomic add lands")
+    return (f"C = A @ B at {' and '.join(done)}: each split adds its share of K into C with atomic updates (no "
+            "element stored by two blocks)")
+
+
 wrong_answers = {
     "04.1": (cpu_cell(_cpu_body(k_steps="K // K")),
              cpu_cell(_cpu_body(clear_inside=True)),
@@ -322,4 +431,7 @@ wrong_answers = {
              hopper_cell(_hopper_body(), threads=64),
              hopper_cell(_hopper_body(accum="T.alloc_shared"))),
     "04.3": ("answer_04_3 = matmul(1024, 1024, 1024, 128, 256, 64)",),
+    "04.4": (SPLIT_K_HEAD + SPLIT_K_BODY.replace("T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])",
+                                                 "C[by * block_M + i, bx * block_N + j] = C_f[i, j]") + SPLIT_K_TAIL,
+             SPLIT_K_HEAD + SPLIT_K_BODY.replace("(bz * steps + k)", "k") + SPLIT_K_TAIL),
 }

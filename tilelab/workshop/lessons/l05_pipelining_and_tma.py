@@ -10,6 +10,7 @@ with no GPU.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
@@ -397,6 +398,87 @@ def _per_copy(factory: Any) -> str:
                else f"not warp-specialized ({ws.warp_specialization_reason})") + f"; {right}")
 
 
+# ------------------------------------------------------------------------------------------
+# 05.6 where is the bubble: two saved timelines (recorded on an H200), graded without a GPU
+# ------------------------------------------------------------------------------------------
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+SAVED = {1: "gemm_1_stage", 3: "gemm_3_stages"}  # this notebook's GEMM, 1024^3, block 0 traced
+
+
+def saved_timeline(stages: int) -> Any:
+    """The timeline of this notebook's GEMM (1024^3, 128 x 128 x 64 tiles) with ``stages`` pipeline
+    stages (1 or 3), recorded on an NVIDIA H200 by ``python -m tilelab.workshop.data.record_timelines``
+    and saved with ``Timeline.save``: a :class:`tilelab.Timeline`, loaded with no GPU."""
+    import tilelab
+
+    if stages not in SAVED:
+        raise ValueError(f"the saved timelines have {' and '.join(map(str, SAVED))} stages, not {stages!r}")
+    return tilelab.Timeline.load(DATA / f"{SAVED[stages]}.timeline.json")
+
+
+def _waits(tl: Any) -> dict[tuple[str, str], float]:
+    """Total ns per traced warp of each (role, barrier) wait on a pipeline stage ("full"/"empty")."""
+    warps: dict[str, set[Any]] = {}
+    for sp in tl.spans:
+        warps.setdefault(sp.role, set()).add((sp.block, sp.warp_group, sp.warp))
+    out: dict[tuple[str, str], float] = {}
+    for sp in tl.spans:
+        if sp.kind == "barrier_wait" and sp.label.startswith("stage "):
+            key = (sp.role, sp.label.split()[1])
+            out[key] = out.get(key, 0.0) + (sp.end_ns - sp.start_ns) / len(warps[sp.role])
+    return out
+
+
+def _bubble_truth() -> tuple[str, str]:
+    """The role that issues the MMAs, and the stage barrier it waits on longest: the Tensor Cores'
+    idle time (the bubble), from the 1-stage recording."""
+    tl = saved_timeline(1)
+    mma = {sp.role for sp in tl.spans if sp.kind == "mma"}
+    waits = {k: v for k, v in _waits(tl).items() if k[0] in mma}
+    role, barrier = max(waits, key=lambda k: waits[k])
+    return role, barrier
+
+
+def _reveal_bubble(answer: Any) -> Any:
+    return saved_timeline(1).compare(saved_timeline(3), names=("1 stage", "3 stages"))
+
+
+@exercise("05.6", "where is the bubble",
+          question="lesson.saved_timeline(1) is this notebook's GEMM with one pipeline stage, recorded on a GPU. "
+                   "The Tensor Cores sit idle while the warp group that issues the WGMMAs waits. Which role is "
+                   "that, and which barrier of the pipeline does it wait on? Answer (role, barrier) with role "
+                   "\"producer\" or \"consumer\" and barrier \"full\" or \"empty\".",
+          kind="predict",
+          hints=("tl.summary.roles gives each role's share of time busy and waiting, by kind; tl.spans each span's "
+                 "role, kind and label (\"stage full of T.Pipelined ...\", \"stage empty of ...\").",
+                 "The producer issues the TMA loads; the consumers issue the WGMMAs. A slot is 'full' once its "
+                 "load has landed and 'empty' once the MMAs that read it are done.",
+                 "Waiting for a free slot is the loads running ahead (no harm); the bubble is the MMA side "
+                 "waiting for data."),
+          solution='answer_05_6 = ("consumer", "full")', reveal=_reveal_bubble)
+def _bubble(answer: Any) -> str:
+    expect(isinstance(answer, tuple) and len(answer) == 2 and all(isinstance(a, str) for a in answer),
+           f"answer with two words, (role, barrier), e.g. (\"producer\", \"empty\"), got {answer!r}")
+    role, barrier = (a.strip().lower() for a in answer)
+    expect(role in ("producer", "consumer") and barrier in ("full", "empty"),
+           "the role is \"producer\" or \"consumer\", the barrier \"full\" or \"empty\"")
+    truth = _bubble_truth()
+    one, three = _waits(saved_timeline(1)), _waits(saved_timeline(3))
+    if role != truth[0]:
+        raise Wrong(f"the {role} does wait, on \"{'empty' if role == 'producer' else 'full'}\" stages, but it "
+                    "issues the TMA loads, not the WGMMAs: its waits are the loads running ahead, waiting for a "
+                    "free slot. Who issues the WGMMAs?")
+    if barrier != truth[1]:
+        raise Wrong(f"the {role}s issue the WGMMAs, but their waits on \"{barrier}\" stages are not the long "
+                    "ones: look at the labels of their barrier waits in tl.spans, or tl.summary.roles")
+    before, after = one[truth], three[truth]
+    return (f"the {truth[0]}s wait for \"{truth[1]}\" stages: {before / 1e3:.1f} us per warp with one stage, "
+            f"{after / 1e3:.1f} us with three, where two more loads are in flight while the MMAs run "
+            f"(summary.bubble_ns {saved_timeline(1).summary.bubble_ns / 1e3:.1f} -> "
+            f"{saved_timeline(3).summary.bubble_ns / 1e3:.1f} us)")
+
+
 def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
     return {
         "05.1": ("answer_05_1 = 16384", "answer_05_1 = 65536",
@@ -415,6 +497,8 @@ def _wrong_stage_answers() -> dict[str, tuple[str, ...]]:
                       epilogue=STORE_STAGED.replace("C[by * block_M, bx * block_N])",
                                                     "C[by * block_M, bx * block_N], disable_tma=True)"),
                       allocs=C_SHARED, load=", disable_tma=True")),
+        "05.6": ('answer_05_6 = ("producer", "empty")', 'answer_05_6 = ("consumer", "empty")',
+                 'answer_05_6 = "consumer"'),
     }
 
 

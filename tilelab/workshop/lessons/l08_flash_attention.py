@@ -1,7 +1,8 @@
-"""Lesson 08: flash attention. First attention one query row at a time on the CPU (target ``c``,
-graded against torch), then a tiled forward pass for sm_90a read through ``tilelab.inspect``:
-which of its two GEMMs reads an operand from registers (``wgmma_rs``) and which reads both from
-shared memory (``wgmma_ss``), and what the shared-memory budget holds."""
+"""Lesson 08: flash attention. The student writes the tiled forward pass (query blocks, key blocks
+streamed through the online softmax, an optional causal mask) and runs it on the CPU, graded by its
+results and its tile map; reads the lesson's Hopper kernel through ``tilelab.inspect`` (which GEMM
+reads an operand from registers, what the shared-memory budget holds); then writes the same body
+for sm_90a, graded by its results on the CPU and by how it lowered."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from tilelab.workshop import Wrong, exercise, expect
 
-from ._common_b import build, define, inspect, on_gpu, run_cpu, where_wrong
+from ._common_b import build, inspect, on_gpu, where_wrong
 
 FLASH_SIZE = dict(seq=1024, dim=64)
 # fp16 probabilities and output: a relative error norm of a few 1e-3 is the format's, not a bug
@@ -91,121 +92,261 @@ def torch_attention(q: Any, k: Any, v: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------
-# 08.1 scalar attention on the CPU
+# 08.1 the tiled forward pass, written for the CPU
 # ------------------------------------------------------------------------------------------
 
-SCALAR_SOLUTION = '''\
-def attention(seq, dim):
-    scale = 1.0 / (dim ** 0.5)
+def causal_attention(q: Any, k: Any, v: Any) -> Any:
+    """Attention in which query i sees keys 0..i only (a decoder's mask)."""
+    import torch
+
+    s = q @ k.T / math.sqrt(q.shape[-1])
+    above = torch.ones(s.shape, dtype=torch.bool, device=s.device).triu(1)
+    return torch.softmax(s.masked_fill(above, float("-inf")), dim=-1) @ v
+
+
+def blockwise(q: Any, k: Any, v: Any, block_M: int, block_N: int, causal: bool, *, rescale_acc: bool = True,
+              rescale_sum: bool = True, carry_max: bool = True, divide: bool = True, short: int = 0,
+              diagonal: bool = True, masked: bool = True) -> Any:
+    """The tiled forward pass computed block by block in float64, with the slips students make
+    switched on by name: what a wrong kernel computed, to say which slip it made."""
+    import torch
+
+    q, k, v = (t.double() for t in (q, k, v))
+    seq, dim = q.shape
+    out = torch.empty_like(q)
+    for m0 in range(0, seq, block_M):
+        rows = torch.arange(m0, min(m0 + block_M, seq))
+        qs = q[rows]
+        steps = -(-min(seq, m0 + block_M) // block_N) if causal else -(-seq // block_N)
+        m = torch.full((len(rows),), float("-inf"), dtype=torch.float64)
+        total = torch.zeros(len(rows), dtype=torch.float64)
+        acc = torch.zeros(len(rows), dim, dtype=torch.float64)
+        for kb in range(steps - short):
+            cols = torch.arange(kb * block_N, min((kb + 1) * block_N, seq))
+            s = qs @ k[cols].T / math.sqrt(dim)
+            if causal and masked:
+                after = cols[None, :] > rows[:, None] if diagonal else cols[None, :] >= rows[:, None]
+                s = s.masked_fill(after, float("-inf"))
+            new = torch.maximum(m, s.max(dim=1).values) if carry_max else s.max(dim=1).values
+            p = torch.exp(s - new[:, None])
+            alpha = torch.exp(m - new)
+            total = (total * alpha if rescale_sum else total) + p.sum(dim=1)
+            acc = (acc * alpha[:, None] if rescale_acc else acc) + p @ v[cols]
+            m = new
+        out[rows] = acc / total[:, None] if divide else acc
+    return out
+
+
+# What a wrong flash attention computed instead, tried in this order: (the slip's words, blockwise's
+# switches, whether it needs the causal mask to show)
+SLIPS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("the output is never divided by the row sums: after the loop, acc / row_sum is the softmax's weighted "
+     "average (the division of the softmax, done once at the end)", {"divide": False}, False),
+    ("acc is not rescaled when a row's maximum grows: the terms it holds were exponentiated against the old "
+     "maximum, so each step multiplies acc by exp2((old_max - row_max) * scale) before adding P V",
+     {"rescale_acc": False}, False),
+    ("row_sum is not rescaled when a row's maximum grows: it adds terms exponentiated against the old maximum to "
+     "terms against the new one; multiply it by exp2((old_max - row_max) * scale) first", {"rescale_sum": False},
+     False),
+    ("neither acc nor row_sum is rescaled when a row's maximum grows (the online softmax's correction)",
+     {"rescale_acc": False, "rescale_sum": False}, False),
+    ("the row maximum is not carried across key blocks: each block's maximum replaces the running one "
+     "(T.reduce_max(..., clear=False) keeps the largest score seen so far)", {"carry_max": False}, False),
+    ("the loop over key blocks stops one block short: the last block of K and V never reaches the output",
+     {"short": 1}, False),
+    ("the causal mask also hides the diagonal: query i attends to keys 0..i, itself included (mask keys with "
+     "index > the query's, not >=)", {"diagonal": False}, True),
+    ("keys after the query are not masked: with causal=True, a key whose index is greater than the query's "
+     "gets a score of -infinity before the softmax", {"masked": False}, True),
+)
+
+# sizes the tiled CPU version is graded at: (seq, dim, block_M, block_N, causal); key blocks
+# smaller and larger than query blocks, several key blocks so that every row's maximum moves
+FLASH_CPU_SIZES = ((96, 16, 32, 16, False), (64, 8, 16, 32, True))
+
+FLASH_CPU_SOLUTION = """\
+def flash(seq, dim, block_M, block_N, causal=False):
+    scale = 1.44269504 / dim ** 0.5  # log2(e) / sqrt(dim): T.exp2(x * scale) is exp(x / sqrt(dim))
 
     @T.prim_func
-    def attn(Q: T.Tensor((seq, dim), T.float32), K: T.Tensor((seq, dim), T.float32),
-             V: T.Tensor((seq, dim), T.float32), O: T.Tensor((seq, dim), T.float32)):
-        with T.Kernel(seq) as q:  # one block per query row
-            s = T.alloc_local((seq,), T.float32)
-            best = T.alloc_local((1,), T.float32)
-            total = T.alloc_local((1,), T.float32)
-            best[0] = -T.infinity(T.float32)
-            for k in T.serial(seq):
-                s[k] = 0.0
-                for d in T.serial(dim):
-                    s[k] += Q[q, d] * K[k, d]
-                s[k] = s[k] * scale
-                best[0] = T.max(best[0], s[k])
-            total[0] = 0.0
-            for k in T.serial(seq):
-                s[k] = T.exp(s[k] - best[0])
-                total[0] += s[k]
-            for d in T.serial(dim):
-                O[q, d] = 0.0
-                for k in T.serial(seq):
-                    O[q, d] += s[k] * V[k, d]
-                O[q, d] = O[q, d] / total[0]
+    def attention(Q: T.Tensor((seq, dim), T.float32), K: T.Tensor((seq, dim), T.float32),
+                  V: T.Tensor((seq, dim), T.float32), O: T.Tensor((seq, dim), T.float32)):
+        with T.Kernel(T.ceildiv(seq, block_M), threads=128) as bx:  # block bx: queries bx * block_M ...
+            Q_t = T.alloc_fragment((block_M, dim), T.float32)
+            K_t = T.alloc_fragment((block_N, dim), T.float32)
+            V_t = T.alloc_fragment((block_N, dim), T.float32)
+            S = T.alloc_fragment((block_M, block_N), T.float32)  # scores, then weights, of one key block
+            acc = T.alloc_fragment((block_M, dim), T.float32)  # the running output, not yet divided
+            row_max = T.alloc_fragment((block_M,), T.float32)
+            old_max = T.alloc_fragment((block_M,), T.float32)
+            row_sum = T.alloc_fragment((block_M,), T.float32)
+            tile_sum = T.alloc_fragment((block_M,), T.float32)
+            T.copy(Q[bx * block_M, 0], Q_t)
+            T.fill(acc, 0)
+            T.fill(row_sum, 0)
+            T.fill(row_max, -T.infinity(T.float32))
+            steps = T.ceildiv((bx + 1) * block_M, block_N) if causal else T.ceildiv(seq, block_N)
+            for kb in T.serial(steps):
+                T.copy(K[kb * block_N, 0], K_t)
+                T.clear(S)
+                T.gemm(Q_t, K_t, S, transpose_B=True)
+                if causal:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(kb * block_N + j > bx * block_M + i, -T.infinity(T.float32),
+                                                 S[i, j])
+                T.copy(row_max, old_max)
+                T.reduce_max(S, row_max, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
+                for i in T.Parallel(block_M):
+                    row_sum[i] = row_sum[i] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc[i, j] = acc[i, j] * T.exp2(old_max[i] * scale - row_max[i] * scale)
+                T.reduce_sum(S, tile_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    row_sum[i] = row_sum[i] + tile_sum[i]
+                T.copy(V[kb * block_N, 0], V_t)
+                T.gemm(S, V_t, acc)
+            for i, j in T.Parallel(block_M, dim):
+                acc[i, j] = acc[i, j] / row_sum[i]
+            T.copy(acc, O[bx * block_M, 0])
 
-    return attn
+    return attention
+"""
+
+_CPU_HEAD, _CPU_REST = FLASH_CPU_SOLUTION.split("            steps = ", 1)
+# the committed answer cell: the signature, the buffers and the loop's skeleton
+GIVEN_08_1 = _CPU_HEAD + """\
+            steps = ...  # how many key blocks: every one, or (causal) only those up to the diagonal
+            for kb in T.serial(steps):
+                ...  # 1. S = Q K^T for key block kb: copy K's block, T.clear(S), T.gemm(..., transpose_B=True)
+                ...  # 2. causal only: a key after the query (kb * block_N + j > bx * block_M + i) scores -infinity
+                ...  # 3. the new row maximum: keep the old one in old_max, then T.reduce_max(..., clear=False)
+                ...  # 4. S = exp2((S - row_max) * scale); rescale row_sum and acc by exp2((old_max - row_max) * scale)
+                ...  # 5. add this block's row sums to row_sum; acc += S V (copy V's block kb, T.gemm)
+            ...  # 6. divide each row of acc by its row_sum and store the block's rows of O
+
+    return attention
+"""
 
 
-answer_08_1 = attention
-'''
+LARGE = 100.0
 
 
-def _inputs(seq: int, dim: int, seed: int, magnitude: float = 1.0) -> tuple[Any, Any, Any]:
+def _large_scores(seq: int, dim: int, half: bool = False) -> tuple[Any, Any, Any]:
     import torch
 
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(seq, dim, generator=g) * magnitude
-    k = torch.randn(seq, dim, generator=g)
-    v = torch.randn(seq, dim, generator=g)
-    return q, k, v
+    g = torch.Generator().manual_seed(seq + dim)
+    q, k, v = (torch.randn(seq, dim, generator=g) for _ in range(3))
+    dtype = torch.float16 if half else torch.float32
+    return (q * LARGE).to(dtype), k.to(dtype), v.to(dtype)
 
 
-def _unwritten_or_read_first(kernel: Any, q: Any, k: Any, v: Any) -> str:
-    """Whether the elements of O that kept the poison were never written, or were written from the
-    poison itself (an accumulation into O before anything set it): launched on the CPU with two
-    poisons, an element the kernel wrote from its old value differs between them."""
-    import torch
+def name_the_slip(kernel: Any, causal: bool, block_M: int, block_N: int, *, device: str = "cpu",
+                  tolerance: float | None = None, seed: int = 23, tensors: tuple[Any, ...] = ()) -> str | None:
+    """Which of :data:`SLIPS` a wrong flash attention made (launched again against each)."""
+    import tilelab
 
-    from tilelab.workshop import _kernel_checks as kc
-
-    try:
-        launched = kc.launch(kc.compile_c(kernel), {"Q": q, "K": k, "V": v}, {"O": (tuple(q.shape), torch.float32)})
-    except Exception:
-        return "some of O was never written"
-    out = launched.outputs["O"]
-    read_first = torch.isnan(out) & ~launched.unwritten["O"]
-    if bool(read_first.any()):
-        return (f"{int(read_first.sum())} elements of O are computed from whatever O held before the launch: the "
-                "kernel adds into O[q, d] before anything sets it (start each sum from 0)")
-    return "some of O was never written"
-
-
-@exercise("08.1", "attention, one query row at a time",
-          question="Write attention(seq, dim): a target-c kernel (float32 Q, K, V, O of shape (seq, dim)) with "
-                   "O = softmax(Q K^T / sqrt(dim)) V, one block per query row. The check launches it on the CPU at "
-                   "two sizes, once with large scores.",
-          kind="writes",
-          hints=("Per query row q: a score for every key k (a dot product over dim), then the softmax over those "
-                 "scores, then the weighted sum of V's rows.",
-                 "Keep the row's scores in T.alloc_local((seq,), T.float32); loops are T.serial.",
-                 "exp of a large score overflows float32: subtract the row's largest score before T.exp (the "
-                 "softmax is unchanged)."),
-          solution=SCALAR_SOLUTION)
-def _scalar(answer: Any) -> str:
-    import torch
-
-    for seq, dim, magnitude in ((64, 32, 1.0), (40, 24, 1.0), (64, 32, 60.0)):
-        kernel = build(answer, seq, dim, name="attention")
-        q, k, v = _inputs(seq, dim, seed=seq + dim, magnitude=magnitude)
-        result = run_cpu(kernel, q, k, v, ref=torch_attention)
-        if result.passed:
+    for said, switches, needs_causal in SLIPS:
+        if needs_causal and not causal:
             continue
-        out = result.outputs[0]
-        if magnitude > 1 and out.nonfinite:
-            raise Wrong("right for ordinary inputs, but with large scores your output has NaN or infinite values: "
-                        "exp overflows float32 past about 88. Subtract each row's largest score first")
-        if out.unwritten:
-            said = _unwritten_or_read_first(kernel, q, k, v)
-            if "never written" in said:
-                said += f": {where_wrong(result)}"
-            raise Wrong(f"at seq={seq}, dim={dim} {said}")
 
-        def same(ref: Any, kernel: Any = kernel, args: tuple = (q, k, v)) -> bool:
-            return run_cpu(kernel, *args, ref=ref).passed
+        def ref(q: Any, k: Any, v: Any, switches: dict[str, Any] = switches) -> Any:
+            return blockwise(q, k, v, block_M, block_N, causal, **switches)
 
-        if same(lambda q_, k_, v_: torch.softmax(q_ @ k_.T, dim=-1) @ v_):
-            raise Wrong("your scores are not scaled: attention divides Q K^T by sqrt(dim) before the softmax")
-        if same(lambda q_, k_, v_: torch.softmax(q_ @ k_.T / math.sqrt(q_.shape[-1]), dim=0) @ v_):
-            raise Wrong("your softmax normalises down a column of the scores (over queries); each query's weights "
-                        "must sum to 1 over the keys")
-        def unnormalised(q_: Any, k_: Any, v_: Any) -> Any:
-            s = q_ @ k_.T / math.sqrt(q_.shape[-1])
-            return torch.exp(s - s.max(dim=-1, keepdim=True).values) @ v_
+        try:
+            if tilelab.run(kernel, *tensors, ref=ref, device=device, seed=seed, tolerance=tolerance).passed:
+                return said
+        except Exception:
+            continue
+    return None
 
-        if same(unnormalised):
-            raise Wrong("the weights are exponentiated but never divided by their sum")
-        raise Wrong(f"at seq={seq}, dim={dim} the output differs from softmax(Q K^T / sqrt(dim)) V: "
-                    f"{where_wrong(result)}")
-    return "right at (64, 32) and (40, 24), and stable with large scores: each row's softmax and weighted sum of V"
+
+def _keys_past_the_diagonal(kernel: Any, seq: int, block_M: int, block_N: int) -> str | None:
+    """From the tile map: a causal kernel's blocks that read key blocks wholly after their last query."""
+    import tilelab
+
+    trace = tilelab.trace_tiles(kernel, seed=3)
+    extra = []
+    for b in range(-(-seq // block_M)):
+        rows = trace.reads("K", b).any(axis=1).nonzero()[0]
+        last = int(rows.max()) if len(rows) else -1
+        needed = min(seq, -(-(b + 1) * block_M // block_N) * block_N) - 1
+        if last > needed:
+            extra.append((b, last, needed))
+    if not extra:
+        return None
+    b, last, needed = extra[0]
+    return (f"the tile map shows block {b} reading keys up to row {last} of K, where its last query is row "
+            f"{(b + 1) * block_M - 1}: {len(extra)} block(s) load key blocks that the mask wholly throws away. "
+            "With causal=True, stop the loop at the key block that holds the block's last query "
+            "(T.ceildiv((bx + 1) * block_M, block_N) steps)")
+
+
+def flash_verdict(kernel: Any, seq: int, dim: int, block_M: int, block_N: int, causal: bool, where: str, *,
+                  tolerance: float | None = None, half: bool = False) -> None:
+    """Run a flash attention on the CPU against torch and raise :class:`Wrong` with what is wrong. The
+    causal run has large scores (Q x LARGE): a maximum that is not carried across key blocks
+    overflows exp2 there (a block's maximum far below the previous one's)."""
+    import tilelab
+
+    ref = causal_attention if causal else torch_attention
+    tensors = _large_scores(seq, dim, half) if causal else ()
+    result = tilelab.run(kernel, *tensors, ref=ref, device="cpu", seed=23, tolerance=tolerance, tile=(block_M, dim))
+    if result.passed:
+        return
+    out = result.outputs[0]
+    if out.unwritten:
+        raise Wrong(f"{where}, {where_wrong(result)}: does every block store its block_M rows of O, at "
+                    "O[bx * block_M, 0]?")
+    if out.nonfinite and causal:
+        ordinary = tilelab.run(kernel, ref=ref, device="cpu", seed=23, tolerance=tolerance).outputs[0]
+        if ordinary.nonfinite:
+            raise Wrong(f"{where}, even with ordinary scores {ordinary.nonfinite} elements of O are NaN: a row whose "
+                        "every key is masked divides 0 by 0. Query 0 sees one key, itself: if your mask hides the "
+                        "diagonal (key == query), mask only keys with index > the query's")
+        raise Wrong(f"{where}, with large scores (Q x {LARGE:g}), {out.nonfinite} elements of O are NaN or infinite: "
+                    "an exp2 overflowed float32 (past about 2^128). Its argument must never be positive: is the "
+                    "row maximum carried across key blocks (T.reduce_max with clear=False), so that old_max - "
+                    "row_max <= 0, and subtracted before every exp2?")
+    said = name_the_slip(kernel, causal, block_M, block_N, tolerance=tolerance, tensors=tensors)
+    if said:
+        raise Wrong(f"{where}: {said}")
+    raise Wrong(f"{where} O is wrong: {where_wrong(result)}. Each row of the softmax sums to 1: follow one row "
+                "through two key blocks (its maximum, the rescale, the sum) and the final division")
+
+
+@exercise("08.1", "the tiled forward pass, on the CPU",
+          question="Write flash(seq, dim, block_M, block_N, causal): flash attention's forward pass, one block per "
+                   "block_M queries, streaming keys and values block_N at a time with the online softmax (running "
+                   "row maximum, rescale, final division). With causal=True query i sees keys 0..i only, and a "
+                   "block visits only the key blocks up to its diagonal. The check runs it on the CPU at two sizes "
+                   "(block_M > block_N without the mask, block_M < block_N with it) and reads its tile map.",
+          kind="writes",
+          hints=("Notebook 03's online softmax, a block of rows at a time: S holds one key block's scores; "
+                 "row_max, row_sum and acc carry across the loop; each step multiplies the old row_sum and acc by "
+                 "exp2((old_max - row_max) * scale) before adding the new block's terms.",
+                 "Step 1: T.copy(K[kb * block_N, 0], K_t); T.clear(S); T.gemm(Q_t, K_t, S, transpose_B=True). "
+                 "Step 5: T.reduce_sum(S, tile_sum, dim=1), row_sum += tile_sum, T.copy(V[kb * block_N, 0], V_t); "
+                 "T.gemm(S, V_t, acc).",
+                 "steps = T.ceildiv((bx + 1) * block_M, block_N) if causal else T.ceildiv(seq, block_N); the mask "
+                 "is T.if_then_else(kb * block_N + j > bx * block_M + i, -T.infinity(T.float32), S[i, j])."),
+          solution=FLASH_CPU_SOLUTION, answer_name="flash", given=GIVEN_08_1)
+def _tiled_cpu(factory: Any) -> str:
+
+    done = []
+    for seq, dim, bm, bn, causal in FLASH_CPU_SIZES:
+        kernel = build(factory, seq, dim, bm, bn, causal, name="flash")
+        where = f"at seq={seq}, dim={dim} with {bm} queries x {bn} keys a step, causal={causal}"
+        flash_verdict(kernel, seq, dim, bm, bn, causal, where)
+        if causal:
+            past = _keys_past_the_diagonal(kernel, seq, bm, bn)
+            if past:
+                raise Wrong(f"right {where}, but {past}")
+        done.append(f"seq={seq} {bm}x{bn}" + (" causal" if causal else ""))
+    return (f"right on the CPU at {' and '.join(done)}, and the tile map shows each causal block reading only the "
+            "key blocks up to its diagonal: the online softmax carries each row's maximum and sum across the key "
+            "blocks and corrects acc as the maximum grows")
 
 
 # ------------------------------------------------------------------------------------------
@@ -297,11 +438,11 @@ def _smem(answer: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# 08.4 keep P in registers
+# 08.4 the same body for Hopper
 # ------------------------------------------------------------------------------------------
 
-GIVEN_08_4 = '''\
-def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
+HOPPER_SOLUTION = """\
+def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128, causal=False):
     scale = 1.44269504 / dim ** 0.5
 
     @T.prim_func
@@ -312,7 +453,7 @@ def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
             K_s = T.alloc_shared((block_N, dim), T.float16)
             V_s = T.alloc_shared((block_N, dim), T.float16)
             S = T.alloc_fragment((block_M, block_N), T.float32)
-            P = {p_alloc}((block_M, block_N), T.float16)
+            P = T.alloc_fragment((block_M, block_N), T.float16)
             acc = T.alloc_fragment((block_M, dim), T.float32)
             row_max = T.alloc_fragment((block_M,), T.float32)
             old_max = T.alloc_fragment((block_M,), T.float32)
@@ -322,10 +463,15 @@ def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
             T.fill(acc, 0)
             T.fill(row_sum, 0)
             T.fill(row_max, -T.infinity(T.float32))
-            for kb in T.Pipelined(T.ceildiv(seq, block_N), num_stages=num_stages):
+            steps = T.ceildiv((bx + 1) * block_M, block_N) if causal else T.ceildiv(seq, block_N)
+            for kb in T.Pipelined(steps, num_stages=num_stages):
                 T.copy(K[kb * block_N, 0], K_s)
                 T.clear(S)
                 T.gemm(Q_s, K_s, S, transpose_B=True)
+                if causal:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(kb * block_N + j > bx * block_M + i, -T.infinity(T.float32),
+                                                 S[i, j])
                 T.copy(row_max, old_max)
                 T.reduce_max(S, row_max, dim=1, clear=False)
                 for i, j in T.Parallel(block_M, block_N):
@@ -345,78 +491,102 @@ def my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128):
             T.copy(acc, O[bx * block_M, 0])
 
     return attention
-'''
+"""
 
+_HOPPER_HEAD = HOPPER_SOLUTION.split("            Q_s = ", 1)[0]
+# the committed answer cell: the signature and fp16 tensors; the buffers and the loop are the student's
+GIVEN_08_4 = _HOPPER_HEAD + """\
+            ...  # the buffers: Q's, K's and V's blocks where TMA loads them and wgmma reads them; S, acc and
+            ...  # the row statistics in float32 fragments; P, the fp16 weights that O += P V reads from registers
+            ...  # then your 08.1 body: Q's block once, the fills, the key loop as T.Pipelined(steps, num_stages=...)
+            ...  # with P = S in fp16 before the second GEMM, the final division and the store
 
-@exercise("08.4", "keep P in registers",
-          question="my_flash stages the probabilities P through shared memory, so both GEMMs are wgmma_ss and the "
-                   "kernel asks for more shared memory than it needs. Change it so that O += P V reads P from "
-                   "registers (wgmma_rs), the first GEMM still reads shared memory, and the shared memory shrinks.",
-          kind="fixes",
-          hints=("The inspector's WGMMA tab gives each instruction's variant; the Summary its shared memory.",
-                 "wgmma can take operand A from registers when A is a register fragment laid out as it wants.",
-                 "P = T.alloc_fragment(...) instead of T.alloc_shared(...)."),
-          solution=GIVEN_08_4.format(p_alloc="T.alloc_fragment"),
-          answer_name="my_flash",
-          given=GIVEN_08_4.format(p_alloc="T.alloc_shared"),
-          reveal=lambda answer: _reveal_flash(inspect(answer(**FLASH_SIZE), "sm_90a")))
-def _keep_p(answer: Any) -> str:
-    report = inspect(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), "sm_90a")
-    loaded = {}
-    for op in report.lowering.ops:
-        if op.op.startswith("T.copy ") and "->" in op.op:
-            src, dst = (p.strip() for p in op.op[len("T.copy "):].split("->"))
-            loaded[src] = dst
-    gemms = _gemm_ops(report)
-    expect(len(gemms) == 2 and len(report.wgmma) >= 2, "the kernel should still issue its two GEMMs on wgmma")
-    variants = {(w.b.buffer if w.b is not None else None): w.variant for w in report.wgmma}
-    v_buffer, k_buffer = loaded.get("V"), loaded.get("K")
-    expect(v_buffer in variants and k_buffer in variants, "K and V should still be loaded into shared memory by "
-                                                          "T.copy and read by the two GEMMs")
-    expect(variants[k_buffer] == "ss", "S = Q K^T should still read both operands from shared memory")
-    expect(variants[v_buffer] == "rs", "O += P V still reads P from shared memory (wgmma_ss): where does P live?")
-    expect(not report.problems, "the lowered kernel has problems: " + "; ".join(report.problems))
-    given = inspect(build(_given_08_4(), FLASH_SIZE["seq"], FLASH_SIZE["dim"]), "sm_90a")
-    mine = int(report.kernels[0].dynamic_shared_memory_bytes)
-    before = int(given.kernels[0].dynamic_shared_memory_bytes)
-    expect(mine < before, "P is read from registers now, but the kernel asks for as much shared memory as before")
-    right = _flash_on_cpu(answer)
-    gpu = on_gpu(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), torch_attention,
-                 tolerance=ATTENTION_TOLERANCE)
-    return f"O += P V is wgmma_rs; shared memory {before} B -> {mine} B; {right}." + gpu
+    return attention
+"""
 
-
-# the size a flash attention written for a GPU is checked at on the CPU: query and key tiles of
-# different sizes (block_M != block_N), several key blocks so the online softmax rescales
+# the sizes a flash attention written for a GPU is checked at on the CPU: query and key tiles of
+# different sizes (block_M != block_N, both ways), several key blocks so the online softmax
+# rescales, without and with the causal mask
 FLASH_CPU = {"seq": 128, "dim": 32, "block_M": 64, "block_N": 32}
+FLASH_CPU_CAUSAL = {"seq": 128, "dim": 32, "block_M": 32, "block_N": 64, "causal": True}
 
 
 def _flash_on_cpu(answer: Any) -> str:
     """The results part of a flash attention graded for Hopper: its tile program run on the CPU."""
-    import tilelab
 
-    kernel = build(answer, name="my_flash", **FLASH_CPU)
-    result = tilelab.run(kernel, ref=torch_attention, device="cpu", seed=23,
-                         tile=(FLASH_CPU["block_M"], FLASH_CPU["dim"]))
-    where = (f"run on the CPU (the tile program's meaning) at seq={FLASH_CPU['seq']}, dim={FLASH_CPU['dim']} with "
-             f"{FLASH_CPU['block_M']} queries x {FLASH_CPU['block_N']} keys a step")
-    expect(result.passed, f"it lowers as asked, but {where} O is wrong: {where_wrong(result)}. Each row of "
-                          "softmax(Q K^T) sums to 1: look at what happens to acc and row_sum when the row's max "
-                          "grows (the rescale), and at the final division")
-    return f"right on the CPU at seq={FLASH_CPU['seq']} with {FLASH_CPU['block_M']}x{FLASH_CPU['block_N']} tiles"
+    for sizes in (FLASH_CPU, FLASH_CPU_CAUSAL):
+        causal = bool(sizes.get("causal"))
+        kernel = build(answer, name="my_flash", **sizes)
+        where = (f"run on the CPU (the tile program's meaning) at seq={sizes['seq']}, dim={sizes['dim']} with "
+                 f"{sizes['block_M']} queries x {sizes['block_N']} keys a step, causal={causal}")
+        flash_verdict(kernel, sizes["seq"], sizes["dim"], sizes["block_M"], sizes["block_N"], causal, where,
+                      tolerance=ATTENTION_TOLERANCE, half=True)
+    return (f"right on the CPU at seq={FLASH_CPU['seq']} with {FLASH_CPU['block_M']}x{FLASH_CPU['block_N']} tiles "
+            f"and, causal, with {FLASH_CPU_CAUSAL['block_M']}x{FLASH_CPU_CAUSAL['block_N']}")
 
 
-def _given_08_4() -> Any:
-    return define(GIVEN_08_4.format(p_alloc="T.alloc_shared"), "my_flash", "08.4")
+def _lowered_for_hopper(report: Any) -> str:
+    """How a flash attention lowered for sm_90a: TMA loads of K and V, both GEMMs on wgmma, the
+    second reading P from registers."""
+    loaded = {}
+    for op in report.lowering.ops:
+        if op.op.startswith("T.copy ") and "->" in op.op:
+            src, dst = (p.strip() for p in op.op[len("T.copy "):].split("->"))
+            loaded[src] = (dst, op.path)
+    gemms = _gemm_ops(report)
+    expect(len(gemms) == 2, f"the kernel issues {len(gemms)} T.gemm; flash attention has two: S = Q K^T and "
+                            "O += P V")
+    for name in ("Q", "K", "V"):
+        dst, path = loaded.get(name, (None, ""))
+        if dst is None:
+            raise Wrong(f"right on the CPU, but no T.copy loads {name}'s block into a buffer of the kernel")
+        if not path.startswith("TMA"):
+            raise Wrong(f"right on the CPU, but {name}'s copy lowered to {path}, not a TMA bulk copy: TMA writes "
+                        "shared memory (T.alloc_shared)")
+    expect(report.wgmma, "right on the CPU, but neither GEMM lowered to wgmma: both read their operand B from "
+                         "shared memory and accumulate in a float32 fragment")
+    variants = {(w.b.buffer if w.b is not None else None): w.variant for w in report.wgmma}
+    k_buffer, v_buffer = loaded["K"][0], loaded["V"][0]
+    expect(k_buffer in variants and v_buffer in variants, "right on the CPU, but the two GEMMs do not both lower to "
+                                                          "wgmma reading K's and V's blocks from shared memory")
+    expect(variants[k_buffer] == "ss", "S = Q K^T should read both operands from shared memory (wgmma_ss)")
+    expect(variants[v_buffer] == "rs", "O += P V reads P from shared memory (wgmma_ss): P is computed in the loop, "
+                                       "from S; keep it in registers (a fragment) so that wgmma_rs reads it there")
+    expect(int(report.lowering.stages or 1) >= 2, "the key loop is not pipelined: T.Pipelined(steps, num_stages=2) "
+                                                  "lets the next blocks' loads fly while this one computes")
+    expect(not report.problems, "the lowered kernel has problems: " + "; ".join(report.problems))
+    return (f"S = Q K^T is wgmma_ss and O += P V wgmma_rs, K and V loaded by TMA in a {report.lowering.stages}-stage "
+            "loop")
+
+
+@exercise("08.4", "the same body for Hopper",
+          question="Write my_flash(seq, dim, block_M=64, block_N=64, num_stages=2, threads=128, causal=False): your "
+                   "08.1 forward pass for sm_90a, fp16 in and out. Q's, K's and V's blocks in shared memory (TMA "
+                   "loads), the key loop pipelined, both GEMMs on wgmma, the second reading the fp16 weights P from "
+                   "registers. The check runs it on the CPU (without and with the causal mask, block_M != block_N) "
+                   "and reads how it lowered for sm_90a.",
+          kind="writes",
+          hints=("The loop body is 08.1's. What changes is where the tiles live: T.alloc_shared for the blocks "
+                 "T.copy loads (TMA writes shared memory), T.alloc_fragment for what is computed.",
+                 "wgmma multiplies fp16: S stays float32 (the scores and the softmax), and P = "
+                 "T.alloc_fragment((block_M, block_N), T.float16) takes T.copy(S, P) before T.gemm(P, V_s, acc).",
+                 "for kb in T.Pipelined(steps, num_stages=num_stages), with steps as in 08.1; "
+                 "lesson.flash_forward is the kernel without the causal mask."),
+          solution=HOPPER_SOLUTION, answer_name="my_flash", given=GIVEN_08_4,
+          reveal=lambda answer: _reveal_flash(inspect(answer(**FLASH_SIZE, causal=True), "sm_90a")))
+def _hopper(answer: Any) -> str:
+    right = _flash_on_cpu(answer)
+    report = inspect(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], causal=True, name="my_flash"), "sm_90a")
+    lowered = _lowered_for_hopper(report)
+    gpu = on_gpu(build(answer, FLASH_SIZE["seq"], FLASH_SIZE["dim"], name="my_flash"), torch_attention,
+                 tolerance=ATTENTION_TOLERANCE)
+    return f"{right}; {lowered}." + gpu
 
 
 wrong_answers = {
-    "08.1": (SCALAR_SOLUTION.replace("s[k] = s[k] * scale", "s[k] = s[k]"),
-             SCALAR_SOLUTION.replace("T.exp(s[k] - best[0])", "T.exp(s[k])"),
-             SCALAR_SOLUTION.replace("O[q, d] = O[q, d] / total[0]", "O[q, d] = O[q, d]"),
-             SCALAR_SOLUTION.replace("with T.Kernel(seq) as q:", "with T.Kernel(seq // 2) as q:")),
+    "08.1": (FLASH_CPU_SOLUTION.replace("acc[i, j] = acc[i, j] / row_sum[i]", "acc[i, j] = acc[i, j]"),
+             FLASH_CPU_SOLUTION.replace("clear=False", "clear=True")),
     "08.2": ('answer_08_2 = "Q_s"', 'answer_08_2 = "S"', 'answer_08_2 = "V_s"'),
     "08.3": ("answer_08_3 = 24576", "answer_08_3 = 49152", "answer_08_3 = 32768"),
-    "08.4": (GIVEN_08_4.format(p_alloc="T.alloc_shared").replace("num_stages=2, threads=128",
-                                                                "num_stages=1, threads=128"),),
+    "08.4": (HOPPER_SOLUTION.replace("P = T.alloc_fragment", "P = T.alloc_shared"),),
 }
