@@ -18,7 +18,7 @@ def gemm(M=256, N=256, K=256, bM=128, bN=128, bK=32, threads=128, a_dtype=T.floa
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
                 T.copy(A[by * bM, ko * bK], A_s)
                 T.copy(B[ko * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_l)  # <- mixed-dtype-gemm no-warp-partition feature-newer-arch mma-dtype mma-tile-shape threads-below-wavefront
+                T.gemm(A_s, B_s, C_l)  # <- mixed-dtype-gemm no-warp-partition feature-newer-arch mma-dtype mma-tile-shape threads-below-wavefront mma-accumulator-dtype
             T.copy(C_l, C[by * bM, bx * bN])
 
     return k
@@ -579,6 +579,26 @@ def int4_product_on_mi300():
     return gemm(a_dtype=T.int4, b_dtype=T.int4, acc=T.int32)
 
 
+def int4_sums_on_mi300():
+    """A GEMM of float16 operands summed into an int4 accumulator, which no matrix instruction writes."""
+    return gemm(acc=T.int4)
+
+
+def row_maxima_start_at_fp8_infinity():
+    """A running row maximum kept in float8_e4m3fn, which has no infinity, starts at -infinity."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            f = T.alloc_fragment((64, 64), T.float32)
+            m = T.alloc_fragment((64,), T.float8_e4m3fn)
+            T.copy(A, f)
+            T.fill(m, -T.infinity(T.float8_e4m3fn))  # <- no-infinity-dtype
+            T.reduce_max(f, m, dim=1, clear=False)
+            T.copy(m, B)
+
+    return k
+
+
 def k_step_of_40():
     """block_K=40: not a whole number of 16-deep fp16 MMA steps."""
     return gemm(bK=40)
@@ -689,6 +709,33 @@ def tile_plus_its_transpose():
     return k
 
 
+def scores_handed_to_the_next_gemm():
+    """S = Q K^T then S @ V with S copied into a register fragment P: the first GEMM's default
+    (Square) policy splits S's columns over warps, and P as the second GEMM's A operand needs
+    whole rows in one warp."""
+    @T.prim_func
+    def k(Q: T.Tensor((64, 32), T.float16), K: T.Tensor((64, 32), T.float16), V: T.Tensor((64, 32), T.float16),
+          Out: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _bx:
+            Q_s = T.alloc_shared((64, 32), T.float16)
+            K_s = T.alloc_shared((64, 32), T.float16)
+            V_s = T.alloc_shared((64, 32), T.float16)
+            S = T.alloc_fragment((64, 64), T.float32)
+            P = T.alloc_fragment((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 32), T.float32)
+            T.copy(Q, Q_s)
+            T.copy(K, K_s)
+            T.copy(V, V_s)
+            T.clear(S)
+            T.gemm(Q_s, K_s, S, transpose_B=True)
+            T.copy(S, P)  # <- gemm-operand-layout
+            T.clear(acc)
+            T.gemm(P, V_s, acc)
+            T.copy(acc, Out)
+
+    return k
+
+
 # cause id -> (factory, target, the pass that fails; "elaboration" while the prim_func is built).
 # copy_with_extra_arguments (wrong-arguments) fails while the cell runs, before there is a kernel to
 # inspect: tests build it as the magic runs a cell.
@@ -739,4 +786,7 @@ KERNELS = {
     "codegen-intrinsic": (assert_on_mi300, "gfx942", "codegen"),
     "parallel-layout-not-injective": (pairs_folded_onto_one_column, "sm_90a", "tl.LayoutInference"),
     "parallel-layout-conflict": (tile_plus_its_transpose, "sm_90a", "tl.LayoutInference"),
+    "gemm-operand-layout": (scores_handed_to_the_next_gemm, "sm_80", "tl.LayoutInference"),
+    "mma-accumulator-dtype": (int4_sums_on_mi300, "gfx942", "tl.LayoutInference"),
+    "no-infinity-dtype": (row_maxima_start_at_fp8_infinity, "sm_90a", "tl.LowerIntrin"),
 }

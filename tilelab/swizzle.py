@@ -993,8 +993,9 @@ def bank_conflicts(tile: SharedTile, pattern: str = "column_read", *, row: int =
 
     accesses = []
     by_phase: dict[int, list[list[int]]] = {}
-    for t, r, c, ph in cells:
-        byte = int(tile.byte_offset(r, c))
+    # every thread's offset in one call (the explorer redraws the per-mode table on each change)
+    offsets = tile.byte_offset(np.array([cell[1] for cell in cells]), np.array([cell[2] for cell in cells]))
+    for (t, r, c, ph), byte in zip(cells, offsets.tolist()):
         first = (byte + tile.base) // BANK_BYTES
         if width >= BANK_BYTES:
             aligned = (byte + tile.base) & ~(width - 1)

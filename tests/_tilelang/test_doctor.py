@@ -607,3 +607,27 @@ def test_the_mechanism_names_what_collides_conflicts_or_does_not_divide(failures
     assert "64-lane" in failures["threads-below-wavefront"].diagnosis.advice or "64" in said["threads-below-wavefront"]
     assert "A_t (local) is not" in said["scope-for-op"]
     assert "tl.device_assert" in said["codegen-intrinsic"]
+    # which GEMM laid out each fragment, and why the layouts differ: the first GEMM's warp split
+    assert "S is the accumulator of T.gemm" in said["gemm-operand-layout"]
+    assert "P is the A operand, in registers, of T.gemm" in said["gemm-operand-layout"]
+    assert "128 threads split 2 x 2 warps" in said["gemm-operand-layout"]
+    assert "GemmWarpPolicy.FullRow" in failures["gemm-operand-layout"].diagnosis.advice
+    assert "accumulates into C_l, a int4 fragment" in said["mma-accumulator-dtype"]
+    assert "writes an infinity into m, a float8_e4m3fn buffer" in said["no-infinity-dtype"]
+
+
+def test_an_operand_in_the_wrong_memory_is_found_on_the_gemm_that_has_it():
+    """TileLang's trace names T.gemm, and the failure is placed on the first; the second has the
+    operand in thread-private memory: the cause and the line are the second's."""
+    shared, fragment = "shared.dyn", "local.fragment"
+    first = _doctor.TileSite("T.gemm", 10, "k.py", (("Q_s", "float16", shared, "(64, 64)"),
+                                                    ("K_s", "float16", shared, "(64, 64)"),
+                                                    ("S", "float32", fragment, "(64, 64)")), "T.gemm(Q_s, K_s, S)")
+    second = _doctor.TileSite("T.gemm", 14, "k.py", (("P", "float16", "local", "(64, 64)"),
+                                                     ("V_s", "float16", shared, "(64, 64)"),
+                                                     ("acc", "float32", fragment, "(64, 64)")), "T.gemm(P, V_s, acc)")
+    diagnosis = _doctor.diagnose("a sentence tilelab has never read", "", pass_name="tl.LayoutInference",
+                                 target_family="cuda", sites=(first, second), line=("k.py", 10, first.text),
+                                 target="sm_80", threads=128)
+    assert diagnosis.cause == "scope-for-op" and diagnosis.line[1] == 14, diagnosis
+    assert "P (local) is not" in diagnosis.meaning

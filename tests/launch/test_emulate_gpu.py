@@ -102,3 +102,31 @@ def test_regression_kernels_agree():
     assert compared == 2048 and worst == 0.0
     compared, worst = _both_ways(ek.reshaped_view_copy, [(64, 128)] * 2, [torch.float16] * 2, ["Y"], [0, 3])
     assert compared == 4096 and worst == 0.0
+
+
+def test_thread_level_kernels_agree():
+    """Kernels that say which thread does what (the thread-level rule: loops over the block's
+    threads split at barriers, all-reduces and shuffles through staging) compute on the CPU what
+    the GPU's threads compute."""
+    import thread_kernels as th
+
+    compared, worst = _both_ways(th.strided_scale(N=1000), [(1000,), (1000,)], [torch.float32] * 2, ["Y"], [0, 1])
+    assert compared == 1000 and worst < 1e-6
+    compared, _ = _both_ways(th.block_sum_share(rows=4, per=256, threads=64), [(4, 256), (4,), (4, 64)],
+                             [torch.float32] * 3, ["S", "P"], [0, 3], reduction=256)
+    assert compared == 2 + 2 * 64
+    compared, _ = _both_ways(th.gemv_allreduce(N=64, K=256), [(64, 256), (256,), (64,)],
+                             [torch.float16, torch.float16, torch.float32], ["y"], [0, 15], reduction=256)
+    assert compared == 8
+    compared, worst = _both_ways(th.warp_max(N=512), [(512,), (4,)], [torch.float32] * 2, ["M"], [0, 3])
+    assert compared == 2 and worst == 0.0
+
+
+def test_split_k_atomic_outputs_agree():
+    """Outputs written only by atomic adds start at zero on the CPU path (they are not poisoned):
+    every block of a split-K GEMM run on both, the sums agree."""
+    import cpu_path_kernels as ck
+
+    compared, _ = _both_ways(ck.splitk_gemm(M=64, N=64, K=128), [(64, 128), (128, 64), (64, 64)],
+                             [torch.float16, torch.float16, torch.float32], ["C"], None, reduction=128)
+    assert compared == 64 * 64

@@ -305,3 +305,56 @@ def test_wgmma_overlay_is_legible_legend_on_top_caption_within_width():
     assert labels and int(labels.group(1)) >= 12  # the chunk digits
     cells = re.findall(r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)" height="([\d.]+)"', text)
     assert min(float(h) for w, h in cells) >= 16 and height > 300
+
+
+def _full_cells(root: ET.Element) -> dict[tuple[float, float], tuple[str, float]]:
+    """The explicit picture's cells: the fill at each cell's centre, and the cell's left edge."""
+    fills = {}
+    for row in root.find(f".//{NS}g[@class='tlcells']"):
+        y = float(re.search(r"translate\(0 ([\d.]+)\)", row.get("transform")).group(1))
+        for rect in row.iter(f"{NS}rect"):
+            x, w, h = (float(rect.get(k)) for k in ("x", "width", "height"))
+            fills[(x + w / 2, y + h / 2)] = (rect.get("fill"), x)
+    return fills
+
+
+def _preview_fill(root: ET.Element, x: float, y: float) -> str | None:
+    """The fill of the preview's path whose run holds (x, y)."""
+    for path in root.iter(f"{NS}path"):
+        for x0, y0, w, h in re.findall(r"M([\d.]+) ([\d.]+)h([\d.]+)v([\d.]+)h-[\d.]+z", path.get("d", "")):
+            if float(x0) <= x <= float(x0) + float(w) and float(y0) <= y <= float(y0) + float(h):
+                return path.get("fill")
+    return None
+
+
+@pytest.mark.parametrize("dtype,color_by", [("float16", "chunk"), ("float64", "bank"), ("int8", "bank")])
+def test_the_preview_looks_as_the_full_picture_in_a_few_elements(dtype, color_by):
+    """The explorer's preview (shown while its controls move) has the full picture's size, words,
+    numbers and the colour of every cell, with its cells' white borders, in a few elements and
+    without hover rules or titles; the full picture keeps an element and a title per cell."""
+    cols = {"float16": 64, "float64": 16, "int8": 128}[dtype]
+    tile = sw.SharedTile(16, cols, dtype, "128B")
+    report = sw.bank_conflicts(tile, "column_read")
+    options = {"color_by": color_by, "report": report, "highlight": {"row": 2}, "max_rows": 32, "fit_width": 540}
+    full, preview = svg.tile_svg(tile, **options), svg.tile_svg(tile, preview=True, **options)
+    a, b = _parse(full), _parse(preview)
+    assert [a.get(k) for k in ("width", "height", "viewBox")] == [b.get(k) for k in ("width", "height", "viewBox")]
+    assert b.get("class") == "tl-preview" and a.get("class") is None
+    where = [[(t.get("x"), t.get("y"), "".join(t.itertext())) for t in r.iter(f"{NS}text")] for r in (a, b)]
+    assert where[0] == where[1]  # every caption and cell number, at the same place
+    fills = _full_cells(a)
+    assert len(fills) == len(list(a.iter(f"{NS}title"))) == 16 * cols * sw.dtype_bytes(dtype) // max(
+        4, sw.dtype_bytes(dtype))  # a rect and a title per 4-byte word (per element of 8 bytes)
+    sample = list(fills.items())[:: max(1, len(fills) // 97)]
+    assert all(_preview_fill(b, x, y) == fill for (x, y), (fill, _) in sample)
+    # the borders: where each cell's rect had its white stroke, one path of lines
+    borders = [p for p in b.iter(f"{NS}path") if p.get("stroke") == "#fff"]
+    assert len(borders) == 1
+    lines = {round(float(v), 1) for v in re.findall(r"M([\d.]+) [\d.]+V", borders[0].get("d"))}
+    assert {round(left, 1) for _, left in fills.values()} <= lines
+    assert sum(1 for _ in b.iter()) < 140 < sum(1 for _ in a.iter())
+    assert b.find(f"{NS}style") is None and b.find(f".//{NS}title") is None
+    # and the outlines (the accesses, the highlighted row) are the same
+    outline = [sorted((r.get("x"), r.get("y"), r.get("width")) for r in t.iter(f"{NS}rect") if r.get("fill") == "none")
+               for t in (a, b)]
+    assert outline[0] == outline[1] and outline[0]

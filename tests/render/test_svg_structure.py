@@ -149,8 +149,10 @@ def test_a_wgmma_operand_picture_outlines_the_core_matrices_one_instruction_read
     assert all(float(r.get("width")) == pytest.approx(cw) and float(r.get("height")) == pytest.approx(band)
                for r in outlines)
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    assert "SBO 1024 B (enc 64): next 8 rows of MN" in texts
-    assert "LBO: next 16 B of K (unused when swizzled; enc 1)" in texts
+    # the arrows' words below the grid, led by their direction (the picture fits a laptop's output)
+    assert "\u2193 (right of the grid) SBO 1024 B (enc 64): next 8 rows of MN" in texts
+    assert "\u2192 LBO: next 16 B of K (unused when swizzled; enc 1)" in texts
+    assert float(root.get("width")) <= 480
     assert "compiler's descriptor agrees with tilelab" in texts
     differs = wgmma_operand_svg(desc, compiler=WgmmaOperand("A_shared", 1, 1, 32, "K"))
     assert "compiler emitted layout_type 1, LBO 1, SBO 32: differs from tilelab" in differs

@@ -429,8 +429,12 @@ _PICTURES = """r => [...r.querySelectorAll('.tl-panel svg')].filter(s => s.getBo
   const scale = box.width / (s.viewBox.baseVal && s.viewBox.baseVal.width || box.width);
   const sizes = [...s.querySelectorAll('text')].filter(t => t.getBoundingClientRect().width > 0)
     .map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+  const scroller = s.parentElement.closest('.tl-scroll');
   return {label: s.getAttribute('aria-label'), width: box.width, box: Math.min(holder.width,
-          r.getBoundingClientRect().width), text: sizes.length ? Math.min(...sizes) : 99};
+          r.getBoundingClientRect().width), text: sizes.length ? Math.min(...sizes) : 99,
+          // a picture wider than its box scrolls inside a box of its own, no wider than the page
+          scrolls: !!scroller && getComputedStyle(scroller).overflowX === 'auto'
+                   && scroller.getBoundingClientRect().right <= r.getBoundingClientRect().right + 1};
 })"""
 
 
@@ -445,20 +449,27 @@ def test_at_a_laptop_width_no_picture_is_wider_than_its_box_and_no_text_is_under
         if details.is_visible():  # every layout, and its bank picture, open and drawn
             details.locator(":scope > summary").click()
             opened.append(details)
-    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour:not([open])").all():
-        if details.is_visible():
-            details.locator(":scope > summary").click()
+    # the folded pictures too (drawn by the page when opened): bank colours, WGMMA core matrices
+    panel = inspector.locator(".tl-panel:visible").first
+    lazy = panel.evaluate("p => { const ds = [...p.querySelectorAll('details.tl-lazy:not([open])')]"
+                          ".filter(d => d.offsetParent); ds.forEach(d => { d.dataset.tlOpened = '1';"
+                          " d.querySelector(':scope > summary').click(); }); return ds.length; }")
+    assert lazy >= 3  # each layout's bank colours, each WGMMA operand's core matrices
     inspector.locator(".tl-panel:visible details.tl-bank-colour svg").first.wait_for(timeout=10_000)
+    inspector.locator(".tl-panel:visible .tl-wgmma-overlay svg").first.wait_for(timeout=10_000)
     pictures = inspector.evaluate(_PICTURES)
-    assert len(pictures) >= 4 and any(p["label"].startswith("B_shared") for p in pictures), pictures
-    inspector.locator(".tl-panel:visible").first.scroll_into_view_if_needed()
+    assert len(pictures) >= 6 and any(p["label"].startswith("B_shared") for p in pictures), pictures
+    assert sum(p["label"].startswith("WGMMA operand") for p in pictures) >= 2, pictures
+    inspector.locator(".tl-panel:visible .tl-wgmma-overlay").first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "layouts-1000-filebrowser.png"))
-    wide = [p for p in pictures if p["width"] > p["box"] + 1]
+    # no picture wider than its box, but one in a scroller of its own (its text kept at 10 px)
+    wide = [p for p in pictures if p["width"] > p["box"] + 1 and not p["scrolls"]]
     small = [p for p in pictures if p["text"] < 9.9]
     assert not wide, wide
     assert not small, small
-    for details in inspector.locator(".tl-panel:visible details.tl-bank-colour[open]").all():
-        details.locator(":scope > summary").click()
+    _no_overflow(inspector)
+    panel.evaluate("p => p.querySelectorAll('details[data-tl-opened]').forEach(d => {"
+                   " d.open = false; delete d.dataset.tlOpened; })")
     for details in reversed(opened):
         if details.get_attribute("open") is not None:
             details.locator(":scope > summary").click()

@@ -183,6 +183,24 @@ def _explorer_and_comparison_read(page, explorer, shots: Path, size: str) -> Non
             assert pic["width"] <= pic["holder"] + 1, (size, what, pic)
     explorer.screenshot(path=str(shots / f"explorer-{size}.png"))
     comparison.screenshot(path=str(shots / f"comparison-{size}.png"))
+    _explorer_hover(page, explorer)
+
+
+def _explorer_hover(page, explorer) -> None:
+    """The live picture (the full one, once the preview has been replaced) hovers by the rules the
+    widget holds once: hovering a cell strokes every cell of its bank, and no other."""
+    picture = explorer.locator("svg.tl-hg").first
+    picture.wait_for(timeout=30_000)
+    cell = picture.locator(".tlgroups > g.b5 > rect").nth(2)
+    cell.scroll_into_view_if_needed()
+    cell.hover()
+    page.wait_for_timeout(200)
+    strokes = picture.evaluate("s => ['b5', 'b6'].map(b => [...s.querySelectorAll('.tlgroups > g.' + b + ' > rect')]"
+                               ".map(r => getComputedStyle(r).strokeWidth))")
+    same, other = strokes
+    assert len(same) >= 8 and set(same) == {"2.5px"}, same[:4]
+    assert other and "2.5px" not in other, other[:4]
+    page.mouse.move(0, 0)
 
 
 def _restart_shows_the_static_explorer(page, url: str, shots: Path) -> None:

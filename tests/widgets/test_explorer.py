@@ -9,6 +9,7 @@ pytest.importorskip("ipywidgets")
 import ipywidgets as widgets
 
 import tilelab
+from tilelab.render import svg
 from tilelab.widgets.explorer import SwizzleExplorer, swizzle_explorer
 
 
@@ -17,10 +18,12 @@ def test_public_entry_point_and_layout():
     assert isinstance(w, SwizzleExplorer) and isinstance(w, widgets.VBox)
     assert tilelab.swizzle_explorer is swizzle_explorer
     kinds = [type(c).__name__ for c in w.children]
-    assert kinds == ["HBox", "HBox", "HBox", "HBox", "HTML", "HTML", "HTML"]
+    assert kinds == ["HBox", "HBox", "HBox", "HBox", "HTML", "HTML", "HTML", "HTML"]
+    # the last: the pictures' hover rules, on the page once, never drawn
+    assert w.children[-1].value == svg.HOVER_CSS and w.children[-1].layout.display == "none"
     assert w.hover.value == "bank" and w.hover in w.children[3].children
     # the verdict and the per-mode comparison come before the picture; no unexplained labels
-    assert list(w.children[4:]) == [w.conflicts, w.comparison, w.picture]
+    assert list(w.children[4:7]) == [w.conflicts, w.comparison, w.picture]
     assert w.index.description != "#" and "thread" in w.index.description
     assert not [c for c in w.children for c in getattr(c, "children", ()) if type(c).__name__ == "ToggleButtons"]
     assert w.picture.value.startswith("<svg") and "32x64 float16, 128B swizzle" in w.picture.value
@@ -87,21 +90,46 @@ def test_state_the_front_end_would_receive():
 
 
 def test_hover_is_pure_css_in_the_picture_and_the_buttons_choose_it():
-    import re
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+
+    def groups(picture: str) -> dict[str, list[str]]:
+        """The hover groups of a picture: each group's class and its cells' classes."""
+        cells = ET.fromstring(picture).find(f".//{ns}g[@class='tlcells tlgroups']")
+        return {g.get("class"): [r.get("class") for r in g.iter(f"{ns}rect")] for g in cells}
 
     w = swizzle_explorer()  # the default 32x64 fp16 128B tile
     pic = w.picture.value
-    uid = re.search(r'<svg [^>]*id="(tl[0-9a-f]+)"', pic).group(1)
-    assert f"#{uid}:has(.b5:hover) .b5{{" in pic  # bank hover by default
+    # no <style> and no :has() in the widget's picture: its cells are gathered by hover group and
+    # one plain rule, on the page once (the widget holds it), strokes the hovered group
+    assert pic.startswith('<svg class="tl-hg" ') and "<style>" not in pic
+    assert "svg.tl-hg .tlgroups > g:hover > rect{" in svg.HOVER_CSS and ":has(" not in svg.HOVER_CSS
+    by_bank = groups(pic)  # bank hover by default: a group per bank, each cell of that bank in it
+    assert sorted(by_bank) == sorted(f"b{b}" for b in range(32))
+    assert all(len(cells) == 32 and all(c.split()[1] == bank for c in cells) for bank, cells in by_bank.items())
+    # the picture that stands alone (the static view) carries the same rules before it
+    assert w.static_picture() == svg.HOVER_CSS + pic
     # every cell of the default tile has a title: 32 rows x 32 four-byte words (two fp16 each)
     assert pic.count("<title>") == 32 * 32
     assert "<title>(1, 0-1): byte 144, bank 4, chunk 1</title>" in pic  # row 1: chunk 0 ^ 1
     w.hover.value = "chunk"
-    assert ":has(.k5:hover) .k5{" in w.picture.value and ":has(.b5:hover)" not in w.picture.value
+    by_chunk = groups(w.picture.value)
+    assert sorted(by_chunk) == [f"k{k}" for k in range(8)]
+    assert all(len(cells) == 128 and all(c.split()[0] == k for c in cells) for k, cells in by_chunk.items())
     w.hover.value = "row"
-    assert "g.tlcells > g:hover > rect{" in w.picture.value
+    assert sorted(groups(w.picture.value), key=lambda r: int(r[1:])) == [f"r{i}" for i in range(32)]
     w.hover.value = "none"
-    assert "<style>" not in w.picture.value
+    assert w.picture.value.startswith("<svg xmlns")  # no rule applies
+    # a float64 cell spans two banks: hovering it strokes both banks' cells
+    w.dtype.value, w.cols.value, w.hover.value = "float64", 16, "bank"
+    pairs = groups(w.picture.value)
+    assert sorted(pairs) == sorted(f"b{b} b{b + 1}" for b in range(0, 32, 2))
+    assert all(c.endswith(pair) for pair, cells in pairs.items() for c in cells)
+    # a large tile hovers rows: the rows of one pattern in one group
+    w.dtype.value, w.rows.value, w.cols.value = "float16", 256, 256
+    assert w.picture.value.startswith('<svg class="tl-hu" ') and '<g class="tlrows"><g class="p0">' in w.picture.value
+    w.dtype.value, w.rows.value, w.cols.value = "float16", 32, 64
     # the keyboard path is unchanged: dropdown + index outline a row
     w.highlight.value = "row"
     w.index.value = 2
@@ -165,12 +193,12 @@ def test_the_bundle_carries_a_static_view_of_the_current_state_beside_the_widget
     page = bundle["text/html"]
     assert "<script" not in page and 'class="tl-explorer-static"' in page
     # the verdict, the per-mode table and the picture, exactly as the widget's views hold them
-    assert w.conflicts.value in page and w.comparison.value in page and w.picture.value in page
+    assert w.conflicts.value in page and w.comparison.value in page and w.static_picture() in page
     report = w.state()["report"]
     assert f"<b>{report.wavefronts} wavefront(s)</b>" in page and "8-way bank conflict" in page
     assert _static_svg(page).get("aria-label") == "16x64 float16, NONE swizzle shared layout"
     # where the output is sanitised (an untrusted notebook) the picture, hidden inline, is one line
-    assert '<div class="tl-pic-live" style="display:none"><svg' in page.replace(w.comparison.value, "")
+    assert f'<div class="tl-pic-live" style="display:none">{svg.HOVER_CSS}<svg' in page.replace(w.comparison.value, "")
     assert "the explorer picture is left out here" in page and "Trust Notebook" in page
     # a change of the controls changes the static view with it
     w.swizzle.value = "128B"
@@ -199,7 +227,7 @@ def test_shown_in_a_notebook_the_static_view_has_its_own_output_kept_current(mon
     w._ipython_display_()
     (kind1, static, raw1), (kind2, widget, raw2) = published
     assert kind1 == kind2 == "display" and raw1 and raw2
-    assert set(static) == {"text/html", "text/plain"} and w.picture.value in static["text/html"]
+    assert set(static) == {"text/html", "text/plain"} and w.static_picture() in static["text/html"]
     assert set(widget) == {"text/plain", WIDGET_VIEW} and "controls" in widget["text/plain"]
     w.dtype.value = "float32"  # the saved notebook holds the last picture, not the first
     kind, update, raw = published[-1]
@@ -266,5 +294,41 @@ def test_in_a_running_event_loop_the_static_view_follows_once_the_controls_rest(
                 break
             await asyncio.sleep(0)
         assert len(updates) == 1 and "32x64 bfloat16, 128B swizzle" in updates[0]
+
+    asyncio.run(explore())
+
+
+def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_picture(monkeypatch):
+    """In a kernel a change sends the picture as its few-element preview at once, and the full
+    picture (hover and a title per cell) once the controls rest: one, for several changes."""
+    import asyncio
+
+    import tilelab.widgets.explorer as explorer_module
+    from tilelab.render import svg as svg_module
+
+    monkeypatch.setattr(explorer_module, "SETTLE_S", 0.0)
+    drawn = []
+    real = svg_module.tile_svg
+    monkeypatch.setattr(svg_module, "tile_svg", lambda *a, **k: drawn.append(k.get("preview", False)) or real(*a, **k))
+
+    async def explore() -> None:
+        w = swizzle_explorer()
+        for mode in ("NONE", "64B", "32B"):
+            w.swizzle.value = mode
+            assert w.picture.value.startswith('<svg class="tl-preview"') and "<title>" not in w.picture.value
+        assert "32B swizzle" in w.picture.value
+        for _ in range(100):
+            if "<title>" in w.picture.value:
+                break
+            await asyncio.sleep(0)
+        full = w.picture.value
+        assert "<title>(0, 0-1): byte 0, bank 0, chunk 0</title>" in full and "tl-preview" not in full
+        assert full == svg_module.tile_svg(w.state()["tile"], report=w.state()["report"], max_rows=32,
+                                           fit_width=explorer_module.PICTURE_WIDTH, shared_style=True)
+        # the constructor's and three changes' previews, then one full picture (and the check above)
+        assert drawn == [True, True, True, True, False, False]
+        # the static view (a saved notebook, an export) always holds the full picture
+        w.swizzle.value = "128B"
+        assert "tl-preview" in w.picture.value and "<title>" in w.static_html() and "tl-preview" not in w.static_html()
 
     asyncio.run(explore())

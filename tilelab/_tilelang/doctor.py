@@ -499,6 +499,9 @@ MECHANISMS = {
     "gemm-k-mismatch": "T.gemm operands whose K extents differ",
     "copy-between-memories": "a tile operation between memories it does not connect",
     "codegen-intrinsic": "an intrinsic the target's code generator has no translation for",
+    "gemm-operand-layout": "a GEMM's accumulator handed to another GEMM in registers of another layout",
+    "mma-accumulator-dtype": "a GEMM accumulator of a dtype the matrix instruction does not write",
+    "no-infinity-dtype": "an infinity asked of a dtype that has none",
 }
 for _id, _title in MECHANISMS.items():
     if any(c.id == _id for c in CAUSES):

@@ -401,7 +401,10 @@ def _tile_sites(func: Any) -> tuple[Any, ...]:
                     continue
             body = node.value if isinstance(node, tvm.tirx.Evaluate) else \
                 node if isinstance(node, tvm.tirx.BufferStore) else node.body
-            extra = _loop_facts(tvm, node) if isinstance(node, tvm.tirx.For) else {}
+            extra = _loop_facts(tvm, node) if isinstance(node, tvm.tirx.For) else \
+                _gemm_facts(node.value) if isinstance(node, tvm.tirx.Evaluate) and re.fullmatch(
+                    r"T\.(\w+_)?gemm", op) else \
+                _call_facts(tvm, node.value) if isinstance(node, tvm.tirx.Evaluate) else {}
             sites.append(_doctor.TileSite(op, line, filename, buffers_in(body),
                                           linecache.getline(filename, line).rstrip("\n"), **extra))
     except Exception:  # a kernel the helpers cannot walk: no sites
@@ -448,6 +451,42 @@ def _loop_facts(tvm: Any, loop: Any) -> dict[str, Any]:
         count = len(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else 1
         annotations.append(("statements", str(count)))
     return {"loop_vars": tuple(loop_vars), "accesses": tuple(accesses), "annotations": tuple(annotations)}
+
+
+# TileLang 0.1.15's tile-op call tl.tileop.gemm(A, B, C, trans_A, trans_B, M, N, K, policy, ...); the
+# policy's numbers are its GemmWarpPolicyType (src/op/gemm.h)
+_GEMM_ARGS = ("transpose_A", "transpose_B", "M", "N", "K", "policy")
+_GEMM_POLICIES = {0: "Square", 1: "FullRow", 2: "FullCol", 3: "Free"}
+
+
+def _gemm_facts(call: Any) -> dict[str, Any]:
+    """A T.gemm call's transposes, M, N, K and warp policy as annotations; {} where the call's
+    arguments are not these."""
+    try:
+        values = [int(a) for a in call.args[3:9]]
+    except Exception:
+        return {}
+    if len(values) != len(_GEMM_ARGS):
+        return {}
+    notes = dict(zip(_GEMM_ARGS, (str(v) for v in values)))
+    notes["transpose_A"], notes["transpose_B"] = str(bool(values[0])), str(bool(values[1]))
+    notes["policy"] = _GEMM_POLICIES.get(values[5], str(values[5]))
+    return {"annotations": tuple(notes.items())}
+
+
+def _call_facts(tvm: Any, call: Any) -> dict[str, Any]:
+    """The intrinsics a tile operation's arguments call (T.fill(m, -T.infinity(dtype)) calls
+    tir.infinity), as the annotation ``calls``; {} where they call none."""
+    names: list[str] = []
+
+    def visit(n: Any) -> None:
+        name = str(getattr(getattr(n, "op", None), "name", "")) if isinstance(n, tvm.tirx.Call) else ""
+        if name and not name.startswith("tl.tileop.") and name != "tl.region" and name not in names:
+            names.append(name)
+
+    for arg in getattr(call, "args", ()):
+        tvm.tirx.stmt_functor.post_order_visit(arg, visit)
+    return {"annotations": (("calls", ",".join(names)),)} if names else {}
 
 
 def _calling_line(op: str, kernel_file: str, spans: list[tuple[str, int]], index: int) -> int:

@@ -514,6 +514,175 @@ def _parallel_layout(state: State) -> Finding | None:
     return None
 
 
+# -- dtypes an instruction or intrinsic has no form for ---------------------------------------------------
+# The accumulator dtypes the targets' matrix instructions write (mma.sync, WGMMA, MFMA alike)
+_ACCUMULATORS = ("float32", "float16", "int32")
+
+
+@rule("mma-accumulator-dtype", "a GEMM accumulator of a dtype the matrix instruction does not write")
+def _mma_accumulator(state: State) -> Finding | None:
+    if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp"):
+        return None
+    allowed = _ACCUMULATORS
+    for site in _gemms(state):
+        c = site.buffers[2]
+        # sums of products need range: an integer accumulator narrower than int32 or a float one narrower
+        # than 8 bits has no instruction (float8 accumulators are converted by TileLang's lowering)
+        narrow = _bits(c[1]) < 8 or (c[1].startswith(("int", "uint")) and c[1] != "int32")
+        if _elsewhere(state, site) or c[1] in allowed or not narrow or "tcgen05" in site.op:
+            continue
+        return Finding(
+            "mma-accumulator-dtype", "a GEMM accumulator of a dtype the matrix instruction does not write",
+            meaning=f"{site.op} at line {site.line} accumulates into {c[0]}, a {c[1]} fragment; {state.target}'s "
+                    f"matrix instruction writes its sums as {', '.join(allowed)} (the sum of many products "
+                    f"needs their range), and TileLang has no instruction that accumulates in {c[1]}",
+            advice=f"allocate {c[0]} as T.float32 (T.int32 for integer operands) and convert the result when it "
+                   f"is stored (T.copy into a {c[1]} tile or tensor converts)",
+            evidence=(f"target {state.target}", _site_text(site), f"{c[0]}: {c[1]} in {c[2]}, shape {c[3]}"),
+            site=site)
+    return None
+
+
+# float types with no infinity: the finite-only fp8 formats (and their fnuz variants), fp6 and fp4
+_FINITE = re.compile(r"float8_e4m3(fn|fnuz|b11fnuz)?$|float8_e5m2fnuz$|float8_e8m0fnu$|float6_\w+$|float4_\w+$")
+
+
+@rule("no-infinity-dtype", "an infinity asked of a dtype that has none")
+def _no_infinity(state: State) -> Finding | None:
+    if state.pass_name != "tl.LowerIntrin":
+        return None
+    for site in state.sites:
+        finite = [b for b in site.buffers if _FINITE.match(b[1])]
+        calls = dict(site.annotations).get("calls", "").split(",")
+        if not finite or not (any(c.endswith("infinity") for c in calls) or
+                              re.search(r"\binfinity\s*\(", getattr(site, "text", "") or "")):
+            continue
+        b = finite[0]
+        return Finding(
+            "no-infinity-dtype", "an infinity asked of a dtype that has none",
+            meaning=f"{site.op} at line {site.line} writes an infinity into {b[0]}, a {b[1]} buffer; {b[1]} is a "
+                    "finite-only format (its largest exponent encodes numbers or NaN, not infinity), so there is no "
+                    "value to lower T.infinity to",
+            advice=f"keep {b[0]} in float32 (a running maximum or an accumulator wants the range anyway), or start "
+                   f"from the format's most negative finite value (-T.max_value({b[1]})) instead of -infinity",
+            evidence=(_site_text(site), f"{b[0]}: {b[1]} in {b[2]}, shape {b[3]}"), site=site)
+    return None
+
+
+# -- a GEMM's accumulator handed to another GEMM in registers ------------------------------------------
+def _warp_split(state: State, site: Any) -> tuple[int, int, str] | None:
+    """How T.gemm ``site`` splits the block's warps over its M x N tile, (m_warp, n_warp, instruction),
+    as TileLang 0.1.15 lays out its accumulator: WGMMA on sm_90a (A and B in shared memory, 16- or
+    8-bit, whole warpgroups, M a multiple of 64) gives each warpgroup 64-row slabs; mma.sync elsewhere
+    splits by the GEMM's policy (FullRow: every warp its rows; Square: the split nearest the tile's
+    shape in 16x8 instruction tiles). None where the state does not say."""
+    notes = dict(site.annotations)
+    threads, warp = state.threads or 0, _warp_size(state)
+    m, n = int(notes.get("M", 0)), int(notes.get("N", 0))
+    if not threads or threads % warp or not m or not n or (state.target or "").startswith("gfx"):
+        return None
+    warps, policy = threads // warp, notes.get("policy", "Square")
+    a, b = site.buffers[0], site.buffers[1]
+    if _arch_number(state.target) == 90 and warps % 4 == 0 and m % 64 == 0 and \
+            all(x[2].startswith("shared") and _bits(x[1]) in (8, 16) for x in (a, b)):
+        groups = warps // 4
+        rows = max(g for g in range(1, groups + 1) if groups % g == 0 and m % (64 * g) == 0)
+        if policy == "FullCol":
+            rows = 1
+        return 4 * rows, groups // rows, "WGMMA"
+    if policy == "FullRow":
+        rows = warps if m % (16 * warps) == 0 else max(1, m // 16)
+        return rows, max(1, warps // rows), "mma.sync"
+    if policy == "FullCol":
+        cols = warps if n % (8 * warps) == 0 else max(1, n // 8)
+        return max(1, warps // cols), cols, "mma.sync"
+    best: tuple[float, int, int] | None = None
+    for rows in range(1, min(m // 16, warps) + 1):
+        cols = warps // rows
+        if rows * cols != warps or cols > n // 8:
+            continue
+        balance = abs((m / (rows * 16)) / (n / (cols * 8)) - m / n)
+        if best is None or balance < best[0]:
+            best = (balance, rows, cols)
+    return (best[1], best[2], "mma.sync") if best else None
+
+
+@rule("gemm-operand-layout", "a GEMM's accumulator handed to another GEMM in registers of another layout")
+def _gemm_operand_layout(state: State) -> Finding | None:
+    if state.pass_name != "tl.LayoutInference":
+        return None
+    # a failure the trace places in a tile operation of its own (a T.gemm's operands) is that operation's
+    op = state.tile_op or ""
+    if op.startswith("T.") and op not in ("T.Parallel", "T.copy"):
+        return None
+    gemms = _gemms(state)
+    made = {g.buffers[2][0]: g for g in gemms if g.buffers[2][2] == "local.fragment"}  # accumulator -> its GEMM
+    taken: dict[str, tuple[Any, str]] = {}  # register operand -> (its GEMM, "A" or "B")
+    for g in gemms:
+        for role, x in (("A", g.buffers[0]), ("B", g.buffers[1])):
+            if x[2] == "local.fragment":
+                taken.setdefault(x[0], (g, role))
+    if not made or not taken:
+        return None
+    # where an accumulator meets a register operand: a T.copy between them or a T.Parallel reaching both
+    meetings = []
+    for site in ([state.site] if state.site is not None else []) + list(state.sites):
+        names = [b[0] for b in site.buffers] if site.op == "T.copy" else \
+            [a[0] for a in site.accesses] if site.op == "T.Parallel" else []
+        for c in dict.fromkeys(n for n in names if n in made):
+            for r in dict.fromkeys(n for n in names if n in taken and n != c):
+                if taken[r][0] is not made[c] and (site, c, r) not in meetings:
+                    meetings.append((site, c, r))
+    # TileLang's sentence, as evidence, may name the two fragments: then it is about those
+    known = {b[0] for s in state.sites for b in s.buffers}
+    said = {w for w in re.findall(r"\b\w+\b", state.message) if w in known}
+    for site, c, r in meetings:
+        if said and not {c, r} <= said:
+            continue
+        producer, (consumer, role) = made[c], taken[r]
+        cbuf, rbuf = producer.buffers[2], next(b for b in consumer.buffers if b[0] == r)
+        split = _warp_split(state, producer)
+        reasons, fixes = [], []
+        bits = _bits(rbuf[1])
+        if bits != 16:
+            per = f"{32 // bits} consecutive elements of a row" if bits < 32 else "one element"
+            reasons.append(f"{r} is {rbuf[1]}: as a {bits}-bit {role} operand in registers it holds {per} in each "
+                           f"32-bit register of a thread, while the accumulator {c} holds pairs of consecutive "
+                           "columns, so the two layouts differ in every thread (they agree only for 16-bit operands)")
+            fixes.append(f"make {r} float16 or bfloat16 (the T.copy into it converts)")
+        if split is not None and split[1] > 1:
+            policy = dict(producer.annotations).get("policy", "Square")
+            reasons.append(f"{producer.op} at line {producer.line} computes {c} with {split[2]}, its {state.threads} "
+                           f"threads split {split[0]} x {split[1]} warps over the {cbuf[3]} tile (policy {policy}), so "
+                           f"each row of {c} is spread over {split[1]} warps; as {consumer.op}'s {role} operand in "
+                           f"registers, every row of {r} must be whole in one warp (the warps that share rows hold "
+                           "copies)")
+            fixes.append("give the first GEMM (and the second) policy=T.GemmWarpPolicy.FullRow, so that each "
+                         "warp computes whole rows")
+        if dict(consumer.annotations).get(f"transpose_{role}") == "True":
+            reasons.append(f"{consumer.op} reads {r} transposed (transpose_{role}=True): its register layout is "
+                           f"that of the transpose, and {c}'s is not")
+            fixes.append(f"store {r} the way {consumer.op} reads it and drop transpose_{role}")
+        if not reasons:
+            continue
+        where = f"the T.copy at line {site.line}" if site.op == "T.copy" else f"the T.Parallel loop at line {site.line}"
+        return Finding(
+            "gemm-operand-layout", "a GEMM's accumulator handed to another GEMM in registers of another layout",
+            meaning=f"{c} is the accumulator of {producer.op} at line {producer.line}, so it has that GEMM's "
+                    f"accumulator layout; {r} is the {role} operand, in registers, of {consumer.op} at line "
+                    f"{consumer.line}, so it has that GEMM's {role}-operand layout; {where} moves {c} into {r} "
+                    "element by element, which needs each element of both in the same thread, and layout inference "
+                    "finds the two layouts in conflict: " + "; ".join(reasons),
+            advice="; or ".join(fixes) + f"; or stage {r} through shared memory (T.alloc_shared) so that "
+                   f"{consumer.op} reads it from there",
+            evidence=(_site_text(site), f"{c}: accumulator of {_site_text(producer)}",
+                      f"{r}: {role} operand of {_site_text(consumer)}",
+                      *((f"warps {split[0]} x {split[1]} ({split[2]}), threads {state.threads}",) if split else ()),
+                      f"{r}: {rbuf[1]}, {c}: {cbuf[1]}"),
+            site=site)
+    return None
+
+
 @rule("scope-for-op", "a tile operation given a buffer in a memory it does not take")
 def _scope(state: State) -> Finding | None:
     if state.pass_name not in ("tl.LayoutInference", "tl.LowerTileOp", "elaboration"):
@@ -525,18 +694,22 @@ def _scope(state: State) -> Finding | None:
     if site is None:
         return None
     scopes = [b[2] for b in site.buffers]
-    if re.fullmatch(r"T\.(\w+_)?gemm", site.op) and len(site.buffers) >= 3:
-        a, b, c = site.buffers[:3]
-        wrong = [x for x in (a, b) if x[2] in ("local", "global")]
+    # a failure placed on one GEMM may be another's: TileLang infers every GEMM's layouts in one pass
+    others = [g for g in _gemms(state) if g is not site] if \
+        re.fullmatch(r"T\.(\w+_)?gemm", site.op) or "gemm" in (state.tile_op or "") else []
+    for gemm in [site] + others:
+        if not re.fullmatch(r"T\.(\w+_)?gemm", gemm.op) or len(gemm.buffers) < 3:
+            continue
+        wrong = [x for x in gemm.buffers[:2] if x[2] in ("local", "global")]
         if wrong:
             names = ", ".join(f"{x[0]} ({x[2]})" for x in wrong)
             return Finding(
                 "scope-for-op", "a tile operation given a buffer in a memory it does not take",
-                meaning=f"{site.op} at line {site.line} reads A and B from shared memory (or A from a register "
+                meaning=f"{gemm.op} at line {gemm.line} reads A and B from shared memory (or A from a register "
                         f"fragment), where every thread of the block can reach the tile; {names} is not",
                 advice="allocate the operand with T.alloc_shared (or A with T.alloc_fragment) and T.copy the tile "
                        "into it; T.alloc_local is one thread's private memory",
-                evidence=(_site_text(site), *(f"{x[0]}: {x[2]} {x[3]}" for x in site.buffers[:3])), site=site)
+                evidence=(_site_text(gemm), *(f"{x[0]}: {x[2]} {x[3]}" for x in gemm.buffers[:3])), site=gemm)
     if site.op.startswith("T.reduce") and scopes and any(x == "local" for x in scopes[:2]):
         odd = next(b for b in site.buffers[:2] if b[2] == "local")
         return Finding(
@@ -570,7 +743,7 @@ def _safe(test: Callable[[Any], bool], site: Any) -> bool:
 
 # The order the rules are tried in: what the target lacks first, then what an operation's operands
 # lack (memories, dtypes, shapes), then loops and annotations; the generic layout rule last.
-_ORDER = ("feature-newer-arch", "mma-dtype", "scope-for-op", "accumulator-not-fragment",
+_ORDER = ("feature-newer-arch", "mma-dtype", "mma-accumulator-dtype", "scope-for-op", "accumulator-not-fragment",
           "gemm-k-mismatch", "threads-below-wavefront", "mma-tile-shape",
-          "copy-between-memories", "codegen-intrinsic", "parallel-layout")
+          "copy-between-memories", "codegen-intrinsic", "parallel-layout", "gemm-operand-layout", "no-infinity-dtype")
 RULES.sort(key=lambda r: _ORDER.index(r[0]) if r[0] in _ORDER else len(_ORDER))

@@ -49,6 +49,7 @@ MIN_FONT = 10
 MAX_WIDTH = 1000
 CAPTION_WIDTH = 520  # a narrow picture widens to this for its captions, then wraps them
 COMPARE_WIDTH = 500  # each picture of compare_svg: unscaled in a laptop's notebook output (about 520 px)
+OPERAND_WIDTH = 480  # a WGMMA operand's picture at least (up to 16 chunks: unscaled in a laptop's output)
 MIN_CELL = 1.5  # px: the narrowest cell a shared tile is drawn with (past that, columns are left out)
 
 # Facts of the hardware these pictures show (tilelab.cuda_facts, through swizzle's short names).
@@ -142,6 +143,31 @@ EXPLICIT_RECTS = 1024  # ... as long as that is at most this many rects (a 32 x 
 # tile of 8-byte elements draws a rect per element, twice the nodes, and would paint twice as slowly
 
 
+# The explorer's pictures hover without :has(): their cells are gathered by hover group (a bank,
+# a chunk, a row; rows of one pattern), and one plain rule strokes the hovered group. The rules
+# live once on the page (the explorer holds them) or once in a picture that stands alone, for
+# pictures whose root has the class tl-hg (cells) or tl-hu (reused rows). Adding or removing a
+# :has() rule makes the browser check every element of a notebook page (half a second beside
+# the explorer's two thousand cells); these cost nothing of the kind.
+HOVER_CSS = ("<style>"
+             f"svg.tl-hg .tlgroups > g:hover > rect{{{HOVER_STROKE}}}"
+             "svg.tl-hu .tlrows > g:hover > use{stroke: var(--jp-ui-font-color1, #222); stroke-width: 1.5px}"
+             f"svg.tl-hu .tlrows > g > use:hover{{{HOVER_STROKE}}}"
+             "</style>")
+
+
+def _hover_groups(hover: str, banks: Any, chunks: Any, element_bytes: int) -> list[list[str]]:
+    """Each cell's hover group: its bank (both banks of an 8-byte element), chunk or row."""
+    rows, cols = banks.shape
+    if hover == "bank":
+        names = ([f"b{b} b{(b + 1) % sw.BANKS}" for b in range(sw.BANKS)] if element_bytes == 8
+                 else [f"b{b}" for b in range(sw.BANKS)])
+        return [[names[b] for b in row] for row in banks.tolist()]
+    if hover == "chunk":
+        return [[f"k{k}" for k in row] for row in chunks.tolist()]
+    return [[f"r{i}"] * cols for i in range(rows)]
+
+
 def _hover_style(uid: str, prefix: str | None, values: Sequence[int] = (), *, rows: bool = False,
                  patterns: int = 0) -> str:
     rules = []
@@ -186,6 +212,24 @@ def _row_runs(row: Any) -> tuple[Any, Any, Any]:
     return starts, lengths, row[starts]
 
 
+def _all_runs(index: Any) -> tuple[Any, Any, Any, Any]:
+    """The runs of equal values of every row of ``index`` at once, in reading order: their rows,
+    starts, lengths and values (what :func:`_row_runs` gives row by row)."""
+    rows, cols = index.shape
+    start = np.ones((rows, cols), dtype=bool)
+    start[:, 1:] = index[:, 1:] != index[:, :-1]
+    r, c = np.nonzero(start)
+    flat = r * cols + c
+    lengths = np.diff(np.r_[flat, rows * cols])  # a row's first cell always starts a run
+    return r, c, lengths, index[r, c]
+
+
+def _ns(values: Any) -> list[str]:
+    """:func:`_n` of every value of an array."""
+    tenths = np.round(np.asarray(values, dtype=np.float64) * 10).astype(np.int64).tolist()
+    return [str(t // 10) if t % 10 == 0 else f"{t / 10:.1f}" for t in tenths]
+
+
 def _fit(index: Any, max_cells: int) -> tuple[int, int]:
     """How many rows and columns to draw so that the rectangles of distinct rows stay under
     ``max_cells`` (identical rows cost nothing: they are reused)."""
@@ -209,7 +253,8 @@ def _fit(index: Any, max_cells: int) -> tuple[int, int]:
 def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float, uid: str,
           label_of: Sequence[str] | None = None, titles: Any = None,
           cell_labels: list[list[str]] | None = None, classes: list[list[str]] | None = None,
-          label_font: int | None = None, paths: bool = False) -> tuple[str, int]:
+          label_font: int | None = None, paths: bool = False, preview: bool = False,
+          word: int = 0, groups: list[list[str]] | None = None) -> tuple[str, int]:
     """Cells coloured by ``fill_of[index]``; returns (markup, number of distinct row patterns).
 
     Explicit mode (``titles``, a function ``(row, first col, end col) -> str``, or ``classes``
@@ -217,16 +262,28 @@ def _grid(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float
     carrying ``classes`` for hover highlighting and a title each. Otherwise runs of one colour merge into one rect, and
     identical rows are drawn once in ``<defs>`` and placed with ``<use class="r<i> p<pattern>">``.
     Labels: ``cell_labels`` per cell (``\n`` splits two lines), or ``label_of[index]`` once per run.
-    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run."""
+    ``paths``: a reused row is one ``<path>`` per colour instead of one ``<rect>`` per run.
+    ``preview``: the same look in a few elements (:func:`_preview_cells`), without classes, titles
+    or reused rows: the look of explicit cells, bordered every ``word`` columns as their rects
+    are, or (``word`` 0) of reused rows."""
     font = label_font or max(MIN_FONT, min(12, int(ch * 0.65)))
     fit = _LabelFit(cw, font, ch >= font + 1)
+    if preview and cell_labels is None:
+        # the labels' baseline in a row: the explicit cells' (centred), the reused rows' (_row_labels)
+        baseline = ch * 0.5 + font * 0.35 if word else ch * 0.72
+        runs = (_run_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of, baseline=baseline)
+                if label_of is not None else [])
+        group = f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">'
+        return (_preview_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, word=word)
+                + (group + "".join(runs) + "</g>" if runs else "")), 0
     if titles is not None or classes is not None:
-        cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes)
+        cells = _explicit_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes,
+                                groups=groups)
         labels = _explicit_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
                                   cell_labels=cell_labels)
         return cells + labels, 0
     return _reused_rows(index, fill_of, fit, cw=cw, ch=ch, x0=x0, y0=y0, uid=uid, label_of=label_of,
-                        paths=paths)
+                        paths=paths, by_pattern=groups is not None)
 
 
 @dataclass(frozen=True)
@@ -244,9 +301,14 @@ class _LabelFit:
 
 
 def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
-                    titles: Any, classes: list[list[str]] | None) -> str:
+                    titles: Any, classes: list[list[str]] | None, groups: list[list[str]] | None = None) -> str:
     """One rect per run of equal colour and class (a 4-byte word of fp16 shares its bank class),
-    each row a ``<g class="r<i>">`` moved into place, so rects need no y."""
+    each row a ``<g class="r<i>">`` moved into place, so rects need no y. ``groups``: instead, the
+    rects of one hover group (a cell's key: its bank, chunk or row) in one ``<g>``, each rect
+    with its y, so that hovering a cell strokes its group by one plain rule (no ``:has()``)."""
+    if groups is not None:
+        return _grouped_cells(index, fill_of, cw=cw, ch=ch, x0=x0, y0=y0, titles=titles, classes=classes,
+                              groups=groups)
     rows, cols = index.shape
     out = ['<g class="tlcells" stroke="#fff" stroke-width="0.5">']
     # the coordinates repeat from row to row: written once (a redraw of the explorer writes thousands)
@@ -276,6 +338,60 @@ def _explicit_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float,
     return "".join(out)
 
 
+def _grouped_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
+                   titles: Any, classes: list[list[str]] | None, groups: list[list[str]]) -> str:
+    """:func:`_explicit_cells`'s rects (one per run of one colour and class, each with its title),
+    gathered by hover group: ``<g class="tlcells tlgroups"><g class="<group>">rects</g>...``."""
+    rows, cols = index.shape
+    xs, ys = _ns(x0 + np.arange(cols + 1) * cw), _ns(y0 + np.arange(rows + 1) * ch)
+    widths: dict[int, str] = {}
+    height, fills = _n(ch), list(fill_of)
+    values = index.tolist()
+    escape = _esc if not getattr(titles, "plain", False) else str
+    gathered: dict[str, list[str]] = {}
+    for i in range(rows):
+        row, names, keys = values[i], classes[i] if classes is not None else None, groups[i]
+        j = 0
+        while j < cols:
+            k = j + 1
+            while k < cols and row[k] == row[j] and (names is None or names[k] == names[j]) and keys[k] == keys[j]:
+                k += 1
+            width = widths.get(k - j)
+            if width is None:
+                width = widths[k - j] = _n((k - j) * cw)
+            cls = f' class="{names[j]}"' if names is not None and names[j] else ""
+            head = f'<rect x="{xs[j]}" y="{ys[i]}" width="{width}" height="{height}" fill="{fills[int(row[j])]}"{cls}'
+            gathered.setdefault(keys[j], []).append(
+                f"{head}><title>{escape(titles(i, j, k))}</title></rect>" if titles is not None else head + "/>")
+            j = k
+    return ('<g class="tlcells tlgroups" stroke="#fff" stroke-width="0.5">'
+            + "".join(f'<g class="{key}">{"".join(rects)}</g>' for key, rects in gathered.items()) + "</g>")
+
+
+def _preview_cells(index: Any, fill_of: Sequence[str], *, cw: float, ch: float, x0: float, y0: float,
+                   word: int) -> str:
+    """What :func:`_explicit_cells` draws, in a few elements: every run of one colour of every row
+    in one ``<path>`` per colour, and the cells' white borders (the explicit rects' strokes: one
+    cell every ``word`` columns, one row high) in one more. No classes and no titles: a picture
+    to look at while the explicit one, which hovers and answers, is on its way (``word`` 0: no
+    borders, as the reused rows of a large picture have none)."""
+    rows, cols = index.shape
+    r, c, lengths, values = _all_runs(index)
+    xs, ys = _ns(x0 + np.arange(cols + 1) * cw), _ns(y0 + np.arange(rows + 1) * ch)
+    widths = dict(zip(np.unique(lengths).tolist(), _ns(np.unique(lengths) * cw)))
+    height = _n(ch)
+    by_colour: dict[int, list[str]] = {}
+    for row, start, length, value in zip(r.tolist(), c.tolist(), lengths.tolist(), values.tolist()):
+        w = widths[length]
+        by_colour.setdefault(value, []).append(f"M{xs[start]} {ys[row]}h{w}v{height}h-{w}z")
+    cells = "".join(f'<path fill="{fill_of[v]}" d="{"".join(d)}"/>' for v, d in sorted(by_colour.items()))
+    if not word:
+        return cells
+    lines = [f"M{xs[j]} {ys[0]}V{ys[rows]}" for j in [*range(0, cols, word), cols]]
+    lines += [f"M{xs[0]} {y}H{xs[cols]}" for y in ys]
+    return f'{cells}<path d="{"".join(lines)}" fill="none" stroke="#fff" stroke-width="0.5"/>'
+
+
 def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, y0: float,
                      label_of: Sequence[str] | None, cell_labels: list[list[str]] | None) -> str:
     """The explicit cells' labels: one per cell (two lines when it holds ``\n``), or one
@@ -283,6 +399,10 @@ def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: fl
     font = fit.font
     rows, cols = index.shape
     out = [f'<g font-size="{font}" text-anchor="middle" fill="{CELL_TEXT}" pointer-events="none">']
+    if cell_labels is None and label_of is not None:
+        out += _run_labels(index, fit, cw=cw, ch=ch, x0=x0, y0=y0, label_of=label_of,
+                           baseline=ch * 0.5 + font * 0.35)
+        rows = 0
     for i in range(rows):
         ty = y0 + i * ch + ch * 0.5 + font * 0.35
         if cell_labels is not None:
@@ -308,13 +428,49 @@ def _explicit_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: fl
     return "".join(out)
 
 
+def _run_labels(index: Any, fit: _LabelFit, *, cw: float, ch: float, x0: float, y0: float,
+                label_of: Sequence[str], baseline: float) -> list[str]:
+    """The label of every run of one value that fits it, one ``<text>`` per row with each
+    character placed (as :func:`_centred_chars`), ``baseline`` below the row's top, computed for
+    all rows at once."""
+    font = fit.font
+    if not fit.tall_enough:
+        return []
+    r, c, lengths, values = _all_runs(index)
+    sizes = np.array([len(lab) for lab in label_of])[values]
+    keep = (sizes > 0) & (lengths * cw >= 0.6 * font * sizes + 2)
+    r, c, lengths, values, sizes = r[keep], c[keep], lengths[keep], values[keep], sizes[keep]
+    centres = x0 + (c + lengths / 2) * cw
+    # each character at the code font's advance from its label's centre
+    each: Any = np.repeat(np.arange(len(sizes)), sizes)
+    k = np.arange(len(each)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    xs = _ns(centres[each] + (k - (sizes[each] - 1) / 2) * 0.6 * font)
+    chars = "".join(label_of[v] for v in values.tolist())
+    ys = _ns(y0 + np.arange(index.shape[0]) * ch + baseline)
+    rows_of = r[each].tolist()
+    out = []
+    first = 0
+    for row in sorted(set(rows_of)):
+        last = first
+        while last < len(rows_of) and rows_of[last] == row:
+            last += 1
+        out.append(f'<text x="{" ".join(xs[first:last])}" y="{ys[row]}">{_esc(chars[first:last])}</text>')
+        first = last
+    return out
+
+
 def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: float, ch: float, x0: float,
-                 y0: float, uid: str, label_of: Sequence[str] | None, paths: bool) -> tuple[str, int]:
+                 y0: float, uid: str, label_of: Sequence[str] | None, paths: bool,
+                 by_pattern: bool = False) -> tuple[str, int]:
     """Each distinct row drawn once in ``<defs>`` (runs of one colour as one rect, or one path per
-    colour) and placed with a ``<use>``; returns the markup and the number of distinct rows."""
+    colour) and placed with a ``<use>``; returns the markup and the number of distinct rows.
+    ``by_pattern``: the ``<use>`` of one pattern in one ``<g class="p<pattern>">`` (inside a
+    ``<g class="tlrows">``), so that hovering a row outlines every row of its pattern by one plain
+    rule (no ``:has()``)."""
     defs: dict[bytes, int] = {}
     parts: list[str] = []
     uses: list[str] = []
+    sids: list[int] = []
     for i in range(index.shape[0]):
         key = index[i].tobytes()
         sid = defs.get(key)
@@ -337,6 +493,12 @@ def _reused_rows(index: Any, fill_of: Sequence[str], fit: _LabelFit, *, cw: floa
                              f"{_row_labels(labels, ch)}</g>")
             parts.append("</g>")
         uses.append(f'<use xlink:href="#{uid}r{sid}" class="r{i} p{sid}" y="{_n(y0 + i * ch)}"/>')
+        sids.append(sid)
+    if by_pattern:
+        placed: dict[int, list[str]] = {}
+        for sid, use in zip(sids, uses):
+            placed.setdefault(sid, []).append(use)
+        uses = ['<g class="tlrows">'] + [f'<g class="p{sid}">{"".join(u)}</g>' for sid, u in placed.items()] + ["</g>"]
     # every row starts at x0: one translated group instead of an x on each <use>
     return ("<defs>" + "".join(parts) + f'</defs><g transform="translate({_n(x0)} 0)">' + "".join(uses) + "</g>",
             len(defs))
@@ -487,7 +649,8 @@ def _hover(uid: str, hover: str, explicit: bool, banks: Any, chunks: Any, elemen
         if prefix == "b" and element_bytes == 8:
             present = sorted(set(present) | {(v + 1) % sw.BANKS for v in present})
         return _hover_style(uid, prefix, present, rows=hover == "row"), _HOVER_NOTES[hover]
-    style = _hover_style(uid, None, rows=hover != "none", patterns=min(patterns, 256) if hover != "none" else 0)
+    style = _hover_style(uid, None, rows=hover != "none",
+                         patterns=min(patterns, 256) if hover != "none" else 0)
     note = "" if hover == "none" else "hover a row: it and every row with its pattern" + (
         f" (cell hover below {explicit_cells} cells)" if explicit_cells else "")
     return style, note
@@ -595,7 +758,8 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                     highlight: dict[str, Any] | None, accesses: Sequence[Any] = (), uid_parts: tuple = (),
                     max_width: float = 900, hover: str = "bank", base: int = 0, hover_crop: int = 0,
                     max_rows: int = 0, titles: bool = True, explicit_cells: int = EXPLICIT_CELLS,
-                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None) -> str:
+                    max_cols: int = 0, fixed_width: bool = False, total_shape: tuple[int, int] | None = None,
+                    preview: bool = False, shared_style: bool = False) -> str:
     """A shared tile's cells at their logical positions, coloured by where their bytes land: the
     steps are named functions above (what part to show, cell classes, hover, outlines, captions).
     ``explicit_cells``: at most this many cells hover one by one (0: none; each distinct row is
@@ -603,7 +767,11 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     wide: columns that would need cells narrower than ``MIN_CELL`` (or, coloured by bank, narrower than
     the bank number) are left out and the caption says so; ``max_cols`` caps them further.
     ``total_shape``: the whole tile's shape when ``offsets`` is only its top-left part (a caller
-    that knows what cannot be drawn computes no more), for the caption."""
+    that knows what cannot be drawn computes no more), for the caption. ``preview``: the same
+    picture (its size, colours, numbers, outlines and words) without what hovering and tooltips
+    need, in a few elements: quick to send and to paint while controls move. ``shared_style``: no
+    ``<style>`` of its own: cells gathered by hover group, hovering by the rules of
+    :data:`HOVER_CSS`, which the page (or the picture's holder) has once."""
     # Not split: one picture drawn in order (cells, bank colours, highlights, hover boxes, titles) on one geometry.
     e = sw.dtype_bytes(dtype)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -639,7 +807,10 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
                    and (n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown) <= EXPLICIT_RECTS else None)
     rects = n_shown * e // sw.BANK_BYTES if e < sw.BANK_BYTES else n_shown  # a rect per 4-byte word or element
     explicit = n_shown <= min(explicit_cells, EXPLICIT_CELLS) and rects <= EXPLICIT_RECTS
-    classes = _cell_classes(banks, chunks, e) if explicit else None
+    classes = _cell_classes(banks, chunks, e) if explicit and not preview else None
+    if preview:
+        cell_titles = None
+    groups = (_hover_groups(hover, banks, chunks, e) if explicit else []) if shared_style and not preview else None
     cw, ch = _cell_size(show_rows, show_cols, max_width=grid_room)
     cw = max(cw, min_cw)
     label_font = MIN_FONT if color_by == "bank" else max(MIN_FONT + 1, min(12, int(ch * 0.65)))
@@ -663,8 +834,14 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     grid, patterns = _grid(sub, fill_of, label_of=[str(k) for k in range(len(fill_of))] if numbers else None,
                            cw=cw, ch=ch, x0=f.left,
                            y0=f.top, uid=uid, titles=cell_titles, classes=classes, paths=explicit_cells == 0,
-                           label_font=label_font)
-    style, hover_note = _hover(uid, hover, classes is not None, banks, chunks, e, patterns, explicit_cells)
+                           label_font=label_font, preview=preview,
+                           word=max(1, sw.BANK_BYTES // e) if explicit else 0, groups=groups)
+    style, hover_note = _hover(uid, hover, explicit, banks, chunks, e, patterns, explicit_cells)
+    root_class = ""
+    if preview:  # the words say what hovering does: the full picture that follows does it
+        style, root_class = "", "tl-preview"
+    elif shared_style:
+        style, root_class = "", "" if hover == "none" else "tl-hg" if explicit else "tl-hu"
     out = ["", style, _text(4, 16, f"{name}", weight="bold")]
     out += [_text(4, 32 + 14 * i, line, size=11, color=MUTED) for i, line in enumerate(head)]
     out.append(grid)
@@ -681,13 +858,15 @@ def _shared_picture(offsets: Any, dtype: str, *, name: str, subtitle: str, color
     out += [_text(4, y + 13 * i, line, size=MIN_FONT, color=TEXT) for i, line in enumerate(notes)]
     height = y + 13 * len(notes) + 6
     out[0] = _svg_open(width, height, f"{name} shared layout", uid)
+    if root_class:  # a preview says what it is; a picture of shared style, which rules it takes
+        out[0] = out[0].replace("<svg ", f'<svg class="{root_class}" ', 1)
     return "".join(out) + "</svg>"
 
 
 def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[str, Any] | None = None,
              report: sw.ConflictReport | None = None, max_cells: int = 4096, title: str | None = None,
              max_width: float = 900, hover: str = "bank", max_rows: int = 0, max_cols: int = 0,
-             fit_width: float = 0) -> Picture:
+             fit_width: float = 0, preview: bool = False, shared_style: bool = False) -> Picture:
     """A :class:`~tilelab.swizzle.SharedTile` at its logical positions, coloured by the physical
     16-byte chunk (``color_by="chunk"``: the swizzle's XOR reads as a permutation of colours per
     row) or bank. ``highlight``: ``{"row": r}``, ``{"chunk": k}`` (a logical 16-byte column) or
@@ -696,18 +875,22 @@ def tile_svg(tile: sw.SharedTile, *, color_by: str = "chunk", highlight: dict[st
     ``"none"``), pure CSS inside the SVG. ``max_rows``/``max_cols``: draw at most this many rows /
     columns (0: no cap; the caption says what is shown). ``fit_width``: the whole picture, cells
     and captions, at most this wide (0: cells up to ``max_width``, captions up to 640 px), so
-    that it is shown unscaled in an output of that width."""
+    that it is shown unscaled in an output of that width. ``preview``: the same picture without
+    its hover and tooltips, in a few elements (what the explorer shows while its controls move).
+    ``shared_style``: hover by the rules of :data:`HOVER_CSS`, which the page holds once (the
+    explorer's), instead of a ``<style>`` of the picture's own."""
     if fit_width:
         max_width = max(100.0, fit_width - _Frame(0, 0, 0, 0).left - 12)
     return Picture(_tile_svg(tile, color_by=color_by, highlight=highlight, report=report, max_cells=max_cells,
                              title=title,
                              max_width=max_width, hover=hover, max_rows=max_rows, max_cols=max_cols,
-                             fixed_width=bool(fit_width)))
+                             fixed_width=bool(fit_width), preview=preview, shared_style=shared_style))
 
 
 def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] | None,
               report: sw.ConflictReport | None, max_cells: int, title: str | None, max_width: float, hover: str,
-              max_rows: int, max_cols: int, fixed_width: bool = False) -> str:
+              max_rows: int, max_cols: int, fixed_width: bool = False, preview: bool = False,
+              shared_style: bool = False) -> str:
     name = title or f"{tile.rows}x{tile.cols} {tile.dtype}, {tile.swizzle} swizzle"
     sub = (f"{tile.panels} panel(s) of {tile.panel_cols} columns, rows {tile.panel_bytes} B apart"
            if tile.mode.is_swizzled else f"row-major, rows {tile.row_bytes} B apart")
@@ -726,7 +909,8 @@ def _tile_svg(tile: sw.SharedTile, *, color_by: str, highlight: dict[str, Any] |
                            accesses=report.accesses if report is not None else (),
                            uid_parts=(tile.swizzle, tile.base, tile.core_order), max_width=max_width, hover=hover,
                            base=tile.base % sw.LINE_BYTES, max_rows=max_rows, max_cols=max_cols,
-                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols))
+                           fixed_width=fixed_width, total_shape=(tile.rows, tile.cols), preview=preview,
+                           shared_style=shared_style)
 
 
 def layout_svg(layout: Any, *, max_cells: int | None = None, color_by: str = "chunk",
@@ -839,13 +1023,13 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
     n_chunks = tile.row_bytes // sw.CHUNK_BYTES
     rows, cw, ch = _operand_rows(tile.rows, n_chunks, max_chunks)
     f = _Frame(rows, n_chunks, cw, ch, left=40.0)
-    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler)
-    header_width = max(0.62 * float(size) * len(html.unescape(body)) + 12
-                       for size, body in re.findall(r'font-size="(\d+)"[^>]*>([^<]*)<', "".join(header)))
-    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 400, 560.0, header_width))
+    # as wide as the grid and its arrow (the arrows' words go below it, every line wrapped), at
+    # least a caption's width: a 16-chunk operand (a 128-column fp16 tile) fits a laptop's output
+    width = min(MAX_WIDTH, max(f.left + n_chunks * cw + 24, float(OPERAND_WIDTH)))
+    header = _operand_header(desc, getattr(compiler, "buffer", None) or desc.operand, compiler, width)
     legend_lines = _wrap(f"outlined: the core matrices ({_CM} rows x {sw.CHUNK_BYTES} B) one instruction reads; "
                          f"number in a cell: its physical {sw.CHUNK_BYTES}-byte chunk", width - 8, 11)
-    legend_y = 62.0 if compiler is not None else 47.0
+    legend_y = 16.0 + 15 * len(header)
     f = dataclasses.replace(f, top=legend_y + 14 * len(legend_lines) + 14)
     r, c = np.indices((rows, len(range(0, tile.cols, per_chunk))))
     byte = np.asarray(tile.byte_offset(r, c * per_chunk))  # the first byte of each chunk
@@ -860,7 +1044,7 @@ def wgmma_operand_svg(operand: Any, *, shape: tuple[int, int] | None = None, dty
                      label_font=12, paths=True)[0])
     out += _operand_ticks(f)
     out += _core_matrix_outlines(desc, f, per_chunk)
-    arrows, below = _descriptor_arrows(desc, f, per_chunk, uid)
+    arrows, below = _descriptor_arrows(desc, f, per_chunk, uid, width)
     out += arrows
     notes = list(desc.notes)
     y = f.top + rows * ch + 16 + below
@@ -892,32 +1076,35 @@ def _descriptor_of(operand: Any, shape: tuple[int, int] | None, dtype: str, oper
 
 def _operand_rows(tile_rows: int, n_chunks: int, max_chunks: int) -> tuple[int, float, float]:
     """Rows to draw (whole core matrices) and the cell size: cells big enough for their digit (at
-    least 28 x 16 px), so a tall tile shows its top rows."""
+    least 26 x 16 px), so a tall tile shows its top rows."""
     rows = tile_rows
     if rows * n_chunks > max_chunks:
         rows = max(_CM, (max_chunks // max(n_chunks, 1)) // _CM * _CM)
     cw, ch = _cell_size(rows, n_chunks, max_width=640, max_height=640)
-    cw, ch = max(cw, 28.0), max(ch, 16.0)
+    cw, ch = max(cw, 26.0), max(ch, 16.0)
     if rows * ch > 1024:
         rows = max(_CM, int(1024 // ch) // _CM * _CM)
     return rows, cw, ch
 
 
-def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any) -> list[str]:
-    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree."""
+def _operand_header(desc: sw.WgmmaDescriptor, buffer: str, compiler: Any, width: float) -> list[str]:
+    """Title, the descriptor's fields and, with the compiler's operand, whether the two agree:
+    one ``<text>`` per line, wrapped to ``width``, 15 px apart from y 16."""
     tile = desc.tile
     dims = "(MN, K), K contiguous" if desc.major == "K" else "(K, MN), MN contiguous"
-    out = [_text(4, 16, f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}",
-                 weight="bold"),
-           _text(4, 32, f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
-                        f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes",
-                 size=11, color=MUTED)]
+    title = f"WGMMA {desc.operand} operand {buffer}: {tile.rows}x{tile.cols} {tile.dtype} {dims}"
+    lines = [(line, 12, TEXT, "bold") for line in _wrap(title, width - 8, 12)]
+    lines += [(line, 11, MUTED, "normal") for line in
+              _wrap(f"layout_type {desc.layout_type} ({desc.swizzle}), LBO {desc.lbo_bytes} B (enc {desc.lbo}), "
+                    f"SBO {desc.sbo_bytes} B (enc {desc.sbo}); one cell = {sw.CHUNK_BYTES} bytes", width - 8, 11)]
     if compiler is not None:
         same = desc.agrees_with(compiler)
-        out.append(_text(4, 47, ("compiler's descriptor agrees with tilelab" if same else
-                                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
-                                 f"SBO {compiler.sbo}: differs from tilelab"), size=11, color=TEXT if same else ACCENT))
-    return out
+        words = ("compiler's descriptor agrees with tilelab" if same else
+                 f"compiler emitted layout_type {compiler.layout_type}, LBO {compiler.lbo}, "
+                 f"SBO {compiler.sbo}: differs from tilelab")
+        lines += [(line, 11, TEXT if same else ACCENT, "normal") for line in _wrap(words, width - 8, 11)]
+    return [_text(4, 16 + 15 * i, text, size=size, color=color, weight=weight)
+            for i, (text, size, color, weight) in enumerate(lines)]
 
 
 def _operand_ticks(f: _Frame) -> list[str]:
@@ -943,11 +1130,13 @@ def _core_matrix_outlines(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int) -
     return [_outlines(boxes, width=1.6)]
 
 
-def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str) -> tuple[list[str], float]:
+def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid: str,
+                       width: float) -> tuple[list[str], float]:
     """Arrows from core matrix (0, 0) of the instruction for the strides SBO and LBO encode, drawn
     outside the grid so that they never cover a cell's number: a step of 8 rows right of the
-    grid (its label beside it), a step along the row below the grid (its label after it).
-    Returns the markup and the height the marks below the grid take."""
+    grid, a step along the row below the grid; their words below the grid, each line wrapped to
+    ``width`` and led by its arrow's direction. Returns the markup and the height the marks
+    below the grid take."""
     tile, cw, ch, top, rows, n_chunks = desc.tile, f.cw, f.ch, f.top, f.show_rows, f.show_cols
     marker = f"{uid}arrow"
     out = [f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
@@ -960,15 +1149,17 @@ def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid:
         out.append(f'<path d="M{x1:.1f} {y1:.1f}L{x2:.1f} {y2:.1f}" style="stroke: {ACCENT}" stroke-width="2.5" '
                    f'fill="none" marker-end="url(#{marker})"/>')
 
+    words: list[str] = []  # the arrows' words, below the grid
+
     def down(r0: int, label: str) -> None:  # 8 rows, right of the grid
         y1, y2 = top + r0 * ch + 1, top + (r0 + _CM) * ch - 1
         arrow(right + 8, y1, right + 8, y2)
-        out.append(_text(right + 18, (y1 + y2) / 2 + 4, label, size=11, color=ACCENT, weight="bold"))
+        words.append(f"\u2193 (right of the grid) {label}")
 
     def across(c0: int, steps: int, label: str) -> None:  # ``steps`` chunks along the row, below the grid
         x1, x2 = f.left + c0 * cw + 1, f.left + (c0 + steps) * cw - 1
         arrow(x1, below_y, x2, below_y)
-        out.append(_text(x2 + 8, below_y + 4, label, size=11, color=ACCENT, weight="bold"))
+        words.append(f"\u2192 {label}")
 
     start = desc.core_matrices[0].cells[0] if desc.core_matrices and desc.core_matrices[0].cells else (0, 0)
     r0, c0 = start[0], start[1] // per_chunk
@@ -993,10 +1184,11 @@ def _descriptor_arrows(desc: sw.WgmmaDescriptor, f: _Frame, per_chunk: int, uid:
             across(c0, w, f"LBO {desc.lbo_bytes} B (enc {desc.lbo}): next {tile.panel_bytes}-byte panel of MN")
             below = True
         elif tile.mode.is_swizzled:
-            out.append(_text(f.left, below_y + 4, f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused",
-                             size=11, color=ACCENT))
-            below = True
-    return out, 22.0 if below else 0.0
+            words.append(f"LBO {desc.lbo_bytes} (enc {desc.lbo}): one panel, unused")
+    lines = [line for label in words for line in _wrap(label, width - 8, 11)]
+    first = below_y + (18 if below else 4)
+    out += [_text(4, first + 14 * i, line, size=11, color=ACCENT, weight="bold") for i, line in enumerate(lines)]
+    return out, (first - bottom - 6) + 14 * len(lines)
 
 
 def _wrap(text: str, width: float, size: int) -> list[str]:
@@ -1242,5 +1434,5 @@ def draw(layout: Any, *, color_by: str = "chunk") -> Picture:
     return Picture(layout_svg(layout, max_cells=max(total, 1), color_by=color_by))
 
 
-__all__ = ["Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
+__all__ = ["HOVER_CSS", "Picture", "compare_svg", "draw", "fragment_svg", "layout_svg", "side_by_side", "tile_svg",
            "trusted_picture", "wgmma_operand_svg"]

@@ -17,6 +17,17 @@ Hover is pure CSS inside the SVG (no JavaScript, no round trip to the kernel): h
 strokes every cell of its bank, its physical 16-byte chunk or its row (the ``hover`` buttons
 choose), and on tiles up to 2,048 cells (the default 32x64 included) its title gives the element,
 byte, bank and chunk. The highlight dropdown and index stay the keyboard path to the same answers.
+
+A redraw comes in two steps where an event loop runs (a notebook's kernel): at once the picture
+as it looks, drawn with a few elements (each colour one path, the cells' borders one more: what
+the browser lays out and paints in a few milliseconds), and once the controls rest for
+``SETTLE_S`` the same picture with an element per cell, which hovering and tooltips need (two
+thousand elements, the bulk of a redraw's time in the browser). The two look the same, pixel for
+pixel but for anti-aliasing. The widget's pictures carry no ``<style>``: their cells are gathered
+by hover group and one plain rule, on the page once in a hidden view of the widget, strokes the
+hovered group (a stylesheet that came and went with each picture, or rules with ``:has()``,
+would restyle the whole notebook page on every redraw). The static view holds the full picture
+with the same rules before it, as a picture that stands alone.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ STATIC_CSS = ("<style>.jp-OutputArea:has(.tl-explorer-live) .tl-explorer-static{
               "{display:none}</style>")
 
 STATIC_DELAY_S = 0.5  # the static view follows the controls once they rest this long
+SETTLE_S = 0.25  # and the picture gains its hover and tooltips (an element per cell) once they rest this long
 
 DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3", "int8", "float64")
 HIGHLIGHTS = ("none", "row", "chunk", "thread")
@@ -99,11 +111,16 @@ class SwizzleExplorer(widgets.VBox):
             widgets.HBox([self.color_by, self.hover], layout=wrap),
             # the verdict and the per-mode comparison above the picture: they are what is read first
             self.conflicts, self.comparison, self.picture,
+            # the pictures' hover rules, on the page once for every redraw (never drawn)
+            widgets.HTML(svg.HOVER_CSS, layout=widgets.Layout(display="none")),
         ]
         super().__init__(rows_box)
         self.add_class("tl-explorer-live")
         self._static_display: Any = None  # the display handle of the static view, once shown
         self._static_timer: Any = None  # its pending update (an event loop's timer handle)
+        self._settle_timer: Any = None  # the pending full picture (an event loop's timer handle)
+        self._full: tuple[sw.SharedTile, dict[str, Any]] | None = None  # its arguments, while the preview shows
+        self._drawn_with: tuple[sw.SharedTile, dict[str, Any]] | None = None  # the picture's (the static view's)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -141,6 +158,7 @@ class SwizzleExplorer(widgets.VBox):
             self._error = str(err)
             self.conflicts.value = ('<div style="color: var(--jp-error-color1, #b00020)">'
                                     f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
+            self._full = self._drawn_with = None
             self.picture.value = ""
             self.comparison.value = ""
             return
@@ -153,10 +171,9 @@ class SwizzleExplorer(widgets.VBox):
         rows_needed = min(max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS]), MAX_PATTERN_ROWS)
         cols_needed = max([int(a.col) + 1 for a in report.accesses]
                           + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
-        self.picture.value = svg.tile_svg(tile, color_by=self.color_by.value, highlight=highlight, report=report,
-                                          max_cells=self.max_cells, hover=self.hover.value, max_rows=rows_needed,
-                                          max_cols=cols_needed if cols_needed < tile.cols else 0,
-                                          fit_width=PICTURE_WIDTH)
+        self._draw(tile, {"color_by": self.color_by.value, "highlight": highlight, "report": report,
+                          "max_cells": self.max_cells, "hover": self.hover.value, "max_rows": rows_needed,
+                          "max_cols": cols_needed if cols_needed < tile.cols else 0, "fit_width": PICTURE_WIDTH})
         # every mode's count for the pattern: the same whatever the swizzle, colour or highlight
         compare_key = (tile.rows, tile.cols, tile.dtype, self.pattern.value)
         if compare_key != getattr(self, "_compare_key", None) or self._comparison is None:
@@ -164,6 +181,31 @@ class SwizzleExplorer(widgets.VBox):
             self._compare_key = compare_key
             self.comparison.value = self._comparison_html(self._comparison)
         self._update_static()
+
+    def _draw(self, tile: sw.SharedTile, options: dict[str, Any]) -> None:
+        """The picture: in an event loop the preview at once and the full picture once the
+        controls rest; otherwise the full picture at once. The full picture hovers by the rules
+        the explorer holds once (``svg.HOVER_CSS``): a ``<style>`` of its own, coming and going
+        with each redraw, would restyle the whole notebook page each time."""
+        self._drawn_with = (tile, options)
+        loop = _running_loop()
+        if loop is None:
+            self._full = None
+            self.picture.value = svg.tile_svg(tile, shared_style=True, **options)
+            return
+        self.picture.value = svg.tile_svg(tile, preview=True, **options)
+        self._full = (tile, options)
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+        self._settle_timer = loop.call_later(SETTLE_S, self._settle)
+
+    def _settle(self) -> None:
+        """The full picture in place of the preview (the same look, with hover and tooltips)."""
+        self._settle_timer = None
+        if self._full is not None:
+            tile, options = self._full
+            self._full = None
+            self.picture.value = svg.tile_svg(tile, shared_style=True, **options)
 
     # -- the static view: the explorer as last drawn, for a page without the live model ----------
     def settings_text(self) -> str:
@@ -175,6 +217,15 @@ class SwizzleExplorer(widgets.VBox):
             words += f"; highlight {self.highlight.value} {self.index.value}"
         return words
 
+    def static_picture(self) -> str:
+        """The picture as the widget shows it once its controls rest, with its hover rules before
+        it (a picture that stands alone: the static view, an export). Its rules are plain ones:
+        updating the static view beside the live widget costs the page no restyle."""
+        if self._drawn_with is None:
+            return ""
+        tile, options = self._drawn_with
+        return svg.HOVER_CSS + svg.tile_svg(tile, shared_style=True, **options)
+
     def static_html(self) -> str:
         """The explorer's current state as plain HTML and SVG: no widget, no script."""
         return (f'{STATIC_CSS}<div class="tl-explorer-static" style="color: var(--jp-ui-font-color1, #222)">'
@@ -182,7 +233,7 @@ class SwizzleExplorer(widgets.VBox):
                 f'{html.escape(self.settings_text())}'
                 f'<br><i style="color: var(--jp-ui-font-color2, #555)">a picture: run the cell again for the '
                 f"controls</i></p>{self.conflicts.value}"
-                f"{svg.trusted_picture(self.comparison.value + self.picture.value, 'the explorer picture')}</div>")
+                f"{svg.trusted_picture(self.comparison.value + self.static_picture(), 'the explorer picture')}</div>")
 
     def _static_bundle(self) -> dict[str, str]:
         return {"text/html": self.static_html(),
@@ -194,12 +245,7 @@ class SwizzleExplorer(widgets.VBox):
         per step: the hidden view costs the front end nothing while the student explores)."""
         if self._static_display is None:
             return
-        import asyncio
-
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _running_loop()
         if loop is None:
             self._flush_static()
             return
@@ -260,6 +306,16 @@ class SwizzleExplorer(widgets.VBox):
 
     def state(self) -> dict[str, Any]:
         return {"tile": self._tile, "report": self._report, "comparison": self._comparison, "error": self._error}
+
+
+def _running_loop() -> Any:
+    """The running event loop (a notebook kernel's), or None."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def swizzle_explorer(**kwargs: Any) -> SwizzleExplorer:

@@ -141,7 +141,8 @@ def _reveal_column_read(mode: str):
         from tilelab.render import svg
 
         report = _column_read(mode)
-        return Figure(svg.tile_svg(report.tile, color_by="bank", report=report, highlight={"chunk": 0}),
+        # drawn 500 px wide: unscaled, every bank number at 10 px, in a laptop's notebook
+        return Figure(svg.tile_svg(report.tile, color_by="bank", report=report, highlight={"chunk": 0}, fit_width=500),
                       report.summary())
 
     return reveal
