@@ -102,3 +102,19 @@ def arrive_by_some_threads():
             T.copy(tile, B)
 
     return some
+
+
+def per_thread_roles():
+    """Each warp group writes its own half of B through code indexed by thread: group 0 (threads
+    0-127) doubles, group 1 (128-255) adds one."""
+
+    @T.prim_func
+    def roles(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=256) as _bx:
+            tx = T.get_thread_binding()
+            with T.ws(0):
+                B[tx] = A[tx] * 2.0
+            with T.ws(1):
+                B[tx] = A[tx] + 1.0
+
+    return roles

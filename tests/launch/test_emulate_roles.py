@@ -76,3 +76,10 @@ def test_the_rule_rewrites_regions_and_barriers_and_refuses_what_it_cannot_mean(
     assert "T.ws" in rules["warp-roles"].does and "parity" in rules["warp-roles"].does
     with pytest.raises(tilelab.EmulationError, match=r"an mbarrier arrive under a condition on the thread"):
         tilelab.run(wk.arrive_by_some_threads(), device="cpu")
+
+
+@pytest.mark.heavy
+def test_code_by_thread_in_a_region_runs_for_that_groups_threads():
+    x = torch.randn(256)
+    want = torch.cat([x[:128] * 2, x[128:] + 1])
+    assert tilelab.run(wk.per_thread_roles(), x, device="cpu", ref=lambda a: want).passed
