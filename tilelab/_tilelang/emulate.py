@@ -51,7 +51,6 @@ them undefined, as the trace runtime is.
 
 from __future__ import annotations
 
-import linecache
 import re
 import threading
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from typing import Any
 from .compile import compile_kernel
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
+from .emulate_source import OOB_FUNCTION, EmulationRefused, _source_lines
 from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import thread_level
 from .env import tilelang
@@ -68,7 +68,6 @@ from .resolve import resolve_kernel
 ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int32 format)
 FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int32 format): T.reinterpret as a GPU float
 TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int32 format): a GPU float's bits
-OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, by, bz, rank, idx[6], extent[6])
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
@@ -140,21 +139,6 @@ RULES = (
 )
 
 
-class EmulationRefused(Exception):
-    """A kernel uses a construct with no tile-level meaning: ``construct`` names it, ``line`` is
-    where the kernel says it (0 when unknown), ``file`` the file of that line."""
-
-    def __init__(self, kernel: str, construct: str, detail: str, file: str = "", line: int = 0,
-                 text: str = "") -> None:
-        self.kernel, self.construct, self.detail = kernel, construct, detail
-        self.file, self.line, self.text = file, line, text
-        where = f" (line {line}: {text.strip()})" if line and text.strip() else ""
-        super().__init__(
-            f"{kernel}: {construct}{where} has no meaning at the level of tiles, so it cannot run on the CPU: "
-            f"{detail}. What still works: tilelab.inspect (the lowering, the source, TMA, WGMMA, layouts) and a run "
-            "on a GPU (tilelab.run without device='cpu')")
-
-
 @dataclass(frozen=True)
 class Emulation:
     """A GPU kernel rewritten for the CPU.
@@ -192,36 +176,6 @@ _REFUSED_CALLS = (
      r"\bT\.(ptx_\w+|warpgroup_\w+|wgmma\w*)\b"),
 )
 # Barriers, shuffles, warp reductions and votes are the thread-level rule's (emulate_threads.py).
-
-
-def _source_lines(func: Any) -> tuple[str, int, list[str]]:
-    """(file, first line, the kernel's lines) from the PrimFunc's span, as far as linecache has them."""
-    try:
-        span = func.span
-        filename = str(span.source_name.name) if span is not None else ""
-        start = int(span.line) if span is not None else 0
-    except Exception:
-        return "", 0, []
-    if not filename or start <= 0:
-        return filename, start, []
-    lines, number = [], start
-    while True:
-        text = linecache.getline(filename, number)
-        if not text:
-            break
-        lines.append(text)
-        number += 1
-        if len(lines) > 2000:
-            break
-    # the kernel ends where the indentation falls back to (or below) its def's
-    first = lines[0] if lines else ""
-    indent = len(first) - len(first.lstrip())
-    end = len(lines)
-    for i, text in enumerate(lines[1:], 1):
-        if text.strip() and not text.lstrip().startswith(("#", ")", "@")) and len(text) - len(text.lstrip()) <= indent:
-            end = i
-            break
-    return filename, start, lines[:end]
 
 
 def _locate(func: Any, pattern: str) -> tuple[str, int, str]:

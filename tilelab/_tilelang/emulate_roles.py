@@ -78,7 +78,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
     module's docstring); ``waits=False``: a build with no record of unsatisfiable waits (the tile
     trace's), where an mbarrier wait is refused. Raises :class:`~tilelab._tilelang.emulate.EmulationRefused` for what it
     cannot give one."""
-    from .emulate import EmulationRefused, _source_lines
+    from .emulate_source import EmulationRefused, _source_lines
     from .emulate_threads import _source_line
 
     tvm = tilelang().tvm
@@ -234,7 +234,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
         idx = [tirx.Cast(i64, tirx.const(which, "int32")), tirx.Cast(i64, index), tirx.Cast(i64, parity),
                tirx.const(line, i64), tirx.const(0, i64), tirx.const(0, i64)]
         bxyz = [tirx.Cast("int32", block_vars[a]) if a in block_vars else zero for a in "xyz"]
-        from .emulate import OOB_FUNCTION
+        from .emulate_source import OOB_FUNCTION
         record = tirx.call_extern("int32", OOB_FUNCTION, tirx.const(PROTOCOL_BUFFER, "int32"),
                                   tirx.const(PROTOCOL_KIND, "int32"), *bxyz, tirx.const(4, "int32"), *idx,
                                   tirx.const(len(counts_), i64), *[tirx.const(0, i64)] * 5)

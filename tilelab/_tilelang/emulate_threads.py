@@ -105,7 +105,7 @@ class ThreadLevel:
 
 def _source_line(func: Any, pattern: str, nth: int = 0) -> tuple[str, int, str]:
     """The ``nth`` line (0: the first) of the kernel's source matching ``pattern``."""
-    from .emulate import _source_lines
+    from .emulate_source import _source_lines
 
     filename, start, lines = _source_lines(func)
     hits = [(start + i, text) for i, text in enumerate(lines) if re.search(pattern, text.split("#", 1)[0])]
@@ -133,7 +133,7 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
     if refused:
-        from .emulate import EmulationRefused
+        from .emulate_source import EmulationRefused
 
         construct, why, source = refused[0]
         file, line, text = _source_line(func, source)
@@ -198,7 +198,7 @@ class _Block:
     # ---- helpers -----------------------------------------------------------------------------
 
     def refuse(self, construct: str, why: str, source: str, nth: int = 0) -> Exception:
-        from .emulate import EmulationRefused
+        from .emulate_source import EmulationRefused
 
         file, line, text = _source_line(self.func, source, nth)
         return EmulationRefused(self.name, construct, why, file, line, text)
