@@ -220,6 +220,12 @@ MUTANTS += (
            r"initiali|poison|wrong"),
     Mutant("05.5", "only A switched to cp.async", "T.copy(B[k * block_K, bx * block_N], B_shared, disable_tma=True)",
            "T.copy(B[k * block_K, bx * block_N], B_shared)", r"^B's copy is still a TMA"),
+    Mutant("07.4", "B's copy not TMA", "T.copy(B[k * block_K, bx * block_N], B_s)",
+           "T.copy(B[k * block_K, bx * block_N], B_s, disable_tma=True)", r"not warp-specialised.*B_s is loaded"),
+    Mutant("07.4", "one stage", "num_stages=3", "num_stages=1", r"pipeline of one stage"),
+    Mutant("07.4", "B filled by threads", "T.copy(B[k * block_K, bx * block_N], B_s)",
+           "for i, j in T.Parallel(block_K, block_N):\n                    B_s[i, j] = B[k * block_K + i, "
+           "bx * block_N + j]", r"not warp-specialised.*B_s is loaded"),
     Mutant("09.3", "B loaded by the row block", "B[bx * block_N, k * block_K]", "B[by * block_N, k * block_K]", _GEMM),
     # 08.4 the same body for Hopper (its results on the CPU, then how it lowered)
     *(Mutant("08.4", *m) for m in (

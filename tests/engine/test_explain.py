@@ -73,3 +73,34 @@ def test_round_trip_and_summary():
     summary = section_body(report, "summary")
     assert "TMA bulk copy" in summary and f'href="#{report_id(report)}-cuda-L' in summary
     assert "why not the fast path" in summary
+
+
+def test_a_pipelined_tile_loaded_by_threads_is_named_as_why_there_is_no_producer_warpgroup():
+    """TileLang 0.1.15's device code for a pipelined sm_90a GEMM whose A tile is filled element by
+    element (lines abridged from its output): B is a TMA load, A's stage is written with cp.async by a
+    producer as large as the consumers, and no warpgroup hands back registers."""
+    from tilelab.engine.explain import explain
+
+    device = "\n".join((
+        "  if (((int)threadIdx.x) < 256) {",
+        "        tl::cp_async_gs<16>((&(((half_t*)A_s)[(k % 3) * 4096])), (&(A[k * 32])));",
+        "        tl::tma_load(B_desc, mbarrier[(k % 3)], (&(((half_t*)B_s)[(k % 3) * 4096])), 0, (k * 32));",
+        "      tl::mbarrier_cp_async_arrive_noinc(mbarrier[(k % 3)]);",
+        "  } else {",
+        "          tl::wgmma_ss<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 64>(0);",
+    ))
+    b = ("B", "global", "float16", (512, 512))
+    ops = [{"op": "copy", "operands": [b, ("B_s", "shared.dyn", "float16", (32, 128))], "stages": 3},
+           {"op": "gemm", "operands": [("A_s", "shared.dyn", "float16", (128, 32)),
+                                       ("B_s", "shared.dyn", "float16", (32, 128)),
+                                       ("C_f", "local.fragment", "float32", (128, 128))], "stages": 3}]
+    low = explain(ops, device, "sm_90a", {}, 256)
+    assert not low.warp_specialized
+    assert low.warp_specialization_reason.startswith("A_s is loaded into shared memory by threads")
+    assert "device line 1" in low.warp_specialization_reason  # where the roles split
+    # a tile op's load that is not TMA (a copy with TMA switched off) is named the same way
+    a = ("A", "global", "float16", (512, 512))
+    plain = device.replace("tl::cp_async_gs<16>((&(((half_t*)A_s)[(k % 3) * 4096])), (&(A[k * 32])));",
+                           "*(uint4*)(A_s + (k % 3) * 4096) = *(uint4*)(A + k * 32);")
+    ops.insert(0, {"op": "copy", "operands": [a, ("A_s", "shared.dyn", "float16", (128, 32))], "stages": 3})
+    assert explain(ops, plain, "sm_90a", {}, 256).warp_specialization_reason.startswith("A_s is loaded")

@@ -50,6 +50,7 @@ def explain(ops: Sequence[dict[str, Any]], device_source: str, arch: str, pass_c
     global_shapes = global_shapes or {}
     out: list[TileOpPath] = []
     tma_loads = 0
+    slow: list[str] = []  # shared tiles loaded from global memory by threads, not by TMA
     for item in ops:
         kind, operands, stages = item["op"], item["operands"], item.get("stages")
         names = " -> ".join(o[0] for o in operands)
@@ -59,6 +60,8 @@ def explain(ops: Sequence[dict[str, Any]], device_source: str, arch: str, pass_c
             if src[1] == "global" and dst[1].startswith("shared"):
                 path = _global_to_shared(src, dst, device, sm, pass_configs, global_shapes)
                 tma_loads += path.path.startswith("TMA")
+                if not path.path.startswith("TMA"):
+                    slow.append(dst[0])
             elif dst[1] == "global":
                 path = _to_global(src, dst, device, sm, pass_configs)
             else:
@@ -71,7 +74,7 @@ def explain(ops: Sequence[dict[str, Any]], device_source: str, arch: str, pass_c
             out.append(TileOpPath(label, {"fill": "register/shared fill", "reduce": "reduction"}.get(kind, kind),
                                   True, stages=stages))
     ws, ws_reason = _warp_specialization(device, sm, pass_configs, threads, tma_loads,
-                                         any(o.stages for o in out))
+                                         any(o.stages for o in out), slow)
     stage_list = [o for o in ops if o.get("stages")]
     stage_n = stage_list[0]["stages"] if stage_list else None
     stage_bytes = None
@@ -165,7 +168,7 @@ def _gemm(label: str, operands: list, device: list[str], sm: int, configs: dict[
 
 
 def _warp_specialization(device: list[str], sm: int, configs: dict[str, str], threads: int | None,
-                         tma_loads: int, pipelined: bool) -> tuple[bool, str]:
+                         tma_loads: int, pipelined: bool, slow_loads: Sequence[str] = ()) -> tuple[bool, str]:
     line, _ = first_matching_line(device, r"tl::warpgroup_reg_(alloc|dealloc)<", "warpgroup_reg_")
     if line:
         return True, (f"a producer warpgroup issues the loads and the consumers compute (register split at "
@@ -178,6 +181,15 @@ def _warp_specialization(device: list[str], sm: int, configs: dict[str, str], th
         return False, "pass config tl.disable_warp_specialized is set"
     if not tma_loads:
         return False, "the pipelined copies are not TMA loads, which TileLang's producer warpgroup needs"
+    filled = set(re.findall(r"cp_async_gs<\d+>\(\(&\(\(\(\w+\*\)(\w+)\)", "\n".join(device)))
+    filled.update(slow_loads)
+    if filled:
+        line, _ = first_matching_line(device, r"threadIdx\.x\)\s*<", "threadIdx.x")
+        where = f" (the roles split at device line {line})" if line else ""
+        return False, (f"{' and '.join(sorted(filled))} is loaded into shared memory by threads (element by "
+                       "element, plain loads or cp.async), not by a TMA T.copy: TileLang then gives the loads a "
+                       f"producer as large as the consumers, with no registers handed back{where}; only a loop "
+                       "whose loads are all TMA copies gets one producer warpgroup")
     return False, "not established by tilelab"
 
 

@@ -130,6 +130,9 @@ def _arrivals(answer: Any) -> str:
             f"the kernel keeps {stages} stages, each with a 'full' barrier of 1 arrival and an 'empty' one of {truth}")
 
 
+_TMA_A = "T.copy(A[by * block_M, k * block_K], A_s)"
+_BY_HAND_A = """for i, j in T.Parallel(block_M, block_K):
+                    A_s[i, j] = A[by * block_M + i, k * block_K + j]"""
 GIVEN_07_4 = '''\
 def my_gemm(M, N, K, block_M=128, block_N=128, block_K=32, threads=256):
     @T.prim_func
@@ -139,8 +142,8 @@ def my_gemm(M, N, K, block_M=128, block_N=128, block_K=32, threads=256):
             B_s = T.alloc_shared((block_K, block_N), T.float16)
             C_f = T.alloc_fragment((block_M, block_N), T.float32)
             T.clear(C_f)
-            for k in {loop}:
-                T.copy(A[by * block_M, k * block_K], A_s)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages={stages}):
+                {load_a}
                 T.copy(B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * block_M, bx * block_N])
@@ -149,18 +152,25 @@ def my_gemm(M, N, K, block_M=128, block_N=128, block_K=32, threads=256):
 '''
 
 
-@exercise("07.4", "warp-specialise your GEMM",
-          question="my_gemm loads its tiles and multiplies them one after the other in a plain loop. Change it so "
-                   "that TileLang warp-specialises it on sm_90a, with a pipeline at least 2 stages deep, at any "
-                   "threads= (the check builds it at 128 and 256).",
+def _given_07_4(load_a: str = _TMA_A, stages: int = 3) -> str:
+    return GIVEN_07_4.format(load_a=load_a, stages=stages)
+
+
+@exercise("07.4", "a pipelined GEMM that is not warp-specialised",
+          question="my_gemm's loop is already T.Pipelined with 3 stages, yet TileLang does not warp-specialise it "
+                   "on sm_90a: its block launches twice the threads= it asks for, and no warpgroup gives registers "
+                   "back. Find why in the inspector's Summary, and fix it so that the block is threads= plus one "
+                   "producer warpgroup, at any threads= (the check builds it at 128 and 256).",
           kind="fixes",
-          hints=("The Summary tab of the inspector says whether a kernel is warp-specialised and, if not, why.",
-                 "TileLang overlaps the loads of iteration k+1 with the compute of iteration k only in a loop that "
-                 "says so.",
-                 "T.Pipelined(count, num_stages=...) in place of T.serial(count)."),
-          solution=GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=3)"),
+          hints=("The Summary tab of the inspector says whether a kernel is warp-specialised and, if not, why; the "
+                 "Tile ops table lists how each T.copy into shared memory lowered. Which tile of the loop is "
+                 "missing from it?",
+                 "One thread can issue a whole TMA copy, so a producer of TMA copies needs one warpgroup; a tile "
+                 "filled element by element needs a thread per element, as many as the consumers.",
+                 "Load A_s the way B_s is loaded: T.copy(A[by * block_M, k * block_K], A_s)."),
+          solution=_given_07_4(),
           answer_name="my_gemm",
-          given=GIVEN_07_4.format(loop="T.serial(T.ceildiv(K, block_K))"),
+          given=_given_07_4(_BY_HAND_A),
           reveal=lambda answer: _reveal(inspect(answer(512, 512, 512, threads=256), "sm_90a")))
 def _fix_ws(answer: Any) -> str:
     seen = []
@@ -168,8 +178,9 @@ def _fix_ws(answer: Any) -> str:
         report = inspect(build(answer, 512, 512, 512, threads=threads, name="my_gemm"), "sm_90a")
         low = report.lowering
         expect(low is not None, "tilelab found no tile ops in this kernel")
-        expect(low.warp_specialized, f"at threads={threads} the kernel is not warp-specialised: "
-                                     f"{low.warp_specialization_reason}")
+        block = int(report.kernels[0].block[0])
+        expect(low.warp_specialized, f"at threads={threads} the kernel is not warp-specialised ({block} threads "
+                                     f"launched): {low.warp_specialization_reason}")
         expect((low.stages or 0) >= 2, "it is warp-specialised, but a pipeline of one stage cannot load the next "
                                        "tile while the current one is multiplied: ask for at least 2")
         copies = [op for op in low.ops if op.op.startswith("T.copy") and "_s" in op.op.split("->")[-1]]
@@ -178,14 +189,14 @@ def _fix_ws(answer: Any) -> str:
                + "; ".join(f"{op.op}: {op.path}" for op in copies))
         expect(any(op.op.startswith("T.gemm") and "WGMMA" in op.path for op in low.ops),
                "the product must stay a T.gemm that runs on WGMMA")
-        block = int(report.kernels[0].block[0])
         expect(block == threads + 128, f"at threads={threads} the block should be your threads plus the producer "
                                        "warpgroup")
         seen.append((threads, block, low.stages))
     right = gemm_on_cpu(lambda M, N, K, bm, bn, bk: build(answer, M, N, K, bm, bn, bk, name="my_gemm"))
     gpu = on_gpu(build(answer, 512, 512, 512, threads=256, name="my_gemm"), lambda a, b: a @ b)
     return ("warp-specialised with " + ", ".join(f"threads={t} -> {b} launched" for t, b, _ in seen)
-            + f"; {seen[0][2]} stages: the producer loads stage k+1 while the consumers multiply stage k; "
+            + f"; {seen[0][2]} stages: one producer warpgroup issues both tiles' TMA copies (one thread per copy) and "
+            "gives its registers to the consumers, which multiply stage k while stage k+1 lands; "
             + right + "." + gpu)
 
 
@@ -193,6 +204,6 @@ wrong_answers = {
     "07.1": ("answer_07_1 = 256", "answer_07_1 = 288", "answer_07_1 = 512"),
     "07.2": ("answer_07_2 = (0, 255)", "answer_07_2 = (128, 255)", "answer_07_2 = (256, 511)"),
     "07.3": ("answer_07_3 = 1", "answer_07_3 = 384", "answer_07_3 = 128"),
-    "07.4": (GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=1)"),
-             GIVEN_07_4.format(loop="T.Pipelined(T.ceildiv(K, block_K), num_stages=0)")),
+    "07.4": (_given_07_4(_TMA_A, stages=1),
+             _given_07_4(_TMA_A.replace("A_s)", "A_s, disable_tma=True)"))),
 }
