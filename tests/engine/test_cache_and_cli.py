@@ -155,6 +155,7 @@ _INSPECT_512 = ("import tilelab, json; from gemm import matmul\n"
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # four fresh processes; make test keeps test_cache_serves_a_new_process_without_lowering
 def test_an_edit_to_the_engine_invalidates_the_cache(tmp_path):
     """A copy of the package in a new process: the same code hits, an edited engine file misses."""
     import shutil
