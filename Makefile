@@ -51,7 +51,9 @@ test-mutants: $(STAMP)
 		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
 
 # The long end-to-end proofs beside the one of each kind that `make test` runs (marker heavy: the
-# doctor's reproducers of five failing cells, each run in a fresh TileLang process).
+# doctor's reproducers of five failing cells, each run in a fresh TileLang process; the CLI's and the
+# magic's runs in fresh processes past the first of each; the browser's notebook-06 and pictures
+# walks; the CPU path's longer kernels; a notebook's second full run).
 test-heavy: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m heavy $(PYTEST_ARGS)
 

@@ -145,6 +145,7 @@ def test_a_diagnosis_round_trips_through_a_dict(failures):
     assert _doctor.Diagnosis.from_dict(diagnosis.to_dict()) == diagnosis
 
 
+@pytest.mark.heavy
 def test_the_cli_shows_the_diagnosis():
     expr = f"{KERNEL_FILE}:accumulator_in_shared()"
     proc = subprocess.run([sys.executable, "-m", "tilelab", "inspect", expr, "--target", "sm_90a"],
@@ -373,6 +374,7 @@ def test_the_magic_shows_the_likeliest_cell_line_and_the_other_candidates_short_
     assert "application/vnd.jupyter.widget-view+json" in button and "reproducer()" in button["text/plain"]
 
 
+@pytest.mark.heavy
 def test_the_cli_names_the_likeliest_line_and_the_candidates():
     expr = f"{KERNEL_FILE}:int4_in_the_second_copy()"
     proc = subprocess.run([sys.executable, "-m", "tilelab", "inspect", expr, "--target", "sm_90a"],

@@ -45,6 +45,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not (CUDA / "bin" / "ptxas").exists(), reason=f"needs the CUDA toolkit in {CUDA}")
 @pytest.mark.slow
 def test_magic_sass_and_passes_tabs(tmp_path):

@@ -52,6 +52,7 @@ def gemm_with(policy_name: str):
 
 if not CHILD:
 
+    @pytest.mark.heavy
     @pytest.mark.slow
     def test_words_through_the_magic_in_their_own_process():
         env = dict(os.environ, TILELAB_WORDS_CHILD="1")

@@ -274,6 +274,7 @@ def test_cli_output_into_a_missing_folder(option, tmp_path):
                           "create it first\n")
 
 
+@pytest.mark.heavy
 def test_cli_output_onto_a_folder_or_an_unwritable_place(tmp_path):
     out = cli("inspect", SMALL, "--json", str(tmp_path))
     assert out.returncode == 2 and "is a folder" in out.stderr and "Traceback" not in out.stderr
@@ -297,6 +298,7 @@ _tilelang.l2_windows = crash  # a bug inside the engine, as the reviewer's L2 cr
 '''
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_internal_error_is_one_message_and_asks_for_a_report(tmp_path):
     (tmp_path / "crashing.py").write_text(CRASHING.format(examples=str(ROOT / "examples")))

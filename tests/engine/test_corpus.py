@@ -350,6 +350,7 @@ def test_repeated_rounds_interleave_lowering_and_inspect(monkeypatch, tmp_path):
     assert calls == ["lower", "inspect"] * 3  # a warm process: its first round counts
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_cli_corpus_repeat_and_only(tmp_path, capsys):
     folder = tmp_path / "scripts"

@@ -230,6 +230,7 @@ def test_launch_shape_is_read_from_the_prim_func_with_sizes_substituted():
     assert shape(object(), {}) == ""
 
 
+@pytest.mark.heavy
 def test_a_script_without_a_main_guard_is_not_rerun_in_the_worker(tmp_path):
     """The spawn start method would import the script again in the worker; tilelab hides it."""
     import subprocess

@@ -76,6 +76,7 @@ def _open(page, url: str) -> None:
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
 
 
+@pytest.mark.heavy
 def test_pictures_and_explorer_read_at_both_sizes_after_a_restart_and_offline(lab, tmp_path: Path, capsys) -> None:
     from playwright.sync_api import sync_playwright
 

@@ -312,6 +312,7 @@ def count_lowerings(monkeypatch):
     return counts
 
 
+@pytest.mark.heavy
 def test_a_halving_sweep_lowers_each_configuration_once_pruning_and_compile_share_it(count_lowerings, tmp_path,
                                                                                       monkeypatch):
     """Real lowerings and compiles for the CPU (target c), a fake timer: pruning inspects every
