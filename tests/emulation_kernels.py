@@ -159,3 +159,19 @@ def fp4_dequant_gemm(M=64, N=64, K=64, block=32, bug=None):
             T.copy(C_f, C[by * block, bx * block])
 
     return fp4_gemm
+
+
+GATHER_ROWS, GATHER_DIM, GATHER_TABLE = 64, 32, 96
+
+
+@T.prim_func
+def gather_through_an_index_of_an_index(Table: T.Tensor((GATHER_TABLE, GATHER_DIM), T.float32),
+                                        Token: T.Tensor((GATHER_TABLE,), T.int32),
+                                        Order: T.Tensor((GATHER_ROWS,), T.int32),
+                                        Y: T.Tensor((GATHER_ROWS, GATHER_DIM), T.float32)):
+    """Y[i] = Table[Token[Order[i]]]: the row is read through two loaded indices, so the checked
+    load of Token sits inside Table's index, whose bound needs 64 bits (TileLang widens every
+    integer of that index, the check's arguments too)."""
+    with T.Kernel(GATHER_ROWS // 16, threads=128) as bx:
+        for i, j in T.Parallel(16, GATHER_DIM):
+            Y[bx * 16 + i, j] = Table[Token[Order[bx * 16 + i]], j]

@@ -170,3 +170,18 @@ def test_a_split_k_gemm_adding_whole_tiles_runs_and_a_wrong_slice_is_caught():
     assert tiles.passed, tiles
     wrong = tilelab.run(ck.splitk_gemm(bug="same_slice"), device="cpu", seed=0, ref=_matmul)
     assert not wrong.passed and wrong.outputs[0].unwritten == 0 and wrong.outputs[0].rel_error > 0.1
+
+
+def test_a_checked_load_inside_a_64_bit_index_compiles_and_gathers():
+    gen = torch.Generator().manual_seed(4)
+    table = torch.randn(ek.GATHER_TABLE, ek.GATHER_DIM, generator=gen)
+    token = torch.randperm(ek.GATHER_TABLE, generator=gen).to(torch.int32)
+    order = torch.randint(0, ek.GATHER_TABLE, (ek.GATHER_ROWS,), generator=gen, dtype=torch.int32)
+    kernel = ek.gather_through_an_index_of_an_index
+    result = tilelab.run(kernel, table, token, order, device="cpu", blocks=[0, 3], outputs=["Y"],
+                         ref=lambda t, tok, o: t[tok[o.long()].long()])
+    assert result.passed, result
+    # one level of the indirection dropped is caught
+    wrong = tilelab.run(kernel, table, token, order, device="cpu", blocks=[0, 3], outputs=["Y"],
+                        ref=lambda t, tok, o: t[o.long()])
+    assert not wrong.passed

@@ -59,19 +59,19 @@ from typing import Any
 from .compile import compile_kernel
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
-from .emulate_source import OOB_FUNCTION, EmulationRefused, _source_lines
+from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
 
-ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int32 format)
-FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int32 format): T.reinterpret as a GPU float
-TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int32 format): a GPU float's bits
+ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int64 format)
+FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int64 format): T.reinterpret as a GPU float
+TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format): a GPU float's bits
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "3"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "4"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -437,7 +437,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
     def narrow_call(value: Any, dtype: str) -> Any:
         return tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
-                                tirx.const(NARROW_FLOATS[dtype], "int32"))
+                                tirx.const(NARROW_FLOATS[dtype], EXTERN_INT))
 
     def post(node: Any) -> Any:
         if isinstance(node, tirx.SBlock):
@@ -514,12 +514,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         if target in NARROW_FLOATS and origin.startswith(("int", "uint")):
             applied.add("dtypes")
             decoded = tirx.call_extern(COMPUTE_DTYPE, FROM_BITS_FUNCTION, tirx.Cast("uint32", value),
-                                       tirx.const(NARROW_FLOATS[target], "int32"))
+                                       tirx.const(NARROW_FLOATS[target], EXTERN_INT))
             return tirx.Cast(target, decoded)  # exact: the cast's rounding leaves the value as it is
         if origin in NARROW_FLOATS and target.startswith(("int", "uint")):
             applied.add("dtypes")
             encoded = tirx.call_extern("uint32", TO_BITS_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
-                                       tirx.const(NARROW_FLOATS[origin], "int32"))
+                                       tirx.const(NARROW_FLOATS[origin], EXTERN_INT))
             return tirx.Cast(target, encoded)
         return None
 
@@ -654,8 +654,7 @@ def _late_pass(emulation: Emulation) -> Any:
             idx += [tirx.const(0, i64)] * (MAX_RANK - rank)
             shape += [tirx.const(1, i64)] * (MAX_RANK - rank)
             blocks = [tirx.Cast("int32", scope[a]) if a in scope else tirx.const(0, "int32") for a in "xyz"]
-            return tirx.call_extern("int32", OOB_FUNCTION, tirx.const(buffer_id(buf), "int32"),
-                                    tirx.const(kind, "int32"), *blocks, tirx.const(rank, "int32"), *idx, *shape)
+            return oob_call(buffer_id(buf), kind, *blocks, rank, *idx, *shape)
 
         def rewrite(stmt: Any, scope: dict[str, Any]) -> Any:
             def pre(node: Any) -> Any:
@@ -690,7 +689,7 @@ def _late_pass(emulation: Emulation) -> Any:
                     target = narrow.get(str(node.buffer.name))
                     if target is not None and value.dtype.lanes == 1 and str(value.dtype) == COMPUTE_DTYPE:
                         value = tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, value,
-                                                 tirx.const(NARROW_FLOATS[target], "int32"))
+                                                 tirx.const(NARROW_FLOATS[target], EXTERN_INT))
                     cond = inside(node.buffer, node.indices)
                     store = tirx.BufferStore(node.buffer, value, node.indices, node.predicate) \
                         if not value.same_as(node.value) else node

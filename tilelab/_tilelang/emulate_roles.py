@@ -234,10 +234,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
         idx = [tirx.Cast(i64, tirx.const(which, "int32")), tirx.Cast(i64, index), tirx.Cast(i64, parity),
                tirx.const(line, i64), tirx.const(0, i64), tirx.const(0, i64)]
         bxyz = [tirx.Cast("int32", block_vars[a]) if a in block_vars else zero for a in "xyz"]
-        from .emulate_source import OOB_FUNCTION
-        record = tirx.call_extern("int32", OOB_FUNCTION, tirx.const(PROTOCOL_BUFFER, "int32"),
-                                  tirx.const(PROTOCOL_KIND, "int32"), *bxyz, tirx.const(4, "int32"), *idx,
-                                  tirx.const(len(counts_), i64), *[tirx.const(0, i64)] * 5)
+        from .emulate_source import oob_call
+        record = oob_call(PROTOCOL_BUFFER, PROTOCOL_KIND, *bxyz, 4, *idx, len(counts_), *[0] * 5)
         return tirx.IfThenElse(tirx.Not(done), tirx.Evaluate(record), None)
 
     def rewrite(stmt: Any, arrivals: int, in_threaded: bool, under_thread_if: bool) -> Any:

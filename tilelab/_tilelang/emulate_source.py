@@ -8,6 +8,22 @@ import linecache
 from typing import Any
 
 OOB_FUNCTION = "tilelab_emu_oob"  # int32 tilelab_emu_oob(buffer id, kind, bx, by, bz, rank, idx[6], extent[6])
+# Every integer argument of the runtime's functions is an int64: TileLang's codegen declares an
+# extern function once per call, from that call's argument types, and its index-width pass widens
+# the int32 arguments of a call that sits inside a 64-bit index (a guarded load whose value indexes
+# another buffer) but not the others; two declarations that differ do not compile.
+EXTERN_INT = "int64"
+
+
+def oob_call(*args: Any) -> Any:
+    """The call of the out-of-bounds record with ``args`` (buffer id, kind, bx, by, bz, rank,
+    idx[6], extent[6]), each an int64 (:data:`EXTERN_INT`)."""
+    from .env import tilelang
+
+    tirx = tilelang().tvm.tirx
+    wide = [tirx.const(int(a if isinstance(a, int) else a.value), EXTERN_INT) if isinstance(a, (int, tirx.IntImm)) else
+            a if str(a.dtype) == EXTERN_INT else tirx.Cast(EXTERN_INT, a) for a in args]
+    return tirx.call_extern("int32", OOB_FUNCTION, *wide)
 
 
 class EmulationRefused(Exception):

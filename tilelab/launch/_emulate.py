@@ -174,11 +174,13 @@ static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
 # rounding (extern "C", as TileLang's codegen writes it) then names this inline definition.
 ROUNDING_HEADER = _ROUNDING_SOURCE + r"""
 extern "C" {
-static inline float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
-static inline float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) {
-  return tilelab_emu_from_bits(bits, format);
+static inline float tilelab_emu_round(float x, int64_t format) { return tilelab_emu_round_impl(x, (int32_t)format); }
+static inline float tilelab_emu_float_of_bits(uint32_t bits, int64_t format) {
+  return tilelab_emu_from_bits(bits, (int32_t)format);
 }
-static inline uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
+static inline uint32_t tilelab_emu_bits_of_float(float x, int64_t format) {
+  return tilelab_emu_to_bits(x, (int32_t)format);
+}
 }
 """
 
@@ -192,13 +194,14 @@ static int64_t n_kept = 0, n_total = 0;
 
 extern "C" {
 
-int32_t tilelab_emu_oob(int32_t buffer, int32_t kind, int32_t bx, int32_t by, int32_t bz, int32_t rank,
+int32_t tilelab_emu_oob(int64_t buffer, int64_t kind, int64_t bx, int64_t by, int64_t bz, int64_t rank,
                         int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t i4, int64_t i5,
                         int64_t e0, int64_t e1, int64_t e2, int64_t e3, int64_t e4, int64_t e5) {
   n_total++;
   if (n_kept < MAX_OOB) {
     tl_emu_oob* o = &kept[n_kept++];
-    o->buffer = buffer; o->kind = kind; o->bx = bx; o->by = by; o->bz = bz; o->rank = rank;
+    o->buffer = (int32_t)buffer; o->kind = (int32_t)kind; o->bx = (int32_t)bx; o->by = (int32_t)by;
+    o->bz = (int32_t)bz; o->rank = (int32_t)rank;
     int64_t idx[6] = {i0, i1, i2, i3, i4, i5}, ext[6] = {e0, e1, e2, e3, e4, e5};
     memcpy(o->idx, idx, sizeof idx); memcpy(o->extent, ext, sizeof ext);
   }
@@ -210,9 +213,9 @@ int64_t tilelab_emu_oob_total(void) { return n_total; }
 int64_t tilelab_emu_oob_kept(void) { return n_kept; }
 const void* tilelab_emu_oobs(void) { return kept; }
 
-float tilelab_emu_round(float x, int32_t format) { return tilelab_emu_round_impl(x, format); }
-float tilelab_emu_float_of_bits(uint32_t bits, int32_t format) { return tilelab_emu_from_bits(bits, format); }
-uint32_t tilelab_emu_bits_of_float(float x, int32_t format) { return tilelab_emu_to_bits(x, format); }
+float tilelab_emu_round(float x, int64_t format) { return tilelab_emu_round_impl(x, (int32_t)format); }
+float tilelab_emu_float_of_bits(uint32_t bits, int64_t format) { return tilelab_emu_from_bits(bits, (int32_t)format); }
+uint32_t tilelab_emu_bits_of_float(float x, int64_t format) { return tilelab_emu_to_bits(x, (int32_t)format); }
 
 }
 """.replace("MAX_OOB", str(MAX_OOB))
@@ -237,7 +240,7 @@ def runtime() -> ctypes.CDLL:
         rt.tilelab_emu_oob_kept.restype = ctypes.c_int64
         rt.tilelab_emu_oobs.restype = ctypes.c_void_p
         rt.tilelab_emu_round.restype = ctypes.c_float
-        rt.tilelab_emu_round.argtypes = [ctypes.c_float, ctypes.c_int32]
+        rt.tilelab_emu_round.argtypes = [ctypes.c_float, ctypes.c_int64]
         _RUNTIME = rt
         return rt
 
