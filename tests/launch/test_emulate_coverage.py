@@ -185,3 +185,20 @@ def test_a_checked_load_inside_a_64_bit_index_compiles_and_gathers():
     wrong = tilelab.run(kernel, table, token, order, device="cpu", blocks=[0, 3], outputs=["Y"],
                         ref=lambda t, tok, o: t[o.long()])
     assert not wrong.passed
+
+
+def test_float16_tensors_are_passed_as_their_bits_and_decoded_in_the_kernel():
+    from tilelab._tilelang.emulate import rewrite_for_cpu
+
+    emulation = rewrite_for_cpu(ck.gemm(), "gemm")
+    assert emulation.bits == ("A", "B", "C")
+    func = emulation.func
+    assert [str(func.buffer_map[p].dtype) for p in func.params[:3]] == ["int16"] * 3
+    # an output reached only through atomics keeps its float32 form
+    assert rewrite_for_cpu(ck.splitk_gemm(), "splitk").bits == ("A", "B")
+    a = torch.randn(192, 96, generator=torch.Generator().manual_seed(5)).half()
+    b = torch.randn(96, 160, generator=torch.Generator().manual_seed(6)).half()
+    before = a.clone()
+    result = tilelab.run(ck.gemm(), a, b, device="cpu", blocks=[0, 14], ref=lambda x, y: x @ y)
+    assert result.passed, result
+    assert torch.equal(a.view(torch.int16), before.view(torch.int16))  # an input handed over itself is untouched

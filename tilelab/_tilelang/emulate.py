@@ -28,9 +28,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
-  holds what it would on the GPU; a bool tensor is passed as its bytes (int8) and read as != 0
-  (the host C rejects bool pointers), and a bool tile is held as bytes too (a vectorised copy of
-  bools has no C type);
+  holds what it would on the GPU; a float16, bfloat16 or float8 tensor is passed as its bits (no
+  float32 copy of a large tensor is made: each load decodes, each store encodes); a bool tensor is
+  passed as its bytes (int8) and read as != 0 (the host C rejects bool pointers), and a bool tile
+  is held as bytes too (a vectorised copy of bools has no C type);
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
@@ -71,7 +72,7 @@ TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format)
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "4"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "5"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -83,6 +84,10 @@ NARROW_FLOATS = {
 }
 NARROW_FLOATS["custom[tfloat32]"] = NARROW_FLOATS["tfloat32"]  # TVM's name of TileLang's tf32 type
 COMPUTE_DTYPE = "float32"
+# The narrow tensors a kernel receives as their bits (an integer of the same width, each load decoded
+# and each store encoded by the runtime): no float32 copy of them is made, nor converted back.
+BITS_STORAGE = {"float16": "int16", "bfloat16": "int16", "float8_e4m3fn": "int8", "float8_e4m3": "int8",
+                "float8_e5m2": "int8", "float8_e4m3fnuz": "int8", "float8_e5m2fnuz": "int8"}
 BOOL_TENSOR_DTYPE = "int8"  # a bool tensor's bytes as the CPU kernel takes them (torch.bool is one byte)
 
 
@@ -125,8 +130,10 @@ RULES = (
          "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
          "the same time is reported, never hung on"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
-         "type and each store into a buffer of one rounds to it; a bool tensor is passed as its bytes (int8), read "
-         "as != 0, and a bool tile is held as bytes too",
+         "type and each store into a buffer of one rounds to it; a float16, bfloat16 or float8 tensor is passed as "
+         "its bits, each load decoding and each store encoding them (one reached through a pointer, an atomic, is "
+         "passed in float32); a bool tensor is passed as its bytes (int8), read as != 0, and a bool tile is held as "
+         "bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
@@ -156,6 +163,7 @@ class Emulation:
     block_names: dict[str, str]
     grid_rank: int
     buffers: tuple[str, ...] = field(default=())  # ids of the out-of-bounds record: tensors, then tiles
+    bits: tuple[str, ...] = field(default=())  # narrow tensors passed as their bits (BITS_STORAGE)
     barriers: tuple[str, ...] = field(default=())  # the mbarriers an unsatisfiable wait's record numbers
 
 
@@ -358,9 +366,30 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     remap: dict[Any, Any] = {}
     booleans: set[str] = set()  # bool tensors, held as int8 (the host C rejects bool pointers)
 
+    param_narrow = {str(func.buffer_map[p].name): _canonical(str(func.buffer_map[p].dtype)) for p in func.params
+                    if p in func.buffer_map and str(func.buffer_map[p].dtype) in NARROW_FLOATS}
+    as_bits = _passed_as_bits(func, param_narrow)
+    bits_params: dict[Any, Any] = {}  # a tensor passed as its bits: the float32 buffer -> the integer one
+
     def replacement(buf: Any, scope: str | None) -> Any:
         if buf in remap:
             return remap[buf]
+        if scope is None and str(buf.name) in as_bits and buf.data not in data_map:
+            # the parameter is a buffer of the tensor's bits; the body's buffer is a float32 one over the
+            # same data, whose loads and stores the late pass decodes and encodes
+            storage = BITS_STORAGE[param_narrow[str(buf.name)]]
+            # named as the parameter's buffer: TileLang's host wrapper passes its arguments by that name
+            data = tirx.Var(str(buf.name), tvm.ir.PointerType(tvm.ir.PrimType(storage), "global"))
+            strides = list(buf.strides) if len(buf.strides) else None
+            new = tirx.decl_buffer(buf.shape, COMPUTE_DTYPE, str(buf.name), data=data, strides=strides,
+                                   elem_offset=buf.elem_offset)
+            bits_params[new] = tirx.decl_buffer(buf.shape, storage, str(buf.name), data=data, strides=strides,
+                                                elem_offset=buf.elem_offset)
+            narrow[str(buf.name)] = param_narrow[str(buf.name)]
+            applied.add("dtypes")
+            remap[buf] = new
+            data_map[buf.data] = new
+            return new
         dtype = str(buf.dtype)
         new_dtype = _cpu_dtype(dtype)
         if dtype == "bool":  # a tensor or a tile of bools: its bytes, read as != 0 (the host C has no boolxN)
@@ -414,7 +443,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     for p in func.params:
         if p in func.buffer_map:
             buf = func.buffer_map[p]
-            buffer_map[p] = replacement(buf, None)
+            new = replacement(buf, None)
+            buffer_map[p] = bits_params.get(new, new)
             tensors.append(str(buf.name))
 
     def collect(node: Any) -> None:
@@ -588,7 +618,51 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
-                     barriers=tuple(roles.barriers))
+                     barriers=tuple(roles.barriers), bits=as_bits)
+
+
+_POINTER_OPS = ("tirx.address_of", "tl.access_ptr", "tirx.tvm_access_ptr")
+
+
+def _passed_as_bits(func: Any, narrow: dict[str, str]) -> tuple[str, ...]:
+    """The narrow tensor parameters of a rewritten kernel that it can take as their bits: every
+    access to them (or to a view of their data) is a load, a store or a tile operation's region,
+    which lower to loads and stores the late pass decodes and encodes. A tensor reached through a
+    pointer (an atomic, an access pointer, an address) or an atomic tile operation stays float32."""
+    tirx = tilelang().tvm.tirx
+    candidates = {}
+    for p in func.params:
+        buf = func.buffer_map.get(p)
+        if buf is not None and narrow.get(str(buf.name)) in BITS_STORAGE:
+            candidates[buf.data] = str(buf.name)
+    if not candidates:
+        return ()
+    excluded: set[str] = set()
+
+    def pointers(call: Any) -> None:
+        for arg in call.args:
+            if isinstance(arg, tirx.Call) and arg.args and isinstance(arg.args[0], tirx.BufferLoad):
+                op = str(getattr(arg.op, "name", ""))
+                data = arg.args[0].buffer.data
+                if data in candidates and (op in _POINTER_OPS or (op == "tl.region" and call_is_pointer(call))):
+                    excluded.add(candidates[data])
+            elif isinstance(arg, tirx.Var) and arg in candidates:
+                excluded.add(candidates[arg])
+
+    def call_is_pointer(call: Any) -> bool:
+        op = str(getattr(call.op, "name", ""))
+        return "atomic" in op.lower() or op in ("tirx.call_extern", "tirx.call_packed", "tirx.call_intrin")
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            if op in _POINTER_OPS and node.args and isinstance(node.args[0], tirx.BufferLoad) \
+                    and node.args[0].buffer.data in candidates:
+                excluded.add(candidates[node.args[0].buffer.data])
+            pointers(node)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return tuple(name for name in candidates.values() if name not in excluded)
 
 
 # ------------------------------------------------------------------------------------------
@@ -613,6 +687,37 @@ def _late_pass(emulation: Emulation) -> Any:
         mask = next((func.buffer_map[p] for p in func.params if p in func.buffer_map
                      and str(func.buffer_map[p].name) == BLOCK_MASK), None)
         tensor_ids = {name: i for i, name in enumerate(emulation.tensors)}
+        # The tensors passed as their bits: the parameter is a buffer of integers (rewrite_for_cpu), and
+        # the body's float32 buffer of the same data (or a view of it) is read and written through it:
+        # each load decoded, each store encoded.
+        formats: dict[Any, str] = {}  # the parameter's data -> its GPU type
+        for p in func.params:
+            buf = func.buffer_map.get(p)
+            if buf is not None and str(buf.name) in emulation.bits:
+                formats[buf.data] = narrow[str(buf.name)]
+        remade: dict[Any, Any] = {}
+
+        def bits_of(buf: Any) -> Any:
+            """The integer buffer standing for ``buf`` (None when ``buf`` is not one of them)."""
+            if buf.data not in formats or str(buf.dtype) != COMPUTE_DTYPE:
+                return None
+            if buf not in remade:
+                strides = list(buf.strides) if len(buf.strides) else None
+                remade[buf] = tirx.decl_buffer(buf.shape, BITS_STORAGE[formats[buf.data]], str(buf.name),
+                                               data=buf.data, scope=buf.scope(), strides=strides,
+                                               elem_offset=buf.elem_offset)
+            return remade[buf]
+
+        def decoded(load: Any, dtype: str) -> Any:
+            width = "uint16" if BITS_STORAGE[dtype] == "int16" else "uint8"
+            return tirx.call_extern(COMPUTE_DTYPE, FROM_BITS_FUNCTION, tirx.Cast("uint32", tirx.Cast(width, load)),
+                                    tirx.const(NARROW_FLOATS[dtype], EXTERN_INT))
+
+        def encoded(value: Any, dtype: str) -> Any:
+            storage = BITS_STORAGE[dtype]
+            bits = tirx.call_extern("uint32", TO_BITS_FUNCTION, tirx.Cast(COMPUTE_DTYPE, value),
+                                    tirx.const(NARROW_FLOATS[dtype], EXTERN_INT))
+            return tirx.Cast(storage, tirx.Cast("uint16" if storage == "int16" else "uint8", bits))
 
         def flagged(store: Any) -> Any:
             """``store`` into a tensor, with the tensor's "stored into" flag set beside it."""
@@ -678,15 +783,30 @@ def _late_pass(emulation: Emulation) -> Any:
                 return None
 
             def post(node: Any) -> Any:
+                if isinstance(node, tirx.DeclBuffer):
+                    held = bits_of(node.buffer)
+                    return tirx.DeclBuffer(held) if held is not None else None
                 if isinstance(node, tirx.BufferLoad):
+                    held = bits_of(node.buffer)
+                    if held is not None:
+                        load = tirx.BufferLoad(held, node.indices)
+                        cond = inside(held, node.indices)
+                        if cond is not None:
+                            load = tirx.if_then_else(cond, load, tirx.Cast(
+                                load.dtype, record(held, node.indices, OOB_READ, scope)))
+                        return decoded(load, formats[node.buffer.data])
                     cond = inside(node.buffer, node.indices)
                     if cond is None:
                         return None
                     fallback = tirx.Cast(node.dtype, record(node.buffer, node.indices, OOB_READ, scope))
                     return tirx.if_then_else(cond, node, fallback)
                 if isinstance(node, tirx.BufferStore):
+                    held = bits_of(node.buffer)
+                    if held is not None:
+                        node = tirx.BufferStore(held, encoded(node.value, formats[node.buffer.data]), node.indices,
+                                                node.predicate)
                     value = node.value
-                    target = narrow.get(str(node.buffer.name))
+                    target = narrow.get(str(node.buffer.name)) if held is None else None
                     if target is not None and value.dtype.lanes == 1 and str(value.dtype) == COMPUTE_DTYPE:
                         value = tirx.call_extern(COMPUTE_DTYPE, ROUND_FUNCTION, value,
                                                  tirx.const(NARROW_FLOATS[target], EXTERN_INT))
@@ -703,7 +823,7 @@ def _late_pass(emulation: Emulation) -> Any:
                                                                               scope)))])
                 return None
 
-            return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.IfThenElse",
+            return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.IfThenElse", "tirx.DeclBuffer",
                                                                     "tirx.BufferLoad", "tirx.BufferStore"])
 
         def is_const_zero_extent(loop: Any) -> bool:

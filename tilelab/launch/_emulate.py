@@ -127,6 +127,11 @@ static inline tilelab_format tilelab_format_of(int32_t format) {
 }
 
 static inline float tilelab_emu_from_bits(uint32_t bits, int32_t format) {
+  if (format == 1 && ((bits >> 10) & 0x1fu) != 0 && ((bits >> 10) & 0x1fu) != 0x1fu) {
+    /* a normal float16 (the common case of a float16 tensor passed as its bits): rebias the exponent */
+    uint32_t u = ((bits & 0x8000u) << 16) | ((((bits >> 10) & 0x1fu) + 112u) << 23) | ((bits & 0x3ffu) << 13);
+    float f; memcpy(&f, &u, sizeof f); return f;
+  }
   if (format == 8 || format == 2) {   /* tfloat32: float32's bits; bfloat16: float32's upper half */
     uint32_t u = format == 2 ? (bits & 0xffffu) << 16 : bits;
     float f; memcpy(&f, &u, sizeof f); return f;
@@ -152,6 +157,10 @@ static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
   uint32_t u; memcpy(&u, &r, sizeof u);
   if (format == 8) return u;
   if (format == 2) return u >> 16;    /* rounded to bfloat16: its bits are float32's upper half */
+  if (format == 1) {                  /* a normal float16: rebias float32's exponent */
+    int32_t e = (int32_t)((u >> 23) & 0xffu) - 112;
+    if (e >= 1 && e <= 30) return ((u >> 16) & 0x8000u) | ((uint32_t)e << 10) | ((u >> 13) & 0x3ffu);
+  }
   tilelab_format t = tilelab_format_of(format);
   int width = 1 + t.ebits + t.mbits;
   uint32_t sign = (u >> 31) << (width - 1);
@@ -208,6 +217,40 @@ int32_t tilelab_emu_oob(int64_t buffer, int64_t kind, int64_t bx, int64_t by, in
   return 0;
 }
 
+/* Elements of n whose bits (width bytes each) have every bit of mask set: NaN and infinity of an
+   IEEE-like format when mask is its exponent field. */
+int64_t tilelab_emu_count_all_set(const void* data, int64_t n, int32_t width, uint64_t mask) {
+  int64_t count = 0;
+  if (width == 2) {
+    const uint16_t* p = (const uint16_t*)data; uint16_t m = (uint16_t)mask;
+    for (int64_t i = 0; i < n; i++) count += (p[i] & m) == m;
+  } else if (width == 4) {
+    const uint32_t* p = (const uint32_t*)data; uint32_t m = (uint32_t)mask;
+    for (int64_t i = 0; i < n; i++) count += (p[i] & m) == m;
+  } else if (width == 8) {
+    const uint64_t* p = (const uint64_t*)data;
+    for (int64_t i = 0; i < n; i++) count += (p[i] & mask) == mask;
+  } else {
+    const uint8_t* p = (const uint8_t*)data; uint8_t m = (uint8_t)mask;
+    for (int64_t i = 0; i < n; i++) count += (p[i] & m) == m;
+  }
+  return count;
+}
+
+/* The flat indices (up to cap of them, into out) of the n elements (width bytes each) whose bits
+   differ from word (the poison): how many there are. */
+int64_t tilelab_emu_differ(const void* data, int64_t n, int32_t width, uint64_t word, int64_t* out, int64_t cap) {
+  int64_t count = 0;
+#define TILELAB_DIFFER(T) { const T* p = (const T*)data; T w = (T)word; \
+    for (int64_t i = 0; i < n; i++) if (p[i] != w) { if (count < cap) out[count] = i; count++; } }
+  if (width == 1) TILELAB_DIFFER(uint8_t)
+  else if (width == 2) TILELAB_DIFFER(uint16_t)
+  else if (width == 4) TILELAB_DIFFER(uint32_t)
+  else TILELAB_DIFFER(uint64_t)
+#undef TILELAB_DIFFER
+  return count;
+}
+
 void tilelab_emu_reset(void) { n_kept = 0; n_total = 0; }
 int64_t tilelab_emu_oob_total(void) { return n_total; }
 int64_t tilelab_emu_oob_kept(void) { return n_kept; }
@@ -241,6 +284,11 @@ def runtime() -> ctypes.CDLL:
         rt.tilelab_emu_oobs.restype = ctypes.c_void_p
         rt.tilelab_emu_round.restype = ctypes.c_float
         rt.tilelab_emu_round.argtypes = [ctypes.c_float, ctypes.c_int64]
+        rt.tilelab_emu_count_all_set.restype = ctypes.c_int64
+        rt.tilelab_emu_differ.restype = ctypes.c_int64
+        rt.tilelab_emu_differ.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64,
+                                          ctypes.c_void_p, ctypes.c_int64]
+        rt.tilelab_emu_count_all_set.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64]
         _RUNTIME = rt
         return rt
 
@@ -370,6 +418,7 @@ class Emulated:
     key: str
     payload: bytes  # pickled (prim_func, pass_configs): unpickled once TileLang is imported there
     atomic: tuple[str, ...] = ()  # outputs written only by atomic adds: they start at zero
+    written: tuple[str, ...] | None = None  # the tensors its code writes (None: unknown, any of them)
 
 
 
@@ -404,7 +453,8 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
     key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
     configs = {**source.pass_configs, **(pass_configs or {})}
     return Emulated(prepared, emulated, key, pickle.dumps((source.prim_func, configs)),
-                    atomic=_tilelang.atomic_add_outputs(source.prim_func))
+                    atomic=_tilelang.atomic_add_outputs(source.prim_func),
+                    written=_tilelang.written_tensors(source.prim_func))
 
 
 def parse_blocks(blocks: Any, grid: tuple[int, int, int], name: str) -> tuple[int, ...] | None:
@@ -442,14 +492,20 @@ def _shared_empty(shape: Sequence[int], dtype: Any) -> Any:
         return torch.empty(tuple(int(e) for e in shape), dtype=dtype)
 
 
-def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
-    """The tensor as the emulated kernel takes it: float32 where the GPU's type has no CPU form
-    (always a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``).
+def _working_copy(tensor: Any, dtype: str, copy: bool = False, bits: bool = False) -> Any:
+    """The tensor as the emulated kernel takes it: its bits (an integer of its width: ``bits``, a
+    narrow tensor the kernel decodes itself) or float32 where the GPU's type has no CPU form (always
+    a copy then), a bool tensor's bytes as int8, else the tensor itself (or a copy, ``copy``).
     Copies are made in shared memory (:func:`_shared_empty`)."""
     import torch
 
     from .. import _tilelang
 
+    if bits:
+        view = tensor.view(_bits_dtype(tensor))
+        out = _shared_empty(view.shape, view.dtype)
+        out.copy_(view)
+        return out
     if dtype in _tilelang.NARROW_FLOATS:
         out = _shared_empty(tensor.shape, torch.float32)
         out.copy_(tensor)
@@ -466,6 +522,13 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False) -> Any:
     out = _shared_empty(tensor.shape, tensor.dtype)
     out.copy_(tensor)
     return out
+
+
+def _bits_dtype(tensor: Any) -> Any:
+    """The integer dtype of ``tensor``'s width (a narrow float passed as its bits)."""
+    import torch
+
+    return {1: torch.int8, 2: torch.int16}[tensor.element_size()]
 
 
 def _atomic_start(tensor: Any, dtype: str) -> Any:
@@ -506,6 +569,26 @@ def _written_index(unwritten: Any) -> tuple[Any, ...] | None:
         return None
     flat = torch.nonzero(~unwritten.reshape(-1)).reshape(-1)
     return _unravel_all(flat, tuple(unwritten.shape))
+
+
+def _written_of(out: Any) -> tuple[Any, ...] | None:
+    """The coordinates of the elements of ``out`` that no longer hold :data:`_inputs.POISON`, when
+    they are few (:func:`_written_index`), found by the runtime in one pass over a contiguous CPU
+    tensor; None when they are many or the tensor is not such a one."""
+    import torch
+
+    size = out.element_size()
+    if out.device.type != "cpu" or not out.is_contiguous() or size not in (1, 2, 4, 8) or out.dim() == 0:
+        return None
+    rt = runtime()
+    word = int.from_bytes(bytes([_inputs.POISON]) * size, "little")
+    cap = out.numel() // 2
+    count = int(rt.tilelab_emu_differ(out.data_ptr(), out.numel(), size, word, None, 0))
+    if count > cap:
+        return None
+    flat = torch.empty(count, dtype=torch.int64)
+    rt.tilelab_emu_differ(out.data_ptr(), out.numel(), size, word, flat.data_ptr(), count)
+    return _unravel_all(flat, tuple(out.shape))
 
 
 def _unravel_all(flat: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
@@ -564,9 +647,14 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             full.append(torch.empty(shape, dtype=_inputs.torch_dtype(p.dtype)))
     out_positions = [i for i, p in enumerate(prepared.params) if p.is_output]
     in_positions = [i for i, p in enumerate(prepared.params) if p.kind == "tensor" and not p.is_output]
-    # Every input is handed over as a copy (float32 where the GPU type has no CPU form): the caller's
-    # tensor stays as it was, so an input the kernel stored into (its flag says so) is compared with it.
-    copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True) for i in in_positions}
+    # An input the kernel's code may store into is handed over as a copy (float32 where the GPU type
+    # has no CPU form and the kernel does not take its bits): the caller's tensor stays as it was, so
+    # it is compared with what the kernel left (its flag says whether it stored). One the code never
+    # writes is handed over itself (its bits, or float32 copy), as the GPU's launch takes it.
+    as_bits = {i for i, p in enumerate(prepared.params) if p.name in emulated.kernel.emulation.bits}
+    written = emulated.written
+    copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True, bits=i in as_bits) for i in in_positions
+              if written is None or prepared.params[i].name in written}
     timeout = RUN_TIMEOUT_S if timeout is None else timeout
     stored: list[Any] = []  # the "stored into" flags of the last launch
     inputs_after: list[Any] = []  # the inputs as the first launch left them
@@ -577,15 +665,19 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             if p.is_output:
                 _inputs.poison_(t, pattern)
             if i in copies:
-                work.append(copies[i] if not inputs_after else _working_copy(full[i], p.dtype, copy=True))
+                work.append(copies[i] if not inputs_after else _working_copy(full[i], p.dtype, copy=True,
+                                                                             bits=i in as_bits))
             elif i in atomic:
                 work.append(_atomic_start(t, p.dtype))
+            elif i in as_bits:  # the tensor's bits, the output poisoned in place
+                work.append(t.view(_bits_dtype(t)))
             elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS:  # a float32 copy of a poisoned output
                 work.append(_inputs.poison_(_shared_empty(t.shape, torch.float32), _inputs.POISON))
             else:
                 work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
         mask[count:] = 0
         after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
+        after = [a.view(full[i].dtype) if i in as_bits else a for i, a in enumerate(after)]
         waits = [k for k in kept if k.kind == "wait"]
         if waits:
             raise protocol_error(prepared.name, waits)
@@ -657,6 +749,18 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                      notes=tuple(notes), inputs=inputs_state)
 
 
+_EXPONENT_FIELDS = {"float16": 0x7C00, "bfloat16": 0x7F80, "float32": 0x7F800000, "float64": 0x7FF0000000000000}
+
+
+def _count_nonfinite(tensor: Any) -> int:
+    """:func:`_inputs.count_nonfinite`, in one pass of the runtime over a contiguous CPU tensor of an
+    IEEE format (a large input's count costs a read of its bytes)."""
+    field = _EXPONENT_FIELDS.get(str(tensor.dtype).replace("torch.", ""))
+    if field is None or tensor.device.type != "cpu" or not tensor.is_contiguous():
+        return _inputs.count_nonfinite(tensor)
+    return int(runtime().tilelab_emu_count_all_set(tensor.data_ptr(), tensor.numel(), tensor.element_size(), field))
+
+
 def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], after: list[Any],
                   stored: list[bool], tensor_params: list[Any]) -> tuple[Any, ...]:
     """Each input after the launch: compared element by element with the caller's tensor only if
@@ -672,7 +776,7 @@ def _input_states(prepared: Prepared, full: list[Any], in_positions: list[int], 
         p, before = prepared.params[i], full[i]
         written = flag_of.get(p.name, True)
         held = now if not written else before  # an input never stored into holds what it was given
-        nonfinite = _inputs.count_nonfinite(held)
+        nonfinite = _count_nonfinite(held)
         changed, first = 0, None
         if written:
             was = before.to(now.dtype)
@@ -695,7 +799,7 @@ class _Compact:
     shape: tuple[int, ...]
     full: Any
     want: Any
-    unwritten: Any
+    unwritten: Any  # None: found by the runtime, made again for a failure's tile map
 
 
 def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | None, poisoned: list[bool],
@@ -711,7 +815,8 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
     new_expected: list[Any] | None = [] if expected is not None else None
     compact: list[_Compact | None] = []
     for i, (p, out) in enumerate(zip(prepared.outputs, outs)):
-        unwritten = _inputs.unwritten_mask(out) if seconds[i] is None else \
+        fast = _written_of(out) if seconds[i] is None else None
+        unwritten = None if fast is not None else _inputs.unwritten_mask(out) if seconds[i] is None else \
             _inputs.unwritten_in_both(out, seconds[i])
         want = expected[i] if expected is not None else None
         if want is not None:
@@ -722,7 +827,7 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
                 except RuntimeError as err:
                     raise ValueError(f"the reference for {p.name} has shape {list(want.shape)}, the output "
                                      f"{list(out.shape)}") from err
-        coords = _written_index(unwritten)
+        coords = fast if unwritten is None else _written_index(unwritten)
         if coords is not None:
             written = int(coords[0].numel())
             compact.append(_Compact(coords, tuple(int(e) for e in out.shape), out, want, unwritten))
@@ -730,6 +835,7 @@ def _only_written(prepared: Prepared, outs: list[Any], expected: list[Any] | Non
             if new_expected is not None:
                 new_expected.append(_gather(want, coords))
         else:
+            assert unwritten is not None  # the runtime's pass gives coordinates or leaves the mask to make
             written = unwritten.numel() - int(torch.count_nonzero(unwritten).item())
             compact.append(None)
             new_outs.append(_filled(out, unwritten, want))
@@ -774,7 +880,8 @@ def _expanded(check: Any, part: _Compact | None, prepared: Prepared, bound: dict
         first_ref_nan=index(check.first_ref_nan),
         worst=tuple(dataclasses.replace(w, index=index(w.index)) for w in check.worst))
     if not check.passed:
-        full = _filled(part.full, part.unwritten, part.want)
+        unwritten = part.unwritten if part.unwritten is not None else _inputs.unwritten_mask(part.full)
+        full = _filled(part.full, unwritten, part.want)
         check = dataclasses.replace(check, tiles=_checks.tile_map(prepared, check, full, part.want, False, None,
                                                                   bound, tile))
     return check
