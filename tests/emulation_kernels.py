@@ -175,3 +175,26 @@ def gather_through_an_index_of_an_index(Table: T.Tensor((GATHER_TABLE, GATHER_DI
     with T.Kernel(GATHER_ROWS // 16, threads=128) as bx:
         for i, j in T.Parallel(16, GATHER_DIM):
             Y[bx * 16 + i, j] = Table[Token[Order[bx * 16 + i]], j]
+
+
+SPARSE_M, SPARSE_N, SPARSE_K, SPARSE_BLOCK = 64, 64, 128, 32
+
+
+@T.prim_func
+def sparse_24_gemm(A: T.Tensor((SPARSE_M, SPARSE_K // 2), T.float16),
+                   Meta: T.Tensor((SPARSE_M, SPARSE_K // 16), T.int16),
+                   B: T.Tensor((SPARSE_K, SPARSE_N), T.float16), C: T.Tensor((SPARSE_M, SPARSE_N), T.float32)):
+    """C = dense(A, Meta) @ B with A in 2:4 structured sparsity: two stored values of every four of
+    K, their positions in 4-bit groups of Meta (four groups per int16, the first in the low bits)."""
+    with T.Kernel(SPARSE_N // SPARSE_BLOCK, SPARSE_M // SPARSE_BLOCK, threads=128) as (bx, by):
+        a_tile = T.alloc_shared((SPARSE_BLOCK, SPARSE_BLOCK // 2), T.float16)
+        m_tile = T.alloc_shared((SPARSE_BLOCK, SPARSE_BLOCK // 16), T.int16)
+        b_tile = T.alloc_shared((SPARSE_BLOCK, SPARSE_BLOCK), T.float16)
+        acc = T.alloc_fragment((SPARSE_BLOCK, SPARSE_BLOCK), T.float32)
+        T.clear(acc)
+        for k in T.Pipelined(SPARSE_K // SPARSE_BLOCK, num_stages=2):
+            T.copy(A[by * SPARSE_BLOCK, k * SPARSE_BLOCK // 2], a_tile)
+            T.copy(Meta[by * SPARSE_BLOCK, k * SPARSE_BLOCK // 16], m_tile)
+            T.copy(B[k * SPARSE_BLOCK, bx * SPARSE_BLOCK], b_tile)
+            T.gemm_sp(a_tile, m_tile, b_tile, acc)
+        T.copy(acc, C[by * SPARSE_BLOCK, bx * SPARSE_BLOCK])

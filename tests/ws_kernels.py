@@ -86,8 +86,10 @@ def staged_gemm(stages=2, bug=None):
     return staged
 
 
-def arrive_by_some_threads():
-    """An mbarrier arrive under a condition on the thread that is no T.ws region: refused."""
+def arrive_by_some_threads(arriving=32, by_data=False):
+    """An mbarrier of count 32 that the threads below ``arriving`` arrive on (a branch on the
+    thread that is no T.ws region), then a wait: its phase completes when 32 threads arrive.
+    ``by_data``: the branch reads A as well, so its threads cannot be counted (refused)."""
 
     @T.prim_func
     def some(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
@@ -96,8 +98,11 @@ def arrive_by_some_threads():
             tile = T.alloc_shared((64,), T.float32)
             ready = T.alloc_barrier(32)
             T.copy(A, tile)
-            if tx < 32:
-                T.barrier_arrive(ready)  # <- arrive-by-some
+            if by_data:
+                if A[tx] > 0:
+                    T.barrier_arrive(ready)  # <- arrive-by-data
+            elif tx < arriving:
+                T.barrier_arrive(ready)
             T.barrier_wait(ready, 0)
             T.copy(tile, B)
 

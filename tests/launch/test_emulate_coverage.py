@@ -202,3 +202,42 @@ def test_float16_tensors_are_passed_as_their_bits_and_decoded_in_the_kernel():
     result = tilelab.run(ck.gemm(), a, b, device="cpu", blocks=[0, 14], ref=lambda x, y: x @ y)
     assert result.passed, result
     assert torch.equal(a.view(torch.int16), before.view(torch.int16))  # an input handed over itself is untouched
+
+
+def _sparse_operands(gen):
+    """A dense (M, K) float16 matrix with two nonzeros in every four of K, its stored values and
+    its int16 metadata (4-bit groups: the two positions, the first in the low bits)."""
+    m, k = ek.SPARSE_M, ek.SPARSE_K
+    pos = torch.stack([torch.randperm(4, generator=gen)[:2].sort().values for _ in range(m * k // 4)])
+    pos = pos.reshape(m, k // 4, 2)
+    vals = torch.randn(m, k // 4, 2, generator=gen).half()
+    dense = torch.zeros(m, k // 4, 4, dtype=torch.half).scatter_(2, pos, vals).reshape(m, k)
+    nibble = (pos[..., 0] | (pos[..., 1] << 2)).reshape(m, k // 16, 4)
+    meta = nibble[..., 0] | (nibble[..., 1] << 4) | (nibble[..., 2] << 8) | (nibble[..., 3] << 12)
+    meta = torch.where(meta >= 1 << 15, meta - (1 << 16), meta).to(torch.int16)
+    return dense, vals.reshape(m, k // 2), meta
+
+
+def test_the_sparse_rule_turns_a_2_4_gemm_into_loops():
+    from tilelab._tilelang.emulate import rewrite_for_cpu
+
+    emulation = rewrite_for_cpu(ek.sparse_24_gemm, "sparse")
+    assert "sparse" in emulation.applied
+    assert "gemm_sp" not in emulation.func.script()
+
+
+@pytest.mark.heavy
+def test_a_2_4_sparse_gemm_runs_as_its_dense_product():
+    gen = torch.Generator().manual_seed(7)
+    dense, values, meta = _sparse_operands(gen)
+    b = torch.randn(ek.SPARSE_K, ek.SPARSE_N, generator=gen).half()
+    result = tilelab.run(ek.sparse_24_gemm, values, meta, b, device="cpu", blocks=[0, 3],
+                         ref=lambda a, e, b_: dense.float() @ b_)
+    assert result.passed, result
+    assert any("sparse" in n for n in result.notes)
+    # metadata whose two positions are swapped places the values wrongly: caught
+    swapped = ((meta.to(torch.int32) & 0x3333) << 2 | (meta.to(torch.int32) >> 2) & 0x3333)
+    swapped = torch.where(swapped >= 1 << 15, swapped - (1 << 16), swapped).to(torch.int16)
+    wrong = tilelab.run(ek.sparse_24_gemm, values, swapped, b, device="cpu", blocks=[0, 3],
+                        ref=lambda a, e, b_: dense.float() @ b_)
+    assert not wrong.passed

@@ -75,7 +75,14 @@ def test_the_rule_rewrites_regions_and_barriers_and_refuses_what_it_cannot_mean(
     rules = {r.id: r for r in tilelab.launch.EMULATION_RULES}
     assert "T.ws" in rules["warp-roles"].does and "parity" in rules["warp-roles"].does
     with pytest.raises(tilelab.EmulationError, match=r"an mbarrier arrive under a condition on the thread"):
-        tilelab.run(wk.arrive_by_some_threads(), device="cpu")
+        tilelab.run(wk.arrive_by_some_threads(by_data=True), device="cpu")
+
+
+def test_an_arrive_under_a_branch_on_the_thread_counts_the_threads_it_picks():
+    x = torch.randn(64)
+    assert tilelab.run(wk.arrive_by_some_threads(32), x, device="cpu", ref=lambda a: a).passed
+    with pytest.raises(KernelLaunchError, match=r"waiting on ready \(parity 0\)"):
+        tilelab.run(wk.arrive_by_some_threads(16), x, device="cpu")  # 16 arrivals of 32: never completes
 
 
 @pytest.mark.heavy

@@ -129,6 +129,10 @@ RULES = (
          "every interleaving of the groups that the barriers allow computes the same tiles, and program order is "
          "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
          "the same time is reported, never hung on"),
+    Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
+         "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
+         "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
+         "writes (row by row, two 2-bit positions per group, the first group in the low bits)"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a float16, bfloat16 or float8 tensor is passed as "
          "its bits, each load decoding and each store encoding them (one reached through a pointer, an atomic, is "
@@ -344,6 +348,68 @@ def _stage_views(body: Any) -> Any:
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate"])
 
 
+def _region(region: Any) -> tuple[Any, list[Any]]:
+    """A tile operation's region argument: its buffer and the start of each dimension."""
+    load = region.args[0]
+    return load.buffer, list(load.indices)
+
+
+def _sparse_gemms(body: Any, name: str, narrow: dict[str, str]) -> Any:
+    """``T.gemm_sp`` (a 2:4 structured-sparse GEMM) as the loops of its tile meaning: A holds two of
+    every four elements of a row's K, and each 4-bit group of the metadata E gives their positions
+    among the four (bits [1:0] the first, [3:2] the second; an element of E holds its width / 4
+    groups, the first in its low bits). C += the dense product that A and E describe, times B."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+
+    def loops(call: Any) -> Any:
+        a_region, e_region, b_region, c_region = call.args[:4]
+        trans_a, trans_e, trans_b = (bool(int(x)) for x in call.args[4:7])
+        m, n, k = (int(x) for x in call.args[7:10])
+        clear = len(call.args) > 11 and isinstance(call.args[11], tirx.IntImm) and bool(int(call.args[11]))
+        a, a0 = _region(a_region)
+        e, e0 = _region(e_region)
+        b, b0 = _region(b_region)
+        c, c0 = _region(c_region)
+        bits = tvm.DataType(str(e.dtype)).bits
+        wide_a = str(a.name) not in narrow and tvm.DataType(str(a.dtype)).bits > 16  # 32-bit A: pairs, not 2:4
+        if trans_a or trans_e or wide_a or not str(e.dtype).startswith(("int", "uint")) or bits < 8:
+            problems.append(EmulationRefused(
+                name, "a T.gemm_sp with transposed A or E, 32-bit A, or metadata that is not an integer",
+                "the CPU run gives T.gemm_sp its 2:4 meaning for 8- and 16-bit A with A and E as rows of K"))
+            return tirx.Evaluate(call)
+        groups = bits // 4  # 4-bit groups of the metadata per element of E
+        i, j, g, t = (tirx.Var(v, "int32") for v in ("i", "j", "g", "t"))
+        lead = lambda starts: starts[:-2]  # noqa: E731 (leading dimensions of extent 1)
+        meta = tirx.Cast("int32", tirx.BufferLoad(e, [*lead(e0), e0[-2] + i, e0[-1] + tirx.floordiv(g, groups)]))
+        shift = tirx.floormod(g, groups) * 4 + t * 2
+        pos = tirx.bitwise_and(tirx.shift_right(meta, shift), tirx.const(3, "int32"))
+        kk = g * 4 + pos
+        a_value = tirx.BufferLoad(a, [*lead(a0), a0[-2] + i, a0[-1] + g * 2 + t])
+        b_value = tirx.BufferLoad(b, [*lead(b0), b0[-2] + j, b0[-1] + kk] if trans_b else
+                                  [*lead(b0), b0[-2] + kk, b0[-1] + j])
+        c_index = [*lead(c0), c0[-2] + i, c0[-1] + j]
+        acc = str(c.dtype)
+        update = tirx.BufferStore(c, tirx.BufferLoad(c, c_index) + tirx.Cast(acc, a_value) * tirx.Cast(acc, b_value),
+                                  c_index)
+        inner = tirx.For(g, 0, k // 4, tirx.ForKind.SERIAL, tirx.For(t, 0, 2, tirx.ForKind.SERIAL, update))
+        if clear:
+            inner = tirx.SeqStmt([tirx.BufferStore(c, tirx.const(0, acc), c_index), inner])
+        return tirx.For(i, 0, m, tirx.ForKind.SERIAL, tirx.For(j, 0, n, tirx.ForKind.SERIAL, inner))
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")).startswith("tl.tileop.gemm_sp"):
+            return loops(node.value)
+        return None
+
+    problems: list[EmulationRefused] = []
+    out = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate"])
+    if problems:  # raised after the walk: TVM's callbacks would wrap it
+        raise problems[0]
+    return out
+
+
 def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = True) -> Emulation:
     """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
     block mask as its last parameter (``mask=False``: every block runs, no mask; ``waits=False``:
@@ -556,6 +622,10 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
     body = tirx.stmt_functor.ir_transform(body, None, post)
     body = _stage_views(body)
+    sparse = _sparse_gemms(body, name, narrow)
+    if not sparse.same_as(body):
+        body = sparse
+        applied.add("sparse")
 
     # The block mask: the innermost block-index loop's body runs only where the mask says so.
     order = [a for a in "zyx" if a in block_vars]

@@ -10,7 +10,8 @@ block's code runs in the order it is written:
 - every mbarrier becomes a small counter in the block: the phases it has completed and the
   arrivals of the current phase (the arrive count is ``T.alloc_barrier``'s); an arrive made by a
   region counts the arrivals of the threads that run it (the group's, or the block's outside any
-  region), and a phase completes when its arrivals reach the count;
+  region; under a branch on the thread alone, around code that does not index by thread, the
+  threads its condition picks), and a phase completes when its arrivals reach the count;
 - a TMA copy with ``barrier=`` performs its copy at once (its bytes are never outstanding, so an
   expected transaction count is met when the copy is written);
 - a wait for parity ``P`` returns when the phase of parity ``P`` has completed, by the PTX rule:
@@ -23,8 +24,9 @@ with the barrier, its parity and the kernel's line, and the run fails with that 
 does not hang.
 
 What stays refused by name: an mbarrier op this rule does not know, an arrive under a condition
-on the thread other than a ``T.ws`` region, and an mbarrier op in a region whose code indexes by
-thread (the thread-level rule would run it once per thread).
+whose threads cannot be counted (one that reads data, or around code that indexes by thread), and
+an mbarrier op in a region whose code indexes by thread (the thread-level rule would run it once
+per thread).
 """
 
 from __future__ import annotations
@@ -238,8 +240,10 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
         record = oob_call(PROTOCOL_BUFFER, PROTOCOL_KIND, *bxyz, 4, *idx, len(counts_), *[0] * 5)
         return tirx.IfThenElse(tirx.Not(done), tirx.Evaluate(record), None)
 
-    def rewrite(stmt: Any, arrivals: int, in_threaded: bool, under_thread_if: bool) -> Any:
-        """``stmt`` with its barrier ops as counter updates and its T.ws regions opened."""
+    def rewrite(stmt: Any, arrivals: int, in_threaded: bool, under_thread_if: bool, picked: Any = None) -> Any:
+        """``stmt`` with its barrier ops as counter updates and its T.ws regions opened. ``picked``:
+        the condition on the thread that the enclosing branches put (None: none, or one whose code
+        runs by thread, so that an arrive under it is not one of the threads it picks)."""
         def pre(node: Any) -> Any:
             if problems:
                 return node
@@ -248,6 +252,34 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
             except EmulationRefused as err:  # raised after the walk: TVM's callbacks would wrap it
                 problems.append(err)
                 return node
+
+        def counted_branches(node: Any) -> Any:
+            """A branch on the thread alone around mbarrier ops and code that does not index by
+            thread: each side runs once when some thread takes it (as the thread-level rule runs
+            such a branch), its arrives counting the threads its condition picks; None when the
+            threads cannot be counted or the branch needs the thread-level rule."""
+            cases = [(node.then_case, node.condition), (node.else_case, tirx.Not(node.condition))]
+            if in_threaded or (under_thread_if and picked is None) or not barrier_ops(node) \
+                    or any(case is not None and varies(case) for case, _ in cases):
+                return None
+            parts = []
+            for case, cond in cases:
+                if case is None:
+                    continue
+                full = cond if picked is None else tirx.And(picked, cond)
+                count = group_size(full)
+                if count < 0:
+                    return None
+                if count:
+                    parts.append(rewrite(case, count, in_threaded, False, full))
+            result.applied = True
+            return parts[0] if len(parts) == 1 else tirx.SeqStmt(parts) if parts else tirx.Evaluate(zero)
+
+        def barrier_ops(stmt: Any) -> bool:
+            found: list[Any] = []
+            tirx.stmt_functor.post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, tirx.Call) and (
+                re.search(_WAIT, _op(n)) or re.search(_ARRIVE, _op(n))) else None)
+            return bool(found)
 
         def rewritten(node: Any) -> Any:
             if isinstance(node, tirx.IfThenElse) and isinstance(node.then_case, tirx.AttrStmt) \
@@ -261,8 +293,12 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                 body = node.then_case.body
                 if varies(body):  # code by thread: kept under its branch, for the thread-level rule
                     return tirx.IfThenElse(node.condition, rewrite(body, size, True, True), None)
-                return rewrite(body, size, False, under_thread_if)
+                return rewrite(body, size, False, under_thread_if, node.condition if picked is None else
+                               tirx.And(picked, node.condition))
             if isinstance(node, tirx.IfThenElse) and varies(tirx.Evaluate(node.condition)):
+                lifted = counted_branches(node)
+                if lifted is not None:
+                    return lifted
                 return tirx.IfThenElse(node.condition, rewrite(node.then_case, arrivals, in_threaded, True),
                                        rewrite(node.else_case, arrivals, in_threaded, True)
                                        if node.else_case is not None else None)
@@ -283,8 +319,9 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                                      "arrive or a wait is one of the warp group's", _OPS_SOURCE)
                     if is_arrive and under_thread_if:
                         raise refuse("an mbarrier arrive under a condition on the thread",
-                                     "the CPU run counts the arrivals of a T.ws region's warp group or of the "
-                                     "whole block, not of the threads a condition picks", _ARRIVE_SOURCE)
+                                     "the CPU run counts the arrivals of the threads a condition picks only when "
+                                     "the condition is one of the thread alone and the code under it does not "
+                                     "index by thread", _ARRIVE_SOURCE)
                     result.applied = True
                     return wait(call) if is_wait else arrive(call, arrivals)
             return None
