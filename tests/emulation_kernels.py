@@ -198,3 +198,16 @@ def sparse_24_gemm(A: T.Tensor((SPARSE_M, SPARSE_K // 2), T.float16),
             T.copy(B[k * SPARSE_BLOCK, bx * SPARSE_BLOCK], b_tile)
             T.gemm_sp(a_tile, m_tile, b_tile, acc)
         T.copy(acc, C[by * SPARSE_BLOCK, bx * SPARSE_BLOCK])
+
+
+@T.prim_func
+def scale_without_register_hints(X: T.Tensor((128, 64), T.float32), Y: T.Tensor((128, 64), T.float32)):
+    """Y = 3 X, a kernel that turns off TileLang's register reallocation between warp groups (a hint
+    of how many registers each keeps, with no meaning on the CPU)."""
+    with T.Kernel(4, threads=128) as bx:
+        tile = T.alloc_shared((32, 64), T.float32)
+        T.disable_warp_group_reg_alloc()
+        T.copy(X[bx * 32, 0], tile)
+        for i, j in T.Parallel(32, 64):
+            tile[i, j] = tile[i, j] * 3.0
+        T.copy(tile, Y[bx * 32, 0])

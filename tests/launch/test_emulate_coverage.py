@@ -241,3 +241,13 @@ def test_a_2_4_sparse_gemm_runs_as_its_dense_product():
     wrong = tilelab.run(ek.sparse_24_gemm, values, swapped, b, device="cpu", blocks=[0, 3],
                         ref=lambda a, e, b_: dense.float() @ b_)
     assert not wrong.passed
+
+
+def test_register_count_hints_are_dropped():
+    x = torch.randn(128, 64, generator=torch.Generator().manual_seed(8))
+    result = tilelab.run(ek.scale_without_register_hints, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                         ref=lambda a: a * 3)
+    assert result.passed, result
+    wrong = tilelab.run(ek.scale_without_register_hints, x, device="cpu", blocks=[0, 3], outputs=["Y"],
+                        ref=lambda a: a * 2)
+    assert not wrong.passed

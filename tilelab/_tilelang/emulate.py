@@ -110,7 +110,8 @@ RULES = (
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
          "stages overlap the copies of one iteration with the MMAs of another on a GPU; in order, the values "
          "are the same"),
-    Rule("threads", "one CPU thread runs each block, and each of its tile operations once",
+    Rule("threads", "one CPU thread runs each block, and each of its tile operations once; register-count hints "
+         "(T.set_max_nreg, T.disable_warp_group_reg_alloc) are dropped",
          "threads, warps and TileLang's warp specialisation are how a GPU shares out a block's tile operations, "
          "not what they compute"),
     Rule("thread-level", "code that indexes by thread runs in loops over the block's threads, split at each "
@@ -272,6 +273,7 @@ def _cpu_dtype(dtype: Any) -> str:
     return COMPUTE_DTYPE if text in NARROW_FLOATS else text
 
 
+_REGISTER_HINTS = ("tl.set_max_nreg", "tl.no_set_max_nreg", "tl.inc_max_nreg", "tl.dec_max_nreg")
 _LOCAL_SCOPES = ("shared", "shared.dyn", "local.fragment", "shared.barrier", "local")
 _PIPELINE_KEYS = ("num_stages", "tl_pipeline_order", "tl_pipeline_stage", "tl_pipeline_group",
                   "software_pipeline_stage", "software_pipeline_order", "software_pipeline_async_stages",
@@ -563,6 +565,10 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if new is not None and not new.same_as(node.buffer):
                 return tirx.DeclBuffer(new)
             return None
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")) in _REGISTER_HINTS:
+            applied.add("threads")  # how many registers a warp group keeps: nothing to run on the CPU
+            return tirx.Evaluate(tirx.const(0, "int32"))
         if isinstance(node, tirx.For):
             annotations = {k: v for k, v in node.annotations.items() if k not in _PIPELINE_KEYS}
             kind = node.kind
