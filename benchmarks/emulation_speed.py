@@ -1,6 +1,6 @@
 """How long a GPU kernel's tile program takes on the CPU (``tilelab.run(kernel, device="cpu")``).
 
-    .venv/bin/python benchmarks/emulation_speed.py [--repeat 5] [--course] [--json rows.json]
+    .venv/bin/python benchmarks/emulation_speed.py [--repeat 5] [--course] [--json rows.json] [--only TEXT]
 
 Rows: a Hopper GEMM and a flash-attention forward at small sizes (every block), an 8192^3 float16
 GEMM (128x256x64 tiles, 3 stages) checked by two of its 2048 blocks against a reference of just
@@ -122,8 +122,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--course", action="store_true", help="also time the course's kernel checks")
     parser.add_argument("--json", default=None, help="write the rows to this file")
+    parser.add_argument("--only", default=None, help="only the rows whose name contains this text")
     args = parser.parse_args()
     rows = _gemm_rows(args.repeat) + (_course_rows() if args.course else [])
+    if args.only:
+        rows = [row for row in rows if args.only in row[0]]
     table = []
     print(f"{'what':60} {'first s':>8} {'median s':>9} {'min-max s':>14}  result")
     for name, fn in rows:
