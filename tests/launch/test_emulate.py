@@ -125,8 +125,8 @@ def test_a_crash_in_the_worker_costs_the_worker_not_this_process():
 
 
 @pytest.mark.parametrize("factory, construct, line_text", [
-    (lambda: __import__("ws_kernels").arrive_by_some_threads(), r"an mbarrier arrive under a condition on the thread",
-     "T.barrier_arrive(ready)  # <- arrive-by-some"),
+    (lambda: __import__("ws_kernels").arrive_by_some_threads(by_data=True),
+     r"an mbarrier arrive under a condition on the thread", "T.barrier_arrive(ready)  # <- arrive-by-data"),
     (lambda: __import__("thread_kernels").divergent_barrier(), r"a barrier under a condition on the thread",
      "T.sync_threads()"),
     (ck.imported_device_function, r"a device function written in CUDA C \(double_it, from T.import_source\)",
@@ -174,8 +174,8 @@ def test_each_rule_rewrites_what_it_says():
     assert BLOCK_MASK in after and f"if {BLOCK_MASK}[" in after  # blocks
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
-    assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "dtypes", "blocks",
-                        "bounds"]
+    assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "sparse", "dtypes",
+                        "blocks", "bounds"]
     assert all(r.does and r.why for r in tilelab.launch.EMULATION_RULES)
 
 
