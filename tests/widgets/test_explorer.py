@@ -10,7 +10,7 @@ import ipywidgets as widgets
 
 import tilelab
 from tilelab.render import svg
-from tilelab.widgets.explorer import SwizzleExplorer, swizzle_explorer
+from tilelab.widgets.explorer import PAGES_CSS, STACKED, SwizzleExplorer, swizzle_explorer
 
 
 def test_public_entry_point_and_layout():
@@ -18,12 +18,15 @@ def test_public_entry_point_and_layout():
     assert isinstance(w, SwizzleExplorer) and isinstance(w, widgets.VBox)
     assert tilelab.swizzle_explorer is swizzle_explorer
     kinds = [type(c).__name__ for c in w.children]
-    assert kinds == ["HBox", "HBox", "HBox", "HBox", "HTML", "HTML", "HTML", "HTML"]
-    # the last: the pictures' hover rules, on the page once, never drawn
-    assert w.children[-1].value == svg.HOVER_CSS and w.children[-1].layout.display == "none"
+    assert kinds == ["HBox", "HBox", "HBox", "HBox", "VBox", "HTML"]
+    # the last: the pictures' hover rules and the pages' rules, on the page once, never drawn
+    assert w.children[-1].value == svg.HOVER_CSS + PAGES_CSS and w.children[-1].layout.display == "none"
     assert w.hover.value == "bank" and w.hover in w.children[3].children
-    # the verdict and the per-mode comparison come before the picture; no unexplained labels
-    assert list(w.children[4:7]) == [w.conflicts, w.comparison, w.picture]
+    # the views: a stack of pages per choice control, then the drawn views; the verdict and the
+    # per-mode comparison come before the picture; no unexplained labels
+    assert w.children[4] is w.views and w.views.children[-1] is w.current
+    assert [type(c).__name__ for c in w.views.children] == ["Stack"] * len(STACKED) + ["VBox"]
+    assert list(w.current.children) == [w.conflicts, w.comparison, w.picture]
     assert w.index.description != "#" and "thread" in w.index.description
     assert not [c for c in w.children for c in getattr(c, "children", ()) if type(c).__name__ == "ToggleButtons"]
     assert w.picture.value.startswith("<svg") and "32x64 float16, 128B swizzle" in w.picture.value
@@ -325,8 +328,9 @@ def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_pictur
         assert "<title>(0, 0-1): byte 0, bank 0, chunk 0</title>" in full and "tl-preview" not in full
         assert full == svg_module.tile_svg(w.state()["tile"], report=w.state()["report"], max_rows=32,
                                            fit_width=explorer_module.PICTURE_WIDTH, shared_style=True)
-        # the constructor's and three changes' previews, then one full picture (and the check above)
-        assert drawn == [True, True, True, True, False, False]
+        # the constructor's and three changes' previews, then one full picture (and the check
+        # above); the other previews drawn in between are the pages'
+        assert drawn[:4] == [True, True, True, True] and drawn.count(False) == 2
         # the static view (a saved notebook, an export) always holds the full picture
         w.swizzle.value = "128B"
         assert "tl-preview" in w.picture.value and "<title>" in w.static_html() and "tl-preview" not in w.static_html()

@@ -63,6 +63,24 @@ MAX_PATTERN_ROWS = 160
 # 550 px wide; drawn this wide, the picture is shown unscaled there and every number stays 10 px.
 PICTURE_WIDTH = 540
 
+# The controls by name, in the order of a setting's key; those the models (tile, report) follow;
+# the choice controls whose every value is drawn ahead as a page the browser switches to.
+CONTROLS = ("dtype", "swizzle", "rows", "cols", "pattern", "color_by", "hover", "highlight", "index", "start_row",
+            "chunk")
+MODEL_CONTROLS = ("rows", "cols", "dtype", "swizzle", "pattern", "start_row", "chunk")
+STACKED = ("dtype", "swizzle", "pattern", "highlight", "color_by", "hover")
+MEMO_SETTINGS = 64  # settings whose views are kept (going back and forth draws nothing again)
+# The pages' rules. A stack shows only its chosen page; the drawn value's page (tl-at) is never
+# shown. One control chosen away from the drawn setting: its page stands in for the drawn views.
+# Two (or one whose pages are stale): no page is the chosen setting's; the drawn views stay,
+# until the kernel draws the setting (as every change did before pages).
+PAGES_CSS = ("<style>.tl-views>.tl-stack>.tl-at,.tl-views>.tl-stack.tl-stale>.tl-off{display:none}"
+             ".tl-views>.tl-stack:has(>.tl-off)~.tl-current{display:none}"
+             ".tl-views>.tl-stack:has(>.tl-off)~.tl-stack>.tl-off,"
+             ".tl-views>.tl-stack:has(~.tl-stack>.tl-off)>.tl-off{display:none}"
+             ".tl-views>.tl-stack:has(>.tl-off)~.tl-stack:has(>.tl-off)~.tl-current,"
+             ".tl-views>.tl-stack.tl-stale:has(>.tl-off)~.tl-current{display:flex}</style>")
+
 
 class SwizzleExplorer(widgets.VBox):
     """The explorer widget. ``state()`` returns the current models (tile, conflict report,
@@ -97,6 +115,12 @@ class SwizzleExplorer(widgets.VBox):
         self.conflicts = widgets.HTML()
         self.picture = widgets.HTML()
         self.comparison = widgets.HTML()
+        # the views as drawn (the verdict and the per-mode comparison above the picture: they are
+        # what is read first) and, before them, a stack of pages per choice control (see _Pages)
+        self.current = widgets.VBox([self.conflicts, self.comparison, self.picture], _dom_classes=("tl-current",))
+        self._pages = {name: _Pages(getattr(self, name)) for name in STACKED}
+        self.views = widgets.VBox([p.stack for p in self._pages.values()] + [self.current],
+                                  _dom_classes=("tl-views",))
         self._tile: sw.SharedTile | None = None
         self._report: sw.ConflictReport | None = None
         self._comparison: sw.ModeComparison | None = None
@@ -109,10 +133,9 @@ class SwizzleExplorer(widgets.VBox):
             widgets.HBox([self.pattern, self.start_row, self.chunk], layout=wrap),
             widgets.HBox([self.highlight, self.index], layout=wrap),
             widgets.HBox([self.color_by, self.hover], layout=wrap),
-            # the verdict and the per-mode comparison above the picture: they are what is read first
-            self.conflicts, self.comparison, self.picture,
-            # the pictures' hover rules, on the page once for every redraw (never drawn)
-            widgets.HTML(svg.HOVER_CSS, layout=widgets.Layout(display="none")),
+            self.views,
+            # the pictures' hover rules and the pages' rules, on the page once (never drawn)
+            widgets.HTML(svg.HOVER_CSS + PAGES_CSS, layout=widgets.Layout(display="none")),
         ]
         super().__init__(rows_box)
         self.add_class("tl-explorer-live")
@@ -121,6 +144,10 @@ class SwizzleExplorer(widgets.VBox):
         self._settle_timer: Any = None  # the pending full picture (an event loop's timer handle)
         self._full: tuple[sw.SharedTile, dict[str, Any]] | None = None  # its arguments, while the preview shows
         self._drawn_with: tuple[sw.SharedTile, dict[str, Any]] | None = None  # the picture's (the static view's)
+        self._memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}  # the views of the last settings
+        self._comparisons: dict[tuple[Any, ...], sw.ModeComparison] = {}
+        self._stale: set[str] = set()  # the stacks whose pages were drawn for an older setting
+        self._rebuild_handle: Any = None  # the pending redraw of a stale stack (an event loop's handle)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
             control.observe(self._on_change, names="value")
@@ -130,57 +157,106 @@ class SwizzleExplorer(widgets.VBox):
     def _on_change(self, _change: Any = None) -> None:
         self.refresh()
 
+    def values(self) -> dict[str, Any]:
+        """The controls' values by name (the setting the views show once the kernel has drawn it)."""
+        return {name: getattr(self, name).value for name in CONTROLS}
+
     def refresh(self) -> None:
         # A refresh with the controls unchanged since the last picture (an explicit refresh()
         # after the controls' own notifications) draws nothing again.
-        key = tuple(c.value for c in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by,
-                                      self.hover, self.highlight, self.index, self.start_row, self.chunk))
-        key += (self.max_cells,)
+        values = self.values()
+        key = (*values.values(), self.max_cells)
         if key == getattr(self, "_drawn", None) and self.picture.value:
             return
         self._drawn = key
+        before, self._values = getattr(self, "_values", None), values
+        self._draw_current(values)
+        self._restack(before, values)
+
+    def _draw_current(self, values: dict[str, Any]) -> None:
         self._error = None
         try:
             # the models change only with the tile and the access: a change of colour, hover or
             # highlight redraws the picture from the models it has
-            model_key = (self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value, self.pattern.value,
-                         self.start_row.value, self.chunk.value)
+            model_key = tuple(values[n] for n in MODEL_CONTROLS)
             if model_key == getattr(self, "_model_key", None) and self._tile is not None and self._report is not None:
                 tile, report = self._tile, self._report
             else:
-                tile = sw.SharedTile(self.rows.value, self.cols.value, self.dtype.value, self.swizzle.value)
-                report = sw.bank_conflicts(tile, self.pattern.value, row=min(self.start_row.value, tile.rows - 1),
-                                           chunk=self.chunk.value)
+                tile, report = _models(values)
                 self._model_key = model_key
         except ValueError as err:
             self._tile, self._report = None, None
             self._model_key = self._compare_key = None
             self._error = str(err)
-            self.conflicts.value = ('<div style="color: var(--jp-error-color1, #b00020)">'
-                                    f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
+            self.conflicts.value = _error_html(err)
             self._full = self._drawn_with = None
             self.picture.value = ""
             self.comparison.value = ""
             return
         self._tile, self._report = tile, report
-        kind = self.highlight.value
-        highlight = {kind: self.index.value} if kind != "none" else None
-        self.conflicts.value = self._conflict_html(report)
-        # A large tile draws its first rows and columns only (the swizzle repeats within 8 rows of
-        # 128 bytes), enough for the access pattern: a 1024x1024 tile stays quick to draw and paint.
-        rows_needed = min(max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS]), MAX_PATTERN_ROWS)
-        cols_needed = max([int(a.col) + 1 for a in report.accesses]
-                          + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
-        self._draw(tile, {"color_by": self.color_by.value, "highlight": highlight, "report": report,
-                          "max_cells": self.max_cells, "hover": self.hover.value, "max_rows": rows_needed,
-                          "max_cols": cols_needed if cols_needed < tile.cols else 0, "fit_width": PICTURE_WIDTH})
+        self.conflicts.value = _conflict_html(report)
+        self._draw(tile, _picture_options(values, tile, report, self.max_cells))
         # every mode's count for the pattern: the same whatever the swizzle, colour or highlight
-        compare_key = (tile.rows, tile.cols, tile.dtype, self.pattern.value)
+        compare_key = (tile.rows, tile.cols, tile.dtype, values["pattern"])
         if compare_key != getattr(self, "_compare_key", None) or self._comparison is None:
-            self._comparison = sw.compare_modes(tile.rows, tile.cols, tile.dtype, patterns=(self.pattern.value,))
+            self._comparison = _compare(compare_key, self._comparisons)
             self._compare_key = compare_key
-            self.comparison.value = self._comparison_html(self._comparison)
+            self.comparison.value = _comparison_html(self._comparison)
         self._update_static()
+
+    # -- the pages: each choice control's other values drawn ahead, switched to in the browser -----
+    def _views_of(self, values: dict[str, Any]) -> tuple[str, str, str]:
+        """The verdict, the comparison and the preview of a setting, as the views show it drawn
+        (kept for the last few settings: going back and forth draws nothing again)."""
+        views = self._memo.get((*values.values(), self.max_cells))
+        if views is None:
+            views = setting_views(values, self.max_cells, self._comparisons)
+        self._memo_put(values, views)
+        return views
+
+    def _restack(self, before: dict[str, Any] | None, after: dict[str, Any]) -> None:
+        """The pages after the views changed from the setting ``before`` to ``after``. One choice
+        control changed: its stack already shows the new value's page (the browser switched to
+        it); that page becomes the drawn one and the previous setting's views a page of their own.
+        Every other stack's pages were drawn for the previous setting: they hide (stale) until
+        redrawn, one stack per turn of the event loop, once the kernel is idle."""
+        loop = _running_loop()
+        changed = [n for n in CONTROLS if before is None or before[n] != after[n]]
+        # (outside an event loop there is no browser to switch pages: they wait, stale, for one)
+        flip = changed[0] if loop is not None and len(changed) == 1 and changed[0] in STACKED else None
+        if loop is not None and self._full is not None:  # the views just drawn, as a page shows them
+            self._memo_put(after, (self.conflicts.value, self.comparison.value, self.picture.value))
+        for name, pages in self._pages.items():
+            if name != flip:
+                pages.stale(True)
+                self._stale.add(name)
+        if flip is not None and before is not None:
+            # the kernel's views now hold what the page showed; the old value's page takes the
+            # previous setting's views (kept: nothing is drawn again)
+            self._pages[flip].flip(before[flip], after[flip], self._views_of(before))
+        if loop is not None and self._stale and self._rebuild_handle is None:
+            self._rebuild_handle = loop.call_soon(self._rebuild_next)
+
+    def _memo_put(self, values: dict[str, Any], views: tuple[str, str, str]) -> None:
+        key = (*values.values(), self.max_cells)
+        self._memo.pop(key, None)
+        self._memo[key] = views
+        while len(self._memo) > MEMO_SETTINGS:
+            del self._memo[next(iter(self._memo))]
+
+    def _rebuild_next(self) -> None:
+        """Redraw one stale stack's pages for the setting drawn now; again at the loop's next turn."""
+        self._rebuild_handle = None
+        name = next((n for n in STACKED if n in self._stale), None)
+        if name is None:
+            return
+        values = self._values
+        self._pages[name].redraw(values[name], lambda value: self._views_of({**values, name: value}))
+        self._stale.discard(name)
+        if self._stale:
+            loop = _running_loop()
+            if loop is not None:
+                self._rebuild_handle = loop.call_soon(self._rebuild_next)
 
     def _draw(self, tile: sw.SharedTile, options: dict[str, Any]) -> None:
         """The picture: in an event loop the preview at once and the full picture once the
@@ -277,35 +353,136 @@ class SwizzleExplorer(widgets.VBox):
             data["text/plain"] = "Swizzle explorer controls (live while the kernel runs; the picture is above)"
             display(data, raw=True)
 
-    @staticmethod
-    def _conflict_html(report: sw.ConflictReport) -> str:
-        ok = report.conflict_free
-        colour = "var(--jp-success-color1, #2e7d32)" if ok else "var(--jp-warn-color1, #b35900)"
-        phases = ", ".join(str(w) for w in report.wavefronts_per_phase[:16])
-        notes = "".join(f"<br><i>{html.escape(n)}</i>" for n in report.notes)
-        return (f'<div style="color: {colour}"><b>{report.wavefronts} wavefront(s)</b> for an ideal '
-                f"{report.ideal_wavefronts}: "
-                f"{'no bank conflicts' if ok else f'{report.conflict_degree:g}-way bank conflict'}"
-                f" (per phase: {phases})</div>"
-                f'<div style="color: var(--jp-ui-font-color2, #555)">{html.escape(report.description)}{notes}</div>')
-
-    @staticmethod
-    def _comparison_html(cmp: sw.ModeComparison) -> str:
-        pattern = cmp.patterns[0]
-        cells = []
-        for mode, reports in cmp.results:
-            if isinstance(reports, str):
-                value = html.escape(reports.split(":")[0][:60] + "...")
-            else:
-                r = reports[0]
-                verdict = "no conflict" if r.conflict_free else f"{r.conflict_degree:g}-way conflict"
-                value = f"{r.wavefronts}/{r.ideal_wavefronts} wavefronts ({verdict})"
-            cells.append(f'<td style="padding: 0 8px">{html.escape(mode)}: {value}</td>')
-        return (f'<table style="color: var(--jp-ui-font-color1, #222)"><tr><td><b>{html.escape(pattern)} by mode</b>'
-                f"</td>{''.join(cells)}</tr></table>")
-
     def state(self) -> dict[str, Any]:
         return {"tile": self._tile, "report": self._report, "comparison": self._comparison, "error": self._error}
+
+
+def _models(values: dict[str, Any]) -> tuple[sw.SharedTile, sw.ConflictReport]:
+    """The tile and its access pattern's conflict report for a setting (ValueError: no such tile)."""
+    tile = sw.SharedTile(values["rows"], values["cols"], values["dtype"], values["swizzle"])
+    report = sw.bank_conflicts(tile, values["pattern"], row=min(values["start_row"], tile.rows - 1),
+                               chunk=values["chunk"])
+    return tile, report
+
+
+def _picture_options(values: dict[str, Any], tile: sw.SharedTile, report: sw.ConflictReport,
+                     max_cells: int) -> dict[str, Any]:
+    """The picture's options for a setting (``svg.tile_svg``'s keywords)."""
+    kind = values["highlight"]
+    highlight = {kind: values["index"]} if kind != "none" else None
+    # A large tile draws its first rows and columns only (the swizzle repeats within 8 rows of
+    # 128 bytes), enough for the access pattern: a 1024x1024 tile stays quick to draw and paint.
+    rows_needed = min(max([int(a.row) + 1 for a in report.accesses] + [MAX_ROWS]), MAX_PATTERN_ROWS)
+    cols_needed = max([int(a.col) + 1 for a in report.accesses] + [MAX_ROW_BYTES // sw.dtype_bytes(tile.dtype)])
+    return {"color_by": values["color_by"], "highlight": highlight, "report": report, "max_cells": max_cells,
+            "hover": values["hover"], "max_rows": rows_needed,
+            "max_cols": cols_needed if cols_needed < tile.cols else 0, "fit_width": PICTURE_WIDTH}
+
+
+def _error_html(err: ValueError) -> str:
+    return ('<div style="color: var(--jp-error-color1, #b00020)">'
+            f"<b>cannot build this tile:</b> {html.escape(str(err))}</div>")
+
+
+def _compare(key: tuple[Any, ...], known: dict[tuple[Any, ...], sw.ModeComparison]) -> sw.ModeComparison:
+    """Every mode's count for a size, dtype and pattern (``known`` keeps the last few)."""
+    if key not in known:
+        rows, cols, dtype, pattern = key
+        known[key] = sw.compare_modes(rows, cols, dtype, patterns=(pattern,))
+        while len(known) > MEMO_SETTINGS:
+            del known[next(iter(known))]
+    return known[key]
+
+
+def setting_views(values: dict[str, Any], max_cells: int = 4096,
+                  comparisons: dict[tuple[Any, ...], sw.ModeComparison] | None = None) -> tuple[str, str, str]:
+    """The explorer's three views of a setting as a change draws them: the verdict, the per-mode
+    comparison and the picture's preview (an unbuildable tile: the reason, and no table or picture)."""
+    try:
+        tile, report = _models(values)
+    except ValueError as err:
+        return _error_html(err), "", ""
+    comparison = _compare((tile.rows, tile.cols, tile.dtype, values["pattern"]), {} if comparisons is None
+                          else comparisons)
+    picture = svg.tile_svg(tile, preview=True, **_picture_options(values, tile, report, max_cells))
+    return _conflict_html(report), _comparison_html(comparison), picture
+
+
+class _Pages:
+    """A choice control's pages: a ``Stack`` with a page per value of the control, linked in the
+    browser to the control's index (``jsdlink``), so that choosing a value shows its page at once,
+    with no message to the kernel and back. A page holds the views (verdict, comparison, preview)
+    of the drawn setting with this control at that value; the drawn value's page is marked
+    ``tl-at`` and hidden (the drawn views stand there), the others ``tl-off``. ``PAGES_CSS`` shows
+    a ``tl-off`` page in place of the drawn views only while it is the one page chosen away from
+    the drawn setting and its stack is not stale (pages drawn for an older setting)."""
+
+    def __init__(self, control: Any) -> None:
+        self.control = control
+        self.pages = [widgets.VBox([widgets.HTML(), widgets.HTML(), widgets.HTML()], _dom_classes=("tl-off",))
+                      for _ in control.options]
+        self.stack = widgets.Stack(self.pages, selected_index=control.index, _dom_classes=("tl-stack", "tl-stale"))
+        self.link = widgets.jsdlink((control, "index"), (self.stack, "selected_index"))
+        self._mark(control.index)
+
+    def _mark(self, drawn: int) -> None:
+        for i, page in enumerate(self.pages):
+            classes = ("tl-at",) if i == drawn else ("tl-off",)
+            if tuple(page._dom_classes) != classes:
+                page._dom_classes = classes
+
+    def stale(self, stale: bool) -> None:
+        classes = ("tl-stack", "tl-stale") if stale else ("tl-stack",)
+        if tuple(self.stack._dom_classes) != classes:
+            self.stack._dom_classes = classes
+
+    @staticmethod
+    def _fill(page: Any, views: tuple[str, str, str]) -> None:
+        for child, value in zip(page.children, views, strict=True):
+            child.value = value
+
+    def flip(self, old: Any, new: Any, old_views: tuple[str, str, str]) -> None:
+        """The drawn value went from ``old`` to ``new``: the old value's page takes the views that
+        were drawn, the new value's page becomes the drawn one."""
+        options = list(self.control.options)
+        self._fill(self.pages[options.index(old)], old_views)
+        self._mark(options.index(new))
+        self.stack.selected_index = options.index(new)
+
+    def redraw(self, drawn: Any, views: Any) -> None:
+        """Every page for the drawn setting (``views(value)``: a page's three views), then not stale."""
+        options = list(self.control.options)
+        for i, value in enumerate(options):
+            if value != drawn:
+                self._fill(self.pages[i], views(value))
+        self._mark(options.index(drawn))
+        self.stale(False)
+
+
+def _conflict_html(report: sw.ConflictReport) -> str:
+    ok = report.conflict_free
+    colour = "var(--jp-success-color1, #2e7d32)" if ok else "var(--jp-warn-color1, #b35900)"
+    phases = ", ".join(str(w) for w in report.wavefronts_per_phase[:16])
+    notes = "".join(f"<br><i>{html.escape(n)}</i>" for n in report.notes)
+    return (f'<div style="color: {colour}"><b>{report.wavefronts} wavefront(s)</b> for an ideal '
+            f"{report.ideal_wavefronts}: "
+            f"{'no bank conflicts' if ok else f'{report.conflict_degree:g}-way bank conflict'}"
+            f" (per phase: {phases})</div>"
+            f'<div style="color: var(--jp-ui-font-color2, #555)">{html.escape(report.description)}{notes}</div>')
+
+def _comparison_html(cmp: sw.ModeComparison) -> str:
+    pattern = cmp.patterns[0]
+    cells = []
+    for mode, reports in cmp.results:
+        if isinstance(reports, str):
+            value = html.escape(reports.split(":")[0][:60] + "...")
+        else:
+            r = reports[0]
+            verdict = "no conflict" if r.conflict_free else f"{r.conflict_degree:g}-way conflict"
+            value = f"{r.wavefronts}/{r.ideal_wavefronts} wavefronts ({verdict})"
+        cells.append(f'<td style="padding: 0 8px">{html.escape(mode)}: {value}</td>')
+    return (f'<table style="color: var(--jp-ui-font-color1, #222)"><tr><td><b>{html.escape(pattern)} by mode</b>'
+            f"</td>{''.join(cells)}</tr></table>")
 
 
 def _running_loop() -> Any:
