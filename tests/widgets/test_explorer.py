@@ -336,3 +336,62 @@ def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_pictur
         assert "tl-preview" in w.picture.value and "<title>" in w.static_html() and "tl-preview" not in w.static_html()
 
     asyncio.run(explore())
+
+
+def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows():
+    """Each choice control's other values are drawn ahead as pages the browser switches to with no
+    round trip to the kernel: every page holds exactly the verdict, per-mode table and preview the
+    explorer itself shows once set to that setting (an unbuildable tile: its reason). A change of
+    a choice control keeps its stack (the old value's page takes the views drawn before); any
+    change makes the other stacks stale (hidden) until the kernel has redrawn them."""
+    import asyncio
+
+    ref = swizzle_explorer(rows=16, cols=64)  # the direct render: an explorer set to the setting
+
+    def direct(values: dict) -> tuple[str, str, str]:
+        for name, value in values.items():
+            getattr(ref, name).value = value
+        return ref.conflicts.value, ref.comparison.value, ref.picture.value
+
+    def stale(w) -> list[str]:
+        return [name for name in STACKED if "tl-stale" in w._pages[name].stack._dom_classes]
+
+    async def explore() -> None:
+        w = swizzle_explorer(rows=16, cols=64)
+
+        async def redrawn() -> None:
+            for _ in range(100):
+                if not w._stale and w._rebuild_handle is None:
+                    return
+                await asyncio.sleep(0)
+
+        def check() -> int:
+            drawn, errors = w.values(), 0
+            assert stale(w) == []
+            for name in STACKED:
+                control, pages = getattr(w, name), w._pages[name]
+                assert pages.stack.selected_index == control.index and len(pages.pages) == len(control.options)
+                for value, page in zip(control.options, pages.pages, strict=True):
+                    assert page._dom_classes == (("tl-at",) if value == drawn[name] else ("tl-off",))
+                    if value != drawn[name]:
+                        views = tuple(c.value for c in page.children)
+                        assert views == direct({**drawn, name: value}), (name, value)
+                        errors += "cannot build this tile" in views[0]
+            return errors
+
+        assert stale(w) == list(STACKED)  # drawn once the kernel is idle
+        await redrawn()
+        errors = check()
+        before = (w.conflicts.value, w.comparison.value, w.picture.value)
+        w.swizzle.value = "NONE"  # the browser showed the NONE page; the kernel draws it, the rest follows
+        assert stale(w) == [n for n in STACKED if n != "swizzle"]
+        old = w._pages["swizzle"].pages[list(w.swizzle.options).index("128B")]
+        assert old._dom_classes == ("tl-off",) and tuple(c.value for c in old.children) == before
+        await redrawn()
+        check()
+        w.cols.value = 32  # a number (no pages): every stack redrawn; 128B cannot hold 64-byte rows
+        assert stale(w) == list(STACKED)
+        await redrawn()
+        assert check() > errors  # the pages of settings with no tile say why, as the explorer does
+
+    asyncio.run(explore())
