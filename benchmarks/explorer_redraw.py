@@ -92,31 +92,57 @@ def _elements(markup: str) -> int:
     return len(re.findall(r"<[a-zA-Z]", markup))
 
 
+def _page_values(w) -> list[str]:
+    """The markup every page of the explorer holds (none where it draws no pages)."""
+    return [c.value for p in getattr(w, "_pages", {}).values() for page in p.pages for c in page.children]
+
+
+def _redraw_pages(w) -> None:
+    """Redraw every stale stack of pages now (what the kernel does once idle after a change)."""
+    while getattr(w, "_stale", None):
+        w._rebuild_next()
+        if w._rebuild_handle is not None:
+            w._rebuild_handle.cancel()
+            w._rebuild_handle = None
+
+
 def python_figures(state: dict, control: str, value: object, repeat: int) -> dict:
-    """Median ms of the refresh one change runs (in an event loop, as in a kernel: the preview)
-    and of the full picture that follows; KB and elements of both pictures."""
+    """Median ms of the refresh one change runs (in an event loop, as in a kernel: the preview),
+    of the full picture that follows and of the pages redrawn after it (each choice control's
+    other values, drawn ahead for the browser); KB and elements of both pictures; KB of the
+    pages' markup that the change sends (the pages that changed) and that the pages hold."""
     from tilelab.widgets.explorer import SwizzleExplorer
 
-    async def once() -> tuple[float, float, str, str]:
+    async def once() -> tuple[float, float, str, str, float, float, float]:
         w = SwizzleExplorer()
         for name, v in state.items():
             getattr(w, name).value = v
+        _redraw_pages(w)
+        before = _page_values(w)
         start = time.perf_counter()
         getattr(w, control).value = value
         refresh = time.perf_counter() - start
         preview = w.picture.value
         start = time.perf_counter()
+        _redraw_pages(w)
+        pages = time.perf_counter() - start
+        after = _page_values(w)
+        sent = sum(len(a.encode()) for a, b in zip(after, before, strict=True) if a != b) / 1024
+        held = sum(len(a.encode()) for a in after) / 1024
+        start = time.perf_counter()
         getattr(w, "_settle", lambda: None)()  # (an explorer of one step draws the full picture at once)
         full = time.perf_counter() - start
         picture = w.picture.value
         w.close()
-        return refresh * 1000, full * 1000, preview, picture
+        return refresh * 1000, full * 1000, preview, picture, pages * 1000, sent, held
 
     runs = [asyncio.run(once()) for _ in range(repeat)]
     preview, full = runs[-1][2], runs[-1][3]
     return {"python_ms": statistics.median(r[0] for r in runs), "full_ms": statistics.median(r[1] for r in runs),
             "preview_kb": len(preview.encode()) / 1024, "full_kb": len(full.encode()) / 1024,
-            "preview_elements": _elements(preview), "full_elements": _elements(full)}
+            "preview_elements": _elements(preview), "full_elements": _elements(full),
+            "pages_ms": statistics.median(r[4] for r in runs), "pages_sent_kb": runs[-1][5],
+            "pages_kb": runs[-1][6]}
 
 
 # -- the browser: JupyterLab in headless Chromium ----------------------------------------------
@@ -451,7 +477,8 @@ def _spread(values: list[float] | None) -> str:
 def print_rows(rows: list[dict]) -> int:
     """The table; the number of rows whose redraw median misses the target."""
     print(f"{'setting change':38} {'redraw ms':>14} {'hover ready ms':>15} {'CPU ms (wait)':>15} {'py ms':>6} "
-          f"{'full py':>7} {'KB':>9} {'elements':>10}  target: redraw < {TARGET_MS:.0f} ms")
+          f"{'full py':>7} {'KB':>9} {'elements':>10} {'pages py':>8} {'KB sent/held':>12}"
+          f"  target: redraw < {TARGET_MS:.0f} ms")
     missed = 0
     for r in rows:
         if r.get("probe"):
@@ -467,7 +494,8 @@ def print_rows(rows: list[dict]) -> int:
         missed += bool(flag)
         print(f"{r['label']:38} {_spread(r['redraw']):>14} {_spread(r['hover']):>15} {_cpu(r):>15} "
               f"{r['python_ms']:6.1f} {r['full_ms']:7.1f} {r['preview_kb']:4.0f}/{r['full_kb']:<4.0f} "
-              f"{r['preview_elements']:4d}/{r['full_elements']:<5d}  {flag}")
+              f"{r['preview_elements']:4d}/{r['full_elements']:<5d} {r['pages_ms']:8.1f} "
+              f"{r['pages_sent_kb']:5.0f}/{r['pages_kb']:<6.0f}  {flag}")
     redraws = [statistics.median(r["redraw"]) for r in rows if r["redraw"] and not r.get("probe")]
     if redraws:
         print(f"median of the settings' redraw medians: {statistics.median(redraws):.0f} ms; "
@@ -478,6 +506,8 @@ def print_rows(rows: list[dict]) -> int:
           "gives it; FLICKER: frames painted with other views after them (a wrong picture in between)")
     print("CPU ms: median per redraw of the kernel + the server + the browser (every thread, from the change to "
           "the redraw's frame), in brackets the time they waited for a CPU (a busy machine's share of the redraw)")
+    print("pages py: ms the kernel spends, once idle after the change, drawing the pages ahead (every choice "
+          "control's other values); KB sent: their markup that changed; held: all of it")
     print("KB and elements: the preview / the full picture (hover and tooltips). "
           f"Load average while measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return missed
