@@ -1018,7 +1018,7 @@ def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     # A phase's wavefronts: the most words of one bank (_phase_wavefronts's count, per phase at
     # once: the granules are distinct 16-byte ranges, so no word repeats within a phase)
     all_words = (words[:, None] + np.arange(banks)).reshape(-1)
-    phase = np.repeat(np.arange(len(words)) // per_line, banks)
+    phase: np.ndarray = np.repeat(np.arange(len(words)) // per_line, banks)
     phases = (len(words) + per_line - 1) // per_line
     counts = np.bincount(phase * BANKS + all_words % BANKS, minlength=phases * BANKS).reshape(phases, BANKS)
     per_phase = [int(n) for n in counts.max(axis=1)]

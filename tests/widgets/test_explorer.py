@@ -338,13 +338,15 @@ def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_pictur
     asyncio.run(explore())
 
 
-def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows():
+def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(monkeypatch):
     """Each choice control's other values are drawn ahead as pages the browser switches to with no
     round trip to the kernel: every page holds exactly the verdict, per-mode table and preview the
     explorer itself shows once set to that setting (an unbuildable tile: its reason). A change of
     a choice control keeps its stack (the old value's page takes the views drawn before); any
     change makes the other stacks stale (hidden) until the kernel has redrawn them."""
     import asyncio
+
+    import tilelab.widgets.explorer as explorer_module
 
     ref = swizzle_explorer(rows=16, cols=64)  # the direct render: an explorer set to the setting
 
@@ -371,12 +373,19 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows()
             for name in STACKED:
                 control, pages = getattr(w, name), w._pages[name]
                 assert pages.stack.selected_index == control.index and len(pages.pages) == len(control.options)
+                held = 0
                 for value, page in zip(control.options, pages.pages, strict=True):
-                    assert page._dom_classes == (("tl-at",) if value == drawn[name] else ("tl-off",))
-                    if value != drawn[name]:
-                        views = tuple(c.value for c in page.children)
+                    views = tuple(c.value for c in page.children)
+                    if value == drawn[name]:
+                        assert page._dom_classes == ("tl-at",)
+                    elif page._dom_classes == ("tl-none",):  # past the bounds: the kernel draws it
+                        assert views == ("", "", "")
+                    else:
+                        assert page._dom_classes == ("tl-off",)
                         assert views == direct({**drawn, name: value}), (name, value)
                         errors += "cannot build this tile" in views[0]
+                        held += sum(len(v.encode()) for v in views)
+                assert held <= explorer_module.STACK_MAX_KB * 1024
             return errors
 
         assert stale(w) == list(STACKED)  # drawn once the kernel is idle
@@ -393,5 +402,12 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows()
         assert stale(w) == list(STACKED)
         await redrawn()
         assert check() > errors  # the pages of settings with no tile say why, as the explorer does
+        # bounded: a stack's pages past its budget are left to the kernel, the nearest values kept
+        monkeypatch.setattr(explorer_module, "STACK_MAX_KB", 30)
+        w.cols.value = 64
+        await redrawn()
+        check()
+        kinds = [p._dom_classes[0] for p in w._pages["dtype"].pages]  # float16 first, its neighbours next
+        assert kinds[0] == "tl-at" and kinds[1] == "tl-off" and "tl-none" in kinds  # the nearest kept
 
     asyncio.run(explore())

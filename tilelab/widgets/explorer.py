@@ -70,15 +70,21 @@ CONTROLS = ("dtype", "swizzle", "rows", "cols", "pattern", "color_by", "hover", 
 MODEL_CONTROLS = ("rows", "cols", "dtype", "swizzle", "pattern", "start_row", "chunk")
 STACKED = ("dtype", "swizzle", "pattern", "highlight", "color_by", "hover")
 MEMO_SETTINGS = 64  # settings whose views are kept (going back and forth draws nothing again)
-# The pages' rules. A stack shows only its chosen page; the drawn value's page (tl-at) is never
-# shown. One control chosen away from the drawn setting: its page stands in for the drawn views.
-# Two (or one whose pages are stale): no page is the chosen setting's; the drawn views stay,
-# until the kernel draws the setting (as every change did before pages).
-PAGES_CSS = ("<style>.tl-views>.tl-stack>.tl-at,.tl-views>.tl-stack.tl-stale>.tl-off{display:none}"
+# The pages' weight: a page (its three views) at most this many KB, a stack's pages together at
+# most this many (the explorer's six stacks: 1.2 MB at most in the browser's models, most
+# settings well under half of it); what does not fit is drawn by the kernel when chosen.
+PAGE_MAX_KB = 64
+STACK_MAX_KB = 192
+# The pages' rules. A stack shows only its chosen page; the drawn value's page (tl-at) and a
+# page not drawn ahead (tl-none) are never shown. One control chosen away from the drawn setting,
+# to a page drawn ahead: that page stands in for the drawn views. Two controls chosen away (or one
+# whose pages are stale): no page is the chosen setting's; the drawn views stay until the kernel
+# draws the setting (as every change did before pages).
+PAGES_CSS = ("<style>.tl-views>.tl-stack>:is(.tl-at,.tl-none),.tl-views>.tl-stack.tl-stale>.tl-off{display:none}"
              ".tl-views>.tl-stack:has(>.tl-off)~.tl-current{display:none}"
-             ".tl-views>.tl-stack:has(>.tl-off)~.tl-stack>.tl-off,"
-             ".tl-views>.tl-stack:has(~.tl-stack>.tl-off)>.tl-off{display:none}"
-             ".tl-views>.tl-stack:has(>.tl-off)~.tl-stack:has(>.tl-off)~.tl-current,"
+             ".tl-views>.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-stack>.tl-off,"
+             ".tl-views>.tl-stack:has(~.tl-stack>:is(.tl-off,.tl-none))>.tl-off{display:none}"
+             ".tl-views>.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-current,"
              ".tl-views>.tl-stack.tl-stale:has(>.tl-off)~.tl-current{display:flex}</style>")
 
 
@@ -412,51 +418,74 @@ class _Pages:
     """A choice control's pages: a ``Stack`` with a page per value of the control, linked in the
     browser to the control's index (``jsdlink``), so that choosing a value shows its page at once,
     with no message to the kernel and back. A page holds the views (verdict, comparison, preview)
-    of the drawn setting with this control at that value; the drawn value's page is marked
-    ``tl-at`` and hidden (the drawn views stand there), the others ``tl-off``. ``PAGES_CSS`` shows
-    a ``tl-off`` page in place of the drawn views only while it is the one page chosen away from
-    the drawn setting and its stack is not stale (pages drawn for an older setting)."""
+    of the drawn setting with this control at that value (``tl-off``); the drawn value's page is
+    ``tl-at`` and hidden (the drawn views stand there). The pages are bounded: a page over
+    ``PAGE_MAX_KB``, or past ``STACK_MAX_KB`` for the stack (the values nearest the drawn one come
+    first), is drawn by the kernel when chosen, as before pages (``tl-none``, empty). ``PAGES_CSS``
+    shows a ``tl-off`` page in place of the drawn views only while it is the one page chosen away
+    from the drawn setting and its stack is not stale (pages drawn for an older setting)."""
 
     def __init__(self, control: Any) -> None:
         self.control = control
-        self.pages = [widgets.VBox([widgets.HTML(), widgets.HTML(), widgets.HTML()], _dom_classes=("tl-off",))
+        self.pages = [widgets.VBox([widgets.HTML(), widgets.HTML(), widgets.HTML()], _dom_classes=("tl-none",))
                       for _ in control.options]
+        self.kinds = ["none"] * len(self.pages)
         self.stack = widgets.Stack(self.pages, selected_index=control.index, _dom_classes=("tl-stack", "tl-stale"))
         self.link = widgets.jsdlink((control, "index"), (self.stack, "selected_index"))
-        self._mark(control.index)
+        self._set(control.index, "at")
 
-    def _mark(self, drawn: int) -> None:
-        for i, page in enumerate(self.pages):
-            classes = ("tl-at",) if i == drawn else ("tl-off",)
-            if tuple(page._dom_classes) != classes:
-                page._dom_classes = classes
+    def _set(self, i: int, kind: str, views: tuple[str, str, str] | None = None) -> None:
+        """Page ``i`` becomes ``kind`` (at, off with ``views``, none: emptied)."""
+        page = self.pages[i]
+        if kind == "none":
+            views = ("", "", "")
+        if views is not None:
+            for child, value in zip(page.children, views, strict=True):
+                child.value = value
+        self.kinds[i] = kind
+        if tuple(page._dom_classes) != (f"tl-{kind}",):
+            page._dom_classes = (f"tl-{kind}",)
 
     def stale(self, stale: bool) -> None:
         classes = ("tl-stack", "tl-stale") if stale else ("tl-stack",)
         if tuple(self.stack._dom_classes) != classes:
             self.stack._dom_classes = classes
 
-    @staticmethod
-    def _fill(page: Any, views: tuple[str, str, str]) -> None:
-        for child, value in zip(page.children, views, strict=True):
-            child.value = value
-
     def flip(self, old: Any, new: Any, old_views: tuple[str, str, str]) -> None:
         """The drawn value went from ``old`` to ``new``: the old value's page takes the views that
-        were drawn, the new value's page becomes the drawn one."""
+        were drawn (if within bounds), the new value's page becomes the drawn one."""
         options = list(self.control.options)
-        self._fill(self.pages[options.index(old)], old_views)
-        self._mark(options.index(new))
-        self.stack.selected_index = options.index(new)
+        at, i = options.index(new), options.index(old)
+        held = sum(_weight(p) for j, p in enumerate(self.pages) if self.kinds[j] == "off" and j not in (at, i))
+        fits = _weight(old_views) <= PAGE_MAX_KB * 1024 and held + _weight(old_views) <= STACK_MAX_KB * 1024
+        self._set(i, "off" if fits else "none", old_views if fits else None)
+        self._set(at, "at")
+        self.stack.selected_index = at
 
     def redraw(self, drawn: Any, views: Any) -> None:
-        """Every page for the drawn setting (``views(value)``: a page's three views), then not stale."""
+        """The pages for the drawn setting (``views(value)``: a page's three views), the values
+        nearest the drawn one first, within the bounds; then not stale."""
         options = list(self.control.options)
-        for i, value in enumerate(options):
-            if value != drawn:
-                self._fill(self.pages[i], views(value))
-        self._mark(options.index(drawn))
+        at = options.index(drawn)
+        self._set(at, "at")
+        held = 0
+        for i in sorted(range(len(options)), key=lambda j: (abs(j - at), j)):
+            if i == at:
+                continue
+            page = views(options[i]) if held < STACK_MAX_KB * 1024 else None
+            weight = _weight(page) if page is not None else 0
+            if page is None or weight > PAGE_MAX_KB * 1024 or held + weight > STACK_MAX_KB * 1024:
+                self._set(i, "none")
+            else:
+                self._set(i, "off", page)
+                held += weight
         self.stale(False)
+
+
+def _weight(views: Any) -> int:
+    """Bytes of a page's markup (a page widget's or three views')."""
+    values = [c.value for c in views.children] if isinstance(views, widgets.Widget) else views
+    return sum(len(v.encode()) for v in values)
 
 
 def _conflict_html(report: sw.ConflictReport) -> str:
