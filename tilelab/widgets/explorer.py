@@ -28,6 +28,19 @@ by hover group and one plain rule, on the page once in a hidden view of the widg
 hovered group (a stylesheet that came and went with each picture, or rules with ``:has()``,
 would restyle the whole notebook page on every redraw). The static view holds the full picture
 with the same rules before it, as a picture that stands alone.
+
+A change of a choice control (dtype, swizzle, access, highlight, colour, hover) waits for no
+kernel: each has a stack of pages, one per value, each holding the views of the drawn setting
+with that control at that value (the verdict, the per-mode table and the preview, exactly as the
+kernel draws them), and ipywidgets' ``jsdlink`` turns the stack to the chosen value's page in the
+browser. The kernel then draws the setting as above and, once idle, redraws the other stacks'
+pages for it; until then they are stale and hidden. The pages' rules (``PAGES_CSS``, beside the
+hover rules) show a page only while it is the one control chosen away from the drawn setting; a
+number (rows, columns, start row, chunk, which), a second choice before the kernel answers, or a
+value whose page was left out by the bounds (``PAGE_MAX_KB``, ``STACK_MAX_KB``) keeps the drawn
+views until the kernel draws the setting, as every change did before. One case escapes them: a
+choice made while a number's change is on its way to the kernel shows, until the kernel answers
+(a round trip), the page drawn for the previous number.
 """
 
 from __future__ import annotations
@@ -176,8 +189,18 @@ class SwizzleExplorer(widgets.VBox):
             return
         self._drawn = key
         before, self._values = getattr(self, "_values", None), values
+        loop = _running_loop()
+        changed = [n for n in CONTROLS if before is None or before[n] != values[n]]
+        # (outside an event loop there is no browser to switch pages: they wait, stale, for one)
+        flip = changed[0] if loop is not None and len(changed) == 1 and changed[0] in STACKED else None
+        # first of all, the pages drawn for the previous setting hide: in the browser they are
+        # never shown for another (a choice made while this change travelled shows no mix)
+        for name, pages in self._pages.items():
+            if name != flip:
+                pages.stale(True)
+                self._stale.add(name)
         self._draw_current(values)
-        self._restack(before, values)
+        self._restack(before, values, flip)
 
     def _draw_current(self, values: dict[str, Any]) -> None:
         self._error = None
@@ -220,22 +243,15 @@ class SwizzleExplorer(widgets.VBox):
         self._memo_put(values, views)
         return views
 
-    def _restack(self, before: dict[str, Any] | None, after: dict[str, Any]) -> None:
+    def _restack(self, before: dict[str, Any] | None, after: dict[str, Any], flip: str | None) -> None:
         """The pages after the views changed from the setting ``before`` to ``after``. One choice
-        control changed: its stack already shows the new value's page (the browser switched to
-        it); that page becomes the drawn one and the previous setting's views a page of their own.
-        Every other stack's pages were drawn for the previous setting: they hide (stale) until
-        redrawn, one stack per turn of the event loop, once the kernel is idle."""
+        control changed (``flip``): its stack already shows the new value's page (the browser
+        switched to it); that page becomes the drawn one and the previous setting's views a page of
+        their own. Every other stack is stale (hidden) until redrawn, one stack per turn of the
+        event loop, once the kernel is idle."""
         loop = _running_loop()
-        changed = [n for n in CONTROLS if before is None or before[n] != after[n]]
-        # (outside an event loop there is no browser to switch pages: they wait, stale, for one)
-        flip = changed[0] if loop is not None and len(changed) == 1 and changed[0] in STACKED else None
         if loop is not None and self._full is not None:  # the views just drawn, as a page shows them
             self._memo_put(after, (self.conflicts.value, self.comparison.value, self.picture.value))
-        for name, pages in self._pages.items():
-            if name != flip:
-                pages.stale(True)
-                self._stale.add(name)
         if flip is not None and before is not None:
             # the kernel's views now hold what the page showed; the old value's page takes the
             # previous setting's views (kept: nothing is drawn again)
