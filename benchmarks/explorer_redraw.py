@@ -9,22 +9,28 @@ Each row is one change of one control, from the default explorer (32x64 float16,
   ``tilelab.swizzle_explorer()`` in a notebook open in headless Chromium (Debian's
   ``/usr/bin/chromium``); the control is changed in the page (its ``<select>`` or ``<input>`` and
   a change event, as a click or Enter sends). *redraw*: from the change to the first frame painted
-  with every view redrawn (the verdict, the per-mode table, the picture): the message to the
-  kernel, the refresh there, the updates back, and the browser's parse, style, layout and paint.
-  *hover ready*: to the frame painted with the picture's per-cell elements (hover strokes and
-  tooltips), which follow once the controls rest for ``SETTLE_S``. Median [min-max] over ``--repeat``.
+  with the new setting's views on screen (the verdict, the per-mode table and one picture, each
+  exactly the markup a direct render of that setting gives: the script renders it in Python and
+  the page parses it as it parses a view), the kernel having received the change (busy, then
+  idle). Where the explorer draws the setting ahead (a choice control's page), that frame comes
+  from the browser alone; else from the message to the kernel, the refresh there, the updates
+  back, and the browser's parse, style, layout and paint. *hover ready*: to the frame painted
+  with the full picture (per-cell elements: hover strokes and tooltips), which follows once the
+  controls rest for ``SETTLE_S``. Median [min-max] over ``--repeat``. A frame painted with other
+  views after the new setting's showed is counted as FLICKER (a wrong picture in between).
 * where the time goes: the CPU time the kernel, the server and the browser (every thread of each,
   from ``/proc``) spent from the change to the redraw's frame, and the time they waited for a CPU
   (on a machine shared with other work, that wait is what the load adds to the redraw);
 * in Python: the refresh the change runs in the kernel (the models and the three views, the
   picture drawn as its few-element preview), and the full picture built once the controls rest;
-  the size (KB) and the number of elements of each picture.
+  the size (KB) and the number of elements of each picture; the pages the kernel draws ahead once
+  idle after the change (ms), and their markup sent (what changed) and held (KB).
 
 A last row measures the floor under all of them on the same page: a dropdown whose change the
 kernel echoes into a one-word HTML widget (the round trip and a paint, nothing drawn).
 
 The target is a redraw median under 50 ms for every setting; the table marks a row that misses
-it, and the script exits 1 then. On a machine shared with other work the browser figures grow
+it (or flickers), and the script exits 1 then. On a machine shared with other work the browser figures grow
 with its load: the load average is printed with the table. ``explorer_redraw_rows(repeat)``
 returns the rows, for other benchmark scripts to print.
 """
