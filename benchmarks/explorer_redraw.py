@@ -24,7 +24,8 @@ Each row is one change of one control, from the default explorer (32x64 float16,
 * in Python: the refresh the change runs in the kernel (the models and the three views, the
   picture drawn as its few-element preview), and the full picture built once the controls rest;
   the size (KB) and the number of elements of each picture; the pages the kernel draws ahead once
-  idle after the change (ms), and their markup sent (what changed) and held (KB).
+  idle after the change (ms), the markup of the pages it makes for them (sent to the browser
+  once, on a first visit) and of the pages its stacks hold (KB).
 
 A last row measures the floor under all of them on the same page: a dropdown whose change the
 kernel echoes into a one-word HTML widget (the round trip and a paint, nothing drawn).
@@ -98,9 +99,15 @@ def _elements(markup: str) -> int:
     return len(re.findall(r"<[a-zA-Z]", markup))
 
 
-def _page_values(w) -> list[str]:
-    """The markup every page of the explorer holds (none where it draws no pages)."""
-    return [c.value for p in getattr(w, "_pages", {}).values() for page in p.pages for c in page.children]
+def _pages(w) -> dict[int, int]:
+    """The pages the explorer has made (its pool: each sent to the browser once), bytes by widget id."""
+    return {id(page): sum(len(c.value.encode()) for c in page.children) for page in getattr(w, "_pool", {}).values()}
+
+
+def _held(w) -> int:
+    """Bytes of the pages its stacks hold now."""
+    return sum(sum(len(c.value.encode()) for c in e.children) for p in getattr(w, "_pages", {}).values()
+               for e in p.stack.children if e._dom_classes == ("tl-off",))
 
 
 def _redraw_pages(w) -> None:
@@ -124,7 +131,7 @@ def python_figures(state: dict, control: str, value: object, repeat: int) -> dic
         for name, v in state.items():
             getattr(w, name).value = v
         _redraw_pages(w)
-        before = _page_values(w)
+        made = _pages(w)
         start = time.perf_counter()
         getattr(w, control).value = value
         refresh = time.perf_counter() - start
@@ -132,9 +139,8 @@ def python_figures(state: dict, control: str, value: object, repeat: int) -> dic
         start = time.perf_counter()
         _redraw_pages(w)
         pages = time.perf_counter() - start
-        after = _page_values(w)
-        sent = sum(len(a.encode()) for a, b in zip(after, before, strict=True) if a != b) / 1024
-        held = sum(len(a.encode()) for a in after) / 1024
+        sent = sum(n for key, n in _pages(w).items() if key not in made) / 1024
+        held = _held(w) / 1024
         start = time.perf_counter()
         getattr(w, "_settle", lambda: None)()  # (an explorer of one step draws the full picture at once)
         full = time.perf_counter() - start
@@ -513,7 +519,8 @@ def print_rows(rows: list[dict]) -> int:
     print("CPU ms: median per redraw of the kernel + the server + the browser (every thread, from the change to "
           "the redraw's frame), in brackets the time they waited for a CPU (a busy machine's share of the redraw)")
     print("pages py: ms the kernel spends, once idle after the change, drawing the pages ahead (every choice "
-          "control's other values); KB sent: their markup that changed; held: all of it")
+          "control's other values); KB sent: the pages made for it (a first visit: the browser keeps them); "
+          "held: what the stacks hold")
     print("KB and elements: the preview / the full picture (hover and tooltips). "
           f"Load average while measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return missed

@@ -343,7 +343,8 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
     round trip to the kernel: every page holds exactly the verdict, per-mode table and preview the
     explorer itself shows once set to that setting (an unbuildable tile: its reason). A change of
     a choice control keeps its stack (the old value's page takes the views drawn before); any
-    change makes the other stacks stale (hidden) until the kernel has redrawn them."""
+    change makes the other stacks stale (hidden) until the kernel has redrawn them; going back
+    and forth makes no page again; a stack holds no more than its bounds."""
     import asyncio
 
     import tilelab.widgets.explorer as explorer_module
@@ -372,16 +373,15 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
             assert stale(w) == []
             for name in STACKED:
                 control, pages = getattr(w, name), w._pages[name]
-                assert pages.stack.selected_index == control.index and len(pages.pages) == len(control.options)
+                entries = pages.stack.children
+                assert pages.stack.selected_index == control.index and len(entries) == len(control.options)
                 held = 0
-                for value, page in zip(control.options, pages.pages, strict=True):
-                    views = tuple(c.value for c in page.children)
+                for value, entry in zip(control.options, entries, strict=True):
                     if value == drawn[name]:
-                        assert page._dom_classes == ("tl-at",)
-                    elif page._dom_classes == ("tl-none",):  # past the bounds: the kernel draws it
-                        assert views == ("", "", "")
-                    else:
-                        assert page._dom_classes == ("tl-off",)
+                        assert entry is pages.at and entry._dom_classes == ("tl-at",)
+                    elif entry is not pages.none:  # (none: past the bounds, the kernel draws it)
+                        views = tuple(c.value for c in entry.children)
+                        assert entry._dom_classes == ("tl-off",)
                         assert views == direct({**drawn, name: value}), (name, value)
                         errors += "cannot build this tile" in views[0]
                         held += sum(len(v.encode()) for v in views)
@@ -394,10 +394,19 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
         before = (w.conflicts.value, w.comparison.value, w.picture.value)
         w.swizzle.value = "NONE"  # the browser showed the NONE page; the kernel draws it, the rest follows
         assert stale(w) == [n for n in STACKED if n != "swizzle"]
-        old = w._pages["swizzle"].pages[list(w.swizzle.options).index("128B")]
+        old = w._pages["swizzle"].stack.children[list(w.swizzle.options).index("128B")]
         assert old._dom_classes == ("tl-off",) and tuple(c.value for c in old.children) == before
         await redrawn()
         check()
+        # back and forth: every page is the one made before (the browser has it: nothing is sent)
+        made = {id(page) for page in w._pool.values()}
+        w.swizzle.value = "128B"
+        await redrawn()
+        w.swizzle.value = "NONE"
+        await redrawn()
+        check()
+        held = [e for p in w._pages.values() for e in p.stack.children if e._dom_classes == ("tl-off",)]
+        assert held and {id(e) for e in held} <= made
         w.cols.value = 32  # a number (no pages): every stack redrawn; 128B cannot hold 64-byte rows
         assert stale(w) == list(STACKED)
         await redrawn()
@@ -407,7 +416,7 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
         w.cols.value = 64
         await redrawn()
         check()
-        kinds = [p._dom_classes[0] for p in w._pages["dtype"].pages]  # float16 first, its neighbours next
+        kinds = [p._dom_classes[0] for p in w._pages["dtype"].stack.children]  # float16, its neighbours next
         assert kinds[0] == "tl-at" and kinds[1] == "tl-off" and "tl-none" in kinds  # the nearest kept
 
     asyncio.run(explore())

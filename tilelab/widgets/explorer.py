@@ -84,10 +84,11 @@ MODEL_CONTROLS = ("rows", "cols", "dtype", "swizzle", "pattern", "start_row", "c
 STACKED = ("dtype", "swizzle", "pattern", "highlight", "color_by", "hover")
 MEMO_SETTINGS = 64  # settings whose views are kept (going back and forth draws nothing again)
 # The pages' weight: a page (its three views) at most this many KB, a stack's pages together at
-# most this many (the explorer's six stacks: 1.2 MB at most in the browser's models, most
-# settings well under half of it); what does not fit is drawn by the kernel when chosen.
+# most this many; the pool keeps POOL_PAGES pages (the browser's models of them: 1-1.5 MB for
+# most settings, 3 MB at most); what does not fit is drawn by the kernel when chosen.
 PAGE_MAX_KB = 64
 STACK_MAX_KB = 192
+POOL_PAGES = 48  # pages kept (two settings' neighbourhoods: going back and forth sends no page again)
 # The pages' rules. A stack shows only its chosen page; the drawn value's page (tl-at) and a
 # page not drawn ahead (tl-none) are never shown. One control chosen away from the drawn setting,
 # to a page drawn ahead: that page stands in for the drawn views. Two controls chosen away (or one
@@ -166,6 +167,7 @@ class SwizzleExplorer(widgets.VBox):
         self._memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}  # the views of the last settings
         self._comparisons: dict[tuple[Any, ...], sw.ModeComparison] = {}
         self._stale: set[str] = set()  # the stacks whose pages were drawn for an older setting
+        self._pool: dict[tuple[Any, ...], Any] = {}  # the pages by setting, the least recently used first
         self._rebuild_handle: Any = None  # the pending redraw of a stale stack (an event loop's handle)
         for control in (self.dtype, self.swizzle, self.rows, self.cols, self.pattern, self.color_by, self.hover,
                         self.highlight, self.index, self.start_row, self.chunk):
@@ -255,9 +257,34 @@ class SwizzleExplorer(widgets.VBox):
         if flip is not None and before is not None:
             # the kernel's views now hold what the page showed; the old value's page takes the
             # previous setting's views (kept: nothing is drawn again)
-            self._pages[flip].flip(before[flip], after[flip], self._views_of(before))
+            self._pages[flip].flip(before[flip], after[flip], self._page(before))
+            self._evict()
         if loop is not None and self._stale and self._rebuild_handle is None:
             self._rebuild_handle = loop.call_soon(self._rebuild_next)
+
+    def _page(self, values: dict[str, Any]) -> Any:
+        """The pool's page of a setting (made once: the browser keeps what it was sent), or None
+        for a page over ``PAGE_MAX_KB``."""
+        key = (*values.values(), self.max_cells)
+        page = self._pool.pop(key, None)
+        if page is None:
+            views = self._views_of(values)
+            if _weight(views) > PAGE_MAX_KB * 1024:
+                return None
+            page = widgets.VBox([widgets.HTML(v) for v in views], _dom_classes=("tl-off",))
+        self._pool[key] = page  # the most recently used last
+        return page
+
+    def _evict(self) -> None:
+        """The pool down to ``POOL_PAGES``, the least recently used first, never a page a stack holds."""
+        if len(self._pool) <= POOL_PAGES:
+            return
+        held = {id(e) for p in self._pages.values() for e in p.stack.children}
+        for key in [k for k, page in self._pool.items() if id(page) not in held][:len(self._pool) - POOL_PAGES]:
+            page = self._pool.pop(key)
+            for child in page.children:
+                child.close()
+            page.close()
 
     def _memo_put(self, values: dict[str, Any], views: tuple[str, str, str]) -> None:
         key = (*values.values(), self.max_cells)
@@ -273,7 +300,8 @@ class SwizzleExplorer(widgets.VBox):
         if name is None:
             return
         values = self._values
-        self._pages[name].redraw(values[name], lambda value: self._views_of({**values, name: value}))
+        self._pages[name].redraw(values[name], lambda value: self._page({**values, name: value}))
+        self._evict()
         self._stale.discard(name)
         if self._stale:
             loop = _running_loop()
@@ -431,70 +459,64 @@ def setting_views(values: dict[str, Any], max_cells: int = 4096,
 
 
 class _Pages:
-    """A choice control's pages: a ``Stack`` with a page per value of the control, linked in the
-    browser to the control's index (``jsdlink``), so that choosing a value shows its page at once,
-    with no message to the kernel and back. A page holds the views (verdict, comparison, preview)
-    of the drawn setting with this control at that value (``tl-off``); the drawn value's page is
-    ``tl-at`` and hidden (the drawn views stand there). The pages are bounded: a page over
-    ``PAGE_MAX_KB``, or past ``STACK_MAX_KB`` for the stack (the values nearest the drawn one come
-    first), is drawn by the kernel when chosen, as before pages (``tl-none``, empty). ``PAGES_CSS``
-    shows a ``tl-off`` page in place of the drawn views only while it is the one page chosen away
-    from the drawn setting and its stack is not stale (pages drawn for an older setting)."""
+    """A choice control's pages: a ``Stack`` with an entry per value of the control, linked in the
+    browser to the control's index (``jsdlink``), so that choosing a value shows its entry at once,
+    with no message to the kernel and back. An entry is a page (``tl-off``: the views, verdict,
+    comparison and preview, of the drawn setting with this control at that value; pages are
+    widgets of the explorer's pool, one per setting, so a page the browser has seen is never sent
+    again), the drawn value's ``at`` (``tl-at``: hidden, the drawn views stand there) or ``none``
+    (``tl-none``: no page within the bounds, ``PAGE_MAX_KB`` a page and ``STACK_MAX_KB`` the
+    stack, the values nearest the drawn one first; the kernel draws it when chosen). ``PAGES_CSS``
+    shows a page in place of the drawn views only while it is the one entry chosen away from the
+    drawn setting and its stack is not stale (entries for an older setting)."""
 
     def __init__(self, control: Any) -> None:
         self.control = control
-        self.pages = [widgets.VBox([widgets.HTML(), widgets.HTML(), widgets.HTML()], _dom_classes=("tl-none",))
-                      for _ in control.options]
-        self.kinds = ["none"] * len(self.pages)
-        self.stack = widgets.Stack(self.pages, selected_index=control.index, _dom_classes=("tl-stack", "tl-stale"))
+        self.at = widgets.VBox(_dom_classes=("tl-at",))
+        self.none = widgets.VBox(_dom_classes=("tl-none",))
+        entries = [self.none] * len(control.options)
+        entries[control.index] = self.at
+        self.stack = widgets.Stack(entries, selected_index=control.index, _dom_classes=("tl-stack", "tl-stale"))
         self.link = widgets.jsdlink((control, "index"), (self.stack, "selected_index"))
-        self._set(control.index, "at")
-
-    def _set(self, i: int, kind: str, views: tuple[str, str, str] | None = None) -> None:
-        """Page ``i`` becomes ``kind`` (at, off with ``views``, none: emptied)."""
-        page = self.pages[i]
-        if kind == "none":
-            views = ("", "", "")
-        if views is not None:
-            for child, value in zip(page.children, views, strict=True):
-                child.value = value
-        self.kinds[i] = kind
-        if tuple(page._dom_classes) != (f"tl-{kind}",):
-            page._dom_classes = (f"tl-{kind}",)
 
     def stale(self, stale: bool) -> None:
         classes = ("tl-stack", "tl-stale") if stale else ("tl-stack",)
         if tuple(self.stack._dom_classes) != classes:
             self.stack._dom_classes = classes
 
-    def flip(self, old: Any, new: Any, old_views: tuple[str, str, str]) -> None:
-        """The drawn value went from ``old`` to ``new``: the old value's page takes the views that
-        were drawn (if within bounds), the new value's page becomes the drawn one."""
+    def held(self, *leaving: int) -> int:
+        """Bytes of the pages the stack holds (but those at the indices ``leaving``)."""
+        return sum(_weight(e) for i, e in enumerate(self.stack.children)
+                   if i not in leaving and e is not self.at and e is not self.none)
+
+    def flip(self, old: Any, new: Any, old_page: Any) -> None:
+        """The drawn value went from ``old`` to ``new``: the old value's entry becomes the page of
+        the setting drawn before (if within the bounds), the new value's the drawn one."""
         options = list(self.control.options)
         at, i = options.index(new), options.index(old)
-        held = sum(_weight(p) for j, p in enumerate(self.pages) if self.kinds[j] == "off" and j not in (at, i))
-        fits = _weight(old_views) <= PAGE_MAX_KB * 1024 and held + _weight(old_views) <= STACK_MAX_KB * 1024
-        self._set(i, "off" if fits else "none", old_views if fits else None)
-        self._set(at, "at")
+        entries = list(self.stack.children)
+        fits = old_page is not None and self.held(at, i) + _weight(old_page) <= STACK_MAX_KB * 1024
+        entries[i], entries[at] = (old_page if fits else self.none), self.at
+        self.stack.children = entries
         self.stack.selected_index = at
 
-    def redraw(self, drawn: Any, views: Any) -> None:
-        """The pages for the drawn setting (``views(value)``: a page's three views), the values
-        nearest the drawn one first, within the bounds; then not stale."""
+    def redraw(self, drawn: Any, page: Any) -> None:
+        """The entries for the drawn setting (``page(value)``: its page widget, None past
+        ``PAGE_MAX_KB``), the values nearest the drawn one first, within the bounds; then not stale."""
         options = list(self.control.options)
         at = options.index(drawn)
-        self._set(at, "at")
+        entries: list[Any] = [self.none] * len(options)
+        entries[at] = self.at
         held = 0
         for i in sorted(range(len(options)), key=lambda j: (abs(j - at), j)):
-            if i == at:
+            if i == at or held >= STACK_MAX_KB * 1024:
                 continue
-            page = views(options[i]) if held < STACK_MAX_KB * 1024 else None
-            weight = _weight(page) if page is not None else 0
-            if page is None or weight > PAGE_MAX_KB * 1024 or held + weight > STACK_MAX_KB * 1024:
-                self._set(i, "none")
-            else:
-                self._set(i, "off", page)
-                held += weight
+            widget = page(options[i])
+            if widget is not None and held + _weight(widget) <= STACK_MAX_KB * 1024:
+                entries[i] = widget
+                held += _weight(widget)
+        if list(self.stack.children) != entries:
+            self.stack.children = entries
         self.stale(False)
 
 
