@@ -275,6 +275,10 @@ def _explorer_switches_without_the_kernel(page, explorer, lab_tmp: Path) -> None
     explorer.locator("select").nth(1).select_option("128B")
     page.wait_for_function(f"() => ({SHOWN})([null])[0] === '32x64 float16, 128B swizzle shared layout'"
                            f" && {KERNEL}.status === 'idle'", timeout=60_000)
+    # and the static view with it (the restart that follows looks for its next change)
+    page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-static svg')].some(s =>"
+                           " s.getAttribute('aria-label') === '32x64 float16, 128B swizzle shared layout')",
+                           timeout=30_000)
 
 
 def _restart_shows_the_static_explorer(page, url: str, shots: Path) -> None:
