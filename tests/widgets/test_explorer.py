@@ -374,7 +374,7 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
             for name in STACKED:
                 control, pages = getattr(w, name), w._pages[name]
                 entries = pages.stack.children
-                assert pages.stack.selected_index == control.index and len(entries) == len(control.options)
+                assert len(entries) == len(control.options) and pages.link.source == (control, "index")
                 held = 0
                 for value, entry in zip(control.options, entries, strict=True):
                     if value == drawn[name]:

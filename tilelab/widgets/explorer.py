@@ -497,8 +497,9 @@ class _Pages:
         entries = list(self.stack.children)
         fits = old_page is not None and self.held(at, i) + _weight(old_page) <= STACK_MAX_KB * 1024
         entries[i], entries[at] = (old_page if fits else self.none), self.at
+        # (the stack's choice is the browser's, through the link: a value set here could only be
+        # as new as this change, and undo a later choice made while it travelled)
         self.stack.children = entries
-        self.stack.selected_index = at
 
     def redraw(self, drawn: Any, page: Any) -> None:
         """The entries for the drawn setting (``page(value)``: its page widget, None past
