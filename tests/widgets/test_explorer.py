@@ -349,6 +349,7 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
 
     import tilelab.widgets.explorer as explorer_module
 
+    monkeypatch.setattr(explorer_module, "PAGES_DELAY_S", 0.0)
     ref = swizzle_explorer(rows=16, cols=64)  # the direct render: an explorer set to the setting
 
     def direct(values: dict) -> tuple[str, str, str]:

@@ -33,14 +33,16 @@ A change of a choice control (dtype, swizzle, access, highlight, colour, hover) 
 kernel: each has a stack of pages, one per value, each holding the views of the drawn setting
 with that control at that value (the verdict, the per-mode table and the preview, exactly as the
 kernel draws them), and ipywidgets' ``jsdlink`` turns the stack to the chosen value's page in the
-browser. The kernel then draws the setting as above and, once idle, redraws the other stacks'
-pages for it; until then they are stale and hidden. The pages' rules (``PAGES_CSS``, beside the
-hover rules) show a page only while it is the one control chosen away from the drawn setting; a
-number (rows, columns, start row, chunk, which), a second choice before the kernel answers, or a
-value whose page was left out by the bounds (``PAGE_MAX_KB``, ``STACK_MAX_KB``) keeps the drawn
-views until the kernel draws the setting, as every change did before. One case escapes them: a
-choice made while a number's change is on its way to the kernel shows, until the kernel answers
-(a round trip), the page drawn for the previous number.
+browser. The kernel then draws the setting as above and, once the controls rest
+(``PAGES_DELAY_S``), redraws the other stacks' pages for it; until then they are stale and
+hidden. Pages are widgets of a pool kept by setting, so a page the browser has is not sent
+again. The pages' rules (``PAGES_CSS``, beside the hover rules) show a page only while it is the
+one control chosen away from the drawn setting; a number (rows, columns, start row, chunk,
+which), a second choice before the kernel answers, or a value whose page was left out by the
+bounds (``PAGE_MAX_KB``, ``STACK_MAX_KB``) keeps the drawn views until the kernel draws the
+setting, as every change did before. One case escapes them: a choice made while a number's
+change is on its way to the kernel shows, until the kernel answers (a round trip), the page
+drawn for the previous number.
 """
 
 from __future__ import annotations
@@ -84,11 +86,12 @@ MODEL_CONTROLS = ("rows", "cols", "dtype", "swizzle", "pattern", "start_row", "c
 STACKED = ("dtype", "swizzle", "pattern", "highlight", "color_by", "hover")
 MEMO_SETTINGS = 64  # settings whose views are kept (going back and forth draws nothing again)
 # The pages' weight: a page (its three views) at most this many KB, a stack's pages together at
-# most this many; the pool keeps POOL_PAGES pages (the browser's models of them: 1-1.5 MB for
-# most settings, 3 MB at most); what does not fit is drawn by the kernel when chosen.
+# most this many; the pool keeps POOL_PAGES pages (the browser's models of them: 2-4 MB for most
+# settings, 6 MB at most); what does not fit is drawn by the kernel when chosen.
 PAGE_MAX_KB = 64
 STACK_MAX_KB = 192
-POOL_PAGES = 48  # pages kept (two settings' neighbourhoods: going back and forth sends no page again)
+POOL_PAGES = 96  # pages kept (a few settings' neighbourhoods: going back and forth sends no page again)
+PAGES_DELAY_S = SETTLE_S  # the stale stacks are redrawn once the controls rest this long
 # The pages' rules. A stack shows only its chosen page; the drawn value's page (tl-at) and a
 # page not drawn ahead (tl-none) are never shown. One control chosen away from the drawn setting,
 # to a page drawn ahead: that page stands in for the drawn views. Two controls chosen away (or one
@@ -259,8 +262,12 @@ class SwizzleExplorer(widgets.VBox):
             # previous setting's views (kept: nothing is drawn again)
             self._pages[flip].flip(before[flip], after[flip], self._page(before))
             self._evict()
-        if loop is not None and self._stale and self._rebuild_handle is None:
-            self._rebuild_handle = loop.call_soon(self._rebuild_next)
+        if loop is not None and self._stale:
+            # once the controls rest, after the full picture: the pages' messages never stand
+            # between this change and its frame, nor between a quick run of changes
+            if self._rebuild_handle is not None:
+                self._rebuild_handle.cancel()
+            self._rebuild_handle = loop.call_later(PAGES_DELAY_S, self._rebuild_next)
 
     def _page(self, values: dict[str, Any]) -> Any:
         """The pool's page of a setting (made once: the browser keeps what it was sent), or None
