@@ -249,7 +249,8 @@ def _explorer_switches_without_the_kernel(page, explorer, lab_tmp: Path) -> None
     setting's views, equal to a direct render; a second change (dtype) before the kernel answers
     shows the drawn views (no page of a setting that is neither); freed, the kernel draws both."""
     explorer.scroll_into_view_if_needed()
-    page.wait_for_function("() => !document.querySelector('.tl-explorer-live .tl-stale')", timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('.tl-explorer-live .tl-views[class*=tl-stale-]')",
+                           timeout=60_000)
     gate = lab_tmp / "explorer-gate"
     page.evaluate(f"code => {{ {KERNEL}.requestExecute({{code}}); }}",
                   f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.02)")

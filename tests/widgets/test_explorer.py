@@ -358,7 +358,7 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
         return ref.conflicts.value, ref.comparison.value, ref.picture.value
 
     def stale(w) -> list[str]:
-        return [name for name in STACKED if "tl-stale" in w._pages[name].stack._dom_classes]
+        return [name for name in STACKED if f"tl-stale-{name}" in w.views._dom_classes]
 
     async def explore() -> None:
         w = swizzle_explorer(rows=16, cols=64)

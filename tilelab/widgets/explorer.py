@@ -96,13 +96,17 @@ PAGES_DELAY_S = SETTLE_S  # the stale stacks are redrawn once the controls rest 
 # page not drawn ahead (tl-none) are never shown. One control chosen away from the drawn setting,
 # to a page drawn ahead: that page stands in for the drawn views. Two controls chosen away (or one
 # whose pages are stale): no page is the chosen setting's; the drawn views stay until the kernel
-# draws the setting (as every change did before pages).
-PAGES_CSS = ("<style>.tl-views>.tl-stack>:is(.tl-at,.tl-none),.tl-views>.tl-stack.tl-stale>.tl-off{display:none}"
+# draws the setting (as every change did before pages). The stale stacks are classes of the
+# views' box (tl-stale-NAME for the stack tl-s-NAME): one message marks them all.
+_STALE = [(f".tl-views.tl-stale-{n}>.tl-s-{n}>.tl-off", f".tl-views.tl-stale-{n}>.tl-s-{n}:has(>.tl-off)~.tl-current")
+          for n in STACKED]
+PAGES_CSS = ("<style>.tl-views>.tl-stack>:is(.tl-at,.tl-none),"
+             + ",".join(hide for hide, _ in _STALE) + "{display:none}"
              ".tl-views>.tl-stack:has(>.tl-off)~.tl-current{display:none}"
              ".tl-views>.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-stack>.tl-off,"
              ".tl-views>.tl-stack:has(~.tl-stack>:is(.tl-off,.tl-none))>.tl-off{display:none}"
              ".tl-views>.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-stack:has(>:is(.tl-off,.tl-none))~.tl-current,"
-             ".tl-views>.tl-stack.tl-stale:has(>.tl-off)~.tl-current{display:flex}</style>")
+             + ",".join(show for _, show in _STALE) + "{display:flex}</style>")
 
 
 class SwizzleExplorer(widgets.VBox):
@@ -141,7 +145,7 @@ class SwizzleExplorer(widgets.VBox):
         # the views as drawn (the verdict and the per-mode comparison above the picture: they are
         # what is read first) and, before them, a stack of pages per choice control (see _Pages)
         self.current = widgets.VBox([self.conflicts, self.comparison, self.picture], _dom_classes=("tl-current",))
-        self._pages = {name: _Pages(getattr(self, name)) for name in STACKED}
+        self._pages = {name: _Pages(getattr(self, name), name) for name in STACKED}
         self.views = widgets.VBox([p.stack for p in self._pages.values()] + [self.current],
                                   _dom_classes=("tl-views",))
         self._tile: sw.SharedTile | None = None
@@ -200,10 +204,8 @@ class SwizzleExplorer(widgets.VBox):
         flip = changed[0] if loop is not None and len(changed) == 1 and changed[0] in STACKED else None
         # first of all, the pages drawn for the previous setting hide: in the browser they are
         # never shown for another (a choice made while this change travelled shows no mix)
-        for name, pages in self._pages.items():
-            if name != flip:
-                pages.stale(True)
-                self._stale.add(name)
+        self._stale |= {name for name in STACKED if name != flip}
+        self._mark_stale()
         self._draw_current(values)
         self._restack(before, values, flip)
 
@@ -293,6 +295,12 @@ class SwizzleExplorer(widgets.VBox):
                 child.close()
             page.close()
 
+    def _mark_stale(self) -> None:
+        """The stale stacks as classes of the views' box: one message for all of them."""
+        classes = ("tl-views", *(f"tl-stale-{name}" for name in STACKED if name in self._stale))
+        if tuple(self.views._dom_classes) != classes:
+            self.views._dom_classes = classes
+
     def _memo_put(self, values: dict[str, Any], views: tuple[str, str, str]) -> None:
         key = (*values.values(), self.max_cells)
         self._memo.pop(key, None)
@@ -310,6 +318,7 @@ class SwizzleExplorer(widgets.VBox):
         self._pages[name].redraw(values[name], lambda value: self._page({**values, name: value}))
         self._evict()
         self._stale.discard(name)
+        self._mark_stale()
         if self._stale:
             loop = _running_loop()
             if loop is not None:
@@ -477,19 +486,14 @@ class _Pages:
     shows a page in place of the drawn views only while it is the one entry chosen away from the
     drawn setting and its stack is not stale (entries for an older setting)."""
 
-    def __init__(self, control: Any) -> None:
+    def __init__(self, control: Any, name: str) -> None:
         self.control = control
         self.at = widgets.VBox(_dom_classes=("tl-at",))
         self.none = widgets.VBox(_dom_classes=("tl-none",))
         entries = [self.none] * len(control.options)
         entries[control.index] = self.at
-        self.stack = widgets.Stack(entries, selected_index=control.index, _dom_classes=("tl-stack", "tl-stale"))
+        self.stack = widgets.Stack(entries, selected_index=control.index, _dom_classes=("tl-stack", f"tl-s-{name}"))
         self.link = widgets.jsdlink((control, "index"), (self.stack, "selected_index"))
-
-    def stale(self, stale: bool) -> None:
-        classes = ("tl-stack", "tl-stale") if stale else ("tl-stack",)
-        if tuple(self.stack._dom_classes) != classes:
-            self.stack._dom_classes = classes
 
     def held(self, *leaving: int) -> int:
         """Bytes of the pages the stack holds (but those at the indices ``leaving``)."""
@@ -510,7 +514,7 @@ class _Pages:
 
     def redraw(self, drawn: Any, page: Any) -> None:
         """The entries for the drawn setting (``page(value)``: its page widget, None past
-        ``PAGE_MAX_KB``), the values nearest the drawn one first, within the bounds; then not stale."""
+        ``PAGE_MAX_KB``), the values nearest the drawn one first, within the bounds."""
         options = list(self.control.options)
         at = options.index(drawn)
         entries: list[Any] = [self.none] * len(options)
@@ -525,7 +529,6 @@ class _Pages:
                 held += _weight(widget)
         if list(self.stack.children) != entries:
             self.stack.children = entries
-        self.stale(False)
 
 
 def _weight(views: Any) -> int:
