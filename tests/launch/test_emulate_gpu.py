@@ -130,3 +130,18 @@ def test_split_k_atomic_outputs_agree():
     compared, _ = _both_ways(ck.splitk_gemm(M=64, N=64, K=128), [(64, 128), (128, 64), (64, 64)],
                              [torch.float16, torch.float16, torch.float32], ["C"], None, reduction=128)
     assert compared == 64 * 64
+
+
+def test_warp_roles_kernels_agree():
+    """Hand-written warp specialisation (the warp-roles rule: each ``T.ws`` region once for its
+    group, mbarriers as phase counters in program order) computes on the CPU what the GPU's warp
+    groups compute: a producer/consumer GEMM through two mbarriers, a two-stage one through an
+    array of them waited on by parity, and per-group code indexed by thread."""
+    import ws_kernels as wk
+
+    gemm_shapes = [(wk.M, wk.K), (wk.K, wk.N), (wk.M, wk.N)]
+    for func in (wk.handoff_gemm(), wk.staged_gemm(2)):
+        compared, _ = _both_ways(func, gemm_shapes, [torch.float16] * 3, ["C"], [0, 3], reduction=wk.K)
+        assert compared == 2 * wk.BLOCK_M * wk.BLOCK_N
+    compared, worst = _both_ways(wk.per_thread_roles(), [(256,), (256,)], [torch.float32] * 2, ["B"], [0])
+    assert compared == 256 and worst == 0.0
