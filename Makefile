@@ -47,8 +47,8 @@ test: $(STAMP) chromium lint
 		-m "not stop_button and not heavy" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -p no:xdist -m stop_button $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
-# The course's whole mutant suite: `make test` runs the first mutant of each kernel exercise (but those
-# of the GPU GEMMs graded by the same results function as 04.2's); this runs them all.
+# The course's whole mutant suite: `make test` runs one mutant of each lesson (of its first kernel
+# exercise whose checker runs on the CPU by itself, not 04.2's results function); this runs them all.
 test-mutants: $(STAMP)
 	TILELAB_ALL_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile \
 		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
@@ -57,7 +57,7 @@ test-mutants: $(STAMP)
 # doctor's reproducers of five failing cells, each run in a fresh TileLang process; the CLI's and the
 # magic's runs in fresh processes past the first of each; the browser's notebook-06 and pictures
 # walks and its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
-# wrong answers past the first; the CPU path's longer kernels and the planted mistakes of attention,
+# wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
 # dequantisation and the other GEMMs; the instrumented compiles past the Hopper GEMM's).
 test-heavy: $(STAMP) chromium
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m "heavy and not stop_button" \
