@@ -9,22 +9,29 @@ Each row is one change of one control, from the default explorer (32x64 float16,
   ``tilelab.swizzle_explorer()`` in a notebook open in headless Chromium (Debian's
   ``/usr/bin/chromium``); the control is changed in the page (its ``<select>`` or ``<input>`` and
   a change event, as a click or Enter sends). *redraw*: from the change to the first frame painted
-  with every view redrawn (the verdict, the per-mode table, the picture): the message to the
-  kernel, the refresh there, the updates back, and the browser's parse, style, layout and paint.
-  *hover ready*: to the frame painted with the picture's per-cell elements (hover strokes and
-  tooltips), which follow once the controls rest for ``SETTLE_S``. Median [min-max] over ``--repeat``.
+  with the new setting's views on screen (the verdict, the per-mode table and one picture, each
+  exactly the markup a direct render of that setting gives: the script renders it in Python and
+  the page parses it as it parses a view), the kernel having received the change (busy, then
+  idle). Where the explorer draws the setting ahead (a choice control's page), that frame comes
+  from the browser alone; else from the message to the kernel, the refresh there, the updates
+  back, and the browser's parse, style, layout and paint. *hover ready*: to the frame painted
+  with the full picture (per-cell elements: hover strokes and tooltips), which follows once the
+  controls rest for ``SETTLE_S``. Median [min-max] over ``--repeat``. A frame painted with other
+  views after the new setting's showed is counted as FLICKER (a wrong picture in between).
 * where the time goes: the CPU time the kernel, the server and the browser (every thread of each,
   from ``/proc``) spent from the change to the redraw's frame, and the time they waited for a CPU
   (on a machine shared with other work, that wait is what the load adds to the redraw);
 * in Python: the refresh the change runs in the kernel (the models and the three views, the
   picture drawn as its few-element preview), and the full picture built once the controls rest;
-  the size (KB) and the number of elements of each picture.
+  the size (KB) and the number of elements of each picture; the pages the kernel draws ahead once
+  idle after the change (ms), the markup of the pages it makes for them (sent to the browser
+  once, on a first visit) and of the pages its stacks hold (KB).
 
 A last row measures the floor under all of them on the same page: a dropdown whose change the
 kernel echoes into a one-word HTML widget (the round trip and a paint, nothing drawn).
 
 The target is a redraw median under 50 ms for every setting; the table marks a row that misses
-it, and the script exits 1 then. On a machine shared with other work the browser figures grow
+it (or flickers), and the script exits 1 then. On a machine shared with other work the browser figures grow
 with its load: the load average is printed with the table. ``explorer_redraw_rows(repeat)``
 returns the rows, for other benchmark scripts to print.
 """
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -91,31 +99,62 @@ def _elements(markup: str) -> int:
     return len(re.findall(r"<[a-zA-Z]", markup))
 
 
+def _pages(w) -> dict[int, int]:
+    """The pages the explorer has made (its pool: each sent to the browser once), bytes by widget id."""
+    return {id(page): sum(len(c.value.encode()) for c in page.children) for page in getattr(w, "_pool", {}).values()}
+
+
+def _held(w) -> int:
+    """Bytes of the pages its stacks hold now."""
+    return sum(sum(len(c.value.encode()) for c in e.children) for p in getattr(w, "_pages", {}).values()
+               for e in p.stack.children if e._dom_classes == ("tl-off",))
+
+
+def _redraw_pages(w) -> None:
+    """Redraw every stale stack of pages now (what the kernel does once idle after a change)."""
+    while getattr(w, "_stale", None):
+        w._rebuild_next()
+        if w._rebuild_handle is not None:
+            w._rebuild_handle.cancel()
+            w._rebuild_handle = None
+
+
 def python_figures(state: dict, control: str, value: object, repeat: int) -> dict:
-    """Median ms of the refresh one change runs (in an event loop, as in a kernel: the preview)
-    and of the full picture that follows; KB and elements of both pictures."""
+    """Median ms of the refresh one change runs (in an event loop, as in a kernel: the preview),
+    of the full picture that follows and of the pages redrawn after it (each choice control's
+    other values, drawn ahead for the browser); KB and elements of both pictures; KB of the
+    pages' markup that the change sends (the pages that changed) and that the pages hold."""
     from tilelab.widgets.explorer import SwizzleExplorer
 
-    async def once() -> tuple[float, float, str, str]:
+    async def once() -> tuple[float, float, str, str, float, float, float]:
         w = SwizzleExplorer()
         for name, v in state.items():
             getattr(w, name).value = v
+        _redraw_pages(w)
+        made = _pages(w)
         start = time.perf_counter()
         getattr(w, control).value = value
         refresh = time.perf_counter() - start
         preview = w.picture.value
         start = time.perf_counter()
+        _redraw_pages(w)
+        pages = time.perf_counter() - start
+        sent = sum(n for key, n in _pages(w).items() if key not in made) / 1024
+        held = _held(w) / 1024
+        start = time.perf_counter()
         getattr(w, "_settle", lambda: None)()  # (an explorer of one step draws the full picture at once)
         full = time.perf_counter() - start
         picture = w.picture.value
         w.close()
-        return refresh * 1000, full * 1000, preview, picture
+        return refresh * 1000, full * 1000, preview, picture, pages * 1000, sent, held
 
     runs = [asyncio.run(once()) for _ in range(repeat)]
     preview, full = runs[-1][2], runs[-1][3]
     return {"python_ms": statistics.median(r[0] for r in runs), "full_ms": statistics.median(r[1] for r in runs),
             "preview_kb": len(preview.encode()) / 1024, "full_kb": len(full.encode()) / 1024,
-            "preview_elements": _elements(preview), "full_elements": _elements(full)}
+            "preview_elements": _elements(preview), "full_elements": _elements(full),
+            "pages_ms": statistics.median(r[4] for r in runs), "pages_sent_kb": runs[-1][5],
+            "pages_kb": runs[-1][6]}
 
 
 # -- the browser: JupyterLab in headless Chromium ----------------------------------------------
@@ -162,27 +201,38 @@ def jupyter_lab(root: Path) -> Iterator[str]:
         log.close()
 
 
-# In the page: change one control and record every change of the explorer's DOM and the frame
-# painted after it. START resolves once the redraw is on screen: the kernel has gone idle after
-# the change (every update of the refresh sent), the frame after the last DOM change is painted
-# and nothing more changed for 40 ms (the full picture comes SETTLE_S later); redraw: to that
-# frame. SETTLE resolves once the full picture (no class tl-preview) is painted; hover: to it.
-START = """async ([label, value, patience]) => {
+# In the page: change one control and record, for every frame painted after a change of the
+# explorer's DOM, which views it showed: "preview" or "full" where the views on screen are exactly
+# the new setting's (its verdict, its per-mode table and one picture, each equal to the markup a
+# direct render of that setting gives, which the script computes in Python and the page parses
+# as it parses a view), else null. START resolves once the new setting's views are on screen, the
+# kernel has received the change (busy, then idle) and nothing more changed for 40 ms; redraw: to
+# the first frame painted with them. SETTLE resolves once the full picture (an element per cell)
+# is painted; hover: to it. Frames painted with other views after the new setting's showed count
+# as flicker (a change must never show a wrong picture in between).
+START = """async ([label, value, expected, patience]) => {
+  const norm = s => { const t = document.createElement('template'); t.innerHTML = s; return t.innerHTML; };
+  const [conflicts, comparison, preview, full] = expected.map(norm);
   const root = document.querySelector('.tl-explorer-live');
   const box = [...root.querySelectorAll('.widget-inline-hbox')]
       .find(b => (b.querySelector('.widget-label') || {}).textContent === label);
   const control = box.querySelector('select, input');
-  const picture = [...root.querySelectorAll('.widget-html-content')].find(c => c.querySelector(':scope > svg'));
+  const shown = () => {
+    const seen = [...root.querySelectorAll('.widget-html-content')].filter(e => e.checkVisibility())
+        .map(e => e.innerHTML);
+    const pictures = seen.filter(h => h.startsWith('<svg'));
+    if (pictures.length !== 1 || !seen.includes(conflicts) || !seen.includes(comparison)) return null;
+    return pictures[0] === full ? 'full' : pictures[0] === preview ? 'preview' : null;
+  };
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-  const run = window.__tlRun = {changes: [], painted: [], busy: false, idle: false, wake: () => {}};
-  const last = () => run.changes.length - 1;
-  const drawn = () => run.idle && last() >= 0 && run.painted[last()] !== undefined
-      && performance.now() - run.changes[last()][0] >= 40;
-  run.observer = new MutationObserver(() => {
-    const i = run.changes.length, svg = picture.querySelector(':scope > svg');
-    run.changes.push([performance.now(), !!(svg && svg.classList.contains('tl-preview'))]);
-    requestAnimationFrame(() => setTimeout(() => { run.painted[i] = performance.now(); run.wake(); }, 0));
-  });
+  const run = window.__tlRun = {frames: [], busy: false, idle: false, wake: () => {}, shown};
+  const first = () => run.frames.findIndex(f => f[1] !== null);
+  const drawn = () => run.idle && first() >= 0 && run.frames[run.frames.length - 1][1] !== null
+      && performance.now() - run.frames[run.frames.length - 1][0] >= 40;
+  run.observer = new MutationObserver(() => requestAnimationFrame(() => {
+    const what = shown();
+    setTimeout(() => { run.frames.push([performance.now(), what]); run.wake(); }, 0);
+  }));
   run.observer.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
   const status = (_, state) => {
     if (state === 'busy') run.busy = true;
@@ -199,17 +249,21 @@ START = """async ([label, value, patience]) => {
   const ok = await done;
   kernel.statusChanged.disconnect(status);
   run.wake = () => {};
-  return ok ? run.painted[last()] - t0 : null;
+  return ok ? run.frames[first()][0] - t0 : null;
 }"""
-# The full picture, where a preview stands: resolves once it is painted (at once otherwise).
+# The full picture: resolves once it is painted (at once where it already is); [hover ms, the
+# frames painted with other views after the new setting's first showed].
 SETTLE = """async (patience) => {
-  const run = window.__tlRun, last = () => run.changes.length - 1;
-  const settled = () => !run.changes[last()][1] && run.painted[last()] !== undefined;
+  const run = window.__tlRun;
+  const settled = () => run.frames.length && run.frames[run.frames.length - 1][1] === 'full';
   const start = Date.now();
   while (!settled() && Date.now() - start < patience) await new Promise(r => setTimeout(r, 20));
   await new Promise(r => setTimeout(r, 60));  // nothing more follows
   run.observer.disconnect();
-  return settled() ? run.painted[last()] - run.t0 : null;
+  const first = run.frames.findIndex(f => f[1] !== null);
+  const flicker = first < 0 ? 0 : run.frames.slice(first).filter(f => f[1] === null).length;
+  const at = run.frames.findIndex(f => f[1] === 'full');
+  return [settled() && run.shown() === 'full' ? run.frames[at][0] - run.t0 : null, flicker];
 }"""
 
 
@@ -273,21 +327,48 @@ def _cpu_ns(parts: dict[str, list[int]]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _set(page, control: str, value: object, cpu: dict | None = None) -> tuple[float, float] | None:
-    """Change a control in the page; (redraw ms, hover-ready ms), None if it never settled. With
-    ``cpu`` (the processes), the CPU ms each part spent on the redraw are added to its lists."""
+def expected_views(state: dict) -> list[str]:
+    """What a direct render of a setting shows (the explorer built and set in Python, with no
+    browser): its verdict, per-mode table, picture preview and full picture."""
+    from tilelab.widgets.explorer import SwizzleExplorer
+
+    key = tuple(sorted(state.items()))
+    if key not in _EXPECTED:
+        async def render() -> list[str]:
+            w = SwizzleExplorer()
+            for name, v in state.items():
+                getattr(w, name).value = v
+            views = [w.conflicts.value, w.comparison.value, w.picture.value]
+            getattr(w, "_settle", lambda: None)()
+            w.close()
+            return [*views, w.picture.value]
+
+        # (in a thread of its own: the browser's driver runs an event loop in this one)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            _EXPECTED[key] = pool.submit(asyncio.run, render()).result()
+    return _EXPECTED[key]
+
+
+_EXPECTED: dict[tuple, list[str]] = {}
+
+
+def _set(page, control: str, value: object, state: dict, cpu: dict | None = None) -> tuple[float, float, int] | None:
+    """Change a control in the page, from the setting ``state`` (its changed controls); (redraw ms,
+    hover-ready ms, flicker frames), None if the new setting's views never showed. With ``cpu``
+    (the processes), the CPU ms each part spent on the redraw are added to its lists."""
     parts = before = None
     if cpu is not None:
         parts = cpu["processes"]
         before = _cpu_ns(parts)
-    redraw = page.evaluate(START, [LABELS[control], value, 10_000])
+    expected = expected_views({**state, control: value})
+    redraw = page.evaluate(START, [LABELS[control], value, expected, 10_000])
     if cpu is not None and parts is not None and before is not None and redraw is not None:
         after = _cpu_ns(parts)
         for part in parts:
             cpu.setdefault(part, []).append((after[part][0] - before[part][0]) / 1e6)
             cpu.setdefault(part + " waiting", []).append((after[part][1] - before[part][1]) / 1e6)
-    hover = page.evaluate(SETTLE, 10_000)
-    return None if redraw is None or hover is None else (redraw, hover)
+    hover, flicker = page.evaluate(SETTLE, 10_000)
+    return None if redraw is None or hover is None else (redraw, hover, flicker)
 
 
 def browser_figures(settings: list[tuple[str, dict, str, object]], repeat: int,
@@ -328,20 +409,26 @@ def browser_figures(settings: list[tuple[str, dict, str, object]], repeat: int,
             page.wait_for_timeout(1000)
             processes = _processes()
             for label, state, control, value in settings:
+                now: dict = {}
                 for name, v in state.items():
-                    _set(page, name, v)
-                redraw, hover = [], []
+                    _set(page, name, v, now)
+                    now[name] = v
+                redraw, hover, flicker = [], [], 0
                 cpu: dict = {"processes": processes}
                 for _ in range(repeat):
-                    got = _set(page, control, value, cpu)
+                    got = _set(page, control, value, state, cpu)
                     if got is not None:
                         redraw.append(got[0])
                         hover.append(got[1])
-                    _set(page, control, defaults[control] if control not in state else state[control])
+                        flicker += got[2]
+                    back = _set(page, control, defaults[control] if control not in state else state[control],
+                                {**state, control: value})
+                    flicker += back[2] if back else 0
                 for name in reversed(list(state)):
-                    _set(page, name, defaults[name])
+                    del now[name]
+                    _set(page, name, defaults[name], {**now, name: state[name]})
                 del cpu["processes"]
-                out[label] = {"redraw": redraw, "hover": hover, "cpu": cpu}
+                out[label] = {"redraw": redraw, "hover": hover, "cpu": cpu, "flicker": flicker}
             probe, cpu = [], {}
             for _ in range(repeat):
                 for v in ("b", "a"):
@@ -368,13 +455,14 @@ def explorer_redraw_rows(repeat: int = 7, settings: list[tuple[str, dict, str, o
     preview_elements, full_elements) and, in the browser, redraw and hover lists of ms (None
     without Chromium)."""
     settings = settings or SETTINGS
-    rows = [{"label": label, **python_figures(state, control, value, repeat)}
+    rows = [{"label": label, "repeat": repeat, **python_figures(state, control, value, repeat)}
             for label, state, control, value in settings]
     lab = browser_figures(settings, repeat, width) if browser else None
     for row in rows:
         row["redraw"] = lab[row["label"]]["redraw"] if lab else None
         row["hover"] = lab[row["label"]]["hover"] if lab else None
         row["cpu"] = lab[row["label"]]["cpu"] if lab else None
+        row["flicker"] = lab[row["label"]]["flicker"] if lab else None
     if lab:
         rows.append({"label": PROBE_LABEL, "redraw": lab[PROBE_LABEL]["redraw"], "cpu": lab[PROBE_LABEL]["cpu"],
                      "probe": True})
@@ -401,7 +489,8 @@ def _spread(values: list[float] | None) -> str:
 def print_rows(rows: list[dict]) -> int:
     """The table; the number of rows whose redraw median misses the target."""
     print(f"{'setting change':38} {'redraw ms':>14} {'hover ready ms':>15} {'CPU ms (wait)':>15} {'py ms':>6} "
-          f"{'full py':>7} {'KB':>9} {'elements':>10}  target: redraw < {TARGET_MS:.0f} ms")
+          f"{'full py':>7} {'KB':>9} {'elements':>10} {'pages py':>8} {'KB sent/held':>12}"
+          f"  target: redraw < {TARGET_MS:.0f} ms")
     missed = 0
     for r in rows:
         if r.get("probe"):
@@ -410,18 +499,28 @@ def print_rows(rows: list[dict]) -> int:
         flag = ""
         if r["redraw"]:
             flag = "" if statistics.median(r["redraw"]) < TARGET_MS else "MISSED"
+        if r.get("flicker"):
+            flag += f" FLICKER x{r['flicker']}"
+        if r["redraw"] is not None and len(r["redraw"]) < r.get("repeat", 0):
+            flag += " NOT SHOWN"
         missed += bool(flag)
         print(f"{r['label']:38} {_spread(r['redraw']):>14} {_spread(r['hover']):>15} {_cpu(r):>15} "
               f"{r['python_ms']:6.1f} {r['full_ms']:7.1f} {r['preview_kb']:4.0f}/{r['full_kb']:<4.0f} "
-              f"{r['preview_elements']:4d}/{r['full_elements']:<5d}  {flag}")
+              f"{r['preview_elements']:4d}/{r['full_elements']:<5d} {r['pages_ms']:8.1f} "
+              f"{r['pages_sent_kb']:5.0f}/{r['pages_kb']:<6.0f}  {flag}")
     redraws = [statistics.median(r["redraw"]) for r in rows if r["redraw"] and not r.get("probe")]
     if redraws:
         print(f"median of the settings' redraw medians: {statistics.median(redraws):.0f} ms; "
               f"the slowest setting's: {max(redraws):.0f} ms")
     else:
         print("(no Chromium at /usr/bin/chromium or no playwright: Python figures only)")
+    print("redraw: to the first frame painted with the new setting's views, each as a direct render of the setting "
+          "gives it; FLICKER: frames painted with other views after them (a wrong picture in between)")
     print("CPU ms: median per redraw of the kernel + the server + the browser (every thread, from the change to "
           "the redraw's frame), in brackets the time they waited for a CPU (a busy machine's share of the redraw)")
+    print("pages py: ms the kernel spends, once idle after the change, drawing the pages ahead (every choice "
+          "control's other values); KB sent: the pages made for it (a first visit: the browser keeps them); "
+          "held: what the stacks hold")
     print("KB and elements: the preview / the full picture (hover and tooltips). "
           f"Load average while measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return missed

@@ -425,3 +425,15 @@ def test_wgmma_operand_swizzle_follows_the_instruction_for_mn_major():
     assert sw.wgmma_operand_swizzle("float32", "K", k=16) == "64B"
     with pytest.raises(ValueError, match="pass inst_mn="):
         sw.wgmma_operand_swizzle("float16", "MN", k=64)
+
+
+@pytest.mark.parametrize("rows,cols,dtype,mode", [(64, 64, "float16", "128B"), (32, 128, "float32", "64B"),
+                                                  (16, 64, "float16", "32B"), (7, 24, "float64", "NONE")])
+def test_a_tma_box_write_counts_each_phase_as_the_per_bank_rule_does(rows, cols, dtype, mode):
+    """The TMA box write counts its phases at once (a 1024 x 1024 tile in well under a second): each
+    phase's wavefronts are what the per-bank rule gives for its eight granules of four words."""
+    tile = sw.SharedTile(rows, cols, dtype, mode)
+    words = [w // sw.BANK_BYTES for w in range(tile.base, tile.base + tile.nbytes, 16)]
+    expected = [sw._phase_wavefronts([[w + i for i in range(4)] for w in words[s:s + 8]])
+                for s in range(0, len(words), 8)]
+    assert list(sw.bank_conflicts(tile, "tma_box_write").wavefronts_per_phase) == expected

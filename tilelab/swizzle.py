@@ -1015,8 +1015,13 @@ def _tma_box_write(tile: SharedTile, notes: list[str]) -> ConflictReport:
     r_all, c_all = tile.logical(phys)
     words: np.ndarray = (phys + tile.base) // BANK_BYTES
     per_line, banks = LINE_BYTES // CHUNK_BYTES, CHUNK_BYTES // BANK_BYTES  # 8 granules of 4 banks
-    per_phase = [_phase_wavefronts([[int(w) + i for i in range(banks)] for w in words[s:s + per_line]])
-                 for s in range(0, len(words), per_line)]
+    # A phase's wavefronts: the most words of one bank (_phase_wavefronts's count, per phase at
+    # once: the granules are distinct 16-byte ranges, so no word repeats within a phase)
+    all_words = (words[:, None] + np.arange(banks)).reshape(-1)
+    phase: np.ndarray = np.repeat(np.arange(len(words)) // per_line, banks)
+    phases = (len(words) + per_line - 1) // per_line
+    counts = np.bincount(phase * BANKS + all_words % BANKS, minlength=phases * BANKS).reshape(phases, BANKS)
+    per_phase = [int(n) for n in counts.max(axis=1)]
     accesses = tuple(
         Access(i, int(r_all[i]), int(c_all[i]) - int(c_all[i]) % max(CHUNK_BYTES // e, 1), CHUNK_BYTES,
                int(phys[i]), tuple((int(words[i]) + k) % BANKS for k in range(banks)), i // per_line)

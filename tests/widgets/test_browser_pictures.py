@@ -11,6 +11,10 @@ NONE/128B comparison and ``tilelab.swizzle_explorer()`` is run. At each window s
 * the comparison's two pictures and the explorer's picture show every text at 10 px or more;
 * every bank number of the bank-coloured B_shared picture is drawn.
 
+With the kernel held busy, a choice of the explorer's swizzle shows the new setting's views at once
+(its page drawn ahead, equal to a direct render of the setting), and a second choice before the
+kernel answers shows the drawn views, never a mix; freed, the kernel draws the setting of both.
+
 Then the notebook is saved, its kernel stopped and the page reloaded: the explorer's output
 shows its static picture (no "Error displaying widget"), and so does the ``nbconvert`` HTML
 export opened with every network request refused. Screenshots go to ``$TILELAB_SCREENSHOTS``
@@ -106,6 +110,7 @@ def test_pictures_and_explorer_read_at_both_sizes_after_a_restart_and_offline(la
                 page.wait_for_timeout(500)
                 _layouts_read(page, inspector, shots, f"{width}x{height}")
                 _explorer_and_comparison_read(page, explorer, shots, f"{width}x{height}")
+            _explorer_switches_without_the_kernel(page, explorer, lab_tmp)
             _restart_shows_the_static_explorer(page, url, shots)
         finally:
             context.close()
@@ -202,6 +207,79 @@ def _explorer_hover(page, explorer) -> None:
     assert len(same) >= 8 and set(same) == {"2.5px"}, same[:4]
     assert other and "2.5px" not in other, other[:4]
     page.mouse.move(0, 0)
+
+
+# JavaScript: the explorer's views on screen (each shown HTML view's markup) compared with the
+# markup of a setting's views, parsed as the page parses a view: [picture's label, equal].
+SHOWN = """([expected]) => {
+  const norm = s => { const t = document.createElement('template'); t.innerHTML = s; return t.innerHTML; };
+  const root = document.querySelector('.tl-explorer-live');
+  const seen = [...root.querySelectorAll('.widget-html-content')].filter(e => e.checkVisibility())
+      .map(e => e.innerHTML);
+  const pictures = [...root.querySelectorAll('svg[role=img]')].filter(s => s.checkVisibility());
+  const [conflicts, comparison, preview, full] = (expected || ['', '', '', '']).map(norm);
+  return [pictures.map(s => s.getAttribute('aria-label')).join(' + '), seen.includes(conflicts)
+          && seen.includes(comparison) && (seen.includes(preview) || seen.includes(full))];
+}"""
+KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+
+
+def _direct_views(values: dict) -> list[str]:
+    """A setting's views as the explorer draws them, set in Python: verdict, table, preview, full."""
+    import asyncio
+    import concurrent.futures
+
+    from tilelab.widgets.explorer import SwizzleExplorer
+
+    async def render() -> list[str]:
+        w = SwizzleExplorer()
+        for name, value in values.items():
+            getattr(w, name).value = value
+        views = [w.conflicts.value, w.comparison.value, w.picture.value]
+        w._settle()
+        w.close()
+        return [*views, w.picture.value]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # (Playwright runs an event loop in this thread)
+        return pool.submit(asyncio.run, render()).result()
+
+
+def _explorer_switches_without_the_kernel(page, explorer, lab_tmp: Path) -> None:
+    """The kernel held busy (until a file appears: no timing), a change of the swizzle shows its
+    setting's views, equal to a direct render; a second change (dtype) before the kernel answers
+    shows the drawn views (no page of a setting that is neither); freed, the kernel draws both."""
+    explorer.scroll_into_view_if_needed()
+    page.wait_for_function("() => !document.querySelector('.tl-explorer-live .tl-views[class*=tl-stale-]')",
+                           timeout=60_000)
+    gate = lab_tmp / "explorer-gate"
+    page.evaluate(f"code => {{ {KERNEL}.requestExecute({{code}}); }}",
+                  f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.02)")
+    page.wait_for_function(f"() => {KERNEL}.status === 'busy'", timeout=30_000)
+    try:
+        explorer.locator("select").nth(1).select_option("NONE")  # the swizzle
+        page.wait_for_function(f"() => ({SHOWN})([null])[0] === '32x64 float16, NONE swizzle shared layout'",
+                               timeout=30_000)
+        assert page.evaluate(SHOWN, [_direct_views({"swizzle": "NONE"})])[1]
+        assert page.evaluate(f"() => {KERNEL}.status") == "busy"  # the kernel drew none of it
+        explorer.locator("select").nth(0).select_option("float32")  # the dtype, the kernel still busy
+        page.wait_for_function("() => document.querySelectorAll('.tl-explorer-live .tl-stack > .tl-off').length === 2",
+                               timeout=30_000)
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
+        label, _ = page.evaluate(SHOWN, [None])
+        assert label == "32x64 float16, 128B swizzle shared layout", label  # the drawn views, alone
+    finally:
+        gate.write_text("go")
+    page.wait_for_function(f"() => ({SHOWN})([null])[0] === '32x64 float32, NONE swizzle shared layout'"
+                           f" && {KERNEL}.status === 'idle'", timeout=60_000)
+    assert page.evaluate(SHOWN, [_direct_views({"swizzle": "NONE", "dtype": "float32"})])[1]
+    explorer.locator("select").nth(0).select_option("float16")
+    explorer.locator("select").nth(1).select_option("128B")
+    page.wait_for_function(f"() => ({SHOWN})([null])[0] === '32x64 float16, 128B swizzle shared layout'"
+                           f" && {KERNEL}.status === 'idle'", timeout=60_000)
+    # and the static view with it (the restart that follows looks for its next change)
+    page.wait_for_function("() => [...document.querySelectorAll('.tl-explorer-static svg')].some(s =>"
+                           " s.getAttribute('aria-label') === '32x64 float16, 128B swizzle shared layout')",
+                           timeout=30_000)
 
 
 def _restart_shows_the_static_explorer(page, url: str, shots: Path) -> None:

@@ -10,7 +10,7 @@ import ipywidgets as widgets
 
 import tilelab
 from tilelab.render import svg
-from tilelab.widgets.explorer import SwizzleExplorer, swizzle_explorer
+from tilelab.widgets.explorer import PAGES_CSS, STACKED, SwizzleExplorer, swizzle_explorer
 
 
 def test_public_entry_point_and_layout():
@@ -18,12 +18,15 @@ def test_public_entry_point_and_layout():
     assert isinstance(w, SwizzleExplorer) and isinstance(w, widgets.VBox)
     assert tilelab.swizzle_explorer is swizzle_explorer
     kinds = [type(c).__name__ for c in w.children]
-    assert kinds == ["HBox", "HBox", "HBox", "HBox", "HTML", "HTML", "HTML", "HTML"]
-    # the last: the pictures' hover rules, on the page once, never drawn
-    assert w.children[-1].value == svg.HOVER_CSS and w.children[-1].layout.display == "none"
+    assert kinds == ["HBox", "HBox", "HBox", "HBox", "VBox", "HTML"]
+    # the last: the pictures' hover rules and the pages' rules, on the page once, never drawn
+    assert w.children[-1].value == svg.HOVER_CSS + PAGES_CSS and w.children[-1].layout.display == "none"
     assert w.hover.value == "bank" and w.hover in w.children[3].children
-    # the verdict and the per-mode comparison come before the picture; no unexplained labels
-    assert list(w.children[4:7]) == [w.conflicts, w.comparison, w.picture]
+    # the views: a stack of pages per choice control, then the drawn views; the verdict and the
+    # per-mode comparison come before the picture; no unexplained labels
+    assert w.children[4] is w.views and w.views.children[-1] is w.current
+    assert [type(c).__name__ for c in w.views.children] == ["Stack"] * len(STACKED) + ["VBox"]
+    assert list(w.current.children) == [w.conflicts, w.comparison, w.picture]
     assert w.index.description != "#" and "thread" in w.index.description
     assert not [c for c in w.children for c in getattr(c, "children", ()) if type(c).__name__ == "ToggleButtons"]
     assert w.picture.value.startswith("<svg") and "32x64 float16, 128B swizzle" in w.picture.value
@@ -325,10 +328,96 @@ def test_in_a_running_event_loop_a_change_shows_the_preview_then_the_full_pictur
         assert "<title>(0, 0-1): byte 0, bank 0, chunk 0</title>" in full and "tl-preview" not in full
         assert full == svg_module.tile_svg(w.state()["tile"], report=w.state()["report"], max_rows=32,
                                            fit_width=explorer_module.PICTURE_WIDTH, shared_style=True)
-        # the constructor's and three changes' previews, then one full picture (and the check above)
-        assert drawn == [True, True, True, True, False, False]
+        # the constructor's and three changes' previews, then one full picture (and the check
+        # above); the other previews drawn in between are the pages'
+        assert drawn[:4] == [True, True, True, True] and drawn.count(False) == 2
         # the static view (a saved notebook, an export) always holds the full picture
         w.swizzle.value = "128B"
         assert "tl-preview" in w.picture.value and "<title>" in w.static_html() and "tl-preview" not in w.static_html()
+
+    asyncio.run(explore())
+
+
+def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(monkeypatch):
+    """Each choice control's other values are drawn ahead as pages the browser switches to with no
+    round trip to the kernel: every page holds exactly the verdict, per-mode table and preview the
+    explorer itself shows once set to that setting (an unbuildable tile: its reason). A change of
+    a choice control keeps its stack (the old value's page takes the views drawn before); any
+    change makes the other stacks stale (hidden) until the kernel has redrawn them; going back
+    and forth makes no page again; a stack holds no more than its bounds."""
+    import asyncio
+
+    import tilelab.widgets.explorer as explorer_module
+
+    monkeypatch.setattr(explorer_module, "PAGES_DELAY_S", 0.0)
+    ref = swizzle_explorer(rows=16, cols=64)  # the direct render: an explorer set to the setting
+
+    def direct(values: dict) -> tuple[str, str, str]:
+        for name, value in values.items():
+            getattr(ref, name).value = value
+        return ref.conflicts.value, ref.comparison.value, ref.picture.value
+
+    def stale(w) -> list[str]:
+        return [name for name in STACKED if f"tl-stale-{name}" in w.views._dom_classes]
+
+    async def explore() -> None:
+        w = swizzle_explorer(rows=16, cols=64)
+
+        async def redrawn() -> None:
+            for _ in range(100):
+                if not w._stale and w._rebuild_handle is None:
+                    return
+                await asyncio.sleep(0)
+
+        def check() -> int:
+            drawn, errors = w.values(), 0
+            assert stale(w) == []
+            for name in STACKED:
+                control, pages = getattr(w, name), w._pages[name]
+                entries = pages.stack.children
+                assert len(entries) == len(control.options) and pages.link.source == (control, "index")
+                held = 0
+                for value, entry in zip(control.options, entries, strict=True):
+                    if value == drawn[name]:
+                        assert entry is pages.at and entry._dom_classes == ("tl-at",)
+                    elif entry is not pages.none:  # (none: past the bounds, the kernel draws it)
+                        views = tuple(c.value for c in entry.children)
+                        assert entry._dom_classes == ("tl-off",)
+                        assert views == direct({**drawn, name: value}), (name, value)
+                        errors += "cannot build this tile" in views[0]
+                        held += sum(len(v.encode()) for v in views)
+                assert held <= explorer_module.STACK_MAX_KB * 1024
+            return errors
+
+        assert stale(w) == list(STACKED)  # drawn once the kernel is idle
+        await redrawn()
+        errors = check()
+        before = (w.conflicts.value, w.comparison.value, w.picture.value)
+        w.swizzle.value = "NONE"  # the browser showed the NONE page; the kernel draws it, the rest follows
+        assert stale(w) == [n for n in STACKED if n != "swizzle"]
+        old = w._pages["swizzle"].stack.children[list(w.swizzle.options).index("128B")]
+        assert old._dom_classes == ("tl-off",) and tuple(c.value for c in old.children) == before
+        await redrawn()
+        check()
+        # back and forth: every page is the one made before (the browser has it: nothing is sent)
+        made = {id(page) for page in w._pool.values()}
+        w.swizzle.value = "128B"
+        await redrawn()
+        w.swizzle.value = "NONE"
+        await redrawn()
+        check()
+        held = [e for p in w._pages.values() for e in p.stack.children if e._dom_classes == ("tl-off",)]
+        assert held and {id(e) for e in held} <= made
+        w.cols.value = 32  # a number (no pages): every stack redrawn; 128B cannot hold 64-byte rows
+        assert stale(w) == list(STACKED)
+        await redrawn()
+        assert check() > errors  # the pages of settings with no tile say why, as the explorer does
+        # bounded: a stack's pages past its budget are left to the kernel, the nearest values kept
+        monkeypatch.setattr(explorer_module, "STACK_MAX_KB", 30)
+        w.cols.value = 64
+        await redrawn()
+        check()
+        kinds = [p._dom_classes[0] for p in w._pages["dtype"].stack.children]  # float16, its neighbours next
+        assert kinds[0] == "tl-at" and kinds[1] == "tl-off" and "tl-none" in kinds  # the nearest kept
 
     asyncio.run(explore())
