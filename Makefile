@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine with Python >= 3.10:
 #   make lab    creates .venv, installs tilelab, opens JupyterLab on notebooks/
-#   make test   creates .venv, installs tilelab with its test tools, runs the lint, then the whole suite
+#   make test   creates .venv, installs tilelab with its test tools, runs the lint, then the suite: every
+#               test but the long end-to-end proofs, of which it runs one of each kind (minutes on 2 cores)
+# The rest of those proofs, apart: make test-heavy (marker heavy) and make test-mutants (every mutant
+# of the course's kernel exercises); make test-all runs the three in turn.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -15,7 +18,7 @@ PYTEST_ARGS ?=
 # a core, at most 4. PYTEST_WORKERS=0: all in this process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install lab test test-gpu test-binder test-mutants test-heavy chromium clean
+.PHONY: install lab test test-gpu test-binder test-mutants test-heavy test-all chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,8 +47,8 @@ test: $(STAMP) chromium lint
 		-m "not stop_button and not heavy" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -p no:xdist -m stop_button $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
-# The course's whole mutant suite: `make test` runs every mutant but those of the GPU GEMMs graded by
-# the same results function as 04.2's; this runs them all.
+# The course's whole mutant suite: `make test` runs one mutant of each lesson (of its first kernel
+# exercise whose checker runs on the CPU by itself, not 04.2's results function); this runs them all.
 test-mutants: $(STAMP)
 	TILELAB_ALL_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile \
 		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
@@ -53,9 +56,15 @@ test-mutants: $(STAMP)
 # The long end-to-end proofs beside the one of each kind that `make test` runs (marker heavy: the
 # doctor's reproducers of five failing cells, each run in a fresh TileLang process; the CLI's and the
 # magic's runs in fresh processes past the first of each; the browser's notebook-06 and pictures
-# walks; the CPU path's longer kernels; a notebook's second full run).
-test-heavy: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m heavy $(PYTEST_ARGS)
+# walks and its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
+# wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
+# dequantisation and the other GEMMs; the instrumented compiles past the Hopper GEMM's).
+test-heavy: $(STAMP) chromium
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m "heavy and not stop_button" \
+		$(PYTEST_ARGS)
+
+# Everything the CPU runs: the quick gate, then the long proofs and the whole mutant suite.
+test-all: test test-heavy test-mutants
 
 # On a machine with an NVIDIA GPU: the tests that launch kernels, in their own environment
 # (.venv-gpu) with a CUDA build of torch, so the CPU pin of `make test` stays as it is.

@@ -156,7 +156,9 @@ def test_hip_device_source_is_tilelangs(hip_gemm):
     assert "__global__" in report.sources.device and "hip_runtime.h" in report.sources.device
 
 
-@pytest.mark.parametrize("make", [tk.scale_add, tk.row_sum, tk.attention_forward])
+# make test: an elementwise kernel and a reduction; make test-heavy attention too
+@pytest.mark.parametrize("make", [tk.scale_add, tk.row_sum,
+                                  pytest.param(tk.attention_forward, marks=pytest.mark.heavy)])
 def test_hip_kernels_of_every_kind_match_tilelangs_source_and_launcher(make):
     func = make()
     report = tilelab.inspect(func, target="gfx942")

@@ -76,6 +76,27 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.fixture
+def cli_here(monkeypatch, capsys):
+    """The command line's ``main`` run in this process from the repository root, as ``python -m
+    tilelab`` runs it: a CompletedProcess of its exit status, stdout and stderr. (Fresh processes
+    cost seconds each: the two tests below run ``python -m tilelab`` itself; its errors run here.)"""
+    from tilelab.__main__ import main
+
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as end:  # argparse's own refusals
+            code = end.code
+        printed = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, printed.out, printed.err)
+
+    return run
+
+
 def test_cli_json_and_html(tmp_path):
     out = cli("inspect", GEMM, "--target", "sm_90a", "--json", str(tmp_path / "r.json"),
               "--html", str(tmp_path / "r.html"))
@@ -123,25 +144,25 @@ def broken(M=256, N=256, K=256):
     ("examples/gemm.py:42", "int is not a TileLang kernel"),
     ("examples/gemm.py:matmul()", "missing 3 required positional arguments"),
 ])
-def test_cli_errors_are_one_clear_line(spec, message):
-    out = cli("inspect", spec)
+def test_cli_errors_are_one_clear_line(spec, message, cli_here):
+    out = cli_here("inspect", spec)
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.startswith("tilelab: error: ")
 
 
-def test_cli_lowering_error_points_at_the_kernel_line(tmp_path):
+def test_cli_lowering_error_points_at_the_kernel_line(tmp_path, cli_here):
     (tmp_path / "broken.py").write_text(BROKEN)
-    out = cli("inspect", f"{tmp_path / 'broken.py'}:broken()")
+    out = cli_here("inspect", f"{tmp_path / 'broken.py'}:broken()")
     assert out.returncode == 2
     assert "T.gemm K shape check failed" in out.stderr
     assert f"{tmp_path / 'broken.py'}:14: T.gemm(A_s, B_s, C_l)" in out.stderr
     assert "Traceback" not in out.stderr and "__tb" not in out.stderr
 
 
-def test_cli_bad_target_lists_valid_ones():
-    out = cli("inspect", GEMM, "--target", "hopper")
+def test_cli_bad_target_lists_valid_ones(cli_here):
+    out = cli_here("inspect", GEMM, "--target", "hopper")
     assert out.returncode == 2 and "sm_90a" in out.stderr and "sm_80" in out.stderr
 
 

@@ -141,7 +141,9 @@ def test_a_source_without_the_bind_is_refused():
 @pytest.mark.calls_nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(TOOLS.nvcc is None, reason=f"needs nvcc and ptxas in {CUDA}/bin")
-@pytest.mark.parametrize("name", ["gemm", "flash", "sm80", "add"])
+# make test compiles the Hopper GEMM's (wgmma, TMA, a producer); make test-heavy the others too
+@pytest.mark.parametrize("name", ["gemm", *(pytest.param(n, marks=pytest.mark.heavy)
+                                            for n in ("flash", "sm80", "add"))])
 def test_the_instrumented_source_compiles_with_no_spill_and_no_serialised_wgmma(name, tmp_path):
     _, arch, source, ins, _ = lowered(name)
     plain = "\n".join(t for t in source.split("\n") if "TLT_BIND" not in t)

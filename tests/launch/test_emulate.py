@@ -52,7 +52,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# make test runs a GEMM, a reduction and a ragged elementwise kernel; make test-heavy the others too
+# (attention, causal attention, the other GEMMs' dtypes and layouts, dequantisation).
+IN_MAKE_TEST = ("gemm_nn_fp16", "row_max", "scale_shift_ragged")
+
+
+@pytest.mark.parametrize("name", [n if n in IN_MAKE_TEST else pytest.param(n, marks=pytest.mark.heavy)
+                                  for n in sorted(CASES)])
 def test_a_right_kernel_passes_and_every_planted_mistake_fails(name):
     factory, ref, bugs = CASES[name]
     right = tilelab.run(factory(), device="cpu", ref=ref, seed=1)

@@ -270,7 +270,8 @@ _WIDER = """r => { const right = r.getBoundingClientRect().right + 1; const out 
   } return out.slice(0, 5); }"""
 
 
-@pytest.mark.parametrize("width,height", [(1000, 800), (1400, 1000)])
+# make test at a laptop's width; make test-heavy at a desktop's too
+@pytest.mark.parametrize("width,height", [(1000, 800), pytest.param(1400, 1000, marks=pytest.mark.heavy)])
 def test_every_tab_fits_the_output_at_a_laptop_and_a_desktop_width(notebook, shots: Path, width: int, height: int):
     page, inspector, _ = notebook
     page.set_viewport_size({"width": width, "height": height})
@@ -516,7 +517,8 @@ def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, s
                       " if (w.context && w.context.path === 'beside.ipynb') w.dispose(); return 0; }")
 
 
-@pytest.mark.parametrize("width,height", [(1000, 800), (1400, 1000)])
+# make test at a laptop's width; make test-heavy at a desktop's too
+@pytest.mark.parametrize("width,height", [(1000, 800), pytest.param(1400, 1000, marks=pytest.mark.heavy)])
 def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, notebook, shots: Path, width: int,
                                                                height: int):
     import json

@@ -111,7 +111,7 @@ def _stderr(cells: list) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # notebook 11 runs with its solutions in make test too (test_workshop_notebooks.py)
+@pytest.mark.heavy  # make test runs notebook 06 whole; make test-heavy notebook 11 too (test_workshop_notebooks.py)
 def test_notebook_11_lowers_for_the_mi300_without_red_warnings(tmp_path, monkeypatch):
     """TVM's C++ logging writes "Unable to detect ROCm version" and a vectorisation note to the
     process's stderr when a kernel is lowered for gfx942 on a machine without ROCm; the notebook

@@ -14,7 +14,14 @@ from tilelab.workshop import _answers, _core
 
 EXERCISES = workshop.exercises()
 IDS = [e.id for e in EXERCISES]
-WRONG = [(e.id, i) for e in EXERCISES for i in range(len(_core.wrong_answers(e.id)))]
+# Of the wrong answers of kernel exercises (a compile and a CPU run each), make test runs the first of
+# each lesson's first kernel exercise, make test-heavy the others (each exercise's checker is also shown
+# to fail its first mutant in make test: test_course_mutants*.py); every wrong answer of the other
+# exercises runs in make test.
+FIRST_KERNEL_EXERCISE = {e.id.split(".")[0]: e.id for e in reversed(EXERCISES) if e.grades_a_kernel}
+WRONG = [(e.id, i) if not e.grades_a_kernel or (i == 0 and FIRST_KERNEL_EXERCISE[e.id.split(".")[0]] == e.id)
+         else pytest.param(e.id, i, marks=pytest.mark.heavy)
+         for e in EXERCISES for i in range(len(_core.wrong_answers(e.id)))]
 
 
 @pytest.fixture(autouse=True)

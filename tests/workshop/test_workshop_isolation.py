@@ -74,3 +74,41 @@ def test_a_crash_and_an_exception_in_an_isolated_call_come_back():
                                                 b"   T.gemm accumulates into C\n\nother\n"), 7)[1], 30)
     assert said.value == 7
     assert _isolate.warnings_in(said.stderr) == ["Buffer read before initialization T.gemm accumulates into C"]
+
+
+def test_a_kernel_check_runs_its_launches_in_its_own_child():
+    """The check's child is the process of its own a launch worker would be: its launches run in
+    it (no further Python importing torch and TileLang per check), its parent keeps no worker."""
+    from tilelab.launch import _worker
+
+    seen = _isolate.isolated(lambda: (_worker.in_worker(), os.getpid()), timeout=30)
+    assert seen.value[0] is True and seen.value[1] != os.getpid()
+    assert not _worker.in_worker()
+
+
+@pytest.mark.stop_button
+def test_the_stop_button_ends_an_isolated_call_and_its_child(tmp_path):
+    import _thread
+    import threading
+    import time
+
+    said = tmp_path / "child.pid"
+
+    def endless():
+        said.write_text(str(os.getpid()))
+        while True:
+            pass
+
+    def press_when_started():
+        deadline = time.monotonic() + 120
+        while not said.exists() or not said.read_text():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_when_started, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        _isolate.isolated(endless, timeout=300)
+    with pytest.raises(ProcessLookupError):  # stopped and reaped: no such process any more
+        os.kill(int(said.read_text()), 0)

@@ -220,9 +220,21 @@ def _serve(conn: Any, device: int, capture_folder: str | None = None) -> None:
             conn.send(("error", _failure(TypeError(f"the worker's answer could not be sent back: {err}")), printed))
 
 
+_STANDS_IN = False  # this process is a process of its own already (see stand_in_for_a_worker)
+
+
+def stand_in_for_a_worker() -> None:
+    """Mark this process as one that stands for a worker: a child made to run one call apart (a
+    workshop check's), where a crash or a hang already costs that call and never its caller. Its
+    launches then run in it, not in a further worker process of its own (a fresh Python that
+    imports torch and TileLang: seconds, once per check)."""
+    global _STANDS_IN
+    _STANDS_IN = True
+
+
 def in_worker() -> bool:
-    """True inside a tilelab worker process."""
-    return os.environ.get("TILELAB_IN_WORKER") == "1"
+    """True inside a tilelab worker process, or a process that stands for one."""
+    return _STANDS_IN or os.environ.get("TILELAB_IN_WORKER") == "1"
 
 
 def _context() -> Any:

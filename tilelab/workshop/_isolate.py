@@ -59,7 +59,9 @@ def can_isolate() -> bool:
 
 def _forget_inherited_workers() -> None:
     """In the forked child: the launch workers this process inherited belong to its parent (their
-    pipes are the parent's too); the child starts its own on first use, under fresh locks."""
+    pipes are the parent's too), and the child needs none: it is the process of its own a launch
+    worker would be (a crash or a hang costs this check, never the notebook), so its kernels run
+    in it, without a further Python that imports torch and TileLang (seconds a check)."""
     import threading
     from multiprocessing import util
 
@@ -70,6 +72,7 @@ def _forget_inherited_workers() -> None:
         return
     _worker._DEFAULT_LOCK = threading.Lock()
     _worker._DEFAULT.clear()
+    _worker.stand_in_for_a_worker()
 
 
 def _one_thread() -> None:
@@ -133,6 +136,7 @@ def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outco
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
     timed_out = False
+    stopped = True  # until the wait below ends by itself: the stop button (a KeyboardInterrupt) ends the child too
     try:
         while True:
             left = deadline - time.monotonic()
@@ -145,9 +149,10 @@ def isolated(call: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT) -> Outco
                 if not data:
                     break
                 chunks.append(data)
+        stopped = False
     finally:
         os.close(read_fd)
-        if timed_out:
+        if timed_out or stopped:
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         err_file.seek(0)
