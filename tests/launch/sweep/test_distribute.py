@@ -123,12 +123,16 @@ def test_devices_compile_in_processes_and_bench_on_each_gpu_at_once():
     again = Recorder()
     sweep(factory, {"block": [16, 32, 64]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=again,
           workers=2, progress=False, force=True)
-    assert {artifact["pid"] for artifact, *_ in again.calls} <= compiled_in
+    # (which of the pool's processes takes a task depends on the machine's load: compare with the
+    # pool's processes, not with those that happened to compile in the first sweep)
+    kept = {pid for _, _, pool in _pool._POOLS.values() for pid in pool._processes}
+    assert compiled_in <= kept
+    assert {artifact["pid"] for artifact, *_ in again.calls} <= kept
     _pool.shutdown_compile_pools()
     after = Recorder()
     sweep(factory, {"block": [16]}, {"N": [1024]}, devices=[0], compile_fn=fake_compile, bench_fn=after,
           workers=2, progress=False, force=True)
-    assert {artifact["pid"] for artifact, *_ in after.calls}.isdisjoint(compiled_in)  # a fresh pool
+    assert {artifact["pid"] for artifact, *_ in after.calls}.isdisjoint(kept)  # a fresh pool
 
 
 def _versioned_step(factory, size, config):
