@@ -413,10 +413,10 @@ def _sparse_gemms(body: Any, name: str, narrow: dict[str, str]) -> Any:
 
 
 def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = True,
-                    bits: bool = True) -> Emulation:
+                    narrow_bits: bool = True) -> Emulation:
     """``func`` (a GPU kernel's PrimFunc) rewritten by :data:`RULES` for target ``c``, with the
     block mask as its last parameter (``mask=False``: every block runs, no mask; ``waits=False``:
-    no runtime record of an unsatisfiable mbarrier wait, so a wait is refused; ``bits=False``:
+    no runtime record of an unsatisfiable mbarrier wait, so a wait is refused; ``narrow_bits=False``:
     every narrow tensor is a float32 one, for a compile without the late pass, whose decoding and
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
@@ -438,7 +438,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
     param_narrow = {str(func.buffer_map[p].name): _canonical(str(func.buffer_map[p].dtype)) for p in func.params
                     if p in func.buffer_map and str(func.buffer_map[p].dtype) in NARROW_FLOATS}
-    as_bits = _passed_as_bits(func, param_narrow) if bits else ()
+    as_bits = _passed_as_bits(func, param_narrow) if narrow_bits else ()
     bits_params: dict[Any, Any] = {}  # a tensor passed as its bits: the float32 buffer -> the integer one
 
     def replacement(buf: Any, scope: str | None) -> Any:

@@ -207,7 +207,7 @@ def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: 
     # A kernel written for a GPU is traced through its tile program's meaning on the CPU (the rules of
     # tilelab.run(device="cpu")); a CPU kernel goes through the same rewrite unchanged in meaning.
     # (its compile has no late pass: narrow tensors are float32 ones, not their bits)
-    func = rewrite_for_cpu(source.prim_func, source.name, mask=False, waits=False, bits=False).func
+    func = rewrite_for_cpu(source.prim_func, source.name, mask=False, waits=False, narrow_bits=False).func
     tensors = tuple(str(func.buffer_map[p].name) for p in func.params if p in func.buffer_map)
     block_vars, rank = _block_vars(func)
     untraced: set[str] = set()
