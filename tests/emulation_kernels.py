@@ -211,3 +211,17 @@ def scale_without_register_hints(X: T.Tensor((128, 64), T.float32), Y: T.Tensor(
         for i, j in T.Parallel(32, 64):
             tile[i, j] = tile[i, j] * 3.0
         T.copy(tile, Y[bx * 32, 0])
+
+
+@T.prim_func
+def zero_over_zero(X: T.Tensor((64,), T.float32), H: T.Tensor((64,), T.float16), G: T.Tensor((64,), T.bfloat16),
+                   E: T.Tensor((64,), T.float8_e4m3fn)):
+    """Every output element is X / X: NaN where X is 0 (negative on x86), X's sign times one elsewhere."""
+    with T.Kernel(2, threads=32) as bx:
+        tile = T.alloc_fragment((32,), T.float32)
+        T.copy(X[bx * 32], tile)
+        for i in T.Parallel(32):
+            tile[i] = tile[i] / tile[i]
+        T.copy(tile, H[bx * 32])
+        T.copy(tile, G[bx * 32])
+        T.copy(tile, E[bx * 32])

@@ -251,3 +251,23 @@ def test_register_count_hints_are_dropped():
     wrong = tilelab.run(ek.scale_without_register_hints, x, device="cpu", blocks=[0, 3], outputs=["Y"],
                         ref=lambda a: a * 2)
     assert not wrong.passed
+
+
+def test_a_nan_stored_to_a_narrow_tensor_is_a_nan_not_the_poison():
+    """0/0 on the CPU is a NaN with its sign bit set; stored with every mantissa bit as well it
+    would be float16's 0xFFFF, the launch's poison, and the element would read as unwritten. The
+    GPU stores its canonical NaN (positive), and so does the CPU path: the run counts the NaNs
+    where X is zero, and no element as unwritten."""
+    x = torch.ones(64)
+    x[::8] = 0.0
+    x[1::8] = -3.0
+    h, g, e = torch.zeros(64).half(), torch.zeros(64).bfloat16(), torch.zeros(64).to(torch.float8_e4m3fn)
+    result = tilelab.run(ek.zero_over_zero, x, h, g, e, device="cpu", outputs=["H", "G", "E"], out_idx=[])
+    assert [(o.name, o.unwritten, o.nonfinite, o.first_nonfinite) for o in result.outputs] == [
+        (name, 0, 8, (0,)) for name in ("H", "G", "E")], result
+    for out in (h, g, e):
+        nan = torch.isnan(out.float())
+        assert torch.equal(nan, x == 0), out
+        assert torch.equal(out.float()[~nan], torch.ones(56))
+    assert int(h.view(torch.int16)[0]) == 0x7FFF and int(g.view(torch.int16)[0]) == 0x7FFF
+    assert int(e.view(torch.uint8)[0]) == 0x7F

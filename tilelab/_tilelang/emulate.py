@@ -72,7 +72,7 @@ TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format)
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "5"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "6"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 

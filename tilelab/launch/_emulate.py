@@ -155,6 +155,13 @@ static inline float tilelab_emu_from_bits(uint32_t bits, int32_t format) {
 static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
   float r = tilelab_emu_round_impl(x, format);
   uint32_t u; memcpy(&u, &r, sizeof u);
+  /* a NaN is stored as the GPU's canonical one (positive, every mantissa bit set: what cvt.rn
+     writes for any NaN), not with the sign of the CPU's NaN: 0/0 is negative on x86, and a
+     negative float16 NaN with every bit set would read as the launch's 0xFF poison (unwritten) */
+  if (isnan(r)) {
+    if (format == 8) return 0x7fffffffu;
+    if (format == 2) return 0x7fffu;
+  }
   if (format == 8) return u;
   if (format == 2) return u >> 16;    /* rounded to bfloat16: its bits are float32's upper half */
   if (format == 1) {                  /* a normal float16: rebias float32's exponent */
@@ -165,7 +172,7 @@ static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
   int width = 1 + t.ebits + t.mbits;
   uint32_t sign = (u >> 31) << (width - 1);
   int emax = (1 << t.ebits) - 1;
-  if (isnan(r)) return t.fnuz ? (1u << (width - 1)) : (sign | ((uint32_t)emax << t.mbits) | ((1u << t.mbits) - 1u));
+  if (isnan(r)) return t.fnuz ? (1u << (width - 1)) : (((uint32_t)emax << t.mbits) | ((1u << t.mbits) - 1u));
   if (isinf(r)) return sign | ((uint32_t)emax << t.mbits);
   float a = fabsf(r);
   if (a == 0.0f) return t.fnuz ? 0u : sign;
