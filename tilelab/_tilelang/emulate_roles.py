@@ -35,6 +35,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .emulate_threads import _call_args as _args
+from .emulate_threads import _op_name as _op
 from .env import tilelang
 
 RULE_ID = "warp-roles"
@@ -61,18 +63,6 @@ class WarpRoles:
     func: Any
     applied: bool = False
     barriers: list[str] = field(default_factory=list)
-
-
-def _op(call: Any) -> str:
-    name = str(getattr(call.op, "name", ""))
-    if name in ("tirx.call_extern", "tirx.call_pure_extern") and call.args:
-        return str(getattr(call.args[0], "value", name))
-    return name
-
-
-def _args(call: Any) -> list[Any]:
-    name = str(getattr(call.op, "name", ""))
-    return list(call.args[1:]) if name in ("tirx.call_extern", "tirx.call_pure_extern") else list(call.args)
 
 
 def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
