@@ -20,11 +20,16 @@ PYTEST_WORKERS ?= auto
 
 .PHONY: install lab test test-gpu test-binder test-mutants test-heavy test-all chromium clean
 
+# pip is upgraded only where it is older than the editable install of a pyproject.toml project needs
+# (21.3); the packages are installed without compiling their ~12,000 modules to bytecode (--no-compile):
+# Python compiles the ones a program imports at its first import, into the same __pycache__ folders.
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
+
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH)"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev,lab]"
+	$(PIP) "pip>=21.3"
+	$(PIP) --no-compile $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(PIP) --no-compile -e ".[dev,lab]"
 	@touch $@
 
 install: $(STAMP)
