@@ -7,8 +7,11 @@ need a GPU: the corpus runs each script with compiles intercepted and tensors on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import re
 import textwrap
 
 import pytest
@@ -169,12 +172,24 @@ if __name__ == "__main__":
 
 
 @pytest.fixture(scope="module")
-def corpus_rows(tmp_path_factory):
+def corpus_cli(tmp_path_factory):
+    """``python -m tilelab corpus DIR --quiet --json PATH`` over the scripts above, its ``main`` run in
+    this process (each script runs in its own process, as always): the exit status, what it printed
+    and the JSON it wrote. One run serves the rows' tests and the command line's."""
     folder = tmp_path_factory.mktemp("corpus")
     for name, text in SCRIPTS.items():
         (folder / name).write_text(textwrap.dedent(text))
     (folder / "test_ignored.py").write_text("raise SystemExit('tests are not examples')\n")
-    return _corpus.run_corpus(folder, jobs=2, timeout_s=240)
+    out = folder.parent / f"{folder.name}-rows.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli_main(["corpus", str(folder), "--quiet", "--json", str(out), "--jobs", "2", "--timeout", "240"])
+    return code, printed.getvalue(), json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def corpus_rows(corpus_cli):
+    return [_corpus.CorpusRow.from_dict(row) for row in corpus_cli[2]]
 
 
 def _rows(rows, script):
@@ -418,16 +433,14 @@ def test_a_layout_annotated_on_a_global_tensor_is_described_not_evaluated():
     assert "(4, 4096, 128) -> (4, 512, 16, 8, 8)" in note  # TileLang's own description of the order
 
 
-def test_cli_corpus_prints_the_table_and_writes_json(tmp_path, capsys):
-    folder = tmp_path / "scripts"
-    folder.mkdir()
-    (folder / "unbound_symbol.py").write_text(SCRIPTS["unbound_symbol.py"])
-    out = tmp_path / "rows.json"
-    assert cli_main(["corpus", str(folder), "--quiet", "--json", str(out)]) == 0  # no mismatch, no inspect error
-    printed = capsys.readouterr().out
-    assert "unbound_symbol.py  fill_n  sm_90a  TileLang cannot lower" in printed
-    assert "total: ok 0, mismatch 0, inspect error 0, TileLang cannot lower 1" in printed
-    (row,) = json.loads(out.read_text())
+def test_cli_corpus_prints_the_table_and_writes_json(corpus_cli):
+    code, printed, rows = corpus_cli
+    assert code == 0  # no mismatch, no inspect error
+    # the table's row (its columns as wide as the longest entry of each)
+    assert re.search(r"\nunbound_symbol\.py +fill_n +sm_90a +TileLang cannot lower ", printed), printed
+    assert "total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1" in printed
+    assert _corpus.render_table([_corpus.CorpusRow.from_dict(r) for r in rows]) in printed  # the JSON is the table's
+    (row,) = [r for r in rows if r["script"] == "unbound_symbol.py"]
     assert (row["script"], row["kernel"], row["verdict"]) == ("unbound_symbol.py", "fill_n", _corpus.CANNOT_LOWER)
 
 
