@@ -14,12 +14,19 @@ from tilelab.workshop import _answers, _core
 
 EXERCISES = workshop.exercises()
 IDS = [e.id for e in EXERCISES]
-# Of the wrong answers of kernel exercises (a compile and a CPU run each), make test runs the first of
-# each lesson's first kernel exercise, make test-heavy the others (each exercise's checker is also shown
-# to fail its first mutant in make test: test_course_mutants*.py); every wrong answer of the other
-# exercises runs in make test.
+# A kernel exercise's check compiles the kernel and runs it on the CPU (seconds each). Of the kernel
+# exercises, make test checks the solution of each lesson's first and the first wrong answer of it,
+# make test-heavy the other solutions and wrong answers (each exercise's checker is also shown to fail
+# its first mutant in make test: test_course_mutants*.py); the other exercises are all checked in make test.
 FIRST_KERNEL_EXERCISE = {e.id.split(".")[0]: e.id for e in reversed(EXERCISES) if e.grades_a_kernel}
-WRONG = [(e.id, i) if not e.grades_a_kernel or (i == 0 and FIRST_KERNEL_EXERCISE[e.id.split(".")[0]] == e.id)
+
+
+def _quick(e) -> bool:
+    return not e.grades_a_kernel or FIRST_KERNEL_EXERCISE[e.id.split(".")[0]] == e.id
+
+
+SOLVED = [e.id if _quick(e) else pytest.param(e.id, marks=pytest.mark.heavy) for e in EXERCISES]
+WRONG = [(e.id, i) if not e.grades_a_kernel or (i == 0 and _quick(e))
          else pytest.param(e.id, i, marks=pytest.mark.heavy)
          for e in EXERCISES for i in range(len(_core.wrong_answers(e.id)))]
 
@@ -59,7 +66,7 @@ def test_the_leak_detector_itself():
     assert not leaked("anything", lambda: 0)
 
 
-@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("exercise_id", SOLVED)
 def test_the_solution_passes(exercise_id):
     (ex,) = [e for e in workshop.exercises(exercise_id.split(".")[0]) if e.id == exercise_id]
     result = workshop.check(ex.id, _solution_value(ex))
