@@ -80,7 +80,7 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def cli_here(monkeypatch, capsys):
     """The command line's ``main`` run in this process from the repository root, as ``python -m
     tilelab`` runs it: a CompletedProcess of its exit status, stdout and stderr. (Fresh processes
-    cost seconds each: the two tests below run ``python -m tilelab`` itself; its errors run here.)"""
+    cost seconds each: the test below runs ``python -m tilelab`` itself; its summary and errors run here.)"""
     from tilelab.__main__ import main
 
     monkeypatch.chdir(ROOT)
@@ -111,8 +111,8 @@ def test_cli_json_and_html(tmp_path):
     assert "gemm_kernel" in html and "128B" in html
 
 
-def test_cli_summary():
-    out = cli("inspect", GEMM)
+def test_cli_summary(cli_here):
+    out = cli_here("inspect", GEMM)
     assert out.returncode == 0, out.stderr
     assert "gemm_kernel" in out.stdout and "sm_90a" in out.stdout
 
