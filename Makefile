@@ -18,11 +18,18 @@ PYTEST_ARGS ?=
 # a core, at most 4. PYTEST_WORKERS=0: all in this process.
 PYTEST_WORKERS ?= auto
 
+# Every command here writes the bytecode of what it imports (__pycache__ in the clone and in .venv),
+# even where the environment says not to (PYTHONDONTWRITEBYTECODE): the suite starts many Python
+# processes (pytest-xdist's, the CPU worker, the fresh-process proofs, notebook kernels), which then
+# compile each module, and pytest rewrites each test module's asserts, once instead of in each process.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: install lab test test-gpu test-binder test-mutants test-heavy test-all chromium clean
 
 # pip is upgraded only where it is older than the editable install of a pyproject.toml project needs
 # (21.3); the packages are installed without compiling their ~12,000 modules to bytecode (--no-compile):
-# Python compiles the ones a program imports at its first import, into the same __pycache__ folders.
+# Python compiles the ones a program imports at its first import, into the same __pycache__ folders
+# (below: even where the environment sets PYTHONDONTWRITEBYTECODE).
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 $(STAMP): pyproject.toml Makefile
