@@ -66,10 +66,10 @@ test-mutants: $(STAMP)
 		tests/workshop/test_course_mutants.py tests/workshop/test_course_mutants_kernels.py $(PYTEST_ARGS)
 
 # The long end-to-end proofs beside the one of each kind that `make test` runs (marker heavy: the
-# doctor's reproducers of five failing cells, each run in a fresh TileLang process; the CLI's and the
+# doctor's reproducers of four more failing cells, each run in a fresh TileLang process; the CLI's and the
 # magic's runs in fresh processes past the first of each; the browser's notebook-06 and pictures
 # walks and its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
-# wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
+# solutions and wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
 # dequantisation and the other GEMMs; the instrumented compiles past the Hopper GEMM's).
 test-heavy: $(STAMP) chromium
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadfile -m "heavy and not stop_button" \

@@ -238,7 +238,7 @@ def run_cell(text, target, name):
 
 
 @pytest.mark.slow  # five cells shrunk (10-30 s each) and five fresh TileLang processes: make test runs the one
-# that shrinks quickest (no-warp-partition), make test-heavy all five
+# that shrinks quickest (no-warp-partition), make test-heavy the other four
 @pytest.mark.parametrize("cause", [c if c == "no-warp-partition" else pytest.param(c, marks=pytest.mark.heavy)
                                    for c in sorted(CELLS)])
 def test_the_reproducer_of_a_failing_cell_fails_the_same_way_in_a_fresh_process_in_a_third_of_its_lines(
