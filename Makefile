@@ -29,7 +29,9 @@ unexport PYTHONDONTWRITEBYTECODE
 # pip is upgraded only where it is older than the editable install of a pyproject.toml project needs
 # (21.3); the packages are installed without compiling their ~12,000 modules to bytecode (--no-compile):
 # Python compiles the ones a program imports at its first import, into the same __pycache__ folders
-# (below: even where the environment sets PYTHONDONTWRITEBYTECODE).
+# (below: even where the environment sets PYTHONDONTWRITEBYTECODE). The last line imports what every
+# process of tilelab's imports (torch, TileLang, tilelab), so that their bytecode is there from the
+# start, also for a Python run later outside make with PYTHONDONTWRITEBYTECODE set.
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 $(STAMP): pyproject.toml Makefile
@@ -37,6 +39,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) "pip>=21.3"
 	$(PIP) --no-compile $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(PIP) --no-compile -e ".[dev,lab]"
+	$(BIN)/python -c "import torch, tilelang, tilelab.launch, IPython"
 	@touch $@
 
 install: $(STAMP)
