@@ -70,9 +70,10 @@ ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int64 f
 FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int64 format): T.reinterpret as a GPU float
 TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format): a GPU float's bits
 BLOCK_MASK = "tilelab_blocks"
+MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "6"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "7"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -650,10 +651,17 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     if innermost is not None and mask:
         applied.add("blocks")
 
+        def selected_only(stmt: Any) -> Any:
+            """``stmt`` run when the mask selects the block: a loop of one trip or none, not a branch.
+            TileLang's IfStmtBinding pushes a branch around a block's body into each of its statements,
+            and its Simplify then re-proves the mask's condition with every condition nested under it
+            (a minute for a varlen attention kernel; the loop leaves the body as it is)."""
+            trips = tirx.Cast("int32", tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8"))
+            return tirx.For(tirx.Var(MASK_LOOP, "int32"), tirx.const(0, "int32"), trips, tirx.ForKind.SERIAL, stmt)
+
         def guard(node: Any) -> Any:
             if isinstance(node, tirx.SBlock) and str(node.name_hint) == "tilelang_root":
-                selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                guarded = tirx.IfThenElse(selected, node.body, None)
+                guarded = selected_only(node.body)
                 return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, guarded, node.init,
                                    node.alloc_buffers, node.match_buffers, node.annotations)
             return None
@@ -669,8 +677,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         else:  # no tilelang_root block: guard the innermost block loop's body
             def guard_loop(node: Any) -> Any:
                 if isinstance(node, tirx.For) and node.loop_var.same_as(innermost):
-                    selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                    guarded = tirx.IfThenElse(selected, node.body, None)
+                    guarded = selected_only(node.body)
                     return tirx.For(node.loop_var, node.min, node.extent, node.kind, guarded, node.thread_binding,
                                     node.annotations)
                 return None

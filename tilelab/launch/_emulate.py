@@ -634,7 +634,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     launch = [p for p in prepared.params if p.passed_at_launch]
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes) if opts.ref is not None else None
-    grid = _tilelang.emulated_grid(emulated.kernel.emulation, bound)
+    # a grid sized by a scalar argument (T.Kernel(T.ceildiv(max_seqlen, 64))) reads it from the call
+    scalars = {p.name: int(a) for a, p in zip(args, launch) if p.kind == "scalar" and hasattr(a, "__index__")}
+    grid = _tilelang.emulated_grid(emulated.kernel.emulation, {**scalars, **bound})
     selected = parse_blocks(blocks, grid, prepared.name)
     count = grid[0] * grid[1] * grid[2]
     tensor_params = [p for p in prepared.params if p.kind == "tensor"]
