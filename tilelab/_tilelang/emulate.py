@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
+from .emulate_barriers import interleave
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
@@ -422,12 +423,14 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
-    func = roles.func
+    # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
+    interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
+    func = interleaved.func if interleaved is not None else roles.func
     refused = refusal(func, name)
     if refused is not None:
         raise refused
     threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
-    func = threaded.func
+    func = threaded.func if interleaved is None else interleaved.place_arrivals(threaded.func)
     tvm = tilelang().tvm
     tirx = tvm.tirx
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
@@ -703,7 +706,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
-                     barriers=tuple(roles.barriers), bits=as_bits)
+                     barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
 
 
 _POINTER_OPS = ("tirx.address_of", "tl.access_ptr", "tirx.tvm_access_ptr")

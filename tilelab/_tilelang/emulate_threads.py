@@ -63,6 +63,11 @@ _WARP_REDUCTIONS = {
 # Thread-index intrinsics: the op's name -> how the index follows from the linear thread id.
 _INDEX_OPS = ("tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx", "tl.get_warp_group_idx")
 _ALLREDUCE = "tirx.tvm_thread_allreduce"
+# What each thread does for itself wherever it stands (an mbarrier arrival: emulate_barriers.ARRIVE_MARK).
+_PER_THREAD_OPS = ("tilelab_emu_arrive",)
+# What a group of threads does once, together (an mbarrier wait: emulate_barriers.py): an attribute
+# around it; like a barrier it ends one loop over the threads and starts the next.
+GROUP_STEP = "tilelab_group_step"
 # What stays refused: op name pattern -> (construct, why, the source pattern of its line).
 _REFUSED = (
     (r"named_barrier_arrive", "a one-sided named barrier (T.named_barrier_arrive)",
@@ -256,7 +261,7 @@ class _Block:
                 return n.buffer in self.per_thread
             if isinstance(n, tirx.Call):
                 op = _op_name(n)
-                return op in _INDEX_OPS or self.is_collective_call(n)
+                return op in _INDEX_OPS or op in _PER_THREAD_OPS or self.is_collective_call(n)
             return False
 
         out = self.any_node(node, test)
@@ -271,7 +276,8 @@ class _Block:
         return self.any_node(stmt, self.is_collective_call)
 
     def holds_sync(self, stmt: Any) -> bool:
-        return self.holds_barrier(stmt) or self.holds_collective(stmt)
+        return self.holds_barrier(stmt) or self.holds_collective(stmt) or self.any_node(
+            stmt, lambda n: isinstance(n, self.tirx.AttrStmt) and str(n.attr_key) == GROUP_STEP)
 
     def holds_tile(self, stmt: Any) -> bool:
         """Whether ``stmt`` holds a tile operation of the block (not one that depends on the thread)."""
@@ -409,6 +415,7 @@ class _Block:
         self.varying = set(self.axes)
         uses = self.any_node(body, lambda n: (isinstance(n, tirx.Var) and n in self.axes)
                              or (isinstance(n, tirx.Call) and (_op_name(n) in _INDEX_OPS or _op_name(n) in _BARRIER_OPS
+                                                               or _op_name(n) in _PER_THREAD_OPS
                                                                or self.is_collective_call(n))))
         if not uses:
             return None
