@@ -188,6 +188,9 @@ class _Block:
         self.axes = axes  # thread variable -> axis (grows with the block's T.thread_binding loops)
         self.allocs = list(node.alloc_buffers)
         self.eligible = {b for b in self.allocs if b.scope() in ("local", "local.var")}
+        # a fragment that no tile operation and no T.Parallel loop touches is a thread's registers
+        # (prefetched indices, say): written by thread, it gets one slot per thread too
+        self.eligible |= {b for b in self.allocs if b.scope() == "local.fragment"} - self.tile_buffers(node.body)
         self.per_thread: dict[Any, Any] = {}  # a buffer -> its replacement with one slot per thread
         self.varying: set[Any] = set()  # variables whose value depends on the thread
         self.added: list[Any] = []  # staging arrays and flags this rewrite allocates
@@ -201,6 +204,24 @@ class _Block:
         self._memo: dict[Any, bool] = {}
 
     # ---- helpers -----------------------------------------------------------------------------
+
+    def tile_buffers(self, body: Any) -> set[Any]:
+        """The buffers a tile operation names or a T.Parallel loop accesses in ``body``."""
+        tirx = self.tirx
+        out: set[Any] = set()
+
+        def accessed(node: Any) -> None:
+            if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
+                out.add(node.buffer)
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+                tirx.stmt_functor.post_order_visit(node, accessed)
+            elif isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")).startswith("tl.tileop."):
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(node), accessed)
+
+        tirx.stmt_functor.post_order_visit(body, visit)
+        return out
 
     def refuse(self, construct: str, why: str, source: str, nth: int = 0) -> Exception:
         from .emulate_source import EmulationRefused
