@@ -321,7 +321,7 @@ class _Interleave:
             children = list(s.seq)
             i = 0
             while i < len(children):
-                run, taken = [], set()  # consecutive branches on the thread over disjoint threads
+                run, taken = [], set[int]()  # consecutive branches on the thread over disjoint threads
                 j = i
                 while j < len(children):
                     groups = self.groups(children[j])
@@ -422,8 +422,8 @@ class _Interleave:
         nth = self.seen.setdefault(bname, 0)
         self.seen[bname] += 1
         code = [text.split("#", 1)[0] for text in lines]
-        hits = [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text) and re.search(rf"\b{re.escape(bname)}\b",
-                                                                                               text)]
+        named = rf"\b{re.escape(bname)}\b"
+        hits = [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text) and re.search(named, text)]
         hits = hits or [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text)]
         return start + hits[min(nth, len(hits) - 1)] if hits else 0
 
@@ -516,7 +516,8 @@ class _Interleave:
             if self.is_wait_stmt(s):
                 return wait_point(s, k, around)
             if isinstance(s, tirx.SeqStmt):
-                out, group = [], []
+                out: list[Any] = []
+                group: list[Any] = []
                 for c in s.seq:
                     if self.holds_wait(c) or _declares(c):
                         if group:
@@ -575,9 +576,9 @@ class _Interleave:
                                 tirx.IfThenElse(self.met(counter, index, parity), put(slots["progress"], 1),
                                                 tirx.SeqStmt(stop)), None)]))
 
-        for k, (cond, body) in enumerate(groups):
+        for _, body in groups:
             number_waits(body)
-        for k, (cond, body) in enumerate(groups):
+        for k, (_, body) in enumerate(groups):
             bodies.append(resumable(body, k, []))
         size = base + n * per + 2 * len(loops)
 
