@@ -18,7 +18,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``T.thread_binding``) runs in loops over the block's threads, split at each barrier, with a slot
   per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
   become a loop that stores every thread's value and one that reads each thread's result
-  (``emulate_threads.py``);
+  (``emulate_threads.py``); mbarriers that code by thread arrives on are shared counters of each
+  thread's arrivals, and the groups of a branch on the thread take turns as they let them, a deadlock
+  reported with its barriers and lines (``emulate_barriers.py``);
 - ``warp-roles``: hand-written warp specialisation and mbarriers run in program order: each
   ``T.ws(k)`` region once, for its warp group; each mbarrier a counter of its completed phases and
   of its arrivals (an arrive from a region counts the group's threads); ``T.tma_copy(...,
@@ -38,9 +40,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
 What has no meaning on the CPU is refused by name, with the line that says it
-(:class:`EmulationRefused`): an mbarrier operation the ``warp-roles`` rule cannot give a meaning
-(an arrive some threads of a group make, one in a ``T.ws`` region whose code indexes by thread, an
-operation it does not know), hand-written PTX, device functions written in
+(:class:`EmulationRefused`): an mbarrier operation neither rule can give a meaning (a wait only some
+threads of a group make, an operation they do not know), hand-written PTX, device functions written in
 CUDA C (``T.import_source``), and a barrier or warp operation only some threads reach. Atomics are
 kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
 the GPU's).
@@ -120,9 +121,12 @@ RULES = (
          "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
          "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
          "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
-         "when some thread takes it",
+         "when some thread takes it; mbarriers that such code arrives on are counters shared by the block's "
+         "threads, each thread's arrival adding one, and the groups of a branch on the thread take turns, each "
+         "resumed at the wait it stopped at; a fragment no tile operation touches is a thread's registers",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
-         "run; a barrier or warp operation only some threads reach is refused"),
+         "run; the turns are an order the mbarriers allow, and when no group can pass its wait the block would hang "
+         "on a GPU: it is reported as a deadlock; a barrier or warp operation only some threads reach is refused"),
     Rule("warp-roles", "the block's code runs in the order it is written: each T.ws(k) region once, for its warp "
          "group (its tile operations whole; its code by thread for that group's threads); each mbarrier is a counter "
          "of completed phases and of arrivals (an arrive from a region counts its group's threads, T.alloc_barrier "
