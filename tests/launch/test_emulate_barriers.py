@@ -70,8 +70,10 @@ def test_the_rewrite_counts_arrivals_per_thread_and_leaves_no_mbarrier_op():
     loops = after.split("for tilelab_thread in range(96)")
     assert sum("tilelab_arrived" in part for part in loops[1:]) == 3, after
     refused = r"an mbarrier wait only some threads of a group make"
-    with pytest.raises(EmulationRefused, match=refused):
+    with pytest.raises(EmulationRefused, match=refused) as info:
         rewrite_for_cpu(bk.relay(bug="wait_by_some"), "relay")
+    source = Path(bk.__file__).read_text().splitlines()
+    assert "if tx < TILE // 2:" in source[info.value.line - 2]  # the wait under the condition, not another
 
 
 def test_the_block_mask_is_a_loop_that_tilelangs_branch_binding_leaves_whole():

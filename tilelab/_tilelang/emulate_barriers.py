@@ -364,6 +364,14 @@ class _Interleave:
         raise self.refuse(f"an mbarrier wait in a {type(s).__name__}", "the CPU run waits in sequences, loops and "
                           "branches", _WAIT_SOURCE)
 
+    def wait_source(self, s: Any) -> str:
+        """The source pattern of the first wait in ``s``: on its barrier's name where it has one."""
+        tirx = self.tirx
+        names: list[str] = []
+        tirx.stmt_functor.post_order_visit(s, lambda n: names.append(str(_args(n)[0].buffer.name)) if self.is_wait(n)
+                                           and _args(n) and isinstance(_args(n)[0], tirx.BufferLoad) else None)
+        return rf"\bT\.(mbarrier_wait_parity|barrier_wait)\(\s*{re.escape(names[0])}\b" if names else _WAIT_SOURCE
+
     def is_wait_stmt(self, s: Any) -> bool:
         return isinstance(s, self.tirx.Evaluate) and self.is_wait(s.value)
 
@@ -551,7 +559,7 @@ class _Interleave:
                 if self.varies(s.condition):
                     raise self.refuse("an mbarrier wait only some threads of a group make (under a condition on the "
                                       "thread inside the group's branch)", "a wait is one of the whole group's: "
-                                      "every thread of it waits together", _WAIT_SOURCE)
+                                      "every thread of it waits together", self.wait_source(s))
                 found = waits_in(s.then_case)
                 cond = tirx.Select(mode == self.const(SEEK), any_of(k, found) if found else tirx.const(False, "bool"),
                                    s.condition)
