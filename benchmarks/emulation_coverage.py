@@ -57,6 +57,8 @@ MAX_KERNELS = 4  # distinct kernels per script (autotuning scripts build many of
 TEST_FOLDERS = ("kernel", "issue", "language", "cuda", "math", "fastmath", "quantize", "tilelibrary")
 NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
 DUPLICATE = "duplicate"
+MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
+DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,6 +97,7 @@ class Worker:
         self.test: str | None = None  # the test function running (a pytest file)
         self.test_took = False  # whether it has built its counted kernel
         self.left_out = 0  # distinct kernels built past the cap (or a test's second and later ones)
+        self.after = ""  # a test file started again: the tests up to this one have run
 
     def emit(self, row: dict[str, Any]) -> None:
         if self.test and "done" not in row:
@@ -184,7 +187,7 @@ class Worker:
         row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random", **mark}
         sizes: dict[str, int] = {}
         try:
-            sizes = _sizes(func, out_idx, args or [])
+            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.tests and args is None else None)
             grid = _grid(func, name, sizes)
         except Exception as err:
             grid = (1, 1, 1)
@@ -261,7 +264,11 @@ class Worker:
         from tilelab.engine import corpus as _corpus
 
         ran = needs_fixture = elsewhere = 0
-        for name, test in _corpus.module_tests(namespace, _corpus._TEST_MODULE):
+        tests = _corpus.module_tests(namespace, _corpus._TEST_MODULE)
+        if self.after:
+            names = [name for name, _ in tests]
+            tests = tests[names.index(self.after) + 1:] if self.after in names else []
+        for name, test in tests:
             sets = _corpus.param_sets(test, limit=1)
             if sets is None:
                 needs_fixture += 1
@@ -320,12 +327,22 @@ def _is_tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "shape")
 
 
-def _sizes(func: Any, out_idx: list[int] | None, args: list[Any]) -> dict[str, int]:
-    """The kernel's dynamic sizes bound from the tensors (and scalars) the script passed."""
+def _sizes(func: Any, out_idx: list[int] | None, args: list[Any], fill: int | None = None) -> dict[str, int]:
+    """The kernel's dynamic sizes bound from the tensors (and scalars) the script passed; with
+    ``fill`` (random inputs), every size of a tensor's shape is ``fill`` and every scalar 1."""
     from tilelab import _tilelang
 
     source = _tilelang.resolve_kernel(func)
     sizes: dict[str, int] = {}
+    if fill is not None:
+        for arg in _tilelang.arguments(source, out_idx):
+            if arg.kind == "scalar":  # an offset, a count, a scale: 1 (never a division by zero)
+                sizes.setdefault(arg.name, 1 if "int" in str(arg.dtype) else 1.0)  # type: ignore[arg-type]
+            for dim in arg.shape or ():
+                for name in re.findall(r"[A-Za-z_]\w*", str(dim)):
+                    if name not in ("T", "int32", "int64", "min", "max"):
+                        sizes.setdefault(name, fill)
+        return sizes
     params = [a for a in _tilelang.arguments(source, out_idx) if not a.is_output or not out_idx]
     for arg, value in zip(params, args):
         if _is_tensor(value):
@@ -378,12 +395,59 @@ def failure_class(err: BaseException, first: str) -> str:
 def worker_main(argv: list[str]) -> int:
     script, rel, out = Path(argv[0]).resolve(), argv[1], Path(argv[2]).resolve()
     ir_dir = Path(argv[3]).resolve() if len(argv) > 3 and argv[3] != "-" else None
-    Worker(script, rel, out, ir_dir, tests="tests" in argv[4:]).run()
+    options = dict(a.split("=", 1) for a in argv[4:] if "=" in a)
+    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:])
+    worker.after, worker.count = options.get("after", ""), int(options.get("counted", 0))
+    worker.run()
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # The driver
+
+
+def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool, env: dict[str, str],
+                after: str, rows: list[dict[str, Any]], budget_s: float,
+                timeout_s: float) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+    """One worker process over ``script`` (a test file: from the test after ``after``, with the
+    kernels ``rows`` already counted); its rows are added to ``rows``. Returns how it ended, its
+    last "done" line and the kernel it was busy with when it ended (None if none)."""
+    counted = sum(r.get("verdict") in COUNTED + (NOT_LOWERED, OTHER_TARGET) and r.get("kernel") != "-" for r in rows)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
+           str(ir_dir) if ir_dir else "-"] + (["tests", f"after={after}", f"counted={counted}"] if tests else [])
+    outcome = ""
+    try:
+        proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True,
+                              timeout=max(1.0, budget_s))
+        if proc.returncode:
+            tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
+    except subprocess.TimeoutExpired:
+        outcome = f"timed out after {timeout_s:.0f} s"
+    done, pending = None, None
+    for line in out.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "done" in d:
+            done = d
+        elif "progress" in d:
+            pending = d
+        else:
+            pending = None
+            rows.append({"script": rel, **d})
+    where = {k: pending[k] for k in ("test", "fingerprint") if k in pending} if pending else {}
+    if pending is not None and pending.get("stage") == "lowering":  # TileLang's own lowering
+        rows.append({"script": rel, "kernel": pending["progress"], "verdict": NOT_LOWERED,
+                     "reason": "TileLang's lowering did not finish: " + (outcome or "the process ended"), **where})
+    elif pending is not None:  # the CPU run of this kernel did not finish
+        died = re.match(r"the worker died \(exit (-?\d+)\)", outcome)
+        rows.append({"script": rel, "kernel": pending["progress"], "verdict": FAILS,
+                     "cls": f"the CPU run ended its process (exit {died.group(1)})" if died
+                     else "the CPU run did not finish",
+                     "reason": outcome or "the script's process ended during the CPU run", **where})
+    return outcome, done, pending
 
 
 def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
@@ -411,43 +475,25 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
         env.setdefault("CUDA_HOME", "/usr/local/cuda")
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
-               str(ir_dir) if ir_dir else "-"] + (["tests"] if tests else [])
-        outcome = ""
-        try:
-            proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
-            if proc.returncode:
-                tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-                outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
-        except subprocess.TimeoutExpired:
-            outcome = f"timed out after {timeout_s:.0f} s"
-        rows, done, pending = [], None, None
-        for line in out.read_text().splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if "done" in d:
-                done = d
-            elif "progress" in d:
-                pending = d
-            else:
-                pending = None
-                rows.append({"script": rel, **d})
-        if pending is not None and pending.get("stage") == "lowering":  # TileLang's own lowering
-            rows.append({"script": rel, "kernel": pending["progress"], "verdict": NOT_LOWERED,
-                         "reason": "TileLang's lowering did not finish: " + (outcome or "the process ended"),
-                         **{k: pending[k] for k in ("test", "fingerprint") if k in pending}})
-        elif pending is not None:  # the CPU run of this kernel did not finish
-            rows.append({"script": rel, "kernel": pending["progress"], "verdict": FAILS,
-                         "cls": "the CPU run did not finish",
-                         "reason": outcome or "the script's process ended during the CPU run",
-                         **{k: pending[k] for k in ("test", "fingerprint") if k in pending}})
+        deadline = time.monotonic() + timeout_s
+        rows: list[dict[str, Any]] = []
+        after, restarts, left_out = "", 0, 0
+        while True:
+            outcome, done, pending = _run_worker(script, rel, out, ir_dir, tests, env, after, rows,
+                                                 deadline - time.monotonic(), timeout_s)
+            left_out += (done or {}).get("left_out", 0)
+            # a test file whose process died in a kernel's CPU run (or its lowering) starts again
+            # after that test: one kernel's crash does not take the file's later kernels with it
+            if not (tests and pending is not None and pending.get("test") and outcome.startswith("the worker died")
+                    and restarts < MAX_RESTARTS and deadline - time.monotonic() > 10):
+                break
+            after, restarts = pending["test"], restarts + 1
+            out.write_text("")
         if not rows:
             rows.append({"script": rel, "kernel": "-", "verdict": "no kernel",
                          "reason": outcome or (done or {}).get("done", "")})
-        if done is not None and done.get("left_out"):
-            rows[-1]["left_out"] = done["left_out"]  # distinct kernels built but not counted
+        if left_out:
+            rows[-1]["left_out"] = left_out  # distinct kernels built but not counted
         if tests:
             rows[-1]["outcome"] = outcome or (done or {}).get("done", "")
         return rows
