@@ -27,6 +27,34 @@ level counting as the folder ``.``. Failure classes were fixed by looking at the
 the second half is the held-out measure. ``--save-ir DIR`` writes each kernel that lowers as
 TileLang's IR text (``NAME.tir.json``) with what its run used (``NAME.json``): the input of
 ``benchmarks/emulation_agreement.py``.
+
+``--tests``: a second held-out set, TileLang's own test suite, from which no rule of the CPU path
+was built:
+
+    git -C /tmp/tilelang-src archive COMMIT testing | tar -x -C /tmp/tilelang-testing
+    .venv/bin/python benchmarks/emulation_coverage.py --tests /tmp/tilelang-testing/testing --json rows.json
+
+It takes the test files (``test_*.py``) of ``testing/python``'s folders that build CUDA kernels
+(``TEST_FOLDERS``: kernel, issue, language, cuda, math, fastmath, quantize, tilelibrary; ``--only
+GLOB`` takes any others, relative to ``testing/python``). Each file runs in its own process as a
+module, its ``test*`` functions (and ``Test*`` classes' methods) called in file order, each at its
+first parameter set (``pytest.mark.parametrize``); a test needing a pytest fixture is not run, and
+a test whose marks require another GPU (``requires_cuda_compute_version_le(8, 9)``, ROCm, Metal)
+or a file named for one (``..._sm75_...``, ``tcgen5``) is listed as another target. Compiles are
+intercepted as above. Which kernels count:
+
+- a test's first kernel not already built in the file counts; its later ones do not (a test
+  usually builds one program at several sizes or dtypes), nor do a file's past the first
+  ``MAX_KERNELS`` (both listed as ``left_out``);
+- the kernel runs on the CPU (two blocks) when the test first calls it, on the test's tensors;
+  a kernel the test never calls (it reads the generated source) runs after the test on random
+  inputs, each dynamic size ``DYNAMIC_SIZE`` and each scalar 1;
+- identical kernels (the same PrimFunc by TVM's structural hash, the same outputs) count once,
+  in the first file in path order: later ones are ``duplicate`` rows;
+- a file whose process dies in a kernel's CPU run (a crash of the compiled kernel) records that
+  kernel as failing and goes on from the next test in a new process (``MAX_RESTARTS``).
+
+The verdicts are the same as the examples'; the totals are printed for all and per folder.
 """
 
 from __future__ import annotations
