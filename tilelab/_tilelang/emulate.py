@@ -37,6 +37,11 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
+A ``T.alloc_global`` scratch buffer (flash decoding's partial results between its split and
+combine kernels) is global memory on the GPU: on the CPU it is heap memory the runtime allocates
+where the program reaches it and frees at the end of its scope (C would put it on the stack,
+which a large one overflows).
+
 What has no meaning on the CPU is refused by name, with the line that says it
 (:class:`EmulationRefused`): an mbarrier operation the ``warp-roles`` rule cannot give a meaning
 (an arrive some threads of a group make, one in a ``T.ws`` region whose code indexes by thread, an
@@ -69,10 +74,12 @@ from .resolve import resolve_kernel
 ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int64 format)
 FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int64 format): T.reinterpret as a GPU float
 TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format): a GPU float's bits
+SCRATCH_FUNCTION = "tilelab_emu_scratch"  # void* (int64 bytes): zeroed heap memory
+SCRATCH_FREE_FUNCTION = "tilelab_emu_scratch_free"  # int32 (void*)
 BLOCK_MASK = "tilelab_blocks"
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "6"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "7"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -751,7 +758,8 @@ def _late_pass(emulation: Emulation) -> Any:
     """The TIR pass run just before TileLang's FlattenBuffer: tile ops are loads and stores by
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
-    into a buffer whose GPU type the CPU lacks rounds its value to that type."""
+    into a buffer whose GPU type the CPU lacks rounds its value to that type; each ``T.alloc_global``
+    scratch buffer is heap memory from the runtime, freed where its scope ends."""
     # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
@@ -861,6 +869,8 @@ def _late_pass(emulation: Emulation) -> Any:
                 return None
 
             def post(node: Any) -> Any:
+                if isinstance(node, tirx.SeqStmt):
+                    return _scratch_on_heap(node)
                 if isinstance(node, tirx.DeclBuffer):
                     held = bits_of(node.buffer)
                     return tirx.DeclBuffer(held) if held is not None else None
@@ -902,7 +912,8 @@ def _late_pass(emulation: Emulation) -> Any:
                 return None
 
             return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.IfThenElse", "tirx.DeclBuffer",
-                                                                    "tirx.BufferLoad", "tirx.BufferStore"])
+                                                                    "tirx.BufferLoad", "tirx.BufferStore",
+                                                                    "tirx.SeqStmt"])
 
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
@@ -910,6 +921,32 @@ def _late_pass(emulation: Emulation) -> Any:
         return func.with_body(rewrite(func.body, {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
+
+
+def _scratch_on_heap(seq: Any) -> Any:
+    """``seq`` with each global-scope allocation in it (``T.alloc_global``) bound to heap memory
+    from the runtime and freed at the sequence's end; None when it has none. The runtime's memory
+    is a ``void*`` and C++ casts it to the buffer's type only when told: the buffer's data is bound
+    to an access pointer of its type into it."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    stmts: list[Any] = []
+    frees: list[Any] = []
+    for stmt in seq.seq:
+        if isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() == "global":
+            buf = stmt.buffer
+            size = tirx.const(1, "int64")
+            for extent in buf.shape:
+                size = size * tirx.Cast("int64", extent)
+            width = tirx.const(max(1, buf.dtype.bits * buf.dtype.lanes // 8), "int64")
+            heap = tirx.Var(f"{buf.data.name}_heap", tvm.ir.PointerType(tvm.ir.PrimType("void"), "global"))
+            stmts.append(tirx.Bind(heap, tirx.call_extern("handle", SCRATCH_FUNCTION, size * width)))
+            stmts.append(tirx.Bind(buf.data, tirx.op.tvm_access_ptr(tirx.type_annotation(buf.dtype), heap, 0,
+                                                                      size, 3)))
+            frees.append(tirx.Evaluate(tirx.call_extern("int32", SCRATCH_FREE_FUNCTION, heap)))
+        else:
+            stmts.append(stmt)
+    return tirx.SeqStmt(stmts + frees) if frees else None
 
 
 _COMPILE_LOCK = threading.RLock()

@@ -56,6 +56,7 @@ LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (
 _ROUNDING_SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <math.h>
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
@@ -257,6 +258,10 @@ int64_t tilelab_emu_differ(const void* data, int64_t n, int32_t width, uint64_t 
 #undef TILELAB_DIFFER
   return count;
 }
+
+/* A T.alloc_global scratch buffer: zeroed heap memory for one run of the program. */
+void* tilelab_emu_scratch(int64_t bytes) { return calloc(bytes > 0 ? (size_t)bytes : 1, 1); }
+int32_t tilelab_emu_scratch_free(void* p) { free(p); return 0; }
 
 void tilelab_emu_reset(void) { n_kept = 0; n_total = 0; }
 int64_t tilelab_emu_oob_total(void) { return n_total; }
