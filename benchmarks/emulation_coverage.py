@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -221,7 +222,7 @@ class Worker:
             grid = (1, 1, 1)
             row["grid_error"] = f"{type(err).__name__}: {err}"[:200]
         last = grid[0] * grid[1] * grid[2] - 1
-        blocks = sorted({0, last})
+        blocks = sorted({0, last}) if last >= 0 else None  # a grid of no block: nothing to select
         row.update(grid=list(grid), blocks=blocks, sizes=sizes)
         if args is not None and any(not _is_tensor(a) and not isinstance(a, (int, float)) for a in args):
             args = None  # the script passes something run does not take (a stream, None): build inputs
@@ -265,7 +266,9 @@ class Worker:
         try:
             with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile):
                 if self.tests:
-                    outcome = self.run_tests(runpy.run_path(str(self.script), run_name=_corpus._TEST_MODULE))
+                    with self.jit_kernels_intercepted():
+                        namespace = runpy.run_path(str(self.script), run_name=_corpus._TEST_MODULE)
+                        outcome = self.run_tests(namespace)
                 else:
                     runpy.run_path(str(self.script), run_name="__main__")
         except _Stop as err:
@@ -278,6 +281,25 @@ class Worker:
             signal.alarm(0)
         self.run_pending()
         self.emit({"done": outcome, "captured": self.count, "left_out": self.left_out})
+
+    @contextlib.contextmanager
+    def jit_kernels_intercepted(self) -> Any:
+        """``tilelang.JITKernel(func, ...)`` built directly (a few tests do) is a compile too."""
+        import tilelang
+
+        from tilelab._tilelang.capture import CompileRequest
+
+        def jit_kernel(func: Any = None, out_idx: Any = None, execution_backend: Any = None, target: Any = "auto",
+                       *args: Any, pass_configs: Any = None, **kwargs: Any) -> Any:
+            out = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
+            return self.on_compile(CompileRequest(func, out, dict(pass_configs or {}), target, execution_backend))
+
+        saved = tilelang.JITKernel
+        tilelang.JITKernel = jit_kernel
+        try:
+            yield
+        finally:
+            tilelang.JITKernel = saved
 
     def run_pending(self) -> None:
         for kernel in list(self.pending):  # kernels the script (or test) never called: random inputs
