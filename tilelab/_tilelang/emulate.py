@@ -236,6 +236,8 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
                 op = str(getattr(node.args[0], "value", op))
+                if op in imported:  # a device function of the kernel's own CUDA C (the imported-source rule)
+                    return
             for pattern, construct, detail, source in _REFUSED_CALLS:
                 if re.search(pattern, op):
                     note(construct, detail, source)
@@ -245,8 +247,8 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "it gives warps of the block different programs, and this one is not under the condition on the "
                  "thread that TileLang makes of T.ws", r"\bT\.ws\b")
 
-    tirx.stmt_functor.post_order_visit(func.body, visit)
     sources, imported = _imported_device_calls(func)
+    tirx.stmt_functor.post_order_visit(func.body, visit)
     for source in sources:  # the imported-source rule: CUDA C kept, its inline PTX translated by emulate_ptx's table
         try:
             translate_source(source)

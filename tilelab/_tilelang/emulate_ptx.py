@@ -1124,7 +1124,19 @@ def translate_ptx(template: str, operands: list[Operand], line: int, source_line
                 continue
             body.append(_instruction(stmt, scope, line, source_line))
             stmt = ""
-    return "{ uint64_t tl_ptx_sink = 0; (void)tl_ptx_sink; " + " ".join(setup + body + writeback) + " }"
+    # a statement wherever the asm statement stood (its ';' follows): under an if, before an else
+    return "do { uint64_t tl_ptx_sink = 0; (void)tl_ptx_sink; " + " ".join(setup + body + writeback) + " } while (0)"
+
+
+def _in_macro(text: str, index: int) -> bool:
+    """Whether ``text[index]`` is part of a #define (its line, or a line the define continues)."""
+    start = text.rfind("\n", 0, index) + 1
+    while True:
+        if text[start:].lstrip().startswith("#"):
+            return True
+        if start < 2 or text[start - 2] != "\\":
+            return False
+        start = text.rfind("\n", 0, start - 1) + 1
 
 
 def _line_of(text: str, index: int) -> tuple[int, str]:
@@ -1149,6 +1161,9 @@ def translate_source(source: str) -> str:
         if not mask[m.start()] or m.start() < pos:
             continue
         line, text = _line_of(source, m.start())
+        if _in_macro(source, m.start()):
+            raise PtxUnsupported("an asm statement in a macro (#define): the translation reads the source as "
+                                 "written, so write the statement in a function", line, text)
         open_paren = m.end() - 1
         try:
             close = _matching(source, open_paren)

@@ -1,0 +1,49 @@
+"""Kernels that call a device function written in CUDA C with inline PTX (``T.import_source``) run
+on the CPU with the function's meaning (the imported-source rule, tilelab/_tilelang/emulate_ptx.py):
+the PTX battery through the whole CPU path, and dequantisers checked against torch references, a
+wrong variant of each caught."""
+
+from __future__ import annotations
+
+import ptx_kernels as pk
+import pytest
+import torch
+
+import tilelab
+
+
+def test_the_ptx_battery_computes_through_a_kernel_what_the_isa_defines():
+    out = torch.zeros(len(pk.CASES), dtype=torch.int32)
+    result = tilelab.run(pk.ptx_cases(), out, device="cpu", outputs=["Out"])
+    assert result.passed, result
+    got = {name: int(v) & 0xFFFFFFFF for name, v in zip(pk.CASES, out.tolist(), strict=True)}
+    wrong = {name: hex(got[name]) for name in pk.CASES if got[name] != pk.EXPECTED[name]}
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("factory, ref, bug", [
+    (pk.u4_to_f16, pk.u4_to_f16_ref, "lut"),
+    (pk.fp4_to_bf16, pk.fp4_to_bf16_ref, "mantissa"),
+])
+def test_a_dequantiser_in_inline_ptx_matches_torch_and_its_wrong_variant_fails(factory, ref, bug):
+    gen = torch.Generator().manual_seed(3)
+    kernel = factory()
+    n, k2 = (int(x) for x in kernel.buffer_map[kernel.params[0]].shape)
+    packed = torch.randint(0, 256, (n, k2), generator=gen, dtype=torch.int32)
+    b = packed.to(torch.uint8) if "uint8" in str(kernel.buffer_map[kernel.params[0]].dtype) else \
+        packed.to(torch.uint8).view(torch.int8)
+    result = tilelab.run(kernel, b, device="cpu", ref=ref, outputs=["W"])
+    assert result.passed, result
+    assert "imported" in " ".join(result.notes)
+    wrong = tilelab.run(factory(bug=bug), b, device="cpu", ref=ref, outputs=["W"])
+    assert not wrong.passed
+
+
+def test_the_float16_buffer_reaches_the_function_as_its_bits():
+    from tilelab._tilelang.emulate import rewrite_for_cpu
+
+    emulation = rewrite_for_cpu(pk.u4_to_f16(), "u4_to_f16")
+    text = str(emulation.func)
+    assert "imported" in emulation.applied
+    assert "values_bits" in text and "tilelab_call_u4_to_f16_0" in text
+    assert 'T.call_extern("handle", "u4_to_f16"' not in text
