@@ -12,8 +12,8 @@ import torch
 # ------------------------------------------------------------------------------------------------
 
 # Inline PTX in several styles: one instruction per statement, several in one string with a { }
-# scope and .reg declarations, named operands, "+r", "h", "f" and "n" operands, predicates and a
-# guard, C comments between the strings.
+# scope and .reg declarations, "+r", "h", "f" and "n" operands, predicates and a guard, C comments
+# between the strings.
 DEVICE_SOURCE = r"""
 #include <cuda_fp16.h>
 __device__ __forceinline__ uint prmt(uint a, uint b, uint c) {
@@ -102,13 +102,13 @@ __device__ uint select_less(int a, int b) {
       "{\n"
       "  .reg .pred p;\n"
       "  .reg .b32 t<2>;\n"
-      "  setp.lt.s32 p, %[a], %[b];\n"   // a < b (signed)
+      "  setp.lt.s32 p, %1, %2;\n"   // a < b (signed)
       "  selp.b32 t0, 1, 2, p;\n"
       "  @p add.u32 t1, t0, 10;\n"
       "  @!p mov.b32 t1, 20;\n"
-      "  add.u32 %[d], %[d], t1;\n"
+      "  add.u32 %0, %0, t1;\n"
       "}\n"
-      : [d] "+r"(d) : [a] "r"(a), [b] "r"(b));
+      : "+r"(d) : "r"(a), "r"(b));
   return d;
 }
 __device__ float fma_f32(float a, float b, float c) {

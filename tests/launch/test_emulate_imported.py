@@ -47,3 +47,19 @@ def test_the_float16_buffer_reaches_the_function_as_its_bits():
     assert "imported" in emulation.applied
     assert "values_bits" in text and "tilelab_call_u4_to_f16_0" in text
     assert 'T.call_extern("handle", "u4_to_f16"' not in text
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_a_mixed_precision_gemm_whose_threads_dequantise_by_inline_ptx_matches_torch():
+    """The shape of a Hopper bf16 x float4 GEMM at an example's size (256^3): each block's threads
+    decode its tile of B in shared memory through the imported function, then a T.gemm."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(256, 256, generator=gen).to(torch.bfloat16)
+    b = torch.randint(0, 256, (256, 128), generator=gen, dtype=torch.int32).to(torch.uint8)
+    c = torch.zeros(256, 256, dtype=torch.float32)
+    result = tilelab.run(pk.fp4_gemm(), a, b, c, device="cpu", ref=pk.fp4_gemm_ref, outputs=["C"])
+    assert result.passed, result
+    wrong = tilelab.run(pk.fp4_gemm(bug="mantissa"), a, b, c, device="cpu", ref=pk.fp4_gemm_ref, outputs=["C"],
+                        blocks=[0])
+    assert not wrong.passed
