@@ -124,8 +124,12 @@ template <typename Out> __device__ void ptx_cases(Out* out) {
   out[i++] = (Out)(prmt(A, B, 0x7531));
   out[i++] = (Out)(prmt(0x80017F80u, 0, 0x8889));
   out[i++] = (Out)(__byte_perm(0x80017F80u, 0, 0x8889));
-  out[i++] = (Out)(prmt_mode(A, B, 1, 0)); out[i++] = (Out)(prmt_mode(A, B, 0, 1)); out[i++] = (Out)(prmt_mode(A, B, 2, 2));
-  out[i++] = (Out)(prmt_mode(A, B, 1, 3)); out[i++] = (Out)(prmt_mode(A, B, 2, 4)); out[i++] = (Out)(prmt_mode(A, B, 1, 5));
+  out[i++] = (Out)(prmt_mode(A, B, 1, 0));
+  out[i++] = (Out)(prmt_mode(A, B, 0, 1));
+  out[i++] = (Out)(prmt_mode(A, B, 2, 2));
+  out[i++] = (Out)(prmt_mode(A, B, 1, 3));
+  out[i++] = (Out)(prmt_mode(A, B, 2, 4));
+  out[i++] = (Out)(prmt_mode(A, B, 1, 5));
   out[i++] = (Out)(prmt_mode(A, B, 7, 0));
   out[i++] = (Out)(lop3<(0xf0 & 0xcc) | 0xaa>(0x12345678u, 0x0f0f0f0fu, 0x64006400u));
   out[i++] = (Out)(lop3<0xf0>(0x12345678u, 0x0f0f0f0fu, 0x64006400u));
@@ -135,7 +139,9 @@ template <typename Out> __device__ void ptx_cases(Out* out) {
   out[i++] = (Out)(lop3<0x00>(0xffffffffu, 0xffffffffu, 0xffffffffu));
   out[i++] = (Out)(shifts(1, 31, 0)); out[i++] = (Out)(shifts(1, 32, 0)); out[i++] = (Out)(shifts(1, 100, 0));
   out[i++] = (Out)(shifts(0x80000000u, 31, 1)); out[i++] = (Out)(shifts(0x80000000u, 32, 1));
-  out[i++] = (Out)(shifts(0x80000000u, 31, 2)); out[i++] = (Out)(shifts(0x80000000u, 40, 2)); out[i++] = (Out)(shifts(0x40000000u, 40, 2));
+  out[i++] = (Out)(shifts(0x80000000u, 31, 2));
+  out[i++] = (Out)(shifts(0x80000000u, 40, 2));
+  out[i++] = (Out)(shifts(0x40000000u, 40, 2));
   out[i++] = (Out)(half2_op(0x64046400u, 0x64006400u, 0, 0));
   out[i++] = (Out)(half2_op(0x3c01u, 0x3e00u, 0, 1));
   out[i++] = (Out)(half2_op(0x3c03u, 0x3e00u, 0, 1));
