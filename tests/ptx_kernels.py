@@ -163,6 +163,11 @@ template <typename Out> __device__ void ptx_cases(Out* out) {
   out[i++] = (Out)(select_less(-1, 1)); out[i++] = (Out)(select_less(1, -1));
   out[i++] = (Out)(bits_of(fma_f32(float_of(0x3f800800u), float_of(0x3f800800u), -1.0f)));
   float x = 1.5f; twice(&x); out[i++] = (Out)(bits_of(x));
+  out[i++] = (Out)(__vadd4(0x01FF7F80u, 0x01010101u));
+  out[i++] = (Out)(__vsub4(0x00010203u, 0x01010101u));
+  out[i++] = (Out)(__vsubss4(0x807F0000u, 0x01FF0000u));
+  out[i++] = (Out)(__funnelshift_l(0x80000000u, 1u, 33u));
+  out[i++] = (Out)(__popc(0xF0F0u));
 }
 """
 
@@ -199,6 +204,12 @@ EXPECTED = {
     "select_lt": 5 + 11, "select_ge": 5 + 20,
     "fma_f32": 0x3A000400,  # (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24, exact in one rounding
     "twice": 0x40400000,
+    # CUDA's intrinsics, by the CUDA Math API's definitions
+    "vadd4": 0x02008081,  # per byte, wrapping: 01+01, ff+01, 7f+01, 80+01
+    "vsub4": 0xFF000102,  # 00-01 wraps to ff
+    "vsubss4": 0x807F0000,  # -128 - 1 and 127 - (-1) saturate
+    "funnelshift_l": 0x00000003,  # the amount mod 32
+    "popc": 8,
 }
 CASES = tuple(EXPECTED)
 
@@ -283,6 +294,58 @@ def u4_to_f16_ref(B):
         out[..., 2 * i] = ((word >> (4 * i)) & 0xF).float()
         out[..., 2 * i + 1] = ((word >> (4 * i + 16)) & 0xF).float()
     return out.reshape(n, k2 * 2).half()
+
+
+# The same with a scale: fma.rn.f16x2 of the pair and the scale packed twice, plus zero.
+U4_TO_F16_SCALED = r"""
+template <typename Packed, typename Out, typename Scale>
+__device__ void u4_to_f16_scaled(Packed* packed, Out* out, Scale* scale) {
+  uint word = *reinterpret_cast<uint*>(packed);
+  uint* pairs = reinterpret_cast<uint*>(out);
+  unsigned short bits;
+  memcpy(&bits, scale, 2);
+  uint scales;
+  asm("mov.b32 %0, {%1, %1};" : "=r"(scales) : "h"(bits));
+  for (int i = 0; i < 4; ++i) {
+    uint biased;
+    asm volatile("lop3.b32 %0, %1, %2, %3, %4;\n"
+                 : "=r"(biased) : "r"(word >> (4 * i)), "n"(0x000f000f), "n"(0x64006400), "n"(0xea));
+    asm volatile("sub.f16x2 %0, %1, %2;\n" : "=r"(pairs[i]) : "r"(biased), "r"(0x64006400));
+    asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(pairs[i]) : "r"(pairs[i]), "r"(scales), "r"(0));
+  }
+}
+"""
+
+
+def u4_to_f16_scaled(N=16, K=64, threads=32):
+    """W (float16, N x K) = the 4-bit values of B times Scale[row] (float16), eight values a call."""
+    calls = N * K // 8
+
+    @T.prim_func
+    def u4_to_f16_scaled(B: T.Tensor((N, K // 2), T.int8), Scale: T.Tensor((N,), T.float16),
+                         W: T.Tensor((N, K), T.float16)):
+        with T.Kernel(T.ceildiv(calls, threads), threads=threads) as bx:
+            T.import_source(U4_TO_F16_SCALED)
+            tx = T.get_thread_binding()
+            packed = T.alloc_local((4,), T.int8)
+            values = T.alloc_local((8,), T.float16)
+            scale = T.alloc_local((1,), T.float16)
+            call = bx * threads + tx
+            row, col = call // (K // 8), call % (K // 8)
+            for v in T.vectorized(4):
+                packed[v] = B[row, col * 4 + v]
+            scale[0] = Scale[row]
+            T.call_extern("handle", "u4_to_f16_scaled", T.access_ptr(packed, "r"), T.access_ptr(values, "w"),
+                          T.access_ptr(scale, "r"))
+            for v in T.vectorized(8):
+                W[row, col * 8 + v] = values[v]
+
+    return u4_to_f16_scaled
+
+
+def u4_to_f16_scaled_ref(B, Scale):
+    """Each value times its row's scale, rounded once to float16 (the product is exact in float32)."""
+    return (u4_to_f16_ref(B).float() * Scale.to(torch.float16).float()[:, None]).half()
 
 
 # float4 e2m1 (sign, 2 exponent bits of bias 1, 1 mantissa bit) to bfloat16: the nibble's sign to

@@ -39,6 +39,14 @@ def test_a_dequantiser_in_inline_ptx_matches_torch_and_its_wrong_variant_fails(f
     assert not wrong.passed
 
 
+def test_a_dequantiser_with_a_float16_scale_rounds_its_fma_once():
+    gen = torch.Generator().manual_seed(4)
+    b = torch.randint(-128, 128, (16, 32), generator=gen, dtype=torch.int32).to(torch.int8)
+    scale = (torch.rand(16, generator=gen) * 3).half()
+    result = tilelab.run(pk.u4_to_f16_scaled(), b, scale, device="cpu", ref=pk.u4_to_f16_scaled_ref, outputs=["W"])
+    assert result.passed, result
+
+
 def test_the_float16_buffer_reaches_the_function_as_its_bits():
     from tilelab._tilelang.emulate import rewrite_for_cpu
 

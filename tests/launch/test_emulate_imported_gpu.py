@@ -38,18 +38,24 @@ def test_the_ptx_battery_gives_the_isas_values_on_the_gpu_as_on_the_cpu():
     assert torch.equal(cpu, gpu)
 
 
-@pytest.mark.parametrize("factory", [pk.u4_to_f16, pk.fp4_to_bf16])
+@pytest.mark.parametrize("factory", [pk.u4_to_f16, pk.fp4_to_bf16, pk.u4_to_f16_scaled])
 def test_a_dequantiser_gives_the_same_bits_on_the_gpu_and_the_cpu(factory):
     func = factory()
-    b_buf, w_buf = (func.buffer_map[p] for p in func.params)
-    shape = [int(x) for x in b_buf.shape]
-    packed = torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(11), dtype=torch.int32)
-    b = packed.to(torch.uint8) if str(b_buf.dtype) == "uint8" else packed.to(torch.uint8).view(torch.int8)
-    out_dtype = torch.float16 if str(w_buf.dtype) == "float16" else torch.bfloat16
-    w_shape = [int(x) for x in w_buf.shape]
-    gpu = _on_gpu(func, b, torch.zeros(w_shape, dtype=out_dtype))[1]
-    cpu = torch.zeros(w_shape, dtype=out_dtype)
-    assert tilelab.run(func, b, cpu, device="cpu", outputs=["W"]).passed
+    gen = torch.Generator().manual_seed(11)
+    args = []
+    for p in func.params:
+        buf = func.buffer_map[p]
+        shape, dtype = [int(x) for x in buf.shape], str(buf.dtype)
+        if str(buf.name) == "W":
+            args.append(torch.zeros(shape, dtype=torch.float16 if dtype == "float16" else torch.bfloat16))
+        elif dtype == "float16":
+            args.append((torch.rand(shape, generator=gen) * 3).half())
+        else:
+            packed = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32).to(torch.uint8)
+            args.append(packed if dtype == "uint8" else packed.view(torch.int8))
+    gpu = _on_gpu(func, *args)[-1]
+    cpu = torch.zeros_like(args[-1])
+    assert tilelab.run(func, *args[:-1], cpu, device="cpu", outputs=["W"]).passed
     assert torch.equal(cpu.view(torch.int16), gpu.view(torch.int16))
 
 

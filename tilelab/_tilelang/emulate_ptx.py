@@ -311,10 +311,10 @@ template <class U, class T> static inline void tl_ptx_set(T& dst, uint64_t bits)
   else memcpy(&dst, &u, sizeof(T) < sizeof(U) ? sizeof(T) : sizeof(U));
 }
 
-/* What an entry point returns: the function's value, or a zero of the declared type for a void one. */
-template <class R, class F> static inline R tl_ptx_result(F f) {
-  if constexpr (std::is_void<decltype(f())>::value) { f(); return R{}; }
-  else return (R)f();
+/* The call an entry point makes: the function's value, or a zero of the declared type for a void one. */
+template <class R, class F, class... A> static inline R tl_ptx_invoke(F f, A... a) {
+  if constexpr (std::is_void<std::invoke_result_t<F, A...>>::value) { f(a...); return R{}; }
+  else return (R)f(a...);
 }
 
 /* CUDA's 16-bit float types: their bits, converted to and from float by round to nearest even. */
@@ -1349,7 +1349,8 @@ def entry_points(body: Any, functions: set[str], name: str) -> tuple[Any, str]:
         args = ", ".join(f"a{i}" for i in range(len(types)))
         lines.append(
             f'extern "C" {ret} {entry}({params}) {{\n'
-            f"  return tl_ptx_result<{ret}>([&]() {{ return {fn}({args}); }});\n}}")
+            f"  return tl_ptx_invoke<{ret}>([](auto... x) -> decltype({fn}(x...)) {{ return {fn}(x...); }}"
+            f"{', ' if args else ''}{args});\n}}")
     return body, "\n".join(lines)
 
 
