@@ -23,7 +23,7 @@ def test_the_ptx_battery_computes_through_a_kernel_what_the_isa_defines():
 
 @pytest.mark.parametrize("factory, ref, bug", [
     (pk.u4_to_f16, pk.u4_to_f16_ref, "lut"),
-    (pk.fp4_to_bf16, pk.fp4_to_bf16_ref, "mantissa"),
+    pytest.param(pk.fp4_to_bf16, pk.fp4_to_bf16_ref, "mantissa", marks=pytest.mark.heavy),
 ])
 def test_a_dequantiser_in_inline_ptx_matches_torch_and_its_wrong_variant_fails(factory, ref, bug):
     gen = torch.Generator().manual_seed(3)
@@ -39,6 +39,7 @@ def test_a_dequantiser_in_inline_ptx_matches_torch_and_its_wrong_variant_fails(f
     assert not wrong.passed
 
 
+@pytest.mark.heavy
 def test_a_dequantiser_with_a_float16_scale_rounds_its_fma_once():
     gen = torch.Generator().manual_seed(4)
     b = torch.randint(-128, 128, (16, 32), generator=gen, dtype=torch.int32).to(torch.int8)

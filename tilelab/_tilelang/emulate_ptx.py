@@ -19,7 +19,8 @@ modifiers into an ``fma``; the CPU computes them as written.
 
 Buffers of a GPU float type the CPU holds in float32 reach the function as their bits: the rewrite
 passes a scratch array of the type's bits, encoded before the call and decoded after it
-(:func:`pass_bits_to_imported_calls`).
+(:func:`pass_bits_to_imported_calls`). The function's own accesses through the pointers it is
+given are C++'s, not checked against the buffers' extents as the kernel's accesses are.
 """
 
 from __future__ import annotations
@@ -1102,6 +1103,7 @@ def translate_ptx(template: str, operands: list[Operand], line: int, source_line
     body: list[str] = []
     text = re.sub(r"//[^\n]*", "", template)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = text.replace("%%", "%")  # "%%" is a literal "%": a special register, a register named %r1
     for raw in re.split(r"[;\n]", text):
         stmt = raw.strip()
         while stmt:
