@@ -12,6 +12,7 @@ import torch
 import tilelab
 
 
+@pytest.mark.heavy  # the table's own test (tests/_tilelang/test_emulate_ptx.py) runs the battery quickly
 def test_the_ptx_battery_computes_through_a_kernel_what_the_isa_defines():
     out = torch.zeros(len(pk.CASES), dtype=torch.int32)
     result = tilelab.run(pk.ptx_cases(), out, device="cpu", outputs=["Out"])
