@@ -17,6 +17,10 @@ from tilelab._tilelang import emulate_ptx as ptx
 # GCC's forms nvcc does not take, which the translation reads too: named operands, and "%%" for a
 # register whose name starts with "%".
 GCC_FORMS = r"""
+__device__ uint no_outputs(uint* p) {
+  asm volatile("bfi.b32 %0, %0, 0, 0, 0;" :: "r"(*p));  // no outputs: "::" (the operand is read only)
+  return *p;
+}
 __device__ uint named(uint x) {
   uint y;
   asm("{ .reg .b32 %%r<2>; shl.b32 %%r0, %[in], 4; or.b32 %%r1, %%r0, 1; mov.b32 %[out], %%r1; }"
@@ -32,6 +36,8 @@ int main() {
   ptx_cases(out);
   for (int i = 0; i < @N@; i++) printf("%x\n", out[i]);
   printf("%x\n", named(5));
+  uint seven = 7;
+  printf("%x\n", no_outputs(&seven));
   return 0;
 }
 """
@@ -49,7 +55,7 @@ def results(tmp_path_factory):
     subprocess.run([cxx, "-std=c++17", "-O1", str(source), "-o", str(exe)], check=True, capture_output=True,
                    text=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    return dict(zip((*pk.CASES, "named"), (int(value, 16) for value in out.split()), strict=True))
+    return dict(zip((*pk.CASES, "named", "no_outputs"), (int(value, 16) for value in out.split()), strict=True))
 
 
 @pytest.mark.parametrize("case", pk.CASES)
@@ -58,8 +64,9 @@ def test_each_instruction_computes_what_the_isa_defines(results, case):
     assert results[case] == want, f"{case}: got {results[case]:#x}, expected {want:#x}"
 
 
-def test_named_operands_and_percent_registers_are_read(results):
+def test_named_operands_percent_registers_and_no_outputs_are_read(results):
     assert results["named"] == (5 << 4) | 1
+    assert results["no_outputs"] == 7  # an input is a copy: writing it changes nothing outside
 
 
 def test_the_source_is_kept_and_its_asm_statements_replaced():

@@ -869,8 +869,7 @@ def _split_top(text: str, sep: str) -> list[str]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif depth == 0 and text.startswith(sep, i) and not (sep == ":" and text.startswith("::", i)) \
-                and not (sep == ":" and i > 0 and text[i - 1] == ":"):
+        elif depth == 0 and text.startswith(sep, i):  # an asm's "::" is two separators (no outputs)
             parts.append(text[start:i])
             start = i + len(sep)
         i += 1
