@@ -14,12 +14,18 @@ import pytest
 
 from tilelab._tilelang import emulate_ptx as ptx
 
-# GCC's forms nvcc does not take, which the translation reads too: named operands, and "%%" for a
-# register whose name starts with "%".
+# Forms checked on the CPU only: GCC's named operands (nvcc has none), "%%" for a register whose name
+# starts with "%", an asm with no outputs, dp4a and CUDA's __dp4a.
 GCC_FORMS = r"""
 __device__ uint no_outputs(uint* p) {
   asm volatile("bfi.b32 %0, %0, 0, 0, 0;" :: "r"(*p));  // no outputs: "::" (the operand is read only)
   return *p;
+}
+__device__ uint dot4(uint a, uint b, uint c, int is_signed) {
+  uint d;
+  if (is_signed) asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  else asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
 }
 __device__ uint named(uint x) {
   uint y;
@@ -38,6 +44,9 @@ int main() {
   printf("%x\n", named(5));
   uint seven = 7;
   printf("%x\n", no_outputs(&seven));
+  printf("%x\n", dot4(0xFF020304u, 0x01010101u, 10, 1));
+  printf("%x\n", dot4(0xFF020304u, 0x01010101u, 10, 0));
+  printf("%x\n", (unsigned)__dp4a((int)0xFF020304u, 0x01010101, 10));
   return 0;
 }
 """
@@ -55,7 +64,8 @@ def results(tmp_path_factory):
     subprocess.run([cxx, "-std=c++17", "-O1", str(source), "-o", str(exe)], check=True, capture_output=True,
                    text=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    return dict(zip((*pk.CASES, "named", "no_outputs"), (int(value, 16) for value in out.split()), strict=True))
+    names = (*pk.CASES, "named", "no_outputs", "dp4a_s", "dp4a_u", "__dp4a")
+    return dict(zip(names, (int(value, 16) for value in out.split()), strict=True))
 
 
 @pytest.mark.parametrize("case", pk.CASES)
@@ -67,6 +77,12 @@ def test_each_instruction_computes_what_the_isa_defines(results, case):
 def test_named_operands_percent_registers_and_no_outputs_are_read(results):
     assert results["named"] == (5 << 4) | 1
     assert results["no_outputs"] == 7  # an input is a copy: writing it changes nothing outside
+
+
+def test_dp4a_sums_the_byte_products_signed_by_type(results):
+    assert results["dp4a_s"] == 10 + 4 + 3 + 2 - 1  # bytes 04 03 02 ff, signed: ff is -1
+    assert results["dp4a_u"] == 10 + 4 + 3 + 2 + 255
+    assert results["__dp4a"] == results["dp4a_s"]  # CUDA's int __dp4a is the signed form
 
 
 def test_the_source_is_kept_and_its_asm_statements_replaced():

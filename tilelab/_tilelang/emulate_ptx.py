@@ -285,6 +285,17 @@ static inline uint64_t tl_ptx_bfi(uint64_t f, uint64_t b, uint64_t c, uint64_t d
     d = (d & ~(1ull << (pos + i))) | (((f >> i) & 1u) << (pos + i));
   return d;
 }
+/* dp4a: c plus the four products of a's and b's bytes, each byte signed or not by its operand's type. */
+static inline uint64_t tl_ptx_dp4a(uint64_t a, uint64_t b, uint64_t c, int a_signed, int b_signed) {
+  int64_t acc = (int64_t)(int32_t)(uint32_t)c;
+  for (int i = 0; i < 4; i++) {
+    int64_t x = (int64_t)((a >> (8 * i)) & 0xffu), y = (int64_t)((b >> (8 * i)) & 0xffu);
+    if (a_signed && x > 127) x -= 256;
+    if (b_signed && y > 127) y -= 256;
+    acc += x * y;
+  }
+  return (uint32_t)acc;
+}
 /* float -> integer with .rni/.rzi/.rmi/.rpi, saturating to the integer type's range (NaN -> 0). */
 static inline uint64_t tl_ptx_f2i(double x, int w, int is_signed, int mode) {
   if (isnan(x)) return 0;
@@ -373,6 +384,10 @@ static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned n) {
   return (unsigned)tl_ptx_shf(lo, hi, n, 0, 1);
 }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __dp4a(int a, int b, int c) {
+  return (int)(uint32_t)tl_ptx_dp4a((uint32_t)a, (uint32_t)b, (uint32_t)c, 1, 1);
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) { return (unsigned)tl_ptx_dp4a(a, b, c, 0, 0); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
 /* Per-byte SIMD: wrap-around add and subtract, and the signed saturating subtract. */
@@ -632,6 +647,12 @@ def _bfi(ins: Instr) -> str:
     return _set(ins, f"tl_ptx_bfi({f}, {b}, {c}, {d}, {_w(ins)})")
 
 
+def _dp4a(ins: Instr) -> str:
+    a, b, c = ins.operands[1:4]
+    a_signed, b_signed = (int(t.startswith("s")) for t in ins.types)
+    return _set(ins, f"tl_ptx_dp4a({a}, {b}, {c}, {a_signed}, {b_signed})")
+
+
 def _selp(ins: Instr) -> str:
     a, b, c = ins.operands[1:4]
     return _set(ins, f"({c} != 0 ? {a} : {b}) & {_m(ins)}")
@@ -782,6 +803,8 @@ INSTRUCTIONS: dict[str, Semantics] = {
     "min": Semantics(_INT + _F16 + ("f32", "f64"), ("ftz",), (3,), "minimum (a NaN operand gives the other)", _arith),
     "max": Semantics(_INT + _F16 + ("f32", "f64"), ("ftz",), (3,), "maximum (a NaN operand gives the other)", _arith),
     "selp": Semantics(_ALL_MOV, (), (4,), "d = c ? a : b", _selp),
+    "dp4a": Semantics(("u32", "s32"), (), (4,), "c plus the dot product of a's and b's four bytes (signed by type)",
+                      _dp4a),
     "setp": Semantics(_INT + _BITS + ("f16", "bf16", "f32", "f64"), _SETP_CMP + ("and", "or", "xor", "ftz"),
                       (3, 4), "compare, into a predicate (and its complement with p|q), optionally combined with c",
                       _setp),
@@ -1050,7 +1073,7 @@ def _instruction(stmt: str, scope: _Scope, line: int, source_line: str) -> str:
         raise PtxUnsupported(f"the PTX instruction {opcode} without a comparison", line, source_line)
     if name == "shf" and not ({"l", "r"} & set(modifiers) and {"wrap", "clamp"} & set(modifiers)):
         raise PtxUnsupported(f"the PTX instruction {opcode} without .l/.r and .wrap/.clamp", line, source_line)
-    if name == "cvt" and len(types) != 2:
+    if name in ("cvt", "dp4a") and len(types) != 2:
         raise PtxUnsupported(f"the PTX instruction {opcode} without its two types", line, source_line)
     raw = [x.strip() for x in _split_top(rest, ",") if x.strip()]
     if len(raw) not in sem.operands:
