@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
-from .emulate_ptx import PtxUnsupported, entry_points, pass_bits_to_imported_calls, translate_source
+from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
@@ -724,40 +724,15 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
 
 def _imported_bits(body: Any, func: Any, narrow: dict[str, str], name: str) -> Any:
-    """The imported-source rule's IR side: a float16/bfloat16/float8 buffer (float32 on the CPU)
-    passed to an imported device function reaches it as a scratch array of its bits, allocated in
-    the kernel's root block (emulate_ptx.pass_bits_to_imported_calls)."""
+    """The imported-source rule's IR side (emulate_ptx.imported_calls): each call of an imported
+    device function through an entry point, a float16/bfloat16/float8 buffer (float32 on the CPU)
+    it takes given as a scratch array of its bits."""
     _, imported = _imported_device_calls(func)
     if not imported:
         return body
-    tirx = tilelang().tvm.tirx
     widths = {k: 16 if v == "int16" else 8 for k, v in BITS_STORAGE.items()}
-    body, scratch = pass_bits_to_imported_calls(body, set(imported), narrow, widths, NARROW_FLOATS, TO_BITS_FUNCTION,
-                                                FROM_BITS_FUNCTION, COMPUTE_DTYPE, EXTERN_INT, name)
-    body, entries = entry_points(body, set(imported), name)
-    placed = [False]
-
-    def root(node: Any) -> Any:
-        allocs = list(node.alloc_buffers)
-        annotations = dict(node.annotations)
-        if scratch and str(node.name_hint) == "tilelang_root" and not placed[0]:
-            allocs += scratch
-            placed[0] = True
-        if "pragma_import_c" in annotations:  # the entry points follow the translated source
-            annotations["pragma_import_c"] = str(annotations["pragma_import_c"]) + "\n" + entries + "\n"
-            entries_left[0] = ""
-        elif len(allocs) == len(node.alloc_buffers):
-            return None
-        return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
-                           allocs, node.match_buffers, annotations)
-
-    entries_left = [entries]
-    new = tirx.stmt_functor.ir_transform(body, None, root, ["tirx.SBlock"])
-    if scratch and not placed[0]:
-        raise EmulationRefused(name, "a float16 or bfloat16 buffer passed to an imported device function outside "
-                                     "the kernel's root block",
-                               "the CPU passes it as a copy of its bits, kept in the root block")
-    return new
+    return imported_calls(body, set(imported), narrow, widths, NARROW_FLOATS, TO_BITS_FUNCTION, FROM_BITS_FUNCTION,
+                          COMPUTE_DTYPE, EXTERN_INT, name)
 
 
 _POINTER_OPS = ("tirx.address_of", "tl.access_ptr", "tirx.tvm_access_ptr")

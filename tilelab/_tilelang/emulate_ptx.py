@@ -1378,5 +1378,43 @@ def entry_points(body: Any, functions: set[str], name: str) -> tuple[Any, str]:
     return body, "\n".join(lines)
 
 
-__all__ = ["INSTRUCTIONS", "PtxUnsupported", "Semantics", "entry_points", "pass_bits_to_imported_calls",
-           "prelude", "translate_ptx", "translate_source"]
+def imported_calls(body: Any, functions: set[str], narrow: dict[str, str], widths: dict[str, int],
+                   codes: dict[str, int], to_bits: str, from_bits: str, compute: str, extern_int: str,
+                   name: str) -> Any:
+    """``body`` with the calls of imported device functions made as the CPU makes them: GPU float
+    buffers passed as scratch arrays of their bits (:func:`pass_bits_to_imported_calls`, the arrays
+    allocated in the kernel's root block) and each call through an entry point
+    (:func:`entry_points`, defined after the first translated source)."""
+    from .emulate_source import EmulationRefused
+    from .env import tilelang
+
+    tirx = tilelang().tvm.tirx
+    body, scratch = pass_bits_to_imported_calls(body, functions, narrow, widths, codes, to_bits, from_bits, compute,
+                                                extern_int, name)
+    body, entries = entry_points(body, functions, name)
+    placed, defined = [not scratch], [False]
+
+    def post(node: Any) -> Any:
+        allocs = list(node.alloc_buffers)
+        annotations = dict(node.annotations)
+        if not placed[0] and str(node.name_hint) == "tilelang_root":
+            allocs += scratch
+            placed[0] = True
+        if not defined[0] and "pragma_import_c" in annotations:
+            annotations["pragma_import_c"] = f"{annotations['pragma_import_c']}\n{entries}\n"
+            defined[0] = True
+        elif len(allocs) == len(node.alloc_buffers):
+            return None
+        return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                           allocs, node.match_buffers, annotations)
+
+    body = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock"])
+    if not placed[0]:
+        raise EmulationRefused(name, "a float16 or bfloat16 buffer passed to an imported device function outside "
+                                     "the kernel's root block",
+                               "the CPU passes it as a copy of its bits, kept in the root block")
+    return body
+
+
+__all__ = ["INSTRUCTIONS", "PtxUnsupported", "Semantics", "entry_points", "imported_calls",
+           "pass_bits_to_imported_calls", "prelude", "translate_ptx", "translate_source"]
