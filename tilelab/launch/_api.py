@@ -72,8 +72,11 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     types computed in float32 and rounded where the GPU rounds, every access checked against its
     buffer. It is verified exactly as a GPU run, in a worker process of its own (a kernel that loops
     forever ends at ``timeout``, default 120 s; an access outside a buffer is reported, never
-    performed). ``blocks=`` (CPU only) runs only those blocks (linear indices or ``(x, y, z)``) and
-    checks only the elements they wrote: a large kernel is checked in seconds by two of its blocks.
+    performed: the error, :class:`KernelLaunchError` of kind "illegal_address", carries the first
+    accesses as ``err.out_of_bounds`` and their count as ``err.out_of_bounds_total``, and the output
+    tensors given hold what the kernel wrote inside them). ``blocks=`` (CPU only) runs only those
+    blocks (linear indices or ``(x, y, z)``) and checks only the elements they wrote: a large kernel
+    is checked in seconds by two of its blocks.
     On a machine with no CUDA GPU, a GPU kernel takes this path by itself and the result says so.
     ``target="c"`` (or a kernel compiled for target ``c``) runs on the CPU the same way, in the
     worker, every access checked. AMD and Apple targets are inspect-only on a GPU and refused with

@@ -688,8 +688,6 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         waits = [k for k in kept if k.kind == "wait"]
         if waits:
             raise protocol_error(prepared.name, waits)
-        if total:
-            raise out_of_bounds_error(prepared.name, total, kept)
         stored[:] = [bool(f) for f in flags[count:].tolist()]
         if not inputs_after:
             inputs_after.extend(after[i] for i in in_positions)
@@ -716,6 +714,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             elif res.data_ptr() != dest.data_ptr():
                 dest.copy_(res)
             outs.append(dest)
+        if total:  # the outputs given keep what the kernel wrote in bounds; the error says where it went outside
+            raise out_of_bounds_error(prepared.name, total, kept)
         # an integer output updated by atomic adds starts at 0: which elements were added to is unknown
         return outs, [not (i in atomic and not full[i].is_floating_point()) for i in out_positions]
 
@@ -958,4 +958,5 @@ def out_of_bounds_error(name: str, total: int, kept: Sequence[OutOfBoundsAccess]
         "the offsets of the copies and stores named above")
     err.isolated = True
     err.out_of_bounds = tuple(kept)  # type: ignore[attr-defined]
+    err.out_of_bounds_total = total  # type: ignore[attr-defined]  # kept: the first MAX_OOB of them
     return err
