@@ -179,7 +179,7 @@ def _outside(name: str, launched: Launched, out: Any) -> list[str]:
 
     def count(group: Sequence[Any]) -> str:
         n = len({o.index for o in group})
-        return f"at least {n}" if more else str(n)
+        return f"{'at least ' if more else ''}{n} element{'s' if n != 1 or more else ''}"
 
     def place(group: Sequence[Any]) -> str:
         if out.dim() != 2 or any(len(o.index) != 2 for o in group):
@@ -191,10 +191,10 @@ def _outside(name: str, launched: Launched, out: Any) -> list[str]:
     below = [o for o in writes if any(i < 0 for i in o.index)]
     past = [o for o in writes if o not in below]
     if below:
-        found.append(f"it wrote {count(below)} elements before the start of {name}{place(below)}: an index went "
+        found.append(f"it wrote {count(below)} before the start of {name}{place(below)}: an index went "
                      "below zero")
     if past:
-        found.append(f"it wrote {count(past)} elements past the end of {name}{place(past)}: a store ran out of "
+        found.append(f"it wrote {count(past)} past the end of {name}{place(past)}: a store ran out of "
                      "bounds")
     others: dict[tuple[str, str], list[Any]] = {}
     for o in launched.outside:
@@ -202,7 +202,7 @@ def _outside(name: str, launched: Launched, out: Any) -> list[str]:
             others.setdefault((o.kind, o.buffer), []).append(o)
     for (kind, buffer), group in others.items():
         side = "below its start" if any(i < 0 for o in group for i in o.index) else "beyond its end"
-        found.append(f"it {'read' if kind == 'read' else 'wrote'} {buffer} out of bounds ({count(group)} elements "
+        found.append(f"it {'read' if kind == 'read' else 'wrote'} {buffer} out of bounds ({count(group)} "
                      f"{side}, in blocks (bx, by) = {_blocks_of(group, more)}): an index ran outside {buffer}")
     if launched.outside_total and not launched.outside:
         found.append(f"it went out of bounds ({launched.outside_total} accesses outside a buffer)")
