@@ -517,6 +517,7 @@ def crashing_copy(n=64):
     return crashing_copy
 
 
+@pytest.mark.slow
 def test_a_traced_kernel_that_crashes_costs_the_cpu_worker_never_this_process():
     from tilelab.launch import KernelLaunchError, _emulate, _worker
 
