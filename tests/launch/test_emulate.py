@@ -140,8 +140,8 @@ def test_a_crash_in_the_worker_costs_the_worker_not_this_process():
      r"an mbarrier arrive under a condition on the thread", "T.barrier_arrive(ready)  # <- arrive-by-data"),
     (lambda: __import__("thread_kernels").divergent_barrier(), r"a barrier under a condition on the thread",
      "T.sync_threads()"),
-    (ck.imported_device_function, r"a device function written in CUDA C \(double_it, from T.import_source\)",
-     "T.import_source(DOUBLE_IT)"),
+    (ck.imported_device_function, r"the PTX instruction add\.rz\.f32: rounding mode \.rz .* in a device function "
+     r"written in CUDA C \(double_it, from T.import_source; its line 3: asm volatile", "T.import_source(DOUBLE_IT)"),
 ])
 def test_constructs_with_no_tile_meaning_are_refused_by_name_with_their_line(factory, construct, line_text):
     with pytest.raises(tilelab.EmulationError, match=construct) as info:
@@ -186,7 +186,7 @@ def test_each_rule_rewrites_what_it_says():
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
     assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "sparse", "dtypes",
-                        "blocks", "bounds"]
+                        "imported", "blocks", "bounds"]
     assert all(r.does and r.why for r in tilelab.launch.EMULATION_RULES)
 
 
