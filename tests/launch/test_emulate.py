@@ -107,9 +107,14 @@ def test_blocks_runs_only_those_blocks_and_checks_only_what_they_wrote():
 ])
 def test_an_access_outside_a_buffer_is_reported_never_performed(bug, where):
     configs = {"tl.disable_safe_memory_legalize": True} if bug.startswith("global") else None
+    x, y = torch.randn(1000), torch.zeros(1000)
     with pytest.raises(KernelLaunchError, match=where) as info:
-        tilelab.run(ck.scale_shift(bug=bug), device="cpu", pass_configs=configs)
+        tilelab.run(ck.scale_shift(bug=bug), x, y, device="cpu", pass_configs=configs)
     assert info.value.kind == "illegal_address" and "none was performed" in str(info.value)
+    if bug == "global_below_start":  # blocks 1-3 store their 256 elements below Y's start, block 0 its own
+        assert info.value.out_of_bounds_total == 3 * 256 and len(info.value.out_of_bounds) == 64  # the first kept
+        assert torch.equal(y[:256], 2 * x[:256] + 1)  # the output given holds what the kernel wrote inside it
+        assert (y[256:].view(torch.int32) == -1).all()  # and the launch's poison where it wrote nothing
     # this process is intact and the next run works
     assert tilelab.run(ck.scale_shift(), device="cpu", ref=lambda x: 2 * x + 1).passed
 
