@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import pickle
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (
 _ROUNDING_SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <math.h>
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
@@ -258,6 +259,10 @@ int64_t tilelab_emu_differ(const void* data, int64_t n, int32_t width, uint64_t 
 #undef TILELAB_DIFFER
   return count;
 }
+
+/* A T.alloc_global scratch buffer: zeroed heap memory for one run of the program. */
+void* tilelab_emu_scratch(int64_t bytes) { return calloc(bytes > 0 ? (size_t)bytes : 1, 1); }
+int32_t tilelab_emu_scratch_free(void* p) { free(p); return 0; }
 
 void tilelab_emu_reset(void) { n_kept = 0; n_total = 0; }
 int64_t tilelab_emu_oob_total(void) { return n_total; }
@@ -696,8 +701,6 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         waits = [k for k in kept if k.kind in ("wait", "deadlock")]
         if waits:
             raise protocol_error(prepared.name, waits)
-        if total:
-            raise out_of_bounds_error(prepared.name, total, kept)
         stored[:] = [bool(f) for f in flags[count:].tolist()]
         if not inputs_after:
             inputs_after.extend(after[i] for i in in_positions)
@@ -724,6 +727,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             elif res.data_ptr() != dest.data_ptr():
                 dest.copy_(res)
             outs.append(dest)
+        if total:  # the outputs given keep what the kernel wrote in bounds; the error says where it went outside
+            raise out_of_bounds_error(prepared.name, total, kept)
         # an integer output updated by atomic adds starts at 0: which elements were added to is unknown
         return outs, [not (i in atomic and not full[i].is_floating_point()) for i in out_positions]
 
@@ -902,31 +907,44 @@ def _expanded(check: Any, part: _Compact | None, prepared: Prepared, bound: dict
     return check
 
 
-def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
-            bound: dict[str, int]) -> tuple[list[Any], Any, int, list[Any]]:
-    name = emulated.prepared.name
+def launch_on_cpu(worker: _worker.Worker | None, name: str, key: str, payload: bytes,
+                  load: Callable[[str, bytes], Any], launch: Callable[..., Any], args: Sequence[Any],
+                  timeout: float, *, what: str = "the emulated kernel", resend: bool = False,
+                  hint: str = ("a loop whose exit condition is never met, or a grid too large to emulate whole: pass "
+                               "blocks= to run a few blocks, smaller sizes, or a larger timeout=")) -> Any:
+    """The one way a CPU launch reaches the process it runs in (``run(device="cpu")`` and
+    ``trace_tiles``): ``launch(key, payload, *args)`` there, after ``load(key, payload)`` made the
+    kernel ready (its compile, once per process, under :data:`LOAD_TIMEOUT_S`: loading is not the
+    launch). In ``worker`` (None: in this process, as it is), a launch past ``timeout`` seconds or a
+    crash costs the worker, never this process, and ends in a :class:`KernelLaunchError` that says
+    so (``what`` names the kernel there; ``hint`` says why a launch times out and what to change). ``launch`` is
+    handed the payload again with ``resend`` (a process that may have dropped the kernel since its
+    load compiles it again), else None."""
     if worker is None:
-        return launch_in_worker(emulated.key, emulated.payload, work, mask)
+        return launch(key, payload, *args)
     try:
-        if emulated.key not in worker.loaded or not worker.alive:
-            # Loading (TileLang's import, the compile from its cache) is not the launch: it has its own, long limit.
-            worker.call(load_in_worker, emulated.key, emulated.payload, timeout=LOAD_TIMEOUT_S,
-                        label=f"loading {name} for the CPU")
-            worker.loaded.add(emulated.key)
-        result: tuple[list[Any], Any, int, list[Any]] = worker.call(
-            launch_in_worker, emulated.key, None, work, mask, timeout=timeout, label=f"{name} on the CPU")
+        if key not in worker.loaded or not worker.alive:
+            worker.call(load, key, payload, timeout=LOAD_TIMEOUT_S, label=f"loading {name} for the CPU")
+            worker.loaded.add(key)
+        return worker.call(launch, key, payload if resend else None, *args, timeout=timeout,
+                           label=f"{name} on the CPU")
     except _worker.WorkerTimeout as err:
-        out = KernelLaunchError(name, "timeout", f"the emulated kernel gave no answer within {err.timeout:g} s on "
-                                "the CPU, and its process was stopped",
-                                "a loop whose exit condition is never met, or a grid too large to emulate whole: "
-                                "pass blocks= to run a few blocks, smaller sizes, or a larger timeout=")
+        out = KernelLaunchError(name, "timeout", f"{what} gave no answer within {err.timeout:g} s on the CPU, "
+                                "and its process was stopped", hint)
         out.isolated = True
         raise out from None
     except _worker.WorkerDied as err:
-        out = KernelLaunchError(name, "launch_failure", f"the emulated kernel's process died: {err}",
+        out = KernelLaunchError(name, "launch_failure", f"{what}'s process died: {err}",
                                 "a crash in the kernel's CPU code; the calling process is unharmed")
         out.isolated = True
         raise out from None
+
+
+def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
+            bound: dict[str, int]) -> tuple[list[Any], Any, int, list[Any]]:
+    result: tuple[list[Any], Any, int, list[Any]] = launch_on_cpu(
+        worker, emulated.prepared.name, emulated.key, emulated.payload, load_in_worker, launch_in_worker,
+        (work, mask), timeout)
     return result
 
 
@@ -959,4 +977,5 @@ def out_of_bounds_error(name: str, total: int, kept: Sequence[OutOfBoundsAccess]
         "the offsets of the copies and stores named above")
     err.isolated = True
     err.out_of_bounds = tuple(kept)  # type: ignore[attr-defined]
+    err.out_of_bounds_total = total  # type: ignore[attr-defined]  # kept: the first MAX_OOB of them
     return err
