@@ -45,25 +45,72 @@ def _relower(rows: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
     return [again.get((r["seed"], r["mutation"], r["target"]), r) for r in rows]
 
 
+def failing_sources(rows: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """The source kernels that fail unmutated, by (seed, target): the status of their unmutated
+    ("base") row there. Their mutants on that target fail for the reason the kernel does, whatever
+    the mutation: they say nothing about it."""
+    return {(r["seed"], r["target"]): r["status"] for r in rows
+            if r.get("mutation") == "base" and r.get("status") != "lowered"}
+
+
+def to_lower(all_mutants: list[dm.Mutant], base_rows: list[dict[str, Any]]) -> list[dm.Mutant]:
+    """The mutants worth lowering once the unmutated kernels were: none of a (seed, target) whose
+    unmutated kernel failed there, and none of the unmutated ones again."""
+    failing = failing_sources(base_rows)
+    return [m for m in all_mutants if m.mutation != "base" and (m.seed, m.target) not in failing]
+
+
+def without_failing_sources(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
+    """``rows`` less those of every source kernel that fails unmutated on their target (its base row
+    included: a failure of the kernel as written is not a generated one); and those sources."""
+    failing = failing_sources(rows)
+    return [r for r in rows if (r["seed"], r["target"]) not in failing], failing
+
+
 def main(args: Any) -> int:
     store = Path(args.mutants) if args.mutants else None
     started = time.perf_counter()
+    not_lowered = 0
     if store is not None and store.exists():
         rows = json.loads(store.read_text())
         rows = _relower(rows, args.jobs)
     else:
         files = dm.seed_files(args.seeds or list(dm.DEFAULT_SEED_FILES))
         pairs = dm.seeds(files)
-        rows = dm.run(list(dm.mutants(pairs)), jobs=args.jobs)
+        every = list(dm.mutants(pairs))
+        rows = dm.run([m for m in every if m.mutation == "base"], jobs=args.jobs)  # the kernels as written first
+        rest = to_lower(every, rows)
+        not_lowered = len(every) - len(rows) - len(rest)
+        rows += dm.run(rest, jobs=args.jobs)
     if store is not None:
         store.write_text(json.dumps(rows))
     seconds = time.perf_counter() - started
+    return table(rows, seconds, args, not_lowered=not_lowered)
+
+
+def table(rows: list[dict[str, Any]], seconds: float, args: Any, not_lowered: int = 0) -> int:
+    """The tables of ``main`` on the mutants' rows (``args``: ``sample``, ``reproducers``);
+    ``not_lowered``: mutants of failing source kernels that were not even lowered."""
+    all_rows = rows
+    rows, skipped = without_failing_sources(rows)
     failed = [r for r in rows if r.get("status") == "failed"]
     seeds = sorted({r["seed"] for r in rows})
     lowered = sum(r["status"] == "lowered" for r in rows)
     print(f"mutants: {len(rows)} of {len(seeds)} source kernels ({seconds:.0f} s); lowered {lowered}, "
           f"generated failures {len(failed)}, not a kernel {sum(r['status'] == 'invalid' for r in rows)}, "
           f"crashed {sum(r['status'] == 'crashed' for r in rows)}")
+    by_status = collections.Counter(skipped.values())
+    words = {"failed": "fail to lower", "invalid": "are not a kernel", "crashed": "crashed the lowering"}
+    why = ", ".join(f"{n} {words.get(status, status)}" for status, n in sorted(by_status.items()))
+    dropped = sum(r.get("mutation") != "base" for r in all_rows) - sum(r.get("mutation") != "base" for r in rows)
+    print(f"skipped: {len(skipped)} source kernels (on a target) that fail unmutated ({why or 'none'}); their "
+          f"{dropped + not_lowered} mutants are not counted ({not_lowered} not lowered at all): a mutant of a "
+          "failing kernel says nothing about its mutation")
+    targets: dict[str, list[str]] = collections.defaultdict(list)
+    for (seed, target), status in sorted(skipped.items()):
+        targets[seed].append(f"{target} ({status})")
+    for seed, where in targets.items():
+        print(f"    {seed}: {', '.join(where)}")
     for h in HALVES:
         members = [s for s in seeds if half(s) == h]
         print(f"  {h}: {len(members)} kernels: {', '.join(members)}")

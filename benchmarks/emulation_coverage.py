@@ -27,6 +27,34 @@ level counting as the folder ``.``. Failure classes were fixed by looking at the
 the second half is the held-out measure. ``--save-ir DIR`` writes each kernel that lowers as
 TileLang's IR text (``NAME.tir.json``) with what its run used (``NAME.json``): the input of
 ``benchmarks/emulation_agreement.py``.
+
+``--tests``: a second held-out set, TileLang's own test suite, from which no rule of the CPU path
+was built:
+
+    git -C /tmp/tilelang-src archive COMMIT testing | tar -x -C /tmp/tilelang-testing
+    .venv/bin/python benchmarks/emulation_coverage.py --tests /tmp/tilelang-testing/testing --json rows.json
+
+It takes the test files (``test_*.py``) of ``testing/python``'s folders that build CUDA kernels
+(``TEST_FOLDERS``: kernel, issue, language, cuda, math, fastmath, quantize, tilelibrary; ``--only
+GLOB`` takes any others, relative to ``testing/python``). Each file runs in its own process as a
+module, its ``test*`` functions (and ``Test*`` classes' methods) called in file order, each at its
+first parameter set (``pytest.mark.parametrize``); a test needing a pytest fixture is not run, and
+a test whose marks require another GPU (``requires_cuda_compute_version_le(8, 9)``, ROCm, Metal)
+or a file named for one (``..._sm75_...``, ``tcgen5``) is listed as another target. Compiles are
+intercepted as above. Which kernels count:
+
+- a test's first kernel not already built in the file counts; its later ones do not (a test
+  usually builds one program at several sizes or dtypes), nor do a file's past the first
+  ``MAX_KERNELS`` (both listed as ``left_out``);
+- the kernel runs on the CPU (two blocks) when the test first calls it, on the test's tensors;
+  a kernel the test never calls (it reads the generated source) runs after the test on random
+  inputs, each dynamic size ``DYNAMIC_SIZE`` and each scalar 1;
+- identical kernels (the same PrimFunc by TVM's structural hash, the same outputs) count once,
+  in the first file in path order: later ones are ``duplicate`` rows;
+- a file whose process dies in a kernel's CPU run (a crash of the compiled kernel) records that
+  kernel as failing and goes on from the next test in a new process (``MAX_RESTARTS``).
+
+The verdicts are the same as the examples'; the totals are printed for all and per folder.
 """
 
 from __future__ import annotations
@@ -34,6 +62,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -52,6 +81,13 @@ RUNS, REFUSED, FAILS, NOT_LOWERED, OTHER_TARGET = "runs", "refused", "fails", "T
 ARCH = "sm_90a"
 GRACE_S = 5.0  # a script that builds no new kernel (and calls none) for this long is ended
 MAX_KERNELS = 4  # distinct kernels per script (autotuning scripts build many of one kind)
+# --tests: the folders of TileLang's testing/python whose test files build CUDA kernels (the rest
+# test TileLang's JIT back ends, autotuner, caches, passes and analyses, or other targets)
+TEST_FOLDERS = ("kernel", "issue", "language", "cuda", "math", "fastmath", "quantize", "tilelibrary")
+NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
+DUPLICATE = "duplicate"
+MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
+DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,13 +117,20 @@ def _slug(text: str) -> str:
 
 
 class Worker:
-    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None) -> None:
+    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool = False) -> None:
         self.script, self.rel, self.out, self.ir_dir = script, rel, out, ir_dir
+        self.tests = tests  # a pytest file: its test functions build the kernels
         self.seen: dict[str, Any] = {}
         self.pending: list[Any] = []  # kernels captured, not yet run
         self.count = 0
+        self.test: str | None = None  # the test function running (a pytest file)
+        self.test_took = False  # whether it has built its counted kernel
+        self.left_out = 0  # distinct kernels built past the cap (or a test's second and later ones)
+        self.after = ""  # a test file started again: the tests up to this one have run
 
     def emit(self, row: dict[str, Any]) -> None:
+        if self.test and "done" not in row:
+            row = {"test": self.test, **row}
         with self.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -128,21 +171,33 @@ class Worker:
         stand_in.name = _corpus._kernel_name(func)
         stand_in.ran = True
         self.seen[key] = stand_in
+        if self.tests and self.test_took:  # a test counts its first new kernel only
+            self.left_out += 1
+            return stand_in
         self.count += 1
         if self.count > MAX_KERNELS:
+            self.left_out += 1
             return stand_in
+        self.test_took = True
+        if self.tests:
+            self.emit({"progress": stand_in.name, "stage": "lowering", "fingerprint": key})  # a lowering cut short
+        stand_in.fingerprint = key
+        mark = {"fingerprint": key} if self.tests else {}
         arch = _corpus._arch_for(self.script, request.target, ARCH)
         if arch is None or arch != ARCH or _corpus._needs_blackwell(func, _tilelang):
-            self.emit({"kernel": stand_in.name, "verdict": OTHER_TARGET, "reason": f"written for {arch or 'non-CUDA'}"})
+            self.emit({"kernel": stand_in.name, "verdict": OTHER_TARGET, "reason": f"written for {arch or 'non-CUDA'}",
+                       **mark})
             return stand_in
         configs = _tilelang.normalize_pass_configs(request.pass_configs)
         try:
             _tilelang.tilelang_lower(func, ARCH, out_idx=request.out_idx, pass_configs=configs)
         except LoweringError as err:
-            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": _corpus._tilelang_reason(err)})
+            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": _corpus._tilelang_reason(err),
+                       **mark})
             return stand_in
         except Exception as err:
-            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": f"{type(err).__name__}: {err}"[:300]})
+            self.emit({"kernel": stand_in.name, "verdict": NOT_LOWERED, "reason": f"{type(err).__name__}: {err}"[:300],
+                       **mark})
             return stand_in
         stand_in.ran = False
         self.pending.append(stand_in)
@@ -156,21 +211,23 @@ class Worker:
         func, name = kernel.prim_func, kernel.name
         out_idx = kernel.out_idx or _tilelang.resolve_kernel(func).out_idx or None
         outputs = None if out_idx else (list(_tilelang.written_tensors(func)) or None)
-        self.emit({"progress": name})  # so a run cut short by the timeout says which kernel it was in
-        row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random"}
+        mark = {"fingerprint": kernel.fingerprint} if self.tests else {}
+        self.emit({"progress": name, **mark})  # so a run cut short by the timeout says which kernel it was in
+        row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random", **mark}
         sizes: dict[str, int] = {}
         try:
-            sizes = _sizes(func, out_idx, args or [])
+            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.tests and args is None else None)
             grid = _grid(func, name, sizes)
         except Exception as err:
             grid = (1, 1, 1)
             row["grid_error"] = f"{type(err).__name__}: {err}"[:200]
         last = grid[0] * grid[1] * grid[2] - 1
-        blocks = sorted({0, last})
+        blocks = sorted({0, last}) if last >= 0 else None  # a grid of no block: nothing to select
         row.update(grid=list(grid), blocks=blocks, sizes=sizes)
         if args is not None and any(not _is_tensor(a) and not isinstance(a, (int, float)) for a in args):
             args = None  # the script passes something run does not take (a stream, None): build inputs
             row["inputs"] = "random"
+        saved = self._save_ir(func, name, out_idx, outputs, {**row, "verdict": "did not finish"})
         start = time.perf_counter()
         try:
             kw = {} if args is not None else dict(sizes)
@@ -181,17 +238,29 @@ class Worker:
         except Exception as err:
             row.update(_failure(err))
         row["seconds"] = round(time.perf_counter() - start, 2)
-        if self.ir_dir is not None:
-            stem = _slug(f"{self.rel[:-3]}__{name}")
-            path = self.ir_dir / f"{stem}.tir.json"
-            n = 1
-            while path.exists():
-                n += 1
-                path = self.ir_dir / f"{stem}_{n}.tir.json"
-            path.write_text(_tilelang.kernel_ir_to_text(func))
+        if saved is not None:
             meta = {"script": self.rel, "kernel": name, "out_idx": out_idx, "outputs": outputs, **row}
-            path.with_name(path.name[:-len(".tir.json")] + ".json").write_text(json.dumps(meta, indent=1))
+            saved.write_text(json.dumps(meta, indent=1))
         self.emit(row)
+
+    def _save_ir(self, func: Any, name: str, out_idx: Any, outputs: Any, row: dict[str, Any]) -> Path | None:
+        """With ``--save-ir``: the kernel's IR and what its run uses, written before the run (so that a
+        run cut short by the timeout leaves them too); the path of the run's file, rewritten after it."""
+        from tilelab import _tilelang
+
+        if self.ir_dir is None:
+            return None
+        stem = _slug(f"{self.rel[:-3]}__{name}")
+        path = self.ir_dir / f"{stem}.tir.json"
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.ir_dir / f"{stem}_{n}.tir.json"
+        path.write_text(_tilelang.kernel_ir_to_text(func))
+        meta = {"script": self.rel, "kernel": name, "out_idx": out_idx, "outputs": outputs, **row}
+        saved = path.with_name(path.name[:-len(".tir.json")] + ".json")
+        saved.write_text(json.dumps(meta, indent=1))
+        return saved
 
     def run(self) -> None:
         import runpy
@@ -209,7 +278,12 @@ class Worker:
         os.chdir(self.script.parent)
         try:
             with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile):
-                runpy.run_path(str(self.script), run_name="__main__")
+                if self.tests:
+                    with self.jit_kernels_intercepted():
+                        namespace = runpy.run_path(str(self.script), run_name=_corpus._TEST_MODULE)
+                        outcome = self.run_tests(namespace)
+                else:
+                    runpy.run_path(str(self.script), run_name="__main__")
         except _Stop as err:
             outcome = f"stopped: {err}"
         except SystemExit as err:
@@ -218,22 +292,120 @@ class Worker:
             outcome = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
         finally:
             signal.alarm(0)
-        for kernel in list(self.pending):  # kernels the script never called: random inputs
+        self.run_pending()
+        self.emit({"done": outcome, "captured": self.count, "left_out": self.left_out})
+
+    @contextlib.contextmanager
+    def jit_kernels_intercepted(self) -> Any:
+        """``tilelang.JITKernel(func, ...)`` built directly (a few tests do) is a compile too."""
+        import tilelang
+
+        from tilelab._tilelang.capture import CompileRequest
+
+        def jit_kernel(func: Any = None, out_idx: Any = None, execution_backend: Any = None, target: Any = "auto",
+                       *args: Any, pass_configs: Any = None, **kwargs: Any) -> Any:
+            out = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
+            return self.on_compile(CompileRequest(func, out, dict(pass_configs or {}), target, execution_backend))
+
+        saved = tilelang.JITKernel
+        tilelang.JITKernel = jit_kernel
+        try:
+            yield
+        finally:
+            tilelang.JITKernel = saved
+
+    def run_pending(self) -> None:
+        for kernel in list(self.pending):  # kernels the script (or test) never called: random inputs
             self.pending.remove(kernel)
             self.emulate(kernel, None)
-        self.emit({"done": outcome, "captured": self.count})
+
+    def run_tests(self, namespace: dict[str, Any]) -> str:
+        """Each test function of a pytest module in file order, at its first parameter set; a
+        test's own failure (its assert on the stand-in's zeros, a skip) ends that test only. The
+        kernels a test built but never called run (random inputs) before the next test starts."""
+        from tilelab import _tilelang
+        from tilelab.engine import corpus as _corpus
+
+        ran = needs_fixture = elsewhere = 0
+        tests = _corpus.module_tests(namespace, _corpus._TEST_MODULE)
+        if self.after:
+            names = [name for name, _ in tests]
+            tests = tests[names.index(self.after) + 1:] if self.after in names else []
+        for name, test in tests:
+            sets = _corpus.param_sets(test, limit=1)
+            if sets is None:
+                needs_fixture += 1
+                continue
+            self.test, self.test_took = name, False
+            target = _test_target(test)
+            if target:
+                elsewhere += 1
+                self.emit({"kernel": "-", "verdict": OTHER_TARGET, "reason": target})
+                self.test = None
+                continue
+            ran += 1
+            signal.alarm(int(3 * GRACE_S))  # a test that builds no kernel for a while is ended
+            try:
+                with _tilelang.tilelang_errors(name):
+                    test(**sets[0])
+            except (_Stop, Exception, SystemExit):
+                pass
+            except BaseException as err:  # pytest.skip/fail raise outcomes that are not Exceptions
+                if isinstance(err, KeyboardInterrupt):
+                    raise
+            finally:
+                signal.alarm(0)
+            self.run_pending()
+            self.test = None
+        return (f"ran {ran} test(s)" + (f"; {elsewhere} for another target" if elsewhere else "")
+                + (f"; {needs_fixture} need pytest fixtures (not run)" if needs_fixture else ""))
+
+
+_COMPUTE_MARK = re.compile(r"Requires CUDA compute (ge|gt|le|lt|eq) (\d+)\.(\d+)")
+_FOREIGN_MARK = re.compile(r"\b(ROCm|rocm|HIP|hip|Metal|metal|CDNA|cdna|gfx\d+|Ascend|ascend|WebGPU)\b")
+
+
+def _test_target(test: Any) -> str | None:
+    """Why a test is written for another target than sm_90a, read from its skip marks
+    (``tilelang.testing.requires_cuda_compute_version_*``, ``requires_rocm``...); None if it is not."""
+    import operator
+
+    compare = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt, "eq": operator.eq}
+    have = tuple(int(d) for d in re.findall(r"\d", ARCH)[:2])
+    for mark in getattr(test, "pytestmark", []) or []:
+        name = getattr(mark, "name", "")
+        if name in ("rocm", "metal", "webgpu"):
+            return f"the test is marked {name}"
+        reason = str(getattr(mark, "kwargs", {}).get("reason", "")) if name == "skipif" else ""
+        found = _COMPUTE_MARK.search(reason)
+        if found and not compare[found.group(1)](have, (int(found.group(2)), int(found.group(3)))):
+            return f"the test {reason[0].lower() + reason[1:].split(', but')[0]}"
+        foreign = _FOREIGN_MARK.search(reason)
+        if foreign and "cuda" not in reason.lower():  # "Requires CUDA or CDNA ROCm target" is CUDA's too
+            return f"the test is marked for {foreign.group(1)}"
+    return None
 
 
 def _is_tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "shape")
 
 
-def _sizes(func: Any, out_idx: list[int] | None, args: list[Any]) -> dict[str, int]:
-    """The kernel's dynamic sizes bound from the tensors (and scalars) the script passed."""
+def _sizes(func: Any, out_idx: list[int] | None, args: list[Any], fill: int | None = None) -> dict[str, int]:
+    """The kernel's dynamic sizes bound from the tensors (and scalars) the script passed; with
+    ``fill`` (random inputs), every size of a tensor's shape is ``fill`` and every scalar 1."""
     from tilelab import _tilelang
 
     source = _tilelang.resolve_kernel(func)
     sizes: dict[str, int] = {}
+    if fill is not None:
+        for arg in _tilelang.arguments(source, out_idx):
+            if arg.kind == "scalar":  # an offset, a count, a scale: 1 (never a division by zero)
+                sizes.setdefault(arg.name, 1 if "int" in str(arg.dtype) else 1.0)  # type: ignore[arg-type]
+            for dim in arg.shape or ():
+                for name in re.findall(r"[A-Za-z_]\w*", str(dim)):
+                    if name not in ("T", "int32", "int64", "min", "max"):
+                        sizes.setdefault(name, fill)
+        return sizes
     params = [a for a in _tilelang.arguments(source, out_idx) if not a.is_output or not out_idx]
     for arg, value in zip(params, args):
         if _is_tensor(value):
@@ -286,7 +458,10 @@ def failure_class(err: BaseException, first: str) -> str:
 def worker_main(argv: list[str]) -> int:
     script, rel, out = Path(argv[0]).resolve(), argv[1], Path(argv[2]).resolve()
     ir_dir = Path(argv[3]).resolve() if len(argv) > 3 and argv[3] != "-" else None
-    Worker(script, rel, out, ir_dir).run()
+    options = dict(a.split("=", 1) for a in argv[4:] if "=" in a)
+    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:])
+    worker.after, worker.count = options.get("after", ""), int(options.get("counted", 0))
+    worker.run()
     return 0
 
 
@@ -294,18 +469,67 @@ def worker_main(argv: list[str]) -> int:
 # The driver
 
 
-def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) -> list[dict[str, Any]]:
+def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool, env: dict[str, str],
+                after: str, rows: list[dict[str, Any]], budget_s: float,
+                timeout_s: float) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+    """One worker process over ``script`` (a test file: from the test after ``after``, with the
+    kernels ``rows`` already counted); its rows are added to ``rows``. Returns how it ended, its
+    last "done" line and the kernel it was busy with when it ended (None if none)."""
+    counted = sum(r.get("verdict") in COUNTED + (NOT_LOWERED, OTHER_TARGET) and r.get("kernel") != "-" for r in rows)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
+           str(ir_dir) if ir_dir else "-"] + (["tests", f"after={after}", f"counted={counted}"] if tests else [])
+    outcome = ""
+    try:
+        proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True,
+                              timeout=max(1.0, budget_s))
+        if proc.returncode:
+            tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
+    except subprocess.TimeoutExpired:
+        outcome = f"timed out after {timeout_s:.0f} s"
+    done, pending = None, None
+    for line in out.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "done" in d:
+            done = d
+        elif "progress" in d:
+            pending = d
+        else:
+            pending = None
+            rows.append({"script": rel, **d})
+    where = {k: pending[k] for k in ("test", "fingerprint") if k in pending} if pending else {}
+    if pending is not None and pending.get("stage") == "lowering":  # TileLang's own lowering
+        rows.append({"script": rel, "kernel": pending["progress"], "verdict": NOT_LOWERED,
+                     "reason": "TileLang's lowering did not finish: " + (outcome or "the process ended"), **where})
+    elif pending is not None:  # the CPU run of this kernel did not finish
+        died = re.match(r"the worker died \(exit (-?\d+)\)", outcome)
+        rows.append({"script": rel, "kernel": pending["progress"], "verdict": FAILS,
+                     "cls": f"the CPU run ended its process (exit {died.group(1)})" if died
+                     else "the CPU run did not finish",
+                     "reason": outcome or "the script's process ended during the CPU run", **where})
+    return outcome, done, pending
+
+
+def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
+               tests: bool = False) -> list[dict[str, Any]]:
     rel = script.relative_to(root).as_posix()
     text = script.read_text(errors="replace")
     if "tilelang" not in text:
         return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
     from tilelab.engine import corpus as _corpus
 
-    foreign = sorted({p.lower() for p in Path(rel).parts[:-1]} & set(_corpus._NOT_CUDA_HINTS))
+    not_cuda = set(_corpus._NOT_CUDA_HINTS) | (set(NOT_CUDA_FOLDERS) if tests else set())
+    foreign = sorted({p.lower() for p in Path(rel).parts[:-1]} & not_cuda)
     if foreign:
         return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"folder {foreign[0]!r}"}]
     hinted = [arch for hint, arch in _corpus._ARCH_HINTS if hint in rel.lower()]
-    if hinted and hinted[0] != ARCH:
+    if tests:  # test files name the GPU they test: test_..._sm75_..., test_..._tcgen5_...
+        hinted += [f"sm_{m.group(1)}" for m in [re.search(r"sm_?(\d{2,3})", script.name)] if m]
+        hinted += ["sm_100a" for hint in ("tcgen5", "tcgen05", "tmem") if hint in script.name]
+    if hinted and hinted[0] not in (ARCH, ARCH.rstrip("a")):
         return [{"script": rel, "kernel": "-", "verdict": OTHER_TARGET, "reason": f"written for {hinted[0]}"}]
     with tempfile.TemporaryDirectory(prefix="tilelab-emucov-") as tmp:
         out = Path(tmp) / "rows.jsonl"
@@ -314,35 +538,27 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None) 
         env.setdefault("CUDA_HOME", "/usr/local/cuda")
         env["TILELANG_PRINT_ON_COMPILATION"] = "0"
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
-               str(ir_dir) if ir_dir else "-"]
-        outcome = ""
-        try:
-            proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
-            if proc.returncode:
-                tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-                outcome = f"the worker died (exit {proc.returncode}): {tail[-1][:200] if tail else ''}"
-        except subprocess.TimeoutExpired:
-            outcome = f"timed out after {timeout_s:.0f} s"
-        rows, done, pending = [], None, None
-        for line in out.read_text().splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if "done" in d:
-                done = d
-            elif "progress" in d:
-                pending = d["progress"]
-            else:
-                pending = None
-                rows.append({"script": rel, **d})
-        if pending is not None:  # the CPU run of this kernel did not finish
-            rows.append({"script": rel, "kernel": pending, "verdict": FAILS, "cls": "the CPU run did not finish",
-                         "reason": outcome or "the script's process ended during the CPU run"})
+        deadline = time.monotonic() + timeout_s
+        rows: list[dict[str, Any]] = []
+        after, restarts, left_out = "", 0, 0
+        while True:
+            outcome, done, pending = _run_worker(script, rel, out, ir_dir, tests, env, after, rows,
+                                                 deadline - time.monotonic(), timeout_s)
+            left_out += (done or {}).get("left_out", 0)
+            # a test file whose process died in a kernel's CPU run (or its lowering) starts again
+            # after that test: one kernel's crash does not take the file's later kernels with it
+            if not (tests and pending is not None and pending.get("test") and outcome.startswith("the worker died")
+                    and restarts < MAX_RESTARTS and deadline - time.monotonic() > 10):
+                break
+            after, restarts = pending["test"], restarts + 1
+            out.write_text("")
         if not rows:
             rows.append({"script": rel, "kernel": "-", "verdict": "no kernel",
                          "reason": outcome or (done or {}).get("done", "")})
+        if left_out:
+            rows[-1]["left_out"] = left_out  # distinct kernels built but not counted
+        if tests:
+            rows[-1]["outcome"] = outcome or (done or {}).get("done", "")
         return rows
 
 
@@ -361,15 +577,32 @@ def summary(rows: list[dict[str, Any]], label: str) -> list[str]:
             f"{refused} refused, {fails} fail"]
 
 
-def render(rows: list[dict[str, Any]], folders: list[str]) -> str:
+def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """--tests: a kernel built by several test files (the same PrimFunc, the same outputs) counts
+    once, in the first file (in path order); its later rows become ``duplicate``."""
+    first: dict[str, str] = {}
+    out = []
+    for r in rows:
+        key = r.get("fingerprint")
+        where = r["script"] + (f"::{r['test']}" if r.get("test") else "")
+        if key and key in first:
+            r = {**r, "verdict": DUPLICATE, "reason": f"the same kernel as {first[key]}", "was": r["verdict"]}
+        elif key:
+            first[key] = where
+        out.append(r)
+    return out
+
+
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False) -> str:
     lines = []
-    header = ("half", "script", "kernel", "verdict", "s", "reason")
+    header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
     for r in rows:
-        half = half_of(folder_of(r["script"]), folders)
+        half = folder_of(r["script"]) if tests else half_of(folder_of(r["script"]), folders)
         why = r.get("construct") or r.get("cls") or ""
         reason = r.get("reason", "")
-        body.append((half, r["script"], r["kernel"], r["verdict"], str(r.get("seconds", "-")),
+        script = r["script"] + (f"::{r['test']}" if r.get("test") else "")
+        body.append((half, script, r["kernel"], r["verdict"], str(r.get("seconds", "-")),
                      (f"[{why}] " if why and r["verdict"] == FAILS else "") + reason))
     widths = [min(60, max(len(h), *(len(b[i]) for b in body))) if body else len(h) for i, h in enumerate(header[:-1])]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  " + header[-1])
@@ -378,10 +611,19 @@ def render(rows: list[dict[str, Any]], folders: list[str]) -> str:
     lines.append("")
     verdicts = collections.Counter(r["verdict"] for r in rows)
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
-    lines += summary(rows, "all")
-    for half in ("first", "second"):
-        part = [r for r in rows if half_of(folder_of(r["script"]), folders) == half]
-        lines += summary(part, f"{half} half" + (" (held out)" if half == "second" else ""))
+    if tests:
+        lines += summary(rows, "all (held out: TileLang's tests)")
+        for folder in sorted({folder_of(r["script"]) for r in rows}):
+            lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
+        left = sum(r.get("left_out", 0) for r in rows)
+        files = len({r["script"] for r in rows})
+        lines.append(f"{files} test files; {left} further distinct kernels built by them not counted "
+                     f"(a test's second and later kernels, a file's past the first {MAX_KERNELS})")
+    else:
+        lines += summary(rows, "all")
+        for half in ("first", "second"):
+            part = [r for r in rows if half_of(folder_of(r["script"]), folders) == half]
+            lines += summary(part, f"{half} half" + (" (held out)" if half == "second" else ""))
     refused = collections.Counter(r.get("construct", "?") for r in rows if r["verdict"] == REFUSED)
     if refused:
         lines.append("refused, by construct:")
@@ -397,7 +639,10 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         return worker_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("directory", help="TileLang's examples/ folder")
+    parser.add_argument("directory", help="TileLang's examples/ folder (with --tests: its testing/python folder)")
+    parser.add_argument("--tests", action="store_true",
+                        help="the fresh held-out set: the test files (test_*.py) of TileLang's testing/python, "
+                             f"folders {', '.join(TEST_FOLDERS)} unless --only names others")
     parser.add_argument("--table", nargs="+", metavar="ROWS",
                         help="print the table of rows saved by earlier runs (--json files or their .partial.jsonl); "
                              "a later file's rows replace an earlier one's for the same script")
@@ -412,8 +657,15 @@ def main() -> int:
     from tilelab.engine import corpus as _corpus
 
     root = Path(args.directory).resolve()
-    scripts = _corpus.select_scripts(root, args.only)
-    folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in _corpus.find_scripts(root)})
+    if args.tests and (root / "python").is_dir():
+        root = root / "python"  # testing/ given for testing/python
+    if args.tests:
+        scripts = [s for s in _corpus.select_scripts(root, args.only, tests=True) if _corpus.is_test_file(s)
+                   and (args.only or folder_of(s.relative_to(root).as_posix()) in TEST_FOLDERS)]
+        folders = list(TEST_FOLDERS)
+    else:
+        scripts = _corpus.select_scripts(root, args.only)
+        folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in _corpus.find_scripts(root)})
     if args.table:
         by_script: dict[str, list[dict[str, Any]]] = {}
         for name in args.table:
@@ -424,9 +676,10 @@ def main() -> int:
             for r in loaded:
                 fresh.setdefault(r["script"], []).append(r)
             by_script.update(fresh)
-        print(render([r for s in sorted(by_script) for r in by_script[s]], folders))
+        table = [r for s in sorted(by_script) for r in by_script[s]]
+        print(render(dedupe(table) if args.tests else table, folders, args.tests))
         return 0
-    if args.half != "all":
+    if args.half != "all" and not args.tests:
         scripts = [s for s in scripts if half_of(folder_of(s.relative_to(root).as_posix()), folders) == args.half]
     ir_dir = Path(args.save_ir).resolve() if args.save_ir else None
     if ir_dir:
@@ -434,7 +687,7 @@ def main() -> int:
     start = time.perf_counter()
     results: dict[Path, list[dict[str, Any]]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
-        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir): s for s in scripts}
+        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir, args.tests): s for s in scripts}
         partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
         if partial:
             partial.write_text("")
@@ -447,8 +700,10 @@ def main() -> int:
             print(f"[{i}/{len(scripts)}] {rows[0]['script']}: " + ", ".join(r["verdict"] for r in rows),
                   file=sys.stderr, flush=True)
     rows = [r for s in scripts for r in results[s]]
-    print(render(rows, folders))
-    print(f"{len(scripts)} scripts in {time.perf_counter() - start:.0f} s")
+    if args.tests:
+        rows = dedupe(rows)
+    print(render(rows, folders, args.tests))
+    print(f"{len(scripts)} {'test files' if args.tests else 'scripts'} in {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -102,6 +102,23 @@ def split_then_combine(X: T.Tensor((4, 256), T.float32), Partial: T.Tensor((4, 4
         Out[br] = acc[0]
 
 
+SCRATCH_ROWS, SCRATCH_SPLIT, SCRATCH_COLS = 128, 4, 4096  # the scratch: 8 MiB in float32, past a C stack
+
+
+@T.prim_func
+def split_through_scratch(X: T.Tensor((SCRATCH_ROWS, SCRATCH_SPLIT * SCRATCH_COLS), T.float16),
+                          Out: T.Tensor((SCRATCH_ROWS, SCRATCH_COLS), T.float32)):
+    """split_then_combine's two kernels with the partial results in a T.alloc_global scratch buffer
+    (as flash decoding keeps them) instead of a tensor the caller passes: the first kernel copies
+    each quarter of every row into it (a block per quarter), the second adds the quarters up."""
+    Partial = T.alloc_global((SCRATCH_ROWS, SCRATCH_SPLIT, SCRATCH_COLS), T.float16)
+    with T.Kernel(SCRATCH_SPLIT, threads=128) as bs:
+        for r, j in T.Parallel(SCRATCH_ROWS, SCRATCH_COLS):
+            Partial[r, bs, j] = X[r, bs * SCRATCH_COLS + j]
+    with T.Kernel(SCRATCH_ROWS, threads=128) as br:
+        for j in T.Parallel(SCRATCH_COLS):
+            Out[br, j] = Partial[br, 0, j] + Partial[br, 1, j] + Partial[br, 2, j] + Partial[br, 3, j]
+
 @T.prim_func
 def pointer_table_copy(Ptrs: T.Tensor((2,), T.int64), Y: T.Tensor((2, 64), T.float16)):
     """Row b of Y copied from the float16 tensor whose address is Ptrs[b] (a table of pointers, as

@@ -131,7 +131,7 @@ __all__ = [
 
 # tilelab.trace_tiles: which elements each block of a CPU launch read and wrote.
 _LAZY.update({
-    "trace_tiles": (".launch._tile_trace", "trace_tiles"),
+    "trace_tiles": (".launch._api", "trace_tiles"),
     "TileTrace": (".records.tile_trace", "TileTrace"),
     "TraceError": (".launch._tile_trace", "TraceError"),
 })

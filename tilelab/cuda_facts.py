@@ -167,6 +167,32 @@ DTYPE_ALIASES: dict[str, str] = {
 }
 
 
+# PTX instruction facts (NVIDIA's PTX ISA, "Instruction Set"), read by the CPU path's table of PTX
+# semantics (tilelab/_tilelang/emulate_ptx.py).
+# prmt.b32 with a mode: the two low bits of c choose a row; the row names the source byte (of the
+# 8 bytes {b, a}, a's low byte 0) of each result byte, listed d.b3 d.b2 d.b1 d.b0 as the ISA does.
+PTX_PRMT_MODES: dict[str, tuple[tuple[int, int, int, int], ...]] = {
+    "f4e": ((3, 2, 1, 0), (4, 3, 2, 1), (5, 4, 3, 2), (6, 5, 4, 3)),  # forward 4 extract
+    "b4e": ((5, 6, 7, 0), (6, 7, 0, 1), (7, 0, 1, 2), (0, 1, 2, 3)),  # backward 4 extract
+    "rc8": ((0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3)),  # replicate 8
+    "ecl": ((3, 2, 1, 0), (3, 2, 1, 1), (3, 2, 2, 2), (3, 3, 3, 3)),  # edge clamp left
+    "ecr": ((0, 0, 0, 0), (1, 1, 1, 0), (2, 2, 1, 0), (3, 2, 1, 0)),  # edge clamp right
+    "rc16": ((1, 0, 1, 0), (3, 2, 3, 2), (1, 0, 1, 0), (3, 2, 3, 2)),  # replicate 16
+}
+# lop3.b32's immLut is the truth table of F(a, b, c) evaluated on these three constants.
+PTX_LOP3_OPERANDS = (0xF0, 0xCC, 0xAA)
+# The binary float formats PTX computes in or converts to: (stored mantissa bits, exponent bits,
+# bias, has an infinity, the canonical NaN's bits). f16 and bf16 arithmetic returns the canonical
+# NaN; the fp8 e4m3 format has no infinity (its only NaN is S.1111.111), e5m2 has IEEE's.
+PTX_FLOAT_FORMATS: dict[str, tuple[int, int, int, bool, int]] = {
+    "f16": (10, 5, 15, True, 0x7FFF),
+    "bf16": (7, 8, 127, True, 0x7FFF),
+    "e4m3": (3, 4, 7, False, 0x7F),
+    "e5m2": (2, 5, 15, True, 0x7F),
+    "f32": (23, 8, 127, True, 0x7FFFFFFF),
+}
+
+
 def _dtype_text(dtype: Any) -> str:
     return str(dtype).replace("torch.", "").replace("T.", "").strip()
 
@@ -204,4 +230,5 @@ __all__ = [
     "TMA_DTYPES", "TMA_INTERLEAVES", "TMA_SWIZZLES", "TMA_L2_PROMOTIONS", "TMA_OOB_FILLS", "TMA_ENUMS",
     "TMA_ENUM_C", "tma_enum_name", "TMA_DTYPE_BYTES", "SWIZZLE_SPAN_BYTES",
     "DTYPE_BYTES", "DTYPE_ALIASES", "normalize_dtype", "dtype_bytes",
+    "PTX_PRMT_MODES", "PTX_LOP3_OPERANDS", "PTX_FLOAT_FORMATS",
 ]

@@ -107,9 +107,14 @@ def test_blocks_runs_only_those_blocks_and_checks_only_what_they_wrote():
 ])
 def test_an_access_outside_a_buffer_is_reported_never_performed(bug, where):
     configs = {"tl.disable_safe_memory_legalize": True} if bug.startswith("global") else None
+    x, y = torch.randn(1000), torch.zeros(1000)
     with pytest.raises(KernelLaunchError, match=where) as info:
-        tilelab.run(ck.scale_shift(bug=bug), device="cpu", pass_configs=configs)
+        tilelab.run(ck.scale_shift(bug=bug), x, y, device="cpu", pass_configs=configs)
     assert info.value.kind == "illegal_address" and "none was performed" in str(info.value)
+    if bug == "global_below_start":  # blocks 1-3 store their 256 elements below Y's start, block 0 its own
+        assert info.value.out_of_bounds_total == 3 * 256 and len(info.value.out_of_bounds) == 64  # the first kept
+        assert torch.equal(y[:256], 2 * x[:256] + 1)  # the output given holds what the kernel wrote inside it
+        assert (y[256:].view(torch.int32) == -1).all()  # and the launch's poison where it wrote nothing
     # this process is intact and the next run works
     assert tilelab.run(ck.scale_shift(), device="cpu", ref=lambda x: 2 * x + 1).passed
 
@@ -131,12 +136,12 @@ def test_a_crash_in_the_worker_costs_the_worker_not_this_process():
 
 
 @pytest.mark.parametrize("factory, construct, line_text", [
-    (lambda: __import__("ws_kernels").arrive_by_some_threads(by_data=True),
-     r"an mbarrier arrive under a condition on the thread", "T.barrier_arrive(ready)  # <- arrive-by-data"),
+    (lambda: __import__("barrier_kernels").relay(bug="wait_by_some"),
+     r"an mbarrier wait only some threads of a group make", "T.barrier_wait(full[k % 2], (k // 2) % 2)"),
     (lambda: __import__("thread_kernels").divergent_barrier(), r"a barrier under a condition on the thread",
      "T.sync_threads()"),
-    (ck.imported_device_function, r"a device function written in CUDA C \(double_it, from T.import_source\)",
-     "T.import_source(DOUBLE_IT)"),
+    (ck.imported_device_function, r"the PTX instruction add\.rz\.f32: rounding mode \.rz .* in a device function "
+     r"written in CUDA C \(double_it, from T.import_source; its line 3: asm volatile", "T.import_source(DOUBLE_IT)"),
 ])
 def test_constructs_with_no_tile_meaning_are_refused_by_name_with_their_line(factory, construct, line_text):
     with pytest.raises(tilelab.EmulationError, match=construct) as info:
@@ -177,11 +182,11 @@ def test_each_rule_rewrites_what_it_says():
     assert ROUND_FUNCTION in rewrite_for_cpu(ck.dequant_gemm(), "dequant_gemm").func.script()
     assert emulation.narrow == {"Q": "float16", "K": "float16", "V": "float16", "O": "float16", "Q_s": "float16",
                                 "K_s": "float16", "V_s": "float16", "P": "float16"}
-    assert BLOCK_MASK in after and f"if {BLOCK_MASK}[" in after  # blocks
+    assert f'for tilelab_selected in range(T.Cast("int32", {BLOCK_MASK}[' in after  # blocks: one trip or none
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
     assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "sparse", "dtypes",
-                        "blocks", "bounds"]
+                        "imported", "blocks", "bounds"]
     assert all(r.does and r.why for r in tilelab.launch.EMULATION_RULES)
 
 

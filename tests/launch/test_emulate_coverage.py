@@ -99,6 +99,22 @@ def test_a_program_of_two_kernels_runs_the_first_whole_and_the_blocks_of_the_las
     assert not wrong.passed
 
 
+def test_a_global_scratch_buffer_is_heap_memory_of_the_run():
+    # 8 MiB of scratch, which a C array on the stack overflows: the CPU worker died of SIGSEGV
+    x = torch.randn(ek.SCRATCH_ROWS, ek.SCRATCH_SPLIT * ek.SCRATCH_COLS,
+                    generator=torch.Generator().manual_seed(7)).half()
+    last = ek.SCRATCH_ROWS - 1
+
+    def summed(a, quarters=ek.SCRATCH_SPLIT):
+        return a.float().reshape(ek.SCRATCH_ROWS, ek.SCRATCH_SPLIT, ek.SCRATCH_COLS)[:, :quarters].sum(dim=1)
+
+    result = tilelab.run(ek.split_through_scratch, x, device="cpu", blocks=[0, last], out_idx=[1], ref=summed)
+    assert result.passed, result
+    assert any(f"wrote {2 * ek.SCRATCH_COLS} of" in n for n in result.notes)
+    wrong = tilelab.run(ek.split_through_scratch, x, device="cpu", blocks=[0, last], out_idx=[1],
+                        ref=lambda a: summed(a, quarters=3))
+    assert not wrong.passed
+
 def test_a_float16_tensor_behind_an_address_is_refused_by_name():
     from tilelab.launch._emulate import EmulationError
 

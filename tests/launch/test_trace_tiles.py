@@ -496,3 +496,35 @@ def test_atomic_updates_shared_by_blocks_are_not_a_race():
     t = trace.tensor("Out")
     assert np.array_equal(t.mask(t.atomic_writes[trace.block_index((2, 5))]), trace.writes("Out", (2, 5)))
     assert TileTrace.from_dict(json.loads(trace.to_json())) == trace
+
+
+# ------------------------------------------------------------------------------------------------
+# Where the traced kernel runs (last: the crash costs the CPU worker, which starts again)
+# ------------------------------------------------------------------------------------------------
+
+
+def crashing_copy(n=64):
+    """A copy whose every block then raises SIGSEGV (a call into the C library the trace cannot
+    guard): a fault of the kernel's own CPU code, as a wild pointer would make it."""
+
+    @T.prim_func
+    def crashing_copy(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(2) as bx:
+            for i in T.serial(n // 2):
+                B[bx * (n // 2) + i] = A[bx * (n // 2) + i]
+            T.evaluate(T.call_extern("int32", "raise", 11))  # SIGSEGV
+
+    return crashing_copy
+
+
+@pytest.mark.slow
+def test_a_traced_kernel_that_crashes_costs_the_cpu_worker_never_this_process():
+    from tilelab.launch import KernelLaunchError, _emulate, _worker
+
+    worker = _worker.default_worker(_emulate.CPU_WORKER)
+    with pytest.raises(KernelLaunchError, match=r"the traced kernel's process died: .*killed by SIGSEGV") as info:
+        tilelab.trace_tiles(crashing_copy())
+    err = info.value
+    assert err.kind == "launch_failure" and err.isolated and err.kernel == "crashing_copy"
+    assert "the calling process is unharmed" in str(err)
+    assert worker.starts >= 1  # the CPU worker of run(device="cpu") took it

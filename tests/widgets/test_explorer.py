@@ -350,6 +350,10 @@ def test_the_pages_drawn_ahead_are_what_a_direct_render_of_their_setting_shows(m
     import tilelab.widgets.explorer as explorer_module
 
     monkeypatch.setattr(explorer_module, "PAGES_DELAY_S", 0.0)
+    # no full picture replaces a preview while this test runs, however slowly the machine runs it:
+    # the direct render below is made in the running loop too (a preview, as a page holds), and
+    # its settle timer firing between two renders of one setting would leave the full picture
+    monkeypatch.setattr(explorer_module, "SETTLE_S", 3600.0)
     ref = swizzle_explorer(rows=16, cols=64)  # the direct render: an explorer set to the setting
 
     def direct(values: dict) -> tuple[str, str, str]:

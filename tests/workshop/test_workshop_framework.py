@@ -189,3 +189,35 @@ def test_an_answer_of_another_sort_is_no_attempt():
     assert _core.is_attempt(_core.get("01.2"), (4, 7)) and _core.is_attempt(_core.get("01.2"), 35)
     assert not _core.is_attempt(_core.get("01.2"), "7 by 5")
     assert _core.is_attempt(_core.get("06.7"), "m64n8k16") and not _core.is_attempt(_core.get("06.7"), "  ")
+
+
+def test_a_launch_out_of_bounds_is_said_where_from_its_records():
+    """The sentences of a kernel check on a CPU launch's out-of-bounds records (made by hand here,
+    as tilelab.run(kernel, target="c") reports them): stores below the start and past the end of the
+    output by rows and columns, a read of an input by block, none of which took the place of an
+    element (the output's own check is by its values and poison)."""
+    import torch
+
+    from tilelab.launch._emulate import OutOfBoundsAccess
+    from tilelab.workshop import _kernel_checks as kc
+
+    out = torch.zeros(4, 6)
+    unwritten = torch.zeros(4, 6, dtype=torch.bool)
+    unwritten[3] = True  # row 3 kept the poison
+    out[3] = float("nan")
+    outside = (OutOfBoundsAccess("B", "write", (0, 0, 0), (-2, 1), (4, 6)),
+               OutOfBoundsAccess("B", "write", (0, 0, 0), (-1, 1), (4, 6)),
+               OutOfBoundsAccess("B", "write", (1, 1, 0), (2, 7), (4, 6)),
+               OutOfBoundsAccess("A", "read", (1, 0, 0), (4, 0), (4, 6)))
+    launched = kc.Launched({"B": out}, {"B": unwritten}, outside, outside_total=4)
+    found = kc.problems("B", launched, torch.zeros(4, 6), tile=(2, 3))
+    assert found == [
+        "it wrote 2 elements before the start of B, at rows -2 to -1, columns 1: an index went below zero",
+        "it wrote 1 element past the end of B, at rows 2, columns 7: a store ran out of bounds",
+        "it read A out of bounds (1 element beyond its end, in blocks (bx, by) = (1, 0)): an index ran outside A",
+        "B rows 3 (every column) were never written (the tiles of blocks (bx, by) = (0, 1), (1, 1))"]
+    # past the records kept, the counts are lower bounds and the blocks are the first
+    some = kc.Launched({"B": torch.zeros(4, 6)}, {"B": torch.zeros(4, 6, dtype=torch.bool)}, outside[3:], 100)
+    assert kc.problems("B", some, torch.zeros(4, 6)) == [
+        "it read A out of bounds (at least 1 elements beyond its end, in blocks (bx, by) = (1, 0), ...): an index "
+        "ran outside A"]

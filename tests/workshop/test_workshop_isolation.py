@@ -49,6 +49,9 @@ def test_the_sign_slip_of_02_1_is_a_failed_check_that_names_the_store_below_zero
 def test_a_read_below_the_start_of_a_is_caught():
     result = workshop.check("02.1", _scale_add("alpha * A[row, col]", "alpha * A[by * block_M - i, col]"))
     assert result.status == "failed" and "wrong values" in result.message, result.message
+    # the reads below A's start were caught, not performed, and are named with the first block that made them
+    assert "it read A out of bounds" in result.message and "below its start, in blocks (bx, by) = (0, 0)" in \
+        result.message, result.message
     _the_solution_still_passes()
 
 

@@ -18,7 +18,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``T.thread_binding``) runs in loops over the block's threads, split at each barrier, with a slot
   per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
   become a loop that stores every thread's value and one that reads each thread's result
-  (``emulate_threads.py``);
+  (``emulate_threads.py``); mbarriers that code by thread arrives on are shared counters of each
+  thread's arrivals, and the groups of a branch on the thread take turns as they let them, a deadlock
+  reported with its barriers and lines (``emulate_barriers.py``);
 - ``warp-roles``: hand-written warp specialisation and mbarriers run in program order: each
   ``T.ws(k)`` region once, for its warp group; each mbarrier a counter of its completed phases and
   of its arrivals (an arrive from a region counts the group's threads); ``T.tma_copy(...,
@@ -32,16 +34,24 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   float32 copy of a large tensor is made: each load decodes, each store encodes); a bool tensor is
   passed as its bytes (int8) and read as != 0 (the host C rejects bool pointers), and a bool tile
   is held as bytes too (a vectorised copy of bools has no C type);
+- ``imported``: a device function written in CUDA C (``T.import_source``) is compiled as C++, its
+  inline PTX translated instruction by instruction (``emulate_ptx.py``), a float16 or bfloat16
+  buffer it takes passed as a copy of its bits;
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
 
+A ``T.alloc_global`` scratch buffer (flash decoding's partial results between its split and
+combine kernels) is global memory on the GPU: on the CPU it is heap memory the runtime allocates
+where the program reaches it and frees at the end of its scope (C would put it on the stack,
+which a large one overflows).
+
 What has no meaning on the CPU is refused by name, with the line that says it
-(:class:`EmulationRefused`): an mbarrier operation the ``warp-roles`` rule cannot give a meaning
-(an arrive some threads of a group make, one in a ``T.ws`` region whose code indexes by thread, an
-operation it does not know), hand-written PTX, device functions written in
-CUDA C (``T.import_source``), and a barrier or warp operation only some threads reach. Atomics are
+(:class:`EmulationRefused`): an mbarrier operation neither rule can give a meaning (a wait only some
+threads of a group make, an operation they do not know), hand-written PTX outside a
+device function, an instruction of a device function's inline PTX outside ``emulate_ptx``'s table,
+and a barrier or warp operation only some threads reach. Atomics are
 kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
 the GPU's).
 
@@ -58,6 +68,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
+from .emulate_barriers import interleave
+from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
@@ -69,10 +81,13 @@ from .resolve import resolve_kernel
 ROUND_FUNCTION = "tilelab_emu_round"  # float tilelab_emu_round(float x, int64 format)
 FROM_BITS_FUNCTION = "tilelab_emu_float_of_bits"  # float (uint32 bits, int64 format): T.reinterpret as a GPU float
 TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format): a GPU float's bits
+SCRATCH_FUNCTION = "tilelab_emu_scratch"  # void* (int64 bytes): zeroed heap memory
+SCRATCH_FREE_FUNCTION = "tilelab_emu_scratch_free"  # int32 (void*)
 BLOCK_MASK = "tilelab_blocks"
+MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "6"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -118,9 +133,12 @@ RULES = (
          "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
          "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
          "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
-         "when some thread takes it",
+         "when some thread takes it; mbarriers that such code arrives on are counters shared by the block's "
+         "threads, each thread's arrival adding one, and the groups of a branch on the thread take turns, each "
+         "resumed at the wait it stopped at; a fragment no tile operation touches is a thread's registers",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
-         "run; a barrier or warp operation only some threads reach is refused"),
+         "run; the turns are an order the mbarriers allow, and when no group can pass its wait the block would hang "
+         "on a GPU: it is reported as a deadlock; a barrier or warp operation only some threads reach is refused"),
     Rule("warp-roles", "the block's code runs in the order it is written: each T.ws(k) region once, for its warp "
          "group (its tile operations whole; its code by thread for that group's threads); each mbarrier is a counter "
          "of completed phases and of arrivals (an arrive from a region counts its group's threads, T.alloc_barrier "
@@ -141,6 +159,12 @@ RULES = (
          "bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both"),
+    Rule("imported", "a device function written in CUDA C (T.import_source) is compiled as C++: its body as "
+         "written, the CUDA types and intrinsics it uses from a small prelude, each inline PTX instruction turned "
+         "into C by one table of the PTX ISA's semantics (emulate_ptx.py; an instruction outside it is refused by "
+         "name with its line); a float16, bfloat16 or float8 buffer it takes is passed as a copy of its bits",
+         "the function's C is the same program on either processor, and each PTX instruction computes what the ISA "
+         "defines (16-bit float arithmetic exact, then rounded once to nearest even)"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
          "earlier kernels run whole and the selection is of the last kernel's blocks",
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
@@ -225,6 +249,8 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
                 op = str(getattr(node.args[0], "value", op))
+                if op in imported:  # a device function of the kernel's own CUDA C (the imported-source rule)
+                    return
             for pattern, construct, detail, source in _REFUSED_CALLS:
                 if re.search(pattern, op):
                     note(construct, detail, source)
@@ -234,18 +260,24 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "it gives warps of the block different programs, and this one is not under the condition on the "
                  "thread that TileLang makes of T.ws", r"\bT\.ws\b")
 
+    sources, imported = _imported_device_calls(func)
     tirx.stmt_functor.post_order_visit(func.body, visit)
-    imported = _imported_device_call(func)
-    if imported:
-        note(f"a device function written in CUDA C ({imported}, from T.import_source)",
-             "its body is GPU source code (often inline PTX) that the CPU's compiler cannot build",
-             rf"\b{re.escape(imported)}\b|\bT\.import_source\b")
+    for source in sources:  # the imported-source rule: CUDA C kept, its inline PTX translated by emulate_ptx's table
+        try:
+            translate_source(source)
+        except PtxUnsupported as err:
+            called = ", ".join(imported) or "a device function"
+            note(f"{err.what} in a device function written in CUDA C ({called}, from T.import_source; its line "
+                 f"{err.line}: {err.text.strip()})",
+                 "the CPU runs such a function's C body and translates its inline PTX instruction by instruction, "
+                 "and this has no translation",
+                 "|".join([*(rf"\b{re.escape(c)}\b" for c in imported), r"\bT\.import_source\b"]))
     return found[0] if found else None
 
 
-def _imported_device_call(func: Any) -> str:
-    """The first function a kernel calls (T.call_extern) that its T.import_source defines; ""
-    when none."""
+def _imported_device_calls(func: Any) -> tuple[list[str], list[str]]:
+    """The CUDA C sources a kernel brings in (T.import_source) and the functions it calls
+    (T.call_extern) that they define."""
     tirx = tilelang().tvm.tirx
     sources: list[str] = []
     calls: list[str] = []
@@ -257,7 +289,8 @@ def _imported_device_call(func: Any) -> str:
             calls.append(str(getattr(node.args[0], "value", "")))
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
-    return next((c for c in calls if c and any(re.search(rf"\b{re.escape(c)}\s*\(", s) for s in sources)), "")
+    found = [c for c in dict.fromkeys(calls) if c and any(re.search(rf"\b{re.escape(c)}\s*\(", s) for s in sources)]
+    return sources, found
 
 
 # ------------------------------------------------------------------------------------------
@@ -421,12 +454,14 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
-    func = roles.func
+    # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
+    interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
+    func = interleaved.func if interleaved is not None else roles.func
     refused = refusal(func, name)
     if refused is not None:
         raise refused
     threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
-    func = threaded.func
+    func = threaded.func if interleaved is None else interleaved.place_arrivals(threaded.func)
     tvm = tilelang().tvm
     tirx = tvm.tirx
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
@@ -546,6 +581,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if "tl.launch_threads" in annotations:
                 annotations["tl.launch_threads"] = [1, 1, 1]
                 applied.add("threads")
+            if "pragma_import_c" in annotations:
+                annotations["pragma_import_c"] = translate_source(str(annotations["pragma_import_c"]))
+                applied.add("imported")
             return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
                                allocs, node.match_buffers, annotations)
         if isinstance(node, tirx.BufferLoad):
@@ -629,6 +667,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
     body = tirx.stmt_functor.ir_transform(body, None, post)
+    body = _imported_bits(body, func, narrow, name)
     body = _stage_views(body)
     sparse = _sparse_gemms(body, name, narrow)
     if not sparse.same_as(body):
@@ -650,10 +689,17 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     if innermost is not None and mask:
         applied.add("blocks")
 
+        def selected_only(stmt: Any) -> Any:
+            """``stmt`` run when the mask selects the block: a loop of one trip or none, not a branch.
+            TileLang's IfStmtBinding pushes a branch around a block's body into each of its statements,
+            and its Simplify then re-proves the mask's condition with every condition nested under it
+            (a minute for a varlen attention kernel; the loop leaves the body as it is)."""
+            trips = tirx.Cast("int32", tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8"))
+            return tirx.For(tirx.Var(MASK_LOOP, "int32"), tirx.const(0, "int32"), trips, tirx.ForKind.SERIAL, stmt)
+
         def guard(node: Any) -> Any:
             if isinstance(node, tirx.SBlock) and str(node.name_hint) == "tilelang_root":
-                selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                guarded = tirx.IfThenElse(selected, node.body, None)
+                guarded = selected_only(node.body)
                 return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, guarded, node.init,
                                    node.alloc_buffers, node.match_buffers, node.annotations)
             return None
@@ -669,8 +715,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         else:  # no tilelang_root block: guard the innermost block loop's body
             def guard_loop(node: Any) -> Any:
                 if isinstance(node, tirx.For) and node.loop_var.same_as(innermost):
-                    selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                    guarded = tirx.IfThenElse(selected, node.body, None)
+                    guarded = selected_only(node.body)
                     return tirx.For(node.loop_var, node.min, node.extent, node.kind, guarded, node.thread_binding,
                                     node.annotations)
                 return None
@@ -696,7 +741,19 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
-                     barriers=tuple(roles.barriers), bits=as_bits)
+                     barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
+
+
+def _imported_bits(body: Any, func: Any, narrow: dict[str, str], name: str) -> Any:
+    """The imported-source rule's IR side (emulate_ptx.imported_calls): each call of an imported
+    device function through an entry point, a float16/bfloat16/float8 buffer (float32 on the CPU)
+    it takes given as a scratch array of its bits."""
+    _, imported = _imported_device_calls(func)
+    if not imported:
+        return body
+    widths = {k: 16 if v == "int16" else 8 for k, v in BITS_STORAGE.items()}
+    return imported_calls(body, set(imported), narrow, widths, NARROW_FLOATS, TO_BITS_FUNCTION, FROM_BITS_FUNCTION,
+                          COMPUTE_DTYPE, EXTERN_INT, name)
 
 
 _POINTER_OPS = ("tirx.address_of", "tl.access_ptr", "tirx.tvm_access_ptr")
@@ -751,7 +808,8 @@ def _late_pass(emulation: Emulation) -> Any:
     """The TIR pass run just before TileLang's FlattenBuffer: tile ops are loads and stores by
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
-    into a buffer whose GPU type the CPU lacks rounds its value to that type."""
+    into a buffer whose GPU type the CPU lacks rounds its value to that type; each ``T.alloc_global``
+    scratch buffer is heap memory from the runtime, freed where its scope ends."""
     # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
@@ -861,6 +919,8 @@ def _late_pass(emulation: Emulation) -> Any:
                 return None
 
             def post(node: Any) -> Any:
+                if isinstance(node, tirx.SeqStmt):
+                    return _scratch_on_heap(node)
                 if isinstance(node, tirx.DeclBuffer):
                     held = bits_of(node.buffer)
                     return tirx.DeclBuffer(held) if held is not None else None
@@ -902,7 +962,8 @@ def _late_pass(emulation: Emulation) -> Any:
                 return None
 
             return tirx.stmt_functor.ir_transform(stmt, pre, post, ["tirx.For", "tirx.IfThenElse", "tirx.DeclBuffer",
-                                                                    "tirx.BufferLoad", "tirx.BufferStore"])
+                                                                    "tirx.BufferLoad", "tirx.BufferStore",
+                                                                    "tirx.SeqStmt"])
 
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
@@ -910,6 +971,32 @@ def _late_pass(emulation: Emulation) -> Any:
         return func.with_body(rewrite(func.body, {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
+
+
+def _scratch_on_heap(seq: Any) -> Any:
+    """``seq`` with each global-scope allocation in it (``T.alloc_global``) bound to heap memory
+    from the runtime and freed at the sequence's end; None when it has none. The runtime's memory
+    is a ``void*`` and C++ casts it to the buffer's type only when told: the buffer's data is bound
+    to an access pointer of its type into it."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    stmts: list[Any] = []
+    frees: list[Any] = []
+    for stmt in seq.seq:
+        if isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() == "global":
+            buf = stmt.buffer
+            size = tirx.const(1, "int64")
+            for extent in buf.shape:
+                size = size * tirx.Cast("int64", extent)
+            width = tirx.const(max(1, buf.dtype.bits * buf.dtype.lanes // 8), "int64")
+            heap = tirx.Var(f"{buf.data.name}_heap", tvm.ir.PointerType(tvm.ir.PrimType("void"), "global"))
+            stmts.append(tirx.Bind(heap, tirx.call_extern("handle", SCRATCH_FUNCTION, size * width)))
+            stmts.append(tirx.Bind(buf.data, tirx.op.tvm_access_ptr(tirx.type_annotation(buf.dtype), heap, 0,
+                                                                      size, 3)))
+            frees.append(tirx.Evaluate(tirx.call_extern("int32", SCRATCH_FREE_FUNCTION, heap)))
+        else:
+            stmts.append(stmt)
+    return tirx.SeqStmt(stmts + frees) if frees else None
 
 
 _COMPILE_LOCK = threading.RLock()

@@ -139,7 +139,7 @@ def _launch_at(kernel: Any, build: Build, sizes: dict[str, int], ref: Any, say: 
 
 def _traced(kernel: Any, sizes: dict[str, int], say: Callable[[str], None]) -> Any:
     """``--trace``: the kernel's TileTrace; its problems are said (shown even with --quiet)."""
-    from ..launch._tile_trace import trace_tiles
+    from ..launch._api import trace_tiles
 
     traced = trace_tiles(kernel, **_as_keywords(sizes))
     problems = traced.problems()

@@ -1,5 +1,5 @@
-"""The front door of every launch: :func:`run`, :func:`bench`, :func:`measure_ceilings` and
-:func:`launch_overhead` choose where the work happens (the CPU for target ``c``, tilelab's worker
+"""The front door of every launch: :func:`run`, :func:`bench`, :func:`trace_tiles`, :func:`measure_ceilings`
+and :func:`launch_overhead` choose where the work happens (the CPU for target ``c``, tilelab's worker
 process, or this process) and hand it to the module that does it here (``_run.verify``,
 ``_bench.measure``, ``_cpu``, ``_ceilings.measure_once``, ``_overhead.measure_overhead``), or to
 ``_isolated``, which sends it to the worker. This is the only module that makes that choice; the
@@ -9,7 +9,7 @@ worker calls the modules that do the work, never this one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records.launch import BenchResult, Ceilings, LaunchOverhead, RunResult
 from . import _bench, _ceilings, _cpu, _emulate, _isolated, _overhead, _run, _worker
@@ -18,12 +18,23 @@ from ._device_faults import with_device_fault
 from ._kernel import Prepared, is_tilelang_kernel, prepare_kernel, require_gpu
 from ._options import BenchOptions, RunOptions, check_sizes
 
+if TYPE_CHECKING:
+    from ..records.tile_trace import TileTrace
+
 
 def worker_for(isolate: bool) -> _worker.Worker | None:
     """The worker process to launch in, or None to launch in this process: with ``isolate`` unless
     this process is the worker already (never a worker inside the worker)."""
     if isolate and not _worker.in_worker():
         return _worker.default_worker()
+    return None
+
+
+def cpu_worker_for(isolate: bool) -> _worker.Worker | None:
+    """The process a CPU launch (``run(device="cpu")``, ``trace_tiles``) runs in: the CPU worker
+    with ``isolate``, unless this process is a worker already or stands for one (None: here)."""
+    if isolate and not _worker.in_worker():
+        return _worker.default_worker(_emulate.CPU_WORKER)
     return None
 
 
@@ -61,8 +72,11 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
     types computed in float32 and rounded where the GPU rounds, every access checked against its
     buffer. It is verified exactly as a GPU run, in a worker process of its own (a kernel that loops
     forever ends at ``timeout``, default 120 s; an access outside a buffer is reported, never
-    performed). ``blocks=`` (CPU only) runs only those blocks (linear indices or ``(x, y, z)``) and
-    checks only the elements they wrote: a large kernel is checked in seconds by two of its blocks.
+    performed: the error, :class:`KernelLaunchError` of kind "illegal_address", carries the first
+    accesses as ``err.out_of_bounds`` and their count as ``err.out_of_bounds_total``, and the output
+    tensors given hold what the kernel wrote inside them). ``blocks=`` (CPU only) runs only those
+    blocks (linear indices or ``(x, y, z)``) and checks only the elements they wrote: a large kernel
+    is checked in seconds by two of its blocks.
     On a machine with no CUDA GPU, a GPU kernel takes this path by itself and the result says so.
     ``target="c"`` (or a kernel compiled for target ``c``) runs on the CPU the same way, in the
     worker, every access checked. AMD and Apple targets are inspect-only on a GPU and refused with
@@ -88,9 +102,8 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
         source = kernel.compiled if isinstance(kernel, Prepared) else kernel
         emulated = _emulate.prepare(source, out_idx=out_idx, outputs=outputs, pass_configs=pass_configs)
         check_sizes(sizes, emulated.prepared.params, emulated.prepared.name, RunOptions)
-        cpu_worker = _worker.default_worker(_emulate.CPU_WORKER) if isolate and not _worker.in_worker() else None
         return _emulate.run(emulated, tensors_or_shapes, opts, sizes, blocks=blocks, timeout=timeout,
-                            worker=cpu_worker, reason=reason, native=native)
+                            worker=cpu_worker_for(isolate), reason=reason, native=native)
     if blocks is not None:
         raise ValueError("blocks= selects the blocks of a CPU run (device='cpu'); on a GPU every block runs")
     torch = require_gpu()
@@ -110,6 +123,25 @@ def run(kernel: Any, *tensors_or_shapes: Any, options: RunOptions | None = None,
             except KernelLaunchError as err:  # located from the source (CUDA's lines went to stderr)
                 raise with_device_fault(err, prepared)  # noqa: B904 (the launch's error itself, located)
     return _run.verify(torch, prepared, tensors_or_shapes, opts, sizes, launcher)
+
+
+def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = None,
+                outputs: Sequence[str] | None = None, target: Any = "c", pass_configs: dict[str, Any] | None = None,
+                seed: int | None = 0, isolate: bool = True, timeout: float | None = None, **sizes: int) -> TileTrace:
+    """Launch ``kernel`` once on the CPU and record, per block of its launch grid, which elements
+    of every tensor parameter it read and wrote, and every out-of-bounds attempt (logged, not
+    performed). ``args`` are tensors, shapes or numbers as for :func:`tilelab.run` (missing ones
+    are random inputs); dynamic sizes by name (``M=1000``). ``outputs`` names the tensors the
+    kernel should write in full (default: those it writes at all, and ``out_idx``'s).
+
+    The traced kernel is compiled and launched in tilelab's CPU worker process, as ``run(kernel,
+    device="cpu")`` launches (``isolate=False``: in this process): a kernel that crashes there ends
+    in :class:`KernelLaunchError` (kind "launch_failure") and one that loops forever ends at
+    ``timeout`` seconds (default 120), while this process goes on."""
+    from . import _tile_trace  # the trace runtime and its record: loaded by the first trace
+
+    job = _tile_trace.request(kernel, out_idx=out_idx, outputs=outputs, target=target, pass_configs=pass_configs)
+    return _tile_trace.trace(job, args, sizes, seed=seed, worker=cpu_worker_for(isolate), timeout=timeout)
 
 
 def _tilelang_has_gpu() -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import pickle
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on on
 # An unsatisfiable mbarrier wait comes back as an out-of-bounds record with this buffer id and kind
 # (as tilelab/_tilelang/emulate_roles.py writes it): its indices are the barrier, element, parity, line.
 PROTOCOL_BUFFER, PROTOCOL_KIND = -2, 2
+DEADLOCK_KIND = 3  # a group of threads waiting when no group can pass its wait (the thread-level rule's turns)
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
 LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
@@ -56,6 +57,7 @@ LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (
 _ROUNDING_SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <math.h>
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
@@ -258,6 +260,10 @@ int64_t tilelab_emu_differ(const void* data, int64_t n, int32_t width, uint64_t 
   return count;
 }
 
+/* A T.alloc_global scratch buffer: zeroed heap memory for one run of the program. */
+void* tilelab_emu_scratch(int64_t bytes) { return calloc(bytes > 0 ? (size_t)bytes : 1, 1); }
+int32_t tilelab_emu_scratch_free(void* p) { free(p); return 0; }
+
 void tilelab_emu_reset(void) { n_kept = 0; n_total = 0; }
 int64_t tilelab_emu_oob_total(void) { return n_total; }
 int64_t tilelab_emu_oob_kept(void) { return n_kept; }
@@ -330,9 +336,13 @@ class OutOfBoundsAccess:
     extent: tuple[int, ...]
 
     def describe(self) -> str:
-        if self.kind == "wait":  # an mbarrier wait program order never satisfies: (element, parity, line)
+        if self.kind in ("wait", "deadlock"):  # an mbarrier wait never satisfied: (element, parity, line)
             element, parity, line = self.index[:3]
             where = f" at line {line}" if line else ""
+            if self.kind == "deadlock":
+                return (f"a deadlock: every group of threads waits and none can arrive: waiting on {self.buffer}"
+                        f"{f'[{element}]' if self.extent and self.extent[0] > 1 else ''} (parity {parity}){where}, "
+                        f"in block {self.block}")
             return (f"this protocol needs its warp groups to run at the same time: waiting on {self.buffer}"
                     f"{f'[{element}]' if self.extent and self.extent[0] > 1 else ''} (parity {parity}){where} before "
                     f"any arrive completes its phase, in block {self.block}")
@@ -357,9 +367,10 @@ def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str], barriers: Sequence[str] 
     for r in records:
         rank = int(r["rank"])
         b = int(r["buffer"])
-        if b == PROTOCOL_BUFFER and int(r["kind"]) == PROTOCOL_KIND:  # idx: barrier, element, parity, line
+        if b == PROTOCOL_BUFFER and int(r["kind"]) in (PROTOCOL_KIND, DEADLOCK_KIND):  # barrier, element, parity, line
             which = int(r["idx"][0])
-            found.append(OutOfBoundsAccess(barriers[which] if 0 <= which < len(barriers) else "an mbarrier", "wait",
+            kind = "wait" if int(r["kind"]) == PROTOCOL_KIND else "deadlock"
+            found.append(OutOfBoundsAccess(barriers[which] if 0 <= which < len(barriers) else "an mbarrier", kind,
                                            (int(r["bx"]), int(r["by"]), int(r["bz"])),
                                            tuple(int(i) for i in r["idx"][1:4]), (int(r["extent"][0]),)))
             continue
@@ -634,7 +645,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     launch = [p for p in prepared.params if p.passed_at_launch]
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes) if opts.ref is not None else None
-    grid = _tilelang.emulated_grid(emulated.kernel.emulation, bound)
+    # a grid sized by a scalar argument (T.Kernel(T.ceildiv(max_seqlen, 64))) reads it from the call
+    scalars = {p.name: int(a) for a, p in zip(args, launch) if p.kind == "scalar" and hasattr(a, "__index__")}
+    grid = _tilelang.emulated_grid(emulated.kernel.emulation, {**scalars, **bound})
     selected = parse_blocks(blocks, grid, prepared.name)
     count = grid[0] * grid[1] * grid[2]
     tensor_params = [p for p in prepared.params if p.kind == "tensor"]
@@ -685,11 +698,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         mask[count:] = 0
         after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
         after = [a.view(full[i].dtype) if i in as_bits else a for i, a in enumerate(after)]
-        waits = [k for k in kept if k.kind == "wait"]
+        waits = [k for k in kept if k.kind in ("wait", "deadlock")]
         if waits:
             raise protocol_error(prepared.name, waits)
-        if total:
-            raise out_of_bounds_error(prepared.name, total, kept)
         stored[:] = [bool(f) for f in flags[count:].tolist()]
         if not inputs_after:
             inputs_after.extend(after[i] for i in in_positions)
@@ -716,6 +727,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
             elif res.data_ptr() != dest.data_ptr():
                 dest.copy_(res)
             outs.append(dest)
+        if total:  # the outputs given keep what the kernel wrote in bounds; the error says where it went outside
+            raise out_of_bounds_error(prepared.name, total, kept)
         # an integer output updated by atomic adds starts at 0: which elements were added to is unknown
         return outs, [not (i in atomic and not full[i].is_floating_point()) for i in out_positions]
 
@@ -894,41 +907,60 @@ def _expanded(check: Any, part: _Compact | None, prepared: Prepared, bound: dict
     return check
 
 
-def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
-            bound: dict[str, int]) -> tuple[list[Any], Any, int, list[Any]]:
-    name = emulated.prepared.name
+def launch_on_cpu(worker: _worker.Worker | None, name: str, key: str, payload: bytes,
+                  load: Callable[[str, bytes], Any], launch: Callable[..., Any], args: Sequence[Any],
+                  timeout: float, *, what: str = "the emulated kernel", resend: bool = False,
+                  hint: str = ("a loop whose exit condition is never met, or a grid too large to emulate whole: pass "
+                               "blocks= to run a few blocks, smaller sizes, or a larger timeout=")) -> Any:
+    """The one way a CPU launch reaches the process it runs in (``run(device="cpu")`` and
+    ``trace_tiles``): ``launch(key, payload, *args)`` there, after ``load(key, payload)`` made the
+    kernel ready (its compile, once per process, under :data:`LOAD_TIMEOUT_S`: loading is not the
+    launch). In ``worker`` (None: in this process, as it is), a launch past ``timeout`` seconds or a
+    crash costs the worker, never this process, and ends in a :class:`KernelLaunchError` that says
+    so (``what`` names the kernel there; ``hint`` says why a launch times out and what to change). ``launch`` is
+    handed the payload again with ``resend`` (a process that may have dropped the kernel since its
+    load compiles it again), else None."""
     if worker is None:
-        return launch_in_worker(emulated.key, emulated.payload, work, mask)
+        return launch(key, payload, *args)
     try:
-        if emulated.key not in worker.loaded or not worker.alive:
-            # Loading (TileLang's import, the compile from its cache) is not the launch: it has its own, long limit.
-            worker.call(load_in_worker, emulated.key, emulated.payload, timeout=LOAD_TIMEOUT_S,
-                        label=f"loading {name} for the CPU")
-            worker.loaded.add(emulated.key)
-        result: tuple[list[Any], Any, int, list[Any]] = worker.call(
-            launch_in_worker, emulated.key, None, work, mask, timeout=timeout, label=f"{name} on the CPU")
+        if key not in worker.loaded or not worker.alive:
+            worker.call(load, key, payload, timeout=LOAD_TIMEOUT_S, label=f"loading {name} for the CPU")
+            worker.loaded.add(key)
+        return worker.call(launch, key, payload if resend else None, *args, timeout=timeout,
+                           label=f"{name} on the CPU")
     except _worker.WorkerTimeout as err:
-        out = KernelLaunchError(name, "timeout", f"the emulated kernel gave no answer within {err.timeout:g} s on "
-                                "the CPU, and its process was stopped",
-                                "a loop whose exit condition is never met, or a grid too large to emulate whole: "
-                                "pass blocks= to run a few blocks, smaller sizes, or a larger timeout=")
+        out = KernelLaunchError(name, "timeout", f"{what} gave no answer within {err.timeout:g} s on the CPU, "
+                                "and its process was stopped", hint)
         out.isolated = True
         raise out from None
     except _worker.WorkerDied as err:
-        out = KernelLaunchError(name, "launch_failure", f"the emulated kernel's process died: {err}",
+        out = KernelLaunchError(name, "launch_failure", f"{what}'s process died: {err}",
                                 "a crash in the kernel's CPU code; the calling process is unharmed")
         out.isolated = True
         raise out from None
+
+
+def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout: float,
+            bound: dict[str, int]) -> tuple[list[Any], Any, int, list[Any]]:
+    result: tuple[list[Any], Any, int, list[Any]] = launch_on_cpu(
+        worker, emulated.prepared.name, emulated.key, emulated.payload, load_in_worker, launch_in_worker,
+        (work, mask), timeout)
     return result
 
 
 def protocol_error(name: str, waits: Sequence[OutOfBoundsAccess]) -> KernelLaunchError:
     """The error of an emulated launch whose mbarrier protocol program order cannot satisfy."""
-    err = KernelLaunchError(
-        name, "other", waits[0].describe() + (f" (and {len(waits) - 1} more such waits)" if len(waits) > 1 else ""),
-        "on the CPU the block's T.ws regions run in the order they are written: a wait written before the arrive "
-        "that completes its phase (a consumer before its producer, a missing arrive, a wrong parity) is never "
-        "satisfied; on a GPU such a kernel would hang or rely on its warp groups running at once")
+    if waits[0].kind == "deadlock":
+        hint = ("the block's groups of threads took turns as its mbarriers let them, until each waited on a phase no "
+                "arrive can complete (a missing or extra arrive, an arrive count that does not match the threads "
+                "that arrive, a wrong parity): on a GPU this block would hang")
+        more = f" (and {len(waits) - 1} more waiting)" if len(waits) > 1 else ""
+    else:
+        hint = ("on the CPU the block's T.ws regions run in the order they are written: a wait written before the "
+                "arrive that completes its phase (a consumer before its producer, a missing arrive, a wrong parity) "
+                "is never satisfied; on a GPU such a kernel would hang or rely on its warp groups running at once")
+        more = f" (and {len(waits) - 1} more such waits)" if len(waits) > 1 else ""
+    err = KernelLaunchError(name, "other", waits[0].describe() + more, hint)
     err.isolated = True
     err.protocol_waits = tuple(waits)  # type: ignore[attr-defined]
     return err
@@ -945,4 +977,5 @@ def out_of_bounds_error(name: str, total: int, kept: Sequence[OutOfBoundsAccess]
         "the offsets of the copies and stores named above")
     err.isolated = True
     err.out_of_bounds = tuple(kept)  # type: ignore[attr-defined]
+    err.out_of_bounds_total = total  # type: ignore[attr-defined]  # kept: the first MAX_OOB of them
     return err

@@ -1,4 +1,4 @@
-"""Which elements each block read and wrote: :func:`trace_tiles` for kernels launched on the CPU.
+"""Which elements each block read and wrote: ``tilelab.trace_tiles`` for kernels launched on the CPU.
 
 The kernel is compiled again for target ``c`` with every load and store of a tensor parameter
 routed through one C function (the adapter's ``compile_traced``). That function, built here once
@@ -7,6 +7,13 @@ block, element)`` and answers whether the index lies inside the tensor: an out-o
 logged with its indices and not performed (a read gives 0, a write is dropped), so a kernel that
 would fault on a GPU is traced safely. The log is folded into a :class:`TileTrace` record: per
 tensor and block, the elements read and written, as runs of flat indices.
+
+The traced kernel is compiled and launched where ``run(device="cpu")`` launches (the CPU worker
+process, through :func:`._emulate.launch_on_cpu`): a fault the log cannot stop (an access through a
+pointer it does not see, a crash in the kernel's own code) or a loop that never ends costs the
+worker, never the caller's process. The caller's side (:func:`request`, :func:`trace`) resolves the
+kernel and hands it over; the worker's (:func:`load_in_worker`, :func:`trace_in_worker`) compiles,
+launches and folds the log into the record that comes back.
 
 Blocks run one after another on the CPU, so the trace says what each block touches, never in
 which order blocks ran on a GPU: two blocks writing one element is a race there, whatever order
@@ -18,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.cache import Recent
@@ -215,22 +223,25 @@ def _per_block(entries: Any, tws: Sequence[int], grid: tuple[int, int, int], num
     return tuple(out)
 
 
-def _traced_kernel(kernel: Any, out_idx: list[int] | None, pass_configs: dict[str, Any] | None) -> Any:
-    """The kernel compiled with its accesses traced, kept in memory for the next trace of the same
-    kernel (other inputs or sizes, a grader's second try) with the same out_idx and pass configs."""
+def _traced_kernel(key: str, payload: bytes) -> Any:
+    """The kernel of ``payload`` compiled with its accesses traced, kept in memory (by ``key``) for
+    the next trace of the same kernel (other inputs or sizes, a grader's second try) with the same
+    out_idx and pass configs."""
+    import pickle
+
     from .. import _tilelang
 
     runtime()  # loaded first: TileLang opens the traced kernel's library as it compiles it
     from ._emulate import runtime as emulation_runtime
 
     emulation_runtime()  # a GPU kernel's float16 stores round through it (the tile program's rules)
-    key = repr((_tilelang.traced_kernel_key(kernel), getattr(kernel, "out_idx", None), out_idx,
-                sorted((k, repr(v)) for k, v in (pass_configs or {}).items())))
     traced = _COMPILED.get(key, key)
     if traced is not None:
         return traced
+    _tilelang.tilelang()  # TileLang's operators are registered before its IR is unpickled
+    func, out_idx, pass_configs = pickle.loads(payload)
     try:
-        traced = _tilelang.compile_traced(kernel, out_idx=out_idx, pass_configs=pass_configs)
+        traced = _tilelang.compile_traced(func, out_idx=out_idx, pass_configs=pass_configs)
     except _tilelang.EmulationRefused as err:
         raise TraceError(str(err)) from None
     except LoweringError as err:
@@ -243,18 +254,28 @@ def _block_of(bx: int, by: int, bz: int, rank: int) -> tuple[int, ...]:
     return (bx, by, bz)[:rank]
 
 
-def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = None,
-                outputs: Sequence[str] | None = None, target: Any = "c", pass_configs: dict[str, Any] | None = None,
-                seed: int | None = 0, **sizes: int) -> TileTrace:
-    """Launch ``kernel`` once on the CPU and record, per block of its launch grid, which elements
-    of every tensor parameter it read and wrote, and every out-of-bounds attempt (logged, not
-    performed). ``args`` are tensors, shapes or numbers as for :func:`tilelab.run` (missing ones
-    are random inputs); dynamic sizes by name (``M=1000``). ``outputs`` names the tensors the
-    kernel should write in full (default: those it writes at all, and ``out_idx``'s)."""
+@dataclass(frozen=True)
+class TraceRequest:
+    """A trace asked for, made in the caller's process: the kernel (``payload``: its prim_func,
+    out_idx and pass configs, pickled) and what the trace of it says besides the log."""
+
+    name: str
+    key: str  # the traced compile's: a process keeps it by this
+    payload: bytes
+    outputs: tuple[str, ...] | None
+    outputs_named: bool  # outputs= or out_idx named the outputs (each must be written in full)
+    notes: tuple[str, ...]
+
+
+def request(kernel: Any, *, out_idx: int | Sequence[int] | None = None, outputs: Sequence[str] | None = None,
+            target: Any = "c", pass_configs: dict[str, Any] | None = None) -> TraceRequest:
+    """What :func:`trace` needs of ``kernel``, checked here: a target other than the CPU is refused,
+    and the kernel object (a compiled kernel, a factory, a ``@tilelang.jit`` function) becomes the
+    prim_func it stands for, with its out_idx and pass configs."""
+    import pickle
+
     from .. import _tilelang
     from ..targets import parse_target
-    from . import _checks, _inputs
-    from ._run import prepare_kernel
 
     if target is not None:
         resolved = parse_target(target)
@@ -265,14 +286,55 @@ def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = N
     if _tilelang.kernel_kind(kernel) == "compiled" and _tilelang.compiled_target_family(kernel) != "cpu":
         notes.append("compiled again for the CPU (target c) from the kernel's prim_func")
     idx = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
-    traced = _traced_kernel(kernel, idx, pass_configs)
+    source = _tilelang.resolve_kernel(kernel)
+    configs = {**source.pass_configs, **(pass_configs or {})}
+    compile_idx = idx if idx is not None else source.out_idx
+    key = repr((_tilelang.traced_kernel_key(source.prim_func), compile_idx,
+                sorted((k, repr(v)) for k, v in configs.items())))
+    return TraceRequest(source.name, key, pickle.dumps((source.prim_func, compile_idx, configs)),
+                        tuple(outputs) if outputs else None, bool(outputs) or idx is not None, tuple(notes))
+
+
+def trace(job: TraceRequest, args: Sequence[Any], sizes: dict[str, int], *, seed: int | None,
+          worker: Any, timeout: float | None) -> TileTrace:
+    """The traced launch of ``job`` in ``worker`` (None: in this process), by the one path of CPU
+    launches (:func:`._emulate.launch_on_cpu`): a kernel that crashes or loops past ``timeout``
+    seconds (default :data:`._emulate.RUN_TIMEOUT_S`) costs the worker, never this process."""
+    from . import _emulate
+
+    trace_record: TileTrace = _emulate.launch_on_cpu(
+        worker, job.name, job.key, job.payload, load_in_worker, trace_in_worker,
+        (list(args), dict(sizes), seed, job.outputs, job.outputs_named, job.notes),
+        _emulate.RUN_TIMEOUT_S if timeout is None else timeout, what="the traced kernel", resend=True,
+        hint="a loop whose exit condition is never met, or a grid too large to trace whole: smaller sizes, or a "
+             "larger timeout=")
+    return trace_record
+
+
+# ------------------------------------------------------------------------------------------
+# Where the traced kernel runs (the CPU worker, or this process)
+# ------------------------------------------------------------------------------------------
+
+def load_in_worker(key: str, payload: bytes) -> None:
+    """Compile (once per process) and keep the traced kernel."""
+    _traced_kernel(key, payload)
+
+
+def trace_in_worker(key: str, payload: bytes, args: list[Any], sizes: dict[str, int], seed: int | None,
+                    outputs: Sequence[str] | None, outputs_named: bool, notes: Sequence[str]) -> TileTrace:
+    """Launch the traced kernel once on the CPU with the trace runtime logging its accesses, and
+    fold the log into the :class:`TileTrace` record (``args`` are tensors, shapes or numbers as for
+    :func:`tilelab.run`, missing ones random inputs from ``seed``; ``sizes`` the dynamic ones)."""
+    from . import _checks, _inputs
+    from ._run import call_kernel, prepare_kernel
+
+    traced = _traced_kernel(key, payload)
+    notes = list(notes)
     prepared = prepare_kernel(traced.compiled, outputs=outputs)
     launch_args, bound = _inputs.build_inputs(prepared.params, args, sizes, device="cpu", seed=seed)
     grid = _checks.launch_grid(prepared, bound)
     if grid is None:
         raise TraceError(f"{prepared.name}: its launch grid could not be read (no T.Kernel?): {CPU_PATH}.")
-    from ._run import call_kernel
-
     rt = runtime()
     with _RUNTIME_LOCK:
         rt.tilelab_trace_begin(MAX_ACCESSES, MAX_OUT_OF_BOUNDS)
@@ -288,7 +350,7 @@ def trace_tiles(kernel: Any, *args: Any, out_idx: int | Sequence[int] | None = N
         notes.append(f"{name} is also reached through a pointer or a vector access the trace cannot see: "
                      "its reads and writes may be incomplete")
     return _record(prepared, traced, launch_args, outs, bound, grid, entries, oobs, oob_total, calls, notes,
-                   outputs_named=bool(outputs) or idx is not None)
+                   outputs_named=outputs_named)
 
 
 def _record(prepared: Any, traced: Any, launch_args: list[Any], outs: list[Any], bound: dict[str, int],

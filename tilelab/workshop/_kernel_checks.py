@@ -1,15 +1,13 @@
 """Grading a student's kernel on the CPU (TileLang's target ``c``), for the lessons' checkers.
 
-:func:`build` calls the student's kernel function, :func:`compile_c` compiles what it returned for
-the CPU (optionally without TileLang's automatic bounds guards, so that the student's own guards
-are what keeps the kernel in bounds), and :func:`launch` runs it on tensors that live in the middle
-of a larger, poisoned allocation: every element the kernel leaves unwritten keeps its poison (NaN),
-and every element it writes before the start or past the end of an output lands in a poisoned
-guard region there, where it is seen instead of corrupting memory (inputs are surrounded by a huge
-value, so a read out of bounds shows in the results). An element still NaN after the launch is
-told apart from a NaN the kernel computed by a second launch with another poison: "never written"
-is said only of an element that kept both poisons. :func:`problems` turns what came back into
-sentences that say *where* (rows, columns, blocks), never what the right code is.
+:func:`build` calls the student's kernel function and :func:`launch` runs what it returned on the
+CPU by tilelab's own CPU path (``tilelab.run(kernel, target="c")``: optionally without TileLang's
+automatic bounds guards, so that the student's own guards are what keeps the kernel in bounds). Its
+outputs are poisoned first, so every element the kernel leaves unwritten keeps the poison's bits
+(told apart from a NaN the kernel computed), and every access outside a buffer (before its start or
+past its end, an output's or an input's) is recorded with its indices and block instead of being
+performed. :func:`problems` turns what came back into sentences that say *where* (rows, columns,
+blocks), never what the right code is.
 """
 
 from __future__ import annotations
@@ -19,10 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._core import Wrong
-
-POISON = float("nan")
-SECOND_POISON = -3.25e33  # the second launch's poison: finite, and no sum of the lessons' inputs is near it
-SPILL_FILL = 1.0e30  # what an input holds around it: a read out of bounds brings it in
 
 
 def build(factory: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
@@ -40,18 +34,6 @@ def build(factory: Any, *args: Any, name: str | None = None, **kwargs: Any) -> A
     if func is None:
         raise Wrong(f"{label}(...) returned None: end it with `return` and the T.prim_func it defines")
     return func
-
-
-def compile_c(func: Any, *, guards: bool = True, name: str | None = None) -> Any:
-    """The kernel compiled for the CPU; ``guards=False`` turns off TileLang's own bounds checks on
-    global loads and stores (pass config ``tl.disable_safe_memory_legalize``)."""
-    import tilelang
-
-    from .. import _tilelang
-
-    configs = {} if guards else {"tl.disable_safe_memory_legalize": True}
-    with _tilelang.tilelang_errors(name or getattr(func, "__name__", None), stage="compilation"):
-        return tilelang.compile(func, target="c", pass_configs=configs)
 
 
 def tilelang_warnings(func: Any) -> list[str]:
@@ -87,59 +69,56 @@ def tilelang_warnings(func: Any) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Launched:
-    """One CPU launch: each output as the kernel left it, what it wrote past each output's end and
-    before its start, and which elements it left unwritten (kept both poisons)."""
+    """One CPU launch: each output as the kernel left it, which of its elements the kernel left
+    unwritten (they kept the launch's poison), and the accesses it attempted outside a buffer (none
+    was performed): the first :data:`tilelab.launch._emulate.MAX_OOB` with their indices and block
+    (``outside``), how many there were in all (``outside_total``)."""
 
     outputs: dict[str, Any]
-    spills: dict[str, Any]  # name -> the flat guard after that output (poisoned before the launch)
-    before: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> the flat guard before it
-    unwritten: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> bool mask (both poisons kept)
+    unwritten: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> bool mask
+    outside: tuple[Any, ...] = ()  # tilelab.launch._emulate.OutOfBoundsAccess
+    outside_total: int = 0
 
 
-def _padded(shape: Sequence[int], dtype: Any, fill: float, values: Any = None) -> tuple[Any, Any, Any]:
-    """A tensor of ``shape`` in the middle of an allocation filled with ``fill``: (view, guard
-    after, guard before); each guard is as large as the tensor (a whole tile row of reach)."""
+def _tensor_names(func: Any) -> list[str]:
+    """The names of ``func``'s tensor parameters, in order."""
+    from .. import _tilelang
+
+    return [a.name for a in _tilelang.arguments(_tilelang.resolve_kernel(func), None)
+            if a.kind in ("tensor", "strided_tensor")]
+
+
+def launch(func: Any, inputs: dict[str, Any], outputs: dict[str, tuple[tuple[int, ...], Any]], *,
+           guards: bool = True, name: str | None = None) -> Launched:
+    """Run the student's kernel ``func`` once on the CPU, by ``tilelab.run(func, target="c")`` (in
+    tilelab's CPU worker, or in this process where it stands for one: a kernel check's own);
+    ``guards=False`` turns off TileLang's own bounds checks on global loads and stores (pass config
+    ``tl.disable_safe_memory_legalize``). ``inputs`` maps names to CPU tensors, ``outputs`` names to
+    (shape, dtype) of a float type; the kernel takes the inputs then the outputs, in these dicts'
+    order (the outputs are its last tensor parameters, whatever the student named them)."""
     import torch
 
-    n = 1
-    for s in shape:
-        n *= int(s)
-    pad = n + 64
-    storage = torch.full((2 * pad + n,), fill, dtype=dtype)
-    view = storage[pad:pad + n].view(*shape)
-    if values is not None:
-        view.copy_(values)
-    return view, storage[pad + n:], storage[:pad]
+    import tilelab
+    from tilelab.launch import KernelLaunchError
+    from tilelab.launch._inputs import unwritten_mask
 
+    from .. import _tilelang
 
-def _once(kernel: Any, inputs: dict[str, Any], outputs: dict[str, tuple[tuple[int, ...], Any]],
-          poison: float) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    args, outs, spills, before = [], {}, {}, {}
-    for value in inputs.values():
-        view, _, _ = _padded(tuple(value.shape), value.dtype, SPILL_FILL, value)
-        args.append(view)
-    for name, (shape, dtype) in outputs.items():
-        view, spill, head = _padded(shape, dtype, poison)
-        args.append(view)
-        outs[name], spills[name], before[name] = view, spill, head
-    kernel(*args)
-    return outs, spills, before
-
-
-def launch(kernel: Any, inputs: dict[str, Any], outputs: dict[str, tuple[tuple[int, ...], Any]]) -> Launched:
-    """Run ``kernel`` on the CPU. ``inputs`` maps names to CPU tensors, ``outputs`` names to
-    (shape, dtype); the kernel takes the inputs then the outputs, in these dicts' order. Launched
-    again with a second poison where the first left NaN, to tell unwritten elements from computed
-    NaN."""
-    import torch
-
-    outs, spills, before = _once(kernel, inputs, outputs, POISON)
-    unwritten = {name: torch.isnan(out) for name, out in outs.items()}
-    if any(bool(mask.any()) for mask in unwritten.values()):
-        again, _, _ = _once(kernel, inputs, outputs, SECOND_POISON)
-        for name, mask in unwritten.items():
-            unwritten[name] = mask & (again[name] == SECOND_POISON)
-    return Launched(outs, spills, before, unwritten)
+    outs = {n: torch.empty(tuple(shape), dtype=dtype) for n, (shape, dtype) in outputs.items()}
+    configs = {} if guards else {"tl.disable_safe_memory_legalize": True}
+    label = name or getattr(func, "__name__", None)
+    outside: tuple[Any, ...] = ()
+    total = 0
+    with _tilelang.tilelang_errors(label, stage="compilation"):  # TileLang's log of a failed build goes into the error
+        names = _tensor_names(func)[-len(outs):] if outs else []
+        try:
+            tilelab.run(func, *inputs.values(), *outs.values(), target="c", outputs=names, pass_configs=configs)
+        except KernelLaunchError as err:  # the outputs given still hold what the kernel wrote inside them
+            if err.kind != "illegal_address":
+                raise
+            outside = tuple(getattr(err, "out_of_bounds", ()))
+            total = int(getattr(err, "out_of_bounds_total", len(outside)))
+    return Launched(outs, {n: unwritten_mask(t) for n, t in outs.items()}, outside, total)
 
 
 def _ranges(indices: Sequence[int]) -> str:
@@ -150,7 +129,7 @@ def _ranges(indices: Sequence[int]) -> str:
             runs[-1][1] = i
         else:
             runs.append([i, i])
-    parts = [f"{first}" if first == last else f"{first}-{last}" for first, last in runs]
+    parts = [f"{first}" if first == last else f"{first}{' to ' if first < 0 else '-'}{last}" for first, last in runs]
     return ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
 
 
@@ -186,32 +165,57 @@ def blocks(mask: Any, tile: tuple[int, ...]) -> str:
     return "blocks (bx, by) = " + ", ".join(str(b) for b in found[:6]) + (", ..." if len(found) > 6 else "")
 
 
+def _blocks_of(accesses: Sequence[Any], more: bool) -> str:
+    """The blocks (bx, by) of ``accesses``; ``more``: they are only the first of them."""
+    found = sorted({tuple(o.block[:2]) for o in accesses})
+    return ", ".join(str(b) for b in found[:4]) + (", ..." if len(found) > 4 or more else "")
+
+
+def _outside(name: str, launched: Launched, out: Any) -> list[str]:
+    """Sentences about the accesses outside a buffer: writes before the start or past the end of
+    output ``name`` (where its rows would be), and any other buffer's reads and writes."""
+    found = []
+    more = launched.outside_total > len(launched.outside)  # only the first were kept with their indices
+
+    def count(group: Sequence[Any]) -> str:
+        n = len({o.index for o in group})
+        return f"{'at least ' if more else ''}{n} element{'s' if n != 1 or more else ''}"
+
+    def place(group: Sequence[Any]) -> str:
+        if out.dim() != 2 or any(len(o.index) != 2 for o in group):
+            return ""
+        rows, cols = sorted({o.index[0] for o in group}), sorted({o.index[1] for o in group})
+        return f", at rows {_ranges(rows)}, columns {_ranges(cols)}"
+
+    writes = [o for o in launched.outside if o.buffer == name and o.kind == "write"]
+    below = [o for o in writes if any(i < 0 for i in o.index)]
+    past = [o for o in writes if o not in below]
+    if below:
+        found.append(f"it wrote {count(below)} before the start of {name}{place(below)}: an index went "
+                     "below zero")
+    if past:
+        found.append(f"it wrote {count(past)} past the end of {name}{place(past)}: a store ran out of "
+                     "bounds")
+    others: dict[tuple[str, str], list[Any]] = {}
+    for o in launched.outside:
+        if not (o.buffer == name and o.kind == "write") and o.kind in ("read", "write"):
+            others.setdefault((o.kind, o.buffer), []).append(o)
+    for (kind, buffer), group in others.items():
+        side = "below its start" if any(i < 0 for o in group for i in o.index) else "beyond its end"
+        found.append(f"it {'read' if kind == 'read' else 'wrote'} {buffer} out of bounds ({count(group)} "
+                     f"{side}, in blocks (bx, by) = {_blocks_of(group, more)}): an index ran outside {buffer}")
+    if launched.outside_total and not launched.outside:
+        found.append(f"it went out of bounds ({launched.outside_total} accesses outside a buffer)")
+    return found
+
+
 def problems(name: str, launched: Launched, expected: Any, *, tile: tuple[int, ...] | None = None,
              tolerance: float = 1e-4) -> list[str]:
     """What is wrong with output ``name``, in sentences that say where; empty when it is right."""
     import torch
 
-    out, spill = launched.outputs[name], launched.spills[name]
-    found = []
-    head = launched.before.get(name)
-    written_before = 0 if head is None else int((~torch.isnan(head)).sum())
-    if written_before and head is not None:
-        if out.dim() == 2:
-            offsets = (~torch.isnan(head)).nonzero().flatten().tolist()
-            rows = sorted({(i - head.numel()) // out.shape[1] for i in offsets})
-            found.append(f"it wrote {written_before} elements before the start of {name}, where rows "
-                         f"{_ranges(rows)} would be: an index went below zero")
-        else:
-            found.append(f"it wrote {written_before} elements before the start of {name}: an index went below zero")
-    written_past = int((~torch.isnan(spill)).sum())
-    if written_past:
-        if out.dim() == 2:
-            written = (~torch.isnan(spill)).nonzero().flatten().tolist()
-            rows = sorted({out.shape[0] + i // out.shape[1] for i in written})
-            found.append(f"it wrote {written_past} elements past the end of {name}, where rows {_ranges(rows)} "
-                         f"would be if {name} had them: a store ran out of bounds")
-        else:
-            found.append(f"it wrote {written_past} elements past the end of {name}: a store ran out of bounds")
+    out = launched.outputs[name]
+    found = _outside(name, launched, out)
     never = launched.unwritten.get(name)
     if never is None:
         never = torch.isnan(out)

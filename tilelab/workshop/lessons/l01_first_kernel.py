@@ -2,8 +2,9 @@
 transpose whose grid sends stores out of bounds (found by the tile map and a trace with the guards off).
 
 Everything runs on the CPU (TileLang's target ``c``): the student's kernel function is called at
-sizes of the checker's choosing, compiled for the CPU and launched on poisoned outputs that sit in
-front of a poisoned spill, so an element never written and a store past the end are both seen.
+sizes of the checker's choosing and launched by ``tilelab.run(kernel, target="c")`` on poisoned
+outputs, every access checked against its buffer, so an element never written and a store past the
+end (never performed) are both seen.
 """
 
 from __future__ import annotations
@@ -57,9 +58,8 @@ def _grade_copy(factory: Any, M: int, N: int, *blocks: int, guards: bool) -> str
     import torch
 
     func = kc.build(factory, M, N, *blocks)
-    kernel = kc.compile_c(func, guards=guards)
     a = torch.arange(M * N, dtype=torch.float32).reshape(M, N)
-    launched = kc.launch(kernel, {"A": a}, {"B": ((M, N), torch.float32)})
+    launched = kc.launch(func, {"A": a}, {"B": ((M, N), torch.float32)}, guards=guards)
     tile = tuple(blocks) if blocks else (32, 32)
     found = kc.problems("B", launched, a, tile=tile)
     found = kc.explained(found, func, [a, torch.empty(M, N)], "B", guards=guards)
@@ -123,9 +123,11 @@ def _grid(answer: Any) -> str:
 def _owner_truth() -> tuple[int, int]:
     import torch
 
-    kernel = kc.compile_c(block_ids(200, 300, 32, 64))
+    import tilelab
+
     bx, by = torch.full((200, 300), -1, dtype=torch.int32), torch.full((200, 300), -1, dtype=torch.int32)
-    kernel(bx, by)
+    # the lesson's own kernel, run here (a worker process is for a student's kernel)
+    tilelab.run(block_ids(200, 300, 32, 64), bx, by, target="c", outputs=["BX", "BY"], isolate=False)
     return int(bx[70, 200]), int(by[70, 200])
 
 
