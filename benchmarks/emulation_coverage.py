@@ -33,6 +33,7 @@ was built:
 
     git -C /tmp/tilelang-src archive COMMIT testing | tar -x -C /tmp/tilelang-testing
     .venv/bin/python benchmarks/emulation_coverage.py --tests /tmp/tilelang-testing/testing --json rows.json
+        [--half first|second|all] [--only GLOB]
 
 It takes the test files (``test_*.py``) of ``testing/python``'s folders that build CUDA kernels
 (``TEST_FOLDERS``: kernel, issue, language, cuda, math, fastmath, quantize, tilelibrary; ``--only
@@ -55,6 +56,11 @@ intercepted as above. Which kernels count:
   kernel as failing and goes on from the next test in a new process (``MAX_RESTARTS``).
 
 The verdicts are the same as the examples'; the totals are printed for all and per folder.
+``--half`` splits this set too, by file: the paths (relative to ``testing/python``) of the test files
+of ``TEST_FOLDERS`` sorted by name and dealt alternately (1st, 3rd, ... the first half; 2nd, 4th, ...
+the second). Rules of the CPU path built from this set's failures were built from the first half's
+only; the second half is their held-out measure. ``--only`` narrows within the chosen half (the
+halves are always dealt from the whole set, so a file's half does not depend on ``--only``).
 """
 
 from __future__ import annotations
@@ -110,6 +116,11 @@ def half_of(folder: str, folders: list[str]) -> str:
 
 class _Stop(BaseException):
     pass
+
+
+def test_file_half(rel: str, files: list[str]) -> str:
+    """--tests: "first" or "second": the test files' paths sorted by name, dealt alternately."""
+    return "first" if sorted(files).index(rel) % 2 == 0 else "second"
 
 
 def _slug(text: str) -> str:
@@ -666,6 +677,14 @@ def main() -> int:
         table = [r for s in sorted(by_script) for r in by_script[s]]
         print(render(dedupe(table) if args.tests else table, folders, args.tests))
         return 0
+    if args.half != "all" and args.tests:
+        fresh = [s.relative_to(root).as_posix() for s in _corpus.find_scripts(root, True)
+                 if _corpus.is_test_file(s) and folder_of(s.relative_to(root).as_posix()) in TEST_FOLDERS]
+        outside = [s.relative_to(root).as_posix() for s in scripts if s.relative_to(root).as_posix() not in fresh]
+        if outside:
+            parser.error(f"--half: {outside[0]} is not one of the test files of {', '.join(TEST_FOLDERS)}, "
+                         "which the halves are dealt from; drop --half to run it")
+        scripts = [s for s in scripts if test_file_half(s.relative_to(root).as_posix(), fresh) == args.half]
     if args.half != "all" and not args.tests:
         scripts = [s for s in scripts if half_of(folder_of(s.relative_to(root).as_posix()), folders) == args.half]
     ir_dir = Path(args.save_ir).resolve() if args.save_ir else None

@@ -1,0 +1,68 @@
+"""Small GPU kernels each using one TileLang intrinsic the CPU path gives its meaning
+(tests/_tilelang/test_emulate_intrinsics.py runs them on the CPU against numpy)."""
+
+from __future__ import annotations
+
+import tilelang.language as T
+
+N = 256
+BLOCK = 128
+
+
+def elementwise(op: str, n: int = N, block: int = BLOCK) -> T.PrimFunc:
+    """B[i] = op(A[i]) for one intrinsic op of one float32 argument."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(n // block, threads=block) as bx:
+            for i in T.Parallel(block):
+                if op == "round_ties_away_from_zero":
+                    B[bx * block + i] = T.round(A[bx * block + i], "ties-away-from-zero")
+                elif op == "fast_rcp":
+                    B[bx * block + i] = T.fast_rcp(A[bx * block + i])
+                else:
+                    B[bx * block + i] = T.__ldg(A[bx * block + i])
+
+    return main
+
+
+def row_flags(kind: str, rows: int = 4, cols: int = 8) -> T.PrimFunc:
+    """B[r] = 1 when all (kind "all") / any (kind "any") of M[r, :] is nonzero, else 0."""
+
+    @T.prim_func
+    def main(M: T.Tensor((rows, cols), "int32"), B: T.Tensor((rows,), "int32")) -> None:
+        with T.Kernel(rows, threads=32) as bx:
+            tile = T.alloc_shared((cols,), "int32")
+            T.copy(M[bx, 0:cols], tile)
+            if kind == "all":
+                B[bx] = T.if_then_else(T.all_of(tile), 1, 0)
+            else:
+                B[bx] = T.if_then_else(T.any_of(tile), 1, 0)
+
+    return main
+
+
+def cumsum(rows: int = 4, cols: int = 16, dim: int = 1, reverse: bool = False) -> T.PrimFunc:
+    """B = the cumulative sum of A along ``dim`` (reversed: from the end), in shared memory."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows, cols), "float32")) -> None:
+        with T.Kernel(1, threads=64):
+            tile = T.alloc_shared((rows, cols), "float32")
+            T.copy(A, tile)
+            T.cumsum(src=tile, dim=dim, reverse=reverse)
+            T.copy(tile, B)
+
+    return main
+
+
+def unknown_intrinsic(n: int = 64) -> T.PrimFunc:
+    """A 32-bit global load by hand (T.ldg32): an intrinsic the CPU path has no meaning for."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32")) -> None:
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                B[i] = T.ldg32(A[i])
+
+    return main
