@@ -9,35 +9,35 @@ N = 256
 BLOCK = 128
 
 
-def elementwise(op: str, n: int = N, block: int = BLOCK) -> T.PrimFunc:
-    """B[i] = op(A[i]) for one intrinsic op of one float32 argument."""
+def elementwise(n: int = N, block: int = BLOCK) -> T.PrimFunc:
+    """Per element of A: R = A rounded, halves away from zero; Q = T.fast_rcp(A); L = T.__ldg(A[i]);
+    M = T.abs(A)."""
 
     @T.prim_func
-    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
+    def main(A: T.Tensor((n,), "float32"), R: T.Tensor((n,), "float32"), Q: T.Tensor((n,), "float32"),
+             L: T.Tensor((n,), "float32"), M: T.Tensor((n,), "float32")) -> None:
         with T.Kernel(n // block, threads=block) as bx:
             for i in T.Parallel(block):
-                if op == "round_ties_away_from_zero":
-                    B[bx * block + i] = T.round(A[bx * block + i], "ties-away-from-zero")
-                elif op == "fast_rcp":
-                    B[bx * block + i] = T.fast_rcp(A[bx * block + i])
-                else:
-                    B[bx * block + i] = T.__ldg(A[bx * block + i])
+                R[bx * block + i] = T.round(A[bx * block + i], "ties-away-from-zero")
+                Q[bx * block + i] = T.fast_rcp(A[bx * block + i])
+                L[bx * block + i] = T.__ldg(A[bx * block + i])
+                M[bx * block + i] = T.abs(A[bx * block + i])
 
     return main
 
 
-def row_flags(kind: str, rows: int = 4, cols: int = 8) -> T.PrimFunc:
-    """B[r] = 1 when all (kind "all") / any (kind "any") of M[r, :] is nonzero, else 0."""
+def row_flags(rows: int = 4, cols: int = 8) -> T.PrimFunc:
+    """All[r] / Any[r] = 1 when all / any of M[r, :] is nonzero, else 0 (T.all_of on a shared tile,
+    T.any_of on a region of the tensor)."""
 
     @T.prim_func
-    def main(M: T.Tensor((rows, cols), "int32"), B: T.Tensor((rows,), "int32")) -> None:
+    def main(M: T.Tensor((rows, cols), "int32"), All: T.Tensor((rows,), "int32"),
+             Any: T.Tensor((rows,), "int32")) -> None:
         with T.Kernel(rows, threads=32) as bx:
             tile = T.alloc_shared((cols,), "int32")
             T.copy(M[bx, 0:cols], tile)
-            if kind == "all":
-                B[bx] = T.if_then_else(T.all_of(tile), 1, 0)
-            else:
-                B[bx] = T.if_then_else(T.any_of(tile), 1, 0)
+            All[bx] = T.if_then_else(T.all_of(tile), 1, 0)
+            Any[bx] = T.if_then_else(T.any_of(M[bx, 0:cols]), 1, 0)
 
     return main
 
@@ -64,5 +64,18 @@ def unknown_intrinsic(n: int = 64) -> T.PrimFunc:
         with T.Kernel(1, threads=n):
             for i in T.Parallel(n):
                 B[i] = T.ldg32(A[i])
+
+    return main
+
+
+def asserting(n: int = 64) -> T.PrimFunc:
+    """B = A, asserting on the device that every A[i] is below 100."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                T.device_assert(A[i] < 100.0, "A too large")
+                B[i] = A[i]
 
     return main

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tilelab
+from tilelab.launch import KernelLaunchError
 
 
 def _np(t):
@@ -21,32 +22,30 @@ def _round_away(x):  # numpy's round is ties-to-even: halves away from zero by h
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-@pytest.mark.parametrize("op, ref", [
-    ("round_ties_away_from_zero", _round_away),
-    ("fast_rcp", lambda x: 1.0 / x),
-    ("ldg", lambda x: x),
-])
-def test_an_elementwise_intrinsic_runs_with_its_meaning(op, ref):
+def test_elementwise_intrinsics_run_with_their_meaning():
     a = torch.tensor(np.concatenate([np.arange(-64, 64) + 0.5, np.linspace(-9.7, 9.3, 128)]).astype(np.float32))
-    b = torch.zeros(ik.N)
-    result = tilelab.run(ik.elementwise(op), a, b, device="cpu", outputs=["B"])
+    outs = [torch.zeros(ik.N) for _ in range(4)]
+    result = tilelab.run(ik.elementwise(), a, *outs, device="cpu", outputs=["R", "Q", "L", "M"])
     assert result.passed, result
-    np.testing.assert_allclose(_np(b), ref(_np(a)), rtol=1e-6)
     assert any("intrinsics" in n for n in result.notes), result.notes
+    x = _np(a)
+    np.testing.assert_array_equal(_np(outs[0]), _round_away(x))
+    np.testing.assert_allclose(_np(outs[1]), 1.0 / x, rtol=1e-6)
+    np.testing.assert_array_equal(_np(outs[2]), x)
+    np.testing.assert_array_equal(_np(outs[3]), np.abs(x))
 
 
-@pytest.mark.parametrize("kind", ["all", "any"])
-def test_all_of_and_any_of_reduce_a_tile_of_flags(kind):
+def test_all_of_and_any_of_reduce_a_tile_and_a_region_of_flags():
     m = torch.tensor([[1] * 8, [1] * 7 + [0], [0] * 8, [0] * 3 + [5] + [0] * 4], dtype=torch.int32)
-    b = torch.full((4,), -1, dtype=torch.int32)
-    result = tilelab.run(ik.row_flags(kind), m, b, device="cpu", outputs=["B"])
+    flags = [torch.full((4,), -1, dtype=torch.int32) for _ in range(2)]
+    result = tilelab.run(ik.row_flags(), m, *flags, device="cpu", outputs=["All", "Any"])
     assert result.passed, result
-    flags = (_np(m) != 0)
-    expected = flags.all(1) if kind == "all" else flags.any(1)
-    assert _np(b).tolist() == expected.astype(np.int32).tolist()
+    nonzero = _np(m) != 0
+    assert _np(flags[0]).tolist() == nonzero.all(1).astype(np.int32).tolist() == [1, 0, 0, 0]
+    assert _np(flags[1]).tolist() == nonzero.any(1).astype(np.int32).tolist() == [1, 1, 0, 1]
 
 
-@pytest.mark.parametrize("dim, reverse", [(1, False), (0, True)])
+@pytest.mark.parametrize("dim, reverse", [(1, False), pytest.param(0, True, marks=pytest.mark.heavy)])
 def test_cumsum_is_the_prefix_sum_along_its_axis(dim, reverse):
     a = torch.randn(4, 16)
     b = torch.zeros(4, 16)
@@ -62,3 +61,11 @@ def test_an_intrinsic_outside_the_table_is_refused_by_name_with_its_line():
         tilelab.run(ik.unknown_intrinsic(), torch.arange(64, dtype=torch.int32),
                     torch.zeros(64, dtype=torch.int32), device="cpu")
     assert "T.ldg32(A[i])" in str(info.value) and "What still works: tilelab.inspect" in str(info.value)
+
+
+def test_a_device_assertion_passes_when_it_holds_and_ends_the_launch_when_it_does_not():
+    b = torch.zeros(64)
+    assert tilelab.run(ik.asserting(), torch.arange(64, dtype=torch.float32), b, device="cpu",
+                       outputs=["B"]).passed
+    with pytest.raises(KernelLaunchError, match="died"):
+        tilelab.run(ik.asserting(), torch.arange(64, dtype=torch.float32) * 2, b, device="cpu", outputs=["B"])

@@ -14,6 +14,7 @@ from typing import Any
 from .emulate_source import EmulationRefused, _source_lines
 from .env import tilelang
 
+ASSERT_FUNCTION = "tilelab_emu_assert_failed"  # defined by the launch side's header (tilelab.launch._emulate)
 MAX_FLAGS = 4096  # T.all_of / T.any_of: the most elements unrolled into one expression
 
 
@@ -84,6 +85,15 @@ def _reduce_flags(conjunction: bool) -> Callable[[Any], Any]:
     return lower
 
 
+def _assertion(call: Any) -> Any:
+    """``T.device_assert(cond, msg)``: when the condition is false, the runtime's report of the
+    failed assertion (its message on stderr, and the launch ends: as CUDA's trap ends the kernel)."""
+    tirx = tilelang().tvm.tirx
+    message = call.args[1] if len(call.args) > 1 else tirx.StringImm("")
+    return tirx.IfThenElse(tirx.Not(tirx.Cast("bool", call.args[0])),
+                           tirx.Evaluate(tirx.call_extern("int32", ASSERT_FUNCTION, message)), None)
+
+
 def _cumsum(call: Any) -> Any:
     """``T.cumsum(src, dst, dim, reverse)`` over two regions of one shape: loops over the other
     axes, and along ``dim`` each element the sum of its own and the previous result (from the end
@@ -128,9 +138,17 @@ INTRINSICS = {i.op: i for i in (
               _reduce_flags(True)),
     Intrinsic("tl.any_of", "T.any_of(tile): whether some element of the tile (or region) is nonzero",
               _reduce_flags(False)),
+    Intrinsic("tl.device_assert", "T.device_assert(cond): when cond is false, the kernel stops (CUDA's assert)",
+              _assertion),
+    Intrinsic("tl.device_assert_with_msg", "T.device_assert(cond, msg): when cond is false, msg is printed and the "
+              "kernel stops (CUDA's assert)", _assertion),
     Intrinsic("tl.tileop.cumsum", "T.cumsum(src, dst, dim, reverse): the inclusive prefix sum of src along dim "
               "(from the end when reversed) into dst", _cumsum),
 )}
+
+
+# The ops whose CPU form is a statement (the call is evaluated for its effect)
+STATEMENTS = ("tl.tileop.cumsum", "tl.device_assert", "tl.device_assert_with_msg")
 
 
 def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
@@ -142,13 +160,13 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     def post(node: Any) -> Any:
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
             entry = INTRINSICS.get(str(getattr(node.value.op, "name", "")))
-            if entry is not None and entry.op == "tl.tileop.cumsum":
+            if entry is not None and entry.op in STATEMENTS:
                 used.add(entry.op)
                 return entry.lower(node.value)
             return None
         if isinstance(node, tirx.Call):
             entry = INTRINSICS.get(str(getattr(node.op, "name", "")))
-            if entry is not None and entry.op != "tl.tileop.cumsum":
+            if entry is not None and entry.op not in STATEMENTS:
                 lowered = entry.lower(node)
                 if lowered is not None:
                     used.add(entry.op)
