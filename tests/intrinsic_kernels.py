@@ -56,14 +56,27 @@ def cumsum(rows: int = 4, cols: int = 16, dim: int = 1, reverse: bool = False) -
     return main
 
 
-def unknown_intrinsic(n: int = 64) -> T.PrimFunc:
-    """A 32-bit global load by hand (T.ldg32): an intrinsic the CPU path has no meaning for."""
+def words(n: int = 64) -> T.PrimFunc:
+    """B[i] = the bits of A[i] by a 32-bit load and store by hand (T.ldg32, T.stg32), the load
+    predicated on i being even (a load not made gives 0)."""
 
     @T.prim_func
-    def main(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32")) -> None:
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
         with T.Kernel(1, threads=n):
             for i in T.Parallel(n):
-                B[i] = T.ldg32(A[i])
+                T.stg32(B[i], T.ldg32(A[i], pred=i % 2 == 0))
+
+    return main
+
+
+def unknown_intrinsic(n: int = 64) -> T.PrimFunc:
+    """A 64-bit global load by hand (T.ldg64): an intrinsic the CPU path has no meaning for."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(n // 2, threads=32) as bx:
+            value = T.ldg64(A[bx * 2:bx * 2 + 2])
+            T.stg64(B[bx * 2:bx * 2 + 2], value)
 
     return main
 

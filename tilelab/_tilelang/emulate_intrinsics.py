@@ -25,39 +25,39 @@ class Intrinsic:
 
     op: str
     meaning: str
-    lower: Callable[[Any], Any]
+    lower: Callable[[Any, dict[Any, Any]], Any]
 
 
-def _float_extern(c32: str, c64: str) -> Callable[[Any], Any]:
+def _float_extern(c32: str, c64: str) -> Callable[[Any, dict[Any, Any]], Any]:
     """A call of the C library's function of the argument's float type (float32 for the narrow
     ones: the dtypes rule computes them in float32)."""
-    def lower(call: Any) -> Any:
+    def lower(call: Any, buffers: dict[Any, Any]) -> Any:
         tirx = tilelang().tvm.tirx
         x = call.args[0]
         return tirx.call_pure_extern(call.dtype, c64 if str(x.dtype) == "float64" else c32, x)
     return lower
 
 
-def _reciprocal(call: Any) -> Any:
+def _reciprocal(call: Any, buffers: dict[Any, Any]) -> Any:
     tirx = tilelang().tvm.tirx
     x = call.args[0]
     return tirx.Div(tirx.const(1.0, x.dtype), x)
 
 
-def _load(call: Any) -> Any:
+def _load(call: Any, buffers: dict[Any, Any]) -> Any:
     return call.args[0]
 
 
-def _nothing(call: Any) -> Any:
+def _nothing(call: Any, buffers: dict[Any, Any]) -> Any:
     return tilelang().tvm.tirx.const(0, "int32")
 
 
-def _reduce_flags(conjunction: bool) -> Callable[[Any], Any]:
+def _reduce_flags(conjunction: bool) -> Callable[[Any, dict[Any, Any]], Any]:
     """``T.all_of`` / ``T.any_of``: TileLang passes a pointer to the first element (``T.access_ptr``
     of a load) and how many elements follow it in the buffer's row-major order; their flags
     (nonzero) joined by and / or, as one expression of that many loads (a count known when
     the kernel is built, at most :data:`MAX_FLAGS`; otherwise the call is left, and refused)."""
-    def lower(call: Any) -> Any:
+    def lower(call: Any, buffers: dict[Any, Any]) -> Any:
         tirx = tilelang().tvm.tirx
         pointer, count = call.args[0], call.args[1]
         if not (isinstance(pointer, tirx.Call) and str(pointer.op.name) == "tl.access_ptr"
@@ -85,7 +85,7 @@ def _reduce_flags(conjunction: bool) -> Callable[[Any], Any]:
     return lower
 
 
-def _assertion(call: Any) -> Any:
+def _assertion(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.device_assert(cond, msg)``: when the condition is false, the runtime's report of the
     failed assertion (its message on stderr, and the launch ends: as CUDA's trap ends the kernel)."""
     tirx = tilelang().tvm.tirx
@@ -94,7 +94,67 @@ def _assertion(call: Any) -> Any:
                            tirx.Evaluate(tirx.call_extern("int32", ASSERT_FUNCTION, message)), None)
 
 
-def _cumsum(call: Any) -> Any:
+def _row_major(buf: Any) -> bool:
+    """Whether ``buf`` is laid out in row-major order (no strides, or constant ones that say so)."""
+    tirx = tilelang().tvm.tirx
+    if not len(buf.strides):
+        return True
+    if not all(isinstance(e, tirx.IntImm) for e in [*buf.shape, *buf.strides]):
+        return False
+    expected = 1
+    for extent, stride in zip(reversed(list(buf.shape)), reversed(list(buf.strides))):
+        if int(stride) != expected:
+            return False
+        expected *= int(extent)
+    return True
+
+
+def _word_element(pointer: Any, buffers: dict[Any, Any]) -> Any:
+    """The element a pointer (``T.access_ptr`` of a load, or ``tvm_access_ptr`` of a buffer's data
+    and a flat offset) points at, as a load, when it is one 32-bit element (a 32-bit access is then
+    that element's bits); None otherwise."""
+    tirx = tilelang().tvm.tirx
+    if not isinstance(pointer, tirx.Call):
+        return None
+    element = None
+    if str(pointer.op.name) == "tl.access_ptr" and isinstance(pointer.args[0], tirx.BufferLoad):
+        element = pointer.args[0]
+    elif str(pointer.op.name) == "tirx.tvm_access_ptr" and pointer.args[1] in buffers:
+        buf, flat, indices = buffers[pointer.args[1]], pointer.args[2], []
+        if not _row_major(buf):
+            return None
+        for extent in reversed(list(buf.shape)):
+            indices.append(tirx.floormod(flat, extent))
+            flat = tirx.floordiv(flat, extent)
+        element = tirx.BufferLoad(buf, list(reversed(indices)))
+    if element is None or element.buffer.dtype.bits != 32 or element.buffer.dtype.lanes != 1:
+        return None
+    return element
+
+
+def _load_word(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.ldg32(x[i][, pred])`` of a 32-bit element: its bits (0 when the predicate is false)."""
+    tirx = tilelang().tvm.tirx
+    element = _word_element(call.args[0], buffers)
+    if element is None:
+        return None
+    bits = tirx.reinterpret("uint32", element)
+    return tirx.if_then_else(call.args[1], bits, tirx.const(0, "uint32")) if len(call.args) > 1 else bits
+
+
+def _store_word(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.stg32(y[i], v[, pred])`` into a 32-bit element: y[i] holds the bits of v (when the
+    predicate holds)."""
+    tirx = tilelang().tvm.tirx
+    element = _word_element(call.args[0], buffers)
+    if element is None:
+        return None
+    store = tirx.BufferStore(element.buffer, tirx.reinterpret(element.buffer.dtype, tirx.Cast("uint32", call.args[1])),
+                             element.indices)
+    return tirx.IfThenElse(call.args[2], store, None) if len(call.args) > 2 else store
+
+
+def _cumsum(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.cumsum(src, dst, dim, reverse)`` over two regions of one shape: loops over the other
     axes, and along ``dim`` each element the sum of its own and the previous result (from the end
     when reversed); in place when src is dst, as each element reads its source before writing."""
@@ -132,6 +192,10 @@ INTRINSICS = {i.op: i for i in (
     Intrinsic("tl.fast_rcp", "T.fast_rcp(x): 1/x (rcp.approx.ftz.f32 on the GPU, within its error; exact here)",
               _reciprocal),
     Intrinsic("tl.__ldg", "T.__ldg(x[i]): the load x[i] through the read-only cache; a plain load", _load),
+    Intrinsic("tl.ldg32", "T.ldg32(x[i]): the 32 bits at x[i] (a global load by PTX); of a 32-bit element, its bits",
+              _load_word),
+    Intrinsic("tl.stg32", "T.stg32(y[i], v): the 32 bits of v stored at y[i]; into a 32-bit element, as its bits",
+              _store_word),
     Intrinsic("tl.tma_store_wait", "T.tma_store_wait(): waits for the block's TMA stores; every store on the CPU "
               "is done when its statement ends, so nothing to wait for", _nothing),
     Intrinsic("tl.all_of", "T.all_of(tile): whether every element of the tile (or region) is nonzero",
@@ -148,7 +212,7 @@ INTRINSICS = {i.op: i for i in (
 
 
 # The ops whose CPU form is a statement (the call is evaluated for its effect)
-STATEMENTS = ("tl.tileop.cumsum", "tl.device_assert", "tl.device_assert_with_msg")
+STATEMENTS = ("tl.tileop.cumsum", "tl.device_assert", "tl.device_assert_with_msg", "tl.stg32")
 
 
 def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
@@ -156,18 +220,27 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     ops it replaced."""
     tirx = tilelang().tvm.tirx
     used: set[str] = set()
+    buffers = {buf.data: buf for buf in func.buffer_map.values()}  # a buffer by its data (for tvm_access_ptr)
+
+    def note(node: Any) -> None:
+        if isinstance(node, tirx.SBlock):
+            buffers.update({buf.data: buf for buf in node.alloc_buffers})
+
+    tirx.stmt_functor.post_order_visit(func.body, note)
 
     def post(node: Any) -> Any:
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
             entry = INTRINSICS.get(str(getattr(node.value.op, "name", "")))
             if entry is not None and entry.op in STATEMENTS:
-                used.add(entry.op)
-                return entry.lower(node.value)
+                lowered = entry.lower(node.value, buffers)
+                if lowered is not None:
+                    used.add(entry.op)
+                return lowered
             return None
         if isinstance(node, tirx.Call):
             entry = INTRINSICS.get(str(getattr(node.op, "name", "")))
             if entry is not None and entry.op not in STATEMENTS:
-                lowered = entry.lower(node)
+                lowered = entry.lower(node, buffers)
                 if lowered is not None:
                     used.add(entry.op)
                 return lowered
