@@ -591,7 +591,7 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False) -> str:
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, half: str = "all") -> str:
     lines = []
     header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
@@ -610,7 +610,9 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False) 
     verdicts = collections.Counter(r["verdict"] for r in rows)
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
     if tests:
-        lines += summary(rows, "all (held out: TileLang's tests)")
+        label = {"all": "all", "first": "first half of the files (built from)",
+                 "second": "second half of the files (held out)"}[half]
+        lines += summary(rows, f"{label} (TileLang's tests)")
         for folder in sorted({folder_of(r["script"]) for r in rows}):
             lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
         left = sum(r.get("left_out", 0) for r in rows)
@@ -708,7 +710,7 @@ def main() -> int:
     rows = [r for s in scripts for r in results[s]]
     if args.tests:
         rows = dedupe(rows)
-    print(render(rows, folders, args.tests))
+    print(render(rows, folders, args.tests, args.half))
     print(f"{len(scripts)} {'test files' if args.tests else 'scripts'} in {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

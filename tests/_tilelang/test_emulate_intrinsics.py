@@ -79,3 +79,18 @@ def test_a_device_assertion_passes_when_it_holds_and_ends_the_launch_when_it_doe
                        outputs=["B"]).passed
     with pytest.raises(KernelLaunchError, match="died"):
         tilelab.run(ik.asserting(), torch.arange(64, dtype=torch.float32) * 2, b, device="cpu", outputs=["B"])
+
+
+def test_the_test_files_are_dealt_alternately_into_halves_by_their_sorted_paths():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "emulation_coverage.py"
+    spec = importlib.util.spec_from_file_location("emulation_coverage", path)
+    coverage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(coverage)
+    files = ["math/test_b.py", "issue/test_z.py", "cuda/test_a.py", "issue/test_a.py", "kernel/test_c.py"]
+    halves = {f: coverage.test_file_half(f, files) for f in files}
+    # sorted: cuda/test_a, issue/test_a, issue/test_z, kernel/test_c, math/test_b
+    assert halves == {"cuda/test_a.py": "first", "issue/test_a.py": "second", "issue/test_z.py": "first",
+                      "kernel/test_c.py": "second", "math/test_b.py": "first"}
