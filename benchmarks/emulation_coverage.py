@@ -591,7 +591,7 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, half: str = "all") -> str:
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all") -> str:
     lines = []
     header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
@@ -611,7 +611,7 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
     if tests:
         label = {"all": "all", "first": "first half of the files (built from)",
-                 "second": "second half of the files (held out)"}[half]
+                 "second": "second half of the files (held out)"}[which]
         lines += summary(rows, f"{label} (TileLang's tests)")
         for folder in sorted({folder_of(r["script"]) for r in rows}):
             lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
