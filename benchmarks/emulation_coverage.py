@@ -238,6 +238,7 @@ class Worker:
         if args is not None and any(not _is_tensor(a) and not isinstance(a, (int, float)) for a in args):
             args = None  # the script passes something run does not take (a stream, None): build inputs
             row["inputs"] = "random"
+        saved = self._save_ir(func, name, out_idx, outputs, {**row, "verdict": "did not finish"})
         start = time.perf_counter()
         try:
             kw = {} if args is not None else dict(sizes)
@@ -248,17 +249,29 @@ class Worker:
         except Exception as err:
             row.update(_failure(err))
         row["seconds"] = round(time.perf_counter() - start, 2)
-        if self.ir_dir is not None:
-            stem = _slug(f"{self.rel[:-3]}__{name}")
-            path = self.ir_dir / f"{stem}.tir.json"
-            n = 1
-            while path.exists():
-                n += 1
-                path = self.ir_dir / f"{stem}_{n}.tir.json"
-            path.write_text(_tilelang.kernel_ir_to_text(func))
+        if saved is not None:
             meta = {"script": self.rel, "kernel": name, "out_idx": out_idx, "outputs": outputs, **row}
-            path.with_name(path.name[:-len(".tir.json")] + ".json").write_text(json.dumps(meta, indent=1))
+            saved.write_text(json.dumps(meta, indent=1))
         self.emit(row)
+
+    def _save_ir(self, func: Any, name: str, out_idx: Any, outputs: Any, row: dict[str, Any]) -> Path | None:
+        """With ``--save-ir``: the kernel's IR and what its run uses, written before the run (so that a
+        run cut short by the timeout leaves them too); the path of the run's file, rewritten after it."""
+        from tilelab import _tilelang
+
+        if self.ir_dir is None:
+            return None
+        stem = _slug(f"{self.rel[:-3]}__{name}")
+        path = self.ir_dir / f"{stem}.tir.json"
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.ir_dir / f"{stem}_{n}.tir.json"
+        path.write_text(_tilelang.kernel_ir_to_text(func))
+        meta = {"script": self.rel, "kernel": name, "out_idx": out_idx, "outputs": outputs, **row}
+        saved = path.with_name(path.name[:-len(".tir.json")] + ".json")
+        saved.write_text(json.dumps(meta, indent=1))
+        return saved
 
     def run(self) -> None:
         import runpy

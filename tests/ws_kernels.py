@@ -89,7 +89,7 @@ def staged_gemm(stages=2, bug=None):
 def arrive_by_some_threads(arriving=32, by_data=False):
     """An mbarrier of count 32 that the threads below ``arriving`` arrive on (a branch on the
     thread that is no T.ws region), then a wait: its phase completes when 32 threads arrive.
-    ``by_data``: the branch reads A as well, so its threads cannot be counted (refused)."""
+    ``by_data``: the branch reads A instead: each thread whose element is positive arrives."""
 
     @T.prim_func
     def some(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):

@@ -136,8 +136,8 @@ def test_a_crash_in_the_worker_costs_the_worker_not_this_process():
 
 
 @pytest.mark.parametrize("factory, construct, line_text", [
-    (lambda: __import__("ws_kernels").arrive_by_some_threads(by_data=True),
-     r"an mbarrier arrive under a condition on the thread", "T.barrier_arrive(ready)  # <- arrive-by-data"),
+    (lambda: __import__("barrier_kernels").relay(bug="wait_by_some"),
+     r"an mbarrier wait only some threads of a group make", "T.barrier_wait(full[k % 2], (k // 2) % 2)"),
     (lambda: __import__("thread_kernels").divergent_barrier(), r"a barrier under a condition on the thread",
      "T.sync_threads()"),
     (ck.imported_device_function, r"the PTX instruction add\.rz\.f32: rounding mode \.rz .* in a device function "
@@ -182,7 +182,7 @@ def test_each_rule_rewrites_what_it_says():
     assert ROUND_FUNCTION in rewrite_for_cpu(ck.dequant_gemm(), "dequant_gemm").func.script()
     assert emulation.narrow == {"Q": "float16", "K": "float16", "V": "float16", "O": "float16", "Q_s": "float16",
                                 "K_s": "float16", "V_s": "float16", "P": "float16"}
-    assert BLOCK_MASK in after and f"if {BLOCK_MASK}[" in after  # blocks
+    assert f'for tilelab_selected in range(T.Cast("int32", {BLOCK_MASK}[' in after  # blocks: one trip or none
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
     assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "sparse", "dtypes",

@@ -74,8 +74,18 @@ def test_the_rule_rewrites_regions_and_barriers_and_refuses_what_it_cannot_mean(
     assert "barrier_init" not in after and '"tilelab_emu_oob", T.int64(-2), T.int64(2)' in after
     rules = {r.id: r for r in tilelab.launch.EMULATION_RULES}
     assert "T.ws" in rules["warp-roles"].does and "parity" in rules["warp-roles"].does
-    with pytest.raises(tilelab.EmulationError, match=r"an mbarrier arrive under a condition on the thread"):
-        tilelab.run(wk.arrive_by_some_threads(by_data=True), device="cpu")
+    # an arrive under a condition on data is the thread-level rule's: each thread that takes it arrives
+    by_data = rewrite_for_cpu(wk.arrive_by_some_threads(by_data=True), "some")
+    assert "thread-level" in by_data.applied and "warp-roles" not in by_data.applied
+    assert "tilelab_arrived" in by_data.func.script().split("for tilelab_thread in range(64)", 1)[1]
+
+
+@pytest.mark.heavy
+def test_an_arrive_under_a_condition_on_data_counts_each_thread_that_takes_it():
+    some = torch.linspace(-1, 1, 64)  # 32 positive: the count
+    assert tilelab.run(wk.arrive_by_some_threads(by_data=True), some, device="cpu", ref=lambda a: a).passed
+    with pytest.raises(KernelLaunchError, match=r"a deadlock: .* waiting on ready \(parity 0\)"):
+        tilelab.run(wk.arrive_by_some_threads(by_data=True), some - 0.5, device="cpu")  # 16 positive
 
 
 def test_an_arrive_under_a_branch_on_the_thread_counts_the_threads_it_picks():

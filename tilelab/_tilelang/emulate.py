@@ -18,7 +18,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``T.thread_binding``) runs in loops over the block's threads, split at each barrier, with a slot
   per thread for what a thread keeps across one; all-reduces, shuffles, warp reductions and votes
   become a loop that stores every thread's value and one that reads each thread's result
-  (``emulate_threads.py``);
+  (``emulate_threads.py``); mbarriers that code by thread arrives on are shared counters of each
+  thread's arrivals, and the groups of a branch on the thread take turns as they let them, a deadlock
+  reported with its barriers and lines (``emulate_barriers.py``);
 - ``warp-roles``: hand-written warp specialisation and mbarriers run in program order: each
   ``T.ws(k)`` region once, for its warp group; each mbarrier a counter of its completed phases and
   of its arrivals (an arrive from a region counts the group's threads); ``T.tma_copy(...,
@@ -46,9 +48,8 @@ where the program reaches it and frees at the end of its scope (C would put it o
 which a large one overflows).
 
 What has no meaning on the CPU is refused by name, with the line that says it
-(:class:`EmulationRefused`): an mbarrier operation the ``warp-roles`` rule cannot give a meaning
-(an arrive some threads of a group make, one in a ``T.ws`` region whose code indexes by thread, an
-operation it does not know), hand-written PTX outside a
+(:class:`EmulationRefused`): an mbarrier operation neither rule can give a meaning (a wait only some
+threads of a group make, an operation they do not know), hand-written PTX outside a
 device function, an instruction of a device function's inline PTX outside ``emulate_ptx``'s table,
 and a barrier or warp operation only some threads reach. Atomics are
 kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
@@ -67,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compile import compile_kernel
+from .emulate_barriers import interleave
 from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_roles import RULE_ID as ROLES_RULE
@@ -83,9 +85,10 @@ TO_BITS_FUNCTION = "tilelab_emu_bits_of_float"  # uint32 (float x, int64 format)
 SCRATCH_FUNCTION = "tilelab_emu_scratch"  # void* (int64 bytes): zeroed heap memory
 SCRATCH_FREE_FUNCTION = "tilelab_emu_scratch_free"  # int32 (void*)
 BLOCK_MASK = "tilelab_blocks"
+MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "7"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -131,9 +134,12 @@ RULES = (
          "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
          "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
          "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
-         "when some thread takes it",
+         "when some thread takes it; mbarriers that such code arrives on are counters shared by the block's "
+         "threads, each thread's arrival adding one, and the groups of a branch on the thread take turns, each "
+         "resumed at the wait it stopped at; a fragment no tile operation touches is a thread's registers",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
-         "run; a barrier or warp operation only some threads reach is refused"),
+         "run; the turns are an order the mbarriers allow, and when no group can pass its wait the block would hang "
+         "on a GPU: it is reported as a deadlock; a barrier or warp operation only some threads reach is refused"),
     Rule("warp-roles", "the block's code runs in the order it is written: each T.ws(k) region once, for its warp "
          "group (its tile operations whole; its code by thread for that group's threads); each mbarrier is a counter "
          "of completed phases and of arrivals (an arrive from a region counts its group's threads, T.alloc_barrier "
@@ -454,12 +460,14 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
-    func = roles.func
+    # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
+    interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
+    func = interleaved.func if interleaved is not None else roles.func
     refused = refusal(func, name)
     if refused is not None:
         raise refused
     threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
-    func = threaded.func
+    func = threaded.func if interleaved is None else interleaved.place_arrivals(threaded.func)
     tvm = tilelang().tvm
     tirx = tvm.tirx
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
@@ -689,10 +697,17 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     if innermost is not None and mask:
         applied.add("blocks")
 
+        def selected_only(stmt: Any) -> Any:
+            """``stmt`` run when the mask selects the block: a loop of one trip or none, not a branch.
+            TileLang's IfStmtBinding pushes a branch around a block's body into each of its statements,
+            and its Simplify then re-proves the mask's condition with every condition nested under it
+            (a minute for a varlen attention kernel; the loop leaves the body as it is)."""
+            trips = tirx.Cast("int32", tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8"))
+            return tirx.For(tirx.Var(MASK_LOOP, "int32"), tirx.const(0, "int32"), trips, tirx.ForKind.SERIAL, stmt)
+
         def guard(node: Any) -> Any:
             if isinstance(node, tirx.SBlock) and str(node.name_hint) == "tilelang_root":
-                selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                guarded = tirx.IfThenElse(selected, node.body, None)
+                guarded = selected_only(node.body)
                 return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, guarded, node.init,
                                    node.alloc_buffers, node.match_buffers, node.annotations)
             return None
@@ -708,8 +723,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         else:  # no tilelang_root block: guard the innermost block loop's body
             def guard_loop(node: Any) -> Any:
                 if isinstance(node, tirx.For) and node.loop_var.same_as(innermost):
-                    selected = tirx.BufferLoad(mask_buffer, [linear]) != tirx.const(0, "int8")
-                    guarded = tirx.IfThenElse(selected, node.body, None)
+                    guarded = selected_only(node.body)
                     return tirx.For(node.loop_var, node.min, node.extent, node.kind, guarded, node.thread_binding,
                                     node.annotations)
                 return None
@@ -735,7 +749,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     return Emulation(name=name, func=new, applied=tuple(r.id for r in RULES if r.id in applied), narrow=narrow,
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
-                     barriers=tuple(roles.barriers), bits=as_bits)
+                     barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
 
 
 def _imported_bits(body: Any, func: Any, narrow: dict[str, str], name: str) -> Any:

@@ -63,6 +63,14 @@ class WarpRoles:
     func: Any
     applied: bool = False
     barriers: list[str] = field(default_factory=list)
+    # mbarriers that code by thread arrives on (an arrive under a condition on the thread, an mbarrier op
+    # in a T.ws region whose code indexes by thread): the block is the thread-level rule's to interleave
+    # (emulate_barriers.py), and ``func`` is the kernel as it came
+    handed_over: bool = False
+
+
+class _HandOver(Exception):
+    """Raised inside the walk: the block's mbarriers are the thread-level rule's."""
 
 
 def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
@@ -239,7 +247,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                 return node
             try:
                 return rewritten(node)
-            except EmulationRefused as err:  # raised after the walk: TVM's callbacks would wrap it
+            except (EmulationRefused, _HandOver) as err:  # raised after the walk: TVM's callbacks would wrap it
                 problems.append(err)
                 return node
 
@@ -303,15 +311,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                     result.applied = True
                     return tirx.Evaluate(zero)
                 if is_wait or is_arrive:
-                    if in_threaded:
-                        raise refuse("an mbarrier op in a T.ws region whose code indexes by thread",
-                                     "the thread-level rule runs such a region's code once per thread, and an "
-                                     "arrive or a wait is one of the warp group's", _OPS_SOURCE)
-                    if is_arrive and under_thread_if:
-                        raise refuse("an mbarrier arrive under a condition on the thread",
-                                     "the CPU run counts the arrivals of the threads a condition picks only when "
-                                     "the condition is one of the thread alone and the code under it does not "
-                                     "index by thread", _ARRIVE_SOURCE)
+                    if in_threaded or (is_arrive and under_thread_if):
+                        raise _HandOver()  # arrivals to count thread by thread: the thread-level rule's
                     result.applied = True
                     return wait(call) if is_wait else arrive(call, arrivals)
             return None
@@ -320,6 +321,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
 
     problems: list[Exception] = []
     body = rewrite(func.body, threads, False, False)
+    if any(isinstance(p, _HandOver) for p in problems):
+        return WarpRoles(func, handed_over=True)
     if problems:
         raise problems[0]
     if uses["ws"]:

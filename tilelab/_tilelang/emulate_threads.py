@@ -63,6 +63,11 @@ _WARP_REDUCTIONS = {
 # Thread-index intrinsics: the op's name -> how the index follows from the linear thread id.
 _INDEX_OPS = ("tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx", "tl.get_warp_group_idx")
 _ALLREDUCE = "tirx.tvm_thread_allreduce"
+# What each thread does for itself wherever it stands (an mbarrier arrival: emulate_barriers.ARRIVE_MARK).
+_PER_THREAD_OPS = ("tilelab_emu_arrive",)
+# What a group of threads does once, together (an mbarrier wait: emulate_barriers.py): an attribute
+# around it; like a barrier it ends one loop over the threads and starts the next.
+GROUP_STEP = "tilelab_group_step"
 # What stays refused: op name pattern -> (construct, why, the source pattern of its line).
 _REFUSED = (
     (r"named_barrier_arrive", "a one-sided named barrier (T.named_barrier_arrive)",
@@ -183,6 +188,9 @@ class _Block:
         self.axes = axes  # thread variable -> axis (grows with the block's T.thread_binding loops)
         self.allocs = list(node.alloc_buffers)
         self.eligible = {b for b in self.allocs if b.scope() in ("local", "local.var")}
+        # a fragment that no tile operation and no T.Parallel loop touches is a thread's registers
+        # (prefetched indices, say): written by thread, it gets one slot per thread too
+        self.eligible |= {b for b in self.allocs if b.scope() == "local.fragment"} - self.tile_buffers(node.body)
         self.per_thread: dict[Any, Any] = {}  # a buffer -> its replacement with one slot per thread
         self.varying: set[Any] = set()  # variables whose value depends on the thread
         self.added: list[Any] = []  # staging arrays and flags this rewrite allocates
@@ -196,6 +204,24 @@ class _Block:
         self._memo: dict[Any, bool] = {}
 
     # ---- helpers -----------------------------------------------------------------------------
+
+    def tile_buffers(self, body: Any) -> set[Any]:
+        """The buffers a tile operation names or a T.Parallel loop accesses in ``body``."""
+        tirx = self.tirx
+        out: set[Any] = set()
+
+        def accessed(node: Any) -> None:
+            if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
+                out.add(node.buffer)
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+                tirx.stmt_functor.post_order_visit(node, accessed)
+            elif isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")).startswith("tl.tileop."):
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(node), accessed)
+
+        tirx.stmt_functor.post_order_visit(body, visit)
+        return out
 
     def refuse(self, construct: str, why: str, source: str, nth: int = 0) -> Exception:
         from .emulate_source import EmulationRefused
@@ -256,7 +282,7 @@ class _Block:
                 return n.buffer in self.per_thread
             if isinstance(n, tirx.Call):
                 op = _op_name(n)
-                return op in _INDEX_OPS or self.is_collective_call(n)
+                return op in _INDEX_OPS or op in _PER_THREAD_OPS or self.is_collective_call(n)
             return False
 
         out = self.any_node(node, test)
@@ -271,7 +297,8 @@ class _Block:
         return self.any_node(stmt, self.is_collective_call)
 
     def holds_sync(self, stmt: Any) -> bool:
-        return self.holds_barrier(stmt) or self.holds_collective(stmt)
+        return self.holds_barrier(stmt) or self.holds_collective(stmt) or self.any_node(
+            stmt, lambda n: isinstance(n, self.tirx.AttrStmt) and str(n.attr_key) == GROUP_STEP)
 
     def holds_tile(self, stmt: Any) -> bool:
         """Whether ``stmt`` holds a tile operation of the block (not one that depends on the thread)."""
@@ -409,6 +436,7 @@ class _Block:
         self.varying = set(self.axes)
         uses = self.any_node(body, lambda n: (isinstance(n, tirx.Var) and n in self.axes)
                              or (isinstance(n, tirx.Call) and (_op_name(n) in _INDEX_OPS or _op_name(n) in _BARRIER_OPS
+                                                               or _op_name(n) in _PER_THREAD_OPS
                                                                or self.is_collective_call(n))))
         if not uses:
             return None

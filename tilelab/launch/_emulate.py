@@ -44,6 +44,7 @@ RUN_TIMEOUT_S = 120.0  # one emulated launch: blocks run one after another on on
 # An unsatisfiable mbarrier wait comes back as an out-of-bounds record with this buffer id and kind
 # (as tilelab/_tilelang/emulate_roles.py writes it): its indices are the barrier, element, parity, line.
 PROTOCOL_BUFFER, PROTOCOL_KIND = -2, 2
+DEADLOCK_KIND = 3  # a group of threads waiting when no group can pass its wait (the thread-level rule's turns)
 MAX_OOB = 64  # out-of-bounds accesses kept with their indices (all are counted)
 CPU_WORKER = -1  # the worker process of CPU launches (device numbers of GPUs are >= 0)
 LOAD_TIMEOUT_S = 900.0  # a fresh worker imports TileLang and loads the kernel (a compile if the cache lacks it)
@@ -345,9 +346,13 @@ class OutOfBoundsAccess:
     extent: tuple[int, ...]
 
     def describe(self) -> str:
-        if self.kind == "wait":  # an mbarrier wait program order never satisfies: (element, parity, line)
+        if self.kind in ("wait", "deadlock"):  # an mbarrier wait never satisfied: (element, parity, line)
             element, parity, line = self.index[:3]
             where = f" at line {line}" if line else ""
+            if self.kind == "deadlock":
+                return (f"a deadlock: every group of threads waits and none can arrive: waiting on {self.buffer}"
+                        f"{f'[{element}]' if self.extent and self.extent[0] > 1 else ''} (parity {parity}){where}, "
+                        f"in block {self.block}")
             return (f"this protocol needs its warp groups to run at the same time: waiting on {self.buffer}"
                     f"{f'[{element}]' if self.extent and self.extent[0] > 1 else ''} (parity {parity}){where} before "
                     f"any arrive completes its phase, in block {self.block}")
@@ -372,9 +377,10 @@ def _read_oobs(rt: ctypes.CDLL, buffers: Sequence[str], barriers: Sequence[str] 
     for r in records:
         rank = int(r["rank"])
         b = int(r["buffer"])
-        if b == PROTOCOL_BUFFER and int(r["kind"]) == PROTOCOL_KIND:  # idx: barrier, element, parity, line
+        if b == PROTOCOL_BUFFER and int(r["kind"]) in (PROTOCOL_KIND, DEADLOCK_KIND):  # barrier, element, parity, line
             which = int(r["idx"][0])
-            found.append(OutOfBoundsAccess(barriers[which] if 0 <= which < len(barriers) else "an mbarrier", "wait",
+            kind = "wait" if int(r["kind"]) == PROTOCOL_KIND else "deadlock"
+            found.append(OutOfBoundsAccess(barriers[which] if 0 <= which < len(barriers) else "an mbarrier", kind,
                                            (int(r["bx"]), int(r["by"]), int(r["bz"])),
                                            tuple(int(i) for i in r["idx"][1:4]), (int(r["extent"][0]),)))
             continue
@@ -649,7 +655,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     launch = [p for p in prepared.params if p.passed_at_launch]
     inputs = [a for a, p in zip(args, launch) if not p.is_output]
     expected = reference(torch, opts.ref, inputs, opts.ref_dtype, notes) if opts.ref is not None else None
-    grid = _tilelang.emulated_grid(emulated.kernel.emulation, bound)
+    # a grid sized by a scalar argument (T.Kernel(T.ceildiv(max_seqlen, 64))) reads it from the call
+    scalars = {p.name: int(a) for a, p in zip(args, launch) if p.kind == "scalar" and hasattr(a, "__index__")}
+    grid = _tilelang.emulated_grid(emulated.kernel.emulation, {**scalars, **bound})
     selected = parse_blocks(blocks, grid, prepared.name)
     count = grid[0] * grid[1] * grid[2]
     tensor_params = [p for p in prepared.params if p.kind == "tensor"]
@@ -700,7 +708,7 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         mask[count:] = 0
         after, flags, total, kept = _launch(worker, emulated, work, mask, timeout, bound)
         after = [a.view(full[i].dtype) if i in as_bits else a for i, a in enumerate(after)]
-        waits = [k for k in kept if k.kind == "wait"]
+        waits = [k for k in kept if k.kind in ("wait", "deadlock")]
         if waits:
             raise protocol_error(prepared.name, waits)
         stored[:] = [bool(f) for f in flags[count:].tolist()]
@@ -952,11 +960,17 @@ def _launch(worker: Any, emulated: Emulated, work: list[Any], mask: Any, timeout
 
 def protocol_error(name: str, waits: Sequence[OutOfBoundsAccess]) -> KernelLaunchError:
     """The error of an emulated launch whose mbarrier protocol program order cannot satisfy."""
-    err = KernelLaunchError(
-        name, "other", waits[0].describe() + (f" (and {len(waits) - 1} more such waits)" if len(waits) > 1 else ""),
-        "on the CPU the block's T.ws regions run in the order they are written: a wait written before the arrive "
-        "that completes its phase (a consumer before its producer, a missing arrive, a wrong parity) is never "
-        "satisfied; on a GPU such a kernel would hang or rely on its warp groups running at once")
+    if waits[0].kind == "deadlock":
+        hint = ("the block's groups of threads took turns as its mbarriers let them, until each waited on a phase no "
+                "arrive can complete (a missing or extra arrive, an arrive count that does not match the threads "
+                "that arrive, a wrong parity): on a GPU this block would hang")
+        more = f" (and {len(waits) - 1} more waiting)" if len(waits) > 1 else ""
+    else:
+        hint = ("on the CPU the block's T.ws regions run in the order they are written: a wait written before the "
+                "arrive that completes its phase (a consumer before its producer, a missing arrive, a wrong parity) "
+                "is never satisfied; on a GPU such a kernel would hang or rely on its warp groups running at once")
+        more = f" (and {len(waits) - 1} more such waits)" if len(waits) > 1 else ""
+    err = KernelLaunchError(name, "other", waits[0].describe() + more, hint)
     err.isolated = True
     err.protocol_waits = tuple(waits)  # type: ignore[attr-defined]
     return err
