@@ -33,6 +33,7 @@ was built:
 
     git -C /tmp/tilelang-src archive COMMIT testing | tar -x -C /tmp/tilelang-testing
     .venv/bin/python benchmarks/emulation_coverage.py --tests /tmp/tilelang-testing/testing --json rows.json
+        [--half first|second|all] [--only GLOB]
 
 It takes the test files (``test_*.py``) of ``testing/python``'s folders that build CUDA kernels
 (``TEST_FOLDERS``: kernel, issue, language, cuda, math, fastmath, quantize, tilelibrary; ``--only
@@ -55,6 +56,11 @@ intercepted as above. Which kernels count:
   kernel as failing and goes on from the next test in a new process (``MAX_RESTARTS``).
 
 The verdicts are the same as the examples'; the totals are printed for all and per folder.
+``--half`` splits this set too, by file: the paths (relative to ``testing/python``) of the test files
+of ``TEST_FOLDERS`` sorted by name and dealt alternately (1st, 3rd, ... the first half; 2nd, 4th, ...
+the second). Rules of the CPU path built from this set's failures were built from the first half's
+only; the second half is their held-out measure. ``--only`` narrows within the chosen half (the
+halves are always dealt from the whole set, so a file's half does not depend on ``--only``).
 """
 
 from __future__ import annotations
@@ -110,6 +116,11 @@ def half_of(folder: str, folders: list[str]) -> str:
 
 class _Stop(BaseException):
     pass
+
+
+def test_file_half(rel: str, files: list[str]) -> str:
+    """--tests: "first" or "second": the test files' paths sorted by name, dealt alternately."""
+    return "first" if sorted(files).index(rel) % 2 == 0 else "second"
 
 
 def _slug(text: str) -> str:
@@ -593,7 +604,7 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False) -> str:
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all") -> str:
     lines = []
     header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
@@ -612,7 +623,9 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False) 
     verdicts = collections.Counter(r["verdict"] for r in rows)
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
     if tests:
-        lines += summary(rows, "all (held out: TileLang's tests)")
+        label = {"all": "all", "first": "first half of the files (built from)",
+                 "second": "second half of the files (held out)"}[which]
+        lines += summary(rows, f"{label} (TileLang's tests)")
         for folder in sorted({folder_of(r["script"]) for r in rows}):
             lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
         left = sum(r.get("left_out", 0) for r in rows)
@@ -679,6 +692,14 @@ def main() -> int:
         table = [r for s in sorted(by_script) for r in by_script[s]]
         print(render(dedupe(table) if args.tests else table, folders, args.tests))
         return 0
+    if args.half != "all" and args.tests:
+        fresh = [s.relative_to(root).as_posix() for s in _corpus.find_scripts(root, True)
+                 if _corpus.is_test_file(s) and folder_of(s.relative_to(root).as_posix()) in TEST_FOLDERS]
+        outside = [s.relative_to(root).as_posix() for s in scripts if s.relative_to(root).as_posix() not in fresh]
+        if outside:
+            parser.error(f"--half: {outside[0]} is not one of the test files of {', '.join(TEST_FOLDERS)}, "
+                         "which the halves are dealt from; drop --half to run it")
+        scripts = [s for s in scripts if test_file_half(s.relative_to(root).as_posix(), fresh) == args.half]
     if args.half != "all" and not args.tests:
         scripts = [s for s in scripts if half_of(folder_of(s.relative_to(root).as_posix()), folders) == args.half]
     ir_dir = Path(args.save_ir).resolve() if args.save_ir else None
@@ -702,7 +723,7 @@ def main() -> int:
     rows = [r for s in scripts for r in results[s]]
     if args.tests:
         rows = dedupe(rows)
-    print(render(rows, folders, args.tests))
+    print(render(rows, folders, args.tests, args.half))
     print(f"{len(scripts)} {'test files' if args.tests else 'scripts'} in {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -186,7 +186,7 @@ def test_each_rule_rewrites_what_it_says():
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
     assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "sparse", "dtypes",
-                        "imported", "blocks", "bounds"]
+                        "imported", "intrinsics", "blocks", "bounds"]
     assert all(r.does and r.why for r in tilelab.launch.EMULATION_RULES)
 
 

@@ -69,6 +69,7 @@ from typing import Any
 
 from .compile import compile_kernel
 from .emulate_barriers import interleave
+from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
@@ -165,6 +166,10 @@ RULES = (
          "name with its line); a float16, bfloat16 or float8 buffer it takes is passed as a copy of its bits",
          "the function's C is the same program on either processor, and each PTX instruction computes what the ISA "
          "defines (16-bit float arithmetic exact, then rounded once to nearest even)"),
+    Rule("intrinsics", "TileLang intrinsics its C back end lacks are given their meaning, each by one entry of a "
+         "table (emulate_intrinsics.INTRINSICS: " + ", ".join(sorted(INTRINSICS)) + "); any other is refused by name",
+         "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
+         "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
          "earlier kernels run whole and the selection is of the last kernel's blocks",
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
@@ -453,6 +458,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     every narrow tensor is a float32 one, for a compile without the late pass, whose decoding and
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
+    func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
     interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
@@ -465,6 +471,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     tvm = tilelang().tvm
     tirx = tvm.tirx
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
+    if intrinsics:
+        applied.add("intrinsics")
     if roles.applied:
         applied.add(ROLES_RULE)
     narrow: dict[str, str] = {}
@@ -1026,8 +1034,14 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {})}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
-        compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None, pass_configs=configs,
-                                  compile_flags=compile_flags)
+        try:
+            compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None,
+                                      pass_configs=configs, compile_flags=compile_flags)
+        except Exception as err:
+            refused = refused_intrinsic(source.prim_func, source.name, err)
+            if refused is not None:
+                raise refused from err
+            raise
     return EmulatedKernel(compiled, emulation)
 
 

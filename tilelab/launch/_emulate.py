@@ -59,6 +59,7 @@ _ROUNDING_SOURCE = r"""
 #include <string.h>
 #include <stdlib.h>
 #include <math.h>
+#include <stdio.h>
 
 /* x rounded to nearest even in a binary float format of `mant` stored mantissa bits, whose normal
    exponents reach down to `emin`, whose largest finite value is `maxv`; `sat`: values beyond it
@@ -191,6 +192,15 @@ static inline uint32_t tilelab_emu_to_bits(float x, int32_t format) {
 # Included first in an emulated kernel's C++ (-include): the kernel's own declaration of the
 # rounding (extern "C", as TileLang's codegen writes it) then names this inline definition.
 ROUNDING_HEADER = _ROUNDING_SOURCE + r"""
+/* T.device_assert whose condition is false (the intrinsics rule): its message, and the launch ends
+   (in the CPU run's own worker process), as CUDA's assert traps the kernel. C++, beside
+   the C declaration TileLang's code writes (void*): the overload a string literal takes. */
+static inline int32_t tilelab_emu_assert_failed(const void* message) {
+  fprintf(stderr, "device assertion failed: %s\n", (const char*)message);
+  fflush(stderr);
+  abort();
+  return 0;
+}
 extern "C" {
 static inline float tilelab_emu_round(float x, int64_t format) { return tilelab_emu_round_impl(x, (int32_t)format); }
 static inline float tilelab_emu_float_of_bits(uint32_t bits, int64_t format) {
