@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .emulate_roles import PROTOCOL_BUFFER
+from .emulate_roles import PROTOCOL_BUFFER, barrier_setup
 from .emulate_threads import ENUMERATE_LIMIT, GROUP_STEP, _declares, _source_line
 from .emulate_threads import _call_args as _args
 from .emulate_threads import _op_name as _op
@@ -189,13 +189,8 @@ class _Interleave:
         counts: dict[str, list[int]] = {}
 
         def find(node: Any) -> None:
-            if isinstance(node, tirx.SBlock) and "barrier_init" in node.annotations:
-                roots.append(node)
-                for data, arrive in node.annotations["barrier_init"].items():
-                    counts[str(data.name)] = [int(c) for c in arrive]
-            elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
-                    and str(getattr(node.value.op, "name", "")) == "tl.launch_thread_idx":
-                self.thread_vars.add(node.var)
+            if barrier_setup(tirx, node, roots, counts, self.thread_vars):
+                pass
             elif isinstance(node, tirx.For) and node.thread_binding is not None:
                 tag = str(node.thread_binding.thread_tag)
                 if tag.startswith("blockIdx.") and tag[-1] in "xyz":

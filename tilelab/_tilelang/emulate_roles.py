@@ -69,6 +69,23 @@ class WarpRoles:
     handed_over: bool = False
 
 
+def barrier_setup(tirx: Any, node: Any, roots: list[Any], counts: dict[str, list[int]], thread_vars: set[Any]) -> bool:
+    """One node of a walk that finds a block's mbarriers (shared by this rule and the thread-level
+    rule's interleaving): a block with ``barrier_init`` joins ``roots`` and gives ``counts`` (each
+    mbarrier's arrive counts by name); a thread index bound by ``tl.launch_thread_idx`` joins
+    ``thread_vars``. True where the node was one of those."""
+    if isinstance(node, tirx.SBlock) and "barrier_init" in node.annotations:
+        roots.append(node)
+        for data, arrive in node.annotations["barrier_init"].items():
+            counts[str(data.name)] = [int(c) for c in arrive]
+        return True
+    if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
+            and str(getattr(node.value.op, "name", "")) == "tl.launch_thread_idx":
+        thread_vars.add(node.var)
+        return True
+    return False
+
+
 class _HandOver(Exception):
     """Raised inside the walk: the block's mbarriers are the thread-level rule's."""
 
@@ -91,13 +108,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
     uses = {"ws": False, "barrier": False}
 
     def find(node: Any) -> None:
-        if isinstance(node, tirx.SBlock) and "barrier_init" in node.annotations:
-            roots.append(node)
-            for data, arrive in node.annotations["barrier_init"].items():
-                counts[str(data.name)] = [int(c) for c in arrive]
-        elif isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
-                and str(getattr(node.value.op, "name", "")) == "tl.launch_thread_idx":
-            thread_vars.add(node.var)
+        if barrier_setup(tirx, node, roots, counts, thread_vars):
+            pass
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) == "warp_specialize":
             uses["ws"] = True
         elif isinstance(node, tirx.Call) and re.search(_WAIT + "|" + _ARRIVE + "|" + _EXPECT, _op(node)):
