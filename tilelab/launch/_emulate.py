@@ -322,7 +322,9 @@ def compile_flags() -> list[str]:
     of -O0), with the rounding included inline (:data:`ROUNDING_HEADER`)."""
     from ._native import header_file
 
-    return ["-O1", "-include", header_file(ROUNDING_HEADER, "emulation-rounding")]
+    from .._tilelang.emulate_intrinsics import RUNTIME_C  # the intrinsics rule's C (T.ieee_*, T.rng_*)
+
+    return ["-O1", "-include", header_file(ROUNDING_HEADER + RUNTIME_C, "emulation-rounding")]
 
 
 def round_to_format(values: Sequence[float], dtype: str) -> list[float]:
