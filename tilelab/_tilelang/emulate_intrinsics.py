@@ -460,12 +460,16 @@ def _bit_count(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
 
 
 def _isfinite(call: Any, buffers: dict[Any, Any]) -> Any:
-    """Neither NaN nor infinite: x equals itself and is neither infinity (comparisons only: TVM
-    spells its own isinf with fabs, after this rule has run)."""
+    """Neither NaN nor infinite: the exponent field of x's bits not all ones (float32, float64;
+    TVM spells its own isfinite with fabs, after this rule has run, and folds x == x to true)."""
     tirx = tilelang().tvm.tirx
     x = call.args[0]
-    inf = tirx.const(float("inf"), x.dtype)
-    return tirx.And(tirx.EQ(x, x), tirx.And(tirx.NE(x, inf), tirx.NE(x, -inf)))
+    field = {"float32": ("uint32", 0x7F800000), "float64": ("uint64", 0x7FF0000000000000)}.get(str(x.dtype))
+    if field is None:
+        return None
+    bits, mask = field
+    exponent = tirx.bitwise_and(tirx.reinterpret(bits, x), tirx.const(mask, bits))
+    return tirx.NE(exponent, tirx.const(mask, bits))
 
 
 def _pow_of_int(call: Any, buffers: dict[Any, Any]) -> Any:
@@ -528,7 +532,6 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
     lane, as TileLang's CUDA template defines it per type (__fadd2_rn / make_float2(a.x + b.x, ...),
     __hadd2 ...: each lane rounded to nearest even; max/min of a NaN and a number the number)."""
     def lower(call: Any, buffers: dict[Any, Any]) -> Any:
-        tirx = tilelang().tvm.tirx
         args = list(call.args)
         if kind == "add":
             return args[0] + args[1]
@@ -630,4 +633,4 @@ INTRINSICS.update({i.op: i for i in (
     Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, 'uniform'): curand_uniform / curand_uniform_double of "
               "the thread's stream, in (0, 1]", _rng_rand_float),
 )})
-STATEMENTS = (*STATEMENTS, "tl.rng_init")
+STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]
