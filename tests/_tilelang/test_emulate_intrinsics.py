@@ -135,6 +135,7 @@ def _rsqrt_rounded(x):
     raise AssertionError(x)
 
 
+@pytest.mark.heavy  # one compile and launch (about 2 s); make test keeps the Philox kernel as this group's quick proof
 def test_ieee_operations_round_once_in_their_mode_as_ieee_754_defines():
     from fractions import Fraction
 

@@ -2,7 +2,13 @@
 implement, each given its meaning in plain TIR by
 one entry of :data:`INTRINSICS`, written from TileLang's own definition of the op (its Python
 docstring, its CUDA template). An intrinsic that is neither here nor known to the ``c`` back end
-is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it."""
+is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it.
+
+Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
+Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
+side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
+``T.__fns``, ``T.rng_rand_float(dist="normal")`` and the XORWOW/MRG32k3a generators, cluster
+operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
 
 from __future__ import annotations
 
