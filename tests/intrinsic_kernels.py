@@ -134,11 +134,12 @@ def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, fir
 
 def math_group(n: int = 64) -> T.PrimFunc:
     """Per element of A (float32) and Bits (int32): the fast-math functions, exp10, fmod, fmul, fma,
-    pow by an integer, isfinite, and the integer bit counts (clz, popcount, __ffs)."""
+    pow by an integer, isfinite, ldexp, and the integer bit counts and searches (clz, popcount, __ffs,
+    __fns from bit 3: the second set bit up, the first set bit down)."""
 
     @T.prim_func
-    def main(A: T.Tensor((n,), "float32"), Bits: T.Tensor((n,), "int32"), F: T.Tensor((8, n), "float32"),
-             K: T.Tensor((3, n), "int32")) -> None:
+    def main(A: T.Tensor((n,), "float32"), Bits: T.Tensor((n,), "int32"), F: T.Tensor((9, n), "float32"),
+             K: T.Tensor((5, n), "int32")) -> None:
         with T.Kernel(1, threads=n):
             for i in T.Parallel(n):
                 F[0, i] = T.__exp(A[i])
@@ -152,6 +153,9 @@ def math_group(n: int = 64) -> T.PrimFunc:
                 K[0, i] = T.clz(Bits[i])
                 K[1, i] = T.popcount(Bits[i])
                 K[2, i] = T.__ffs(Bits[i])
+                K[3, i] = T.Cast("int32", T.__fns(T.Cast("uint32", Bits[i]), 3, 2))
+                K[4, i] = T.Cast("int32", T.__fns(T.Cast("uint32", Bits[i]), 3, -1))
+                F[8, i] = T.ldexp(A[i], 3.0)
 
     return main
 
@@ -168,5 +172,19 @@ def packed_pairs(n: int = 64) -> T.PrimFunc:
                 P[0, T.Ramp(2 * j, 1, 2)] = T.add2(a, b)
                 P[1, T.Ramp(2 * j, 1, 2)] = T.sub2(a, b)
                 P[2, T.Ramp(2 * j, 1, 2)] = T.mul2(a, b)
+
+    return main
+
+
+def elect(threads: int = 128) -> T.PrimFunc:
+    """E[0, t] = T.shuffle_elect(64) (one thread of each 64), E[1, t] = T.shuffle_elect(0) (one of the
+    block), as 0 / 1."""
+
+    @T.prim_func
+    def main(E: T.Tensor((2, threads), "int32")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            E[0, t] = T.if_then_else(T.shuffle_elect(64), 1, 0)
+            E[1, t] = T.if_then_else(T.shuffle_elect(0), 1, 0)
 
     return main

@@ -241,7 +241,7 @@ def test_math_intrinsics_compute_their_meaning():
     a[0] = 0.0  # log: -inf at 0, NaN below it
     i = rng.integers(-2 ** 31, 2 ** 31, 64, dtype=np.int64).astype(np.int32)
     i[:3] = [0, 1, -1]
-    f, k = torch.zeros(8, 64), torch.zeros(3, 64, dtype=torch.int32)
+    f, k = torch.zeros(9, 64), torch.zeros(5, 64, dtype=torch.int32)
     result = tilelab.run(ik.math_group(), torch.from_numpy(a), torch.from_numpy(i), f, k, device="cpu",
                          outputs=["F", "K"])
     assert result.passed, result
@@ -254,7 +254,21 @@ def test_math_intrinsics_compute_their_meaning():
     u = i.view(np.uint32).astype(np.int64)
     clz = np.array([32 - int(v).bit_length() for v in u])
     ffs = np.array([(int(v) & -int(v)).bit_length() for v in u])
-    np.testing.assert_array_equal(_np(k), [clz, [bin(int(v)).count("1") for v in u], ffs])
+    np.testing.assert_array_equal(_np(f)[8], a * 8)
+    bits = [[(int(v) >> p) & 1 for p in range(32)] for v in u]
+    up = [([p for p in range(3, 32) if b[p]] + [-1, -1])[1] for b in bits]  # the second set bit from 3 up
+    down = [([p for p in range(3, -1, -1) if b[p]] + [-1])[0] for b in bits]  # the first from 3 down
+    np.testing.assert_array_equal(_np(k), [clz, [bin(int(v)).count("1") for v in u], ffs, up, down])
+    assert _np(k)[3, 0] == -1 and _np(k)[4, 2] == 3  # 0 has no set bit (0xffffffff); -1 has bit 3
+
+
+@pytest.mark.heavy
+def test_shuffle_elect_picks_lane_0_of_each_group():
+    e = torch.full((2, 128), -1, dtype=torch.int32)
+    result = tilelab.run(ik.elect(), e, device="cpu", outputs=["E"])
+    assert result.passed, result
+    t = np.arange(128)
+    np.testing.assert_array_equal(_np(e), [(t % 64 == 0).astype(np.int32), (t == 0).astype(np.int32)])
 
 
 @pytest.mark.heavy

@@ -7,7 +7,7 @@ is refused by name (:func:`refused_intrinsic`), with the kernel's line that call
 Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
 Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
 side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
-``T.__fns``, ``T.rng_rand_float(dist="normal")`` and the XORWOW/MRG32k3a generators, cluster
+``T.rng_rand_float(dist="normal")`` and the XORWOW/MRG32k3a generators, cluster
 operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
 
 from __future__ import annotations
@@ -296,6 +296,7 @@ RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state): cu
 RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state)
 RNG_STATE_WORDS = 8  # key (2 words), counter (4 words), the next word's place in the counter's block, spare
 RNG_STATE_NAME = "tilelab_rng_state"
+FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
 
 # The C the entries below call: part of the header every CPU-path kernel is built with
 # (tilelab.launch._emulate), so each call is an inline function of the kernel's own code.
@@ -369,6 +370,22 @@ static inline double tilelab_emu_ieee_f64(int64_t op, double a, double b, double
   return vr;
 }
 
+/* T.__fns(mask, base, offset): PTX's fns.b32 (CUDA's __fns): the place of the |offset|-th set bit of
+   mask counting from bit base (base itself included) toward the high bits for a positive offset,
+   toward the low bits for a negative one; for offset 0, base when its bit is set; 0xffffffff when
+   there is no such bit. */
+static inline uint32_t tilelab_emu_fns(uint32_t mask, uint32_t base, int32_t offset) {
+  if (offset == 0) return (base < 32 && ((mask >> base) & 1u)) ? base : 0xffffffffu;
+  int32_t step = offset > 0 ? 1 : -1;
+  int64_t count = offset > 0 ? (int64_t)offset - 1 : -(int64_t)offset - 1;
+  for (int32_t pos = (int32_t)base; pos >= 0 && pos < 32; pos += step) {
+    if ((mask >> pos) & 1u) {
+      if (count == 0) return (uint32_t)pos;
+      count--;
+    }
+  }
+  return 0xffffffffu;
+}
 /* T.rng_init / T.rng_rand / T.rng_rand_float: curand's Philox4_32_10 generator (Salmon et al.,
    "Parallel random numbers: as easy as 1, 2, 3", 2011), as curand_init and curand define its
    stream. state: key[2] (the seed's low and high words), ctr[4] (a 128-bit counter, ctr[0] lowest),
@@ -545,8 +562,46 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
             return args[0] - args[1]
         if kind == "mul":
             return args[0] * args[1]
-        return None
+        return None  # fma2, max2, min2, abs2: TileLang's C has no per-lane form of them for a pair
     return lower
+
+
+def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.__fns(mask, base, offset)``: the runtime's tilelab_emu_fns, PTX's fns.b32 by its
+    definition (the offset-th set bit of mask from bit base; 0xffffffff when none)."""
+    tirx = tilelang().tvm.tirx
+    mask, base, offset = call.args
+    return tirx.call_pure_extern("uint32", FNS_FUNCTION, tirx.Cast("uint32", mask), tirx.Cast("uint32", base),
+                                 tirx.Cast("int32", offset))
+
+
+def _ldexp(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.ldexp(x, e)``: x * 2**e, e converted to an integer as C converts it (CUDA's ldexpf takes
+    an int; TileLang's C declares it with a float exponent, which the compiler rejects)."""
+    tirx = tilelang().tvm.tirx
+    x, e = call.args
+    if str(x.dtype) not in ("float32", "float64") or x.dtype.lanes != 1:
+        return None
+    return tirx.call_pure_extern(call.dtype, "ldexp" if str(x.dtype) == "float64" else "ldexpf", x,
+                                 tirx.Cast("int32", e))
+
+
+def _shuffle_elect(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.shuffle_elect(extent)``: one thread of each group of ``extent`` threads, as TileLang's
+    template elects it (elect.sync, the lowest lane of a converged warp: lane 0, in each warp whose
+    index is a multiple of ceil(extent / 32); extent 0: lane 0 of warp 0). Written with the thread's
+    lane and warp index, which the thread-level rule gives each thread."""
+    tirx = tilelang().tvm.tirx
+    extent = call.args[0]
+    if not isinstance(extent, tirx.IntImm):
+        return None
+    lane = tirx.call_intrin("int32", tirx.op.Op.get("tl.get_lane_idx"))
+    warp = tirx.call_intrin("int32", tirx.op.Op.get("tl.get_warp_idx"))
+    warps = (int(extent) + 31) // 32
+    first = tirx.EQ(lane, tirx.const(0, "int32"))
+    if int(extent) == 0:
+        return tirx.And(first, tirx.EQ(warp, tirx.const(0, "int32")))
+    return tirx.And(first, tirx.EQ(tirx.floormod(warp, tirx.const(warps, "int32")), tirx.const(0, "int32")))
 
 
 def _rng_state(buffers: dict[Any, Any]) -> Any:
@@ -632,6 +687,11 @@ INTRINSICS.update({i.op: i for i in (
               "later TMA and tensor-core ones; on the CPU every access is done when its statement ends", _nothing),
     Intrinsic("tl.tma_store_arrive", "T.tma_store_arrive(): commits the block's TMA stores as a group (for "
               "T.tma_store_wait); on the CPU each store is done when its statement ends", _nothing),
+    Intrinsic("tl.__fns", "T.__fns(mask, base, offset): the place of the offset-th set bit of mask from bit base "
+              "(up for offset > 0, down for offset < 0), 0xffffffff when there is none (PTX's fns)", _fns),
+    Intrinsic("tirx.ldexp", "T.ldexp(x, e): x * 2**e (C's ldexp, e an integer)", _ldexp),
+    Intrinsic("tl.tl_shuffle_elect", "T.shuffle_elect(n): true for one thread of each group of n threads (lane 0 of "
+              "the group's first warp; n = 0: of the block)", _shuffle_elect),
     Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off): the thread's curand Philox4_32_10 state, "
               "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init),
     Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
