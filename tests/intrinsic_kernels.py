@@ -118,16 +118,20 @@ def ieee_rounding(n: int = 64) -> T.PrimFunc:
 
 def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0) -> T.PrimFunc:
     """Thread t of the block: T.rng_init(seed, first_seq + t, offset), then ``draws`` words of its
-    stream (T.rng_rand, their bits as int32) into W[t, :], and one uniform float into U[t]."""
+    stream (T.rng_rand, their bits as int32) into W[t, :], one uniform float into U[t], then three
+    normal floats into G[t, :] (Box-Muller: two words for the first two, two more for the third)."""
 
     @T.prim_func
-    def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32")) -> None:
+    def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32"),
+             G: T.Tensor((threads, 3), "float32")) -> None:
         with T.Kernel(1, threads=threads):
             t = T.get_thread_binding()
             T.rng_init(seed, first_seq + t, offset)
             for k in T.serial(draws):
                 W[t, k] = T.reinterpret("int32", T.rng_rand())
             U[t] = T.rng_rand_float()
+            for k in T.serial(3):
+                G[t, k] = T.rng_rand_float(32, "normal")
 
     return main
 

@@ -215,18 +215,29 @@ def test_the_reference_philox_gives_random123s_known_answers():
 def test_rng_draws_curands_philox_stream_for_each_thread(seed, offset, first_seq):
     threads, draws = 8, 6
     words = torch.zeros(threads, draws, dtype=torch.int32)
-    uniform = torch.zeros(threads)
-    result = tilelab.run(ik.philox(threads, draws, seed, offset, first_seq), words, uniform, device="cpu",
-                         outputs=["W", "U"])
+    uniform, normal = torch.zeros(threads), torch.zeros(threads, 3)
+    result = tilelab.run(ik.philox(threads, draws, seed, offset, first_seq), words, uniform, normal, device="cpu",
+                         outputs=["W", "U", "G"])
     assert result.passed, result
     got = _np(words).view(np.uint32)
-    streams = [_curand_words(seed, first_seq + t, offset, draws + 1) for t in range(threads)]
+    streams = [_curand_words(seed, first_seq + t, offset, draws + 5) for t in range(threads)]
     assert got.tolist() == [s[:draws] for s in streams]
     if (seed, offset, first_seq) == (0, 0, 0):
         assert tuple(got[0, :4]) == _PHILOX_KAT[0][2]  # the first block of seed 0: Random123's first vector
     # curand_uniform: the next word x as float32, x * 2^-32 + 2^-33 (float32 arithmetic)
     last = np.array([s[draws] for s in streams], dtype=np.float64).astype(np.float32)
     np.testing.assert_array_equal(_np(uniform), last * np.float32(2.0 ** -32) + np.float32(2.0 ** -33))
+    # curand_normal: Box-Muller on the next two words, sqrt(-2 ln u) sin(2 pi v) then its cos, then two more
+    # (float64 here: the GPU's fast log and sine agree within their error, not bit for bit)
+    def u01(w):
+        return (np.array(w, dtype=np.float64) + 0.5) * 2.0 ** -32
+
+    first, second, third = (np.array([s[draws + 1 + k] for s in streams]) for k in (0, 1, 2))
+    fourth = np.array([s[draws + 4] for s in streams])
+    radius = np.sqrt(-2 * np.log(u01(first)))
+    expected = [radius * np.sin(2 * np.pi * u01(second)), radius * np.cos(2 * np.pi * u01(second)),
+                np.sqrt(-2 * np.log(u01(third))) * np.sin(2 * np.pi * u01(fourth))]
+    np.testing.assert_allclose(_np(normal), np.array(expected).T, rtol=1e-4, atol=1e-5)
     wrong = [_curand_words(seed, first_seq + t, offset, draws, subsequence_low=True) for t in range(threads)]
     assert got.tolist() != wrong  # a generator that put the subsequence in the counter's low bits is caught
 

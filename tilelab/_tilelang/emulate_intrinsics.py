@@ -7,7 +7,7 @@ is refused by name (:func:`refused_intrinsic`), with the kernel's line that call
 Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
 Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
 side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
-``T.rng_rand_float(dist="normal")`` and the XORWOW/MRG32k3a generators, cluster
+``T.rng_rand_float(64, "normal")`` and the XORWOW/MRG32k3a generators, cluster
 operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
 
 from __future__ import annotations
@@ -294,7 +294,8 @@ RNG_INIT_FUNCTION = "tilelab_emu_philox_init"  # (uint32* state, uint64 seed, ui
 RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state): curand(&state)
 RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state): curand_uniform(&state)
 RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state)
-RNG_STATE_WORDS = 8  # key (2 words), counter (4 words), the next word's place in the counter's block, spare
+RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state): curand_normal(&state)
+RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
 RNG_STATE_NAME = "tilelab_rng_state"
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
 
@@ -413,7 +414,7 @@ static inline void tilelab_emu_philox_add(uint32_t* state, uint64_t n, int high)
 }
 static inline int32_t tilelab_emu_philox_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
   state[0] = (uint32_t)seed; state[1] = (uint32_t)(seed >> 32);
-  state[2] = state[3] = state[4] = state[5] = 0; state[6] = 0; state[7] = 0;
+  state[2] = state[3] = state[4] = state[5] = 0; state[6] = 0; state[7] = 0; state[8] = 0;
   tilelab_emu_philox_add(state, subsequence, 1);
   state[6] = (uint32_t)(offset & 3);  /* skipahead(offset): whole blocks, then the place in one */
   tilelab_emu_philox_add(state, offset / 4, 0);
@@ -432,6 +433,27 @@ static inline uint32_t tilelab_emu_philox_next(uint32_t* state) {
 /* curand_uniform: a float in (0, 1], x * 2^-32 + 2^-33 (the product exact, the sum rounded) */
 static inline float tilelab_emu_philox_uniform(uint32_t* state) {
   return (float)tilelab_emu_philox_next(state) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+}
+/* curand_normal: Box-Muller on two words, u = x * 2^-32 + 2^-33, v = y * 2pi 2^-32 + pi 2^-32 (fused,
+   as the GPU contracts it), sqrt(-2 log u) times sin v returned and times cos v kept for the next
+   draw. The GPU computes log, sin and cos with its fast approximations: the CPU's are exact, so a
+   normal draw agrees within their error, not bit for bit. */
+static inline float tilelab_emu_philox_normal(uint32_t* state) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  uint32_t x = tilelab_emu_philox_next(state), y = tilelab_emu_philox_next(state);
+  const float two_pi_scaled = 6.2831855f * 2.3283064365386963e-10f;
+  float u = (float)x * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+  float v = fmaf((float)y, two_pi_scaled, two_pi_scaled / 2.0f);
+  float s = sqrtf(-2.0f * logf(u));
+  float second = s * cosf(v);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(v);
 }
 /* curand_uniform_double: two words make 53 bits, z = x ^ (y << 21), z * 2^-53 + 2^-54 */
 static inline double tilelab_emu_philox_uniform_double(uint32_t* state) {
@@ -632,13 +654,17 @@ def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
 
 
 def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
-    """``T.rng_rand_float(bit, "uniform")``: curand_uniform (float32: one word, x * 2^-32 + 2^-33) or
-    curand_uniform_double (float64: two words, 53 bits). The normal distribution is left (refused):
-    CUDA's Box-Muller uses the GPU's approximate log and sine, which the CPU cannot reproduce."""
+    """``T.rng_rand_float(bit, dist)``: curand_uniform (float32: one word, x * 2^-32 + 2^-33),
+    curand_uniform_double (float64: two words, 53 bits), curand_normal (float32: Box-Muller, two words
+    every second draw; within the GPU's fast log and sine error). The float64 normal is left
+    (refused): curand draws its four words in a way this rule does not follow."""
     tirx = tilelang().tvm.tirx
-    if str(getattr(call.args[0], "value", "")) != "uniform":
+    dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
+    if dist == "normal" and not wide:
+        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers))
+    if dist != "uniform":
         return None
-    name = RNG_UNIFORM_DOUBLE_FUNCTION if str(call.dtype) == "float64" else RNG_UNIFORM_FUNCTION
+    name = RNG_UNIFORM_DOUBLE_FUNCTION if wide else RNG_UNIFORM_FUNCTION
     return tirx.call_extern(str(call.dtype), name, _rng_state(buffers))
 
 
@@ -696,7 +722,8 @@ INTRINSICS.update({i.op: i for i in (
               "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init),
     Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
               _rng_rand),
-    Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, 'uniform'): curand_uniform / curand_uniform_double of "
-              "the thread's stream, in (0, 1]", _rng_rand_float),
+    Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
+              "thread's stream, in (0, 1]; curand_normal (float32: Box-Muller, within the GPU's fast log and sine)",
+              _rng_rand_float),
 )})
 STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]
