@@ -584,7 +584,7 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
             return args[0] - args[1]
         if kind == "mul":
             return args[0] * args[1]
-        return None  # fma2, max2, min2, abs2: TileLang's C has no per-lane form of them for a pair
+        return None  # fma2, max2, min2, abs2: TileLang's C makes no pair of two lanes' values (left, refused)
     return lower
 
 
