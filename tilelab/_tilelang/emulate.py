@@ -90,6 +90,10 @@ MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or non
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
 EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
+# The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
+# T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
+# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code.
+CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True}
 OOB_READ, OOB_WRITE = 0, 1
 
 # The GPU types the CPU's C lacks, and the format code the runtime rounds to.
@@ -259,6 +263,11 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
             for pattern, construct, detail, source in _REFUSED_CALLS:
                 if re.search(pattern, op):
                     note(construct, detail, source)
+        elif isinstance(node, tirx.SBlock) and "code_block_source" in node.annotations:
+            note("a kernel written in CUDA C (T.CUDASourceCodeKernel)",
+                 "its body is a whole __global__ function of one GPU thread (threadIdx, blockIdx, __syncthreads), not "
+                 "a tile program; the CPU run gives a device function called from a tile program (T.import_source) "
+                 "its meaning, not a kernel", r"\bT\.CUDASourceCodeKernel\b")
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) in ("warp_specialize", "tl.ws",
                                                                         "kWarpSpecializationScope"):
             note("a T.ws region the warp-roles rule left",
@@ -585,7 +594,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     def post(node: Any) -> Any:
         if isinstance(node, tirx.SBlock):
             allocs = [remap.get(b, b) for b in node.alloc_buffers]
-            annotations = {k: v for k, v in node.annotations.items() if k not in ("layout_map",)}
+            annotations = {k: _data_keys(v, data_map) for k, v in node.annotations.items() if k not in ("layout_map",)}
             if "tl.launch_threads" in annotations:
                 annotations["tl.launch_threads"] = [1, 1, 1]
                 applied.add("threads")
@@ -613,6 +622,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if new is not None and not new.same_as(node.buffer):
                 return tirx.DeclBuffer(new)
             return None
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")) == "tirx.assume":
+            # the bounds rule: a T.assume is the user's promise, and TileLang's simplifier would prove an
+            # access in bounds from it and drop its check; a promise a run breaks is reported as the access
+            applied.add("bounds")
+            return tirx.Evaluate(tirx.const(0, "int32"))
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
                 and str(getattr(node.value.op, "name", "")) in _REGISTER_HINTS:
             applied.add("threads")  # how many registers a warp group keeps: nothing to run on the CPU
@@ -649,6 +664,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if dtype in NARROW_FLOATS:
                 return tirx.Call(COMPUTE_DTYPE, node.op, node.args)
             return None
+        if isinstance(node, tirx.Var) and node in data_map and not data_map[node].data.same_as(node):
+            # a buffer's data used as itself (T.tvm_access_ptr(..., S.data, ...), an address): the replacement's
+            return data_map[node].data
         if isinstance(node, tirx.Var) and str(node.dtype) in NARROW_FLOATS:
             return None  # let-bound scalars: handled where they are bound (rare in tile programs)
         return None
@@ -729,7 +747,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                 return None
 
             body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
-    params = list(func.params)
+    params = _sizes_passed_once(list(func.params), buffer_map)
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
@@ -750,6 +768,43 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
                      barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
+
+
+def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
+    """A block annotation keyed by buffers' data (``T.annotate_safe_value``'s ``safe_value_map``), each
+    key of a buffer the rewrite replaced given as its replacement's data (TileLang looks the key up
+    among the block's buffers); any other annotation as it is."""
+    from collections.abc import Mapping
+
+    if not isinstance(value, Mapping) or not any(k in data_map for k in value.keys()):
+        return value
+    return {data_map[k].data if k in data_map else k: v for k, v in value.items()}
+
+
+def _sizes_passed_once(params: list[Any], buffer_map: dict[Any, Any]) -> list[Any]:
+    """A scalar parameter that is also a tensor's size (``def main(a_ptr: T.handle, m: T.int32)``
+    with ``A = T.match_buffer(a_ptr, (m, k))``) is one value on a GPU; TileLang's C host wrapper
+    declares each tensor size once more as an argument of its own, and the C compiler rejects the
+    second ``int32_t m``. The parameter keeps its place in the call under a name of its own, and the
+    body reads the size from the tensor's shape, which TileLang's entry point checks equals it."""
+    tirx = tilelang().tvm.tirx
+    sizes: set[Any] = set()
+    for buf in buffer_map.values():
+        for dim in [*buf.shape, *buf.strides]:
+            if isinstance(dim, tirx.Var):
+                sizes.add(dim)
+    taken = {str(p.name) for p in params} | {str(v.name) for v in sizes}
+    out = []
+    for p in params:
+        if p in buffer_map or p not in sizes:
+            out.append(p)
+            continue
+        alias = f"{p.name}_arg"
+        while alias in taken:
+            alias += "_"
+        taken.add(alias)
+        out.append(tirx.Var(alias, p.dtype))
+    return out
 
 
 def _imported_bits(body: Any, func: Any, narrow: dict[str, str], name: str) -> Any:
@@ -1008,6 +1063,18 @@ def _scratch_on_heap(seq: Any) -> Any:
 
 
 _COMPILE_LOCK = threading.RLock()
+# The C types TileLang 0.1.15's CPU host wrapper (the function that calls the kernel with its tensors and sizes)
+# has no entry for, though its C back end prints them: a uint32 tensor or size failed with "Unsupported dtype".
+HOST_C_TYPES = {"uint32": "uint32_t"}
+
+
+def _complete_host_types() -> None:
+    """The dtypes rule's host side: each of :data:`HOST_C_TYPES` added to the CPU host wrapper's table."""
+    from tilelang.jit.adapter.wrapper import TLCPUSourceWrapper
+
+    table = TLCPUSourceWrapper._TYPE_MAP
+    for dtype, c_type in HOST_C_TYPES.items():
+        table.setdefault(dtype, c_type)
 
 
 @dataclass(frozen=True)
@@ -1032,8 +1099,9 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     emulation = rewrite_for_cpu(source.prim_func, source.name)
     late = _late_pass(emulation)
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
-               **(pass_configs or {})}
+               **(pass_configs or {}), **CPU_PASS_CONFIGS}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
+        _complete_host_types()
         try:
             compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None,
                                       pass_configs=configs, compile_flags=compile_flags)
