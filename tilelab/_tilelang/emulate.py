@@ -9,7 +9,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``scopes``: ``T.alloc_shared`` and ``T.alloc_fragment`` buffers become arrays local to the block
   (one CPU thread runs the whole block, so its shared memory and its threads' fragments are one
   array each);
-- ``parallel``: ``T.Parallel`` loops run as serial loops, in order;
+- ``parallel``: ``T.Parallel`` loops run as serial loops, in order, and so do vectorized loops
+  (TileLang's C back end prints a vector's comparisons and selects as scalar C the compiler rejects);
 - ``pipeline``: ``T.Pipelined`` runs as a plain loop (its stages overlap copies with MMAs on a GPU;
   one after another, the result is the same);
 - ``threads``: one thread runs the block, each tile operation once (TileLang's warp specialisation
@@ -40,7 +41,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
-  performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
+  performed (a read gives 0), so a kernel bug never corrupts the process that runs it; a ``T.assume``
+  is dropped first, since TileLang would prove an access in bounds from it and remove its check.
 
 A ``T.alloc_global`` scratch buffer (flash decoding's partial results between its split and
 combine kernels) is global memory on the GPU: on the CPU it is heap memory the runtime allocates
@@ -88,7 +90,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "9"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -125,8 +127,10 @@ RULES = (
     Rule("scopes", "T.alloc_shared and T.alloc_fragment buffers become arrays local to the block",
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
-    Rule("parallel", "T.Parallel loops run as serial loops",
-         "a T.Parallel loop says every iteration is independent, so any order computes the same tile"),
+    Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
+         "TileLang makes of a copy)",
+         "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
+         "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
          "stages overlap the copies of one iteration with the MMAs of another on a GPU; in order, the values "
          "are the same"),
@@ -163,7 +167,8 @@ RULES = (
          "passed in float32); a bool tensor is passed as its bytes (int8), read as != 0, and a bool tile is held as "
          "bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
-         "one byte that is 0 or 1 on both"),
+         "one byte that is 0 or 1 on both; a uint32 tensor or size is passed as uint32_t (TileLang's CPU host "
+         "wrapper has no entry for it)"),
     Rule("imported", "a device function written in CUDA C (T.import_source) is compiled as C++: its body as "
          "written, the CUDA types and intrinsics it uses from a small prelude, each inline PTX instruction turned "
          "into C by one table of the PTX ISA's semantics (emulate_ptx.py; an instruction outside it is refused by "
@@ -179,8 +184,9 @@ RULES = (
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
          "reads what every block of the earlier ones wrote"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
-         "outside is recorded, not performed",
-         "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
+         "outside is recorded, not performed; a T.assume is not used to prove it (the promise is dropped)",
+         "an out-of-bounds access is a bug to report, never memory of the process to corrupt, and a broken "
+         "T.assume promise is such a bug"),
 )
 
 
