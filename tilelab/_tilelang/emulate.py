@@ -782,7 +782,7 @@ def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
     among the block's buffers); any other annotation as it is."""
     from collections.abc import Mapping
 
-    if not isinstance(value, Mapping) or not any(k in data_map for k in value.keys()):
+    if not isinstance(value, Mapping) or not any(k in data_map for k in value):
         return value
     return {data_map[k].data if k in data_map else k: v for k, v in value.items()}
 
