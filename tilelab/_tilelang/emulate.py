@@ -1069,18 +1069,6 @@ def _scratch_on_heap(seq: Any) -> Any:
 
 
 _COMPILE_LOCK = threading.RLock()
-# The C types TileLang 0.1.15's CPU host wrapper (the function that calls the kernel with its tensors and sizes)
-# has no entry for, though its C back end prints them: a uint32 tensor or size failed with "Unsupported dtype".
-HOST_C_TYPES = {"uint32": "uint32_t"}
-
-
-def _complete_host_types() -> None:
-    """The dtypes rule's host side: each of :data:`HOST_C_TYPES` added to the CPU host wrapper's table."""
-    from tilelang.jit.adapter.wrapper import TLCPUSourceWrapper
-
-    table = TLCPUSourceWrapper._TYPE_MAP
-    for dtype, c_type in HOST_C_TYPES.items():
-        table.setdefault(dtype, c_type)
 
 
 @dataclass(frozen=True)
@@ -1107,7 +1095,6 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {}), **CPU_PASS_CONFIGS}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
-        _complete_host_types()
         try:
             compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None,
                                       pass_configs=configs, compile_flags=compile_flags)
