@@ -132,15 +132,15 @@ def test_a_safe_value_fills_the_reads_outside_the_tensor(dtype):
 
 
 def test_a_buffer_used_by_its_data_names_the_rewritten_buffer():
-    """T.access_ptr of a shared tile passes the tile's data itself: after the scopes rule it is the
-    block-local replacement's, so the function has no variable left undefined."""
+    """A shared tile's access pointer (S.access_ptr) names the tile's data itself: after the scopes rule it
+    is the block-local replacement's, so the function has no variable left undefined."""
     from tilelab._tilelang.emulate import rewrite_for_cpu
 
     @T.prim_func
     def staged(X: T.Tensor((64,), T.float32), Y: T.Tensor((64,), T.float32)):
         with T.Kernel(2, threads=32) as bx:
             S = T.alloc_shared((32,), T.float32)
-            T.evaluate(T.call_extern("int32", "touch", T.access_ptr(S[0], "rw", 32)))
+            T.evaluate(T.call_extern("int32", "touch", S.access_ptr("rw")))  # S.data itself
             for i in T.Parallel(32):
                 Y[bx * 32 + i] = X[bx * 32 + i]
 
