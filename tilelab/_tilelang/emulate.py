@@ -792,7 +792,8 @@ def _sizes_passed_once(params: list[Any], buffer_map: dict[Any, Any]) -> list[An
     with ``A = T.match_buffer(a_ptr, (m, k))``) is one value on a GPU; TileLang's C host wrapper
     declares each tensor size once more as an argument of its own, and the C compiler rejects the
     second ``int32_t m``. The parameter keeps its place in the call under a name of its own, and the
-    body reads the size from the tensor's shape, which TileLang's entry point checks equals it."""
+    body reads the size from the tensor's shape (on a GPU, TileLang's entry point fails a call whose
+    parameter differs from that shape; on the CPU the shape is the one value)."""
     tirx = tilelang().tvm.tirx
     sizes: set[Any] = set()
     for buf in buffer_map.values():
