@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .emulate_roles import PROTOCOL_BUFFER, barrier_setup
+from .emulate_roles import PROTOCOL_BUFFER, _mentions, barrier_setup, thread_derived
 from .emulate_threads import ENUMERATE_LIMIT, GROUP_STEP, _declares, _source_line
 from .emulate_threads import _call_args as _args
 from .emulate_threads import _op_name as _op
@@ -204,6 +204,16 @@ class _Interleave:
         self.threads = 1
         for e in given if given is not None else [128]:
             self.threads *= int(e)
+        self.extents = [int(e) for e in given] if given is not None else [128]
+        self.derived = thread_derived(tirx, self.func.body, self.thread_vars)
+        self.axis: dict[Any, int] = {}  # each thread index variable -> its axis (launch_thread_idx's argument)
+
+        def axis(node: Any) -> None:
+            if isinstance(node, tirx.Bind) and node.var in self.thread_vars and isinstance(node.value, tirx.Call) \
+                    and node.value.args and isinstance(node.value.args[0], tirx.IntImm):
+                self.axis[node.var] = int(node.value.args[0].value)
+
+        tirx.stmt_functor.post_order_visit(self.func.body, axis)
         for buf in root.alloc_buffers:
             if buf.scope() == "shared.barrier":
                 arrive = counts.get(str(buf.data.name), counts.get(str(buf.name), []))
@@ -445,11 +455,40 @@ class _Interleave:
                tirx.const(0, i64), tirx.const(0, i64)]
         return tirx.Evaluate(oob_call(PROTOCOL_BUFFER, kind, *bxyz, 4, *idx, size, *[0] * 5))
 
+    def by_thread(self, expr: Any) -> bool:
+        """Whether ``expr`` reads the thread index, directly or through a variable bound to it."""
+        return any(_mentions(expr, v) for v in [*self.thread_vars, *self.derived])
+
     def wait_now(self, call: Any) -> Any:
-        """A wait every thread makes at once: met, or a deadlock (nothing else runs meanwhile)."""
+        """A wait every thread makes at once: met, or a deadlock (nothing else runs meanwhile). A wait
+        whose mbarrier is the thread's own (``bars[tx // 32]``) is met when every thread's is."""
+        tirx = self.tirx
         counter, index, parity, which, size, line = self.wait_parts(call)
-        return self.step(self.tirx.IfThenElse(self.tirx.Not(self.met(counter, index, parity)), self.record(
-            self.const(which), index, parity, self.const(line), self.const(size), DEADLOCK_KIND), None))
+        if not (self.by_thread(index) or self.by_thread(parity)):
+            return self.step(tirx.IfThenElse(tirx.Not(self.met(counter, index, parity)), self.record(
+                self.const(which), index, parity, self.const(line), self.const(size), DEADLOCK_KIND), None))
+        # each thread's barrier, with the thread index a loop over the block's threads (x fastest)
+        t = tirx.Var("tilelab_t", "int32")
+        values: dict[Any, Any] = {}
+        stride = 1
+        for k, extent in enumerate([*self.extents, 1, 1][:3]):
+            for v, a in self.axis.items():
+                if a == k:
+                    values[v] = tirx.Cast(str(v.dtype), tirx.floormod(tirx.floordiv(t, self.const(stride)),
+                                                                      self.const(extent)))
+            stride *= extent
+        if any(v not in values for v in self.thread_vars):
+            raise self.refuse("an mbarrier wait on a barrier chosen by the thread index",
+                              "the CPU run cannot tell which thread index variable it reads", _WAIT_SOURCE)
+
+        def each(e: Any) -> Any:
+            inlined = tirx.stmt_functor.substitute(e, self.derived) if self.derived else e
+            return tirx.stmt_functor.substitute(inlined, values)
+
+        mine, theirs = each(index), each(parity)
+        return self.step(tirx.For(t, self.zero, self.const(self.threads), tirx.ForKind.SERIAL, tirx.IfThenElse(
+            tirx.Not(self.met(counter, mine, theirs)), self.record(
+                self.const(which), mine, theirs, self.const(line), self.const(size), DEADLOCK_KIND), None)))
 
     def step(self, s: Any) -> Any:
         """``s`` marked as what the group does once, together (the thread-level rule ends its loops over
@@ -568,6 +607,10 @@ class _Interleave:
         def wait_point(s: Any, k: int, around: list[tuple[Any, int]]) -> Any:
             w = ids[s]
             counter, index, parity, which, size, line = self.wait_parts(s.value)
+            if self.by_thread(index) or self.by_thread(parity):
+                raise self.refuse("an mbarrier wait in a group on a barrier chosen by the thread index",
+                                  "a group's wait is one of the whole group's, on one mbarrier",
+                                  self.wait_source(s))
             stop = [put(slots["mode"], STOP), put(g(k, "pc"), w), put(g(k, "bar"), which),
                     tirx.BufferStore(state, index, [self.const(g(k, "elem"))]),
                     tirx.BufferStore(state, parity, [self.const(g(k, "parity"))]), put(g(k, "line"), line),

@@ -34,6 +34,21 @@ UNIT_ROUNDOFF: dict[str, float] = {
 }
 
 
+# Types narrower than a byte, packed along a tensor's last dimension (TileLang's rule for sub-byte
+# types): the tensor a kernel takes for ``(m, n)`` such elements is a byte tensor of shape
+# ``(m, n // per_byte)``, element 2k in the low half of byte k.
+PACKED_PER_BYTE: dict[str, int] = {"float4_e2m1fn": 2, "int4": 2, "uint4": 2}
+
+
+def packed_per_byte(p: "Param", value: Any) -> int:
+    """How many of ``p``'s elements one element of the tensor ``value`` holds: 2 for a sub-byte type
+    given as the bytes that pack it, else 1 (a shape tuple or a tensor of the type itself)."""
+    per = PACKED_PER_BYTE.get(p.dtype, 1)
+    if per == 1 or not hasattr(value, "element_size") or value.element_size() != 1:
+        return 1
+    return per
+
+
 def canonical_dtype(dtype: Any) -> str:
     """"float16" for T.float16, torch.float16, "float16", tvm DataType(...); a type tilelab has no
     table for comes back as written (:func:`torch_dtype` then says it cannot build it)."""
@@ -179,6 +194,9 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
             continue
         what = "tensor" if hasattr(value, "data_ptr") else "shape"
         shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
+        per = packed_per_byte(p, value)
+        if per > 1 and shape:  # the bytes of a packed sub-byte tensor: its last extent in elements
+            shape = (*shape[:-1], int(shape[-1]) * per)
         if len(shape) != len(p.shape):
             raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got {what} of shape {list(shape)}")
         for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
@@ -215,7 +233,11 @@ def validate_tensor(p: Param, value: Any, bound: dict[str, int], device: Any = N
     """A tensor given for ``p``: extents, dtype, device and layout, or ValueError saying what to change."""
     import torch
 
-    check_extents(p, tuple(value.shape), bound)
+    shape = tuple(value.shape)
+    per = packed_per_byte(p, value)
+    if per > 1 and shape:
+        shape = (*shape[:-1], int(shape[-1]) * per)
+    check_extents(p, shape, bound)
     try:
         expected = torch_dtype(p.dtype)
     except TypeError:
