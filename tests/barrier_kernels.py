@@ -68,3 +68,27 @@ def relay(bug=None):
 def reference(a):
     """C of ``relay`` from A (a torch tensor)."""
     return a.reshape(BLOCKS, TILES, TILE).sum(1).reshape(-1) * 2.0
+
+
+def own_rows(rows=8, width=64, warps=4, bug=None):
+    """Each warp of a block copies its own row of A into shared memory with a TMA copy on its own
+    mbarrier (``bars[tx // 32]``: the barrier a thread arrives on and waits for depends on its
+    index), then the warp's first lane writes the row's first plus last element:
+    B[r] = A[r, 0] + A[r, width - 1]. ``bug="count"``: every mbarrier counts 33 arrivals, one more
+    than its warp makes, so no warp's wait is ever met (a deadlock)."""
+    count = 33 if bug == "count" else 32
+
+    @T.prim_func
+    def kernel(A: T.Tensor((rows, width), T.float32), B: T.Tensor((rows,), T.float32)):
+        with T.Kernel(rows // warps, threads=warps * 32) as bx:
+            tx = T.get_thread_binding()
+            w = tx // 32
+            tile = T.alloc_shared((warps, width), T.float32)
+            bars = T.alloc_barrier([count] * warps)
+            T.tma_copy(A[bx * warps + w, 0:width], tile[w, 0:width], barrier=bars[w], leader_scope_threads=32)
+            T.mbarrier_arrive(mbarrier=bars[w])
+            T.mbarrier_wait_parity(mbarrier=bars[w], parity=0)
+            if tx % 32 == 0:
+                B[bx * warps + w] = tile[w, 0] + tile[w, width - 1]
+
+    return kernel

@@ -88,7 +88,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "9"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -229,6 +229,44 @@ def _locate(func: Any, pattern: str) -> tuple[str, int, str]:
     return filename, 0, ""
 
 
+def _cluster_refusal(func: Any, name: str) -> EmulationRefused | None:
+    """The first operation of ``func`` on another block of its thread-block cluster (a copy into a
+    remote block's shared memory, an mbarrier of the cluster that such a copy arrives on), refused
+    by name: the CPU runs the blocks one after another, so one block never sees another's shared
+    memory while it runs."""
+    tirx = tilelang().tvm.tirx
+    found: list[tuple[str, str]] = []
+
+    def visit(node: Any) -> None:
+        if found:
+            return
+        if isinstance(node, tirx.Call) and "dst_block" in (getattr(node, "annotations", None) or {}):
+            found.append(("a copy into another block's shared memory (T.copy_cluster with dst_block=, distributed "
+                          "shared memory of a thread-block cluster)", r"\bT\.copy_cluster\b"))
+        elif isinstance(node, tirx.SBlock):
+            for buf in node.alloc_buffers:
+                if buf.scope() == "shared.cluster_barrier":
+                    found.append((f"an mbarrier of a thread-block cluster ({buf.name}, T.alloc_cluster_barrier), "
+                                  "which other blocks of the cluster arrive on", r"\bT\.alloc_cluster_barrier\b"))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if not found:
+        return None
+    construct, pattern = found[0]
+    file, line, text = _locate(func, pattern)
+    return EmulationRefused(name, construct, "the CPU runs a launch's blocks one after another, each with its own "
+                            "shared memory, so no block writes into another's or waits for one while it runs",
+                            file, line, text)
+
+
+def _reads_memory(tirx: Any, value: Any) -> bool:
+    """Whether ``value`` reads a buffer (an address loaded from memory, not a parameter's)."""
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: found.append(n)
+                                       if isinstance(n, tirx.BufferLoad) else None)
+    return bool(found)
+
+
 def refusal(func: Any, name: str) -> EmulationRefused | None:
     """The first construct of ``func`` with no tile-level meaning, as the error to raise; None
     when the kernel can run on the CPU."""
@@ -245,11 +283,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
         if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
                 and str(getattr(node.value.op, "name", "")).endswith("reinterpret") \
                 and str(getattr(getattr(node.var.type_annotation, "element_type", None), "dtype", "")) \
-                in NARROW_FLOATS:
+                and _reads_memory(tirx, node.value):
             elem = str(node.var.type_annotation.element_type.dtype)
-            note(f"a {elem} tensor reached through an address held in memory (T.reinterpret)",
-                 f"the CPU run holds {elem} tensors in float32, and an address the kernel reads from memory "
-                 f"still points at the {elem} data", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
+            narrow = (f"; the CPU run also holds {elem} tensors in float32, where the address points at {elem} data"
+                      if elem in NARROW_FLOATS else "")
+            note(f"a {elem} tensor reached through an address held in memory (T.make_tensor from a pointer table)",
+                 "the address is one the caller's process gave (a data pointer of a tensor that is not an argument of "
+                 "the call), so the CPU run, in a process of its own, can neither reach that tensor nor check an "
+                 f"access against its extent{narrow}", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
         elif isinstance(node, tirx.Call):
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
@@ -458,6 +499,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     every narrow tensor is a float32 one, for a compile without the late pass, whose decoding and
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
+    cluster = _cluster_refusal(func, name)
+    if cluster is not None:
+        raise cluster
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns

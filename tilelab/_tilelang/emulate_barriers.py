@@ -486,8 +486,11 @@ class _Interleave:
             return tirx.stmt_functor.substitute(inlined, values)
 
         mine, theirs = each(index), each(parity)
+        # one record per mbarrier a run of threads waits on (a warp's 32 threads wait on one), not per thread
+        before = tirx.stmt_functor.substitute(mine, {t: t - self.const(1)})
+        first = tirx.Or(t == self.zero, tirx.Cast("int32", mine) != tirx.Cast("int32", before))
         return self.step(tirx.For(t, self.zero, self.const(self.threads), tirx.ForKind.SERIAL, tirx.IfThenElse(
-            tirx.Not(self.met(counter, mine, theirs)), self.record(
+            tirx.And(tirx.Not(self.met(counter, mine, theirs)), first), self.record(
                 self.const(which), mine, theirs, self.const(line), self.const(size), DEADLOCK_KIND), None)))
 
     def step(self, s: Any) -> Any:
