@@ -92,3 +92,32 @@ def own_rows(rows=8, width=64, warps=4, bug=None):
                 B[bx * warps + w] = tile[w, 0] + tile[w, width - 1]
 
     return kernel
+
+
+def named_handoff(n=64, bug=None):
+    """Two warps hand a tile to each other through one-sided named barriers (bar.arrive / bar.sync):
+    the reader, written first, waits at ``T.sync_threads(1, 64)`` for the writer's
+    ``T.named_barrier_arrive(1, 64)``, doubles the tile into B, then lets the writer go on through
+    barrier 2; the writer, after that, adds one to A in place of the tile it handed over.
+    B = 2 * (A + 1). ``bug="no_arrive"``: the writer never arrives on barrier 1 (a deadlock)."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            tile = T.alloc_shared((n,), T.float32)
+            if tx >= 32:  # the reader, written before the writer it waits for
+                T.sync_threads(1, 64)
+                for i in T.serial(n // 32):
+                    B[i * 32 + tx - 32] = tile[i * 32 + tx - 32] * 2.0
+                T.named_barrier_arrive(2, 64)
+            else:  # the writer
+                for i in T.serial(n // 32):
+                    tile[i * 32 + tx] = A[i * 32 + tx] + 1.0
+                if bug != "no_arrive":
+                    T.named_barrier_arrive(1, 64)
+                T.sync_threads(2, 64)
+                for i in T.serial(n // 32):
+                    tile[i * 32 + tx] = 0.0
+
+    return kernel

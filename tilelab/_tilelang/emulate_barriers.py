@@ -51,6 +51,9 @@ _THREAD_OPS = ("tl.get_thread_binding", "tl.get_lane_idx", "tl.get_warp_idx_sync
                "tl.get_warp_group_idx")
 _WAIT_SOURCE = r"\bT\.(mbarrier_wait_parity|barrier_wait)\b"
 _OPS_SOURCE = r"\bT\.(mbarrier_\w+|barrier_\w+|cp_async\w*)\b"
+NAMED_BARRIERS = "named_barriers"  # the block's named barriers (bar.sync / bar.arrive ids), as one array of counters
+NAMED_IDS = 16  # the ids a block's named barriers have (PTX: 0 to 15)
+_NAMED_SYNC_SOURCE = r"\bT\.sync_threads\s*\(\s*[^)\s]"
 RUN, SEEK, STOP = 1, 2, 3  # a group's mode in its turn: running, looking for the wait it stopped at, stopped
 
 
@@ -121,6 +124,8 @@ class _Interleave:
         self.wait_ids = 0
         self.seen: dict[str, int] = {}
         self.turns: list[Any] = []  # each scheduled branch's state buffer
+        self.named: Any = None  # (the named barriers' array, each named sync's noted phase) where the kernel has them
+        self.named_sites = 0
         self.zero = self.tirx.const(0, "int32")
 
     # ---- helpers --------------------------------------------------------------------------------
@@ -197,6 +202,10 @@ class _Interleave:
                     self.block_vars.setdefault(tag[-1], node.loop_var)
 
         tirx.stmt_functor.post_order_visit(self.func.body, find)
+        named = self.named_counts()
+        if not roots and named is not None:  # named barriers only: the block that launches the threads
+            tirx.stmt_functor.post_order_visit(self.func.body, lambda n: roots.append(n) if isinstance(
+                n, tirx.SBlock) and "tl.launch_threads" in n.annotations else None)
         if len(roots) != 1:
             return self.result
         root = roots[0]
@@ -226,6 +235,15 @@ class _Interleave:
                 self.barriers[buf.data] = (buf, counter, arrive)
                 self.result.barriers.append(str(buf.name))
                 self.result.counters.append((counter, arrive))
+        if named is not None:  # one counter per id, counting the threads bar.sync / bar.arrive name
+            barrier = tirx.decl_buffer((NAMED_IDS,), "uint64", NAMED_BARRIERS, scope="shared.barrier")
+            counter = tirx.decl_buffer((2 * NAMED_IDS,), "int32", NAMED_BARRIERS, scope="shared")
+            self.named = (barrier, tirx.decl_buffer((max(1, named[1]),), "int32", "tilelab_named_phase",
+                                                    scope="shared"))
+            self.number[barrier.data] = len(self.barriers)
+            self.barriers[barrier.data] = (barrier, counter, named[0])
+            self.result.barriers.append(NAMED_BARRIERS)
+            self.result.counters.append((counter, named[0]))
         from .emulate_source import _source_lines
 
         self.lines = _source_lines(self.func)
@@ -239,6 +257,8 @@ class _Interleave:
             clear.append(tirx.For(i, self.zero, counter.shape[0], tirx.ForKind.SERIAL,
                                   tirx.BufferStore(counter, self.zero, [i])))
         allocs = [self.barriers[b.data][1] if b.data in self.barriers else b for b in root.alloc_buffers]
+        if named is not None:
+            allocs += [self.barriers[self.named[0].data][1], self.named[1]]
         allocs += self.turns
         annotations = {k: v for k, v in root.annotations.items() if k != "barrier_init"}
         new_root = tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
@@ -248,6 +268,63 @@ class _Interleave:
             self.func.body, None, lambda n: new_root if n.same_as(root) else None, ["tirx.SBlock"]))
         self.result.applied = True
         return self.result
+
+    def named_counts(self) -> tuple[list[int], int] | None:
+        """Where the kernel has a one-sided named barrier (``T.named_barrier_arrive``): each id's thread
+        count (every ``T.named_barrier_arrive(id, n)`` and ``T.sync_threads(id, n)`` of the kernel must
+        give one id one constant count) and the number of such syncs; None otherwise."""
+        tirx = self.tirx
+        calls: list[Any] = []
+        one_sided: list[Any] = []
+
+        def visit(n: Any) -> None:
+            if isinstance(n, tirx.Call) and _op(n).endswith("named_barrier_arrive"):
+                one_sided.append(n)
+                calls.append(n)
+            elif isinstance(n, tirx.Call) and _is_named_sync(n):
+                calls.append(n)
+
+        tirx.stmt_functor.post_order_visit(self.func.body, visit)
+        if not one_sided:
+            return None
+        counts = [1] * NAMED_IDS
+        given: dict[int, int] = {}
+        for call in calls:
+            ident, count = _args(call)[-2:]
+            if not isinstance(ident, tirx.IntImm) or not isinstance(count, tirx.IntImm) \
+                    or not 0 <= int(ident.value) < NAMED_IDS or int(count.value) <= 0:
+                raise self.refuse("a named barrier whose id or thread count is not a constant",
+                                  "the CPU run counts each named barrier's arrivals against its constant count",
+                                  r"\bT\.(named_barrier_arrive|sync_threads)\b")
+            if given.setdefault(int(ident.value), int(count.value)) != int(count.value):
+                raise self.refuse(f"the named barrier {int(ident.value)} given two thread counts",
+                                  "every bar.sync and bar.arrive on one id names the same count",
+                                  r"\bT\.(named_barrier_arrive|sync_threads)\b")
+        for ident, count in given.items():
+            counts[ident] = count
+        return counts, len(calls) - len(one_sided)
+
+    def named_ops(self, call: Any) -> Any:
+        """A named barrier's ``bar.arrive`` as the threads' arrivals on its counter; its ``bar.sync`` as
+        the arrivals, then the group's wait until the phase they arrived in completes (the phase is
+        noted, once for the group, before they arrive); None for another call."""
+        tirx = self.tirx
+        one_sided = _op(call).endswith("named_barrier_arrive")
+        if not one_sided and not _is_named_sync(call):
+            return None
+        barrier, phases = self.named
+        ident = tirx.Cast("int32", _args(call)[-2])
+        number = self.const(self.number[barrier.data])
+        arrive = tirx.Evaluate(tirx.call_extern("int32", ARRIVE_MARK, number, ident))
+        if one_sided:
+            return arrive
+        counter = self.barriers[barrier.data][1]
+        site = self.const(self.named_sites)
+        self.named_sites += 1
+        wait = tirx.Call("handle", self.tvm.ir.Op.get("tl.mbarrier_wait_parity"),
+                         [tirx.BufferLoad(barrier, [ident]), tirx.BufferLoad(phases, [site])])
+        return tirx.SeqStmt([self.step(tirx.BufferStore(phases, tirx.BufferLoad(counter, [ident]), [site])), arrive,
+                             tirx.Evaluate(wait)])
 
     def immediate(self, body: Any) -> Any:
         """Operations performed at once on the CPU: a TMA copy with barrier= (a copy), a T.wgmma_gemm (a
@@ -263,6 +340,10 @@ class _Interleave:
             call = node.value
             raw = str(getattr(call.op, "name", ""))
             op = _op(call)
+            if self.named is not None:
+                named = self.named_ops(call)
+                if named is not None:
+                    return named
             if raw == "tl.tileop.tma_copy":
                 return tirx.Evaluate(tirx.Call(call.dtype, tvm.ir.Op.get("tl.tileop.copy"), call.args))
             if raw == "tl.tileop.wgmma_gemm":
@@ -435,6 +516,9 @@ class _Interleave:
         nth = self.seen.setdefault(bname, 0)
         self.seen[bname] += 1
         code = [text.split("#", 1)[0] for text in lines]
+        if self.named is not None and buf.same_as(self.named[0]):  # a named barrier's wait: its T.sync_threads
+            hits = [i for i, text in enumerate(code) if re.search(_NAMED_SYNC_SOURCE, text)]
+            return start + hits[min(nth, len(hits) - 1)] if hits else 0
         named = rf"\b{re.escape(bname)}\b"
         hits = [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text) and re.search(named, text)]
         hits = hits or [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text)]
@@ -677,3 +761,8 @@ class _Interleave:
         for i in range(len(sizes) - 2, -1, -1):
             value = tirx.Select(which == self.const(i), self.const(sizes[i]), value)
         return value
+
+
+def _is_named_sync(call: Any) -> bool:
+    """``T.sync_threads(id, count)``: a bar.sync of a named barrier (``tvm_storage_sync`` with an id)."""
+    return str(getattr(call.op, "name", "")) == "tirx.tvm_storage_sync" and len(call.args) >= 3

@@ -123,7 +123,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
     counts: dict[str, list[int]] = {}
     roots: list[Any] = []
     thread_vars: set[Any] = set()
-    uses = {"ws": False, "barrier": False}
+    uses = {"ws": False, "barrier": False, "named": False}
 
     def find(node: Any) -> None:
         if barrier_setup(tirx, node, roots, counts, thread_vars):
@@ -132,8 +132,12 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
             uses["ws"] = True
         elif isinstance(node, tirx.Call) and re.search(_WAIT + "|" + _ARRIVE + "|" + _EXPECT, _op(node)):
             uses["barrier"] = True
+        elif isinstance(node, tirx.Call) and _op(node).endswith("named_barrier_arrive"):
+            uses["named"] = True
 
     tirx.stmt_functor.post_order_visit(func.body, find)
+    if uses["named"]:  # one-sided named barriers: groups that take turns, the thread-level rule's
+        return WarpRoles(func, handed_over=True)
     if not uses["ws"] and not uses["barrier"]:
         return result
     _, _, lines = _source_lines(func)
