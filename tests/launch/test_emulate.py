@@ -169,7 +169,8 @@ def test_a_packed_float4_tensor_is_taken_as_its_bytes_and_read_as_its_values():
     result = tilelab.run(ck.fp4_decode(), packed, device="cpu", ref=lambda x: 2 * values)
     assert result.passed, result
     assert dict(result.sizes)["n"] == 32  # 16 bytes of the last dimension hold 32 elements
-    with pytest.raises(ValueError, match=r"n is 32 but Y has extent 16"):  # packed X says n = 32; a Y of 16 columns disagrees
+    # the packed X says n = 32: a Y of 16 columns disagrees
+    with pytest.raises(ValueError, match=r"n is 32 but Y has extent 16"):
         tilelab.run(ck.fp4_decode(), packed, torch.empty(4, 16), device="cpu")
 
 

@@ -737,7 +737,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                 work.append(_atomic_start(t, p.dtype))
             elif i in as_bits:  # the tensor's bits, the output poisoned in place
                 work.append(t.view(_bits_dtype(t)))
-            elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS and i not in packed:  # a float32 copy of a poisoned output
+            elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS and i not in packed:
+                # a float32 copy of a poisoned output
                 work.append(_inputs.poison_(_shared_empty(t.shape, torch.float32), _inputs.POISON))
             else:
                 work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)

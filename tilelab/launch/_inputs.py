@@ -40,7 +40,7 @@ UNIT_ROUNDOFF: dict[str, float] = {
 PACKED_PER_BYTE: dict[str, int] = {"float4_e2m1fn": 2, "int4": 2, "uint4": 2}
 
 
-def packed_per_byte(p: "Param", value: Any) -> int:
+def packed_per_byte(p: Param, value: Any) -> int:
     """How many of ``p``'s elements one element of the tensor ``value`` holds: 2 for a sub-byte type
     given as the bytes that pack it, else 1 (a shape tuple or a tensor of the type itself)."""
     per = PACKED_PER_BYTE.get(p.dtype, 1)
