@@ -541,7 +541,7 @@ class _Interleave:
 
     def by_thread(self, expr: Any) -> bool:
         """Whether ``expr`` reads the thread index, directly or through a variable bound to it."""
-        return any(_mentions(expr, v) for v in [*self.thread_vars, *self.derived])
+        return self.varies(expr) or any(_mentions(expr, v) for v in self.derived)
 
     def wait_now(self, call: Any) -> Any:
         """A wait every thread makes at once: met, or a deadlock (nothing else runs meanwhile). A wait
@@ -561,9 +561,10 @@ class _Interleave:
                     values[v] = tirx.Cast(str(v.dtype), tirx.floormod(tirx.floordiv(t, self.const(stride)),
                                                                       self.const(extent)))
             stride *= extent
-        if any(v not in values for v in self.thread_vars):
+        called = self.find(index, lambda n: isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _THREAD_OPS)
+        if called or any(v not in values for v in self.thread_vars):
             raise self.refuse("an mbarrier wait on a barrier chosen by the thread index",
-                              "the CPU run cannot tell which thread index variable it reads", _WAIT_SOURCE)
+                              "the CPU run cannot tell which thread index it reads", _WAIT_SOURCE)
 
         def each(e: Any) -> Any:
             inlined = tirx.stmt_functor.substitute(e, self.derived) if self.derived else e

@@ -347,7 +347,8 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                 if is_wait or is_arrive:
                     target = _args(call)[0] if _args(call) else None
                     by_thread = isinstance(target, tirx.BufferLoad) and any(
-                        _mentions(i, v) for i in target.indices for v in [*thread_vars, *derived])
+                        _mentions(i, v) for i in target.indices for v in [*thread_vars, *derived]) or any(
+                        varies(tirx.Evaluate(i)) for i in getattr(target, "indices", []))
                     if in_threaded or (is_arrive and under_thread_if) or by_thread:
                         raise _HandOver()  # arrivals to count thread by thread: the thread-level rule's
                     result.applied = True

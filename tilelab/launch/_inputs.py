@@ -49,6 +49,16 @@ def packed_per_byte(p: Param, value: Any) -> int:
     return per
 
 
+def _unpacked_shape(p: Param, shape: tuple[Any, ...], per: int) -> tuple[int, ...]:
+    """The element shape of a packed tensor's byte shape (its last extent times ``per``)."""
+    return (*(int(e) for e in shape[:-1]), int(shape[-1]) * per)
+
+
+def _packed_what(p: Param, shape: tuple[Any, ...], per: int) -> str:
+    return (f"{p.dtype} tensor of {[int(e) for e in shape]} bytes ({per} elements a byte along the last "
+            "dimension), in elements,")
+
+
 def canonical_dtype(dtype: Any) -> str:
     """"float16" for T.float16, torch.float16, "float16", tvm DataType(...); a type tilelab has no
     table for comes back as written (:func:`torch_dtype` then says it cannot build it)."""
@@ -196,7 +206,8 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
         shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
         per = packed_per_byte(p, value)
         if per > 1 and shape:  # the bytes of a packed sub-byte tensor: its last extent in elements
-            shape = (*shape[:-1], int(shape[-1]) * per)
+            what = _packed_what(p, shape, per)
+            shape = _unpacked_shape(p, shape, per)
         if len(shape) != len(p.shape):
             raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got {what} of shape {list(shape)}")
         for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
@@ -236,8 +247,9 @@ def validate_tensor(p: Param, value: Any, bound: dict[str, int], device: Any = N
     shape = tuple(value.shape)
     per = packed_per_byte(p, value)
     if per > 1 and shape:
-        shape = (*shape[:-1], int(shape[-1]) * per)
-    check_extents(p, shape, bound)
+        check_extents(p, _unpacked_shape(p, shape, per), bound, what=_packed_what(p, shape, per))
+    else:
+        check_extents(p, shape, bound)
     try:
         expected = torch_dtype(p.dtype)
     except TypeError:
