@@ -4,8 +4,6 @@ same inputs; their outputs are compared bit for bit where the GPU's result is ex
 (IEEE roundings with a mode, integer bit operations, curand's Philox words, packed pairs, a warp's
 elected lane) and within the GPU's fast-math error where TileLang builds with it."""
 
-from __future__ import annotations
-
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -15,10 +13,12 @@ from gpu_only import skip_module_without_cuda  # noqa: E402
 skip_module_without_cuda(__name__)
 
 import intrinsic_kernels as ik  # noqa: E402
+import tilelang.language as T  # noqa: E402
 import torch  # noqa: E402
 
 import tilelab  # noqa: E402
 from tilelab import _tilelang  # noqa: E402
+from tilelab.records.errors import LoweringError  # noqa: E402
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                 "int32": torch.int32, "uint32": torch.uint32, "int8": torch.int8, "uint8": torch.uint8}
@@ -82,13 +82,49 @@ def test_philox_words_and_uniforms_are_the_gpus_and_normals_within_its_fast_math
     torch.testing.assert_close(cpu, gpu, rtol=1e-5, atol=1e-5)
 
 
-def test_the_math_group_bits_exactly_and_floats_within_fast_math():
-    out = _both_ways(ik.math_group(), {"F", "K"})
-    cpu, gpu = out["K"]
+FLOAT_OPS = {
+    "__exp": lambda x: T.__exp(x), "__log": lambda x: T.__log(T.abs(x) + 1.0), "__sin": lambda x: T.__sin(x),
+    "exp10": lambda x: T.exp10(x), "fmod": lambda x: T.fmod(x, 0.75),
+    "fma and fmul": lambda x: T.fma(x, x, -1.0) + T.fmul(x, 2.0), "pow by an integer": lambda x: T.pow(x, 3),
+    "isfinite": lambda x: T.if_then_else(T.isfinite(T.log(x)), 1.0, 0.0), "ldexp": lambda x: T.ldexp(x, 3.0),
+}
+INT_OPS = {
+    "clz": lambda b: T.clz(b), "popcount": lambda b: T.popcount(b), "__ffs": lambda b: T.__ffs(b),
+    "__fns up": lambda b: T.Cast("int32", T.__fns(T.Cast("uint32", b), 3, 2)),
+    "__fns down": lambda b: T.Cast("int32", T.__fns(T.Cast("uint32", b), 3, -1)),
+}
+
+
+def _one_op(op, dtype, n=64):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), Out: T.Tensor((n,), dtype)) -> None:
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                Out[i] = op(A[i])
+
+    return main
+
+
+def _both_ways_or_skip(func, outputs, name):
+    try:
+        _tilelang.compile_kernel(func, target=_tilelang.local_gpu_arch(), out_idx=None)
+    except LoweringError as err:
+        pytest.skip(f"TileLang does not build {name} for the GPU, so there is nothing to agree with: "
+                    f"{str(err).splitlines()[0][:200]}")
+    return _both_ways(func, outputs)
+
+
+@pytest.mark.parametrize("name", sorted(INT_OPS))
+def test_integer_bit_operations_are_the_gpus(name):
+    cpu, gpu = _both_ways_or_skip(_one_op(INT_OPS[name], "int32"), {"Out"}, f"T.{name}")["Out"]
     assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
-    cpu, gpu = out["F"]
-    finite = cpu.isfinite() & gpu.isfinite()
-    assert torch.equal(cpu.isfinite(), gpu.isfinite())
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_OPS))
+def test_float_functions_agree_within_the_gpus_fast_math(name):
+    cpu, gpu = _both_ways_or_skip(_one_op(FLOAT_OPS[name], "float32"), {"Out"}, f"T.{name}")["Out"]
+    assert torch.equal(cpu.isfinite(), gpu.isfinite()), _where_differ(cpu, gpu)
+    finite = cpu.isfinite()
     torch.testing.assert_close(cpu[finite], gpu[finite], rtol=2e-5, atol=2e-6)
 
 
