@@ -2,7 +2,8 @@
 GPU by TileLang and run there, and run on the CPU through ``tilelab.run(device="cpu")``, on the
 same inputs; their outputs are compared bit for bit where the GPU's result is exactly defined
 (IEEE roundings with a mode, integer bit operations, curand's Philox words, packed pairs, a warp's
-elected lane) and within the GPU's fast-math error where TileLang builds with it."""
+elected lane, barrier protocols, a float4 tensor given as its bytes, a vectorized select, an
+unsigned reduction) and within the GPU's fast-math error where TileLang builds with it."""
 
 import pytest
 
@@ -12,7 +13,10 @@ from gpu_only import skip_module_without_cuda  # noqa: E402
 
 skip_module_without_cuda(__name__)
 
+import barrier_kernels as bk  # noqa: E402
+import cpu_path_kernels as ck  # noqa: E402
 import intrinsic_kernels as ik  # noqa: E402
+import test_emulate_host_c as host_c  # noqa: E402
 import tilelang.language as T  # noqa: E402
 import torch  # noqa: E402
 
@@ -24,11 +28,14 @@ TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": 
                 "int32": torch.int32, "uint32": torch.uint32, "int8": torch.int8, "uint8": torch.uint8}
 
 
-def _inputs(func, outputs, seed=5):
+def _inputs(func, outputs, seed=5, shapes=None):
     gen = torch.Generator().manual_seed(seed)
     args = []
     for p in func.params:
         buf = func.buffer_map[p]
+        if shapes and str(buf.name) in shapes:
+            args.append(shapes[str(buf.name)](gen))
+            continue
         shape, dtype = [int(x) for x in buf.shape], TORCH_DTYPES[str(buf.dtype)]
         if str(buf.name) in outputs:
             args.append(torch.zeros(shape, dtype=dtype))
@@ -40,14 +47,16 @@ def _inputs(func, outputs, seed=5):
     return args
 
 
-def _both_ways(func, outputs):
-    args = _inputs(func, outputs)
+def _both_ways(func, outputs, shapes=None):
+    """``outputs``: the tensors compared (those the kernel only writes start as zeros); ``shapes``:
+    inputs made by a function of a generator instead of from the parameter's type."""
+    args = _inputs(func, outputs, shapes=shapes)
     kernel = _tilelang.compile_kernel(func, target=_tilelang.local_gpu_arch(), out_idx=None)
     gpu = [a.cuda() for a in args]
     kernel(*gpu)
     torch.cuda.synchronize()
     cpu = [a.clone() for a in args]
-    result = tilelab.run(func, *cpu, device="cpu", outputs=list(outputs))
+    result = tilelab.run(func, *cpu, device="cpu", outputs=[n for n in outputs if n not in (shapes or {})])
     assert result.passed, result
     names = [str(func.buffer_map[p].name) for p in func.params]
     return {n: (c, g.cpu()) for n, c, g in zip(names, cpu, gpu, strict=True) if n in outputs}
@@ -132,3 +141,45 @@ def test_float_functions_agree_within_the_gpus_fast_math(name):
 def test_packed_pairs_and_an_elected_lane_are_the_gpus(factory, outputs):
     for name, (cpu, gpu) in _both_ways(factory(), outputs).items():
         assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+
+
+def test_a_barrier_per_warp_and_named_barriers_hand_over_what_the_gpu_hands_over():
+    cpu, gpu = _both_ways(bk.own_rows(), {"B"})["B"]
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
+    out = _both_ways(bk.named_handoff(), {"B", "A"},
+                     shapes={"A": lambda gen: torch.rand(64, generator=gen)})
+    for name, (cpu, gpu) in out.items():
+        assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+
+
+def test_a_float4_tensor_given_as_its_bytes_reads_as_on_the_gpu():
+    func = ck.fp4_decode()
+    out = _both_ways(func, {"Y"}, shapes={
+        "X": lambda gen: torch.randint(0, 256, (4, 16), generator=gen, dtype=torch.int32).to(torch.uint8),
+        "Y": lambda gen: torch.zeros(4, 32)})
+    cpu, gpu = out["Y"]
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
+
+
+def test_a_vectorized_select_and_an_unsigned_row_max_are_the_gpus():
+    cpu, gpu = _both_ways(host_c.vectorized_select(), {"Y"})["Y"]
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
+    func = _row_max_u32()
+    out = _both_ways(func, {"B"}, shapes={
+        "A": lambda gen: torch.randint(0, 2**32, (4, 8), generator=gen, dtype=torch.int64).to(torch.uint32),
+        "B": lambda gen: torch.zeros(4, dtype=torch.uint32)})
+    cpu, gpu = out["B"]
+    assert torch.equal(cpu.to(torch.int64), gpu.to(torch.int64)), (cpu, gpu)
+
+
+def _row_max_u32():
+    @T.prim_func
+    def row_max(A: T.Tensor((4, 8), T.uint32), B: T.Tensor((4,), T.uint32)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((4, 8), T.uint32)
+            best = T.alloc_fragment((4,), T.uint32)
+            T.copy(A, tile)
+            T.reduce_max(tile, best, dim=1)
+            T.copy(best, B)
+
+    return row_max
