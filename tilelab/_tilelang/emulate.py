@@ -458,11 +458,20 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     every narrow tensor is a float32 one, for a compile without the late pass, whose decoding and
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
+    original = func
+
+    def spanned(rewritten: Any) -> Any:
+        """``rewritten`` with the kernel's span (a new body drops it): the refusals find their line by it."""
+        if rewritten.same_as(original) or rewritten.span is not None:
+            return rewritten
+        return rewritten.with_body(rewritten.body, span=original.span)
+
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
+    func = spanned(func)
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
     interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
-    func = interleaved.func if interleaved is not None else roles.func
+    func = spanned(interleaved.func if interleaved is not None else roles.func)
     refused = refusal(func, name)
     if refused is not None:
         raise refused
