@@ -26,6 +26,7 @@ class Intrinsic:
     op: str
     meaning: str
     lower: Callable[[Any, dict[Any, Any]], Any]
+    forms: str = ""  # the forms of the call the CPU form takes, when not every one (said when another is refused)
 
 
 def _float_extern(c32: str, c64: str) -> Callable[[Any, dict[Any, Any]], Any]:
@@ -297,6 +298,17 @@ def _cumsum(call: Any, buffers: dict[Any, Any]) -> Any:
     return body
 
 
+_POINTERS = ("through a pointer to an element (T.access_ptr, or a region or element of a buffer) of a row-major "
+             "buffer of 8-, 16-, 32- or 64-bit elements")
+_WIDE = ("a value wider than 32 bits is a vector of 32-bit words, which TileLang's C cannot build: it is given its "
+         "meaning where it is bound or passed to a store by hand that stores it, and nowhere else")
+
+
+def _by_hand(bits: int) -> str:
+    """The forms of a load or store by hand of ``bits`` bits that have a CPU form."""
+    return _POINTERS if bits == 32 else f"{_POINTERS}; {_WIDE}"
+
+
 INTRINSICS = {i.op: i for i in (
     Intrinsic("tl.round_ties_away_from_zero", "T.round(x, 'ties-away-from-zero'): the nearest integer, a halfway "
               "case away from zero (C's round)", _float_extern("roundf", "round")),
@@ -305,15 +317,21 @@ INTRINSICS = {i.op: i for i in (
               _reciprocal),
     Intrinsic("tl.__ldg", "T.__ldg(x[i]): the load x[i] through the read-only cache; a plain load", _load),
     *(Intrinsic(f"tl.ldg{bits}", f"T.ldg{bits}(x[i:...]): the {bits} bits at x[i] (a global load by PTX) as "
-                f"32-bit words, 0 when its predicate is false", _load_word) for bits in (32, 64, 128, 256)),
+                f"32-bit words, 0 when its predicate is false", _load_word, _by_hand(bits))
+      for bits in (32, 64, 128, 256)),
     *(Intrinsic(f"tl.stg{bits}", f"T.stg{bits}(y[i:...], v): the {bits} bits of v stored at y[i] (a global store by "
-                f"PTX), when its predicate holds", _store_word) for bits in (32, 64, 128, 256)),
+                f"PTX), when its predicate holds", _store_word, _by_hand(bits))
+      for bits in (32, 64, 128, 256)),
     *(Intrinsic(f"tl.lds{bits}", f"T.lds{bits}(s[i:...]): the {bits} bits at s[i] (a shared-memory load) as 32-bit "
-                f"words", _load_word) for bits in (32, 64, 128)),
+                f"words", _load_word, _by_hand(bits))
+      for bits in (32, 64, 128)),
     *(Intrinsic(f"tl.sts{bits}", f"T.sts{bits}(s[i:...], v): the {bits} bits of v stored at s[i] (a shared-memory "
-                f"store)", _store_word) for bits in (32, 64, 128)),
+                f"store)", _store_word, _by_hand(bits))
+      for bits in (32, 64, 128)),
     Intrinsic("tl.ptx_cp_async", "T.ptx_cp_async(dst, src, n[, predicate]): n elements copied from global to shared "
-              "memory (asynchronously on the GPU; at once here), zeros where the predicate is false", _cp_async),
+              "memory (asynchronously on the GPU; at once here), zeros where the predicate is false", _cp_async,
+              _POINTERS.replace("through a pointer", "with each pointer one") + ", the two of one width (of a sub-byte "
+              "type, the same type)"),
     Intrinsic("tirx.ptx_commit_group", "T.ptx_commit_group(): closes a group of cp.async copies; every copy is done "
               "when its statement ends on the CPU, so nothing to do", _nothing),
     Intrinsic("tirx.ptx_wait_group", "T.ptx_wait_group(n): waits for all but n groups of cp.async copies; none is "
@@ -446,6 +464,11 @@ def refused_intrinsic(func: Any, name: str, error: BaseException) -> EmulationRe
         if re.search(rf"\bT\.{re.escape(short)}\b", source.split("#", 1)[0]):
             line, text = start + i, source
             break
-    return EmulationRefused(name, f"the TileLang intrinsic {op}",
-                            "TileLang's C back end has no implementation of it and the CPU path's table of "
-                            "intrinsics (tilelab's intrinsics rule) does not give it a meaning", filename, line, text)
+    entry = INTRINSICS.get(op)
+    if entry is not None and entry.forms:
+        detail = (f"TileLang's C back end has no implementation of it, and the CPU path's table of intrinsics "
+                  f"(tilelab's intrinsics rule) gives it its meaning {entry.forms}; this use is another")
+    else:
+        detail = ("TileLang's C back end has no implementation of it and the CPU path's table of intrinsics (tilelab's "
+                  "intrinsics rule) does not give it a meaning")
+    return EmulationRefused(name, f"the TileLang intrinsic {op}", detail, filename, line, text)
