@@ -27,6 +27,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   barrier=)`` copies at once; a wait on parity P passes when the phase of parity P has completed,
   by PTX's rule, and a wait program order never satisfies fails the run with its barrier and line
   (``emulate_roles.py``); a ``T.gemm`` on one stage of a staged tile takes a 2-D view of it;
+- ``reducers``: a reducer epoch (``T.alloc_reducer``, ``T.reducer_init``, ``T.reducer_update``,
+  ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
+  (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
+  ``parallel`` rule has made serial);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -71,6 +75,8 @@ from .compile import compile_kernel
 from .emulate_barriers import interleave
 from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
+from .emulate_reducers import RULE_ID as REDUCERS_RULE
+from .emulate_reducers import reducers
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
@@ -149,6 +155,11 @@ RULES = (
          "every interleaving of the groups that the barriers allow computes the same tiles, and program order is "
          "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
          "the same time is reported, never hung on"),
+    Rule("reducers", "a reducer (T.alloc_reducer) is an array local to the block: T.reducer_init sets it to its "
+         "init value or the combine's identity, each T.reducer_update(acc[i], v) combines v into acc[i], and "
+         "T.finalize_reducer copies it into its destination",
+         "one thread runs the block, so each logical update is combined once, in order: the reduction TileLang's "
+         "plan of partials across threads computes (up to the order of a float sum)"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -467,6 +478,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         return rewritten.with_body(rewritten.body, span=original.span)
 
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
+    func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
     func = spanned(func)
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
@@ -482,6 +494,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
     if intrinsics:
         applied.add("intrinsics")
+    if reduced:
+        applied.add(REDUCERS_RULE)
     if roles.applied:
         applied.add(ROLES_RULE)
     narrow: dict[str, str] = {}
