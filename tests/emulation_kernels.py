@@ -270,3 +270,28 @@ def row_reducers(m: int = 8, k: int = 64, block_k: int = 16, short: bool = False
             T.copy(maxima, M)
 
     return main
+
+
+def clustered_scale(n: int = 256, block: int = 64, cluster_sync: bool = False) -> T.PrimFunc:
+    """Y = 3 * X, blocks of ``block`` elements launched in clusters of two that share nothing (a
+    tile in each block's own shared memory); ``cluster_sync``: the blocks of a cluster wait for each
+    other after their loads (an operation across the cluster)."""
+
+    @T.prim_func
+    def plain(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.ClusterKernel(n // block, threads=64, cluster_dims=2) as bx:
+            tile = T.alloc_shared((block,), T.float32)
+            T.copy(X[bx * block:(bx + 1) * block], tile)
+            for i in T.Parallel(block):
+                Y[bx * block + i] = tile[i] * 3
+
+    @T.prim_func
+    def synced(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.ClusterKernel(n // block, threads=64, cluster_dims=2) as bx:
+            tile = T.alloc_shared((block,), T.float32)
+            T.copy(X[bx * block:(bx + 1) * block], tile)
+            T.cluster_sync()
+            for i in T.Parallel(block):
+                Y[bx * block + i] = tile[i] * 3
+
+    return synced if cluster_sync else plain

@@ -309,3 +309,13 @@ def test_a_reducer_updated_one_tile_short_is_caught():
     wrong = tilelab.run(ek.row_reducers(short=True), a, torch.zeros(8), torch.zeros(8), device="cpu",
                         outputs=["S", "M"], ref=_row_reference)
     assert not wrong.passed
+
+
+def test_a_cluster_whose_blocks_share_nothing_runs_its_blocks_alone():
+    x, y = torch.randn(256), torch.zeros(256)
+    result = tilelab.run(ek.clustered_scale(), x, y, device="cpu", outputs=["Y"], ref=lambda x: 3 * x)
+    assert result.passed, result
+    assert torch.equal(y, 3 * x)
+    with pytest.raises(tilelab.EmulationError, match=r"an operation across a thread-block cluster \(tl\.cluster_sync\) "
+                                                     r"\(line \d+: T\.cluster_sync\(\)\)"):
+        tilelab.run(ek.clustered_scale(cluster_sync=True), x, y, device="cpu", outputs=["Y"])

@@ -41,7 +41,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``imported``: a device function written in CUDA C (``T.import_source``) is compiled as C++, its
   inline PTX translated instruction by instruction (``emulate_ptx.py``), a float16 or bfloat16
   buffer it takes passed as a copy of its bits;
-- ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
+- ``blocks``: blocks run one after another, and only those selected (a mask passed at launch); a
+  kernel launched in thread-block clusters with no operation across its cluster runs its blocks alone
+  (an operation across the cluster is refused);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
@@ -182,9 +184,11 @@ RULES = (
          "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
          "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
-         "earlier kernels run whole and the selection is of the last kernel's blocks",
+         "earlier kernels run whole and the selection is of the last kernel's blocks; thread-block clusters "
+         "(cluster_dims) of a kernel with no operation across its cluster are dropped",
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
-         "reads what every block of the earlier ones wrote"),
+         "reads what every block of the earlier ones wrote; a cluster whose blocks share neither shared memory nor "
+         "barriers is only where the GPU places them"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
          "outside is recorded, not performed",
          "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
@@ -289,6 +293,51 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "and this has no translation",
                  "|".join([*(rf"\b{re.escape(c)}\b" for c in imported), r"\bT\.import_source\b"]))
     return found[0] if found else None
+
+
+_CLUSTER_ANNOTATIONS = ("dst_block", "cluster_mask")  # a copy into another block's shared memory, a multicast
+
+
+def _clusters(func: Any, name: str) -> tuple[Any, bool]:
+    """A kernel launched in thread-block clusters (``T.Kernel(..., cluster_dims=...)``) with its
+    ``cluster_dims`` dropped, and whether it had any: a cluster groups blocks that may share their
+    shared memory and barriers, and a block of a kernel that uses neither (no cluster-scope
+    operation) computes the same tiles alone. An operation across the cluster (a copy into another
+    block's shared memory or a multicast, ``T.cluster_sync`` / ``T.cluster_arrive`` / ``T.cluster_wait``,
+    a cluster barrier, ``T.block_rank_in_cluster``) is refused by name with its line."""
+    tirx = tilelang().tvm.tirx
+    found: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            annotations = getattr(node, "annotations", None) or {}
+            if "cluster" in op or "multicast" in op:
+                found.append(op)
+            elif any(k in annotations for k in _CLUSTER_ANNOTATIONS):
+                found.append(f"{op} with {', '.join(k for k in _CLUSTER_ANNOTATIONS if k in annotations)}")
+        elif isinstance(node, tirx.SBlock):
+            found.extend(f"a {b.scope()} buffer" for b in node.alloc_buffers if "cluster" in b.scope())
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if found:
+        file, line, text = _locate(func, r"\bT\.(?!get_cluster)\w*cluster\w*\b|\b(dst_block|cluster_mask)\s*=")
+        raise EmulationRefused(name, f"an operation across a thread-block cluster ({found[0]})",
+                               "the CPU runs the blocks one after another, each with its own shared memory; "
+                               "blocks that read or write each other's shared memory or barriers, or wait for "
+                               "each other, need to run at the same time", file, line, text)
+    dropped: list[bool] = []
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock) and "cluster_dims" in node.annotations:
+            dropped.append(True)
+            annotations = {k: v for k, v in node.annotations.items() if k != "cluster_dims"}
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               node.alloc_buffers, node.match_buffers, annotations)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlock"])
+    return (func.with_body(body, span=func.span), True) if dropped else (func, False)
 
 
 def _imported_device_calls(func: Any) -> tuple[list[str], list[str]]:
@@ -487,6 +536,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     refused = refusal(func, name)
     if refused is not None:
         raise refused
+    func, clustered = _clusters(func, name)  # the blocks rule: a cluster without cluster-scope operations
     threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
     func = threaded.func if interleaved is None else interleaved.place_arrivals(threaded.func)
     tvm = tilelang().tvm
@@ -496,6 +546,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         applied.add("intrinsics")
     if reduced:
         applied.add(REDUCERS_RULE)
+    if clustered:
+        applied.add("blocks")
     if roles.applied:
         applied.add(ROLES_RULE)
     narrow: dict[str, str] = {}
