@@ -96,7 +96,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "8"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "9"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 OOB_READ, OOB_WRITE = 0, 1
 
@@ -220,6 +220,7 @@ class Emulation:
 # What cannot be emulated
 # ------------------------------------------------------------------------------------------
 
+_PTX_PATTERN = r"warpgroup_(arrive|commit|wait|fence)|wgmma|ptx_"
 # Call ops that synchronise threads or warps by hand: (pattern on the op's name, the construct's
 # name as the user wrote it, a pattern that finds the line in the kernel's source).
 _REFUSED_CALLS = (
@@ -228,7 +229,7 @@ _REFUSED_CALLS = (
      "the CPU run gives arrives, waits, TMA copies with barrier= and expected byte counts their meaning in "
      "program order; this one it cannot",
      r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier|create_list_of_mbarrier|get_mbarrier)\b"),
-    (r"warpgroup_(arrive|commit|wait)|wgmma|ptx_", "a hand-written PTX or warp-group instruction",
+    (_PTX_PATTERN, "a hand-written PTX or warp-group instruction",
      "it is one GPU instruction of one warp, not an operation on a tile",
      r"\bT\.(ptx_\w+|warpgroup_\w+|wgmma\w*)\b"),
 )
@@ -251,9 +252,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
     tirx = tvm.tirx
     found: list[EmulationRefused] = []
 
-    def note(construct: str, detail: str, pattern: str) -> None:
+    def note(construct: str, detail: str, *patterns: str) -> None:
+        """The construct refused, at the first line the first pattern that finds one finds."""
         if not found:
-            file, line, text = _locate(func, pattern)
+            file, line, text = "", 0, ""
+            for pattern in patterns:
+                file, line, text = _locate(func, pattern)
+                if line:
+                    break
             found.append(EmulationRefused(name, construct, detail, file, line, text))
 
     def visit(node: Any) -> None:
@@ -272,7 +278,15 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                 if op in imported:  # a device function of the kernel's own CUDA C (the imported-source rule)
                     return
             for pattern, construct, detail, source in _REFUSED_CALLS:
-                if re.search(pattern, op):
+                matched = re.search(pattern, op)
+                if matched and pattern is _PTX_PATTERN:
+                    # written as T.ptx_* or through an intrinsic emitter (emitter.ldmatrix_a(...), a
+                    # bare call in the kernel naming the instruction or its family)
+                    short = op.split(".")[-1].removeprefix("ptx_")
+                    family = matched.group(0).strip("_") if matched.group(0) != "ptx_" else short
+                    note(f"{construct} ({op})", detail, source, rf"^\s*[\w.]*{re.escape(short)}\w*\s*\(",
+                         rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
+                elif matched:
                     note(construct, detail, source)
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) in ("warp_specialize", "tl.ws",
                                                                         "kWarpSpecializationScope"):
