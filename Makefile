@@ -14,9 +14,12 @@ TORCH_INDEX ?=
 STAMP  := $(VENV)/.tilelab-installed
 PYTEST_ARGS ?=
 # pytest-xdist spreads the test files over the cores, each file whole in one process (its module
-# fixtures are built once), the files with slow tests first (tests/conftest.py): auto is one process
-# a core, at most 4. PYTEST_WORKERS=0: all in this process.
-PYTEST_WORKERS ?= auto
+# fixtures are built once), the files with slow tests first (tests/conftest.py): one process more than
+# the cores this make may use, at most 4. A test process often waits (on a child process it started,
+# a time limit it proves, the browser, JupyterLab's server), and the extra process keeps the cores
+# busy meanwhile; where other programs load the cores too, it also keeps the suite's share of them.
+# PYTEST_WORKERS=0: all in this process; =auto: one a core.
+PYTEST_WORKERS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1; print(min(4, n + 1))")
 
 # Every command here writes the bytecode of what it imports (__pycache__ in the clone and in .venv),
 # even where the environment says not to (PYTHONDONTWRITEBYTECODE): the suite starts many Python
@@ -70,8 +73,10 @@ test-mutants: $(STAMP)
 
 # The long end-to-end proofs beside the one of each kind that `make test` runs (marker heavy: the
 # doctor's reproducers of four more failing cells, each run in a fresh TileLang process; the CLI's and the
-# magic's runs in fresh processes past the first of each; the browser's notebook-06 and pictures
-# walks and its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
+# magic's runs in fresh processes past the first of each; the corpus command over its own scripts; a
+# room of notebooks graded in clean processes; a sweep's kernel compiled in another process and loaded
+# here; the browser's notebook-06, pictures, saved-and-reopened and beside-a-trusted-notebook walks and
+# its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
 # solutions and wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
 # dequantisation and the other GEMMs; the instrumented compiles past the Hopper GEMM's).
 test-heavy: $(STAMP) chromium

@@ -171,6 +171,8 @@ if __name__ == "__main__":
 }
 
 
+# The command over these scripts (a process each, tens of seconds) is one of `make test-heavy`'s proofs;
+# `make test` proves the corpus through the doctor's run over a pytest file (tests/_tilelang/test_doctor.py).
 @pytest.fixture(scope="module")
 def corpus_cli(tmp_path_factory):
     """``python -m tilelab corpus DIR --quiet --json PATH`` over the scripts above, its ``main`` run in
@@ -197,18 +199,21 @@ def _rows(rows, script):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_main_that_needs_a_gpu_yields_its_kernel(corpus_rows):
     (row,) = _rows(corpus_rows, "gpu_main.py")
     assert (row.kernel, row.target, row.verdict) == ("gemm_tma", "sm_90a", _corpus.OK), row
     assert row.lower_s > 0 and row.inspect_s > 0 and row.ratio == row.inspect_s / row.lower_s
 
 
+@pytest.mark.heavy
 def test_a_jit_factory_yields_each_distinct_specialisation_once(corpus_rows):
     rows = _rows(corpus_rows, "jit_factory.py")
     assert [r.verdict for r in rows] == [_corpus.OK, _corpus.OK], rows
     assert {r.kernel for r in rows} == {"scale"}
 
 
+@pytest.mark.heavy
 def test_device_properties_and_tensor_memory_kernels(corpus_rows):
     (persistent,) = _rows(corpus_rows, "persistent.py")
     assert (persistent.kernel, persistent.verdict) == ("persistent_copy", _corpus.OK), persistent
@@ -216,6 +221,7 @@ def test_device_properties_and_tensor_memory_kernels(corpus_rows):
     assert (blackwell.kernel, blackwell.target, blackwell.verdict) == ("gemm_tmem", "sm_100a", _corpus.OK), blackwell
 
 
+@pytest.mark.heavy
 def test_a_kernel_tilelang_cannot_lower_names_tilelangs_check(corpus_rows):
     (row,) = _rows(corpus_rows, "unbound_symbol.py")
     assert row.verdict == _corpus.CANNOT_LOWER and row.lower_s is None and row.inspect_s is None
@@ -226,6 +232,7 @@ def test_a_kernel_tilelang_cannot_lower_names_tilelangs_check(corpus_rows):
     assert row.line == "11: A[bx * block + i] = T.cast(n, T.float32)", row
 
 
+@pytest.mark.heavy
 def test_scripts_without_kernels_say_why(corpus_rows):
     (syntax,) = _rows(corpus_rows, "syntax_error.py")
     assert syntax.verdict == _corpus.NO_KERNEL and "SyntaxError" in syntax.reason
@@ -236,6 +243,7 @@ def test_scripts_without_kernels_say_why(corpus_rows):
     assert not _rows(corpus_rows, "test_ignored.py")
 
 
+@pytest.mark.heavy
 def test_table_totals(corpus_rows):
     table = _corpus.render_table(corpus_rows)
     assert ("total: ok 5, mismatch 0, inspect error 0, TileLang cannot lower 1, timed out 0, no kernel 3, "
@@ -433,6 +441,7 @@ def test_a_layout_annotated_on_a_global_tensor_is_described_not_evaluated():
     assert "(4, 4096, 128) -> (4, 512, 16, 8, 8)" in note  # TileLang's own description of the order
 
 
+@pytest.mark.heavy
 def test_cli_corpus_prints_the_table_and_writes_json(corpus_cli):
     code, printed, rows = corpus_cli
     assert code == 0  # no mismatch, no inspect error

@@ -476,6 +476,7 @@ def test_at_a_laptop_width_no_picture_is_wider_than_its_box_and_no_text_is_under
             details.locator(":scope > summary").click()
 
 
+@pytest.mark.heavy
 def test_an_untrusted_notebook_beside_a_trusted_one_is_readable(lab, notebook, shots: Path):
     import json
 
@@ -570,6 +571,7 @@ def test_an_untrusted_notebook_reads_as_folded_titled_sections(lab, browser, not
         page.close()
 
 
+@pytest.mark.heavy
 def test_the_saved_notebook_reopened_and_exported_offline(lab, browser, notebook, shots: Path, capsys):
     url, _, tmp_path = lab
     page, _, _ = notebook

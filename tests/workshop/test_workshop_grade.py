@@ -68,6 +68,7 @@ def _html(text: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_room_graded_by_its_answers_in_clean_processes(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     room = tmp_path / "room"

@@ -620,6 +620,7 @@ open(sys.argv[1], "wb").write(pickle.dumps(done))
 
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_NVCC.exists(), reason=f"compiling needs nvcc; none at {REAL_NVCC}")
+@pytest.mark.heavy
 def test_a_kernel_compiled_elsewhere_loads_here_without_compiling(tmp_path, monkeypatch, nvcc_log):
     import pickle
     import subprocess
