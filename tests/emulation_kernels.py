@@ -298,25 +298,24 @@ def clustered_scale(n: int = 256, block: int = 64, cluster_sync: bool = False) -
 
 
 @T.macro
-def ldmatrix_rows(fragment, tile, row):
-    """A helper in the manner of TileLang's intrinsic emitters: one warp-wide ldmatrix (four 8x8
-    matrices of 16-bit elements) from ``tile``'s rows into each thread's ``fragment``."""
-    T.ptx_ldmatrix(False, 4, T.access_ptr(tile[row, 0], "r", 8), T.access_ptr(fragment[0], "w", 8))
+def warpgroup_fence():
+    """A helper in the manner of TileLang's intrinsic emitters: the warp group's WGMMA fences by hand."""
+    T.warpgroup_arrive()
+    T.warpgroup_commit_batch()
+    T.warpgroup_wait(0)
 
 
-def ldmatrix_by_helper(n: int = 32) -> T.PrimFunc:
-    """Y = X's first rows through a warp's ldmatrix written by a helper (no T.ptx_* in the kernel's own
-    lines): an instruction of one warp with no meaning of its own at the level of tiles."""
+def warpgroup_fence_by_helper(n: int = 64) -> T.PrimFunc:
+    """Y = 2 X with the warp group's WGMMA fences written by a helper (no T.warpgroup_* in the kernel's
+    own lines): instructions of a warp group with no meaning of their own at the level of tiles."""
 
     @T.prim_func
-    def main(X: T.Tensor((n, 16), T.float16), Y: T.Tensor((n, 8), T.float16)):
-        with T.Kernel(1, threads=32) as _:
-            tile = T.alloc_shared((n, 16), T.float16)
-            fragment = T.alloc_local((8,), T.float16)
+    def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            tile = T.alloc_shared((n,), T.float32)
             T.copy(X, tile)
-            tx = T.get_thread_binding()
-            ldmatrix_rows(fragment, tile, tx % 16)
-            for i in T.serial(8):
-                Y[tx, i] = fragment[i]
+            warpgroup_fence()
+            for i in T.Parallel(n):
+                Y[i] = tile[i] * 2
 
     return main

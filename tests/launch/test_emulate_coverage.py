@@ -321,8 +321,7 @@ def test_a_cluster_whose_blocks_share_nothing_runs_its_blocks_alone():
         tilelab.run(ek.clustered_scale(cluster_sync=True), x, y, device="cpu", outputs=["Y"])
 
 
-def test_a_warp_instruction_written_by_a_helper_is_refused_with_its_op_and_the_helpers_line():
+def test_a_warp_group_instruction_written_by_a_helper_is_refused_with_its_op_and_the_helpers_line():
     with pytest.raises(tilelab.EmulationError, match=r"a hand-written PTX or warp-group instruction "
-                                                     r"\(tl\.ptx_ldmatrix\) \(line \d+: ldmatrix_rows\(fragment, "
-                                                     r"tile, tx % 16\)\)"):
-        tilelab.run(ek.ldmatrix_by_helper(), device="cpu")
+                                                     r"\(tl\.warpgroup_arrive\) \(line \d+: warpgroup_fence\(\)\)"):
+        tilelab.run(ek.warpgroup_fence_by_helper(), device="cpu")

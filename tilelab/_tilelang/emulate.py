@@ -83,7 +83,7 @@ from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
-from .emulate_threads import thread_level
+from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -277,13 +277,15 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                 op = str(getattr(node.args[0], "value", op))
                 if op in imported:  # a device function of the kernel's own CUDA C (the imported-source rule)
                     return
+            if op in WARP_MATRIX_OPS:  # the thread-level rule's, lane by lane (or refused there by form)
+                return
             for pattern, construct, detail, source in _REFUSED_CALLS:
                 matched = re.search(pattern, op)
                 if matched and pattern is _PTX_PATTERN:
                     # written as T.ptx_* or through an intrinsic emitter (emitter.ldmatrix_a(...), a
                     # bare call in the kernel naming the instruction or its family)
                     short = op.split(".")[-1].removeprefix("ptx_")
-                    family = matched.group(0).strip("_") if matched.group(0) != "ptx_" else short
+                    family = (matched.group(0) if matched.group(0) != "ptx_" else short).strip("_").split("_")[0]
                     note(f"{construct} ({op})", detail, source, rf"^\s*[\w.]*{re.escape(short)}\w*\s*\(",
                          rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
                 elif matched:
