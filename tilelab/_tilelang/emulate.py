@@ -141,8 +141,10 @@ RULES = (
     Rule("thread-level", "code that indexes by thread runs in loops over the block's threads, split at each "
          "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
          "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
-         "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
-         "when some thread takes it; mbarriers that such code arrives on are counters shared by the block's "
+         "value, then gives each thread its result; a warp's ldmatrix and mma.sync m16n8k16 store every lane's "
+         "part of the operands, then give each lane its part of the result (the PTX ISA's lane layouts); a "
+         "branch on the thread around tile operations runs them once when some thread takes it; mbarriers that "
+         "such code arrives on are counters shared by the block's "
          "threads, each thread's arrival adding one, and the groups of a branch on the thread take turns, each "
          "resumed at the wait it stopped at; a fragment no tile operation touches is a thread's registers",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "

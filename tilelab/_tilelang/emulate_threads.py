@@ -19,6 +19,11 @@ of CUDA blocks do (work-item loops, with loop fission at barriers):
   array, then each reads its result from it: ``T.tvm_thread_allreduce``, the warp shuffles
   (``T.shfl_xor``/``down``/``up``/``T.shfl_sync``), ``T.warp_reduce_*`` and the votes
   (``T.any_sync``, ``T.all_sync``, ``T.ballot``);
+- a warp's matrix instructions, written by hand or by TileLang's intrinsic emitters, are split the
+  same way, with the PTX ISA's lane layouts (``cuda_facts``): ``T.ptx_ldmatrix`` (every lane stores
+  the row address it gives, then each reads its elements of the 8x8 matrices) and ``T.ptx_mma``
+  m16n8k16 (every lane stores its fragments of A, B and C into the warp's matrices, then each
+  computes its elements of D); other shapes and forms are refused by name;
 - a barrier under a branch on the thread is kept when exactly its threads take the branch (a
   named barrier ``T.sync_threads(id, count)`` of the ``count`` threads that take it, a
   ``T.sync_warp`` or warp operation under a branch that whole warps take alike);
