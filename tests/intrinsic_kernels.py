@@ -114,6 +114,28 @@ def wide_words(n: int = 64) -> T.PrimFunc:
     return main
 
 
+def ieee_rounding(n: int = 64) -> T.PrimFunc:
+    """Per element: R[m, i] = A[i] + B[i] rounded in mode m (rn, rz, ru, rd: T.ieee_add), then
+    A*B rounded down, fma(A, B, C) rounded up, A/B rounded toward zero, 1/sqrt(|A|) rounded to
+    nearest (T.ieee_mul, T.ieee_fmaf, T.ieee_fdiv, T.ieee_frsqrt)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32"),
+             R: T.Tensor((8, n), "float32")) -> None:
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                R[0, i] = T.ieee_add(A[i], B[i], "rn")
+                R[1, i] = T.ieee_add(A[i], B[i], "rz")
+                R[2, i] = T.ieee_add(A[i], B[i], "ru")
+                R[3, i] = T.ieee_add(A[i], B[i], "rd")
+                R[4, i] = T.ieee_mul(A[i], B[i], "rd")
+                R[5, i] = T.ieee_fmaf(A[i], B[i], C[i], "ru")
+                R[6, i] = T.ieee_fdiv(A[i], B[i], "rz")
+                R[7, i] = T.ieee_frsqrt(T.abs(A[i]))
+
+    return main
+
+
 def async_copies(rows: int = 4, cols: int = 16, shift: int = 0) -> T.PrimFunc:
     """B = 2 * A, each row through a shared tile that T.ptx_cp_async fills by hand, 8 elements per
     thread (the copy of thread 1 zero-filled in even rows), then T.ptx_commit_group /
@@ -132,5 +154,83 @@ def async_copies(rows: int = 4, cols: int = 16, shift: int = 0) -> T.PrimFunc:
             T.sync_threads()
             for j in T.Parallel(cols):
                 B[bx, j] = S[j] * 2
+
+    return main
+
+
+def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0) -> T.PrimFunc:
+    """Thread t of the block: T.rng_init(seed, first_seq + t, offset), then ``draws`` words of its
+    stream (T.rng_rand, their bits as int32) into W[t, :], one uniform float into U[t], then three
+    normal floats into G[t, :] (Box-Muller: two words for the first two, two more for the third)."""
+
+    @T.prim_func
+    def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32"),
+             G: T.Tensor((threads, 3), "float32")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            T.rng_init(seed, first_seq + t, offset)
+            for k in T.serial(draws):
+                W[t, k] = T.reinterpret("int32", T.rng_rand())
+            U[t] = T.rng_rand_float()
+            for k in T.serial(3):
+                G[t, k] = T.rng_rand_float(32, "normal")
+
+    return main
+
+
+def math_group(n: int = 64) -> T.PrimFunc:
+    """Per element of A (float32) and Bits (int32): the fast-math functions, exp10, fmod, fmul, fma,
+    pow by an integer, isfinite, ldexp, and the integer bit counts and searches (clz, popcount, __ffs,
+    __fns from bit 3: the second set bit up, the first set bit down)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), Bits: T.Tensor((n,), "int32"), F: T.Tensor((9, n), "float32"),
+             K: T.Tensor((5, n), "int32")) -> None:
+        with T.Kernel(1, threads=n):
+            for i in T.Parallel(n):
+                F[0, i] = T.__exp(A[i])
+                F[1, i] = T.__log(T.abs(A[i]) + 1.0)
+                F[2, i] = T.__sin(A[i])
+                F[3, i] = T.exp10(A[i])
+                F[4, i] = T.fmod(A[i], 0.75)
+                F[5, i] = T.fma(A[i], A[i], -1.0) + T.fmul(A[i], 2.0)
+                F[6, i] = T.pow(A[i], 3)
+                F[7, i] = T.if_then_else(T.isfinite(T.log(A[i])), 1.0, 0.0)
+                K[0, i] = T.clz(Bits[i])
+                K[1, i] = T.popcount(Bits[i])
+                K[2, i] = T.__ffs(Bits[i])
+                K[3, i] = T.Cast("int32", T.__fns(T.Cast("uint32", Bits[i]), 3, 2))
+                K[4, i] = T.Cast("int32", T.__fns(T.Cast("uint32", Bits[i]), 3, -1))
+                F[8, i] = T.ldexp(A[i], 3.0)
+
+    return main
+
+
+def packed_pairs(n: int = 64) -> T.PrimFunc:
+    """P[2j:2j+2] = add2 / sub2 / mul2 of the pairs A[2j:2j+2] and B[2j:2j+2] (float32x2)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), P: T.Tensor((3, n), "float32")) -> None:
+        with T.Kernel(1, threads=32):
+            for j in T.serial(n // 2):
+                a = A[T.Ramp(2 * j, 1, 2)]
+                b = B[T.Ramp(2 * j, 1, 2)]
+                P[0, T.Ramp(2 * j, 1, 2)] = T.add2(a, b)
+                P[1, T.Ramp(2 * j, 1, 2)] = T.sub2(a, b)
+                P[2, T.Ramp(2 * j, 1, 2)] = T.mul2(a, b)
+
+    return main
+
+
+def elect(threads: int = 128) -> T.PrimFunc:
+    """E[0, t] = T.shuffle_elect(64) (one thread of each 64), E[1, t] = T.shuffle_elect(0) (one of the
+    block), as 0 / 1."""
+
+    @T.prim_func
+    def main(E: T.Tensor((2, threads), "int32")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            E[0, t] = T.if_then_else(T.shuffle_elect(64), 1, 0)
+            E[1, t] = T.if_then_else(T.shuffle_elect(0), 1, 0)
 
     return main

@@ -123,3 +123,198 @@ def test_the_test_files_are_dealt_alternately_into_halves_by_their_sorted_paths(
     # sorted: cuda/test_a, issue/test_a, issue/test_z, kernel/test_c, math/test_b
     assert halves == {"cuda/test_a.py": "first", "issue/test_a.py": "second", "issue/test_z.py": "first",
                       "kernel/test_c.py": "second", "math/test_b.py": "first"}
+
+
+# --- IEEE operations with a rounding mode: each result against the exact value (Fractions) rounded
+# in the mode by hand -------------------------------------------------------------------------------
+
+def _rounded32(exact, mode):
+    """The float32 that ``exact`` (a Fraction) rounds to in ``mode``, chosen among the float32
+    values around it by exact comparisons (ties to the even bit pattern)."""
+    from fractions import Fraction
+
+    near = np.float32(float(exact))
+    around = sorted({near, np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(-np.inf))},
+                    key=float)
+    below = max(c for c in around if Fraction(float(c)) <= exact)
+    above = min(c for c in around if Fraction(float(c)) >= exact)
+    if below == above:
+        return below
+    if mode == "rd" or (mode == "rz" and exact > 0):
+        return below
+    if mode in ("ru", "rz"):
+        return above
+    gap_below, gap_above = exact - Fraction(float(below)), Fraction(float(above)) - exact
+    if gap_below != gap_above:
+        return below if gap_below < gap_above else above
+    return below if int(below.view(np.uint32)) % 2 == 0 else above
+
+
+def _rsqrt_rounded(x):
+    """1/sqrt(x) rounded to nearest float32: the float whose midpoints lo, hi with its neighbours
+    bracket it, lo^2 x <= 1 <= hi^2 x, exactly."""
+    from fractions import Fraction
+
+    f = np.float32(1 / np.sqrt(np.float64(x)))
+    for y in (f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(0))):
+        lo = (Fraction(float(y)) + Fraction(float(np.nextafter(y, np.float32(0))))) / 2
+        hi = (Fraction(float(y)) + Fraction(float(np.nextafter(y, np.float32(np.inf))))) / 2
+        if lo * lo * Fraction(float(x)) <= 1 <= hi * hi * Fraction(float(x)):
+            return y
+    raise AssertionError(x)
+
+
+@pytest.mark.heavy  # one compile and launch (about 2 s); make test keeps the Philox kernel as this group's quick proof
+def test_ieee_operations_round_once_in_their_mode_as_ieee_754_defines():
+    from fractions import Fraction
+
+    rng = np.random.default_rng(7)
+    n = 64
+    a = (rng.uniform(-1, 1, n) * 2.0 ** rng.integers(-8, 9, n)).astype(np.float32)
+    b = (rng.uniform(-1, 1, n) * 2.0 ** rng.integers(-8, 9, n)).astype(np.float32)
+    c = (rng.uniform(-1, 1, n) * 2.0 ** rng.integers(-8, 9, n)).astype(np.float32)
+    a[:4] = [1.0, 1.0, -1.0, 3.0]  # 1 + 2^-24 is a tie: to even (1.0), up, down; -1 - 2^-24 a tie too
+    b[:4] = [2.0 ** -24, 3 * 2.0 ** -25, -(2.0 ** -24), 2.0 ** -23]
+    out = torch.zeros(8, n)
+    result = tilelab.run(ik.ieee_rounding(n), torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c), out,
+                         device="cpu", outputs=["R"])
+    assert result.passed, result
+    got = _np(out)
+    fa, fb, fc = ([Fraction(float(v)) for v in x] for x in (a, b, c))
+    expected = np.array([
+        *[[_rounded32(x + y, m) for x, y in zip(fa, fb)] for m in ("rn", "rz", "ru", "rd")],
+        [_rounded32(x * y, "rd") for x, y in zip(fa, fb)],
+        [_rounded32(x * y + z, "ru") for x, y, z in zip(fa, fb, fc)],
+        [_rounded32(x / y, "rz") for x, y in zip(fa, fb)],
+        [_rsqrt_rounded(abs(x)) for x in a],
+    ], dtype=np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert got[0, 0] == 1.0 and got[2, 0] == np.nextafter(np.float32(1), np.float32(2))  # the tie: even, up
+    # the modes differ where the sum is inexact: one plain float32 sum (to nearest) is wrong for rd and ru
+    plain = (a + b).astype(np.float32)
+    assert (plain != expected[3]).sum() > n // 4 and (plain != expected[2]).sum() > n // 4
+
+
+# --- curand's Philox4_32_10 (T.rng_*): the stream against Random123's published known answers and a
+# reference written from the paper and curand's documented subsequence/offset rules ---------------
+
+_MASK = 0xFFFFFFFF
+# Random123's kat_vectors for philox4x32-10: (counter, key) -> the block
+_PHILOX_KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((_MASK,) * 4, (_MASK,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def _philox_block(ctr, key):
+    """Philox4x32-10 (Salmon et al. 2011): ten rounds of two 32x32->64 multiplications, the key
+    bumped by the Weyl constants between rounds."""
+    c, (k0, k1) = list(ctr), key
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & _MASK, (k1 + 0xBB67AE85) & _MASK
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & _MASK, (p0 >> 32) ^ c[3] ^ k1, p0 & _MASK]
+    return c
+
+
+def _curand_words(seed, subsequence, offset, count, subsequence_low=False):
+    """curand_init(seed, subsequence, offset) then ``count`` curand() words: the counter is a
+    128-bit integer, the subsequence its high 64 bits, offset // 4 blocks on, offset % 4 words into
+    the block (``subsequence_low``: the wrong variant that adds the subsequence to the low bits)."""
+    key = (seed & _MASK, (seed >> 32) & _MASK)
+    counter = ((subsequence if subsequence_low else subsequence << 64) + offset // 4) % 2 ** 128
+    words, place = [], offset % 4
+    while len(words) < count:
+        block = _philox_block([(counter >> (32 * i)) & _MASK for i in range(4)], key)
+        words += block[place:]
+        place, counter = 0, (counter + 1) % 2 ** 128
+    return words[:count]
+
+
+def test_the_reference_philox_gives_random123s_known_answers():
+    for ctr, key, block in _PHILOX_KAT:
+        assert tuple(_philox_block(ctr, key)) == block
+
+
+@pytest.mark.parametrize("seed, offset, first_seq", [
+    (0, 0, 0), pytest.param(0x123456789ABCDEF0, 6, 2 ** 32 - 3, marks=pytest.mark.heavy)])
+def test_rng_draws_curands_philox_stream_for_each_thread(seed, offset, first_seq):
+    threads, draws = 8, 6
+    words = torch.zeros(threads, draws, dtype=torch.int32)
+    uniform, normal = torch.zeros(threads), torch.zeros(threads, 3)
+    result = tilelab.run(ik.philox(threads, draws, seed, offset, first_seq), words, uniform, normal, device="cpu",
+                         outputs=["W", "U", "G"])
+    assert result.passed, result
+    got = _np(words).view(np.uint32)
+    streams = [_curand_words(seed, first_seq + t, offset, draws + 5) for t in range(threads)]
+    assert got.tolist() == [s[:draws] for s in streams]
+    if (seed, offset, first_seq) == (0, 0, 0):
+        assert tuple(got[0, :4]) == _PHILOX_KAT[0][2]  # the first block of seed 0: Random123's first vector
+    # curand_uniform: the next word x as float32, x * 2^-32 + 2^-33 (float32 arithmetic)
+    last = np.array([s[draws] for s in streams], dtype=np.float64).astype(np.float32)
+    np.testing.assert_array_equal(_np(uniform), last * np.float32(2.0 ** -32) + np.float32(2.0 ** -33))
+    # curand_normal: Box-Muller on the next two words, sqrt(-2 ln u) sin(2 pi v) then its cos, then two more
+    # (float64 here: the GPU's fast log and sine agree within their error, not bit for bit)
+    def u01(w):
+        return (np.array(w, dtype=np.float64) + 0.5) * 2.0 ** -32
+
+    first, second, third = (np.array([s[draws + 1 + k] for s in streams]) for k in (0, 1, 2))
+    fourth = np.array([s[draws + 4] for s in streams])
+    radius = np.sqrt(-2 * np.log(u01(first)))
+    expected = [radius * np.sin(2 * np.pi * u01(second)), radius * np.cos(2 * np.pi * u01(second)),
+                np.sqrt(-2 * np.log(u01(third))) * np.sin(2 * np.pi * u01(fourth))]
+    np.testing.assert_allclose(_np(normal), np.array(expected).T, rtol=1e-4, atol=1e-5)
+    wrong = [_curand_words(seed, first_seq + t, offset, draws, subsequence_low=True) for t in range(threads)]
+    assert got.tolist() != wrong  # a generator that put the subsequence in the counter's low bits is caught
+
+
+# --- the rest of the math surface: fast math, exp10, fmod, fma, fmul, pow by an integer, isfinite,
+# bit counts, packed pairs --------------------------------------------------------------------------
+
+@pytest.mark.heavy
+def test_math_intrinsics_compute_their_meaning():
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-3, 3, 64).astype(np.float32)
+    a[0] = 0.0  # log: -inf at 0, NaN below it
+    i = rng.integers(-2 ** 31, 2 ** 31, 64, dtype=np.int64).astype(np.int32)
+    i[:3] = [0, 1, -1]
+    f, k = torch.zeros(9, 64), torch.zeros(5, 64, dtype=torch.int32)
+    result = tilelab.run(ik.math_group(), torch.from_numpy(a), torch.from_numpy(i), f, k, device="cpu",
+                         outputs=["F", "K"])
+    assert result.passed, result
+    x = a.astype(np.float64)
+    np.testing.assert_allclose(_np(f)[:4], [np.exp(x), np.log(np.abs(x) + 1), np.sin(x), 10 ** x], rtol=2e-6)
+    np.testing.assert_array_equal(_np(f)[4], np.fmod(a, np.float32(0.75)))
+    np.testing.assert_allclose(_np(f)[5], x * x - 1 + 2 * x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(_np(f)[6], (a * a) * a)
+    np.testing.assert_array_equal(_np(f)[7], np.isfinite(np.log(x)).astype(np.float32))
+    u = i.view(np.uint32).astype(np.int64)
+    clz = np.array([32 - int(v).bit_length() for v in u])
+    ffs = np.array([(int(v) & -int(v)).bit_length() for v in u])
+    np.testing.assert_array_equal(_np(f)[8], a * 8)
+    bits = [[(int(v) >> p) & 1 for p in range(32)] for v in u]
+    up = [([p for p in range(3, 32) if b[p]] + [-1, -1])[1] for b in bits]  # the second set bit from 3 up
+    down = [([p for p in range(3, -1, -1) if b[p]] + [-1])[0] for b in bits]  # the first from 3 down
+    np.testing.assert_array_equal(_np(k), [clz, [bin(int(v)).count("1") for v in u], ffs, up, down])
+    assert _np(k)[3, 0] == -1 and _np(k)[4, 2] == 3  # 0 has no set bit (0xffffffff); -1 has bit 3
+
+
+@pytest.mark.heavy
+def test_shuffle_elect_picks_lane_0_of_each_group():
+    e = torch.full((2, 128), -1, dtype=torch.int32)
+    result = tilelab.run(ik.elect(), e, device="cpu", outputs=["E"])
+    assert result.passed, result
+    t = np.arange(128)
+    np.testing.assert_array_equal(_np(e), [(t % 64 == 0).astype(np.int32), (t == 0).astype(np.int32)])
+
+
+@pytest.mark.heavy
+def test_packed_pair_arithmetic_is_per_lane():
+    a, b = torch.randn(64), torch.randn(64)
+    p = torch.zeros(3, 64)
+    result = tilelab.run(ik.packed_pairs(), a, b, p, device="cpu", outputs=["P"])
+    assert result.passed, result
+    np.testing.assert_array_equal(_np(p), [_np(a) + _np(b), _np(a) - _np(b), _np(a) * _np(b)])

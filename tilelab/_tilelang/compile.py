@@ -98,6 +98,20 @@ def compiled_target_family(kernel: Any) -> str | None:
     return {"cuda": "cuda", "hip": "hip", "metal": "metal", "c": "cpu", "llvm": "cpu"}.get(str(target.kind.name))
 
 
+# The C types TileLang 0.1.15's CPU host wrapper (the function that calls a target-c kernel with its tensors and
+# sizes) has no entry for, though its C back end prints them: a uint32 tensor or size failed with "Unsupported dtype".
+HOST_C_TYPES = {"uint32": "uint32_t"}
+
+
+def _complete_host_types() -> None:
+    """Each of :data:`HOST_C_TYPES` added to TileLang's CPU host wrapper's table of C types."""
+    from tilelang.jit.adapter.wrapper import TLCPUSourceWrapper
+
+    table = TLCPUSourceWrapper._TYPE_MAP
+    for dtype, c_type in HOST_C_TYPES.items():
+        table.setdefault(dtype, c_type)
+
+
 @contextlib.contextmanager
 def _host_compiler_output(sink: list[str], active: bool):
     """Keep the host compiler's diagnostics (TileLang 0.1.15 lets g++ write straight to file
@@ -149,6 +163,8 @@ def compile_kernel(obj: Any, *, target: Any = None, backend: str | None = None,
     local = None if target else local_gpu_arch()
     resolved = local_cuda_target(local) if local else parse_target(target or "sm_90a")
     backend = backend or default_backend(resolved)
+    if resolved.family == "cpu":
+        _complete_host_types()
     if resolved.family == "cpu" and backend != "cython":
         raise ValueError(f"execution backend {backend!r} cannot run target c kernels in TileLang 0.1.15; "
                          "use backend='cython' (the default for target c)")

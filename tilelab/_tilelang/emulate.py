@@ -9,7 +9,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``scopes``: ``T.alloc_shared`` and ``T.alloc_fragment`` buffers become arrays local to the block
   (one CPU thread runs the whole block, so its shared memory and its threads' fragments are one
   array each);
-- ``parallel``: ``T.Parallel`` loops run as serial loops, in order;
+- ``parallel``: ``T.Parallel`` loops run as serial loops, in order, and so do vectorized loops
+  (TileLang's C back end prints a vector's comparisons and selects as scalar C the compiler rejects);
 - ``pipeline``: ``T.Pipelined`` runs as a plain loop (its stages overlap copies with MMAs on a GPU;
   one after another, the result is the same);
 - ``threads``: one thread runs the block, each tile operation once (TileLang's warp specialisation
@@ -46,7 +47,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   (an operation across the cluster is refused);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
-  performed (a read gives 0), so a kernel bug never corrupts the process that runs it.
+  performed (a read gives 0), so a kernel bug never corrupts the process that runs it; a ``T.assume``
+  is dropped first, since TileLang would prove an access in bounds from it and remove its check.
 
 A ``T.alloc_global`` scratch buffer (flash decoding's partial results between its split and
 combine kernels) is global memory on the GPU: on the CPU it is heap memory the runtime allocates
@@ -96,8 +98,12 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "9"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "11"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
+# The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
+# T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
+# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code.
+CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True}
 OOB_READ, OOB_WRITE = 0, 1
 
 # The GPU types the CPU's C lacks, and the format code the runtime rounds to.
@@ -129,8 +135,10 @@ RULES = (
     Rule("scopes", "T.alloc_shared and T.alloc_fragment buffers become arrays local to the block",
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
-    Rule("parallel", "T.Parallel loops run as serial loops",
-         "a T.Parallel loop says every iteration is independent, so any order computes the same tile"),
+    Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
+         "TileLang makes of a copy)",
+         "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
+         "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
          "stages overlap the copies of one iteration with the MMAs of another on a GPU; in order, the values "
          "are the same"),
@@ -174,7 +182,8 @@ RULES = (
          "passed in float32); a bool tensor is passed as its bytes (int8), read as != 0, and a bool tile is held as "
          "bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
-         "one byte that is 0 or 1 on both"),
+         "one byte that is 0 or 1 on both; a uint32 tensor or size is passed as uint32_t (TileLang's CPU host "
+         "wrapper has no entry for it)"),
     Rule("imported", "a device function written in CUDA C (T.import_source) is compiled as C++: its body as "
          "written, the CUDA types and intrinsics it uses from a small prelude, each inline PTX instruction turned "
          "into C by one table of the PTX ISA's semantics (emulate_ptx.py; an instruction outside it is refused by "
@@ -192,8 +201,9 @@ RULES = (
          "reads what every block of the earlier ones wrote; a cluster whose blocks share neither shared memory nor "
          "barriers is only where the GPU places them"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
-         "outside is recorded, not performed",
-         "an out-of-bounds access is a bug to report, never memory of the process to corrupt"),
+         "outside is recorded, not performed; a T.assume is not used to prove it (the promise is dropped)",
+         "an out-of-bounds access is a bug to report, never memory of the process to corrupt, and a broken "
+         "T.assume promise is such a bug"),
 )
 
 
@@ -292,6 +302,11 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                          rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
                 elif matched:
                     note(construct, detail, source)
+        elif isinstance(node, tirx.SBlock) and "code_block_source" in node.annotations:
+            note("a kernel written in CUDA C (T.CUDASourceCodeKernel)",
+                 "its body is a whole __global__ function of one GPU thread (threadIdx, blockIdx, __syncthreads), not "
+                 "a tile program; the CPU run gives a device function called from a tile program (T.import_source) "
+                 "its meaning, not a kernel", r"\bT\.CUDASourceCodeKernel\b")
         elif isinstance(node, tirx.AttrStmt) and str(node.attr_key) in ("warp_specialize", "tl.ws",
                                                                         "kWarpSpecializationScope"):
             note("a T.ws region the warp-roles rule left",
@@ -678,7 +693,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     def post(node: Any) -> Any:
         if isinstance(node, tirx.SBlock):
             allocs = [remap.get(b, b) for b in node.alloc_buffers]
-            annotations = {k: v for k, v in node.annotations.items() if k not in ("layout_map",)}
+            annotations = {k: _data_keys(v, data_map) for k, v in node.annotations.items() if k not in ("layout_map",)}
             if "tl.launch_threads" in annotations:
                 annotations["tl.launch_threads"] = [1, 1, 1]
                 applied.add("threads")
@@ -706,6 +721,12 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if new is not None and not new.same_as(node.buffer):
                 return tirx.DeclBuffer(new)
             return None
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
+                and str(getattr(node.value.op, "name", "")) == "tirx.assume":
+            # the bounds rule: a T.assume is the user's promise, and TileLang's simplifier would prove an
+            # access in bounds from it and drop its check; a promise a run breaks is reported as the access
+            applied.add("bounds")
+            return tirx.Evaluate(tirx.const(0, "int32"))
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) \
                 and str(getattr(node.value.op, "name", "")) in _REGISTER_HINTS:
             applied.add("threads")  # how many registers a warp group keeps: nothing to run on the CPU
@@ -742,6 +763,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             if dtype in NARROW_FLOATS:
                 return tirx.Call(COMPUTE_DTYPE, node.op, node.args)
             return None
+        if isinstance(node, tirx.Var) and node in data_map and not data_map[node].data.same_as(node):
+            # a buffer's data used as itself (T.tvm_access_ptr(..., S.data, ...), an address): the replacement's
+            return data_map[node].data
         if isinstance(node, tirx.Var) and str(node.dtype) in NARROW_FLOATS:
             return None  # let-bound scalars: handled where they are bound (rare in tile programs)
         return None
@@ -822,7 +846,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                 return None
 
             body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
-    params = list(func.params)
+    params = _sizes_passed_once(list(func.params), buffer_map)
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
@@ -843,6 +867,44 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                      tensors=tuple(tensors), block_names={a: str(v.name) for a, v in block_vars.items()},
                      grid_rank=grid_rank, buffers=tuple(tensors) + tuple(dict.fromkeys(local_names)),
                      barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
+
+
+def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
+    """A block annotation keyed by buffers' data (``T.annotate_safe_value``'s ``safe_value_map``), each
+    key of a buffer the rewrite replaced given as its replacement's data (TileLang looks the key up
+    among the block's buffers); any other annotation as it is."""
+    from collections.abc import Mapping
+
+    if not isinstance(value, Mapping) or not any(k in data_map for k in value):
+        return value
+    return {data_map[k].data if k in data_map else k: v for k, v in value.items()}
+
+
+def _sizes_passed_once(params: list[Any], buffer_map: dict[Any, Any]) -> list[Any]:
+    """A scalar parameter that is also a tensor's size (``def main(a_ptr: T.handle, m: T.int32)``
+    with ``A = T.match_buffer(a_ptr, (m, k))``) is one value on a GPU; TileLang's C host wrapper
+    declares each tensor size once more as an argument of its own, and the C compiler rejects the
+    second ``int32_t m``. The parameter keeps its place in the call under a name of its own, and the
+    body reads the size from the tensor's shape (on a GPU, TileLang's entry point fails a call whose
+    parameter differs from that shape; on the CPU the shape is the one value)."""
+    tirx = tilelang().tvm.tirx
+    sizes: set[Any] = set()
+    for buf in buffer_map.values():
+        for dim in [*buf.shape, *buf.strides]:
+            if isinstance(dim, tirx.Var):
+                sizes.add(dim)
+    taken = {str(p.name) for p in params} | {str(v.name) for v in sizes}
+    out = []
+    for p in params:
+        if p in buffer_map or p not in sizes:
+            out.append(p)
+            continue
+        alias = f"{p.name}_arg"
+        while alias in taken:
+            alias += "_"
+        taken.add(alias)
+        out.append(tirx.Var(alias, p.dtype))
+    return out
 
 
 def _imported_bits(body: Any, func: Any, narrow: dict[str, str], name: str) -> Any:
@@ -1125,7 +1187,7 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
     emulation = rewrite_for_cpu(source.prim_func, source.name)
     late = _late_pass(emulation)
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
-               **(pass_configs or {})}
+               **(pass_configs or {}), **CPU_PASS_CONFIGS}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
         try:
             compiled = compile_kernel(emulation.func, target="c", backend="cython", out_idx=None,

@@ -2,7 +2,13 @@
 implement, each given its meaning in plain TIR by
 one entry of :data:`INTRINSICS`, written from TileLang's own definition of the op (its Python
 docstring, its CUDA template). An intrinsic that is neither here nor known to the ``c`` back end
-is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it."""
+is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it.
+
+Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
+Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
+side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
+``T.rng_rand_float(64, "normal")`` and the XORWOW/MRG32k3a generators, cluster
+operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
 
 from __future__ import annotations
 
@@ -444,6 +450,8 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
         return None
 
     body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind"])
+    if RNG_STATE_NAME in buffers:  # T.rng_*: each thread's generator state, a buffer of the block
+        body = _with_rng_state(body, buffers[RNG_STATE_NAME])
     return (func.with_body(body) if used else func), used
 
 
@@ -472,3 +480,452 @@ def refused_intrinsic(func: Any, name: str, error: BaseException) -> EmulationRe
         detail = ("TileLang's C back end has no implementation of it and the CPU path's table of intrinsics (tilelab's "
                   "intrinsics rule) does not give it a meaning")
     return EmulationRefused(name, f"the TileLang intrinsic {op}", detail, filename, line, text)
+
+
+# ------------------------------------------------------------------------------------------
+# Math, IEEE rounding modes, packed pairs, random numbers (each entry from TileLang's definition:
+# tilelang/language/math_intrinsics.py, tilelang/cuda/language/{math,random}.py, and the CUDA
+# functions its code generator calls for them)
+# ------------------------------------------------------------------------------------------
+
+IEEE_FUNCTION = {"float32": "tilelab_emu_ieee_f32", "float64": "tilelab_emu_ieee_f64"}  # (op, a, b, c, mode)
+IEEE_OPS = {"tl.ieee_add": 0, "tl.ieee_sub": 1, "tl.ieee_mul": 2, "tl.ieee_fmaf": 3, "tl.ieee_frcp": 4,
+            "tl.ieee_fsqrt": 5, "tl.ieee_frsqrt": 6, "tl.ieee_fdiv": 7}
+ROUNDING_MODES = {"rn": 0, "rz": 1, "ru": 2, "rd": 3}  # PTX's names: to nearest even, to zero, up, down
+RNG_INIT_FUNCTION = "tilelab_emu_philox_init"  # (uint32* state, uint64 seed, uint64 subsequence, uint64 offset)
+RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state): curand(&state)
+RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state): curand_uniform(&state)
+RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state)
+RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state): curand_normal(&state)
+RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
+RNG_STATE_NAME = "tilelab_rng_state"
+FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
+
+# The C the entries below call: part of the header every CPU-path kernel is built with
+# (tilelab.launch._emulate), so each call is an inline function of the kernel's own code.
+RUNTIME_C = r"""
+#include <fenv.h>
+/* The intrinsics rule's IEEE operations with a rounding mode (T.ieee_add ... T.ieee_fdiv: CUDA's
+   __fadd_rd and its kin): the C library's rounding mode set around the one operation, its operands
+   read and its result written through volatile so that the compiler computes it in between; every
+   basic operation, fma and sqrt of IEEE 754 rounds in the mode in force. op: add, sub, mul, fma, rcp,
+   sqrt, rsqrt, div; mode: to nearest even, to zero, up, down. */
+static inline int tilelab_emu_fe_mode(int64_t mode) {
+  return mode == 1 ? FE_TOWARDZERO : mode == 2 ? FE_UPWARD : mode == 3 ? FE_DOWNWARD : FE_TONEAREST;
+}
+/* The sign of m*m*x - 1, exactly: m*m is exact in double (m has at most 25 significant bits), and
+   fma gives the rounding error of its product with x, so p + e is m*m*x exactly. */
+static inline int tilelab_emu_sign_m2x_minus_1(double m, float x) {
+  double m2 = m * m, p = m2 * (double)x, e = fma(m2, (double)x, -p);
+  if (p != 1.0) return p > 1.0 ? 1 : -1;
+  return e > 0 ? 1 : (e < 0 ? -1 : 0);
+}
+/* 1/sqrt(x) rounded once to nearest float (CUDA's __frsqrt_rn): the double estimate is within one
+   float ulp of it; the float f is the right one when 1/sqrt(x) lies between the midpoints around f,
+   that is when lo*lo*x >= 1 >= hi*hi*x (no float's 1/sqrt is a midpoint: no ties). */
+static inline float tilelab_emu_rsqrt_rn(float x) {
+  float f = (float)(1.0 / sqrt((double)x));
+  if (!(x > 0.0f) || isinf(x) || !isfinite(f) || f == 0.0f) return f;
+  for (int k = 0; k < 2; k++) {
+    float up = nextafterf(f, INFINITY), down = nextafterf(f, 0.0f);
+    if (tilelab_emu_sign_m2x_minus_1(((double)f + (double)up) / 2, x) < 0) f = up;
+    else if (tilelab_emu_sign_m2x_minus_1(((double)f + (double)down) / 2, x) > 0) f = down;
+    else break;
+  }
+  return f;
+}
+extern "C" {
+static inline float tilelab_emu_ieee_f32(int64_t op, float a, float b, float c, int64_t mode) {
+  if (op == 6) return tilelab_emu_rsqrt_rn(a);
+  int saved = fegetround();
+  fesetround(tilelab_emu_fe_mode(mode));
+  volatile float va = a, vb = b, vc = c;
+  float x = va, y = vb, z = vc, r;
+  switch (op) {
+    case 0: r = x + y; break;
+    case 1: r = x - y; break;
+    case 2: r = x * y; break;
+    case 3: r = fmaf(x, y, z); break;
+    case 4: r = 1.0f / x; break;
+    case 5: r = sqrtf(x); break;
+    default: r = x / y; break;
+  }
+  volatile float vr = r;
+  fesetround(saved);
+  return vr;
+}
+static inline double tilelab_emu_ieee_f64(int64_t op, double a, double b, double c, int64_t mode) {
+  int saved = fegetround();
+  fesetround(tilelab_emu_fe_mode(mode));
+  volatile double va = a, vb = b, vc = c;
+  double x = va, y = vb, z = vc, r;
+  switch (op) {
+    case 0: r = x + y; break;
+    case 1: r = x - y; break;
+    case 2: r = x * y; break;
+    case 3: r = fma(x, y, z); break;
+    case 4: r = 1.0 / x; break;
+    case 5: r = sqrt(x); break;
+    default: r = x / y; break;
+  }
+  volatile double vr = r;
+  fesetround(saved);
+  return vr;
+}
+
+/* T.__fns(mask, base, offset): PTX's fns.b32 (CUDA's __fns): the place of the |offset|-th set bit of
+   mask counting from bit base (base itself included) toward the high bits for a positive offset,
+   toward the low bits for a negative one; for offset 0, base when its bit is set; 0xffffffff when
+   there is no such bit. */
+static inline uint32_t tilelab_emu_fns(uint32_t mask, uint32_t base, int32_t offset) {
+  if (offset == 0) return (base < 32 && ((mask >> base) & 1u)) ? base : 0xffffffffu;
+  int32_t step = offset > 0 ? 1 : -1;
+  int64_t count = offset > 0 ? (int64_t)offset - 1 : -(int64_t)offset - 1;
+  for (int32_t pos = (int32_t)base; pos >= 0 && pos < 32; pos += step) {
+    if ((mask >> pos) & 1u) {
+      if (count == 0) return (uint32_t)pos;
+      count--;
+    }
+  }
+  return 0xffffffffu;
+}
+/* T.rng_init / T.rng_rand / T.rng_rand_float: curand's Philox4_32_10 generator (Salmon et al.,
+   "Parallel random numbers: as easy as 1, 2, 3", 2011), as curand_init and curand define its
+   stream. state: key[2] (the seed's low and high words), ctr[4] (a 128-bit counter, ctr[0] lowest),
+   the place of the next word in the counter's block of four. */
+static inline void tilelab_emu_philox_block(const uint32_t* state, uint32_t* out) {
+  uint32_t k0 = state[0], k1 = state[1], c0 = state[2], c1 = state[3], c2 = state[4], c3 = state[5];
+  for (int round = 0; round < 10; round++) {
+    if (round) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1,
+             n3 = (uint32_t)p0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+/* The counter plus n, n added to its low 64 bits (a skip of n blocks) or its high 64 bits (of n
+   subsequences of 2^64 blocks), with the carry as curand propagates it. */
+static inline void tilelab_emu_philox_add(uint32_t* state, uint64_t n, int high) {
+  uint32_t* c = state + 2 + (high ? 2 : 0);
+  uint32_t lo = (uint32_t)n, hi = (uint32_t)(n >> 32);
+  c[0] += lo;
+  if (c[0] < lo) hi++;
+  c[1] += hi;
+  if (!high && c[1] < hi && ++state[4] == 0) ++state[5];
+}
+static inline int32_t tilelab_emu_philox_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  state[0] = (uint32_t)seed; state[1] = (uint32_t)(seed >> 32);
+  state[2] = state[3] = state[4] = state[5] = 0; state[6] = 0; state[7] = 0; state[8] = 0;
+  tilelab_emu_philox_add(state, subsequence, 1);
+  state[6] = (uint32_t)(offset & 3);  /* skipahead(offset): whole blocks, then the place in one */
+  tilelab_emu_philox_add(state, offset / 4, 0);
+  return 0;
+}
+static inline uint32_t tilelab_emu_philox_next(uint32_t* state) {
+  uint32_t out[4];
+  tilelab_emu_philox_block(state, out);
+  uint32_t word = out[state[6] & 3];
+  if (++state[6] == 4) {  /* the block used up: the next counter */
+    state[6] = 0;
+    if (++state[2] == 0 && ++state[3] == 0 && ++state[4] == 0) ++state[5];
+  }
+  return word;
+}
+/* curand_uniform: a float in (0, 1], x * 2^-32 + 2^-33 (the product exact, the sum rounded) */
+static inline float tilelab_emu_philox_uniform(uint32_t* state) {
+  return (float)tilelab_emu_philox_next(state) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+}
+/* curand_normal: Box-Muller on two words, u = x * 2^-32 + 2^-33, v = y * 2pi 2^-32 + pi 2^-32 (fused,
+   as the GPU contracts it), sqrt(-2 log u) times sin v returned and times cos v kept for the next
+   draw. The GPU computes log, sin and cos with its fast approximations: the CPU's are exact, so a
+   normal draw agrees within their error, not bit for bit. */
+static inline float tilelab_emu_philox_normal(uint32_t* state) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  uint32_t x = tilelab_emu_philox_next(state), y = tilelab_emu_philox_next(state);
+  const float two_pi_scaled = 6.2831855f * 2.3283064365386963e-10f;
+  float u = (float)x * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+  float v = fmaf((float)y, two_pi_scaled, two_pi_scaled / 2.0f);
+  float s = sqrtf(-2.0f * logf(u));
+  float second = s * cosf(v);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(v);
+}
+/* curand_uniform_double: two words make 53 bits, z = x ^ (y << 21), z * 2^-53 + 2^-54 */
+static inline double tilelab_emu_philox_uniform_double(uint32_t* state) {
+  uint64_t x = tilelab_emu_philox_next(state), y = tilelab_emu_philox_next(state);
+  uint64_t z = x ^ (y << 21);
+  return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+}
+"""
+
+
+def _fast_math(c32: str, c64: str) -> Callable[[Any, dict[Any, Any]], Any]:
+    """CUDA's fast-math function (``__expf`` ...: an approximation within its documented error)
+    as the C library's correctly rounded one of the same meaning."""
+    return _float_extern(c32, c64)
+
+
+def _exp10(call: Any, buffers: dict[Any, Any]) -> Any:
+    """10**x: the C library's pow of 10 (C has no standard exp10)."""
+    tirx = tilelang().tvm.tirx
+    x = call.args[0]
+    wide = str(x.dtype) == "float64"
+    return tirx.call_pure_extern(call.dtype, "pow" if wide else "powf", tirx.const(10.0, x.dtype), x)
+
+
+def _fmod(call: Any, buffers: dict[Any, Any]) -> Any:
+    tirx = tilelang().tvm.tirx
+    x, y = call.args[0], call.args[1]
+    return tirx.call_pure_extern(call.dtype, "fmod" if str(x.dtype) == "float64" else "fmodf", x, y)
+
+
+def _bit_count(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
+    """``T.clz`` (leading zero bits; all the bits for 0, as CUDA's __clz) and ``T.popcount``
+    (set bits), by GCC's builtins on the value's unsigned bits."""
+    def lower(call: Any, buffers: dict[Any, Any]) -> Any:
+        tirx = tilelang().tvm.tirx
+        x = call.args[0]
+        bits = x.dtype.bits
+        if bits not in (32, 64) or x.dtype.lanes != 1 or "int" not in str(x.dtype):
+            return None
+        wide = "ll" if bits == 64 else ""
+        unsigned = tirx.Cast(f"uint{bits}", x)
+        if kind == "popcount":
+            return tirx.Cast(call.dtype, tirx.call_pure_extern("int32", f"__builtin_popcount{wide}", unsigned))
+        counted = tirx.call_pure_extern("int32", f"__builtin_clz{wide}", unsigned)
+        return tirx.Cast(call.dtype, tirx.if_then_else(tirx.EQ(x, tirx.const(0, x.dtype)),
+                                                        tirx.const(bits, "int32"), counted))
+    return lower
+
+
+def _isfinite(call: Any, buffers: dict[Any, Any]) -> Any:
+    """Neither NaN nor infinite: the exponent field of x's bits not all ones (float32, float64;
+    TVM spells its own isfinite with fabs, after this rule has run, and folds x == x to true)."""
+    tirx = tilelang().tvm.tirx
+    x = call.args[0]
+    field = {"float32": ("uint32", 0x7F800000), "float64": ("uint64", 0x7FF0000000000000)}.get(str(x.dtype))
+    if field is None:
+        return None
+    bits, mask = field
+    exponent = tirx.bitwise_and(tirx.reinterpret(bits, x), tirx.const(mask, bits))
+    return tirx.NE(exponent, tirx.const(mask, bits))
+
+
+def _pow_of_int(call: Any, buffers: dict[Any, Any]) -> Any:
+    """x**y for a constant integer y >= 1, as TileLang's template computes it: x multiplied by x,
+    y - 1 times, from the left."""
+    tirx = tilelang().tvm.tirx
+    x, y = call.args[0], call.args[1]
+    if not isinstance(y, tirx.IntImm) or not 1 <= int(y) <= 64:
+        return None
+    result = x
+    for _ in range(int(y) - 1):
+        result = result * x
+    return result
+
+
+def _fmul(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.fmul(x, y)``: x * y rounded to nearest even (CUDA's __fmul_rn): the C product."""
+    return call.args[0] * call.args[1]
+
+
+def _fma(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.fma(x, y, z)``: x * y + z rounded once (CUDA's __fmaf_rn): the C library's fma."""
+    tirx = tilelang().tvm.tirx
+    x, y, z = call.args
+    if x.dtype.lanes != 1:
+        return None
+    return tirx.call_pure_extern(call.dtype, "fma" if str(x.dtype) == "float64" else "fmaf", x, y, z)
+
+
+def _first_set(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.__ffs(x)``: the position of x's least significant set bit, counted from 1; 0 for 0
+    (CUDA's __ffs / __ffsll; GCC's __builtin_ffs is the same function)."""
+    tirx = tilelang().tvm.tirx
+    x = call.args[0]
+    if x.dtype.bits not in (32, 64):
+        return None
+    name = "__builtin_ffsll" if x.dtype.bits == 64 else "__builtin_ffs"
+    return tirx.Cast(call.dtype, tirx.call_pure_extern("int32", name, tirx.Cast(f"int{x.dtype.bits}", x)))
+
+
+def _ieee(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.ieee_add(x, y, mode)`` and its kin (CUDA's __fadd_rn, __dmul_rz ...): the operation
+    rounded once in the given mode (the runtime's tilelab_emu_ieee_*: the C library's rounding mode
+    around it). float32 and float64, as CUDA has them; T.ieee_frsqrt of float64 has none."""
+    tirx = tilelang().tvm.tirx
+    op = IEEE_OPS[str(call.op.name)]
+    dtype = str(call.dtype)
+    if dtype not in IEEE_FUNCTION or (op == 6 and dtype != "float32"):
+        return None
+    arity = {3: 3, 4: 1, 5: 1, 6: 1}.get(op, 2)
+    operands = list(call.args[:arity])
+    mode = "rn" if op == 6 else str(call.args[arity].value)
+    operands += [tirx.const(0.0, dtype)] * (3 - arity)
+    return tirx.call_pure_extern(dtype, IEEE_FUNCTION[dtype], tirx.const(op, "int64"), *operands,
+                                 tirx.const(ROUNDING_MODES[mode], "int64"))
+
+
+def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
+    """``T.add2`` and its kin on a pair (float32x2, float16x2, bfloat16x2): the operation on each
+    lane, as TileLang's CUDA template defines it per type (__fadd2_rn / make_float2(a.x + b.x, ...),
+    __hadd2 ...: each lane rounded to nearest even; max/min of a NaN and a number the number)."""
+    def lower(call: Any, buffers: dict[Any, Any]) -> Any:
+        args = list(call.args)
+        if kind == "add":
+            return args[0] + args[1]
+        if kind == "sub":
+            return args[0] - args[1]
+        if kind == "mul":
+            return args[0] * args[1]
+        return None  # fma2, max2, min2, abs2: TileLang's C makes no pair of two lanes' values (left, refused)
+    return lower
+
+
+def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.__fns(mask, base, offset)``: the runtime's tilelab_emu_fns, PTX's fns.b32 by its
+    definition (the offset-th set bit of mask from bit base; 0xffffffff when none)."""
+    tirx = tilelang().tvm.tirx
+    mask, base, offset = call.args
+    return tirx.call_pure_extern("uint32", FNS_FUNCTION, tirx.Cast("uint32", mask), tirx.Cast("uint32", base),
+                                 tirx.Cast("int32", offset))
+
+
+def _ldexp(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.ldexp(x, e)``: x * 2**e, e converted to an integer as C converts it (CUDA's ldexpf takes
+    an int; TileLang's C declares it with a float exponent, which the compiler rejects)."""
+    tirx = tilelang().tvm.tirx
+    x, e = call.args
+    if str(x.dtype) not in ("float32", "float64") or x.dtype.lanes != 1:
+        return None
+    return tirx.call_pure_extern(call.dtype, "ldexp" if str(x.dtype) == "float64" else "ldexpf", x,
+                                 tirx.Cast("int32", e))
+
+
+def _shuffle_elect(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.shuffle_elect(extent)``: one thread of each group of ``extent`` threads, as TileLang's
+    template elects it (elect.sync, the lowest lane of a converged warp: lane 0, in each warp whose
+    index is a multiple of ceil(extent / 32); extent 0: lane 0 of warp 0). Written with the thread's
+    lane and warp index, which the thread-level rule gives each thread."""
+    tirx = tilelang().tvm.tirx
+    extent = call.args[0]
+    if not isinstance(extent, tirx.IntImm):
+        return None
+    lane = tirx.call_intrin("int32", tirx.op.Op.get("tl.get_lane_idx"))
+    warp = tirx.call_intrin("int32", tirx.op.Op.get("tl.get_warp_idx"))
+    warps = (int(extent) + 31) // 32
+    first = tirx.EQ(lane, tirx.const(0, "int32"))
+    if int(extent) == 0:
+        return tirx.And(first, tirx.EQ(warp, tirx.const(0, "int32")))
+    return tirx.And(first, tirx.EQ(tirx.floormod(warp, tirx.const(warps, "int32")), tirx.const(0, "int32")))
+
+
+def _rng_state(buffers: dict[Any, Any]) -> Any:
+    """A pointer to the thread's generator state: a local buffer of :data:`RNG_STATE_WORDS` words
+    that :func:`lower_intrinsics` allocates in the block (so the thread-level rule gives each
+    thread its own, as each CUDA thread has its own curand state)."""
+    tirx = tilelang().tvm.tirx
+    if RNG_STATE_NAME not in buffers:
+        buffers[RNG_STATE_NAME] = tirx.decl_buffer((RNG_STATE_WORDS,), "uint32", RNG_STATE_NAME, scope="local")
+    state = buffers[RNG_STATE_NAME]
+    return tirx.address_of(tirx.BufferLoad(state, [tirx.const(0, "int32")]))
+
+
+def _rng_init(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.rng_init(seed, seq, off)``: curand_init(seed, seq, off, &state) of the Philox4_32_10
+    generator (the default): key = the seed's two words, counter = seq subsequences of 2^64 blocks
+    of four words, then off words on."""
+    tirx = tilelang().tvm.tirx
+    if len(call.args) < 4 or str(getattr(call.args[3], "value", "")) != "curandStatePhilox4_32_10_t":
+        return None
+    seed, seq, off = (tirx.Cast("uint64", a) for a in call.args[:3])
+    return tirx.Evaluate(tirx.call_extern("int32", RNG_INIT_FUNCTION, _rng_state(buffers), seed, seq, off))
+
+
+def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.rng_rand()``: curand(&state), the next 32-bit word of the thread's Philox stream."""
+    return tilelang().tvm.tirx.call_extern("uint32", RNG_NEXT_FUNCTION, _rng_state(buffers))
+
+
+def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.rng_rand_float(bit, dist)``: curand_uniform (float32: one word, x * 2^-32 + 2^-33),
+    curand_uniform_double (float64: two words, 53 bits), curand_normal (float32: Box-Muller, two words
+    every second draw; within the GPU's fast log and sine error). The float64 normal is left
+    (refused): curand draws its four words in a way this rule does not follow."""
+    tirx = tilelang().tvm.tirx
+    dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
+    if dist == "normal" and not wide:
+        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers))
+    if dist != "uniform":
+        return None
+    name = RNG_UNIFORM_DOUBLE_FUNCTION if wide else RNG_UNIFORM_FUNCTION
+    return tirx.call_extern(str(call.dtype), name, _rng_state(buffers))
+
+
+def _with_rng_state(body: Any, state: Any) -> Any:
+    """``body`` with the generator state allocated in each kernel's root block (TileLang's
+    ``tilelang_root``: one per block of the launch)."""
+    tirx = tilelang().tvm.tirx
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock) and str(node.name_hint) == "tilelang_root":
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               [*node.alloc_buffers, state], node.match_buffers, node.annotations)
+        return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock"])
+
+
+INTRINSICS.update({i.op: i for i in (
+    *(Intrinsic(f"tl.__{f}", f"T.__{f}(x): CUDA's fast {f} (__{f}f, within its documented error); the C library's "
+                f"{f} here", _fast_math(f"{f}f", f)) for f in ("exp", "log", "log2", "log10", "sin", "cos", "tan")),
+    Intrinsic("tl.__exp10", "T.__exp10(x): CUDA's fast 10**x (__exp10f, within its documented error); the C "
+              "library's pow(10, x) here", _exp10),
+    Intrinsic("tirx.exp10", "T.exp10(x): 10**x (the C library's pow(10, x))", _exp10),
+    Intrinsic("tirx.fmod", "T.fmod(x, y): the remainder of x / y with the sign of x (C's fmod)", _fmod),
+    Intrinsic("tirx.clz", "T.clz(x): the number of leading zero bits of a 32- or 64-bit integer (all its bits for 0)",
+              _bit_count("clz")),
+    Intrinsic("tirx.popcount", "T.popcount(x): the number of set bits of a 32- or 64-bit integer",
+              _bit_count("popcount")),
+    Intrinsic("tirx.isfinite", "T.isfinite(x): x is neither NaN nor infinite", _isfinite),
+    Intrinsic("tl.pow_of_int", "T.pow(x, n) for a constant integer n >= 1: x multiplied by itself n - 1 times",
+              _pow_of_int),
+    Intrinsic("tl.fmul", "T.fmul(x, y): x * y rounded to nearest even (__fmul_rn, never fused into an fma)", _fmul),
+    Intrinsic("tl.fma", "T.fma(x, y, z): x * y + z rounded once to nearest even (__fmaf_rn)", _fma),
+    Intrinsic("tl.__ffs", "T.__ffs(x): the place of the lowest set bit of x counting from 1, 0 for x == 0",
+              _first_set),
+    *(Intrinsic(op, f"T.{op[3:]}(...): the IEEE operation rounded once in the mode given ('rn' to nearest even, "
+                "'rz' to zero, 'ru' up, 'rd' down; CUDA's __f*_r* / __d*_r*)", _ieee) for op in IEEE_OPS),
+    *(Intrinsic(f"tl.{k}2", f"T.{k}2(x, y): {k} of each lane of a pair (float32x2, float16x2, bfloat16x2)",
+                _packed(k)) for k in ("add", "sub", "mul")),
+    Intrinsic("tl.pdl_trigger", "T.pdl_trigger(): lets the next kernel of the stream start before this one ends "
+              "(programmatic dependent launch); on the CPU the next kernel starts after it, which the GPU allows",
+              _nothing),
+    Intrinsic("tl.pdl_sync", "T.pdl_sync(): waits until the previous kernel of the stream has finished; on the "
+              "CPU it has", _nothing),
+    Intrinsic("tl.fence_proxy_async", "T.fence_proxy_async(): orders the block's plain memory accesses before its "
+              "later TMA and tensor-core ones; on the CPU every access is done when its statement ends", _nothing),
+    Intrinsic("tl.tma_store_arrive", "T.tma_store_arrive(): commits the block's TMA stores as a group (for "
+              "T.tma_store_wait); on the CPU each store is done when its statement ends", _nothing),
+    Intrinsic("tl.__fns", "T.__fns(mask, base, offset): the place of the offset-th set bit of mask from bit base "
+              "(up for offset > 0, down for offset < 0), 0xffffffff when there is none (PTX's fns)", _fns),
+    Intrinsic("tirx.ldexp", "T.ldexp(x, e): x * 2**e (C's ldexp, e an integer)", _ldexp),
+    Intrinsic("tl.tl_shuffle_elect", "T.shuffle_elect(n): true for one thread of each group of n threads (lane 0 of "
+              "the group's first warp; n = 0: of the block)", _shuffle_elect),
+    Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off): the thread's curand Philox4_32_10 state, "
+              "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init),
+    Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
+              _rng_rand),
+    Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
+              "thread's stream, in (0, 1]; curand_normal (float32: Box-Muller, within the GPU's fast log and sine)",
+              _rng_rand_float),
+)})
+STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]

@@ -201,7 +201,7 @@ def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: 
     prim_func) for the CPU with its global accesses traced. TileLang's kernel cache is off for
     this compile, so the traced kernel never answers for the plain one. Raises LoweringError with
     TileLang's reason when the kernel cannot be lowered or built for target c."""
-    from .emulate import rewrite_for_cpu
+    from .emulate import CPU_PASS_CONFIGS, rewrite_for_cpu
 
     source = resolve_kernel(obj, args, kwargs)
     # A kernel written for a GPU is traced through its tile program's meaning on the CPU (the rules of
@@ -212,7 +212,7 @@ def compile_traced(obj: Any, *, out_idx: list[int] | None = None, pass_configs: 
     block_vars, rank = _block_vars(func)
     untraced: set[str] = set()
     trace = _trace_pass({name: i for i, name in enumerate(tensors)}, block_vars, untraced)
-    configs = {**source.pass_configs, **(pass_configs or {}), "tirx.disable_vectorize": True}
+    configs = {**source.pass_configs, **(pass_configs or {}), **CPU_PASS_CONFIGS}
     idx = out_idx if out_idx is not None else source.out_idx
     with _flatten_buffer_traced(trace):
         compiled = compile_kernel(func, target="c", backend="cython", out_idx=idx, pass_configs=configs,

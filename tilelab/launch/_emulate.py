@@ -320,9 +320,10 @@ def compile_flags() -> list[str]:
     """The host compiler's options for an emulated kernel: optimised (TileLang builds target-c
     kernels unoptimised; -O1 runs a tile program as fast as -O2 here and compiles in about the time
     of -O0), with the rounding included inline (:data:`ROUNDING_HEADER`)."""
+    from .._tilelang.emulate_intrinsics import RUNTIME_C  # the intrinsics rule's C (T.ieee_*, T.rng_*)
     from ._native import header_file
 
-    return ["-O1", "-include", header_file(ROUNDING_HEADER, "emulation-rounding")]
+    return ["-O1", "-include", header_file(ROUNDING_HEADER + RUNTIME_C, "emulation-rounding")]
 
 
 def round_to_format(values: Sequence[float], dtype: str) -> list[float]:
