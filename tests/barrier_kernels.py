@@ -68,3 +68,56 @@ def relay(bug=None):
 def reference(a):
     """C of ``relay`` from A (a torch tensor)."""
     return a.reshape(BLOCKS, TILES, TILE).sum(1).reshape(-1) * 2.0
+
+
+def own_rows(rows=8, width=64, warps=4, bug=None):
+    """Each warp of a block copies its own row of A into shared memory with a TMA copy on its own
+    mbarrier (``bars[tx // 32]``: the barrier a thread arrives on and waits for depends on its
+    index), then the warp's first lane writes the row's first plus last element:
+    B[r] = A[r, 0] + A[r, width - 1]. ``bug="count"``: every mbarrier counts 33 arrivals, one more
+    than its warp makes, so no warp's wait is ever met (a deadlock)."""
+    count = 33 if bug == "count" else 32
+
+    @T.prim_func
+    def kernel(A: T.Tensor((rows, width), T.float32), B: T.Tensor((rows,), T.float32)):
+        with T.Kernel(rows // warps, threads=warps * 32) as bx:
+            tx = T.get_thread_binding()
+            w = tx // 32
+            tile = T.alloc_shared((warps, width), T.float32)
+            bars = T.alloc_barrier([count] * warps)
+            T.tma_copy(A[bx * warps + w, 0:width], tile[w, 0:width], barrier=bars[w], leader_scope_threads=32)
+            T.mbarrier_arrive(mbarrier=bars[w])
+            T.mbarrier_wait_parity(mbarrier=bars[w], parity=0)
+            if tx % 32 == 0:
+                B[bx * warps + w] = tile[w, 0] + tile[w, width - 1]
+
+    return kernel
+
+
+def named_handoff(n=64, bug=None):
+    """Two warps hand a tile to each other through one-sided named barriers (bar.arrive / bar.sync):
+    the reader, written first, waits at ``T.sync_threads(1, 64)`` for the writer's
+    ``T.named_barrier_arrive(1, 64)``, doubles the tile into B, then lets the writer go on through
+    barrier 2; the writer, after that, adds one to A in place of the tile it handed over.
+    B = 2 * (A + 1). ``bug="no_arrive"``: the writer never arrives on barrier 1 (a deadlock)."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            tile = T.alloc_shared((n,), T.float32)
+            if tx >= 32:  # the reader, written before the writer it waits for
+                T.sync_threads(1, 64)
+                for i in T.serial(n // 32):
+                    B[i * 32 + tx - 32] = tile[i * 32 + tx - 32] * 2.0
+                T.named_barrier_arrive(2, 64)
+            else:  # the writer
+                for i in T.serial(n // 32):
+                    tile[i * 32 + tx] = A[i * 32 + tx] + 1.0
+                if bug != "no_arrive":
+                    T.named_barrier_arrive(1, 64)
+                T.sync_threads(2, 64)
+                for i in T.serial(n // 32):
+                    tile[i * 32 + tx] = 0.0
+
+    return kernel

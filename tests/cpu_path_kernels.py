@@ -285,3 +285,52 @@ def splitk_gemm(M=64, N=64, K=128, block_M=32, block_N=32, block_K=32, split=2, 
                     T.atomic_add(C[by * block_M + i, bx * block_N + j], C_f[i, j])
 
     return splitk
+
+
+def fp4_decode(M=4, N=32):
+    """Y (float32) = 2 * X, X a float4_e2m1fn [M, N] tensor given as the bytes that pack it
+    ([M, N // 2] uint8, element 2k in the low half of byte k), its last extent symbolic."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, n), T.float4_e2m1fn), Y: T.Tensor((M, n), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            for i, j in T.Parallel(M, n):
+                Y[i, j] = T.Cast(T.float32, X[i, j]) * 2.0
+
+    return main
+
+
+def pointer_table(N=16):
+    """Y = 2 * the float32 tensor whose address is the first entry of a table (T.make_tensor of a
+    pointer read from memory)."""
+
+    @T.prim_func
+    def main(table: T.Tensor([1], T.ptr), Y: T.Tensor([N], T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            src = T.make_tensor(table[0], (N,), T.float32)
+            for i in T.serial(N):
+                Y[i] = src[i] * 2.0
+
+    return main
+
+
+def cluster_copy(N=64):
+    """Block 0 of a cluster of two copies its tile of A into block 1's shared memory (T.copy_cluster),
+    block 1 waits on a cluster mbarrier and writes it to B."""
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.ClusterKernel(2, threads=64, cluster_dims=(2, 1, 1)) as pid:
+            mine = T.alloc_shared((N,), T.float32)
+            theirs = T.alloc_shared((N,), T.float32)
+            ready = T.alloc_cluster_barrier([1])
+            T.cluster_sync()
+            if pid == 0:
+                T.copy(A, mine)
+                T.copy_cluster(mine, theirs, dst_block=1, remote_barrier=ready[0])
+            if pid == 1:
+                T.mbarrier_wait_parity(ready[0], 0)
+                T.copy(theirs, B)
+
+    return main

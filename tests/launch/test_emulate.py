@@ -142,12 +142,43 @@ def test_a_crash_in_the_worker_costs_the_worker_not_this_process():
      "T.sync_threads()"),
     (ck.imported_device_function, r"the PTX instruction add\.rz\.f32: rounding mode \.rz .* in a device function "
      r"written in CUDA C \(double_it, from T.import_source; its line 3: asm volatile", "T.import_source(DOUBLE_IT)"),
+    (ck.pointer_table, r"a float32 tensor reached through an address held in memory \(T\.make_tensor from a "
+     r"pointer table\)", "src = T.make_tensor(table[0], (N,), T.float32)"),
+    (ck.cluster_copy, r"a copy into another block's shared memory \(T\.copy_cluster",
+     "T.copy_cluster(mine, theirs, dst_block=1, remote_barrier=ready[0])"),
 ])
 def test_constructs_with_no_tile_meaning_are_refused_by_name_with_their_line(factory, construct, line_text):
     with pytest.raises(tilelab.EmulationError, match=construct) as info:
         tilelab.run(factory(), device="cpu")
     text = str(info.value)
     assert f": {line_text})" in text and "What still works: tilelab.inspect" in text
+
+
+# float4_e2m1fn's values by their 4 bits (sign, two exponent bits of bias 1, one mantissa bit), from its definition
+_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def _packed_fp4():
+    packed = torch.randint(0, 256, (4, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+    low, high = packed.long() & 0xF, packed.long() >> 4
+    return packed, low, high, torch.tensor(_E2M1)[torch.stack((low, high), -1).reshape(4, 32)]
+
+
+def test_a_packed_float4_tensor_is_taken_as_its_bytes_and_read_as_its_values():
+    packed, _, _, values = _packed_fp4()
+    result = tilelab.run(ck.fp4_decode(), packed, device="cpu", ref=lambda x: 2 * values)
+    assert result.passed, result
+    assert dict(result.sizes)["n"] == 32  # 16 bytes of the last dimension hold 32 elements
+    # the packed X says n = 32: a Y of 16 columns disagrees
+    with pytest.raises(ValueError, match=r"n is 32 but Y has extent 16"):
+        tilelab.run(ck.fp4_decode(), packed, torch.empty(4, 16), device="cpu")
+
+
+@pytest.mark.heavy
+def test_a_float4_tensor_read_with_its_halves_swapped_is_caught_by_the_values():
+    packed, low, high, values = _packed_fp4()
+    swapped = (high | (low << 4)).to(torch.uint8)  # element 2k in the high half: another tensor
+    assert not tilelab.run(ck.fp4_decode(), swapped, device="cpu", ref=lambda x: 2 * values).passed
 
 
 def test_a_keyword_run_does_not_know_is_refused_by_name():

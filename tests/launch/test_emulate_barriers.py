@@ -54,6 +54,39 @@ def test_a_phase_too_few_threads_arrive_on_is_a_deadlock_named_with_its_barrier_
     assert info.value.isolated
 
 
+def test_each_warp_waiting_on_its_own_mbarrier_is_met_when_every_warps_is_and_matches_torch():
+    a = torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+    result = tilelab.run(bk.own_rows(), a, device="cpu", ref=lambda a: a[:, 0] + a[:, -1])
+    assert result.passed, result
+    assert any("thread-level" in n for n in result.notes), result.notes
+
+
+@pytest.mark.heavy
+def test_a_thread_chosen_mbarrier_whose_count_no_warp_reaches_is_a_deadlock_named_with_its_line():
+    with pytest.raises(KernelLaunchError, match=r"a deadlock: every group of threads waits") as info:
+        tilelab.run(bk.own_rows(bug="count"), torch.randn(8, 64), device="cpu")
+    source = Path(bk.__file__).read_text().splitlines()
+    waits = info.value.protocol_waits
+    assert {w.buffer for w in waits} == {"bars"}
+    assert {w.index[0] for w in waits} == {0, 1, 2, 3}  # every warp's own barrier, in both blocks
+    assert {source[w.index[2] - 1].strip() for w in waits} == {"T.mbarrier_wait_parity(mbarrier=bars[w], parity=0)"}
+
+
+def test_one_sided_named_barriers_let_a_reader_written_first_wait_for_its_writer():
+    a = torch.randn(64, generator=torch.Generator().manual_seed(2))
+    result = tilelab.run(bk.named_handoff(), a, device="cpu", ref=lambda a: 2 * (a + 1))
+    assert result.passed, result
+
+
+@pytest.mark.heavy
+def test_a_named_barrier_no_writer_arrives_on_is_a_deadlock_at_its_sync():
+    with pytest.raises(KernelLaunchError, match=r"a deadlock: every group of threads waits") as info:
+        tilelab.run(bk.named_handoff(bug="no_arrive"), torch.randn(64), device="cpu")
+    source = Path(bk.__file__).read_text().splitlines()
+    named = {(w.buffer, w.index[0], source[w.index[2] - 1].strip()) for w in info.value.protocol_waits}
+    assert named == {("named_barriers", 1, "T.sync_threads(1, 64)"), ("named_barriers", 2, "T.sync_threads(2, 64)")}
+
+
 @pytest.mark.heavy
 def test_a_wait_on_the_wrong_parity_passes_at_once_and_the_values_catch_it():
     result = tilelab.run(bk.relay(bug="parity"), _input(), device="cpu", ref=bk.reference)

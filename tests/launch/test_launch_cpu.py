@@ -166,6 +166,18 @@ GEMM_PARAMS = [Param("A", "tensor", "float16", ("m", 64)), Param("B", "tensor", 
                Param("C", "tensor", "float16", ("m", 32), is_output=True)]
 
 
+def test_a_sub_byte_tensor_is_given_as_the_bytes_that_pack_it_along_its_last_dimension():
+    # TileLang's rule for types narrower than a byte: a (m, 16) float4 tensor is a (m, 8) byte tensor
+    params = [Param("X", "tensor", "float4_e2m1fn", ("m", 16)), Param("Y", "tensor", "int4", (4, "n"))]
+    x, y = torch.zeros(4, 8, dtype=torch.uint8), torch.zeros(4, 3, dtype=torch.int8)
+    args, bound = _inputs.build_inputs(params, [x, y], {}, device="cpu")
+    assert bound == {"m": 4, "n": 6} and args[0] is x and args[1] is y
+    with pytest.raises(ValueError, match=r"X must have shape \(m, 16\); the float4_e2m1fn tensor of \[4, 16\] bytes "
+                                         r"\(2 elements a byte along the last dimension\), in elements, given has "
+                                         r"shape \[4, 32\]"):
+        _inputs.build_inputs(params, [torch.zeros(4, 16, dtype=torch.uint8), y], {}, device="cpu")
+
+
 def test_given_tensors_are_checked_and_errors_say_what_to_change():
     a, b = torch.randn(8, 64).half(), torch.randn(64, 32).half()
     args, bound = _inputs.build_inputs(GEMM_PARAMS, [a, b], {}, device="cpu")

@@ -21,7 +21,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   become a loop that stores every thread's value and one that reads each thread's result
   (``emulate_threads.py``); mbarriers that code by thread arrives on are shared counters of each
   thread's arrivals, and the groups of a branch on the thread take turns as they let them, a deadlock
-  reported with its barriers and lines (``emulate_barriers.py``);
+  reported with its barriers and lines (``emulate_barriers.py``); a wait on each thread's own
+  mbarrier (``bars[tx // 32]``) that every thread makes is met when every thread's is; one-sided
+  named barriers (``T.named_barrier_arrive`` with ``T.sync_threads(id, count)``) are counters of
+  the threads they name, a ``bar.sync`` the arrival and its group's wait;
 - ``warp-roles``: hand-written warp specialisation and mbarriers run in program order: each
   ``T.ws(k)`` region once, for its warp group; each mbarrier a counter of its completed phases and
   of its arrivals (an arrive from a region counts the group's threads); ``T.tma_copy(...,
@@ -38,7 +41,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   holds what it would on the GPU; a float16, bfloat16 or float8 tensor is passed as its bits (no
   float32 copy of a large tensor is made: each load decodes, each store encodes); a bool tensor is
   passed as its bytes (int8) and read as != 0 (the host C rejects bool pointers), and a bool tile
-  is held as bytes too (a vectorised copy of bools has no C type);
+  is held as bytes too (a vectorised copy of bools has no C type); a float4 or int4 tensor given as
+  the bytes that pack it (TileLang's layout: two elements a byte along the last dimension, element
+  2k in the low half) is read as its values;
 - ``imported``: a device function written in CUDA C (``T.import_source``) is compiled as C++, its
   inline PTX translated instruction by instruction (``emulate_ptx.py``), a float16 or bfloat16
   buffer it takes passed as a copy of its bits;
@@ -59,7 +64,10 @@ What has no meaning on the CPU is refused by name, with the line that says it
 (:class:`EmulationRefused`): an mbarrier operation neither rule can give a meaning (a wait only some
 threads of a group make, an operation they do not know), hand-written PTX outside a
 device function, an instruction of a device function's inline PTX outside ``emulate_ptx``'s table,
-and a barrier or warp operation only some threads reach. Atomics are
+a barrier or warp operation only some threads reach, an operation on another block of a
+thread-block cluster (``T.copy_cluster``, ``T.alloc_cluster_barrier``: the blocks run one after
+another), and a tensor reached through an address read from memory (``T.make_tensor`` from a
+pointer table: the address is one of the caller's process, and its extent is unknown). Atomics are
 kept: the CPU runs blocks one after another, so an atomic update is an update (one valid order of
 the GPU's).
 
@@ -153,8 +161,11 @@ RULES = (
          "part of the operands, then give each lane its part of the result (the PTX ISA's lane layouts); a "
          "branch on the thread around tile operations runs them once when some thread takes it; mbarriers that "
          "such code arrives on are counters shared by the block's "
-         "threads, each thread's arrival adding one, and the groups of a branch on the thread take turns, each "
-         "resumed at the wait it stopped at; a fragment no tile operation touches is a thread's registers",
+         "threads, each thread's arrival adding one (on its own mbarrier where the index says which, "
+         "bars[tx // 32]), and the groups of a branch on the thread take turns, each resumed at the wait it stopped "
+         "at; one-sided named barriers (T.named_barrier_arrive, T.sync_threads(id, count)) are such counters too, "
+         "a bar.sync the arrival and the group's wait for that phase; a fragment no tile operation touches is a "
+         "thread's registers",
          "every thread runs such code on a GPU, and between two barriers any order of the threads is one a GPU may "
          "run; the turns are an order the mbarriers allow, and when no group can pass its wait the block would hang "
          "on a GPU: it is reported as a deadlock; a barrier or warp operation only some threads reach is refused"),
@@ -179,8 +190,9 @@ RULES = (
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a float16, bfloat16 or float8 tensor is passed as "
          "its bits, each load decoding and each store encoding them (one reached through a pointer, an atomic, is "
-         "passed in float32); a bool tensor is passed as its bytes (int8), read as != 0, and a bool tile is held as "
-         "bytes too",
+         "passed in float32); a float4 or int4 tensor given as the bytes that pack it (two elements a byte, along "
+         "the last dimension) is read as its values (one the kernel stores into is refused); a bool tensor is "
+         "passed as its bytes (int8), read as != 0, and a bool tile is held as bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both; a uint32 tensor or size is passed as uint32_t (TileLang's CPU host "
          "wrapper has no entry for it)"),
@@ -257,6 +269,44 @@ def _locate(func: Any, pattern: str) -> tuple[str, int, str]:
     return filename, 0, ""
 
 
+def _cluster_refusal(func: Any, name: str) -> EmulationRefused | None:
+    """The first operation of ``func`` on another block of its thread-block cluster (a copy into a
+    remote block's shared memory, an mbarrier of the cluster that such a copy arrives on), refused
+    by name: the CPU runs the blocks one after another, so one block never sees another's shared
+    memory while it runs."""
+    tirx = tilelang().tvm.tirx
+    found: list[tuple[str, str]] = []
+
+    def visit(node: Any) -> None:
+        if found:
+            return
+        if isinstance(node, tirx.Call) and "dst_block" in (getattr(node, "annotations", None) or {}):
+            found.append(("a copy into another block's shared memory (T.copy_cluster with dst_block=, distributed "
+                          "shared memory of a thread-block cluster)", r"\bT\.copy_cluster\b"))
+        elif isinstance(node, tirx.SBlock):
+            for buf in node.alloc_buffers:
+                if buf.scope() == "shared.cluster_barrier":
+                    found.append((f"an mbarrier of a thread-block cluster ({buf.name}, T.alloc_cluster_barrier), "
+                                  "which other blocks of the cluster arrive on", r"\bT\.alloc_cluster_barrier\b"))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if not found:
+        return None
+    construct, pattern = found[0]
+    file, line, text = _locate(func, pattern)
+    return EmulationRefused(name, construct, "the CPU runs a launch's blocks one after another, each with its own "
+                            "shared memory, so no block writes into another's or waits for one while it runs",
+                            file, line, text)
+
+
+def _reads_memory(tirx: Any, value: Any) -> bool:
+    """Whether ``value`` reads a buffer (an address loaded from memory, not a parameter's)."""
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: found.append(n)
+                                       if isinstance(n, tirx.BufferLoad) else None)
+    return bool(found)
+
+
 def refusal(func: Any, name: str) -> EmulationRefused | None:
     """The first construct of ``func`` with no tile-level meaning, as the error to raise; None
     when the kernel can run on the CPU."""
@@ -278,11 +328,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
         if isinstance(node, tirx.Bind) and isinstance(node.value, tirx.Call) \
                 and str(getattr(node.value.op, "name", "")).endswith("reinterpret") \
                 and str(getattr(getattr(node.var.type_annotation, "element_type", None), "dtype", "")) \
-                in NARROW_FLOATS:
+                and _reads_memory(tirx, node.value):
             elem = str(node.var.type_annotation.element_type.dtype)
-            note(f"a {elem} tensor reached through an address held in memory (T.reinterpret)",
-                 f"the CPU run holds {elem} tensors in float32, and an address the kernel reads from memory "
-                 f"still points at the {elem} data", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
+            narrow = (f"; the CPU run also holds {elem} tensors in float32, where the address points at {elem} data"
+                      if elem in NARROW_FLOATS else "")
+            note(f"a {elem} tensor reached through an address held in memory (T.make_tensor from a pointer table)",
+                 "the address is one the caller's process gave (a data pointer of a tensor that is not an argument of "
+                 "the call), so the CPU run, in a process of its own, can neither reach that tensor nor check an "
+                 f"access against its extent{narrow}", r"\bT\.reinterpret\b|\bT\.make_tensor\b")
         elif isinstance(node, tirx.Call):
             op = str(getattr(node.op, "name", ""))
             if op == "tirx.call_extern" and node.args:
@@ -559,6 +612,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             return rewritten
         return rewritten.with_body(rewritten.body, span=original.span)
 
+    cluster = _cluster_refusal(func, name)
+    if cluster is not None:
+        raise cluster
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
     func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
     func = spanned(func)

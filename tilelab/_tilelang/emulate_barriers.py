@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .emulate_roles import PROTOCOL_BUFFER, barrier_setup
+from .emulate_roles import PROTOCOL_BUFFER, _mentions, barrier_setup, thread_derived
 from .emulate_threads import ENUMERATE_LIMIT, GROUP_STEP, _declares, _source_line
 from .emulate_threads import _call_args as _args
 from .emulate_threads import _op_name as _op
@@ -52,6 +52,9 @@ _THREAD_OPS = ("tl.get_thread_binding", "tl.get_lane_idx", "tl.get_warp_idx_sync
                "tl.get_warp_group_idx")
 _WAIT_SOURCE = r"\bT\.(mbarrier_wait_parity|barrier_wait)\b"
 _OPS_SOURCE = r"\bT\.(mbarrier_\w+|barrier_\w+|cp_async\w*)\b"
+NAMED_BARRIERS = "named_barriers"  # the block's named barriers (bar.sync / bar.arrive ids), as one array of counters
+NAMED_IDS = 16  # the ids a block's named barriers have (PTX: 0 to 15)
+_NAMED_SYNC_SOURCE = r"\bT\.sync_threads\s*\(\s*[^)\s]"
 RUN, SEEK, STOP = 1, 2, 3  # a group's mode in its turn: running, looking for the wait it stopped at, stopped
 
 
@@ -122,6 +125,8 @@ class _Interleave:
         self.wait_ids = 0
         self.seen: dict[str, int] = {}
         self.turns: list[Any] = []  # each scheduled branch's state buffer
+        self.named: Any = None  # (the named barriers' array, each named sync's noted phase) where the kernel has them
+        self.named_sites = 0
         self.zero = self.tirx.const(0, "int32")
 
     # ---- helpers --------------------------------------------------------------------------------
@@ -198,6 +203,10 @@ class _Interleave:
                     self.block_vars.setdefault(tag[-1], node.loop_var)
 
         tirx.stmt_functor.post_order_visit(self.func.body, find)
+        named = self.named_counts()
+        if not roots and named is not None:  # named barriers only: the block that launches the threads
+            tirx.stmt_functor.post_order_visit(self.func.body, lambda n: roots.append(n) if isinstance(
+                n, tirx.SBlock) and "tl.launch_threads" in n.annotations else None)
         if len(roots) != 1:
             return self.result
         root = roots[0]
@@ -205,6 +214,16 @@ class _Interleave:
         self.threads = 1
         for e in given if given is not None else [128]:
             self.threads *= int(e)
+        self.extents = [int(e) for e in given] if given is not None else [128]
+        self.derived = thread_derived(tirx, self.func.body, self.thread_vars)
+        self.axis: dict[Any, int] = {}  # each thread index variable -> its axis (launch_thread_idx's argument)
+
+        def axis(node: Any) -> None:
+            if isinstance(node, tirx.Bind) and node.var in self.thread_vars and isinstance(node.value, tirx.Call) \
+                    and node.value.args and isinstance(node.value.args[0], tirx.IntImm):
+                self.axis[node.var] = int(node.value.args[0].value)
+
+        tirx.stmt_functor.post_order_visit(self.func.body, axis)
         for buf in root.alloc_buffers:
             if buf.scope() == "shared.barrier":
                 arrive = counts.get(str(buf.data.name), counts.get(str(buf.name), []))
@@ -217,6 +236,15 @@ class _Interleave:
                 self.barriers[buf.data] = (buf, counter, arrive)
                 self.result.barriers.append(str(buf.name))
                 self.result.counters.append((counter, arrive))
+        if named is not None:  # one counter per id, counting the threads bar.sync / bar.arrive name
+            barrier = tirx.decl_buffer((NAMED_IDS,), "uint64", NAMED_BARRIERS, scope="shared.barrier")
+            counter = tirx.decl_buffer((2 * NAMED_IDS,), "int32", NAMED_BARRIERS, scope="shared")
+            self.named = (barrier, tirx.decl_buffer((max(1, named[1]),), "int32", "tilelab_named_phase",
+                                                    scope="shared"))
+            self.number[barrier.data] = len(self.barriers)
+            self.barriers[barrier.data] = (barrier, counter, named[0])
+            self.result.barriers.append(NAMED_BARRIERS)
+            self.result.counters.append((counter, named[0]))
         from .emulate_source import _source_lines
 
         self.lines = _source_lines(self.func)
@@ -230,6 +258,8 @@ class _Interleave:
             clear.append(tirx.For(i, self.zero, counter.shape[0], tirx.ForKind.SERIAL,
                                   tirx.BufferStore(counter, self.zero, [i])))
         allocs = [self.barriers[b.data][1] if b.data in self.barriers else b for b in root.alloc_buffers]
+        if named is not None:
+            allocs += [self.barriers[self.named[0].data][1], self.named[1]]
         allocs += self.turns
         annotations = {k: v for k, v in root.annotations.items() if k != "barrier_init"}
         new_root = tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
@@ -239,6 +269,63 @@ class _Interleave:
             self.func.body, None, lambda n: new_root if n.same_as(root) else None, ["tirx.SBlock"]))
         self.result.applied = True
         return self.result
+
+    def named_counts(self) -> tuple[list[int], int] | None:
+        """Where the kernel has a one-sided named barrier (``T.named_barrier_arrive``): each id's thread
+        count (every ``T.named_barrier_arrive(id, n)`` and ``T.sync_threads(id, n)`` of the kernel must
+        give one id one constant count) and the number of such syncs; None otherwise."""
+        tirx = self.tirx
+        calls: list[Any] = []
+        one_sided: list[Any] = []
+
+        def visit(n: Any) -> None:
+            if isinstance(n, tirx.Call) and _op(n).endswith("named_barrier_arrive"):
+                one_sided.append(n)
+                calls.append(n)
+            elif isinstance(n, tirx.Call) and _is_named_sync(n):
+                calls.append(n)
+
+        tirx.stmt_functor.post_order_visit(self.func.body, visit)
+        if not one_sided:
+            return None
+        counts = [1] * NAMED_IDS
+        given: dict[int, int] = {}
+        for call in calls:
+            ident, count = _args(call)[-2:]
+            if not isinstance(ident, tirx.IntImm) or not isinstance(count, tirx.IntImm) \
+                    or not 0 <= int(ident.value) < NAMED_IDS or int(count.value) <= 0:
+                raise self.refuse("a named barrier whose id or thread count is not a constant",
+                                  "the CPU run counts each named barrier's arrivals against its constant count",
+                                  r"\bT\.(named_barrier_arrive|sync_threads)\b")
+            if given.setdefault(int(ident.value), int(count.value)) != int(count.value):
+                raise self.refuse(f"the named barrier {int(ident.value)} given two thread counts",
+                                  "every bar.sync and bar.arrive on one id names the same count",
+                                  r"\bT\.(named_barrier_arrive|sync_threads)\b")
+        for ident, count in given.items():
+            counts[ident] = count
+        return counts, len(calls) - len(one_sided)
+
+    def named_ops(self, call: Any) -> Any:
+        """A named barrier's ``bar.arrive`` as the threads' arrivals on its counter; its ``bar.sync`` as
+        the arrivals, then the group's wait until the phase they arrived in completes (the phase is
+        noted, once for the group, before they arrive); None for another call."""
+        tirx = self.tirx
+        one_sided = _op(call).endswith("named_barrier_arrive")
+        if not one_sided and not _is_named_sync(call):
+            return None
+        barrier, phases = self.named
+        ident = tirx.Cast("int32", _args(call)[-2])
+        number = self.const(self.number[barrier.data])
+        arrive = tirx.Evaluate(tirx.call_extern("int32", ARRIVE_MARK, number, ident))
+        if one_sided:
+            return arrive
+        counter = self.barriers[barrier.data][1]
+        site = self.const(self.named_sites)
+        self.named_sites += 1
+        wait = tirx.Call("handle", self.tvm.ir.Op.get("tl.mbarrier_wait_parity"),
+                         [tirx.BufferLoad(barrier, [ident]), tirx.BufferLoad(phases, [site])])
+        return tirx.SeqStmt([self.step(tirx.BufferStore(phases, tirx.BufferLoad(counter, [ident]), [site])), arrive,
+                             tirx.Evaluate(wait)])
 
     def immediate(self, body: Any) -> Any:
         """Operations performed at once on the CPU: a TMA copy with barrier= (a copy), a T.wgmma_gemm (a
@@ -255,6 +342,10 @@ class _Interleave:
             call = node.value
             raw = str(getattr(call.op, "name", ""))
             op = _op(call)
+            if self.named is not None:
+                named = self.named_ops(call)
+                if named is not None:
+                    return named
             if raw == "tl.tileop.tma_copy":
                 return tirx.Evaluate(tirx.Call(call.dtype, tvm.ir.Op.get("tl.tileop.copy"), call.args))
             if raw == "tl.tileop.wgmma_gemm":
@@ -395,6 +486,9 @@ class _Interleave:
         nth = self.seen.setdefault(bname, 0)
         self.seen[bname] += 1
         code = [text.split("#", 1)[0] for text in lines]
+        if self.named is not None and buf.same_as(self.named[0]):  # a named barrier's wait: its T.sync_threads
+            hits = [i for i, text in enumerate(code) if re.search(_NAMED_SYNC_SOURCE, text)]
+            return start + hits[min(nth, len(hits) - 1)] if hits else 0
         named = rf"\b{re.escape(bname)}\b"
         hits = [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text) and re.search(named, text)]
         hits = hits or [i for i, text in enumerate(code) if re.search(_WAIT_SOURCE, text)]
@@ -415,11 +509,44 @@ class _Interleave:
                tirx.const(0, i64), tirx.const(0, i64)]
         return tirx.Evaluate(oob_call(PROTOCOL_BUFFER, kind, *bxyz, 4, *idx, size, *[0] * 5))
 
+    def by_thread(self, expr: Any) -> bool:
+        """Whether ``expr`` reads the thread index, directly or through a variable bound to it."""
+        return self.varies(expr) or any(_mentions(expr, v) for v in self.derived)
+
     def wait_now(self, call: Any) -> Any:
-        """A wait every thread makes at once: met, or a deadlock (nothing else runs meanwhile)."""
+        """A wait every thread makes at once: met, or a deadlock (nothing else runs meanwhile). A wait
+        whose mbarrier is the thread's own (``bars[tx // 32]``) is met when every thread's is."""
+        tirx = self.tirx
         counter, index, parity, which, size, line = self.wait_parts(call)
-        return self.step(self.tirx.IfThenElse(self.tirx.Not(self.met(counter, index, parity)), self.record(
-            self.const(which), index, parity, self.const(line), self.const(size), DEADLOCK_KIND), None))
+        if not (self.by_thread(index) or self.by_thread(parity)):
+            return self.step(tirx.IfThenElse(tirx.Not(self.met(counter, index, parity)), self.record(
+                self.const(which), index, parity, self.const(line), self.const(size), DEADLOCK_KIND), None))
+        # each thread's barrier, with the thread index a loop over the block's threads (x fastest)
+        t = tirx.Var("tilelab_t", "int32")
+        values: dict[Any, Any] = {}
+        stride = 1
+        for k, extent in enumerate([*self.extents, 1, 1][:3]):
+            for v, a in self.axis.items():
+                if a == k:
+                    values[v] = tirx.Cast(str(v.dtype), tirx.floormod(tirx.floordiv(t, self.const(stride)),
+                                                                      self.const(extent)))
+            stride *= extent
+        called = self.find(index, lambda n: isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _THREAD_OPS)
+        if called or any(v not in values for v in self.thread_vars):
+            raise self.refuse("an mbarrier wait on a barrier chosen by the thread index",
+                              "the CPU run cannot tell which thread index it reads", _WAIT_SOURCE)
+
+        def each(e: Any) -> Any:
+            inlined = tirx.stmt_functor.substitute(e, self.derived) if self.derived else e
+            return tirx.stmt_functor.substitute(inlined, values)
+
+        mine, theirs = each(index), each(parity)
+        # one record per mbarrier a run of threads waits on (a warp's 32 threads wait on one), not per thread
+        before = tirx.stmt_functor.substitute(mine, {t: t - self.const(1)})
+        first = tirx.Or(t == self.zero, tirx.Cast("int32", mine) != tirx.Cast("int32", before))
+        return self.step(tirx.For(t, self.zero, self.const(self.threads), tirx.ForKind.SERIAL, tirx.IfThenElse(
+            tirx.And(tirx.Not(self.met(counter, mine, theirs)), first), self.record(
+                self.const(which), mine, theirs, self.const(line), self.const(size), DEADLOCK_KIND), None)))
 
     def step(self, s: Any) -> Any:
         """``s`` marked as what the group does once, together (the thread-level rule ends its loops over
@@ -538,6 +665,10 @@ class _Interleave:
         def wait_point(s: Any, k: int, around: list[tuple[Any, int]]) -> Any:
             w = ids[s]
             counter, index, parity, which, size, line = self.wait_parts(s.value)
+            if self.by_thread(index) or self.by_thread(parity):
+                raise self.refuse("an mbarrier wait in a group on a barrier chosen by the thread index",
+                                  "a group's wait is one of the whole group's, on one mbarrier",
+                                  self.wait_source(s))
             stop = [put(slots["mode"], STOP), put(g(k, "pc"), w), put(g(k, "bar"), which),
                     tirx.BufferStore(state, index, [self.const(g(k, "elem"))]),
                     tirx.BufferStore(state, parity, [self.const(g(k, "parity"))]), put(g(k, "line"), line),
@@ -601,3 +732,8 @@ class _Interleave:
         for i in range(len(sizes) - 2, -1, -1):
             value = tirx.Select(which == self.const(i), self.const(sizes[i]), value)
         return value
+
+
+def _is_named_sync(call: Any) -> bool:
+    """``T.sync_threads(id, count)``: a bar.sync of a named barrier (``tvm_storage_sync`` with an id)."""
+    return str(getattr(call.op, "name", "")) == "tirx.tvm_storage_sync" and len(call.args) >= 3

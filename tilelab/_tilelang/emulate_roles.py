@@ -86,6 +86,24 @@ def barrier_setup(tirx: Any, node: Any, roots: list[Any], counts: dict[str, list
     return False
 
 
+def thread_derived(tirx: Any, body: Any, thread_vars: set[Any]) -> dict[Any, Any]:
+    """The variables ``body`` binds to values that depend on the thread index (``w = tx // 32``),
+    each with its value in terms of the thread index itself (the bindings it reads inlined)."""
+    binds: list[Any] = []
+    tirx.stmt_functor.post_order_visit(body, lambda n: binds.append(n) if isinstance(n, tirx.Bind) else None)
+    derived: dict[Any, Any] = {}
+    changed = True
+    while changed:
+        changed = False
+        for b in binds:
+            if b.var in derived or b.var in thread_vars:
+                continue
+            if any(_mentions(b.value, v) for v in [*thread_vars, *derived]):
+                derived[b.var] = tirx.stmt_functor.substitute(b.value, derived) if derived else b.value
+                changed = True
+    return derived
+
+
 class _HandOver(Exception):
     """Raised inside the walk: the block's mbarriers are the thread-level rule's."""
 
@@ -105,7 +123,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
     counts: dict[str, list[int]] = {}
     roots: list[Any] = []
     thread_vars: set[Any] = set()
-    uses = {"ws": False, "barrier": False}
+    uses = {"ws": False, "barrier": False, "named": False}
 
     def find(node: Any) -> None:
         if barrier_setup(tirx, node, roots, counts, thread_vars):
@@ -114,8 +132,12 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
             uses["ws"] = True
         elif isinstance(node, tirx.Call) and re.search(_WAIT + "|" + _ARRIVE + "|" + _EXPECT, _op(node)):
             uses["barrier"] = True
+        elif isinstance(node, tirx.Call) and _op(node).endswith("named_barrier_arrive"):
+            uses["named"] = True
 
     tirx.stmt_functor.post_order_visit(func.body, find)
+    if uses["named"]:  # one-sided named barriers: groups that take turns, the thread-level rule's
+        return WarpRoles(func, handed_over=True)
     if not uses["ws"] and not uses["barrier"]:
         return result
     _, _, lines = _source_lines(func)
@@ -323,7 +345,11 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
                     result.applied = True
                     return tirx.Evaluate(zero)
                 if is_wait or is_arrive:
-                    if in_threaded or (is_arrive and under_thread_if):
+                    target = _args(call)[0] if _args(call) else None
+                    by_thread = isinstance(target, tirx.BufferLoad) and any(
+                        _mentions(i, v) for i in target.indices for v in [*thread_vars, *derived]) or any(
+                        varies(tirx.Evaluate(i)) for i in getattr(target, "indices", []))
+                    if in_threaded or (is_arrive and under_thread_if) or by_thread:
                         raise _HandOver()  # arrivals to count thread by thread: the thread-level rule's
                     result.applied = True
                     return wait(call) if is_wait else arrive(call, arrivals)
@@ -331,6 +357,7 @@ def warp_roles(func: Any, name: str, *, waits: bool = True) -> WarpRoles:
 
         return tirx.stmt_functor.ir_transform(stmt, pre, None, ["tirx.IfThenElse", "tirx.Evaluate"])
 
+    derived = thread_derived(tirx, func.body, thread_vars)  # each thread's own mbarrier (bars[tx // 32]): handed over
     problems: list[Exception] = []
     body = rewrite(func.body, threads, False, False)
     if any(isinstance(p, _HandOver) for p in problems):

@@ -29,7 +29,9 @@ of CUDA blocks do (work-item loops, with loop fission at barriers):
   ``T.sync_warp`` or warp operation under a branch that whole warps take alike);
 - what still has no meaning on the CPU is refused by name with its line: a barrier or a warp
   operation only some of its threads reach (under a condition on the thread, or in a loop whose
-  trip count depends on it), one-sided named barriers, grid-wide barriers.
+  trip count depends on it), one-sided named barriers outside a block the barrier interleaving
+  (``emulate_barriers.py``) can give them (it gives them a meaning where it finds the block),
+  grid-wide barriers.
 
 A block whose ``T.Kernel`` gives no ``threads=`` has TileLang's default for CUDA and HIP (128).
 

@@ -530,6 +530,8 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False, bits: bool = Fals
 
     from .. import _tilelang
 
+    if _inputs.PACKED_PER_BYTE.get(dtype, 1) > 1 and tensor.element_size() == 1:
+        return _unpacked(tensor, dtype)
     if bits:
         view = tensor.view(_bits_dtype(tensor))
         out = _shared_empty(view.shape, view.dtype)
@@ -550,6 +552,29 @@ def _working_copy(tensor: Any, dtype: str, copy: bool = False, bits: bool = Fals
         return tensor
     out = _shared_empty(tensor.shape, tensor.dtype)
     out.copy_(tensor)
+    return out
+
+
+# float4_e2m1fn's 16 values by their bits (sign, 2 exponent bits with bias 1, 1 mantissa bit).
+_E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _unpacked(tensor: Any, dtype: str) -> Any:
+    """A packed sub-byte tensor (its bytes, two elements each, element 2k in the low half of byte k:
+    TileLang's layout) as the emulated kernel takes it: one element per value, of the logical shape
+    (float32 values for float4_e2m1fn, int32 for int4/uint4), in shared memory."""
+    import torch
+
+    raw = tensor.view(torch.uint8).to(torch.int64)
+    nibbles = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(*tensor.shape[:-1], tensor.shape[-1] * 2)
+    if dtype == "float4_e2m1fn":
+        values = torch.tensor(_E2M1_VALUES, dtype=torch.float32)[nibbles]
+    elif dtype == "int4":
+        values = (nibbles - ((nibbles & 0x8) << 1)).to(torch.int32)
+    else:
+        values = nibbles.to(torch.int32)
+    out = _shared_empty(values.shape, values.dtype)
+    out.copy_(values)
     return out
 
 
@@ -684,6 +709,17 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
     # writes is handed over itself (its bits, or float32 copy), as the GPU's launch takes it.
     as_bits = {i for i, p in enumerate(prepared.params) if p.name in emulated.kernel.emulation.bits}
     written = emulated.written
+    # a packed sub-byte tensor is read as its values (decoded from its half bytes); one the code stores
+    # into is refused (its values are not packed back), so an output of this kind is never written
+    packed = {i for i, p in enumerate(prepared.params)
+              if p.kind == "tensor" and _inputs.PACKED_PER_BYTE.get(p.dtype, 1) > 1}
+    for p in (prepared.params[i] for i in sorted(packed)):
+        if written is None or p.name in written:
+            raise EmulationError(
+                f"{prepared.name}: {p.name} is a {p.dtype} tensor the kernel writes, packed two elements to "
+                "a byte: the CPU run reads such a tensor (each element decoded from its half byte) but does not "
+                "store into one. What still works: tilelab.inspect and a run on a GPU (tilelab.run without "
+                "device=\"cpu\").")
     copies = {i: _working_copy(full[i], prepared.params[i].dtype, copy=True, bits=i in as_bits) for i in in_positions
               if written is None or prepared.params[i].name in written}
     timeout = RUN_TIMEOUT_S if timeout is None else timeout
@@ -702,7 +738,8 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
                 work.append(_atomic_start(t, p.dtype))
             elif i in as_bits:  # the tensor's bits, the output poisoned in place
                 work.append(t.view(_bits_dtype(t)))
-            elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS:  # a float32 copy of a poisoned output
+            elif p.is_output and p.dtype in _tilelang.NARROW_FLOATS and i not in packed:
+                # a float32 copy of a poisoned output
                 work.append(_inputs.poison_(_shared_empty(t.shape, torch.float32), _inputs.POISON))
             else:
                 work.append(_working_copy(t, p.dtype) if p.kind == "tensor" else t)
@@ -718,6 +755,9 @@ def run(emulated: Emulated, tensors_or_shapes: Sequence[Any], opts: RunOptions, 
         outs = []
         for i in out_positions:
             res, dest = after[i], full[i]
+            if i in packed and res.dtype != dest.dtype:  # never written (above): dest keeps the poison
+                outs.append(dest)
+                continue
             if i in atomic and res.is_floating_point():
                 _unadded_as_poison(res)
             if res is not dest and res.data_ptr() != dest.data_ptr() and res.dtype != dest.dtype:

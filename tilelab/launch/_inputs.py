@@ -34,6 +34,31 @@ UNIT_ROUNDOFF: dict[str, float] = {
 }
 
 
+# Types narrower than a byte, packed along a tensor's last dimension (TileLang's rule for sub-byte
+# types): the tensor a kernel takes for ``(m, n)`` such elements is a byte tensor of shape
+# ``(m, n // per_byte)``, element 2k in the low half of byte k.
+PACKED_PER_BYTE: dict[str, int] = {"float4_e2m1fn": 2, "int4": 2, "uint4": 2}
+
+
+def packed_per_byte(p: Param, value: Any) -> int:
+    """How many of ``p``'s elements one element of the tensor ``value`` holds: 2 for a sub-byte type
+    given as the bytes that pack it, else 1 (a shape tuple or a tensor of the type itself)."""
+    per = PACKED_PER_BYTE.get(p.dtype, 1)
+    if per == 1 or not hasattr(value, "element_size") or value.element_size() != 1:
+        return 1
+    return per
+
+
+def _unpacked_shape(p: Param, shape: tuple[Any, ...], per: int) -> tuple[int, ...]:
+    """The element shape of a packed tensor's byte shape (its last extent times ``per``)."""
+    return (*(int(e) for e in shape[:-1]), int(shape[-1]) * per)
+
+
+def _packed_what(p: Param, shape: tuple[Any, ...], per: int) -> str:
+    return (f"{p.dtype} tensor of {[int(e) for e in shape]} bytes ({per} elements a byte along the last "
+            "dimension), in elements,")
+
+
 def canonical_dtype(dtype: Any) -> str:
     """"float16" for T.float16, torch.float16, "float16", tvm DataType(...); a type tilelab has no
     table for comes back as written (:func:`torch_dtype` then says it cannot build it)."""
@@ -179,6 +204,10 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
             continue
         what = "tensor" if hasattr(value, "data_ptr") else "shape"
         shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
+        per = packed_per_byte(p, value)
+        if per > 1 and shape:  # the bytes of a packed sub-byte tensor: its last extent in elements
+            what = _packed_what(p, shape, per)
+            shape = _unpacked_shape(p, shape, per)
         if len(shape) != len(p.shape):
             raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got {what} of shape {list(shape)}")
         for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
@@ -215,7 +244,12 @@ def validate_tensor(p: Param, value: Any, bound: dict[str, int], device: Any = N
     """A tensor given for ``p``: extents, dtype, device and layout, or ValueError saying what to change."""
     import torch
 
-    check_extents(p, tuple(value.shape), bound)
+    shape = tuple(value.shape)
+    per = packed_per_byte(p, value)
+    if per > 1 and shape:
+        check_extents(p, _unpacked_shape(p, shape, per), bound, what=_packed_what(p, shape, per))
+    else:
+        check_extents(p, shape, bound)
     try:
         expected = torch_dtype(p.dtype)
     except TypeError:
