@@ -242,3 +242,80 @@ def zero_over_zero(X: T.Tensor((64,), T.float32), H: T.Tensor((64,), T.float16),
         T.copy(tile, H[bx * 32])
         T.copy(tile, G[bx * 32])
         T.copy(tile, E[bx * 32])
+
+
+def row_reducers(m: int = 8, k: int = 64, block_k: int = 16, short: bool = False) -> T.PrimFunc:
+    """S = the row sums of A plus 1.5 (a sum reducer with an init value), M = the row maxima (a max
+    reducer from its identity), updated tile by tile inside a T.Parallel loop and finalized into
+    fragments. ``short``: the loop over the tiles one short (a wrong kernel)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), T.float32), S: T.Tensor((m,), T.float32), M: T.Tensor((m,), T.float32)):
+        with T.Kernel(1, threads=64):
+            total = T.alloc_reducer((m,), T.float32, op="sum")
+            top = T.alloc_reducer((m,), T.float32, op="max")
+            T.reducer_init(total, 1.5)
+            T.reducer_init(top)
+            tile = T.alloc_shared((m, block_k), T.float32)
+            for kt in T.serial(k // block_k - (1 if short else 0)):
+                T.copy(A[0, kt * block_k], tile)
+                for i, j in T.Parallel(m, block_k):
+                    T.reducer_update(total[i], tile[i, j])
+                    T.reducer_update(top[i], tile[i, j])
+            sums = T.alloc_fragment((m,), T.float32)
+            maxima = T.alloc_fragment((m,), T.float32)
+            T.finalize_reducer(total, sums)
+            T.finalize_reducer(top, maxima)
+            T.copy(sums, S)
+            T.copy(maxima, M)
+
+    return main
+
+
+def clustered_scale(n: int = 256, block: int = 64, cluster_sync: bool = False) -> T.PrimFunc:
+    """Y = 3 * X, blocks of ``block`` elements launched in clusters of two that share nothing (a
+    tile in each block's own shared memory); ``cluster_sync``: the blocks of a cluster wait for each
+    other after their loads (an operation across the cluster)."""
+
+    @T.prim_func
+    def plain(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.ClusterKernel(n // block, threads=64, cluster_dims=2) as bx:
+            tile = T.alloc_shared((block,), T.float32)
+            T.copy(X[bx * block:(bx + 1) * block], tile)
+            for i in T.Parallel(block):
+                Y[bx * block + i] = tile[i] * 3
+
+    @T.prim_func
+    def synced(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.ClusterKernel(n // block, threads=64, cluster_dims=2) as bx:
+            tile = T.alloc_shared((block,), T.float32)
+            T.copy(X[bx * block:(bx + 1) * block], tile)
+            T.cluster_sync()
+            for i in T.Parallel(block):
+                Y[bx * block + i] = tile[i] * 3
+
+    return synced if cluster_sync else plain
+
+
+@T.macro
+def warpgroup_fence():
+    """A helper in the manner of TileLang's intrinsic emitters: the warp group's WGMMA fences by hand."""
+    T.warpgroup_arrive()
+    T.warpgroup_commit_batch()
+    T.warpgroup_wait(0)
+
+
+def warpgroup_fence_by_helper(n: int = 64) -> T.PrimFunc:
+    """Y = 2 X with the warp group's WGMMA fences written by a helper (no T.warpgroup_* in the kernel's
+    own lines): instructions of a warp group with no meaning of their own at the level of tiles."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            tile = T.alloc_shared((n,), T.float32)
+            T.copy(X, tile)
+            warpgroup_fence()
+            for i in T.Parallel(n):
+                Y[i] = tile[i] * 2
+
+    return main

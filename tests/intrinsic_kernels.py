@@ -70,13 +70,14 @@ def words(n: int = 64) -> T.PrimFunc:
 
 
 def unknown_intrinsic(n: int = 64) -> T.PrimFunc:
-    """A 64-bit global load by hand (T.ldg64): an intrinsic the CPU path has no meaning for."""
+    """A 64-bit global load by hand (T.ldg64) whose two words are added as a vector: the CPU path gives
+    a wide load its meaning where it is stored, not as a vector of words in arithmetic."""
 
     @T.prim_func
     def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")) -> None:
         with T.Kernel(n // 2, threads=32) as bx:
             value = T.ldg64(A[bx * 2:bx * 2 + 2])
-            T.stg64(B[bx * 2:bx * 2 + 2], value)
+            T.stg64(B[bx * 2:bx * 2 + 2], value + value)
 
     return main
 
@@ -90,6 +91,25 @@ def asserting(n: int = 64) -> T.PrimFunc:
             for i in T.Parallel(n):
                 T.device_assert(A[i] < 100.0, "A too large")
                 B[i] = A[i]
+
+    return main
+
+
+def wide_words(n: int = 64) -> T.PrimFunc:
+    """Loads and stores by hand of 128 and 256 bits: C = H through a shared tile (T.ldg128 bound to a
+    variable, T.sts128, T.lds128, T.stg128); W = H's bits as int32 words (8 halves, 4 words); D = F's
+    bits as int64 (8 floats, 4 elements), the 256-bit load predicated on the block being even."""
+
+    @T.prim_func
+    def main(H: T.Tensor((n,), "float16"), F: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float16"),
+             W: T.Tensor((n // 2,), "int32"), D: T.Tensor((n // 2,), "int64")) -> None:
+        with T.Kernel(n // 8, threads=32) as bx:
+            S = T.alloc_shared((8,), "float16")
+            words = T.ldg128(H[bx * 8:bx * 8 + 8])
+            T.sts128(S[0:8], words)
+            T.stg128(C[bx * 8:bx * 8 + 8], T.lds128(S[0:8]))
+            T.stg128(W[bx * 4:bx * 4 + 4], T.ldg128(H[bx * 8:bx * 8 + 8]))
+            T.stg256(D[bx * 4:bx * 4 + 4], T.ldg256(F[bx * 8:bx * 8 + 8], pred=bx % 2 == 0))
 
     return main
 
@@ -112,6 +132,28 @@ def ieee_rounding(n: int = 64) -> T.PrimFunc:
                 R[5, i] = T.ieee_fmaf(A[i], B[i], C[i], "ru")
                 R[6, i] = T.ieee_fdiv(A[i], B[i], "rz")
                 R[7, i] = T.ieee_frsqrt(T.abs(A[i]))
+
+    return main
+
+
+def async_copies(rows: int = 4, cols: int = 16, shift: int = 0) -> T.PrimFunc:
+    """B = 2 * A, each row through a shared tile that T.ptx_cp_async fills by hand, 8 elements per
+    thread (the copy of thread 1 zero-filled in even rows), then T.ptx_commit_group /
+    T.ptx_wait_group. ``shift`` > 0 moves each copy's destination that far along the tile: the last
+    thread's copy runs past the tile's end."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float16"), B: T.Tensor((rows, cols), "float16")) -> None:
+        with T.Kernel(rows, threads=cols // 8) as bx:
+            S = T.alloc_shared((cols,), "float16")
+            tx = T.get_thread_binding()
+            T.ptx_cp_async(T.access_ptr(S[shift + tx * 8], "w", 8), T.access_ptr(A[bx, tx * 8], "r", 8), 8,
+                           predicate=(bx % 2 == 1) | (tx == 0))
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            for j in T.Parallel(cols):
+                B[bx, j] = S[j] * 2
 
     return main
 

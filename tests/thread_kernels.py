@@ -230,3 +230,41 @@ def no_threads_given(N=256):
             Y[bx * 128 + tn] = X[bx * 128 + tn] + 1.0
 
     return no_threads_given
+
+
+def mma_atom(trans_b: bool = False, wrong_lane: bool = False) -> T.PrimFunc:
+    """C = A @ B.T (16 x 16 by 8 x 16, float16 in, float32 out) by one warp's hand-written tensor-core
+    instructions: two ldmatrix (.x4 for A, .x2 for B; ``trans_b``: B given as (16, 8), loaded with
+    .trans) and one mma.sync m16n8k16, each lane storing its fragment of C. ``wrong_lane``: the lanes of
+    A's second and third matrices give each other's row addresses (a wrong kernel)."""
+    b_shape = (16, 8) if trans_b else (8, 16)
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), T.float16), B: T.Tensor(b_shape, T.float16), C: T.Tensor((16, 8), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            a_tile = T.alloc_shared((16, 16), T.float16)
+            b_tile = T.alloc_shared(b_shape, T.float16)
+            a = T.alloc_local((8,), T.float16)
+            b = T.alloc_local((4,), T.float16)
+            c = T.alloc_local((4,), T.float32)
+            T.copy(A, a_tile)
+            T.copy(B, b_tile)
+            tx = T.get_thread_binding()
+            for i in T.serial(4):
+                c[i] = 0
+            # lane t gives the address of row t % 8 of matrix t // 8: A's four 8x8 quarters, rows then K
+            quarter = T.if_then_else((tx // 8 == 1) | (tx // 8 == 2), 3 - tx // 8, tx // 8) if wrong_lane else tx // 8
+            T.ptx_ldmatrix(False, 4, T.access_ptr(a_tile[tx % 8 + 8 * (quarter % 2), 8 * (quarter // 2)], "r", 8),
+                           T.access_ptr(a[0], "w", 8))
+            if trans_b:  # B stored K-major: rows of K, transposed as they load
+                T.ptx_ldmatrix(True, 2, T.access_ptr(b_tile[tx % 8 + 8 * (tx // 8 % 2), 0], "r", 8),
+                               T.access_ptr(b[0], "w", 4))
+            else:
+                T.ptx_ldmatrix(False, 2, T.access_ptr(b_tile[tx % 8, 8 * (tx // 8 % 2)], "r", 8),
+                               T.access_ptr(b[0], "w", 4))
+            T.ptx_mma("float32", "m16n8k16", "row", "col", "fp16", "fp16", "fp32", a.data, 0, b.data, 0, c.data, 0,
+                      False)
+            for i in T.serial(4):
+                C[tx // 4 + 8 * (i // 2), 2 * (tx % 4) + i % 2] = c[i]
+
+    return main

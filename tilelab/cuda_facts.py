@@ -89,6 +89,43 @@ CDNA_LDS_BANKS = 32
 CDNA_LDS_BANK_BYTES = 4
 
 
+# Warp-wide matrix instructions (PTX ISA, "Warp-level matrix instructions"): which element of which
+# matrix each lane holds. ``lane`` and the element number may be ints or integer expressions (// and %).
+# ldmatrix.sync.aligned.m8n8.x{1,2,4}.b16: lanes 8m..8m+7 give the addresses of matrix m's 8 rows (16
+# bytes each); lane t then holds, of each matrix m, two 16-bit elements: those of row t // 4, columns
+# 2 (t % 4) and 2 (t % 4) + 1 (.trans: column t // 4 of rows 2 (t % 4) and 2 (t % 4) + 1).
+LDMATRIX_ROWS = 8  # rows of one 8x8 matrix, each an address a lane gives
+LDMATRIX_COUNTS = (1, 2, 4)  # matrices per instruction (.x1, .x2, .x4)
+
+
+def ldmatrix_element(lane: Any, h: int, trans: bool) -> tuple[Any, Any]:
+    """(row, column) of one 8x8 matrix that element ``h`` (0 or 1) of ``lane``'s register holds."""
+    if trans:
+        return 2 * (lane % 4) + h, lane // 4
+    return lane // 4, 2 * (lane % 4) + h
+
+
+# mma.sync.aligned.m16n8k16.row.col with 16-bit A and B (f16, bf16) and f16 or f32 C/D: element i of a
+# lane's fragment is (row, column) of its matrix; groupID = lane // 4, threadID_in_group = lane % 4.
+MMA_M16N8K16 = {"m": 16, "n": 8, "k": 16, "a": 8, "b": 4, "c": 4}  # the shape, elements per lane of A, B, C
+
+
+def mma_m16n8k16_a(lane: Any, i: int) -> tuple[Any, Any]:
+    """A (16 x 16, row-major): a0, a1, a4, a5 in row groupID, the others 8 rows below; columns
+    2 threadID_in_group + (i & 1), 8 further for i >= 4."""
+    return lane // 4 + 8 * ((i // 2) % 2), 2 * (lane % 4) + (i % 2) + 8 * (i // 4)
+
+
+def mma_m16n8k16_b(lane: Any, i: int) -> tuple[Any, Any]:
+    """B (16 x 8, "col"): rows (k) 2 threadID_in_group + (i & 1), 8 further for i >= 2; column groupID."""
+    return 2 * (lane % 4) + (i % 2) + 8 * (i // 2), lane // 4
+
+
+def mma_m16n8k16_c(lane: Any, i: int) -> tuple[Any, Any]:
+    """C and D (16 x 8): c0, c1 in row groupID, c2, c3 8 rows below; columns 2 threadID_in_group + (i & 1)."""
+    return lane // 4 + 8 * (i // 2), 2 * (lane % 4) + (i % 2)
+
+
 # --------------------------------------------------------------------------------------------
 # The driver's tensor-map enumerators (cuda.h), in declaration order so a value indexes its name;
 # prefixes stripped ("128B" is CU_TENSOR_MAP_SWIZZLE_128B).

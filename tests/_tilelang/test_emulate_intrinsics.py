@@ -66,10 +66,39 @@ def test_a_32_bit_load_and_store_by_hand_move_the_bits_of_a_32_bit_element():
     np.testing.assert_array_equal(_np(b), expected)
 
 
-def test_an_intrinsic_outside_the_table_is_refused_by_name_with_its_line():
+def test_wide_loads_and_stores_by_hand_move_the_bits_in_memory_order():
+    h, f = torch.randn(64).half(), torch.randn(64)
+    c, w, d = torch.zeros(64).half(), torch.zeros(32, dtype=torch.int32), torch.zeros(32, dtype=torch.int64)
+    result = tilelab.run(ik.wide_words(), h, f, c, w, d, device="cpu", outputs=["C", "W", "D"])
+    assert result.passed, result
+    assert torch.equal(c, h)  # 128 bits through a shared tile and back
+    assert torch.equal(w, h.view(torch.int32))  # two halves to a word, the first in its low bits
+    expected = f.view(torch.int64).clone().reshape(8, 4)
+    expected[1::2] = 0  # the 256-bit loads of odd blocks are predicated off: 0
+    assert torch.equal(d, expected.reshape(-1))
+
+
+def test_an_async_copy_by_hand_copies_at_once_and_zero_fills_where_its_predicate_is_false():
+    a, b = torch.randn(4, 16).half(), torch.zeros(4, 16).half()
+    result = tilelab.run(ik.async_copies(), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    expected = (a.float() * 2).half()
+    expected[0::2, 8:] = 0  # thread 1's copy in even rows: cp.async's zero fill
+    assert torch.equal(b, expected)
+
+
+@pytest.mark.heavy
+def test_an_async_copy_by_hand_past_its_tile_is_reported_never_performed():
+    a, b = torch.randn(4, 16).half(), torch.zeros(4, 16).half()
+    with pytest.raises(KernelLaunchError, match=r"write of S\[16\] \(past its end: S is 16\) in block \(0, 0, 0\)"):
+        tilelab.run(ik.async_copies(shift=1), a, b, device="cpu", outputs=["B"])
+
+
+def test_an_intrinsic_in_a_form_outside_the_table_is_refused_by_name_with_its_line():
     with pytest.raises(tilelab.EmulationError, match=r"the TileLang intrinsic tl\.ldg64") as info:
         tilelab.run(ik.unknown_intrinsic(), torch.randn(64), torch.zeros(64), device="cpu")
     assert "T.ldg64(A[bx * 2:bx * 2 + 2])" in str(info.value)
+    assert "where it is bound or passed to a store by hand" in str(info.value)
     assert "What still works: tilelab.inspect" in str(info.value)
 
 

@@ -287,3 +287,41 @@ def test_a_nan_stored_to_a_narrow_tensor_is_a_nan_not_the_poison():
         assert torch.equal(out.float()[~nan], torch.ones(56))
     assert int(h.view(torch.int16)[0]) == 0x7FFF and int(g.view(torch.int16)[0]) == 0x7FFF
     assert int(e.view(torch.uint8)[0]) == 0x7F
+
+
+def _row_reference(a):
+    return a.sum(1) + 1.5, a.max(1).values
+
+
+def test_reducer_epochs_run_as_their_loops():
+    a = -torch.rand(8, 64) - 1  # every element below 0: a max started from 0 would be wrong
+    s, m = torch.zeros(8), torch.zeros(8)
+    result = tilelab.run(ek.row_reducers(), a, s, m, device="cpu", outputs=["S", "M"], ref=_row_reference)
+    assert result.passed, result
+    assert any("reducers" in n for n in result.notes), result.notes
+    torch.testing.assert_close(s, a.sum(1) + 1.5)  # the init value once per row
+    assert torch.equal(m, a.max(1).values)
+
+
+@pytest.mark.heavy
+def test_a_reducer_updated_one_tile_short_is_caught():
+    a = -torch.rand(8, 64) - 1
+    wrong = tilelab.run(ek.row_reducers(short=True), a, torch.zeros(8), torch.zeros(8), device="cpu",
+                        outputs=["S", "M"], ref=_row_reference)
+    assert not wrong.passed
+
+
+def test_a_cluster_whose_blocks_share_nothing_runs_its_blocks_alone():
+    x, y = torch.randn(256), torch.zeros(256)
+    result = tilelab.run(ek.clustered_scale(), x, y, device="cpu", outputs=["Y"], ref=lambda x: 3 * x)
+    assert result.passed, result
+    assert torch.equal(y, 3 * x)
+    with pytest.raises(tilelab.EmulationError, match=r"an operation across a thread-block cluster \(tl\.cluster_sync\) "
+                                                     r"\(line \d+: T\.cluster_sync\(\)\)"):
+        tilelab.run(ek.clustered_scale(cluster_sync=True), x, y, device="cpu", outputs=["Y"])
+
+
+def test_a_warp_group_instruction_written_by_a_helper_is_refused_with_its_op_and_the_helpers_line():
+    with pytest.raises(tilelab.EmulationError, match=r"a hand-written PTX or warp-group instruction "
+                                                     r"\(tl\.warpgroup_arrive\) \(line \d+: warpgroup_fence\(\)\)"):
+        tilelab.run(ek.warpgroup_fence_by_helper(), device="cpu")

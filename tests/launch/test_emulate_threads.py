@@ -182,3 +182,23 @@ def test_the_rule_is_listed_with_what_it_does_and_why():
     rules = {r.id: r for r in tilelab.launch.EMULATION_RULES}
     assert "barrier" in rules["thread-level"].does and "loops over the block's threads" in rules["thread-level"].does
     assert rules["thread-level"].why
+
+
+@pytest.mark.heavy  # about 5 s: its lowering is long
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_a_warps_ldmatrix_and_mma_sync_by_hand_compute_its_tile_product(trans_b):
+    a, b = torch.randn(16, 16).half(), torch.randn(8, 16).half()
+    c = torch.zeros(16, 8)
+    given_b = b.T.contiguous() if trans_b else b  # .trans loads B stored K-major
+    result = tilelab.run(tk.mma_atom(trans_b=trans_b), a, given_b, c, device="cpu", outputs=["C"],
+                         ref=lambda a, b: a.float() @ (b.float() if trans_b else b.float().T))
+    assert result.passed, result
+    torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.heavy
+def test_an_ldmatrix_whose_lanes_give_the_wrong_rows_is_caught():
+    a, b = torch.randn(16, 16).half(), torch.randn(8, 16).half()
+    wrong = tilelab.run(tk.mma_atom(wrong_lane=True), a, b, torch.zeros(16, 8), device="cpu", outputs=["C"],
+                        ref=lambda a, b: a.float() @ b.float().T)
+    assert not wrong.passed

@@ -31,6 +31,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   barrier=)`` copies at once; a wait on parity P passes when the phase of parity P has completed,
   by PTX's rule, and a wait program order never satisfies fails the run with its barrier and line
   (``emulate_roles.py``); a ``T.gemm`` on one stage of a staged tile takes a 2-D view of it;
+- ``reducers``: a reducer epoch (``T.alloc_reducer``, ``T.reducer_init``, ``T.reducer_update``,
+  ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
+  (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
+  ``parallel`` rule has made serial);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -43,7 +47,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``imported``: a device function written in CUDA C (``T.import_source``) is compiled as C++, its
   inline PTX translated instruction by instruction (``emulate_ptx.py``), a float16 or bfloat16
   buffer it takes passed as a copy of its bits;
-- ``blocks``: blocks run one after another, and only those selected (a mask passed at launch);
+- ``blocks``: blocks run one after another, and only those selected (a mask passed at launch); a
+  kernel launched in thread-block clusters with no operation across its cluster runs its blocks alone
+  (an operation across the cluster is refused);
 - ``bounds``: every access to a tensor or a tile buffer that cannot be proved inside its extent is
   checked on both sides; an access outside is recorded with its block and indices and not
   performed (a read gives 0), so a kernel bug never corrupts the process that runs it; a ``T.assume``
@@ -81,11 +87,13 @@ from .compile import compile_kernel
 from .emulate_barriers import interleave
 from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
+from .emulate_reducers import RULE_ID as REDUCERS_RULE
+from .emulate_reducers import reducers
 from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
-from .emulate_threads import thread_level
+from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -98,7 +106,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "10"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "11"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -149,8 +157,10 @@ RULES = (
     Rule("thread-level", "code that indexes by thread runs in loops over the block's threads, split at each "
          "barrier; what a thread keeps across a barrier (its T.alloc_local / T.alloc_var buffers, the values it "
          "binds) gets one slot per thread; an all-reduce, shuffle, warp reduction or vote stores every thread's "
-         "value, then gives each thread its result; a branch on the thread around tile operations runs them once "
-         "when some thread takes it; mbarriers that such code arrives on are counters shared by the block's "
+         "value, then gives each thread its result; a warp's ldmatrix and mma.sync m16n8k16 store every lane's "
+         "part of the operands, then give each lane its part of the result (the PTX ISA's lane layouts); a "
+         "branch on the thread around tile operations runs them once when some thread takes it; mbarriers that "
+         "such code arrives on are counters shared by the block's "
          "threads, each thread's arrival adding one (on its own mbarrier where the index says which, "
          "bars[tx // 32]), and the groups of a branch on the thread take turns, each resumed at the wait it stopped "
          "at; one-sided named barriers (T.named_barrier_arrive, T.sync_threads(id, count)) are such counters too, "
@@ -168,6 +178,11 @@ RULES = (
          "every interleaving of the groups that the barriers allow computes the same tiles, and program order is "
          "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
          "the same time is reported, never hung on"),
+    Rule("reducers", "a reducer (T.alloc_reducer) is an array local to the block: T.reducer_init sets it to its "
+         "init value or the combine's identity, each T.reducer_update(acc[i], v) combines v into acc[i], and "
+         "T.finalize_reducer copies it into its destination",
+         "one thread runs the block, so each logical update is combined once, in order: the reduction TileLang's "
+         "plan of partials across threads computes (up to the order of a float sum)"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -192,9 +207,11 @@ RULES = (
          "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
          "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
-         "earlier kernels run whole and the selection is of the last kernel's blocks",
+         "earlier kernels run whole and the selection is of the last kernel's blocks; thread-block clusters "
+         "(cluster_dims) of a kernel with no operation across its cluster are dropped",
          "blocks of one launch are independent on a GPU: any order is one the GPU could have run; a later kernel "
-         "reads what every block of the earlier ones wrote"),
+         "reads what every block of the earlier ones wrote; a cluster whose blocks share neither shared memory nor "
+         "barriers is only where the GPU places them"),
     Rule("bounds", "every access that cannot be proved inside its buffer is checked on both sides, and one "
          "outside is recorded, not performed; a T.assume is not used to prove it (the promise is dropped)",
          "an out-of-bounds access is a bug to report, never memory of the process to corrupt, and a broken "
@@ -227,6 +244,7 @@ class Emulation:
 # What cannot be emulated
 # ------------------------------------------------------------------------------------------
 
+_PTX_PATTERN = r"warpgroup_(arrive|commit|wait|fence)|wgmma|ptx_"
 # Call ops that synchronise threads or warps by hand: (pattern on the op's name, the construct's
 # name as the user wrote it, a pattern that finds the line in the kernel's source).
 _REFUSED_CALLS = (
@@ -235,7 +253,7 @@ _REFUSED_CALLS = (
      "the CPU run gives arrives, waits, TMA copies with barrier= and expected byte counts their meaning in "
      "program order; this one it cannot",
      r"\bT\.(mbarrier_\w+|barrier_\w+|alloc_barrier|create_list_of_mbarrier|get_mbarrier)\b"),
-    (r"warpgroup_(arrive|commit|wait)|wgmma|ptx_", "a hand-written PTX or warp-group instruction",
+    (_PTX_PATTERN, "a hand-written PTX or warp-group instruction",
      "it is one GPU instruction of one warp, not an operation on a tile",
      r"\bT\.(ptx_\w+|warpgroup_\w+|wgmma\w*)\b"),
 )
@@ -296,9 +314,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
     tirx = tvm.tirx
     found: list[EmulationRefused] = []
 
-    def note(construct: str, detail: str, pattern: str) -> None:
+    def note(construct: str, detail: str, *patterns: str) -> None:
+        """The construct refused, at the first line the first pattern that finds one finds."""
         if not found:
-            file, line, text = _locate(func, pattern)
+            file, line, text = "", 0, ""
+            for pattern in patterns:
+                file, line, text = _locate(func, pattern)
+                if line:
+                    break
             found.append(EmulationRefused(name, construct, detail, file, line, text))
 
     def visit(node: Any) -> None:
@@ -319,8 +342,18 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                 op = str(getattr(node.args[0], "value", op))
                 if op in imported:  # a device function of the kernel's own CUDA C (the imported-source rule)
                     return
+            if op in WARP_MATRIX_OPS:  # the thread-level rule's, lane by lane (or refused there by form)
+                return
             for pattern, construct, detail, source in _REFUSED_CALLS:
-                if re.search(pattern, op):
+                matched = re.search(pattern, op)
+                if matched and pattern is _PTX_PATTERN:
+                    # written as T.ptx_* or through an intrinsic emitter (emitter.ldmatrix_a(...), a
+                    # bare call in the kernel naming the instruction or its family)
+                    short = op.split(".")[-1].removeprefix("ptx_")
+                    family = (matched.group(0) if matched.group(0) != "ptx_" else short).strip("_").split("_")[0]
+                    note(f"{construct} ({op})", detail, source, rf"^\s*[\w.]*{re.escape(short)}\w*\s*\(",
+                         rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
+                elif matched:
                     note(construct, detail, source)
         elif isinstance(node, tirx.SBlock) and "code_block_source" in node.annotations:
             note("a kernel written in CUDA C (T.CUDASourceCodeKernel)",
@@ -346,6 +379,51 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                  "and this has no translation",
                  "|".join([*(rf"\b{re.escape(c)}\b" for c in imported), r"\bT\.import_source\b"]))
     return found[0] if found else None
+
+
+_CLUSTER_ANNOTATIONS = ("dst_block", "cluster_mask")  # a copy into another block's shared memory, a multicast
+
+
+def _clusters(func: Any, name: str) -> tuple[Any, bool]:
+    """A kernel launched in thread-block clusters (``T.Kernel(..., cluster_dims=...)``) with its
+    ``cluster_dims`` dropped, and whether it had any: a cluster groups blocks that may share their
+    shared memory and barriers, and a block of a kernel that uses neither (no cluster-scope
+    operation) computes the same tiles alone. An operation across the cluster (a copy into another
+    block's shared memory or a multicast, ``T.cluster_sync`` / ``T.cluster_arrive`` / ``T.cluster_wait``,
+    a cluster barrier, ``T.block_rank_in_cluster``) is refused by name with its line."""
+    tirx = tilelang().tvm.tirx
+    found: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call):
+            op = str(getattr(node.op, "name", ""))
+            annotations = getattr(node, "annotations", None) or {}
+            if "cluster" in op or "multicast" in op:
+                found.append(op)
+            elif any(k in annotations for k in _CLUSTER_ANNOTATIONS):
+                found.append(f"{op} with {', '.join(k for k in _CLUSTER_ANNOTATIONS if k in annotations)}")
+        elif isinstance(node, tirx.SBlock):
+            found.extend(f"a {b.scope()} buffer" for b in node.alloc_buffers if "cluster" in b.scope())
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if found:
+        file, line, text = _locate(func, r"\bT\.(?!get_cluster)\w*cluster\w*\b|\b(dst_block|cluster_mask)\s*=")
+        raise EmulationRefused(name, f"an operation across a thread-block cluster ({found[0]})",
+                               "the CPU runs the blocks one after another, each with its own shared memory; "
+                               "blocks that read or write each other's shared memory or barriers, or wait for "
+                               "each other, need to run at the same time", file, line, text)
+    dropped: list[bool] = []
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock) and "cluster_dims" in node.annotations:
+            dropped.append(True)
+            annotations = {k: v for k, v in node.annotations.items() if k != "cluster_dims"}
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               node.alloc_buffers, node.match_buffers, annotations)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlock"])
+    return (func.with_body(body, span=func.span), True) if dropped else (func, False)
 
 
 def _imported_device_calls(func: Any) -> tuple[list[str], list[str]]:
@@ -526,17 +604,28 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     every narrow tensor is a float32 one, for a compile without the late pass, whose decoding and
     encoding a tensor passed as its bits needs). Raises :class:`EmulationRefused` for what cannot run."""
     # Long but whole: one walk of the kernel's IR, each rule's rewrite a branch of its post-order hook.
+    original = func
+
+    def spanned(rewritten: Any) -> Any:
+        """``rewritten`` with the kernel's span (a new body drops it): the refusals find their line by it."""
+        if rewritten.same_as(original) or rewritten.span is not None:
+            return rewritten
+        return rewritten.with_body(rewritten.body, span=original.span)
+
     cluster = _cluster_refusal(func, name)
     if cluster is not None:
         raise cluster
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
+    func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
+    func = spanned(func)
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
     # mbarriers that code by thread arrives on: shared counters, the groups of threads taking turns
     interleaved = interleave(func, name, waits=waits) if roles.handed_over else None
-    func = interleaved.func if interleaved is not None else roles.func
+    func = spanned(interleaved.func if interleaved is not None else roles.func)
     refused = refusal(func, name)
     if refused is not None:
         raise refused
+    func, clustered = _clusters(func, name)  # the blocks rule: a cluster without cluster-scope operations
     threaded = thread_level(func, name)  # the thread-level rule: code that indexes by thread, in loops over them
     func = threaded.func if interleaved is None else interleaved.place_arrivals(threaded.func)
     tvm = tilelang().tvm
@@ -544,6 +633,10 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
     if intrinsics:
         applied.add("intrinsics")
+    if reduced:
+        applied.add(REDUCERS_RULE)
+    if clustered:
+        applied.add("blocks")
     if roles.applied:
         applied.add(ROLES_RULE)
     narrow: dict[str, str] = {}

@@ -22,8 +22,9 @@ such a block the GPU's meaning by interleaving its groups the way the barriers l
   When no group can pass its wait, the block is deadlocked: the run fails with each waiting
   group's barrier, parity and line, and never hangs. A wait outside such branches, which every
   thread makes, is met or deadlocked at once;
-- a TMA copy with ``barrier=``, a ``T.cp_async`` copy and a ``T.wgmma_gemm`` are performed at once
-  (their expected byte counts are met when they are written; ``T.wait_wgmma`` waits for nothing).
+- a TMA copy with ``barrier=``, a ``T.ptx_cp_async`` copy (the intrinsics rule's, before this one) and a
+  ``T.wgmma_gemm`` are performed at once (their expected byte counts are met when they are written;
+  ``T.wait_wgmma`` waits for nothing).
 
 The turns are one interleaving the barriers allow; a kernel whose result depends on which (a race
 the barriers do not order) gets one answer here.
@@ -328,8 +329,9 @@ class _Interleave:
 
     def immediate(self, body: Any) -> Any:
         """Operations performed at once on the CPU: a TMA copy with barrier= (a copy), a T.wgmma_gemm (a
-        T.gemm), T.cp_async (its elements copied), expected byte counts and T.wait_wgmma (nothing); each
-        arrive as one thread's arrival; T.ws's attribute dropped (its branch on the thread stays)."""
+        T.gemm), expected byte counts and T.wait_wgmma (nothing); each arrive as one thread's arrival;
+        T.ws's attribute dropped (its branch on the thread stays). (A T.ptx_cp_async is the intrinsics
+        rule's: its elements are copied before this rule runs.)"""
         tirx, tvm = self.tirx, self.tvm
 
         def post(node: Any) -> Any:
@@ -348,11 +350,6 @@ class _Interleave:
                 return tirx.Evaluate(tirx.Call(call.dtype, tvm.ir.Op.get("tl.tileop.copy"), call.args))
             if raw == "tl.tileop.wgmma_gemm":
                 return tirx.Evaluate(tirx.Call(call.dtype, tvm.ir.Op.get("tl.tileop.gemm"), call.args))
-            if raw == "tl.ptx_cp_async":
-                copied = self.cp_async(call)
-                if copied is not None:
-                    return copied
-                return None
             if re.search(_ARRIVE, op):
                 target = _args(call)[0]
                 if not isinstance(target, tirx.BufferLoad) or target.buffer.data not in self.barriers:
@@ -368,33 +365,6 @@ class _Interleave:
             return None
 
         return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate", "tirx.AttrStmt"])
-
-    def cp_async(self, call: Any) -> Any:
-        """``T.ptx_cp_async(dst, src, n[, predicate])`` as the copy of its ``n`` elements along the last
-        axis (zeros where the predicate is false, as cp.async's zero fill); None when its pointers are
-        not ``T.access_ptr`` of a buffer element."""
-        tirx = self.tirx
-        args = list(call.args)
-        ptrs = []
-        for a in args[:2]:
-            if not (isinstance(a, tirx.Call) and str(getattr(a.op, "name", "")) == "tl.access_ptr"
-                    and isinstance(a.args[0], tirx.BufferLoad) and len(a.args[0].indices)):
-                return None
-            ptrs.append(a.args[0])
-        dst, src = ptrs
-        e = tirx.Var("tilelab_e", "int32")
-
-        def at(load: Any) -> list[Any]:
-            *head, last = list(load.indices)
-            return [*head, last + tirx.Cast(str(last.dtype), e)]
-
-        value: Any = tirx.BufferLoad(src.buffer, at(src))
-        if len(args) > 3:
-            value = tirx.Select(args[3], value, tirx.Cast(str(src.buffer.dtype), self.zero))
-        if str(src.buffer.dtype) != str(dst.buffer.dtype):
-            value = tirx.Cast(str(dst.buffer.dtype), value)
-        return tirx.For(e, self.zero, tirx.Cast("int32", args[2]), tirx.ForKind.SERIAL,
-                        tirx.BufferStore(dst.buffer, value, at(dst)))
 
     def place(self, s: Any) -> Any:
         """``s`` with its branches on the thread that hold waits taking turns, and its other waits met or

@@ -19,6 +19,11 @@ of CUDA blocks do (work-item loops, with loop fission at barriers):
   array, then each reads its result from it: ``T.tvm_thread_allreduce``, the warp shuffles
   (``T.shfl_xor``/``down``/``up``/``T.shfl_sync``), ``T.warp_reduce_*`` and the votes
   (``T.any_sync``, ``T.all_sync``, ``T.ballot``);
+- a warp's matrix instructions, written by hand or by TileLang's intrinsic emitters, are split the
+  same way, with the PTX ISA's lane layouts (``cuda_facts``): ``T.ptx_ldmatrix`` (every lane stores
+  the row address it gives, then each reads its elements of the 8x8 matrices) and ``T.ptx_mma``
+  m16n8k16 (every lane stores its fragments of A, B and C into the warp's matrices, then each
+  computes its elements of D); other shapes and forms are refused by name;
 - a barrier under a branch on the thread is kept when exactly its threads take the branch (a
   named barrier ``T.sync_threads(id, count)`` of the ``count`` threads that take it, a
   ``T.sync_warp`` or warp operation under a branch that whole warps take alike);
@@ -65,6 +70,10 @@ _WARP_REDUCTIONS = {
 # Thread-index intrinsics: the op's name -> how the index follows from the linear thread id.
 _INDEX_OPS = ("tl.get_lane_idx", "tl.get_warp_idx_sync", "tl.get_warp_idx", "tl.get_warp_group_idx")
 _ALLREDUCE = "tirx.tvm_thread_allreduce"
+# Warp-wide matrix instructions (written by hand or by TileLang's intrinsic emitters): a warp's lanes
+# each give a part of the operands and each get a part of the result (cuda_facts has which part).
+WARP_MATRIX_OPS = ("tl.ptx_ldmatrix", "tirx.ptx_mma")
+_MATRIX_SOURCE = r"^\s*[\w.]*(ldmatrix|mma)\w*\s*\("
 # What each thread does for itself wherever it stands (an mbarrier arrival: emulate_barriers.ARRIVE_MARK).
 _PER_THREAD_OPS = ("tilelab_emu_arrive",)
 # What a group of threads does once, together (an mbarrier wait: emulate_barriers.py): an attribute
@@ -264,7 +273,7 @@ class _Block:
 
     def is_collective_call(self, n: Any) -> bool:
         return isinstance(n, self.tirx.Call) and (_op_name(n) in _SHUFFLES or _op_name(n) in _WARP_REDUCTIONS
-                                                  or _op_name(n) == _ALLREDUCE)
+                                                  or _op_name(n) == _ALLREDUCE or _op_name(n) in WARP_MATRIX_OPS)
 
     def varies(self, node: Any) -> bool:
         """Whether ``node`` depends on the thread: a thread variable, a value bound from one, a
@@ -341,6 +350,9 @@ class _Block:
                 mask = n.args[4]
                 if isinstance(mask, tirx.IntImm) and int(mask) & 2:
                     out.extend(b for b in self.eligible if b.data.same_as(n.args[1]))
+                return
+            elif op == "tirx.ptx_mma" and len(n.args) > 10:  # the accumulator: a buffer's data and an offset
+                out.extend(b for b in self.eligible if b.data.same_as(n.args[10]))
                 return
             elif op == _ALLREDUCE:
                 num = int(n.args[0])
@@ -676,8 +688,9 @@ class _Block:
                 rest = later[1:]
             elif self.varies(c) and not self.holds_sync(c) and not self.holds_tile(c):
                 group.append(c)
-            else:
-                rest = flush(rest)
+            else:  # a value the group binds may be read in c itself (a loop holding a warp operation)
+                later = flush([c, *rest])
+                c, rest = later[0], later[1:]
                 out.append(self.transform(c, guard))
         flush([])
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
@@ -898,6 +911,8 @@ class _Block:
                 calls.append(n)
 
         tirx.stmt_functor.post_order_visit(s, collect)
+        if any(_op_name(c) in WARP_MATRIX_OPS for c in calls):
+            return self.matrix_phases(s, calls)
         for c in calls:
             if any(self.any_node(a, self.is_collective_call) for a in _call_args(c)):
                 raise self.refuse("a warp operation whose value is itself a warp operation",
@@ -968,6 +983,99 @@ class _Block:
         second = tirx.stmt_functor.ir_transform(s, None, swap, ["tirx.Call"])
         first_stmt = tirx.SeqStmt(first) if len(first) > 1 else first[0]
         return first_stmt, tirx.SeqStmt([*before, second]) if before else second
+
+
+    # ---- warp-wide matrix instructions ----------------------------------------------------------
+
+    def matrix_refusal(self, what: str) -> Exception:
+        return self.refuse(what, "the CPU run gives ldmatrix (.x1, .x2, .x4, .trans, 16-bit elements) and "
+                           "mma.sync m16n8k16 (row.col, f16 or bf16 A and B, f16 or f32 C) the PTX ISA's meaning, "
+                           "lane by lane; this form it does not know", _MATRIX_SOURCE)
+
+    def pointed(self, pointer: Any) -> tuple[Any, Any] | None:
+        """The buffer and flat position a pointer of the block points at (emulate_intrinsics' forms)."""
+        from .emulate_intrinsics import _pointed
+
+        buffers = {b.data: b for b in [*self.allocs, *self.func.buffer_map.values()]}
+        return _pointed(pointer, buffers)
+
+    def matrix_phases(self, s: Any, calls: list[Any]) -> tuple[Any, Any]:
+        """A warp-wide matrix instruction as its two loops over the threads: every lane stores its part
+        of the operands in the warp's staging arrays, then each lane computes its part of the result."""
+        tirx = self.tirx
+        if len(calls) != 1 or not (isinstance(s, tirx.Evaluate) and s.value.same_as(calls[0])):
+            raise self.matrix_refusal(f"a warp matrix instruction ({_op_name(calls[0])}) inside an expression "
+                                      "or beside another warp operation")
+        if self.count % WARP_SIZE:
+            raise self.matrix_refusal(f"a warp matrix instruction in a block of {self.count} threads (not whole "
+                                      "warps)")
+        call = calls[0]
+        return self.ldmatrix(call) if _op_name(call) == "tl.ptx_ldmatrix" else self.mma(call)
+
+    def ldmatrix(self, call: Any) -> tuple[Any, Any]:
+        from ..cuda_facts import LDMATRIX_COUNTS, LDMATRIX_ROWS, ldmatrix_element
+        from .emulate_intrinsics import _element
+
+        tirx = self.tirx
+        args = _call_args(call)
+        trans, num = bool(int(args[0])), int(args[1]) if isinstance(args[1], tirx.IntImm) else 0
+        src, dst = self.pointed(args[2]), self.pointed(args[3])
+        if num not in LDMATRIX_COUNTS or src is None or dst is None or src[0].dtype.bits != 16 \
+                or dst[0].dtype.bits != 16:
+            raise self.matrix_refusal("an ldmatrix (T.ptx_ldmatrix) of another form")
+        (sbuf, sflat), (dbuf, dflat) = src, dst
+        lin = self.linear()
+        lane = tirx.floormod(lin, WARP_SIZE)
+        base = lin - lane
+        rows = self.new_buffer(f"tilelab_rows{len(self.added)}", [self.count], "int32")
+        first = tirx.BufferStore(rows, tirx.Cast("int32", sflat), [lin])
+        stores = []
+        for m in range(num):
+            for h in (0, 1):
+                row, col = ldmatrix_element(lane, h, trans)
+                start = tirx.BufferLoad(rows, [base + m * LDMATRIX_ROWS + row])
+                value = _element(sbuf, start + col)
+                stores.append(tirx.BufferStore(dbuf, value, _element(dbuf, dflat + 2 * m + h).indices))
+        return first, tirx.SeqStmt(stores)
+
+    def mma(self, call: Any) -> tuple[Any, Any]:
+        from ..cuda_facts import MMA_M16N8K16, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c
+        from .emulate_intrinsics import _element
+
+        tirx = self.tirx
+        args = _call_args(call)
+        texts = [str(getattr(a, "value", "")) for a in args[:6]]
+        data = {b.data: b for b in self.allocs}
+        operands = [(data.get(args[i]), args[i + 1]) for i in (6, 8, 10)]
+        if texts[:3] != ["m16n8k16", "row", "col"] or texts[3] not in ("fp16", "bf16") or texts[4] != texts[3] \
+                or texts[5] not in ("fp16", "fp32") or any(b is None for b, _ in operands):
+            raise self.matrix_refusal(f"an mma.sync (T.ptx_mma) {' '.join(texts[:6])}")
+        (a, a_off), (b, b_off), (c, c_off) = operands
+        assert a is not None and b is not None and c is not None  # refused above otherwise
+        shape = MMA_M16N8K16
+        lin = self.linear()
+        lane = tirx.floormod(lin, WARP_SIZE)
+        warp = tirx.floordiv(lin, WARP_SIZE)
+        warps = self.count // WARP_SIZE
+        f32 = "float32"
+        stage_a = self.new_buffer(f"tilelab_mma_a{len(self.added)}", [warps, shape["m"], shape["k"]], f32)
+        stage_b = self.new_buffer(f"tilelab_mma_b{len(self.added)}", [warps, shape["k"], shape["n"]], f32)
+        stage_c = self.new_buffer(f"tilelab_mma_c{len(self.added)}", [warps, shape["m"], shape["n"]], f32)
+        first = []
+        for stage, buf, off, where, count in ((stage_a, a, a_off, mma_m16n8k16_a, shape["a"]),
+                                              (stage_b, b, b_off, mma_m16n8k16_b, shape["b"]),
+                                              (stage_c, c, c_off, mma_m16n8k16_c, shape["c"])):
+            for i in range(count):
+                row, col = where(lane, i)
+                first.append(tirx.BufferStore(stage, tirx.Cast(f32, _element(buf, off + i)), [warp, row, col]))
+        second = []
+        for i in range(shape["c"]):
+            row, col = mma_m16n8k16_c(lane, i)
+            total: Any = tirx.BufferLoad(stage_c, [warp, row, col])
+            for k in range(shape["k"]):
+                total = total + tirx.BufferLoad(stage_a, [warp, row, k]) * tirx.BufferLoad(stage_b, [warp, k, col])
+            second.append(tirx.BufferStore(c, tirx.Cast(str(c.dtype), total), _element(c, c_off + i).indices))
+        return tirx.SeqStmt(first), tirx.SeqStmt(second)
 
 
 def _is_block_barrier(call: Any) -> bool:
