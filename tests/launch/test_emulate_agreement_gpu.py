@@ -1,9 +1,11 @@
 """The CPU path's newer meanings agree with the GPU: each kernel below is built for this machine's
 GPU by TileLang and run there, and run on the CPU through ``tilelab.run(device="cpu")``, on the
-same inputs; their outputs are compared bit for bit where the GPU's result is exactly defined
-(IEEE roundings with a mode, integer bit operations, curand's Philox words, packed pairs, a warp's
-elected lane, barrier protocols, a float4 tensor given as its bytes, a vectorized select, an
-unsigned reduction) and within the GPU's fast-math error where TileLang builds with it."""
+same inputs. Their outputs are compared bit for bit where the GPU's result is exactly defined (IEEE
+roundings with a mode, integer bit operations, curand's Philox words, packed pairs, a warp's elected
+lane, barrier protocols, a float4 tensor given as its bytes, a vectorized select, an unsigned
+reduction, loads and stores by hand, cp.async by hand, a cluster that shares nothing); within the
+order of float sums where the GPU adds in another order (a warp's mma.sync, reducers); within the
+GPU's fast-math error where TileLang builds with it."""
 
 import pytest
 
@@ -15,8 +17,10 @@ skip_module_without_cuda(__name__)
 
 import barrier_kernels as bk  # noqa: E402
 import cpu_path_kernels as ck  # noqa: E402
+import emulation_kernels as ek  # noqa: E402
 import intrinsic_kernels as ik  # noqa: E402
 import test_emulate_host_c as host_c  # noqa: E402
+import thread_kernels as tk  # noqa: E402
 import tilelang.language as T  # noqa: E402
 import torch  # noqa: E402
 
@@ -25,7 +29,8 @@ from tilelab import _tilelang  # noqa: E402
 from tilelab.records.errors import LoweringError  # noqa: E402
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-                "int32": torch.int32, "uint32": torch.uint32, "int8": torch.int8, "uint8": torch.uint8}
+                "int32": torch.int32, "int64": torch.int64, "uint32": torch.uint32, "int8": torch.int8,
+                "uint8": torch.uint8}
 
 
 def _inputs(func, outputs, seed=5, shapes=None):
@@ -181,3 +186,24 @@ def _row_max_u32():
             T.copy(best, B)
 
     return row_max
+
+
+@pytest.mark.parametrize("trans_b", [False, True], ids=["B-row", "B-trans"])
+def test_a_warps_ldmatrix_and_mma_sync_give_the_gpus_tile(trans_b):
+    cpu, gpu = _both_ways(tk.mma_atom(trans_b=trans_b), {"C"})["C"]
+    torch.testing.assert_close(cpu, gpu, rtol=1e-5, atol=1e-4)
+
+
+def test_loads_and_stores_by_hand_and_cp_async_move_the_gpus_bits():
+    for name, (cpu, gpu) in _both_ways(ik.wide_words(), {"C", "W", "D"}).items():
+        assert torch.equal(cpu.view(torch.uint8), gpu.view(torch.uint8)), (name, _where_differ(cpu, gpu))
+    cpu, gpu = _both_ways(ik.async_copies(), {"B"})["B"]
+    assert _same_bits(cpu.float(), gpu.float()), _where_differ(cpu, gpu)
+
+
+def test_reducers_and_a_cluster_that_shares_nothing_give_the_gpus_values():
+    out = _both_ways(ek.row_reducers(), {"S", "M"})
+    torch.testing.assert_close(*out["S"], rtol=1e-5, atol=1e-5)
+    assert _same_bits(*out["M"])
+    cpu, gpu = _both_ways(ek.clustered_scale(), {"Y"})["Y"]
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
