@@ -88,6 +88,9 @@ def test_a_size_also_passed_as_a_scalar_parameter_is_one_value():
     a = torch.randn(40, 32)
     result = tilelab.run(scaled, a, torch.empty(40, 32), 40, device="cpu", ref=lambda a, n: a * n)
     assert result.passed, result
+    with pytest.raises(ValueError, match=r"scalar parameter n is 41, but it is also a size of A, B, which the "
+                                         r"tensors given make 40: pass n=40"):
+        tilelab.run(scaled, a, torch.empty(40, 32), 41, device="cpu")
 
 
 @pytest.mark.heavy

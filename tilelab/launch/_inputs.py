@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -316,6 +317,13 @@ def build_inputs(params: Sequence[Param], given: Sequence[Any], sizes: dict[str,
                     value = bound[p.name]
                 else:
                     raise TypeError(f"scalar parameter {p.name} ({p.dtype}) needs a value: pass {p.name}=...")
+            elif p.name in bound and hasattr(value, "__index__") and int(value) != bound[p.name]:
+                # One value on a GPU too: TileLang's entry point refuses such a call.
+                holders = [q.name for q in launch
+                           if q.kind == "tensor" and re.search(rf"\b{re.escape(p.name)}\b", _shape_text(q))]
+                raise ValueError(f"scalar parameter {p.name} is {int(value)}, but it is also a size of "
+                                 f"{', '.join(holders) or 'the tensors'}, which the tensors given make "
+                                 f"{bound[p.name]}: pass {p.name}={bound[p.name]}, or tensors of that size")
             args.append(value)
             continue
         if value is not None and hasattr(value, "data_ptr"):
