@@ -244,17 +244,20 @@ def zero_over_zero(X: T.Tensor((64,), T.float32), H: T.Tensor((64,), T.float16),
         T.copy(tile, E[bx * 32])
 
 
-def row_reducers(m: int = 8, k: int = 64, block_k: int = 16, short: bool = False) -> T.PrimFunc:
+def row_reducers(m: int = 8, k: int = 64, block_k: int = 16, short: bool = False, no_init: bool = False
+                 ) -> T.PrimFunc:
     """S = the row sums of A plus 1.5 (a sum reducer with an init value), M = the row maxima (a max
     reducer from its identity), updated tile by tile inside a T.Parallel loop and finalized into
-    fragments. ``short``: the loop over the tiles one short (a wrong kernel)."""
+    fragments. ``short``: the loop over the tiles one short (a wrong kernel); ``no_init``: the sum
+    reducer never initialised (a kernel TileLang rejects)."""
 
     @T.prim_func
     def main(A: T.Tensor((m, k), T.float32), S: T.Tensor((m,), T.float32), M: T.Tensor((m,), T.float32)):
         with T.Kernel(1, threads=64):
             total = T.alloc_reducer((m,), T.float32, op="sum")
             top = T.alloc_reducer((m,), T.float32, op="max")
-            T.reducer_init(total, 1.5)
+            if not no_init:
+                T.reducer_init(total, 1.5)
             T.reducer_init(top)
             tile = T.alloc_shared((m, block_k), T.float32)
             for kt in T.serial(k // block_k - (1 if short else 0)):

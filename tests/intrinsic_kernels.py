@@ -234,3 +234,50 @@ def elect(threads: int = 128) -> T.PrimFunc:
             E[1, t] = T.if_then_else(T.shuffle_elect(0), 1, 0)
 
     return main
+
+
+def philox_across_a_barrier(threads: int = 8, seed: int = 99) -> T.PrimFunc:
+    """Thread t: T.rng_init(seed, t, 0), a barrier of the block, then two words of its own stream into
+    W[t, :] (each thread keeps its own generator state across the barrier, as on a GPU)."""
+
+    @T.prim_func
+    def main(W: T.Tensor((threads, 2), "int32")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            T.rng_init(seed, t, 0)
+            T.sync_threads()
+            W[t, 0] = T.reinterpret("int32", T.rng_rand())
+            W[t, 1] = T.reinterpret("int32", T.rng_rand())
+
+    return main
+
+
+def draws_in_a_parallel_loop(n: int = 64, threads: int = 32) -> T.PrimFunc:
+    """U[i] = a uniform draw inside a T.Parallel loop of a block of ``threads`` threads (which thread
+    draws for which element is the loop's layout)."""
+
+    @T.prim_func
+    def main(U: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(1, threads=threads):
+            T.rng_init(7)
+            for i in T.Parallel(n):
+                U[i] = T.rng_rand_float()
+
+    return main
+
+
+def store_of_another_width(scalar: bool = False) -> T.PrimFunc:
+    """A store by hand whose value is not of its width (a wrong kernel, which the GPU's compiler
+    rejects): 64 loaded bits stored by T.stg128, or (``scalar``) one 64-bit integer by T.stg64."""
+
+    @T.prim_func
+    def wide(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")) -> None:
+        with T.Kernel(1, threads=32):
+            T.stg128(Y[0:4], T.ldg64(X[0:2]))
+
+    @T.prim_func
+    def one(X: T.Tensor((8,), "uint32"), Y: T.Tensor((8,), "uint32")) -> None:
+        with T.Kernel(1, threads=32):
+            T.stg64(Y[0:2], T.Cast("uint64", X[0]))
+
+    return one if scalar else wide

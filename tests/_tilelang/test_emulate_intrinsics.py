@@ -271,6 +271,31 @@ def test_rng_draws_curands_philox_stream_for_each_thread(seed, offset, first_seq
     assert got.tolist() != wrong  # a generator that put the subsequence in the counter's low bits is caught
 
 
+def test_each_thread_keeps_its_own_generator_state_across_a_barrier():
+    words = torch.zeros(8, 2, dtype=torch.int32)
+    assert tilelab.run(ik.philox_across_a_barrier(8, 99), words, device="cpu", outputs=["W"]).passed
+    assert _np(words).view(np.uint32).tolist() == [_curand_words(99, t, 0, 2) for t in range(8)]
+
+
+def test_a_random_draw_in_a_parallel_loop_of_many_threads_is_refused_with_its_line():
+    with pytest.raises(tilelab.EmulationError, match=r"a random draw \(T\.rng_rand_float\) inside a T\.Parallel loop "
+                                             r"\(line \d+: U\[i\] = T\.rng_rand_float\(\)\)"):
+        tilelab.run(ik.draws_in_a_parallel_loop(), torch.zeros(64), device="cpu", outputs=["U"])
+    one = torch.zeros(64)  # one thread draws every element in the loop's order: its stream, as on a GPU
+    assert tilelab.run(ik.draws_in_a_parallel_loop(threads=1), one, device="cpu", outputs=["U"]).passed
+    words = np.array(_curand_words(7, 0, 0, 64), dtype=np.float64).astype(np.float32)
+    np.testing.assert_array_equal(_np(one), words * np.float32(2.0 ** -32) + np.float32(2.0 ** -33))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("scalar, line", [(False, r"T\.stg128\(Y\[0:4\], T\.ldg64"), (True, r"T\.stg64\(Y\[0:2\]")])
+def test_a_store_by_hand_of_a_value_of_another_width_is_refused_not_cut(scalar, line):
+    dtype = torch.uint32 if scalar else torch.float32
+    with pytest.raises(tilelab.EmulationError, match=rf"the TileLang intrinsic tl\.stg(64|128) \(line \d+: {line}"):
+        tilelab.run(ik.store_of_another_width(scalar=scalar), torch.zeros(8).to(dtype), torch.zeros(8).to(dtype),
+                    device="cpu", outputs=["Y"])
+
+
 # --- the rest of the math surface: fast math, exp10, fmod, fma, fmul, pow by an integer, isfinite,
 # bit counts, packed pairs --------------------------------------------------------------------------
 

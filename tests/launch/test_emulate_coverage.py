@@ -303,6 +303,14 @@ def test_reducer_epochs_run_as_their_loops():
     assert torch.equal(m, a.max(1).values)
 
 
+def test_a_reducer_updated_before_its_init_is_refused_with_tilelangs_sentence():
+    from tilelab.records.errors import LoweringError
+
+    with pytest.raises(LoweringError, match=r"T\.reducer_update on reducer `total` before T\.reducer_init"):
+        tilelab.run(ek.row_reducers(no_init=True), torch.rand(8, 64), torch.zeros(8), torch.zeros(8), device="cpu",
+                    outputs=["S", "M"])
+
+
 @pytest.mark.heavy
 def test_a_reducer_updated_one_tile_short_is_caught():
     a = -torch.rand(8, 64) - 1

@@ -41,9 +41,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   holds what it would on the GPU; a float16, bfloat16 or float8 tensor is passed as its bits (no
   float32 copy of a large tensor is made: each load decodes, each store encodes); a bool tensor is
   passed as its bytes (int8) and read as != 0 (the host C rejects bool pointers), and a bool tile
-  is held as bytes too (a vectorised copy of bools has no C type); a float4 or int4 tensor given as
+  is held as bytes too (a vectorised copy of bools has no C type); a float4 tensor given as
   the bytes that pack it (TileLang's layout: two elements a byte along the last dimension, element
-  2k in the low half) is read as its values;
+  2k in the low half) is read as its values (a 4-bit integer buffer is refused by name);
 - ``imported``: a device function written in CUDA C (``T.import_source``) is compiled as C++, its
   inline PTX translated instruction by instruction (``emulate_ptx.py``), a float16 or bfloat16
   buffer it takes passed as a copy of its bits;
@@ -85,7 +85,7 @@ from typing import Any
 
 from .compile import compile_kernel
 from .emulate_barriers import interleave
-from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_intrinsic
+from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_draws, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_reducers import RULE_ID as REDUCERS_RULE
 from .emulate_reducers import reducers
@@ -106,12 +106,14 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "11"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "12"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
-# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code.
-CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True}
+# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code. The common
+# subexpressions of a statement are not merged either: TVM's pass takes two calls of one function on the same
+# arguments for one value, and two draws of a thread's random stream (T.rng_rand twice) are two values.
+CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True, "tirx.disable_cse_tir": True}
 OOB_READ, OOB_WRITE = 0, 1
 
 # The GPU types the CPU's C lacks, and the format code the runtime rounds to.
@@ -190,8 +192,9 @@ RULES = (
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
          "type and each store into a buffer of one rounds to it; a float16, bfloat16 or float8 tensor is passed as "
          "its bits, each load decoding and each store encoding them (one reached through a pointer, an atomic, is "
-         "passed in float32); a float4 or int4 tensor given as the bytes that pack it (two elements a byte, along "
-         "the last dimension) is read as its values (one the kernel stores into is refused); a bool tensor is "
+         "passed in float32); a float4 tensor given as the bytes that pack it (two elements a byte, along "
+         "the last dimension) is read as its values (one the kernel stores into is refused; int4 and uint4 buffers "
+         "are refused); a bool tensor is "
          "passed as its bytes (int8), read as != 0, and a bool tile is held as bytes too",
          "the CPU's C has no such types; rounding where the GPU rounds keeps what a tile holds, and a bool is "
          "one byte that is 0 or 1 on both; a uint32 tensor or size is passed as uint32_t (TileLang's CPU host "
@@ -368,6 +371,14 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
 
     sources, imported = _imported_device_calls(func)
     tirx.stmt_functor.post_order_visit(func.body, visit)
+    allocated: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        func.body, lambda n: allocated.extend(n.alloc_buffers) if isinstance(n, tirx.SBlock) else None)
+    for buf in [*func.buffer_map.values(), *allocated]:
+        if str(buf.dtype) in ("int4", "uint4"):
+            note(f"a 4-bit integer buffer ({buf.name}, {buf.dtype})",
+                 "the CPU's C has no 4-bit integer type and the CPU path does not yet hold one in a wider type "
+                 "(float4 tensors run: they are held in float32)", rf"\b{re.escape(str(buf.name))}\b")
     for source in sources:  # the imported-source rule: CUDA C kept, its inline PTX translated by emulate_ptx's table
         try:
             translate_source(source)
@@ -615,6 +626,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     cluster = _cluster_refusal(func, name)
     if cluster is not None:
         raise cluster
+    draws = refused_draws(func, name)  # the intrinsics rule's random draws it cannot give the GPU's order
+    if draws is not None:
+        raise draws
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
     func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
     func = spanned(func)

@@ -241,11 +241,17 @@ def _store_words(call: Any, buffers: dict[Any, Any], words: list[Any]) -> Any:
     return tirx.IfThenElse(call.args[2], body, None) if len(call.args) > 2 else body
 
 
+def _op_bits(call: Any) -> int:
+    """The width in bits a load or store by hand names (``tl.stg128`` -> 128)."""
+    found = re.search(r"(\d+)$", str(getattr(call.op, "name", "")))
+    return int(found.group(1)) if found else 0
+
+
 def _store_word(call: Any, buffers: dict[Any, Any]) -> Any:
     """A 32-bit store by hand of a scalar value. A wider one is lowered with its words by
     :func:`lower_intrinsics`."""
     tirx = tilelang().tvm.tirx
-    if call.args[1].dtype.lanes != 1:
+    if call.args[1].dtype.lanes != 1 or _op_bits(call) != 32:  # a scalar is one word: only a 32-bit store
         return None
     held = tirx.Var("tilelab_word", "uint32")
     stored = _store_words(call, buffers, [held])
@@ -409,11 +415,12 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     def wide_store(call: Any) -> Any:
         """A store by hand of a wide value: a bound load's word variables, or a load's own words."""
         value = call.args[1]
-        if isinstance(value, tirx.Var) and value in word_vars:
-            return _store_words(call, buffers, word_vars[value])
-        if wide_load(value) and value.dtype.lanes == call.args[1].dtype.lanes:
+        if isinstance(value, tirx.Var) and value in word_vars:  # the store's width must be the load's
+            bound_words = word_vars[value]
+            return _store_words(call, buffers, bound_words) if 32 * len(bound_words) == _op_bits(call) else None
+        if wide_load(value):
             words = _load_words(value, buffers)
-            if words is None:
+            if words is None or 32 * len(words) != _op_bits(call):
                 return None
             held = [tirx.Var(f"tilelab_word{j}", "uint32") for j in range(len(words))]
             stores = _store_words(call, buffers, held)
@@ -455,6 +462,63 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     return (func.with_body(body) if used else func), used
 
 
+_DRAWS = ("tl.rng_rand", "tl.rng_rand_float")
+
+
+def _threads_of(func: Any) -> int:
+    """The threads of a block of ``func``: the product of T.Kernel's ``threads`` (the block
+    annotation ``tl.launch_threads``), 0 when one is not a number, 1 when none is given."""
+    tirx = tilelang().tvm.tirx
+    counts: list[int] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "tl.launch_threads" in node.annotations:
+            count = 1
+            for extent in node.annotations["tl.launch_threads"]:
+                count *= int(extent) if isinstance(extent, tirx.IntImm | int) else 0
+            counts.append(count)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return max(counts, default=1) if 0 not in counts else 0
+
+
+def refused_draws(func: Any, name: str) -> EmulationRefused | None:
+    """A random draw (``T.rng_rand``, ``T.rng_rand_float``) inside a ``T.Parallel`` loop, refused with
+    its line: each GPU thread draws from its own generator state, and which thread draws for which
+    element is the loop's layout, decided by the compiler; the CPU runs the loop as one, so its
+    numbers would not be the GPU's. A draw outside such a loop (each thread's own code) runs, and so
+    does one in a block of one thread (which draws every element, in the loop's order)."""
+    tirx = tilelang().tvm.tirx
+    found: list[str] = []
+
+    def visit(node: Any) -> None:
+        if found or not isinstance(node, tirx.For) or node.kind != tirx.ForKind.PARALLEL:
+            return
+
+        def inner(n: Any) -> None:
+            if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _DRAWS:
+                found.append(str(n.op.name))
+
+        tirx.stmt_functor.post_order_visit(node.body, inner)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if not found or _threads_of(func) == 1:  # one thread draws every element, in the loop's order
+        return None
+    short = found[0].split(".")[-1]
+    filename, start, lines = _source_lines(func)
+    line, text = 0, ""
+    for i, source in enumerate(lines):
+        if re.search(rf"\bT\.{re.escape(short)}\b", source.split("#", 1)[0]):
+            line, text = start + i, source
+            break
+    return EmulationRefused(
+        name, f"a random draw (T.{short}) inside a T.Parallel loop",
+        "each GPU thread draws from its own generator state, and which thread draws for which element of the "
+        "loop is the layout the compiler chooses, so the CPU cannot give the GPU's numbers; draw in each "
+        "thread's own code (t = T.get_thread_binding(), then T.rng_rand() outside T.Parallel), which runs",
+        filename, line, text)
+
+
 _UNRESOLVED = re.compile(r'Unresolved call ir\.Op\(.*?name="([\w.]+)"')
 
 
@@ -493,10 +557,10 @@ IEEE_OPS = {"tl.ieee_add": 0, "tl.ieee_sub": 1, "tl.ieee_mul": 2, "tl.ieee_fmaf"
             "tl.ieee_fsqrt": 5, "tl.ieee_frsqrt": 6, "tl.ieee_fdiv": 7}
 ROUNDING_MODES = {"rn": 0, "rz": 1, "ru": 2, "rd": 3}  # PTX's names: to nearest even, to zero, up, down
 RNG_INIT_FUNCTION = "tilelab_emu_philox_init"  # (uint32* state, uint64 seed, uint64 subsequence, uint64 offset)
-RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state): curand(&state)
-RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state): curand_uniform(&state)
-RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state)
-RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state): curand_normal(&state)
+RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state, int32 site): curand(&state)
+RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state, int32 site): curand_uniform(&state)
+RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state, int32 site)
+RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state, int32 site): curand_normal(&state)
 RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
 RNG_STATE_NAME = "tilelab_rng_state"
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
@@ -622,7 +686,7 @@ static inline int32_t tilelab_emu_philox_init(uint32_t* state, uint64_t seed, ui
   tilelab_emu_philox_add(state, offset / 4, 0);
   return 0;
 }
-static inline uint32_t tilelab_emu_philox_next(uint32_t* state) {
+static inline uint32_t tilelab_emu_philox_word(uint32_t* state) {
   uint32_t out[4];
   tilelab_emu_philox_block(state, out);
   uint32_t word = out[state[6] & 3];
@@ -632,22 +696,31 @@ static inline uint32_t tilelab_emu_philox_next(uint32_t* state) {
   }
   return word;
 }
+/* The draws the kernel makes: ``site`` numbers the draw's place in the kernel (unused here). Two draws
+   of one statement are two calls with the same state; a C code generator that names a repeated
+   expression once would take them for one value, and the site keeps their texts apart. */
+static inline uint32_t tilelab_emu_philox_next(uint32_t* state, int32_t site) {
+  (void)site;
+  return tilelab_emu_philox_word(state);
+}
 /* curand_uniform: a float in (0, 1], x * 2^-32 + 2^-33 (the product exact, the sum rounded) */
-static inline float tilelab_emu_philox_uniform(uint32_t* state) {
-  return (float)tilelab_emu_philox_next(state) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+static inline float tilelab_emu_philox_uniform(uint32_t* state, int32_t site) {
+  (void)site;
+  return (float)tilelab_emu_philox_word(state) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
 }
 /* curand_normal: Box-Muller on two words, u = x * 2^-32 + 2^-33, v = y * 2pi 2^-32 + pi 2^-32 (fused,
    as the GPU contracts it), sqrt(-2 log u) times sin v returned and times cos v kept for the next
    draw. The GPU computes log, sin and cos with its fast approximations: the CPU's are exact, so a
    normal draw agrees within their error, not bit for bit. */
-static inline float tilelab_emu_philox_normal(uint32_t* state) {
+static inline float tilelab_emu_philox_normal(uint32_t* state, int32_t site) {
+  (void)site;
   if (state[7]) {
     state[7] = 0;
     float kept;
     memcpy(&kept, &state[8], sizeof kept);
     return kept;
   }
-  uint32_t x = tilelab_emu_philox_next(state), y = tilelab_emu_philox_next(state);
+  uint32_t x = tilelab_emu_philox_word(state), y = tilelab_emu_philox_word(state);
   const float two_pi_scaled = 6.2831855f * 2.3283064365386963e-10f;
   float u = (float)x * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
   float v = fmaf((float)y, two_pi_scaled, two_pi_scaled / 2.0f);
@@ -658,8 +731,9 @@ static inline float tilelab_emu_philox_normal(uint32_t* state) {
   return s * sinf(v);
 }
 /* curand_uniform_double: two words make 53 bits, z = x ^ (y << 21), z * 2^-53 + 2^-54 */
-static inline double tilelab_emu_philox_uniform_double(uint32_t* state) {
-  uint64_t x = tilelab_emu_philox_next(state), y = tilelab_emu_philox_next(state);
+static inline double tilelab_emu_philox_uniform_double(uint32_t* state, int32_t site) {
+  (void)site;
+  uint64_t x = tilelab_emu_philox_word(state), y = tilelab_emu_philox_word(state);
   uint64_t z = x ^ (y << 21);
   return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
 }
@@ -839,6 +913,17 @@ def _rng_state(buffers: dict[Any, Any]) -> Any:
     return tirx.address_of(tirx.BufferLoad(state, [tirx.const(0, "int32")]))
 
 
+_SITES = "tilelab_draw_sites"  # the key, among the lowering's buffers, of how many draws it has numbered
+
+
+def _draw_site(buffers: dict[Any, Any]) -> Any:
+    """The next draw's number in this kernel: an argument the runtime ignores, which makes each draw's
+    call a text of its own in the C source (TVM's C code generator names a repeated expression of a
+    statement once, and would take two draws of one statement for one value)."""
+    buffers[_SITES] = buffers.get(_SITES, 0) + 1
+    return tilelang().tvm.tirx.const(buffers[_SITES], "int32")
+
+
 def _rng_init(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_init(seed, seq, off)``: curand_init(seed, seq, off, &state) of the Philox4_32_10
     generator (the default): key = the seed's two words, counter = seq subsequences of 2^64 blocks
@@ -852,7 +937,7 @@ def _rng_init(call: Any, buffers: dict[Any, Any]) -> Any:
 
 def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_rand()``: curand(&state), the next 32-bit word of the thread's Philox stream."""
-    return tilelang().tvm.tirx.call_extern("uint32", RNG_NEXT_FUNCTION, _rng_state(buffers))
+    return tilelang().tvm.tirx.call_extern("uint32", RNG_NEXT_FUNCTION, _rng_state(buffers), _draw_site(buffers))
 
 
 def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
@@ -863,11 +948,11 @@ def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
     tirx = tilelang().tvm.tirx
     dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
     if dist == "normal" and not wide:
-        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers))
+        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers), _draw_site(buffers))
     if dist != "uniform":
         return None
     name = RNG_UNIFORM_DOUBLE_FUNCTION if wide else RNG_UNIFORM_FUNCTION
-    return tirx.call_extern(str(call.dtype), name, _rng_state(buffers))
+    return tirx.call_extern(str(call.dtype), name, _rng_state(buffers), _draw_site(buffers))
 
 
 def _with_rng_state(body: Any, state: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .emulate_source import EmulationRefused
 from .env import tilelang
+from .errors import tilelang_errors
 
 RULE_ID = "reducers"
 _INIT, _UPDATE, _FINALIZE = "tl.tileop.reducer_init", "tl.reducer_update", "tl.tileop.finalize_reducer_v2"
@@ -83,6 +84,11 @@ def reducers(func: Any, name: str) -> tuple[Any, bool]:
     tirx.stmt_functor.post_order_visit(func.body, find)
     if not ops:
         return func, False
+    # TileLang's own check of the epochs (one init, updates after it, a finalize after them), which its
+    # GPU lowering runs: a kernel it rejects for the GPU is not run on the CPU either (an update before
+    # any init would add to whatever the CPU's array held).
+    with tilelang_errors(kernel=name, stage="lowering"):
+        tilelang().transform.VerifyReducerEpoch()(tvm.IRModule({"main": func}))
     for op in ops.values():
         if _combine(op) is None:
             raise EmulationRefused(name, f"a reducer combining by {op!r}",

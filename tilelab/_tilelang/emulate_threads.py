@@ -354,6 +354,11 @@ class _Block:
             elif op == "tirx.ptx_mma" and len(n.args) > 10:  # the accumulator: a buffer's data and an offset
                 out.extend(b for b in self.eligible if b.data.same_as(n.args[10]))
                 return
+            elif op == "tirx.address_of" and isinstance(n.args[0], tirx.BufferLoad):
+                # an element's address handed to a function (a thread's generator state, T.rng_*):
+                # the function may write through it
+                out.extend(b for b in self.eligible if b.same_as(n.args[0].buffer))
+                return
             elif op == _ALLREDUCE:
                 num = int(n.args[0])
                 out.extend(a.buffer for a in n.args[2 + num:2 + 2 * num] if isinstance(a, tirx.BufferLoad))

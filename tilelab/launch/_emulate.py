@@ -562,17 +562,12 @@ _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, 
 def _unpacked(tensor: Any, dtype: str) -> Any:
     """A packed sub-byte tensor (its bytes, two elements each, element 2k in the low half of byte k:
     TileLang's layout) as the emulated kernel takes it: one element per value, of the logical shape
-    (float32 values for float4_e2m1fn, int32 for int4/uint4), in shared memory."""
+    (float32 values of float4_e2m1fn; the CPU path refuses 4-bit integer buffers), in shared memory."""
     import torch
 
     raw = tensor.view(torch.uint8).to(torch.int64)
     nibbles = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(*tensor.shape[:-1], tensor.shape[-1] * 2)
-    if dtype == "float4_e2m1fn":
-        values = torch.tensor(_E2M1_VALUES, dtype=torch.float32)[nibbles]
-    elif dtype == "int4":
-        values = (nibbles - ((nibbles & 0x8) << 1)).to(torch.int32)
-    else:
-        values = nibbles.to(torch.int32)
+    values = torch.tensor(_E2M1_VALUES, dtype=torch.float32)[nibbles]
     out = _shared_empty(values.shape, values.dtype)
     out.copy_(values)
     return out
