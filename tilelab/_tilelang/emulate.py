@@ -206,7 +206,8 @@ RULES = (
          "the function's C is the same program on either processor, and each PTX instruction computes what the ISA "
          "defines (16-bit float arithmetic exact, then rounded once to nearest even)"),
     Rule("intrinsics", "TileLang intrinsics its C back end lacks are given their meaning, each by one entry of a "
-         "table (emulate_intrinsics.INTRINSICS: " + ", ".join(sorted(INTRINSICS)) + "); any other is refused by name",
+         "table (emulate_intrinsics.INTRINSICS: " + ", ".join(sorted(INTRINSICS)) + "); any other is refused by name, "
+         "and so is a random draw inside a T.Parallel loop of a block of many threads",
          "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
          "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
