@@ -75,8 +75,9 @@ test-mutants: $(STAMP)
 # doctor's reproducers of four more failing cells, each run in a fresh TileLang process; the CLI's and the
 # magic's runs in fresh processes past the first of each; the corpus command over its own scripts; a
 # room of notebooks graded in clean processes; a sweep's kernel compiled in another process and loaded
-# here; the browser's notebook-06, pictures, saved-and-reopened and beside-a-trusted-notebook walks and
-# its desktop width; the course's notebooks run whole but 06, and the kernel exercises'
+# here; every link of the test kernels' pages; the 02.1 sign slip graded in a clean process; the
+# browser's notebook-06, pictures, saved-and-reopened and beside-a-trusted-notebook walks and its
+# desktop width; the course's notebooks run whole but 06, and the kernel exercises'
 # solutions and wrong answers past one of each lesson; the CPU path's longer kernels and the planted mistakes of attention,
 # dequantisation and the other GEMMs; the instrumented compiles past the Hopper GEMM's).
 test-heavy: $(STAMP) chromium

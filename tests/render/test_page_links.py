@@ -93,6 +93,7 @@ def _kernels():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_every_link_of_the_tests_kernels_pages_lands():
     every = [s for s in sections()]
     for label, kernel, target, file in _kernels():

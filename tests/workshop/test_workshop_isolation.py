@@ -36,6 +36,7 @@ def _the_solution_still_passes():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_sign_slip_of_02_1_is_a_failed_check_that_names_the_store_below_zero():
     pid = os.getpid()
     result = workshop.check("02.1", _scale_add(HEAD, "row, col = by * block_M - i, bx * block_N + j"))
