@@ -167,25 +167,13 @@ def test_a_float4_tensor_given_as_its_bytes_reads_as_on_the_gpu():
 def test_a_vectorized_select_and_an_unsigned_row_max_are_the_gpus():
     cpu, gpu = _both_ways(host_c.vectorized_select(), {"Y"})["Y"]
     assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
-    func = _row_max_u32()
+    func = host_c.row_max_u32()
     out = _both_ways(func, {"B"}, shapes={
         "A": lambda gen: torch.randint(0, 2**32, (4, 8), generator=gen, dtype=torch.int64).to(torch.uint32),
         "B": lambda gen: torch.zeros(4, dtype=torch.uint32)})
     cpu, gpu = out["B"]
     assert torch.equal(cpu.to(torch.int64), gpu.to(torch.int64)), (cpu, gpu)
 
-
-def _row_max_u32():
-    @T.prim_func
-    def row_max(A: T.Tensor((4, 8), T.uint32), B: T.Tensor((4,), T.uint32)):
-        with T.Kernel(1, threads=32):
-            tile = T.alloc_fragment((4, 8), T.uint32)
-            best = T.alloc_fragment((4,), T.uint32)
-            T.copy(A, tile)
-            T.reduce_max(tile, best, dim=1)
-            T.copy(best, B)
-
-    return row_max
 
 
 @pytest.mark.parametrize("trans_b", [False, True], ids=["B-row", "B-trans"])

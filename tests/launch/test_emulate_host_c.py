@@ -93,8 +93,9 @@ def test_a_size_also_passed_as_a_scalar_parameter_is_one_value():
         tilelab.run(scaled, a, torch.empty(40, 32), 41, device="cpu")
 
 
-@pytest.mark.heavy
-def test_a_uint32_reduction_is_unsigned():
+def row_max_u32():
+    """B = the row maxima of a uint32 tile (a signed comparison would pick others past 2**31)."""
+
     @T.prim_func
     def row_max(A: T.Tensor((4, 8), T.uint32), B: T.Tensor((4,), T.uint32)):
         with T.Kernel(1, threads=32):
@@ -104,6 +105,12 @@ def test_a_uint32_reduction_is_unsigned():
             T.reduce_max(tile, best, dim=1)
             T.copy(best, B)
 
+    return row_max
+
+
+@pytest.mark.heavy
+def test_a_uint32_reduction_is_unsigned():
+    row_max = row_max_u32()
     values = torch.tensor([[(r * 8 + c) * 0x1F3D5B79 % 2**32 for c in range(8)] for r in range(4)], dtype=torch.int64)
     assert (values >= 2**31).any()  # a signed comparison would pick another maximum
     out = torch.zeros(4, dtype=torch.uint32)

@@ -599,44 +599,34 @@ static inline float tilelab_emu_rsqrt_rn(float x) {
   return f;
 }
 extern "C" {
-static inline float tilelab_emu_ieee_f32(int64_t op, float a, float b, float c, int64_t mode) {
-  if (op == 6) return tilelab_emu_rsqrt_rn(a);
-  int saved = fegetround();
-  fesetround(tilelab_emu_fe_mode(mode));
-  volatile float va = a, vb = b, vc = c;
-  float x = va, y = vb, z = vc, r;
-  switch (op) {
-    case 0: r = x + y; break;
-    case 1: r = x - y; break;
-    case 2: r = x * y; break;
-    case 3: r = fmaf(x, y, z); break;
-    case 4: r = 1.0f / x; break;
-    case 5: r = sqrtf(x); break;
-    default: r = x / y; break;
-  }
-  volatile float vr = r;
-  fesetround(saved);
-  return vr;
-}
-static inline double tilelab_emu_ieee_f64(int64_t op, double a, double b, double c, int64_t mode) {
-  int saved = fegetround();
-  fesetround(tilelab_emu_fe_mode(mode));
-  volatile double va = a, vb = b, vc = c;
-  double x = va, y = vb, z = vc, r;
-  switch (op) {
-    case 0: r = x + y; break;
-    case 1: r = x - y; break;
-    case 2: r = x * y; break;
-    case 3: r = fma(x, y, z); break;
-    case 4: r = 1.0 / x; break;
-    case 5: r = sqrt(x); break;
-    default: r = x / y; break;
-  }
-  volatile double vr = r;
-  fesetround(saved);
-  return vr;
-}
+"""
 
+# The IEEE operations with a rounding mode, one C function a float type, written once (float32's
+# T.ieee_frsqrt, which float64 does not have, goes to the correctly rounded reciprocal square root).
+_IEEE_C = r"""
+static inline {t} tilelab_emu_ieee_{suffix}(int64_t op, {t} a, {t} b, {t} c, int64_t mode) {{{rsqrt}
+  int saved = fegetround();
+  fesetround(tilelab_emu_fe_mode(mode));
+  volatile {t} va = a, vb = b, vc = c;
+  {t} x = va, y = vb, z = vc, r;
+  switch (op) {{
+    case 0: r = x + y; break;
+    case 1: r = x - y; break;
+    case 2: r = x * y; break;
+    case 3: r = {fma}(x, y, z); break;
+    case 4: r = {one} / x; break;
+    case 5: r = {sqrt}(x); break;
+    default: r = x / y; break;
+  }}
+  volatile {t} vr = r;
+  fesetround(saved);
+  return vr;
+}}
+"""
+RUNTIME_C += _IEEE_C.format(t="float", suffix="f32", fma="fmaf", sqrt="sqrtf", one="1.0f",
+                            rsqrt="\n  if (op == 6) return tilelab_emu_rsqrt_rn(a);")
+RUNTIME_C += _IEEE_C.format(t="double", suffix="f64", fma="fma", sqrt="sqrt", one="1.0", rsqrt="")
+RUNTIME_C += r"""
 /* T.__fns(mask, base, offset): PTX's fns.b32 (CUDA's __fns): the place of the |offset|-th set bit of
    mask counting from bit base (base itself included) toward the high bits for a positive offset,
    toward the low bits for a negative one; for offset 0, base when its bit is set; 0xffffffff when
