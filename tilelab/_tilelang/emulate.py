@@ -106,14 +106,12 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "12"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "13"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
-# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code. The common
-# subexpressions of a statement are not merged either: TVM's pass takes two calls of one function on the same
-# arguments for one value, and two draws of a thread's random stream (T.rng_rand twice) are two values.
-CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True, "tirx.disable_cse_tir": True}
+# comparisons, selects or conversions, and the late pass's guards and rounding are scalar code.
+CPU_PASS_CONFIGS = {"tirx.disable_vectorize": True}
 OOB_READ, OOB_WRITE = 0, 1
 
 # The GPU types the CPU's C lacks, and the format code the runtime rounds to.
