@@ -333,3 +333,37 @@ def test_a_warp_group_instruction_written_by_a_helper_is_refused_with_its_op_and
     with pytest.raises(tilelab.EmulationError, match=r"a hand-written PTX or warp-group instruction "
                                                      r"\(tl\.warpgroup_arrive\) \(line \d+: warpgroup_fence\(\)\)"):
         tilelab.run(ek.warpgroup_fence_by_helper(), device="cpu")
+
+
+def test_a_batched_reduce_runs_as_the_reduction_it_batches():
+    x = torch.randn(4, 6, 8)
+    s, m = torch.zeros(4, 8), torch.zeros(4, 8)
+    result = tilelab.run(ek.column_reduce_batched(batch=4), x, s, m, device="cpu", outputs=["S", "M"])
+    assert result.passed, result
+    assert any("tile-ops" in n for n in result.notes)
+    torch.testing.assert_close(s, x.double().sum(1).float(), rtol=1e-6, atol=1e-6)
+    assert torch.equal(m, x.amax(1))
+
+
+def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
+    x = (torch.randn(4, 32) * 4).half()
+    x[1, 5], x[3, 31] = float("nan"), float("nan")
+    hi, lo, big = torch.zeros(4).half(), torch.zeros(4).half(), torch.zeros(4).half()
+    tilelab.run(ek.nan_propagating_rows(), x, hi, lo, big, device="cpu", outputs=["Hi", "Lo", "Big"])
+    nan = torch.tensor([False, True, False, True])
+    xf = x.float()
+    for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
+        assert torch.equal(out.isnan(), nan), (out, ref)  # torch's amax propagates NaN too
+        assert torch.equal(out[~nan].float(), ref[~nan])
+    # without nan_propagate the NaN rows keep TileLang's own CPU reduce, and a row without NaN is the same
+    hi2 = torch.zeros(4).half()
+    tilelab.run(ek.nan_propagating_rows(nan_propagate=False), x, hi2, torch.zeros(4).half(), torch.zeros(4).half(),
+                device="cpu", outputs=["Hi", "Lo", "Big"])
+    assert torch.equal(hi2[~nan], hi[~nan])
+
+
+def test_a_tile_atomic_add_by_tma_adds_the_tile():
+    out = torch.zeros(8, 8)
+    result = tilelab.run(ek.tile_atomic_add_by_tma(), out, device="cpu", outputs=["Out"])
+    assert result.passed, result
+    assert torch.equal(out, torch.full((8, 8), 3 * (0.5 + 1.0 + 1.5 + 2.0)))

@@ -93,6 +93,8 @@ from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
+from .emulate_tileops import RULE_ID as TILE_OPS_RULE
+from .emulate_tileops import tile_ops
 from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
@@ -183,6 +185,14 @@ RULES = (
          "T.finalize_reducer copies it into its destination",
          "one thread runs the block, so each logical update is combined once, in order: the reduction TileLang's "
          "plan of partials across threads computes (up to the order of a float sum)"),
+    Rule("tile-ops", "a tile operation's option that only says how a GPU runs it is dropped (a reduce's batch=, "
+         "the AllReduces sharing barriers; an atomic add's use_tma=, the tile added by one bulk copy); a reduce_max, "
+         "reduce_min or reduce_absmax with nan_propagate=True runs as loops whose combine is NaN when either "
+         "operand is (emulate_tileops.py)",
+         "one thread runs the block and the blocks run one after another, so the reduction and the tile's "
+         "elementwise atomic add are the same without the GPU's way of sharing them out; __hmax_nan and __hmin_nan "
+         "return NaN when an operand is NaN, and TileLang's CPU reduce has no such combine (nor allows the option "
+         "on the float32 the CPU holds a float16 tile in)"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -629,6 +639,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     if draws is not None:
         raise draws
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
+    func, tiled = tile_ops(spanned(func), name)  # the tile-ops rule: GPU-only options, NaN-propagating reduces
     func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
     func = spanned(func)
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
@@ -648,6 +659,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         applied.add("intrinsics")
     if reduced:
         applied.add(REDUCERS_RULE)
+    if tiled:
+        applied.add(TILE_OPS_RULE)
     if clustered:
         applied.add("blocks")
     if roles.applied:
