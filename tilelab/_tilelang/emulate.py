@@ -93,9 +93,9 @@ from .emulate_roles import RULE_ID as ROLES_RULE
 from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
+from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .emulate_tileops import RULE_ID as TILE_OPS_RULE
 from .emulate_tileops import tile_ops
-from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .env import tilelang
 from .resolve import resolve_kernel
 
