@@ -170,3 +170,26 @@ def test_a_kernel_written_in_cuda_c_is_refused_by_name_with_its_line():
                                                      r"\(line \d+: T.CUDASourceCodeKernel\(1") as info:
         tilelab.run(twice, device="cpu")
     assert "What still works: tilelab.inspect" in str(info.value)
+
+
+def reshaped_rows(n=64, cols=8, past=0):
+    @T.prim_func
+    def reshaped(A: T.Tensor((n,), T.float32), B: T.Tensor((n // cols, cols), T.float32)):
+        with T.Kernel(1, threads=32) as bx:
+            rows = T.reshape(A, [n // cols, cols])  # TileLang names A's data after the view
+            T.copy(rows, B)
+            B[0, 0] = A[bx + n - 1 + past] * 2.0
+
+    return reshaped
+
+
+def test_a_tensor_read_through_its_reshaped_view_is_passed_by_its_datas_name():
+    a, b = torch.randn(64), torch.zeros(8, 8)
+    result = tilelab.run(reshaped_rows(), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    ref = a.reshape(8, 8).clone()
+    ref[0, 0] = a[63] * 2
+    assert torch.equal(b, ref)
+    # a read past A's end is still reported as A's
+    with pytest.raises(tilelab.launch.KernelLaunchError, match=r"read of A\[64\] \(past its end"):
+        tilelab.run(reshaped_rows(past=1), a, torch.zeros(8, 8), device="cpu", outputs=["B"])
