@@ -384,3 +384,21 @@ def tile_atomic_add_by_tma(use_tma: bool = True, n: int = 8, rounds: int = 3) ->
                 T.atomic_add(Out, tile, use_tma=use_tma)
 
     return main
+
+
+def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFunc:
+    """A kernel written with T.thread_binding loops and no T.Kernel: B[b, t] = 2 A[b, t] + 1 by
+    thread t of block b, and C[b, j] = b, C[b, j + 1] = j for even j, written by every thread alike (an
+    unroll with a step)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((blocks, threads), T.float32), B: T.Tensor((blocks, threads), T.float32),
+             C: T.Tensor((blocks, 8), T.float32)):
+        for b in T.thread_binding(blocks, thread="blockIdx.x"):
+            for t in T.thread_binding(threads, thread="threadIdx.x"):
+                B[b, t] = A[b, t] * 2.0 + 1.0
+                for j in T.unroll(0, 8, step=2):
+                    C[b, j] = T.Cast(T.float32, b)
+                    C[b, j + 1] = T.Cast(T.float32, j)
+
+    return main

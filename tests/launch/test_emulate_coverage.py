@@ -367,3 +367,14 @@ def test_a_tile_atomic_add_by_tma_adds_the_tile():
     result = tilelab.run(ek.tile_atomic_add_by_tma(), out, device="cpu", outputs=["Out"])
     assert result.passed, result
     assert torch.equal(out, torch.full((8, 8), 3 * (0.5 + 1.0 + 1.5 + 2.0)))
+
+
+def test_thread_binding_loops_without_a_kernel_run_over_the_blocks_threads():
+    a, b, c = torch.randn(3, 32), torch.zeros(3, 32), torch.full((3, 8), -1.0)
+    result = tilelab.run(ek.thread_loops_without_kernel(), a, b, c, device="cpu", outputs=["B", "C"])
+    assert result.passed, result
+    assert torch.equal(b, a * 2 + 1)
+    ref = torch.full((3, 8), -1.0)
+    ref[:, 0::2] = torch.arange(3.0)[:, None]
+    ref[:, 1::2] = torch.arange(0.0, 8.0, 2.0)
+    assert torch.equal(c, ref)
