@@ -193,3 +193,27 @@ def test_a_tensor_read_through_its_reshaped_view_is_passed_by_its_datas_name():
     # a read past A's end is still reported as A's
     with pytest.raises(tilelab.launch.KernelLaunchError, match=r"read of A\[64\] \(past its end"):
         tilelab.run(reshaped_rows(past=1), a, torch.zeros(8, 8), device="cpu", outputs=["B"])
+
+
+def sized_by_expression(square=False):
+    n = T.dynamic("n")
+    extent = n * n if square else n * 3 + 1
+
+    @T.prim_func
+    def fill(A: T.Tensor((extent,), T.int32)):
+        with T.Kernel(1, threads=32):
+            for i in T.serial(extent):
+                A[i] = i * 10 + n
+
+    return fill
+
+
+def test_a_size_given_only_by_a_linear_extent_is_solved_from_the_tensor():
+    a = torch.zeros(16, dtype=torch.int32)  # 16 = 3 n + 1: n = 5
+    result = tilelab.run(sized_by_expression(), a, device="cpu", outputs=["A"])
+    assert result.passed, result
+    assert torch.equal(a, torch.arange(16, dtype=torch.int32) * 10 + 5)
+    # n * n: the CPU kernel is passed the tensor's extent, and n is not found from it
+    with pytest.raises(tilelab.EmulationError, match=r"the size n, which the tensors' shapes give only as n \* n"):
+        tilelab.run(sized_by_expression(square=True), torch.zeros(16, dtype=torch.int32), device="cpu", n=4,
+                    outputs=["A"])

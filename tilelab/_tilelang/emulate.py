@@ -930,6 +930,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
             body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
     params = _sizes_passed_once(list(func.params), buffer_map)
+    body = _sizes_solved_from_shapes(params, buffer_map, body, name)
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
@@ -980,6 +981,56 @@ def _tensors_named_as_their_data(buffer_map: dict[Any, Any]) -> None:
         buffer_map[param] = tirx.decl_buffer(buf.shape, buf.dtype, name, data=buf.data,
                                              strides=list(buf.strides) if len(buf.strides) else None,
                                              elem_offset=buf.elem_offset, scope=buf.scope())
+
+
+def _sizes_solved_from_shapes(params: list[Any], buffer_map: dict[Any, Any], body: Any, name: str) -> Any:
+    """``body`` and ``buffer_map`` (changed in place) for a size that a tensor's shape gives only through
+    an expression (``n = T.symbolic("n")`` with ``A: T.Tensor((n * 4,), ...)``). TileLang's CPU host wrapper
+    passes the kernel each size that is a whole dimension of a tensor, and no other: the kernel would be
+    called without ``n``. Such a dimension becomes a size of its own (``A_size0``), and ``n`` is bound
+    from it at the top of the body by solving the dimension's expression, linear in ``n`` (``n = (A_size0 -
+    b) // a``; on a GPU, TileLang's entry point rejects a tensor whose dimension is not ``a * n + b``).
+    A size no dimension gives linearly is refused by name."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    known = {p for p in params if p not in buffer_map}
+    for buf in buffer_map.values():
+        known.update(d for d in [*buf.shape, *buf.strides] if isinstance(d, tirx.Var))
+    solved: dict[Any, Any] = {}
+    unsolved: list[tuple[Any, Any]] = []
+    for param, buf in list(buffer_map.items()):
+        shape = list(buf.shape)
+        for d, dim in enumerate(shape):
+            if isinstance(dim, (tirx.Var, tirx.IntImm)):
+                continue
+            free = [v for v in tirx.analysis.undefined_vars(dim) if v not in known and v not in solved]
+            if not free:
+                continue
+            if len(free) > 1:
+                unsolved.append((free[0], dim))
+                continue
+            coefficients = tvm.arith.detect_linear_equation(dim, free)
+            if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm) or int(coefficients[0]) == 0 \
+                    or tirx.analysis.undefined_vars(coefficients[1]):
+                unsolved.append((free[0], dim))
+                continue
+            size = tirx.Var(f"{buf.name}_size{d}", dim.dtype)
+            solved[free[0]] = tirx.floordiv(size - coefficients[1], coefficients[0])
+            shape[d] = size
+            known.add(size)
+        if any(not a.same_as(b) for a, b in zip(shape, buf.shape)):
+            buffer_map[param] = tirx.decl_buffer(shape, buf.dtype, str(buf.name), data=buf.data,
+                                                 strides=list(buf.strides) if len(buf.strides) else None,
+                                                 elem_offset=buf.elem_offset, scope=buf.scope())
+    unsolved = [(v, dim) for v, dim in unsolved if v not in solved]
+    if unsolved:
+        var, dim = unsolved[0]
+        raise EmulationRefused(name, f"the size {var.name}, which the tensors' shapes give only as {dim}",
+                               "the CPU kernel is passed each tensor's dimensions, and the size is found from one "
+                               "only where a dimension is a * size + b")
+    for var, value in solved.items():
+        body = tirx.SeqStmt([tirx.Bind(var, value), body])
+    return body
 
 
 def _sizes_passed_once(params: list[Any], buffer_map: dict[Any, Any]) -> list[Any]:
