@@ -217,3 +217,32 @@ def test_a_size_given_only_by_a_linear_extent_is_solved_from_the_tensor():
     with pytest.raises(tilelab.EmulationError, match=r"the size n, which the tensors' shapes give only as n \* n"):
         tilelab.run(sized_by_expression(square=True), torch.zeros(16, dtype=torch.int32), device="cpu", n=4,
                     outputs=["A"])
+
+
+def lanes_by_hand(n=64, past=0):
+    @T.prim_func
+    def shifted(X: T.Tensor((n,), T.float32), Y: T.Tensor((3, 4), T.float32), Z: T.Tensor((n,), T.float32)):
+        with T.Kernel(1, threads=1):
+            for r in T.serial(3):
+                # lanes written by hand; r - 1 is -1 for the first row (TileLang wraps a negative index of a
+                # vector whose sign it cannot know, as Python does: X[-1] is X[n - 1])
+                Y[r, T.Ramp(0, 1, 4)] = X[T.Ramp(r - 1, 2, 4)] * 2.0
+            for i in T.serial(n):
+                Z[i] = 0.0
+            Z[T.Ramp(n - 8 + past, 2, 4)] = T.Broadcast(T.float32(5.0), 4)
+
+    return shifted
+
+
+def test_a_vector_store_written_by_hand_is_stored_lane_by_lane():
+    x, y, z = torch.randn(64), torch.zeros(3, 4), torch.zeros(64)
+    result = tilelab.run(lanes_by_hand(), x, y, z, device="cpu", outputs=["Y", "Z"])
+    assert result.passed, result
+    index = torch.tensor([[(r - 1 + 2 * j) % 64 for j in range(4)] for r in range(3)])
+    assert torch.equal(y, x[index] * 2)
+    ref = torch.zeros(64)
+    ref[56:64:2] = 5.0
+    assert torch.equal(z, ref)
+    # each lane is checked: the last one past Z's end is reported, not stored
+    with pytest.raises(tilelab.launch.KernelLaunchError, match=r"write of Z\[64\]"):
+        tilelab.run(lanes_by_hand(past=2), x, y, z, device="cpu", outputs=["Y", "Z"])

@@ -146,7 +146,7 @@ RULES = (
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
     Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
-         "TileLang makes of a copy)",
+         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane",
          "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
          "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
@@ -953,6 +953,59 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                      barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
 
 
+_LANE_BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE",
+                "GT", "GE", "And", "Or")
+
+
+def _lanes_unrolled(body: Any) -> Any:
+    """``body`` with each store of a vector (``B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]``, written by
+    hand, after TileLang's negative-index legalisation has made its indices a vector of 64-bit
+    scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
+    stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
+    index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
+    indices only; the lanes of one store are independent, so storing them one by one stores the
+    same. A store whose value holds another operation on vectors is left as it is."""
+    tirx = tilelang().tvm.tirx
+    binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
+
+    def lane(expr: Any, j: int) -> Any:
+        if expr.dtype.lanes == 1:
+            return expr
+        if isinstance(expr, tirx.Ramp):
+            return lane(expr.base, j) + lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
+        if isinstance(expr, tirx.Broadcast):
+            return lane(expr.value, j)
+        if isinstance(expr, tirx.Shuffle):
+            elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
+            vector, k = elements[int(expr.indices[j])]
+            return lane(vector, k)
+        if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
+            return tirx.BufferLoad(expr.buffer, [lane(i, j) for i in expr.indices])
+        if isinstance(expr, tirx.Cast):
+            return tirx.Cast(expr.dtype.with_lanes(1), lane(expr.value, j))
+        if isinstance(expr, tirx.Select):
+            return tirx.Select(lane(expr.condition, j), lane(expr.true_value, j), lane(expr.false_value, j))
+        if isinstance(expr, tirx.Not):
+            return tirx.Not(lane(expr.a, j))
+        if isinstance(expr, binary):
+            return type(expr)(lane(expr.a, j), lane(expr.b, j))
+        raise TypeError(type(expr).__name__)
+
+    def post(node: Any) -> Any:
+        if not isinstance(node, tirx.BufferStore) or node.buffer.dtype.lanes != 1 or node.predicate is not None:
+            return None
+        lanes = max([node.value.dtype.lanes, *(i.dtype.lanes for i in node.indices)])
+        if lanes == 1:
+            return None
+        try:
+            return tirx.SeqStmt([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
+                                 for j in range(lanes)])
+        except TypeError:
+            return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.BufferStore"])
+
+
 def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
     """A block annotation keyed by buffers' data (``T.annotate_safe_value``'s ``safe_value_map``), each
     key of a buffer the rewrite replaced given as its replacement's data (TileLang looks the key up
@@ -1284,7 +1337,7 @@ def _late_pass(emulation: Emulation) -> Any:
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
-        return func.with_body(rewrite(func.body, {}))
+        return func.with_body(rewrite(_lanes_unrolled(func.body), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
 
