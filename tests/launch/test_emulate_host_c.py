@@ -221,8 +221,13 @@ def test_a_size_given_only_by_a_linear_extent_is_solved_from_the_tensor():
 
 def lanes_by_hand(n=64, past=0):
     @T.prim_func
-    def shifted(X: T.Tensor((n,), T.float32), Y: T.Tensor((3, 4), T.float32), Z: T.Tensor((n,), T.float32)):
+    def shifted(X: T.Tensor((n,), T.float32), Y: T.Tensor((3, 4), T.float32), Z: T.Tensor((n,), T.float32),
+                S: T.Tensor((1,), T.int8), W: T.Tensor((32,), T.int8)):
         with T.Kernel(1, threads=1):
+            packed = T.alloc_local((32,), T.int8)
+            packed[0:32] = T.Broadcast(S[0], 32)  # 32 lanes of int8: no C type of TileLang's
+            for i in T.serial(32):
+                W[i] = packed[i]
             for r in T.serial(3):
                 # lanes written by hand; r - 1 is -1 for the first row (TileLang wraps a negative index of a
                 # vector whose sign it cannot know, as Python does: X[-1] is X[n - 1])
@@ -236,8 +241,10 @@ def lanes_by_hand(n=64, past=0):
 
 def test_a_vector_store_written_by_hand_is_stored_lane_by_lane():
     x, y, z = torch.randn(64), torch.zeros(3, 4), torch.zeros(64)
-    result = tilelab.run(lanes_by_hand(), x, y, z, device="cpu", outputs=["Y", "Z"])
+    s, w = torch.tensor([-37], dtype=torch.int8), torch.zeros(32, dtype=torch.int8)
+    result = tilelab.run(lanes_by_hand(), x, y, z, s, w, device="cpu", outputs=["Y", "Z", "W"])
     assert result.passed, result
+    assert torch.equal(w, torch.full((32,), -37, dtype=torch.int8))
     index = torch.tensor([[(r - 1 + 2 * j) % 64 for j in range(4)] for r in range(3)])
     assert torch.equal(y, x[index] * 2)
     ref = torch.zeros(64)
@@ -245,4 +252,4 @@ def test_a_vector_store_written_by_hand_is_stored_lane_by_lane():
     assert torch.equal(z, ref)
     # each lane is checked: the last one past Z's end is reported, not stored
     with pytest.raises(tilelab.launch.KernelLaunchError, match=r"write of Z\[64\]"):
-        tilelab.run(lanes_by_hand(past=2), x, y, z, device="cpu", outputs=["Y", "Z"])
+        tilelab.run(lanes_by_hand(past=2), x, y, z, s, w, device="cpu", outputs=["Y", "Z", "W"])
