@@ -35,6 +35,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
   (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
   ``parallel`` rule has made serial);
+- ``tile-ops``: a tile operation's option that only says how a GPU runs it is dropped (a reduce's
+  ``batch=``, an atomic add's ``use_tma=``), and a ``T.reduce_max/min/absmax`` with
+  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is
+  (``emulate_tileops.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
