@@ -880,7 +880,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     body = tirx.stmt_functor.ir_transform(body, None, post)
     body = _imported_bits(body, func, narrow, name)
     body = _stage_views(body)
-    _tensors_named_as_their_data(buffer_map)
+    _tensors_named_as_their_data(buffer_map, {str(p.name) for p in func.params})
     sparse = _sparse_gemms(body, name, narrow)
     if not sparse.same_as(body):
         body = sparse
@@ -1021,7 +1021,7 @@ def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
     return {data_map[k].data if k in data_map else k: v for k, v in value.items()}
 
 
-def _tensors_named_as_their_data(buffer_map: dict[Any, Any]) -> None:
+def _tensors_named_as_their_data(buffer_map: dict[Any, Any], params: set[str]) -> None:
     """``buffer_map`` with each tensor parameter whose data variable has another name (``T.reshape(A,
     ...)`` names A's data after the view, ``A_reshaped``) named as its data. TileLang's C code generator
     names the kernel's pointer parameter after the data variable, and its CPU host wrapper passes the
@@ -1029,7 +1029,7 @@ def _tensors_named_as_their_data(buffer_map: dict[Any, Any]) -> None:
     without ``A``. Only the parameter's name changes (the launch side passes the tensors by position;
     the body keeps its buffer, of the same data, and the out-of-bounds record its name)."""
     tirx = tilelang().tvm.tirx
-    taken = {str(buf.name) for buf in buffer_map.values()}
+    taken = {str(buf.name) for buf in buffer_map.values()} | params
     for param, buf in list(buffer_map.items()):
         name = str(buf.data.name)
         if name == str(buf.name) or name in taken:
