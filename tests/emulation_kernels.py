@@ -345,19 +345,20 @@ def column_reduce_batched(batch: int = 4, rows: int = 6, cols: int = 8) -> T.Pri
     return main
 
 
-def nan_propagating_rows(nan_propagate: bool = True, rows: int = 4, cols: int = 32) -> T.PrimFunc:
-    """Per row of a float16 X: Hi = its maximum, Lo = its minimum (folded into the -1 Lo held:
-    clear=False), Big = its largest magnitude, each reduce with ``nan_propagate`` (the GPU's
+def nan_propagating_rows(nan_propagate: bool = True, rows: int = 4, cols: int = 32,
+                         dtype: str = T.float16) -> T.PrimFunc:
+    """Per row of X (float16 or bfloat16): Hi = its maximum, Lo = its minimum (folded into the -1 Lo
+    held: clear=False), Big = its largest magnitude, each reduce with ``nan_propagate`` (the GPU's
     __hmax_nan / __hmin_nan combine: a row holding a NaN gives NaN)."""
 
     @T.prim_func
-    def main(X: T.Tensor((rows, cols), T.float16), Hi: T.Tensor((rows,), T.float16),
-             Lo: T.Tensor((rows,), T.float16), Big: T.Tensor((rows,), T.float16)):
+    def main(X: T.Tensor((rows, cols), dtype), Hi: T.Tensor((rows,), dtype),
+             Lo: T.Tensor((rows,), dtype), Big: T.Tensor((rows,), dtype)):
         with T.Kernel(1, threads=32):
-            tile = T.alloc_fragment((rows, cols), T.float16)
-            hi = T.alloc_fragment((rows,), T.float16)
-            lo = T.alloc_fragment((rows,), T.float16)
-            big = T.alloc_fragment((rows,), T.float16)
+            tile = T.alloc_fragment((rows, cols), dtype)
+            hi = T.alloc_fragment((rows,), dtype)
+            lo = T.alloc_fragment((rows,), dtype)
+            big = T.alloc_fragment((rows,), dtype)
             T.copy(X, tile)
             for i in T.Parallel(rows):
                 lo[i] = -1.0

@@ -346,19 +346,21 @@ def test_a_batched_reduce_runs_as_the_reduction_it_batches():
 
 
 def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
-    x = (torch.randn(4, 32) * 4).half()
+    # bfloat16 here (the GPU agreement test takes float16)
+    x = (torch.randn(4, 32) * 4).bfloat16()
     x[1, 5], x[3, 31] = float("nan"), float("nan")
-    hi, lo, big = torch.zeros(4).half(), torch.zeros(4).half(), torch.zeros(4).half()
-    tilelab.run(ek.nan_propagating_rows(), x, hi, lo, big, device="cpu", outputs=["Hi", "Lo", "Big"])
+    hi, lo, big = (torch.zeros(4).bfloat16() for _ in range(3))
+    tilelab.run(ek.nan_propagating_rows(dtype="bfloat16"), x, hi, lo, big, device="cpu",
+                outputs=["Hi", "Lo", "Big"])
     nan = torch.tensor([False, True, False, True])
     xf = x.float()
     for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
         assert torch.equal(out.isnan(), nan), (out, ref)  # torch's amax propagates NaN too
         assert torch.equal(out[~nan].float(), ref[~nan])
     # without nan_propagate the NaN rows keep TileLang's own CPU reduce, and a row without NaN is the same
-    hi2 = torch.zeros(4).half()
-    tilelab.run(ek.nan_propagating_rows(nan_propagate=False), x, hi2, torch.zeros(4).half(), torch.zeros(4).half(),
-                device="cpu", outputs=["Hi", "Lo", "Big"])
+    hi2 = torch.zeros(4).bfloat16()
+    tilelab.run(ek.nan_propagating_rows(nan_propagate=False, dtype="bfloat16"), x, hi2, torch.zeros(4).bfloat16(),
+                torch.zeros(4).bfloat16(), device="cpu", outputs=["Hi", "Lo", "Big"])
     assert torch.equal(hi2[~nan], hi[~nan])
 
 

@@ -94,7 +94,7 @@ def _nan_reduce(call: Any, func: Any, name: str) -> Any:
     x = element(loops[dim])
     best = tirx.Max(out, x) if kind in ("max", "absmax") else tirx.Min(out, x)
     # NaN propagates: either operand NaN gives their sum, which is NaN
-    combined = tirx.Select(tirx.Or(tirx.isnan(out), tirx.isnan(x)), out + x, best)
+    combined = tirx.Select(tirx.Or(_isnan(out), _isnan(x)), out + x, best)
     inner: Any = tirx.BufferStore(dst_load.buffer, combined, at(dst_load, dst_pos))
     if clear:  # the first element starts the combine (no identity constant: -inf has no C literal here)
         inner = tirx.IfThenElse(tirx.EQ(loops[dim], 0), tirx.BufferStore(dst_load.buffer, element(loops[dim]),
@@ -104,6 +104,12 @@ def _nan_reduce(call: Any, func: Any, name: str) -> Any:
         if i != dim:
             body = tirx.For(loops[i], 0, src_ext[i], tirx.ForKind.SERIAL, body)
     return body
+
+
+def _isnan(value: Any) -> Any:
+    """Whether ``value`` is NaN (TVM's isnan takes float32 and float64: a narrower float is widened, exactly)."""
+    tirx = tilelang().tvm.tirx
+    return tirx.isnan(value if str(value.dtype) in ("float32", "float64") else tirx.Cast("float32", value))
 
 
 def tile_ops(func: Any, name: str) -> tuple[Any, bool]:
