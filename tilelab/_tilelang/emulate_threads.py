@@ -1125,7 +1125,7 @@ def _with_launch_blocks(func: Any) -> Any:
                 sizes[axis] = max(sizes[axis], int(n.min) + int(n.extent))
 
         tirx.stmt_functor.post_order_visit(stmt, visit)
-        if not numbers[0] or sizes == {"x": 1, "y": 1, "z": 1} and not _has_thread_loop(stmt):
+        if not numbers[0] or not _has_thread_loop(stmt):
             return None
         return [sizes["x"], sizes["y"], sizes["z"]]
 
@@ -1137,7 +1137,7 @@ def _with_launch_blocks(func: Any) -> Any:
         return tirx.SBlockRealize([], tirx.const(True, "bool"), block)
 
     def inside_blocks(n: Any) -> bool:
-        return any(tag(m).startswith("blockIdx.") for m in _statements(n.body))
+        return any(tag(m).startswith("blockIdx.") for m in _loops(n.body))
 
     def post(n: Any) -> Any:
         if tag(n).startswith("blockIdx.") and not inside_blocks(n):  # the innermost block loop: its body
@@ -1147,7 +1147,7 @@ def _with_launch_blocks(func: Any) -> Any:
         return None
 
     body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.For"])
-    if body.same_as(func.body) and not any(tag(m).startswith("blockIdx.") for m in _statements(func.body)):
+    if body.same_as(func.body) and not any(tag(m).startswith("blockIdx.") for m in _loops(func.body)):
         def outermost(n: Any) -> Any:  # no block loop at all: the outermost threadIdx loop is the block
             if tag(n).startswith("threadIdx."):
                 return wrapped(n) or n
@@ -1158,12 +1158,14 @@ def _with_launch_blocks(func: Any) -> Any:
 
 
 def _has_thread_loop(stmt: Any) -> bool:
+    """Whether ``stmt`` holds a ``T.thread_binding`` loop of threadIdx."""
     tirx = tilelang().tvm.tirx
     return any(isinstance(m, tirx.For) and m.thread_binding is not None
-               and str(m.thread_binding.thread_tag).startswith("threadIdx.") for m in _statements(stmt))
+               and str(m.thread_binding.thread_tag).startswith("threadIdx.") for m in _loops(stmt))
 
 
-def _statements(stmt: Any) -> list[Any]:
+def _loops(stmt: Any) -> list[Any]:
+    """Every loop of ``stmt``, inner ones first."""
     tirx = tilelang().tvm.tirx
     out: list[Any] = []
     tirx.stmt_functor.post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, tirx.For) else None)
