@@ -13,8 +13,9 @@ thread runs each block and the blocks run one after another, so:
   only: on the CPU those are held in float32, so TileLang's own check rejects them) run as the
   loops of their meaning: for each output element, the combine of its elements along ``dim``
   (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN. Any
-  other reduce keeps TileLang's CPU lowering (the default combine ignores a NaN operand where the
-  GPU's does).
+  other reduce keeps TileLang's CPU lowering, whose combine is C's comparison: with a NaN among
+  the elements its result depends on where the NaN is, where the GPU's default combine (fmaxf,
+  ``__hmax``) ignores it.
 
 A reduce with ``nan_propagate`` over regions whose shapes do not say which axis is reduced is
 refused by name.
