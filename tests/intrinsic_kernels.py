@@ -281,3 +281,69 @@ def store_of_another_width(scalar: bool = False) -> T.PrimFunc:
             T.stg64(Y[0:2], T.Cast("uint64", X[0]))
 
     return one if scalar else wide
+
+
+def explicit_wgmma(m: int = 64, n: int = 64, k: int = 32, k_tiles: int = 2) -> T.PrimFunc:
+    """D = A @ B.T by T.wgmma_gemm over ``k_tiles`` slices of K of shared tiles (float16 in, a float32
+    fragment accumulating), the wait by hand (T.wait_wgmma) after the last."""
+
+    kt = k // k_tiles
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "float16"), B: T.Tensor((n, k), "float16"), D: T.Tensor((m, n), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((m, k), "float16")
+            b = T.alloc_shared((n, k), "float16")
+            acc = T.alloc_fragment((m, n), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            for j in T.serial(k_tiles):
+                T.wgmma_gemm(a[:, j * kt:(j + 1) * kt], b[:, j * kt:(j + 1) * kt], acc, transpose_B=True)
+            T.wait_wgmma(0)
+            T.copy(acc, D)
+
+    return main
+
+
+def wgmma_wait_alone(n: int = 64) -> T.PrimFunc:
+    """A T.wait_wgmma with no T.wgmma_gemm before it (it would wait for WGMMA instructions written by
+    hand): Y = X."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            T.wait_wgmma(0)
+            for i in T.Parallel(n):
+                Y[i] = X[i]
+
+    return main
+
+
+def packed_fma_abs(dtype: str = "float32", n: int = 64) -> T.PrimFunc:
+    """Per pair of elements (thread t: elements 2t, 2t + 1): D = T.fma2(A, B, C), E = T.abs2(A), as
+    stores of the pair (a ramp of two indices)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype),
+             D: T.Tensor((n,), dtype), E: T.Tensor((n,), dtype)) -> None:
+        with T.Kernel(1, threads=n // 2):
+            t = T.get_thread_binding()
+            at = T.Ramp(t * 2, 1, 2)
+            D[at] = T.fma2(A[at], B[at], C[at])
+            E[at] = T.abs2(T.Cast(dtype + "x2", A[at]))  # the cast (to its own type) names the dtype in the body
+
+    return main
+
+
+def wide_loads_as_floats(n: int = 64) -> T.PrimFunc:
+    """Y2 = X by T.reinterpret(T.ldg64(X[2i:2i + 2]), float32x2), Y4 = X by T.ldg128 as float32x4."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y2: T.Tensor((n,), "float32"), Y4: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(n // 4, threads=32) as bx:
+            Y2[bx * 4:bx * 4 + 2] = T.reinterpret(T.ldg64(X[bx * 4:bx * 4 + 2]), T.float32x2)
+            Y2[bx * 4 + 2:bx * 4 + 4] = T.reinterpret(T.ldg64(X[bx * 4 + 2:bx * 4 + 4]), T.float32x2)
+            Y4[bx * 4:bx * 4 + 4] = T.reinterpret(T.ldg128(X[bx * 4:bx * 4 + 4]), T.float32x4)
+
+    return main

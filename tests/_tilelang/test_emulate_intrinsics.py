@@ -5,6 +5,8 @@ its line."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import intrinsic_kernels as ik
 import numpy as np
 import pytest
@@ -343,3 +345,73 @@ def test_packed_pair_arithmetic_is_per_lane():
     result = tilelab.run(ik.packed_pairs(), a, b, p, device="cpu", outputs=["P"])
     assert result.passed, result
     np.testing.assert_array_equal(_np(p), [_np(a) + _np(b), _np(a) - _np(b), _np(a) * _np(b)])
+
+
+def test_an_explicit_wgmma_gemm_is_the_tile_gemm_and_its_wait_nothing():
+    """T.wgmma_gemm over two slices of K of shared tiles, T.wait_wgmma after: torch's A @ B.T (the
+    float16 products are exact in float32, so only the order of the sums can differ)."""
+    gen = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(16, 32, generator=gen).half() for _ in range(2))
+    d = torch.zeros(16, 16)
+    result = tilelab.run(ik.explicit_wgmma(16, 16), a, b, d, device="cpu", outputs=["D"])
+    assert result.passed, result
+    assert any("explicit-wgmma" in n for n in result.notes), result.notes
+    np.testing.assert_allclose(_np(d), _np(a.double() @ b.double().T), rtol=1e-5, atol=1e-5)
+
+
+def test_a_wgmma_wait_with_no_wgmma_gemm_stays_refused_by_name():
+    with pytest.raises(tilelab.EmulationError, match=r"tl\.wait_wgmma.*T\.wait_wgmma\(0\)"):
+        tilelab.run(ik.wgmma_wait_alone(), torch.zeros(64), torch.zeros(64), device="cpu")
+
+
+TORCH_OF = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SIGNIFICANT_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def _rounded_once(exact, bits):
+    """The rational ``exact`` rounded once to nearest even with ``bits`` significant bits (a normal
+    number of the narrow type: torch's conversions from float64 go through float32, rounding twice)."""
+    if exact == 0:
+        return 0.0
+    magnitude = abs(exact)
+    e = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** e > magnitude:
+        e -= 1
+    scale = Fraction(2) ** (bits - 1 - e)
+    return float(Fraction(round(exact * scale)) / scale)  # Fraction's round: halves to even
+
+
+@pytest.mark.parametrize("dtype", ["float16", pytest.param("float32", marks=pytest.mark.heavy),
+                                   pytest.param("bfloat16", marks=pytest.mark.heavy)])
+def test_fma2_and_abs2_are_lanewise_fma_and_abs_rounded_once(dtype):
+    """D = T.fma2(A, B, C), E = T.abs2(A) on pairs: a * b + c of each lane, its exact value (fractions)
+    rounded once to the pair's type, as
+    the GPU's fused multiply-add rounds it; |a| with -0.0 giving +0.0. The first lane is a case
+    where rounding twice (to float32, then to float16) lands on a tie and goes the wrong way: a * b
+    = 2^-11 - 2^-27, c = 1 + 2^-10, the exact sum just below the half-way point 1 + 2^-10 + 2^-11,
+    so float16's answer is 1 + 2^-10 (float32 would round it up onto the tie, then to 1 + 2^-9)."""
+    tdt = TORCH_OF[dtype]
+    gen = torch.Generator().manual_seed(11)
+    a, b, c = (torch.randn(64, generator=gen).to(tdt) for _ in range(3))
+    a[0], b[0], c[0] = 0.99609375 * 2 ** -5, 1.00390625 * 2 ** -6, 1 + 2 ** -10
+    a[1] = -0.0
+    d, e = torch.zeros(64, dtype=tdt), torch.zeros(64, dtype=tdt)
+    result = tilelab.run(ik.packed_fma_abs(dtype), a, b, c, d, e, device="cpu", outputs=["D", "E"])
+    assert result.passed, result
+    exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a.double().tolist(), b.double().tolist(),
+                                                                          c.double().tolist())]
+    once = torch.tensor([_rounded_once(q, SIGNIFICANT_BITS[dtype]) for q in exact], dtype=torch.float64).to(tdt)
+    assert torch.equal(d, once), (d - once).abs().max()
+    if dtype == "float16":
+        assert d[0].item() == 1 + 2 ** -10
+    assert torch.equal(e, a.abs()) and not e[1].signbit()
+
+
+def test_wide_loads_by_hand_reinterpreted_as_float_lanes_store_their_bits():
+    x = torch.randn(64)
+    x[3] = float("nan")
+    y2, y4 = torch.zeros(64), torch.zeros(64)
+    result = tilelab.run(ik.wide_loads_as_floats(), x, y2, y4, device="cpu", outputs=["Y2", "Y4"])
+    assert result.passed or result.outputs  # a NaN input: the outputs are checked for finiteness only
+    assert torch.equal(y2.view(torch.int32), x.view(torch.int32))
+    assert torch.equal(y4.view(torch.int32), x.view(torch.int32))

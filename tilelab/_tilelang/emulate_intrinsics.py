@@ -6,9 +6,11 @@ is refused by name (:func:`refused_intrinsic`), with the kernel's line that call
 
 Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
 Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
-side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
-``T.rng_rand_float(64, "normal")`` and the XORWOW/MRG32k3a generators, cluster
-operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
+side includes in every CPU-path kernel. A store of a pair or vector whose lanes TileLang's C cannot
+build (``T.fma2``, ``T.abs2``, a load by hand reinterpreted as float lanes) is stored lane by lane.
+Left refused, by name: the packed max2/min2, ``T.rng_rand_float(64, "normal")`` and the
+XORWOW/MRG32k3a generators, cluster operations, and ``T.sync_grid`` (its own refusal: the
+blocks run one after another)."""
 
 from __future__ import annotations
 
@@ -313,7 +315,13 @@ def _cumsum(call: Any, buffers: dict[Any, Any]) -> Any:
 _POINTERS = ("through a pointer to an element (T.access_ptr, or a region or element of a buffer) of a row-major "
              "buffer of 8-, 16-, 32- or 64-bit elements")
 _WIDE = ("a value wider than 32 bits is a vector of 32-bit words, which TileLang's C cannot build: it is given its "
-         "meaning where it is bound or passed to a store by hand that stores it, and nowhere else")
+         "meaning where it is bound or passed to a store by hand that stores it, or reinterpreted as a vector of "
+         "32-bit lanes that a store takes (Y[i:i + 2] = T.reinterpret(T.ldg64(X[i:i + 2]), T.float32x2)), and "
+         "nowhere else")
+
+
+_PAIR_STORED = ("where a store takes its pair (D[i:i + 2] = T.fma2(A[i:i + 2], ...)), lane by lane: TileLang's C "
+                "cannot build a pair from two lanes' values")
 
 
 def _by_hand(bits: int) -> str:
@@ -396,6 +404,11 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
 
     tirx.stmt_functor.post_order_visit(func.body, count)
     word_vars: dict[Any, list[Any]] = {}
+    vector_binds: dict[Any, Any] = {}  # a vector of indices bound to a variable, for the lanewise stores
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: vector_binds.__setitem__(n.var, n.value)
+                                       if isinstance(n, tirx.Bind) and n.var.dtype.lanes > 1
+                                       and isinstance(n.value, (tirx.Ramp, tirx.Broadcast)) else None)
+    buffers[_VECTOR_BINDS] = vector_binds
 
     def wide_load(value: Any) -> bool:
         return isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) in _LOADS_BY_HAND \
@@ -433,6 +446,8 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     def post(node: Any) -> Any:
         if isinstance(node, tirx.Bind):
             return bound(node)
+        if isinstance(node, tirx.BufferStore):
+            return _lanewise(node, buffers, used)
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
             op = str(getattr(node.value.op, "name", ""))
             if op in _STORES_BY_HAND and len(node.value.args) > 1 and node.value.args[1].dtype.lanes > 1:
@@ -456,7 +471,10 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
                 return lowered
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind"])
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind",
+                                                                  "tirx.BufferStore"])
+    if vector_binds and used:  # a vector of indices no statement uses any more (its stores went lane by lane)
+        body = _without_unused_binds(body, vector_binds)
     if RNG_STATE_NAME in buffers:  # T.rng_*: each thread's generator state, a buffer of the block
         body = _with_rng_state(body, buffers[RNG_STATE_NAME])
     return (func.with_body(body) if used else func), used
@@ -564,6 +582,7 @@ RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state, int32
 RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
 RNG_STATE_NAME = "tilelab_rng_state"
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
+FMA_TO_ODD_FUNCTION = "tilelab_emu_fma_to_odd"  # float (float a, float b, float c): rounded to odd
 
 # The C the entries below call: part of the header every CPU-path kernel is built with
 # (tilelab.launch._emulate), so each call is an inline function of the kernel's own code.
@@ -642,6 +661,28 @@ static inline uint32_t tilelab_emu_fns(uint32_t mask, uint32_t base, int32_t off
     }
   }
   return 0xffffffffu;
+}
+/* T.fma2 of a float16 or bfloat16 pair, one lane: a * b + c (float32 operands that hold the narrow
+   values) rounded to float32 toward zero, its last bit set when the result is inexact (rounding to
+   odd): the store into the narrow type then rounds it to nearest even as if from the exact value
+   (float32 has more than two bits beyond either narrow type's), so the lane is rounded once, as
+   __hfma2 rounds it. */
+static inline float tilelab_emu_fma_to_odd(float a, float b, float c) {
+  int saved = fegetround();
+  fesetround(FE_TOWARDZERO);
+  feclearexcept(FE_INEXACT);
+  volatile float va = a, vb = b, vc = c;
+  volatile float r = fmaf(va, vb, vc);
+  int inexact = fetestexcept(FE_INEXACT);
+  fesetround(saved);
+  float out = r;
+  if (inexact && isfinite(out)) {
+    uint32_t bits;
+    memcpy(&bits, &out, sizeof bits);
+    bits |= 1u;
+    memcpy(&out, &bits, sizeof out);
+  }
+  return out;
 }
 /* T.rng_init / T.rng_rand / T.rng_rand_float: curand's Philox4_32_10 generator (Salmon et al.,
    "Parallel random numbers: as easy as 1, 2, 3", 2011), as curand_init and curand define its
@@ -850,8 +891,129 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
             return args[0] - args[1]
         if kind == "mul":
             return args[0] * args[1]
-        return None  # fma2, max2, min2, abs2: TileLang's C makes no pair of two lanes' values (left, refused)
+        return None  # fma2, abs2: TileLang's C makes no pair of two lanes' values (stored lane by lane: _lanewise)
     return lower
+
+
+_VECTOR_BINDS = "tilelab_vector_binds"  # the key, among the lowering's buffers, of vectors of indices bound once
+_LANEWISE = ("tl.fma2", "tl.abs2")  # packed ops given their meaning lane by lane, where a store takes the pair
+
+
+def _scalar_dtype(dtype: Any) -> str:
+    return re.sub(r"x\d+$", "", str(dtype))
+
+
+def _lane(e: Any, k: int, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """Lane ``k`` of the vector expression ``e`` as a scalar one: loads at a ramp of indices,
+    broadcasts, ramps, arithmetic and casts lane by lane; ``T.fma2`` as one fma of the lane
+    (float32: C's fmaf, rounded once as the GPU's fused multiply-add; float16 and bfloat16: rounded
+    to odd in float32, then once to the pair's type by the store: __hfma2's single rounding);
+    ``T.abs2`` as the lane's absolute value (its sign bit cleared: fabs);
+    ``T.add2``/``sub2``/``mul2`` as the lane's operation; ``T.reinterpret`` of a load by hand
+    (T.ldg64/128...) as the bits of its k-th 32-bit word. None for anything else."""
+    tirx = tilelang().tvm.tirx
+    if e.dtype.lanes == 1:
+        return e
+    if isinstance(e, tirx.Var):  # a vector of indices bound once (idx = T.Ramp(t * 2, 1, 2)): its value's lane
+        bound = buffers.get(_VECTOR_BINDS, {}).get(e)
+        return None if bound is None else _lane(bound, k, buffers, used)
+    if isinstance(e, tirx.Ramp):
+        return e.base + e.stride * k
+    if isinstance(e, tirx.Broadcast):
+        return e.value
+    if isinstance(e, tirx.BufferLoad):
+        if e.buffer.dtype.lanes != 1:
+            return None
+        indices = [_lane(i, k, buffers, used) for i in e.indices]
+        return None if any(i is None for i in indices) else tirx.BufferLoad(e.buffer, indices)
+    if isinstance(e, tirx.Cast):
+        value = _lane(e.value, k, buffers, used)
+        return None if value is None else tirx.Cast(_scalar_dtype(e.dtype), value)
+    if isinstance(e, (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)):
+        a, b = _lane(e.a, k, buffers, used), _lane(e.b, k, buffers, used)
+        return None if a is None or b is None else type(e)(a, b)
+    if not isinstance(e, tirx.Call):
+        return None
+    op = str(getattr(e.op, "name", ""))
+    if op == "tirx.reinterpret" and len(e.args) == 1 and isinstance(e.args[0], tirx.Call) \
+            and str(getattr(e.args[0].op, "name", "")) in _LOADS_BY_HAND and e.dtype.bits == 32:
+        words = _load_words(e.args[0], buffers)
+        if words is None or len(words) != e.dtype.lanes:
+            return None
+        used.add(str(e.args[0].op.name))
+        return tirx.reinterpret(_scalar_dtype(e.dtype), words[k])
+    args = [_lane(a, k, buffers, used) for a in e.args]
+    if any(a is None for a in args):
+        return None
+    scalar = _scalar_dtype(e.dtype)
+    if op in ("tl.add2", "tl.sub2", "tl.mul2"):
+        return {"tl.add2": tirx.Add, "tl.sub2": tirx.Sub, "tl.mul2": tirx.Mul}[op](args[0], args[1])
+    if op == "tl.abs2":
+        return tirx.call_pure_extern(scalar, "fabs" if scalar == "float64" else "fabsf", args[0])
+    if op == "tl.fma2":
+        if scalar == "float32":
+            return tirx.call_pure_extern("float32", "fmaf", *args)
+        if scalar in ("float16", "bfloat16"):
+            return tirx.Cast(scalar, tirx.call_pure_extern("float32", FMA_TO_ODD_FUNCTION,
+                                                           *(tirx.Cast("float32", a) for a in args)))
+    return None
+
+
+def _without_unused_binds(body: Any, binds: dict[Any, Any]) -> Any:
+    """``body`` without the bindings of ``binds``' variables that nothing reads any more (the
+    variable's only occurrence is its binding's)."""
+    tirx = tilelang().tvm.tirx
+    counts: dict[Any, int] = {}
+    tirx.stmt_functor.post_order_visit(body, lambda n: counts.__setitem__(n, counts.get(n, 0) + 1)
+                                       if isinstance(n, tirx.Var) and n in binds else None)
+
+    def post(n: Any) -> Any:
+        if isinstance(n, tirx.Bind) and n.var in binds and counts.get(n.var, 0) <= 1:
+            return tirx.Evaluate(tirx.const(0, "int32"))
+        return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Bind"])
+
+
+def _holds_lanewise(value: Any) -> bool:
+    """Whether ``value`` holds a packed op of :data:`_LANEWISE` or a reinterpreted wide load by hand."""
+    tirx = tilelang().tvm.tirx
+    found: list[Any] = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, tirx.Call):
+            op = str(getattr(n.op, "name", ""))
+            if op in _LANEWISE or (op == "tirx.reinterpret" and n.args and isinstance(n.args[0], tirx.Call)
+                                   and str(getattr(n.args[0].op, "name", "")) in _LOADS_BY_HAND):
+                found.append(n)
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), visit)
+    return bool(found)
+
+
+def _lanewise(store: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """A store of a pair or a wider vector whose lanes TileLang's C cannot build (``T.fma2``,
+    ``T.abs2``, a load by hand reinterpreted as floats) as one store per lane, each of the lane's
+    scalar value (:func:`_lane`); None when a part of it has no lane form (left, and refused)."""
+    tirx = tilelang().tvm.tirx
+    value = store.value
+    if value.dtype.lanes == 1 or store.buffer.dtype.lanes != 1 or getattr(store, "predicate", None) is not None \
+            or not _holds_lanewise(value):
+        return None
+    found: set[str] = set()
+    stores = []
+    for k in range(value.dtype.lanes):
+        lane = _lane(value, k, buffers, found)
+        indices = [_lane(i, k, buffers, found) for i in store.indices]
+        if lane is None or any(i is None for i in indices):
+            return None
+        stores.append(tirx.BufferStore(store.buffer, lane, indices))
+    calls: list[str] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: calls.append(str(n.op.name))
+                                       if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _LANEWISE
+                                       else None)
+    used.update(found, calls)
+    return tirx.SeqStmt(stores)
 
 
 def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
@@ -981,6 +1143,10 @@ INTRINSICS.update({i.op: i for i in (
                 "'rz' to zero, 'ru' up, 'rd' down; CUDA's __f*_r* / __d*_r*)", _ieee) for op in IEEE_OPS),
     *(Intrinsic(f"tl.{k}2", f"T.{k}2(x, y): {k} of each lane of a pair (float32x2, float16x2, bfloat16x2)",
                 _packed(k)) for k in ("add", "sub", "mul")),
+    Intrinsic("tl.fma2", "T.fma2(a, b, c): a * b + c of each lane of a pair, rounded once (float32x2: fmaf, as the "
+              "GPU fuses it; float16x2, bfloat16x2: __hfma2)", _packed("fma"), _PAIR_STORED),
+    Intrinsic("tl.abs2", "T.abs2(x): the absolute value of each lane of a pair (its sign bit cleared)", _packed("abs"),
+              _PAIR_STORED),
     Intrinsic("tl.pdl_trigger", "T.pdl_trigger(): lets the next kernel of the stream start before this one ends "
               "(programmatic dependent launch); on the CPU the next kernel starts after it, which the GPU allows",
               _nothing),
