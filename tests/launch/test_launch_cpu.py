@@ -234,8 +234,8 @@ def _copy_columns(rows, cols, stride_a, stride_b):
     import tilelang.language as T
 
     @T.prim_func
-    def main(A: T.StridedTensor[(rows, cols), (1, stride_a), T.float32],  # noqa: F821
-             B: T.StridedTensor[(rows, cols), (1, stride_b), T.float32]):  # noqa: F821
+    def main(A: T.StridedTensor[(rows, cols), (1, stride_a), T.float32],
+             B: T.StridedTensor[(rows, cols), (1, stride_b), T.float32]):
         with T.Kernel(1, threads=cols):
             col = T.get_thread_binding(0)
             for row in T.vectorized(rows):
