@@ -347,3 +347,18 @@ def wide_loads_as_floats(n: int = 64) -> T.PrimFunc:
             Y4[bx * 4:bx * 4 + 4] = T.reinterpret(T.ldg128(X[bx * 4:bx * 4 + 4]), T.float32x4)
 
     return main
+
+
+def pair_lanes(dtype: str = "bfloat16") -> T.PrimFunc:
+    """A pair held in a vector local (T.alloc_var of float16x2 / bfloat16x2) built from A[1] * 3 and
+    A[0], its lanes read back by T.extract_lane: B = (A[1] * 3, A[0])."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2,), dtype), B: T.Tensor((2,), dtype)) -> None:
+        with T.Kernel(1, threads=1):
+            pair = T.alloc_var(dtype + "x2")
+            pair = T.Shuffle([A[1] * T.cast(3.0, dtype), A[0]], [0, 1])
+            B[0] = T.extract_lane(pair, 0)
+            B[1] = T.extract_lane(pair, 1)
+
+    return main

@@ -415,3 +415,17 @@ def test_wide_loads_by_hand_reinterpreted_as_float_lanes_store_their_bits():
     assert result.passed or result.outputs  # a NaN input: the outputs are checked for finiteness only
     assert torch.equal(y2.view(torch.int32), x.view(torch.int32))
     assert torch.equal(y4.view(torch.int32), x.view(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", pytest.param("float16", marks=pytest.mark.heavy)])
+def test_a_vector_local_of_a_narrow_type_is_held_as_its_lanes_each_rounded(dtype):
+    """T.alloc_var(bfloat16x2) built from A[1] * 3 and A[0], read by T.extract_lane: torch's own
+    arithmetic in the narrow type (1.0078125 * 3 = 3.0234375 is a tie in bfloat16, between 3.015625 and
+    3.03125: it rounds to the even one, 3.03125)."""
+    tdt = TORCH_OF[dtype]
+    a, b = torch.tensor([-2.5, 1.0078125], dtype=tdt), torch.zeros(2, dtype=tdt)
+    result = tilelab.run(ik.pair_lanes(dtype), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    assert torch.equal(b, torch.stack([a[1] * 3, a[0]]))
+    if dtype == "bfloat16":
+        assert b[0].item() == 3.03125

@@ -214,7 +214,9 @@ RULES = (
          "defines (16-bit float arithmetic exact, then rounded once to nearest even)"),
     Rule("intrinsics", "TileLang intrinsics its C back end lacks are given their meaning, each by one entry of a "
          "table (emulate_intrinsics.INTRINSICS: " + ", ".join(sorted(INTRINSICS)) + "); any other is refused by name, "
-         "and so is a random draw inside a T.Parallel loop of a block of many threads",
+         "and so is a random draw inside a T.Parallel loop of a block of many threads; a store of a vector TileLang's "
+         "C cannot build (T.fma2, T.abs2, a load by hand reinterpreted as float lanes) is a store per lane, and a "
+         "vector local (T.alloc_var(T.bfloat16x2)) read by T.extract_lane is held as its lanes",
          "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
          "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "

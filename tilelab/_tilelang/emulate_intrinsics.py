@@ -409,6 +409,7 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
                                        if isinstance(n, tirx.Bind) and n.var.dtype.lanes > 1
                                        and isinstance(n.value, (tirx.Ramp, tirx.Broadcast)) else None)
     buffers[_VECTOR_BINDS] = vector_binds
+    split_body = _split_vector_locals(func.body, buffers, used)  # vector locals held as their lanes
 
     def wide_load(value: Any) -> bool:
         return isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) in _LOADS_BY_HAND \
@@ -471,7 +472,7 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
                 return lowered
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind",
+    body = tirx.stmt_functor.ir_transform(split_body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind",
                                                                   "tirx.BufferStore"])
     if vector_binds and used:  # a vector of indices no statement uses any more (its stores went lane by lane)
         body = _without_unused_binds(body, vector_binds)
@@ -895,6 +896,7 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
     return lower
 
 
+_SPLIT = "tilelab_split_vectors"  # the key, among the lowering's buffers, of vector locals held as their lanes
 _VECTOR_BINDS = "tilelab_vector_binds"  # the key, among the lowering's buffers, of vectors of indices bound once
 _LANEWISE = ("tl.fma2", "tl.abs2")  # packed ops given their meaning lane by lane, where a store takes the pair
 
@@ -912,6 +914,13 @@ def _lane(e: Any, k: int, buffers: dict[Any, Any], used: set[str]) -> Any:
     ``T.add2``/``sub2``/``mul2`` as the lane's operation; ``T.reinterpret`` of a load by hand
     (T.ldg64/128...) as the bits of its k-th 32-bit word. None for anything else."""
     tirx = tilelang().tvm.tirx
+    if isinstance(e, tirx.Shuffle):  # the vectors' lanes concatenated, the k-th index picking one
+        flat = [(v, j) for v in e.vectors for j in range(v.dtype.lanes)]
+        index = e.indices[k]
+        if not isinstance(index, tirx.IntImm) or not 0 <= int(index) < len(flat):
+            return None
+        vector, j = flat[int(index)]
+        return _lane(vector, j, buffers, used)
     if e.dtype.lanes == 1:
         return e
     if isinstance(e, tirx.Var):  # a vector of indices bound once (idx = T.Ramp(t * 2, 1, 2)): its value's lane
@@ -922,6 +931,9 @@ def _lane(e: Any, k: int, buffers: dict[Any, Any], used: set[str]) -> Any:
     if isinstance(e, tirx.Broadcast):
         return e.value
     if isinstance(e, tirx.BufferLoad):
+        split = buffers.get(_SPLIT, {}).get(e.buffer)
+        if split is not None and len(e.indices) == 1:  # a vector local held as its lanes
+            return tirx.BufferLoad(split, [e.indices[0] * e.buffer.dtype.lanes + k])
         if e.buffer.dtype.lanes != 1:
             return None
         indices = [_lane(i, k, buffers, used) for i in e.indices]
@@ -973,6 +985,61 @@ def _without_unused_binds(body: Any, binds: dict[Any, Any]) -> Any:
         return None
 
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Bind"])
+
+
+def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """``body`` with each vector local (``T.alloc_var(T.bfloat16x2)``: a buffer of one vector type, of
+    the thread's own scope) held as a buffer of its lanes (2 bfloat16), when every use of it is a
+    store of a vector value whose lanes :func:`_lane` knows (``T.bfloat16x2(a, b)``) or a load a
+    ``T.extract_lane`` (a Shuffle of one lane) reads: TileLang's C cannot build such a vector, and a
+    lane of a narrow type is then held, rounded, as the dtypes rule holds any other; ``body`` as it is
+    otherwise."""
+    tirx = tilelang().tvm.tirx
+    split: dict[Any, Any] = {}
+
+    def find(node: Any) -> None:
+        if isinstance(node, tirx.SBlock):
+            for b in node.alloc_buffers:
+                if b.dtype.lanes > 1 and b.scope() in ("local", "local.var") and len(b.shape) == 1 \
+                        and isinstance(b.shape[0], tirx.IntImm):
+                    split[b] = tirx.decl_buffer((int(b.shape[0]) * b.dtype.lanes,), _scalar_dtype(b.dtype),
+                                                str(b.name), scope=b.scope())
+
+    tirx.stmt_functor.post_order_visit(body, find)
+    if not split:
+        return body
+    buffers[_SPLIT] = split
+    failed: list[Any] = []
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock):
+            if not any(b in split for b in node.alloc_buffers):
+                return None
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               [split.get(b, b) for b in node.alloc_buffers], node.match_buffers, node.annotations)
+        if isinstance(node, tirx.Shuffle) and node.dtype.lanes == 1:
+            return _lane(node, 0, buffers, used) if any(
+                isinstance(v, tirx.BufferLoad) and v.buffer in split for v in node.vectors) else None
+        if isinstance(node, tirx.BufferStore) and node.buffer in split:
+            lanes, stores = node.buffer.dtype.lanes, []
+            for k in range(lanes):
+                value = _lane(node.value, k, buffers, used)
+                if value is None or len(node.indices) != 1:
+                    failed.append(node)
+                    return None
+                stores.append(tirx.BufferStore(split[node.buffer], value, [node.indices[0] * lanes + k]))
+            return tirx.SeqStmt(stores)
+        return None
+
+    out = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock", "tirx.Shuffle", "tirx.BufferStore"])
+    left: list[Any] = []
+    tirx.stmt_functor.post_order_visit(out, lambda n: left.append(n) if isinstance(
+        n, (tirx.BufferLoad, tirx.BufferStore)) and n.buffer in split else None)
+    if failed or left:  # a use with no lane form: the vector is left (and TileLang's C refuses it, by name)
+        del buffers[_SPLIT]
+        return body
+    used.add("tirx.Shuffle")
+    return out
 
 
 def _holds_lanewise(value: Any) -> bool:
