@@ -321,17 +321,19 @@ def wgmma_wait_alone(n: int = 64) -> T.PrimFunc:
 
 
 def packed_fma_abs(dtype: str = "float32", n: int = 64) -> T.PrimFunc:
-    """Per pair of elements (thread t: elements 2t, 2t + 1): D = T.fma2(A, B, C), E = T.abs2(A), as
-    stores of the pair (a ramp of two indices)."""
+    """Per pair of elements (thread t: elements 2t, 2t + 1): D = T.fma2(A, B, C), E = T.abs2(A),
+    F = T.add2(A, B) (a pair TileLang's C builds, whose store uses the bound ramp as it is), as stores
+    of the pair (a ramp of two indices, bound once)."""
 
     @T.prim_func
     def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype),
-             D: T.Tensor((n,), dtype), E: T.Tensor((n,), dtype)) -> None:
+             D: T.Tensor((n,), dtype), E: T.Tensor((n,), dtype), F: T.Tensor((n,), dtype)) -> None:
         with T.Kernel(1, threads=n // 2):
             t = T.get_thread_binding()
             at = T.Ramp(t * 2, 1, 2)
             D[at] = T.fma2(A[at], B[at], C[at])
             E[at] = T.abs2(T.Cast(dtype + "x2", A[at]))  # the cast (to its own type) names the dtype in the body
+            F[at] = T.add2(A[at], B[at])
 
     return main
 

@@ -395,8 +395,8 @@ def test_fma2_and_abs2_are_lanewise_fma_and_abs_rounded_once(dtype):
     a, b, c = (torch.randn(64, generator=gen).to(tdt) for _ in range(3))
     a[0], b[0], c[0] = 0.99609375 * 2 ** -5, 1.00390625 * 2 ** -6, 1 + 2 ** -10
     a[1] = -0.0
-    d, e = torch.zeros(64, dtype=tdt), torch.zeros(64, dtype=tdt)
-    result = tilelab.run(ik.packed_fma_abs(dtype), a, b, c, d, e, device="cpu", outputs=["D", "E"])
+    d, e, f = (torch.zeros(64, dtype=tdt) for _ in range(3))
+    result = tilelab.run(ik.packed_fma_abs(dtype), a, b, c, d, e, f, device="cpu", outputs=["D", "E", "F"])
     assert result.passed, result
     exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a.double().tolist(), b.double().tolist(),
                                                                           c.double().tolist())]
@@ -405,6 +405,7 @@ def test_fma2_and_abs2_are_lanewise_fma_and_abs_rounded_once(dtype):
     if dtype == "float16":
         assert d[0].item() == 1 + 2 ** -10
     assert torch.equal(e, a.abs()) and not e[1].signbit()
+    assert torch.equal(f, a + b)
 
 
 def test_wide_loads_by_hand_reinterpreted_as_float_lanes_store_their_bits():

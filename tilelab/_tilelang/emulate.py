@@ -739,6 +739,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             applied.add("scopes")
         if new_dtype == dtype and new_scope == buf.scope():
             remap[buf] = buf
+            kept_by_data.setdefault(buf.data, buf)
             return buf
         new = tirx.decl_buffer(buf.shape, new_dtype, str(buf.name), scope=new_scope,
                                strides=list(buf.strides) if len(buf.strides) else None,
@@ -748,6 +749,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         return new
 
     data_map: dict[Any, Any] = {}  # a replaced buffer's data -> its replacement
+    view_refusals: list[EmulationRefused] = []  # a view whose bytes the CPU does not hold as the GPU does
+    kept_by_data: dict[Any, Any] = {}  # a parameter or allocation the rules keep as it is, by its data
 
     def aliased(buf: Any) -> Any:
         """``buf`` rewritten: itself when untouched; a view declared over a replaced buffer's data
@@ -756,15 +759,28 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             return remap[buf]
         base = data_map.get(buf.data)
         if base is None:
-            return None
+            base = kept_by_data.get(buf.data)  # a buffer the rules kept as it is (a float32 tensor): a view of it
+            if base is None or base.same_as(buf) or str(buf.dtype) not in NARROW_FLOATS:
+                return None  # in a narrow type would be held in float32, not in the base's bytes
         dtype = str(buf.dtype)
         if dtype == "bool" and str(base.name) in booleans:
             dtype = BOOL_TENSOR_DTYPE
             booleans.add(str(buf.name))
-        if _cpu_dtype(dtype) != str(base.dtype):
-            raise EmulationRefused(name, f"a view of {base.name} as {dtype}",
-                                   f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
-                                   f"{dtype}, and on the CPU that tensor is held in {base.dtype}")
+        held = str(base.dtype)
+        on_gpu = narrow.get(str(base.name), held)  # the base's dtype on the GPU
+        same = _canonical(dtype) == _canonical(on_gpu) and _cpu_dtype(dtype) == held
+        real_bytes = dtype not in NARROW_FLOATS and dtype != "bool" and on_gpu not in NARROW_FLOATS
+        if not (same or real_bytes):
+            # the bytes of a GPU type the CPU holds in float32 (or a bool held as a byte): not the GPU's bytes.
+            # Raised after the walk (an exception inside TVM's callback would lose its kind).
+            file, line, text = _locate(func, rf"\bT\.view\(\s*{re.escape(str(base.name))}\b|"
+                                             rf"\b{re.escape(str(buf.name))}\b")
+            view_refusals.append(EmulationRefused(
+                name, f"a view of {base.name} ({on_gpu}) as {dtype}",
+                f"it reads the bytes of a {on_gpu} buffer as {dtype}, and on the CPU that buffer is held in {held} "
+                "(a view that keeps the dtype, or one between types the CPU holds as the GPU does, runs)",
+                file, line, text))
+            return None
         if dtype in NARROW_FLOATS:
             narrow[str(buf.name)] = _canonical(dtype)
         new = tirx.decl_buffer(buf.shape, _cpu_dtype(dtype), str(buf.name), data=base.data, scope=buf.scope(),
@@ -906,6 +922,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
     body = tirx.stmt_functor.ir_transform(body, None, post)
+    if view_refusals:
+        raise view_refusals[0]
     body = _imported_bits(body, func, narrow, name)
     body = _stage_views(body)
     sparse = _sparse_gemms(body, name, narrow)

@@ -898,6 +898,7 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
 
 _SPLIT = "tilelab_split_vectors"  # the key, among the lowering's buffers, of vector locals held as their lanes
 _VECTOR_BINDS = "tilelab_vector_binds"  # the key, among the lowering's buffers, of vectors of indices bound once
+_NARROW_LANES = ("float16", "bfloat16")  # pairs of these are stored lane by lane, whatever op made them
 _LANEWISE = ("tl.fma2", "tl.abs2")  # packed ops given their meaning lane by lane, where a store takes the pair
 
 
@@ -972,19 +973,20 @@ def _lane(e: Any, k: int, buffers: dict[Any, Any], used: set[str]) -> Any:
 
 
 def _without_unused_binds(body: Any, binds: dict[Any, Any]) -> Any:
-    """``body`` without the bindings of ``binds``' variables that nothing reads any more (the
-    variable's only occurrence is its binding's)."""
+    """``body`` without the bindings of ``binds``' variables that nothing reads any more."""
     tirx = tilelang().tvm.tirx
-    counts: dict[Any, int] = {}
-    tirx.stmt_functor.post_order_visit(body, lambda n: counts.__setitem__(n, counts.get(n, 0) + 1)
+
+    def drop(keep: set[Any]) -> Any:
+        def post(n: Any) -> Any:
+            if isinstance(n, tirx.Bind) and n.var in binds and n.var not in keep:
+                return tirx.Evaluate(tirx.const(0, "int32"))
+            return None
+        return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Bind"])
+
+    read: set[Any] = set()  # the variables the body reads once every such binding is gone
+    tirx.stmt_functor.post_order_visit(drop(set()), lambda n: read.add(n)
                                        if isinstance(n, tirx.Var) and n in binds else None)
-
-    def post(n: Any) -> Any:
-        if isinstance(n, tirx.Bind) and n.var in binds and counts.get(n.var, 0) <= 1:
-            return tirx.Evaluate(tirx.const(0, "int32"))
-        return None
-
-    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Bind"])
+    return drop(read)
 
 
 def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
@@ -1043,7 +1045,8 @@ def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> 
 
 
 def _holds_lanewise(value: Any) -> bool:
-    """Whether ``value`` holds a packed op of :data:`_LANEWISE` or a reinterpreted wide load by hand."""
+    """Whether ``value`` holds a packed op of :data:`_LANEWISE` or a reinterpreted wide load by hand,
+    or is a vector of float16 or bfloat16."""
     tirx = tilelang().tvm.tirx
     found: list[Any] = []
 
@@ -1055,7 +1058,9 @@ def _holds_lanewise(value: Any) -> bool:
                 found.append(n)
 
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), visit)
-    return bool(found)
+    # a vector of a narrow float type (T.add2 of bfloat16 pairs): the CPU computes in float32 and rounds each
+    # stored value, one lane at a time
+    return bool(found) or _scalar_dtype(value.dtype) in _NARROW_LANES
 
 
 def _lanewise(store: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
