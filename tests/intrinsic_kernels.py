@@ -364,3 +364,19 @@ def pair_lanes(dtype: str = "bfloat16") -> T.PrimFunc:
             B[1] = T.extract_lane(pair, 1)
 
     return main
+
+
+def shared_views(new_dtype: str = "int32", rows: int = 4, cols: int = 8) -> T.PrimFunc:
+    """A float32 shared tile viewed as ``new_dtype`` (int32: its bits; bfloat16: two halves of each
+    word, which the CPU cannot give: it holds bfloat16 in float32): B = the view's elements."""
+    per = 32 // {"int32": 32, "bfloat16": 16, "int8": 8}[new_dtype]
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows, cols * per), new_dtype)) -> None:
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_shared((rows, cols), "float32")
+            seen = T.view(tile, (rows, cols * per), dtype=new_dtype)
+            T.copy(A, tile)
+            T.copy(seen, B)
+
+    return main

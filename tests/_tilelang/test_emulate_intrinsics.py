@@ -430,3 +430,18 @@ def test_a_vector_local_of_a_narrow_type_is_held_as_its_lanes_each_rounded(dtype
     assert torch.equal(b, torch.stack([a[1] * 3, a[0]]))
     if dtype == "bfloat16":
         assert b[0].item() == 3.03125
+
+
+def test_a_view_of_a_shared_tile_reads_its_bytes_or_is_refused_by_name_with_its_line():
+    """T.view of a float32 shared tile as int8: the tile's bytes, as torch's view of the same floats
+    (the CPU holds float32 as the GPU does); as bfloat16: refused with the view's line (the CPU holds
+    a bfloat16 element in float32, so the halves of a word have no place), never a wrong read."""
+    a = torch.randn(4, 8)
+    b = torch.zeros(4, 32, dtype=torch.int8)
+    result = tilelab.run(ik.shared_views("int8"), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    assert torch.equal(b, a.view(torch.int8))
+    with pytest.raises(tilelab.EmulationError, match=r"a view of tile \(float32\) as bfloat16 \(line \d+: seen = "
+                                                     r"T\.view\(tile"):
+        tilelab.run(ik.shared_views("bfloat16"), a, torch.zeros(4, 16, dtype=torch.bfloat16), device="cpu",
+                    outputs=["B"])
