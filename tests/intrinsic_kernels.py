@@ -158,7 +158,8 @@ def async_copies(rows: int = 4, cols: int = 16, shift: int = 0) -> T.PrimFunc:
     return main
 
 
-def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0) -> T.PrimFunc:
+def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0,
+           generator: str = "curandStatePhilox4_32_10_t") -> T.PrimFunc:
     """Thread t of the block: T.rng_init(seed, first_seq + t, offset), then ``draws`` words of its
     stream (T.rng_rand, their bits as int32) into W[t, :], one uniform float into U[t], then three
     normal floats into G[t, :] (Box-Muller: two words for the first two, two more for the third)."""
@@ -168,7 +169,7 @@ def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, fir
              G: T.Tensor((threads, 3), "float32")) -> None:
         with T.Kernel(1, threads=threads):
             t = T.get_thread_binding()
-            T.rng_init(seed, first_seq + t, offset)
+            T.rng_init(seed, first_seq + t, offset, generator=generator)
             for k in T.serial(draws):
                 W[t, k] = T.reinterpret("int32", T.rng_rand())
             U[t] = T.rng_rand_float()

@@ -1234,7 +1234,9 @@ INTRINSICS.update({i.op: i for i in (
     Intrinsic("tl.tl_shuffle_elect", "T.shuffle_elect(n): true for one thread of each group of n threads (lane 0 of "
               "the group's first warp; n = 0: of the block)", _shuffle_elect),
     Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off): the thread's curand Philox4_32_10 state, "
-              "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init),
+              "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init,
+              "with curand's default generator, generator=\"curandStatePhilox4_32_10_t\" (any seed, subsequence and "
+              "offset expressions); the XORWOW and MRG32k3a generators' streams are not reproduced"),
     Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
               _rng_rand),
     Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
