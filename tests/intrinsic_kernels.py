@@ -381,3 +381,22 @@ def shared_views(new_dtype: str = "int32", rows: int = 4, cols: int = 8) -> T.Pr
             T.copy(seen, B)
 
     return main
+
+
+def generator_draws(generator: str, threads: int = 4, draws: int = 5, seed: int = 0, offset: int = 0,
+                    first_seq: int = 0) -> T.PrimFunc:
+    """Thread t: T.rng_init(seed, first_seq + t, offset, generator=generator), then ``draws`` words of its
+    stream (their bits as int32) into W[t, :], a uniform float into U[t] and a uniform double into D[t]."""
+
+    @T.prim_func
+    def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32"),
+             D: T.Tensor((threads,), "float64")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            T.rng_init(seed, first_seq + t, offset, generator=generator)
+            for k in T.serial(draws):
+                W[t, k] = T.reinterpret("int32", T.rng_rand())
+            U[t] = T.rng_rand_float()
+            D[t] = T.rng_rand_float(64)
+
+    return main

@@ -447,9 +447,127 @@ def test_a_view_of_a_shared_tile_reads_its_bytes_or_is_refused_by_name_with_its_
                     outputs=["B"])
 
 
+_M1, _M2 = 4294967087, 4294944443  # MRG32k3a (L'Ecuyer 1999): the two moduli and the step's matrices
+_A1 = [[0, 1, 0], [0, 0, 1], [_M1 - 810728, 1403580, 0]]
+_A2 = [[0, 1, 0], [0, 0, 1], [_M2 - 1370589, 0, 527612]]
+
+
+def _mat3(a, b, m):
+    return [[sum(a[i][k] * b[k][j] for k in range(3)) % m for j in range(3)] for i in range(3)]
+
+
+def _mat3_pow(a, e, m):
+    out = [[int(i == j) for j in range(3)] for i in range(3)]
+    while e:
+        if e & 1:
+            out = _mat3(out, a, m)
+        a, e = _mat3(a, a, m), e >> 1
+    return out
+
+
+def _mrg_outputs(seed, subsequence, offset, count):
+    """curand's MRG32k3a: every word 12345, times the salted seed's words when the seed is not 0; then
+    subsequence * 2^76 + offset steps (one matrix power of Python integers); then ``count`` outputs
+    p1 - p2 in (0, m1]."""
+    s1, s2 = [12345] * 3, [12345] * 3
+    if seed:
+        x1, x2 = (seed & _MASK) ^ 0x55555555, ((seed >> 32) & _MASK) ^ 0xAAAAAAAA
+        s1 = [x1 * 12345 % _M1, x2 * 12345 % _M1, x1 * 12345 % _M1]
+        s2 = [x2 * 12345 % _M2, x1 * 12345 % _M2, x2 * 12345 % _M2]
+    steps = (subsequence % 2 ** 51) * 2 ** 76 + offset
+    p1, p2 = _mat3_pow(_A1, steps, _M1), _mat3_pow(_A2, steps, _M2)
+    s1 = [sum(p1[i][k] * s1[k] for k in range(3)) % _M1 for i in range(3)]
+    s2 = [sum(p2[i][k] * s2[k] for k in range(3)) % _M2 for i in range(3)]
+    out = []
+    for _ in range(count):
+        n1, n2 = (1403580 * s1[1] - 810728 * s1[0]) % _M1, (527612 * s2[2] - 1370589 * s2[0]) % _M2
+        s1, s2 = [s1[1], s1[2], n1], [s2[1], s2[2], n2]
+        out.append(n1 - n2 if n1 > n2 else n1 - n2 + _M1)
+    return out
+
+
+def test_the_reference_mrg32k3a_gives_lecuyers_first_number():
+    """Seed 0 is the published generator (every word 12345): its first output, by hand, is
+    (592852 * 12345 mod m1) - (-842977 * 12345 mod m2) = 3023790853 - 2478282264, L'Ecuyer's first
+    number of the default stream, 0.127011122 (times 1 / (m1 + 1))."""
+    assert _mrg_outputs(0, 0, 0, 1) == [545508589]
+    assert round(545508589 / (_M1 + 1), 9) == 0.127011122
+    assert _mrg_outputs(7, 0, 3, 2) == _mrg_outputs(7, 0, 0, 5)[3:]  # an offset is that many steps
+
+
+def _xorwow_outputs(seed, subsequence, offset, count):
+    """curand's XORWOW: the seed's words salted and mixed into v and the Weyl counter d, then
+    subsequence * 2^67 + offset steps of v (a matrix power over GF(2) of 160-bit integers: bit 32 i + j
+    is bit j of v[i]) and d += 362437 * offset; then ``count`` outputs v4 + d."""
+    s0, s1 = (seed & _MASK) ^ 0xAAD26B49, ((seed >> 32) & _MASK) ^ 0xF7DCEFDD
+    t0, t1 = 1099087573 * s0 & _MASK, 2591861531 * s1 & _MASK
+    v = [(123456789 + t0) & _MASK, 362436069 ^ t0, (521288629 + t1) & _MASK, 88675123 ^ t1, (5783321 + t0) & _MASK]
+    d = (6615241 + t1 + t0) & _MASK
+
+    def step(w):
+        t = w[0] ^ (w[0] >> 2)
+        return [w[1], w[2], w[3], w[4], ((w[4] ^ (w[4] << 4)) ^ (t ^ (t << 1))) & _MASK]
+
+    def pack(w):
+        return sum(x << (32 * i) for i, x in enumerate(w))
+
+    def unpack(x):
+        return [(x >> (32 * i)) & _MASK for i in range(5)]
+
+    def apply(rows, x):
+        out = 0
+        while x:
+            low = x & -x
+            out ^= rows[low.bit_length() - 1]
+            x ^= low
+        return out
+
+    rows = [pack(step(unpack(1 << i))) for i in range(160)]
+    state, e = pack(v), subsequence * 2 ** 67 + offset
+    while e:
+        if e & 1:
+            state = apply(rows, state)
+        rows, e = [apply(rows, r) for r in rows], e >> 1
+    v, d = unpack(state), (d + 362437 * offset) & _MASK
+    out = []
+    for _ in range(count):
+        v, d = step(v), (d + 362437) & _MASK
+        out.append((v[4] + d) & _MASK)
+    return out
+
+
+@pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t",
+                                       pytest.param("curandStateXORWOW_t", marks=pytest.mark.heavy)])
+def test_mrg32k3a_and_xorwow_draw_curands_streams_for_each_thread(generator):
+    """Thread t: curand_init(seed, t, 5) of the generator, five words, a uniform float, a uniform
+    double: the references above, and curand's conversions (MRG32k3a: the output times 1.000000048662
+    truncated for a word, times 1 / m1 for the uniforms; XORWOW: a word, x * 2^-32 + 2^-33, and two
+    words x ^ (y << 21) times 2^-53 plus 2^-54)."""
+    threads, draws, seed, offset = 4, 5, 0x0123456789ABCDEF, 5
+    words, uniform, double = torch.zeros(threads, draws, dtype=torch.int32), torch.zeros(threads), \
+        torch.zeros(threads, dtype=torch.float64)
+    result = tilelab.run(ik.generator_draws(generator, threads, draws, seed, offset), words, uniform, double,
+                         device="cpu", outputs=["W", "U", "D"])
+    assert result.passed, result
+    got = _np(words).view(np.uint32).tolist()
+    if generator == "curandStateMRG32k3a_t":
+        outs = [_mrg_outputs(seed, t, offset, draws + 2) for t in range(threads)]
+        assert got == [[int(float(r) * 1.000000048662) for r in o[:draws]] for o in outs]
+        np.testing.assert_array_equal(_np(uniform), [np.float32(o[draws] * 2.3283065498378288e-10) for o in outs])
+        np.testing.assert_array_equal(_np(double), [o[draws + 1] * 2.3283065498378288e-10 for o in outs])
+        assert got[0] != [int(float(r) * 1.000000048662) for r in _mrg_outputs(seed, 0, 0, draws)]  # offset kept
+    else:
+        outs = [_xorwow_outputs(seed, t, offset, draws + 3) for t in range(threads)]
+        assert got == [o[:draws] for o in outs]
+        np.testing.assert_array_equal(_np(uniform), [np.float32(o[draws]) * np.float32(2.0 ** -32)
+                                                     + np.float32(2.0 ** -33) for o in outs])
+        np.testing.assert_array_equal(_np(double), [(o[draws + 1] ^ (o[draws + 2] << 21)) * 2.0 ** -53 + 2.0 ** -54
+                                                    for o in outs])
+
+
 @pytest.mark.heavy  # a compile (about 1.5 s) for a refusal's text
-def test_another_generator_than_philox_is_refused_by_name_with_the_form_that_runs():
-    line = r"tl\.rng_init \(line \d+: T\.rng_init\(seed, first_seq \+ t, offset, generator=generator\)\)"
-    with pytest.raises(tilelab.EmulationError, match=line + r".*curandStatePhilox4_32_10_t"):
+def test_a_normal_draw_of_another_generator_than_philox_is_refused_by_name_with_the_forms_that_run():
+    with pytest.raises(tilelab.EmulationError, match=r"tl\.rng_rand_float \(line \d+: .*normal of float32 from "
+                                                     r"Philox4_32_10"):
         tilelab.run(ik.philox(generator="curandStateMRG32k3a_t"), torch.zeros(8, 6, dtype=torch.int32),
                     torch.zeros(8), torch.zeros(8, 3), device="cpu", outputs=["W"])

@@ -5,11 +5,11 @@ docstring, its CUDA template). An intrinsic that is neither here nor known to th
 is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it.
 
 Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
-Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
+Philox4_32_10, MRG32k3a and XORWOW generators behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
 side includes in every CPU-path kernel. A store of a pair or vector whose lanes TileLang's C cannot
 build (``T.fma2``, ``T.abs2``, a load by hand reinterpreted as float lanes) is stored lane by lane.
 Left refused, by name: the packed max2/min2, ``T.rng_rand_float(64, "normal")`` and the
-XORWOW/MRG32k3a generators, cluster operations, and ``T.sync_grid`` (its own refusal: the
+normals of the XORWOW/MRG32k3a generators, cluster operations, and ``T.sync_grid`` (its own refusal: the
 blocks run one after another)."""
 
 from __future__ import annotations
@@ -409,6 +409,11 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
                                        if isinstance(n, tirx.Bind) and n.var.dtype.lanes > 1
                                        and isinstance(n.value, (tirx.Ramp, tirx.Broadcast)) else None)
     buffers[_VECTOR_BINDS] = vector_binds
+    generators: set[str] = set()  # the curand state types the kernel's T.rng_init calls name
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: generators.add(str(getattr(n.args[3], "value", "")))
+                                       if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) == "tl.rng_init"
+                                       and len(n.args) > 3 else None)
+    buffers[_GENERATOR] = generators
     split_body = _split_vector_locals(func.body, buffers, used)  # vector locals held as their lanes
 
     def wide_load(value: Any) -> bool:
@@ -582,6 +587,18 @@ RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uin
 RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state, int32 site): curand_normal(&state)
 RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
 RNG_STATE_NAME = "tilelab_rng_state"
+# curand's generators T.rng_init names, each one's functions of the runtime (a draw's kind absent: refused)
+GENERATORS: dict[str, dict[str, str]] = {
+    "curandStatePhilox4_32_10_t": {"init": RNG_INIT_FUNCTION, "next": RNG_NEXT_FUNCTION,
+                                   "uniform": RNG_UNIFORM_FUNCTION, "uniform_double": RNG_UNIFORM_DOUBLE_FUNCTION,
+                                   "normal": RNG_NORMAL_FUNCTION},
+    "curandStateMRG32k3a_t": {"init": "tilelab_emu_mrg_init", "next": "tilelab_emu_mrg_next",
+                              "uniform": "tilelab_emu_mrg_uniform", "uniform_double": "tilelab_emu_mrg_uniform_double"},
+    "curandStateXORWOW_t": {"init": "tilelab_emu_xorwow_init", "next": "tilelab_emu_xorwow_next",
+                            "uniform": "tilelab_emu_xorwow_uniform",
+                            "uniform_double": "tilelab_emu_xorwow_uniform_double"},
+}
+_GENERATOR = "tilelab_rng_generator"  # the key, among the lowering's buffers, of the kernel's one generator
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
 FMA_TO_ODD_FUNCTION = "tilelab_emu_fma_to_odd"  # float (float a, float b, float c): rounded to odd
 
@@ -766,6 +783,149 @@ static inline float tilelab_emu_philox_normal(uint32_t* state, int32_t site) {
 static inline double tilelab_emu_philox_uniform_double(uint32_t* state, int32_t site) {
   (void)site;
   uint64_t x = tilelab_emu_philox_word(state), y = tilelab_emu_philox_word(state);
+  uint64_t z = x ^ (y << 21);
+  return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+/* T.rng_init(..., generator="curandStateMRG32k3a_t"): L'Ecuyer's MRG32k3a as curand seeds and steps it.
+   state: s1[3] (words 0-2, modulo m1), s2[3] (words 3-5, modulo m2). A step: p1 = a12 s1[1] - a13n s1[0]
+   (mod m1), p2 = a21 s2[2] - a23n s2[0] (mod m2), each component shifted in; the output is p1 - p2 in
+   (0, m1]. curand_init: every word 12345, times the seed's words salted (x1 = low ^ 0x55555555,
+   x2 = high ^ 0xAAAAAAAA) modulo m when the seed is not 0, then 2^76 steps per subsequence (the
+   subsequence masked to 51 bits) and offset steps, as powers of the step's matrices. */
+static const uint64_t TILELAB_MRG_M1 = 4294967087ull, TILELAB_MRG_M2 = 4294944443ull;
+static inline void tilelab_emu_mrg_matmul(const uint64_t* a, const uint64_t* b, uint64_t m, uint64_t* out) {
+  uint64_t r[9];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      uint64_t acc = 0;
+      for (int k = 0; k < 3; k++) acc = (acc + a[3 * i + k] * b[3 * k + j] % m) % m;
+      r[3 * i + j] = acc;
+    }
+  memcpy(out, r, sizeof r);
+}
+/* s = (step^(2^squarings))^n s, modulo m: the step's matrix squared, then applied by n's bits */
+static inline void tilelab_emu_mrg_skip(const uint64_t* step, int squarings, uint64_t n, uint64_t m, uint32_t* s) {
+  uint64_t p[9];
+  memcpy(p, step, sizeof p);
+  for (int i = 0; i < squarings; i++) tilelab_emu_mrg_matmul(p, p, m, p);
+  while (n) {
+    if (n & 1) {
+      uint64_t v[3];
+      for (int i = 0; i < 3; i++)
+        v[i] = (p[3 * i] * s[0] % m + p[3 * i + 1] * s[1] % m + p[3 * i + 2] * s[2] % m) % m;
+      for (int i = 0; i < 3; i++) s[i] = (uint32_t)v[i];
+    }
+    n >>= 1;
+    if (n) tilelab_emu_mrg_matmul(p, p, m, p);
+  }
+}
+static inline int32_t tilelab_emu_mrg_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  const uint64_t a1[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M1 - 810728u, 1403580u, 0};
+  const uint64_t a2[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M2 - 1370589u, 0, 527612u};
+  for (int i = 0; i < 9; i++) state[i] = i < 6 ? 12345u : 0u;
+  if (seed != 0) {
+    uint64_t x1 = (uint32_t)seed ^ 0x55555555u, x2 = (uint32_t)(seed >> 32) ^ 0xAAAAAAAAu;
+    state[0] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M1);
+    state[1] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M1);
+    state[2] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M1);
+    state[3] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M2);
+    state[4] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M2);
+    state[5] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M2);
+  }
+  subsequence &= (1ull << 51) - 1;
+  tilelab_emu_mrg_skip(a1, 76, subsequence, TILELAB_MRG_M1, state);
+  tilelab_emu_mrg_skip(a2, 76, subsequence, TILELAB_MRG_M2, state + 3);
+  tilelab_emu_mrg_skip(a1, 0, offset, TILELAB_MRG_M1, state);
+  tilelab_emu_mrg_skip(a2, 0, offset, TILELAB_MRG_M2, state + 3);
+  return 0;
+}
+static inline uint32_t tilelab_emu_mrg_step(uint32_t* state) {
+  uint64_t p1 = (1403580ull * state[1] + 810728ull * (TILELAB_MRG_M1 - state[0])) % TILELAB_MRG_M1;
+  uint64_t p2 = (527612ull * state[5] + 1370589ull * (TILELAB_MRG_M2 - state[3])) % TILELAB_MRG_M2;
+  state[0] = state[1]; state[1] = state[2]; state[2] = (uint32_t)p1;
+  state[3] = state[4]; state[4] = state[5]; state[5] = (uint32_t)p2;
+  return p1 <= p2 ? (uint32_t)(p1 - p2 + TILELAB_MRG_M1) : (uint32_t)(p1 - p2);
+}
+/* curand: the output in (0, m1] times 1.000000048662 (about 2^32 / m1), truncated */
+static inline uint32_t tilelab_emu_mrg_next(uint32_t* state, int32_t site) {
+  (void)site;
+  return (uint32_t)((double)tilelab_emu_mrg_step(state) * 1.000000048662);
+}
+/* curand_uniform(_double): the output times 2.3283065498378288e-10 (1 / m1), rounded to float for the float */
+static inline float tilelab_emu_mrg_uniform(uint32_t* state, int32_t site) {
+  (void)site;
+  return (float)((double)tilelab_emu_mrg_step(state) * 2.3283065498378288e-10);
+}
+static inline double tilelab_emu_mrg_uniform_double(uint32_t* state, int32_t site) {
+  (void)site;
+  return (double)tilelab_emu_mrg_step(state) * 2.3283065498378288e-10;
+}
+/* T.rng_init(..., generator="curandStateXORWOW_t"): Marsaglia's xorwow as curand seeds and steps it.
+   state: v[5] (words 0-4), the Weyl counter d (word 5). A step: t = v0 ^ (v0 >> 2), v shifted down,
+   v4 = (v4 ^ (v4 << 4)) ^ (t ^ (t << 1)), d += 362437, the output v4 + d. curand_init: the seed's words
+   salted and mixed into v and d, then 2^67 steps per subsequence and offset steps of v (as powers of
+   the step's matrix over GF(2), a row per bit of v: the image of that bit), d += 362437 * offset. */
+#define TILELAB_XORWOW_POWERS 131  /* step^(2^k): k < 64 for offsets, 67 + k for subsequences */
+static uint32_t tilelab_emu_xorwow_pow[TILELAB_XORWOW_POWERS][160][5];
+static int tilelab_emu_xorwow_known = 0;
+static inline void tilelab_emu_xorwow_apply(const uint32_t (*m)[5], uint32_t* v) {
+  uint32_t r[5] = {0, 0, 0, 0, 0};
+  for (int i = 0; i < 160; i++)
+    if ((v[i / 32] >> (i % 32)) & 1u)
+      for (int k = 0; k < 5; k++) r[k] ^= m[i][k];
+  memcpy(v, r, sizeof r);
+}
+static inline void tilelab_emu_xorwow_linear_step(uint32_t* v) {
+  uint32_t t = v[0] ^ (v[0] >> 2);
+  v[0] = v[1]; v[1] = v[2]; v[2] = v[3]; v[3] = v[4];
+  v[4] = (v[4] ^ (v[4] << 4)) ^ (t ^ (t << 1));
+}
+static inline void tilelab_emu_xorwow_powers(void) {
+  if (tilelab_emu_xorwow_known) return;
+  for (int i = 0; i < 160; i++) {
+    uint32_t v[5] = {0, 0, 0, 0, 0};
+    v[i / 32] = 1u << (i % 32);
+    tilelab_emu_xorwow_linear_step(v);
+    memcpy(tilelab_emu_xorwow_pow[0][i], v, sizeof v);
+  }
+  for (int k = 1; k < TILELAB_XORWOW_POWERS; k++)
+    for (int i = 0; i < 160; i++) {
+      uint32_t v[5];
+      memcpy(v, tilelab_emu_xorwow_pow[k - 1][i], sizeof v);
+      tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[k - 1], v);
+      memcpy(tilelab_emu_xorwow_pow[k][i], v, sizeof v);
+    }
+  tilelab_emu_xorwow_known = 1;
+}
+static inline int32_t tilelab_emu_xorwow_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  uint32_t s0 = (uint32_t)seed ^ 0xaad26b49u, s1 = (uint32_t)(seed >> 32) ^ 0xf7dcefddu;
+  uint32_t t0 = 1099087573u * s0, t1 = 2591861531u * s1;
+  for (int i = 0; i < 9; i++) state[i] = 0;
+  state[5] = 6615241u + t1 + t0;
+  state[0] = 123456789u + t0; state[1] = 362436069u ^ t0; state[2] = 521288629u + t1;
+  state[3] = 88675123u ^ t1; state[4] = 5783321u + t0;
+  tilelab_emu_xorwow_powers();
+  for (int k = 0; k < 64; k++) {
+    if ((subsequence >> k) & 1u) tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[67 + k], state);
+  }
+  for (int k = 0; k < 64; k++) {
+    if ((offset >> k) & 1u) tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[k], state);
+  }
+  state[5] += 362437u * (uint32_t)offset;
+  return 0;
+}
+static inline uint32_t tilelab_emu_xorwow_next(uint32_t* state, int32_t site) {
+  (void)site;
+  tilelab_emu_xorwow_linear_step(state);
+  state[5] += 362437u;
+  return state[4] + state[5];
+}
+/* curand_uniform: x * 2^-32 + 2^-33; curand_uniform_double: two words, x ^ (y << 21) of 53 bits */
+static inline float tilelab_emu_xorwow_uniform(uint32_t* state, int32_t site) {
+  return (float)tilelab_emu_xorwow_next(state, site) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+}
+static inline double tilelab_emu_xorwow_uniform_double(uint32_t* state, int32_t site) {
+  uint64_t x = tilelab_emu_xorwow_next(state, site), y = tilelab_emu_xorwow_next(state, site);
   uint64_t z = x ^ (y << 21);
   return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
 }
@@ -1140,6 +1300,14 @@ def _rng_state(buffers: dict[Any, Any]) -> Any:
 _SITES = "tilelab_draw_sites"  # the key, among the lowering's buffers, of how many draws it has numbered
 
 
+def _generator(buffers: dict[Any, Any]) -> str | None:
+    """The generator of the kernel's T.rng_init calls (curand's state type; Philox4_32_10 when there
+    is none), None when they name more than one or one :data:`GENERATORS` lacks."""
+    found = buffers.get(_GENERATOR, set())
+    generator = next(iter(found)) if len(found) == 1 else "curandStatePhilox4_32_10_t" if not found else None
+    return generator if generator in GENERATORS else None
+
+
 def _draw_site(buffers: dict[Any, Any]) -> Any:
     """The next draw's number in this kernel: an argument the runtime ignores, which makes each draw's
     call a text of its own in the C source (TVM's C code generator names a repeated expression of a
@@ -1149,19 +1317,27 @@ def _draw_site(buffers: dict[Any, Any]) -> Any:
 
 
 def _rng_init(call: Any, buffers: dict[Any, Any]) -> Any:
-    """``T.rng_init(seed, seq, off)``: curand_init(seed, seq, off, &state) of the Philox4_32_10
-    generator (the default): key = the seed's two words, counter = seq subsequences of 2^64 blocks
-    of four words, then off words on."""
+    """``T.rng_init(seed, seq, off, generator=...)``: curand_init(seed, seq, off, &state) of the
+    kernel's generator. Philox4_32_10 (the default): key = the seed's two words, counter = seq
+    subsequences of 2^64 blocks of four words, then off words on; MRG32k3a: seq subsequences of 2^76
+    steps, then off steps; XORWOW: seq subsequences of 2^67 steps, then off steps (the runtime's
+    tilelab_emu_mrg_init / tilelab_emu_xorwow_init, curand's seeding of each)."""
     tirx = tilelang().tvm.tirx
-    if len(call.args) < 4 or str(getattr(call.args[3], "value", "")) != "curandStatePhilox4_32_10_t":
+    generator = _generator(buffers)
+    if len(call.args) < 4 or generator is None or str(getattr(call.args[3], "value", "")) != generator:
         return None
     seed, seq, off = (tirx.Cast("uint64", a) for a in call.args[:3])
-    return tirx.Evaluate(tirx.call_extern("int32", RNG_INIT_FUNCTION, _rng_state(buffers), seed, seq, off))
+    return tirx.Evaluate(tirx.call_extern("int32", GENERATORS[generator]["init"], _rng_state(buffers), seed, seq,
+                                          off))
 
 
 def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_rand()``: curand(&state), the next 32-bit word of the thread's Philox stream."""
-    return tilelang().tvm.tirx.call_extern("uint32", RNG_NEXT_FUNCTION, _rng_state(buffers), _draw_site(buffers))
+    generator = _generator(buffers)
+    if generator is None:
+        return None
+    return tilelang().tvm.tirx.call_extern("uint32", GENERATORS[generator]["next"], _rng_state(buffers),
+                                           _draw_site(buffers))
 
 
 def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
@@ -1171,11 +1347,12 @@ def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
     (refused): curand draws its four words in a way this rule does not follow."""
     tirx = tilelang().tvm.tirx
     dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
-    if dist == "normal" and not wide:
-        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers), _draw_site(buffers))
-    if dist != "uniform":
+    generator = _generator(buffers)
+    if generator is None:
         return None
-    name = RNG_UNIFORM_DOUBLE_FUNCTION if wide else RNG_UNIFORM_FUNCTION
+    name = GENERATORS[generator].get(f"{dist}{'_double' if wide else ''}")
+    if name is None:
+        return None
     return tirx.call_extern(str(call.dtype), name, _rng_state(buffers), _draw_site(buffers))
 
 
@@ -1233,14 +1410,17 @@ INTRINSICS.update({i.op: i for i in (
     Intrinsic("tirx.ldexp", "T.ldexp(x, e): x * 2**e (C's ldexp, e an integer)", _ldexp),
     Intrinsic("tl.tl_shuffle_elect", "T.shuffle_elect(n): true for one thread of each group of n threads (lane 0 of "
               "the group's first warp; n = 0: of the block)", _shuffle_elect),
-    Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off): the thread's curand Philox4_32_10 state, "
-              "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init,
-              "with curand's default generator, generator=\"curandStatePhilox4_32_10_t\" (any seed, subsequence and "
-              "offset expressions); the XORWOW and MRG32k3a generators' streams are not reproduced"),
+    Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off, generator=...): the thread's curand state, "
+              "curand_init(seed, seq, off): seq picks the subsequence, off skips draws of it; Philox4_32_10 (the "
+              "default), MRG32k3a and XORWOW, each as curand seeds and steps it", _rng_init,
+              "with one of curand's generators Philox4_32_10, MRG32k3a and XORWOW, the same one for every "
+              "T.rng_init of the kernel"),
     Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
               _rng_rand),
     Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
-              "thread's stream, in (0, 1]; curand_normal (float32: Box-Muller, within the GPU's fast log and sine)",
-              _rng_rand_float),
+              "thread's stream, in (0, 1]; curand_normal (float32, Philox4_32_10: Box-Muller, within the GPU's fast "
+              "log and sine)", _rng_rand_float,
+              "uniform of any of the three generators, normal of float32 from Philox4_32_10 (the normals of the "
+              "others and float64 normals are not reproduced)"),
 )})
 STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]
