@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 
+import input_kernels as inputs_k
 import pytest
 import torch
 from gemm_dynamic import matmul_dynamic_m
@@ -166,26 +167,12 @@ GEMM_PARAMS = [Param("A", "tensor", "float16", ("m", 64)), Param("B", "tensor", 
                Param("C", "tensor", "float16", ("m", 32), is_output=True)]
 
 
-def _row_sums_plus_one(rows, k):
-    import tilelang.language as T
-
-    @T.prim_func
-    def main(A: T.Tensor((rows, k), "float32"), S: T.Tensor((rows,), "float32")):
-        with T.Kernel(1, threads=32):
-            for i in T.Parallel(rows):
-                S[i] = 1.0
-                for j in T.serial(k):
-                    S[i] += A[i, j]
-
-    return main
-
-
 def test_an_extent_compiled_as_zero_launches_an_empty_tensor_as_a_gpu_does():
     """A kernel compiled with an extent 0 (TileLang launches it on a GPU: a loop over it runs no
     iteration) runs on the CPU too, on the empty tensor a caller passes (torch's strides for it are
     not the row-major ones TileLang's host code checks): S = 1 + the empty row sums."""
     a, s = torch.zeros(8, 0), torch.zeros(8)
-    result = tilelab.run(_row_sums_plus_one(8, 0), a, s, device="cpu", outputs=["S"])
+    result = tilelab.run(inputs_k.row_sums_plus_one(8, 0), a, s, device="cpu", outputs=["S"])
     assert result.passed, result
     assert torch.equal(s, 1 + a.sum(1))
 
@@ -230,26 +217,12 @@ def test_given_tensors_are_checked_and_errors_say_what_to_change():
     assert _inputs.build_inputs(strided, [x], {}, device="cpu")[0][0] is x
 
 
-def _copy_columns(rows, cols, stride_a, stride_b):
-    import tilelang.language as T
-
-    @T.prim_func
-    def main(A: T.StridedTensor[(rows, cols), (1, stride_a), T.float32],
-             B: T.StridedTensor[(rows, cols), (1, stride_b), T.float32]):
-        with T.Kernel(1, threads=cols):
-            col = T.get_thread_binding(0)
-            for row in T.vectorized(rows):
-                B[row, col] = A[row, col] * 2.0
-
-    return main
-
-
 def test_a_strided_tensor_parameter_keeps_its_strides_when_outputs_are_named():
     """T.StridedTensor parameters (column-major, padded) with outputs= naming one: the CPU run takes the
     caller's strided views, as TileLang's own launcher does, and writes B through its strides."""
     base_a, base_b = torch.randn(10, 32), torch.zeros(12, 32)
     a, b = torch.as_strided(base_a, (8, 32), (1, 10)), torch.as_strided(base_b, (8, 32), (1, 12))
-    result = tilelab.run(_copy_columns(8, 32, 10, 12), a, b, device="cpu", outputs=["B"])
+    result = tilelab.run(inputs_k.copy_columns(8, 32, 10, 12), a, b, device="cpu", outputs=["B"])
     assert result.passed, result
     assert torch.equal(b, 2 * a)
     flat = base_b.view(-1)
