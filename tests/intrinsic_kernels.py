@@ -384,13 +384,15 @@ def shared_views(new_dtype: str = "int32", rows: int = 4, cols: int = 8) -> T.Pr
 
 
 def generator_draws(generator: str, threads: int = 4, draws: int = 5, seed: int = 0, offset: int = 0,
-                    first_seq: int = 0) -> T.PrimFunc:
+                    first_seq: int = 0, double_normals: bool = False) -> T.PrimFunc:
     """Thread t: T.rng_init(seed, first_seq + t, offset, generator=generator), then ``draws`` words of its
-    stream (their bits as int32) into W[t, :], a uniform float into U[t] and a uniform double into D[t]."""
+    stream (their bits as int32) into W[t, :], a uniform float into U[t], a uniform double into D[t],
+    three normal floats into G[t, :] and (``double_normals``) two normal doubles into H[t, :]."""
 
     @T.prim_func
     def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32"),
-             D: T.Tensor((threads,), "float64")) -> None:
+             D: T.Tensor((threads,), "float64"), G: T.Tensor((threads, 3), "float32"),
+             H: T.Tensor((threads, 2), "float64")) -> None:
         with T.Kernel(1, threads=threads):
             t = T.get_thread_binding()
             T.rng_init(seed, first_seq + t, offset, generator=generator)
@@ -398,5 +400,10 @@ def generator_draws(generator: str, threads: int = 4, draws: int = 5, seed: int 
                 W[t, k] = T.reinterpret("int32", T.rng_rand())
             U[t] = T.rng_rand_float()
             D[t] = T.rng_rand_float(64)
+            for k in T.serial(3):
+                G[t, k] = T.rng_rand_float(32, "normal")
+            if double_normals:
+                for k in T.serial(2):
+                    H[t, k] = T.rng_rand_float(64, "normal")
 
     return main

@@ -536,38 +536,60 @@ def _xorwow_outputs(seed, subsequence, offset, count):
     return out
 
 
+def _box_muller(u, v):
+    """sqrt(-2 ln u) times sin v, then times cos v (float64: the GPU's fast log and sine agree within
+    their error, not bit for bit)."""
+    radius = np.sqrt(-2 * np.log(u))
+    return [radius * np.sin(v), radius * np.cos(v)]
+
+
 @pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t",
                                        pytest.param("curandStateXORWOW_t", marks=pytest.mark.heavy)])
 def test_mrg32k3a_and_xorwow_draw_curands_streams_for_each_thread(generator):
     """Thread t: curand_init(seed, t, 5) of the generator, five words, a uniform float, a uniform
-    double: the references above, and curand's conversions (MRG32k3a: the output times 1.000000048662
-    truncated for a word, times 1 / m1 for the uniforms; XORWOW: a word, x * 2^-32 + 2^-33, and two
-    words x ^ (y << 21) times 2^-53 plus 2^-54)."""
+    double, three normal floats (MRG32k3a: two normal doubles too): the references above, and curand's
+    conversions. MRG32k3a: a word is the output times 1.000000048662 truncated, a uniform the output
+    times 1 / m1, a normal Box-Muller on two uniforms (x, 2 pi y; doubles: x, pi 2y). XORWOW: a word,
+    x * 2^-32 + 2^-33, two words x ^ (y << 21) times 2^-53 plus 2^-54, Box-Muller on two words as Philox."""
     threads, draws, seed, offset = 4, 5, 0x0123456789ABCDEF, 5
+    mrg = generator == "curandStateMRG32k3a_t"
     words, uniform, double = torch.zeros(threads, draws, dtype=torch.int32), torch.zeros(threads), \
         torch.zeros(threads, dtype=torch.float64)
-    result = tilelab.run(ik.generator_draws(generator, threads, draws, seed, offset), words, uniform, double,
-                         device="cpu", outputs=["W", "U", "D"])
+    normal, normal64 = torch.zeros(threads, 3), torch.zeros(threads, 2, dtype=torch.float64)
+    result = tilelab.run(ik.generator_draws(generator, threads, draws, seed, offset, double_normals=mrg), words,
+                         uniform, double, normal, normal64, device="cpu",
+                         outputs=["W", "U", "D", "G", *(["H"] if mrg else [])])
     assert result.passed, result
     got = _np(words).view(np.uint32).tolist()
-    if generator == "curandStateMRG32k3a_t":
-        outs = [_mrg_outputs(seed, t, offset, draws + 2) for t in range(threads)]
+    if mrg:
+        outs = [_mrg_outputs(seed, t, offset, draws + 10) for t in range(threads)]
         assert got == [[int(float(r) * 1.000000048662) for r in o[:draws]] for o in outs]
-        np.testing.assert_array_equal(_np(uniform), [np.float32(o[draws] * 2.3283065498378288e-10) for o in outs])
-        np.testing.assert_array_equal(_np(double), [o[draws + 1] * 2.3283065498378288e-10 for o in outs])
         assert got[0] != [int(float(r) * 1.000000048662) for r in _mrg_outputs(seed, 0, 0, draws)]  # offset kept
+        unit = [[r * 2.3283065498378288e-10 for r in o[draws:]] for o in outs]
+        np.testing.assert_array_equal(_np(uniform), [np.float32(u[0]) for u in unit])
+        np.testing.assert_array_equal(_np(double), [u[1] for u in unit])
+        f32 = [[float(np.float32(x)) for x in u] for u in unit]
+        expected = [_box_muller(f[2], float(np.float32(f[3]) * np.float32(2 * np.pi))) + _box_muller(
+            f[4], float(np.float32(f[5]) * np.float32(2 * np.pi)))[:1] for f in f32]
+        np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
+        expected64 = [_box_muller(u[6], np.pi * 2 * u[7]) for u in unit]
+        np.testing.assert_allclose(_np(normal64), expected64, rtol=1e-12, atol=1e-12)
     else:
-        outs = [_xorwow_outputs(seed, t, offset, draws + 3) for t in range(threads)]
+        outs = [_xorwow_outputs(seed, t, offset, draws + 7) for t in range(threads)]
         assert got == [o[:draws] for o in outs]
         np.testing.assert_array_equal(_np(uniform), [np.float32(o[draws]) * np.float32(2.0 ** -32)
                                                      + np.float32(2.0 ** -33) for o in outs])
         np.testing.assert_array_equal(_np(double), [(o[draws + 1] ^ (o[draws + 2] << 21)) * 2.0 ** -53 + 2.0 ** -54
                                                     for o in outs])
+        u01 = [[(w + 0.5) * 2.0 ** -32 for w in o[draws + 3:]] for o in outs]
+        expected = [_box_muller(u[0], 2 * np.pi * u[1]) + _box_muller(u[2], 2 * np.pi * u[3])[:1] for u in u01]
+        np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.heavy  # a compile (about 1.5 s) for a refusal's text
-def test_a_normal_draw_of_another_generator_than_philox_is_refused_by_name_with_the_forms_that_run():
-    with pytest.raises(tilelab.EmulationError, match=r"tl\.rng_rand_float \(line \d+: .*normal of float32 from "
-                                                     r"Philox4_32_10"):
-        tilelab.run(ik.philox(generator="curandStateMRG32k3a_t"), torch.zeros(8, 6, dtype=torch.int32),
-                    torch.zeros(8), torch.zeros(8, 3), device="cpu", outputs=["W"])
+def test_a_double_normal_of_xorwow_is_refused_by_name_with_the_forms_that_run():
+    with pytest.raises(tilelab.EmulationError, match=r"tl\.rng_rand_float \(line \d+: .*normal of float64 from "
+                                                     r"MRG32k3a"):
+        tilelab.run(ik.generator_draws("curandStateXORWOW_t", double_normals=True),
+                    torch.zeros(4, 5, dtype=torch.int32), torch.zeros(4), torch.zeros(4, dtype=torch.float64),
+                    torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.float64), device="cpu", outputs=["W"])

@@ -219,10 +219,17 @@ def test_wide_loads_reinterpreted_as_float_lanes_are_the_gpus_bits():
 
 
 @pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t", "curandStateXORWOW_t", "curandStatePhilox4_32_10_t"])
-def test_each_generators_words_and_uniforms_are_the_gpus(generator):
-    func = ik.generator_draws(generator, threads=32, draws=6, seed=0x0123456789ABCDEF, offset=5, first_seq=3)
-    for name, (cpu, gpu) in _both_ways(func, {"W", "U", "D"}).items():
+def test_each_generators_words_and_uniforms_are_the_gpus_and_normals_within_its_fast_math(generator):
+    mrg = generator == "curandStateMRG32k3a_t"
+    func = ik.generator_draws(generator, threads=32, draws=6, seed=0x0123456789ABCDEF, offset=5, first_seq=3,
+                              double_normals=mrg)
+    out = _both_ways(func, {"W", "U", "D", "G", *({"H"} if mrg else set())})
+    for name in ("W", "U", "D"):
+        cpu, gpu = out[name]
         assert _same_bits(cpu, gpu), (generator, name, _where_differ(cpu, gpu))
+    torch.testing.assert_close(*out["G"], rtol=1e-5, atol=1e-5)
+    if mrg:
+        torch.testing.assert_close(*out["H"], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

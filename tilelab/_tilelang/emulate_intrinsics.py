@@ -585,7 +585,8 @@ RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state, int32 si
 RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state, int32 site): curand_uniform(&state)
 RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state, int32 site)
 RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state, int32 site): curand_normal(&state)
-RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
+RNG_STATE_WORDS = 12  # the generator's words (Philox: key 2, counter 4, the next word's place), a float normal
+# kept (flag, bits: words 7-8), a double normal kept (flag, bits: words 9-11)
 RNG_STATE_NAME = "tilelab_rng_state"
 # curand's generators T.rng_init names, each one's functions of the runtime (a draw's kind absent: refused)
 GENERATORS: dict[str, dict[str, str]] = {
@@ -593,10 +594,12 @@ GENERATORS: dict[str, dict[str, str]] = {
                                    "uniform": RNG_UNIFORM_FUNCTION, "uniform_double": RNG_UNIFORM_DOUBLE_FUNCTION,
                                    "normal": RNG_NORMAL_FUNCTION},
     "curandStateMRG32k3a_t": {"init": "tilelab_emu_mrg_init", "next": "tilelab_emu_mrg_next",
-                              "uniform": "tilelab_emu_mrg_uniform", "uniform_double": "tilelab_emu_mrg_uniform_double"},
+                              "uniform": "tilelab_emu_mrg_uniform", "uniform_double": "tilelab_emu_mrg_uniform_double",
+                              "normal": "tilelab_emu_mrg_normal", "normal_double": "tilelab_emu_mrg_normal_double"},
     "curandStateXORWOW_t": {"init": "tilelab_emu_xorwow_init", "next": "tilelab_emu_xorwow_next",
                             "uniform": "tilelab_emu_xorwow_uniform",
-                            "uniform_double": "tilelab_emu_xorwow_uniform_double"},
+                            "uniform_double": "tilelab_emu_xorwow_uniform_double",
+                            "normal": "tilelab_emu_xorwow_normal"},
 }
 _GENERATOR = "tilelab_rng_generator"  # the key, among the lowering's buffers, of the kernel's one generator
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
@@ -730,6 +733,7 @@ static inline void tilelab_emu_philox_add(uint32_t* state, uint64_t n, int high)
 static inline int32_t tilelab_emu_philox_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
   state[0] = (uint32_t)seed; state[1] = (uint32_t)(seed >> 32);
   state[2] = state[3] = state[4] = state[5] = 0; state[6] = 0; state[7] = 0; state[8] = 0;
+  state[9] = state[10] = state[11] = 0;
   tilelab_emu_philox_add(state, subsequence, 1);
   state[6] = (uint32_t)(offset & 3);  /* skipahead(offset): whole blocks, then the place in one */
   tilelab_emu_philox_add(state, offset / 4, 0);
@@ -822,7 +826,7 @@ static inline void tilelab_emu_mrg_skip(const uint64_t* step, int squarings, uin
 static inline int32_t tilelab_emu_mrg_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
   const uint64_t a1[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M1 - 810728u, 1403580u, 0};
   const uint64_t a2[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M2 - 1370589u, 0, 527612u};
-  for (int i = 0; i < 9; i++) state[i] = i < 6 ? 12345u : 0u;
+  for (int i = 0; i < 12; i++) state[i] = i < 6 ? 12345u : 0u;
   if (seed != 0) {
     uint64_t x1 = (uint32_t)seed ^ 0x55555555u, x2 = (uint32_t)(seed >> 32) ^ 0xAAAAAAAAu;
     state[0] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M1);
@@ -900,7 +904,7 @@ static inline void tilelab_emu_xorwow_powers(void) {
 static inline int32_t tilelab_emu_xorwow_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
   uint32_t s0 = (uint32_t)seed ^ 0xaad26b49u, s1 = (uint32_t)(seed >> 32) ^ 0xf7dcefddu;
   uint32_t t0 = 1099087573u * s0, t1 = 2591861531u * s1;
-  for (int i = 0; i < 9; i++) state[i] = 0;
+  for (int i = 0; i < 12; i++) state[i] = 0;
   state[5] = 6615241u + t1 + t0;
   state[0] = 123456789u + t0; state[1] = 362436069u ^ t0; state[2] = 521288629u + t1;
   state[3] = 88675123u ^ t1; state[4] = 5783321u + t0;
@@ -920,6 +924,35 @@ static inline uint32_t tilelab_emu_xorwow_next(uint32_t* state, int32_t site) {
   state[5] += 362437u;
   return state[4] + state[5];
 }
+/* curand_normal of MRG32k3a: Box-Muller on two uniform floats, x and y * 2pi (float), sqrt(-2 log x)
+   times sin y returned, times cos y kept for the next draw (the GPU's fast sine and cosine: within their
+   error); curand_normal_double: on two uniform doubles, x and 2y, sin and cos of pi * 2y (sincospi). */
+static inline float tilelab_emu_mrg_normal(uint32_t* state, int32_t site) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  float x = tilelab_emu_mrg_uniform(state, site), y = tilelab_emu_mrg_uniform(state, site) * 6.2831853071795864f;
+  float s = sqrtf(-2.0f * logf(x)), second = s * cosf(y);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(y);
+}
+static inline double tilelab_emu_mrg_normal_double(uint32_t* state, int32_t site) {
+  if (state[9]) {
+    state[9] = 0;
+    double kept;
+    memcpy(&kept, &state[10], sizeof kept);
+    return kept;
+  }
+  double x = tilelab_emu_mrg_uniform_double(state, site), y = tilelab_emu_mrg_uniform_double(state, site) * 2.0;
+  double s = sqrt(-2.0 * log(x)), second = s * cos(y * 3.1415926535897931);
+  memcpy(&state[10], &second, sizeof second);
+  state[9] = 1;
+  return s * sin(y * 3.1415926535897931);
+}
 /* curand_uniform: x * 2^-32 + 2^-33; curand_uniform_double: two words, x ^ (y << 21) of 53 bits */
 static inline float tilelab_emu_xorwow_uniform(uint32_t* state, int32_t site) {
   return (float)tilelab_emu_xorwow_next(state, site) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
@@ -928,6 +961,23 @@ static inline double tilelab_emu_xorwow_uniform_double(uint32_t* state, int32_t 
   uint64_t x = tilelab_emu_xorwow_next(state, site), y = tilelab_emu_xorwow_next(state, site);
   uint64_t z = x ^ (y << 21);
   return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+/* curand_normal of XORWOW: Philox's Box-Muller on two words (the same template of curand) */
+static inline float tilelab_emu_xorwow_normal(uint32_t* state, int32_t site) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  uint32_t x = tilelab_emu_xorwow_next(state, site), y = tilelab_emu_xorwow_next(state, site);
+  const float two_pi_scaled = 6.2831855f * 2.3283064365386963e-10f;
+  float u = (float)x * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+  float v = fmaf((float)y, two_pi_scaled, two_pi_scaled / 2.0f);
+  float s = sqrtf(-2.0f * logf(u)), second = s * cosf(v);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(v);
 }
 }
 """
@@ -1343,8 +1393,10 @@ def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
 def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_rand_float(bit, dist)``: curand_uniform (float32: one word, x * 2^-32 + 2^-33),
     curand_uniform_double (float64: two words, 53 bits), curand_normal (float32: Box-Muller, two words
-    every second draw; within the GPU's fast log and sine error). The float64 normal is left
-    (refused): curand draws its four words in a way this rule does not follow."""
+    every second draw; within the GPU's fast log and sine error), of the kernel's generator
+    (:data:`GENERATORS`: MRG32k3a's from its uniforms, its float64 normal too). The float64 normal of
+    Philox4_32_10 and XORWOW is left (refused): curand draws its four words in a way this rule does not
+    follow."""
     tirx = tilelang().tvm.tirx
     dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
     generator = _generator(buffers)
@@ -1420,7 +1472,7 @@ INTRINSICS.update({i.op: i for i in (
     Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
               "thread's stream, in (0, 1]; curand_normal (float32, Philox4_32_10: Box-Muller, within the GPU's fast "
               "log and sine)", _rng_rand_float,
-              "uniform of any of the three generators, normal of float32 from Philox4_32_10 (the normals of the "
-              "others and float64 normals are not reproduced)"),
+              "uniform of any of the three generators, normal of float32 from any, normal of float64 from MRG32k3a "
+              "(float64 normals of Philox4_32_10 and XORWOW, four words each, are not reproduced)"),
 )})
 STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]
