@@ -408,6 +408,7 @@ def test_fma2_and_abs2_are_lanewise_fma_and_abs_rounded_once(dtype):
     assert torch.equal(f, a + b)
 
 
+@pytest.mark.heavy  # the lanewise stores' quick proof is fma2's
 def test_wide_loads_by_hand_reinterpreted_as_float_lanes_store_their_bits():
     x = torch.randn(64)
     x[3] = float("nan")
