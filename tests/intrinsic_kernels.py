@@ -430,3 +430,29 @@ def generator_draws(generator: str, threads: int = 4, draws: int = 5, seed: int 
                     H[t, k] = T.rng_rand_float(64, "normal")
 
     return main
+
+
+def swapped_in_place(n: int = 8) -> T.PrimFunc:
+    """Vector stores that read the buffer they write, each a swap of a pair in place: B's pairs by a
+    plain store of a reversed ramp, C's (float16) by T.abs2 of one, D (a bfloat16x2 local) by a pair
+    built from its own lanes. B, C, D are copies of A, H, G first; a vector store reads every lane
+    before it writes any, so each pair swaps (B = A's pairs swapped, C = |H|'s, D = (G[1], G[0]))."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), H: T.Tensor((n,), "float16"), G: T.Tensor((2,), "bfloat16"),
+             B: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float16"), D: T.Tensor((2,), "bfloat16")) -> None:
+        with T.Kernel(1, threads=n // 2):
+            t = T.get_thread_binding()
+            for k in T.serial(2):
+                B[t * 2 + k] = A[t * 2 + k]
+                C[t * 2 + k] = H[t * 2 + k]
+            B[T.Ramp(t * 2, 1, 2)] = B[T.Ramp(t * 2 + 1, -1, 2)]
+            C[T.Ramp(t * 2, 1, 2)] = T.abs2(C[T.Ramp(t * 2 + 1, -1, 2)])
+            if t == 0:
+                pair = T.alloc_var("bfloat16x2")
+                pair = T.Shuffle([G[0], G[1]], [0, 1])
+                pair = T.Shuffle([T.extract_lane(pair, 1), T.extract_lane(pair, 0)], [0, 1])
+                D[0] = T.extract_lane(pair, 0)
+                D[1] = T.extract_lane(pair, 1)
+
+    return main

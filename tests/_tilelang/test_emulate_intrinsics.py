@@ -608,3 +608,19 @@ def test_a_double_normal_of_xorwow_is_refused_by_name_with_the_forms_that_run():
         tilelab.run(ik.generator_draws("curandStateXORWOW_t", double_normals=True),
                     torch.zeros(4, 5, dtype=torch.int32), torch.zeros(4), torch.zeros(4, dtype=torch.float64),
                     torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.float64), device="cpu", outputs=["W"])
+
+
+def test_a_vector_store_that_reads_its_own_buffer_reads_every_lane_before_it_writes():
+    """A pair swapped in place (B[2t:2t + 2] = B[2t + 1], B[2t]; the same through T.abs2 of float16,
+    and a bfloat16x2 local from its own lanes): the GPU reads the pair, then stores it
+    (make_float2(B[2t + 1], B[2t])), so every pair swaps; one lane stored before the other is read
+    would give (B[2t + 1], B[2t + 1])."""
+    a = torch.arange(8, dtype=torch.float32)
+    h = -torch.arange(8, dtype=torch.float16) / 3
+    g = torch.tensor([1.5, -2.25], dtype=torch.bfloat16)
+    b, c, d = torch.zeros(8), torch.zeros(8, dtype=torch.float16), torch.zeros(2, dtype=torch.bfloat16)
+    result = tilelab.run(ik.swapped_in_place(), a, h, g, b, c, d, device="cpu", outputs=["B", "C", "D"])
+    assert result.passed, result
+    assert torch.equal(b, a.view(4, 2).flip(1).flatten())
+    assert torch.equal(c, h.abs().view(4, 2).flip(1).flatten())
+    assert torch.equal(d, g.flip(0))

@@ -92,7 +92,7 @@ from typing import Any
 
 from .compile import compile_kernel
 from .emulate_barriers import interleave
-from .emulate_intrinsics import INTRINSICS, lower_intrinsics, refused_draws, refused_intrinsic
+from .emulate_intrinsics import INTRINSICS, lanes_stored, lower_intrinsics, refused_draws, refused_intrinsic
 from .emulate_ptx import PtxUnsupported, imported_calls, translate_source
 from .emulate_reducers import RULE_ID as REDUCERS_RULE
 from .emulate_reducers import reducers
@@ -115,7 +115,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "15"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "16"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -1030,8 +1030,9 @@ def _lanes_unrolled(body: Any) -> Any:
     scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
     stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
     index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
-    indices only; the lanes of one store are independent, so storing them one by one stores the
-    same. A store whose value holds another operation on vectors is left as it is."""
+    indices only. A vector store reads all its lanes before it writes any: where a lane reads the
+    stored buffer, every lane is read first (:func:`lanes_stored`), so storing them one by one stores
+    the same. A store whose value holds another operation on vectors is left as it is."""
     tirx = tilelang().tvm.tirx
     binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
 
@@ -1065,8 +1066,8 @@ def _lanes_unrolled(body: Any) -> Any:
         if lanes == 1:
             return None
         try:
-            return tirx.SeqStmt([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
-                                 for j in range(lanes)])
+            return lanes_stored(node.buffer, [lane(node.value, j) for j in range(lanes)],
+                                [[lane(i, j) for i in node.indices] for j in range(lanes)])
         except TypeError:
             return None
 

@@ -1269,14 +1269,14 @@ def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> 
             return _lane(node, 0, buffers, used) if any(
                 isinstance(v, tirx.BufferLoad) and v.buffer in split for v in node.vectors) else None
         if isinstance(node, tirx.BufferStore) and node.buffer in split:
-            lanes, stores = node.buffer.dtype.lanes, []
+            lanes, values = node.buffer.dtype.lanes, []
             for k in range(lanes):
                 value = _lane(node.value, k, buffers, used)
                 if value is None or len(node.indices) != 1:
                     failed.append(node)
                     return None
-                stores.append(tirx.BufferStore(split[node.buffer], value, [node.indices[0] * lanes + k]))
-            return tirx.SeqStmt(stores)
+                values.append(value)
+            return lanes_stored(split[node.buffer], values, [[node.indices[0] * lanes + k] for k in range(lanes)])
         return None
 
     out = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock", "tirx.Shuffle", "tirx.BufferStore"])
@@ -1288,6 +1288,36 @@ def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> 
         return body
     used.add("tirx.Shuffle")
     return out
+
+
+def lanes_stored(buffer: Any, values: list[Any], indices: list[list[Any]]) -> Any:
+    """The store of a vector as one store per lane (lane ``k``: ``buffer[indices[k]] = values[k]``). A
+    vector store reads every lane before it writes any (``B[T.Ramp(0, 1, 2)] = B[T.Ramp(1, -1, 2)]``
+    swaps the pair, as the GPU's ``make_float2(B[1], B[0])`` does): where a lane's value or index reads
+    ``buffer``'s memory, every lane's value and index is bound to a variable first, then stored."""
+    tirx = tilelang().tvm.tirx
+    reads: list[Any] = []
+    for expr in [*values, *(i for lane in indices for i in lane)]:
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: reads.append(n) if isinstance(
+            n, tirx.BufferLoad) and n.buffer.data.same_as(buffer.data) else None)
+    if not reads:
+        return tirx.SeqStmt([tirx.BufferStore(buffer, v, i) for v, i in zip(values, indices)])
+    binds: list[Any] = []
+
+    def held(expr: Any, name: str) -> Any:
+        if isinstance(expr, (tirx.IntImm, tirx.FloatImm, tirx.Var)):
+            return expr
+        dtype = str(expr.dtype)
+        # a narrow float (float16 ...) is held in float32, which holds it exactly: the dtypes rule has no
+        # variable of a narrow type
+        wide = dtype in _NARROW_LANES or dtype.startswith("float8") or dtype.startswith("float4")
+        var = tirx.Var(name, "float32" if wide else dtype)
+        binds.append(tirx.Bind(var, tirx.Cast("float32", expr) if wide else expr))
+        return tirx.Cast(dtype, var) if wide else var
+
+    kept = [held(v, "tilelab_lane") for v in values]
+    places = [[held(i, "tilelab_lane_index") for i in lane] for lane in indices]
+    return tirx.SeqStmt([*binds, *(tirx.BufferStore(buffer, v, i) for v, i in zip(kept, places))])
 
 
 def _holds_lanewise(value: Any) -> bool:
@@ -1319,19 +1349,20 @@ def _lanewise(store: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
             or not _holds_lanewise(value):
         return None
     found: set[str] = set()
-    stores = []
+    values, places = [], []
     for k in range(value.dtype.lanes):
         lane = _lane(value, k, buffers, found)
         indices = [_lane(i, k, buffers, found) for i in store.indices]
         if lane is None or any(i is None for i in indices):
             return None
-        stores.append(tirx.BufferStore(store.buffer, lane, indices))
+        values.append(lane)
+        places.append(indices)
     calls: list[str] = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: calls.append(str(n.op.name))
                                        if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _LANEWISE
                                        else None)
     used.update(found, calls)
-    return tirx.SeqStmt(stores)
+    return lanes_stored(store.buffer, values, places)
 
 
 def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
