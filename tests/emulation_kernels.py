@@ -387,6 +387,24 @@ def tile_atomic_add_by_tma(use_tma: bool = True, n: int = 8, rounds: int = 3) ->
     return main
 
 
+def thread_loops_of_two_extents(threads: int = 128, fewer: int = 64) -> T.PrimFunc:
+    """T.thread_binding loops over threadIdx.x of two extents in one block, no T.Kernel: B[t] = 2 A[t]
+    over ``threads`` threads, then C[t] = A[t] + 1 over ``fewer``. TileLang's CUDA makes one thread
+    index of both and launches the block with the last extent (``__launch_bounds__(64)``), so B's
+    elements past ``fewer`` are never written on the GPU."""
+
+    @T.prim_func
+    def main(A: T.Tensor((threads,), T.float32), B: T.Tensor((threads,), T.float32),
+             C: T.Tensor((threads,), T.float32)):
+        for _bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(threads, thread="threadIdx.x"):
+                B[tx] = A[tx] * 2.0
+            for tx in T.thread_binding(fewer, thread="threadIdx.x"):
+                C[tx] = A[tx] + 1.0
+
+    return main
+
+
 def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFunc:
     """A kernel written with T.thread_binding loops and no T.Kernel: B[b, t] = 2 A[b, t] + 1 by
     thread t of block b, and C[b, j] = b, C[b, j + 1] = j for even j, written by every thread alike (an

@@ -388,3 +388,11 @@ def test_thread_binding_loops_without_a_kernel_run_over_the_blocks_threads():
     ref[:, 0::2] = torch.arange(3.0)[:, None]
     ref[:, 1::2] = torch.arange(0.0, 8.0, 2.0)
     assert torch.equal(c, ref)
+
+
+def test_thread_binding_loops_of_two_extents_in_one_block_are_refused_by_name_with_the_line():
+    """The GPU runs both loops over the last one's 64 threads (B[64:] never written); a block of 128
+    would write all of B: refused, not answered."""
+    with pytest.raises(tilelab.EmulationError, match=r"threadIdx\.x of different extents \(128, 64\).*line \d+"):
+        tilelab.run(ek.thread_loops_of_two_extents(), torch.zeros(128), torch.zeros(128), torch.zeros(128),
+                    device="cpu", outputs=["B", "C"])

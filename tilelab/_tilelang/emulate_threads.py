@@ -148,6 +148,7 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
             refused.extend(entry[1:] for entry in _REFUSED if re.search(entry[0], op))
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
+    refused.extend(_mixed_thread_loops(func))
     if refused:
         from .emulate_source import EmulationRefused
 
@@ -1155,6 +1156,38 @@ def _with_launch_blocks(func: Any) -> Any:
 
         body = tirx.stmt_functor.ir_transform(func.body, outermost, None, ["tirx.For"])
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _mixed_thread_loops(func: Any) -> list[tuple[str, str, str]]:
+    """The refusal of a kernel with no ``T.Kernel`` whose ``T.thread_binding`` loops of one threadIdx
+    axis have different extents (``for tx in T.thread_binding(128, ...)`` then one of 64): TileLang
+    gives such loops one thread index and launches the block with one of their extents (the last
+    one's: ``__launch_bounds__(64)``), so every loop runs over that many threads, the others' extents
+    unguarded. A block of the largest would write what the GPU does not; none when they agree."""
+    tirx = tilelang().tvm.tirx
+    launch = []
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: launch.append(n) if isinstance(n, tirx.SBlock) and (
+        "tl.launch_threads" in n.annotations or str(n.name_hint) == "tilelang_root") else None)
+    if launch:
+        return []
+    extents: dict[str, list[str]] = {}
+    for loop in _loops(func.body):  # loops one after another: in program order
+        tag = str(loop.thread_binding.thread_tag) if loop.thread_binding is not None else ""
+        if tag.startswith("threadIdx."):
+            text = str(loop.extent) if isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0 else \
+                f"{loop.min} + {loop.extent}"
+            if text not in extents.setdefault(tag, []):
+                extents[tag].append(text)
+    for tag, found in extents.items():
+        if len(found) > 1:
+            return [(f"T.thread_binding loops over {tag} of different extents ({', '.join(found)}) in a kernel "
+                     "with no T.Kernel",
+                     "TileLang gives them one thread index and launches the block with one of these extents (the "
+                     "last loop's), so every loop runs over that many threads: a loop of more threads is cut short "
+                     "and one of fewer runs unguarded; give every loop the block's extent and guard the threads "
+                     "past a loop's size (if tx < n), or use T.Kernel(..., threads=N)",
+                     rf"\bT\.thread_binding\b.*{re.escape(tag)}")]
+    return []
 
 
 def _has_thread_loop(stmt: Any) -> bool:
