@@ -1030,9 +1030,8 @@ def _lanes_unrolled(body: Any) -> Any:
     scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
     stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
     index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
-    indices only. A vector store reads all its lanes before it writes any: where a lane reads the
-    stored buffer, every lane is read first (:func:`lanes_stored`), so storing them one by one stores
-    the same. A store whose value holds another operation on vectors is left as it is."""
+    indices only; the lanes of one store are independent, so storing them one by one stores the
+    same. A store whose value holds another operation on vectors is left as it is."""
     tirx = tilelang().tvm.tirx
     binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
 
@@ -1066,8 +1065,8 @@ def _lanes_unrolled(body: Any) -> Any:
         if lanes == 1:
             return None
         try:
-            return lanes_stored(node.buffer, [lane(node.value, j) for j in range(lanes)],
-                                [[lane(i, j) for i in node.indices] for j in range(lanes)])
+            return lanes_stored([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
+                                 for j in range(lanes)])
         except TypeError:
             return None
 

@@ -1276,7 +1276,8 @@ def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> 
                     failed.append(node)
                     return None
                 values.append(value)
-            return lanes_stored(split[node.buffer], values, [[node.indices[0] * lanes + k] for k in range(lanes)])
+            return lanes_stored([tirx.BufferStore(split[node.buffer], v, [node.indices[0] * lanes + k])
+                                 for k, v in enumerate(values)])
         return None
 
     out = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock", "tirx.Shuffle", "tirx.BufferStore"])
@@ -1290,18 +1291,20 @@ def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> 
     return out
 
 
-def lanes_stored(buffer: Any, values: list[Any], indices: list[list[Any]]) -> Any:
-    """The store of a vector as one store per lane (lane ``k``: ``buffer[indices[k]] = values[k]``). A
-    vector store reads every lane before it writes any (``B[T.Ramp(0, 1, 2)] = B[T.Ramp(1, -1, 2)]``
+def lanes_stored(stores: list[Any]) -> Any:
+    """The stores of a vector's lanes (one ``BufferStore`` per lane, into one buffer) as one statement.
+    A vector store reads every lane before it writes any (``B[T.Ramp(0, 1, 2)] = B[T.Ramp(1, -1, 2)]``
     swaps the pair, as the GPU's ``make_float2(B[1], B[0])`` does): where a lane's value or index reads
-    ``buffer``'s memory, every lane's value and index is bound to a variable first, then stored."""
+    the stored buffer's memory, every lane's value and index is bound to a variable first, then stored."""
     tirx = tilelang().tvm.tirx
+    buffer = stores[0].buffer
+    values, indices = [s.value for s in stores], [list(s.indices) for s in stores]
     reads: list[Any] = []
     for expr in [*values, *(i for lane in indices for i in lane)]:
         tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: reads.append(n) if isinstance(
             n, tirx.BufferLoad) and n.buffer.data.same_as(buffer.data) else None)
     if not reads:
-        return tirx.SeqStmt([tirx.BufferStore(buffer, v, i) for v, i in zip(values, indices)])
+        return tirx.SeqStmt(stores)
     binds: list[Any] = []
 
     def held(expr: Any, name: str) -> Any:
@@ -1317,7 +1320,7 @@ def lanes_stored(buffer: Any, values: list[Any], indices: list[list[Any]]) -> An
 
     kept = [held(v, "tilelab_lane") for v in values]
     places = [[held(i, "tilelab_lane_index") for i in lane] for lane in indices]
-    return tirx.SeqStmt([*binds, *(tirx.BufferStore(buffer, v, i) for v, i in zip(kept, places))])
+    return tirx.SeqStmt([*binds, *(tirx.BufferStore(s.buffer, v, i) for s, v, i in zip(stores, kept, places))])
 
 
 def _holds_lanewise(value: Any) -> bool:
@@ -1349,20 +1352,19 @@ def _lanewise(store: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
             or not _holds_lanewise(value):
         return None
     found: set[str] = set()
-    values, places = [], []
+    stores = []
     for k in range(value.dtype.lanes):
         lane = _lane(value, k, buffers, found)
         indices = [_lane(i, k, buffers, found) for i in store.indices]
         if lane is None or any(i is None for i in indices):
             return None
-        values.append(lane)
-        places.append(indices)
+        stores.append(tirx.BufferStore(store.buffer, lane, indices))
     calls: list[str] = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: calls.append(str(n.op.name))
                                        if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _LANEWISE
                                        else None)
     used.update(found, calls)
-    return lanes_stored(store.buffer, values, places)
+    return lanes_stored(stores)
 
 
 def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
