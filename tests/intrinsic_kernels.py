@@ -456,3 +456,61 @@ def swapped_in_place(n: int = 8) -> T.PrimFunc:
                 D[1] = T.extract_lane(pair, 1)
 
     return main
+
+
+def wgmma_in_flight(wait: int = 1, read: str = "second") -> T.PrimFunc:
+    """Two T.wgmma_gemm (acc1 = A B^T, then acc2 = B A^T), T.wait_wgmma(wait), then a copy of one
+    accumulator (``read``: "first" or "second") before the final T.wait_wgmma(0). After a wait of 1 the
+    first GEMM is complete and the second may still be writing acc2 (PTX's wgmma.wait_group)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((64, 32), "float16"),
+             D: T.Tensor((64, 64), "float32"), E: T.Tensor((64, 64), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 32), "float16")
+            b = T.alloc_shared((64, 32), "float16")
+            acc1 = T.alloc_fragment((64, 64), "float32")
+            acc2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.wgmma_gemm(a, b, acc1, transpose_B=True, clear_accum=True)
+            T.wgmma_gemm(b, a, acc2, transpose_B=True, clear_accum=True)
+            T.wait_wgmma(wait)
+            if read == "second":
+                T.copy(acc2, E)
+            else:
+                T.copy(acc1, D)
+            T.wait_wgmma(0)
+            T.copy(acc1, D)
+            T.copy(acc2, E)
+
+    return main
+
+
+def wgmma_read_before_its_wait(guarded: bool = False) -> T.PrimFunc:
+    """D = the sum over two K slices of A's slice times B's (T.wgmma_gemm into acc, clear_accum), each
+    slice's product added into s right after the GEMM: with a T.wait_wgmma(0) between them, or
+    (``guarded`` False) with the wait after the read, which then reads acc while the GEMM writes it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+             D: T.Tensor((64, 64), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 32), "float16")
+            b = T.alloc_shared((64, 32), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            s = T.alloc_fragment((64, 64), "float32")
+            T.clear(s)
+            for k in T.serial(2):
+                T.copy(A[0:64, k * 32:k * 32 + 32], a)
+                T.copy(B[0:64, k * 32:k * 32 + 32], b)
+                T.wgmma_gemm(a, b, acc, transpose_B=True, clear_accum=True)
+                if guarded:
+                    T.wait_wgmma(0)
+                for i, j in T.Parallel(64, 64):
+                    s[i, j] += acc[i, j]
+                if not guarded:
+                    T.wait_wgmma(0)
+            T.copy(s, D)
+
+    return main

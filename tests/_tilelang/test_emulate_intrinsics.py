@@ -5,6 +5,7 @@ its line."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import intrinsic_kernels as ik
@@ -624,3 +625,31 @@ def test_a_vector_store_that_reads_its_own_buffer_reads_every_lane_before_it_wri
     assert torch.equal(b, a.view(4, 2).flip(1).flatten())
     assert torch.equal(c, h.abs().view(4, 2).flip(1).flatten())
     assert torch.equal(d, g.flip(0))
+
+
+@pytest.mark.parametrize("kernel, accumulator, code", [
+    (lambda: ik.wgmma_in_flight(wait=1, read="second"), "acc2", "T.copy(acc2, E)"),
+    (lambda: ik.wgmma_in_flight(wait=2, read="first"), "acc1", "T.copy(acc1, D)"),
+    (lambda: ik.wgmma_read_before_its_wait(guarded=False), "acc", "s[i, j] += acc[i, j]"),
+])
+def test_a_read_of_a_wgmma_accumulator_still_in_flight_is_refused_by_name_with_its_line(kernel, accumulator, code):
+    """T.wait_wgmma(n) completes all but the last n GEMMs (PTX's wgmma.wait_group): a read of one of
+    those n (or of any, before a wait) is a read of registers the tensor cores still write on the
+    GPU; the CPU's finished tile would be a silent answer to it."""
+    func = kernel()
+    args = [torch.zeros([int(d) for d in buf.shape], dtype=getattr(torch, str(buf.dtype)))
+            for buf in (func.buffer_map[p] for p in func.params)]
+    with pytest.raises(tilelab.EmulationError, match=rf"a use of {accumulator}, the accumulator of a T\.wgmma_gemm "
+                                                     rf"still in flight \(line \d+: {re.escape(code)}\)"):
+        tilelab.run(func, *args, device="cpu")
+
+
+def test_reads_after_the_waits_that_complete_their_wgmma_are_not_refused():
+    """The first GEMM's accumulator after T.wait_wgmma(1), the second's after T.wait_wgmma(0), a
+    read after a wait in every iteration, and the read after a wait only some paths take (not surely
+    in flight: left to run)."""
+    from tilelab._tilelang.emulate_wgmma import in_flight_access
+
+    for func in (ik.wgmma_in_flight(wait=1, read="first"), ik.wgmma_in_flight(wait=0, read="second"),
+                 ik.wgmma_read_before_its_wait(guarded=True), ik.explicit_wgmma()):
+        assert in_flight_access(func, "main") is None

@@ -103,6 +103,7 @@ from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .emulate_tileops import RULE_ID as TILE_OPS_RULE
 from .emulate_tileops import tile_ops
+from .emulate_wgmma import in_flight_access
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -680,6 +681,9 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     cluster = _cluster_refusal(func, name)
     if cluster is not None:
         raise cluster
+    in_flight = in_flight_access(func, name)  # the explicit-wgmma rule's refusal: a tile a WGMMA still writes
+    if in_flight is not None:
+        raise in_flight
     func, wgmma = _explicit_wgmma(func)  # the explicit-wgmma rule: T.wgmma_gemm is T.gemm, its wait nothing
     func = spanned(func)
     draws = refused_draws(func, name)  # the intrinsics rule's random draws it cannot give the GPU's order
