@@ -33,7 +33,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   (``emulate_roles.py``); a ``T.gemm`` on one stage of a staged tile takes a 2-D view of it;
 - ``explicit-wgmma``: ``T.wgmma_gemm`` (Hopper's GEMM of whole tiles without its implicit wait) is
   the ``T.gemm`` of its operands, and ``T.wait_wgmma`` does nothing (the CPU's GEMM is done when its
-  statement ends); WGMMA instructions by hand stay refused by name;
+  statement ends), and a use of an accumulator a GEMM surely still writes (before the wait that
+  completes it) is refused by name with its line (``emulate_wgmma.py``); WGMMA instructions by hand
+  stay refused by name;
 - ``reducers``: a reducer epoch (``T.alloc_reducer``, ``T.reducer_init``, ``T.reducer_update``,
   ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
   (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
@@ -190,10 +192,11 @@ RULES = (
          "the same time is reported, never hung on"),
     Rule("explicit-wgmma", "a T.wgmma_gemm (Hopper's explicit asynchronous GEMM of whole tiles, its wait left to "
          "T.wait_wgmma) is the T.gemm of the same operands, and T.wait_wgmma does nothing; the WGMMA instructions by "
-         "hand (T.ptx_wgmma_*, warpgroup fences and descriptors) stay refused by name",
+         "hand (T.ptx_wgmma_*, warpgroup fences and descriptors) stay refused by name, and so does a use of an "
+         "accumulator before a T.wait_wgmma that completes its GEMM on every path (emulate_wgmma.py)",
          "T.wgmma_gemm is TileLang's T.gemm (the same tile operation, its operands whole shared or fragment tiles) "
          "pinned to WGMMA without the implicit wait; the CPU's GEMM is done when its statement ends, so every "
-         "wait finds it done"),
+         "wait finds it done; a read before the wait reads registers the GPU's tensor cores still write"),
     Rule("reducers", "a reducer (T.alloc_reducer) is an array local to the block: T.reducer_init sets it to its "
          "init value or the combine's identity, each T.reducer_update(acc[i], v) combines v into acc[i], and "
          "T.finalize_reducer copies it into its destination",
