@@ -67,7 +67,7 @@ def in_flight_access(func: Any, name: str) -> EmulationRefused | None:
                     return
 
     def leaf(stmt: Any, state: dict[Any, tuple[int, str]]) -> dict[Any, tuple[int, str]]:
-        call = stmt.value if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) else None
+        call: Any = stmt.value if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) else None
         op = _op(call) if call is not None else ""
         if op == WGMMA_GEMM and len(call.args) >= 3:
             check(stmt, state, list(call.args[:2]))  # an operand still being written; C itself may chain
