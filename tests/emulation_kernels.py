@@ -405,6 +405,20 @@ def thread_loops_of_two_extents(threads: int = 128, fewer: int = 64) -> T.PrimFu
     return main
 
 
+def thread_loop_from_an_offset(start: int = 32, threads: int = 32) -> T.PrimFunc:
+    """B[tx] = 2 A[tx] by a T.thread_binding loop from ``start`` (no T.Kernel): TileLang's CUDA binds tx
+    to threadIdx.x and drops the start (``B[threadIdx.x] = ...`` over ``threads`` threads), so the GPU
+    writes B[0:threads], not B[start:start + threads]."""
+
+    @T.prim_func
+    def main(A: T.Tensor((start + threads,), T.float32), B: T.Tensor((start + threads,), T.float32)):
+        for _bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(start, start + threads, thread="threadIdx.x"):
+                B[tx] = A[tx] * 2.0
+
+    return main
+
+
 def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFunc:
     """A kernel written with T.thread_binding loops and no T.Kernel: B[b, t] = 2 A[b, t] + 1 by
     thread t of block b, and C[b, j] = b, C[b, j + 1] = j for even j, written by every thread alike (an

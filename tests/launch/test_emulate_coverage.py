@@ -396,3 +396,10 @@ def test_thread_binding_loops_of_two_extents_in_one_block_are_refused_by_name_wi
     with pytest.raises(tilelab.EmulationError, match=r"threadIdx\.x of different extents \(128, 64\).*line \d+"):
         tilelab.run(ek.thread_loops_of_two_extents(), torch.zeros(128), torch.zeros(128), torch.zeros(128),
                     device="cpu", outputs=["B", "C"])
+
+
+def test_a_thread_binding_loop_from_an_offset_is_refused_by_name_with_the_line():
+    """On the GPU the loop runs tx = threadIdx.x from 0 (TileLang drops the start), on the CPU it would
+    run from the start: refused, not answered."""
+    with pytest.raises(tilelab.EmulationError, match=r"threadIdx\.x from 32 \(not 0\).*line \d+"):
+        tilelab.run(ek.thread_loop_from_an_offset(), torch.zeros(64), torch.zeros(64), device="cpu", outputs=["B"])
