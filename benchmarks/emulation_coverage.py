@@ -94,6 +94,8 @@ NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
 DUPLICATE = "duplicate"
 MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
 DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
+MAX_USER_KERNELS = 8  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
+USERS_MANIFEST = "user_kernels.json"  # --users: written into DEST by benchmarks/fetch_user_kernels.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,9 +130,13 @@ def _slug(text: str) -> str:
 
 
 class Worker:
-    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool = False) -> None:
+    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool = False,
+                 users: bool = False, paths: tuple[str, ...] = ()) -> None:
         self.script, self.rel, self.out, self.ir_dir = script, rel, out, ir_dir
         self.tests = tests  # a pytest file: its test functions build the kernels
+        self.users = users  # --users: every distinct kernel counts (up to MAX_USER_KERNELS), in tests too
+        self.paths = paths  # import roots of the script's repository (its top folder, its src/)
+        self.marked = tests or users  # rows carry the kernel's fingerprint (duplicates across files)
         self.seen: dict[str, Any] = {}
         self.pending: list[Any] = []  # kernels captured, not yet run
         self.count = 0
@@ -182,18 +188,18 @@ class Worker:
         stand_in.name = _corpus._kernel_name(func)
         stand_in.ran = True
         self.seen[key] = stand_in
-        if self.tests and self.test_took:  # a test counts its first new kernel only
+        if self.tests and not self.users and self.test_took:  # a test counts its first new kernel only
             self.left_out += 1
             return stand_in
         self.count += 1
-        if self.count > MAX_KERNELS:
+        if self.count > (MAX_USER_KERNELS if self.users else MAX_KERNELS):
             self.left_out += 1
             return stand_in
         self.test_took = True
-        if self.tests:
+        if self.marked:
             self.emit({"progress": stand_in.name, "stage": "lowering", "fingerprint": key})  # a lowering cut short
         stand_in.fingerprint = key
-        mark = {"fingerprint": key} if self.tests else {}
+        mark = {"fingerprint": key} if self.marked else {}
         arch = _corpus._arch_for(self.script, request.target, ARCH)
         if arch is None or arch != ARCH or _corpus._needs_blackwell(func, _tilelang):
             self.emit({"kernel": stand_in.name, "verdict": OTHER_TARGET, "reason": f"written for {arch or 'non-CUDA'}",
@@ -222,12 +228,12 @@ class Worker:
         func, name = kernel.prim_func, kernel.name
         out_idx = kernel.out_idx or _tilelang.resolve_kernel(func).out_idx or None
         outputs = None if out_idx else (list(_tilelang.written_tensors(func)) or None)
-        mark = {"fingerprint": kernel.fingerprint} if self.tests else {}
+        mark = {"fingerprint": kernel.fingerprint} if self.marked else {}
         self.emit({"progress": name, **mark})  # so a run cut short by the timeout says which kernel it was in
         row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random", **mark}
         sizes: dict[str, int] = {}
         try:
-            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.tests and args is None else None)
+            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.marked and args is None else None)
             grid = _grid(func, name, sizes)
         except Exception as err:
             grid = (1, 1, 1)
@@ -284,7 +290,9 @@ class Worker:
 
         signal.signal(signal.SIGALRM, stop)
         outcome = "finished"
-        sys.argv = [str(self.script)]
+        sys.argv = [str(self.script)]  # a script that parses its command line runs with none
+        for path in reversed(self.paths):  # --users: the repository's own imports (`from tests.x import`, src/)
+            sys.path.insert(0, path)
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
@@ -339,11 +347,14 @@ class Worker:
 
         ran = needs_fixture = elsewhere = 0
         tests = _corpus.module_tests(namespace, _corpus._TEST_MODULE)
+        fixtures = Fixtures(namespace, self.script, Path(self.paths[0]) if self.paths else None) if self.users else None
         if self.after:
             names = [name for name, _ in tests]
             tests = tests[names.index(self.after) + 1:] if self.after in names else []
         for name, test in tests:
             sets = _corpus.param_sets(test, limit=1)
+            if sets is None and fixtures is not None:  # --users: the repository's own fixtures (conftest.py)
+                sets = fixtures.kwargs_for(test, _corpus.param_sets(test, limit=1, fixtures=True))
             if sets is None:
                 needs_fixture += 1
                 continue
@@ -370,6 +381,87 @@ class Worker:
             self.test = None
         return (f"ran {ran} test(s)" + (f"; {elsewhere} for another target" if elsewhere else "")
                 + (f"; {needs_fixture} need pytest fixtures (not run)" if needs_fixture else ""))
+
+
+class Fixtures:
+    """--users: the pytest fixtures a test file's tests ask for, taken from the file itself and the
+    ``conftest.py`` files of its folder and the folders above it up to the repository's top, plus
+    ``tmp_path`` and ``monkeypatch``. A fixture runs once per file (its scope is not kept apart), a
+    generator fixture up to its ``yield`` (no teardown), a parametrized one at its first value."""
+
+    def __init__(self, namespace: dict[str, Any], script: Path, top: Path | None) -> None:
+        import runpy
+
+        self.defs: dict[str, Any] = {}
+        folders = []
+        folder = script.parent
+        while top is not None and (folder == top or top in folder.parents):
+            folders.append(folder)
+            folder = folder.parent
+        for folder in reversed(folders):  # the nearest conftest.py wins
+            conftest = folder / "conftest.py"
+            if conftest.is_file():
+                try:
+                    self._collect(runpy.run_path(str(conftest), run_name="conftest"))
+                except Exception:
+                    pass
+        self._collect(namespace)
+        self.values: dict[str, Any] = {}
+
+    def _collect(self, namespace: dict[str, Any]) -> None:
+        for value in list(namespace.values()):
+            if hasattr(value, "_get_wrapped_function") and hasattr(value, "_fixture_function_marker"):
+                marker = value._fixture_function_marker
+                self.defs[marker.name or value.name] = value
+
+    def value(self, name: str, seen: tuple[str, ...] = ()) -> Any:
+        import inspect as pyinspect
+        import types
+
+        if name in self.values:
+            return self.values[name]
+        if name == "tmp_path":
+            self.values[name] = Path(tempfile.mkdtemp(prefix="tilelab-emucov-"))
+        elif name == "monkeypatch":
+            import pytest
+
+            self.values[name] = pytest.MonkeyPatch()
+        elif name in self.defs and name not in seen:
+            fixture = self.defs[name]
+            func = fixture._get_wrapped_function()
+            marker = fixture._fixture_function_marker
+            kwargs = {}
+            for p in pyinspect.signature(func).parameters.values():
+                if p.name == "request":
+                    kwargs["request"] = types.SimpleNamespace(param=(marker.params or [None])[0], node=None,
+                                                              config=None, getfixturevalue=self.value)
+                elif p.default is p.empty:
+                    kwargs[p.name] = self.value(p.name, seen + (name,))
+            result = func(**kwargs)
+            self.values[name] = next(result) if pyinspect.isgenerator(result) else result
+        else:
+            raise LookupError(name)
+        return self.values[name]
+
+    def kwargs_for(self, test: Any, given: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The test's first parameter set with its fixtures filled in; None if one is not to be had."""
+        import inspect as pyinspect
+
+        kwargs = dict((given or [{}])[0])
+        try:
+            params = pyinspect.signature(test).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        for p in params:
+            if p.name in kwargs or p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            if p.default is not p.empty:
+                continue
+            try:
+                kwargs[p.name] = self.value(p.name)
+            except Exception:
+                return None
+        return [kwargs]
 
 
 _COMPUTE_MARK = re.compile(r"Requires CUDA compute (ge|gt|le|lt|eq) (\d+)\.(\d+)")
@@ -470,7 +562,8 @@ def worker_main(argv: list[str]) -> int:
     script, rel, out = Path(argv[0]).resolve(), argv[1], Path(argv[2]).resolve()
     ir_dir = Path(argv[3]).resolve() if len(argv) > 3 and argv[3] != "-" else None
     options = dict(a.split("=", 1) for a in argv[4:] if "=" in a)
-    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:])
+    paths = tuple(p for p in options.get("paths", "").split(os.pathsep) if p)
+    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:], users="users" in argv[4:], paths=paths)
     worker.after, worker.count = options.get("after", ""), int(options.get("counted", 0))
     worker.run()
     return 0
@@ -481,14 +574,16 @@ def worker_main(argv: list[str]) -> int:
 
 
 def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool, env: dict[str, str],
-                after: str, rows: list[dict[str, Any]], budget_s: float,
-                timeout_s: float) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+                after: str, rows: list[dict[str, Any]], budget_s: float, timeout_s: float,
+                users: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
     """One worker process over ``script`` (a test file: from the test after ``after``, with the
     kernels ``rows`` already counted); its rows are added to ``rows``. Returns how it ended, its
     last "done" line and the kernel it was busy with when it ended (None if none)."""
     counted = sum(r.get("verdict") in COUNTED + (NOT_LOWERED, OTHER_TARGET) and r.get("kernel") != "-" for r in rows)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
            str(ir_dir) if ir_dir else "-"] + (["tests", f"after={after}", f"counted={counted}"] if tests else [])
+    if users is not None:  # --users: the repository's import roots
+        cmd += ["users", "paths=" + os.pathsep.join(users)]
     outcome = ""
     try:
         proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True,
@@ -525,10 +620,18 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
 
 
 def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
-               tests: bool = False) -> list[dict[str, Any]]:
+               tests: bool = False, users: bool = False) -> list[dict[str, Any]]:
+    """One script's rows. ``users``: a script of the users' set (``root/OWNER__NAME/...``): a pytest
+    file (``test_*.py``) runs as a test module, any other as ``__main__``; the repository's top
+    folder and its ``src/`` are on the import path, as the repository's own tools put them."""
     rel = script.relative_to(root).as_posix()
+    paths: tuple[str, ...] | None = None
+    if users:
+        tests = _corpus_is_test_file(script)
+        repo_root = root / Path(rel).parts[0]
+        paths = tuple(str(p) for p in (repo_root, repo_root / "src") if p.is_dir())
     text = script.read_text(errors="replace")
-    if "tilelang" not in text:
+    if "tilelang" not in text and not users:  # a user's test file imports its kernels from its package
         return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
     from tilelab.engine import corpus as _corpus
 
@@ -554,7 +657,7 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
         after, restarts, left_out = "", 0, 0
         while True:
             outcome, done, pending = _run_worker(script, rel, out, ir_dir, tests, env, after, rows,
-                                                 deadline - time.monotonic(), timeout_s)
+                                                 deadline - time.monotonic(), timeout_s, paths)
             left_out += (done or {}).get("left_out", 0)
             # a test file whose process died in a kernel's CPU run (or its lowering) starts again
             # after that test: one kernel's crash does not take the file's later kernels with it
@@ -568,9 +671,15 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
                          "reason": outcome or (done or {}).get("done", "")})
         if left_out:
             rows[-1]["left_out"] = left_out  # distinct kernels built but not counted
-        if tests:
+        if tests or users:
             rows[-1]["outcome"] = outcome or (done or {}).get("done", "")
         return rows
+
+
+def _corpus_is_test_file(script: Path) -> bool:
+    from tilelab.engine import corpus as _corpus
+
+    return _corpus.is_test_file(script)
 
 
 COUNTED = (RUNS, REFUSED, FAILS)
@@ -604,12 +713,13 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all") -> str:
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all",
+           users: bool = False) -> str:
     lines = []
-    header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
+    header = ("repository" if users else "folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
     for r in rows:
-        half = folder_of(r["script"]) if tests else half_of(folder_of(r["script"]), folders)
+        half = folder_of(r["script"]) if tests or users else half_of(folder_of(r["script"]), folders)
         why = r.get("construct") or r.get("cls") or ""
         reason = r.get("reason", "")
         script = r["script"] + (f"::{r['test']}" if r.get("test") else "")
@@ -622,7 +732,15 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
     lines.append("")
     verdicts = collections.Counter(r["verdict"] for r in rows)
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
-    if tests:
+    if users:
+        lines += summary(rows, "all (the users' kernels, held out)")
+        for folder in sorted({folder_of(r["script"]) for r in rows}):
+            lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
+        left = sum(r.get("left_out", 0) for r in rows)
+        scripts = len({r["script"] for r in rows})
+        lines.append(f"{scripts} scripts; {left} further distinct kernels built by them not counted "
+                     f"(a script's past the first {MAX_USER_KERNELS})")
+    elif tests:
         label = {"all": "all", "first": "first half of the files (built from)",
                  "second": "second half of the files (held out)"}[which]
         lines += summary(rows, f"{label} (TileLang's tests)")
@@ -648,11 +766,42 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
     return "\n".join(lines)
 
 
+def user_scripts(dest: Path, only: list[str] | tuple[str, ...] = ()) -> list[Path]:
+    """--users: the scripts of the set fetched into ``dest`` (``dest/user_kernels.json``, written by
+    benchmarks/fetch_user_kernels.py), in manifest order: ``dest/OWNER__NAME/PATH``; ``only`` narrows
+    them by glob on that relative path."""
+    import fnmatch
+
+    manifest = dest / USERS_MANIFEST
+    if not manifest.is_file():
+        raise ValueError(f"--users {dest}: no {USERS_MANIFEST} there; fetch the set first: "
+                         f"python benchmarks/fetch_user_kernels.py {dest}")
+    data = json.loads(manifest.read_text())
+    scripts = []
+    for entry in data["repositories"]:
+        folder = entry["repo"].replace("/", "__")
+        for rel in entry["scripts"]:
+            path = dest / folder / rel
+            if not path.is_file():
+                raise ValueError(f"--users {dest}: {folder}/{rel} is missing; fetch the set again")
+            scripts.append(path)
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(s.relative_to(dest).as_posix(), pattern) for s in scripts):
+            raise ValueError(f"--only {pattern!r}: matches no script of the users' set; give a path such as "
+                             "'OWNER__NAME/path/to/script.py' or a glob such as 'OWNER__NAME/*'")
+    if only:
+        scripts = [s for s in scripts if any(fnmatch.fnmatchcase(s.relative_to(dest).as_posix(), p) for p in only)]
+    return scripts
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         return worker_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("directory", help="TileLang's examples/ folder (with --tests: its testing/python folder)")
+    parser.add_argument("directory", nargs="?",
+                        help="TileLang's examples/ folder (with --tests: its testing/python folder)")
+    parser.add_argument("--users", metavar="DEST",
+                        help="the users' held-out set: the folder benchmarks/fetch_user_kernels.py DEST wrote")
     parser.add_argument("--tests", action="store_true",
                         help="the fresh held-out set: the test files (test_*.py) of TileLang's testing/python, "
                              f"folders {', '.join(TEST_FOLDERS)} unless --only names others")
@@ -666,13 +815,25 @@ def main() -> int:
     parser.add_argument("--json", help="write the rows here as JSON")
     parser.add_argument("--save-ir", help="write each kernel's IR (NAME.tir.json) and its run (NAME.json) here")
     args = parser.parse_args()
+    if args.users and (args.tests or args.directory):
+        parser.error("--users DEST takes no DIRECTORY and no --tests: DEST is the whole set")
+    if args.users and args.half != "all":
+        parser.error("--half: the users' set is held out whole (no rule was built from any part of it)")
+    if not args.users and not args.directory:
+        parser.error("give DIRECTORY (TileLang's examples/, or testing/ with --tests) or --users DEST")
 
     from tilelab.engine import corpus as _corpus
 
-    root = Path(args.directory).resolve()
+    root = Path(args.users or args.directory).resolve()
     if args.tests and (root / "python").is_dir():
         root = root / "python"  # testing/ given for testing/python
-    if args.tests:
+    if args.users:
+        try:
+            scripts = user_scripts(root, args.only)
+        except ValueError as err:
+            parser.error(str(err))
+        folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in scripts})
+    elif args.tests:
         scripts = [s for s in _corpus.select_scripts(root, args.only, tests=True) if _corpus.is_test_file(s)
                    and (args.only or folder_of(s.relative_to(root).as_posix()) in TEST_FOLDERS)]
         folders = list(TEST_FOLDERS)
@@ -690,7 +851,8 @@ def main() -> int:
                 fresh.setdefault(r["script"], []).append(r)
             by_script.update(fresh)
         table = [r for s in sorted(by_script) for r in by_script[s]]
-        print(render(dedupe(table) if args.tests else table, folders, args.tests))
+        print(render(dedupe(table) if args.tests or args.users else table, folders, args.tests,
+                     users=bool(args.users)))
         return 0
     if args.half != "all" and args.tests:
         fresh = [s.relative_to(root).as_posix() for s in _corpus.find_scripts(root, True)
@@ -708,7 +870,8 @@ def main() -> int:
     start = time.perf_counter()
     results: dict[Path, list[dict[str, Any]]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
-        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir, args.tests): s for s in scripts}
+        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir, args.tests, bool(args.users)): s
+                   for s in scripts}
         partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
         if partial:
             partial.write_text("")
@@ -721,9 +884,9 @@ def main() -> int:
             print(f"[{i}/{len(scripts)}] {rows[0]['script']}: " + ", ".join(r["verdict"] for r in rows),
                   file=sys.stderr, flush=True)
     rows = [r for s in scripts for r in results[s]]
-    if args.tests:
+    if args.tests or args.users:
         rows = dedupe(rows)
-    print(render(rows, folders, args.tests, args.half))
+    print(render(rows, folders, args.tests, args.half, users=bool(args.users)))
     print(f"{len(scripts)} {'test files' if args.tests else 'scripts'} in {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
