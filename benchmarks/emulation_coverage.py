@@ -61,6 +61,28 @@ of ``TEST_FOLDERS`` sorted by name and dealt alternately (1st, 3rd, ... the firs
 the second). Rules of the CPU path built from this set's failures were built from the first half's
 only; the second half is their held-out measure. ``--only`` narrows within the chosen half (the
 halves are always dealt from the whole set, so a file's half does not depend on ``--only``).
+
+``--users DEST``: a third held-out set, from which no rule of the CPU path was built: CUDA kernels
+written by TileLang's users in public repositories (tutorials, courses, benchmarks, model code),
+listed with their commits in ``benchmarks/user_kernels.json``:
+
+    .venv/bin/python benchmarks/fetch_user_kernels.py /tmp/user-kernels     # git clone each repository at its commit
+    .venv/bin/python benchmarks/emulation_coverage.py --users /tmp/user-kernels --jobs 1 --json rows.json
+        [--timeout S] [--only 'OWNER__NAME/GLOB']
+
+Every script of the manifest runs in its own process, from its own folder, with no command-line
+arguments, the repository's top folder and its ``src/`` on the import path (its own packages and
+sibling modules import as they do in the repository): a pytest file (``test_*.py``) as a test
+module (its tests called in file order at their first parameter set, with the fixtures of the file
+and its ``conftest.py`` files, ``tmp_path`` and ``monkeypatch``), any other as ``__main__``.
+Compiles are intercepted and kernels run on the CPU (two blocks) as in the examples mode, on the
+script's tensors when it calls the kernel, else on random inputs (each dynamic size
+``DYNAMIC_SIZE``). Every distinct kernel a script builds counts, up to ``MAX_USER_KERNELS`` a script
+(an autotuning script builds many of one kind; the rest are listed as ``left_out``); a kernel built
+by several scripts (the same PrimFunc, the same outputs) counts once, in the first. ``--timeout``
+ends a script that runs too long (its kernels reached so far are kept; a CPU run it cut short counts
+as failing). The whole set is held out: no halves. The totals are printed for all and per
+repository.
 """
 
 from __future__ import annotations
@@ -94,6 +116,7 @@ NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
 DUPLICATE = "duplicate"
 MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
 DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
+LOWERING_ONLY = "lowering only"  # --users: a CompileRequest made from the script's tilelang.lower or get_tir
 MAX_USER_KERNELS = 8  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
 USERS_MANIFEST = "user_kernels.json"  # --users: written into DEST by benchmarks/fetch_user_kernels.py
 
@@ -137,6 +160,8 @@ class Worker:
         self.users = users  # --users: every distinct kernel counts (up to MAX_USER_KERNELS), in tests too
         self.paths = paths  # import roots of the script's repository (its top folder, its src/)
         self.marked = tests or users  # rows carry the kernel's fingerprint (duplicates across files)
+        self.by_fingerprint: dict[str, Any] = {}  # --users: the first stand-in of each PrimFunc
+        self.inside = 0  # --users: >0 while TileLang's own compile (or tilelab) runs: not the script's lowering
         self.seen: dict[str, Any] = {}
         self.pending: list[Any] = []  # kernels captured, not yet run
         self.count = 0
@@ -154,9 +179,11 @@ class Worker:
     # the compile interception
     def on_compile(self, request: Any) -> Any:
         signal.alarm(0)
+        self.inside += 1
         try:
             return self._capture(request)
         finally:
+            self.inside -= 1
             signal.alarm(int(GRACE_S))
 
     def _capture(self, request: Any) -> Any:
@@ -165,10 +192,12 @@ class Worker:
         from tilelab.records.errors import LoweringError
 
         func = request.prim_func
-        key = f"{_tilelang.kernel_fingerprint(func)}|{request.out_idx}"
+        fingerprint = _tilelang.kernel_fingerprint(func)
+        key = f"{fingerprint}|{request.out_idx}"
         if key in self.seen:
             return self.seen[key]
         outer = self
+        first = self.by_fingerprint.get(fingerprint) if self.users else None
 
         class Captured(_corpus.StandInKernel):
             ran = False
@@ -188,6 +217,15 @@ class Worker:
         stand_in.name = _corpus._kernel_name(func)
         stand_in.ran = True
         self.seen[key] = stand_in
+        if first is not None:  # --users: a kernel the script lowered or inspected (get_tir), now compiled
+            if first in self.pending and getattr(first, "lowering_only", False):
+                self.pending.remove(first)  # the compiled one runs instead, on the script's tensors if it calls it
+                stand_in.fingerprint, stand_in.ran = first.fingerprint, False
+                self.pending.append(stand_in)
+            return stand_in
+        if self.users:
+            self.by_fingerprint[fingerprint] = stand_in
+            stand_in.lowering_only = request.execution_backend == LOWERING_ONLY
         if self.tests and not self.users and self.test_took:  # a test counts its first new kernel only
             self.left_out += 1
             return stand_in
@@ -222,6 +260,14 @@ class Worker:
 
     def emulate(self, kernel: Any, args: list[Any] | None) -> None:
         """Run ``kernel`` on the CPU (two blocks) on the script's ``args`` (None: built inputs)."""
+
+        self.inside += 1  # tilelab's own lowering and compile are not the script's
+        try:
+            self._emulate(kernel, args)
+        finally:
+            self.inside -= 1
+
+    def _emulate(self, kernel: Any, args: list[Any] | None) -> None:
         import tilelab
         from tilelab import _tilelang
 
@@ -296,7 +342,8 @@ class Worker:
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
-            with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile):
+            lowerings = self.lowerings_intercepted() if self.users else contextlib.nullcontext()
+            with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile), lowerings:
                 if self.tests:
                     with self.jit_kernels_intercepted():
                         namespace = runpy.run_path(str(self.script), run_name=_corpus._TEST_MODULE)
@@ -332,6 +379,66 @@ class Worker:
             yield
         finally:
             tilelang.JITKernel = saved
+
+    @contextlib.contextmanager
+    def lowerings_intercepted(self) -> Any:
+        """--users: a kernel a script only lowers (``tilelang.lower``) or inspects (``get_tir`` of a
+        ``@tilelang.jit`` function) is one of its kernels too: captured as a compile would be (it
+        runs on random inputs unless the script later compiles and calls it). ``tilelang.lower``
+        then goes on for the GPU stood in for (target ``cuda`` as ``sm_90a``), so the script
+        continues; TileLang's own compiles (which call get_tir) and tilelab's are not captured."""
+        import tilelang
+        from tilelang.jit import JITImpl
+
+        from tilelab._tilelang.capture import CompileRequest
+
+        saved_lower, saved_get_tir = tilelang.lower, JITImpl.get_tir
+        saved_compile, saved_par = JITImpl.compile, JITImpl.par_compile
+        outer = self
+
+        def captured(func: Any, out_idx: Any, configs: Any, target: Any) -> None:
+            if outer.inside or not (hasattr(func, "buffer_map") and hasattr(func, "body")):
+                return
+            out = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
+            outer.inside += 1
+            try:
+                outer.on_compile(CompileRequest(func, out, dict(configs or {}), target, LOWERING_ONLY))
+            finally:
+                outer.inside -= 1
+
+        def lower(func_or_mod: Any, target: Any = "auto", *args: Any, **kwargs: Any) -> Any:
+            captured(func_or_mod, None, None, target)
+            if target is None or (isinstance(target, str) and target.strip() in ("auto", "cuda")):
+                target = {"kind": "cuda", "arch": ARCH}
+            outer.inside += 1
+            try:
+                with tilelang.tvm.target.Target(target) as resolved:  # TileLang's passes read the current target
+                    return saved_lower(func_or_mod, resolved, *args, **kwargs)
+            finally:
+                outer.inside -= 1
+
+        def get_tir(jit: Any, *args: Any, **kwargs: Any) -> Any:
+            func = saved_get_tir(jit, *args, **kwargs)
+            captured(func, getattr(jit, "out_idx", None), getattr(jit, "pass_configs", None),
+                     getattr(jit, "target", None))
+            return func
+
+        def inside(method: Any) -> Any:
+            def call(jit: Any, *args: Any, **kwargs: Any) -> Any:
+                outer.inside += 1
+                try:
+                    return method(jit, *args, **kwargs)
+                finally:
+                    outer.inside -= 1
+            return call
+
+        tilelang.lower, JITImpl.get_tir = lower, get_tir  # type: ignore[method-assign]
+        JITImpl.compile, JITImpl.par_compile = inside(saved_compile), inside(saved_par)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            tilelang.lower, JITImpl.get_tir = saved_lower, saved_get_tir  # type: ignore[method-assign]
+            JITImpl.compile, JITImpl.par_compile = saved_compile, saved_par  # type: ignore[method-assign]
 
     def run_pending(self) -> None:
         for kernel in list(self.pending):  # kernels the script (or test) never called: random inputs

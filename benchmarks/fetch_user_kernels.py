@@ -7,7 +7,9 @@ repositories, the held-out set of ``benchmarks/emulation_coverage.py --users``.
 ``scripts`` (each one runs on its own: a script run as ``__main__``, or a pytest file ``test_*.py``)
 and ``helpers`` (modules and data the scripts import or read). Each repository is taken with
 ``git clone https://github.com/OWNER/NAME`` at its commit, and each listed file is written to
-``DEST/OWNER__NAME/PATH`` exactly as it is at that commit (``git show COMMIT:PATH``). ``--clones DIR``
+``DEST/OWNER__NAME/PATH`` exactly as it is at that commit (``git show COMMIT:PATH``; a file named in
+the repository's ``at`` map is taken at the commit given there: a learner's solutions committed one
+by one). ``--clones DIR``
 takes existing clones instead where ``DIR/OWNER+NAME`` is one (a bare git directory or a work
 tree holding the commit), and keeps new clones there for the next time. The manifest is copied
 to ``DEST/user_kernels.json``; the coverage benchmark reads it there.
@@ -47,11 +49,16 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Any]:
         if repo.count("/") != 1 or repo in seen:
             raise FetchError(f"{path}: {repo!r} is not owner/name, or is listed twice")
         seen.add(repo)
-        if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
-            raise FetchError(f"{path}: {repo}: commit {commit!r} is not a full 40-digit hash")
-        for rel in list(entry["scripts"]) + list(entry.get("helpers", [])):
+        files = list(entry["scripts"]) + list(entry.get("helpers", []))
+        for c in [commit, *entry.get("at", {}).values()]:
+            if len(c) != 40 or any(d not in "0123456789abcdef" for d in c):
+                raise FetchError(f"{path}: {repo}: commit {c!r} is not a full 40-digit hash")
+        for rel in files:
             if rel.startswith("/") or ".." in Path(rel).parts:
                 raise FetchError(f"{path}: {repo}: {rel!r} is not a path inside the repository")
+        stray = sorted(set(entry.get("at", {})) - set(files))
+        if stray:
+            raise FetchError(f"{path}: {repo}: 'at' names {stray[0]!r}, which is not one of its files")
     return data
 
 
@@ -89,17 +96,20 @@ def _clone(repo: str, commit: str, where: Path) -> Path:
     return where
 
 
-def source_for(repo: str, commit: str, clones: Path | None, scratch: Path) -> Path:
-    """The git directory to read ``repo`` at ``commit`` from: ``clones/OWNER+NAME`` if it is a clone,
+def source_for(repo: str, commits: list[str], clones: Path | None, scratch: Path) -> Path:
+    """The git directory to read ``repo`` at ``commits`` from: ``clones/OWNER+NAME`` if it is a clone,
     else a new clone from GitHub (kept under ``clones`` if given)."""
     slot = clones / repo.replace("/", "+") if clones else None
     git_dir = _git_dir(slot) if slot is not None else None
     if git_dir is None:
         target = slot if slot is not None and not slot.exists() else scratch / repo.replace("/", "+")
-        git_dir = _clone(repo, commit, target)
-    if not _has_commit(git_dir, commit):
-        raise FetchError(f"{repo}: the clone at {git_dir} lacks commit {commit}; "
-                         f"run `git -C {git_dir} fetch origin {commit}` (or remove it to clone afresh)")
+        git_dir = _clone(repo, commits[0], target)
+    for commit in commits:
+        if not _has_commit(git_dir, commit):
+            _git(["--git-dir", str(git_dir), "fetch", "origin", commit])
+        if not _has_commit(git_dir, commit):
+            raise FetchError(f"{repo}: the clone at {git_dir} lacks commit {commit}; "
+                             f"run `git -C {git_dir} fetch origin {commit}` (or remove it to clone afresh)")
     return git_dir
 
 
@@ -111,14 +121,16 @@ def fetch(dest: Path, clones: Path | None = None, manifest: Path = MANIFEST, log
     with tempfile.TemporaryDirectory(prefix="user-kernels-") as tmp:
         for entry in data["repositories"]:
             repo, commit = entry["repo"], entry["commit"]
-            git_dir = source_for(repo, commit, clones, Path(tmp))
+            at = entry.get("at", {})
+            git_dir = source_for(repo, list(dict.fromkeys([commit, *at.values()])), clones, Path(tmp))
             out = dest / folder_name(repo)
             if out.exists():
                 shutil.rmtree(out)
             for rel in list(entry["scripts"]) + list(entry.get("helpers", [])):
-                shown = _git(["--git-dir", str(git_dir), "show", f"{commit}:{rel}"])
+                where = at.get(rel, commit)
+                shown = _git(["--git-dir", str(git_dir), "show", f"{where}:{rel}"])
                 if shown.returncode:
-                    raise FetchError(f"{repo}@{commit[:12]}: no file {rel}: {shown.stderr.decode().strip()[:200]}")
+                    raise FetchError(f"{repo}@{where[:12]}: no file {rel}: {shown.stderr.decode().strip()[:200]}")
                 path = out / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(shown.stdout)
