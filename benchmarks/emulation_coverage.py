@@ -71,18 +71,21 @@ listed with their commits in ``benchmarks/user_kernels.json``:
         [--timeout S] [--only 'OWNER__NAME/GLOB']
 
 Every script of the manifest runs in its own process, from its own folder, with no command-line
-arguments, the repository's top folder and its ``src/`` on the import path (its own packages and
-sibling modules import as they do in the repository): a pytest file (``test_*.py``) as a test
-module (its tests called in file order at their first parameter set, with the fixtures of the file
-and its ``conftest.py`` files, ``tmp_path`` and ``monkeypatch``), any other as ``__main__``.
-Compiles are intercepted and kernels run on the CPU (two blocks) as in the examples mode, on the
-script's tensors when it calls the kernel, else on random inputs (each dynamic size
-``DYNAMIC_SIZE``). Every distinct kernel a script builds counts, up to ``MAX_USER_KERNELS`` a script
-(an autotuning script builds many of one kind; the rest are listed as ``left_out``); a kernel built
-by several scripts (the same PrimFunc, the same outputs) counts once, in the first. ``--timeout``
-ends a script that runs too long (its kernels reached so far are kept; a CPU run it cut short counts
-as failing). The whole set is held out: no halves. The totals are printed for all and per
-repository.
+arguments, its own imports resolving as they do once its project is installed (``import_roots``:
+the folders holding a ``pyproject.toml``/``setup.py`` from the script's up to the repository's top,
+and their ``src/``): a pytest file (``test_*.py``) as a test module (its tests called in file order
+at their first parameter set, with the fixtures of the file and its ``conftest.py`` files,
+``tmp_path`` and ``monkeypatch``), any other as ``__main__``. Compiles are intercepted and kernels
+run on the CPU (two blocks) as in the examples mode, on the script's tensors when it calls the
+kernel, else on random inputs (each dynamic size ``DYNAMIC_SIZE``); a kernel the script only lowers
+(``tilelang.lower``) or inspects (``get_tir``) counts too, and its tensors answer ``is_cuda`` as a
+GPU's would. Every distinct kernel a script builds counts, up to ``MAX_USER_KERNELS`` a script (an
+autotuning script builds many of one kind; the rest are listed as ``left_out``); a kernel built by
+several scripts (the same PrimFunc, the same outputs) counts once, in the first. A script stuck in
+its own computation (a reference at its GPU sizes, on the CPU) for ``WATCH_S`` after its last kernel
+is ended, its kernels built but not yet called run first; ``--timeout`` ends any script (a kernel it
+had lowered but not run is listed as ``not run``, not counted; a CPU run it cut short counts as
+failing). The whole set is held out: no halves. The totals are printed for all and per repository.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -117,6 +121,8 @@ DUPLICATE = "duplicate"
 MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
 DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
 LOWERING_ONLY = "lowering only"  # --users: a CompileRequest made from the script's tilelang.lower or get_tir
+WATCH_S = 4 * GRACE_S  # --users: a script stuck this long in its own computation after its last kernel is ended
+NOT_RUN = "not run"  # --users: lowered, but the script's time ran out before its CPU run (not counted)
 MAX_USER_KERNELS = 8  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
 USERS_MANIFEST = "user_kernels.json"  # --users: written into DEST by benchmarks/fetch_user_kernels.py
 
@@ -162,6 +168,9 @@ class Worker:
         self.marked = tests or users  # rows carry the kernel's fingerprint (duplicates across files)
         self.by_fingerprint: dict[str, Any] = {}  # --users: the first stand-in of each PrimFunc
         self.inside = 0  # --users: >0 while TileLang's own compile (or tilelab) runs: not the script's lowering
+        self.lock = threading.Lock()  # the pending kernels, between the script's thread and the watchdog
+        self.finished = False  # the script has ended (or the watchdog ended it): no more CPU runs from it
+        self.last_activity = time.monotonic()
         self.seen: dict[str, Any] = {}
         self.pending: list[Any] = []  # kernels captured, not yet run
         self.count = 0
@@ -184,6 +193,7 @@ class Worker:
             return self._capture(request)
         finally:
             self.inside -= 1
+            self.last_activity = time.monotonic()
             signal.alarm(int(GRACE_S))
 
     def _capture(self, request: Any) -> Any:
@@ -203,13 +213,18 @@ class Worker:
             ran = False
 
             def __call__(self, *args: Any, **kwargs: Any) -> Any:
-                if not self.ran and self in outer.pending:
-                    self.ran = True
-                    outer.pending.remove(self)
+                with outer.lock:
+                    mine = not self.ran and self in outer.pending and not outer.finished
+                    if mine:
+                        self.ran = True
+                        outer.pending.remove(self)
+                        outer.inside += 1  # the watchdog leaves a CPU run alone
+                if mine:
                     signal.alarm(0)
                     try:
                         outer.emulate(self, list(args))
                     finally:
+                        outer.inside -= 1
                         signal.alarm(int(GRACE_S))
                 return self._outputs(args)
 
@@ -255,6 +270,8 @@ class Worker:
                        **mark})
             return stand_in
         stand_in.ran = False
+        if self.users:  # lowered: a process that ends before its CPU run says so
+            self.emit({"progress": stand_in.name, "stage": "lowered", "fingerprint": key})
         self.pending.append(stand_in)
         return stand_in
 
@@ -266,6 +283,7 @@ class Worker:
             self._emulate(kernel, args)
         finally:
             self.inside -= 1
+            self.last_activity = time.monotonic()
 
     def _emulate(self, kernel: Any, args: list[Any] | None) -> None:
         import tilelab
@@ -335,6 +353,8 @@ class Worker:
             raise _Stop(f"no new kernel within {GRACE_S:.0f} s of the last one")
 
         signal.signal(signal.SIGALRM, stop)
+        if self.users:
+            threading.Thread(target=self.watch, daemon=True).start()
         outcome = "finished"
         sys.argv = [str(self.script)]  # a script that parses its command line runs with none
         for path in reversed(self.paths):  # --users: the repository's own imports (`from tests.x import`, src/)
@@ -359,7 +379,32 @@ class Worker:
         finally:
             signal.alarm(0)
         self.run_pending()
+        with self.lock:
+            if self.finished and self.users:
+                return  # the watchdog ended the script and reports
+            self.finished = True
         self.emit({"done": outcome, "captured": self.count, "left_out": self.left_out})
+
+    def watch(self) -> None:
+        """--users: SIGALRM ends a script that builds no kernel for ``GRACE_S``, but only between
+        Python bytecodes: a script stuck in one long torch operation on huge CPU tensors (a
+        reference GEMM at its GPU sizes) would hold on to the kernels it built but has not called
+        yet. After ``WATCH_S`` of that, this thread runs them (random inputs) and ends the
+        process: the kernels the script reached are recorded, whatever its own computation does."""
+        while True:
+            time.sleep(0.5)
+            with self.lock:
+                if self.finished:
+                    return
+                stuck = (self.count and not self.inside and time.monotonic() - self.last_activity > WATCH_S)
+                if stuck:
+                    self.finished = True  # the script's thread runs no more kernels
+            if stuck:
+                break
+        self.run_pending(force=True)
+        self.emit({"done": f"stopped: its own computation ran past {WATCH_S:.0f} s after its last kernel",
+                   "captured": self.count, "left_out": self.left_out})
+        os._exit(0)
 
     @contextlib.contextmanager
     def jit_kernels_intercepted(self) -> Any:
@@ -386,8 +431,11 @@ class Worker:
         ``@tilelang.jit`` function) is one of its kernels too: captured as a compile would be (it
         runs on random inputs unless the script later compiles and calls it). ``tilelang.lower``
         then goes on for the GPU stood in for (target ``cuda`` as ``sm_90a``), so the script
-        continues; TileLang's own compiles (which call get_tir) and tilelab's are not captured."""
+        continues; TileLang's own compiles (which call get_tir) and tilelab's are not captured. A
+        tensor answers ``is_cuda`` as the GPU's would to the script (its CUDA tensors live on the CPU
+        here), not to TileLang or tilelab."""
         import tilelang
+        import torch
         from tilelang.jit import JITImpl
 
         from tilelab._tilelang.capture import CompileRequest
@@ -432,6 +480,9 @@ class Worker:
                     outer.inside -= 1
             return call
 
+        saved_is_cuda = torch.Tensor.__dict__.get("is_cuda")
+        torch.Tensor.is_cuda = property(  # type: ignore[method-assign,assignment]
+            lambda t: (outer.inside == 0 and t.device.type == "cpu") or t.device.type == "cuda")
         tilelang.lower, JITImpl.get_tir = lower, get_tir  # type: ignore[method-assign]
         JITImpl.compile, JITImpl.par_compile = inside(saved_compile), inside(saved_par)  # type: ignore[method-assign]
         try:
@@ -439,10 +490,19 @@ class Worker:
         finally:
             tilelang.lower, JITImpl.get_tir = saved_lower, saved_get_tir  # type: ignore[method-assign]
             JITImpl.compile, JITImpl.par_compile = saved_compile, saved_par  # type: ignore[method-assign]
+            if saved_is_cuda is None:
+                del torch.Tensor.is_cuda
+            else:
+                torch.Tensor.is_cuda = saved_is_cuda  # type: ignore[method-assign]
 
-    def run_pending(self) -> None:
-        for kernel in list(self.pending):  # kernels the script (or test) never called: random inputs
-            self.pending.remove(kernel)
+    def run_pending(self, force: bool = False) -> None:
+        """The kernels the script (or test) built and never called, on random inputs; ``force``: the
+        watchdog's run, after the script's thread was stopped from running any."""
+        while True:
+            with self.lock:
+                if not self.pending or (self.finished and not force):
+                    return
+                kernel = self.pending.pop(0)
             self.emulate(kernel, None)
 
     def run_tests(self, namespace: dict[str, Any]) -> str:
@@ -474,6 +534,7 @@ class Worker:
                 continue
             ran += 1
             signal.alarm(int(3 * GRACE_S))  # a test that builds no kernel for a while is ended
+            self.last_activity = time.monotonic()
             try:
                 with _tilelang.tilelang_errors(name):
                     test(**sets[0])
@@ -701,6 +762,7 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
     except subprocess.TimeoutExpired:
         outcome = f"timed out after {timeout_s:.0f} s"
     done, pending = None, None
+    lowered: dict[str, dict[str, Any]] = {}  # kernels lowered whose CPU run has not reported
     for line in out.read_text().splitlines():
         try:
             d = json.loads(line)
@@ -708,11 +770,21 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
             continue
         if "done" in d:
             done = d
+        elif "progress" in d and d.get("stage") == "lowered":
+            pending = None  # TileLang's lowering finished
+            lowered[d["fingerprint"]] = d
         elif "progress" in d:
             pending = d
         else:
             pending = None
+            lowered.pop(d.get("fingerprint", ""), None)
             rows.append({"script": rel, **d})
+    if pending is not None:
+        lowered.pop(pending.get("fingerprint", ""), None)
+    for d in lowered.values():  # lowered, never run: the script's process ended first
+        rows.append({"script": rel, "kernel": d["progress"], "verdict": NOT_RUN, "fingerprint": d["fingerprint"],
+                     "reason": "its CPU run never started: " + (outcome or "the script's process ended"),
+                     **({"test": d["test"]} if d.get("test") else {})})
     where = {k: pending[k] for k in ("test", "fingerprint") if k in pending} if pending else {}
     if pending is not None and pending.get("stage") == "lowering":  # TileLang's own lowering
         rows.append({"script": rel, "kernel": pending["progress"], "verdict": NOT_LOWERED,
@@ -735,8 +807,7 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
     paths: tuple[str, ...] | None = None
     if users:
         tests = _corpus_is_test_file(script)
-        repo_root = root / Path(rel).parts[0]
-        paths = tuple(str(p) for p in (repo_root, repo_root / "src") if p.is_dir())
+        paths = tuple(str(p) for p in import_roots(script, root / Path(rel).parts[0]))
     text = script.read_text(errors="replace")
     if "tilelang" not in text and not users:  # a user's test file imports its kernels from its package
         return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
@@ -781,6 +852,25 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
         if tests or users:
             rows[-1]["outcome"] = outcome or (done or {}).get("done", "")
         return rows
+
+
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def import_roots(script: Path, repo_root: Path) -> list[Path]:
+    """--users: where a script's own imports resolve, as they do once its project is installed
+    or under pytest: the folders from the script's up to the repository's top that hold a project
+    (``pyproject.toml``, ``setup.py``, ``setup.cfg``), each with its ``src/``, then the
+    repository's top and its ``src/``; nearest first."""
+    roots: list[Path] = []
+    folder = script.parent
+    while folder == repo_root or repo_root in folder.parents:
+        if folder == repo_root or any((folder / f).is_file() for f in PROJECT_FILES):
+            roots += [p for p in (folder, folder / "src") if p.is_dir() and p not in roots]
+        if folder == repo_root:
+            break
+        folder = folder.parent
+    return roots
 
 
 def _corpus_is_test_file(script: Path) -> bool:
@@ -845,8 +935,10 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
             lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
         left = sum(r.get("left_out", 0) for r in rows)
         scripts = len({r["script"] for r in rows})
+        not_run = sum(r["verdict"] == NOT_RUN for r in rows)
         lines.append(f"{scripts} scripts; {left} further distinct kernels built by them not counted "
-                     f"(a script's past the first {MAX_USER_KERNELS})")
+                     f"(a script's past the first {MAX_USER_KERNELS}); {not_run} lowered but not run "
+                     "(the script's time ran out first; not counted)")
     elif tests:
         label = {"all": "all", "first": "first half of the files (built from)",
                  "second": "second half of the files (held out)"}[which]
