@@ -212,6 +212,11 @@ class Worker:
         class Captured(_corpus.StandInKernel):
             ran = False
 
+            def __getattr__(self, name: str) -> Any:
+                if name == "params" and outer.users:  # a script that builds its inputs from the signature
+                    return _kernel_params(self.prim_func)
+                return super().__getattr__(name)
+
             def __call__(self, *args: Any, **kwargs: Any) -> Any:
                 with outer.lock:
                     mine = not self.ran and self in outer.pending and not outer.finished
@@ -657,6 +662,15 @@ def _test_target(test: Any) -> str | None:
     return None
 
 
+def _kernel_params(func: Any) -> list[Any]:
+    """--users: what a compiled kernel's ``params`` holds (TileLang's KernelParam of each argument,
+    outputs included), for the scripts that make their inputs from it."""
+    from tilelang.engine.param import KernelParam
+
+    return [KernelParam.from_buffer(func.buffer_map[p]) if p in func.buffer_map else KernelParam.from_var(p)
+            for p in func.params]
+
+
 def _is_tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "shape")
 
@@ -1049,7 +1063,11 @@ def main() -> int:
             for r in loaded:
                 fresh.setdefault(r["script"], []).append(r)
             by_script.update(fresh)
-        table = [r for s in sorted(by_script) for r in by_script[s]]
+        if args.users:  # the set as its manifest lists it now (a script left out since is dropped)
+            listed = [s.relative_to(root).as_posix() for s in scripts]
+            table = [r for s in listed for r in by_script.get(s, [])]
+        else:
+            table = [r for s in sorted(by_script) for r in by_script[s]]
         print(render(dedupe(table) if args.tests or args.users else table, folders, args.tests,
                      users=bool(args.users)))
         return 0
