@@ -78,14 +78,17 @@ at their first parameter set, with the fixtures of the file and its ``conftest.p
 ``tmp_path`` and ``monkeypatch``), any other as ``__main__``. Compiles are intercepted and kernels
 run on the CPU (two blocks) as in the examples mode, on the script's tensors when it calls the
 kernel, else on random inputs (each dynamic size ``DYNAMIC_SIZE``); a kernel the script only lowers
-(``tilelang.lower``) or inspects (``get_tir``) counts too, and its tensors answer ``is_cuda`` as a
-GPU's would. Every distinct kernel a script builds counts, up to ``MAX_USER_KERNELS`` a script (an
-autotuning script builds many of one kind; the rest are listed as ``left_out``); a kernel built by
+(``tilelang.lower``) or inspects (``get_tir``) counts too; its tensors answer ``is_cuda`` as a
+GPU's would, and a stand-in kernel has a compiled one's ``params``. Every distinct kernel a script
+builds counts, up to ``MAX_USER_KERNELS`` a script (an autotuning script builds many of one kind;
+the rest are listed as ``left_out``); a kernel built by
 several scripts (the same PrimFunc, the same outputs) counts once, in the first. A script stuck in
 its own computation (a reference at its GPU sizes, on the CPU) for ``WATCH_S`` after its last kernel
 is ended, its kernels built but not yet called run first; ``--timeout`` ends any script (a kernel it
 had lowered but not run is listed as ``not run``, not counted; a CPU run it cut short counts as
-failing). The whole set is held out: no halves. The totals are printed for all and per repository.
+failing). The whole set is held out: no halves. The totals are printed for all and per repository;
+``--users DEST --table ROWS...`` prints them again from saved rows (a later file's rows replace an
+earlier one's for a script; scripts the manifest no longer lists are dropped).
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called
 LOWERING_ONLY = "lowering only"  # --users: a CompileRequest made from the script's tilelang.lower or get_tir
 WATCH_S = 4 * GRACE_S  # --users: a script stuck this long in its own computation after its last kernel is ended
 NOT_RUN = "not run"  # --users: lowered, but the script's time ran out before its CPU run (not counted)
-MAX_USER_KERNELS = 8  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
+MAX_USER_KERNELS = 16  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
 USERS_MANIFEST = "user_kernels.json"  # --users: written into DEST by benchmarks/fetch_user_kernels.py
 
 
@@ -914,10 +917,14 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first: dict[str, str] = {}
     out = []
     for r in rows:
+        if r.get("verdict") == DUPLICATE and "was" in r:  # rows saved by an earlier run: judged afresh
+            r = {k: v for k, v in r.items() if k not in ("was", "reason")} | {"verdict": r["was"],
+                                                                               "reason": r.get("first_reason", "")}
         key = r.get("fingerprint")
         where = r["script"] + (f"::{r['test']}" if r.get("test") else "")
         if key and key in first:
-            r = {**r, "verdict": DUPLICATE, "reason": f"the same kernel as {first[key]}", "was": r["verdict"]}
+            r = {**r, "verdict": DUPLICATE, "reason": f"the same kernel as {first[key]}", "was": r["verdict"],
+                 "first_reason": r.get("reason", "")}
         elif key:
             first[key] = where
         out.append(r)
@@ -1068,8 +1075,10 @@ def main() -> int:
             table = [r for s in listed for r in by_script.get(s, [])]
         else:
             table = [r for s in sorted(by_script) for r in by_script[s]]
-        print(render(dedupe(table) if args.tests or args.users else table, folders, args.tests,
-                     users=bool(args.users)))
+        table = dedupe(table) if args.tests or args.users else table
+        print(render(table, folders, args.tests, users=bool(args.users)))
+        if args.json:  # the rows merged
+            Path(args.json).write_text(json.dumps(table, indent=1))
         return 0
     if args.half != "all" and args.tests:
         fresh = [s.relative_to(root).as_posix() for s in _corpus.find_scripts(root, True)
