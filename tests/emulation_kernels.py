@@ -322,3 +322,84 @@ def warpgroup_fence_by_helper(n: int = 64) -> T.PrimFunc:
                 Y[i] = tile[i] * 2
 
     return main
+
+
+def column_reduce_batched(batch: int = 4, rows: int = 6, cols: int = 8) -> T.PrimFunc:
+    """S = the column sums and M = the column maxima of each block's tile of X (two 3-D tiles reduced
+    along their middle axis), with ``batch`` outputs per AllReduce on a GPU (TileLang's batched reduce,
+    which its CPU lowering rejects): the same sums and maxima whatever ``batch`` is."""
+
+    @T.prim_func
+    def main(X: T.Tensor((4, rows, cols), T.float32), S: T.Tensor((4, cols), T.float32),
+             M: T.Tensor((4, cols), T.float32)):
+        with T.Kernel(2, threads=64) as bx:
+            tile = T.alloc_fragment((2, rows, cols), T.float32)
+            sums = T.alloc_fragment((2, cols), T.float32)
+            top = T.alloc_fragment((2, cols), T.float32)
+            T.copy(X[bx * 2, 0, 0], tile)
+            T.reduce_sum(tile, sums, dim=1, batch=batch)
+            T.reduce_max(tile, top, dim=1, batch=batch)
+            T.copy(sums, S[bx * 2, 0])
+            T.copy(top, M[bx * 2, 0])
+
+    return main
+
+
+def nan_propagating_rows(nan_propagate: bool = True, rows: int = 4, cols: int = 32,
+                         dtype: str = T.float16) -> T.PrimFunc:
+    """Per row of X (float16 or bfloat16): Hi = its maximum, Lo = its minimum (folded into the -1 Lo
+    held: clear=False), Big = its largest magnitude, each reduce with ``nan_propagate`` (the GPU's
+    __hmax_nan / __hmin_nan combine: a row holding a NaN gives NaN)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, cols), dtype), Hi: T.Tensor((rows,), dtype),
+             Lo: T.Tensor((rows,), dtype), Big: T.Tensor((rows,), dtype)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((rows, cols), dtype)
+            hi = T.alloc_fragment((rows,), dtype)
+            lo = T.alloc_fragment((rows,), dtype)
+            big = T.alloc_fragment((rows,), dtype)
+            T.copy(X, tile)
+            for i in T.Parallel(rows):
+                lo[i] = -1.0
+            T.reduce_max(tile, hi, dim=1, nan_propagate=nan_propagate)
+            T.reduce_min(tile, lo, dim=1, clear=False, nan_propagate=nan_propagate)
+            T.reduce_absmax(tile, big, dim=1, nan_propagate=nan_propagate)
+            T.copy(hi, Hi)
+            T.copy(lo, Lo)
+            T.copy(big, Big)
+
+    return main
+
+
+def tile_atomic_add_by_tma(use_tma: bool = True, n: int = 8, rounds: int = 3) -> T.PrimFunc:
+    """Out += (bx + 1) * 0.5 everywhere, from each of 4 blocks, ``rounds`` times: a shared tile added
+    to the whole output by ``T.atomic_add(..., use_tma=...)`` (one bulk reduction copy on a GPU)."""
+
+    @T.prim_func
+    def main(Out: T.Tensor((n, n), T.float32)):
+        with T.Kernel(4, threads=32) as bx:
+            tile = T.alloc_shared((n, n), T.float32)
+            T.fill(tile, T.Cast(T.float32, bx + 1) * 0.5)
+            for _ in T.serial(rounds):
+                T.atomic_add(Out, tile, use_tma=use_tma)
+
+    return main
+
+
+def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFunc:
+    """A kernel written with T.thread_binding loops and no T.Kernel: B[b, t] = 2 A[b, t] + 1 by
+    thread t of block b, and C[b, j] = b, C[b, j + 1] = j for even j, written by every thread alike (an
+    unroll with a step)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((blocks, threads), T.float32), B: T.Tensor((blocks, threads), T.float32),
+             C: T.Tensor((blocks, 8), T.float32)):
+        for b in T.thread_binding(blocks, thread="blockIdx.x"):
+            for t in T.thread_binding(threads, thread="threadIdx.x"):
+                B[b, t] = A[b, t] * 2.0 + 1.0
+                for j in T.unroll(0, 8, step=2):
+                    C[b, j] = T.Cast(T.float32, b)
+                    C[b, j + 1] = T.Cast(T.float32, j)
+
+    return main

@@ -281,3 +281,26 @@ def store_of_another_width(scalar: bool = False) -> T.PrimFunc:
             T.stg64(Y[0:2], T.Cast("uint64", X[0]))
 
     return one if scalar else wide
+
+
+def byte_dots(n: int = 16, words: int = 2) -> T.PrimFunc:
+    """C[t] = C0[t] + the dot product of A's and B's rows of 4 * words int8 (thread t's row), four bytes
+    at a time by T.dp4a, from per-thread copies of the rows."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n, 4 * words), T.int8), B: T.Tensor((n, 4 * words), T.int8),
+             C0: T.Tensor((n,), T.int32), C: T.Tensor((n,), T.int32)):
+        with T.Kernel(1, threads=n):
+            t = T.get_thread_binding()
+            a = T.alloc_local((4 * words,), T.int8)
+            b = T.alloc_local((4 * words,), T.int8)
+            acc = T.alloc_local((1,), T.int32)
+            for k in T.serial(4 * words):
+                a[k] = A[t, k]
+                b[k] = B[t, k]
+            acc[0] = C0[t]
+            for w in T.serial(words):
+                T.dp4a(a[w * 4], b[w * 4], acc[0])
+            C[t] = acc[0]
+
+    return main

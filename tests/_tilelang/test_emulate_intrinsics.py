@@ -343,3 +343,19 @@ def test_packed_pair_arithmetic_is_per_lane():
     result = tilelab.run(ik.packed_pairs(), a, b, p, device="cpu", outputs=["P"])
     assert result.passed, result
     np.testing.assert_array_equal(_np(p), [_np(a) + _np(b), _np(a) - _np(b), _np(a) * _np(b)])
+
+
+def test_dp4a_adds_the_dot_product_of_four_signed_bytes_wrapping_as_int32():
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randint(-128, 128, (16, 8), generator=gen, dtype=torch.int8)
+    b = torch.randint(-128, 128, (16, 8), generator=gen, dtype=torch.int8)
+    a[0], b[0] = -128, -128  # 8 * 16384 past 2**31 - 100: wraps
+    c = torch.randint(-1000, 1000, (16,), generator=gen, dtype=torch.int32)
+    c[0] = 2**31 - 100
+    expected = (a.long() * b.long()).sum(1) + c.long()
+    expected = ((expected + 2**31) % 2**32 - 2**31).to(torch.int32)  # two's complement of the 64-bit sum
+    out = torch.zeros(16, dtype=torch.int32)
+    result = tilelab.run(ik.byte_dots(), a, b, c, out, device="cpu", outputs=["C"])
+    assert result.passed, result
+    assert torch.equal(out, expected), (out, expected)
+    assert out[0] < 0  # the wrapped row

@@ -333,3 +333,58 @@ def test_a_warp_group_instruction_written_by_a_helper_is_refused_with_its_op_and
     with pytest.raises(tilelab.EmulationError, match=r"a hand-written PTX or warp-group instruction "
                                                      r"\(tl\.warpgroup_arrive\) \(line \d+: warpgroup_fence\(\)\)"):
         tilelab.run(ek.warpgroup_fence_by_helper(), device="cpu")
+
+
+def test_a_batched_reduce_runs_as_the_reduction_it_batches():
+    x = torch.randn(4, 6, 8)
+    s, m = torch.zeros(4, 8), torch.zeros(4, 8)
+    result = tilelab.run(ek.column_reduce_batched(batch=4), x, s, m, device="cpu", outputs=["S", "M"])
+    assert result.passed, result
+    assert any("tile-ops" in n for n in result.notes)
+    torch.testing.assert_close(s, x.double().sum(1).float(), rtol=1e-6, atol=1e-6)
+    assert torch.equal(m, x.amax(1))
+
+
+def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
+    # bfloat16 here (the GPU agreement test takes float16)
+    x = (torch.randn(4, 32) * 4).bfloat16()
+    x[1, 5], x[3, 31] = float("nan"), float("nan")
+    hi, lo, big = (torch.zeros(4).bfloat16() for _ in range(3))
+    tilelab.run(ek.nan_propagating_rows(dtype="bfloat16"), x, hi, lo, big, device="cpu",
+                outputs=["Hi", "Lo", "Big"])
+    nan = torch.tensor([False, True, False, True])
+    xf = x.float()
+    for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
+        assert torch.equal(out.isnan(), nan), (out, ref)  # torch's amax propagates NaN too
+        assert torch.equal(out[~nan].float(), ref[~nan])
+
+
+@pytest.mark.heavy  # a second compile; make test keeps the NaN-propagating one
+def test_a_reduce_without_nan_propagate_keeps_tilelangs_cpu_reduce():
+    x = (torch.randn(4, 32) * 4).bfloat16()
+    hi, lo, big = (torch.zeros(4).bfloat16() for _ in range(3))
+    result = tilelab.run(ek.nan_propagating_rows(nan_propagate=False, dtype="bfloat16"), x, hi, lo, big,
+                         device="cpu", outputs=["Hi", "Lo", "Big"])
+    assert result.passed, result
+    assert not any("tile-ops" in n for n in result.notes)
+    xf = x.float()
+    for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
+        assert torch.equal(out.float(), ref)
+
+
+def test_a_tile_atomic_add_by_tma_adds_the_tile():
+    out = torch.zeros(8, 8)
+    result = tilelab.run(ek.tile_atomic_add_by_tma(), out, device="cpu", outputs=["Out"])
+    assert result.passed, result
+    assert torch.equal(out, torch.full((8, 8), 3 * (0.5 + 1.0 + 1.5 + 2.0)))
+
+
+def test_thread_binding_loops_without_a_kernel_run_over_the_blocks_threads():
+    a, b, c = torch.randn(3, 32), torch.zeros(3, 32), torch.full((3, 8), -1.0)
+    result = tilelab.run(ek.thread_loops_without_kernel(), a, b, c, device="cpu", outputs=["B", "C"])
+    assert result.passed, result
+    assert torch.equal(b, a * 2 + 1)
+    ref = torch.full((3, 8), -1.0)
+    ref[:, 0::2] = torch.arange(3.0)[:, None]
+    ref[:, 1::2] = torch.arange(0.0, 8.0, 2.0)
+    assert torch.equal(c, ref)

@@ -170,3 +170,86 @@ def test_a_kernel_written_in_cuda_c_is_refused_by_name_with_its_line():
                                                      r"\(line \d+: T.CUDASourceCodeKernel\(1") as info:
         tilelab.run(twice, device="cpu")
     assert "What still works: tilelab.inspect" in str(info.value)
+
+
+def reshaped_rows(n=64, cols=8, past=0):
+    @T.prim_func
+    def reshaped(A: T.Tensor((n,), T.float32), B: T.Tensor((n // cols, cols), T.float32)):
+        with T.Kernel(1, threads=32) as bx:
+            rows = T.reshape(A, [n // cols, cols])  # TileLang names A's data after the view
+            T.copy(rows, B)
+            B[0, 0] = A[bx + n - 1 + past] * 2.0
+
+    return reshaped
+
+
+def test_a_tensor_read_through_its_reshaped_view_is_passed_by_its_datas_name():
+    a, b = torch.randn(64), torch.zeros(8, 8)
+    result = tilelab.run(reshaped_rows(), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    ref = a.reshape(8, 8).clone()
+    ref[0, 0] = a[63] * 2
+    assert torch.equal(b, ref)
+    # a read past A's end is still reported as A's
+    with pytest.raises(tilelab.launch.KernelLaunchError, match=r"read of A\[64\] \(past its end"):
+        tilelab.run(reshaped_rows(past=1), a, torch.zeros(8, 8), device="cpu", outputs=["B"])
+
+
+def sized_by_expression(square=False):
+    n = T.dynamic("n")
+    extent = n * n if square else n * 3 + 1
+
+    @T.prim_func
+    def fill(A: T.Tensor((extent,), T.int32)):
+        with T.Kernel(1, threads=32):
+            for i in T.serial(extent):
+                A[i] = i * 10 + n
+
+    return fill
+
+
+def test_a_size_given_only_by_a_linear_extent_is_solved_from_the_tensor():
+    a = torch.zeros(16, dtype=torch.int32)  # 16 = 3 n + 1: n = 5
+    result = tilelab.run(sized_by_expression(), a, device="cpu", outputs=["A"])
+    assert result.passed, result
+    assert torch.equal(a, torch.arange(16, dtype=torch.int32) * 10 + 5)
+    # n * n: the CPU kernel is passed the tensor's extent, and n is not found from it
+    with pytest.raises(tilelab.EmulationError, match=r"the size n, which the tensors' shapes give only as n \* n"):
+        tilelab.run(sized_by_expression(square=True), torch.zeros(16, dtype=torch.int32), device="cpu", n=4,
+                    outputs=["A"])
+
+
+def lanes_by_hand(n=64, past=0):
+    @T.prim_func
+    def shifted(X: T.Tensor((n,), T.float32), Y: T.Tensor((3, 4), T.float32), Z: T.Tensor((n,), T.float32),
+                S: T.Tensor((1,), T.int8), W: T.Tensor((32,), T.int8)):
+        with T.Kernel(1, threads=1):
+            packed = T.alloc_local((32,), T.int8)
+            packed[0:32] = T.Broadcast(S[0], 32)  # 32 lanes of int8: no C type of TileLang's
+            for i in T.serial(32):
+                W[i] = packed[i]
+            for r in T.serial(3):
+                # lanes written by hand; r - 1 is -1 for the first row (TileLang wraps a negative index of a
+                # vector whose sign it cannot know, as Python does: X[-1] is X[n - 1])
+                Y[r, T.Ramp(0, 1, 4)] = X[T.Ramp(r - 1, 2, 4)] * 2.0
+            for i in T.serial(n):
+                Z[i] = 0.0
+            Z[T.Ramp(n - 8 + past, 2, 4)] = T.Broadcast(T.float32(5.0), 4)
+
+    return shifted
+
+
+def test_a_vector_store_written_by_hand_is_stored_lane_by_lane():
+    x, y, z = torch.randn(64), torch.zeros(3, 4), torch.zeros(64)
+    s, w = torch.tensor([-37], dtype=torch.int8), torch.zeros(32, dtype=torch.int8)
+    result = tilelab.run(lanes_by_hand(), x, y, z, s, w, device="cpu", outputs=["Y", "Z", "W"])
+    assert result.passed, result
+    assert torch.equal(w, torch.full((32,), -37, dtype=torch.int8))
+    index = torch.tensor([[(r - 1 + 2 * j) % 64 for j in range(4)] for r in range(3)])
+    assert torch.equal(y, x[index] * 2)
+    ref = torch.zeros(64)
+    ref[56:64:2] = 5.0
+    assert torch.equal(z, ref)
+    # each lane is checked: the last one past Z's end is reported, not stored
+    with pytest.raises(tilelab.launch.KernelLaunchError, match=r"write of Z\[64\]"):
+        tilelab.run(lanes_by_hand(past=2), x, y, z, s, w, device="cpu", outputs=["Y", "Z", "W"])

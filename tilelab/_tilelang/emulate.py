@@ -35,6 +35,10 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
   (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
   ``parallel`` rule has made serial);
+- ``tile-ops``: a tile operation's option that only says how a GPU runs it is dropped (a reduce's
+  ``batch=``, an atomic add's ``use_tma=``), and a ``T.reduce_max/min/absmax`` with
+  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is
+  (``emulate_tileops.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -94,6 +98,8 @@ from .emulate_roles import warp_roles
 from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_call
 from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import WARP_MATRIX_OPS, thread_level
+from .emulate_tileops import RULE_ID as TILE_OPS_RULE
+from .emulate_tileops import tile_ops
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -106,7 +112,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "13"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "14"  # the extra parameter: int8, one entry per block (linear, x fastest)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -144,7 +150,7 @@ RULES = (
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
     Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
-         "TileLang makes of a copy)",
+         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane",
          "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
          "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
@@ -183,6 +189,14 @@ RULES = (
          "T.finalize_reducer copies it into its destination",
          "one thread runs the block, so each logical update is combined once, in order: the reduction TileLang's "
          "plan of partials across threads computes (up to the order of a float sum)"),
+    Rule("tile-ops", "a tile operation's option that only says how a GPU runs it is dropped (a reduce's batch=, "
+         "the AllReduces sharing barriers; an atomic add's use_tma=, the tile added by one bulk copy); a reduce_max, "
+         "reduce_min or reduce_absmax with nan_propagate=True runs as loops whose combine is NaN when either "
+         "operand is (emulate_tileops.py)",
+         "one thread runs the block and the blocks run one after another, so the reduction and the tile's "
+         "elementwise atomic add are the same without the GPU's way of sharing them out; __hmax_nan and __hmin_nan "
+         "return NaN when an operand is NaN, and TileLang's CPU reduce has no such combine (nor allows the option "
+         "on the float32 the CPU holds a float16 tile in)"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -629,6 +643,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     if draws is not None:
         raise draws
     func, intrinsics = lower_intrinsics(func)  # the intrinsics rule: a table of ops the C back end lacks
+    func, tiled = tile_ops(spanned(func), name)  # the tile-ops rule: GPU-only options, NaN-propagating reduces
     func, reduced = reducers(spanned(func), name)  # the reducers rule: reducer epochs as their loops
     func = spanned(func)
     roles = warp_roles(func, name, waits=waits)  # the warp-roles rule: T.ws regions and mbarriers, in program order
@@ -648,6 +663,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         applied.add("intrinsics")
     if reduced:
         applied.add(REDUCERS_RULE)
+    if tiled:
+        applied.add(TILE_OPS_RULE)
     if clustered:
         applied.add("blocks")
     if roles.applied:
@@ -863,6 +880,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     body = tirx.stmt_functor.ir_transform(body, None, post)
     body = _imported_bits(body, func, narrow, name)
     body = _stage_views(body)
+    _tensors_named_as_their_data(buffer_map, {str(p.name) for p in func.params})
     sparse = _sparse_gemms(body, name, narrow)
     if not sparse.same_as(body):
         body = sparse
@@ -916,6 +934,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
             body = tirx.stmt_functor.ir_transform(body, other_kernel, guard_loop, ["tirx.For"])
     params = _sizes_passed_once(list(func.params), buffer_map)
+    body = _sizes_solved_from_shapes(params, buffer_map, body, name)
     if mask:
         params.append(mask_var)
         buffer_map[mask_var] = mask_buffer
@@ -938,6 +957,59 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
                      barriers=tuple(interleaved.barriers if interleaved is not None else roles.barriers), bits=as_bits)
 
 
+_LANE_BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE",
+                "GT", "GE", "And", "Or")
+
+
+def _lanes_unrolled(body: Any) -> Any:
+    """``body`` with each store of a vector (``B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]``, written by
+    hand, after TileLang's negative-index legalisation has made its indices a vector of 64-bit
+    scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
+    stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
+    index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
+    indices only; the lanes of one store are independent, so storing them one by one stores the
+    same. A store whose value holds another operation on vectors is left as it is."""
+    tirx = tilelang().tvm.tirx
+    binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
+
+    def lane(expr: Any, j: int) -> Any:
+        if expr.dtype.lanes == 1:
+            return expr
+        if isinstance(expr, tirx.Ramp):
+            return lane(expr.base, j) + lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
+        if isinstance(expr, tirx.Broadcast):
+            return lane(expr.value, j)
+        if isinstance(expr, tirx.Shuffle):
+            elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
+            vector, k = elements[int(expr.indices[j])]
+            return lane(vector, k)
+        if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
+            return tirx.BufferLoad(expr.buffer, [lane(i, j) for i in expr.indices])
+        if isinstance(expr, tirx.Cast):
+            return tirx.Cast(expr.dtype.with_lanes(1), lane(expr.value, j))
+        if isinstance(expr, tirx.Select):
+            return tirx.Select(lane(expr.condition, j), lane(expr.true_value, j), lane(expr.false_value, j))
+        if isinstance(expr, tirx.Not):
+            return tirx.Not(lane(expr.a, j))
+        if isinstance(expr, binary):
+            return type(expr)(lane(expr.a, j), lane(expr.b, j))
+        raise TypeError(type(expr).__name__)
+
+    def post(node: Any) -> Any:
+        if not isinstance(node, tirx.BufferStore) or node.buffer.dtype.lanes != 1 or node.predicate is not None:
+            return None
+        lanes = max([node.value.dtype.lanes, *(i.dtype.lanes for i in node.indices)])
+        if lanes == 1:
+            return None
+        try:
+            return tirx.SeqStmt([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
+                                 for j in range(lanes)])
+        except TypeError:
+            return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.BufferStore"])
+
+
 def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
     """A block annotation keyed by buffers' data (``T.annotate_safe_value``'s ``safe_value_map``), each
     key of a buffer the rewrite replaced given as its replacement's data (TileLang looks the key up
@@ -947,6 +1019,75 @@ def _data_keys(value: Any, data_map: dict[Any, Any]) -> Any:
     if not isinstance(value, Mapping) or not any(k in data_map for k in value):
         return value
     return {data_map[k].data if k in data_map else k: v for k, v in value.items()}
+
+
+def _tensors_named_as_their_data(buffer_map: dict[Any, Any], params: set[str]) -> None:
+    """``buffer_map`` with each tensor parameter whose data variable has another name (``T.reshape(A,
+    ...)`` names A's data after the view, ``A_reshaped``) named as its data. TileLang's C code generator
+    names the kernel's pointer parameter after the data variable, and its CPU host wrapper passes the
+    arguments by the parameters' names: a kernel declared with ``float* A_reshaped`` would be called
+    without ``A``. Only the parameter's name changes (the launch side passes the tensors by position;
+    the body keeps its buffer, of the same data, and the out-of-bounds record its name)."""
+    tirx = tilelang().tvm.tirx
+    taken = {str(buf.name) for buf in buffer_map.values()} | params
+    for param, buf in list(buffer_map.items()):
+        name = str(buf.data.name)
+        if name == str(buf.name) or name in taken:
+            continue
+        taken.add(name)
+        buffer_map[param] = tirx.decl_buffer(buf.shape, buf.dtype, name, data=buf.data,
+                                             strides=list(buf.strides) if len(buf.strides) else None,
+                                             elem_offset=buf.elem_offset, scope=buf.scope())
+
+
+def _sizes_solved_from_shapes(params: list[Any], buffer_map: dict[Any, Any], body: Any, name: str) -> Any:
+    """``body`` and ``buffer_map`` (changed in place) for a size that a tensor's shape gives only through
+    an expression (``n = T.symbolic("n")`` with ``A: T.Tensor((n * 4,), ...)``). TileLang's CPU host wrapper
+    passes the kernel each size that is a whole dimension of a tensor, and no other: the kernel would be
+    called without ``n``. Such a dimension becomes a size of its own (``A_size0``), and ``n`` is bound
+    from it at the top of the body by solving the dimension's expression, linear in ``n`` (``n = (A_size0 -
+    b) // a``; on a GPU, TileLang's entry point rejects a tensor whose dimension is not ``a * n + b``).
+    A size no dimension gives linearly is refused by name."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    known = {p for p in params if p not in buffer_map}
+    for buf in buffer_map.values():
+        known.update(d for d in [*buf.shape, *buf.strides] if isinstance(d, tirx.Var))
+    solved: dict[Any, Any] = {}
+    unsolved: list[tuple[Any, Any]] = []
+    for param, buf in list(buffer_map.items()):
+        shape = list(buf.shape)
+        for d, dim in enumerate(shape):
+            if isinstance(dim, (tirx.Var, tirx.IntImm)):
+                continue
+            free = [v for v in tirx.analysis.undefined_vars(dim) if v not in known and v not in solved]
+            if not free:
+                continue
+            if len(free) > 1:
+                unsolved.append((free[0], dim))
+                continue
+            coefficients = tvm.arith.detect_linear_equation(dim, free)
+            if len(coefficients) != 2 or not isinstance(coefficients[0], tirx.IntImm) or int(coefficients[0]) == 0 \
+                    or tirx.analysis.undefined_vars(coefficients[1]):
+                unsolved.append((free[0], dim))
+                continue
+            size = tirx.Var(f"{buf.name}_size{d}", dim.dtype)
+            solved[free[0]] = tirx.floordiv(size - coefficients[1], coefficients[0])
+            shape[d] = size
+            known.add(size)
+        if any(not a.same_as(b) for a, b in zip(shape, buf.shape)):
+            buffer_map[param] = tirx.decl_buffer(shape, buf.dtype, str(buf.name), data=buf.data,
+                                                 strides=list(buf.strides) if len(buf.strides) else None,
+                                                 elem_offset=buf.elem_offset, scope=buf.scope())
+    unsolved = [(v, dim) for v, dim in unsolved if v not in solved]
+    if unsolved:
+        var, dim = unsolved[0]
+        raise EmulationRefused(name, f"the size {var.name}, which the tensors' shapes give only as {dim}",
+                               "the CPU kernel is passed each tensor's dimensions, and the size is found from one "
+                               "only where a dimension is a * size + b")
+    for var, value in solved.items():
+        body = tirx.SeqStmt([tirx.Bind(var, value), body])
+    return body
 
 
 def _sizes_passed_once(params: list[Any], buffer_map: dict[Any, Any]) -> list[Any]:
@@ -1200,7 +1341,7 @@ def _late_pass(emulation: Emulation) -> Any:
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
-        return func.with_body(rewrite(func.body, {}))
+        return func.with_body(rewrite(_lanes_unrolled(func.body), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
 

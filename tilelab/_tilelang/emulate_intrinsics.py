@@ -310,6 +310,25 @@ def _cumsum(call: Any, buffers: dict[Any, Any]) -> Any:
     return body
 
 
+def _dp4a(call: Any, buffers: dict[Any, Any]) -> Any:
+    """``T.dp4a(a, b, c)`` (TileLang's DP4A template, CUDA's __dp4a on its operands' 32-bit words): c
+    plus the products of a's and b's four signed bytes, the byte of a lower address the lower byte of
+    the word, the sum wrapping as 32-bit integer arithmetic does. Each operand a pointer to an element
+    of a row-major buffer (TileLang's T.access_ptr of it)."""
+    tirx = tilelang().tvm.tirx
+    a, b = _elements(call.args[1], buffers, 32), _elements(call.args[2], buffers, 32)
+    c = _pointed(call.args[3], buffers)
+    if a is None or b is None or c is None or any(str(x.dtype) != "int8" for x in [*a, *b]) \
+            or str(c[0].dtype) != "int32":
+        return None
+    accumulator = _element(*c)
+    total: Any = tirx.Cast("int64", accumulator)
+    for x, y in zip(a, b):
+        total = total + tirx.Cast("int64", x) * tirx.Cast("int64", y)
+    wrapped = tirx.Cast("int32", tirx.Cast("uint32", tirx.bitwise_and(total, tirx.const(0xFFFFFFFF, "int64"))))
+    return tirx.BufferStore(c[0], wrapped, list(accumulator.indices))
+
+
 _POINTERS = ("through a pointer to an element (T.access_ptr, or a region or element of a buffer) of a row-major "
              "buffer of 8-, 16-, 32- or 64-bit elements")
 _WIDE = ("a value wider than 32 bits is a vector of 32-bit words, which TileLang's C cannot build: it is given its "
@@ -360,13 +379,29 @@ INTRINSICS = {i.op: i for i in (
               "kernel stops (CUDA's assert)", _assertion),
     Intrinsic("tl.tileop.cumsum", "T.cumsum(src, dst, dim, reverse): the inclusive prefix sum of src along dim "
               "(from the end when reversed) into dst", _cumsum),
+    Intrinsic("DP4A", "T.dp4a(a, b, c): c += the dot product of the four signed bytes at a and at b, wrapping as "
+              "an int32 (TileLang's DP4A template: CUDA's __dp4a of the 32-bit words there)", _dp4a,
+              "with int8 operands and an int32 accumulator, each " + _POINTERS.replace("through ", "")),
 )}
+# Ops TileLang calls as external functions (T.call_extern of the name): the entry is keyed by that name.
+EXTERNS = ("DP4A",)
 
 
 _LOADS_BY_HAND = (*(f"tl.ldg{bits}" for bits in (32, 64, 128, 256)), *(f"tl.lds{bits}" for bits in (32, 64, 128)))
 _STORES_BY_HAND = (*(f"tl.stg{bits}" for bits in (32, 64, 128, 256)), *(f"tl.sts{bits}" for bits in (32, 64, 128)))
 # The ops whose CPU form is a statement (the call is evaluated for its effect)
-STATEMENTS = ("tl.tileop.cumsum", "tl.device_assert", "tl.device_assert_with_msg", "tl.ptx_cp_async", *_STORES_BY_HAND)
+STATEMENTS = ("tl.tileop.cumsum", "DP4A", "tl.device_assert", "tl.device_assert_with_msg", "tl.ptx_cp_async",
+              *_STORES_BY_HAND)
+
+
+def _called(call: Any) -> str:
+    """The op a call names: its op's name, or for an external function of :data:`EXTERNS` its name."""
+    tirx = tilelang().tvm.tirx
+    op = str(getattr(call.op, "name", ""))
+    if op == "tirx.call_extern" and call.args and isinstance(call.args[0], tirx.StringImm) \
+            and str(call.args[0].value) in EXTERNS:
+        return str(call.args[0].value)
+    return op
 
 
 def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
@@ -434,7 +469,7 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
         if isinstance(node, tirx.Bind):
             return bound(node)
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
-            op = str(getattr(node.value.op, "name", ""))
+            op = _called(node.value)
             if op in _STORES_BY_HAND and len(node.value.args) > 1 and node.value.args[1].dtype.lanes > 1:
                 lowered = wide_store(node.value)
                 if lowered is not None:
@@ -520,12 +555,13 @@ def refused_draws(func: Any, name: str) -> EmulationRefused | None:
 
 
 _UNRESOLVED = re.compile(r'Unresolved call ir\.Op\(.*?name="([\w.]+)"')
+_UNDEFINED_EXTERN = re.compile(r"undefined symbol: (" + "|".join(EXTERNS) + r")\b")
 
 
 def refused_intrinsic(func: Any, name: str, error: BaseException) -> EmulationRefused | None:
     """TileLang's "Unresolved call" of an intrinsic its ``c`` back end lacks (and this rule too),
     as the refusal that names it and the kernel's line calling it; None for any other error."""
-    found = _UNRESOLVED.search(str(error))
+    found = _UNRESOLVED.search(str(error)) or _UNDEFINED_EXTERN.search(str(error))
     if found is None:
         return None
     op = found.group(1)

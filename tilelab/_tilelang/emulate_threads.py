@@ -154,6 +154,7 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
         construct, why, source = refused[0]
         file, line, text = _source_line(func, source)
         raise EmulationRefused(name, construct, why, file, line, text)
+    func = _with_launch_blocks(func)
     result = ThreadLevel(func)
     counter = {"barrier": 0, "collective": 0}
 
@@ -457,8 +458,8 @@ class _Block:
                              or (isinstance(n, tirx.Call) and (_op_name(n) in _INDEX_OPS or _op_name(n) in _BARRIER_OPS
                                                                or _op_name(n) in _PER_THREAD_OPS
                                                                or self.is_collective_call(n))))
-        if not uses:
-            return None
+        if not uses:  # a threadIdx loop whose variable nothing reads: its body runs once, as a tile statement
+            return None if body.same_as(self.node.body) else (body, list(self.allocs), [])
         self.analyse(body)
         for old in list(self.per_thread):
             self.per_thread[old] = self.slots(old)
@@ -1087,6 +1088,88 @@ def _is_block_barrier(call: Any) -> bool:
     """A barrier of every thread of the block (T.sync_threads() without a thread count)."""
     op = _op_name(call)
     return op == "__syncthreads" or (op == "tirx.tvm_storage_sync" and len(_call_args(call)) < 3)
+
+
+def _with_launch_blocks(func: Any) -> Any:
+    """A kernel written with ``T.thread_binding`` loops and no ``T.Kernel`` (``for tx in
+    T.thread_binding(128, thread="threadIdx.x")`` under a blockIdx one) with each block's body in the
+    block ``T.Kernel`` makes (``tilelang_root``, its threads the extents of those loops), so that its
+    threadIdx loops are loops over the block's threads like any other (TileLang's C code generator
+    has no thread index to bind them to). A kernel with a ``T.Kernel`` block, or with a threadIdx loop
+    of an extent that is not a number, is returned as it is."""
+    tirx = tilelang().tvm.tirx
+    found = {"launch": False}
+
+    def look(n: Any) -> None:
+        if isinstance(n, tirx.SBlock) and ("tl.launch_threads" in n.annotations
+                                           or str(n.name_hint) == "tilelang_root"):
+            found["launch"] = True
+
+    tirx.stmt_functor.post_order_visit(func.body, look)
+    if found["launch"]:
+        return func
+
+    def tag(n: Any) -> str:
+        return str(n.thread_binding.thread_tag) if isinstance(n, tirx.For) and n.thread_binding is not None else ""
+
+    def extents(stmt: Any) -> list[int] | None:
+        sizes = {"x": 1, "y": 1, "z": 1}
+        numbers = [True]
+
+        def visit(n: Any) -> None:
+            if tag(n).startswith("threadIdx."):
+                if not isinstance(n.extent, tirx.IntImm) or not isinstance(n.min, tirx.IntImm):
+                    numbers[0] = False
+                    return
+                axis = tag(n)[-1]
+                sizes[axis] = max(sizes[axis], int(n.min) + int(n.extent))
+
+        tirx.stmt_functor.post_order_visit(stmt, visit)
+        if not numbers[0] or not _has_thread_loop(stmt):
+            return None
+        return [sizes["x"], sizes["y"], sizes["z"]]
+
+    def wrapped(stmt: Any) -> Any:
+        threads = extents(stmt)
+        if threads is None:
+            return None
+        block = tirx.SBlock([], [], [], "tilelang_root", stmt, annotations={"tl.launch_threads": threads})
+        return tirx.SBlockRealize([], tirx.const(True, "bool"), block)
+
+    def inside_blocks(n: Any) -> bool:
+        return any(tag(m).startswith("blockIdx.") for m in _loops(n.body))
+
+    def post(n: Any) -> Any:
+        if tag(n).startswith("blockIdx.") and not inside_blocks(n):  # the innermost block loop: its body
+            body = wrapped(n.body)
+            return None if body is None else tirx.For(n.loop_var, n.min, n.extent, n.kind, body, n.thread_binding,
+                                                      n.annotations)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.For"])
+    if body.same_as(func.body) and not any(tag(m).startswith("blockIdx.") for m in _loops(func.body)):
+        def outermost(n: Any) -> Any:  # no block loop at all: the outermost threadIdx loop is the block
+            if tag(n).startswith("threadIdx."):
+                return wrapped(n) or n
+            return None
+
+        body = tirx.stmt_functor.ir_transform(func.body, outermost, None, ["tirx.For"])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _has_thread_loop(stmt: Any) -> bool:
+    """Whether ``stmt`` holds a ``T.thread_binding`` loop of threadIdx."""
+    tirx = tilelang().tvm.tirx
+    return any(isinstance(m, tirx.For) and m.thread_binding is not None
+               and str(m.thread_binding.thread_tag).startswith("threadIdx.") for m in _loops(stmt))
+
+
+def _loops(stmt: Any) -> list[Any]:
+    """Every loop of ``stmt``, inner ones first."""
+    tirx = tilelang().tvm.tirx
+    out: list[Any] = []
+    tirx.stmt_functor.post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, tirx.For) else None)
+    return out
 
 
 def _default_threads() -> int:

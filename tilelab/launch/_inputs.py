@@ -225,7 +225,36 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
                     raise ValueError(f"{dim} is {bound[dim]} but {p.name} has extent {extent} in dim {axis} "
                                      f"(shape {_shape_text(p)}): give every tensor the same {dim}")
                 bound[dim] = extent
+    _solve_linear_extents(launch, given, bound)
     return bound
+
+
+def _solve_linear_extents(launch: Sequence[Param], given: Sequence[Any], bound: dict[str, int]) -> None:
+    """Sizes that a tensor gives only through an extent linear in one of them (``n * 4``, ``n * 3 + 1``),
+    solved from the tensor's extent when it is a whole step of the expression (``check_extents`` then
+    checks it). A size no tensor gives alone is still asked for by name."""
+    for p, value in zip(launch, given):
+        if p.kind != "tensor" or value is None or not hasattr(value, "shape") or packed_per_byte(p, value) > 1:
+            continue
+        for dim, extent in zip(p.shape, tuple(value.shape)):
+            if isinstance(dim, int) or not isinstance(dim, str) or dim.isidentifier():
+                continue
+            try:
+                tree = ast.parse(dim.replace("T.int64(", "(").replace("T.int32(", "("), mode="eval")
+                names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"min", "max"}
+            except SyntaxError:
+                continue
+            free = sorted(names - set(bound))
+            if len(free) != 1:
+                continue
+            try:
+                at = [eval_dim(dim, {**bound, free[0]: x}) for x in (0, 1, 2)]
+            except (ValueError, ArithmeticError):
+                continue
+            step, start = at[1] - at[0], at[0]
+            if step and at[2] == start + 2 * step and (int(extent) - start) % step == 0 \
+                    and (int(extent) - start) // step > 0:
+                bound[free[0]] = (int(extent) - start) // step
 
 
 def check_extents(p: Param, shape: Sequence[int], bound: dict[str, int], what: str = "tensor") -> None:
