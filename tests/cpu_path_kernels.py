@@ -334,3 +334,19 @@ def cluster_copy(N=64):
                 T.copy(theirs, B)
 
     return main
+
+
+def narrow_scalars(n: int = 64, dtype: str = "float16") -> T.PrimFunc:
+    """Scalars bound in a narrow type: x: dtype = A[t] * 1.1 (rounded to dtype where it is bound), B[t] =
+    x * 1.3; and C's pairs swapped by a tuple assignment, whose temporaries are of A's type."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype)) -> None:
+        with T.Kernel(1, threads=n // 2):
+            t = T.get_thread_binding()
+            for k in T.serial(2):
+                x: dtype = A[t * 2 + k] * T.cast(1.1, dtype)
+                B[t * 2 + k] = x * T.cast(1.3, dtype)
+            C[t * 2], C[t * 2 + 1] = A[t * 2 + 1], A[t * 2]
+
+    return main

@@ -298,3 +298,19 @@ def test_a_scalar_parameter_is_given_by_name():
 
     result = tilelab.run(shifted, device="cpu", offset=3, ref=lambda a, offset: a + offset)
     assert result.passed, result
+
+
+@pytest.mark.parametrize("dtype", ["float16", pytest.param("bfloat16", marks=pytest.mark.heavy)])
+def test_a_scalar_bound_in_a_narrow_type_holds_its_rounded_value(dtype):
+    """x: float16 = A * 1.1, then x * 1.3: torch's arithmetic in the type (x rounded where it is bound,
+    the product rounded where it is stored; float32 all through would differ on these inputs); a tuple
+    assignment's float16 temporaries swap C's pairs. (These were a bare TypeError from TVM.)"""
+    tdt = getattr(torch, dtype)
+    a = (torch.randn(64, generator=torch.Generator().manual_seed(5)) * 7).to(tdt)
+    b, c = torch.zeros(64, dtype=tdt), torch.zeros(64, dtype=tdt)
+    result = tilelab.run(ck.narrow_scalars(dtype=dtype), a, b, c, device="cpu", outputs=["B", "C"])
+    assert result.passed, result
+    k1, k3 = torch.tensor(1.1, dtype=tdt), torch.tensor(1.3, dtype=tdt)
+    assert torch.equal(b, a * k1 * k3)
+    assert not torch.equal(b, (a.float() * k1.float() * k3.float()).to(tdt))  # the rounding of x is seen
+    assert torch.equal(c, a.view(32, 2).flip(1).flatten())

@@ -47,7 +47,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
-  holds what it would on the GPU; a float16, bfloat16 or float8 tensor is passed as its bits (no
+  holds what it would on the GPU; so does a scalar bound in such a type (``x: T.float16 = ...``, a
+  tuple assignment's temporaries), and a float16 or bfloat16 constant is rounded as the GPU's
+  ``half_t(1.1f)`` rounds it; a float16, bfloat16 or float8 tensor is passed as its bits (no
   float32 copy of a large tensor is made: each load decodes, each store encodes); a bool tensor is
   passed as its bytes (int8) and read as != 0 (the host C rejects bool pointers), and a bool tile
   is held as bytes too (a vectorised copy of bools has no C type); a float4 tensor given as
@@ -215,7 +217,9 @@ RULES = (
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
          "writes (row by row, two 2-bit positions per group, the first group in the low bits)"),
     Rule("dtypes", "float16, bfloat16, float8, float4 and tfloat32 are computed in float32; each cast to such a "
-         "type and each store into a buffer of one rounds to it; a float16, bfloat16 or float8 tensor is passed as "
+         "type and each store into a buffer of one rounds to it, and so does each scalar bound in one (x: T.float16 "
+         "= ...), and a float16 or bfloat16 constant is its float literal rounded as the GPU converts it; a float16, "
+         "bfloat16 or float8 tensor is passed as "
          "its bits, each load decoding and each store encoding them (one reached through a pointer, an atomic, is "
          "passed in float32); a float4 tensor given as the bytes that pack it (two elements a byte, along "
          "the last dimension) is read as its values (one the kernel stores into is refused; int4 and uint4 buffers "
@@ -486,6 +490,23 @@ def _imported_device_calls(func: Any) -> tuple[list[str], list[str]]:
 # ------------------------------------------------------------------------------------------
 # The rewrite before lowering: scopes, loops, pipelines, threads, dtypes, the block mask
 # ------------------------------------------------------------------------------------------
+
+def _constant_in(value: float, dtype: str) -> float:
+    """A constant of a narrow float type (``T.float16(1.1)``) as the GPU holds it: TileLang's CUDA prints
+    it as a float literal converted to the type (``half_t(1.1f)``), so the value rounded to float32,
+    then to nearest even in float16 or bfloat16 (an overflow is infinite, as __float2half_rn and
+    __float2bfloat16_rn give). Another narrow type's constant is kept as it is."""
+    import numpy as np
+
+    single = np.float32(value)
+    if dtype == "float16":
+        return float(np.float32(np.float16(single)))
+    if dtype == "bfloat16" and np.isfinite(single):
+        bits = int(single.view(np.uint32))
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return float(np.uint32(bits & 0xFFFFFFFF).view(np.float32))
+    return value
+
 
 def _canonical(dtype: str) -> str:
     return "tfloat32" if dtype == "custom[tfloat32]" else dtype
@@ -905,7 +926,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             return None
         if isinstance(node, tirx.FloatImm):
             if str(node.dtype) in NARROW_FLOATS:
-                return tirx.FloatImm(COMPUTE_DTYPE, float(node.value))
+                return tirx.FloatImm(COMPUTE_DTYPE, _constant_in(float(node.value), str(node.dtype)))
             return None
         if isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.NE) \
                 and isinstance(node.args[0].a, tirx.BufferLoad) and str(node.args[0].a.buffer.name) in booleans \
@@ -920,8 +941,11 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         if isinstance(node, tirx.Var) and node in data_map and not data_map[node].data.same_as(node):
             # a buffer's data used as itself (T.tvm_access_ptr(..., S.data, ...), an address): the replacement's
             return data_map[node].data
-        if isinstance(node, tirx.Var) and str(node.dtype) in NARROW_FLOATS:
-            return None  # let-bound scalars: handled where they are bound (rare in tile programs)
+        if isinstance(node, tirx.Var) and node in narrow_vars:  # a scalar of a narrow type: its float32 twin
+            return narrow_vars[node]
+        if isinstance(node, tirx.Bind) and node.var in narrow_vars:  # bound: the value rounded to its type
+            applied.add("dtypes")
+            return tirx.Bind(narrow_vars[node.var], narrow_call(node.value, str(node.var.dtype)))
         return None
 
     def bits(node: Any) -> Any:
@@ -945,6 +969,11 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         return None
 
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
+    # a scalar bound in a narrow float type (x: T.float16 = ..., a tuple assignment's temporaries) is held
+    # in float32, as tiles of the type are: the value it is bound to rounded to the type, as the GPU holds it
+    narrow_vars: dict[Any, Any] = {}
+    tirx.stmt_functor.post_order_visit(body, lambda n: narrow_vars.setdefault(n.var, tirx.Var(
+        str(n.var.name), COMPUTE_DTYPE)) if isinstance(n, tirx.Bind) and str(n.var.dtype) in NARROW_FLOATS else None)
     body = tirx.stmt_functor.ir_transform(body, None, post)
     if view_refusals:
         raise view_refusals[0]
