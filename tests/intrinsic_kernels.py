@@ -514,3 +514,19 @@ def wgmma_read_before_its_wait(guarded: bool = False) -> T.PrimFunc:
             T.copy(s, D)
 
     return main
+
+
+def wgmma_with_its_own_wait() -> T.PrimFunc:
+    """D = A A^T by a T.wgmma_gemm that asks for its wait itself (annotations wg_wait=0: TileLang emits
+    the wait after it), read at once."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), D: T.Tensor((64, 64), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 32), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.wgmma_gemm(a, a, acc, transpose_B=True, clear_accum=True, annotations={"wg_wait": 0})
+            T.copy(acc, D)
+
+    return main

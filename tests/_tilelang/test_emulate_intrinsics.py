@@ -654,11 +654,11 @@ def test_a_read_of_a_wgmma_accumulator_still_in_flight_is_refused_by_name_with_i
 
 
 def test_reads_after_the_waits_that_complete_their_wgmma_are_not_refused():
-    """The first GEMM's accumulator after T.wait_wgmma(1), the second's after T.wait_wgmma(0), a
-    read after a wait in every iteration, and the read after a wait only some paths take (not surely
-    in flight: left to run)."""
+    """The first GEMM's accumulator after T.wait_wgmma(1), the second's after T.wait_wgmma(0), a read
+    after a wait in every iteration, and a read right after a T.wgmma_gemm that asks for its own wait
+    (wg_wait=0)."""
     from tilelab._tilelang.emulate_wgmma import in_flight_access
 
     for func in (ik.wgmma_in_flight(wait=1, read="first"), ik.wgmma_in_flight(wait=0, read="second"),
-                 ik.wgmma_read_before_its_wait(guarded=True), ik.explicit_wgmma()):
+                 ik.wgmma_read_before_its_wait(guarded=True), ik.explicit_wgmma(), ik.wgmma_with_its_own_wait()):
         assert in_flight_access(func, "main") is None

@@ -76,7 +76,10 @@ def in_flight_access(func: Any, name: str) -> EmulationRefused | None:
                 return {}
             state = {k: (d + 1, n) for k, (d, n) in state.items()}
             state[accumulators[0]] = (0, _buffer_name(call.args[2]) or str(accumulators[0].name))
-            return state
+            implicit = dict(getattr(call, "annotations", None) or {}).get("wg_wait", -1)  # a wait it asks for
+            if not isinstance(implicit, (int, tirx.IntImm)):
+                return {}
+            return state if int(implicit) < 0 else {k: v for k, v in state.items() if v[0] < int(implicit)}
         if op == WGMMA_WAIT:
             n = call.args[0] if call.args else None
             if not isinstance(n, tirx.IntImm):
