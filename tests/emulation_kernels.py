@@ -410,16 +410,21 @@ def thread_loops_of_two_extents(threads: int = 128, fewer: int = 64) -> T.PrimFu
     return main
 
 
-def thread_loop_from_an_offset(start: int = 32, threads: int = 32) -> T.PrimFunc:
-    """B[tx] = 2 A[tx] by a T.thread_binding loop from ``start`` (no T.Kernel): TileLang's CUDA binds tx
-    to threadIdx.x and drops the start (``B[threadIdx.x] = ...`` over ``threads`` threads), so the GPU
-    writes B[0:threads], not B[start:start + threads]."""
+def thread_loop_from_an_offset(start: int = 32, threads: int = 32, axis: str = "threadIdx.x") -> T.PrimFunc:
+    """B[i] = 2 A[i] by a T.thread_binding loop over ``axis`` from ``start`` (no T.Kernel): TileLang's CUDA
+    binds i to threadIdx.x (blockIdx.x) and drops the start (``B[threadIdx.x] = ...`` over ``threads``),
+    so the GPU writes B[0:threads], not B[start:start + threads]."""
 
     @T.prim_func
     def main(A: T.Tensor((start + threads,), T.float32), B: T.Tensor((start + threads,), T.float32)):
-        for _bx in T.thread_binding(1, thread="blockIdx.x"):
-            for tx in T.thread_binding(start, start + threads, thread="threadIdx.x"):
-                B[tx] = A[tx] * 2.0
+        if axis == "threadIdx.x":
+            for _bx in T.thread_binding(1, thread="blockIdx.x"):
+                for tx in T.thread_binding(start, start + threads, thread="threadIdx.x"):
+                    B[tx] = A[tx] * 2.0
+        else:
+            for bx in T.thread_binding(start, start + threads, thread="blockIdx.x"):
+                for _tx in T.thread_binding(1, thread="threadIdx.x"):
+                    B[bx] = A[bx] * 2.0
 
     return main
 

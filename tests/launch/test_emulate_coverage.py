@@ -4,6 +4,8 @@ run on the CPU (two of its blocks) and checked against torch."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -398,8 +400,10 @@ def test_thread_binding_loops_of_two_extents_in_one_block_are_refused_by_name_wi
                     device="cpu", outputs=["B", "C"])
 
 
-def test_a_thread_binding_loop_from_an_offset_is_refused_by_name_with_the_line():
-    """On the GPU the loop runs tx = threadIdx.x from 0 (TileLang drops the start), on the CPU it would
-    run from the start: refused, not answered."""
-    with pytest.raises(tilelab.EmulationError, match=r"threadIdx\.x from 32 \(not 0\).*line \d+"):
-        tilelab.run(ek.thread_loop_from_an_offset(), torch.zeros(64), torch.zeros(64), device="cpu", outputs=["B"])
+@pytest.mark.parametrize("axis", ["threadIdx.x", "blockIdx.x"])
+def test_a_thread_binding_loop_from_an_offset_is_refused_by_name_with_the_line(axis):
+    """On the GPU the loop runs from 0 (TileLang binds it to threadIdx.x / blockIdx.x and drops the
+    start), on the CPU it would run from the start (or not at all): refused, not answered."""
+    with pytest.raises(tilelab.EmulationError, match=re.escape(axis) + r" from 32 \(not 0\).*line \d+"):
+        tilelab.run(ek.thread_loop_from_an_offset(axis=axis), torch.zeros(64), torch.zeros(64), device="cpu",
+                    outputs=["B"])

@@ -1159,8 +1159,8 @@ def _with_launch_blocks(func: Any) -> Any:
 
 
 def _mixed_thread_loops(func: Any) -> list[tuple[str, str, str]]:
-    """The refusal of a kernel with no ``T.Kernel`` with a ``T.thread_binding`` loop of threadIdx that
-    starts past 0 (TileLang's CUDA drops the start: ``for tx in T.thread_binding(32, 64, ...)`` runs
+    """The refusal of a kernel with no ``T.Kernel`` with a ``T.thread_binding`` loop of threadIdx or
+    blockIdx that starts past 0 (TileLang's CUDA drops the start: ``for tx in T.thread_binding(32, 64, ...)`` runs
     ``tx = threadIdx.x`` from 0), or whose ``T.thread_binding`` loops of one threadIdx axis have
     different extents (``for tx in T.thread_binding(128, ...)`` then one of 64): TileLang
     gives such loops one thread index and launches the block with one of their extents (the last
@@ -1175,10 +1175,12 @@ def _mixed_thread_loops(func: Any) -> list[tuple[str, str, str]]:
     extents: dict[str, list[str]] = {}
     for loop in _loops(func.body):  # loops one after another: in program order
         tag = str(loop.thread_binding.thread_tag) if loop.thread_binding is not None else ""
-        if tag.startswith("threadIdx.") and not (isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0):
+        if tag.startswith(("threadIdx.", "blockIdx.")) and not (isinstance(loop.min, tirx.IntImm)
+                                                               and int(loop.min) == 0):
+            what = "threads" if tag.startswith("threadIdx.") else "blocks"
             return [(f"a T.thread_binding loop over {tag} from {loop.min} (not 0) in a kernel with no T.Kernel",
                      f"TileLang's CUDA binds the loop's variable to {tag} itself and drops its start, so on the GPU it "
-                     f"runs from 0 over {loop.extent} threads, not from {loop.min}; start the loop at 0 and add the "
+                     f"runs from 0 over {loop.extent} {what}, not from {loop.min}; start the loop at 0 and add the "
                      "offset in the body", rf"\bT\.thread_binding\b.*{re.escape(tag)}")]
         if tag.startswith("threadIdx."):
             text = str(loop.extent) if isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0 else \
