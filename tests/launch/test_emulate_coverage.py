@@ -4,6 +4,8 @@ run on the CPU (two of its blocks) and checked against torch."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -348,15 +350,30 @@ def test_a_batched_reduce_runs_as_the_reduction_it_batches():
 def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
     # bfloat16 here (the GPU agreement test takes float16)
     x = (torch.randn(4, 32) * 4).bfloat16()
-    x[1, 5], x[3, 31] = float("nan"), float("nan")
+    x[0, 0], x[1, 5], x[3, 31] = float("nan"), float("nan"), float("nan")  # first, middle, last column
     hi, lo, big = (torch.zeros(4).bfloat16() for _ in range(3))
     tilelab.run(ek.nan_propagating_rows(dtype="bfloat16"), x, hi, lo, big, device="cpu",
                 outputs=["Hi", "Lo", "Big"])
-    nan = torch.tensor([False, True, False, True])
+    nan = torch.tensor([True, True, False, True])
     xf = x.float()
     for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
         assert torch.equal(out.isnan(), nan), (out, ref)  # torch's amax propagates NaN too
         assert torch.equal(out[~nan].float(), ref[~nan])
+
+
+def test_a_nan_is_skipped_by_the_default_reduce_and_t_max_wherever_it_sits():
+    """Without nan_propagate a GPU's maximum is fmaxf (a NaN operand gives the other): the row's
+    maximum, minimum and largest magnitude skip a NaN in the first, a middle or the last column,
+    and a row of NaN gives the reduce's start; T.max/T.min in the kernel's code skip it too."""
+    x = ek.nan_rows_input("float32")
+    outs = {"Hi": torch.zeros(8), "Lo": torch.zeros(8), "Big": torch.zeros(8), "M": torch.zeros(8, 32)}
+    tilelab.run(ek.nan_skipping_rows(), x, *outs.values(), device="cpu", outputs=list(outs))
+    want = ek.nan_skipping_reference(x)
+    assert want["Hi"][3] == -math.inf and want["Big"][3] == 0 and want["Lo"][3] == -1  # the all-NaN row
+    for name, got in outs.items():
+        same = (got == want[name]) | (got.isnan() & want[name].isnan())
+        assert bool(same.all()), (name, got, want[name])
+    assert not outs["Hi"].isnan().any() and outs["M"].isnan().sum() == 32 + 2  # NaN only where both are
 
 
 @pytest.mark.heavy  # a second compile; make test keeps the NaN-propagating one

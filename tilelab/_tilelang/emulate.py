@@ -37,8 +37,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``parallel`` rule has made serial);
 - ``tile-ops``: a tile operation's option that only says how a GPU runs it is dropped (a reduce's
   ``batch=``, an atomic add's ``use_tma=``), and a ``T.reduce_max/min/absmax`` with
-  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is
-  (``emulate_tileops.py``);
+  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is, and every other
+  float maximum and minimum (the default reduce's combine, ``T.max``, ``T.min``) is the GPU's
+  ``fmaxf``/``fminf``, a NaN operand giving the other (``emulate_tileops.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -99,7 +100,7 @@ from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_cal
 from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .emulate_tileops import RULE_ID as TILE_OPS_RULE
-from .emulate_tileops import tile_ops
+from .emulate_tileops import gpu_max_min, tile_ops
 from .env import tilelang
 from .resolve import resolve_kernel
 
@@ -112,7 +113,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "14"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "15"  # float max/min as fmaxf/fminf (a NaN operand gives the other), as on the GPU
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -192,11 +193,13 @@ RULES = (
     Rule("tile-ops", "a tile operation's option that only says how a GPU runs it is dropped (a reduce's batch=, "
          "the AllReduces sharing barriers; an atomic add's use_tma=, the tile added by one bulk copy); a reduce_max, "
          "reduce_min or reduce_absmax with nan_propagate=True runs as loops whose combine is NaN when either "
-         "operand is (emulate_tileops.py)",
+         "operand is; every other float maximum and minimum (TileLang's reduce's combine, T.max, T.min) is C's "
+         "fmaxf/fminf, a NaN operand giving the other (emulate_tileops.py)",
          "one thread runs the block and the blocks run one after another, so the reduction and the tile's "
          "elementwise atomic add are the same without the GPU's way of sharing them out; __hmax_nan and __hmin_nan "
          "return NaN when an operand is NaN, and TileLang's CPU reduce has no such combine (nor allows the option "
-         "on the float32 the CPU holds a float16 tile in)"),
+         "on the float32 the CPU holds a float16 tile in); without it the GPU combines with fmaxf/fminf, __hmax/__hmin "
+         "(a NaN skipped), where the C back end's a > b ? a : b would depend on where the NaN sits"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -1182,7 +1185,8 @@ def _late_pass(emulation: Emulation) -> Any:
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
     into a buffer whose GPU type the CPU lacks rounds its value to that type; each ``T.alloc_global``
-    scratch buffer is heap memory from the runtime, freed where its scope ends."""
+    scratch buffer is heap memory from the runtime, freed where its scope ends; each float maximum
+    and minimum is the GPU's (``emulate_tileops.gpu_max_min``: a NaN operand gives the other)."""
     # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
@@ -1341,7 +1345,8 @@ def _late_pass(emulation: Emulation) -> Any:
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
-        return func.with_body(rewrite(_lanes_unrolled(func.body), {}))
+        # the tile-ops rule's float maximum and minimum (the reduces are loops by now): a NaN operand gives the other
+        return func.with_body(rewrite(gpu_max_min(_lanes_unrolled(func.body)), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
 

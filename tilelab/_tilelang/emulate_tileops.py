@@ -12,10 +12,20 @@ thread runs each block and the blocks run one after another, so:
   ``__hmax_nan``/``__hmin_nan`` combine, which TileLang allows for float16 and bfloat16 outputs
   only: on the CPU those are held in float32, so TileLang's own check rejects them) run as the
   loops of their meaning: for each output element, the combine of its elements along ``dim``
-  (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN. Any
-  other reduce keeps TileLang's CPU lowering, whose combine is C's comparison: with a NaN among
-  the elements its result depends on where the NaN is, where the GPU's default combine (fmaxf,
-  ``__hmax``) ignores it.
+  (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN;
+- every other float maximum and minimum, the combine of TileLang's own reduce lowering
+  (``T.reduce_max`` / ``reduce_min`` / ``reduce_absmax``, the latter's ``|x|`` a maximum of ``x``
+  and ``-x`` too) and ``T.max`` / ``T.min`` in the kernel's own code, is the GPU's: C's ``fmaxf``
+  / ``fminf`` (``fmax`` / ``fmin`` for float64), where a NaN operand gives the other operand
+  (:func:`gpu_max_min`, run by the late pass once the reduces are loops). On the GPU the reduce
+  combines with ``max()`` / ``min()`` in each thread and ``tl::MaxOp`` / ``MinOp`` across threads:
+  ``fmaxf`` / ``fminf`` for float32, ``__hmax`` / ``__hmax2`` / ``__hmin`` for float16 and bfloat16,
+  each returning the other operand for a NaN, and so does CUDA's ``max(a, b)`` of two floats, which
+  TileLang prints for a float ``T.max``. So a NaN element is skipped wherever it sits: a row max is
+  numpy's ``np.fmax.reduce`` over the row and the reduce's start (-inf for ``reduce_max``, +inf for
+  ``reduce_min``, 0 for ``reduce_absmax``; with ``clear=False``, the value the output held), and a
+  row of NaN only gives that start. TileLang's C back end prints a maximum as ``a > b ? a : b``,
+  which gives ``b`` when either is NaN: its result would depend on where the NaN sits.
 
 A reduce with ``nan_propagate`` over regions whose shapes do not say which axis is reduced is
 refused by name.
@@ -105,6 +115,26 @@ def _nan_reduce(call: Any, func: Any, name: str) -> Any:
         if i != dim:
             body = tirx.For(loops[i], 0, src_ext[i], tirx.ForKind.SERIAL, body)
     return body
+
+
+# A float maximum or minimum as the GPU computes it (a NaN operand gives the other): C's functions by dtype.
+GPU_MAX_MIN = {("Max", "float32"): "fmaxf", ("Min", "float32"): "fminf",
+               ("Max", "float64"): "fmax", ("Min", "float64"): "fmin"}
+
+
+def gpu_max_min(body: Any) -> Any:
+    """``body`` with each scalar float32 or float64 maximum and minimum (``tirx.Max`` / ``Min``) as
+    the C function of :data:`GPU_MAX_MIN` (see the module's docstring). Run on the lowered kernel,
+    where a GPU float type is held in float32: its reduces are loops by then and its vectors lanes."""
+    tirx = tilelang().tvm.tirx
+
+    def post(node: Any) -> Any:
+        function = GPU_MAX_MIN.get((type(node).__name__, str(node.dtype)))
+        if function is None:  # an integer, a vector, or a float type the CPU does not compute in
+            return None
+        return tirx.call_pure_extern(str(node.dtype), function, node.a, node.b)
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Max", "tirx.Min"])
 
 
 def _isnan(value: Any) -> Any:
