@@ -399,7 +399,7 @@ def nan_skipping_rows(dtype: str = T.float32) -> T.PrimFunc:
             T.reduce_min(tile, lo, dim=1, clear=False)
             T.reduce_absmax(tile, big, dim=1)
             for i, j in T.Parallel(rows, cols):
-                M[i, j] = T.max(tile[i, j], tile[i, cols - 1 - j]) + T.min(tile[i, cols - 1 - j], tile[i, j])
+                M[i, j] = T.max(X[i, j], X[i, cols - 1 - j]) + T.min(X[i, cols - 1 - j], X[i, j])
             T.copy(hi, Hi)
             T.copy(lo, Lo)
             T.copy(big, Big)
