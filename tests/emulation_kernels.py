@@ -472,3 +472,17 @@ def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFun
                     C[b, j + 1] = T.Cast(T.float32, j)
 
     return main
+
+
+def thread_loops_sized_at_launch() -> T.PrimFunc:
+    """T.thread_binding loops and no T.Kernel, the threads' loop of n threads (a size of B): the
+    block's thread count known only at launch."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((2, n), T.float32), B: T.Tensor((2, n), T.float32)):
+        for b in T.thread_binding(2, thread="blockIdx.x"):
+            for t in T.thread_binding(n, thread="threadIdx.x"):
+                B[b, t] = A[b, t] * 2.0
+
+    return main

@@ -253,6 +253,8 @@ def test_vector_stores_by_hand_lane_by_lane_wrap_a_negative_index_as_the_gpu_doe
                      shapes={"S": lambda gen: torch.tensor([-37], dtype=torch.int8)})
     for name, (cpu, gpu) in out.items():
         assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+    cpu, gpu = _both_ways(host_c.lanes_of_a_call(), {"Y"})["Y"]  # T.floor of a vector: floorf of each lane
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
 
 
 def test_a_size_given_by_a_linear_extent_is_solved_as_the_gpus_host_solves_it():

@@ -405,3 +405,10 @@ def test_thread_binding_loops_without_a_kernel_run_over_the_blocks_threads():
     ref[:, 0::2] = torch.arange(3.0)[:, None]
     ref[:, 1::2] = torch.arange(0.0, 8.0, 2.0)
     assert torch.equal(c, ref)
+
+
+def test_a_thread_loop_sized_at_launch_is_refused_by_name_with_its_line():
+    with pytest.raises(tilelab.EmulationError, match=r"T\.thread_binding loop over threadIdx\.x of n threads, a "
+                       r"number known only at launch \(line \d+: for t in T\.thread_binding\(n, "):
+        tilelab.run(ek.thread_loops_sized_at_launch(), torch.zeros(2, 8), torch.zeros(2, 8), device="cpu",
+                    outputs=["B"])

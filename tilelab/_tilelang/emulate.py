@@ -151,7 +151,8 @@ RULES = (
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
     Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
-         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane",
+         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane, each lane "
+         "its scalars (an elementwise call of vectors the call of each lane; a vector variable is refused by name)",
          "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
          "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
@@ -374,6 +375,16 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                          rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
                 elif matched:
                     note(construct, detail, source)
+        elif isinstance(node, tirx.BufferStore):
+            try:
+                _lanes_of(node)
+            except TypeError as err:  # the parallel rule stores a vector by hand lane by lane: this one has none
+                buf = re.escape(str(node.buffer.name))
+                note(f"a vector store written by hand into {node.buffer.name} whose value holds {err}",
+                     "the CPU path stores a vector store lane by lane, each lane its scalars (ramps, broadcasts, "
+                     "shuffles, loads, casts, selects, arithmetic, elementwise calls), and this operation has no lane "
+                     "of its own; write the lanes as a loop (for j in T.vectorized(n)), which TileLang vectorizes "
+                     "on the GPU", rf"\b{buf}\s*\[[^=]*\bT\.Ramp\b", rf"\b{buf}\s*\[.*\]\s*=", r"\bT\.Ramp\b")
         elif isinstance(node, tirx.SBlock) and "code_block_source" in node.annotations:
             note("a kernel written in CUDA C (T.CUDASourceCodeKernel)",
                  "its body is a whole __global__ function of one GPU thread (threadIdx, blockIdx, __syncthreads), not "
@@ -964,51 +975,80 @@ _LANE_BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min"
                 "GT", "GE", "And", "Or")
 
 
+def _lane(expr: Any, j: int) -> Any:
+    """Lane ``j`` of ``expr`` as scalar TIR (a ramp's ``base + stride * j``, a broadcast's value, a
+    shuffle's element, an elementwise operation or call of its operands' lanes). Raises TypeError
+    naming the first operation that has no lane of its own (a vector load from a buffer of vectors,
+    a call whose operands are wider or narrower than its result)."""
+    tirx = tilelang().tvm.tirx
+    if expr.dtype.lanes == 1:
+        return expr
+    if isinstance(expr, tirx.Ramp):
+        return _lane(expr.base, j) + _lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
+    if isinstance(expr, tirx.Broadcast):
+        return _lane(expr.value, j)
+    if isinstance(expr, tirx.Shuffle):
+        elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
+        vector, k = elements[int(expr.indices[j])]
+        return _lane(vector, k)
+    if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
+        return tirx.BufferLoad(expr.buffer, [_lane(i, j) for i in expr.indices])
+    if isinstance(expr, tirx.Cast):
+        return tirx.Cast(expr.dtype.with_lanes(1), _lane(expr.value, j))
+    if isinstance(expr, tirx.Select):
+        return tirx.Select(_lane(expr.condition, j), _lane(expr.true_value, j), _lane(expr.false_value, j))
+    if isinstance(expr, tirx.Not):
+        return tirx.Not(_lane(expr.a, j))
+    binary: tuple[Any, ...] = tuple(getattr(tirx, k) for k in _LANE_BINARY)
+    if isinstance(expr, binary):
+        return type(expr)(_lane(expr.a, j), _lane(expr.b, j))
+    if isinstance(expr, tirx.Call) and all(a.dtype.lanes in (1, expr.dtype.lanes) for a in expr.args):
+        # an elementwise call (T.exp of a vector, an if_then_else): the call of each operand's lane
+        return tirx.Call(expr.dtype.with_lanes(1), expr.op, [_lane(a, j) for a in expr.args])
+    if isinstance(expr, tirx.Call):
+        raise TypeError(f"a call of {getattr(expr.op, 'name', expr.op)} on vectors")
+    if isinstance(expr, tirx.Var):
+        raise TypeError(f"the vector variable {expr.name} ({expr.dtype})")
+    raise TypeError(f"a {type(expr).__name__} on vectors ({expr.dtype})")
+
+
+def _lanes_of(store: Any) -> list[Any] | None:
+    """A store of a vector into a buffer of scalars (``B[T.Ramp(0, 1, 4)] = A[T.Ramp(t, 1, 4)]``, written by
+    hand) as one store per lane (None for any other store). Raises TypeError (:func:`_lane`) when a lane
+    of its value or indices has no scalar form, or would keep a vector inside."""
+    tirx = tilelang().tvm.tirx
+    if store.buffer.dtype.lanes != 1 or store.predicate is not None:
+        return None
+    lanes = max([store.value.dtype.lanes, *(i.dtype.lanes for i in store.indices)])
+    if lanes == 1:
+        return None
+    stores = [tirx.BufferStore(store.buffer, _lane(store.value, j), [_lane(i, j) for i in store.indices])
+              for j in range(lanes)]
+    vectors: list[Any] = []
+    for s in stores:  # a scalar built of vectors (a reinterpret of a pair, a reduction of lanes) stays a vector op
+        tirx.stmt_functor.post_order_visit(s, lambda n: vectors.append(n) if isinstance(n, tirx.PrimExpr)
+                                           and n.dtype.lanes > 1 else None)
+    if vectors:
+        raise TypeError(f"a {type(vectors[0]).__name__} of {vectors[0].dtype} inside a lane")
+    return stores
+
+
 def _lanes_unrolled(body: Any) -> Any:
     """``body`` with each store of a vector (``B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]``, written by
     hand, after TileLang's negative-index legalisation has made its indices a vector of 64-bit
-    scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
-    stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
-    index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
-    indices only; the lanes of one store are independent, so storing them one by one stores the
-    same. A store whose value holds another operation on vectors is left as it is."""
+    scalars) as one store per lane, each lane's indices and value its scalars (:func:`_lane`).
+    TileLang's C back end prints such an index vector as a constructor the host C++ compiler rejects,
+    and the bounds rule checks scalar indices only; the lanes of one store are independent, so
+    storing them one by one stores the same. A store with a lane of no scalar form is refused
+    before (:func:`refusal`)."""
     tirx = tilelang().tvm.tirx
-    binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
-
-    def lane(expr: Any, j: int) -> Any:
-        if expr.dtype.lanes == 1:
-            return expr
-        if isinstance(expr, tirx.Ramp):
-            return lane(expr.base, j) + lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
-        if isinstance(expr, tirx.Broadcast):
-            return lane(expr.value, j)
-        if isinstance(expr, tirx.Shuffle):
-            elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
-            vector, k = elements[int(expr.indices[j])]
-            return lane(vector, k)
-        if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
-            return tirx.BufferLoad(expr.buffer, [lane(i, j) for i in expr.indices])
-        if isinstance(expr, tirx.Cast):
-            return tirx.Cast(expr.dtype.with_lanes(1), lane(expr.value, j))
-        if isinstance(expr, tirx.Select):
-            return tirx.Select(lane(expr.condition, j), lane(expr.true_value, j), lane(expr.false_value, j))
-        if isinstance(expr, tirx.Not):
-            return tirx.Not(lane(expr.a, j))
-        if isinstance(expr, binary):
-            return type(expr)(lane(expr.a, j), lane(expr.b, j))
-        raise TypeError(type(expr).__name__)
 
     def post(node: Any) -> Any:
-        if not isinstance(node, tirx.BufferStore) or node.buffer.dtype.lanes != 1 or node.predicate is not None:
-            return None
-        lanes = max([node.value.dtype.lanes, *(i.dtype.lanes for i in node.indices)])
-        if lanes == 1:
-            return None
         try:
-            return tirx.SeqStmt([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
-                                 for j in range(lanes)])
+            stores = _lanes_of(node)
         except TypeError:
             return None
+        return None if stores is None else tirx.SeqStmt(stores)
 
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.BufferStore"])
 
