@@ -260,9 +260,9 @@ def lanes_of_a_call(bound=False):
     def floor4(X: T.Tensor((16,), T.float32), Y: T.Tensor((16,), T.float32)):
         with T.Kernel(1, threads=1):
             for r in T.serial(4):
-                if bound:  # a variable holding a vector: no lane of its own
+                if bound:  # a variable holding a vector (no lane of its own), stored from Y[-1] (an index vector)
                     v = X[T.Ramp(r * 4, 1, 4)]
-                    Y[T.Ramp(r * 4, 1, 4)] = v * T.Broadcast(T.float32(4.0), 4)
+                    Y[T.Ramp(r * 4 - 1, 1, 4)] = v * T.Broadcast(T.float32(4.0), 4)
                 else:  # an elementwise call of vectors: the call of each lane
                     Y[T.Ramp(r * 4, 1, 4)] = T.floor(X[T.Ramp(r * 4, 1, 4)] * T.Broadcast(T.float32(4.0), 4))
 
@@ -279,5 +279,5 @@ def test_a_vector_store_of_an_elementwise_call_is_stored_lane_by_lane():
 def test_a_vector_store_holding_a_vector_variable_is_refused_by_name_with_its_line():
     x, y = torch.randn(16), torch.zeros(16)
     with pytest.raises(tilelab.EmulationError, match=r"a vector store written by hand into Y whose value holds the "
-                       r"vector variable v \(float32x4\) \(line \d+: Y\[T\.Ramp\(r \* 4, 1, 4\)\] = v \* "):
+                       r"vector variable v \(float32x4\) \(line \d+: Y\[T\.Ramp\(r \* 4 - 1, 1, 4\)\] = v \* "):
         tilelab.run(lanes_of_a_call(bound=True), x, y, device="cpu", outputs=["Y"])

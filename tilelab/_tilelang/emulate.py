@@ -152,7 +152,8 @@ RULES = (
          "array each"),
     Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
          "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane, each lane "
-         "its scalars (an elementwise call of vectors the call of each lane; a vector variable is refused by name)",
+         "its scalars (TVM's math on vectors the call of each lane; a store whose index vector TileLang's C cannot "
+         "print and whose value has a lane of no scalar form, a vector variable, is refused by name)",
          "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
          "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
@@ -375,16 +376,6 @@ def refusal(func: Any, name: str) -> EmulationRefused | None:
                          rf"^\s*[\w.]*{re.escape(family)}\w*\s*\(")
                 elif matched:
                     note(construct, detail, source)
-        elif isinstance(node, tirx.BufferStore):
-            try:
-                _lanes_of(node)
-            except TypeError as err:  # the parallel rule stores a vector by hand lane by lane: this one has none
-                buf = re.escape(str(node.buffer.name))
-                note(f"a vector store written by hand into {node.buffer.name} whose value holds {err}",
-                     "the CPU path stores a vector store lane by lane, each lane its scalars (ramps, broadcasts, "
-                     "shuffles, loads, casts, selects, arithmetic, elementwise calls), and this operation has no lane "
-                     "of its own; write the lanes as a loop (for j in T.vectorized(n)), which TileLang vectorizes "
-                     "on the GPU", rf"\b{buf}\s*\[[^=]*\bT\.Ramp\b", rf"\b{buf}\s*\[.*\]\s*=", r"\bT\.Ramp\b")
         elif isinstance(node, tirx.SBlock) and "code_block_source" in node.annotations:
             note("a kernel written in CUDA C (T.CUDASourceCodeKernel)",
                  "its body is a whole __global__ function of one GPU thread (threadIdx, blockIdx, __syncthreads), not "
@@ -1002,14 +993,23 @@ def _lane(expr: Any, j: int) -> Any:
     binary: tuple[Any, ...] = tuple(getattr(tirx, k) for k in _LANE_BINARY)
     if isinstance(expr, binary):
         return type(expr)(_lane(expr.a, j), _lane(expr.b, j))
-    if isinstance(expr, tirx.Call) and all(a.dtype.lanes in (1, expr.dtype.lanes) for a in expr.args):
-        # an elementwise call (T.exp of a vector, an if_then_else): the call of each operand's lane
+    if isinstance(expr, tirx.Call) and _elementwise(expr):
+        # TVM's math on a vector (T.exp, T.floor of T.Ramp lanes): the call of each operand's lane
         return tirx.Call(expr.dtype.with_lanes(1), expr.op, [_lane(a, j) for a in expr.args])
     if isinstance(expr, tirx.Call):
         raise TypeError(f"a call of {getattr(expr.op, 'name', expr.op)} on vectors")
     if isinstance(expr, tirx.Var):
         raise TypeError(f"the vector variable {expr.name} ({expr.dtype})")
     raise TypeError(f"a {type(expr).__name__} on vectors ({expr.dtype})")
+
+
+def _elementwise(call: Any) -> bool:
+    """A call of TVM's own math on vectors (``tirx.exp``, ``tirx.floor``, ...): its result's lanes are
+    its vector operands' (an extern function or a TileLang op of packed lanes, ``tl.fma2``, is not)."""
+    op = str(getattr(call.op, "name", ""))
+    lanes = call.dtype.lanes
+    return op.startswith("tirx.") and op not in ("tirx.call_extern", "tirx.call_pure_extern", "tirx.call_intrin") \
+        and all(a.dtype.lanes in (1, lanes) for a in call.args) and any(a.dtype.lanes == lanes for a in call.args)
 
 
 def _lanes_of(store: Any) -> list[Any] | None:
@@ -1033,20 +1033,23 @@ def _lanes_of(store: Any) -> list[Any] | None:
     return stores
 
 
-def _lanes_unrolled(body: Any) -> Any:
+def _lanes_unrolled(body: Any, unsplit: list[tuple[str, str]] | None = None) -> Any:
     """``body`` with each store of a vector (``B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]``, written by
     hand, after TileLang's negative-index legalisation has made its indices a vector of 64-bit
     scalars) as one store per lane, each lane's indices and value its scalars (:func:`_lane`).
     TileLang's C back end prints such an index vector as a constructor the host C++ compiler rejects,
     and the bounds rule checks scalar indices only; the lanes of one store are independent, so
-    storing them one by one stores the same. A store with a lane of no scalar form is refused
-    before (:func:`refusal`)."""
+    storing them one by one stores the same. A store with a lane of no scalar form is left as it is
+    and noted in ``unsplit`` (its buffer, the operation): when TileLang's C then fails to compile,
+    :func:`compile_emulated` refuses it by name."""
     tirx = tilelang().tvm.tirx
 
     def post(node: Any) -> Any:
         try:
             stores = _lanes_of(node)
-        except TypeError:
+        except TypeError as err:
+            if unsplit is not None:
+                unsplit.append((str(node.buffer.name), str(err)))
             return None
         return None if stores is None else tirx.SeqStmt(stores)
 
@@ -1220,7 +1223,7 @@ def _passed_as_bits(func: Any, narrow: dict[str, str]) -> tuple[str, ...]:
 # The rewrite after the tile ops are lowered: bounds checks and rounding on every store
 # ------------------------------------------------------------------------------------------
 
-def _late_pass(emulation: Emulation) -> Any:
+def _late_pass(emulation: Emulation, unsplit: list[tuple[str, str]] | None = None) -> Any:
     """The TIR pass run just before TileLang's FlattenBuffer: tile ops are loads and stores by
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
@@ -1386,7 +1389,7 @@ def _late_pass(emulation: Emulation) -> Any:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
         # the tile-ops rule's float maximum and minimum (the reduces are loops by now): a NaN operand gives the other
-        return func.with_body(rewrite(gpu_max_min(_lanes_unrolled(func.body)), {}))
+        return func.with_body(rewrite(gpu_max_min(_lanes_unrolled(func.body, unsplit)), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
 
@@ -1440,7 +1443,8 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
 
     source = resolve_kernel(obj, args, kwargs)
     emulation = rewrite_for_cpu(source.prim_func, source.name)
-    late = _late_pass(emulation)
+    unsplit: list[tuple[str, str]] = []  # vector stores by hand with a lane of no scalar form
+    late = _late_pass(emulation, unsplit)
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {}), **CPU_PASS_CONFIGS}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
@@ -1451,8 +1455,28 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
             refused = refused_intrinsic(source.prim_func, source.name, err)
             if refused is not None:
                 raise refused from err
+            if unsplit:
+                raise _unsplit_refusal(source.prim_func, source.name, *unsplit[0]) from err
             raise
     return EmulatedKernel(compiled, emulation)
+
+
+def _unsplit_refusal(func: Any, name: str, buffer: str, what: str) -> EmulationRefused:
+    """The refusal of a vector store written by hand that the parallel rule could not store lane by
+    lane (``what``: the operation of its value with no lane of its own), which TileLang's C back end
+    then failed to compile."""
+    buf = re.escape(buffer)
+    file, line, text = "", 0, ""
+    for pattern in (rf"\b{buf}\s*\[[^=]*\bT\.Ramp\b", rf"\b{buf}\s*\[.*\]\s*=", r"\bT\.Ramp\b"):
+        file, line, text = _locate(func, pattern)
+        if line:
+            break
+    why = ("the CPU path stores a vector store lane by lane, each lane its scalars (ramps, broadcasts, shuffles, "
+           "loads, casts, selects, arithmetic, TVM's math), and this operation has no lane of its own, while "
+           "TileLang's C back end cannot print this store's vector indices; write the lanes as a loop (for j in "
+           "T.vectorized(n)), which TileLang vectorizes on the GPU")
+    return EmulationRefused(name, f"a vector store written by hand into {buffer} whose value holds {what}", why,
+                            file, line, text)
 
 
 def emulation_key(obj: Any) -> str:
