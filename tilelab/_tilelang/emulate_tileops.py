@@ -25,7 +25,10 @@ thread runs each block and the blocks run one after another, so:
   numpy's ``np.fmax.reduce`` over the row and the reduce's start (-inf for ``reduce_max``, +inf for
   ``reduce_min``, 0 for ``reduce_absmax``; with ``clear=False``, the value the output held), and a
   row of NaN only gives that start. TileLang's C back end prints a maximum as ``a > b ? a : b``,
-  which gives ``b`` when either is NaN: its result would depend on where the NaN sits.
+  which gives ``b`` when either is NaN: its result would depend on where the NaN sits. (For
+  float64 TileLang's combine across threads is ``a < b ? b : a``, but each thread's partial starts
+  from the reduce's start and skips NaN, so none reaches it; only a NaN the output already held,
+  with ``clear=False``, could, and there the GPU's answer depends on its thread layout.)
 
 A reduce with ``nan_propagate`` over regions whose shapes do not say which axis is reduced is
 refused by name.
