@@ -28,7 +28,8 @@ thread runs each block and the blocks run one after another, so:
   which gives ``b`` when either is NaN: its result would depend on where the NaN sits. (For
   float64 TileLang's combine across threads is ``a < b ? b : a``, but each thread's partial starts
   from the reduce's start and skips NaN, so none reaches it; only a NaN the output already held,
-  with ``clear=False``, could, and there the GPU's answer depends on its thread layout.)
+  with ``clear=False``, could, for a thread whose elements are all NaN, and there the GPU's answer
+  depends on its thread layout.)
 
 A reduce with ``nan_propagate`` over regions whose shapes do not say which axis is reduced is
 refused by name.
