@@ -231,8 +231,9 @@ def test_a_nan_propagating_reduce_is_the_gpus_hmax_nan_and_hmin_nan():
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_a_nan_is_skipped_by_the_default_reduce_and_t_max_as_on_the_gpu(dtype):
     """NaN in the first, a middle and the last column, and a row of NaN: the GPU's fmaxf / __hmax
-    skip it, and so does the CPU path; both are numpy's fmax rule (ek.nan_skipping_reference)."""
-    names = {"Hi", "Lo", "Big", "M"}
+    skip it, and so does the CPU path; of two zeros -0 < +0; both are the rule of
+    ek.nan_skipping_reference (numpy's fmax, the sign of zero by PTX's max and min), bit for bit."""
+    names = {"Hi", "Lo", "Low", "Big", "M"}
     out = _both_ways(ek.nan_skipping_rows(dtype), names, shapes={"X": lambda gen: ek.nan_rows_input(dtype)},
                      nan_expected=True)
     want = ek.nan_skipping_reference(ek.nan_rows_input(dtype))

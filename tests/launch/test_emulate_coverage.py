@@ -362,16 +362,18 @@ def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
 
 
 def test_a_nan_is_skipped_by_the_default_reduce_and_t_max_wherever_it_sits():
-    """Without nan_propagate a GPU's maximum is fmaxf (a NaN operand gives the other): the row's
-    maximum, minimum and largest magnitude skip a NaN in the first, a middle or the last column,
-    and a row of NaN gives the reduce's start; T.max/T.min in the kernel's code skip it too."""
+    """Without nan_propagate a GPU's maximum is PTX's max (a NaN operand gives the other, -0 < +0):
+    the row's maximum, minimum and largest magnitude skip a NaN in the first, a middle or the last
+    column, a row of NaN gives the reduce's start, and T.max/T.min in the kernel's code skip it too."""
     x = ek.nan_rows_input("float32")
-    outs = {"Hi": torch.zeros(8), "Lo": torch.zeros(8), "Big": torch.zeros(8), "M": torch.zeros(8, 32)}
+    outs = {name: torch.zeros(8) for name in ("Hi", "Lo", "Low", "Big")}
+    outs["M"] = torch.zeros(8, 32)
     tilelab.run(ek.nan_skipping_rows(), x, *outs.values(), device="cpu", outputs=list(outs))
     want = ek.nan_skipping_reference(x)
     assert want["Hi"][3] == -math.inf and want["Big"][3] == 0 and want["Lo"][3] == -1  # the all-NaN row
+    assert not want["Hi"][5:7].signbit().any() and want["Low"][7].signbit()  # the zeros: -0 < +0
     for name, got in outs.items():
-        same = (got == want[name]) | (got.isnan() & want[name].isnan())
+        same = ((got == want[name]) & (got.signbit() == want[name].signbit())) | (got.isnan() & want[name].isnan())
         assert bool(same.all()), (name, got, want[name])
     assert not outs["Hi"].isnan().any() and outs["M"].isnan().sum() == 32 + 2  # NaN only where both are
 

@@ -39,7 +39,8 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``batch=``, an atomic add's ``use_tma=``), and a ``T.reduce_max/min/absmax`` with
   ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is, and every other
   float maximum and minimum (the default reduce's combine, ``T.max``, ``T.min``) is the GPU's
-  ``fmaxf``/``fminf``, a NaN operand giving the other (``emulate_tileops.py``);
+  (PTX's max and min, which fmaxf and __hmax compile to: a NaN operand gives the other, -0 < +0)
+  (``emulate_tileops.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
   the value to it (round to nearest even, as the GPU's conversions do), so a tile kept in float16
@@ -113,7 +114,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "15"  # float max/min as fmaxf/fminf (a NaN operand gives the other), as on the GPU
+EMULATION_VERSION = "15"  # float max/min as the GPU's (PTX max/min: a NaN operand gives the other, -0 < +0)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -195,8 +196,8 @@ RULES = (
     Rule("tile-ops", "a tile operation's option that only says how a GPU runs it is dropped (a reduce's batch=, "
          "the AllReduces sharing barriers; an atomic add's use_tma=, the tile added by one bulk copy); a reduce_max, "
          "reduce_min or reduce_absmax with nan_propagate=True runs as loops whose combine is NaN when either "
-         "operand is; every other float maximum and minimum (TileLang's reduce's combine, T.max, T.min) is C's "
-         "fmaxf/fminf, a NaN operand giving the other (emulate_tileops.py)",
+         "operand is; every other float maximum and minimum (TileLang's reduce's combine, T.max, T.min) is the GPU's "
+         "(PTX's max/min: a NaN operand gives the other, -0 < +0; emulate_tileops.py)",
          "one thread runs the block and the blocks run one after another, so the reduction and the tile's "
          "elementwise atomic add are the same without the GPU's way of sharing them out; __hmax_nan and __hmin_nan "
          "return NaN when an operand is NaN, and TileLang's CPU reduce has no such combine (nor allows the option "
@@ -1229,7 +1230,7 @@ def _late_pass(emulation: Emulation, unsplit: list[tuple[str, str]] | None = Non
     is guarded (an access outside calls the runtime's record and is not performed); each store
     into a buffer whose GPU type the CPU lacks rounds its value to that type; each ``T.alloc_global``
     scratch buffer is heap memory from the runtime, freed where its scope ends; each float maximum
-    and minimum is the GPU's (``emulate_tileops.gpu_max_min``: a NaN operand gives the other)."""
+    and minimum is the GPU's (``emulate_tileops.gpu_max_min``: a NaN operand gives the other, -0 < +0)."""
     # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
@@ -1388,7 +1389,7 @@ def _late_pass(emulation: Emulation, unsplit: list[tuple[str, str]] | None = Non
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
-        # the tile-ops rule's float maximum and minimum (the reduces are loops by now): a NaN operand gives the other
+        # the tile-ops rule's float maximum and minimum (the reduces are loops by now): the GPU's, NaN skipped
         return func.with_body(rewrite(gpu_max_min(_lanes_unrolled(func.body, unsplit)), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")

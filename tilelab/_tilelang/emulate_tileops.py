@@ -15,9 +15,9 @@ thread runs each block and the blocks run one after another, so:
   (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN;
 - every other float maximum and minimum, the combine of TileLang's own reduce lowering
   (``T.reduce_max`` / ``reduce_min`` / ``reduce_absmax``, the latter's ``|x|`` a maximum of ``x``
-  and ``-x`` too) and ``T.max`` / ``T.min`` in the kernel's own code, is the GPU's: C's ``fmaxf``
-  / ``fminf`` (``fmax`` / ``fmin`` for float64), where a NaN operand gives the other operand
-  (:func:`gpu_max_min`, run by the late pass once the reduces are loops). On the GPU the reduce
+  and ``-x`` too) and ``T.max`` / ``T.min`` in the kernel's own code, is the GPU's: the PTX ISA's
+  ``max`` / ``min``, where a NaN operand gives the other operand and -0 < +0 (:func:`gpu_max_min`,
+  run by the late pass once the reduces are loops; the C of :data:`RUNTIME_C`). On the GPU the reduce
   combines with ``max()`` / ``min()`` in each thread and ``tl::MaxOp`` / ``MinOp`` across threads:
   ``fmaxf`` / ``fminf`` for float32, ``__hmax`` / ``__hmax2`` / ``__hmin`` for float16 and bfloat16,
   each returning the other operand for a NaN, and so does CUDA's ``max(a, b)`` of two floats, which
@@ -121,14 +121,35 @@ def _nan_reduce(call: Any, func: Any, name: str) -> Any:
     return body
 
 
-# A float maximum or minimum as the GPU computes it (a NaN operand gives the other): C's functions by dtype.
-GPU_MAX_MIN = {("Max", "float32"): "fmaxf", ("Min", "float32"): "fminf",
-               ("Max", "float64"): "fmax", ("Min", "float64"): "fmin"}
+# A float maximum or minimum as the GPU computes it: the runtime's functions (RUNTIME_C) by dtype.
+GPU_MAX_MIN = {("Max", "float32"): "tilelab_emu_max_f32", ("Min", "float32"): "tilelab_emu_min_f32",
+               ("Max", "float64"): "tilelab_emu_max_f64", ("Min", "float64"): "tilelab_emu_min_f64"}
+# Their C, part of the header every CPU-path kernel is built with (tilelab.launch._emulate): the PTX
+# ISA's max and min (what fmaxf, fminf, __hmax and __hmin compile to): a NaN operand gives the other,
+# two NaN give NaN, and -0 < +0 (C's fmaxf leaves the sign of an equal pair to the library: glibc's
+# gives its first operand).
+RUNTIME_C = "".join(r"""
+extern "C" {
+static inline T tilelab_emu_max_S(T a, T b) {
+  if (isnan(a)) return b;
+  if (isnan(b)) return a;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline T tilelab_emu_min_S(T a, T b) {
+  if (isnan(a)) return b;
+  if (isnan(b)) return a;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+}
+""".replace("T ", t + " ").replace("(T", "(" + t).replace("_S", "_" + suffix) for t, suffix in (("float", "f32"),
+                                                                                               ("double", "f64")))
 
 
 def gpu_max_min(body: Any) -> Any:
     """``body`` with each scalar float32 or float64 maximum and minimum (``tirx.Max`` / ``Min``) as
-    the C function of :data:`GPU_MAX_MIN` (see the module's docstring). Run on the lowered kernel,
+    the runtime's function of :data:`GPU_MAX_MIN` (see the module's docstring). Run on the lowered kernel,
     where a GPU float type is held in float32: its reduces are loops by then and its vectors lanes."""
     tirx = tilelang().tvm.tirx
 
