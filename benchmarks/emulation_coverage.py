@@ -61,6 +61,34 @@ of ``TEST_FOLDERS`` sorted by name and dealt alternately (1st, 3rd, ... the firs
 the second). Rules of the CPU path built from this set's failures were built from the first half's
 only; the second half is their held-out measure. ``--only`` narrows within the chosen half (the
 halves are always dealt from the whole set, so a file's half does not depend on ``--only``).
+
+``--users DEST``: a third held-out set, from which no rule of the CPU path was built: CUDA kernels
+written by TileLang's users in public repositories (tutorials, courses, benchmarks, model code),
+listed with their commits in ``benchmarks/user_kernels.json``:
+
+    .venv/bin/python benchmarks/fetch_user_kernels.py /tmp/user-kernels     # git clone each repository at its commit
+    .venv/bin/python benchmarks/emulation_coverage.py --users /tmp/user-kernels --jobs 1 --json rows.json
+        [--timeout S] [--only 'OWNER__NAME/GLOB']
+
+Every script of the manifest runs in its own process, from its own folder, with no command-line
+arguments, its own imports resolving as they do once its project is installed (``import_roots``:
+the folders holding a ``pyproject.toml``/``setup.py`` from the script's up to the repository's top,
+and their ``src/``): a pytest file (``test_*.py``) as a test module (its tests called in file order
+at their first parameter set, with the fixtures of the file and its ``conftest.py`` files,
+``tmp_path`` and ``monkeypatch``), any other as ``__main__``. Compiles are intercepted and kernels
+run on the CPU (two blocks) as in the examples mode, on the script's tensors when it calls the
+kernel, else on random inputs (each dynamic size ``DYNAMIC_SIZE``); a kernel the script only lowers
+(``tilelang.lower``) or inspects (``get_tir``) counts too; its tensors answer ``is_cuda`` as a
+GPU's would, and a stand-in kernel has a compiled one's ``params``. Every distinct kernel a script
+builds counts, up to ``MAX_USER_KERNELS`` a script (an autotuning script builds many of one kind;
+the rest are listed as ``left_out``); a kernel built by
+several scripts (the same PrimFunc, the same outputs) counts once, in the first. A script stuck in
+its own computation (a reference at its GPU sizes, on the CPU) for ``WATCH_S`` after its last kernel
+is ended, its kernels built but not yet called run first; ``--timeout`` ends any script (a kernel it
+had lowered but not run is listed as ``not run``, not counted; a CPU run it cut short counts as
+failing). The whole set is held out: no halves. The totals are printed for all and per repository;
+``--users DEST --table ROWS...`` prints them again from saved rows (a later file's rows replace an
+earlier one's for a script; scripts the manifest no longer lists are dropped).
 """
 
 from __future__ import annotations
@@ -76,6 +104,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +123,11 @@ NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
 DUPLICATE = "duplicate"
 MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
 DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
+LOWERING_ONLY = "lowering only"  # --users: a CompileRequest made from the script's tilelang.lower or get_tir
+WATCH_S = 4 * GRACE_S  # --users: a script stuck this long in its own computation after its last kernel is ended
+NOT_RUN = "not run"  # --users: lowered, but the script's time ran out before its CPU run (not counted)
+MAX_USER_KERNELS = 16  # --users: distinct kernels counted per script (an autotuning script builds many of one kind)
+USERS_MANIFEST = "user_kernels.json"  # --users: written into DEST by benchmarks/fetch_user_kernels.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,9 +162,18 @@ def _slug(text: str) -> str:
 
 
 class Worker:
-    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool = False) -> None:
+    def __init__(self, script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool = False,
+                 users: bool = False, paths: tuple[str, ...] = ()) -> None:
         self.script, self.rel, self.out, self.ir_dir = script, rel, out, ir_dir
         self.tests = tests  # a pytest file: its test functions build the kernels
+        self.users = users  # --users: every distinct kernel counts (up to MAX_USER_KERNELS), in tests too
+        self.paths = paths  # import roots of the script's repository (its top folder, its src/)
+        self.marked = tests or users  # rows carry the kernel's fingerprint (duplicates across files)
+        self.by_fingerprint: dict[str, Any] = {}  # --users: the first stand-in of each PrimFunc
+        self.inside = 0  # --users: >0 while TileLang's own compile (or tilelab) runs: not the script's lowering
+        self.lock = threading.Lock()  # the pending kernels, between the script's thread and the watchdog
+        self.finished = False  # the script has ended (or the watchdog ended it): no more CPU runs from it
+        self.last_activity = time.monotonic()
         self.seen: dict[str, Any] = {}
         self.pending: list[Any] = []  # kernels captured, not yet run
         self.count = 0
@@ -148,9 +191,12 @@ class Worker:
     # the compile interception
     def on_compile(self, request: Any) -> Any:
         signal.alarm(0)
+        self.inside += 1
         try:
             return self._capture(request)
         finally:
+            self.inside -= 1
+            self.last_activity = time.monotonic()
             signal.alarm(int(GRACE_S))
 
     def _capture(self, request: Any) -> Any:
@@ -159,22 +205,34 @@ class Worker:
         from tilelab.records.errors import LoweringError
 
         func = request.prim_func
-        key = f"{_tilelang.kernel_fingerprint(func)}|{request.out_idx}"
+        fingerprint = _tilelang.kernel_fingerprint(func)
+        key = f"{fingerprint}|{request.out_idx}"
         if key in self.seen:
             return self.seen[key]
         outer = self
+        first = self.by_fingerprint.get(fingerprint) if self.users else None
 
         class Captured(_corpus.StandInKernel):
             ran = False
 
+            def __getattr__(self, name: str) -> Any:
+                if name == "params" and outer.users:  # a script that builds its inputs from the signature
+                    return _kernel_params(self.prim_func)
+                return super().__getattr__(name)
+
             def __call__(self, *args: Any, **kwargs: Any) -> Any:
-                if not self.ran and self in outer.pending:
-                    self.ran = True
-                    outer.pending.remove(self)
+                with outer.lock:
+                    mine = not self.ran and self in outer.pending and not outer.finished
+                    if mine:
+                        self.ran = True
+                        outer.pending.remove(self)
+                        outer.inside += 1  # the watchdog leaves a CPU run alone
+                if mine:
                     signal.alarm(0)
                     try:
                         outer.emulate(self, list(args))
                     finally:
+                        outer.inside -= 1
                         signal.alarm(int(GRACE_S))
                 return self._outputs(args)
 
@@ -182,18 +240,27 @@ class Worker:
         stand_in.name = _corpus._kernel_name(func)
         stand_in.ran = True
         self.seen[key] = stand_in
-        if self.tests and self.test_took:  # a test counts its first new kernel only
+        if first is not None:  # --users: a kernel the script lowered or inspected (get_tir), now compiled
+            if first in self.pending and getattr(first, "lowering_only", False):
+                self.pending.remove(first)  # the compiled one runs instead, on the script's tensors if it calls it
+                stand_in.fingerprint, stand_in.ran = first.fingerprint, False
+                self.pending.append(stand_in)
+            return stand_in
+        if self.users:
+            self.by_fingerprint[fingerprint] = stand_in
+            stand_in.lowering_only = request.execution_backend == LOWERING_ONLY
+        if self.tests and not self.users and self.test_took:  # a test counts its first new kernel only
             self.left_out += 1
             return stand_in
         self.count += 1
-        if self.count > MAX_KERNELS:
+        if self.count > (MAX_USER_KERNELS if self.users else MAX_KERNELS):
             self.left_out += 1
             return stand_in
         self.test_took = True
-        if self.tests:
+        if self.marked:
             self.emit({"progress": stand_in.name, "stage": "lowering", "fingerprint": key})  # a lowering cut short
         stand_in.fingerprint = key
-        mark = {"fingerprint": key} if self.tests else {}
+        mark = {"fingerprint": key} if self.marked else {}
         arch = _corpus._arch_for(self.script, request.target, ARCH)
         if arch is None or arch != ARCH or _corpus._needs_blackwell(func, _tilelang):
             self.emit({"kernel": stand_in.name, "verdict": OTHER_TARGET, "reason": f"written for {arch or 'non-CUDA'}",
@@ -211,23 +278,34 @@ class Worker:
                        **mark})
             return stand_in
         stand_in.ran = False
+        if self.users:  # lowered: a process that ends before its CPU run says so
+            self.emit({"progress": stand_in.name, "stage": "lowered", "fingerprint": key})
         self.pending.append(stand_in)
         return stand_in
 
     def emulate(self, kernel: Any, args: list[Any] | None) -> None:
         """Run ``kernel`` on the CPU (two blocks) on the script's ``args`` (None: built inputs)."""
+
+        self.inside += 1  # tilelab's own lowering and compile are not the script's
+        try:
+            self._emulate(kernel, args)
+        finally:
+            self.inside -= 1
+            self.last_activity = time.monotonic()
+
+    def _emulate(self, kernel: Any, args: list[Any] | None) -> None:
         import tilelab
         from tilelab import _tilelang
 
         func, name = kernel.prim_func, kernel.name
         out_idx = kernel.out_idx or _tilelang.resolve_kernel(func).out_idx or None
         outputs = None if out_idx else (list(_tilelang.written_tensors(func)) or None)
-        mark = {"fingerprint": kernel.fingerprint} if self.tests else {}
+        mark = {"fingerprint": kernel.fingerprint} if self.marked else {}
         self.emit({"progress": name, **mark})  # so a run cut short by the timeout says which kernel it was in
         row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random", **mark}
         sizes: dict[str, int] = {}
         try:
-            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.tests and args is None else None)
+            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.marked and args is None else None)
             grid = _grid(func, name, sizes)
         except Exception as err:
             grid = (1, 1, 1)
@@ -283,12 +361,17 @@ class Worker:
             raise _Stop(f"no new kernel within {GRACE_S:.0f} s of the last one")
 
         signal.signal(signal.SIGALRM, stop)
+        if self.users:
+            threading.Thread(target=self.watch, daemon=True).start()
         outcome = "finished"
-        sys.argv = [str(self.script)]
+        sys.argv = [str(self.script)]  # a script that parses its command line runs with none
+        for path in reversed(self.paths):  # --users: the repository's own imports (`from tests.x import`, src/)
+            sys.path.insert(0, path)
         sys.path.insert(0, str(self.script.parent))
         os.chdir(self.script.parent)
         try:
-            with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile):
+            lowerings = self.lowerings_intercepted() if self.users else contextlib.nullcontext()
+            with _corpus._cpu_everywhere(ARCH), _tilelang.intercept_compiles(self.on_compile), lowerings:
                 if self.tests:
                     with self.jit_kernels_intercepted():
                         namespace = runpy.run_path(str(self.script), run_name=_corpus._TEST_MODULE)
@@ -304,7 +387,32 @@ class Worker:
         finally:
             signal.alarm(0)
         self.run_pending()
+        with self.lock:
+            if self.finished and self.users:
+                return  # the watchdog ended the script and reports
+            self.finished = True
         self.emit({"done": outcome, "captured": self.count, "left_out": self.left_out})
+
+    def watch(self) -> None:
+        """--users: SIGALRM ends a script that builds no kernel for ``GRACE_S``, but only between
+        Python bytecodes: a script stuck in one long torch operation on huge CPU tensors (a
+        reference GEMM at its GPU sizes) would hold on to the kernels it built but has not called
+        yet. After ``WATCH_S`` of that, this thread runs them (random inputs) and ends the
+        process: the kernels the script reached are recorded, whatever its own computation does."""
+        while True:
+            time.sleep(0.5)
+            with self.lock:
+                if self.finished:
+                    return
+                stuck = (self.count and not self.inside and time.monotonic() - self.last_activity > WATCH_S)
+                if stuck:
+                    self.finished = True  # the script's thread runs no more kernels
+            if stuck:
+                break
+        self.run_pending(force=True)
+        self.emit({"done": f"stopped: its own computation ran past {WATCH_S:.0f} s after its last kernel",
+                   "captured": self.count, "left_out": self.left_out})
+        os._exit(0)
 
     @contextlib.contextmanager
     def jit_kernels_intercepted(self) -> Any:
@@ -325,9 +433,84 @@ class Worker:
         finally:
             tilelang.JITKernel = saved
 
-    def run_pending(self) -> None:
-        for kernel in list(self.pending):  # kernels the script (or test) never called: random inputs
-            self.pending.remove(kernel)
+    @contextlib.contextmanager
+    def lowerings_intercepted(self) -> Any:
+        """--users: a kernel a script only lowers (``tilelang.lower``) or inspects (``get_tir`` of a
+        ``@tilelang.jit`` function) is one of its kernels too: captured as a compile would be (it
+        runs on random inputs unless the script later compiles and calls it). ``tilelang.lower``
+        then goes on for the GPU stood in for (target ``cuda`` as ``sm_90a``), so the script
+        continues; TileLang's own compiles (which call get_tir) and tilelab's are not captured. A
+        tensor answers ``is_cuda`` as the GPU's would to the script (its CUDA tensors live on the CPU
+        here), not to TileLang or tilelab."""
+        import tilelang
+        import torch
+        from tilelang.jit import JITImpl
+
+        from tilelab._tilelang.capture import CompileRequest
+
+        saved_lower, saved_get_tir = tilelang.lower, JITImpl.get_tir
+        saved_compile, saved_par = JITImpl.compile, JITImpl.par_compile
+        outer = self
+
+        def captured(func: Any, out_idx: Any, configs: Any, target: Any) -> None:
+            if outer.inside or not (hasattr(func, "buffer_map") and hasattr(func, "body")):
+                return
+            out = [out_idx] if isinstance(out_idx, int) else (list(out_idx) if out_idx is not None else None)
+            outer.inside += 1
+            try:
+                outer.on_compile(CompileRequest(func, out, dict(configs or {}), target, LOWERING_ONLY))
+            finally:
+                outer.inside -= 1
+
+        def lower(func_or_mod: Any, target: Any = "auto", *args: Any, **kwargs: Any) -> Any:
+            captured(func_or_mod, None, None, target)
+            if target is None or (isinstance(target, str) and target.strip() in ("auto", "cuda")):
+                target = {"kind": "cuda", "arch": ARCH}
+            outer.inside += 1
+            try:
+                with tilelang.tvm.target.Target(target) as resolved:  # TileLang's passes read the current target
+                    return saved_lower(func_or_mod, resolved, *args, **kwargs)
+            finally:
+                outer.inside -= 1
+
+        def get_tir(jit: Any, *args: Any, **kwargs: Any) -> Any:
+            func = saved_get_tir(jit, *args, **kwargs)
+            captured(func, getattr(jit, "out_idx", None), getattr(jit, "pass_configs", None),
+                     getattr(jit, "target", None))
+            return func
+
+        def inside(method: Any) -> Any:
+            def call(jit: Any, *args: Any, **kwargs: Any) -> Any:
+                outer.inside += 1
+                try:
+                    return method(jit, *args, **kwargs)
+                finally:
+                    outer.inside -= 1
+            return call
+
+        saved_is_cuda = torch.Tensor.__dict__.get("is_cuda")
+        torch.Tensor.is_cuda = property(  # type: ignore[method-assign,assignment]
+            lambda t: (outer.inside == 0 and t.device.type == "cpu") or t.device.type == "cuda")
+        tilelang.lower, JITImpl.get_tir = lower, get_tir  # type: ignore[method-assign]
+        JITImpl.compile, JITImpl.par_compile = inside(saved_compile), inside(saved_par)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            tilelang.lower, JITImpl.get_tir = saved_lower, saved_get_tir  # type: ignore[method-assign]
+            JITImpl.compile, JITImpl.par_compile = saved_compile, saved_par  # type: ignore[method-assign]
+            if saved_is_cuda is None:
+                del torch.Tensor.is_cuda
+            else:
+                torch.Tensor.is_cuda = saved_is_cuda  # type: ignore[method-assign]
+
+    def run_pending(self, force: bool = False) -> None:
+        """The kernels the script (or test) built and never called, on random inputs; ``force``: the
+        watchdog's run, after the script's thread was stopped from running any."""
+        while True:
+            with self.lock:
+                if not self.pending or (self.finished and not force):
+                    return
+                kernel = self.pending.pop(0)
             self.emulate(kernel, None)
 
     def run_tests(self, namespace: dict[str, Any]) -> str:
@@ -339,11 +522,14 @@ class Worker:
 
         ran = needs_fixture = elsewhere = 0
         tests = _corpus.module_tests(namespace, _corpus._TEST_MODULE)
+        fixtures = Fixtures(namespace, self.script, Path(self.paths[0]) if self.paths else None) if self.users else None
         if self.after:
             names = [name for name, _ in tests]
             tests = tests[names.index(self.after) + 1:] if self.after in names else []
         for name, test in tests:
             sets = _corpus.param_sets(test, limit=1)
+            if sets is None and fixtures is not None:  # --users: the repository's own fixtures (conftest.py)
+                sets = fixtures.kwargs_for(test, _corpus.param_sets(test, limit=1, fixtures=True))
             if sets is None:
                 needs_fixture += 1
                 continue
@@ -356,6 +542,7 @@ class Worker:
                 continue
             ran += 1
             signal.alarm(int(3 * GRACE_S))  # a test that builds no kernel for a while is ended
+            self.last_activity = time.monotonic()
             try:
                 with _tilelang.tilelang_errors(name):
                     test(**sets[0])
@@ -370,6 +557,87 @@ class Worker:
             self.test = None
         return (f"ran {ran} test(s)" + (f"; {elsewhere} for another target" if elsewhere else "")
                 + (f"; {needs_fixture} need pytest fixtures (not run)" if needs_fixture else ""))
+
+
+class Fixtures:
+    """--users: the pytest fixtures a test file's tests ask for, taken from the file itself and the
+    ``conftest.py`` files of its folder and the folders above it up to the repository's top, plus
+    ``tmp_path`` and ``monkeypatch``. A fixture runs once per file (its scope is not kept apart), a
+    generator fixture up to its ``yield`` (no teardown), a parametrized one at its first value."""
+
+    def __init__(self, namespace: dict[str, Any], script: Path, top: Path | None) -> None:
+        import runpy
+
+        self.defs: dict[str, Any] = {}
+        folders = []
+        folder = script.parent
+        while top is not None and (folder == top or top in folder.parents):
+            folders.append(folder)
+            folder = folder.parent
+        for folder in reversed(folders):  # the nearest conftest.py wins
+            conftest = folder / "conftest.py"
+            if conftest.is_file():
+                try:
+                    self._collect(runpy.run_path(str(conftest), run_name="conftest"))
+                except Exception:
+                    pass
+        self._collect(namespace)
+        self.values: dict[str, Any] = {}
+
+    def _collect(self, namespace: dict[str, Any]) -> None:
+        for value in list(namespace.values()):
+            if hasattr(value, "_get_wrapped_function") and hasattr(value, "_fixture_function_marker"):
+                marker = value._fixture_function_marker
+                self.defs[marker.name or value.name] = value
+
+    def value(self, name: str, seen: tuple[str, ...] = ()) -> Any:
+        import inspect as pyinspect
+        import types
+
+        if name in self.values:
+            return self.values[name]
+        if name == "tmp_path":
+            self.values[name] = Path(tempfile.mkdtemp(prefix="tilelab-emucov-"))
+        elif name == "monkeypatch":
+            import pytest
+
+            self.values[name] = pytest.MonkeyPatch()
+        elif name in self.defs and name not in seen:
+            fixture = self.defs[name]
+            func = fixture._get_wrapped_function()
+            marker = fixture._fixture_function_marker
+            kwargs = {}
+            for p in pyinspect.signature(func).parameters.values():
+                if p.name == "request":
+                    kwargs["request"] = types.SimpleNamespace(param=(marker.params or [None])[0], node=None,
+                                                              config=None, getfixturevalue=self.value)
+                elif p.default is p.empty:
+                    kwargs[p.name] = self.value(p.name, seen + (name,))
+            result = func(**kwargs)
+            self.values[name] = next(result) if pyinspect.isgenerator(result) else result
+        else:
+            raise LookupError(name)
+        return self.values[name]
+
+    def kwargs_for(self, test: Any, given: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The test's first parameter set with its fixtures filled in; None if one is not to be had."""
+        import inspect as pyinspect
+
+        kwargs = dict((given or [{}])[0])
+        try:
+            params = pyinspect.signature(test).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        for p in params:
+            if p.name in kwargs or p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            if p.default is not p.empty:
+                continue
+            try:
+                kwargs[p.name] = self.value(p.name)
+            except Exception:
+                return None
+        return [kwargs]
 
 
 _COMPUTE_MARK = re.compile(r"Requires CUDA compute (ge|gt|le|lt|eq) (\d+)\.(\d+)")
@@ -395,6 +663,15 @@ def _test_target(test: Any) -> str | None:
         if foreign and "cuda" not in reason.lower():  # "Requires CUDA or CDNA ROCm target" is CUDA's too
             return f"the test is marked for {foreign.group(1)}"
     return None
+
+
+def _kernel_params(func: Any) -> list[Any]:
+    """--users: what a compiled kernel's ``params`` holds (TileLang's KernelParam of each argument,
+    outputs included), for the scripts that make their inputs from it."""
+    from tilelang.engine.param import KernelParam
+
+    return [KernelParam.from_buffer(func.buffer_map[p]) if p in func.buffer_map else KernelParam.from_var(p)
+            for p in func.params]
 
 
 def _is_tensor(value: Any) -> bool:
@@ -470,7 +747,8 @@ def worker_main(argv: list[str]) -> int:
     script, rel, out = Path(argv[0]).resolve(), argv[1], Path(argv[2]).resolve()
     ir_dir = Path(argv[3]).resolve() if len(argv) > 3 and argv[3] != "-" else None
     options = dict(a.split("=", 1) for a in argv[4:] if "=" in a)
-    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:])
+    paths = tuple(p for p in options.get("paths", "").split(os.pathsep) if p)
+    worker = Worker(script, rel, out, ir_dir, tests="tests" in argv[4:], users="users" in argv[4:], paths=paths)
     worker.after, worker.count = options.get("after", ""), int(options.get("counted", 0))
     worker.run()
     return 0
@@ -481,14 +759,16 @@ def worker_main(argv: list[str]) -> int:
 
 
 def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: bool, env: dict[str, str],
-                after: str, rows: list[dict[str, Any]], budget_s: float,
-                timeout_s: float) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+                after: str, rows: list[dict[str, Any]], budget_s: float, timeout_s: float,
+                users: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
     """One worker process over ``script`` (a test file: from the test after ``after``, with the
     kernels ``rows`` already counted); its rows are added to ``rows``. Returns how it ended, its
     last "done" line and the kernel it was busy with when it ended (None if none)."""
     counted = sum(r.get("verdict") in COUNTED + (NOT_LOWERED, OTHER_TARGET) and r.get("kernel") != "-" for r in rows)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(script), rel, str(out),
            str(ir_dir) if ir_dir else "-"] + (["tests", f"after={after}", f"counted={counted}"] if tests else [])
+    if users is not None:  # --users: the repository's import roots
+        cmd += ["users", "paths=" + os.pathsep.join(users)]
     outcome = ""
     try:
         proc = subprocess.run(cmd, cwd=script.parent, env=env, capture_output=True, text=True,
@@ -499,6 +779,7 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
     except subprocess.TimeoutExpired:
         outcome = f"timed out after {timeout_s:.0f} s"
     done, pending = None, None
+    lowered: dict[str, dict[str, Any]] = {}  # kernels lowered whose CPU run has not reported
     for line in out.read_text().splitlines():
         try:
             d = json.loads(line)
@@ -506,11 +787,21 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
             continue
         if "done" in d:
             done = d
+        elif "progress" in d and d.get("stage") == "lowered":
+            pending = None  # TileLang's lowering finished
+            lowered[d["fingerprint"]] = d
         elif "progress" in d:
             pending = d
         else:
             pending = None
+            lowered.pop(d.get("fingerprint", ""), None)
             rows.append({"script": rel, **d})
+    if pending is not None:
+        lowered.pop(pending.get("fingerprint", ""), None)
+    for d in lowered.values():  # lowered, never run: the script's process ended first
+        rows.append({"script": rel, "kernel": d["progress"], "verdict": NOT_RUN, "fingerprint": d["fingerprint"],
+                     "reason": "its CPU run never started: " + (outcome or "the script's process ended"),
+                     **({"test": d["test"]} if d.get("test") else {})})
     where = {k: pending[k] for k in ("test", "fingerprint") if k in pending} if pending else {}
     if pending is not None and pending.get("stage") == "lowering":  # TileLang's own lowering
         rows.append({"script": rel, "kernel": pending["progress"], "verdict": NOT_LOWERED,
@@ -525,10 +816,17 @@ def _run_worker(script: Path, rel: str, out: Path, ir_dir: Path | None, tests: b
 
 
 def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
-               tests: bool = False) -> list[dict[str, Any]]:
+               tests: bool = False, users: bool = False) -> list[dict[str, Any]]:
+    """One script's rows. ``users``: a script of the users' set (``root/OWNER__NAME/...``): a pytest
+    file (``test_*.py``) runs as a test module, any other as ``__main__``; the repository's top
+    folder and its ``src/`` are on the import path, as the repository's own tools put them."""
     rel = script.relative_to(root).as_posix()
+    paths: tuple[str, ...] | None = None
+    if users:
+        tests = _corpus_is_test_file(script)
+        paths = tuple(str(p) for p in import_roots(script, root / Path(rel).parts[0]))
     text = script.read_text(errors="replace")
-    if "tilelang" not in text:
+    if "tilelang" not in text and not users:  # a user's test file imports its kernels from its package
         return [{"script": rel, "kernel": "-", "verdict": "no kernel", "reason": "does not use TileLang"}]
     from tilelab.engine import corpus as _corpus
 
@@ -554,7 +852,7 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
         after, restarts, left_out = "", 0, 0
         while True:
             outcome, done, pending = _run_worker(script, rel, out, ir_dir, tests, env, after, rows,
-                                                 deadline - time.monotonic(), timeout_s)
+                                                 deadline - time.monotonic(), timeout_s, paths)
             left_out += (done or {}).get("left_out", 0)
             # a test file whose process died in a kernel's CPU run (or its lowering) starts again
             # after that test: one kernel's crash does not take the file's later kernels with it
@@ -568,9 +866,34 @@ def run_script(script: Path, root: Path, timeout_s: float, ir_dir: Path | None,
                          "reason": outcome or (done or {}).get("done", "")})
         if left_out:
             rows[-1]["left_out"] = left_out  # distinct kernels built but not counted
-        if tests:
+        if tests or users:
             rows[-1]["outcome"] = outcome or (done or {}).get("done", "")
         return rows
+
+
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def import_roots(script: Path, repo_root: Path) -> list[Path]:
+    """--users: where a script's own imports resolve, as they do once its project is installed
+    or under pytest: the folders from the script's up to the repository's top that hold a project
+    (``pyproject.toml``, ``setup.py``, ``setup.cfg``), each with its ``src/``, then the
+    repository's top and its ``src/``; nearest first."""
+    roots: list[Path] = []
+    folder = script.parent
+    while folder == repo_root or repo_root in folder.parents:
+        if folder == repo_root or any((folder / f).is_file() for f in PROJECT_FILES):
+            roots += [p for p in (folder, folder / "src") if p.is_dir() and p not in roots]
+        if folder == repo_root:
+            break
+        folder = folder.parent
+    return roots
+
+
+def _corpus_is_test_file(script: Path) -> bool:
+    from tilelab.engine import corpus as _corpus
+
+    return _corpus.is_test_file(script)
 
 
 COUNTED = (RUNS, REFUSED, FAILS)
@@ -594,22 +917,27 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first: dict[str, str] = {}
     out = []
     for r in rows:
+        if r.get("verdict") == DUPLICATE and "was" in r:  # rows saved by an earlier run: judged afresh
+            r = {k: v for k, v in r.items() if k not in ("was", "reason")} | {"verdict": r["was"],
+                                                                               "reason": r.get("first_reason", "")}
         key = r.get("fingerprint")
         where = r["script"] + (f"::{r['test']}" if r.get("test") else "")
         if key and key in first:
-            r = {**r, "verdict": DUPLICATE, "reason": f"the same kernel as {first[key]}", "was": r["verdict"]}
+            r = {**r, "verdict": DUPLICATE, "reason": f"the same kernel as {first[key]}", "was": r["verdict"],
+                 "first_reason": r.get("reason", "")}
         elif key:
             first[key] = where
         out.append(r)
     return out
 
 
-def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all") -> str:
+def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, which: str = "all",
+           users: bool = False) -> str:
     lines = []
-    header = ("folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
+    header = ("repository" if users else "folder" if tests else "half", "script", "kernel", "verdict", "s", "reason")
     body = []
     for r in rows:
-        half = folder_of(r["script"]) if tests else half_of(folder_of(r["script"]), folders)
+        half = folder_of(r["script"]) if tests or users else half_of(folder_of(r["script"]), folders)
         why = r.get("construct") or r.get("cls") or ""
         reason = r.get("reason", "")
         script = r["script"] + (f"::{r['test']}" if r.get("test") else "")
@@ -622,7 +950,17 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
     lines.append("")
     verdicts = collections.Counter(r["verdict"] for r in rows)
     lines.append("rows: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()))
-    if tests:
+    if users:
+        lines += summary(rows, "all (the users' kernels, held out)")
+        for folder in sorted({folder_of(r["script"]) for r in rows}):
+            lines += summary([r for r in rows if folder_of(r["script"]) == folder], f"  {folder}")
+        left = sum(r.get("left_out", 0) for r in rows)
+        scripts = len({r["script"] for r in rows})
+        not_run = sum(r["verdict"] == NOT_RUN for r in rows)
+        lines.append(f"{scripts} scripts; {left} further distinct kernels built by them not counted "
+                     f"(a script's past the first {MAX_USER_KERNELS}); {not_run} lowered but not run "
+                     "(the script's time ran out first; not counted)")
+    elif tests:
         label = {"all": "all", "first": "first half of the files (built from)",
                  "second": "second half of the files (held out)"}[which]
         lines += summary(rows, f"{label} (TileLang's tests)")
@@ -648,11 +986,42 @@ def render(rows: list[dict[str, Any]], folders: list[str], tests: bool = False, 
     return "\n".join(lines)
 
 
+def user_scripts(dest: Path, only: list[str] | tuple[str, ...] = ()) -> list[Path]:
+    """--users: the scripts of the set fetched into ``dest`` (``dest/user_kernels.json``, written by
+    benchmarks/fetch_user_kernels.py), in manifest order: ``dest/OWNER__NAME/PATH``; ``only`` narrows
+    them by glob on that relative path."""
+    import fnmatch
+
+    manifest = dest / USERS_MANIFEST
+    if not manifest.is_file():
+        raise ValueError(f"--users {dest}: no {USERS_MANIFEST} there; fetch the set first: "
+                         f"python benchmarks/fetch_user_kernels.py {dest}")
+    data = json.loads(manifest.read_text())
+    scripts = []
+    for entry in data["repositories"]:
+        folder = entry["repo"].replace("/", "__")
+        for rel in entry["scripts"]:
+            path = dest / folder / rel
+            if not path.is_file():
+                raise ValueError(f"--users {dest}: {folder}/{rel} is missing; fetch the set again")
+            scripts.append(path)
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(s.relative_to(dest).as_posix(), pattern) for s in scripts):
+            raise ValueError(f"--only {pattern!r}: matches no script of the users' set; give a path such as "
+                             "'OWNER__NAME/path/to/script.py' or a glob such as 'OWNER__NAME/*'")
+    if only:
+        scripts = [s for s in scripts if any(fnmatch.fnmatchcase(s.relative_to(dest).as_posix(), p) for p in only)]
+    return scripts
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         return worker_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("directory", help="TileLang's examples/ folder (with --tests: its testing/python folder)")
+    parser.add_argument("directory", nargs="?",
+                        help="TileLang's examples/ folder (with --tests: its testing/python folder)")
+    parser.add_argument("--users", metavar="DEST",
+                        help="the users' held-out set: the folder benchmarks/fetch_user_kernels.py DEST wrote")
     parser.add_argument("--tests", action="store_true",
                         help="the fresh held-out set: the test files (test_*.py) of TileLang's testing/python, "
                              f"folders {', '.join(TEST_FOLDERS)} unless --only names others")
@@ -666,13 +1035,25 @@ def main() -> int:
     parser.add_argument("--json", help="write the rows here as JSON")
     parser.add_argument("--save-ir", help="write each kernel's IR (NAME.tir.json) and its run (NAME.json) here")
     args = parser.parse_args()
+    if args.users and (args.tests or args.directory):
+        parser.error("--users DEST takes no DIRECTORY and no --tests: DEST is the whole set")
+    if args.users and args.half != "all":
+        parser.error("--half: the users' set is held out whole (no rule was built from any part of it)")
+    if not args.users and not args.directory:
+        parser.error("give DIRECTORY (TileLang's examples/, or testing/ with --tests) or --users DEST")
 
     from tilelab.engine import corpus as _corpus
 
-    root = Path(args.directory).resolve()
+    root = Path(args.users or args.directory).resolve()
     if args.tests and (root / "python").is_dir():
         root = root / "python"  # testing/ given for testing/python
-    if args.tests:
+    if args.users:
+        try:
+            scripts = user_scripts(root, args.only)
+        except ValueError as err:
+            parser.error(str(err))
+        folders = sorted({folder_of(s.relative_to(root).as_posix()) for s in scripts})
+    elif args.tests:
         scripts = [s for s in _corpus.select_scripts(root, args.only, tests=True) if _corpus.is_test_file(s)
                    and (args.only or folder_of(s.relative_to(root).as_posix()) in TEST_FOLDERS)]
         folders = list(TEST_FOLDERS)
@@ -689,8 +1070,15 @@ def main() -> int:
             for r in loaded:
                 fresh.setdefault(r["script"], []).append(r)
             by_script.update(fresh)
-        table = [r for s in sorted(by_script) for r in by_script[s]]
-        print(render(dedupe(table) if args.tests else table, folders, args.tests))
+        if args.users:  # the set as its manifest lists it now (a script left out since is dropped)
+            listed = [s.relative_to(root).as_posix() for s in scripts]
+            table = [r for s in listed for r in by_script.get(s, [])]
+        else:
+            table = [r for s in sorted(by_script) for r in by_script[s]]
+        table = dedupe(table) if args.tests or args.users else table
+        print(render(table, folders, args.tests, users=bool(args.users)))
+        if args.json:  # the rows merged
+            Path(args.json).write_text(json.dumps(table, indent=1))
         return 0
     if args.half != "all" and args.tests:
         fresh = [s.relative_to(root).as_posix() for s in _corpus.find_scripts(root, True)
@@ -708,7 +1096,8 @@ def main() -> int:
     start = time.perf_counter()
     results: dict[Path, list[dict[str, Any]]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
-        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir, args.tests): s for s in scripts}
+        futures = {pool.submit(run_script, s, root, args.timeout, ir_dir, args.tests, bool(args.users)): s
+                   for s in scripts}
         partial = Path(args.json).with_suffix(".partial.jsonl") if args.json else None
         if partial:
             partial.write_text("")
@@ -721,9 +1110,9 @@ def main() -> int:
             print(f"[{i}/{len(scripts)}] {rows[0]['script']}: " + ", ".join(r["verdict"] for r in rows),
                   file=sys.stderr, flush=True)
     rows = [r for s in scripts for r in results[s]]
-    if args.tests:
+    if args.tests or args.users:
         rows = dedupe(rows)
-    print(render(rows, folders, args.tests, args.half))
+    print(render(rows, folders, args.tests, args.half, users=bool(args.users)))
     print(f"{len(scripts)} {'test files' if args.tests else 'scripts'} in {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -158,7 +158,8 @@ def async_copies(rows: int = 4, cols: int = 16, shift: int = 0) -> T.PrimFunc:
     return main
 
 
-def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0) -> T.PrimFunc:
+def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, first_seq: int = 0,
+           generator: str = "curandStatePhilox4_32_10_t") -> T.PrimFunc:
     """Thread t of the block: T.rng_init(seed, first_seq + t, offset), then ``draws`` words of its
     stream (T.rng_rand, their bits as int32) into W[t, :], one uniform float into U[t], then three
     normal floats into G[t, :] (Box-Muller: two words for the first two, two more for the third)."""
@@ -168,7 +169,7 @@ def philox(threads: int = 8, draws: int = 6, seed: int = 0, offset: int = 0, fir
              G: T.Tensor((threads, 3), "float32")) -> None:
         with T.Kernel(1, threads=threads):
             t = T.get_thread_binding()
-            T.rng_init(seed, first_seq + t, offset)
+            T.rng_init(seed, first_seq + t, offset, generator=generator)
             for k in T.serial(draws):
                 W[t, k] = T.reinterpret("int32", T.rng_rand())
             U[t] = T.rng_rand_float()
@@ -302,5 +303,130 @@ def byte_dots(n: int = 16, words: int = 2) -> T.PrimFunc:
             for w in T.serial(words):
                 T.dp4a(a[w * 4], b[w * 4], acc[0])
             C[t] = acc[0]
+
+    return main
+
+
+def explicit_wgmma(m: int = 64, n: int = 64, k: int = 32, k_tiles: int = 2) -> T.PrimFunc:
+    """D = A @ B.T by T.wgmma_gemm over ``k_tiles`` slices of K of shared tiles (float16 in, a float32
+    fragment accumulating), the wait by hand (T.wait_wgmma) after the last."""
+
+    kt = k // k_tiles
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "float16"), B: T.Tensor((n, k), "float16"), D: T.Tensor((m, n), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((m, k), "float16")
+            b = T.alloc_shared((n, k), "float16")
+            acc = T.alloc_fragment((m, n), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            for j in T.serial(k_tiles):
+                T.wgmma_gemm(a[:, j * kt:(j + 1) * kt], b[:, j * kt:(j + 1) * kt], acc, transpose_B=True)
+            T.wait_wgmma(0)
+            T.copy(acc, D)
+
+    return main
+
+
+def wgmma_wait_alone(n: int = 64) -> T.PrimFunc:
+    """A T.wait_wgmma with no T.wgmma_gemm before it (it would wait for WGMMA instructions written by
+    hand): Y = X."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(1, threads=128):
+            T.wait_wgmma(0)
+            for i in T.Parallel(n):
+                Y[i] = X[i]
+
+    return main
+
+
+def packed_fma_abs(dtype: str = "float32", n: int = 64) -> T.PrimFunc:
+    """Per pair of elements (thread t: elements 2t, 2t + 1): D = T.fma2(A, B, C), E = T.abs2(A),
+    F = T.add2(A, B) (a pair TileLang's C builds, whose store uses the bound ramp as it is), as stores
+    of the pair (a ramp of two indices, bound once)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype),
+             D: T.Tensor((n,), dtype), E: T.Tensor((n,), dtype), F: T.Tensor((n,), dtype)) -> None:
+        with T.Kernel(1, threads=n // 2):
+            t = T.get_thread_binding()
+            at = T.Ramp(t * 2, 1, 2)
+            D[at] = T.fma2(A[at], B[at], C[at])
+            E[at] = T.abs2(T.Cast(dtype + "x2", A[at]))  # the cast (to its own type) names the dtype in the body
+            F[at] = T.add2(A[at], B[at])
+
+    return main
+
+
+def wide_loads_as_floats(n: int = 64) -> T.PrimFunc:
+    """Y2 = X by T.reinterpret(T.ldg64(X[2i:2i + 2]), float32x2), Y4 = X by T.ldg128 as float32x4."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y2: T.Tensor((n,), "float32"), Y4: T.Tensor((n,), "float32")) -> None:
+        with T.Kernel(n // 4, threads=32) as bx:
+            Y2[bx * 4:bx * 4 + 2] = T.reinterpret(T.ldg64(X[bx * 4:bx * 4 + 2]), T.float32x2)
+            Y2[bx * 4 + 2:bx * 4 + 4] = T.reinterpret(T.ldg64(X[bx * 4 + 2:bx * 4 + 4]), T.float32x2)
+            Y4[bx * 4:bx * 4 + 4] = T.reinterpret(T.ldg128(X[bx * 4:bx * 4 + 4]), T.float32x4)
+
+    return main
+
+
+def pair_lanes(dtype: str = "bfloat16") -> T.PrimFunc:
+    """A pair held in a vector local (T.alloc_var of float16x2 / bfloat16x2) built from A[1] * 3 and
+    A[0], its lanes read back by T.extract_lane: B = (A[1] * 3, A[0])."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2,), dtype), B: T.Tensor((2,), dtype)) -> None:
+        with T.Kernel(1, threads=1):
+            pair = T.alloc_var(dtype + "x2")
+            pair = T.Shuffle([A[1] * T.cast(3.0, dtype), A[0]], [0, 1])
+            B[0] = T.extract_lane(pair, 0)
+            B[1] = T.extract_lane(pair, 1)
+
+    return main
+
+
+def shared_views(new_dtype: str = "int32", rows: int = 4, cols: int = 8) -> T.PrimFunc:
+    """A float32 shared tile viewed as ``new_dtype`` (int32: its bits; bfloat16: two halves of each
+    word, which the CPU cannot give: it holds bfloat16 in float32): B = the view's elements."""
+    per = 32 // {"int32": 32, "bfloat16": 16, "int8": 8}[new_dtype]
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows, cols * per), new_dtype)) -> None:
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_shared((rows, cols), "float32")
+            seen = T.view(tile, (rows, cols * per), dtype=new_dtype)
+            T.copy(A, tile)
+            T.copy(seen, B)
+
+    return main
+
+
+def generator_draws(generator: str, threads: int = 4, draws: int = 5, seed: int = 0, offset: int = 0,
+                    first_seq: int = 0, double_normals: bool = False) -> T.PrimFunc:
+    """Thread t: T.rng_init(seed, first_seq + t, offset, generator=generator), then ``draws`` words of its
+    stream (their bits as int32) into W[t, :], a uniform float into U[t], a uniform double into D[t],
+    three normal floats into G[t, :] and (``double_normals``) two normal doubles into H[t, :]."""
+
+    @T.prim_func
+    def main(W: T.Tensor((threads, draws), "int32"), U: T.Tensor((threads,), "float32"),
+             D: T.Tensor((threads,), "float64"), G: T.Tensor((threads, 3), "float32"),
+             H: T.Tensor((threads, 2), "float64")) -> None:
+        with T.Kernel(1, threads=threads):
+            t = T.get_thread_binding()
+            T.rng_init(seed, first_seq + t, offset, generator=generator)
+            for k in T.serial(draws):
+                W[t, k] = T.reinterpret("int32", T.rng_rand())
+            U[t] = T.rng_rand_float()
+            D[t] = T.rng_rand_float(64)
+            for k in T.serial(3):
+                G[t, k] = T.rng_rand_float(32, "normal")
+            if double_normals:
+                for k in T.serial(2):
+                    H[t, k] = T.rng_rand_float(64, "normal")
 
     return main

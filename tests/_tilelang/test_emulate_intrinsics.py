@@ -5,6 +5,8 @@ its line."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import intrinsic_kernels as ik
 import numpy as np
 import pytest
@@ -359,3 +361,250 @@ def test_dp4a_adds_the_dot_product_of_four_signed_bytes_wrapping_as_int32():
     assert result.passed, result
     assert torch.equal(out, expected), (out, expected)
     assert out[0] < 0  # the wrapped row
+def test_an_explicit_wgmma_gemm_is_the_tile_gemm_and_its_wait_nothing():
+    """T.wgmma_gemm over two slices of K of shared tiles, T.wait_wgmma after: torch's A @ B.T (the
+    float16 products are exact in float32, so only the order of the sums can differ)."""
+    gen = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(16, 32, generator=gen).half() for _ in range(2))
+    d = torch.zeros(16, 16)
+    result = tilelab.run(ik.explicit_wgmma(16, 16), a, b, d, device="cpu", outputs=["D"])
+    assert result.passed, result
+    assert any("explicit-wgmma" in n for n in result.notes), result.notes
+    np.testing.assert_allclose(_np(d), _np(a.double() @ b.double().T), rtol=1e-5, atol=1e-5)
+
+
+def test_a_wgmma_wait_with_no_wgmma_gemm_stays_refused_by_name():
+    with pytest.raises(tilelab.EmulationError, match=r"tl\.wait_wgmma.*T\.wait_wgmma\(0\)"):
+        tilelab.run(ik.wgmma_wait_alone(), torch.zeros(64), torch.zeros(64), device="cpu")
+
+
+TORCH_OF = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SIGNIFICANT_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def _rounded_once(exact, bits):
+    """The rational ``exact`` rounded once to nearest even with ``bits`` significant bits (a normal
+    number of the narrow type: torch's conversions from float64 go through float32, rounding twice)."""
+    if exact == 0:
+        return 0.0
+    magnitude = abs(exact)
+    e = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** e > magnitude:
+        e -= 1
+    scale = Fraction(2) ** (bits - 1 - e)
+    return float(Fraction(round(exact * scale)) / scale)  # Fraction's round: halves to even
+
+
+@pytest.mark.parametrize("dtype", ["float16", pytest.param("float32", marks=pytest.mark.heavy),
+                                   pytest.param("bfloat16", marks=pytest.mark.heavy)])
+def test_fma2_and_abs2_are_lanewise_fma_and_abs_rounded_once(dtype):
+    """D = T.fma2(A, B, C), E = T.abs2(A) on pairs: a * b + c of each lane, its exact value (fractions)
+    rounded once to the pair's type, as
+    the GPU's fused multiply-add rounds it; |a| with -0.0 giving +0.0. The first lane is a case
+    where rounding twice (to float32, then to float16) lands on a tie and goes the wrong way: a * b
+    = 2^-11 - 2^-27, c = 1 + 2^-10, the exact sum just below the half-way point 1 + 2^-10 + 2^-11,
+    so float16's answer is 1 + 2^-10 (float32 would round it up onto the tie, then to 1 + 2^-9)."""
+    tdt = TORCH_OF[dtype]
+    gen = torch.Generator().manual_seed(11)
+    a, b, c = (torch.randn(64, generator=gen).to(tdt) for _ in range(3))
+    a[0], b[0], c[0] = 0.99609375 * 2 ** -5, 1.00390625 * 2 ** -6, 1 + 2 ** -10
+    a[1] = -0.0
+    d, e, f = (torch.zeros(64, dtype=tdt) for _ in range(3))
+    result = tilelab.run(ik.packed_fma_abs(dtype), a, b, c, d, e, f, device="cpu", outputs=["D", "E", "F"])
+    assert result.passed, result
+    exact = [Fraction(x) * Fraction(y) + Fraction(z) for x, y, z in zip(a.double().tolist(), b.double().tolist(),
+                                                                          c.double().tolist())]
+    once = torch.tensor([_rounded_once(q, SIGNIFICANT_BITS[dtype]) for q in exact], dtype=torch.float64).to(tdt)
+    assert torch.equal(d, once), (d - once).abs().max()
+    if dtype == "float16":
+        assert d[0].item() == 1 + 2 ** -10
+    assert torch.equal(e, a.abs()) and not e[1].signbit()
+    assert torch.equal(f, a + b)
+
+
+@pytest.mark.heavy  # the lanewise stores' quick proof is fma2's
+def test_wide_loads_by_hand_reinterpreted_as_float_lanes_store_their_bits():
+    x = torch.randn(64)
+    x[3] = float("nan")
+    y2, y4 = torch.zeros(64), torch.zeros(64)
+    result = tilelab.run(ik.wide_loads_as_floats(), x, y2, y4, device="cpu", outputs=["Y2", "Y4"])
+    assert result.passed or result.outputs  # a NaN input: the outputs are checked for finiteness only
+    assert torch.equal(y2.view(torch.int32), x.view(torch.int32))
+    assert torch.equal(y4.view(torch.int32), x.view(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", pytest.param("float16", marks=pytest.mark.heavy)])
+def test_a_vector_local_of_a_narrow_type_is_held_as_its_lanes_each_rounded(dtype):
+    """T.alloc_var(bfloat16x2) built from A[1] * 3 and A[0], read by T.extract_lane: torch's own
+    arithmetic in the narrow type (1.0078125 * 3 = 3.0234375 is a tie in bfloat16, between 3.015625 and
+    3.03125: it rounds to the even one, 3.03125)."""
+    tdt = TORCH_OF[dtype]
+    a, b = torch.tensor([-2.5, 1.0078125], dtype=tdt), torch.zeros(2, dtype=tdt)
+    result = tilelab.run(ik.pair_lanes(dtype), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    assert torch.equal(b, torch.stack([a[1] * 3, a[0]]))
+    if dtype == "bfloat16":
+        assert b[0].item() == 3.03125
+
+
+def test_a_view_of_a_shared_tile_reads_its_bytes_or_is_refused_by_name_with_its_line():
+    """T.view of a float32 shared tile as int8: the tile's bytes, as torch's view of the same floats
+    (the CPU holds float32 as the GPU does); as bfloat16: refused with the view's line (the CPU holds
+    a bfloat16 element in float32, so the halves of a word have no place), never a wrong read."""
+    a = torch.randn(4, 8)
+    b = torch.zeros(4, 32, dtype=torch.int8)
+    result = tilelab.run(ik.shared_views("int8"), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    assert torch.equal(b, a.view(torch.int8))
+    with pytest.raises(tilelab.EmulationError, match=r"a view of tile \(float32\) as bfloat16 \(line \d+: seen = "
+                                                     r"T\.view\(tile"):
+        tilelab.run(ik.shared_views("bfloat16"), a, torch.zeros(4, 16, dtype=torch.bfloat16), device="cpu",
+                    outputs=["B"])
+
+
+_M1, _M2 = 4294967087, 4294944443  # MRG32k3a (L'Ecuyer 1999): the two moduli and the step's matrices
+_A1 = [[0, 1, 0], [0, 0, 1], [_M1 - 810728, 1403580, 0]]
+_A2 = [[0, 1, 0], [0, 0, 1], [_M2 - 1370589, 0, 527612]]
+
+
+def _mat3(a, b, m):
+    return [[sum(a[i][k] * b[k][j] for k in range(3)) % m for j in range(3)] for i in range(3)]
+
+
+def _mat3_pow(a, e, m):
+    out = [[int(i == j) for j in range(3)] for i in range(3)]
+    while e:
+        if e & 1:
+            out = _mat3(out, a, m)
+        a, e = _mat3(a, a, m), e >> 1
+    return out
+
+
+def _mrg_outputs(seed, subsequence, offset, count):
+    """curand's MRG32k3a: every word 12345, times the salted seed's words when the seed is not 0; then
+    subsequence * 2^76 + offset steps (one matrix power of Python integers); then ``count`` outputs
+    p1 - p2 in (0, m1]."""
+    s1, s2 = [12345] * 3, [12345] * 3
+    if seed:
+        x1, x2 = (seed & _MASK) ^ 0x55555555, ((seed >> 32) & _MASK) ^ 0xAAAAAAAA
+        s1 = [x1 * 12345 % _M1, x2 * 12345 % _M1, x1 * 12345 % _M1]
+        s2 = [x2 * 12345 % _M2, x1 * 12345 % _M2, x2 * 12345 % _M2]
+    steps = (subsequence % 2 ** 51) * 2 ** 76 + offset
+    p1, p2 = _mat3_pow(_A1, steps, _M1), _mat3_pow(_A2, steps, _M2)
+    s1 = [sum(p1[i][k] * s1[k] for k in range(3)) % _M1 for i in range(3)]
+    s2 = [sum(p2[i][k] * s2[k] for k in range(3)) % _M2 for i in range(3)]
+    out = []
+    for _ in range(count):
+        n1, n2 = (1403580 * s1[1] - 810728 * s1[0]) % _M1, (527612 * s2[2] - 1370589 * s2[0]) % _M2
+        s1, s2 = [s1[1], s1[2], n1], [s2[1], s2[2], n2]
+        out.append(n1 - n2 if n1 > n2 else n1 - n2 + _M1)
+    return out
+
+
+def test_the_reference_mrg32k3a_gives_lecuyers_first_number():
+    """Seed 0 is the published generator (every word 12345): its first output, by hand, is
+    (592852 * 12345 mod m1) - (-842977 * 12345 mod m2) = 3023790853 - 2478282264, L'Ecuyer's first
+    number of the default stream, 0.127011122 (times 1 / (m1 + 1))."""
+    assert _mrg_outputs(0, 0, 0, 1) == [545508589]
+    assert round(545508589 / (_M1 + 1), 9) == 0.127011122
+    assert _mrg_outputs(7, 0, 3, 2) == _mrg_outputs(7, 0, 0, 5)[3:]  # an offset is that many steps
+
+
+def _xorwow_outputs(seed, subsequence, offset, count):
+    """curand's XORWOW: the seed's words salted and mixed into v and the Weyl counter d, then
+    subsequence * 2^67 + offset steps of v (a matrix power over GF(2) of 160-bit integers: bit 32 i + j
+    is bit j of v[i]) and d += 362437 * offset; then ``count`` outputs v4 + d."""
+    s0, s1 = (seed & _MASK) ^ 0xAAD26B49, ((seed >> 32) & _MASK) ^ 0xF7DCEFDD
+    t0, t1 = 1099087573 * s0 & _MASK, 2591861531 * s1 & _MASK
+    v = [(123456789 + t0) & _MASK, 362436069 ^ t0, (521288629 + t1) & _MASK, 88675123 ^ t1, (5783321 + t0) & _MASK]
+    d = (6615241 + t1 + t0) & _MASK
+
+    def step(w):
+        t = w[0] ^ (w[0] >> 2)
+        return [w[1], w[2], w[3], w[4], ((w[4] ^ (w[4] << 4)) ^ (t ^ (t << 1))) & _MASK]
+
+    def pack(w):
+        return sum(x << (32 * i) for i, x in enumerate(w))
+
+    def unpack(x):
+        return [(x >> (32 * i)) & _MASK for i in range(5)]
+
+    def apply(rows, x):
+        out = 0
+        while x:
+            low = x & -x
+            out ^= rows[low.bit_length() - 1]
+            x ^= low
+        return out
+
+    rows = [pack(step(unpack(1 << i))) for i in range(160)]
+    state, e = pack(v), subsequence * 2 ** 67 + offset
+    while e:
+        if e & 1:
+            state = apply(rows, state)
+        rows, e = [apply(rows, r) for r in rows], e >> 1
+    v, d = unpack(state), (d + 362437 * offset) & _MASK
+    out = []
+    for _ in range(count):
+        v, d = step(v), (d + 362437) & _MASK
+        out.append((v[4] + d) & _MASK)
+    return out
+
+
+def _box_muller(u, v):
+    """sqrt(-2 ln u) times sin v, then times cos v (float64: the GPU's fast log and sine agree within
+    their error, not bit for bit)."""
+    radius = np.sqrt(-2 * np.log(u))
+    return [radius * np.sin(v), radius * np.cos(v)]
+
+
+@pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t",
+                                       pytest.param("curandStateXORWOW_t", marks=pytest.mark.heavy)])
+def test_mrg32k3a_and_xorwow_draw_curands_streams_for_each_thread(generator):
+    """Thread t: curand_init(seed, t, 5) of the generator, five words, a uniform float, a uniform
+    double, three normal floats (MRG32k3a: two normal doubles too): the references above, and curand's
+    conversions. MRG32k3a: a word is the output times 1.000000048662 truncated, a uniform the output
+    times 1 / m1, a normal Box-Muller on two uniforms (x, 2 pi y; doubles: x, pi 2y). XORWOW: a word,
+    x * 2^-32 + 2^-33, two words x ^ (y << 21) times 2^-53 plus 2^-54, Box-Muller on two words as Philox."""
+    threads, draws, seed, offset = 4, 5, 0x0123456789ABCDEF, 5
+    mrg = generator == "curandStateMRG32k3a_t"
+    words, uniform, double = torch.zeros(threads, draws, dtype=torch.int32), torch.zeros(threads), \
+        torch.zeros(threads, dtype=torch.float64)
+    normal, normal64 = torch.zeros(threads, 3), torch.zeros(threads, 2, dtype=torch.float64)
+    result = tilelab.run(ik.generator_draws(generator, threads, draws, seed, offset, double_normals=mrg), words,
+                         uniform, double, normal, normal64, device="cpu",
+                         outputs=["W", "U", "D", "G", *(["H"] if mrg else [])])
+    assert result.passed, result
+    got = _np(words).view(np.uint32).tolist()
+    if mrg:
+        outs = [_mrg_outputs(seed, t, offset, draws + 10) for t in range(threads)]
+        assert got == [[int(float(r) * 1.000000048662) for r in o[:draws]] for o in outs]
+        assert got[0] != [int(float(r) * 1.000000048662) for r in _mrg_outputs(seed, 0, 0, draws)]  # offset kept
+        unit = [[r * 2.3283065498378288e-10 for r in o[draws:]] for o in outs]
+        np.testing.assert_array_equal(_np(uniform), [np.float32(u[0]) for u in unit])
+        np.testing.assert_array_equal(_np(double), [u[1] for u in unit])
+        f32 = [[float(np.float32(x)) for x in u] for u in unit]
+        expected = [_box_muller(f[2], float(np.float32(f[3]) * np.float32(2 * np.pi))) + _box_muller(
+            f[4], float(np.float32(f[5]) * np.float32(2 * np.pi)))[:1] for f in f32]
+        np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
+        expected64 = [_box_muller(u[6], np.pi * 2 * u[7]) for u in unit]
+        np.testing.assert_allclose(_np(normal64), expected64, rtol=1e-12, atol=1e-12)
+    else:
+        outs = [_xorwow_outputs(seed, t, offset, draws + 7) for t in range(threads)]
+        assert got == [o[:draws] for o in outs]
+        np.testing.assert_array_equal(_np(uniform), [np.float32(o[draws]) * np.float32(2.0 ** -32)
+                                                     + np.float32(2.0 ** -33) for o in outs])
+        np.testing.assert_array_equal(_np(double), [(o[draws + 1] ^ (o[draws + 2] << 21)) * 2.0 ** -53 + 2.0 ** -54
+                                                    for o in outs])
+        u01 = [[(w + 0.5) * 2.0 ** -32 for w in o[draws + 3:]] for o in outs]
+        expected = [_box_muller(u[0], 2 * np.pi * u[1]) + _box_muller(u[2], 2 * np.pi * u[3])[:1] for u in u01]
+        np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.heavy  # a compile (about 1.5 s) for a refusal's text
+def test_a_double_normal_of_xorwow_is_refused_by_name_with_the_forms_that_run():
+    with pytest.raises(tilelab.EmulationError, match=r"tl\.rng_rand_float \(line \d+: .*normal of float64 from "
+                                                     r"MRG32k3a"):
+        tilelab.run(ik.generator_draws("curandStateXORWOW_t", double_normals=True),
+                    torch.zeros(4, 5, dtype=torch.int32), torch.zeros(4), torch.zeros(4, dtype=torch.float64),
+                    torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.float64), device="cpu", outputs=["W"])

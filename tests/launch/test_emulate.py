@@ -216,8 +216,8 @@ def test_each_rule_rewrites_what_it_says():
     assert f'for tilelab_selected in range(T.Cast("int32", {BLOCK_MASK}[' in after  # blocks: one trip or none
     assert emulation.grid_rank == 3 and emulation.block_names == {"x": "bx", "y": "by", "z": "bz"}
     rule_ids = [r.id for r in tilelab.launch.EMULATION_RULES]
-    assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "reducers",
-                        "tile-ops", "sparse", "dtypes", "imported", "intrinsics", "blocks", "bounds"]
+    assert rule_ids == ["scopes", "parallel", "pipeline", "threads", "thread-level", "warp-roles", "explicit-wgmma",
+                        "reducers", "tile-ops", "sparse", "dtypes", "imported", "intrinsics", "blocks", "bounds"]
     assert all(r.does and r.why for r in tilelab.launch.EMULATION_RULES)
 
 

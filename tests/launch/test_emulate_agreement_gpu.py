@@ -21,6 +21,7 @@ skip_module_without_cuda(__name__)
 import barrier_kernels as bk  # noqa: E402
 import cpu_path_kernels as ck  # noqa: E402
 import emulation_kernels as ek  # noqa: E402
+import input_kernels as inputs_k  # noqa: E402
 import intrinsic_kernels as ik  # noqa: E402
 import test_emulate_host_c as host_c  # noqa: E402
 import thread_kernels as tk  # noqa: E402
@@ -31,7 +32,8 @@ import tilelab  # noqa: E402
 from tilelab import _tilelang  # noqa: E402
 from tilelab.records.errors import LoweringError  # noqa: E402
 
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                "bfloat16": torch.bfloat16,
                 "int32": torch.int32, "int64": torch.int64, "uint32": torch.uint32, "int8": torch.int8,
                 "uint8": torch.uint8}
 
@@ -75,7 +77,8 @@ def _same_bits(cpu, gpu):
     if cpu.dtype.is_floating_point:
         both_nan = cpu.isnan() & gpu.isnan()
         cpu, gpu = torch.where(both_nan, 0, cpu), torch.where(both_nan, 0, gpu)
-        return torch.equal(cpu.view(torch.int32), gpu.view(torch.int32))
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[cpu.element_size()]
+        return torch.equal(cpu.view(bits), gpu.view(bits))
     return torch.equal(cpu, gpu)
 
 
@@ -276,3 +279,56 @@ def test_dp4a_is_the_gpus_dot_product_of_four_signed_bytes():
 
     cpu, gpu = _both_ways(ik.byte_dots(), {"C"}, shapes={"A": bytes_, "B": bytes_})["C"]  # C0: any int32
     assert torch.equal(cpu, gpu), (cpu, gpu)
+# ---- the explicit-wgmma rule, lanewise stores, vector locals, views, other generators, inputs ----------
+
+def test_an_explicit_wgmma_gemm_gives_the_gpus_tile_gemm():
+    cpu, gpu = _both_ways(ik.explicit_wgmma(), {"D"})["D"]
+    torch.testing.assert_close(cpu, gpu, rtol=1e-5, atol=1e-4)  # float16 products exact: only the sums' order
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_fma2_abs2_and_pairs_of_halves_are_the_gpus_bits(dtype):
+    for name, (cpu, gpu) in _both_ways(ik.packed_fma_abs(dtype), {"D", "E", "F"}).items():
+        assert _same_bits(cpu, gpu), (dtype, name, _where_differ(cpu, gpu))
+
+
+def test_wide_loads_reinterpreted_as_float_lanes_are_the_gpus_bits():
+    for name, (cpu, gpu) in _both_ways(ik.wide_loads_as_floats(), {"Y2", "Y4"}).items():
+        assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+
+
+@pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t", "curandStateXORWOW_t", "curandStatePhilox4_32_10_t"])
+def test_each_generators_words_and_uniforms_are_the_gpus_and_normals_within_its_fast_math(generator):
+    mrg = generator == "curandStateMRG32k3a_t"
+    func = ik.generator_draws(generator, threads=32, draws=6, seed=0x0123456789ABCDEF, offset=5, first_seq=3,
+                              double_normals=mrg)
+    out = _both_ways(func, {"W", "U", "D", "G", *({"H"} if mrg else set())})
+    for name in ("W", "U", "D"):
+        cpu, gpu = out[name]
+        assert _same_bits(cpu, gpu), (generator, name, _where_differ(cpu, gpu))
+    torch.testing.assert_close(*out["G"], rtol=1e-5, atol=1e-5)
+    if mrg:
+        torch.testing.assert_close(*out["H"], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_vector_local_read_by_extract_lane_and_a_view_as_bytes_are_the_gpus(dtype):
+    cpu, gpu = _both_ways(ik.pair_lanes(dtype), {"B"})["B"]
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
+    cpu, gpu = _both_ways(ik.shared_views("int8"), {"B"})["B"]
+    assert torch.equal(cpu, gpu), _where_differ(cpu, gpu)
+
+
+def test_an_extent_compiled_as_zero_and_strided_tensors_launch_as_on_the_gpu():
+    """TileLang launches both on the GPU: the CPU path takes the same tensors."""
+    cpu, gpu = _both_ways(inputs_k.row_sums_plus_one(8, 0), {"S"})["S"]
+    assert torch.equal(cpu, gpu) and torch.equal(cpu, torch.ones(8)), (cpu, gpu)
+    func = inputs_k.copy_columns(8, 32, 10, 12)
+    base_a, base_b = torch.randn(10, 32), torch.zeros(12, 32)
+    kernel = _tilelang.compile_kernel(func, target=_tilelang.local_gpu_arch(), out_idx=None)
+    gpu_a, gpu_b = base_a.cuda(), base_b.cuda()
+    kernel(torch.as_strided(gpu_a, (8, 32), (1, 10)), torch.as_strided(gpu_b, (8, 32), (1, 12)))
+    torch.cuda.synchronize()
+    a, b = torch.as_strided(base_a, (8, 32), (1, 10)), torch.as_strided(base_b, (8, 32), (1, 12))
+    assert tilelab.run(func, a, b, device="cpu", outputs=["B"]).passed
+    assert torch.equal(base_b, gpu_b.cpu())

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 
+import input_kernels as inputs_k
 import pytest
 import torch
 from gemm_dynamic import matmul_dynamic_m
@@ -166,6 +167,16 @@ GEMM_PARAMS = [Param("A", "tensor", "float16", ("m", 64)), Param("B", "tensor", 
                Param("C", "tensor", "float16", ("m", 32), is_output=True)]
 
 
+def test_an_extent_compiled_as_zero_launches_an_empty_tensor_as_a_gpu_does():
+    """A kernel compiled with an extent 0 (TileLang launches it on a GPU: a loop over it runs no
+    iteration) runs on the CPU too, on the empty tensor a caller passes (torch's strides for it are
+    not the row-major ones TileLang's host code checks): S = 1 + the empty row sums."""
+    a, s = torch.zeros(8, 0), torch.zeros(8)
+    result = tilelab.run(inputs_k.row_sums_plus_one(8, 0), a, s, device="cpu", outputs=["S"])
+    assert result.passed, result
+    assert torch.equal(s, 1 + a.sum(1))
+
+
 def test_a_sub_byte_tensor_is_given_as_the_bytes_that_pack_it_along_its_last_dimension():
     # TileLang's rule for types narrower than a byte: a (m, 16) float4 tensor is a (m, 8) byte tensor
     params = [Param("X", "tensor", "float4_e2m1fn", ("m", 16)), Param("Y", "tensor", "int4", (4, "n"))]
@@ -196,12 +207,35 @@ def test_given_tensors_are_checked_and_errors_say_what_to_change():
         _inputs.build_inputs(GEMM_PARAMS, [], {"m": 0}, device="cpu")
     with pytest.raises(ValueError, match=r"A needs a positive extent in dim 0"):
         _inputs.build_inputs(GEMM_PARAMS, [(0, 64)], {}, device="cpu")
+    with pytest.raises(ValueError, match=r"A needs a positive extent in dim 1"):  # empty where 64 is compiled
+        _inputs.build_inputs(GEMM_PARAMS, [torch.zeros(8, 0).half()], {}, device="cpu")
     with pytest.raises(ValueError, match=r"m is 8 but C has extent 9 in dim 0"):
         _inputs.build_inputs(GEMM_PARAMS, [a, b, torch.empty(9, 32).half()], {}, device="cpu")
     # a strided_tensor parameter takes any strides
     strided = [Param("X", "tensor", "float32", (4, 4), strided=True), Param("Y", "tensor", "float32", (4, 4), True)]
     x = torch.randn(4, 4).t()
     assert _inputs.build_inputs(strided, [x], {}, device="cpu")[0][0] is x
+
+
+def test_a_strided_tensor_parameter_keeps_its_strides_when_outputs_are_named():
+    """T.StridedTensor parameters (column-major, padded) with outputs= naming one: the CPU run takes the
+    caller's strided views, as TileLang's own launcher does, and writes B through its strides."""
+    base_a, base_b = torch.randn(10, 32), torch.zeros(12, 32)
+    a, b = torch.as_strided(base_a, (8, 32), (1, 10)), torch.as_strided(base_b, (8, 32), (1, 12))
+    result = tilelab.run(inputs_k.copy_columns(8, 32, 10, 12), a, b, device="cpu", outputs=["B"])
+    assert result.passed, result
+    assert torch.equal(b, 2 * a)
+    flat = base_b.view(-1)
+    assert not flat[torch.arange(len(flat)) % 12 >= 8].any()  # each column's padding untouched
+
+
+def test_a_scalar_parameter_that_is_also_a_size_binds_it_when_passed():
+    """kernel(m: T.int32) returning T.empty([m + 1]): the m passed at launch is the output's size."""
+    params = [Param("m", "scalar", "int32"), Param("B", "tensor", "float32", ("m + 1",), True, False)]
+    assert _inputs.bind_sizes(params, [23], {}) == {"m": 23}
+    assert _inputs.bind_sizes(params, [23], {"m": 5}) == {"m": 5}  # one passed by name is kept (checked later)
+    unrelated = [Param("n", "scalar", "int32"), Param("B", "tensor", "float32", (4,), True)]
+    assert _inputs.bind_sizes(unrelated, [23], {}) == {}
 
 
 def test_symbolic_expression_extents_are_checked():

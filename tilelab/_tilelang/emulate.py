@@ -31,6 +31,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   barrier=)`` copies at once; a wait on parity P passes when the phase of parity P has completed,
   by PTX's rule, and a wait program order never satisfies fails the run with its barrier and line
   (``emulate_roles.py``); a ``T.gemm`` on one stage of a staged tile takes a 2-D view of it;
+- ``explicit-wgmma``: ``T.wgmma_gemm`` (Hopper's GEMM of whole tiles without its implicit wait) is
+  the ``T.gemm`` of its operands, and ``T.wait_wgmma`` does nothing (the CPU's GEMM is done when its
+  statement ends); WGMMA instructions by hand stay refused by name;
 - ``reducers``: a reducer epoch (``T.alloc_reducer``, ``T.reducer_init``, ``T.reducer_update``,
   ``T.finalize_reducer``) is an array local to the block, each update combined into it once, in order
   (``emulate_reducers.py``; TileLang's own lowering needs its updates in parallel loops, which the
@@ -114,7 +117,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "15"  # float max/min as the GPU's (PTX max/min: a NaN operand gives the other, -0 < +0)
+EMULATION_VERSION = "16"  # float max/min as the GPU's (PTX max/min: a NaN operand gives the other, -0 < +0)
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -188,6 +191,12 @@ RULES = (
          "every interleaving of the groups that the barriers allow computes the same tiles, and program order is "
          "one of them when each wait follows its producer in the code; a protocol that needs its groups to run at "
          "the same time is reported, never hung on"),
+    Rule("explicit-wgmma", "a T.wgmma_gemm (Hopper's explicit asynchronous GEMM of whole tiles, its wait left to "
+         "T.wait_wgmma) is the T.gemm of the same operands, and T.wait_wgmma does nothing; the WGMMA instructions by "
+         "hand (T.ptx_wgmma_*, warpgroup fences and descriptors) stay refused by name",
+         "T.wgmma_gemm is TileLang's T.gemm (the same tile operation, its operands whole shared or fragment tiles) "
+         "pinned to WGMMA without the implicit wait; the CPU's GEMM is done when its statement ends, so every "
+         "wait finds it done"),
     Rule("reducers", "a reducer (T.alloc_reducer) is an array local to the block: T.reducer_init sets it to its "
          "init value or the combine's identity, each T.reducer_update(acc[i], v) combines v into acc[i], and "
          "T.finalize_reducer copies it into its destination",
@@ -225,7 +234,9 @@ RULES = (
          "defines (16-bit float arithmetic exact, then rounded once to nearest even)"),
     Rule("intrinsics", "TileLang intrinsics its C back end lacks are given their meaning, each by one entry of a "
          "table (emulate_intrinsics.INTRINSICS: " + ", ".join(sorted(INTRINSICS)) + "); any other is refused by name, "
-         "and so is a random draw inside a T.Parallel loop of a block of many threads",
+         "and so is a random draw inside a T.Parallel loop of a block of many threads; a store of a vector TileLang's "
+         "C cannot build (T.fma2, T.abs2, a load by hand reinterpreted as float lanes) is a store per lane, and a "
+         "vector local (T.alloc_var(T.bfloat16x2)) read by T.extract_lane is held as its lanes",
          "each entry is TileLang's own definition of the op (its docstring, its CUDA template) at the level of one "
          "thread or one tile"),
     Rule("blocks", "blocks run one after another, only the selected ones; in a program of several kernels the "
@@ -564,6 +575,36 @@ def _stage_views(body: Any) -> Any:
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Evaluate"])
 
 
+WGMMA_GEMM, WGMMA_WAIT = "tl.tileop.wgmma_gemm", "tl.wait_wgmma"
+
+
+def _explicit_wgmma(func: Any) -> tuple[Any, bool]:
+    """The explicit-wgmma rule: each ``T.wgmma_gemm`` as the ``T.gemm`` of its arguments (TileLang
+    builds both by one function, with the same arguments; the annotation that drops the implicit
+    wait is dropped too) and each ``T.wait_wgmma`` as nothing, and whether there was one. A
+    ``T.wait_wgmma`` in a kernel with no ``T.wgmma_gemm`` waits for hand-written WGMMA instructions,
+    which the refusal names."""
+    tvm = tilelang().tvm
+    tirx = tvm.tirx
+    ops: set[str] = set()
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: ops.add(str(getattr(n.op, "name", "")))
+                                       if isinstance(n, tirx.Call) else None)
+    if WGMMA_GEMM not in ops:
+        return func, False
+
+    def post(node: Any) -> Any:
+        if not (isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call)):
+            return None
+        op = str(getattr(node.value.op, "name", ""))
+        if op == WGMMA_GEMM:
+            return tirx.Evaluate(tirx.Call(node.value.dtype, tvm.ir.Op.get("tl.tileop.gemm"), node.value.args))
+        if op == WGMMA_WAIT:
+            return tirx.Evaluate(tirx.const(0, "int32"))
+        return None
+
+    return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Evaluate"])), True
+
+
 def _region(region: Any) -> tuple[Any, list[Any]]:
     """A tile operation's region argument: its buffer and the start of each dimension."""
     load = region.args[0]
@@ -645,6 +686,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     cluster = _cluster_refusal(func, name)
     if cluster is not None:
         raise cluster
+    func, wgmma = _explicit_wgmma(func)  # the explicit-wgmma rule: T.wgmma_gemm is T.gemm, its wait nothing
+    func = spanned(func)
     draws = refused_draws(func, name)  # the intrinsics rule's random draws it cannot give the GPU's order
     if draws is not None:
         raise draws
@@ -667,6 +710,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
     applied: set[str] = {THREAD_RULE} if threaded.applied else set()
     if intrinsics:
         applied.add("intrinsics")
+    if wgmma:
+        applied.add("explicit-wgmma")
     if reduced:
         applied.add(REDUCERS_RULE)
     if tiled:
@@ -717,6 +762,7 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             applied.add("scopes")
         if new_dtype == dtype and new_scope == buf.scope():
             remap[buf] = buf
+            kept_by_data.setdefault(buf.data, buf)
             return buf
         new = tirx.decl_buffer(buf.shape, new_dtype, str(buf.name), scope=new_scope,
                                strides=list(buf.strides) if len(buf.strides) else None,
@@ -726,6 +772,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
         return new
 
     data_map: dict[Any, Any] = {}  # a replaced buffer's data -> its replacement
+    view_refusals: list[EmulationRefused] = []  # a view whose bytes the CPU does not hold as the GPU does
+    kept_by_data: dict[Any, Any] = {}  # a parameter or allocation the rules keep as it is, by its data
 
     def aliased(buf: Any) -> Any:
         """``buf`` rewritten: itself when untouched; a view declared over a replaced buffer's data
@@ -734,15 +782,28 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
             return remap[buf]
         base = data_map.get(buf.data)
         if base is None:
-            return None
+            base = kept_by_data.get(buf.data)  # a buffer the rules kept as it is (a float32 tensor): a view of it
+            if base is None or base.same_as(buf) or str(buf.dtype) not in NARROW_FLOATS:
+                return None  # in a narrow type would be held in float32, not in the base's bytes
         dtype = str(buf.dtype)
         if dtype == "bool" and str(base.name) in booleans:
             dtype = BOOL_TENSOR_DTYPE
             booleans.add(str(buf.name))
-        if _cpu_dtype(dtype) != str(base.dtype):
-            raise EmulationRefused(name, f"a view of {base.name} as {dtype}",
-                                   f"it reads the bytes of a {narrow.get(str(base.name), base.dtype)} tensor as "
-                                   f"{dtype}, and on the CPU that tensor is held in {base.dtype}")
+        held = str(base.dtype)
+        on_gpu = narrow.get(str(base.name), held)  # the base's dtype on the GPU
+        same = _canonical(dtype) == _canonical(on_gpu) and _cpu_dtype(dtype) == held
+        real_bytes = dtype not in NARROW_FLOATS and dtype != "bool" and on_gpu not in NARROW_FLOATS
+        if not (same or real_bytes):
+            # the bytes of a GPU type the CPU holds in float32 (or a bool held as a byte): not the GPU's bytes.
+            # Raised after the walk (an exception inside TVM's callback would lose its kind).
+            file, line, text = _locate(func, rf"\bT\.view\(\s*{re.escape(str(base.name))}\b|"
+                                             rf"\b{re.escape(str(buf.name))}\b")
+            view_refusals.append(EmulationRefused(
+                name, f"a view of {base.name} ({on_gpu}) as {dtype}",
+                f"it reads the bytes of a {on_gpu} buffer as {dtype}, and on the CPU that buffer is held in {held} "
+                "(a view that keeps the dtype, or one between types the CPU holds as the GPU does, runs)",
+                file, line, text))
+            return None
         if dtype in NARROW_FLOATS:
             narrow[str(buf.name)] = _canonical(dtype)
         new = tirx.decl_buffer(buf.shape, _cpu_dtype(dtype), str(buf.name), data=base.data, scope=buf.scope(),
@@ -884,6 +945,8 @@ def rewrite_for_cpu(func: Any, name: str, *, mask: bool = True, waits: bool = Tr
 
     body = tirx.stmt_functor.ir_transform(func.body, None, bits, ["tirx.Call"])
     body = tirx.stmt_functor.ir_transform(body, None, post)
+    if view_refusals:
+        raise view_refusals[0]
     body = _imported_bits(body, func, narrow, name)
     body = _stage_views(body)
     _tensors_named_as_their_data(buffer_map, {str(p.name) for p in func.params})

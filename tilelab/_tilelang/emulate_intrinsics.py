@@ -5,10 +5,12 @@ docstring, its CUDA template). An intrinsic that is neither here nor known to th
 is refused by name (:func:`refused_intrinsic`), with the kernel's line that calls it.
 
 Entries whose meaning needs C of its own (the IEEE operations with a rounding mode, curand's
-Philox4_32_10 generator behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
-side includes in every CPU-path kernel. Left refused, by name: the packed fma2/max2/min2/abs2,
-``T.rng_rand_float(64, "normal")`` and the XORWOW/MRG32k3a generators, cluster
-operations, and ``T.sync_grid`` (its own refusal: the blocks run one after another)."""
+Philox4_32_10, MRG32k3a and XORWOW generators behind ``T.rng_*``) call functions of :data:`RUNTIME_C`, which the launch
+side includes in every CPU-path kernel. A store of a pair or vector whose lanes TileLang's C cannot
+build (``T.fma2``, ``T.abs2``, a load by hand reinterpreted as float lanes) is stored lane by lane.
+Left refused, by name: the packed max2/min2, ``T.rng_rand_float(64, "normal")`` and the
+normals of the XORWOW/MRG32k3a generators, cluster operations, and ``T.sync_grid`` (its own refusal: the
+blocks run one after another)."""
 
 from __future__ import annotations
 
@@ -332,7 +334,13 @@ def _dp4a(call: Any, buffers: dict[Any, Any]) -> Any:
 _POINTERS = ("through a pointer to an element (T.access_ptr, or a region or element of a buffer) of a row-major "
              "buffer of 8-, 16-, 32- or 64-bit elements")
 _WIDE = ("a value wider than 32 bits is a vector of 32-bit words, which TileLang's C cannot build: it is given its "
-         "meaning where it is bound or passed to a store by hand that stores it, and nowhere else")
+         "meaning where it is bound or passed to a store by hand that stores it, or reinterpreted as a vector of "
+         "32-bit lanes that a store takes (Y[i:i + 2] = T.reinterpret(T.ldg64(X[i:i + 2]), T.float32x2)), and "
+         "nowhere else")
+
+
+_PAIR_STORED = ("where a store takes its pair (D[i:i + 2] = T.fma2(A[i:i + 2], ...)), lane by lane: TileLang's C "
+                "cannot build a pair from two lanes' values")
 
 
 def _by_hand(bits: int) -> str:
@@ -431,6 +439,17 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
 
     tirx.stmt_functor.post_order_visit(func.body, count)
     word_vars: dict[Any, list[Any]] = {}
+    vector_binds: dict[Any, Any] = {}  # a vector of indices bound to a variable, for the lanewise stores
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: vector_binds.__setitem__(n.var, n.value)
+                                       if isinstance(n, tirx.Bind) and n.var.dtype.lanes > 1
+                                       and isinstance(n.value, (tirx.Ramp, tirx.Broadcast)) else None)
+    buffers[_VECTOR_BINDS] = vector_binds
+    generators: set[str] = set()  # the curand state types the kernel's T.rng_init calls name
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: generators.add(str(getattr(n.args[3], "value", "")))
+                                       if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) == "tl.rng_init"
+                                       and len(n.args) > 3 else None)
+    buffers[_GENERATOR] = generators
+    split_body = _split_vector_locals(func.body, buffers, used)  # vector locals held as their lanes
 
     def wide_load(value: Any) -> bool:
         return isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) in _LOADS_BY_HAND \
@@ -468,6 +487,8 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
     def post(node: Any) -> Any:
         if isinstance(node, tirx.Bind):
             return bound(node)
+        if isinstance(node, tirx.BufferStore):
+            return _lanewise(node, buffers, used)
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
             op = _called(node.value)
             if op in _STORES_BY_HAND and len(node.value.args) > 1 and node.value.args[1].dtype.lanes > 1:
@@ -491,7 +512,10 @@ def lower_intrinsics(func: Any) -> tuple[Any, set[str]]:
                 return lowered
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind"])
+    body = tirx.stmt_functor.ir_transform(split_body, None, post, ["tirx.Call", "tirx.Evaluate", "tirx.Bind",
+                                                                  "tirx.BufferStore"])
+    if vector_binds and used:  # a vector of indices no statement uses any more (its stores went lane by lane)
+        body = _without_unused_binds(body, vector_binds)
     if RNG_STATE_NAME in buffers:  # T.rng_*: each thread's generator state, a buffer of the block
         body = _with_rng_state(body, buffers[RNG_STATE_NAME])
     return (func.with_body(body) if used else func), used
@@ -597,9 +621,25 @@ RNG_NEXT_FUNCTION = "tilelab_emu_philox_next"  # uint32 (uint32* state, int32 si
 RNG_UNIFORM_FUNCTION = "tilelab_emu_philox_uniform"  # float (uint32* state, int32 site): curand_uniform(&state)
 RNG_UNIFORM_DOUBLE_FUNCTION = "tilelab_emu_philox_uniform_double"  # double (uint32* state, int32 site)
 RNG_NORMAL_FUNCTION = "tilelab_emu_philox_normal"  # float (uint32* state, int32 site): curand_normal(&state)
-RNG_STATE_WORDS = 9  # key (2), counter (4), the next word's place in its block, a normal draw kept (flag, bits)
+RNG_STATE_WORDS = 12  # the generator's words (Philox: key 2, counter 4, the next word's place), a float normal
+# kept (flag, bits: words 7-8), a double normal kept (flag, bits: words 9-11)
 RNG_STATE_NAME = "tilelab_rng_state"
+# curand's generators T.rng_init names, each one's functions of the runtime (a draw's kind absent: refused)
+GENERATORS: dict[str, dict[str, str]] = {
+    "curandStatePhilox4_32_10_t": {"init": RNG_INIT_FUNCTION, "next": RNG_NEXT_FUNCTION,
+                                   "uniform": RNG_UNIFORM_FUNCTION, "uniform_double": RNG_UNIFORM_DOUBLE_FUNCTION,
+                                   "normal": RNG_NORMAL_FUNCTION},
+    "curandStateMRG32k3a_t": {"init": "tilelab_emu_mrg_init", "next": "tilelab_emu_mrg_next",
+                              "uniform": "tilelab_emu_mrg_uniform", "uniform_double": "tilelab_emu_mrg_uniform_double",
+                              "normal": "tilelab_emu_mrg_normal", "normal_double": "tilelab_emu_mrg_normal_double"},
+    "curandStateXORWOW_t": {"init": "tilelab_emu_xorwow_init", "next": "tilelab_emu_xorwow_next",
+                            "uniform": "tilelab_emu_xorwow_uniform",
+                            "uniform_double": "tilelab_emu_xorwow_uniform_double",
+                            "normal": "tilelab_emu_xorwow_normal"},
+}
+_GENERATOR = "tilelab_rng_generator"  # the key, among the lowering's buffers, of the kernel's one generator
 FNS_FUNCTION = "tilelab_emu_fns"  # uint32 (uint32 mask, uint32 base, int32 offset)
+FMA_TO_ODD_FUNCTION = "tilelab_emu_fma_to_odd"  # float (float a, float b, float c): rounded to odd
 
 # The C the entries below call: part of the header every CPU-path kernel is built with
 # (tilelab.launch._emulate), so each call is an inline function of the kernel's own code.
@@ -679,6 +719,28 @@ static inline uint32_t tilelab_emu_fns(uint32_t mask, uint32_t base, int32_t off
   }
   return 0xffffffffu;
 }
+/* T.fma2 of a float16 or bfloat16 pair, one lane: a * b + c (float32 operands that hold the narrow
+   values) rounded to float32 toward zero, its last bit set when the result is inexact (rounding to
+   odd): the store into the narrow type then rounds it to nearest even as if from the exact value
+   (float32 has more than two bits beyond either narrow type's), so the lane is rounded once, as
+   __hfma2 rounds it. */
+static inline float tilelab_emu_fma_to_odd(float a, float b, float c) {
+  int saved = fegetround();
+  fesetround(FE_TOWARDZERO);
+  feclearexcept(FE_INEXACT);
+  volatile float va = a, vb = b, vc = c;
+  volatile float r = fmaf(va, vb, vc);
+  int inexact = fetestexcept(FE_INEXACT);
+  fesetround(saved);
+  float out = r;
+  if (inexact && isfinite(out)) {
+    uint32_t bits;
+    memcpy(&bits, &out, sizeof bits);
+    bits |= 1u;
+    memcpy(&out, &bits, sizeof out);
+  }
+  return out;
+}
 /* T.rng_init / T.rng_rand / T.rng_rand_float: curand's Philox4_32_10 generator (Salmon et al.,
    "Parallel random numbers: as easy as 1, 2, 3", 2011), as curand_init and curand define its
    stream. state: key[2] (the seed's low and high words), ctr[4] (a 128-bit counter, ctr[0] lowest),
@@ -707,6 +769,7 @@ static inline void tilelab_emu_philox_add(uint32_t* state, uint64_t n, int high)
 static inline int32_t tilelab_emu_philox_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
   state[0] = (uint32_t)seed; state[1] = (uint32_t)(seed >> 32);
   state[2] = state[3] = state[4] = state[5] = 0; state[6] = 0; state[7] = 0; state[8] = 0;
+  state[9] = state[10] = state[11] = 0;
   tilelab_emu_philox_add(state, subsequence, 1);
   state[6] = (uint32_t)(offset & 3);  /* skipahead(offset): whole blocks, then the place in one */
   tilelab_emu_philox_add(state, offset / 4, 0);
@@ -762,6 +825,195 @@ static inline double tilelab_emu_philox_uniform_double(uint32_t* state, int32_t 
   uint64_t x = tilelab_emu_philox_word(state), y = tilelab_emu_philox_word(state);
   uint64_t z = x ^ (y << 21);
   return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+/* T.rng_init(..., generator="curandStateMRG32k3a_t"): L'Ecuyer's MRG32k3a as curand seeds and steps it.
+   state: s1[3] (words 0-2, modulo m1), s2[3] (words 3-5, modulo m2). A step: p1 = a12 s1[1] - a13n s1[0]
+   (mod m1), p2 = a21 s2[2] - a23n s2[0] (mod m2), each component shifted in; the output is p1 - p2 in
+   (0, m1]. curand_init: every word 12345, times the seed's words salted (x1 = low ^ 0x55555555,
+   x2 = high ^ 0xAAAAAAAA) modulo m when the seed is not 0, then 2^76 steps per subsequence (the
+   subsequence masked to 51 bits) and offset steps, as powers of the step's matrices. */
+static const uint64_t TILELAB_MRG_M1 = 4294967087ull, TILELAB_MRG_M2 = 4294944443ull;
+static inline void tilelab_emu_mrg_matmul(const uint64_t* a, const uint64_t* b, uint64_t m, uint64_t* out) {
+  uint64_t r[9];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      uint64_t acc = 0;
+      for (int k = 0; k < 3; k++) acc = (acc + a[3 * i + k] * b[3 * k + j] % m) % m;
+      r[3 * i + j] = acc;
+    }
+  memcpy(out, r, sizeof r);
+}
+/* s = (step^(2^squarings))^n s, modulo m: the step's matrix squared, then applied by n's bits */
+static inline void tilelab_emu_mrg_skip(const uint64_t* step, int squarings, uint64_t n, uint64_t m, uint32_t* s) {
+  uint64_t p[9];
+  memcpy(p, step, sizeof p);
+  for (int i = 0; i < squarings; i++) tilelab_emu_mrg_matmul(p, p, m, p);
+  while (n) {
+    if (n & 1) {
+      uint64_t v[3];
+      for (int i = 0; i < 3; i++)
+        v[i] = (p[3 * i] * s[0] % m + p[3 * i + 1] * s[1] % m + p[3 * i + 2] * s[2] % m) % m;
+      for (int i = 0; i < 3; i++) s[i] = (uint32_t)v[i];
+    }
+    n >>= 1;
+    if (n) tilelab_emu_mrg_matmul(p, p, m, p);
+  }
+}
+static inline int32_t tilelab_emu_mrg_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  const uint64_t a1[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M1 - 810728u, 1403580u, 0};
+  const uint64_t a2[9] = {0, 1, 0, 0, 0, 1, TILELAB_MRG_M2 - 1370589u, 0, 527612u};
+  for (int i = 0; i < 12; i++) state[i] = i < 6 ? 12345u : 0u;
+  if (seed != 0) {
+    uint64_t x1 = (uint32_t)seed ^ 0x55555555u, x2 = (uint32_t)(seed >> 32) ^ 0xAAAAAAAAu;
+    state[0] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M1);
+    state[1] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M1);
+    state[2] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M1);
+    state[3] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M2);
+    state[4] = (uint32_t)(x1 * 12345u % TILELAB_MRG_M2);
+    state[5] = (uint32_t)(x2 * 12345u % TILELAB_MRG_M2);
+  }
+  subsequence &= (1ull << 51) - 1;
+  tilelab_emu_mrg_skip(a1, 76, subsequence, TILELAB_MRG_M1, state);
+  tilelab_emu_mrg_skip(a2, 76, subsequence, TILELAB_MRG_M2, state + 3);
+  tilelab_emu_mrg_skip(a1, 0, offset, TILELAB_MRG_M1, state);
+  tilelab_emu_mrg_skip(a2, 0, offset, TILELAB_MRG_M2, state + 3);
+  return 0;
+}
+static inline uint32_t tilelab_emu_mrg_step(uint32_t* state) {
+  uint64_t p1 = (1403580ull * state[1] + 810728ull * (TILELAB_MRG_M1 - state[0])) % TILELAB_MRG_M1;
+  uint64_t p2 = (527612ull * state[5] + 1370589ull * (TILELAB_MRG_M2 - state[3])) % TILELAB_MRG_M2;
+  state[0] = state[1]; state[1] = state[2]; state[2] = (uint32_t)p1;
+  state[3] = state[4]; state[4] = state[5]; state[5] = (uint32_t)p2;
+  return p1 <= p2 ? (uint32_t)(p1 - p2 + TILELAB_MRG_M1) : (uint32_t)(p1 - p2);
+}
+/* curand: the output in (0, m1] times 1.000000048662 (about 2^32 / m1), truncated */
+static inline uint32_t tilelab_emu_mrg_next(uint32_t* state, int32_t site) {
+  (void)site;
+  return (uint32_t)((double)tilelab_emu_mrg_step(state) * 1.000000048662);
+}
+/* curand_uniform(_double): the output times 2.3283065498378288e-10 (1 / m1), rounded to float for the float */
+static inline float tilelab_emu_mrg_uniform(uint32_t* state, int32_t site) {
+  (void)site;
+  return (float)((double)tilelab_emu_mrg_step(state) * 2.3283065498378288e-10);
+}
+static inline double tilelab_emu_mrg_uniform_double(uint32_t* state, int32_t site) {
+  (void)site;
+  return (double)tilelab_emu_mrg_step(state) * 2.3283065498378288e-10;
+}
+/* T.rng_init(..., generator="curandStateXORWOW_t"): Marsaglia's xorwow as curand seeds and steps it.
+   state: v[5] (words 0-4), the Weyl counter d (word 5). A step: t = v0 ^ (v0 >> 2), v shifted down,
+   v4 = (v4 ^ (v4 << 4)) ^ (t ^ (t << 1)), d += 362437, the output v4 + d. curand_init: the seed's words
+   salted and mixed into v and d, then 2^67 steps per subsequence and offset steps of v (as powers of
+   the step's matrix over GF(2), a row per bit of v: the image of that bit), d += 362437 * offset. */
+#define TILELAB_XORWOW_POWERS 131  /* step^(2^k): k < 64 for offsets, 67 + k for subsequences */
+static uint32_t tilelab_emu_xorwow_pow[TILELAB_XORWOW_POWERS][160][5];
+static int tilelab_emu_xorwow_known = 0;
+static inline void tilelab_emu_xorwow_apply(const uint32_t (*m)[5], uint32_t* v) {
+  uint32_t r[5] = {0, 0, 0, 0, 0};
+  for (int i = 0; i < 160; i++)
+    if ((v[i / 32] >> (i % 32)) & 1u)
+      for (int k = 0; k < 5; k++) r[k] ^= m[i][k];
+  memcpy(v, r, sizeof r);
+}
+static inline void tilelab_emu_xorwow_linear_step(uint32_t* v) {
+  uint32_t t = v[0] ^ (v[0] >> 2);
+  v[0] = v[1]; v[1] = v[2]; v[2] = v[3]; v[3] = v[4];
+  v[4] = (v[4] ^ (v[4] << 4)) ^ (t ^ (t << 1));
+}
+static inline void tilelab_emu_xorwow_powers(void) {
+  if (tilelab_emu_xorwow_known) return;
+  for (int i = 0; i < 160; i++) {
+    uint32_t v[5] = {0, 0, 0, 0, 0};
+    v[i / 32] = 1u << (i % 32);
+    tilelab_emu_xorwow_linear_step(v);
+    memcpy(tilelab_emu_xorwow_pow[0][i], v, sizeof v);
+  }
+  for (int k = 1; k < TILELAB_XORWOW_POWERS; k++)
+    for (int i = 0; i < 160; i++) {
+      uint32_t v[5];
+      memcpy(v, tilelab_emu_xorwow_pow[k - 1][i], sizeof v);
+      tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[k - 1], v);
+      memcpy(tilelab_emu_xorwow_pow[k][i], v, sizeof v);
+    }
+  tilelab_emu_xorwow_known = 1;
+}
+static inline int32_t tilelab_emu_xorwow_init(uint32_t* state, uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  uint32_t s0 = (uint32_t)seed ^ 0xaad26b49u, s1 = (uint32_t)(seed >> 32) ^ 0xf7dcefddu;
+  uint32_t t0 = 1099087573u * s0, t1 = 2591861531u * s1;
+  for (int i = 0; i < 12; i++) state[i] = 0;
+  state[5] = 6615241u + t1 + t0;
+  state[0] = 123456789u + t0; state[1] = 362436069u ^ t0; state[2] = 521288629u + t1;
+  state[3] = 88675123u ^ t1; state[4] = 5783321u + t0;
+  tilelab_emu_xorwow_powers();
+  for (int k = 0; k < 64; k++) {
+    if ((subsequence >> k) & 1u) tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[67 + k], state);
+  }
+  for (int k = 0; k < 64; k++) {
+    if ((offset >> k) & 1u) tilelab_emu_xorwow_apply(tilelab_emu_xorwow_pow[k], state);
+  }
+  state[5] += 362437u * (uint32_t)offset;
+  return 0;
+}
+static inline uint32_t tilelab_emu_xorwow_next(uint32_t* state, int32_t site) {
+  (void)site;
+  tilelab_emu_xorwow_linear_step(state);
+  state[5] += 362437u;
+  return state[4] + state[5];
+}
+/* curand_normal of MRG32k3a: Box-Muller on two uniform floats, x and y * 2pi (float), sqrt(-2 log x)
+   times sin y returned, times cos y kept for the next draw (the GPU's fast sine and cosine: within their
+   error); curand_normal_double: on two uniform doubles, x and 2y, sin and cos of pi * 2y (sincospi). */
+static inline float tilelab_emu_mrg_normal(uint32_t* state, int32_t site) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  float x = tilelab_emu_mrg_uniform(state, site), y = tilelab_emu_mrg_uniform(state, site) * 6.2831853071795864f;
+  float s = sqrtf(-2.0f * logf(x)), second = s * cosf(y);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(y);
+}
+static inline double tilelab_emu_mrg_normal_double(uint32_t* state, int32_t site) {
+  if (state[9]) {
+    state[9] = 0;
+    double kept;
+    memcpy(&kept, &state[10], sizeof kept);
+    return kept;
+  }
+  double x = tilelab_emu_mrg_uniform_double(state, site), y = tilelab_emu_mrg_uniform_double(state, site) * 2.0;
+  double s = sqrt(-2.0 * log(x)), second = s * cos(y * 3.1415926535897931);
+  memcpy(&state[10], &second, sizeof second);
+  state[9] = 1;
+  return s * sin(y * 3.1415926535897931);
+}
+/* curand_uniform: x * 2^-32 + 2^-33; curand_uniform_double: two words, x ^ (y << 21) of 53 bits */
+static inline float tilelab_emu_xorwow_uniform(uint32_t* state, int32_t site) {
+  return (float)tilelab_emu_xorwow_next(state, site) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+}
+static inline double tilelab_emu_xorwow_uniform_double(uint32_t* state, int32_t site) {
+  uint64_t x = tilelab_emu_xorwow_next(state, site), y = tilelab_emu_xorwow_next(state, site);
+  uint64_t z = x ^ (y << 21);
+  return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+}
+/* curand_normal of XORWOW: Philox's Box-Muller on two words (the same template of curand) */
+static inline float tilelab_emu_xorwow_normal(uint32_t* state, int32_t site) {
+  if (state[7]) {
+    state[7] = 0;
+    float kept;
+    memcpy(&kept, &state[8], sizeof kept);
+    return kept;
+  }
+  uint32_t x = tilelab_emu_xorwow_next(state, site), y = tilelab_emu_xorwow_next(state, site);
+  const float two_pi_scaled = 6.2831855f * 2.3283064365386963e-10f;
+  float u = (float)x * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+  float v = fmaf((float)y, two_pi_scaled, two_pi_scaled / 2.0f);
+  float s = sqrtf(-2.0f * logf(u)), second = s * cosf(v);
+  memcpy(&state[8], &second, sizeof second);
+  state[7] = 1;
+  return s * sinf(v);
 }
 }
 """
@@ -886,8 +1138,200 @@ def _packed(kind: str) -> Callable[[Any, dict[Any, Any]], Any]:
             return args[0] - args[1]
         if kind == "mul":
             return args[0] * args[1]
-        return None  # fma2, max2, min2, abs2: TileLang's C makes no pair of two lanes' values (left, refused)
+        return None  # fma2, abs2: TileLang's C makes no pair of two lanes' values (stored lane by lane: _lanewise)
     return lower
+
+
+_SPLIT = "tilelab_split_vectors"  # the key, among the lowering's buffers, of vector locals held as their lanes
+_VECTOR_BINDS = "tilelab_vector_binds"  # the key, among the lowering's buffers, of vectors of indices bound once
+_NARROW_LANES = ("float16", "bfloat16")  # pairs of these are stored lane by lane, whatever op made them
+_LANEWISE = ("tl.fma2", "tl.abs2")  # packed ops given their meaning lane by lane, where a store takes the pair
+
+
+def _scalar_dtype(dtype: Any) -> str:
+    return re.sub(r"x\d+$", "", str(dtype))
+
+
+def _lane(e: Any, k: int, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """Lane ``k`` of the vector expression ``e`` as a scalar one: loads at a ramp of indices,
+    broadcasts, ramps, arithmetic and casts lane by lane; ``T.fma2`` as one fma of the lane
+    (float32: C's fmaf, rounded once as the GPU's fused multiply-add; float16 and bfloat16: rounded
+    to odd in float32, then once to the pair's type by the store: __hfma2's single rounding);
+    ``T.abs2`` as the lane's absolute value (its sign bit cleared: fabs);
+    ``T.add2``/``sub2``/``mul2`` as the lane's operation; ``T.reinterpret`` of a load by hand
+    (T.ldg64/128...) as the bits of its k-th 32-bit word. None for anything else."""
+    tirx = tilelang().tvm.tirx
+    if isinstance(e, tirx.Shuffle):  # the vectors' lanes concatenated, the k-th index picking one
+        flat = [(v, j) for v in e.vectors for j in range(v.dtype.lanes)]
+        index = e.indices[k]
+        if not isinstance(index, tirx.IntImm) or not 0 <= int(index) < len(flat):
+            return None
+        vector, j = flat[int(index)]
+        return _lane(vector, j, buffers, used)
+    if e.dtype.lanes == 1:
+        return e
+    if isinstance(e, tirx.Var):  # a vector of indices bound once (idx = T.Ramp(t * 2, 1, 2)): its value's lane
+        bound = buffers.get(_VECTOR_BINDS, {}).get(e)
+        return None if bound is None else _lane(bound, k, buffers, used)
+    if isinstance(e, tirx.Ramp):
+        return e.base + e.stride * k
+    if isinstance(e, tirx.Broadcast):
+        return e.value
+    if isinstance(e, tirx.BufferLoad):
+        split = buffers.get(_SPLIT, {}).get(e.buffer)
+        if split is not None and len(e.indices) == 1:  # a vector local held as its lanes
+            return tirx.BufferLoad(split, [e.indices[0] * e.buffer.dtype.lanes + k])
+        if e.buffer.dtype.lanes != 1:
+            return None
+        indices = [_lane(i, k, buffers, used) for i in e.indices]
+        return None if any(i is None for i in indices) else tirx.BufferLoad(e.buffer, indices)
+    if isinstance(e, tirx.Cast):
+        value = _lane(e.value, k, buffers, used)
+        return None if value is None else tirx.Cast(_scalar_dtype(e.dtype), value)
+    if isinstance(e, (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)):
+        a, b = _lane(e.a, k, buffers, used), _lane(e.b, k, buffers, used)
+        return None if a is None or b is None else type(e)(a, b)
+    if not isinstance(e, tirx.Call):
+        return None
+    op = str(getattr(e.op, "name", ""))
+    if op == "tirx.reinterpret" and len(e.args) == 1 and isinstance(e.args[0], tirx.Call) \
+            and str(getattr(e.args[0].op, "name", "")) in _LOADS_BY_HAND and e.dtype.bits == 32:
+        words = _load_words(e.args[0], buffers)
+        if words is None or len(words) != e.dtype.lanes:
+            return None
+        used.add(str(e.args[0].op.name))
+        return tirx.reinterpret(_scalar_dtype(e.dtype), words[k])
+    args = [_lane(a, k, buffers, used) for a in e.args]
+    if any(a is None for a in args):
+        return None
+    scalar = _scalar_dtype(e.dtype)
+    if op in ("tl.add2", "tl.sub2", "tl.mul2"):
+        return {"tl.add2": tirx.Add, "tl.sub2": tirx.Sub, "tl.mul2": tirx.Mul}[op](args[0], args[1])
+    if op == "tl.abs2":
+        return tirx.call_pure_extern(scalar, "fabs" if scalar == "float64" else "fabsf", args[0])
+    if op == "tl.fma2":
+        if scalar == "float32":
+            return tirx.call_pure_extern("float32", "fmaf", *args)
+        if scalar in ("float16", "bfloat16"):
+            return tirx.Cast(scalar, tirx.call_pure_extern("float32", FMA_TO_ODD_FUNCTION,
+                                                           *(tirx.Cast("float32", a) for a in args)))
+    return None
+
+
+def _without_unused_binds(body: Any, binds: dict[Any, Any]) -> Any:
+    """``body`` without the bindings of ``binds``' variables that nothing reads any more."""
+    tirx = tilelang().tvm.tirx
+
+    def drop(keep: set[Any]) -> Any:
+        def post(n: Any) -> Any:
+            if isinstance(n, tirx.Bind) and n.var in binds and n.var not in keep:
+                return tirx.Evaluate(tirx.const(0, "int32"))
+            return None
+        return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Bind"])
+
+    read: set[Any] = set()  # the variables the body reads once every such binding is gone
+    tirx.stmt_functor.post_order_visit(drop(set()), lambda n: read.add(n)
+                                       if isinstance(n, tirx.Var) and n in binds else None)
+    return drop(read)
+
+
+def _split_vector_locals(body: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """``body`` with each vector local (``T.alloc_var(T.bfloat16x2)``: a buffer of one vector type, of
+    the thread's own scope) held as a buffer of its lanes (2 bfloat16), when every use of it is a
+    store of a vector value whose lanes :func:`_lane` knows (``T.bfloat16x2(a, b)``) or a load a
+    ``T.extract_lane`` (a Shuffle of one lane) reads: TileLang's C cannot build such a vector, and a
+    lane of a narrow type is then held, rounded, as the dtypes rule holds any other; ``body`` as it is
+    otherwise."""
+    tirx = tilelang().tvm.tirx
+    split: dict[Any, Any] = {}
+
+    def find(node: Any) -> None:
+        if isinstance(node, tirx.SBlock):
+            for b in node.alloc_buffers:
+                if b.dtype.lanes > 1 and b.scope() in ("local", "local.var") and len(b.shape) == 1 \
+                        and isinstance(b.shape[0], tirx.IntImm):
+                    split[b] = tirx.decl_buffer((int(b.shape[0]) * b.dtype.lanes,), _scalar_dtype(b.dtype),
+                                                str(b.name), scope=b.scope())
+
+    tirx.stmt_functor.post_order_visit(body, find)
+    if not split:
+        return body
+    buffers[_SPLIT] = split
+    failed: list[Any] = []
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.SBlock):
+            if not any(b in split for b in node.alloc_buffers):
+                return None
+            return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                               [split.get(b, b) for b in node.alloc_buffers], node.match_buffers, node.annotations)
+        if isinstance(node, tirx.Shuffle) and node.dtype.lanes == 1:
+            return _lane(node, 0, buffers, used) if any(
+                isinstance(v, tirx.BufferLoad) and v.buffer in split for v in node.vectors) else None
+        if isinstance(node, tirx.BufferStore) and node.buffer in split:
+            lanes, stores = node.buffer.dtype.lanes, []
+            for k in range(lanes):
+                value = _lane(node.value, k, buffers, used)
+                if value is None or len(node.indices) != 1:
+                    failed.append(node)
+                    return None
+                stores.append(tirx.BufferStore(split[node.buffer], value, [node.indices[0] * lanes + k]))
+            return tirx.SeqStmt(stores)
+        return None
+
+    out = tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SBlock", "tirx.Shuffle", "tirx.BufferStore"])
+    left: list[Any] = []
+    tirx.stmt_functor.post_order_visit(out, lambda n: left.append(n) if isinstance(
+        n, (tirx.BufferLoad, tirx.BufferStore)) and n.buffer in split else None)
+    if failed or left:  # a use with no lane form: the vector is left (and TileLang's C refuses it, by name)
+        del buffers[_SPLIT]
+        return body
+    used.add("tirx.Shuffle")
+    return out
+
+
+def _holds_lanewise(value: Any) -> bool:
+    """Whether ``value`` holds a packed op of :data:`_LANEWISE` or a reinterpreted wide load by hand,
+    or is a vector of float16 or bfloat16."""
+    tirx = tilelang().tvm.tirx
+    found: list[Any] = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, tirx.Call):
+            op = str(getattr(n.op, "name", ""))
+            if op in _LANEWISE or (op == "tirx.reinterpret" and n.args and isinstance(n.args[0], tirx.Call)
+                                   and str(getattr(n.args[0].op, "name", "")) in _LOADS_BY_HAND):
+                found.append(n)
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), visit)
+    # a vector of a narrow float type (T.add2 of bfloat16 pairs): the CPU computes in float32 and rounds each
+    # stored value, one lane at a time
+    return bool(found) or _scalar_dtype(value.dtype) in _NARROW_LANES
+
+
+def _lanewise(store: Any, buffers: dict[Any, Any], used: set[str]) -> Any:
+    """A store of a pair or a wider vector whose lanes TileLang's C cannot build (``T.fma2``,
+    ``T.abs2``, a load by hand reinterpreted as floats) as one store per lane, each of the lane's
+    scalar value (:func:`_lane`); None when a part of it has no lane form (left, and refused)."""
+    tirx = tilelang().tvm.tirx
+    value = store.value
+    if value.dtype.lanes == 1 or store.buffer.dtype.lanes != 1 or getattr(store, "predicate", None) is not None \
+            or not _holds_lanewise(value):
+        return None
+    found: set[str] = set()
+    stores = []
+    for k in range(value.dtype.lanes):
+        lane = _lane(value, k, buffers, found)
+        indices = [_lane(i, k, buffers, found) for i in store.indices]
+        if lane is None or any(i is None for i in indices):
+            return None
+        stores.append(tirx.BufferStore(store.buffer, lane, indices))
+    calls: list[str] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: calls.append(str(n.op.name))
+                                       if isinstance(n, tirx.Call) and str(getattr(n.op, "name", "")) in _LANEWISE
+                                       else None)
+    used.update(found, calls)
+    return tirx.SeqStmt(stores)
 
 
 def _fns(call: Any, buffers: dict[Any, Any]) -> Any:
@@ -942,6 +1386,14 @@ def _rng_state(buffers: dict[Any, Any]) -> Any:
 _SITES = "tilelab_draw_sites"  # the key, among the lowering's buffers, of how many draws it has numbered
 
 
+def _generator(buffers: dict[Any, Any]) -> str | None:
+    """The generator of the kernel's T.rng_init calls (curand's state type; Philox4_32_10 when there
+    is none), None when they name more than one or one :data:`GENERATORS` lacks."""
+    found = buffers.get(_GENERATOR, set())
+    generator = next(iter(found)) if len(found) == 1 else "curandStatePhilox4_32_10_t" if not found else None
+    return generator if generator in GENERATORS else None
+
+
 def _draw_site(buffers: dict[Any, Any]) -> Any:
     """The next draw's number in this kernel: an argument the runtime ignores, which makes each draw's
     call a text of its own in the C source (TVM's C code generator names a repeated expression of a
@@ -951,33 +1403,44 @@ def _draw_site(buffers: dict[Any, Any]) -> Any:
 
 
 def _rng_init(call: Any, buffers: dict[Any, Any]) -> Any:
-    """``T.rng_init(seed, seq, off)``: curand_init(seed, seq, off, &state) of the Philox4_32_10
-    generator (the default): key = the seed's two words, counter = seq subsequences of 2^64 blocks
-    of four words, then off words on."""
+    """``T.rng_init(seed, seq, off, generator=...)``: curand_init(seed, seq, off, &state) of the
+    kernel's generator. Philox4_32_10 (the default): key = the seed's two words, counter = seq
+    subsequences of 2^64 blocks of four words, then off words on; MRG32k3a: seq subsequences of 2^76
+    steps, then off steps; XORWOW: seq subsequences of 2^67 steps, then off steps (the runtime's
+    tilelab_emu_mrg_init / tilelab_emu_xorwow_init, curand's seeding of each)."""
     tirx = tilelang().tvm.tirx
-    if len(call.args) < 4 or str(getattr(call.args[3], "value", "")) != "curandStatePhilox4_32_10_t":
+    generator = _generator(buffers)
+    if len(call.args) < 4 or generator is None or str(getattr(call.args[3], "value", "")) != generator:
         return None
     seed, seq, off = (tirx.Cast("uint64", a) for a in call.args[:3])
-    return tirx.Evaluate(tirx.call_extern("int32", RNG_INIT_FUNCTION, _rng_state(buffers), seed, seq, off))
+    return tirx.Evaluate(tirx.call_extern("int32", GENERATORS[generator]["init"], _rng_state(buffers), seed, seq,
+                                          off))
 
 
 def _rng_rand(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_rand()``: curand(&state), the next 32-bit word of the thread's Philox stream."""
-    return tilelang().tvm.tirx.call_extern("uint32", RNG_NEXT_FUNCTION, _rng_state(buffers), _draw_site(buffers))
+    generator = _generator(buffers)
+    if generator is None:
+        return None
+    return tilelang().tvm.tirx.call_extern("uint32", GENERATORS[generator]["next"], _rng_state(buffers),
+                                           _draw_site(buffers))
 
 
 def _rng_rand_float(call: Any, buffers: dict[Any, Any]) -> Any:
     """``T.rng_rand_float(bit, dist)``: curand_uniform (float32: one word, x * 2^-32 + 2^-33),
     curand_uniform_double (float64: two words, 53 bits), curand_normal (float32: Box-Muller, two words
-    every second draw; within the GPU's fast log and sine error). The float64 normal is left
-    (refused): curand draws its four words in a way this rule does not follow."""
+    every second draw; within the GPU's fast log and sine error), of the kernel's generator
+    (:data:`GENERATORS`: MRG32k3a's from its uniforms, its float64 normal too). The float64 normal of
+    Philox4_32_10 and XORWOW is left (refused): curand draws its four words in a way this rule does not
+    follow."""
     tirx = tilelang().tvm.tirx
     dist, wide = str(getattr(call.args[0], "value", "")), str(call.dtype) == "float64"
-    if dist == "normal" and not wide:
-        return tirx.call_extern("float32", RNG_NORMAL_FUNCTION, _rng_state(buffers), _draw_site(buffers))
-    if dist != "uniform":
+    generator = _generator(buffers)
+    if generator is None:
         return None
-    name = RNG_UNIFORM_DOUBLE_FUNCTION if wide else RNG_UNIFORM_FUNCTION
+    name = GENERATORS[generator].get(f"{dist}{'_double' if wide else ''}")
+    if name is None:
+        return None
     return tirx.call_extern(str(call.dtype), name, _rng_state(buffers), _draw_site(buffers))
 
 
@@ -1017,6 +1480,10 @@ INTRINSICS.update({i.op: i for i in (
                 "'rz' to zero, 'ru' up, 'rd' down; CUDA's __f*_r* / __d*_r*)", _ieee) for op in IEEE_OPS),
     *(Intrinsic(f"tl.{k}2", f"T.{k}2(x, y): {k} of each lane of a pair (float32x2, float16x2, bfloat16x2)",
                 _packed(k)) for k in ("add", "sub", "mul")),
+    Intrinsic("tl.fma2", "T.fma2(a, b, c): a * b + c of each lane of a pair, rounded once (float32x2: fmaf, as the "
+              "GPU fuses it; float16x2, bfloat16x2: __hfma2)", _packed("fma"), _PAIR_STORED),
+    Intrinsic("tl.abs2", "T.abs2(x): the absolute value of each lane of a pair (its sign bit cleared)", _packed("abs"),
+              _PAIR_STORED),
     Intrinsic("tl.pdl_trigger", "T.pdl_trigger(): lets the next kernel of the stream start before this one ends "
               "(programmatic dependent launch); on the CPU the next kernel starts after it, which the GPU allows",
               _nothing),
@@ -1031,12 +1498,17 @@ INTRINSICS.update({i.op: i for i in (
     Intrinsic("tirx.ldexp", "T.ldexp(x, e): x * 2**e (C's ldexp, e an integer)", _ldexp),
     Intrinsic("tl.tl_shuffle_elect", "T.shuffle_elect(n): true for one thread of each group of n threads (lane 0 of "
               "the group's first warp; n = 0: of the block)", _shuffle_elect),
-    Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off): the thread's curand Philox4_32_10 state, "
-              "curand_init(seed, seq, off): seq picks the subsequence, off skips words of it", _rng_init),
+    Intrinsic("tl.rng_init", "T.rng_init(seed, seq, off, generator=...): the thread's curand state, "
+              "curand_init(seed, seq, off): seq picks the subsequence, off skips draws of it; Philox4_32_10 (the "
+              "default), MRG32k3a and XORWOW, each as curand seeds and steps it", _rng_init,
+              "with one of curand's generators Philox4_32_10, MRG32k3a and XORWOW, the same one for every "
+              "T.rng_init of the kernel"),
     Intrinsic("tl.rng_rand", "T.rng_rand(): the next 32-bit word of the thread's Philox4_32_10 stream (curand)",
               _rng_rand),
     Intrinsic("tl.rng_rand_float", "T.rng_rand_float(bit, dist): curand_uniform / curand_uniform_double of the "
-              "thread's stream, in (0, 1]; curand_normal (float32: Box-Muller, within the GPU's fast log and sine)",
-              _rng_rand_float),
+              "thread's stream, in (0, 1]; curand_normal (float32, Philox4_32_10: Box-Muller, within the GPU's fast "
+              "log and sine)", _rng_rand_float,
+              "uniform of any of the three generators, normal of float32 from any, normal of float64 from MRG32k3a "
+              "(float64 normals of Philox4_32_10 and XORWOW, four words each, are not reproduced)"),
 )})
 STATEMENTS: tuple[str, ...] = (*STATEMENTS, "tl.rng_init")  # type: ignore[no-redef]

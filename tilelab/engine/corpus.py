@@ -518,10 +518,12 @@ def _built_name(err: Any) -> str:
     return found.group(1) if found else "(kernel)"
 
 
-def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS) -> list[dict[str, Any]] | None:
+def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS,
+               fixtures: bool = False) -> list[dict[str, Any]] | None:
     """The keyword arguments to call a pytest function with: one dict per combination of its
     ``pytest.mark.parametrize`` values (the first ``limit``), ``[{}]`` for a plain test, None for a
-    test that needs a fixture (an argument no parametrize mark gives)."""
+    test that needs a fixture (an argument no parametrize mark gives); with ``fixtures`` (the caller
+    fills them in), the parametrized values even so."""
     import inspect as pyinspect
     import itertools
 
@@ -548,6 +550,8 @@ def param_sets(test: Callable[..., Any], limit: int = MAX_PARAM_SETS) -> list[di
     except (TypeError, ValueError):
         return None
     given = combos[0] if combos else {}
+    if fixtures:
+        return combos or [{}]
     for p in params:
         if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
             continue

@@ -22,6 +22,7 @@ checks only the elements they wrote.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import pickle
 import threading
 from collections.abc import Callable, Sequence
@@ -415,6 +416,22 @@ def load_in_worker(key: str, payload: bytes) -> str:
     return str(kernel.emulation.name)
 
 
+def _empty_row_major(value: Any) -> Any:
+    """An empty tensor (an extent the kernel was compiled with as 0, which a GPU launches) with the
+    row-major strides of its shape, which TileLang's host code checks (torch gives an empty tensor
+    strides of 1 where the later extents' product is 0); any other argument as it is."""
+    shape = getattr(value, "shape", None)
+    if shape is None or not hasattr(value, "numel") or value.numel() != 0:
+        return value
+    import torch
+
+    strides, step = [], 1
+    for extent in reversed(list(shape)):
+        strides.append(step)
+        step *= int(extent)
+    return torch.empty_strided(tuple(shape), tuple(reversed(strides)), dtype=value.dtype, device=value.device)
+
+
 def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any
                      ) -> tuple[list[Any], Any, int, list[Any]]:
     """Launch the emulated kernel (loaded first from ``payload`` if this process lacks it) once on
@@ -428,7 +445,7 @@ def launch_in_worker(key: str, payload: bytes | None, args: list[Any], mask: Any
     kernel = _LOADED[key]
     rt = runtime()
     rt.tilelab_emu_reset()
-    kernel.compiled(*args, mask)
+    kernel.compiled(*(_empty_row_major(a) for a in args), mask)
     total, kept = _read_oobs(rt, kernel.emulation.buffers, kernel.emulation.barriers)
     return args, mask, total, kept
 
@@ -477,8 +494,7 @@ def prepare(kernel: Any, *, out_idx: Any = None, outputs: Sequence[str] | None =
         if unknown:
             raise ValueError(f"outputs {sorted(unknown)} are not tensor parameters of {source.name}: "
                              f"{[p.name for p in tensors]}")
-        params = [_inputs.Param(p.name, p.kind, p.dtype, p.shape, p.name in wanted, p.passed_at_launch)
-                  for p in params]
+        params = [dataclasses.replace(p, is_output=p.name in wanted) for p in params]  # strided kept
     prepared = Prepared(source.prim_func, source.name, params, EMULATED_BACKEND, source=kernel)
     key = _tilelang.emulation_key(source.prim_func) + repr(sorted((pass_configs or {}).items()))
     configs = {**source.pass_configs, **(pass_configs or {})}

@@ -213,7 +213,7 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
             raise ValueError(f"{p.name} has {len(p.shape)} dims {list(p.shape)}; got {what} of shape {list(shape)}")
         for axis, (dim, extent) in enumerate(zip(p.shape, shape)):
             extent = int(extent)
-            if extent <= 0:
+            if extent <= 0 and not (isinstance(dim, int) and dim == extent == 0):  # compiled empty: as on a GPU
                 raise ValueError(f"{p.name} needs a positive extent in dim {axis} (expected {dim}); the {what} "
                                  f"given has shape {list(shape)}: an empty tensor cannot be launched on")
             if isinstance(dim, int):
@@ -225,6 +225,10 @@ def bind_sizes(params: Sequence[Param], given: Sequence[Any], sizes: dict[str, i
                     raise ValueError(f"{dim} is {bound[dim]} but {p.name} has extent {extent} in dim {axis} "
                                      f"(shape {_shape_text(p)}): give every tensor the same {dim}")
                 bound[dim] = extent
+    for p, value in zip(launch, given):  # a scalar parameter that is also a size (T.empty([m + 1]) of m: T.int32)
+        if p.kind == "scalar" and p.name not in bound and hasattr(value, "__index__") and not isinstance(value, bool) \
+                and any(re.search(rf"\b{re.escape(p.name)}\b", _shape_text(q)) for q in params if q.kind == "tensor"):
+            bound[p.name] = int(value)
     _solve_linear_extents(launch, given, bound)
     return bound
 
@@ -265,7 +269,7 @@ def check_extents(p: Param, shape: Sequence[int], bound: dict[str, int], what: s
             raise ValueError(f"{p.name} must have shape {_shape_text(p)} = {[eval_dim(d, bound) for d in p.shape]} "
                              f"with {', '.join(f'{k}={v}' for k, v in sorted(bound.items())) or 'these sizes'}; "
                              f"the {what} given has shape {[int(x) for x in shape]} (dim {axis})")
-        if expected <= 0:
+        if expected < 0 or expected == 0 and not isinstance(dim, int):  # an extent compiled as 0 is the kernel's
             raise ValueError(f"{p.name} would have extent {expected} in dim {axis} ({dim}): sizes must make "
                              "every extent positive")
 
@@ -364,7 +368,7 @@ def build_inputs(params: Sequence[Param], given: Sequence[Any], sizes: dict[str,
             check_extents(p, shape, bound, what="shape")
         else:
             shape = tuple(eval_dim(d, bound) for d in p.shape)
-            bad = [(d, e) for d, e in zip(p.shape, shape) if e <= 0]
+            bad = [(d, e) for d, e in zip(p.shape, shape) if e < 0 or e == 0 and not isinstance(d, int)]
             if bad:
                 raise ValueError(f"{p.name} would have shape {list(shape)} ({_shape_text(p)} with "
                                  f"{', '.join(f'{k}={v}' for k, v in sorted(bound.items()))}): every extent must "

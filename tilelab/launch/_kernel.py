@@ -9,6 +9,7 @@ The seam to TileLang is :func:`prepare_kernel` and :func:`call_kernel`; both go 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,7 +160,7 @@ def prepare_kernel(kernel: Any, *, backend: str | None = None, out_idx: int | li
         if unknown:
             raise ValueError(f"outputs {sorted(unknown)} are not tensor parameters of {source.name}: "
                              f"{[p.name for p in tensors]}")
-        params = [Param(p.name, p.kind, p.dtype, p.shape, p.name in wanted, p.passed_at_launch) for p in params]
+        params = [dataclasses.replace(p, is_output=p.name in wanted) for p in params]  # strided kept
     name = source.name
     used_backend = str(getattr(compiled, "execution_backend", None) or backend or "tvm_ffi")
     return Prepared(compiled, name, params, used_backend, source=kernel)
