@@ -326,21 +326,26 @@ def warpgroup_fence_by_helper(n: int = 64) -> T.PrimFunc:
     return main
 
 
-def column_reduce_batched(batch: int = 4, rows: int = 6, cols: int = 8) -> T.PrimFunc:
+def column_reduce_batched(batch: int = 2, rows: int = 8, cols: int = 16) -> T.PrimFunc:
     """S = the column sums and M = the column maxima of each block's tile of X (two 3-D tiles reduced
-    along their middle axis), with ``batch`` outputs per AllReduce on a GPU (TileLang's batched reduce,
-    which its CPU lowering rejects): the same sums and maxima whatever ``batch`` is."""
+    along their middle axis, each reduce from its own fragment), with ``batch`` outputs per AllReduce
+    on a GPU (TileLang's batched reduce, which its CPU lowering rejects): the same sums and maxima
+    whatever ``batch`` is."""
 
     @T.prim_func
     def main(X: T.Tensor((4, rows, cols), T.float32), S: T.Tensor((4, cols), T.float32),
              M: T.Tensor((4, cols), T.float32)):
-        with T.Kernel(2, threads=64) as bx:
-            tile = T.alloc_fragment((2, rows, cols), T.float32)
+        with T.Kernel(2, threads=128) as bx:
+            staged = T.alloc_shared((2, rows, cols), T.float32)
+            for_sum = T.alloc_fragment((2, rows, cols), T.float32)
+            for_max = T.alloc_fragment((2, rows, cols), T.float32)
             sums = T.alloc_fragment((2, cols), T.float32)
             top = T.alloc_fragment((2, cols), T.float32)
-            T.copy(X[bx * 2, 0, 0], tile)
-            T.reduce_sum(tile, sums, dim=1, batch=batch)
-            T.reduce_max(tile, top, dim=1, batch=batch)
+            T.copy(X[bx * 2, 0, 0], staged)
+            T.copy(staged, for_sum)
+            T.copy(staged, for_max)
+            T.reduce_sum(for_sum, sums, dim=1, batch=batch)
+            T.reduce_max(for_max, top, dim=1, batch=batch)
             T.copy(sums, S[bx * 2, 0])
             T.copy(top, M[bx * 2, 0])
 

@@ -559,13 +559,15 @@ def _box_muller(u, v):
 
 
 @pytest.mark.parametrize("generator", ["curandStateMRG32k3a_t",
-                                       pytest.param("curandStateXORWOW_t", marks=pytest.mark.heavy)])
-def test_mrg32k3a_and_xorwow_draw_curands_streams_for_each_thread(generator):
+                                       pytest.param("curandStateXORWOW_t", marks=pytest.mark.heavy),
+                                       pytest.param("curandStatePhilox4_32_10_t", marks=pytest.mark.heavy)])
+def test_each_generator_draws_curands_streams_for_each_thread(generator):
     """Thread t: curand_init(seed, t, 5) of the generator, five words, a uniform float, a uniform
     double, three normal floats (MRG32k3a: two normal doubles too): the references above, and curand's
     conversions. MRG32k3a: a word is the output times 1.000000048662 truncated, a uniform the output
     times 1 / m1, a normal Box-Muller on two uniforms (x, 2 pi y; doubles: x, pi 2y). XORWOW: a word,
-    x * 2^-32 + 2^-33, two words x ^ (y << 21) times 2^-53 plus 2^-54, Box-Muller on two words as Philox."""
+    x * 2^-32 + 2^-33, two words x ^ (y << 21) times 2^-53 plus 2^-54, Box-Muller on two words as Philox.
+    Philox: its uniform double is one word, x * 2^-32 + 2^-32 (curand_uniform.h)."""
     threads, draws, seed, offset = 4, 5, 0x0123456789ABCDEF, 5
     mrg = generator == "curandStateMRG32k3a_t"
     words, uniform, double = torch.zeros(threads, draws, dtype=torch.int32), torch.zeros(threads), \
@@ -589,6 +591,13 @@ def test_mrg32k3a_and_xorwow_draw_curands_streams_for_each_thread(generator):
         np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
         expected64 = [_box_muller(u[6], np.pi * 2 * u[7]) for u in unit]
         np.testing.assert_allclose(_np(normal64), expected64, rtol=1e-12, atol=1e-12)
+    elif generator == "curandStatePhilox4_32_10_t":
+        outs = [_curand_words(seed, t, offset, draws + 6) for t in range(threads)]
+        assert got == [o[:draws] for o in outs]
+        np.testing.assert_array_equal(_np(double), [o[draws + 1] * 2.0 ** -32 + 2.0 ** -32 for o in outs])
+        u01 = [[(w + 0.5) * 2.0 ** -32 for w in o[draws + 2:]] for o in outs]
+        expected = [_box_muller(u[0], 2 * np.pi * u[1]) + _box_muller(u[2], 2 * np.pi * u[3])[:1] for u in u01]
+        np.testing.assert_allclose(_np(normal), expected, rtol=1e-4, atol=1e-5)
     else:
         outs = [_xorwow_outputs(seed, t, offset, draws + 7) for t in range(threads)]
         assert got == [o[:draws] for o in outs]

@@ -819,12 +819,12 @@ static inline float tilelab_emu_philox_normal(uint32_t* state, int32_t site) {
   state[7] = 1;
   return s * sinf(v);
 }
-/* curand_uniform_double: two words make 53 bits, z = x ^ (y << 21), z * 2^-53 + 2^-54 */
+/* curand_uniform_double of Philox4_32_10: one word, x * 2^-32 + 2^-32 (curand's Philox takes one word
+   where XORWOW takes two) */
 static inline double tilelab_emu_philox_uniform_double(uint32_t* state, int32_t site) {
   (void)site;
-  uint64_t x = tilelab_emu_philox_word(state), y = tilelab_emu_philox_word(state);
-  uint64_t z = x ^ (y << 21);
-  return (double)z * 1.1102230246251565e-16 + 5.551115123125783e-17;
+  uint32_t x = tilelab_emu_philox_word(state);
+  return (double)x * 2.3283064365386963e-10 + 2.3283064365386963e-10;
 }
 /* T.rng_init(..., generator="curandStateMRG32k3a_t"): L'Ecuyer's MRG32k3a as curand seeds and steps it.
    state: s1[3] (words 0-2, modulo m1), s2[3] (words 3-5, modulo m2). A step: p1 = a12 s1[1] - a13n s1[0]
