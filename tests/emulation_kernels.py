@@ -4,6 +4,8 @@ cases of ``tests/test_emulate_coverage.py`` (written for these tests, not taken 
 
 from __future__ import annotations
 
+from typing import Any
+
 import tilelang
 import tilelang.language as T
 
@@ -377,6 +379,88 @@ def nan_propagating_rows(nan_propagate: bool = True, rows: int = 4, cols: int = 
     return main
 
 
+NAN_ROWS, NAN_COLS = 8, 32
+
+
+def nan_skipping_rows(dtype: str = T.float32) -> T.PrimFunc:
+    """Per row of X: Hi = its maximum, Lo = its minimum folded into the -1 Lo held (clear=False),
+    Low = its minimum, Big = its largest magnitude, each by TileLang's default reduce (no
+    ``nan_propagate``), and M = T.max(x, its mirror in the row) + T.min(its mirror, x): on a GPU
+    every one of these maxima and minima is PTX's max / min (fmaxf, __hmax), which skip a NaN."""
+    rows, cols = NAN_ROWS, NAN_COLS
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, cols), dtype), Hi: T.Tensor((rows,), dtype), Lo: T.Tensor((rows,), dtype),
+             Low: T.Tensor((rows,), dtype), Big: T.Tensor((rows,), dtype), M: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((rows, cols), dtype)
+            hi = T.alloc_fragment((rows,), dtype)
+            lo = T.alloc_fragment((rows,), dtype)
+            low = T.alloc_fragment((rows,), dtype)
+            big = T.alloc_fragment((rows,), dtype)
+            T.copy(X, tile)
+            for i in T.Parallel(rows):
+                lo[i] = -1.0
+            T.reduce_max(tile, hi, dim=1)
+            T.reduce_min(tile, lo, dim=1, clear=False)
+            T.reduce_min(tile, low, dim=1)
+            T.reduce_absmax(tile, big, dim=1)
+            for i, j in T.Parallel(rows, cols):
+                M[i, j] = T.max(X[i, j], X[i, cols - 1 - j]) + T.min(X[i, cols - 1 - j], X[i, j])
+            T.copy(hi, Hi)
+            T.copy(lo, Lo)
+            T.copy(low, Low)
+            T.copy(big, Big)
+
+    return main
+
+
+def nan_rows_input(dtype: str = "float32", seed: int = 0) -> Any:
+    """X for :func:`nan_skipping_rows`: a NaN in the first column of row 0, the middle of row 1, the
+    last column of row 2, all of row 3, the first and last columns of row 4; rows 5-7 have none and
+    hold a -0 and a +0 (columns 3 and 20) among negative values (rows 5, 6: the maximum is a zero)
+    or positive ones (row 7: the minimum is)."""
+    import torch
+
+    x = torch.randn(NAN_ROWS, NAN_COLS, generator=torch.Generator().manual_seed(seed)) * 4
+    nan = float("nan")
+    x[0, 0], x[1, NAN_COLS // 2 - 1], x[2, NAN_COLS - 1], x[4, 0], x[4, NAN_COLS - 1] = nan, nan, nan, nan, nan
+    x[3] = nan
+    x[5:7], x[7] = -x[5:7].abs() - 0.5, x[7].abs() + 0.5
+    x[5, 3], x[5, 20], x[6, 3], x[6, 20], x[7, 3], x[7, 20] = -0.0, 0.0, 0.0, -0.0, 0.0, -0.0
+    return x.to(getattr(torch, dtype))
+
+
+def nan_skipping_reference(x: Any) -> dict[str, Any]:
+    """The outputs of :func:`nan_skipping_rows` by the GPU's rule (the PTX ISA's max and min), in
+    numpy: a NaN operand gives the other (``np.fmax``), and of two zeros -0 < +0; a reduce starts
+    from TileLang's start value (-inf for reduce_max, +inf for reduce_min, 0 for reduce_absmax) or,
+    with clear=False, from what the output held (-1 for Lo); computed in float64 and rounded to X's
+    dtype."""
+    import numpy as np
+    import torch
+
+    v = x.double().numpy()
+    rows, cols = v.shape
+
+    def gmax(a: Any, b: Any) -> Any:
+        return np.where(a == b, np.where(np.signbit(a), b, a), np.fmax(a, b))
+
+    def gmin(a: Any, b: Any) -> Any:
+        return np.where(a == b, np.where(np.signbit(a), a, b), np.fmin(a, b))
+
+    def reduce(combine: Any, start: float, values: Any) -> Any:
+        acc = np.full(rows, start)
+        for c in range(cols):
+            acc = combine(acc, values[:, c])
+        return acc
+
+    mirror = v[:, ::-1]
+    want = {"Hi": reduce(gmax, -np.inf, v), "Lo": reduce(gmin, -1.0, v), "Low": reduce(gmin, np.inf, v),
+            "Big": reduce(gmax, 0.0, gmax(v, -v)), "M": gmax(v, mirror) + gmin(mirror, v)}
+    return {k: torch.from_numpy(np.ascontiguousarray(a)).to(x.dtype) for k, a in want.items()}
+
+
 def tile_atomic_add_by_tma(use_tma: bool = True, n: int = 8, rounds: int = 3) -> T.PrimFunc:
     """Out += (bx + 1) * 0.5 everywhere, from each of 4 blocks, ``rounds`` times: a shared tile added
     to the whole output by ``T.atomic_add(..., use_tma=...)`` (one bulk reduction copy on a GPU)."""
@@ -443,5 +527,19 @@ def thread_loops_without_kernel(blocks: int = 3, threads: int = 32) -> T.PrimFun
                 for j in T.unroll(0, 8, step=2):
                     C[b, j] = T.Cast(T.float32, b)
                     C[b, j + 1] = T.Cast(T.float32, j)
+
+    return main
+
+
+def thread_loops_sized_at_launch() -> T.PrimFunc:
+    """T.thread_binding loops and no T.Kernel, the threads' loop of n threads (a size of B): the
+    block's thread count known only at launch."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((2, n), T.float32), B: T.Tensor((2, n), T.float32)):
+        for b in T.thread_binding(2, thread="blockIdx.x"):
+            for t in T.thread_binding(n, thread="threadIdx.x"):
+                B[b, t] = A[b, t] * 2.0
 
     return main

@@ -4,7 +4,9 @@ same inputs. Their outputs are compared bit for bit where the GPU's result is ex
 roundings with a mode, integer bit operations, curand's Philox words, packed pairs, a warp's elected
 lane, barrier protocols, a float4 tensor given as its bytes, a vectorized select, an unsigned
 reduction, loads and stores by hand, cp.async by hand, a cluster that shares nothing, a batched
-reduce's maxima, a tile atomic add by TMA, NaN-propagating reduces, DP4A); within the
+reduce's maxima, a tile atomic add by TMA, NaN-propagating reduces, the default reduce and T.max
+skipping a NaN, T.thread_binding loops with no T.Kernel, vector stores by hand, a size solved from a
+linear extent, DP4A); within the
 order of float sums where the GPU adds in another order (a warp's mma.sync, reducers); within the
 GPU's fast-math error where TileLang builds with it."""
 
@@ -227,6 +229,48 @@ def test_a_nan_propagating_reduce_is_the_gpus_hmax_nan_and_hmin_nan():
     for name, (cpu, gpu) in out.items():
         assert torch.equal(cpu.isnan(), gpu.isnan()), (name, cpu, gpu)
         assert _same_bits(cpu.float(), gpu.float()), (name, _where_differ(cpu.float(), gpu.float()))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_nan_is_skipped_by_the_default_reduce_and_t_max_as_on_the_gpu(dtype):
+    """NaN in the first, a middle and the last column, and a row of NaN: the GPU's fmaxf / __hmax
+    skip it, and so does the CPU path; of two zeros -0 < +0; both are the rule of
+    ek.nan_skipping_reference (numpy's fmax, the sign of zero by PTX's max and min), bit for bit."""
+    names = {"Hi", "Lo", "Low", "Big", "M"}
+    out = _both_ways(ek.nan_skipping_rows(dtype), names, shapes={"X": lambda gen: ek.nan_rows_input(dtype)},
+                     nan_expected=True)
+    want = ek.nan_skipping_reference(ek.nan_rows_input(dtype))
+    for name, (cpu, gpu) in out.items():
+        assert _same_bits(cpu.float(), gpu.float()), (name, _where_differ(cpu.float(), gpu.float()))
+        assert _same_bits(gpu.float(), want[name].float()), (name, _where_differ(gpu.float(), want[name].float()))
+
+
+def test_thread_binding_loops_without_a_kernel_are_the_gpus_blocks_and_threads():
+    out = _both_ways(ek.thread_loops_without_kernel(), {"B", "C"})
+    for name, (cpu, gpu) in out.items():
+        assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+
+
+def test_vector_stores_by_hand_lane_by_lane_wrap_a_negative_index_as_the_gpu_does():
+    # Y's first row reads X[-1], X[1], ...: TileLang wraps the negative lane on both
+    out = _both_ways(host_c.lanes_by_hand(), {"Y", "Z", "W"},
+                     shapes={"S": lambda gen: torch.tensor([-37], dtype=torch.int8)})
+    for name, (cpu, gpu) in out.items():
+        assert _same_bits(cpu, gpu), (name, _where_differ(cpu, gpu))
+    cpu, gpu = _both_ways(host_c.lanes_of_a_call(), {"Y"})["Y"]  # T.floor of a vector: floorf of each lane
+    assert _same_bits(cpu, gpu), _where_differ(cpu, gpu)
+
+
+def test_a_size_given_by_a_linear_extent_is_solved_as_the_gpus_host_solves_it():
+    func = host_c.sized_by_expression()  # A: (n * 3 + 1,), n = 5 for 16 elements
+    kernel = _tilelang.compile_kernel(func, target=_tilelang.local_gpu_arch(), out_idx=None)
+    gpu = torch.zeros(16, dtype=torch.int32, device="cuda")
+    kernel(gpu)
+    torch.cuda.synchronize()
+    cpu = torch.zeros(16, dtype=torch.int32)
+    result = tilelab.run(func, cpu, device="cpu", outputs=["A"])
+    assert result.passed, result
+    assert torch.equal(cpu, gpu.cpu()), (cpu, gpu)
 
 
 def test_dp4a_is_the_gpus_dot_product_of_four_signed_bytes():

@@ -4,6 +4,7 @@ run on the CPU (two of its blocks) and checked against torch."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -350,15 +351,32 @@ def test_a_batched_reduce_runs_as_the_reduction_it_batches():
 def test_a_nan_propagating_reduce_gives_nan_for_a_row_holding_one():
     # bfloat16 here (the GPU agreement test takes float16)
     x = (torch.randn(4, 32) * 4).bfloat16()
-    x[1, 5], x[3, 31] = float("nan"), float("nan")
+    x[0, 0], x[1, 5], x[3, 31] = float("nan"), float("nan"), float("nan")  # first, middle, last column
     hi, lo, big = (torch.zeros(4).bfloat16() for _ in range(3))
     tilelab.run(ek.nan_propagating_rows(dtype="bfloat16"), x, hi, lo, big, device="cpu",
                 outputs=["Hi", "Lo", "Big"])
-    nan = torch.tensor([False, True, False, True])
+    nan = torch.tensor([True, True, False, True])
     xf = x.float()
     for out, ref in ((hi, xf.amax(1)), (lo, xf.amin(1).clamp(max=-1)), (big, xf.abs().amax(1))):
         assert torch.equal(out.isnan(), nan), (out, ref)  # torch's amax propagates NaN too
         assert torch.equal(out[~nan].float(), ref[~nan])
+
+
+def test_a_nan_is_skipped_by_the_default_reduce_and_t_max_wherever_it_sits():
+    """Without nan_propagate a GPU's maximum is PTX's max (a NaN operand gives the other, -0 < +0):
+    the row's maximum, minimum and largest magnitude skip a NaN in the first, a middle or the last
+    column, a row of NaN gives the reduce's start, and T.max/T.min in the kernel's code skip it too."""
+    x = ek.nan_rows_input("float32")
+    outs = {name: torch.zeros(8) for name in ("Hi", "Lo", "Low", "Big")}
+    outs["M"] = torch.zeros(8, 32)
+    tilelab.run(ek.nan_skipping_rows(), x, *outs.values(), device="cpu", outputs=list(outs))
+    want = ek.nan_skipping_reference(x)
+    assert want["Hi"][3] == -math.inf and want["Big"][3] == 0 and want["Lo"][3] == -1  # the all-NaN row
+    assert not want["Hi"][5:7].signbit().any() and want["Low"][7].signbit()  # the zeros: -0 < +0
+    for name, got in outs.items():
+        same = ((got == want[name]) & (got.signbit() == want[name].signbit())) | (got.isnan() & want[name].isnan())
+        assert bool(same.all()), (name, got, want[name])
+    assert not outs["Hi"].isnan().any() and outs["M"].isnan().sum() == 32 + 2  # NaN only where both are
 
 
 @pytest.mark.heavy  # a second compile; make test keeps the NaN-propagating one
@@ -406,4 +424,11 @@ def test_a_thread_binding_loop_from_an_offset_is_refused_by_name_with_the_line(a
     start), on the CPU it would run from the start (or not at all): refused, not answered."""
     with pytest.raises(tilelab.EmulationError, match=re.escape(axis) + r" from 32 \(not 0\).*line \d+"):
         tilelab.run(ek.thread_loop_from_an_offset(axis=axis), torch.zeros(64), torch.zeros(64), device="cpu",
+                    outputs=["B"])
+
+
+def test_a_thread_loop_sized_at_launch_is_refused_by_name_with_its_line():
+    with pytest.raises(tilelab.EmulationError, match=r"T\.thread_binding loop over threadIdx\.x of n threads, a "
+                       r"number known only at launch \(line \d+: for t in T\.thread_binding\(n, "):
+        tilelab.run(ek.thread_loops_sized_at_launch(), torch.zeros(2, 8), torch.zeros(2, 8), device="cpu",
                     outputs=["B"])

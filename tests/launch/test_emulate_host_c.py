@@ -253,3 +253,31 @@ def test_a_vector_store_written_by_hand_is_stored_lane_by_lane():
     # each lane is checked: the last one past Z's end is reported, not stored
     with pytest.raises(tilelab.launch.KernelLaunchError, match=r"write of Z\[64\]"):
         tilelab.run(lanes_by_hand(past=2), x, y, z, s, w, device="cpu", outputs=["Y", "Z", "W"])
+
+
+def lanes_of_a_call(bound=False):
+    @T.prim_func
+    def floor4(X: T.Tensor((16,), T.float32), Y: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=1):
+            for r in T.serial(4):
+                if bound:  # a variable holding a vector (no lane of its own), stored from Y[-1] (an index vector)
+                    v = X[T.Ramp(r * 4, 1, 4)]
+                    Y[T.Ramp(r * 4 - 1, 1, 4)] = v * T.Broadcast(T.float32(4.0), 4)
+                else:  # an elementwise call of vectors: the call of each lane
+                    Y[T.Ramp(r * 4, 1, 4)] = T.floor(X[T.Ramp(r * 4, 1, 4)] * T.Broadcast(T.float32(4.0), 4))
+
+    return floor4
+
+
+def test_a_vector_store_of_an_elementwise_call_is_stored_lane_by_lane():
+    x, y = torch.randn(16), torch.zeros(16)
+    result = tilelab.run(lanes_of_a_call(), x, y, device="cpu", outputs=["Y"])
+    assert result.passed, result
+    assert torch.equal(y, torch.floor(x * 4))
+
+
+def test_a_vector_store_holding_a_vector_variable_is_refused_by_name_with_its_line():
+    x, y = torch.randn(16), torch.zeros(16)
+    with pytest.raises(tilelab.EmulationError, match=r"a vector store written by hand into Y whose value holds the "
+                       r"vector variable v \(float32x4\) \(line \d+: Y\[T\.Ramp\(r \* 4 - 1, 1, 4\)\] = v \* "):
+        tilelab.run(lanes_of_a_call(bound=True), x, y, device="cpu", outputs=["Y"])

@@ -42,7 +42,9 @@ the ``PrimFunc`` (never source text) by the rules of :data:`RULES`, each one vis
   ``parallel`` rule has made serial);
 - ``tile-ops``: a tile operation's option that only says how a GPU runs it is dropped (a reduce's
   ``batch=``, an atomic add's ``use_tma=``), and a ``T.reduce_max/min/absmax`` with
-  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is
+  ``nan_propagate=True`` runs as loops whose combine is NaN when an operand is, and every other
+  float maximum and minimum (the default reduce's combine, ``T.max``, ``T.min``) is the GPU's
+  (PTX's max and min, which fmaxf and __hmax compile to: a NaN operand gives the other, -0 < +0)
   (``emulate_tileops.py``);
 - ``dtypes``: float16, bfloat16, float8, float4 and tfloat32 have no form in the CPU's C: they are
   computed in float32, and every cast to such a type and every store into a buffer of one rounds
@@ -106,7 +108,7 @@ from .emulate_source import EXTERN_INT, EmulationRefused, _source_lines, oob_cal
 from .emulate_threads import RULE_ID as THREAD_RULE
 from .emulate_threads import WARP_MATRIX_OPS, thread_level
 from .emulate_tileops import RULE_ID as TILE_OPS_RULE
-from .emulate_tileops import tile_ops
+from .emulate_tileops import gpu_max_min, tile_ops
 from .emulate_wgmma import in_flight_access
 from .env import tilelang
 from .resolve import resolve_kernel
@@ -120,7 +122,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "16"  # the extra parameter: int8, one entry per block (linear, x fastest)
+EMULATION_VERSION = "18"  # a vector store reads its lanes first; narrow scalars and constants rounded
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no
@@ -158,7 +160,9 @@ RULES = (
          "one CPU thread runs the whole block: its shared memory, and the fragments its threads hold, are one "
          "array each"),
     Rule("parallel", "T.Parallel loops run as serial loops, and so do vectorized ones (T.vectorized, and those "
-         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane",
+         "TileLang makes of a copy); a vector store written by hand (T.Ramp lanes) is stored lane by lane, each lane "
+         "its scalars (TVM's math on vectors the call of each lane; a store whose index vector TileLang's C cannot "
+         "print and whose value has a lane of no scalar form, a vector variable, is refused by name)",
          "a T.Parallel or vectorized loop says every iteration is independent, so any order computes the same tile "
          "(TileLang's C back end prints a vector's comparisons and selects as scalar code the compiler rejects)"),
     Rule("pipeline", "T.Pipelined runs as a plain loop (num_stages, order, stage and group are dropped)",
@@ -207,11 +211,13 @@ RULES = (
     Rule("tile-ops", "a tile operation's option that only says how a GPU runs it is dropped (a reduce's batch=, "
          "the AllReduces sharing barriers; an atomic add's use_tma=, the tile added by one bulk copy); a reduce_max, "
          "reduce_min or reduce_absmax with nan_propagate=True runs as loops whose combine is NaN when either "
-         "operand is (emulate_tileops.py)",
+         "operand is; every other float maximum and minimum (TileLang's reduce's combine, T.max, T.min) is the GPU's "
+         "(PTX's max/min: a NaN operand gives the other, -0 < +0; emulate_tileops.py)",
          "one thread runs the block and the blocks run one after another, so the reduction and the tile's "
          "elementwise atomic add are the same without the GPU's way of sharing them out; __hmax_nan and __hmin_nan "
          "return NaN when an operand is NaN, and TileLang's CPU reduce has no such combine (nor allows the option "
-         "on the float32 the CPU holds a float16 tile in)"),
+         "on the float32 the CPU holds a float16 tile in); without it the GPU combines with fmaxf/fminf, __hmax/__hmin "
+         "(a NaN skipped), where the C back end's a > b ? a : b would depend on where the NaN sits"),
     Rule("sparse", "a T.gemm_sp (2:4 structured sparsity) runs as the loops of its meaning: each 4-bit group of "
          "the metadata E places A's two stored elements among four of K, and C accumulates their products with B",
          "the sparse tensor cores compute exactly this product; the metadata is the one TileLang's compressor "
@@ -1060,51 +1066,93 @@ _LANE_BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min"
                 "GT", "GE", "And", "Or")
 
 
-def _lanes_unrolled(body: Any) -> Any:
+def _lane(expr: Any, j: int) -> Any:
+    """Lane ``j`` of ``expr`` as scalar TIR (a ramp's ``base + stride * j``, a broadcast's value, a
+    shuffle's element, an elementwise operation or call of its operands' lanes). Raises TypeError
+    naming the first operation that has no lane of its own (a vector load from a buffer of vectors,
+    a call whose operands are wider or narrower than its result)."""
+    tirx = tilelang().tvm.tirx
+    if expr.dtype.lanes == 1:
+        return expr
+    if isinstance(expr, tirx.Ramp):
+        return _lane(expr.base, j) + _lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
+    if isinstance(expr, tirx.Broadcast):
+        return _lane(expr.value, j)
+    if isinstance(expr, tirx.Shuffle):
+        elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
+        vector, k = elements[int(expr.indices[j])]
+        return _lane(vector, k)
+    if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
+        return tirx.BufferLoad(expr.buffer, [_lane(i, j) for i in expr.indices])
+    if isinstance(expr, tirx.Cast):
+        return tirx.Cast(expr.dtype.with_lanes(1), _lane(expr.value, j))
+    if isinstance(expr, tirx.Select):
+        return tirx.Select(_lane(expr.condition, j), _lane(expr.true_value, j), _lane(expr.false_value, j))
+    if isinstance(expr, tirx.Not):
+        return tirx.Not(_lane(expr.a, j))
+    binary: tuple[Any, ...] = tuple(getattr(tirx, k) for k in _LANE_BINARY)
+    if isinstance(expr, binary):
+        return type(expr)(_lane(expr.a, j), _lane(expr.b, j))
+    if isinstance(expr, tirx.Call) and _elementwise(expr):
+        # TVM's math on a vector (T.exp, T.floor of T.Ramp lanes): the call of each operand's lane
+        return tirx.Call(expr.dtype.with_lanes(1), expr.op, [_lane(a, j) for a in expr.args])
+    if isinstance(expr, tirx.Call):
+        raise TypeError(f"a call of {getattr(expr.op, 'name', expr.op)} on vectors")
+    if isinstance(expr, tirx.Var):
+        raise TypeError(f"the vector variable {expr.name} ({expr.dtype})")
+    raise TypeError(f"a {type(expr).__name__} on vectors ({expr.dtype})")
+
+
+def _elementwise(call: Any) -> bool:
+    """A call of TVM's own math on vectors (``tirx.exp``, ``tirx.floor``, ...): its result's lanes are
+    its vector operands' (an extern function or a TileLang op of packed lanes, ``tl.fma2``, is not)."""
+    op = str(getattr(call.op, "name", ""))
+    lanes = call.dtype.lanes
+    return op.startswith("tirx.") and op not in ("tirx.call_extern", "tirx.call_pure_extern", "tirx.call_intrin") \
+        and all(a.dtype.lanes in (1, lanes) for a in call.args) and any(a.dtype.lanes == lanes for a in call.args)
+
+
+def _lanes_of(store: Any) -> list[Any] | None:
+    """A store of a vector into a buffer of scalars (``B[T.Ramp(0, 1, 4)] = A[T.Ramp(t, 1, 4)]``, written by
+    hand) as one store per lane (None for any other store). Raises TypeError (:func:`_lane`) when a lane
+    of its value or indices has no scalar form, or would keep a vector inside."""
+    tirx = tilelang().tvm.tirx
+    if store.buffer.dtype.lanes != 1 or store.predicate is not None:
+        return None
+    lanes = max([store.value.dtype.lanes, *(i.dtype.lanes for i in store.indices)])
+    if lanes == 1:
+        return None
+    stores = [tirx.BufferStore(store.buffer, _lane(store.value, j), [_lane(i, j) for i in store.indices])
+              for j in range(lanes)]
+    vectors: list[Any] = []
+    for s in stores:  # a scalar built of vectors (a reinterpret of a pair, a reduction of lanes) stays a vector op
+        tirx.stmt_functor.post_order_visit(s, lambda n: vectors.append(n) if isinstance(n, tirx.PrimExpr)
+                                           and n.dtype.lanes > 1 else None)
+    if vectors:
+        raise TypeError(f"a {type(vectors[0]).__name__} of {vectors[0].dtype} inside a lane")
+    return stores
+
+
+def _lanes_unrolled(body: Any, unsplit: list[tuple[str, str]] | None = None) -> Any:
     """``body`` with each store of a vector (``B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]``, written by
     hand, after TileLang's negative-index legalisation has made its indices a vector of 64-bit
-    scalars) as one store per lane, each lane's indices and value its scalars (a ramp's ``base +
-    stride * lane``, a broadcast's value, a shuffle's element). TileLang's C back end prints such an
-    index vector as a constructor the host C++ compiler rejects, and the bounds rule checks scalar
-    indices only; the lanes of one store are independent, so storing them one by one stores the
-    same. A store whose value holds another operation on vectors is left as it is."""
+    scalars) as one store per lane, each lane's indices and value its scalars (:func:`_lane`).
+    TileLang's C back end prints such an index vector as a constructor the host C++ compiler rejects,
+    and the bounds rule checks scalar indices only; a vector store reads every lane before it writes
+    any, so where a lane reads the stored buffer every lane is read first (:func:`lanes_stored`). A
+    store with a lane of no scalar form is left as it is
+    and noted in ``unsplit`` (its buffer, the operation): when TileLang's C then fails to compile,
+    :func:`compile_emulated` refuses it by name."""
     tirx = tilelang().tvm.tirx
-    binary = tuple(getattr(tirx, k) for k in _LANE_BINARY)
-
-    def lane(expr: Any, j: int) -> Any:
-        if expr.dtype.lanes == 1:
-            return expr
-        if isinstance(expr, tirx.Ramp):
-            return lane(expr.base, j) + lane(expr.stride, j) * tirx.const(j, expr.base.dtype)
-        if isinstance(expr, tirx.Broadcast):
-            return lane(expr.value, j)
-        if isinstance(expr, tirx.Shuffle):
-            elements = [(v, k) for v in expr.vectors for k in range(v.dtype.lanes)]
-            vector, k = elements[int(expr.indices[j])]
-            return lane(vector, k)
-        if isinstance(expr, tirx.BufferLoad) and expr.buffer.dtype.lanes == 1:
-            return tirx.BufferLoad(expr.buffer, [lane(i, j) for i in expr.indices])
-        if isinstance(expr, tirx.Cast):
-            return tirx.Cast(expr.dtype.with_lanes(1), lane(expr.value, j))
-        if isinstance(expr, tirx.Select):
-            return tirx.Select(lane(expr.condition, j), lane(expr.true_value, j), lane(expr.false_value, j))
-        if isinstance(expr, tirx.Not):
-            return tirx.Not(lane(expr.a, j))
-        if isinstance(expr, binary):
-            return type(expr)(lane(expr.a, j), lane(expr.b, j))
-        raise TypeError(type(expr).__name__)
 
     def post(node: Any) -> Any:
-        if not isinstance(node, tirx.BufferStore) or node.buffer.dtype.lanes != 1 or node.predicate is not None:
-            return None
-        lanes = max([node.value.dtype.lanes, *(i.dtype.lanes for i in node.indices)])
-        if lanes == 1:
-            return None
         try:
-            return lanes_stored([tirx.BufferStore(node.buffer, lane(node.value, j), [lane(i, j) for i in node.indices])
-                                 for j in range(lanes)])
-        except TypeError:
+            stores = _lanes_of(node)
+        except TypeError as err:
+            if unsplit is not None:
+                unsplit.append((str(node.buffer.name), str(err)))
             return None
+        return None if stores is None else lanes_stored(stores)
 
     return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.BufferStore"])
 
@@ -1276,12 +1324,13 @@ def _passed_as_bits(func: Any, narrow: dict[str, str]) -> tuple[str, ...]:
 # The rewrite after the tile ops are lowered: bounds checks and rounding on every store
 # ------------------------------------------------------------------------------------------
 
-def _late_pass(emulation: Emulation) -> Any:
+def _late_pass(emulation: Emulation, unsplit: list[tuple[str, str]] | None = None) -> Any:
     """The TIR pass run just before TileLang's FlattenBuffer: tile ops are loads and stores by
     then, with their per-dimension indices. Each access that cannot be proved inside its buffer
     is guarded (an access outside calls the runtime's record and is not performed); each store
     into a buffer whose GPU type the CPU lacks rounds its value to that type; each ``T.alloc_global``
-    scratch buffer is heap memory from the runtime, freed where its scope ends."""
+    scratch buffer is heap memory from the runtime, freed where its scope ends; each float maximum
+    and minimum is the GPU's (``emulate_tileops.gpu_max_min``: a NaN operand gives the other, -0 < +0)."""
     # Long but whole: the pass's hooks share its analyzer and scope; split, they would pass both around.
     tvm = tilelang().tvm
     tirx = tvm.tirx
@@ -1440,7 +1489,8 @@ def _late_pass(emulation: Emulation) -> Any:
         def is_const_zero_extent(loop: Any) -> bool:
             return isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 0
 
-        return func.with_body(rewrite(_lanes_unrolled(func.body), {}))
+        # the tile-ops rule's float maximum and minimum (the reduces are loops by now): the GPU's, NaN skipped
+        return func.with_body(rewrite(gpu_max_min(_lanes_unrolled(func.body, unsplit)), {}))
 
     return tirx.transform.prim_func_pass(transform, opt_level=0, name="tilelab.EmulateOnCPU")
 
@@ -1494,7 +1544,8 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
 
     source = resolve_kernel(obj, args, kwargs)
     emulation = rewrite_for_cpu(source.prim_func, source.name)
-    late = _late_pass(emulation)
+    unsplit: list[tuple[str, str]] = []  # vector stores by hand with a lane of no scalar form
+    late = _late_pass(emulation, unsplit)
     configs = {**{k: v for k, v in source.pass_configs.items() if not k.startswith("tl.disable_warp")},
                **(pass_configs or {}), **CPU_PASS_CONFIGS}
     with _COMPILE_LOCK, passes_before({"FlattenBuffer": late}):
@@ -1505,8 +1556,28 @@ def compile_emulated(obj: Any, *, pass_configs: dict[str, Any] | None = None, ar
             refused = refused_intrinsic(source.prim_func, source.name, err)
             if refused is not None:
                 raise refused from err
+            if unsplit:
+                raise _unsplit_refusal(source.prim_func, source.name, *unsplit[0]) from err
             raise
     return EmulatedKernel(compiled, emulation)
+
+
+def _unsplit_refusal(func: Any, name: str, buffer: str, what: str) -> EmulationRefused:
+    """The refusal of a vector store written by hand that the parallel rule could not store lane by
+    lane (``what``: the operation of its value with no lane of its own), which TileLang's C back end
+    then failed to compile."""
+    buf = re.escape(buffer)
+    file, line, text = "", 0, ""
+    for pattern in (rf"\b{buf}\s*\[[^=]*\bT\.Ramp\b", rf"\b{buf}\s*\[.*\]\s*=", r"\bT\.Ramp\b"):
+        file, line, text = _locate(func, pattern)
+        if line:
+            break
+    why = ("the CPU path stores a vector store lane by lane, each lane its scalars (ramps, broadcasts, shuffles, "
+           "loads, casts, selects, arithmetic, TVM's math), and this operation has no lane of its own, while "
+           "TileLang's C back end cannot print this store's vector indices; write the lanes as a loop (for j in "
+           "T.vectorized(n)), which TileLang vectorizes on the GPU")
+    return EmulationRefused(name, f"a vector store written by hand into {buffer} whose value holds {what}", why,
+                            file, line, text)
 
 
 def emulation_key(obj: Any) -> str:

@@ -155,7 +155,7 @@ def thread_level(func: Any, name: str) -> ThreadLevel:
         construct, why, source = refused[0]
         file, line, text = _source_line(func, source)
         raise EmulationRefused(name, construct, why, file, line, text)
-    func = _with_launch_blocks(func)
+    func = _with_launch_blocks(func, name)
     result = ThreadLevel(func)
     counter = {"barrier": 0, "collective": 0}
 
@@ -1091,13 +1091,15 @@ def _is_block_barrier(call: Any) -> bool:
     return op == "__syncthreads" or (op == "tirx.tvm_storage_sync" and len(_call_args(call)) < 3)
 
 
-def _with_launch_blocks(func: Any) -> Any:
+def _with_launch_blocks(func: Any, name: str = "") -> Any:
     """A kernel written with ``T.thread_binding`` loops and no ``T.Kernel`` (``for tx in
     T.thread_binding(128, thread="threadIdx.x")`` under a blockIdx one) with each block's body in the
     block ``T.Kernel`` makes (``tilelang_root``, its threads the extents of those loops), so that its
     threadIdx loops are loops over the block's threads like any other (TileLang's C code generator
-    has no thread index to bind them to). A kernel with a ``T.Kernel`` block, or with a threadIdx loop
-    of an extent that is not a number, is returned as it is."""
+    has no thread index to bind them to). A kernel with a ``T.Kernel`` block is returned as it is; one
+    with a threadIdx loop whose extent is not a number (a size known at launch: the block's thread
+    count) is refused by name, with its line: the rule's loops over a block's threads, and the slot
+    per thread of what each keeps, are sized when the kernel is built."""
     tirx = tilelang().tvm.tirx
     found = {"launch": False}
 
@@ -1112,6 +1114,22 @@ def _with_launch_blocks(func: Any) -> Any:
 
     def tag(n: Any) -> str:
         return str(n.thread_binding.thread_tag) if isinstance(n, tirx.For) and n.thread_binding is not None else ""
+
+    sized = [n for n in _loops(func.body) if tag(n).startswith("threadIdx.")
+             and not (isinstance(n.extent, tirx.IntImm) and isinstance(n.min, tirx.IntImm))]
+    if sized:  # refused here, outside TVM's callbacks
+        from .emulate_source import EmulationRefused
+
+        loop = sized[-1]  # the outermost
+        extent = str(loop.extent if isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0 else
+                     f"{loop.min} + {loop.extent}")
+        file, line, text = _source_line(func, rf"\bT\.thread_binding\b.*{re.escape(tag(loop))}")
+        raise EmulationRefused(
+            name, f"a T.thread_binding loop over {tag(loop)} of {extent} threads, a number known only at launch",
+            "a kernel with no T.Kernel takes its block's threads from its threadIdx loops, and the CPU path runs a "
+            "block's threads in loops (a slot per thread for what each keeps) whose sizes are fixed when the kernel "
+            "is built; give the block a number of threads (T.Kernel(..., threads=N), or T.thread_binding(N, ...)) "
+            "and guard the threads past the size (if tx < n)", file, line, text)
 
     def extents(stmt: Any) -> list[int] | None:
         sizes = {"x": 1, "y": 1, "z": 1}

@@ -12,10 +12,24 @@ thread runs each block and the blocks run one after another, so:
   ``__hmax_nan``/``__hmin_nan`` combine, which TileLang allows for float16 and bfloat16 outputs
   only: on the CPU those are held in float32, so TileLang's own check rejects them) run as the
   loops of their meaning: for each output element, the combine of its elements along ``dim``
-  (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN. Any
-  other reduce keeps TileLang's CPU lowering, whose combine is C's comparison: with a NaN among
-  the elements its result depends on where the NaN is, where the GPU's default combine (fmaxf,
-  ``__hmax``) ignores it.
+  (``clear=False``: and of the value the output held), NaN as soon as one of them is NaN;
+- every other float maximum and minimum, the combine of TileLang's own reduce lowering
+  (``T.reduce_max`` / ``reduce_min`` / ``reduce_absmax``, the latter's ``|x|`` a maximum of ``x``
+  and ``-x`` too) and ``T.max`` / ``T.min`` in the kernel's own code, is the GPU's: the PTX ISA's
+  ``max`` / ``min``, where a NaN operand gives the other operand and -0 < +0 (:func:`gpu_max_min`,
+  run by the late pass once the reduces are loops; the C of :data:`RUNTIME_C`). On the GPU the reduce
+  combines with ``max()`` / ``min()`` in each thread and ``tl::MaxOp`` / ``MinOp`` across threads:
+  ``fmaxf`` / ``fminf`` for float32, ``__hmax`` / ``__hmax2`` / ``__hmin`` for float16 and bfloat16,
+  each returning the other operand for a NaN, and so does CUDA's ``max(a, b)`` of two floats, which
+  TileLang prints for a float ``T.max``. So a NaN element is skipped wherever it sits: a row max is
+  numpy's ``np.fmax.reduce`` over the row and the reduce's start (-inf for ``reduce_max``, +inf for
+  ``reduce_min``, 0 for ``reduce_absmax``; with ``clear=False``, the value the output held), and a
+  row of NaN only gives that start. TileLang's C back end prints a maximum as ``a > b ? a : b``,
+  which gives ``b`` when either is NaN: its result would depend on where the NaN sits. (For
+  float64 TileLang's combine across threads is ``a < b ? b : a``, but each thread's partial starts
+  from the reduce's start and skips NaN, so none reaches it; only a NaN the output already held,
+  with ``clear=False``, could, for a thread whose elements are all NaN, and there the GPU's answer
+  depends on its thread layout.)
 
 A reduce with ``nan_propagate`` over regions whose shapes do not say which axis is reduced is
 refused by name.
@@ -105,6 +119,47 @@ def _nan_reduce(call: Any, func: Any, name: str) -> Any:
         if i != dim:
             body = tirx.For(loops[i], 0, src_ext[i], tirx.ForKind.SERIAL, body)
     return body
+
+
+# A float maximum or minimum as the GPU computes it: the runtime's functions (RUNTIME_C) by dtype.
+GPU_MAX_MIN = {("Max", "float32"): "tilelab_emu_max_f32", ("Min", "float32"): "tilelab_emu_min_f32",
+               ("Max", "float64"): "tilelab_emu_max_f64", ("Min", "float64"): "tilelab_emu_min_f64"}
+# Their C, part of the header every CPU-path kernel is built with (tilelab.launch._emulate): the PTX
+# ISA's max and min (what fmaxf, fminf, __hmax and __hmin compile to): a NaN operand gives the other,
+# two NaN give NaN, and -0 < +0 (C's fmaxf leaves the sign of an equal pair to the library: glibc's
+# gives its first operand).
+RUNTIME_C = "".join(r"""
+extern "C" {
+static inline T tilelab_emu_max_S(T a, T b) {
+  if (isnan(a)) return b;
+  if (isnan(b)) return a;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline T tilelab_emu_min_S(T a, T b) {
+  if (isnan(a)) return b;
+  if (isnan(b)) return a;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+}
+""".replace("T ", t + " ").replace("(T", "(" + t).replace("_S", "_" + suffix) for t, suffix in (("float", "f32"),
+                                                                                               ("double", "f64")))
+
+
+def gpu_max_min(body: Any) -> Any:
+    """``body`` with each scalar float32 or float64 maximum and minimum (``tirx.Max`` / ``Min``) as
+    the runtime's function of :data:`GPU_MAX_MIN` (see the module's docstring). Run on the lowered kernel,
+    where a GPU float type is held in float32: its reduces are loops by then and its vectors lanes."""
+    tirx = tilelang().tvm.tirx
+
+    def post(node: Any) -> Any:
+        function = GPU_MAX_MIN.get((type(node).__name__, str(node.dtype)))
+        if function is None:  # an integer, a vector, or a float type the CPU does not compute in
+            return None
+        return tirx.call_pure_extern(str(node.dtype), function, node.a, node.b)
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.Max", "tirx.Min"])
 
 
 def _isnan(value: Any) -> Any:

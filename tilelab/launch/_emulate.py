@@ -322,9 +322,10 @@ def compile_flags() -> list[str]:
     kernels unoptimised; -O1 runs a tile program as fast as -O2 here and compiles in about the time
     of -O0), with the rounding included inline (:data:`ROUNDING_HEADER`)."""
     from .._tilelang.emulate_intrinsics import RUNTIME_C  # the intrinsics rule's C (T.ieee_*, T.rng_*)
+    from .._tilelang.emulate_tileops import RUNTIME_C as MAX_MIN_C  # the tile-ops rule's float max and min
     from ._native import header_file
 
-    return ["-O1", "-include", header_file(ROUNDING_HEADER + RUNTIME_C, "emulation-rounding")]
+    return ["-O1", "-include", header_file(ROUNDING_HEADER + RUNTIME_C + MAX_MIN_C, "emulation-rounding")]
 
 
 def round_to_format(values: Sequence[float], dtype: str) -> list[float]:
