@@ -9,7 +9,8 @@ Every script runs in its own process as ``__main__`` with its own sizes, CUDA te
 to the CPU and every compile intercepted before the device compiler (tilelab's corpus machinery,
 ``tilelab.engine.corpus``). Each kernel TileLang lowers for sm_90a is then run on the CPU, two of its
 blocks (the first and the last of its grid), at the example's own sizes: on the tensors the
-script passes when it calls the kernel, else on random inputs built from the signature. Outputs:
+script passes when it calls the kernel, else on random inputs built from the signature (each
+dynamic size ``DYNAMIC_SIZE``). Outputs:
 the kernel's ``out_idx``, else the tensors it writes. Each kernel's row says:
 
 - ``runs``: the CPU run finished; its note says whether the two blocks wrote elements of every
@@ -122,7 +123,7 @@ TEST_FOLDERS = ("kernel", "issue", "language", "cuda", "math", "fastmath", "quan
 NOT_CUDA_FOLDERS = ("cpu", "webgpu", "llvm", "metal", "amd")
 DUPLICATE = "duplicate"
 MAX_RESTARTS = 3  # --tests: a file whose process dies in one kernel goes on after that test, at most this often
-DYNAMIC_SIZE = 1024  # --tests: a dynamic size of a kernel its test never called (random inputs)
+DYNAMIC_SIZE = 1024  # a dynamic size of a kernel the script never called (random inputs), in every mode
 LOWERING_ONLY = "lowering only"  # --users: a CompileRequest made from the script's tilelang.lower or get_tir
 WATCH_S = 4 * GRACE_S  # --users: a script stuck this long in its own computation after its last kernel is ended
 NOT_RUN = "not run"  # --users: lowered, but the script's time ran out before its CPU run (not counted)
@@ -305,7 +306,7 @@ class Worker:
         row: dict[str, Any] = {"kernel": name, "inputs": "script" if args is not None else "random", **mark}
         sizes: dict[str, int] = {}
         try:
-            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if self.marked and args is None else None)
+            sizes = _sizes(func, out_idx, args or [], fill=DYNAMIC_SIZE if args is None else None)
             grid = _grid(func, name, sizes)
         except Exception as err:
             grid = (1, 1, 1)
