@@ -268,3 +268,35 @@ def mma_atom(trans_b: bool = False, wrong_lane: bool = False) -> T.PrimFunc:
                 C[tx // 4 + 8 * (i // 2), 2 * (tx % 4) + i % 2] = c[i]
 
     return main
+
+
+def weighted_rows_in_a_branch(rows: int = 4, n: int = 64, threads: int = 96, split: int = 32,
+                              bind: bool = True) -> T.PrimFunc:
+    """Y = sum_k W[k] * X[k, :], worked out by the threads of the ``else`` of ``tx < split``: a tile
+    loop accumulating into a fragment, its weight bound first (``w = W_s[k]``, a value every thread
+    of the branch holds alike) or read in the loop (``bind=False``)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, n), "float32"), W: T.Tensor((rows,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=threads):
+            w_s = T.alloc_shared((rows,), "float32")
+            acc = T.alloc_fragment((n,), "float32")
+            x_f = T.alloc_fragment((rows, n), "float32")
+            if T.get_thread_binding() < split:
+                pass
+            else:
+                for j in T.Parallel(rows):
+                    w_s[j] = W[j]
+                T.copy(X, x_f)
+                T.clear(acc)
+                for k in T.serial(rows):
+                    if bind:
+                        w = w_s[k]
+                        for i in T.Parallel(n):
+                            acc[i] += w * x_f[k, i]
+                    else:
+                        for i in T.Parallel(n):
+                            acc[i] += w_s[k] * x_f[k, i]
+                T.copy(acc, Y)
+
+    return main

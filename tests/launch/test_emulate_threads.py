@@ -82,6 +82,17 @@ def test_tile_operations_under_a_branch_on_the_thread_run_once_for_the_threads_t
     assert result.passed, result
 
 
+def test_a_value_bound_alike_under_a_branch_on_the_thread_leaves_the_tile_loop_reading_it_once():
+    """``w = W_s[k]`` under the ``else`` of ``tx < 32``: each of the 64 threads taking it holds the
+    same value, so the tile loop accumulating ``w * X[k, i]`` runs once for them (it ran once per
+    thread, 64 times the sum, without a word)."""
+    x, w = torch.randn(4, 64), torch.rand(4)
+    y = torch.zeros(64)
+    result = tilelab.run(tk.weighted_rows_in_a_branch(), x, w, y, device="cpu", outputs=["Y"],
+                         ref=lambda x, w: (w.double()[:, None] * x.double()).sum(0).float())
+    assert result.passed, result
+
+
 def test_an_access_outside_a_buffer_from_a_loop_over_the_threads_is_reported_never_performed():
     where = "write of Y[1000] (past its end: Y is 1000) in block (1, 0, 0)"
     with pytest.raises(KernelLaunchError, match=re.escape(where)):

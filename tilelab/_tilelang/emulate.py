@@ -122,7 +122,7 @@ BLOCK_MASK = "tilelab_blocks"
 MASK_LOOP = "tilelab_selected"  # the loop of one trip (a selected block) or none around a block's body
 # Part of the rewritten kernel (an attribute of its PrimFunc), so of TileLang's cache key: a change
 # of the rewrite or of the late pass below changes it, and no compile made by another one answers.
-EMULATION_VERSION = "18"  # a vector store reads its lanes first; narrow scalars and constants rounded
+EMULATION_VERSION = "19"  # a value bound alike under a branch on the thread is not per-thread
 MAX_RANK = 6
 # The parallel rule's second half: every vectorized loop (T.vectorized, and those TileLang makes of a copy or a
 # T.Parallel) is lowered as a serial loop. TileLang's C back end prints a vector of lanes as a struct with no

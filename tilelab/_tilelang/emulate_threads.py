@@ -404,7 +404,9 @@ class _Block:
                 if s.else_case is not None:
                     walk(s.else_case, inner)
             elif isinstance(s, tirx.Bind):
-                if ctrl or self.varies(s.value):
+                # a value bound from what every thread sees alike is the same on each thread that
+                # reaches it, even under a branch on the thread (its scope ends with the branch)
+                if self.varies(s.value):
                     mark_var(s.var)
             elif isinstance(s, tirx.BufferStore):
                 if ctrl or self.varies(s.value) or any(self.varies(i) for i in s.indices):
